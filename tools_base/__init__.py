@@ -1,0 +1,87 @@
+"""The Goondan Tool SDK and the ``@goondan/base`` tool pack.
+
+Tool authors import everything they need from here::
+
+    from tools_base import ToolContext, ToolError
+
+    def echo(ctx: ToolContext, input: dict) -> dict:
+        return {"text": input["text"]}
+
+    handlers = {"echo": echo}
+
+The built-in tools live in :mod:`tools_base.tools` and are declared by the package manifest
+``tools_base/goondan.yaml`` (package ``@goondan/base``); the runtime loads them exactly like
+user tools.
+"""
+
+from tools_base._context import (
+    ToolConfigError,
+    ToolConfigure,
+    ToolContext,
+    ToolHandler,
+    ToolLogger,
+    ToolOutput,
+    is_nonblocking,
+    nonblocking,
+)
+from tools_base._json import JsonArray, JsonObject, JsonPrimitive, JsonValue
+from tools_base._message import Message, MessageRole, MessageSource, ToolCall
+from tools_base._result import (
+    DEFAULT_ERROR_MESSAGE_LIMIT,
+    PendingResult,
+    ToolCallResult,
+    ToolError,
+    ToolErrorInfo,
+    ToolResult,
+    ToolStatus,
+    truncate_error_message,
+)
+from tools_base._runtime import (
+    AgentCatalogResult,
+    AgentEvent,
+    AgentListResult,
+    AgentRequestResult,
+    AgentSendResult,
+    AgentSpawnResult,
+    AgentToolRuntime,
+    SpawnedAgentInfo,
+)
+
+PACKAGE_NAME = "@goondan/base"
+"""The package name user bundles use to reference the built-in tools."""
+
+__all__ = [
+    "DEFAULT_ERROR_MESSAGE_LIMIT",
+    "PACKAGE_NAME",
+    "AgentCatalogResult",
+    "AgentEvent",
+    "AgentListResult",
+    "AgentRequestResult",
+    "AgentSendResult",
+    "AgentSpawnResult",
+    "AgentToolRuntime",
+    "JsonArray",
+    "JsonObject",
+    "JsonPrimitive",
+    "JsonValue",
+    "Message",
+    "MessageRole",
+    "MessageSource",
+    "PendingResult",
+    "SpawnedAgentInfo",
+    "ToolCall",
+    "ToolCallResult",
+    "ToolConfigError",
+    "ToolConfigure",
+    "ToolContext",
+    "ToolError",
+    "ToolErrorInfo",
+    "ToolHandler",
+    "ToolLogger",
+    "ToolOutput",
+    "ToolResult",
+    "ToolStatus",
+    "is_nonblocking",
+    "nonblocking",
+    "truncate_error_message",
+]

@@ -1,0 +1,166 @@
+"""Conversation messages as tools see them (seed 000 appendix A, `Message`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tools_base._json import JsonObject, JsonValue
+
+MessageRole = Literal["system", "user", "assistant", "tool"]
+MessageSourceType = Literal["user", "assistant", "tool", "system", "extension"]
+_ROLES: dict[object, MessageRole] = {
+    "system": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """One tool call requested by the model (seed 000 §6.2)."""
+
+    id: str
+    """Call id chosen by the model provider; echoed in the matching tool result."""
+    name: str
+    """Full tool name, ``{resource}__{export}`` (for example ``bash__exec``)."""
+    args: JsonObject
+    """Arguments as the model sent them, already parsed from JSON."""
+
+    def to_json(self) -> JsonObject:
+        """The wire form: ``{id, name, args}``."""
+        return {"id": self.id, "name": self.name, "args": self.args}
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> ToolCall:
+        """Inverse of :meth:`to_json`."""
+        args = data.get("args")
+        return cls(
+            id=str(data["id"]),
+            name=str(data["name"]),
+            args=args if isinstance(args, dict) else {},
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MessageSource:
+    """Who produced a message (seed 004 `MessageSource`)."""
+
+    type: MessageSourceType
+    step_id: str | None = None
+    """Set for ``assistant`` messages: the Step that produced them."""
+    tool_call_id: str | None = None
+    """Set for ``tool`` messages."""
+    tool_name: str | None = None
+    """Set for ``tool`` messages."""
+    extension_name: str | None = None
+    """Set for ``extension`` messages."""
+
+    def to_json(self) -> JsonObject:
+        """The wire form, camelCase keys, ``None`` fields omitted."""
+        out: JsonObject = {"type": self.type}
+        if self.step_id is not None:
+            out["stepId"] = self.step_id
+        if self.tool_call_id is not None:
+            out["toolCallId"] = self.tool_call_id
+        if self.tool_name is not None:
+            out["toolName"] = self.tool_name
+        if self.extension_name is not None:
+            out["extensionName"] = self.extension_name
+        return out
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> MessageSource:
+        """Inverse of :meth:`to_json`."""
+
+        def opt(key: str) -> str | None:
+            value = data.get(key)
+            return value if isinstance(value, str) else None
+
+        kind = data.get("type")
+        source_type: MessageSourceType = (
+            kind if kind in ("user", "assistant", "tool", "system", "extension") else "user"  # type: ignore[assignment]
+        )
+        return cls(
+            type=source_type,
+            step_id=opt("stepId"),
+            tool_call_id=opt("toolCallId"),
+            tool_name=opt("toolName"),
+            extension_name=opt("extensionName"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Message:
+    """One message of a conversation.
+
+    ``content`` holds the text of system, user and assistant messages; an assistant message
+    that asks for tools lists them in ``tool_calls``; a ``tool`` message carries one tool
+    result in ``tool_result`` (the JSON form of a ``ToolCallResult``).
+    """
+
+    id: str
+    """Stable id; message events (`replace`, `remove`) address messages by it."""
+    role: MessageRole
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_result: JsonObject | None = None
+    metadata: dict[str, JsonValue] = field(default_factory=dict)
+    """Free-form annotations (extensions use it); the only mutable part of a message."""
+    created_at: str = ""
+    """ISO 8601 timestamp in UTC."""
+    source: MessageSource = field(default_factory=lambda: MessageSource(type="user"))
+
+    def to_json(self) -> JsonObject:
+        """The persisted form (one line of ``base.jsonl``)."""
+        out: JsonObject = {
+            "id": self.id,
+            "role": self.role,
+            "content": self.content,
+            "metadata": self.metadata,
+            "createdAt": self.created_at,
+            "source": self.source.to_json(),
+        }
+        if self.tool_calls:
+            out["toolCalls"] = [call.to_json() for call in self.tool_calls]
+        if self.tool_result is not None:
+            out["toolResult"] = self.tool_result
+        return out
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> Message:
+        """Inverse of :meth:`to_json`; raises ``KeyError``/``ValueError`` on a bad shape."""
+        role = data["role"]
+        if role not in _ROLES:
+            raise ValueError(f"unknown message role {role!r}")
+        calls_raw = data.get("toolCalls")
+        calls = (
+            tuple(ToolCall.from_json(c) for c in calls_raw if isinstance(c, dict))
+            if isinstance(calls_raw, list)
+            else ()
+        )
+        metadata = data.get("metadata")
+        source = data.get("source")
+        tool_result = data.get("toolResult")
+        content = data.get("content")
+        return cls(
+            id=str(data["id"]),
+            role=_ROLES[role],
+            content=content if isinstance(content, str) else "",
+            tool_calls=calls,
+            tool_result=tool_result if isinstance(tool_result, dict) else None,
+            metadata=metadata if isinstance(metadata, dict) else {},
+            created_at=str(data.get("createdAt", "")),
+            source=MessageSource.from_json(source)
+            if isinstance(source, dict)
+            else _default_source(role),
+        )
+
+
+def _default_source(role: Any) -> MessageSource:
+    if role == "assistant":
+        return MessageSource(type="assistant")
+    if role == "system":
+        return MessageSource(type="system")
+    return MessageSource(type="user")
