@@ -1,0 +1,102 @@
+"""Tool Catalog: what the model sees in one Step (seed 000 §1.1, §11).
+
+The Registry holds every tool the process can run; the Catalog is a fresh, mutable list built
+at the start of every Step from ``Agent.spec.tools`` plus the tools extensions registered so
+far. Step middleware may edit it; the final list is the allowlist the executor enforces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from tools_base import JsonObject
+
+if TYPE_CHECKING:
+    from agent_process.tools.registry import ToolRegistry
+
+ToolSourceType = Literal["config", "extension", "mcp"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class McpSource:
+    """Where an MCP-bridged tool comes from."""
+
+    extension_name: str
+    server_name: str | None = None
+
+    def to_json(self) -> JsonObject:
+        """The wire form, camelCase keys."""
+        out: JsonObject = {"extensionName": self.extension_name}
+        if self.server_name is not None:
+            out["serverName"] = self.server_name
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSource:
+    """Origin of a catalog item (seed 000 §11.1 `ToolSource`)."""
+
+    type: ToolSourceType
+    """``config`` for Tool resources, ``extension`` for ``api.tools.register``, ``mcp`` for MCP."""
+    name: str
+    """The Tool resource name, or the registering extension's name."""
+    mcp: McpSource | None = None
+
+    def to_json(self) -> JsonObject:
+        """The wire form."""
+        out: JsonObject = {"type": self.type, "name": self.name}
+        if self.mcp is not None:
+            out["mcp"] = self.mcp.to_json()
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCatalogItem:
+    """One tool as the model sees it (seed 000 §11.1)."""
+
+    name: str
+    """Full name, ``{resource}__{export}``; sent to the provider unchanged (seed 000 §3.2)."""
+    description: str | None = None
+    parameters: JsonObject = field(default_factory=lambda: {"type": "object", "properties": {}})
+    """JSON Schema of the arguments (an object schema)."""
+    source: ToolSource | None = None
+
+    def to_json(self) -> JsonObject:
+        """The wire form: ``{name, description?, parameters, source?}``."""
+        out: JsonObject = {"name": self.name, "parameters": self.parameters}
+        if self.description is not None:
+            out["description"] = self.description
+        if self.source is not None:
+            out["source"] = self.source.to_json()
+        return out
+
+
+def build_catalog(
+    registry: ToolRegistry, config_tool_names: Sequence[str]
+) -> list[ToolCatalogItem]:
+    """A new Step's catalog: the agent's configured tools, then every dynamic tool.
+
+    Configured names come first, in ``Agent.spec.tools`` order; tools registered by extensions
+    or MCP bridges follow in registration order. A name appears once (config wins). A
+    configured name the registry does not hold is skipped: the config plane reports it at load
+    time, and the executor would refuse it anyway.
+    """
+    catalog: list[ToolCatalogItem] = []
+    seen: set[str] = set()
+    for name in config_tool_names:
+        tool = registry.get(name)
+        if tool is not None and name not in seen:
+            seen.add(name)
+            catalog.append(tool.item)
+    for tool in registry.dynamic_tools():
+        if tool.item.name not in seen:
+            seen.add(tool.item.name)
+            catalog.append(tool.item)
+    return catalog
+
+
+def catalog_names(catalog: Iterable[ToolCatalogItem]) -> frozenset[str]:
+    """The allowlist the executor enforces for one Step."""
+    return frozenset(item.name for item in catalog)

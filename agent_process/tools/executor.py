@@ -1,0 +1,494 @@
+"""Tool execution: the ``toolCall`` onion around catalog guard, validation and the handler.
+
+``ToolExecutor.execute`` never raises for anything a tool, its arguments or a middleware did:
+every failure becomes a :class:`ToolCallResult` with ``status="error"`` and a code the model
+can act on (seed 000 §7, §8.3). Only cancellation propagates.
+
+Codes:
+
+=======================  ============================================================
+``E_TOOL_NOT_IN_CATALOG`` the tool exists but is not in this Step's catalog (§7.2)
+``E_TOOL_NOT_FOUND``      no tool of that name exists (or the catalog names a tool with no handler)
+``E_TOOL_INVALID_ARGS``   the arguments fail the export's JSON Schema; the handler did not run
+``E_TOOL_TIMEOUT``        the handler ran past its timeout
+``E_TOOL``                the handler raised (or the exception's own ``code``)
+``E_TOOL_MIDDLEWARE``     a ``toolCall`` middleware raised, or returned something that is not a result
+=======================  ============================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import difflib
+import functools
+import math
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_process.tools.middleware import MiddlewarePipeline, ToolCallMiddlewareContext
+from agent_process.tools.registry import RegisteredTool, ToolRegistry
+from agent_process.tools.schema import format_issues
+from tools_base import (
+    DEFAULT_ERROR_MESSAGE_LIMIT,
+    AgentToolRuntime,
+    JsonValue,
+    Message,
+    PendingResult,
+    ToolCall,
+    ToolCallResult,
+    ToolContext,
+    ToolError,
+    ToolErrorInfo,
+    ToolLogger,
+    truncate_error_message,
+)
+
+HELP_URL = "https://docs.goondan.ai/errors/{code}"
+DEFAULT_HANDLER_TIMEOUT_SECONDS = 300.0
+"""Handler timeout when neither the Tool nor the policy sets one."""
+
+NOT_IN_CATALOG_SUGGESTION = (
+    "Add the tool to the Agent's spec.tools, or register it dynamically and expose it from "
+    "step middleware."
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallPolicy:
+    """How strictly the executor treats calls (seed 000 §7.1)."""
+
+    allow_registry_calls: bool = False
+    """Let the model call registry tools missing from the catalog. A security decision: off."""
+    default_timeout_seconds: float = DEFAULT_HANDLER_TIMEOUT_SECONDS
+    """Handler timeout for tools that set no ``timeoutSeconds``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallScope:
+    """What every call of one Step shares; the Turn/Step loop builds one per Step."""
+
+    agent_name: str
+    instance_key: str
+    turn_id: str
+    trace_id: str
+    step_index: int
+    workdir: Path
+    logger: ToolLogger
+    catalog: frozenset[str]
+    """Names in this Step's final catalog: the allowlist."""
+    runtime: AgentToolRuntime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCompletion:
+    """The late outcome of a call that answered ``pending`` (seed 002 §6.3)."""
+
+    handle: str
+    result: ToolCallResult
+    """``ok`` with the completion's value, or ``error`` if it raised or timed out."""
+
+
+PendingListener = Callable[[PendingCompletion], None]
+
+
+def error_result(
+    call_id: str,
+    tool_name: str,
+    *,
+    message: str,
+    code: str,
+    name: str,
+    suggestion: str | None = None,
+    help_url: str | None = None,
+    limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
+) -> ToolCallResult:
+    """The one way this package builds an error result: message cut to ``limit``."""
+    return ToolCallResult(
+        tool_call_id=call_id,
+        tool_name=tool_name,
+        status="error",
+        error=ToolErrorInfo(
+            message=truncate_error_message(message, limit),
+            name=name,
+            code=code,
+            suggestion=suggestion,
+            help_url=help_url or HELP_URL.format(code=code),
+        ),
+    )
+
+
+def exception_result(
+    call_id: str,
+    tool_name: str,
+    exc: BaseException,
+    *,
+    default_code: str = "E_TOOL",
+    limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
+) -> ToolCallResult:
+    """Turn an exception into an error result, keeping a ``code``/``suggestion`` it carries."""
+    code = getattr(exc, "code", None)
+    suggestion = getattr(exc, "suggestion", None)
+    help_url = getattr(exc, "help_url", None)
+    name = exc.name if isinstance(exc, ToolError) else type(exc).__name__
+    return error_result(
+        call_id,
+        tool_name,
+        message=str(exc) or "Unknown tool execution error",
+        code=code if isinstance(code, str) and code else default_code,
+        name=name,
+        suggestion=suggestion if isinstance(suggestion, str) else None,
+        help_url=help_url if isinstance(help_url, str) else None,
+        limit=limit,
+    )
+
+
+class ToolExecutor:
+    """Runs tool calls for one agent process."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        pipeline: MiddlewarePipeline | None = None,
+        *,
+        policy: ToolCallPolicy | None = None,
+        on_pending_complete: PendingListener | None = None,
+        thread_pool: Executor | None = None,
+    ) -> None:
+        self.registry = registry
+        self.pipeline = pipeline if pipeline is not None else MiddlewarePipeline()
+        self.policy = policy if policy is not None else ToolCallPolicy()
+        self._on_pending_complete = on_pending_complete
+        self._own_pool = thread_pool is None
+        self._pool = thread_pool or ThreadPoolExecutor(
+            max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="goondan-tool"
+        )
+        self._pending_tasks: set[asyncio.Task[None]] = set()
+
+    async def execute(
+        self, call: ToolCall, scope: ToolCallScope, message: Message
+    ) -> ToolCallResult:
+        """Run one call through the ``toolCall`` middleware onion; never raises for tool faults."""
+        ctx = _CallContext(
+            self.pipeline.chain("toolCall"),
+            self._core,
+            tool_name=call.name,
+            tool_call_id=call.id,
+            args=dict(call.args),
+            agent_name=scope.agent_name,
+            instance_key=scope.instance_key,
+            turn_id=scope.turn_id,
+            trace_id=scope.trace_id,
+            step_index=scope.step_index,
+            message=message,
+            runtime=scope.runtime,
+        )
+        ctx.scope = scope
+        try:
+            result = await ctx.next()
+        except Exception as exc:
+            return exception_result(
+                call.id,
+                call.name,
+                exc,
+                default_code="E_TOOL_MIDDLEWARE",
+                limit=self._limit(call.name),
+            )
+        if not isinstance(result, ToolCallResult):
+            return error_result(
+                call.id,
+                call.name,
+                message=f"toolCall middleware returned {type(result).__name__}, not a ToolCallResult",
+                code="E_TOOL_MIDDLEWARE",
+                name="MiddlewareResultError",
+                limit=self._limit(call.name),
+            )
+        return result
+
+    async def aclose(self) -> None:
+        """Cancel background completions of pending calls and release the worker threads."""
+        for task in list(self._pending_tasks):
+            task.cancel()
+        if self._pending_tasks:
+            await asyncio.gather(*self._pending_tasks, return_exceptions=True)
+        if self._own_pool:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- the core: catalog guard, lookup, validation, handler ---------------------------------
+
+    async def _core(self, ctx: _CallContext) -> ToolCallResult:
+        scope = ctx.scope
+        name = ctx.tool_name
+        tool = self.registry.get(name)
+        if name not in scope.catalog and not self.policy.allow_registry_calls:
+            if tool is None:
+                return self._not_found(ctx, scope)
+            return error_result(
+                ctx.tool_call_id,
+                name,
+                message=f"Tool {name!r} is not available in the current Tool Catalog.",
+                code="E_TOOL_NOT_IN_CATALOG",
+                name="ToolNotInCatalogError",
+                suggestion=NOT_IN_CATALOG_SUGGESTION,
+                limit=tool.error_message_limit,
+            )
+        if tool is None:
+            return self._not_found(ctx, scope)
+
+        args = ctx.args
+        if not isinstance(args, dict):
+            issues = [f"args: expected object but got {type(args).__name__}"]
+        else:
+            issues = tool.validator.validate(args)
+        if issues:
+            return error_result(
+                ctx.tool_call_id,
+                name,
+                message=f"Invalid arguments for tool {name!r}: {format_issues(issues)}",
+                code="E_TOOL_INVALID_ARGS",
+                name="ToolInputValidationError",
+                suggestion=tool.validator.suggestion(),
+                limit=tool.error_message_limit,
+            )
+
+        tool_ctx = ToolContext(
+            agent_name=scope.agent_name,
+            instance_key=scope.instance_key,
+            turn_id=scope.turn_id,
+            trace_id=scope.trace_id,
+            tool_call_id=ctx.tool_call_id,
+            message=ctx.message,
+            workdir=scope.workdir,
+            logger=_CallLogger(scope.logger, name, ctx.tool_call_id),
+            runtime=scope.runtime,
+        )
+        timeout = tool.timeout_seconds or self.policy.default_timeout_seconds
+        try:
+            output = await self._invoke(tool, tool_ctx, args, timeout)
+        except _HandlerTimeout:
+            return error_result(
+                ctx.tool_call_id,
+                name,
+                message=f"Tool {name!r} did not finish within {_seconds(timeout)}.",
+                code="E_TOOL_TIMEOUT",
+                name="ToolTimeoutError",
+                suggestion="Retry with a smaller task, or raise the Tool's timeoutSeconds.",
+                limit=tool.error_message_limit,
+            )
+        except Exception as exc:
+            return exception_result(ctx.tool_call_id, name, exc, limit=tool.error_message_limit)
+        return self._to_result(ctx, tool, output, timeout)
+
+    async def _invoke(
+        self, tool: RegisteredTool, tool_ctx: ToolContext, args: Any, seconds: float
+    ) -> Any:
+        if tool.runs_inline:
+            output = tool.handler(tool_ctx, args)  # cannot be interrupted: no deadline to arm
+            if asyncio.iscoroutine(output) or isinstance(output, asyncio.Future):
+                output = await _with_deadline(output, seconds)
+            return output
+        if tool.is_coroutine:
+            return await _with_deadline(tool.handler(tool_ctx, args), seconds)  # type: ignore[arg-type]
+        loop = asyncio.get_running_loop()
+        # copy_context() carries structlog's contextvars (agent, trace) into the thread. A
+        # thread cannot be killed: on timeout the call fails and the thread's result is dropped.
+        run = functools.partial(contextvars.copy_context().run, tool.handler, tool_ctx, args)
+        output = await _with_deadline(loop.run_in_executor(self._pool, run), seconds)
+        if asyncio.iscoroutine(output) or isinstance(output, asyncio.Future):
+            output = await _with_deadline(output, seconds)
+        return output
+
+    def _to_result(
+        self, ctx: ToolCallMiddlewareContext, tool: RegisteredTool, output: Any, timeout: float
+    ) -> ToolCallResult:
+        if isinstance(output, PendingResult):
+            if output.completion is not None:
+                self._track_completion(ctx, tool, output, timeout)
+            return ToolCallResult(
+                tool_call_id=ctx.tool_call_id,
+                tool_name=ctx.tool_name,
+                status="pending",
+                handle=output.handle,
+                output=to_json_value(output.output),
+            )
+        if isinstance(output, dict) and output.get("__async") is True and "handle" in output:
+            # The seed 002 §6.3 shape, for handlers written against the older spec.
+            rest = {k: v for k, v in output.items() if k not in ("__async", "handle")}
+            return ToolCallResult(
+                tool_call_id=ctx.tool_call_id,
+                tool_name=ctx.tool_name,
+                status="pending",
+                handle=str(output["handle"]),
+                output=to_json_value(rest),
+            )
+        return ToolCallResult(
+            tool_call_id=ctx.tool_call_id,
+            tool_name=ctx.tool_name,
+            status="ok",
+            output=to_json_value(output),
+        )
+
+    def _track_completion(
+        self,
+        ctx: ToolCallMiddlewareContext,
+        tool: RegisteredTool,
+        pending: PendingResult,
+        timeout: float,
+    ) -> None:
+        call_id, name, handle = ctx.tool_call_id, ctx.tool_name, pending.handle
+        completion = pending.completion
+        assert completion is not None
+
+        async def wait_for_completion() -> None:
+            try:
+                async with asyncio.timeout(timeout):
+                    value = await completion
+                result = ToolCallResult(
+                    tool_call_id=call_id, tool_name=name, status="ok", output=to_json_value(value)
+                )
+            except TimeoutError:
+                result = error_result(
+                    call_id,
+                    name,
+                    message=f"Pending work {handle!r} of {name!r} did not finish within {_seconds(timeout)}.",
+                    code="E_TOOL_TIMEOUT",
+                    name="ToolTimeoutError",
+                    limit=tool.error_message_limit,
+                )
+            except Exception as exc:
+                result = exception_result(call_id, name, exc, limit=tool.error_message_limit)
+            if self._on_pending_complete is not None:
+                self._on_pending_complete(PendingCompletion(handle=handle, result=result))
+
+        task = asyncio.get_running_loop().create_task(wait_for_completion())
+        self._pending_tasks.add(task)
+        task.add_done_callback(self._pending_tasks.discard)
+
+    def _not_found(self, ctx: ToolCallMiddlewareContext, scope: ToolCallScope) -> ToolCallResult:
+        name = ctx.tool_name
+        available = sorted(scope.catalog)
+        close = difflib.get_close_matches(name, available, n=1)
+        hint = f"Did you mean {close[0]!r}? " if close else ""
+        return error_result(
+            ctx.tool_call_id,
+            name,
+            message=f"Tool {name!r} does not exist.",
+            code="E_TOOL_NOT_FOUND",
+            name="ToolNotFoundError",
+            suggestion=f"{hint}Call one of the available tools: {', '.join(available) or '(none)'}.",
+        )
+
+    def _limit(self, name: str) -> int:
+        tool = self.registry.get(name)
+        return tool.error_message_limit if tool is not None else DEFAULT_ERROR_MESSAGE_LIMIT
+
+
+class _CallContext(ToolCallMiddlewareContext):
+    """The middleware context plus the Step scope, which only the core reads."""
+
+    __slots__ = ("scope",)
+    scope: ToolCallScope
+
+
+class _HandlerTimeout(Exception):
+    """The handler's deadline passed."""
+
+
+class _Deadline:
+    __slots__ = ("expired", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.expired = False
+
+    def expire(self) -> None:
+        self.expired = True
+        self.task.cancel()
+
+
+async def _with_deadline(awaitable: Awaitable[Any], seconds: float) -> Any:
+    """Await ``awaitable``, raising :class:`_HandlerTimeout` after ``seconds``.
+
+    What ``asyncio.timeout`` does, for about half its cost on the per-call hot path: one timer
+    handle armed and cancelled.
+    """
+    task = asyncio.current_task()
+    assert task is not None
+    deadline = _Deadline(task)
+    handle = asyncio.get_running_loop().call_later(seconds, deadline.expire)
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        if deadline.expired and task.uncancel() == 0:
+            raise _HandlerTimeout from None
+        raise
+    finally:
+        handle.cancel()
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+class _CallLogger:
+    """The tool's logger: binds tool name and call id only when the tool actually logs."""
+
+    __slots__ = ("_base", "_bound", "_call_id", "_tool")
+
+    def __init__(self, base: ToolLogger, tool: str, call_id: str) -> None:
+        self._base = base
+        self._tool = tool
+        self._call_id = call_id
+        self._bound: ToolLogger | None = None
+
+    def _logger(self) -> ToolLogger:
+        if self._bound is None:
+            bind = getattr(self._base, "bind", None)
+            self._bound = (
+                bind(tool=self._tool, tool_call_id=self._call_id) if callable(bind) else self._base
+            )
+        return self._bound
+
+    def debug(self, event: str, /, **fields: Any) -> Any:
+        return self._logger().debug(event, **fields)
+
+    def info(self, event: str, /, **fields: Any) -> Any:
+        return self._logger().info(event, **fields)
+
+    def warning(self, event: str, /, **fields: Any) -> Any:
+        return self._logger().warning(event, **fields)
+
+    def error(self, event: str, /, **fields: Any) -> Any:
+        return self._logger().error(event, **fields)
+
+
+def to_json_value(value: Any) -> JsonValue:
+    """Coerce a handler's return value into JSON (upstream §2.5 conversion rules).
+
+    JSON values pass through; tuples and sets become lists, non-string keys strings,
+    non-finite floats strings, dataclasses and pydantic models their fields, ``Path`` and any
+    other object its ``str()``.
+    """
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_json_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_json_value(dataclasses.asdict(value))
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return to_json_value(dump(mode="json"))
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)

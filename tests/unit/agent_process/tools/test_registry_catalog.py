@@ -1,0 +1,96 @@
+"""Registry vs Catalog (seed 000 §1, §10, §11)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from agent_process.tools.catalog import ToolCatalogItem, ToolSource, build_catalog, catalog_names
+from agent_process.tools.registry import ToolRegistrationError, ToolRegistry
+from tests.unit.agent_process.tools.conftest import item
+from tools_base import JsonObject, ToolContext
+
+
+def noop(ctx: ToolContext, args: JsonObject) -> None:
+    return None
+
+
+def test_duplicate_name_is_an_error() -> None:
+    """Issue: a duplicate name is an error; entries are never replaced."""
+    registry = ToolRegistry()
+    first = registry.register(item("echo__say"), noop)
+    with pytest.raises(ToolRegistrationError, match="already registered"):
+        registry.register(item("echo__say"), noop)
+    assert registry.get("echo__say") is first
+
+
+@pytest.mark.parametrize("name", ["echo", "echo__", "__say", "a__b__c"])
+def test_invalid_names_are_refused(name: str) -> None:
+    """Seed 000 §3.2: names must be ``resource__export``."""
+    with pytest.raises(ToolRegistrationError, match="invalid tool name"):
+        ToolRegistry().register(item(name), noop)
+
+
+def test_entries_are_immutable() -> None:
+    """Seed 003: registry entries cannot be changed once registered."""
+    entry = ToolRegistry().register(item("echo__say"), noop)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entry.handler = noop  # type: ignore[misc]
+
+
+def test_non_callable_handler_is_refused() -> None:
+    with pytest.raises(ToolRegistrationError, match="not callable"):
+        ToolRegistry().register(item("echo__say"), "nope")  # type: ignore[arg-type]
+
+
+def test_catalog_starts_from_agent_tools_then_dynamic_tools() -> None:
+    """Seed 000 §1.2 rules 1, 2, 4: config tools in spec order, then registered tools."""
+    registry = ToolRegistry()
+    registry.register(item("b__two"), noop)
+    registry.register(item("a__one"), noop)
+    registry.register(item("other__hidden"), noop)  # in the registry, not in Agent.spec.tools
+    registry.register(item("weather__get", source="extension"), noop)
+    catalog = build_catalog(registry, ["a__one", "b__two"])
+    assert [i.name for i in catalog] == ["a__one", "b__two", "weather__get"]
+    assert catalog[2].source == ToolSource(type="extension", name="weather")
+
+
+def test_catalog_is_rebuilt_fresh_each_step() -> None:
+    """Seed 000 §1.2 rule 1: a middleware edit of one Step's catalog does not leak into the next."""
+    registry = ToolRegistry()
+    registry.register(item("a__one"), noop)
+    first = build_catalog(registry, ["a__one"])
+    first.clear()
+    assert [i.name for i in build_catalog(registry, ["a__one"])] == ["a__one"]
+
+
+def test_dynamic_tool_appears_in_the_next_catalog() -> None:
+    """Seed 000 §10.3: a tool registered mid-Turn is in the next Step's catalog."""
+    registry = ToolRegistry()
+    registry.register(item("a__one"), noop)
+    before = catalog_names(build_catalog(registry, ["a__one"]))
+    registry.register(item("dyn__tool", source="extension"), noop)
+    after = catalog_names(build_catalog(registry, ["a__one"]))
+    assert "dyn__tool" not in before
+    assert "dyn__tool" in after
+
+
+def test_catalog_item_wire_form() -> None:
+    """Seed 000 §11.1: name, description, parameters, source {type, name, mcp?}."""
+    from agent_process.tools.catalog import McpSource
+
+    mcp_item = ToolCatalogItem(
+        name="github__create_issue",
+        description="Create an issue",
+        parameters={"type": "object"},
+        source=ToolSource(
+            type="mcp", name="mcp-github", mcp=McpSource(extension_name="mcp-github")
+        ),
+    )
+    assert mcp_item.to_json() == {
+        "name": "github__create_issue",
+        "description": "Create an issue",
+        "parameters": {"type": "object"},
+        "source": {"type": "mcp", "name": "mcp-github", "mcp": {"extensionName": "mcp-github"}},
+    }
