@@ -1,0 +1,266 @@
+"""Conversation state as message event sourcing (upstream §5.7), durable across SIGKILL.
+
+On disk, per instance::
+
+    base.jsonl     line 1: {"kind": "header", "version": 1, "foldedSeq": N}
+                   then one message per line (the folded conversation)
+    events.jsonl   one message event per line, appended as it happens during a Turn:
+                   {"seq": n, "type": "append", "message": {...}}
+                   {"seq": n, "type": "replace", "targetId": "...", "message": {...}}
+                   {"seq": n, "type": "remove", "targetId": "..."}
+                   {"seq": n, "type": "truncate"}
+
+The messages of the conversation are ``base + fold(events)``. At the end of a Turn the events
+are folded into a new base, written to a temporary file, fsynced and renamed over the old one
+(atomic), and only then is ``events.jsonl`` emptied. The header's ``foldedSeq`` says which
+events the base already holds, so a process killed between the rename and the truncation
+re-applies nothing twice. A torn last line (a kill mid-write) is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import structlog
+
+from tools_base import JsonObject, Message
+
+FORMAT_VERSION = 1
+MessageEventType = Literal["append", "replace", "remove", "truncate"]
+
+_log = structlog.get_logger("goondan.conversation")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MessageEvent:
+    """One change to a conversation."""
+
+    type: MessageEventType
+    message: Message | None = None
+    """The new message, for ``append`` and ``replace``."""
+    target_id: str | None = None
+    """The message addressed by ``replace`` and ``remove``."""
+
+    @classmethod
+    def append(cls, message: Message) -> MessageEvent:
+        """Add ``message`` at the end."""
+        return cls(type="append", message=message)
+
+    @classmethod
+    def replace(cls, target_id: str, message: Message) -> MessageEvent:
+        """Swap the first message with id ``target_id`` for ``message``."""
+        return cls(type="replace", target_id=target_id, message=message)
+
+    @classmethod
+    def remove(cls, target_id: str) -> MessageEvent:
+        """Drop the first message with id ``target_id``."""
+        return cls(type="remove", target_id=target_id)
+
+    @classmethod
+    def truncate(cls) -> MessageEvent:
+        """Drop every message."""
+        return cls(type="truncate")
+
+    def to_json(self, seq: int) -> JsonObject:
+        """The ``events.jsonl`` line for this event, numbered ``seq``."""
+        out: JsonObject = {"seq": seq, "type": self.type}
+        if self.target_id is not None:
+            out["targetId"] = self.target_id
+        if self.message is not None:
+            out["message"] = self.message.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> MessageEvent:
+        """Inverse of :meth:`to_json` (the ``seq`` is read separately)."""
+        kind = data.get("type")
+        message = data.get("message")
+        target = data.get("targetId")
+        parsed = Message.from_json(message) if isinstance(message, dict) else None
+        if kind == "append" and parsed is not None:
+            return cls.append(parsed)
+        if kind == "replace" and parsed is not None and isinstance(target, str):
+            return cls.replace(target, parsed)
+        if kind == "remove" and isinstance(target, str):
+            return cls.remove(target)
+        if kind == "truncate":
+            return cls.truncate()
+        raise ValueError(f"malformed message event of type {kind!r}")
+
+
+def apply_events(base: Sequence[Message], events: Iterable[MessageEvent]) -> list[Message]:
+    """``NextMessages = Base + fold(Events)``; a missing target is skipped with a warning."""
+    messages = list(base)
+    for index, event in enumerate(events):
+        if event.type == "append":
+            assert event.message is not None
+            messages.append(event.message)
+        elif event.type == "truncate":
+            messages.clear()
+        else:
+            position = next((i for i, m in enumerate(messages) if m.id == event.target_id), None)
+            if position is None:
+                _log.warning(
+                    "message event target not found",
+                    code="E_MESSAGE_TARGET_NOT_FOUND",
+                    event_index=index,
+                    target_id=event.target_id,
+                )
+            elif event.type == "replace":
+                assert event.message is not None
+                messages[position] = event.message
+            else:
+                del messages[position]
+    return messages
+
+
+class ConversationStore:
+    """The two files of one instance's conversation, and its messages in memory."""
+
+    def __init__(self, directory: Path, *, fsync: bool = True) -> None:
+        self.directory = directory
+        self.base_path = directory / "base.jsonl"
+        self.events_path = directory / "events.jsonl"
+        self._fsync = fsync
+        self._base: list[Message] = []
+        self._events: list[MessageEvent] = []
+        self._folded_seq = 0
+        self._next_seq = 1
+        self._messages: list[Message] = []
+
+    @property
+    def messages(self) -> list[Message]:
+        """The current conversation (a copy)."""
+        return list(self._messages)
+
+    @property
+    def pending_events(self) -> int:
+        """Events not yet folded into the base (non-zero after a crash mid-Turn)."""
+        return len(self._events)
+
+    def load(self) -> list[Message]:
+        """Read ``base + events`` from disk; a torn or malformed line is skipped with a warning."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._base, self._folded_seq = self._read_base()
+        self._events = []
+        last_seq = self._folded_seq
+        for data in self._read_lines(self.events_path):
+            seq = data.get("seq")
+            if not isinstance(seq, int) or seq <= self._folded_seq:
+                continue  # already folded into the base before a crash emptied events.jsonl
+            try:
+                self._events.append(MessageEvent.from_json(data))
+            except (ValueError, KeyError) as exc:
+                _log.warning(
+                    "skipping malformed message event", file=str(self.events_path), error=str(exc)
+                )
+                continue
+            last_seq = max(last_seq, seq)
+        self._next_seq = last_seq + 1
+        self._messages = apply_events(self._base, self._events)
+        _end_with_newline(self.events_path)  # so the next event never glues onto a torn line
+        return self.messages
+
+    def emit(self, event: MessageEvent) -> None:
+        """Apply ``event`` and append it to ``events.jsonl`` before returning."""
+        line = json.dumps(event.to_json(self._next_seq), ensure_ascii=False, separators=(",", ":"))
+        self._next_seq += 1
+        self.directory.mkdir(parents=True, exist_ok=True)
+        # Written and closed before returning: in the OS page cache, it survives SIGKILL.
+        with open(self.events_path, "a", encoding="utf-8") as events:
+            events.write(line + "\n")
+        self._events.append(event)
+        self._messages = apply_events(self._messages, [event])
+
+    def append(self, message: Message) -> None:
+        """Shorthand for ``emit(MessageEvent.append(message))``."""
+        self.emit(MessageEvent.append(message))
+
+    def fold(self) -> None:
+        """Write the current messages as the new base atomically, then empty the events."""
+        if not self._events and self.base_path.exists():
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        folded_seq = self._next_seq - 1
+        tmp = self.base_path.with_suffix(".jsonl.tmp")
+        with open(tmp, "w", encoding="utf-8") as out:
+            header = {"kind": "header", "version": FORMAT_VERSION, "foldedSeq": folded_seq}
+            out.write(json.dumps(header) + "\n")
+            for message in self._messages:
+                out.write(
+                    json.dumps(message.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+                )
+            out.flush()
+            if self._fsync:
+                os.fsync(out.fileno())
+        os.replace(tmp, self.base_path)
+        if self._fsync:
+            _fsync_directory(self.directory)
+        with open(self.events_path, "w", encoding="utf-8"):
+            pass  # the base now holds every event up to folded_seq
+        self._base = list(self._messages)
+        self._events = []
+        self._folded_seq = folded_seq
+
+    def _read_base(self) -> tuple[list[Message], int]:
+        messages: list[Message] = []
+        folded_seq = 0
+        for data in self._read_lines(self.base_path):
+            if data.get("kind") == "header":
+                seq = data.get("foldedSeq")
+                folded_seq = seq if isinstance(seq, int) else 0
+                continue
+            try:
+                messages.append(Message.from_json(data))
+            except (ValueError, KeyError) as exc:
+                _log.warning("skipping malformed message", file=str(self.base_path), error=str(exc))
+        return messages, folded_seq
+
+    @staticmethod
+    def _read_lines(path: Path) -> Iterable[JsonObject]:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return
+        lines = text.split("\n")
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                torn = number == len(lines)  # no trailing newline: the write was cut short
+                _log.warning(
+                    "skipping torn line" if torn else "skipping unparsable line",
+                    file=str(path),
+                    line=number,
+                )
+                continue
+            if isinstance(data, dict):
+                yield data
+
+
+def _end_with_newline(path: Path) -> None:
+    try:
+        with open(path, "rb+") as file:
+            file.seek(0, os.SEEK_END)
+            if file.tell() == 0:
+                return
+            file.seek(-1, os.SEEK_END)
+            if file.read(1) != b"\n":
+                file.write(b"\n")
+    except FileNotFoundError:
+        return
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

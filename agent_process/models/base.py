@@ -1,0 +1,78 @@
+"""The one small interface every LLM provider implements (STYLE 16).
+
+A provider turns the conversation and this Step's catalog into one model response: text, tool
+calls, or both. It never runs tools and never touches the conversation store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agent_process.tools.catalog import ToolCatalogItem
+from tools_base import JsonObject, Message, ToolCall
+
+
+class ModelError(Exception):
+    """A model call failed for good (after the provider's own retries); the Turn ends with it."""
+
+    code = "E_MODEL"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TokenUsage:
+    """Tokens one model call consumed, as the provider reported them."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_json(self) -> JsonObject:
+        """The runtime-event form."""
+        return {
+            "promptTokens": self.prompt_tokens,
+            "completionTokens": self.completion_tokens,
+            "totalTokens": self.total_tokens,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelRequest:
+    """Everything a provider needs for one call."""
+
+    messages: Sequence[Message]
+    """The conversation so far, oldest first. The agent's system prompt is its first message
+    (role ``system``); providers send system messages as their system prompt."""
+    tools: Sequence[ToolCatalogItem]
+    """This Step's final catalog; names go to the provider unchanged."""
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelResponse:
+    """One model answer: text, tool calls, or both."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str = "stop"
+    usage: TokenUsage | None = None
+    metadata: JsonObject = field(default_factory=dict)
+
+
+class ChatModel(Protocol):
+    """A configured model (provider + model name + options)."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer one Step; raise :class:`ModelError` when the call fails for good."""
+        ...

@@ -1,0 +1,219 @@
+"""The offline ``scripted`` provider: deterministic answers from the rules of the Model resource.
+
+It is the default model of ``goondan.yaml.example`` and the test double of the runtime (STYLE
+16). The rule format is documented in :mod:`bundle.scripted`. When no rule matches, the call
+fails with :class:`UnexpectedModelCall` (code ``E_MODEL_SCRIPT_NO_MATCH``) naming the newest
+message, so a swarm or a test with a gap in its script fails loudly instead of looping.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
+from bundle.scripted import ScriptCondition, ScriptRule, ScriptSpec, ScriptToolCall
+from tools_base import JsonValue, Message, ToolCall
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]+)\}")
+_PATH_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+class UnexpectedModelCall(ModelError):
+    """No rule of the script matches the conversation."""
+
+    code = "E_MODEL_SCRIPT_NO_MATCH"
+
+
+class ScriptTemplateError(ModelError):
+    """A template names a value the conversation does not have."""
+
+    code = "E_MODEL_SCRIPT_TEMPLATE"
+
+
+class ScriptedModel:
+    """A :class:`~agent_process.models.base.ChatModel` answering from :class:`ScriptSpec` rules."""
+
+    def __init__(
+        self, script: ScriptSpec, *, agent_name: str = "", model_name: str = "scripted"
+    ) -> None:
+        self.script = script
+        self.agent_name = agent_name
+        self.model_name = model_name
+        self._call_ids = itertools.count(1)
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer from the first matching rule."""
+        newest = _newest_non_system(request.messages)
+        user_text = _latest_user_text(request.messages)
+        for index, rule in enumerate(self.script.rules):
+            variables = _match(rule.when, newest)
+            if variables is None:
+                continue
+            variables.setdefault("input", user_text)
+            variables.setdefault("agent", self.agent_name)
+            label = rule.name or f"rules[{index}]"
+            return self._respond(rule, label, variables, request)
+        described = _describe(newest)
+        raise UnexpectedModelCall(
+            f"scripted model {self.model_name!r} of agent {self.agent_name!r} has no rule "
+            f"matching {described}; add a rule for it (a rule without `when` is a fallback)"
+        )
+
+    def _respond(
+        self, rule: ScriptRule, label: str, variables: dict[str, Any], request: ModelRequest
+    ) -> ModelResponse:
+        if rule.fail is not None:
+            raise ModelError(
+                render_text(rule.fail, variables, label), code="E_MODEL_SCRIPTED_FAILURE"
+            )
+        text = render_text(rule.reply, variables, label) if rule.reply is not None else ""
+        planned = rule.calls if rule.calls is not None else [rule.call] if rule.call else []
+        calls = tuple(self._tool_call(call, variables, label) for call in planned)
+        prompt_chars = sum(len(m.content) for m in request.messages)
+        return ModelResponse(
+            text=text,
+            tool_calls=calls,
+            finish_reason="tool_calls" if calls else "stop",
+            usage=TokenUsage(prompt_tokens=prompt_chars // 4, completion_tokens=len(text) // 4),
+            metadata={"scriptRule": label},
+        )
+
+    def _tool_call(
+        self, call: ScriptToolCall, variables: Mapping[str, Any], label: str
+    ) -> ToolCall:
+        args = {key: render_value(value, variables, label) for key, value in call.args.items()}
+        return ToolCall(id=f"call_scripted_{next(self._call_ids)}", name=call.tool, args=args)
+
+
+def _newest_non_system(messages: Sequence[Message]) -> Message | None:
+    for message in reversed(messages):
+        if message.role != "system":
+            return message
+    return None
+
+
+def _latest_user_text(messages: Sequence[Message]) -> str:
+    for message in reversed(messages):
+        if message.role == "user":
+            return message.content
+    return ""
+
+
+def _match(when: ScriptCondition | None, newest: Message | None) -> dict[str, Any] | None:
+    """Template variables when ``when`` matches ``newest``, else ``None``."""
+    variables: dict[str, Any] = {}
+    if when is None:
+        if newest is not None and newest.role == "tool":
+            _add_result(variables, newest)
+        return variables
+    if when.input is not None:
+        if newest is None or newest.role != "user":
+            return None
+        found = re.search(when.input, newest.content)
+        if found is None:
+            return None
+        _add_groups(variables, found)
+    if when.tool_result is not None or when.status is not None or when.output is not None:
+        if newest is None or newest.role != "tool":
+            return None
+        if when.tool_result is not None and newest.source.tool_name != when.tool_result:
+            return None
+        result = newest.tool_result or {}
+        if when.status is not None and result.get("status") != when.status:
+            return None
+        _add_result(variables, newest)
+        if when.output is not None:
+            found = re.search(when.output, _as_text(result.get("output")))
+            if found is None:
+                return None
+            _add_groups(variables, found)
+    return variables
+
+
+def _add_groups(variables: dict[str, Any], found: re.Match[str]) -> None:
+    variables[str(0)] = found.group(0)
+    for number, value in enumerate(found.groups(), start=1):
+        variables[str(number)] = value if value is not None else ""
+    for name, value in found.groupdict().items():
+        variables[name] = value if value is not None else ""
+
+
+def _add_result(variables: dict[str, Any], message: Message) -> None:
+    result = message.tool_result or {}
+    variables["result"] = result.get("output")
+    error = result.get("error")
+    variables["error"] = error.get("message", "") if isinstance(error, dict) else ""
+    variables["status"] = result.get("status", "")
+
+
+def _as_text(value: JsonValue) -> str:
+    return (
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    )
+
+
+def _lookup(expression: str, variables: Mapping[str, Any], label: str) -> Any:
+    expression = expression.strip()
+    segments = _PATH_SEGMENT.findall(expression)
+    if not segments:
+        raise ScriptTemplateError(f"script rule {label}: empty placeholder '{{{expression}}}'")
+    head, _ = segments[0]
+    if head not in variables:
+        raise ScriptTemplateError(
+            f"script rule {label}: '{{{expression}}}' names {head!r}, which is not available "
+            f"here (available: {', '.join(sorted(variables))})"
+        )
+    value = variables[head]
+    for key, index in segments[1:]:
+        if key and isinstance(value, dict) and key in value:
+            value = value[key]
+        elif index and isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            raise ScriptTemplateError(
+                f"script rule {label}: '{{{expression}}}' does not resolve "
+                f"(no {key or '[' + index + ']'!s} in {_as_text(value)[:200]})"
+            )
+    return value
+
+
+def render_text(template: str, variables: Mapping[str, Any], label: str) -> str:
+    """Fill every placeholder of ``template``; non-string values are rendered as JSON."""
+
+    def substitute(found: re.Match[str]) -> str:
+        token = found.group(0)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        value = _lookup(found.group(1), variables, label)
+        return value if isinstance(value, str) else _as_text(value)
+
+    return _PLACEHOLDER.sub(substitute, template)
+
+
+def render_value(value: Any, variables: Mapping[str, Any], label: str) -> JsonValue:
+    """Render an argument: strings are templates, containers are rendered item by item."""
+    if isinstance(value, str):
+        whole = _PLACEHOLDER.fullmatch(value)
+        if whole is not None and whole.group(1) is not None:
+            return _lookup(whole.group(1), variables, label)  # type: ignore[no-any-return]
+        return render_text(value, variables, label)
+    if isinstance(value, dict):
+        return {str(k): render_value(v, variables, label) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render_value(v, variables, label) for v in value]
+    return value  # type: ignore[no-any-return]
+
+
+def _describe(message: Message | None) -> str:
+    if message is None:
+        return "an empty conversation"
+    if message.role == "tool":
+        status = (message.tool_result or {}).get("status")
+        return f"the result of {message.source.tool_name!r} (status {status!r})"
+    return f"the {message.role} message {message.content[:120]!r}"

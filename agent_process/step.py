@@ -1,0 +1,151 @@
+"""One Step: build the catalog, let step middleware edit it, call the model, run its tool calls.
+
+Tool calls of one response run in the model's order, each through the executor (and so the
+``toolCall`` onion); every result is appended to the conversation as a ``tool`` message right
+after it completes, so a crash mid-Step loses nothing already done.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_process.conversation import ConversationStore
+from agent_process.models.base import ChatModel, ModelRequest, TokenUsage
+from agent_process.tools.catalog import build_catalog, catalog_names
+from agent_process.tools.executor import ToolCallScope, ToolExecutor
+from agent_process.tools.middleware import MiddlewarePipeline, StepMiddlewareContext
+from agent_process.tools.registry import ToolRegistry
+from tools_base import JsonValue, Message, MessageSource, ToolCall, ToolCallResult
+
+_message_ids = itertools.count(1)
+
+
+def new_message_id(prefix: str) -> str:
+    """A process-unique, stable message id."""
+    return f"{prefix}-{time.time_ns():x}-{next(_message_ids)}"
+
+
+def utc_now() -> str:
+    """The current time as ISO 8601 UTC, millisecond precision."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepResult:
+    """What one Step produced."""
+
+    text: str
+    """The model's text in this Step ("" when it only called tools)."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_results: tuple[ToolCallResult, ...] = ()
+    should_continue: bool = False
+    """True when tool results must go back to the model in another Step."""
+    usage: TokenUsage | None = None
+    duration_ms: float = 0.0
+    metadata: dict[str, JsonValue] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepSettings:
+    """What stays the same for every Step of an agent."""
+
+    agent_name: str
+    model: ChatModel
+    registry: ToolRegistry
+    executor: ToolExecutor
+    pipeline: MiddlewarePipeline
+    config_tool_names: tuple[str, ...]
+    """``Agent.spec.tools`` expanded to full tool names, in declaration order."""
+    system_prompt: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+async def run_step(
+    settings: StepSettings,
+    store: ConversationStore,
+    scope: ToolCallScope,
+) -> StepResult:
+    """Run Step ``scope.step_index`` of the Turn ``scope.turn_id`` on ``store``."""
+    catalog = build_catalog(settings.registry, settings.config_tool_names)
+
+    async def core(ctx: StepMiddlewareContext[StepResult]) -> StepResult:
+        return await _model_and_tools(settings, store, scope, ctx)
+
+    ctx = StepMiddlewareContext[StepResult](
+        settings.pipeline.chain("step"),
+        core,
+        tool_catalog=catalog,
+        agent_name=scope.agent_name,
+        instance_key=scope.instance_key,
+        turn_id=scope.turn_id,
+        trace_id=scope.trace_id,
+        step_index=scope.step_index,
+    )
+    return await ctx.next()
+
+
+async def _model_and_tools(
+    settings: StepSettings,
+    store: ConversationStore,
+    scope: ToolCallScope,
+    ctx: StepMiddlewareContext[Any],
+) -> StepResult:
+    started = time.perf_counter()
+    tools = list(ctx.tool_catalog)
+    response = await settings.model.complete(
+        ModelRequest(
+            messages=store.messages,
+            tools=tools,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+        )
+    )
+    step_id = f"{scope.turn_id}-step-{scope.step_index}"
+    assistant = Message(
+        id=new_message_id("msg"),
+        role="assistant",
+        content=response.text,
+        tool_calls=response.tool_calls,
+        created_at=utc_now(),
+        source=MessageSource(type="assistant", step_id=step_id),
+        metadata={"finishReason": response.finish_reason},
+    )
+    store.append(assistant)
+    call_scope = ToolCallScope(
+        agent_name=scope.agent_name,
+        instance_key=scope.instance_key,
+        turn_id=scope.turn_id,
+        trace_id=scope.trace_id,
+        step_index=scope.step_index,
+        workdir=scope.workdir,
+        logger=scope.logger,
+        catalog=catalog_names(tools),
+        runtime=scope.runtime,
+    )
+    results: list[ToolCallResult] = []
+    for call in response.tool_calls:
+        result = await settings.executor.execute(call, call_scope, assistant)
+        results.append(result)
+        store.append(
+            Message(
+                id=new_message_id("msg"),
+                role="tool",
+                tool_result=result.to_json(),
+                created_at=utc_now(),
+                source=MessageSource(type="tool", tool_call_id=call.id, tool_name=call.name),
+            )
+        )
+    return StepResult(
+        text=response.text,
+        tool_calls=response.tool_calls,
+        tool_results=tuple(results),
+        should_continue=bool(response.tool_calls),
+        usage=response.usage,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        metadata=dict(ctx.metadata),
+    )

@@ -1,0 +1,113 @@
+"""The rules of the offline ``scripted`` model provider (``Model.spec.script``).
+
+A scripted model answers each Step from the first rule whose ``when`` matches the
+conversation's newest message, so a swarm can exercise tools and handoffs deterministically,
+with no network and no API key::
+
+    script:
+      rules:
+        - when: { input: "^write (?P<file>\\S+) (?P<text>.+)$" }   # the user's text
+          call: { tool: file-system__write, args: { path: "{file}", content: "{text}" } }
+        - when: { toolResult: file-system__write, status: ok }    # a tool result came back
+          reply: "wrote {result.size} bytes"
+        - reply: "I only write files."                            # no `when`: the fallback
+
+Templates: ``{name}`` is a named group of the matching regex (``{0}`` the whole match, ``{1}``
+the first group), ``{input}`` the user's text, ``{result}`` / ``{result.a.b}`` /
+``{result.items[0]}`` the newest tool result's output, ``{error}`` its error message, ``{agent}``
+the agent's name. ``{{`` and ``}}`` are literal braces. An argument that is exactly one
+placeholder keeps the JSON type of its value (``count: "{result.n}"`` passes a number).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+
+class _ScriptModel(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+
+def _check_regex(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+    return value
+
+
+class ScriptCondition(_ScriptModel):
+    """When a rule applies. Every given field must match; an empty ``when`` always matches."""
+
+    input: str | None = Field(
+        default=None,
+        description="Regex searched in the user's text; only matches when the newest message "
+        "is the user's input (the first Step of a Turn).",
+    )
+    tool_result: str | None = Field(
+        default=None,
+        description="Full tool name; matches when the newest message is a result of this tool.",
+    )
+    status: Literal["ok", "error", "pending"] | None = Field(
+        default=None, description="With toolResult: the result's status must be this."
+    )
+    output: str | None = Field(
+        default=None,
+        description="Regex searched in the newest tool result's output rendered as JSON text "
+        "(or plain text for a string output).",
+    )
+
+    _regexes = field_validator("input", "output")(_check_regex)
+
+
+class ScriptToolCall(_ScriptModel):
+    """A tool call the scripted model makes."""
+
+    tool: str = Field(description="Full tool name, e.g. `bash__exec`.")
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="Arguments; string values are templates."
+    )
+
+
+class ScriptRule(_ScriptModel):
+    """One rule: a condition and what the model answers."""
+
+    name: str | None = Field(default=None, description="A label shown in errors and logs.")
+    when: ScriptCondition | None = Field(
+        default=None, description="When the rule applies; omitted means always (a fallback)."
+    )
+    reply: str | None = Field(default=None, description="Text answer (a template).")
+    call: ScriptToolCall | None = Field(default=None, description="One tool call.")
+    calls: list[ScriptToolCall] | None = Field(
+        default=None, description="Several tool calls in one response, run in order."
+    )
+    fail: str | None = Field(
+        default=None, description="Simulate a failed model call with this message (for tests)."
+    )
+
+    @model_validator(mode="after")
+    def _one_action(self) -> ScriptRule:
+        if self.call is not None and self.calls is not None:
+            raise ValueError("give either `call` or `calls`, not both")
+        if self.fail is not None and (self.reply, self.call, self.calls) != (None, None, None):
+            raise ValueError("`fail` cannot be combined with `reply`, `call` or `calls`")
+        if (self.reply, self.call, self.calls, self.fail) == (None, None, None, None):
+            raise ValueError("a rule needs `reply`, `call`, `calls` or `fail`")
+        if self.calls is not None and not self.calls:
+            raise ValueError("`calls` must list at least one tool call")
+        return self
+
+
+class ScriptSpec(_ScriptModel):
+    """``Model.spec.script`` of a ``provider: scripted`` model."""
+
+    rules: list[ScriptRule] = Field(
+        min_length=1, description="Tried in order; the first whose `when` matches answers."
+    )

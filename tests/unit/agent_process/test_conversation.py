@@ -1,0 +1,83 @@
+"""Event-sourced conversation storage: base.jsonl + events.jsonl (upstream §5.7)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from structlog.testing import capture_logs
+
+from agent_process.conversation import ConversationStore, MessageEvent, apply_events
+from tools_base import Message
+
+
+def msg(i: int, role: str = "user") -> Message:
+    return Message(id=f"m{i}", role=role, content=f"text {i}")  # type: ignore[arg-type]
+
+
+def test_events_fold_in_order() -> None:
+    base = [msg(1), msg(2)]
+    events = [
+        MessageEvent.append(msg(3)),
+        MessageEvent.replace("m1", msg(9)),
+        MessageEvent.remove("m2"),
+    ]
+    assert [m.id for m in apply_events(base, events)] == ["m9", "m3"]
+    assert apply_events(base, [MessageEvent.truncate(), MessageEvent.append(msg(4))]) == [msg(4)]
+
+
+def test_missing_target_is_skipped_with_a_warning() -> None:
+    with capture_logs() as logs:
+        out = apply_events([msg(1)], [MessageEvent.remove("nope")])
+    assert out == [msg(1)]
+    assert logs[0]["code"] == "E_MESSAGE_TARGET_NOT_FOUND"
+
+
+def test_events_are_on_disk_before_the_fold(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path)
+    store.load()
+    store.append(msg(1))
+    store.append(msg(2))
+    # a process killed now: a fresh store sees both messages from events.jsonl
+    assert [m.id for m in ConversationStore(tmp_path).load()] == ["m1", "m2"]
+    store.fold()
+    assert (tmp_path / "events.jsonl").read_text() == ""
+    reloaded = ConversationStore(tmp_path)
+    assert [m.id for m in reloaded.load()] == ["m1", "m2"]
+    assert reloaded.pending_events == 0
+
+
+def test_torn_last_line_is_skipped_and_later_events_still_parse(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path)
+    store.load()
+    store.append(msg(1))
+    with open(tmp_path / "events.jsonl", "a") as f:
+        f.write('{"seq": 2, "type": "append", "mess')  # killed mid-write
+    with capture_logs() as logs:
+        resumed = ConversationStore(tmp_path)
+        assert [m.id for m in resumed.load()] == ["m1"]
+    assert any(entry["event"] == "skipping torn line" for entry in logs)
+    resumed.append(msg(3))
+    assert [m.id for m in ConversationStore(tmp_path).load()] == ["m1", "m3"]
+
+
+def test_kill_between_rename_and_truncate_applies_nothing_twice(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path)
+    store.load()
+    store.append(msg(1))
+    store.append(msg(2))
+    events_before = (tmp_path / "events.jsonl").read_text()
+    store.fold()
+    # simulate the crash window: the new base is in place but events.jsonl still has its lines
+    (tmp_path / "events.jsonl").write_text(events_before)
+    assert [m.id for m in ConversationStore(tmp_path).load()] == ["m1", "m2"]
+
+
+def test_base_has_a_header_and_one_message_per_line(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path)
+    store.load()
+    store.append(msg(1))
+    store.fold()
+    lines = (tmp_path / "base.jsonl").read_text().splitlines()
+    assert json.loads(lines[0]) == {"kind": "header", "version": 1, "foldedSeq": 1}
+    assert json.loads(lines[1])["id"] == "m1"

@@ -1,0 +1,143 @@
+"""The Turn/Step loop in-process: scripted model, real executor, real conversation files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_process.conversation import ConversationStore
+from agent_process.models.scripted import ScriptedModel
+from agent_process.step import StepResult, StepSettings
+from agent_process.tools.catalog import ToolCatalogItem, ToolSource
+from agent_process.tools.executor import ToolExecutor
+from agent_process.tools.middleware import MiddlewarePipeline, StepMiddlewareContext
+from agent_process.tools.registry import ToolRegistry
+from agent_process.turn import TurnInput, TurnRunner
+from bundle.scripted import ScriptSpec
+from tools_base import JsonObject, ToolContext
+
+
+def upper(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    return {"text": str(args["text"]).upper(), "workdir": str(ctx.workdir)}
+
+
+def runner(
+    tmp_path: Path, rules: list[dict[str, Any]], max_steps: int = 8
+) -> tuple[TurnRunner, MiddlewarePipeline]:
+    registry = ToolRegistry()
+    registry.register(
+        ToolCatalogItem(
+            name="text__upper",
+            parameters={
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            },
+            source=ToolSource(type="config", name="text"),
+        ),
+        upper,
+    )
+    pipeline = MiddlewarePipeline()
+    settings = StepSettings(
+        agent_name="shouter",
+        model=ScriptedModel(ScriptSpec.model_validate({"rules": rules}), agent_name="shouter"),
+        registry=registry,
+        executor=ToolExecutor(registry, pipeline),
+        pipeline=pipeline,
+        config_tool_names=("text__upper",),
+        system_prompt="You shout.",
+    )
+    return TurnRunner(settings, max_steps=max_steps), pipeline
+
+
+RULES: list[dict[str, Any]] = [
+    {
+        "when": {"input": "^shout (?P<words>.+)$"},
+        "call": {"tool": "text__upper", "args": {"text": "{words}"}},
+    },
+    {"when": {"toolResult": "text__upper", "status": "ok"}, "reply": "{result.text}!"},
+    {"when": {"toolResult": "text__upper"}, "reply": "failed: {error}"},
+    {"reply": "say: shout <words>"},
+]
+
+
+async def test_a_turn_calls_a_tool_and_answers(tmp_path: Path) -> None:
+    turn_runner, _ = runner(tmp_path, RULES)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="shout hello"))
+    assert (result.status, result.text, result.step_count) == ("ok", "HELLO!", 2)
+    roles = [m.role for m in ConversationStore(tmp_path / "conv").load()]
+    assert roles == ["system", "user", "assistant", "tool", "assistant"]
+
+
+async def test_the_conversation_carries_over_between_turns(tmp_path: Path) -> None:
+    turn_runner, _ = runner(tmp_path, RULES)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    await turn_runner.run("default", store, tmp_path, TurnInput(text="shout a"))
+    second = await turn_runner.run("default", store, tmp_path, TurnInput(text="hi"))
+    assert second.text == "say: shout <words>"
+    messages = ConversationStore(tmp_path / "conv").load()
+    assert [m.role for m in messages].count("system") == 1
+    assert [m.content for m in messages if m.role == "user"] == ["shout a", "hi"]
+
+
+async def test_max_steps_ends_the_turn_with_a_clear_error(tmp_path: Path) -> None:
+    looping = [{"call": {"tool": "text__upper", "args": {"text": "again"}}}]
+    turn_runner, _ = runner(tmp_path, looping, max_steps=3)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="go"))
+    assert result.status == "error"
+    assert result.finish_reason == "max_steps"
+    assert result.error is not None
+    assert result.error.code == "E_MAX_STEPS"
+    assert result.step_count == 3
+
+
+async def test_no_matching_rule_fails_the_turn_not_the_agent(tmp_path: Path) -> None:
+    turn_runner, _ = runner(tmp_path, [{"when": {"input": "^never$"}, "reply": "x"}])
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="hello"))
+    assert result.status == "error"
+    assert result.error is not None
+    assert result.error.code == "E_MODEL_SCRIPT_NO_MATCH"
+    assert "'hello'" in result.error.message
+
+
+async def test_step_middleware_hides_a_tool_from_the_model_and_the_executor(tmp_path: Path) -> None:
+    """Seed 000 §1.2 rule 3 end to end: the hidden tool's call is refused as not in catalog."""
+    turn_runner, pipeline = runner(tmp_path, RULES)
+    offered: list[list[str]] = []
+
+    async def hide_all(ctx: StepMiddlewareContext[StepResult]) -> StepResult:
+        offered.append([item.name for item in ctx.tool_catalog])
+        ctx.tool_catalog.clear()
+        return await ctx.next()
+
+    pipeline.register("step", hide_all)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="shout x"))
+    assert offered[0] == ["text__upper"]
+    assert result.text.startswith("failed: Tool 'text__upper' is not available")
+
+
+@pytest.mark.parametrize("bad_args", [{"text": 5}, {}])
+async def test_invalid_arguments_from_the_model_come_back_as_a_tool_error(
+    tmp_path: Path, bad_args: JsonObject
+) -> None:
+    rules = [
+        {"when": {"input": "go"}, "call": {"tool": "text__upper", "args": bad_args}},
+        {"when": {"toolResult": "text__upper", "status": "error"}, "reply": "{error}"},
+    ]
+    turn_runner, _ = runner(tmp_path, rules)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="go"))
+    assert result.status == "ok"
+    assert result.text.startswith("Invalid arguments for tool 'text__upper'")
