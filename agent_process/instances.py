@@ -1,0 +1,193 @@
+"""Conversation instances of one agent: a FIFO queue, a conversation and a workdir each.
+
+Turns of one instance run one after another in arrival order; different instances run
+concurrently. On disk, under the state directory::
+
+    agents/<agent>/instances/<instance-dir>/
+        metadata.json          {agentName, instanceKey, status, createdAt, updatedAt}
+        conversation/          base.jsonl + events.jsonl (see agent_process.conversation)
+        workspace/             ctx.workdir of the instance's tools
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from agent_process.conversation import ConversationStore
+from agent_process.step import utc_now
+from agent_process.turn import TurnInput, TurnResult, TurnRunner
+
+DEFAULT_INSTANCE_KEY = "default"
+DEFAULT_MAX_QUEUED_PER_INSTANCE = 256
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class InstanceQueueFull(Exception):
+    """The instance already has the maximum number of queued Turns."""
+
+    code = "E_INSTANCE_QUEUE_FULL"
+
+
+def instance_dir_name(instance_key: str) -> str:
+    """A file-system-safe, deterministic directory name for ``instance_key`` (≤ 128 chars)."""
+    slug = _UNSAFE.sub("-", instance_key).strip("-.")[:96] or "default"
+    if slug == instance_key:
+        return slug
+    # Different keys may slug alike ("a/b", "a:b"): keep them apart with a short digest.
+    return f"{slug}-{hashlib.sha1(instance_key.encode()).hexdigest()[:10]}"
+
+
+@dataclass(eq=False)
+class Instance:
+    """One conversation of the agent."""
+
+    key: str
+    directory: Path
+    store: ConversationStore
+    workdir: Path
+    queue: asyncio.Queue[tuple[TurnInput, asyncio.Future[TurnResult]]] = field(
+        default_factory=asyncio.Queue
+    )
+    worker: asyncio.Task[None] | None = None
+    busy: bool = False
+    created_at: str = field(default_factory=utc_now)
+
+
+class InstanceManager:
+    """Owns the instances of one agent and their worker tasks."""
+
+    def __init__(
+        self,
+        agent_name: str,
+        state_dir: Path,
+        runner: TurnRunner,
+        *,
+        max_queued: int = DEFAULT_MAX_QUEUED_PER_INSTANCE,
+        on_busy_change: Callable[[bool], None] | None = None,
+        workdir_override: Callable[[str], Path | None] | None = None,
+    ) -> None:
+        self.agent_name = agent_name
+        self.root = state_dir / "agents" / agent_name / "instances"
+        self.runner = runner
+        self.max_queued = max_queued
+        self._instances: dict[str, Instance] = {}
+        self._on_busy_change = on_busy_change
+        self._workdir_override = workdir_override
+        self._busy_count = 0
+        self._log = structlog.get_logger("goondan.instances").bind(agent=agent_name)
+
+    def get(self, key: str = DEFAULT_INSTANCE_KEY) -> Instance:
+        """The instance ``key``, loading it from disk (or creating it) on first use."""
+        instance = self._instances.get(key)
+        if instance is None:
+            directory = self.root / instance_dir_name(key)
+            store = ConversationStore(directory / "conversation")
+            store.load()
+            if store.pending_events:
+                self._log.warning(
+                    "resuming conversation with unfolded events",
+                    instance_key=key,
+                    events=store.pending_events,
+                )
+            override = self._workdir_override(key) if self._workdir_override else None
+            workdir = override or directory / "workspace"
+            workdir.mkdir(parents=True, exist_ok=True)
+            instance = Instance(key=key, directory=directory, store=store, workdir=workdir)
+            self._instances[key] = instance
+            self._write_metadata(instance, "idle")
+        return instance
+
+    def keys(self) -> list[str]:
+        """Keys of the instances loaded in this process."""
+        return list(self._instances)
+
+    def submit(self, key: str, turn_input: TurnInput) -> asyncio.Future[TurnResult]:
+        """Queue a Turn on instance ``key``; the future resolves with its result (never raises)."""
+        instance = self.get(key)
+        if instance.queue.qsize() >= self.max_queued:
+            raise InstanceQueueFull(
+                f"instance {key!r} of agent {self.agent_name!r} already has "
+                f"{self.max_queued} queued turns"
+            )
+        future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
+        instance.queue.put_nowait((turn_input, future))
+        if instance.worker is None or instance.worker.done():
+            instance.worker = asyncio.get_running_loop().create_task(
+                self._serve(instance), name=f"instance:{self.agent_name}:{key}"
+            )
+        return future
+
+    @property
+    def busy(self) -> bool:
+        """Whether any instance is running a Turn or has one queued."""
+        return any(i.busy or not i.queue.empty() for i in self._instances.values())
+
+    async def drain(self) -> None:
+        """Wait until every queued Turn has finished."""
+        while True:
+            workers = [
+                i.worker for i in self._instances.values() if i.worker and not i.worker.done()
+            ]
+            if not workers:
+                return
+            await asyncio.wait(workers)
+
+    async def close(self) -> None:
+        """Cancel the workers; queued Turns that never started are failed with ``cancelled``."""
+        for instance in self._instances.values():
+            if instance.worker is not None:
+                instance.worker.cancel()
+        workers = [i.worker for i in self._instances.values() if i.worker is not None]
+        if workers:
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _serve(self, instance: Instance) -> None:
+        try:
+            while not instance.queue.empty():
+                turn_input, future = instance.queue.get_nowait()
+                if future.cancelled():
+                    continue
+                self._set_busy(instance, True)
+                try:
+                    result = await self.runner.run(
+                        instance.key, instance.store, instance.workdir, turn_input
+                    )
+                finally:
+                    self._set_busy(instance, False)
+                if not future.done():
+                    future.set_result(result)
+        finally:
+            while not instance.queue.empty():
+                _, future = instance.queue.get_nowait()
+                future.cancel()
+
+    def _set_busy(self, instance: Instance, busy: bool) -> None:
+        instance.busy = busy
+        self._busy_count += 1 if busy else -1
+        self._write_metadata(instance, "processing" if busy else "idle")
+        if self._on_busy_change is not None and (
+            (busy and self._busy_count == 1) or (not busy and self._busy_count == 0)
+        ):
+            self._on_busy_change(busy)
+
+    def _write_metadata(self, instance: Instance, status: str) -> None:
+        instance.directory.mkdir(parents=True, exist_ok=True)
+        metadata = {
+            "agentName": self.agent_name,
+            "instanceKey": instance.key,
+            "status": status,
+            "createdAt": instance.created_at,
+            "updatedAt": utc_now(),
+        }
+        tmp = instance.directory / "metadata.json.tmp"
+        tmp.write_text(json.dumps(metadata, indent=2))
+        tmp.replace(instance.directory / "metadata.json")

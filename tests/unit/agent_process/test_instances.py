@@ -1,0 +1,105 @@
+"""Instances: FIFO per instance, concurrency across instances, files on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from agent_process.conversation import ConversationStore
+from agent_process.instances import InstanceManager, instance_dir_name
+from agent_process.turn import TurnInput, TurnResult
+
+
+class RecordingRunner:
+    """A stand-in Turn runner that records order and can be held open."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, str]] = []
+        self.gates: dict[str, asyncio.Event] = {}
+
+    async def run(
+        self, key: str, store: ConversationStore, workdir: Path, turn_input: TurnInput
+    ) -> TurnResult:
+        self.started.append((key, turn_input.text))
+        gate = self.gates.get(turn_input.text)
+        if gate is not None:
+            await gate.wait()
+        return TurnResult(
+            turn_id="t",
+            trace_id=turn_input.trace_id,
+            status="ok",
+            text=f"{key}:{turn_input.text}",
+            finish_reason="text_response",
+            step_count=1,
+            duration_ms=0,
+        )
+
+
+def manager(tmp_path: Path, runner: Any, **kwargs: Any) -> InstanceManager:
+    return InstanceManager("agent-a", tmp_path, runner, **kwargs)
+
+
+async def test_turns_of_one_instance_run_in_order(tmp_path: Path) -> None:
+    runner = RecordingRunner()
+    runner.gates["first"] = asyncio.Event()
+    instances = manager(tmp_path, runner)
+    first = instances.submit("default", TurnInput(text="first"))
+    second = instances.submit("default", TurnInput(text="second"))
+    await asyncio.sleep(0)
+    assert runner.started == [("default", "first")]  # second waits behind first
+    runner.gates["first"].set()
+    results = await asyncio.wait_for(asyncio.gather(first, second), timeout=5)
+    assert [r.text for r in results] == ["default:first", "default:second"]
+
+
+async def test_different_instances_run_concurrently(tmp_path: Path) -> None:
+    runner = RecordingRunner()
+    runner.gates["hold"] = asyncio.Event()
+    instances = manager(tmp_path, runner)
+    held = instances.submit("a", TurnInput(text="hold"))
+    other = instances.submit("b", TurnInput(text="go"))
+    assert (await asyncio.wait_for(other, timeout=5)).text == "b:go"
+    assert not held.done()
+    runner.gates["hold"].set()
+    await asyncio.wait_for(held, timeout=5)
+
+
+async def test_queue_limit_is_a_structured_refusal(tmp_path: Path) -> None:
+    from agent_process.instances import InstanceQueueFull
+
+    runner = RecordingRunner()
+    runner.gates["hold"] = asyncio.Event()
+    instances = manager(tmp_path, runner, max_queued=1)
+    instances.submit("k", TurnInput(text="hold"))
+    await asyncio.sleep(0)
+    instances.submit("k", TurnInput(text="queued"))
+    try:
+        instances.submit("k", TurnInput(text="overflow"))
+    except InstanceQueueFull as exc:
+        assert exc.code == "E_INSTANCE_QUEUE_FULL"
+    else:
+        raise AssertionError("third submit should overflow")
+    runner.gates["hold"].set()
+    await asyncio.wait_for(instances.drain(), timeout=5)
+
+
+async def test_each_instance_has_its_own_directory_and_workdir(tmp_path: Path) -> None:
+    instances = manager(tmp_path, RecordingRunner())
+    a, b = instances.get("default"), instances.get("user/42")
+    assert a.workdir != b.workdir
+    assert a.workdir.is_dir() and b.workdir.is_dir()
+    metadata = json.loads((b.directory / "metadata.json").read_text())
+    assert (metadata["agentName"], metadata["instanceKey"], metadata["status"]) == (
+        "agent-a",
+        "user/42",
+        "idle",
+    )
+
+
+def test_directory_names_are_safe_and_distinct() -> None:
+    assert instance_dir_name("default") == "default"
+    assert "/" not in instance_dir_name("a/b")
+    assert instance_dir_name("a/b") != instance_dir_name("a:b")
+    assert instance_dir_name("../..") not in ("..", ".", "")
