@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_process.conversation import ConversationStore
 from agent_process.instances import InstanceManager, instance_dir_name
 from agent_process.turn import TurnInput, TurnResult
@@ -75,12 +77,9 @@ async def test_queue_limit_is_a_structured_refusal(tmp_path: Path) -> None:
     instances.submit("k", TurnInput(text="hold"))
     await asyncio.sleep(0)
     instances.submit("k", TurnInput(text="queued"))
-    try:
+    with pytest.raises(InstanceQueueFull) as refused:
         instances.submit("k", TurnInput(text="overflow"))
-    except InstanceQueueFull as exc:
-        assert exc.code == "E_INSTANCE_QUEUE_FULL"
-    else:
-        raise AssertionError("third submit should overflow")
+    assert refused.value.code == "E_INSTANCE_QUEUE_FULL"
     runner.gates["hold"].set()
     await asyncio.wait_for(instances.drain(), timeout=5)
 
@@ -89,7 +88,8 @@ async def test_each_instance_has_its_own_directory_and_workdir(tmp_path: Path) -
     instances = manager(tmp_path, RecordingRunner())
     a, b = instances.get("default"), instances.get("user/42")
     assert a.workdir != b.workdir
-    assert a.workdir.is_dir() and b.workdir.is_dir()
+    assert a.workdir.is_dir()
+    assert b.workdir.is_dir()
     metadata = json.loads((b.directory / "metadata.json").read_text())
     assert (metadata["agentName"], metadata["instanceKey"], metadata["status"]) == (
         "agent-a",

@@ -39,7 +39,8 @@ def test_exit_info() -> None:
         "reason": "signal SIGKILL",
     }
     assert ExitInfo(1).to_json() == {"exitCode": 1, "signal": None, "reason": "exit code 1"}
-    assert ExitInfo(0).clean and not ExitInfo(1).clean
+    assert ExitInfo(0).clean
+    assert not ExitInfo(1).clean
     assert ExitInfo(EXIT_BOOT_FAILURE).boot_failure
 
 
