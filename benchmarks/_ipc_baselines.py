@@ -90,7 +90,8 @@ class _Relay(asyncio.Protocol):
             del self._buffer[: 4 + length]
             message = msgpack.unpackb(body)  # the broker decodes to route, as a real one must
             out = msgpack.packb(message)
-            assert self.peer is not None and self.peer.transport is not None
+            assert self.peer is not None
+            assert self.peer.transport is not None
             self.peer.transport.write(struct.pack("!i", len(out)) + out)
 
 

@@ -13,7 +13,8 @@ def test_all_lists_exactly_the_public_names(module_name: str) -> None:
     public = {
         name
         for name, value in vars(module).items()
-        if not name.startswith("_") and getattr(value, "__module__", module_name) != "__future__"
+        if not name.startswith("_")
+        and getattr(value, "__module__", module_name) != "__future__"
         and not isinstance(value, type(importlib))
     }
     assert set(module.__all__) == public
