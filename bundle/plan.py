@@ -1,0 +1,84 @@
+"""The resolved plan of one agent: everything its AgentProcess needs, as plain data.
+
+The Orchestrator builds a plan per agent from the validated bundle and hands it to the child
+process, which builds its registry, model and Turn loop from it without reading goondan.yaml
+again. Comparing two plans tells whether an edit of goondan.yaml changed an agent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolExportPlan(_Plan):
+    """One export of a Tool."""
+
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ToolPlan(_Plan):
+    """A Tool resource resolved for this agent."""
+
+    name: str
+    """``metadata.name``; the model sees ``{name}__{export}``."""
+    package: str | None = None
+    entry_path: str
+    """Absolute path of the handler module."""
+    error_message_limit: int = 1000
+    timeout_seconds: float | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    """``Tool.spec.config`` with the agent reference's ``config`` over it."""
+    exports: list[ToolExportPlan]
+
+
+class ModelPlan(_Plan):
+    """The agent's Model resource."""
+
+    name: str
+    provider: str
+    model: str
+    spec: dict[str, Any] = Field(default_factory=dict)
+    """The whole ``Model.spec`` as written (camelCase keys); secrets stay references."""
+
+
+class ExtensionPlan(_Plan):
+    """An Extension resource resolved for this agent."""
+
+    name: str
+    entry_path: str
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentPlan(_Plan):
+    """Everything an AgentProcess needs to serve one agent."""
+
+    swarm_name: str
+    entry_agent: str
+    agents: list[str]
+    """Every agent of the Swarm, sorted."""
+    agent_name: str
+    system_prompt: str | None = None
+    model: ModelPlan
+    temperature: float | None = None
+    max_tokens: int | None = None
+    tools: list[ToolPlan] = Field(default_factory=list)
+    """Every tool the process loads into its registry."""
+    catalog_tools: list[str] = Field(default_factory=list)
+    """Full tool names of ``Agent.spec.tools``, in order: the start of every Step's catalog."""
+    required_tools: list[str] = Field(default_factory=list)
+    extensions: list[ExtensionPlan] = Field(default_factory=list)
+    allow_registry_calls: bool = False
+    handler_timeout_seconds: float | None = None
+    max_steps_per_turn: int = 32
+    request_timeout_seconds: float = 60.0
+    shutdown_grace_seconds: float = 30.0
+    state_dir: str
+    """Root of the swarm's state; the agent's instances live under ``agents/<name>/``."""

@@ -1,0 +1,152 @@
+"""Confine paths to the instance workdir.
+
+A path is joined onto the workdir (an absolute path is taken as is), then every symlink in it
+is resolved with :func:`os.path.realpath`; the result must be the workdir or lie under it.
+So ``../x``, ``/etc/passwd``, a symlink inside the workdir that points outside, and a file
+under a symlinked directory that points outside are all refused, while an absolute path or a
+symlink that stays inside is fine.
+
+Checking a name and then using it leaves a window in which a directory on the way could be
+swapped for a symlink. File operations therefore never reopen the checked name: they walk the
+*resolved* path one component at a time from a descriptor of the workdir, opening each
+directory with ``O_NOFOLLOW`` and working relative to the last descriptor (``dir_fd``). A
+symlink that appears after the check fails the walk (``ELOOP``) instead of being followed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools_base import ToolError
+from tools_base.tools._common import invalid_arg
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A checked path."""
+
+    real: str
+    """Absolute path with symlinks resolved (all but the last component when not following)."""
+    base: str
+    """Where :meth:`Workspace.open_dir` walks from: the workdir, or ``/`` for a path outside."""
+    parts: tuple[str, ...]
+    """Components of ``real`` below ``base``; empty for ``base`` itself."""
+    display: str
+    """What outputs show: workdir-relative POSIX path (``.`` for the workdir) or absolute."""
+
+    @property
+    def name(self) -> str:
+        """Last component (``""`` for the base itself)."""
+        return self.parts[-1] if self.parts else ""
+
+    @property
+    def parent_parts(self) -> tuple[str, ...]:
+        """Components of the parent directory."""
+        return self.parts[:-1]
+
+
+class Workspace:
+    """Path policy of one Tool instance: a workdir and whether paths may leave it."""
+
+    def __init__(
+        self,
+        workdir: Path | str,
+        *,
+        allow_outside: bool,
+        code: str,
+        setting: str = "allowOutsideWorkdir",
+    ) -> None:
+        self.root = os.path.realpath(workdir)
+        self.allow_outside = allow_outside
+        self._code = code
+        self._setting = setting
+
+    def contains(self, real: str) -> bool:
+        """Whether the resolved path ``real`` is the workdir or below it."""
+        if self.root == os.sep:
+            return True
+        return real == self.root or real.startswith(self.root + os.sep)
+
+    def resolve(self, path: str, *, follow_final: bool = True) -> Target:
+        """Check ``path`` against the policy; raise a ToolError with the Tool's code if refused.
+
+        With ``follow_final=False`` a symlink in the last component is not resolved (``stat``
+        and ``delete`` act on the link itself); its parent still is.
+        """
+        if "\x00" in path:
+            raise invalid_arg("'path' must not contain NUL characters")
+        candidate = path if os.path.isabs(path) else os.path.join(self.root, path)
+        if follow_final:
+            real = os.path.realpath(candidate)
+        else:
+            parent, name = os.path.split(os.path.normpath(candidate))
+            real = os.path.join(os.path.realpath(parent), name) if name else parent
+        inside = self.contains(real)
+        if not inside and not self.allow_outside:
+            raise self.outside_error(path, real)
+        base = self.root if inside else os.sep
+        rel = os.path.relpath(real, base)
+        parts = () if rel == os.curdir else tuple(rel.split(os.sep))
+        display = ("/".join(parts) or ".") if inside else real
+        return Target(real=real, base=base, parts=parts, display=display)
+
+    def outside_error(self, path: str, real: str) -> ToolError:
+        """The refusal for a path that resolves outside the workdir."""
+        shown = "" if real == path else f" (resolves to {real!r})"
+        return ToolError(
+            f"path {path!r}{shown} is outside the workdir {self.root!r}",
+            code=self._code,
+            suggestion=(
+                "Use a path relative to the workdir, such as 'notes/todo.txt'; absolute paths, "
+                "'..' and symlinks must stay inside it. An operator can allow other paths with "
+                f"the Tool config {self._setting}: true."
+            ),
+        )
+
+    def open_dir(self, base: str, parts: Sequence[str], *, create: bool = False) -> int:
+        """Descriptor of the directory ``base/parts``, never following a symlink on the way.
+
+        ``create`` makes missing directories (like ``mkdir -p``). The caller closes the fd.
+        Raises ``OSError`` (``FileNotFoundError``, ``NotADirectoryError``, ...) as the OS
+        reports it, except when a component turns out to be a symlink: that one appeared
+        after the path was checked, and becomes the Tool's outside-the-workdir error.
+        """
+        fd = os.open(base, _DIR_FLAGS)
+        try:
+            for part in parts:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, dir_fd=fd)
+                try:
+                    next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    # Linux says ENOTDIR, others ELOOP, for O_DIRECTORY|O_NOFOLLOW on a symlink.
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_symlink(part, fd):
+                        raise ToolError(
+                            f"a symlink appeared in {os.path.join(base, *parts)!r} while it "
+                            "was in use",
+                            code=self._code,
+                            suggestion="Retry; do not replace directories with symlinks meanwhile.",
+                        ) from exc
+                    raise
+                os.close(fd)
+                fd = next_fd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+
+def _is_symlink(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False

@@ -1,0 +1,354 @@
+"""``bash``: run a shell command or a script file in the instance workdir.
+
+Exports (required parameters in **bold**):
+
+``exec``: **command**, ``cwd`` (directory relative to the workdir; default the workdir),
+    ``timeoutMs`` (default 30000; 0 or less means no limit of its own), ``env`` (object of
+    string/number/boolean values merged over the process environment).
+    Runs ``/bin/sh -lc <command>``.
+    → ``{command, cwd, durationMs, stdout, stderr, exitCode, signal, timedOut, truncated,
+    stdoutTruncated, stderrTruncated}``.
+``script``: **path** (script file relative to the workdir), ``args`` (array of strings),
+    ``shell`` (default ``/bin/bash``), ``timeoutMs``, ``env``.
+    Runs ``<shell> <path> ...args`` in the workdir.
+    → ``{path, shell, args, durationMs, stdout, stderr, exitCode, signal, timedOut, truncated,
+    stdoutTruncated, stderrTruncated}``.
+
+Behaviour:
+
+* stdin is ``/dev/null``. The command runs in a new session, so it and everything it starts
+  form one process group.
+* A non-zero exit is data, not an error: read ``exitCode``. ``signal`` names the signal that
+  ended the process (``"SIGTERM"``) or is null; ``exitCode`` is -1 then.
+* On timeout the whole process group gets SIGTERM, then SIGKILL 100 ms later;
+  ``timedOut`` is true and ``exitCode`` -1. If the executor cancels the call (its own
+  ``timeoutSeconds``), the group is killed at once.
+* stdout and stderr are read as they arrive and each keeps at most config
+  ``maxOutputBytes``; the rest is read and dropped so the command never blocks on a full
+  pipe. ``stdoutTruncated``/``stderrTruncated`` say which stream was cut and ``truncated``
+  is their OR. Output is decoded as UTF-8, invalid bytes replaced.
+* When the command exits, output still buffered is collected for up to 200 ms. A background
+  job (``cmd &``) is left running, but whatever it prints after that is lost: redirect it.
+* ``cwd`` and ``path`` must stay inside the workdir (symlinks resolved) unless config
+  ``allowOutsideWorkdir`` is true. This only keeps the model from pointing the tool
+  elsewhere by mistake; a shell command can still touch any file the process can.
+
+Config (``configure``):
+
+``allowOutsideWorkdir`` (bool, default false) accept ``cwd``/``path`` outside the workdir.
+``maxOutputBytes`` (int, default 1048576) bytes kept per stream.
+
+Error codes: ``E_BASH_PATH_OUTSIDE_WORKDIR``, ``E_BASH_CWD_NOT_FOUND``,
+``E_BASH_SCRIPT_NOT_FOUND``, ``E_BASH_SPAWN_FAILED`` (shell missing or not executable),
+``E_TOOL_INVALID_ARGS``.
+
+Handlers are coroutines: they run on the agent's event loop and never block it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
+from tools_base.tools._common import (
+    ConfigReader,
+    invalid_arg,
+    optional_number,
+    optional_object,
+    optional_string,
+    optional_string_list,
+    primitive_to_string,
+    require_string,
+)
+from tools_base.tools._sandbox import Workspace
+
+DEFAULT_TIMEOUT_MS = 30_000
+DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
+KILL_GRACE_SECONDS = 0.1
+"""Between SIGTERM and SIGKILL on timeout."""
+DRAIN_GRACE_SECONDS = 0.2
+"""How long output is still collected after the command exits."""
+REAP_GRACE_SECONDS = 1.0
+"""How long a cancelled call waits for the killed process to be reaped."""
+OUTSIDE_WORKDIR = "E_BASH_PATH_OUTSIDE_WORKDIR"
+
+
+@dataclass(frozen=True, slots=True)
+class BashConfig:
+    """Parsed Tool config."""
+
+    allow_outside_workdir: bool = False
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What one process run produced."""
+
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    exit_code: int
+    signal: str | None
+    timed_out: bool
+    duration_ms: int
+
+    def to_json(self) -> JsonObject:
+        """The output fields shared by ``exec`` and ``script``."""
+        return {
+            "durationMs": self.duration_ms,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "exitCode": self.exit_code,
+            "signal": self.signal,
+            "timedOut": self.timed_out,
+            "truncated": self.stdout_truncated or self.stderr_truncated,
+            "stdoutTruncated": self.stdout_truncated,
+            "stderrTruncated": self.stderr_truncated,
+        }
+
+
+class _Capture(asyncio.Protocol):
+    """Read end of one output pipe: keeps the first ``limit`` bytes and drops the rest."""
+
+    def __init__(self, limit: int, closed: asyncio.Future[None]) -> None:
+        self._limit = limit
+        self._data = bytearray()
+        self.truncated = False
+        self.closed = closed
+        self.transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        room = self._limit - len(self._data)
+        if len(data) > room:
+            self.truncated = True
+        if room > 0:
+            self._data += data[:room]
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def text(self) -> str:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return decoder.decode(bytes(self._data), final=not self.truncated)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def _terminate_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM to the group, SIGKILL to it 100 ms later, then reap the leader."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(KILL_GRACE_SECONDS):
+            await proc.wait()
+    # Always: the leader may have died on SIGTERM while a child ignores it.
+    _signal_group(proc.pid, signal.SIGKILL)
+    await proc.wait()
+
+
+async def _open_capture(fd: int, limit: int) -> _Capture:
+    loop = asyncio.get_running_loop()
+    capture = _Capture(limit, loop.create_future())
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    try:
+        await loop.connect_read_pipe(lambda: capture, pipe)
+    except BaseException:
+        pipe.close()
+        raise
+    return capture
+
+
+async def run_process(
+    argv: list[str], *, cwd: str, env: dict[str, str], timeout_ms: float, limit: int
+) -> RunResult:
+    """Run ``argv`` in its own process group with bounded output capture.
+
+    The pipes are ours, not the subprocess transport's, so waiting for the exit does not also
+    wait for background grandchildren that inherited them.
+    """
+    started = time.monotonic()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    unowned_read, unowned_write = [out_r, err_r], [out_w, err_w]
+    captures: list[_Capture] = []
+    try:
+        while unowned_read:
+            captures.append(await _open_capture(unowned_read.pop(0), limit))
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ToolError(
+                f"could not start {argv[0]!r}: {exc.strerror or exc}",
+                code="E_BASH_SPAWN_FAILED",
+                suggestion="Check that the shell exists and is executable.",
+            ) from exc
+        finally:
+            while unowned_write:
+                os.close(unowned_write.pop())
+        timed_out = False
+        try:
+            try:
+                async with asyncio.timeout(timeout_ms / 1000 if timeout_ms > 0 else None):
+                    await proc.wait()
+            except TimeoutError:
+                timed_out = True
+                await _terminate_group(proc)
+            await asyncio.wait([c.closed for c in captures], timeout=DRAIN_GRACE_SECONDS)
+        except BaseException:  # cancelled (the executor's timeout) or a bug: leave nothing behind
+            if proc.returncode is None:
+                _signal_group(proc.pid, signal.SIGKILL)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(REAP_GRACE_SECONDS):
+                        await proc.wait()
+            raise
+    finally:
+        for fd in unowned_read + unowned_write:
+            os.close(fd)
+        for capture in captures:
+            capture.close()
+    code = proc.returncode if proc.returncode is not None else -1
+    sig = signal.Signals(-code).name if code < 0 and -code in signal.valid_signals() else None
+    stdout, stderr = captures
+    return RunResult(
+        stdout=stdout.text(),
+        stderr=stderr.text(),
+        stdout_truncated=stdout.truncated,
+        stderr_truncated=stderr.truncated,
+        exit_code=-1 if timed_out or code < 0 else code,
+        signal=sig,
+        timed_out=timed_out,
+        duration_ms=round((time.monotonic() - started) * 1000),
+    )
+
+
+def _environment(overrides: JsonObject | None) -> dict[str, str]:
+    env = dict(os.environ)
+    for key, value in (overrides or {}).items():
+        text = primitive_to_string(value)
+        if text is None:
+            raise invalid_arg(f"env.{key} must be a primitive string/number/boolean value")
+        if not key or "=" in key or "\x00" in key or "\x00" in text:
+            raise invalid_arg(f"env key {key!r} is not a valid variable name/value")
+        env[key] = text
+    return env
+
+
+def _timeout_ms(input: JsonObject) -> float:
+    value = optional_number(input, "timeoutMs")
+    return DEFAULT_TIMEOUT_MS if value is None else value
+
+
+class BashTool:
+    """The handlers, bound to one config."""
+
+    def __init__(self, config: BashConfig) -> None:
+        self.config = config
+
+    def _workspace(self, ctx: ToolContext) -> Workspace:
+        return Workspace(
+            ctx.workdir, allow_outside=self.config.allow_outside_workdir, code=OUTSIDE_WORKDIR
+        )
+
+    def _cwd(self, ctx: ToolContext, cwd_input: str | None) -> str:
+        cwd = self._workspace(ctx).resolve(cwd_input).real if cwd_input else str(ctx.workdir)
+        if not os.path.isdir(cwd):
+            raise ToolError(
+                f"cwd {cwd_input or cwd!r} is not an existing directory",
+                code="E_BASH_CWD_NOT_FOUND",
+                suggestion="Create it first (mkdir -p) or omit cwd to run in the workdir.",
+            )
+        return cwd
+
+    def _script_path(self, ctx: ToolContext, path: str) -> str:
+        script_path = self._workspace(ctx).resolve(path).real
+        if not os.path.isfile(script_path):
+            raise ToolError(
+                f"script {path!r} does not exist",
+                code="E_BASH_SCRIPT_NOT_FOUND",
+                suggestion="Write the script first (file-system__write), or check the path.",
+            )
+        self._cwd(ctx, None)
+        return script_path
+
+    async def exec(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+        """``exec``: ``/bin/sh -lc <command>``."""
+        command = require_string(input, "command")
+        cwd_input = optional_string(input, "cwd")
+        timeout_ms = _timeout_ms(input)
+        env = _environment(optional_object(input, "env"))
+        # realpath/stat may block on a slow file system: off the loop.
+        cwd = await asyncio.to_thread(self._cwd, ctx, cwd_input)
+        result = await run_process(
+            ["/bin/sh", "-lc", command],
+            cwd=cwd,
+            env=env,
+            timeout_ms=timeout_ms,
+            limit=self.config.max_output_bytes,
+        )
+        return {"command": command, "cwd": cwd, **result.to_json()}
+
+    async def script(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+        """``script``: ``<shell> <path> ...args`` in the workdir."""
+        path = require_string(input, "path")
+        args = optional_string_list(input, "args") or []
+        shell = optional_string(input, "shell") or "/bin/bash"
+        timeout_ms = _timeout_ms(input)
+        env = _environment(optional_object(input, "env"))
+        script_path = await asyncio.to_thread(self._script_path, ctx, path)
+        result = await run_process(
+            [shell, script_path, *args],
+            cwd=str(ctx.workdir),
+            env=env,
+            timeout_ms=timeout_ms,
+            limit=self.config.max_output_bytes,
+        )
+        args_out: list[JsonValue] = list(args)
+        return {"path": script_path, "shell": shell, "args": args_out, **result.to_json()}
+
+    def handlers(self) -> dict[str, ToolHandler]:
+        """Export name → handler."""
+        return {"exec": self.exec, "script": self.script}
+
+
+def configure(config: JsonObject) -> dict[str, ToolHandler]:
+    """Handlers for one Tool config; raises ``ToolConfigError`` on a bad one."""
+    reader = ConfigReader("bash", config)
+    parsed = BashConfig(
+        allow_outside_workdir=reader.flag("allowOutsideWorkdir", False),
+        max_output_bytes=reader.integer("maxOutputBytes", DEFAULT_MAX_OUTPUT_BYTES),
+    )
+    reader.finish()
+    return BashTool(parsed).handlers()
+
+
+handlers = configure({})
