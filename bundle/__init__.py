@@ -1,0 +1,40 @@
+"""The config plane: goondan.yaml → validated resources, refs, and per-agent plans.
+
+``load_bundle(path)`` returns a :class:`Bundle` or raises :class:`BundleError` listing every
+problem, each naming the file and line, the resource, the field and what to do.
+"""
+
+from bundle.bundle import Bundle, ResolvedExtension, ResolvedTool
+from bundle.entry import EntryLoadError, load_entry_module, resolve_handlers
+from bundle.errors import BundleError, ConfigIssue
+from bundle.loader import Resource, load_bundle
+from bundle.models import API_VERSION, KINDS, ObjectRef, ValueSource
+from bundle.plan import AgentPlan, ExtensionPlan, ModelPlan, ToolExportPlan, ToolPlan
+from bundle.schema import json_schema
+from bundle.secrets import Secret, SecretUnavailable, resolve_value
+
+__all__ = [
+    "API_VERSION",
+    "KINDS",
+    "AgentPlan",
+    "Bundle",
+    "BundleError",
+    "ConfigIssue",
+    "EntryLoadError",
+    "ExtensionPlan",
+    "ModelPlan",
+    "ObjectRef",
+    "ResolvedExtension",
+    "ResolvedTool",
+    "Resource",
+    "Secret",
+    "SecretUnavailable",
+    "ToolExportPlan",
+    "ToolPlan",
+    "ValueSource",
+    "json_schema",
+    "load_bundle",
+    "load_entry_module",
+    "resolve_handlers",
+    "resolve_value",
+]

@@ -1,0 +1,223 @@
+"""A validated bundle: look up resources, follow refs, and build each agent's plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bundle import errors as E
+from bundle.errors import BundleError, ConfigIssue
+from bundle.loader import Resource, index
+from bundle.models import AgentSpec, ExtensionSpec, ModelSpec, ObjectRef, SwarmSpec, ToolSpec
+from bundle.plan import AgentPlan, ExtensionPlan, ModelPlan, ToolExportPlan, ToolPlan
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedTool:
+    """A Tool as one agent uses it."""
+
+    name: str
+    package: str | None
+    spec: ToolSpec
+    entry_path: Path
+    config: dict[str, Any]
+    """``Tool.spec.config`` with the agent reference's ``config`` over it (agent wins)."""
+    declared_in: Path
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedExtension:
+    """An Extension as one agent uses it."""
+
+    name: str
+    package: str | None
+    spec: ExtensionSpec
+    entry_path: Path
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """The resources of a goondan.yaml and of the packages it references, all validated."""
+
+    path: Path
+    resources: list[Resource]
+    _index: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", index(self.resources))
+
+    @property
+    def root(self) -> Path:
+        """The directory of goondan.yaml."""
+        return self.path.parent
+
+    def get(self, kind: str, name: str, package: str | None = None) -> Resource:
+        """The resource ``kind/name`` of ``package`` (``None``: this bundle); KeyError if absent."""
+        found: Resource | None = self._index.get(package, kind, name)
+        if found is None:
+            raise KeyError(f"{kind}/{name}" + (f" in {package}" if package else ""))
+        return found
+
+    def of_kind(self, kind: str) -> list[Resource]:
+        """Every resource of ``kind`` in this bundle (packages excluded), in file order."""
+        return [r for r in self.resources if r.kind == kind and r.package is None]
+
+    def resolve_ref(self, ref: ObjectRef, referrer: Resource) -> Resource:
+        """Follow ``ref`` from ``referrer`` (same package unless the ref names one)."""
+        package = ref.package if ref.package is not None else referrer.package
+        return self.get(ref.kind, ref.name, package)
+
+    def swarm(self, name: str | None = None) -> Resource:
+        """The Swarm ``name``; else the one named ``default``; else the only one."""
+        swarms = self.of_kind("Swarm")
+        if name is not None:
+            for swarm in swarms:
+                if swarm.name == name:
+                    return swarm
+        elif len(swarms) == 1:
+            return swarms[0]
+        else:
+            for swarm in swarms:
+                if swarm.name == "default":
+                    return swarm
+        candidates = ", ".join(s.name for s in swarms) or "(none)"
+        wanted = f"Swarm {name!r} not found" if name else "cannot choose a Swarm"
+        raise BundleError(
+            [
+                ConfigIssue(
+                    code=E.E_SWARM_NOT_FOUND,
+                    message=f"{wanted}; swarms in {self.path.name}: {candidates}",
+                    file=self.path,
+                    suggestion="name one with --swarm, or call one of them `default`",
+                )
+            ]
+        )
+
+    def agent(self, name: str) -> Resource:
+        """The local Agent ``name``."""
+        return self.get("Agent", name)
+
+    def swarm_agents(self, swarm: Resource) -> list[Resource]:
+        """The Agents of ``swarm``, in declaration order."""
+        spec: SwarmSpec = swarm.spec
+        return [self.resolve_ref(item.ref, swarm) for item in spec.agents]
+
+    def agent_tools(self, agent: Resource) -> list[ResolvedTool]:
+        """The Tools of ``agent`` in ``spec.tools`` order, with per-agent config merged."""
+        spec: AgentSpec = agent.spec
+        out = []
+        for item in spec.tools:
+            tool = self.resolve_ref(item.ref, agent)
+            tool_spec: ToolSpec = tool.spec
+            out.append(
+                ResolvedTool(
+                    name=tool.name,
+                    package=tool.package,
+                    spec=tool_spec,
+                    entry_path=(tool.base_dir / tool_spec.entry).resolve(),
+                    config={**tool_spec.config, **(item.config or {})},
+                    declared_in=tool.file,
+                )
+            )
+        return out
+
+    def agent_extensions(self, agent: Resource) -> list[ResolvedExtension]:
+        """The Extensions of ``agent`` in order, with per-agent config merged."""
+        spec: AgentSpec = agent.spec
+        out = []
+        for item in spec.extensions:
+            ext = self.resolve_ref(item.ref, agent)
+            ext_spec: ExtensionSpec = ext.spec
+            out.append(
+                ResolvedExtension(
+                    name=ext.name,
+                    package=ext.package,
+                    spec=ext_spec,
+                    entry_path=(ext.base_dir / ext_spec.entry).resolve(),
+                    config={**ext_spec.config, **(item.config or {})},
+                )
+            )
+        return out
+
+    def agent_system_prompt(self, agent: Resource) -> str | None:
+        """``prompt.system``, or the text of ``prompt.systemRef``; ``None`` when blank."""
+        spec: AgentSpec = agent.spec
+        if spec.prompt is None:
+            return None
+        if spec.prompt.system_ref is not None:
+            text = (agent.base_dir / spec.prompt.system_ref).read_text(encoding="utf-8")
+        else:
+            text = spec.prompt.system or ""
+        return text if text.strip() else None
+
+    def agent_plan(
+        self, agent_name: str, state_dir: Path, swarm_name: str | None = None
+    ) -> AgentPlan:
+        """Everything the AgentProcess of ``agent_name`` needs (see :mod:`bundle.plan`)."""
+        swarm = self.swarm(swarm_name)
+        swarm_spec: SwarmSpec = swarm.spec
+        agent = self.agent(agent_name)
+        spec: AgentSpec = agent.spec
+        model = self.resolve_ref(spec.model_config_.model_ref, agent)
+        model_spec: ModelSpec = model.spec
+        tools = self.agent_tools(agent)
+        params = spec.model_config_.params
+        temperature = params.get("temperature", model_spec.temperature)
+        max_tokens = params.get("maxTokens", model_spec.max_tokens)
+        return AgentPlan(
+            swarm_name=swarm.name,
+            entry_agent=swarm_spec.entry_agent.name,
+            agents=sorted(a.name for a in self.swarm_agents(swarm)),
+            agent_name=agent.name,
+            system_prompt=self.agent_system_prompt(agent),
+            model=ModelPlan(
+                name=model.name,
+                provider=model_spec.provider,
+                model=model_spec.model,
+                spec=model_spec.model_dump(mode="json", by_alias=True, exclude_none=True),
+            ),
+            temperature=temperature if isinstance(temperature, int | float) else None,
+            max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+            tools=[
+                ToolPlan(
+                    name=t.name,
+                    package=t.package,
+                    entry_path=str(t.entry_path),
+                    error_message_limit=t.spec.error_message_limit,
+                    timeout_seconds=t.spec.timeout_seconds,
+                    config=t.config,
+                    exports=[
+                        ToolExportPlan(
+                            name=e.name, description=e.description, parameters=e.parameters
+                        )
+                        for e in t.spec.exports
+                    ],
+                )
+                for t in tools
+            ],
+            catalog_tools=[f"{t.name}__{e.name}" for t in tools for e in t.spec.exports],
+            required_tools=list(spec.required_tools),
+            extensions=[
+                ExtensionPlan(name=x.name, entry_path=str(x.entry_path), config=x.config)
+                for x in self.agent_extensions(agent)
+            ],
+            allow_registry_calls=spec.tool_policy.allow_registry_calls,
+            handler_timeout_seconds=spec.tool_policy.handler_timeout_seconds,
+            max_steps_per_turn=swarm_spec.policy.max_steps_per_turn,
+            request_timeout_seconds=swarm_spec.policy.request_timeout_seconds,
+            shutdown_grace_seconds=swarm_spec.policy.shutdown.grace_period_seconds,
+            state_dir=str(state_dir),
+        )
+
+    def summary(self) -> str:
+        """``1 Swarm, 2 Agents, 3 Tools, 1 Model`` (this bundle's own resources)."""
+        counts: dict[str, int] = {}
+        for resource in self.resources:
+            if resource.package is None and resource.kind != "Package":
+                counts[resource.kind] = counts.get(resource.kind, 0) + 1
+        order = ["Swarm", "Agent", "Tool", "Model", "Extension", "Connector", "Connection"]
+        return ", ".join(
+            f"{counts[k]} {k}{'s' if counts[k] != 1 else ''}" for k in order if k in counts
+        )

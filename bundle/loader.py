@@ -1,0 +1,335 @@
+"""From goondan.yaml to validated resources, in three layers (STYLE 21).
+
+``load_bundle(path)`` reads the file; :func:`bundle.source.parse_documents` splits it into
+documents with line maps; :func:`validate_documents` validates each document's envelope and
+spec, then the rules that span resources (names, refs, entries, handlers). Every problem is
+collected; if any, one :class:`~bundle.errors.BundleError` carries them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from bundle import errors as E
+from bundle.errors import BundleError, ConfigIssue
+from bundle.models import (
+    API_VERSION,
+    KINDS,
+    MAX_TOOL_NAME_LENGTH,
+    PACKAGE_NAME,
+    RESOURCE_NAME,
+    SPEC_MODELS,
+    TOOL_NAME,
+    Metadata,
+)
+from bundle.packages import builtin_package_manifests
+from bundle.source import Document, FieldPath, format_path, parse_documents, read_file
+
+if TYPE_CHECKING:
+    from bundle.bundle import Bundle
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A validated resource and where it came from."""
+
+    kind: str
+    name: str
+    package: str | None
+    """The declaring package: ``None`` for the bundle itself, e.g. ``@goondan/base`` otherwise."""
+    metadata: Metadata
+    spec: Any
+    """The kind's spec model (``ToolSpec``, ``AgentSpec``, ...)."""
+    file: Path
+    line: int
+    document: Document
+
+    @property
+    def ref_string(self) -> str:
+        """``Kind/name``."""
+        return f"{self.kind}/{self.name}"
+
+    @property
+    def base_dir(self) -> Path:
+        """The directory relative paths in this resource (entry, systemRef) start from."""
+        return self.file.parent
+
+    def line_of(self, *path: str | int) -> int:
+        """Line of a field of this resource."""
+        return self.document.line_of(path)
+
+
+FailedKey = tuple[str | None, str, str]
+"""(package, kind, name) of a document that named itself but did not validate."""
+
+
+def validate_documents(
+    documents: Iterable[Document], package: str | None
+) -> tuple[list[Resource], list[ConfigIssue], set[FailedKey]]:
+    """Validate each document's envelope and spec; cross-resource rules are separate.
+
+    Also returns the keys of resources that failed, so refs to them are not reported again
+    as "not found".
+    """
+    resources: list[Resource] = []
+    issues: list[ConfigIssue] = []
+    failed: set[FailedKey] = set()
+    for doc in documents:
+        resource, doc_issues = _validate_document(doc, package)
+        issues.extend(doc_issues)
+        if resource is not None:
+            resources.append(resource)
+        elif isinstance(doc.data, dict):
+            kind, metadata = doc.data.get("kind"), doc.data.get("metadata")
+            name = metadata.get("name") if isinstance(metadata, dict) else None
+            if isinstance(kind, str) and isinstance(name, str):
+                failed.add((package, kind, name))
+                issues.extend(_entry_issues(doc, kind, name))
+    return resources, issues, failed
+
+
+def _entry_issues(doc: Document, kind: str, name: str) -> list[ConfigIssue]:
+    """A missing entry file is worth reporting even when the rest of the spec is invalid."""
+    spec = doc.data.get("spec")
+    entry = spec.get("entry") if isinstance(spec, dict) else None
+    if kind not in ("Tool", "Extension", "Connector") or not isinstance(entry, str):
+        return []
+    path = (doc.file.parent / entry).resolve()
+    if path.is_file():
+        return []
+    return [
+        ConfigIssue(
+            code=E.E_ENTRY_NOT_FOUND,
+            message=f"entry file {entry!r} not found (looked at {path})",
+            file=doc.file,
+            line=doc.line_of(("spec", "entry")),
+            resource=f"{kind}/{name}",
+            field="spec.entry",
+            suggestion="the path is relative to the YAML file that declares the resource",
+        )
+    ]
+
+
+def _validate_document(
+    doc: Document, package: str | None
+) -> tuple[Resource | None, list[ConfigIssue]]:
+    data = doc.data
+    if not isinstance(data, dict):
+        return None, [
+            ConfigIssue(
+                code=E.E_SCHEMA_INVALID,
+                message=f"document {doc.index + 1} is a {type(data).__name__}, not a mapping "
+                "with apiVersion, kind, metadata and spec",
+                suggestion="each document must be one resource: apiVersion, kind, metadata, spec",
+                file=doc.file,
+                line=doc.line,
+            )
+        ]
+    kind = data.get("kind")
+    metadata_raw = data.get("metadata")
+    name = metadata_raw.get("name") if isinstance(metadata_raw, dict) else None
+    label = f"{kind}/{name}" if isinstance(kind, str) and isinstance(name, str) else None
+    issues: list[ConfigIssue] = []
+
+    def issue(code: str, message: str, path: FieldPath, suggestion: str | None = None) -> None:
+        issues.append(
+            ConfigIssue(
+                code=code,
+                message=message,
+                file=doc.file,
+                line=doc.line_of(path),
+                resource=label,
+                field=format_path(path) or None,
+                suggestion=suggestion,
+            )
+        )
+
+    api_version = data.get("apiVersion")
+    if api_version != API_VERSION:
+        issue(
+            E.E_UNSUPPORTED_API_VERSION,
+            f"apiVersion is {api_version!r}; expected {API_VERSION!r}",
+            ("apiVersion",),
+            f"set `apiVersion: {API_VERSION}`",
+        )
+    if not isinstance(kind, str) or kind not in KINDS:
+        issue(
+            E.E_UNKNOWN_KIND,
+            f"unknown kind {kind!r}",
+            ("kind",),
+            f"use one of: {', '.join(KINDS)}",
+        )
+    unknown = sorted(set(data) - {"apiVersion", "kind", "metadata", "spec"})
+    for key in unknown:
+        issue(E.E_SCHEMA_INVALID, f"unknown top-level field {key!r}", (key,), "remove it")
+
+    metadata: Metadata | None = None
+    try:
+        metadata = Metadata.model_validate(metadata_raw if metadata_raw is not None else {})
+    except ValidationError as exc:
+        issues.extend(_pydantic_issues(exc, doc, label, ("metadata",)))
+    if metadata is not None and isinstance(kind, str):
+        pattern = (
+            PACKAGE_NAME if kind == "Package" else TOOL_NAME if kind == "Tool" else RESOURCE_NAME
+        )
+        if not metadata.name.strip():
+            issue(E.E_INVALID_NAME, "metadata.name must not be blank", ("metadata", "name"))
+        elif "__" in metadata.name:
+            issue(
+                E.E_SCHEMA_INVALID if kind == "Tool" else E.E_INVALID_NAME,
+                f"name {metadata.name!r} must not contain '__' (it separates tool and export names)",
+                ("metadata", "name"),
+                "use a single '_' or '-'",
+            )
+        elif not pattern.match(metadata.name):
+            allowed = (
+                "lowercase letters, digits, '-' and '_'"
+                if kind == "Tool"
+                else "lowercase letters, digits, '-', '_' and '.'"
+            )
+            issue(
+                E.E_INVALID_NAME,
+                f"name {metadata.name!r} is not valid for a {kind}",
+                ("metadata", "name"),
+                f"use {allowed}, starting and ending with a letter or digit",
+            )
+
+    spec: BaseModel | None = None
+    if isinstance(kind, str) and kind in SPEC_MODELS:
+        raw_spec = data.get("spec")
+        if raw_spec is None and kind != "Package":
+            issue(E.E_SCHEMA_INVALID, f"a {kind} needs a `spec`", ("spec",))
+        else:
+            try:
+                spec = SPEC_MODELS[kind].model_validate(raw_spec if raw_spec is not None else {})
+            except ValidationError as exc:
+                issues.extend(_pydantic_issues(exc, doc, label, ("spec",)))
+    if issues or metadata is None or spec is None or not isinstance(kind, str):
+        return None, issues
+    return Resource(
+        kind=kind,
+        name=metadata.name,
+        package=package,
+        metadata=metadata,
+        spec=spec,
+        file=doc.file,
+        line=doc.line,
+        document=doc,
+    ), []
+
+
+def _pydantic_issues(
+    exc: ValidationError, doc: Document, label: str | None, prefix: FieldPath
+) -> list[ConfigIssue]:
+    out = []
+    for error in exc.errors():
+        loc: FieldPath = (*prefix, *(p for p in error["loc"] if not _is_union_tag(p)))
+        kind = error["type"]
+        code = E.E_INVALID_REF if kind == "invalid_ref" else E.E_SCHEMA_INVALID
+        message = error["msg"].removeprefix("Value error, ")
+        if kind == "extra_forbidden":
+            message = f"unknown field {loc[-1]!r}"
+        elif kind == "missing":
+            message = f"required field {loc[-1]!r} is missing"
+        out.append(
+            ConfigIssue(
+                code=code,
+                message=message,
+                file=doc.file,
+                line=doc.line_of(loc),
+                resource=label,
+                field=format_path(loc),
+                suggestion=_suggestion_for(kind, loc),
+            )
+        )
+    return out
+
+
+def _is_union_tag(segment: Any) -> bool:
+    # pydantic puts the union member it tried into the loc ("str", "function-before[...]")
+    return isinstance(segment, str) and (
+        "[" in segment or segment in ("str", "int", "float", "bool")
+    )
+
+
+def _suggestion_for(error_type: str, loc: FieldPath) -> str | None:
+    if error_type == "extra_forbidden":
+        return "remove it, or check its spelling (field names are camelCase)"
+    if error_type == "invalid_ref":
+        return 'write "Kind/name" or {kind: ..., name: ..., package: ...}'
+    if error_type == "legacy_tool":
+        return "declare `exports: [{name, description, parameters}]` and a `handlers` dict"
+    if error_type == "missing":
+        return f"add `{loc[-1]}`"
+    return None
+
+
+class _Index:
+    """(package, kind, name) → Resource."""
+
+    def __init__(self, resources: Iterable[Resource]) -> None:
+        self.by_key: dict[tuple[str | None, str, str], Resource] = {}
+        for resource in resources:
+            self.by_key.setdefault((resource.package, resource.kind, resource.name), resource)
+
+    def get(self, package: str | None, kind: str, name: str) -> Resource | None:
+        return self.by_key.get((package, kind, name))
+
+    def packages_with(self, kind: str, name: str) -> list[str]:
+        return sorted(p for (p, k, n) in self.by_key if k == kind and n == name and p is not None)
+
+
+def load_documents(
+    path: Path, package: str | None
+) -> tuple[list[Resource], list[ConfigIssue], set[FailedKey]]:
+    """Read, parse and validate one file's documents (no cross-resource rules)."""
+    text, issues = read_file(path)
+    if text is None:
+        return [], issues, set()
+    documents, parse_issues = parse_documents(text, path)
+    resources, doc_issues, failed = validate_documents(documents, package)
+    return resources, [*parse_issues, *doc_issues], failed
+
+
+def load_bundle(
+    path: str | Path,
+    *,
+    check_handlers: bool = True,
+    packages: Mapping[str, Path] | None = None,
+) -> Bundle:
+    """Load and validate ``path`` and the packages it may reference.
+
+    ``packages`` adds (or overrides) package manifests by name; the built-in ones
+    (``@goondan/base``) are always available. With ``check_handlers`` the entry modules of
+    Tools are imported to check that every export has a handler.
+    """
+    from bundle.bundle import Bundle
+    from bundle.rules import check_rules
+
+    path = Path(path).absolute()
+    resources, issues, failed = load_documents(path, None)
+    manifests = {**builtin_package_manifests(), **(packages or {})}
+    for name, manifest in manifests.items():
+        package_resources, package_issues, package_failed = load_documents(manifest, name)
+        resources.extend(r for r in package_resources if r.kind != "Package")
+        issues.extend(package_issues)
+        failed |= package_failed
+    issues.extend(check_rules(resources, path, check_handlers=check_handlers, failed=failed))
+    if issues:
+        raise BundleError(issues)
+    return Bundle(path=path, resources=resources)
+
+
+def index(resources: Iterable[Resource]) -> _Index:
+    """An index of ``resources`` by (package, kind, name)."""
+    return _Index(resources)
+
+
+def tool_name_too_long(tool: str, export: str) -> bool:
+    """Whether ``tool__export`` is longer than providers accept."""
+    return len(tool) + 2 + len(export) > MAX_TOOL_NAME_LENGTH

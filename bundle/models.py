@@ -1,0 +1,429 @@
+"""Pydantic models of every goondan.yaml resource kind (``apiVersion: goondan.ai/v1``).
+
+Fields are snake_case in Python and camelCase in YAML. Unknown fields are errors, so a typo
+(``errorMesageLimit``) is reported instead of silently ignored. Every field documents itself;
+the JSON Schema for editors (``python -m orchestrator schema``) is generated from these models.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from bundle.scripted import ScriptSpec
+
+API_VERSION = "goondan.ai/v1"
+KINDS = (
+    "Package",
+    "Model",
+    "Tool",
+    "Agent",
+    "Swarm",
+    "Extension",
+    "Connector",
+    "Connection",
+)
+
+RESOURCE_NAME = re.compile(r"^[a-z0-9]([a-z0-9_.-]*[a-z0-9])?$")
+TOOL_NAME = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
+EXPORT_NAME = re.compile(r"^[a-z0-9_-]+$")
+PACKAGE_NAME = re.compile(r"^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$")
+MAX_TOOL_NAME_LENGTH = 64
+"""Providers (OpenAI, Anthropic) refuse tool names longer than this."""
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        protected_namespaces=(),
+    )
+
+
+# -- references --------------------------------------------------------------------------------
+
+
+class ObjectRef(_Spec):
+    """A reference to another resource: ``"Kind/name"`` or ``{kind, name, package?}``."""
+
+    kind: str = Field(description="Kind of the referenced resource, e.g. `Tool`.")
+    name: str = Field(description="metadata.name of the referenced resource.")
+    package: str | None = Field(
+        default=None,
+        description='Package that declares it, e.g. "@goondan/base"; omitted means this bundle.',
+    )
+    api_version: str | None = Field(default=None, description="Optional; `goondan.ai/v1`.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return parse_ref_string(value)
+        return value
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+def parse_ref_string(value: str) -> dict[str, str]:
+    """``"Tool/bash"`` → ``{"kind": "Tool", "name": "bash"}``; malformed strings are errors."""
+    kind, sep, name = value.partition("/")
+    if not sep or not kind.strip() or not name.strip() or "/" in name:
+        shown = repr(value).replace("{", "{{").replace("}", "}}")
+        raise PydanticCustomError(
+            "invalid_ref", f"invalid ObjectRef {shown}: expected 'Kind/name' with exactly one '/'"
+        )
+    return {"kind": kind.strip(), "name": name.strip()}
+
+
+def _ref_item(value: Any) -> Any:
+    if isinstance(value, str) or (isinstance(value, dict) and "ref" not in value):
+        return {"ref": value}
+    return value
+
+
+class RefItem(_Spec):
+    """An entry of `tools`, `extensions` or `agents`: a ref, optionally with per-use config."""
+
+    ref: ObjectRef = Field(description='The referenced resource ("Kind/name" or an object).')
+    config: dict[str, Any] | None = Field(
+        default=None,
+        description="Per-agent configuration, shallow-merged over the resource's spec.config.",
+    )
+
+
+RefItemLike = Annotated[RefItem, BeforeValidator(_ref_item)]
+
+
+# -- values and secrets ----------------------------------------------------------------------
+
+
+class SecretRef(_Spec):
+    """``{ref: "Secret/<name>", key}``: read from the environment (see ValueSource)."""
+
+    ref: str = Field(description='"Secret/<name>".')
+    key: str | None = Field(default=None, description="Key inside the secret.")
+
+
+class ValueFrom(_Spec):
+    """Where a value comes from: an environment variable or a secret."""
+
+    env: str | None = Field(default=None, description="Name of an environment variable.")
+    secret_ref: SecretRef | None = Field(default=None, description="A secret reference.")
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> ValueFrom:
+        if (self.env is None) == (self.secret_ref is None):
+            raise ValueError("valueFrom needs exactly one of `env` or `secretRef`")
+        return self
+
+
+class ValueSource(_Spec):
+    """A literal ``value`` or a ``valueFrom`` reference, resolved late and never logged."""
+
+    value: str | None = Field(default=None, description="Literal value (avoid for secrets).")
+    value_from: ValueFrom | None = Field(default=None, description="Read the value from elsewhere.")
+
+    @model_validator(mode="after")
+    def _exclusive(self) -> ValueSource:
+        if (self.value is None) == (self.value_from is None):
+            raise ValueError("give exactly one of `value` or `valueFrom`")
+        return self
+
+
+# -- kinds -----------------------------------------------------------------------------------
+
+
+class Metadata(_Spec):
+    """``metadata`` of every resource."""
+
+    name: str = Field(description="Resource name, unique per kind within a package.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Free-form labels.")
+    annotations: dict[str, str] = Field(default_factory=dict, description="Free-form notes.")
+
+
+class PackageDependency(_Spec):
+    """A package this bundle depends on."""
+
+    name: str
+    version: str
+
+
+class PackageSpec(_Spec):
+    """``kind: Package``: the bundle's identity (optional; the first document when present)."""
+
+    version: str | None = Field(default=None, description="Semantic version of this package.")
+    description: str | None = Field(default=None, description="What the package is for.")
+    access: Literal["public", "restricted"] = Field(default="public", description="Visibility.")
+    dependencies: list[PackageDependency] = Field(
+        default_factory=list, description="Packages used."
+    )
+    registry: dict[str, Any] | None = Field(default=None, description="Registry settings.")
+
+
+class ModelSpec(_Spec):
+    """``kind: Model``: an LLM provider and model, or the offline `scripted` model."""
+
+    provider: str = Field(
+        min_length=1, description="`scripted` (offline), `openai`, `anthropic`, ..."
+    )
+    model: str = Field(min_length=1, description="The provider's model name.")
+    api_key: ValueSource | None = Field(
+        default=None, description="API key, e.g. {valueFrom: {env: OPENAI_API_KEY}}."
+    )
+    base_url: str | None = Field(
+        default=None, description="Endpoint of an API-compatible server (Ollama, vLLM, ...)."
+    )
+    endpoint: str | None = Field(default=None, description="Alias of baseUrl (upstream name).")
+    temperature: float | None = Field(default=None, ge=0, description="Sampling temperature.")
+    max_tokens: int | None = Field(default=None, gt=0, description="Maximum output tokens.")
+    timeout_seconds: float | None = Field(default=None, gt=0, description="Per-call timeout.")
+    max_retries: int | None = Field(default=None, ge=0, description="Retries on 429/5xx.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Provider options.")
+    capabilities: dict[str, bool] = Field(default_factory=dict, description="Feature flags.")
+    script: ScriptSpec | None = Field(
+        default=None, description="Rules of the `scripted` provider (required for it)."
+    )
+
+    @model_validator(mode="after")
+    def _script_for_scripted(self) -> ModelSpec:
+        if self.provider == "scripted" and self.script is None:
+            raise ValueError("provider `scripted` needs `script` with at least one rule")
+        return self
+
+
+class ToolExport(_Spec):
+    """One function of a Tool; the model sees it as `{tool}__{export}`."""
+
+    name: str = Field(description="Export name: lowercase letters, digits, `_` and `-`.")
+    description: str | None = Field(default=None, description="What the model is told.")
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="JSON Schema (type: object) of the arguments.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _export_name(cls, value: str) -> str:
+        if "__" in value:
+            raise ValueError(f"export name {value!r} must not contain '__'")
+        if not EXPORT_NAME.match(value):
+            raise ValueError(f"export name {value!r} must match [a-z0-9_-]+")
+        return value
+
+
+class ToolSpec(_Spec):
+    """``kind: Tool``: a Python module whose `handlers` implement the exports."""
+
+    entry: str = Field(description="Handler module, relative to the file that declares it.")
+    error_message_limit: int = Field(
+        default=1000, ge=1, description="Characters kept of an error message (default 1000)."
+    )
+    timeout_seconds: float | None = Field(
+        default=None, gt=0, description="Handler timeout (default 300 s)."
+    )
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="Passed to the module's configure(config)."
+    )
+    exports: list[ToolExport] = Field(min_length=1, description="At least one export.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_shape(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "exports" not in value:
+            raise PydanticCustomError(
+                "legacy_tool",
+                "a Tool needs `exports`: legacy tool shapes without exports (top-level "
+                "description/parameters and a default-exported function) are not supported",
+            )
+        return value
+
+
+class ModelConfig(_Spec):
+    """Which Model an Agent uses, and with what parameters."""
+
+    model_ref: ObjectRef = Field(description="The Model, e.g. Model/claude.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="temperature, maxTokens, ... for this agent."
+    )
+
+
+class Prompt(_Spec):
+    """The agent's system prompt: inline, or from a file."""
+
+    system: str | None = Field(default=None, description="System prompt text.")
+    system_ref: str | None = Field(
+        default=None, description="File with the system prompt, relative to the YAML file."
+    )
+
+    @model_validator(mode="after")
+    def _not_both(self) -> Prompt:
+        if self.system is not None and self.system_ref is not None:
+            raise ValueError("give `system` or `systemRef`, not both")
+        return self
+
+
+class ToolPolicy(_Spec):
+    """How the agent's tool calls are checked."""
+
+    allow_registry_calls: bool = Field(
+        default=False,
+        description="Allow calls to registry tools missing from the Step's catalog (unsafe).",
+    )
+    handler_timeout_seconds: float | None = Field(
+        default=None, gt=0, description="Default handler timeout for this agent's tools."
+    )
+
+
+class AgentSpec(_Spec):
+    """``kind: Agent``."""
+
+    model_config_: ModelConfig = Field(alias="modelConfig", description="The agent's model.")
+    prompt: Prompt | None = Field(default=None, description="The system prompt.")
+    tools: list[RefItemLike] = Field(default_factory=list, description="Tools it may call.")
+    extensions: list[RefItemLike] = Field(default_factory=list, description="Extensions, in order.")
+    required_tools: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description="Full tool names; one must succeed in every Turn."
+    )
+    tool_policy: ToolPolicy = Field(default_factory=ToolPolicy, description="Tool-call policy.")
+
+
+class ShutdownPolicy(_Spec):
+    """Graceful shutdown."""
+
+    grace_period_seconds: float = Field(
+        default=30, ge=0, description="Time a Turn gets to finish before it is killed."
+    )
+
+
+class LifecyclePolicy(_Spec):
+    """Instance lifecycle (reserved)."""
+
+    ttl_seconds: float | None = Field(default=None, gt=0)
+    gc_grace_seconds: float | None = Field(default=None, ge=0)
+
+
+class SwarmPolicy(_Spec):
+    """Limits of a Swarm."""
+
+    max_steps_per_turn: int = Field(default=32, ge=1, description="Steps before a Turn stops.")
+    request_timeout_seconds: float = Field(
+        default=60, gt=0, description="Default timeout of agents__request."
+    )
+    shutdown: ShutdownPolicy = Field(default_factory=ShutdownPolicy)
+    lifecycle: LifecyclePolicy = Field(default_factory=LifecyclePolicy)
+
+
+class SwarmSpec(_Spec):
+    """``kind: Swarm``: the agents that run together."""
+
+    entry_agent: ObjectRef = Field(description="The agent that receives input.")
+    agents: list[RefItemLike] = Field(min_length=1, description="Every agent of the swarm.")
+    instance_key: str | None = Field(default=None, min_length=1, description="Swarm instance key.")
+    policy: SwarmPolicy = Field(default_factory=SwarmPolicy)
+
+
+class ExtensionSpec(_Spec):
+    """``kind: Extension``: a module with `register(api)`."""
+
+    entry: str = Field(description="Extension module, relative to the declaring file.")
+    config: dict[str, Any] = Field(default_factory=dict, description="Extension settings.")
+
+
+class EventProperty(_Spec):
+    """A property of a connector event."""
+
+    type: Literal["string", "number", "boolean"]
+    optional: bool = False
+
+
+class ConnectorEvent(_Spec):
+    """An event a connector emits."""
+
+    name: str = Field(min_length=1)
+    properties: dict[str, EventProperty] = Field(default_factory=dict)
+
+
+class ConnectorSpec(_Spec):
+    """``kind: Connector``."""
+
+    entry: str
+    events: list[ConnectorEvent] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_events(self) -> ConnectorSpec:
+        names = [event.name for event in self.events]
+        if len(names) != len(set(names)):
+            raise ValueError("event names must be unique")
+        return self
+
+
+class IngressMatch(_Spec):
+    """Which events a rule takes."""
+
+    event: str | None = None
+    properties: dict[str, Any] = Field(default_factory=dict)
+
+
+class IngressRoute(_Spec):
+    """Where a matched event goes."""
+
+    agent_ref: ObjectRef | None = None
+    instance_key: str | None = None
+    instance_key_prefix: str | None = None
+    instance_key_property: str | None = None
+
+    @model_validator(mode="after")
+    def _one_key_rule(self) -> IngressRoute:
+        if self.instance_key is not None and self.instance_key_property is not None:
+            raise ValueError("give `instanceKey` or `instanceKeyProperty`, not both")
+        return self
+
+
+class IngressRule(_Spec):
+    """One routing rule; the first match wins."""
+
+    match: IngressMatch = Field(default_factory=IngressMatch)
+    route: IngressRoute = Field(default_factory=IngressRoute)
+
+
+class Ingress(_Spec):
+    """Routing of a connection's events."""
+
+    rules: list[IngressRule] = Field(default_factory=list)
+
+
+class ConnectionSpec(_Spec):
+    """``kind: Connection``: binds a connector to a swarm."""
+
+    connector_ref: ObjectRef
+    swarm_ref: ObjectRef | None = None
+    config: dict[str, ValueSource] = Field(default_factory=dict)
+    secrets: dict[str, ValueSource] = Field(default_factory=dict)
+    verify: dict[str, Any] = Field(default_factory=dict)
+    ingress: Ingress = Field(default_factory=Ingress)
+
+
+SPEC_MODELS: dict[str, type[_Spec]] = {
+    "Package": PackageSpec,
+    "Model": ModelSpec,
+    "Tool": ToolSpec,
+    "Agent": AgentSpec,
+    "Swarm": SwarmSpec,
+    "Extension": ExtensionSpec,
+    "Connector": ConnectorSpec,
+    "Connection": ConnectionSpec,
+}

@@ -1,0 +1,45 @@
+"""JSON Schema of goondan.yaml documents, for editors (``yaml-language-server``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from bundle.models import API_VERSION, SPEC_MODELS, Metadata
+
+
+def json_schema() -> dict[str, Any]:
+    """A draft 2020-12 schema: one document is one resource, chosen by ``kind``."""
+    defs: dict[str, Any] = {}
+    branches = []
+    metadata = TypeAdapter(Metadata).json_schema(by_alias=True, ref_template="#/$defs/{model}")
+    defs.update(metadata.pop("$defs", {}))
+    defs["Metadata"] = metadata
+    for kind, model in SPEC_MODELS.items():
+        spec = model.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
+        defs.update(spec.pop("$defs", {}))
+        defs[model.__name__] = spec
+        branches.append(
+            {
+                "if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]},
+                "then": {"properties": {"spec": {"$ref": f"#/$defs/{model.__name__}"}}},
+            }
+        )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://goondan.ai/schemas/goondan.yaml.json",
+        "title": "goondan.yaml resource",
+        "description": "One document of a goondan.yaml: a Goondan resource.",
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata"],
+        "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"const": API_VERSION, "description": "Always goondan.ai/v1."},
+            "kind": {"enum": list(SPEC_MODELS), "description": "The resource kind."},
+            "metadata": {"$ref": "#/$defs/Metadata"},
+            "spec": {"type": "object", "description": "Kind-specific settings."},
+        },
+        "allOf": branches,
+        "$defs": defs,
+    }

@@ -1,0 +1,229 @@
+"""Reading goondan.yaml: documents as plain data, with the line of every field.
+
+PyYAML's composer keeps a mark on every node; walking the node tree beside the constructed
+data gives a map from field path to line, so an error deep in ``spec.exports[1].parameters``
+still names its line. The walk also refuses what would hurt later stages: duplicate keys
+(YAML keeps the last silently), and alias "bombs" whose expansion explodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bundle.errors import (
+    E_FILE_NOT_FOUND,
+    E_FILE_TOO_LARGE,
+    E_PARSE_ERROR,
+    E_SCHEMA_INVALID,
+    E_TOO_MANY_DOCUMENTS,
+    ConfigIssue,
+)
+
+MAX_FILE_BYTES = 1024 * 1024
+"""A goondan.yaml larger than this is refused (upstream's limit)."""
+MAX_DOCUMENTS = 100
+MAX_EXPANDED_NODES = 200_000
+"""Nodes a document may hold once aliases are expanded; protects validation from alias bombs."""
+MAX_DEPTH = 64
+
+FieldPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One YAML document of a file."""
+
+    file: Path
+    index: int
+    """0-based position among the file's non-empty documents."""
+    line: int
+    """1-based line where the document starts."""
+    data: Any
+    lines: dict[FieldPath, int] = field(default_factory=dict)
+
+    def line_of(self, path: FieldPath) -> int:
+        """Line of ``path``, or of its nearest ancestor that has one."""
+        while path:
+            found = self.lines.get(path)
+            if found is not None:
+                return found
+            path = path[:-1]
+        return self.line
+
+
+def read_file(path: Path) -> tuple[str | None, list[ConfigIssue]]:
+    """The text of ``path``, or the issue that prevents reading it."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None, [
+            ConfigIssue(
+                code=E_FILE_NOT_FOUND,
+                message=f"file not found: {path}",
+                file=path,
+                suggestion="check the path, or create it (see goondan.yaml.example)",
+            )
+        ]
+    except OSError as exc:
+        return None, [
+            ConfigIssue(code=E_FILE_NOT_FOUND, message=f"cannot read {path}: {exc}", file=path)
+        ]
+    if size > MAX_FILE_BYTES:
+        return None, [
+            ConfigIssue(
+                code=E_FILE_TOO_LARGE,
+                message=f"file is {size} bytes; the limit is {MAX_FILE_BYTES} bytes (1 MiB)",
+                file=path,
+                suggestion="split the resources across smaller files",
+            )
+        ]
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, [
+            ConfigIssue(code=E_FILE_NOT_FOUND, message=f"cannot read {path}: {exc}", file=path)
+        ]
+    text = raw.decode("utf-8", errors="replace").lstrip("\ufeff").replace("\r\n", "\n")
+    return text, []
+
+
+def parse_documents(text: str, file: Path) -> tuple[list[Document], list[ConfigIssue]]:
+    """Split multi-document YAML into :class:`Document` s; empty documents are skipped."""
+    documents: list[Document] = []
+    issues: list[ConfigIssue] = []
+    loader = yaml.SafeLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            if len(documents) >= MAX_DOCUMENTS:
+                issues.append(
+                    ConfigIssue(
+                        code=E_TOO_MANY_DOCUMENTS,
+                        message=f"more than {MAX_DOCUMENTS} documents in one file",
+                        file=file,
+                        line=node.start_mark.line + 1,
+                        suggestion="split the resources across several files",
+                    )
+                )
+                break
+            line = node.start_mark.line + 1
+            problem = _complexity_problem(node)
+            if problem is not None:
+                issues.append(
+                    ConfigIssue(code=E_PARSE_ERROR, message=problem, file=file, line=line)
+                )
+                continue
+            data = loader.construct_document(node)
+            lines: dict[FieldPath, int] = {}
+            duplicates: list[ConfigIssue] = []
+            _walk(node, (), lines, duplicates, file)
+            issues.extend(duplicates)
+            documents.append(
+                Document(file=file, index=len(documents), line=line, data=data, lines=lines)
+            )
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        issues.append(
+            ConfigIssue(
+                code=E_PARSE_ERROR,
+                message=f"invalid YAML: {exc.problem or exc.context}",
+                file=file,
+                line=mark.line + 1 if mark else None,
+                column=mark.column + 1 if mark else None,
+                suggestion="fix the YAML syntax at this position (indentation, quotes, colons)",
+            )
+        )
+    except yaml.YAMLError as exc:
+        issues.append(ConfigIssue(code=E_PARSE_ERROR, message=f"invalid YAML: {exc}", file=file))
+    except RecursionError:
+        issues.append(
+            ConfigIssue(code=E_PARSE_ERROR, message="YAML nesting is too deep", file=file)
+        )
+    finally:
+        loader.dispose()
+    return documents, issues
+
+
+def _complexity_problem(root: yaml.Node) -> str | None:
+    """Refuse documents that are too deep or whose alias expansion is too large."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node, depth: int) -> int:
+        if depth > MAX_DEPTH:
+            raise _TooComplex(f"YAML nesting deeper than {MAX_DEPTH} levels")
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        total = 1
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                total += size(key, depth + 1) + size(value, depth + 1)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                total += size(item, depth + 1)
+        if total > MAX_EXPANDED_NODES:
+            raise _TooComplex(
+                f"document expands to more than {MAX_EXPANDED_NODES} nodes "
+                "(too many aliases or too much data)"
+            )
+        sizes[id(node)] = total
+        return total
+
+    try:
+        size(root, 0)
+    except _TooComplex as exc:
+        return str(exc)
+    return None
+
+
+class _TooComplex(Exception):
+    pass
+
+
+def _walk(
+    node: yaml.Node,
+    path: FieldPath,
+    lines: dict[FieldPath, int],
+    issues: list[ConfigIssue],
+    file: Path,
+) -> None:
+    if path in lines:
+        return  # an alias to a node already walked
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
+            if key in seen:
+                issues.append(
+                    ConfigIssue(
+                        code=E_SCHEMA_INVALID,
+                        message=f"duplicate key {key!r}",
+                        file=file,
+                        line=key_node.start_mark.line + 1,
+                        field=format_path((*path, key)),
+                        suggestion="remove one of the two entries",
+                    )
+                )
+            seen.add(key)
+            _walk(value_node, (*path, key), lines, issues, file)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk(item, (*path, index), lines, issues, file)
+
+
+def format_path(path: FieldPath) -> str:
+    """``("spec", "exports", 1, "name")`` → ``spec.exports[1].name``."""
+    out = ""
+    for segment in path:
+        if isinstance(segment, int):
+            out += f"[{segment}]"
+        else:
+            out += f".{segment}" if out else str(segment)
+    return out
