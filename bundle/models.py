@@ -15,11 +15,13 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from pydantic_core import PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
 from bundle.scripted import ScriptSpec
 
@@ -39,6 +41,11 @@ RESOURCE_NAME = re.compile(r"^[a-z0-9]([a-z0-9_.-]*[a-z0-9])?$")
 TOOL_NAME = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?$")
 EXPORT_NAME = re.compile(r"^[a-z0-9_-]+$")
 PACKAGE_NAME = re.compile(r"^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$")
+_REF_STRING_SCHEMA = {
+    "type": "string",
+    "pattern": "^[^/]+/[^/]+$",
+    "description": '"Kind/name", e.g. "Tool/bash".',
+}
 MAX_TOOL_NAME_LENGTH = 64
 """Providers (OpenAI, Anthropic) refuse tool names longer than this."""
 
@@ -77,6 +84,12 @@ class ObjectRef(_Spec):
     def __str__(self) -> str:
         return f"{self.kind}/{self.name}"
 
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"anyOf": [_REF_STRING_SCHEMA, handler(core_schema)]}
+
 
 def parse_ref_string(value: str) -> dict[str, str]:
     """``"Tool/bash"`` → ``{"kind": "Tool", "name": "bash"}``; malformed strings are errors."""
@@ -97,6 +110,14 @@ def _ref_item(value: Any) -> Any:
 
 class RefItem(_Spec):
     """An entry of `tools`, `extensions` or `agents`: a ref, optionally with per-use config."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # A bare ref (string or object) is accepted in place of {ref: ...}.
+        ref = handler(ObjectRef.__pydantic_core_schema__)
+        return {"anyOf": [_REF_STRING_SCHEMA, ref, handler(core_schema)]}
 
     ref: ObjectRef = Field(description='The referenced resource ("Kind/name" or an object).')
     config: dict[str, Any] | None = Field(

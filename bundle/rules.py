@@ -276,9 +276,11 @@ def _check_agent(
                 suggestion="the path is relative to the YAML file that declares the Agent",
             )
     tool_names: set[str] = set()
+    all_tools_resolved = True
     for i, item in enumerate(spec.tools):
         tool = _resolve_kind(item, "Tool", resource, report, resolve, "spec", "tools", i)
         if tool is None:
+            all_tools_resolved = False
             continue
         tool_spec: ToolSpec = tool.spec
         tool_names.update(f"{tool.name}__{e.name}" for e in tool_spec.exports)
@@ -294,7 +296,7 @@ def _check_agent(
     for i, item in enumerate(spec.extensions):
         _resolve_kind(item, "Extension", resource, report, resolve, "spec", "extensions", i)
     for i, required in enumerate(spec.required_tools):
-        if required not in tool_names:
+        if required not in tool_names and all_tools_resolved:
             report(
                 E.E_SCHEMA_INVALID,
                 f"required tool {required!r} is not among the agent's tools",
