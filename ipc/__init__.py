@@ -1,0 +1,52 @@
+"""The wire between the Orchestrator and its AgentProcesses: messages, frames, channels."""
+
+from ipc.channel import Channel, ChannelClosed, ChannelStatistics, PeerGone
+from ipc.codec import MAX_FRAME_BYTES, FrameDecoder, FrameTooLarge, IpcProtocolError, encode
+from ipc.messages import (
+    ORCHESTRATOR,
+    AgentCrashed,
+    AgentNotFound,
+    AgentUnavailable,
+    CircularCall,
+    DelegateMessage,
+    DelegateResultMessage,
+    EventMessage,
+    IpcError,
+    IpcMessage,
+    RequestTimeout,
+    ShutdownMessage,
+    ShuttingDown,
+    TooManyPending,
+    TurnFailed,
+    event,
+    parse_message,
+)
+
+__all__ = [
+    "MAX_FRAME_BYTES",
+    "ORCHESTRATOR",
+    "AgentCrashed",
+    "AgentNotFound",
+    "AgentUnavailable",
+    "Channel",
+    "ChannelClosed",
+    "ChannelStatistics",
+    "CircularCall",
+    "DelegateMessage",
+    "DelegateResultMessage",
+    "EventMessage",
+    "FrameDecoder",
+    "FrameTooLarge",
+    "IpcError",
+    "IpcMessage",
+    "IpcProtocolError",
+    "PeerGone",
+    "RequestTimeout",
+    "ShutdownMessage",
+    "ShuttingDown",
+    "TooManyPending",
+    "TurnFailed",
+    "encode",
+    "event",
+    "parse_message",
+]

@@ -1,0 +1,200 @@
+"""The messages between the Orchestrator and its AgentProcesses (seed 000 §9.2).
+
+Every frame carries one ``IpcMessage`` ``{type, from, to, payload, correlationId?}``:
+
+``delegate``         agent → Orchestrator → agent: run a Turn and answer. ``correlationId``
+                     required. Payload ``{target, input, instanceKey, timeoutMs, traceId,
+                     spanId?, callChain: [agent, ...], eventType, metadata, async}``.
+``delegate_result``  the answer to one ``delegate``, same ``correlationId``. Payload
+                     ``{status: "ok" | "error", output?, turn?, error?: {code, message, details?}}``.
+``event``            everything else, told apart by ``payload.kind``:
+                     ``ready`` (child → Orchestrator: booted, ``pid``), ``boot_failed``
+                     (``error``), ``status`` (``status: idle | processing``),
+                     ``turn_completed`` (``instanceKey, status``), ``shutdown_ack``,
+                     ``send`` (fire-and-forget input: ``target, input, instanceKey, traceId,
+                     callChain``), ``spawn_request`` / ``spawn_result``, ``list_request`` /
+                     ``list_result`` (with ``correlationId``), ``runtime_event``.
+``shutdown``         Orchestrator → child: finish the current Turns and exit. Payload
+                     ``{gracePeriodMs, reason: "restart" | "config_change" | "orchestrator_shutdown"}``.
+
+``from``/``to`` are agent names, or ``orchestrator``. Errors cross the pipe as
+``{code, message, details}`` (:class:`IpcError`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+ORCHESTRATOR = "orchestrator"
+"""The ``from``/``to`` name of the Orchestrator itself."""
+
+MessageType = Literal["delegate", "delegate_result", "event", "shutdown"]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid")
+
+    sender: str = Field(alias="from", min_length=1, description="Agent name or `orchestrator`.")
+    to: str = Field(min_length=1, description="Agent name or `orchestrator`.")
+    payload: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: str | None = Field(default=None, alias="correlationId")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The dict that is msgpack-encoded: aliases, ``None`` fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class DelegateMessage(_Message):
+    """Run a Turn on the target and answer with a ``delegate_result``."""
+
+    type: Literal["delegate"] = "delegate"
+    correlation_id: str = Field(alias="correlationId", min_length=1)
+
+
+class DelegateResultMessage(_Message):
+    """The answer to one ``delegate``."""
+
+    type: Literal["delegate_result"] = "delegate_result"
+    correlation_id: str = Field(alias="correlationId", min_length=1)
+
+
+class EventMessage(_Message):
+    """Anything that is not a delegate or a shutdown; see ``payload.kind``."""
+
+    type: Literal["event"] = "event"
+
+    @property
+    def kind(self) -> str:
+        """``payload.kind`` (``""`` when absent)."""
+        kind = self.payload.get("kind")
+        return kind if isinstance(kind, str) else ""
+
+
+class ShutdownMessage(_Message):
+    """Finish what is running, acknowledge, and exit."""
+
+    type: Literal["shutdown"] = "shutdown"
+
+
+IpcMessage: TypeAlias = Annotated[
+    DelegateMessage | DelegateResultMessage | EventMessage | ShutdownMessage,
+    Field(discriminator="type"),
+]
+MESSAGE_ADAPTER: TypeAdapter[IpcMessage] = TypeAdapter(IpcMessage)
+
+
+def parse_message(data: Any) -> IpcMessage:
+    """Validate a decoded frame; raises ``pydantic.ValidationError`` on a wrong shape."""
+    return MESSAGE_ADAPTER.validate_python(data)
+
+
+def event(
+    sender: str, to: str, kind: str, correlation_id: str | None = None, **fields: Any
+) -> EventMessage:
+    """An ``event`` with ``payload = {kind, **fields}``."""
+    return EventMessage(
+        sender=sender, to=to, payload={"kind": kind, **fields}, correlation_id=correlation_id
+    )
+
+
+# -- errors across the pipe ----------------------------------------------------------------
+
+
+class IpcError(Exception):
+    """An error that crosses the pipe as ``{code, message, details}``."""
+
+    code = "IPC_ERROR"
+
+    def __init__(
+        self, message: str, *, details: dict[str, Any] | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+        if code is not None:
+            self.code = code
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            out["details"] = self.details
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any) -> IpcError:
+        """The registered class for ``data["code"]``; an unknown code keeps it on the base."""
+        if not isinstance(data, dict):
+            return IpcError(f"malformed error: {data!r}")
+        code = str(data.get("code") or "IPC_ERROR")
+        message = str(data.get("message") or code)
+        details = data.get("details") if isinstance(data.get("details"), dict) else None
+        known = _ERRORS.get(code)
+        if known is not None:
+            return known(message, details=details)
+        return IpcError(message, details=details, code=code)
+
+
+class AgentNotFound(IpcError):
+    """The target is not an agent of the Swarm."""
+
+    code = "AGENT_NOT_FOUND"
+
+
+class AgentCrashed(IpcError):
+    """The target process died before it answered."""
+
+    code = "AGENT_CRASHED"
+
+
+class AgentUnavailable(IpcError):
+    """The target cannot run now (crash-loop backoff, or it fails to boot)."""
+
+    code = "AGENT_UNAVAILABLE"
+
+
+class RequestTimeout(IpcError):
+    """No answer within the request's timeout."""
+
+    code = "AGENT_REQUEST_TIMEOUT"
+
+
+class CircularCall(IpcError):
+    """The request would close a cycle (A → B → A) and deadlock."""
+
+    code = "CIRCULAR_CALL_DETECTED"
+
+
+class ShuttingDown(IpcError):
+    """The swarm is shutting down; no new work is accepted."""
+
+    code = "SHUTTING_DOWN"
+
+
+class TooManyPending(IpcError):
+    """The caller already waits on the maximum number of requests."""
+
+    code = "TOO_MANY_PENDING_REQUESTS"
+
+
+class TurnFailed(IpcError):
+    """The target ran the Turn, and the Turn failed (model error, max steps, ...)."""
+
+    code = "AGENT_TURN_FAILED"
+
+
+_ERRORS: dict[str, type[IpcError]] = {
+    cls.code: cls
+    for cls in (
+        AgentNotFound,
+        AgentCrashed,
+        AgentUnavailable,
+        RequestTimeout,
+        CircularCall,
+        ShuttingDown,
+        TooManyPending,
+        TurnFailed,
+    )
+}

@@ -1,0 +1,149 @@
+"""Channels over real pipes to real child processes."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import uvloop
+from structlog.testing import capture_logs
+
+from ipc import Channel, ChannelClosed, PeerGone, event
+from tests.unit.ipc import echo_child
+
+CONTEXT = multiprocessing.get_context("forkserver")
+
+
+async def start(target: Callable[..., None]) -> tuple[Channel, Any]:
+    parent, child = CONTEXT.Pipe()
+    process = CONTEXT.Process(target=target, args=(child,), daemon=True)
+    process.start()
+    child.close()
+    return await Channel.open(parent, "child"), process
+
+
+@pytest.fixture
+async def echo() -> AsyncIterator[tuple[Channel, Any]]:
+    channel, process = await start(echo_child.echo)
+    yield channel, process
+    await stop(channel, process)
+
+
+async def stop(channel: Channel, process: Any) -> None:
+    channel.close()
+    async with asyncio.timeout(10):
+        await channel.wait_closed()
+    await asyncio.to_thread(process.join, 5)
+    if process.is_alive():
+        process.kill()
+        process.join()
+
+
+async def test_round_trip(echo: tuple[Channel, Any]) -> None:
+    channel, _ = echo
+    await channel.send(event("parent", "child", "ping", n=1))
+    async with asyncio.timeout(10):
+        reply = await channel.receive()
+    assert reply.payload == {"kind": "ping", "n": 1}
+
+
+async def test_a_thousand_messages_in_flight(echo: tuple[Channel, Any]) -> None:
+    channel, _ = echo
+    for n in range(1000):
+        channel.send_nowait(event("parent", "child", "n", n=n))
+    async with asyncio.timeout(20):
+        got = [(await channel.receive()).payload["n"] for _ in range(1000)]
+    assert got == list(range(1000))
+    stats = channel.statistics()
+    assert (stats.frames_out, stats.frames_in, stats.dropped) == (1000, 1000, {})
+
+
+async def test_a_dead_peer_ends_the_channel_promptly(echo: tuple[Channel, Any]) -> None:
+    channel, process = echo
+    await channel.send(event("parent", "child", "die"))
+    async with asyncio.timeout(10):
+        with pytest.raises(PeerGone):
+            await channel.receive()
+        received = [m async for m in channel]
+    assert received == []
+    process.join(timeout=5)
+    assert process.exitcode == 1
+    with pytest.raises(PeerGone):
+        channel.send_nowait(event("parent", "child", "late"))
+
+
+async def test_garbage_from_the_peer_is_logged_and_dropped() -> None:
+    channel, process = await start(echo_child.garbage_then_echo)
+    try:
+        with capture_logs() as logs:
+            await channel.send(event("parent", "child", "after"))
+            async with asyncio.timeout(10):
+                reply = await channel.receive()
+        assert reply.payload["kind"] == "after"
+        assert channel.statistics().dropped.get("bad_magic", 0) >= 1
+        dropped = [e for e in logs if e["event"] == "dropped malformed ipc frame"]
+        assert dropped
+        assert dropped[0]["peer"] == "child"
+    finally:
+        await stop(channel, process)
+
+
+async def test_closing_our_side(echo: tuple[Channel, Any]) -> None:
+    channel, process = echo
+    channel.close()
+    with pytest.raises(ChannelClosed):
+        channel.send_nowait(event("parent", "child", "x"))
+    async with asyncio.timeout(10):
+        await channel.wait_closed()
+    await asyncio.to_thread(process.join, 10)
+    assert process.exitcode == 0  # the child saw end of stream and finished
+
+
+async def test_a_slow_reader_does_not_block_the_sender(echo: tuple[Channel, Any]) -> None:
+    channel, _ = echo
+    await channel.send(event("parent", "child", "hold", seconds=0.3))
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.ensure_future(ticker())
+    blob = "x" * 4096
+    for n in range(2000):  # ~8 MB: far more than the pipe buffers while the child holds
+        channel.send_nowait(event("parent", "child", "n", n=n, blob=blob))
+    await asyncio.sleep(0)
+    assert ticks > 0
+    async with asyncio.timeout(30):
+        first = await channel.receive()
+        got = [(await channel.receive()).payload["n"] for _ in range(2000)]
+    stop.set()
+    await task
+    assert first.payload["kind"] == "hold"
+    assert got == list(range(2000))
+
+
+def test_round_trips_and_peer_death_under_uvloop() -> None:
+    """The daemon runs on uvloop: its transports must behave the same."""
+
+    async def scenario() -> None:
+        channel, process = await start(echo_child.echo)
+        for n in range(200):
+            channel.send_nowait(event("parent", "child", "n", n=n))
+        async with asyncio.timeout(10):
+            got = [(await channel.receive()).payload["n"] for _ in range(200)]
+        assert got == list(range(200))
+        await channel.send(event("parent", "child", "die"))
+        async with asyncio.timeout(10):
+            with pytest.raises(PeerGone):
+                await channel.receive()
+        process.join(timeout=5)
+        assert process.exitcode == 1
+
+    uvloop.run(scenario())
