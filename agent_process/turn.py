@@ -140,6 +140,10 @@ class TurnMiddlewareContext(MiddlewareContext[TurnResult]):
 RuntimeFactory = Callable[[str, TurnInput], AgentToolRuntime | None]
 """``(instance_key, turn_input) -> ctx.runtime`` for the tools of that Turn."""
 
+InboxDrain = Callable[[str], list[Message]]
+"""``instance_key -> messages`` that arrived for the instance since the last Step (async
+inter-agent answers, completions of pending tool calls); appended before the next Step."""
+
 
 class TurnRunner:
     """Runs Turns of one agent; one runner serves every instance of the agent."""
@@ -150,11 +154,13 @@ class TurnRunner:
         *,
         max_steps: int = DEFAULT_MAX_STEPS_PER_TURN,
         runtime_factory: RuntimeFactory | None = None,
+        inbox: InboxDrain | None = None,
         logger: Any = None,
     ) -> None:
         self.settings = settings
         self.max_steps = max_steps
         self._runtime_factory = runtime_factory
+        self._inbox = inbox
         self._log = logger if logger is not None else structlog.get_logger("goondan.turn")
 
     async def run(
@@ -235,6 +241,9 @@ class TurnRunner:
         usage = TokenUsage()
         last_text = ""
         for step_index in range(self.max_steps):
+            if self._inbox is not None:
+                for message in self._inbox(instance_key):
+                    store.append(message)
             scope = ToolCallScope(
                 agent_name=self.settings.agent_name,
                 instance_key=instance_key,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from bundle import BundleError, json_schema, load_bundle
 
@@ -43,6 +46,111 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the swarm: one request with ``--input``, else a daemon until SIGINT/SIGTERM."""
+    from ipc.logs import configure_logging
+
+    configure_logging(args.log_level, process="orchestrator")
+    try:
+        import uvloop
+
+        return uvloop.run(_run(args))
+    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from ipc import IpcError
+    from orchestrator.daemon import Orchestrator
+
+    try:
+        orchestrator = Orchestrator(
+            Path(args.file),
+            state_dir=Path(args.state_dir) if args.state_dir else None,
+            swarm=args.swarm,
+        )
+    except BundleError as exc:
+        for issue in exc.errors:
+            print(issue.format(), file=sys.stderr)
+        return 1
+    orchestrator.install_signal_handlers()
+    try:
+        try:
+            await orchestrator.start()
+        except (IpcError, TimeoutError) as exc:
+            print(f"error: the entry agent could not start: {exc}", file=sys.stderr)
+            return 1
+        if args.input is not None:
+            return await _one_request(orchestrator, args)
+        if sys.stdin is not None and sys.stdin.isatty():
+            await _interactive(orchestrator, args)
+        else:
+            await orchestrator.wait_stopped()
+        return 0
+    finally:
+        await orchestrator.shutdown()
+
+
+async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
+    agent = args.agent or orchestrator.entry_agent
+    answer = await orchestrator.request(args.input, agent=agent, instance_key=args.instance)
+    ok = answer.get("status") == "ok"
+    turn = answer.get("turn") if isinstance(answer.get("turn"), dict) else {}
+    error = answer.get("error") if isinstance(answer.get("error"), dict) else None
+    if args.json:
+        out = {
+            "output": answer.get("output"),
+            "status": answer.get("status"),
+            "traceId": turn.get("traceId"),
+            "agent": agent,
+            "instanceKey": args.instance,
+        }
+        if error:
+            out["error"] = error
+        print(json.dumps(out, ensure_ascii=False))
+    elif ok:
+        print(answer.get("output", ""))
+    else:
+        code = error.get("code") if error else "ERROR"
+        message = error.get("message") if error else "the request failed"
+        print(f"error: {message} ({code})", file=sys.stderr)
+    return 0 if ok else 1
+
+
+async def _interactive(orchestrator: Any, args: argparse.Namespace) -> None:
+    """A prompt to the entry agent; EOF (Ctrl-D) stops the daemon gracefully."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def read() -> None:  # a daemon thread: a blocked readline must not hold up exit
+        while True:
+            line = sys.stdin.readline()
+            loop.call_soon_threadsafe(lines.put_nowait, line if line else None)
+            if not line:
+                return
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+    agent = args.agent or orchestrator.entry_agent
+    stopped = asyncio.ensure_future(orchestrator.wait_stopped())
+    while True:
+        print(f"{agent}> ", end="", flush=True)
+        next_line = asyncio.ensure_future(lines.get())
+        await asyncio.wait({next_line, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if stopped.done() or next_line.result() is None:
+            next_line.cancel()
+            print()
+            return
+        text = (next_line.result() or "").strip()
+        if not text:
+            continue
+        answer = await orchestrator.request(text, agent=agent, instance_key=args.instance)
+        if answer.get("status") == "ok":
+            print(answer.get("output", ""))
+        else:
+            error = answer.get("error") or {}
+            print(f"error: {error.get('message')} ({error.get('code')})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(
@@ -58,6 +166,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-handlers", action="store_true", help="do not import tool modules to check handlers"
     )
     validate.set_defaults(run=cmd_validate)
+
+    run = commands.add_parser("run", help="run a swarm (one --input, or as a daemon)")
+    run.add_argument("file", help="path of goondan.yaml")
+    run.add_argument("--input", help="send this text to the entry agent, print the answer, exit")
+    run.add_argument("--agent", help="send --input to this agent instead of the entry agent")
+    run.add_argument("--instance", default="default", help="instance key (default: default)")
+    run.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
+    run.add_argument("--swarm", help="which Swarm to run (default: `default`, or the only one)")
+    run.add_argument("--json", action="store_true", help="print the answer as JSON")
+    run.add_argument("--log-level", help="debug, info, warning, error (default: info)")
+    run.set_defaults(run=cmd_run)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of goondan.yaml resources")
     schema.set_defaults(run=cmd_schema)

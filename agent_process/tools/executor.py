@@ -92,6 +92,8 @@ class PendingCompletion:
     handle: str
     result: ToolCallResult
     """``ok`` with the completion's value, or ``error`` if it raised or timed out."""
+    instance_key: str = "default"
+    """The conversation instance whose call started the work."""
 
 
 PendingListener = Callable[[PendingCompletion], None]
@@ -341,6 +343,7 @@ class ToolExecutor:
         timeout: float,
     ) -> None:
         call_id, name, handle = ctx.tool_call_id, ctx.tool_name, pending.handle
+        instance_key = ctx.instance_key
         completion = pending.completion
         assert completion is not None
 
@@ -363,7 +366,9 @@ class ToolExecutor:
             except Exception as exc:
                 result = exception_result(call_id, name, exc, limit=tool.error_message_limit)
             if self._on_pending_complete is not None:
-                self._on_pending_complete(PendingCompletion(handle=handle, result=result))
+                self._on_pending_complete(
+                    PendingCompletion(handle=handle, result=result, instance_key=instance_key)
+                )
 
         task = asyncio.get_running_loop().create_task(wait_for_completion())
         self._pending_tasks.add(task)

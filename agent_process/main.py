@@ -1,0 +1,339 @@
+"""The AgentProcess: one per agent, started by the Orchestrator, serving until told to stop.
+
+Lifecycle: receive the plan → build registry, model and Turn loop (a failure exits with
+:data:`EXIT_BOOT_FAILURE` after reporting ``boot_failed``) → report ``ready`` → serve
+``delegate`` / ``send`` events on per-instance queues → on ``shutdown``, finish running Turns
+within the grace period, acknowledge, exit 0. When the pipe to the Orchestrator closes (the
+Orchestrator died), the process exits by itself: no orphans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agent_process.boot import BootError, build_executor, build_model, build_registry
+from agent_process.instances import InstanceManager, InstanceQueueFull
+from agent_process.runtime import Correlations, IpcAgentRuntime
+from agent_process.step import StepSettings, new_message_id, utc_now
+from agent_process.tools.executor import PendingCompletion, ToolExecutor
+from agent_process.tools.middleware import MiddlewarePipeline
+from agent_process.turn import TurnInput, TurnResult, TurnRunner
+from bundle.plan import AgentPlan
+from ipc import (
+    ORCHESTRATOR,
+    Channel,
+    DelegateMessage,
+    DelegateResultMessage,
+    EventMessage,
+    IpcError,
+    IpcMessage,
+    PeerGone,
+    ShutdownMessage,
+    ShuttingDown,
+    event,
+)
+from ipc.logs import configure_logging
+from ipc.messages import TurnFailed
+from tools_base import Message, MessageSource
+
+EXIT_BOOT_FAILURE = 78
+"""Exit code for "cannot boot"; the supervisor knows it as ``orchestrator.status.EXIT_BOOT_FAILURE``
+(the two packages share no code, only this protocol value)."""
+
+
+def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
+    """Process entry point (the target the Orchestrator starts)."""
+    plan = AgentPlan.model_validate(plan_data)
+    configure_logging(process=f"agent:{plan.agent_name}")
+    try:
+        import uvloop
+
+        code = uvloop.run(_main(conn, plan))
+    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        code = asyncio.run(_main(conn, plan))
+    sys.stdout.flush()
+    os._exit(code)  # skip interpreter teardown: nothing is left to flush
+
+
+async def _main(conn: Connection, plan: AgentPlan) -> int:
+    channel = await Channel.open(conn, ORCHESTRATOR)
+    process = AgentProcess(plan, channel)
+    return await process.run()
+
+
+class AgentProcess:
+    """Everything one AgentProcess runs."""
+
+    def __init__(self, plan: AgentPlan, channel: Channel) -> None:
+        self.plan = plan
+        self.name = plan.agent_name
+        self.channel = channel
+        self.correlations = Correlations()
+        self.inboxes: dict[str, list[Message]] = {}
+        self.draining = False
+        self.log = structlog.get_logger("goondan.agent").bind(agent=self.name, pid=os.getpid())
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.instances: InstanceManager | None = None
+        self.executor: ToolExecutor | None = None
+        self._workdirs: dict[str, Path] = {}
+
+    # -- boot ------------------------------------------------------------------------------
+
+    def boot(self) -> None:
+        """Build registry, model, executor, Turn runner and instance manager from the plan."""
+        plan = self.plan
+        registry = build_registry(plan.tools)
+        pipeline = MiddlewarePipeline()
+        self.executor = build_executor(plan, registry, pipeline, self._on_pending_complete)
+        settings = StepSettings(
+            agent_name=self.name,
+            model=build_model(plan.model, self.name),
+            registry=registry,
+            executor=self.executor,
+            pipeline=pipeline,
+            config_tool_names=tuple(plan.catalog_tools),
+            system_prompt=plan.system_prompt,
+            temperature=plan.temperature,
+            max_tokens=plan.max_tokens,
+        )
+        runner = TurnRunner(
+            settings,
+            max_steps=plan.max_steps_per_turn,
+            runtime_factory=self._runtime_for,
+            inbox=self._drain_inbox,
+            logger=self.log,
+        )
+        self.instances = InstanceManager(
+            self.name,
+            Path(plan.state_dir),
+            runner,
+            on_busy_change=self._report_busy,
+            workdir_override=self._workdirs.get,
+        )
+
+    def _runtime_for(self, instance_key: str, turn_input: TurnInput) -> IpcAgentRuntime:
+        return IpcAgentRuntime(
+            agent_name=self.name,
+            instance_key=instance_key,
+            turn_input=turn_input,
+            swarm_name=self.plan.swarm_name,
+            entry_agent=self.plan.entry_agent,
+            agents=self.plan.agents,
+            default_timeout_ms=int(self.plan.request_timeout_seconds * 1000),
+            send=self._send,
+            correlations=self.correlations,
+            on_async_result=self._on_async_result,
+        )
+
+    # -- serving ---------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Boot, report ready, serve until shutdown or until the Orchestrator is gone."""
+        try:
+            self.boot()
+        except BootError as exc:
+            self.log.error("agent failed to boot", error=str(exc))
+            self._send_quietly(event(self.name, ORCHESTRATOR, "boot_failed", error=str(exc)))
+            await self._flush()
+            return EXIT_BOOT_FAILURE
+        self._send(event(self.name, ORCHESTRATOR, "ready", pid=os.getpid()))
+        self.log.info("agent ready")
+        code = 0
+        async for message in self.channel:
+            try:
+                done = await self._dispatch(message)
+            except Exception:  # a bug in dispatch must not kill the agent
+                self.log.exception("failed to handle message", type=message.type)
+                continue
+            if done:
+                break
+        else:
+            self.log.warning("orchestrator is gone; exiting")
+            code = 0
+        await self._stop()
+        return code
+
+    async def _dispatch(self, message: IpcMessage) -> bool:
+        if isinstance(message, DelegateMessage):
+            self._start_turn(message.sender, message.payload, message.correlation_id)
+        elif isinstance(message, DelegateResultMessage):
+            if not self.correlations.resolve(message.correlation_id, message.payload):
+                self.log.info(
+                    "late or unknown delegate result dropped", correlation_id=message.correlation_id
+                )
+        elif isinstance(message, EventMessage):
+            kind = message.kind
+            if kind == "send":
+                self._start_turn(
+                    str(message.payload.get("source") or message.sender), message.payload, None
+                )
+            elif kind in ("spawn_result", "list_result"):
+                self.correlations.resolve(message.correlation_id, message.payload)
+            elif kind == "prepare_instance":
+                self._prepare_instance(message.payload)
+            else:
+                self.log.debug("ignored event", kind=kind)
+        elif isinstance(message, ShutdownMessage):
+            await self._shutdown(message.payload)
+            return True
+        return False
+
+    def _start_turn(self, sender: str, payload: dict[str, Any], correlation_id: str | None) -> None:
+        assert self.instances is not None
+        if self.draining:
+            self._answer(
+                sender, correlation_id, ShuttingDown(f"agent {self.name!r} is shutting down")
+            )
+            return
+        instance_key = str(payload.get("instanceKey") or "default")
+        chain = payload.get("callChain")
+        turn_input = TurnInput(
+            text=str(payload.get("input", "")),
+            trace_id=str(payload.get("traceId") or "") or TurnInput(text="").trace_id,
+            event_type=str(payload.get("eventType") or "agent.request"),
+            source_kind="user" if sender in (ORCHESTRATOR, "user") else "agent",
+            source_name=sender,
+            metadata=metadata if isinstance(metadata := payload.get("metadata"), dict) else {},
+            call_chain=tuple(str(node) for node in chain) if isinstance(chain, list) else (),
+        )
+        try:
+            future = self.instances.submit(instance_key, turn_input)
+        except InstanceQueueFull as exc:
+            self._answer(sender, correlation_id, IpcError(str(exc), code=exc.code))
+            return
+
+        def finished(done: asyncio.Future[TurnResult]) -> None:
+            if done.cancelled():
+                self._answer(sender, correlation_id, ShuttingDown("the Turn was cancelled"))
+                return
+            result = done.result()
+            self._send_quietly(
+                event(
+                    self.name,
+                    ORCHESTRATOR,
+                    "turn_completed",
+                    instanceKey=instance_key,
+                    status=result.status,
+                )
+            )
+            if correlation_id is None:
+                return
+            payload_out: dict[str, Any] = {
+                "status": result.status,
+                "output": result.text,
+                "turn": result.to_json(),
+            }
+            if result.error is not None:
+                error = TurnFailed(result.error.message, details={"turnCode": result.error.code})
+                payload_out["error"] = {**error.to_dict(), "code": result.error.code}
+            self._send_quietly(
+                DelegateResultMessage(
+                    sender=self.name, to=sender, correlation_id=correlation_id, payload=payload_out
+                )
+            )
+
+        future.add_done_callback(finished)
+
+    def _answer(self, sender: str, correlation_id: str | None, error: IpcError) -> None:
+        if correlation_id is None:
+            self.log.warning("event refused", error=error.message, code=error.code)
+            return
+        self._send_quietly(
+            DelegateResultMessage(
+                sender=self.name,
+                to=sender,
+                correlation_id=correlation_id,
+                payload={"status": "error", "error": error.to_dict()},
+            )
+        )
+
+    def _prepare_instance(self, payload: dict[str, Any]) -> None:
+        assert self.instances is not None
+        key = str(payload.get("instanceKey") or "default")
+        cwd = payload.get("cwd")
+        if isinstance(cwd, str) and cwd:
+            path = Path(cwd)
+            path.mkdir(parents=True, exist_ok=True)
+            self._workdirs[key] = path
+        self.instances.get(key)
+
+    async def _shutdown(self, payload: dict[str, Any]) -> None:
+        """Stop taking work, let running Turns finish within the grace period, acknowledge."""
+        assert self.instances is not None
+        self.draining = True
+        grace = float(payload.get("gracePeriodMs", 30_000)) / 1000
+        self.log.info("draining", grace_seconds=grace, reason=payload.get("reason"))
+        try:
+            async with asyncio.timeout(grace):
+                await self.instances.drain()
+        except TimeoutError:
+            self.log.warning("turns still running at the end of the grace period")
+        self._send_quietly(event(self.name, ORCHESTRATOR, "shutdown_ack"))
+        await self._flush()
+
+    async def _stop(self) -> None:
+        self.correlations.fail_all(ShuttingDown("the agent process is stopping"))
+        if self.instances is not None:
+            await self.instances.close()
+        if self.executor is not None:
+            await self.executor.aclose()
+        self.channel.close()
+
+    # -- reporting -----------------------------------------------------------------------
+
+    def _report_busy(self, busy: bool) -> None:
+        self._send_quietly(
+            event(self.name, ORCHESTRATOR, "status", status="processing" if busy else "idle")
+        )
+
+    def _send(self, message: IpcMessage) -> None:
+        self.channel.send_nowait(message)
+
+    def _send_quietly(self, message: IpcMessage) -> None:
+        try:
+            self.channel.send_nowait(message)
+        except (PeerGone, Exception) as exc:  # the Orchestrator is gone: nothing to tell
+            self.log.debug("message not sent", error=str(exc), type=message.type)
+
+    async def _flush(self) -> None:
+        # Written frames sit in the transport buffer; give the loop a moment to write them.
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    # -- inbox -----------------------------------------------------------------------------
+
+    def _drain_inbox(self, instance_key: str) -> list[Message]:
+        return self.inboxes.pop(instance_key, [])
+
+    def _on_async_result(self, instance_key: str, answer: dict[str, Any]) -> None:
+        self._deliver(
+            instance_key, {"type": "inter_agent_response", **answer}, "inter_agent_response"
+        )
+
+    def _on_pending_complete(self, completion: PendingCompletion) -> None:
+        payload = {
+            "type": "tool_completion",
+            "handle": completion.handle,
+            **completion.result.to_json(),
+        }
+        self._deliver(completion.instance_key, payload, "tool_completion")
+
+    def _deliver(self, instance_key: str, payload: dict[str, Any], kind: str) -> None:
+        self.inboxes.setdefault(instance_key, []).append(
+            Message(
+                id=new_message_id("inbox"),
+                role="user",
+                content=json.dumps(payload, ensure_ascii=False),
+                created_at=utc_now(),
+                source=MessageSource(type="system"),
+                metadata={"__goondanInbox": kind},
+            )
+        )

@@ -1,0 +1,18 @@
+"""The first code an AgentProcess runs: import the agent entry point by name and call it.
+
+The Orchestrator never imports ``agent_process`` itself (DESIGN.md arrows); it names the entry
+point as ``module:function`` and this trampoline resolves it inside the child.
+"""
+
+from __future__ import annotations
+
+import importlib
+from multiprocessing.connection import Connection
+from typing import Any
+
+
+def run_entry(entry: str, conn: Connection, plan: dict[str, Any]) -> None:
+    """Call ``entry`` (``"package.module:function"``) with the pipe end and the plan."""
+    module_name, _, function = entry.partition(":")
+    target = getattr(importlib.import_module(module_name), function)
+    target(conn, plan)

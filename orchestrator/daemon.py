@@ -1,0 +1,119 @@
+"""The Orchestrator: load the swarm, supervise its agents, route between them, stop cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from bundle import Bundle, load_bundle
+from ipc import IpcMessage
+from orchestrator.router import Router
+from orchestrator.status import ExitInfo
+from orchestrator.supervisor import Supervisor
+from orchestrator.transport import MultiprocessingTransport, Transport
+
+
+def default_state_dir(bundle_path: Path) -> Path:
+    """``.goondan/`` beside goondan.yaml."""
+    return bundle_path.resolve().parent / ".goondan"
+
+
+class Orchestrator:
+    """One swarm, running."""
+
+    def __init__(
+        self,
+        bundle_path: Path,
+        *,
+        state_dir: Path | None = None,
+        swarm: str | None = None,
+        transport: Transport | None = None,
+    ) -> None:
+        self.bundle_path = bundle_path
+        self.state_dir = (state_dir or default_state_dir(bundle_path)).resolve()
+        self.bundle: Bundle = load_bundle(bundle_path, check_handlers=False)
+        self.swarm = self.bundle.swarm(swarm)
+        self.entry_agent: str = self.swarm.spec.entry_agent.name
+        agents = [a.name for a in self.bundle.swarm_agents(self.swarm)]
+        plans = {
+            name: self.bundle.agent_plan(name, self.state_dir, self.swarm.name).model_dump(
+                mode="json"
+            )
+            for name in agents
+        }
+        self.grace: float = float(self.swarm.spec.policy.shutdown.grace_period_seconds)
+        timeout_ms = int(self.swarm.spec.policy.request_timeout_seconds * 1000)
+        self.supervisor = Supervisor(
+            plans,
+            transport or MultiprocessingTransport(),
+            on_message=self._on_message,
+            on_exit=self._on_exit,
+        )
+        self.router = Router(self.supervisor, default_timeout_ms=timeout_ms)
+        self.log = structlog.get_logger("goondan.orchestrator").bind(swarm=self.swarm.name)
+        self._stopped = asyncio.Event()
+        self._run_task: asyncio.Task[None] | None = None
+        self._signals = 0
+
+    def _on_message(self, sender: str, message: IpcMessage) -> None:
+        self.router.on_message(sender, message)
+
+    def _on_exit(self, name: str, info: ExitInfo) -> None:
+        self.router.on_agent_exit(name)
+
+    async def start(self) -> None:
+        """Start supervising, and the entry agent (the others start on first use)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        gc.freeze()  # keep the loaded bundle out of the collector's way
+        self._run_task = asyncio.ensure_future(self.supervisor.run())
+        self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
+        await self.supervisor.ensure_running(self.entry_agent)
+
+    async def request(
+        self, text: str, *, agent: str | None = None, instance_key: str = "default"
+    ) -> dict[str, Any]:
+        """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer."""
+        return await self.router.request(agent or self.entry_agent, text, instance_key=instance_key)
+
+    def install_signal_handlers(self, on_signal: Callable[[int], None] | None = None) -> None:
+        """SIGINT/SIGTERM start a graceful stop; a second one forces it (STYLE 2)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal or self.handle_signal, sig)
+
+    def handle_signal(self, sig: int) -> None:
+        """Queue a stop (or force it on the second signal)."""
+        self._signals += 1
+        if self._signals == 1:
+            self.log.info("stopping", signal=signal.Signals(sig).name)
+            self._stopped.set()
+        else:
+            self.log.warning("second signal: killing every agent now")
+            self.supervisor.kill_all()
+
+    async def wait_stopped(self) -> None:
+        """Until a signal asks the daemon to stop."""
+        await self._stopped.wait()
+
+    def request_stop(self) -> None:
+        """Ask :meth:`wait_stopped` to return."""
+        self._stopped.set()
+
+    async def shutdown(self) -> None:
+        """Fail pending requests, stop every agent within the grace period, stop supervising."""
+        await self.router.close()
+        await self.supervisor.shutdown(self.grace)
+        if self._run_task is not None:
+            self._run_task.cancel()
+            await asyncio.gather(self._run_task, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        self.log.info("orchestrator stopped")

@@ -1,0 +1,385 @@
+"""Routing between agents, and the pending-request table that guarantees every answer.
+
+Every ``delegate`` gets exactly one ``delegate_result``: the target's, or a structured error
+from here when the target is unknown (``AGENT_NOT_FOUND``), would close a cycle
+(``CIRCULAR_CALL_DETECTED``), cannot start (``AGENT_UNAVAILABLE``), dies before answering
+(``AGENT_CRASHED``), takes longer than the request's timeout (``AGENT_REQUEST_TIMEOUT``), or the
+swarm is shutting down (``SHUTTING_DOWN``). A target's answer that arrives after its caller was
+already answered is dropped (and logged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from ipc import (
+    ORCHESTRATOR,
+    AgentCrashed,
+    CircularCall,
+    DelegateMessage,
+    DelegateResultMessage,
+    EventMessage,
+    IpcError,
+    IpcMessage,
+    RequestTimeout,
+    ShuttingDown,
+    TooManyPending,
+    event,
+)
+from orchestrator.supervisor import Supervisor
+
+DEFAULT_TIMEOUT_MS = 60_000
+MAX_PENDING_PER_CALLER = 1024
+EXTERNAL = "user"
+"""The caller name of requests that come from outside the swarm (CLI, control socket)."""
+
+
+@dataclass(eq=False)
+class Pending:
+    """A request waiting for its answer."""
+
+    correlation_id: str
+    caller: str
+    target: str
+    timer: asyncio.TimerHandle | None = None
+    future: asyncio.Future[dict[str, Any]] | None = None
+    """Set for external callers: resolved with the answer payload."""
+
+
+@dataclass
+class SpawnRecord:
+    """An instance prepared with ``agents__spawn``."""
+
+    target: str
+    instance_key: str
+    owner_agent: str
+    owner_instance_key: str
+    created_at: str
+    cwd: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``agents__list`` row."""
+        return {
+            "target": self.target,
+            "instanceKey": self.instance_key,
+            "ownerAgent": self.owner_agent,
+            "ownerInstanceKey": self.owner_instance_key,
+            "createdAt": self.created_at,
+            "cwd": self.cwd,
+        }
+
+
+@dataclass
+class Router:
+    """Routes messages between agents through the supervisor."""
+
+    supervisor: Supervisor
+    default_timeout_ms: int = DEFAULT_TIMEOUT_MS
+    pending: dict[str, Pending] = field(default_factory=dict)
+    spawns: dict[tuple[str, str, str, str], SpawnRecord] = field(default_factory=dict)
+    closing: bool = False
+    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    log: Any = field(default_factory=lambda: structlog.get_logger("goondan.router"))
+
+    # -- entry points -------------------------------------------------------------------------
+
+    def on_message(self, sender: str, message: IpcMessage) -> None:
+        """Handle one message from agent ``sender`` (never blocks the sender's reader)."""
+        if isinstance(message, DelegateMessage):
+            self._spawn_task(self._delegate(sender, message))
+        elif isinstance(message, DelegateResultMessage):
+            self._result(sender, message)
+        elif isinstance(message, EventMessage):
+            kind = message.kind
+            if kind == "send":
+                self._spawn_task(self._send(sender, message))
+            elif kind == "spawn_request":
+                self._spawn_task(self._spawn_request(sender, message))
+            elif kind == "list_request":
+                self._list_request(sender, message)
+            else:
+                self.log.debug("event not routed", agent=sender, kind=kind)
+        else:
+            self.log.warning("unexpected message from agent", agent=sender, type=message.type)
+
+    async def request(
+        self,
+        target: str,
+        text: str,
+        *,
+        instance_key: str = "default",
+        timeout_ms: int | None = None,
+        trace_id: str | None = None,
+    ) -> dict[str, Any]:
+        """A request from outside the swarm; returns the ``delegate_result`` payload."""
+        correlation_id = f"corr_{secrets.token_hex(12)}"
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        payload: dict[str, Any] = {
+            "target": target,
+            "input": text,
+            "instanceKey": instance_key,
+            "timeoutMs": timeout_ms or self.default_timeout_ms,
+            "traceId": trace_id or secrets.token_hex(16),
+            "callChain": [],
+            "eventType": "user.input",
+        }
+        message = DelegateMessage(
+            sender=EXTERNAL, to=target, correlation_id=correlation_id, payload=payload
+        )
+        await self._delegate(EXTERNAL, message, future)
+        return await future
+
+    def on_agent_exit(self, name: str) -> None:
+        """Answer every request the dead agent owed; forget the ones it was waiting on."""
+        for pending in list(self.pending.values()):
+            if pending.target == name:
+                self._fail(pending, AgentCrashed(f"agent {name!r} exited before answering"))
+            elif pending.caller == name:
+                self._forget(pending)
+
+    async def close(self) -> None:
+        """Answer every pending request with ``SHUTTING_DOWN``; stop routing."""
+        self.closing = True
+        for pending in list(self.pending.values()):
+            self._fail(pending, ShuttingDown("the swarm is shutting down"))
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- delegate / result ---------------------------------------------------------------------
+
+    async def _delegate(
+        self,
+        caller: str,
+        message: DelegateMessage,
+        future: asyncio.Future[dict[str, Any]] | None = None,
+    ) -> None:
+        correlation_id = message.correlation_id
+        target = (
+            message.to if message.to != ORCHESTRATOR else str(message.payload.get("target", ""))
+        )
+        pending = Pending(
+            correlation_id=correlation_id, caller=caller, target=target, future=future
+        )
+        if correlation_id in self.pending:
+            self.log.warning(
+                "duplicate correlation id dropped", caller=caller, correlation_id=correlation_id
+            )
+            return
+        self.pending[correlation_id] = pending
+        if self.closing:
+            self._fail(pending, ShuttingDown("the swarm is shutting down"))
+            return
+        if sum(1 for p in self.pending.values() if p.caller == caller) > MAX_PENDING_PER_CALLER:
+            self._fail(
+                pending,
+                TooManyPending(f"{caller!r} already waits on {MAX_PENDING_PER_CALLER} requests"),
+            )
+            return
+        chain = [str(n) for n in message.payload.get("callChain") or []]
+        instance_key = str(message.payload.get("instanceKey") or "default")
+        node = f"{target}@{instance_key}"
+        if node in chain:
+            path = " -> ".join([*chain, node])
+            self._fail(
+                pending,
+                CircularCall(f"Circular call detected: {path}", details={"chain": [*chain, node]}),
+            )
+            return
+        timeout_ms = _positive_int(message.payload.get("timeoutMs"), self.default_timeout_ms)
+        pending.timer = asyncio.get_running_loop().call_later(
+            timeout_ms / 1000,
+            self._timeout,
+            correlation_id,
+            timeout_ms,
+        )
+        try:
+            handle = await self.supervisor.ensure_running(target)
+        except IpcError as exc:
+            self._fail(pending, exc)
+            return
+        except TimeoutError:
+            self._fail(pending, AgentCrashed(f"agent {target!r} did not become ready"))
+            return
+        if correlation_id not in self.pending:
+            return  # timed out while the target was starting
+        worker = handle.worker
+        try:
+            assert worker is not None
+            worker.send(message.model_copy(update={"sender": caller, "to": target}))
+        except Exception as exc:
+            self._fail(pending, AgentCrashed(f"agent {target!r} is gone: {exc}"))
+
+    def _result(self, sender: str, message: DelegateResultMessage) -> None:
+        pending = self.pending.pop(message.correlation_id, None)
+        if pending is None:
+            self.log.info(
+                "late or unknown delegate result dropped",
+                agent=sender,
+                correlation_id=message.correlation_id,
+            )
+            return
+        if pending.timer is not None:
+            pending.timer.cancel()
+        self._deliver(pending, message.payload)
+
+    def _deliver(self, pending: Pending, payload: dict[str, Any]) -> None:
+        if pending.future is not None:
+            if not pending.future.done():
+                pending.future.set_result(payload)
+            return
+        handle = self.supervisor.handles.get(pending.caller)
+        worker = handle.worker if handle is not None else None
+        if worker is None:
+            self.log.info(
+                "caller gone; result dropped", caller=pending.caller, target=pending.target
+            )
+            return
+        try:
+            worker.send(
+                DelegateResultMessage(
+                    sender=pending.target,
+                    to=pending.caller,
+                    correlation_id=pending.correlation_id,
+                    payload=payload,
+                )
+            )
+        except Exception as exc:
+            self.log.info("caller gone; result dropped", caller=pending.caller, error=str(exc))
+
+    def _fail(self, pending: Pending, error: IpcError) -> None:
+        if self.pending.pop(pending.correlation_id, None) is None:
+            return
+        if pending.timer is not None:
+            pending.timer.cancel()
+        self.log.info(
+            "request failed",
+            caller=pending.caller,
+            target=pending.target,
+            code=error.code,
+            error=error.message,
+        )
+        self._deliver(pending, {"status": "error", "error": error.to_dict()})
+
+    def _forget(self, pending: Pending) -> None:
+        self.pending.pop(pending.correlation_id, None)
+        if pending.timer is not None:
+            pending.timer.cancel()
+
+    def _timeout(self, correlation_id: str, timeout_ms: int) -> None:
+        pending = self.pending.get(correlation_id)
+        if pending is not None:
+            self._fail(
+                pending,
+                RequestTimeout(
+                    f"Agent request to {pending.target!r} timed out after {timeout_ms}ms"
+                ),
+            )
+
+    # -- fire-and-forget, spawn, list -------------------------------------------------------------
+
+    async def _send(self, sender: str, message: EventMessage) -> None:
+        target = str(message.payload.get("target", ""))
+        try:
+            handle = await self.supervisor.ensure_running(target)
+            assert handle.worker is not None
+            handle.worker.send(
+                event(sender, target, "send", **{**message.payload, "source": sender})
+            )
+        except Exception as exc:
+            self.log.warning("send not delivered", caller=sender, target=target, error=str(exc))
+
+    async def _spawn_request(self, sender: str, message: EventMessage) -> None:
+        payload = message.payload
+        target = str(payload.get("target", ""))
+        owner_key = str(payload.get("ownerInstanceKey") or "default")
+        instance_key = str(
+            payload.get("instanceKey") or f"{target}-instance-{secrets.token_hex(4)}"
+        )
+        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+        reply: dict[str, Any]
+        try:
+            handle = await self.supervisor.ensure_running(target)
+            key = (sender, owner_key, target, instance_key)
+            record = self.spawns.get(key)
+            spawned = record is None
+            if record is None:
+                record = SpawnRecord(
+                    target=target,
+                    instance_key=instance_key,
+                    owner_agent=sender,
+                    owner_instance_key=owner_key,
+                    created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+                    cwd=cwd,
+                )
+                self.spawns[key] = record
+                assert handle.worker is not None
+                handle.worker.send(
+                    event(
+                        ORCHESTRATOR, target, "prepare_instance", instanceKey=instance_key, cwd=cwd
+                    )
+                )
+            reply = {
+                "status": "ok",
+                "target": target,
+                "instanceKey": instance_key,
+                "spawned": spawned,
+                "cwd": record.cwd,
+            }
+        except IpcError as exc:
+            reply = {"status": "error", "error": exc.to_dict()}
+        self._reply(sender, message, "spawn_result", reply)
+
+    def _list_request(self, sender: str, message: EventMessage) -> None:
+        owner_key = str(message.payload.get("ownerInstanceKey") or "default")
+        every = bool(message.payload.get("includeAll"))
+        records = sorted(
+            (
+                r
+                for r in self.spawns.values()
+                if every or (r.owner_agent == sender and r.owner_instance_key == owner_key)
+            ),
+            key=lambda r: r.created_at,
+        )
+        self._reply(
+            sender,
+            message,
+            "list_result",
+            {"status": "ok", "agents": [r.to_json() for r in records]},
+        )
+
+    def _reply(
+        self, sender: str, message: EventMessage, kind: str, payload: dict[str, Any]
+    ) -> None:
+        handle = self.supervisor.handles.get(sender)
+        if handle is None or handle.worker is None:
+            return
+        try:
+            handle.worker.send(
+                event(ORCHESTRATOR, sender, kind, correlation_id=message.correlation_id, **payload)
+            )
+        except Exception as exc:
+            self.log.info("reply not delivered", agent=sender, kind=kind, error=str(exc))
+
+    def _spawn_task(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("routing task failed", error=repr(task.exception()))
+
+
+def _positive_int(value: Any, default: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return default
+    return int(value)

@@ -1,0 +1,120 @@
+"""How the supervisor starts and talks to agent workers: a narrow seam (STYLE 8).
+
+:class:`MultiprocessingTransport` starts each AgentProcess through a ``forkserver`` context
+(never plain ``fork`` beside a running event loop) whose server has the heavy modules
+preloaded, so a new agent is ready in milliseconds. A worker's exit is noticed at once through
+its process sentinel (no polling). Another transport (Ray actors, a remote host) only has to
+provide ``start`` and a :class:`Worker`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from dataclasses import dataclass, field
+from multiprocessing.context import BaseContext
+from typing import Any, Protocol
+
+from ipc import Channel, IpcMessage
+from orchestrator._child import run_entry
+from orchestrator.status import ExitInfo
+
+AGENT_ENTRY = "agent_process.main:serve"
+PRELOAD = ["agent_process.main"]
+"""Imported once in the fork server, so every agent starts with them already loaded."""
+
+
+class Worker(Protocol):
+    """One running agent process, as the supervisor sees it."""
+
+    name: str
+    channel: Channel
+    exited: asyncio.Future[ExitInfo]
+
+    @property
+    def pid(self) -> int | None:
+        """The OS process id, if it has one."""
+
+    def send(self, message: IpcMessage) -> None:
+        """Queue a message to the worker (never blocks)."""
+
+    def terminate(self) -> None:
+        """Ask the OS to stop it (SIGTERM)."""
+
+    def kill(self) -> None:
+        """Stop it now (SIGKILL)."""
+
+
+class Transport(Protocol):
+    """Starts workers."""
+
+    async def start(self, name: str, plan: dict[str, Any]) -> Worker:
+        """Start the worker of agent ``name`` with its resolved plan."""
+        ...
+
+
+@dataclass(eq=False)
+class ProcessWorker:
+    """A :class:`Worker` backed by a ``multiprocessing`` process and a pipe."""
+
+    name: str
+    process: Any
+    channel: Channel
+    exited: asyncio.Future[ExitInfo] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+    @property
+    def pid(self) -> int | None:
+        """The OS process id."""
+        pid: int | None = self.process.pid
+        return pid
+
+    def send(self, message: IpcMessage) -> None:
+        """Queue ``message``; raises ``PeerGone`` when the process is gone."""
+        self.channel.send_nowait(message)
+
+    def terminate(self) -> None:
+        """SIGTERM, if still running."""
+        if self.process.exitcode is None:
+            self.process.terminate()
+
+    def kill(self) -> None:
+        """SIGKILL, if still running."""
+        if self.process.exitcode is None:
+            self.process.kill()
+
+
+class MultiprocessingTransport:
+    """Starts AgentProcesses as ``multiprocessing`` children."""
+
+    def __init__(self, method: str = "forkserver", entry: str = AGENT_ENTRY) -> None:
+        self.context: BaseContext = multiprocessing.get_context(method)
+        if method == "forkserver":
+            self.context.set_forkserver_preload(PRELOAD)
+        self.entry = entry
+
+    async def start(self, name: str, plan: dict[str, Any]) -> ProcessWorker:
+        """Start agent ``name``; returns once the process exists (not once it is ready)."""
+        parent_end, child_end = self.context.Pipe()
+        process = self.context.Process(  # type: ignore[attr-defined]
+            target=run_entry,
+            args=(self.entry, child_end, plan),
+            name=f"goondan-agent:{name}",
+            daemon=True,
+        )
+        # start() talks to the fork server and waits for the pid: keep it off the loop.
+        await asyncio.to_thread(process.start)
+        child_end.close()
+        channel = await Channel.open(parent_end, name)
+        worker = ProcessWorker(name=name, process=process, channel=channel)
+        loop = asyncio.get_running_loop()
+
+        def on_sentinel() -> None:
+            loop.remove_reader(process.sentinel)
+            process.join(timeout=0)
+            if not worker.exited.done():
+                worker.exited.set_result(ExitInfo(process.exitcode))
+
+        loop.add_reader(process.sentinel, on_sentinel)
+        return worker
