@@ -14,9 +14,10 @@ with no network and no API key::
 
 Templates: ``{name}`` is a named group of the matching regex (``{0}`` the whole match, ``{1}``
 the first group), ``{input}`` the user's text, ``{result}`` / ``{result.a.b}`` /
-``{result.items[0]}`` the newest tool result's output, ``{error}`` its error message, ``{agent}``
+``{result.items[0]}`` the newest tool result's output, ``{error}`` / ``{errorCode}`` its error message and code, ``{agent}``
 the agent's name. ``{{`` and ``}}`` are literal braces. An argument that is exactly one
-placeholder keeps the JSON type of its value (``count: "{result.n}"`` passes a number).
+placeholder keeps the JSON type of its value (``count: "{result.n}"`` passes a number), and a
+conversion turns text into a value: ``{ms:int}``, ``{x:number}``, ``{x:json}``, ``{x:str}``.
 """
 
 from __future__ import annotations

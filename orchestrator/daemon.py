@@ -107,9 +107,10 @@ class Orchestrator:
         self._stopped.set()
 
     async def shutdown(self) -> None:
-        """Fail pending requests, stop every agent within the grace period, stop supervising."""
-        await self.router.close()
+        """Let running Turns finish and answer (within the grace period), stop every agent,
+        then fail whatever is still pending."""
         await self.supervisor.shutdown(self.grace)
+        await self.router.close()
         if self._run_task is not None:
             self._run_task.cancel()
             await asyncio.gather(self._run_task, return_exceptions=True)

@@ -109,7 +109,21 @@ class Supervisor:
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
+        self._changed = asyncio.Event()
         self.log = structlog.get_logger("goondan.supervisor")
+
+    def _set_status(self, handle: AgentHandle, status: ProcessStatus) -> None:
+        if handle.status is not status:
+            handle.status = status
+            changed, self._changed = self._changed, asyncio.Event()
+            changed.set()
+
+    async def wait_for_status(self, name: str, *statuses: ProcessStatus) -> AgentHandle:
+        """Wait (without polling) until agent ``name`` is in one of ``statuses``."""
+        handle = self.handles[name]
+        while handle.status not in statuses:
+            await self._changed.wait()
+        return handle
 
     # -- starting --------------------------------------------------------------------------
 
@@ -151,7 +165,7 @@ class Supervisor:
         if handle.status is ProcessStatus.SPAWNING and handle.ready is not None:
             return
         handle.wanted = True
-        handle.status = ProcessStatus.SPAWNING
+        self._set_status(handle, ProcessStatus.SPAWNING)
         handle.ready = asyncio.get_running_loop().create_future()
         handle.ready.add_done_callback(_consume_exception)
         handle.shutdown_acked = asyncio.Event()
@@ -160,7 +174,7 @@ class Supervisor:
             worker = await self.transport.start(handle.name, handle.plan)
         except Exception as exc:
             self.log.exception("failed to start agent process", agent=handle.name)
-            handle.status = ProcessStatus.CRASHED
+            self._set_status(handle, ProcessStatus.CRASHED)
             if not handle.ready.done():
                 handle.ready.set_exception(AgentUnavailable(f"cannot start {handle.name!r}: {exc}"))
             return
@@ -194,14 +208,15 @@ class Supervisor:
     def _lifecycle_event(self, handle: AgentHandle, message: EventMessage) -> bool:
         kind = message.kind
         if kind == "ready":
-            handle.status = ProcessStatus.IDLE
+            self._set_status(handle, ProcessStatus.IDLE)
             handle.boot_error = None
             if handle.ready is not None and not handle.ready.done():
                 handle.ready.set_result(None)
             self.log.info("agent ready", agent=handle.name, pid=handle.pid)
         elif kind == "status":
             if handle.status in (ProcessStatus.IDLE, ProcessStatus.PROCESSING):
-                handle.status = ProcessStatus(str(message.payload.get("status", "idle")))
+                reported = str(message.payload.get("status", "idle"))
+                self._set_status(handle, ProcessStatus(reported))
         elif kind == "turn_completed":
             if message.payload.get("status") == "ok":
                 handle.consecutive_crashes = 0  # a successful Turn proves the agent healthy
@@ -224,7 +239,7 @@ class Supervisor:
         handle.last_exit = info
         expected = handle.stopping or self._closing
         if expected:
-            handle.status = ProcessStatus.TERMINATED
+            self._set_status(handle, ProcessStatus.TERMINATED)
             if info.clean:
                 handle.consecutive_crashes = 0
             self.log.info("agent process exited", agent=handle.name, exit=info.describe())
@@ -235,8 +250,8 @@ class Supervisor:
             if info.boot_failure:
                 delay = max(delay, next_restart_delay(6))  # restarting cannot fix bad config
             handle.next_start_at = self._clock() + delay
-            handle.status = (
-                ProcessStatus.CRASH_LOOP_BACK_OFF if delay > 0 else ProcessStatus.CRASHED
+            self._set_status(
+                handle, ProcessStatus.CRASH_LOOP_BACK_OFF if delay > 0 else ProcessStatus.CRASHED
             )
             level = "error" if info.signal == 9 else "warning"
             getattr(self.log, level)(
@@ -307,10 +322,10 @@ class Supervisor:
         handle = self.handles[name]
         worker = handle.worker
         if worker is None:
-            handle.status = ProcessStatus.TERMINATED
+            self._set_status(handle, ProcessStatus.TERMINATED)
             return
         handle.stopping = True
-        handle.status = ProcessStatus.DRAINING
+        self._set_status(handle, ProcessStatus.DRAINING)
         try:
             worker.send(
                 ShutdownMessage(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
@@ -147,6 +147,7 @@ def _add_result(variables: dict[str, Any], message: Message) -> None:
     variables["result"] = result.get("output")
     error = result.get("error")
     variables["error"] = error.get("message", "") if isinstance(error, dict) else ""
+    variables["errorCode"] = error.get("code", "") if isinstance(error, dict) else ""
     variables["status"] = result.get("status", "")
 
 
@@ -156,8 +157,33 @@ def _as_text(value: JsonValue) -> str:
     )
 
 
+_CASTS: dict[str, Callable[[str], Any]] = {
+    "int": int,
+    "number": float,
+    "str": str,
+    "json": json.loads,
+}
+
+
 def _lookup(expression: str, variables: Mapping[str, Any], label: str) -> Any:
-    expression = expression.strip()
+    expression, _, cast = expression.strip().partition(":")
+    value = _resolve(expression.strip(), variables, label)
+    if not cast:
+        return value
+    convert = _CASTS.get(cast.strip())
+    if convert is None:
+        raise ScriptTemplateError(
+            f"script rule {label}: unknown conversion ':{cast}' (use {', '.join(_CASTS)})"
+        )
+    try:
+        return convert(value if isinstance(value, str) or cast == "str" else json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise ScriptTemplateError(
+            f"script rule {label}: cannot convert {value!r} with ':{cast}': {exc}"
+        ) from None
+
+
+def _resolve(expression: str, variables: Mapping[str, Any], label: str) -> Any:
     segments = _PATH_SEGMENT.findall(expression)
     if not segments:
         raise ScriptTemplateError(f"script rule {label}: empty placeholder '{{{expression}}}'")

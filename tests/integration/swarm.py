@@ -1,0 +1,112 @@
+"""A test swarm with misbehaving tools, and helpers to run it for real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bundles"
+
+SWARM = f"""\
+apiVersion: goondan.ai/v1
+kind: Tool
+metadata: {{name: fault}}
+spec:
+  entry: {FIXTURES}/fault_tools.py
+  exports:
+    - name: crash
+      parameters: {{type: object, properties: {{code: {{type: integer}}}}}}
+    - name: pid
+    - name: slow
+      parameters: {{type: object, properties: {{seconds: {{type: number}}}}}}
+    - name: block
+      parameters: {{type: object, properties: {{seconds: {{type: number}}}}}}
+    - name: garbage
+---
+apiVersion: goondan.ai/v1
+kind: Model
+metadata: {{name: alpha-brain}}
+spec:
+  provider: scripted
+  model: rules
+  script:
+    rules:
+      - when: {{input: "^ask (?P<target>\\\\S+) timeout=(?P<ms>\\\\d+) (?P<text>.+)$"}}
+        call: {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}", timeoutMs: "{{ms:int}}"}}}}
+      - when: {{input: "^ask (?P<target>\\\\S+) (?P<text>.+)$"}}
+        call: {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}"}}}}
+      - when: {{input: "^pid$"}}
+        call: {{tool: fault__pid}}
+      - when: {{toolResult: agents__request, status: ok}}
+        reply: "{{result.response}}"
+      - when: {{toolResult: agents__request}}
+        reply: "ERROR {{errorCode}}: {{error}}"
+      - when: {{toolResult: fault__pid}}
+        reply: "{{result}}"
+      - reply: "alpha got: {{input}}"
+---
+apiVersion: goondan.ai/v1
+kind: Model
+metadata: {{name: beta-brain}}
+spec:
+  provider: scripted
+  model: rules
+  script:
+    rules:
+      - when: {{input: "^crash$"}}
+        call: {{tool: fault__crash, args: {{code: 1}}}}
+      - when: {{input: "^pid$"}}
+        call: {{tool: fault__pid}}
+      - when: {{input: "^slow (?P<s>\\\\S+)$"}}
+        call: {{tool: fault__slow, args: {{seconds: "{{s:number}}"}}}}
+      - when: {{input: "^block (?P<s>\\\\S+)$"}}
+        call: {{tool: fault__block, args: {{seconds: "{{s:number}}"}}}}
+      - when: {{input: "^garbage$"}}
+        call: {{tool: fault__garbage}}
+      - when: {{input: "^ask (?P<target>\\\\S+) (?P<text>.+)$"}}
+        call: {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}"}}}}
+      - when: {{toolResult: agents__request, status: ok}}
+        reply: "{{result.response}}"
+      - when: {{toolResult: agents__request}}
+        reply: "ERROR {{errorCode}}: {{error}}"
+      - when: {{toolResult: fault__pid}}
+        reply: "{{result}}"
+      - when: {{toolResult: fault__slow}}
+        reply: "{{result}}"
+      - when: {{toolResult: fault__garbage}}
+        reply: "garbage written"
+      - reply: "beta got: {{input}}"
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {{name: alpha}}
+spec:
+  modelConfig: {{modelRef: Model/alpha-brain}}
+  tools:
+    - {{ref: {{kind: Tool, name: agents, package: "@goondan/base"}}}}
+    - Tool/fault
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {{name: beta}}
+spec:
+  modelConfig: {{modelRef: Model/beta-brain}}
+  tools:
+    - {{ref: {{kind: Tool, name: agents, package: "@goondan/base"}}}}
+    - Tool/fault
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata: {{name: default}}
+spec:
+  entryAgent: Agent/alpha
+  agents: [Agent/alpha, Agent/beta]
+  policy:
+    shutdown: {{gracePeriodSeconds: GRACE}}
+"""
+
+
+def write_swarm(directory: Path, grace: float = 5) -> Path:
+    """goondan.yaml of the test swarm in ``directory``."""
+    path = directory / "goondan.yaml"
+    path.write_text(SWARM.replace("GRACE", str(grace)))
+    return path

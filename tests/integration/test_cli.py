@@ -1,0 +1,171 @@
+"""``python -m orchestrator run`` as a real subprocess: one-shot input, signals, no orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.swarm import write_swarm
+
+pytestmark = pytest.mark.timeout(120)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_the_example_hands_off_to_the_worker_and_answers(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "goondan.yaml.example", tmp_path / "goondan.yaml.example")
+    done = run_cli(
+        "run",
+        "goondan.yaml.example",
+        "--input",
+        "write notes.txt hello world",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["status"] == "ok"
+    assert answer["output"] == "Done. The worker reports: wrote 11 bytes to notes.txt"
+    assert (answer["agent"], answer["instanceKey"]) == ("coordinator", "default")
+    written = (
+        tmp_path
+        / ".goondan"
+        / "agents"
+        / "worker"
+        / "instances"
+        / "default"
+        / "workspace"
+        / "notes.txt"
+    )
+    assert written.read_text() == "hello world"
+    # one trace across both agents' log lines
+    traces = {
+        json.loads(line).get("trace_id")
+        for line in done.stderr.splitlines()
+        if "turn finished" in line
+    }
+    assert traces == {answer["traceId"]}
+
+
+def test_a_failed_request_exits_non_zero_with_a_clear_message(tmp_path: Path) -> None:
+    write_swarm(tmp_path)
+    done = run_cli("run", "goondan.yaml", "--input", "crash", "--agent", "beta", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "AGENT_CRASHED" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_invalid_bundle_exits_1_with_errors(tmp_path: Path) -> None:
+    (tmp_path / "goondan.yaml").write_text(
+        "apiVersion: goondan.ai/v1\nkind: Swarm\nmetadata: {name: s}\nspec: {}\n"
+    )
+    done = run_cli("run", "goondan.yaml", "--input", "x", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "E_CONFIG_SCHEMA_INVALID" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+class Daemon:
+    """A daemon in its own session; its stderr is read line by line."""
+
+    def __init__(self, directory: Path) -> None:
+        write_swarm(directory, grace=5)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "run", "goondan.yaml"],
+            cwd=directory,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.events: list[dict[str, object]] = []
+
+    def wait_for(self, event: str, deadline: float = 30) -> dict[str, object]:
+        assert self.process.stderr is not None
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            ready, _, _ = select.select(
+                [self.process.stderr], [], [], max(0.0, end - time.monotonic())
+            )
+            if not ready:
+                break
+            line = self.process.stderr.readline()
+            if not line:
+                break
+            record = json.loads(line)
+            self.events.append(record)
+            if record.get("event") == event and record.get("process") == "orchestrator":
+                return record
+        raise AssertionError(
+            f"no {event!r} within {deadline} s; saw {[e.get('event') for e in self.events]}"
+        )
+
+    def child_pids(self) -> set[int]:
+        return {int(e["pid"]) for e in self.events if e.get("event") == "agent process spawned"}  # type: ignore[call-overload]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    running = Daemon(tmp_path)
+    yield running
+    running.stop()
+
+
+def wait_gone(pid: int, deadline: float = 15) -> bool:
+    """Wait for ``pid`` to exit without polling its state: a pidfd becomes readable at exit."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], deadline)
+        return bool(readable)
+    finally:
+        os.close(fd)
+
+
+def test_sigterm_stops_the_daemon_gracefully(daemon: Daemon) -> None:
+    daemon.wait_for("agent ready")
+    daemon.process.send_signal(signal.SIGTERM)
+    assert daemon.process.wait(timeout=30) == 0
+    daemon.wait_for("orchestrator stopped")
+    for pid in daemon.child_pids():
+        assert wait_gone(pid)
+
+
+def test_sigkill_of_the_orchestrator_leaves_no_child_alive(daemon: Daemon) -> None:
+    daemon.wait_for("agent ready")
+    children = daemon.child_pids()
+    assert children
+    daemon.process.kill()
+    daemon.process.wait(timeout=10)
+    for pid in children:
+        assert wait_gone(pid), f"agent process {pid} outlived the orchestrator"

@@ -1,0 +1,163 @@
+"""The Orchestrator for real: child processes, pipes, crashes, signals, timeouts, cycles.
+
+The Orchestrator runs in the test's event loop; every agent is a real process started through
+the forkserver transport. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.daemon import Orchestrator
+from orchestrator.status import ProcessStatus
+from tests.integration.swarm import write_swarm
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+async def swarm(tmp_path: Path) -> AsyncIterator[Orchestrator]:
+    orchestrator = Orchestrator(write_swarm(tmp_path), state_dir=tmp_path / "state")
+    async with asyncio.timeout(30):
+        await orchestrator.start()
+    yield orchestrator
+    async with asyncio.timeout(60):
+        await orchestrator.shutdown()
+
+
+async def ask(
+    swarm: Orchestrator, text: str, agent: str | None = None, wait: float = 30
+) -> dict[str, Any]:
+    async with asyncio.timeout(wait):
+        return await swarm.request(text, agent=agent)
+
+
+def pid_of(swarm: Orchestrator, name: str) -> int | None:
+    return swarm.supervisor.handles[name].pid
+
+
+async def test_agents_run_in_distinct_processes_and_b_spawns_on_first_delegate(
+    swarm: Orchestrator,
+) -> None:
+    assert pid_of(swarm, "beta") is None  # on demand: not started yet
+    alpha_pid = int((await ask(swarm, "pid"))["output"])
+    beta_pid = int((await ask(swarm, "ask beta pid"))["output"])
+    assert alpha_pid == pid_of(swarm, "alpha")
+    assert beta_pid == pid_of(swarm, "beta")
+    assert len({alpha_pid, beta_pid, os.getpid()}) == 3
+
+
+async def test_a_request_returns_the_targets_answer_with_one_trace(swarm: Orchestrator) -> None:
+    answer = await ask(swarm, "ask beta hello there")
+    assert answer["status"] == "ok"
+    assert answer["output"] == "beta got: hello there"
+    assert len(answer["turn"]["traceId"]) == 32
+
+
+async def test_a_crash_mid_request_answers_at_once_and_the_agent_comes_back(
+    swarm: Orchestrator,
+) -> None:
+    first_pid = int((await ask(swarm, "ask beta pid"))["output"])
+    answer = await ask(swarm, "ask beta crash", wait=10)  # far below the 60 s request timeout
+    assert answer["output"].startswith("ERROR AGENT_CRASHED")
+    async with asyncio.timeout(10):
+        await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
+    assert (await ask(swarm, "ask beta hello"))["output"] == "beta got: hello"
+    second_pid = pid_of(swarm, "beta")
+    assert second_pid is not None
+    assert second_pid != first_pid
+    handle = swarm.supervisor.handles["beta"]
+    assert handle.last_exit is not None
+    assert handle.last_exit.exitcode == 1
+
+
+async def test_repeated_crashes_back_off_then_recover_after_a_good_turn(
+    swarm: Orchestrator,
+) -> None:
+    handle = swarm.supervisor.handles["beta"]
+    for crash in range(1, 7):
+        answer = await ask(swarm, "crash", agent="beta", wait=20)
+        assert answer["error"]["code"] == "AGENT_CRASHED", (crash, answer)
+        if crash < 6:
+            async with asyncio.timeout(10):
+                await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
+    assert handle.status is ProcessStatus.CRASH_LOOP_BACK_OFF
+    assert handle.consecutive_crashes == 6
+    refused = await ask(swarm, "hello", agent="beta")
+    assert refused["error"]["code"] == "AGENT_UNAVAILABLE"  # answered, not left waiting
+    async with asyncio.timeout(10):  # backoff after the 6th crash: 1 s
+        await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
+    assert (await ask(swarm, "hello", agent="beta"))["output"] == "beta got: hello"
+    assert handle.consecutive_crashes == 0
+
+
+async def test_a_request_past_its_timeout_gets_the_timeout_error(swarm: Orchestrator) -> None:
+    answer = await ask(swarm, "ask beta timeout=300 slow 3")
+    assert answer["output"].startswith("ERROR AGENT_REQUEST_TIMEOUT")
+
+
+async def test_an_unknown_agent_gets_its_error(swarm: Orchestrator) -> None:
+    answer = await ask(swarm, "ask nobody hi")
+    assert answer["output"].startswith("ERROR AGENT_NOT_FOUND")
+
+
+async def test_a_cycle_is_refused_fast(swarm: Orchestrator) -> None:
+    answer = await ask(swarm, "ask beta ask alpha hi", wait=10)
+    # beta's call back to alpha@default is refused; beta reports it, alpha passes it on
+    assert (
+        answer["output"].startswith("ERROR AGENT_TURN_FAILED")
+        or "CIRCULAR_CALL_DETECTED" in answer["output"]
+    )
+    assert "CIRCULAR_CALL_DETECTED" in answer["output"]
+    assert "alpha@default -> beta@default -> alpha@default" in answer["output"]
+
+
+async def test_garbage_in_a_pipe_does_not_stop_the_orchestrator(swarm: Orchestrator) -> None:
+    assert (await ask(swarm, "ask beta garbage"))["output"] == "garbage written"
+    assert (await ask(swarm, "ask beta still there?"))["output"] == "beta got: still there?"
+    assert swarm.supervisor.handles["beta"].status is ProcessStatus.IDLE
+
+
+async def test_graceful_shutdown_lets_an_in_flight_turn_finish(tmp_path: Path) -> None:
+    orchestrator = Orchestrator(write_swarm(tmp_path, grace=10), state_dir=tmp_path / "state")
+    async with asyncio.timeout(30):
+        await orchestrator.start()
+        await orchestrator.supervisor.ensure_running("beta")
+        request = asyncio.ensure_future(orchestrator.request("slow 0.5", agent="beta"))
+        await orchestrator.supervisor.wait_for_status("beta", ProcessStatus.PROCESSING)
+        await orchestrator.shutdown()
+        answer = await request
+    assert answer["status"] == "ok"
+    assert answer["output"] == "slow done"
+    beta = orchestrator.supervisor.handles["beta"]
+    assert beta.status is ProcessStatus.TERMINATED
+    assert beta.last_exit is not None
+    assert beta.last_exit.exitcode == 0
+
+
+async def test_a_turn_that_ignores_shutdown_is_killed_after_the_grace_period(
+    tmp_path: Path,
+) -> None:
+    orchestrator = Orchestrator(write_swarm(tmp_path, grace=0.5), state_dir=tmp_path / "state")
+    async with asyncio.timeout(30):
+        await orchestrator.start()
+        await orchestrator.supervisor.ensure_running("beta")
+        request = asyncio.ensure_future(orchestrator.request("block 60", agent="beta"))
+        await orchestrator.supervisor.wait_for_status("beta", ProcessStatus.PROCESSING)
+        started = asyncio.get_running_loop().time()
+        await orchestrator.shutdown()
+        elapsed = asyncio.get_running_loop().time() - started
+        answer = await request
+    assert elapsed < 10
+    beta = orchestrator.supervisor.handles["beta"]
+    assert beta.status is ProcessStatus.TERMINATED
+    assert beta.last_exit is not None
+    assert beta.last_exit.signal is not None  # SIGTERM (or SIGKILL): it did not exit by itself
+    assert answer["status"] == "error"
+    assert answer["error"]["code"] in ("AGENT_CRASHED", "SHUTTING_DOWN")
