@@ -12,7 +12,7 @@ import asyncio
 import os
 import socket
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, cast
@@ -73,8 +73,14 @@ class _Protocol(asyncio.Protocol):
 class Channel:
     """Send and receive :class:`~ipc.messages.IpcMessage` s over a pipe."""
 
-    def __init__(self, peer_name: str, logger: Any = None) -> None:
+    def __init__(
+        self,
+        peer_name: str,
+        logger: Any = None,
+        on_message: Callable[[IpcMessage], None] | None = None,
+    ) -> None:
         self.peer_name = peer_name
+        self._on_message = on_message
         self._log = (logger or structlog.get_logger("goondan.ipc")).bind(peer=peer_name)
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder()
@@ -89,9 +95,21 @@ class Channel:
         self._dropped: Counter[str] = Counter()
 
     @classmethod
-    async def open(cls, conn: Connection, peer_name: str, *, logger: Any = None) -> Channel:
-        """Wrap ``conn`` (which is closed: the channel owns a duplicate of its socket)."""
-        channel = cls(peer_name, logger)
+    async def open(
+        cls,
+        conn: Connection,
+        peer_name: str,
+        *,
+        logger: Any = None,
+        on_message: Callable[[IpcMessage], None] | None = None,
+    ) -> Channel:
+        """Wrap ``conn`` (which is closed: the channel owns a duplicate of its socket).
+
+        With ``on_message``, each message is handed to it as soon as it is decoded, on the
+        loop, without a queue or a task switch (the Orchestrator's routing path); otherwise
+        messages wait for :meth:`receive`.
+        """
+        channel = cls(peer_name, logger, on_message)
         sock = socket.socket(fileno=os.dup(conn.fileno()))
         conn.close()
         sock.setblocking(False)
@@ -191,7 +209,13 @@ class Channel:
                 self._drop(item)
             else:
                 self._frames_in += 1
-                self._inbox.put_nowait(item)
+                if self._on_message is None:
+                    self._inbox.put_nowait(item)
+                    continue
+                try:
+                    self._on_message(item)
+                except Exception:  # a handler bug must not break the stream
+                    self._log.exception("message handler failed", type=item.type)
 
     def _on_eof(self, exc: Exception | None) -> None:
         if self._peer_gone:

@@ -43,7 +43,16 @@ class _Message(BaseModel):
 
     def to_wire(self) -> dict[str, Any]:
         """The dict that is msgpack-encoded: aliases, ``None`` fields left out."""
-        return self.model_dump(by_alias=True, exclude_none=True)
+        # Built by hand: model_dump costs several times more on this per-message path.
+        wire: dict[str, Any] = {
+            "type": self.type,  # type: ignore[attr-defined]
+            "from": self.sender,
+            "to": self.to,
+            "payload": self.payload,
+        }
+        if self.correlation_id is not None:
+            wire["correlationId"] = self.correlation_id
+        return wire
 
 
 class DelegateMessage(_Message):

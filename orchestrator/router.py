@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +34,7 @@ from ipc import (
     event,
 )
 from orchestrator.supervisor import Supervisor
+from orchestrator.transport import Worker
 
 DEFAULT_TIMEOUT_MS = 60_000
 MAX_PENDING_PER_CALLER = 1024
@@ -85,6 +87,7 @@ class Router:
     spawns: dict[tuple[str, str, str, str], SpawnRecord] = field(default_factory=dict)
     closing: bool = False
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    _per_caller: Counter[str] = field(default_factory=Counter)
     log: Any = field(default_factory=lambda: structlog.get_logger("goondan.router"))
 
     # -- entry points -------------------------------------------------------------------------
@@ -92,7 +95,7 @@ class Router:
     def on_message(self, sender: str, message: IpcMessage) -> None:
         """Handle one message from agent ``sender`` (never blocks the sender's reader)."""
         if isinstance(message, DelegateMessage):
-            self._spawn_task(self._delegate(sender, message))
+            self._route_delegate(sender, message)
         elif isinstance(message, DelegateResultMessage):
             self._result(sender, message)
         elif isinstance(message, EventMessage):
@@ -132,7 +135,7 @@ class Router:
         message = DelegateMessage(
             sender=EXTERNAL, to=target, correlation_id=correlation_id, payload=payload
         )
-        await self._delegate(EXTERNAL, message, future)
+        self._route_delegate(EXTERNAL, message, future)
         return await future
 
     def on_agent_exit(self, name: str) -> None:
@@ -155,51 +158,71 @@ class Router:
 
     # -- delegate / result ---------------------------------------------------------------------
 
-    async def _delegate(
+    def _route_delegate(
         self,
         caller: str,
         message: DelegateMessage,
         future: asyncio.Future[dict[str, Any]] | None = None,
     ) -> None:
+        """Admit the request, then forward it at once, or after starting the target."""
+        admitted = self._admit(caller, message, future)
+        if admitted is None:
+            return
+        pending, target = admitted
+        handle = self.supervisor.handles.get(target)
+        if handle is not None and handle.ready_now and handle.worker is not None:
+            self._forward(pending, message, handle.worker)  # the hot path: no task, no await
+        else:
+            self._spawn_task(self._start_and_forward(pending, message, target))
+
+    def _admit(
+        self,
+        caller: str,
+        message: DelegateMessage,
+        future: asyncio.Future[dict[str, Any]] | None,
+    ) -> tuple[Pending, str] | None:
+        """Register the request and refuse it now if it cannot be served; arm its timeout."""
         correlation_id = message.correlation_id
         target = (
             message.to if message.to != ORCHESTRATOR else str(message.payload.get("target", ""))
-        )
-        pending = Pending(
-            correlation_id=correlation_id, caller=caller, target=target, future=future
         )
         if correlation_id in self.pending:
             self.log.warning(
                 "duplicate correlation id dropped", caller=caller, correlation_id=correlation_id
             )
-            return
+            return None
+        pending = Pending(
+            correlation_id=correlation_id, caller=caller, target=target, future=future
+        )
         self.pending[correlation_id] = pending
         if self.closing:
             self._fail(pending, ShuttingDown("the swarm is shutting down"))
-            return
-        if sum(1 for p in self.pending.values() if p.caller == caller) > MAX_PENDING_PER_CALLER:
+            return None
+        self._per_caller[caller] += 1
+        if self._per_caller[caller] > MAX_PENDING_PER_CALLER:
             self._fail(
                 pending,
                 TooManyPending(f"{caller!r} already waits on {MAX_PENDING_PER_CALLER} requests"),
             )
-            return
+            return None
         chain = [str(n) for n in message.payload.get("callChain") or []]
-        instance_key = str(message.payload.get("instanceKey") or "default")
-        node = f"{target}@{instance_key}"
+        node = f"{target}@{message.payload.get('instanceKey') or 'default'}"
         if node in chain:
             path = " -> ".join([*chain, node])
             self._fail(
                 pending,
                 CircularCall(f"Circular call detected: {path}", details={"chain": [*chain, node]}),
             )
-            return
+            return None
         timeout_ms = _positive_int(message.payload.get("timeoutMs"), self.default_timeout_ms)
         pending.timer = asyncio.get_running_loop().call_later(
-            timeout_ms / 1000,
-            self._timeout,
-            correlation_id,
-            timeout_ms,
+            timeout_ms / 1000, self._timeout, correlation_id, timeout_ms
         )
+        return pending, target
+
+    async def _start_and_forward(
+        self, pending: Pending, message: DelegateMessage, target: str
+    ) -> None:
         try:
             handle = await self.supervisor.ensure_running(target)
         except IpcError as exc:
@@ -208,17 +231,32 @@ class Router:
         except TimeoutError:
             self._fail(pending, AgentCrashed(f"agent {target!r} did not become ready"))
             return
-        if correlation_id not in self.pending:
-            return  # timed out while the target was starting
-        worker = handle.worker
+        if pending.correlation_id not in self.pending or handle.worker is None:
+            return  # timed out while the target was starting, or it died again
+        self._forward(pending, message, handle.worker)
+
+    def _forward(self, pending: Pending, message: DelegateMessage, worker: Worker) -> None:
+        forwarded = (
+            message
+            if message.to == pending.target
+            else message.model_copy(update={"to": pending.target})
+        )
         try:
-            assert worker is not None
-            worker.send(message.model_copy(update={"sender": caller, "to": target}))
+            worker.send(forwarded)
         except Exception as exc:
-            self._fail(pending, AgentCrashed(f"agent {target!r} is gone: {exc}"))
+            self._fail(pending, AgentCrashed(f"agent {pending.target!r} is gone: {exc}"))
+
+    def _take(self, correlation_id: str) -> Pending | None:
+        """Remove a pending request (it is being answered or forgotten) and its timer."""
+        pending = self.pending.pop(correlation_id, None)
+        if pending is not None:
+            self._per_caller[pending.caller] -= 1
+            if pending.timer is not None:
+                pending.timer.cancel()
+        return pending
 
     def _result(self, sender: str, message: DelegateResultMessage) -> None:
-        pending = self.pending.pop(message.correlation_id, None)
+        pending = self._take(message.correlation_id)
         if pending is None:
             self.log.info(
                 "late or unknown delegate result dropped",
@@ -226,8 +264,6 @@ class Router:
                 correlation_id=message.correlation_id,
             )
             return
-        if pending.timer is not None:
-            pending.timer.cancel()
         self._deliver(pending, message.payload)
 
     def _deliver(self, pending: Pending, payload: dict[str, Any]) -> None:
@@ -255,10 +291,8 @@ class Router:
             self.log.info("caller gone; result dropped", caller=pending.caller, error=str(exc))
 
     def _fail(self, pending: Pending, error: IpcError) -> None:
-        if self.pending.pop(pending.correlation_id, None) is None:
+        if self._take(pending.correlation_id) is None:
             return
-        if pending.timer is not None:
-            pending.timer.cancel()
         self.log.info(
             "request failed",
             caller=pending.caller,
@@ -269,9 +303,7 @@ class Router:
         self._deliver(pending, {"status": "error", "error": error.to_dict()})
 
     def _forget(self, pending: Pending) -> None:
-        self.pending.pop(pending.correlation_id, None)
-        if pending.timer is not None:
-            pending.timer.cancel()
+        self._take(pending.correlation_id)
 
     def _timeout(self, correlation_id: str, timeout_ms: int) -> None:
         pending = self.pending.get(correlation_id)

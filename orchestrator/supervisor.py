@@ -35,7 +35,7 @@ READY_TIMEOUT_SECONDS = 30.0
 KILL_WAIT_SECONDS = 2.0
 """After SIGTERM, how long to wait before SIGKILL."""
 
-MessageHandler = Callable[[str, IpcMessage], Awaitable[None] | None]
+MessageHandler = Callable[[str, IpcMessage], None]
 ExitHandler = Callable[[str, ExitInfo], None]
 
 
@@ -59,6 +59,13 @@ class AgentHandle:
     ready: asyncio.Future[None] | None = None
     stopping: bool = False
     shutdown_acked: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def ready_now(self) -> bool:
+        """Running and ready to take messages (idle or processing)."""
+        return self.worker is not None and (
+            self.status is ProcessStatus.IDLE or self.status is ProcessStatus.PROCESSING
+        )
 
     @property
     def pid(self) -> int | None:
@@ -171,7 +178,9 @@ class Supervisor:
         handle.shutdown_acked = asyncio.Event()
         handle.stopping = False
         try:
-            worker = await self.transport.start(handle.name, handle.plan)
+            worker = await self.transport.start(
+                handle.name, handle.plan, lambda message: self._received(handle, message)
+            )
         except Exception as exc:
             self.log.exception("failed to start agent process", agent=handle.name)
             self._set_status(handle, ProcessStatus.CRASHED)
@@ -181,7 +190,6 @@ class Supervisor:
         handle.worker = worker
         handle.started_at = self._clock()
         self.log.info("agent process spawned", agent=handle.name, pid=worker.pid)
-        self._own(self._read(handle, worker), f"read:{handle.name}")
         self._own(self._watch(handle, worker), f"watch:{handle.name}")
 
     def _own(self, coro: Awaitable[Any], name: str) -> None:
@@ -192,18 +200,13 @@ class Supervisor:
 
     # -- messages from a worker ----------------------------------------------------------------
 
-    async def _read(self, handle: AgentHandle, worker: Worker) -> None:
-        async for message in worker.channel:
-            if handle.worker is not worker:
-                break
-            if isinstance(message, EventMessage) and self._lifecycle_event(handle, message):
-                continue
-            try:
-                outcome = self._on_message(handle.name, message)
-                if outcome is not None:
-                    await outcome
-            except Exception:
-                self.log.exception("failed to route message", agent=handle.name, type=message.type)
+    def _received(self, handle: AgentHandle, message: IpcMessage) -> None:
+        if isinstance(message, EventMessage) and self._lifecycle_event(handle, message):
+            return
+        try:
+            self._on_message(handle.name, message)
+        except Exception:
+            self.log.exception("failed to route message", agent=handle.name, type=message.type)
 
     def _lifecycle_event(self, handle: AgentHandle, message: EventMessage) -> bool:
         kind = message.kind

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
 from typing import Any, Protocol
@@ -48,8 +49,10 @@ class Worker(Protocol):
 class Transport(Protocol):
     """Starts workers."""
 
-    async def start(self, name: str, plan: dict[str, Any]) -> Worker:
-        """Start the worker of agent ``name`` with its resolved plan."""
+    async def start(
+        self, name: str, plan: dict[str, Any], on_message: Callable[[IpcMessage], None]
+    ) -> Worker:
+        """Start the worker of agent ``name``; its messages go to ``on_message``."""
         ...
 
 
@@ -94,7 +97,9 @@ class MultiprocessingTransport:
             self.context.set_forkserver_preload(PRELOAD)
         self.entry = entry
 
-    async def start(self, name: str, plan: dict[str, Any]) -> ProcessWorker:
+    async def start(
+        self, name: str, plan: dict[str, Any], on_message: Callable[[IpcMessage], None]
+    ) -> ProcessWorker:
         """Start agent ``name``; returns once the process exists (not once it is ready)."""
         parent_end, child_end = self.context.Pipe()
         process = self.context.Process(  # type: ignore[attr-defined]
@@ -106,7 +111,7 @@ class MultiprocessingTransport:
         # start() talks to the fork server and waits for the pid: keep it off the loop.
         await asyncio.to_thread(process.start)
         child_end.close()
-        channel = await Channel.open(parent_end, name)
+        channel = await Channel.open(parent_end, name, on_message=on_message)
         worker = ProcessWorker(name=name, process=process, channel=channel)
         loop = asyncio.get_running_loop()
 
