@@ -322,9 +322,8 @@ class Router:
         try:
             handle = await self.supervisor.ensure_running(target)
             assert handle.worker is not None
-            handle.worker.send(
-                event(sender, target, "send", **{**message.payload, "source": sender})
-            )
+            fields = {k: v for k, v in message.payload.items() if k != "kind"}
+            handle.worker.send(event(sender, target, "send", **{**fields, "source": sender}))
         except Exception as exc:
             self.log.warning("send not delivered", caller=sender, target=target, error=str(exc))
 

@@ -36,12 +36,24 @@ spec:
         call: {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}"}}}}
       - when: {{input: "^pid$"}}
         call: {{tool: fault__pid}}
+      - when: {{input: "^spawn (?P<target>\\\\S+) (?P<key>\\\\S+)$"}}
+        call: {{tool: agents__spawn, args: {{target: "{{target}}", instanceKey: "{{key}}"}}}}
+      - when: {{input: "^list$"}}
+        call: {{tool: agents__list}}
+      - when: {{input: "^catalog$"}}
+        call: {{tool: agents__catalog}}
+      - when: {{input: "^tell (?P<target>\\\\S+) (?P<text>.+)$"}}
+        call: {{tool: agents__send, args: {{target: "{{target}}", input: "{{text}}"}}}}
       - when: {{toolResult: agents__request, status: ok}}
         reply: "{{result.response}}"
       - when: {{toolResult: agents__request}}
         reply: "ERROR {{errorCode}}: {{error}}"
       - when: {{toolResult: fault__pid}}
         reply: "{{result}}"
+      - when: {{status: ok}}
+        reply: "{{result}}"
+      - when: {{status: error}}
+        reply: "ERROR {{errorCode}}: {{error}}"
       - reply: "alpha got: {{input}}"
 ---
 apiVersion: goondan.ai/v1

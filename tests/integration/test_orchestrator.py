@@ -161,3 +161,31 @@ async def test_a_turn_that_ignores_shutdown_is_killed_after_the_grace_period(
     assert beta.last_exit.signal is not None  # SIGTERM (or SIGKILL): it did not exit by itself
     assert answer["status"] == "error"
     assert answer["error"]["code"] in ("AGENT_CRASHED", "SHUTTING_DOWN")
+
+
+async def test_catalog_spawn_list_and_send(swarm: Orchestrator, tmp_path: Path) -> None:
+    import json
+
+    catalog = json.loads((await ask(swarm, "catalog"))["output"])
+    assert catalog["selfAgent"] == "alpha"
+    assert catalog["availableAgents"] == ["alpha", "beta"]
+    assert catalog["callableAgents"] == ["beta"]
+    spawned = json.loads((await ask(swarm, "spawn beta job-1"))["output"])
+    assert (spawned["target"], spawned["instanceKey"], spawned["spawned"]) == (
+        "beta",
+        "job-1",
+        True,
+    )
+    again = json.loads((await ask(swarm, "spawn beta job-1"))["output"])
+    assert again["spawned"] is False
+    listed = json.loads((await ask(swarm, "list"))["output"])
+    assert [(a["target"], a["instanceKey"], a["ownerAgent"]) for a in listed["agents"]] == [
+        ("beta", "job-1", "alpha")
+    ]
+    sent = json.loads((await ask(swarm, "tell beta remember the milk"))["output"])
+    assert sent["accepted"] is True
+    # the instance queue is FIFO: a request after the send runs after the sent Turn
+    assert (await ask(swarm, "ask beta hello"))["output"] == "beta got: hello"
+    conversation = tmp_path / "state" / "agents" / "beta" / "instances" / "default" / "conversation"
+    text = (conversation / "base.jsonl").read_text()
+    assert "remember the milk" in text
