@@ -100,26 +100,27 @@ class Daemon:
             start_new_session=True,
         )
         self.events: list[dict[str, object]] = []
+        self._buffer = b""
 
     def wait_for(self, event: str, deadline: float = 30) -> dict[str, object]:
+        """Read log lines until the Orchestrator logs ``event`` (raw reads: no hidden buffer)."""
         assert self.process.stderr is not None
+        fd = self.process.stderr.fileno()
         end = time.monotonic() + deadline
-        while time.monotonic() < end:
-            ready, _, _ = select.select(
-                [self.process.stderr], [], [], max(0.0, end - time.monotonic())
-            )
-            if not ready:
-                break
-            line = self.process.stderr.readline()
-            if not line:
-                break
-            record = json.loads(line)
-            self.events.append(record)
-            if record.get("event") == event and record.get("process") == "orchestrator":
-                return record
-        raise AssertionError(
-            f"no {event!r} within {deadline} s; saw {[e.get('event') for e in self.events]}"
-        )
+        while True:
+            while b"\n" in self._buffer:
+                line, _, self._buffer = self._buffer.partition(b"\n")
+                record = json.loads(line)
+                self.events.append(record)
+                if record.get("event") == event and record.get("process") == "orchestrator":
+                    return record
+            remaining = end - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(0.0, remaining))
+            chunk = os.read(fd, 65536) if ready else b""
+            if not chunk:
+                seen = [e.get("event") for e in self.events]
+                raise AssertionError(f"no {event!r} within {deadline} s; saw {seen}")
+            self._buffer += chunk
 
     def child_pids(self) -> set[int]:
         return {int(e["pid"]) for e in self.events if e.get("event") == "agent process spawned"}  # type: ignore[call-overload]
