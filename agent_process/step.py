@@ -7,6 +7,7 @@ after it completes, so a crash mid-Step loses nothing already done.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -116,17 +117,7 @@ async def _model_and_tools(
         metadata={"finishReason": response.finish_reason},
     )
     store.append(assistant)
-    call_scope = ToolCallScope(
-        agent_name=scope.agent_name,
-        instance_key=scope.instance_key,
-        turn_id=scope.turn_id,
-        trace_id=scope.trace_id,
-        step_index=scope.step_index,
-        workdir=scope.workdir,
-        logger=scope.logger,
-        catalog=catalog_names(tools),
-        runtime=scope.runtime,
-    )
+    call_scope = dataclasses.replace(scope, catalog=catalog_names(tools))  # the final allowlist
     results: list[ToolCallResult] = []
     for call in response.tool_calls:
         result = await settings.executor.execute(call, call_scope, assistant)

@@ -9,7 +9,15 @@ from typing import Any
 from bundle import errors as E
 from bundle.errors import BundleError, ConfigIssue
 from bundle.loader import Resource, index
-from bundle.models import AgentSpec, ExtensionSpec, ModelSpec, ObjectRef, SwarmSpec, ToolSpec
+from bundle.models import (
+    AgentSpec,
+    ExtensionSpec,
+    ModelSpec,
+    ObjectRef,
+    RefItem,
+    SwarmSpec,
+    ToolSpec,
+)
 from bundle.plan import AgentPlan, ExtensionPlan, ModelPlan, ToolExportPlan, ToolPlan
 
 
@@ -104,42 +112,44 @@ class Bundle:
         spec: SwarmSpec = swarm.spec
         return [self.resolve_ref(item.ref, swarm) for item in spec.agents]
 
+    def _resolve_items(
+        self, agent: Resource, items: list[RefItem]
+    ) -> list[tuple[Resource, dict[str, Any]]]:
+        """Each referenced resource with its ``spec.config`` under the reference's ``config``."""
+        out = []
+        for item in items:
+            resource = self.resolve_ref(item.ref, agent)
+            out.append((resource, {**resource.spec.config, **(item.config or {})}))
+        return out
+
     def agent_tools(self, agent: Resource) -> list[ResolvedTool]:
         """The Tools of ``agent`` in ``spec.tools`` order, with per-agent config merged."""
         spec: AgentSpec = agent.spec
-        out = []
-        for item in spec.tools:
-            tool = self.resolve_ref(item.ref, agent)
-            tool_spec: ToolSpec = tool.spec
-            out.append(
-                ResolvedTool(
-                    name=tool.name,
-                    package=tool.package,
-                    spec=tool_spec,
-                    entry_path=(tool.base_dir / tool_spec.entry).resolve(),
-                    config={**tool_spec.config, **(item.config or {})},
-                    declared_in=tool.file,
-                )
+        return [
+            ResolvedTool(
+                name=tool.name,
+                package=tool.package,
+                spec=tool.spec,
+                entry_path=(tool.base_dir / tool.spec.entry).resolve(),
+                config=config,
+                declared_in=tool.file,
             )
-        return out
+            for tool, config in self._resolve_items(agent, spec.tools)
+        ]
 
     def agent_extensions(self, agent: Resource) -> list[ResolvedExtension]:
         """The Extensions of ``agent`` in order, with per-agent config merged."""
         spec: AgentSpec = agent.spec
-        out = []
-        for item in spec.extensions:
-            ext = self.resolve_ref(item.ref, agent)
-            ext_spec: ExtensionSpec = ext.spec
-            out.append(
-                ResolvedExtension(
-                    name=ext.name,
-                    package=ext.package,
-                    spec=ext_spec,
-                    entry_path=(ext.base_dir / ext_spec.entry).resolve(),
-                    config={**ext_spec.config, **(item.config or {})},
-                )
+        return [
+            ResolvedExtension(
+                name=ext.name,
+                package=ext.package,
+                spec=ext.spec,
+                entry_path=(ext.base_dir / ext.spec.entry).resolve(),
+                config=config,
             )
-        return out
+            for ext, config in self._resolve_items(agent, spec.extensions)
+        ]
 
     def agent_system_prompt(self, agent: Resource) -> str | None:
         """``prompt.system``, or the text of ``prompt.systemRef``; ``None`` when blank."""
