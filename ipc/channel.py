@@ -78,9 +78,11 @@ class Channel:
         peer_name: str,
         logger: Any = None,
         on_message: Callable[[IpcMessage], None] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self.peer_name = peer_name
         self._on_message = on_message
+        self._on_close = on_close
         self._log = (logger or structlog.get_logger("goondan.ipc")).bind(peer=peer_name)
         self._transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder()
@@ -102,14 +104,16 @@ class Channel:
         *,
         logger: Any = None,
         on_message: Callable[[IpcMessage], None] | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> Channel:
         """Wrap ``conn`` (which is closed: the channel owns a duplicate of its socket).
 
         With ``on_message``, each message is handed to it as soon as it is decoded, on the
         loop, without a queue or a task switch (the Orchestrator's routing path); otherwise
-        messages wait for :meth:`receive`.
+        messages wait for :meth:`receive`. ``on_close`` is called once when the peer closes
+        the pipe or the connection breaks.
         """
-        channel = cls(peer_name, logger, on_message)
+        channel = cls(peer_name, logger, on_message, on_close)
         sock = socket.socket(fileno=os.dup(conn.fileno()))
         conn.close()
         sock.setblocking(False)
@@ -227,6 +231,11 @@ class Channel:
             self._drop(leftover)
         self._can_write.set()
         self._inbox.put_nowait(_EOF)
+        if self._on_close is not None and not self._closed:
+            try:
+                self._on_close()
+            except Exception:
+                self._log.exception("close handler failed")
 
     def _drop(self, error: IpcProtocolError) -> None:
         self._dropped[error.reason] += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import threading
 import traceback
@@ -50,6 +51,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the swarm: one request with ``--input``, else a daemon until SIGINT/SIGTERM."""
     from ipc.logs import configure_logging
 
+    if args.log_level:
+        os.environ["GOONDAN_LOG_LEVEL"] = args.log_level  # agent processes inherit it
     configure_logging(args.log_level, process="orchestrator")
     try:
         import uvloop

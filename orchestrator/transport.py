@@ -22,6 +22,8 @@ from orchestrator.status import ExitInfo
 
 AGENT_ENTRY = "agent_process.main:serve"
 PRELOAD = ["agent_process.main"]
+PIPE_CLOSED_GRACE_SECONDS = 2.0
+"""How long a child may live on after closing its pipe before it is terminated."""
 """Imported once in the fork server, so every agent starts with them already loaded."""
 
 
@@ -77,6 +79,16 @@ class ProcessWorker:
         """Queue ``message``; raises ``PeerGone`` when the process is gone."""
         self.channel.send_nowait(message)
 
+    def pipe_closed(self) -> None:
+        """The pipe closed: the child is exiting, or broken. One that lingers is terminated,
+        so a closed pipe always ends in an exit the supervisor sees."""
+        if not self.exited.done():
+            asyncio.get_running_loop().call_later(PIPE_CLOSED_GRACE_SECONDS, self._linger_check)
+
+    def _linger_check(self) -> None:
+        if not self.exited.done():
+            self.terminate()
+
     def terminate(self) -> None:
         """SIGTERM, if still running."""
         if self.process.exitcode is None:
@@ -111,8 +123,12 @@ class MultiprocessingTransport:
         # start() talks to the fork server and waits for the pid: keep it off the loop.
         await asyncio.to_thread(process.start)
         child_end.close()
-        channel = await Channel.open(parent_end, name, on_message=on_message)
+        holder: list[ProcessWorker] = []
+        channel = await Channel.open(
+            parent_end, name, on_message=on_message, on_close=lambda: holder[0].pipe_closed()
+        )
         worker = ProcessWorker(name=name, process=process, channel=channel)
+        holder.append(worker)
         loop = asyncio.get_running_loop()
 
         def on_sentinel() -> None:

@@ -21,6 +21,7 @@ spec:
     - name: block
       parameters: {{type: object, properties: {{seconds: {{type: number}}}}}}
     - name: garbage
+    - name: close_pipe
 ---
 apiVersion: goondan.ai/v1
 kind: Model
@@ -74,6 +75,8 @@ spec:
         call: {{tool: fault__block, args: {{seconds: "{{s:number}}"}}}}
       - when: {{input: "^garbage$"}}
         call: {{tool: fault__garbage}}
+      - when: {{input: "^closepipe$"}}
+        call: {{tool: fault__close_pipe}}
       - when: {{input: "^ask (?P<target>\\\\S+) (?P<text>.+)$"}}
         call: {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}"}}}}
       - when: {{toolResult: agents__request, status: ok}}

@@ -170,3 +170,46 @@ def test_sigkill_of_the_orchestrator_leaves_no_child_alive(daemon: Daemon) -> No
     daemon.process.wait(timeout=10)
     for pid in children:
         assert wait_gone(pid), f"agent process {pid} outlived the orchestrator"
+
+
+def test_the_interactive_prompt_answers_and_stops_on_eof(tmp_path: Path) -> None:
+    """On a terminal the daemon offers a prompt to the entry agent; Ctrl-D stops it cleanly."""
+    import pty
+
+    shutil.copy(ROOT / "goondan.yaml.example", tmp_path / "goondan.yaml")
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: become the daemon on the pseudo-terminal
+        os.chdir(tmp_path)
+        os.execv(
+            sys.executable,
+            [sys.executable, "-m", "orchestrator", "run", "goondan.yaml", "--log-level", "warning"],
+        )
+    seen = b""
+
+    def read_until(token: bytes, deadline: float = 30) -> bool:
+        nonlocal seen
+        end = time.monotonic() + deadline
+        while token not in seen and time.monotonic() < end:
+            ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
+            if not ready:
+                break
+            try:
+                seen += os.read(fd, 4096)
+            except OSError:
+                break
+        return token in seen
+
+    try:
+        assert read_until(b"coordinator> "), seen
+        os.write(fd, b"write a.txt hi there\n")
+        assert read_until(b"wrote 8 bytes to a.txt"), seen
+        os.write(fd, b"\x04")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)

@@ -189,3 +189,14 @@ async def test_catalog_spawn_list_and_send(swarm: Orchestrator, tmp_path: Path) 
     conversation = tmp_path / "state" / "agents" / "beta" / "instances" / "default" / "conversation"
     text = (conversation / "base.jsonl").read_text()
     assert "remember the milk" in text
+
+
+async def test_a_child_whose_pipe_closes_is_treated_as_exited(swarm: Orchestrator) -> None:
+    answer = await ask(swarm, "ask beta closepipe", wait=15)
+    assert answer["output"].startswith("ERROR AGENT_CRASHED")
+    beta = swarm.supervisor.handles["beta"]
+    assert beta.last_exit is not None
+    assert beta.last_exit.signal_name == "SIGTERM"
+    async with asyncio.timeout(10):
+        await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
+    assert (await ask(swarm, "ask beta back?"))["output"] == "beta got: back?"
