@@ -64,18 +64,24 @@ def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
 
 
 async def _main(conn: Connection, plan: AgentPlan) -> int:
-    channel = await Channel.open(conn, ORCHESTRATOR)
-    process = AgentProcess(plan, channel)
+    process = AgentProcess(plan)
+    # Messages are dispatched straight from the channel: no queue, no task switch per message.
+    process.channel = await Channel.open(
+        conn, ORCHESTRATOR, on_message=process.on_message, on_close=process.on_pipe_closed
+    )
     return await process.run()
 
 
 class AgentProcess:
     """Everything one AgentProcess runs."""
 
-    def __init__(self, plan: AgentPlan, channel: Channel) -> None:
+    channel: Channel
+    """Set once the pipe is open (see :func:`_main`)."""
+
+    def __init__(self, plan: AgentPlan) -> None:
         self.plan = plan
         self.name = plan.agent_name
-        self.channel = channel
+        self._finished = asyncio.Event()
         self.correlations = Correlations()
         self.inboxes: dict[str, list[Message]] = {}
         self.draining = False
@@ -146,22 +152,24 @@ class AgentProcess:
             return EXIT_BOOT_FAILURE
         self._send(event(self.name, ORCHESTRATOR, "ready", pid=os.getpid()))
         self.log.info("agent ready")
-        code = 0
-        async for message in self.channel:
-            try:
-                done = await self._dispatch(message)
-            except Exception:  # a bug in dispatch must not kill the agent
-                self.log.exception("failed to handle message", type=message.type)
-                continue
-            if done:
-                break
-        else:
-            self.log.warning("orchestrator is gone; exiting")
-            code = 0
+        await self._finished.wait()
         await self._stop()
-        return code
+        return 0
 
-    async def _dispatch(self, message: IpcMessage) -> bool:
+    def on_message(self, message: IpcMessage) -> None:
+        """Dispatch one message from the Orchestrator (called by the channel)."""
+        try:
+            self._dispatch(message)
+        except Exception:  # a bug in dispatch must not kill the agent
+            self.log.exception("failed to handle message", type=message.type)
+
+    def on_pipe_closed(self) -> None:
+        """The Orchestrator is gone: stop, so no agent outlives it."""
+        if not self._finished.is_set():
+            self.log.warning("orchestrator is gone; exiting")
+            self._finished.set()
+
+    def _dispatch(self, message: IpcMessage) -> None:
         if isinstance(message, DelegateMessage):
             self._start_turn(message.sender, message.payload, message.correlation_id)
         elif isinstance(message, DelegateResultMessage):
@@ -181,10 +189,11 @@ class AgentProcess:
                 self._prepare_instance(message.payload)
             else:
                 self.log.debug("ignored event", kind=kind)
-        elif isinstance(message, ShutdownMessage):
-            await self._shutdown(message.payload)
-            return True
-        return False
+        elif isinstance(message, ShutdownMessage) and not self.draining:
+            self.draining = True  # refuse new work from this message on
+            task = asyncio.ensure_future(self._shutdown(message.payload))
+            self._tasks.add(task)
+            task.add_done_callback(lambda _: self._finished.set())
 
     def _start_turn(self, sender: str, payload: dict[str, Any], correlation_id: str | None) -> None:
         assert self.instances is not None

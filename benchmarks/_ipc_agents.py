@@ -1,7 +1,11 @@
-"""Minimal agents for ``benchmarks/ipc.py``: our real Channel and messages, no model, no Turn."""
+"""Minimal agents for ``benchmarks/ipc.py``: our real Channel and messages, no model, no Turn.
+
+Like the AgentProcess, they take messages straight from the channel's callback.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from multiprocessing.connection import Connection
@@ -9,7 +13,15 @@ from typing import Any
 
 import uvloop
 
-from ipc import ORCHESTRATOR, Channel, DelegateMessage, DelegateResultMessage, EventMessage, event
+from ipc import (
+    ORCHESTRATOR,
+    Channel,
+    DelegateMessage,
+    DelegateResultMessage,
+    EventMessage,
+    IpcMessage,
+    event,
+)
 
 PAYLOAD: dict[str, Any] = {
     "target": "echo",
@@ -25,10 +37,11 @@ def echo(conn: Connection, plan: dict[str, Any]) -> None:
     """Answer every delegate at once (a trivial handler)."""
 
     async def main() -> None:
-        channel = await Channel.open(conn, ORCHESTRATOR)
         name = plan["name"]
-        channel.send_nowait(event(name, ORCHESTRATOR, "ready", pid=os.getpid()))
-        async for message in channel:
+        done = asyncio.Event()
+        channel: Channel
+
+        def on_message(message: IpcMessage) -> None:
             if isinstance(message, DelegateMessage):
                 channel.send_nowait(
                     DelegateResultMessage(
@@ -40,7 +53,11 @@ def echo(conn: Connection, plan: dict[str, Any]) -> None:
                 )
             elif message.type == "shutdown":
                 channel.send_nowait(event(name, ORCHESTRATOR, "shutdown_ack"))
-                return
+                done.set()
+
+        channel = await Channel.open(conn, ORCHESTRATOR, on_message=on_message, on_close=done.set)
+        channel.send_nowait(event(name, ORCHESTRATOR, "ready", pid=os.getpid()))
+        await done.wait()
 
     uvloop.run(main())
 
@@ -49,24 +66,34 @@ def pinger(conn: Connection, plan: dict[str, Any]) -> None:
     """On ``bench_start``, send ``count`` delegates to ``echo`` one after another; report times."""
 
     async def main() -> None:
-        channel = await Channel.open(conn, ORCHESTRATOR)
-        channel.send_nowait(event("pinger", ORCHESTRATOR, "ready", pid=os.getpid()))
-        async for message in channel:
-            if isinstance(message, EventMessage) and message.kind == "bench_start":
-                samples = []
-                for n in range(int(message.payload["count"])):
-                    started = time.perf_counter()
-                    channel.send_nowait(
-                        DelegateMessage(
-                            sender="pinger", to="echo", correlation_id=f"c{n}", payload=PAYLOAD
-                        )
-                    )
-                    reply = await channel.receive()
-                    assert isinstance(reply, DelegateResultMessage), reply
-                    samples.append(time.perf_counter() - started)
-                channel.send_nowait(event("pinger", ORCHESTRATOR, "bench_done", samples=samples))
+        done = asyncio.Event()
+        start: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        channel: Channel
+        waiting: list[asyncio.Future[None]] = []
+        samples: list[float] = []
+
+        def on_message(message: IpcMessage) -> None:
+            if isinstance(message, DelegateResultMessage):
+                waiting.pop().set_result(None)
+            elif isinstance(message, EventMessage) and message.kind == "bench_start":
+                start.set_result(int(message.payload["count"]))
             elif message.type == "shutdown":
                 channel.send_nowait(event("pinger", ORCHESTRATOR, "shutdown_ack"))
-                return
+                done.set()
+
+        channel = await Channel.open(conn, ORCHESTRATOR, on_message=on_message, on_close=done.set)
+        channel.send_nowait(event("pinger", ORCHESTRATOR, "ready", pid=os.getpid()))
+        loop = asyncio.get_running_loop()
+        for n in range(await start):
+            began = time.perf_counter()
+            reply = loop.create_future()
+            waiting.append(reply)
+            channel.send_nowait(
+                DelegateMessage(sender="pinger", to="echo", correlation_id=f"c{n}", payload=PAYLOAD)
+            )
+            await reply
+            samples.append(time.perf_counter() - began)
+        channel.send_nowait(event("pinger", ORCHESTRATOR, "bench_done", samples=samples))
+        await done.wait()
 
     uvloop.run(main())

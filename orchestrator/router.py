@@ -264,9 +264,15 @@ class Router:
                 correlation_id=message.correlation_id,
             )
             return
-        self._deliver(pending, message.payload)
+        self._deliver(pending, message.payload, message)
 
-    def _deliver(self, pending: Pending, payload: dict[str, Any]) -> None:
+    def _deliver(
+        self,
+        pending: Pending,
+        payload: dict[str, Any],
+        message: DelegateResultMessage | None = None,
+    ) -> None:
+        """Hand the answer to the caller; ``message`` (the target's own) is forwarded as is."""
         if pending.future is not None:
             if not pending.future.done():
                 pending.future.set_result(payload)
@@ -278,15 +284,15 @@ class Router:
                 "caller gone; result dropped", caller=pending.caller, target=pending.target
             )
             return
-        try:
-            worker.send(
-                DelegateResultMessage(
-                    sender=pending.target,
-                    to=pending.caller,
-                    correlation_id=pending.correlation_id,
-                    payload=payload,
-                )
+        if message is None or message.to != pending.caller:
+            message = DelegateResultMessage(
+                sender=pending.target,
+                to=pending.caller,
+                correlation_id=pending.correlation_id,
+                payload=payload,
             )
+        try:
+            worker.send(message)
         except Exception as exc:
             self.log.info("caller gone; result dropped", caller=pending.caller, error=str(exc))
 
