@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent_process.models.base import ChatModel
+from agent_process.models.base import ChatModel, ModelError
 from agent_process.models.scripted import ScriptedModel
 from agent_process.tools.catalog import ToolCatalogItem, ToolSource
 from agent_process.tools.executor import (
@@ -75,9 +75,16 @@ def build_model(plan: ModelPlan, agent_name: str) -> ChatModel:
         except ValueError as exc:
             raise BootError(f"Model/{plan.name}: invalid script: {exc}") from exc
         return ScriptedModel(script, agent_name=agent_name, model_name=plan.name)
+    if provider == "openai":
+        from agent_process.models.openai_chat import OpenAIChatModel
+
+        try:
+            return OpenAIChatModel(plan, agent_name)
+        except ModelError as exc:
+            raise BootError(f"Model/{plan.name}: {exc}") from exc
     raise BootError(
         f"Model/{plan.name}: provider {plan.provider!r} is not available; "
-        "use provider: scripted for the offline model"
+        "use `scripted` (offline) or `openai`"
     )
 
 

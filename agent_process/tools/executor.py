@@ -53,6 +53,10 @@ HELP_URL = "https://docs.goondan.ai/errors/{code}"
 DEFAULT_HANDLER_TIMEOUT_SECONDS = 300.0
 """Handler timeout when neither the Tool nor the policy sets one."""
 
+MALFORMED_ARGUMENTS_KEY = "__malformed_arguments__"
+"""A provider that gets tool-call arguments it cannot parse passes the raw text under this key;
+the executor refuses the call with ``E_TOOL_INVALID_ARGS`` instead of guessing (no silent ``{}``)."""
+
 NOT_IN_CATALOG_SUGGESTION = (
     "Add the tool to the Agent's spec.tools, or register it dynamically and expose it from "
     "step middleware."
@@ -245,6 +249,9 @@ class ToolExecutor:
         args = ctx.args
         if not isinstance(args, dict):
             issues = [f"args: expected object but got {type(args).__name__}"]
+        elif MALFORMED_ARGUMENTS_KEY in args:
+            raw = str(args[MALFORMED_ARGUMENTS_KEY])[:200]
+            issues = [f"args: not a JSON object: {raw!r}"]
         else:
             issues = tool.validator.validate(args)
         if issues:

@@ -490,3 +490,16 @@ async def test_executor_with_default_pipeline_and_policy(tmp_path: Path) -> None
     )
     assert result.output == {"text": "q"}
     await executor.aclose()
+
+
+async def test_arguments_a_provider_could_not_parse_are_refused(harness: Harness) -> None:
+    """No silent ``{}``: unparsable arguments fail validation before the handler runs."""
+    from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
+
+    ran: list[bool] = []
+    harness.add("echo__say", lambda ctx, args: ran.append(True))
+    result = await harness.call("echo__say", {MALFORMED_ARGUMENTS_KEY: "{not json"})
+    assert result.error is not None
+    assert result.error.code == "E_TOOL_INVALID_ARGS"
+    assert "not a JSON object" in result.error.message
+    assert ran == []

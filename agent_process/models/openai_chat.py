@@ -1,0 +1,204 @@
+"""``provider: openai``: Chat Completions with tools, on the official ``openai`` SDK.
+
+``baseUrl`` points it at any OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp).
+Retries on 429/5xx/connection errors are the SDK's own (``maxRetries``, default 2); a failure
+that survives them becomes a :class:`ModelError` with a code, and the Turn ends with it.
+
+Mapping: catalog items → ``tools`` (names unchanged, seed 000 §3.2); system/user/assistant
+messages → the same roles; an assistant's tool calls → ``tool_calls`` with JSON arguments; each
+tool result → a ``tool`` message with the ``ToolCallResult`` as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
+from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
+from bundle.models import ValueSource
+from bundle.plan import ModelPlan
+from bundle.secrets import SecretUnavailable, resolve_value
+from tools_base import JsonObject, Message, ToolCall
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+class ProviderUnavailable(ModelError):
+    """The provider's SDK is not installed."""
+
+    code = "E_MODEL_PROVIDER_UNAVAILABLE"
+
+
+def resolve_api_key(
+    plan: ModelPlan, default_env: str, environ: Mapping[str, str] | None = None
+) -> tuple[str | None, str]:
+    """``(key, where it comes from)``; the key is ``None`` when nothing provides one."""
+    env = os.environ if environ is None else environ
+    raw = plan.spec.get("apiKey")
+    if raw is not None:
+        source = ValueSource.model_validate(raw)
+        try:
+            secret = resolve_value(source, env, field="apiKey")
+        except SecretUnavailable as exc:
+            return None, str(exc)
+        return secret.reveal(), secret.source
+    value = env.get(default_env, "")
+    return (value or None), f"env:{default_env}"
+
+
+class OpenAIChatModel:
+    """A :class:`~agent_process.models.base.ChatModel` on Chat Completions."""
+
+    def __init__(
+        self, plan: ModelPlan, agent_name: str, environ: Mapping[str, str] | None = None
+    ) -> None:
+        try:
+            import openai
+        except ImportError as exc:
+            raise ProviderUnavailable(
+                "provider 'openai' needs the openai SDK: pip install 'goondan[openai]'"
+            ) from exc
+        self._openai = openai
+        self.plan = plan
+        self.agent_name = agent_name
+        spec = plan.spec
+        base_url = spec.get("baseUrl") or spec.get("endpoint")
+        key, self.key_source = resolve_api_key(plan, DEFAULT_KEY_ENV, environ)
+        self._missing_key = key is None and base_url is None
+        self.client = openai.AsyncOpenAI(
+            # A local OpenAI-compatible server usually ignores the key, but the SDK wants one.
+            api_key=key or "unused",
+            base_url=base_url,
+            timeout=float(spec.get("timeoutSeconds") or 60),
+            max_retries=int(spec.get("maxRetries", 2)),
+        )
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One Chat Completions call."""
+        if self._missing_key:
+            raise ModelError(
+                f"Model/{self.plan.name}: no API key: set {self.key_source.removeprefix('env:')} "
+                "(or apiKey.valueFrom.env in the Model)",
+                code="E_MODEL_AUTH",
+            )
+        kwargs: dict[str, Any] = {
+            "model": self.plan.model,
+            "messages": to_openai_messages(request.messages),
+        }
+        if request.tools:
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": item.name,
+                        "description": item.description or "",
+                        "parameters": item.parameters,
+                    },
+                }
+                for item in request.tools
+            ]
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
+        started = time.perf_counter()
+        try:
+            completion = await self.client.chat.completions.create(**kwargs)
+        except self._openai.AuthenticationError as exc:
+            raise ModelError(
+                f"Model/{self.plan.name}: the API rejected the key from {self.key_source} "
+                f"(HTTP {exc.status_code})",
+                code="E_MODEL_AUTH",
+            ) from None
+        except self._openai.RateLimitError as exc:
+            raise ModelError(
+                f"Model/{self.plan.name}: rate limited after retries (HTTP {exc.status_code})",
+                code="E_MODEL_RATE_LIMITED",
+            ) from None
+        except self._openai.APIStatusError as exc:
+            raise ModelError(
+                f"Model/{self.plan.name}: API error HTTP {exc.status_code}: {_short(exc.message)}",
+                code="E_MODEL_API",
+            ) from None
+        except self._openai.APIConnectionError as exc:
+            raise ModelError(
+                f"Model/{self.plan.name}: cannot reach the API: {_short(str(exc))}",
+                code="E_MODEL_CONNECTION",
+            ) from None
+        except (self._openai.APIError, ValueError) as exc:  # ValueError: an unparsable body
+            raise ModelError(
+                f"Model/{self.plan.name}: invalid API response: {_short(str(exc))}",
+                code="E_MODEL_API",
+            ) from None
+        latency_ms = (time.perf_counter() - started) * 1000
+        if not completion.choices:
+            raise ModelError(
+                f"Model/{self.plan.name}: the response has no choices", code="E_MODEL_API"
+            )
+        choice = completion.choices[0]
+        message = choice.message
+        calls = tuple(_tool_call(call) for call in message.tool_calls or ())
+        usage = completion.usage
+        return ModelResponse(
+            text=message.content or "",
+            tool_calls=calls,
+            finish_reason=choice.finish_reason or ("tool_calls" if calls else "stop"),
+            usage=TokenUsage(
+                prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
+            )
+            if usage is not None
+            else None,
+            metadata={"latencyMs": round(latency_ms, 3), "model": completion.model},
+        )
+
+
+def to_openai_messages(messages: Sequence[Message]) -> list[JsonObject]:
+    """Our conversation in Chat Completions form."""
+    out: list[JsonObject] = []
+    for message in messages:
+        if message.role == "tool":
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": message.source.tool_call_id or "",
+                    "content": json.dumps(message.tool_result or {}, ensure_ascii=False),
+                }
+            )
+        elif message.role == "assistant":
+            entry: JsonObject = {"role": "assistant", "content": message.content or None}
+            if message.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": call.name,
+                            "arguments": json.dumps(call.args, ensure_ascii=False),
+                        },
+                    }
+                    for call in message.tool_calls
+                ]
+            out.append(entry)
+        else:
+            out.append({"role": message.role, "content": message.content})
+    return out
+
+
+def _tool_call(call: Any) -> ToolCall:
+    function = call.function
+    raw = function.arguments or "{}"
+    try:
+        args = json.loads(raw)
+    except json.JSONDecodeError:
+        args = {MALFORMED_ARGUMENTS_KEY: raw}
+    if not isinstance(args, dict):
+        args = {MALFORMED_ARGUMENTS_KEY: raw}
+    return ToolCall(id=call.id, name=function.name, args=args)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,218 @@
+"""The openai provider against a local server speaking the Chat Completions wire format."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_process.models.base import ModelError, ModelRequest
+from agent_process.models.openai_chat import OpenAIChatModel, to_openai_messages
+from agent_process.tools.catalog import ToolCatalogItem
+from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
+from bundle.plan import ModelPlan
+from tests.wire_server import Reply, WireServer, serve
+from tools_base import Message, MessageSource, ToolCall
+
+
+@pytest.fixture
+def server() -> Iterator[WireServer]:
+    yield from serve()
+
+
+def model(server: WireServer, **spec: Any) -> OpenAIChatModel:
+    plan = ModelPlan(
+        name="gpt",
+        provider="openai",
+        model="gpt-test",
+        spec={
+            "baseUrl": server.url + "/v1",
+            "apiKey": {"valueFrom": {"env": "TEST_OPENAI_KEY"}},
+            "maxRetries": 2,
+            **spec,
+        },
+    )
+    return OpenAIChatModel(plan, "agent", environ={"TEST_OPENAI_KEY": "sk-test-secret"})
+
+
+def completion(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-test",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+        ],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
+
+
+BASH = ToolCatalogItem(
+    name="bash__exec",
+    description="Run a command",
+    parameters={
+        "type": "object",
+        "properties": {"command": {"type": "string"}},
+        "required": ["command"],
+    },
+)
+CONVERSATION = [
+    Message(id="s", role="system", content="You are terse.", source=MessageSource(type="system")),
+    Message(id="u", role="user", content="list files"),
+]
+
+
+async def test_text_answer_and_the_request_on_the_wire(server: WireServer) -> None:
+    server.replies = [Reply(body=completion({"content": "done"}))]
+    response = await model(server).complete(
+        ModelRequest(messages=CONVERSATION, tools=[BASH], temperature=0.2, max_tokens=50)
+    )
+    assert response.text == "done"
+    assert response.tool_calls == ()
+    assert response.usage is not None
+    assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (11, 7)
+    assert response.metadata["latencyMs"] > 0
+    [request] = server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-test-secret"
+    body = request.body
+    assert body["model"] == "gpt-test"
+    assert body["messages"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "list files"},
+    ]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "bash__exec",
+                "description": "Run a command",
+                "parameters": BASH.parameters,
+            },
+        }
+    ]
+    assert (body["temperature"], body["max_tokens"]) == (0.2, 50)
+
+
+async def test_one_and_parallel_tool_calls(server: WireServer) -> None:
+    calls = [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "bash__exec", "arguments": '{"command": "ls"}'},
+        },
+        {
+            "id": "c2",
+            "type": "function",
+            "function": {"name": "bash__exec", "arguments": '{"command": "pwd"}'},
+        },
+    ]
+    server.replies = [Reply(body=completion({"content": None, "tool_calls": calls}, "tool_calls"))]
+    response = await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[BASH]))
+    assert response.tool_calls == (
+        ToolCall(id="c1", name="bash__exec", args={"command": "ls"}),
+        ToolCall(id="c2", name="bash__exec", args={"command": "pwd"}),
+    )
+    assert response.finish_reason == "tool_calls"
+
+
+async def test_unparsable_arguments_are_passed_on_for_the_executor_to_refuse(
+    server: WireServer,
+) -> None:
+    calls = [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "bash__exec", "arguments": "{not json"},
+        }
+    ]
+    server.replies = [Reply(body=completion({"content": None, "tool_calls": calls}, "tool_calls"))]
+    response = await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[BASH]))
+    assert response.tool_calls[0].args == {MALFORMED_ARGUMENTS_KEY: "{not json"}
+
+
+def test_tool_results_go_back_as_tool_messages() -> None:
+    assistant = Message(
+        id="a",
+        role="assistant",
+        tool_calls=(ToolCall(id="c1", name="bash__exec", args={"command": "ls"}),),
+        source=MessageSource(type="assistant"),
+    )
+    result = Message(
+        id="t",
+        role="tool",
+        tool_result={
+            "toolCallId": "c1",
+            "toolName": "bash__exec",
+            "status": "error",
+            "error": {"message": "boom", "code": "E_TOOL"},
+        },
+        source=MessageSource(type="tool", tool_call_id="c1", tool_name="bash__exec"),
+    )
+    wire = to_openai_messages([*CONVERSATION, assistant, result])
+    assert wire[2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "bash__exec", "arguments": '{"command": "ls"}'},
+            }
+        ],
+    }
+    assert wire[3]["role"] == "tool"
+    assert wire[3]["tool_call_id"] == "c1"
+    assert json.loads(str(wire[3]["content"]))["error"]["code"] == "E_TOOL"
+
+
+async def test_429_then_success_is_retried_by_the_sdk(server: WireServer) -> None:
+    server.replies = [
+        Reply(
+            status=429, body={"error": {"message": "slow down"}}, headers={"retry-after-ms": "10"}
+        ),
+        Reply(body=completion({"content": "after retry"})),
+    ]
+    response = await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
+    assert response.text == "after retry"
+    assert len(server.requests) == 2
+
+
+async def test_500_until_failure_is_a_model_error(server: WireServer) -> None:
+    server.replies = [
+        Reply(status=500, body={"error": {"message": "down"}}, headers={"retry-after-ms": "10"})
+    ]
+    with pytest.raises(ModelError) as raised:
+        await model(server, maxRetries=1).complete(ModelRequest(messages=CONVERSATION, tools=[]))
+    assert raised.value.code == "E_MODEL_API"
+    assert len(server.requests) == 2  # one try plus one retry, then it gives up
+
+
+async def test_malformed_json_body_is_a_model_error(server: WireServer) -> None:
+    server.replies = [Reply(raw=b"{this is not json")]
+    with pytest.raises(ModelError) as raised:
+        await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
+    assert raised.value.code.startswith("E_MODEL")
+
+
+async def test_a_wrong_key_names_its_source_never_the_key(server: WireServer) -> None:
+    server.replies = [
+        Reply(status=401, body={"error": {"message": "invalid api key sk-test-secret"}})
+    ]
+    with pytest.raises(ModelError) as raised:
+        await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
+    assert raised.value.code == "E_MODEL_AUTH"
+    assert "env:TEST_OPENAI_KEY" in str(raised.value)
+    assert "sk-test-secret" not in str(raised.value)
+
+
+async def test_a_missing_key_fails_at_the_first_call_naming_the_variable(tmp_path: Path) -> None:
+    plan = ModelPlan(name="gpt", provider="openai", model="gpt-test", spec={})
+    provider = OpenAIChatModel(plan, "agent", environ={})
+    with pytest.raises(ModelError, match="OPENAI_API_KEY") as raised:
+        await provider.complete(ModelRequest(messages=CONVERSATION, tools=[]))
+    assert raised.value.code == "E_MODEL_AUTH"
