@@ -75,16 +75,21 @@ def build_model(plan: ModelPlan, agent_name: str) -> ChatModel:
         except ValueError as exc:
             raise BootError(f"Model/{plan.name}: invalid script: {exc}") from exc
         return ScriptedModel(script, agent_name=agent_name, model_name=plan.name)
-    if provider == "openai":
-        from agent_process.models.openai_chat import OpenAIChatModel
-
+    if provider in ("openai", "anthropic"):
+        # Imported here so an agent never loads an SDK it does not use.
         try:
-            return OpenAIChatModel(plan, agent_name)
+            if provider == "openai":
+                from agent_process.models.openai_chat import OpenAIChatModel
+
+                return OpenAIChatModel(plan, agent_name)
+            from agent_process.models.anthropic_messages import AnthropicMessagesModel
+
+            return AnthropicMessagesModel(plan, agent_name)
         except ModelError as exc:
             raise BootError(f"Model/{plan.name}: {exc}") from exc
     raise BootError(
         f"Model/{plan.name}: provider {plan.provider!r} is not available; "
-        "use `scripted` (offline) or `openai`"
+        "use `scripted` (offline), `openai` or `anthropic`"
     )
 
 

@@ -138,5 +138,5 @@ async def _model_and_tools(
         should_continue=bool(response.tool_calls),
         usage=response.usage,
         duration_ms=(time.perf_counter() - started) * 1000,
-        metadata=dict(ctx.metadata),
+        metadata={**ctx.metadata, "model": response.metadata},
     )

@@ -12,42 +12,17 @@ tool result → a ``tool`` message with the ``ToolCallResult`` as JSON.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
 from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
 from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
-from bundle.models import ValueSource
 from bundle.plan import ModelPlan
-from bundle.secrets import SecretUnavailable, resolve_value
 from tools_base import JsonObject, Message, ToolCall
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-
-
-class ProviderUnavailable(ModelError):
-    """The provider's SDK is not installed."""
-
-    code = "E_MODEL_PROVIDER_UNAVAILABLE"
-
-
-def resolve_api_key(
-    plan: ModelPlan, default_env: str, environ: Mapping[str, str] | None = None
-) -> tuple[str | None, str]:
-    """``(key, where it comes from)``; the key is ``None`` when nothing provides one."""
-    env = os.environ if environ is None else environ
-    raw = plan.spec.get("apiKey")
-    if raw is not None:
-        source = ValueSource.model_validate(raw)
-        try:
-            secret = resolve_value(source, env, field="apiKey")
-        except SecretUnavailable as exc:
-            return None, str(exc)
-        return secret.reveal(), secret.source
-    value = env.get(default_env, "")
-    return (value or None), f"env:{default_env}"
 
 
 class OpenAIChatModel:
@@ -56,13 +31,8 @@ class OpenAIChatModel:
     def __init__(
         self, plan: ModelPlan, agent_name: str, environ: Mapping[str, str] | None = None
     ) -> None:
-        try:
-            import openai
-        except ImportError as exc:
-            raise ProviderUnavailable(
-                "provider 'openai' needs the openai SDK: pip install 'goondan[openai]'"
-            ) from exc
-        self._openai = openai
+        openai = import_sdk("openai", "openai")
+        self._sdk = openai
         self.plan = plan
         self.agent_name = agent_name
         spec = plan.spec
@@ -80,11 +50,7 @@ class OpenAIChatModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One Chat Completions call."""
         if self._missing_key:
-            raise ModelError(
-                f"Model/{self.plan.name}: no API key: set {self.key_source.removeprefix('env:')} "
-                "(or apiKey.valueFrom.env in the Model)",
-                code="E_MODEL_AUTH",
-            )
+            raise missing_key_error(self.plan, self.key_source)
         kwargs: dict[str, Any] = {
             "model": self.plan.model,
             "messages": to_openai_messages(request.messages),
@@ -106,34 +72,8 @@ class OpenAIChatModel:
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
         started = time.perf_counter()
-        try:
+        async with sdk_errors(self._sdk, self.plan, self.key_source):
             completion = await self.client.chat.completions.create(**kwargs)
-        except self._openai.AuthenticationError as exc:
-            raise ModelError(
-                f"Model/{self.plan.name}: the API rejected the key from {self.key_source} "
-                f"(HTTP {exc.status_code})",
-                code="E_MODEL_AUTH",
-            ) from None
-        except self._openai.RateLimitError as exc:
-            raise ModelError(
-                f"Model/{self.plan.name}: rate limited after retries (HTTP {exc.status_code})",
-                code="E_MODEL_RATE_LIMITED",
-            ) from None
-        except self._openai.APIStatusError as exc:
-            raise ModelError(
-                f"Model/{self.plan.name}: API error HTTP {exc.status_code}: {_short(exc.message)}",
-                code="E_MODEL_API",
-            ) from None
-        except self._openai.APIConnectionError as exc:
-            raise ModelError(
-                f"Model/{self.plan.name}: cannot reach the API: {_short(str(exc))}",
-                code="E_MODEL_CONNECTION",
-            ) from None
-        except (self._openai.APIError, ValueError) as exc:  # ValueError: an unparsable body
-            raise ModelError(
-                f"Model/{self.plan.name}: invalid API response: {_short(str(exc))}",
-                code="E_MODEL_API",
-            ) from None
         latency_ms = (time.perf_counter() - started) * 1000
         if not completion.choices:
             raise ModelError(
@@ -198,7 +138,3 @@ def _tool_call(call: Any) -> ToolCall:
     if not isinstance(args, dict):
         args = {MALFORMED_ARGUMENTS_KEY: raw}
     return ToolCall(id=call.id, name=function.name, args=args)
-
-
-def _short(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[:limit] + "..."

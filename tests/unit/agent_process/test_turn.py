@@ -141,3 +141,33 @@ async def test_invalid_arguments_from_the_model_come_back_as_a_tool_error(
     result = await turn_runner.run("default", store, tmp_path, TurnInput(text="go"))
     assert result.status == "ok"
     assert result.text.startswith("Invalid arguments for tool 'text__upper'")
+
+
+async def test_each_step_records_token_usage_and_the_model_call(tmp_path: Path) -> None:
+    from agent_process.step import run_step
+    from agent_process.tools.executor import ToolCallScope
+
+    turn_runner, _ = runner(tmp_path, RULES)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    import structlog
+
+    from agent_process.step import new_message_id
+    from tools_base import Message
+
+    store.append(Message(id=new_message_id("m"), role="user", content="shout hi"))
+    scope = ToolCallScope(
+        agent_name="shouter",
+        instance_key="default",
+        turn_id="t",
+        trace_id="a" * 32,
+        step_index=0,
+        workdir=tmp_path,
+        logger=structlog.get_logger(),
+        catalog=frozenset(),
+    )
+    step = await run_step(turn_runner.settings, store, scope)
+    assert step.usage is not None
+    assert step.usage.total_tokens >= 0
+    assert step.metadata["model"] == {"scriptRule": "rules[0]"}
+    assert step.duration_ms > 0

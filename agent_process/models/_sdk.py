@@ -1,0 +1,94 @@
+"""What the SDK-backed providers share: API keys, and SDK errors turned into ModelErrors.
+
+The official ``openai`` and ``anthropic`` SDKs raise the same family of exceptions
+(``AuthenticationError``, ``RateLimitError``, ``APIStatusError``, ``APIConnectionError``,
+``APIError``), so one translation serves both.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from types import ModuleType
+
+from agent_process.models.base import ModelError
+from bundle.models import ValueSource
+from bundle.plan import ModelPlan
+from bundle.secrets import SecretUnavailable, resolve_value
+
+
+class ProviderUnavailable(ModelError):
+    """The provider's SDK is not installed."""
+
+    code = "E_MODEL_PROVIDER_UNAVAILABLE"
+
+
+def import_sdk(name: str, provider: str) -> ModuleType:
+    """The SDK module, or a clear error naming the extra that installs it."""
+    try:
+        return __import__(name)
+    except ImportError as exc:
+        raise ProviderUnavailable(
+            f"provider {provider!r} needs the {name} SDK: pip install 'goondan[{name}]'"
+        ) from exc
+
+
+def resolve_api_key(
+    plan: ModelPlan, default_env: str, environ: Mapping[str, str] | None = None
+) -> tuple[str | None, str]:
+    """``(key, where it comes from)``; the key is ``None`` when nothing provides one."""
+    env = os.environ if environ is None else environ
+    raw = plan.spec.get("apiKey")
+    if raw is not None:
+        source = ValueSource.model_validate(raw)
+        try:
+            secret = resolve_value(source, env, field="apiKey")
+        except SecretUnavailable as exc:
+            return None, str(exc)
+        return secret.reveal(), secret.source
+    value = env.get(default_env, "")
+    return (value or None), f"env:{default_env}"
+
+
+def missing_key_error(plan: ModelPlan, key_source: str) -> ModelError:
+    """The error of a call made without any API key."""
+    where = key_source.removeprefix("env:")
+    return ModelError(
+        f"Model/{plan.name}: no API key: set {where} (or apiKey.valueFrom.env in the Model)",
+        code="E_MODEL_AUTH",
+    )
+
+
+@asynccontextmanager
+async def sdk_errors(sdk: ModuleType, plan: ModelPlan, key_source: str) -> AsyncIterator[None]:
+    """Turn what the SDK raises (after its own retries) into a :class:`ModelError` with a code."""
+    name = f"Model/{plan.name}"
+    try:
+        yield
+    except sdk.AuthenticationError as exc:
+        raise ModelError(
+            f"{name}: the API rejected the key from {key_source} (HTTP {exc.status_code})",
+            code="E_MODEL_AUTH",
+        ) from None
+    except sdk.RateLimitError as exc:
+        raise ModelError(
+            f"{name}: rate limited after retries (HTTP {exc.status_code})",
+            code="E_MODEL_RATE_LIMITED",
+        ) from None
+    except sdk.APIStatusError as exc:
+        raise ModelError(
+            f"{name}: API error HTTP {exc.status_code}: {_short(exc.message)}", code="E_MODEL_API"
+        ) from None
+    except sdk.APIConnectionError as exc:
+        raise ModelError(
+            f"{name}: cannot reach the API: {_short(str(exc))}", code="E_MODEL_CONNECTION"
+        ) from None
+    except (sdk.APIError, ValueError) as exc:  # ValueError: an unparsable response body
+        raise ModelError(
+            f"{name}: invalid API response: {_short(str(exc))}", code="E_MODEL_API"
+        ) from None
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,145 @@
+"""``provider: anthropic``: the Messages API with tools, on the official ``anthropic`` SDK.
+
+Mapping: system messages → the ``system`` parameter; the assistant's tool calls → ``tool_use``
+blocks; tool results → ``tool_result`` blocks in the following user message (consecutive
+results, and any user text after them, share one user message, since the API wants roles to
+alternate); catalog items → ``tools`` with ``input_schema`` (names unchanged).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
+from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
+from bundle.plan import ModelPlan
+from tools_base import JsonObject, Message, ToolCall
+
+DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
+DEFAULT_MAX_TOKENS = 1000
+"""The Messages API requires ``max_tokens``; upstream's default."""
+
+
+class AnthropicMessagesModel:
+    """A :class:`~agent_process.models.base.ChatModel` on the Messages API."""
+
+    def __init__(
+        self, plan: ModelPlan, agent_name: str, environ: Mapping[str, str] | None = None
+    ) -> None:
+        self._sdk = import_sdk("anthropic", "anthropic")
+        self.plan = plan
+        self.agent_name = agent_name
+        spec = plan.spec
+        base_url = spec.get("baseUrl") or spec.get("endpoint")
+        key, self.key_source = resolve_api_key(plan, DEFAULT_KEY_ENV, environ)
+        self._missing_key = key is None
+        self.client = self._sdk.AsyncAnthropic(
+            api_key=key or "unset",
+            base_url=base_url,
+            timeout=float(spec.get("timeoutSeconds") or 60),
+            max_retries=int(spec.get("maxRetries", 2)),
+        )
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """One Messages API call."""
+        if self._missing_key:
+            raise missing_key_error(self.plan, self.key_source)
+        system, messages = to_anthropic_messages(request.messages)
+        kwargs: dict[str, Any] = {
+            "model": self.plan.model,
+            "messages": messages,
+            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+        }
+        if system:
+            kwargs["system"] = system
+        if request.tools:
+            kwargs["tools"] = [
+                {
+                    "name": item.name,
+                    "description": item.description or "",
+                    "input_schema": item.parameters,
+                }
+                for item in request.tools
+            ]
+        if request.temperature is not None:
+            # This SDK has no temperature parameter; the API field is passed through as given.
+            kwargs["extra_body"] = {"temperature": request.temperature}
+        started = time.perf_counter()
+        async with sdk_errors(self._sdk, self.plan, self.key_source):
+            reply = await self.client.messages.create(**kwargs)
+        latency_ms = (time.perf_counter() - started) * 1000
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for block in reply.content or ():
+            if block.type == "text":
+                texts.append(block.text)
+            elif block.type == "tool_use":
+                args = block.input if isinstance(block.input, dict) else {}
+                calls.append(ToolCall(id=block.id, name=block.name, args=args))
+        if (
+            not texts
+            and not calls
+            and reply.stop_reason not in ("end_turn", "stop_sequence", "max_tokens")
+        ):
+            raise ModelError(
+                f"Model/{self.plan.name}: empty response ({reply.stop_reason})", code="E_MODEL_API"
+            )
+        usage = reply.usage
+        return ModelResponse(
+            text="".join(texts),
+            tool_calls=tuple(calls),
+            finish_reason=str(reply.stop_reason or ("tool_use" if calls else "end_turn")),
+            usage=TokenUsage(
+                prompt_tokens=usage.input_tokens, completion_tokens=usage.output_tokens
+            )
+            if usage is not None
+            else None,
+            metadata={"latencyMs": round(latency_ms, 3), "model": reply.model},
+        )
+
+
+def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[JsonObject]]:
+    """``(system, messages)`` in Messages API form, roles alternating."""
+    system_parts: list[str] = []
+    out: list[JsonObject] = []
+
+    def add(role: str, blocks: list[JsonObject]) -> None:
+        if out and out[-1]["role"] == role:
+            content = out[-1]["content"]
+            assert isinstance(content, list)
+            content.extend(blocks)
+        else:
+            out.append({"role": role, "content": list(blocks)})
+
+    for message in messages:
+        if message.role == "system":
+            system_parts.append(message.content)
+        elif message.role == "tool":
+            result = message.tool_result or {}
+            add(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": message.source.tool_call_id or "",
+                        "content": json.dumps(result, ensure_ascii=False),
+                        "is_error": result.get("status") == "error",
+                    }
+                ],
+            )
+        elif message.role == "assistant":
+            blocks: list[JsonObject] = []
+            if message.content:
+                blocks.append({"type": "text", "text": message.content})
+            blocks.extend(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": call.args}
+                for call in message.tool_calls
+            )
+            if blocks:
+                add("assistant", blocks)
+        elif message.content:
+            add("user", [{"type": "text", "text": message.content}])
+    return "\n\n".join(system_parts), out
