@@ -115,6 +115,7 @@ class AgentProcess:
             max_steps=plan.max_steps_per_turn,
             runtime_factory=self._runtime_for,
             inbox=self._drain_inbox,
+            events=self._report_event,
             logger=self.log,
         )
         self.instances = InstanceManager(
@@ -212,6 +213,7 @@ class AgentProcess:
             source_name=sender,
             metadata=metadata if isinstance(metadata := payload.get("metadata"), dict) else {},
             call_chain=tuple(str(node) for node in chain) if isinstance(chain, list) else (),
+            parent_span_id=str(payload.get("parentSpanId") or "") or None,
         )
         try:
             future = self.instances.submit(instance_key, turn_input)
@@ -297,6 +299,9 @@ class AgentProcess:
         self.channel.close()
 
     # -- reporting -----------------------------------------------------------------------
+
+    def _report_event(self, runtime_event: dict[str, Any]) -> None:
+        self._send_quietly(event(self.name, ORCHESTRATOR, "runtime_event", event=runtime_event))
 
     def _report_busy(self, busy: bool) -> None:
         self._send_quietly(

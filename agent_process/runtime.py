@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any, cast
 
+from agent_process.events import current_span
 from agent_process.turn import TurnInput
 from ipc import ORCHESTRATOR, DelegateMessage, IpcError, IpcMessage, event
 from tools_base import (
@@ -125,6 +126,7 @@ class IpcAgentRuntime:
                     "callerInstanceKey": self.instance_key,
                     "timeoutMs": timeout,
                     "traceId": self.turn_input.trace_id,
+                    "parentSpanId": current_span.get(),
                     "callChain": self._chain(),
                     "eventType": event.get("eventType") or "agent.request",
                     "metadata": dict(event.get("metadata") or {}),

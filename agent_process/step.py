@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_process.conversation import ConversationStore
+from agent_process.events import EventRecorder, capped, current_span, new_span_id
 from agent_process.models.base import ChatModel, ModelRequest, TokenUsage
 from agent_process.tools.catalog import build_catalog, catalog_names
 from agent_process.tools.executor import ToolCallScope, ToolExecutor
@@ -22,6 +23,52 @@ from agent_process.tools.registry import ToolRegistry
 from tools_base import JsonValue, Message, MessageSource, ToolCall, ToolCallResult
 
 _message_ids = itertools.count(1)
+
+
+async def _run_tool(
+    settings: StepSettings,
+    call: ToolCall,
+    scope: ToolCallScope,
+    assistant: Message,
+    recorder: EventRecorder | None,
+    step_span: str | None,
+    step_id: str,
+) -> ToolCallResult:
+    """One tool call, inside its own span (``tool.called`` / ``tool.completed`` / ``tool.failed``)."""
+    span = new_span_id()
+    fields = {
+        "toolCallId": call.id,
+        "toolName": call.name,
+        "stepId": step_id,
+        "turnId": scope.turn_id,
+    }
+    if recorder is not None:
+        recorder.emit("tool.called", span, step_span, **fields, args=capped(call.args))
+    token = current_span.set(span)
+    started = time.perf_counter()
+    try:
+        result = await settings.executor.execute(call, scope, assistant)
+    except BaseException as exc:
+        if recorder is not None:
+            duration = round((time.perf_counter() - started) * 1000, 3)
+            recorder.emit(
+                "tool.failed", span, step_span, **fields, duration=duration, errorMessage=repr(exc)
+            )
+        raise
+    finally:
+        current_span.reset(token)
+    if recorder is not None:
+        recorder.emit(
+            "tool.completed",
+            span,
+            step_span,
+            **fields,
+            status=result.status,
+            duration=round((time.perf_counter() - started) * 1000, 3),
+            output=capped(result.output),
+            error=result.error.to_json() if result.error else None,
+        )
+    return result
 
 
 def new_message_id(prefix: str) -> str:
@@ -70,12 +117,14 @@ async def run_step(
     settings: StepSettings,
     store: ConversationStore,
     scope: ToolCallScope,
+    recorder: EventRecorder | None = None,
+    span_id: str | None = None,
 ) -> StepResult:
     """Run Step ``scope.step_index`` of the Turn ``scope.turn_id`` on ``store``."""
     catalog = build_catalog(settings.registry, settings.config_tool_names)
 
     async def core(ctx: StepMiddlewareContext[StepResult]) -> StepResult:
-        return await _model_and_tools(settings, store, scope, ctx)
+        return await _model_and_tools(settings, store, scope, ctx, recorder, span_id)
 
     ctx = StepMiddlewareContext[StepResult](
         settings.pipeline.chain("step"),
@@ -95,6 +144,8 @@ async def _model_and_tools(
     store: ConversationStore,
     scope: ToolCallScope,
     ctx: StepMiddlewareContext[Any],
+    recorder: EventRecorder | None,
+    step_span: str | None,
 ) -> StepResult:
     started = time.perf_counter()
     tools = list(ctx.tool_catalog)
@@ -120,7 +171,9 @@ async def _model_and_tools(
     call_scope = dataclasses.replace(scope, catalog=catalog_names(tools))  # the final allowlist
     results: list[ToolCallResult] = []
     for call in response.tool_calls:
-        result = await settings.executor.execute(call, call_scope, assistant)
+        result = await _run_tool(
+            settings, call, call_scope, assistant, recorder, step_span, step_id
+        )
         results.append(result)
         store.append(
             Message(

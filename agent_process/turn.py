@@ -18,6 +18,7 @@ from typing import Any, Literal
 import structlog
 
 from agent_process.conversation import ConversationStore, MessageEvent
+from agent_process.events import EventRecorder, EventSink, new_span_id
 from agent_process.models.base import ModelError, TokenUsage
 from agent_process.step import StepResult, StepSettings, new_message_id, run_step, utc_now
 from agent_process.tools.executor import ToolCallScope
@@ -48,6 +49,8 @@ class TurnInput:
     metadata: JsonObject = field(default_factory=dict)
     call_chain: tuple[str, ...] = ()
     """Agents already waiting on this Turn, outermost first (cycle detection)."""
+    parent_span_id: str | None = None
+    """The caller's tool span, for a delegated Turn; ``None`` for fresh input."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -155,12 +158,14 @@ class TurnRunner:
         max_steps: int = DEFAULT_MAX_STEPS_PER_TURN,
         runtime_factory: RuntimeFactory | None = None,
         inbox: InboxDrain | None = None,
+        events: EventSink | None = None,
         logger: Any = None,
     ) -> None:
         self.settings = settings
         self.max_steps = max_steps
         self._runtime_factory = runtime_factory
         self._inbox = inbox
+        self._events = events
         self._log = logger if logger is not None else structlog.get_logger("goondan.turn")
 
     async def run(
@@ -175,6 +180,14 @@ class TurnRunner:
             turn_id=turn_id,
         )
         started = time.perf_counter()
+        recorder = EventRecorder(
+            self._events,
+            agent_name=self.settings.agent_name,
+            instance_key=instance_key,
+            trace_id=turn_input.trace_id,
+        )
+        turn_span = new_span_id()
+        recorder.emit("turn.started", turn_span, turn_input.parent_span_id, turnId=turn_id)
         self._ensure_system_prompt(store)
         store.append(
             Message(
@@ -197,7 +210,16 @@ class TurnRunner:
 
         async def core(ctx: TurnMiddlewareContext) -> TurnResult:
             return await self._steps(
-                instance_key, store, workdir, turn_input, turn_id, runtime, log, started
+                instance_key,
+                store,
+                workdir,
+                turn_input,
+                turn_id,
+                runtime,
+                log,
+                started,
+                recorder,
+                turn_span,
             )
 
         ctx = TurnMiddlewareContext(
@@ -218,6 +240,28 @@ class TurnRunner:
             )
         finally:
             store.fold()
+        duration = round(result.duration_ms, 3)
+        if result.status == "ok":
+            recorder.emit(
+                "turn.completed",
+                turn_span,
+                turn_input.parent_span_id,
+                turnId=turn_id,
+                stepCount=result.step_count,
+                duration=duration,
+                tokenUsage=result.usage.to_json(),
+            )
+        else:
+            recorder.emit(
+                "turn.failed",
+                turn_span,
+                turn_input.parent_span_id,
+                turnId=turn_id,
+                stepCount=result.step_count,
+                duration=duration,
+                errorCode=result.error.code if result.error else None,
+                errorMessage=result.error.message if result.error else None,
+            )
         log.info(
             "turn finished",
             status=result.status,
@@ -237,6 +281,8 @@ class TurnRunner:
         runtime: AgentToolRuntime | None,
         log: Any,
         started: float,
+        recorder: EventRecorder,
+        turn_span: str,
     ) -> TurnResult:
         usage = TokenUsage()
         last_text = ""
@@ -255,12 +301,35 @@ class TurnRunner:
                 catalog=frozenset(),  # the Step fills in its own final catalog
                 runtime=runtime,
             )
+            step_span = new_span_id()
+            step_id = f"{turn_id}-step-{step_index}"
+            step_fields = {"stepId": step_id, "stepIndex": step_index, "turnId": turn_id}
+            recorder.emit("step.started", step_span, turn_span, **step_fields)
+            step_started = time.perf_counter()
             try:
-                step: StepResult = await run_step(self.settings, store, scope)
+                step: StepResult = await run_step(self.settings, store, scope, recorder, step_span)
             except ModelError as exc:
+                recorder.emit(
+                    "step.failed",
+                    step_span,
+                    turn_span,
+                    **step_fields,
+                    duration=round((time.perf_counter() - step_started) * 1000, 3),
+                    errorCode=exc.code,
+                    errorMessage=str(exc),
+                )
                 return self._failure(
                     turn_id, turn_input, started, step_index + 1, exc.code, str(exc), usage
                 )
+            recorder.emit(
+                "step.completed",
+                step_span,
+                turn_span,
+                **step_fields,
+                toolCallCount=len(step.tool_calls),
+                duration=round(step.duration_ms, 3),
+                tokenUsage=step.usage.to_json() if step.usage else None,
+            )
             if step.usage is not None:
                 usage = TokenUsage(
                     prompt_tokens=usage.prompt_tokens + step.usage.prompt_tokens,

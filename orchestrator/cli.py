@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -154,6 +155,45 @@ async def _interactive(orchestrator: Any, args: argparse.Namespace) -> None:
             print(f"error: {error.get('message')} ({error.get('code')})")
 
 
+def cmd_logs(args: argparse.Namespace) -> int:
+    """Print the runtime event log, filtered; ``--follow`` keeps printing new events."""
+    from orchestrator.daemon import default_state_dir
+    from orchestrator.eventlog import FILE_NAME, format_event, matches, parse_since, read_events
+
+    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(Path(args.file))
+    path = state_dir / FILE_NAME
+    try:
+        since = parse_since(args.since) if args.since else None
+    except ValueError:
+        print(
+            f"error: --since {args.since!r}: use 30s, 10m, 2h, 1d or an ISO timestamp",
+            file=sys.stderr,
+        )
+        return 2
+    if not path.exists() and not args.follow:
+        print(f"no runtime events yet at {path}", file=sys.stderr)
+        return 1
+
+    def show(event: dict[str, Any]) -> None:
+        if matches(event, agent=args.agent, trace=args.trace, since=since):
+            print(
+                json.dumps(event, ensure_ascii=False) if args.json else format_event(event),
+                flush=True,
+            )
+
+    offset = 0
+    while True:
+        for end, event in read_events(path, offset):
+            offset = end
+            show(event)
+        if not args.follow:
+            return 0
+        try:
+            time.sleep(0.25)  # a plain tail: the file has no change notification here
+        except KeyboardInterrupt:
+            return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(
@@ -180,6 +220,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the answer as JSON")
     run.add_argument("--log-level", help="debug, info, warning, error (default: info)")
     run.set_defaults(run=cmd_run)
+
+    logs = commands.add_parser(
+        "logs", help="show the runtime event log (Turns, Steps, tools, processes)"
+    )
+    logs.add_argument(
+        "file", nargs="?", default="goondan.yaml", help="goondan.yaml (locates the state)"
+    )
+    logs.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
+    logs.add_argument("--agent", help="only this agent's events")
+    logs.add_argument("--trace", help="only this trace id: one request across every agent")
+    logs.add_argument("--since", help="only newer events: 30s, 10m, 2h, 1d or an ISO timestamp")
+    logs.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    logs.add_argument("--json", action="store_true", help="one JSON event per line")
+    logs.set_defaults(run=cmd_logs)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of goondan.yaml resources")
     schema.set_defaults(run=cmd_schema)

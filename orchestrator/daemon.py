@@ -13,7 +13,8 @@ from typing import Any
 import structlog
 
 from bundle import Bundle, load_bundle
-from ipc import IpcMessage
+from ipc import EventMessage, IpcMessage
+from orchestrator.eventlog import EventLog
 from orchestrator.router import Router
 from orchestrator.status import ExitInfo
 from orchestrator.supervisor import Supervisor
@@ -50,11 +51,13 @@ class Orchestrator:
         }
         self.grace: float = float(self.swarm.spec.policy.shutdown.grace_period_seconds)
         timeout_ms = int(self.swarm.spec.policy.request_timeout_seconds * 1000)
+        self.events = EventLog(self.state_dir)
         self.supervisor = Supervisor(
             plans,
             transport or MultiprocessingTransport(),
             on_message=self._on_message,
             on_exit=self._on_exit,
+            on_lifecycle=self.events.lifecycle,
         )
         self.router = Router(self.supervisor, default_timeout_ms=timeout_ms)
         self.log = structlog.get_logger("goondan.orchestrator").bind(swarm=self.swarm.name)
@@ -63,6 +66,11 @@ class Orchestrator:
         self._signals = 0
 
     def _on_message(self, sender: str, message: IpcMessage) -> None:
+        if isinstance(message, EventMessage) and message.kind == "runtime_event":
+            runtime_event = message.payload.get("event")
+            if isinstance(runtime_event, dict):
+                self.events.append(runtime_event)
+            return
         self.router.on_message(sender, message)
 
     def _on_exit(self, name: str, info: ExitInfo) -> None:
@@ -117,4 +125,5 @@ class Orchestrator:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        self.events.close()
         self.log.info("orchestrator stopped")

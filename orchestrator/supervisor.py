@@ -104,6 +104,7 @@ class Supervisor:
         on_exit: ExitHandler,
         clock: Callable[[], float] = time.monotonic,
         reconcile_interval: float = 5.0,
+        on_lifecycle: Callable[..., None] | None = None,
     ) -> None:
         self.handles: dict[str, AgentHandle] = {
             name: AgentHandle(name, plan) for name, plan in plans.items()
@@ -117,7 +118,15 @@ class Supervisor:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._changed = asyncio.Event()
+        self._on_lifecycle = on_lifecycle
         self.log = structlog.get_logger("goondan.supervisor")
+
+    def _lifecycle(self, kind: str, handle: AgentHandle, **fields: Any) -> None:
+        if self._on_lifecycle is not None:
+            try:
+                self._on_lifecycle(kind, handle.name, **fields)
+            except Exception:
+                self.log.exception("lifecycle listener failed", kind=kind)
 
     def _set_status(self, handle: AgentHandle, status: ProcessStatus) -> None:
         if handle.status is not status:
@@ -190,6 +199,7 @@ class Supervisor:
         handle.worker = worker
         handle.started_at = self._clock()
         self.log.info("agent process spawned", agent=handle.name, pid=worker.pid)
+        self._lifecycle("spawned", handle, pid=worker.pid)
         self._own(self._watch(handle, worker), f"watch:{handle.name}")
 
     def _own(self, coro: Awaitable[Any], name: str) -> None:
@@ -216,6 +226,7 @@ class Supervisor:
             if handle.ready is not None and not handle.ready.done():
                 handle.ready.set_result(None)
             self.log.info("agent ready", agent=handle.name, pid=handle.pid)
+            self._lifecycle("ready", handle, pid=handle.pid)
         elif kind == "status":
             if handle.status in (ProcessStatus.IDLE, ProcessStatus.PROCESSING):
                 reported = str(message.payload.get("status", "idle"))
@@ -265,6 +276,17 @@ class Supervisor:
                 restart_in_seconds=delay,
                 boot_error=handle.boot_error,
             )
+        self._lifecycle(
+            "exited",
+            handle,
+            expected=expected,
+            consecutiveCrashes=handle.consecutive_crashes,
+            **info.to_json(),
+        )
+        if handle.status is ProcessStatus.CRASH_LOOP_BACK_OFF:
+            self._lifecycle(
+                "backoff", handle, delaySeconds=round(handle.next_start_at - self._clock(), 3)
+            )
         if handle.ready is not None and not handle.ready.done():
             error = (
                 AgentUnavailable(f"agent {handle.name!r} cannot boot: {handle.boot_error}")
@@ -292,6 +314,7 @@ class Supervisor:
             if handle.wanted and down and now >= handle.next_start_at:
                 handle.restarts += 1
                 self.log.info("restarting agent", agent=handle.name, restarts=handle.restarts)
+                self._lifecycle("restarting", handle, restarts=handle.restarts)
                 await self._start(handle)
 
     def next_due(self) -> float | None:

@@ -213,3 +213,43 @@ def test_the_interactive_prompt_answers_and_stops_on_eof(tmp_path: Path) -> None
         except (ProcessLookupError, ChildProcessError):
             pass
         os.close(fd)
+
+
+def test_logs_follow_one_trace_across_agents(tmp_path: Path) -> None:
+    """Runtime events: one traceId across the handoff, spans linked caller tool → callee turn."""
+    shutil.copy(ROOT / "goondan.yaml.example", tmp_path / "goondan.yaml")
+    done = run_cli(
+        "run", "goondan.yaml", "--input", "write notes.txt hello", "--json", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    trace = json.loads(done.stdout)["traceId"]
+    logs = run_cli("logs", "goondan.yaml", "--trace", trace, "--json", cwd=tmp_path)
+    assert logs.returncode == 0, logs.stderr
+    events = [json.loads(line) for line in logs.stdout.splitlines()]
+    assert {e["traceId"] for e in events} == {trace}
+    assert {e["agentName"] for e in events} == {"coordinator", "worker"}
+    kinds = [(e["agentName"], e["type"]) for e in events]
+    assert kinds[:3] == [
+        ("coordinator", "turn.started"),
+        ("coordinator", "step.started"),
+        ("coordinator", "tool.called"),
+    ]
+    assert kinds[-1] == ("coordinator", "turn.completed")
+    spans = {e["spanId"]: e for e in events}
+    delegate_call = next(
+        e for e in events if e["type"] == "tool.called" and e["agentName"] == "coordinator"
+    )
+    worker_turn = next(
+        e for e in events if e["type"] == "turn.started" and e["agentName"] == "worker"
+    )
+    assert worker_turn["parentSpanId"] == delegate_call["spanId"]
+    for event in events:
+        if event["type"].startswith("step."):
+            assert spans[event["parentSpanId"]]["type"].startswith("turn.")
+        if event["type"].startswith("tool."):
+            assert spans[event["parentSpanId"]]["type"].startswith("step.")
+    worker_only = run_cli("logs", "goondan.yaml", "--agent", "worker", "--json", cwd=tmp_path)
+    assert {json.loads(line)["agentName"] for line in worker_only.stdout.splitlines()} == {"worker"}
+    lifecycle = run_cli("logs", "goondan.yaml", "--since", "1h", cwd=tmp_path)
+    assert "process.spawned" in lifecycle.stdout
+    assert "process.exited" in lifecycle.stdout

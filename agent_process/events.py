@@ -1,0 +1,75 @@
+"""Runtime events with trace context: what an agent reports about its Turns, Steps and tools.
+
+Nine types, dot-notation (upstream §5.9): ``turn.started|completed|failed``,
+``step.started|completed|failed``, ``tool.called|completed|failed``. Every event carries
+``agentName``, ``instanceKey``, ``traceId``, ``spanId`` and ``parentSpanId`` (none for a Turn
+that starts a trace; a delegated Turn's parent is the caller's tool span, so one trace id links
+the whole causal chain across agents). Step spans hang under their Turn, tool spans under their
+Step. Tool arguments and outputs are cut to :data:`MAX_FIELD_CHARS` characters.
+
+The sink contract: ``emit`` never blocks and never raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import secrets
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+MAX_FIELD_CHARS = 2000
+
+EventSink = Callable[[dict[str, Any]], None]
+
+current_span: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "goondan_span", default=None
+)
+"""The innermost span of the running code (the tool span inside a tool call)."""
+
+
+def new_span_id() -> str:
+    """16 hex characters (8 random bytes)."""
+    return secrets.token_hex(8)
+
+
+def capped(value: Any) -> Any:
+    """``value`` as JSON, or its first :data:`MAX_FIELD_CHARS` characters as text."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= MAX_FIELD_CHARS:
+        return value
+    return text[:MAX_FIELD_CHARS] + f"... ({len(text)} chars)"
+
+
+class EventRecorder:
+    """Stamps events with time, agent, instance and trace context, and hands them to a sink."""
+
+    def __init__(
+        self, sink: EventSink | None, *, agent_name: str, instance_key: str, trace_id: str
+    ) -> None:
+        self._sink = sink
+        self.agent_name = agent_name
+        self.instance_key = instance_key
+        self.trace_id = trace_id
+
+    def emit(
+        self, event_type: str, span_id: str, parent_span_id: str | None, **fields: Any
+    ) -> None:
+        """Record one event; a failing sink is ignored (events must never break a Turn)."""
+        if self._sink is None:
+            return
+        event: dict[str, Any] = {
+            "type": event_type,
+            "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "agentName": self.agent_name,
+            "instanceKey": self.instance_key,
+            "traceId": self.trace_id,
+            "spanId": span_id,
+        }
+        if parent_span_id:
+            event["parentSpanId"] = parent_span_id
+        event.update(fields)
+        with contextlib.suppress(Exception):
+            self._sink(event)

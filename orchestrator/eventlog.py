@@ -1,0 +1,121 @@
+"""The runtime event log: one JSON event per line in ``<state>/runtime-events.jsonl``.
+
+The Orchestrator is its only writer: agents send their Turn/Step/tool events over IPC, and the
+supervisor adds process lifecycle events (``process.spawned|ready|exited|restarting|backoff``),
+so one file, in arrival order, holds the whole causal chain of a trace across agents.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
+
+FILE_NAME = "runtime-events.jsonl"
+
+
+class EventLog:
+    """Appends events, one line each, flushed as written."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / FILE_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def append(self, event: dict[str, Any]) -> None:
+        """Write one event (a failure to write is never fatal to routing)."""
+        if self._file is None:
+            return
+        try:
+            self._file.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+            self._file.flush()
+        except (OSError, ValueError):
+            pass
+
+    def lifecycle(self, kind: str, agent: str, **fields: Any) -> None:
+        """A process lifecycle event."""
+        self.append(
+            {
+                "type": f"process.{kind}",
+                "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                "agentName": agent,
+                **fields,
+            }
+        )
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """``10m``, ``2h``, ``1d``, ``30s`` ago, or an ISO 8601 timestamp."""
+    now = now or datetime.now(UTC)
+    match = _DURATION.match(text.strip())
+    if match:
+        amount = float(match.group(1))
+        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
+        return now - timedelta(**{unit: amount})
+    moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def matches(
+    event: dict[str, Any], *, agent: str | None, trace: str | None, since: datetime | None
+) -> bool:
+    """Whether ``event`` passes the filters."""
+    if agent is not None and event.get("agentName") != agent:
+        return False
+    if trace is not None and event.get("traceId") != trace:
+        return False
+    if since is not None:
+        stamp = event.get("timestamp")
+        try:
+            if (
+                not isinstance(stamp, str)
+                or datetime.fromisoformat(stamp.replace("Z", "+00:00")) < since
+            ):
+                return False
+        except ValueError:
+            return False
+    return True
+
+
+def read_events(path: Path, offset: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(offset after the line, event)`` for each complete, parsable line from ``offset``."""
+    try:
+        with open(path, "rb") as source:
+            source.seek(offset)
+            for raw in source:
+                if not raw.endswith(b"\n"):
+                    return  # a line still being written
+                offset += len(raw)
+                try:
+                    event = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    yield offset, event
+    except FileNotFoundError:
+        return
+
+
+def format_event(event: dict[str, Any]) -> str:
+    """One readable line: time, agent/instance, type, trace, and the interesting fields."""
+    skip = {"timestamp", "type", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId"}
+    extras = " ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False)[:120]}" for k, v in event.items() if k not in skip
+    )
+    who = str(event.get("agentName", "?"))
+    if event.get("instanceKey"):
+        who += f"@{event['instanceKey']}"
+    trace = f" trace={str(event['traceId'])[:12]}" if event.get("traceId") else ""
+    return f"{event.get('timestamp', '')} {who:<24} {event.get('type', ''):<16}{trace} {extras}".rstrip()
