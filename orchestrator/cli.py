@@ -65,6 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace) -> int:
     from ipc import IpcError
+    from orchestrator.control import DaemonAlreadyRunning
     from orchestrator.daemon import Orchestrator
 
     try:
@@ -81,6 +82,9 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         try:
             await orchestrator.start()
+        except DaemonAlreadyRunning as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         except (IpcError, TimeoutError) as exc:
             print(f"error: the entry agent could not start: {exc}", file=sys.stderr)
             return 1
@@ -155,6 +159,89 @@ async def _interactive(orchestrator: Any, args: argparse.Namespace) -> None:
             print(f"error: {error.get('message')} ({error.get('code')})")
 
 
+def _state_dir(args: argparse.Namespace) -> Path:
+    from orchestrator.daemon import default_state_dir
+
+    return Path(args.state_dir) if args.state_dir else default_state_dir(Path(args.config))
+
+
+def _ask_daemon(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any] | None:
+    from orchestrator.control import NoDaemon, control_request
+
+    try:
+        return control_request(_state_dir(args), request)
+    except NoDaemon as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """One row per agent of the running daemon; exit 1 when none runs."""
+    answer = _ask_daemon(args, {"cmd": "status"})
+    if answer is None:
+        return 1
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return 0
+    print(f"swarm {answer.get('swarm')} (orchestrator pid {answer.get('pid')})")
+    header = f"{'AGENT':<20} {'PID':>7} {'STATUS':<17} {'INST':>4} {'RESTARTS':>8} {'CRASHES':>7} {'UPTIME':>9} {'PENDING':>7}  LAST EXIT"
+    print(header)
+    for row in answer.get("agents", []):
+        uptime = f"{row['uptimeSeconds']:.0f}s" if row.get("uptimeSeconds") is not None else "-"
+        last = (row.get("lastExit") or {}).get("reason") or "-"
+        print(
+            f"{row['agent']:<20} {row.get('pid') or '-':>7} {row['status']:<17} {len(row.get('instances', [])):>4} "
+            f"{row['restarts']:>8} {row['crashes']:>7} {uptime:>9} {row.get('pendingDelegates', 0):>7}  {last}"
+        )
+    return 0
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    """Deliver text to an agent of the running daemon and print its answer."""
+    answer = _ask_daemon(
+        args,
+        {
+            "cmd": "send",
+            "agent": args.agent,
+            "text": args.text,
+            "instance": args.instance,
+            "wait": not args.no_wait,
+        },
+    )
+    if answer is None:
+        return 1
+    if args.json:
+        print(json.dumps(answer))
+    elif "answer" in answer:
+        result = answer["answer"]
+        if result.get("status") == "ok":
+            print(result.get("output", ""))
+        else:
+            error = result.get("error") or {}
+            print(f"error: {error.get('message')} ({error.get('code')})", file=sys.stderr)
+    elif not answer.get("ok"):
+        print(f"error: {answer.get('error')}", file=sys.stderr)
+    return 0 if answer.get("ok") else 1
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    """Gracefully restart one agent (or --all); conversations survive."""
+    if not args.all and not args.agent:
+        print("error: name an agent, or pass --all", file=sys.stderr)
+        return 2
+    answer = _ask_daemon(args, {"cmd": "restart", "agent": None if args.all else args.agent})
+    if answer is None:
+        return 1
+    if args.json:
+        print(json.dumps(answer))
+    elif answer.get("ok"):
+        for row in answer.get("restarted", []):
+            print(f"{row['agent']}: restarted (pid {row['pid']})")
+    else:
+        print(f"error: {answer.get('error')}", file=sys.stderr)
+    return 0 if answer.get("ok") else 1
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print the runtime event log, filtered; ``--follow`` keeps printing new events."""
     from orchestrator.daemon import default_state_dir
@@ -220,6 +307,33 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the answer as JSON")
     run.add_argument("--log-level", help="debug, info, warning, error (default: info)")
     run.set_defaults(run=cmd_run)
+
+    def daemon_options(command: argparse.ArgumentParser) -> None:
+        command.add_argument(
+            "-c", "--config", default="goondan.yaml", help="goondan.yaml (locates the state)"
+        )
+        command.add_argument(
+            "--state-dir", help="state directory (default: .goondan/ beside the file)"
+        )
+        command.add_argument("--json", action="store_true", help="print JSON")
+
+    status = commands.add_parser("status", help="show every agent of the running daemon")
+    daemon_options(status)
+    status.set_defaults(run=cmd_status)
+
+    send = commands.add_parser("send", help="deliver text to an agent of the running daemon")
+    send.add_argument("agent", help="target agent")
+    send.add_argument("text", help="the input")
+    send.add_argument("--instance", default="default", help="instance key (default: default)")
+    send.add_argument("--no-wait", action="store_true", help="return once accepted")
+    daemon_options(send)
+    send.set_defaults(run=cmd_send)
+
+    restart = commands.add_parser("restart", help="gracefully restart an agent (or --all)")
+    restart.add_argument("agent", nargs="?", help="agent to restart")
+    restart.add_argument("--all", action="store_true", help="restart every agent")
+    daemon_options(restart)
+    restart.set_defaults(run=cmd_restart)
 
     logs = commands.add_parser(
         "logs", help="show the runtime event log (Turns, Steps, tools, processes)"

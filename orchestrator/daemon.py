@@ -14,6 +14,7 @@ import structlog
 
 from bundle import Bundle, load_bundle
 from ipc import EventMessage, IpcMessage
+from orchestrator.control import ControlServer, socket_path
 from orchestrator.eventlog import EventLog
 from orchestrator.router import Router
 from orchestrator.status import ExitInfo
@@ -60,6 +61,8 @@ class Orchestrator:
             on_lifecycle=self.events.lifecycle,
         )
         self.router = Router(self.supervisor, default_timeout_ms=timeout_ms)
+        self.control = ControlServer(self, socket_path(self.state_dir))
+        self._kept: set[asyncio.Task[Any]] = set()
         self.log = structlog.get_logger("goondan.orchestrator").bind(swarm=self.swarm.name)
         self._stopped = asyncio.Event()
         self._run_task: asyncio.Task[None] | None = None
@@ -77,8 +80,10 @@ class Orchestrator:
         self.router.on_agent_exit(name)
 
     async def start(self) -> None:
-        """Start supervising, and the entry agent (the others start on first use)."""
+        """Open the control socket, start supervising and the entry agent (the others start
+        on first use). Raises ``DaemonAlreadyRunning`` if another daemon owns the state."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        await self.control.start()
         gc.freeze()  # keep the loaded bundle out of the collector's way
         self._run_task = asyncio.ensure_future(self.supervisor.run())
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
@@ -89,6 +94,25 @@ class Orchestrator:
     ) -> dict[str, Any]:
         """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer."""
         return await self.router.request(agent or self.entry_agent, text, instance_key=instance_key)
+
+    def status(self) -> list[dict[str, Any]]:
+        """One row per agent: process state, instances on disk, pending delegates."""
+        rows = self.supervisor.status()
+        for row in rows:
+            name = row["agent"]
+            instances = self.state_dir / "agents" / name / "instances"
+            row["instances"] = (
+                sorted(p.name for p in instances.iterdir()) if instances.is_dir() else []
+            )
+            row["pendingDelegates"] = sum(
+                1 for p in self.router.pending.values() if p.target == name
+            )
+        return rows
+
+    def keep(self, task: asyncio.Task[Any]) -> None:
+        """Own a background task until it finishes."""
+        self._kept.add(task)
+        task.add_done_callback(self._kept.discard)
 
     def install_signal_handlers(self, on_signal: Callable[[int], None] | None = None) -> None:
         """SIGINT/SIGTERM start a graceful stop; a second one forces it (STYLE 2)."""
@@ -117,6 +141,7 @@ class Orchestrator:
     async def shutdown(self) -> None:
         """Let running Turns finish and answer (within the grace period), stop every agent,
         then fail whatever is still pending."""
+        await self.control.close()
         await self.supervisor.shutdown(self.grace)
         await self.router.close()
         if self._run_task is not None:

@@ -1,0 +1,174 @@
+"""The control socket: how operators talk to a running daemon.
+
+A Unix domain socket ``<state>/control.sock``, created with mode 0600 (only the owner may
+connect) and removed on exit. One JSON request per line, one JSON answer per line:
+
+``{"cmd": "status"}``                                   → ``{"ok": true, "agents": [...]}``
+``{"cmd": "send", "agent", "text", "instance", "wait"}`` → ``{"ok": true, "answer": {...}}``
+``{"cmd": "restart", "agent": NAME | null}``            → ``{"ok": true, "restarted": [...]}``
+
+A socket left by a killed daemon is detected (nothing answers) and replaced; a live one makes
+a second daemon refuse to start instead of fighting the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+if TYPE_CHECKING:
+    from orchestrator.daemon import Orchestrator
+
+SOCKET_NAME = "control.sock"
+MAX_REQUEST_BYTES = 1024 * 1024
+
+
+class DaemonAlreadyRunning(RuntimeError):
+    """Another daemon serves this state directory."""
+
+
+class NoDaemon(RuntimeError):
+    """No daemon answers on this state directory."""
+
+
+def socket_path(state_dir: Path) -> Path:
+    """Where the control socket of ``state_dir`` lives."""
+    return state_dir / SOCKET_NAME
+
+
+def _alive(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+class ControlServer:
+    """Serves control requests for one Orchestrator."""
+
+    def __init__(self, orchestrator: Orchestrator, path: Path) -> None:
+        self.orchestrator = orchestrator
+        self.path = path
+        self._server: asyncio.AbstractServer | None = None
+        self._owned = False
+        self.log = structlog.get_logger("goondan.control")
+
+    async def start(self) -> None:
+        """Bind the socket (0600); refuse if a live daemon owns it, replace it if stale."""
+        if self.path.exists() or self.path.is_symlink():
+            if _alive(self.path):
+                raise DaemonAlreadyRunning(
+                    f"a daemon is already running for {self.path.parent} (socket {self.path}); "
+                    "stop it first, or use another --state-dir"
+                )
+            self.log.warning("replacing a stale control socket", path=str(self.path))
+            self.path.unlink()
+        previous = os.umask(0o177)  # the socket is born 0600: no window where others may connect
+        try:
+            self._server = await asyncio.start_unix_server(
+                self._serve, path=str(self.path), limit=MAX_REQUEST_BYTES
+            )
+        finally:
+            os.umask(previous)
+        os.chmod(self.path, 0o600)
+        self._owned = True
+
+    async def close(self) -> None:
+        """Stop serving and remove the socket (only ours: never a live daemon's)."""
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+            self._server = None
+        if self._owned:
+            self._owned = False
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                try:
+                    request = json.loads(line)
+                    answer = await self.handle(request if isinstance(request, dict) else {})
+                except Exception as exc:  # a bad request never hurts the daemon
+                    answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+                writer.write(json.dumps(answer, default=str).encode() + b"\n")
+                await writer.drain()
+        except (ConnectionError, asyncio.LimitOverrunError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    async def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Answer one request."""
+        orchestrator = self.orchestrator
+        command = request.get("cmd")
+        if command == "status":
+            return {
+                "ok": True,
+                "swarm": orchestrator.swarm.name,
+                "pid": os.getpid(),
+                "agents": orchestrator.status(),
+            }
+        if command == "send":
+            agent = str(request.get("agent") or orchestrator.entry_agent)
+            text = str(request.get("text", ""))
+            instance = str(request.get("instance") or "default")
+            if agent not in orchestrator.supervisor.handles:
+                return {"ok": False, "error": f"unknown agent {agent!r}"}
+            if request.get("wait", True):
+                answer = await orchestrator.request(text, agent=agent, instance_key=instance)
+                return {"ok": answer.get("status") == "ok", "answer": answer}
+            task = asyncio.ensure_future(
+                orchestrator.request(text, agent=agent, instance_key=instance)
+            )
+            orchestrator.keep(task)
+            return {"ok": True, "accepted": True}
+        if command == "restart":
+            names = (
+                [request["agent"]]
+                if request.get("agent")
+                else list(orchestrator.supervisor.handles)
+            )
+            unknown = [n for n in names if n not in orchestrator.supervisor.handles]
+            if unknown:
+                return {"ok": False, "error": f"unknown agent {unknown[0]!r}"}
+            restarted = []
+            for name in names:
+                handle = await orchestrator.supervisor.restart_agent(name, orchestrator.grace)
+                restarted.append({"agent": name, "pid": handle.pid})
+            return {"ok": True, "restarted": restarted}
+        return {"ok": False, "error": f"unknown command {command!r}"}
+
+
+def control_request(
+    state_dir: Path, request: dict[str, Any], timeout: float = 120.0
+) -> dict[str, Any]:
+    """Send one request to the daemon of ``state_dir`` and return its answer."""
+    path = socket_path(state_dir)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(timeout)
+        try:
+            client.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise NoDaemon(f"no daemon is running for {state_dir} (no answer on {path})") from exc
+        client.sendall(json.dumps(request).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = client.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    answer = json.loads(data)
+    return answer if isinstance(answer, dict) else {"ok": False, "error": "malformed answer"}

@@ -1,0 +1,117 @@
+"""The control socket of a real daemon: status, send, restart, one daemon per state, stale sockets."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_cli import Daemon, run_cli
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    running = Daemon(tmp_path)
+    running.wait_for("agent ready")
+    yield running
+    running.stop()
+
+
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, cwd=tmp_path)
+
+
+def test_socket_is_owner_only(daemon: Daemon, tmp_path: Path) -> None:
+    path = tmp_path / ".goondan" / "control.sock"
+    assert stat.S_ISSOCK(path.stat().st_mode)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_status_send_and_restart(daemon: Daemon, tmp_path: Path) -> None:
+    status = json.loads(cli(tmp_path, "status", "--json").stdout)
+    rows = {row["agent"]: row for row in status["agents"]}
+    assert rows["alpha"]["status"] == "idle"
+    assert rows["beta"]["status"] == "terminated"  # not started until first use
+
+    sent = cli(tmp_path, "send", "beta", "hello there")
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.strip() == "beta got: hello there"
+    beta_pid = json.loads(cli(tmp_path, "status", "--json").stdout)["agents"][1]["pid"]
+
+    restarted = cli(tmp_path, "restart", "beta", "--json")
+    assert restarted.returncode == 0, restarted.stderr
+    new_pid = json.loads(restarted.stdout)["restarted"][0]["pid"]
+    assert new_pid != beta_pid
+    # the conversation survives the restart: the earlier user message is still on disk
+    conversation = (
+        tmp_path
+        / ".goondan"
+        / "agents"
+        / "beta"
+        / "instances"
+        / "default"
+        / "conversation"
+        / "base.jsonl"
+    )
+    assert "hello there" in conversation.read_text()
+    assert cli(tmp_path, "send", "beta", "again").stdout.strip() == "beta got: again"
+
+    text = cli(tmp_path, "status").stdout
+    assert "alpha" in text
+    assert "idle" in text
+
+
+def test_a_second_daemon_on_the_same_state_is_refused(daemon: Daemon, tmp_path: Path) -> None:
+    second = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", "goondan.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert second.returncode == 1
+    assert "already running" in second.stderr
+    assert cli(tmp_path, "status").returncode == 0  # the first one is unharmed
+
+
+def test_a_stale_socket_is_replaced(tmp_path: Path) -> None:
+    state = tmp_path / ".goondan"
+    state.mkdir()
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(state / "control.sock"))
+    stale.close()  # a socket file nobody listens on, as a SIGKILLed daemon leaves behind
+    running = Daemon(tmp_path)
+    try:
+        running.wait_for("agent ready")
+        assert cli(tmp_path, "status").returncode == 0
+    finally:
+        running.stop()
+
+
+def test_status_without_a_daemon_exits_non_zero(tmp_path: Path) -> None:
+    done = cli(tmp_path, "status")
+    assert done.returncode == 1
+    assert "no daemon is running" in done.stderr
+
+
+def test_the_socket_is_removed_on_exit(tmp_path: Path) -> None:
+    import signal
+
+    running = Daemon(tmp_path)
+    running.wait_for("agent ready")
+    running.process.send_signal(signal.SIGTERM)
+    assert running.process.wait(timeout=30) == 0
+    running.stop()
+    assert not (tmp_path / ".goondan" / "control.sock").exists()
+    assert os.path.isdir(tmp_path / ".goondan")
