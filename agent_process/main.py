@@ -235,23 +235,31 @@ class AgentProcess:
                     status=result.status,
                 )
             )
-            if correlation_id is None:
-                return
-            payload_out: dict[str, Any] = {
-                "status": result.status,
-                "output": result.text,
-                "turn": result.to_json(),
-            }
-            if result.error is not None:
-                error = TurnFailed(result.error.message, details={"turnCode": result.error.code})
-                payload_out["error"] = {**error.to_dict(), "code": result.error.code}
-            self._send_quietly(
-                DelegateResultMessage(
-                    sender=self.name, to=sender, correlation_id=correlation_id, payload=payload_out
+            if correlation_id is not None:
+                self._reply(sender, correlation_id, result)
+            if result.restart_reason is not None:
+                # After the answer is out: the restart must not cost the caller its result.
+                self.log.info("restart requested by a tool", reason=result.restart_reason)
+                self._send_quietly(
+                    event(self.name, ORCHESTRATOR, "restart_request", reason=result.restart_reason)
                 )
-            )
 
         future.add_done_callback(finished)
+
+    def _reply(self, sender: str, correlation_id: str, result: TurnResult) -> None:
+        payload: dict[str, Any] = {
+            "status": result.status,
+            "output": result.text,
+            "turn": result.to_json(),
+        }
+        if result.error is not None:
+            error = TurnFailed(result.error.message, details={"turnCode": result.error.code})
+            payload["error"] = {**error.to_dict(), "code": result.error.code}
+        self._send_quietly(
+            DelegateResultMessage(
+                sender=self.name, to=sender, correlation_id=correlation_id, payload=payload
+            )
+        )
 
     def _answer(self, sender: str, correlation_id: str | None, error: IpcError) -> None:
         if correlation_id is None:

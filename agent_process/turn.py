@@ -79,6 +79,8 @@ class TurnResult:
     duration_ms: float
     error: TurnError | None = None
     usage: TokenUsage = field(default_factory=TokenUsage)
+    restart_reason: str | None = None
+    """Set when a tool asked for a restart of this agent (``restartRequested: true``)."""
 
     def to_json(self) -> JsonObject:
         """The wire form (a ``delegate_result`` payload carries it)."""
@@ -286,6 +288,7 @@ class TurnRunner:
     ) -> TurnResult:
         usage = TokenUsage()
         last_text = ""
+        restart: str | None = None
         for step_index in range(self.max_steps):
             if self._inbox is not None:
                 for message in self._inbox(instance_key):
@@ -337,6 +340,7 @@ class TurnRunner:
                 )
             if step.text:
                 last_text = step.text
+            restart = restart or _restart_reason(step)
             if not step.should_continue:
                 return TurnResult(
                     turn_id=turn_id,
@@ -347,6 +351,7 @@ class TurnRunner:
                     step_count=step_index + 1,
                     duration_ms=(time.perf_counter() - started) * 1000,
                     usage=usage,
+                    restart_reason=restart,
                 )
         notice = f"Turn stopped: reached maxStepsPerTurn ({self.max_steps}) without a final answer."
         return TurnResult(
@@ -359,6 +364,7 @@ class TurnRunner:
             duration_ms=(time.perf_counter() - started) * 1000,
             error=TurnError(code="E_MAX_STEPS", message=notice),
             usage=usage,
+            restart_reason=restart,
         )
 
     def _failure(
@@ -402,6 +408,18 @@ class TurnRunner:
                 store.append(message)
         else:
             store.append(system)
+
+
+def _restart_reason(step: StepResult) -> str | None:
+    """The reason of the first ok tool output that asks for a restart (upstream §5.10)."""
+    for result in step.tool_results:
+        output = result.output
+        if result.status == "ok" and isinstance(output, dict) and any(
+            output.get(flag) is True
+            for flag in ("restartRequested", "runtimeRestart", "__goondanRestart")
+        ):
+            return str(output.get("restartReason") or "tool:restart-signal")
+    return None
 
 
 def _system_message(prompt: str) -> Message:

@@ -74,6 +74,12 @@ class Orchestrator:
             if isinstance(runtime_event, dict):
                 self.events.append(runtime_event)
             return
+        if isinstance(message, EventMessage) and message.kind == "restart_request":
+            reason = str(message.payload.get("reason") or "tool:self-restart")
+            self.log.info("agent asked for a restart", agent=sender, reason=reason)
+            self.events.lifecycle("restart_requested", sender, reason=reason)
+            self.keep(asyncio.ensure_future(self.supervisor.restart_agent(sender, self.grace)))
+            return
         self.router.on_message(sender, message)
 
     def _on_exit(self, name: str, info: ExitInfo) -> None:

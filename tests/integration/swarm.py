@@ -77,6 +77,10 @@ spec:
         call: {{tool: fault__garbage}}
       - when: {{input: "^closepipe$"}}
         call: {{tool: fault__close_pipe}}
+      - when: {{input: "^restart yourself$"}}
+        call: {{tool: self-restart__request, args: {{reason: upgrade}}}}
+      - when: {{toolResult: self-restart__request}}
+        reply: "restarting soon"
       - when: {{input: "^ask (?P<target>\\\\S+) (?P<text>.+)$"}}
         call: {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}"}}}}
       - when: {{toolResult: agents__request, status: ok}}
@@ -107,6 +111,7 @@ spec:
   modelConfig: {{modelRef: Model/beta-brain}}
   tools:
     - {{ref: {{kind: Tool, name: agents, package: "@goondan/base"}}}}
+    - {{ref: {{kind: Tool, name: self-restart, package: "@goondan/base"}}}}
     - Tool/fault
 ---
 apiVersion: goondan.ai/v1

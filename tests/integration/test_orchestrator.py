@@ -200,3 +200,22 @@ async def test_a_child_whose_pipe_closes_is_treated_as_exited(swarm: Orchestrato
     async with asyncio.timeout(10):
         await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
     assert (await ask(swarm, "ask beta back?"))["output"] == "beta got: back?"
+
+
+async def test_self_restart_restarts_the_agent_after_its_turn(swarm: Orchestrator) -> None:
+    answer = await ask(swarm, "restart yourself", agent="beta")
+    assert answer["output"] == "restarting soon"  # the Turn finished and answered first
+    beta = swarm.supervisor.handles["beta"]
+    old_pid = beta.pid
+    async with asyncio.timeout(20):
+        await swarm.supervisor.wait_for_status(
+            "beta", ProcessStatus.DRAINING, ProcessStatus.TERMINATED, ProcessStatus.SPAWNING
+        )
+        await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
+    assert beta.pid != old_pid
+    assert beta.last_exit is not None
+    assert beta.last_exit.exitcode == 0
+    assert (await ask(swarm, "hello", agent="beta"))["output"] == "beta got: hello"
+    events = (swarm.state_dir / "runtime-events.jsonl").read_text()
+    assert '"process.restart_requested"' in events
+    assert '"reason": "upgrade"' in events
