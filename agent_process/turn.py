@@ -414,9 +414,13 @@ def _restart_reason(step: StepResult) -> str | None:
     """The reason of the first ok tool output that asks for a restart (upstream §5.10)."""
     for result in step.tool_results:
         output = result.output
-        if result.status == "ok" and isinstance(output, dict) and any(
-            output.get(flag) is True
-            for flag in ("restartRequested", "runtimeRestart", "__goondanRestart")
+        if (
+            result.status == "ok"
+            and isinstance(output, dict)
+            and any(
+                output.get(flag) is True
+                for flag in ("restartRequested", "runtimeRestart", "__goondanRestart")
+            )
         ):
             return str(output.get("restartReason") or "tool:restart-signal")
     return None
