@@ -90,6 +90,10 @@ async def _run(args: argparse.Namespace) -> int:
             return 1
         if args.input is not None:
             return await _one_request(orchestrator, args)
+        if args.watch:
+            from orchestrator.watch import Watcher
+
+            orchestrator.keep(asyncio.ensure_future(Watcher(orchestrator).run()))
         if sys.stdin is not None and sys.stdin.isatty():
             await _interactive(orchestrator, args)
         else:
@@ -305,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
     run.add_argument("--swarm", help="which Swarm to run (default: `default`, or the only one)")
     run.add_argument("--json", action="store_true", help="print the answer as JSON")
+    run.add_argument(
+        "--watch", action="store_true", help="apply edits of the configuration live (daemon mode)"
+    )
     run.add_argument("--log-level", help="debug, info, warning, error (default: info)")
     run.set_defaults(run=cmd_run)
 

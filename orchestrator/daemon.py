@@ -18,7 +18,7 @@ from orchestrator.control import ControlServer, socket_path
 from orchestrator.eventlog import EventLog
 from orchestrator.router import Router
 from orchestrator.status import ExitInfo
-from orchestrator.supervisor import Supervisor
+from orchestrator.supervisor import AgentHandle, Supervisor
 from orchestrator.transport import MultiprocessingTransport, Transport
 
 
@@ -41,15 +41,10 @@ class Orchestrator:
         self.bundle_path = bundle_path
         self.state_dir = (state_dir or default_state_dir(bundle_path)).resolve()
         self.bundle: Bundle = load_bundle(bundle_path, check_handlers=False)
+        self.swarm_name = swarm
         self.swarm = self.bundle.swarm(swarm)
         self.entry_agent: str = self.swarm.spec.entry_agent.name
-        agents = [a.name for a in self.bundle.swarm_agents(self.swarm)]
-        plans = {
-            name: self.bundle.agent_plan(name, self.state_dir, self.swarm.name).model_dump(
-                mode="json"
-            )
-            for name in agents
-        }
+        plans = self.build_plans(self.bundle)
         self.grace: float = float(self.swarm.spec.policy.shutdown.grace_period_seconds)
         timeout_ms = int(self.swarm.spec.policy.request_timeout_seconds * 1000)
         self.events = EventLog(self.state_dir)
@@ -101,6 +96,35 @@ class Orchestrator:
         """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer."""
         return await self.router.request(agent or self.entry_agent, text, instance_key=instance_key)
 
+    def build_plans(self, bundle: Bundle) -> dict[str, dict[str, Any]]:
+        """The plan of every agent of the swarm, as the JSON its process receives."""
+        swarm = bundle.swarm(self.swarm_name)
+        return {
+            agent.name: bundle.agent_plan(agent.name, self.state_dir, swarm.name).model_dump(
+                mode="json"
+            )
+            for agent in bundle.swarm_agents(swarm)
+        }
+
+    async def apply_plans(self, plans: dict[str, dict[str, Any]]) -> list[str]:
+        """Adopt new plans: restart the running agents whose plan changed, add new agents,
+        stop removed ones. Returns the restarted agents' names."""
+        supervisor = self.supervisor
+        restarted = []
+        for name, plan in plans.items():
+            handle = supervisor.handles.get(name)
+            if handle is None:
+                supervisor.handles[name] = AgentHandle(name, plan)
+            elif handle.plan != plan:
+                handle.plan = plan
+                if handle.worker is not None:
+                    await supervisor.restart_agent(name, self.grace)
+                    restarted.append(name)
+        for name in [n for n in supervisor.handles if n not in plans]:
+            await supervisor.stop_agent(name, self.grace, "config_change")
+            del supervisor.handles[name]
+        return restarted
+
     def status(self) -> list[dict[str, Any]]:
         """One row per agent: process state, instances on disk, pending delegates."""
         rows = self.supervisor.status()
@@ -148,6 +172,8 @@ class Orchestrator:
         """Let running Turns finish and answer (within the grace period), stop every agent,
         then fail whatever is still pending."""
         await self.control.close()
+        for task in list(self._kept):
+            task.cancel()
         await self.supervisor.shutdown(self.grace)
         await self.router.close()
         if self._run_task is not None:

@@ -1,0 +1,121 @@
+"""``run --watch``: apply edits of goondan.yaml (and of tool, extension and prompt files) live.
+
+On a change, the new configuration is validated first, in a fresh interpreter (so edited tool
+modules are really re-imported, and a broken one cannot disturb the daemon). If it is invalid,
+the errors are logged and the swarm keeps running on the old configuration. If it is valid,
+each agent's plan is rebuilt, and only the agents whose plan changed are restarted gracefully
+(their conversations survive). Agents added to the Swarm become available; removed ones stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from bundle import Bundle, BundleError, load_bundle
+
+if TYPE_CHECKING:
+    from orchestrator.daemon import Orchestrator
+
+
+def watched_files(bundle: Bundle) -> set[Path]:
+    """goondan.yaml and every local file it points at (entries, prompt files)."""
+    files = {bundle.path}
+    for resource in bundle.resources:
+        if resource.package is not None:
+            continue
+        entry = getattr(resource.spec, "entry", None)
+        if isinstance(entry, str):
+            files.add((resource.base_dir / entry).resolve())
+        prompt = getattr(resource.spec, "prompt", None)
+        system_ref = getattr(prompt, "system_ref", None)
+        if isinstance(system_ref, str):
+            files.add((resource.base_dir / system_ref).resolve())
+    return files
+
+
+def _snapshot(files: set[Path]) -> dict[Path, tuple[int, int] | None]:
+    out: dict[Path, tuple[int, int] | None] = {}
+    for path in files:
+        try:
+            stat = path.stat()
+            out[path] = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            out[path] = None
+    return out
+
+
+class Watcher:
+    """Polls the configuration's files and applies valid changes."""
+
+    def __init__(self, orchestrator: Orchestrator, interval: float = 1.0) -> None:
+        self.orchestrator = orchestrator
+        self.interval = interval
+        self.outcomes: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        """One entry per change seen: ``{"valid": bool, "restarted": [...], "errors": [...]}``."""
+        self.log = structlog.get_logger("goondan.watch")
+        self._files = watched_files(orchestrator.bundle)
+        self._seen = _snapshot(self._files)
+
+    async def run(self) -> None:
+        """Check every ``interval`` seconds until cancelled."""
+        while True:
+            await asyncio.sleep(self.interval)
+            now = _snapshot(self._files)
+            if now != self._seen:
+                self._seen = now
+                outcome = await self.apply()
+                self.outcomes.put_nowait(outcome)
+
+    async def apply(self) -> dict[str, Any]:
+        """Validate the configuration on disk and restart the agents it changed."""
+        orchestrator = self.orchestrator
+        errors = await _validate(orchestrator.bundle_path)
+        if errors:
+            for error in errors:
+                self.log.error("configuration change rejected", issue=error)
+            orchestrator.events.lifecycle("config_rejected", "orchestrator", errors=errors)
+            return {"valid": False, "errors": errors, "restarted": []}
+        try:
+            bundle = load_bundle(orchestrator.bundle_path, check_handlers=False)
+            plans = orchestrator.build_plans(bundle)
+        except BundleError as exc:  # changed again between the two reads
+            return {"valid": False, "errors": [e.format() for e in exc.errors], "restarted": []}
+        orchestrator.bundle = bundle
+        self._files = watched_files(bundle)
+        self._seen = _snapshot(self._files)
+        restarted = await orchestrator.apply_plans(plans)
+        self.log.info("configuration change applied", restarted=restarted)
+        orchestrator.events.lifecycle("config_applied", "orchestrator", restarted=restarted)
+        return {"valid": True, "errors": [], "restarted": restarted}
+
+
+async def _validate(path: Path) -> list[str]:
+    """Every configuration error of ``path``, found by ``validate`` in a fresh interpreter."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "orchestrator",
+        "validate",
+        str(path),
+        "--json",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+    )
+    stdout, stderr = await process.communicate()
+    if process.returncode == 0:
+        return []
+    try:
+        report = json.loads(stdout)
+        return [
+            f"{e.get('file')}:{e.get('line')}: {e.get('resource')}: {e.get('field')}: {e.get('message')} ({e.get('code')})"
+            for e in report.get("errors", [])
+        ]
+    except ValueError:
+        return [stderr.decode(errors="replace").strip() or "validation failed"]
