@@ -106,6 +106,18 @@ class InstanceManager:
             self._write_metadata(instance, "idle")
         return instance
 
+    def forget(self, key: str) -> bool:
+        """Drop an idle instance from memory (its files are the caller's to remove)."""
+        instance = self._instances.get(key)
+        if instance is None:
+            return True
+        if instance.busy or not instance.queue.empty():
+            return False
+        if instance.worker is not None:
+            instance.worker.cancel()
+        del self._instances[key]
+        return True
+
     def keys(self) -> list[str]:
         """Keys of the instances loaded in this process."""
         return list(self._instances)

@@ -188,6 +188,10 @@ class AgentProcess:
                 self.correlations.resolve(message.correlation_id, message.payload)
             elif kind == "prepare_instance":
                 self._prepare_instance(message.payload)
+            elif kind == "forget_instance" and self.instances is not None:
+                key = str(message.payload.get("instanceKey") or "default")
+                if not self.instances.forget(key):
+                    self.log.warning("instance busy; not forgotten", instance_key=key)
             else:
                 self.log.debug("ignored event", kind=kind)
         elif isinstance(message, ShutdownMessage) and not self.draining:

@@ -246,6 +246,45 @@ def cmd_restart(args: argparse.Namespace) -> int:
     return 0 if answer.get("ok") else 1
 
 
+def cmd_instances(args: argparse.Namespace) -> int:
+    """``instances [AGENT]`` lists conversation instances; ``instances delete AGENT KEY`` removes one."""
+    from orchestrator.control import NoDaemon, control_request, delete_instance_dir, list_instances
+
+    words = list(args.words)
+    state_dir = _state_dir(args)
+    if words and words[0] == "delete":
+        if len(words) != 3:
+            print("usage: instances delete AGENT KEY", file=sys.stderr)
+            return 2
+        _, agent, key = words
+        try:  # through the daemon, so a running agent forgets the instance too
+            answer = control_request(
+                state_dir, {"cmd": "delete_instance", "agent": agent, "instanceKey": key}
+            )
+        except NoDaemon:
+            answer = {"ok": True, "deleted": delete_instance_dir(state_dir, agent, key)}
+        if args.json:
+            print(json.dumps(answer))
+        elif not answer.get("ok"):
+            print(f"error: {answer.get('error')}", file=sys.stderr)
+        else:
+            print("deleted" if answer.get("deleted") else "not found")
+        return 0 if answer.get("ok") else 1
+    if len(words) > 1:
+        print("usage: instances [AGENT] | instances delete AGENT KEY", file=sys.stderr)
+        return 2
+    rows = list_instances(state_dir, words[0] if words else None)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'AGENT':<20} {'INSTANCE':<24} {'STATUS':<11} UPDATED")
+    for row in rows:
+        print(
+            f"{row.get('agentName', '?'):<20} {row.get('instanceKey', '?'):<24} {row.get('status', '?'):<11} {row.get('updatedAt', '')}"
+        )
+    return 0
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print the runtime event log, filtered; ``--follow`` keeps printing new events."""
     from orchestrator.daemon import default_state_dir
@@ -341,6 +380,13 @@ def build_parser() -> argparse.ArgumentParser:
     restart.add_argument("--all", action="store_true", help="restart every agent")
     daemon_options(restart)
     restart.set_defaults(run=cmd_restart)
+
+    instances = commands.add_parser(
+        "instances", help="list conversation instances, or `instances delete AGENT KEY`"
+    )
+    instances.add_argument("words", nargs="*", metavar="[AGENT] | delete AGENT KEY")
+    daemon_options(instances)
+    instances.set_defaults(run=cmd_instances)
 
     logs = commands.add_parser(
         "logs", help="show the runtime event log (Turns, Steps, tools, processes)"

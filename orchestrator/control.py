@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from ipc import ORCHESTRATOR, event
+from orchestrator.status import ProcessStatus
+
 if TYPE_CHECKING:
     from orchestrator.daemon import Orchestrator
 
@@ -149,7 +152,51 @@ class ControlServer:
                 handle = await orchestrator.supervisor.restart_agent(name, orchestrator.grace)
                 restarted.append({"agent": name, "pid": handle.pid})
             return {"ok": True, "restarted": restarted}
+        if command == "delete_instance":
+            return self._delete_instance(
+                str(request.get("agent", "")), str(request.get("instanceKey", ""))
+            )
         return {"ok": False, "error": f"unknown command {command!r}"}
+
+    def _delete_instance(self, agent: str, key: str) -> dict[str, Any]:
+        orchestrator = self.orchestrator
+        handle = orchestrator.supervisor.handles.get(agent)
+        if handle is None:
+            return {"ok": False, "error": f"unknown agent {agent!r}"}
+        if handle.worker is not None:
+            if handle.status is ProcessStatus.PROCESSING:
+                return {
+                    "ok": False,
+                    "error": f"agent {agent!r} is processing; retry when it is idle",
+                }
+            handle.worker.send(event(ORCHESTRATOR, agent, "forget_instance", instanceKey=key))
+        deleted = delete_instance_dir(orchestrator.state_dir, agent, key)
+        return {"ok": True, "deleted": deleted}
+
+
+def list_instances(state_dir: Path, agent: str | None = None) -> list[dict[str, Any]]:
+    """Every conversation instance on disk (from each instance's ``metadata.json``)."""
+    rows = []
+    for metadata in sorted((state_dir / "agents").glob("*/instances/*/metadata.json")):
+        try:
+            data = json.loads(metadata.read_text())
+        except (OSError, ValueError):
+            continue
+        if agent is None or data.get("agentName") == agent:
+            data["directory"] = str(metadata.parent)
+            rows.append(data)
+    return rows
+
+
+def delete_instance_dir(state_dir: Path, agent: str, key: str) -> bool:
+    """Remove the files of one instance; ``False`` when it does not exist."""
+    import shutil
+
+    for row in list_instances(state_dir, agent):
+        if row.get("instanceKey") == key:
+            shutil.rmtree(row["directory"], ignore_errors=True)
+            return True
+    return False
 
 
 def control_request(

@@ -115,3 +115,49 @@ def test_the_socket_is_removed_on_exit(tmp_path: Path) -> None:
     running.stop()
     assert not (tmp_path / ".goondan" / "control.sock").exists()
     assert os.path.isdir(tmp_path / ".goondan")
+
+
+def test_instances_list_and_delete(daemon: Daemon, tmp_path: Path) -> None:
+    assert cli(tmp_path, "send", "beta", "one", "--instance", "u/1").returncode == 0
+    assert cli(tmp_path, "send", "beta", "two").returncode == 0
+    rows = json.loads(cli(tmp_path, "instances", "beta", "--json").stdout)
+    assert sorted(r["instanceKey"] for r in rows) == ["default", "u/1"]
+    deleted = cli(tmp_path, "instances", "delete", "beta", "u/1")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.strip() == "deleted"
+    rows = json.loads(cli(tmp_path, "instances", "--json").stdout)
+    assert ("beta", "u/1") not in {(r["agentName"], r["instanceKey"]) for r in rows}
+    assert cli(tmp_path, "instances", "delete", "beta", "nope").stdout.strip() == "not found"
+    # the agent starts that conversation afresh
+    assert cli(tmp_path, "send", "beta", "three", "--instance", "u/1").returncode == 0
+    rows = json.loads(cli(tmp_path, "instances", "beta", "--json").stdout)
+    assert "u/1" in {r["instanceKey"] for r in rows}
+
+
+def wait_status(tmp_path: Path, agent: str, wanted: str, deadline: float = 20) -> dict[str, object]:
+    """Ask the daemon until ``agent`` is in ``wanted`` (each ask is a real status command)."""
+    import time
+
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        rows = {
+            r["agent"]: r for r in json.loads(cli(tmp_path, "status", "--json").stdout)["agents"]
+        }
+        if rows[agent]["status"] == wanted:
+            return rows[agent]
+    raise AssertionError(f"{agent} never became {wanted}")
+
+
+def test_status_follows_processing_crash_and_restart(daemon: Daemon, tmp_path: Path) -> None:
+    assert cli(tmp_path, "send", "beta", "hi").returncode == 0
+    assert cli(tmp_path, "send", "beta", "slow 3", "--no-wait").returncode == 0
+    busy = wait_status(tmp_path, "beta", "processing")
+    assert busy["pid"]
+    wait_status(tmp_path, "beta", "idle")
+    crashed = cli(tmp_path, "send", "beta", "crash")
+    assert crashed.returncode == 1
+    assert "AGENT_CRASHED" in crashed.stderr
+    row = wait_status(tmp_path, "beta", "idle")
+    assert row["crashes"] == 1
+    assert row["restarts"] >= 1
+    assert row["lastExit"] == {"exitCode": 1, "signal": None, "reason": "exit code 1"}
