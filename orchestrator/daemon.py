@@ -85,6 +85,7 @@ class Orchestrator:
         on first use). Raises ``DaemonAlreadyRunning`` if another daemon owns the state."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         await self.control.start()
+        self._report_unfolded()
         gc.freeze()  # keep the loaded bundle out of the collector's way
         self._run_task = asyncio.ensure_future(self.supervisor.run())
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
@@ -95,6 +96,24 @@ class Orchestrator:
     ) -> dict[str, Any]:
         """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer."""
         return await self.router.request(agent or self.entry_agent, text, instance_key=instance_key)
+
+    def _report_unfolded(self) -> None:
+        """After a crash: name the conversations with events not yet folded into their base.
+
+        They are not lost: each resumes from ``base + events`` when its agent next runs it.
+        """
+        for events in sorted(self.state_dir.glob("agents/*/instances/*/conversation/events.jsonl")):
+            try:
+                pending = events.stat().st_size > 0
+            except OSError:
+                continue
+            if pending:
+                agent = events.parents[3].name
+                instance = events.parents[1].name
+                self.log.warning(
+                    "resuming an interrupted conversation", agent=agent, instance=instance
+                )
+                self.events.lifecycle("resume_pending", agent, instance=instance)
 
     def build_plans(self, bundle: Bundle) -> dict[str, dict[str, Any]]:
         """The plan of every agent of the swarm, as the JSON its process receives."""

@@ -219,3 +219,29 @@ async def test_self_restart_restarts_the_agent_after_its_turn(swarm: Orchestrato
     events = (swarm.state_dir / "runtime-events.jsonl").read_text()
     assert '"process.restart_requested"' in events
     assert '"reason": "upgrade"' in events
+
+
+async def test_a_restart_after_a_crash_reports_and_resumes_unfolded_conversations(
+    tmp_path: Path,
+) -> None:
+    """Events written mid-Turn by a killed process are reported at start and resumed."""
+    from agent_process.conversation import ConversationStore
+    from tools_base import Message
+
+    conversation = tmp_path / "state" / "agents" / "beta" / "instances" / "default" / "conversation"
+    store = ConversationStore(conversation)
+    store.load()
+    store.append(Message(id="m-before-crash", role="user", content="written before the crash"))
+    assert (conversation / "events.jsonl").stat().st_size > 0  # never folded: the "crash"
+    orchestrator = Orchestrator(write_swarm(tmp_path), state_dir=tmp_path / "state")
+    async with asyncio.timeout(30):
+        await orchestrator.start()
+        try:
+            answer = await orchestrator.request("hello", agent="beta")
+        finally:
+            await orchestrator.shutdown()
+    assert answer["output"] == "beta got: hello"
+    events = (tmp_path / "state" / "runtime-events.jsonl").read_text()
+    assert '"process.resume_pending"' in events
+    contents = [m.content for m in ConversationStore(conversation).load()]
+    assert contents[:2] == ["written before the crash", "hello"]
