@@ -23,7 +23,15 @@ from agent_process.models.base import ModelError, TokenUsage
 from agent_process.step import StepResult, StepSettings, new_message_id, run_step, utc_now
 from agent_process.tools.executor import ToolCallScope
 from agent_process.tools.middleware import MiddlewareContext
-from tools_base import AgentToolRuntime, JsonObject, JsonValue, Message, MessageSource
+from tools_base import (
+    AgentToolRuntime,
+    JsonObject,
+    JsonValue,
+    Message,
+    MessageSource,
+    ToolCallResult,
+    ToolErrorInfo,
+)
 
 DEFAULT_MAX_STEPS_PER_TURN = 32
 
@@ -191,6 +199,7 @@ class TurnRunner:
         turn_span = new_span_id()
         recorder.emit("turn.started", turn_span, turn_input.parent_span_id, turnId=turn_id)
         self._ensure_system_prompt(store)
+        _close_interrupted_calls(store)
         store.append(
             Message(
                 id=new_message_id("msg"),
@@ -408,6 +417,39 @@ class TurnRunner:
                 store.append(message)
         else:
             store.append(system)
+
+
+def _close_interrupted_calls(store: ConversationStore) -> None:
+    """Answer tool calls a killed process never finished, so the conversation stays valid.
+
+    Providers refuse an assistant tool call without its result; after a crash between two tool
+    calls, the unfinished ones get an error result saying so (``E_TOOL_INTERRUPTED``).
+    """
+    answered = {m.source.tool_call_id for m in store.messages if m.role == "tool"}
+    for message in store.messages:
+        for call in message.tool_calls:
+            if call.id in answered:
+                continue
+            result = ToolCallResult(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                status="error",
+                error=ToolErrorInfo(
+                    message="The agent process stopped before this call finished; it may or may not have run.",
+                    name="ToolInterruptedError",
+                    code="E_TOOL_INTERRUPTED",
+                    suggestion="Check whether its effect happened before calling it again.",
+                ),
+            )
+            store.append(
+                Message(
+                    id=new_message_id("msg"),
+                    role="tool",
+                    tool_result=result.to_json(),
+                    created_at=utc_now(),
+                    source=MessageSource(type="tool", tool_call_id=call.id, tool_name=call.name),
+                )
+            )
 
 
 def _restart_reason(step: StepResult) -> str | None:

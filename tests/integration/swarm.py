@@ -77,6 +77,8 @@ spec:
         call: {{tool: fault__garbage}}
       - when: {{input: "^closepipe$"}}
         call: {{tool: fault__close_pipe}}
+      - when: {{input: "^twostep$"}}
+        calls: [{{tool: fault__pid}}, {{tool: fault__crash, args: {{code: 1}}}}]
       - when: {{input: "^restart yourself$"}}
         call: {{tool: self-restart__request, args: {{reason: upgrade}}}}
       - when: {{toolResult: self-restart__request}}

@@ -245,3 +245,31 @@ async def test_a_restart_after_a_crash_reports_and_resumes_unfolded_conversation
     assert '"process.resume_pending"' in events
     contents = [m.content for m in ConversationStore(conversation).load()]
     assert contents[:2] == ["written before the crash", "hello"]
+
+
+async def test_a_kill_between_tool_calls_leaves_a_resumable_conversation(
+    swarm: Orchestrator,
+) -> None:
+    """The first call's result was on disk before the kill; the unfinished call is closed."""
+    import json
+
+    from agent_process.conversation import ConversationStore
+
+    crashed = await ask(swarm, "twostep", agent="beta", wait=20)
+    assert crashed["error"]["code"] == "AGENT_CRASHED"
+    async with asyncio.timeout(10):
+        await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
+    assert (await ask(swarm, "after", agent="beta"))["output"] == "beta got: after"
+    conversation = swarm.state_dir / "agents" / "beta" / "instances" / "default" / "conversation"
+    messages = ConversationStore(conversation).load()
+    roles = [m.role for m in messages]
+    assert roles[:4] == ["user", "assistant", "tool", "tool"]
+    first, second = (m.tool_result or {} for m in messages[2:4])
+    assert first["status"] == "ok"  # fault__pid ran and its result survived the kill
+    assert (second["toolName"], second["status"], second["error"]["code"]) == (
+        "fault__crash",
+        "error",
+        "E_TOOL_INTERRUPTED",
+    )
+    assert [m.content for m in messages if m.role == "user"] == ["twostep", "after"]
+    json.dumps([m.to_json() for m in messages])  # the whole conversation is still valid JSON
