@@ -1,17 +1,20 @@
 """The config plane: goondan.yaml → validated resources, refs, and per-agent plans.
 
 ``load_bundle(path)`` returns a :class:`Bundle` or raises :class:`BundleError` listing every
-problem, each naming the file and line, the resource, the field and what to do.
+problem, each naming the file and line, the resource, the field and what to do. The layers
+under it are public too: :func:`parse_documents` (YAML text → documents with line maps) and
+:func:`validate_resources` (documents → resources, per-document rules only).
 """
 
 from bundle.bundle import Bundle, ResolvedExtension, ResolvedTool
 from bundle.entry import EntryLoadError, load_entry_module, resolve_handlers
 from bundle.errors import BundleError, ConfigIssue
-from bundle.loader import Resource, load_bundle
+from bundle.loader import Resource, load_bundle, validate_resources
 from bundle.models import API_VERSION, KINDS, ObjectRef, ValueSource
 from bundle.plan import AgentPlan, ExtensionPlan, ModelPlan, ToolExportPlan, ToolPlan
 from bundle.schema import json_schema
 from bundle.secrets import Secret, SecretUnavailable, resolve_value
+from bundle.source import Document, parse_documents
 
 __all__ = [
     "API_VERSION",
@@ -20,6 +23,7 @@ __all__ = [
     "Bundle",
     "BundleError",
     "ConfigIssue",
+    "Document",
     "EntryLoadError",
     "ExtensionPlan",
     "ModelPlan",
@@ -35,6 +39,8 @@ __all__ = [
     "json_schema",
     "load_bundle",
     "load_entry_module",
+    "parse_documents",
     "resolve_handlers",
     "resolve_value",
+    "validate_resources",
 ]

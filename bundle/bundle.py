@@ -174,8 +174,10 @@ class Bundle:
         model_spec: ModelSpec = model.spec
         tools = self.agent_tools(agent)
         params = spec.model_config_.params
-        temperature = params.get("temperature", model_spec.temperature)
-        max_tokens = params.get("maxTokens", model_spec.max_tokens)
+        temperature = (
+            params.temperature if params.temperature is not None else model_spec.temperature
+        )
+        max_tokens = params.max_tokens if params.max_tokens is not None else model_spec.max_tokens
         return AgentPlan(
             swarm_name=swarm.name,
             entry_agent=swarm_spec.entry_agent.name,
@@ -188,8 +190,8 @@ class Bundle:
                 model=model_spec.model,
                 spec=model_spec.model_dump(mode="json", by_alias=True, exclude_none=True),
             ),
-            temperature=temperature if isinstance(temperature, int | float) else None,
-            max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+            temperature=temperature,
+            max_tokens=max_tokens,
             tools=[
                 ToolPlan(
                     name=t.name,

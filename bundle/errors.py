@@ -38,10 +38,13 @@ class ConfigIssue:
     code: str
     """Upstream's code, for example ``E_CONFIG_REF_NOT_FOUND``."""
     message: str
+    """What is wrong, naming the offending value (never a secret)."""
     file: Path | None = None
+    """The YAML (or referenced) file; ``None`` for a problem of the bundle as a whole."""
     line: int | None = None
     """1-based line of the offending node, when known."""
     column: int | None = None
+    """1-based column, known for YAML syntax errors."""
     resource: str | None = None
     """``Kind/name`` of the resource, for example ``Tool/bash``."""
     field: str | None = None
@@ -55,11 +58,13 @@ class ConfigIssue:
         return HELP_URL.format(code=self.code)
 
     def location(self) -> str:
-        """``goondan.yaml:42`` (or just the file name, or ``<bundle>``)."""
+        """``goondan.yaml:42`` (``:42:7`` when the column is known; or the file, or ``<bundle>``)."""
         if self.file is None:
             return "<bundle>"
         name = _display_path(self.file)
-        return f"{name}:{self.line}" if self.line is not None else name
+        if self.line is None:
+            return name
+        return f"{name}:{self.line}" + (f":{self.column}" if self.column is not None else "")
 
     def format(self) -> str:
         """``goondan.yaml:42: Tool/bash: spec.exports[1].name: <message> (CODE)`` + a hint line."""

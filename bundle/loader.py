@@ -1,9 +1,10 @@
 """From goondan.yaml to validated resources, in three layers (STYLE 21).
 
 ``load_bundle(path)`` reads the file; :func:`bundle.source.parse_documents` splits it into
-documents with line maps; :func:`validate_documents` validates each document's envelope and
-spec, then the rules that span resources (names, refs, entries, handlers). Every problem is
-collected; if any, one :class:`~bundle.errors.BundleError` carries them all.
+documents with line maps; :func:`validate_resources` validates each document's envelope and
+spec, then :func:`bundle.rules.check_rules` applies the rules that span resources (names, refs,
+entries, handlers) once the packages' resources are in. Every problem is collected; if any, one
+:class:`~bundle.errors.BundleError` carries them all.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ FailedKey = tuple[str | None, str, str]
 """(package, kind, name) of a document that named itself but did not validate."""
 
 
-def validate_documents(
-    documents: Iterable[Document], package: str | None
+def validate_resources(
+    documents: Iterable[Document], package: str | None = None
 ) -> tuple[list[Resource], list[ConfigIssue], set[FailedKey]]:
     """Validate each document's envelope and spec; cross-resource rules are separate.
 
@@ -153,7 +154,9 @@ def _validate_document(
     if api_version != API_VERSION:
         issue(
             E.E_UNSUPPORTED_API_VERSION,
-            f"apiVersion is {api_version!r}; expected {API_VERSION!r}",
+            "apiVersion is missing"
+            if api_version is None
+            else f"apiVersion is {api_version!r}; expected {API_VERSION!r}",
             ("apiVersion",),
             f"set `apiVersion: {API_VERSION}`",
         )
@@ -236,6 +239,10 @@ def _pydantic_issues(
             message = f"unknown field {loc[-1]!r}"
         elif kind == "missing":
             message = f"required field {loc[-1]!r} is missing"
+        elif kind in ("model_type", "dict_type", "model_attributes_type"):
+            message = f"expected a mapping (key: value), got {_yaml_type(error.get('input'))}"
+        elif kind == "list_type":
+            message = f"expected a list, got {_yaml_type(error.get('input'))}"
         out.append(
             ConfigIssue(
                 code=code,
@@ -248,6 +255,17 @@ def _pydantic_issues(
             )
         )
     return out
+
+
+def _yaml_type(value: Any) -> str:
+    """How a YAML user would name the type of ``value``."""
+    if value is None:
+        return "nothing (null)"
+    names = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}
+    for python_type, name in names.items():
+        if isinstance(value, python_type):
+            return f"{name} {value!r}" if python_type in (str, bool) else name
+    return f"a number {value!r}" if isinstance(value, int | float) else type(value).__name__
 
 
 def _is_union_tag(segment: Any) -> bool:
@@ -292,7 +310,7 @@ def load_documents(
     if text is None:
         return [], issues, set()
     documents, parse_issues = parse_documents(text, path)
-    resources, doc_issues, failed = validate_documents(documents, package)
+    resources, doc_issues, failed = validate_resources(documents, package)
     return resources, [*parse_issues, *doc_issues], failed
 
 
@@ -304,15 +322,28 @@ def load_bundle(
 ) -> Bundle:
     """Load and validate ``path`` and the packages it may reference.
 
-    ``packages`` adds (or overrides) package manifests by name; the built-in ones
-    (``@goondan/base``) are always available. With ``check_handlers`` the entry modules of
-    Tools are imported to check that every export has a handler.
+    ``path`` may also be a directory holding a ``goondan.yaml``. ``packages`` adds (or
+    overrides) package manifests by name; the built-in ones (``@goondan/base``) are always
+    available. With ``check_handlers`` the entry modules of Tools are imported to check that
+    every export has a handler.
     """
     from bundle.bundle import Bundle
     from bundle.rules import check_rules
 
     path = Path(path).absolute()
+    if path.is_dir():
+        path = path / "goondan.yaml"
     resources, issues, failed = load_documents(path, None)
+    if not resources and not issues and not failed:
+        issues.append(
+            ConfigIssue(
+                code=E.E_SCHEMA_INVALID,
+                message="the file declares no resources",
+                file=path,
+                line=1,
+                suggestion="add at least a Model, an Agent and a Swarm (see goondan.yaml.example)",
+            )
+        )
     manifests = {**builtin_package_manifests(), **(packages or {})}
     for name, manifest in manifests.items():
         package_resources, package_issues, package_failed = load_documents(manifest, name)

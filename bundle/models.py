@@ -72,7 +72,9 @@ class ObjectRef(_Spec):
         default=None,
         description='Package that declares it, e.g. "@goondan/base"; omitted means this bundle.',
     )
-    api_version: str | None = Field(default=None, description="Optional; `goondan.ai/v1`.")
+    api_version: Literal["goondan.ai/v1"] | None = Field(
+        default=None, description="Optional; `goondan.ai/v1`."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -80,6 +82,13 @@ class ObjectRef(_Spec):
         if isinstance(value, str):
             return parse_ref_string(value)
         return value
+
+    @field_validator("kind", "name")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip() or "/" in value:
+            raise ValueError(f"{value!r} must be non-blank and contain no '/'")
+        return value.strip()
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.name}"
@@ -135,14 +144,28 @@ RefItemLike = Annotated[RefItem, BeforeValidator(_ref_item)]
 class SecretRef(_Spec):
     """``{ref: "Secret/<name>", key}``: read from the environment (see ValueSource)."""
 
-    ref: str = Field(description='"Secret/<name>".')
-    key: str | None = Field(default=None, description="Key inside the secret.")
+    ref: str = Field(
+        description='"Secret/<name>"; read from GOONDAN_SECRET_<NAME>_<KEY> and similar.'
+    )
+    key: str | None = Field(
+        default=None, min_length=1, description="Key inside the secret (default: the field name)."
+    )
+
+    @field_validator("ref")
+    @classmethod
+    def _secret_ref(cls, value: str) -> str:
+        kind, _, name = value.partition("/")
+        if kind != "Secret" or not name.strip() or "/" in name:
+            raise ValueError(f"secretRef.ref {value!r} must look like 'Secret/<name>'")
+        return value
 
 
 class ValueFrom(_Spec):
     """Where a value comes from: an environment variable or a secret."""
 
-    env: str | None = Field(default=None, description="Name of an environment variable.")
+    env: str | None = Field(
+        default=None, min_length=1, description="Name of an environment variable."
+    )
     secret_ref: SecretRef | None = Field(default=None, description="A secret reference.")
 
     @model_validator(mode="after")
@@ -179,8 +202,8 @@ class Metadata(_Spec):
 class PackageDependency(_Spec):
     """A package this bundle depends on."""
 
-    name: str
-    version: str
+    name: str = Field(min_length=1, description='Package name, e.g. "@goondan/base".')
+    version: str = Field(min_length=1, description="Semantic version range, e.g. ^1.0.0.")
 
 
 class PackageSpec(_Spec):
@@ -273,12 +296,25 @@ class ToolSpec(_Spec):
         return value
 
 
+class ModelParams(_Spec):
+    """Per-agent model parameters; they override the Model's own. Other keys are kept as given."""
+
+    model_config = ConfigDict(extra="allow")
+
+    temperature: float | None = Field(
+        default=None, ge=0, description="Sampling temperature (default: the Model's)."
+    )
+    max_tokens: int | None = Field(
+        default=None, gt=0, description="Maximum output tokens (default: the Model's)."
+    )
+
+
 class ModelConfig(_Spec):
     """Which Model an Agent uses, and with what parameters."""
 
     model_ref: ObjectRef = Field(description="The Model, e.g. Model/claude.")
-    params: dict[str, Any] = Field(
-        default_factory=dict, description="temperature, maxTokens, ... for this agent."
+    params: ModelParams = Field(
+        default_factory=ModelParams, description="temperature, maxTokens, ... for this agent."
     )
 
 
@@ -323,7 +359,7 @@ class AgentSpec(_Spec):
 
 
 class ShutdownPolicy(_Spec):
-    """Graceful shutdown."""
+    """Graceful shutdown of the swarm's agents."""
 
     grace_period_seconds: float = Field(
         default=30, ge=0, description="Time a Turn gets to finish before it is killed."
@@ -331,10 +367,14 @@ class ShutdownPolicy(_Spec):
 
 
 class LifecyclePolicy(_Spec):
-    """Instance lifecycle (reserved)."""
+    """Instance lifecycle (reserved: accepted and validated, not acted on yet)."""
 
-    ttl_seconds: float | None = Field(default=None, gt=0)
-    gc_grace_seconds: float | None = Field(default=None, ge=0)
+    ttl_seconds: float | None = Field(
+        default=None, gt=0, description="Idle time after which an instance may be collected."
+    )
+    gc_grace_seconds: float | None = Field(
+        default=None, ge=0, description="Extra time before a collected instance is deleted."
+    )
 
 
 class SwarmPolicy(_Spec):
@@ -344,17 +384,25 @@ class SwarmPolicy(_Spec):
     request_timeout_seconds: float = Field(
         default=60, gt=0, description="Default timeout of agents__request."
     )
-    shutdown: ShutdownPolicy = Field(default_factory=ShutdownPolicy)
-    lifecycle: LifecyclePolicy = Field(default_factory=LifecyclePolicy)
+    shutdown: ShutdownPolicy = Field(
+        default_factory=ShutdownPolicy, description="Graceful shutdown settings."
+    )
+    lifecycle: LifecyclePolicy = Field(
+        default_factory=LifecyclePolicy, description="Instance lifecycle (reserved)."
+    )
 
 
 class SwarmSpec(_Spec):
     """``kind: Swarm``: the agents that run together."""
 
-    entry_agent: ObjectRef = Field(description="The agent that receives input.")
+    entry_agent: ObjectRef = Field(
+        description="The agent that receives input; must be one of `agents`."
+    )
     agents: list[RefItemLike] = Field(min_length=1, description="Every agent of the swarm.")
-    instance_key: str | None = Field(default=None, min_length=1, description="Swarm instance key.")
-    policy: SwarmPolicy = Field(default_factory=SwarmPolicy)
+    instance_key: str | None = Field(
+        default=None, min_length=1, description="Swarm instance key (default: the swarm's name)."
+    )
+    policy: SwarmPolicy = Field(default_factory=SwarmPolicy, description="Limits and timeouts.")
 
 
 class ExtensionSpec(_Spec):
@@ -367,45 +415,57 @@ class ExtensionSpec(_Spec):
 class EventProperty(_Spec):
     """A property of a connector event."""
 
-    type: Literal["string", "number", "boolean"]
-    optional: bool = False
+    type: Literal["string", "number", "boolean"] = Field(description="JSON type of the value.")
+    optional: bool = Field(default=False, description="Whether events may omit it.")
 
 
 class ConnectorEvent(_Spec):
     """An event a connector emits."""
 
-    name: str = Field(min_length=1)
-    properties: dict[str, EventProperty] = Field(default_factory=dict)
+    name: str = Field(description="Event name, unique within the Connector.")
+    properties: dict[str, EventProperty] = Field(
+        default_factory=dict, description="Properties the event carries, by name."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("event name must not be blank")
+        return value
 
 
 class ConnectorSpec(_Spec):
-    """``kind: Connector``."""
+    """``kind: Connector``: a module that turns outside events into swarm input."""
 
-    entry: str
-    events: list[ConnectorEvent] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _unique_events(self) -> ConnectorSpec:
-        names = [event.name for event in self.events]
-        if len(names) != len(set(names)):
-            raise ValueError("event names must be unique")
-        return self
+    entry: str = Field(description="Connector module, relative to the declaring file.")
+    events: list[ConnectorEvent] = Field(
+        min_length=1, description="Events it emits (at least one; names unique)."
+    )
 
 
 class IngressMatch(_Spec):
     """Which events a rule takes."""
 
-    event: str | None = None
-    properties: dict[str, Any] = Field(default_factory=dict)
+    event: str | None = Field(default=None, description="Event name; omitted matches any event.")
+    properties: dict[str, Any] = Field(
+        default_factory=dict, description="Property values the event must carry."
+    )
 
 
 class IngressRoute(_Spec):
     """Where a matched event goes."""
 
-    agent_ref: ObjectRef | None = None
-    instance_key: str | None = None
-    instance_key_prefix: str | None = None
-    instance_key_property: str | None = None
+    agent_ref: ObjectRef | None = Field(
+        default=None, description="Target agent (one of a swarm's agents); default: entryAgent."
+    )
+    instance_key: str | None = Field(default=None, description="Fixed instance key.")
+    instance_key_prefix: str | None = Field(
+        default=None, description="Prefix put before the instance key."
+    )
+    instance_key_property: str | None = Field(
+        default=None, description="Event property whose value is the instance key."
+    )
 
     @model_validator(mode="after")
     def _one_key_rule(self) -> IngressRoute:
@@ -417,25 +477,33 @@ class IngressRoute(_Spec):
 class IngressRule(_Spec):
     """One routing rule; the first match wins."""
 
-    match: IngressMatch = Field(default_factory=IngressMatch)
-    route: IngressRoute = Field(default_factory=IngressRoute)
+    match: IngressMatch = Field(default_factory=IngressMatch, description="Which events.")
+    route: IngressRoute = Field(default_factory=IngressRoute, description="Where they go.")
 
 
 class Ingress(_Spec):
     """Routing of a connection's events."""
 
-    rules: list[IngressRule] = Field(default_factory=list)
+    rules: list[IngressRule] = Field(default_factory=list, description="Tried in order.")
 
 
 class ConnectionSpec(_Spec):
     """``kind: Connection``: binds a connector to a swarm."""
 
-    connector_ref: ObjectRef
-    swarm_ref: ObjectRef | None = None
-    config: dict[str, ValueSource] = Field(default_factory=dict)
-    secrets: dict[str, ValueSource] = Field(default_factory=dict)
-    verify: dict[str, Any] = Field(default_factory=dict)
-    ingress: Ingress = Field(default_factory=Ingress)
+    connector_ref: ObjectRef = Field(description="The Connector, e.g. Connector/slack.")
+    swarm_ref: ObjectRef | None = Field(
+        default=None, description="Only bind when this Swarm runs; omitted binds to any swarm."
+    )
+    config: dict[str, ValueSource] = Field(
+        default_factory=dict, description="Connector settings (value or valueFrom)."
+    )
+    secrets: dict[str, ValueSource] = Field(
+        default_factory=dict, description="Connector secrets (prefer valueFrom)."
+    )
+    verify: dict[str, Any] = Field(
+        default_factory=dict, description="Webhook verification settings (reserved)."
+    )
+    ingress: Ingress = Field(default_factory=Ingress, description="Event routing rules.")
 
 
 SPEC_MODELS: dict[str, type[_Spec]] = {

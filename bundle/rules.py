@@ -6,7 +6,6 @@ Seed 000 §2.3 and §13 are the authority for Tools; upstream §1.5 for the code
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
@@ -16,9 +15,17 @@ from bundle import errors as E
 from bundle.entry import EntryLoadError, load_entry_module, resolve_handlers
 from bundle.errors import ConfigIssue
 from bundle.loader import FailedKey, Resource, index, tool_name_too_long
-from bundle.models import AgentSpec, ObjectRef, RefItem, SwarmSpec, ToolSpec
+from bundle.models import (
+    AgentSpec,
+    ConnectionSpec,
+    ConnectorSpec,
+    ObjectRef,
+    SwarmSpec,
+    ToolSpec,
+)
+from bundle.source import format_path
 
-Report = Callable[..., None]
+FieldPath = tuple[str | int, ...]
 
 
 def check_rules(
@@ -33,38 +40,68 @@ def check_rules(
     ``failed`` names resources that exist but did not validate: refs to them are not
     reported again (their own errors already are).
     """
-    failed = failed or set()
-    issues: list[ConfigIssue] = []
+    checker = _Checker(resources, failed or set(), check_handlers)
+    checker.check_packages()
+    checker.check_duplicates()
+    for resource in resources:
+        checker.check(resource)
+    return checker.issues
 
-    def reporter(resource: Resource) -> Report:
-        def report(
-            code: str, message: str, *path: str | int, suggestion: str | None = None
-        ) -> None:
-            issues.append(
-                ConfigIssue(
-                    code=code,
-                    message=message,
-                    file=resource.file,
-                    line=resource.line_of(*path),
-                    resource=resource.ref_string,
-                    field=_field(path),
-                    suggestion=suggestion,
-                )
+
+class _Checker:
+    """Holds the index and the collected issues while the rules run."""
+
+    def __init__(
+        self, resources: list[Resource], failed: set[FailedKey], check_handlers: bool
+    ) -> None:
+        self.resources = resources
+        self.index = index(resources)
+        self.failed = failed
+        self.check_handlers = check_handlers
+        self.issues: list[ConfigIssue] = []
+
+    def report(
+        self,
+        resource: Resource,
+        code: str,
+        message: str,
+        path: FieldPath,
+        suggestion: str | None = None,
+    ) -> None:
+        self.issues.append(
+            ConfigIssue(
+                code=code,
+                message=message,
+                file=resource.file,
+                line=resource.line_of(*path),
+                resource=resource.ref_string,
+                field=format_path(path) or None,
+                suggestion=suggestion,
             )
+        )
 
-        return report
+    def check(self, resource: Resource) -> None:
+        if resource.kind == "Tool":
+            self.check_tool(resource, resource.spec)
+        elif resource.kind == "Extension":
+            self.check_entry_exists(resource, resource.spec.entry)
+        elif resource.kind == "Connector":
+            self.check_connector(resource, resource.spec)
+        elif resource.kind == "Agent":
+            self.check_agent(resource, resource.spec)
+        elif resource.kind == "Swarm":
+            self.check_swarm(resource, resource.spec)
+        elif resource.kind == "Connection":
+            self.check_connection(resource, resource.spec)
 
-    _check_packages(resources, issues)
-    _check_duplicates(resources, issues)
-    idx = index(resources)
+    # -- refs ------------------------------------------------------------------------------
 
-    def resolve(
-        ref: ObjectRef, referrer: Resource, report: Report, *path: str | int
-    ) -> Resource | None:
+    def resolve(self, ref: ObjectRef, referrer: Resource, path: FieldPath) -> Resource | None:
+        """The resource ``ref`` names, looked up in ``ref.package`` or the referrer's package."""
         package = ref.package if ref.package is not None else referrer.package
-        target = idx.get(package, ref.kind, ref.name)
-        if target is None and (package, ref.kind, ref.name) not in failed:
-            elsewhere = idx.packages_with(ref.kind, ref.name)
+        target = self.index.get(package, ref.kind, ref.name)
+        if target is None and (package, ref.kind, ref.name) not in self.failed:
+            elsewhere = self.index.packages_with(ref.kind, ref.name)
             hint = (
                 f"it exists in package {elsewhere[0]!r}: write {{kind: {ref.kind}, name: "
                 f'{ref.name}, package: "{elsewhere[0]}"}}'
@@ -72,282 +109,298 @@ def check_rules(
                 else f"declare the {ref.kind} {ref.name!r}, or fix the reference"
             )
             scope = f"package {package!r}" if package else "this bundle"
-            report(E.E_REF_NOT_FOUND, f"{ref} not found in {scope}", *path, suggestion=hint)
+            self.report(
+                referrer, E.E_REF_NOT_FOUND, f"{ref} not found in {scope}", path, suggestion=hint
+            )
         return target
 
-    for resource in resources:
-        report = reporter(resource)
-        spec = resource.spec
-        if resource.kind == "Tool":
-            _check_tool(resource, spec, report, check_handlers)
-        elif resource.kind in ("Extension", "Connector"):
-            _check_entry_exists(resource, spec.entry, report)
-        elif resource.kind == "Agent":
-            _check_agent(resource, spec, report, resolve, check_handlers)
-        elif resource.kind == "Swarm":
-            _check_swarm(resource, spec, report, resolve)
-        elif resource.kind == "Connection":
-            connector = spec.connector_ref
-            resolve(connector, resource, report, "spec", "connectorRef")
-            if spec.swarm_ref is not None:
-                resolve(spec.swarm_ref, resource, report, "spec", "swarmRef")
-            for i, rule in enumerate(spec.ingress.rules):
-                if rule.route.agent_ref is not None:
-                    resolve(
-                        rule.route.agent_ref,
-                        resource,
-                        report,
-                        "spec",
-                        "ingress",
-                        "rules",
-                        i,
-                        "route",
-                        "agentRef",
-                    )
-    return issues
+    def resolve_kind(
+        self, ref: ObjectRef, kind: str, referrer: Resource, path: FieldPath
+    ) -> Resource | None:
+        """Like :meth:`resolve`, but the ref must name a ``kind``."""
+        if ref.kind != kind:
+            self.report(
+                referrer,
+                E.E_SCHEMA_INVALID,
+                f"expected a reference to a {kind}, got {ref}",
+                path,
+                suggestion=f'write "{kind}/<name>"',
+            )
+            return None
+        return self.resolve(ref, referrer, path)
 
+    # -- whole-bundle rules ------------------------------------------------------------------
 
-def _field(path: tuple[str | int, ...]) -> str | None:
-    from bundle.source import format_path
-
-    return format_path(path) or None
-
-
-def _check_packages(resources: list[Resource], issues: list[ConfigIssue]) -> None:
-    local = [r for r in resources if r.package is None]
-    packages = [r for r in local if r.kind == "Package"]
-    for extra in packages[1:]:
-        issues.append(
-            ConfigIssue(
-                code=E.E_PACKAGE_DOC_DUPLICATED,
-                message="a file may declare at most one Package",
-                file=extra.file,
-                line=extra.line,
-                resource=extra.ref_string,
+    def check_packages(self) -> None:
+        local = [r for r in self.resources if r.package is None]
+        packages = [r for r in local if r.kind == "Package"]
+        for extra in packages[1:]:
+            self.report(
+                extra,
+                E.E_PACKAGE_DOC_DUPLICATED,
+                "a file may declare at most one Package",
+                ("kind",),
                 suggestion="keep a single Package document, first in the file",
             )
-        )
-    if packages and packages[0].document.index != 0:
-        first = packages[0]
-        issues.append(
-            ConfigIssue(
-                code=E.E_PACKAGE_DOC_POSITION,
-                message="the Package document must be the first document of the file",
-                file=first.file,
-                line=first.line,
-                resource=first.ref_string,
+        if packages and packages[0].document.index != 0:
+            self.report(
+                packages[0],
+                E.E_PACKAGE_DOC_POSITION,
+                "the Package document must be the first document of the file",
+                ("kind",),
                 suggestion="move it to the top",
             )
-        )
 
+    def check_duplicates(self) -> None:
+        seen: dict[tuple[str | None, str, str], Resource] = {}
+        for resource in self.resources:
+            key = (resource.package, resource.kind, resource.name)
+            first = seen.setdefault(key, resource)
+            if first is not resource:
+                self.report(
+                    resource,
+                    E.E_DUPLICATE_NAME,
+                    f"{resource.ref_string} is declared twice (first at line {first.line})",
+                    ("metadata", "name"),
+                    suggestion="rename one of them",
+                )
 
-def _check_duplicates(resources: list[Resource], issues: list[ConfigIssue]) -> None:
-    seen: dict[tuple[str | None, str, str], Resource] = {}
-    for resource in resources:
-        key = (resource.package, resource.kind, resource.name)
-        first = seen.get(key)
-        if first is None:
-            seen[key] = resource
-            continue
-        issues.append(
-            ConfigIssue(
-                code=E.E_DUPLICATE_NAME,
-                message=f"{resource.ref_string} is declared twice (first at line {first.line})",
-                file=resource.file,
-                line=resource.line_of("metadata", "name"),
-                resource=resource.ref_string,
-                field="metadata.name",
-                suggestion="rename one of them",
-            )
-        )
+    # -- per-kind rules ----------------------------------------------------------------------
 
-
-def _check_entry_exists(resource: Resource, entry: str, report: Report) -> Path | None:
-    path = (resource.base_dir / entry).resolve()
-    if not path.is_file():
-        report(
+    def check_entry_exists(self, resource: Resource, entry: str) -> Path | None:
+        path = (resource.base_dir / entry).resolve()
+        if path.is_file():
+            return path
+        self.report(
+            resource,
             E.E_ENTRY_NOT_FOUND,
             f"entry file {entry!r} not found (looked at {path})",
-            "spec",
-            "entry",
+            ("spec", "entry"),
             suggestion="the path is relative to the YAML file that declares the resource",
         )
         return None
-    return path
 
-
-def _check_tool(resource: Resource, spec: ToolSpec, report: Report, check_handlers: bool) -> None:
-    seen: set[str] = set()
-    for i, export in enumerate(spec.exports):
-        if export.name in seen:
-            report(
-                E.E_SCHEMA_INVALID,
-                f"export name {export.name!r} is used twice",
-                "spec",
-                "exports",
-                i,
-                "name",
-                suggestion="export names must be unique within a Tool",
-            )
-        seen.add(export.name)
-        if tool_name_too_long(resource.name, export.name):
-            report(
-                E.E_SCHEMA_INVALID,
-                f"tool name {resource.name}__{export.name} is longer than 64 characters",
-                "spec",
-                "exports",
-                i,
-                "name",
-                suggestion="model providers refuse longer tool names; shorten the names",
-            )
-        _check_parameters(export.parameters, report, "spec", "exports", i, "parameters")
-    path = _check_entry_exists(resource, spec.entry, report)
-    if path is not None and check_handlers:
-        _check_handlers(path, spec, spec.config, report)
-
-
-def _check_parameters(schema: dict[str, object], report: Report, *path: str | int) -> None:
-    if schema.get("type") != "object":
-        report(
-            E.E_SCHEMA_INVALID,
-            "parameters must be a JSON Schema with `type: object`",
-            *path,
-            suggestion="tool arguments are always an object: type: object, properties: {...}",
-        )
-        return
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except SchemaError as exc:
-        where = ".".join(str(p) for p in exc.absolute_path)
-        report(
-            E.E_SCHEMA_INVALID,
-            f"parameters is not a valid JSON Schema: {exc.message}"
-            + (f" (at {where})" if where else ""),
-            *path,
-        )
-
-
-def _check_handlers(path: Path, spec: ToolSpec, config: dict[str, object], report: Report) -> None:
-    try:
-        handlers = resolve_handlers(load_entry_module(path), config)
-    except EntryLoadError as exc:
-        report(exc.code, str(exc), "spec", "entry")
-        return
-    for i, export in enumerate(spec.exports):
-        if export.name not in handlers:
-            report(
-                E.E_HANDLER_MISSING,
-                f"the entry module has no handler for export {export.name!r}",
-                "spec",
-                "exports",
-                i,
-                "name",
-                suggestion=f"add {export.name!r} to the module's `handlers` dict",
-            )
-
-
-def _check_agent(
-    resource: Resource,
-    spec: AgentSpec,
-    report: Report,
-    resolve: Callable[..., Resource | None],
-    check_handlers: bool,
-) -> None:
-    model = resolve(
-        spec.model_config_.model_ref, resource, report, "spec", "modelConfig", "modelRef"
-    )
-    if model is not None and model.kind != "Model":
-        report(
-            E.E_SCHEMA_INVALID,
-            f"modelRef must name a Model, not a {model.kind}",
-            "spec",
-            "modelConfig",
-            "modelRef",
-        )
-    if spec.prompt is not None and spec.prompt.system_ref is not None:
-        prompt_path = (resource.base_dir / spec.prompt.system_ref).resolve()
-        if not prompt_path.is_file():
-            report(
-                E.E_ENTRY_NOT_FOUND,
-                f"systemRef file {spec.prompt.system_ref!r} not found (looked at {prompt_path})",
-                "spec",
-                "prompt",
-                "systemRef",
-                suggestion="the path is relative to the YAML file that declares the Agent",
-            )
-    tool_names: set[str] = set()
-    all_tools_resolved = True
-    for i, item in enumerate(spec.tools):
-        tool = _resolve_kind(item, "Tool", resource, report, resolve, "spec", "tools", i)
-        if tool is None:
-            all_tools_resolved = False
-            continue
-        tool_spec: ToolSpec = tool.spec
-        tool_names.update(f"{tool.name}__{e.name}" for e in tool_spec.exports)
-        if item.config and check_handlers:
-            entry = (tool.base_dir / tool_spec.entry).resolve()
-            if entry.is_file():
-                _check_handlers(
-                    entry,
-                    tool_spec,
-                    {**tool_spec.config, **item.config},
-                    _nested(report, "spec", "tools", i),
+    def check_tool(self, resource: Resource, spec: ToolSpec) -> None:
+        seen: set[str] = set()
+        for i, export in enumerate(spec.exports):
+            at: FieldPath = ("spec", "exports", i, "name")
+            if export.name in seen:
+                self.report(
+                    resource,
+                    E.E_SCHEMA_INVALID,
+                    f"export name {export.name!r} is used twice",
+                    at,
+                    suggestion="export names must be unique within a Tool",
                 )
-    for i, item in enumerate(spec.extensions):
-        _resolve_kind(item, "Extension", resource, report, resolve, "spec", "extensions", i)
-    for i, required in enumerate(spec.required_tools):
-        if required not in tool_names and all_tools_resolved:
-            report(
+            seen.add(export.name)
+            if tool_name_too_long(resource.name, export.name):
+                self.report(
+                    resource,
+                    E.E_SCHEMA_INVALID,
+                    f"tool name {resource.name}__{export.name} is longer than 64 characters",
+                    at,
+                    suggestion="model providers refuse longer tool names; shorten the names",
+                )
+            self.check_parameters(resource, export.parameters, ("spec", "exports", i, "parameters"))
+        path = self.check_entry_exists(resource, spec.entry)
+        if path is not None and self.check_handlers:
+            self.check_handlers_of(resource, path, spec, spec.config, ("spec",))
+
+    def check_parameters(
+        self, resource: Resource, schema: dict[str, object], path: FieldPath
+    ) -> None:
+        if schema.get("type") != "object":
+            self.report(
+                resource,
                 E.E_SCHEMA_INVALID,
-                f"required tool {required!r} is not among the agent's tools",
-                "spec",
-                "requiredTools",
-                i,
-                suggestion=f"use one of: {', '.join(sorted(tool_names)) or '(the agent has no tools)'}",
+                "parameters must be a JSON Schema with `type: object`",
+                path,
+                suggestion="tool arguments are always an object: type: object, properties: {...}",
+            )
+            return
+        try:
+            jsonschema.validators.validator_for(schema).check_schema(schema)
+        except SchemaError as exc:
+            where = ".".join(str(p) for p in exc.absolute_path)
+            self.report(
+                resource,
+                E.E_SCHEMA_INVALID,
+                f"parameters is not a valid JSON Schema: {exc.message}"
+                + (f" (at {where})" if where else ""),
+                path,
+                suggestion="see https://json-schema.org/understanding-json-schema/",
             )
 
+    def check_handlers_of(
+        self,
+        resource: Resource,
+        entry: Path,
+        spec: ToolSpec,
+        config: dict[str, object],
+        at: FieldPath,
+    ) -> None:
+        """Import ``entry`` and check a handler exists for every export.
 
-def _nested(report: Report, *prefix: str | int) -> Report:
-    def nested(code: str, message: str, *path: str | int, suggestion: str | None = None) -> None:
-        report(code, message, *prefix, "config", suggestion=suggestion)
+        ``at`` says whose config this is: ``("spec",)`` for the Tool itself (module problems are
+        reported at ``spec.entry``, a rejected config at ``spec.config``), or ``spec.tools[i]``
+        for an agent's per-tool config (everything reported at its ``config``).
+        """
+        own = at == ("spec",)
+        where = (*at, "entry") if own else (*at, "config")
+        try:
+            handlers = resolve_handlers(load_entry_module(entry), config)
+        except EntryLoadError as exc:
+            if own and exc.code == E.E_SCHEMA_INVALID:
+                where = ("spec", "config")
+            self.report(resource, exc.code, str(exc), where, suggestion=_entry_hint(exc.code))
+            return
+        for i, export in enumerate(spec.exports):
+            if export.name not in handlers:
+                self.report(
+                    resource,
+                    E.E_HANDLER_MISSING,
+                    f"{entry.name} has no handler for export {export.name!r}",
+                    ("spec", "exports", i, "name") if own else where,
+                    suggestion=f"add {export.name!r} to the module's `handlers` dict",
+                )
 
-    return nested
+    def check_connector(self, resource: Resource, spec: ConnectorSpec) -> None:
+        seen: set[str] = set()
+        for i, event in enumerate(spec.events):
+            if event.name in seen:
+                self.report(
+                    resource,
+                    E.E_SCHEMA_INVALID,
+                    f"event name {event.name!r} is used twice",
+                    ("spec", "events", i, "name"),
+                    suggestion="event names must be unique within a Connector",
+                )
+            seen.add(event.name)
+        self.check_entry_exists(resource, spec.entry)
 
-
-def _resolve_kind(
-    item: RefItem,
-    kind: str,
-    resource: Resource,
-    report: Report,
-    resolve: Callable[..., Resource | None],
-    *path: str | int,
-) -> Resource | None:
-    if item.ref.kind != kind:
-        report(E.E_SCHEMA_INVALID, f"expected a reference to a {kind}, got {item.ref}", *path)
-        return None
-    return resolve(item.ref, resource, report, *path)
-
-
-def _check_swarm(
-    resource: Resource, spec: SwarmSpec, report: Report, resolve: Callable[..., Resource | None]
-) -> None:
-    names = set()
-    for i, item in enumerate(spec.agents):
-        agent = _resolve_kind(item, "Agent", resource, report, resolve, "spec", "agents", i)
-        if agent is not None:
-            names.add((agent.package, agent.name))
-    entry = spec.entry_agent
-    if entry.kind != "Agent":
-        report(
-            E.E_SCHEMA_INVALID, f"entryAgent must be an Agent, got {entry}", "spec", "entryAgent"
+    def check_agent(self, resource: Resource, spec: AgentSpec) -> None:
+        self.resolve_kind(
+            spec.model_config_.model_ref, "Model", resource, ("spec", "modelConfig", "modelRef")
         )
-        return
-    listed = {item.ref.name for item in spec.agents}
-    if entry.name not in listed:
-        report(
-            E.E_SCHEMA_INVALID,
-            f"entryAgent {entry} is not one of the swarm's agents",
-            "spec",
-            "entryAgent",
-            suggestion=f"add {entry} to spec.agents, or pick one of: {', '.join(sorted(listed))}",
+        if spec.prompt is not None and spec.prompt.system_ref is not None:
+            prompt_path = (resource.base_dir / spec.prompt.system_ref).resolve()
+            if not prompt_path.is_file():
+                self.report(
+                    resource,
+                    E.E_ENTRY_NOT_FOUND,
+                    f"systemRef file {spec.prompt.system_ref!r} not found (looked at {prompt_path})",
+                    ("spec", "prompt", "systemRef"),
+                    suggestion="the path is relative to the YAML file that declares the Agent",
+                )
+        tool_names: set[str] = set()
+        all_tools_resolved = True
+        for i, item in enumerate(spec.tools):
+            tool = self.resolve_kind(item.ref, "Tool", resource, _item_path(resource, "tools", i))
+            if tool is None:
+                all_tools_resolved = False
+                continue
+            tool_spec: ToolSpec = tool.spec
+            tool_names.update(f"{tool.name}__{e.name}" for e in tool_spec.exports)
+            if item.config and self.check_handlers:
+                entry = (tool.base_dir / tool_spec.entry).resolve()
+                if entry.is_file():
+                    merged = {**tool_spec.config, **item.config}
+                    self.check_handlers_of(resource, entry, tool_spec, merged, ("spec", "tools", i))
+        for i, item in enumerate(spec.extensions):
+            self.resolve_kind(
+                item.ref, "Extension", resource, _item_path(resource, "extensions", i)
+            )
+        if not all_tools_resolved:
+            return  # an unresolved tool already failed; its exports are unknown
+        for i, required in enumerate(spec.required_tools):
+            if required not in tool_names:
+                self.report(
+                    resource,
+                    E.E_SCHEMA_INVALID,
+                    f"required tool {required!r} is not among the agent's tools",
+                    ("spec", "requiredTools", i),
+                    suggestion="use one of: "
+                    + (", ".join(sorted(tool_names)) or "(the agent has no tools)"),
+                )
+
+    def check_swarm(self, resource: Resource, spec: SwarmSpec) -> None:
+        for i, item in enumerate(spec.agents):
+            self.resolve_kind(item.ref, "Agent", resource, _item_path(resource, "agents", i))
+        entry = spec.entry_agent
+        if entry.kind != "Agent":
+            self.report(
+                resource,
+                E.E_SCHEMA_INVALID,
+                f"entryAgent must be an Agent, got {entry}",
+                ("spec", "entryAgent"),
+                suggestion='write "Agent/<name>"',
+            )
+            return
+        listed = [item.ref for item in spec.agents]
+        if not any(_same_agent(entry, ref) for ref in listed):
+            self.report(
+                resource,
+                E.E_SCHEMA_INVALID,
+                f"entryAgent {entry} is not one of the swarm's agents",
+                ("spec", "entryAgent"),
+                suggestion=f"add {entry} to spec.agents, or pick one of: "
+                + ", ".join(sorted({ref.name for ref in listed})),
+            )
+
+    def check_connection(self, resource: Resource, spec: ConnectionSpec) -> None:
+        self.resolve_kind(spec.connector_ref, "Connector", resource, ("spec", "connectorRef"))
+        swarms: list[Resource] | None = None
+        if spec.swarm_ref is not None:
+            swarm = self.resolve_kind(spec.swarm_ref, "Swarm", resource, ("spec", "swarmRef"))
+            swarms = [swarm] if swarm is not None else None
+        else:
+            swarms = [
+                r for r in self.resources if r.kind == "Swarm" and r.package == resource.package
+            ]
+        for i, rule in enumerate(spec.ingress.rules):
+            ref = rule.route.agent_ref
+            if ref is None:
+                continue
+            path: FieldPath = ("spec", "ingress", "rules", i, "route", "agentRef")
+            agent = self.resolve_kind(ref, "Agent", resource, path)
+            if agent is None or swarms is None:
+                continue
+            if not any(self._swarm_has(swarm, agent) for swarm in swarms):
+                scope = f"Swarm/{swarms[0].name}" if spec.swarm_ref is not None else "any Swarm"
+                self.report(
+                    resource,
+                    E.E_SCHEMA_INVALID,
+                    f"{ref} is not an agent of {scope}",
+                    path,
+                    suggestion="route to one of the swarm's agents, or add it to spec.agents",
+                )
+
+    def _swarm_has(self, swarm: Resource, agent: Resource) -> bool:
+        spec: SwarmSpec = swarm.spec
+        return any(
+            (item.ref.package or swarm.package, item.ref.name) == (agent.package, agent.name)
+            for item in spec.agents
         )
+
+
+def _item_path(resource: Resource, key: str, i: int) -> FieldPath:
+    """``spec.<key>[i].ref`` when the item was written as ``{ref: ...}``, else ``spec.<key>[i]``."""
+    path: FieldPath = ("spec", key, i)
+    return (*path, "ref") if (*path, "ref") in resource.document.lines else path
+
+
+def _same_agent(a: ObjectRef, b: ObjectRef) -> bool:
+    """Name match; packages are compared only when both refs give one (upstream's rule)."""
+    if a.name != b.name:
+        return False
+    return a.package is None or b.package is None or a.package == b.package
+
+
+def _entry_hint(code: str) -> str | None:
+    if code == E.E_ENTRY_LOAD_FAILED:
+        return "fix the module: importing it, and its configure(config), must not raise"
+    if code == E.E_SCHEMA_INVALID:
+        return "fix the config the module rejected (see its configure(config))"
+    if code == E.E_HANDLER_MISSING:
+        return "export `handlers = {'<export>': function}` (and `configure(config)` to take config)"
+    return None

@@ -10,7 +10,11 @@ from bundle.models import API_VERSION, SPEC_MODELS, Metadata
 
 
 def json_schema() -> dict[str, Any]:
-    """A draft 2020-12 schema: one document is one resource, chosen by ``kind``."""
+    """A draft 2020-12 schema of one goondan.yaml document: ``oneOf`` its kinds, by ``kind``.
+
+    Descriptions come from the models' ``Field(description=...)`` and docstrings, so editors
+    (``yaml-language-server``) show the same text as the code.
+    """
     defs: dict[str, Any] = {}
     branches = []
     metadata = TypeAdapter(Metadata).json_schema(by_alias=True, ref_template="#/$defs/{model}")
@@ -22,8 +26,14 @@ def json_schema() -> dict[str, Any]:
         defs[model.__name__] = spec
         branches.append(
             {
-                "if": {"properties": {"kind": {"const": kind}}, "required": ["kind"]},
-                "then": {"properties": {"spec": {"$ref": f"#/$defs/{model.__name__}"}}},
+                "title": kind,
+                "description": spec.get("description", kind),
+                "properties": {
+                    "kind": {"const": kind},
+                    "spec": {"$ref": f"#/$defs/{model.__name__}"},
+                },
+                # a Package may omit its spec; every other kind needs one
+                "required": ["kind"] if kind == "Package" else ["kind", "spec"],
             }
         )
     return {
@@ -40,6 +50,6 @@ def json_schema() -> dict[str, Any]:
             "metadata": {"$ref": "#/$defs/Metadata"},
             "spec": {"type": "object", "description": "Kind-specific settings."},
         },
-        "allOf": branches,
+        "oneOf": branches,
         "$defs": defs,
     }

@@ -99,7 +99,7 @@ def parse_documents(text: str, file: Path) -> tuple[list[Document], list[ConfigI
     try:
         while loader.check_node():
             node = loader.get_node()
-            if node is None:
+            if node is None or _is_blank(node):
                 continue
             if len(documents) >= MAX_DOCUMENTS:
                 issues.append(
@@ -113,11 +113,9 @@ def parse_documents(text: str, file: Path) -> tuple[list[Document], list[ConfigI
                 )
                 break
             line = node.start_mark.line + 1
-            problem = _complexity_problem(node)
+            problem = _complexity_problem(node, file)
             if problem is not None:
-                issues.append(
-                    ConfigIssue(code=E_PARSE_ERROR, message=problem, file=file, line=line)
-                )
+                issues.append(problem)
                 continue
             data = loader.construct_document(node)
             lines: dict[FieldPath, int] = {}
@@ -143,20 +141,58 @@ def parse_documents(text: str, file: Path) -> tuple[list[Document], list[ConfigI
         issues.append(ConfigIssue(code=E_PARSE_ERROR, message=f"invalid YAML: {exc}", file=file))
     except RecursionError:
         issues.append(
-            ConfigIssue(code=E_PARSE_ERROR, message="YAML nesting is too deep", file=file)
+            ConfigIssue(
+                code=E_PARSE_ERROR,
+                message=f"YAML nesting deeper than {MAX_DEPTH} levels",
+                file=file,
+                line=_too_deep_line(text),
+                suggestion="flatten the structure",
+            )
         )
     finally:
         loader.dispose()
     return documents, issues
 
 
-def _complexity_problem(root: yaml.Node) -> str | None:
-    """Refuse documents that are too deep or whose alias expansion is too large."""
+def _is_blank(node: yaml.Node) -> bool:
+    """An empty document (``---`` followed by nothing): skipped, as upstream does."""
+    return (
+        isinstance(node, yaml.ScalarNode)
+        and node.tag == "tag:yaml.org,2002:null"
+        and node.value == ""
+    )
+
+
+def _too_deep_line(text: str) -> int | None:
+    """Line where nesting first exceeds :data:`MAX_DEPTH`, found without recursion."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    mark = event.start_mark
+                    return mark.line + 1 if mark is not None else None
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        return None
+    return None
+
+
+def _complexity_problem(root: yaml.Node, file: Path) -> ConfigIssue | None:
+    """Refuse documents that are too deep or whose alias expansion is too large.
+
+    Sizes are memoised per node, so a shared (aliased) node costs one visit however often it
+    is referenced: the check itself cannot be made to explode.
+    """
     sizes: dict[int, int] = {}
 
     def size(node: yaml.Node, depth: int) -> int:
         if depth > MAX_DEPTH:
-            raise _TooComplex(f"YAML nesting deeper than {MAX_DEPTH} levels")
+            raise _TooComplex(
+                f"YAML nesting deeper than {MAX_DEPTH} levels", node, "flatten the structure"
+            )
         known = sizes.get(id(node))
         if known is not None:
             return known
@@ -170,7 +206,9 @@ def _complexity_problem(root: yaml.Node) -> str | None:
         if total > MAX_EXPANDED_NODES:
             raise _TooComplex(
                 f"document expands to more than {MAX_EXPANDED_NODES} nodes "
-                "(too many aliases or too much data)"
+                "(too many aliases or too much data)",
+                root,
+                "write the data out instead of nesting aliases",
             )
         sizes[id(node)] = total
         return total
@@ -178,12 +216,22 @@ def _complexity_problem(root: yaml.Node) -> str | None:
     try:
         size(root, 0)
     except _TooComplex as exc:
-        return str(exc)
+        return ConfigIssue(
+            code=E_PARSE_ERROR,
+            message=exc.message,
+            file=file,
+            line=exc.node.start_mark.line + 1,
+            suggestion=exc.suggestion,
+        )
     return None
 
 
 class _TooComplex(Exception):
-    pass
+    def __init__(self, message: str, node: yaml.Node, suggestion: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.node = node
+        self.suggestion = suggestion
 
 
 def _walk(
@@ -192,10 +240,13 @@ def _walk(
     lines: dict[FieldPath, int],
     issues: list[ConfigIssue],
     file: Path,
+    key_line: int | None = None,
 ) -> None:
     if path in lines:
-        return  # an alias to a node already walked
-    lines[path] = node.start_mark.line + 1
+        return  # a duplicate key, reported by the caller
+    # A mapping value's own mark is where its content starts (the line after `spec:` for a
+    # block), but "spec is missing entry" should point at `spec:` itself: use the key's line.
+    lines[path] = key_line if key_line is not None else node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         seen: set[Any] = set()
         for key_node, value_node in node.value:
@@ -212,7 +263,7 @@ def _walk(
                     )
                 )
             seen.add(key)
-            _walk(value_node, (*path, key), lines, issues, file)
+            _walk(value_node, (*path, key), lines, issues, file, key_node.start_mark.line + 1)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             _walk(item, (*path, index), lines, issues, file)

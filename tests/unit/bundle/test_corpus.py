@@ -1,6 +1,9 @@
-"""Broken goondan.yaml files: each yields its error code, field, file and line; never a traceback.
+"""Broken goondan.yaml files, each paired with exactly the issues it must produce.
 
-Each ``corpus/*.yaml`` starts with ``# expect: CODE [field.path]``.
+Each ``corpus/*.yaml`` starts with one ``# expect: CODE FIELD LINE`` line per issue (``-``
+when the issue has no field). The issues found must be exactly those: a missing one, an extra
+one, a wrong field or a wrong line fails. Two cases are generated rather than committed: a
+file over 1 MiB and a file with too many documents.
 """
 
 from __future__ import annotations
@@ -12,14 +15,28 @@ from pathlib import Path
 
 import pytest
 
-from bundle import BundleError, load_bundle
+from bundle import BundleError, ConfigIssue, load_bundle
+from bundle.source import MAX_DOCUMENTS
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.yaml"))
+Expected = tuple[str, str | None, int | None]
 
 
-def expectation(path: Path) -> tuple[str, str | None]:
-    header = path.read_text().splitlines()[0].removeprefix("# expect: ").split()
-    return header[0], header[1] if len(header) > 1 else None
+def expectations(path: Path) -> list[Expected]:
+    out: list[Expected] = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("# expect: "):
+            break
+        code, field, number = line.removeprefix("# expect: ").split()
+        out.append((code, None if field == "-" else field, int(number)))
+    assert out, f"{path.name} has no `# expect:` header"
+    return out
+
+
+def issues_of(path: Path) -> list[ConfigIssue]:
+    with pytest.raises(BundleError) as raised:
+        load_bundle(path)
+    return raised.value.errors
 
 
 def test_the_corpus_is_large_enough() -> None:
@@ -27,23 +44,66 @@ def test_the_corpus_is_large_enough() -> None:
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
-def test_each_broken_file_reports_its_error(path: Path) -> None:
-    code, field = expectation(path)
-    with pytest.raises(BundleError) as raised:
-        load_bundle(path)
-    issues = raised.value.errors
-    matching = [i for i in issues if i.code == code and (field is None or i.field == field)]
-    assert matching, f"expected {code} at {field}; got {[i.format() for i in issues]}"
-    for issue in matching:
+def test_each_broken_file_yields_exactly_its_issues(path: Path) -> None:
+    issues = issues_of(path)
+    found = sorted(((i.code, i.field, i.line) for i in issues), key=str)
+    assert found == sorted(expectations(path), key=str), "\n".join(i.format() for i in issues)
+    for issue in issues:
         assert issue.file is not None
-        assert issue.file.name in (path.name, "goondan.yaml")
-        assert issue.line is not None or code in ("E_CONFIG_FILE_TOO_LARGE",)
-        assert issue.message
-        assert issue.format().startswith(f"{issue.location()}")
+        assert issue.file.name == path.name
+        assert issue.message.strip()
+        text = issue.format()
+        assert f"{path.name}:{issue.line}" in text
+        assert text.splitlines()[0].endswith(f"({issue.code})")
+        assert issue.help_url.endswith(f"/errors/{issue.code}")
 
 
-@pytest.mark.parametrize("path", CORPUS[:8], ids=[p.stem for p in CORPUS[:8]])
-def test_the_cli_exits_1_without_a_traceback(path: Path) -> None:
+def test_a_file_over_one_mebibyte_is_refused_before_parsing(tmp_path: Path) -> None:
+    path = tmp_path / "goondan.yaml"
+    # valid YAML would take seconds to parse; the size check must come first
+    path.write_text("a: [" + "1, " * (1024 * 1024 // 3) + "1]\n")
+    [issue] = issues_of(path)
+    assert (issue.code, issue.file) == ("E_CONFIG_FILE_TOO_LARGE", path)
+    assert str(1024 * 1024) in issue.message
+
+
+def test_a_file_of_exactly_one_mebibyte_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "goondan.yaml"
+    path.write_bytes(b"#" * (1024 * 1024 - 1) + b"\n")
+    assert "E_CONFIG_FILE_TOO_LARGE" not in {i.code for i in issues_of(path)}
+
+
+def test_too_many_documents_are_refused_at_the_first_one_over(tmp_path: Path) -> None:
+    model = "apiVersion: goondan.ai/v1\nkind: Model\nmetadata: {{name: m{i}}}\nspec: {{provider: openai, model: x}}\n"
+    path = tmp_path / "goondan.yaml"
+    path.write_text("---\n".join(model.format(i=i) for i in range(MAX_DOCUMENTS + 1)))
+    [issue] = issues_of(path)
+    assert issue.code == "E_CONFIG_TOO_MANY_DOCUMENTS"
+    assert issue.line == MAX_DOCUMENTS * 5 + 1  # 4 lines and a separator per document
+
+
+def test_exactly_the_document_limit_is_accepted(tmp_path: Path) -> None:
+    model = "apiVersion: goondan.ai/v1\nkind: Model\nmetadata: {{name: m{i}}}\nspec: {{provider: openai, model: x}}\n"
+    path = tmp_path / "goondan.yaml"
+    path.write_text("---\n".join(model.format(i=i) for i in range(MAX_DOCUMENTS)))
+    assert load_bundle(path).summary() == f"{MAX_DOCUMENTS} Models"
+
+
+CLI_CASES = [
+    "syntax_error",
+    "alias_bomb",
+    "deep_nesting",
+    "module_raises_on_import",
+    "module_exits_on_import",
+    "configure_raises",
+    "three_mistakes",
+    "unknown_kind",
+]
+
+
+@pytest.mark.parametrize("name", CLI_CASES)
+def test_the_cli_exits_1_and_prints_each_issue_without_a_traceback(name: str) -> None:
+    path = Path(__file__).parent / "corpus" / f"{name}.yaml"
     done = subprocess.run(
         [sys.executable, "-m", "orchestrator", "validate", str(path)],
         capture_output=True,
@@ -52,14 +112,17 @@ def test_the_cli_exits_1_without_a_traceback(path: Path) -> None:
         check=False,
     )
     assert done.returncode == 1
-    assert "Traceback" not in done.stderr
-    code, _ = expectation(path)
-    assert code in done.stderr
-    assert f"{path.name}:" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    expected = expectations(path)
+    for code, _, line in expected:
+        assert f"{path.name}:{line}" in done.stderr
+        assert f"({code})" in done.stderr
+    count = len(expected)
+    assert done.stderr.rstrip().endswith(f"{count} error{'s' if count != 1 else ''} in {path}")
 
 
 def test_the_cli_json_lists_every_error() -> None:
-    path = next(p for p in CORPUS if p.stem == "duplicate_export")
+    path = Path(__file__).parent / "corpus" / "three_mistakes.yaml"
     done = subprocess.run(
         [sys.executable, "-m", "orchestrator", "validate", "--json", str(path)],
         capture_output=True,
@@ -70,7 +133,20 @@ def test_the_cli_json_lists_every_error() -> None:
     assert done.returncode == 1
     report = json.loads(done.stdout)
     assert report["valid"] is False
-    [error] = [e for e in report["errors"] if e["field"] == "spec.exports[1].name"]
-    assert error["code"] == "E_CONFIG_SCHEMA_INVALID"
-    assert error["resource"] == "Tool/echo"
-    assert error["helpUrl"] == "https://docs.goondan.ai/errors/E_CONFIG_SCHEMA_INVALID"
+    found = sorted((e["code"], e["field"], e["line"]) for e in report["errors"])
+    assert found == sorted(expectations(path))
+    [kind] = [e for e in report["errors"] if e["code"] == "E_CONFIG_UNKNOWN_KIND"]
+    assert kind["resource"] == "Gadget/g"
+    assert kind["helpUrl"] == "https://docs.goondan.ai/errors/E_CONFIG_UNKNOWN_KIND"
+    assert kind["file"] == str(path)
+    assert set(kind) == {
+        "code",
+        "message",
+        "file",
+        "line",
+        "column",
+        "resource",
+        "field",
+        "suggestion",
+        "helpUrl",
+    }

@@ -1,26 +1,21 @@
-"""Loading valid bundles: refs, packages, plans, limits, collected errors, schema, secrets."""
+"""Loading a whole valid bundle, the agent plan built from it, and late secret resolution."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import logging
 from pathlib import Path
 
-import jsonschema
 import pytest
-import yaml
+import structlog
 
 from bundle import (
     BundleError,
     Secret,
     SecretUnavailable,
     ValueSource,
-    json_schema,
     load_bundle,
     resolve_value,
 )
-from bundle.source import MAX_DOCUMENTS
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "bundles"
@@ -134,28 +129,6 @@ def test_a_ref_to_an_invalid_resource_is_not_reported_twice(tmp_path: Path) -> N
     assert [i.field for i in raised.value.errors] == ["spec.bogus"]
 
 
-def test_a_file_over_one_mebibyte_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "goondan.yaml"
-    path.write_text("# " + "x" * (1024 * 1024) + "\n")
-    with pytest.raises(BundleError) as raised:
-        load_bundle(path)
-    assert raised.value.errors[0].code == "E_CONFIG_FILE_TOO_LARGE"
-
-
-def test_too_many_documents_are_refused(tmp_path: Path) -> None:
-    path = tmp_path / "goondan.yaml"
-    path.write_text("\n---\n".join(f"a: {i}" for i in range(MAX_DOCUMENTS + 1)))
-    with pytest.raises(BundleError) as raised:
-        load_bundle(path)
-    assert "E_CONFIG_TOO_MANY_DOCUMENTS" in {i.code for i in raised.value.errors}
-
-
-def test_a_missing_file_is_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(BundleError) as raised:
-        load_bundle(tmp_path / "absent.yaml")
-    assert [i.code for i in raised.value.errors] == ["E_CONFIG_FILE_NOT_FOUND"]
-
-
 def test_handler_checks_can_be_skipped(tmp_path: Path) -> None:
     path = tmp_path / "goondan.yaml"
     path.write_text(
@@ -168,68 +141,10 @@ def test_handler_checks_can_be_skipped(tmp_path: Path) -> None:
     assert load_bundle(path, check_handlers=False).summary()
 
 
-def test_swarm_selection(good: Path) -> None:
-    bundle = load_bundle(good)
-    assert bundle.swarm().name == "default"
-    with pytest.raises(BundleError) as raised:
-        bundle.swarm("other")
-    assert "default" in raised.value.errors[0].message
-
-
-def test_extra_packages_can_be_injected(tmp_path: Path) -> None:
-    manifest = tmp_path / "pkg" / "goondan.yaml"
-    manifest.parent.mkdir()
-    manifest.write_text(
-        f"apiVersion: goondan.ai/v1\nkind: Tool\nmetadata: {{name: echo}}\nspec:\n"
-        f"  entry: {FIXTURES}/echo_tool.py\n  exports: [{{name: say}}]\n"
-    )
-    path = tmp_path / "goondan.yaml"
-    path.write_text(
-        GOOD.replace(
-            "- ref: Tool/greet\n      config: {greeting: hey}",
-            '- ref: {kind: Tool, name: echo, package: "@test/pkg"}',
-        ).replace("requiredTools: [greet__say]", "requiredTools: [echo__say]")
-    )
-    bundle = load_bundle(path, packages={"@test/pkg": manifest})
-    assert bundle.agent_tools(bundle.agent("helper"))[0].package == "@test/pkg"
-
-
-def test_schema_accepts_good_documents_and_rejects_bad_ones(good: Path) -> None:
-    schema = json_schema()
-    jsonschema.Draft202012Validator.check_schema(schema)
-    validator = jsonschema.Draft202012Validator(schema)
-    for document in yaml.safe_load_all(good.read_text()):
-        assert list(validator.iter_errors(document)) == []
-    bad = {
-        "apiVersion": "goondan.ai/v1",
-        "kind": "Tool",
-        "metadata": {"name": "x"},
-        "spec": {"entry": 1, "exports": []},
-    }
-    assert list(validator.iter_errors(bad))
-
-
-def test_schema_cli_prints_json() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "schema"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert json.loads(done.stdout)["title"] == "goondan.yaml resource"
-
-
-def test_validate_cli_summary_for_a_valid_file(good: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "validate", str(good)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0
-    assert done.stdout.strip().endswith("valid (1 Swarm, 1 Agent, 1 Tool, 1 Model)")
+def test_a_plan_falls_back_to_the_models_parameters(good: Path, tmp_path: Path) -> None:
+    good.write_text(good.read_text().replace("params: {maxTokens: 77}", "params: {topP: 0.1}"))
+    plan = load_bundle(good).agent_plan("helper", tmp_path / "state")
+    assert (plan.temperature, plan.max_tokens) == (0.5, None)
 
 
 def test_secrets_resolve_late_and_never_print() -> None:
@@ -237,16 +152,78 @@ def test_secrets_resolve_late_and_never_print() -> None:
     secret = resolve_value(source, {"MY_KEY": "sk-123"})
     assert isinstance(secret, Secret)
     assert secret.reveal() == "sk-123"
-    assert "sk-123" not in repr(secret)
-    assert "sk-123" not in str(secret)
-    with pytest.raises(SecretUnavailable, match="MY_KEY"):
-        resolve_value(source, {})
-    by_ref = ValueSource.model_validate(
+    assert secret.source == "env:MY_KEY"
+    for shown in (repr(secret), str(secret), f"{secret}", f"{secret!r}", repr([secret])):
+        assert "sk-123" not in shown
+    assert resolve_value(ValueSource(value="lit")).reveal() == "lit"
+
+
+@pytest.mark.parametrize("environ", [{}, {"MY_KEY": ""}])
+def test_an_unset_or_empty_variable_names_the_variable_not_a_value(
+    environ: dict[str, str],
+) -> None:
+    source = ValueSource.model_validate({"valueFrom": {"env": "MY_KEY"}})
+    with pytest.raises(SecretUnavailable, match="environment variable MY_KEY is not set"):
+        resolve_value(source, environ)
+
+
+def test_resolution_reads_the_process_environment_at_call_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source = ValueSource.model_validate({"valueFrom": {"env": "GOONDAN_TEST_LATE_KEY"}})
+    monkeypatch.delenv("GOONDAN_TEST_LATE_KEY", raising=False)
+    with pytest.raises(SecretUnavailable):
+        resolve_value(source)
+    monkeypatch.setenv("GOONDAN_TEST_LATE_KEY", "set-later")
+    assert resolve_value(source).reveal() == "set-later"
+
+
+@pytest.mark.parametrize(
+    ("key", "field", "variable"),
+    [
+        ("bot-token", "value", "GOONDAN_SECRET_SLACK_BOT_TOKEN"),
+        (None, "signingSecret", "GOONDAN_SECRET_SLACK_SIGNINGSECRET"),
+        ("bot-token", "value", "GOONDAN_SECRET_SLACK"),
+        ("bot-token", "value", "SECRET_SLACK_BOT_TOKEN"),
+        ("bot-token", "value", "SECRET_SLACK"),
+    ],
+)
+def test_secret_refs_read_the_documented_variables(
+    key: str | None, field: str, variable: str
+) -> None:
+    ref = {"ref": "Secret/slack", **({"key": key} if key else {})}
+    source = ValueSource.model_validate({"valueFrom": {"secretRef": ref}})
+    secret = resolve_value(source, {variable: "x"}, field=field)
+    assert (secret.reveal(), secret.source) == ("x", f"env:{variable}")
+
+
+def test_a_missing_secret_lists_where_it_was_looked_for() -> None:
+    source = ValueSource.model_validate(
         {"valueFrom": {"secretRef": {"ref": "Secret/slack", "key": "bot-token"}}}
     )
-    assert resolve_value(by_ref, {"GOONDAN_SECRET_SLACK_BOT_TOKEN": "x"}).reveal() == "x"
+    with pytest.raises(SecretUnavailable) as raised:
+        resolve_value(source, {"UNRELATED": "x"})
+    assert "GOONDAN_SECRET_SLACK_BOT_TOKEN" in str(raised.value)
+    assert raised.value.code == "E_CONFIG_SECRET_UNAVAILABLE"
 
 
-def test_value_and_value_from_are_exclusive() -> None:
-    with pytest.raises(ValueError, match="exactly one"):
-        ValueSource.model_validate({"value": "a", "valueFrom": {"env": "B"}})
+def test_a_logged_secret_stays_masked() -> None:
+    secret = resolve_value(ValueSource(value="sk-live-999"))
+    with structlog.testing.capture_logs() as logs:
+        structlog.get_logger().info("model ready", api_key=secret)
+    assert logs[0]["api_key"] is secret
+    rendered = structlog.processors.KeyValueRenderer()(None, "info", dict(logs[0]))
+    assert "sk-live-999" not in rendered
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "key %s", (secret,), None)
+    assert "sk-live-999" not in record.getMessage()
+
+
+def test_value_sources_in_a_bundle_stay_unresolved(tmp_path: Path) -> None:
+    path = tmp_path / "goondan.yaml"
+    path.write_text(
+        "apiVersion: goondan.ai/v1\nkind: Model\nmetadata: {name: m}\nspec:\n"
+        "  provider: openai\n  model: gpt-4o\n  apiKey: {valueFrom: {env: GOONDAN_UNSET_KEY}}\n"
+    )
+    # loading never needs the variable: it is read at first use
+    model = load_bundle(path).get("Model", "m")
+    assert model.spec.api_key.value_from.env == "GOONDAN_UNSET_KEY"
