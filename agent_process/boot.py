@@ -103,5 +103,6 @@ def build_executor(
     policy = ToolCallPolicy(
         allow_registry_calls=plan.allow_registry_calls,
         default_timeout_seconds=plan.handler_timeout_seconds or DEFAULT_HANDLER_TIMEOUT_SECONDS,
+        max_pending_calls=plan.max_pending_calls,
     )
     return ToolExecutor(registry, pipeline, policy=policy, on_pending_complete=on_pending_complete)

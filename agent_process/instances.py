@@ -46,6 +46,15 @@ def instance_dir_name(instance_key: str) -> str:
     return f"{slug}-{hashlib.sha1(instance_key.encode()).hexdigest()[:10]}"
 
 
+@dataclass(frozen=True, slots=True)
+class QueuedTurn:
+    """A Turn waiting in an instance's queue."""
+
+    turn_input: TurnInput
+    future: asyncio.Future[TurnResult]
+    on_start: Callable[[], None] | None = None
+
+
 @dataclass(eq=False)
 class Instance:
     """One conversation of the agent."""
@@ -54,9 +63,7 @@ class Instance:
     directory: Path
     store: ConversationStore
     workdir: Path
-    queue: asyncio.Queue[tuple[TurnInput, asyncio.Future[TurnResult]]] = field(
-        default_factory=asyncio.Queue
-    )
+    queue: asyncio.Queue[QueuedTurn] = field(default_factory=asyncio.Queue)
     worker: asyncio.Task[None] | None = None
     busy: bool = False
     created_at: str = field(default_factory=utc_now)
@@ -122,8 +129,14 @@ class InstanceManager:
         """Keys of the instances loaded in this process."""
         return list(self._instances)
 
-    def submit(self, key: str, turn_input: TurnInput) -> asyncio.Future[TurnResult]:
-        """Queue a Turn on instance ``key``; the future resolves with its result (never raises)."""
+    def submit(
+        self, key: str, turn_input: TurnInput, *, on_start: Callable[[], None] | None = None
+    ) -> asyncio.Future[TurnResult]:
+        """Queue a Turn on instance ``key``; the future resolves with its result (never raises).
+
+        ``on_start`` is called when the Turn leaves the queue and begins: until then, the Turn
+        has had no effect and could be delivered again elsewhere.
+        """
         instance = self.get(key)
         if instance.queue.qsize() >= self.max_queued:
             raise InstanceQueueFull(
@@ -131,7 +144,7 @@ class InstanceManager:
                 f"{self.max_queued} queued turns"
             )
         future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
-        instance.queue.put_nowait((turn_input, future))
+        instance.queue.put_nowait(QueuedTurn(turn_input, future, on_start))
         if instance.worker is None or instance.worker.done():
             instance.worker = asyncio.get_running_loop().create_task(
                 self._serve(instance), name=f"instance:{self.agent_name}:{key}"
@@ -165,13 +178,16 @@ class InstanceManager:
     async def _serve(self, instance: Instance) -> None:
         try:
             while not instance.queue.empty():
-                turn_input, future = instance.queue.get_nowait()
+                queued = instance.queue.get_nowait()
+                future = queued.future
                 if future.cancelled():
                     continue
                 self._set_busy(instance, True)
                 try:
+                    if queued.on_start is not None:
+                        queued.on_start()
                     result = await self.runner.run(
-                        instance.key, instance.store, instance.workdir, turn_input
+                        instance.key, instance.store, instance.workdir, queued.turn_input
                     )
                 finally:
                     self._set_busy(instance, False)
@@ -179,8 +195,7 @@ class InstanceManager:
                     future.set_result(result)
         finally:
             while not instance.queue.empty():
-                _, future = instance.queue.get_nowait()
-                future.cancel()
+                instance.queue.get_nowait().future.cancel()
 
     def _set_busy(self, instance: Instance, busy: bool) -> None:
         instance.busy = busy

@@ -33,6 +33,7 @@ from ipc import (
     DelegateMessage,
     DelegateResultMessage,
     EventMessage,
+    FrameTooLarge,
     IpcError,
     IpcMessage,
     PeerGone,
@@ -109,6 +110,7 @@ class AgentProcess:
             system_prompt=plan.system_prompt,
             temperature=plan.temperature,
             max_tokens=plan.max_tokens,
+            max_tool_calls_per_step=plan.max_tool_calls_per_step,
         )
         runner = TurnRunner(
             settings,
@@ -186,6 +188,8 @@ class AgentProcess:
                 )
             elif kind in ("spawn_result", "list_result"):
                 self.correlations.resolve(message.correlation_id, message.payload)
+            elif kind == "send_failed":
+                self._on_send_failed(message.payload)
             elif kind == "prepare_instance":
                 self._prepare_instance(message.payload)
             elif kind == "forget_instance" and self.instances is not None:
@@ -202,10 +206,12 @@ class AgentProcess:
 
     def _start_turn(self, sender: str, payload: dict[str, Any], correlation_id: str | None) -> None:
         assert self.instances is not None
+        # A fire-and-forget send is tracked by the Orchestrator under its eventId until it is
+        # done, so one lost to a crash is retried (not yet started) or reported to its sender.
+        send_id = str(payload.get("eventId") or "") if correlation_id is None else ""
         if self.draining:
-            self._answer(
-                sender, correlation_id, ShuttingDown(f"agent {self.name!r} is shutting down")
-            )
+            refusal = ShuttingDown(f"agent {self.name!r} is shutting down")
+            self._answer(sender, correlation_id, refusal, send_id)
             return
         instance_key = str(payload.get("instanceKey") or "default")
         chain = payload.get("callChain")
@@ -219,10 +225,16 @@ class AgentProcess:
             call_chain=tuple(str(node) for node in chain) if isinstance(chain, list) else (),
             parent_span_id=str(payload.get("parentSpanId") or "") or None,
         )
+        on_start = None
+        if send_id:
+
+            def on_start() -> None:
+                self._send_quietly(event(self.name, ORCHESTRATOR, "send_started", eventId=send_id))
+
         try:
-            future = self.instances.submit(instance_key, turn_input)
+            future = self.instances.submit(instance_key, turn_input, on_start=on_start)
         except InstanceQueueFull as exc:
-            self._answer(sender, correlation_id, IpcError(str(exc), code=exc.code))
+            self._answer(sender, correlation_id, IpcError(str(exc), code=exc.code), send_id)
             return
 
         def finished(done: asyncio.Future[TurnResult]) -> None:
@@ -241,6 +253,8 @@ class AgentProcess:
             )
             if correlation_id is not None:
                 self._reply(sender, correlation_id, result)
+            elif send_id:
+                self._send_quietly(event(self.name, ORCHESTRATOR, "send_done", eventId=send_id))
             if result.restart_reason is not None:
                 # After the answer is out: the restart must not cost the caller its result.
                 self.log.info("restart requested by a tool", reason=result.restart_reason)
@@ -259,15 +273,37 @@ class AgentProcess:
         if result.error is not None:
             error = TurnFailed(result.error.message, details={"turnCode": result.error.code})
             payload["error"] = {**error.to_dict(), "code": result.error.code}
-        self._send_quietly(
-            DelegateResultMessage(
-                sender=self.name, to=sender, correlation_id=correlation_id, payload=payload
-            )
+        message = DelegateResultMessage(
+            sender=self.name, to=sender, correlation_id=correlation_id, payload=payload
         )
+        try:
+            self.channel.send_nowait(message)
+        except FrameTooLarge as exc:
+            # The caller still gets its one answer: an error instead of the oversize result.
+            self.log.warning("answer too large for one frame", error=str(exc))
+            too_large = IpcError(
+                f"the answer of {self.name!r} is too large to send ({exc})",
+                code="E_RESULT_TOO_LARGE",
+            )
+            self._answer(sender, correlation_id, too_large)
+        except Exception as exc:  # the Orchestrator is gone: nothing to tell
+            self.log.debug("answer not sent", error=str(exc))
 
-    def _answer(self, sender: str, correlation_id: str | None, error: IpcError) -> None:
+    def _answer(
+        self, sender: str, correlation_id: str | None, error: IpcError, send_id: str = ""
+    ) -> None:
         if correlation_id is None:
             self.log.warning("event refused", error=error.message, code=error.code)
+            if send_id:
+                self._send_quietly(
+                    event(
+                        self.name,
+                        ORCHESTRATOR,
+                        "send_refused",
+                        eventId=send_id,
+                        error=error.to_dict(),
+                    )
+                )
             return
         self._send_quietly(
             DelegateResultMessage(
@@ -343,6 +379,19 @@ class AgentProcess:
         self._deliver(
             instance_key, {"type": "inter_agent_response", **answer}, "inter_agent_response"
         )
+
+    def _on_send_failed(self, payload: dict[str, Any]) -> None:
+        """A send of ours was lost (its target crashed mid-Turn, or refused it): tell the
+        instance that sent it, in its next Step."""
+        instance_key = str(payload.get("instanceKey") or "default")
+        self.log.warning(
+            "send not delivered",
+            instance_key=instance_key,
+            target=payload.get("target"),
+            event_id=payload.get("eventId"),
+        )
+        report = {k: v for k, v in payload.items() if k not in ("kind", "instanceKey")}
+        self._deliver(instance_key, {"type": "send_failed", **report}, "send_failed")
 
     def _on_pending_complete(self, completion: PendingCompletion) -> None:
         payload = {

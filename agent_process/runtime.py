@@ -180,6 +180,7 @@ class IpcAgentRuntime:
                 target=target,
                 input=event_.get("input", ""),
                 instanceKey=event_.get("instanceKey") or self.instance_key,
+                callerInstanceKey=self.instance_key,
                 traceId=self.turn_input.trace_id,
                 callChain=self._chain(),
                 eventType=event_.get("eventType") or "agent.send",

@@ -17,12 +17,14 @@ from agent_process.conversation import ConversationStore
 from agent_process.events import EventRecorder, capped, current_span, new_span_id
 from agent_process.models.base import ChatModel, ModelRequest, TokenUsage
 from agent_process.tools.catalog import build_catalog, catalog_names
-from agent_process.tools.executor import ToolCallScope, ToolExecutor
+from agent_process.tools.executor import ToolCallScope, ToolExecutor, error_result
 from agent_process.tools.middleware import MiddlewarePipeline, StepMiddlewareContext
 from agent_process.tools.registry import ToolRegistry
 from tools_base import JsonValue, Message, MessageSource, ToolCall, ToolCallResult
 
 _message_ids = itertools.count(1)
+
+DEFAULT_MAX_TOOL_CALLS_PER_STEP = 32
 
 
 async def _run_tool(
@@ -111,6 +113,8 @@ class StepSettings:
     system_prompt: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    max_tool_calls_per_step: int = DEFAULT_MAX_TOOL_CALLS_PER_STEP
+    """Calls of one model response that run; the rest are answered ``E_TOOL_CALL_LIMIT``."""
 
 
 async def run_step(
@@ -170,10 +174,25 @@ async def _model_and_tools(
     store.append(assistant)
     call_scope = dataclasses.replace(scope, catalog=catalog_names(tools))  # the final allowlist
     results: list[ToolCallResult] = []
-    for call in response.tool_calls:
-        result = await _run_tool(
-            settings, call, call_scope, assistant, recorder, step_span, step_id
-        )
+    limit = settings.max_tool_calls_per_step
+    for index, call in enumerate(response.tool_calls):
+        if index < limit:
+            result = await _run_tool(
+                settings, call, call_scope, assistant, recorder, step_span, step_id
+            )
+        else:
+            # Every call still gets its result: providers refuse a call left unanswered.
+            result = error_result(
+                call.id,
+                call.name,
+                message=(
+                    f"Not run: one response may make at most {limit} tool calls "
+                    f"(this one made {len(response.tool_calls)})."
+                ),
+                code="E_TOOL_CALL_LIMIT",
+                name="ToolLimitError",
+                suggestion=f"Make at most {limit} calls per response.",
+            )
         results.append(result)
         store.append(
             Message(

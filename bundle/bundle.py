@@ -217,6 +217,8 @@ class Bundle:
             ],
             allow_registry_calls=spec.tool_policy.allow_registry_calls,
             handler_timeout_seconds=spec.tool_policy.handler_timeout_seconds,
+            max_tool_calls_per_step=spec.tool_policy.max_tool_calls_per_step,
+            max_pending_calls=spec.tool_policy.max_pending_calls,
             max_steps_per_turn=swarm_spec.policy.max_steps_per_turn,
             request_timeout_seconds=swarm_spec.policy.request_timeout_seconds,
             shutdown_grace_seconds=swarm_spec.policy.shutdown.grace_period_seconds,

@@ -343,6 +343,18 @@ class ToolPolicy(_Spec):
     handler_timeout_seconds: float | None = Field(
         default=None, gt=0, description="Default handler timeout for this agent's tools."
     )
+    max_tool_calls_per_step: int = Field(
+        default=32,
+        ge=1,
+        le=1024,
+        description="Tool calls of one model response that run; the rest get E_TOOL_CALL_LIMIT.",
+    )
+    max_pending_calls: int = Field(
+        default=16,
+        ge=1,
+        le=1024,
+        description="Calls per conversation that may run on in the background at once.",
+    )
 
 
 class AgentSpec(_Spec):

@@ -77,6 +77,8 @@ class AgentPlan(_Plan):
     extensions: list[ExtensionPlan] = Field(default_factory=list)
     allow_registry_calls: bool = False
     handler_timeout_seconds: float | None = None
+    max_tool_calls_per_step: int = 32
+    max_pending_calls: int = 16
     max_steps_per_turn: int = 32
     request_timeout_seconds: float = 60.0
     shutdown_grace_seconds: float = 30.0

@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -133,10 +134,9 @@ class ControlServer:
             if request.get("wait", True):
                 answer = await orchestrator.request(text, agent=agent, instance_key=instance)
                 return {"ok": answer.get("status") == "ok", "answer": answer}
-            task = asyncio.ensure_future(
-                orchestrator.request(text, agent=agent, instance_key=instance)
+            orchestrator.keep(
+                asyncio.ensure_future(self._send_unwaited(orchestrator, text, agent, instance))
             )
-            orchestrator.keep(task)
             return {"ok": True, "accepted": True}
         if command == "restart":
             names = (
@@ -157,6 +157,32 @@ class ControlServer:
                 str(request.get("agent", "")), str(request.get("instanceKey", ""))
             )
         return {"ok": False, "error": f"unknown command {command!r}"}
+
+    async def _send_unwaited(
+        self, orchestrator: Orchestrator, text: str, agent: str, instance: str
+    ) -> None:
+        """A ``send --no-wait``: nobody waits, so a failure is logged and kept as an event."""
+        answer = await orchestrator.request(text, agent=agent, instance_key=instance)
+        if answer.get("status") == "ok":
+            return
+        error = found if isinstance(found := answer.get("error"), dict) else {}
+        self.log.warning(
+            "unwaited send failed",
+            agent=agent,
+            instance_key=instance,
+            code=error.get("code"),
+            error=error.get("message"),
+        )
+        orchestrator.events.append(
+            {
+                "type": "delivery.lost",
+                "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                "agentName": agent,
+                "instanceKey": instance,
+                "sender": "user",
+                "error": error,
+            }
+        )
 
     def _delete_instance(self, agent: str, key: str) -> dict[str, Any]:
         orchestrator = self.orchestrator

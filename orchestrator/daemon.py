@@ -7,16 +7,17 @@ import gc
 import os
 import signal
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from bundle import Bundle, load_bundle
-from ipc import EventMessage, IpcMessage
+from ipc import EventMessage, IpcError, IpcMessage
 from orchestrator.control import ControlServer, socket_path
 from orchestrator.eventlog import EventLog
-from orchestrator.router import Router
+from orchestrator.router import InFlightSend, Router
 from orchestrator.status import ExitInfo
 from orchestrator.supervisor import AgentHandle, Supervisor
 from orchestrator.transport import MultiprocessingTransport, Transport
@@ -55,7 +56,11 @@ class Orchestrator:
             on_exit=self._on_exit,
             on_lifecycle=self.events.lifecycle,
         )
-        self.router = Router(self.supervisor, default_timeout_ms=timeout_ms)
+        self.router = Router(
+            self.supervisor,
+            default_timeout_ms=timeout_ms,
+            on_delivery_lost=self._on_delivery_lost,
+        )
         self.control = ControlServer(self, socket_path(self.state_dir))
         self._kept: set[asyncio.Task[Any]] = set()
         self.log = structlog.get_logger("goondan.orchestrator").bind(swarm=self.swarm.name)
@@ -76,6 +81,23 @@ class Orchestrator:
             self.keep(asyncio.ensure_future(self.supervisor.restart_agent(sender, self.grace)))
             return
         self.router.on_message(sender, message)
+
+    def _on_delivery_lost(self, send: InFlightSend, error: IpcError) -> None:
+        self.events.append(
+            {
+                "type": "delivery.lost",
+                "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                "agentName": send.target,
+                "instanceKey": send.message.payload.get("instanceKey"),
+                "traceId": send.message.payload.get("traceId"),
+                "eventId": send.event_id,
+                "sender": send.sender,
+                "senderInstanceKey": send.sender_instance_key,
+                "started": send.started,
+                "attempts": send.attempts,
+                "error": error.to_dict(),
+            }
+        )
 
     def _on_exit(self, name: str, info: ExitInfo) -> None:
         self.router.on_agent_exit(name)

@@ -6,6 +6,12 @@ from here when the target is unknown (``AGENT_NOT_FOUND``), would close a cycle
 (``AGENT_CRASHED``), takes longer than the request's timeout (``AGENT_REQUEST_TIMEOUT``), or the
 swarm is shutting down (``SHUTTING_DOWN``). A target's answer that arrives after its caller was
 already answered is dropped (and logged).
+
+A fire-and-forget ``send`` is tracked by its ``eventId`` until the target reports its Turn done.
+If the target dies with the send still queued (its Turn never started, so it had no effect), the
+send is delivered once more to the restarted target; if it dies mid-Turn, or refuses or cannot
+take the send, the sender's instance gets a ``send_failed`` report with the structured error.
+Nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -38,6 +45,9 @@ from orchestrator.transport import Worker
 
 DEFAULT_TIMEOUT_MS = 60_000
 MAX_PENDING_PER_CALLER = 1024
+MAX_SENDS_IN_FLIGHT_PER_CALLER = 1024
+SEND_DELIVERY_ATTEMPTS = 2
+"""A send whose target died before starting its Turn is delivered once more, then reported."""
 EXTERNAL = "user"
 """The caller name of requests that come from outside the swarm (CLI, control socket)."""
 
@@ -52,6 +62,23 @@ class Pending:
     timer: asyncio.TimerHandle | None = None
     future: asyncio.Future[dict[str, Any]] | None = None
     """Set for external callers: resolved with the answer payload."""
+
+
+@dataclass(eq=False)
+class InFlightSend:
+    """A fire-and-forget send between delivery and the end of the Turn it started."""
+
+    event_id: str
+    sender: str
+    sender_instance_key: str
+    target: str
+    message: EventMessage
+    """The ``send`` event as the target receives it (kept for a redelivery)."""
+    started: bool = False
+    attempts: int = 0
+
+
+DeliveryLost = Callable[[InFlightSend, IpcError], None]
 
 
 @dataclass
@@ -85,9 +112,13 @@ class Router:
     default_timeout_ms: int = DEFAULT_TIMEOUT_MS
     pending: dict[str, Pending] = field(default_factory=dict)
     spawns: dict[tuple[str, str, str, str], SpawnRecord] = field(default_factory=dict)
+    sends: dict[str, InFlightSend] = field(default_factory=dict)
+    on_delivery_lost: DeliveryLost | None = None
+    """Told of every send that could not be delivered (the daemon logs it as an event)."""
     closing: bool = False
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _per_caller: Counter[str] = field(default_factory=Counter)
+    _sends_per_caller: Counter[str] = field(default_factory=Counter)
     log: Any = field(default_factory=lambda: structlog.get_logger("goondan.router"))
 
     # -- entry points -------------------------------------------------------------------------
@@ -101,7 +132,9 @@ class Router:
         elif isinstance(message, EventMessage):
             kind = message.kind
             if kind == "send":
-                self._spawn_task(self._send(sender, message))
+                self._accept_send(sender, message)
+            elif kind in ("send_started", "send_done", "send_refused"):
+                self._send_progress(sender, kind, message.payload)
             elif kind == "spawn_request":
                 self._spawn_task(self._spawn_request(sender, message))
             elif kind == "list_request":
@@ -139,12 +172,27 @@ class Router:
         return await future
 
     def on_agent_exit(self, name: str) -> None:
-        """Answer every request the dead agent owed; forget the ones it was waiting on."""
+        """Answer every request the dead agent owed; forget the ones it was waiting on;
+        redeliver or report the sends it had not finished."""
         for pending in list(self.pending.values()):
             if pending.target == name:
                 self._fail(pending, AgentCrashed(f"agent {name!r} exited before answering"))
             elif pending.caller == name:
                 self._forget(pending)
+        for send in [s for s in self.sends.values() if s.target == name]:
+            if self.closing:
+                self._send_lost(send, ShuttingDown(f"agent {name!r} stopped with the swarm"))
+            elif not send.started and send.attempts < SEND_DELIVERY_ATTEMPTS:
+                self.log.info(
+                    "send redelivered after its target exited before starting it",
+                    caller=send.sender,
+                    target=name,
+                    event_id=send.event_id,
+                )
+                self._spawn_task(self._deliver_send(send))
+            else:
+                what = "during the Turn it started" if send.started else "twice before starting it"
+                self._send_lost(send, AgentCrashed(f"agent {name!r} exited {what}"))
 
     async def close(self) -> None:
         """Answer every pending request with ``SHUTTING_DOWN``; stop routing."""
@@ -323,15 +371,100 @@ class Router:
 
     # -- fire-and-forget, spawn, list -------------------------------------------------------------
 
-    async def _send(self, sender: str, message: EventMessage) -> None:
-        target = str(message.payload.get("target", ""))
+    def _accept_send(self, sender: str, message: EventMessage) -> None:
+        payload = message.payload
+        target = str(payload.get("target", ""))
+        event_id = str(payload.get("eventId") or f"agent_event_{secrets.token_hex(8)}")
+        fields = {k: v for k, v in payload.items() if k != "kind"}
+        send = InFlightSend(
+            event_id=event_id,
+            sender=sender,
+            sender_instance_key=str(payload.get("callerInstanceKey") or "default"),
+            target=target,
+            message=event(
+                sender, target, "send", **{**fields, "eventId": event_id, "source": sender}
+            ),
+        )
+        if event_id in self.sends:
+            self.log.warning("duplicate send dropped", caller=sender, event_id=event_id)
+            return
+        self.sends[event_id] = send
+        self._sends_per_caller[sender] += 1
+        if self.closing:
+            self._send_lost(send, ShuttingDown("the swarm is shutting down"))
+        elif self._sends_per_caller[sender] > MAX_SENDS_IN_FLIGHT_PER_CALLER:
+            limit = MAX_SENDS_IN_FLIGHT_PER_CALLER
+            self._send_lost(send, TooManyPending(f"{sender!r} already has {limit} sends in flight"))
+        else:
+            self._spawn_task(self._deliver_send(send))
+
+    async def _deliver_send(self, send: InFlightSend) -> None:
+        send.attempts += 1
         try:
-            handle = await self.supervisor.ensure_running(target)
+            handle = await self.supervisor.ensure_running(send.target)
+        except IpcError as exc:
+            self._send_lost(send, exc)
+            return
+        except TimeoutError:
+            self._send_lost(send, AgentCrashed(f"agent {send.target!r} did not become ready"))
+            return
+        if send.event_id not in self.sends:
+            return
+        try:
             assert handle.worker is not None
-            fields = {k: v for k, v in message.payload.items() if k != "kind"}
-            handle.worker.send(event(sender, target, "send", **{**fields, "source": sender}))
+            handle.worker.send(send.message)
         except Exception as exc:
-            self.log.warning("send not delivered", caller=sender, target=target, error=str(exc))
+            self._send_lost(send, AgentCrashed(f"agent {send.target!r} is gone: {exc}"))
+
+    def _send_progress(self, target: str, kind: str, payload: dict[str, Any]) -> None:
+        send = self.sends.get(str(payload.get("eventId") or ""))
+        if send is None or send.target != target:
+            return
+        if kind == "send_started":
+            send.started = True
+        elif kind == "send_done":
+            self._finish_send(send)
+        else:
+            self._send_lost(send, IpcError.from_dict(payload.get("error")))
+
+    def _finish_send(self, send: InFlightSend) -> None:
+        if self.sends.pop(send.event_id, None) is not None:
+            self._sends_per_caller[send.sender] -= 1
+
+    def _send_lost(self, send: InFlightSend, error: IpcError) -> None:
+        """Report a send that will not be (fully) handled to whoever sent it."""
+        if self.sends.get(send.event_id) is not send:
+            return
+        self._finish_send(send)
+        self.log.warning(
+            "send not delivered",
+            caller=send.sender,
+            target=send.target,
+            event_id=send.event_id,
+            code=error.code,
+            error=error.message,
+        )
+        if self.on_delivery_lost is not None:
+            self.on_delivery_lost(send, error)
+        handle = self.supervisor.handles.get(send.sender)
+        if handle is None or handle.worker is None:
+            return  # the sender is outside the swarm, or gone: the log and event log keep it
+        try:
+            handle.worker.send(
+                event(
+                    ORCHESTRATOR,
+                    send.sender,
+                    "send_failed",
+                    eventId=send.event_id,
+                    target=send.target,
+                    instanceKey=send.sender_instance_key,
+                    error=error.to_dict(),
+                )
+            )
+        except Exception as exc:
+            self.log.info(
+                "sender gone; send failure not reported", caller=send.sender, error=str(exc)
+            )
 
     async def _spawn_request(self, sender: str, message: EventMessage) -> None:
         payload = message.payload

@@ -25,6 +25,7 @@ import difflib
 import functools
 import math
 import os
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -63,6 +64,9 @@ NOT_IN_CATALOG_SUGGESTION = (
 )
 
 
+DEFAULT_MAX_PENDING_CALLS = 16
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCallPolicy:
     """How strictly the executor treats calls (seed 000 §7.1)."""
@@ -71,6 +75,9 @@ class ToolCallPolicy:
     """Let the model call registry tools missing from the catalog. A security decision: off."""
     default_timeout_seconds: float = DEFAULT_HANDLER_TIMEOUT_SECONDS
     """Handler timeout for tools that set no ``timeoutSeconds``."""
+    max_pending_calls: int = DEFAULT_MAX_PENDING_CALLS
+    """Calls of one instance that may run on in the background (answered ``pending``) at once;
+    one more is refused with ``E_TOOL_TOO_MANY_PENDING`` and its background work cancelled."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -175,6 +182,7 @@ class ToolExecutor:
             max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="goondan-tool"
         )
         self._pending_tasks: set[asyncio.Task[None]] = set()
+        self._pending_per_instance: Counter[str] = Counter()
 
     async def execute(
         self, call: ToolCall, scope: ToolCallScope, message: Message
@@ -317,6 +325,21 @@ class ToolExecutor:
     ) -> ToolCallResult:
         if isinstance(output, PendingResult):
             if output.completion is not None:
+                limit = self.policy.max_pending_calls
+                if self._pending_per_instance[ctx.instance_key] >= limit:
+                    _abandon(output.completion)
+                    return error_result(
+                        ctx.tool_call_id,
+                        ctx.tool_name,
+                        message=(
+                            f"{limit} calls of this conversation are still running in the "
+                            f"background; {ctx.tool_name!r} was not started."
+                        ),
+                        code="E_TOOL_TOO_MANY_PENDING",
+                        name="ToolLimitError",
+                        suggestion="Wait for the running calls to complete, then retry.",
+                        limit=tool.error_message_limit,
+                    )
                 self._track_completion(ctx, tool, output, timeout)
             return ToolCallResult(
                 tool_call_id=ctx.tool_call_id,
@@ -379,7 +402,15 @@ class ToolExecutor:
 
         task = asyncio.get_running_loop().create_task(wait_for_completion())
         self._pending_tasks.add(task)
-        task.add_done_callback(self._pending_tasks.discard)
+        self._pending_per_instance[instance_key] += 1
+
+        def finished(done: asyncio.Task[None]) -> None:
+            self._pending_tasks.discard(done)
+            self._pending_per_instance[instance_key] -= 1
+            if self._pending_per_instance[instance_key] <= 0:
+                del self._pending_per_instance[instance_key]
+
+        task.add_done_callback(finished)
 
     def _not_found(self, ctx: ToolCallMiddlewareContext, scope: ToolCallScope) -> ToolCallResult:
         name = ctx.tool_name
@@ -504,3 +535,11 @@ def to_json_value(value: Any) -> JsonValue:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     return str(value)
+
+
+def _abandon(completion: Any) -> None:
+    """Stop background work that will never be awaited (a refused pending call)."""
+    if isinstance(completion, asyncio.Future):
+        completion.cancel()
+    elif asyncio.iscoroutine(completion):
+        completion.close()

@@ -22,6 +22,7 @@ spec:
       parameters: {{type: object, properties: {{seconds: {{type: number}}}}}}
     - name: garbage
     - name: close_pipe
+    - name: big
 ---
 apiVersion: goondan.ai/v1
 kind: Model
@@ -77,6 +78,10 @@ spec:
         call: {{tool: fault__garbage}}
       - when: {{input: "^closepipe$"}}
         call: {{tool: fault__close_pipe}}
+      - when: {{input: "^big$"}}
+        call: {{tool: fault__big}}
+      - when: {{toolResult: fault__big}}
+        reply: "{{result}}"
       - when: {{input: "^twostep$"}}
         calls: [{{tool: fault__pid}}, {{tool: fault__crash, args: {{code: 1}}}}]
       - when: {{input: "^restart yourself$"}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +172,24 @@ async def test_each_step_records_token_usage_and_the_model_call(tmp_path: Path) 
     assert step.usage.total_tokens >= 0
     assert step.metadata["model"] == {"scriptRule": "rules[0]"}
     assert step.duration_ms > 0
+
+
+async def test_calls_past_the_per_step_limit_are_answered_without_running(tmp_path: Path) -> None:
+    calls = [{"tool": "text__upper", "args": {"text": f"w{i}"}} for i in range(5)]
+    turn_runner, _ = runner(
+        tmp_path,
+        [
+            {"when": {"input": "^many$"}, "calls": calls},
+            {"reply": "done"},
+        ],
+    )
+    settings = dataclasses.replace(turn_runner.settings, max_tool_calls_per_step=3)
+    turn_runner = TurnRunner(settings)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="many"))
+    assert (result.status, result.text) == ("ok", "done")
+    results = [m.tool_result or {} for m in store.messages if m.role == "tool"]
+    assert [r["status"] for r in results] == ["ok", "ok", "ok", "error", "error"]
+    assert [r["output"]["text"] for r in results[:3]] == ["W0", "W1", "W2"]
+    assert {r["error"]["code"] for r in results[3:]} == {"E_TOOL_CALL_LIMIT"}

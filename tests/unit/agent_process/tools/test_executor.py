@@ -426,6 +426,43 @@ async def test_failed_pending_work_completes_with_an_error(tmp_path: Path) -> No
     await harness.executor.aclose()
 
 
+async def test_background_calls_past_the_limit_are_refused_and_their_work_cancelled(
+    tmp_path: Path,
+) -> None:
+    completed: asyncio.Queue[PendingCompletion] = asyncio.Queue()
+    harness = Harness(tmp_path)
+    harness.executor = ToolExecutor(
+        harness.registry,
+        harness.pipeline,
+        policy=ToolCallPolicy(max_pending_calls=2),
+        on_pending_complete=completed.put_nowait,
+    )
+    finish = asyncio.Event()
+    works: list[asyncio.Task[None]] = []
+
+    async def start(ctx: ToolContext, args: JsonObject) -> PendingResult:
+        work = asyncio.ensure_future(finish.wait())
+        works.append(work)  # type: ignore[arg-type]
+        return PendingResult(handle=f"job-{len(works)}", completion=work)
+
+    harness.add("echo__say", start)
+    statuses = [(await harness.call("echo__say", call_id=f"c{i}")).status for i in range(2)]
+    refused = await harness.call("echo__say", call_id="c3")
+    assert statuses == ["pending", "pending"]
+    assert refused.error is not None
+    assert (refused.status, refused.error.code) == ("error", "E_TOOL_TOO_MANY_PENDING")
+    await asyncio.sleep(0)
+    assert works[2].cancelled()
+    assert not works[0].done()
+    finish.set()
+    async with asyncio.timeout(10):
+        await completed.get()
+        await completed.get()
+    await asyncio.sleep(0)  # the done-callbacks that free the slots run after the completion
+    assert (await harness.call("echo__say", call_id="c4")).status == "pending"  # room again
+    await harness.executor.aclose()
+
+
 async def test_legacy_async_dict_is_a_pending_result(harness: Harness) -> None:
     """Seed 002 §6.3: ``{__async: true, handle, ...}``."""
     harness.add(
