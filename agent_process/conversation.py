@@ -22,75 +22,17 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import structlog
 
-from tools_base import JsonObject, Message
+from tools_base import JsonObject, Message, MessageEvent
+
+__all__ = ["ConversationStore", "MessageEvent", "apply_events"]
 
 FORMAT_VERSION = 1
-MessageEventType = Literal["append", "replace", "remove", "truncate"]
 
 _log = structlog.get_logger("goondan.conversation")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class MessageEvent:
-    """One change to a conversation."""
-
-    type: MessageEventType
-    message: Message | None = None
-    """The new message, for ``append`` and ``replace``."""
-    target_id: str | None = None
-    """The message addressed by ``replace`` and ``remove``."""
-
-    @classmethod
-    def append(cls, message: Message) -> MessageEvent:
-        """Add ``message`` at the end."""
-        return cls(type="append", message=message)
-
-    @classmethod
-    def replace(cls, target_id: str, message: Message) -> MessageEvent:
-        """Swap the first message with id ``target_id`` for ``message``."""
-        return cls(type="replace", target_id=target_id, message=message)
-
-    @classmethod
-    def remove(cls, target_id: str) -> MessageEvent:
-        """Drop the first message with id ``target_id``."""
-        return cls(type="remove", target_id=target_id)
-
-    @classmethod
-    def truncate(cls) -> MessageEvent:
-        """Drop every message."""
-        return cls(type="truncate")
-
-    def to_json(self, seq: int) -> JsonObject:
-        """The ``events.jsonl`` line for this event, numbered ``seq``."""
-        out: JsonObject = {"seq": seq, "type": self.type}
-        if self.target_id is not None:
-            out["targetId"] = self.target_id
-        if self.message is not None:
-            out["message"] = self.message.to_json()
-        return out
-
-    @classmethod
-    def from_json(cls, data: JsonObject) -> MessageEvent:
-        """Inverse of :meth:`to_json` (the ``seq`` is read separately)."""
-        kind = data.get("type")
-        message = data.get("message")
-        target = data.get("targetId")
-        parsed = Message.from_json(message) if isinstance(message, dict) else None
-        if kind == "append" and parsed is not None:
-            return cls.append(parsed)
-        if kind == "replace" and parsed is not None and isinstance(target, str):
-            return cls.replace(target, parsed)
-        if kind == "remove" and isinstance(target, str):
-            return cls.remove(target)
-        if kind == "truncate":
-            return cls.truncate()
-        raise ValueError(f"malformed message event of type {kind!r}")
 
 
 def apply_events(base: Sequence[Message], events: Iterable[MessageEvent]) -> list[Message]:

@@ -125,6 +125,10 @@ class InstanceManager:
         del self._instances[key]
         return True
 
+    def conversation_directory(self, key: str) -> Path:
+        """Where the conversation of instance ``key`` lives (loaded or not)."""
+        return self.root / instance_dir_name(key) / "conversation"
+
     def keys(self) -> list[str]:
         """Keys of the instances loaded in this process."""
         return list(self._instances)

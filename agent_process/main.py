@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from agent_process.boot import BootError, build_executor, build_model, build_registry
+from agent_process.extensions import ExtensionHost, ExtensionLoadError
 from agent_process.instances import InstanceManager, InstanceQueueFull
 from agent_process.runtime import Correlations, IpcAgentRuntime
 from agent_process.step import StepSettings, new_message_id, utc_now
@@ -43,7 +44,7 @@ from ipc import (
 )
 from ipc.logs import configure_logging
 from ipc.messages import TurnFailed
-from tools_base import Message, MessageSource
+from tools_base import AgentInfo, Message, MessageSource
 
 EXIT_BOOT_FAILURE = 78
 """Exit code for "cannot boot"; the supervisor knows it as ``orchestrator.status.EXIT_BOOT_FAILURE``
@@ -90,6 +91,7 @@ class AgentProcess:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.instances: InstanceManager | None = None
         self.executor: ToolExecutor | None = None
+        self.extensions: ExtensionHost | None = None
         self._workdirs: dict[str, Path] = {}
 
     # -- boot ------------------------------------------------------------------------------
@@ -99,6 +101,19 @@ class AgentProcess:
         plan = self.plan
         registry = build_registry(plan.tools)
         pipeline = MiddlewarePipeline()
+        self.extensions = ExtensionHost(
+            agent=AgentInfo(
+                name=self.name,
+                swarm_name=plan.swarm_name,
+                system_prompt=plan.system_prompt,
+                tools=tuple(plan.catalog_tools),
+                required_tools=tuple(plan.required_tools),
+                agents=tuple(plan.agents),
+            ),
+            pipeline=pipeline,
+            registry=registry,
+            logger=self.log,
+        )
         self.executor = build_executor(plan, registry, pipeline, self._on_pending_complete)
         settings = StepSettings(
             agent_name=self.name,
@@ -148,8 +163,12 @@ class AgentProcess:
         """Boot, report ready, serve until shutdown or until the Orchestrator is gone."""
         try:
             self.boot()
-        except BootError as exc:
+            assert self.extensions is not None
+            await self.extensions.load(self.plan.extensions)
+        except (BootError, ExtensionLoadError) as exc:
             self.log.error("agent failed to boot", error=str(exc))
+            if self.extensions is not None:
+                await self.extensions.aclose()
             self._send_quietly(event(self.name, ORCHESTRATOR, "boot_failed", error=str(exc)))
             await self._flush()
             return EXIT_BOOT_FAILURE
@@ -196,6 +215,8 @@ class AgentProcess:
                 key = str(message.payload.get("instanceKey") or "default")
                 if not self.instances.forget(key):
                     self.log.warning("instance busy; not forgotten", instance_key=key)
+                elif self.extensions is not None:
+                    self.extensions.forget_instance(self.instances.conversation_directory(key))
             else:
                 self.log.debug("ignored event", kind=kind)
         elif isinstance(message, ShutdownMessage) and not self.draining:
@@ -344,6 +365,8 @@ class AgentProcess:
             await self.instances.close()
         if self.executor is not None:
             await self.executor.aclose()
+        if self.extensions is not None:
+            await self.extensions.aclose()
         self.channel.close()
 
     # -- reporting -----------------------------------------------------------------------

@@ -138,7 +138,12 @@ class IpcAgentRuntime:
             if self._on_async_result is not None:
                 callback = self._on_async_result
                 key = self.instance_key
-                future.add_done_callback(lambda done: callback(key, done.result()))
+                about = {"from": target, "to": self.agent_name, "eventId": event_id}
+                future.add_done_callback(
+                    lambda done: callback(
+                        key, {**about, "correlationId": correlation_id, **done.result()}
+                    )
+                )
             return {
                 "target": target,
                 "eventId": event_id,

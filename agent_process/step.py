@@ -16,11 +16,19 @@ from typing import Any
 from agent_process.conversation import ConversationStore
 from agent_process.events import EventRecorder, capped, current_span, new_span_id
 from agent_process.models.base import ChatModel, ModelRequest, TokenUsage
-from agent_process.tools.catalog import build_catalog, catalog_names
+from agent_process.tools.catalog import ToolCatalogItem, build_catalog, catalog_names
 from agent_process.tools.executor import ToolCallScope, ToolExecutor, error_result
 from agent_process.tools.middleware import MiddlewarePipeline, StepMiddlewareContext
 from agent_process.tools.registry import ToolRegistry
-from tools_base import JsonValue, Message, MessageSource, ToolCall, ToolCallResult
+from tools_base import (
+    AgentToolRuntime,
+    JsonValue,
+    Message,
+    MessageEvent,
+    MessageSource,
+    ToolCall,
+    ToolCallResult,
+)
 
 _message_ids = itertools.count(1)
 
@@ -117,28 +125,74 @@ class StepSettings:
     """Calls of one model response that run; the rest are answered ``E_TOOL_CALL_LIMIT``."""
 
 
+class StepContext(StepMiddlewareContext[StepResult]):
+    """Context of a ``step`` middleware.
+
+    Before ``next()``: edit ``tool_catalog`` (what the model is offered, and the allowlist),
+    or change the conversation with ``emit_message_event``. After: return the
+    :class:`StepResult`, or a copy with ``should_continue`` changed
+    (``dataclasses.replace(result, should_continue=True)`` runs another Step).
+    """
+
+    __slots__ = ("_store", "runtime", "turn_metadata")
+
+    def __init__(
+        self,
+        chain: Any,
+        core: Any,
+        *,
+        store: ConversationStore,
+        scope: ToolCallScope,
+        tool_catalog: list[ToolCatalogItem],
+        turn_metadata: dict[str, JsonValue],
+    ) -> None:
+        super().__init__(
+            chain,
+            core,
+            tool_catalog=tool_catalog,
+            agent_name=scope.agent_name,
+            instance_key=scope.instance_key,
+            turn_id=scope.turn_id,
+            trace_id=scope.trace_id,
+            step_index=scope.step_index,
+        )
+        self._store = store
+        self.runtime: AgentToolRuntime | None = scope.runtime
+        """The ``agents`` runtime of this Turn."""
+        self.turn_metadata = turn_metadata
+        """The Turn's ``metadata``: scratch space shared by every Step of the Turn."""
+
+    @property
+    def messages(self) -> list[Message]:
+        """The conversation as it stands (a copy)."""
+        return self._store.messages
+
+    def emit_message_event(self, event: MessageEvent) -> None:
+        """Change the conversation (append, replace, remove, truncate); on disk at once."""
+        self._store.emit(event)
+
+
 async def run_step(
     settings: StepSettings,
     store: ConversationStore,
     scope: ToolCallScope,
     recorder: EventRecorder | None = None,
     span_id: str | None = None,
+    turn_metadata: dict[str, JsonValue] | None = None,
 ) -> StepResult:
     """Run Step ``scope.step_index`` of the Turn ``scope.turn_id`` on ``store``."""
     catalog = build_catalog(settings.registry, settings.config_tool_names)
 
-    async def core(ctx: StepMiddlewareContext[StepResult]) -> StepResult:
+    async def core(ctx: StepContext) -> StepResult:
         return await _model_and_tools(settings, store, scope, ctx, recorder, span_id)
 
-    ctx = StepMiddlewareContext[StepResult](
+    ctx = StepContext(
         settings.pipeline.chain("step"),
         core,
+        store=store,
+        scope=scope,
         tool_catalog=catalog,
-        agent_name=scope.agent_name,
-        instance_key=scope.instance_key,
-        turn_id=scope.turn_id,
-        trace_id=scope.trace_id,
-        step_index=scope.step_index,
+        turn_metadata=turn_metadata if turn_metadata is not None else {},
     )
     return await ctx.next()
 

@@ -115,6 +115,7 @@ class TurnMiddlewareContext(MiddlewareContext[TurnResult]):
         "input",
         "instance_key",
         "metadata",
+        "runtime",
         "store",
         "trace_id",
         "turn_id",
@@ -130,15 +131,20 @@ class TurnMiddlewareContext(MiddlewareContext[TurnResult]):
         agent_name: str,
         instance_key: str,
         turn_id: str,
+        runtime: AgentToolRuntime | None = None,
     ) -> None:
         super().__init__(chain, core)
         self.input = turn_input
+        """What started the Turn; its user message is already in ``messages``."""
+        self.runtime = runtime
+        """The ``agents`` runtime of this Turn (request, send, ...)."""
         self.store = store
         self.agent_name = agent_name
         self.instance_key = instance_key
         self.turn_id = turn_id
         self.trace_id = turn_input.trace_id
         self.metadata: dict[str, JsonValue] = {}
+        """Scratch space of the Turn, shared with every Step's ``turn_metadata``."""
 
     @property
     def messages(self) -> list[Message]:
@@ -231,6 +237,7 @@ class TurnRunner:
                 started,
                 recorder,
                 turn_span,
+                ctx.metadata,
             )
 
         ctx = TurnMiddlewareContext(
@@ -241,6 +248,7 @@ class TurnRunner:
             agent_name=self.settings.agent_name,
             instance_key=instance_key,
             turn_id=turn_id,
+            runtime=runtime,
         )
         try:
             result = await ctx.next()
@@ -294,6 +302,7 @@ class TurnRunner:
         started: float,
         recorder: EventRecorder,
         turn_span: str,
+        turn_metadata: dict[str, JsonValue],
     ) -> TurnResult:
         usage = TokenUsage()
         last_text = ""
@@ -319,7 +328,9 @@ class TurnRunner:
             recorder.emit("step.started", step_span, turn_span, **step_fields)
             step_started = time.perf_counter()
             try:
-                step: StepResult = await run_step(self.settings, store, scope, recorder, step_span)
+                step: StepResult = await run_step(
+                    self.settings, store, scope, recorder, step_span, turn_metadata
+                )
             except ModelError as exc:
                 recorder.emit(
                     "step.failed",

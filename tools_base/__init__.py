@@ -24,8 +24,24 @@ from tools_base._context import (
     is_nonblocking,
     nonblocking,
 )
+from tools_base._extension import (
+    AgentInfo,
+    ExtensionApi,
+    ExtensionError,
+    ExtensionEvents,
+    ExtensionPipeline,
+    ExtensionState,
+    ExtensionTools,
+)
 from tools_base._json import JsonArray, JsonObject, JsonPrimitive, JsonValue
-from tools_base._message import Message, MessageRole, MessageSource, ToolCall
+from tools_base._message import (
+    Message,
+    MessageEvent,
+    MessageEventType,
+    MessageRole,
+    MessageSource,
+    ToolCall,
+)
 from tools_base._result import (
     DEFAULT_ERROR_MESSAGE_LIMIT,
     PendingResult,
@@ -55,16 +71,25 @@ __all__ = [
     "PACKAGE_NAME",
     "AgentCatalogResult",
     "AgentEvent",
+    "AgentInfo",
     "AgentListResult",
     "AgentRequestResult",
     "AgentSendResult",
     "AgentSpawnResult",
     "AgentToolRuntime",
+    "ExtensionApi",
+    "ExtensionError",
+    "ExtensionEvents",
+    "ExtensionPipeline",
+    "ExtensionState",
+    "ExtensionTools",
     "JsonArray",
     "JsonObject",
     "JsonPrimitive",
     "JsonValue",
     "Message",
+    "MessageEvent",
+    "MessageEventType",
     "MessageRole",
     "MessageSource",
     "PendingResult",

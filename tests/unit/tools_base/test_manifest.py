@@ -31,6 +31,16 @@ EXPECTED_EXPORTS = {
     "agents": ["request", "send", "spawn", "list", "catalog"],
     "self-restart": ["request"],
 }
+EXPECTED_EXTENSIONS = [
+    "logging",
+    "message-window",
+    "message-compaction",
+    "tool-search",
+    "required-tools-guard",
+    "inter-agent-response-format",
+    "context-message",
+    "mcp",
+]
 ERROR_MESSAGE_LIMITS = {"bash": 1200, "wait": 600, "file-system": 2000, "agents": 1500}
 CONFIGURABLE = {"bash", "file-system", "http-fetch"}
 NAME = re.compile(r"^[a-z0-9_-]+$")
@@ -67,7 +77,17 @@ def test_package_document() -> None:
     assert package["kind"] == "Package"
     assert package["metadata"]["name"] == "@goondan/base" == tools_base.PACKAGE_NAME
     assert package["spec"]["version"] == "0.1.0"
-    assert [doc["kind"] for doc in DOCUMENTS[1:]] == ["Tool"] * len(EXPECTED_EXPORTS)
+    kinds = [doc["kind"] for doc in DOCUMENTS[1:]]
+    assert kinds == ["Tool"] * len(EXPECTED_EXPORTS) + ["Extension"] * len(EXPECTED_EXTENSIONS)
+
+
+def test_every_base_extension_is_declared_with_a_register_function() -> None:
+    extensions = {d["metadata"]["name"]: d for d in DOCUMENTS if d["kind"] == "Extension"}
+    assert sorted(extensions) == sorted(EXPECTED_EXTENSIONS)
+    for name, doc in extensions.items():
+        module = load_entry(doc)
+        assert callable(getattr(module, "register", None)), name
+        assert (module.__doc__ or "").strip(), f"{name} has no docstring"
 
 
 def test_every_tool_and_export_is_declared() -> None:
