@@ -20,6 +20,9 @@ from bundle.models import (
 )
 from bundle.plan import AgentPlan, ExtensionPlan, ModelPlan, ToolExportPlan, ToolPlan
 
+BASE_PACKAGE = "@goondan/base"
+GUARD = "required-tools-guard"
+
 
 @dataclass(frozen=True, slots=True)
 class ResolvedTool:
@@ -138,8 +141,20 @@ class Bundle:
         ]
 
     def agent_extensions(self, agent: Resource) -> list[ResolvedExtension]:
-        """The Extensions of ``agent`` in order, with per-agent config merged."""
+        """The Extensions of ``agent`` in order, with per-agent config merged.
+
+        An agent with ``requiredTools`` gets the base ``required-tools-guard`` appended (as
+        upstream wires it), its ``requiredTools`` merged into the guard's config, unless the
+        agent lists the guard itself.
+        """
         spec: AgentSpec = agent.spec
+        resolved = self._resolve_items(agent, spec.extensions)
+        if spec.required_tools and not any(ext.name == GUARD for ext, _ in resolved):
+            guard = self._index.get(BASE_PACKAGE, "Extension", GUARD)
+            if guard is not None:
+                resolved.append(
+                    (guard, {**guard.spec.config, "requiredTools": list(spec.required_tools)})
+                )
         return [
             ResolvedExtension(
                 name=ext.name,
@@ -148,7 +163,7 @@ class Bundle:
                 entry_path=(ext.base_dir / ext.spec.entry).resolve(),
                 config=config,
             )
-            for ext, config in self._resolve_items(agent, spec.extensions)
+            for ext, config in resolved
         ]
 
     def agent_system_prompt(self, agent: Resource) -> str | None:

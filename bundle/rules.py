@@ -84,7 +84,9 @@ class _Checker:
         if resource.kind == "Tool":
             self.check_tool(resource, resource.spec)
         elif resource.kind == "Extension":
-            self.check_entry_exists(resource, resource.spec.entry)
+            path = self.check_entry_exists(resource, resource.spec.entry)
+            if path is not None and self.check_handlers:
+                self.check_register(resource, path)
         elif resource.kind == "Connector":
             self.check_connector(resource, resource.spec)
         elif resource.kind == "Agent":
@@ -263,6 +265,24 @@ class _Checker:
                     ("spec", "exports", i, "name") if own else where,
                     suggestion=f"add {export.name!r} to the module's `handlers` dict",
                 )
+
+    def check_register(self, resource: Resource, entry: Path) -> None:
+        """Import an Extension's module and check it has a ``register`` function."""
+        try:
+            module = load_entry_module(entry)
+        except EntryLoadError as exc:
+            self.report(
+                resource, exc.code, str(exc), ("spec", "entry"), suggestion=_entry_hint(exc.code)
+            )
+            return
+        if not callable(getattr(module, "register", None)):
+            self.report(
+                resource,
+                E.E_HANDLER_MISSING,
+                f"{entry.name} has no `register(api)` function",
+                ("spec", "entry"),
+                suggestion="define `def register(api):` (or `register(api, config)`, may be async)",
+            )
 
     def check_connector(self, resource: Resource, spec: ConnectorSpec) -> None:
         seen: set[str] = set()

@@ -97,6 +97,14 @@ def test_the_agent_plan_holds_everything_the_process_needs(good: Path, tmp_path:
     assert type(plan).model_validate_json(plan.model_dump_json()) == plan
 
 
+def test_required_tools_wire_the_base_guard_with_their_names(good: Path, tmp_path: Path) -> None:
+    plan = load_bundle(good).agent_plan("helper", tmp_path / "state")
+    [guard] = [x for x in plan.extensions if x.name == "required-tools-guard"]
+    assert guard.config["requiredTools"] == ["greet__say"]
+    assert guard.entry_path.endswith("required_tools_guard.py")
+    assert plan.extensions[-1] == guard  # after the agent's own extensions
+
+
 def test_the_example_swarm_is_valid() -> None:
     bundle = load_bundle(ROOT / "goondan.yaml.example")
     assert {a.name for a in bundle.swarm_agents(bundle.swarm())} == {"coordinator", "worker"}
