@@ -137,9 +137,13 @@ class Supervisor:
     async def wait_for_status(self, name: str, *statuses: ProcessStatus) -> AgentHandle:
         """Wait (without polling) until agent ``name`` is in one of ``statuses``."""
         handle = self.handles[name]
-        while handle.status not in statuses:
-            await self._changed.wait()
+        await self.wait_until(lambda: handle.status in statuses)
         return handle
+
+    async def wait_until(self, condition: Callable[[], bool]) -> None:
+        """Wait (without polling) until ``condition()`` holds, checked at every status change."""
+        while not condition():
+            await self._changed.wait()
 
     # -- starting --------------------------------------------------------------------------
 

@@ -1,0 +1,101 @@
+"""Extensions declared in goondan.yaml, in real agent processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from orchestrator.daemon import Orchestrator
+from orchestrator.status import ProcessStatus
+from tests.integration.swarm import FIXTURES, write_swarm
+
+pytestmark = pytest.mark.timeout(120)
+
+EXTENSIONS = f"""
+---
+apiVersion: goondan.ai/v1
+kind: Extension
+metadata: {{name: counter}}
+spec:
+  entry: {FIXTURES}/counting_extension.py
+  config: {{refuse: [fault__crash]}}
+---
+apiVersion: goondan.ai/v1
+kind: Extension
+metadata: {{name: broken}}
+spec:
+  entry: {FIXTURES}/failing_extension.py
+"""
+
+
+def swarm_with(tmp_path: Path, beta_extensions: str) -> Path:
+    path = write_swarm(tmp_path)
+    text = path.read_text().replace(
+        '    - {ref: {kind: Tool, name: self-restart, package: "@goondan/base"}}\n'
+        "    - Tool/fault\n",
+        '    - {ref: {kind: Tool, name: self-restart, package: "@goondan/base"}}\n'
+        f"    - Tool/fault\n  extensions: {beta_extensions}\n",
+    )
+    text = text.replace(
+        '      - when: {input: "^crash$"}',
+        '      - when: {input: "^count$"}\n        call: {tool: counter__read}\n'
+        '      - when: {toolResult: counter__read}\n        reply: "turns={result}"\n'
+        '      - when: {input: "^crash$"}',
+    ).replace(
+        "      - when: {toolResult: fault__garbage}",
+        '      - when: {toolResult: fault__crash}\n        reply: "ERROR {errorCode}"\n'
+        "      - when: {toolResult: fault__garbage}",
+    )
+    path.write_text(text + EXTENSIONS)
+    return path
+
+
+async def test_extension_middleware_tools_and_state_survive_a_kill(tmp_path: Path) -> None:
+    orchestrator = Orchestrator(
+        swarm_with(tmp_path, "[Extension/counter]"), state_dir=tmp_path / "s"
+    )
+    async with asyncio.timeout(60):
+        await orchestrator.start()
+        try:
+            assert (await orchestrator.request("count", agent="beta"))["output"] == "turns=1"
+            # the toolCall layer refuses the crash tool before it runs: beta stays up
+            pid = orchestrator.supervisor.handles["beta"].pid
+            refused = await orchestrator.request("crash", agent="beta")
+            assert refused["output"] == "ERROR E_REFUSED"
+            assert orchestrator.supervisor.handles["beta"].pid == pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            handle = orchestrator.supervisor.handles["beta"]
+            await orchestrator.supervisor.wait_until(
+                lambda: handle.pid not in (None, pid) and handle.status is ProcessStatus.IDLE
+            )
+            answer = await orchestrator.request("count", agent="beta")
+            assert answer["output"] == "turns=3"  # two Turns before the kill, on disk
+            assert orchestrator.supervisor.handles["beta"].pid != pid
+        finally:
+            await orchestrator.shutdown()
+    state = tmp_path / "s" / "agents" / "beta" / "instances" / "default" / "extensions"
+    assert (state / "counter.json").read_text().replace(" ", "").replace("\n", "") == '{"turns":3}'
+
+
+async def test_a_failing_register_is_a_boot_failure_naming_the_extension(tmp_path: Path) -> None:
+    path = swarm_with(tmp_path, "[Extension/counter, Extension/broken]")
+    orchestrator = Orchestrator(path, state_dir=tmp_path / "s")
+    async with asyncio.timeout(60):
+        await orchestrator.start()
+        try:
+            answer = await orchestrator.request("count", agent="beta")
+            assert answer["status"] == "error"
+            handle = orchestrator.supervisor.handles["beta"]
+            assert handle.boot_error is not None
+            assert "Extension/broken" in handle.boot_error
+            assert "E_EXT_INIT" in handle.boot_error
+            assert "cannot reach the license server" in handle.boot_error
+            # the other agent is unaffected
+            assert (await orchestrator.request("hi"))["output"] == "alpha got: hi"
+        finally:
+            await orchestrator.shutdown()
