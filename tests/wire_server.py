@@ -85,3 +85,17 @@ def serve() -> Iterator[WireServer]:
     """Fixture body: a running server, shut down afterwards."""
     with WireServer() as server:
         yield server
+
+
+def openai_completion(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]:
+    """A Chat Completions response body whose one choice is the assistant ``message``."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-test",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+        ],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.daemon import Orchestrator
-from tests.wire_server import Reply, WireServer, serve
+from tests.wire_server import Reply, WireServer, openai_completion, serve
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -19,19 +19,6 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 def server() -> Iterator[WireServer]:
     yield from serve()
-
-
-def completion(message: dict[str, object], finish: str = "stop") -> dict[str, object]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-test",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
-        ],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
-    }
 
 
 SWARM = """\
@@ -78,10 +65,10 @@ async def test_handoff_between_two_openai_agents(server: WireServer, tmp_path: P
     }
     server.replies = [
         Reply(
-            body=completion({"content": None, "tool_calls": [call]}, "tool_calls")
+            body=openai_completion({"content": None, "tool_calls": [call]}, "tool_calls")
         ),  # boss, step 0
-        Reply(body=completion({"content": "hi from helper"})),  # helper's Turn
-        Reply(body=completion({"content": "helper said: hi from helper"})),  # boss, step 1
+        Reply(body=openai_completion({"content": "hi from helper"})),  # helper's Turn
+        Reply(body=openai_completion({"content": "helper said: hi from helper"})),  # boss, step 1
     ]
     path = tmp_path / "goondan.yaml"
     path.write_text(SWARM.format(url=server.url))

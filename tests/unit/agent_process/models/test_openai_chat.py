@@ -14,7 +14,7 @@ from agent_process.models.openai_chat import OpenAIChatModel, to_openai_messages
 from agent_process.tools.catalog import ToolCatalogItem
 from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
 from bundle.plan import ModelPlan
-from tests.wire_server import Reply, WireServer, serve
+from tests.wire_server import Reply, WireServer, openai_completion, serve
 from tools_base import Message, MessageSource, ToolCall
 
 
@@ -38,19 +38,6 @@ def model(server: WireServer, **spec: Any) -> OpenAIChatModel:
     return OpenAIChatModel(plan, "agent", environ={"TEST_OPENAI_KEY": "sk-test-secret"})
 
 
-def completion(message: dict[str, Any], finish: str = "stop") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-test",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
-        ],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-    }
-
-
 BASH = ToolCatalogItem(
     name="bash__exec",
     description="Run a command",
@@ -67,7 +54,7 @@ CONVERSATION = [
 
 
 async def test_text_answer_and_the_request_on_the_wire(server: WireServer) -> None:
-    server.replies = [Reply(body=completion({"content": "done"}))]
+    server.replies = [Reply(body=openai_completion({"content": "done"}))]
     response = await model(server).complete(
         ModelRequest(messages=CONVERSATION, tools=[BASH], temperature=0.2, max_tokens=50)
     )
@@ -111,7 +98,9 @@ async def test_one_and_parallel_tool_calls(server: WireServer) -> None:
             "function": {"name": "bash__exec", "arguments": '{"command": "pwd"}'},
         },
     ]
-    server.replies = [Reply(body=completion({"content": None, "tool_calls": calls}, "tool_calls"))]
+    server.replies = [
+        Reply(body=openai_completion({"content": None, "tool_calls": calls}, "tool_calls"))
+    ]
     response = await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[BASH]))
     assert response.tool_calls == (
         ToolCall(id="c1", name="bash__exec", args={"command": "ls"}),
@@ -130,7 +119,9 @@ async def test_unparsable_arguments_are_passed_on_for_the_executor_to_refuse(
             "function": {"name": "bash__exec", "arguments": "{not json"},
         }
     ]
-    server.replies = [Reply(body=completion({"content": None, "tool_calls": calls}, "tool_calls"))]
+    server.replies = [
+        Reply(body=openai_completion({"content": None, "tool_calls": calls}, "tool_calls"))
+    ]
     response = await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[BASH]))
     assert response.tool_calls[0].args == {MALFORMED_ARGUMENTS_KEY: "{not json"}
 
@@ -175,7 +166,7 @@ async def test_429_then_success_is_retried_by_the_sdk(server: WireServer) -> Non
         Reply(
             status=429, body={"error": {"message": "slow down"}}, headers={"retry-after-ms": "10"}
         ),
-        Reply(body=completion({"content": "after retry"})),
+        Reply(body=openai_completion({"content": "after retry"})),
     ]
     response = await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert response.text == "after retry"
