@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,5 +98,75 @@ async def test_a_failing_register_is_a_boot_failure_naming_the_extension(tmp_pat
             assert "cannot reach the license server" in handle.boot_error
             # the other agent is unaffected
             assert (await orchestrator.request("hi"))["output"] == "alpha got: hi"
+        finally:
+            await orchestrator.shutdown()
+
+
+MCP_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_server.py"
+MCP_SWARM = """\
+apiVersion: goondan.ai/v1
+kind: Model
+metadata: {{name: brain}}
+spec:
+  provider: scripted
+  model: rules
+  script:
+    rules:
+      - when: {{input: "^add$"}}
+        call: {{tool: mcp__add, args: {{a: 20, b: 22}}}}
+      - when: {{input: "^pid$"}}
+        call: {{tool: mcp__pid}}
+      - when: {{status: ok}}
+        reply: "{{result.result}}"
+      - reply: "ERROR {{errorCode}}"
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {{name: bridge}}
+spec:
+  modelConfig: {{modelRef: Model/brain}}
+  extensions:
+    - ref: {{kind: Extension, name: mcp, package: "@goondan/base"}}
+      config:
+        servers:
+          - {{name: local, command: {python}, args: [{server}]}}
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata: {{name: default}}
+spec:
+  entryAgent: Agent/bridge
+  agents: [Agent/bridge]
+"""
+
+
+async def test_mcp_tools_in_an_agent_process_and_no_server_outlives_a_killed_agent(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "goondan.yaml"
+    path.write_text(MCP_SWARM.format(python=sys.executable, server=MCP_SERVER))
+    orchestrator = Orchestrator(path, state_dir=tmp_path / "s")
+    async with asyncio.timeout(60):
+        await orchestrator.start()
+        try:
+            assert (await orchestrator.request("add"))["output"] == "42"
+            server_pid = int((await orchestrator.request("pid"))["output"])
+            handle = orchestrator.supervisor.handles["bridge"]
+            agent_pid = handle.pid
+            assert agent_pid is not None
+            os.kill(agent_pid, signal.SIGKILL)
+            await orchestrator.supervisor.wait_until(
+                lambda: handle.pid not in (None, agent_pid) and handle.status is ProcessStatus.IDLE
+            )
+            # the server saw its stdin close and ended with the agent
+            for _ in range(400):
+                try:
+                    os.kill(server_pid, 0)
+                except ProcessLookupError:
+                    break
+                await asyncio.sleep(0.025)
+            else:
+                raise AssertionError(f"MCP server {server_pid} outlived its agent")
+            assert (await orchestrator.request("add"))["output"] == "42"  # a new server
         finally:
             await orchestrator.shutdown()

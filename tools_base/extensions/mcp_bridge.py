@@ -1,7 +1,394 @@
-"""Placeholder, replaced by the real extension."""
+"""``mcp``: the tools of MCP servers as tools of the agent, on the official ``mcp`` SDK.
 
+At boot, each configured server is started (a stdio command, or a streamable-HTTP URL) and
+its tools are listed. Each becomes the tool ``{extension}__{tool}`` (the MCP name with
+characters outside ``[A-Za-z0-9_-]`` replaced by ``_``), with the server's input schema as its
+parameters and ``source: {type: mcp, name: <extension>, mcp: {extensionName, serverName}}``.
+Calls go through the agent's ``toolCall`` middleware, catalog and argument checks like any
+other tool.
+
+Failures are tool results, never a crashed agent:
+
+- ``E_MCP_TOOL_ERROR``: the server ran the tool and reported an error;
+- ``E_MCP_TIMEOUT``: no answer within ``callTimeoutSeconds``;
+- ``E_MCP_SERVER_UNAVAILABLE``: the server is not running, died, or closed the connection.
+  The next call starts it again;
+- ``E_MCP_ERROR``: the server refused the request (unknown tool, bad parameters, ...).
+
+A server that cannot start at boot is logged and does not stop the agent; it is retried in the
+background before a later Step (at most every ``retrySeconds``), and its tools appear once it
+is up. Servers are stopped with the agent process; a stdio server also ends when its stdin
+closes, so none outlives a killed agent.
+
+Config:
+
+- ``servers``: a list of
+  ``{name, command, args: [], env: {}, cwd}`` (stdio) or ``{name, url}`` (streamable HTTP),
+  each optionally with ``tools`` (only these MCP tools), ``startupTimeoutSeconds`` (20) and
+  ``callTimeoutSeconds`` (60).
+- ``retrySeconds`` (10): the least time between two start attempts of a failed server.
+
+Needs the SDK: ``pip install 'goondan[mcp]'``. Example::
+
+    extensions:
+      - ref: { kind: Extension, name: mcp, package: "@goondan/base" }
+        config:
+          servers:
+            - name: files
+              command: npx
+              args: ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data"]
+            - name: search
+              url: http://127.0.0.1:8931/mcp
+              tools: [web_search]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from tools_base import ExtensionApi, ExtensionError, JsonValue, ToolContext, ToolError
 
-def register(api: Any) -> None:
-    raise NotImplementedError
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+STOP_TIMEOUT_SECONDS = 3.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServerSpec:
+    """One configured MCP server."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = None
+    tools: frozenset[str] | None = None
+    startup_timeout: float = 20.0
+    call_timeout: float = 60.0
+
+
+def parse_servers(config: Mapping[str, Any]) -> list[ServerSpec]:
+    """``config.servers`` checked; a mistake is an :class:`ExtensionError` naming the key."""
+    servers = config.get("servers") or []
+    if not isinstance(servers, list):
+        raise ExtensionError("config.servers must be a list")
+    specs: list[ServerSpec] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(servers):
+        at = f"config.servers[{i}]"
+        if not isinstance(raw, dict):
+            raise ExtensionError(f"{at} must be an object")
+        name = raw.get("name")
+        if not isinstance(name, str) or not name or name in seen:
+            raise ExtensionError(f"{at}.name must be a unique, non-empty string")
+        seen.add(name)
+        command, url = raw.get("command"), raw.get("url")
+        if (command is None) == (url is None):
+            raise ExtensionError(f"{at} needs exactly one of `command` (stdio) or `url` (HTTP)")
+        if command is not None and not (isinstance(command, str) and command):
+            raise ExtensionError(f"{at}.command must be a non-empty string")
+        if url is not None and not (
+            isinstance(url, str) and url.startswith(("http://", "https://"))
+        ):
+            raise ExtensionError(f"{at}.url must be an http(s) URL")
+        args = raw.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ExtensionError(f"{at}.args must be a list of strings")
+        env = raw.get("env")
+        if env is not None and not (
+            isinstance(env, dict) and all(isinstance(v, str) for v in env.values())
+        ):
+            raise ExtensionError(f"{at}.env must map names to strings")
+        cwd = raw.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise ExtensionError(f"{at}.cwd must be a string")
+        tools = raw.get("tools")
+        if tools is not None and not (
+            isinstance(tools, list) and all(isinstance(t, str) for t in tools)
+        ):
+            raise ExtensionError(f"{at}.tools must be a list of tool names")
+        specs.append(
+            ServerSpec(
+                name=name,
+                command=command,
+                args=tuple(args),
+                env=env,
+                cwd=cwd,
+                url=url,
+                tools=frozenset(tools) if tools is not None else None,
+                startup_timeout=_seconds(raw, "startupTimeoutSeconds", 20.0, at),
+                call_timeout=_seconds(raw, "callTimeoutSeconds", 60.0, at),
+            )
+        )
+    return specs
+
+
+def _seconds(raw: Mapping[str, Any], key: str, default: float, at: str) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ExtensionError(f"{at}.{key} must be a positive number of seconds")
+    return float(value)
+
+
+def tool_name_for(extension: str, mcp_name: str) -> str | None:
+    """``{extension}__{tool}`` with the tool part made safe, or ``None`` if nothing is left."""
+    part = _UNSAFE.sub("_", mcp_name)
+    while "__" in part:
+        part = part.replace("__", "_")
+    part = part.strip("_")
+    return f"{extension}__{part}" if part else None
+
+
+@dataclass(eq=False)
+class McpServer:
+    """One server: a task that owns the SDK client for as long as the connection lives."""
+
+    spec: ServerSpec
+    logger: Any
+    _client: Any = None
+    _owner: asyncio.Task[None] | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    tools: list[Any] = field(default_factory=list)
+    """The server's MCP ``Tool`` descriptions from the last successful start."""
+    last_attempt: float = 0.0
+
+    @property
+    def running(self) -> bool:
+        """Connected, as far as we know."""
+        return self._client is not None and self._owner is not None and not self._owner.done()
+
+    async def ensure_running(self) -> Any:
+        """The connected client, starting the server first if needed."""
+        async with self._lock:
+            if self.running:
+                return self._client
+            await self._shutdown()
+            self.last_attempt = time.monotonic()
+            ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._stop = asyncio.Event()
+            self._owner = asyncio.ensure_future(self._own(ready))
+            try:
+                async with asyncio.timeout(self.spec.startup_timeout):
+                    self._client = await asyncio.shield(ready)
+            except BaseException:
+                await self._shutdown()
+                raise
+            self.logger.info("mcp server started", server=self.spec.name, tools=len(self.tools))
+            return self._client
+
+    async def _own(self, ready: asyncio.Future[Any]) -> None:
+        from mcp import Client, StdioServerParameters
+
+        target: Any
+        if self.spec.url is not None:
+            target = self.spec.url
+        else:
+            assert self.spec.command is not None
+            target = StdioServerParameters(
+                command=self.spec.command,
+                args=list(self.spec.args),
+                env=dict(self.spec.env) if self.spec.env is not None else None,
+                cwd=self.spec.cwd,
+            )
+        try:
+            async with Client(target) as client:
+                tools: list[Any] = []
+                cursor: str | None = None
+                while True:
+                    listed = await client.list_tools(cursor=cursor)
+                    tools.extend(listed.tools)
+                    cursor = listed.next_cursor
+                    if not cursor:
+                        break
+                self.tools = tools
+                if not ready.done():
+                    ready.set_result(client)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else ConnectionError(exc))
+            if not isinstance(exc, asyncio.CancelledError | Exception):
+                raise
+            if not self._stop.is_set():
+                self.logger.warning(
+                    "mcp server connection ended", server=self.spec.name, error=repr(exc)
+                )
+        finally:
+            self._client = None
+
+    async def call(self, name: str, args: dict[str, Any]) -> JsonValue:
+        """Call the MCP tool ``name``; every failure is a :class:`ToolError`."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        server = self.spec.name
+        try:
+            client = await self.ensure_running()
+        except Exception as exc:
+            raise ToolError(
+                f"MCP server {server!r} is not available: {_describe(exc)}",
+                code="E_MCP_SERVER_UNAVAILABLE",
+                suggestion="Retry later; the server is started again on the next call.",
+            ) from None
+        try:
+            async with asyncio.timeout(self.spec.call_timeout):
+                result = await client.call_tool(name, args)
+        except TimeoutError:
+            raise ToolError(
+                f"MCP tool {name!r} of {server!r} gave no answer within {self.spec.call_timeout:g} s",
+                code="E_MCP_TIMEOUT",
+            ) from None
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                await self.mark_dead()
+                raise ToolError(
+                    f"MCP server {server!r} closed the connection during {name!r}",
+                    code="E_MCP_SERVER_UNAVAILABLE",
+                    suggestion="Retry: the server is started again on the next call.",
+                ) from None
+            raise ToolError(
+                f"MCP server {server!r} refused {name!r}: {exc.message}", code="E_MCP_ERROR"
+            ) from None
+        except Exception as exc:
+            await self.mark_dead()
+            raise ToolError(
+                f"MCP server {server!r} failed during {name!r}: {_describe(exc)}",
+                code="E_MCP_SERVER_UNAVAILABLE",
+                suggestion="Retry: the server is started again on the next call.",
+            ) from None
+        text = "\n".join(
+            block.text if getattr(block, "type", None) == "text" else f"[{block.type}]"
+            for block in result.content
+        )
+        if result.is_error:
+            raise ToolError(text or f"MCP tool {name!r} failed", code="E_MCP_TOOL_ERROR")
+        if result.structured_content is not None:
+            structured: JsonValue = result.structured_content
+            return structured
+        return text
+
+    async def mark_dead(self) -> None:
+        """Forget the connection; the next call starts the server again."""
+        async with self._lock:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        owner, self._owner = self._owner, None
+        self._client = None
+        if owner is None:
+            return
+        self._stop.set()
+        try:
+            async with asyncio.timeout(STOP_TIMEOUT_SECONDS):
+                await asyncio.shield(owner)
+        except (TimeoutError, Exception):
+            owner.cancel()
+            await asyncio.gather(owner, return_exceptions=True)
+
+    async def stop(self) -> None:
+        """Close the connection (a stdio server process is terminated)."""
+        async with self._lock:
+            await self._shutdown()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "it did not start in time"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def register(api: ExtensionApi) -> None:
+    """Start the servers and register their tools; a server that fails is retried later."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise ExtensionError(
+            "the MCP bridge needs the mcp SDK: pip install 'goondan[mcp]'"
+        ) from exc
+    specs = parse_servers(api.config)
+    retry = api.config.get("retrySeconds", 10)
+    if isinstance(retry, bool) or not isinstance(retry, int | float) or retry <= 0:
+        raise ExtensionError("config.retrySeconds must be a positive number")
+    servers = [McpServer(spec, api.logger) for spec in specs]
+    registered: dict[str, set[str]] = {}
+    """server name → the tool names registered for it."""
+    pending: set[asyncio.Task[Any]] = set()
+
+    def register_tools(server: McpServer) -> None:
+        for tool in server.tools:
+            if server.spec.tools is not None and tool.name not in server.spec.tools:
+                continue
+            name = tool_name_for(api.name, tool.name)
+            if name is not None and name in registered.get(server.spec.name, set()):
+                continue
+            if name is None or api.tools.has(name):
+                api.logger.warning(
+                    "mcp tool skipped: its name is taken or unusable",
+                    server=server.spec.name,
+                    tool=tool.name,
+                )
+                continue
+            api.tools.register(
+                {
+                    "name": name,
+                    "description": tool.description,
+                    "parameters": tool.input_schema or {"type": "object", "properties": {}},
+                    "source": {
+                        "type": "mcp",
+                        "name": api.name,
+                        "mcp": {"extensionName": api.name, "serverName": server.spec.name},
+                    },
+                },
+                _handler(server, tool.name),
+                timeout_seconds=server.spec.startup_timeout + server.spec.call_timeout + 5,
+            )
+            registered.setdefault(server.spec.name, set()).add(name)
+
+    async def start(server: McpServer) -> bool:
+        try:
+            await server.ensure_running()
+        except Exception as exc:
+            api.logger.error(
+                "mcp server did not start; retrying later",
+                server=server.spec.name,
+                error=_describe(exc),
+            )
+            return False
+        register_tools(server)
+        return True
+
+    for server in servers:
+        await start(server)
+
+    async def retry_failed(ctx: Any) -> Any:
+        now = time.monotonic()
+        for server in servers:
+            unlisted = server.spec.name not in registered
+            if unlisted and not server.running and now - server.last_attempt >= retry:
+                server.last_attempt = now
+                task = asyncio.ensure_future(start(server))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+        return await ctx.next()
+
+    async def stop() -> None:
+        for task in list(pending):
+            task.cancel()
+        await asyncio.gather(*(s.stop() for s in servers), return_exceptions=True)
+
+    if servers:
+        api.pipeline.register("step", retry_failed)
+        api.on_stop(stop)
+
+
+def _handler(server: McpServer, mcp_name: str) -> Any:
+    async def call(ctx: ToolContext, args: dict[str, Any]) -> JsonValue:
+        return await server.call(mcp_name, dict(args))
+
+    return call
