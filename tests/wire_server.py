@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -37,6 +37,8 @@ class WireServer:
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.requests: list[Recorded] = []
+        self.on_request: Callable[[Recorded], None] | None = None
+        """Called (in the server's thread) with each request before it is answered."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -47,9 +49,12 @@ class WireServer:
                     body = json.loads(data)
                 except ValueError:
                     body = data.decode(errors="replace")
-                server.requests.append(
-                    Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                recorded = Recorded(
+                    self.path, {k.lower(): v for k, v in self.headers.items()}, body
                 )
+                server.requests.append(recorded)
+                if server.on_request is not None:
+                    server.on_request(recorded)
                 reply = server.replies.pop(0) if len(server.replies) > 1 else server.replies[0]
                 payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 self.send_response(reply.status)

@@ -1,0 +1,101 @@
+"""SIGKILL at every point of a conversation fold: the next load has every message exactly once.
+
+Each case runs a real child process that writes a conversation and folds it, with one step of
+the fold replaced by ``os.kill(os.getpid(), SIGKILL)``; the parent then loads what is on disk.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent_process.conversation import ConversationStore
+from tools_base import Message, MessageEvent
+
+pytestmark = pytest.mark.timeout(60)
+
+CHILD = textwrap.dedent(
+    """
+    import builtins, os, signal, sys
+    import agent_process.conversation as conversation
+    from agent_process.conversation import ConversationStore
+    from tools_base import Message, MessageEvent
+
+    def die(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    directory, point = sys.argv[1], sys.argv[2]
+    store = ConversationStore(conversation.Path(directory))
+    store.load()
+    for i in range(3):                      # an earlier Turn, folded
+        store.append(Message(id=f"old{i}", role="user", content=f"old {i}"))
+    store.fold()
+    for i in range(4):                      # this Turn's events
+        store.append(Message(id=f"new{i}", role="user", content=f"new {i}"))
+    store.emit(MessageEvent.replace("old1", Message(id="old1", role="user", content="old 1 v2")))
+    store.emit(MessageEvent.remove("old2"))
+
+    if point == "torn-event":
+        with open(store.events_path, "a") as events:
+            events.write('{"seq": 99, "type": "append", "message": {"id": "ha')
+        die()
+    if point == "mid-write":
+        real_open = builtins.open
+        def opening(path, mode="r", *args, **kwargs):
+            file = real_open(path, mode, *args, **kwargs)
+            if str(path).endswith(".tmp"):
+                real_write = file.write
+                count = [0]
+                def write(text):
+                    count[0] += 1
+                    if count[0] == 3:
+                        real_write(text[: len(text) // 2])
+                        file.flush()
+                        die()
+                    return real_write(text)
+                file.write = write
+            return file
+        builtins.open = opening
+    elif point == "before-rename":
+        conversation.os.replace = die
+    elif point == "after-rename":
+        conversation._fsync_directory = die
+    store.fold()
+    die()                                   # "after-fold": killed right after a complete fold
+    """
+)
+
+EXPECTED = [("old0", "old 0"), ("old1", "old 1 v2"), *((f"new{i}", f"new {i}") for i in range(4))]
+POINTS = ["torn-event", "mid-write", "before-rename", "after-rename", "after-fold"]
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_kill_during_the_fold_loses_and_repeats_nothing(tmp_path: Path, point: str) -> None:
+    directory = tmp_path / "conversation"
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(directory), point],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    # the kill happened where it was meant to
+    tmp_left = (directory / "base.jsonl.tmp").exists()
+    events_left = (directory / "events.jsonl").stat().st_size > 0
+    assert tmp_left == (point in ("mid-write", "before-rename"))
+    assert events_left == (point != "after-fold")
+    store = ConversationStore(directory)
+    messages = store.load()
+    assert [(m.id, m.content) for m in messages] == EXPECTED
+    # the store goes on working from there: one more Turn, folded, read back by a new reader
+    store.append(Message(id="after", role="user", content="after the crash"))
+    store.emit(MessageEvent.remove("old0"))
+    store.fold()
+    again = ConversationStore(directory).load()
+    assert [m.id for m in again] == [*(i for i, _ in EXPECTED[1:]), "after"]
