@@ -268,20 +268,26 @@ class Router:
         )
         return pending, target
 
-    async def _start_and_forward(
-        self, pending: Pending, message: DelegateMessage, target: str
-    ) -> None:
+    async def _running_worker(self, target: str) -> Worker | IpcError:
+        """The target's worker once it is ready (starting it if needed), or why it is not."""
         try:
             handle = await self.supervisor.ensure_running(target)
         except IpcError as exc:
-            self._fail(pending, exc)
-            return
+            return exc
         except TimeoutError:
-            self._fail(pending, AgentCrashed(f"agent {target!r} did not become ready"))
-            return
-        if pending.correlation_id not in self.pending or handle.worker is None:
-            return  # timed out while the target was starting, or it died again
-        self._forward(pending, message, handle.worker)
+            return AgentCrashed(f"agent {target!r} did not become ready")
+        if handle.worker is None:
+            return AgentCrashed(f"agent {target!r} exited while starting")
+        return handle.worker
+
+    async def _start_and_forward(
+        self, pending: Pending, message: DelegateMessage, target: str
+    ) -> None:
+        worker = await self._running_worker(target)
+        if isinstance(worker, IpcError):
+            self._fail(pending, worker)  # a no-op if it was answered meanwhile
+        elif pending.correlation_id in self.pending:  # not timed out while the target started
+            self._forward(pending, message, worker)
 
     def _forward(self, pending: Pending, message: DelegateMessage, worker: Worker) -> None:
         forwarded = (
@@ -400,19 +406,14 @@ class Router:
 
     async def _deliver_send(self, send: InFlightSend) -> None:
         send.attempts += 1
-        try:
-            handle = await self.supervisor.ensure_running(send.target)
-        except IpcError as exc:
-            self._send_lost(send, exc)
-            return
-        except TimeoutError:
-            self._send_lost(send, AgentCrashed(f"agent {send.target!r} did not become ready"))
+        worker = await self._running_worker(send.target)
+        if isinstance(worker, IpcError):
+            self._send_lost(send, worker)
             return
         if send.event_id not in self.sends:
             return
         try:
-            assert handle.worker is not None
-            handle.worker.send(send.message)
+            worker.send(send.message)
         except Exception as exc:
             self._send_lost(send, AgentCrashed(f"agent {send.target!r} is gone: {exc}"))
 

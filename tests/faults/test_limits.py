@@ -10,19 +10,15 @@ import pytest
 
 from ipc import MAX_FRAME_BYTES
 from orchestrator.daemon import Orchestrator
-from tests.integration.swarm import write_swarm
+from tests.integration.swarm import running_swarm
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
 async def swarm(tmp_path: Path) -> AsyncIterator[Orchestrator]:
-    orchestrator = Orchestrator(write_swarm(tmp_path), state_dir=tmp_path / "state")
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    yield orchestrator
-    async with asyncio.timeout(60):
-        await orchestrator.shutdown()
+    async with running_swarm(tmp_path) as orchestrator:
+        yield orchestrator
 
 
 async def test_an_answer_over_the_frame_limit_becomes_an_error_for_its_caller(

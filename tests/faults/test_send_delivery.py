@@ -20,19 +20,15 @@ from agent_process.conversation import ConversationStore
 from orchestrator.daemon import Orchestrator
 from orchestrator.router import InFlightSend, Router
 from orchestrator.status import ProcessStatus
-from tests.integration.swarm import write_swarm
+from tests.integration.swarm import running_swarm, write_swarm
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
 async def swarm(tmp_path: Path) -> AsyncIterator[Orchestrator]:
-    orchestrator = Orchestrator(write_swarm(tmp_path), state_dir=tmp_path / "state")
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    yield orchestrator
-    async with asyncio.timeout(60):
-        await orchestrator.shutdown()
+    async with running_swarm(tmp_path) as orchestrator:
+        yield orchestrator
 
 
 def conversation(swarm: Orchestrator, agent: str) -> list[Any]:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+
+from orchestrator.daemon import Orchestrator
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bundles"
 
@@ -137,3 +142,16 @@ def write_swarm(directory: Path, grace: float = 5) -> Path:
     path = directory / "goondan.yaml"
     path.write_text(SWARM.replace("GRACE", str(grace)))
     return path
+
+
+@asynccontextmanager
+async def running_swarm(directory: Path, grace: float = 5) -> AsyncIterator[Orchestrator]:
+    """The test swarm running in this event loop (state under ``directory/state``)."""
+    orchestrator = Orchestrator(write_swarm(directory, grace), state_dir=directory / "state")
+    async with asyncio.timeout(30):
+        await orchestrator.start()
+    try:
+        yield orchestrator
+    finally:
+        async with asyncio.timeout(60):
+            await orchestrator.shutdown()
