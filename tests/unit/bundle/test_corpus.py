@@ -150,3 +150,21 @@ def test_the_cli_json_lists_every_error() -> None:
         "suggestion",
         "helpUrl",
     }
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_validate_reports_every_corpus_file_cleanly(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI path for all of them (in-process; a few run as real processes above)."""
+    from orchestrator.cli import main
+
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "internal error" not in err
+    for code, field, line in expectations(path):
+        assert f"{path.name}:{line}" in err
+        assert f"({code})" in err
+        if field is not None:
+            assert field in err
