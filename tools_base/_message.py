@@ -112,6 +112,38 @@ class Message:
     """ISO 8601 timestamp in UTC."""
     source: MessageSource = field(default_factory=lambda: MessageSource(type="user"))
 
+    @property
+    def data(self) -> JsonObject:
+        """The provider-neutral message itself, as seed 000 appendix A names it (``CoreMessage``).
+
+        ``{role, content}`` where ``content`` is the text, or, for an assistant message that
+        calls tools and for a tool message, a list of parts (``text``, ``tool-call``,
+        ``tool-result``) in the shape of the AI SDK's ``CoreMessage``. Derived from the
+        flattened fields (``content``, ``tool_calls``, ``tool_result``), which stay the
+        convenient way to read a message.
+        """
+        if self.role == "tool":
+            result = self.tool_result or {}
+            part: JsonObject = {
+                "type": "tool-result",
+                "toolCallId": self.source.tool_call_id or str(result.get("toolCallId", "")),
+                "toolName": self.source.tool_name or str(result.get("toolName", "")),
+                "result": result,
+            }
+            if result.get("status") == "error":
+                part["isError"] = True
+            return {"role": "tool", "content": [part]}
+        if self.role == "assistant" and self.tool_calls:
+            parts: list[JsonValue] = []
+            if self.content:
+                parts.append({"type": "text", "text": self.content})
+            parts.extend(
+                {"type": "tool-call", "toolCallId": c.id, "toolName": c.name, "args": c.args}
+                for c in self.tool_calls
+            )
+            return {"role": "assistant", "content": parts}
+        return {"role": self.role, "content": self.content}
+
     def to_json(self) -> JsonObject:
         """The persisted form (one line of ``base.jsonl``)."""
         out: JsonObject = {
