@@ -37,13 +37,65 @@ class InstanceQueueFull(Exception):
     code = "E_INSTANCE_QUEUE_FULL"
 
 
+class InstanceKeyConflict(Exception):
+    """The instance's directory on disk belongs to a different instance key."""
+
+    code = "E_INSTANCE_KEY_CONFLICT"
+
+
 def instance_dir_name(instance_key: str) -> str:
-    """A file-system-safe, deterministic directory name for ``instance_key`` (≤ 128 chars)."""
-    slug = _UNSAFE.sub("-", instance_key).strip("-.")[:96] or "default"
-    if slug == instance_key:
-        return slug
-    # Different keys may slug alike ("a/b", "a:b"): keep them apart with a short digest.
+    """The directory name of ``instance_key``: file-system safe, ≤ 128 chars, and injective.
+
+    A key made only of ``[A-Za-z0-9_.-]`` (not starting or ending with ``.``/``-``, at most 96
+    chars) is its own name, so ordinary keys stay readable. Every other key becomes a readable
+    slug, a ``+`` and a digest of the exact key: ``+`` never occurs in a key that names itself,
+    so no key can take over another key's directory by being spelled like its name.
+    """
+    if _legacy_slug(instance_key) == instance_key:
+        return instance_key
+    slug = _legacy_slug(instance_key)[:80] or "instance"
+    return f"{slug}+{hashlib.sha256(instance_key.encode()).hexdigest()[:24]}"
+
+
+def _legacy_slug(instance_key: str) -> str:
+    return _UNSAFE.sub("-", instance_key).strip("-.")[:96]
+
+
+def _legacy_dir_name(instance_key: str) -> str:
+    """The name older versions gave a key that is not its own name (kept to migrate it)."""
+    slug = _legacy_slug(instance_key) or "default"
     return f"{slug}-{hashlib.sha1(instance_key.encode()).hexdigest()[:10]}"
+
+
+def recorded_key(directory: Path) -> str | None:
+    """The instance key ``directory``'s ``metadata.json`` names (``None`` if unreadable)."""
+    try:
+        data = json.loads((directory / "metadata.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    key = data.get("instanceKey") if isinstance(data, dict) else None
+    return key if isinstance(key, str) else None
+
+
+def claim_instance_directory(root: Path, instance_key: str) -> Path:
+    """The directory of ``instance_key`` under ``root``, checked to be that key's own.
+
+    Moves a directory written under the older naming scheme to its new name when its metadata
+    names this very key. Raises :class:`InstanceKeyConflict` when the directory records another
+    key, so one conversation can never read or overwrite another's files.
+    """
+    directory = root / instance_dir_name(instance_key)
+    if not directory.exists():
+        legacy = root / _legacy_dir_name(instance_key)
+        if legacy != directory and recorded_key(legacy) == instance_key:
+            legacy.rename(directory)
+    if directory.exists():
+        owner = recorded_key(directory)
+        if owner is not None and owner != instance_key:
+            raise InstanceKeyConflict(
+                f"the directory {directory} belongs to instance {owner!r}, not {instance_key!r}"
+            )
+    return directory
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +148,7 @@ class InstanceManager:
         """The instance ``key``, loading it from disk (or creating it) on first use."""
         instance = self._instances.get(key)
         if instance is None:
-            directory = self.root / instance_dir_name(key)
+            directory = claim_instance_directory(self.root, key)
             store = ConversationStore(directory / "conversation")
             store.load()
             if store.pending_events:

@@ -21,7 +21,7 @@ import structlog
 
 from agent_process.boot import BootError, build_executor, build_model, build_registry
 from agent_process.extensions import ExtensionHost, ExtensionLoadError
-from agent_process.instances import InstanceManager, InstanceQueueFull
+from agent_process.instances import InstanceKeyConflict, InstanceManager, InstanceQueueFull
 from agent_process.runtime import Correlations, IpcAgentRuntime
 from agent_process.step import StepSettings, new_message_id, utc_now
 from agent_process.tools.executor import PendingCompletion, ToolExecutor
@@ -54,6 +54,8 @@ EXIT_BOOT_FAILURE = 78
 def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
     """Process entry point (the target the Orchestrator starts)."""
     plan = AgentPlan.model_validate(plan_data)
+    # Conversations, metadata and workspace files are the daemon user's alone (0600/0700).
+    os.umask(0o077)
     configure_logging(process=f"agent:{plan.agent_name}")
     try:
         import uvloop
@@ -254,7 +256,7 @@ class AgentProcess:
 
         try:
             future = self.instances.submit(instance_key, turn_input, on_start=on_start)
-        except InstanceQueueFull as exc:
+        except (InstanceQueueFull, InstanceKeyConflict) as exc:
             self._answer(sender, correlation_id, IpcError(str(exc), code=exc.code), send_id)
             return
 

@@ -55,6 +55,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.log_level:
         os.environ["GOONDAN_LOG_LEVEL"] = args.log_level  # agent processes inherit it
     configure_logging(args.log_level, process="orchestrator")
+    # A daemon's files are its user's alone; agent processes inherit this (and set it again).
+    os.umask(0o077)
     try:
         import uvloop
 

@@ -28,6 +28,17 @@ def default_state_dir(bundle_path: Path) -> Path:
     return bundle_path.resolve().parent / ".goondan"
 
 
+def prepare_state_dir(state_dir: Path) -> None:
+    """Create the state directory private to the daemon's user (0700), tightening an older one.
+
+    Conversations, tool workspaces and runtime events live under it; with the directory itself
+    closed to others, nothing inside is readable by them whatever its own mode.
+    """
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if state_dir.stat().st_uid == os.geteuid():
+        state_dir.chmod(0o700)
+
+
 class Orchestrator:
     """One swarm, running."""
 
@@ -48,6 +59,7 @@ class Orchestrator:
         plans = self.build_plans(self.bundle)
         self.grace: float = float(self.swarm.spec.policy.shutdown.grace_period_seconds)
         timeout_ms = int(self.swarm.spec.policy.request_timeout_seconds * 1000)
+        prepare_state_dir(self.state_dir)
         self.events = EventLog(self.state_dir)
         self.supervisor = Supervisor(
             plans,

@@ -8,6 +8,7 @@ so one file, in arrival order, holds the whole causal chain of a trace across ag
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -22,8 +23,11 @@ class EventLog:
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / FILE_NAME
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Created owner-only whatever the umask: events carry tool arguments and answers.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(fd, 0o600)  # an older log may have been created world-readable
+        self._file: IO[str] | None = open(fd, "a", encoding="utf-8")  # noqa: SIM115
 
     def append(self, event: dict[str, Any]) -> None:
         """Write one event (a failure to write is never fatal to routing)."""

@@ -103,3 +103,44 @@ def test_directory_names_are_safe_and_distinct() -> None:
     assert "/" not in instance_dir_name("a/b")
     assert instance_dir_name("a/b") != instance_dir_name("a:b")
     assert instance_dir_name("../..") not in ("..", ".", "")
+
+
+def test_directory_names_are_injective_across_spellings() -> None:
+    keys = ["tenant/alice", "tenant-alice", "tenant:alice", "a" * 97, "a" * 96, ".", "-x", "x+y"]
+    names = [instance_dir_name(k) for k in keys]
+    assert len(set(names)) == len(names)
+    # A derived name is never a key's own name, so no key can be spelled like it.
+    for key, name in zip(keys, names, strict=True):
+        if name != key:
+            assert instance_dir_name(name) != name
+
+
+def test_a_directory_recording_another_key_is_refused(tmp_path: Path) -> None:
+    from agent_process.instances import InstanceKeyConflict
+
+    instances = manager(tmp_path, RecordingRunner())
+    owner = instances.get("owner")
+    metadata = json.loads((owner.directory / "metadata.json").read_text())
+    other = owner.directory.parent / "intruder"
+    other.mkdir()
+    (other / "metadata.json").write_text(json.dumps({**metadata, "instanceKey": "owner"}))
+    fresh = manager(tmp_path, RecordingRunner())
+    with pytest.raises(InstanceKeyConflict) as refused:
+        fresh.get("intruder")
+    assert refused.value.code == "E_INSTANCE_KEY_CONFLICT"
+    assert "owner" in str(refused.value)
+
+
+def test_a_directory_of_the_older_naming_is_moved_to_its_new_name(tmp_path: Path) -> None:
+    import hashlib
+
+    key = "user/7"
+    root = tmp_path / "agents" / "agent-a" / "instances"
+    legacy = root / f"user-7-{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+    (legacy / "conversation").mkdir(parents=True)
+    (legacy / "metadata.json").write_text(json.dumps({"instanceKey": key}))
+    (legacy / "conversation" / "keep.txt").write_text("kept")
+    instance = manager(tmp_path, RecordingRunner()).get(key)
+    assert instance.directory.name == instance_dir_name(key)
+    assert (instance.directory / "conversation" / "keep.txt").read_text() == "kept"
+    assert not legacy.exists()
