@@ -7,11 +7,12 @@ can act on (seed 000 §7, §8.3). Only cancellation propagates.
 Codes:
 
 =======================  ============================================================
-``E_TOOL_NOT_IN_CATALOG`` the tool exists but is not in this Step's catalog (§7.2)
-``E_TOOL_NOT_FOUND``      no tool of that name exists (or the catalog names a tool with no handler)
+``E_TOOL_NOT_IN_CATALOG`` the name is not in this Step's catalog, whether or not a tool has it (§7.2)
+``E_TOOL_NOT_FOUND``      a registry call (when the policy allows them) or a catalog entry names no tool
 ``E_TOOL_INVALID_ARGS``   the arguments fail the export's JSON Schema; the handler did not run
 ``E_TOOL_TIMEOUT``        the handler ran past its timeout
-``E_TOOL``                the handler raised (or the exception's own ``code``)
+``E_TOOL``                the handler raised anything, ``SystemExit`` and ``KeyboardInterrupt``
+                          included (or the exception's own ``code``)
 ``E_TOOL_MIDDLEWARE``     a ``toolCall`` middleware raised, or returned something that is not a result
 =======================  ============================================================
 """
@@ -57,6 +58,12 @@ DEFAULT_HANDLER_TIMEOUT_SECONDS = 300.0
 MALFORMED_ARGUMENTS_KEY = "__malformed_arguments__"
 """A provider that gets tool-call arguments it cannot parse passes the raw text under this key;
 the executor refuses the call with ``E_TOOL_INVALID_ARGS`` instead of guessing (no silent ``{}``)."""
+
+TOOL_FAILURE_SUGGESTION = (
+    "The tool failed with the error above. Check the arguments against the tool's description "
+    "and retry, or reach the goal another way."
+)
+"""The suggestion of a generic ``E_TOOL`` error whose exception names none (seed 000 §8.3)."""
 
 NOT_IN_CATALOG_SUGGESTION = (
     "Add the tool to the Agent's spec.tools, or register it dynamically and expose it from "
@@ -145,17 +152,24 @@ def exception_result(
     limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
 ) -> ToolCallResult:
     """Turn an exception into an error result, keeping a ``code``/``suggestion`` it carries."""
-    code = getattr(exc, "code", None)
+    # SystemExit.code is the exit status, not an error code.
+    code = None if isinstance(exc, SystemExit) else getattr(exc, "code", None)
+    code = code if isinstance(code, str) and code else default_code
     suggestion = getattr(exc, "suggestion", None)
+    if not isinstance(suggestion, str):
+        suggestion = TOOL_FAILURE_SUGGESTION if code == "E_TOOL" else None
     help_url = getattr(exc, "help_url", None)
     name = exc.name if isinstance(exc, ToolError) else type(exc).__name__
+    message = str(exc)
+    if isinstance(exc, SystemExit):  # sys.exit(3) reads better as what it was than as "3"
+        message = f"the tool called sys.exit({exc.code!r})"
     return error_result(
         call_id,
         tool_name,
-        message=str(exc) or "Unknown tool execution error",
-        code=code if isinstance(code, str) and code else default_code,
+        message=message or "Unknown tool execution error",
+        code=code,
         name=name,
-        suggestion=suggestion if isinstance(suggestion, str) else None,
+        suggestion=suggestion,
         help_url=help_url if isinstance(help_url, str) else None,
         limit=limit,
     )
@@ -205,7 +219,9 @@ class ToolExecutor:
         ctx.scope = scope
         try:
             result = await ctx.next()
-        except Exception as exc:
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # nothing a middleware raises ends the agent
             return exception_result(
                 call.id,
                 call.name,
@@ -240,16 +256,15 @@ class ToolExecutor:
         name = ctx.tool_name
         tool = self.registry.get(name)
         if name not in scope.catalog and not self.policy.allow_registry_calls:
-            if tool is None:
-                return self._not_found(ctx, scope)
+            # Seed 000 §7.2: outside the catalog is outside, whether or not the name exists.
             return error_result(
                 ctx.tool_call_id,
                 name,
                 message=f"Tool {name!r} is not available in the current Tool Catalog.",
                 code="E_TOOL_NOT_IN_CATALOG",
                 name="ToolNotInCatalogError",
-                suggestion=NOT_IN_CATALOG_SUGGESTION,
-                limit=tool.error_message_limit,
+                suggestion=_did_you_mean(name, scope.catalog) + NOT_IN_CATALOG_SUGGESTION,
+                limit=tool.error_message_limit if tool is not None else DEFAULT_ERROR_MESSAGE_LIMIT,
             )
         if tool is None:
             return self._not_found(ctx, scope)
@@ -297,7 +312,9 @@ class ToolExecutor:
                 suggestion="Retry with a smaller task, or raise the Tool's timeoutSeconds.",
                 limit=tool.error_message_limit,
             )
-        except Exception as exc:
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # sys.exit() in a tool must not end the agent
             return exception_result(ctx.tool_call_id, name, exc, limit=tool.error_message_limit)
         return self._to_result(ctx, tool, output, timeout)
 
@@ -393,7 +410,9 @@ class ToolExecutor:
                     name="ToolTimeoutError",
                     limit=tool.error_message_limit,
                 )
-            except Exception as exc:
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # as for the handler itself
                 result = exception_result(call_id, name, exc, limit=tool.error_message_limit)
             if self._on_pending_complete is not None:
                 self._on_pending_complete(
@@ -415,8 +434,7 @@ class ToolExecutor:
     def _not_found(self, ctx: ToolCallMiddlewareContext, scope: ToolCallScope) -> ToolCallResult:
         name = ctx.tool_name
         available = sorted(scope.catalog)
-        close = difflib.get_close_matches(name, available, n=1)
-        hint = f"Did you mean {close[0]!r}? " if close else ""
+        hint = _did_you_mean(name, scope.catalog)
         return error_result(
             ctx.tool_call_id,
             name,
@@ -472,6 +490,11 @@ async def _with_deadline(awaitable: Awaitable[Any], seconds: float) -> Any:
         raise
     finally:
         handle.cancel()
+
+
+def _did_you_mean(name: str, catalog: frozenset[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(catalog), n=1)
+    return f"Did you mean {close[0]!r}? " if close else ""
 
 
 def _seconds(value: float) -> str:

@@ -28,6 +28,8 @@ spec:
     - name: garbage
     - name: close_pipe
     - name: big
+    - name: exit
+      parameters: {{type: object, properties: {{code: {{type: integer}}, how: {{type: string}}}}}}
 ---
 apiVersion: goondan.ai/v1
 kind: Model
@@ -79,6 +81,8 @@ spec:
         call: {{tool: fault__slow, args: {{seconds: "{{s:number}}"}}}}
       - when: {{input: "^block (?P<s>\\\\S+)$"}}
         call: {{tool: fault__block, args: {{seconds: "{{s:number}}"}}}}
+      - when: {{input: "^exit (?P<how>\\\\S+)$"}}
+        call: {{tool: fault__exit, args: {{code: 3, how: "{{how}}"}}}}
       - when: {{input: "^garbage$"}}
         call: {{tool: fault__garbage}}
       - when: {{input: "^closepipe$"}}
@@ -103,6 +107,8 @@ spec:
         reply: "{{result}}"
       - when: {{toolResult: fault__slow}}
         reply: "{{result}}"
+      - when: {{toolResult: fault__exit}}
+        reply: "ERROR {{errorCode}}: {{error}}"
       - when: {{toolResult: fault__garbage}}
         reply: "garbage written"
       - reply: "beta got: {{input}}"

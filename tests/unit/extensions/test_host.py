@@ -161,7 +161,7 @@ async def test_dynamic_tools_join_the_catalog_from_the_next_step(tmp_path: Path)
     )
     catalogs: list[list[str]] = []
     harness.host.events.on("catalog", catalogs.append)
-    assert (await harness.turn("dyn dyn__later")).text == "error E_TOOL_NOT_FOUND"
+    assert (await harness.turn("dyn dyn__later")).text == "error E_TOOL_NOT_IN_CATALOG"
     catalogs.clear()
     # dyn__add registers dyn__later during Step 0; the model calls it in Step 1
     assert (await harness.turn("dyn dyn__add")).text == "ok later ran"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import structlog
 from agent_process.tools.catalog import build_catalog, catalog_names
 from agent_process.tools.executor import (
     NOT_IN_CATALOG_SUGGESTION,
+    TOOL_FAILURE_SUGGESTION,
     PendingCompletion,
     ToolCallPolicy,
     ToolExecutor,
@@ -64,13 +66,24 @@ async def test_registry_calls_run_only_under_an_explicit_policy(tmp_path: Path) 
     await harness.executor.aclose()
 
 
-async def test_unknown_tool_has_its_own_code_and_a_hint(harness: Harness) -> None:
+async def test_an_unknown_name_is_not_in_the_catalog_with_a_hint(harness: Harness) -> None:
+    """Seed 000 §7.2: the example refuses an unknown name with E_TOOL_NOT_IN_CATALOG."""
+    harness.add("echo__say", echo)
+    result = await harness.call("echo__sya")
+    assert result.error is not None
+    assert result.error.code == "E_TOOL_NOT_IN_CATALOG"
+    assert result.error.suggestion is not None
+    assert "Did you mean 'echo__say'?" in result.error.suggestion
+
+
+async def test_an_allowed_registry_call_to_an_unknown_name_is_not_found(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, policy=ToolCallPolicy(allow_registry_calls=True))
     harness.add("echo__say", echo)
     result = await harness.call("echo__sya")
     assert result.error is not None
     assert result.error.code == "E_TOOL_NOT_FOUND"
-    assert result.error.suggestion is not None
-    assert "Did you mean 'echo__say'?" in result.error.suggestion
+    assert "Did you mean 'echo__say'?" in (result.error.suggestion or "")
+    await harness.executor.aclose()
 
 
 async def test_catalog_entry_without_handler_is_not_found(harness: Harness) -> None:
@@ -142,8 +155,97 @@ async def test_handler_exception_becomes_e_tool_named_after_its_type(harness: Ha
         "message": "no such file: a.txt",
         "name": "FileNotFoundError",
         "code": "E_TOOL",
+        "suggestion": TOOL_FAILURE_SUGGESTION,
         "helpUrl": "https://docs.goondan.ai/errors/E_TOOL",
     }
+
+
+def _exit_3(ctx: ToolContext, args: JsonObject) -> None:
+    sys.exit(3)
+
+
+def _raise_system_exit(ctx: ToolContext, args: JsonObject) -> None:
+    raise SystemExit("usage: tool [-h]")
+
+
+def _interrupt(ctx: ToolContext, args: JsonObject) -> None:
+    raise KeyboardInterrupt
+
+
+class _Escape(BaseException):
+    """A BaseException of a tool's own, which no Exception handler catches."""
+
+
+def _escape(ctx: ToolContext, args: JsonObject) -> None:
+    raise _Escape("out")
+
+
+async def _async_exit(ctx: ToolContext, args: JsonObject) -> None:
+    await asyncio.sleep(0)
+    sys.exit(3)
+
+
+async def _async_interrupt(ctx: ToolContext, args: JsonObject) -> None:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    ("handler", "mode", "name", "message"),
+    [
+        (_exit_3, "thread", "SystemExit", "the tool called sys.exit(3)"),
+        (_exit_3, "inline", "SystemExit", "the tool called sys.exit(3)"),
+        (_async_exit, "coroutine", "SystemExit", "the tool called sys.exit(3)"),
+        (
+            _raise_system_exit,
+            "thread",
+            "SystemExit",
+            "the tool called sys.exit('usage: tool [-h]')",
+        ),
+        (_interrupt, "thread", "KeyboardInterrupt", "Unknown tool execution error"),
+        (_interrupt, "inline", "KeyboardInterrupt", "Unknown tool execution error"),
+        (_async_interrupt, "coroutine", "KeyboardInterrupt", "Unknown tool execution error"),
+        (_escape, "thread", "_Escape", "out"),
+    ],
+)
+async def test_exits_and_interrupts_in_any_handler_path_become_e_tool(
+    harness: Harness, handler: Any, mode: str, name: str, message: str
+) -> None:
+    """Seed 000 §8.3: a tool failure never propagates, not even sys.exit() (argparse, click)."""
+    harness.add("echo__say", nonblocking(handler) if mode == "inline" else handler)
+    result = await harness.call("echo__say")
+    assert result.status == "error"
+    assert result.error is not None
+    assert (result.error.code, result.error.name, result.error.message) == ("E_TOOL", name, message)
+    assert result.error.suggestion == TOOL_FAILURE_SUGGESTION
+    # The executor still works afterwards.
+    harness.add("echo__ok", echo)
+    assert (await harness.call("echo__ok", {"text": "x"})).output == {"text": "x"}
+
+
+async def test_a_middleware_that_exits_is_e_tool_middleware(harness: Harness) -> None:
+    async def exiting(ctx: Any) -> Any:
+        sys.exit(2)
+
+    harness.pipeline.register("toolCall", exiting)
+    harness.add("echo__say", echo)
+    error = (await harness.call("echo__say")).error
+    assert error is not None
+    assert (error.code, error.name) == ("E_TOOL_MIDDLEWARE", "SystemExit")
+
+
+async def test_cancellation_still_propagates(harness: Harness) -> None:
+    started = asyncio.Event()
+
+    async def wait_forever(ctx: ToolContext, args: JsonObject) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    harness.add("echo__say", wait_forever)
+    task = asyncio.ensure_future(harness.call("echo__say"))
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
 
 
 async def test_tool_error_carries_code_suggestion_and_help_url(harness: Harness) -> None:

@@ -1,0 +1,49 @@
+"""A tool that exits or is interrupted gives the model an error result; its agent stays up."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.daemon import Orchestrator
+from orchestrator.status import ProcessStatus
+from tests.integration.swarm import running_swarm
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+async def swarm(tmp_path: Path) -> AsyncIterator[Orchestrator]:
+    async with running_swarm(tmp_path) as orchestrator:
+        yield orchestrator
+
+
+async def ask(swarm: Orchestrator, text: str) -> str:
+    async with asyncio.timeout(30):
+        answer = await swarm.request(text, agent="beta")
+    assert answer["status"] == "ok", answer
+    return str(answer["output"])
+
+
+@pytest.mark.parametrize(
+    ("how", "name"),
+    [("sys.exit", "SystemExit"), ("raise", "SystemExit"), ("interrupt", "KeyboardInterrupt")],
+)
+async def test_a_tool_that_exits_is_an_error_result_and_the_agent_stays_up(
+    swarm: Orchestrator, how: str, name: str
+) -> None:
+    pid = int(await ask(swarm, "pid"))
+    for _ in range(3):  # a model that retries must not crash-loop the agent
+        answer = await ask(swarm, f"exit {how}")
+        assert answer.startswith("ERROR E_TOOL:"), answer
+    handle = swarm.supervisor.handles["beta"]
+    async with asyncio.timeout(10):
+        await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
+    assert handle.pid == pid
+    assert handle.restarts == 0
+    assert await ask(swarm, "hello") == "beta got: hello"
+    events = (swarm.state_dir / "runtime-events.jsonl").read_text()
+    assert name in events  # the tool.failed event names the exception type
