@@ -7,6 +7,8 @@ the supervisor backs off instead of restarting a broken configuration at full sp
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from agent_process.models.base import ChatModel, ModelError
@@ -24,6 +26,7 @@ from agent_process.tools.registry import ToolRegistrationError, ToolRegistry
 from bundle.entry import load_entry_module, resolve_handlers
 from bundle.plan import AgentPlan, ModelPlan, ToolPlan
 from bundle.scripted import ScriptSpec
+from tools_base import ToolHandler
 
 
 class BootError(Exception):
@@ -32,28 +35,26 @@ class BootError(Exception):
     code = "E_AGENT_BOOT"
 
 
-def build_registry(tools: list[ToolPlan]) -> ToolRegistry:
-    """Load every Tool's entry module and register each export under ``{tool}__{export}``."""
+def build_registry(tools: list[ToolPlan], registry_tools: Sequence[ToolPlan] = ()) -> ToolRegistry:
+    """The agent's Tool Registry (seed 000 §1.1).
+
+    ``tools`` (the agent's own) are loaded now, and a module that fails is a :class:`BootError`;
+    ``registry_tools`` (the bundle's other Tools) are registered by name and loaded on their
+    first call, so they cost nothing until used and a broken one fails only its own calls.
+    """
     registry = ToolRegistry()
     for tool in tools:
         try:
-            module = load_entry_module(Path(tool.entry_path))
-            handlers = resolve_handlers(module, tool.config)
+            handlers = _load_handlers(tool)
         except Exception as exc:
             raise BootError(
                 f"Tool/{tool.name}: cannot load handlers from {tool.entry_path}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        for export in tool.exports:
-            handler = handlers.get(export.name)
+        for export, item in _catalog_items(tool):
+            handler = handlers.get(export)
             if handler is None:
-                raise BootError(f"Tool/{tool.name}: no handler for export {export.name!r}")
-            item = ToolCatalogItem(
-                name=build_tool_name(tool.name, export.name),
-                description=export.description,
-                parameters=export.parameters,
-                source=ToolSource(type="config", name=tool.name),
-            )
+                raise BootError(f"Tool/{tool.name}: no handler for export {export!r}")
             try:
                 registry.register(
                     item,
@@ -63,7 +64,36 @@ def build_registry(tools: list[ToolPlan]) -> ToolRegistry:
                 )
             except ToolRegistrationError as exc:
                 raise BootError(f"Tool/{tool.name}: {exc}") from exc
+    for tool in registry_tools:
+        try:
+            registry.register_deferred(
+                _catalog_items(tool),
+                functools.partial(_load_handlers, tool),
+                error_message_limit=tool.error_message_limit,
+                timeout_seconds=tool.timeout_seconds,
+            )
+        except ToolRegistrationError as exc:
+            raise BootError(f"Tool/{tool.name}: {exc}") from exc
     return registry
+
+
+def _load_handlers(tool: ToolPlan) -> Mapping[str, ToolHandler]:
+    return resolve_handlers(load_entry_module(Path(tool.entry_path)), tool.config)
+
+
+def _catalog_items(tool: ToolPlan) -> list[tuple[str, ToolCatalogItem]]:
+    return [
+        (
+            export.name,
+            ToolCatalogItem(
+                name=build_tool_name(tool.name, export.name),
+                description=export.description,
+                parameters=export.parameters,
+                source=ToolSource(type="config", name=tool.name),
+            ),
+        )
+        for export in tool.exports
+    ]
 
 
 def build_model(plan: ModelPlan, agent_name: str) -> ChatModel:

@@ -162,6 +162,9 @@ class _Tools:
     def has(self, name: str) -> bool:
         return name in self._registry
 
+    def list(self) -> list[ToolCatalogItem]:
+        return self._registry.items()
+
     def _item(self, item: Mapping[str, Any]) -> ToolCatalogItem:
         name = item.get("name")
         if not isinstance(name, str):

@@ -101,7 +101,7 @@ class AgentProcess:
     def boot(self) -> None:
         """Build registry, model, executor, Turn runner and instance manager from the plan."""
         plan = self.plan
-        registry = build_registry(plan.tools)
+        registry = build_registry(plan.tools, plan.registry_tools)
         pipeline = MiddlewarePipeline()
         self.extensions = ExtensionHost(
             agent=AgentInfo(

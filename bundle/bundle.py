@@ -128,16 +128,25 @@ class Bundle:
     def agent_tools(self, agent: Resource) -> list[ResolvedTool]:
         """The Tools of ``agent`` in ``spec.tools`` order, with per-agent config merged."""
         spec: AgentSpec = agent.spec
+        # A Tool listed twice (the same ref, or a string and an object ref to it) is one tool:
+        # first position, last entry's config, as upstream normalises by identity.
+        unique: dict[tuple[str | None, str, str], tuple[Resource, dict[str, Any]]] = {}
+        for tool, config in self._resolve_items(agent, spec.tools):
+            key = (tool.package, tool.kind, tool.name)
+            unique[key] = (unique[key][0] if key in unique else tool, config)
+        return [_resolved_tool(tool, config) for tool, config in unique.values()]
+
+    def registry_tools(self, agent: Resource) -> list[ResolvedTool]:
+        """Every other Tool of the bundle (packages included), with its own ``spec.config``.
+
+        With ``agent_tools`` they make the agent's Tool Registry (seed 000 §1.1): not offered to
+        the model unless step middleware adds them to a Step's catalog, and loaded on first call.
+        """
+        own = {(t.package, t.name) for t in self.agent_tools(agent)}
         return [
-            ResolvedTool(
-                name=tool.name,
-                package=tool.package,
-                spec=tool.spec,
-                entry_path=(tool.base_dir / tool.spec.entry).resolve(),
-                config=config,
-                declared_in=tool.file,
-            )
-            for tool, config in self._resolve_items(agent, spec.tools)
+            _resolved_tool(tool, dict(tool.spec.config))
+            for tool in self.resources
+            if tool.kind == "Tool" and (tool.package, tool.name) not in own
         ]
 
     def agent_extensions(self, agent: Resource) -> list[ResolvedExtension]:
@@ -207,23 +216,8 @@ class Bundle:
             ),
             temperature=temperature,
             max_tokens=max_tokens,
-            tools=[
-                ToolPlan(
-                    name=t.name,
-                    package=t.package,
-                    entry_path=str(t.entry_path),
-                    error_message_limit=t.spec.error_message_limit,
-                    timeout_seconds=t.spec.timeout_seconds,
-                    config=t.config,
-                    exports=[
-                        ToolExportPlan(
-                            name=e.name, description=e.description, parameters=e.parameters
-                        )
-                        for e in t.spec.exports
-                    ],
-                )
-                for t in tools
-            ],
+            tools=[_tool_plan(t) for t in tools],
+            registry_tools=[_tool_plan(t) for t in self.registry_tools(agent)],
             catalog_tools=[f"{t.name}__{e.name}" for t in tools for e in t.spec.exports],
             required_tools=list(spec.required_tools),
             extensions=[
@@ -250,3 +244,29 @@ class Bundle:
         return ", ".join(
             f"{counts[k]} {k}{'s' if counts[k] != 1 else ''}" for k in order if k in counts
         )
+
+
+def _resolved_tool(tool: Resource, config: dict[str, Any]) -> ResolvedTool:
+    return ResolvedTool(
+        name=tool.name,
+        package=tool.package,
+        spec=tool.spec,
+        entry_path=(tool.base_dir / tool.spec.entry).resolve(),
+        config=config,
+        declared_in=tool.file,
+    )
+
+
+def _tool_plan(tool: ResolvedTool) -> ToolPlan:
+    return ToolPlan(
+        name=tool.name,
+        package=tool.package,
+        entry_path=str(tool.entry_path),
+        error_message_limit=tool.spec.error_message_limit,
+        timeout_seconds=tool.spec.timeout_seconds,
+        config=tool.config,
+        exports=[
+            ToolExportPlan(name=e.name, description=e.description, parameters=e.parameters)
+            for e in tool.spec.exports
+        ],
+    )

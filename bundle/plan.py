@@ -70,7 +70,9 @@ class AgentPlan(_Plan):
     temperature: float | None = None
     max_tokens: int | None = None
     tools: list[ToolPlan] = Field(default_factory=list)
-    """Every tool the process loads into its registry."""
+    """The agent's own Tools (``Agent.spec.tools``, duplicates merged): loaded at boot."""
+    registry_tools: list[ToolPlan] = Field(default_factory=list)
+    """Every other Tool of the bundle: in the registry, loaded on first call."""
     catalog_tools: list[str] = Field(default_factory=list)
     """Full tool names of ``Agent.spec.tools``, in order: the start of every Step's catalog."""
     required_tools: list[str] = Field(default_factory=list)

@@ -25,7 +25,7 @@ short-circuits.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -87,6 +87,15 @@ class ExtensionTools(Protocol):
 
     def has(self, name: str) -> bool:
         """Whether the process already has a tool called ``name``."""
+        ...
+
+    def list(self) -> Sequence[Any]:
+        """The catalog item of every tool in the registry: the agent's own, dynamic ones and
+        every other Tool of the bundle (loaded on first call).
+
+        A step middleware offers one the agent does not list by appending its item to
+        ``ctx.tool_catalog``, which also allows the call.
+        """
         ...
 
 

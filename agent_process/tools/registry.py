@@ -8,7 +8,7 @@ can wrap a tool with ``toolCall`` middleware, but never swap its handler.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,11 +50,35 @@ class RegisteredTool:
         return self.item.source
 
 
+HandlerLoader = Callable[[], Mapping[str, ToolHandler]]
+"""Loads a Tool resource's handlers (export name → handler); may raise."""
+
+
+@dataclass(frozen=True, slots=True)
+class _DeferredTool:
+    """Exports of one Tool resource whose module is not loaded yet."""
+
+    items: tuple[tuple[str, ToolCatalogItem], ...]
+    """(export name, catalog item) per export."""
+    load: HandlerLoader
+    error_message_limit: int
+    timeout_seconds: float | None
+
+    def item(self, name: str) -> ToolCatalogItem:
+        return next(item for _, item in self.items if item.name == name)
+
+
 class ToolRegistry:
-    """Name → :class:`RegisteredTool`, in registration order."""
+    """Name → :class:`RegisteredTool`, in registration order.
+
+    Tools registered with :meth:`register_deferred` are in the registry from the start (their
+    names and catalog items are known) but their module is imported on the first :meth:`get`
+    of one of their names, so a bundle's many Tools cost an agent nothing until it calls them.
+    """
 
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool] = {}
+        self._deferred: dict[str, _DeferredTool] = {}
 
     def register(
         self,
@@ -72,6 +96,9 @@ class ToolRegistry:
             )
         if item.name in self._tools:
             raise ToolRegistrationError(f"tool already registered: {item.name!r}")
+        # A tool registered now (an extension's, say) outranks a bundle Tool the agent does
+        # not list and never loaded.
+        self._deferred.pop(item.name, None)
         if not callable(handler):
             raise ToolRegistrationError(f"handler of {item.name!r} is not callable")
         if error_message_limit < 1:
@@ -91,26 +118,100 @@ class ToolRegistry:
         self._tools[item.name] = entry
         return entry
 
+    def register_deferred(
+        self,
+        items: Sequence[tuple[str, ToolCatalogItem]],
+        load: HandlerLoader,
+        *,
+        error_message_limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
+        timeout_seconds: float | None = None,
+    ) -> None:
+        """Add the exports of one Tool resource, to be loaded by ``load`` on first use.
+
+        ``items`` pairs each export name with its catalog item. Names already registered are
+        skipped: a tool loaded at boot, or registered by an extension, keeps its name.
+        """
+        free = tuple((export, item) for export, item in items if item.name not in self)
+        if not free:
+            return
+        for _, item in free:
+            if not is_valid_tool_name(item.name):
+                raise ToolRegistrationError(f"invalid tool name {item.name!r}")
+        deferred = _DeferredTool(free, load, error_message_limit, timeout_seconds)
+        for _, item in free:
+            self._deferred[item.name] = deferred
+
     def get(self, name: str) -> RegisteredTool | None:
-        """The entry for ``name``, or ``None``."""
-        return self._tools.get(name)
+        """The entry for ``name`` (loading its Tool's module on first use), or ``None``."""
+        tool = self._tools.get(name)
+        if tool is None and name in self._deferred:
+            self._load(self._deferred[name])
+            tool = self._tools.get(name)
+        return tool
+
+    def item(self, name: str) -> ToolCatalogItem | None:
+        """The catalog item of ``name``, without loading anything."""
+        tool = self._tools.get(name)
+        if tool is not None:
+            return tool.item
+        deferred = self._deferred.get(name)
+        return deferred.item(name) if deferred is not None else None
+
+    def items(self) -> list[ToolCatalogItem]:
+        """The catalog item of every tool, loaded or not: what step middleware may offer."""
+        loaded = [t.item for t in self._tools.values()]
+        return loaded + [d.item(name) for name, d in self._deferred.items()]
 
     def dynamic_tools(self) -> Iterator[RegisteredTool]:
         """Entries that did not come from Tool resources (extensions, MCP), in order."""
         return (t for t in self._tools.values() if t.source is None or t.source.type != "config")
 
     def names(self) -> list[str]:
-        """Every registered name, in registration order."""
-        return list(self._tools)
+        """Every registered name: loaded ones in registration order, then deferred ones."""
+        return [*self._tools, *self._deferred]
+
+    def _load(self, deferred: _DeferredTool) -> None:
+        """Import a deferred Tool; a module that fails gives handlers that report why."""
+        try:
+            handlers: Mapping[str, ToolHandler] = deferred.load()
+            problem = None
+        except BaseException as exc:  # an import may even sys.exit(): report it, do not die
+            handlers, problem = {}, f"{type(exc).__name__}: {exc}"
+        for export, item in deferred.items:
+            self._deferred.pop(item.name, None)
+            handler = handlers.get(export)
+            if handler is None or not callable(handler):
+                reason = problem or f"the module has no handler for export {export!r}"
+                handler = _unavailable(item.name, reason)
+            self.register(
+                item,
+                handler,
+                error_message_limit=deferred.error_message_limit,
+                timeout_seconds=deferred.timeout_seconds,
+            )
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return name in self._tools or name in self._deferred
 
     def __iter__(self) -> Iterator[RegisteredTool]:
+        """The loaded entries (deferred ones are listed by :meth:`items`)."""
         return iter(self._tools.values())
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self._tools) + len(self._deferred)
+
+
+class ToolUnavailable(Exception):
+    """A Tool of the bundle whose handlers could not be loaded when it was first called."""
+
+    code = "E_TOOL_LOAD_FAILED"
+
+
+def _unavailable(name: str, reason: str) -> ToolHandler:
+    def unavailable(ctx: Any, args: Any) -> None:
+        raise ToolUnavailable(f"Tool {name!r} cannot be loaded: {reason}")
+
+    return unavailable
 
 
 def _is_coroutine_callable(handler: Any) -> bool:

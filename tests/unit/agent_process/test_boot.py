@@ -73,3 +73,100 @@ def test_a_tool_module_that_fails_to_load_is_a_boot_error(tmp_path: Path) -> Non
 def test_an_unknown_provider_is_a_boot_error() -> None:
     with pytest.raises(BootError, match="provider 'nope'"):
         build_model(ModelPlan(name="m", provider="nope", model="x"), "a")
+
+
+def test_the_registry_holds_every_tool_of_the_bundle_and_loads_others_on_first_call(
+    tmp_path: Path,
+) -> None:
+    """Seed 000 §1.1: the Registry is every Tool resource of the bundle, plus dynamic tools."""
+    import sys
+
+    plan = load_bundle(ROOT / "goondan.yaml.example").agent_plan("worker", tmp_path)
+    assert {t.name for t in plan.registry_tools} >= {"bash", "agents", "http-fetch"}
+    assert "file-system" not in {t.name for t in plan.registry_tools}
+    before = set(sys.modules)
+    registry = build_registry(plan.tools, plan.registry_tools)
+    assert "json-query__query" in registry
+    assert registry.item("json-query__query") is not None
+    assert not {m for m in set(sys.modules) - before if "json_query" in m}  # not imported yet
+    assert {i.name for i in registry.items()} >= {"file-system__write", "bash__exec"}
+    query = registry.get("json-query__query")
+    assert query is not None
+    assert callable(query.handler)
+    assert query.source is not None
+    assert query.source.name == "json-query"
+
+
+async def test_a_bundle_tool_that_cannot_load_fails_only_its_own_calls(tmp_path: Path) -> None:
+    from agent_process.tools.executor import ToolCallPolicy, ToolCallScope, ToolExecutor
+    from tools_base import Message, ToolCall
+
+    entry = tmp_path / "broken.py"
+    entry.write_text("raise SystemExit('no import for you')\n")
+    broken = ToolPlan(
+        name="broken",
+        entry_path=str(entry),
+        exports=[ToolExportPlan(name="run")],
+    )
+    registry = build_registry([], [broken])
+    assert "broken__run" in registry
+    executor = ToolExecutor(registry, policy=ToolCallPolicy(allow_registry_calls=True))
+    import structlog
+
+    scope = ToolCallScope(
+        agent_name="a",
+        instance_key="default",
+        turn_id="t",
+        trace_id="0" * 32,
+        step_index=0,
+        workdir=tmp_path,
+        logger=structlog.get_logger(),
+        catalog=frozenset(),
+    )
+    message = Message(id="m", role="assistant")
+    result = await executor.execute(ToolCall(id="c", name="broken__run", args={}), scope, message)
+    await executor.aclose()
+    assert result.error is not None
+    assert result.error.code == "E_TOOL_LOAD_FAILED"
+    assert "SystemExit: no import for you" in result.error.message
+
+
+def test_an_extension_tool_outranks_an_unloaded_bundle_tool_of_the_same_name(
+    tmp_path: Path,
+) -> None:
+    from agent_process.tools.catalog import ToolCatalogItem
+
+    other = ToolPlan(
+        name="x", entry_path=str(tmp_path / "missing.py"), exports=[ToolExportPlan(name="y")]
+    )
+    registry = build_registry([], [other])
+    registry.register(ToolCatalogItem(name="x__y"), lambda ctx, args: "dynamic")
+    tool = registry.get("x__y")
+    assert tool is not None
+    assert tool.handler(None, {}) == "dynamic"  # type: ignore[arg-type]
+    assert [i.name for i in registry.items()] == ["x__y"]
+
+
+def test_a_tool_listed_twice_is_one_tool_with_the_last_config(tmp_path: Path) -> None:
+    source = (
+        (ROOT / "goondan.yaml.example")
+        .read_text()
+        .replace(
+            """  tools:
+    - ref: { kind: Tool, name: file-system, package: "@goondan/base" }""",
+            """  tools:
+    - ref: { kind: Tool, name: file-system, package: "@goondan/base" }
+      config: { maxReadBytes: 10 }
+    - ref: { kind: Tool, name: bash, package: "@goondan/base" }
+    - ref: { kind: Tool, name: file-system, package: "@goondan/base" }
+      config: { maxReadBytes: 20 }""",
+        )
+    )
+    path = tmp_path / "goondan.yaml"
+    path.write_text(source)
+    plan = load_bundle(path).agent_plan("worker", tmp_path)
+    assert [t.name for t in plan.tools] == ["file-system", "bash"]
+    assert plan.tools[0].config["maxReadBytes"] == 20
+    assert len(plan.catalog_tools) == len(set(plan.catalog_tools))
+    registry = build_registry(plan.tools, plan.registry_tools)  # boots: no duplicate name
+    assert "file-system__read" in registry
