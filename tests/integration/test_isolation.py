@@ -71,3 +71,64 @@ def test_state_files_are_private_to_the_daemon_user(daemon: Daemon, tmp_path: Pa
             seen += 1
     assert (state / "runtime-events.jsonl").exists()
     assert seen >= 4  # event log, metadata, base and events of the conversation
+
+
+BASH_SWARM = """\
+apiVersion: goondan.ai/v1
+kind: Model
+metadata: {name: brain}
+spec:
+  provider: scripted
+  model: rules
+  apiKey: {valueFrom: {env: MY_MODEL_KEY}}
+  script:
+    rules:
+      - when: {input: "^env$"}
+        call: {tool: bash__exec, args: {command: env}}
+      - when: {toolResult: bash__exec}
+        reply: "{result.stdout}"
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {name: shell}
+spec:
+  modelConfig: {modelRef: Model/brain}
+  tools:
+    - ref: {kind: Tool, name: bash, package: "@goondan/base"}
+      config: {passEnv: [DEPLOY_TARGET]}
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata: {name: default}
+spec:
+  entryAgent: Agent/shell
+  agents: [Agent/shell]
+"""
+
+
+def test_bash_env_shows_no_provider_key_or_secret(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "goondan.yaml").write_text(BASH_SWARM)
+    secrets = {
+        "OPENAI_API_KEY": "sk-openai-secret-value",
+        "ANTHROPIC_API_KEY": "sk-ant-secret-value",
+        "MY_MODEL_KEY": "model-secret-value",
+    }
+    env = {**os.environ, **secrets, "DEPLOY_TARGET": "staging"}
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", "goondan.yaml", "--input", "env"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "PATH=" in done.stdout
+    assert "DEPLOY_TARGET=staging" in done.stdout  # what the tool's config names
+    for name, value in secrets.items():
+        assert value not in done.stdout, name
+        assert f"{name}=" not in done.stdout

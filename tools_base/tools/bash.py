@@ -4,7 +4,7 @@ Exports (required parameters in **bold**):
 
 ``exec``: **command**, ``cwd`` (directory relative to the workdir; default the workdir),
     ``timeoutMs`` (default 30000; 0 or less means no limit of its own), ``env`` (object of
-    string/number/boolean values merged over the process environment).
+    string/number/boolean values merged over the command's environment, see below).
     Runs ``/bin/sh -lc <command>``.
     → ``{command, cwd, durationMs, stdout, stderr, exitCode, signal, timedOut, truncated,
     stdoutTruncated, stderrTruncated}``.
@@ -29,6 +29,9 @@ Behaviour:
   is their OR. Output is decoded as UTF-8, invalid bytes replaced.
 * When the command exits, output still buffered is collected for up to 200 ms. A background
   job (``cmd &``) is left running, but whatever it prints after that is lost: redirect it.
+* The command does not inherit the agent's environment, which holds provider keys and other
+  secrets: it gets only ``PATH``, ``HOME``, ``LANG``, ``LC_*``, ``TZ`` and ``TMPDIR`` from it,
+  plus the names config ``passEnv`` lists, plus the call's ``env``.
 * ``cwd`` and ``path`` must stay inside the workdir (symlinks resolved) unless config
   ``allowOutsideWorkdir`` is true. This only keeps the model from pointing the tool
   elsewhere by mistake; a shell command can still touch any file the process can.
@@ -37,6 +40,8 @@ Config (``configure``):
 
 ``allowOutsideWorkdir`` (bool, default false) accept ``cwd``/``path`` outside the workdir.
 ``maxOutputBytes`` (int, default 1048576) bytes kept per stream.
+``passEnv`` (list of names, default none) more variables of the agent's environment the
+    command gets; a name ending in ``*`` passes every variable with that prefix (``AWS_*``).
 
 Error codes: ``E_BASH_PATH_OUTSIDE_WORKDIR``, ``E_BASH_CWD_NOT_FOUND``,
 ``E_BASH_SCRIPT_NOT_FOUND``, ``E_BASH_SPAWN_FAILED`` (shell missing or not executable),
@@ -54,6 +59,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
@@ -80,12 +86,18 @@ REAP_GRACE_SECONDS = 1.0
 OUTSIDE_WORKDIR = "E_BASH_PATH_OUTSIDE_WORKDIR"
 
 
+INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_*", "TZ", "TMPDIR")
+"""What a command gets of the agent's environment without config: nothing secret."""
+
+
 @dataclass(frozen=True, slots=True)
 class BashConfig:
     """Parsed Tool config."""
 
     allow_outside_workdir: bool = False
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    pass_env: tuple[str, ...] = ()
+    """Names (or ``PREFIX*`` patterns) of further variables passed through."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +263,24 @@ async def run_process(
     )
 
 
-def _environment(overrides: JsonObject | None) -> dict[str, str]:
-    env = dict(os.environ)
+def inherited_environment(
+    names: tuple[str, ...], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The variables of ``environ`` (default the process's) that ``names`` allow.
+
+    A name ending in ``*`` allows every variable with that prefix. ``PATH`` falls back to the
+    system default, so a command always finds the usual programs.
+    """
+    source = os.environ if environ is None else environ
+    exact = {n for n in names if not n.endswith("*")}
+    prefixes = tuple(n[:-1] for n in names if n.endswith("*"))
+    env = {k: v for k, v in source.items() if k in exact or (prefixes and k.startswith(prefixes))}
+    env.setdefault("PATH", os.defpath)
+    return env
+
+
+def _environment(base: dict[str, str], overrides: JsonObject | None) -> dict[str, str]:
+    env = dict(base)
     for key, value in (overrides or {}).items():
         text = primitive_to_string(value)
         if text is None:
@@ -273,6 +301,11 @@ class BashTool:
 
     def __init__(self, config: BashConfig) -> None:
         self.config = config
+
+    def _env(self, input: JsonObject) -> dict[str, str]:
+        # Read at each call: the agent's environment may change while it runs.
+        base = inherited_environment(INHERITED_ENV + self.config.pass_env)
+        return _environment(base, optional_object(input, "env"))
 
     def _workspace(self, ctx: ToolContext) -> Workspace:
         return Workspace(
@@ -305,7 +338,7 @@ class BashTool:
         command = require_string(input, "command")
         cwd_input = optional_string(input, "cwd")
         timeout_ms = _timeout_ms(input)
-        env = _environment(optional_object(input, "env"))
+        env = self._env(input)
         # realpath/stat may block on a slow file system: off the loop.
         cwd = await asyncio.to_thread(self._cwd, ctx, cwd_input)
         result = await run_process(
@@ -323,7 +356,7 @@ class BashTool:
         args = optional_string_list(input, "args") or []
         shell = optional_string(input, "shell") or "/bin/bash"
         timeout_ms = _timeout_ms(input)
-        env = _environment(optional_object(input, "env"))
+        env = self._env(input)
         script_path = await asyncio.to_thread(self._script_path, ctx, path)
         result = await run_process(
             [shell, script_path, *args],
@@ -346,6 +379,7 @@ def configure(config: JsonObject) -> dict[str, ToolHandler]:
     parsed = BashConfig(
         allow_outside_workdir=reader.flag("allowOutsideWorkdir", False),
         max_output_bytes=reader.integer("maxOutputBytes", DEFAULT_MAX_OUTPUT_BYTES),
+        pass_env=tuple(reader.strings("passEnv")),
     )
     reader.finish()
     return BashTool(parsed).handlers()

@@ -213,6 +213,48 @@ async def test_env_is_merged_over_the_process_environment(ctx: ToolContext) -> N
     assert out["stdout"] == "bar 3 true 0.5\nhas-path\n"
 
 
+async def test_the_command_gets_no_secret_of_the_agents_environment(
+    ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-tools")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-for-tools")
+    monkeypatch.setenv("MY_DB_PASSWORD", "hunter2")
+    monkeypatch.setenv("LC_TIME", "C")
+    monkeypatch.setenv("TZ", "UTC")
+    out = await run(ctx, command="env")
+    names = {line.split("=", 1)[0] for line in out["stdout"].splitlines() if "=" in line}
+    assert "sk-" not in out["stdout"]
+    assert "hunter2" not in out["stdout"]
+    assert {"PATH", "LC_TIME", "TZ"} <= names
+    # /bin/sh adds a few of its own (PWD, SHLVL, _); nothing else comes from the agent.
+    assert (
+        names - {"PATH", "HOME", "LANG", "LC_TIME", "TZ", "TMPDIR", "PWD", "SHLVL", "_", "OLDPWD"}
+        == set()
+    )
+
+
+async def test_config_pass_env_names_variables_and_prefixes(
+    ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_REGION", "eu-1")
+    monkeypatch.setenv("AWS_PROFILE", "dev")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "bot")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-tools")
+    passing = configure({"passEnv": ["AWS_*", "GIT_AUTHOR_NAME"]})["exec"]
+    out = await acall(
+        passing,
+        ctx,
+        {"command": 'echo "$AWS_REGION $AWS_PROFILE $GIT_AUTHOR_NAME [$OPENAI_API_KEY]"'},
+    )
+    assert isinstance(out, dict)
+    assert out["stdout"] == "eu-1 dev bot []\n"
+
+
+def test_pass_env_must_be_a_list_of_names() -> None:
+    with pytest.raises(ToolConfigError):
+        configure({"passEnv": "AWS_*"})
+
+
 @pytest.mark.parametrize("env", [{"X": {"nested": 1}}, {"X": [1]}, {"X": None}, {"A=B": "1"}])
 async def test_env_rejects_non_primitive_values(ctx: ToolContext, env: dict[str, Any]) -> None:
     with pytest.raises(ToolError) as exc_info:
