@@ -256,11 +256,20 @@ class Supervisor:
         handle.worker = None
         handle.last_exit = info
         expected = handle.stopping or self._closing
+        # A clean exit nobody asked for (a tool's os._exit(0), say) after the agent was up is
+        # no crash (upstream §11, "crash counter reset"): restart at once, counters reset. One
+        # before it ever got ready still counts, or a module exiting 0 at import would spin.
+        unasked_clean = not expected and info.clean and handle.status is not ProcessStatus.SPAWNING
         if expected:
             self._set_status(handle, ProcessStatus.TERMINATED)
             if info.clean:
                 handle.consecutive_crashes = 0
             self.log.info("agent process exited", agent=handle.name, exit=info.describe())
+        elif unasked_clean:
+            handle.consecutive_crashes = 0
+            handle.next_start_at = self._clock()
+            self._set_status(handle, ProcessStatus.CRASHED)  # down, and due for restart now
+            self.log.info("agent process exited unasked; restarting", agent=handle.name)
         else:
             handle.crashes += 1
             handle.consecutive_crashes += 1

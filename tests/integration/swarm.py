@@ -75,6 +75,8 @@ spec:
     rules:
       - when: {{input: "^crash$"}}
         call: {{tool: fault__crash, args: {{code: 1}}}}
+      - when: {{input: "^quit$"}}
+        call: {{tool: fault__crash, args: {{code: 0}}}}
       - when: {{input: "^pid$"}}
         call: {{tool: fault__pid}}
       - when: {{input: "^slow (?P<s>\\\\S+)$"}}

@@ -93,6 +93,32 @@ async def test_repeated_crashes_back_off_then_recover_after_a_good_turn(
     assert handle.consecutive_crashes == 0
 
 
+async def test_clean_exits_nobody_asked_for_restart_without_backoff(swarm: Orchestrator) -> None:
+    """upstream §11: the crash counter resets on a clean exit; exit code 0 is no crash."""
+    handle = swarm.supervisor.handles["beta"]
+    for _ in range(4):
+        assert (await ask(swarm, "crash", agent="beta", wait=20))["error"][
+            "code"
+        ] == "AGENT_CRASHED"
+        async with asyncio.timeout(10):
+            await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
+    assert handle.consecutive_crashes == 4
+    pids = set()
+    for _ in range(3):
+        answer = await ask(swarm, "quit", agent="beta", wait=20)
+        assert answer["error"]["code"] == "AGENT_CRASHED"  # it left before answering
+        async with asyncio.timeout(10):
+            await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
+        assert handle.status is not ProcessStatus.CRASH_LOOP_BACK_OFF
+        assert handle.consecutive_crashes == 0
+        pids.add(handle.pid)
+    assert len(pids) == 3  # restarted each time, at once
+    assert handle.crashes == 4  # clean exits are not counted as crashes
+    assert handle.last_exit is not None
+    assert handle.last_exit.exitcode == 0
+    assert (await ask(swarm, "hello", agent="beta"))["output"] == "beta got: hello"
+
+
 async def test_a_request_past_its_timeout_gets_the_timeout_error(swarm: Orchestrator) -> None:
     answer = await ask(swarm, "ask beta timeout=300 slow 3")
     assert answer["output"].startswith("ERROR AGENT_REQUEST_TIMEOUT")
