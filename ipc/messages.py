@@ -188,6 +188,12 @@ class TooManyPending(IpcError):
     code = "TOO_MANY_PENDING_REQUESTS"
 
 
+class EmptyInput(IpcError):
+    """The request's text is empty or only white space: no model accepts that as a message."""
+
+    code = "EMPTY_INPUT"
+
+
 class TurnFailed(IpcError):
     """The target ran the Turn, and the Turn failed (model error, max steps, ...)."""
 
@@ -204,6 +210,7 @@ _ERRORS: dict[str, type[IpcError]] = {
         CircularCall,
         ShuttingDown,
         TooManyPending,
+        EmptyInput,
         TurnFailed,
     )
 }

@@ -171,14 +171,26 @@ def _state_dir(args: argparse.Namespace) -> Path:
     return Path(args.state_dir) if args.state_dir else default_state_dir(Path(args.config))
 
 
+class _DaemonFailed(Exception):
+    """The daemon could not be asked or did not answer; carries the exit code."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
 def _ask_daemon(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any] | None:
-    from orchestrator.control import NoDaemon, control_request
+    """The daemon's answer; ``None`` (exit 1) when none runs; exit 3 when it never answers."""
+    from orchestrator.control import EXIT_NO_ANSWER, NoAnswer, NoDaemon, control_request
 
     try:
         return control_request(_state_dir(args), request)
     except NoDaemon as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
+    except NoAnswer as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise _DaemonFailed(EXIT_NO_ANSWER) from exc
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -250,7 +262,14 @@ def cmd_restart(args: argparse.Namespace) -> int:
 
 def cmd_instances(args: argparse.Namespace) -> int:
     """``instances [AGENT]`` lists conversation instances; ``instances delete AGENT KEY`` removes one."""
-    from orchestrator.control import NoDaemon, control_request, delete_instance_dir, list_instances
+    from orchestrator.control import (
+        EXIT_NO_ANSWER,
+        NoAnswer,
+        NoDaemon,
+        control_request,
+        delete_instance_dir,
+        list_instances,
+    )
 
     words = list(args.words)
     state_dir = _state_dir(args)
@@ -265,6 +284,9 @@ def cmd_instances(args: argparse.Namespace) -> int:
             )
         except NoDaemon:
             answer = {"ok": True, "deleted": delete_instance_dir(state_dir, agent, key)}
+        except NoAnswer as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_NO_ANSWER
         if args.json:
             print(json.dumps(answer))
         elif not answer.get("ok"):
@@ -416,6 +438,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: Command = args.run
     try:
         return command(args)
+    except _DaemonFailed as failed:
+        return failed.exit_code
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # a bug of ours: one line, the traceback only when asked

@@ -42,6 +42,14 @@ class NoDaemon(RuntimeError):
     """No daemon answers on this state directory."""
 
 
+class NoAnswer(RuntimeError):
+    """The daemon took the request but went away (or fell silent) before answering."""
+
+
+EXIT_NO_ANSWER = 3
+"""CLI exit code: the daemon went away, or did not answer in time, after taking the request."""
+
+
 def socket_path(state_dir: Path) -> Path:
     """Where the control socket of ``state_dir`` lives."""
     return state_dir / SOCKET_NAME
@@ -131,6 +139,8 @@ class ControlServer:
             instance = str(request.get("instance") or "default")
             if agent not in orchestrator.supervisor.handles:
                 return {"ok": False, "error": f"unknown agent {agent!r}"}
+            if not text.strip():  # refused before it is queued, waited for or not
+                return {"ok": False, "error": "the text to send is empty"}
             if request.get("wait", True):
                 answer = await orchestrator.request(text, agent=agent, instance_key=instance)
                 return {"ok": answer.get("status") == "ok", "answer": answer}
@@ -236,12 +246,22 @@ def control_request(
             client.connect(str(path))
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             raise NoDaemon(f"no daemon is running for {state_dir} (no answer on {path})") from exc
-        client.sendall(json.dumps(request).encode() + b"\n")
         data = b""
-        while not data.endswith(b"\n"):
-            chunk = client.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    answer = json.loads(data)
+        try:
+            client.sendall(json.dumps(request).encode() + b"\n")
+            while not data.endswith(b"\n"):
+                chunk = client.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except TimeoutError as exc:
+            raise NoAnswer(f"the daemon did not answer within {timeout:g} s") from exc
+        except OSError as exc:  # reset or broken pipe: the daemon died under us
+            raise NoAnswer(f"the daemon went away before answering ({exc.strerror})") from exc
+    if not data.endswith(b"\n"):
+        raise NoAnswer("the daemon went away before answering (connection closed)")
+    try:
+        answer = json.loads(data)
+    except ValueError as exc:
+        raise NoAnswer("the daemon sent an answer that is not JSON") from exc
     return answer if isinstance(answer, dict) else {"ok": False, "error": "malformed answer"}

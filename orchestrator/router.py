@@ -32,6 +32,7 @@ from ipc import (
     CircularCall,
     DelegateMessage,
     DelegateResultMessage,
+    EmptyInput,
     EventMessage,
     IpcError,
     IpcMessage,
@@ -253,6 +254,9 @@ class Router:
                 TooManyPending(f"{caller!r} already waits on {MAX_PENDING_PER_CALLER} requests"),
             )
             return None
+        if not str(message.payload.get("input", "")).strip():
+            self._fail(pending, EmptyInput(f"the request to {target!r} has no text"))
+            return None
         chain = [str(n) for n in message.payload.get("callChain") or []]
         node = f"{target}@{message.payload.get('instanceKey') or 'default'}"
         if node in chain:
@@ -398,6 +402,8 @@ class Router:
         self._sends_per_caller[sender] += 1
         if self.closing:
             self._send_lost(send, ShuttingDown("the swarm is shutting down"))
+        elif not str(payload.get("input", "")).strip():
+            self._send_lost(send, EmptyInput(f"the send to {target!r} has no text"))
         elif self._sends_per_caller[sender] > MAX_SENDS_IN_FLIGHT_PER_CALLER:
             limit = MAX_SENDS_IN_FLIGHT_PER_CALLER
             self._send_lost(send, TooManyPending(f"{sender!r} already has {limit} sends in flight"))

@@ -161,3 +161,58 @@ def test_status_follows_processing_crash_and_restart(daemon: Daemon, tmp_path: P
     assert row["crashes"] == 1
     assert row["restarts"] >= 1
     assert row["lastExit"] == {"exitCode": 1, "signal": None, "reason": "exit code 1"}
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t"])
+def test_an_empty_send_is_refused_before_it_is_queued(
+    daemon: Daemon, tmp_path: Path, text: str
+) -> None:
+    sent = cli(tmp_path, "send", "beta", text)
+    assert sent.returncode == 1
+    assert "empty" in sent.stderr
+    assert "internal error" not in sent.stderr
+    # nothing reached the agent: it was never even started
+    rows = {r["agent"]: r for r in json.loads(cli(tmp_path, "status", "--json").stdout)["agents"]}
+    assert rows["beta"]["status"] == "terminated"
+
+
+def test_a_delegate_without_text_from_an_agent_is_refused(daemon: Daemon, tmp_path: Path) -> None:
+    # alpha's rule "ask beta <text>" with only blanks after it: the router refuses at once
+    sent = cli(tmp_path, "send", "alpha", "ask beta timeout=5000   ")
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.startswith("ERROR EMPTY_INPUT"), sent.stdout
+
+
+def test_the_daemon_dying_during_a_send_is_its_own_error(daemon: Daemon, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    from orchestrator.control import EXIT_NO_ANSWER
+
+    client = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "send", "beta", "slow 30"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # wait until beta runs the Turn (a real status ask)
+            rows = {
+                r["agent"]: r
+                for r in json.loads(cli(tmp_path, "status", "--json").stdout)["agents"]
+            }
+            if rows["beta"]["status"] == "processing":
+                break
+        else:
+            raise AssertionError("beta never started the slow Turn")
+        os.killpg(daemon.process.pid, signal.SIGKILL)
+        _, stderr = client.communicate(timeout=30)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    assert client.returncode == EXIT_NO_ANSWER, stderr
+    assert "the daemon went away before answering" in stderr
+    assert "internal error" not in stderr
