@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -73,6 +74,10 @@ async def _main(conn: Connection, plan: AgentPlan) -> int:
     process.channel = await Channel.open(
         conn, ORCHESTRATOR, on_message=process.on_message, on_close=process.on_pipe_closed
     )
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, process.on_sigterm)
+    # SIGINT is the Orchestrator's to act on (it drains us); the trampoline ignores it already.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     return await process.run()
 
 
@@ -174,7 +179,12 @@ class AgentProcess:
             self._send_quietly(event(self.name, ORCHESTRATOR, "boot_failed", error=str(exc)))
             await self._flush()
             return EXIT_BOOT_FAILURE
-        self._send(event(self.name, ORCHESTRATOR, "ready", pid=os.getpid()))
+        try:
+            self._send(event(self.name, ORCHESTRATOR, "ready", pid=os.getpid()))
+        except Exception:  # the Orchestrator left while we booted: nobody to serve
+            self.log.info("orchestrator gone before the agent was ready; exiting")
+            await self._stop()
+            return 0
         self.log.info("agent ready")
         await self._finished.wait()
         await self._stop()
@@ -186,6 +196,17 @@ class AgentProcess:
             self._dispatch(message)
         except Exception:  # a bug in dispatch must not kill the agent
             self.log.exception("failed to handle message", type=message.type)
+
+    def on_sigterm(self) -> None:
+        """SIGTERM (``systemctl stop`` signals every process of the group): drain like a
+        ``shutdown`` from the Orchestrator, then exit 0; a SIGTERM while draining stops now."""
+        if self.draining:
+            self.log.warning("SIGTERM while draining; stopping now")
+            self._finished.set()
+            return
+        self.log.info("SIGTERM; draining")
+        grace = self.plan.shutdown_grace_seconds
+        self._begin_shutdown({"gracePeriodMs": int(grace * 1000), "reason": "sigterm"})
 
     def on_pipe_closed(self) -> None:
         """The Orchestrator is gone: stop, so no agent outlives it."""
@@ -222,10 +243,13 @@ class AgentProcess:
             else:
                 self.log.debug("ignored event", kind=kind)
         elif isinstance(message, ShutdownMessage) and not self.draining:
-            self.draining = True  # refuse new work from this message on
-            task = asyncio.ensure_future(self._shutdown(message.payload))
-            self._tasks.add(task)
-            task.add_done_callback(lambda _: self._finished.set())
+            self._begin_shutdown(message.payload)
+
+    def _begin_shutdown(self, payload: dict[str, Any]) -> None:
+        self.draining = True  # refuse new work from now on
+        task = asyncio.ensure_future(self._shutdown(payload))
+        self._tasks.add(task)
+        task.add_done_callback(lambda _: self._finished.set())
 
     def _start_turn(self, sender: str, payload: dict[str, Any], correlation_id: str | None) -> None:
         assert self.instances is not None

@@ -7,12 +7,19 @@ point as ``module:function`` and this trampoline resolves it inside the child.
 from __future__ import annotations
 
 import importlib
+import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
 
 def run_entry(entry: str, conn: Connection, plan: dict[str, Any]) -> None:
-    """Call ``entry`` (``"package.module:function"``) with the pipe end and the plan."""
+    """Call ``entry`` (``"package.module:function"``) with the pipe end and the plan.
+
+    SIGINT is ignored first thing: Ctrl-C in a terminal (or a signal to the whole process
+    group) is meant for the Orchestrator, which drains its agents gracefully; an agent that
+    died of it would lose the Turn it runs.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     module_name, _, function = entry.partition(":")
     target = getattr(importlib.import_module(module_name), function)
     target(conn, plan)

@@ -208,6 +208,7 @@ class Orchestrator:
         self._signals += 1
         if self._signals == 1:
             self.log.info("stopping", signal=signal.Signals(sig).name)
+            self.supervisor.stop_restarting()
             self._stopped.set()
         else:
             self.log.warning("second signal: killing every agent now")

@@ -401,6 +401,16 @@ class Supervisor:
         handle.restarts += 1
         return await self.ensure_running(name)
 
+    def stop_restarting(self) -> None:
+        """The swarm is stopping: from now on an exit is expected and nothing is (re)started.
+
+        Called on the first stop signal, before :meth:`shutdown`: agents signalled along with
+        the daemon (Ctrl-C, ``systemctl stop``) drain and exit by themselves meanwhile, and
+        must not be restarted for it.
+        """
+        self._closing = True
+        self._wake.set()
+
     async def shutdown(self, grace: float) -> None:
         """Stop every agent (in parallel), then cancel the supervisor's own tasks."""
         self._closing = True

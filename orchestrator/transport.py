@@ -21,10 +21,10 @@ from orchestrator._child import run_entry
 from orchestrator.status import ExitInfo
 
 AGENT_ENTRY = "agent_process.main:serve"
-PRELOAD = ["agent_process.main"]
+PRELOAD = ["orchestrator._forkserver", "agent_process.main"]
+"""Imported once in the fork server, so every agent starts with them already loaded."""
 PIPE_CLOSED_GRACE_SECONDS = 2.0
 """How long a child may live on after closing its pipe before it is terminated."""
-"""Imported once in the fork server, so every agent starts with them already loaded."""
 
 
 class Worker(Protocol):
@@ -80,14 +80,16 @@ class ProcessWorker:
         self.channel.send_nowait(message)
 
     def pipe_closed(self) -> None:
-        """The pipe closed: the child is exiting, or broken. One that lingers is terminated,
-        so a closed pipe always ends in an exit the supervisor sees."""
+        """The pipe closed: the child is exiting, or broken. One that lingers is killed, so a
+        closed pipe always ends in an exit the supervisor sees."""
         if not self.exited.done():
             asyncio.get_running_loop().call_later(PIPE_CLOSED_GRACE_SECONDS, self._linger_check)
 
     def _linger_check(self) -> None:
+        # SIGKILL, not SIGTERM: an agent answers SIGTERM by draining its Turns, which is
+        # pointless without a pipe to answer through, and its loop may be what is stuck.
         if not self.exited.done():
-            self.terminate()
+            self.kill()
 
     def terminate(self) -> None:
         """SIGTERM, if still running."""

@@ -218,7 +218,7 @@ async def test_a_child_whose_pipe_closes_is_treated_as_exited(swarm: Orchestrato
     assert answer["output"].startswith("ERROR AGENT_CRASHED")
     beta = swarm.supervisor.handles["beta"]
     assert beta.last_exit is not None
-    assert beta.last_exit.signal_name == "SIGTERM"
+    assert beta.last_exit.signal_name == "SIGKILL"
     async with asyncio.timeout(10):
         await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
     assert (await ask(swarm, "ask beta back?"))["output"] == "beta got: back?"
