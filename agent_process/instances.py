@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import json
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,6 +177,20 @@ class InstanceManager:
             instance.worker.cancel()
         del self._instances[key]
         return True
+
+    def delete(self, key: str) -> bool | None:
+        """Forget instance ``key`` and remove its files; ``None`` (nothing done) while a Turn
+        of it is queued or running, else whether it had files.
+
+        Synchronous on the agent's loop, so no Turn can start between the check and the
+        removal, and a Turn that arrives later starts a fresh conversation.
+        """
+        if not self.forget(key):
+            return None
+        directory = claim_instance_directory(self.root, key)
+        existed = directory.exists()
+        shutil.rmtree(directory, ignore_errors=True)
+        return existed
 
     def conversation_directory(self, key: str) -> Path:
         """Where the conversation of instance ``key`` lives (loaded or not)."""

@@ -234,12 +234,8 @@ class AgentProcess:
                 self._on_send_failed(message.payload)
             elif kind == "prepare_instance":
                 self._prepare_instance(message.payload)
-            elif kind == "forget_instance" and self.instances is not None:
-                key = str(message.payload.get("instanceKey") or "default")
-                if not self.instances.forget(key):
-                    self.log.warning("instance busy; not forgotten", instance_key=key)
-                elif self.extensions is not None:
-                    self.extensions.forget_instance(self.instances.conversation_directory(key))
+            elif kind == "delete_instance":
+                self._delete_instance(message)
             else:
                 self.log.debug("ignored event", kind=kind)
         elif isinstance(message, ShutdownMessage) and not self.draining:
@@ -250,6 +246,33 @@ class AgentProcess:
         task = asyncio.ensure_future(self._shutdown(payload))
         self._tasks.add(task)
         task.add_done_callback(lambda _: self._finished.set())
+
+    def _delete_instance(self, message: EventMessage) -> None:
+        """Delete a conversation unless a Turn of it is queued or running; answer either way."""
+        assert self.instances is not None
+        key = str(message.payload.get("instanceKey") or "default")
+        try:
+            conversation = self.instances.conversation_directory(key)
+            deleted = self.instances.delete(key)
+        except Exception as exc:  # a key whose directory is another's, say
+            answer: dict[str, Any] = {"ok": False, "error": str(exc)}
+        else:
+            if deleted is None:
+                answer = {"ok": False, "error": f"instance {key!r} has a Turn queued or running"}
+            else:
+                answer = {"ok": True, "deleted": deleted}
+                self.inboxes.pop(key, None)
+                if self.extensions is not None:
+                    self.extensions.forget_instance(conversation)
+        self._send_quietly(
+            event(
+                self.name,
+                ORCHESTRATOR,
+                "delete_instance_result",
+                correlation_id=message.correlation_id,
+                **answer,
+            )
+        )
 
     def _start_turn(self, sender: str, payload: dict[str, Any], correlation_id: str | None) -> None:
         assert self.instances is not None

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from ipc import ORCHESTRATOR, event
-from orchestrator.status import ProcessStatus
+from ipc import IpcError
 
 if TYPE_CHECKING:
     from orchestrator.daemon import Orchestrator
@@ -163,7 +162,7 @@ class ControlServer:
                 restarted.append({"agent": name, "pid": handle.pid})
             return {"ok": True, "restarted": restarted}
         if command == "delete_instance":
-            return self._delete_instance(
+            return await self._delete_instance(
                 str(request.get("agent", "")), str(request.get("instanceKey", ""))
             )
         return {"ok": False, "error": f"unknown command {command!r}"}
@@ -194,20 +193,23 @@ class ControlServer:
             }
         )
 
-    def _delete_instance(self, agent: str, key: str) -> dict[str, Any]:
+    async def _delete_instance(self, agent: str, key: str) -> dict[str, Any]:
+        """Delete one conversation; never reports success while its history could come back.
+
+        A running agent deletes it itself, on its own loop, and refuses while a Turn of the
+        instance is queued or running; otherwise the files are removed here.
+        """
         orchestrator = self.orchestrator
         handle = orchestrator.supervisor.handles.get(agent)
         if handle is None:
             return {"ok": False, "error": f"unknown agent {agent!r}"}
-        if handle.worker is not None:
-            if handle.status is ProcessStatus.PROCESSING:
-                return {
-                    "ok": False,
-                    "error": f"agent {agent!r} is processing; retry when it is idle",
-                }
-            handle.worker.send(event(ORCHESTRATOR, agent, "forget_instance", instanceKey=key))
-        deleted = delete_instance_dir(orchestrator.state_dir, agent, key)
-        return {"ok": True, "deleted": deleted}
+        if handle.worker is None:
+            return {"ok": True, "deleted": delete_instance_dir(orchestrator.state_dir, agent, key)}
+        try:
+            answer = await orchestrator.ask_agent(agent, "delete_instance", instanceKey=key)
+        except IpcError as exc:
+            return {"ok": False, "error": f"{exc.message}; nothing was deleted, retry"}
+        return {"ok": bool(answer.get("ok")), **answer}
 
 
 def list_instances(state_dir: Path, agent: str | None = None) -> list[dict[str, Any]]:
