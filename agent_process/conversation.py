@@ -19,6 +19,7 @@ re-applies nothing twice. A torn last line (a kill mid-write) is skipped with a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -28,9 +29,38 @@ import structlog
 
 from tools_base import JsonObject, Message, MessageEvent
 
-__all__ = ["ConversationStore", "MessageEvent", "apply_events"]
+__all__ = [
+    "ConversationStorageError",
+    "ConversationStore",
+    "ConversationUnreadable",
+    "MessageEvent",
+    "apply_events",
+]
 
 FORMAT_VERSION = 1
+"""Version of the stored lines: the base header's ``version`` and each event's ``v``. Lines
+without one are from version 1; a newer version than this runtime knows is refused."""
+
+
+class ConversationStorageError(Exception):
+    """Writing the conversation failed (disk full, read-only, ...); nothing on disk is torn.
+
+    The message names the file and the OS error; ``code`` is ``E_STORAGE``.
+    """
+
+    code = "E_STORAGE"
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(f"cannot write {path}: {error.strerror or error}")
+        self.path = path
+        self.errno = error.errno
+
+
+class ConversationUnreadable(Exception):
+    """The conversation's files cannot be read or are of an unknown newer format."""
+
+    code = "E_CONVERSATION_UNREADABLE"
+
 
 _log = structlog.get_logger("goondan.conversation")
 
@@ -86,12 +116,21 @@ class ConversationStore:
         return len(self._events)
 
     def load(self) -> list[Message]:
-        """Read ``base + events`` from disk; a torn or malformed line is skipped with a warning."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """Read ``base + events`` from disk; a torn or malformed line is skipped with a warning.
+
+        Raises :class:`ConversationUnreadable` when a file cannot be read at all (a directory
+        in its place, no permission, a newer format) and :class:`ConversationStorageError`
+        when the directory cannot be created.
+        """
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConversationStorageError(self.directory, exc) from exc
         self._base, self._folded_seq = self._read_base()
         self._events = []
         last_seq = self._folded_seq
         for data in self._read_lines(self.events_path):
+            _check_version(data.get("v", 1), self.events_path)
             seq = data.get("seq")
             if not isinstance(seq, int) or seq <= self._folded_seq:
                 continue  # already folded into the base before a crash emptied events.jsonl
@@ -105,17 +144,23 @@ class ConversationStore:
             last_seq = max(last_seq, seq)
         self._next_seq = last_seq + 1
         self._messages = apply_events(self._base, self._events)
-        _end_with_newline(self.events_path)  # so the next event never glues onto a torn line
+        try:
+            _end_with_newline(self.events_path)  # the next event never glues onto a torn line
+        except OSError as exc:
+            raise ConversationStorageError(self.events_path, exc) from exc
         return self.messages
 
     def emit(self, event: MessageEvent) -> None:
-        """Apply ``event`` and append it to ``events.jsonl`` before returning."""
-        line = json.dumps(event.to_json(self._next_seq), ensure_ascii=False, separators=(",", ":"))
+        """Apply ``event`` and append it to ``events.jsonl`` before returning.
+
+        Raises :class:`ConversationStorageError` if the line cannot be written whole; the file
+        is then cut back to where it was and the event is not applied, so memory and disk
+        agree and a later write (once there is room) starts on a clean line.
+        """
+        record = {"v": FORMAT_VERSION, **event.to_json(self._next_seq)}
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        _append_whole(self.events_path, line.encode("utf-8"))
         self._next_seq += 1
-        self.directory.mkdir(parents=True, exist_ok=True)
-        # Written and closed before returning: in the OS page cache, it survives SIGKILL.
-        with open(self.events_path, "a", encoding="utf-8") as events:
-            events.write(line + "\n")
         self._events.append(event)
         self._messages = apply_events(self._messages, [event])
 
@@ -124,27 +169,46 @@ class ConversationStore:
         self.emit(MessageEvent.append(message))
 
     def fold(self) -> None:
-        """Write the current messages as the new base atomically, then empty the events."""
+        """Write the current messages as the new base atomically, then empty the events.
+
+        Raises :class:`ConversationStorageError` when the new base cannot be written; the old
+        base and every event stay as they were (the fold is retried at the next Turn's end)
+        and no temporary file is left behind.
+        """
         if not self._events and self.base_path.exists():
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
         folded_seq = self._next_seq - 1
         tmp = self.base_path.with_suffix(".jsonl.tmp")
-        with open(tmp, "w", encoding="utf-8") as out:
-            header = {"kind": "header", "version": FORMAT_VERSION, "foldedSeq": folded_seq}
-            out.write(json.dumps(header) + "\n")
-            for message in self._messages:
-                out.write(
-                    json.dumps(message.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
-                )
-            out.flush()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "w", encoding="utf-8") as out:
+                header = {"kind": "header", "version": FORMAT_VERSION, "foldedSeq": folded_seq}
+                out.write(json.dumps(header) + "\n")
+                for message in self._messages:
+                    out.write(
+                        json.dumps(message.to_json(), ensure_ascii=False, separators=(",", ":"))
+                        + "\n"
+                    )
+                out.flush()
+                if self._fsync:
+                    os.fsync(out.fileno())
+            os.replace(tmp, self.base_path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            failed = Path(exc.filename) if isinstance(exc.filename, str) else tmp
+            raise ConversationStorageError(failed, exc) from exc
+        try:
             if self._fsync:
-                os.fsync(out.fileno())
-        os.replace(tmp, self.base_path)
-        if self._fsync:
-            _fsync_directory(self.directory)
-        with open(self.events_path, "w", encoding="utf-8"):
-            pass  # the base now holds every event up to folded_seq
+                _fsync_directory(self.directory)
+            with open(self.events_path, "w", encoding="utf-8"):
+                pass  # the base now holds every event up to folded_seq
+        except OSError as exc:
+            # The new base is in place and its foldedSeq marks the events it holds, so events
+            # left in events.jsonl are skipped on load: nothing is applied twice.
+            _log.warning(
+                "events not emptied after a fold", file=str(self.events_path), error=str(exc)
+            )
         self._base = list(self._messages)
         self._events = []
         self._folded_seq = folded_seq
@@ -154,6 +218,7 @@ class ConversationStore:
         folded_seq = 0
         for data in self._read_lines(self.base_path):
             if data.get("kind") == "header":
+                _check_version(data.get("version", 1), self.base_path)
                 seq = data.get("foldedSeq")
                 folded_seq = seq if isinstance(seq, int) else 0
                 continue
@@ -169,13 +234,15 @@ class ConversationStore:
             text = path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             return
+        except OSError as exc:  # a directory in its place, no permission, an I/O error
+            raise ConversationUnreadable(f"cannot read {path}: {exc.strerror or exc}") from exc
         lines = text.split("\n")
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
                 data = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
                 torn = number == len(lines)  # no trailing newline: the write was cut short
                 _log.warning(
                     "skipping torn line" if torn else "skipping unparsable line",
@@ -185,6 +252,35 @@ class ConversationStore:
                 continue
             if isinstance(data, dict):
                 yield data
+
+
+def _check_version(version: object, path: Path) -> None:
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        raise ConversationUnreadable(
+            f"{path} is in conversation format {version}; this runtime reads up to "
+            f"{FORMAT_VERSION}: upgrade goondan"
+        )
+
+
+def _append_whole(path: Path, data: bytes) -> None:
+    """Append ``data`` in full, or leave ``path`` as it was and raise."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ConversationStorageError(path, exc) from exc
+    try:
+        size = os.fstat(fd).st_size
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(fd, data[written:])
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)  # no torn line for the next write to glue onto
+            raise ConversationStorageError(path, exc) from exc
+    finally:
+        os.close(fd)
 
 
 def _end_with_newline(path: Path) -> None:

@@ -12,6 +12,7 @@ concurrently. On disk, under the state directory::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import re
@@ -22,9 +23,9 @@ from pathlib import Path
 
 import structlog
 
-from agent_process.conversation import ConversationStore
+from agent_process.conversation import ConversationStorageError, ConversationStore
 from agent_process.step import utc_now
-from agent_process.turn import TurnInput, TurnResult, TurnRunner
+from agent_process.turn import TurnError, TurnInput, TurnResult, TurnRunner
 
 DEFAULT_INSTANCE_KEY = "default"
 DEFAULT_MAX_QUEUED_PER_INSTANCE = 256
@@ -146,7 +147,12 @@ class InstanceManager:
         self._log = structlog.get_logger("goondan.instances").bind(agent=agent_name)
 
     def get(self, key: str = DEFAULT_INSTANCE_KEY) -> Instance:
-        """The instance ``key``, loading it from disk (or creating it) on first use."""
+        """The instance ``key``, loading it from disk (or creating it) on first use.
+
+        Raises :class:`InstanceKeyConflict`, ``ConversationUnreadable`` or
+        ``ConversationStorageError`` (each with a ``code``) when it cannot be loaded; nothing
+        is kept in memory then, so a later call tries again.
+        """
         instance = self._instances.get(key)
         if instance is None:
             directory = claim_instance_directory(self.root, key)
@@ -160,7 +166,10 @@ class InstanceManager:
                 )
             override = self._workdir_override(key) if self._workdir_override else None
             workdir = override or directory / "workspace"
-            workdir.mkdir(parents=True, exist_ok=True)
+            try:
+                workdir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConversationStorageError(workdir, exc) from exc
             instance = Instance(key=key, directory=directory, store=store, workdir=workdir)
             self._instances[key] = instance
             self._write_metadata(instance, "idle")
@@ -260,6 +269,8 @@ class InstanceManager:
                     result = await self.runner.run(
                         instance.key, instance.store, instance.workdir, queued.turn_input
                     )
+                except Exception as exc:  # the caller is answered now, never left to time out
+                    result = self._failed_turn(instance, queued.turn_input, exc)
                 finally:
                     self._set_busy(instance, False)
                 if not future.done():
@@ -267,6 +278,42 @@ class InstanceManager:
         finally:
             while not instance.queue.empty():
                 instance.queue.get_nowait().future.cancel()
+
+    def _failed_turn(self, instance: Instance, turn_input: TurnInput, exc: Exception) -> TurnResult:
+        """The answer for a Turn that raised (a write the disk refused, say).
+
+        The conversation is read back from disk, so what the next Turn sees is exactly what
+        is stored; if even that fails, the instance is dropped from memory and loaded afresh
+        on its next use.
+        """
+        code = getattr(exc, "code", None)
+        if isinstance(exc, ConversationStorageError):
+            self._log.error("turn not stored", instance_key=instance.key, error=str(exc))
+        else:
+            self._log.exception("turn failed unexpectedly", instance_key=instance.key)
+        try:
+            instance.store.load()
+        except Exception as reload_error:
+            self._log.warning(
+                "conversation not reloaded; dropped from memory",
+                instance_key=instance.key,
+                error=str(reload_error),
+            )
+            if self._instances.get(instance.key) is instance:
+                del self._instances[instance.key]
+        return TurnResult(
+            turn_id="",
+            trace_id=turn_input.trace_id,
+            status="error",
+            text="",
+            finish_reason="error",
+            step_count=0,
+            duration_ms=0.0,
+            error=TurnError(
+                code=code if isinstance(code, str) else "E_INTERNAL",
+                message=str(exc) or type(exc).__name__,
+            ),
+        )
 
     def _set_busy(self, instance: Instance, busy: bool) -> None:
         instance.busy = busy
@@ -278,7 +325,8 @@ class InstanceManager:
             self._on_busy_change(busy)
 
     def _write_metadata(self, instance: Instance, status: str) -> None:
-        instance.directory.mkdir(parents=True, exist_ok=True)
+        """Record the instance's status for operators; a disk that refuses it is logged only,
+        since the status is informational and the Turn must still be answered."""
         metadata = {
             "agentName": self.agent_name,
             "instanceKey": instance.key,
@@ -287,5 +335,13 @@ class InstanceManager:
             "updatedAt": utc_now(),
         }
         tmp = instance.directory / "metadata.json.tmp"
-        tmp.write_text(json.dumps(metadata, indent=2))
-        tmp.replace(instance.directory / "metadata.json")
+        try:
+            instance.directory.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(metadata, indent=2))
+            tmp.replace(instance.directory / "metadata.json")
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            self._log.warning(
+                "instance metadata not written", instance_key=instance.key, error=str(exc)
+            )

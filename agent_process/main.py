@@ -194,8 +194,13 @@ class AgentProcess:
         """Dispatch one message from the Orchestrator (called by the channel)."""
         try:
             self._dispatch(message)
-        except Exception:  # a bug in dispatch must not kill the agent
+        except Exception as exc:  # a bug in dispatch must not kill the agent, nor hang a caller
             self.log.exception("failed to handle message", type=message.type)
+            error = IpcError(f"the agent could not take the request: {exc!r}", code="E_INTERNAL")
+            if isinstance(message, DelegateMessage):
+                self._answer(message.sender, message.correlation_id, error)
+            elif isinstance(message, EventMessage) and message.kind == "send":
+                self._answer(message.sender, None, error, str(message.payload.get("eventId", "")))
 
     def on_sigterm(self) -> None:
         """SIGTERM (``systemctl stop`` signals every process of the group): drain like a
@@ -303,8 +308,17 @@ class AgentProcess:
 
         try:
             future = self.instances.submit(instance_key, turn_input, on_start=on_start)
-        except (InstanceQueueFull, InstanceKeyConflict) as exc:
-            self._answer(sender, correlation_id, IpcError(str(exc), code=exc.code), send_id)
+        except Exception as exc:  # a full queue, an unreadable conversation, a full disk, ...
+            code = getattr(exc, "code", None)
+            if not isinstance(exc, InstanceQueueFull | InstanceKeyConflict):
+                self.log.error(
+                    "instance unavailable", instance_key=instance_key, code=code, error=str(exc)
+                )
+            error = IpcError(
+                str(exc) or type(exc).__name__,
+                code=code if isinstance(code, str) else "E_INTERNAL",
+            )
+            self._answer(sender, correlation_id, error, send_id)
             return
 
         def finished(done: asyncio.Future[TurnResult]) -> None:

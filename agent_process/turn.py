@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import structlog
 
-from agent_process.conversation import ConversationStore, MessageEvent
+from agent_process.conversation import ConversationStorageError, ConversationStore, MessageEvent
 from agent_process.events import EventRecorder, EventSink, new_span_id
 from agent_process.models.base import ModelError, TokenUsage
 from agent_process.step import StepResult, StepSettings, new_message_id, run_step, utc_now
@@ -252,13 +252,16 @@ class TurnRunner:
         )
         try:
             result = await ctx.next()
+        except ConversationStorageError as exc:  # the disk is full or read-only
+            log.error("turn failed: conversation not written", error=str(exc))
+            result = self._failure(turn_id, turn_input, started, 0, exc.code, str(exc))
         except Exception as exc:  # a turn/step middleware bug must not take the agent down
             log.exception("turn failed")
             result = self._failure(
                 turn_id, turn_input, started, 0, "E_TURN", f"{type(exc).__name__}: {exc}"
             )
         finally:
-            store.fold()
+            _fold(store, log)
         duration = round(result.duration_ms, 3)
         if result.status == "ok":
             recorder.emit(
@@ -428,6 +431,15 @@ class TurnRunner:
                 store.append(message)
         else:
             store.append(system)
+
+
+def _fold(store: ConversationStore, log: Any) -> None:
+    try:
+        store.fold()
+    except ConversationStorageError as exc:
+        # Every event of the Turn is in events.jsonl already: the answer stands, and the next
+        # Turn's end folds again.
+        log.warning("conversation not folded; kept as events", error=str(exc))
 
 
 def _close_interrupted_calls(store: ConversationStore) -> None:

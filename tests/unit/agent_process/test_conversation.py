@@ -5,9 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from structlog.testing import capture_logs
 
-from agent_process.conversation import ConversationStore, MessageEvent, apply_events
+from agent_process.conversation import (
+    FORMAT_VERSION,
+    ConversationStore,
+    ConversationUnreadable,
+    MessageEvent,
+    apply_events,
+)
 from tools_base import Message
 
 
@@ -81,3 +88,47 @@ def test_base_has_a_header_and_one_message_per_line(tmp_path: Path) -> None:
     lines = (tmp_path / "base.jsonl").read_text().splitlines()
     assert json.loads(lines[0]) == {"kind": "header", "version": 1, "foldedSeq": 1}
     assert json.loads(lines[1])["id"] == "m1"
+
+
+def test_every_stored_line_carries_the_format_version(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path)
+    store.load()
+    store.append(msg(1))
+    [event] = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert event["v"] == FORMAT_VERSION
+    store.fold()
+    header = json.loads((tmp_path / "base.jsonl").read_text().splitlines()[0])
+    assert header["version"] == FORMAT_VERSION
+
+
+def test_lines_without_a_version_are_read_as_version_one(tmp_path: Path) -> None:
+    line = {"seq": 1, "type": "append", "message": msg(1).to_json()}
+    (tmp_path / "events.jsonl").write_text(json.dumps(line) + "\n")
+    assert [m.id for m in ConversationStore(tmp_path).load()] == ["m1"]
+
+
+@pytest.mark.parametrize("file", ["base", "events"])
+def test_a_newer_format_is_refused_by_name(tmp_path: Path, file: str) -> None:
+    if file == "base":
+        (tmp_path / "base.jsonl").write_text(json.dumps({"kind": "header", "version": 99}) + "\n")
+    else:
+        line = {"v": 99, "seq": 1, "type": "append", "message": msg(1).to_json()}
+        (tmp_path / "events.jsonl").write_text(json.dumps(line) + "\n")
+    with pytest.raises(ConversationUnreadable) as refused:
+        ConversationStore(tmp_path).load()
+    assert f"{file}.jsonl is in conversation format 99" in str(refused.value)
+    assert refused.value.code == "E_CONVERSATION_UNREADABLE"
+
+
+def test_a_directory_in_place_of_a_file_is_unreadable_by_name(tmp_path: Path) -> None:
+    (tmp_path / "events.jsonl").mkdir()
+    with pytest.raises(ConversationUnreadable, match=r"events\.jsonl"):
+        ConversationStore(tmp_path).load()
+
+
+def test_a_line_nested_past_the_parsers_depth_is_skipped(tmp_path: Path) -> None:
+    good = {"seq": 2, "type": "append", "message": msg(2).to_json()}
+    (tmp_path / "events.jsonl").write_text("[" * 100_000 + "\n" + json.dumps(good) + "\n")
+    with capture_logs() as logs:
+        assert [m.id for m in ConversationStore(tmp_path).load()] == ["m2"]
+    assert logs[0]["event"] == "skipping unparsable line"
