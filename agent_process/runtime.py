@@ -255,8 +255,11 @@ def _unwrap(answer: dict[str, Any], target: str) -> Any:
     if answer.get("status") == "ok":
         return answer.get("output")
     error = IpcError.from_dict(answer.get("error"))
+    partial = answer.get("output")
+    # A Turn that ran out of Steps still wrote something: the caller keeps that work.
+    tail = f" Its last text: {partial}" if isinstance(partial, str) and partial else ""
     raise ToolError(
-        f"Agent request to {target!r} failed: {error.message}",
+        f"Agent request to {target!r} failed: {error.message}{tail}",
         code=error.code,
         suggestion=_SUGGESTIONS.get(error.code),
     )

@@ -37,6 +37,13 @@ DEFAULT_MAX_STEPS_PER_TURN = 32
 
 FinishReason = Literal["text_response", "max_steps", "error"]
 
+MAX_EMPTY_OUTPUT_RETRIES = 2
+"""Empty model answers (no text, no tool call) asked again before the Turn gives up."""
+EMPTY_OUTPUT_CORRECTION = (
+    "Your last answer was empty. Reply with text for the user, or call one of the tools."
+)
+EMPTY_OUTPUT_NOTICE = "The model did not produce a response."
+
 
 def new_trace_id() -> str:
     """A 32-hex trace id (W3C trace-context size)."""
@@ -310,6 +317,8 @@ class TurnRunner:
         usage = TokenUsage()
         last_text = ""
         restart: str | None = None
+        empty_retries = 0
+        after_tools = False  # the previous Step ran tools: this one answers their results
         for step_index in range(self.max_steps):
             if self._inbox is not None:
                 for message in self._inbox(instance_key):
@@ -364,15 +373,32 @@ class TurnRunner:
             if step.text:
                 last_text = step.text
             restart = restart or _restart_reason(step)
+            # An empty answer right after tool results just ends the Turn (upstream §5.8).
+            empty = not step.text and not step.tool_calls and not step.should_continue
+            empty_unprompted = empty and not after_tools
+            if empty_unprompted and empty_retries < MAX_EMPTY_OUTPUT_RETRIES:
+                # Providers answer nothing now and then; say so and ask again (upstream §5.8).
+                empty_retries += 1
+                log.warning("empty model answer; asking again", retry=empty_retries)
+                store.append(_corrective_message())
+                continue
+            after_tools = bool(step.tool_calls)
             if not step.should_continue:
+                failed = empty_unprompted and not last_text
+                if not last_text:
+                    last_text = EMPTY_OUTPUT_NOTICE
+                    store.append(_notice_message(last_text, step_id))
                 return TurnResult(
                     turn_id=turn_id,
                     trace_id=turn_input.trace_id,
-                    status="ok",
+                    status="error" if failed else "ok",
                     text=last_text,
-                    finish_reason="text_response",
+                    finish_reason="error" if failed else "text_response",
                     step_count=step_index + 1,
                     duration_ms=(time.perf_counter() - started) * 1000,
+                    error=TurnError(code="E_MODEL_EMPTY_OUTPUT", message=last_text)
+                    if failed
+                    else None,
                     usage=usage,
                     restart_reason=restart,
                 )
@@ -431,6 +457,28 @@ class TurnRunner:
                 store.append(message)
         else:
             store.append(system)
+
+
+def _corrective_message() -> Message:
+    return Message(
+        id=new_message_id("msg"),
+        role="user",
+        content=EMPTY_OUTPUT_CORRECTION,
+        created_at=utc_now(),
+        source=MessageSource(type="system"),
+        metadata={"__goondanCorrection": "empty_output"},
+    )
+
+
+def _notice_message(text: str, step_id: str) -> Message:
+    return Message(
+        id=new_message_id("msg"),
+        role="assistant",
+        content=text,
+        created_at=utc_now(),
+        source=MessageSource(type="assistant", step_id=step_id),
+        metadata={"__goondanNotice": "empty_output"},
+    )
 
 
 def _fold(store: ConversationStore, log: Any) -> None:

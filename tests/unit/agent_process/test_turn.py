@@ -99,6 +99,58 @@ async def test_max_steps_ends_the_turn_with_a_clear_error(tmp_path: Path) -> Non
     assert result.step_count == 3
 
 
+async def test_max_steps_keeps_the_models_last_text(tmp_path: Path) -> None:
+    working = [{"reply": "half done", "call": {"tool": "text__upper", "args": {"text": "x"}}}]
+    turn_runner, _ = runner(tmp_path, working, max_steps=2)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="go"))
+    assert (result.status, result.finish_reason, result.text) == ("error", "max_steps", "half done")
+    assert result.to_json()["output"] == "half done"
+
+
+EMPTY_THEN_RECOVER: list[dict[str, Any]] = [
+    {"when": {"input": "^Your last answer was empty"}, "reply": "here it is"},
+    {"when": {"input": "^hush$"}, "reply": ""},
+    {"when": {"input": "^tool then hush$"}, "call": {"tool": "text__upper", "args": {"text": "x"}}},
+    {"when": {"toolResult": "text__upper"}, "reply": ""},
+]
+
+
+async def test_an_empty_answer_is_asked_again_with_a_corrective_message(tmp_path: Path) -> None:
+    turn_runner, _ = runner(tmp_path, EMPTY_THEN_RECOVER)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="hush"))
+    assert (result.status, result.text, result.step_count) == ("ok", "here it is", 2)
+    corrective = [m for m in store.messages if m.metadata.get("__goondanCorrection")]
+    assert len(corrective) == 1
+
+
+async def test_empty_answers_past_two_retries_end_the_turn_with_a_notice(tmp_path: Path) -> None:
+    always_empty = [{"reply": ""}]
+    turn_runner, _ = runner(tmp_path, always_empty)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="hello"))
+    assert result.status == "error"
+    assert result.error is not None
+    assert result.error.code == "E_MODEL_EMPTY_OUTPUT"
+    assert result.text == "The model did not produce a response."
+    assert result.step_count == 3  # the answer and two retries
+    assert store.messages[-1].role == "assistant"
+    assert store.messages[-1].content == result.text
+
+
+async def test_an_empty_answer_after_tool_results_ends_the_turn(tmp_path: Path) -> None:
+    turn_runner, _ = runner(tmp_path, EMPTY_THEN_RECOVER)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="tool then hush"))
+    assert (result.status, result.step_count) == ("ok", 2)
+    assert result.text == "The model did not produce a response."  # never a silent ""
+
+
 async def test_no_matching_rule_fails_the_turn_not_the_agent(tmp_path: Path) -> None:
     turn_runner, _ = runner(tmp_path, [{"when": {"input": "^never$"}, "reply": "x"}])
     store = ConversationStore(tmp_path / "conv")
