@@ -4,7 +4,8 @@ Turns of one instance run one after another in arrival order; different instance
 concurrently. On disk, under the state directory::
 
     agents/<agent>/instances/<instance-dir>/
-        metadata.json          {agentName, instanceKey, status, createdAt, updatedAt}
+        metadata.json          {agentName, instanceKey, status, createdAt, updatedAt,
+                                workdir? (chosen at spawn), spawnedBy? {agent, instanceKey, at}}
         conversation/          base.jsonl + events.jsonl (see agent_process.conversation)
         workspace/             ctx.workdir of the instance's tools
 """
@@ -69,13 +70,17 @@ def _legacy_dir_name(instance_key: str) -> str:
     return f"{slug}-{hashlib.sha1(instance_key.encode()).hexdigest()[:10]}"
 
 
-def recorded_key(directory: Path) -> str | None:
-    """The instance key ``directory``'s ``metadata.json`` names (``None`` if unreadable)."""
+def _read_metadata(directory: Path) -> dict[str, object]:
     try:
         data = json.loads((directory / "metadata.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    key = data.get("instanceKey") if isinstance(data, dict) else None
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def recorded_key(directory: Path) -> str | None:
+    """The instance key ``directory``'s ``metadata.json`` names (``None`` if unreadable)."""
+    key = _read_metadata(directory).get("instanceKey")
     return key if isinstance(key, str) else None
 
 
@@ -121,6 +126,10 @@ class Instance:
     worker: asyncio.Task[None] | None = None
     busy: bool = False
     created_at: str = field(default_factory=utc_now)
+    spawned_by: dict[str, str] | None = None
+    """``{agent, instanceKey, at}`` of the ``agents__spawn`` that prepared it, if one did."""
+    custom_workdir: bool = False
+    """The workdir was chosen at spawn (kept in the metadata, so it survives restarts)."""
 
 
 class InstanceManager:
@@ -134,7 +143,6 @@ class InstanceManager:
         *,
         max_queued: int = DEFAULT_MAX_QUEUED_PER_INSTANCE,
         on_busy_change: Callable[[bool], None] | None = None,
-        workdir_override: Callable[[str], Path | None] | None = None,
     ) -> None:
         self.agent_name = agent_name
         self.root = state_dir / "agents" / agent_name / "instances"
@@ -142,7 +150,6 @@ class InstanceManager:
         self.max_queued = max_queued
         self._instances: dict[str, Instance] = {}
         self._on_busy_change = on_busy_change
-        self._workdir_override = workdir_override
         self._busy_count = 0
         self._log = structlog.get_logger("goondan.instances").bind(agent=agent_name)
 
@@ -164,16 +171,49 @@ class InstanceManager:
                     instance_key=key,
                     events=store.pending_events,
                 )
-            override = self._workdir_override(key) if self._workdir_override else None
-            workdir = override or directory / "workspace"
+            recorded = _read_metadata(directory)
+            custom = recorded.get("workdir")
+            workdir = Path(custom) if isinstance(custom, str) else directory / "workspace"
             try:
                 workdir.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise ConversationStorageError(workdir, exc) from exc
-            instance = Instance(key=key, directory=directory, store=store, workdir=workdir)
+            spawned_by = recorded.get("spawnedBy")
+            created_at = recorded.get("createdAt")
+            instance = Instance(
+                key=key,
+                directory=directory,
+                store=store,
+                workdir=workdir,
+                created_at=created_at if isinstance(created_at, str) else utc_now(),
+                spawned_by=spawned_by if isinstance(spawned_by, dict) else None,
+                custom_workdir=isinstance(custom, str),
+            )
             self._instances[key] = instance
             self._write_metadata(instance, "idle")
         return instance
+
+    def exists(self, key: str) -> bool:
+        """Whether instance ``key`` is loaded or has files on disk."""
+        return key in self._instances or recorded_key(self.root / instance_dir_name(key)) == key
+
+    def prepare(
+        self, key: str, *, workdir: Path | None, spawned_by: dict[str, str]
+    ) -> tuple[Instance, bool]:
+        """Create instance ``key`` for ``agents__spawn`` (its workdir, who asked), or return
+        the existing one unchanged; the flag says whether it was created now."""
+        if self.exists(key):
+            return self.get(key), False
+        directory = claim_instance_directory(self.root, key)
+        metadata: dict[str, object] = {"instanceKey": key, "spawnedBy": spawned_by}
+        if workdir is not None:
+            metadata["workdir"] = str(workdir)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / "metadata.json").write_text(json.dumps(metadata))
+        except OSError as exc:
+            raise ConversationStorageError(directory, exc) from exc
+        return self.get(key), True
 
     def forget(self, key: str) -> bool:
         """Drop an idle instance from memory (its files are the caller's to remove)."""
@@ -327,13 +367,17 @@ class InstanceManager:
     def _write_metadata(self, instance: Instance, status: str) -> None:
         """Record the instance's status for operators; a disk that refuses it is logged only,
         since the status is informational and the Turn must still be answered."""
-        metadata = {
+        metadata: dict[str, object] = {
             "agentName": self.agent_name,
             "instanceKey": instance.key,
             "status": status,
             "createdAt": instance.created_at,
             "updatedAt": utc_now(),
         }
+        if instance.custom_workdir:
+            metadata["workdir"] = str(instance.workdir)
+        if instance.spawned_by is not None:
+            metadata["spawnedBy"] = instance.spawned_by
         tmp = instance.directory / "metadata.json.tmp"
         try:
             instance.directory.mkdir(parents=True, exist_ok=True)

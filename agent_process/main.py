@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from agent_process.boot import BootError, build_executor, build_model, build_registry
+from agent_process.conversation import ConversationStorageError
 from agent_process.extensions import ExtensionHost, ExtensionLoadError
 from agent_process.instances import InstanceKeyConflict, InstanceManager, InstanceQueueFull
 from agent_process.runtime import Correlations, IpcAgentRuntime
@@ -50,6 +51,12 @@ from tools_base import AgentInfo, Message, MessageSource
 EXIT_BOOT_FAILURE = 78
 """Exit code for "cannot boot"; the supervisor knows it as ``orchestrator.status.EXIT_BOOT_FAILURE``
 (the two packages share no code, only this protocol value)."""
+
+
+class SpawnRefused(Exception):
+    """An ``agents__spawn`` asked for a workdir the policy does not allow."""
+
+    code = "E_SPAWN_CWD_REFUSED"
 
 
 def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
@@ -99,7 +106,6 @@ class AgentProcess:
         self.instances: InstanceManager | None = None
         self.executor: ToolExecutor | None = None
         self.extensions: ExtensionHost | None = None
-        self._workdirs: dict[str, Path] = {}
 
     # -- boot ------------------------------------------------------------------------------
 
@@ -147,7 +153,6 @@ class AgentProcess:
             Path(plan.state_dir),
             runner,
             on_busy_change=self._report_busy,
-            workdir_override=self._workdirs.get,
         )
 
     def _runtime_for(self, instance_key: str, turn_input: TurnInput) -> IpcAgentRuntime:
@@ -238,7 +243,7 @@ class AgentProcess:
             elif kind == "send_failed":
                 self._on_send_failed(message.payload)
             elif kind == "prepare_instance":
-                self._prepare_instance(message.payload)
+                self._prepare_instance(message)
             elif kind == "delete_instance":
                 self._delete_instance(message)
             else:
@@ -398,15 +403,65 @@ class AgentProcess:
             )
         )
 
-    def _prepare_instance(self, payload: dict[str, Any]) -> None:
+    def _prepare_instance(self, message: EventMessage) -> None:
+        """``agents__spawn``: create the instance (in its own workdir if asked) unless it
+        exists, whoever asks; answer ``{ok, created, instanceKey, cwd}`` or why not."""
         assert self.instances is not None
+        payload = message.payload
         key = str(payload.get("instanceKey") or "default")
-        cwd = payload.get("cwd")
-        if isinstance(cwd, str) and cwd:
-            path = Path(cwd)
-            path.mkdir(parents=True, exist_ok=True)
-            self._workdirs[key] = path
-        self.instances.get(key)
+        try:
+            workdir = self._spawn_workdir(payload.get("cwd"))
+            spawned_by = {
+                "agent": str(payload.get("owner") or ""),
+                "instanceKey": str(payload.get("ownerInstanceKey") or "default"),
+                "at": utc_now(),
+            }
+            instance, created = self.instances.prepare(key, workdir=workdir, spawned_by=spawned_by)
+            answer: dict[str, Any] = {
+                "ok": True,
+                "created": created,
+                "instanceKey": key,
+                "cwd": str(instance.workdir),
+            }
+        except Exception as exc:
+            code = getattr(exc, "code", None)
+            answer = {
+                "ok": False,
+                "error": {
+                    "code": code if isinstance(code, str) else "E_INTERNAL",
+                    "message": str(exc),
+                },
+            }
+        self._send_quietly(
+            event(
+                self.name,
+                ORCHESTRATOR,
+                "prepare_instance_result",
+                correlation_id=message.correlation_id,
+                **answer,
+            )
+        )
+
+    def _spawn_workdir(self, cwd: object) -> Path | None:
+        """The absolute workdir a spawn asks for, kept inside the state directory unless the
+        Swarm's ``policy.allowSpawnOutsideState`` lets it out."""
+        if cwd is None or cwd == "":
+            return None
+        path = Path(str(cwd))
+        if not path.is_absolute():
+            raise SpawnRefused(f"cwd {cwd!r} must be absolute (the caller resolves a relative one)")
+        resolved = path.resolve()
+        root = Path(self.plan.state_dir).resolve()
+        if not self.plan.allow_spawn_outside_state and not resolved.is_relative_to(root):
+            raise SpawnRefused(
+                f"cwd {str(cwd)!r} is outside the state directory {root}; "
+                "set Swarm policy.allowSpawnOutsideState to allow it"
+            )
+        try:
+            resolved.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConversationStorageError(resolved, exc) from exc
+        return resolved
 
     async def _shutdown(self, payload: dict[str, Any]) -> None:
         """Stop taking work, let running Turns finish within the grace period, acknowledge."""

@@ -231,6 +231,7 @@ class Bundle:
             max_steps_per_turn=swarm_spec.policy.max_steps_per_turn,
             request_timeout_seconds=swarm_spec.policy.request_timeout_seconds,
             shutdown_grace_seconds=swarm_spec.policy.shutdown.grace_period_seconds,
+            allow_spawn_outside_state=swarm_spec.policy.allow_spawn_outside_state,
             state_dir=str(state_dir),
         )
 

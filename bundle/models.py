@@ -402,6 +402,10 @@ class SwarmPolicy(_Spec):
     lifecycle: LifecyclePolicy = Field(
         default_factory=LifecyclePolicy, description="Instance lifecycle (reserved)."
     )
+    allow_spawn_outside_state: bool = Field(
+        default=False,
+        description="Let agents__spawn give an instance a cwd outside the state directory.",
+    )
 
 
 class SwarmSpec(_Spec):

@@ -84,5 +84,7 @@ class AgentPlan(_Plan):
     max_steps_per_turn: int = 32
     request_timeout_seconds: float = 60.0
     shutdown_grace_seconds: float = 30.0
+    allow_spawn_outside_state: bool = False
+    """``Swarm.spec.policy.allowSpawnOutsideState``: spawn workdirs may leave the state dir."""
     state_dir: str
     """Root of the swarm's state; the agent's instances live under ``agents/<name>/``."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import secrets
 import signal
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,14 +15,9 @@ import structlog
 
 from bundle import Bundle, load_bundle
 from ipc import (
-    ORCHESTRATOR,
-    AgentCrashed,
-    AgentUnavailable,
     EventMessage,
     IpcError,
     IpcMessage,
-    RequestTimeout,
-    event,
 )
 from orchestrator.control import ControlServer, socket_path
 from orchestrator.eventlog import EventLog
@@ -36,10 +30,6 @@ from orchestrator.transport import MultiprocessingTransport, Transport
 def default_state_dir(bundle_path: Path) -> Path:
     """``.goondan/`` beside goondan.yaml."""
     return bundle_path.resolve().parent / ".goondan"
-
-
-AGENT_QUERY_TIMEOUT_SECONDS = 10.0
-"""How long an operator command waits for an agent's answer (a delete, say)."""
 
 
 def prepare_state_dir(state_dir: Path) -> None:
@@ -93,45 +83,12 @@ class Orchestrator:
         self._stopped = asyncio.Event()
         self._run_task: asyncio.Task[None] | None = None
         self._signals = 0
-        self._queries: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
-        """Questions to agents waiting for their answer, by correlation id."""
 
     async def ask_agent(self, agent: str, kind: str, **fields: Any) -> dict[str, Any]:
-        """Send the running ``agent`` an event ``kind`` and wait for its ``<kind>_result``.
-
-        Raises ``AgentUnavailable`` when it is not running, ``AgentCrashed`` when it exits
-        first, ``RequestTimeout`` when it does not answer within
-        ``AGENT_QUERY_TIMEOUT_SECONDS``.
-        """
-        timeout = AGENT_QUERY_TIMEOUT_SECONDS
-        handle = self.supervisor.handles.get(agent)
-        if handle is None or handle.worker is None:
-            raise AgentUnavailable(f"agent {agent!r} is not running")
-        correlation_id = f"query_{secrets.token_hex(8)}"
-        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._queries[correlation_id] = (agent, answer)
-        try:
-            handle.worker.send(
-                event(ORCHESTRATOR, agent, kind, correlation_id=correlation_id, **fields)
-            )
-            async with asyncio.timeout(timeout):
-                return await answer
-        except TimeoutError:
-            message = f"agent {agent!r} did not answer {kind} within {timeout:g} s"
-            raise RequestTimeout(message) from None
-        finally:
-            self._queries.pop(correlation_id, None)
+        """Ask a running agent something (see :meth:`Router.ask`)."""
+        return await self.router.ask(agent, kind, **fields)
 
     def _on_message(self, sender: str, message: IpcMessage) -> None:
-        if (
-            isinstance(message, EventMessage)
-            and message.kind.endswith("_result")
-            and message.correlation_id in self._queries
-        ):
-            _, answer = self._queries.pop(message.correlation_id)
-            if not answer.done():
-                answer.set_result({k: v for k, v in message.payload.items() if k != "kind"})
-            return
         if isinstance(message, EventMessage) and message.kind == "runtime_event":
             runtime_event = message.payload.get("event")
             if isinstance(runtime_event, dict):
@@ -163,9 +120,6 @@ class Orchestrator:
         )
 
     def _on_exit(self, name: str, info: ExitInfo) -> None:
-        for agent, answer in list(self._queries.values()):
-            if agent == name and not answer.done():
-                answer.set_exception(AgentCrashed(f"agent {name!r} exited before answering"))
         self.router.on_agent_exit(name)
 
     async def start(self) -> None:

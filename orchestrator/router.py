@@ -29,6 +29,7 @@ import structlog
 from ipc import (
     ORCHESTRATOR,
     AgentCrashed,
+    AgentUnavailable,
     CircularCall,
     DelegateMessage,
     DelegateResultMessage,
@@ -45,6 +46,9 @@ from orchestrator.supervisor import Supervisor
 from orchestrator.transport import Worker
 
 DEFAULT_TIMEOUT_MS = 60_000
+AGENT_QUERY_TIMEOUT_SECONDS = 10.0
+"""How long the Orchestrator waits for an agent's answer to a question of its own (a spawn's
+instance, a delete)."""
 MAX_PENDING_PER_CALLER = 1024
 MAX_SENDS_IN_FLIGHT_PER_CALLER = 1024
 SEND_DELIVERY_ATTEMPTS = 2
@@ -120,6 +124,8 @@ class Router:
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     _per_caller: Counter[str] = field(default_factory=Counter)
     _sends_per_caller: Counter[str] = field(default_factory=Counter)
+    _queries: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = field(default_factory=dict)
+    """Questions to agents (:meth:`ask`) waiting for their answer, by correlation id."""
     log: Any = field(default_factory=lambda: structlog.get_logger("goondan.router"))
 
     # -- entry points -------------------------------------------------------------------------
@@ -132,7 +138,11 @@ class Router:
             self._result(sender, message)
         elif isinstance(message, EventMessage):
             kind = message.kind
-            if kind == "send":
+            if kind.endswith("_result") and message.correlation_id in self._queries:
+                _, answer = self._queries.pop(message.correlation_id)
+                if not answer.done():
+                    answer.set_result({k: v for k, v in message.payload.items() if k != "kind"})
+            elif kind == "send":
                 self._accept_send(sender, message)
             elif kind in ("send_started", "send_done", "send_refused"):
                 self._send_progress(sender, kind, message.payload)
@@ -174,7 +184,10 @@ class Router:
 
     def on_agent_exit(self, name: str) -> None:
         """Answer every request the dead agent owed; forget the ones it was waiting on;
-        redeliver or report the sends it had not finished."""
+        redeliver or report the sends it had not finished; fail the questions it owed."""
+        for agent, answer in list(self._queries.values()):
+            if agent == name and not answer.done():
+                answer.set_exception(AgentCrashed(f"agent {name!r} exited before answering"))
         for pending in list(self.pending.values()):
             if pending.target == name:
                 self._fail(pending, AgentCrashed(f"agent {name!r} exited before answering"))
@@ -474,6 +487,8 @@ class Router:
             )
 
     async def _spawn_request(self, sender: str, message: EventMessage) -> None:
+        """``agents__spawn``: the target agent creates the instance unless it exists (it owns
+        the instance directories, so ``spawned`` is true only for the one that made it)."""
         payload = message.payload
         target = str(payload.get("target", ""))
         owner_key = str(payload.get("ownerInstanceKey") or "default")
@@ -483,36 +498,62 @@ class Router:
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
         reply: dict[str, Any]
         try:
-            handle = await self.supervisor.ensure_running(target)
-            key = (sender, owner_key, target, instance_key)
-            record = self.spawns.get(key)
-            spawned = record is None
-            if record is None:
-                record = SpawnRecord(
+            await self.supervisor.ensure_running(target)
+            answer = await self.ask(
+                target,
+                "prepare_instance",
+                instanceKey=instance_key,
+                cwd=cwd,
+                owner=sender,
+                ownerInstanceKey=owner_key,
+            )
+            if not answer.get("ok"):
+                raise IpcError.from_dict(answer.get("error"))
+            if answer.get("created"):
+                self.spawns[(sender, owner_key, target, instance_key)] = SpawnRecord(
                     target=target,
                     instance_key=instance_key,
                     owner_agent=sender,
                     owner_instance_key=owner_key,
                     created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
-                    cwd=cwd,
-                )
-                self.spawns[key] = record
-                assert handle.worker is not None
-                handle.worker.send(
-                    event(
-                        ORCHESTRATOR, target, "prepare_instance", instanceKey=instance_key, cwd=cwd
-                    )
+                    cwd=got if isinstance(got := answer.get("cwd"), str) else None,
                 )
             reply = {
                 "status": "ok",
                 "target": target,
                 "instanceKey": instance_key,
-                "spawned": spawned,
-                "cwd": record.cwd,
+                "spawned": bool(answer.get("created")),
+                "cwd": answer.get("cwd"),
             }
         except IpcError as exc:
             reply = {"status": "error", "error": exc.to_dict()}
         self._reply(sender, message, "spawn_result", reply)
+
+    async def ask(self, agent: str, kind: str, **fields: Any) -> dict[str, Any]:
+        """Send the running ``agent`` an event ``kind`` and wait for its ``<kind>_result``.
+
+        Raises ``AgentUnavailable`` when it is not running, ``AgentCrashed`` when it exits
+        first, ``RequestTimeout`` after ``AGENT_QUERY_TIMEOUT_SECONDS``.
+        """
+        handle = self.supervisor.handles.get(agent)
+        if handle is None or handle.worker is None:
+            raise AgentUnavailable(f"agent {agent!r} is not running")
+        correlation_id = f"query_{secrets.token_hex(8)}"
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._queries[correlation_id] = (agent, answer)
+        try:
+            handle.worker.send(
+                event(ORCHESTRATOR, agent, kind, correlation_id=correlation_id, **fields)
+            )
+            async with asyncio.timeout(AGENT_QUERY_TIMEOUT_SECONDS):
+                return await answer
+        except TimeoutError:
+            message = (
+                f"agent {agent!r} did not answer {kind} within {AGENT_QUERY_TIMEOUT_SECONDS:g} s"
+            )
+            raise RequestTimeout(message) from None
+        finally:
+            self._queries.pop(correlation_id, None)
 
     def _list_request(self, sender: str, message: EventMessage) -> None:
         owner_key = str(message.payload.get("ownerInstanceKey") or "default")

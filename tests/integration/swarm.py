@@ -28,6 +28,7 @@ spec:
     - name: garbage
     - name: close_pipe
     - name: big
+    - name: workdir
     - name: exit
       parameters: {{type: object, properties: {{code: {{type: integer}}, how: {{type: string}}}}}}
 ---
@@ -45,6 +46,8 @@ spec:
         call: {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}"}}}}
       - when: {{input: "^pid$"}}
         call: {{tool: fault__pid}}
+      - when: {{input: "^spawn (?P<target>\\\\S+) (?P<key>\\\\S+) cwd=(?P<cwd>\\\\S+)$"}}
+        call: {{tool: agents__spawn, args: {{target: "{{target}}", instanceKey: "{{key}}", cwd: "{{cwd}}"}}}}
       - when: {{input: "^spawn (?P<target>\\\\S+) (?P<key>\\\\S+)$"}}
         call: {{tool: agents__spawn, args: {{target: "{{target}}", instanceKey: "{{key}}"}}}}
       - when: {{input: "^list$"}}
@@ -75,6 +78,10 @@ spec:
     rules:
       - when: {{input: "^crash$"}}
         call: {{tool: fault__crash, args: {{code: 1}}}}
+      - when: {{input: "^workdir$"}}
+        call: {{tool: fault__workdir}}
+      - when: {{toolResult: fault__workdir}}
+        reply: "{{result}}"
       - when: {{input: "^quit$"}}
         call: {{tool: fault__crash, args: {{code: 0}}}}
       - when: {{input: "^pid$"}}

@@ -16,9 +16,11 @@ Exports (required parameters in **bold**):
     ``response`` is null when async.
 ``send``: **target**, **input**, ``instanceKey``, ``eventType`` (default ``agent.send``),
     ``metadata``. Fire-and-forget → ``{target, eventId, accepted}``.
-``spawn``: **target**, ``instanceKey`` (the runtime generates one when absent), ``cwd`` →
-    ``{target, instanceKey, spawned, cwd}``; ``spawned`` is false when the caller had already
-    spawned that instance, ``cwd`` null when unset.
+``spawn``: **target**, ``instanceKey`` (the runtime generates one when absent), ``cwd`` (the
+    new instance's workdir; a relative path is taken from the caller's workdir; it must stay
+    inside the state directory unless the Swarm's ``policy.allowSpawnOutsideState`` is true) →
+    ``{target, instanceKey, spawned, cwd}``; ``spawned`` is false whenever the instance already
+    exists, whoever made it (its workdir then stays as it was); ``cwd`` is its workdir.
 ``list``: ``includeAll`` (default false: only instances the caller spawned) → ``{count,
     agents: [{target, instanceKey, ownerAgent, ownerInstanceKey, createdAt, cwd}]}``.
 ``catalog``: no parameters → ``{swarmName, entryAgent, selfAgent, availableCount,
@@ -29,6 +31,8 @@ runtime raises. No config. Handlers are coroutines.
 """
 
 from __future__ import annotations
+
+import os
 
 from tools_base import (
     AgentEvent,
@@ -117,7 +121,7 @@ async def spawn(ctx: ToolContext, input: JsonObject) -> JsonValue:
     result = await runtime.spawn(
         target,
         instance_key=optional_string(input, "instanceKey") or None,
-        cwd=optional_string(input, "cwd") or None,
+        cwd=_from_workdir(ctx, optional_string(input, "cwd")),
     )
     return {
         "target": result["target"],
@@ -125,6 +129,13 @@ async def spawn(ctx: ToolContext, input: JsonObject) -> JsonValue:
         "spawned": result["spawned"],
         "cwd": result.get("cwd"),
     }
+
+
+def _from_workdir(ctx: ToolContext, cwd: str | None) -> str | None:
+    """A relative ``cwd`` means one under the caller's own workdir, not the daemon's."""
+    if not cwd:
+        return None
+    return os.path.normpath(os.path.join(ctx.workdir, cwd))
 
 
 async def list_(ctx: ToolContext, input: JsonObject) -> JsonValue:

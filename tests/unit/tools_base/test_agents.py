@@ -191,8 +191,10 @@ async def test_spawn(actx: ToolContext, runtime: FakeRuntime) -> None:
         "cwd": None,
     }
     out = await acall(H["spawn"], actx, {"target": "worker", "instanceKey": "w2", "cwd": "jobs/w2"})
-    assert out == {"target": "worker", "instanceKey": "w2", "spawned": True, "cwd": "jobs/w2"}
-    assert runtime.calls == [("spawn", "worker", None, None), ("spawn", "worker", "w2", "jobs/w2")]
+    # a relative cwd is the caller's: under its own workdir, not the daemon's directory
+    inside = str(actx.workdir / "jobs" / "w2")
+    assert out == {"target": "worker", "instanceKey": "w2", "spawned": True, "cwd": inside}
+    assert runtime.calls == [("spawn", "worker", None, None), ("spawn", "worker", "w2", inside)]
 
 
 async def test_list(actx: ToolContext, runtime: FakeRuntime) -> None:
