@@ -17,6 +17,7 @@ from agent_process.tools.catalog import ToolCatalogItem, ToolSource
 from agent_process.tools.executor import (
     DEFAULT_HANDLER_TIMEOUT_SECONDS,
     PendingListener,
+    PendingStartListener,
     ToolCallPolicy,
     ToolExecutor,
 )
@@ -128,6 +129,7 @@ def build_executor(
     registry: ToolRegistry,
     pipeline: MiddlewarePipeline,
     on_pending_complete: PendingListener | None = None,
+    on_pending_start: PendingStartListener | None = None,
 ) -> ToolExecutor:
     """The executor with the agent's tool-call policy."""
     policy = ToolCallPolicy(
@@ -135,4 +137,10 @@ def build_executor(
         default_timeout_seconds=plan.handler_timeout_seconds or DEFAULT_HANDLER_TIMEOUT_SECONDS,
         max_pending_calls=plan.max_pending_calls,
     )
-    return ToolExecutor(registry, pipeline, policy=policy, on_pending_complete=on_pending_complete)
+    return ToolExecutor(
+        registry,
+        pipeline,
+        policy=policy,
+        on_pending_complete=on_pending_complete,
+        on_pending_start=on_pending_start,
+    )

@@ -193,6 +193,12 @@ class InstanceManager:
             self._write_metadata(instance, "idle")
         return instance
 
+    def is_idle(self, key: str) -> bool:
+        """Loaded, with no Turn running or queued (an unloaded instance is not idle: it has
+        nothing to take)."""
+        instance = self._instances.get(key)
+        return instance is not None and not instance.busy and instance.queue.empty()
+
     def exists(self, key: str) -> bool:
         """Whether instance ``key`` is loaded or has files on disk."""
         return key in self._instances or recorded_key(self.root / instance_dir_name(key)) == key

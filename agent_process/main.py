@@ -24,9 +24,10 @@ from agent_process.boot import BootError, build_executor, build_model, build_reg
 from agent_process.conversation import ConversationStorageError
 from agent_process.extensions import ExtensionHost, ExtensionLoadError
 from agent_process.instances import InstanceKeyConflict, InstanceManager, InstanceQueueFull
+from agent_process.pending import LOST_CODE, PendingLedger, lost_handles
 from agent_process.runtime import Correlations, IpcAgentRuntime
 from agent_process.step import StepSettings, new_message_id, utc_now
-from agent_process.tools.executor import PendingCompletion, ToolExecutor
+from agent_process.tools.executor import PendingCompletion, PendingStart, ToolExecutor
 from agent_process.tools.middleware import MiddlewarePipeline
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
 from bundle.plan import AgentPlan
@@ -51,6 +52,10 @@ from tools_base import AgentInfo, Message, MessageSource
 EXIT_BOOT_FAILURE = 78
 """Exit code for "cannot boot"; the supervisor knows it as ``orchestrator.status.EXIT_BOOT_FAILURE``
 (the two packages share no code, only this protocol value)."""
+
+
+MAX_INBOX_PER_INSTANCE = 256
+"""Messages (background completions, async answers, send reports) an instance's inbox holds."""
 
 
 class SpawnRefused(Exception):
@@ -100,6 +105,7 @@ class AgentProcess:
         self._finished = asyncio.Event()
         self.correlations = Correlations()
         self.inboxes: dict[str, list[Message]] = {}
+        self.pending = PendingLedger()
         self.draining = False
         self.log = structlog.get_logger("goondan.agent").bind(agent=self.name, pid=os.getpid())
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -127,7 +133,9 @@ class AgentProcess:
             registry=registry,
             logger=self.log,
         )
-        self.executor = build_executor(plan, registry, pipeline, self._on_pending_complete)
+        self.executor = build_executor(
+            plan, registry, pipeline, self._on_pending_complete, self._on_pending_start
+        )
         settings = StepSettings(
             agent_name=self.name,
             model=build_model(plan.model, self.name),
@@ -154,6 +162,32 @@ class AgentProcess:
             runner,
             on_busy_change=self._report_busy,
         )
+        self._close_lost_handles()
+
+    def _close_lost_handles(self) -> None:
+        """Answer the background calls an earlier process of this agent never finished, so no
+        conversation keeps a call open forever (they are seen by the model's next Turn)."""
+        assert self.instances is not None
+        for ledger, lost in lost_handles(self.instances.root):
+            try:
+                store = self.instances.get(lost.instance_key).store
+                store.append(_inbox_message(lost.completion(), "tool_completion"))
+                ledger.unlink(missing_ok=True)
+            except Exception as exc:  # that instance cannot load now; try again next boot
+                self.log.warning(
+                    "lost background call not closed",
+                    instance_key=lost.instance_key,
+                    handle=lost.handle,
+                    error=str(exc),
+                )
+                continue
+            self.log.warning(
+                "background call lost in a restart",
+                instance_key=lost.instance_key,
+                handle=lost.handle,
+                tool=lost.tool_name,
+                code=LOST_CODE,
+            )
 
     def _runtime_for(self, instance_key: str, turn_input: TurnInput) -> IpcAgentRuntime:
         return IpcAgentRuntime(
@@ -167,6 +201,7 @@ class AgentProcess:
             send=self._send,
             correlations=self.correlations,
             on_async_result=self._on_async_result,
+            pending_status=lambda handle: self.pending.status(instance_key, handle),
         )
 
     # -- serving ---------------------------------------------------------------------------
@@ -518,7 +553,10 @@ class AgentProcess:
 
     def _on_async_result(self, instance_key: str, answer: dict[str, Any]) -> None:
         self._deliver(
-            instance_key, {"type": "inter_agent_response", **answer}, "inter_agent_response"
+            instance_key,
+            {"type": "inter_agent_response", **answer},
+            "inter_agent_response",
+            wake=True,
         )
 
     def _on_send_failed(self, payload: dict[str, Any]) -> None:
@@ -534,22 +572,90 @@ class AgentProcess:
         report = {k: v for k, v in payload.items() if k not in ("kind", "instanceKey")}
         self._deliver(instance_key, {"type": "send_failed", **report}, "send_failed")
 
+    def _on_pending_start(self, start: PendingStart) -> None:
+        assert self.instances is not None
+        directory = self.instances.get(start.instance_key).directory
+        self.pending.started(
+            start.instance_key, directory, start.handle, start.tool_call_id, start.tool_name
+        )
+
     def _on_pending_complete(self, completion: PendingCompletion) -> None:
         payload = {
             "type": "tool_completion",
             "handle": completion.handle,
             **completion.result.to_json(),
         }
-        self._deliver(completion.instance_key, payload, "tool_completion")
+        self.pending.finished(completion.instance_key, completion.handle, payload)
+        self._deliver(completion.instance_key, payload, "tool_completion", wake=True)
 
-    def _deliver(self, instance_key: str, payload: dict[str, Any], kind: str) -> None:
-        self.inboxes.setdefault(instance_key, []).append(
-            Message(
-                id=new_message_id("inbox"),
-                role="user",
-                content=json.dumps(payload, ensure_ascii=False),
-                created_at=utc_now(),
-                source=MessageSource(type="system"),
-                metadata={"__goondanInbox": kind},
+    def _deliver(
+        self, instance_key: str, payload: dict[str, Any], kind: str, *, wake: bool = False
+    ) -> None:
+        """Put a message in the instance's inbox: the next Step of a running Turn takes it.
+
+        With ``wake``, an idle instance starts a Turn for it at once, so a result the model
+        waits for is seen without anyone sending anything.
+        """
+        inbox = self.inboxes.setdefault(instance_key, [])
+        if len(inbox) >= MAX_INBOX_PER_INSTANCE:
+            self.log.error(
+                "inbox full; message dropped",
+                code="E_INBOX_FULL",
+                instance_key=instance_key,
+                kind=kind,
+                limit=MAX_INBOX_PER_INSTANCE,
             )
+            self._report_event(
+                {
+                    "type": "inbox.overflow",
+                    "timestamp": utc_now(),
+                    "agentName": self.name,
+                    "instanceKey": instance_key,
+                    "kind": kind,
+                    "code": "E_INBOX_FULL",
+                }
+            )
+            return
+        inbox.append(_inbox_message(payload, kind))
+        if wake:
+            self._wake(instance_key)
+
+    def _wake(self, instance_key: str) -> None:
+        """Start a Turn for what waits in an idle instance's inbox (one Turn takes it all)."""
+        inbox = self.inboxes.get(instance_key)
+        if not inbox or self.instances is None or self.draining:
+            return
+        if not self.instances.is_idle(instance_key):
+            return  # the running or queued Turn takes it at its next Step
+        first = inbox.pop(0)
+        kind = first.metadata.get("__goondanInbox")
+        turn_input = TurnInput(
+            text=first.content,
+            event_type=f"inbox.{kind}",
+            source_kind="agent",
+            source_name=self.name,
+            metadata={"__goondanInbox": kind},
         )
+        try:
+            future = self.instances.submit(instance_key, turn_input)
+        except Exception as exc:
+            inbox.insert(0, first)
+            self.log.warning("inbox not delivered", instance_key=instance_key, error=str(exc))
+            return
+
+        def done(finished: asyncio.Future[TurnResult]) -> None:
+            if not finished.cancelled():
+                self._wake(instance_key)  # more may have arrived meanwhile
+
+        future.add_done_callback(done)
+
+
+def _inbox_message(payload: dict[str, Any], kind: str) -> Message:
+    return Message(
+        id=new_message_id("inbox"),
+        role="user",
+        content=json.dumps(payload, ensure_ascii=False),
+        created_at=utc_now(),
+        source=MessageSource(type="system"),
+        metadata={"__goondanInbox": kind},
+    )

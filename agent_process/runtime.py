@@ -91,6 +91,7 @@ class IpcAgentRuntime:
         send: Send,
         correlations: Correlations,
         on_async_result: Callable[[str, dict[str, Any]], None] | None = None,
+        pending_status: Callable[[str], JsonObject] | None = None,
     ) -> None:
         self.agent_name = agent_name
         self.instance_key = instance_key
@@ -102,6 +103,14 @@ class IpcAgentRuntime:
         self._send = send
         self._correlations = correlations
         self._on_async_result = on_async_result
+        self._pending_status = pending_status
+
+    def pending_status(self, handle: str) -> JsonObject:
+        """Where the background work of ``handle`` (a ``pending`` result of this conversation)
+        stands: ``{handle, status: running | completed | unknown, result?}``."""
+        if self._pending_status is None:
+            return {"handle": handle, "status": "unknown"}
+        return self._pending_status(handle)
 
     def _chain(self) -> list[str]:
         return [*self.turn_input.call_chain, call_node(self.agent_name, self.instance_key)]

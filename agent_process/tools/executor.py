@@ -117,6 +117,19 @@ class PendingCompletion:
 PendingListener = Callable[[PendingCompletion], None]
 
 
+@dataclass(frozen=True, slots=True)
+class PendingStart:
+    """A call answered ``pending`` whose work now runs in the background."""
+
+    handle: str
+    tool_call_id: str
+    tool_name: str
+    instance_key: str
+
+
+PendingStartListener = Callable[[PendingStart], None]
+
+
 def error_result(
     call_id: str,
     tool_name: str,
@@ -185,12 +198,14 @@ class ToolExecutor:
         *,
         policy: ToolCallPolicy | None = None,
         on_pending_complete: PendingListener | None = None,
+        on_pending_start: PendingStartListener | None = None,
         thread_pool: Executor | None = None,
     ) -> None:
         self.registry = registry
         self.pipeline = pipeline if pipeline is not None else MiddlewarePipeline()
         self.policy = policy if policy is not None else ToolCallPolicy()
         self._on_pending_complete = on_pending_complete
+        self._on_pending_start = on_pending_start
         self._own_pool = thread_pool is None
         self._pool = thread_pool or ThreadPoolExecutor(
             max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="goondan-tool"
@@ -419,6 +434,8 @@ class ToolExecutor:
                     PendingCompletion(handle=handle, result=result, instance_key=instance_key)
                 )
 
+        if self._on_pending_start is not None:
+            self._on_pending_start(PendingStart(handle, call_id, name, instance_key))
         task = asyncio.get_running_loop().create_task(wait_for_completion())
         self._pending_tasks.add(task)
         self._pending_per_instance[instance_key] += 1

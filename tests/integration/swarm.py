@@ -29,6 +29,8 @@ spec:
     - name: close_pipe
     - name: big
     - name: workdir
+    - name: background
+      parameters: {{type: object, properties: {{seconds: {{type: number}}}}}}
     - name: exit
       parameters: {{type: object, properties: {{code: {{type: integer}}, how: {{type: string}}}}}}
 ---
@@ -78,6 +80,16 @@ spec:
     rules:
       - when: {{input: "^crash$"}}
         call: {{tool: fault__crash, args: {{code: 1}}}}
+      - when: {{input: "^bg (?P<s>\\\\S+)$"}}
+        call: {{tool: fault__background, args: {{seconds: "{{s:number}}"}}}}
+      - when: {{toolResult: fault__background}}
+        reply: "started {{result}}"
+      - when: {{input: "tool_completion.*output.: .(?P<out>[a-z ]+)"}}
+        reply: "noticed {{out}}"
+      - when: {{input: "^poll (?P<h>\\\\S+)$"}}
+        call: {{tool: pending__status, args: {{handle: "{{h}}"}}}}
+      - when: {{toolResult: pending__status}}
+        reply: "{{result.status}}"
       - when: {{input: "^workdir$"}}
         call: {{tool: fault__workdir}}
       - when: {{toolResult: fault__workdir}}
@@ -139,6 +151,7 @@ spec:
   tools:
     - {{ref: {{kind: Tool, name: agents, package: "@goondan/base"}}}}
     - {{ref: {{kind: Tool, name: self-restart, package: "@goondan/base"}}}}
+    - {{ref: {{kind: Tool, name: pending, package: "@goondan/base"}}}}
     - Tool/fault
 ---
 apiVersion: goondan.ai/v1

@@ -35,11 +35,12 @@ spec:
 
 def swarm_with(tmp_path: Path, beta_extensions: str) -> Path:
     path = write_swarm(tmp_path)
+    beta_tools_end = (
+        '    - {ref: {kind: Tool, name: pending, package: "@goondan/base"}}\n    - Tool/fault\n'
+    )
+    assert beta_tools_end in path.read_text()
     text = path.read_text().replace(
-        '    - {ref: {kind: Tool, name: self-restart, package: "@goondan/base"}}\n'
-        "    - Tool/fault\n",
-        '    - {ref: {kind: Tool, name: self-restart, package: "@goondan/base"}}\n'
-        f"    - Tool/fault\n  extensions: {beta_extensions}\n",
+        beta_tools_end, f"{beta_tools_end}  extensions: {beta_extensions}\n"
     )
     text = text.replace(
         '      - when: {input: "^crash$"}',

@@ -41,7 +41,9 @@ spec:
       - when: {input: "^json$"}
         call: {tool: json-query__query, args: {data: '{{"a": 7}}', path: a}}
       - when: {input: "^wait$"}
-        call: {tool: wait__seconds, args: {seconds: 0}}
+        call: {tool: wait__wait, args: {seconds: 0}}
+      - when: {toolResult: wait__wait}
+        reply: "waited {result.waitedMs} ms"
       - when: {status: ok}
         reply: "ok {result.value}"
       - when: {status: error}
@@ -79,7 +81,7 @@ async def test_duplicate_tools_boot_and_step_middleware_offers_any_registry_tool
             waited = await orchestrator.request("wait")
             refused = await orchestrator.request("json")
             offered = await orchestrator.request("offer json")
-        assert waited["status"] == "ok", waited
+        assert waited["output"] == "waited 0 ms", waited
         assert refused["output"] == "ERROR E_TOOL_NOT_IN_CATALOG", refused
         assert offered["output"] == "ok 7"
     finally:

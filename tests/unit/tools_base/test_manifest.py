@@ -28,6 +28,7 @@ EXPECTED_EXPORTS = {
     "json-query": ["query", "pick", "count", "flatten"],
     "text-transform": ["replace", "slice", "split", "join", "trim", "case", "transform"],
     "wait": ["wait"],
+    "pending": ["status"],
     "agents": ["request", "send", "spawn", "list", "catalog"],
     "self-restart": ["request"],
 }
