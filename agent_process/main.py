@@ -240,7 +240,7 @@ class AgentProcess:
             if isinstance(message, DelegateMessage):
                 self._answer(message.sender, message.correlation_id, error)
             elif isinstance(message, EventMessage) and message.kind == "send":
-                self._answer(message.sender, None, error, str(message.payload.get("eventId", "")))
+                self._answer(message.sender, None, error, str(message.fields.get("eventId", "")))
 
     def on_sigterm(self) -> None:
         """SIGTERM (``systemctl stop`` signals every process of the group): drain like a
@@ -261,9 +261,9 @@ class AgentProcess:
 
     def _dispatch(self, message: IpcMessage) -> None:
         if isinstance(message, DelegateMessage):
-            self._start_turn(message.sender, message.payload, message.correlation_id)
+            self._start_turn(message.sender, message.fields, message.correlation_id)
         elif isinstance(message, DelegateResultMessage):
-            if not self.correlations.resolve(message.correlation_id, message.payload):
+            if not self.correlations.resolve(message.correlation_id, message.fields):
                 self.log.info(
                     "late or unknown delegate result dropped", correlation_id=message.correlation_id
                 )
@@ -271,12 +271,12 @@ class AgentProcess:
             kind = message.kind
             if kind == "send":
                 self._start_turn(
-                    str(message.payload.get("source") or message.sender), message.payload, None
+                    str(message.fields.get("source") or message.sender), message.fields, None
                 )
             elif kind in ("spawn_result", "list_result"):
-                self.correlations.resolve(message.correlation_id, message.payload)
+                self.correlations.resolve(message.correlation_id, message.fields)
             elif kind == "send_failed":
-                self._on_send_failed(message.payload)
+                self._on_send_failed(message.fields)
             elif kind == "prepare_instance":
                 self._prepare_instance(message)
             elif kind == "delete_instance":
@@ -284,7 +284,7 @@ class AgentProcess:
             else:
                 self.log.debug("ignored event", kind=kind)
         elif isinstance(message, ShutdownMessage) and not self.draining:
-            self._begin_shutdown(message.payload)
+            self._begin_shutdown(message.fields)
 
     def _begin_shutdown(self, payload: dict[str, Any]) -> None:
         self.draining = True  # refuse new work from now on
@@ -295,7 +295,7 @@ class AgentProcess:
     def _delete_instance(self, message: EventMessage) -> None:
         """Delete a conversation unless a Turn of it is queued or running; answer either way."""
         assert self.instances is not None
-        key = str(message.payload.get("instanceKey") or "default")
+        key = str(message.fields.get("instanceKey") or "default")
         try:
             conversation = self.instances.conversation_directory(key)
             deleted = self.instances.delete(key)
@@ -442,7 +442,7 @@ class AgentProcess:
         """``agents__spawn``: create the instance (in its own workdir if asked) unless it
         exists, whoever asks; answer ``{ok, created, instanceKey, cwd}`` or why not."""
         assert self.instances is not None
-        payload = message.payload
+        payload = message.fields
         key = str(payload.get("instanceKey") or "default")
         try:
             workdir = self._spawn_workdir(payload.get("cwd"))

@@ -17,7 +17,9 @@ Every frame carries one ``IpcMessage`` ``{type, from, to, payload, correlationId
 ``shutdown``         Orchestrator → child: finish the current Turns and exit. Payload
                      ``{gracePeriodMs, reason: "restart" | "config_change" | "orchestrator_shutdown"}``.
 
-``from``/``to`` are agent names, or ``orchestrator``. Errors cross the pipe as
+``from``/``to`` are agent names, or ``orchestrator``. ``payload`` may be any JSON value (seed 000
+§9.2); the kinds above all carry an object, and a message whose payload is not the object its
+kind needs is refused (a delegate is answered with ``IPC_MALFORMED_PAYLOAD``). Errors cross the pipe as
 ``{code, message, details}`` (:class:`IpcError`).
 """
 
@@ -38,8 +40,15 @@ class _Message(BaseModel):
 
     sender: str = Field(alias="from", min_length=1, description="Agent name or `orchestrator`.")
     to: str = Field(min_length=1, description="Agent name or `orchestrator`.")
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: Any = Field(default_factory=dict)
+    """Any JSON value (seed 000 §9.2); every message of this runtime carries an object."""
     correlation_id: str | None = Field(default=None, alias="correlationId")
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The payload when it is an object (as every message of this runtime's protocol has),
+        else empty: code reading named fields never trips over another JSON value."""
+        return self.payload if isinstance(self.payload, dict) else {}
 
     def to_wire(self) -> dict[str, Any]:
         """The dict that is msgpack-encoded: aliases, ``None`` fields left out."""
@@ -77,7 +86,7 @@ class EventMessage(_Message):
     @property
     def kind(self) -> str:
         """``payload.kind`` (``""`` when absent)."""
-        kind = self.payload.get("kind")
+        kind = self.fields.get("kind")
         return kind if isinstance(kind, str) else ""
 
 

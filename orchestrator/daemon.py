@@ -90,12 +90,12 @@ class Orchestrator:
 
     def _on_message(self, sender: str, message: IpcMessage) -> None:
         if isinstance(message, EventMessage) and message.kind == "runtime_event":
-            runtime_event = message.payload.get("event")
+            runtime_event = message.fields.get("event")
             if isinstance(runtime_event, dict):
                 self.events.append(runtime_event)
             return
         if isinstance(message, EventMessage) and message.kind == "restart_request":
-            reason = str(message.payload.get("reason") or "tool:self-restart")
+            reason = str(message.fields.get("reason") or "tool:self-restart")
             self.log.info("agent asked for a restart", agent=sender, reason=reason)
             self.events.lifecycle("restart_requested", sender, reason=reason)
             self.keep(asyncio.ensure_future(self.supervisor.restart_agent(sender, self.grace)))
@@ -108,8 +108,8 @@ class Orchestrator:
                 "type": "delivery.lost",
                 "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
                 "agentName": send.target,
-                "instanceKey": send.message.payload.get("instanceKey"),
-                "traceId": send.message.payload.get("traceId"),
+                "instanceKey": send.message.fields.get("instanceKey"),
+                "traceId": send.message.fields.get("traceId"),
                 "eventId": send.event_id,
                 "sender": send.sender,
                 "senderInstanceKey": send.sender_instance_key,

@@ -141,11 +141,11 @@ class Router:
             if kind.endswith("_result") and message.correlation_id in self._queries:
                 _, answer = self._queries.pop(message.correlation_id)
                 if not answer.done():
-                    answer.set_result({k: v for k, v in message.payload.items() if k != "kind"})
+                    answer.set_result({k: v for k, v in message.fields.items() if k != "kind"})
             elif kind == "send":
                 self._accept_send(sender, message)
             elif kind in ("send_started", "send_done", "send_refused"):
-                self._send_progress(sender, kind, message.payload)
+                self._send_progress(sender, kind, message.fields)
             elif kind == "spawn_request":
                 self._spawn_task(self._spawn_request(sender, message))
             elif kind == "list_request":
@@ -245,9 +245,7 @@ class Router:
     ) -> tuple[Pending, str] | None:
         """Register the request and refuse it now if it cannot be served; arm its timeout."""
         correlation_id = message.correlation_id
-        target = (
-            message.to if message.to != ORCHESTRATOR else str(message.payload.get("target", ""))
-        )
+        target = message.to if message.to != ORCHESTRATOR else str(message.fields.get("target", ""))
         if correlation_id in self.pending:
             self.log.warning(
                 "duplicate correlation id dropped", caller=caller, correlation_id=correlation_id
@@ -267,11 +265,20 @@ class Router:
                 TooManyPending(f"{caller!r} already waits on {MAX_PENDING_PER_CALLER} requests"),
             )
             return None
-        if not str(message.payload.get("input", "")).strip():
+        if not isinstance(message.payload, dict):
+            self._fail(
+                pending,
+                IpcError(
+                    f"a delegate's payload must be an object, got {type(message.payload).__name__}",
+                    code="IPC_MALFORMED_PAYLOAD",
+                ),
+            )
+            return None
+        if not str(message.fields.get("input", "")).strip():
             self._fail(pending, EmptyInput(f"the request to {target!r} has no text"))
             return None
-        chain = [str(n) for n in message.payload.get("callChain") or []]
-        node = f"{target}@{message.payload.get('instanceKey') or 'default'}"
+        chain = [str(n) for n in message.fields.get("callChain") or []]
+        node = f"{target}@{message.fields.get('instanceKey') or 'default'}"
         if node in chain:
             path = " -> ".join([*chain, node])
             self._fail(
@@ -279,7 +286,7 @@ class Router:
                 CircularCall(f"Circular call detected: {path}", details={"chain": [*chain, node]}),
             )
             return None
-        timeout_ms = _positive_int(message.payload.get("timeoutMs"), self.default_timeout_ms)
+        timeout_ms = _positive_int(message.fields.get("timeoutMs"), self.default_timeout_ms)
         pending.timer = asyncio.get_running_loop().call_later(
             timeout_ms / 1000, self._timeout, correlation_id, timeout_ms
         )
@@ -335,7 +342,7 @@ class Router:
                 correlation_id=message.correlation_id,
             )
             return
-        self._deliver(pending, message.payload, message)
+        self._deliver(pending, message.fields, message)
 
     def _deliver(
         self,
@@ -357,7 +364,7 @@ class Router:
             return
         if message is None or message.to != pending.caller:
             message = DelegateResultMessage(
-                sender=pending.target,
+                sender=pending.target or ORCHESTRATOR,  # a request naming no target
                 to=pending.caller,
                 correlation_id=pending.correlation_id,
                 payload=payload,
@@ -395,7 +402,7 @@ class Router:
     # -- fire-and-forget, spawn, list -------------------------------------------------------------
 
     def _accept_send(self, sender: str, message: EventMessage) -> None:
-        payload = message.payload
+        payload = message.fields
         target = str(payload.get("target", ""))
         event_id = str(payload.get("eventId") or f"agent_event_{secrets.token_hex(8)}")
         fields = {k: v for k, v in payload.items() if k != "kind"}
@@ -489,7 +496,7 @@ class Router:
     async def _spawn_request(self, sender: str, message: EventMessage) -> None:
         """``agents__spawn``: the target agent creates the instance unless it exists (it owns
         the instance directories, so ``spawned`` is true only for the one that made it)."""
-        payload = message.payload
+        payload = message.fields
         target = str(payload.get("target", ""))
         owner_key = str(payload.get("ownerInstanceKey") or "default")
         instance_key = str(
@@ -556,8 +563,8 @@ class Router:
             self._queries.pop(correlation_id, None)
 
     def _list_request(self, sender: str, message: EventMessage) -> None:
-        owner_key = str(message.payload.get("ownerInstanceKey") or "default")
-        every = bool(message.payload.get("includeAll"))
+        owner_key = str(message.fields.get("ownerInstanceKey") or "default")
+        every = bool(message.fields.get("includeAll"))
         records = sorted(
             (
                 r

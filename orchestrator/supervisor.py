@@ -233,13 +233,13 @@ class Supervisor:
             self._lifecycle("ready", handle, pid=handle.pid)
         elif kind == "status":
             if handle.status in (ProcessStatus.IDLE, ProcessStatus.PROCESSING):
-                reported = str(message.payload.get("status", "idle"))
+                reported = str(message.fields.get("status", "idle"))
                 self._set_status(handle, ProcessStatus(reported))
         elif kind == "turn_completed":
-            if message.payload.get("status") == "ok":
+            if message.fields.get("status") == "ok":
                 handle.consecutive_crashes = 0  # a successful Turn proves the agent healthy
         elif kind == "boot_failed":
-            handle.boot_error = str(message.payload.get("error", "boot failed"))
+            handle.boot_error = str(message.fields.get("error", "boot failed"))
         elif kind == "shutdown_ack":
             handle.shutdown_acked.set()
         else:

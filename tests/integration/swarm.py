@@ -29,6 +29,7 @@ spec:
     - name: close_pipe
     - name: big
     - name: workdir
+    - name: odd_delegate
     - name: background
       parameters: {{type: object, properties: {{seconds: {{type: number}}}}}}
     - name: exit
@@ -90,6 +91,10 @@ spec:
         call: {{tool: pending__status, args: {{handle: "{{h}}"}}}}
       - when: {{toolResult: pending__status}}
         reply: "{{result.status}}"
+      - when: {{input: "^odd delegate$"}}
+        call: {{tool: fault__odd_delegate}}
+      - when: {{toolResult: fault__odd_delegate}}
+        reply: "{{result.error.code}}"
       - when: {{input: "^workdir$"}}
         call: {{tool: fault__workdir}}
       - when: {{toolResult: fault__workdir}}

@@ -47,3 +47,11 @@ async def test_a_tool_that_exits_is_an_error_result_and_the_agent_stays_up(
     assert await ask(swarm, "hello") == "beta got: hello"
     events = (swarm.state_dir / "runtime-events.jsonl").read_text()
     assert name in events  # the tool.failed event names the exception type
+
+
+async def test_a_delegate_whose_payload_is_not_an_object_is_refused_at_once(
+    swarm: Orchestrator,
+) -> None:
+    assert await ask(swarm, "odd delegate") == "IPC_MALFORMED_PAYLOAD"
+    assert swarm.router.pending == {}
+    assert await ask(swarm, "hello") == "beta got: hello"

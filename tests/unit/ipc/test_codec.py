@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgpack
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -167,3 +168,16 @@ def test_valid_messages_survive_random_splits_and_garbage(
         out.extend(decoder.feed(stream[position : position + step]))
         position += step
     assert [m for m in out if not isinstance(m, IpcProtocolError)] == messages
+
+
+@pytest.mark.parametrize("payload", [[1, "two"], "text", 3, 2.5, True, None, {"a": [1]}])
+def test_a_payload_may_be_any_json_value(payload: object) -> None:
+    """Seed 000 §9.2: ``payload: JsonValue``."""
+    from ipc import EventMessage, parse_message
+
+    message = EventMessage(sender="a", to="b", payload=payload)
+    decoded = parse_message(message.to_wire())
+    assert decoded.payload == payload
+    assert decoded.fields == (payload if isinstance(payload, dict) else {})
+    assert isinstance(decoded, EventMessage)
+    assert decoded.kind == ""
