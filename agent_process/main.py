@@ -45,7 +45,7 @@ from ipc import (
     ShuttingDown,
     event,
 )
-from ipc.logs import configure_logging
+from ipc.logs import configure_logging, log_writer
 from ipc.messages import TurnFailed
 from tools_base import AgentInfo, Message, MessageSource
 
@@ -77,6 +77,7 @@ def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
     except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
         code = asyncio.run(_main(conn, plan))
     sys.stdout.flush()
+    log_writer().drain()
     os._exit(code)  # skip interpreter teardown: nothing is left to flush
 
 

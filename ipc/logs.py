@@ -3,17 +3,112 @@
 One event per line: JSON when stderr is not a terminal (daemons, CI, log shippers), a
 readable console format on a terminal. The level comes from the argument, else
 ``GOONDAN_LOG_LEVEL``, else ``info``. Context (agent, instance key, trace id) is bound with
-``structlog.contextvars`` and appears on every line logged inside it.
+``structlog.contextvars`` and appears on every line logged inside it. Exceptions logged with
+``log.exception`` carry their type, message and traceback (``exception`` in JSON).
+
+Logging never blocks or kills the process: lines go through a bounded queue to a writer
+thread, so a stderr nobody reads (a full pipe) or nobody holds (a closed pipe) costs dropped,
+counted lines, never a stuck event loop or an exception in the code that logs.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import queue
 import sys
+import threading
+import time
 from typing import Any
 
 import structlog
+
+LOG_QUEUE_LINES = 10_000
+"""Lines waiting for stderr before new ones are dropped (and counted)."""
+DRAIN_SECONDS = 1.0
+"""How long a process that is exiting waits for its queued lines to be written."""
+
+
+class LineWriter:
+    """A file-like sink for structlog: ``write`` queues, a daemon thread writes to ``fd``."""
+
+    def __init__(self, fd: int, capacity: int = LOG_QUEUE_LINES) -> None:
+        self._fd = fd
+        self._lines: queue.Queue[str] = queue.Queue(capacity)
+        self._dropped = 0
+        self._unreported = 0
+        self._lock = threading.Lock()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._thread = threading.Thread(target=self._run, name="goondan-log", daemon=True)
+        self._thread.start()
+
+    @property
+    def dropped(self) -> int:
+        """Lines lost so far in all (queue full, or stderr refused them)."""
+        return self._dropped
+
+    def write(self, text: str) -> int:
+        """Queue ``text`` (one rendered line); never blocks, never raises."""
+        try:
+            self._idle.clear()
+            self._lines.put_nowait(text)
+        except queue.Full:
+            self._count_drop()
+        return len(text)
+
+    def flush(self) -> None:
+        """Lines are written by the thread; nothing to do here."""
+
+    def drain(self, timeout: float = DRAIN_SECONDS) -> bool:
+        """Wait up to ``timeout`` for the queued lines to be written; ``True`` when done."""
+        deadline = time.monotonic() + timeout
+        while not (self._lines.empty() and self._idle.is_set()):
+            if time.monotonic() >= deadline:
+                return False
+            self._idle.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+        return True
+
+    def _run(self) -> None:
+        while True:
+            text = self._lines.get()
+            with self._lock:
+                dropped, self._unreported = self._unreported, 0
+            if dropped:
+                notice = (
+                    f'{{"event": "log lines dropped", "count": {dropped}, "level": "warning"}}\n'
+                )
+                self._write(notice.encode())
+            self._write(text.encode("utf-8", errors="replace"))
+            if self._lines.empty():
+                self._idle.set()
+
+    def _write(self, data: bytes) -> None:
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+        except OSError:  # stderr closed or gone: count it, keep going
+            self._count_drop()
+
+    def _count_drop(self) -> None:
+        with self._lock:
+            self._dropped += 1
+            self._unreported += 1
+
+
+_writer: LineWriter | None = None
+_writer_pid: int | None = None
+
+
+def log_writer() -> LineWriter:
+    """This process's writer to stderr (a forked child makes its own)."""
+    global _writer, _writer_pid
+    if _writer is None or _writer_pid != os.getpid():
+        _writer = LineWriter(sys.stderr.fileno() if sys.stderr is not None else 2)
+        _writer_pid = os.getpid()
+        atexit.register(_writer.drain)
+    return _writer
 
 
 def configure_logging(
@@ -24,7 +119,10 @@ def configure_logging(
     numeric = logging.getLevelName(name)
     if not isinstance(numeric, int):
         numeric = logging.INFO
-    as_json = (not sys.stderr.isatty()) if json is None else json
+    try:
+        as_json = (not sys.stderr.isatty()) if json is None else json
+    except (AttributeError, ValueError, OSError):  # no usable stderr at all
+        as_json = True
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -32,15 +130,15 @@ def configure_logging(
     ]
     if process is not None:
         processors.insert(0, _add_process(process))
-    processors.append(
-        structlog.processors.JSONRenderer()
-        if as_json
-        else structlog.dev.ConsoleRenderer(colors=False)
-    )
+    if as_json:
+        # ``exc_info`` becomes ``exception``: type, message and traceback, not ``true``.
+        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    else:
+        processors.append(structlog.dev.ConsoleRenderer(colors=False))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),  # one write per line
+        logger_factory=structlog.WriteLoggerFactory(file=log_writer()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
 

@@ -29,6 +29,8 @@ spec:
     - name: close_pipe
     - name: big
     - name: workdir
+    - name: chatter
+      parameters: {{type: object, properties: {{count: {{type: integer}}}}}}
     - name: odd_delegate
     - name: background
       parameters: {{type: object, properties: {{seconds: {{type: number}}}}}}
@@ -95,6 +97,10 @@ spec:
         call: {{tool: fault__odd_delegate}}
       - when: {{toolResult: fault__odd_delegate}}
         reply: "{{result.error.code}}"
+      - when: {{input: "^chatter (?P<n>\\\\d+)$"}}
+        call: {{tool: fault__chatter, args: {{count: "{{n:int}}"}}}}
+      - when: {{toolResult: fault__chatter}}
+        reply: "logged {{result}}"
       - when: {{input: "^workdir$"}}
         call: {{tool: fault__workdir}}
       - when: {{toolResult: fault__workdir}}
