@@ -67,6 +67,11 @@ class Pending:
     timer: asyncio.TimerHandle | None = None
     future: asyncio.Future[dict[str, Any]] | None = None
     """Set for external callers: resolved with the answer payload."""
+    waiter: str | None = None
+    """The conversation (``agent@instance``) whose Turn is blocked on this answer: the
+    caller's, for a synchronous request from an agent; ``None`` otherwise."""
+    awaited: str = ""
+    """The conversation (``agent@instance``) that must run the Turn answering it."""
 
 
 @dataclass(eq=False)
@@ -286,11 +291,54 @@ class Router:
                 CircularCall(f"Circular call detected: {path}", details={"chain": [*chain, node]}),
             )
             return None
+        pending.awaited = node
+        if chain and not message.fields.get("async"):
+            pending.waiter = chain[-1]
+            # Across requests: does the target (transitively) wait for the caller already?
+            # Instance queues are serial, so that would deadlock until both time out.
+            loop = self._wait_path(node, chain[-1])
+            if loop is not None:
+                cycle = [chain[-1], *loop]
+                self._fail(
+                    pending,
+                    CircularCall(
+                        "Circular call detected across requests: " + " -> ".join(cycle),
+                        details={"chain": cycle},
+                    ),
+                )
+                return None
         timeout_ms = _positive_int(message.fields.get("timeoutMs"), self.default_timeout_ms)
         pending.timer = asyncio.get_running_loop().call_later(
             timeout_ms / 1000, self._timeout, correlation_id, timeout_ms
         )
         return pending, target
+
+    def _wait_path(self, start: str, goal: str) -> list[str] | None:
+        """The conversations from ``start`` to ``goal`` along "blocked waiting for" edges of
+        the requests now pending, or ``None`` when ``start`` does not wait for ``goal``."""
+        edges: dict[str, list[str]] = {}
+        for pending in self.pending.values():
+            if pending.waiter is not None and pending.awaited:
+                edges.setdefault(pending.waiter, []).append(pending.awaited)
+        if start not in edges:
+            return None
+        trail: dict[str, str | None] = {start: None}
+        frontier = [start]
+        while frontier:
+            current = frontier.pop()
+            for following in edges.get(current, ()):
+                if following in trail:
+                    continue
+                trail[following] = current
+                if following == goal:
+                    path = [following]
+                    step: str | None = current
+                    while step is not None:
+                        path.append(step)
+                        step = trail[step]
+                    return path[::-1]
+                frontier.append(following)
+        return None
 
     async def _running_worker(self, target: str) -> Worker | IpcError:
         """The target's worker once it is ready (starting it if needed), or why it is not."""

@@ -97,6 +97,10 @@ spec:
         call: {{tool: fault__odd_delegate}}
       - when: {{toolResult: fault__odd_delegate}}
         reply: "{{result.error.code}}"
+      - when: {{input: "^slowask (?P<target>\\\\S+) (?P<text>.+)$"}}
+        calls:
+          - {{tool: fault__slow, args: {{seconds: 2}}}}
+          - {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}"}}}}
       - when: {{input: "^chatter (?P<n>\\\\d+)$"}}
         call: {{tool: fault__chatter, args: {{count: "{{n:int}}"}}}}
       - when: {{toolResult: fault__chatter}}
