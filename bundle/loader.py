@@ -21,6 +21,7 @@ from bundle.errors import BundleError, ConfigIssue
 from bundle.models import (
     API_VERSION,
     KINDS,
+    MAX_RESOURCE_NAME_LENGTH,
     MAX_TOOL_NAME_LENGTH,
     PACKAGE_NAME,
     RESOURCE_NAME,
@@ -188,6 +189,14 @@ def _validate_document(
                 f"name {metadata.name!r} must not contain '__' (it separates tool and export names)",
                 ("metadata", "name"),
                 "use a single '_' or '-'",
+            )
+        elif kind != "Package" and len(metadata.name) > MAX_RESOURCE_NAME_LENGTH:
+            issue(
+                E.E_INVALID_NAME,
+                f"name of {len(metadata.name)} characters; the limit is "
+                f"{MAX_RESOURCE_NAME_LENGTH} (it names directories and processes)",
+                ("metadata", "name"),
+                "use a shorter name",
             )
         elif not pattern.match(metadata.name):
             allowed = (

@@ -48,6 +48,11 @@ _REF_STRING_SCHEMA = {
 }
 MAX_TOOL_NAME_LENGTH = 64
 """Providers (OpenAI, Anthropic) refuse tool names longer than this."""
+MAX_RESOURCE_NAME_LENGTH = 63
+"""A resource name becomes a directory and process name (``agents/<name>/``): kept to a
+DNS label's length, far inside every file system's name limit."""
+MAX_SECONDS = 7 * 24 * 3600.0
+"""The longest timeout or grace period accepted (a week): anything longer is a typo."""
 
 
 class _Spec(BaseModel):
@@ -57,6 +62,7 @@ class _Spec(BaseModel):
         populate_by_name=True,
         frozen=True,
         protected_namespaces=(),
+        allow_inf_nan=False,  # `.inf` as a timeout would wait forever
     )
 
 
@@ -234,7 +240,9 @@ class ModelSpec(_Spec):
     endpoint: str | None = Field(default=None, description="Alias of baseUrl (upstream name).")
     temperature: float | None = Field(default=None, ge=0, description="Sampling temperature.")
     max_tokens: int | None = Field(default=None, gt=0, description="Maximum output tokens.")
-    timeout_seconds: float | None = Field(default=None, gt=0, description="Per-call timeout.")
+    timeout_seconds: float | None = Field(
+        default=None, gt=0, le=MAX_SECONDS, description="Per-call timeout."
+    )
     max_retries: int | None = Field(default=None, ge=0, description="Retries on 429/5xx.")
     options: dict[str, Any] = Field(default_factory=dict, description="Provider options.")
     capabilities: dict[str, bool] = Field(default_factory=dict, description="Feature flags.")
@@ -274,10 +282,13 @@ class ToolSpec(_Spec):
 
     entry: str = Field(description="Handler module, relative to the file that declares it.")
     error_message_limit: int = Field(
-        default=1000, ge=1, description="Characters kept of an error message (default 1000)."
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description="Characters kept of an error message (default 1000).",
     )
     timeout_seconds: float | None = Field(
-        default=None, gt=0, description="Handler timeout (default 300 s)."
+        default=None, gt=0, le=MAX_SECONDS, description="Handler timeout (default 300 s)."
     )
     config: dict[str, Any] = Field(
         default_factory=dict, description="Passed to the module's configure(config)."
@@ -341,7 +352,10 @@ class ToolPolicy(_Spec):
         description="Allow calls to registry tools missing from the Step's catalog (unsafe).",
     )
     handler_timeout_seconds: float | None = Field(
-        default=None, gt=0, description="Default handler timeout for this agent's tools."
+        default=None,
+        gt=0,
+        le=MAX_SECONDS,
+        description="Default handler timeout for this agent's tools.",
     )
     max_tool_calls_per_step: int = Field(
         default=32,
@@ -374,7 +388,10 @@ class ShutdownPolicy(_Spec):
     """Graceful shutdown of the swarm's agents."""
 
     grace_period_seconds: float = Field(
-        default=30, ge=0, description="Time a Turn gets to finish before it is killed."
+        default=30,
+        ge=0,
+        le=MAX_SECONDS,
+        description="Time a Turn gets to finish before it is killed.",
     )
 
 
@@ -392,9 +409,11 @@ class LifecyclePolicy(_Spec):
 class SwarmPolicy(_Spec):
     """Limits of a Swarm."""
 
-    max_steps_per_turn: int = Field(default=32, ge=1, description="Steps before a Turn stops.")
+    max_steps_per_turn: int = Field(
+        default=32, ge=1, le=10_000, description="Steps before a Turn stops."
+    )
     request_timeout_seconds: float = Field(
-        default=60, gt=0, description="Default timeout of agents__request."
+        default=60, gt=0, le=MAX_SECONDS, description="Default timeout of agents__request."
     )
     shutdown: ShutdownPolicy = Field(
         default_factory=ShutdownPolicy, description="Graceful shutdown settings."

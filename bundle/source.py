@@ -87,8 +87,25 @@ def read_file(path: Path) -> tuple[str | None, list[ConfigIssue]]:
         return None, [
             ConfigIssue(code=E_FILE_NOT_FOUND, message=f"cannot read {path}: {exc}", file=path)
         ]
-    text = raw.decode("utf-8", errors="replace").lstrip("\ufeff").replace("\r\n", "\n")
-    return text, []
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        guess = (
+            " (it looks like UTF-16)"
+            if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in raw[:200]
+            else ""
+        )
+        return None, [
+            ConfigIssue(
+                code=E_PARSE_ERROR,
+                message=f"the file is not UTF-8{guess}: invalid byte at offset {exc.start}",
+                file=path,
+                line=line,
+                suggestion="save the file as UTF-8",
+            )
+        ]
+    return text.lstrip("\ufeff").replace("\r\n", "\n"), []
 
 
 def parse_documents(text: str, file: Path) -> tuple[list[Document], list[ConfigIssue]]:
@@ -117,7 +134,19 @@ def parse_documents(text: str, file: Path) -> tuple[list[Document], list[ConfigI
             if problem is not None:
                 issues.append(problem)
                 continue
-            data = loader.construct_document(node)
+            try:
+                data = loader.construct_document(node)
+            except ValueError as exc:  # an integer of thousands of digits, say
+                issues.append(
+                    ConfigIssue(
+                        code=E_PARSE_ERROR,
+                        message=f"a value cannot be read: {exc}",
+                        file=file,
+                        line=_huge_number_line(node) or line,
+                        suggestion="use a number of ordinary size",
+                    )
+                )
+                continue
             lines: dict[FieldPath, int] = {}
             duplicates: list[ConfigIssue] = []
             _walk(node, (), lines, duplicates, file)
@@ -152,6 +181,22 @@ def parse_documents(text: str, file: Path) -> tuple[list[Document], list[ConfigI
     finally:
         loader.dispose()
     return documents, issues
+
+
+def _huge_number_line(node: yaml.Node) -> int | None:
+    """Line of the first integer scalar too long to convert (Python's 4300-digit limit)."""
+    pending: list[yaml.Node] = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, yaml.ScalarNode):
+            if current.tag == "tag:yaml.org,2002:int" and len(current.value) > 4000:
+                return current.start_mark.line + 1
+        elif isinstance(current, yaml.SequenceNode):
+            pending.extend(reversed(current.value))
+        elif isinstance(current, yaml.MappingNode):
+            for key, value in reversed(current.value):
+                pending.extend((value, key))
+    return None
 
 
 def _is_blank(node: yaml.Node) -> bool:

@@ -67,6 +67,44 @@ def test_a_file_over_one_mebibyte_is_refused_before_parsing(tmp_path: Path) -> N
     assert str(1024 * 1024) in issue.message
 
 
+def test_a_utf16_file_is_named_as_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "goondan.yaml"
+    path.write_text((CORPUS[0]).read_text(), encoding="utf-16")
+    [issue] = issues_of(path)
+    assert (issue.code, issue.line) == ("E_CONFIG_PARSE_ERROR", 1)
+    assert "not UTF-8 (it looks like UTF-16)" in issue.message
+
+
+def test_an_invalid_byte_is_found_on_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "goondan.yaml"
+    path.write_bytes(b"apiVersion: goondan.ai/v1\nkind: Model\nmetadata: {name: \xff}\n")
+    [issue] = issues_of(path)
+    assert (issue.code, issue.line) == ("E_CONFIG_PARSE_ERROR", 3)
+
+
+def test_an_integer_of_thousands_of_digits_is_an_error_on_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "goondan.yaml"
+    path.write_text(
+        "apiVersion: goondan.ai/v1\nkind: Swarm\nmetadata: {name: s}\nspec:\n"
+        "  entryAgent: Agent/a\n  agents: [Agent/a]\n  policy:\n"
+        f"    maxStepsPerTurn: {'9' * 5000}\n"
+    )
+    [issue] = issues_of(path)
+    assert (issue.code, issue.line) == ("E_CONFIG_PARSE_ERROR", 8)
+    assert "4300 digits" in issue.message
+
+
+def test_a_name_of_900000_characters_is_refused_quickly(tmp_path: Path) -> None:
+    path = tmp_path / "goondan.yaml"
+    path.write_text(
+        f"apiVersion: goondan.ai/v1\nkind: Agent\nmetadata: {{name: {'a' * 900_000}}}\nspec: {{}}\n"
+    )
+    issues = issues_of(path)
+    assert any(
+        i.code == "E_CONFIG_INVALID_NAME" and "900000 characters" in i.message for i in issues
+    )
+
+
 def test_a_file_of_exactly_one_mebibyte_is_read(tmp_path: Path) -> None:
     path = tmp_path / "goondan.yaml"
     path.write_bytes(b"#" * (1024 * 1024 - 1) + b"\n")
