@@ -9,6 +9,7 @@ entries, handlers) once the packages' resources are in. Every problem is collect
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -323,18 +324,25 @@ def load_documents(
     return resources, [*parse_issues, *doc_issues], failed
 
 
+ALLOW_OUTSIDE_BUNDLE_ENV = "GOONDAN_ALLOW_OUTSIDE_BUNDLE"
+"""Set to ``1`` to let entry modules and ``systemRef`` files lie outside the bundle."""
+
+
 def load_bundle(
     path: str | Path,
     *,
     check_handlers: bool = True,
     packages: Mapping[str, Path] | None = None,
+    allow_outside_bundle: bool | None = None,
 ) -> Bundle:
     """Load and validate ``path`` and the packages it may reference.
 
     ``path`` may also be a directory holding a ``goondan.yaml``. ``packages`` adds (or
     overrides) package manifests by name; the built-in ones (``@goondan/base``) are always
     available. With ``check_handlers`` the entry modules of Tools are imported to check that
-    every export has a handler.
+    every export has a handler. Entry modules and ``systemRef`` files must lie inside the
+    directory of the YAML that declares them unless ``allow_outside_bundle`` (default: the
+    ``GOONDAN_ALLOW_OUTSIDE_BUNDLE`` environment variable set to ``1``).
     """
     from bundle.bundle import Bundle
     from bundle.rules import check_rules
@@ -359,7 +367,17 @@ def load_bundle(
         resources.extend(r for r in package_resources if r.kind != "Package")
         issues.extend(package_issues)
         failed |= package_failed
-    issues.extend(check_rules(resources, path, check_handlers=check_handlers, failed=failed))
+    if allow_outside_bundle is None:
+        allow_outside_bundle = os.environ.get(ALLOW_OUTSIDE_BUNDLE_ENV) == "1"
+    issues.extend(
+        check_rules(
+            resources,
+            path,
+            check_handlers=check_handlers,
+            failed=failed,
+            allow_outside_bundle=allow_outside_bundle,
+        )
+    )
     if issues:
         raise BundleError(issues)
     return Bundle(path=path, resources=resources)

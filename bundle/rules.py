@@ -34,13 +34,16 @@ def check_rules(
     *,
     check_handlers: bool,
     failed: set[FailedKey] | None = None,
+    allow_outside_bundle: bool = False,
 ) -> list[ConfigIssue]:
     """Every cross-resource rule over ``resources``.
 
     ``failed`` names resources that exist but did not validate: refs to them are not
-    reported again (their own errors already are).
+    reported again (their own errors already are). Unless ``allow_outside_bundle``, an entry
+    module or ``systemRef`` must lie inside the directory of the YAML file that declares it
+    (symlinks resolved), so a bundle cannot make the runtime read or run any file it likes.
     """
-    checker = _Checker(resources, failed or set(), check_handlers)
+    checker = _Checker(resources, failed or set(), check_handlers, allow_outside_bundle)
     checker.check_packages()
     checker.check_duplicates()
     for resource in resources:
@@ -52,13 +55,34 @@ class _Checker:
     """Holds the index and the collected issues while the rules run."""
 
     def __init__(
-        self, resources: list[Resource], failed: set[FailedKey], check_handlers: bool
+        self,
+        resources: list[Resource],
+        failed: set[FailedKey],
+        check_handlers: bool,
+        allow_outside_bundle: bool = False,
     ) -> None:
         self.resources = resources
         self.index = index(resources)
         self.failed = failed
         self.check_handlers = check_handlers
+        self.allow_outside_bundle = allow_outside_bundle
         self.issues: list[ConfigIssue] = []
+
+    def confined(self, resource: Resource, path: Path, field: FieldPath, what: str) -> bool:
+        """Whether ``path`` (resolved) may be used: inside the resource's own directory, or
+        anywhere when the operator allowed it; reports it otherwise."""
+        root = resource.base_dir.resolve()
+        if self.allow_outside_bundle or path.is_relative_to(root):
+            return True
+        self.report(
+            resource,
+            E.E_OUTSIDE_BUNDLE,
+            f"{what} {path} is outside the bundle directory {root}",
+            field,
+            suggestion="move it beside goondan.yaml, or run with --allow-outside-bundle "
+            "(GOONDAN_ALLOW_OUTSIDE_BUNDLE=1) if that is intended",
+        )
+        return False
 
     def report(
         self,
@@ -171,6 +195,8 @@ class _Checker:
 
     def check_entry_exists(self, resource: Resource, entry: str) -> Path | None:
         path = (resource.base_dir / entry).resolve()
+        if not self.confined(resource, path, ("spec", "entry"), "entry file"):
+            return None
         if path.is_file():
             return path
         self.report(
@@ -304,7 +330,10 @@ class _Checker:
         )
         if spec.prompt is not None and spec.prompt.system_ref is not None:
             prompt_path = (resource.base_dir / spec.prompt.system_ref).resolve()
-            if not prompt_path.is_file():
+            field: FieldPath = ("spec", "prompt", "systemRef")
+            if self.confined(resource, prompt_path, field, "systemRef file") and (
+                not prompt_path.is_file()
+            ):
                 self.report(
                     resource,
                     E.E_ENTRY_NOT_FOUND,

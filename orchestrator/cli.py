@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bundle import BundleError, json_schema, load_bundle
+from bundle.loader import ALLOW_OUTSIDE_BUNDLE_ENV
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -362,6 +363,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument(
         "--no-handlers", action="store_true", help="do not import tool modules to check handlers"
     )
+    validate.add_argument(
+        "--allow-outside-bundle",
+        action="store_true",
+        help="let entry modules and systemRef files lie outside the bundle directory",
+    )
     validate.set_defaults(run=cmd_validate)
 
     run = commands.add_parser("run", help="run a swarm (one --input, or as a daemon)")
@@ -376,6 +382,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--watch", action="store_true", help="apply edits of the configuration live (daemon mode)"
     )
     run.add_argument("--log-level", help="debug, info, warning, error (default: info)")
+    run.add_argument(
+        "--allow-outside-bundle",
+        action="store_true",
+        help="let entry modules and systemRef files lie outside the bundle directory",
+    )
     run.set_defaults(run=cmd_run)
 
     def daemon_options(command: argparse.ArgumentParser) -> None:
@@ -435,6 +446,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "allow_outside_bundle", False):
+        # Through the environment, so the validators `run --watch` starts agree.
+        os.environ[ALLOW_OUTSIDE_BUNDLE_ENV] = "1"
     command: Command = args.run
     try:
         return command(args)

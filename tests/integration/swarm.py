@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,172 +12,172 @@ from orchestrator.daemon import Orchestrator
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "bundles"
 
-SWARM = f"""\
+SWARM = """\
 apiVersion: goondan.ai/v1
 kind: Tool
-metadata: {{name: fault}}
+metadata: {name: fault}
 spec:
-  entry: {FIXTURES}/fault_tools.py
+  entry: ./fault_tools.py
   exports:
     - name: crash
-      parameters: {{type: object, properties: {{code: {{type: integer}}}}}}
+      parameters: {type: object, properties: {code: {type: integer}}}
     - name: pid
     - name: slow
-      parameters: {{type: object, properties: {{seconds: {{type: number}}}}}}
+      parameters: {type: object, properties: {seconds: {type: number}}}
     - name: block
-      parameters: {{type: object, properties: {{seconds: {{type: number}}}}}}
+      parameters: {type: object, properties: {seconds: {type: number}}}
     - name: garbage
     - name: close_pipe
     - name: big
     - name: workdir
     - name: chatter
-      parameters: {{type: object, properties: {{count: {{type: integer}}}}}}
+      parameters: {type: object, properties: {count: {type: integer}}}
     - name: odd_delegate
     - name: background
-      parameters: {{type: object, properties: {{seconds: {{type: number}}}}}}
+      parameters: {type: object, properties: {seconds: {type: number}}}
     - name: exit
-      parameters: {{type: object, properties: {{code: {{type: integer}}, how: {{type: string}}}}}}
+      parameters: {type: object, properties: {code: {type: integer}, how: {type: string}}}
 ---
 apiVersion: goondan.ai/v1
 kind: Model
-metadata: {{name: alpha-brain}}
+metadata: {name: alpha-brain}
 spec:
   provider: scripted
   model: rules
   script:
     rules:
-      - when: {{input: "^ask (?P<target>\\\\S+) timeout=(?P<ms>\\\\d+) (?P<text>.+)$"}}
-        call: {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}", timeoutMs: "{{ms:int}}"}}}}
-      - when: {{input: "^ask (?P<target>\\\\S+) (?P<text>.+)$"}}
-        call: {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}"}}}}
-      - when: {{input: "^pid$"}}
-        call: {{tool: fault__pid}}
-      - when: {{input: "^spawn (?P<target>\\\\S+) (?P<key>\\\\S+) cwd=(?P<cwd>\\\\S+)$"}}
-        call: {{tool: agents__spawn, args: {{target: "{{target}}", instanceKey: "{{key}}", cwd: "{{cwd}}"}}}}
-      - when: {{input: "^spawn (?P<target>\\\\S+) (?P<key>\\\\S+)$"}}
-        call: {{tool: agents__spawn, args: {{target: "{{target}}", instanceKey: "{{key}}"}}}}
-      - when: {{input: "^list$"}}
-        call: {{tool: agents__list}}
-      - when: {{input: "^catalog$"}}
-        call: {{tool: agents__catalog}}
-      - when: {{input: "^tell (?P<target>\\\\S+) (?P<text>.+)$"}}
-        call: {{tool: agents__send, args: {{target: "{{target}}", input: "{{text}}"}}}}
-      - when: {{toolResult: agents__request, status: ok}}
-        reply: "{{result.response}}"
-      - when: {{toolResult: agents__request}}
-        reply: "ERROR {{errorCode}}: {{error}}"
-      - when: {{toolResult: fault__pid}}
-        reply: "{{result}}"
-      - when: {{status: ok}}
-        reply: "{{result}}"
-      - when: {{status: error}}
-        reply: "ERROR {{errorCode}}: {{error}}"
-      - reply: "alpha got: {{input}}"
+      - when: {input: "^ask (?P<target>\\\\S+) timeout=(?P<ms>\\\\d+) (?P<text>.+)$"}
+        call: {tool: agents__request, args: {target: "{target}", input: "{text}", timeoutMs: "{ms:int}"}}
+      - when: {input: "^ask (?P<target>\\\\S+) (?P<text>.+)$"}
+        call: {tool: agents__request, args: {target: "{target}", input: "{text}"}}
+      - when: {input: "^pid$"}
+        call: {tool: fault__pid}
+      - when: {input: "^spawn (?P<target>\\\\S+) (?P<key>\\\\S+) cwd=(?P<cwd>\\\\S+)$"}
+        call: {tool: agents__spawn, args: {target: "{target}", instanceKey: "{key}", cwd: "{cwd}"}}
+      - when: {input: "^spawn (?P<target>\\\\S+) (?P<key>\\\\S+)$"}
+        call: {tool: agents__spawn, args: {target: "{target}", instanceKey: "{key}"}}
+      - when: {input: "^list$"}
+        call: {tool: agents__list}
+      - when: {input: "^catalog$"}
+        call: {tool: agents__catalog}
+      - when: {input: "^tell (?P<target>\\\\S+) (?P<text>.+)$"}
+        call: {tool: agents__send, args: {target: "{target}", input: "{text}"}}
+      - when: {toolResult: agents__request, status: ok}
+        reply: "{result.response}"
+      - when: {toolResult: agents__request}
+        reply: "ERROR {errorCode}: {error}"
+      - when: {toolResult: fault__pid}
+        reply: "{result}"
+      - when: {status: ok}
+        reply: "{result}"
+      - when: {status: error}
+        reply: "ERROR {errorCode}: {error}"
+      - reply: "alpha got: {input}"
 ---
 apiVersion: goondan.ai/v1
 kind: Model
-metadata: {{name: beta-brain}}
+metadata: {name: beta-brain}
 spec:
   provider: scripted
   model: rules
   script:
     rules:
-      - when: {{input: "^crash$"}}
-        call: {{tool: fault__crash, args: {{code: 1}}}}
-      - when: {{input: "^bg (?P<s>\\\\S+)$"}}
-        call: {{tool: fault__background, args: {{seconds: "{{s:number}}"}}}}
-      - when: {{toolResult: fault__background}}
-        reply: "started {{result}}"
-      - when: {{input: "tool_completion.*output.: .(?P<out>[a-z ]+)"}}
-        reply: "noticed {{out}}"
-      - when: {{input: "^poll (?P<h>\\\\S+)$"}}
-        call: {{tool: pending__status, args: {{handle: "{{h}}"}}}}
-      - when: {{toolResult: pending__status}}
-        reply: "{{result.status}}"
-      - when: {{input: "^odd delegate$"}}
-        call: {{tool: fault__odd_delegate}}
-      - when: {{toolResult: fault__odd_delegate}}
-        reply: "{{result.error.code}}"
-      - when: {{input: "^slowask (?P<target>\\\\S+) (?P<text>.+)$"}}
+      - when: {input: "^crash$"}
+        call: {tool: fault__crash, args: {code: 1}}
+      - when: {input: "^bg (?P<s>\\\\S+)$"}
+        call: {tool: fault__background, args: {seconds: "{s:number}"}}
+      - when: {toolResult: fault__background}
+        reply: "started {result}"
+      - when: {input: "tool_completion.*output.: .(?P<out>[a-z ]+)"}
+        reply: "noticed {out}"
+      - when: {input: "^poll (?P<h>\\\\S+)$"}
+        call: {tool: pending__status, args: {handle: "{h}"}}
+      - when: {toolResult: pending__status}
+        reply: "{result.status}"
+      - when: {input: "^odd delegate$"}
+        call: {tool: fault__odd_delegate}
+      - when: {toolResult: fault__odd_delegate}
+        reply: "{result.error.code}"
+      - when: {input: "^slowask (?P<target>\\\\S+) (?P<text>.+)$"}
         calls:
-          - {{tool: fault__slow, args: {{seconds: 2}}}}
-          - {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}"}}}}
-      - when: {{input: "^chatter (?P<n>\\\\d+)$"}}
-        call: {{tool: fault__chatter, args: {{count: "{{n:int}}"}}}}
-      - when: {{toolResult: fault__chatter}}
-        reply: "logged {{result}}"
-      - when: {{input: "^workdir$"}}
-        call: {{tool: fault__workdir}}
-      - when: {{toolResult: fault__workdir}}
-        reply: "{{result}}"
-      - when: {{input: "^quit$"}}
-        call: {{tool: fault__crash, args: {{code: 0}}}}
-      - when: {{input: "^pid$"}}
-        call: {{tool: fault__pid}}
-      - when: {{input: "^slow (?P<s>\\\\S+)$"}}
-        call: {{tool: fault__slow, args: {{seconds: "{{s:number}}"}}}}
-      - when: {{input: "^block (?P<s>\\\\S+)$"}}
-        call: {{tool: fault__block, args: {{seconds: "{{s:number}}"}}}}
-      - when: {{input: "^exit (?P<how>\\\\S+)$"}}
-        call: {{tool: fault__exit, args: {{code: 3, how: "{{how}}"}}}}
-      - when: {{input: "^garbage$"}}
-        call: {{tool: fault__garbage}}
-      - when: {{input: "^closepipe$"}}
-        call: {{tool: fault__close_pipe}}
-      - when: {{input: "^big$"}}
-        call: {{tool: fault__big}}
-      - when: {{toolResult: fault__big}}
-        reply: "{{result}}"
-      - when: {{input: "^twostep$"}}
-        calls: [{{tool: fault__pid}}, {{tool: fault__crash, args: {{code: 1}}}}]
-      - when: {{input: "^restart yourself$"}}
-        call: {{tool: self-restart__request, args: {{reason: upgrade}}}}
-      - when: {{toolResult: self-restart__request}}
+          - {tool: fault__slow, args: {seconds: 2}}
+          - {tool: agents__request, args: {target: "{target}", input: "{text}"}}
+      - when: {input: "^chatter (?P<n>\\\\d+)$"}
+        call: {tool: fault__chatter, args: {count: "{n:int}"}}
+      - when: {toolResult: fault__chatter}
+        reply: "logged {result}"
+      - when: {input: "^workdir$"}
+        call: {tool: fault__workdir}
+      - when: {toolResult: fault__workdir}
+        reply: "{result}"
+      - when: {input: "^quit$"}
+        call: {tool: fault__crash, args: {code: 0}}
+      - when: {input: "^pid$"}
+        call: {tool: fault__pid}
+      - when: {input: "^slow (?P<s>\\\\S+)$"}
+        call: {tool: fault__slow, args: {seconds: "{s:number}"}}
+      - when: {input: "^block (?P<s>\\\\S+)$"}
+        call: {tool: fault__block, args: {seconds: "{s:number}"}}
+      - when: {input: "^exit (?P<how>\\\\S+)$"}
+        call: {tool: fault__exit, args: {code: 3, how: "{how}"}}
+      - when: {input: "^garbage$"}
+        call: {tool: fault__garbage}
+      - when: {input: "^closepipe$"}
+        call: {tool: fault__close_pipe}
+      - when: {input: "^big$"}
+        call: {tool: fault__big}
+      - when: {toolResult: fault__big}
+        reply: "{result}"
+      - when: {input: "^twostep$"}
+        calls: [{tool: fault__pid}, {tool: fault__crash, args: {code: 1}}]
+      - when: {input: "^restart yourself$"}
+        call: {tool: self-restart__request, args: {reason: upgrade}}
+      - when: {toolResult: self-restart__request}
         reply: "restarting soon"
-      - when: {{input: "^ask (?P<target>\\\\S+) (?P<text>.+)$"}}
-        call: {{tool: agents__request, args: {{target: "{{target}}", input: "{{text}}"}}}}
-      - when: {{toolResult: agents__request, status: ok}}
-        reply: "{{result.response}}"
-      - when: {{toolResult: agents__request}}
-        reply: "ERROR {{errorCode}}: {{error}}"
-      - when: {{toolResult: fault__pid}}
-        reply: "{{result}}"
-      - when: {{toolResult: fault__slow}}
-        reply: "{{result}}"
-      - when: {{toolResult: fault__exit}}
-        reply: "ERROR {{errorCode}}: {{error}}"
-      - when: {{toolResult: fault__garbage}}
+      - when: {input: "^ask (?P<target>\\\\S+) (?P<text>.+)$"}
+        call: {tool: agents__request, args: {target: "{target}", input: "{text}"}}
+      - when: {toolResult: agents__request, status: ok}
+        reply: "{result.response}"
+      - when: {toolResult: agents__request}
+        reply: "ERROR {errorCode}: {error}"
+      - when: {toolResult: fault__pid}
+        reply: "{result}"
+      - when: {toolResult: fault__slow}
+        reply: "{result}"
+      - when: {toolResult: fault__exit}
+        reply: "ERROR {errorCode}: {error}"
+      - when: {toolResult: fault__garbage}
         reply: "garbage written"
-      - reply: "beta got: {{input}}"
+      - reply: "beta got: {input}"
 ---
 apiVersion: goondan.ai/v1
 kind: Agent
-metadata: {{name: alpha}}
+metadata: {name: alpha}
 spec:
-  modelConfig: {{modelRef: Model/alpha-brain}}
+  modelConfig: {modelRef: Model/alpha-brain}
   tools:
-    - {{ref: {{kind: Tool, name: agents, package: "@goondan/base"}}}}
+    - {ref: {kind: Tool, name: agents, package: "@goondan/base"}}
     - Tool/fault
 ---
 apiVersion: goondan.ai/v1
 kind: Agent
-metadata: {{name: beta}}
+metadata: {name: beta}
 spec:
-  modelConfig: {{modelRef: Model/beta-brain}}
+  modelConfig: {modelRef: Model/beta-brain}
   tools:
-    - {{ref: {{kind: Tool, name: agents, package: "@goondan/base"}}}}
-    - {{ref: {{kind: Tool, name: self-restart, package: "@goondan/base"}}}}
-    - {{ref: {{kind: Tool, name: pending, package: "@goondan/base"}}}}
+    - {ref: {kind: Tool, name: agents, package: "@goondan/base"}}
+    - {ref: {kind: Tool, name: self-restart, package: "@goondan/base"}}
+    - {ref: {kind: Tool, name: pending, package: "@goondan/base"}}
     - Tool/fault
 ---
 apiVersion: goondan.ai/v1
 kind: Swarm
-metadata: {{name: default}}
+metadata: {name: default}
 spec:
   entryAgent: Agent/alpha
   agents: [Agent/alpha, Agent/beta]
   policy:
-    shutdown: {{gracePeriodSeconds: GRACE}}
+    shutdown: {gracePeriodSeconds: GRACE}
 """
 
 
@@ -184,6 +185,8 @@ def write_swarm(directory: Path, grace: float = 5) -> Path:
     """goondan.yaml of the test swarm in ``directory``."""
     path = directory / "goondan.yaml"
     path.write_text(SWARM.replace("GRACE", str(grace)))
+    # Entry modules live beside the bundle (they must, unless the operator allows otherwise).
+    shutil.copy(FIXTURES / "fault_tools.py", directory / "fault_tools.py")
     return path
 
 

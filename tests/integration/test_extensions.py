@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -16,20 +17,20 @@ from tests.integration.swarm import FIXTURES, write_swarm
 
 pytestmark = pytest.mark.timeout(120)
 
-EXTENSIONS = f"""
+EXTENSIONS = """
 ---
 apiVersion: goondan.ai/v1
 kind: Extension
-metadata: {{name: counter}}
+metadata: {name: counter}
 spec:
-  entry: {FIXTURES}/counting_extension.py
-  config: {{refuse: [fault__crash]}}
+  entry: ./counting_extension.py
+  config: {refuse: [fault__crash]}
 ---
 apiVersion: goondan.ai/v1
 kind: Extension
-metadata: {{name: broken}}
+metadata: {name: broken}
 spec:
-  entry: {FIXTURES}/failing_extension.py
+  entry: ./failing_extension.py
 """
 
 
@@ -53,6 +54,8 @@ def swarm_with(tmp_path: Path, beta_extensions: str) -> Path:
         "      - when: {toolResult: fault__garbage}",
     )
     path.write_text(text + EXTENSIONS)
+    for module in ("counting_extension.py", "failing_extension.py"):
+        shutil.copy(FIXTURES / module, tmp_path / module)
     return path
 
 
