@@ -10,6 +10,7 @@ Orchestrator died), the process exits by itself: no orphans.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -69,6 +70,7 @@ def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
     plan = AgentPlan.model_validate(plan_data)
     # Conversations, metadata and workspace files are the daemon user's alone (0600/0700).
     os.umask(0o077)
+    _no_inherited_fds()
     configure_logging(process=f"agent:{plan.agent_name}")
     try:
         import uvloop
@@ -79,6 +81,16 @@ def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
     sys.stdout.flush()
     log_writer().drain()
     os._exit(code)  # skip interpreter teardown: nothing is left to flush
+
+
+def _no_inherited_fds() -> None:
+    """Descriptors this process was born with (the fork server's and the resource tracker's
+    pipes among them) close on ``exec``: no program a tool starts may hold or write them."""
+    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else ():
+        fd = int(name)
+        if fd > 2:
+            with contextlib.suppress(OSError):
+                os.set_inheritable(fd, False)
 
 
 async def _main(conn: Connection, plan: AgentPlan) -> int:

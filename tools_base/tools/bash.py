@@ -192,6 +192,20 @@ async def _open_capture(fd: int, limit: int) -> _Capture:
     return capture
 
 
+def keep_standard_fds_only() -> None:
+    """In the forked child, before ``exec``: every descriptor but 0–2 closes on ``exec``.
+
+    ``close_fds`` is not honoured by every event loop (uvloop passes the parent's descriptors
+    on), and a command must never reach the agent's IPC pipe or the fork server's and resource
+    tracker's pipes: writing to one of those would take every agent down.
+    """
+    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else ():
+        fd = int(name)
+        if fd > 2:
+            with contextlib.suppress(OSError):
+                os.set_inheritable(fd, False)
+
+
 async def run_process(
     argv: list[str], *, cwd: str, env: dict[str, str], timeout_ms: float, limit: int
 ) -> RunResult:
@@ -217,6 +231,7 @@ async def run_process(
                 stdout=out_w,
                 stderr=err_w,
                 start_new_session=True,
+                preexec_fn=keep_standard_fds_only,
             )
         except OSError as exc:
             raise ToolError(
