@@ -10,7 +10,8 @@ Codes:
 ``E_TOOL_NOT_IN_CATALOG`` the name is not in this Step's catalog, whether or not a tool has it (§7.2)
 ``E_TOOL_NOT_FOUND``      a registry call (when the policy allows them) or a catalog entry names no tool
 ``E_TOOL_INVALID_ARGS``   the arguments fail the export's JSON Schema; the handler did not run
-``E_TOOL_TIMEOUT``        the handler ran past its timeout
+``E_TOOL_TIMEOUT``        the handler ran past its timeout (its own running time)
+``E_TOOL_BUSY``           no tool thread became free within the call's timeout
 ``E_TOOL``                the handler raised anything, ``SystemExit`` and ``KeyboardInterrupt``
                           included (or the exception's own ``code``)
 ``E_TOOL_MIDDLEWARE``     a ``toolCall`` middleware raised, or returned something that is not a result
@@ -25,7 +26,6 @@ import dataclasses
 import difflib
 import functools
 import math
-import os
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -72,6 +72,9 @@ NOT_IN_CATALOG_SUGGESTION = (
 
 
 DEFAULT_MAX_PENDING_CALLS = 16
+TOOL_THREADS = 64
+"""Threads that run sync handlers, per agent process. Idle threads cost next to nothing, and
+many conversations each running one slow sync tool must not starve the others."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -208,8 +211,9 @@ class ToolExecutor:
         self._on_pending_start = on_pending_start
         self._own_pool = thread_pool is None
         self._pool = thread_pool or ThreadPoolExecutor(
-            max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="goondan-tool"
+            max_workers=TOOL_THREADS, thread_name_prefix="goondan-tool"
         )
+        self._pool_size = getattr(self._pool, "_max_workers", TOOL_THREADS)
         self._pending_tasks: set[asyncio.Task[None]] = set()
         self._pending_per_instance: Counter[str] = Counter()
 
@@ -317,6 +321,19 @@ class ToolExecutor:
         timeout = tool.timeout_seconds or self.policy.default_timeout_seconds
         try:
             output = await self._invoke(tool, tool_ctx, args, timeout)
+        except _PoolSaturated as busy:
+            return error_result(
+                ctx.tool_call_id,
+                name,
+                message=(
+                    f"Tool {name!r} could not start within {_seconds(timeout)}: all "
+                    f"{busy.threads} tool threads of this agent are busy with other calls."
+                ),
+                code="E_TOOL_BUSY",
+                name="ToolBusyError",
+                suggestion="Retry later; the agent is running many slow tools at once.",
+                limit=tool.error_message_limit,
+            )
         except _HandlerTimeout:
             return error_result(
                 ctx.tool_call_id,
@@ -346,8 +363,22 @@ class ToolExecutor:
         loop = asyncio.get_running_loop()
         # copy_context() carries structlog's contextvars (agent, trace) into the thread. A
         # thread cannot be killed: on timeout the call fails and the thread's result is dropped.
-        run = functools.partial(contextvars.copy_context().run, tool.handler, tool_ctx, args)
-        output = await _with_deadline(loop.run_in_executor(self._pool, run), seconds)
+        started: asyncio.Future[None] = loop.create_future()
+        call = functools.partial(contextvars.copy_context().run, tool.handler, tool_ctx, args)
+
+        def run() -> Any:
+            loop.call_soon_threadsafe(_resolve, started)
+            return call()
+
+        work = loop.run_in_executor(self._pool, run)
+        # The deadline counts the handler's own running time, not the wait for a free thread
+        # (other conversations' slow tools); a wait as long as the deadline is an error of its own.
+        try:
+            await _with_deadline(asyncio.shield(started), seconds)
+        except _HandlerTimeout:
+            if work.cancel():
+                raise _PoolSaturated(self._pool_size) from None
+        output = await _with_deadline(work, seconds)
         if asyncio.iscoroutine(output) or isinstance(output, asyncio.Future):
             output = await _with_deadline(output, seconds)
         return output
@@ -475,6 +506,19 @@ class _CallContext(ToolCallMiddlewareContext):
 
 class _HandlerTimeout(Exception):
     """The handler's deadline passed."""
+
+
+class _PoolSaturated(Exception):
+    """No tool thread became free within the call's deadline."""
+
+    def __init__(self, threads: int) -> None:
+        super().__init__(threads)
+        self.threads = threads
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class _Deadline:

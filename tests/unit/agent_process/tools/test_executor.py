@@ -642,3 +642,64 @@ async def test_arguments_a_provider_could_not_parse_are_refused(harness: Harness
     assert result.error.code == "E_TOOL_INVALID_ARGS"
     assert "not a JSON object" in result.error.message
     assert ran == []
+
+
+# -- the thread pool: a call's timeout counts its own running time ------------------------------
+
+
+async def test_time_waiting_for_a_thread_does_not_count_against_the_timeout(
+    tmp_path: Path,
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    harness = Harness(tmp_path)
+    harness.executor = ToolExecutor(harness.registry, harness.pipeline, thread_pool=pool)
+    release = threading.Event()
+    harness.add("slow__hold", lambda ctx, args: release.wait(10), timeout_seconds=30)
+    harness.add("quick__run", lambda ctx, args: "ran", timeout_seconds=1.0)
+    holding = asyncio.ensure_future(harness.call("slow__hold"))
+    queued = asyncio.ensure_future(harness.call("quick__run", call_id="call-2"))
+    await asyncio.sleep(0.6)  # the quick call has waited more than half its timeout for a thread
+    release.set()
+    result = await asyncio.wait_for(queued, 5)
+    assert (result.status, result.output) == ("ok", "ran")  # not E_TOOL_TIMEOUT
+    await asyncio.wait_for(holding, 5)
+    pool.shutdown()
+
+
+async def test_a_call_that_gets_no_thread_in_time_is_busy_not_timed_out(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    harness = Harness(tmp_path)
+    harness.executor = ToolExecutor(harness.registry, harness.pipeline, thread_pool=pool)
+    release = threading.Event()
+    ran: list[bool] = []
+    harness.add("slow__hold", lambda ctx, args: release.wait(10), timeout_seconds=30)
+    harness.add("quick__run", lambda ctx, args: ran.append(True), timeout_seconds=0.2)
+    holding = asyncio.ensure_future(harness.call("slow__hold"))
+    result = await asyncio.wait_for(harness.call("quick__run", call_id="call-2"), 5)
+    assert result.error is not None
+    assert result.error.code == "E_TOOL_BUSY"
+    assert "all 1 tool threads" in result.error.message
+    release.set()
+    await asyncio.wait_for(holding, 5)
+    pool.shutdown(wait=True)
+    assert ran == []  # the refused call never ran later either
+
+
+async def test_many_slow_sync_calls_do_not_starve_a_quick_one(tmp_path: Path) -> None:
+    harness = Harness(tmp_path)
+    release = threading.Event()
+    harness.add("slow__hold", lambda ctx, args: release.wait(10), timeout_seconds=30)
+    harness.add("quick__run", lambda ctx, args: "ran", timeout_seconds=1.0)
+    holding = [
+        asyncio.ensure_future(harness.call("slow__hold", call_id=f"slow-{n}"))
+        for n in range(40)  # more than the min(32, cpus + 4) threads of the default pool
+    ]
+    result = await asyncio.wait_for(harness.call("quick__run", call_id="quick"), 5)
+    assert (result.status, result.output) == ("ok", "ran")
+    release.set()
+    await asyncio.wait_for(asyncio.gather(*holding), 10)
+    await harness.executor.aclose()
