@@ -21,25 +21,49 @@ Command = Callable[[argparse.Namespace], int]
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Validate a goondan.yaml: exit 0 with a summary, or list every error and exit 1."""
+    """Validate a goondan.yaml: exit 0 with a summary, or list every error and exit 1.
+
+    The checks that import Tool and Extension modules run in a child process with a deadline
+    (:mod:`orchestrator.validation`), so no module can end or wedge this command.
+    """
+    from bundle import ConfigIssue
+    from orchestrator.validation import validate_in_child
+
     path = Path(args.file)
-    try:
-        bundle = load_bundle(path, check_handlers=not args.no_handlers)
-    except BundleError as exc:
-        if args.json:
-            print(
-                json.dumps({"valid": False, "errors": [e.to_json() for e in exc.errors]}, indent=2)
-            )
-        else:
-            for issue in exc.errors:
-                print(issue.format(), file=sys.stderr)
-            count = len(exc.errors)
-            print(f"{count} error{'s' if count != 1 else ''} in {path}", file=sys.stderr)
-        return 1
+    if args.verdict_from_child:
+        return _validate_here(path, check_handlers=not args.no_handlers)
+    verdict = validate_in_child(path, check_handlers=not args.no_handlers)
     if args.json:
-        print(json.dumps({"valid": True, "errors": [], "summary": bundle.summary()}, indent=2))
-    else:
-        print(f"{path}: valid ({bundle.summary()})")
+        print(json.dumps(verdict, indent=2))
+        return 0 if verdict.get("valid") else 1
+    if verdict.get("valid"):
+        print(f"{path}: valid ({verdict.get('summary')})")
+        return 0
+    errors = verdict.get("errors") or []
+    for error in errors:
+        issue = ConfigIssue(
+            code=str(error.get("code")),
+            message=str(error.get("message")),
+            file=Path(error["file"]) if error.get("file") else None,
+            line=error.get("line"),
+            column=error.get("column"),
+            resource=error.get("resource"),
+            field=error.get("field"),
+            suggestion=error.get("suggestion"),
+        )
+        print(issue.format(), file=sys.stderr)
+    print(f"{len(errors)} error{'s' if len(errors) != 1 else ''} in {path}", file=sys.stderr)
+    return 1
+
+
+def _validate_here(path: Path, *, check_handlers: bool) -> int:
+    """The child's side of ``validate``: load, check, print the verdict as JSON."""
+    try:
+        bundle = load_bundle(path, check_handlers=check_handlers)
+    except BundleError as exc:
+        print(json.dumps({"valid": False, "errors": [e.to_json() for e in exc.errors]}))
+        return 1
+    print(json.dumps({"valid": True, "errors": [], "summary": bundle.summary()}))
     return 0
 
 
@@ -368,6 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let entry modules and systemRef files lie outside the bundle directory",
     )
+    validate.add_argument(
+        "--verdict-from-child", action="store_true", help=argparse.SUPPRESS
+    )  # internal: the child process that runs the checks
     validate.set_defaults(run=cmd_validate)
 
     run = commands.add_parser("run", help="run a swarm (one --input, or as a daemon)")

@@ -401,6 +401,23 @@ class Supervisor:
         handle.restarts += 1
         return await self.ensure_running(name)
 
+    def is_down(self, name: str) -> bool:
+        """Crashed or backing off, waiting to be restarted."""
+        return self.handles[name].status in (
+            ProcessStatus.CRASHED,
+            ProcessStatus.CRASH_LOOP_BACK_OFF,
+        )
+
+    async def start_afresh(self, name: str) -> AgentHandle:
+        """Start a down agent now, its crash count and backoff forgotten (its plan changed)."""
+        handle = self.handles[name]
+        handle.consecutive_crashes = 0
+        handle.next_start_at = self._clock()
+        handle.boot_error = None
+        handle.restarts += 1
+        self._set_status(handle, ProcessStatus.TERMINATED)
+        return await self.ensure_running(name)
+
     def stop_restarting(self) -> None:
         """The swarm is stopping: from now on an exit is expected and nothing is (re)started.
 

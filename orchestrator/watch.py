@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from bundle import Bundle, BundleError, load_bundle
+from orchestrator.validation import validate_timeout
 
 if TYPE_CHECKING:
     from orchestrator.daemon import Orchestrator
@@ -69,7 +70,11 @@ class Watcher:
             now = _snapshot(self._files)
             if now != self._seen:
                 self._seen = now
-                outcome = await self.apply()
+                try:
+                    outcome = await self.apply()
+                except Exception as exc:  # the watcher outlives every failure it meets
+                    self.log.exception("configuration change failed")
+                    outcome = {"valid": False, "errors": [repr(exc)], "restarted": []}
                 self.outcomes.put_nowait(outcome)
 
     async def apply(self) -> dict[str, Any]:
@@ -96,7 +101,12 @@ class Watcher:
 
 
 async def _validate(path: Path) -> list[str]:
-    """Every configuration error of ``path``, found by ``validate`` in a fresh interpreter."""
+    """Every configuration error of ``path``, found by ``validate`` in a fresh interpreter.
+
+    Only an explicit verdict counts: a validator that exits without one (a module that calls
+    ``os._exit(0)`` at import) or does not finish in time (one that loops) rejects the change,
+    and a validator still running is killed, never left behind.
+    """
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -108,14 +118,23 @@ async def _validate(path: Path) -> list[str]:
         stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL,
     )
-    stdout, stderr = await process.communicate()
-    if process.returncode == 0:
-        return []
+    try:
+        async with asyncio.timeout(validate_timeout() + 5):  # the validator's own, plus start-up
+            stdout, stderr = await process.communicate()
+    except TimeoutError:
+        return [f"validation did not finish within {validate_timeout():g} s"]
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
     try:
         report = json.loads(stdout)
-        return [
-            f"{e.get('file')}:{e.get('line')}: {e.get('resource')}: {e.get('field')}: {e.get('message')} ({e.get('code')})"
-            for e in report.get("errors", [])
-        ]
     except ValueError:
-        return [stderr.decode(errors="replace").strip() or "validation failed"]
+        detail = stderr.decode(errors="replace").strip()
+        return [detail or "validation ended without a verdict"]
+    if report.get("valid") is True:
+        return []
+    return [
+        f"{e.get('file')}:{e.get('line')}: {e.get('resource')}: {e.get('field')}: {e.get('message')} ({e.get('code')})"
+        for e in report.get("errors", [])
+    ] or ["validation failed"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,10 +76,11 @@ def test_an_internal_error_is_one_line_unless_debug(
         raise RuntimeError("a bug of ours")
 
     monkeypatch.setattr(orchestrator.cli, "load_bundle", explode)
-    assert main(["validate", str(EXAMPLE)]) == 1
+    # in this process: the side of validate that a child runs
+    assert main(["validate", str(EXAMPLE), "--verdict-from-child"]) == 1
     err = capsys.readouterr().err
     assert err == "internal error: RuntimeError: a bug of ours (rerun with --debug)\n"
-    assert main(["--debug", "validate", str(EXAMPLE)]) == 1
+    assert main(["--debug", "validate", str(EXAMPLE), "--verdict-from-child"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err
     assert err.endswith("internal error: RuntimeError: a bug of ours (rerun with --debug)\n")
@@ -149,3 +151,40 @@ def test_the_schema_describes_fields_for_editors(schema: dict[str, Any]) -> None
     assert tool["errorMessageLimit"]["default"] == 1000
     assert "1000" in tool["errorMessageLimit"]["description"]
     assert schema["oneOf"][2]["description"].startswith("``kind: Tool``")
+
+
+def _tool_bundle(tmp_path: Path, module: str) -> Path:
+    (tmp_path / "tool.py").write_text(module)
+    path = tmp_path / "goondan.yaml"
+    path.write_text(
+        "apiVersion: goondan.ai/v1\nkind: Tool\nmetadata: {name: t}\n"
+        "spec: {entry: ./tool.py, exports: [{name: run}]}\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("module", "expected"),
+    [
+        ("import os\nos._exit(0)\n", "without a verdict"),  # exit 0 with no output, before
+        ("while True:\n    pass\n", "did not finish within 2 s"),  # hung validate forever
+    ],
+)
+def test_a_module_that_exits_or_loops_at_import_fails_validation(
+    tmp_path: Path, module: str, expected: str
+) -> None:
+    path = _tool_bundle(tmp_path, module)
+    env = {"GOONDAN_VALIDATE_TIMEOUT": "2", "GOONDAN_ALLOW_OUTSIDE_BUNDLE": "0"}
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **env},
+    )
+    assert done.returncode == 1
+    assert expected in done.stderr
+    assert "E_CONFIG_ENTRY_LOAD_FAILED" in done.stderr
+    leftover = subprocess.run(["pgrep", "-f", str(path)], capture_output=True, check=False)
+    assert leftover.stdout == b""  # the stuck child was killed, not left behind

@@ -1,0 +1,99 @@
+"""Validation in a child process: importing a bundle's modules cannot stop or wedge the caller.
+
+``validate`` imports every Tool and Extension module to check its handlers. A module may do
+anything at import: exit (``os._exit(0)``), loop forever, or corrupt the interpreter. So the
+check runs in a child that dies with its parent, within a deadline, and only an explicit verdict
+it prints counts: an exit without one, or no verdict in time, is a failure of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+VALIDATE_TIMEOUT_SECONDS = 60.0
+"""How long the import checks of one validation may take (``GOONDAN_VALIDATE_TIMEOUT``)."""
+
+
+def validate_timeout() -> float:
+    """:data:`VALIDATE_TIMEOUT_SECONDS`, or ``GOONDAN_VALIDATE_TIMEOUT`` seconds when set."""
+    try:
+        value = float(os.environ.get("GOONDAN_VALIDATE_TIMEOUT", VALIDATE_TIMEOUT_SECONDS))
+    except ValueError:
+        return VALIDATE_TIMEOUT_SECONDS
+    return value if 0 < value < float("inf") else VALIDATE_TIMEOUT_SECONDS
+
+
+CHILD_FLAG = "--verdict-from-child"
+"""Internal: the child that runs the checks and prints the verdict."""
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before ``exec``: SIGKILL when the parent dies (Linux)."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: the timeout still bounds it
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def validate_in_child(
+    path: Path, *, check_handlers: bool, timeout: float | None = None
+) -> dict[str, Any]:
+    """The verdict ``{valid, errors: [issue JSON], summary?}`` of a child validating ``path``."""
+    timeout = validate_timeout() if timeout is None else timeout
+    command = [sys.executable, "-m", "orchestrator", "validate", str(path), "--json", CHILD_FLAG]
+    if not check_handlers:
+        command.append("--no-handlers")
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+    except subprocess.TimeoutExpired:  # run() has killed the child
+        return _failure(
+            path,
+            f"the import check did not finish within {timeout:g} s "
+            "(a Tool or Extension module may loop while it is imported)",
+        )
+    try:
+        verdict = json.loads(done.stdout)
+    except ValueError:
+        verdict = None
+    if not isinstance(verdict, dict) or "valid" not in verdict:
+        how = f"exit code {done.returncode}" if done.returncode >= 0 else "a signal"
+        detail = done.stderr.strip().splitlines()[-1:] if done.stderr.strip() else []
+        return _failure(
+            path,
+            f"the import check ended ({how}) without a verdict "
+            "(a Tool or Extension module may exit while it is imported)"
+            + (f": {detail[0]}" if detail else ""),
+        )
+    return verdict
+
+
+def _failure(path: Path, message: str) -> dict[str, Any]:
+    return {
+        "valid": False,
+        "errors": [
+            {
+                "code": "E_CONFIG_ENTRY_LOAD_FAILED",
+                "message": message,
+                "file": str(path),
+                "line": None,
+                "resource": None,
+                "field": None,
+                "suggestion": "import each module by hand to see what it does at import time",
+            }
+        ],
+    }
