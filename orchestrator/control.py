@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import socket
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,15 @@ if TYPE_CHECKING:
 
 SOCKET_NAME = "control.sock"
 MAX_REQUEST_BYTES = 1024 * 1024
+LISTEN_BACKLOG = 4096
+"""Connections the kernel queues before the daemon accepts them (many CLI calls at once)."""
+MAX_CONNECTIONS = 256
+"""Open control connections; one more closes the connection idle the longest to make room,
+so an operator's ``status`` always gets through."""
+IDLE_SECONDS = 30.0
+"""A connection that sends no request for this long is closed."""
+CONNECT_RETRY_SECONDS = 10.0
+"""How long a client retries a connect the kernel refused for a full backlog."""
 
 
 class DaemonAlreadyRunning(RuntimeError):
@@ -72,6 +82,8 @@ class ControlServer:
         self.path = path
         self._server: asyncio.AbstractServer | None = None
         self._owned = False
+        self._idle: dict[asyncio.StreamWriter, float] = {}
+        """Open connections waiting for a request, with the time they started waiting."""
         self.log = structlog.get_logger("goondan.control")
 
     async def start(self) -> None:
@@ -87,7 +99,7 @@ class ControlServer:
         previous = os.umask(0o177)  # the socket is born 0600: no window where others may connect
         try:
             self._server = await asyncio.start_unix_server(
-                self._serve, path=str(self.path), limit=MAX_REQUEST_BYTES
+                self._serve, path=str(self.path), limit=MAX_REQUEST_BYTES, backlog=LISTEN_BACKLOG
             )
         finally:
             os.umask(previous)
@@ -107,8 +119,19 @@ class ControlServer:
                 self.path.unlink()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._make_room()
         try:
-            while line := await reader.readline():
+            while True:
+                self._idle[writer] = time.monotonic()
+                try:
+                    async with asyncio.timeout(IDLE_SECONDS):
+                        line = await reader.readline()
+                except TimeoutError:
+                    return
+                finally:
+                    self._idle.pop(writer, None)
+                if not line:
+                    return
                 try:
                     request = json.loads(line)
                     answer = await self.handle(request if isinstance(request, dict) else {})
@@ -119,7 +142,19 @@ class ControlServer:
         except (ConnectionError, asyncio.LimitOverrunError, ValueError):
             pass
         finally:
+            self._idle.pop(writer, None)
             writer.close()
+
+    def _make_room(self) -> None:
+        """At the connection cap, close the connections idle the longest (never one whose
+        request is being answered), so idle clients cannot lock operators out."""
+        excess = len(self._idle) + 1 - MAX_CONNECTIONS
+        if excess <= 0:
+            return
+        for writer in sorted(self._idle, key=self._idle.__getitem__)[:excess]:
+            self._idle.pop(writer, None)
+            writer.close()
+        self.log.warning("control connections at the cap; closed the longest idle", closed=excess)
 
     async def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         """Answer one request."""
@@ -244,10 +279,7 @@ def control_request(
     path = socket_path(state_dir)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
         client.settimeout(timeout)
-        try:
-            client.connect(str(path))
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            raise NoDaemon(f"no daemon is running for {state_dir} (no answer on {path})") from exc
+        _connect(client, path, state_dir)
         data = b""
         try:
             client.sendall(json.dumps(request).encode() + b"\n")
@@ -267,3 +299,22 @@ def control_request(
     except ValueError as exc:
         raise NoAnswer("the daemon sent an answer that is not JSON") from exc
     return answer if isinstance(answer, dict) else {"ok": False, "error": "malformed answer"}
+
+
+def _connect(client: socket.socket, path: Path, state_dir: Path) -> None:
+    """Connect, retrying while the kernel refuses for a full backlog (``EAGAIN``)."""
+    deadline = time.monotonic() + CONNECT_RETRY_SECONDS
+    delay = 0.01
+    while True:
+        try:
+            client.connect(str(path))
+            return
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise NoDaemon(f"no daemon is running for {state_dir} (no answer on {path})") from exc
+        except BlockingIOError as exc:  # the daemon is busy accepting others: retry shortly
+            if time.monotonic() >= deadline:
+                raise NoAnswer(
+                    f"the daemon accepted no connection within {CONNECT_RETRY_SECONDS:g} s"
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)

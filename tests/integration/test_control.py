@@ -216,3 +216,39 @@ def test_the_daemon_dying_during_a_send_is_its_own_error(daemon: Daemon, tmp_pat
     assert client.returncode == EXIT_NO_ANSWER, stderr
     assert "the daemon went away before answering" in stderr
     assert "internal error" not in stderr
+
+
+def test_hundreds_of_concurrent_requests_are_all_answered(daemon: Daemon, tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from orchestrator.control import control_request
+
+    state = tmp_path / ".goondan"
+    with ThreadPoolExecutor(max_workers=600) as pool:
+        answers = list(pool.map(lambda _: control_request(state, {"cmd": "status"}), range(600)))
+    assert all(a.get("ok") for a in answers)
+
+
+def test_idle_connections_cannot_lock_operators_out(daemon: Daemon, tmp_path: Path) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    # The usual limit of a service: fewer descriptors than the connections below.
+    resource.prlimit(daemon.process.pid, resource.RLIMIT_NOFILE, (1024, 1024))
+    path = str(tmp_path / ".goondan" / "control.sock")
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(1100):  # more than the daemon's 1024 descriptors
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.connect(path)
+            idle.append(client)
+        status = cli(tmp_path, "status", "--json")
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["ok"] is True
+        restarted = cli(tmp_path, "restart", "alpha")
+        assert restarted.returncode == 0, restarted.stderr
+    finally:
+        for client in idle:
+            client.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
