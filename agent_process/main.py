@@ -55,6 +55,24 @@ EXIT_BOOT_FAILURE = 78
 (the two packages share no code, only this protocol value)."""
 
 
+EXIT_BROKEN_FDS = 71
+"""Exit code of an agent that found its stdin, stdout or stderr closed or replaced by a tool
+(``EX_OSERR``): a crash the supervisor restarts, with the reason in ``status``."""
+
+
+def standard_fd_identities() -> tuple[tuple[int, int] | None, ...]:
+    """``(device, inode)`` of fds 0, 1 and 2 (``None`` for a closed one)."""
+    identities: list[tuple[int, int] | None] = []
+    for fd in (0, 1, 2):
+        try:
+            stat = os.fstat(fd)
+        except OSError:
+            identities.append(None)
+        else:
+            identities.append((stat.st_dev, stat.st_ino))
+    return tuple(identities)
+
+
 MAX_INBOX_PER_INSTANCE = 256
 """Messages (background completions, async answers, send reports) an instance's inbox holds."""
 
@@ -119,6 +137,8 @@ class AgentProcess:
         self.correlations = Correlations()
         self.inboxes: dict[str, list[Message]] = {}
         self.pending = PendingLedger()
+        self._exit_code = 0
+        self._standard_fds = standard_fd_identities()
         self.draining = False
         self.log = structlog.get_logger("goondan.agent").bind(agent=self.name, pid=os.getpid())
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -241,7 +261,33 @@ class AgentProcess:
         self.log.info("agent ready")
         await self._finished.wait()
         await self._stop()
-        return 0
+        return self._exit_code
+
+    def _check_standard_fds(self) -> None:
+        """After each Turn: a tool that closed or replaced stdin, stdout or stderr leaves the
+        process half-broken (logs lost, or written into whatever file took the number), so
+        the agent exits to be restarted clean rather than serve on like that."""
+        now = standard_fd_identities()
+        if now == self._standard_fds:
+            return
+        broken = [fd for fd in (0, 1, 2) if now[fd] != self._standard_fds[fd]]
+        self._send_quietly(
+            event(
+                self.name,
+                ORCHESTRATOR,
+                "runtime_event",
+                event={
+                    "type": "process.broken_fds",
+                    "timestamp": utc_now(),
+                    "agentName": self.name,
+                    "fds": broken,
+                },
+            )
+        )
+        self._exit_code = EXIT_BROKEN_FDS
+        if not self.draining:  # let the other conversations' running Turns finish first
+            grace = self.plan.shutdown_grace_seconds
+            self._begin_shutdown({"gracePeriodMs": int(grace * 1000), "reason": "broken_fds"})
 
     def on_message(self, message: IpcMessage) -> None:
         """Dispatch one message from the Orchestrator (called by the channel)."""
@@ -398,6 +444,7 @@ class AgentProcess:
                 self._send_quietly(
                     event(self.name, ORCHESTRATOR, "restart_request", reason=result.restart_reason)
                 )
+            self._check_standard_fds()
 
         future.add_done_callback(finished)
 

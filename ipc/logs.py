@@ -35,6 +35,7 @@ class LineWriter:
 
     def __init__(self, fd: int, capacity: int = LOG_QUEUE_LINES) -> None:
         self._fd = fd
+        self._identity = _identity(fd)
         self._lines: queue.Queue[str] = queue.Queue(capacity)
         self._dropped = 0
         self._unreported = 0
@@ -85,6 +86,11 @@ class LineWriter:
                 self._idle.set()
 
     def _write(self, data: bytes) -> None:
+        if _identity(self._fd) != self._identity:
+            # Closed, or the number now names another file (a tool closed stderr and
+            # something reused 2): writing would corrupt that file. Drop and count.
+            self._count_drop()
+            return
         try:
             while data:
                 data = data[os.write(self._fd, data) :]
@@ -95,6 +101,14 @@ class LineWriter:
         with self._lock:
             self._dropped += 1
             self._unreported += 1
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        stat = os.fstat(fd)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 _writer: LineWriter | None = None

@@ -30,6 +30,8 @@ spec:
     - name: close_pipe
     - name: big
     - name: workdir
+    - name: close_fd
+      parameters: {type: object, properties: {fd: {type: integer}}}
     - name: chatter
       parameters: {type: object, properties: {count: {type: integer}}}
     - name: odd_delegate
@@ -106,6 +108,10 @@ spec:
         call: {tool: fault__chatter, args: {count: "{n:int}"}}
       - when: {toolResult: fault__chatter}
         reply: "logged {result}"
+      - when: {input: "^closefd (?P<fd>\\\\d)$"}
+        call: {tool: fault__close_fd, args: {fd: "{fd:int}"}}
+      - when: {toolResult: fault__close_fd}
+        reply: "{result}"
       - when: {input: "^workdir$"}
         call: {tool: fault__workdir}
       - when: {toolResult: fault__workdir}

@@ -55,3 +55,18 @@ async def test_a_delegate_whose_payload_is_not_an_object_is_refused_at_once(
     assert await ask(swarm, "odd delegate") == "IPC_MALFORMED_PAYLOAD"
     assert swarm.router.pending == {}
     assert await ask(swarm, "hello") == "beta got: hello"
+
+
+@pytest.mark.parametrize("fd", [0, 1, 2])
+async def test_an_agent_whose_standard_fds_a_tool_closed_restarts_clean(
+    swarm: Orchestrator, fd: int
+) -> None:
+    beta = swarm.supervisor.handles["beta"]
+    pid = int(await ask(swarm, "pid"))
+    assert await ask(swarm, f"closefd {fd}") == "closed"  # the Turn still answers
+    async with asyncio.timeout(30):
+        await swarm.supervisor.wait_until(lambda: beta.pid not in (None, pid))
+        await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
+    assert beta.last_exit is not None
+    assert beta.last_exit.exitcode == 71  # EX_OSERR: broken standard descriptors
+    assert await ask(swarm, "hello") == "beta got: hello"
