@@ -48,6 +48,7 @@ from ipc import (
 )
 from ipc.logs import configure_logging, log_writer
 from ipc.messages import TurnFailed
+from ipc.scope import SCOPE_ENV, kill_scope, new_scope
 from tools_base import AgentInfo, Message, MessageSource
 
 EXIT_BOOT_FAILURE = 78
@@ -89,6 +90,8 @@ def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
     # Conversations, metadata and workspace files are the daemon user's alone (0600/0700).
     os.umask(0o077)
     _no_inherited_fds()
+    # Every program a tool starts carries this token, so none outlives the agent.
+    os.environ[SCOPE_ENV] = new_scope()
     configure_logging(process=f"agent:{plan.agent_name}")
     try:
         import uvloop
@@ -253,7 +256,15 @@ class AgentProcess:
             await self._flush()
             return EXIT_BOOT_FAILURE
         try:
-            self._send(event(self.name, ORCHESTRATOR, "ready", pid=os.getpid()))
+            self._send(
+                event(
+                    self.name,
+                    ORCHESTRATOR,
+                    "ready",
+                    pid=os.getpid(),
+                    scope=os.environ.get(SCOPE_ENV),
+                )
+            )
         except Exception:  # the Orchestrator left while we booted: nobody to serve
             self.log.info("orchestrator gone before the agent was ready; exiting")
             await self._stop()
@@ -580,6 +591,9 @@ class AgentProcess:
             await self.executor.aclose()
         if self.extensions is not None:
             await self.extensions.aclose()
+        killed = kill_scope(os.environ.get(SCOPE_ENV))
+        if killed:
+            self.log.info("tool programs ended with the agent", pids=killed)
         self.channel.close()
 
     # -- reporting -----------------------------------------------------------------------

@@ -27,6 +27,7 @@ from ipc import (
     IpcMessage,
     ShutdownMessage,
 )
+from ipc.scope import kill_scope
 from orchestrator.status import ExitInfo, ProcessStatus, next_restart_delay
 from orchestrator.transport import Transport, Worker
 
@@ -59,6 +60,8 @@ class AgentHandle:
     ready: asyncio.Future[None] | None = None
     stopping: bool = False
     shutdown_acked: asyncio.Event = field(default_factory=asyncio.Event)
+    scope: str | None = None
+    """The agent's process scope (``ipc.scope``), reported when it is ready."""
 
     @property
     def ready_now(self) -> bool:
@@ -227,6 +230,8 @@ class Supervisor:
         if kind == "ready":
             self._set_status(handle, ProcessStatus.IDLE)
             handle.boot_error = None
+            scope = message.fields.get("scope")
+            handle.scope = scope if isinstance(scope, str) and scope else None
             if handle.ready is not None and not handle.ready.done():
                 handle.ready.set_result(None)
             self.log.info("agent ready", agent=handle.name, pid=handle.pid)
@@ -251,6 +256,11 @@ class Supervisor:
     async def _watch(self, handle: AgentHandle, worker: Worker) -> None:
         info = await worker.exited
         worker.channel.close()
+        # Whatever its tools started and left behind dies with it, even after a SIGKILL.
+        killed = kill_scope(handle.scope)
+        if killed:
+            self.log.info("tool programs of an exited agent killed", agent=handle.name, pids=killed)
+        handle.scope = None
         if handle.worker is not worker:
             return
         handle.worker = None

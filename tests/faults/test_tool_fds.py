@@ -68,3 +68,52 @@ async def test_tool_programs_see_only_the_standard_descriptors(tmp_path: Path) -
             assert orchestrator.supervisor.handles["shell"].last_exit is None
         finally:
             await orchestrator.shutdown()
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+DETACH = (
+    "setsid sh -c 'echo $$ > {name}.tmp && mv {name}.tmp {name}.pid; exec sleep 300' "
+    ">/dev/null 2>&1 < /dev/null & while [ ! -s {name}.pid ]; do :; done; echo started"
+)
+
+
+async def test_no_program_a_tool_started_outlives_its_agent(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    (tmp_path / "goondan.yaml").write_text(SWARM)
+    orchestrator = Orchestrator(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
+    workspace = tmp_path / "state" / "agents" / "shell" / "instances" / "default" / "workspace"
+    shell = orchestrator.supervisor.handles["shell"]
+    async with asyncio.timeout(60):
+        await orchestrator.start()
+        try:
+            # a job left in the call's group ends with the call
+            background = await orchestrator.request("run sleep 300 & echo $!")
+            assert not alive(int(background["output"].strip()))
+            # one that left the group (setsid) ends with its agent, even a SIGKILLed one
+            assert (await orchestrator.request(f"run {DETACH.format(name='a')}"))[
+                "output"
+            ].strip() == "started"
+            detached = int((workspace / "a.pid").read_text())
+            assert alive(detached)  # it survived the end of its call
+            assert shell.pid is not None
+            os.kill(shell.pid, signal.SIGKILL)
+            await orchestrator.supervisor.wait_until(lambda: shell.last_exit is not None)
+            assert not alive(detached)
+            # and with a graceful stop of the swarm
+            assert (await orchestrator.request(f"run {DETACH.format(name='b')}"))[
+                "output"
+            ].strip() == "started"
+            second = int((workspace / "b.pid").read_text())
+            assert alive(second)
+        finally:
+            await orchestrator.shutdown()
+    assert not alive(second)

@@ -27,8 +27,10 @@ Behaviour:
   ``maxOutputBytes``; the rest is read and dropped so the command never blocks on a full
   pipe. ``stdoutTruncated``/``stderrTruncated`` say which stream was cut and ``truncated``
   is their OR. Output is decoded as UTF-8, invalid bytes replaced.
-* When the command exits, output still buffered is collected for up to 200 ms. A background
-  job (``cmd &``) is left running, but whatever it prints after that is lost: redirect it.
+* When the command exits, output still buffered is collected for up to 200 ms; then the
+  command's whole process group is killed, so background jobs (``cmd &``, ``nohup cmd &``)
+  end with the call. A program that left the group (``setsid``) is ended when its agent stops
+  or dies (see the agent's process scope).
 * The command does not inherit the agent's environment, which holds provider keys and other
   secrets: it gets only ``PATH``, ``HOME``, ``LANG``, ``LC_*``, ``TZ`` and ``TMPDIR`` from it,
   plus the names config ``passEnv`` lists, plus the call's ``env``.
@@ -86,7 +88,7 @@ REAP_GRACE_SECONDS = 1.0
 OUTSIDE_WORKDIR = "E_BASH_PATH_OUTSIDE_WORKDIR"
 
 
-INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_*", "TZ", "TMPDIR")
+INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_*", "TZ", "TMPDIR", "GOONDAN_AGENT_SCOPE")
 """What a command gets of the agent's environment without config: nothing secret."""
 
 
@@ -251,6 +253,8 @@ async def run_process(
                 timed_out = True
                 await _terminate_group(proc)
             await asyncio.wait([c.closed for c in captures], timeout=DRAIN_GRACE_SECONDS)
+            # The call is over: so are the jobs it left in its group (`cmd &`, `nohup cmd &`).
+            _signal_group(proc.pid, signal.SIGKILL)
         except BaseException:  # cancelled (the executor's timeout) or a bug: leave nothing behind
             if proc.returncode is None:
                 _signal_group(proc.pid, signal.SIGKILL)

@@ -193,13 +193,16 @@ async def test_stdin_is_empty(ctx: ToolContext) -> None:
     assert out["stdout"] == "done\n"
 
 
-async def test_background_job_does_not_hold_the_call(ctx: ToolContext) -> None:
-    out = await run(ctx, command="sleep 60 & echo $!", timeoutMs=20_000)
+async def test_background_job_does_not_hold_the_call_and_ends_with_it(ctx: ToolContext) -> None:
+    out = await run(
+        ctx, command="sleep 60 & nohup sleep 61 >/dev/null 2>&1 & echo $!", timeoutMs=20_000
+    )
     pid = int(out["stdout"].strip())
     try:
         assert out["exitCode"] == 0
         assert out["timedOut"] is False
         assert out["durationMs"] < 10_000
+        await wait_process_gone(pid)  # the call's process group ended with it
     finally:
         kill_if_alive(pid)
 
