@@ -13,8 +13,10 @@ import asyncio
 import contextlib
 import json
 import os
+import resource
 import signal
 import sys
+import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,8 @@ EXIT_BOOT_FAILURE = 78
 (the two packages share no code, only this protocol value)."""
 
 
+EXIT_MEMORY_LIMIT = 72
+"""Exit code of an agent that ran out of its ``limits.memoryMiB`` outside a tool."""
 EXIT_BROKEN_FDS = 71
 """Exit code of an agent that found its stdin, stdout or stderr closed or replaced by a tool
 (``EX_OSERR``): a crash the supervisor restarts, with the reason in ``status``."""
@@ -92,6 +96,8 @@ def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
     _no_inherited_fds()
     # Every program a tool starts carries this token, so none outlives the agent.
     os.environ[SCOPE_ENV] = new_scope()
+    if plan.memory_limit_mib is not None:
+        _limit_memory(plan.memory_limit_mib)
     configure_logging(process=f"agent:{plan.agent_name}")
     try:
         import uvloop
@@ -99,9 +105,26 @@ def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
         code = uvloop.run(_main(conn, plan))
     except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
         code = asyncio.run(_main(conn, plan))
+    except MemoryError:  # past Agent.spec.limits.memoryMiB outside any tool: a clean crash
+        structlog.get_logger("goondan.agent").error(
+            "memory limit reached", agent=plan.agent_name, limit_mib=plan.memory_limit_mib
+        )
+        code = EXIT_MEMORY_LIMIT
     sys.stdout.flush()
     log_writer().drain()
     os._exit(code)  # skip interpreter teardown: nothing is left to flush
+
+
+def _limit_memory(mib: int) -> None:
+    """Cap the process's data (heap, anonymous mappings, thread stacks) at ``mib`` MiB.
+
+    Tool threads get 1 MiB stacks under a limit, so the 64 of them fit in it; an allocation
+    past the limit raises ``MemoryError`` where it happens instead of growing until the host
+    runs out.
+    """
+    threading.stack_size(1024 * 1024)
+    limit = mib * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
 def _no_inherited_fds() -> None:

@@ -232,6 +232,7 @@ class Bundle:
             request_timeout_seconds=swarm_spec.policy.request_timeout_seconds,
             shutdown_grace_seconds=swarm_spec.policy.shutdown.grace_period_seconds,
             allow_spawn_outside_state=swarm_spec.policy.allow_spawn_outside_state,
+            memory_limit_mib=spec.limits.memory_mib,
             state_dir=str(state_dir),
         )
 

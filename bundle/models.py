@@ -344,6 +344,19 @@ class Prompt(_Spec):
         return self
 
 
+class AgentLimits(_Spec):
+    """Resource limits of one AgentProcess."""
+
+    memory_mib: int | None = Field(
+        default=None,
+        alias="memoryMiB",
+        ge=128,
+        le=1_048_576,
+        description="Heap and thread memory of the agent process, in MiB: past it, allocations "
+        "fail (a tool gets E_TOOL MemoryError; the agent itself exits with code 72).",
+    )
+
+
 class ToolPolicy(_Spec):
     """How the agent's tool calls are checked."""
 
@@ -382,6 +395,9 @@ class AgentSpec(_Spec):
         default_factory=list, description="Full tool names; one must succeed in every Turn."
     )
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy, description="Tool-call policy.")
+    limits: AgentLimits = Field(
+        default_factory=lambda: AgentLimits(), description="Resource limits of the agent's process."
+    )
 
 
 class ShutdownPolicy(_Spec):

@@ -84,6 +84,8 @@ class AgentPlan(_Plan):
     max_steps_per_turn: int = 32
     request_timeout_seconds: float = 60.0
     shutdown_grace_seconds: float = 30.0
+    memory_limit_mib: int | None = None
+    """``Agent.spec.limits.memoryMiB``: the agent's data limit (``RLIMIT_DATA``)."""
     allow_spawn_outside_state: bool = False
     """``Swarm.spec.policy.allowSpawnOutsideState``: spawn workdirs may leave the state dir."""
     state_dir: str

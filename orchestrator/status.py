@@ -19,6 +19,14 @@ reports the reason, since restarting cannot fix a broken configuration.
 """
 
 
+EXIT_REASONS = {
+    EXIT_BOOT_FAILURE: "cannot boot",
+    71: "a tool broke stdin, stdout or stderr",
+    72: "memory limit reached",
+}
+"""What the exit codes AgentProcesses reserve mean (shown in ``status`` as the last exit)."""
+
+
 class ProcessStatus(enum.StrEnum):
     """Lifecycle of one AgentProcess (DESIGN.md "Supervision")."""
 
@@ -54,9 +62,12 @@ class ExitInfo:
         return self.exitcode == EXIT_BOOT_FAILURE
 
     def describe(self) -> str:
-        """``exit code 1`` or ``signal SIGKILL``."""
+        """``exit code 1`` or ``signal SIGKILL``, with the reason of a code agents reserve."""
         name = self.signal_name
-        return f"signal {name}" if name is not None else f"exit code {self.exitcode}"
+        if name is not None:
+            return f"signal {name}"
+        reason = EXIT_REASONS.get(self.exitcode) if self.exitcode is not None else None
+        return f"exit code {self.exitcode}" + (f" ({reason})" if reason else "")
 
     @property
     def signal_name(self) -> str | None:

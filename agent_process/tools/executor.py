@@ -179,6 +179,8 @@ def exception_result(
     message = str(exc)
     if isinstance(exc, SystemExit):  # sys.exit(3) reads better as what it was than as "3"
         message = f"the tool called sys.exit({exc.code!r})"
+    elif isinstance(exc, MemoryError) and not message:
+        message = "out of memory (the agent's limits.memoryMiB, or the host's memory)"
     return error_result(
         call_id,
         tool_name,
