@@ -453,8 +453,12 @@ class AgentProcess:
             return
 
         def finished(done: asyncio.Future[TurnResult]) -> None:
-            if done.cancelled():
-                self._answer(sender, correlation_id, ShuttingDown("the Turn was cancelled"))
+            if done.cancelled():  # queued or running when the agent stopped
+                stopped = ShuttingDown(
+                    f"agent {self.name!r} stopped before the Turn finished "
+                    "(the shutdown grace period ended first)"
+                )
+                self._answer(sender, correlation_id, stopped)
                 return
             result = done.result()
             self._send_quietly(
@@ -612,6 +616,7 @@ class AgentProcess:
             await self.executor.aclose()
         if self.extensions is not None:
             await self.extensions.aclose()
+        await self._flush()  # the answers of the Turns cut short above are on their way
         self.channel.close()
 
     # -- reporting -----------------------------------------------------------------------

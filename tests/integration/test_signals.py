@@ -383,3 +383,30 @@ async def test_a_sigterm_before_the_agents_loop_runs_starts_its_drain(tmp_path: 
     assert info.exitcode == 0, info.describe()
     kinds = [m.kind for m in seen if isinstance(m, EventMessage)]
     assert kinds.index("ready") < kinds.index("shutdown_ack"), kinds
+
+
+async def test_a_turn_cut_short_by_the_end_of_the_grace_period_is_answered_as_such(
+    tmp_path: Path,
+) -> None:
+    """Not AGENT_CRASHED: the agent stopped as asked; the caller is told the Turn was cut
+    short by the shutdown, and so is the one queued behind it."""
+    orchestrator = Orchestrator(write_swarm(tmp_path, grace=0.5), state_dir=tmp_path / "state")
+    async with asyncio.timeout(60):
+        await orchestrator.start()
+        await orchestrator.supervisor.ensure_running("beta")
+        running = asyncio.ensure_future(orchestrator.request("slow 30", agent="beta"))
+        await orchestrator.supervisor.wait_for_status("beta", ProcessStatus.PROCESSING)
+        queued = asyncio.ensure_future(orchestrator.request("slow 30", agent="beta"))
+        await asyncio.sleep(0)  # one yield: the request forwards its delegate, then waits
+        # The agent reads its pipe in order: once it answers a question sent after the
+        # delegate, the delegate is queued behind the running Turn.
+        await orchestrator.ask_agent("beta", "delete_instance", instanceKey="other")
+        await orchestrator.shutdown()
+        answers = [await running, await queued]
+    for answer in answers:
+        assert answer["status"] == "error"
+        assert answer["error"]["code"] == "SHUTTING_DOWN", answer
+        assert "grace period" in answer["error"]["message"]
+    beta = orchestrator.supervisor.handles["beta"]
+    assert beta.last_exit is not None
+    assert beta.last_exit.exitcode == 0
