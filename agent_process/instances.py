@@ -317,6 +317,9 @@ class InstanceManager:
                     )
                 except Exception as exc:  # the caller is answered now, never left to time out
                     result = self._failed_turn(instance, queued.turn_input, exc)
+                except asyncio.CancelledError:  # stopped (past a drain's grace): say so too
+                    future.cancel()
+                    raise
                 finally:
                     self._set_busy(instance, False)
                 if not future.done():

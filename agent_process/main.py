@@ -88,8 +88,23 @@ class SpawnRefused(Exception):
     code = "E_SPAWN_CWD_REFUSED"
 
 
+_sigterm_before_loop = False
+"""A SIGTERM arrived before the event loop took the signal over (see :func:`serve`)."""
+
+
+def _remember_sigterm(signum: int, frame: object) -> None:
+    global _sigterm_before_loop
+    _sigterm_before_loop = True
+
+
 def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
     """Process entry point (the target the Orchestrator starts)."""
+    # Our own signal dispositions first, whatever the fork server left us. Ctrl-C and
+    # `systemctl stop` signal the daemon's whole process group: SIGINT is the Orchestrator's
+    # to act on (it drains us), and SIGTERM starts our own drain once the loop runs (until
+    # then it is only remembered, so it is neither lost nor fatal).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _remember_sigterm)
     plan = AgentPlan.model_validate(plan_data)
     # Conversations, metadata and workspace files are the daemon user's alone (0600/0700).
     os.umask(0o077)
@@ -145,8 +160,8 @@ async def _main(conn: Connection, plan: AgentPlan) -> int:
     )
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, process.on_sigterm)
-    # SIGINT is the Orchestrator's to act on (it drains us); the trampoline ignores it already.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if _sigterm_before_loop:
+        loop.call_soon(process.on_sigterm)  # runs once boot() has built the instances
     return await process.run()
 
 
@@ -166,6 +181,8 @@ class AgentProcess:
         self._exit_code = 0
         self._standard_fds = standard_fd_identities()
         self.draining = False
+        self._drain_deadline: float | None = None
+        """Loop time at which the grace period of the current drain ends."""
         self.log = structlog.get_logger("goondan.agent").bind(agent=self.name, pid=os.getpid())
         self._tasks: set[asyncio.Task[Any]] = set()
         self.instances: InstanceManager | None = None
@@ -337,10 +354,23 @@ class AgentProcess:
 
     def on_sigterm(self) -> None:
         """SIGTERM (``systemctl stop`` signals every process of the group): drain like a
-        ``shutdown`` from the Orchestrator, then exit 0; a SIGTERM while draining stops now."""
+        ``shutdown`` from the Orchestrator, then exit 0.
+
+        While draining, a SIGTERM within the grace period changes nothing (the group's signal
+        during a restart's drain must not cut the Turn short); one after it (the supervisor's
+        escalation) ends the process at once, by the signal's default action.
+        """
         if self.draining:
-            self.log.warning("SIGTERM while draining; stopping now")
-            self._finished.set()
+            loop = asyncio.get_running_loop()
+            if self._drain_deadline is not None and loop.time() < self._drain_deadline:
+                self.log.info("SIGTERM while draining; the drain goes on")
+                return
+            self.log.warning("SIGTERM after the grace period; stopping now")
+            log_writer().drain(0.5)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        if self.instances is None:  # boot failed: the process is leaving anyway
             return
         self.log.info("SIGTERM; draining")
         grace = self.plan.shutdown_grace_seconds
@@ -381,6 +411,8 @@ class AgentProcess:
 
     def _begin_shutdown(self, payload: dict[str, Any]) -> None:
         self.draining = True  # refuse new work from now on
+        grace = float(payload.get("gracePeriodMs", 30_000)) / 1000
+        self._drain_deadline = asyncio.get_running_loop().time() + grace
         task = asyncio.ensure_future(self._shutdown(payload))
         self._tasks.add(task)
         task.add_done_callback(lambda _: self._finished.set())
@@ -455,8 +487,12 @@ class AgentProcess:
             return
 
         def finished(done: asyncio.Future[TurnResult]) -> None:
-            if done.cancelled():
-                self._answer(sender, correlation_id, ShuttingDown("the Turn was cancelled"))
+            if done.cancelled():  # queued or running when the agent stopped
+                stopped = ShuttingDown(
+                    f"agent {self.name!r} stopped before the Turn finished "
+                    "(the shutdown grace period ended first)"
+                )
+                self._answer(sender, correlation_id, stopped)
                 return
             result = done.result()
             self._send_quietly(
@@ -617,6 +653,7 @@ class AgentProcess:
         killed = kill_scope(os.environ.get(SCOPE_ENV))
         if killed:
             self.log.info("tool programs ended with the agent", pids=killed)
+        await self._flush()  # the answers of the Turns cut short above are on their way
         self.channel.close()
 
     # -- reporting -----------------------------------------------------------------------

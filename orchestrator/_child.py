@@ -15,9 +15,11 @@ from typing import Any
 def run_entry(entry: str, conn: Connection, plan: dict[str, Any]) -> None:
     """Call ``entry`` (``"package.module:function"``) with the pipe end and the plan.
 
-    SIGINT is ignored first thing: Ctrl-C in a terminal (or a signal to the whole process
-    group) is meant for the Orchestrator, which drains its agents gracefully; an agent that
-    died of it would lose the Turn it runs.
+    SIGINT is ignored first thing, whatever the entry: Ctrl-C in a terminal (or a signal to
+    the whole process group) is meant for the Orchestrator, which drains its agents
+    gracefully; an agent that died of it would lose the Turn it runs. (The fork server hands
+    its children SIGINT ignored already, see ``orchestrator._forkserver``; another start
+    method would not.)
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     module_name, _, function = entry.partition(":")

@@ -167,6 +167,8 @@ class ControlServer:
                 "pid": os.getpid(),
                 "agents": orchestrator.status(),
             }
+        if command in ("send", "restart") and orchestrator.stopping:
+            return {"ok": False, "error": "the daemon is shutting down"}
         if command == "send":
             agent = str(request.get("agent") or orchestrator.entry_agent)
             text = str(request.get("text", ""))

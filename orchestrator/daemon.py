@@ -83,6 +83,8 @@ class Orchestrator:
         self._stopped = asyncio.Event()
         self._run_task: asyncio.Task[None] | None = None
         self._signals = 0
+        self.stopping = False
+        """Shutting down: control requests that would start work are refused."""
 
     async def ask_agent(self, agent: str, kind: str, **fields: Any) -> dict[str, Any]:
         """Ask a running agent something (see :meth:`Router.ask`)."""
@@ -245,12 +247,20 @@ class Orchestrator:
 
     async def shutdown(self) -> None:
         """Let running Turns finish and answer (within the grace period), stop every agent,
-        then fail whatever is still pending."""
-        await self.control.close()
+        then fail whatever is still pending.
+
+        The control socket stays open until the agents are gone: while they drain, ``status``
+        shows it, ``send`` and ``restart`` are refused, and ``instances delete`` still goes
+        through the agent (which refuses while a Turn of the instance runs). Closed first, it
+        would let the CLI delete the files itself under a Turn that then writes them back, and
+        let a second daemon start on the same state.
+        """
+        self.stopping = True
         for task in list(self._kept):
             task.cancel()
         await self.supervisor.shutdown(self.grace)
         await self.router.close()
+        await self.control.close()
         if self._run_task is not None:
             self._run_task.cancel()
             await asyncio.gather(self._run_task, return_exceptions=True)

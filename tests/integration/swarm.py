@@ -24,6 +24,8 @@ spec:
     - name: pid
     - name: slow
       parameters: {type: object, properties: {seconds: {type: number}}}
+    - name: stubborn
+      parameters: {type: object, properties: {seconds: {type: number}}}
     - name: block
       parameters: {type: object, properties: {seconds: {type: number}}}
     - name: garbage
@@ -122,6 +124,8 @@ spec:
         call: {tool: fault__pid}
       - when: {input: "^slow (?P<s>\\\\S+)$"}
         call: {tool: fault__slow, args: {seconds: "{s:number}"}}
+      - when: {input: "^stubborn (?P<s>\\\\S+)$"}
+        call: {tool: fault__stubborn, args: {seconds: "{s:number}"}}
       - when: {input: "^block (?P<s>\\\\S+)$"}
         call: {tool: fault__block, args: {seconds: "{s:number}"}}
       - when: {input: "^exit (?P<how>\\\\S+)$"}

@@ -4,6 +4,10 @@ and a history reported deleted never comes back."""
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +16,8 @@ import pytest
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
 from tests.integration.swarm import running_swarm
+from tests.integration.test_cli import Daemon, run_cli
+from tests.integration.test_signals import wait_until_processing
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -66,3 +72,55 @@ async def test_a_delete_while_the_turn_runs_is_refused_then_succeeds(swarm: Orch
         done = await delete(swarm, "k")
     assert done == {"ok": True, "deleted": True}
     assert not (swarm.state_dir / "agents" / "beta" / "instances" / "k").exists()
+
+
+def test_a_delete_while_the_daemon_drains_is_still_carried_out_by_the_agent(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM to the daemon, then `instances delete` while a Turn of that conversation still
+    runs: the daemon still answers (status shows the drain) and the agent refuses, instead of
+    the CLI deleting the files under the Turn that then writes the history back."""
+    daemon = Daemon(tmp_path)
+    send = None
+    try:
+        daemon.wait_for("agent ready")
+        first = run_cli("send", "beta", "old secret", "--instance", "k", cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        send = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "send", "beta", "slow 4", "--instance", "k"],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_until_processing(tmp_path, "beta")
+        daemon.process.send_signal(signal.SIGTERM)
+        daemon.wait_for("stopping")
+        deleted = run_cli("instances", "delete", "beta", "k", cwd=tmp_path)
+        status = run_cli("status", "--json", cwd=tmp_path)
+        late = run_cli("send", "beta", "late", "--instance", "other", cwd=tmp_path)
+        answer, complaint = send.communicate(timeout=60)
+        assert daemon.process.wait(timeout=60) == 0
+    finally:
+        if send is not None and send.poll() is None:
+            send.kill()
+            send.wait()
+        daemon.stop()
+    assert answer.strip() == "slow done", complaint
+    files = history_on_disk(tmp_path / ".goondan", "k")
+    if deleted.returncode == 0:
+        assert "old secret" not in files  # reported deleted: it must not come back
+    else:
+        assert "queued or running" in deleted.stderr, deleted.stderr
+        assert "old secret" in files
+    assert status.returncode == 0, status.stderr  # the daemon answers until its agents are gone
+    rows = {r["agent"]: r for r in json.loads(status.stdout)["agents"]}
+    assert rows["beta"]["status"] == "draining"
+    assert late.returncode == 1
+    assert "the daemon is shutting down" in late.stderr
+
+
+def history_on_disk(state_dir: Path, key: str) -> str:
+    conversation = state_dir / "agents" / "beta" / "instances" / key / "conversation"
+    return "".join(p.read_text() for p in conversation.glob("*.jsonl"))
