@@ -78,6 +78,25 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+async def gone(pid: int) -> None:
+    """Return once ``pid`` has exited (a SIGKILL is delivered asynchronously); a pidfd becomes
+    readable at the exit, so nothing polls. Bounded by the caller's timeout."""
+    import os
+
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    exited = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_reader(fd, exited.set)
+    try:
+        await exited.wait()
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
 DETACH = (
     "setsid sh -c 'echo $$ > {name}.tmp && mv {name}.tmp {name}.pid; exec sleep 300' "
     ">/dev/null 2>&1 < /dev/null & while [ ! -s {name}.pid ]; do :; done; echo started"
@@ -107,7 +126,7 @@ async def test_no_program_a_tool_started_outlives_its_agent(tmp_path: Path) -> N
             assert shell.pid is not None
             os.kill(shell.pid, signal.SIGKILL)
             await orchestrator.supervisor.wait_until(lambda: shell.last_exit is not None)
-            assert not alive(detached)
+            await gone(detached)
             # and with a graceful stop of the swarm
             assert (await orchestrator.request(f"run {DETACH.format(name='b')}"))[
                 "output"
@@ -116,4 +135,4 @@ async def test_no_program_a_tool_started_outlives_its_agent(tmp_path: Path) -> N
             assert alive(second)
         finally:
             await orchestrator.shutdown()
-    assert not alive(second)
+        await gone(second)
