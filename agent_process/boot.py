@@ -26,18 +26,18 @@ from agent_process.tools.naming import build_tool_name
 from agent_process.tools.registry import ToolRegistrationError, ToolRegistry
 from bundle.entry import load_entry_module, resolve_handlers
 from bundle.plan import AgentPlan, ModelPlan, ToolPlan
-from bundle.scripted import ScriptSpec
+from goondan.errors import ConfigError
 from tools_base import ToolHandler
 
 
-class BootError(Exception):
+class BootError(ConfigError):
     """The agent cannot start: its plan names something that does not load."""
 
     code = "E_AGENT_BOOT"
 
 
 def build_registry(tools: list[ToolPlan], registry_tools: Sequence[ToolPlan] = ()) -> ToolRegistry:
-    """The agent's Tool Registry (seed 000 §1.1).
+    """The agent's Tool Registry.
 
     ``tools`` (the agent's own) are loaded now, and a module that fails is a :class:`BootError`;
     ``registry_tools`` (the bundle's other Tools) are registered by name and loaded on their
@@ -101,11 +101,9 @@ def build_model(plan: ModelPlan, agent_name: str) -> ChatModel:
     """The provider named by ``Model.spec.provider``."""
     provider = plan.provider.lower()
     if provider == "scripted":
-        try:
-            script = ScriptSpec.model_validate(plan.spec.get("script") or {})
-        except ValueError as exc:
-            raise BootError(f"Model/{plan.name}: invalid script: {exc}") from exc
-        return ScriptedModel(script, agent_name=agent_name, model_name=plan.name)
+        if plan.script is None:
+            raise BootError(f"Model/{plan.name}: provider `scripted` needs a script")
+        return ScriptedModel(plan.script, agent_name=agent_name, model_name=plan.name)
     if provider in ("openai", "anthropic"):
         # Imported here so an agent never loads an SDK it does not use.
         try:

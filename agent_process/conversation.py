@@ -1,4 +1,4 @@
-"""Conversation state as message event sourcing (upstream §5.7), durable across SIGKILL.
+"""Conversation state as message event sourcing, durable across SIGKILL.
 
 On disk, per instance::
 
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import structlog
 
+from goondan.errors import StorageError
 from tools_base import JsonObject, Message, MessageEvent
 
 __all__ = [
@@ -42,7 +43,7 @@ FORMAT_VERSION = 1
 without one are from version 1; a newer version than this runtime knows is refused."""
 
 
-class ConversationStorageError(Exception):
+class ConversationStorageError(StorageError):
     """Writing the conversation failed (disk full, read-only, ...); nothing on disk is torn.
 
     The message names the file and the OS error; ``code`` is ``E_STORAGE``.
@@ -56,7 +57,7 @@ class ConversationStorageError(Exception):
         self.errno = error.errno
 
 
-class ConversationUnreadable(Exception):
+class ConversationUnreadable(StorageError):
     """The conversation's files cannot be read or are of an unknown newer format."""
 
     code = "E_CONVERSATION_UNREADABLE"

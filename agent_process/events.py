@@ -1,6 +1,6 @@
 """Runtime events with trace context: what an agent reports about its Turns, Steps and tools.
 
-Nine types, dot-notation (upstream §5.9): ``turn.started|completed|failed``,
+Nine types, dot-notation: ``turn.started|completed|failed``,
 ``step.started|completed|failed``, ``tool.called|completed|failed``. Every event carries
 ``agentName``, ``instanceKey``, ``traceId``, ``spanId`` and ``parentSpanId`` (none for a Turn
 that starts a trace; a delegated Turn's parent is the caller's tool span, so one trace id links
@@ -17,8 +17,9 @@ import contextvars
 import json
 import secrets
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
+
+from goondan.time import utc_timestamp
 
 MAX_FIELD_CHARS = 2000
 
@@ -44,15 +45,23 @@ def capped(value: Any) -> Any:
 
 
 class EventRecorder:
-    """Stamps events with time, agent, instance and trace context, and hands them to a sink."""
+    """Stamps events with time, agent, instance and trace context, and hands them to a sink.
+
+    A Turn's :class:`~agent_process.scope.TurnScope` builds its own from its identity.
+    """
+
+    __slots__ = ("_identity", "_sink")
 
     def __init__(
         self, sink: EventSink | None, *, agent_name: str, instance_key: str, trace_id: str
     ) -> None:
         self._sink = sink
-        self.agent_name = agent_name
-        self.instance_key = instance_key
-        self.trace_id = trace_id
+        self._identity = {"agentName": agent_name, "instanceKey": instance_key, "traceId": trace_id}
+
+    @property
+    def active(self) -> bool:
+        """Whether events go anywhere; callers skip building costly fields when not."""
+        return self._sink is not None
 
     def emit(
         self, event_type: str, span_id: str, parent_span_id: str | None, **fields: Any
@@ -62,10 +71,8 @@ class EventRecorder:
             return
         event: dict[str, Any] = {
             "type": event_type,
-            "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
-            "agentName": self.agent_name,
-            "instanceKey": self.instance_key,
-            "traceId": self.trace_id,
+            "timestamp": utc_timestamp(),
+            **self._identity,
             "spanId": span_id,
         }
         if parent_span_id:

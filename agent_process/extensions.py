@@ -31,6 +31,7 @@ from agent_process.tools.middleware import MiddlewareError, MiddlewarePipeline
 from agent_process.tools.registry import ToolRegistrationError, ToolRegistry
 from bundle.entry import load_entry_module
 from bundle.plan import ExtensionPlan
+from goondan.errors import ConfigError
 from tools_base import (
     DEFAULT_ERROR_MESSAGE_LIMIT,
     AgentInfo,
@@ -45,7 +46,7 @@ _OUTERMOST = -(2**62)
 """Priority of the host's own ``turn`` layer, outside every extension's."""
 
 
-class ExtensionLoadError(Exception):
+class ExtensionLoadError(ConfigError):
     """An extension could not be loaded: ``E_EXT_LOAD`` (no ``register``) or ``E_EXT_INIT``."""
 
     def __init__(self, extension: str, message: str, *, code: str) -> None:

@@ -25,22 +25,22 @@ from pathlib import Path
 import structlog
 
 from agent_process.conversation import ConversationStorageError, ConversationStore
-from agent_process.step import utc_now
-from agent_process.turn import TurnError, TurnInput, TurnResult, TurnRunner
-
-DEFAULT_INSTANCE_KEY = "default"
-DEFAULT_MAX_QUEUED_PER_INSTANCE = 256
+from agent_process.turn import TurnInput, TurnResult, TurnRunner
+from goondan.defaults import MAX_QUEUED_TURNS_PER_INSTANCE
+from goondan.errors import DeliveryError
+from goondan.time import utc_timestamp
+from ipc.protocol import DEFAULT_INSTANCE_KEY
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-class InstanceQueueFull(Exception):
+class InstanceQueueFull(DeliveryError):
     """The instance already has the maximum number of queued Turns."""
 
     code = "E_INSTANCE_QUEUE_FULL"
 
 
-class InstanceKeyConflict(Exception):
+class InstanceKeyConflict(DeliveryError):
     """The instance's directory on disk belongs to a different instance key."""
 
     code = "E_INSTANCE_KEY_CONFLICT"
@@ -125,7 +125,7 @@ class Instance:
     queue: asyncio.Queue[QueuedTurn] = field(default_factory=asyncio.Queue)
     worker: asyncio.Task[None] | None = None
     busy: bool = False
-    created_at: str = field(default_factory=utc_now)
+    created_at: str = field(default_factory=utc_timestamp)
     spawned_by: dict[str, str] | None = None
     """``{agent, instanceKey, at}`` of the ``agents__spawn`` that prepared it, if one did."""
     custom_workdir: bool = False
@@ -141,7 +141,7 @@ class InstanceManager:
         state_dir: Path,
         runner: TurnRunner,
         *,
-        max_queued: int = DEFAULT_MAX_QUEUED_PER_INSTANCE,
+        max_queued: int = MAX_QUEUED_TURNS_PER_INSTANCE,
         on_busy_change: Callable[[bool], None] | None = None,
     ) -> None:
         self.agent_name = agent_name
@@ -185,7 +185,7 @@ class InstanceManager:
                 directory=directory,
                 store=store,
                 workdir=workdir,
-                created_at=created_at if isinstance(created_at, str) else utc_now(),
+                created_at=created_at if isinstance(created_at, str) else utc_timestamp(),
                 spawned_by=spawned_by if isinstance(spawned_by, dict) else None,
                 custom_workdir=isinstance(custom, str),
             )
@@ -350,18 +350,10 @@ class InstanceManager:
             )
             if self._instances.get(instance.key) is instance:
                 del self._instances[instance.key]
-        return TurnResult(
-            turn_id="",
-            trace_id=turn_input.trace_id,
-            status="error",
-            text="",
-            finish_reason="error",
-            step_count=0,
-            duration_ms=0.0,
-            error=TurnError(
-                code=code if isinstance(code, str) else "E_INTERNAL",
-                message=str(exc) or type(exc).__name__,
-            ),
+        return TurnResult.failed(
+            turn_input,
+            code if isinstance(code, str) else "E_INTERNAL",
+            str(exc) or type(exc).__name__,
         )
 
     def _set_busy(self, instance: Instance, busy: bool) -> None:
@@ -381,7 +373,7 @@ class InstanceManager:
             "instanceKey": instance.key,
             "status": status,
             "createdAt": instance.created_at,
-            "updatedAt": utc_now(),
+            "updatedAt": utc_timestamp(),
         }
         if instance.custom_workdir:
             metadata["workdir"] = str(instance.workdir)

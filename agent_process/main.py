@@ -17,6 +17,7 @@ import resource
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -28,14 +29,16 @@ from agent_process.conversation import ConversationStorageError
 from agent_process.extensions import ExtensionHost, ExtensionLoadError
 from agent_process.instances import InstanceKeyConflict, InstanceManager, InstanceQueueFull
 from agent_process.pending import LOST_CODE, PendingLedger, lost_handles
-from agent_process.runtime import Correlations, IpcAgentRuntime
-from agent_process.step import StepSettings, new_message_id, utc_now
+from agent_process.runtime import Correlations, IpcAgentRuntime, OrchestratorLink
+from agent_process.step import StepSettings, new_message_id
 from agent_process.tools.executor import PendingCompletion, PendingStart, ToolExecutor
 from agent_process.tools.middleware import MiddlewarePipeline
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
 from bundle.plan import AgentPlan
+from goondan.defaults import MAX_INBOX_PER_INSTANCE
+from goondan.errors import DeliveryError
+from goondan.time import utc_timestamp
 from ipc import (
-    ORCHESTRATOR,
     Channel,
     DelegateMessage,
     DelegateResultMessage,
@@ -46,23 +49,24 @@ from ipc import (
     PeerGone,
     ShutdownMessage,
     ShuttingDown,
-    event,
+    TurnFailed,
 )
+from ipc import protocol as wire
 from ipc.logs import configure_logging, log_writer
-from ipc.messages import TurnFailed
+from ipc.protocol import (
+    EXIT_BOOT_FAILURE,
+    EXIT_BROKEN_FDS,
+    EXIT_MEMORY_LIMIT,
+    EXTERNAL_CALLER,
+    ORCHESTRATOR,
+    DelegateAnswer,
+    EventBody,
+    EventKind,
+    Handoff,
+    ShutdownRequest,
+)
 from ipc.scope import SCOPE_ENV, kill_scope, new_scope
 from tools_base import AgentInfo, Message, MessageSource
-
-EXIT_BOOT_FAILURE = 78
-"""Exit code for "cannot boot"; the supervisor knows it as ``orchestrator.status.EXIT_BOOT_FAILURE``
-(the two packages share no code, only this protocol value)."""
-
-
-EXIT_MEMORY_LIMIT = 72
-"""Exit code of an agent that ran out of its ``limits.memoryMiB`` outside a tool."""
-EXIT_BROKEN_FDS = 71
-"""Exit code of an agent that found its stdin, stdout or stderr closed or replaced by a tool
-(``EX_OSERR``): a crash the supervisor restarts, with the reason in ``status``."""
 
 
 def standard_fd_identities() -> tuple[tuple[int, int] | None, ...]:
@@ -78,11 +82,7 @@ def standard_fd_identities() -> tuple[tuple[int, int] | None, ...]:
     return tuple(identities)
 
 
-MAX_INBOX_PER_INSTANCE = 256
-"""Messages (background completions, async answers, send reports) an instance's inbox holds."""
-
-
-class SpawnRefused(Exception):
+class SpawnRefused(DeliveryError):
     """An ``agents__spawn`` asked for a workdir the policy does not allow."""
 
     code = "E_SPAWN_CWD_REFUSED"
@@ -186,6 +186,18 @@ class AgentProcess:
         self.log = structlog.get_logger("goondan.agent").bind(agent=self.name, pid=os.getpid())
         self._tasks: set[asyncio.Task[Any]] = set()
         self.instances: InstanceManager | None = None
+        self._handlers = self.event_handlers
+        self._link = OrchestratorLink(
+            agent_name=self.name,
+            swarm_name=plan.swarm_name,
+            entry_agent=plan.entry_agent,
+            agents=plan.agents,
+            default_timeout_ms=int(plan.request_timeout_seconds * 1000),
+            send=self._send,
+            correlations=self.correlations,
+            on_async_result=self._on_async_result,
+            pending_status=self.pending.status,
+        )
         self.executor: ToolExecutor | None = None
         self.extensions: ExtensionHost | None = None
 
@@ -266,19 +278,7 @@ class AgentProcess:
             )
 
     def _runtime_for(self, instance_key: str, turn_input: TurnInput) -> IpcAgentRuntime:
-        return IpcAgentRuntime(
-            agent_name=self.name,
-            instance_key=instance_key,
-            turn_input=turn_input,
-            swarm_name=self.plan.swarm_name,
-            entry_agent=self.plan.entry_agent,
-            agents=self.plan.agents,
-            default_timeout_ms=int(self.plan.request_timeout_seconds * 1000),
-            send=self._send,
-            correlations=self.correlations,
-            on_async_result=self._on_async_result,
-            pending_status=lambda handle: self.pending.status(instance_key, handle),
-        )
+        return IpcAgentRuntime(self._link, instance_key, turn_input)
 
     # -- serving ---------------------------------------------------------------------------
 
@@ -292,19 +292,11 @@ class AgentProcess:
             self.log.error("agent failed to boot", error=str(exc))
             if self.extensions is not None:
                 await self.extensions.aclose()
-            self._send_quietly(event(self.name, ORCHESTRATOR, "boot_failed", error=str(exc)))
-            await self._flush()
+            self._tell(wire.BootFailed(str(exc)))
+            await self.channel.flush()
             return EXIT_BOOT_FAILURE
         try:
-            self._send(
-                event(
-                    self.name,
-                    ORCHESTRATOR,
-                    "ready",
-                    pid=os.getpid(),
-                    scope=os.environ.get(SCOPE_ENV),
-                )
-            )
+            self._send(self._event(wire.Ready(os.getpid(), os.environ.get(SCOPE_ENV))))
         except Exception:  # the Orchestrator left while we booted: nobody to serve
             self.log.info("orchestrator gone before the agent was ready; exiting")
             await self._stop()
@@ -322,23 +314,17 @@ class AgentProcess:
         if now == self._standard_fds:
             return
         broken = [fd for fd in (0, 1, 2) if now[fd] != self._standard_fds[fd]]
-        self._send_quietly(
-            event(
-                self.name,
-                ORCHESTRATOR,
-                "runtime_event",
-                event={
-                    "type": "process.broken_fds",
-                    "timestamp": utc_now(),
-                    "agentName": self.name,
-                    "fds": broken,
-                },
-            )
+        self._report_event(
+            {
+                "type": "process.broken_fds",
+                "timestamp": utc_timestamp(),
+                "agentName": self.name,
+                "fds": broken,
+            }
         )
         self._exit_code = EXIT_BROKEN_FDS
         if not self.draining:  # let the other conversations' running Turns finish first
-            grace = self.plan.shutdown_grace_seconds
-            self._begin_shutdown({"gracePeriodMs": int(grace * 1000), "reason": "broken_fds"})
+            self._begin_shutdown(self._own_shutdown("broken_fds"))
 
     def on_message(self, message: IpcMessage) -> None:
         """Dispatch one message from the Orchestrator (called by the channel)."""
@@ -348,9 +334,7 @@ class AgentProcess:
             self.log.exception("failed to handle message", type=message.type)
             error = IpcError(f"the agent could not take the request: {exc!r}", code="E_INTERNAL")
             if isinstance(message, DelegateMessage):
-                self._answer(message.sender, message.correlation_id, error)
-            elif isinstance(message, EventMessage) and message.kind == "send":
-                self._answer(message.sender, None, error, str(message.fields.get("eventId", "")))
+                self._refuse(message.sender, message.correlation_id, error)
 
     def on_sigterm(self) -> None:
         """SIGTERM (``systemctl stop`` signals every process of the group): drain like a
@@ -373,8 +357,7 @@ class AgentProcess:
         if self.instances is None:  # boot failed: the process is leaving anyway
             return
         self.log.info("SIGTERM; draining")
-        grace = self.plan.shutdown_grace_seconds
-        self._begin_shutdown({"gracePeriodMs": int(grace * 1000), "reason": "sigterm"})
+        self._begin_shutdown(self._own_shutdown("sigterm"))
 
     def on_pipe_closed(self) -> None:
         """The Orchestrator is gone: stop, so no agent outlives it."""
@@ -382,97 +365,115 @@ class AgentProcess:
             self.log.warning("orchestrator is gone; exiting")
             self._finished.set()
 
+    # -- the dispatch table ------------------------------------------------------------------
+
+    @property
+    def event_handlers(self) -> dict[EventKind, Callable[[EventMessage, Any], None]]:
+        """What each event kind from the Orchestrator does."""
+        return {
+            EventKind.SEND: self._on_send,
+            EventKind.SEND_FAILED: self._on_send_failed,
+            EventKind.SPAWN_RESULT: self._on_answer,
+            EventKind.LIST_RESULT: self._on_answer,
+            EventKind.PREPARE_INSTANCE: self._prepare_instance,
+            EventKind.DELETE_INSTANCE: self._delete_instance,
+        }
+
     def _dispatch(self, message: IpcMessage) -> None:
         if isinstance(message, DelegateMessage):
-            self._start_turn(message.sender, message.fields, message.correlation_id)
+            self._on_delegate(message)
         elif isinstance(message, DelegateResultMessage):
-            if not self.correlations.resolve(message.correlation_id, message.fields):
+            if not self.correlations.resolve_answer(message):
                 self.log.info(
                     "late or unknown delegate result dropped", correlation_id=message.correlation_id
                 )
         elif isinstance(message, EventMessage):
-            kind = message.kind
-            if kind == "send":
-                self._start_turn(
-                    str(message.fields.get("source") or message.sender), message.fields, None
-                )
-            elif kind in ("spawn_result", "list_result"):
-                self.correlations.resolve(message.correlation_id, message.fields)
-            elif kind == "send_failed":
-                self._on_send_failed(message.fields)
-            elif kind == "prepare_instance":
-                self._prepare_instance(message)
-            elif kind == "delete_instance":
-                self._delete_instance(message)
-            else:
-                self.log.debug("ignored event", kind=kind)
+            try:
+                body = wire.read_event(message)
+            except IpcError as exc:
+                self.log.warning("event refused", kind=message.kind, code=exc.code, error=str(exc))
+                return
+            handler = self._handlers.get(body.KIND)
+            if handler is None:
+                self.log.debug("ignored event", kind=body.KIND)
+                return
+            handler(message, body)
         elif isinstance(message, ShutdownMessage) and not self.draining:
-            self._begin_shutdown(message.fields)
+            default_ms = int(self.plan.shutdown_grace_seconds * 1000)
+            try:
+                request = ShutdownRequest.from_wire(message.payload, default_ms)
+            except IpcError:
+                request = ShutdownRequest(default_ms, "orchestrator")
+            self._begin_shutdown(request)
 
-    def _begin_shutdown(self, payload: dict[str, Any]) -> None:
+    def _own_shutdown(self, reason: str) -> ShutdownRequest:
+        """A drain this process starts by itself, with the plan's grace period."""
+        return ShutdownRequest(int(self.plan.shutdown_grace_seconds * 1000), reason)
+
+    def _begin_shutdown(self, request: ShutdownRequest) -> None:
         self.draining = True  # refuse new work from now on
-        grace = float(payload.get("gracePeriodMs", 30_000)) / 1000
-        self._drain_deadline = asyncio.get_running_loop().time() + grace
-        task = asyncio.ensure_future(self._shutdown(payload))
+        self._drain_deadline = asyncio.get_running_loop().time() + request.grace_seconds
+        task = asyncio.ensure_future(self._shutdown(request))
         self._tasks.add(task)
         task.add_done_callback(lambda _: self._finished.set())
 
-    def _delete_instance(self, message: EventMessage) -> None:
+    def _on_answer(self, message: EventMessage, body: EventBody) -> None:
+        self.correlations.resolve(message.correlation_id, body)
+
+    def _delete_instance(self, message: EventMessage, body: wire.DeleteInstance) -> None:
         """Delete a conversation unless a Turn of it is queued or running; answer either way."""
         assert self.instances is not None
-        key = str(message.fields.get("instanceKey") or "default")
+        key = body.instance_key
+        answer: wire.DeleteInstanceResult
         try:
             conversation = self.instances.conversation_directory(key)
             deleted = self.instances.delete(key)
         except Exception as exc:  # a key whose directory is another's, say
-            answer: dict[str, Any] = {"ok": False, "error": str(exc)}
+            answer = wire.DeleteInstanceResult(False, error=str(exc))
         else:
             if deleted is None:
-                answer = {"ok": False, "error": f"instance {key!r} has a Turn queued or running"}
+                why = f"instance {key!r} has a Turn queued or running"
+                answer = wire.DeleteInstanceResult(False, error=why)
             else:
-                answer = {"ok": True, "deleted": deleted}
+                answer = wire.DeleteInstanceResult(True, deleted)
                 self.inboxes.pop(key, None)
                 if self.extensions is not None:
                     self.extensions.forget_instance(conversation)
-        self._send_quietly(
-            event(
-                self.name,
-                ORCHESTRATOR,
-                "delete_instance_result",
-                correlation_id=message.correlation_id,
-                **answer,
-            )
-        )
+        self._tell(answer, message.correlation_id)
 
-    def _start_turn(self, sender: str, payload: dict[str, Any], correlation_id: str | None) -> None:
+    # -- Turns -------------------------------------------------------------------------------
+
+    def _on_delegate(self, message: DelegateMessage) -> None:
+        try:
+            handoff = Handoff.from_wire(message.payload)
+        except IpcError as exc:
+            self._refuse(message.sender, message.correlation_id, exc)
+            return
+        self._start_turn(message.sender, handoff, message.correlation_id)
+
+    def _on_send(self, message: EventMessage, body: wire.Send) -> None:
+        self._start_turn(body.handoff.source or message.sender, body.handoff, None)
+
+    def _start_turn(self, sender: str, handoff: Handoff, correlation_id: str | None) -> None:
+        """Queue the Turn of a request (answered when it ends) or of a send (reported started
+        and done, so the Orchestrator can redeliver one lost before it started)."""
         assert self.instances is not None
-        # A fire-and-forget send is tracked by the Orchestrator under its eventId until it is
-        # done, so one lost to a crash is retried (not yet started) or reported to its sender.
-        send_id = str(payload.get("eventId") or "") if correlation_id is None else ""
+        send_id = handoff.event_id if correlation_id is None else ""
         if self.draining:
             refusal = ShuttingDown(f"agent {self.name!r} is shutting down")
-            self._answer(sender, correlation_id, refusal, send_id)
+            self._refuse(sender, correlation_id, refusal, send_id)
             return
-        instance_key = str(payload.get("instanceKey") or "default")
-        chain = payload.get("callChain")
-        turn_input = TurnInput(
-            text=str(payload.get("input", "")),
-            trace_id=str(payload.get("traceId") or "") or TurnInput(text="").trace_id,
-            event_type=str(payload.get("eventType") or "agent.request"),
-            source_kind="user" if sender in (ORCHESTRATOR, "user") else "agent",
-            source_name=sender,
-            metadata=metadata if isinstance(metadata := payload.get("metadata"), dict) else {},
-            call_chain=tuple(str(node) for node in chain) if isinstance(chain, list) else (),
-            parent_span_id=str(payload.get("parentSpanId") or "") or None,
-        )
+        instance_key = handoff.instance_key
         on_start = None
         if send_id:
 
             def on_start() -> None:
-                self._send_quietly(event(self.name, ORCHESTRATOR, "send_started", eventId=send_id))
+                self._tell(wire.SendStarted(send_id))
 
         try:
-            future = self.instances.submit(instance_key, turn_input, on_start=on_start)
+            future = self.instances.submit(
+                instance_key, self._turn_input(sender, handoff), on_start=on_start
+            )
         except Exception as exc:  # a full queue, an unreadable conversation, a full disk, ...
             code = getattr(exc, "code", None)
             if not isinstance(exc, InstanceQueueFull | InstanceKeyConflict):
@@ -483,7 +484,7 @@ class AgentProcess:
                 str(exc) or type(exc).__name__,
                 code=code if isinstance(code, str) else "E_INTERNAL",
             )
-            self._answer(sender, correlation_id, error, send_id)
+            self._refuse(sender, correlation_id, error, send_id)
             return
 
         def finished(done: asyncio.Future[TurnResult]) -> None:
@@ -492,46 +493,58 @@ class AgentProcess:
                     f"agent {self.name!r} stopped before the Turn finished "
                     "(the shutdown grace period ended first)"
                 )
-                self._answer(sender, correlation_id, stopped)
+                self._refuse(sender, correlation_id, stopped)
                 return
-            result = done.result()
-            self._send_quietly(
-                event(
-                    self.name,
-                    ORCHESTRATOR,
-                    "turn_completed",
-                    instanceKey=instance_key,
-                    status=result.status,
-                )
-            )
-            if correlation_id is not None:
-                self._reply(sender, correlation_id, result)
-            elif send_id:
-                self._send_quietly(event(self.name, ORCHESTRATOR, "send_done", eventId=send_id))
-            if result.restart_reason is not None:
-                # After the answer is out: the restart must not cost the caller its result.
-                self.log.info("restart requested by a tool", reason=result.restart_reason)
-                self._send_quietly(
-                    event(self.name, ORCHESTRATOR, "restart_request", reason=result.restart_reason)
-                )
-            self._check_standard_fds()
+            self._turn_finished(sender, instance_key, correlation_id, send_id, done.result())
 
         future.add_done_callback(finished)
 
-    def _reply(self, sender: str, correlation_id: str, result: TurnResult) -> None:
-        payload: dict[str, Any] = {
-            "status": result.status,
-            "output": result.text,
-            "turn": result.to_json(),
-        }
-        if result.error is not None:
-            error = TurnFailed(result.error.message, details={"turnCode": result.error.code})
-            payload["error"] = {**error.to_dict(), "code": result.error.code}
-        message = DelegateResultMessage(
-            sender=self.name, to=sender, correlation_id=correlation_id, payload=payload
+    @staticmethod
+    def _turn_input(sender: str, handoff: Handoff) -> TurnInput:
+        return TurnInput(
+            text=handoff.input,
+            trace_id=handoff.trace_id or wire.new_trace_id(),
+            event_type=handoff.event_type,
+            source_kind="user" if sender in (ORCHESTRATOR, EXTERNAL_CALLER) else "agent",
+            source_name=sender,
+            metadata=handoff.metadata,
+            call_chain=handoff.call_chain,
+            parent_span_id=handoff.parent_span_id,
         )
+
+    def _turn_finished(
+        self,
+        sender: str,
+        instance_key: str,
+        correlation_id: str | None,
+        send_id: str,
+        result: TurnResult,
+    ) -> None:
+        self._tell(wire.TurnCompleted(instance_key, result.status))
+        if correlation_id is not None:
+            self._reply(sender, correlation_id, result)
+        elif send_id:
+            self._tell(wire.SendDone(send_id))
+        if result.restart_reason is not None:
+            # After the answer is out: the restart must not cost the caller its result.
+            self.log.info("restart requested by a tool", reason=result.restart_reason)
+            self._tell(wire.RestartRequest(result.restart_reason))
+        self._check_standard_fds()
+
+    def _reply(self, sender: str, correlation_id: str, result: TurnResult) -> None:
+        error = None
+        if result.error is not None:
+            # The Turn's own code (E_MAX_STEPS, a model error, ...) is the code the caller sees.
+            error = TurnFailed(
+                result.error.message,
+                details={"turnCode": result.error.code},
+                code=result.error.code,
+            )
+        answer = DelegateAnswer(result.status, result.text, result.to_json(), error)
         try:
-            self.channel.send_nowait(message)
+            self.channel.send_nowait(
+                wire.delegate_result(self.name, sender, correlation_id, answer)
+            )
         except FrameTooLarge as exc:
             # The caller still gets its one answer: an error instead of the oversize result.
             self.log.warning("answer too large for one frame", error=str(exc))
@@ -539,80 +552,50 @@ class AgentProcess:
                 f"the answer of {self.name!r} is too large to send ({exc})",
                 code="E_RESULT_TOO_LARGE",
             )
-            self._answer(sender, correlation_id, too_large)
+            self._refuse(sender, correlation_id, too_large)
         except Exception as exc:  # the Orchestrator is gone: nothing to tell
             self.log.debug("answer not sent", error=str(exc))
 
-    def _answer(
+    def _refuse(
         self, sender: str, correlation_id: str | None, error: IpcError, send_id: str = ""
     ) -> None:
+        """Answer a request (or report a send) that gets no Turn, with why."""
         if correlation_id is None:
             self.log.warning("event refused", error=error.message, code=error.code)
             if send_id:
-                self._send_quietly(
-                    event(
-                        self.name,
-                        ORCHESTRATOR,
-                        "send_refused",
-                        eventId=send_id,
-                        error=error.to_dict(),
-                    )
-                )
+                self._tell(wire.SendRefused(send_id, error))
             return
         self._send_quietly(
-            DelegateResultMessage(
-                sender=self.name,
-                to=sender,
-                correlation_id=correlation_id,
-                payload={"status": "error", "error": error.to_dict()},
-            )
+            wire.delegate_result(self.name, sender, correlation_id, DelegateAnswer.failure(error))
         )
 
-    def _prepare_instance(self, message: EventMessage) -> None:
+    def _prepare_instance(self, message: EventMessage, body: wire.PrepareInstance) -> None:
         """``agents__spawn``: create the instance (in its own workdir if asked) unless it
-        exists, whoever asks; answer ``{ok, created, instanceKey, cwd}`` or why not."""
+        exists, whoever asks; answer with the instance or why not."""
         assert self.instances is not None
-        payload = message.fields
-        key = str(payload.get("instanceKey") or "default")
+        key = body.instance_key
+        answer: wire.PrepareInstanceResult
         try:
-            workdir = self._spawn_workdir(payload.get("cwd"))
+            workdir = self._spawn_workdir(body.cwd)
             spawned_by = {
-                "agent": str(payload.get("owner") or ""),
-                "instanceKey": str(payload.get("ownerInstanceKey") or "default"),
-                "at": utc_now(),
+                "agent": body.owner,
+                "instanceKey": body.owner_instance_key,
+                "at": utc_timestamp(),
             }
             instance, created = self.instances.prepare(key, workdir=workdir, spawned_by=spawned_by)
-            answer: dict[str, Any] = {
-                "ok": True,
-                "created": created,
-                "instanceKey": key,
-                "cwd": str(instance.workdir),
-            }
+            answer = wire.PrepareInstanceResult(key, created, str(instance.workdir))
         except Exception as exc:
             code = getattr(exc, "code", None)
-            answer = {
-                "ok": False,
-                "error": {
-                    "code": code if isinstance(code, str) else "E_INTERNAL",
-                    "message": str(exc),
-                },
-            }
-        self._send_quietly(
-            event(
-                self.name,
-                ORCHESTRATOR,
-                "prepare_instance_result",
-                correlation_id=message.correlation_id,
-                **answer,
-            )
-        )
+            error = IpcError(str(exc), code=code if isinstance(code, str) else "E_INTERNAL")
+            answer = wire.PrepareInstanceResult(error=error)
+        self._tell(answer, message.correlation_id)
 
-    def _spawn_workdir(self, cwd: object) -> Path | None:
+    def _spawn_workdir(self, cwd: str | None) -> Path | None:
         """The absolute workdir a spawn asks for, kept inside the state directory unless the
         Swarm's ``policy.allowSpawnOutsideState`` lets it out."""
-        if cwd is None or cwd == "":
+        if not cwd:
             return None
-        path = Path(str(cwd))
+        path = Path(cwd)
         if not path.is_absolute():
             raise SpawnRefused(f"cwd {cwd!r} must be absolute (the caller resolves a relative one)")
         resolved = path.resolve()
@@ -628,19 +611,19 @@ class AgentProcess:
             raise ConversationStorageError(resolved, exc) from exc
         return resolved
 
-    async def _shutdown(self, payload: dict[str, Any]) -> None:
+    async def _shutdown(self, request: ShutdownRequest) -> None:
         """Stop taking work, let running Turns finish within the grace period, acknowledge."""
         assert self.instances is not None
         self.draining = True
-        grace = float(payload.get("gracePeriodMs", 30_000)) / 1000
-        self.log.info("draining", grace_seconds=grace, reason=payload.get("reason"))
+        grace = request.grace_seconds
+        self.log.info("draining", grace_seconds=grace, reason=request.reason)
         try:
             async with asyncio.timeout(grace):
                 await self.instances.drain()
         except TimeoutError:
             self.log.warning("turns still running at the end of the grace period")
-        self._send_quietly(event(self.name, ORCHESTRATOR, "shutdown_ack"))
-        await self._flush()
+        self._tell(wire.ShutdownAck())
+        await self.channel.flush()
 
     async def _stop(self) -> None:
         self.correlations.fail_all(ShuttingDown("the agent process is stopping"))
@@ -653,18 +636,23 @@ class AgentProcess:
         killed = kill_scope(os.environ.get(SCOPE_ENV))
         if killed:
             self.log.info("tool programs ended with the agent", pids=killed)
-        await self._flush()  # the answers of the Turns cut short above are on their way
+        await self.channel.flush()  # the answers of the Turns cut short above go out first
         self.channel.close()
 
     # -- reporting -----------------------------------------------------------------------
 
     def _report_event(self, runtime_event: dict[str, Any]) -> None:
-        self._send_quietly(event(self.name, ORCHESTRATOR, "runtime_event", event=runtime_event))
+        self._tell(wire.RuntimeEventReport(runtime_event))
 
     def _report_busy(self, busy: bool) -> None:
-        self._send_quietly(
-            event(self.name, ORCHESTRATOR, "status", status="processing" if busy else "idle")
-        )
+        self._tell(wire.StatusChanged("processing" if busy else "idle"))
+
+    def _event(self, body: EventBody, correlation_id: str | None = None) -> EventMessage:
+        return wire.event(self.name, ORCHESTRATOR, body, correlation_id)
+
+    def _tell(self, body: EventBody, correlation_id: str | None = None) -> None:
+        """Send the Orchestrator an event; nothing happens if it is gone."""
+        self._send_quietly(self._event(body, correlation_id))
 
     def _send(self, message: IpcMessage) -> None:
         self.channel.send_nowait(message)
@@ -674,11 +662,6 @@ class AgentProcess:
             self.channel.send_nowait(message)
         except (PeerGone, Exception) as exc:  # the Orchestrator is gone: nothing to tell
             self.log.debug("message not sent", error=str(exc), type=message.type)
-
-    async def _flush(self) -> None:
-        # Written frames sit in the transport buffer; give the loop a moment to write them.
-        for _ in range(3):
-            await asyncio.sleep(0)
 
     # -- inbox -----------------------------------------------------------------------------
 
@@ -693,18 +676,17 @@ class AgentProcess:
             wake=True,
         )
 
-    def _on_send_failed(self, payload: dict[str, Any]) -> None:
+    def _on_send_failed(self, message: EventMessage, body: wire.SendFailed) -> None:
         """A send of ours was lost (its target crashed mid-Turn, or refused it): tell the
         instance that sent it, in its next Step."""
-        instance_key = str(payload.get("instanceKey") or "default")
         self.log.warning(
             "send not delivered",
-            instance_key=instance_key,
-            target=payload.get("target"),
-            event_id=payload.get("eventId"),
+            instance_key=body.instance_key,
+            target=body.target,
+            event_id=body.event_id,
         )
-        report = {k: v for k, v in payload.items() if k not in ("kind", "instanceKey")}
-        self._deliver(instance_key, {"type": "send_failed", **report}, "send_failed")
+        report = {"type": "send_failed", "eventId": body.event_id, "target": body.target}
+        self._deliver(body.instance_key, {**report, "error": body.error.to_dict()}, "send_failed")
 
     def _on_pending_start(self, start: PendingStart) -> None:
         assert self.instances is not None
@@ -742,7 +724,7 @@ class AgentProcess:
             self._report_event(
                 {
                     "type": "inbox.overflow",
-                    "timestamp": utc_now(),
+                    "timestamp": utc_timestamp(),
                     "agentName": self.name,
                     "instanceKey": instance_key,
                     "kind": kind,
@@ -789,7 +771,7 @@ def _inbox_message(payload: dict[str, Any], kind: str) -> Message:
         id=new_message_id("inbox"),
         role="user",
         content=json.dumps(payload, ensure_ascii=False),
-        created_at=utc_now(),
+        created_at=utc_timestamp(),
         source=MessageSource(type="system"),
         metadata={"__goondanInbox": kind},
     )

@@ -1,4 +1,4 @@
-"""Background tool calls (``status: pending``, seed 000 §8.2) that outlive the Step, and restarts.
+"""Background tool calls that outlive the Step, and restarts.
 
 A call answered ``pending`` keeps working after its Step. The ledger keeps every such handle of
 an instance in ``<instance>/pending.json`` until its completion is delivered, so a handle whose
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from agent_process.step import utc_now
+from goondan.time import utc_timestamp
 from tools_base import JsonObject, JsonValue
 
 FILE_NAME = "pending.json"
@@ -74,7 +74,7 @@ class PendingLedger:
         record: JsonObject = {
             "toolCallId": tool_call_id,
             "toolName": tool_name,
-            "startedAt": utc_now(),
+            "startedAt": utc_timestamp(),
         }
         self._open.setdefault(instance_key, {})[handle] = (path, record)
         self._save(instance_key, path)

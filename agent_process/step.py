@@ -14,14 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_process.conversation import ConversationStore
-from agent_process.events import EventRecorder, capped, current_span, new_span_id
+from agent_process.events import capped, current_span, new_span_id
 from agent_process.models.base import ChatModel, ModelRequest, TokenUsage
+from agent_process.scope import StepScope
 from agent_process.tools.catalog import ToolCatalogItem, build_catalog, catalog_names
-from agent_process.tools.executor import ToolCallScope, ToolExecutor, error_result
+from agent_process.tools.executor import ToolExecutor, error_result
 from agent_process.tools.middleware import MiddlewarePipeline, StepMiddlewareContext
 from agent_process.tools.registry import ToolRegistry
+from goondan.defaults import MAX_TOOL_CALLS_PER_STEP
+from goondan.time import utc_timestamp
 from tools_base import (
-    AgentToolRuntime,
     JsonValue,
     Message,
     MessageEvent,
@@ -32,64 +34,12 @@ from tools_base import (
 
 _message_ids = itertools.count(1)
 
-DEFAULT_MAX_TOOL_CALLS_PER_STEP = 32
-
-
-async def _run_tool(
-    settings: StepSettings,
-    call: ToolCall,
-    scope: ToolCallScope,
-    assistant: Message,
-    recorder: EventRecorder | None,
-    step_span: str | None,
-    step_id: str,
-) -> ToolCallResult:
-    """One tool call, inside its own span (``tool.called`` / ``tool.completed`` / ``tool.failed``)."""
-    span = new_span_id()
-    fields = {
-        "toolCallId": call.id,
-        "toolName": call.name,
-        "stepId": step_id,
-        "turnId": scope.turn_id,
-    }
-    if recorder is not None:
-        recorder.emit("tool.called", span, step_span, **fields, args=capped(call.args))
-    token = current_span.set(span)
-    started = time.perf_counter()
-    try:
-        result = await settings.executor.execute(call, scope, assistant)
-    except BaseException as exc:
-        if recorder is not None:
-            duration = round((time.perf_counter() - started) * 1000, 3)
-            recorder.emit(
-                "tool.failed", span, step_span, **fields, duration=duration, errorMessage=repr(exc)
-            )
-        raise
-    finally:
-        current_span.reset(token)
-    if recorder is not None:
-        recorder.emit(
-            "tool.completed",
-            span,
-            step_span,
-            **fields,
-            status=result.status,
-            duration=round((time.perf_counter() - started) * 1000, 3),
-            output=capped(result.output),
-            error=result.error.to_json() if result.error else None,
-        )
-    return result
+DEFAULT_MAX_TOOL_CALLS_PER_STEP = MAX_TOOL_CALLS_PER_STEP
 
 
 def new_message_id(prefix: str) -> str:
     """A process-unique, stable message id."""
     return f"{prefix}-{time.time_ns():x}-{next(_message_ids)}"
-
-
-def utc_now() -> str:
-    """The current time as ISO 8601 UTC, millisecond precision."""
-    now = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -134,7 +84,7 @@ class StepContext(StepMiddlewareContext[StepResult]):
     (``dataclasses.replace(result, should_continue=True)`` runs another Step).
     """
 
-    __slots__ = ("_store", "runtime", "turn_metadata")
+    __slots__ = ("_store", "turn_metadata")
 
     def __init__(
         self,
@@ -142,23 +92,12 @@ class StepContext(StepMiddlewareContext[StepResult]):
         core: Any,
         *,
         store: ConversationStore,
-        scope: ToolCallScope,
+        scope: StepScope,
         tool_catalog: list[ToolCatalogItem],
         turn_metadata: dict[str, JsonValue],
     ) -> None:
-        super().__init__(
-            chain,
-            core,
-            tool_catalog=tool_catalog,
-            agent_name=scope.agent_name,
-            instance_key=scope.instance_key,
-            turn_id=scope.turn_id,
-            trace_id=scope.trace_id,
-            step_index=scope.step_index,
-        )
+        super().__init__(chain, core, scope=scope, tool_catalog=tool_catalog)
         self._store = store
-        self.runtime: AgentToolRuntime | None = scope.runtime
-        """The ``agents`` runtime of this Turn."""
         self.turn_metadata = turn_metadata
         """The Turn's ``metadata``: scratch space shared by every Step of the Turn."""
 
@@ -175,16 +114,17 @@ class StepContext(StepMiddlewareContext[StepResult]):
 async def run_step(
     settings: StepSettings,
     store: ConversationStore,
-    scope: ToolCallScope,
-    recorder: EventRecorder | None = None,
-    span_id: str | None = None,
+    scope: StepScope,
     turn_metadata: dict[str, JsonValue] | None = None,
 ) -> StepResult:
-    """Run Step ``scope.step_index`` of the Turn ``scope.turn_id`` on ``store``."""
+    """Run Step ``scope.index`` of the Turn ``scope.turn`` on ``store``.
+
+    Tool events go to ``scope.turn.recorder``, under the Step's span ``scope.span_id``.
+    """
     catalog = build_catalog(settings.registry, settings.config_tool_names)
 
     async def core(ctx: StepContext) -> StepResult:
-        return await _model_and_tools(settings, store, scope, ctx, recorder, span_id)
+        return await _model_and_tools(settings, store, ctx)
 
     ctx = StepContext(
         settings.pipeline.chain("step"),
@@ -198,12 +138,7 @@ async def run_step(
 
 
 async def _model_and_tools(
-    settings: StepSettings,
-    store: ConversationStore,
-    scope: ToolCallScope,
-    ctx: StepMiddlewareContext[Any],
-    recorder: EventRecorder | None,
-    step_span: str | None,
+    settings: StepSettings, store: ConversationStore, ctx: StepContext
 ) -> StepResult:
     started = time.perf_counter()
     tools = list(ctx.tool_catalog)
@@ -215,25 +150,39 @@ async def _model_and_tools(
             max_tokens=settings.max_tokens,
         )
     )
-    step_id = f"{scope.turn_id}-step-{scope.step_index}"
     assistant = Message(
         id=new_message_id("msg"),
         role="assistant",
         content=response.text,
         tool_calls=response.tool_calls,
-        created_at=utc_now(),
-        source=MessageSource(type="assistant", step_id=step_id),
+        created_at=utc_timestamp(),
+        source=MessageSource(type="assistant", step_id=ctx.scope.id),
         metadata={"finishReason": response.finish_reason},
     )
     store.append(assistant)
-    call_scope = dataclasses.replace(scope, catalog=catalog_names(tools))  # the final allowlist
+    # The catalog the model was offered, after every step middleware, is the allowlist.
+    scope = dataclasses.replace(ctx.scope, allowlist=catalog_names(tools))
+    results = await _run_calls(settings, store, scope, assistant)
+    return StepResult(
+        text=response.text,
+        tool_calls=response.tool_calls,
+        tool_results=results,
+        should_continue=bool(response.tool_calls),
+        usage=response.usage,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        metadata={**ctx.metadata, "model": response.metadata},
+    )
+
+
+async def _run_calls(
+    settings: StepSettings, store: ConversationStore, scope: StepScope, assistant: Message
+) -> tuple[ToolCallResult, ...]:
+    """Run the calls of ``assistant`` in order, each result appended as it completes."""
     results: list[ToolCallResult] = []
     limit = settings.max_tool_calls_per_step
-    for index, call in enumerate(response.tool_calls):
+    for index, call in enumerate(assistant.tool_calls):
         if index < limit:
-            result = await _run_tool(
-                settings, call, call_scope, assistant, recorder, step_span, step_id
-            )
+            result = await _run_tool(settings.executor, call, scope, assistant)
         else:
             # Every call still gets its result: providers refuse a call left unanswered.
             result = error_result(
@@ -241,7 +190,7 @@ async def _model_and_tools(
                 call.name,
                 message=(
                     f"Not run: one response may make at most {limit} tool calls "
-                    f"(this one made {len(response.tool_calls)})."
+                    f"(this one made {len(assistant.tool_calls)})."
                 ),
                 code="E_TOOL_CALL_LIMIT",
                 name="ToolLimitError",
@@ -253,16 +202,56 @@ async def _model_and_tools(
                 id=new_message_id("msg"),
                 role="tool",
                 tool_result=result.to_json(),
-                created_at=utc_now(),
+                created_at=utc_timestamp(),
                 source=MessageSource(type="tool", tool_call_id=call.id, tool_name=call.name),
             )
         )
-    return StepResult(
-        text=response.text,
-        tool_calls=response.tool_calls,
-        tool_results=tuple(results),
-        should_continue=bool(response.tool_calls),
-        usage=response.usage,
-        duration_ms=(time.perf_counter() - started) * 1000,
-        metadata={**ctx.metadata, "model": response.metadata},
+    return tuple(results)
+
+
+async def _run_tool(
+    executor: ToolExecutor, call: ToolCall, scope: StepScope, assistant: Message
+) -> ToolCallResult:
+    """One tool call, inside its own span (``tool.called`` / ``tool.completed`` / ``tool.failed``)."""
+    recorder = scope.turn.recorder
+    if not recorder.active:
+        return await _in_span(executor, call, scope, assistant, new_span_id())
+    span = new_span_id()
+    fields = {
+        "toolCallId": call.id,
+        "toolName": call.name,
+        "stepId": scope.id,
+        "turnId": scope.turn.turn_id,
+    }
+    recorder.emit("tool.called", span, scope.span_id, **fields, args=capped(call.args))
+    started = time.perf_counter()
+    try:
+        result = await _in_span(executor, call, scope, assistant, span)
+    except BaseException as exc:
+        duration = round((time.perf_counter() - started) * 1000, 3)
+        recorder.emit(
+            "tool.failed", span, scope.span_id, **fields, duration=duration, errorMessage=repr(exc)
+        )
+        raise
+    recorder.emit(
+        "tool.completed",
+        span,
+        scope.span_id,
+        **fields,
+        status=result.status,
+        duration=round((time.perf_counter() - started) * 1000, 3),
+        output=capped(result.output),
+        error=result.error.to_json() if result.error else None,
     )
+    return result
+
+
+async def _in_span(
+    executor: ToolExecutor, call: ToolCall, scope: StepScope, assistant: Message, span: str
+) -> ToolCallResult:
+    """The call with ``span`` as the current span, so what the tool starts hangs under it."""
+    token = current_span.set(span)
+    try:
+        return await executor.execute(call, scope, assistant)
+    finally:
+        current_span.reset(token)

@@ -18,11 +18,14 @@ from typing import Any, Literal
 import structlog
 
 from agent_process.conversation import ConversationStorageError, ConversationStore, MessageEvent
-from agent_process.events import EventRecorder, EventSink, new_span_id
+from agent_process.events import EventSink
 from agent_process.models.base import ModelError, TokenUsage
-from agent_process.step import StepResult, StepSettings, new_message_id, run_step, utc_now
-from agent_process.tools.executor import ToolCallScope
-from agent_process.tools.middleware import MiddlewareContext
+from agent_process.scope import StepScope, TurnScope
+from agent_process.step import StepResult, StepSettings, new_message_id, run_step
+from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
+from goondan.defaults import MAX_STEPS_PER_TURN
+from goondan.time import utc_timestamp
+from ipc.protocol import new_trace_id
 from tools_base import (
     AgentToolRuntime,
     JsonObject,
@@ -33,7 +36,7 @@ from tools_base import (
     ToolErrorInfo,
 )
 
-DEFAULT_MAX_STEPS_PER_TURN = 32
+DEFAULT_MAX_STEPS_PER_TURN = MAX_STEPS_PER_TURN
 
 FinishReason = Literal["text_response", "max_steps", "error"]
 
@@ -43,11 +46,6 @@ EMPTY_OUTPUT_CORRECTION = (
     "Your last answer was empty. Reply with text for the user, or call one of the tools."
 )
 EMPTY_OUTPUT_NOTICE = "The model did not produce a response."
-
-
-def new_trace_id() -> str:
-    """A 32-hex trace id (W3C trace-context size)."""
-    return secrets.token_hex(16)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -82,7 +80,8 @@ class TurnError:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnResult:
-    """The outcome of one Turn."""
+    """The outcome of one Turn; build it with :meth:`answered`, :meth:`failed`,
+    :meth:`no_answer` or :meth:`out_of_steps`."""
 
     turn_id: str
     trace_id: str
@@ -96,6 +95,105 @@ class TurnResult:
     usage: TokenUsage = field(default_factory=TokenUsage)
     restart_reason: str | None = None
     """Set when a tool asked for a restart of this agent (``restartRequested: true``)."""
+
+    @classmethod
+    def answered(
+        cls,
+        scope: TurnScope,
+        text: str,
+        *,
+        steps: int,
+        usage: TokenUsage,
+        restart_reason: str | None,
+    ) -> TurnResult:
+        """The model answered ``text`` in Step ``steps``."""
+        return cls(
+            turn_id=scope.turn_id,
+            trace_id=scope.trace_id,
+            status="ok",
+            text=text,
+            finish_reason="text_response",
+            step_count=steps,
+            duration_ms=scope.elapsed_ms(),
+            usage=usage,
+            restart_reason=restart_reason,
+        )
+
+    @classmethod
+    def failed(
+        cls,
+        origin: TurnScope | TurnInput,
+        code: str,
+        message: str,
+        *,
+        steps: int = 0,
+        usage: TokenUsage | None = None,
+    ) -> TurnResult:
+        """The Turn failed with ``code``.
+
+        ``origin`` is the Turn's scope, or only its input when the Turn failed before it got
+        one: the result then has no Turn id and no duration.
+        """
+        if isinstance(origin, TurnScope):
+            turn_id, duration_ms = origin.turn_id, origin.elapsed_ms()
+        else:
+            turn_id, duration_ms = "", 0.0
+        return cls(
+            turn_id=turn_id,
+            trace_id=origin.trace_id,
+            status="error",
+            text="",
+            finish_reason="error",
+            step_count=steps,
+            duration_ms=duration_ms,
+            error=TurnError(code=code, message=message),
+            usage=usage or TokenUsage(),
+        )
+
+    @classmethod
+    def no_answer(
+        cls, scope: TurnScope, *, steps: int, usage: TokenUsage, restart_reason: str | None
+    ) -> TurnResult:
+        """The model answered nothing, even when asked again (``E_MODEL_EMPTY_OUTPUT``); the
+        text is the notice the conversation got in place of an answer."""
+        return cls(
+            turn_id=scope.turn_id,
+            trace_id=scope.trace_id,
+            status="error",
+            text=EMPTY_OUTPUT_NOTICE,
+            finish_reason="error",
+            step_count=steps,
+            duration_ms=scope.elapsed_ms(),
+            error=TurnError(code="E_MODEL_EMPTY_OUTPUT", message=EMPTY_OUTPUT_NOTICE),
+            usage=usage,
+            restart_reason=restart_reason,
+        )
+
+    @classmethod
+    def out_of_steps(
+        cls,
+        scope: TurnScope,
+        *,
+        max_steps: int,
+        text: str,
+        usage: TokenUsage,
+        restart_reason: str | None,
+    ) -> TurnResult:
+        """``max_steps`` Steps ran without an answer (``E_MAX_STEPS``); ``text`` is the last
+        text the model produced, if any."""
+        notice = f"Turn stopped: reached maxStepsPerTurn ({max_steps}) without a final answer."
+        return cls(
+            turn_id=scope.turn_id,
+            trace_id=scope.trace_id,
+            status="error",
+            text=text or notice,
+            finish_reason="max_steps",
+            step_count=max_steps,
+            duration_ms=scope.elapsed_ms(),
+            error=TurnError(code="E_MAX_STEPS", message=notice),
+            usage=usage,
+            restart_reason=restart_reason,
+        )
 
     def to_json(self) -> JsonObject:
         """The wire form (a ``delegate_result`` payload carries it)."""
@@ -114,53 +212,55 @@ class TurnResult:
         return out
 
 
-class TurnMiddlewareContext(MiddlewareContext[TurnResult]):
-    """Context of a ``turn`` middleware."""
+class TurnMiddlewareContext(TurnIdentity, MiddlewareContext[TurnResult]):
+    """Context of a ``turn`` middleware.
 
-    __slots__ = (
-        "agent_name",
-        "input",
-        "instance_key",
-        "metadata",
-        "runtime",
-        "store",
-        "trace_id",
-        "turn_id",
-    )
+    ``metadata`` is the layers' to change, and the conversation through
+    ``emit_message_event``; the rest is read-only.
+    """
+
+    __slots__ = ("_input", "_store", "metadata", "scope")
 
     def __init__(
         self,
         chain: Any,
         core: Any,
         *,
+        scope: TurnScope,
         turn_input: TurnInput,
         store: ConversationStore,
-        agent_name: str,
-        instance_key: str,
-        turn_id: str,
-        runtime: AgentToolRuntime | None = None,
     ) -> None:
         super().__init__(chain, core)
-        self.input = turn_input
-        """What started the Turn; its user message is already in ``messages``."""
-        self.runtime = runtime
-        """The ``agents`` runtime of this Turn (request, send, ...)."""
-        self.store = store
-        self.agent_name = agent_name
-        self.instance_key = instance_key
-        self.turn_id = turn_id
-        self.trace_id = turn_input.trace_id
+        self.scope = scope
+        """The Turn's identity, logger, runtime and recorder; read-only by convention."""
+        self._input = turn_input
+        self._store = store
         self.metadata: dict[str, JsonValue] = {}
         """Scratch space of the Turn, shared with every Step's ``turn_metadata``."""
 
     @property
+    def input(self) -> TurnInput:
+        """What started the Turn; its user message is already in ``messages``."""
+        return self._input
+
+    @property
+    def store(self) -> ConversationStore:
+        """The conversation store of the instance."""
+        return self._store
+
+    @property
+    def turn_scope(self) -> TurnScope:
+        """The Turn's scope."""
+        return self.scope
+
+    @property
     def messages(self) -> list[Message]:
         """The conversation as it stands."""
-        return self.store.messages
+        return self._store.messages
 
     def emit_message_event(self, event: MessageEvent) -> None:
         """Change the conversation (append, replace, remove, truncate); persisted at once."""
-        self.store.emit(event)
+        self._store.emit(event)
 
 
 RuntimeFactory = Callable[[str, TurnInput], AgentToolRuntime | None]
@@ -169,6 +269,29 @@ RuntimeFactory = Callable[[str, TurnInput], AgentToolRuntime | None]
 InboxDrain = Callable[[str], list[Message]]
 """``instance_key -> messages`` that arrived for the instance since the last Step (async
 inter-agent answers, completions of pending tool calls); appended before the next Step."""
+
+
+@dataclass(slots=True)
+class _Progress:
+    """What the Steps of one Turn have added up to so far."""
+
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    last_text: str = ""
+    """The last non-empty text of a Step: the answer if the Turn ends without one."""
+    restart: str | None = None
+    empty_retries: int = 0
+    after_tools: bool = False
+    """The previous Step ran tools, so this one answers their results."""
+
+    def add(self, step: StepResult) -> None:
+        if step.usage is not None:
+            self.usage = TokenUsage(
+                prompt_tokens=self.usage.prompt_tokens + step.usage.prompt_tokens,
+                completion_tokens=self.usage.completion_tokens + step.usage.completion_tokens,
+            )
+        if step.text:
+            self.last_text = step.text
+        self.restart = self.restart or _restart_reason(step)
 
 
 class TurnRunner:
@@ -195,248 +318,127 @@ class TurnRunner:
         self, instance_key: str, store: ConversationStore, workdir: Path, turn_input: TurnInput
     ) -> TurnResult:
         """Run one Turn of ``instance_key``; never raises for model or tool failures."""
-        turn_id = f"turn-{secrets.token_hex(6)}"
-        log = self._log.bind(
-            agent=self.settings.agent_name,
-            instance_key=instance_key,
-            trace_id=turn_input.trace_id,
-            turn_id=turn_id,
+        scope = self._scope(instance_key, workdir, turn_input)
+        scope.recorder.emit(
+            "turn.started", scope.span_id, scope.parent_span_id, turnId=scope.turn_id
         )
-        started = time.perf_counter()
-        recorder = EventRecorder(
-            self._events,
-            agent_name=self.settings.agent_name,
-            instance_key=instance_key,
-            trace_id=turn_input.trace_id,
-        )
-        turn_span = new_span_id()
-        recorder.emit("turn.started", turn_span, turn_input.parent_span_id, turnId=turn_id)
         self._ensure_system_prompt(store)
         _close_interrupted_calls(store)
-        store.append(
-            Message(
-                id=new_message_id("msg"),
-                role="user",
-                content=turn_input.text,
-                created_at=utc_now(),
-                source=MessageSource(type="user"),
-                metadata={
-                    "__goondanInbound": {
-                        "sourceKind": turn_input.source_kind,
-                        "sourceName": turn_input.source_name,
-                        "eventType": turn_input.event_type,
-                        "traceId": turn_input.trace_id,
-                    }
-                },
-            )
-        )
-        runtime = self._runtime_factory(instance_key, turn_input) if self._runtime_factory else None
-
-        async def core(ctx: TurnMiddlewareContext) -> TurnResult:
-            return await self._steps(
-                instance_key,
-                store,
-                workdir,
-                turn_input,
-                turn_id,
-                runtime,
-                log,
-                started,
-                recorder,
-                turn_span,
-                ctx.metadata,
-            )
-
+        store.append(_user_message(turn_input))
         ctx = TurnMiddlewareContext(
             self.settings.pipeline.chain("turn"),
-            core,
+            self._core,
+            scope=scope,
             turn_input=turn_input,
             store=store,
-            agent_name=self.settings.agent_name,
-            instance_key=instance_key,
-            turn_id=turn_id,
-            runtime=runtime,
         )
         try:
             result = await ctx.next()
         except ConversationStorageError as exc:  # the disk is full or read-only
-            log.error("turn failed: conversation not written", error=str(exc))
-            result = self._failure(turn_id, turn_input, started, 0, exc.code, str(exc))
+            scope.logger.error("turn failed: conversation not written", error=str(exc))
+            result = TurnResult.failed(scope, exc.code, str(exc))
         except Exception as exc:  # a turn/step middleware bug must not take the agent down
-            log.exception("turn failed")
-            result = self._failure(
-                turn_id, turn_input, started, 0, "E_TURN", f"{type(exc).__name__}: {exc}"
-            )
+            scope.logger.exception("turn failed")
+            result = TurnResult.failed(scope, "E_TURN", f"{type(exc).__name__}: {exc}")
         finally:
-            _fold(store, log)
-        duration = round(result.duration_ms, 3)
-        if result.status == "ok":
-            recorder.emit(
-                "turn.completed",
-                turn_span,
-                turn_input.parent_span_id,
-                turnId=turn_id,
-                stepCount=result.step_count,
-                duration=duration,
-                tokenUsage=result.usage.to_json(),
-            )
-        else:
-            recorder.emit(
-                "turn.failed",
-                turn_span,
-                turn_input.parent_span_id,
-                turnId=turn_id,
-                stepCount=result.step_count,
-                duration=duration,
-                errorCode=result.error.code if result.error else None,
-                errorMessage=result.error.message if result.error else None,
-            )
-        log.info(
-            "turn finished",
-            status=result.status,
-            finish_reason=result.finish_reason,
-            steps=result.step_count,
-            duration_ms=round(result.duration_ms, 2),
-        )
+            _fold(store, scope.logger)
+        _report(scope, result)
         return result
 
-    async def _steps(
-        self,
-        instance_key: str,
-        store: ConversationStore,
-        workdir: Path,
-        turn_input: TurnInput,
-        turn_id: str,
-        runtime: AgentToolRuntime | None,
-        log: Any,
-        started: float,
-        recorder: EventRecorder,
-        turn_span: str,
-        turn_metadata: dict[str, JsonValue],
-    ) -> TurnResult:
-        usage = TokenUsage()
-        last_text = ""
-        restart: str | None = None
-        empty_retries = 0
-        after_tools = False  # the previous Step ran tools: this one answers their results
-        for step_index in range(self.max_steps):
-            if self._inbox is not None:
-                for message in self._inbox(instance_key):
-                    store.append(message)
-            scope = ToolCallScope(
-                agent_name=self.settings.agent_name,
-                instance_key=instance_key,
-                turn_id=turn_id,
-                trace_id=turn_input.trace_id,
-                step_index=step_index,
-                workdir=workdir,
-                logger=log,
-                catalog=frozenset(),  # the Step fills in its own final catalog
-                runtime=runtime,
-            )
-            step_span = new_span_id()
-            step_id = f"{turn_id}-step-{step_index}"
-            step_fields = {"stepId": step_id, "stepIndex": step_index, "turnId": turn_id}
-            recorder.emit("step.started", step_span, turn_span, **step_fields)
-            step_started = time.perf_counter()
-            try:
-                step: StepResult = await run_step(
-                    self.settings, store, scope, recorder, step_span, turn_metadata
-                )
-            except ModelError as exc:
-                recorder.emit(
-                    "step.failed",
-                    step_span,
-                    turn_span,
-                    **step_fields,
-                    duration=round((time.perf_counter() - step_started) * 1000, 3),
-                    errorCode=exc.code,
-                    errorMessage=str(exc),
-                )
-                return self._failure(
-                    turn_id, turn_input, started, step_index + 1, exc.code, str(exc), usage
-                )
-            recorder.emit(
-                "step.completed",
-                step_span,
-                turn_span,
-                **step_fields,
-                toolCallCount=len(step.tool_calls),
-                duration=round(step.duration_ms, 3),
-                tokenUsage=step.usage.to_json() if step.usage else None,
-            )
-            if step.usage is not None:
-                usage = TokenUsage(
-                    prompt_tokens=usage.prompt_tokens + step.usage.prompt_tokens,
-                    completion_tokens=usage.completion_tokens + step.usage.completion_tokens,
-                )
-            if step.text:
-                last_text = step.text
-            restart = restart or _restart_reason(step)
-            # An empty answer right after tool results just ends the Turn (upstream §5.8).
-            empty = not step.text and not step.tool_calls and not step.should_continue
-            empty_unprompted = empty and not after_tools
-            if empty_unprompted and empty_retries < MAX_EMPTY_OUTPUT_RETRIES:
-                # Providers answer nothing now and then; say so and ask again (upstream §5.8).
-                empty_retries += 1
-                log.warning("empty model answer; asking again", retry=empty_retries)
-                store.append(_corrective_message())
-                continue
-            after_tools = bool(step.tool_calls)
-            if not step.should_continue:
-                failed = empty_unprompted and not last_text
-                if not last_text:
-                    last_text = EMPTY_OUTPUT_NOTICE
-                    store.append(_notice_message(last_text, step_id))
-                return TurnResult(
-                    turn_id=turn_id,
-                    trace_id=turn_input.trace_id,
-                    status="error" if failed else "ok",
-                    text=last_text,
-                    finish_reason="error" if failed else "text_response",
-                    step_count=step_index + 1,
-                    duration_ms=(time.perf_counter() - started) * 1000,
-                    error=TurnError(code="E_MODEL_EMPTY_OUTPUT", message=last_text)
-                    if failed
-                    else None,
-                    usage=usage,
-                    restart_reason=restart,
-                )
-        notice = f"Turn stopped: reached maxStepsPerTurn ({self.max_steps}) without a final answer."
-        return TurnResult(
+    def _scope(self, instance_key: str, workdir: Path, turn_input: TurnInput) -> TurnScope:
+        turn_id = f"turn-{secrets.token_hex(6)}"
+        agent_name = self.settings.agent_name
+        factory = self._runtime_factory
+        return TurnScope(
+            agent_name=agent_name,
+            instance_key=instance_key,
             turn_id=turn_id,
             trace_id=turn_input.trace_id,
-            status="error",
-            text=last_text or notice,
-            finish_reason="max_steps",
-            step_count=self.max_steps,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            error=TurnError(code="E_MAX_STEPS", message=notice),
-            usage=usage,
-            restart_reason=restart,
+            workdir=workdir,
+            logger=self._log.bind(
+                agent=agent_name,
+                instance_key=instance_key,
+                trace_id=turn_input.trace_id,
+                turn_id=turn_id,
+            ),
+            runtime=factory(instance_key, turn_input) if factory is not None else None,
+            events=self._events,
+            parent_span_id=turn_input.parent_span_id,
         )
 
-    def _failure(
-        self,
-        turn_id: str,
-        turn_input: TurnInput,
-        started: float,
-        steps: int,
-        code: str,
-        message: str,
-        usage: TokenUsage | None = None,
+    async def _core(self, ctx: TurnMiddlewareContext) -> TurnResult:
+        return await self._steps(ctx.scope, ctx.store, ctx.metadata)
+
+    async def _steps(
+        self, scope: TurnScope, store: ConversationStore, turn_metadata: dict[str, JsonValue]
     ) -> TurnResult:
-        return TurnResult(
-            turn_id=turn_id,
-            trace_id=turn_input.trace_id,
-            status="error",
-            text="",
-            finish_reason="error",
-            step_count=steps,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            error=TurnError(code=code, message=message),
-            usage=usage or TokenUsage(),
+        progress = _Progress()
+        for step_index in range(self.max_steps):
+            if self._inbox is not None:
+                for message in self._inbox(scope.instance_key):
+                    store.append(message)
+            step_scope = StepScope(turn=scope, index=step_index)
+            try:
+                step = await self._step(step_scope, store, turn_metadata)
+            except ModelError as exc:
+                return TurnResult.failed(
+                    scope, exc.code, str(exc), steps=step_index + 1, usage=progress.usage
+                )
+            progress.add(step)
+            # An empty answer right after tool results just ends the Turn.
+            empty = not step.text and not step.tool_calls and not step.should_continue
+            empty_unprompted = empty and not progress.after_tools
+            if empty_unprompted and progress.empty_retries < MAX_EMPTY_OUTPUT_RETRIES:
+                # Providers answer nothing now and then; say so and ask again.
+                progress.empty_retries += 1
+                scope.logger.warning(
+                    "empty model answer; asking again", retry=progress.empty_retries
+                )
+                store.append(_corrective_message())
+                continue
+            progress.after_tools = bool(step.tool_calls)
+            if not step.should_continue:
+                return _final(step_scope, store, progress, empty=empty_unprompted)
+        return TurnResult.out_of_steps(
+            scope,
+            max_steps=self.max_steps,
+            text=progress.last_text,
+            usage=progress.usage,
+            restart_reason=progress.restart,
         )
+
+    async def _step(
+        self, scope: StepScope, store: ConversationStore, turn_metadata: dict[str, JsonValue]
+    ) -> StepResult:
+        """One Step inside its span: ``step.started``, then ``step.completed`` or, when the
+        model fails (:class:`ModelError`, re-raised), ``step.failed``."""
+        recorder, parent = scope.turn.recorder, scope.turn.span_id
+        step_fields = {"stepId": scope.id, "stepIndex": scope.index, "turnId": scope.turn.turn_id}
+        recorder.emit("step.started", scope.span_id, parent, **step_fields)
+        started = time.perf_counter()
+        try:
+            step = await run_step(self.settings, store, scope, turn_metadata)
+        except ModelError as exc:
+            recorder.emit(
+                "step.failed",
+                scope.span_id,
+                parent,
+                **step_fields,
+                duration=round((time.perf_counter() - started) * 1000, 3),
+                errorCode=exc.code,
+                errorMessage=str(exc),
+            )
+            raise
+        recorder.emit(
+            "step.completed",
+            scope.span_id,
+            parent,
+            **step_fields,
+            toolCallCount=len(step.tool_calls),
+            duration=round(step.duration_ms, 3),
+            tokenUsage=step.usage.to_json() if step.usage else None,
+        )
+        return step
 
     def _ensure_system_prompt(self, store: ConversationStore) -> None:
         """Keep the agent's system prompt as the first message, persisted like any other."""
@@ -459,12 +461,84 @@ class TurnRunner:
             store.append(system)
 
 
+def _final(
+    scope: StepScope, store: ConversationStore, progress: _Progress, *, empty: bool
+) -> TurnResult:
+    """The result of a Turn whose last Step asked for nothing more.
+
+    ``empty``: that Step answered nothing, unprompted, after its retries; the Turn fails
+    unless an earlier Step produced text. Without any text the conversation gets a notice in
+    place of an answer.
+    """
+    failed = empty and not progress.last_text
+    text = progress.last_text
+    if not text:
+        text = EMPTY_OUTPUT_NOTICE
+        store.append(_notice_message(text, scope.id))
+    steps = scope.index + 1
+    if failed:
+        return TurnResult.no_answer(
+            scope.turn, steps=steps, usage=progress.usage, restart_reason=progress.restart
+        )
+    return TurnResult.answered(
+        scope.turn, text, steps=steps, usage=progress.usage, restart_reason=progress.restart
+    )
+
+
+def _report(scope: TurnScope, result: TurnResult) -> None:
+    """``turn.completed`` or ``turn.failed``, and the log line that ends every Turn."""
+    duration = round(result.duration_ms, 3)
+    common = {"turnId": scope.turn_id, "stepCount": result.step_count, "duration": duration}
+    if result.status == "ok":
+        scope.recorder.emit(
+            "turn.completed",
+            scope.span_id,
+            scope.parent_span_id,
+            **common,
+            tokenUsage=result.usage.to_json(),
+        )
+    else:
+        scope.recorder.emit(
+            "turn.failed",
+            scope.span_id,
+            scope.parent_span_id,
+            **common,
+            errorCode=result.error.code if result.error else None,
+            errorMessage=result.error.message if result.error else None,
+        )
+    scope.logger.info(
+        "turn finished",
+        status=result.status,
+        finish_reason=result.finish_reason,
+        steps=result.step_count,
+        duration_ms=round(result.duration_ms, 2),
+    )
+
+
+def _user_message(turn_input: TurnInput) -> Message:
+    return Message(
+        id=new_message_id("msg"),
+        role="user",
+        content=turn_input.text,
+        created_at=utc_timestamp(),
+        source=MessageSource(type="user"),
+        metadata={
+            "__goondanInbound": {
+                "sourceKind": turn_input.source_kind,
+                "sourceName": turn_input.source_name,
+                "eventType": turn_input.event_type,
+                "traceId": turn_input.trace_id,
+            }
+        },
+    )
+
+
 def _corrective_message() -> Message:
     return Message(
         id=new_message_id("msg"),
         role="user",
         content=EMPTY_OUTPUT_CORRECTION,
-        created_at=utc_now(),
+        created_at=utc_timestamp(),
         source=MessageSource(type="system"),
         metadata={"__goondanCorrection": "empty_output"},
     )
@@ -475,7 +549,7 @@ def _notice_message(text: str, step_id: str) -> Message:
         id=new_message_id("msg"),
         role="assistant",
         content=text,
-        created_at=utc_now(),
+        created_at=utc_timestamp(),
         source=MessageSource(type="assistant", step_id=step_id),
         metadata={"__goondanNotice": "empty_output"},
     )
@@ -517,24 +591,22 @@ def _close_interrupted_calls(store: ConversationStore) -> None:
                     id=new_message_id("msg"),
                     role="tool",
                     tool_result=result.to_json(),
-                    created_at=utc_now(),
+                    created_at=utc_timestamp(),
                     source=MessageSource(type="tool", tool_call_id=call.id, tool_name=call.name),
                 )
             )
 
 
+RESTART_FLAG = "restartRequested"
+"""A tool output with this key ``true`` (the ``self-restart`` tool's) restarts the agent after the
+Turn; ``restartReason`` says why."""
+
+
 def _restart_reason(step: StepResult) -> str | None:
-    """The reason of the first ok tool output that asks for a restart (upstream §5.10)."""
+    """The reason of the first ok tool output that asks for a restart."""
     for result in step.tool_results:
         output = result.output
-        if (
-            result.status == "ok"
-            and isinstance(output, dict)
-            and any(
-                output.get(flag) is True
-                for flag in ("restartRequested", "runtimeRestart", "__goondanRestart")
-            )
-        ):
+        if result.status == "ok" and isinstance(output, dict) and output.get(RESTART_FLAG) is True:
             return str(output.get("restartReason") or "tool:restart-signal")
     return None
 
@@ -544,6 +616,6 @@ def _system_message(prompt: str) -> Message:
         id=new_message_id("sys"),
         role="system",
         content=prompt,
-        created_at=utc_now(),
+        created_at=utc_timestamp(),
         source=MessageSource(type="system"),
     )

@@ -20,8 +20,8 @@ from ipc import (
     DelegateResultMessage,
     EventMessage,
     IpcMessage,
-    event,
 )
+from ipc import protocol as wire
 
 PAYLOAD: dict[str, Any] = {
     "target": "echo",
@@ -37,7 +37,7 @@ def echo(conn: Connection, plan: dict[str, Any]) -> None:
     """Answer every delegate at once (a trivial handler)."""
 
     async def main() -> None:
-        name = plan["name"]
+        name = plan["agent_name"]
         done = asyncio.Event()
         channel: Channel
 
@@ -52,11 +52,11 @@ def echo(conn: Connection, plan: dict[str, Any]) -> None:
                     )
                 )
             elif message.type == "shutdown":
-                channel.send_nowait(event(name, ORCHESTRATOR, "shutdown_ack"))
+                channel.send_nowait(wire.event(name, ORCHESTRATOR, wire.ShutdownAck()))
                 done.set()
 
         channel = await Channel.open(conn, ORCHESTRATOR, on_message=on_message, on_close=done.set)
-        channel.send_nowait(event(name, ORCHESTRATOR, "ready", pid=os.getpid()))
+        channel.send_nowait(wire.event(name, ORCHESTRATOR, wire.Ready(os.getpid())))
         await done.wait()
 
     uvloop.run(main())
@@ -78,11 +78,11 @@ def pinger(conn: Connection, plan: dict[str, Any]) -> None:
             elif isinstance(message, EventMessage) and message.kind == "bench_start":
                 start.set_result(int(message.payload["count"]))
             elif message.type == "shutdown":
-                channel.send_nowait(event("pinger", ORCHESTRATOR, "shutdown_ack"))
+                channel.send_nowait(wire.event("pinger", ORCHESTRATOR, wire.ShutdownAck()))
                 done.set()
 
         channel = await Channel.open(conn, ORCHESTRATOR, on_message=on_message, on_close=done.set)
-        channel.send_nowait(event("pinger", ORCHESTRATOR, "ready", pid=os.getpid()))
+        channel.send_nowait(wire.event("pinger", ORCHESTRATOR, wire.Ready(os.getpid())))
         loop = asyncio.get_running_loop()
         for n in range(await start):
             began = time.perf_counter()
@@ -93,7 +93,11 @@ def pinger(conn: Connection, plan: dict[str, Any]) -> None:
             )
             await reply
             samples.append(time.perf_counter() - began)
-        channel.send_nowait(event("pinger", ORCHESTRATOR, "bench_done", samples=samples))
+        channel.send_nowait(
+            EventMessage(
+                sender="pinger", to=ORCHESTRATOR, payload={"kind": "bench_done", "samples": samples}
+            )
+        )
         await done.wait()
 
     uvloop.run(main())

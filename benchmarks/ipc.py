@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import statistics
@@ -29,11 +30,13 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _ipc_baselines as baselines
-from ipc import EventMessage, IpcMessage, event
+from ipc import EventMessage, IpcMessage
 from ipc.logs import configure_logging
+from orchestrator.dispatch import Dispatcher
 from orchestrator.router import Router
 from orchestrator.status import ProcessStatus
 from orchestrator.supervisor import Supervisor
+from orchestrator.testing import fake_plans
 from orchestrator.transport import MultiprocessingTransport
 
 
@@ -49,27 +52,29 @@ def ours(count: int) -> list[float]:
             if isinstance(message, EventMessage) and message.kind == "bench_done":
                 done.set_result(list(message.payload["samples"]))
             else:
-                router.on_message(sender, message)
+                dispatch(sender, message)
 
         pinger_transport = MultiprocessingTransport(entry="benchmarks._ipc_agents:pinger")
         echo_transport = MultiprocessingTransport(entry="benchmarks._ipc_agents:echo")
 
         class Split:
-            async def start(self, name: str, plan: dict[str, Any], on_message: Any) -> Any:
+            async def start(self, name: str, plan: Any, on_message: Any) -> Any:
                 transport = pinger_transport if name == "pinger" else echo_transport
                 return await transport.start(name, plan, on_message)
 
         supervisor = Supervisor(
-            {"pinger": {"name": "pinger"}, "echo": {"name": "echo"}},
+            fake_plans("pinger", "echo"),
             Split(),
             on_message=on_message,
             on_exit=lambda name, info: router.on_agent_exit(name),
         )
         router = Router(supervisor)
+        dispatch = Dispatcher(router, supervisor.event_handlers)
         pinger = await supervisor.ensure_running("pinger")
         await supervisor.ensure_running("echo")
         assert pinger.worker is not None
-        pinger.worker.send(event("orchestrator", "pinger", "bench_start", count=count))
+        start = {"kind": "bench_start", "count": count}
+        pinger.worker.send(EventMessage(sender="orchestrator", to="pinger", payload=start))
         samples.extend(await asyncio.wait_for(done, 120))
         await supervisor.shutdown(2)
 
@@ -80,7 +85,7 @@ def ours(count: int) -> list[float]:
 def swarm_figures(count: int) -> dict[str, Any]:
     """(4) and (5) with the real AgentProcess."""
     from orchestrator.daemon import Orchestrator
-    from tests.integration.swarm import write_swarm
+    from tests.support.swarm import write_swarm
 
     out: dict[str, Any] = {}
 
@@ -98,7 +103,7 @@ def swarm_figures(count: int) -> dict[str, Any]:
                 started = time.perf_counter()
                 answer = await orchestrator.request("ask beta hi")
                 turns.append(time.perf_counter() - started)
-                assert answer["status"] == "ok", answer
+                assert answer.ok, answer
             out["handoff_turn"] = turns
             beta = supervisor.handles["beta"]
             crash_times = []
@@ -118,8 +123,6 @@ def swarm_figures(count: int) -> dict[str, Any]:
             spawned = Supervisor(
                 {"one": supervisor.handles["beta"].plan},
                 MultiprocessingTransport("spawn"),
-                on_message=lambda s, m: None,
-                on_exit=lambda n, i: None,
             )
             started = time.perf_counter()
             await spawned.ensure_running("one")
@@ -132,8 +135,6 @@ def swarm_figures(count: int) -> dict[str, Any]:
             fleet = Supervisor(
                 many,
                 MultiprocessingTransport(),
-                on_message=lambda s, m: None,
-                on_exit=lambda n, i: None,
             )
             started = time.perf_counter()
             await asyncio.gather(*(fleet.ensure_running(name) for name in many))
@@ -159,6 +160,10 @@ def _memory(pid: int | None) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=5000)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument(
+        "--round-trips-only", action="store_true", help="skip the swarm figures (4) and (5)"
+    )
     options = parser.parse_args()
     n = options.count
     configure_logging("warning")
@@ -167,12 +172,29 @@ def main() -> None:
     raw = baselines.summary(baselines.raw_pipe_round_trip(n))
     broker = baselines.summary(baselines.broker_round_trip(n, use_uvloop=True))
     ours_ = baselines.summary(ours(n))
+    result: dict[str, Any] = {
+        "raw_pipe_us": {"median": raw[0], "p99": raw[1]},
+        "bare_broker_us": {"median": broker[0], "p99": broker[1]},
+        "delegate_us": {"median": ours_[0], "p99": ours_[1]},
+        "ratio_to_broker": round(ours_[0] / broker[0], 3),
+        "ratio_to_raw_pipe": round(ours_[0] / raw[0], 3),
+    }
+    if not options.round_trips_only:
+        figures = swarm_figures(max(n // 25, 50))
+        result["swarm"] = {k: v for k, v in figures.items() if k != "handoff_turn"}
+        result["handoff_turn_us"] = dict(
+            zip(("median", "p99"), baselines.summary(figures["handoff_turn"]), strict=True)
+        )
+    if options.json:
+        print(json.dumps(result))
+        return
     print(f"{'round trip':<46} {'median µs':>10} {'p99 µs':>9}")
     print(f"{'(1) raw pipe A <-> B':<46} {raw[0]:>10.1f} {raw[1]:>9.1f}")
     print(f"{'(2) bare uvloop broker A->b->B->b->A':<46} {broker[0]:>10.1f} {broker[1]:>9.1f}")
     print(f"{'(3) goondan delegate A->Orch->B->Orch->A':<46} {ours_[0]:>10.1f} {ours_[1]:>9.1f}")
     print(f"ratio (3)/(2) = {ours_[0] / broker[0]:.2f}x   (3)/(1) = {ours_[0] / raw[0]:.2f}x")
-    figures = swarm_figures(max(n // 25, 50))
+    if options.round_trips_only:
+        return
     turn = baselines.summary(figures["handoff_turn"])
     print(
         f"(4) full handoff Turn alpha->beta (scripted model, tools, files): median {turn[0]:.0f} µs, p99 {turn[1]:.0f} µs"

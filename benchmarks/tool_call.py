@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,8 +29,12 @@ from typing import Any
 
 import structlog
 
+# The repository's packages first: this folder's ipc.py must not shadow the ipc package.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent_process.scope import StepScope, TurnScope
 from agent_process.tools.catalog import ToolCatalogItem, ToolSource
-from agent_process.tools.executor import ToolCallScope, ToolExecutor
+from agent_process.tools.executor import ToolExecutor
 from agent_process.tools.middleware import MiddlewarePipeline, ToolCallMiddlewareContext
 from agent_process.tools.registry import ToolRegistry
 from tools_base import (
@@ -68,7 +74,7 @@ async def passthrough(ctx: ToolCallMiddlewareContext) -> ToolCallResult:
     return await ctx.next()
 
 
-def build() -> tuple[ToolExecutor, ToolCallScope, Message, ThreadPoolExecutor]:
+def build() -> tuple[ToolExecutor, StepScope, Message, ThreadPoolExecutor]:
     registry = ToolRegistry()
     for name, handler in (
         ("bench__async", async_handler),
@@ -86,16 +92,15 @@ def build() -> tuple[ToolExecutor, ToolCallScope, Message, ThreadPoolExecutor]:
         pipeline.register("toolCall", passthrough)
     pool = ThreadPoolExecutor(max_workers=4)
     executor = ToolExecutor(registry, pipeline, thread_pool=pool)
-    scope = ToolCallScope(
+    turn = TurnScope(
         agent_name="bench",
         instance_key="default",
         turn_id="turn-1",
         trace_id="0" * 32,
-        step_index=0,
         workdir=Path.cwd(),
         logger=structlog.get_logger(),
-        catalog=frozenset(registry.names()),
     )
+    scope = StepScope(turn=turn, index=0, allowlist=frozenset(registry.names()))
     message = Message(id="m1", role="assistant", source=MessageSource(type="assistant"))
     return executor, scope, message, pool
 
@@ -109,7 +114,7 @@ async def time_per_call(fn: Callable[[], Awaitable[Any]], calls: int) -> float:
     return (time.perf_counter() - started) / calls * 1e6
 
 
-async def run(calls: int, repeats: int) -> None:
+async def run(calls: int, repeats: int, as_json: bool = False) -> None:
     executor, scope, message, pool = build()
     loop = asyncio.get_running_loop()
     ctx = ToolContext(
@@ -147,15 +152,29 @@ async def run(calls: int, repeats: int) -> None:
         ("inline", direct_inline, via_executor("bench__inline"), calls),
         ("thread", direct_thread, via_executor("bench__thread"), max(calls // 10, 100)),
     ]
-    print(f"loop: {type(loop).__module__}.{type(loop).__name__}; median of {repeats} runs")
-    print(f"{'handler':<8} {'direct µs':>10} {'executor µs':>12} {'overhead µs':>12} {'ratio':>7}")
+    loop_name = f"{type(loop).__module__}.{type(loop).__name__}"
+    figures: dict[str, Any] = {"loop": loop_name, "repeats": repeats, "handlers": {}}
+    if not as_json:
+        print(f"loop: {loop_name}; median of {repeats} runs")
+        print(
+            f"{'handler':<8} {'direct µs':>10} {'executor µs':>12} {'overhead µs':>12} {'ratio':>7}"
+        )
     for label, direct, executed, n in cases:
         direct_runs, exec_runs = [], []
         for _ in range(repeats):
             direct_runs.append(await time_per_call(direct, n))
             exec_runs.append(await time_per_call(executed, n))
         d, e = statistics.median(direct_runs), statistics.median(exec_runs)
-        print(f"{label:<8} {d:>10.2f} {e:>12.2f} {e - d:>12.2f} {e / d:>6.1f}x")
+        figures["handlers"][label] = {
+            "direct_us": round(d, 3),
+            "executor_us": round(e, 3),
+            "overhead_us": round(e - d, 3),
+            "ratio": round(e / d, 3),
+        }
+        if not as_json:
+            print(f"{label:<8} {d:>10.2f} {e:>12.2f} {e - d:>12.2f} {e / d:>6.1f}x")
+    if as_json:
+        print(json.dumps(figures))
     await executor.aclose()
     pool.shutdown()
 
@@ -165,13 +184,14 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     options = parser.parse_args()
     if options.loop == "uvloop":
         import uvloop
 
-        uvloop.run(run(options.calls, options.repeats))
+        uvloop.run(run(options.calls, options.repeats, options.json))
     else:
-        asyncio.run(run(options.calls, options.repeats))
+        asyncio.run(run(options.calls, options.repeats, options.json))
 
 
 if __name__ == "__main__":

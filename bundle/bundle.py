@@ -139,7 +139,7 @@ class Bundle:
     def registry_tools(self, agent: Resource) -> list[ResolvedTool]:
         """Every other Tool of the bundle (packages included), with its own ``spec.config``.
 
-        With ``agent_tools`` they make the agent's Tool Registry (seed 000 §1.1): not offered to
+        With ``agent_tools`` they make the agent's Tool Registry: not offered to
         the model unless step middleware adds them to a Step's catalog, and loaded on first call.
         """
         own = {(t.package, t.name) for t in self.agent_tools(agent)}
@@ -208,12 +208,7 @@ class Bundle:
             agents=sorted(a.name for a in self.swarm_agents(swarm)),
             agent_name=agent.name,
             system_prompt=self.agent_system_prompt(agent),
-            model=ModelPlan(
-                name=model.name,
-                provider=model_spec.provider,
-                model=model_spec.model,
-                spec=model_spec.model_dump(mode="json", by_alias=True, exclude_none=True),
-            ),
+            model=ModelPlan.of(model.name, model_spec),
             temperature=temperature,
             max_tokens=max_tokens,
             tools=[_tool_plan(t) for t in tools],

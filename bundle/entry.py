@@ -23,12 +23,13 @@ from bundle.errors import (
     E_HANDLER_MISSING,
     E_SCHEMA_INVALID,
 )
+from goondan.errors import ConfigError
 
 SYNTHETIC_PREFIX = "goondan_entry_"
 """Prefix of the ``sys.modules`` name of an entry loaded from its path."""
 
 
-class EntryLoadError(Exception):
+class EntryLoadError(ConfigError):
     """The entry module could not be imported, or does not export what it must.
 
     :attr:`code` is the config error code to report (``E_CONFIG_ENTRY_LOAD_FAILED``,

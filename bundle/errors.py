@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HELP_URL = "https://docs.goondan.ai/errors/{code}"
+from goondan.errors import HELP_URL, ConfigError
 
 E_FILE_NOT_FOUND = "E_CONFIG_FILE_NOT_FOUND"
 E_FILE_TOO_LARGE = "E_CONFIG_FILE_TOO_LARGE"
@@ -94,11 +94,13 @@ class ConfigIssue:
         }
 
 
-class BundleError(Exception):
+class BundleError(ConfigError):
     """A goondan.yaml could not be loaded; :attr:`errors` lists every problem found."""
 
     def __init__(self, errors: list[ConfigIssue]) -> None:
         self.errors = list(errors)
+        if self.errors:
+            self.code = self.errors[0].code
         super().__init__(self._summary())
 
     def _summary(self) -> str:

@@ -1,4 +1,4 @@
-"""From goondan.yaml to validated resources, in three layers (STYLE 21).
+"""From goondan.yaml to validated resources, in three layers.
 
 ``load_bundle(path)`` reads the file; :func:`bundle.source.parse_documents` splits it into
 documents with line maps; :func:`validate_resources` validates each document's envelope and
@@ -9,7 +9,10 @@ entries, handlers) once the packages' resources are in. Every problem is collect
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,6 +327,37 @@ def load_documents(
     return resources, [*parse_issues, *doc_issues], failed
 
 
+_Loaded = tuple[list[Resource], list[ConfigIssue], set[FailedKey]]
+_package_cache: dict[tuple[Path, str], tuple[bytes, _Loaded]] = {}
+_package_cache_lock = threading.Lock()
+
+
+def load_package_documents(manifest: Path, package: str) -> _Loaded:
+    """:func:`load_documents` of a package manifest, parsed once per process.
+
+    Every :func:`load_bundle` reads the packages' manifests (``@goondan/base`` is ~25 KB of
+    YAML, most of the cost of loading a small bundle). The result is kept per (path, package)
+    and reused while the file holds the same bytes (compared in full: a timestamp can miss a
+    rewrite within its granularity); each caller gets its own deep copy, so no two bundles
+    share an object.
+    """
+    try:
+        content = manifest.read_bytes()
+    except OSError:
+        return load_documents(manifest, package)  # the load reports it
+    key = (manifest, package)
+    with _package_cache_lock:
+        cached = _package_cache.get(key)
+    if cached is None or cached[0] != content:
+        loaded = load_documents(manifest, package)
+        with contextlib.suppress(OSError):
+            if manifest.read_bytes() == content:  # not rewritten while it was parsed
+                with _package_cache_lock:
+                    _package_cache[key] = (content, loaded)
+        return copy.deepcopy(loaded)
+    return copy.deepcopy(cached[1])
+
+
 ALLOW_OUTSIDE_BUNDLE_ENV = "GOONDAN_ALLOW_OUTSIDE_BUNDLE"
 """Set to ``1`` to let entry modules and ``systemRef`` files lie outside the bundle."""
 
@@ -363,7 +397,7 @@ def load_bundle(
         )
     manifests = {**builtin_package_manifests(), **(packages or {})}
     for name, manifest in manifests.items():
-        package_resources, package_issues, package_failed = load_documents(manifest, name)
+        package_resources, package_issues, package_failed = load_package_documents(manifest, name)
         resources.extend(r for r in package_resources if r.kind != "Package")
         issues.extend(package_issues)
         failed |= package_failed

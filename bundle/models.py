@@ -24,6 +24,14 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
 from bundle.scripted import ScriptSpec
+from goondan.defaults import (
+    ERROR_MESSAGE_LIMIT,
+    MAX_BACKGROUND_CALLS_PER_INSTANCE,
+    MAX_STEPS_PER_TURN,
+    MAX_TOOL_CALLS_PER_STEP,
+    REQUEST_TIMEOUT_SECONDS,
+    SHUTDOWN_GRACE_SECONDS,
+)
 
 API_VERSION = "goondan.ai/v1"
 KINDS = (
@@ -282,7 +290,7 @@ class ToolSpec(_Spec):
 
     entry: str = Field(description="Handler module, relative to the file that declares it.")
     error_message_limit: int = Field(
-        default=1000,
+        default=ERROR_MESSAGE_LIMIT,
         ge=1,
         le=1_000_000,
         description="Characters kept of an error message (default 1000).",
@@ -371,13 +379,13 @@ class ToolPolicy(_Spec):
         description="Default handler timeout for this agent's tools.",
     )
     max_tool_calls_per_step: int = Field(
-        default=32,
+        default=MAX_TOOL_CALLS_PER_STEP,
         ge=1,
         le=1024,
         description="Tool calls of one model response that run; the rest get E_TOOL_CALL_LIMIT.",
     )
     max_pending_calls: int = Field(
-        default=16,
+        default=MAX_BACKGROUND_CALLS_PER_INSTANCE,
         ge=1,
         le=1024,
         description="Calls per conversation that may run on in the background at once.",
@@ -404,7 +412,7 @@ class ShutdownPolicy(_Spec):
     """Graceful shutdown of the swarm's agents."""
 
     grace_period_seconds: float = Field(
-        default=30,
+        default=SHUTDOWN_GRACE_SECONDS,
         ge=0,
         le=MAX_SECONDS,
         description="Time a Turn gets to finish before it is killed.",
@@ -426,10 +434,13 @@ class SwarmPolicy(_Spec):
     """Limits of a Swarm."""
 
     max_steps_per_turn: int = Field(
-        default=32, ge=1, le=10_000, description="Steps before a Turn stops."
+        default=MAX_STEPS_PER_TURN, ge=1, le=10_000, description="Steps before a Turn stops."
     )
     request_timeout_seconds: float = Field(
-        default=60, gt=0, le=MAX_SECONDS, description="Default timeout of agents__request."
+        default=REQUEST_TIMEOUT_SECONDS,
+        gt=0,
+        le=MAX_SECONDS,
+        description="Default timeout of agents__request.",
     )
     shutdown: ShutdownPolicy = Field(
         default_factory=ShutdownPolicy, description="Graceful shutdown settings."

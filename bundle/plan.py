@@ -11,6 +11,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bundle.models import ModelSpec, ValueSource
+from bundle.scripted import ScriptSpec
+from goondan.defaults import (
+    ERROR_MESSAGE_LIMIT,
+    MAX_BACKGROUND_CALLS_PER_INSTANCE,
+    MAX_STEPS_PER_TURN,
+    MAX_TOOL_CALLS_PER_STEP,
+    MODEL_MAX_RETRIES,
+    MODEL_TIMEOUT_SECONDS,
+    REQUEST_TIMEOUT_SECONDS,
+    SHUTDOWN_GRACE_SECONDS,
+)
+
 
 class _Plan(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -32,7 +45,7 @@ class ToolPlan(_Plan):
     package: str | None = None
     entry_path: str
     """Absolute path of the handler module."""
-    error_message_limit: int = 1000
+    error_message_limit: int = ERROR_MESSAGE_LIMIT
     timeout_seconds: float | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     """``Tool.spec.config`` with the agent reference's ``config`` over it."""
@@ -40,13 +53,33 @@ class ToolPlan(_Plan):
 
 
 class ModelPlan(_Plan):
-    """The agent's Model resource."""
+    """The agent's Model resource, as its provider reads it (secrets stay references)."""
 
     name: str
     provider: str
     model: str
-    spec: dict[str, Any] = Field(default_factory=dict)
-    """The whole ``Model.spec`` as written (camelCase keys); secrets stay references."""
+    api_key: ValueSource | None = None
+    """Where the API key comes from; ``None``: the provider's usual environment variable."""
+    base_url: str | None = None
+    """An API-compatible server instead of the provider's own (``baseUrl`` or ``endpoint``)."""
+    timeout_seconds: float = MODEL_TIMEOUT_SECONDS
+    max_retries: int = MODEL_MAX_RETRIES
+    script: ScriptSpec | None = None
+    """The rules of the ``scripted`` provider."""
+
+    @classmethod
+    def of(cls, name: str, spec: ModelSpec) -> ModelPlan:
+        """The plan of Model ``name`` with ``spec``."""
+        return cls(
+            name=name,
+            provider=spec.provider,
+            model=spec.model,
+            api_key=spec.api_key,
+            base_url=spec.base_url or spec.endpoint,
+            timeout_seconds=spec.timeout_seconds or MODEL_TIMEOUT_SECONDS,
+            max_retries=MODEL_MAX_RETRIES if spec.max_retries is None else spec.max_retries,
+            script=spec.script,
+        )
 
 
 class ExtensionPlan(_Plan):
@@ -79,11 +112,11 @@ class AgentPlan(_Plan):
     extensions: list[ExtensionPlan] = Field(default_factory=list)
     allow_registry_calls: bool = False
     handler_timeout_seconds: float | None = None
-    max_tool_calls_per_step: int = 32
-    max_pending_calls: int = 16
-    max_steps_per_turn: int = 32
-    request_timeout_seconds: float = 60.0
-    shutdown_grace_seconds: float = 30.0
+    max_tool_calls_per_step: int = MAX_TOOL_CALLS_PER_STEP
+    max_pending_calls: int = MAX_BACKGROUND_CALLS_PER_INSTANCE
+    max_steps_per_turn: int = MAX_STEPS_PER_TURN
+    request_timeout_seconds: float = REQUEST_TIMEOUT_SECONDS
+    shutdown_grace_seconds: float = SHUTDOWN_GRACE_SECONDS
     memory_limit_mib: int | None = None
     """``Agent.spec.limits.memoryMiB``: the agent's data limit (``RLIMIT_DATA``)."""
     allow_spawn_outside_state: bool = False

@@ -1,11 +1,13 @@
 """Rules that span resources: names, Package placement, refs, entries, handlers, schemas.
 
 Each rule appends :class:`ConfigIssue` s; none stops the others, so one run reports everything.
-Seed 000 §2.3 and §13 are the authority for Tools; upstream §1.5 for the codes.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import threading
 from pathlib import Path
 
 import jsonschema
@@ -246,15 +248,12 @@ class _Checker:
                 suggestion="tool arguments are always an object: type: object, properties: {...}",
             )
             return
-        try:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
-        except SchemaError as exc:
-            where = ".".join(str(p) for p in exc.absolute_path)
+        problem = schema_problem(schema)
+        if problem is not None:
             self.report(
                 resource,
                 E.E_SCHEMA_INVALID,
-                f"parameters is not a valid JSON Schema: {exc.message}"
-                + (f" (at {where})" if where else ""),
+                f"parameters is not a valid JSON Schema: {problem}",
                 path,
                 suggestion="see https://json-schema.org/understanding-json-schema/",
             )
@@ -452,4 +451,51 @@ def _entry_hint(code: str) -> str | None:
         return "fix the config the module rejected (see its configure(config))"
     if code == E.E_HANDLER_MISSING:
         return "export `handlers = {'<export>': function}` (and `configure(config)` to take config)"
+    return None
+
+
+def schema_problem(schema: dict[str, object]) -> str | None:
+    """Why ``schema`` is not a valid JSON Schema (with where), or ``None`` if it is one.
+
+    Checking a schema against its metaschema costs milliseconds, and every bundle load checks
+    the built-in packages' schemas again, so verdicts are kept per schema: keyed by its JSON
+    text, for schemas that are plain JSON data (string keys; YAML can hold more, and those are
+    checked every time), so one text always stands for one value.
+    """
+    if not _plain_json(schema):
+        return _check_schema(schema)
+    text = json.dumps(schema, allow_nan=False)
+    with _schema_lock:
+        if text in _schema_problems:
+            return _schema_problems[text]
+    problem = _check_schema(schema)
+    with _schema_lock:
+        if len(_schema_problems) >= 4096:
+            _schema_problems.clear()
+        _schema_problems[text] = problem
+    return problem
+
+
+_schema_problems: dict[str, str | None] = {}
+_schema_lock = threading.Lock()
+
+
+def _plain_json(value: object) -> bool:
+    if value is None or isinstance(value, str | bool | int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(_plain_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_json(v) for k, v in value.items())
+    return False
+
+
+def _check_schema(schema: dict[str, object]) -> str | None:
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path)
+        return exc.message + (f" (at {where})" if where else "")
     return None

@@ -7,9 +7,10 @@ import re
 from collections.abc import Mapping
 
 from bundle.models import ValueSource
+from goondan.errors import ConfigError
 
 
-class SecretUnavailable(LookupError):
+class SecretUnavailable(ConfigError, LookupError):
     """A ``valueFrom`` reference points at nothing; the message names the variable, not a value."""
 
     code = "E_CONFIG_SECRET_UNAVAILABLE"

@@ -1,9 +1,13 @@
-"""The wire between the Orchestrator and its AgentProcesses: messages, frames, channels."""
+"""The wire between the Orchestrator and its AgentProcesses: messages, frames, channels.
+
+:mod:`ipc.protocol` is the protocol both sides speak (kinds, payloads, ids, shared constants);
+:mod:`ipc.messages` the envelope and the errors that cross the pipe; :mod:`ipc.codec` the frames;
+:mod:`ipc.channel` an asyncio channel over one end of a pipe.
+"""
 
 from ipc.channel import Channel, ChannelClosed, ChannelStatistics, PeerGone
 from ipc.codec import MAX_FRAME_BYTES, FrameDecoder, FrameTooLarge, IpcProtocolError, encode
 from ipc.messages import (
-    ORCHESTRATOR,
     AgentCrashed,
     AgentNotFound,
     AgentUnavailable,
@@ -19,11 +23,13 @@ from ipc.messages import (
     ShuttingDown,
     TooManyPending,
     TurnFailed,
-    event,
     parse_message,
 )
+from ipc.protocol import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, ORCHESTRATOR, EventKind
 
 __all__ = [
+    "DEFAULT_INSTANCE_KEY",
+    "EXTERNAL_CALLER",
     "MAX_FRAME_BYTES",
     "ORCHESTRATOR",
     "AgentCrashed",
@@ -36,6 +42,7 @@ __all__ = [
     "DelegateMessage",
     "DelegateResultMessage",
     "EmptyInput",
+    "EventKind",
     "EventMessage",
     "FrameDecoder",
     "FrameTooLarge",
@@ -49,6 +56,5 @@ __all__ = [
     "TooManyPending",
     "TurnFailed",
     "encode",
-    "event",
     "parse_message",
 ]

@@ -19,15 +19,19 @@ from typing import Any, cast
 
 import structlog
 
+from goondan.errors import DeliveryError
 from ipc.codec import FrameDecoder, IpcProtocolError, encode
 from ipc.messages import IpcMessage
 
+FLUSH_SECONDS = 2.0
+"""How long :meth:`Channel.flush` waits for a peer that stopped reading."""
 
-class ChannelClosed(Exception):
+
+class ChannelClosed(DeliveryError):
     """We closed this channel."""
 
 
-class PeerGone(Exception):
+class PeerGone(DeliveryError):
     """The peer closed the pipe or died; ``__cause__`` holds the OS error, if any."""
 
 
@@ -140,6 +144,30 @@ class Channel:
         self.send_nowait(message)
         if not self._can_write.is_set():
             await self._can_write.wait()
+
+    async def flush(self) -> None:
+        """Wait until every queued frame is handed to the OS (or the peer is gone, or
+        :data:`FLUSH_SECONDS` passed): what a process says right before it exits must not be
+        lost."""
+        transport = self._transport
+        if transport is None or transport.is_closing() or self._peer_gone:
+            return
+        if transport.get_write_buffer_size() == 0:
+            return
+        low, high = transport.get_write_buffer_limits()
+        # With both limits at 0 the transport pauses us now and resumes us once its buffer is
+        # empty: a wake-up at exactly "all written", with no polling.
+        transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            async with asyncio.timeout(FLUSH_SECONDS):
+                while transport.get_write_buffer_size() and not self._peer_gone:
+                    await self._can_write.wait()
+        except TimeoutError:
+            unwritten = transport.get_write_buffer_size()
+            self._log.warning("frames still unwritten at exit", bytes=unwritten)
+        finally:
+            if not transport.is_closing():
+                transport.set_write_buffer_limits(high=high, low=low)
 
     # -- receiving -------------------------------------------------------------------------
 

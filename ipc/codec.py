@@ -17,18 +17,20 @@ from typing import Any
 import msgpack
 from pydantic import ValidationError
 
+from goondan.defaults import MAX_FRAME_BYTES
+from goondan.errors import DeliveryError
 from ipc.messages import IpcMessage, parse_message
 
 MAGIC = b"\xc0\xda"
 HEADER = struct.Struct("!2sI")
 HEADER_SIZE = HEADER.size
-MAX_FRAME_BYTES = 16 * 1024 * 1024
-"""Largest body accepted: far above any real message (a Turn's answer, a tool result), small
-enough that one bad peer cannot make the Orchestrator buffer gigabytes."""
+__all__ = ["MAX_FRAME_BYTES", "FrameDecoder", "FrameTooLarge", "IpcProtocolError", "encode"]
 
 
-class FrameTooLarge(ValueError):
+class FrameTooLarge(DeliveryError, ValueError):
     """The encoded message is over :data:`MAX_FRAME_BYTES`; it was not sent."""
+
+    code = "E_RESULT_TOO_LARGE"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,26 +1,9 @@
-"""The messages between the Orchestrator and its AgentProcesses (seed 000 §9.2).
+"""The envelope of every frame, and the errors that cross the pipe.
 
-Every frame carries one ``IpcMessage`` ``{type, from, to, payload, correlationId?}``:
-
-``delegate``         agent → Orchestrator → agent: run a Turn and answer. ``correlationId``
-                     required. Payload ``{target, input, instanceKey, timeoutMs, traceId,
-                     spanId?, callChain: [agent, ...], eventType, metadata, async}``.
-``delegate_result``  the answer to one ``delegate``, same ``correlationId``. Payload
-                     ``{status: "ok" | "error", output?, turn?, error?: {code, message, details?}}``.
-``event``            everything else, told apart by ``payload.kind``:
-                     ``ready`` (child → Orchestrator: booted, ``pid``), ``boot_failed``
-                     (``error``), ``status`` (``status: idle | processing``),
-                     ``turn_completed`` (``instanceKey, status``), ``shutdown_ack``,
-                     ``send`` (fire-and-forget input: ``target, input, instanceKey, traceId,
-                     callChain``), ``spawn_request`` / ``spawn_result``, ``list_request`` /
-                     ``list_result`` (with ``correlationId``), ``runtime_event``.
-``shutdown``         Orchestrator → child: finish the current Turns and exit. Payload
-                     ``{gracePeriodMs, reason: "restart" | "config_change" | "orchestrator_shutdown"}``.
-
-``from``/``to`` are agent names, or ``orchestrator``. ``payload`` may be any JSON value (seed 000
-§9.2); the kinds above all carry an object, and a message whose payload is not the object its
-kind needs is refused (a delegate is answered with ``IPC_MALFORMED_PAYLOAD``). Errors cross the pipe as
-``{code, message, details}`` (:class:`IpcError`).
+A frame carries one ``IpcMessage`` ``{type, from, to, payload, correlationId?}`` with ``type`` one
+of ``delegate``, ``delegate_result``, ``event`` or ``shutdown``. What each payload holds, and the
+kinds of ``event``, are the protocol's (:mod:`ipc.protocol`); this module only checks the
+envelope. Errors cross the pipe as ``{code, message, details}`` (:class:`IpcError`).
 """
 
 from __future__ import annotations
@@ -29,8 +12,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-ORCHESTRATOR = "orchestrator"
-"""The ``from``/``to`` name of the Orchestrator itself."""
+from goondan.errors import DeliveryError
 
 MessageType = Literal["delegate", "delegate_result", "event", "shutdown"]
 
@@ -41,14 +23,8 @@ class _Message(BaseModel):
     sender: str = Field(alias="from", min_length=1, description="Agent name or `orchestrator`.")
     to: str = Field(min_length=1, description="Agent name or `orchestrator`.")
     payload: Any = Field(default_factory=dict)
-    """Any JSON value (seed 000 §9.2); every message of this runtime carries an object."""
+    """Any JSON value; every message of this runtime's protocol carries an object."""
     correlation_id: str | None = Field(default=None, alias="correlationId")
-
-    @property
-    def fields(self) -> dict[str, Any]:
-        """The payload when it is an object (as every message of this runtime's protocol has),
-        else empty: code reading named fields never trips over another JSON value."""
-        return self.payload if isinstance(self.payload, dict) else {}
 
     def to_wire(self) -> dict[str, Any]:
         """The dict that is msgpack-encoded: aliases, ``None`` fields left out."""
@@ -86,7 +62,7 @@ class EventMessage(_Message):
     @property
     def kind(self) -> str:
         """``payload.kind`` (``""`` when absent)."""
-        kind = self.fields.get("kind")
+        kind = self.payload.get("kind") if isinstance(self.payload, dict) else None
         return kind if isinstance(kind, str) else ""
 
 
@@ -108,19 +84,10 @@ def parse_message(data: Any) -> IpcMessage:
     return MESSAGE_ADAPTER.validate_python(data)
 
 
-def event(
-    sender: str, to: str, kind: str, correlation_id: str | None = None, **fields: Any
-) -> EventMessage:
-    """An ``event`` with ``payload = {kind, **fields}``."""
-    return EventMessage(
-        sender=sender, to=to, payload={"kind": kind, **fields}, correlation_id=correlation_id
-    )
-
-
 # -- errors across the pipe ----------------------------------------------------------------
 
 
-class IpcError(Exception):
+class IpcError(DeliveryError):
     """An error that crosses the pipe as ``{code, message, details}``."""
 
     code = "IPC_ERROR"

@@ -10,12 +10,16 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bundle import BundleError, json_schema, load_bundle
 from bundle.loader import ALLOW_OUTSIDE_BUNDLE_ENV
+from ipc.protocol import DEFAULT_INSTANCE_KEY
+
+if TYPE_CHECKING:
+    from ipc.protocol import DelegateAnswer
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -90,9 +94,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         return asyncio.run(_run(args))
 
 
+def _api_token(variable: str | None) -> str | None:
+    """The bearer token from the environment variable ``variable`` (never from the command line,
+    where other users could read it)."""
+    if variable is None:
+        return None
+    token = os.environ.get(variable, "")
+    if not token:
+        raise ValueError(f"--api-token-env {variable}: the variable is not set or empty")
+    return token
+
+
 async def _run(args: argparse.Namespace) -> int:
     from ipc import IpcError
-    from orchestrator.control import DaemonAlreadyRunning
+    from orchestrator.control import ApiRefused, DaemonAlreadyRunning
     from orchestrator.daemon import Orchestrator
 
     try:
@@ -100,7 +115,12 @@ async def _run(args: argparse.Namespace) -> int:
             Path(args.file),
             state_dir=Path(args.state_dir) if args.state_dir else None,
             swarm=args.swarm,
+            api_listen=args.listen,
+            api_token=_api_token(args.api_token_env),
         )
+    except ValueError as exc:  # a --listen that is not HOST:PORT, a token variable unset
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except BundleError as exc:
         for issue in exc.errors:
             print(issue.format(), file=sys.stderr)
@@ -109,7 +129,7 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         try:
             await orchestrator.start()
-        except DaemonAlreadyRunning as exc:
+        except (DaemonAlreadyRunning, ApiRefused, OSError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         except (IpcError, TimeoutError) as exc:
@@ -120,7 +140,7 @@ async def _run(args: argparse.Namespace) -> int:
         if args.watch:
             from orchestrator.watch import Watcher
 
-            orchestrator.keep(asyncio.ensure_future(Watcher(orchestrator).run()))
+            orchestrator.start_soon(Watcher(orchestrator).run(), "watch")
         if sys.stdin is not None and sys.stdin.isatty():
             await _interactive(orchestrator, args)
         else:
@@ -132,28 +152,28 @@ async def _run(args: argparse.Namespace) -> int:
 
 async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
     agent = args.agent or orchestrator.entry_agent
-    answer = await orchestrator.request(args.input, agent=agent, instance_key=args.instance)
-    ok = answer.get("status") == "ok"
-    turn = answer.get("turn") if isinstance(answer.get("turn"), dict) else {}
-    error = answer.get("error") if isinstance(answer.get("error"), dict) else None
+    answer: DelegateAnswer = await orchestrator.request(
+        args.input, agent=agent, instance_key=args.instance
+    )
+    error = answer.error
     if args.json:
         out = {
-            "output": answer.get("output"),
-            "status": answer.get("status"),
-            "traceId": turn.get("traceId"),
+            "output": answer.output,
+            "status": answer.status,
+            "traceId": (answer.turn or {}).get("traceId"),
             "agent": agent,
             "instanceKey": args.instance,
         }
-        if error:
-            out["error"] = error
+        if error is not None:
+            out["error"] = error.to_dict()
         print(json.dumps(out, ensure_ascii=False))
-    elif ok:
-        print(answer.get("output", ""))
+    elif answer.ok:
+        print(answer.output if answer.output is not None else "")
+    elif error is not None:
+        print(f"error: {error.message} ({error.code})", file=sys.stderr)
     else:
-        code = error.get("code") if error else "ERROR"
-        message = error.get("message") if error else "the request failed"
-        print(f"error: {message} ({code})", file=sys.stderr)
-    return 0 if ok else 1
+        print("error: the request failed (ERROR)", file=sys.stderr)
+    return 0 if answer.ok else 1
 
 
 async def _interactive(orchestrator: Any, args: argparse.Namespace) -> None:
@@ -171,23 +191,31 @@ async def _interactive(orchestrator: Any, args: argparse.Namespace) -> None:
     threading.Thread(target=read, name="stdin", daemon=True).start()
     agent = args.agent or orchestrator.entry_agent
     stopped = asyncio.ensure_future(orchestrator.wait_stopped())
-    while True:
-        print(f"{agent}> ", end="", flush=True)
-        next_line = asyncio.ensure_future(lines.get())
-        await asyncio.wait({next_line, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        if stopped.done() or next_line.result() is None:
-            next_line.cancel()
-            print()
-            return
-        text = (next_line.result() or "").strip()
-        if not text:
-            continue
-        answer = await orchestrator.request(text, agent=agent, instance_key=args.instance)
-        if answer.get("status") == "ok":
-            print(answer.get("output", ""))
-        else:
-            error = answer.get("error") or {}
-            print(f"error: {error.get('message')} ({error.get('code')})")
+    try:
+        while True:
+            print(f"{agent}> ", end="", flush=True)
+            next_line = asyncio.ensure_future(lines.get())
+            await asyncio.wait({next_line, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if stopped.done() or next_line.result() is None:
+                next_line.cancel()
+                print()
+                return
+            text = (next_line.result() or "").strip()
+            if text:
+                await _prompt_answer(orchestrator, text, agent, args.instance)
+    finally:
+        stopped.cancel()
+
+
+async def _prompt_answer(orchestrator: Any, text: str, agent: str, instance: str) -> None:
+    from ipc import IpcError
+
+    answer: DelegateAnswer = await orchestrator.request(text, agent=agent, instance_key=instance)
+    if answer.ok:
+        print(answer.output if answer.output is not None else "")
+    else:
+        error = answer.error or IpcError("the request failed", code="ERROR")
+        print(f"error: {error.message} ({error.code})")
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -360,17 +388,69 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+    stream = _event_stream(state_dir) if args.follow else None
     offset = 0
+    recent: list[str] = []
     while True:
         for end, event in read_events(path, offset):
             offset = end
             show(event)
+            recent = [*recent[-999:], json.dumps(event, sort_keys=True, default=str)]
         if not args.follow:
             return 0
+        if stream is not None:  # the daemon pushes what comes next
+            try:
+                for event in stream:
+                    if json.dumps(event, sort_keys=True, default=str) not in recent:
+                        show(event)
+            except KeyboardInterrupt:
+                return 0
+            # The daemon stopped: tail the file from here, for whatever runs next.
+            stream = None
+            offset = path.stat().st_size if path.exists() else 0
         try:
-            time.sleep(0.25)  # a plain tail: the file has no change notification here
+            time.sleep(0.25)  # no daemon API to push events: tail the file
         except KeyboardInterrupt:
             return 0
+
+
+def _event_stream(state_dir: Path) -> Iterator[dict[str, Any]] | None:
+    """The daemon's live events (``GET /v1/events`` on its API socket), or ``None`` when no
+    daemon serves the HTTP API there. Connected before the history is read, so nothing falls
+    between the two (an event in both is shown once)."""
+    import http.client
+    import socket as sockets
+
+    path = state_dir / "api.sock"
+
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+            self.sock.connect(str(path))
+
+    connection = UnixConnection("goondan")
+    try:
+        connection.request("GET", "/v1/events", headers={"Accept": "text/event-stream"})
+        response = connection.getresponse()
+        if response.status != 200 or response.readline().strip() != b": connected":
+            connection.close()
+            return None
+    except OSError:
+        connection.close()
+        return None
+
+    def events() -> Iterator[dict[str, Any]]:
+        try:
+            for raw in response:
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                if line.startswith("data: {"):
+                    event = json.loads(line.removeprefix("data: "))
+                    if isinstance(event, dict):
+                        yield event
+        finally:
+            connection.close()
+
+    return events()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -401,7 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("file", help="path of goondan.yaml")
     run.add_argument("--input", help="send this text to the entry agent, print the answer, exit")
     run.add_argument("--agent", help="send --input to this agent instead of the entry agent")
-    run.add_argument("--instance", default="default", help="instance key (default: default)")
+    run.add_argument(
+        "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
+    )
     run.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
     run.add_argument("--swarm", help="which Swarm to run (default: `default`, or the only one)")
     run.add_argument("--json", action="store_true", help="print the answer as JSON")
@@ -413,6 +495,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-outside-bundle",
         action="store_true",
         help="let entry modules and systemRef files lie outside the bundle directory",
+    )
+    run.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="serve the HTTP API on TCP too (besides .goondan/api.sock); off loopback it needs "
+        "--api-token-env",
+    )
+    run.add_argument(
+        "--api-token-env",
+        metavar="NAME",
+        help="environment variable holding the bearer token every HTTP request must carry",
     )
     run.set_defaults(run=cmd_run)
 
@@ -432,7 +525,9 @@ def build_parser() -> argparse.ArgumentParser:
     send = commands.add_parser("send", help="deliver text to an agent of the running daemon")
     send.add_argument("agent", help="target agent")
     send.add_argument("text", help="the input")
-    send.add_argument("--instance", default="default", help="instance key (default: default)")
+    send.add_argument(
+        "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
+    )
     send.add_argument("--no-wait", action="store_true", help="return once accepted")
     daemon_options(send)
     send.set_defaults(run=cmd_send)

@@ -19,13 +19,13 @@ import json
 import os
 import socket
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from ipc import IpcError
+from goondan.errors import DaemonError
+from ipc import DEFAULT_INSTANCE_KEY
 
 if TYPE_CHECKING:
     from orchestrator.daemon import Orchestrator
@@ -43,20 +43,41 @@ CONNECT_RETRY_SECONDS = 10.0
 """How long a client retries a connect the kernel refused for a full backlog."""
 
 
-class DaemonAlreadyRunning(RuntimeError):
+class DaemonAlreadyRunning(DaemonError, RuntimeError):
     """Another daemon serves this state directory."""
 
 
-class NoDaemon(RuntimeError):
+class ApiRefused(DaemonError, RuntimeError):
+    """The HTTP API cannot start as asked (a public listener without a token, no ``api``
+    extra for ``--listen``)."""
+
+
+class NoDaemon(DaemonError, RuntimeError):
     """No daemon answers on this state directory."""
 
 
-class NoAnswer(RuntimeError):
+class NoAnswer(DaemonError, RuntimeError):
     """The daemon took the request but went away (or fell silent) before answering."""
 
 
 EXIT_NO_ANSWER = 3
 """CLI exit code: the daemon went away, or did not answer in time, after taking the request."""
+
+
+def private_unix_socket(path: Path, backlog: int) -> socket.socket:
+    """A listening Unix socket at ``path`` that only this user may connect to (mode 0600)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    previous = os.umask(0o177)  # born 0600: no window where others may connect
+    try:
+        sock.bind(str(path))
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.umask(previous)
+    os.chmod(path, 0o600)
+    sock.listen(backlog)
+    return sock
 
 
 def socket_path(state_dir: Path) -> Path:
@@ -96,14 +117,11 @@ class ControlServer:
                 )
             self.log.warning("replacing a stale control socket", path=str(self.path))
             self.path.unlink()
-        previous = os.umask(0o177)  # the socket is born 0600: no window where others may connect
-        try:
-            self._server = await asyncio.start_unix_server(
-                self._serve, path=str(self.path), limit=MAX_REQUEST_BYTES, backlog=LISTEN_BACKLOG
-            )
-        finally:
-            os.umask(previous)
-        os.chmod(self.path, 0o600)
+        self._server = await asyncio.start_unix_server(
+            self._serve,
+            sock=private_unix_socket(self.path, LISTEN_BACKLOG),
+            limit=MAX_REQUEST_BYTES,
+        )
         self._owned = True
 
     async def close(self) -> None:
@@ -172,17 +190,15 @@ class ControlServer:
         if command == "send":
             agent = str(request.get("agent") or orchestrator.entry_agent)
             text = str(request.get("text", ""))
-            instance = str(request.get("instance") or "default")
+            instance = str(request.get("instance") or DEFAULT_INSTANCE_KEY)
             if agent not in orchestrator.supervisor.handles:
                 return {"ok": False, "error": f"unknown agent {agent!r}"}
             if not text.strip():  # refused before it is queued, waited for or not
                 return {"ok": False, "error": "the text to send is empty"}
             if request.get("wait", True):
                 answer = await orchestrator.request(text, agent=agent, instance_key=instance)
-                return {"ok": answer.get("status") == "ok", "answer": answer}
-            orchestrator.keep(
-                asyncio.ensure_future(self._send_unwaited(orchestrator, text, agent, instance))
-            )
+                return {"ok": answer.ok, "answer": answer.to_wire()}
+            orchestrator.send_unwaited(text, agent, instance)
             return {"ok": True, "accepted": True}
         if command == "restart":
             names = (
@@ -199,54 +215,10 @@ class ControlServer:
                 restarted.append({"agent": name, "pid": handle.pid})
             return {"ok": True, "restarted": restarted}
         if command == "delete_instance":
-            return await self._delete_instance(
+            return await orchestrator.delete_instance(
                 str(request.get("agent", "")), str(request.get("instanceKey", ""))
             )
         return {"ok": False, "error": f"unknown command {command!r}"}
-
-    async def _send_unwaited(
-        self, orchestrator: Orchestrator, text: str, agent: str, instance: str
-    ) -> None:
-        """A ``send --no-wait``: nobody waits, so a failure is logged and kept as an event."""
-        answer = await orchestrator.request(text, agent=agent, instance_key=instance)
-        if answer.get("status") == "ok":
-            return
-        error = found if isinstance(found := answer.get("error"), dict) else {}
-        self.log.warning(
-            "unwaited send failed",
-            agent=agent,
-            instance_key=instance,
-            code=error.get("code"),
-            error=error.get("message"),
-        )
-        orchestrator.events.append(
-            {
-                "type": "delivery.lost",
-                "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
-                "agentName": agent,
-                "instanceKey": instance,
-                "sender": "user",
-                "error": error,
-            }
-        )
-
-    async def _delete_instance(self, agent: str, key: str) -> dict[str, Any]:
-        """Delete one conversation; never reports success while its history could come back.
-
-        A running agent deletes it itself, on its own loop, and refuses while a Turn of the
-        instance is queued or running; otherwise the files are removed here.
-        """
-        orchestrator = self.orchestrator
-        handle = orchestrator.supervisor.handles.get(agent)
-        if handle is None:
-            return {"ok": False, "error": f"unknown agent {agent!r}"}
-        if handle.worker is None:
-            return {"ok": True, "deleted": delete_instance_dir(orchestrator.state_dir, agent, key)}
-        try:
-            answer = await orchestrator.ask_agent(agent, "delete_instance", instanceKey=key)
-        except IpcError as exc:
-            return {"ok": False, "error": f"{exc.message}; nothing was deleted, retry"}
-        return {"ok": bool(answer.get("ok")), **answer}
 
 
 def list_instances(state_dir: Path, agent: str | None = None) -> list[dict[str, Any]]:

@@ -6,24 +6,30 @@ import asyncio
 import gc
 import os
 import signal
-from collections.abc import Callable
-from datetime import UTC, datetime
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from bundle import Bundle, load_bundle
-from ipc import (
-    EventMessage,
-    IpcError,
-    IpcMessage,
-)
-from orchestrator.control import ControlServer, socket_path
+from bundle.plan import AgentPlan
+from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, EventMessage, IpcError
+from ipc import protocol as wire
+from ipc.protocol import DelegateAnswer, EventKind
+from orchestrator.clock import Clock, LoopClock
+from orchestrator.control import ApiRefused, ControlServer, delete_instance_dir, socket_path
+from orchestrator.dispatch import Dispatcher
 from orchestrator.eventlog import EventLog
+from orchestrator.events_hub import EventHub
 from orchestrator.router import InFlightSend, Router
 from orchestrator.status import ExitInfo
 from orchestrator.supervisor import AgentHandle, Supervisor
+from orchestrator.tasks import TaskOwner
+
+if TYPE_CHECKING:
+    from orchestrator.http_api import ApiServer
+    from orchestrator.metrics import SwarmMetrics
 from orchestrator.transport import MultiprocessingTransport, Transport
 
 
@@ -53,6 +59,9 @@ class Orchestrator:
         state_dir: Path | None = None,
         swarm: str | None = None,
         transport: Transport | None = None,
+        clock: Clock | None = None,
+        api_listen: str | None = None,
+        api_token: str | None = None,
     ) -> None:
         self.bundle_path = bundle_path
         self.state_dir = (state_dir or default_state_dir(bundle_path)).resolve()
@@ -65,60 +74,75 @@ class Orchestrator:
         timeout_ms = int(self.swarm.spec.policy.request_timeout_seconds * 1000)
         prepare_state_dir(self.state_dir)
         self.events = EventLog(self.state_dir)
+        self.live = EventHub()
+        """Runtime events as they happen, for the HTTP API's event stream."""
+        self.events.listeners.append(self.live.publish)
+        self.tasks = TaskOwner()
+        """Owns the tasks of supervision and routing: cancelled and awaited last at shutdown."""
+        self.helpers = TaskOwner()
+        """Owns the work started on an operator's or agent's behalf (config watch, restarts,
+        unwaited sends): cancelled first at shutdown, so none starts anything new meanwhile."""
+        clock = clock or LoopClock()
         self.supervisor = Supervisor(
             plans,
             transport or MultiprocessingTransport(),
-            on_message=self._on_message,
             on_exit=self._on_exit,
             on_lifecycle=self.events.lifecycle,
+            clock=clock,
+            tasks=self.tasks,
         )
         self.router = Router(
             self.supervisor,
             default_timeout_ms=timeout_ms,
             on_delivery_lost=self._on_delivery_lost,
+            clock=clock,
+            tasks=self.tasks,
         )
+        self.dispatch = Dispatcher(
+            self.router,
+            self.supervisor.event_handlers,
+            {
+                EventKind.RUNTIME_EVENT: self._record_runtime_event,
+                EventKind.RESTART_REQUEST: self._restart_requested,
+            },
+        )
+        self.supervisor.on_message = self.dispatch
         self.control = ControlServer(self, socket_path(self.state_dir))
-        self._kept: set[asyncio.Task[Any]] = set()
+        self.api_listen = api_listen
+        """``HOST:PORT`` of a TCP listener for the HTTP API, besides its Unix socket."""
+        self.api_token = api_token
+        self.api: ApiServer | None = None
+        self.metrics: SwarmMetrics | None = None
         self.log = structlog.get_logger("goondan.orchestrator").bind(swarm=self.swarm.name)
         self._stopped = asyncio.Event()
-        self._run_task: asyncio.Task[None] | None = None
         self._signals = 0
         self.stopping = False
         """Shutting down: control requests that would start work are refused."""
 
-    async def ask_agent(self, agent: str, kind: str, **fields: Any) -> dict[str, Any]:
-        """Ask a running agent something (see :meth:`Router.ask`)."""
-        return await self.router.ask(agent, kind, **fields)
+    def _record_runtime_event(
+        self, sender: str, message: EventMessage, body: wire.RuntimeEventReport
+    ) -> None:
+        self.events.append(body.event)
 
-    def _on_message(self, sender: str, message: IpcMessage) -> None:
-        if isinstance(message, EventMessage) and message.kind == "runtime_event":
-            runtime_event = message.fields.get("event")
-            if isinstance(runtime_event, dict):
-                self.events.append(runtime_event)
-            return
-        if isinstance(message, EventMessage) and message.kind == "restart_request":
-            reason = str(message.fields.get("reason") or "tool:self-restart")
-            self.log.info("agent asked for a restart", agent=sender, reason=reason)
-            self.events.lifecycle("restart_requested", sender, reason=reason)
-            self.keep(asyncio.ensure_future(self.supervisor.restart_agent(sender, self.grace)))
-            return
-        self.router.on_message(sender, message)
+    def _restart_requested(
+        self, sender: str, message: EventMessage, body: wire.RestartRequest
+    ) -> None:
+        self.log.info("agent asked for a restart", agent=sender, reason=body.reason)
+        self.events.lifecycle("restart_requested", sender, reason=body.reason)
+        self.start_soon(self.supervisor.restart_agent(sender, self.grace), f"restart:{sender}")
 
     def _on_delivery_lost(self, send: InFlightSend, error: IpcError) -> None:
-        self.events.append(
-            {
-                "type": "delivery.lost",
-                "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
-                "agentName": send.target,
-                "instanceKey": send.message.fields.get("instanceKey"),
-                "traceId": send.message.fields.get("traceId"),
-                "eventId": send.event_id,
-                "sender": send.sender,
-                "senderInstanceKey": send.sender_instance_key,
-                "started": send.started,
-                "attempts": send.attempts,
-                "error": error.to_dict(),
-            }
+        self.events.record(
+            "delivery.lost",
+            send.target,
+            instanceKey=send.handoff.instance_key,
+            traceId=send.handoff.trace_id or None,
+            eventId=send.event_id,
+            sender=send.sender,
+            senderInstanceKey=send.handoff.caller_instance_key,
+            started=send.started,
+            attempts=send.attempts,
+            error=error.to_dict(),
         )
 
     def _on_exit(self, name: str, info: ExitInfo) -> None:
@@ -129,17 +153,78 @@ class Orchestrator:
         on first use). Raises ``DaemonAlreadyRunning`` if another daemon owns the state."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         await self.control.start()
+        await self._start_api()
         self._report_unfolded()
         gc.freeze()  # keep the loaded bundle out of the collector's way
-        self._run_task = asyncio.ensure_future(self.supervisor.run())
+        self.tasks.start_soon(self.supervisor.run(), "reconcile")
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
         await self.supervisor.ensure_running(self.entry_agent)
 
     async def request(
-        self, text: str, *, agent: str | None = None, instance_key: str = "default"
-    ) -> dict[str, Any]:
+        self, text: str, *, agent: str | None = None, instance_key: str = DEFAULT_INSTANCE_KEY
+    ) -> DelegateAnswer:
         """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer."""
         return await self.router.request(agent or self.entry_agent, text, instance_key=instance_key)
+
+    def send_unwaited(self, text: str, agent: str, instance_key: str) -> None:
+        """Deliver ``text`` to ``agent`` without waiting: nobody waits for the answer, so a
+        failure is logged and kept as a ``delivery.lost`` event."""
+        self.start_soon(self._send_unwaited(text, agent, instance_key), f"send:{agent}")
+
+    async def _send_unwaited(self, text: str, agent: str, instance_key: str) -> None:
+        answer = await self.request(text, agent=agent, instance_key=instance_key)
+        if answer.ok:
+            return
+        error = answer.error or IpcError("the request failed")
+        self.log.warning(
+            "unwaited send failed",
+            agent=agent,
+            instance_key=instance_key,
+            code=error.code,
+            error=error.message,
+        )
+        self.events.record(
+            "delivery.lost",
+            agent,
+            instanceKey=instance_key,
+            sender=EXTERNAL_CALLER,
+            error=error.to_dict(),
+        )
+
+    async def delete_instance(self, agent: str, key: str) -> dict[str, Any]:
+        """Delete one conversation; never reports success while its history could come back.
+
+        A running agent deletes it itself, on its own loop, and refuses while a Turn of the
+        instance is queued or running; otherwise the files are removed here.
+        """
+        handle = self.supervisor.handles.get(agent)
+        if handle is None:
+            return {"ok": False, "error": f"unknown agent {agent!r}"}
+        if handle.worker is None:
+            return {"ok": True, "deleted": delete_instance_dir(self.state_dir, agent, key)}
+        try:
+            answer = await self.router.ask(agent, wire.DeleteInstance(key))
+        except IpcError as exc:
+            return {"ok": False, "error": f"{exc.message}; nothing was deleted, retry"}
+        assert isinstance(answer, wire.DeleteInstanceResult)
+        return answer.to_wire()
+
+    async def _start_api(self) -> None:
+        """Serve the HTTP API when the ``api`` extra is installed (required for ``--listen``)."""
+        try:
+            from orchestrator.http_api import ApiServer
+            from orchestrator.metrics import SwarmMetrics
+        except ImportError:  # the optional extra is not installed
+            if self.api_listen:
+                raise ApiRefused(
+                    "--listen needs the HTTP API: pip install 'goondan[api]'"
+                ) from None
+            self.log.info("http api not installed; pip install 'goondan[api]' to serve it")
+            return
+        self.metrics = SwarmMetrics(self)
+        self.events.listeners.append(self.metrics.observe)
+        self.api = ApiServer(self, listen=self.api_listen, token=self.api_token)
+        await self.api.start()
 
     def _report_unfolded(self) -> None:
         """After a crash: name the conversations with events not yet folded into their base.
@@ -159,17 +244,15 @@ class Orchestrator:
                 )
                 self.events.lifecycle("resume_pending", agent, instance=instance)
 
-    def build_plans(self, bundle: Bundle) -> dict[str, dict[str, Any]]:
-        """The plan of every agent of the swarm, as the JSON its process receives."""
+    def build_plans(self, bundle: Bundle) -> dict[str, AgentPlan]:
+        """The plan of every agent of the swarm."""
         swarm = bundle.swarm(self.swarm_name)
         return {
-            agent.name: bundle.agent_plan(agent.name, self.state_dir, swarm.name).model_dump(
-                mode="json"
-            )
+            agent.name: bundle.agent_plan(agent.name, self.state_dir, swarm.name)
             for agent in bundle.swarm_agents(swarm)
         }
 
-    async def apply_plans(self, plans: dict[str, dict[str, Any]]) -> list[str]:
+    async def apply_plans(self, plans: dict[str, AgentPlan]) -> list[str]:
         """Adopt new plans: restart the running agents whose plan changed, add new agents,
         stop removed ones. Returns the restarted agents' names."""
         supervisor = self.supervisor
@@ -215,13 +298,13 @@ class Orchestrator:
             )
         return rows
 
-    def keep(self, task: asyncio.Task[Any]) -> None:
-        """Own a background task until it finishes."""
-        self._kept.add(task)
-        task.add_done_callback(self._kept.discard)
+    def start_soon(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        """Run ``coro`` in the background for an operator or an agent; shutdown cancels it
+        before it stops the agents."""
+        self.helpers.start_soon(coro, name)
 
     def install_signal_handlers(self, on_signal: Callable[[int], None] | None = None) -> None:
-        """SIGINT/SIGTERM start a graceful stop; a second one forces it (STYLE 2)."""
+        """SIGINT/SIGTERM start a graceful stop; a second one forces it."""
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal or self.handle_signal, sig)
@@ -256,14 +339,14 @@ class Orchestrator:
         let a second daemon start on the same state.
         """
         self.stopping = True
-        for task in list(self._kept):
-            task.cancel()
+        await self.helpers.aclose()
         await self.supervisor.shutdown(self.grace)
         await self.router.close()
         await self.control.close()
-        if self._run_task is not None:
-            self._run_task.cancel()
-            await asyncio.gather(self._run_task, return_exceptions=True)
+        self.live.close()  # event streams end, so the HTTP server stops without waiting
+        if self.api is not None:
+            await self.api.close()
+        await self.tasks.aclose()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

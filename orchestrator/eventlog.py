@@ -7,13 +7,16 @@ so one file, in arrival order, holds the whole causal chain of a trace across ag
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
+
+from goondan.time import utc_timestamp
 
 FILE_NAME = "runtime-events.jsonl"
 
@@ -28,9 +31,14 @@ class EventLog:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.fchmod(fd, 0o600)  # an older log may have been created world-readable
         self._file: IO[str] | None = open(fd, "a", encoding="utf-8")  # noqa: SIM115
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        """Told of every event as it is appended (the metrics count them)."""
 
     def append(self, event: dict[str, Any]) -> None:
         """Write one event (a failure to write is never fatal to routing)."""
+        for listener in self.listeners:
+            with contextlib.suppress(Exception):  # a listener never costs the log its line
+                listener(event)
         if self._file is None:
             return
         try:
@@ -39,16 +47,15 @@ class EventLog:
         except (OSError, ValueError):
             pass
 
-    def lifecycle(self, kind: str, agent: str, **fields: Any) -> None:
-        """A process lifecycle event."""
+    def record(self, event_type: str, agent: str, **fields: Any) -> None:
+        """An event of the Orchestrator's own, stamped now, about ``agent``."""
         self.append(
-            {
-                "type": f"process.{kind}",
-                "timestamp": datetime.now(UTC).isoformat(timespec="milliseconds"),
-                "agentName": agent,
-                **fields,
-            }
+            {"type": event_type, "timestamp": utc_timestamp(), "agentName": agent, **fields}
         )
+
+    def lifecycle(self, kind: str, agent: str, **fields: Any) -> None:
+        """A process lifecycle event (``process.<kind>``)."""
+        self.record(f"process.{kind}", agent, **fields)
 
     def close(self) -> None:
         """Close the file."""

@@ -17,17 +17,24 @@ Nothing is dropped silently.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from goondan.defaults import (
+    AGENT_QUESTION_TIMEOUT_SECONDS,
+    MAX_PENDING_PER_CALLER,
+    MAX_SENDS_IN_FLIGHT_PER_CALLER,
+    REQUEST_TIMEOUT_MS,
+    SEND_DELIVERY_ATTEMPTS,
+)
+from goondan.time import utc_timestamp
 from ipc import (
-    ORCHESTRATOR,
     AgentCrashed,
     AgentUnavailable,
     CircularCall,
@@ -40,21 +47,21 @@ from ipc import (
     RequestTimeout,
     ShuttingDown,
     TooManyPending,
-    event,
 )
+from ipc import protocol as wire
+from ipc.protocol import (
+    EXTERNAL_CALLER,
+    ORCHESTRATOR,
+    DelegateAnswer,
+    EventBody,
+    EventKind,
+    Handoff,
+)
+from orchestrator.clock import Clock, LoopClock, Timer, wait_for
+from orchestrator.dispatch import EventHandler
 from orchestrator.supervisor import Supervisor
+from orchestrator.tasks import TaskOwner
 from orchestrator.transport import Worker
-
-DEFAULT_TIMEOUT_MS = 60_000
-AGENT_QUERY_TIMEOUT_SECONDS = 10.0
-"""How long the Orchestrator waits for an agent's answer to a question of its own (a spawn's
-instance, a delete)."""
-MAX_PENDING_PER_CALLER = 1024
-MAX_SENDS_IN_FLIGHT_PER_CALLER = 1024
-SEND_DELIVERY_ATTEMPTS = 2
-"""A send whose target died before starting its Turn is delivered once more, then reported."""
-EXTERNAL = "user"
-"""The caller name of requests that come from outside the swarm (CLI, control socket)."""
 
 
 @dataclass(eq=False)
@@ -64,36 +71,43 @@ class Pending:
     correlation_id: str
     caller: str
     target: str
-    timer: asyncio.TimerHandle | None = None
-    future: asyncio.Future[dict[str, Any]] | None = None
-    """Set for external callers: resolved with the answer payload."""
+    timer: Timer | None = None
+    future: asyncio.Future[DelegateAnswer] | None = None
+    """Set for external callers: resolved with the answer."""
     waiter: str | None = None
-    """The conversation (``agent@instance``) whose Turn is blocked on this answer: the
-    caller's, for a synchronous request from an agent; ``None`` otherwise."""
+    """The conversation (:func:`~ipc.protocol.call_node`) whose Turn is blocked on this answer:
+    the caller's, for a synchronous request from an agent; ``None`` otherwise."""
     awaited: str = ""
-    """The conversation (``agent@instance``) that must run the Turn answering it."""
+    """The conversation that must run the Turn answering it."""
 
 
 @dataclass(eq=False)
 class InFlightSend:
     """A fire-and-forget send between delivery and the end of the Turn it started."""
 
-    event_id: str
     sender: str
-    sender_instance_key: str
-    target: str
-    message: EventMessage
-    """The ``send`` event as the target receives it (kept for a redelivery)."""
+    handoff: Handoff
+    """As the target receives it (``source`` filled in; kept for a redelivery)."""
     started: bool = False
     attempts: int = 0
+
+    @property
+    def event_id(self) -> str:
+        """The send's id, as its sender's tool result reported it."""
+        return self.handoff.event_id
+
+    @property
+    def target(self) -> str:
+        """The agent that runs the Turn."""
+        return self.handoff.target
 
 
 DeliveryLost = Callable[[InFlightSend, IpcError], None]
 
 
 @dataclass
-class SpawnRecord:
-    """An instance prepared with ``agents__spawn``."""
+class SpawnedInstance:
+    """An instance prepared with ``agents__spawn``: one ``agents__list`` row."""
 
     target: str
     instance_key: str
@@ -114,90 +128,118 @@ class SpawnRecord:
         }
 
 
-@dataclass
 class Router:
-    """Routes messages between agents through the supervisor."""
+    """Routes requests, sends and questions between agents through the supervisor."""
 
-    supervisor: Supervisor
-    default_timeout_ms: int = DEFAULT_TIMEOUT_MS
-    pending: dict[str, Pending] = field(default_factory=dict)
-    spawns: dict[tuple[str, str, str, str], SpawnRecord] = field(default_factory=dict)
-    sends: dict[str, InFlightSend] = field(default_factory=dict)
-    on_delivery_lost: DeliveryLost | None = None
-    """Told of every send that could not be delivered (the daemon logs it as an event)."""
-    closing: bool = False
-    _tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-    _per_caller: Counter[str] = field(default_factory=Counter)
-    _sends_per_caller: Counter[str] = field(default_factory=Counter)
-    _queries: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = field(default_factory=dict)
-    """Questions to agents (:meth:`ask`) waiting for their answer, by correlation id."""
-    log: Any = field(default_factory=lambda: structlog.get_logger("goondan.router"))
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        *,
+        default_timeout_ms: int = REQUEST_TIMEOUT_MS,
+        on_delivery_lost: DeliveryLost | None = None,
+        clock: Clock | None = None,
+        tasks: TaskOwner | None = None,
+    ) -> None:
+        self.supervisor = supervisor
+        self.default_timeout_ms = default_timeout_ms
+        self.on_delivery_lost = on_delivery_lost
+        """Told of every send that could not be delivered (the daemon logs it as an event)."""
+        self.clock: Clock = clock or LoopClock()
+        self.tasks = tasks or TaskOwner()
+        self._owns_tasks = tasks is None
+        self.pending: dict[str, Pending] = {}
+        self.sends: dict[str, InFlightSend] = {}
+        self.spawned: dict[tuple[str, str, str, str], SpawnedInstance] = {}
+        self.closing = False
+        self._per_caller: Counter[str] = Counter()
+        self._sends_per_caller: Counter[str] = Counter()
+        self._questions: dict[str, tuple[str, asyncio.Future[EventBody]]] = {}
+        """Questions to agents (:meth:`ask`) waiting for their answer, by correlation id."""
+        self.log = structlog.get_logger("goondan.router")
+
+    @property
+    def event_handlers(self) -> dict[EventKind, EventHandler]:
+        """The event kinds the router handles, for the Orchestrator's dispatch table."""
+        return {
+            EventKind.SEND: self._accept_send,
+            EventKind.SEND_STARTED: self._send_started,
+            EventKind.SEND_DONE: self._send_done,
+            EventKind.SEND_REFUSED: self._send_refused,
+            EventKind.SPAWN_REQUEST: self._spawn_request,
+            EventKind.LIST_REQUEST: self._list_request,
+            EventKind.PREPARE_INSTANCE_RESULT: self._answer_to_question,
+            EventKind.DELETE_INSTANCE_RESULT: self._answer_to_question,
+        }
 
     # -- entry points -------------------------------------------------------------------------
 
-    def on_message(self, sender: str, message: IpcMessage) -> None:
-        """Handle one message from agent ``sender`` (never blocks the sender's reader)."""
-        if isinstance(message, DelegateMessage):
-            self._route_delegate(sender, message)
-        elif isinstance(message, DelegateResultMessage):
-            self._result(sender, message)
-        elif isinstance(message, EventMessage):
-            kind = message.kind
-            if kind.endswith("_result") and message.correlation_id in self._queries:
-                _, answer = self._queries.pop(message.correlation_id)
-                if not answer.done():
-                    answer.set_result({k: v for k, v in message.fields.items() if k != "kind"})
-            elif kind == "send":
-                self._accept_send(sender, message)
-            elif kind in ("send_started", "send_done", "send_refused"):
-                self._send_progress(sender, kind, message.fields)
-            elif kind == "spawn_request":
-                self._spawn_task(self._spawn_request(sender, message))
-            elif kind == "list_request":
-                self._list_request(sender, message)
-            else:
-                self.log.debug("event not routed", agent=sender, kind=kind)
+    def route_delegate(
+        self,
+        caller: str,
+        message: DelegateMessage,
+        future: asyncio.Future[DelegateAnswer] | None = None,
+    ) -> None:
+        """Admit a request, then forward it at once, or after starting the target; every
+        refusal is answered (never blocks the caller's reader)."""
+        admitted = self._admit(caller, message, future)
+        if admitted is None:
+            return
+        pending = admitted
+        handle = self.supervisor.handles.get(pending.target)
+        if handle is not None and handle.ready_now and handle.worker is not None:
+            self._forward(pending, message, handle.worker)  # the hot path: no task, no await
         else:
-            self.log.warning("unexpected message from agent", agent=sender, type=message.type)
+            self._start_task(self._start_and_forward(pending, message), f"forward:{caller}")
+
+    def take_result(self, sender: str, message: DelegateResultMessage) -> None:
+        """A target's answer: hand it to its caller (dropped when already answered)."""
+        pending = self._take(message.correlation_id)
+        if pending is None:
+            self.log.info(
+                "late or unknown delegate result dropped",
+                agent=sender,
+                correlation_id=message.correlation_id,
+            )
+            return
+        if pending.future is not None:  # an external caller gets the typed answer
+            self._resolve(pending, DelegateAnswer.of(message))
+            return
+        self._deliver(pending, message)
 
     async def request(
         self,
         target: str,
         text: str,
         *,
-        instance_key: str = "default",
+        instance_key: str = wire.DEFAULT_INSTANCE_KEY,
         timeout_ms: int | None = None,
         trace_id: str | None = None,
-    ) -> dict[str, Any]:
-        """A request from outside the swarm; returns the ``delegate_result`` payload."""
-        correlation_id = f"corr_{secrets.token_hex(12)}"
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        payload: dict[str, Any] = {
-            "target": target,
-            "input": text,
-            "instanceKey": instance_key,
-            "timeoutMs": timeout_ms or self.default_timeout_ms,
-            "traceId": trace_id or secrets.token_hex(16),
-            "callChain": [],
-            "eventType": "user.input",
-        }
-        message = DelegateMessage(
-            sender=EXTERNAL, to=target, correlation_id=correlation_id, payload=payload
+    ) -> DelegateAnswer:
+        """A request from outside the swarm, answered like any other."""
+        future: asyncio.Future[DelegateAnswer] = asyncio.get_running_loop().create_future()
+        handoff = Handoff(
+            target=target,
+            input=text,
+            instance_key=instance_key,
+            timeout_ms=timeout_ms or self.default_timeout_ms,
+            trace_id=trace_id or wire.new_trace_id(),
+            event_type="user.input",
         )
-        self._route_delegate(EXTERNAL, message, future)
+        message = wire.delegate(EXTERNAL_CALLER, target, wire.new_correlation_id(), handoff)
+        self.route_delegate(EXTERNAL_CALLER, message, future)
         return await future
 
     def on_agent_exit(self, name: str) -> None:
         """Answer every request the dead agent owed; forget the ones it was waiting on;
         redeliver or report the sends it had not finished; fail the questions it owed."""
-        for agent, answer in list(self._queries.values()):
+        for agent, answer in list(self._questions.values()):
             if agent == name and not answer.done():
                 answer.set_exception(AgentCrashed(f"agent {name!r} exited before answering"))
         for pending in list(self.pending.values()):
             if pending.target == name:
                 self._fail(pending, AgentCrashed(f"agent {name!r} exited before answering"))
             elif pending.caller == name:
-                self._forget(pending)
+                self._take(pending.correlation_id)
         for send in [s for s in self.sends.values() if s.target == name]:
             if self.closing:
                 self._send_lost(send, ShuttingDown(f"agent {name!r} stopped with the swarm"))
@@ -208,110 +250,84 @@ class Router:
                     target=name,
                     event_id=send.event_id,
                 )
-                self._spawn_task(self._deliver_send(send))
+                self._start_task(self._deliver_send(send), f"redeliver:{send.event_id}")
             else:
                 what = "during the Turn it started" if send.started else "twice before starting it"
                 self._send_lost(send, AgentCrashed(f"agent {name!r} exited {what}"))
 
     async def close(self) -> None:
-        """Answer every pending request with ``SHUTTING_DOWN``; stop routing."""
+        """Answer every pending request with ``SHUTTING_DOWN``; stop routing (and cancel the
+        router's tasks if it owns them)."""
         self.closing = True
         for pending in list(self.pending.values()):
             self._fail(pending, ShuttingDown("the swarm is shutting down"))
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._owns_tasks:
+            await self.tasks.aclose()
 
     # -- delegate / result ---------------------------------------------------------------------
-
-    def _route_delegate(
-        self,
-        caller: str,
-        message: DelegateMessage,
-        future: asyncio.Future[dict[str, Any]] | None = None,
-    ) -> None:
-        """Admit the request, then forward it at once, or after starting the target."""
-        admitted = self._admit(caller, message, future)
-        if admitted is None:
-            return
-        pending, target = admitted
-        handle = self.supervisor.handles.get(target)
-        if handle is not None and handle.ready_now and handle.worker is not None:
-            self._forward(pending, message, handle.worker)  # the hot path: no task, no await
-        else:
-            self._spawn_task(self._start_and_forward(pending, message, target))
 
     def _admit(
         self,
         caller: str,
         message: DelegateMessage,
-        future: asyncio.Future[dict[str, Any]] | None,
-    ) -> tuple[Pending, str] | None:
+        future: asyncio.Future[DelegateAnswer] | None,
+    ) -> Pending | None:
         """Register the request and refuse it now if it cannot be served; arm its timeout."""
         correlation_id = message.correlation_id
-        target = message.to if message.to != ORCHESTRATOR else str(message.fields.get("target", ""))
         if correlation_id in self.pending:
             self.log.warning(
                 "duplicate correlation id dropped", caller=caller, correlation_id=correlation_id
             )
             return None
-        pending = Pending(
-            correlation_id=correlation_id, caller=caller, target=target, future=future
-        )
+        pending = Pending(correlation_id, caller, message.to, future=future)
         self.pending[correlation_id] = pending
-        if self.closing:
-            self._fail(pending, ShuttingDown("the swarm is shutting down"))
-            return None
         self._per_caller[caller] += 1
+        refusal, handoff = self._refusal(caller, message, pending)
+        if refusal is not None or handoff is None:
+            self._fail(pending, refusal or IpcError("refused"))
+            return None
+        timeout_ms = handoff.timeout_ms
+        if timeout_ms is None or timeout_ms <= 0:
+            timeout_ms = self.default_timeout_ms
+        pending.timer = self.clock.call_later(
+            timeout_ms / 1000, self._timeout, correlation_id, timeout_ms
+        )
+        return pending
+
+    def _refusal(
+        self, caller: str, message: DelegateMessage, pending: Pending
+    ) -> tuple[IpcError | None, Handoff | None]:
+        """Why the request cannot be served (and its handoff when it can)."""
+        if self.closing:
+            return ShuttingDown("the swarm is shutting down"), None
         if self._per_caller[caller] > MAX_PENDING_PER_CALLER:
-            self._fail(
-                pending,
-                TooManyPending(f"{caller!r} already waits on {MAX_PENDING_PER_CALLER} requests"),
-            )
-            return None
-        if not isinstance(message.payload, dict):
-            self._fail(
-                pending,
-                IpcError(
-                    f"a delegate's payload must be an object, got {type(message.payload).__name__}",
-                    code="IPC_MALFORMED_PAYLOAD",
-                ),
-            )
-            return None
-        if not str(message.fields.get("input", "")).strip():
-            self._fail(pending, EmptyInput(f"the request to {target!r} has no text"))
-            return None
-        chain = [str(n) for n in message.fields.get("callChain") or []]
-        node = f"{target}@{message.fields.get('instanceKey') or 'default'}"
+            limit = MAX_PENDING_PER_CALLER
+            return TooManyPending(f"{caller!r} already waits on {limit} requests"), None
+        try:
+            handoff = Handoff.from_wire(message.payload)
+        except IpcError as exc:
+            return exc, None
+        if message.to == ORCHESTRATOR:  # a request that names its target only in the payload
+            pending.target = handoff.target
+        if not handoff.input.strip():
+            return EmptyInput(f"the request to {pending.target!r} has no text"), None
+        node = wire.call_node(pending.target, handoff.instance_key)
+        chain = handoff.call_chain
         if node in chain:
-            path = " -> ".join([*chain, node])
-            self._fail(
-                pending,
-                CircularCall(f"Circular call detected: {path}", details={"chain": [*chain, node]}),
-            )
-            return None
+            cycle = [*chain, node]
+            message_text = "Circular call detected: " + " -> ".join(cycle)
+            return CircularCall(message_text, details={"chain": cycle}), None
         pending.awaited = node
-        if chain and not message.fields.get("async"):
+        if chain and not handoff.background:
             pending.waiter = chain[-1]
             # Across requests: does the target (transitively) wait for the caller already?
             # Instance queues are serial, so that would deadlock until both time out.
             loop = self._wait_path(node, chain[-1])
             if loop is not None:
                 cycle = [chain[-1], *loop]
-                self._fail(
-                    pending,
-                    CircularCall(
-                        "Circular call detected across requests: " + " -> ".join(cycle),
-                        details={"chain": cycle},
-                    ),
-                )
-                return None
-        timeout_ms = _positive_int(message.fields.get("timeoutMs"), self.default_timeout_ms)
-        pending.timer = asyncio.get_running_loop().call_later(
-            timeout_ms / 1000, self._timeout, correlation_id, timeout_ms
-        )
-        return pending, target
+                text = "Circular call detected across requests: " + " -> ".join(cycle)
+                return CircularCall(text, details={"chain": cycle}), None
+        return None, handoff
 
     def _wait_path(self, start: str, goal: str) -> list[str] | None:
         """The conversations from ``start`` to ``goal`` along "blocked waiting for" edges of
@@ -352,10 +368,8 @@ class Router:
             return AgentCrashed(f"agent {target!r} exited while starting")
         return handle.worker
 
-    async def _start_and_forward(
-        self, pending: Pending, message: DelegateMessage, target: str
-    ) -> None:
-        worker = await self._running_worker(target)
+    async def _start_and_forward(self, pending: Pending, message: DelegateMessage) -> None:
+        worker = await self._running_worker(pending.target)
         if isinstance(worker, IpcError):
             self._fail(pending, worker)  # a no-op if it was answered meanwhile
         elif pending.correlation_id in self.pending:  # not timed out while the target started
@@ -381,46 +395,29 @@ class Router:
                 pending.timer.cancel()
         return pending
 
-    def _result(self, sender: str, message: DelegateResultMessage) -> None:
-        pending = self._take(message.correlation_id)
-        if pending is None:
-            self.log.info(
-                "late or unknown delegate result dropped",
-                agent=sender,
-                correlation_id=message.correlation_id,
-            )
-            return
-        self._deliver(pending, message.fields, message)
-
-    def _deliver(
-        self,
-        pending: Pending,
-        payload: dict[str, Any],
-        message: DelegateResultMessage | None = None,
-    ) -> None:
-        """Hand the answer to the caller; ``message`` (the target's own) is forwarded as is."""
+    def _resolve(self, pending: Pending, answer: DelegateAnswer) -> None:
         if pending.future is not None:
             if not pending.future.done():
-                pending.future.set_result(payload)
+                pending.future.set_result(answer)
             return
-        handle = self.supervisor.handles.get(pending.caller)
-        worker = handle.worker if handle is not None else None
-        if worker is None:
+        self._deliver(
+            pending,
+            wire.delegate_result(
+                pending.target or ORCHESTRATOR,  # a request naming no target
+                pending.caller,
+                pending.correlation_id,
+                answer,
+            ),
+        )
+
+    def _deliver(self, pending: Pending, message: DelegateResultMessage) -> None:
+        """Hand an answer to a calling agent (the target's own message is forwarded as is)."""
+        if message.to != pending.caller:
+            message = message.model_copy(update={"to": pending.caller})
+        if not self._send_to(pending.caller, message):
             self.log.info(
                 "caller gone; result dropped", caller=pending.caller, target=pending.target
             )
-            return
-        if message is None or message.to != pending.caller:
-            message = DelegateResultMessage(
-                sender=pending.target or ORCHESTRATOR,  # a request naming no target
-                to=pending.caller,
-                correlation_id=pending.correlation_id,
-                payload=payload,
-            )
-        try:
-            worker.send(message)
-        except Exception as exc:
-            self.log.info("caller gone; result dropped", caller=pending.caller, error=str(exc))
 
     def _fail(self, pending: Pending, error: IpcError) -> None:
         if self._take(pending.correlation_id) is None:
@@ -432,37 +429,20 @@ class Router:
             code=error.code,
             error=error.message,
         )
-        self._deliver(pending, {"status": "error", "error": error.to_dict()})
-
-    def _forget(self, pending: Pending) -> None:
-        self._take(pending.correlation_id)
+        self._resolve(pending, DelegateAnswer.failure(error))
 
     def _timeout(self, correlation_id: str, timeout_ms: int) -> None:
         pending = self.pending.get(correlation_id)
         if pending is not None:
-            self._fail(
-                pending,
-                RequestTimeout(
-                    f"Agent request to {pending.target!r} timed out after {timeout_ms}ms"
-                ),
-            )
+            text = f"Agent request to {pending.target!r} timed out after {timeout_ms}ms"
+            self._fail(pending, RequestTimeout(text))
 
-    # -- fire-and-forget, spawn, list -------------------------------------------------------------
+    # -- fire-and-forget ----------------------------------------------------------------------------
 
-    def _accept_send(self, sender: str, message: EventMessage) -> None:
-        payload = message.fields
-        target = str(payload.get("target", ""))
-        event_id = str(payload.get("eventId") or f"agent_event_{secrets.token_hex(8)}")
-        fields = {k: v for k, v in payload.items() if k != "kind"}
-        send = InFlightSend(
-            event_id=event_id,
-            sender=sender,
-            sender_instance_key=str(payload.get("callerInstanceKey") or "default"),
-            target=target,
-            message=event(
-                sender, target, "send", **{**fields, "eventId": event_id, "source": sender}
-            ),
-        )
+    def _accept_send(self, sender: str, message: EventMessage, body: wire.Send) -> None:
+        handoff = body.handoff
+        event_id = handoff.event_id or wire.new_event_id()
+        send = InFlightSend(sender, dataclasses.replace(handoff, event_id=event_id, source=sender))
         if event_id in self.sends:
             self.log.warning("duplicate send dropped", caller=sender, event_id=event_id)
             return
@@ -470,13 +450,13 @@ class Router:
         self._sends_per_caller[sender] += 1
         if self.closing:
             self._send_lost(send, ShuttingDown("the swarm is shutting down"))
-        elif not str(payload.get("input", "")).strip():
-            self._send_lost(send, EmptyInput(f"the send to {target!r} has no text"))
+        elif not handoff.input.strip():
+            self._send_lost(send, EmptyInput(f"the send to {handoff.target!r} has no text"))
         elif self._sends_per_caller[sender] > MAX_SENDS_IN_FLIGHT_PER_CALLER:
             limit = MAX_SENDS_IN_FLIGHT_PER_CALLER
             self._send_lost(send, TooManyPending(f"{sender!r} already has {limit} sends in flight"))
         else:
-            self._spawn_task(self._deliver_send(send))
+            self._start_task(self._deliver_send(send), f"send:{event_id}")
 
     async def _deliver_send(self, send: InFlightSend) -> None:
         send.attempts += 1
@@ -487,20 +467,28 @@ class Router:
         if send.event_id not in self.sends:
             return
         try:
-            worker.send(send.message)
+            worker.send(wire.event(send.sender, send.target, wire.Send(send.handoff)))
         except Exception as exc:
             self._send_lost(send, AgentCrashed(f"agent {send.target!r} is gone: {exc}"))
 
-    def _send_progress(self, target: str, kind: str, payload: dict[str, Any]) -> None:
-        send = self.sends.get(str(payload.get("eventId") or ""))
-        if send is None or send.target != target:
-            return
-        if kind == "send_started":
+    def _tracked_send(self, target: str, event_id: str) -> InFlightSend | None:
+        send = self.sends.get(event_id)
+        return send if send is not None and send.target == target else None
+
+    def _send_started(self, target: str, message: EventMessage, body: wire.SendStarted) -> None:
+        send = self._tracked_send(target, body.event_id)
+        if send is not None:
             send.started = True
-        elif kind == "send_done":
+
+    def _send_done(self, target: str, message: EventMessage, body: wire.SendDone) -> None:
+        send = self._tracked_send(target, body.event_id)
+        if send is not None:
             self._finish_send(send)
-        else:
-            self._send_lost(send, IpcError.from_dict(payload.get("error")))
+
+    def _send_refused(self, target: str, message: EventMessage, body: wire.SendRefused) -> None:
+        send = self._tracked_send(target, body.event_id)
+        if send is not None:
+            self._send_lost(send, body.error)
 
     def _finish_send(self, send: InFlightSend) -> None:
         if self.sends.pop(send.event_id, None) is not None:
@@ -521,138 +509,110 @@ class Router:
         )
         if self.on_delivery_lost is not None:
             self.on_delivery_lost(send, error)
-        handle = self.supervisor.handles.get(send.sender)
-        if handle is None or handle.worker is None:
-            return  # the sender is outside the swarm, or gone: the log and event log keep it
-        try:
-            handle.worker.send(
-                event(
-                    ORCHESTRATOR,
-                    send.sender,
-                    "send_failed",
-                    eventId=send.event_id,
-                    target=send.target,
-                    instanceKey=send.sender_instance_key,
-                    error=error.to_dict(),
-                )
-            )
-        except Exception as exc:
-            self.log.info(
-                "sender gone; send failure not reported", caller=send.sender, error=str(exc)
-            )
+        report = wire.SendFailed(
+            send.event_id, send.target, send.handoff.caller_instance_key, error
+        )
+        # A sender outside the swarm, or gone: the log and the event log keep it.
+        self._send_to(send.sender, wire.event(ORCHESTRATOR, send.sender, report))
 
-    async def _spawn_request(self, sender: str, message: EventMessage) -> None:
+    # -- spawn, list, questions --------------------------------------------------------------------
+
+    def _spawn_request(self, sender: str, message: EventMessage, body: wire.SpawnRequest) -> None:
+        self._start_task(self._spawn(sender, message, body), f"spawn:{sender}")
+
+    async def _spawn(self, sender: str, message: EventMessage, body: wire.SpawnRequest) -> None:
         """``agents__spawn``: the target agent creates the instance unless it exists (it owns
         the instance directories, so ``spawned`` is true only for the one that made it)."""
-        payload = message.fields
-        target = str(payload.get("target", ""))
-        owner_key = str(payload.get("ownerInstanceKey") or "default")
-        instance_key = str(
-            payload.get("instanceKey") or f"{target}-instance-{secrets.token_hex(4)}"
-        )
-        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
-        reply: dict[str, Any]
+        target = body.target
+        instance_key = body.instance_key or f"{target}-instance-{secrets.token_hex(4)}"
+        reply: wire.SpawnResult
         try:
             await self.supervisor.ensure_running(target)
             answer = await self.ask(
                 target,
-                "prepare_instance",
-                instanceKey=instance_key,
-                cwd=cwd,
-                owner=sender,
-                ownerInstanceKey=owner_key,
+                wire.PrepareInstance(instance_key, body.cwd, sender, body.owner_instance_key),
             )
-            if not answer.get("ok"):
-                raise IpcError.from_dict(answer.get("error"))
-            if answer.get("created"):
-                self.spawns[(sender, owner_key, target, instance_key)] = SpawnRecord(
+            assert isinstance(answer, wire.PrepareInstanceResult)
+            if answer.error is not None:
+                raise answer.error
+            if answer.created:
+                owner_key = body.owner_instance_key
+                self.spawned[(sender, owner_key, target, instance_key)] = SpawnedInstance(
                     target=target,
                     instance_key=instance_key,
                     owner_agent=sender,
                     owner_instance_key=owner_key,
-                    created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
-                    cwd=got if isinstance(got := answer.get("cwd"), str) else None,
+                    created_at=utc_timestamp(),
+                    cwd=answer.cwd,
                 )
-            reply = {
-                "status": "ok",
-                "target": target,
-                "instanceKey": instance_key,
-                "spawned": bool(answer.get("created")),
-                "cwd": answer.get("cwd"),
-            }
+            reply = wire.SpawnResult(target, instance_key, answer.created, answer.cwd)
         except IpcError as exc:
-            reply = {"status": "error", "error": exc.to_dict()}
-        self._reply(sender, message, "spawn_result", reply)
+            reply = wire.SpawnResult(error=exc)
+        self._reply(sender, message, reply)
 
-    async def ask(self, agent: str, kind: str, **fields: Any) -> dict[str, Any]:
-        """Send the running ``agent`` an event ``kind`` and wait for its ``<kind>_result``.
+    def _list_request(self, sender: str, message: EventMessage, body: wire.ListRequest) -> None:
+        rows = sorted(
+            (
+                r
+                for r in self.spawned.values()
+                if body.include_all
+                or (r.owner_agent == sender and r.owner_instance_key == body.owner_instance_key)
+            ),
+            key=lambda r: r.created_at,
+        )
+        self._reply(sender, message, wire.ListResult([r.to_json() for r in rows]))
+
+    async def ask(self, agent: str, question: EventBody) -> EventBody:
+        """Send the running ``agent`` a question and wait for its answer (the body of the kind
+        :data:`~ipc.protocol.QUESTION_ANSWERS` names).
 
         Raises ``AgentUnavailable`` when it is not running, ``AgentCrashed`` when it exits
-        first, ``RequestTimeout`` after ``AGENT_QUERY_TIMEOUT_SECONDS``.
+        first, ``RequestTimeout`` after ``AGENT_QUESTION_TIMEOUT_SECONDS``.
         """
         handle = self.supervisor.handles.get(agent)
         if handle is None or handle.worker is None:
             raise AgentUnavailable(f"agent {agent!r} is not running")
-        correlation_id = f"query_{secrets.token_hex(8)}"
-        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._queries[correlation_id] = (agent, answer)
+        correlation_id = wire.new_correlation_id()
+        answer: asyncio.Future[EventBody] = asyncio.get_running_loop().create_future()
+        self._questions[correlation_id] = (agent, answer)
         try:
-            handle.worker.send(
-                event(ORCHESTRATOR, agent, kind, correlation_id=correlation_id, **fields)
+            handle.worker.send(wire.event(ORCHESTRATOR, agent, question, correlation_id))
+            return await wait_for(
+                self.clock, asyncio.shield(answer), AGENT_QUESTION_TIMEOUT_SECONDS
             )
-            async with asyncio.timeout(AGENT_QUERY_TIMEOUT_SECONDS):
-                return await answer
         except TimeoutError:
-            message = (
-                f"agent {agent!r} did not answer {kind} within {AGENT_QUERY_TIMEOUT_SECONDS:g} s"
-            )
-            raise RequestTimeout(message) from None
+            limit = AGENT_QUESTION_TIMEOUT_SECONDS
+            text = f"agent {agent!r} did not answer {question.KIND} within {limit:g} s"
+            raise RequestTimeout(text) from None
         finally:
-            self._queries.pop(correlation_id, None)
+            self._questions.pop(correlation_id, None)
 
-    def _list_request(self, sender: str, message: EventMessage) -> None:
-        owner_key = str(message.fields.get("ownerInstanceKey") or "default")
-        every = bool(message.fields.get("includeAll"))
-        records = sorted(
-            (
-                r
-                for r in self.spawns.values()
-                if every or (r.owner_agent == sender and r.owner_instance_key == owner_key)
-            ),
-            key=lambda r: r.created_at,
-        )
-        self._reply(
-            sender,
-            message,
-            "list_result",
-            {"status": "ok", "agents": [r.to_json() for r in records]},
-        )
-
-    def _reply(
-        self, sender: str, message: EventMessage, kind: str, payload: dict[str, Any]
-    ) -> None:
-        handle = self.supervisor.handles.get(sender)
-        if handle is None or handle.worker is None:
+    def _answer_to_question(self, sender: str, message: EventMessage, body: EventBody) -> None:
+        asked = self._questions.get(message.correlation_id or "")
+        if asked is None or asked[0] != sender:
+            self.log.info("unexpected answer dropped", agent=sender, kind=body.KIND)
             return
+        if not asked[1].done():
+            asked[1].set_result(body)
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _reply(self, sender: str, message: EventMessage, body: EventBody) -> None:
+        reply = wire.event(ORCHESTRATOR, sender, body, message.correlation_id)
+        if not self._send_to(sender, reply):
+            self.log.info("reply not delivered", agent=sender, kind=body.KIND)
+
+    def _send_to(self, agent: str, message: IpcMessage) -> bool:
+        """Queue ``message`` to ``agent``'s running worker; ``False`` when it has none."""
+        handle = self.supervisor.handles.get(agent)
+        if handle is None or handle.worker is None:
+            return False
         try:
-            handle.worker.send(
-                event(ORCHESTRATOR, sender, kind, correlation_id=message.correlation_id, **payload)
-            )
+            handle.worker.send(message)
         except Exception as exc:
-            self.log.info("reply not delivered", agent=sender, kind=kind, error=str(exc))
+            self.log.info("message not delivered", agent=agent, error=str(exc))
+            return False
+        return True
 
-    def _spawn_task(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self.log.error("routing task failed", error=repr(task.exception()))
-
-
-def _positive_int(value: Any, default: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        return default
-    return int(value)
+    def _start_task(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        self.tasks.start_soon(coro, name)

@@ -1,4 +1,4 @@
-"""Process status, exit causes and the crash-loop backoff: data and pure functions (STYLE 3, 4)."""
+"""Process status, exit causes and the crash-loop backoff: data and pure functions."""
 
 from __future__ import annotations
 
@@ -6,25 +6,16 @@ import enum
 import signal
 from dataclasses import dataclass
 
-CRASH_THRESHOLD = 5
-"""Crashes restarted immediately before backoff starts (upstream §5.4)."""
-INITIAL_BACKOFF_SECONDS = 1.0
-MAX_BACKOFF_SECONDS = 300.0
+from goondan.defaults import CRASH_THRESHOLD, INITIAL_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS
+from ipc.protocol import EXIT_BOOT_FAILURE, EXIT_REASONS
 
-EXIT_BOOT_FAILURE = 78
-"""Exit code an AgentProcess uses when it cannot boot (bad plan, tool module fails to load).
-
-Such a child is not restarted at full speed: the supervisor goes straight to backoff and
-reports the reason, since restarting cannot fix a broken configuration.
-"""
-
-
-EXIT_REASONS = {
-    EXIT_BOOT_FAILURE: "cannot boot",
-    71: "a tool broke stdin, stdout or stderr",
-    72: "memory limit reached",
-}
-"""What the exit codes AgentProcesses reserve mean (shown in ``status`` as the last exit)."""
+__all__ = [
+    "EXIT_BOOT_FAILURE",
+    "EXIT_REASONS",
+    "ExitInfo",
+    "ProcessStatus",
+    "next_restart_delay",
+]
 
 
 class ProcessStatus(enum.StrEnum):

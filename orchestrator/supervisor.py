@@ -11,33 +11,35 @@ also repairs anything an event missed.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
+import contextlib
+import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
-from ipc import (
-    ORCHESTRATOR,
-    AgentCrashed,
-    AgentNotFound,
-    AgentUnavailable,
-    EventMessage,
-    IpcMessage,
-    ShutdownMessage,
+from bundle.plan import AgentPlan
+from goondan.defaults import (
+    CRASH_THRESHOLD,
+    KILL_WAIT_SECONDS,
+    READY_TIMEOUT_SECONDS,
+    RECONCILE_INTERVAL_SECONDS,
 )
+from ipc import AgentCrashed, AgentNotFound, AgentUnavailable, EventMessage, IpcMessage
+from ipc import protocol as wire
+from ipc.protocol import EventKind
 from ipc.scope import kill_scope
+from orchestrator.clock import Clock, LoopClock, wait_for
+from orchestrator.dispatch import Dispatcher, EventHandler
 from orchestrator.status import ExitInfo, ProcessStatus, next_restart_delay
+from orchestrator.tasks import TaskOwner
 from orchestrator.transport import Transport, Worker
-
-READY_TIMEOUT_SECONDS = 30.0
-"""How long a new AgentProcess may take to report ready."""
-KILL_WAIT_SECONDS = 2.0
-"""After SIGTERM, how long to wait before SIGKILL."""
 
 MessageHandler = Callable[[str, IpcMessage], None]
 ExitHandler = Callable[[str, ExitInfo], None]
+LifecycleListener = Callable[..., None]
+"""``(kind, agent, **fields)``: told of every spawn, ready, exit, backoff and restart."""
 
 
 @dataclass(eq=False)
@@ -45,7 +47,7 @@ class AgentHandle:
     """Everything the supervisor knows about one agent."""
 
     name: str
-    plan: dict[str, Any]
+    plan: AgentPlan
     status: ProcessStatus = ProcessStatus.TERMINATED
     worker: Worker | None = None
     wanted: bool = False
@@ -62,6 +64,8 @@ class AgentHandle:
     shutdown_acked: asyncio.Event = field(default_factory=asyncio.Event)
     scope: str | None = None
     """The agent's process scope (``ipc.scope``), reported when it is ready."""
+    watcher: asyncio.Task[None] | None = None
+    """Waits for the current worker's exit and records it."""
 
     @property
     def ready_now(self) -> bool:
@@ -96,33 +100,53 @@ class AgentHandle:
 
 
 class Supervisor:
-    """Owns the agent processes of one swarm."""
+    """Owns the agent processes of one swarm.
+
+    Messages from workers go to :attr:`on_message`, the Orchestrator's dispatch table, which
+    sends the lifecycle kinds of :attr:`event_handlers` back here.
+    """
 
     def __init__(
         self,
-        plans: dict[str, dict[str, Any]],
+        plans: dict[str, AgentPlan],
         transport: Transport,
         *,
-        on_message: MessageHandler,
-        on_exit: ExitHandler,
-        clock: Callable[[], float] = time.monotonic,
-        reconcile_interval: float = 5.0,
-        on_lifecycle: Callable[..., None] | None = None,
+        on_message: MessageHandler | None = None,
+        on_exit: ExitHandler | None = None,
+        on_lifecycle: LifecycleListener | None = None,
+        clock: Clock | None = None,
+        tasks: TaskOwner | None = None,
+        reconcile_interval: float = RECONCILE_INTERVAL_SECONDS,
     ) -> None:
+        # Keyword-only past the transport: each is one seam (listeners, clock, task owner).
         self.handles: dict[str, AgentHandle] = {
             name: AgentHandle(name, plan) for name, plan in plans.items()
         }
         self.transport = transport
-        self._on_message = on_message
-        self._on_exit = on_exit
-        self._clock = clock
+        self.on_message: MessageHandler = on_message or Dispatcher(None, self.event_handlers)
+        """Where every message from a worker goes: the Orchestrator's dispatch table (by
+        default, one with only the supervisor's own lifecycle kinds)."""
+        self.on_exit = on_exit
+        self.clock: Clock = clock or LoopClock()
+        self.tasks = tasks or TaskOwner()
+        self._owns_tasks = tasks is None
         self._reconcile_interval = reconcile_interval
         self._wake = asyncio.Event()
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
         self._changed = asyncio.Event()
         self._on_lifecycle = on_lifecycle
         self.log = structlog.get_logger("goondan.supervisor")
+
+    @property
+    def event_handlers(self) -> dict[EventKind, EventHandler]:
+        """The lifecycle event kinds, for the Orchestrator's dispatch table."""
+        return {
+            EventKind.READY: self._ready,
+            EventKind.BOOT_FAILED: self._boot_failed,
+            EventKind.STATUS: self._status_changed,
+            EventKind.TURN_COMPLETED: self._turn_completed,
+            EventKind.SHUTDOWN_ACK: self._shutdown_acked,
+        }
 
     def _lifecycle(self, kind: str, handle: AgentHandle, **fields: Any) -> None:
         if self._on_lifecycle is not None:
@@ -163,9 +187,9 @@ class Supervisor:
             raise AgentUnavailable("the swarm is shutting down")
         if (
             handle.status is ProcessStatus.CRASH_LOOP_BACK_OFF
-            and self._clock() < handle.next_start_at
+            and self.clock.now() < handle.next_start_at
         ):
-            wait = handle.next_start_at - self._clock()
+            wait = handle.next_start_at - self.clock.now()
             reason = f": {handle.boot_error}" if handle.boot_error else ""
             raise AgentUnavailable(
                 f"agent {name!r} is in crashLoopBackOff after {handle.consecutive_crashes} "
@@ -180,8 +204,7 @@ class Supervisor:
                 raise AgentUnavailable(f"agent {name!r} is restarting")
             await self._start(handle)
         assert handle.ready is not None
-        async with asyncio.timeout(READY_TIMEOUT_SECONDS):
-            await asyncio.shield(handle.ready)
+        await wait_for(self.clock, asyncio.shield(handle.ready), READY_TIMEOUT_SECONDS)
         return handle
 
     async def _start(self, handle: AgentHandle) -> None:
@@ -204,58 +227,57 @@ class Supervisor:
                 handle.ready.set_exception(AgentUnavailable(f"cannot start {handle.name!r}: {exc}"))
             return
         handle.worker = worker
-        handle.started_at = self._clock()
+        handle.started_at = self.clock.now()
         self.log.info("agent process spawned", agent=handle.name, pid=worker.pid)
         self._lifecycle("spawned", handle, pid=worker.pid)
-        self._own(self._watch(handle, worker), f"watch:{handle.name}")
-
-    def _own(self, coro: Awaitable[Any], name: str) -> None:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        handle.watcher = self.tasks.start_soon(self._watch(handle, worker), f"watch:{handle.name}")
 
     # -- messages from a worker ----------------------------------------------------------------
 
     def _received(self, handle: AgentHandle, message: IpcMessage) -> None:
-        if isinstance(message, EventMessage) and self._lifecycle_event(handle, message):
-            return
         try:
-            self._on_message(handle.name, message)
+            self.on_message(handle.name, message)
         except Exception:
             self.log.exception("failed to route message", agent=handle.name, type=message.type)
 
-    def _lifecycle_event(self, handle: AgentHandle, message: EventMessage) -> bool:
-        kind = message.kind
-        if kind == "ready":
-            self._set_status(handle, ProcessStatus.IDLE)
-            handle.boot_error = None
-            scope = message.fields.get("scope")
-            handle.scope = scope if isinstance(scope, str) and scope else None
-            if handle.ready is not None and not handle.ready.done():
-                handle.ready.set_result(None)
-            self.log.info("agent ready", agent=handle.name, pid=handle.pid)
-            self._lifecycle("ready", handle, pid=handle.pid)
-        elif kind == "status":
-            if handle.status in (ProcessStatus.IDLE, ProcessStatus.PROCESSING):
-                reported = str(message.fields.get("status", "idle"))
-                self._set_status(handle, ProcessStatus(reported))
-        elif kind == "turn_completed":
-            if message.fields.get("status") == "ok":
-                handle.consecutive_crashes = 0  # a successful Turn proves the agent healthy
-        elif kind == "boot_failed":
-            handle.boot_error = str(message.fields.get("error", "boot failed"))
-        elif kind == "shutdown_ack":
+    def _ready(self, agent: str, message: EventMessage, body: wire.Ready) -> None:
+        handle = self.handles.get(agent)
+        if handle is None:
+            return
+        self._set_status(handle, ProcessStatus.IDLE)
+        handle.boot_error = None
+        handle.scope = body.scope
+        if handle.ready is not None and not handle.ready.done():
+            handle.ready.set_result(None)
+        self.log.info("agent ready", agent=agent, pid=handle.pid)
+        self._lifecycle("ready", handle, pid=handle.pid)
+
+    def _status_changed(self, agent: str, message: EventMessage, body: wire.StatusChanged) -> None:
+        handle = self.handles.get(agent)
+        if handle is not None and handle.status in (ProcessStatus.IDLE, ProcessStatus.PROCESSING):
+            self._set_status(handle, ProcessStatus(body.status))
+
+    def _turn_completed(self, agent: str, message: EventMessage, body: wire.TurnCompleted) -> None:
+        handle = self.handles.get(agent)
+        if handle is not None and body.ok:
+            handle.consecutive_crashes = 0  # a successful Turn proves the agent healthy
+
+    def _boot_failed(self, agent: str, message: EventMessage, body: wire.BootFailed) -> None:
+        handle = self.handles.get(agent)
+        if handle is not None:
+            handle.boot_error = body.error
+
+    def _shutdown_acked(self, agent: str, message: EventMessage, body: wire.ShutdownAck) -> None:
+        handle = self.handles.get(agent)
+        if handle is not None:
             handle.shutdown_acked.set()
-        else:
-            return False
-        return True
 
     # -- exits -------------------------------------------------------------------------------
 
     async def _watch(self, handle: AgentHandle, worker: Worker) -> None:
+        """Wait for ``worker``'s exit, then record it: status, counters, backoff, waiters."""
         info = await worker.exited
-        worker.channel.close()
+        worker.close()
         # Whatever its tools started and left behind dies with it, even after a SIGKILL.
         killed = kill_scope(handle.scope)
         if killed:
@@ -266,39 +288,7 @@ class Supervisor:
         handle.worker = None
         handle.last_exit = info
         expected = handle.stopping or self._closing
-        # A clean exit nobody asked for (a tool's os._exit(0), say) after the agent was up is
-        # no crash (upstream §11, "crash counter reset"): restart at once, counters reset. One
-        # before it ever got ready still counts, or a module exiting 0 at import would spin.
-        unasked_clean = not expected and info.clean and handle.status is not ProcessStatus.SPAWNING
-        if expected:
-            self._set_status(handle, ProcessStatus.TERMINATED)
-            if info.clean:
-                handle.consecutive_crashes = 0
-            self.log.info("agent process exited", agent=handle.name, exit=info.describe())
-        elif unasked_clean:
-            handle.consecutive_crashes = 0
-            handle.next_start_at = self._clock()
-            self._set_status(handle, ProcessStatus.CRASHED)  # down, and due for restart now
-            self.log.info("agent process exited unasked; restarting", agent=handle.name)
-        else:
-            handle.crashes += 1
-            handle.consecutive_crashes += 1
-            delay = next_restart_delay(handle.consecutive_crashes)
-            if info.boot_failure:
-                delay = max(delay, next_restart_delay(6))  # restarting cannot fix bad config
-            handle.next_start_at = self._clock() + delay
-            self._set_status(
-                handle, ProcessStatus.CRASH_LOOP_BACK_OFF if delay > 0 else ProcessStatus.CRASHED
-            )
-            level = "error" if info.signal == 9 else "warning"
-            getattr(self.log, level)(
-                "agent process crashed" + (" (SIGKILL: possibly OOM)" if info.signal == 9 else ""),
-                agent=handle.name,
-                exit=info.describe(),
-                consecutive_crashes=handle.consecutive_crashes,
-                restart_in_seconds=delay,
-                boot_error=handle.boot_error,
-            )
+        self._classify_exit(handle, info, expected)
         self._lifecycle(
             "exited",
             handle,
@@ -307,9 +297,8 @@ class Supervisor:
             **info.to_json(),
         )
         if handle.status is ProcessStatus.CRASH_LOOP_BACK_OFF:
-            self._lifecycle(
-                "backoff", handle, delaySeconds=round(handle.next_start_at - self._clock(), 3)
-            )
+            delay = round(handle.next_start_at - self.clock.now(), 3)
+            self._lifecycle("backoff", handle, delaySeconds=delay)
         if handle.ready is not None and not handle.ready.done():
             error = (
                 AgentUnavailable(f"agent {handle.name!r} cannot boot: {handle.boot_error}")
@@ -319,8 +308,47 @@ class Supervisor:
                 )
             )
             handle.ready.set_exception(error)
-        self._on_exit(handle.name, info)
+        if self.on_exit is not None:
+            self.on_exit(handle.name, info)
         self._wake.set()
+
+    def _classify_exit(self, handle: AgentHandle, info: ExitInfo, expected: bool) -> None:
+        """An expected exit terminates; an unasked clean one restarts at once; a crash counts
+        and backs off."""
+        # A clean exit nobody asked for (a tool's os._exit(0), say) after the agent was up is
+        # no crash: restart at once, counters reset. One before it ever got ready still
+        # counts, or a module exiting 0 at import would spin.
+        unasked_clean = not expected and info.clean and handle.status is not ProcessStatus.SPAWNING
+        if expected:
+            self._set_status(handle, ProcessStatus.TERMINATED)
+            if info.clean:
+                handle.consecutive_crashes = 0
+            self.log.info("agent process exited", agent=handle.name, exit=info.describe())
+            return
+        if unasked_clean:
+            handle.consecutive_crashes = 0
+            handle.next_start_at = self.clock.now()
+            self._set_status(handle, ProcessStatus.CRASHED)  # down, and due for restart now
+            self.log.info("agent process exited unasked; restarting", agent=handle.name)
+            return
+        handle.crashes += 1
+        handle.consecutive_crashes += 1
+        delay = next_restart_delay(handle.consecutive_crashes)
+        if info.boot_failure:  # restarting cannot fix bad config: back off at once
+            delay = max(delay, next_restart_delay(CRASH_THRESHOLD + 1))
+        handle.next_start_at = self.clock.now() + delay
+        self._set_status(
+            handle, ProcessStatus.CRASH_LOOP_BACK_OFF if delay > 0 else ProcessStatus.CRASHED
+        )
+        killed = info.signal == signal.SIGKILL
+        (self.log.error if killed else self.log.warning)(
+            "agent process crashed" + (" (SIGKILL: possibly OOM)" if killed else ""),
+            agent=handle.name,
+            exit=info.describe(),
+            consecutive_crashes=handle.consecutive_crashes,
+            restart_in_seconds=delay,
+            boot_error=handle.boot_error,
+        )
 
     # -- reconcile -------------------------------------------------------------------------
 
@@ -328,7 +356,7 @@ class Supervisor:
         """Start every wanted agent that is down and due; idempotent."""
         if self._closing:
             return
-        now = self._clock()
+        now = self.clock.now()
         for handle in self.handles.values():
             down = handle.worker is None and handle.status in (
                 ProcessStatus.CRASHED,
@@ -343,7 +371,7 @@ class Supervisor:
     def next_due(self) -> float | None:
         """Seconds until the earliest backoff ends, if any agent waits."""
         waits = [
-            h.next_start_at - self._clock()
+            h.next_start_at - self.clock.now()
             for h in self.handles.values()
             if h.wanted and h.worker is None and h.status is ProcessStatus.CRASH_LOOP_BACK_OFF
         ]
@@ -356,52 +384,40 @@ class Supervisor:
             timeout = (
                 self._reconcile_interval if due is None else min(due, self._reconcile_interval)
             )
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                await wait_for(self.clock, self._wake.wait(), timeout)
             self._wake.clear()
             await self.reconcile()
 
     # -- stopping ------------------------------------------------------------------------------
 
     async def stop_agent(self, name: str, grace: float, reason: str) -> None:
-        """Graceful stop: ``shutdown``, wait for the ack (Turns finish), then TERM, then KILL."""
+        """Graceful stop: ``shutdown``, wait for the exit (Turns finish within ``grace``), then
+        SIGTERM, then SIGKILL. Returns once the exit is recorded."""
         handle = self.handles[name]
-        worker = handle.worker
+        worker, watcher = handle.worker, handle.watcher
         if worker is None:
             self._set_status(handle, ProcessStatus.TERMINATED)
             return
         handle.stopping = True
         self._set_status(handle, ProcessStatus.DRAINING)
+        exited = asyncio.shield(worker.exited)
         try:
-            worker.send(
-                ShutdownMessage(
-                    sender=ORCHESTRATOR,
-                    to=name,
-                    payload={"gracePeriodMs": int(grace * 1000), "reason": reason},
-                )
-            )
-            async with asyncio.timeout(grace + 1.0):
-                await asyncio.shield(worker.exited)
+            worker.send(wire.shutdown(name, wire.ShutdownRequest(int(grace * 1000), reason)))
+            await wait_for(self.clock, exited, grace + 1.0)
         except TimeoutError:
             self.log.warning("agent ignored shutdown; terminating", agent=name, pid=worker.pid)
             worker.terminate()
             try:
-                async with asyncio.timeout(KILL_WAIT_SECONDS):
-                    await asyncio.shield(worker.exited)
+                await wait_for(self.clock, asyncio.shield(worker.exited), KILL_WAIT_SECONDS)
             except TimeoutError:
                 self.log.warning("agent ignored SIGTERM; killing", agent=name, pid=worker.pid)
                 worker.kill()
                 await worker.exited
         except Exception:  # the pipe is already gone: the exit is on its way
             await worker.exited
-        # _watch records the exit; wait for it so the table is consistent on return
-        for _ in range(10):
-            if handle.worker is not worker:
-                break
-            await asyncio.sleep(0)
+        if watcher is not None:  # the status table is consistent on return
+            await asyncio.shield(watcher)
 
     async def restart_agent(self, name: str, grace: float) -> AgentHandle:
         """Stop ``name`` gracefully and start it again; crash counters reset."""
@@ -422,7 +438,7 @@ class Supervisor:
         """Start a down agent now, its crash count and backoff forgotten (its plan changed)."""
         handle = self.handles[name]
         handle.consecutive_crashes = 0
-        handle.next_start_at = self._clock()
+        handle.next_start_at = self.clock.now()
         handle.boot_error = None
         handle.restarts += 1
         self._set_status(handle, ProcessStatus.TERMINATED)
@@ -439,7 +455,7 @@ class Supervisor:
         self._wake.set()
 
     async def shutdown(self, grace: float) -> None:
-        """Stop every agent (in parallel), then cancel the supervisor's own tasks."""
+        """Stop every agent (in parallel), then cancel the supervisor's tasks if it owns them."""
         self._closing = True
         self._wake.set()
         await asyncio.gather(
@@ -449,10 +465,8 @@ class Supervisor:
             ),
             return_exceptions=True,
         )
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._owns_tasks:
+            await self.tasks.aclose()
 
     def kill_all(self) -> None:
         """Last resort (a second Ctrl-C): SIGKILL every worker."""
@@ -462,7 +476,7 @@ class Supervisor:
 
     def status(self) -> list[dict[str, Any]]:
         """One row per agent."""
-        now = self._clock()
+        now = self.clock.now()
         return [handle.snapshot(now) for handle in self.handles.values()]
 
 

@@ -1,10 +1,13 @@
-"""How the supervisor starts and talks to agent workers: a narrow seam (STYLE 8).
+"""How the supervisor starts and talks to agent workers: a narrow seam.
+
+A :class:`Transport` starts workers; a :class:`Worker` takes messages, reports its exit through a
+future, and can be closed, terminated or killed. That is all the supervisor knows of a process,
+so a worker on another host (or the fake of :mod:`orchestrator.testing`) fits the same seam.
 
 :class:`MultiprocessingTransport` starts each AgentProcess through a ``forkserver`` context
 (never plain ``fork`` beside a running event loop) whose server has the heavy modules
 preloaded, so a new agent is ready in milliseconds. A worker's exit is noticed at once through
-its process sentinel (no polling). Another transport (Ray actors, a remote host) only has to
-provide ``start`` and a :class:`Worker`.
+its process sentinel (no polling).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
 from typing import Any, Protocol
 
+from bundle.plan import AgentPlan
 from ipc import Channel, IpcMessage
 from orchestrator._child import run_entry
 from orchestrator.status import ExitInfo
@@ -31,15 +35,18 @@ class Worker(Protocol):
     """One running agent process, as the supervisor sees it."""
 
     name: str
-    channel: Channel
     exited: asyncio.Future[ExitInfo]
+    """Resolved with how the process ended, once it has."""
 
     @property
     def pid(self) -> int | None:
         """The OS process id, if it has one."""
 
     def send(self, message: IpcMessage) -> None:
-        """Queue a message to the worker (never blocks)."""
+        """Queue a message to the worker (never blocks); raises when it is gone."""
+
+    def close(self) -> None:
+        """Release the connection to an exited worker."""
 
     def terminate(self) -> None:
         """Ask the OS to stop it (SIGTERM)."""
@@ -52,7 +59,7 @@ class Transport(Protocol):
     """Starts workers."""
 
     async def start(
-        self, name: str, plan: dict[str, Any], on_message: Callable[[IpcMessage], None]
+        self, name: str, plan: AgentPlan, on_message: Callable[[IpcMessage], None]
     ) -> Worker:
         """Start the worker of agent ``name``; its messages go to ``on_message``."""
         ...
@@ -78,6 +85,10 @@ class ProcessWorker:
     def send(self, message: IpcMessage) -> None:
         """Queue ``message``; raises ``PeerGone`` when the process is gone."""
         self.channel.send_nowait(message)
+
+    def close(self) -> None:
+        """Close our end of the pipe."""
+        self.channel.close()
 
     def pipe_closed(self) -> None:
         """The pipe closed: the child is exiting, or broken. One that lingers is killed, so a
@@ -112,13 +123,13 @@ class MultiprocessingTransport:
         self.entry = entry
 
     async def start(
-        self, name: str, plan: dict[str, Any], on_message: Callable[[IpcMessage], None]
+        self, name: str, plan: AgentPlan, on_message: Callable[[IpcMessage], None]
     ) -> ProcessWorker:
         """Start agent ``name``; returns once the process exists (not once it is ready)."""
         parent_end, child_end = self.context.Pipe()
         process = self.context.Process(  # type: ignore[attr-defined]
             target=run_entry,
-            args=(self.entry, child_end, plan),
+            args=(self.entry, child_end, plan.model_dump(mode="json")),
             name=f"goondan-agent:{name}",
             daemon=True,
         )

@@ -1,4 +1,4 @@
-"""The execution context handed to every tool handler (seed 000 §5.3, seed 004 `ToolContext`)."""
+"""The execution context handed to every tool handler."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias, TypeVar
 
+from goondan.errors import ConfigError
 from tools_base._json import JsonObject, JsonValue
 from tools_base._message import Message
 from tools_base._result import PendingResult
@@ -24,7 +25,7 @@ class ToolLogger(Protocol):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolContext:
-    """Everything a handler gets besides its input, and nothing else (seed 000 §5.3 rule 3).
+    """Everything a handler gets besides its input, and nothing else.
 
     Immutable: a handler cannot change what later calls see.
     """
@@ -40,7 +41,7 @@ class ToolContext:
     tool_call_id: str
     """Id of this call, as chosen by the model."""
     message: Message
-    """The assistant message that holds this call (seed 000 §5.3 rule 4)."""
+    """The assistant message that holds this call."""
     workdir: Path
     """The instance workspace; file-system tools resolve relative paths against it."""
     logger: ToolLogger
@@ -53,7 +54,7 @@ ToolOutput: TypeAlias = "JsonValue | PendingResult"
 """What a handler may return: a JSON value, or a :class:`PendingResult`."""
 
 ToolHandler: TypeAlias = Callable[[ToolContext, JsonObject], "ToolOutput | Awaitable[ToolOutput]"]
-"""``handler(ctx, input) -> JsonValue | Awaitable[JsonValue]`` (seed 000 §5.1).
+"""``handler(ctx, input) -> JsonValue | Awaitable[JsonValue]``.
 
 Coroutine functions are awaited on the agent's event loop; plain functions run in a worker
 thread so they cannot stall it, unless marked :func:`nonblocking`.
@@ -82,5 +83,5 @@ def is_nonblocking(handler: Callable[..., Any]) -> bool:
     return bool(getattr(handler, NONBLOCKING_ATTR, False))
 
 
-class ToolConfigError(ValueError):
+class ToolConfigError(ConfigError, ValueError):
     """Raised by an entry module's ``configure(config)`` when the Tool's config is invalid."""

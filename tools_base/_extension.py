@@ -1,4 +1,4 @@
-"""The Extension SDK: what an extension's ``register(api)`` gets (seed 000 §6, §10; upstream §6).
+"""The Extension SDK: what an extension's ``register(api)`` gets.
 
 An Extension resource names a Python module with a ``register`` function::
 
@@ -29,12 +29,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from goondan.errors import ConfigError
 from tools_base._context import ToolHandler, ToolLogger
 from tools_base._json import JsonObject
 from tools_base._result import DEFAULT_ERROR_MESSAGE_LIMIT
 
 
-class ExtensionError(ValueError):
+class ExtensionError(ConfigError, ValueError):
     """An extension used the API wrongly (a bad tool item, a non-object state, ...)."""
 
 

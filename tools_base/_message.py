@@ -1,4 +1,4 @@
-"""Conversation messages as tools see them (seed 000 appendix A, `Message`)."""
+"""Conversation messages as tools see them."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ _ROLES: dict[object, MessageRole] = {
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCall:
-    """One tool call requested by the model (seed 000 §6.2)."""
+    """One tool call requested by the model."""
 
     id: str
     """Call id chosen by the model provider; echoed in the matching tool result."""
@@ -45,7 +45,7 @@ class ToolCall:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MessageSource:
-    """Who produced a message (seed 004 `MessageSource`)."""
+    """Who produced a message."""
 
     type: MessageSourceType
     step_id: str | None = None
@@ -114,7 +114,7 @@ class Message:
 
     @property
     def data(self) -> JsonObject:
-        """The provider-neutral message itself, as seed 000 appendix A names it (``CoreMessage``).
+        """The provider-neutral message itself, (what providers call ``CoreMessage``).
 
         ``{role, content}`` where ``content`` is the text, or, for an assistant message that
         calls tools and for a tool message, a list of parts (``text``, ``tool-call``,

@@ -1,4 +1,4 @@
-"""Tool results and errors (seed 000 §8, seed 004 `ToolCallResult`)."""
+"""Tool results and errors."""
 
 from __future__ import annotations
 
@@ -6,18 +6,20 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Literal
 
+from goondan.defaults import ERROR_MESSAGE_LIMIT
+from goondan.errors import ToolFailure
 from tools_base._json import JsonObject, JsonValue
 
 ToolStatus = Literal["ok", "error", "pending"]
 
-DEFAULT_ERROR_MESSAGE_LIMIT = 1000
+DEFAULT_ERROR_MESSAGE_LIMIT = ERROR_MESSAGE_LIMIT
 """Characters kept of an error message when a Tool sets no ``errorMessageLimit``."""
 
 TRUNCATION_SUFFIX = "... (truncated)"
 
 
 def truncate_error_message(message: str, limit: int = DEFAULT_ERROR_MESSAGE_LIMIT) -> str:
-    """Cut ``message`` to at most ``limit`` characters, as seed 000 §8.4 specifies.
+    """Cut ``message`` to at most ``limit`` characters.
 
     A message over the limit keeps ``limit - 15`` characters and ends with
     ``... (truncated)``, so the result is exactly ``limit`` long. A limit too small to hold the
@@ -77,7 +79,7 @@ class ToolErrorInfo:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolResult:
-    """What one tool execution produced (seed 000 §8.1)."""
+    """What one tool execution produced."""
 
     status: ToolStatus
     """``ok`` (``output`` is set), ``error`` (``error`` is set) or ``pending`` (``handle`` is set)."""
@@ -102,7 +104,7 @@ class ToolResult:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCallResult(ToolResult):
-    """A :class:`ToolResult` tied to the call that produced it (seed 004 `ToolCallResult`)."""
+    """A :class:`ToolResult` tied to the call that produced it."""
 
     tool_call_id: str
     """Matches ``ToolContext.tool_call_id`` and the model's call id."""
@@ -131,7 +133,7 @@ class ToolCallResult(ToolResult):
         )
 
 
-class ToolError(Exception):
+class ToolError(ToolFailure):
     """Raise from a handler to fail the call with a chosen code, suggestion and help link.
 
     Any other exception fails the call too (code ``E_TOOL``, name = the exception's type); this
@@ -158,7 +160,7 @@ class ToolError(Exception):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PendingResult:
-    """Return this from a handler to answer now and finish later (seed 002 §6.3).
+    """Return this from a handler to answer now and finish later.
 
     The call's result becomes ``status="pending"`` with ``handle`` and ``output``. When
     ``completion`` is given, the runtime awaits it in the background and delivers its outcome to

@@ -1,4 +1,4 @@
-"""The inter-agent API a tool reaches through ``ToolContext.runtime`` (seed 004 `AgentToolRuntime`)."""
+"""The inter-agent API a tool reaches through ``ToolContext.runtime``."""
 
 from __future__ import annotations
 

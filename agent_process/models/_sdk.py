@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from types import ModuleType
 
 from agent_process.models.base import ModelError
-from bundle.models import ValueSource
 from bundle.plan import ModelPlan
 from bundle.secrets import SecretUnavailable, resolve_value
 
@@ -39,11 +38,9 @@ def resolve_api_key(
 ) -> tuple[str | None, str]:
     """``(key, where it comes from)``; the key is ``None`` when nothing provides one."""
     env = os.environ if environ is None else environ
-    raw = plan.spec.get("apiKey")
-    if raw is not None:
-        source = ValueSource.model_validate(raw)
+    if plan.api_key is not None:
         try:
-            secret = resolve_value(source, env, field="apiKey")
+            secret = resolve_value(plan.api_key, env, field="apiKey")
         except SecretUnavailable as exc:
             return None, str(exc)
         return secret.reveal(), secret.source

@@ -32,15 +32,14 @@ class AnthropicMessagesModel:
         self._sdk = import_sdk("anthropic", "anthropic")
         self.plan = plan
         self.agent_name = agent_name
-        spec = plan.spec
-        base_url = spec.get("baseUrl") or spec.get("endpoint")
+        base_url = plan.base_url
         key, self.key_source = resolve_api_key(plan, DEFAULT_KEY_ENV, environ)
         self._missing_key = key is None
         self.client = self._sdk.AsyncAnthropic(
             api_key=key or "unset",
             base_url=base_url,
-            timeout=float(spec.get("timeoutSeconds") or 60),
-            max_retries=int(spec.get("maxRetries", 2)),
+            timeout=plan.timeout_seconds,
+            max_retries=plan.max_retries,
         )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

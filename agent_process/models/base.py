@@ -1,4 +1,4 @@
-"""The one small interface every LLM provider implements (STYLE 16).
+"""The one small interface every LLM provider implements.
 
 A provider turns the conversation and this Step's catalog into one model response: text, tool
 calls, or both. It never runs tools and never touches the conversation store.
@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import goondan.errors
 from agent_process.tools.catalog import ToolCatalogItem
 from tools_base import JsonObject, Message, ToolCall
 
 
-class ModelError(Exception):
+class ModelError(goondan.errors.ModelError):
     """A model call failed for good (after the provider's own retries); the Turn ends with it."""
 
     code = "E_MODEL"

@@ -4,7 +4,7 @@
 Retries on 429/5xx/connection errors are the SDK's own (``maxRetries``, default 2); a failure
 that survives them becomes a :class:`ModelError` with a code, and the Turn ends with it.
 
-Mapping: catalog items → ``tools`` (names unchanged, seed 000 §3.2); system/user/assistant
+Mapping: catalog items → ``tools``; system/user/assistant
 messages → the same roles; an assistant's tool calls → ``tool_calls`` with JSON arguments; each
 tool result → a ``tool`` message with the ``ToolCallResult`` as JSON.
 """
@@ -35,16 +35,15 @@ class OpenAIChatModel:
         self._sdk = openai
         self.plan = plan
         self.agent_name = agent_name
-        spec = plan.spec
-        base_url = spec.get("baseUrl") or spec.get("endpoint")
+        base_url = plan.base_url
         key, self.key_source = resolve_api_key(plan, DEFAULT_KEY_ENV, environ)
         self._missing_key = key is None and base_url is None
         self.client = openai.AsyncOpenAI(
             # A local OpenAI-compatible server usually ignores the key, but the SDK wants one.
             api_key=key or "unused",
             base_url=base_url,
-            timeout=float(spec.get("timeoutSeconds") or 60),
-            max_retries=int(spec.get("maxRetries", 2)),
+            timeout=plan.timeout_seconds,
+            max_retries=plan.max_retries,
         )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

@@ -1,7 +1,7 @@
 """The offline ``scripted`` provider: deterministic answers from the rules of the Model resource.
 
-It is the default model of ``goondan.yaml.example`` and the test double of the runtime (STYLE
-16). The rule format is documented in :mod:`bundle.scripted`. When no rule matches, the call
+It is the default model of ``goondan.yaml.example`` and the test double of the runtime.
+The rule format is documented in :mod:`bundle.scripted`. When no rule matches, the call
 fails with :class:`UnexpectedModelCall` (code ``E_MODEL_SCRIPT_NO_MATCH``) naming the newest
 message, so a swarm or a test with a gap in its script fails loudly instead of looping.
 """

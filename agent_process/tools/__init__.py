@@ -15,7 +15,6 @@ from agent_process.tools.catalog import (
 from agent_process.tools.executor import (
     PendingCompletion,
     ToolCallPolicy,
-    ToolCallScope,
     ToolExecutor,
     error_result,
     exception_result,
@@ -46,7 +45,6 @@ __all__ = [
     "StepMiddlewareContext",
     "ToolCallMiddlewareContext",
     "ToolCallPolicy",
-    "ToolCallScope",
     "ToolCatalogItem",
     "ToolExecutor",
     "ToolName",

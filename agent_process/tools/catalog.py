@@ -1,4 +1,4 @@
-"""Tool Catalog: what the model sees in one Step (seed 000 §1.1, §11).
+"""Tool Catalog: what the model sees in one Step.
 
 The Registry holds every tool the process can run; the Catalog is a fresh, mutable list built
 at the start of every Step from ``Agent.spec.tools`` plus the tools extensions registered so
@@ -36,7 +36,7 @@ class McpSource:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolSource:
-    """Origin of a catalog item (seed 000 §11.1 `ToolSource`)."""
+    """Origin of a catalog item."""
 
     type: ToolSourceType
     """``config`` for Tool resources, ``extension`` for ``api.tools.register``, ``mcp`` for MCP."""
@@ -54,10 +54,10 @@ class ToolSource:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCatalogItem:
-    """One tool as the model sees it (seed 000 §11.1)."""
+    """One tool as the model sees it."""
 
     name: str
-    """Full name, ``{resource}__{export}``; sent to the provider unchanged (seed 000 §3.2)."""
+    """Full name, ``{resource}__{export}``; sent to the provider unchanged."""
     description: str | None = None
     parameters: JsonObject = field(default_factory=lambda: {"type": "object", "properties": {}})
     """JSON Schema of the arguments (an object schema)."""

@@ -2,12 +2,12 @@
 
 ``ToolExecutor.execute`` never raises for anything a tool, its arguments or a middleware did:
 every failure becomes a :class:`ToolCallResult` with ``status="error"`` and a code the model
-can act on (seed 000 §7, §8.3). Only cancellation propagates.
+can act on. Only cancellation propagates.
 
 Codes:
 
 =======================  ============================================================
-``E_TOOL_NOT_IN_CATALOG`` the name is not in this Step's catalog, whether or not a tool has it (§7.2)
+``E_TOOL_NOT_IN_CATALOG`` the name is not in this Step's catalog, whether or not a tool has it
 ``E_TOOL_NOT_FOUND``      a registry call (when the policy allows them) or a catalog entry names no tool
 ``E_TOOL_INVALID_ARGS``   the arguments fail the export's JSON Schema; the handler did not run
 ``E_TOOL_TIMEOUT``        the handler ran past its timeout (its own running time)
@@ -30,15 +30,19 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
+from structlog.typing import FilteringBoundLogger
+
+from agent_process.scope import StepScope
 from agent_process.tools.middleware import MiddlewarePipeline, ToolCallMiddlewareContext
 from agent_process.tools.registry import RegisteredTool, ToolRegistry
 from agent_process.tools.schema import format_issues
+from goondan.defaults import MAX_BACKGROUND_CALLS_PER_INSTANCE, TOOL_TIMEOUT_SECONDS
+from goondan.errors import HELP_URL, TOOL
+from ipc.protocol import DEFAULT_INSTANCE_KEY
 from tools_base import (
     DEFAULT_ERROR_MESSAGE_LIMIT,
-    AgentToolRuntime,
     JsonValue,
     Message,
     PendingResult,
@@ -51,27 +55,18 @@ from tools_base import (
     truncate_error_message,
 )
 
-HELP_URL = "https://docs.goondan.ai/errors/{code}"
-DEFAULT_HANDLER_TIMEOUT_SECONDS = 300.0
-"""Handler timeout when neither the Tool nor the policy sets one."""
+DEFAULT_HANDLER_TIMEOUT_SECONDS = TOOL_TIMEOUT_SECONDS
 
 MALFORMED_ARGUMENTS_KEY = "__malformed_arguments__"
 """A provider that gets tool-call arguments it cannot parse passes the raw text under this key;
 the executor refuses the call with ``E_TOOL_INVALID_ARGS`` instead of guessing (no silent ``{}``)."""
 
-TOOL_FAILURE_SUGGESTION = (
-    "The tool failed with the error above. Check the arguments against the tool's description "
-    "and retry, or reach the goal another way."
-)
-"""The suggestion of a generic ``E_TOOL`` error whose exception names none (seed 000 §8.3)."""
-
-NOT_IN_CATALOG_SUGGESTION = (
-    "Add the tool to the Agent's spec.tools, or register it dynamically and expose it from "
-    "step middleware."
-)
+TOOL_FAILURE_SUGGESTION = TOOL.suggestion("E_TOOL")
+"""The suggestion of a generic ``E_TOOL`` error whose exception names none."""
+NOT_IN_CATALOG_SUGGESTION = TOOL.suggestion("E_TOOL_NOT_IN_CATALOG") or ""
 
 
-DEFAULT_MAX_PENDING_CALLS = 16
+DEFAULT_MAX_PENDING_CALLS = MAX_BACKGROUND_CALLS_PER_INSTANCE
 TOOL_THREADS = 64
 """Threads that run sync handlers, per agent process. Idle threads cost next to nothing, and
 many conversations each running one slow sync tool must not starve the others."""
@@ -79,7 +74,7 @@ many conversations each running one slow sync tool must not starve the others.""
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolCallPolicy:
-    """How strictly the executor treats calls (seed 000 §7.1)."""
+    """How strictly the executor treats calls."""
 
     allow_registry_calls: bool = False
     """Let the model call registry tools missing from the catalog. A security decision: off."""
@@ -90,30 +85,14 @@ class ToolCallPolicy:
     one more is refused with ``E_TOOL_TOO_MANY_PENDING`` and its background work cancelled."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolCallScope:
-    """What every call of one Step shares; the Turn/Step loop builds one per Step."""
-
-    agent_name: str
-    instance_key: str
-    turn_id: str
-    trace_id: str
-    step_index: int
-    workdir: Path
-    logger: ToolLogger
-    catalog: frozenset[str]
-    """Names in this Step's final catalog: the allowlist."""
-    runtime: AgentToolRuntime | None = None
-
-
 @dataclass(frozen=True, slots=True)
 class PendingCompletion:
-    """The late outcome of a call that answered ``pending`` (seed 002 §6.3)."""
+    """The late outcome of a call that answered ``pending``."""
 
     handle: str
     result: ToolCallResult
     """``ok`` with the completion's value, or ``error`` if it raised or timed out."""
-    instance_key: str = "default"
+    instance_key: str = DEFAULT_INSTANCE_KEY
     """The conversation instance whose call started the work."""
 
 
@@ -133,6 +112,7 @@ class PendingStart:
 PendingStartListener = Callable[[PendingStart], None]
 
 
+# Eight parameters: one per field of the error a call gets, all keyword-only past the first two.
 def error_result(
     call_id: str,
     tool_name: str,
@@ -219,25 +199,18 @@ class ToolExecutor:
         self._pending_tasks: set[asyncio.Task[None]] = set()
         self._pending_per_instance: Counter[str] = Counter()
 
-    async def execute(
-        self, call: ToolCall, scope: ToolCallScope, message: Message
-    ) -> ToolCallResult:
-        """Run one call through the ``toolCall`` middleware onion; never raises for tool faults."""
-        ctx = _CallContext(
+    async def execute(self, call: ToolCall, scope: StepScope, message: Message) -> ToolCallResult:
+        """Run one call through the ``toolCall`` middleware onion; never raises for tool faults.
+
+        ``scope.allowlist`` is the Step's final catalog: a call outside it is refused.
+        """
+        ctx = ToolCallMiddlewareContext(
             self.pipeline.chain("toolCall"),
             self._core,
-            tool_name=call.name,
-            tool_call_id=call.id,
-            args=dict(call.args),
-            agent_name=scope.agent_name,
-            instance_key=scope.instance_key,
-            turn_id=scope.turn_id,
-            trace_id=scope.trace_id,
-            step_index=scope.step_index,
+            scope=scope,
+            call=call,
             message=message,
-            runtime=scope.runtime,
         )
-        ctx.scope = scope
         try:
             result = await ctx.next()
         except asyncio.CancelledError:
@@ -272,75 +245,34 @@ class ToolExecutor:
 
     # -- the core: catalog guard, lookup, validation, handler ---------------------------------
 
-    async def _core(self, ctx: _CallContext) -> ToolCallResult:
-        scope = ctx.scope
-        name = ctx.tool_name
-        tool = self.registry.get(name)
-        if name not in scope.catalog and not self.policy.allow_registry_calls:
-            # Seed 000 §7.2: outside the catalog is outside, whether or not the name exists.
-            return error_result(
-                ctx.tool_call_id,
-                name,
-                message=f"Tool {name!r} is not available in the current Tool Catalog.",
-                code="E_TOOL_NOT_IN_CATALOG",
-                name="ToolNotInCatalogError",
-                suggestion=_did_you_mean(name, scope.catalog) + NOT_IN_CATALOG_SUGGESTION,
-                limit=tool.error_message_limit if tool is not None else DEFAULT_ERROR_MESSAGE_LIMIT,
-            )
-        if tool is None:
-            return self._not_found(ctx, scope)
-
-        args = ctx.args
-        if not isinstance(args, dict):
-            issues = [f"args: expected object but got {type(args).__name__}"]
-        elif MALFORMED_ARGUMENTS_KEY in args:
-            raw = str(args[MALFORMED_ARGUMENTS_KEY])[:200]
-            issues = [f"args: not a JSON object: {raw!r}"]
-        else:
-            issues = tool.validator.validate(args)
-        if issues:
-            return error_result(
-                ctx.tool_call_id,
-                name,
-                message=f"Invalid arguments for tool {name!r}: {format_issues(issues)}",
-                code="E_TOOL_INVALID_ARGS",
-                name="ToolInputValidationError",
-                suggestion=tool.validator.suggestion(),
-                limit=tool.error_message_limit,
-            )
-
+    async def _core(self, ctx: ToolCallMiddlewareContext) -> ToolCallResult:
+        tool = self.registry.get(ctx.tool_name)
+        refusal = self._refusal(ctx, tool)
+        if refusal is not None:
+            return refusal
+        assert tool is not None  # _refusal answers a call without a tool
+        turn = ctx.scope.turn
         tool_ctx = ToolContext(
-            agent_name=scope.agent_name,
-            instance_key=scope.instance_key,
-            turn_id=scope.turn_id,
-            trace_id=scope.trace_id,
+            agent_name=turn.agent_name,
+            instance_key=turn.instance_key,
+            turn_id=turn.turn_id,
+            trace_id=turn.trace_id,
             tool_call_id=ctx.tool_call_id,
             message=ctx.message,
-            workdir=scope.workdir,
-            logger=_CallLogger(scope.logger, name, ctx.tool_call_id),
-            runtime=scope.runtime,
+            workdir=turn.workdir,
+            logger=_CallLogger(turn.logger, ctx.tool_name, ctx.tool_call_id),
+            runtime=turn.runtime,
         )
         timeout = tool.timeout_seconds or self.policy.default_timeout_seconds
         try:
-            output = await self._invoke(tool, tool_ctx, args, timeout)
+            output = await self._invoke(tool, tool_ctx, ctx.args, timeout)
         except _PoolSaturated as busy:
-            return error_result(
-                ctx.tool_call_id,
-                name,
-                message=(
-                    f"Tool {name!r} could not start within {_seconds(timeout)}: all "
-                    f"{busy.threads} tool threads of this agent are busy with other calls."
-                ),
-                code="E_TOOL_BUSY",
-                name="ToolBusyError",
-                suggestion="Retry later; the agent is running many slow tools at once.",
-                limit=tool.error_message_limit,
-            )
+            return _busy_result(ctx, tool, timeout, busy.threads)
         except _HandlerTimeout:
             return error_result(
                 ctx.tool_call_id,
-                name,
-                message=f"Tool {name!r} did not finish within {_seconds(timeout)}.",
+                ctx.tool_name,
+                message=f"Tool {ctx.tool_name!r} did not finish within {_seconds(timeout)}.",
                 code="E_TOOL_TIMEOUT",
                 name="ToolTimeoutError",
                 suggestion="Retry with a smaller task, or raise the Tool's timeoutSeconds.",
@@ -349,8 +281,49 @@ class ToolExecutor:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # sys.exit() in a tool must not end the agent
-            return exception_result(ctx.tool_call_id, name, exc, limit=tool.error_message_limit)
+            return exception_result(
+                ctx.tool_call_id, ctx.tool_name, exc, limit=tool.error_message_limit
+            )
         return self._to_result(ctx, tool, output, timeout)
+
+    def _refusal(
+        self, ctx: ToolCallMiddlewareContext, tool: RegisteredTool | None
+    ) -> ToolCallResult | None:
+        """The error answer of a call the handler must not see, or ``None`` to run it."""
+        name = ctx.tool_name
+        allowlist = ctx.scope.allowlist
+        if name not in allowlist and not self.policy.allow_registry_calls:
+            # Outside the catalog is outside, whether or not a tool has the name.
+            return error_result(
+                ctx.tool_call_id,
+                name,
+                message=f"Tool {name!r} is not available in the current Tool Catalog.",
+                code="E_TOOL_NOT_IN_CATALOG",
+                name="ToolNotInCatalogError",
+                suggestion=_did_you_mean(name, allowlist) + NOT_IN_CATALOG_SUGGESTION,
+                limit=tool.error_message_limit if tool is not None else DEFAULT_ERROR_MESSAGE_LIMIT,
+            )
+        if tool is None:
+            return _not_found(ctx)
+        args = ctx.args
+        if not isinstance(args, dict):
+            issues = [f"args: expected object but got {type(args).__name__}"]
+        elif MALFORMED_ARGUMENTS_KEY in args:
+            raw = str(args[MALFORMED_ARGUMENTS_KEY])[:200]
+            issues = [f"args: not a JSON object: {raw!r}"]
+        else:
+            issues = tool.validator.validate(args)
+        if not issues:
+            return None
+        return error_result(
+            ctx.tool_call_id,
+            name,
+            message=f"Invalid arguments for tool {name!r}: {format_issues(issues)}",
+            code="E_TOOL_INVALID_ARGS",
+            name="ToolInputValidationError",
+            suggestion=tool.validator.suggestion(),
+            limit=tool.error_message_limit,
+        )
 
     async def _invoke(
         self, tool: RegisteredTool, tool_ctx: ToolContext, args: Any, seconds: float
@@ -414,7 +387,7 @@ class ToolExecutor:
                 output=to_json_value(output.output),
             )
         if isinstance(output, dict) and output.get("__async") is True and "handle" in output:
-            # The seed 002 §6.3 shape, for handlers written against the older spec.
+            # ``{__async: true, handle, ...}``: the pending shape of handlers written before PendingResult.
             rest = {k: v for k, v in output.items() if k not in ("__async", "handle")}
             return ToolCallResult(
                 tool_call_id=ctx.tool_call_id,
@@ -481,29 +454,9 @@ class ToolExecutor:
 
         task.add_done_callback(finished)
 
-    def _not_found(self, ctx: ToolCallMiddlewareContext, scope: ToolCallScope) -> ToolCallResult:
-        name = ctx.tool_name
-        available = sorted(scope.catalog)
-        hint = _did_you_mean(name, scope.catalog)
-        return error_result(
-            ctx.tool_call_id,
-            name,
-            message=f"Tool {name!r} does not exist.",
-            code="E_TOOL_NOT_FOUND",
-            name="ToolNotFoundError",
-            suggestion=f"{hint}Call one of the available tools: {', '.join(available) or '(none)'}.",
-        )
-
     def _limit(self, name: str) -> int:
         tool = self.registry.get(name)
         return tool.error_message_limit if tool is not None else DEFAULT_ERROR_MESSAGE_LIMIT
-
-
-class _CallContext(ToolCallMiddlewareContext):
-    """The middleware context plus the Step scope, which only the core reads."""
-
-    __slots__ = ("scope",)
-    scope: ToolCallScope
 
 
 class _HandlerTimeout(Exception):
@@ -555,6 +508,37 @@ async def _with_deadline(awaitable: Awaitable[Any], seconds: float) -> Any:
         handle.cancel()
 
 
+def _not_found(ctx: ToolCallMiddlewareContext) -> ToolCallResult:
+    name = ctx.tool_name
+    allowlist = ctx.scope.allowlist
+    available = ", ".join(sorted(allowlist)) or "(none)"
+    return error_result(
+        ctx.tool_call_id,
+        name,
+        message=f"Tool {name!r} does not exist.",
+        code="E_TOOL_NOT_FOUND",
+        name="ToolNotFoundError",
+        suggestion=f"{_did_you_mean(name, allowlist)}Call one of the available tools: {available}.",
+    )
+
+
+def _busy_result(
+    ctx: ToolCallMiddlewareContext, tool: RegisteredTool, timeout: float, threads: int
+) -> ToolCallResult:
+    return error_result(
+        ctx.tool_call_id,
+        ctx.tool_name,
+        message=(
+            f"Tool {ctx.tool_name!r} could not start within {_seconds(timeout)}: all "
+            f"{threads} tool threads of this agent are busy with other calls."
+        ),
+        code="E_TOOL_BUSY",
+        name="ToolBusyError",
+        suggestion="Retry later; the agent is running many slow tools at once.",
+        limit=tool.error_message_limit,
+    )
+
+
 def _did_you_mean(name: str, catalog: frozenset[str]) -> str:
     close = difflib.get_close_matches(name, sorted(catalog), n=1)
     return f"Did you mean {close[0]!r}? " if close else ""
@@ -564,18 +548,24 @@ def _seconds(value: float) -> str:
     return f"{value:g} s"
 
 
+_BaseLogger: TypeAlias = "ToolLogger | FilteringBoundLogger"
+"""The Turn's structlog logger, or any ``ToolLogger``. mypy does not count structlog's
+logger as a ``ToolLogger``: its methods name their first parameter ``event``, which a field
+passed as ``event=`` would clash with."""
+
+
 class _CallLogger:
     """The tool's logger: binds tool name and call id only when the tool actually logs."""
 
     __slots__ = ("_base", "_bound", "_call_id", "_tool")
 
-    def __init__(self, base: ToolLogger, tool: str, call_id: str) -> None:
+    def __init__(self, base: _BaseLogger, tool: str, call_id: str) -> None:
         self._base = base
         self._tool = tool
         self._call_id = call_id
-        self._bound: ToolLogger | None = None
+        self._bound: _BaseLogger | None = None
 
-    def _logger(self) -> ToolLogger:
+    def _logger(self) -> _BaseLogger:
         if self._bound is None:
             bind = getattr(self._base, "bind", None)
             self._bound = (
@@ -597,7 +587,7 @@ class _CallLogger:
 
 
 def to_json_value(value: Any) -> JsonValue:
-    """Coerce a handler's return value into JSON (upstream §2.5 conversion rules).
+    """Coerce a handler's return value into JSON.
 
     JSON values pass through; tuples and sets become lists, non-string keys strings,
     non-finite floats strings, dataclasses and pydantic models their fields, ``Path`` and any

@@ -1,4 +1,4 @@
-"""Middleware pipelines: ``turn``, ``step`` and ``toolCall`` onions (seed 000 §6).
+"""Middleware pipelines: ``turn``, ``step`` and ``toolCall`` onions.
 
 Every middleware is ``async def mw(ctx) -> Result`` and continues inward with
 ``await ctx.next()``::
@@ -13,8 +13,8 @@ Returning without calling ``next()`` short-circuits the call (a refusal or a cac
 The one ordering trap: whatever a middleware changes after ``next()`` returns cannot undo a side
 effect the tool already had; refuse *before* ``next()``.
 
-Registration follows upstream: ``pipeline.register(kind, fn, priority=0)``; a lower priority is
-an outer layer, and equal priorities keep registration order.
+Registration: ``pipeline.register(kind, fn, priority=0)``; a lower priority is an outer layer,
+and equal priorities keep registration order.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from agent_process.scope import StepScope, TurnScope
 from agent_process.tools.catalog import ToolCatalogItem
-from tools_base import AgentToolRuntime, JsonObject, JsonValue, Message, ToolCallResult
+from goondan.errors import GoondanError
+from tools_base import AgentToolRuntime, JsonObject, JsonValue, Message, ToolCall, ToolCallResult
 
 MiddlewareKind = Literal["turn", "step", "toolCall"]
 MIDDLEWARE_KINDS: tuple[MiddlewareKind, ...] = ("turn", "step", "toolCall")
@@ -33,7 +35,7 @@ ResultT = TypeVar("ResultT")
 CtxT = TypeVar("CtxT", bound="MiddlewareContext[Any]")
 
 
-class MiddlewareError(RuntimeError):
+class MiddlewareError(GoondanError, RuntimeError):
     """Misuse of the pipeline: an unknown kind, or ``next()`` called from the core."""
 
 
@@ -71,96 +73,117 @@ class MiddlewareContext(Generic[ResultT]):
             self._position = position
 
 
-class ToolCallMiddlewareContext(MiddlewareContext[ToolCallResult]):
-    """Context of a ``toolCall`` middleware (seed 000 §6.3)."""
+class TurnIdentity:
+    """The read-only identity of the Turn a context belongs to, for middleware authors."""
 
-    __slots__ = (
-        "agent_name",
-        "args",
-        "instance_key",
-        "message",
-        "metadata",
-        "runtime",
-        "step_index",
-        "tool_call_id",
-        "tool_name",
-        "trace_id",
-        "turn_id",
-    )
+    __slots__ = ()
+
+    @property
+    def turn_scope(self) -> TurnScope:
+        """The Turn's scope."""
+        raise NotImplementedError
+
+    @property
+    def agent_name(self) -> str:
+        """Name of the Agent resource running the Turn."""
+        return self.turn_scope.agent_name
+
+    @property
+    def instance_key(self) -> str:
+        """Conversation instance of that agent."""
+        return self.turn_scope.instance_key
+
+    @property
+    def turn_id(self) -> str:
+        """Id of the current Turn."""
+        return self.turn_scope.turn_id
+
+    @property
+    def trace_id(self) -> str:
+        """32-hex trace id of the causal chain."""
+        return self.turn_scope.trace_id
+
+    @property
+    def runtime(self) -> AgentToolRuntime | None:
+        """The ``agents`` runtime of this Turn (request, send, ...)."""
+        return self.turn_scope.runtime
+
+
+class StepIdentity(TurnIdentity):
+    """:class:`TurnIdentity` plus the position of the Step, read from ``scope``."""
+
+    __slots__ = ()
+    scope: StepScope
+
+    @property
+    def turn_scope(self) -> TurnScope:
+        """The scope of the Turn the Step belongs to."""
+        return self.scope.turn
+
+    @property
+    def step_index(self) -> int:
+        """Position of the current Step in its Turn, from 0."""
+        return self.scope.index
+
+
+class ToolCallMiddlewareContext(StepIdentity, MiddlewareContext[ToolCallResult]):
+    """Context of a ``toolCall`` middleware.
+
+    ``args`` and ``metadata`` are the layers' to change; the identity of the call (agent,
+    instance, Turn, trace, Step) is read-only and comes from the Step's :class:`StepScope`.
+    """
+
+    __slots__ = ("args", "message", "metadata", "scope", "tool_call_id", "tool_name")
 
     def __init__(
         self,
         chain: tuple[Callable[[Any], Awaitable[ToolCallResult]], ...],
         core: Callable[[Any], Awaitable[ToolCallResult]],
         *,
-        tool_name: str,
-        tool_call_id: str,
-        args: JsonObject,
-        agent_name: str,
-        instance_key: str,
-        turn_id: str,
-        trace_id: str,
-        step_index: int,
+        scope: StepScope,
+        call: ToolCall,
         message: Message,
-        runtime: AgentToolRuntime | None,
     ) -> None:
         super().__init__(chain, core)
-        self.tool_name = tool_name
+        self.scope = scope
+        """The Step the call belongs to (and through it, the Turn); read-only by convention."""
+        self.tool_name = call.name
         """Full name of the called tool (read-only by convention)."""
-        self.tool_call_id = tool_call_id
+        self.tool_call_id = call.id
         """The model's call id (read-only by convention)."""
-        self.args = args
-        """Arguments; replace or edit them before ``next()`` to change what the tool gets."""
+        self.args: JsonObject = dict(call.args)
+        """Arguments (a copy of the model's); replace or edit them before ``next()`` to change
+        what the tool gets."""
         self.metadata: dict[str, JsonValue] = {}
         """Scratch space shared by the layers of this call."""
-        self.agent_name = agent_name
-        self.instance_key = instance_key
-        self.turn_id = turn_id
-        self.trace_id = trace_id
-        self.step_index = step_index
         self.message = message
         """The assistant message that holds the call."""
-        self.runtime = runtime
 
 
-class StepMiddlewareContext(MiddlewareContext[ResultT]):
+class StepMiddlewareContext(StepIdentity, MiddlewareContext[ResultT]):
     """Context of a ``step`` middleware: the Step's mutable ``tool_catalog`` and metadata.
 
-    The Turn/Step loop fills in the result type and adds its own fields; the catalog rules are
-    the Tool system's part (seed 000 §1.2 rule 3, §10.3).
+    The Turn/Step loop fills in the result type and adds its own fields; the catalog is the
+    Tool system's part: whatever it holds when the model is called is also the allowlist the
+    executor enforces for that Step's calls.
     """
 
-    __slots__ = (
-        "agent_name",
-        "instance_key",
-        "metadata",
-        "step_index",
-        "tool_catalog",
-        "trace_id",
-        "turn_id",
-    )
+    __slots__ = ("metadata", "scope", "tool_catalog")
 
     def __init__(
         self,
         chain: tuple[Callable[[Any], Awaitable[ResultT]], ...],
         core: Callable[[Any], Awaitable[ResultT]],
         *,
+        scope: StepScope,
         tool_catalog: list[ToolCatalogItem],
-        agent_name: str,
-        instance_key: str,
-        turn_id: str,
-        trace_id: str,
-        step_index: int,
     ) -> None:
         super().__init__(chain, core)
+        self.scope = scope
+        """The Step (and through it, the Turn); read-only by convention."""
         self.tool_catalog = tool_catalog
         """What the model will be offered this Step, and the executor's allowlist. Mutable."""
         self.metadata: dict[str, JsonValue] = {}
-        self.agent_name = agent_name
-        self.instance_key = instance_key
-        self.turn_id = turn_id
-        self.trace_id = trace_id
-        self.step_index = step_index
 
 
 Middleware = Callable[[CtxT], Awaitable[Any]]

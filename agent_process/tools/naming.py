@@ -1,4 +1,4 @@
-"""Tool names as the model sees them: ``{resource}__{export}`` (seed 000 §3)."""
+"""Tool names as the model sees them: ``{resource}__{export}``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class ToolName(NamedTuple):
 
 
 def parse_tool_name(full_name: str) -> ToolName | None:
-    """Split ``full_name`` at the first ``__`` (seed 000 §3.3); ``None`` when it has none.
+    """Split ``full_name`` at the first ``__``; ``None`` when it has none.
 
     Either side may come back empty or (on the export side) hold another ``__``; use
     :func:`is_valid_tool_name` to check the whole name against the naming rules.

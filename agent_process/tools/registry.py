@@ -1,4 +1,4 @@
-"""Tool Registry: every tool handler an AgentProcess can run (seed 000 §1.1, §10).
+"""Tool Registry: every tool handler an AgentProcess can run.
 
 Entries come from the bundle's Tool resources and from extensions (``api.tools.register``).
 An entry is immutable once registered, and a name can be registered only once: an extension
@@ -15,10 +15,11 @@ from typing import Any
 from agent_process.tools.catalog import ToolCatalogItem, ToolSource
 from agent_process.tools.naming import is_valid_tool_name
 from agent_process.tools.schema import ArgsValidator, compile_args_validator
+from goondan.errors import ConfigError, ToolFailure
 from tools_base import DEFAULT_ERROR_MESSAGE_LIMIT, ToolHandler, is_nonblocking
 
 
-class ToolRegistrationError(ValueError):
+class ToolRegistrationError(ConfigError, ValueError):
     """A tool could not be registered: bad name, duplicate name, or a handler that isn't callable."""
 
 
@@ -201,7 +202,7 @@ class ToolRegistry:
         return len(self._tools) + len(self._deferred)
 
 
-class ToolUnavailable(Exception):
+class ToolUnavailable(ToolFailure):
     """A Tool of the bundle whose handlers could not be loaded when it was first called."""
 
     code = "E_TOOL_LOAD_FAILED"

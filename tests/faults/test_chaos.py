@@ -150,10 +150,10 @@ async def test_chaos(tmp_path: Path) -> None:
         assert await killing == KILLS
 
         assert len(results) == REQUESTS  # exactly one answer each
-        ok = [r for r in results if r[2]["status"] == "ok"]
-        failed = [r for r in results if r[2]["status"] != "ok"]
+        ok = [r for r in results if r[2].status == "ok"]
+        failed = [r for r in results if r[2].status != "ok"]
         for _, _, answer in failed:
-            assert answer["error"]["code"] in KNOWN_ERRORS, answer
+            assert answer.error.code in KNOWN_ERRORS, answer
         assert len(ok) > REQUESTS // 2, f"only {len(ok)} of {REQUESTS} succeeded"
         print(f"chaos: {len(ok)} ok, {len(failed)} structured errors, {KILLS} kills")
         assert not orchestrator.router.pending  # nobody left waiting

@@ -18,7 +18,7 @@ import pytest
 from agent_process.conversation import ConversationStore
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
-from tests.wire_server import Recorded, Reply, WireServer, openai_completion, serve
+from tests.support.wire_server import Recorded, Reply, WireServer, openai_completion, serve
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -76,15 +76,15 @@ async def test_a_kill_during_the_model_call_is_answered_and_resumed(
         await orchestrator.start()
         try:
             crashed = await orchestrator.request("first question")
-            assert crashed["status"] == "error"
-            assert crashed["error"]["code"] == "AGENT_CRASHED"
+            assert crashed.status == "error"
+            assert crashed.error.code == "AGENT_CRASHED"
             await orchestrator.supervisor.wait_until(
                 lambda: handle.pid not in (None, *killed) and handle.status is ProcessStatus.IDLE
             )
             answer = await orchestrator.request("second question")
         finally:
             await orchestrator.shutdown()
-    assert answer["output"] == "answer two"
+    assert answer.output == "answer two"
     assert len(server.requests) == 2
     # the resumed conversation went to the model: the first question was not lost
     assert server.requests[1].body["messages"] == [

@@ -10,7 +10,7 @@ import pytest
 
 from ipc import MAX_FRAME_BYTES
 from orchestrator.daemon import Orchestrator
-from tests.integration.swarm import running_swarm
+from tests.support.swarm import running_swarm
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,12 +26,12 @@ async def test_an_answer_over_the_frame_limit_becomes_an_error_for_its_caller(
 ) -> None:
     async with asyncio.timeout(60):
         answer = await swarm.request("big", agent="beta")
-        assert answer["status"] == "error"
-        assert answer["error"]["code"] == "E_RESULT_TOO_LARGE"
-        assert str(MAX_FRAME_BYTES) in answer["error"]["message"]
+        assert answer.status == "error"
+        assert answer.error.code == "E_RESULT_TOO_LARGE"
+        assert str(MAX_FRAME_BYTES) in answer.error.message
         # the agent is still the same process, and still answers
         pid = swarm.supervisor.handles["beta"].pid
-        assert (await swarm.request("hello", agent="beta"))["output"] == "beta got: hello"
+        assert (await swarm.request("hello", agent="beta")).output == "beta got: hello"
         assert swarm.supervisor.handles["beta"].pid == pid
 
 
@@ -40,5 +40,5 @@ async def test_a_delegated_answer_over_the_limit_reaches_the_calling_agent_as_a_
 ) -> None:
     async with asyncio.timeout(60):
         answer = await swarm.request("ask beta big")
-    assert answer["status"] == "ok"
-    assert answer["output"].startswith("ERROR E_RESULT_TOO_LARGE:")
+    assert answer.status == "ok"
+    assert answer.output.startswith("ERROR E_RESULT_TOO_LARGE:")

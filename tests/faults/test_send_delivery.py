@@ -20,7 +20,7 @@ from agent_process.conversation import ConversationStore
 from orchestrator.daemon import Orchestrator
 from orchestrator.router import InFlightSend, Router
 from orchestrator.status import ProcessStatus
-from tests.integration.swarm import running_swarm, write_swarm
+from tests.support.swarm import running_swarm, write_swarm
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -66,7 +66,7 @@ async def test_a_send_whose_turn_crashes_is_reported_to_the_senders_instance(
 ) -> None:
     async with asyncio.timeout(30):
         told = await swarm.request("tell beta crash")
-    assert told["status"] == "ok"
+    assert told.status == "ok"
     await sends_settled(swarm.router)
     [lost] = runtime_events(swarm, "delivery.lost")
     assert (lost["sender"], lost["agentName"], lost["started"]) == ("alpha", "beta", True)
@@ -92,7 +92,7 @@ async def test_a_queued_send_of_a_killed_agent_is_delivered_once_after_the_resta
     busy = asyncio.ensure_future(swarm.request("slow 30", agent="beta"))
     async with asyncio.timeout(30):
         await swarm.supervisor.wait_for_status("beta", ProcessStatus.PROCESSING)
-        assert (await swarm.request("tell beta queued behind"))["status"] == "ok"
+        assert (await swarm.request("tell beta queued behind")).status == "ok"
     [send] = swarm.router.sends.values()
     assert not send.started  # beta's only instance is busy with the slow Turn
     pid = swarm.supervisor.handles["beta"].pid
@@ -100,7 +100,7 @@ async def test_a_queued_send_of_a_killed_agent_is_delivered_once_after_the_resta
     os.kill(pid, signal.SIGKILL)
     async with asyncio.timeout(30):
         crashed = await busy
-    assert crashed["error"]["code"] == "AGENT_CRASHED"
+    assert crashed.error.code == "AGENT_CRASHED"
     await sends_settled(swarm.router)
     assert runtime_events(swarm, "delivery.lost") == []
     users = [m.content for m in conversation(swarm, "beta") if m.role == "user"]
@@ -115,10 +115,11 @@ async def test_a_send_to_an_agent_that_cannot_start_is_reported(tmp_path: Path) 
         await orchestrator.start()
     try:
         # A beta that can never boot: its model provider is unknown.
-        plan = orchestrator.supervisor.handles["beta"].plan
-        plan["model"] = {**plan["model"], "provider": "nowhere"}
+        handle = orchestrator.supervisor.handles["beta"]
+        nowhere = handle.plan.model.model_copy(update={"provider": "nowhere"})
+        handle.plan = handle.plan.model_copy(update={"model": nowhere})
         async with asyncio.timeout(30):
-            assert (await orchestrator.request("tell beta hello"))["status"] == "ok"
+            assert (await orchestrator.request("tell beta hello")).status == "ok"
         await sends_settled(orchestrator.router, within=30)
         [lost] = runtime_events(orchestrator, "delivery.lost")
         assert lost["error"]["code"] in ("AGENT_UNAVAILABLE", "AGENT_CRASHED")

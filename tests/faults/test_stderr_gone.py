@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.swarm import write_swarm
-from tests.integration.test_cli import run_cli
+from tests.support.daemon import run_cli
+from tests.support.swarm import write_swarm
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from ipc.protocol import DelegateAnswer
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
-from tests.integration.swarm import running_swarm
+from tests.support.swarm import running_swarm
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -55,7 +56,7 @@ async def swarm(small_disk: Path) -> AsyncIterator[Orchestrator]:
         yield orchestrator
 
 
-async def ask(swarm: Orchestrator, text: str, key: str = "k") -> dict[str, Any]:
+async def ask(swarm: Orchestrator, text: str, key: str = "k") -> DelegateAnswer:
     async with asyncio.timeout(ANSWER_BOUND_SECONDS):
         return await swarm.request(text, agent="beta", instance_key=key)
 
@@ -90,19 +91,19 @@ def leftovers(state: Path) -> list[Path]:
 async def test_a_full_disk_answers_at_once_and_the_agent_serves_again_after(
     swarm: Orchestrator, small_disk: Path
 ) -> None:
-    assert (await ask(swarm, "first words"))["output"] == "beta got: first words"
+    assert (await ask(swarm, "first words")).output == "beta got: first words"
     filler = fill(small_disk)
     for attempt in range(3):  # not just once: the agent must not be left half-alive
         answer = await ask(swarm, f"while full {attempt}")
-        assert answer["status"] == "error", answer
-        assert answer["error"]["code"] == "E_STORAGE"
-        assert "No space left on device" in answer["error"]["message"]
-        assert str(small_disk) in answer["error"]["message"]
+        assert answer.status == "error", answer
+        assert answer.error.code == "E_STORAGE"
+        assert "No space left on device" in answer.error.message
+        assert str(small_disk) in answer.error.message
     async with asyncio.timeout(ANSWER_BOUND_SECONDS):
         await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
     assert leftovers(small_disk) == []
     filler.unlink()
-    assert (await ask(swarm, "room again"))["output"] == "beta got: room again"
+    assert (await ask(swarm, "room again")).output == "beta got: room again"
     text = json.dumps(conversation_lines(swarm, "k"))
     assert "first words" in text
     assert "room again" in text
@@ -116,7 +117,7 @@ async def test_a_full_disk_answers_at_once_and_the_agent_serves_again_after(
 async def test_a_read_only_disk_answers_at_once_then_recovers(
     swarm: Orchestrator, small_disk: Path
 ) -> None:
-    assert (await ask(swarm, "before"))["status"] == "ok"
+    assert (await ask(swarm, "before")).status == "ok"
     # A read-only view of the conversations (the daemon's own open event log keeps the whole
     # file system from being remounted read-only).
     instances = str(swarm.state_dir / "agents" / "beta" / "instances")
@@ -128,11 +129,11 @@ async def test_a_read_only_disk_answers_at_once_then_recovers(
     finally:
         unmount(instances)
     for refused in (answer, other):
-        assert refused["status"] == "error", refused
-        assert refused["error"]["code"] == "E_STORAGE"
-        assert os.strerror(errno.EROFS) in refused["error"]["message"]
-    assert (await ask(swarm, "after"))["output"] == "beta got: after"
-    assert (await ask(swarm, "new instance", key="fresh"))["status"] == "ok"
+        assert refused.status == "error", refused
+        assert refused.error.code == "E_STORAGE"
+        assert os.strerror(errno.EROFS) in refused.error.message
+    assert (await ask(swarm, "after")).output == "beta got: after"
+    assert (await ask(swarm, "new instance", key="fresh")).status == "ok"
     text = json.dumps(conversation_lines(swarm, "k"))
     assert "before" in text
     assert "after" in text
@@ -147,9 +148,9 @@ async def test_an_unreadable_conversation_is_named_and_others_are_unaffected(
     deep.mkdir(parents=True)
     (deep / "events.jsonl").write_text("[" * 200_000 + "\n")
     answer = await ask(swarm, "hello", key="bad")
-    assert answer["status"] == "error", answer
-    assert answer["error"]["code"] == "E_CONVERSATION_UNREADABLE"
-    assert str(instances / "bad" / "conversation" / "events.jsonl") in answer["error"]["message"]
+    assert answer.status == "error", answer
+    assert answer.error.code == "E_CONVERSATION_UNREADABLE"
+    assert str(instances / "bad" / "conversation" / "events.jsonl") in answer.error.message
     # the unparsable line is skipped with a warning like any malformed line
-    assert (await ask(swarm, "hello", key="deep"))["output"] == "beta got: hello"
-    assert (await ask(swarm, "hello", key="good"))["output"] == "beta got: hello"
+    assert (await ask(swarm, "hello", key="deep")).output == "beta got: hello"
+    assert (await ask(swarm, "hello", key="good")).output == "beta got: hello"

@@ -57,13 +57,13 @@ async def test_tool_programs_see_only_the_standard_descriptors(tmp_path: Path) -
         try:
             listed = await orchestrator.request("run ls /proc/self/fd")
             # 3 is the directory ls itself opened to list them
-            assert listed["output"].split() == ["0", "1", "2", "3"], listed
+            assert listed.output.split() == ["0", "1", "2", "3"], listed
             shell_pid = orchestrator.supervisor.handles["shell"].pid
             # The attack that used to kill the fork server: write to every other descriptor.
             attack = "for fd in $(seq 3 64); do (printf x >&$fd) 2>/dev/null; done; echo done"
-            assert (await orchestrator.request(f"run {attack}"))["output"].strip() == "done"
+            assert (await orchestrator.request(f"run {attack}")).output.strip() == "done"
             # The fork server still starts agents, and no agent was seen to exit.
-            assert (await orchestrator.request("hi", agent="other"))["output"] == "other here"
+            assert (await orchestrator.request("hi", agent="other")).output == "other here"
             assert orchestrator.supervisor.handles["shell"].pid == shell_pid
             assert orchestrator.supervisor.handles["shell"].last_exit is None
         finally:
@@ -116,11 +116,11 @@ async def test_no_program_a_tool_started_outlives_its_agent(tmp_path: Path) -> N
         try:
             # a job left in the call's group ends with the call
             background = await orchestrator.request("run sleep 300 & echo $!")
-            assert not alive(int(background["output"].strip()))
+            assert not alive(int(background.output.strip()))
             # one that left the group (setsid) ends with its agent, even a SIGKILLed one
-            assert (await orchestrator.request(f"run {DETACH.format(name='a')}"))[
-                "output"
-            ].strip() == "started"
+            assert (
+                await orchestrator.request(f"run {DETACH.format(name='a')}")
+            ).output.strip() == "started"
             detached = int((workspace / "a.pid").read_text())
             assert alive(detached)  # it survived the end of its call
             assert shell.pid is not None
@@ -128,9 +128,9 @@ async def test_no_program_a_tool_started_outlives_its_agent(tmp_path: Path) -> N
             await orchestrator.supervisor.wait_until(lambda: shell.last_exit is not None)
             await gone(detached)
             # and with a graceful stop of the swarm
-            assert (await orchestrator.request(f"run {DETACH.format(name='b')}"))[
-                "output"
-            ].strip() == "started"
+            assert (
+                await orchestrator.request(f"run {DETACH.format(name='b')}")
+            ).output.strip() == "started"
             second = int((workspace / "b.pid").read_text())
             assert alive(second)
         finally:

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import threading
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +25,8 @@ import pytest
 import structlog
 
 from agent_process.boot import build_registry
-from agent_process.tools.executor import ToolCallScope, ToolExecutor
+from agent_process.scope import StepScope, TurnScope
+from agent_process.tools.executor import ToolExecutor
 from bundle import load_bundle
 from tools_base import Message, ToolCall, ToolCallResult
 
@@ -63,16 +65,15 @@ class Target:
     outside: Path
 
     async def call(self, name: str, **args: Any) -> ToolCallResult:
-        scope = ToolCallScope(
+        turn = TurnScope(
             agent_name="target",
             instance_key="default",
             turn_id="turn-attack",
             trace_id="f" * 32,
-            step_index=0,
             workdir=self.workdir,
             logger=structlog.get_logger(),
-            catalog=frozenset(self.executor.registry.names()),
         )
+        scope = StepScope(turn=turn, index=0, allowlist=frozenset(self.executor.registry.names()))
         call = ToolCall(id="call-attack", name=name, args=args)
         return await self.executor.execute(call, scope, Message(id="a", role="assistant"))
 
@@ -155,10 +156,10 @@ def assert_refused(result: ToolCallResult, *codes: str) -> None:
     assert SECRET not in json.dumps(result.to_json())
 
 
-def outside_files(root: Path, workdir: Path) -> list[str]:
+def outside_files(root: Path, workdir: Path, planted: Path) -> list[str]:
     """Everything under ``root`` but outside ``workdir``, and the planted /tmp file if any."""
     found = sorted(str(p) for p in root.rglob("*") if not str(p).startswith(str(workdir)))
-    return [*found, *(["planted"] if Path("/tmp/goondan-planted.txt").exists() else [])]
+    return [*found, *(["planted"] if planted.exists() else [])]
 
 
 FS_REFUSED = ("E_FS_PATH_OUTSIDE_WORKDIR", "E_FS_REFUSED")
@@ -178,7 +179,7 @@ FILE_ATTACKS: list[tuple[str, dict[str, Any]]] = [
     ("write", {"path": "../escape.txt", "content": "x"}),
     ("write", {"path": "link_dir/planted.txt", "content": "x"}),
     ("write", {"path": "link_file", "content": "overwritten"}),
-    ("write", {"path": "/tmp/goondan-planted.txt", "content": "x"}),
+    ("write", {"path": "PLANTED_IN_TMP", "content": "x"}),
     ("list", {"path": ".."}),
     ("list", {"path": "link_dir"}),
     ("list", {"path": "/"}),
@@ -197,14 +198,21 @@ async def test_file_system_stays_inside_the_workspace(
 ) -> None:
     if args.get("path") == "SECRET_ABSOLUTE":
         args = {**args, "path": str(target.outside / "secret.txt")}
-    before = outside_files(tmp_path, target.workdir)
+    # an absolute path in /tmp itself, outside tmp_path; its own name, so no other run sees it
+    planted = Path("/tmp") / f"goondan-planted-{uuid.uuid4().hex}.txt"
+    if args.get("path") == "PLANTED_IN_TMP":
+        args = {**args, "path": str(planted)}
+    before = outside_files(tmp_path, target.workdir, planted)
     result = await target.call(f"file-system__{export}", **args)
     if export == "delete" and args["path"] == "link_dir" and result.status == "ok":
         # deleting the link itself is allowed: it is in the workspace; its target is not touched
         assert not (target.workdir / "link_dir").is_symlink()
     else:
         assert_refused(result, *FS_REFUSED)
-    assert outside_files(tmp_path, target.workdir) == before  # nothing appeared or vanished
+    try:
+        assert outside_files(tmp_path, target.workdir, planted) == before  # nothing came or went
+    finally:
+        planted.unlink(missing_ok=True)
     assert (target.outside / "secret.txt").read_text() == SECRET
 
 

@@ -7,7 +7,6 @@ import os
 import select
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -15,22 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.swarm import write_swarm
+from tests.support.daemon import Daemon, run_cli, wait_gone
+from tests.support.swarm import write_swarm
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def test_the_example_hands_off_to_the_worker_and_answers(tmp_path: Path) -> None:
@@ -86,71 +74,11 @@ def test_an_invalid_bundle_exits_1_with_errors(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-class Daemon:
-    """A daemon in its own session; its stderr is read line by line."""
-
-    def __init__(self, directory: Path) -> None:
-        write_swarm(directory, grace=5)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "run", "goondan.yaml"],
-            cwd=directory,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        self.events: list[dict[str, object]] = []
-        self._buffer = b""
-
-    def wait_for(self, event: str, deadline: float = 30) -> dict[str, object]:
-        """Read log lines until the Orchestrator logs ``event`` (raw reads: no hidden buffer)."""
-        assert self.process.stderr is not None
-        fd = self.process.stderr.fileno()
-        end = time.monotonic() + deadline
-        while True:
-            while b"\n" in self._buffer:
-                line, _, self._buffer = self._buffer.partition(b"\n")
-                record = json.loads(line)
-                self.events.append(record)
-                if record.get("event") == event and record.get("process") == "orchestrator":
-                    return record
-            remaining = end - time.monotonic()
-            ready, _, _ = select.select([fd], [], [], max(0.0, remaining))
-            chunk = os.read(fd, 65536) if ready else b""
-            if not chunk:
-                seen = [e.get("event") for e in self.events]
-                raise AssertionError(f"no {event!r} within {deadline} s; saw {seen}")
-            self._buffer += chunk
-
-    def child_pids(self) -> set[int]:
-        return {int(e["pid"]) for e in self.events if e.get("event") == "agent process spawned"}  # type: ignore[call-overload]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=10)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
-
-
 @pytest.fixture
 def daemon(tmp_path: Path) -> Iterator[Daemon]:
     running = Daemon(tmp_path)
     yield running
     running.stop()
-
-
-def wait_gone(pid: int, deadline: float = 15) -> bool:
-    """Wait for ``pid`` to exit without polling its state: a pidfd becomes readable at exit."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        readable, _, _ = select.select([fd], [], [], deadline)
-        return bool(readable)
-    finally:
-        os.close(fd)
 
 
 def test_sigterm_stops_the_daemon_gracefully(daemon: Daemon) -> None:

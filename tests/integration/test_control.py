@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli import Daemon, run_cli
+from tests.support.daemon import Daemon, run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -150,9 +150,11 @@ def wait_status(tmp_path: Path, agent: str, wanted: str, deadline: float = 20) -
 
 def test_status_follows_processing_crash_and_restart(daemon: Daemon, tmp_path: Path) -> None:
     assert cli(tmp_path, "send", "beta", "hi").returncode == 0
-    assert cli(tmp_path, "send", "beta", "slow 3", "--no-wait").returncode == 0
+    gate = tmp_path / "gate"  # the Turn runs until this file exists
+    assert cli(tmp_path, "send", "beta", f"hold {gate}", "--no-wait").returncode == 0
     busy = wait_status(tmp_path, "beta", "processing")
     assert busy["pid"]
+    gate.touch()
     wait_status(tmp_path, "beta", "idle")
     crashed = cli(tmp_path, "send", "beta", "crash")
     assert crashed.returncode == 1

@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
-from tests.integration.swarm import running_swarm
+from tests.support.swarm import running_swarm
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,9 +37,9 @@ async def cross(swarm: Orchestrator, key: str) -> tuple[dict[str, Any], dict[str
 async def test_a_crossing_request_is_refused_at_once(swarm: Orchestrator) -> None:
     async with asyncio.timeout(20):  # the default request timeout is 60 s
         closing, waiting = await cross(swarm, "k")
-    assert closing["output"].startswith("ERROR CIRCULAR_CALL_DETECTED"), closing
-    assert "beta@k -> alpha@k -> beta@k" in closing["output"]
-    assert waiting["output"] == "beta got: hi"  # answered once beta's Turn ended
+    assert closing.output.startswith("ERROR CIRCULAR_CALL_DETECTED"), closing
+    assert "beta@k -> alpha@k -> beta@k" in closing.output
+    assert waiting.output == "beta got: hi"  # answered once beta's Turn ended
 
 
 async def test_many_crossings_all_answer_without_timeouts(swarm: Orchestrator) -> None:
@@ -56,7 +56,7 @@ async def test_many_crossings_all_answer_without_timeouts(swarm: Orchestrator) -
             for k in keys
         ]
         results = await asyncio.gather(*closing, *waiting)
-    outputs = [str(r["output"]) for r in results]
+    outputs = [str(r.output) for r in results]
     assert not [o for o in outputs if "TIMEOUT" in o]
     assert sum("CIRCULAR_CALL_DETECTED" in o for o in outputs) == len(keys)
     assert outputs[len(keys) :] == ["beta got: hi"] * len(keys)

@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
-from tests.integration.swarm import FIXTURES, write_swarm
+from tests.support.swarm import FIXTURES, write_swarm
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -66,11 +66,11 @@ async def test_extension_middleware_tools_and_state_survive_a_kill(tmp_path: Pat
     async with asyncio.timeout(60):
         await orchestrator.start()
         try:
-            assert (await orchestrator.request("count", agent="beta"))["output"] == "turns=1"
+            assert (await orchestrator.request("count", agent="beta")).output == "turns=1"
             # the toolCall layer refuses the crash tool before it runs: beta stays up
             pid = orchestrator.supervisor.handles["beta"].pid
             refused = await orchestrator.request("crash", agent="beta")
-            assert refused["output"] == "ERROR E_REFUSED"
+            assert refused.output == "ERROR E_REFUSED"
             assert orchestrator.supervisor.handles["beta"].pid == pid
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
@@ -79,7 +79,7 @@ async def test_extension_middleware_tools_and_state_survive_a_kill(tmp_path: Pat
                 lambda: handle.pid not in (None, pid) and handle.status is ProcessStatus.IDLE
             )
             answer = await orchestrator.request("count", agent="beta")
-            assert answer["output"] == "turns=3"  # two Turns before the kill, on disk
+            assert answer.output == "turns=3"  # two Turns before the kill, on disk
             assert orchestrator.supervisor.handles["beta"].pid != pid
         finally:
             await orchestrator.shutdown()
@@ -94,14 +94,14 @@ async def test_a_failing_register_is_a_boot_failure_naming_the_extension(tmp_pat
         await orchestrator.start()
         try:
             answer = await orchestrator.request("count", agent="beta")
-            assert answer["status"] == "error"
+            assert answer.status == "error"
             handle = orchestrator.supervisor.handles["beta"]
             assert handle.boot_error is not None
             assert "Extension/broken" in handle.boot_error
             assert "E_EXT_INIT" in handle.boot_error
             assert "cannot reach the license server" in handle.boot_error
             # the other agent is unaffected
-            assert (await orchestrator.request("hi"))["output"] == "alpha got: hi"
+            assert (await orchestrator.request("hi")).output == "alpha got: hi"
         finally:
             await orchestrator.shutdown()
 
@@ -153,8 +153,8 @@ async def test_mcp_tools_in_an_agent_process_and_no_server_outlives_a_killed_age
     async with asyncio.timeout(60):
         await orchestrator.start()
         try:
-            assert (await orchestrator.request("add"))["output"] == "42"
-            server_pid = int((await orchestrator.request("pid"))["output"])
+            assert (await orchestrator.request("add")).output == "42"
+            server_pid = int((await orchestrator.request("pid")).output)
             handle = orchestrator.supervisor.handles["bridge"]
             agent_pid = handle.pid
             assert agent_pid is not None
@@ -171,6 +171,6 @@ async def test_mcp_tools_in_an_agent_process_and_no_server_outlives_a_killed_age
                 await asyncio.sleep(0.025)
             else:
                 raise AssertionError(f"MCP server {server_pid} outlived its agent")
-            assert (await orchestrator.request("add"))["output"] == "42"  # a new server
+            assert (await orchestrator.request("add")).output == "42"  # a new server
         finally:
             await orchestrator.shutdown()

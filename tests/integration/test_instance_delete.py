@@ -15,9 +15,8 @@ import pytest
 
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
-from tests.integration.swarm import running_swarm
-from tests.integration.test_cli import Daemon, run_cli
-from tests.integration.test_signals import wait_until_processing
+from tests.support.daemon import Daemon, run_cli, wait_until_processing
+from tests.support.swarm import running_swarm
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,7 +44,7 @@ async def test_a_delete_racing_a_send_never_reports_a_history_that_comes_back(
 ) -> None:
     key = f"race{delay_steps}"
     async with asyncio.timeout(30):
-        assert (await swarm.request("old secret", agent="beta", instance_key=key))["status"] == "ok"
+        assert (await swarm.request("old secret", agent="beta", instance_key=key)).status == "ok"
         turn = asyncio.ensure_future(swarm.request("slow 0.5", agent="beta", instance_key=key))
         for _ in range(delay_steps):
             await asyncio.sleep(0)  # let the send travel a little further each time
@@ -67,7 +66,7 @@ async def test_a_delete_while_the_turn_runs_is_refused_then_succeeds(swarm: Orch
         await swarm.supervisor.wait_for_status("beta", ProcessStatus.PROCESSING)
         refused = await delete(swarm, "k")
         assert refused["ok"] is False
-        assert (await turn)["status"] == "ok"
+        assert (await turn).status == "ok"
         await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
         done = await delete(swarm, "k")
     assert done == {"ok": True, "deleted": True}
@@ -81,13 +80,23 @@ def test_a_delete_while_the_daemon_drains_is_still_carried_out_by_the_agent(
     runs: the daemon still answers (status shows the drain) and the agent refuses, instead of
     the CLI deleting the files under the Turn that then writes the history back."""
     daemon = Daemon(tmp_path)
+    gate = tmp_path / "gate"  # the Turn runs until this file exists
     send = None
     try:
         daemon.wait_for("agent ready")
         first = run_cli("send", "beta", "old secret", "--instance", "k", cwd=tmp_path)
         assert first.returncode == 0, first.stderr
         send = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "send", "beta", "slow 4", "--instance", "k"],
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "send",
+                "beta",
+                f"hold {gate}",
+                "--instance",
+                "k",
+            ],
             cwd=tmp_path,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -100,6 +109,7 @@ def test_a_delete_while_the_daemon_drains_is_still_carried_out_by_the_agent(
         deleted = run_cli("instances", "delete", "beta", "k", cwd=tmp_path)
         status = run_cli("status", "--json", cwd=tmp_path)
         late = run_cli("send", "beta", "late", "--instance", "other", cwd=tmp_path)
+        gate.touch()  # all asked while the Turn ran: let it finish
         answer, complaint = send.communicate(timeout=60)
         assert daemon.process.wait(timeout=60) == 0
     finally:
@@ -107,7 +117,7 @@ def test_a_delete_while_the_daemon_drains_is_still_carried_out_by_the_agent(
             send.kill()
             send.wait()
         daemon.stop()
-    assert answer.strip() == "slow done", complaint
+    assert answer.strip() == "released", complaint
     files = history_on_disk(tmp_path / ".goondan", "k")
     if deleted.returncode == 0:
         assert "old secret" not in files  # reported deleted: it must not come back

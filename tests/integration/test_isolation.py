@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli import Daemon, run_cli
+from tests.support.daemon import Daemon, run_cli
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.daemon import Orchestrator
-from tests.wire_server import Reply, WireServer, openai_completion, serve
+from tests.support.wire_server import Reply, WireServer, openai_completion, serve
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -79,8 +79,8 @@ async def test_handoff_between_two_openai_agents(server: WireServer, tmp_path: P
             answer = await orchestrator.request("ask the helper")
         finally:
             await orchestrator.shutdown()
-    assert answer["status"] == "ok", answer
-    assert answer["output"] == "helper said: hi from helper"
+    assert answer.status == "ok", answer
+    assert answer.output == "helper said: hi from helper"
     boss_first, helper, boss_second = (r.body for r in server.requests)
     assert [t["function"]["name"] for t in boss_first["tools"]] == [
         "agents__request",

@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
-from tests.integration.swarm import running_swarm
+from tests.support.swarm import running_swarm
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -27,8 +27,8 @@ async def swarm(tmp_path: Path) -> AsyncIterator[Orchestrator]:
 async def ask(swarm: Orchestrator, text: str, key: str) -> str:
     async with asyncio.timeout(30):
         answer = await swarm.request(text, agent="beta", instance_key=key)
-    assert answer["status"] == "ok", answer
-    return str(answer["output"])
+    assert answer.status == "ok", answer
+    return str(answer.output)
 
 
 def conversation(swarm: Orchestrator, key: str) -> str:

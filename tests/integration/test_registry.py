@@ -81,9 +81,9 @@ async def test_duplicate_tools_boot_and_step_middleware_offers_any_registry_tool
             waited = await orchestrator.request("wait")
             refused = await orchestrator.request("json")
             offered = await orchestrator.request("offer json")
-        assert waited["output"] == "waited 0 ms", waited
-        assert refused["output"] == "ERROR E_TOOL_NOT_IN_CATALOG", refused
-        assert offered["output"] == "ok 7"
+        assert waited.output == "waited 0 ms", waited
+        assert refused.output == "ERROR E_TOOL_NOT_IN_CATALOG", refused
+        assert offered.output == "ok 7"
     finally:
         async with asyncio.timeout(60):
             await orchestrator.shutdown()

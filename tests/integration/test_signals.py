@@ -18,13 +18,18 @@ import pytest
 
 from bundle import load_bundle
 from ipc import EventMessage, IpcMessage
+from ipc.protocol import DeleteInstance, DeleteInstanceResult
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
 from orchestrator.transport import MultiprocessingTransport
-from tests.integration.swarm import running_swarm, write_swarm
-from tests.integration.test_cli import run_cli
+from tests.support.daemon import read_log_until, run_cli, wait_until_processing
+from tests.support.swarm import running_swarm, write_swarm
 
 pytestmark = pytest.mark.timeout(120)
+
+# An agent's log line once it has acted on a SIGTERM: it starts its drain, or it was already
+# draining (the daemon's shutdown, sent on its own signal, may reach it first).
+TOOK_SIGTERM = ("SIGTERM; draining", "SIGTERM while draining; the drain goes on")
 
 
 def alive(pid: int) -> bool:
@@ -75,33 +80,6 @@ def wait_gone(pids: set[int], deadline: float = 20) -> set[int]:
     return {pid for pid in watched.values() if alive(pid)}
 
 
-def wait_until_processing(directory: Path, agent: str, deadline: float = 30) -> None:
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        done = run_cli("status", "--json", cwd=directory)
-        if done.returncode == 0:
-            rows = {r["agent"]: r for r in json.loads(done.stdout)["agents"]}
-            if rows.get(agent, {}).get("status") == "processing":
-                return
-    raise AssertionError(f"{agent} never started processing")
-
-
-def read_log_until(process: subprocess.Popen[bytes], event: str, deadline: float = 30) -> bytes:
-    """Read the daemon's JSON log (raw reads, no hidden buffer) through its first ``event``
-    line; returns what was read, so the caller can keep the whole log."""
-    assert process.stderr is not None
-    fd = process.stderr.fileno()
-    data = b""
-    end = time.monotonic() + deadline
-    while f'"event": "{event}"'.encode() not in data:
-        ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
-        chunk = os.read(fd, 65536) if ready else b""
-        if not chunk:
-            raise AssertionError(f"no {event!r} in the log: {data.decode()}")
-        data += chunk
-    return data
-
-
 def agent_pids(stderr: str) -> set[int]:
     pids = set()
     for line in stderr.splitlines():
@@ -119,26 +97,40 @@ def test_a_signal_to_the_whole_group_lets_the_running_turn_finish(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
     write_swarm(tmp_path, grace=20)
+    gate = tmp_path / "gate"  # beta's Turn runs until this file exists
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "run", "goondan.yaml", "--input", "ask beta slow 3"],
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "run",
+            "goondan.yaml",
+            "--input",
+            f"ask beta hold {gate}",
+        ],
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
         start_new_session=True,
     )
     try:
         wait_until_processing(tmp_path, "beta")
         group = session_processes(daemon.pid)  # daemon, fork server, resource tracker, agents
         os.killpg(daemon.pid, sig)  # what Ctrl-C and KillMode=control-group do
-        stdout, stderr = daemon.communicate(timeout=60)
+        # the Turn ends only once the daemon, and beta, have taken the signal
+        log = read_log_until(daemon, "stopping")
+        if sig == signal.SIGTERM:  # beta's own SIGTERM (SIGINT is ignored by agents)
+            log = read_log_until(daemon, TOOK_SIGTERM, agent="beta", log=log)
+        gate.touch()
+        out, rest = daemon.communicate(timeout=60)
+        stdout, stderr = out.decode(), (log + rest).decode()
     finally:
         if daemon.poll() is None:
             os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait()
     assert daemon.returncode == 0, stderr
-    assert stdout.strip() == "slow done", stderr
+    assert stdout.strip() == "released", stderr
     pids = agent_pids(stderr)
     assert len(pids) == 2  # alpha and beta, neither restarted
     assert pids < group
@@ -154,6 +146,7 @@ def test_a_signal_to_the_whole_group_answers_the_send_waiting_on_the_turn(
     """The daemon serves (no --input); an operator's `send` waits on a Turn that hands off to a
     second agent; the whole group is signalled: the send still gets the Turn's answer."""
     write_swarm(tmp_path, grace=20)
+    gate = tmp_path / "gate"  # beta's Turn runs until this file exists
     daemon = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "run", "goondan.yaml"],
         cwd=tmp_path,
@@ -166,7 +159,7 @@ def test_a_signal_to_the_whole_group_answers_the_send_waiting_on_the_turn(
     try:
         log = read_log_until(daemon, "agent ready")  # the entry agent: the daemon serves
         send = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "send", "alpha", "ask beta slow 3"],
+            [sys.executable, "-m", "orchestrator", "send", "alpha", f"ask beta hold {gate}"],
             cwd=tmp_path,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -176,6 +169,11 @@ def test_a_signal_to_the_whole_group_answers_the_send_waiting_on_the_turn(
         wait_until_processing(tmp_path, "beta")
         group = session_processes(daemon.pid)
         os.killpg(daemon.pid, sig)
+        # the Turn ends only once the daemon, and beta, have taken the signal
+        log = read_log_until(daemon, "stopping", log=log)
+        if sig == signal.SIGTERM:  # beta's own SIGTERM (SIGINT is ignored by agents)
+            log = read_log_until(daemon, TOOK_SIGTERM, agent="beta", log=log)
+        gate.touch()
         answer, complaint = send.communicate(timeout=60)
         _, rest = daemon.communicate(timeout=60)
         stderr = (log + rest).decode()
@@ -187,7 +185,7 @@ def test_a_signal_to_the_whole_group_answers_the_send_waiting_on_the_turn(
             os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait()
     assert send.returncode == 0, complaint
-    assert answer.strip() == "slow done"
+    assert answer.strip() == "released"
     assert daemon.returncode == 0, stderr
     assert "AGENT_CRASHED" not in stderr
     assert len(agent_pids(stderr)) == 2  # nothing was restarted
@@ -197,13 +195,21 @@ def test_a_signal_to_the_whole_group_answers_the_send_waiting_on_the_turn(
 
 def test_sigterm_to_an_agent_alone_drains_it_and_it_exits_clean(tmp_path: Path) -> None:
     write_swarm(tmp_path, grace=20)
+    gate = tmp_path / "gate"  # beta's Turn runs until this file exists
     daemon = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "run", "goondan.yaml", "--input", "ask beta slow 2"],
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "run",
+            "goondan.yaml",
+            "--input",
+            f"ask beta hold {gate}",
+        ],
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
         start_new_session=True,
     )
     try:
@@ -213,13 +219,16 @@ def test_sigterm_to_an_agent_alone_drains_it_and_it_exits_clean(tmp_path: Path) 
             for r in json.loads(run_cli("status", "--json", cwd=tmp_path).stdout)["agents"]
         }
         os.kill(int(rows["beta"]["pid"]), signal.SIGTERM)
-        stdout, stderr = daemon.communicate(timeout=60)
+        log = read_log_until(daemon, TOOK_SIGTERM, agent="beta")
+        gate.touch()  # beta took its SIGTERM mid-Turn: let the Turn finish
+        out, rest = daemon.communicate(timeout=60)
+        stdout, stderr = out.decode(), (log + rest).decode()
     finally:
         if daemon.poll() is None:
             os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait()
     assert daemon.returncode == 0, stderr
-    assert stdout.strip() == "slow done"
+    assert stdout.strip() == "released"
     exits = [
         json.loads(line)
         for line in stderr.splitlines()
@@ -239,12 +248,13 @@ def test_ctrl_c_at_the_prompt_lets_the_turn_finish(tmp_path: Path) -> None:
         "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
         "os.execv(sys.executable, [sys.executable, '-m', 'orchestrator', 'run', 'goondan.yaml'])"
     )
+    gate = tmp_path / "gate"  # beta's Turn runs until this file exists
     daemon = subprocess.Popen(
         [sys.executable, "-c", take_terminal],
         cwd=tmp_path,
         stdin=follower,
         stdout=follower,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     os.close(follower)
@@ -264,16 +274,21 @@ def test_ctrl_c_at_the_prompt_lets_the_turn_finish(tmp_path: Path) -> None:
 
     try:
         read_until(b"alpha> ")
-        os.write(leader, b"ask beta slow 2\n")
+        os.write(leader, f"ask beta hold {gate}\n".encode())
         wait_until_processing(tmp_path, "beta")
         os.write(leader, b"\x03")  # Ctrl-C typed at the terminal
-        read_until(b"slow done")
-        assert daemon.wait(timeout=60) == 0
+        read_log_until(daemon, "stopping")  # the daemon took the SIGINT mid-Turn
+        gate.touch()
+        read_until(b"released")
+        daemon.communicate(timeout=60)  # the rest of its log: a full pipe would block its exit
+        assert daemon.returncode == 0
     finally:
         if daemon.poll() is None:
             os.killpg(daemon.pid, signal.SIGKILL)
             daemon.wait()
         os.close(leader)
+        if daemon.stderr is not None:
+            daemon.stderr.close()
 
 
 async def test_the_supervisors_sigterm_ends_an_agent_that_cannot_stop_within_the_grace(
@@ -293,7 +308,7 @@ async def test_the_supervisors_sigterm_ends_an_agent_that_cannot_stop_within_the
     assert beta.status is ProcessStatus.TERMINATED
     assert beta.last_exit is not None
     assert beta.last_exit.signal == signal.SIGTERM, beta.last_exit.describe()
-    assert answer["status"] == "error"
+    assert answer.status == "error"
 
 
 async def test_a_sigterm_during_a_restarts_drain_lets_the_turn_finish(tmp_path: Path) -> None:
@@ -310,13 +325,14 @@ async def test_a_sigterm_during_a_restarts_drain_lets_the_turn_finish(tmp_path: 
         await supervisor.wait_for_status("beta", ProcessStatus.DRAINING)
         # The agent reads its pipe in order: once it answers a question sent after the
         # shutdown, it has taken the shutdown and is draining.
-        answer = await orchestrator.ask_agent("beta", "delete_instance", instanceKey="other")
-        assert answer["ok"] is True
+        answer = await orchestrator.router.ask("beta", DeleteInstance("other"))
+        assert isinstance(answer, DeleteInstanceResult)
+        assert answer.ok is True
         os.kill(pid, signal.SIGTERM)
         result = await request
         await restart
-    assert result["status"] == "ok", result
-    assert result["output"] == "slow done"
+    assert result.status == "ok", result
+    assert result.output == "slow done"
     beta = orchestrator.supervisor.handles["beta"]
     assert beta.crashes == 0
     assert beta.last_exit is not None
@@ -368,10 +384,8 @@ async def test_a_sigterm_before_the_agents_loop_runs_starts_its_drain(tmp_path: 
     """Neither lost nor fatal: the agent boots, reports ready, drains (nothing runs) and
     exits 0."""
     bundle = load_bundle(write_swarm(tmp_path))
-    plan = bundle.agent_plan("beta", tmp_path / "state", "default").model_dump(mode="json")
-    transport = MultiprocessingTransport(
-        entry="tests.integration.agent_entries:sigterm_while_starting"
-    )
+    plan = bundle.agent_plan("beta", tmp_path / "state", "default")
+    transport = MultiprocessingTransport(entry="tests.support.agent_entries:sigterm_while_starting")
     seen: list[IpcMessage] = []
     worker = await transport.start("beta", plan, seen.append)
     try:
@@ -400,13 +414,13 @@ async def test_a_turn_cut_short_by_the_end_of_the_grace_period_is_answered_as_su
         await asyncio.sleep(0)  # one yield: the request forwards its delegate, then waits
         # The agent reads its pipe in order: once it answers a question sent after the
         # delegate, the delegate is queued behind the running Turn.
-        await orchestrator.ask_agent("beta", "delete_instance", instanceKey="other")
+        await orchestrator.router.ask("beta", DeleteInstance("other"))
         await orchestrator.shutdown()
         answers = [await running, await queued]
     for answer in answers:
-        assert answer["status"] == "error"
-        assert answer["error"]["code"] == "SHUTTING_DOWN", answer
-        assert "grace period" in answer["error"]["message"]
+        assert answer.status == "error"
+        assert answer.error.code == "SHUTTING_DOWN", answer
+        assert "grace period" in answer.error.message
     beta = orchestrator.supervisor.handles["beta"]
     assert beta.last_exit is not None
     assert beta.last_exit.exitcode == 0

@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
-from tests.integration.swarm import running_swarm
+from tests.support.swarm import running_swarm
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,8 +32,8 @@ async def swarm(tmp_path: Path) -> AsyncIterator[Orchestrator]:
 async def ask(swarm: Orchestrator, text: str, agent: str = "alpha", key: str = "default") -> str:
     async with asyncio.timeout(30):
         answer = await swarm.request(text, agent=agent, instance_key=key)
-    assert answer["status"] == "ok", answer
-    return str(answer["output"])
+    assert answer.status == "ok", answer
+    return str(answer.output)
 
 
 async def test_spawn_workdirs_stay_in_the_state_and_survive_restarts(

@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
-from tests.integration.swarm import running_swarm
+from tests.support.swarm import running_swarm
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,8 +24,8 @@ async def swarm(tmp_path: Path) -> AsyncIterator[Orchestrator]:
 async def ask(swarm: Orchestrator, text: str) -> str:
     async with asyncio.timeout(30):
         answer = await swarm.request(text, agent="beta")
-    assert answer["status"] == "ok", answer
-    return str(answer["output"])
+    assert answer.status == "ok", answer
+    return str(answer.output)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The SDK surface tool authors import is exactly what ``__all__`` says (STYLE 18)."""
+"""The SDK surface tool authors import is exactly what ``__all__`` says."""
 
 from __future__ import annotations
 

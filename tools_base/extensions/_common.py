@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from goondan.time import utc_timestamp
 from tools_base import ExtensionError, JsonValue, Message, MessageRole, MessageSource
 
 
@@ -87,8 +88,7 @@ def extension_message(
         id=f"ext-{time.time_ns():x}-{secrets.token_hex(3)}",
         role=role,
         content=content,
-        created_at=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(stamp))
-        + f".{int(stamp % 1 * 1000):03d}Z",
+        created_at=utc_timestamp(stamp),
         source=MessageSource(type="extension", extension_name=extension),
         metadata=dict(metadata or {}),
     )

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 
+from goondan.defaults import REQUEST_TIMEOUT_MS
 from tools_base import (
     AgentEvent,
     AgentToolRuntime,
@@ -50,7 +51,7 @@ from tools_base.tools._common import (
     require_string,
 )
 
-DEFAULT_REQUEST_TIMEOUT_MS = 60_000
+DEFAULT_REQUEST_TIMEOUT_MS = REQUEST_TIMEOUT_MS
 
 
 def _runtime(ctx: ToolContext) -> AgentToolRuntime:

@@ -1,4 +1,4 @@
-"""``pending``: where a background tool call stands (seed 000 §8.2, polling).
+"""``pending``: where a background tool call stands.
 
 Export ``status``: **handle** (the ``handle`` of a ``status: "pending"`` result of this
 conversation) → ``{handle, status, ...}`` where ``status`` is ``running`` (with ``toolName``,

@@ -78,7 +78,7 @@ def test_an_unknown_provider_is_a_boot_error() -> None:
 def test_the_registry_holds_every_tool_of_the_bundle_and_loads_others_on_first_call(
     tmp_path: Path,
 ) -> None:
-    """Seed 000 §1.1: the Registry is every Tool resource of the bundle, plus dynamic tools."""
+    """The Registry is every Tool resource of the bundle, plus dynamic tools."""
     import sys
 
     plan = load_bundle(ROOT / "goondan.yaml.example").agent_plan("worker", tmp_path)
@@ -98,7 +98,8 @@ def test_the_registry_holds_every_tool_of_the_bundle_and_loads_others_on_first_c
 
 
 async def test_a_bundle_tool_that_cannot_load_fails_only_its_own_calls(tmp_path: Path) -> None:
-    from agent_process.tools.executor import ToolCallPolicy, ToolCallScope, ToolExecutor
+    from agent_process.scope import StepScope, TurnScope
+    from agent_process.tools.executor import ToolCallPolicy, ToolExecutor
     from tools_base import Message, ToolCall
 
     entry = tmp_path / "broken.py"
@@ -113,16 +114,15 @@ async def test_a_bundle_tool_that_cannot_load_fails_only_its_own_calls(tmp_path:
     executor = ToolExecutor(registry, policy=ToolCallPolicy(allow_registry_calls=True))
     import structlog
 
-    scope = ToolCallScope(
+    turn = TurnScope(
         agent_name="a",
         instance_key="default",
         turn_id="t",
         trace_id="0" * 32,
-        step_index=0,
         workdir=tmp_path,
         logger=structlog.get_logger(),
-        catalog=frozenset(),
     )
+    scope = StepScope(turn=turn, index=0)
     message = Message(id="m", role="assistant")
     result = await executor.execute(ToolCall(id="c", name="broken__run", args={}), scope, message)
     await executor.aclose()

@@ -1,4 +1,4 @@
-"""Event-sourced conversation storage: base.jsonl + events.jsonl (upstream §5.7)."""
+"""Event-sourced conversation storage: base.jsonl + events.jsonl."""
 
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from agent_process.main import MAX_INBOX_PER_INSTANCE, AgentProcess
+from agent_process.main import AgentProcess
 from bundle import load_bundle
+from goondan.defaults import MAX_INBOX_PER_INSTANCE
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -163,7 +163,7 @@ async def test_no_matching_rule_fails_the_turn_not_the_agent(tmp_path: Path) -> 
 
 
 async def test_step_middleware_hides_a_tool_from_the_model_and_the_executor(tmp_path: Path) -> None:
-    """Seed 000 §1.2 rule 3 end to end: the hidden tool's call is refused as not in catalog."""
+    """The hidden tool's call is refused as not in catalog."""
     turn_runner, pipeline = runner(tmp_path, RULES)
     offered: list[list[str]] = []
 
@@ -197,8 +197,8 @@ async def test_invalid_arguments_from_the_model_come_back_as_a_tool_error(
 
 
 async def test_each_step_records_token_usage_and_the_model_call(tmp_path: Path) -> None:
+    from agent_process.scope import StepScope, TurnScope
     from agent_process.step import run_step
-    from agent_process.tools.executor import ToolCallScope
 
     turn_runner, _ = runner(tmp_path, RULES)
     store = ConversationStore(tmp_path / "conv")
@@ -209,16 +209,15 @@ async def test_each_step_records_token_usage_and_the_model_call(tmp_path: Path) 
     from tools_base import Message
 
     store.append(Message(id=new_message_id("m"), role="user", content="shout hi"))
-    scope = ToolCallScope(
+    turn = TurnScope(
         agent_name="shouter",
         instance_key="default",
         turn_id="t",
         trace_id="a" * 32,
-        step_index=0,
         workdir=tmp_path,
         logger=structlog.get_logger(),
-        catalog=frozenset(),
     )
+    scope = StepScope(turn=turn, index=0)
     step = await run_step(turn_runner.settings, store, scope)
     assert step.usage is not None
     assert step.usage.total_tokens >= 0

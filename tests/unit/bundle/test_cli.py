@@ -164,17 +164,19 @@ def _tool_bundle(tmp_path: Path, module: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("module", "expected"),
+    ("module", "timeout", "expected"),
     [
-        ("import os\nos._exit(0)\n", "without a verdict"),  # exit 0 with no output, before
-        ("while True:\n    pass\n", "did not finish within 2 s"),  # hung validate forever
+        # exit 0 with no output, before; the deadline is not what catches it, so a generous one
+        # (a child slowed down by a busy machine must not be mistaken for a hung one)
+        ("import os\nos._exit(0)\n", "60", "without a verdict"),
+        ("while True:\n    pass\n", "2", "did not finish within 2 s"),  # hung validate forever
     ],
 )
 def test_a_module_that_exits_or_loops_at_import_fails_validation(
-    tmp_path: Path, module: str, expected: str
+    tmp_path: Path, module: str, timeout: str, expected: str
 ) -> None:
     path = _tool_bundle(tmp_path, module)
-    env = {"GOONDAN_VALIDATE_TIMEOUT": "2", "GOONDAN_ALLOW_OUTSIDE_BUNDLE": "0"}
+    env = {"GOONDAN_VALIDATE_TIMEOUT": timeout, "GOONDAN_ALLOW_OUTSIDE_BUNDLE": "0"}
     done = subprocess.run(
         [sys.executable, "-m", "orchestrator", "validate", str(path)],
         capture_output=True,

@@ -8,6 +8,7 @@ file over 1 MiB and a file with too many documents.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -22,7 +23,9 @@ CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.yaml"))
 Expected = tuple[str, str | None, int | None]
 
 
-def expectations(path: Path) -> list[Expected]:
+@functools.cache
+def expectations(path: Path) -> tuple[Expected, ...]:
+    """The ``# expect:`` header of a corpus file (each file is read once per session)."""
     out: list[Expected] = []
     for line in path.read_text().splitlines():
         if not line.startswith("# expect: "):
@@ -30,7 +33,7 @@ def expectations(path: Path) -> list[Expected]:
         code, field, number = line.removeprefix("# expect: ").split()
         out.append((code, None if field == "-" else field, int(number)))
     assert out, f"{path.name} has no `# expect:` header"
-    return out
+    return tuple(out)
 
 
 def issues_of(path: Path) -> list[ConfigIssue]:

@@ -91,7 +91,10 @@ def test_the_agent_plan_holds_everything_the_process_needs(good: Path, tmp_path:
     assert "bash__exec" in plan.catalog_tools
     assert (plan.max_steps_per_turn, plan.temperature, plan.max_tokens) == (9, 0.5, 77)
     assert plan.tools[0].error_message_limit == 300
-    assert plan.model.spec["script"] == {"rules": [{"reply": "hi"}]}
+    assert plan.model.script is not None
+    assert plan.model.script.model_dump(by_alias=True, exclude_none=True) == {
+        "rules": [{"reply": "hi"}]
+    }
     assert plan.required_tools == ["greet__say"]
     # the plan crosses a process boundary as JSON
     assert type(plan).model_validate_json(plan.model_dump_json()) == plan

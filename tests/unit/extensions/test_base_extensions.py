@@ -10,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agent_process.extensions import ExtensionLoadError
-from tests.extension_harness import ExtensionHarness, base_extension
+from tests.support.extensions import ExtensionHarness, base_extension
 from tools_base import Message, MessageSource, ToolCall
 
 ECHO_RULES: list[dict[str, Any]] = [

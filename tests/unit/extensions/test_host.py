@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent_process.extensions import ExtensionLoadError
-from tests.extension_harness import ExtensionHarness, extension_file
+from tests.support.extensions import ExtensionHarness, extension_file
 
 TRACING = """
 from pathlib import Path

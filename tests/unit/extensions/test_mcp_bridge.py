@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from tests.extension_harness import ExtensionHarness, base_extension
+from tests.support.extensions import ExtensionHarness, base_extension
 from tools_base.extensions.mcp_bridge import tool_name_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -139,33 +139,23 @@ async def test_a_server_that_cannot_start_does_not_stop_the_agent(tmp_path: Path
     await harness.close()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def test_a_streamable_http_server(tmp_path: Path) -> None:
-    port = free_port()
+    # the server inherits a socket bound and listening here: no other process can take its port
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         str(SERVER),
         "http",
-        str(port),
+        str(listener.fileno()),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
+        pass_fds=(listener.fileno(),),
     )
+    listener.close()  # connections queue on the child's copy until it serves them
     try:
-        async with asyncio.timeout(30):
-            while True:  # until the server accepts connections
-                try:
-                    _, writer = await asyncio.open_connection("127.0.0.1", port)
-                except OSError:
-                    await asyncio.sleep(0.05)
-                    continue
-                writer.close()
-                await writer.wait_closed()
-                break
         url = f"http://127.0.0.1:{port}/mcp"
         harness = await ExtensionHarness.start(
             tmp_path,

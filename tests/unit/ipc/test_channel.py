@@ -11,8 +11,14 @@ import pytest
 import uvloop
 from structlog.testing import capture_logs
 
-from ipc import Channel, ChannelClosed, PeerGone, event
-from tests.unit.ipc import echo_child
+from ipc import Channel, ChannelClosed, EventMessage, PeerGone
+from tests.support import echo_child
+
+
+def message(kind: str, **fields: object) -> EventMessage:
+    """A test event of any kind (the channel does not read payloads)."""
+    return EventMessage(sender="parent", to="child", payload={"kind": kind, **fields})
+
 
 CONTEXT = multiprocessing.get_context("forkserver")
 
@@ -44,7 +50,7 @@ async def stop(channel: Channel, process: Any) -> None:
 
 async def test_round_trip(echo: tuple[Channel, Any]) -> None:
     channel, _ = echo
-    await channel.send(event("parent", "child", "ping", n=1))
+    await channel.send(message("ping", n=1))
     async with asyncio.timeout(10):
         reply = await channel.receive()
     assert reply.payload == {"kind": "ping", "n": 1}
@@ -53,7 +59,7 @@ async def test_round_trip(echo: tuple[Channel, Any]) -> None:
 async def test_a_thousand_messages_in_flight(echo: tuple[Channel, Any]) -> None:
     channel, _ = echo
     for n in range(1000):
-        channel.send_nowait(event("parent", "child", "n", n=n))
+        channel.send_nowait(message("n", n=n))
     async with asyncio.timeout(20):
         got = [(await channel.receive()).payload["n"] for _ in range(1000)]
     assert got == list(range(1000))
@@ -63,7 +69,7 @@ async def test_a_thousand_messages_in_flight(echo: tuple[Channel, Any]) -> None:
 
 async def test_a_dead_peer_ends_the_channel_promptly(echo: tuple[Channel, Any]) -> None:
     channel, process = echo
-    await channel.send(event("parent", "child", "die"))
+    await channel.send(message("die"))
     async with asyncio.timeout(10):
         with pytest.raises(PeerGone):
             await channel.receive()
@@ -72,14 +78,14 @@ async def test_a_dead_peer_ends_the_channel_promptly(echo: tuple[Channel, Any]) 
     process.join(timeout=5)
     assert process.exitcode == 1
     with pytest.raises(PeerGone):
-        channel.send_nowait(event("parent", "child", "late"))
+        channel.send_nowait(message("late"))
 
 
 async def test_garbage_from_the_peer_is_logged_and_dropped() -> None:
     channel, process = await start(echo_child.garbage_then_echo)
     try:
         with capture_logs() as logs:
-            await channel.send(event("parent", "child", "after"))
+            await channel.send(message("after"))
             async with asyncio.timeout(10):
                 reply = await channel.receive()
         assert reply.payload["kind"] == "after"
@@ -95,7 +101,7 @@ async def test_closing_our_side(echo: tuple[Channel, Any]) -> None:
     channel, process = echo
     channel.close()
     with pytest.raises(ChannelClosed):
-        channel.send_nowait(event("parent", "child", "x"))
+        channel.send_nowait(message("x"))
     async with asyncio.timeout(10):
         await channel.wait_closed()
     await asyncio.to_thread(process.join, 10)
@@ -104,7 +110,7 @@ async def test_closing_our_side(echo: tuple[Channel, Any]) -> None:
 
 async def test_a_slow_reader_does_not_block_the_sender(echo: tuple[Channel, Any]) -> None:
     channel, _ = echo
-    await channel.send(event("parent", "child", "hold", seconds=0.3))
+    await channel.send(message("hold", seconds=0.3))
     ticks = 0
     stop = asyncio.Event()
 
@@ -117,7 +123,7 @@ async def test_a_slow_reader_does_not_block_the_sender(echo: tuple[Channel, Any]
     task = asyncio.ensure_future(ticker())
     blob = "x" * 4096
     for n in range(2000):  # ~8 MB: far more than the pipe buffers while the child holds
-        channel.send_nowait(event("parent", "child", "n", n=n, blob=blob))
+        channel.send_nowait(message("n", n=n, blob=blob))
     await asyncio.sleep(0)
     assert ticks > 0
     async with asyncio.timeout(30):
@@ -135,11 +141,11 @@ def test_round_trips_and_peer_death_under_uvloop() -> None:
     async def scenario() -> None:
         channel, process = await start(echo_child.echo)
         for n in range(200):
-            channel.send_nowait(event("parent", "child", "n", n=n))
+            channel.send_nowait(message("n", n=n))
         async with asyncio.timeout(10):
             got = [(await channel.receive()).payload["n"] for _ in range(200)]
         assert got == list(range(200))
-        await channel.send(event("parent", "child", "die"))
+        await channel.send(message("die"))
         async with asyncio.timeout(10):
             with pytest.raises(PeerGone):
                 await channel.receive()

@@ -1,4 +1,4 @@
-"""Crash-loop backoff and exit causes (DESIGN "Numbers"; upstream §5.4)."""
+"""Crash-loop backoff and exit causes."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.tool_context import acall, make_ctx
 from tools_base import (
     AgentCatalogResult,
     AgentEvent,
@@ -19,8 +20,6 @@ from tools_base import (
     ToolError,
 )
 from tools_base.tools import agents
-
-from .conftest import acall, make_ctx
 
 H = agents.handlers
 

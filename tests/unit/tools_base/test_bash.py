@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.tool_context import acall, kill_if_alive, wait_process_gone
 from tools_base import ToolConfigError, ToolContext, ToolError
 from tools_base.tools import bash
 from tools_base.tools.bash import configure
-
-from .conftest import acall, kill_if_alive, wait_process_gone
 
 exec_ = bash.handlers["exec"]
 script = bash.handlers["script"]

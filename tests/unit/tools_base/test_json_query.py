@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.tool_context import make_ctx
 from tools_base import JsonValue, ToolError, is_nonblocking
 from tools_base.tools import json_query
 from tools_base.tools.json_query import parse_path
-
-from .conftest import make_ctx
 
 H = json_query.handlers
 _CTX = make_ctx(Path("unused-workdir"))  # json-query never touches the workdir

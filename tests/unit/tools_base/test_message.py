@@ -1,4 +1,4 @@
-"""``Message.data``: the provider message of seed 000 appendix A, derived from the flat fields."""
+"""``Message.data``: the provider-neutral message, derived from the flat fields."""
 
 from __future__ import annotations
 

@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.tool_context import make_ctx
 from tools_base import ToolError, is_nonblocking
 from tools_base.tools import text_transform
-
-from .conftest import make_ctx
 
 H = text_transform.handlers
 CTX = make_ctx(Path("unused-workdir"))  # text-transform never touches the workdir

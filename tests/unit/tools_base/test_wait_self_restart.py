@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.tool_context import acall
 from tools_base import ToolContext, ToolError, is_nonblocking
 from tools_base.tools import self_restart, wait
-
-from .conftest import acall
 
 
 @pytest.mark.parametrize(

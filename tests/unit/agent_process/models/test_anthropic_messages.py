@@ -11,8 +11,9 @@ import pytest
 from agent_process.models.anthropic_messages import AnthropicMessagesModel, to_anthropic_messages
 from agent_process.models.base import ModelError, ModelRequest
 from agent_process.tools.catalog import ToolCatalogItem
+from bundle.models import ModelSpec
 from bundle.plan import ModelPlan
-from tests.wire_server import Reply, WireServer, serve
+from tests.support.wire_server import Reply, WireServer, serve
 from tools_base import Message, MessageSource, ToolCall
 
 
@@ -22,16 +23,18 @@ def server() -> Iterator[WireServer]:
 
 
 def model(server: WireServer, **spec: Any) -> AnthropicMessagesModel:
-    plan = ModelPlan(
-        name="claude",
-        provider="anthropic",
-        model="claude-test",
-        spec={
-            "baseUrl": server.url,
-            "apiKey": {"valueFrom": {"env": "TEST_ANTHROPIC_KEY"}},
-            "maxRetries": 2,
-            **spec,
-        },
+    plan = ModelPlan.of(
+        "claude",
+        ModelSpec.model_validate(
+            {
+                "provider": "anthropic",
+                "model": "claude-test",
+                "baseUrl": server.url,
+                "apiKey": {"valueFrom": {"env": "TEST_ANTHROPIC_KEY"}},
+                "maxRetries": 2,
+                **spec,
+            }
+        ),
     )
     return AnthropicMessagesModel(plan, "agent", environ={"TEST_ANTHROPIC_KEY": "sk-ant-secret"})
 
@@ -217,7 +220,7 @@ async def test_a_wrong_key_names_its_source_never_the_key(server: WireServer) ->
 
 async def test_a_missing_key_names_the_variable() -> None:
     provider = AnthropicMessagesModel(
-        ModelPlan(name="c", provider="anthropic", model="m", spec={}), "a", environ={}
+        ModelPlan.of("c", ModelSpec(provider="anthropic", model="m")), "a", environ={}
     )
     with pytest.raises(ModelError, match="ANTHROPIC_API_KEY"):
         await provider.complete(ModelRequest(messages=CONVERSATION, tools=[]))
@@ -233,4 +236,4 @@ def test_a_missing_sdk_names_the_extra(
 
     monkeypatch.setitem(sys.modules, sdk, None)  # makes `import <sdk>` fail
     with pytest.raises(BootError, match=rf"pip install 'goondan\[{sdk}\]'"):
-        build_model(ModelPlan(name="m", provider=provider, model="x", spec={}), "agent")
+        build_model(ModelPlan.of("m", ModelSpec(provider=provider, model="x")), "agent")

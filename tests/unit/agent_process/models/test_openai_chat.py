@@ -13,8 +13,9 @@ from agent_process.models.base import ModelError, ModelRequest
 from agent_process.models.openai_chat import OpenAIChatModel, to_openai_messages
 from agent_process.tools.catalog import ToolCatalogItem
 from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
+from bundle.models import ModelSpec
 from bundle.plan import ModelPlan
-from tests.wire_server import Reply, WireServer, openai_completion, serve
+from tests.support.wire_server import Reply, WireServer, openai_completion, serve
 from tools_base import Message, MessageSource, ToolCall
 
 
@@ -24,16 +25,18 @@ def server() -> Iterator[WireServer]:
 
 
 def model(server: WireServer, **spec: Any) -> OpenAIChatModel:
-    plan = ModelPlan(
-        name="gpt",
-        provider="openai",
-        model="gpt-test",
-        spec={
-            "baseUrl": server.url + "/v1",
-            "apiKey": {"valueFrom": {"env": "TEST_OPENAI_KEY"}},
-            "maxRetries": 2,
-            **spec,
-        },
+    plan = ModelPlan.of(
+        "gpt",
+        ModelSpec.model_validate(
+            {
+                "provider": "openai",
+                "model": "gpt-test",
+                "baseUrl": server.url + "/v1",
+                "apiKey": {"valueFrom": {"env": "TEST_OPENAI_KEY"}},
+                "maxRetries": 2,
+                **spec,
+            }
+        ),
     )
     return OpenAIChatModel(plan, "agent", environ={"TEST_OPENAI_KEY": "sk-test-secret"})
 
@@ -202,7 +205,7 @@ async def test_a_wrong_key_names_its_source_never_the_key(server: WireServer) ->
 
 
 async def test_a_missing_key_fails_at_the_first_call_naming_the_variable(tmp_path: Path) -> None:
-    plan = ModelPlan(name="gpt", provider="openai", model="gpt-test", spec={})
+    plan = ModelPlan.of("gpt", ModelSpec(provider="openai", model="gpt-test"))
     provider = OpenAIChatModel(plan, "agent", environ={})
     with pytest.raises(ModelError, match="OPENAI_API_KEY") as raised:
         await provider.complete(ModelRequest(messages=CONVERSATION, tools=[]))

@@ -23,7 +23,7 @@ from agent_process.tools.executor import (
     to_json_value,
 )
 from agent_process.tools.middleware import StepMiddlewareContext
-from tests.unit.agent_process.tools.conftest import ASSISTANT, Harness, item
+from tests.support.tool_harness import ASSISTANT, Harness, item
 from tools_base import (
     JsonObject,
     PendingResult,
@@ -38,11 +38,11 @@ def echo(ctx: ToolContext, args: JsonObject) -> JsonObject:
     return {"text": args["text"]}
 
 
-# -- catalog guard (seed 000 §7) --------------------------------------------------------------
+# -- catalog guard --------------------------------------------------------------
 
 
 async def test_call_outside_the_catalog_is_refused(harness: Harness) -> None:
-    """Seed 000 §7.1 (MUST refuse), §7.2 (result shape)."""
+    """A name outside the catalog is refused, with the result shape of every refusal."""
     ran: list[bool] = []
     harness.add("echo__say", lambda ctx, args: ran.append(True))
     harness.catalog = frozenset()
@@ -57,7 +57,7 @@ async def test_call_outside_the_catalog_is_refused(harness: Harness) -> None:
 
 
 async def test_registry_calls_run_only_under_an_explicit_policy(tmp_path: Path) -> None:
-    """Seed 000 §7.1 (MAY): registry calls only with an explicit security policy."""
+    """Registry calls only with an explicit security policy."""
     harness = Harness(tmp_path, policy=ToolCallPolicy(allow_registry_calls=True))
     harness.add("echo__say", echo)
     harness.catalog = frozenset()
@@ -67,7 +67,7 @@ async def test_registry_calls_run_only_under_an_explicit_policy(tmp_path: Path) 
 
 
 async def test_an_unknown_name_is_not_in_the_catalog_with_a_hint(harness: Harness) -> None:
-    """Seed 000 §7.2: the example refuses an unknown name with E_TOOL_NOT_IN_CATALOG."""
+    """The example refuses an unknown name with E_TOOL_NOT_IN_CATALOG."""
     harness.add("echo__say", echo)
     result = await harness.call("echo__sya")
     assert result.error is not None
@@ -94,7 +94,7 @@ async def test_catalog_entry_without_handler_is_not_found(harness: Harness) -> N
 
 
 async def test_step_middleware_hiding_a_tool_makes_its_calls_refused(harness: Harness) -> None:
-    """Seed 000 §1.2 rule 3: step middleware edits ``toolCatalog``; the final list is enforced."""
+    """Step middleware edits ``toolCatalog``; the final list is enforced."""
     harness.add("echo__say", echo)
     harness.add("echo__other", echo)
 
@@ -108,12 +108,8 @@ async def test_step_middleware_hiding_a_tool_makes_its_calls_refused(harness: Ha
     step = StepMiddlewareContext[frozenset[str]](
         (hide,),
         core,
+        scope=harness.scope(),
         tool_catalog=build_catalog(harness.registry, ["echo__say", "echo__other"]),
-        agent_name="tester",
-        instance_key="default",
-        turn_id="turn-1",
-        trace_id="a" * 32,
-        step_index=0,
     )
     harness.catalog = await step.next()
     assert (await harness.call("echo__say")).status == "ok"
@@ -140,7 +136,7 @@ async def test_invalid_arguments_never_reach_the_handler(harness: Harness) -> No
     assert ran == []
 
 
-# -- handler failures become results (seed 000 §8.3) --------------------------------------------
+# -- handler failures become results --------------------------------------------
 
 
 async def test_handler_exception_becomes_e_tool_named_after_its_type(harness: Harness) -> None:
@@ -210,7 +206,7 @@ async def _async_interrupt(ctx: ToolContext, args: JsonObject) -> None:
 async def test_exits_and_interrupts_in_any_handler_path_become_e_tool(
     harness: Harness, handler: Any, mode: str, name: str, message: str
 ) -> None:
-    """Seed 000 §8.3: a tool failure never propagates, not even sys.exit() (argparse, click)."""
+    """A tool failure never propagates, not even sys.exit() (argparse, click)."""
     harness.add("echo__say", nonblocking(handler) if mode == "inline" else handler)
     result = await harness.call("echo__say")
     assert result.status == "error"
@@ -295,15 +291,15 @@ async def test_an_empty_exception_message_is_replaced(harness: Harness) -> None:
     ("limit", "length", "expected_length", "suffix"),
     [
         (1000, 1000, 1000, False),  # at the limit: unchanged
-        (1000, 5000, 1000, True),  # default limit (seed 000 §8.3 rule 2)
-        (50, 51, 50, True),  # the Tool's own errorMessageLimit (§8.3 rule 1)
+        (1000, 5000, 1000, True),  # default limit
+        (50, 51, 50, True),  # the Tool's own errorMessageLimit
         (10, 40, 10, False),  # a limit shorter than the suffix: plain slice
     ],
 )
 async def test_error_messages_are_cut_to_the_tools_limit(
     tmp_path: Path, limit: int, length: int, expected_length: int, suffix: bool
 ) -> None:
-    """Seed 000 §8.4: keep ``limit - 15`` chars and append ``... (truncated)``."""
+    """Keep ``limit - 15`` chars and append ``... (truncated)``."""
     harness = Harness(tmp_path)
 
     def fail(ctx: ToolContext, args: JsonObject) -> None:
@@ -428,7 +424,7 @@ async def test_cancelling_the_caller_is_not_swallowed(harness: Harness) -> None:
 
 
 async def test_tool_context_holds_the_call_and_the_assistant_message(harness: Harness) -> None:
-    """Seed 000 §5.3: the context fields; rule 4: message is the assistant message."""
+    """The context fields; rule 4: message is the assistant message."""
     contexts: list[ToolContext] = []
 
     def capture(ctx: ToolContext, args: JsonObject) -> None:
@@ -454,7 +450,7 @@ async def test_tool_context_holds_the_call_and_the_assistant_message(harness: Ha
 
 
 def test_tool_context_has_no_bundle_or_oauth() -> None:
-    """Seed 000 §5.3 rule 3: no swarmBundle, no oauth."""
+    """No swarmBundle, no oauth."""
     names = {f.name for f in dataclasses.fields(ToolContext)}
     assert names == {
         "agent_name",
@@ -469,7 +465,7 @@ def test_tool_context_has_no_bundle_or_oauth() -> None:
     }
 
 
-# -- pending handles (seed 002 §6.3) -----------------------------------------------------------
+# -- pending handles -----------------------------------------------------------
 
 
 async def test_pending_result_answers_now_and_completes_through_an_event(tmp_path: Path) -> None:
@@ -566,7 +562,7 @@ async def test_background_calls_past_the_limit_are_refused_and_their_work_cancel
 
 
 async def test_legacy_async_dict_is_a_pending_result(harness: Harness) -> None:
-    """Seed 002 §6.3: ``{__async: true, handle, ...}``."""
+    """``{__async: true, handle, ...}``."""
     harness.add(
         "echo__say", lambda ctx, args: {"__async": True, "handle": "h-9", "message": "queued"}
     )
@@ -604,7 +600,7 @@ def test_outputs_are_coerced_to_json(value: Any, expected: Any) -> None:
 
 
 async def test_result_wire_form(harness: Harness) -> None:
-    """Seed 004 ToolCallResult: toolCallId, toolName, status, output."""
+    """ToolCallId, toolName, status, output."""
     harness.add("echo__say", echo)
     result = await harness.call("echo__say", {"text": "w"}, call_id="c-1")
     assert result.to_json() == {
@@ -617,13 +613,13 @@ async def test_result_wire_form(harness: Harness) -> None:
 
 async def test_executor_with_default_pipeline_and_policy(tmp_path: Path) -> None:
     from agent_process.tools.registry import ToolRegistry
-    from tests.unit.agent_process.tools.conftest import Harness as H
+    from tests.support.tool_harness import Harness as H
 
     registry = ToolRegistry()
     registry.register(item("echo__say"), echo)
     executor = ToolExecutor(registry)
     scope = H(tmp_path).scope()
-    scope = dataclasses.replace(scope, catalog=frozenset({"echo__say"}))
+    scope = dataclasses.replace(scope, allowlist=frozenset({"echo__say"}))
     result = await executor.execute(
         ToolCall(id="c", name="echo__say", args={"text": "q"}), scope, ASSISTANT
     )

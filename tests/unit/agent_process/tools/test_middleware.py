@@ -1,4 +1,4 @@
-"""The ``toolCall`` middleware onion (seed 000 §6) and the pipeline ordering."""
+"""The ``toolCall`` middleware onion and the pipeline ordering."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from agent_process.tools.middleware import (
     MiddlewarePipeline,
     ToolCallMiddlewareContext,
 )
-from tests.unit.agent_process.tools.conftest import Harness
+from tests.support.tool_harness import Harness
 from tools_base import JsonObject, ToolCallResult, ToolContext
 
 
@@ -45,7 +45,7 @@ async def test_onion_order_follows_priority_then_registration(harness: Harness) 
 
 
 async def test_middleware_can_transform_args(harness: Harness) -> None:
-    """Seed 000 §6.3: ``args`` is mutable; inner layers and the tool see the change."""
+    """``args`` is mutable; inner layers and the tool see the change."""
     harness.add("echo__say", echo)
 
     async def shout(ctx: ToolCallMiddlewareContext) -> ToolCallResult:
@@ -75,7 +75,7 @@ async def test_middleware_can_replace_the_result(harness: Harness) -> None:
 
 
 async def test_middleware_can_refuse_a_call_without_running_it(harness: Harness) -> None:
-    """Seed 003 "access control": a short-circuit never reaches the handler."""
+    """Access control: a short-circuit never reaches the handler."""
     ran: list[bool] = []
 
     def handler(ctx: ToolContext, args: JsonObject) -> None:

@@ -1,4 +1,4 @@
-"""Tool naming: ``{resource}__{export}`` (seed 000 §3)."""
+"""Tool naming: ``{resource}__{export}``."""
 
 from __future__ import annotations
 
@@ -18,18 +18,18 @@ from agent_process.tools.naming import (
         ("bash__exec", ToolName("bash", "exec")),
         ("file-system__read", ToolName("file-system", "read")),
         ("http-fetch__post", ToolName("http-fetch", "post")),
-        ("a__b__c", ToolName("a", "b__c")),  # split at the FIRST separator (§3.3)
+        ("a__b__c", ToolName("a", "b__c")),  # split at the FIRST separator
         ("nosep", None),
         ("single_underscore", None),
     ],
 )
 def test_parse_splits_at_first_double_underscore(full: str, expected: ToolName | None) -> None:
-    """Seed 000 §3.3: parseToolName splits at the first ``__``."""
+    """ParseToolName splits at the first ``__``."""
     assert parse_tool_name(full) == expected
 
 
 def test_build_joins_with_double_underscore() -> None:
-    """Seed 000 §3.1 and §3.2 rule 1: ``__`` is the separator, single-export tools too (rule 4)."""
+    """``__`` is the separator, single-export tools too."""
     assert build_tool_name("wait", "wait") == "wait__wait"
     assert str(ToolName("bash", "exec")) == "bash__exec"
 
@@ -38,7 +38,7 @@ def test_build_joins_with_double_underscore() -> None:
     ("resource", "export"), [("ba__sh", "exec"), ("bash", "ex__ec"), ("", "x"), ("x", "")]
 )
 def test_build_refuses_separator_inside_parts(resource: str, export: str) -> None:
-    """Seed 000 §3.2 rule 3: neither part may contain ``__``."""
+    """Neither part may contain ``__``."""
     with pytest.raises(ValueError, match="must not"):
         build_tool_name(resource, export)
 
@@ -54,5 +54,5 @@ def test_build_refuses_separator_inside_parts(resource: str, export: str) -> Non
     ],
 )
 def test_validity(name: str, valid: bool) -> None:
-    """Seed 000 §3.2: names are used verbatim, so only well-formed ones are accepted (rule 2)."""
+    """Names are used verbatim, so only well-formed ones are accepted."""
     assert is_valid_tool_name(name) is valid

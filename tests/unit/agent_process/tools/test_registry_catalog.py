@@ -1,4 +1,4 @@
-"""Registry vs Catalog (seed 000 §1, §10, §11)."""
+"""Registry vs Catalog."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from agent_process.tools.catalog import ToolCatalogItem, ToolSource, build_catalog, catalog_names
 from agent_process.tools.registry import ToolRegistrationError, ToolRegistry
-from tests.unit.agent_process.tools.conftest import item
+from tests.support.tool_harness import item
 from tools_base import JsonObject, ToolContext
 
 
@@ -27,13 +27,13 @@ def test_duplicate_name_is_an_error() -> None:
 
 @pytest.mark.parametrize("name", ["echo", "echo__", "__say", "a__b__c"])
 def test_invalid_names_are_refused(name: str) -> None:
-    """Seed 000 §3.2: names must be ``resource__export``."""
+    """Names must be ``resource__export``."""
     with pytest.raises(ToolRegistrationError, match="invalid tool name"):
         ToolRegistry().register(item(name), noop)
 
 
 def test_entries_are_immutable() -> None:
-    """Seed 003: registry entries cannot be changed once registered."""
+    """Registry entries cannot be changed once registered."""
     entry = ToolRegistry().register(item("echo__say"), noop)
     with pytest.raises(dataclasses.FrozenInstanceError):
         entry.handler = noop  # type: ignore[misc]
@@ -45,7 +45,7 @@ def test_non_callable_handler_is_refused() -> None:
 
 
 def test_catalog_starts_from_agent_tools_then_dynamic_tools() -> None:
-    """Seed 000 §1.2 rules 1, 2, 4: config tools in spec order, then registered tools."""
+    """Config tools in spec order, then registered tools."""
     registry = ToolRegistry()
     registry.register(item("b__two"), noop)
     registry.register(item("a__one"), noop)
@@ -57,7 +57,7 @@ def test_catalog_starts_from_agent_tools_then_dynamic_tools() -> None:
 
 
 def test_catalog_is_rebuilt_fresh_each_step() -> None:
-    """Seed 000 §1.2 rule 1: a middleware edit of one Step's catalog does not leak into the next."""
+    """A middleware edit of one Step's catalog does not leak into the next."""
     registry = ToolRegistry()
     registry.register(item("a__one"), noop)
     first = build_catalog(registry, ["a__one"])
@@ -66,7 +66,7 @@ def test_catalog_is_rebuilt_fresh_each_step() -> None:
 
 
 def test_dynamic_tool_appears_in_the_next_catalog() -> None:
-    """Seed 000 §10.3: a tool registered mid-Turn is in the next Step's catalog."""
+    """A tool registered mid-Turn is in the next Step's catalog."""
     registry = ToolRegistry()
     registry.register(item("a__one"), noop)
     before = catalog_names(build_catalog(registry, ["a__one"]))
@@ -77,7 +77,7 @@ def test_dynamic_tool_appears_in_the_next_catalog() -> None:
 
 
 def test_catalog_item_wire_form() -> None:
-    """Seed 000 §11.1: name, description, parameters, source {type, name, mcp?}."""
+    """Name, description, parameters, source {type, name, mcp?}."""
     from agent_process.tools.catalog import McpSource
 
     mcp_item = ToolCatalogItem(

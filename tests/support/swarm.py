@@ -24,6 +24,8 @@ spec:
     - name: pid
     - name: slow
       parameters: {type: object, properties: {seconds: {type: number}}}
+    - name: hold
+      parameters: {type: object, properties: {path: {type: string}}, required: [path]}
     - name: stubborn
       parameters: {type: object, properties: {seconds: {type: number}}}
     - name: block
@@ -124,6 +126,10 @@ spec:
         call: {tool: fault__pid}
       - when: {input: "^slow (?P<s>\\\\S+)$"}
         call: {tool: fault__slow, args: {seconds: "{s:number}"}}
+      - when: {input: "^hold (?P<path>\\\\S+)$"}
+        call: {tool: fault__hold, args: {path: "{path}"}}
+      - when: {toolResult: fault__hold}
+        reply: "{result}"
       - when: {input: "^stubborn (?P<s>\\\\S+)$"}
         call: {tool: fault__stubborn, args: {seconds: "{s:number}"}}
       - when: {input: "^block (?P<s>\\\\S+)$"}

@@ -1,0 +1,84 @@
+"""Who runs and where: one frozen object for a Turn, one for each of its Steps.
+
+A Turn builds one :class:`TurnScope`; each Step wraps it in a :class:`StepScope`. Middleware
+contexts, the executor, the event recorder and the Turn loop all read identity (agent,
+instance, Turn, trace) and shared services (logger, runtime, recorder) from these objects
+instead of each keeping copies.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from structlog.typing import FilteringBoundLogger
+
+from agent_process.events import EventRecorder, EventSink, new_span_id
+from tools_base import AgentToolRuntime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnScope:
+    """What every Step and every tool call of one Turn shares; built once per Turn."""
+
+    agent_name: str
+    """Name of the Agent resource running the Turn."""
+    instance_key: str
+    """Conversation instance of that agent (``"default"`` unless the caller chose one)."""
+    turn_id: str
+    """Id of the Turn (``turn-`` and 12 hex digits)."""
+    trace_id: str
+    """32-hex trace id, kept across every handoff of one causal chain."""
+    workdir: Path
+    """The instance workspace; file-system tools resolve relative paths against it."""
+    logger: FilteringBoundLogger
+    """Structured logger bound to agent, instance, trace and Turn."""
+    runtime: AgentToolRuntime | None = None
+    """Inter-agent API of this Turn; ``None`` where no Orchestrator is attached."""
+    events: EventSink | None = None
+    """Where the Turn's runtime events go; ``None`` records none."""
+    span_id: str = field(default_factory=new_span_id)
+    """Span of the Turn: the parent of its Steps' spans."""
+    parent_span_id: str | None = None
+    """The caller's tool span for a delegated Turn; ``None`` for fresh input."""
+    started: float = field(default_factory=time.perf_counter)
+    """``time.perf_counter()`` when the Turn began; durations count from here."""
+    recorder: EventRecorder = field(init=False, repr=False, compare=False)
+    """Stamps the Turn's events with its agent, instance and trace; derived from the above."""
+
+    def __post_init__(self) -> None:
+        # A frozen dataclass sets derived fields only through object.__setattr__.
+        recorder = EventRecorder(
+            self.events,
+            agent_name=self.agent_name,
+            instance_key=self.instance_key,
+            trace_id=self.trace_id,
+        )
+        object.__setattr__(self, "recorder", recorder)
+
+    def elapsed_ms(self) -> float:
+        """Milliseconds since the Turn began."""
+        return (time.perf_counter() - self.started) * 1000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepScope:
+    """What every tool call of one Step shares: its Turn, its position and its allowlist."""
+
+    turn: TurnScope
+    """The Turn this Step belongs to."""
+    index: int
+    """Position of the Step in its Turn, from 0."""
+    span_id: str = field(default_factory=new_span_id)
+    """Span of the Step: the parent of its tool calls' spans."""
+    allowlist: frozenset[str] = frozenset()
+    """Names in the Step's final catalog, the only tools its calls may run. Empty until the
+    Step's middleware has settled the catalog; the Step then sets it with
+    ``dataclasses.replace``."""
+    id: str = field(init=False)
+    """``{turn_id}-step-{index}``: names the Step in messages and events."""
+
+    def __post_init__(self) -> None:
+        # A frozen dataclass sets derived fields only through object.__setattr__.
+        object.__setattr__(self, "id", f"{self.turn.turn_id}-step-{self.index}")

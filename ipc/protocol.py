@@ -1,0 +1,975 @@
+"""The protocol between the Orchestrator and its AgentProcesses: every kind, every payload, typed.
+
+Both sides build and read messages only through this module. A message is an
+:class:`~ipc.messages.IpcMessage` envelope ``{type, from, to, payload, correlationId?}``; its
+payload is built with a ``to_wire`` below and read with the matching ``from_wire``, which refuses
+a payload of the wrong shape with :class:`MalformedPayload` (``IPC_MALFORMED_PAYLOAD``) naming the
+field. Decoding is hand-written: it runs for every frame, and a validation library would cost
+about as much again as the msgpack codec.
+
+Message types:
+
+``delegate``         agent or Orchestrator → agent: run a Turn and answer. Payload :class:`Handoff`.
+``delegate_result``  the one answer to a ``delegate``, same ``correlationId``. Payload
+                     :class:`DelegateAnswer`.
+``shutdown``         Orchestrator → agent: finish the running Turns and exit. Payload
+                     :class:`ShutdownRequest`.
+``event``            everything else; ``payload.kind`` is one of the kinds below.
+
+Event kinds (agent → Orchestrator):
+
+``ready``                    :class:`Ready`: booted, serving.
+``boot_failed``              :class:`BootFailed`: cannot boot; the process exits with
+                             :data:`EXIT_BOOT_FAILURE`.
+``status``                   :class:`StatusChanged`: ``idle`` or ``processing``.
+``turn_completed``           :class:`TurnCompleted`: a Turn ended (a successful one resets the
+                             crash count).
+``shutdown_ack``             :class:`ShutdownAck`: the drain is over.
+``runtime_event``            :class:`RuntimeEventReport`: one line for the runtime event log.
+``restart_request``          :class:`RestartRequest`: a tool asked for this agent's restart.
+``send``                     :class:`Send`: fire-and-forget input for another agent.
+``send_started``             :class:`SendStarted`: the Turn of a delivered send started.
+``send_done``                :class:`SendDone`: the Turn of a delivered send ended.
+``send_refused``             :class:`SendRefused`: the target could not take a send.
+``spawn_request``            :class:`SpawnRequest` (``agents__spawn``), answered ``spawn_result``.
+``list_request``             :class:`ListRequest` (``agents__list``), answered ``list_result``.
+``prepare_instance_result``  :class:`PrepareInstanceResult`, the answer to ``prepare_instance``.
+``delete_instance_result``   :class:`DeleteInstanceResult`, the answer to ``delete_instance``.
+
+Event kinds (Orchestrator → agent):
+
+``send``                     :class:`Send`: the delivery of a send, ``source`` filled in.
+``send_failed``              :class:`SendFailed`: a send of this agent was lost.
+``spawn_result``             :class:`SpawnResult`.
+``list_result``              :class:`ListResult`.
+``prepare_instance``         :class:`PrepareInstance`: create an instance unless it exists.
+``delete_instance``          :class:`DeleteInstance`: delete an idle instance.
+
+``from``/``to`` are agent names, or :data:`ORCHESTRATOR`. A payload may be any JSON value on the
+wire; every kind here carries an object. Errors cross as ``{code, message, details?}``
+(:class:`~ipc.messages.IpcError`).
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
+
+from ipc.messages import (
+    DelegateMessage,
+    DelegateResultMessage,
+    EventMessage,
+    IpcError,
+    ShutdownMessage,
+)
+
+ORCHESTRATOR = "orchestrator"
+"""The ``from``/``to`` name of the Orchestrator itself."""
+EXTERNAL_CALLER = "user"
+"""The caller name of requests from outside the swarm (CLI, control socket)."""
+DEFAULT_INSTANCE_KEY = "default"
+"""The conversation instance used when a request names none."""
+
+EXIT_BOOT_FAILURE = 78
+"""An AgentProcess that cannot boot exits with this code (``EX_CONFIG``); the supervisor backs off
+at once, since restarting cannot fix a broken configuration."""
+EXIT_BROKEN_FDS = 71
+"""An AgentProcess whose stdin, stdout or stderr a tool closed or replaced exits with this code
+(``EX_OSERR``) to be restarted clean."""
+EXIT_MEMORY_LIMIT = 72
+"""An AgentProcess that ran out of its ``limits.memoryMiB`` outside a tool exits with this code."""
+EXIT_REASONS = {
+    EXIT_BOOT_FAILURE: "cannot boot",
+    EXIT_BROKEN_FDS: "a tool broke stdin, stdout or stderr",
+    EXIT_MEMORY_LIMIT: "memory limit reached",
+}
+"""What the exit codes AgentProcesses reserve mean (shown in ``status`` as the last exit)."""
+
+MALFORMED_PAYLOAD = "IPC_MALFORMED_PAYLOAD"
+
+
+class MalformedPayload(IpcError):
+    """A payload that is not the object its message or event kind needs."""
+
+    code = MALFORMED_PAYLOAD
+
+
+class EventKind(enum.StrEnum):
+    """Every ``payload.kind`` of an ``event`` (see the module docstring for direction and body)."""
+
+    READY = "ready"
+    BOOT_FAILED = "boot_failed"
+    STATUS = "status"
+    TURN_COMPLETED = "turn_completed"
+    SHUTDOWN_ACK = "shutdown_ack"
+    RUNTIME_EVENT = "runtime_event"
+    RESTART_REQUEST = "restart_request"
+    SEND = "send"
+    SEND_STARTED = "send_started"
+    SEND_DONE = "send_done"
+    SEND_REFUSED = "send_refused"
+    SEND_FAILED = "send_failed"
+    SPAWN_REQUEST = "spawn_request"
+    SPAWN_RESULT = "spawn_result"
+    LIST_REQUEST = "list_request"
+    LIST_RESULT = "list_result"
+    PREPARE_INSTANCE = "prepare_instance"
+    PREPARE_INSTANCE_RESULT = "prepare_instance_result"
+    DELETE_INSTANCE = "delete_instance"
+    DELETE_INSTANCE_RESULT = "delete_instance_result"
+
+
+# -- ids and call chains ---------------------------------------------------------------------
+
+
+def new_correlation_id() -> str:
+    """The id pairing a ``delegate`` (or a question) with its one answer."""
+    return f"corr_{secrets.token_hex(12)}"
+
+
+def new_event_id() -> str:
+    """The id of one request or send, as the caller's tool result reports it."""
+    return f"agent_event_{secrets.token_hex(8)}"
+
+
+def new_trace_id() -> str:
+    """A 32-hex trace id (W3C trace-context size), for input that starts a causal chain."""
+    return secrets.token_hex(16)
+
+
+def call_node(agent: str, instance_key: str) -> str:
+    """One node of a call chain: the conversation ``agent@instanceKey``."""
+    return f"{agent}@{instance_key}"
+
+
+# -- reading payloads --------------------------------------------------------------------------
+
+
+class _Fields:
+    """Typed reads of one payload object; a wrong type raises :class:`MalformedPayload`."""
+
+    __slots__ = ("data", "what")
+
+    def __init__(self, data: Any, what: str) -> None:
+        if not isinstance(data, dict):
+            raise MalformedPayload(
+                f"the payload of {what} must be an object, got {type(data).__name__}"
+            )
+        self.data: dict[str, Any] = data
+        self.what = what
+
+    def _wrong(self, name: str, expected: str, value: Any) -> MalformedPayload:
+        return MalformedPayload(
+            f"{self.what}.{name} must be {expected}, got {type(value).__name__}",
+            details={"field": name},
+        )
+
+    def text(self, name: str, default: str = "") -> str:
+        value = self.data.get(name)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise self._wrong(name, "a string", value)
+        return value
+
+    def optional_text(self, name: str) -> str | None:
+        value = self.data.get(name)
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise self._wrong(name, "a string", value)
+        return value
+
+    def instance_key(self, name: str) -> str:
+        return self.text(name) or DEFAULT_INSTANCE_KEY
+
+    def flag(self, name: str) -> bool:
+        value = self.data.get(name, False)
+        if not isinstance(value, bool):
+            raise self._wrong(name, "true or false", value)
+        return value
+
+    def integer(self, name: str) -> int | None:
+        value = self.data.get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self._wrong(name, "a number", value)
+        return int(value)
+
+    def texts(self, name: str) -> tuple[str, ...]:
+        value = self.data.get(name)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise self._wrong(name, "a list of strings", value)
+        return tuple(value)
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        value = self.data.get(name)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self._wrong(name, "an object", value)
+        return value
+
+    def rows(self, name: str) -> list[dict[str, Any]]:
+        value = self.data.get(name)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+            raise self._wrong(name, "a list of objects", value)
+        return value
+
+    def error(self, name: str = "error") -> IpcError | None:
+        value = self.data.get(name)
+        return None if value is None else IpcError.from_dict(value)
+
+
+def _without_none(wire: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in wire.items() if value is not None}
+
+
+# -- message payloads ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class Handoff:
+    """Input for another agent's Turn: the payload of a ``delegate`` and the body of a ``send``.
+
+    Treat it as immutable (derive a changed one with ``dataclasses.replace``); it is not frozen
+    only because a frozen dataclass costs a microsecond more to build, on every request.
+    """
+
+    target: str
+    """The agent that runs the Turn."""
+    input: str
+    """The text of the Turn's user message."""
+    instance_key: str = DEFAULT_INSTANCE_KEY
+    """The target's conversation instance."""
+    caller_instance_key: str = DEFAULT_INSTANCE_KEY
+    """The caller's own instance (where an async answer or a send failure is reported)."""
+    trace_id: str = ""
+    """Kept from the caller across every handoff; empty for input that starts a chain."""
+    parent_span_id: str | None = None
+    """The caller's tool span."""
+    call_chain: tuple[str, ...] = ()
+    """Conversations (:func:`call_node`) already waiting on this Turn, outermost first."""
+    event_type: str = "agent.request"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    event_id: str = ""
+    """The caller's id of this request or send (a send is tracked under it until done)."""
+    timeout_ms: int | None = None
+    """A ``delegate``'s timeout; ``None`` (or not positive) means the swarm's default."""
+    background: bool = False
+    """A ``delegate`` whose caller does not block on it (``agents__request`` with ``async``)."""
+    source: str = ""
+    """Who sent a ``send`` (the Orchestrator fills it in on delivery)."""
+
+    @property
+    def node(self) -> str:
+        """The conversation that runs the Turn, as a call-chain node."""
+        return call_node(self.target, self.instance_key)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The payload object."""
+        return _without_none(
+            {
+                "target": self.target,
+                "input": self.input,
+                "instanceKey": self.instance_key,
+                "callerInstanceKey": self.caller_instance_key,
+                "traceId": self.trace_id or None,
+                "parentSpanId": self.parent_span_id,
+                "callChain": list(self.call_chain),
+                "eventType": self.event_type,
+                "metadata": self.metadata,
+                "eventId": self.event_id or None,
+                "timeoutMs": self.timeout_ms,
+                "async": self.background or None,
+                "source": self.source or None,
+            }
+        )
+
+    @classmethod
+    def from_wire(cls, data: Any, what: str = "delegate") -> Handoff:
+        """Read a payload; raises :class:`MalformedPayload`."""
+        # The hot path of every request: plain reads and one combined type check; only a
+        # payload that fails it goes through the field-by-field reader for a precise error.
+        if isinstance(data, dict):
+            get = data.get
+            target, text, chain = get("target"), get("input"), get("callChain")
+            instance_key, caller_key = get("instanceKey"), get("callerInstanceKey")
+            trace_id, parent_span, event_id = get("traceId"), get("parentSpanId"), get("eventId")
+            event_type, metadata, source = get("eventType"), get("metadata"), get("source")
+            timeout, background = get("timeoutMs"), get("async", False)
+            if (
+                (target is None or type(target) is str)
+                and (text is None or type(text) is str)
+                and (instance_key is None or type(instance_key) is str)
+                and (caller_key is None or type(caller_key) is str)
+                and (trace_id is None or type(trace_id) is str)
+                and (parent_span is None or type(parent_span) is str)
+                and (chain is None or (type(chain) is list and all(type(n) is str for n in chain)))
+                and (event_type is None or type(event_type) is str)
+                and (metadata is None or type(metadata) is dict)
+                and (event_id is None or type(event_id) is str)
+                and (timeout is None or type(timeout) is int)
+                and type(background) is bool
+                and (source is None or type(source) is str)
+            ):
+                return cls(
+                    target=target or "",
+                    input=text or "",
+                    instance_key=instance_key or DEFAULT_INSTANCE_KEY,
+                    caller_instance_key=caller_key or DEFAULT_INSTANCE_KEY,
+                    trace_id=trace_id or "",
+                    parent_span_id=parent_span or None,
+                    call_chain=tuple(chain) if chain else (),
+                    event_type=event_type or "agent.request",
+                    metadata=metadata if metadata is not None else {},
+                    event_id=event_id or "",
+                    timeout_ms=timeout,
+                    background=background,
+                    source=source or "",
+                )
+        return cls._read(_Fields(data, what))
+
+    @classmethod
+    def _read(cls, read: _Fields) -> Handoff:
+        return cls(
+            target=read.text("target"),
+            input=read.text("input"),
+            instance_key=read.instance_key("instanceKey"),
+            caller_instance_key=read.instance_key("callerInstanceKey"),
+            trace_id=read.text("traceId"),
+            parent_span_id=read.optional_text("parentSpanId"),
+            call_chain=read.texts("callChain"),
+            event_type=read.text("eventType") or "agent.request",
+            metadata=read.mapping("metadata"),
+            event_id=read.text("eventId"),
+            timeout_ms=read.integer("timeoutMs"),
+            background=read.flag("async"),
+            source=read.text("source"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DelegateAnswer:
+    """The payload of a ``delegate_result``: the Turn's answer, or why there is none."""
+
+    status: Literal["ok", "error"]
+    output: Any = None
+    """The answer text (for a failed Turn, the last text it produced, if any)."""
+    turn: dict[str, Any] | None = None
+    """The Turn's summary (ids, steps, duration, token usage), when a Turn ran."""
+    error: IpcError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The Turn answered."""
+        return self.status == "ok"
+
+    @classmethod
+    def failure(cls, error: IpcError) -> DelegateAnswer:
+        """An answer that is only an error."""
+        return cls("error", error=error)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The payload object."""
+        wire: dict[str, Any] = {"status": self.status}
+        if self.output is not None:
+            wire["output"] = self.output
+        if self.turn is not None:
+            wire["turn"] = self.turn
+        if self.error is not None:
+            wire["error"] = self.error.to_dict()
+        return wire
+
+    @classmethod
+    def of(cls, message: DelegateResultMessage) -> DelegateAnswer:
+        """The answer ``message`` carries; a malformed one is the error it is (never raises)."""
+        try:
+            return cls.from_wire(message.payload)
+        except IpcError as exc:
+            return cls.failure(exc)
+
+    @classmethod
+    def from_wire(cls, data: Any) -> DelegateAnswer:
+        """Read a payload; raises :class:`MalformedPayload`."""
+        read = _Fields(data, "delegate_result")
+        status = read.data.get("status")
+        if status not in ("ok", "error"):
+            raise MalformedPayload(f"delegate_result.status must be ok or error, got {status!r}")
+        turn = read.data.get("turn")
+        return cls(
+            status,
+            output=read.data.get("output"),
+            turn=turn if isinstance(turn, dict) else None,
+            error=read.error() if status == "error" else None,
+        )
+
+
+ShutdownReason: TypeAlias = str
+"""``restart``, ``config_change``, ``orchestrator_shutdown`` (from the Orchestrator), or the
+agent's own ``sigterm`` and ``broken_fds``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownRequest:
+    """The payload of a ``shutdown``: drain within ``grace_ms``, acknowledge, exit."""
+
+    grace_ms: int
+    reason: ShutdownReason
+
+    @property
+    def grace_seconds(self) -> float:
+        """The grace period in seconds."""
+        return self.grace_ms / 1000
+
+    def to_wire(self) -> dict[str, Any]:
+        """The payload object."""
+        return {"gracePeriodMs": self.grace_ms, "reason": self.reason}
+
+    @classmethod
+    def from_wire(cls, data: Any, default_grace_ms: int) -> ShutdownRequest:
+        """Read a payload; raises :class:`MalformedPayload`."""
+        read = _Fields(data, "shutdown")
+        grace = read.integer("gracePeriodMs")
+        return cls(default_grace_ms if grace is None else max(grace, 0), read.text("reason"))
+
+
+# -- event bodies ----------------------------------------------------------------------------------
+
+
+class EventBody:
+    """The payload of one event kind (``payload = {"kind": KIND, **to_wire()}``)."""
+
+    __slots__ = ()
+    KIND: ClassVar[EventKind]
+
+    def to_wire(self) -> dict[str, Any]:
+        """The payload's fields, without ``kind``."""
+        raise NotImplementedError
+
+    @classmethod
+    def read(cls, fields: _Fields) -> EventBody:
+        """The body from a payload (``kind`` checked already)."""
+        raise NotImplementedError
+
+
+_BODIES: dict[EventKind, type[EventBody]] = {}
+_BodyT = TypeVar("_BodyT", bound=type[EventBody])
+
+
+_BODIES_BY_NAME: dict[str, type[EventBody]] = {}
+
+
+def _body(cls: _BodyT) -> _BodyT:
+    _BODIES[cls.KIND] = cls
+    _BODIES_BY_NAME[cls.KIND.value] = cls
+    return cls
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class Ready(EventBody):
+    """The agent booted and serves; ``scope`` is its process scope token (``ipc.scope``)."""
+
+    KIND: ClassVar[EventKind] = EventKind.READY
+    pid: int
+    scope: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"pid": self.pid, "scope": self.scope}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> Ready:
+        return cls(fields.integer("pid") or 0, fields.optional_text("scope"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class BootFailed(EventBody):
+    """The agent cannot boot, and why."""
+
+    KIND: ClassVar[EventKind] = EventKind.BOOT_FAILED
+    error: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"error": self.error}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> BootFailed:
+        return cls(fields.text("error") or "boot failed")
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class StatusChanged(EventBody):
+    """The agent became busy (a Turn runs) or idle."""
+
+    KIND: ClassVar[EventKind] = EventKind.STATUS
+    status: Literal["idle", "processing"]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"status": self.status}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> StatusChanged:
+        status = fields.text("status", "idle")
+        if status not in ("idle", "processing"):
+            raise MalformedPayload(f"status.status must be idle or processing, got {status!r}")
+        return cls(status)  # type: ignore[arg-type]  # narrowed by the check above
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class TurnCompleted(EventBody):
+    """A Turn of ``instance_key`` ended with ``status``."""
+
+    KIND: ClassVar[EventKind] = EventKind.TURN_COMPLETED
+    instance_key: str
+    status: str
+
+    @property
+    def ok(self) -> bool:
+        """The Turn succeeded."""
+        return self.status == "ok"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"instanceKey": self.instance_key, "status": self.status}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> TurnCompleted:
+        return cls(fields.instance_key("instanceKey"), fields.text("status"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class ShutdownAck(EventBody):
+    """The drain is over; the process exits next."""
+
+    KIND: ClassVar[EventKind] = EventKind.SHUTDOWN_ACK
+
+    def to_wire(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ShutdownAck:
+        return cls()
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class RuntimeEventReport(EventBody):
+    """One runtime event (``turn.started``, ``tool.completed``, ...) for the event log."""
+
+    KIND: ClassVar[EventKind] = EventKind.RUNTIME_EVENT
+    event: dict[str, Any]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"event": self.event}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> RuntimeEventReport:
+        return cls(fields.mapping("event"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class RestartRequest(EventBody):
+    """A tool of the agent asked for the agent's restart."""
+
+    KIND: ClassVar[EventKind] = EventKind.RESTART_REQUEST
+    reason: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"reason": self.reason}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> RestartRequest:
+        return cls(fields.text("reason") or "tool:self-restart")
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class Send(EventBody):
+    """Fire-and-forget input: the sender does not wait for the Turn it starts."""
+
+    KIND: ClassVar[EventKind] = EventKind.SEND
+    handoff: Handoff
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.handoff.to_wire()
+
+    @classmethod
+    def read(cls, fields: _Fields) -> Send:
+        return cls(Handoff.from_wire(fields.data, "send"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class SendStarted(EventBody):
+    """The Turn of send ``event_id`` started: a crash from now on loses its effect midway."""
+
+    KIND: ClassVar[EventKind] = EventKind.SEND_STARTED
+    event_id: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"eventId": self.event_id}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> SendStarted:
+        return cls(fields.text("eventId"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class SendDone(EventBody):
+    """The Turn of send ``event_id`` ended."""
+
+    KIND: ClassVar[EventKind] = EventKind.SEND_DONE
+    event_id: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"eventId": self.event_id}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> SendDone:
+        return cls(fields.text("eventId"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class SendRefused(EventBody):
+    """The target could not take send ``event_id`` (draining, queue full, ...)."""
+
+    KIND: ClassVar[EventKind] = EventKind.SEND_REFUSED
+    event_id: str
+    error: IpcError
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"eventId": self.event_id, "error": self.error.to_dict()}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> SendRefused:
+        return cls(fields.text("eventId"), fields.error() or IpcError("send refused"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class SendFailed(EventBody):
+    """A send of the agent's instance ``instance_key`` was lost, and why."""
+
+    KIND: ClassVar[EventKind] = EventKind.SEND_FAILED
+    event_id: str
+    target: str
+    instance_key: str
+    error: IpcError
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "eventId": self.event_id,
+            "target": self.target,
+            "instanceKey": self.instance_key,
+            "error": self.error.to_dict(),
+        }
+
+    @classmethod
+    def read(cls, fields: _Fields) -> SendFailed:
+        return cls(
+            fields.text("eventId"),
+            fields.text("target"),
+            fields.instance_key("instanceKey"),
+            fields.error() or IpcError("send lost"),
+        )
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class SpawnRequest(EventBody):
+    """``agents__spawn``: prepare an instance of ``target`` (a generated key when ``None``)."""
+
+    KIND: ClassVar[EventKind] = EventKind.SPAWN_REQUEST
+    target: str
+    instance_key: str | None
+    cwd: str | None
+    owner_instance_key: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "instanceKey": self.instance_key,
+            "cwd": self.cwd,
+            "ownerInstanceKey": self.owner_instance_key,
+        }
+
+    @classmethod
+    def read(cls, fields: _Fields) -> SpawnRequest:
+        return cls(
+            fields.text("target"),
+            fields.optional_text("instanceKey"),
+            fields.optional_text("cwd"),
+            fields.instance_key("ownerInstanceKey"),
+        )
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class SpawnResult(EventBody):
+    """The answer to a :class:`SpawnRequest`: the instance, or why not."""
+
+    KIND: ClassVar[EventKind] = EventKind.SPAWN_RESULT
+    target: str = ""
+    instance_key: str = ""
+    spawned: bool = False
+    """Whether this request created the instance (``False`` for one that existed)."""
+    cwd: str | None = None
+    error: IpcError | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"status": "error", "error": self.error.to_dict()}
+        return {
+            "status": "ok",
+            "target": self.target,
+            "instanceKey": self.instance_key,
+            "spawned": self.spawned,
+            "cwd": self.cwd,
+        }
+
+    @classmethod
+    def read(cls, fields: _Fields) -> SpawnResult:
+        if fields.data.get("status") == "error":
+            return cls(error=fields.error() or IpcError("spawn failed"))
+        return cls(
+            fields.text("target"),
+            fields.text("instanceKey"),
+            fields.flag("spawned"),
+            fields.optional_text("cwd"),
+        )
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class ListRequest(EventBody):
+    """``agents__list``: the instances spawned by the caller's instance (or by anyone)."""
+
+    KIND: ClassVar[EventKind] = EventKind.LIST_REQUEST
+    owner_instance_key: str
+    include_all: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"ownerInstanceKey": self.owner_instance_key, "includeAll": self.include_all}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ListRequest:
+        return cls(fields.instance_key("ownerInstanceKey"), fields.flag("includeAll"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class ListResult(EventBody):
+    """The answer to a :class:`ListRequest`: one row per spawned instance."""
+
+    KIND: ClassVar[EventKind] = EventKind.LIST_RESULT
+    agents: list[dict[str, Any]]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"status": "ok", "agents": self.agents}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ListResult:
+        return cls(fields.rows("agents"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class PrepareInstance(EventBody):
+    """Create instance ``instance_key`` (in ``cwd`` if given) unless it exists, for a spawn by
+    ``owner``'s instance ``owner_instance_key``."""
+
+    KIND: ClassVar[EventKind] = EventKind.PREPARE_INSTANCE
+    instance_key: str
+    cwd: str | None
+    owner: str
+    owner_instance_key: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "instanceKey": self.instance_key,
+            "cwd": self.cwd,
+            "owner": self.owner,
+            "ownerInstanceKey": self.owner_instance_key,
+        }
+
+    @classmethod
+    def read(cls, fields: _Fields) -> PrepareInstance:
+        return cls(
+            fields.instance_key("instanceKey"),
+            fields.optional_text("cwd"),
+            fields.text("owner"),
+            fields.instance_key("ownerInstanceKey"),
+        )
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class PrepareInstanceResult(EventBody):
+    """The answer to :class:`PrepareInstance`: the instance and whether it was created now."""
+
+    KIND: ClassVar[EventKind] = EventKind.PREPARE_INSTANCE_RESULT
+    instance_key: str = ""
+    created: bool = False
+    cwd: str | None = None
+    error: IpcError | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"ok": False, "error": self.error.to_dict()}
+        return {
+            "ok": True,
+            "created": self.created,
+            "instanceKey": self.instance_key,
+            "cwd": self.cwd,
+        }
+
+    @classmethod
+    def read(cls, fields: _Fields) -> PrepareInstanceResult:
+        if not fields.flag("ok"):
+            return cls(error=fields.error() or IpcError("instance not prepared"))
+        return cls(fields.text("instanceKey"), fields.flag("created"), fields.optional_text("cwd"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class DeleteInstance(EventBody):
+    """Delete instance ``instance_key`` unless a Turn of it is queued or running."""
+
+    KIND: ClassVar[EventKind] = EventKind.DELETE_INSTANCE
+    instance_key: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"instanceKey": self.instance_key}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> DeleteInstance:
+        return cls(fields.instance_key("instanceKey"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class DeleteInstanceResult(EventBody):
+    """The answer to :class:`DeleteInstance`: whether files were deleted, or why not."""
+
+    KIND: ClassVar[EventKind] = EventKind.DELETE_INSTANCE_RESULT
+    ok: bool
+    deleted: bool = False
+    error: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        if not self.ok:
+            return {"ok": False, "error": self.error or "not deleted"}
+        return {"ok": True, "deleted": self.deleted}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> DeleteInstanceResult:
+        return cls(fields.flag("ok"), fields.flag("deleted"), fields.optional_text("error"))
+
+
+QUESTION_ANSWERS: Mapping[EventKind, EventKind] = {
+    EventKind.PREPARE_INSTANCE: EventKind.PREPARE_INSTANCE_RESULT,
+    EventKind.DELETE_INSTANCE: EventKind.DELETE_INSTANCE_RESULT,
+}
+"""The questions the Orchestrator asks an agent, and the kind of each answer."""
+
+AGENT_TO_ORCHESTRATOR = frozenset(
+    {
+        EventKind.READY,
+        EventKind.BOOT_FAILED,
+        EventKind.STATUS,
+        EventKind.TURN_COMPLETED,
+        EventKind.SHUTDOWN_ACK,
+        EventKind.RUNTIME_EVENT,
+        EventKind.RESTART_REQUEST,
+        EventKind.SEND,
+        EventKind.SEND_STARTED,
+        EventKind.SEND_DONE,
+        EventKind.SEND_REFUSED,
+        EventKind.SPAWN_REQUEST,
+        EventKind.LIST_REQUEST,
+        EventKind.PREPARE_INSTANCE_RESULT,
+        EventKind.DELETE_INSTANCE_RESULT,
+    }
+)
+"""The kinds an Orchestrator must handle."""
+ORCHESTRATOR_TO_AGENT = frozenset(
+    {
+        EventKind.SEND,
+        EventKind.SEND_FAILED,
+        EventKind.SPAWN_RESULT,
+        EventKind.LIST_RESULT,
+        EventKind.PREPARE_INSTANCE,
+        EventKind.DELETE_INSTANCE,
+    }
+)
+"""The kinds an AgentProcess must handle."""
+
+
+# -- building and reading messages ---------------------------------------------------------------
+
+
+def delegate(sender: str, to: str, correlation_id: str, handoff: Handoff) -> DelegateMessage:
+    """A ``delegate`` carrying ``handoff``."""
+    return DelegateMessage(
+        sender=sender, to=to, correlation_id=correlation_id, payload=handoff.to_wire()
+    )
+
+
+def delegate_result(
+    sender: str, to: str, correlation_id: str, answer: DelegateAnswer
+) -> DelegateResultMessage:
+    """The ``delegate_result`` answering ``correlation_id``."""
+    return DelegateResultMessage(
+        sender=sender, to=to, correlation_id=correlation_id, payload=answer.to_wire()
+    )
+
+
+def shutdown(to: str, request: ShutdownRequest) -> ShutdownMessage:
+    """A ``shutdown`` from the Orchestrator."""
+    return ShutdownMessage(sender=ORCHESTRATOR, to=to, payload=request.to_wire())
+
+
+def event(sender: str, to: str, body: EventBody, correlation_id: str | None = None) -> EventMessage:
+    """An ``event`` carrying ``body``."""
+    return EventMessage(
+        sender=sender,
+        to=to,
+        payload={"kind": body.KIND.value, **body.to_wire()},
+        correlation_id=correlation_id,
+    )
+
+
+class UnknownEvent(IpcError):
+    """An ``event`` whose kind this protocol does not have."""
+
+    code = "IPC_UNKNOWN_EVENT"
+
+
+def read_event(message: EventMessage) -> EventBody:
+    """The typed body of ``message``; raises :class:`UnknownEvent` or :class:`MalformedPayload`."""
+    fields = _Fields(message.payload, "event")
+    kind = fields.data.get("kind")
+    body = _BODIES_BY_NAME.get(kind) if isinstance(kind, str) else None
+    if body is None:
+        raise UnknownEvent(f"unknown event kind {kind!r}", details={"kind": kind})
+    fields.what = str(kind)
+    return body.read(fields)
+
+
+EVENT_BODIES: Mapping[EventKind, type[EventBody]] = _BODIES
+"""The body class of every event kind."""

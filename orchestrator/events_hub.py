@@ -1,0 +1,68 @@
+"""Live runtime events for whoever listens (the HTTP API's event stream).
+
+Every event the daemon logs is offered to each subscriber's bounded queue. A subscriber that
+falls behind loses its oldest events, never the daemon's time: publishing never blocks, and the
+stream says how many it dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+SUBSCRIBER_QUEUE = 1000
+"""Events one subscriber may fall behind by before the oldest are dropped."""
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One listener's queue and what it lost."""
+
+    queue: asyncio.Queue[dict[str, Any]] = field(
+        default_factory=lambda: asyncio.Queue(SUBSCRIBER_QUEUE)
+    )
+    dropped: int = 0
+
+
+END_OF_STREAM: dict[str, Any] = {"type": "stream.end"}
+"""The last item every subscriber gets when the hub closes (the daemon stops)."""
+
+
+class EventHub:
+    """Fans events out to subscribers; ``publish`` is an ``EventLog`` listener."""
+
+    def __init__(self) -> None:
+        self._subscribers: set[Subscription] = set()
+        self.closed = False
+
+    def close(self) -> None:
+        """End every subscription: each gets :data:`END_OF_STREAM` (after what it has queued)."""
+        self.publish(END_OF_STREAM)
+        self.closed = True
+
+    def publish(self, event: dict[str, Any]) -> None:
+        """Offer ``event`` to every subscriber (dropping a slow one's oldest event)."""
+        for subscription in self._subscribers:
+            queue = subscription.queue
+            if queue.full():
+                queue.get_nowait()
+                subscription.dropped += 1
+            queue.put_nowait(event)
+
+    @asynccontextmanager
+    async def subscribe(self) -> AsyncIterator[Subscription]:
+        """A subscription for the duration of the ``async with``."""
+        subscription = Subscription()
+        if self.closed:
+            subscription.queue.put_nowait(END_OF_STREAM)
+        self._subscribers.add(subscription)
+        try:
+            yield subscription
+        finally:
+            self._subscribers.discard(subscription)
+
+    def __len__(self) -> int:
+        return len(self._subscribers)

@@ -1,0 +1,152 @@
+"""Prometheus metrics of a running swarm, derived from the events the Orchestrator already sees.
+
+Every runtime event (Turns, Steps, tool calls) and lifecycle event (spawns, exits, restarts)
+passes through the event log; :class:`SwarmMetrics` counts them as they pass, so agents need
+no metrics code of their own. Gauges read live state (statuses, pending requests, sends in
+flight) when scraped. Each Orchestrator has its own registry, so two daemons in one process (the
+tests) do not mix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from orchestrator.daemon import Orchestrator
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class SwarmMetrics:
+    """The swarm's counters and histograms, fed by :meth:`observe`."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.registry = CollectorRegistry()
+        registry = self.registry
+        self.http_requests = Counter(
+            "goondan_http_requests",
+            "HTTP API requests, by route and status code.",
+            ["route", "method", "status"],
+            registry=registry,
+        )
+        self.http_seconds = Histogram(
+            "goondan_http_request_seconds",
+            "HTTP API request latency.",
+            ["route"],
+            buckets=_SECONDS,
+            registry=registry,
+        )
+        self.turns = Counter(
+            "goondan_turns",
+            "Turns that ended, by agent and outcome.",
+            ["agent", "status"],
+            registry=registry,
+        )
+        self.turn_seconds = Histogram(
+            "goondan_turn_seconds",
+            "Turn duration.",
+            ["agent"],
+            buckets=_SECONDS,
+            registry=registry,
+        )
+        self.steps = Counter(
+            "goondan_steps",
+            "Steps that ended, by agent and outcome.",
+            ["agent", "status"],
+            registry=registry,
+        )
+        self.tool_calls = Counter(
+            "goondan_tool_calls",
+            "Tool calls, by agent, tool and result status.",
+            ["agent", "tool", "status"],
+            registry=registry,
+        )
+        self.tokens = Counter(
+            "goondan_tokens",
+            "Model tokens of finished Turns, by agent and kind.",
+            ["agent", "kind"],
+            registry=registry,
+        )
+        self.process_events = Counter(
+            "goondan_process_events",
+            "Agent process lifecycle events (spawned, ready, exited, backoff, restarting).",
+            ["agent", "event"],
+            registry=registry,
+        )
+        self.crashes = Counter(
+            "goondan_agent_crashes",
+            "Unexpected agent process exits.",
+            ["agent"],
+            registry=registry,
+        )
+        registry.register(_LiveState(orchestrator))
+
+    def observe(self, event: dict[str, Any]) -> None:
+        """Count one runtime or lifecycle event."""
+        kind = event.get("type")
+        agent = str(event.get("agentName") or "")
+        if kind in ("turn.completed", "turn.failed"):
+            self.turns.labels(agent, "ok" if kind == "turn.completed" else "error").inc()
+            duration = event.get("duration")
+            if isinstance(duration, int | float):
+                self.turn_seconds.labels(agent).observe(duration / 1000)
+            usage = event.get("tokenUsage")
+            if isinstance(usage, dict):
+                for key, label in (("promptTokens", "prompt"), ("completionTokens", "completion")):
+                    value = usage.get(key)
+                    if isinstance(value, int) and value > 0:
+                        self.tokens.labels(agent, label).inc(value)
+        elif kind in ("step.completed", "step.failed"):
+            self.steps.labels(agent, "ok" if kind == "step.completed" else "error").inc()
+        elif kind == "tool.completed":
+            status = str(event.get("status") or "ok")
+            self.tool_calls.labels(agent, str(event.get("toolName") or ""), status).inc()
+        elif kind == "tool.failed":
+            self.tool_calls.labels(agent, str(event.get("toolName") or ""), "raised").inc()
+        elif isinstance(kind, str) and kind.startswith("process."):
+            name = kind.removeprefix("process.")
+            self.process_events.labels(agent, name).inc()
+            if name == "exited" and not event.get("expected"):
+                self.crashes.labels(agent).inc()
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+
+class _LiveState(Collector):
+    """Gauges read from the supervisor and the router at scrape time."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orchestrator = orchestrator
+
+    def collect(self) -> Iterable[Metric]:
+        daemon = self.orchestrator
+        up = GaugeMetricFamily(
+            "goondan_agent_up", "1 while the agent process is ready.", labels=["agent", "status"]
+        )
+        restarts = GaugeMetricFamily(
+            "goondan_agent_restarts", "Restarts of the agent process.", labels=["agent"]
+        )
+        pending = GaugeMetricFamily(
+            "goondan_pending_requests",
+            "Requests waiting for their answer, by target.",
+            labels=["agent"],
+        )
+        for name, handle in daemon.supervisor.handles.items():
+            up.add_metric([name, handle.status.value], 1.0 if handle.ready_now else 0.0)
+            restarts.add_metric([name], float(handle.restarts))
+            waiting = sum(1 for p in daemon.router.pending.values() if p.target == name)
+            pending.add_metric([name], float(waiting))
+        sends = GaugeMetricFamily("goondan_sends_in_flight", "Sends delivered but not done.")
+        sends.add_metric([], float(len(daemon.router.sends)))
+        return [up, restarts, pending, sends]
+
+    def describe(self) -> Iterable[Metric]:
+        return []

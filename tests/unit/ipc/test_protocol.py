@@ -1,0 +1,125 @@
+"""The protocol module is the one description of the wire: its docstring, its kinds and the
+dispatch tables of both processes agree, and every body survives the round trip."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agent_process.main import AgentProcess
+from bundle import load_bundle
+from ipc import EventMessage, IpcError
+from ipc import protocol as wire
+from ipc.protocol import EVENT_BODIES, EventKind, Handoff
+from orchestrator.daemon import Orchestrator
+from orchestrator.dispatch import Dispatcher
+from orchestrator.router import Router
+from orchestrator.supervisor import Supervisor
+from orchestrator.testing import FakeTransport, fake_plans
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def documented_kinds(direction: str) -> set[str]:
+    """The kinds the module docstring lists under ``Event kinds (<direction>):``."""
+    doc = wire.__doc__ or ""
+    section = doc.split(f"Event kinds ({direction}):", 1)[1].split("\n\n", 2)[1]
+    return set(re.findall(r"^``(\w+)``", section, flags=re.MULTILINE))
+
+
+def test_the_docstring_lists_exactly_the_kinds_of_each_direction() -> None:
+    assert documented_kinds("agent → Orchestrator") == set(wire.AGENT_TO_ORCHESTRATOR)
+    assert documented_kinds("Orchestrator → agent") == set(wire.ORCHESTRATOR_TO_AGENT)
+    assert set(EventKind) == wire.AGENT_TO_ORCHESTRATOR | wire.ORCHESTRATOR_TO_AGENT
+    assert set(EVENT_BODIES) == set(EventKind)
+
+
+async def test_the_orchestrator_handles_every_kind_an_agent_sends(tmp_path: Path) -> None:
+    daemon = Orchestrator(ROOT / "goondan.yaml.example", state_dir=tmp_path)
+    daemon.events.close()
+    assert set(daemon.dispatch.events) == wire.AGENT_TO_ORCHESTRATOR
+    supervisor = Supervisor(fake_plans("a"), FakeTransport())
+    router = Router(supervisor)
+    daemon_kinds = {EventKind.RUNTIME_EVENT, EventKind.RESTART_REQUEST}
+    table = Dispatcher(router, supervisor.event_handlers, dict.fromkeys(daemon_kinds, print))
+    assert set(table.events) == wire.AGENT_TO_ORCHESTRATOR
+
+
+def test_an_agent_handles_every_kind_the_orchestrator_sends(tmp_path: Path) -> None:
+    plan = load_bundle(ROOT / "goondan.yaml.example").agent_plan("worker", tmp_path)
+    assert set(AgentProcess(plan).event_handlers) == wire.ORCHESTRATOR_TO_AGENT
+
+
+BODIES = [
+    wire.Ready(12, "scope"),
+    wire.BootFailed("bad"),
+    wire.StatusChanged("processing"),
+    wire.TurnCompleted("k", "ok"),
+    wire.ShutdownAck(),
+    wire.RuntimeEventReport({"type": "turn.started"}),
+    wire.RestartRequest("tool"),
+    wire.Send(Handoff(target="b", input="hi", event_id="e", call_chain=("a@k",), source="a")),
+    wire.SendStarted("e"),
+    wire.SendDone("e"),
+    wire.SendRefused("e", IpcError("no", code="X")),
+    wire.SendFailed("e", "b", "k", IpcError("no", code="X")),
+    wire.SpawnRequest("b", None, "/w", "k"),
+    wire.SpawnResult("b", "k2", True, "/w"),
+    wire.ListRequest("k", True),
+    wire.ListResult([{"target": "b"}]),
+    wire.PrepareInstance("k2", None, "a", "k"),
+    wire.PrepareInstanceResult("k2", False, "/w"),
+    wire.DeleteInstance("k2"),
+    wire.DeleteInstanceResult(False, error="busy"),
+]
+
+
+def test_every_kind_has_a_body_in_this_test() -> None:
+    assert {body.KIND for body in BODIES} == set(EventKind)
+
+
+@pytest.mark.parametrize("body", BODIES, ids=lambda b: b.KIND.value)
+def test_every_body_survives_the_round_trip(body: wire.EventBody) -> None:
+    decoded = wire.read_event(wire.event("a", "b", body))
+    if isinstance(body, wire.SendRefused | wire.SendFailed):
+        assert decoded.to_wire() == body.to_wire()  # errors compare by their wire form
+    else:
+        assert decoded == body
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"target": "b", "input": 3}, "input"),
+        ({"target": "b", "input": "hi", "callChain": "a@k"}, "callChain"),
+        ({"target": "b", "input": "hi", "async": "yes"}, "async"),
+        ({"target": "b", "input": "hi", "timeoutMs": "60"}, "timeoutMs"),
+        ({"target": "b", "input": "hi", "metadata": []}, "metadata"),
+    ],
+)
+def test_a_payload_of_the_wrong_shape_is_refused_naming_the_field(
+    payload: dict[str, object], field: str
+) -> None:
+    with pytest.raises(wire.MalformedPayload) as refused:
+        Handoff.from_wire(payload)
+    assert refused.value.code == "IPC_MALFORMED_PAYLOAD"
+    assert refused.value.details == {"field": field}
+    assert f"delegate.{field}" in refused.value.message
+
+
+def test_an_unknown_or_malformed_event_is_refused() -> None:
+    with pytest.raises(wire.UnknownEvent):
+        wire.read_event(EventMessage(sender="a", to="b", payload={"kind": "bogus"}))
+    with pytest.raises(wire.MalformedPayload):
+        wire.read_event(EventMessage(sender="a", to="b", payload=[1, 2]))
+    with pytest.raises(wire.MalformedPayload):
+        wire.read_event(EventMessage(sender="a", to="b", payload={"kind": "status", "status": "x"}))
+
+
+def test_missing_optional_fields_take_the_protocol_defaults() -> None:
+    handoff = Handoff.from_wire({"target": "b", "input": "hi", "instanceKey": ""})
+    assert handoff.instance_key == wire.DEFAULT_INSTANCE_KEY
+    assert (handoff.call_chain, handoff.timeout_ms, handoff.background) == ((), None, False)
+    assert handoff.node == "b@default"

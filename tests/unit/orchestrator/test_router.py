@@ -1,0 +1,422 @@
+"""Every guarantee of the router's docstring, against fake workers and a fake clock.
+
+Every ``delegate`` gets exactly one ``delegate_result``: the target's, or a structured error
+when the target is unknown, would close a cycle, cannot start, dies before answering, takes
+longer than the timeout, or the swarm shuts down; a late answer is dropped. Sends are tracked
+until done, redelivered once if their target died before starting them, else reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from goondan.defaults import AGENT_QUESTION_TIMEOUT_SECONDS, MAX_PENDING_PER_CALLER
+from ipc import DelegateMessage, DelegateResultMessage, EventMessage, IpcError
+from ipc import protocol as wire
+from ipc.protocol import DelegateAnswer, Handoff
+from orchestrator.dispatch import Dispatcher
+from orchestrator.router import InFlightSend, Router
+from orchestrator.status import ProcessStatus
+from orchestrator.supervisor import Supervisor
+from orchestrator.testing import FakeClock, FakeTransport, FakeWorker, fake_plans
+
+
+@dataclass
+class Swarm:
+    clock: FakeClock
+    transport: FakeTransport
+    supervisor: Supervisor
+    router: Router
+    lost: list[tuple[InFlightSend, IpcError]]
+
+    async def worker(self, name: str) -> FakeWorker:
+        """``name`` running and ready."""
+        handle = await self.supervisor.ensure_running(name)
+        assert handle.worker is not None
+        return self.transport.current(name)
+
+    def delegate(
+        self,
+        caller: str,
+        target: str,
+        text: str = "hi",
+        correlation_id: str = "c1",
+        **fields: object,
+    ) -> DelegateMessage:
+        """A delegate as agent ``caller`` writes it."""
+        handoff = Handoff(target=target, input=text, **fields)  # type: ignore[arg-type]
+        return wire.delegate(caller, target, correlation_id, handoff)
+
+    def results_to(self, worker: FakeWorker) -> list[DelegateAnswer]:
+        return [
+            DelegateAnswer.from_wire(m.payload)
+            for m in worker.sent
+            if isinstance(m, DelegateResultMessage)
+        ]
+
+
+@pytest.fixture
+async def swarm() -> AsyncIterator[Swarm]:
+    clock = FakeClock()
+    transport = FakeTransport()
+    supervisor = Supervisor(
+        fake_plans("alpha", "beta", "gamma"),
+        transport,
+        clock=clock,
+        on_exit=lambda name, info: router.on_agent_exit(name),
+    )
+    lost: list[tuple[InFlightSend, IpcError]] = []
+    router = Router(
+        supervisor,
+        clock=clock,
+        default_timeout_ms=60_000,
+        on_delivery_lost=lambda send, error: lost.append((send, error)),
+    )
+    supervisor.on_message = Dispatcher(router, supervisor.event_handlers)
+    yield Swarm(clock, transport, supervisor, router, lost)
+    supervisor.stop_restarting()
+    await router.close()
+    await supervisor.shutdown(0)
+
+
+def code_of(answer: DelegateAnswer) -> str | None:
+    return answer.error.code if answer.error is not None else None
+
+
+async def answer_of(future: asyncio.Future[DelegateAnswer]) -> DelegateAnswer:
+    async with asyncio.timeout(2):
+        return await future
+
+
+# -- one answer per request -------------------------------------------------------------------------
+
+
+async def test_the_targets_answer_reaches_the_external_caller(swarm: Swarm) -> None:
+    request = asyncio.ensure_future(swarm.router.request("beta", "hello"))
+    beta = await swarm.transport.started("beta")
+    [delegate] = (await beta.received(1)) and beta.delegates()
+    payload = Handoff.from_wire(delegate.payload)
+    assert (payload.input, payload.event_type, payload.call_chain) == ("hello", "user.input", ())
+    assert len(payload.trace_id) == 32
+    beta.answer(delegate, "hi back")
+    answer = await answer_of(request)
+    assert (answer.status, answer.output) == ("ok", "hi back")
+    assert not swarm.router.pending
+
+
+async def test_an_agents_request_is_forwarded_and_answered_to_it(swarm: Swarm) -> None:
+    alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
+    alpha.deliver(swarm.delegate("alpha", "beta", call_chain=("alpha@default",)))
+    [delegate] = beta.delegates()  # forwarded on the spot: the target was ready
+    beta.answer(delegate, "done")
+    [answer] = swarm.results_to(alpha)
+    assert (answer.status, answer.output) == ("ok", "done")
+
+
+@pytest.mark.parametrize(
+    ("target", "text", "chain", "code"),
+    [
+        ("nobody", "hi", (), "AGENT_NOT_FOUND"),
+        ("beta", "   ", (), "EMPTY_INPUT"),
+        ("beta", "hi", ("beta@default", "alpha@default"), "CIRCULAR_CALL_DETECTED"),
+    ],
+)
+async def test_requests_that_cannot_be_served_are_refused_at_once(
+    swarm: Swarm, target: str, text: str, chain: tuple[str, ...], code: str
+) -> None:
+    alpha = await swarm.worker("alpha")
+    alpha.deliver(swarm.delegate("alpha", target, text, call_chain=chain))
+    async with asyncio.timeout(2):
+        while not swarm.results_to(alpha):
+            await alpha.received(len(alpha.sent) + 1)
+    [answer] = swarm.results_to(alpha)
+    assert code_of(answer) == code
+    assert not swarm.router.pending
+
+
+async def test_a_payload_that_is_not_an_object_is_refused(swarm: Swarm) -> None:
+    alpha = await swarm.worker("alpha")
+    alpha.deliver(DelegateMessage(sender="alpha", to="beta", correlation_id="c1", payload=[1]))
+    [answer] = swarm.results_to(alpha)
+    assert code_of(answer) == "IPC_MALFORMED_PAYLOAD"
+
+
+async def test_a_request_closing_a_cycle_across_requests_is_refused(swarm: Swarm) -> None:
+    alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
+    # beta@default waits for alpha@default ...
+    beta.deliver(swarm.delegate("beta", "alpha", call_chain=("beta@default",), correlation_id="b1"))
+    # ... so alpha@default asking beta@default would deadlock both serial queues
+    alpha.deliver(
+        swarm.delegate("alpha", "beta", call_chain=("alpha@default",), correlation_id="a1")
+    )
+    [answer] = swarm.results_to(alpha)
+    assert code_of(answer) == "CIRCULAR_CALL_DETECTED"
+    assert answer.error.details["chain"] == ["alpha@default", "beta@default", "alpha@default"]
+    # a background request never blocks its caller: no cycle
+    alpha.deliver(
+        swarm.delegate(
+            "alpha", "beta", call_chain=("alpha@default",), correlation_id="a2", background=True
+        )
+    )
+    assert len(swarm.results_to(alpha)) == 1
+
+
+async def test_a_target_that_dies_answers_its_callers_with_agent_crashed(swarm: Swarm) -> None:
+    alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
+    alpha.deliver(swarm.delegate("alpha", "beta"))
+    beta.crash()
+    await alpha.received(1)
+    [answer] = swarm.results_to(alpha)
+    assert code_of(answer) == "AGENT_CRASHED"
+    assert not swarm.router.pending
+
+
+async def test_a_timeout_answers_once_and_the_late_answer_is_dropped(swarm: Swarm) -> None:
+    alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
+    alpha.deliver(swarm.delegate("alpha", "beta", timeout_ms=1500))
+    swarm.clock.advance(1.4)
+    assert swarm.results_to(alpha) == []
+    swarm.clock.advance(0.2)
+    [answer] = swarm.results_to(alpha)
+    assert code_of(answer) == "AGENT_REQUEST_TIMEOUT"
+    [delegate] = beta.delegates()
+    beta.answer(delegate, "too late")
+    assert len(swarm.results_to(alpha)) == 1  # still one answer
+
+
+async def test_a_request_without_timeout_gets_the_swarms_default(swarm: Swarm) -> None:
+    alpha, _ = await swarm.worker("alpha"), await swarm.worker("beta")
+    alpha.deliver(swarm.delegate("alpha", "beta"))
+    swarm.clock.advance(59.9)
+    assert swarm.results_to(alpha) == []
+    swarm.clock.advance(0.2)
+    assert [a.error.code for a in swarm.results_to(alpha) if a.error] == ["AGENT_REQUEST_TIMEOUT"]
+
+
+async def test_a_target_backing_off_is_unavailable(swarm: Swarm) -> None:
+    alpha = await swarm.worker("alpha")
+    handle = swarm.supervisor.handles["beta"]
+    handle.wanted, handle.status = True, ProcessStatus.CRASH_LOOP_BACK_OFF
+    handle.consecutive_crashes, handle.next_start_at = 6, swarm.clock.now() + 10
+    alpha.deliver(swarm.delegate("alpha", "beta"))
+    await alpha.received(1)
+    [answer] = swarm.results_to(alpha)
+    assert code_of(answer) == "AGENT_UNAVAILABLE"
+    assert answer.error.details["retryInSeconds"] == 10
+
+
+async def test_a_target_that_cannot_start_is_unavailable(swarm: Swarm) -> None:
+    swarm.transport.refuse.add("beta")
+    answer = await answer_of(asyncio.ensure_future(swarm.router.request("beta", "hi")))
+    assert code_of(answer) == "AGENT_UNAVAILABLE"
+
+
+async def test_shutdown_answers_everything_pending_and_refuses_new_requests(swarm: Swarm) -> None:
+    alpha, _ = await swarm.worker("alpha"), await swarm.worker("beta")
+    alpha.deliver(swarm.delegate("alpha", "beta"))
+    await swarm.router.close()
+    alpha.deliver(swarm.delegate("alpha", "beta", correlation_id="c2"))
+    codes = [a.error.code for a in swarm.results_to(alpha) if a.error]
+    assert codes == ["SHUTTING_DOWN", "SHUTTING_DOWN"]
+
+
+async def test_a_caller_may_wait_on_a_bounded_number_of_requests(swarm: Swarm) -> None:
+    alpha, _ = await swarm.worker("alpha"), await swarm.worker("beta")
+    for n in range(MAX_PENDING_PER_CALLER + 1):
+        alpha.deliver(swarm.delegate("alpha", "beta", correlation_id=f"c{n}"))
+    [answer] = swarm.results_to(alpha)
+    assert code_of(answer) == "TOO_MANY_PENDING_REQUESTS"
+    assert len(swarm.router.pending) == MAX_PENDING_PER_CALLER
+
+
+async def test_a_duplicate_correlation_id_is_dropped(swarm: Swarm) -> None:
+    alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
+    alpha.deliver(swarm.delegate("alpha", "beta"))
+    alpha.deliver(swarm.delegate("alpha", "beta"))
+    assert len(beta.delegates()) == 1
+    assert swarm.results_to(alpha) == []
+
+
+async def test_a_dead_callers_requests_are_forgotten(swarm: Swarm) -> None:
+    alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
+    alpha.deliver(swarm.delegate("alpha", "beta"))
+    alpha.crash()
+    await asyncio.wait_for(asyncio.shield(alpha.exited), 2)
+    await swarm.supervisor.wait_until(lambda: swarm.supervisor.handles["alpha"].worker is None)
+    assert not swarm.router.pending
+    [delegate] = beta.delegates()
+    beta.answer(delegate, "nobody listens")  # dropped without error
+
+
+# -- sends -------------------------------------------------------------------------------------------
+
+
+def send(target: str, text: str = "note", event_id: str = "e1") -> wire.Send:
+    return wire.Send(Handoff(target=target, input=text, event_id=event_id, caller_instance_key="k"))
+
+
+async def test_a_send_is_delivered_with_its_source_and_tracked_until_done(swarm: Swarm) -> None:
+    alpha = await swarm.worker("alpha")
+    alpha.report(send("beta"))
+    beta = await swarm.transport.started("beta")
+    await beta.received(1)
+    [(_, delivered)] = beta.events(wire.Send)
+    assert (delivered.handoff.source, delivered.handoff.input) == ("alpha", "note")
+    assert "e1" in swarm.router.sends
+    beta.report(wire.SendStarted("e1"))
+    beta.report(wire.SendDone("e1"))
+    assert not swarm.router.sends
+
+
+async def test_a_send_lost_before_its_turn_started_is_delivered_once_more(swarm: Swarm) -> None:
+    alpha = await swarm.worker("alpha")
+    alpha.report(send("beta"))
+    first = await swarm.transport.started("beta")
+    await first.received(1)
+    first.crash()
+    second = await swarm.transport.started("beta", count=2)
+    await second.received(1)
+    assert len(second.events(wire.Send)) == 1
+    assert swarm.lost == []
+    second.crash()  # twice before starting: reported
+    await alpha.received(1)
+    [(_, failed)] = alpha.events(wire.SendFailed)
+    assert (failed.event_id, failed.instance_key, failed.error.code) == ("e1", "k", "AGENT_CRASHED")
+    assert [error.code for _, error in swarm.lost] == ["AGENT_CRASHED"]
+
+
+async def test_a_send_whose_turn_started_is_reported_when_its_target_dies(swarm: Swarm) -> None:
+    alpha = await swarm.worker("alpha")
+    alpha.report(send("beta"))
+    beta = await swarm.transport.started("beta")
+    await beta.received(1)
+    beta.report(wire.SendStarted("e1"))
+    beta.crash()
+    await alpha.received(1)
+    [(_, failed)] = alpha.events(wire.SendFailed)
+    assert "during the Turn it started" in failed.error.message
+    assert len(swarm.transport.of("beta")) == 1 or not swarm.transport.current("beta").sent
+
+
+async def test_a_refused_send_is_reported_to_its_sender(swarm: Swarm) -> None:
+    alpha = await swarm.worker("alpha")
+    alpha.report(send("beta"))
+    beta = await swarm.transport.started("beta")
+    await beta.received(1)
+    beta.report(wire.SendRefused("e1", IpcError("full", code="E_INSTANCE_QUEUE_FULL")))
+    [(_, failed)] = alpha.events(wire.SendFailed)
+    assert failed.error.code == "E_INSTANCE_QUEUE_FULL"
+
+
+@pytest.mark.parametrize(("text", "code"), [(" ", "EMPTY_INPUT"), ("hi", "AGENT_NOT_FOUND")])
+async def test_a_send_that_cannot_be_delivered_is_reported(
+    swarm: Swarm, text: str, code: str
+) -> None:
+    alpha = await swarm.worker("alpha")
+    alpha.report(send("beta" if text == " " else "nobody", text))
+    await alpha.received(1)
+    [(_, failed)] = alpha.events(wire.SendFailed)
+    assert failed.error.code == code
+    assert not swarm.router.sends
+
+
+async def test_sends_stopped_by_the_shutdown_are_reported_as_such(swarm: Swarm) -> None:
+    alpha = await swarm.worker("alpha")
+    alpha.report(send("beta"))
+    beta = await swarm.transport.started("beta")
+    await beta.received(1)
+    swarm.router.closing = True
+    beta.crash()
+    await alpha.received(1)
+    [(_, failed)] = alpha.events(wire.SendFailed)
+    assert failed.error.code == "SHUTTING_DOWN"
+
+
+# -- spawn, list, questions ----------------------------------------------------------------------------
+
+
+async def test_spawn_prepares_the_instance_in_the_target_and_lists_it(swarm: Swarm) -> None:
+    alpha = await swarm.worker("alpha")
+    alpha.report(wire.SpawnRequest("beta", "job-1", None, "default"), correlation_id="s1")
+    beta = await swarm.transport.started("beta")
+    await beta.received(1)
+    [(question, prepare)] = beta.events(wire.PrepareInstance)
+    assert (prepare.instance_key, prepare.owner) == ("job-1", "alpha")
+    beta.report(wire.PrepareInstanceResult("job-1", True, "/w"), question.correlation_id)
+    await alpha.received(1)
+    [(reply, spawned)] = alpha.events(wire.SpawnResult)
+    assert reply.correlation_id == "s1"
+    assert (spawned.instance_key, spawned.spawned, spawned.cwd) == ("job-1", True, "/w")
+    alpha.report(wire.ListRequest("default"), correlation_id="l1")
+    [(_, listed)] = alpha.events(wire.ListResult)
+    assert [row["instanceKey"] for row in listed.agents] == ["job-1"]
+    alpha.report(wire.ListRequest("other"), correlation_id="l2")
+    assert alpha.events(wire.ListResult)[1][1].agents == []
+
+
+async def test_a_question_the_agent_never_answers_times_out(swarm: Swarm) -> None:
+    await swarm.worker("beta")
+    asked = asyncio.ensure_future(swarm.router.ask("beta", wire.DeleteInstance("k")))
+    beta = swarm.transport.current("beta")
+    await beta.received(1)
+    swarm.clock.advance(AGENT_QUESTION_TIMEOUT_SECONDS + 0.1)
+    with pytest.raises(IpcError) as failed:
+        await asyncio.wait_for(asked, 2)
+    assert failed.value.code == "AGENT_REQUEST_TIMEOUT"
+
+
+async def test_a_question_to_an_agent_that_dies_fails_with_agent_crashed(swarm: Swarm) -> None:
+    await swarm.worker("beta")
+    asked = asyncio.ensure_future(swarm.router.ask("beta", wire.DeleteInstance("k")))
+    beta = swarm.transport.current("beta")
+    await beta.received(1)
+    beta.crash()
+    with pytest.raises(IpcError) as failed:
+        await asyncio.wait_for(asked, 2)
+    assert failed.value.code == "AGENT_CRASHED"
+
+
+async def test_an_answer_from_another_agent_is_not_taken_for_the_questions(swarm: Swarm) -> None:
+    alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
+    asked = asyncio.ensure_future(swarm.router.ask("beta", wire.DeleteInstance("k")))
+    [(question, _)] = [*(await beta.received(1) and beta.events(wire.DeleteInstance))]
+    alpha.report(wire.DeleteInstanceResult(True, True), question.correlation_id)
+    assert not asked.done()
+    beta.report(wire.DeleteInstanceResult(True, True), question.correlation_id)
+    answer = await asyncio.wait_for(asked, 2)
+    assert isinstance(answer, wire.DeleteInstanceResult)
+    assert answer.deleted
+
+
+# -- the dispatch table ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"kind": "bogus"},
+        {"kind": "send", "target": "beta", "input": 3},
+        {"kind": "status", "status": "sleeping"},
+        [1, 2],
+    ],
+)
+async def test_an_event_of_unknown_kind_or_wrong_shape_is_dropped(
+    swarm: Swarm, payload: object
+) -> None:
+    alpha = await swarm.worker("alpha")
+    alpha.deliver(EventMessage(sender="alpha", to="orchestrator", payload=payload))
+    assert not swarm.router.sends
+    assert swarm.supervisor.handles["alpha"].status is ProcessStatus.IDLE
+    # and the daemon routes on as before
+    alpha.deliver(swarm.delegate("alpha", "nobody"))
+    await alpha.received(1)
+    assert [a.error.code for a in swarm.results_to(alpha) if a.error] == ["AGENT_NOT_FOUND"]
+
+
+def test_two_handlers_for_one_kind_are_refused(swarm: Swarm) -> None:
+    with pytest.raises(ValueError, match="two handlers"):
+        Dispatcher(swarm.router, swarm.supervisor.event_handlers, swarm.router.event_handlers)

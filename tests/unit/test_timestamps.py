@@ -1,0 +1,35 @@
+"""Everything written under the state directory carries one timestamp format."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from agent_process.events import EventRecorder
+from goondan.time import utc_timestamp
+from orchestrator.eventlog import EventLog, read_events
+
+FORMAT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def test_the_format_is_iso_utc_with_milliseconds() -> None:
+    assert utc_timestamp(0) == "1970-01-01T00:00:00.000Z"
+    assert utc_timestamp(1.9996) == "1970-01-01T00:00:01.999Z"
+    assert FORMAT.match(utc_timestamp())
+
+
+def test_runtime_and_lifecycle_events_use_it(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    EventRecorder(seen.append, agent_name="a", instance_key="k", trace_id="t").emit(
+        "turn.started", "s1", None
+    )
+    log = EventLog(tmp_path)
+    log.append(seen[0])
+    log.lifecycle("spawned", "a", pid=1)
+    log.close()
+    stamps = [event["timestamp"] for _, event in read_events(log.path)]
+    assert len(stamps) == 2
+    assert all(FORMAT.match(stamp) for stamp in stamps), stamps
+    json.dumps(stamps)
