@@ -261,23 +261,7 @@ class Orchestrator:
             handle = supervisor.handles.get(name)
             if handle is None:
                 supervisor.handles[name] = AgentHandle(name, plan)
-            elif handle.plan != plan:
-                handle.plan = plan
-                if handle.worker is not None:
-                    start = supervisor.restart_agent(name, self.grace)
-                elif handle.wanted and supervisor.is_down(name):
-                    # Backing off (a boot failure, say): a new configuration is a new chance.
-                    start = supervisor.start_afresh(name)
-                else:
-                    continue  # not running: it starts with the new plan on first use
-                try:
-                    await start
-                except (IpcError, TimeoutError) as exc:
-                    # It backs off like any agent that cannot boot; a later edit that fixes
-                    # it is applied like any other change.
-                    self.log.error(
-                        "agent did not start with the new configuration", agent=name, error=str(exc)
-                    )
+            elif handle.plan != plan and await supervisor.adopt_plan(name, plan, self.grace):
                 restarted.append(name)
         for name in [n for n in supervisor.handles if n not in plans]:
             await supervisor.stop_agent(name, self.grace, "config_change")

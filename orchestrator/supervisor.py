@@ -26,7 +26,14 @@ from goondan.defaults import (
     READY_TIMEOUT_SECONDS,
     RECONCILE_INTERVAL_SECONDS,
 )
-from ipc import AgentCrashed, AgentNotFound, AgentUnavailable, EventMessage, IpcMessage
+from ipc import (
+    AgentCrashed,
+    AgentNotFound,
+    AgentUnavailable,
+    EventMessage,
+    IpcError,
+    IpcMessage,
+)
 from ipc import protocol as wire
 from ipc.protocol import EventKind
 from ipc.scope import kill_scope
@@ -66,6 +73,8 @@ class AgentHandle:
     """The agent's process scope (``ipc.scope``), reported when it is ready."""
     watcher: asyncio.Task[None] | None = None
     """Waits for the current worker's exit and records it."""
+    spawning: asyncio.Future[None] | None = None
+    """Set while the transport starts a process (with the plan of that moment)."""
 
     @property
     def ready_now(self) -> bool:
@@ -216,6 +225,7 @@ class Supervisor:
         handle.ready.add_done_callback(_consume_exception)
         handle.shutdown_acked = asyncio.Event()
         handle.stopping = False
+        spawning = handle.spawning = asyncio.get_running_loop().create_future()
         try:
             worker = await self.transport.start(
                 handle.name, handle.plan, lambda message: self._received(handle, message)
@@ -226,6 +236,9 @@ class Supervisor:
             if not handle.ready.done():
                 handle.ready.set_exception(AgentUnavailable(f"cannot start {handle.name!r}: {exc}"))
             return
+        finally:
+            spawning.set_result(None)
+            handle.spawning = None
         handle.worker = worker
         handle.started_at = self.clock.now()
         self.log.info("agent process spawned", agent=handle.name, pid=worker.pid)
@@ -426,6 +439,29 @@ class Supervisor:
         handle.consecutive_crashes = 0
         handle.restarts += 1
         return await self.ensure_running(name)
+
+    async def adopt_plan(self, name: str, plan: AgentPlan, grace: float) -> bool:
+        """Give ``name`` a new plan. A running agent restarts gracefully with it, a down one
+        starts afresh, one not running starts with it on first use. Returns whether the agent
+        was (re)started; a start that fails backs off like any boot failure."""
+        handle = self.handles[name]
+        handle.plan = plan
+        if handle.spawning is not None:  # a process is being started with the old plan
+            await asyncio.shield(handle.spawning)
+        if handle.worker is not None:
+            start = self.restart_agent(name, grace)
+        elif handle.wanted and self.is_down(name):
+            # Backing off (a boot failure, say): a new configuration is a new chance.
+            start = self.start_afresh(name)
+        else:
+            return False
+        try:
+            await start
+        except (IpcError, TimeoutError) as exc:
+            self.log.error(
+                "agent did not start with the new configuration", agent=name, error=str(exc)
+            )
+        return True
 
     def is_down(self, name: str) -> bool:
         """Crashed or backing off, waiting to be restarted."""

@@ -246,6 +246,7 @@ class FakeTransport:
 
     By default a worker reports ready as soon as it starts; ``ready_on_start = False`` leaves
     that to the test, and names in ``refuse`` make ``start`` raise (the OS refused a process).
+    While ``gate`` is set to an unset event, ``start`` waits for it (a slow process start).
     """
 
     def __init__(self) -> None:
@@ -253,6 +254,7 @@ class FakeTransport:
         """Every worker started, in order."""
         self.ready_on_start = True
         self.refuse: set[str] = set()
+        self.gate: asyncio.Event | None = None
         self._pids = itertools.count(4000)
         self._started = asyncio.Event()
 
@@ -260,6 +262,8 @@ class FakeTransport:
         self, name: str, plan: AgentPlan, on_message: Callable[[IpcMessage], None]
     ) -> FakeWorker:
         """Start a fake worker of ``name``."""
+        if self.gate is not None:
+            await self.gate.wait()
         if name in self.refuse:
             raise OSError(f"cannot start {name}")
         worker = FakeWorker(name, next(self._pids), plan, on_message)

@@ -285,6 +285,64 @@ async def test_a_restart_starts_a_new_process_with_counters_reset(fleet: Fleet) 
     assert handle.status is ProcessStatus.IDLE
 
 
+async def test_a_new_plan_restarts_a_running_agent_with_it(fleet: Fleet) -> None:
+    old = await fleet.running()
+    new_plan = fake_plans("a", "b")["b"]
+    assert await asyncio.wait_for(fleet.supervisor.adopt_plan("a", new_plan, 1.0), 2)
+    assert old.exited.done()
+    assert fleet.transport.current("a").plan is new_plan
+    assert fleet.handle.status is ProcessStatus.IDLE
+
+
+async def test_a_new_plan_leaves_an_agent_never_started_to_start_on_first_use(
+    fleet: Fleet,
+) -> None:
+    new_plan = fake_plans("a", "b")["b"]
+    assert not await fleet.supervisor.adopt_plan("a", new_plan, 1.0)
+    assert fleet.transport.workers == []
+    await fleet.running()
+    assert fleet.transport.current("a").plan is new_plan
+
+
+async def test_a_new_plan_starts_a_backing_off_agent_afresh(fleet: Fleet) -> None:
+    worker = await fleet.running()
+    worker.report(wire.BootFailed("boom at register"))
+    await fleet.crash(worker, EXIT_BOOT_FAILURE)
+    assert fleet.handle.status is ProcessStatus.CRASH_LOOP_BACK_OFF
+    new_plan = fake_plans("a", "b")["b"]
+    assert await asyncio.wait_for(fleet.supervisor.adopt_plan("a", new_plan, 1.0), 2)
+    assert fleet.handle.status is ProcessStatus.IDLE
+    assert fleet.handle.consecutive_crashes == 0
+    assert fleet.transport.current("a").plan is new_plan
+
+
+async def test_a_new_plan_during_a_process_start_restarts_the_process_started_with_the_old(
+    fleet: Fleet,
+) -> None:
+    # The backoff ends and reconcile is starting the agent with the old plan when the new
+    # one arrives: the agent must end up running the new plan, and say it was restarted.
+    worker = await fleet.running()
+    await fleet.crash(worker)
+    fleet.transport.gate = asyncio.Event()
+    reconciling = asyncio.create_task(fleet.supervisor.reconcile())
+    async with asyncio.timeout(2):
+        await fleet.supervisor.wait_until(lambda: fleet.handle.status is ProcessStatus.SPAWNING)
+    new_plan = fake_plans("a", "b")["b"]
+    adopting = asyncio.create_task(fleet.supervisor.adopt_plan("a", new_plan, 1.0))
+    await asyncio.sleep(0)  # let it see the start under way
+    assert not adopting.done()
+    fleet.transport.gate.set()
+    async with asyncio.timeout(2):
+        assert await adopting
+        await reconciling
+    workers = fleet.transport.of("a")
+    assert len(workers) == 3
+    assert workers[1].plan is not new_plan and workers[1].exited.done()
+    assert workers[2].plan is new_plan
+    assert fleet.handle.worker is workers[2]
+    assert fleet.handle.status is ProcessStatus.IDLE
+
+
 async def test_shutdown_stops_every_agent(fleet: Fleet) -> None:
     worker = await fleet.running()
     await asyncio.wait_for(fleet.supervisor.shutdown(1.0), 2)
