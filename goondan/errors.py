@@ -225,6 +225,16 @@ TOOL = Catalogue(
         "Ask for less work per call, or raise the Tool's timeoutSeconds.",
     ),
     ErrorCode(
+        "E_TOOL_REJECTED",
+        "an operator rejected the call, which needed approval (toolPolicy.approval); it did not run",
+        "Read the operator's reason, then change the plan or ask the user; do not repeat the call unchanged.",
+    ),
+    ErrorCode(
+        "E_TOOL_APPROVAL_TIMEOUT",
+        "the call needed approval and no operator decided within toolPolicy.approval.timeoutSeconds; it did not run",
+        "Tell the user the action is waiting for approval, or reach the goal without it.",
+    ),
+    ErrorCode(
         "E_TOOL_BUSY",
         "no tool thread became free within the call's timeout",
         "Retry later; other conversations of the agent hold every tool thread.",
