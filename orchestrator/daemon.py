@@ -14,9 +14,11 @@ import structlog
 
 from bundle import Bundle, load_bundle
 from bundle.plan import AgentPlan
-from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, EventMessage, IpcError
+from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, AgentUnavailable, EventMessage, IpcError
 from ipc import protocol as wire
 from ipc.protocol import DelegateAnswer, EventKind
+from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals, outcome_of
+from orchestrator.approvals import unavailable as approval_unavailable
 from orchestrator.clock import Clock, LoopClock
 from orchestrator.control import ApiRefused, ControlServer, delete_instance_dir, socket_path
 from orchestrator.dispatch import Dispatcher
@@ -155,6 +157,7 @@ class Orchestrator:
         await self.control.start()
         await self._start_api()
         self._report_unfolded()
+        self._resume_approvals()
         gc.freeze()  # keep the loaded bundle out of the collector's way
         self.tasks.start_soon(self.supervisor.run(), "reconcile")
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
@@ -208,6 +211,63 @@ class Orchestrator:
             return {"ok": False, "error": f"{exc.message}; nothing was deleted, retry"}
         assert isinstance(answer, wire.DeleteInstanceResult)
         return answer.to_wire()
+
+    async def decide_approval(self, decision: wire.ApprovalDecision) -> DecisionOutcome:
+        """Carry out an operator's decision on a parked tool call, through the agent that owns
+        it (started first if need be: it takes up its parked Turns when it boots).
+
+        404 for an unknown id, 409 when it was decided already or expired, 400 for edited
+        arguments that do not fit the tool, 503 when the agent cannot be reached.
+        """
+        record = find_approval(self.state_dir, decision.approval_id)
+        if record is None:
+            return DecisionOutcome.refused(
+                404, wire.APPROVAL_NOT_FOUND, f"no approval {decision.approval_id!r}"
+            )
+        if record.get("status") != "pending":
+            return DecisionOutcome.refused(
+                409,
+                wire.APPROVAL_ALREADY_DECIDED,
+                f"approval {decision.approval_id!r} is {record.get('status')} already",
+            )
+        agent = str(record.get("agentName"))
+        log = self.log.bind(
+            agent=agent,
+            instance_key=record.get("instanceKey"),
+            trace_id=record.get("traceId"),
+            approval_id=decision.approval_id,
+        )
+        try:
+            await self.supervisor.ensure_running(agent)
+            answer = await self.router.ask(agent, decision)
+        except TimeoutError:
+            exc = AgentUnavailable(f"agent {agent!r} did not become ready")
+            log.warning("approval decision not delivered", code=exc.code, error=exc.message)
+            return approval_unavailable(exc)
+        except IpcError as exc:
+            log.warning("approval decision not delivered", code=exc.code, error=exc.message)
+            return approval_unavailable(exc)
+        assert isinstance(answer, wire.ApprovalDecisionResult)
+        outcome = outcome_of(answer)
+        log.info("approval decision", decision=decision.decision, status=outcome.status)
+        return outcome
+
+    def _resume_approvals(self) -> None:
+        """Start the agents that have calls parked for approval: each takes up its parked
+        Turns at boot, so their deadlines are kept even if nothing else starts them."""
+        parked = {str(row.get("agentName")) for row in list_approvals(self.state_dir)}
+        for agent in sorted(parked & set(self.supervisor.handles)):
+            self.log.info("agent has calls waiting for approval; starting it", agent=agent)
+            self.start_soon(self._start_quietly(agent), f"approvals:{agent}")
+
+    async def _start_quietly(self, agent: str) -> None:
+        try:
+            await self.supervisor.ensure_running(agent)
+        except (
+            IpcError,
+            TimeoutError,
+        ) as exc:  # it backs off; the reconcile loop and the next use retry
+            self.log.warning("agent not started", agent=agent, error=str(exc))
 
     async def _start_api(self) -> None:
         """Serve the HTTP API when the ``api`` extra is installed (required for ``--listen``)."""

@@ -20,6 +20,16 @@ Routes (all JSON):
 ``POST /v1/agents/{agent}/restart``              stop gracefully, start again
 ``GET  /v1/instances?agent=``                    the conversation instances on disk
 ``DELETE /v1/agents/{agent}/instances/{key}``    delete one conversation
+``GET  /v1/approvals?agent=&all=1``             tool calls parked for approval (pending ones,
+                                                 or every one with ``all``)
+``GET  /v1/approvals/{id}``                      one approval
+``POST /v1/approvals/{id}/approve``              ``{arguments?}``: the call runs (with these
+                                                 arguments if given); 200 with the approval
+``POST /v1/approvals/{id}/reject``               ``{reason}``: the model gets ``E_TOOL_REJECTED``
+                                                 with the reason; 200 with the approval.
+                                                 Deciding: 404 unknown id, 409 decided already
+                                                 or expired, 400 bad body or arguments that
+                                                 do not fit the tool, 503 agent unreachable
 ``GET  /v1/events?agent=&trace=``               runtime events as they happen (server-sent events)
 ``GET  /metrics``                                Prometheus metrics
 ``GET  /v1/models``, ``POST /v1/chat/completions`` the OpenAI-compatible front door (the agent
@@ -39,7 +49,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 from starlette.applications import Starlette
@@ -50,6 +60,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ipc import DEFAULT_INSTANCE_KEY
+from orchestrator.approvals import BadDecision, decision_from_body, find_approval, list_approvals
 from orchestrator.control import ApiRefused, list_instances, private_unix_socket
 from orchestrator.eventlog import matches
 from orchestrator.events_hub import END_OF_STREAM
@@ -234,6 +245,34 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
             return JSONResponse(answer)
         return error(409, "INSTANCE_NOT_DELETED", str(answer.get("error")))
 
+    async def approvals(request: Request) -> Response:
+        agent = request.query_params.get("agent")
+        if agent is not None:
+            known(agent)
+        include_decided = request.query_params.get("all") not in (None, "", "0", "false")
+        rows = list_approvals(daemon.state_dir, agent=agent, include_decided=include_decided)
+        return JSONResponse({"approvals": rows})
+
+    async def approval(request: Request) -> Response:
+        approval_id = request.path_params["id"]
+        record = find_approval(daemon.state_dir, approval_id)
+        if record is None:
+            return error(404, "APPROVAL_NOT_FOUND", f"no approval {approval_id!r}")
+        return JSONResponse({"approval": record})
+
+    def deciding(decision: Literal["approve", "reject"]) -> Handler:
+        async def decide(request: Request) -> Response:
+            accepting()
+            approval_id = request.path_params["id"]
+            try:
+                wanted = decision_from_body(approval_id, decision, await _json_body(request))
+            except BadDecision as exc:
+                return error(400, "BAD_REQUEST", str(exc))
+            outcome = await daemon.decide_approval(wanted)
+            return JSONResponse(outcome.body, status_code=outcome.status)
+
+        return decide
+
     async def metrics(request: Request) -> Response:
         from orchestrator.metrics import CONTENT_TYPE
 
@@ -264,6 +303,10 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         Route("/v1/agents/{agent}/restart", restart, methods=["POST"]),
         Route("/v1/instances", instances, methods=["GET"]),
         Route("/v1/events", events, methods=["GET"]),
+        Route("/v1/approvals", approvals, methods=["GET"]),
+        Route("/v1/approvals/{id}", approval, methods=["GET"]),
+        Route("/v1/approvals/{id}/approve", deciding("approve"), methods=["POST"]),
+        Route("/v1/approvals/{id}/reject", deciding("reject"), methods=["POST"]),
         Route("/v1/agents/{agent}/instances/{key}", delete_instance, methods=["DELETE"]),
     ]
     app: ASGIApp = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
