@@ -41,11 +41,7 @@ from typing import Any, Literal
 
 import structlog
 
-from agent_process.conversation import (
-    ConversationStorageError,
-    ConversationStore,
-    fsync_directory,
-)
+from agent_process.conversation import ConversationStorageError, ConversationStore
 from agent_process.events import capped, new_span_id
 from agent_process.scope import StepScope
 from agent_process.tools.registry import ToolRegistry
@@ -466,11 +462,20 @@ class ApprovalGate:
                     os.fsync(out.fileno())
             os.replace(tmp, path)
             if self._fsync:
-                fsync_directory(path.parent)
+                _fsync_directory(path.parent)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             raise ConversationStorageError(path, exc) from exc
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename in ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _event_fields(approval: Approval) -> dict[str, Any]:

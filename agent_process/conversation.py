@@ -184,7 +184,7 @@ class ConversationStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            fsync_directory(self.directory)
+            _fsync_directory(self.directory)
         except OSError as exc:
             raise ConversationStorageError(self.events_path, exc) from exc
 
@@ -220,7 +220,7 @@ class ConversationStore:
             raise ConversationStorageError(failed, exc) from exc
         try:
             if self._fsync:
-                fsync_directory(self.directory)
+                _fsync_directory(self.directory)
             with open(self.events_path, "w", encoding="utf-8"):
                 pass  # the base now holds every event up to folded_seq
         except OSError as exc:
@@ -316,8 +316,7 @@ def _end_with_newline(path: Path) -> None:
         return
 
 
-def fsync_directory(directory: Path) -> None:
-    """Make a rename or a new file in ``directory`` durable."""
+def _fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
