@@ -233,10 +233,13 @@ class ApprovalGate:
 
     # -- the Step's side -------------------------------------------------------------------------
 
-    def needs_approval(self, call: ToolCall, allowlist: frozenset[str]) -> bool:
-        """Whether ``call`` is parked: the policy names it and the executor would run it (a
-        call it would refuse anyway, outside the catalog or with invalid arguments, is not put
-        before an operator)."""
+    def needs_approval(self, call: ToolCall, allowlist: frozenset[str], instance_key: str) -> bool:
+        """Whether ``call`` is parked: it has an unsettled record already (a resumed Turn: its
+        decision stands even if the policy changed since), or the policy names it and the
+        executor would run it (a call it would refuse anyway, outside the catalog or with
+        invalid arguments, is not put before an operator)."""
+        if any(a.tool_call_id == call.id for a in self.unsettled(instance_key)):
+            return True
         if call.name not in self.tools:
             return False
         if call.name not in allowlist and not self._allow_registry_calls:

@@ -295,7 +295,20 @@ class AgentProcess:
         assert self.approvals is not None
         assert self.instances is not None
         for key in self.approvals.load():
+            try:
+                messages = self.instances.get(key).store.messages
+            except Exception as exc:  # the instance cannot load now; the next start tries again
+                self.log.error("parked Turn not resumed", instance_key=key, error=str(exc))
+                continue
+            # A record whose result reached the conversation (the process died before it
+            # marked it settled) has nothing left to resume.
+            answered = {m.source.tool_call_id for m in messages if m.role == "tool"}
+            for approval in self.approvals.unsettled(key):
+                if approval.tool_call_id in answered:
+                    self.approvals.settle(approval)
             parked = self.approvals.unsettled(key)
+            if not parked:
+                continue
             trace_id = parked[0].trace_id or wire.new_trace_id()
             log = self.log.bind(instance_key=key, trace_id=trace_id)
             log.info(

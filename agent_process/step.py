@@ -220,7 +220,9 @@ async def _run_calls(
         gate = settings.approvals
         if index >= limit:
             result = _over_limit(call, limit, len(assistant.tool_calls))
-        elif gate is not None and gate.needs_approval(call, scope.allowlist):
+        elif gate is not None and gate.needs_approval(
+            call, scope.allowlist, scope.turn.instance_key
+        ):
             directory = store.directory.parent
             decision = await gate.review(call, scope, directory, store)
             result = await _decided(settings, decision, call, scope, assistant)

@@ -52,7 +52,12 @@ class Clock:
 
 
 class Fixture:
-    def __init__(self, tmp_path: Path, timeout: float = 60) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        timeout: float = 60,
+        tools: frozenset[str] = frozenset({"notes__write"}),
+    ) -> None:
         self.written: list[str] = []
         self.events: list[dict[str, Any]] = []
         registry = ToolRegistry()
@@ -76,7 +81,7 @@ class Fixture:
         self.gate = ApprovalGate(
             "scribe",
             self.root,
-            tools=frozenset({"notes__write"}),
+            tools=tools,
             timeout_seconds=timeout,
             registry=registry,
             clock=self.clock,
@@ -238,3 +243,22 @@ async def test_a_stopping_agent_suspends_the_parked_turn(tmp_path: Path) -> None
 
 def test_suspended_is_an_exception_naming_the_approval() -> None:
     assert "apr_1" in str(ApprovalSuspended("apr_1"))
+
+
+async def test_a_decision_taken_while_no_process_runs_stands_after_a_policy_change(
+    tmp_path: Path,
+) -> None:
+    f = Fixture(tmp_path)
+    turn = f.start("write hello")
+    approval_id = await f.parked()
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    # The next process no longer names the tool in its policy; the record still governs.
+    again = Fixture(tmp_path, tools=frozenset())
+    assert again.gate.load() == ["default"]
+    again.gate.decide(approval_id, "reject", reason="changed my mind")
+    result = await again.start("", resume=True)
+    assert result.text.startswith("ERROR E_TOOL_REJECTED: ")
+    assert again.written == []
+    assert again.record(approval_id)["settled"] is True
