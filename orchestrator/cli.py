@@ -427,7 +427,9 @@ def _decide(args: argparse.Namespace, decision: str, body: dict[str, Any]) -> in
     """``approve``/``reject``: the decision through the daemon; exit 1 when refused."""
     from orchestrator.api_client import path_segment
 
-    asked = _ask_daemon(args, "POST", f"/v1/approvals/{path_segment(args.id)}/{decision}", body)
+    query = "?wait=1" if args.wait else ""
+    path = f"/v1/approvals/{path_segment(args.id)}/{decision}{query}"
+    asked = _ask_daemon(args, "POST", path, body)
     if asked is None:
         return 1
     status, answer = asked
@@ -438,7 +440,18 @@ def _decide(args: argparse.Namespace, decision: str, body: dict[str, Any]) -> in
         return 1
     approval = answer.get("approval") or {}
     print(f"{approval.get('status')} {approval.get('approvalId')} ({approval.get('toolName')})")
-    return 0
+    if not args.wait:
+        return 0
+    turn = answer.get("turn")
+    if turn is None:
+        print("error: the Turn did not answer within the request timeout", file=sys.stderr)
+        return 1
+    if turn.get("status") == "ok":
+        print(turn.get("output") or "")
+        return 0
+    error = turn.get("error") or {}
+    print(f"error: {error.get('message')} ({error.get('code')})", file=sys.stderr)
+    return 1
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -618,12 +631,14 @@ def build_parser() -> argparse.ArgumentParser:
     approve = commands.add_parser("approve", help="approve a parked tool call: it runs")
     approve.add_argument("id", help="the approval id (apr_...)")
     approve.add_argument("--args", help="JSON object of arguments to run it with instead")
+    approve.add_argument("--wait", action="store_true", help="print the Turn's answer too")
     daemon_options(approve)
     approve.set_defaults(run=cmd_approve)
 
     reject = commands.add_parser("reject", help="reject a parked tool call: the model is told why")
     reject.add_argument("id", help="the approval id (apr_...)")
     reject.add_argument("--reason", required=True, help="why (the model reads it)")
+    reject.add_argument("--wait", action="store_true", help="print the Turn's answer too")
     daemon_options(reject)
     reject.set_defaults(run=cmd_reject)
 

@@ -22,7 +22,7 @@ from orchestrator.approvals import unavailable as approval_unavailable
 from orchestrator.clock import Clock, LoopClock
 from orchestrator.dispatch import Dispatcher
 from orchestrator.eventlog import EventLog
-from orchestrator.events_hub import EventHub
+from orchestrator.events_hub import END_OF_STREAM, EventHub
 from orchestrator.http_api import ApiServer
 from orchestrator.metrics import SwarmMetrics
 from orchestrator.router import InFlightSend, Router
@@ -203,12 +203,16 @@ class Orchestrator:
         assert isinstance(answer, wire.DeleteInstanceResult)
         return answer.to_wire()
 
-    async def decide_approval(self, decision: wire.ApprovalDecision) -> DecisionOutcome:
+    async def decide_approval(
+        self, decision: wire.ApprovalDecision, *, wait: bool = False
+    ) -> DecisionOutcome:
         """Carry out an operator's decision on a parked tool call, through the agent that owns
         it (started first if need be: it takes up its parked Turns when it boots).
 
         404 for an unknown id, 409 when it was decided already or expired, 400 for edited
-        arguments that do not fit the tool, 503 when the agent cannot be reached.
+        arguments that do not fit the tool, 503 when the agent cannot be reached. With
+        ``wait``, a 200 also carries the Turn's answer (``turn``: ``{status, output, error?}``)
+        once the Turn ends, or ``null`` if it does not end within the swarm's request timeout.
         """
         record = find_approval(self.state_dir, decision.approval_id)
         if record is None:
@@ -228,20 +232,51 @@ class Orchestrator:
             trace_id=record.get("traceId"),
             approval_id=decision.approval_id,
         )
-        try:
-            await self.supervisor.ensure_running(agent)
-            answer = await self.router.ask(agent, decision)
-        except TimeoutError:
-            exc = AgentUnavailable(f"agent {agent!r} did not become ready")
-            log.warning("approval decision not delivered", code=exc.code, error=exc.message)
-            return approval_unavailable(exc)
-        except IpcError as exc:
-            log.warning("approval decision not delivered", code=exc.code, error=exc.message)
-            return approval_unavailable(exc)
-        assert isinstance(answer, wire.ApprovalDecisionResult)
-        outcome = outcome_of(answer)
-        log.info("approval decision", decision=decision.decision, status=outcome.status)
+        # Subscribed before the decision goes out, so the Turn's end cannot slip past.
+        async with self.live.subscribe() as subscription:
+            try:
+                await self.supervisor.ensure_running(agent)
+                answer = await self.router.ask(agent, decision)
+            except TimeoutError:
+                exc = AgentUnavailable(f"agent {agent!r} did not become ready")
+                log.warning("approval decision not delivered", code=exc.code, error=exc.message)
+                return approval_unavailable(exc)
+            except IpcError as exc:
+                log.warning("approval decision not delivered", code=exc.code, error=exc.message)
+                return approval_unavailable(exc)
+            assert isinstance(answer, wire.ApprovalDecisionResult)
+            outcome = outcome_of(answer)
+            log.info("approval decision", decision=decision.decision, status=outcome.status)
+            if wait and outcome.status == 200:
+                outcome.body["turn"] = await self._turn_end(subscription.queue, record)
         return outcome
+
+    async def _turn_end(
+        self, queue: asyncio.Queue[dict[str, Any]], record: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The answer of the Turn parked on ``record`` (its ``turn.completed`` or
+        ``turn.failed``), or ``None`` past the swarm's request timeout."""
+        identity = {k: record.get(k) for k in ("agentName", "instanceKey", "traceId")}
+        try:
+            async with asyncio.timeout(self.swarm.spec.policy.request_timeout_seconds):
+                while True:
+                    event = await queue.get()
+                    if event is END_OF_STREAM:
+                        return None
+                    if event.get("type") not in ("turn.completed", "turn.failed"):
+                        continue
+                    if all(event.get(k) == v for k, v in identity.items()):
+                        break
+        except TimeoutError:
+            return None
+        turn: dict[str, Any] = {
+            "status": "ok" if event["type"] == "turn.completed" else "error",
+            "output": event.get("output"),
+            "turnId": event.get("turnId"),
+        }
+        if event.get("errorCode") is not None:
+            turn["error"] = {"code": event["errorCode"], "message": event.get("errorMessage")}
+        return turn
 
     def _resume_approvals(self) -> None:
         """Start the agents that have calls parked for approval: each takes up its parked

@@ -30,6 +30,9 @@ Routes (all JSON):
                                                  arguments if given); 200 with the approval
 ``POST /v1/approvals/{id}/reject``               ``{reason}``: the model gets ``E_TOOL_REJECTED``
                                                  with the reason; 200 with the approval.
+                                                 ``?wait=1`` on either: also the Turn's answer
+                                                 (``turn``), once it ends (``null`` past the
+                                                 swarm's request timeout).
                                                  Deciding: 404 unknown id, 409 decided already
                                                  or expired, 400 bad body or arguments that
                                                  do not fit the tool, 503 agent unreachable
@@ -313,7 +316,8 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
                 wanted = decision_from_body(approval_id, decision, await _json_body(request))
             except BadDecision as exc:
                 return error(400, "BAD_REQUEST", str(exc))
-            outcome = await daemon.decide_approval(wanted)
+            wait = request.query_params.get("wait") not in (None, "", "0", "false")
+            outcome = await daemon.decide_approval(wanted, wait=wait)
             return JSONResponse(outcome.body, status_code=outcome.status)
 
         return decide

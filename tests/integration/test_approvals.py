@@ -184,10 +184,13 @@ async def test_a_parked_call_survives_a_sigkill_of_its_agent(
     assert [row["approvalId"] for row in listed] == [approval_id]
 
     async with watching(swarm) as events:
-        approved = await client.post(f"/v1/approvals/{approval_id}/approve")
+        approved = await client.post(f"/v1/approvals/{approval_id}/approve?wait=1")
         assert approved.status_code == 200
         done = await events.next("turn.completed", traceId=resumed["traceId"])
     assert done["output"] == "wrote 10 bytes to kept.txt"
+    # The approve call waited for the resumed Turn and returns its answer.
+    assert approved.json()["turn"]["status"] == "ok"
+    assert approved.json()["turn"]["output"] == "wrote 10 bytes to kept.txt"
     assert (workspace(swarm) / "kept.txt").read_text() == "still here"
     # The resumed Turn's answer is in the conversation, after the tool result, once.
     conversation = await client.post("/v1/agents/clerk/requests", json={"input": "read kept.txt"})

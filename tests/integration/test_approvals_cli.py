@@ -138,8 +138,12 @@ def test_a_parked_call_outlives_a_killed_daemon(tmp_path: Path) -> None:
         log = read_log_until(daemon, "agent has calls waiting for approval; starting it")
         log = read_log_until(daemon, "resuming a call parked for approval", log=log)
         assert [r["approvalId"] for r in pending(tmp_path)] == [row["approvalId"]]
-        approved = run_cli("approve", row["approvalId"], cwd=tmp_path)
+        approved = run_cli("approve", row["approvalId"], "--wait", cwd=tmp_path)
         assert approved.returncode == 0, approved.stderr
+        assert approved.stdout.splitlines() == [
+            f"approved {row['approvalId']} (file-system__write)",
+            "wrote 15 bytes to kept.txt",
+        ]
         read_log_until(daemon, "resumed turn answered", log=log)
         assert (workspace(tmp_path, "hasty") / "kept.txt").read_text() == "across restarts"
         trace = run_cli("logs", "--trace", row["traceId"], "--json", cwd=tmp_path)
