@@ -14,7 +14,7 @@ On disk, per instance (``agents/<agent>/instances/<instance>/approvals/<approval
 
     {"v": 1, "approvalId", "toolCallId", "toolName", "arguments", "agentName", "instanceKey",
      "traceId", "turnId", "requestedAt", "expiresAt", "expiresAtUnix",
-     "status": "pending" | "approved" | "rejected" | "expired",
+     "status": "pending" | "approved" | "rejected" | "expired" | "cancelled",
      "decidedAt"?, "decidedArguments"?, "reason"?,
      "started": false, "settled": false}
 
@@ -43,7 +43,7 @@ import structlog
 
 from agent_process.conversation import ConversationStorageError, ConversationStore
 from agent_process.events import capped, new_span_id
-from agent_process.scope import StepScope
+from agent_process.scope import StepScope, TurnCancelled
 from agent_process.tools.registry import ToolRegistry
 from agent_process.tools.schema import format_issues
 from goondan.defaults import APPROVAL_TIMEOUT_SECONDS
@@ -54,7 +54,7 @@ from tools_base import JsonObject, ToolCall
 DIRECTORY = "approvals"
 FORMAT_VERSION = 1
 
-Status = Literal["pending", "approved", "rejected", "expired"]
+Status = Literal["pending", "approved", "rejected", "expired", "cancelled"]
 
 _log = structlog.get_logger("goondan.approvals")
 
@@ -126,7 +126,7 @@ class Approval:
         """Read a stored record; raises ``KeyError``/``TypeError``/``ValueError`` when it is
         not one."""
         status = data.get("status", "pending")
-        if status not in ("pending", "approved", "rejected", "expired"):
+        if status not in ("pending", "approved", "rejected", "expired", "cancelled"):
             raise ValueError(f"unknown status {status!r}")
         arguments = data.get("arguments")
         decided = data.get("decidedArguments")
@@ -187,7 +187,7 @@ class DecisionRefused(Exception):
 class Decision:
     """What a parked call comes to."""
 
-    outcome: Literal["approved", "rejected", "expired", "interrupted"]
+    outcome: Literal["approved", "rejected", "expired", "cancelled", "interrupted"]
     approval: Approval
 
 
@@ -334,9 +334,7 @@ class ApprovalGate:
                 raise ApprovalSuspended(approval.approval_id)
             remaining = approval.expires_at_unix - self._clock()
             if remaining <= 0:
-                approval.status = "expired"
-                approval.decided_at = utc_timestamp(self._clock())
-                self._write(approval)
+                self._close(approval, "expired", None)
                 scope.turn.recorder.emit(
                     "approval.expired", span, scope.span_id, **_event_fields(approval)
                 )
@@ -348,12 +346,37 @@ class ApprovalGate:
             self._waiters[approval.approval_id] = waiter
             try:
                 async with asyncio.timeout(remaining):
-                    await waiter
+                    await scope.turn.cancellation.abortable(waiter)
             except TimeoutError:
                 continue  # the loop records the expiry
+            except TurnCancelled as cancelled:  # an operator cancelled the request: no decision
+                self._close(approval, "cancelled", str(cancelled))
+                scope.turn.recorder.emit(
+                    "approval.cancelled", span, scope.span_id, **_event_fields(approval)
+                )
+                return
             finally:
                 if self._waiters.get(approval.approval_id) is waiter:
                     del self._waiters[approval.approval_id]
+
+    def withdraw(self, call: ToolCall, scope: StepScope, reason: str | None) -> Approval | None:
+        """The request of a Turn that would take up ``call``'s record was cancelled: the
+        record is closed ``cancelled`` (the call does not run); ``None`` if it has none."""
+        approval = next(
+            (a for a in self.unsettled(scope.turn.instance_key) if a.tool_call_id == call.id),
+            None,
+        )
+        if approval is None:
+            return None
+        if approval.status == "pending":
+            self._close(approval, "cancelled", reason)
+        return approval
+
+    def _close(self, approval: Approval, status: Status, reason: str | None) -> None:
+        approval.status = status
+        approval.decided_at = utc_timestamp(self._clock())
+        approval.reason = reason
+        self._write(approval)
 
     def turn_done(self, turn_id: str) -> bool:
         """Forget Turn ``turn_id``; whether it parked a call."""

@@ -147,12 +147,15 @@ async def _model_and_tools(
 ) -> StepResult:
     started = time.perf_counter()
     tools = list(ctx.tool_catalog)
-    response = await settings.model.complete(
-        ModelRequest(
-            messages=store.messages,
-            tools=tools,
-            temperature=settings.temperature,
-            max_tokens=settings.max_tokens,
+    # A model call has no effects: a cancelled Turn abandons it (nothing is appended yet).
+    response = await ctx.scope.turn.cancellation.abortable(
+        settings.model.complete(
+            ModelRequest(
+                messages=store.messages,
+                tools=tools,
+                temperature=settings.temperature,
+                max_tokens=settings.max_tokens,
+            )
         )
     )
     assistant = Message(
@@ -213,12 +216,18 @@ async def _run_calls(
     each result appended as it completes."""
     results: list[ToolCallResult] = []
     limit = settings.max_tool_calls_per_step
+    cancellation = scope.turn.cancellation
     for index, call in enumerate(assistant.tool_calls):
         if skip and call.id in skip:
             continue
         decision: Decision | None = None
         gate = settings.approvals
-        if index >= limit:
+        if cancellation.requested:
+            result = _cancelled(call, cancellation.reason)
+            withdrawn = gate.withdraw(call, scope, cancellation.reason) if gate else None
+            if withdrawn is not None:  # a resumed call whose request is cancelled
+                decision = Decision("cancelled", withdrawn)
+        elif index >= limit:
             result = _over_limit(call, limit, len(assistant.tool_calls))
         elif gate is not None and gate.needs_approval(
             call, scope.allowlist, scope.turn.instance_key
@@ -277,6 +286,8 @@ async def _decided(
             name="ToolRejectedError",
             suggestion=TOOL.suggestion("E_TOOL_REJECTED"),
         )
+    if decision.outcome == "cancelled":
+        return _cancelled(call, approval.reason)
     if decision.outcome == "expired":
         return error_result(
             call.id,
@@ -296,6 +307,17 @@ async def _decided(
         code="E_TOOL_INTERRUPTED",
         name="ToolInterruptedError",
         suggestion=TOOL.suggestion("E_TOOL_INTERRUPTED"),
+    )
+
+
+def _cancelled(call: ToolCall, reason: str | None) -> ToolCallResult:
+    # Every call still gets its result: providers refuse a call left unanswered.
+    return error_result(
+        call.id,
+        call.name,
+        message=f"Not run: the request was cancelled ({reason}).",
+        code="E_TOOL_CANCELLED",
+        name="ToolCancelledError",
     )
 
 

@@ -47,6 +47,7 @@ Event kinds (Orchestrator → agent):
 ``delete_instance``          :class:`DeleteInstance`: delete an idle instance.
 ``approval_decision``        :class:`ApprovalDecision`: an operator approves or rejects a tool
                              call parked for approval.
+``cancel``                   :class:`Cancel`: stop the Turns of a trace at their next safe point.
 
 ``from``/``to`` are agent names, or :data:`ORCHESTRATOR`. A payload may be any JSON value on the
 wire; every kind here carries an object. Errors cross as ``{code, message, details?}``
@@ -124,6 +125,7 @@ class EventKind(enum.StrEnum):
     DELETE_INSTANCE_RESULT = "delete_instance_result"
     APPROVAL_DECISION = "approval_decision"
     APPROVAL_DECISION_RESULT = "approval_decision_result"
+    CANCEL = "cancel"
 
 
 # -- ids and call chains ---------------------------------------------------------------------
@@ -867,6 +869,24 @@ class DeleteInstance(EventBody):
 
 @_body
 @dataclass(frozen=True, slots=True)
+class Cancel(EventBody):
+    """Stop every Turn of trace ``trace_id``, running or queued, at its next safe point: before
+    a model call (one in flight is abandoned) and before each tool call (one running finishes)."""
+
+    KIND: ClassVar[EventKind] = EventKind.CANCEL
+    trace_id: str
+    reason: str = "cancelled by an operator"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"traceId": self.trace_id, "reason": self.reason}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> Cancel:
+        return cls(fields.text("traceId"), fields.text("reason") or "cancelled by an operator")
+
+
+@_body
+@dataclass(frozen=True, slots=True)
 class DeleteInstanceResult(EventBody):
     """The answer to :class:`DeleteInstance`: whether files were deleted, or why not."""
 
@@ -990,6 +1010,7 @@ ORCHESTRATOR_TO_AGENT = frozenset(
         EventKind.PREPARE_INSTANCE,
         EventKind.DELETE_INSTANCE,
         EventKind.APPROVAL_DECISION,
+        EventKind.CANCEL,
     }
 )
 """The kinds an AgentProcess must handle."""

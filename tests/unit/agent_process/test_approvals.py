@@ -262,3 +262,28 @@ async def test_a_decision_taken_while_no_process_runs_stands_after_a_policy_chan
     assert result.text.startswith("ERROR E_TOOL_REJECTED: ")
     assert again.written == []
     assert again.record(approval_id)["settled"] is True
+
+
+async def test_cancelling_the_request_ends_the_wait_without_running_the_call(
+    tmp_path: Path,
+) -> None:
+    f = Fixture(tmp_path)
+    turn = f.start("write hello")
+    approval_id = await f.parked()
+    trace_id = f.record(approval_id)["traceId"]
+    assert f.runner.cancel(trace_id, "wrong question") == 1
+    result = await turn
+    assert result.finish_reason == "cancelled"
+    assert f.written == []
+    record = f.record(approval_id)
+    assert (record["status"], record["reason"], record["settled"]) == (
+        "cancelled",
+        "wrong question",
+        True,
+    )
+    tool = next(m for m in f.store.messages if m.role == "tool")
+    assert tool.tool_result is not None
+    assert tool.tool_result["error"]["code"] == "E_TOOL_CANCELLED"
+    with pytest.raises(DecisionRefused) as late:
+        f.gate.decide(approval_id, "approve")
+    assert late.value.code == APPROVAL_ALREADY_DECIDED

@@ -76,6 +76,7 @@ BODIES = [
     wire.ApprovalDecision("apr_1", "approve", {"command": "ls"}),
     wire.ApprovalDecision("apr_1", "reject", reason="no"),
     wire.ApprovalDecisionResult({"approvalId": "apr_1", "status": "approved"}),
+    wire.Cancel("f" * 32, "wrong question"),
 ]
 
 
