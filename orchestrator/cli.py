@@ -109,6 +109,7 @@ def _api_token(variable: str | None) -> str | None:
 
 async def _run(args: argparse.Namespace) -> int:
     from bundle import BundleError
+    from bundle.secrets import SecretUnavailable
     from ipc import IpcError
     from orchestrator.daemon import Orchestrator
     from orchestrator.http_api import ApiRefused, DaemonAlreadyRunning
@@ -121,7 +122,7 @@ async def _run(args: argparse.Namespace) -> int:
             api_listen=args.listen,
             api_token=_api_token(args.api_token_env),
         )
-    except ValueError as exc:  # a --listen that is not HOST:PORT, a token variable unset
+    except (ValueError, SecretUnavailable) as exc:  # a --listen not HOST:PORT, a token unset
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except BundleError as exc:
