@@ -513,6 +513,12 @@ def network_errors(url: Url) -> Iterator[None]:
         raise ToolError(f"TLS error{where}: {exc}", code="E_HTTP_TLS_ERROR") from exc
     except http.client.InvalidURL as exc:
         raise ToolError(f"Invalid URL: {exc}", code="E_HTTP_INVALID_URL") from exc
+    except http.client.RemoteDisconnected as exc:
+        raise ToolError(
+            f"connection failed{where}: the server closed it without answering",
+            code="E_HTTP_CONNECTION_FAILED",
+            suggestion="Retry later.",
+        ) from exc
     except http.client.HTTPException as exc:
         raise ToolError(
             f"malformed HTTP response{where}: {type(exc).__name__} {exc}",
