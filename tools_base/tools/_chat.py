@@ -25,7 +25,6 @@ confined to the instance workdir like ``file-system`` paths (``E_CHAT_PATH_OUTSI
 from __future__ import annotations
 
 import base64
-import contextlib
 import errno
 import http.client
 import json
@@ -36,7 +35,7 @@ import socket
 import ssl
 import stat
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -204,29 +203,6 @@ def redact(text: str, secret: str) -> str:
     for form in {secret, quote(secret, safe=""), quote(secret, safe=":")}:
         text = text.replace(form, REDACTED)
     return text
-
-
-@contextlib.contextmanager
-def scrubbed(tool: str, secret: str) -> Iterator[None]:
-    """Re-raise whatever escapes as a ToolError with ``secret`` masked and no exception chain.
-
-    The chain is dropped on purpose: an exception from below may quote a URL or header with
-    the token, and the runtime logs chains.
-    """
-    try:
-        yield
-    except ToolError as exc:
-        clean = ToolError(
-            redact(exc.message, secret),
-            code=exc.code,
-            suggestion=None if exc.suggestion is None else redact(exc.suggestion, secret),
-            help_url=exc.help_url,
-            name=exc.name,
-        )
-        raise clean from None
-    except Exception as exc:
-        message = redact(f"[{tool}] {type(exc).__name__}: {exc}", secret)
-        raise ToolError(message, code="E_TOOL", name=type(exc).__name__) from None
 
 
 # -- config ---------------------------------------------------------------------------------
@@ -515,6 +491,23 @@ def save_file(ctx: ToolContext, path: str, data: bytes) -> str:
 
 
 def call_safely(tool: str, secret: str, fn: Callable[[], T]) -> T:
-    """Run ``fn`` so that no error leaving it carries ``secret`` (see :func:`scrubbed`)."""
-    with scrubbed(tool, secret):
+    """Run ``fn``; whatever escapes becomes a ToolError with ``secret`` masked and no chain.
+
+    The original exception is neither the cause nor the context of the one raised: a lower
+    exception may quote a URL or header holding the token, and the runtime logs chains.
+    """
+    try:
         return fn()
+    except ToolError as exc:
+        clean = ToolError(
+            redact(exc.message, secret),
+            code=exc.code,
+            suggestion=None if exc.suggestion is None else redact(exc.suggestion, secret),
+            help_url=exc.help_url,
+            name=exc.name,
+        )
+    except Exception as exc:
+        message = redact(f"[{tool}] {type(exc).__name__}: {exc}", secret)
+        clean = ToolError(message, code="E_TOOL", name=type(exc).__name__)
+    # Raised outside the except clauses, so Python attaches no __context__.
+    raise clean

@@ -185,6 +185,11 @@ class TelegramTool:
                 code=BAD_RESPONSE,
             ) from None
         data = json_body(answer)
+        if data is None and answer.status == 429:  # a proxy's 429 page: Retry-After at most
+            retry_after = answer.headers.get("retry-after", "")
+            data = {"ok": False, "error_code": 429, "description": "Too Many Requests"}
+            if retry_after.isdigit():
+                data["parameters"] = {"retry_after": int(retry_after)}
         if data is None:
             raise ToolError(
                 f"[telegram] {method}: HTTP {answer.status} with an answer that is not Bot API "

@@ -27,6 +27,7 @@ from tests.support.chat_server import (
     telegram_ok,
 )
 from tests.support.tool_harness import Harness
+from tests.support.wire_server import Reply
 from tools_base import JsonObject, ToolConfigError, ToolContext, ToolError, ToolHandler
 from tools_base.tools.telegram import TOKEN_ENV, configure
 
@@ -64,6 +65,8 @@ def fail(handlers: dict[str, ToolHandler], name: str, ctx: ToolContext, **args: 
 
 def assert_no_token(error: ToolError) -> None:
     """Neither the error nor anything chained to it mentions the token."""
+    assert error.__cause__ is None
+    assert error.__context__ is None
     seen: BaseException | None = error
     while seen is not None:
         assert TOKEN not in str(seen)
@@ -476,3 +479,12 @@ def test_args_reach_the_handler_checked(ctx: ToolContext, server: ChatApiServer)
             handlers["send"](ctx, args)
         assert info.value.code == "E_TOOL_INVALID_ARGS", args
     assert server.requests == []
+
+
+def test_a_429_without_json_is_still_rate_limited(ctx: ToolContext, server: ChatApiServer) -> None:
+    server.routes[f"{PATH}/sendMessage"] = Reply(
+        status=429, raw=b"slow down", headers={"content-type": "text/plain", "Retry-After": "3"}
+    )
+    error = fail(tool(server), "send", ctx, chatId=1, text="x")
+    assert error.code == "E_TELEGRAM_RATE_LIMITED"
+    assert "retry_after=3 s" in error.message
