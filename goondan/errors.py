@@ -174,6 +174,11 @@ CONFIG = Catalogue(
         "Name a Swarm of the bundle with --swarm.",
     ),
     ErrorCode(
+        "E_CONNECTOR_CONFIG",
+        "a connector cannot start as configured (a missing secret, a bad setting)",
+        "Fix the Connection's config or secrets; status shows the message.",
+    ),
+    ErrorCode(
         "E_CONFIG_SECRET_UNAVAILABLE",
         "a valueFrom names an environment variable that is not set, or a malformed secretRef",
         "Set the variable in the daemon's environment.",
