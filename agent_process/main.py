@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 
@@ -129,6 +129,15 @@ def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
     sys.stdout.flush()
     log_writer().drain()
     os._exit(code)  # skip interpreter teardown: nothing is left to flush
+
+
+def _source_kind(sender: str) -> Literal["user", "agent", "connector"]:
+    """Who a Turn's input came from, by the sender of its delegate or send."""
+    if sender in (ORCHESTRATOR, EXTERNAL_CALLER):
+        return "user"
+    if sender.startswith(wire.CONNECTION_SENDER_PREFIX):
+        return "connector"
+    return "agent"
 
 
 def _limit_memory(mib: int) -> None:
@@ -603,7 +612,7 @@ class AgentProcess:
             text=handoff.input,
             trace_id=handoff.trace_id or wire.new_trace_id(),
             event_type=handoff.event_type,
-            source_kind="user" if sender in (ORCHESTRATOR, EXTERNAL_CALLER) else "agent",
+            source_kind=_source_kind(sender),
             source_name=sender,
             metadata=handoff.metadata,
             call_chain=handoff.call_chain,

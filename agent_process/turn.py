@@ -613,6 +613,8 @@ def _user_message(turn_input: TurnInput) -> Message:
                 "sourceName": turn_input.source_name,
                 "eventType": turn_input.event_type,
                 "traceId": turn_input.trace_id,
+                # A connector's event: its connection and properties (chat id, thread, ...).
+                **({"metadata": turn_input.metadata} if turn_input.metadata else {}),
             }
         },
     )

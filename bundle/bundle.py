@@ -11,6 +11,8 @@ from bundle.errors import BundleError, ConfigIssue
 from bundle.loader import Resource, index
 from bundle.models import (
     AgentSpec,
+    ConnectionSpec,
+    ConnectorSpec,
     ExtensionSpec,
     ModelSpec,
     ObjectRef,
@@ -18,7 +20,14 @@ from bundle.models import (
     SwarmSpec,
     ToolSpec,
 )
-from bundle.plan import AgentPlan, ExtensionPlan, ModelPlan, ToolExportPlan, ToolPlan
+from bundle.plan import (
+    AgentPlan,
+    ConnectionPlan,
+    ExtensionPlan,
+    ModelPlan,
+    ToolExportPlan,
+    ToolPlan,
+)
 from goondan.defaults import APPROVAL_TIMEOUT_SECONDS
 
 BASE_PACKAGE = "@goondan/base"
@@ -236,6 +245,32 @@ class Bundle:
             memory_limit_mib=spec.limits.memory_mib,
             state_dir=str(state_dir),
         )
+
+    def connection_plans(
+        self, state_dir: Path, swarm_name: str | None = None
+    ) -> list[ConnectionPlan]:
+        """The plan of every Connection bound to the swarm (its ``swarmRef``, or none)."""
+        swarm = self.swarm(swarm_name)
+        plans = []
+        for connection in self.of_kind("Connection"):
+            spec: ConnectionSpec = connection.spec
+            if spec.swarm_ref is not None and spec.swarm_ref.name != swarm.name:
+                continue
+            connector = self.resolve_ref(spec.connector_ref, connection)
+            connector_spec: ConnectorSpec = connector.spec
+            plans.append(
+                ConnectionPlan(
+                    swarm_name=swarm.name,
+                    connection_name=connection.name,
+                    connector_name=connector.name,
+                    entry_path=str((connector.base_dir / connector_spec.entry).resolve()),
+                    events=[event.name for event in connector_spec.events],
+                    config=dict(spec.config),
+                    secrets=dict(spec.secrets),
+                    state_dir=str(state_dir),
+                )
+            )
+        return plans
 
     def summary(self) -> str:
         """``1 Swarm, 2 Agents, 3 Tools, 1 Model`` (this bundle's own resources)."""

@@ -15,6 +15,7 @@ from bundle.models import ModelSpec, ValueSource
 from bundle.scripted import ScriptSpec
 from goondan.defaults import (
     APPROVAL_TIMEOUT_SECONDS,
+    CONNECTOR_EVENTS_IN_FLIGHT,
     ERROR_MESSAGE_LIMIT,
     MAX_BACKGROUND_CALLS_PER_INSTANCE,
     MAX_STEPS_PER_TURN,
@@ -128,3 +129,26 @@ class AgentPlan(_Plan):
     """``Swarm.spec.policy.allowSpawnOutsideState``: spawn workdirs may leave the state dir."""
     state_dir: str
     """Root of the swarm's state; the agent's instances live under ``agents/<name>/``."""
+
+
+class ConnectionPlan(_Plan):
+    """Everything the process of one Connection needs to run its connector."""
+
+    swarm_name: str
+    connection_name: str
+    connector_name: str
+    entry_path: str
+    """The connector module (absolute path)."""
+    events: list[str]
+    """The event names the Connector declares; any other is refused at ``emit``."""
+    config: dict[str, ValueSource] = Field(default_factory=dict)
+    secrets: dict[str, ValueSource] = Field(default_factory=dict)
+    """Resolved in the connector's process, never in a plan on disk or in a log."""
+    state_dir: str
+    max_events_in_flight: int = CONNECTOR_EVENTS_IN_FLIGHT
+    """Events of the connection between ``emit`` and the end of their Turn; past it, ``emit``
+    waits (back-pressure)."""
+
+
+Plan = AgentPlan | ConnectionPlan
+"""What a supervised process is started from."""

@@ -78,3 +78,9 @@ RECONCILE_INTERVAL_SECONDS = 5.0
 MAX_FRAME_BYTES = 16 * 1024 * 1024
 """Largest IPC message body: far above any real message, small enough that one bad peer cannot
 make the Orchestrator buffer gigabytes."""
+
+# -- connectors ---------------------------------------------------------------------------------
+
+CONNECTOR_EVENTS_IN_FLIGHT = 256
+"""Events of one Connection between ``emit`` and the end of their Turn; past it, the
+connector's ``emit`` waits (back-pressure instead of an unbounded queue)."""

@@ -49,7 +49,21 @@ Event kinds (Orchestrator → agent):
                              call parked for approval.
 ``cancel``                   :class:`Cancel`: stop the Turns of a trace at their next safe point.
 
-``from``/``to`` are agent names, or :data:`ORCHESTRATOR`. A payload may be any JSON value on the
+A Connection's process (its connector) speaks a subset.
+
+Event kinds (connector → Orchestrator):
+
+``ready``                    :class:`Ready`: the connector runs.
+``boot_failed``              :class:`BootFailed`: it cannot start (a missing secret, a module
+                             without ``run``); the process exits with :data:`EXIT_BOOT_FAILURE`.
+``connector_event``          :class:`ConnectorEventReport`: an event for the ingress rules.
+
+Event kinds (Orchestrator → connector):
+
+``connector_event_settled``  :class:`ConnectorEventSettled`: the Turn of an event ended, or the
+                             event could not be delivered (frees its place in flight).
+
+``from``/``to`` are agent (or Connection) names, or :data:`ORCHESTRATOR`. A payload may be any JSON value on the
 wire; every kind here carries an object. Errors cross as ``{code, message, details?}``
 (:class:`~ipc.messages.IpcError`).
 """
@@ -73,6 +87,9 @@ from ipc.messages import (
 
 ORCHESTRATOR = "orchestrator"
 """The ``from``/``to`` name of the Orchestrator itself."""
+CONNECTION_SENDER_PREFIX = "connection:"
+"""``from`` of the sends a Connection's events become (``connection:<name>``), never an agent's
+name (agent names have no colon)."""
 EXTERNAL_CALLER = "user"
 """The caller name of requests from outside the swarm (CLI, HTTP API)."""
 
@@ -126,6 +143,8 @@ class EventKind(enum.StrEnum):
     APPROVAL_DECISION = "approval_decision"
     APPROVAL_DECISION_RESULT = "approval_decision_result"
     CANCEL = "cancel"
+    CONNECTOR_EVENT = "connector_event"
+    CONNECTOR_EVENT_SETTLED = "connector_event_settled"
 
 
 # -- ids and call chains ---------------------------------------------------------------------
@@ -887,6 +906,59 @@ class Cancel(EventBody):
 
 @_body
 @dataclass(frozen=True, slots=True)
+class ConnectorEventReport(EventBody):
+    """An event a connector emitted, normalised: its text is the Turn's input."""
+
+    KIND: ClassVar[EventKind] = EventKind.CONNECTOR_EVENT
+    event_id: str
+    name: str
+    text: str
+    instance_key: str
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "eventId": self.event_id,
+            "name": self.name,
+            "text": self.text,
+            "instanceKey": self.instance_key,
+            "properties": self.properties,
+        }
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ConnectorEventReport:
+        properties = fields.mapping("properties")
+        if not all(isinstance(v, str) for v in properties.values()):
+            raise fields._wrong("properties", "an object of strings", properties)
+        return cls(
+            fields.text("eventId"),
+            fields.text("name"),
+            fields.text("text"),
+            fields.instance_key("instanceKey"),
+            dict(properties),
+        )
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class ConnectorEventSettled(EventBody):
+    """The event ``event_id`` is done with: its Turn ended (``error`` is ``None`` when it
+    answered) or it was not delivered."""
+
+    KIND: ClassVar[EventKind] = EventKind.CONNECTOR_EVENT_SETTLED
+    event_id: str
+    error: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return _without_none({"eventId": self.event_id, "error": self.error})
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ConnectorEventSettled:
+        return cls(fields.text("eventId"), fields.optional_text("error"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
 class DeleteInstanceResult(EventBody):
     """The answer to :class:`DeleteInstance`: whether files were deleted, or why not."""
 
@@ -1014,6 +1086,12 @@ ORCHESTRATOR_TO_AGENT = frozenset(
     }
 )
 """The kinds an AgentProcess must handle."""
+CONNECTOR_TO_ORCHESTRATOR = frozenset(
+    {EventKind.READY, EventKind.BOOT_FAILED, EventKind.CONNECTOR_EVENT}
+)
+"""The kinds a connector's process sends."""
+ORCHESTRATOR_TO_CONNECTOR = frozenset({EventKind.CONNECTOR_EVENT_SETTLED})
+"""The kinds a connector's process must handle."""
 
 
 # -- building and reading messages ---------------------------------------------------------------

@@ -284,6 +284,18 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{row['agent']:<20} {row.get('pid') or '-':>7} {row['status']:<17} {len(row.get('instances', [])):>4} "
             f"{row['restarts']:>8} {row['crashes']:>7} {uptime:>9} {row.get('pendingDelegates', 0):>7}  {last}"
         )
+    connections = answer.get("connections") or []
+    if connections:
+        print()
+        print(
+            f"{'CONNECTION':<20} {'PID':>7} {'STATUS':<17} {'CONNECTOR':<14} {'RESTARTS':>8}  WHY"
+        )
+        for row in connections:
+            why = row.get("bootError") or ((row.get("lastExit") or {}).get("reason")) or "-"
+            print(
+                f"{row['connection']:<20} {row.get('pid') or '-':>7} {row['status']:<17} "
+                f"{row['connector']:<14} {row['restarts']:>8}  {why}"
+            )
     return 0
 
 

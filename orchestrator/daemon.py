@@ -29,6 +29,7 @@ from ipc.protocol import DelegateAnswer, EventKind
 from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals, outcome_of
 from orchestrator.approvals import unavailable as approval_unavailable
 from orchestrator.clock import Clock, LoopClock
+from orchestrator.connections import Connections, ingress_tables
 from orchestrator.dispatch import Dispatcher
 from orchestrator.eventlog import EventLog
 from orchestrator.events_hub import END_OF_STREAM, EventHub
@@ -102,6 +103,19 @@ class Orchestrator:
             clock=clock,
             tasks=self.tasks,
         )
+        connection_plans = self.bundle.connection_plans(self.state_dir, swarm)
+        self.connections = Connections(
+            connection_plans,
+            ingress_tables(
+                self.bundle, connection_plans, self.entry_agent, sorted(self.supervisor.handles)
+            ),
+            transport or self.supervisor.transport,
+            router=self.router,
+            events=self.events,
+            on_finished=self._connection_finished,
+            clock=clock,
+            tasks=self.tasks,
+        )
         self.dispatch = Dispatcher(
             self.router,
             self.supervisor.event_handlers,
@@ -167,6 +181,13 @@ class Orchestrator:
         self.tasks.start_soon(self.supervisor.run(), "reconcile")
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
         await self.supervisor.ensure_running(self.entry_agent)
+        self.connections.start()
+
+    def _connection_finished(self, name: str) -> None:
+        self.log.info("a connection's source is exhausted; stopping the swarm", connection=name)
+        self.supervisor.stop_restarting()
+        self.connections.stop_restarting()
+        self.request_stop()
 
     async def request(
         self, text: str, *, agent: str | None = None, instance_key: str = DEFAULT_INSTANCE_KEY
@@ -400,9 +421,11 @@ class Orchestrator:
         if self._signals == 1:
             self.log.info("stopping", signal=signal.Signals(sig).name)
             self.supervisor.stop_restarting()
+            self.connections.stop_restarting()
             self._stopped.set()
         else:
             self.log.warning("second signal: killing every agent now")
+            self.connections.kill_all()
             self.supervisor.kill_all()
 
     async def wait_stopped(self) -> None:
@@ -424,6 +447,7 @@ class Orchestrator:
         let a second daemon start on the same state.
         """
         self.stopping = True
+        await self.connections.shutdown(self.grace)  # no new events while the agents drain
         await self.helpers.aclose()
         await self.supervisor.shutdown(self.grace)
         await self.router.close()

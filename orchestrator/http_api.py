@@ -15,7 +15,7 @@ Routes (all JSON):
 
 ``GET  /healthz``                                the process is up
 ``GET  /readyz``                                 200 when the entry agent is ready, else 503
-``GET  /v1/agents``                              one status row per agent
+``GET  /v1/agents``                              one status row per agent (and per Connection)
 ``POST /v1/agents/{agent}/requests``             ``{input, instanceKey?, timeoutMs?}``: run a Turn,
                                                  answer with the delegate answer (200, or 502
                                                  when the request failed)
@@ -247,7 +247,12 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def agents(request: Request) -> Response:
-        body = {"swarm": daemon.swarm.name, "pid": os.getpid(), "agents": daemon.status()}
+        body = {
+            "swarm": daemon.swarm.name,
+            "pid": os.getpid(),
+            "agents": daemon.status(),
+            "connections": daemon.connections.status(),
+        }
         return JSONResponse(body)
 
     def turn_input(data: dict[str, Any]) -> tuple[str, str, int | None]:

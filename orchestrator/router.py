@@ -106,6 +106,9 @@ class InFlightSend:
     """As the target receives it (``source`` filled in; kept for a redelivery)."""
     started: bool = False
     attempts: int = 0
+    on_settled: Callable[[IpcError | None], None] | None = None
+    """Told once when the send is done with: ``None`` when its Turn ended, else why it was
+    not (fully) handled. For senders outside the swarm (connections)."""
 
     @property
     def event_id(self) -> str:
@@ -490,9 +493,22 @@ class Router:
     # -- fire-and-forget ----------------------------------------------------------------------------
 
     def _accept_send(self, sender: str, message: EventMessage, body: wire.Send) -> None:
-        handoff = body.handoff
+        self.send(sender, body.handoff)
+
+    def send(
+        self,
+        sender: str,
+        handoff: Handoff,
+        on_settled: Callable[[IpcError | None], None] | None = None,
+    ) -> None:
+        """Deliver a fire-and-forget ``handoff`` from ``sender`` (an agent, or a connection);
+        ``on_settled`` is told once when it is done with, delivered or not."""
         event_id = handoff.event_id or wire.new_event_id()
-        send = InFlightSend(sender, dataclasses.replace(handoff, event_id=event_id, source=sender))
+        send = InFlightSend(
+            sender,
+            dataclasses.replace(handoff, event_id=event_id, source=sender),
+            on_settled=on_settled,
+        )
         if event_id in self.sends:
             self.log.warning("duplicate send dropped", caller=sender, event_id=event_id)
             return
@@ -540,15 +556,17 @@ class Router:
         if send is not None:
             self._send_lost(send, body.error)
 
-    def _finish_send(self, send: InFlightSend) -> None:
+    def _finish_send(self, send: InFlightSend, error: IpcError | None = None) -> None:
         if self.sends.pop(send.event_id, None) is not None:
             self._sends_per_caller[send.sender] -= 1
+            if send.on_settled is not None:
+                send.on_settled(error)
 
     def _send_lost(self, send: InFlightSend, error: IpcError) -> None:
         """Report a send that will not be (fully) handled to whoever sent it."""
         if self.sends.get(send.event_id) is not send:
             return
-        self._finish_send(send)
+        self._finish_send(send, error)
         self.log.warning(
             "send not delivered",
             caller=send.sender,

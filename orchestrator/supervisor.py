@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
-from bundle.plan import AgentPlan
+from bundle.plan import Plan
 from goondan.defaults import (
     CRASH_THRESHOLD,
     KILL_WAIT_SECONDS,
@@ -54,7 +54,7 @@ class AgentHandle:
     """Everything the supervisor knows about one agent."""
 
     name: str
-    plan: AgentPlan
+    plan: Plan
     status: ProcessStatus = ProcessStatus.TERMINATED
     worker: Worker | None = None
     wanted: bool = False
@@ -117,7 +117,7 @@ class Supervisor:
 
     def __init__(
         self,
-        plans: dict[str, AgentPlan],
+        plans: Mapping[str, Plan],
         transport: Transport,
         *,
         on_message: MessageHandler | None = None,
@@ -440,7 +440,7 @@ class Supervisor:
         handle.restarts += 1
         return await self.ensure_running(name)
 
-    async def adopt_plan(self, name: str, plan: AgentPlan, grace: float) -> bool:
+    async def adopt_plan(self, name: str, plan: Plan, grace: float) -> bool:
         """Give ``name`` a new plan. A running agent restarts gracefully with it, a down one
         starts afresh, one not running starts with it on first use. Returns whether the agent
         was (re)started; a start that fails backs off like any boot failure."""

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from bundle.plan import AgentPlan, ModelPlan
+from bundle.plan import AgentPlan, ModelPlan, Plan
 from ipc import (
     DelegateMessage,
     EventMessage,
@@ -124,7 +124,7 @@ class FakeWorker:
     """A :class:`~orchestrator.transport.Worker` that lives in memory."""
 
     def __init__(
-        self, name: str, pid: int, plan: AgentPlan, on_message: Callable[[IpcMessage], None]
+        self, name: str, pid: int, plan: Plan, on_message: Callable[[IpcMessage], None]
     ) -> None:
         self.name = name
         self._pid = pid
@@ -259,7 +259,7 @@ class FakeTransport:
         self._started = asyncio.Event()
 
     async def start(
-        self, name: str, plan: AgentPlan, on_message: Callable[[IpcMessage], None]
+        self, name: str, plan: Plan, on_message: Callable[[IpcMessage], None]
     ) -> FakeWorker:
         """Start a fake worker of ``name``."""
         if self.gate is not None:

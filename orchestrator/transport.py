@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
 from typing import Any, Protocol
 
-from bundle.plan import AgentPlan
+from bundle.plan import AgentPlan, Plan
 from ipc import Channel, IpcMessage
 from orchestrator._child import run_entry
 from orchestrator.status import ExitInfo
 
 AGENT_ENTRY = "agent_process.main:serve"
-PRELOAD = ["orchestrator._forkserver", "agent_process.main"]
+CONNECTOR_ENTRY = "connector_process.main:serve"
+PRELOAD = ["orchestrator._forkserver", "agent_process.main", "connector_process.main"]
 """Imported once in the fork server, so every agent starts with them already loaded."""
 PIPE_CLOSED_GRACE_SECONDS = 2.0
 """How long a child may live on after closing its pipe before it is terminated."""
@@ -59,9 +60,10 @@ class Transport(Protocol):
     """Starts workers."""
 
     async def start(
-        self, name: str, plan: AgentPlan, on_message: Callable[[IpcMessage], None]
+        self, name: str, plan: Plan, on_message: Callable[[IpcMessage], None]
     ) -> Worker:
-        """Start the worker of agent ``name``; its messages go to ``on_message``."""
+        """Start the worker of ``name`` (an agent, or a Connection); its messages go to
+        ``on_message``."""
         ...
 
 
@@ -116,21 +118,32 @@ class ProcessWorker:
 class MultiprocessingTransport:
     """Starts AgentProcesses as ``multiprocessing`` children."""
 
-    def __init__(self, method: str = "forkserver", entry: str = AGENT_ENTRY) -> None:
+    def __init__(
+        self,
+        method: str = "forkserver",
+        entry: str = AGENT_ENTRY,
+        connector_entry: str = CONNECTOR_ENTRY,
+    ) -> None:
         self.context: BaseContext = multiprocessing.get_context(method)
         if method == "forkserver":
             self.context.set_forkserver_preload(PRELOAD)
         self.entry = entry
+        self.connector_entry = connector_entry
 
     async def start(
-        self, name: str, plan: AgentPlan, on_message: Callable[[IpcMessage], None]
+        self, name: str, plan: Plan, on_message: Callable[[IpcMessage], None]
     ) -> ProcessWorker:
-        """Start agent ``name``; returns once the process exists (not once it is ready)."""
+        """Start ``name``'s process; returns once it exists (not once it is ready)."""
         parent_end, child_end = self.context.Pipe()
+        agent = isinstance(plan, AgentPlan)
         process = self.context.Process(  # type: ignore[attr-defined]
             target=run_entry,
-            args=(self.entry, child_end, plan.model_dump(mode="json")),
-            name=f"goondan-agent:{name}",
+            args=(
+                self.entry if agent else self.connector_entry,
+                child_end,
+                plan.model_dump(mode="json"),
+            ),
+            name=f"goondan-{'agent' if agent else 'connector'}:{name}",
             daemon=True,
         )
         # start() talks to the fork server and waits for the pid: keep it off the loop.

@@ -29,8 +29,8 @@ def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedP
 class Daemon:
     """A daemon in its own session; its stderr is read line by line."""
 
-    def __init__(self, directory: Path) -> None:
-        write_swarm(directory, grace=5)
+    def __init__(self, directory: Path, extra: str = "") -> None:
+        write_swarm(directory, grace=5, extra=extra)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "orchestrator", "run", "goondan.yaml"],
             cwd=directory,

@@ -197,19 +197,21 @@ spec:
 """
 
 
-def write_swarm(directory: Path, grace: float = 5) -> Path:
-    """goondan.yaml of the test swarm in ``directory``."""
+def write_swarm(directory: Path, grace: float = 5, extra: str = "") -> Path:
+    """goondan.yaml of the test swarm in ``directory`` (``extra``: more YAML documents)."""
     path = directory / "goondan.yaml"
-    path.write_text(SWARM.replace("GRACE", str(grace)))
+    path.write_text(SWARM.replace("GRACE", str(grace)) + (f"---\n{extra}" if extra else ""))
     # Entry modules live beside the bundle (they must, unless the operator allows otherwise).
     shutil.copy(FIXTURES / "fault_tools.py", directory / "fault_tools.py")
     return path
 
 
 @asynccontextmanager
-async def running_swarm(directory: Path, grace: float = 5) -> AsyncIterator[Orchestrator]:
+async def running_swarm(
+    directory: Path, grace: float = 5, extra: str = ""
+) -> AsyncIterator[Orchestrator]:
     """The test swarm running in this event loop (state under ``directory/state``)."""
-    orchestrator = Orchestrator(write_swarm(directory, grace), state_dir=directory / "state")
+    orchestrator = Orchestrator(write_swarm(directory, grace, extra), state_dir=directory / "state")
     async with asyncio.timeout(30):
         await orchestrator.start()
     try:

@@ -32,7 +32,14 @@ def documented_kinds(direction: str) -> set[str]:
 def test_the_docstring_lists_exactly_the_kinds_of_each_direction() -> None:
     assert documented_kinds("agent → Orchestrator") == set(wire.AGENT_TO_ORCHESTRATOR)
     assert documented_kinds("Orchestrator → agent") == set(wire.ORCHESTRATOR_TO_AGENT)
-    assert set(EventKind) == wire.AGENT_TO_ORCHESTRATOR | wire.ORCHESTRATOR_TO_AGENT
+    assert documented_kinds("connector → Orchestrator") == set(wire.CONNECTOR_TO_ORCHESTRATOR)
+    assert documented_kinds("Orchestrator → connector") == set(wire.ORCHESTRATOR_TO_CONNECTOR)
+    assert set(EventKind) == (
+        wire.AGENT_TO_ORCHESTRATOR
+        | wire.ORCHESTRATOR_TO_AGENT
+        | wire.CONNECTOR_TO_ORCHESTRATOR
+        | wire.ORCHESTRATOR_TO_CONNECTOR
+    )
     assert set(EVENT_BODIES) == set(EventKind)
 
 
@@ -77,6 +84,8 @@ BODIES = [
     wire.ApprovalDecision("apr_1", "reject", reason="no"),
     wire.ApprovalDecisionResult({"approvalId": "apr_1", "status": "approved"}),
     wire.Cancel("f" * 32, "wrong question"),
+    wire.ConnectorEventReport("ev1", "telegram_message", "hi", "telegram:42", {"chat_id": "42"}),
+    wire.ConnectorEventSettled("ev1", "AGENT_CRASHED: gone"),
 ]
 
 

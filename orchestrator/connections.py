@@ -1,0 +1,179 @@
+"""The swarm's Connections: one supervised process each, their events routed in as sends.
+
+Each Connection bound to the swarm runs its connector in a process of its own, under a
+:class:`~orchestrator.supervisor.Supervisor` of its own (same statuses, crash-loop backoff,
+graceful stop as agents). An event a connector emits is routed by the Connection's
+``ingress.rules`` (:mod:`orchestrator.ingress`) and handed to the router as a send from
+``connection:<name>``; the connector hears when it is settled, which frees its place in
+flight (back-pressure). A send that cannot be delivered is kept as a ``delivery.lost`` event,
+like any other. A connector whose ``run`` returns (its source is exhausted) stops the swarm
+once its events are settled; one that crashes is restarted with backoff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from bundle import Bundle
+from bundle.models import ConnectionSpec
+from bundle.plan import ConnectionPlan
+from ipc import EventMessage, IpcError
+from ipc import protocol as wire
+from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR, EventKind, Handoff
+from orchestrator.clock import Clock
+from orchestrator.dispatch import Dispatcher
+from orchestrator.ingress import IngressTable
+from orchestrator.status import ExitInfo, ProcessStatus
+from orchestrator.supervisor import Supervisor
+from orchestrator.tasks import TaskOwner
+from orchestrator.transport import Transport
+
+if TYPE_CHECKING:
+    from orchestrator.eventlog import EventLog
+    from orchestrator.router import Router
+
+
+def ingress_tables(
+    bundle: Bundle, plans: list[ConnectionPlan], entry_agent: str, agents: list[str]
+) -> dict[str, IngressTable]:
+    """The compiled ingress rules of each planned Connection; raises
+    :class:`~orchestrator.ingress.UnknownIngressAgent` for a rule routing outside the swarm."""
+    tables = {}
+    for plan in plans:
+        resource = next(r for r in bundle.of_kind("Connection") if r.name == plan.connection_name)
+        spec: ConnectionSpec = resource.spec
+        tables[plan.connection_name] = IngressTable.of(spec.ingress, entry_agent, agents)
+    return tables
+
+
+class Connections:
+    """Runs the Connections of one swarm."""
+
+    def __init__(
+        self,
+        plans: list[ConnectionPlan],
+        ingress: dict[str, IngressTable],
+        transport: Transport,
+        *,
+        router: Router,
+        events: EventLog,
+        on_finished: Callable[[str], None],
+        clock: Clock,
+        tasks: TaskOwner,
+    ) -> None:
+        self.plans = {plan.connection_name: plan for plan in plans}
+        self.ingress = ingress
+        self.router = router
+        self.events = events
+        self.on_finished = on_finished
+        """Told when a connector's source is exhausted (it ended cleanly, unasked)."""
+        self.tasks = tasks
+        self.supervisor = Supervisor(
+            self.plans,
+            transport,
+            on_exit=self._exited,
+            on_lifecycle=lambda kind, name, **fields: events.lifecycle(
+                kind, CONNECTION_SENDER_PREFIX + name, **fields
+            ),
+            clock=clock,
+            tasks=tasks,
+        )
+        self.supervisor.on_message = Dispatcher(
+            None, self.supervisor.event_handlers, {EventKind.CONNECTOR_EVENT: self._event}
+        )
+        self.log = structlog.get_logger("goondan.connections")
+
+    def start(self) -> None:
+        """Start every Connection (in the background: one that cannot start backs off and
+        shows why in ``status``, and holds nothing else up)."""
+        if not self.plans:
+            return
+        self.tasks.start_soon(self.supervisor.run(), "reconcile-connections")
+        for name in self.plans:
+            self.tasks.start_soon(self._start(name), f"start:connection:{name}")
+
+    async def _start(self, name: str) -> None:
+        try:
+            await self.supervisor.ensure_running(name)
+        except (IpcError, TimeoutError) as exc:
+            self.log.error("connection did not start", connection=name, error=str(exc))
+
+    def status(self) -> list[dict[str, Any]]:
+        """One row per Connection: its process, as ``status`` shows agents."""
+        rows = self.supervisor.status()
+        for row in rows:
+            plan = self.plans[row.pop("agent")]
+            row["connection"] = plan.connection_name
+            row["connector"] = plan.connector_name
+        return rows
+
+    def stop_restarting(self) -> None:
+        """The swarm is stopping: no connector is (re)started from now on."""
+        self.supervisor.stop_restarting()
+
+    async def shutdown(self, grace: float) -> None:
+        """Stop every connector (first, so no event arrives while the agents drain)."""
+        await self.supervisor.shutdown(grace)
+
+    def kill_all(self) -> None:
+        """Last resort: SIGKILL every connector process."""
+        self.supervisor.kill_all()
+
+    # -- events --------------------------------------------------------------------------
+
+    def _event(self, sender: str, message: EventMessage, body: wire.ConnectorEventReport) -> None:
+        plan, table = self.plans.get(sender), self.ingress.get(sender)
+        if plan is None or table is None:
+            return
+        properties = {
+            **body.properties,
+            "connection_name": plan.connection_name,
+            "connector_name": plan.connector_name,
+        }
+        destination = table.route(body.name, properties, body.instance_key)
+        handoff = Handoff(
+            target=destination.agent,
+            input=body.text,
+            instance_key=destination.instance_key,
+            trace_id=wire.new_trace_id(),
+            event_type=body.name,
+            metadata={"connection": plan.connection_name, "properties": properties},
+            event_id=body.event_id,
+        )
+        self.events.record(
+            "connector.event",
+            destination.agent,
+            connection=plan.connection_name,
+            event=body.name,
+            instanceKey=destination.instance_key,
+            traceId=handoff.trace_id,
+            rule=destination.rule,
+        )
+        self.router.send(
+            CONNECTION_SENDER_PREFIX + sender,
+            handoff,
+            on_settled=lambda error: self._settled(sender, body.event_id, error),
+        )
+
+    def _settled(self, connection: str, event_id: str, error: IpcError | None) -> None:
+        handle = self.supervisor.handles.get(connection)
+        if handle is None or handle.worker is None:
+            return  # it exited: its places in flight went with it
+        text = None if error is None else f"{error.code}: {error.message}"
+        settled = wire.ConnectorEventSettled(event_id, text)
+        try:
+            handle.worker.send(wire.event(ORCHESTRATOR, connection, settled))
+        except Exception as exc:  # gone meanwhile
+            self.log.info("settlement not delivered", connection=connection, error=str(exc))
+
+    def _exited(self, name: str, info: ExitInfo) -> None:
+        handle = self.supervisor.handles[name]
+        if info.clean and not handle.stopping and handle.status is not ProcessStatus.TERMINATED:
+            # Its source is exhausted (stdin at its end, say): not a crash to restart.
+            handle.wanted = False
+            self.log.info("connection finished", connection=name)
+            self.events.record("connection.finished", CONNECTION_SENDER_PREFIX + name)
+            self.on_finished(name)

@@ -1,0 +1,183 @@
+"""Connections for real: a connector process, its events routed by ingress into agents' Turns,
+crashes restarted with backoff, boot failures named in status, the end of its source."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.daemon import Orchestrator
+from orchestrator.state_dir import list_instances
+from orchestrator.status import ProcessStatus
+from tests.support.daemon import Daemon, wait_gone
+from tests.support.swarm import FIXTURES, running_swarm
+
+pytestmark = pytest.mark.timeout(120)
+
+CONNECTION = """\
+apiVersion: goondan.ai/v1
+kind: Connector
+metadata: {name: feed}
+spec:
+  entry: ./feed_connector.py
+  events:
+    - {name: to_beta}
+    - {name: chatter}
+---
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata: {name: line}
+spec:
+  connectorRef: Connector/feed
+  config:
+    feed: {value: FEED}
+  ingress:
+    rules:
+      - match: {event: to_beta}
+        route: {agentRef: Agent/beta, instanceKeyPrefix: "chat:", instanceKeyProperty: chat}
+"""
+
+
+def connection_yaml(directory: Path, feed: Path) -> str:
+    shutil.copy(FIXTURES / "feed_connector.py", directory / "feed_connector.py")
+    return CONNECTION.replace("FEED", str(feed))
+
+
+@pytest.fixture
+def feed(tmp_path: Path) -> Path:
+    path = tmp_path / "feed.fifo"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.fixture
+async def swarm(tmp_path: Path, feed: Path) -> AsyncIterator[Orchestrator]:
+    async with running_swarm(tmp_path, extra=connection_yaml(tmp_path, feed)) as orchestrator:
+        yield orchestrator
+
+
+async def writer(feed: Path) -> Any:
+    """The write end of the FIFO (opening waits for the connector to open its end)."""
+    return await asyncio.to_thread(open, feed, "w", buffering=1)
+
+
+async def next_event(subscription: Any, wanted: str, **fields: Any) -> dict[str, Any]:
+    """The next live event of type ``wanted`` whose fields match."""
+    async with asyncio.timeout(30):
+        while True:
+            event = await subscription.queue.get()
+            if event.get("type") == wanted and all(event.get(k) == v for k, v in fields.items()):
+                return dict(event)
+
+
+async def test_events_are_routed_by_ingress_into_turns(swarm: Orchestrator, feed: Path) -> None:
+    async with swarm.live.subscribe() as subscription:
+        lines = await writer(feed)
+        try:
+            lines.write(
+                json.dumps({"name": "to_beta", "text": "hello", "properties": {"chat": "7"}})
+            )
+            lines.write("\n")
+            routed = await next_event(subscription, "connector.event", connection="line")
+            assert (routed["agentName"], routed["instanceKey"], routed["rule"]) == (
+                "beta",
+                "chat:7",
+                0,
+            )
+            done = await next_event(subscription, "turn.completed", agentName="beta")
+            assert done["instanceKey"] == "chat:7"
+            # No rule matches: the entry agent, under the event's own key.
+            lines.write(json.dumps({"name": "chatter", "text": "psst", "key": "k1"}) + "\n")
+            other = await next_event(subscription, "connector.event", event="chatter")
+            assert (other["agentName"], other["instanceKey"], other["rule"]) == (
+                "alpha",
+                "k1",
+                None,
+            )
+            await next_event(subscription, "turn.completed", agentName="alpha")
+        finally:
+            lines.close()
+    text = conversation_text(swarm.state_dir, "beta", "chat:7")
+    assert "beta got: hello" in text
+    assert '"connection_name":"line"' in text  # the Turn knows where it came from
+    assert '"sourceKind":"connector"' in text
+    rows = {row["connection"]: row for row in swarm.connections.status()}
+    assert rows["line"]["connector"] == "feed"
+
+
+async def test_a_connector_crash_is_restarted_with_backoff(swarm: Orchestrator, feed: Path) -> None:
+    handle = swarm.connections.supervisor.handles["line"]
+    first_pid = handle.pid
+    async with swarm.live.subscribe() as subscription:
+        lines = await writer(feed)
+        lines.write(json.dumps({"crash": True}) + "\n")
+        lines.close()
+        exited = await next_event(subscription, "process.exited", agentName="connection:line")
+        assert exited["expected"] is False
+        await next_event(subscription, "process.ready", agentName="connection:line")
+    assert handle.crashes == 1
+    assert handle.restarts == 1
+    assert handle.pid != first_pid
+    assert handle.status is ProcessStatus.IDLE
+
+
+async def test_a_connector_that_cannot_start_is_named_in_status(
+    tmp_path: Path, feed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FEED_TOKEN_UNSET", raising=False)
+    extra = connection_yaml(tmp_path, feed).replace(
+        "  config:\n", "  secrets:\n    token: {valueFrom: {env: FEED_TOKEN_UNSET}}\n  config:\n"
+    )
+    async with running_swarm(tmp_path, extra=extra) as swarm:
+        supervisor = swarm.connections.supervisor
+        async with asyncio.timeout(30):
+            await supervisor.wait_until(
+                lambda: supervisor.handles["line"].status is ProcessStatus.CRASH_LOOP_BACK_OFF
+            )
+        [row] = swarm.connections.status()
+        assert "FEED_TOKEN_UNSET is not set" in row["bootError"]
+        assert row["nextStartInSeconds"] > 0
+        # The agents are unaffected.
+        assert (await swarm.request("hi")).output == "alpha got: hi"
+
+
+def conversation_text(state_dir: Path, agent: str, key: str) -> str:
+    [row] = [r for r in list_instances(state_dir, agent) if r["instanceKey"] == key]
+    return "".join(p.read_text() for p in Path(row["directory"]).glob("conversation/*.jsonl"))
+
+
+def connector_pids(daemon: Daemon) -> set[int]:
+    return {
+        int(e["pid"])  # type: ignore[call-overload]
+        for e in daemon.events
+        if e.get("event") == "agent process spawned" and str(e.get("agent")) == "line"
+    }
+
+
+def test_the_end_of_its_source_stops_the_swarm_and_leaves_no_process(
+    tmp_path: Path,
+) -> None:
+    feed = tmp_path / "feed.fifo"
+    os.mkfifo(feed)
+    daemon = Daemon(tmp_path, extra=connection_yaml(tmp_path, feed))
+    try:
+        daemon.wait_for("agent ready")
+        with open(feed, "w") as lines:  # opens once the connector has opened its end
+            lines.write(json.dumps({"name": "to_beta", "text": "last words"}) + "\n")
+        # End of input: the event in flight is answered, then the daemon stops by itself.
+        assert daemon.process.wait(timeout=60) == 0
+        daemon.wait_for("orchestrator stopped")
+    finally:
+        daemon.stop()
+    pids = connector_pids(daemon)
+    assert pids
+    assert all(wait_gone(pid) for pid in pids)
+    text = conversation_text(tmp_path / ".goondan", "beta", "feed:default")
+    assert "beta got: last words" in text
