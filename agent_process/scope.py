@@ -9,6 +9,7 @@ instead of each keeping copies.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from structlog.typing import FilteringBoundLogger
 
 from agent_process.events import EventRecorder, EventSink, new_span_id
 from tools_base import AgentToolRuntime
+
+TextSink = Callable[[str, str], None]
+"""``(step_id, text)``: where the model text of a streamed Turn goes as it is produced."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,6 +46,9 @@ class TurnScope:
     """Span of the Turn: the parent of its Steps' spans."""
     parent_span_id: str | None = None
     """The caller's tool span for a delegated Turn; ``None`` for fresh input."""
+    text_sink: TextSink | None = None
+    """Set when the Turn's caller streams: every Step's model call streams into it. ``None``
+    (a caller that does not stream) keeps model calls non-streaming."""
     started: float = field(default_factory=time.perf_counter)
     """``time.perf_counter()`` when the Turn began; durations count from here."""
     recorder: EventRecorder = field(init=False, repr=False, compare=False)

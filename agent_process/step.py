@@ -142,12 +142,14 @@ async def _model_and_tools(
 ) -> StepResult:
     started = time.perf_counter()
     tools = list(ctx.tool_catalog)
+    sink, step_id = ctx.scope.turn.text_sink, ctx.scope.id
     response = await settings.model.complete(
         ModelRequest(
             messages=store.messages,
             tools=tools,
             temperature=settings.temperature,
             max_tokens=settings.max_tokens,
+            on_text=(lambda text: sink(step_id, text)) if sink is not None else None,
         )
     )
     assistant = Message(

@@ -14,6 +14,7 @@ import structlog
 
 from bundle import Bundle, load_bundle
 from bundle.plan import AgentPlan
+from goondan.time import utc_timestamp
 from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, EventMessage, IpcError
 from ipc import protocol as wire
 from ipc.protocol import DelegateAnswer, EventKind
@@ -107,6 +108,7 @@ class Orchestrator:
             },
         )
         self.supervisor.on_message = self.dispatch
+        self.router.on_text_delta = self._publish_text_delta
         self.control = ControlServer(self, socket_path(self.state_dir))
         self.api_listen = api_listen
         """``HOST:PORT`` of a TCP listener for the HTTP API, besides its Unix socket."""
@@ -123,6 +125,23 @@ class Orchestrator:
         self, sender: str, message: EventMessage, body: wire.RuntimeEventReport
     ) -> None:
         self.events.append(body.event)
+
+    def _publish_text_delta(self, sender: str, delta: wire.TextDelta) -> None:
+        """Show a streamed Turn's text on the live event stream (never in the event log: it
+        is the answer again, piece by piece)."""
+        if len(self.live):
+            self.live.publish(
+                {
+                    "type": "text.delta",
+                    "timestamp": utc_timestamp(),
+                    "agentName": sender,
+                    "instanceKey": delta.instance_key,
+                    "traceId": delta.trace_id,
+                    "turnId": delta.turn_id,
+                    "stepId": delta.step_id,
+                    "text": delta.text,
+                }
+            )
 
     def _restart_requested(
         self, sender: str, message: EventMessage, body: wire.RestartRequest
