@@ -337,7 +337,8 @@ async def test_a_new_plan_during_a_process_start_restarts_the_process_started_wi
         await reconciling
     workers = fleet.transport.of("a")
     assert len(workers) == 3
-    assert workers[1].plan is not new_plan and workers[1].exited.done()
+    assert workers[1].plan is not new_plan
+    assert workers[1].exited.done()
     assert workers[2].plan is new_plan
     assert fleet.handle.worker is workers[2]
     assert fleet.handle.status is ProcessStatus.IDLE
