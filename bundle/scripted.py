@@ -150,7 +150,7 @@ class ScriptSpec(_ScriptModel):
     rules: list[ScriptRule] = Field(
         min_length=1, description="Tried in order; the first whose `when` matches answers."
     )
-    stream: ScriptStream = Field(
-        default_factory=ScriptStream,
+    stream: ScriptStream | None = Field(
+        default=None,
         description="How replies are chunked when streamed (default: one word a chunk).",
     )

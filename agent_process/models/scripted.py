@@ -17,11 +17,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
-from bundle.scripted import ScriptCondition, ScriptRule, ScriptSpec, ScriptToolCall
+from bundle.scripted import (
+    ScriptCondition,
+    ScriptRule,
+    ScriptSpec,
+    ScriptStream,
+    ScriptToolCall,
+)
 from tools_base import JsonValue, Message, ToolCall
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]+)\}")
 _PATH_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_WORD_BY_WORD = ScriptStream()
 
 
 class UnexpectedModelCall(ModelError):
@@ -60,7 +67,7 @@ class ScriptedModel:
             label = rule.name or f"rules[{index}]"
             response = self._respond(rule, label, variables, request)
             if request.on_text is not None and response.text:
-                stream = rule.stream or self.script.stream
+                stream = rule.stream or self.script.stream or _WORD_BY_WORD
                 for chunk in stream.split(response.text):
                     request.on_text(chunk)
                     await asyncio.sleep(
