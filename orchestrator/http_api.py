@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -234,7 +235,7 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
             first = await turn.first()
             if isinstance(first, DelegateAnswer) and not first.ok:
                 return JSONResponse(first.to_wire(), status_code=502)
-            return _sse(_native_events(turn, first))
+            return _sse(_native_events(turn, first), turn.aclose)
         answer = await daemon.router.request(agent, text, instance_key=key, timeout_ms=timeout)
         return JSONResponse(answer.to_wire(), status_code=200 if answer.ok else 502)
 
@@ -317,11 +318,16 @@ def _flag(data: dict[str, Any], name: str) -> bool:
     return value
 
 
-def _sse(events: AsyncIterator[bytes]) -> StreamingResponse:
+def _sse(
+    events: AsyncIterator[bytes], after: Callable[[], Awaitable[None]] | None = None
+) -> StreamingResponse:
+    """An SSE response of ``events``; ``after`` runs once it ends, however it ends (a client
+    that leaves cancels the body, possibly before the body's own ``finally`` could run)."""
     return StreamingResponse(
         events,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        background=BackgroundTask(after) if after is not None else None,
     )
 
 
@@ -432,12 +438,9 @@ class _TurnStream:
                     yield None
 
     async def rest(self) -> AsyncIterator[_Piece | DelegateAnswer | None]:
-        """What :meth:`first` left; stops waiting for the request when the client leaves."""
-        try:
-            async for item in self._items:
-                yield item
-        finally:
-            await self.aclose()
+        """What :meth:`first` left (the response calls :meth:`aclose` when it ends)."""
+        async for item in self._items:
+            yield item
 
     async def aclose(self) -> None:
         """Stop waiting for the request (the Turn runs on); idempotent."""
@@ -478,11 +481,14 @@ async def _native_events(
             answer["droppedDeltas"] = turn.dropped
         return _sse_event("answer", answer)
 
-    yield encode(first)
-    if isinstance(first, DelegateAnswer):
-        return
-    async for item in turn.rest():
-        yield encode(item)
+    try:
+        yield encode(first)
+        if isinstance(first, DelegateAnswer):
+            return
+        async for item in turn.rest():
+            yield encode(item)
+    finally:
+        await turn.aclose()
 
 
 async def _event_stream(
@@ -606,7 +612,7 @@ class _OpenAICompatible:
         first = await turn.first()
         if isinstance(first, DelegateAnswer) and not first.ok:
             return self._failed(first)
-        return _sse(_chunk_events(turn, first, self.created, include_usage))
+        return _sse(_chunk_events(turn, first, self.created, include_usage), turn.aclose)
 
 
 def _usage(answer: DelegateAnswer) -> tuple[int, int]:
@@ -667,38 +673,41 @@ async def _chunk_events(
             async for item in turn.rest():
                 yield item
 
-    yield chunk(
-        [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]
-    )
-    streamed = False
-    async for item in items():
-        if item is None:
-            yield b": keepalive\n\n"
-        elif isinstance(item, _Piece):
-            streamed = True
-            yield content(item)
-        elif not item.ok:  # the response has started: the error goes in the stream
-            error = item.error or IpcError("the request failed", code="AGENT_TURN_FAILED")
-            failure = {"code": error.code, "message": error.message, "type": "api_error"}
-            yield b"data: " + json.dumps({"error": failure}).encode() + b"\n\n"
-        else:
-            if not streamed:  # a Turn whose model did not stream still answers
-                text = item.output if isinstance(item.output, str) else json.dumps(item.output)
-                yield chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
-            yield chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
-            if include_usage:
-                prompt, completion = _usage(item)
-                usage = {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": completion,
-                    "total_tokens": prompt + completion,
-                }
-                yield chunk([], usage=usage)
-    if turn.dropped:
-        structlog.get_logger("goondan.api").warning(
-            "streamed deltas dropped for a slow client", agent=turn.agent, dropped=turn.dropped
+    try:
+        yield chunk(
+            [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]
         )
-    yield b"data: [DONE]\n\n"
+        streamed = False
+        async for item in items():
+            if item is None:
+                yield b": keepalive\n\n"
+            elif isinstance(item, _Piece):
+                streamed = True
+                yield content(item)
+            elif not item.ok:  # the response has started: the error goes in the stream
+                error = item.error or IpcError("the request failed", code="AGENT_TURN_FAILED")
+                failure = {"code": error.code, "message": error.message, "type": "api_error"}
+                yield b"data: " + json.dumps({"error": failure}).encode() + b"\n\n"
+            else:
+                if not streamed:  # a Turn whose model did not stream still answers
+                    text = item.output if isinstance(item.output, str) else json.dumps(item.output)
+                    yield chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
+                yield chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+                if include_usage:
+                    prompt, completion = _usage(item)
+                    usage = {
+                        "prompt_tokens": prompt,
+                        "completion_tokens": completion,
+                        "total_tokens": prompt + completion,
+                    }
+                    yield chunk([], usage=usage)
+        if turn.dropped:
+            structlog.get_logger("goondan.api").warning(
+                "streamed deltas dropped for a slow client", agent=turn.agent, dropped=turn.dropped
+            )
+        yield b"data: [DONE]\n\n"
+    finally:
+        await turn.aclose()
 
 
 def parse_listen(value: str) -> tuple[str, int]:

@@ -435,6 +435,30 @@ async def test_the_openai_sdk_receives_the_answer_in_deltas_as_produced(
     assert len({c.id for c in chunks}) == 1
 
 
+async def test_a_turn_failing_mid_stream_ends_the_stream_with_its_error(
+    tcp_swarm: tuple[Orchestrator, str],
+) -> None:
+    import openai
+
+    _, base_url = tcp_swarm
+    async with openai.AsyncOpenAI(base_url=base_url, api_key="sk-swarm", max_retries=0) as client:
+        stream = await client.chat.completions.create(
+            model="beta",
+            messages=[{"role": "user", "content": "say famous last words then crash"}],
+            stream=True,
+        )
+        pieces: list[str] = []
+
+        async def read() -> None:
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    pieces.append(chunk.choices[0].delta.content)
+
+        with pytest.raises(openai.APIError, match="exited before answering"):
+            await read()
+    assert "".join(pieces) == "famous last words"  # what was said before the crash stays said
+
+
 async def stream_request(
     client: httpx2.AsyncClient, agent: str, body: dict[str, object]
 ) -> list[tuple[str, dict[str, object]]]:
