@@ -344,8 +344,9 @@ class _TurnStream:
     """One streamed request: its text as it arrives, then its answer, for one HTTP response.
 
     The router calls :meth:`put` on the loop; it never waits (see the bounds in the module
-    docstring). The response iterates :meth:`items`, which cancels the request's wait when the
-    client leaves: the Turn itself runs on, and the router removes the sink.
+    docstring). The handler awaits :meth:`first`, the response body iterates :meth:`rest`, and
+    the response calls :meth:`aclose` when it ends, however it ends: a client that leaves stops
+    the request's wait (the router then removes the sink), never the Turn itself.
     """
 
     def __init__(
