@@ -1,13 +1,15 @@
-"""The HTTP API's request → answer round trip, against the same request over the control socket.
+"""The HTTP API's request → answer round trip, against the same request without HTTP.
 
-A real daemon runs the offline example swarm (``goondan.yaml.example``: a handoff from
-``coordinator`` to ``worker``, which writes a file). In the same run, one request at a time:
+The offline example swarm (``goondan.yaml.example``: a handoff from ``coordinator`` to
+``worker``, which writes a file) answers, one request at a time:
 
-1. the control socket, as the CLI uses it (one connection per request, a JSON line each way)
-2. the HTTP API over its Unix socket, one keep-alive connection
-3. the HTTP API over TCP loopback, one keep-alive connection
+1. in process: ``Orchestrator.request`` called directly, the control path under every front
+   door (router → agent pipes → Turn → answer), with no HTTP at all: the baseline
+2. the CLI's path: a new connection to ``api.sock`` per request (``DaemonApi``)
+3. the HTTP API over its Unix socket, one keep-alive connection
+4. the HTTP API over TCP loopback, one keep-alive connection
 
-taking turns, each on its own conversation instance.
+(2–4 against a daemon process, taking turns, each on its own conversation instance.)
 
 Run: ``python benchmarks/http_api.py [--count N] [--json]``. Prints figures; gates nothing.
 """
@@ -15,6 +17,7 @@ Run: ``python benchmarks/http_api.py [--count N] [--json]``. Prints figures; gat
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -34,7 +37,9 @@ sys.path.insert(0, str(ROOT))  # the repository's packages, not this folder's mo
 
 import httpx2  # noqa: E402
 
-from orchestrator.control import control_request  # noqa: E402
+from ipc.logs import configure_logging  # noqa: E402
+from orchestrator.api_client import DaemonApi  # noqa: E402
+from orchestrator.daemon import Orchestrator  # noqa: E402
 
 TEXT = "write notes.txt hello world"
 
@@ -61,7 +66,38 @@ def summary(samples: list[float]) -> dict[str, float]:
     return {"median_ms": statistics.median(ordered) * 1000, "p99_ms": p99 * 1000}
 
 
+def in_process(count: int) -> list[float]:
+    """The baseline: the same request through an Orchestrator in this process, no HTTP."""
+
+    async def run() -> list[float]:
+        configure_logging("warning", process="benchmark")
+        with tempfile.TemporaryDirectory() as tmp:
+            directory = Path(tmp)
+            shutil.copy(ROOT / "goondan.yaml.example", directory / "goondan.yaml")
+            orchestrator = Orchestrator(directory / "goondan.yaml")
+            await orchestrator.start()
+            try:
+                samples = []
+                for index in range(count + 5):
+                    started = time.perf_counter()
+                    answer = await orchestrator.request(TEXT, agent="coordinator", instance_key="i")
+                    assert answer.ok, answer.error
+                    if index >= 5:  # the first few warm up agents and files
+                        samples.append(time.perf_counter() - started)
+                return samples
+            finally:
+                await orchestrator.shutdown()
+
+    try:  # the loop the daemon runs on
+        import uvloop
+
+        return uvloop.run(run())
+    except ImportError:
+        return asyncio.run(run())
+
+
 def measure(count: int) -> dict[str, Any]:
+    baseline = in_process(count)
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         shutil.copy(ROOT / "goondan.yaml.example", directory / "goondan.yaml")
@@ -98,9 +134,12 @@ def measure(count: int) -> dict[str, Any]:
 
             # Each path has its own conversation and the calls take turns, so the history
             # every Turn reads grows alike on every path.
-            def over_control() -> None:
-                request = {"cmd": "send", "agent": "coordinator", "text": TEXT, "instance": "c"}
-                assert control_request(state, request)["ok"]
+            cli_api = DaemonApi(state)
+
+            def over_cli_client() -> None:
+                body = {"input": TEXT, "instanceKey": "c"}
+                status, answer = cli_api.call("POST", "/v1/agents/coordinator/requests", body)
+                assert status == 200, answer
 
             def over(client: httpx2.Client, key: str) -> Callable[[], None]:
                 body = {"input": TEXT, "instanceKey": key}
@@ -112,7 +151,7 @@ def measure(count: int) -> dict[str, Any]:
                 return call
 
             paths = {
-                "control_socket": over_control,
+                "cli_client_unix_socket": over_cli_client,
                 "http_unix_socket": over(unix, "u"),
                 "http_tcp_loopback": over(tcp, "t"),
             }
@@ -122,15 +161,16 @@ def measure(count: int) -> dict[str, Any]:
             for _ in range(count):
                 for name, call in paths.items():
                     samples[name] += timed(call, 1)
-            figures = {name: summary(taken) for name, taken in samples.items()}
+            figures = {"in_process": summary(baseline)}
+            figures |= {name: summary(taken) for name, taken in samples.items()}
             unix.close()
             tcp.close()
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(60)
-    control = figures["control_socket"]["median_ms"]
-    for name in ("http_unix_socket", "http_tcp_loopback"):
-        figures[name]["ratio_to_control"] = figures[name]["median_ms"] / control
+    control = figures["in_process"]["median_ms"]
+    for name in ("cli_client_unix_socket", "http_unix_socket", "http_tcp_loopback"):
+        figures[name]["ratio_to_in_process"] = figures[name]["median_ms"] / control
     return figures
 
 
@@ -144,10 +184,10 @@ def main() -> None:
         print(json.dumps(figures))
         return
     print(f"request → answer ({TEXT!r}, handoff + file write), {options.count} requests")
-    print(f"{'path':<24} {'median ms':>10} {'p99 ms':>9} {'vs control':>11}")
+    print(f"{'path':<24} {'median ms':>10} {'p99 ms':>9} {'vs in process':>14}")
     for name, row in figures.items():
-        ratio = f"{row['ratio_to_control']:.2f}x" if "ratio_to_control" in row else ""
-        print(f"{name:<24} {row['median_ms']:>10.2f} {row['p99_ms']:>9.2f} {ratio:>11}")
+        ratio = f"{row['ratio_to_in_process']:.2f}x" if "ratio_to_in_process" in row else ""
+        print(f"{name:<24} {row['median_ms']:>10.2f} {row['p99_ms']:>9.2f} {ratio:>14}")
 
 
 if __name__ == "__main__":

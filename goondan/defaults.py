@@ -6,6 +6,9 @@ most of them (the field is named next to each).
 
 from __future__ import annotations
 
+DEFAULT_INSTANCE_KEY = "default"
+"""The conversation instance of a request that names none."""
+
 # -- Turns and Steps --------------------------------------------------------------------------
 
 MAX_STEPS_PER_TURN = 32

@@ -60,6 +60,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
 
+from goondan.defaults import DEFAULT_INSTANCE_KEY as DEFAULT_INSTANCE_KEY  # part of the wire
 from ipc.messages import (
     DelegateMessage,
     DelegateResultMessage,
@@ -71,9 +72,7 @@ from ipc.messages import (
 ORCHESTRATOR = "orchestrator"
 """The ``from``/``to`` name of the Orchestrator itself."""
 EXTERNAL_CALLER = "user"
-"""The caller name of requests from outside the swarm (CLI, control socket)."""
-DEFAULT_INSTANCE_KEY = "default"
-"""The conversation instance used when a request names none."""
+"""The caller name of requests from outside the swarm (CLI, HTTP API)."""
 
 EXIT_BOOT_FAILURE = 78
 """An AgentProcess that cannot boot exits with this code (``EX_CONFIG``); the supervisor backs off

@@ -10,13 +10,11 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bundle import BundleError, json_schema, load_bundle
-from bundle.loader import ALLOW_OUTSIDE_BUNDLE_ENV
-from ipc.protocol import DEFAULT_INSTANCE_KEY
+from goondan.defaults import DEFAULT_INSTANCE_KEY
 
 if TYPE_CHECKING:
     from ipc.protocol import DelegateAnswer
@@ -62,6 +60,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _validate_here(path: Path, *, check_handlers: bool) -> int:
     """The child's side of ``validate``: load, check, print the verdict as JSON."""
+    from bundle import BundleError, load_bundle
+
     try:
         bundle = load_bundle(path, check_handlers=check_handlers)
     except BundleError as exc:
@@ -73,6 +73,8 @@ def _validate_here(path: Path, *, check_handlers: bool) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     """Print the JSON Schema of goondan.yaml documents."""
+    from bundle import json_schema
+
     print(json.dumps(json_schema(), indent=2))
     return 0
 
@@ -106,9 +108,10 @@ def _api_token(variable: str | None) -> str | None:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    from bundle import BundleError
     from ipc import IpcError
-    from orchestrator.control import ApiRefused, DaemonAlreadyRunning
     from orchestrator.daemon import Orchestrator
+    from orchestrator.http_api import ApiRefused, DaemonAlreadyRunning
 
     try:
         orchestrator = Orchestrator(
@@ -219,7 +222,7 @@ async def _prompt_answer(orchestrator: Any, text: str, agent: str, instance: str
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
-    from orchestrator.daemon import default_state_dir
+    from orchestrator.state_dir import default_state_dir
 
     return Path(args.state_dir) if args.state_dir else default_state_dir(Path(args.config))
 
@@ -232,12 +235,15 @@ class _DaemonFailed(Exception):
         self.exit_code = exit_code
 
 
-def _ask_daemon(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any] | None:
-    """The daemon's answer; ``None`` (exit 1) when none runs; exit 3 when it never answers."""
-    from orchestrator.control import EXIT_NO_ANSWER, NoAnswer, NoDaemon, control_request
+def _ask_daemon(
+    args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None = None
+) -> tuple[int, Any] | None:
+    """The daemon's ``(status, body)``; ``None`` (exit 1) when none runs; exit 3 when it
+    takes the request and never answers."""
+    from orchestrator.api_client import EXIT_NO_ANSWER, DaemonApi, NoAnswer, NoDaemon
 
     try:
-        return control_request(_state_dir(args), request)
+        return DaemonApi(_state_dir(args)).call(method, path, body)
     except NoDaemon as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -246,10 +252,23 @@ def _ask_daemon(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, 
         raise _DaemonFailed(EXIT_NO_ANSWER) from exc
 
 
+def _refused(status: int, body: Any) -> bool:
+    """Print the API's error and say so, when ``status`` is one."""
+    from orchestrator.api_client import error_text
+
+    if status < 400:
+        return False
+    print(f"error: {error_text(body)}", file=sys.stderr)
+    return True
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     """One row per agent of the running daemon; exit 1 when none runs."""
-    answer = _ask_daemon(args, {"cmd": "status"})
-    if answer is None:
+    asked = _ask_daemon(args, "GET", "/v1/agents")
+    if asked is None:
+        return 1
+    status, answer = asked
+    if _refused(status, answer):
         return 1
     if args.json:
         print(json.dumps(answer, indent=2))
@@ -269,60 +288,73 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_send(args: argparse.Namespace) -> int:
     """Deliver text to an agent of the running daemon and print its answer."""
-    answer = _ask_daemon(
+    from orchestrator.api_client import path_segment
+
+    route = "sends" if args.no_wait else "requests"
+    asked = _ask_daemon(
         args,
-        {
-            "cmd": "send",
-            "agent": args.agent,
-            "text": args.text,
-            "instance": args.instance,
-            "wait": not args.no_wait,
-        },
+        "POST",
+        f"/v1/agents/{path_segment(args.agent)}/{route}",
+        {"input": args.text, "instanceKey": args.instance},
     )
-    if answer is None:
+    if asked is None:
         return 1
+    status, answer = asked
     if args.json:
         print(json.dumps(answer))
-    elif "answer" in answer:
-        result = answer["answer"]
-        if result.get("status") == "ok":
-            print(result.get("output", ""))
-        else:
-            error = result.get("error") or {}
-            print(f"error: {error.get('message')} ({error.get('code')})", file=sys.stderr)
-    elif not answer.get("ok"):
-        print(f"error: {answer.get('error')}", file=sys.stderr)
-    return 0 if answer.get("ok") else 1
+    elif status == 502:  # the request ran and failed: the answer says why
+        error = answer.get("error") or {}
+        print(f"error: {error.get('message')} ({error.get('code')})", file=sys.stderr)
+    elif _refused(status, answer):
+        return 1
+    elif not args.no_wait:
+        print(answer.get("output", ""))
+    return 0 if status < 400 else 1
 
 
 def cmd_restart(args: argparse.Namespace) -> int:
     """Gracefully restart one agent (or --all); conversations survive."""
+    from orchestrator.api_client import path_segment
+
     if not args.all and not args.agent:
         print("error: name an agent, or pass --all", file=sys.stderr)
         return 2
-    answer = _ask_daemon(args, {"cmd": "restart", "agent": None if args.all else args.agent})
-    if answer is None:
-        return 1
+    names = [args.agent]
+    if args.all:
+        asked = _ask_daemon(args, "GET", "/v1/agents")
+        if asked is None:
+            return 1
+        status, answer = asked
+        if _refused(status, answer):
+            return 1
+        names = [row["agent"] for row in answer.get("agents", [])]
+    restarted = []
+    for name in names:
+        asked = _ask_daemon(args, "POST", f"/v1/agents/{path_segment(name)}/restart")
+        if asked is None:
+            return 1
+        status, answer = asked
+        if _refused(status, answer):
+            return 1
+        restarted.append(answer)
+        if not args.json:
+            print(f"{answer['agent']}: restarted (pid {answer['pid']})")
     if args.json:
-        print(json.dumps(answer))
-    elif answer.get("ok"):
-        for row in answer.get("restarted", []):
-            print(f"{row['agent']}: restarted (pid {row['pid']})")
-    else:
-        print(f"error: {answer.get('error')}", file=sys.stderr)
-    return 0 if answer.get("ok") else 1
+        print(json.dumps({"restarted": restarted}))
+    return 0
 
 
 def cmd_instances(args: argparse.Namespace) -> int:
     """``instances [AGENT]`` lists conversation instances; ``instances delete AGENT KEY`` removes one."""
-    from orchestrator.control import (
+    from orchestrator.api_client import (
         EXIT_NO_ANSWER,
+        DaemonApi,
         NoAnswer,
         NoDaemon,
-        control_request,
-        delete_instance_dir,
-        list_instances,
+        error_text,
+        path_segment,
     )
+    from orchestrator.state_dir import delete_instance_dir, list_instances
 
     words = list(args.words)
     state_dir = _state_dir(args)
@@ -332,24 +364,28 @@ def cmd_instances(args: argparse.Namespace) -> int:
             return 2
         _, agent, key = words
         try:  # through the daemon, so a running agent forgets the instance too
-            answer = control_request(
-                state_dir, {"cmd": "delete_instance", "agent": agent, "instanceKey": key}
+            status, answer = DaemonApi(state_dir).call(
+                "DELETE", f"/v1/agents/{path_segment(agent)}/instances/{path_segment(key)}"
             )
         except NoDaemon:
-            answer = {"ok": True, "deleted": delete_instance_dir(state_dir, agent, key)}
+            status, answer = (
+                200,
+                {"ok": True, "deleted": delete_instance_dir(state_dir, agent, key)},
+            )
         except NoAnswer as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_NO_ANSWER
         if args.json:
             print(json.dumps(answer))
-        elif not answer.get("ok"):
-            print(f"error: {answer.get('error')}", file=sys.stderr)
+        elif status >= 400:
+            print(f"error: {error_text(answer)}", file=sys.stderr)
         else:
             print("deleted" if answer.get("deleted") else "not found")
-        return 0 if answer.get("ok") else 1
+        return 0 if status < 400 else 1
     if len(words) > 1:
         print("usage: instances [AGENT] | instances delete AGENT KEY", file=sys.stderr)
         return 2
+    # Read from disk: the listing needs no daemon.
     rows = list_instances(state_dir, words[0] if words else None)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -364,8 +400,9 @@ def cmd_instances(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print the runtime event log, filtered; ``--follow`` keeps printing new events."""
-    from orchestrator.daemon import default_state_dir
+    from orchestrator.api_client import DaemonApi
     from orchestrator.eventlog import FILE_NAME, format_event, matches, parse_since, read_events
+    from orchestrator.state_dir import default_state_dir
 
     state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(Path(args.file))
     path = state_dir / FILE_NAME
@@ -388,7 +425,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    stream = _event_stream(state_dir) if args.follow else None
+    stream = DaemonApi(state_dir).events() if args.follow else None
     offset = 0
     recent: list[str] = []
     while True:
@@ -412,45 +449,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
             time.sleep(0.25)  # no daemon API to push events: tail the file
         except KeyboardInterrupt:
             return 0
-
-
-def _event_stream(state_dir: Path) -> Iterator[dict[str, Any]] | None:
-    """The daemon's live events (``GET /v1/events`` on its API socket), or ``None`` when no
-    daemon serves the HTTP API there. Connected before the history is read, so nothing falls
-    between the two (an event in both is shown once)."""
-    import http.client
-    import socket as sockets
-
-    path = state_dir / "api.sock"
-
-    class UnixConnection(http.client.HTTPConnection):
-        def connect(self) -> None:
-            self.sock = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
-            self.sock.connect(str(path))
-
-    connection = UnixConnection("goondan")
-    try:
-        connection.request("GET", "/v1/events", headers={"Accept": "text/event-stream"})
-        response = connection.getresponse()
-        if response.status != 200 or response.readline().strip() != b": connected":
-            connection.close()
-            return None
-    except OSError:
-        connection.close()
-        return None
-
-    def events() -> Iterator[dict[str, Any]]:
-        try:
-            for raw in response:
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                if line.startswith("data: {"):
-                    event = json.loads(line.removeprefix("data: "))
-                    if isinstance(event, dict):
-                        yield event
-        finally:
-            connection.close()
-
-    return events()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -569,6 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "allow_outside_bundle", False):
+        from bundle.loader import ALLOW_OUTSIDE_BUNDLE_ENV
+
         # Through the environment, so the validators `run --watch` starts agree.
         os.environ[ALLOW_OUTSIDE_BUNDLE_ENV] = "1"
     command: Command = args.run

@@ -8,7 +8,7 @@ import os
 import signal
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
@@ -19,24 +19,17 @@ from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, EventMessage, IpcError
 from ipc import protocol as wire
 from ipc.protocol import DelegateAnswer, EventKind
 from orchestrator.clock import Clock, LoopClock
-from orchestrator.control import ApiRefused, ControlServer, delete_instance_dir, socket_path
 from orchestrator.dispatch import Dispatcher
 from orchestrator.eventlog import EventLog
 from orchestrator.events_hub import EventHub
+from orchestrator.http_api import ApiServer
+from orchestrator.metrics import SwarmMetrics
 from orchestrator.router import InFlightSend, Router
+from orchestrator.state_dir import default_state_dir, delete_instance_dir
 from orchestrator.status import ExitInfo
 from orchestrator.supervisor import AgentHandle, Supervisor
 from orchestrator.tasks import TaskOwner
-
-if TYPE_CHECKING:
-    from orchestrator.http_api import ApiServer
-    from orchestrator.metrics import SwarmMetrics
 from orchestrator.transport import MultiprocessingTransport, Transport
-
-
-def default_state_dir(bundle_path: Path) -> Path:
-    """``.goondan/`` beside goondan.yaml."""
-    return bundle_path.resolve().parent / ".goondan"
 
 
 def prepare_state_dir(state_dir: Path) -> None:
@@ -109,7 +102,6 @@ class Orchestrator:
         )
         self.supervisor.on_message = self.dispatch
         self.router.on_text_delta = self._publish_text_delta
-        self.control = ControlServer(self, socket_path(self.state_dir))
         self.api_listen = api_listen
         """``HOST:PORT`` of a TCP listener for the HTTP API, besides its Unix socket."""
         self.api_token = api_token
@@ -119,7 +111,7 @@ class Orchestrator:
         self._stopped = asyncio.Event()
         self._signals = 0
         self.stopping = False
-        """Shutting down: control requests that would start work are refused."""
+        """Shutting down: API requests that would start work are refused."""
 
     def _record_runtime_event(
         self, sender: str, message: EventMessage, body: wire.RuntimeEventReport
@@ -168,10 +160,9 @@ class Orchestrator:
         self.router.on_agent_exit(name)
 
     async def start(self) -> None:
-        """Open the control socket, start supervising and the entry agent (the others start
+        """Open the API socket, start supervising and the entry agent (the others start
         on first use). Raises ``DaemonAlreadyRunning`` if another daemon owns the state."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        await self.control.start()
         await self._start_api()
         self._report_unfolded()
         gc.freeze()  # keep the loaded bundle out of the collector's way
@@ -229,17 +220,8 @@ class Orchestrator:
         return answer.to_wire()
 
     async def _start_api(self) -> None:
-        """Serve the HTTP API when the ``api`` extra is installed (required for ``--listen``)."""
-        try:
-            from orchestrator.http_api import ApiServer
-            from orchestrator.metrics import SwarmMetrics
-        except ImportError:  # the optional extra is not installed
-            if self.api_listen:
-                raise ApiRefused(
-                    "--listen needs the HTTP API: pip install 'goondan[api]'"
-                ) from None
-            self.log.info("http api not installed; pip install 'goondan[api]' to serve it")
-            return
+        """Serve the HTTP API on ``api.sock`` (and TCP when asked). Raises
+        ``DaemonAlreadyRunning`` if another daemon serves the state directory."""
         self.metrics = SwarmMetrics(self)
         self.events.listeners.append(self.metrics.observe)
         self.api = ApiServer(self, listen=self.api_listen, token=self.api_token)
@@ -335,7 +317,7 @@ class Orchestrator:
         """Let running Turns finish and answer (within the grace period), stop every agent,
         then fail whatever is still pending.
 
-        The control socket stays open until the agents are gone: while they drain, ``status``
+        The API stays open until the agents are gone: while they drain, ``status``
         shows it, ``send`` and ``restart`` are refused, and ``instances delete`` still goes
         through the agent (which refuses while a Turn of the instance runs). Closed first, it
         would let the CLI delete the files itself under a Turn that then writes them back, and
@@ -345,7 +327,6 @@ class Orchestrator:
         await self.helpers.aclose()
         await self.supervisor.shutdown(self.grace)
         await self.router.close()
-        await self.control.close()
         self.live.close()  # event streams end, so the HTTP server stops without waiting
         if self.api is not None:
             await self.api.close()

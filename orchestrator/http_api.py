@@ -1,7 +1,10 @@
 """The daemon's HTTP API (the ``api`` extra): Starlette routes served by uvicorn.
 
-By default it listens on ``<state>/api.sock``, a Unix socket created with mode 0600 like the
-control socket; ``run --listen HOST:PORT`` adds a TCP listener. A TCP listener off loopback
+It always listens on ``<state>/api.sock``, a Unix socket created with mode 0600 (only the
+daemon's user may connect): the CLI's ``status``, ``send``, ``restart``, ``instances`` and
+``logs --follow`` go through it. A live socket there makes a second daemon on the same state
+refuse to start; a stale one (its daemon was killed) is replaced. ``run --listen HOST:PORT``
+adds a TCP listener. A TCP listener off loopback
 refuses to start without a bearer token, and with a token every request must carry it
 (``Authorization: Bearer <token>``), else 401.
 
@@ -63,7 +66,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import structlog
 from starlette.applications import Starlette
@@ -74,11 +77,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from goondan.errors import DaemonError
 from ipc import DEFAULT_INSTANCE_KEY, IpcError
 from ipc.protocol import DelegateAnswer, TextDelta, new_trace_id
-from orchestrator.control import ApiRefused, list_instances, private_unix_socket
+from orchestrator.api_client import socket_path
 from orchestrator.eventlog import matches
 from orchestrator.events_hub import END_OF_STREAM
+from orchestrator.state_dir import list_instances
 from orchestrator.status import ProcessStatus
 
 if TYPE_CHECKING:
@@ -87,11 +92,50 @@ if TYPE_CHECKING:
     from orchestrator.daemon import Orchestrator
     from orchestrator.metrics import SwarmMetrics
 
-SOCKET_NAME = "api.sock"
-API_LISTEN_BACKLOG = 1024
-"""Connections the kernel queues on the API's Unix socket before the server accepts them."""
+API_LISTEN_BACKLOG = 4096
+"""Connections the kernel queues before the server accepts them (many CLI calls at once)."""
 MAX_BODY_BYTES = 1024 * 1024
 """Largest request body accepted (413 past it)."""
+MAX_IDLE_CONNECTIONS = 256
+"""Open connections waiting for a request; one more closes the one idle the longest, so idle
+clients can neither exhaust the daemon's descriptors nor lock an operator's ``status`` out."""
+IDLE_SECONDS = 30.0
+"""A connection that sends no request for this long is closed."""
+
+
+class DaemonAlreadyRunning(DaemonError, RuntimeError):
+    """Another daemon serves this state directory."""
+
+
+class ApiRefused(DaemonError, RuntimeError):
+    """The HTTP API cannot start as asked (a public listener without a token)."""
+
+
+def private_unix_socket(path: Path, backlog: int) -> socket.socket:
+    """A listening Unix socket at ``path`` that only this user may connect to (mode 0600)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    previous = os.umask(0o177)  # born 0600: no window where others may connect
+    try:
+        sock.bind(str(path))
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.umask(previous)
+    os.chmod(path, 0o600)
+    sock.listen(backlog)
+    return sock
+
+
+def _answers(path: Path) -> bool:
+    """Whether something accepts connections on the Unix socket ``path``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 def error(status: int, code: str, message: str) -> JSONResponse:
@@ -210,7 +254,8 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def agents(request: Request) -> Response:
-        return JSONResponse({"swarm": daemon.swarm.name, "agents": daemon.status()})
+        body = {"swarm": daemon.swarm.name, "pid": os.getpid(), "agents": daemon.status()}
+        return JSONResponse(body)
 
     def turn_input(data: dict[str, Any]) -> tuple[str, str, int | None]:
         text, key, timeout = data.get("input"), data.get("instanceKey"), data.get("timeoutMs")
@@ -294,7 +339,7 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         Route("/v1/agents/{agent}/restart", restart, methods=["POST"]),
         Route("/v1/instances", instances, methods=["GET"]),
         Route("/v1/events", events, methods=["GET"]),
-        Route("/v1/agents/{agent}/instances/{key}", delete_instance, methods=["DELETE"]),
+        Route("/v1/agents/{agent}/instances/{key:path}", delete_instance, methods=["DELETE"]),
     ]
     app: ASGIApp = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     if daemon.metrics is not None:
@@ -730,11 +775,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def socket_path(state_dir: Path) -> Path:
-    """Where the API socket of ``state_dir`` lives."""
-    return state_dir / SOCKET_NAME
-
-
 class ApiServer:
     """Serves :func:`build_app` on the state directory's Unix socket, and on TCP if asked."""
 
@@ -755,6 +795,7 @@ class ApiServer:
             )
         self.token = token
         self._server: uvicorn.Server | None = None
+        self._owned = False
         self.port: int | None = None
         """The TCP port actually bound (useful with port 0)."""
         self.log = structlog.get_logger("goondan.api")
@@ -774,22 +815,34 @@ class ApiServer:
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=5,
+            http=_guarded_protocol(),
         )
         self._server = _server_class()(config)
         self.orchestrator.tasks.start_soon(self._server.serve(sockets=sockets), "http-api")
         self.log.info("http api listening", socket=str(self.path), tcp=self.tcp, port=self.port)
 
     def _unix_socket(self) -> socket.socket:
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()  # the control socket already proved no live daemon owns the state
-        return private_unix_socket(self.path, API_LISTEN_BACKLOG)
+        """Bind ``api.sock``: refuse if a live daemon owns it, replace it if stale."""
+        if self.path.exists() or self.path.is_symlink():
+            if _answers(self.path):
+                raise DaemonAlreadyRunning(
+                    f"a daemon is already running for {self.path.parent} (socket {self.path}); "
+                    "stop it first, or use another --state-dir"
+                )
+            self.log.warning("replacing a stale api socket", path=str(self.path))
+            self.path.unlink()
+        sock = private_unix_socket(self.path, API_LISTEN_BACKLOG)
+        self._owned = True
+        return sock
 
     async def close(self) -> None:
-        """Stop serving and remove the socket."""
+        """Stop serving and remove the socket (only ours: never a live daemon's)."""
         if self._server is not None:
             self._server.should_exit = True
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        if self._owned:
+            self._owned = False
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
 
 
 def _server_class() -> type[uvicorn.Server]:
@@ -804,6 +857,53 @@ def _server_class() -> type[uvicorn.Server]:
             yield
 
     return Server
+
+
+def _guarded_protocol() -> type[asyncio.Protocol]:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):
+        """uvicorn's HTTP/1.1 protocol with idle connections bounded.
+
+        A connection that has not sent a (next) request is idle. Idle ones are closed after
+        :data:`IDLE_SECONDS`, and past :data:`MAX_IDLE_CONNECTIONS` the one idle the longest is
+        closed at once: a flood of silent clients costs no descriptors beyond the cap, and a
+        request always finds room.
+        """
+
+        idle_since: ClassVar[dict[GuardedH11Protocol, float]]
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._went_idle()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.idle_since.pop(self, None)
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            self.idle_since.pop(self, None)
+            super().data_received(data)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._went_idle()
+
+        def _went_idle(self) -> None:
+            self.idle_since[self] = time.monotonic()
+            if self.timeout_keep_alive_task is None:  # no request yet: uvicorn sets none
+                self.timeout_keep_alive_task = self.loop.call_later(
+                    IDLE_SECONDS, self.timeout_keep_alive_handler
+                )
+            excess = len(self.idle_since) - MAX_IDLE_CONNECTIONS
+            if excess > 0:
+                for oldest in sorted(self.idle_since, key=self.idle_since.__getitem__)[:excess]:
+                    self.idle_since.pop(oldest, None)
+                    oldest.transport.close()
+
+    GuardedH11Protocol.idle_since = {}
+    return GuardedH11Protocol
 
 
 def _family(host: str) -> socket.AddressFamily:

@@ -108,9 +108,7 @@ async def test_a_full_disk_answers_at_once_and_the_agent_serves_again_after(
     assert "first words" in text
     assert "room again" in text
     assert "while full" not in text  # refused, not half-kept
-    deleted = await swarm.control.handle(
-        {"cmd": "delete_instance", "agent": "beta", "instanceKey": "k"}
-    )
+    deleted = await swarm.delete_instance("beta", "k")
     assert deleted == {"ok": True, "deleted": True}
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from orchestrator.control import ApiRefused
 from orchestrator.daemon import Orchestrator
+from orchestrator.http_api import ApiRefused
 from tests.support.daemon import Daemon, run_cli
 from tests.support.swarm import running_swarm, write_swarm
 

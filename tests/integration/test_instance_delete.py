@@ -33,9 +33,7 @@ def history(swarm: Orchestrator, key: str) -> str:
 
 
 async def delete(swarm: Orchestrator, key: str) -> dict[str, object]:
-    return await swarm.control.handle(
-        {"cmd": "delete_instance", "agent": "beta", "instanceKey": key}
-    )
+    return await swarm.delete_instance("beta", key)
 
 
 @pytest.mark.parametrize("delay_steps", [0, 1, 3, 10, 30])

@@ -75,7 +75,7 @@ def test_an_internal_error_is_one_line_unless_debug(
     def explode(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug of ours")
 
-    monkeypatch.setattr(orchestrator.cli, "load_bundle", explode)
+    monkeypatch.setattr(bundle, "load_bundle", explode)
     # in this process: the side of validate that a child runs
     assert main(["validate", str(EXAMPLE), "--verdict-from-child"]) == 1
     err = capsys.readouterr().err

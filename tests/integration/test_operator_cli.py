@@ -1,4 +1,5 @@
-"""The control socket of a real daemon: status, send, restart, one daemon per state, stale sockets."""
+"""The operator CLI against a real daemon, through its API socket: status, send, restart,
+instances, one daemon per state, stale sockets, hostile clients."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_socket_is_owner_only(daemon: Daemon, tmp_path: Path) -> None:
-    path = tmp_path / ".goondan" / "control.sock"
+    path = tmp_path / ".goondan" / "api.sock"
     assert stat.S_ISSOCK(path.stat().st_mode)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
@@ -89,7 +90,7 @@ def test_a_stale_socket_is_replaced(tmp_path: Path) -> None:
     state = tmp_path / ".goondan"
     state.mkdir()
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    stale.bind(str(state / "control.sock"))
+    stale.bind(str(state / "api.sock"))
     stale.close()  # a socket file nobody listens on, as a SIGKILLed daemon leaves behind
     running = Daemon(tmp_path)
     try:
@@ -113,7 +114,7 @@ def test_the_socket_is_removed_on_exit(tmp_path: Path) -> None:
     running.process.send_signal(signal.SIGTERM)
     assert running.process.wait(timeout=30) == 0
     running.stop()
-    assert not (tmp_path / ".goondan" / "control.sock").exists()
+    assert not (tmp_path / ".goondan" / "api.sock").exists()
     assert os.path.isdir(tmp_path / ".goondan")
 
 
@@ -189,7 +190,7 @@ def test_the_daemon_dying_during_a_send_is_its_own_error(daemon: Daemon, tmp_pat
     import signal
     import time
 
-    from orchestrator.control import EXIT_NO_ANSWER
+    from orchestrator.api_client import EXIT_NO_ANSWER
 
     client = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "send", "beta", "slow 30"],
@@ -223,12 +224,12 @@ def test_the_daemon_dying_during_a_send_is_its_own_error(daemon: Daemon, tmp_pat
 def test_hundreds_of_concurrent_requests_are_all_answered(daemon: Daemon, tmp_path: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from orchestrator.control import control_request
+    from orchestrator.api_client import DaemonApi
 
-    state = tmp_path / ".goondan"
+    api = DaemonApi(tmp_path / ".goondan")
     with ThreadPoolExecutor(max_workers=600) as pool:
-        answers = list(pool.map(lambda _: control_request(state, {"cmd": "status"}), range(600)))
-    assert all(a.get("ok") for a in answers)
+        answers = list(pool.map(lambda _: api.call("GET", "/v1/agents"), range(600)))
+    assert all(status == 200 and body["agents"] for status, body in answers)
 
 
 def test_idle_connections_cannot_lock_operators_out(daemon: Daemon, tmp_path: Path) -> None:
@@ -238,7 +239,7 @@ def test_idle_connections_cannot_lock_operators_out(daemon: Daemon, tmp_path: Pa
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
     # The usual limit of a service: fewer descriptors than the connections below.
     resource.prlimit(daemon.process.pid, resource.RLIMIT_NOFILE, (1024, 1024))
-    path = str(tmp_path / ".goondan" / "control.sock")
+    path = str(tmp_path / ".goondan" / "api.sock")
     idle: list[socket.socket] = []
     try:
         for _ in range(1100):  # more than the daemon's 1024 descriptors
@@ -247,7 +248,7 @@ def test_idle_connections_cannot_lock_operators_out(daemon: Daemon, tmp_path: Pa
             idle.append(client)
         status = cli(tmp_path, "status", "--json")
         assert status.returncode == 0, status.stderr
-        assert json.loads(status.stdout)["ok"] is True
+        assert json.loads(status.stdout)["agents"]
         restarted = cli(tmp_path, "restart", "alpha")
         assert restarted.returncode == 0, restarted.stderr
     finally:

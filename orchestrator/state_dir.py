@@ -1,0 +1,38 @@
+"""The state directory on disk: where it is, and the conversation instances in it.
+
+Imported by the CLI as well as the daemon, so it stays light: no third-party imports."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+
+def default_state_dir(bundle_path: Path) -> Path:
+    """``.goondan/`` beside goondan.yaml."""
+    return bundle_path.resolve().parent / ".goondan"
+
+
+def list_instances(state_dir: Path, agent: str | None = None) -> list[dict[str, Any]]:
+    """Every conversation instance on disk (from each instance's ``metadata.json``)."""
+    rows = []
+    for metadata in sorted((state_dir / "agents").glob("*/instances/*/metadata.json")):
+        try:
+            data = json.loads(metadata.read_text())
+        except (OSError, ValueError):
+            continue
+        if agent is None or data.get("agentName") == agent:
+            data["directory"] = str(metadata.parent)
+            rows.append(data)
+    return rows
+
+
+def delete_instance_dir(state_dir: Path, agent: str, key: str) -> bool:
+    """Remove the files of one instance; ``False`` when it does not exist."""
+    for row in list_instances(state_dir, agent):
+        if row.get("instanceKey") == key:
+            shutil.rmtree(row["directory"], ignore_errors=True)
+            return True
+    return False
