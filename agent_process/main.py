@@ -187,6 +187,7 @@ class AgentProcess:
         self.log = structlog.get_logger("goondan.agent").bind(agent=self.name, pid=os.getpid())
         self._tasks: set[asyncio.Task[Any]] = set()
         self.instances: InstanceManager | None = None
+        self.turns: TurnRunner | None = None
         self._handlers = self.event_handlers
         self._link = OrchestratorLink(
             agent_name=self.name,
@@ -237,7 +238,7 @@ class AgentProcess:
             max_tokens=plan.max_tokens,
             max_tool_calls_per_step=plan.max_tool_calls_per_step,
         )
-        runner = TurnRunner(
+        runner = self.turns = TurnRunner(
             settings,
             max_steps=plan.max_steps_per_turn,
             runtime_factory=self._runtime_for,
@@ -379,6 +380,7 @@ class AgentProcess:
             EventKind.LIST_RESULT: self._on_answer,
             EventKind.PREPARE_INSTANCE: self._prepare_instance,
             EventKind.DELETE_INSTANCE: self._delete_instance,
+            EventKind.CANCEL: self._cancel,
         }
 
     def _dispatch(self, message: IpcMessage) -> None:
@@ -442,6 +444,12 @@ class AgentProcess:
                 if self.extensions is not None:
                     self.extensions.forget_instance(conversation)
         self._tell(answer, message.correlation_id)
+
+    def _cancel(self, message: EventMessage, body: wire.Cancel) -> None:
+        """Stop the Turns of a cancelled trace at their next safe point (queued ones too)."""
+        if self.turns is not None:
+            running = self.turns.cancel(body.trace_id, body.reason)
+            self.log.info("trace cancelled", trace_id=body.trace_id, running_turns=running)
 
     # -- Turns -------------------------------------------------------------------------------
 

@@ -8,15 +8,75 @@ instead of each keeping copies.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from structlog.typing import FilteringBoundLogger
 
 from agent_process.events import EventRecorder, EventSink, new_span_id
 from tools_base import AgentToolRuntime
+
+T = TypeVar("T")
+
+
+class TurnCancelled(Exception):
+    """The Turn's request was cancelled; raised at a safe point, ends the Turn ``CANCELLED``."""
+
+
+class Cancellation:
+    """Whether an operator cancelled the Turn's request, read at the Turn's safe points.
+
+    The Turn stops before its next model call, and each tool call not yet started is answered
+    ``E_TOOL_CANCELLED``; a tool call already running finishes (its effects are real, its
+    result goes into the conversation). Only work without effects, such as a model call, is
+    abandoned midway: see :meth:`abortable`.
+    """
+
+    __slots__ = ("_abortable", "reason")
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        """Why it was cancelled; ``None`` while it was not."""
+        self._abortable: asyncio.Task[object] | None = None
+
+    @property
+    def requested(self) -> bool:
+        """The Turn should stop at its next safe point."""
+        return self.reason is not None
+
+    def request(self, reason: str) -> None:
+        """Cancel: abandon the abortable wait under way, if any."""
+        if self.reason is None:
+            self.reason = reason
+            if self._abortable is not None:
+                self._abortable.cancel()
+
+    def check(self) -> None:
+        """A safe point: raise :class:`TurnCancelled` if cancelled."""
+        if self.reason is not None:
+            raise TurnCancelled(self.reason)
+
+    async def abortable(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable``, abandoned (:class:`TurnCancelled`) if the Turn is cancelled
+        meanwhile. Only for work whose abandonment leaves nothing half done."""
+        self.check()
+        task = asyncio.current_task()
+        self._abortable = task
+        try:
+            return await awaitable
+        except asyncio.CancelledError:
+            if self.reason is None or task is None:
+                raise
+            if task.uncancel() > 0:  # someone else cancelled the task too: theirs wins
+                raise
+            raise TurnCancelled(self.reason) from None
+        finally:
+            self._abortable = None
+
 
 TextSink = Callable[[str, str], None]
 """``(step_id, text)``: where the model text of a streamed Turn goes as it is produced."""
@@ -51,6 +111,8 @@ class TurnScope:
     (a caller that does not stream) keeps model calls non-streaming."""
     started: float = field(default_factory=time.perf_counter)
     """``time.perf_counter()`` when the Turn began; durations count from here."""
+    cancellation: Cancellation = field(default_factory=Cancellation, compare=False)
+    """Set when the Turn's request is cancelled; read at the Turn's safe points."""
     recorder: EventRecorder = field(init=False, repr=False, compare=False)
     """Stamps the Turn's events with its agent, instance and trace; derived from the above."""
 

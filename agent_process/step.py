@@ -142,14 +142,17 @@ async def _model_and_tools(
 ) -> StepResult:
     started = time.perf_counter()
     tools = list(ctx.tool_catalog)
+    # A model call has no effects: a cancelled Turn abandons it (nothing is appended yet).
     sink, step_id = ctx.scope.turn.text_sink, ctx.scope.id
-    response = await settings.model.complete(
-        ModelRequest(
-            messages=store.messages,
-            tools=tools,
-            temperature=settings.temperature,
-            max_tokens=settings.max_tokens,
-            on_text=(lambda text: sink(step_id, text)) if sink is not None else None,
+    response = await ctx.scope.turn.cancellation.abortable(
+        settings.model.complete(
+            ModelRequest(
+                messages=store.messages,
+                tools=tools,
+                temperature=settings.temperature,
+                max_tokens=settings.max_tokens,
+                on_text=(lambda text: sink(step_id, text)) if sink is not None else None,
+            )
         )
     )
     assistant = Message(
@@ -182,8 +185,18 @@ async def _run_calls(
     """Run the calls of ``assistant`` in order, each result appended as it completes."""
     results: list[ToolCallResult] = []
     limit = settings.max_tool_calls_per_step
+    cancellation = scope.turn.cancellation
     for index, call in enumerate(assistant.tool_calls):
-        if index < limit:
+        if cancellation.requested:
+            # Every call still gets its result: providers refuse a call left unanswered.
+            result = error_result(
+                call.id,
+                call.name,
+                message=f"Not run: the request was cancelled ({cancellation.reason}).",
+                code="E_TOOL_CANCELLED",
+                name="ToolCancelledError",
+            )
+        elif index < limit:
             result = await _run_tool(settings.executor, call, scope, assistant)
         else:
             # Every call still gets its result: providers refuse a call left unanswered.

@@ -8,8 +8,10 @@ The conversation is folded to disk when the Turn ends, whatever the outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +22,7 @@ import structlog
 from agent_process.conversation import ConversationStorageError, ConversationStore, MessageEvent
 from agent_process.events import EventSink
 from agent_process.models.base import ModelError, TokenUsage
-from agent_process.scope import StepScope, TextSink, TurnScope
+from agent_process.scope import StepScope, TextSink, TurnCancelled, TurnScope
 from agent_process.step import StepResult, StepSettings, new_message_id, run_step
 from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
 from goondan.defaults import MAX_STEPS_PER_TURN
@@ -38,8 +40,10 @@ from tools_base import (
 
 DEFAULT_MAX_STEPS_PER_TURN = MAX_STEPS_PER_TURN
 
-FinishReason = Literal["text_response", "max_steps", "error"]
+FinishReason = Literal["text_response", "max_steps", "cancelled", "error"]
 
+CANCELLED_TRACES_KEPT = 1024
+"""Cancelled trace ids an agent remembers, so their queued Turns end when they come up."""
 MAX_EMPTY_OUTPUT_RETRIES = 2
 """Empty model answers (no text, no tool call) asked again before the Turn gives up."""
 EMPTY_OUTPUT_CORRECTION = (
@@ -200,6 +204,15 @@ class TurnResult:
             restart_reason=restart_reason,
         )
 
+    @classmethod
+    def cancelled(
+        cls, origin: TurnScope | TurnInput, reason: str, *, steps: int, usage: TokenUsage
+    ) -> TurnResult:
+        """The Turn's request was cancelled (``CANCELLED``); it stopped at a safe point after
+        ``steps`` Steps (``origin`` is only the input when it was cancelled before it began)."""
+        failed = cls.failed(origin, "CANCELLED", f"cancelled: {reason}", steps=steps, usage=usage)
+        return dataclasses.replace(failed, finish_reason="cancelled")
+
     def to_json(self) -> JsonObject:
         """The wire form (a ``delegate_result`` payload carries it)."""
         out: JsonObject = {
@@ -324,12 +337,45 @@ class TurnRunner:
         self._inbox = inbox
         self._events = events
         self._log = logger if logger is not None else structlog.get_logger("goondan.turn")
+        self._running: dict[str, list[TurnScope]] = {}
+        """The Turns under way, by trace id."""
+        self._cancelled: OrderedDict[str, str] = OrderedDict()
+        """Recently cancelled traces and why: a Turn of one that starts later (it was queued)
+        ends at once."""
+
+    def cancel(self, trace_id: str, reason: str) -> int:
+        """Stop the Turns of ``trace_id`` at their next safe point, the running ones and those
+        still queued. Returns how many were running."""
+        self._cancelled[trace_id] = reason
+        self._cancelled.move_to_end(trace_id)
+        while len(self._cancelled) > CANCELLED_TRACES_KEPT:
+            self._cancelled.popitem(last=False)
+        running = self._running.get(trace_id, [])
+        for scope in running:
+            scope.logger.info("turn cancelled", reason=reason)
+            scope.cancellation.request(reason)
+        return len(running)
 
     async def run(
         self, instance_key: str, store: ConversationStore, workdir: Path, turn_input: TurnInput
     ) -> TurnResult:
         """Run one Turn of ``instance_key``; never raises for model or tool failures."""
+        reason = self._cancelled.get(turn_input.trace_id)
+        if reason is not None:  # cancelled while it waited in the queue: nothing was done
+            return TurnResult.cancelled(turn_input, reason, steps=0, usage=TokenUsage())
         scope = self._scope(instance_key, workdir, turn_input)
+        running = self._running.setdefault(scope.trace_id, [])
+        running.append(scope)
+        try:
+            return await self._run(scope, store, turn_input)
+        finally:
+            running.remove(scope)
+            if not running:
+                del self._running[scope.trace_id]
+
+    async def _run(
+        self, scope: TurnScope, store: ConversationStore, turn_input: TurnInput
+    ) -> TurnResult:
         scope.recorder.emit(
             "turn.started", scope.span_id, scope.parent_span_id, turnId=scope.turn_id
         )
@@ -345,6 +391,8 @@ class TurnRunner:
         )
         try:
             result = await ctx.next()
+        except TurnCancelled as cancelled:  # raised by a middleware's own safe point
+            result = TurnResult.cancelled(scope, str(cancelled), steps=0, usage=TokenUsage())
         except ConversationStorageError as exc:  # the disk is full or read-only
             scope.logger.error("turn failed: conversation not written", error=str(exc))
             result = TurnResult.failed(scope, exc.code, str(exc))
@@ -395,10 +443,15 @@ class TurnRunner:
                     store.append(message)
             step_scope = StepScope(turn=scope, index=step_index)
             try:
+                scope.cancellation.check()  # the safe point between Steps
                 step = await self._step(step_scope, store, turn_metadata)
             except ModelError as exc:
                 return TurnResult.failed(
                     scope, exc.code, str(exc), steps=step_index + 1, usage=progress.usage
+                )
+            except TurnCancelled as cancelled:
+                return TurnResult.cancelled(
+                    scope, str(cancelled), steps=step_index, usage=progress.usage
                 )
             progress.add(step)
             # An empty answer right after tool results just ends the Turn.
@@ -434,14 +487,14 @@ class TurnRunner:
         started = time.perf_counter()
         try:
             step = await run_step(self.settings, store, scope, turn_metadata)
-        except ModelError as exc:
+        except (ModelError, TurnCancelled) as exc:
             recorder.emit(
                 "step.failed",
                 scope.span_id,
                 parent,
                 **step_fields,
                 duration=round((time.perf_counter() - started) * 1000, 3),
-                errorCode=exc.code,
+                errorCode=exc.code if isinstance(exc, ModelError) else "CANCELLED",
                 errorMessage=str(exc),
             )
             raise

@@ -255,6 +255,11 @@ TOOL = Catalogue(
         "Check whether its effect happened, then call again.",
     ),
     ErrorCode(
+        "E_TOOL_CANCELLED",
+        "not run: the request was cancelled before this call started",
+        None,
+    ),
+    ErrorCode(
         "E_TOOL_INTERRUPTED",
         "the agent process stopped before this call finished",
         "Check whether its effect happened before calling it again.",
@@ -370,6 +375,11 @@ DELIVERY = Catalogue(
         "Retry with a smaller request or a larger timeoutMs.",
     ),
     ErrorCode("SHUTTING_DOWN", "the swarm or the agent is stopping", None),
+    ErrorCode(
+        "CANCELLED",
+        "an operator cancelled the request; its Turns stopped at their next safe point",
+        "Do not retry unless asked again.",
+    ),
     ErrorCode(
         "TOO_MANY_PENDING_REQUESTS",
         "the caller already waits on (or has in flight) 1024 requests or sends",

@@ -158,6 +158,12 @@ class ShuttingDown(IpcError):
     code = "SHUTTING_DOWN"
 
 
+class Cancelled(IpcError):
+    """An operator cancelled the request (``cancel``); its Turns stop at their next safe point."""
+
+    code = "CANCELLED"
+
+
 class TooManyPending(IpcError):
     """The caller already waits on the maximum number of requests."""
 
@@ -185,6 +191,7 @@ _ERRORS: dict[str, type[IpcError]] = {
         RequestTimeout,
         CircularCall,
         ShuttingDown,
+        Cancelled,
         TooManyPending,
         EmptyInput,
         TurnFailed,

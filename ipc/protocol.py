@@ -46,6 +46,7 @@ Event kinds (Orchestrator → agent):
 ``list_result``              :class:`ListResult`.
 ``prepare_instance``         :class:`PrepareInstance`: create an instance unless it exists.
 ``delete_instance``          :class:`DeleteInstance`: delete an idle instance.
+``cancel``                   :class:`Cancel`: stop the Turns of a trace at their next safe point.
 
 ``from``/``to`` are agent names, or :data:`ORCHESTRATOR`. A payload may be any JSON value on the
 wire; every kind here carries an object. Errors cross as ``{code, message, details?}``
@@ -122,6 +123,7 @@ class EventKind(enum.StrEnum):
     PREPARE_INSTANCE_RESULT = "prepare_instance_result"
     DELETE_INSTANCE = "delete_instance"
     DELETE_INSTANCE_RESULT = "delete_instance_result"
+    CANCEL = "cancel"
 
 
 # -- ids and call chains ---------------------------------------------------------------------
@@ -922,6 +924,24 @@ class DeleteInstance(EventBody):
 
 @_body
 @dataclass(frozen=True, slots=True)
+class Cancel(EventBody):
+    """Stop every Turn of trace ``trace_id``, running or queued, at its next safe point: before
+    a model call (one in flight is abandoned) and before each tool call (one running finishes)."""
+
+    KIND: ClassVar[EventKind] = EventKind.CANCEL
+    trace_id: str
+    reason: str = "cancelled by an operator"
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"traceId": self.trace_id, "reason": self.reason}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> Cancel:
+        return cls(fields.text("traceId"), fields.text("reason") or "cancelled by an operator")
+
+
+@_body
+@dataclass(frozen=True, slots=True)
 class DeleteInstanceResult(EventBody):
     """The answer to :class:`DeleteInstance`: whether files were deleted, or why not."""
 
@@ -975,6 +995,7 @@ ORCHESTRATOR_TO_AGENT = frozenset(
         EventKind.LIST_RESULT,
         EventKind.PREPARE_INSTANCE,
         EventKind.DELETE_INSTANCE,
+        EventKind.CANCEL,
     }
 )
 """The kinds an AgentProcess must handle."""

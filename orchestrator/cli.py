@@ -344,6 +344,24 @@ def cmd_restart(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """Cancel a running request by request id or trace id; its caller is answered CANCELLED."""
+    from orchestrator.api_client import path_segment
+
+    asked = _ask_daemon(
+        args, "POST", f"/v1/requests/{path_segment(args.id)}/cancel", {"reason": args.reason}
+    )
+    if asked is None:
+        return 1
+    status, answer = asked
+    if args.json:
+        print(json.dumps(answer))
+    elif not _refused(status, answer):
+        for trace_id in answer.get("cancelled", []):
+            print(f"cancelled trace {trace_id}")
+    return 0 if status < 400 else 1
+
+
 def cmd_instances(args: argparse.Namespace) -> int:
     """``instances [AGENT]`` lists conversation instances; ``instances delete AGENT KEY`` removes one."""
     from orchestrator.api_client import (
@@ -535,6 +553,14 @@ def build_parser() -> argparse.ArgumentParser:
     restart.add_argument("--all", action="store_true", help="restart every agent")
     daemon_options(restart)
     restart.set_defaults(run=cmd_restart)
+
+    cancel = commands.add_parser(
+        "cancel", help="cancel a running request (by request id or trace id)"
+    )
+    cancel.add_argument("id", metavar="TRACE_OR_REQUEST_ID", help="see GET /v1/requests or logs")
+    cancel.add_argument("--reason", default="cancelled by an operator", help="told to the caller")
+    daemon_options(cancel)
+    cancel.set_defaults(run=cmd_cancel)
 
     instances = commands.add_parser(
         "instances", help="list conversation instances, or `instances delete AGENT KEY`"

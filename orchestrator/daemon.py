@@ -15,7 +15,7 @@ import structlog
 from bundle import Bundle, load_bundle
 from bundle.plan import AgentPlan
 from goondan.time import utc_timestamp
-from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, EventMessage, IpcError
+from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, ORCHESTRATOR, EventMessage, IpcError
 from ipc import protocol as wire
 from ipc.protocol import DelegateAnswer, EventKind
 from orchestrator.clock import Clock, LoopClock
@@ -175,6 +175,16 @@ class Orchestrator:
     ) -> DelegateAnswer:
         """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer."""
         return await self.router.request(agent or self.entry_agent, text, instance_key=instance_key)
+
+    def cancel(
+        self, request_or_trace_id: str, reason: str = "cancelled by an operator"
+    ) -> list[str]:
+        """Cancel a running request by request id or trace id (see :meth:`Router.cancel`);
+        each trace cancelled is recorded as a ``request.cancelled`` event. Returns the traces."""
+        traces = self.router.cancel(request_or_trace_id, reason)
+        for trace_id in traces:
+            self.events.record("request.cancelled", ORCHESTRATOR, traceId=trace_id, reason=reason)
+        return traces
 
     def send_unwaited(self, text: str, agent: str, instance_key: str) -> None:
         """Deliver ``text`` to ``agent`` without waiting: nobody waits for the answer, so a

@@ -21,6 +21,11 @@ Routes (all JSON):
                                                  answer (200, or 502 when the request failed)
 ``POST /v1/agents/{agent}/sends``                the same without waiting: 202
 ``POST /v1/agents/{agent}/restart``              stop gracefully, start again
+``GET  /v1/requests``                            the requests waiting for an answer
+``POST /v1/requests/{id}/cancel``                ``{reason?}``: cancel a request (by request id
+                                                 or trace id): answered ``CANCELLED`` now, its
+                                                 Turns stop at their next safe point; 404 when
+                                                 nothing of that id runs
 ``GET  /v1/instances?agent=``                    the conversation instances on disk
 ``DELETE /v1/agents/{agent}/instances/{key}``    delete one conversation
 ``GET  /v1/events?agent=&trace=``               runtime events as they happen (server-sent events)
@@ -299,6 +304,20 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         handle = await daemon.supervisor.restart_agent(agent, daemon.grace)
         return JSONResponse({"agent": agent, "pid": handle.pid})
 
+    async def requests(request: Request) -> Response:
+        rows = [pending.to_json() for pending in daemon.router.pending.values()]
+        return JSONResponse({"requests": rows})
+
+    async def cancel(request: Request) -> Response:
+        identifier = request.path_params["id"]
+        reason = (await _json_body(request)).get("reason") or "cancelled by an operator"
+        if not isinstance(reason, str):
+            raise HTTPException(400, "reason must be text")
+        traces = daemon.cancel(identifier, reason)
+        if not traces:
+            raise HTTPException(404, f"no running request or trace {identifier!r}")
+        return JSONResponse({"cancelled": traces, "reason": reason})
+
     async def instances(request: Request) -> Response:
         agent = request.query_params.get("agent")
         if agent is not None:
@@ -337,6 +356,8 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         Route("/v1/agents/{agent}/requests", request_turn, methods=["POST"]),
         Route("/v1/agents/{agent}/sends", send, methods=["POST"]),
         Route("/v1/agents/{agent}/restart", restart, methods=["POST"]),
+        Route("/v1/requests", requests, methods=["GET"]),
+        Route("/v1/requests/{id}/cancel", cancel, methods=["POST"]),
         Route("/v1/instances", instances, methods=["GET"]),
         Route("/v1/events", events, methods=["GET"]),
         Route("/v1/agents/{agent}/instances/{key:path}", delete_instance, methods=["DELETE"]),

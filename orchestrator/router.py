@@ -44,6 +44,7 @@ from goondan.time import utc_timestamp
 from ipc import (
     AgentCrashed,
     AgentUnavailable,
+    Cancelled,
     CircularCall,
     DelegateMessage,
     DelegateResultMessage,
@@ -86,6 +87,21 @@ class Pending:
     the caller's, for a synchronous request from an agent; ``None`` otherwise."""
     awaited: str = ""
     """The conversation that must run the Turn answering it."""
+    trace_id: str = ""
+    instance_key: str = ""
+    started_at: str = ""
+    """When it was admitted (UTC timestamp)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """A row of ``GET /v1/requests``."""
+        return {
+            "requestId": self.correlation_id,
+            "traceId": self.trace_id,
+            "caller": self.caller,
+            "agent": self.target,
+            "instanceKey": self.instance_key,
+            "startedAt": self.started_at,
+        }
 
 
 @dataclass(eq=False)
@@ -261,6 +277,37 @@ class Router:
             if on_delta is not None:
                 del self.streams[stream_id]
 
+    def cancel(
+        self, request_or_trace_id: str, reason: str = "cancelled by an operator"
+    ) -> list[str]:
+        """Cancel a running request, named by its request id or its trace id: every request
+        and send of that trace is answered ``CANCELLED`` now, and every running agent is told
+        to stop the trace's Turns at their next safe point. Returns the traces cancelled
+        (none when nothing of that id runs)."""
+        traces = {
+            p.trace_id
+            for p in self.pending.values()
+            if request_or_trace_id in (p.correlation_id, p.trace_id) and p.trace_id
+        }
+        traces |= {
+            s.handoff.trace_id
+            for s in self.sends.values()
+            if request_or_trace_id in (s.event_id, s.handoff.trace_id) and s.handoff.trace_id
+        }
+        for trace_id in sorted(traces):
+            self.log.info("request cancelled", trace_id=trace_id, reason=reason)
+            # Agents hear of it before any CANCELLED answer reaches them (one pipe, in order),
+            # so a Turn whose delegate is answered CANCELLED stops instead of carrying on.
+            for handle in self.supervisor.handles.values():
+                if handle.worker is not None:
+                    self._send_to(
+                        handle.name,
+                        wire.event(ORCHESTRATOR, handle.name, wire.Cancel(trace_id, reason)),
+                    )
+            for pending in [p for p in self.pending.values() if p.trace_id == trace_id]:
+                self._fail(pending, Cancelled(f"the request was cancelled: {reason}"))
+        return sorted(traces)
+
     def on_agent_exit(self, name: str) -> None:
         """Answer every request the dead agent owed; forget the ones it was waiting on;
         redeliver or report the sends it had not finished; fail the questions it owed."""
@@ -312,6 +359,7 @@ class Router:
             )
             return None
         pending = Pending(correlation_id, caller, message.to, future=future)
+        pending.started_at = utc_timestamp()
         self.pending[correlation_id] = pending
         self._per_caller[caller] += 1
         refusal, handoff = self._refusal(caller, message, pending)
@@ -339,6 +387,7 @@ class Router:
             handoff = Handoff.from_wire(message.payload)
         except IpcError as exc:
             return exc, None
+        pending.trace_id, pending.instance_key = handoff.trace_id, handoff.instance_key
         if message.to == ORCHESTRATOR:  # a request that names its target only in the payload
             pending.target = handoff.target
         if not handoff.input.strip():

@@ -12,12 +12,14 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
 
 from orchestrator.daemon import Orchestrator
 from orchestrator.http_api import ApiRefused
+from orchestrator.status import ProcessStatus
 from tests.support.daemon import Daemon, run_cli
 from tests.support.swarm import running_swarm, write_swarm
 
@@ -558,3 +560,82 @@ async def test_a_streamed_request_that_fails_before_any_text_is_a_502(
     assert answer.json()["error"]["code"] == "AGENT_CRASHED"
     bad = await client.post("/v1/agents/beta/requests", json={"input": "hi", "stream": "yes"})
     assert (bad.status_code, error_code(bad)) == (400, "BAD_REQUEST")
+
+
+async def test_a_cancelled_request_is_answered_at_once_and_its_turns_stop_at_a_safe_point(
+    swarm: Orchestrator, client: httpx2.AsyncClient, tmp_path: Path
+) -> None:
+    from agent_process.conversation import ConversationStore
+
+    gate = tmp_path / "gate"  # beta's tool holds until this file exists
+    asked = asyncio.create_task(
+        client.post("/v1/agents/alpha/requests", json={"input": f"ask beta hold {gate}"})
+    )
+    async with asyncio.timeout(30):
+        await swarm.supervisor.wait_for_status("beta", ProcessStatus.PROCESSING)
+    rows = (await client.get("/v1/requests")).json()["requests"]
+    outer = next(row for row in rows if row["caller"] == "user")
+    inner = next(row for row in rows if row["caller"] == "alpha")
+    assert (outer["agent"], inner["agent"]) == ("alpha", "beta")
+    assert outer["traceId"] == inner["traceId"]  # one trace across the handoff
+
+    cancelled = await client.post(
+        f"/v1/requests/{outer['requestId']}/cancel", json={"reason": "wrong question"}
+    )
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["cancelled"] == [outer["traceId"]]
+    async with asyncio.timeout(10):  # answered now, while beta's tool still holds
+        answer = await asked
+    assert answer.status_code == 502
+    assert answer.json()["error"]["code"] == "CANCELLED"
+    assert "wrong question" in answer.json()["error"]["message"]
+    assert not gate.exists()
+    assert (await client.get("/v1/requests")).json()["requests"] == []
+
+    gate.touch()  # the running tool finishes; beta stops before asking its model again
+    async with asyncio.timeout(30):
+        await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
+        await swarm.supervisor.wait_for_status("alpha", ProcessStatus.IDLE)
+
+    def messages(agent: str) -> list[Any]:
+        root = swarm.state_dir / "agents" / agent / "instances" / "default" / "conversation"
+        return ConversationStore(root).load()
+
+    beta, alpha = messages("beta"), messages("alpha")
+    assert [m.role for m in beta][-3:] == ["user", "assistant", "tool"]  # no reply after it
+    assert [m.role for m in alpha][-3:] == ["user", "assistant", "tool"]
+    alpha_result = alpha[-1].tool_result
+    assert alpha_result is not None
+    assert alpha_result["error"]["code"] == "CANCELLED"
+    # The conversations are valid: both agents answer the next request as usual.
+    again = await client.post("/v1/agents/alpha/requests", json={"input": "ask beta hi"})
+    assert again.json()["output"] == "beta got: hi"
+
+
+async def test_cancelling_nothing_running_is_404(client: httpx2.AsyncClient) -> None:
+    missing = await client.post("/v1/requests/no-such-id/cancel")
+    assert (missing.status_code, error_code(missing)) == (404, "NOT_FOUND")
+    bad = await client.post("/v1/requests/x/cancel", json={"reason": 3})
+    assert (bad.status_code, error_code(bad)) == (400, "BAD_REQUEST")
+
+
+async def test_a_streamed_request_is_cancelled_by_the_trace_its_deltas_carry(
+    client: httpx2.AsyncClient, swarm: Orchestrator, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    body = {"input": f"say almost done then hold {gate}", "stream": True}
+    try:
+        async with client.stream("POST", "/v1/agents/beta/requests", json=body) as response:
+            events = sse_events(response)
+            async with asyncio.timeout(30):
+                kind, data = await anext(events)
+                assert kind == "delta"
+                trace = json.loads(data)["traceId"]
+                cancelled = await client.post(f"/v1/requests/{trace}/cancel")
+                assert cancelled.json()["cancelled"] == [trace]
+                rest = [(kind, json.loads(data)) async for kind, data in events]
+        assert rest[-1][0] == "answer"
+        assert rest[-1][1]["error"]["code"] == "CANCELLED"
+    finally:
+        gate.touch()
+    assert swarm.router.streams == {}

@@ -255,3 +255,36 @@ def test_idle_connections_cannot_lock_operators_out(daemon: Daemon, tmp_path: Pa
         for client in idle:
             client.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_cancel_answers_the_waiting_send_with_cancelled(daemon: Daemon, tmp_path: Path) -> None:
+    from orchestrator.api_client import DaemonApi
+
+    gate = tmp_path / "gate"
+    held = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "send", "beta", f"hold {gate}"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        wait_status(tmp_path, "beta", "processing")
+        _, body = DaemonApi(tmp_path / ".goondan").call("GET", "/v1/requests")
+        [request] = body["requests"]
+        done = cli(tmp_path, "cancel", request["traceId"], "--reason", "changed my mind")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"cancelled trace {request['traceId']}"
+        _, stderr = held.communicate(timeout=30)
+    finally:
+        if held.poll() is None:
+            held.kill()
+            held.wait()
+        gate.touch()
+    assert held.returncode == 1
+    assert "CANCELLED" in stderr
+    assert "changed my mind" in stderr
+    again = cli(tmp_path, "cancel", request["traceId"])
+    assert again.returncode == 1
+    assert "no running request" in again.stderr

@@ -74,6 +74,7 @@ BODIES = [
     wire.PrepareInstanceResult("k2", False, "/w"),
     wire.DeleteInstance("k2"),
     wire.DeleteInstanceResult(False, error="busy"),
+    wire.Cancel("f" * 32, "wrong question"),
 ]
 
 
