@@ -430,6 +430,21 @@ class LifecyclePolicy(_Spec):
     )
 
 
+class ApiPolicy(_Spec):
+    """The daemon's HTTP API beyond its Unix socket (``run --listen`` and
+    ``--api-token-env`` override these)."""
+
+    listen: str | None = Field(
+        default=None,
+        pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$",
+        description="HOST:PORT of a TCP listener, e.g. 127.0.0.1:8080 (off loopback it needs a token).",
+    )
+    token_from: ValueFrom | None = Field(
+        default=None,
+        description="The bearer token every request must carry, e.g. {env: GOONDAN_API_TOKEN}.",
+    )
+
+
 class SwarmPolicy(_Spec):
     """Limits of a Swarm."""
 
@@ -452,6 +467,7 @@ class SwarmPolicy(_Spec):
         default=False,
         description="Let agents__spawn give an instance a cwd outside the state directory.",
     )
+    api: ApiPolicy = Field(default_factory=ApiPolicy, description="The daemon's HTTP API.")
 
 
 class SwarmSpec(_Spec):

@@ -109,6 +109,7 @@ def _api_token(variable: str | None) -> str | None:
 
 async def _run(args: argparse.Namespace) -> int:
     from bundle import BundleError
+    from bundle.secrets import SecretUnavailable
     from ipc import IpcError
     from orchestrator.daemon import Orchestrator
     from orchestrator.http_api import ApiRefused, DaemonAlreadyRunning
@@ -121,7 +122,7 @@ async def _run(args: argparse.Namespace) -> int:
             api_listen=args.listen,
             api_token=_api_token(args.api_token_env),
         )
-    except ValueError as exc:  # a --listen that is not HOST:PORT, a token variable unset
+    except (ValueError, SecretUnavailable) as exc:  # a --listen not HOST:PORT, a token unset
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except BundleError as exc:
@@ -344,6 +345,27 @@ def cmd_restart(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_requests(args: argparse.Namespace) -> int:
+    """The requests of the running daemon waiting for an answer (ids for ``cancel``)."""
+    asked = _ask_daemon(args, "GET", "/v1/requests")
+    if asked is None:
+        return 1
+    status, answer = asked
+    if _refused(status, answer):
+        return 1
+    rows = answer.get("requests", [])
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'REQUEST':<30} {'TRACE':<32} {'CALLER':<14} {'AGENT':<14} {'INSTANCE':<14} STARTED")
+    for row in rows:
+        print(
+            f"{row['requestId']:<30} {row['traceId']:<32} {row['caller']:<14} "
+            f"{row['agent']:<14} {row['instanceKey']:<14} {row['startedAt']}"
+        )
+    return 0
+
+
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel a running request by request id or trace id; its caller is answered CANCELLED."""
     from orchestrator.api_client import path_segment
@@ -554,10 +576,16 @@ def build_parser() -> argparse.ArgumentParser:
     daemon_options(restart)
     restart.set_defaults(run=cmd_restart)
 
+    requests = commands.add_parser(
+        "requests", help="the requests waiting for an answer (their ids, for cancel)"
+    )
+    daemon_options(requests)
+    requests.set_defaults(run=cmd_requests)
+
     cancel = commands.add_parser(
         "cancel", help="cancel a running request (by request id or trace id)"
     )
-    cancel.add_argument("id", metavar="TRACE_OR_REQUEST_ID", help="see GET /v1/requests or logs")
+    cancel.add_argument("id", metavar="TRACE_OR_REQUEST_ID", help="see `requests` or `logs`")
     cancel.add_argument("--reason", default="cancelled by an operator", help="told to the caller")
     daemon_options(cancel)
     cancel.set_defaults(run=cmd_cancel)

@@ -13,7 +13,9 @@ from typing import Any
 import structlog
 
 from bundle import Bundle, load_bundle
+from bundle.models import ValueSource
 from bundle.plan import AgentPlan
+from bundle.secrets import resolve_value
 from goondan.time import utc_timestamp
 from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, ORCHESTRATOR, EventMessage, IpcError
 from ipc import protocol as wire
@@ -102,8 +104,13 @@ class Orchestrator:
         )
         self.supervisor.on_message = self.dispatch
         self.router.on_text_delta = self._publish_text_delta
-        self.api_listen = api_listen
+        api_policy = self.swarm.spec.policy.api
+        self.api_listen = api_listen or api_policy.listen
         """``HOST:PORT`` of a TCP listener for the HTTP API, besides its Unix socket."""
+        if api_token is None and api_policy.token_from is not None:
+            # Resolved now, so a token variable that is not set stops the start, loudly.
+            source = ValueSource(value_from=api_policy.token_from)
+            api_token = resolve_value(source, field="token").reveal()
         self.api_token = api_token
         self.api: ApiServer | None = None
         self.metrics: SwarmMetrics | None = None

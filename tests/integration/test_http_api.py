@@ -192,6 +192,45 @@ async def test_a_public_listener_without_a_token_refuses_to_start(tmp_path: Path
             await orchestrator.shutdown()
 
 
+def with_api_policy(path: Path, policy: str) -> Path:
+    """The test swarm's goondan.yaml with ``policy.api`` set to ``policy`` (YAML flow)."""
+    text = path.read_text()
+    path.write_text(text.replace("  policy:\n", f"  policy:\n    api: {policy}\n", 1))
+    return path
+
+
+async def test_the_swarm_policy_names_the_listener_and_where_its_token_comes_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SWARM_API_TOKEN", "from-the-environment")
+    policy = "{listen: '127.0.0.1:0', tokenFrom: {env: SWARM_API_TOKEN}}"
+    orchestrator = Orchestrator(
+        with_api_policy(write_swarm(tmp_path), policy), state_dir=tmp_path / "state"
+    )
+    async with asyncio.timeout(30):
+        await orchestrator.start()
+    try:
+        assert orchestrator.api is not None
+        assert orchestrator.api.port
+        base = f"http://127.0.0.1:{orchestrator.api.port}"
+        async with httpx2.AsyncClient(base_url=base, timeout=30) as http:
+            assert (await http.get("/healthz")).status_code == 401
+            auth = {"Authorization": "Bearer from-the-environment"}
+            assert (await http.get("/healthz", headers=auth)).status_code == 200
+    finally:
+        async with asyncio.timeout(60):
+            await orchestrator.shutdown()
+
+
+def test_a_token_variable_that_is_not_set_stops_the_start(tmp_path: Path) -> None:
+    policy = "{listen: '0.0.0.0:0', tokenFrom: {env: UNSET_SWARM_TOKEN}}"
+    with_api_policy(write_swarm(tmp_path), policy)
+    done = run_cli("run", "goondan.yaml", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "UNSET_SWARM_TOKEN is not set" in done.stderr
+    assert not (tmp_path / ".goondan" / "api.sock").exists()
+
+
 @pytest.fixture
 async def tcp_swarm(tmp_path: Path) -> AsyncIterator[tuple[Orchestrator, str]]:
     orchestrator = Orchestrator(

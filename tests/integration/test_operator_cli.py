@@ -258,8 +258,6 @@ def test_idle_connections_cannot_lock_operators_out(daemon: Daemon, tmp_path: Pa
 
 
 def test_cancel_answers_the_waiting_send_with_cancelled(daemon: Daemon, tmp_path: Path) -> None:
-    from orchestrator.api_client import DaemonApi
-
     gate = tmp_path / "gate"
     held = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "send", "beta", f"hold {gate}"],
@@ -271,8 +269,11 @@ def test_cancel_answers_the_waiting_send_with_cancelled(daemon: Daemon, tmp_path
     )
     try:
         wait_status(tmp_path, "beta", "processing")
-        _, body = DaemonApi(tmp_path / ".goondan").call("GET", "/v1/requests")
-        [request] = body["requests"]
+        listed = cli(tmp_path, "requests", "--json")
+        assert listed.returncode == 0, listed.stderr
+        [request] = json.loads(listed.stdout)
+        assert (request["caller"], request["agent"]) == ("user", "beta")
+        assert request["requestId"] in cli(tmp_path, "requests").stdout
         done = cli(tmp_path, "cancel", request["traceId"], "--reason", "changed my mind")
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == f"cancelled trace {request['traceId']}"
