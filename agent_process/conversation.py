@@ -169,6 +169,25 @@ class ConversationStore:
         """Shorthand for ``emit(MessageEvent.append(message))``."""
         self.emit(MessageEvent.append(message))
 
+    def sync(self) -> None:
+        """Force what was appended to ``events.jsonl`` (and the file's name) to stable storage.
+
+        Appends survive a SIGKILL without it (they are in the kernel's cache); this is for a
+        point where the rest of the system relies on them, like a tool call parked for an
+        operator's approval. Raises :class:`ConversationStorageError`.
+        """
+        if not self._fsync or not self.events_path.exists():
+            return
+        try:
+            fd = os.open(self.events_path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            _fsync_directory(self.directory)
+        except OSError as exc:
+            raise ConversationStorageError(self.events_path, exc) from exc
+
     def fold(self) -> None:
         """Write the current messages as the new base atomically, then empty the events.
 

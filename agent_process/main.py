@@ -24,6 +24,7 @@ from typing import Any
 
 import structlog
 
+from agent_process.approvals import ApprovalGate, DecisionRefused
 from agent_process.boot import BootError, build_executor, build_model, build_registry
 from agent_process.conversation import ConversationStorageError
 from agent_process.extensions import ExtensionHost, ExtensionLoadError
@@ -202,6 +203,7 @@ class AgentProcess:
         )
         self.executor: ToolExecutor | None = None
         self.extensions: ExtensionHost | None = None
+        self.approvals: ApprovalGate | None = None
 
     # -- boot ------------------------------------------------------------------------------
 
@@ -226,6 +228,14 @@ class AgentProcess:
         self.executor = build_executor(
             plan, registry, pipeline, self._on_pending_complete, self._on_pending_start
         )
+        self.approvals = ApprovalGate(
+            self.name,
+            Path(plan.state_dir) / "agents" / self.name / "instances",
+            tools=frozenset(plan.approval_tools),
+            timeout_seconds=plan.approval_timeout_seconds,
+            registry=registry,
+            allow_registry_calls=plan.allow_registry_calls,
+        )
         settings = StepSettings(
             agent_name=self.name,
             model=build_model(plan.model, self.name),
@@ -237,6 +247,7 @@ class AgentProcess:
             temperature=plan.temperature,
             max_tokens=plan.max_tokens,
             max_tool_calls_per_step=plan.max_tool_calls_per_step,
+            approvals=self.approvals,
         )
         runner = self.turns = TurnRunner(
             settings,
@@ -280,6 +291,77 @@ class AgentProcess:
                 code=LOST_CODE,
             )
 
+    def _resume_parked_turns(self) -> None:
+        """Take up the Turns an earlier process of this agent left parked on an approval: one
+        resuming Turn per instance, first in its queue, so the instance waits for the decision
+        (or the deadline on disk) exactly as the cut Turn did."""
+        assert self.approvals is not None
+        assert self.instances is not None
+        for key in self.approvals.load():
+            try:
+                messages = self.instances.get(key).store.messages
+            except Exception as exc:  # the instance cannot load now; the next start tries again
+                self.log.error("parked Turn not resumed", instance_key=key, error=str(exc))
+                continue
+            # A record whose result reached the conversation (the process died before it
+            # marked it settled) has nothing left to resume.
+            answered = {m.source.tool_call_id for m in messages if m.role == "tool"}
+            for approval in self.approvals.unsettled(key):
+                if approval.tool_call_id in answered:
+                    self.approvals.settle(approval)
+            parked = self.approvals.unsettled(key)
+            if not parked:
+                continue
+            trace_id = parked[0].trace_id or wire.new_trace_id()
+            log = self.log.bind(instance_key=key, trace_id=trace_id)
+            log.info(
+                "resuming a Turn parked for approval", approvals=[a.approval_id for a in parked]
+            )
+            turn_input = TurnInput(
+                text="",
+                trace_id=trace_id,
+                event_type="approval.resume",
+                source_kind="user",
+                source_name=ORCHESTRATOR,
+                resume=True,
+            )
+            try:
+                future = self.instances.submit(key, turn_input)
+            except Exception as exc:  # the instance cannot load now; the next start tries again
+                log.error("parked Turn not resumed", error=str(exc))
+                continue
+
+            def finished(done: asyncio.Future[TurnResult], key: str = key) -> None:
+                if done.cancelled():
+                    return
+                result = done.result()
+                # Nobody waits for this answer: it is in the conversation and the event log.
+                self.log.info(
+                    "resumed turn answered",
+                    instance_key=key,
+                    trace_id=result.trace_id,
+                    status=result.status,
+                )
+                self._tell(wire.TurnCompleted(key, result.status))
+                self._check_standard_fds()
+
+            future.add_done_callback(finished)
+
+    def _decide_approval(self, message: EventMessage, body: wire.ApprovalDecision) -> None:
+        """An operator's decision on a parked call: recorded, the Turn woken, answered."""
+        assert self.approvals is not None
+        answer: wire.ApprovalDecisionResult
+        try:
+            approval = self.approvals.decide(
+                body.approval_id, body.decision, arguments=body.arguments, reason=body.reason
+            )
+            answer = wire.ApprovalDecisionResult(approval.to_json())
+        except DecisionRefused as exc:
+            answer = wire.ApprovalDecisionResult(error=IpcError(str(exc), code=exc.code))
+        except ConversationStorageError as exc:
+            answer = wire.ApprovalDecisionResult(error=IpcError(str(exc), code=exc.code))
+        self._tell(answer, message.correlation_id)
+
     def _runtime_for(self, instance_key: str, turn_input: TurnInput) -> IpcAgentRuntime:
         return IpcAgentRuntime(self._link, instance_key, turn_input)
 
@@ -305,6 +387,7 @@ class AgentProcess:
             await self._stop()
             return 0
         self.log.info("agent ready")
+        self._resume_parked_turns()
         await self._finished.wait()
         await self._stop()
         return self._exit_code
@@ -380,6 +463,7 @@ class AgentProcess:
             EventKind.LIST_RESULT: self._on_answer,
             EventKind.PREPARE_INSTANCE: self._prepare_instance,
             EventKind.DELETE_INSTANCE: self._delete_instance,
+            EventKind.APPROVAL_DECISION: self._decide_approval,
             EventKind.CANCEL: self._cancel,
         }
 
@@ -416,6 +500,10 @@ class AgentProcess:
 
     def _begin_shutdown(self, request: ShutdownRequest) -> None:
         self.draining = True  # refuse new work from now on
+        if self.approvals is not None:
+            # A Turn parked on an approval would hold the drain for its whole grace period;
+            # it ends now instead and is resumed, still parked, when the agent starts again.
+            self.approvals.suspend_all()
         self._drain_deadline = asyncio.get_running_loop().time() + request.grace_seconds
         task = asyncio.ensure_future(self._shutdown(request))
         self._tasks.add(task)
@@ -441,6 +529,8 @@ class AgentProcess:
             else:
                 answer = wire.DeleteInstanceResult(True, deleted)
                 self.inboxes.pop(key, None)
+                if self.approvals is not None:
+                    self.approvals.forget_instance(key)
                 if self.extensions is not None:
                     self.extensions.forget_instance(conversation)
         self._tell(answer, message.correlation_id)

@@ -2,7 +2,8 @@
 
 Tool calls of one response run in the model's order, each through the executor (and so the
 ``toolCall`` onion); every result is appended to the conversation as a ``tool`` message right
-after it completes, so a crash mid-Step loses nothing already done.
+after it completes, so a crash mid-Step loses nothing already done. A call the approval policy
+names waits for an operator's decision first (:mod:`agent_process.approvals`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_process.approvals import ApprovalGate, Decision
 from agent_process.conversation import ConversationStore
 from agent_process.events import capped, current_span, new_span_id
 from agent_process.models.base import ChatModel, ModelRequest, TokenUsage
@@ -22,6 +24,7 @@ from agent_process.tools.executor import ToolExecutor, error_result
 from agent_process.tools.middleware import MiddlewarePipeline, StepMiddlewareContext
 from agent_process.tools.registry import ToolRegistry
 from goondan.defaults import MAX_TOOL_CALLS_PER_STEP
+from goondan.errors import TOOL
 from goondan.time import utc_timestamp
 from tools_base import (
     JsonValue,
@@ -73,6 +76,8 @@ class StepSettings:
     max_tokens: int | None = None
     max_tool_calls_per_step: int = DEFAULT_MAX_TOOL_CALLS_PER_STEP
     """Calls of one model response that run; the rest are answered ``E_TOOL_CALL_LIMIT``."""
+    approvals: ApprovalGate | None = None
+    """Parks the calls ``toolPolicy.approval`` names until an operator decides."""
 
 
 class StepContext(StepMiddlewareContext[StepResult]):
@@ -179,39 +184,71 @@ async def _model_and_tools(
     )
 
 
+async def resume_calls(settings: StepSettings, store: ConversationStore, scope: StepScope) -> None:
+    """Finish the last assistant message's calls that have no result yet (a Turn resumed
+    after a restart left a call parked for approval): the parked one is taken up where it
+    stood, the ones after it run (or park) as they would have."""
+    answered = {m.source.tool_call_id for m in store.messages if m.role == "tool"}
+    assistant = next(
+        (
+            m
+            for m in reversed(store.messages)
+            if m.role == "assistant" and any(c.id not in answered for c in m.tool_calls)
+        ),
+        None,
+    )
+    if assistant is None:
+        return
+    catalog = catalog_names(build_catalog(settings.registry, settings.config_tool_names))
+    # A parked call was in its Step's catalog, which step middleware may have widened.
+    parked = {c.name for c in assistant.tool_calls if c.id not in answered}
+    scope = dataclasses.replace(scope, allowlist=catalog | parked)
+    await _run_calls(settings, store, scope, assistant, skip=answered)
+
+
 async def _run_calls(
-    settings: StepSettings, store: ConversationStore, scope: StepScope, assistant: Message
+    settings: StepSettings,
+    store: ConversationStore,
+    scope: StepScope,
+    assistant: Message,
+    *,
+    skip: set[str | None] | None = None,
 ) -> tuple[ToolCallResult, ...]:
-    """Run the calls of ``assistant`` in order, each result appended as it completes."""
+    """Run the calls of ``assistant`` in order (but those in ``skip``, answered already),
+    each result appended as it completes."""
     results: list[ToolCallResult] = []
     limit = settings.max_tool_calls_per_step
     cancellation = scope.turn.cancellation
     for index, call in enumerate(assistant.tool_calls):
+        if skip and call.id in skip:
+            continue
+        decision: Decision | None = None
+        gate = settings.approvals
         if cancellation.requested:
-            # Every call still gets its result: providers refuse a call left unanswered.
-            result = error_result(
-                call.id,
-                call.name,
-                message=f"Not run: the request was cancelled ({cancellation.reason}).",
-                code="E_TOOL_CANCELLED",
-                name="ToolCancelledError",
-            )
-        elif index < limit:
-            result = await _run_tool(settings.executor, call, scope, assistant)
+            result = _cancelled(call, cancellation.reason)
+            withdrawn = gate.withdraw(call, scope, cancellation.reason) if gate else None
+            if withdrawn is not None:  # a resumed call whose request is cancelled
+                decision = Decision("cancelled", withdrawn)
+        elif index >= limit:
+            result = _over_limit(call, limit, len(assistant.tool_calls))
+        elif gate is not None and gate.needs_approval(
+            call, scope.allowlist, scope.turn.instance_key
+        ):
+            directory = store.directory.parent
+            decision = await gate.review(call, scope, directory, store)
+            result = await _decided(settings, decision, call, scope, assistant)
         else:
-            # Every call still gets its result: providers refuse a call left unanswered.
-            result = error_result(
-                call.id,
-                call.name,
-                message=(
-                    f"Not run: one response may make at most {limit} tool calls "
-                    f"(this one made {len(assistant.tool_calls)})."
-                ),
-                code="E_TOOL_CALL_LIMIT",
-                name="ToolLimitError",
-                suggestion=f"Make at most {limit} calls per response.",
-            )
+            result = await _run_tool(settings.executor, call, scope, assistant)
         results.append(result)
+        metadata: dict[str, JsonValue] = {}
+        if decision is not None:
+            approval = decision.approval
+            metadata["__goondanApproval"] = {
+                "approvalId": approval.approval_id,
+                "status": approval.status,
+                "arguments": approval.decided_arguments,
+                "reason": approval.reason,
+            }
         store.append(
             Message(
                 id=new_message_id("msg"),
@@ -219,9 +256,85 @@ async def _run_calls(
                 tool_result=result.to_json(),
                 created_at=utc_timestamp(),
                 source=MessageSource(type="tool", tool_call_id=call.id, tool_name=call.name),
+                metadata=metadata,
             )
         )
+        if decision is not None and settings.approvals is not None:
+            settings.approvals.settle(decision.approval)
     return tuple(results)
+
+
+async def _decided(
+    settings: StepSettings,
+    decision: Decision,
+    call: ToolCall,
+    scope: StepScope,
+    assistant: Message,
+) -> ToolCallResult:
+    """The result of a call an operator decided on (or let expire)."""
+    approval = decision.approval
+    if decision.outcome == "approved":
+        assert settings.approvals is not None
+        settings.approvals.mark_started(approval)
+        approved = ToolCall(id=call.id, name=call.name, args=approval.run_arguments)
+        return await _run_tool(settings.executor, approved, scope, assistant)
+    if decision.outcome == "rejected":
+        reason = approval.reason or "no reason given"
+        return error_result(
+            call.id,
+            call.name,
+            message=f"An operator rejected this call of {call.name!r}: {reason}",
+            code="E_TOOL_REJECTED",
+            name="ToolRejectedError",
+            suggestion=TOOL.suggestion("E_TOOL_REJECTED"),
+        )
+    if decision.outcome == "cancelled":
+        return _cancelled(call, approval.reason)
+    if decision.outcome == "expired":
+        return error_result(
+            call.id,
+            call.name,
+            message=(
+                f"This call of {call.name!r} needed an operator's approval and got no decision "
+                f"by {utc_timestamp(approval.expires_at_unix)}; it did not run."
+            ),
+            code="E_TOOL_APPROVAL_TIMEOUT",
+            name="ToolApprovalTimeoutError",
+            suggestion=TOOL.suggestion("E_TOOL_APPROVAL_TIMEOUT"),
+        )
+    return error_result(
+        call.id,
+        call.name,
+        message="The agent process stopped while this approved call ran; it may or may not have run.",
+        code="E_TOOL_INTERRUPTED",
+        name="ToolInterruptedError",
+        suggestion=TOOL.suggestion("E_TOOL_INTERRUPTED"),
+    )
+
+
+def _cancelled(call: ToolCall, reason: str | None) -> ToolCallResult:
+    # Every call still gets its result: providers refuse a call left unanswered.
+    return error_result(
+        call.id,
+        call.name,
+        message=f"Not run: the request was cancelled ({reason}).",
+        code="E_TOOL_CANCELLED",
+        name="ToolCancelledError",
+    )
+
+
+def _over_limit(call: ToolCall, limit: int, made: int) -> ToolCallResult:
+    # Every call still gets its result: providers refuse a call left unanswered.
+    return error_result(
+        call.id,
+        call.name,
+        message=(
+            f"Not run: one response may make at most {limit} tool calls (this one made {made})."
+        ),
+        code="E_TOOL_CALL_LIMIT",
+        name="ToolLimitError",
+        suggestion=f"Make at most {limit} calls per response.",
+    )
 
 
 async def _run_tool(

@@ -19,11 +19,12 @@ from typing import Any, Literal
 
 import structlog
 
+from agent_process.approvals import ApprovalSuspended
 from agent_process.conversation import ConversationStorageError, ConversationStore, MessageEvent
-from agent_process.events import EventSink
+from agent_process.events import EventSink, capped
 from agent_process.models.base import ModelError, TokenUsage
 from agent_process.scope import StepScope, TextSink, TurnCancelled, TurnScope
-from agent_process.step import StepResult, StepSettings, new_message_id, run_step
+from agent_process.step import StepResult, StepSettings, new_message_id, resume_calls, run_step
 from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
 from goondan.defaults import MAX_STEPS_PER_TURN
 from goondan.time import utc_timestamp
@@ -73,6 +74,9 @@ class TurnInput:
     stream."""
     relay: bool = False
     """With ``stream_id``: this Turn's requests to other agents stream into it too."""
+    resume: bool = False
+    """No new input: take up the calls a Turn cut short left parked for approval (after a
+    restart), then go on to an answer. ``text`` is not appended."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -380,8 +384,10 @@ class TurnRunner:
             "turn.started", scope.span_id, scope.parent_span_id, turnId=scope.turn_id
         )
         self._ensure_system_prompt(store)
-        _close_interrupted_calls(store)
-        store.append(_user_message(turn_input))
+        gate = self.settings.approvals
+        _close_interrupted_calls(store, gate.open_call_ids(scope.instance_key) if gate else set())
+        if not turn_input.resume:
+            store.append(_user_message(turn_input))
         ctx = TurnMiddlewareContext(
             self.settings.pipeline.chain("turn"),
             self._core,
@@ -391,6 +397,9 @@ class TurnRunner:
         )
         try:
             result = await ctx.next()
+        except ApprovalSuspended as exc:  # the agent stops; the call stays parked on disk
+            scope.logger.info("turn suspended while waiting for approval", error=str(exc))
+            result = TurnResult.failed(scope, "SHUTTING_DOWN", str(exc))
         except TurnCancelled as cancelled:  # raised by a middleware's own safe point
             result = TurnResult.cancelled(scope, str(cancelled), steps=0, usage=TokenUsage())
         except ConversationStorageError as exc:  # the disk is full or read-only
@@ -401,7 +410,8 @@ class TurnRunner:
             result = TurnResult.failed(scope, "E_TURN", f"{type(exc).__name__}: {exc}")
         finally:
             _fold(store, scope.logger)
-        _report(scope, result)
+        parked = gate is not None and gate.turn_done(scope.turn_id)
+        _report(scope, result, with_output=parked or turn_input.resume)
         return result
 
     def _scope(self, instance_key: str, workdir: Path, turn_input: TurnInput) -> TurnScope:
@@ -431,13 +441,25 @@ class TurnRunner:
         )
 
     async def _core(self, ctx: TurnMiddlewareContext) -> TurnResult:
-        return await self._steps(ctx.scope, ctx.store, ctx.metadata)
+        return await self._steps(ctx.scope, ctx.store, ctx.metadata, resume=ctx.input.resume)
 
     async def _steps(
-        self, scope: TurnScope, store: ConversationStore, turn_metadata: dict[str, JsonValue]
+        self,
+        scope: TurnScope,
+        store: ConversationStore,
+        turn_metadata: dict[str, JsonValue],
+        *,
+        resume: bool = False,
     ) -> TurnResult:
         progress = _Progress()
-        for step_index in range(self.max_steps):
+        first = 0
+        if resume:
+            # The parked calls (and those after them) finish as Step 0, then the model
+            # answers their results.
+            await resume_calls(self.settings, store, StepScope(turn=scope, index=0))
+            progress.after_tools = True
+            first = 1
+        for step_index in range(first, self.max_steps):
             if self._inbox is not None:
                 for message in self._inbox(scope.instance_key):
                     store.append(message)
@@ -554,10 +576,20 @@ def _final(
     )
 
 
-def _report(scope: TurnScope, result: TurnResult) -> None:
-    """``turn.completed`` or ``turn.failed``, and the log line that ends every Turn."""
+def _report(scope: TurnScope, result: TurnResult, *, with_output: bool = False) -> None:
+    """``turn.completed`` or ``turn.failed``, and the log line that ends every Turn.
+
+    ``with_output``: the event carries the answer too (capped), for a Turn that waited for an
+    approval, whose caller may have given up, or that has no caller at all (resumed).
+    """
     duration = round(result.duration_ms, 3)
-    common = {"turnId": scope.turn_id, "stepCount": result.step_count, "duration": duration}
+    common: dict[str, Any] = {
+        "turnId": scope.turn_id,
+        "stepCount": result.step_count,
+        "duration": duration,
+    }
+    if with_output:
+        common["output"] = capped(result.text)
     if result.status == "ok":
         scope.recorder.emit(
             "turn.completed",
@@ -633,14 +665,18 @@ def _fold(store: ConversationStore, log: Any) -> None:
         log.warning("conversation not folded; kept as events", error=str(exc))
 
 
-def _close_interrupted_calls(store: ConversationStore) -> None:
+def _close_interrupted_calls(store: ConversationStore, parked: set[str]) -> None:
     """Answer tool calls a killed process never finished, so the conversation stays valid.
 
     Providers refuse an assistant tool call without its result; after a crash between two tool
-    calls, the unfinished ones get an error result saying so (``E_TOOL_INTERRUPTED``).
+    calls, the unfinished ones get an error result saying so (``E_TOOL_INTERRUPTED``). Calls
+    parked for approval (``parked``), and the calls after them in the same message, are left
+    to the Turn that resumes them.
     """
     answered = {m.source.tool_call_id for m in store.messages if m.role == "tool"}
     for message in store.messages:
+        if any(call.id in parked and call.id not in answered for call in message.tool_calls):
+            continue
         for call in message.tool_calls:
             if call.id in answered:
                 continue

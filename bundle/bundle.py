@@ -19,6 +19,7 @@ from bundle.models import (
     ToolSpec,
 )
 from bundle.plan import AgentPlan, ExtensionPlan, ModelPlan, ToolExportPlan, ToolPlan
+from goondan.defaults import APPROVAL_TIMEOUT_SECONDS
 
 BASE_PACKAGE = "@goondan/base"
 GUARD = "required-tools-guard"
@@ -202,6 +203,7 @@ class Bundle:
             params.temperature if params.temperature is not None else model_spec.temperature
         )
         max_tokens = params.max_tokens if params.max_tokens is not None else model_spec.max_tokens
+        approval = spec.tool_policy.approval
         return AgentPlan(
             swarm_name=swarm.name,
             entry_agent=swarm_spec.entry_agent.name,
@@ -223,6 +225,10 @@ class Bundle:
             handler_timeout_seconds=spec.tool_policy.handler_timeout_seconds,
             max_tool_calls_per_step=spec.tool_policy.max_tool_calls_per_step,
             max_pending_calls=spec.tool_policy.max_pending_calls,
+            approval_tools=list(approval.tools) if approval is not None else [],
+            approval_timeout_seconds=(
+                approval.timeout_seconds if approval is not None else APPROVAL_TIMEOUT_SECONDS
+            ),
             max_steps_per_turn=swarm_spec.policy.max_steps_per_turn,
             request_timeout_seconds=swarm_spec.policy.request_timeout_seconds,
             shutdown_grace_seconds=swarm_spec.policy.shutdown.grace_period_seconds,

@@ -11,6 +11,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -25,6 +26,7 @@ from pydantic_core import CoreSchema, PydanticCustomError
 
 from bundle.scripted import ScriptSpec
 from goondan.defaults import (
+    APPROVAL_TIMEOUT_SECONDS,
     ERROR_MESSAGE_LIMIT,
     MAX_BACKGROUND_CALLS_PER_INSTANCE,
     MAX_STEPS_PER_TURN,
@@ -365,6 +367,34 @@ class AgentLimits(_Spec):
     )
 
 
+def _full_tool_name(name: str) -> str:
+    if "__" not in name.strip("_"):
+        raise PydanticCustomError(
+            "approval_tool_name",
+            "'{name}' is not a full tool name: write it as TOOL__EXPORT, e.g. bash__exec",
+            {"name": name},
+        )
+    return name
+
+
+class ApprovalPolicy(_Spec):
+    """Tool calls that wait for an operator's decision before they run."""
+
+    tools: list[Annotated[str, AfterValidator(_full_tool_name)]] = Field(
+        min_length=1,
+        description="Full tool names (`{tool}__{export}`) whose calls are parked until an "
+        "operator approves (the call runs, with edited arguments if given) or rejects them "
+        "(the model gets E_TOOL_REJECTED with the reason).",
+    )
+    timeout_seconds: float = Field(
+        default=APPROVAL_TIMEOUT_SECONDS,
+        gt=0,
+        le=MAX_SECONDS,
+        description="How long a parked call waits for a decision; past it the model gets "
+        "E_TOOL_APPROVAL_TIMEOUT. The deadline is kept on disk and survives restarts.",
+    )
+
+
 class ToolPolicy(_Spec):
     """How the agent's tool calls are checked."""
 
@@ -389,6 +419,10 @@ class ToolPolicy(_Spec):
         ge=1,
         le=1024,
         description="Calls per conversation that may run on in the background at once.",
+    )
+    approval: ApprovalPolicy | None = Field(
+        default=None,
+        description="Tool calls that need a human's approval before they run.",
     )
 
 

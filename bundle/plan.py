@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bundle.models import ModelSpec, ValueSource
 from bundle.scripted import ScriptSpec
 from goondan.defaults import (
+    APPROVAL_TIMEOUT_SECONDS,
     ERROR_MESSAGE_LIMIT,
     MAX_BACKGROUND_CALLS_PER_INSTANCE,
     MAX_STEPS_PER_TURN,
@@ -114,6 +115,10 @@ class AgentPlan(_Plan):
     handler_timeout_seconds: float | None = None
     max_tool_calls_per_step: int = MAX_TOOL_CALLS_PER_STEP
     max_pending_calls: int = MAX_BACKGROUND_CALLS_PER_INSTANCE
+    approval_tools: list[str] = Field(default_factory=list)
+    """``toolPolicy.approval.tools``: calls of these tools wait for an operator's decision."""
+    approval_timeout_seconds: float = APPROVAL_TIMEOUT_SECONDS
+    """``toolPolicy.approval.timeoutSeconds``."""
     max_steps_per_turn: int = MAX_STEPS_PER_TURN
     request_timeout_seconds: float = REQUEST_TIMEOUT_SECONDS
     shutdown_grace_seconds: float = SHUTDOWN_GRACE_SECONDS

@@ -360,6 +360,8 @@ class _Checker:
             )
         if not all_tools_resolved:
             return  # an unresolved tool already failed; its exports are unknown
+        if spec.tool_policy.approval is not None:
+            self.check_approval_tools(resource, spec, tool_names)
         for i, required in enumerate(spec.required_tools):
             if required not in tool_names:
                 self.report(
@@ -370,6 +372,31 @@ class _Checker:
                     suggestion="use one of: "
                     + (", ".join(sorted(tool_names)) or "(the agent has no tools)"),
                 )
+
+    def check_approval_tools(
+        self, resource: Resource, spec: AgentSpec, tool_names: set[str]
+    ) -> None:
+        """``toolPolicy.approval.tools`` name tools the agent can call: its own, a tool an
+        extension of it registers (``{extension}__{tool}``, known only at run time), or any
+        Tool export of the bundle when registry calls are allowed."""
+        assert spec.tool_policy.approval is not None
+        extensions = {item.ref.name for item in spec.extensions}
+        callable_names = set(tool_names)
+        if spec.tool_policy.allow_registry_calls:
+            for other in self.resources:
+                if other.kind == "Tool":
+                    callable_names.update(f"{other.name}__{e.name}" for e in other.spec.exports)
+        for i, name in enumerate(spec.tool_policy.approval.tools):
+            if name in callable_names or name.split("__", 1)[0] in extensions:
+                continue
+            self.report(
+                resource,
+                E.E_SCHEMA_INVALID,
+                f"approval tool {name!r} is not among the agent's tools",
+                ("spec", "toolPolicy", "approval", "tools", i),
+                suggestion="use one of: "
+                + (", ".join(sorted(tool_names)) or "(the agent has no tools)"),
+            )
 
     def check_swarm(self, resource: Resource, spec: SwarmSpec) -> None:
         for i, item in enumerate(spec.agents):

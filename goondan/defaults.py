@@ -22,6 +22,9 @@ TOOL_TIMEOUT_SECONDS = 300.0
 """A tool handler's running time when neither the Tool nor the policy sets one."""
 MAX_BACKGROUND_CALLS_PER_INSTANCE = 16
 """Tool calls of one instance that may run on in the background (answered ``pending``)."""
+APPROVAL_TIMEOUT_SECONDS = 3600.0
+"""How long a tool call parked for human approval waits for a decision before it is answered
+``E_TOOL_APPROVAL_TIMEOUT`` (``Agent.spec.toolPolicy.approval.timeoutSeconds``)."""
 
 MODEL_TIMEOUT_SECONDS = 60.0
 """One model call's timeout (``Model.spec.timeoutSeconds``)."""

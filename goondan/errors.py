@@ -174,6 +174,11 @@ CONFIG = Catalogue(
         "Name a Swarm of the bundle with --swarm.",
     ),
     ErrorCode(
+        "E_CONNECTOR_CONFIG",
+        "a connector cannot start as configured (a missing secret, a bad setting)",
+        "Fix the Connection's config or secrets; status shows the message.",
+    ),
+    ErrorCode(
         "E_CONFIG_SECRET_UNAVAILABLE",
         "a valueFrom names an environment variable that is not set, or a malformed secretRef",
         "Set the variable in the daemon's environment.",
@@ -223,6 +228,16 @@ TOOL = Catalogue(
         "E_TOOL_TIMEOUT",
         "the handler ran past its timeout (its own running time)",
         "Ask for less work per call, or raise the Tool's timeoutSeconds.",
+    ),
+    ErrorCode(
+        "E_TOOL_REJECTED",
+        "an operator rejected the call, which needed approval (toolPolicy.approval); it did not run",
+        "Read the operator's reason, then change the plan or ask the user; do not repeat the call unchanged.",
+    ),
+    ErrorCode(
+        "E_TOOL_APPROVAL_TIMEOUT",
+        "the call needed approval and no operator decided within toolPolicy.approval.timeoutSeconds; it did not run",
+        "Tell the user the action is waiting for approval, or reach the goal without it.",
     ),
     ErrorCode(
         "E_TOOL_BUSY",
@@ -332,6 +347,51 @@ TOOL = Catalogue(
     ErrorCode("E_HTTP_TLS_ERROR", "the TLS handshake or certificate check failed", None),
     ErrorCode("E_HTTP_PROTOCOL_ERROR", "the server broke the HTTP protocol", None),
     ErrorCode("E_HTTP_CONNECTION_FAILED", "the connection was refused or reset", "Retry later."),
+    ErrorCode(
+        "E_TELEGRAM_API_ERROR",
+        "the Telegram Bot API answered ok: false (the message has its code and description)",
+        "Fix what the description names; do not repeat the call unchanged.",
+    ),
+    ErrorCode(
+        "E_TELEGRAM_RATE_LIMITED",
+        "Telegram answered 429 Too Many Requests; the message names retry_after",
+        "Wait retry_after seconds, then call again: the call is safe to retry.",
+    ),
+    ErrorCode(
+        "E_SLACK_API_ERROR",
+        "the Slack Web API answered ok: false (the message has its error), or refused a download",
+        "Fix what the error names; do not repeat the call unchanged.",
+    ),
+    ErrorCode(
+        "E_SLACK_RATE_LIMITED",
+        "Slack answered 429 (or ratelimited); the message names Retry-After",
+        "Wait Retry-After seconds, then call again: the call is safe to retry.",
+    ),
+    ErrorCode(
+        "E_SLACK_FILE_URL_REFUSED",
+        "download_file was given a URL off Slack's file hosts; the bot token is not sent there",
+        "Pass a file's url_private, or ask the operator to add the host to fileHosts.",
+    ),
+    ErrorCode(
+        "E_CHAT_TOKEN_MISSING",
+        "the telegram or slack tool has no usable bot token (config token or environment)",
+        "Ask the operator to set the token; retrying will not help.",
+    ),
+    ErrorCode(
+        "E_CHAT_BAD_RESPONSE",
+        "the chat API answered with something that is not its JSON, or too much of it",
+        "Check the Tool config apiBaseUrl; retry later.",
+    ),
+    ErrorCode(
+        "E_CHAT_FILE_TOO_LARGE",
+        "the file to download is over the call's maxBytes",
+        "Raise maxBytes (at most 20000000), or do without the file.",
+    ),
+    ErrorCode(
+        "E_CHAT_PATH_OUTSIDE_WORKDIR",
+        "a download's savePath leaves the instance workdir",
+        "Use a path relative to the workdir.",
+    ),
     ErrorCode("E_JSON_PARSE", "the text is not JSON", "Pass valid JSON."),
     ErrorCode(
         "E_JSON_TYPE_MISMATCH", "the value at the path is not of the type the operation needs", None

@@ -37,6 +37,7 @@ Event kinds (agent → Orchestrator):
 ``list_request``             :class:`ListRequest` (``agents__list``), answered ``list_result``.
 ``prepare_instance_result``  :class:`PrepareInstanceResult`, the answer to ``prepare_instance``.
 ``delete_instance_result``   :class:`DeleteInstanceResult`, the answer to ``delete_instance``.
+``approval_decision_result`` :class:`ApprovalDecisionResult`, the answer to ``approval_decision``.
 
 Event kinds (Orchestrator → agent):
 
@@ -46,6 +47,8 @@ Event kinds (Orchestrator → agent):
 ``list_result``              :class:`ListResult`.
 ``prepare_instance``         :class:`PrepareInstance`: create an instance unless it exists.
 ``delete_instance``          :class:`DeleteInstance`: delete an idle instance.
+``approval_decision``        :class:`ApprovalDecision`: an operator approves or rejects a tool
+                             call parked for approval.
 ``cancel``                   :class:`Cancel`: stop the Turns of a trace at their next safe point.
 
 ``from``/``to`` are agent names, or :data:`ORCHESTRATOR`. A payload may be any JSON value on the
@@ -123,6 +126,8 @@ class EventKind(enum.StrEnum):
     PREPARE_INSTANCE_RESULT = "prepare_instance_result"
     DELETE_INSTANCE = "delete_instance"
     DELETE_INSTANCE_RESULT = "delete_instance_result"
+    APPROVAL_DECISION = "approval_decision"
+    APPROVAL_DECISION_RESULT = "approval_decision_result"
     CANCEL = "cancel"
 
 
@@ -960,9 +965,78 @@ class DeleteInstanceResult(EventBody):
         return cls(fields.flag("ok"), fields.flag("deleted"), fields.optional_text("error"))
 
 
+APPROVAL_NOT_FOUND = "APPROVAL_NOT_FOUND"
+"""An :class:`ApprovalDecision` names no approval of the agent (HTTP 404)."""
+APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
+"""The approval was decided already, or expired (HTTP 409)."""
+APPROVAL_INVALID_ARGUMENTS = "APPROVAL_INVALID_ARGUMENTS"
+"""The edited arguments of an approval fail the tool's JSON Schema (HTTP 400)."""
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision(EventBody):
+    """An operator's decision on approval ``approval_id``: ``approve`` (with ``arguments`` in
+    place of the model's, if given) or ``reject`` (with ``reason`` for the model)."""
+
+    KIND: ClassVar[EventKind] = EventKind.APPROVAL_DECISION
+    approval_id: str
+    decision: Literal["approve", "reject"]
+    arguments: dict[str, Any] | None = None
+    reason: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return _without_none(
+            {
+                "approvalId": self.approval_id,
+                "decision": self.decision,
+                "arguments": self.arguments,
+                "reason": self.reason or None,
+            }
+        )
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ApprovalDecision:
+        decision = fields.text("decision")
+        if decision not in ("approve", "reject"):
+            raise MalformedPayload(
+                f"approval_decision.decision must be approve or reject, got {decision!r}"
+            )
+        arguments = fields.data.get("arguments")
+        return cls(
+            fields.text("approvalId"),
+            decision,  # type: ignore[arg-type]  # narrowed by the check above
+            fields.mapping("arguments") if arguments is not None else None,
+            fields.text("reason"),
+        )
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class ApprovalDecisionResult(EventBody):
+    """The answer to :class:`ApprovalDecision`: the approval as it now stands, or why the
+    decision was refused (``error.code`` is one of the ``APPROVAL_*`` codes above)."""
+
+    KIND: ClassVar[EventKind] = EventKind.APPROVAL_DECISION_RESULT
+    approval: dict[str, Any] | None = None
+    error: IpcError | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"ok": False, "error": self.error.to_dict()}
+        return {"ok": True, "approval": self.approval or {}}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ApprovalDecisionResult:
+        if not fields.flag("ok"):
+            return cls(error=fields.error() or IpcError("decision refused"))
+        return cls(fields.mapping("approval"))
+
+
 QUESTION_ANSWERS: Mapping[EventKind, EventKind] = {
     EventKind.PREPARE_INSTANCE: EventKind.PREPARE_INSTANCE_RESULT,
     EventKind.DELETE_INSTANCE: EventKind.DELETE_INSTANCE_RESULT,
+    EventKind.APPROVAL_DECISION: EventKind.APPROVAL_DECISION_RESULT,
 }
 """The questions the Orchestrator asks an agent, and the kind of each answer."""
 
@@ -984,6 +1058,7 @@ AGENT_TO_ORCHESTRATOR = frozenset(
         EventKind.LIST_REQUEST,
         EventKind.PREPARE_INSTANCE_RESULT,
         EventKind.DELETE_INSTANCE_RESULT,
+        EventKind.APPROVAL_DECISION_RESULT,
     }
 )
 """The kinds an Orchestrator must handle."""
@@ -995,6 +1070,7 @@ ORCHESTRATOR_TO_AGENT = frozenset(
         EventKind.LIST_RESULT,
         EventKind.PREPARE_INSTANCE,
         EventKind.DELETE_INSTANCE,
+        EventKind.APPROVAL_DECISION,
         EventKind.CANCEL,
     }
 )

@@ -438,6 +438,83 @@ def cmd_instances(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_approvals(args: argparse.Namespace) -> int:
+    """Tool calls waiting for an operator's approval (read from the state directory, so no
+    daemon is needed); ``--all`` shows decided ones too."""
+    from orchestrator.approvals import list_approvals
+
+    rows = list_approvals(_state_dir(args), agent=args.agent, include_decided=args.all)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no approvals" if args.all else "nothing waits for approval")
+    for row in rows:
+        where = f"{row.get('agentName')}@{row.get('instanceKey')}"
+        arguments = json.dumps(row.get("arguments"), ensure_ascii=False)
+        if len(arguments) > 200:
+            arguments = arguments[:200] + "…"
+        line = f"{row.get('approvalId')}  {where}  {row.get('toolName')}  {arguments}"
+        if row.get("status") == "pending":
+            line += f"  expires {row.get('expiresAt')}"
+        else:
+            line += f"  {row.get('status')}"
+        print(line)
+    return 0
+
+
+def _decide(args: argparse.Namespace, decision: str, body: dict[str, Any]) -> int:
+    """``approve``/``reject``: the decision through the daemon; exit 1 when refused."""
+    from orchestrator.api_client import path_segment
+
+    query = "?wait=1" if args.wait else ""
+    path = f"/v1/approvals/{path_segment(args.id)}/{decision}{query}"
+    asked = _ask_daemon(args, "POST", path, body)
+    if asked is None:
+        return 1
+    status, answer = asked
+    if args.json:
+        print(json.dumps(answer))
+        return 0 if status < 400 else 1
+    if _refused(status, answer):
+        return 1
+    approval = answer.get("approval") or {}
+    print(f"{approval.get('status')} {approval.get('approvalId')} ({approval.get('toolName')})")
+    if not args.wait:
+        return 0
+    turn = answer.get("turn")
+    if turn is None:
+        print("error: the Turn did not answer within the request timeout", file=sys.stderr)
+        return 1
+    if turn.get("status") == "ok":
+        print(turn.get("output") or "")
+        return 0
+    error = turn.get("error") or {}
+    print(f"error: {error.get('message')} ({error.get('code')})", file=sys.stderr)
+    return 1
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    """Approve a parked tool call: it runs (with ``--args`` in place of the model's)."""
+    body: dict[str, Any] = {}
+    if args.args is not None:
+        try:
+            arguments = json.loads(args.args)
+        except ValueError as exc:
+            print(f"error: --args is not JSON: {exc}", file=sys.stderr)
+            return 2
+        if not isinstance(arguments, dict):
+            print("error: --args must be a JSON object", file=sys.stderr)
+            return 2
+        body["arguments"] = arguments
+    return _decide(args, "approve", body)
+
+
+def cmd_reject(args: argparse.Namespace) -> int:
+    """Reject a parked tool call: the model gets ``E_TOOL_REJECTED`` with the reason."""
+    return _decide(args, "reject", {"reason": args.reason})
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print the runtime event log, filtered; ``--follow`` keeps printing new events."""
     from orchestrator.api_client import DaemonApi
@@ -596,6 +673,28 @@ def build_parser() -> argparse.ArgumentParser:
     instances.add_argument("words", nargs="*", metavar="[AGENT] | delete AGENT KEY")
     daemon_options(instances)
     instances.set_defaults(run=cmd_instances)
+
+    approvals = commands.add_parser(
+        "approvals", help="list tool calls waiting for an operator's approval"
+    )
+    approvals.add_argument("--agent", help="only this agent's")
+    approvals.add_argument("--all", action="store_true", help="decided ones too")
+    daemon_options(approvals)
+    approvals.set_defaults(run=cmd_approvals)
+
+    approve = commands.add_parser("approve", help="approve a parked tool call: it runs")
+    approve.add_argument("id", help="the approval id (apr_...)")
+    approve.add_argument("--args", help="JSON object of arguments to run it with instead")
+    approve.add_argument("--wait", action="store_true", help="print the Turn's answer too")
+    daemon_options(approve)
+    approve.set_defaults(run=cmd_approve)
+
+    reject = commands.add_parser("reject", help="reject a parked tool call: the model is told why")
+    reject.add_argument("id", help="the approval id (apr_...)")
+    reject.add_argument("--reason", required=True, help="why (the model reads it)")
+    reject.add_argument("--wait", action="store_true", help="print the Turn's answer too")
+    daemon_options(reject)
+    reject.set_defaults(run=cmd_reject)
 
     logs = commands.add_parser(
         "logs", help="show the runtime event log (Turns, Steps, tools, processes)"

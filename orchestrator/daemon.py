@@ -17,13 +17,22 @@ from bundle.models import ValueSource
 from bundle.plan import AgentPlan
 from bundle.secrets import resolve_value
 from goondan.time import utc_timestamp
-from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, ORCHESTRATOR, EventMessage, IpcError
+from ipc import (
+    DEFAULT_INSTANCE_KEY,
+    EXTERNAL_CALLER,
+    ORCHESTRATOR,
+    AgentUnavailable,
+    EventMessage,
+    IpcError,
+)
 from ipc import protocol as wire
 from ipc.protocol import DelegateAnswer, EventKind
+from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals, outcome_of
+from orchestrator.approvals import unavailable as approval_unavailable
 from orchestrator.clock import Clock, LoopClock
 from orchestrator.dispatch import Dispatcher
 from orchestrator.eventlog import EventLog
-from orchestrator.events_hub import EventHub
+from orchestrator.events_hub import END_OF_STREAM, EventHub
 from orchestrator.http_api import ApiServer
 from orchestrator.metrics import SwarmMetrics
 from orchestrator.router import InFlightSend, Router
@@ -172,6 +181,7 @@ class Orchestrator:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         await self._start_api()
         self._report_unfolded()
+        self._resume_approvals()
         gc.freeze()  # keep the loaded bundle out of the collector's way
         self.tasks.start_soon(self.supervisor.run(), "reconcile")
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
@@ -235,6 +245,98 @@ class Orchestrator:
             return {"ok": False, "error": f"{exc.message}; nothing was deleted, retry"}
         assert isinstance(answer, wire.DeleteInstanceResult)
         return answer.to_wire()
+
+    async def decide_approval(
+        self, decision: wire.ApprovalDecision, *, wait: bool = False
+    ) -> DecisionOutcome:
+        """Carry out an operator's decision on a parked tool call, through the agent that owns
+        it (started first if need be: it takes up its parked Turns when it boots).
+
+        404 for an unknown id, 409 when it was decided already or expired, 400 for edited
+        arguments that do not fit the tool, 503 when the agent cannot be reached. With
+        ``wait``, a 200 also carries the Turn's answer (``turn``: ``{status, output, error?}``)
+        once the Turn ends, or ``null`` if it does not end within the swarm's request timeout.
+        """
+        record = find_approval(self.state_dir, decision.approval_id)
+        if record is None:
+            return DecisionOutcome.refused(
+                404, wire.APPROVAL_NOT_FOUND, f"no approval {decision.approval_id!r}"
+            )
+        if record.get("status") != "pending":
+            return DecisionOutcome.refused(
+                409,
+                wire.APPROVAL_ALREADY_DECIDED,
+                f"approval {decision.approval_id!r} is {record.get('status')} already",
+            )
+        agent = str(record.get("agentName"))
+        log = self.log.bind(
+            agent=agent,
+            instance_key=record.get("instanceKey"),
+            trace_id=record.get("traceId"),
+            approval_id=decision.approval_id,
+        )
+        # Subscribed before the decision goes out, so the Turn's end cannot slip past.
+        async with self.live.subscribe() as subscription:
+            try:
+                await self.supervisor.ensure_running(agent)
+                answer = await self.router.ask(agent, decision)
+            except TimeoutError:
+                exc = AgentUnavailable(f"agent {agent!r} did not become ready")
+                log.warning("approval decision not delivered", code=exc.code, error=exc.message)
+                return approval_unavailable(exc)
+            except IpcError as exc:
+                log.warning("approval decision not delivered", code=exc.code, error=exc.message)
+                return approval_unavailable(exc)
+            assert isinstance(answer, wire.ApprovalDecisionResult)
+            outcome = outcome_of(answer)
+            log.info("approval decision", decision=decision.decision, status=outcome.status)
+            if wait and outcome.status == 200:
+                outcome.body["turn"] = await self._turn_end(subscription.queue, record)
+        return outcome
+
+    async def _turn_end(
+        self, queue: asyncio.Queue[dict[str, Any]], record: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The answer of the Turn parked on ``record`` (its ``turn.completed`` or
+        ``turn.failed``), or ``None`` past the swarm's request timeout."""
+        identity = {k: record.get(k) for k in ("agentName", "instanceKey", "traceId")}
+        try:
+            async with asyncio.timeout(self.swarm.spec.policy.request_timeout_seconds):
+                while True:
+                    event = await queue.get()
+                    if event is END_OF_STREAM:
+                        return None
+                    if event.get("type") not in ("turn.completed", "turn.failed"):
+                        continue
+                    if all(event.get(k) == v for k, v in identity.items()):
+                        break
+        except TimeoutError:
+            return None
+        turn: dict[str, Any] = {
+            "status": "ok" if event["type"] == "turn.completed" else "error",
+            "output": event.get("output"),
+            "turnId": event.get("turnId"),
+        }
+        if event.get("errorCode") is not None:
+            turn["error"] = {"code": event["errorCode"], "message": event.get("errorMessage")}
+        return turn
+
+    def _resume_approvals(self) -> None:
+        """Start the agents that have calls parked for approval: each takes up its parked
+        Turns at boot, so their deadlines are kept even if nothing else starts them."""
+        parked = {str(row.get("agentName")) for row in list_approvals(self.state_dir)}
+        for agent in sorted(parked & set(self.supervisor.handles)):
+            self.log.info("agent has calls waiting for approval; starting it", agent=agent)
+            self.start_soon(self._start_quietly(agent), f"approvals:{agent}")
+
+    async def _start_quietly(self, agent: str) -> None:
+        try:
+            await self.supervisor.ensure_running(agent)
+        except (
+            IpcError,
+            TimeoutError,
+        ) as exc:  # it backs off; the reconcile loop and the next use retry
+            self.log.warning("agent not started", agent=agent, error=str(exc))
 
     async def _start_api(self) -> None:
         """Serve the HTTP API on ``api.sock`` (and TCP when asked). Raises

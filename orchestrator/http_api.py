@@ -1,8 +1,8 @@
 """The daemon's HTTP API (the ``api`` extra): Starlette routes served by uvicorn.
 
 It always listens on ``<state>/api.sock``, a Unix socket created with mode 0600 (only the
-daemon's user may connect): the CLI's ``status``, ``send``, ``restart``, ``instances`` and
-``logs --follow`` go through it. A live socket there makes a second daemon on the same state
+daemon's user may connect): the CLI's ``status``, ``send``, ``restart``, ``instances``,
+``approve``, ``reject`` and ``logs --follow`` go through it. A live socket there makes a second daemon on the same state
 refuse to start; a stale one (its daemon was killed) is replaced. ``run --listen HOST:PORT``
 adds a TCP listener. A TCP listener off loopback
 refuses to start without a bearer token, and with a token every request must carry it
@@ -28,6 +28,19 @@ Routes (all JSON):
                                                  nothing of that id runs
 ``GET  /v1/instances?agent=``                    the conversation instances on disk
 ``DELETE /v1/agents/{agent}/instances/{key}``    delete one conversation
+``GET  /v1/approvals?agent=&all=1``             tool calls parked for approval (pending ones,
+                                                 or every one with ``all``)
+``GET  /v1/approvals/{id}``                      one approval
+``POST /v1/approvals/{id}/approve``              ``{arguments?}``: the call runs (with these
+                                                 arguments if given); 200 with the approval
+``POST /v1/approvals/{id}/reject``               ``{reason}``: the model gets ``E_TOOL_REJECTED``
+                                                 with the reason; 200 with the approval.
+                                                 ``?wait=1`` on either: also the Turn's answer
+                                                 (``turn``), once it ends (``null`` past the
+                                                 swarm's request timeout).
+                                                 Deciding: 404 unknown id, 409 decided already
+                                                 or expired, 400 bad body or arguments that
+                                                 do not fit the tool, 503 agent unreachable
 ``GET  /v1/events?agent=&trace=``               runtime events as they happen (server-sent events)
 ``GET  /metrics``                                Prometheus metrics
 ``GET  /v1/models``, ``POST /v1/chat/completions`` the OpenAI-compatible front door (the agent
@@ -71,7 +84,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import structlog
 from starlette.applications import Starlette
@@ -86,6 +99,7 @@ from goondan.errors import DaemonError
 from ipc import DEFAULT_INSTANCE_KEY, IpcError
 from ipc.protocol import DelegateAnswer, TextDelta, new_trace_id
 from orchestrator.api_client import socket_path
+from orchestrator.approvals import BadDecision, decision_from_body, find_approval, list_approvals
 from orchestrator.eventlog import matches
 from orchestrator.events_hub import END_OF_STREAM
 from orchestrator.state_dir import list_instances
@@ -332,6 +346,35 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
             return JSONResponse(answer)
         return error(409, "INSTANCE_NOT_DELETED", str(answer.get("error")))
 
+    async def approvals(request: Request) -> Response:
+        agent = request.query_params.get("agent")
+        if agent is not None:
+            known(agent)
+        include_decided = request.query_params.get("all") not in (None, "", "0", "false")
+        rows = list_approvals(daemon.state_dir, agent=agent, include_decided=include_decided)
+        return JSONResponse({"approvals": rows})
+
+    async def approval(request: Request) -> Response:
+        approval_id = request.path_params["id"]
+        record = find_approval(daemon.state_dir, approval_id)
+        if record is None:
+            return error(404, "APPROVAL_NOT_FOUND", f"no approval {approval_id!r}")
+        return JSONResponse({"approval": record})
+
+    def deciding(decision: Literal["approve", "reject"]) -> Handler:
+        async def decide(request: Request) -> Response:
+            accepting()
+            approval_id = request.path_params["id"]
+            try:
+                wanted = decision_from_body(approval_id, decision, await _json_body(request))
+            except BadDecision as exc:
+                return error(400, "BAD_REQUEST", str(exc))
+            wait = request.query_params.get("wait") not in (None, "", "0", "false")
+            outcome = await daemon.decide_approval(wanted, wait=wait)
+            return JSONResponse(outcome.body, status_code=outcome.status)
+
+        return decide
+
     async def metrics(request: Request) -> Response:
         from orchestrator.metrics import CONTENT_TYPE
 
@@ -360,6 +403,10 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         Route("/v1/requests/{id}/cancel", cancel, methods=["POST"]),
         Route("/v1/instances", instances, methods=["GET"]),
         Route("/v1/events", events, methods=["GET"]),
+        Route("/v1/approvals", approvals, methods=["GET"]),
+        Route("/v1/approvals/{id}", approval, methods=["GET"]),
+        Route("/v1/approvals/{id}/approve", deciding("approve"), methods=["POST"]),
+        Route("/v1/approvals/{id}/reject", deciding("reject"), methods=["POST"]),
         Route("/v1/agents/{agent}/instances/{key:path}", delete_instance, methods=["DELETE"]),
     ]
     app: ASGIApp = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})

@@ -14,6 +14,15 @@ The built-in tools live in :mod:`tools_base.tools` and are declared by the packa
 user tools.
 """
 
+from tools_base._connector import (
+    ConnectorContext,
+    ConnectorError,
+    ConnectorEvent,
+    ConnectorMessage,
+    FileMessage,
+    ImageMessage,
+    TextMessage,
+)
 from tools_base._context import (
     ToolConfigError,
     ToolConfigure,
@@ -77,12 +86,18 @@ __all__ = [
     "AgentSendResult",
     "AgentSpawnResult",
     "AgentToolRuntime",
+    "ConnectorContext",
+    "ConnectorError",
+    "ConnectorEvent",
+    "ConnectorMessage",
     "ExtensionApi",
     "ExtensionError",
     "ExtensionEvents",
     "ExtensionPipeline",
     "ExtensionState",
     "ExtensionTools",
+    "FileMessage",
+    "ImageMessage",
     "JsonArray",
     "JsonObject",
     "JsonPrimitive",
@@ -94,6 +109,7 @@ __all__ = [
     "MessageSource",
     "PendingResult",
     "SpawnedAgentInfo",
+    "TextMessage",
     "ToolCall",
     "ToolCallResult",
     "ToolConfigError",

@@ -145,6 +145,11 @@ class ConfigReader:
             raise self._error(key, "a list of non-empty strings")
         return [v for v in value if isinstance(v, str)]
 
+    def raw(self, key: str) -> JsonValue:
+        """The key's value as given (``None`` when absent), for a caller that checks it itself."""
+        self._seen.add(key)
+        return self._config.get(key)
+
     def finish(self) -> None:
         """Reject keys no getter asked for."""
         unknown = sorted(set(self._config) - self._seen)

@@ -165,7 +165,7 @@ def parse_host_entry(entry: str) -> tuple[str, int | None]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Url:
+class Url:
     raw: str
     scheme: str
     host: str
@@ -178,7 +178,7 @@ class _Url:
         return self.scheme, self.host, self.port
 
 
-def parse_url(raw: str) -> _Url:
+def parse_url(raw: str) -> Url:
     """Split and check a URL; refuse other schemes and embedded credentials."""
     try:
         parts: SplitResult = urlsplit(raw.strip())
@@ -203,7 +203,7 @@ def parse_url(raw: str) -> _Url:
     target = parts.path or "/"
     if parts.query:
         target = f"{target}?{parts.query}"
-    return _Url(
+    return Url(
         raw=raw,
         scheme=scheme,
         host=parts.hostname,
@@ -217,7 +217,47 @@ AddrInfo = tuple[socket.AddressFamily, socket.SocketKind, int, str, _SockAddr]
 """One ``socket.getaddrinfo`` result."""
 
 
-class _PinnedConnection(http.client.HTTPConnection):
+def vet_addresses(
+    url: Url,
+    *,
+    allow_private: bool = False,
+    allowed_hosts: frozenset[tuple[str, int | None]] = frozenset(),
+) -> list[AddrInfo]:
+    """Resolve ``url.host`` and vet every address; a connection may use only these.
+
+    Hosts in ``allowed_hosts`` (``(host, None)`` for any port) skip the check. Raises a
+    ToolError ``E_HTTP_DNS_FAILED`` or ``E_HTTP_FORBIDDEN_ADDRESS``.
+    """
+    try:
+        infos: list[AddrInfo] = list(
+            socket.getaddrinfo(url.host, url.port, type=socket.SOCK_STREAM)
+        )
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ToolError(
+            f"could not resolve host {url.host!r}: {exc}",
+            code="E_HTTP_DNS_FAILED",
+            suggestion="Check the host name in the URL.",
+        ) from exc
+    if (url.host, None) in allowed_hosts or (url.host, url.port) in allowed_hosts:
+        return infos
+    for info in infos:
+        address = str(info[4][0])
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+        reason = forbidden_reason(ip, allow_private=allow_private)
+        if reason is not None:
+            resolved = "" if address == url.host else f" (resolves to {address})"
+            raise ToolError(
+                f"refusing to connect to {url.host!r}{resolved}: {reason}",
+                code="E_HTTP_FORBIDDEN_ADDRESS",
+                suggestion=(
+                    "Only public internet addresses can be reached. An operator can allow "
+                    "a host with the Tool config allowedHosts (host or host:port)."
+                ),
+            )
+    return infos
+
+
+class PinnedConnection(http.client.HTTPConnection):
     """An HTTP(S) connection to already vetted addresses, named by the URL's host.
 
     ``Host`` header, TLS SNI and certificate checks use ``host``; the socket connects to one
@@ -265,39 +305,12 @@ class HttpFetchTool:
         self.config = config
         self._tls = ssl.create_default_context()
 
-    def _addresses(self, url: _Url) -> list[AddrInfo]:
-        """Resolve ``url.host`` and vet every address; the connection may use only these."""
-        try:
-            infos: list[AddrInfo] = list(
-                socket.getaddrinfo(url.host, url.port, type=socket.SOCK_STREAM)
-            )
-        except (socket.gaierror, UnicodeError) as exc:
-            raise ToolError(
-                f"could not resolve host {url.host!r}: {exc}",
-                code="E_HTTP_DNS_FAILED",
-                suggestion="Check the host name in the URL.",
-            ) from exc
-        exempt = (url.host, None) in self.config.allowed_hosts or (
-            url.host,
-            url.port,
-        ) in self.config.allowed_hosts
-        if exempt:
-            return infos
-        for info in infos:
-            address = str(info[4][0])
-            ip = ipaddress.ip_address(address.split("%", 1)[0])
-            reason = forbidden_reason(ip, allow_private=self.config.allow_private_networks)
-            if reason is not None:
-                resolved = "" if address == url.host else f" (resolves to {address})"
-                raise ToolError(
-                    f"refusing to connect to {url.host!r}{resolved}: {reason}",
-                    code="E_HTTP_FORBIDDEN_ADDRESS",
-                    suggestion=(
-                        "Only public internet addresses can be fetched. An operator can allow "
-                        "a host with the Tool config allowedHosts (host or host:port)."
-                    ),
-                )
-        return infos
+    def _addresses(self, url: Url) -> list[AddrInfo]:
+        return vet_addresses(
+            url,
+            allow_private=self.config.allow_private_networks,
+            allowed_hosts=self.config.allowed_hosts,
+        )
 
     def _fetch(
         self,
@@ -313,11 +326,11 @@ class HttpFetchTool:
         url = parse_url(raw_url)
         redirects = 0
         while True:
-            with _network_errors(url):
+            with network_errors(url):
                 conn = self._open(url, deadline)
             response: http.client.HTTPResponse | None = None
             try:
-                with _network_errors(url):
+                with network_errors(url):
                     response, sock = self._send(conn, url, method, headers, body, deadline)
                 location = response.getheader("location")
                 follow = (
@@ -326,7 +339,7 @@ class HttpFetchTool:
                     and self.config.max_redirects > 0
                 )
                 if not follow:
-                    with _network_errors(url):
+                    with network_errors(url):
                         text, truncated = self._read_body(sock, response, max_bytes, deadline)
                     return {
                         "url": raw_url,
@@ -359,20 +372,20 @@ class HttpFetchTool:
                 headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
             url = next_url
 
-    def _open(self, url: _Url, deadline: float) -> _PinnedConnection:
+    def _open(self, url: Url, deadline: float) -> PinnedConnection:
         addresses = self._addresses(url)
-        return _PinnedConnection(
+        return PinnedConnection(
             url.host,
             url.port,
             addresses=addresses,
             tls=self._tls if url.scheme == "https" else None,
-            timeout=_remaining(deadline),
+            timeout=remaining(deadline),
         )
 
     def _send(
         self,
-        conn: _PinnedConnection,
-        url: _Url,
+        conn: PinnedConnection,
+        url: Url,
         method: str,
         headers: dict[str, str],
         body: bytes | None,
@@ -389,7 +402,7 @@ class HttpFetchTool:
             conn.request(method, url.target, body=body, headers=headers)
         except ValueError as exc:
             raise ToolError(f"invalid request header: {exc}", code="E_HTTP_INVALID_HEADER") from exc
-        sock.settimeout(_remaining(deadline))
+        sock.settimeout(remaining(deadline))
         return conn.getresponse(), sock
 
     def _read_body(
@@ -403,7 +416,7 @@ class HttpFetchTool:
         chunks: list[bytes] = []
         wanted = max_bytes + 1
         while wanted > 0:
-            sock.settimeout(_remaining(deadline))
+            sock.settimeout(remaining(deadline))
             chunk = response.read1(min(wanted, _CHUNK))
             if not chunk:
                 break
@@ -462,14 +475,14 @@ class HttpFetchTool:
         return {"get": self.get, "post": self.post}
 
 
-def _url_text(url: _Url) -> str:
+def _url_text(url: Url) -> str:
     host = f"[{url.host}]" if ":" in url.host else url.host
     default = 443 if url.scheme == "https" else 80
     netloc = host if url.port == default else f"{host}:{url.port}"
     return f"{url.scheme}://{netloc}{url.target}"
 
 
-def _remaining(deadline: float) -> float:
+def remaining(deadline: float) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
         raise TimeoutError("deadline passed")
@@ -485,7 +498,7 @@ def _response_headers(response: http.client.HTTPResponse) -> JsonObject:
 
 
 @contextlib.contextmanager
-def _network_errors(url: _Url) -> Iterator[None]:
+def network_errors(url: Url) -> Iterator[None]:
     """Map socket, TLS and HTTP exceptions to ToolErrors with ``E_HTTP_*`` codes."""
     where = f" ({url.host}:{url.port})"
     try:
@@ -500,6 +513,12 @@ def _network_errors(url: _Url) -> Iterator[None]:
         raise ToolError(f"TLS error{where}: {exc}", code="E_HTTP_TLS_ERROR") from exc
     except http.client.InvalidURL as exc:
         raise ToolError(f"Invalid URL: {exc}", code="E_HTTP_INVALID_URL") from exc
+    except http.client.RemoteDisconnected as exc:
+        raise ToolError(
+            f"connection failed{where}: the server closed it without answering",
+            code="E_HTTP_CONNECTION_FAILED",
+            suggestion="Retry later.",
+        ) from exc
     except http.client.HTTPException as exc:
         raise ToolError(
             f"malformed HTTP response{where}: {type(exc).__name__} {exc}",

@@ -74,6 +74,9 @@ BODIES = [
     wire.PrepareInstanceResult("k2", False, "/w"),
     wire.DeleteInstance("k2"),
     wire.DeleteInstanceResult(False, error="busy"),
+    wire.ApprovalDecision("apr_1", "approve", {"command": "ls"}),
+    wire.ApprovalDecision("apr_1", "reject", reason="no"),
+    wire.ApprovalDecisionResult({"approvalId": "apr_1", "status": "approved"}),
     wire.Cancel("f" * 32, "wrong question"),
 ]
 

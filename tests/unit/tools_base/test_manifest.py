@@ -31,6 +31,8 @@ EXPECTED_EXPORTS = {
     "pending": ["status"],
     "agents": ["request", "send", "spawn", "list", "catalog"],
     "self-restart": ["request"],
+    "telegram": ["send", "edit", "delete", "react", "set_chat_action", "download_file"],
+    "slack": ["send", "read", "edit", "delete", "react", "download_file"],
 }
 EXPECTED_EXTENSIONS = [
     "logging",
@@ -43,7 +45,7 @@ EXPECTED_EXTENSIONS = [
     "mcp",
 ]
 ERROR_MESSAGE_LIMITS = {"bash": 1200, "wait": 600, "file-system": 2000, "agents": 1500}
-CONFIGURABLE = {"bash", "file-system", "http-fetch"}
+CONFIGURABLE = {"bash", "file-system", "http-fetch", "telegram", "slack"}
 NAME = re.compile(r"^[a-z0-9_-]+$")
 
 

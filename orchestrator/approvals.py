@@ -1,0 +1,135 @@
+"""Operators' side of tool calls parked for approval: find them on disk, decide through the
+agent that owns them.
+
+Each agent writes its parked calls under its instances
+(``agents/<agent>/instances/<instance>/approvals/<approvalId>.json``, format in
+``agent_process.approvals``); the daemon only reads them, so listing works whether or not the
+agent runs. A decision goes to the agent (started first if it is not running: at boot it takes
+up its parked Turns), which records it and wakes the Turn: one writer per file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ipc import IpcError
+from ipc import protocol as wire
+from ipc.protocol import APPROVAL_ALREADY_DECIDED, APPROVAL_INVALID_ARGUMENTS, APPROVAL_NOT_FOUND
+
+APPROVAL_ID = re.compile(r"^apr_[0-9a-f]{16}$")
+"""What an approval id looks like (anything else names no file, by construction)."""
+MAX_REASON_CHARS = 2000
+"""A rejection's reason reaches the model; a longer one is refused (400)."""
+
+
+def _rows(state_dir: Path, pattern: str) -> list[dict[str, Any]]:
+    rows = []
+    for path in sorted((state_dir / "agents").glob(f"*/instances/*/approvals/{pattern}.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue  # being replaced right now, or damaged: the agent logs the latter
+        if isinstance(data, dict) and isinstance(data.get("approvalId"), str):
+            data.pop("v", None)
+            rows.append(_shown(data))
+    return rows
+
+
+def _shown(data: dict[str, Any]) -> dict[str, Any]:
+    """A pending record past its deadline is shown ``expired``: the agent records it so as
+    soon as it runs (it may be stopped right now), and a decision is refused either way."""
+    expires = data.get("expiresAtUnix")
+    pending = data.get("status") == "pending"
+    if pending and isinstance(expires, int | float) and expires <= time.time():
+        data["status"] = "expired"
+    return data
+
+
+def list_approvals(
+    state_dir: Path, *, agent: str | None = None, include_decided: bool = False
+) -> list[dict[str, Any]]:
+    """The approvals on disk, oldest request first: the pending ones, or every one."""
+    rows = [
+        row
+        for row in _rows(state_dir, "apr_*")
+        if (agent is None or row.get("agentName") == agent)
+        and (include_decided or row.get("status") == "pending")
+    ]
+    return sorted(rows, key=lambda row: str(row.get("requestedAt", "")))
+
+
+def find_approval(state_dir: Path, approval_id: str) -> dict[str, Any] | None:
+    """The record of ``approval_id``, or ``None``."""
+    if not APPROVAL_ID.match(approval_id):
+        return None
+    rows = _rows(state_dir, approval_id)
+    return rows[0] if rows else None
+
+
+class BadDecision(ValueError):
+    """A decision body that is not what the route takes (HTTP 400)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionOutcome:
+    """What deciding came to: an HTTP status and the JSON body to answer with."""
+
+    status: int
+    body: dict[str, Any]
+
+    @classmethod
+    def refused(cls, status: int, code: str, message: str) -> DecisionOutcome:
+        """A refusal, in the API's error shape."""
+        return cls(status, {"error": {"code": code, "message": message}})
+
+
+_STATUS_OF = {
+    APPROVAL_NOT_FOUND: 404,
+    APPROVAL_ALREADY_DECIDED: 409,
+    APPROVAL_INVALID_ARGUMENTS: 400,
+}
+
+
+def decision_from_body(
+    approval_id: str, decision: Literal["approve", "reject"], body: dict[str, Any]
+) -> wire.ApprovalDecision:
+    """The decision an HTTP body asks for; raises :class:`BadDecision`.
+
+    approve: ``{arguments?: object}`` (in place of the model's arguments);
+    reject: ``{reason: non-empty text}`` (the model reads it).
+    """
+    if decision == "approve":
+        unknown = set(body) - {"arguments"}
+        arguments = body.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise BadDecision("arguments must be a JSON object")
+        if unknown:
+            raise BadDecision(f"unknown fields: {', '.join(sorted(unknown))}")
+        return wire.ApprovalDecision(approval_id, "approve", arguments)
+    unknown = set(body) - {"reason"}
+    reason = body.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise BadDecision("reason must be non-empty text: the model is told why")
+    if len(reason) > MAX_REASON_CHARS:
+        raise BadDecision(f"reason must be at most {MAX_REASON_CHARS} characters")
+    if unknown:
+        raise BadDecision(f"unknown fields: {', '.join(sorted(unknown))}")
+    return wire.ApprovalDecision(approval_id, "reject", reason=reason.strip())
+
+
+def outcome_of(answer: wire.ApprovalDecisionResult) -> DecisionOutcome:
+    """The HTTP outcome of the agent's answer."""
+    error = answer.error
+    if error is None:
+        return DecisionOutcome(200, {"approval": _shown(dict(answer.approval or {}))})
+    return DecisionOutcome.refused(_STATUS_OF.get(error.code, 503), error.code, error.message)
+
+
+def unavailable(error: IpcError) -> DecisionOutcome:
+    """The agent that owns the approval could not be reached: try again later."""
+    return DecisionOutcome.refused(503, error.code, f"{error.message}; nothing was decided, retry")

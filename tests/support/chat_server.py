@@ -1,0 +1,174 @@
+"""A local HTTP server that answers like the Telegram Bot API or the Slack Web API.
+
+Runs in a thread on 127.0.0.1 and records every request (method, path, headers, body; JSON and
+form bodies parsed) so tests assert what a tool really sent. Answers come from ``routes``
+(path → :class:`~tests.support.wire_server.Reply`, or a function of the request returning one);
+an unknown path gets a 404 in Telegram's error shape. Two special replies: :data:`HANG` keeps
+the client waiting until the server stops (for timeouts) and :data:`DROP` closes the connection
+without answering (for network errors).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl
+
+from tests.support.wire_server import Reply
+
+HANG = Reply(status=-1)
+"""Answer nothing until the server stops."""
+DROP = Reply(status=-2)
+"""Close the connection without a status line."""
+
+
+@dataclass
+class ChatRequest:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Lower-case names."""
+    raw: bytes
+    body: Any
+    """Parsed JSON, or a dict of a form body, or ``None`` without a body."""
+
+
+Route = Reply | Callable[[ChatRequest], Reply]
+
+
+def telegram_ok(result: Any) -> Reply:
+    """A Bot API success: ``{"ok": true, "result": ...}``."""
+    return Reply(body={"ok": True, "result": result})
+
+
+def telegram_error(code: int, description: str, retry_after: int | None = None) -> Reply:
+    """A Bot API failure, with the HTTP status Telegram uses for it."""
+    body: dict[str, Any] = {"ok": False, "error_code": code, "description": description}
+    if retry_after is not None:
+        body["parameters"] = {"retry_after": retry_after}
+    return Reply(status=code, body=body)
+
+
+def slack_ok(**fields: Any) -> Reply:
+    """A Web API success: ``{"ok": true, ...}``."""
+    return Reply(body={"ok": True, **fields})
+
+
+def slack_error(error: str, status: int = 200, **headers: str) -> Reply:
+    """A Web API failure (Slack answers most of them with HTTP 200)."""
+    return Reply(status=status, body={"ok": False, "error": error}, headers=headers)
+
+
+def file_reply(data: bytes, content_type: str = "application/octet-stream") -> Reply:
+    """A file download."""
+    return Reply(raw=data, headers={"content-type": content_type})
+
+
+class ChatApiServer:
+    """Serve ``routes``; ``requests`` lists what arrived, in order."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Route] = {}
+        self.requests: list[ChatRequest] = []
+        self.release = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                self._handle()
+
+            def do_POST(self) -> None:
+                self._handle()
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                request = ChatRequest(self.command, self.path, headers, raw, _parse(headers, raw))
+                server.requests.append(request)
+                route = server.routes.get(self.path.split("?", 1)[0])
+                if route is None:
+                    reply = Reply(
+                        status=404,
+                        body={"ok": False, "error_code": 404, "description": "Not Found"},
+                    )
+                else:
+                    reply = route(request) if callable(route) else route
+                if reply is HANG:
+                    server.release.wait(30)
+                    self.close_connection = True
+                    return
+                if reply is DROP:
+                    self.close_connection = True
+                    return
+                payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
+                self.send_response(reply.status)
+                names = {k.lower() for k in reply.headers}
+                if "content-type" not in names:
+                    self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                for key, value in reply.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        class QuietServer(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                """A client hanging up early (size cap, timeout) is expected here."""
+
+        self.httpd = QuietServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def host_entry(self) -> str:
+        """This server as an ``allowedHosts`` entry."""
+        return f"127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ChatApiServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+def _parse(headers: dict[str, str], raw: bytes) -> Any:
+    if not raw:
+        return None
+    kind = headers.get("content-type", "")
+    if kind.startswith("application/x-www-form-urlencoded"):
+        return dict(parse_qsl(raw.decode(), keep_blank_values=True))
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+def serve() -> Iterator[ChatApiServer]:
+    """Fixture body: a running server, stopped afterwards."""
+    with ChatApiServer() as server:
+        yield server

@@ -1,0 +1,72 @@
+"""Run a connector's ``run(ctx)`` in this event loop with a context that records its events."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from tools_base import ConnectorEvent
+
+
+class RecordingContext:
+    """A :class:`~tools_base.ConnectorContext` whose ``emit`` queues events for the test.
+
+    ``declared`` lists the event names the Connector declares (``None``: any name); a bounded
+    ``capacity`` makes ``emit`` wait like the runtime's back-pressure does.
+    """
+
+    def __init__(
+        self,
+        *,
+        connection_name: str = "test-connection",
+        config: Mapping[str, str] | None = None,
+        secrets: Mapping[str, str] | None = None,
+        declared: set[str] | None = None,
+        capacity: int = 0,
+    ) -> None:
+        self._name = connection_name
+        self._config = dict(config or {})
+        self._secrets = dict(secrets or {})
+        self.declared = declared
+        self.events: asyncio.Queue[ConnectorEvent] = asyncio.Queue(capacity)
+        self._logger: Any = structlog.get_logger("test.connector").bind(connection=connection_name)
+
+    @property
+    def connection_name(self) -> str:
+        return self._name
+
+    @property
+    def config(self) -> Mapping[str, str]:
+        return self._config
+
+    @property
+    def secrets(self) -> Mapping[str, str]:
+        return self._secrets
+
+    @property
+    def logger(self) -> Any:
+        return self._logger
+
+    async def emit(self, event: ConnectorEvent) -> None:
+        if self.declared is not None and event.name not in self.declared:
+            raise ValueError(f"event {event.name!r} is not declared by the Connector")
+        await self.events.put(event)
+
+    def setting(self, *names: str, default: str | None = None) -> str | None:
+        for name in names:
+            for source in (self._secrets, self._config):
+                if source.get(name):
+                    return source[name]
+        for name in names:
+            if os.environ.get(name):
+                return os.environ[name]
+        return default
+
+    async def next_event(self, seconds: float = 10.0) -> ConnectorEvent:
+        """The next event emitted, waiting at most ``seconds``."""
+        async with asyncio.timeout(seconds):
+            return await self.events.get()

@@ -1,0 +1,120 @@
+"""The Connector SDK: what a connector's ``run(ctx)`` gets, and the events it emits.
+
+A Connector resource names a Python module with an async ``run`` function::
+
+    from tools_base import ConnectorContext, ConnectorEvent, TextMessage
+
+    async def run(ctx: ConnectorContext) -> None:
+        async for line in read_lines():
+            await ctx.emit(ConnectorEvent("stdin_message", TextMessage(line), "cli:default"))
+
+Each Connection runs its connector's ``run`` in a process of its own, supervised like an
+agent: ``run`` is meant to run until the swarm stops (it is then cancelled). Raising ends the
+process as a crash (restarted with backoff); returning ends it cleanly, which for a source
+that is exhausted (the ``cli`` connector at end of input) stops the swarm once the work in
+flight is done.
+
+``emit`` hands an event to the Orchestrator, which routes it by the Connection's
+``ingress.rules`` as a send to an agent; it waits while too many of the connection's events are
+in flight (back-pressure), so a fast source slows down instead of losing events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from goondan.errors import ConfigError
+from tools_base._context import ToolLogger
+
+
+@dataclass(frozen=True, slots=True)
+class TextMessage:
+    """A text message."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImageMessage:
+    """An image, by URL."""
+
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileMessage:
+    """A file, by URL, with its name."""
+
+    url: str
+    name: str
+
+
+ConnectorMessage = TextMessage | ImageMessage | FileMessage
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorEvent:
+    """One event from outside the swarm.
+
+    ``name`` is one of the Connector's declared ``events``; ``instance_key`` is the conversation
+    it belongs to unless an ingress rule says otherwise (``telegram:<chatId>``, say);
+    ``properties`` are text values the ingress rules match on.
+    """
+
+    name: str
+    message: ConnectorMessage
+    instance_key: str
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def text(self) -> str:
+        """The input an agent's Turn gets: the text, or ``[image] <url>`` /
+        ``[file:<name>] <url>``."""
+        message = self.message
+        if isinstance(message, TextMessage):
+            return message.text
+        if isinstance(message, ImageMessage):
+            return f"[image] {message.url}"
+        return f"[file:{message.name}] {message.url}"
+
+
+class ConnectorError(ConfigError, ValueError):
+    """A connector was set up wrongly (a missing secret, a bad port, ...): the process does
+    not start, and ``status`` shows why."""
+
+    code = "E_CONNECTOR_CONFIG"
+
+
+class ConnectorContext(Protocol):
+    """What a connector's ``run`` gets."""
+
+    @property
+    def connection_name(self) -> str:
+        """The Connection running this connector."""
+        ...
+
+    @property
+    def config(self) -> Mapping[str, str]:
+        """The Connection's ``config`` values, resolved."""
+        ...
+
+    @property
+    def secrets(self) -> Mapping[str, str]:
+        """The Connection's ``secrets``, resolved; never log them."""
+        ...
+
+    @property
+    def logger(self) -> ToolLogger:
+        """A structured logger bound to the connection."""
+        ...
+
+    async def emit(self, event: ConnectorEvent) -> None:
+        """Deliver ``event`` into the swarm; waits while the connection has too many events in
+        flight. Raises ``ValueError`` for an event the Connector does not declare."""
+        ...
+
+    def setting(self, *names: str, default: str | None = None) -> str | None:
+        """The first of ``names`` set in ``secrets`` or ``config`` (in that order), else the
+        environment, else ``default`` — the lookup every built-in connector uses."""
+        ...

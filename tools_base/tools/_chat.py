@@ -1,0 +1,513 @@
+"""What the ``telegram`` and ``slack`` tools share: the bot token, the HTTPS client, downloads.
+
+**Token.** Looked up at every call, in this order: the Tool config ``token`` (a value source:
+``{value: ...}``, ``{valueFrom: {env: NAME}}`` or ``{valueFrom: {secretRef: {ref:
+Secret/<name>, key}}}``, read from the environment like every other secret of a swarm), then
+the tool's environment variables in their documented order. A configured ``token`` that points
+at nothing is an error naming the variable; it does not fall back to the environment, so a
+typo cannot silently post as another bot. The model never passes a token (it would be kept in
+the conversation). The token never appears in a result, an error, a log line or an exception
+chain: every error leaving a handler is scrubbed of it.
+
+**Network.** Every request goes through the same policy as ``http-fetch``: the host is resolved
+once, every address vetted (loopback, private, link-local and metadata addresses refused unless
+the config's ``allowedHosts`` or ``allowPrivateNetworks`` says otherwise), and the connection
+pinned to a vetted address. A configured ``apiBaseUrl`` goes through the same check on every
+call, and a plain ``http:`` base URL is accepted only for a host listed in ``allowedHosts``
+(a token must not cross the internet in clear text). Redirects are not followed. One deadline
+(``timeoutMs``) covers connecting, sending and reading the whole answer.
+
+**Downloads** are capped (``maxBytes``, at most config ``maxDownloadBytes``) while they stream;
+a file announced or found larger fails with ``E_CHAT_FILE_TOO_LARGE``. ``savePath`` is
+confined to the instance workdir like ``file-system`` paths (``E_CHAT_PATH_OUTSIDE_WORKDIR``).
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import http.client
+import json
+import mimetypes
+import os
+import re
+import socket
+import ssl
+import stat
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from tools_base import JsonObject, JsonValue, ToolConfigError, ToolContext, ToolError
+from tools_base.tools._common import (
+    ConfigReader,
+    invalid_arg,
+    optional_bool,
+    optional_number,
+    optional_string,
+    positive_int,
+)
+from tools_base.tools._sandbox import Workspace
+from tools_base.tools.http_fetch import (
+    PinnedConnection,
+    Url,
+    network_errors,
+    parse_host_entry,
+    parse_url,
+    remaining,
+    vet_addresses,
+)
+
+DEFAULT_TIMEOUT_MS = 15_000
+MAX_TIMEOUT_MS = 300_000
+DEFAULT_DOWNLOAD_BYTES = 3_000_000
+MAX_DOWNLOAD_BYTES = 20_000_000
+MAX_API_ANSWER_BYTES = 10 * 1024 * 1024
+"""An API answer larger than this is not read (a 1000-message history is far below it)."""
+USER_AGENT = "goondan-chat-tools/0.1"
+REDACTED = "[REDACTED]"
+
+TOKEN_MISSING = "E_CHAT_TOKEN_MISSING"
+BAD_RESPONSE = "E_CHAT_BAD_RESPONSE"
+FILE_TOO_LARGE = "E_CHAT_FILE_TOO_LARGE"
+OUTSIDE_WORKDIR = "E_CHAT_PATH_OUTSIDE_WORKDIR"
+
+_CHUNK = 64 * 1024
+_TOKEN_CHARS = re.compile(r"^[\x21-\x7e]+$")
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+T = TypeVar("T")
+
+
+# -- the token ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSource:
+    """Where a configured token comes from; :meth:`resolve` reads it at call time."""
+
+    value: str | None = None
+    env: str | None = None
+    secret: str | None = None
+    """The ``<name>`` of ``secretRef.ref: Secret/<name>``."""
+    key: str | None = None
+
+    def candidates(self) -> list[str]:
+        """Environment variables tried, in order (the rule of ``bundle.secrets``)."""
+        if self.env is not None:
+            return [self.env]
+        if self.secret is None:
+            return []
+        s, k, f = _normalise(self.secret), _normalise(self.key or "token"), _normalise("token")
+        names = [
+            f"GOONDAN_SECRET_{s}_{k}",
+            f"GOONDAN_SECRET_{s}_{f}",
+            f"GOONDAN_SECRET_{s}",
+            f"SECRET_{s}_{k}",
+            f"SECRET_{s}_{f}",
+            f"SECRET_{s}",
+        ]
+        return list(dict.fromkeys(names))
+
+
+def _normalise(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").upper()
+
+
+def parse_token_source(tool: str, raw: JsonValue) -> TokenSource:
+    """The config ``token`` (a value source object); raises ``ToolConfigError``."""
+
+    def bad(detail: str) -> ToolConfigError:
+        # Never echo the value: a literal token may be in it.
+        return ToolConfigError(
+            f"{tool} config 'token' {detail}; use {{valueFrom: {{env: NAME}}}}, "
+            "{valueFrom: {secretRef: {ref: Secret/<name>, key: <key>}}} or {value: ...}"
+        )
+
+    if not isinstance(raw, dict):
+        raise bad("must be an object")
+    if set(raw) - {"value", "valueFrom"} or len(raw) != 1:
+        raise bad("needs exactly one of 'value' or 'valueFrom'")
+    if "value" in raw:
+        value = raw["value"]
+        if not isinstance(value, str) or not value:
+            raise bad("'value' must be a non-empty string")
+        return TokenSource(value=value)
+    source = raw["valueFrom"]
+    if not isinstance(source, dict) or len(source) != 1 or set(source) - {"env", "secretRef"}:
+        raise bad("'valueFrom' needs exactly one of 'env' or 'secretRef'")
+    if "env" in source:
+        env = source["env"]
+        if not isinstance(env, str) or not env:
+            raise bad("'valueFrom.env' must name an environment variable")
+        return TokenSource(env=env)
+    ref = source["secretRef"]
+    if not isinstance(ref, dict) or set(ref) - {"ref", "key"}:
+        raise bad("'valueFrom.secretRef' must be {ref, key}")
+    kind, _, name = str(ref.get("ref", "")).partition("/")
+    key = ref.get("key")
+    if kind != "Secret" or not name.strip() or "/" in name:
+        raise bad("'valueFrom.secretRef.ref' must look like 'Secret/<name>'")
+    if key is not None and (not isinstance(key, str) or not key):
+        raise bad("'valueFrom.secretRef.key' must be a non-empty string")
+    return TokenSource(secret=name, key=key)
+
+
+def resolve_token(
+    tool: str,
+    configured: TokenSource | None,
+    env_names: tuple[str, ...],
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """The bot token: the configured source, else the first non-empty of ``env_names``."""
+    env = os.environ if environ is None else environ
+    if configured is not None:
+        if configured.value is not None:
+            token: str | None = configured.value
+        else:
+            names = configured.candidates()
+            token = next((env[n] for n in names if env.get(n)), None)
+            if token is None:
+                raise ToolError(
+                    f"[{tool}] the configured token is not set: define {' or '.join(names)}",
+                    code=TOKEN_MISSING,
+                    suggestion="Ask the operator to set the bot token; do not retry until then.",
+                )
+    else:
+        token = next((env[n] for n in env_names if env.get(n)), None)
+        if token is None:
+            raise ToolError(
+                f"[{tool}] no bot token: set one of {', '.join(env_names)} "
+                "or the Tool config 'token'",
+                code=TOKEN_MISSING,
+                suggestion="Ask the operator to set the bot token; do not retry until then.",
+            )
+    assert token is not None
+    token = token.strip()
+    if not _TOKEN_CHARS.match(token):
+        # The token goes into a URL or a header; http.client would quote it back in its error.
+        raise ToolError(
+            f"[{tool}] the bot token contains spaces or control characters",
+            code=TOKEN_MISSING,
+            suggestion="Ask the operator to fix the bot token.",
+        )
+    return token
+
+
+def redact(text: str, secret: str) -> str:
+    """``text`` with every occurrence of ``secret`` (and its URL-quoted form) masked."""
+    if not secret:
+        return text
+    from urllib.parse import quote
+
+    for form in {secret, quote(secret, safe=""), quote(secret, safe=":")}:
+        text = text.replace(form, REDACTED)
+    return text
+
+
+# -- config ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChatConfig:
+    """Config keys both tools take."""
+
+    tool: str
+    api_base: Url
+    token: TokenSource | None = None
+    allow_private_networks: bool = False
+    allowed_hosts: frozenset[tuple[str, int | None]] = field(default_factory=frozenset)
+    max_download_bytes: int = MAX_DOWNLOAD_BYTES
+
+    def allows_host(self, url: Url) -> bool:
+        """Whether ``allowedHosts`` lists the URL's host (any port, or its port)."""
+        return (url.host, None) in self.allowed_hosts or (url.host, url.port) in self.allowed_hosts
+
+
+def read_chat_config(reader: ConfigReader, tool: str, default_base: str) -> ChatConfig:
+    """Read the shared keys; the caller reads its own and calls ``reader.finish()``."""
+    raw_token = reader.raw("token")
+    token = None if raw_token is None else parse_token_source(tool, raw_token)
+    try:
+        allowed = frozenset(parse_host_entry(e) for e in reader.strings("allowedHosts"))
+    except ValueError as exc:
+        raise ToolConfigError(f"{tool} config 'allowedHosts': {exc}") from exc
+    base_text = reader.raw("apiBaseUrl")
+    base_text = default_base if base_text is None else base_text
+    if not isinstance(base_text, str) or not base_text.strip():
+        raise ToolConfigError(f"{tool} config 'apiBaseUrl' must be a URL string")
+    try:
+        base = parse_url(base_text.strip().rstrip("/"))
+    except ToolError as exc:
+        raise ToolConfigError(f"{tool} config 'apiBaseUrl': {exc.message}") from exc
+    config = ChatConfig(
+        tool=tool,
+        api_base=base,
+        token=token,
+        allow_private_networks=reader.flag("allowPrivateNetworks", False),
+        allowed_hosts=allowed,
+        max_download_bytes=reader.integer("maxDownloadBytes", MAX_DOWNLOAD_BYTES),
+    )
+    if base.scheme == "http" and not config.allows_host(base):
+        raise ToolConfigError(
+            f"{tool} config 'apiBaseUrl' {base_text!r} uses plain http: the bot token would "
+            "travel unencrypted; use https, or list the host in 'allowedHosts' (a local server)"
+        )
+    return config
+
+
+# -- call input ------------------------------------------------------------------------------
+
+
+def timeout_ms(input: JsonObject) -> float:
+    """``timeoutMs`` (default 15000, at most 300000)."""
+    value = optional_number(input, "timeoutMs")
+    if value is None:
+        return DEFAULT_TIMEOUT_MS
+    if value <= 0:
+        raise invalid_arg("'timeoutMs' must be greater than 0")
+    return min(value, MAX_TIMEOUT_MS)
+
+
+def deadline_of(input: JsonObject) -> float:
+    """The monotonic deadline of this call."""
+    return time.monotonic() + timeout_ms(input) / 1000
+
+
+@dataclass(frozen=True, slots=True)
+class DownloadOptions:
+    """What a ``downloadFile`` call asked for."""
+
+    max_bytes: int
+    include_base64: bool
+    include_data_url: bool
+    save_path: str | None
+
+
+def download_options(input: JsonObject, config: ChatConfig) -> DownloadOptions:
+    """``maxBytes`` (default 3000000, at most 20000000), ``includeBase64``, ...``savePath``."""
+    max_bytes = positive_int(input, "maxBytes", DEFAULT_DOWNLOAD_BYTES)
+    limit = min(config.max_download_bytes, MAX_DOWNLOAD_BYTES)
+    if max_bytes > limit:
+        raise invalid_arg(f"'maxBytes' must be at most {limit}")
+    save_path = optional_string(input, "savePath")
+    return DownloadOptions(
+        max_bytes=max_bytes,
+        include_base64=optional_bool(input, "includeBase64", True),
+        include_data_url=optional_bool(input, "includeDataUrl", True),
+        save_path=save_path or None,
+    )
+
+
+# -- HTTP ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One HTTP answer, read whole (within its cap)."""
+
+    status: int
+    headers: dict[str, str]
+    """Lower-case names."""
+    body: bytes
+
+
+class TooLarge(Exception):
+    """The answer is over the cap; ``size`` is what is known of it (announced or read so far)."""
+
+    def __init__(self, size: int, announced: bool) -> None:
+        super().__init__(size)
+        self.size = size
+        self.announced = announced
+
+
+class ChatHttp:
+    """HTTPS requests under the SSRF policy of one tool's config."""
+
+    def __init__(self, config: ChatConfig) -> None:
+        self.config = config
+        self._tls = ssl.create_default_context()
+
+    def url(self, path: str) -> Url:
+        """The API base URL with ``path`` appended (``path`` starts with ``/``)."""
+        base = self.config.api_base
+        prefix = base.target.split("?", 1)[0].rstrip("/")
+        return Url(
+            raw=base.raw, scheme=base.scheme, host=base.host, port=base.port, target=prefix + path
+        )
+
+    def exchange(
+        self,
+        method: str,
+        url: Url,
+        *,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        deadline: float,
+        max_bytes: int,
+    ) -> Answer:
+        """Send one request to ``url`` and read the answer, at most ``max_bytes`` of it.
+
+        Raises ``TooLarge`` past the cap and ToolErrors (``E_HTTP_*``) for refusals and
+        network failures. Messages name host and port, never the path (it may hold a token).
+        """
+        addresses = vet_addresses(
+            url,
+            allow_private=self.config.allow_private_networks,
+            allowed_hosts=self.config.allowed_hosts,
+        )
+        sent = {"user-agent": USER_AGENT, **headers}
+        with network_errors(url):
+            conn = PinnedConnection(
+                url.host,
+                url.port,
+                addresses=addresses,
+                tls=self._tls if url.scheme == "https" else None,
+                timeout=remaining(deadline),
+            )
+            try:
+                conn.connect()
+                sock = conn.sock
+                try:
+                    conn.request(method, url.target, body=body, headers=sent)
+                except ValueError:
+                    # http.client quotes the offending value, which may be the token.
+                    raise ToolError(
+                        f"[{self.config.tool}] a request header or path is not valid",
+                        code="E_HTTP_INVALID_HEADER",
+                    ) from None
+                sock.settimeout(remaining(deadline))
+                response = conn.getresponse()
+                return self._read(sock, response, max_bytes, deadline)
+            finally:
+                conn.close()
+
+    @staticmethod
+    def _read(
+        sock: socket.socket, response: http.client.HTTPResponse, max_bytes: int, deadline: float
+    ) -> Answer:
+        headers = {k.lower(): v for k, v in response.getheaders()}
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > max_bytes:
+            raise TooLarge(int(length), announced=True)
+        chunks: list[bytes] = []
+        got = 0
+        while True:
+            sock.settimeout(remaining(deadline))
+            chunk = response.read1(_CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+            if got > max_bytes:
+                raise TooLarge(got, announced=False)
+        return Answer(status=response.status, headers=headers, body=b"".join(chunks))
+
+
+def json_body(answer: Answer) -> JsonObject | None:
+    """The answer's body as a JSON object, or ``None`` when it is not one."""
+    try:
+        data = json.loads(answer.body)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def too_large_error(tool: str, what: str, exc: TooLarge, max_bytes: int) -> ToolError:
+    """``E_CHAT_FILE_TOO_LARGE`` for a download over ``max_bytes``."""
+    size = f"{exc.size} bytes" if exc.announced else f"more than {max_bytes} bytes"
+    return ToolError(
+        f"[{tool}] {what} is {size}; the limit of this call is {max_bytes} bytes",
+        code=FILE_TOO_LARGE,
+        suggestion=(
+            f"Raise maxBytes (at most {MAX_DOWNLOAD_BYTES}) if the file is needed, or skip it."
+        ),
+    )
+
+
+# -- the downloaded file ---------------------------------------------------------------------
+
+
+def file_result(
+    ctx: ToolContext,
+    data: bytes,
+    *,
+    name: str | None,
+    content_type: str | None,
+    options: DownloadOptions,
+) -> JsonObject:
+    """``{size, mimeType, base64?, dataUrl?, savedPath?}`` for downloaded ``data``."""
+    mime = (content_type or "").split(";", 1)[0].strip().lower()
+    if not mime or mime in ("application/octet-stream", "binary/octet-stream"):
+        guessed = mimetypes.guess_type(name or "")[0]
+        mime = guessed or mime or "application/octet-stream"
+    out: JsonObject = {"size": len(data), "mimeType": mime}
+    encoded = base64.b64encode(data).decode("ascii")
+    if options.include_base64:
+        out["base64"] = encoded
+    if options.include_data_url:
+        out["dataUrl"] = f"data:{mime};base64,{encoded}"
+    if options.save_path is not None:
+        out["savedPath"] = save_file(ctx, options.save_path, data)
+    return out
+
+
+def check_save_path(ctx: ToolContext, path: str | None) -> None:
+    """Refuse a ``savePath`` outside the workdir before anything is downloaded."""
+    if path is not None:
+        _workspace(ctx).resolve(path)
+
+
+def _workspace(ctx: ToolContext) -> Workspace:
+    return Workspace(ctx.workdir, allow_outside=False, code=OUTSIDE_WORKDIR)
+
+
+def save_file(ctx: ToolContext, path: str, data: bytes) -> str:
+    """Write ``data`` to ``path`` inside the workdir (parents created); its workdir path."""
+    ws = _workspace(ctx)
+    target = ws.resolve(path)
+    if not target.parts:
+        raise invalid_arg("'savePath' names the workdir itself; give a file name")
+    try:
+        parent = ws.open_dir(target.base, target.parent_parts, create=True)
+        try:
+            fd = os.open(target.name, _FILE_FLAGS, 0o666, dir_fd=parent)
+        finally:
+            os.close(parent)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EISDIR, "not a regular file")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno == errno.ELOOP:
+            reason = "it is a symlink"
+        raise ToolError(f"cannot write {target.display!r}: {reason}", code="E_FS_IO") from None
+    return target.display
+
+
+def call_safely(tool: str, secret: str, fn: Callable[[], T]) -> T:
+    """Run ``fn``; whatever escapes becomes a ToolError with ``secret`` masked and no chain.
+
+    The original exception is neither the cause nor the context of the one raised: a lower
+    exception may quote a URL or header holding the token, and the runtime logs chains.
+    """
+    try:
+        return fn()
+    except ToolError as exc:
+        clean = ToolError(
+            redact(exc.message, secret),
+            code=exc.code,
+            suggestion=None if exc.suggestion is None else redact(exc.suggestion, secret),
+            help_url=exc.help_url,
+            name=exc.name,
+        )
+    except Exception as exc:
+        message = redact(f"[{tool}] {type(exc).__name__}: {exc}", secret)
+        clean = ToolError(message, code="E_TOOL", name=type(exc).__name__)
+    # Raised outside the except clauses, so Python attaches no __context__.
+    raise clean
