@@ -31,6 +31,7 @@ from agent_process.extensions import ExtensionHost, ExtensionLoadError
 from agent_process.instances import InstanceKeyConflict, InstanceManager, InstanceQueueFull
 from agent_process.pending import LOST_CODE, PendingLedger, lost_handles
 from agent_process.runtime import Correlations, IpcAgentRuntime, OrchestratorLink
+from agent_process.scope import TextSink
 from agent_process.step import StepSettings, new_message_id
 from agent_process.tools.executor import PendingCompletion, PendingStart, ToolExecutor
 from agent_process.tools.middleware import MiddlewarePipeline
@@ -264,6 +265,7 @@ class AgentProcess:
             inbox=self._drain_inbox,
             events=self._report_event,
             logger=self.log,
+            text_sinks=self._text_sink,
         )
         self.instances = InstanceManager(
             self.name,
@@ -617,6 +619,8 @@ class AgentProcess:
             metadata=handoff.metadata,
             call_chain=handoff.call_chain,
             parent_span_id=handoff.parent_span_id,
+            stream_id=handoff.stream_id,
+            relay=handoff.relay,
         )
 
     def _turn_finished(
@@ -750,6 +754,17 @@ class AgentProcess:
 
     def _report_event(self, runtime_event: dict[str, Any]) -> None:
         self._tell(wire.RuntimeEventReport(runtime_event))
+
+    def _text_sink(self, instance_key: str, turn_id: str, turn_input: TurnInput) -> TextSink:
+        """Where a streamed Turn's model text goes: a ``text_delta`` event per piece, queued
+        on the pipe without waiting (the Orchestrator reads it at once whatever its clients
+        do; a slow client costs them, not this agent)."""
+        stream_id, trace_id = turn_input.stream_id, turn_input.trace_id
+
+        def sink(step_id: str, text: str) -> None:
+            self._tell(wire.TextDelta(stream_id, text, trace_id, instance_key, turn_id, step_id))
+
+        return sink
 
     def _report_busy(self, busy: bool) -> None:
         self._tell(wire.StatusChanged("processing" if busy else "idle"))

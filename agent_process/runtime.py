@@ -140,7 +140,11 @@ class IpcAgentRuntime:
         timeout = timeout_ms or self.default_timeout_ms
         correlation_id, future = self._correlations.create()
         handoff = self._handoff(target, event, "agent.request")
-        handoff = dataclasses.replace(handoff, timeout_ms=timeout, background=async_)
+        turn = self.turn_input
+        relayed = turn.stream_id if turn.relay else ""  # only a caller that asked gets it
+        handoff = dataclasses.replace(
+            handoff, timeout_ms=timeout, background=async_, stream_id=relayed, relay=bool(relayed)
+        )
         self._send(wire.delegate(self.agent_name, target, correlation_id, handoff))
         ids = {"target": target, "eventId": handoff.event_id, "correlationId": correlation_id}
         if async_:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -78,6 +78,10 @@ class Cancellation:
             self._abortable = None
 
 
+TextSink = Callable[[str, str], None]
+"""``(step_id, text)``: where the model text of a streamed Turn goes as it is produced."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnScope:
     """What every Step and every tool call of one Turn shares; built once per Turn."""
@@ -102,6 +106,9 @@ class TurnScope:
     """Span of the Turn: the parent of its Steps' spans."""
     parent_span_id: str | None = None
     """The caller's tool span for a delegated Turn; ``None`` for fresh input."""
+    text_sink: TextSink | None = None
+    """Set when the Turn's caller streams: every Step's model call streams into it. ``None``
+    (a caller that does not stream) keeps model calls non-streaming."""
     started: float = field(default_factory=time.perf_counter)
     """``time.perf_counter()`` when the Turn began; durations count from here."""
     cancellation: Cancellation = field(default_factory=Cancellation, compare=False)

@@ -148,6 +148,7 @@ async def _model_and_tools(
     started = time.perf_counter()
     tools = list(ctx.tool_catalog)
     # A model call has no effects: a cancelled Turn abandons it (nothing is appended yet).
+    sink, step_id = ctx.scope.turn.text_sink, ctx.scope.id
     response = await ctx.scope.turn.cancellation.abortable(
         settings.model.complete(
             ModelRequest(
@@ -155,6 +156,7 @@ async def _model_and_tools(
                 tools=tools,
                 temperature=settings.temperature,
                 max_tokens=settings.max_tokens,
+                on_text=(lambda text: sink(step_id, text)) if sink is not None else None,
             )
         )
     )

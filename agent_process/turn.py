@@ -23,7 +23,7 @@ from agent_process.approvals import ApprovalSuspended
 from agent_process.conversation import ConversationStorageError, ConversationStore, MessageEvent
 from agent_process.events import EventSink, capped
 from agent_process.models.base import ModelError, TokenUsage
-from agent_process.scope import StepScope, TurnCancelled, TurnScope
+from agent_process.scope import StepScope, TextSink, TurnCancelled, TurnScope
 from agent_process.step import StepResult, StepSettings, new_message_id, resume_calls, run_step
 from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
 from goondan.defaults import MAX_STEPS_PER_TURN
@@ -69,6 +69,11 @@ class TurnInput:
     """Agents already waiting on this Turn, outermost first (cycle detection)."""
     parent_span_id: str | None = None
     """The caller's tool span, for a delegated Turn; ``None`` for fresh input."""
+    stream_id: str = ""
+    """The caller's stream (:attr:`ipc.protocol.Handoff.stream_id`); empty when it does not
+    stream."""
+    relay: bool = False
+    """With ``stream_id``: this Turn's requests to other agents stream into it too."""
     resume: bool = False
     """No new input: take up the calls a Turn cut short left parked for approval (after a
     restart), then go on to an answer. ``text`` is not appended."""
@@ -283,6 +288,10 @@ class TurnMiddlewareContext(TurnIdentity, MiddlewareContext[TurnResult]):
 RuntimeFactory = Callable[[str, TurnInput], AgentToolRuntime | None]
 """``(instance_key, turn_input) -> ctx.runtime`` for the tools of that Turn."""
 
+TextSinkFactory = Callable[[str, str, TurnInput], TextSink | None]
+"""``(instance_key, turn_id, turn_input) -> where the Turn's model text streams``, or ``None``
+when its caller does not stream."""
+
 InboxDrain = Callable[[str], list[Message]]
 """``instance_key -> messages`` that arrived for the instance since the last Step (async
 inter-agent answers, completions of pending tool calls); appended before the next Step."""
@@ -323,8 +332,10 @@ class TurnRunner:
         inbox: InboxDrain | None = None,
         events: EventSink | None = None,
         logger: Any = None,
+        text_sinks: TextSinkFactory | None = None,
     ) -> None:
         self.settings = settings
+        self._text_sinks = text_sinks
         self.max_steps = max_steps
         self._runtime_factory = runtime_factory
         self._inbox = inbox
@@ -422,6 +433,11 @@ class TurnRunner:
             runtime=factory(instance_key, turn_input) if factory is not None else None,
             events=self._events,
             parent_span_id=turn_input.parent_span_id,
+            text_sink=(
+                self._text_sinks(instance_key, turn_id, turn_input)
+                if self._text_sinks is not None and turn_input.stream_id
+                else None
+            ),
         )
 
     async def _core(self, ctx: TurnMiddlewareContext) -> TurnResult:

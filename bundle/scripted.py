@@ -18,6 +18,19 @@ the first group), ``{input}`` the user's text, ``{result}`` / ``{result.a.b}`` /
 the agent's name. ``{{`` and ``}}`` are literal braces. An argument that is exactly one
 placeholder keeps the JSON type of its value (``count: "{result.n}"`` passes a number), and a
 conversion turns text into a value: ``{ms:int}``, ``{x:number}``, ``{x:json}``, ``{x:str}``.
+
+Streaming: when the caller streams, a reply is handed out in chunks, by default one word at a
+time (a word with the whitespace after it). ``stream`` says how to split, for the whole script
+or for one rule (the rule's wins)::
+
+    script:
+      stream: { by: chars, size: 8 }     # 8 characters a chunk; { by: word, size: 3 }: 3 words
+      rules:
+        - reply: "one chunk please"
+          stream: { by: chars, size: 1000 }
+
+The chunks put together are always the reply itself; a caller that does not stream gets the
+reply whole.
 """
 
 from __future__ import annotations
@@ -77,6 +90,28 @@ class ScriptToolCall(_ScriptModel):
     )
 
 
+class ScriptStream(_ScriptModel):
+    """How a reply is split into chunks when the caller streams."""
+
+    by: Literal["word", "chars"] = Field(
+        default="word",
+        description="`word`: whole words, each with the whitespace after it; `chars`: fixed "
+        "runs of characters.",
+    )
+    size: int = Field(
+        default=1, ge=1, le=1_000_000, description="Words, or characters, in one chunk."
+    )
+
+    def split(self, text: str) -> list[str]:
+        """``text`` in chunks; ``"".join(chunks) == text`` always."""
+        if self.by == "chars":
+            pieces = [text[i : i + self.size] for i in range(0, len(text), self.size)]
+        else:
+            words = re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+            pieces = ["".join(words[i : i + self.size]) for i in range(0, len(words), self.size)]
+        return pieces
+
+
 class ScriptRule(_ScriptModel):
     """One rule: a condition and what the model answers."""
 
@@ -91,6 +126,9 @@ class ScriptRule(_ScriptModel):
     )
     fail: str | None = Field(
         default=None, description="Simulate a failed model call with this message (for tests)."
+    )
+    stream: ScriptStream | None = Field(
+        default=None, description="How this rule's reply is chunked when streamed."
     )
 
     @model_validator(mode="after")
@@ -111,4 +149,8 @@ class ScriptSpec(_ScriptModel):
 
     rules: list[ScriptRule] = Field(
         min_length=1, description="Tried in order; the first whose `when` matches answers."
+    )
+    stream: ScriptStream | None = Field(
+        default=None,
+        description="How replies are chunked when streamed (default: one word a chunk).",
     )

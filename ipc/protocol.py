@@ -26,6 +26,8 @@ Event kinds (agent → Orchestrator):
                              crash count).
 ``shutdown_ack``             :class:`ShutdownAck`: the drain is over.
 ``runtime_event``            :class:`RuntimeEventReport`: one line for the runtime event log.
+``text_delta``               :class:`TextDelta`: a piece of model text of a Turn whose caller
+                             streams (:attr:`Handoff.stream_id`), sent as the model produces it.
 ``restart_request``          :class:`RestartRequest`: a tool asked for this agent's restart.
 ``send``                     :class:`Send`: fire-and-forget input for another agent.
 ``send_started``             :class:`SendStarted`: the Turn of a delivered send started.
@@ -126,6 +128,7 @@ class EventKind(enum.StrEnum):
     TURN_COMPLETED = "turn_completed"
     SHUTDOWN_ACK = "shutdown_ack"
     RUNTIME_EVENT = "runtime_event"
+    TEXT_DELTA = "text_delta"
     RESTART_REQUEST = "restart_request"
     SEND = "send"
     SEND_STARTED = "send_started"
@@ -293,6 +296,12 @@ class Handoff:
     """A ``delegate`` whose caller does not block on it (``agents__request`` with ``async``)."""
     source: str = ""
     """Who sent a ``send`` (the Orchestrator fills it in on delivery)."""
+    stream_id: str = ""
+    """Set when the caller streams: the Turn sends its model text as :class:`TextDelta` events
+    tagged with this id as it is produced. Empty (the default) costs nothing."""
+    relay: bool = False
+    """With ``stream_id``: the Turn's own requests to other agents carry the same stream, so
+    their text reaches the original caller too (marked with the agent that produced it)."""
 
     @property
     def node(self) -> str:
@@ -316,6 +325,8 @@ class Handoff:
                 "timeoutMs": self.timeout_ms,
                 "async": self.background or None,
                 "source": self.source or None,
+                "streamId": self.stream_id or None,
+                "relay": self.relay or None,
             }
         )
 
@@ -331,6 +342,7 @@ class Handoff:
             trace_id, parent_span, event_id = get("traceId"), get("parentSpanId"), get("eventId")
             event_type, metadata, source = get("eventType"), get("metadata"), get("source")
             timeout, background = get("timeoutMs"), get("async", False)
+            stream_id, relay = get("streamId"), get("relay", False)
             if (
                 (target is None or type(target) is str)
                 and (text is None or type(text) is str)
@@ -345,6 +357,8 @@ class Handoff:
                 and (timeout is None or type(timeout) is int)
                 and type(background) is bool
                 and (source is None or type(source) is str)
+                and (stream_id is None or type(stream_id) is str)
+                and type(relay) is bool
             ):
                 return cls(
                     target=target or "",
@@ -360,6 +374,8 @@ class Handoff:
                     timeout_ms=timeout,
                     background=background,
                     source=source or "",
+                    stream_id=stream_id or "",
+                    relay=relay,
                 )
         return cls._read(_Fields(data, what))
 
@@ -379,6 +395,8 @@ class Handoff:
             timeout_ms=read.integer("timeoutMs"),
             background=read.flag("async"),
             source=read.text("source"),
+            stream_id=read.text("streamId"),
+            relay=read.flag("relay"),
         )
 
 
@@ -602,6 +620,48 @@ class RuntimeEventReport(EventBody):
     @classmethod
     def read(cls, fields: _Fields) -> RuntimeEventReport:
         return cls(fields.mapping("event"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class TextDelta(EventBody):
+    """A piece of the model text of a streamed Turn, in the order the model produced it.
+
+    The agent that produced it is the message's sender; :attr:`stream_id` names the stream of
+    the request that asked for it (a delegated Turn carries its caller's stream when relayed).
+    """
+
+    KIND: ClassVar[EventKind] = EventKind.TEXT_DELTA
+    stream_id: str
+    """:attr:`Handoff.stream_id` of the Turn."""
+    text: str
+    """The new text (never empty)."""
+    trace_id: str = ""
+    instance_key: str = DEFAULT_INSTANCE_KEY
+    turn_id: str = ""
+    step_id: str = ""
+    """The Step whose model call produced it: text of two Steps is two answers in a row."""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "streamId": self.stream_id,
+            "text": self.text,
+            "traceId": self.trace_id,
+            "instanceKey": self.instance_key,
+            "turnId": self.turn_id,
+            "stepId": self.step_id,
+        }
+
+    @classmethod
+    def read(cls, fields: _Fields) -> TextDelta:
+        return cls(
+            fields.text("streamId"),
+            fields.text("text"),
+            fields.text("traceId"),
+            fields.instance_key("instanceKey"),
+            fields.text("turnId"),
+            fields.text("stepId"),
+        )
 
 
 @_body
@@ -1060,6 +1120,7 @@ AGENT_TO_ORCHESTRATOR = frozenset(
         EventKind.TURN_COMPLETED,
         EventKind.SHUTDOWN_ACK,
         EventKind.RUNTIME_EVENT,
+        EventKind.TEXT_DELTA,
         EventKind.RESTART_REQUEST,
         EventKind.SEND,
         EventKind.SEND_STARTED,

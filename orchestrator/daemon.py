@@ -16,6 +16,7 @@ from bundle import Bundle, load_bundle
 from bundle.models import ValueSource
 from bundle.plan import AgentPlan
 from bundle.secrets import resolve_value
+from goondan.time import utc_timestamp
 from ipc import (
     DEFAULT_INSTANCE_KEY,
     EXTERNAL_CALLER,
@@ -125,6 +126,7 @@ class Orchestrator:
             },
         )
         self.supervisor.on_message = self.dispatch
+        self.router.on_text_delta = self._publish_text_delta
         api_policy = self.swarm.spec.policy.api
         self.api_listen = api_listen or api_policy.listen
         """``HOST:PORT`` of a TCP listener for the HTTP API, besides its Unix socket."""
@@ -145,6 +147,23 @@ class Orchestrator:
         self, sender: str, message: EventMessage, body: wire.RuntimeEventReport
     ) -> None:
         self.events.append(body.event)
+
+    def _publish_text_delta(self, sender: str, delta: wire.TextDelta) -> None:
+        """Show a streamed Turn's text on the live event stream (never in the event log: it
+        is the answer again, piece by piece)."""
+        if len(self.live):
+            self.live.publish(
+                {
+                    "type": "text.delta",
+                    "timestamp": utc_timestamp(),
+                    "agentName": sender,
+                    "instanceKey": delta.instance_key,
+                    "traceId": delta.trace_id,
+                    "turnId": delta.turn_id,
+                    "stepId": delta.step_id,
+                    "text": delta.text,
+                }
+            )
 
     def _restart_requested(
         self, sender: str, message: EventMessage, body: wire.RestartRequest

@@ -16,9 +16,9 @@ Routes (all JSON):
 ``GET  /healthz``                                the process is up
 ``GET  /readyz``                                 200 when the entry agent is ready, else 503
 ``GET  /v1/agents``                              one status row per agent (and per Connection)
-``POST /v1/agents/{agent}/requests``             ``{input, instanceKey?, timeoutMs?}``: run a Turn,
-                                                 answer with the delegate answer (200, or 502
-                                                 when the request failed)
+``POST /v1/agents/{agent}/requests``             ``{input, instanceKey?, timeoutMs?, stream?,
+                                                 relay?}``: run a Turn, answer with the delegate
+                                                 answer (200, or 502 when the request failed)
 ``POST /v1/agents/{agent}/sends``                the same without waiting: 202
 ``POST /v1/agents/{agent}/restart``              stop gracefully, start again
 ``GET  /v1/requests``                            the requests waiting for an answer
@@ -45,6 +45,28 @@ Routes (all JSON):
 ``GET  /metrics``                                Prometheus metrics
 ``GET  /v1/models``, ``POST /v1/chat/completions`` the OpenAI-compatible front door (the agent
                                                  is the model)
+
+Streaming. A request with ``"stream": true`` (or ``Accept: text/event-stream``) answers with
+server-sent events: ``event: delta`` with ``{agent, instanceKey, traceId, turnId, stepId, text}``
+for each piece of model text as the model produces it, then one ``event: answer`` with the
+delegate answer (plus ``droppedDeltas`` when a slow client lost some). With ``"relay": true`` the
+agents the Turn asks (``agents__request``) stream into it too, each delta naming its ``agent``;
+without it only the target's own text streams, and the agents it asks do not stream at all. A
+request that fails before any text arrives is answered 502 JSON, as without streaming.
+``/v1/chat/completions`` with ``"stream": true`` sends standard ``chat.completion.chunk`` deltas
+the same way (``relay`` as an extra body field; each content chunk carries
+``goondan: {agent, instanceKey, stepId}``), then the chunk with ``finish_reason``, a usage chunk
+when ``stream_options.include_usage`` is set, and ``data: [DONE]``. The text of every Step
+streams, so a Turn whose model talks before calling a tool streams more than its final answer.
+Streamed text also appears on ``/v1/events`` as ``text.delta`` events.
+
+Bounds: the agent never waits for a client (deltas are queued on its pipe and read at once by
+the Orchestrator, whose loop never waits either). Each streamed response holds at most
+:data:`STREAM_MAX_PIECES` pieces for a slow client; past that, new text joins the last piece of
+the same agent's Step (the client gets fewer, bigger chunks, nothing lost), and past
+:data:`STREAM_MAX_CHARS` characters waiting, or when it cannot be joined, a delta is dropped and
+counted. A client that disconnects mid-stream stops only its stream: the Turn runs to its end
+and is kept in the conversation, and the stream's sink is removed.
 """
 
 from __future__ import annotations
@@ -58,12 +80,15 @@ import os
 import secrets
 import socket
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import structlog
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -71,7 +96,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from goondan.errors import DaemonError
-from ipc import DEFAULT_INSTANCE_KEY
+from ipc import DEFAULT_INSTANCE_KEY, IpcError
+from ipc.protocol import DelegateAnswer, TextDelta, new_trace_id
 from orchestrator.api_client import socket_path
 from orchestrator.approvals import BadDecision, decision_from_body, find_approval, list_approvals
 from orchestrator.eventlog import matches
@@ -270,7 +296,15 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         agent = request.path_params["agent"]
         known(agent)
         accepting()
-        text, key, timeout = turn_input(await _json_body(request))
+        data = await _json_body(request)
+        text, key, timeout = turn_input(data)
+        stream, relay = _flag(data, "stream"), _flag(data, "relay")
+        if stream or "text/event-stream" in request.headers.get("accept", ""):
+            turn = _TurnStream(daemon, agent, text, key, timeout, relay)
+            first = await turn.first()
+            if isinstance(first, DelegateAnswer) and not first.ok:
+                return JSONResponse(first.to_wire(), status_code=502)
+            return _sse(_native_events(turn, first), turn.aclose)
         answer = await daemon.router.request(agent, text, instance_key=key, timeout_ms=timeout)
         return JSONResponse(answer.to_wire(), status_code=200 if answer.ok else 502)
 
@@ -357,11 +391,7 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         trace = request.query_params.get("trace")
         if agent is not None:
             known(agent)
-        return StreamingResponse(
-            _event_stream(daemon, request, agent, trace),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return _sse(_event_stream(daemon, request, agent, trace))
 
     openai = _OpenAICompatible(daemon)
     routes = [
@@ -392,6 +422,192 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
 
 KEEPALIVE_SECONDS = 15.0
 """An idle event stream sends a comment this often, so proxies and clients keep it open."""
+STREAM_MAX_PIECES = 256
+"""Pieces of text a streamed response holds for a slow client before it joins new text to the
+last piece of the same Step."""
+STREAM_MAX_CHARS = 4 * 1024 * 1024
+"""Characters of text a streamed response holds for a slow client before it drops deltas."""
+
+
+def _flag(data: dict[str, Any], name: str) -> bool:
+    value = data.get(name, False)
+    if not isinstance(value, bool):
+        raise HTTPException(400, f"{name} must be true or false")
+    return value
+
+
+def _sse(
+    events: AsyncIterator[bytes], after: Callable[[], Awaitable[None]] | None = None
+) -> StreamingResponse:
+    """An SSE response of ``events``; ``after`` runs once it ends, however it ends (a client
+    that leaves cancels the body, possibly before the body's own ``finally`` could run)."""
+    return StreamingResponse(
+        events,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        background=BackgroundTask(after) if after is not None else None,
+    )
+
+
+@dataclass(eq=False, slots=True)
+class _Piece:
+    """Text of one agent's Step waiting for the client (deltas joined while it is slow)."""
+
+    agent: str
+    delta: TextDelta
+    text: str
+
+
+class _TurnStream:
+    """One streamed request: its text as it arrives, then its answer, for one HTTP response.
+
+    The router calls :meth:`put` on the loop; it never waits (see the bounds in the module
+    docstring). The handler awaits :meth:`first`, the response body iterates :meth:`rest`, and
+    the response calls :meth:`aclose` when it ends, however it ends: a client that leaves stops
+    the request's wait (the router then removes the sink), never the Turn itself.
+    """
+
+    def __init__(
+        self,
+        daemon: Orchestrator,
+        agent: str,
+        text: str,
+        instance_key: str,
+        timeout_ms: int | None,
+        relay: bool,
+    ) -> None:
+        self.agent = agent
+        self.instance_key = instance_key
+        self.trace_id = new_trace_id()
+        self.pieces: deque[_Piece] = deque()
+        self.chars = 0
+        self.dropped = 0
+        self.answer: DelegateAnswer | None = None
+        self._wake = asyncio.Event()
+        self._task = asyncio.ensure_future(self._run(daemon, text, instance_key, timeout_ms, relay))
+        self._items = self.items()
+
+    async def _run(
+        self,
+        daemon: Orchestrator,
+        text: str,
+        instance_key: str,
+        timeout_ms: int | None,
+        relay: bool,
+    ) -> None:
+        try:
+            answer = await daemon.router.request(
+                self.agent,
+                text,
+                instance_key=instance_key,
+                timeout_ms=timeout_ms,
+                trace_id=self.trace_id,
+                on_delta=self.put,
+                relay=relay,
+            )
+        except Exception as exc:  # a bug of ours must still end the stream with an answer
+            structlog.get_logger("goondan.api").exception("streamed request failed")
+            answer = DelegateAnswer.failure(IpcError(str(exc), code="E_INTERNAL"))
+        self.answer = answer
+        self._wake.set()
+
+    def put(self, agent: str, delta: TextDelta) -> None:
+        """Take one delta from the router (never blocks)."""
+        size = len(delta.text)
+        if self.answer is not None or not size:
+            return
+        pieces = self.pieces
+        if self.chars + size > STREAM_MAX_CHARS:
+            self.dropped += 1
+            return
+        if len(pieces) < STREAM_MAX_PIECES:
+            pieces.append(_Piece(agent, delta, delta.text))
+        elif pieces[-1].agent == agent and pieces[-1].delta.step_id == delta.step_id:
+            pieces[-1].text += delta.text
+        else:
+            self.dropped += 1
+            return
+        self.chars += size
+        self._wake.set()
+
+    async def first(self) -> _Piece | DelegateAnswer | None:
+        """The first item, before the response starts (so an early failure can be a 502)."""
+        try:
+            return await anext(self._items)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def items(self) -> AsyncIterator[_Piece | DelegateAnswer | None]:
+        """Pieces in order, then the answer; ``None`` after :data:`KEEPALIVE_SECONDS` idle."""
+        while True:
+            if self.pieces:
+                piece = self.pieces.popleft()
+                self.chars -= len(piece.text)
+                yield piece
+            elif self.answer is not None:
+                yield self.answer
+                return
+            else:
+                self._wake.clear()
+                try:
+                    async with asyncio.timeout(KEEPALIVE_SECONDS):
+                        await self._wake.wait()
+                except TimeoutError:
+                    yield None
+
+    async def rest(self) -> AsyncIterator[_Piece | DelegateAnswer | None]:
+        """What :meth:`first` left (the response calls :meth:`aclose` when it ends)."""
+        async for item in self._items:
+            yield item
+
+    async def aclose(self) -> None:
+        """Stop waiting for the request (the Turn runs on); idempotent."""
+        if not self._task.done():
+            self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+def _delta_json(piece: _Piece) -> dict[str, Any]:
+    delta = piece.delta
+    return {
+        "agent": piece.agent,
+        "instanceKey": delta.instance_key,
+        "traceId": delta.trace_id,
+        "turnId": delta.turn_id,
+        "stepId": delta.step_id,
+        "text": piece.text,
+    }
+
+
+def _sse_event(kind: str, data: object) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+async def _native_events(
+    turn: _TurnStream, first: _Piece | DelegateAnswer | None
+) -> AsyncIterator[bytes]:
+    """``event: delta`` per piece of text, then ``event: answer``."""
+
+    def encode(item: _Piece | DelegateAnswer | None) -> bytes:
+        if item is None:
+            return b": keepalive\n\n"
+        if isinstance(item, _Piece):
+            return _sse_event("delta", _delta_json(item))
+        answer = item.to_wire()
+        if turn.dropped:
+            answer["droppedDeltas"] = turn.dropped
+        return _sse_event("answer", answer)
+
+    try:
+        yield encode(first)
+        if isinstance(first, DelegateAnswer):
+            return
+        async for item in turn.rest():
+            yield encode(item)
+    finally:
+        await turn.aclose()
 
 
 async def _event_stream(
@@ -428,7 +644,8 @@ class _OpenAICompatible:
     ``model`` names the agent (the swarm's name, or ``goondan``, names the entry agent); the last
     user message is the input; the ``X-Goondan-Instance`` header, else ``user``, selects the
     instance key. ``stream: true`` answers with the standard ``chat.completion.chunk`` SSE
-    stream ending in ``data: [DONE]``; until the providers stream, the answer is one chunk.
+    stream of the model's text as it is produced, ending in ``data: [DONE]`` (see the module
+    docstring).
     """
 
     def __init__(self, daemon: Orchestrator) -> None:
@@ -470,19 +687,15 @@ class _OpenAICompatible:
         key = request.headers.get("x-goondan-instance") or (
             user if isinstance(user, str) and user else DEFAULT_INSTANCE_KEY
         )
+        if data.get("stream") is True:
+            return await self._streamed(data, agent, text, key)
         answer = await self.daemon.router.request(agent, text, instance_key=key)
         if not answer.ok:
-            error = answer.error
-            code = error.code if error is not None else "AGENT_TURN_FAILED"
-            message = error.message if error is not None else "the request failed"
-            return self._error(502, code, message)
+            return self._failed(answer)
         turn = answer.turn or {}
         completion_id = f"chatcmpl-{turn.get('traceId') or secrets.token_hex(16)}"
         content = answer.output if isinstance(answer.output, str) else json.dumps(answer.output)
-        if data.get("stream") is True:
-            return _chunk_stream(completion_id, agent, self.created, content)
-        usage = turn.get("tokenUsage") or {}
-        prompt, completion = usage.get("promptTokens", 0), usage.get("completionTokens", 0)
+        prompt, completion = _usage(answer)
         return JSONResponse(
             {
                 "id": completion_id,
@@ -504,6 +717,28 @@ class _OpenAICompatible:
             }
         )
 
+    def _failed(self, answer: DelegateAnswer) -> JSONResponse:
+        error = answer.error
+        code = error.code if error is not None else "AGENT_TURN_FAILED"
+        message = error.message if error is not None else "the request failed"
+        return self._error(502, code, message)
+
+    async def _streamed(self, data: dict[str, Any], agent: str, text: str, key: str) -> Response:
+        relay = data.get("relay") is True
+        options = data.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        turn = _TurnStream(self.daemon, agent, text, key, None, relay)
+        first = await turn.first()
+        if isinstance(first, DelegateAnswer) and not first.ok:
+            return self._failed(first)
+        return _sse(_chunk_events(turn, first, self.created, include_usage), turn.aclose)
+
+
+def _usage(answer: DelegateAnswer) -> tuple[int, int]:
+    """``(prompt, completion)`` tokens of the answer's Turn."""
+    usage = (answer.turn or {}).get("tokenUsage") or {}
+    return int(usage.get("promptTokens", 0)), int(usage.get("completionTokens", 0))
+
 
 def _last_user_text(messages: object) -> str | None:
     """The text of the last message when it is the user's (string or text parts)."""
@@ -522,27 +757,76 @@ def _last_user_text(messages: object) -> str | None:
     return content if isinstance(content, str) and content.strip() else None
 
 
-def _chunk_stream(completion_id: str, model: str, created: int, content: str) -> Response:
+async def _chunk_events(
+    turn: _TurnStream,
+    first: _Piece | DelegateAnswer | None,
+    created: int,
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
     """The standard SSE stream of ``chat.completion.chunk`` objects, then ``[DONE]``."""
+    completion_id = f"chatcmpl-{turn.trace_id}"
 
-    def chunk(delta: dict[str, str], finish: str | None) -> bytes:
+    def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
         body = {
             "id": completion_id,
             "object": "chat.completion.chunk",
             "created": created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            "model": turn.agent,
+            "choices": choices,
+            **extra,
         }
         return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
 
-    async def events() -> AsyncIterator[bytes]:
-        yield chunk({"role": "assistant", "content": content}, None)
-        yield chunk({}, "stop")
-        yield b"data: [DONE]\n\n"
+    def content(piece: _Piece) -> bytes:
+        mark = {
+            "agent": piece.agent,
+            "instanceKey": piece.delta.instance_key,
+            "stepId": piece.delta.step_id,
+        }
+        delta = {"content": piece.text}
+        return chunk([{"index": 0, "delta": delta, "finish_reason": None}], goondan=mark)
 
-    return StreamingResponse(
-        events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-    )
+    async def items() -> AsyncIterator[_Piece | DelegateAnswer | None]:
+        yield first
+        if not isinstance(first, DelegateAnswer):
+            async for item in turn.rest():
+                yield item
+
+    try:
+        yield chunk(
+            [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]
+        )
+        streamed = False
+        async for item in items():
+            if item is None:
+                yield b": keepalive\n\n"
+            elif isinstance(item, _Piece):
+                streamed = True
+                yield content(item)
+            elif not item.ok:  # the response has started: the error goes in the stream
+                error = item.error or IpcError("the request failed", code="AGENT_TURN_FAILED")
+                failure = {"code": error.code, "message": error.message, "type": "api_error"}
+                yield b"data: " + json.dumps({"error": failure}).encode() + b"\n\n"
+            else:
+                if not streamed:  # a Turn whose model did not stream still answers
+                    text = item.output if isinstance(item.output, str) else json.dumps(item.output)
+                    yield chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
+                yield chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+                if include_usage:
+                    prompt, completion = _usage(item)
+                    usage = {
+                        "prompt_tokens": prompt,
+                        "completion_tokens": completion,
+                        "total_tokens": prompt + completion,
+                    }
+                    yield chunk([], usage=usage)
+        if turn.dropped:
+            structlog.get_logger("goondan.api").warning(
+                "streamed deltas dropped for a slow client", agent=turn.agent, dropped=turn.dropped
+            )
+        yield b"data: [DONE]\n\n"
+    finally:
+        await turn.aclose()
 
 
 def parse_listen(value: str) -> tuple[str, int]:

@@ -12,6 +12,13 @@ If the target dies with the send still queued (its Turn never started, so it had
 send is delivered once more to the restarted target; if it dies mid-Turn, or refuses or cannot
 take the send, the sender's instance gets a ``send_failed`` report with the structured error.
 Nothing is dropped silently.
+
+A request from outside may stream (:meth:`Router.request` with ``on_delta``): its handoff
+carries a stream id (its correlation id), the target's Turn sends its model text as
+``text_delta`` events tagged with it, and the router hands each to the request's sink while the
+request waits. With ``relay`` the target passes the stream on to the agents it asks, so their
+text reaches the same sink, each piece marked with the agent that produced it. A delta whose
+request is no longer waiting is dropped. Sinks are called on the loop and must not block.
 """
 
 from __future__ import annotations
@@ -123,6 +130,9 @@ class InFlightSend:
 
 DeliveryLost = Callable[[InFlightSend, IpcError], None]
 
+DeltaSink = Callable[[str, wire.TextDelta], None]
+"""``(agent, delta)``: where the text of a streamed request goes (``agent`` produced it)."""
+
 
 @dataclass
 class SpawnedInstance:
@@ -174,12 +184,17 @@ class Router:
         self._sends_per_caller: Counter[str] = Counter()
         self._questions: dict[str, tuple[str, asyncio.Future[EventBody]]] = {}
         """Questions to agents (:meth:`ask`) waiting for their answer, by correlation id."""
+        self.streams: dict[str, DeltaSink] = {}
+        """The sinks of streamed requests still waiting, by stream id."""
+        self.on_text_delta: DeltaSink | None = None
+        """Told of every text delta (the daemon's live event stream shows them)."""
         self.log = structlog.get_logger("goondan.router")
 
     @property
     def event_handlers(self) -> dict[EventKind, EventHandler]:
         """The event kinds the router handles, for the Orchestrator's dispatch table."""
         return {
+            EventKind.TEXT_DELTA: self._text_delta,
             EventKind.SEND: self._accept_send,
             EventKind.SEND_STARTED: self._send_started,
             EventKind.SEND_DONE: self._send_done,
@@ -234,9 +249,18 @@ class Router:
         instance_key: str = wire.DEFAULT_INSTANCE_KEY,
         timeout_ms: int | None = None,
         trace_id: str | None = None,
+        on_delta: DeltaSink | None = None,
+        relay: bool = False,
     ) -> DelegateAnswer:
-        """A request from outside the swarm, answered like any other."""
+        """A request from outside the swarm, answered like any other.
+
+        With ``on_delta`` the Turn streams: each piece of its model text is handed to
+        ``on_delta`` as it arrives, until the answer (with ``relay``, the text of the agents
+        it asks too). The sink is removed when this returns or is cancelled.
+        """
         future: asyncio.Future[DelegateAnswer] = asyncio.get_running_loop().create_future()
+        correlation_id = wire.new_correlation_id()
+        stream_id = correlation_id if on_delta is not None else ""
         handoff = Handoff(
             target=target,
             input=text,
@@ -244,10 +268,18 @@ class Router:
             timeout_ms=timeout_ms or self.default_timeout_ms,
             trace_id=trace_id or wire.new_trace_id(),
             event_type="user.input",
+            stream_id=stream_id,
+            relay=relay and on_delta is not None,
         )
-        message = wire.delegate(EXTERNAL_CALLER, target, wire.new_correlation_id(), handoff)
-        self.route_delegate(EXTERNAL_CALLER, message, future)
-        return await future
+        message = wire.delegate(EXTERNAL_CALLER, target, correlation_id, handoff)
+        if on_delta is not None:
+            self.streams[stream_id] = on_delta
+        try:
+            self.route_delegate(EXTERNAL_CALLER, message, future)
+            return await future
+        finally:
+            if on_delta is not None:
+                del self.streams[stream_id]
 
     def cancel(
         self, request_or_trace_id: str, reason: str = "cancelled by an operator"
@@ -489,6 +521,13 @@ class Router:
         if pending is not None:
             text = f"Agent request to {pending.target!r} timed out after {timeout_ms}ms"
             self._fail(pending, RequestTimeout(text))
+
+    def _text_delta(self, sender: str, message: EventMessage, body: wire.TextDelta) -> None:
+        sink = self.streams.get(body.stream_id)
+        if sink is not None:
+            sink(sender, body)
+        if self.on_text_delta is not None:
+            self.on_text_delta(sender, body)
 
     # -- fire-and-forget ----------------------------------------------------------------------------
 

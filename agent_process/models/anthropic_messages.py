@@ -4,13 +4,16 @@ Mapping: system messages → the ``system`` parameter; the assistant's tool call
 blocks; tool results → ``tool_result`` blocks in the following user message (consecutive
 results, and any user text after them, share one user message, since the API wants roles to
 alternate); catalog items → ``tools`` with ``input_schema`` (names unchanged).
+
+With ``on_text`` in the request the call streams (``messages.stream``); the SDK assembles the
+events into the same message the non-streaming call returns, so both read it alike.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
@@ -68,7 +71,22 @@ class AnthropicMessagesModel:
             kwargs["extra_body"] = {"temperature": request.temperature}
         started = time.perf_counter()
         async with sdk_errors(self._sdk, self.plan, self.key_source):
-            reply = await self.client.messages.create(**kwargs)
+            if request.on_text is None:
+                reply = await self.client.messages.create(**kwargs)
+            else:
+                reply = await self._streamed(kwargs, request.on_text)
+        return self._response(reply, started)
+
+    async def _streamed(self, kwargs: dict[str, Any], on_text: Callable[[str], None]) -> Any:
+        """The same call as a stream: text goes to ``on_text`` as it arrives; the SDK puts the
+        events together into the very message the non-streaming call returns."""
+        async with self.client.messages.stream(**kwargs) as stream:
+            async for event in stream:
+                if event.type == "text" and event.text:
+                    on_text(event.text)
+            return await stream.get_final_message()
+
+    def _response(self, reply: Any, started: float) -> ModelResponse:
         latency_ms = (time.perf_counter() - started) * 1000
         texts: list[str] = []
         calls: list[ToolCall] = []

@@ -2,11 +2,16 @@
 
 A provider turns the conversation and this Step's catalog into one model response: text, tool
 calls, or both. It never runs tools and never touches the conversation store.
+
+Streaming is the caller's choice, per call: a request with ``on_text`` set is streamed (each
+piece of text is handed to ``on_text`` as the model produces it), one without is not. Either
+way the provider returns the same :class:`ModelResponse`, assembled from the stream exactly as
+the non-streaming call would have produced it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -58,6 +63,9 @@ class ModelRequest:
     """This Step's final catalog; names go to the provider unchanged."""
     temperature: float | None = None
     max_tokens: int | None = None
+    on_text: Callable[[str], None] | None = None
+    """Set when the caller streams: called with each non-empty piece of the answer's text, in
+    order, as it arrives (it must not block or raise). ``None``: one non-streaming call."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

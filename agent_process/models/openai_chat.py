@@ -4,6 +4,10 @@
 Retries on 429/5xx/connection errors are the SDK's own (``maxRetries``, default 2); a failure
 that survives them becomes a :class:`ModelError` with a code, and the Turn ends with it.
 
+With ``on_text`` in the request the call streams (``stream=True``, usage asked for with
+``stream_options.include_usage``); text and tool calls are put together from the chunks into
+the very response the non-streaming call returns.
+
 Mapping: catalog items → ``tools``; system/user/assistant
 messages → the same roles; an assistant's tool calls → ``tool_calls`` with JSON arguments; each
 tool result → a ``tool`` message with the ``ToolCallResult`` as JSON.
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
@@ -71,9 +75,10 @@ class OpenAIChatModel:
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
         started = time.perf_counter()
+        if request.on_text is not None:
+            return await self._streamed(kwargs, request.on_text, started)
         async with sdk_errors(self._sdk, self.plan, self.key_source):
             completion = await self.client.chat.completions.create(**kwargs)
-        latency_ms = (time.perf_counter() - started) * 1000
         if not completion.choices:
             raise ModelError(
                 f"Model/{self.plan.name}: the response has no choices", code="E_MODEL_API"
@@ -81,18 +86,99 @@ class OpenAIChatModel:
         choice = completion.choices[0]
         message = choice.message
         calls = tuple(_tool_call(call) for call in message.tool_calls or ())
-        usage = completion.usage
+        return self._response(
+            message.content or "",
+            calls,
+            choice.finish_reason,
+            completion.usage,
+            completion.model,
+            started,
+        )
+
+    async def _streamed(
+        self, kwargs: dict[str, Any], on_text: Callable[[str], None], started: float
+    ) -> ModelResponse:
+        """The same call with ``stream=True``: text goes to ``on_text`` as it arrives, tool
+        calls are put together from their deltas by ``index``, usage comes in the last chunk."""
+        texts: list[str] = []
+        calls: dict[int, _CallParts] = {}
+        finish: str | None = None
+        usage: Any = None
+        model = self.plan.model
+        seen_choice = False
+        async with sdk_errors(self._sdk, self.plan, self.key_source):
+            stream = await self.client.chat.completions.create(
+                **kwargs, stream=True, stream_options={"include_usage": True}
+            )
+            async for chunk in stream:
+                model = chunk.model or model
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                if not chunk.choices:
+                    continue
+                seen_choice = True
+                choice = chunk.choices[0]
+                delta = choice.delta
+                if delta is not None and delta.content:
+                    texts.append(delta.content)
+                    on_text(delta.content)
+                for part in (delta.tool_calls if delta is not None else None) or ():
+                    parts = calls.setdefault(part.index, _CallParts())
+                    parts.add(part)
+                if choice.finish_reason is not None:
+                    finish = choice.finish_reason
+        if not seen_choice:
+            raise ModelError(
+                f"Model/{self.plan.name}: the response has no choices", code="E_MODEL_API"
+            )
+        assembled = tuple(calls[index].tool_call() for index in sorted(calls))
+        return self._response("".join(texts), assembled, finish, usage, model, started)
+
+    def _response(
+        self,
+        text: str,
+        calls: tuple[ToolCall, ...],
+        finish: str | None,
+        usage: Any,
+        model: str,
+        started: float,
+    ) -> ModelResponse:
+        latency_ms = (time.perf_counter() - started) * 1000
         return ModelResponse(
-            text=message.content or "",
+            text=text,
             tool_calls=calls,
-            finish_reason=choice.finish_reason or ("tool_calls" if calls else "stop"),
+            finish_reason=finish or ("tool_calls" if calls else "stop"),
             usage=TokenUsage(
                 prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens
             )
             if usage is not None
             else None,
-            metadata={"latencyMs": round(latency_ms, 3), "model": completion.model},
+            metadata={"latencyMs": round(latency_ms, 3), "model": model},
         )
+
+
+class _CallParts:
+    """One streamed tool call: its id and name arrive once, its arguments in pieces."""
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: list[str] = []
+
+    def add(self, part: Any) -> None:
+        if part.id:
+            self.id = part.id
+        function = part.function
+        if function is not None:
+            if function.name:
+                self.name += function.name
+            if function.arguments:
+                self.arguments.append(function.arguments)
+
+    def tool_call(self) -> ToolCall:
+        return _parse_call(self.id, self.name, "".join(self.arguments))
 
 
 def to_openai_messages(messages: Sequence[Message]) -> list[JsonObject]:
@@ -128,12 +214,15 @@ def to_openai_messages(messages: Sequence[Message]) -> list[JsonObject]:
 
 
 def _tool_call(call: Any) -> ToolCall:
-    function = call.function
-    raw = function.arguments or "{}"
+    return _parse_call(call.id, call.function.name, call.function.arguments)
+
+
+def _parse_call(call_id: str, name: str, arguments: str | None) -> ToolCall:
+    raw = arguments or "{}"
     try:
         args = json.loads(raw)
     except json.JSONDecodeError:
         args = {MALFORMED_ARGUMENTS_KEY: raw}
     if not isinstance(args, dict):
         args = {MALFORMED_ARGUMENTS_KEY: raw}
-    return ToolCall(id=call.id, name=function.name, args=args)
+    return ToolCall(id=call_id, name=name, args=args)

@@ -4,10 +4,12 @@ It is the default model of ``goondan.yaml.example`` and the test double of the r
 The rule format is documented in :mod:`bundle.scripted`. When no rule matches, the call
 fails with :class:`UnexpectedModelCall` (code ``E_MODEL_SCRIPT_NO_MATCH``) naming the newest
 message, so a swarm or a test with a gap in its script fails loudly instead of looping.
+A streaming caller gets the reply in chunks (``script.stream``, or the rule's ``stream``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import re
@@ -15,11 +17,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
-from bundle.scripted import ScriptCondition, ScriptRule, ScriptSpec, ScriptToolCall
+from bundle.scripted import (
+    ScriptCondition,
+    ScriptRule,
+    ScriptSpec,
+    ScriptStream,
+    ScriptToolCall,
+)
 from tools_base import JsonValue, Message, ToolCall
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]+)\}")
 _PATH_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_WORD_BY_WORD = ScriptStream()
 
 
 class UnexpectedModelCall(ModelError):
@@ -56,7 +65,15 @@ class ScriptedModel:
             variables.setdefault("input", user_text)
             variables.setdefault("agent", self.agent_name)
             label = rule.name or f"rules[{index}]"
-            return self._respond(rule, label, variables, request)
+            response = self._respond(rule, label, variables, request)
+            if request.on_text is not None and response.text:
+                stream = rule.stream or self.script.stream or _WORD_BY_WORD
+                for chunk in stream.split(response.text):
+                    request.on_text(chunk)
+                    await asyncio.sleep(
+                        0
+                    )  # let each chunk go out on its own, as a real stream's do
+            return response
         described = _describe(newest)
         raise UnexpectedModelCall(
             f"scripted model {self.model_name!r} of agent {self.agent_name!r} has no rule "

@@ -442,6 +442,165 @@ def test_logs_follow_is_pushed_by_the_daemon_and_shows_each_event_once(tmp_path:
         daemon.stop()
 
 
+# -- streaming -------------------------------------------------------------------------------------
+
+
+async def test_the_openai_sdk_receives_the_answer_in_deltas_as_produced(
+    tcp_swarm: tuple[Orchestrator, str],
+) -> None:
+    import openai
+
+    _, base_url = tcp_swarm
+    async with openai.AsyncOpenAI(base_url=base_url, api_key="sk-swarm", max_retries=0) as client:
+        ask = [{"role": "user", "content": "ask beta three little words"}]
+        whole = await client.chat.completions.create(model="alpha", messages=ask, user="whole")
+        stream = await client.chat.completions.create(
+            model="alpha",
+            messages=ask,
+            user="streamed",
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [chunk async for chunk in stream]
+    pieces = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
+    assert len(pieces) > 1  # word by word, as the scripted model streams
+    assert "".join(pieces) == whole.choices[0].message.content == "beta got: three little words"
+    marks = [(c.model_extra or {}).get("goondan") for c in chunks if c.choices]
+    assert {m["agent"] for m in marks if m} == {"alpha"}  # no relay asked: alpha's own text
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.total_tokens > 0
+    assert len({c.id for c in chunks}) == 1
+
+
+async def test_a_turn_failing_mid_stream_ends_the_stream_with_its_error(
+    tcp_swarm: tuple[Orchestrator, str],
+) -> None:
+    import openai
+
+    _, base_url = tcp_swarm
+    async with openai.AsyncOpenAI(base_url=base_url, api_key="sk-swarm", max_retries=0) as client:
+        stream = await client.chat.completions.create(
+            model="beta",
+            messages=[{"role": "user", "content": "say famous last words then crash"}],
+            stream=True,
+        )
+        pieces: list[str] = []
+
+        async def read() -> None:
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    pieces.append(chunk.choices[0].delta.content)
+
+        with pytest.raises(openai.APIError, match="exited before answering"):
+            await read()
+    assert "".join(pieces) == "famous last words"  # what was said before the crash stays said
+
+
+async def stream_request(
+    client: httpx2.AsyncClient, agent: str, body: dict[str, object]
+) -> list[tuple[str, dict[str, object]]]:
+    """The server-sent events of a streamed native request, in order."""
+    async with client.stream("POST", f"/v1/agents/{agent}/requests", json=body) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return [(kind, json.loads(data)) async for kind, data in sse_events(response)]
+
+
+@pytest.mark.parametrize("relay", [True, False])
+async def test_a_delegated_agents_text_is_relayed_only_when_asked(
+    client: httpx2.AsyncClient, relay: bool
+) -> None:
+    body = {"input": "ask beta hello world", "stream": True, "relay": relay}
+    events = await stream_request(client, "alpha", body)
+    kind, answer = events[-1]
+    assert (kind, answer["status"], answer["output"]) == ("answer", "ok", "beta got: hello world")
+    deltas = [data for kind, data in events[:-1]]
+    assert {kind for kind, _ in events[:-1]} == {"delta"}
+    by_agent = [str(d["agent"]) for d in deltas]
+    alpha_text = "".join(str(d["text"]) for d in deltas if d["agent"] == "alpha")
+    assert alpha_text == answer["output"]
+    if relay:  # beta's text first (alpha waited for it), marked as beta's
+        beta_text = "".join(str(d["text"]) for d in deltas if d["agent"] == "beta")
+        assert beta_text == "beta got: hello world"
+        assert by_agent.index("alpha") > max(i for i, a in enumerate(by_agent) if a == "beta")
+    else:
+        assert set(by_agent) == {"alpha"}
+    assert {d["traceId"] for d in deltas} == {answer["turn"]["traceId"]}  # type: ignore[index]
+
+
+async def test_the_event_stream_shows_text_while_the_turn_runs(
+    client: httpx2.AsyncClient, swarm: Orchestrator, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    async with client.stream("GET", "/v1/events", params={"agent": "beta"}) as stream:
+        request = asyncio.ensure_future(
+            client.post(
+                "/v1/agents/beta/requests",
+                json={"input": f"say thinking it over then hold {gate}", "stream": True},
+            )
+        )
+        texts: list[str] = []
+        async with asyncio.timeout(30):
+            async for kind, data in sse_events(stream):
+                event = json.loads(data)
+                if kind == "text.delta":
+                    texts.append(event["text"])
+                    assert event["agentName"] == "beta"
+                    if not gate.exists():  # the Turn waits on the gate: pushed as produced
+                        assert not request.done()
+                    if "".join(texts) == "thinking it over":
+                        gate.touch()
+                if kind == "turn.completed":
+                    break
+        assert texts == ["thinking ", "it ", "over", "released"]
+        answer = await asyncio.wait_for(request, 30)
+    lines = [line for line in answer.text.splitlines() if line.startswith("event: ")]
+    assert lines == ["event: delta"] * 4 + ["event: answer"]
+
+
+async def test_a_client_leaving_mid_stream_leaves_the_turn_and_the_daemon_sound(
+    client: httpx2.AsyncClient, swarm: Orchestrator, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    body = {"input": f"say wait for it then hold {gate}", "stream": True, "instanceKey": "gone"}
+    async with client.stream("GET", "/v1/events", params={"agent": "beta"}) as events:
+        async with client.stream("POST", "/v1/agents/beta/requests", json=body) as response:
+            async with asyncio.timeout(30):
+                first = await anext(sse_events(response))
+            assert first[0] == "delta"
+            assert len(swarm.router.streams) == 1
+        gate.touch()  # the client is gone; the Turn goes on
+        async with asyncio.timeout(30):
+            async for kind, data in sse_events(events):
+                if kind == "turn.completed" and json.loads(data)["instanceKey"] == "gone":
+                    break
+    # the instance's queue is serial: this answer comes after the abandoned Turn's
+    after = await client.post(
+        "/v1/agents/beta/requests", json={"input": "hi", "instanceKey": "gone"}
+    )
+    assert after.json()["output"] == "beta got: hi"
+    assert swarm.router.streams == {}
+    assert not swarm.router.pending
+
+
+async def test_a_streamed_request_that_fails_before_any_text_is_a_502(
+    client: httpx2.AsyncClient,
+) -> None:
+    answer = await client.post(
+        "/v1/agents/beta/requests",
+        json={"input": "crash"},
+        headers={"Accept": "text/event-stream"},
+    )
+    assert answer.status_code == 502
+    assert answer.json()["error"]["code"] == "AGENT_CRASHED"
+    bad = await client.post("/v1/agents/beta/requests", json={"input": "hi", "stream": "yes"})
+    assert (bad.status_code, error_code(bad)) == (400, "BAD_REQUEST")
+
+
 async def test_a_cancelled_request_is_answered_at_once_and_its_turns_stop_at_a_safe_point(
     swarm: Orchestrator, client: httpx2.AsyncClient, tmp_path: Path
 ) -> None:
@@ -497,3 +656,25 @@ async def test_cancelling_nothing_running_is_404(client: httpx2.AsyncClient) -> 
     assert (missing.status_code, error_code(missing)) == (404, "NOT_FOUND")
     bad = await client.post("/v1/requests/x/cancel", json={"reason": 3})
     assert (bad.status_code, error_code(bad)) == (400, "BAD_REQUEST")
+
+
+async def test_a_streamed_request_is_cancelled_by_the_trace_its_deltas_carry(
+    client: httpx2.AsyncClient, swarm: Orchestrator, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    body = {"input": f"say almost done then hold {gate}", "stream": True}
+    try:
+        async with client.stream("POST", "/v1/agents/beta/requests", json=body) as response:
+            events = sse_events(response)
+            async with asyncio.timeout(30):
+                kind, data = await anext(events)
+                assert kind == "delta"
+                trace = json.loads(data)["traceId"]
+                cancelled = await client.post(f"/v1/requests/{trace}/cancel")
+                assert cancelled.json()["cancelled"] == [trace]
+                rest = [(kind, json.loads(data)) async for kind, data in events]
+        assert rest[-1][0] == "answer"
+        assert rest[-1][1]["error"]["code"] == "CANCELLED"
+    finally:
+        gate.touch()
+    assert swarm.router.streams == {}

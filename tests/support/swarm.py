@@ -126,6 +126,12 @@ spec:
         call: {tool: fault__pid}
       - when: {input: "^slow (?P<s>\\\\S+)$"}
         call: {tool: fault__slow, args: {seconds: "{s:number}"}}
+      - when: {input: "^say (?P<text>.+) then crash$"}
+        reply: "{text}"
+        call: {tool: fault__crash, args: {code: 1}}
+      - when: {input: "^say (?P<text>.+) then hold (?P<path>\\\\S+)$"}
+        reply: "{text}"
+        call: {tool: fault__hold, args: {path: "{path}"}}
       - when: {input: "^hold (?P<path>\\\\S+)$"}
         call: {tool: fault__hold, args: {path: "{path}"}}
       - when: {toolResult: fault__hold}

@@ -1,7 +1,9 @@
 """A local HTTP server that answers like a model API, from a script of responses.
 
 Runs in a thread on 127.0.0.1; records every request (path, headers, JSON body) so tests can
-assert what the real SDK sent over the wire.
+assert what the real SDK sent over the wire. A :class:`Reply` with ``events`` answers as a
+server-sent event stream (``text/event-stream``), the way the APIs stream: build the events of
+one with :func:`openai_stream` or :func:`anthropic_stream`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ class Reply:
     body: Any = None
     raw: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    events: list[tuple[str | None, Any]] | None = None
+    """``(event name or None, data)`` pairs sent as SSE, each flushed on its own; ``data`` is
+    JSON-encoded unless it is a string."""
 
 
 @dataclass
@@ -56,6 +61,9 @@ class WireServer:
                 if server.on_request is not None:
                     server.on_request(recorded)
                 reply = server.replies.pop(0) if len(server.replies) > 1 else server.replies[0]
+                if reply.events is not None:
+                    self._stream(reply)
+                    return
                 payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")
@@ -64,6 +72,19 @@ class WireServer:
                     self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(payload)
+
+            def _stream(self, reply: Reply) -> None:
+                self.send_response(reply.status)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("connection", "close")
+                self.end_headers()
+                for name, data in reply.events or ():
+                    text = data if isinstance(data, str) else json.dumps(data)
+                    head = f"event: {name}\n" if name else ""
+                    self.wfile.write(f"{head}data: {text}\n\n".encode())
+                    self.wfile.flush()
+                self.close_connection = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None
@@ -104,3 +125,103 @@ def openai_completion(message: dict[str, Any], finish: str = "stop") -> dict[str
         ],
         "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
     }
+
+
+def openai_stream(
+    message: dict[str, Any],
+    finish: str = "stop",
+    *,
+    pieces: int = 3,
+    usage: dict[str, int] | None = None,
+) -> list[tuple[str | None, Any]]:
+    """The Chat Completions SSE stream of the assistant ``message`` (the same shape
+    :func:`openai_completion` answers whole): content in ``pieces`` parts, each tool call as a
+    first delta with id and name then its arguments in parts, the finish reason, a usage chunk
+    (``stream_options.include_usage``) and ``[DONE]``."""
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-test",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+
+    events: list[tuple[str | None, Any]] = [(None, chunk({"role": "assistant", "content": ""}))]
+    content = message.get("content") or ""
+    events += [(None, chunk({"content": part})) for part in _split(content, pieces) if part]
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        function = call["function"]
+        first = {"index": index, "id": call["id"], "type": "function"}
+        first["function"] = {"name": function["name"], "arguments": ""}
+        events.append((None, chunk({"tool_calls": [first]})))
+        for part in _split(function["arguments"], pieces):
+            more = {"index": index, "function": {"arguments": part}}
+            events.append((None, chunk({"tool_calls": [more]})))
+    events.append((None, chunk({}, finish)))
+    usage = usage or {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    events.append((None, {**chunk({}), "choices": [], "usage": usage}))
+    events.append((None, "[DONE]"))
+    return events
+
+
+def anthropic_stream(
+    content: list[dict[str, Any]], stop: str = "end_turn", *, pieces: int = 3
+) -> list[tuple[str | None, Any]]:
+    """The Messages API SSE stream of a reply with ``content`` blocks: text in ``pieces``
+    ``text_delta`` parts, tool input as ``input_json_delta`` parts, usage in
+    ``message_start`` (input) and ``message_delta`` (output)."""
+    start = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-test",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 1},
+    }
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
+    for index, block in enumerate(content):
+        if block["type"] == "text":
+            opened: dict[str, Any] = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": p} for p in _split(block["text"], pieces)]
+        else:
+            opened = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            arguments = json.dumps(block["input"])
+            deltas = [
+                {"type": "input_json_delta", "partial_json": p} for p in _split(arguments, pieces)
+            ]
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opened},
+            )
+        )
+        events += [
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            for d in deltas
+            if d.get("text", d.get("partial_json"))
+        ]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": 4},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    """``text`` cut into ``pieces`` parts of about the same size (fewer when it is short)."""
+    size = max(1, -(-len(text) // pieces))
+    return [text[i : i + size] for i in range(0, len(text), size)]

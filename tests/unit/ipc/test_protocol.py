@@ -67,6 +67,7 @@ BODIES = [
     wire.ShutdownAck(),
     wire.RuntimeEventReport({"type": "turn.started"}),
     wire.RestartRequest("tool"),
+    wire.TextDelta("corr_1", "hel", "t" * 32, "k", "turn-1", "turn-1-step-0"),
     wire.Send(Handoff(target="b", input="hi", event_id="e", call_chain=("a@k",), source="a")),
     wire.SendStarted("e"),
     wire.SendDone("e"),
@@ -110,6 +111,8 @@ def test_every_body_survives_the_round_trip(body: wire.EventBody) -> None:
         ({"target": "b", "input": "hi", "async": "yes"}, "async"),
         ({"target": "b", "input": "hi", "timeoutMs": "60"}, "timeoutMs"),
         ({"target": "b", "input": "hi", "metadata": []}, "metadata"),
+        ({"target": "b", "input": "hi", "streamId": 7}, "streamId"),
+        ({"target": "b", "input": "hi", "relay": "all"}, "relay"),
     ],
 )
 def test_a_payload_of_the_wrong_shape_is_refused_naming_the_field(
@@ -136,3 +139,12 @@ def test_missing_optional_fields_take_the_protocol_defaults() -> None:
     assert handoff.instance_key == wire.DEFAULT_INSTANCE_KEY
     assert (handoff.call_chain, handoff.timeout_ms, handoff.background) == ((), None, False)
     assert handoff.node == "b@default"
+    assert (handoff.stream_id, handoff.relay) == ("", False)
+
+
+def test_a_streamed_handoff_survives_the_round_trip_and_a_plain_one_says_nothing_of_it() -> None:
+    streamed = Handoff(target="b", input="hi", stream_id="corr_1", relay=True)
+    assert Handoff.from_wire(streamed.to_wire()) == streamed
+    plain = Handoff(target="b", input="hi").to_wire()
+    assert "streamId" not in plain
+    assert "relay" not in plain

@@ -420,3 +420,91 @@ async def test_an_event_of_unknown_kind_or_wrong_shape_is_dropped(
 def test_two_handlers_for_one_kind_are_refused(swarm: Swarm) -> None:
     with pytest.raises(ValueError, match="two handlers"):
         Dispatcher(swarm.router, swarm.supervisor.event_handlers, swarm.router.event_handlers)
+
+
+# -- streamed requests ------------------------------------------------------------------------------
+
+
+async def test_a_streamed_requests_text_reaches_its_sink_until_it_is_answered(
+    swarm: Swarm,
+) -> None:
+    seen: list[tuple[str, str]] = []
+    request = asyncio.ensure_future(
+        swarm.router.request(
+            "beta", "hello", on_delta=lambda agent, delta: seen.append((agent, delta.text))
+        )
+    )
+    beta = await swarm.transport.started("beta")
+    [delegate] = (await beta.received(1)) and beta.delegates()
+    handoff = Handoff.from_wire(delegate.payload)
+    assert handoff.stream_id == delegate.correlation_id  # deltas find the request by it
+    assert handoff.relay is False
+    beta.report(wire.TextDelta(handoff.stream_id, "hi ", handoff.trace_id))
+    beta.report(wire.TextDelta("corr_someone_else", "not mine"))
+    beta.report(wire.TextDelta(handoff.stream_id, "back", handoff.trace_id))
+    beta.answer(delegate, "hi back")
+    assert (await answer_of(request)).output == "hi back"
+    assert seen == [("beta", "hi "), ("beta", "back")]
+    assert swarm.router.streams == {}
+    beta.report(wire.TextDelta(handoff.stream_id, "late"))  # dropped: nobody waits
+    assert len(seen) == 2
+
+
+async def test_a_relayed_stream_reaches_the_caller_from_the_agents_it_asks(swarm: Swarm) -> None:
+    seen: list[tuple[str, str]] = []
+    request = asyncio.ensure_future(
+        swarm.router.request(
+            "alpha",
+            "ask beta",
+            on_delta=lambda agent, delta: seen.append((agent, delta.text)),
+            relay=True,
+        )
+    )
+    alpha = await swarm.transport.started("alpha")
+    [delegate] = (await alpha.received(1)) and alpha.delegates()
+    handoff = Handoff.from_wire(delegate.payload)
+    assert handoff.relay is True
+    beta = await swarm.worker("beta")
+    # alpha's runtime passes the stream on to the request it makes (as agent_process does)
+    alpha.deliver(
+        swarm.delegate(
+            "alpha",
+            "beta",
+            correlation_id="c-beta",
+            call_chain=("alpha@default",),
+            stream_id=handoff.stream_id,
+            relay=True,
+        )
+    )
+    [asked] = beta.delegates()
+    beta.report(wire.TextDelta(handoff.stream_id, "from beta"))
+    beta.answer(asked, "from beta")
+    alpha.report(wire.TextDelta(handoff.stream_id, "from alpha"))
+    alpha.answer(delegate, "from alpha")
+    await answer_of(request)
+    assert seen == [("beta", "from beta"), ("alpha", "from alpha")]
+
+
+async def test_a_streamed_request_given_up_leaves_no_sink(swarm: Swarm) -> None:
+    request = asyncio.ensure_future(
+        swarm.router.request("beta", "hello", on_delta=lambda agent, delta: None)
+    )
+    beta = await swarm.transport.started("beta")
+    [delegate] = (await beta.received(1)) and beta.delegates()
+    assert len(swarm.router.streams) == 1
+    request.cancel()  # the HTTP client went away
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    assert swarm.router.streams == {}
+    beta.report(wire.TextDelta(Handoff.from_wire(delegate.payload).stream_id, "into the void"))
+    beta.answer(delegate, "nobody listens")  # the Turn still gets its one answer, dropped
+    assert not swarm.router.pending
+
+
+async def test_a_plain_request_does_not_stream(swarm: Swarm) -> None:
+    request = asyncio.ensure_future(swarm.router.request("beta", "hello"))
+    beta = await swarm.transport.started("beta")
+    [delegate] = (await beta.received(1)) and beta.delegates()
+    assert "streamId" not in delegate.payload
+    beta.answer(delegate, "ok")
+    await answer_of(request)

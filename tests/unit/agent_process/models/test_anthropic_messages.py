@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +14,7 @@ from agent_process.models.base import ModelError, ModelRequest
 from agent_process.tools.catalog import ToolCatalogItem
 from bundle.models import ModelSpec
 from bundle.plan import ModelPlan
-from tests.support.wire_server import Reply, WireServer, serve
+from tests.support.wire_server import Reply, WireServer, anthropic_stream, serve
 from tools_base import Message, MessageSource, ToolCall
 
 
@@ -237,3 +238,49 @@ def test_a_missing_sdk_names_the_extra(
     monkeypatch.setitem(sys.modules, sdk, None)  # makes `import <sdk>` fail
     with pytest.raises(BootError, match=rf"pip install 'goondan\[{sdk}\]'"):
         build_model(ModelPlan.of("m", ModelSpec(provider=provider, model="x")), "agent")
+
+
+STREAMED_CONTENT = {
+    "text": ([{"type": "text", "text": "the files are a.txt and b.txt"}], "end_turn"),
+    "tool use": (
+        [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "tu1", "name": "bash__exec", "input": {"command": "ls"}},
+            {
+                "type": "tool_use",
+                "id": "tu2",
+                "name": "bash__exec",
+                "input": {"command": "pwd", "cwd": {"deep": [1, 2]}},
+            },
+        ],
+        "tool_use",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(STREAMED_CONTENT))
+async def test_a_streamed_answer_is_assembled_as_the_whole_one(
+    server: WireServer, case: str
+) -> None:
+    content, stop = STREAMED_CONTENT[case]
+    server.replies = [
+        Reply(body=reply(content, stop)),
+        Reply(events=anthropic_stream(content, stop)),
+    ]
+    provider = model(server)
+    whole = await provider.complete(ModelRequest(messages=CONVERSATION, tools=[BASH]))
+    pieces: list[str] = []
+    streamed = await provider.complete(
+        ModelRequest(messages=CONVERSATION, tools=[BASH], on_text=pieces.append)
+    )
+    same = {"latencyMs": 0}
+    assert dataclasses.replace(streamed, metadata={**streamed.metadata, **same}) == (
+        dataclasses.replace(whole, metadata={**whole.metadata, **same})
+    )
+    assert whole.usage is not None
+    assert (whole.usage.prompt_tokens, whole.usage.completion_tokens) == (12, 4)
+    assert "".join(pieces) == whole.text
+    assert len(pieces) > 1  # handed on piece by piece, as they came
+    plain, streaming = server.requests
+    assert streaming.body["stream"] is True
+    assert {k: v for k, v in streaming.body.items() if k != "stream"} == plain.body

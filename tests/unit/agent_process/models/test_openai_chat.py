@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from agent_process.tools.catalog import ToolCatalogItem
 from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
 from bundle.models import ModelSpec
 from bundle.plan import ModelPlan
-from tests.support.wire_server import Reply, WireServer, openai_completion, serve
+from tests.support.wire_server import Reply, WireServer, openai_completion, openai_stream, serve
 from tools_base import Message, MessageSource, ToolCall
 
 
@@ -210,3 +211,79 @@ async def test_a_missing_key_fails_at_the_first_call_naming_the_variable(tmp_pat
     with pytest.raises(ModelError, match="OPENAI_API_KEY") as raised:
         await provider.complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == "E_MODEL_AUTH"
+
+
+STREAMED_MESSAGES = {
+    "text": ({"content": "the files are a.txt and b.txt"}, "stop"),
+    "tool calls": (
+        {
+            "content": "Let me look.",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "bash__exec", "arguments": '{"command": "ls -la"}'},
+                },
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "bash__exec", "arguments": '{"command": "pwd"}'},
+                },
+            ],
+        },
+        "tool_calls",
+    ),
+    "malformed arguments": (
+        {
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "bash__exec", "arguments": "{not json"},
+                }
+            ],
+        },
+        "tool_calls",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(STREAMED_MESSAGES))
+async def test_a_streamed_answer_is_assembled_as_the_whole_one(
+    server: WireServer, case: str
+) -> None:
+    message, finish = STREAMED_MESSAGES[case]
+    server.replies = [
+        Reply(body=openai_completion(message, finish)),
+        Reply(events=openai_stream(message, finish)),
+    ]
+    provider = model(server)
+    whole = await provider.complete(ModelRequest(messages=CONVERSATION, tools=[BASH]))
+    pieces: list[str] = []
+    streamed = await provider.complete(
+        ModelRequest(messages=CONVERSATION, tools=[BASH], on_text=pieces.append)
+    )
+    assert streamed.metadata["latencyMs"] > 0
+    same = {"latencyMs": 0}
+    assert dataclasses.replace(streamed, metadata={**streamed.metadata, **same}) == (
+        dataclasses.replace(whole, metadata={**whole.metadata, **same})
+    )
+    assert "".join(pieces) == whole.text
+    if whole.text:
+        assert len(pieces) > 1  # handed on piece by piece, as they came
+    plain, streaming = server.requests
+    assert "stream" not in plain.body
+    assert streaming.body["stream"] is True
+    assert streaming.body["stream_options"] == {"include_usage": True}
+    assert {k: v for k, v in streaming.body.items() if not k.startswith("stream")} == plain.body
+
+
+async def test_a_stream_cut_short_is_a_model_error(server: WireServer) -> None:
+    events = openai_stream({"content": "half"})
+    server.replies = [Reply(events=[events[0], (None, "{broken json")])]
+    with pytest.raises(ModelError) as raised:
+        await model(server).complete(
+            ModelRequest(messages=CONVERSATION, tools=[], on_text=lambda text: None)
+        )
+    assert raised.value.code.startswith("E_MODEL")
