@@ -1,7 +1,8 @@
 """Runtime events with trace context: what an agent reports about its Turns, Steps and tools.
 
-Nine types, dot-notation: ``turn.started|completed|failed``,
-``step.started|completed|failed``, ``tool.called|completed|failed``. Every event carries
+Dot-notation types: ``turn.started|completed|failed|cancelling``,
+``step.started|completed|failed``, ``tool.called|completed|failed`` (and the ``approval.*``
+events of parked calls). Every event carries
 ``agentName``, ``instanceKey``, ``traceId``, ``spanId`` and ``parentSpanId`` (none for a Turn
 that starts a trace; a delegated Turn's parent is the caller's tool span, so one trace id links
 the whole causal chain across agents). Step spans hang under their Turn, tool spans under their

@@ -358,6 +358,15 @@ class TurnRunner:
         for scope in running:
             scope.logger.info("turn cancelled", reason=reason)
             scope.cancellation.request(reason)
+            # Said at once, so operators (and tests) know the agent heard it before the
+            # Turn reaches its safe point.
+            scope.recorder.emit(
+                "turn.cancelling",
+                scope.span_id,
+                scope.parent_span_id,
+                turnId=scope.turn_id,
+                reason=reason,
+            )
         return len(running)
 
     async def run(

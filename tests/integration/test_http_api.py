@@ -618,9 +618,15 @@ async def test_a_cancelled_request_is_answered_at_once_and_its_turns_stop_at_a_s
     assert (outer["agent"], inner["agent"]) == ("alpha", "beta")
     assert outer["traceId"] == inner["traceId"]  # one trace across the handoff
 
-    cancelled = await client.post(
-        f"/v1/requests/{outer['requestId']}/cancel", json={"reason": "wrong question"}
-    )
+    async with swarm.live.subscribe() as subscription:
+        cancelled = await client.post(
+            f"/v1/requests/{outer['requestId']}/cancel", json={"reason": "wrong question"}
+        )
+        async with asyncio.timeout(30):  # beta heard it while its tool still holds
+            while True:
+                event = await subscription.queue.get()
+                if event.get("type") == "turn.cancelling" and event.get("agentName") == "beta":
+                    break
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["cancelled"] == [outer["traceId"]]
     async with asyncio.timeout(10):  # answered now, while beta's tool still holds
