@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from agent_process.conversation import ConversationStore
+from ipc import IpcError
 from orchestrator.daemon import Orchestrator
 from orchestrator.router import InFlightSend, Router
 from orchestrator.status import ProcessStatus
@@ -47,8 +48,8 @@ async def sends_settled(router: Router, within: float = 20) -> None:
     settled = asyncio.Event()
     finish = router._finish_send
 
-    def finishing(send: InFlightSend) -> None:
-        finish(send)
+    def finishing(send: InFlightSend, error: IpcError | None = None) -> None:
+        finish(send, error)
         if not router.sends:
             settled.set()
 
