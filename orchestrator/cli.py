@@ -548,6 +548,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return 1
 
     def show(event: dict[str, Any]) -> None:
+        if event.get("type") == "text.delta":
+            return  # streamed text is not kept in the log: -f shows what plain logs shows
         if matches(event, agent=args.agent, trace=args.trace, since=since):
             print(
                 json.dumps(event, ensure_ascii=False) if args.json else format_event(event),
