@@ -237,14 +237,21 @@ class _DaemonFailed(Exception):
 
 
 def _ask_daemon(
-    args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None = None
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    wait_seconds: float | None = None,
 ) -> tuple[int, Any] | None:
     """The daemon's ``(status, body)``; ``None`` (exit 1) when none runs; exit 3 when it
     takes the request and never answers."""
     from orchestrator.api_client import EXIT_NO_ANSWER, DaemonApi, NoAnswer, NoDaemon
 
     try:
-        return DaemonApi(_state_dir(args)).call(method, path, body)
+        api = DaemonApi(_state_dir(args))
+        if wait_seconds is not None:
+            api.timeout = max(api.timeout, wait_seconds)
+        return api.call(method, path, body)
     except NoDaemon as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -304,11 +311,16 @@ def cmd_send(args: argparse.Namespace) -> int:
     from orchestrator.api_client import path_segment
 
     route = "sends" if args.no_wait else "requests"
+    body: dict[str, Any] = {"input": args.text, "instanceKey": args.instance}
+    if args.timeout is not None and not args.no_wait:
+        body["timeoutMs"] = int(args.timeout * 1000)
     asked = _ask_daemon(
         args,
         "POST",
         f"/v1/agents/{path_segment(args.agent)}/{route}",
-        {"input": args.text, "instanceKey": args.instance},
+        body,
+        # The daemon answers by the request's timeout; past it (and a margin), it is gone.
+        wait_seconds=None if args.timeout is None else args.timeout + 30,
     )
     if asked is None:
         return 1
@@ -658,6 +670,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
     )
     send.add_argument("--no-wait", action="store_true", help="return once accepted")
+    send.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long the request may take (default: the swarm's requestTimeoutSeconds)",
+    )
     daemon_options(send)
     send.set_defaults(run=cmd_send)
 
