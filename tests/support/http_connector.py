@@ -84,7 +84,9 @@ async def serving(
     assert ctx.log.port is not None
     port = ctx.log.port
     try:
-        async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=seconds) as client:
+        async with httpx2.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", timeout=seconds
+        ) as client:
             yield client
     finally:
         task.cancel()

@@ -56,15 +56,16 @@ def signature_matches(body: bytes, signature: str, secret: str) -> bool:
 
 
 def payload_of(request: _http.Inbound) -> dict[str, Any] | None:
-    """The JSON object sent, either as the body or as the ``payload`` form field."""
-    if request.content_type == "application/x-www-form-urlencoded":
-        try:
-            form = parse_qs(request.body.decode(), strict_parsing=False)
-        except UnicodeDecodeError:
-            return None
-        fields = form.get("payload")
-        return _http.json_object(fields[0].encode()) if fields else None
-    return _http.json_object(request.body)
+    """The JSON object sent: the body itself, or (GitHub's form content type) its ``payload``
+    field. A JSON body labelled as a form (what ``curl -d`` sends) is read as JSON."""
+    payload = _http.json_object(request.body)
+    if payload is not None or request.content_type != "application/x-www-form-urlencoded":
+        return payload
+    try:
+        fields = parse_qs(request.body.decode()).get("payload")
+    except UnicodeDecodeError:
+        return None
+    return _http.json_object(fields[0].encode()) if fields else None
 
 
 def _number(value: object) -> str | None:

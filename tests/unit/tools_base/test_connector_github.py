@@ -151,9 +151,20 @@ async def test_a_form_encoded_delivery_is_read_from_its_payload_field() -> None:
         "X-Hub-Signature-256": "sha256=" + hmac_hex(SECRET, body),
         "Content-Type": "application/x-www-form-urlencoded",
     }
+    curl = json.dumps({"ref": "refs/heads/curl", "repository": REPO}).encode()
+    curl_headers = {
+        "X-GitHub-Event": "push",
+        "X-Hub-Signature-256": "sha256=" + hmac_hex(SECRET, curl),
+        "Content-Type": "application/x-www-form-urlencoded",  # what curl -d says
+    }
     async with serving(github.run, ctx) as client:
         assert (await client.post("/", content=body, headers=headers)).status_code == 202
+        assert (await client.post("/", content=curl, headers=curl_headers)).status_code == 202
+        no_payload = urlencode({"other": "{}"}).encode()
+        headers["X-Hub-Signature-256"] = "sha256=" + hmac_hex(SECRET, no_payload)
+        assert (await client.post("/", content=no_payload, headers=headers)).status_code == 400
     assert (await ctx.next_event()).text() == "issue #9 reopened: Again"  # no sender given
+    assert (await ctx.next_event()).properties["ref"] == "refs/heads/curl"
 
 
 async def test_a_redelivery_is_emitted_once_and_no_repo_keys_by_event() -> None:

@@ -132,6 +132,7 @@ async def test_cancelling_run_releases_the_port_and_closes_open_connections() ->
         assert (await client.post("/", json={"text": "over httpx"})).status_code == 202
         port = ctx.log.port
         assert port is not None
+        assert not port_is_free(port)
         # a raw keep-alive connection, left open across the cancellation
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         body = b'{"text": "raw"}'

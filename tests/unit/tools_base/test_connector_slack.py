@@ -102,7 +102,12 @@ async def test_a_mention_and_a_thread_reply_become_events() -> None:
         response = await post(client, callback(text="<@UBOT> summarise this"))
         assert (response.status_code, response.json()) == (200, {"ok": True})
         reply = callback(
-            "Ev2", type="message", channel_type="im", text="and this", ts="1700.09", thread_ts="1700.01"
+            "Ev2",
+            type="message",
+            channel_type="im",
+            text="and this",
+            ts="1700.09",
+            thread_ts="1700.01",
         )
         assert (await post(client, reply)).status_code == 200
     mention, message = await ctx.next_event(), await ctx.next_event()
@@ -193,7 +198,9 @@ async def test_settings_path_and_errors() -> None:
         assert (await client.post("/slack/events", content=body, headers=signed(body))).text == "c"
         assert (await client.get("/slack/events")).status_code == 405
         bad = b"{oops"
-        assert (await client.post("/slack/events", content=bad, headers=signed(bad))).status_code == 400
+        assert (
+            await client.post("/slack/events", content=bad, headers=signed(bad))
+        ).status_code == 400
     error = await run_until_error(slack.run, context(SLACK_MESSAGE_MODE="everything"))
     assert isinstance(error, ConnectorError)
     assert "SLACK_MESSAGE_MODE" in str(error)

@@ -44,8 +44,12 @@ async def test_a_payload_becomes_an_event_answered_202_once_emitted() -> None:
 async def test_defaults_name_and_instance_key_and_prefers_text() -> None:
     ctx = context()
     async with serving(webhook.run, ctx) as client:
-        assert (await client.post("/", json={"text": "hi", "message": "ignored"})).status_code == 202
-        assert (await client.post("/", json={"name": "order_created", "text": "b"})).status_code == 202
+        assert (
+            await client.post("/", json={"text": "hi", "message": "ignored"})
+        ).status_code == 202
+        assert (
+            await client.post("/", json={"name": "order_created", "text": "b"})
+        ).status_code == 202
     first, second = await ctx.next_event(), await ctx.next_event()
     assert (first.name, first.instance_key, first.text(), first.properties) == (
         "webhook_message",
@@ -64,7 +68,9 @@ async def test_defaults_name_and_instance_key_and_prefers_text() -> None:
         ({"text": ""}, "no text"),
     ],
 )
-async def test_an_event_that_cannot_be_emitted_is_422(payload: dict[str, object], error: str) -> None:
+async def test_an_event_that_cannot_be_emitted_is_422(
+    payload: dict[str, object], error: str
+) -> None:
     ctx = context()
     async with serving(webhook.run, ctx) as client:
         response = await client.post("/", json=payload)
