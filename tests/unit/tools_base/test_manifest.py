@@ -81,7 +81,28 @@ def test_package_document() -> None:
     assert package["metadata"]["name"] == "@goondan/base" == tools_base.PACKAGE_NAME
     assert package["spec"]["version"] == "0.1.0"
     kinds = [doc["kind"] for doc in DOCUMENTS[1:]]
-    assert kinds == ["Tool"] * len(EXPECTED_EXPORTS) + ["Extension"] * len(EXPECTED_EXTENSIONS)
+    order = ["Tool", "Extension", "Connector"]  # grouped, in this order
+    assert kinds == sorted(kinds, key=order.index)
+    assert kinds.count("Tool") == len(EXPECTED_EXPORTS)
+    assert kinds.count("Extension") == len(EXPECTED_EXTENSIONS)
+
+
+HTTP_CONNECTOR_EVENTS = {
+    "webhook": ["webhook_message"],
+    "slack": ["app_mention", "message_im"],
+    "github": ["github_push", "github_pull_request", "github_issue", "github_issue_comment"],
+    "discord": ["slash_command", "component_interaction"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(HTTP_CONNECTOR_EVENTS))
+def test_http_connectors_are_declared_with_their_events_and_a_run(name: str) -> None:
+    connectors = {d["metadata"]["name"]: d for d in DOCUMENTS if d["kind"] == "Connector"}
+    doc = connectors[name]
+    assert [event["name"] for event in doc["spec"]["events"]] == HTTP_CONNECTOR_EVENTS[name]
+    module = load_entry(doc)
+    assert inspect.iscoroutinefunction(module.run), name
+    assert (module.__doc__ or "").strip(), f"{name} has no docstring"
 
 
 def test_every_base_extension_is_declared_with_a_register_function() -> None:

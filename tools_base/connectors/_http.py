@@ -1,0 +1,390 @@
+"""What the HTTP connectors share: their listener settings, signature checks, and a server.
+
+Every HTTP connector (``webhook``, ``slack``, ``github``, ``discord``) serves one path over
+Starlette on uvicorn, inside its own connector process:
+
+* ``POST <path>`` reaches the connector's handler with the raw body (signatures are over the
+  bytes as sent); any other path answers 404, any other method on the path 405, a body over
+  the limit 413, and a handler failure 500, logged; the server keeps serving.
+* The socket is bound before anything is served, so a port in use (or a bad host) is a
+  :class:`~tools_base.ConnectorError` at start, not a crash later; port ``0`` takes a free one,
+  logged in the ``connector listening`` line.
+* Cancelling :func:`serve` stops the server (the listener closes at once; requests in flight
+  get :data:`GRACE_SECONDS`) and returns only once the port is released.
+
+Connectors that must answer fast (Slack, GitHub, Discord give up after a few seconds) hand
+events to an :class:`Outbox`, which feeds ``ctx.emit`` in order from a task of its own: the
+runtime's back-pressure then delays events, not the answer. A full outbox answers 503, which
+those senders retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import ipaddress
+import json
+import socket
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tools_base._connector import ConnectorContext, ConnectorError, ConnectorEvent
+
+DEFAULT_HOST = "127.0.0.1"
+"""Where a connector listens unless told otherwise: loopback, behind a tunnel or proxy."""
+MAX_BODY_BYTES = 1024 * 1024
+"""Default body limit (1 MiB); larger requests are answered 413."""
+DRAIN_FACTOR = 8
+"""A body over the limit is still read (and dropped) up to this many times the limit before the
+413, so the client reads the answer instead of a reset connection; past it the connection is
+closed."""
+GRACE_SECONDS = 5.0
+"""How long requests in flight may take to finish once the server is told to stop."""
+OUTBOX_CAPACITY = 256
+"""Events accepted but not yet emitted, per connector, before requests are answered 503."""
+RECENT_IDS = 1024
+"""How many delivery ids a connector remembers to drop the sender's retries."""
+
+Handler = Callable[["Inbound"], Awaitable[Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    """Where and how a connector serves."""
+
+    host: str
+    port: int
+    """``0``: any free port (the one bound is logged)."""
+    path: str
+    """The one path served, normalised: a leading ``/``, no trailing ``/`` (except ``/``)."""
+    max_body: int
+    """Largest body accepted, in bytes."""
+
+    @property
+    def loopback(self) -> bool:
+        """Whether only this machine can reach the listener."""
+        return is_loopback(self.host)
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """One ``POST`` to the connector's path, its body read in full."""
+
+    headers: Mapping[str, str]
+    """Request headers (case-insensitive lookup)."""
+    body: bytes
+    """The raw body, exactly as sent."""
+    content_type: str
+    """The media type, lower-cased, without parameters (``application/json``)."""
+
+
+def listen_settings(ctx: ConnectorContext, prefix: str, default_port: int) -> Listen:
+    """Read ``<prefix>_HOST``, ``<prefix>_PORT`` (then ``PORT``), ``<prefix>_PATH`` and
+    ``<prefix>_MAX_BODY_BYTES`` through ``ctx.setting``; raise ConnectorError if one is bad."""
+    host = (ctx.setting(f"{prefix}_HOST") or DEFAULT_HOST).strip()
+    if not host:
+        raise ConnectorError(f"{prefix}_HOST is blank")
+    port = _integer(
+        ctx.setting(f"{prefix}_PORT", "PORT", default=str(default_port)),
+        f"{prefix}_PORT (or PORT)",
+        0,
+        65535,
+    )
+    path = normalise_path(ctx.setting(f"{prefix}_PATH") or "/")
+    max_body = _integer(
+        ctx.setting(f"{prefix}_MAX_BODY_BYTES", default=str(MAX_BODY_BYTES)),
+        f"{prefix}_MAX_BODY_BYTES",
+        1,
+        64 * MAX_BODY_BYTES,
+    )
+    return Listen(host=host, port=port, path=path, max_body=max_body)
+
+
+def normalise_path(value: str) -> str:
+    """``slack/events/`` → ``/slack/events``; blank → ``/``."""
+    path = value.strip()
+    if not path.startswith("/"):
+        path = "/" + path
+    return path.rstrip("/") or "/"
+
+
+def _integer(raw: str | None, name: str, low: int, high: int) -> int:
+    try:
+        value = int((raw or "").strip())
+    except ValueError:
+        raise ConnectorError(f"{name} must be a whole number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConnectorError(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.1``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def flag(value: str | None) -> bool:
+    """A yes/no setting: ``1``, ``true``, ``yes``, ``on`` (any case) are yes."""
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def require_secret_off_loopback(
+    listen: Listen, secret: str | None, *, what: str, allow_setting: str, allowed: bool
+) -> None:
+    """Refuse to serve beyond this machine with no way to tell forged requests apart."""
+    if secret or listen.loopback or allowed:
+        return
+    raise ConnectorError(
+        f"refusing to listen on {listen.host} without {what}: anyone who can reach the port "
+        f"could send events; set it, listen on 127.0.0.1 behind a tunnel or proxy, or set "
+        f"{allow_setting}=true to accept unsigned requests"
+    )
+
+
+def hmac_sha256_hex(secret: str, *parts: bytes) -> str:
+    """The hex HMAC-SHA256 of ``parts`` (concatenated) under ``secret``."""
+    mac = hmac.new(secret.encode(), digestmod=hashlib.sha256)
+    for part in parts:
+        mac.update(part)
+    return mac.hexdigest()
+
+
+def same_text(given: str, expected: str) -> bool:
+    """Constant-time comparison of two signatures (never ``==``: it leaks the match length)."""
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def json_object(body: bytes) -> dict[str, Any] | None:
+    """``body`` as a JSON object, or ``None`` if it is not one."""
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def text_of(value: object) -> str | None:
+    """A non-empty string, or ``None``."""
+    return value if isinstance(value, str) and value else None
+
+
+def mapping_of(value: object) -> dict[str, Any]:
+    """A JSON object, or an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def answer(status: int, **fields: Any) -> JSONResponse:
+    """A JSON answer: ``{"ok": status < 400, ...fields}``."""
+    return JSONResponse({"ok": status < 400, **fields}, status_code=status)
+
+
+class RecentIds:
+    """The last :data:`RECENT_IDS` delivery ids seen, to drop a sender's retries."""
+
+    def __init__(self, size: int = RECENT_IDS) -> None:
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._size = size
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._seen
+
+    def add(self, key: str) -> None:
+        """Remember ``key`` (forgetting the oldest past the size)."""
+        self._seen[key] = None
+        self._seen.move_to_end(key)
+        if len(self._seen) > self._size:
+            self._seen.popitem(last=False)
+
+
+class Outbox:
+    """Events accepted by a request and emitted later, in order, by :meth:`pump`."""
+
+    def __init__(self, ctx: ConnectorContext, capacity: int = OUTBOX_CAPACITY) -> None:
+        self._ctx = ctx
+        self._queue: asyncio.Queue[ConnectorEvent] = asyncio.Queue(capacity)
+
+    def offer(self, event: ConnectorEvent) -> bool:
+        """Queue ``event``; ``False`` when the outbox is full (answer 503: the sender retries)."""
+        try:
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self._ctx.logger.warning("connector outbox full, event refused", event=event.name)
+            return False
+        return True
+
+    async def pump(self) -> None:
+        """Emit queued events until cancelled; an event ``emit`` refuses is logged and dropped
+        (a request already got its answer, so there is nobody else to tell)."""
+        try:
+            while True:
+                event = await self._queue.get()
+                try:
+                    await self._ctx.emit(event)
+                except ValueError as exc:
+                    self._ctx.logger.error(
+                        "connector event refused", event=event.name, error=str(exc)
+                    )
+        finally:
+            if not self._queue.empty():
+                self._ctx.logger.warning(
+                    "connector stopped with events not emitted", count=self._queue.qsize()
+                )
+
+
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The body, or ``None`` when it is over ``limit`` bytes (read up to
+    :data:`DRAIN_FACTOR` times the limit, then left unread)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit * DRAIN_FACTOR:
+        return None
+    body = bytearray()
+    drained = 0
+    async for chunk in request.stream():
+        if drained or len(body) + len(chunk) > limit:
+            drained += len(chunk)
+            if drained > limit * DRAIN_FACTOR:
+                return None
+            continue
+        body += chunk
+    return None if drained else bytes(body)
+
+
+def build_app(ctx: ConnectorContext, listen: Listen, handle: Handler) -> Starlette:
+    """The ASGI app: ``POST listen.path`` → ``handle``; every refusal is JSON."""
+
+    async def endpoint(request: Request) -> Response:
+        body = await read_body(request, listen.max_body)
+        if body is None:
+            return answer(413, error=f"body over {listen.max_body} bytes")
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        try:
+            return await handle(Inbound(headers=request.headers, body=body, content_type=media))
+        except Exception as exc:
+            # The message only: a traceback could quote the body, which may hold anything.
+            ctx.logger.error("connector request failed", error=type(exc).__name__)
+            return answer(500, error="internal error")
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return answer(404, error="not found")
+
+    async def not_allowed(request: Request, exc: Exception) -> Response:
+        return JSONResponse(
+            {"ok": False, "error": "method not allowed"}, status_code=405, headers={"Allow": "POST"}
+        )
+
+    return Starlette(
+        routes=[Route(listen.path, endpoint, methods=["POST"])],
+        exception_handlers={404: not_found, 405: not_allowed},
+    )
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves signals alone: the connector process owns them, and stops
+    the server by cancelling :func:`serve`."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def bind(listen: Listen) -> socket.socket:
+    """A listening TCP socket on ``listen.host:listen.port``, or ConnectorError."""
+    try:
+        infos = socket.getaddrinfo(
+            listen.host, listen.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError as exc:
+        raise ConnectorError(f"cannot resolve host {listen.host!r}: {exc}") from None
+    family, _, _, _, address = infos[0]
+    try:
+        return socket.create_server(address, family=family, backlog=1024)
+    except OSError as exc:
+        raise ConnectorError(
+            f"cannot listen on {listen.host}:{listen.port}: {exc.strerror or exc}"
+        ) from None
+
+
+async def serve(
+    ctx: ConnectorContext,
+    listen: Listen,
+    handle: Handler,
+    *,
+    connector: str,
+    outbox: Outbox | None = None,
+    **log_fields: Any,
+) -> None:
+    """Serve ``handle`` on ``listen`` (and pump ``outbox``) until cancelled.
+
+    Logs one ``connector listening`` line with the host, the port bound and the path (plus
+    ``log_fields``, which must hold nothing secret).
+    """
+    sock = bind(listen)
+    try:
+        config = uvicorn.Config(
+            build_app(ctx, listen, handle),
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            ws="none",
+            server_header=False,
+            timeout_graceful_shutdown=int(GRACE_SECONDS),
+        )
+        server = _Server(config)
+        port = sock.getsockname()[1]
+        async with asyncio.TaskGroup() as tasks:
+            if outbox is not None:
+                pump = tasks.create_task(outbox.pump())
+            serving = tasks.create_task(server.serve(sockets=[sock]))
+            ctx.logger.info(
+                "connector listening",
+                connector=connector,
+                host=listen.host,
+                port=port,
+                path=listen.path,
+                **log_fields,
+            )
+            try:
+                # wait() rather than awaiting the task: cancelling us must not cancel uvicorn
+                # mid-request, but tell it to shut down in order.
+                await asyncio.wait({serving})
+            except asyncio.CancelledError:
+                await _stop(server, serving)
+                if outbox is not None:
+                    pump.cancel()
+                raise
+            if outbox is not None:
+                pump.cancel()
+            serving.result()
+            raise ConnectorError(f"the {connector} listener on {listen.host}:{port} stopped")
+    finally:
+        sock.close()
+
+
+async def _stop(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:
+    """Shut the server down in order, then force it; every wait is bounded."""
+    server.should_exit = True
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(GRACE_SECONDS + 1):
+            await asyncio.wait({serving})
+            return
+    server.force_exit = True
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(1):
+            await asyncio.wait({serving})
+            return
+    serving.cancel()
