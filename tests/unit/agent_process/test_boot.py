@@ -82,8 +82,8 @@ def test_the_registry_holds_every_tool_of_the_bundle_and_loads_others_on_first_c
     import sys
 
     plan = load_bundle(ROOT / "goondan.yaml.example").agent_plan("worker", tmp_path)
-    assert {t.name for t in plan.registry_tools} >= {"bash", "agents", "http-fetch"}
-    assert "file-system" not in {t.name for t in plan.registry_tools}
+    assert {t.name for t in plan.registry_tools} >= {"json-query", "agents", "http-fetch"}
+    assert {"file-system", "bash"}.isdisjoint(t.name for t in plan.registry_tools)  # its own
     before = set(sys.modules)
     registry = build_registry(plan.tools, plan.registry_tools)
     assert "json-query__query" in registry
