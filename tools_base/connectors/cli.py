@@ -47,6 +47,8 @@ from tools_base import ConnectorContext, ConnectorError, ConnectorEvent, TextMes
 EVENT = "stdin_message"
 KEY_PREFIX = "cli"
 CHUNK = 64 * 1024
+JOIN_SECONDS = 1.0
+"""How long stopping waits for the reader thread (it leaves within microseconds of the stop)."""
 _CREDIT = b"c"
 _STOP = b"s"
 
@@ -111,11 +113,13 @@ class InputReader:
             self._signal(_CREDIT)
 
     def close(self) -> None:
-        """Tell the thread to leave (it closes the control pipe's read end itself)."""
+        """Stop the thread and wait for it (briefly: it leaves as soon as it reads the stop),
+        so the descriptor is not touched after this returns and its owner may close it."""
         if not self._started:
             os.close(self._control_r)
         else:
             self._signal(_STOP)
+            self._thread.join(timeout=JOIN_SECONDS)
         os.close(self._control_w)
 
     def _signal(self, byte: bytes) -> None:
@@ -125,10 +129,10 @@ class InputReader:
     def _work(self) -> None:
         try:
             while True:
-                readable, _, _ = select.select([self.fd, self._control_r], [], [])
-                if self._control_r in readable:
-                    return  # only a stop can arrive while no chunk is outstanding
                 try:
+                    readable, _, _ = select.select([self.fd, self._control_r], [], [])
+                    if self._control_r in readable:
+                        return  # only a stop can arrive while no chunk is outstanding
                     data = os.read(self.fd, CHUNK)
                 except OSError as exc:
                     self._post(exc)

@@ -81,7 +81,14 @@ def test_package_document() -> None:
     assert package["metadata"]["name"] == "@goondan/base" == tools_base.PACKAGE_NAME
     assert package["spec"]["version"] == "0.1.0"
     kinds = [doc["kind"] for doc in DOCUMENTS[1:]]
-    assert kinds == ["Tool"] * len(EXPECTED_EXPORTS) + ["Extension"] * len(EXPECTED_EXTENSIONS)
+    # Tools, then Extensions, then Connectors (tested with their modules, test_connector_*.py).
+    connectors = len(kinds) - len(EXPECTED_EXPORTS) - len(EXPECTED_EXTENSIONS)
+    assert (
+        kinds
+        == ["Tool"] * len(EXPECTED_EXPORTS)
+        + ["Extension"] * len(EXPECTED_EXTENSIONS)
+        + ["Connector"] * connectors
+    )
 
 
 def test_every_base_extension_is_declared_with_a_register_function() -> None:
