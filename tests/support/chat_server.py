@@ -5,15 +5,17 @@ form bodies parsed) so tests assert what a tool really sent. Answers come from `
 (path → :class:`~tests.support.wire_server.Reply`, or a function of the request returning one);
 an unknown path gets a 404 in Telegram's error shape. Two special replies: :data:`HANG` keeps
 the client waiting until the server stops (for timeouts) and :data:`DROP` closes the connection
-without answering (for network errors).
+without answering (for network errors). :class:`BotUpdates` is a ``getUpdates`` route that keeps
+updates and honours offsets like Telegram, with failures scripted in between.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
@@ -37,6 +39,8 @@ class ChatRequest:
     raw: bytes
     body: Any
     """Parsed JSON, or a dict of a form body, or ``None`` without a body."""
+    at: float = field(default_factory=time.monotonic)
+    """When it arrived (``time.monotonic``)."""
 
 
 Route = Reply | Callable[[ChatRequest], Reply]
@@ -166,6 +170,77 @@ def _parse(headers: dict[str, str], raw: bytes) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw.decode(errors="replace")
+
+
+class BotUpdates:
+    """A ``getUpdates`` route: answers the updates at or past the request's ``offset``, as
+    Telegram does, at most ``batch`` of them; with none it holds the request (a long poll) until
+    the server stops or the request's ``timeout`` passes, then answers ``[]``.
+
+    ``scripted`` maps a poll's number (0 for the first ``getUpdates``) to the answer it gets
+    instead of the updates (a 429, :data:`DROP`, a stale batch, ...). ``polls`` lists every ``getUpdates`` request, and
+    ``parked`` is set when a poll found nothing left to give.
+    """
+
+    def __init__(
+        self,
+        server: ChatApiServer,
+        updates: list[dict[str, Any]] | None = None,
+        *,
+        batch: int = 100,
+        scripted: dict[int, Reply] | None = None,
+    ) -> None:
+        self.server = server
+        self.updates = list(updates or [])
+        self.batch = batch
+        self.scripted = dict(scripted or {})
+        self.polls: list[ChatRequest] = []
+        self.parked = threading.Event()
+        self._lock = threading.Lock()
+
+    def __call__(self, request: ChatRequest) -> Reply:
+        body = request.body if isinstance(request.body, dict) else {}
+        offset = int(body.get("offset") or 0)
+        with self._lock:
+            number = len(self.polls)
+            self.polls.append(request)
+            failure = self.scripted.get(number)
+            if failure is None:
+                pending = [u for u in self.updates if u["update_id"] >= offset][: self.batch]
+        if failure is not None:
+            return failure
+        if pending:
+            return telegram_ok(pending)
+        self.parked.set()
+        self.server.release.wait(min(float(body.get("timeout") or 0), 30))
+        return telegram_ok([])
+
+    def offsets(self) -> list[int]:
+        """The ``offset`` each poll sent (0 when it sent none)."""
+        return [int((p.body or {}).get("offset") or 0) for p in self.polls]
+
+
+def telegram_update(
+    update_id: int,
+    text: str | None = None,
+    *,
+    chat_id: int = 1001,
+    user_id: int = 7,
+    username: str = "ann",
+    is_bot: bool = False,
+    **message: Any,
+) -> dict[str, Any]:
+    """A ``message`` update as the Bot API sends it (extra ``message`` fields as keywords)."""
+    body: dict[str, Any] = {
+        "message_id": update_id * 10,
+        "date": 1_700_000_000 + update_id,
+        "chat": {"id": chat_id, "type": "private", "username": username},
+        "from": {"id": user_id, "is_bot": is_bot, "first_name": "Ann", "username": username},
+        **message,
+    }
+    if text is not None:
+        body["text"] = text
+    return {"update_id": update_id, "message": body}
 
 
 def serve() -> Iterator[ChatApiServer]:

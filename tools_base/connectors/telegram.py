@@ -1,0 +1,427 @@
+"""``telegram``: receive a Telegram bot's messages by long polling ``getUpdates``.
+
+No public URL is needed: the connector asks the Bot API for new updates, waiting up to the poll
+timeout for one to arrive, and confirms each batch by asking from the last ``update_id`` + 1,
+so an update is seen once. (Telegram refuses ``getUpdates`` while the bot has a webhook set:
+``deleteWebhook`` first.) Replies go out through the ``telegram`` tool (``telegram__send``).
+
+Settings (each looked up in the Connection's ``secrets``, then its ``config``, then the
+environment, see ``ConnectorContext.setting``):
+
+``TELEGRAM_BOT_TOKEN`` / ``BOT_TOKEN`` / ``TELEGRAM_TOKEN``
+    The bot token, first one set; required. Keep it in ``secrets`` (``valueFrom.env``).
+``TELEGRAM_API_BASE_URL``
+    Default ``https://api.telegram.org``; a local Bot API server works. Plain ``http:`` is
+    accepted only for a loopback host, or with ``TELEGRAM_ALLOW_PLAIN_HTTP=true`` (the token
+    would cross the network in clear text).
+``TELEGRAM_POLL_TIMEOUT_SECONDS``
+    How long one ``getUpdates`` may wait for an update; default 30 (0 to 600).
+``TELEGRAM_REQUEST_TIMEOUT_MS``
+    Deadline of one request, connecting and reading included; default the poll timeout + 5 s.
+``TELEGRAM_RETRY_DELAY_MS``
+    Pause after a failed poll (network error, HTTP 5xx, ``ok: false``); default 1000. A 429
+    waits its ``parameters.retry_after`` seconds instead (this delay when it gives none).
+``TELEGRAM_INITIAL_OFFSET``
+    The ``offset`` of the first poll; default 0 (every update Telegram still holds).
+    ``-1`` starts from the newest one.
+
+A bad value stops the connector with ``E_CONNECTOR_CONFIG`` naming the setting. After it starts,
+nothing stops it but cancellation: every failure is logged and the poll retried.
+
+Event ``telegram_message``, instance key ``telegram:<chat id>``, for every ``message`` update
+not written by a bot (other update kinds and messages with no text, caption, photo or document
+are skipped). Properties (strings; absent when Telegram does not give them): ``update_id``,
+``chat_id``, ``chat_type``, ``chat_title``, ``chat_username``, ``message_id``, ``date``,
+``from_id``, ``from_username``, ``from_first_name``, ``from_last_name``, ``caption``; for a
+photo, or a document whose MIME type is ``image/*``: ``image_file_id``,
+``image_file_unique_id``, ``image_source`` (``photo`` or ``document``), ``image_width``,
+``image_height``, ``image_file_size``, ``image_mime_type``, ``image_file_name`` (the largest
+size of a photo is taken); for any other document: ``file_id``, ``file_unique_id``,
+``file_name``, ``file_mime_type``, ``file_size``.
+
+Message: the text as a text message; a photo or image document without a caption as an image
+``telegram-file:<file id>``; another document without a caption as a file of that URL and its
+name; media with a caption as a text message of the caption followed by a line
+``[image] telegram-file:<file id>`` (or ``[file:<name>] ...``). The file URL holds no token: an
+agent fetches the file with ``telegram__download_file`` and that ``fileId``.
+
+The token never appears in a log line or an error: it is only ever part of a request path, and
+no message names a path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import re
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tools_base import (
+    ConnectorContext,
+    ConnectorError,
+    ConnectorEvent,
+    FileMessage,
+    ImageMessage,
+    TextMessage,
+    ToolError,
+)
+from tools_base.connectors._http_client import HttpAnswer, HttpClientError, request
+from tools_base.tools._chat import MAX_API_ANSWER_BYTES, redact
+from tools_base.tools.http_fetch import Url, parse_url
+
+EVENT = "telegram_message"
+TOKEN_NAMES = ("TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN")
+DEFAULT_API_BASE = "https://api.telegram.org"
+DEFAULT_POLL_TIMEOUT_SECONDS = 30
+MAX_POLL_TIMEOUT_SECONDS = 600
+DEFAULT_RETRY_DELAY_MS = 1000
+REQUEST_SLACK_SECONDS = 5
+"""The request deadline's margin over the poll timeout, by default."""
+MAX_DELAY_MS = 7 * 24 * 3600 * 1000
+FILE_URL_SCHEME = "telegram-file:"
+
+_TOKEN = re.compile(r"^[A-Za-z0-9:_.~-]+$")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+@dataclass(frozen=True, slots=True)
+class PollSettings:
+    """What ``run`` polls with, read once from the context."""
+
+    token: str
+    api_base: Url
+    poll_timeout: int
+    """Seconds one ``getUpdates`` may wait."""
+    request_timeout: float
+    """Seconds one request may take."""
+    retry_delay: float
+    """Seconds to wait after a failed poll."""
+    initial_offset: int
+
+
+def read_settings(ctx: ConnectorContext) -> PollSettings:
+    """The settings of this connection; raises :class:`ConnectorError` for a bad one."""
+    token = (ctx.setting(*TOKEN_NAMES) or "").strip()
+    if not token:
+        raise ConnectorError(
+            f"telegram: no bot token; set one of {', '.join(TOKEN_NAMES)} in the "
+            "Connection's secrets (valueFrom: {env: ...}) or the environment"
+        )
+    if not _TOKEN.match(token):
+        # It goes into the request path; never echo it.
+        raise ConnectorError(
+            "telegram: the bot token holds characters a Telegram token never has "
+            "(a token looks like 123456:ABC-def_...)"
+        )
+    base_text = (ctx.setting("TELEGRAM_API_BASE_URL") or DEFAULT_API_BASE).strip().rstrip("/")
+    try:
+        base = parse_url(base_text)
+    except ToolError as exc:
+        raise ConnectorError(f"telegram: TELEGRAM_API_BASE_URL: {exc.message}") from None
+    allow_http = _flag(ctx, "TELEGRAM_ALLOW_PLAIN_HTTP")
+    if base.scheme == "http" and not allow_http and not _is_loopback(base.host):
+        raise ConnectorError(
+            f"telegram: TELEGRAM_API_BASE_URL {base_text!r} uses plain http off this machine, "
+            "so the bot token would travel unencrypted; use https, or set "
+            "TELEGRAM_ALLOW_PLAIN_HTTP=true for a trusted network"
+        )
+    poll_timeout = _integer(
+        ctx,
+        "TELEGRAM_POLL_TIMEOUT_SECONDS",
+        DEFAULT_POLL_TIMEOUT_SECONDS,
+        0,
+        MAX_POLL_TIMEOUT_SECONDS,
+    )
+    request_ms = _integer(
+        ctx,
+        "TELEGRAM_REQUEST_TIMEOUT_MS",
+        (poll_timeout + REQUEST_SLACK_SECONDS) * 1000,
+        1,
+        MAX_DELAY_MS,
+    )
+    retry_ms = _integer(ctx, "TELEGRAM_RETRY_DELAY_MS", DEFAULT_RETRY_DELAY_MS, 0, MAX_DELAY_MS)
+    offset = _integer(ctx, "TELEGRAM_INITIAL_OFFSET", 0, -(2**53), 2**53)
+    if request_ms <= poll_timeout * 1000:
+        ctx.logger.warning(
+            "telegram request timeout is not longer than the poll timeout; quiet polls will "
+            "time out",
+            request_timeout_ms=request_ms,
+            poll_timeout_seconds=poll_timeout,
+        )
+    return PollSettings(
+        token=token,
+        api_base=base,
+        poll_timeout=poll_timeout,
+        request_timeout=request_ms / 1000,
+        retry_delay=retry_ms / 1000,
+        initial_offset=offset,
+    )
+
+
+def _integer(ctx: ConnectorContext, name: str, default: int, low: int, high: int) -> int:
+    raw = ctx.setting(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConnectorError(f"telegram: {name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConnectorError(f"telegram: {name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _flag(ctx: ConnectorContext, name: str) -> bool:
+    raw = (ctx.setting(name) or "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ConnectorError(f"telegram: {name} must be true or false, got {raw!r}")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# -- updates -> events ---------------------------------------------------------------------
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _identifier(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    return _text(value)
+
+
+def _put(properties: dict[str, str], key: str, value: Any) -> None:
+    text = _identifier(value)
+    if text is not None:
+        properties[key] = text
+
+
+def _largest_photo(sizes: list[Any]) -> Mapping[str, Any] | None:
+    photos = [p for p in sizes if isinstance(p, dict) and _text(p.get("file_id"))]
+    if not photos:
+        return None
+
+    def area(photo: Mapping[str, Any]) -> tuple[int, int]:
+        width, height, size = photo.get("width"), photo.get("height"), photo.get("file_size")
+        pixels = width * height if isinstance(width, int) and isinstance(height, int) else 0
+        return pixels, size if isinstance(size, int) else 0
+
+    return max(photos, key=area)
+
+
+def update_event(update: Mapping[str, Any]) -> ConnectorEvent | None:
+    """The event of one update, or ``None`` when it is not a message for the swarm."""
+    message = update.get("message")
+    if not isinstance(message, dict):
+        return None
+    chat = message.get("chat")
+    sender = message.get("from")
+    chat_id = _identifier(chat.get("id")) if isinstance(chat, dict) else None
+    if chat_id is None or not isinstance(chat, dict):
+        return None
+    if isinstance(sender, dict) and sender.get("is_bot") is True:
+        return None
+    properties: dict[str, str] = {"chat_id": chat_id}
+    _put(properties, "update_id", update.get("update_id"))
+    _put(properties, "chat_type", chat.get("type"))
+    _put(properties, "chat_title", chat.get("title"))
+    _put(properties, "chat_username", chat.get("username"))
+    _put(properties, "message_id", message.get("message_id"))
+    _put(properties, "date", message.get("date"))
+    if isinstance(sender, dict):
+        _put(properties, "from_id", sender.get("id"))
+        _put(properties, "from_username", sender.get("username"))
+        _put(properties, "from_first_name", sender.get("first_name"))
+        _put(properties, "from_last_name", sender.get("last_name"))
+    caption = _text(message.get("caption"))
+    if caption is not None:
+        properties["caption"] = caption
+
+    attachment: ImageMessage | FileMessage | None = None
+    photo = message.get("photo")
+    document = message.get("document")
+    largest = _largest_photo(photo) if isinstance(photo, list) else None
+    if largest is not None:
+        properties["image_source"] = "photo"
+        _put(properties, "image_file_id", largest.get("file_id"))
+        _put(properties, "image_file_unique_id", largest.get("file_unique_id"))
+        _put(properties, "image_width", largest.get("width"))
+        _put(properties, "image_height", largest.get("height"))
+        _put(properties, "image_file_size", largest.get("file_size"))
+        attachment = ImageMessage(FILE_URL_SCHEME + properties["image_file_id"])
+    elif isinstance(document, dict) and _text(document.get("file_id")):
+        mime = _text(document.get("mime_type")) or ""
+        prefix = "image_" if mime.lower().startswith("image/") else ""
+        _put(properties, f"{prefix}file_id", document.get("file_id"))
+        _put(properties, f"{prefix}file_unique_id", document.get("file_unique_id"))
+        _put(properties, f"{prefix}file_name", document.get("file_name"))
+        _put(properties, f"{prefix}file_size", document.get("file_size"))
+        _put(properties, f"{prefix}mime_type" if prefix else "file_mime_type", mime)
+        url = FILE_URL_SCHEME + str(document["file_id"])
+        if prefix:
+            properties["image_source"] = "document"
+            _put(properties, "image_width", document.get("width"))
+            _put(properties, "image_height", document.get("height"))
+            attachment = ImageMessage(url)
+        else:
+            attachment = FileMessage(url, _text(document.get("file_name")) or "document")
+
+    key = f"telegram:{chat_id}"
+    text = _text(message.get("text"))
+    if text is not None:
+        return ConnectorEvent(EVENT, TextMessage(text), key, properties)
+    if attachment is None:
+        if caption is None:
+            return None
+        return ConnectorEvent(EVENT, TextMessage(caption), key, properties)
+    if caption is not None:
+        marker = ConnectorEvent(EVENT, attachment, key).text()
+        return ConnectorEvent(EVENT, TextMessage(f"{caption}\n{marker}"), key, properties)
+    return ConnectorEvent(EVENT, attachment, key, properties)
+
+
+# -- polling -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PollFailure:
+    """Why a poll brought no updates, and how long to wait before the next one."""
+
+    reason: str
+    wait: float
+    rate_limited: bool = False
+
+
+class Poller:
+    """The ``getUpdates`` loop of one connection."""
+
+    def __init__(self, ctx: ConnectorContext, settings: PollSettings) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        self.offset = settings.initial_offset
+        self._tls = ssl.create_default_context() if settings.api_base.scheme == "https" else None
+        prefix = settings.api_base.target.split("?", 1)[0].rstrip("/")
+        self._target = f"{prefix}/bot{settings.token}/getUpdates"
+
+    async def run(self) -> None:
+        """Poll until cancelled."""
+        s = self.settings
+        self.ctx.logger.info(
+            "telegram polling started",
+            api=f"{s.api_base.scheme}://{s.api_base.host}:{s.api_base.port}",
+            offset=self.offset,
+            poll_timeout_seconds=s.poll_timeout,
+        )
+        while True:
+            outcome = await self.poll()
+            if isinstance(outcome, PollFailure):
+                self.ctx.logger.warning(
+                    "telegram rate limited" if outcome.rate_limited else "telegram poll failed",
+                    reason=outcome.reason,
+                    retry_in_seconds=outcome.wait,
+                    offset=self.offset,
+                )
+                await asyncio.sleep(outcome.wait)
+                continue
+            for update in outcome:
+                await self.deliver(update)
+
+    async def poll(self) -> list[Mapping[str, Any]] | PollFailure:
+        """One ``getUpdates``: the updates, or why there are none."""
+        s = self.settings
+        payload: dict[str, int] = {"timeout": s.poll_timeout}
+        if self.offset:
+            payload["offset"] = self.offset
+        try:
+            async with asyncio.timeout(s.request_timeout):
+                answer = await request(
+                    "POST",
+                    s.api_base,
+                    self._target,
+                    headers={"content-type": "application/json"},
+                    body=json.dumps(payload).encode(),
+                    max_bytes=MAX_API_ANSWER_BYTES,
+                    tls=self._tls,
+                )
+        except TimeoutError:
+            return PollFailure(f"no answer within {s.request_timeout:g} s", s.retry_delay)
+        except HttpClientError as exc:
+            return PollFailure(redact(str(exc), s.token), s.retry_delay)
+        return self._updates(answer)
+
+    def _updates(self, answer: HttpAnswer) -> list[Mapping[str, Any]] | PollFailure:
+        s = self.settings
+        try:
+            data = json.loads(answer.body)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            data = {}
+        code = data.get("error_code")
+        if answer.status == 429 or code == 429:
+            parameters = data.get("parameters")
+            after = parameters.get("retry_after") if isinstance(parameters, dict) else None
+            header = answer.headers.get("retry-after", "")
+            if not isinstance(after, int | float) and header.isdigit():
+                after = int(header)
+            wait = float(after) if isinstance(after, int | float) and after >= 0 else None
+            reason = "HTTP 429" + (f", retry_after={after}" if wait is not None else "")
+            return PollFailure(
+                reason, wait if wait is not None else s.retry_delay, rate_limited=True
+            )
+        if data.get("ok") is not True:
+            description = data.get("description")
+            what = f"HTTP {answer.status}"
+            if isinstance(code, int):
+                what += f", error_code {code}"
+            if isinstance(description, str) and description:
+                what += f": {description[:300]}"
+            elif not data:
+                what += ": the answer is not Bot API JSON"
+            return PollFailure(redact(what, s.token), s.retry_delay)
+        result = data.get("result")
+        if not isinstance(result, list):
+            return PollFailure("getUpdates gave no list of updates", s.retry_delay)
+        return [u for u in result if isinstance(u, dict)]
+
+    async def deliver(self, update: Mapping[str, Any]) -> None:
+        """Advance the offset past ``update`` and emit its event, if it has one.
+
+        An update below the offset was already seen (a server that ignored the offset) and is
+        skipped, so nothing is emitted twice.
+        """
+        update_id = update.get("update_id")
+        if not isinstance(update_id, int) or isinstance(update_id, bool):
+            return
+        if self.offset > 0 and update_id < self.offset:
+            return
+        self.offset = update_id + 1
+        event = update_event(update)
+        if event is None:
+            self.ctx.logger.debug("telegram update skipped", update_id=update_id)
+            return
+        await self.ctx.emit(event)
+
+
+async def run(ctx: ConnectorContext) -> None:
+    """Poll the Bot API and emit ``telegram_message`` events until cancelled."""
+    await Poller(ctx, read_settings(ctx)).run()
