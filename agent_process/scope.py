@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -111,6 +111,8 @@ class TurnScope:
     (a caller that does not stream) keeps model calls non-streaming."""
     started: float = field(default_factory=time.perf_counter)
     """``time.perf_counter()`` when the Turn began; durations count from here."""
+    inbound: Mapping[str, str] = field(default_factory=dict)
+    """Properties of the connector event that started the Turn (empty for other input)."""
     cancellation: Cancellation = field(default_factory=Cancellation, compare=False)
     """Set when the Turn's request is cancelled; read at the Turn's safe points."""
     recorder: EventRecorder = field(init=False, repr=False, compare=False)

@@ -447,6 +447,7 @@ class TurnRunner:
                 if self._text_sinks is not None and turn_input.stream_id
                 else None
             ),
+            inbound=_inbound_properties(turn_input),
         )
 
     async def _core(self, ctx: TurnMiddlewareContext) -> TurnResult:
@@ -623,6 +624,16 @@ def _report(scope: TurnScope, result: TurnResult, *, with_output: bool = False) 
         steps=result.step_count,
         duration_ms=round(result.duration_ms, 2),
     )
+
+
+def _inbound_properties(turn_input: TurnInput) -> dict[str, str]:
+    """The properties of the connector event behind ``turn_input`` (text values only)."""
+    if turn_input.source_kind != "connector":
+        return {}
+    properties = turn_input.metadata.get("properties")
+    if not isinstance(properties, dict):
+        return {}
+    return {k: v for k, v in properties.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _user_message(turn_input: TurnInput) -> Message:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias, TypeVar
 
@@ -48,6 +48,10 @@ class ToolContext:
     """Structured logger bound to agent, instance, trace and tool call."""
     runtime: AgentToolRuntime | None = None
     """Inter-agent API; ``None`` where no Orchestrator is attached (unit tests, plain scripts)."""
+    inbound: Mapping[str, str] = field(default_factory=dict)
+    """Properties of the outside event that started the Turn, for a Turn a Connection started
+    (``connection_name``, ``connector_name`` and the connector's own, such as ``chat_id``);
+    empty otherwise. The chat tools answer the chat the Turn came from by them."""
 
 
 ToolOutput: TypeAlias = "JsonValue | PendingResult"

@@ -262,6 +262,7 @@ class ToolExecutor:
             workdir=turn.workdir,
             logger=_CallLogger(turn.logger, ctx.tool_name, ctx.tool_call_id),
             runtime=turn.runtime,
+            inbound=turn.inbound,
         )
         timeout = tool.timeout_seconds or self.policy.default_timeout_seconds
         try:

@@ -106,7 +106,11 @@ def _suggestion(error: str, data: JsonObject) -> str:
     return "Check the arguments against Slack's error; do not repeat the call unchanged."
 
 
-def _channel(input: JsonObject) -> str:
+def _channel(input: JsonObject, ctx: ToolContext) -> str:
+    if input.get("channelId") is None and ctx.inbound.get("connector_name") == "slack":
+        inbound = ctx.inbound.get("channel_id", "")
+        if inbound:
+            return inbound  # answer the channel the Turn came from
     return require_string(input, "channelId").strip()
 
 
@@ -246,9 +250,16 @@ class SlackTool:
 
     def send(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``send``: ``chat.postMessage``."""
-        channel, text = _channel(input), require_string(input, "text")
+        channel, text = _channel(input, ctx), require_string(input, "text")
         payload: JsonObject = {"channel": channel, "text": text}
         thread_ts = optional_string(input, "threadTs")
+        if (
+            not thread_ts
+            and input.get("channelId") is None
+            and channel == ctx.inbound.get("channel_id")
+        ):
+            # Answering the Turn's own channel: in the thread it came from.
+            thread_ts = ctx.inbound.get("thread_ts") or ctx.inbound.get("ts")
         if thread_ts:
             payload["thread_ts"] = thread_ts
         for key, name in (
@@ -277,7 +288,7 @@ class SlackTool:
 
     def read(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``read``: ``conversations.replies`` for a thread, else ``conversations.history``."""
-        channel = _channel(input)
+        channel = _channel(input, ctx)
         thread_ts = optional_string(input, "threadTs") or None
         message_ts = optional_string(input, "messageTs") or None
         limit_value = optional_number(input, "limit")
@@ -320,7 +331,7 @@ class SlackTool:
 
     def edit(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``edit``: ``chat.update``."""
-        channel, ts = _channel(input), require_string(input, "messageTs")
+        channel, ts = _channel(input, ctx), require_string(input, "messageTs")
         payload: JsonObject = {"channel": channel, "ts": ts, "text": require_string(input, "text")}
         deadline = deadline_of(input)
 
@@ -337,7 +348,7 @@ class SlackTool:
 
     def delete(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``delete``: ``chat.delete``."""
-        channel, ts = _channel(input), require_string(input, "messageTs")
+        channel, ts = _channel(input, ctx), require_string(input, "messageTs")
         deadline = deadline_of(input)
 
         def run(token: str) -> JsonValue:
@@ -353,7 +364,7 @@ class SlackTool:
 
     def react(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``react``: ``reactions.add`` once per distinct emoji name."""
-        channel, ts = _channel(input), require_string(input, "messageTs")
+        channel, ts = _channel(input, ctx), require_string(input, "messageTs")
         names = _emoji_names(input)
         deadline = deadline_of(input)
 

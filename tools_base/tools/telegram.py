@@ -104,8 +104,10 @@ CHAT_ACTIONS = frozenset(
 )
 
 
-def _chat_id(input: JsonObject) -> str | int:
+def _chat_id(input: JsonObject, ctx: ToolContext) -> str | int:
     value = input.get("chatId")
+    if value is None and ctx.inbound.get("connector_name") == "telegram":
+        value = ctx.inbound.get("chat_id")  # answer the chat the Turn came from
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float) and value.is_integer():
@@ -113,7 +115,10 @@ def _chat_id(input: JsonObject) -> str | int:
     if isinstance(value, str) and value.strip():
         text = value.strip()
         return int(text) if text.lstrip("-").isdigit() else text
-    raise invalid_arg("'chatId' must be an integer or a non-empty string such as '@channel'")
+    raise invalid_arg(
+        "'chatId' must be an integer or a non-empty string such as '@channel' "
+        "(it may be left out only in a Turn a telegram Connection started)"
+    )
 
 
 def _message_id(input: JsonObject, key: str = "messageId", required: bool = True) -> int | None:
@@ -235,7 +240,7 @@ class TelegramTool:
 
     def send(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``send``: ``sendMessage``."""
-        chat_id = _chat_id(input)
+        chat_id = _chat_id(input, ctx)
         text = require_string(input, "text")
         payload: JsonObject = {"chat_id": chat_id, "text": text}
         parse_mode = _parse_mode(input)
@@ -271,7 +276,7 @@ class TelegramTool:
 
     def edit(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``edit``: ``editMessageText``."""
-        chat_id, message_id = _chat_id(input), _message_id(input)
+        chat_id, message_id = _chat_id(input, ctx), _message_id(input)
         payload: JsonObject = {
             "chat_id": chat_id,
             "message_id": message_id,
@@ -290,7 +295,7 @@ class TelegramTool:
 
     def delete(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``delete``: ``deleteMessage``."""
-        chat_id, message_id = _chat_id(input), _message_id(input)
+        chat_id, message_id = _chat_id(input, ctx), _message_id(input)
         deadline = deadline_of(input)
 
         def run(token: str) -> JsonValue:
@@ -302,7 +307,7 @@ class TelegramTool:
 
     def react(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``react``: ``setMessageReaction`` (``clear`` removes the bot's reactions)."""
-        chat_id, message_id = _chat_id(input), _message_id(input)
+        chat_id, message_id = _chat_id(input, ctx), _message_id(input)
         clear = optional_bool(input, "clear", False)
         wanted = list(optional_string_list(input, "emojis") or [])
         single = optional_string(input, "emoji")
@@ -340,7 +345,7 @@ class TelegramTool:
 
     def set_chat_action(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``set_chat_action``: ``sendChatAction`` (the status shows for about 5 seconds)."""
-        chat_id = _chat_id(input)
+        chat_id = _chat_id(input, ctx)
         raw = (optional_string(input, "action") or "typing").strip().lower()
         action = raw.replace("-", "_").replace(" ", "_")
         if action not in CHAT_ACTIONS:

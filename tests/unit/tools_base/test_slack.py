@@ -7,6 +7,7 @@ the Authorization header and never show up in a result, an error or a log line.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -367,3 +368,14 @@ def test_file_hosts_config(ctx: ToolContext, server: ChatApiServer) -> None:
     assert error.code == "E_HTTP_FORBIDDEN_ADDRESS"
     refused = fail(handlers, "download_file", ctx, url="https://10.0.0.8/x")
     assert refused.code == "E_SLACK_FILE_URL_REFUSED"
+
+
+def test_send_answers_in_the_thread_the_turn_came_from(
+    ctx: ToolContext, server: ChatApiServer
+) -> None:
+    server.routes["/api/chat.postMessage"] = slack_ok(channel="C9", ts="1700.2", message={})
+    from_slack = dataclasses.replace(
+        ctx, inbound={"connector_name": "slack", "channel_id": "C9", "ts": "1699.5"}
+    )
+    call(tool(server), "send", from_slack, text="on it")
+    assert server.requests[0].body == {"channel": "C9", "text": "on it", "thread_ts": "1699.5"}

@@ -7,6 +7,7 @@ anywhere but in the request path.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import socket
 import time
@@ -488,3 +489,15 @@ def test_a_429_without_json_is_still_rate_limited(ctx: ToolContext, server: Chat
     error = fail(tool(server), "send", ctx, chatId=1, text="x")
     assert error.code == "E_TELEGRAM_RATE_LIMITED"
     assert "retry_after=3 s" in error.message
+
+
+def test_send_answers_the_chat_the_turn_came_from(ctx: ToolContext, server: ChatApiServer) -> None:
+    server.routes[f"{PATH}/sendMessage"] = telegram_ok(MESSAGE)
+    from_telegram = dataclasses.replace(
+        ctx, inbound={"connector_name": "telegram", "chat_id": "-100123", "message_id": "9"}
+    )
+    call(tool(server), "send", from_telegram, text="hello")
+    assert server.requests[0].body == {"chat_id": -100123, "text": "hello"}
+    # Elsewhere there is no chat to default to: the model must name one.
+    error = fail(tool(server), "send", ctx, text="hello")
+    assert "chatId" in str(error)
