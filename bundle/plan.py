@@ -145,6 +145,9 @@ class ConnectionPlan(_Plan):
     secrets: dict[str, ValueSource] = Field(default_factory=dict)
     """Resolved in the connector's process, never in a plan on disk or in a log."""
     state_dir: str
+    stdin_path: str | None = None
+    """Where the connector process opens its standard input (the daemon's own, through
+    ``/proc``, so the ``cli`` connector reads what the daemon was given)."""
     max_events_in_flight: int = CONNECTOR_EVENTS_IN_FLIGHT
     """Events of the connection between ``emit`` and the end of their Turn; past it, ``emit``
     waits (back-pressure)."""

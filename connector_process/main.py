@@ -48,6 +48,8 @@ def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
     os.umask(0o077)
     os.environ[SCOPE_ENV] = new_scope()
     configure_logging(process=f"connector:{plan.connection_name}")
+    if plan.stdin_path is not None:
+        _take_stdin(plan.stdin_path)
     loop: asyncio.AbstractEventLoop
     try:
         import uvloop
@@ -62,6 +64,21 @@ def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
     sys.stdout.flush()
     log_writer().drain()
     os._exit(code)
+
+
+def _take_stdin(path: str) -> None:
+    """Make ``path`` (the daemon's standard input) this process's fd 0 and ``sys.stdin``:
+    multiprocessing gives a child ``/dev/null`` instead."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:  # no input to read: the connector sees end of input
+        structlog.get_logger("goondan.connector").warning(
+            "standard input not available", path=path, error=str(exc)
+        )
+        return
+    os.dup2(fd, 0)
+    os.close(fd)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 (lives as long as the process)
 
 
 async def _main(conn: Connection, plan: ConnectionPlan) -> int:

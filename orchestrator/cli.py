@@ -145,7 +145,7 @@ async def _run(args: argparse.Namespace) -> int:
             from orchestrator.watch import Watcher
 
             orchestrator.start_soon(Watcher(orchestrator).run(), "watch")
-        if sys.stdin is not None and sys.stdin.isatty():
+        if sys.stdin is not None and sys.stdin.isatty() and not orchestrator.connections.read_stdin:
             await _interactive(orchestrator, args)
         else:
             await orchestrator.wait_stopped()

@@ -86,6 +86,12 @@ class Connections:
         )
         self.log = structlog.get_logger("goondan.connections")
 
+    @property
+    def read_stdin(self) -> bool:
+        """Whether a connector reads the daemon's standard input (the ``cli`` connector): the
+        daemon then leaves it alone (no prompt on a terminal)."""
+        return any(plan.connector_name == "cli" for plan in self.plans.values())
+
     def start(self) -> None:
         """Start every Connection (in the background: one that cannot start backs off and
         shows why in ``status``, and holds nothing else up)."""

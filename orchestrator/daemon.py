@@ -104,7 +104,12 @@ class Orchestrator:
             clock=clock,
             tasks=self.tasks,
         )
-        connection_plans = self.bundle.connection_plans(self.state_dir, swarm)
+        stdin = Path(f"/proc/{os.getpid()}/fd/0")
+        connection_plans = [
+            # Connectors inherit the daemon's standard input, as any child process would.
+            plan.model_copy(update={"stdin_path": str(stdin) if stdin.exists() else None})
+            for plan in self.bundle.connection_plans(self.state_dir, swarm)
+        ]
         self.connections = Connections(
             connection_plans,
             ingress_tables(

@@ -181,3 +181,44 @@ def test_the_end_of_its_source_stops_the_swarm_and_leaves_no_process(
     assert all(wait_gone(pid) for pid in pids)
     text = conversation_text(tmp_path / ".goondan", "beta", "feed:default")
     assert "beta got: last words" in text
+
+
+CLI_CONNECTION = """\
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata: {name: console}
+spec:
+  connectorRef: {kind: Connector, name: cli, package: "@goondan/base"}
+  ingress:
+    rules:
+      - route: {agentRef: Agent/beta, instanceKey: console}
+"""
+
+
+def test_the_cli_connector_reads_the_daemons_standard_input(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.support.swarm import write_swarm
+
+    write_swarm(tmp_path, extra=CLI_CONNECTION)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "run", "goondan.yaml"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        # Two lines, then the end of input: both answered, then the swarm stops by itself.
+        _, stderr = daemon.communicate('first line\n\n{"text": "second line"}\n', timeout=60)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    assert daemon.returncode == 0, stderr[-2000:]
+    text = conversation_text(tmp_path / ".goondan", "beta", "console")
+    assert "beta got: first line" in text
+    assert "beta got: second line" in text
