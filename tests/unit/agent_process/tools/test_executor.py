@@ -462,6 +462,7 @@ def test_tool_context_has_no_bundle_or_oauth() -> None:
         "workdir",
         "logger",
         "runtime",
+        "inbound",  # the connector event's properties, for a Turn a Connection started
     }
 
 
