@@ -121,9 +121,10 @@ class ExtensionHarness:
             workdir=workdir,
         )
 
-    async def turn(self, text: str) -> TurnResult:
-        """Run one Turn of the ``default`` instance."""
-        result = await self.runner.run("default", self.store, self.workdir, TurnInput(text=text))
+    async def turn(self, text: str, turn_input: TurnInput | None = None) -> TurnResult:
+        """Run one Turn of the ``default`` instance (``turn_input``: a Turn input of one's own)."""
+        turn_input = turn_input or TurnInput(text=text)
+        result = await self.runner.run("default", self.store, self.workdir, turn_input)
         self.results.append(result)
         return result
 

@@ -7,7 +7,8 @@ order, into one system message:
   with it: this runtime sends and keeps the agent's system prompt itself;
 - ``[runtime_catalog]``: the swarm, this agent and the agents it can call
   (``includeSwarmCatalog``);
-- ``[runtime_inbound]``: who sent the Turn's input (``includeInboundContext``);
+- ``[runtime_inbound]``: who sent the Turn's input, and for a connector's event its properties
+  (chat id, channel, ...) (``includeInboundContext``);
 - ``[runtime_call]``: the chain of agents waiting on this Turn (``includeCallContext``).
 
 The message carries ``metadata.__goondanContextMessage: {promptHash, segmentIds}``
@@ -33,6 +34,9 @@ from tools_base import ExtensionApi, JsonValue, MessageEvent
 from tools_base.extensions._common import config_bool, extension_message, is_system_prompt
 
 MARK = "__goondanContextMessage"
+MAX_PROPERTIES = 32
+"""Properties of a connector's event shown in ``[runtime_inbound]``, at most."""
+MAX_PROPERTY_CHARS = 200
 
 
 def register(api: ExtensionApi) -> None:
@@ -61,13 +65,18 @@ def register(api: ExtensionApi) -> None:
             )
         if with_inbound:
             source = ctx.input
-            segments.append(
-                (
-                    "runtime_inbound",
-                    f"[runtime_inbound]\nsource: {source.source_kind} {source.source_name}\n"
-                    f"event: {source.event_type}",
-                )
-            )
+            lines = [
+                "[runtime_inbound]",
+                f"source: {source.source_kind} {source.source_name}",
+                f"event: {source.event_type}",
+            ]
+            properties = source.metadata.get("properties") if source.metadata else None
+            if isinstance(properties, dict):  # a connector's event: chat id, channel, ...
+                lines += [
+                    f"{key}: {str(value)[:MAX_PROPERTY_CHARS]}"
+                    for key, value in sorted(properties.items())[:MAX_PROPERTIES]
+                ]
+            segments.append(("runtime_inbound", "\n".join(lines)))
         if with_call and ctx.input.call_chain:
             segments.append(
                 ("runtime_call", "[runtime_call]\ncall chain: " + " -> ".join(ctx.input.call_chain))

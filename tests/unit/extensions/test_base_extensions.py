@@ -350,6 +350,30 @@ async def test_inbox_reports_become_readable_text(tmp_path: Path) -> None:
 # -- context-message ----------------------------------------------------------------------
 
 
+async def test_the_inbound_context_shows_a_connector_events_properties(tmp_path: Path) -> None:
+    from agent_process.turn import TurnInput
+
+    harness = await ExtensionHarness.start(
+        tmp_path,
+        rules=[{"reply": "ok"}],
+        extensions=[base_extension("context-message", includeInboundContext=True)],
+    )
+    event = TurnInput(
+        text="hello bot",
+        event_type="telegram_message",
+        source_kind="connector",
+        source_name="connection:tg",
+        metadata={"properties": {"chat_id": "42", "connection_name": "tg"}},
+    )
+    await harness.turn("hello bot", event)
+    [context] = [m for m in harness.messages if "__goondanContextMessage" in m.metadata]
+    assert context.content == (
+        "[runtime_inbound]\nsource: connector connection:tg\nevent: telegram_message\n"
+        "chat_id: 42\nconnection_name: tg"
+    )
+    await harness.close()
+
+
 async def test_the_context_message_is_added_once_while_it_does_not_change(
     tmp_path: Path,
 ) -> None:
