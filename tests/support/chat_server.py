@@ -7,6 +7,8 @@ an unknown path gets a 404 in Telegram's error shape. Two special replies: :data
 the client waiting until the server stops (for timeouts) and :data:`DROP` closes the connection
 without answering (for network errors). :class:`BotUpdates` is a ``getUpdates`` route that keeps
 updates and honours offsets like Telegram, with failures scripted in between.
+:meth:`ChatApiServer.wait_for` waits, with a deadline, until the recorded requests satisfy a
+condition (a test never sleeps to let a client catch up).
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class ChatApiServer:
         self.routes: dict[str, Route] = {}
         self.requests: list[ChatRequest] = []
         self.release = threading.Event()
+        self.changed = threading.Condition()
+        """Notified when a request is recorded, when updates are added to a :class:`BotUpdates`
+        route and when the server stops."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -97,7 +102,9 @@ class ChatApiServer:
                 raw = self.rfile.read(length) if length else b""
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 request = ChatRequest(self.command, self.path, headers, raw, _parse(headers, raw))
-                server.requests.append(request)
+                with server.changed:
+                    server.requests.append(request)
+                    server.changed.notify_all()
                 route = server.routes.get(self.path.split("?", 1)[0])
                 if route is None:
                     reply = Reply(
@@ -153,11 +160,41 @@ class ChatApiServer:
         self.thread.start()
         return self
 
+    def wait_for(
+        self, condition: Callable[[list[ChatRequest]], bool], timeout: float = 30
+    ) -> list[ChatRequest]:
+        """Wait until ``condition(requests)`` holds (it sees a snapshot of :attr:`requests`)
+        and return that snapshot; raise ``AssertionError`` naming what arrived after
+        ``timeout`` seconds."""
+        snapshot: list[ChatRequest] = []
+
+        def holds() -> bool:
+            nonlocal snapshot
+            snapshot = list(self.requests)
+            return condition(snapshot)
+
+        with self.changed:
+            if self.changed.wait_for(holds, timeout):
+                return snapshot
+        seen = [f"{r.method} {redact_path(r.path)}" for r in snapshot]
+        raise AssertionError(f"not within {timeout} s; the server saw {seen}")
+
     def __exit__(self, *exc: object) -> None:
         self.release.set()
+        with self.changed:
+            self.changed.notify_all()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
+
+
+def redact_path(path: str) -> str:
+    """``path`` with a Bot API token (``/bot<token>/``) left out."""
+    head, sep, rest = path.partition("/bot")
+    if not sep or head:
+        return path
+    _, slash, tail = rest.partition("/")
+    return f"/bot<token>{slash}{tail}"
 
 
 def _parse(headers: dict[str, str], raw: bytes) -> Any:
@@ -175,7 +212,8 @@ def _parse(headers: dict[str, str], raw: bytes) -> Any:
 class BotUpdates:
     """A ``getUpdates`` route: answers the updates at or past the request's ``offset``, as
     Telegram does, at most ``batch`` of them; with none it holds the request (a long poll) until
-    the server stops or the request's ``timeout`` passes, then answers ``[]``.
+    the server stops, :meth:`add` brings updates for it or the request's ``timeout`` passes
+    (then it answers ``[]``).
 
     ``scripted`` maps a poll's number (0 for the first ``getUpdates``) to the answer it gets
     instead of the updates (a 429, :data:`DROP`, a stale batch, ...). ``polls`` lists every ``getUpdates`` request, and
@@ -212,8 +250,27 @@ class BotUpdates:
         if pending:
             return telegram_ok(pending)
         self.parked.set()
-        self.server.release.wait(min(float(body.get("timeout") or 0), 30))
-        return telegram_ok([])
+        changed = self.server.changed
+        with changed:
+            changed.wait_for(
+                lambda: self.server.release.is_set() or bool(self._pending(offset)),
+                min(float(body.get("timeout") or 0), 30),
+            )
+        if self.server.release.is_set():
+            return telegram_ok([])
+        return telegram_ok(self._pending(offset))
+
+    def _pending(self, offset: int) -> list[dict[str, Any]]:
+        with self._lock:
+            return [u for u in self.updates if u["update_id"] >= offset][: self.batch]
+
+    def add(self, *updates: dict[str, Any]) -> None:
+        """Keep more updates; a poll held waiting for them answers at once."""
+        with self.server.changed:
+            with self._lock:
+                self.updates.extend(updates)
+            self.parked.clear()
+            self.server.changed.notify_all()
 
     def offsets(self) -> list[int]:
         """The ``offset`` each poll sent (0 when it sent none)."""

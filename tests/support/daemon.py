@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from tests.support.swarm import write_swarm
@@ -27,19 +28,34 @@ def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedP
 
 
 class Daemon:
-    """A daemon in its own session; its stderr is read line by line."""
+    """A daemon in its own session; its stderr is read line by line.
 
-    def __init__(self, directory: Path, extra: str = "") -> None:
-        write_swarm(directory, grace=5, extra=extra)
+    By default it runs the test swarm (``write_swarm`` with ``extra``); given ``bundle`` (a
+    file in ``directory``), it runs that file instead, with ``env`` added to the environment.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        extra: str = "",
+        *,
+        bundle: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if bundle is None:
+            write_swarm(directory, grace=5, extra=extra)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "run", "goondan.yaml"],
+            [sys.executable, "-m", "orchestrator", "run", bundle or "goondan.yaml"],
             cwd=directory,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            env={**os.environ, **env} if env is not None else None,
         )
         self.events: list[dict[str, object]] = []
+        self.log = b""
+        """Everything read from its stderr so far."""
         self._buffer = b""
 
     def wait_for(self, event: str, deadline: float = 30) -> dict[str, object]:
@@ -60,7 +76,29 @@ class Daemon:
             if not chunk:
                 seen = [e.get("event") for e in self.events]
                 raise AssertionError(f"no {event!r} within {deadline} s; saw {seen}")
+            self.log += chunk
             self._buffer += chunk
+
+    def read_to_end(self, deadline: float = 30) -> bytes:
+        """Read its stderr until every writer closed it (the daemon and its children are gone)
+        and return the whole log."""
+        assert self.process.stderr is not None
+        fd = self.process.stderr.fileno()
+        end = time.monotonic() + deadline
+        while True:
+            ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
+            if not ready:
+                raise AssertionError(f"its stderr was still open after {deadline} s")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            self.log += chunk
+            self._buffer += chunk
+        for line in self._buffer.splitlines():
+            if line.startswith(b"{"):
+                self.events.append(json.loads(line))
+        self._buffer = b""
+        return self.log
 
     def child_pids(self) -> set[int]:
         return {int(e["pid"]) for e in self.events if e.get("event") == "agent process spawned"}  # type: ignore[call-overload]
