@@ -37,6 +37,7 @@ from ipc.logs import configure_logging, log_writer
 from ipc.protocol import EXIT_BOOT_FAILURE, ORCHESTRATOR, EventKind
 from ipc.scope import SCOPE_ENV, new_scope
 from tools_base import ConnectorEvent
+from tools_base._connector import lookup_setting
 
 EXIT_CRASHED = 1
 
@@ -255,11 +256,4 @@ class RuntimeConnectorContext:
 
     def setting(self, *names: str, default: str | None = None) -> str | None:
         """The first of ``names`` in ``secrets``, then ``config``, then the environment."""
-        for name in names:
-            for source in (self._secrets, self._config):
-                if source.get(name):
-                    return source[name]
-        for name in names:
-            if os.environ.get(name):
-                return os.environ[name]
-        return default
+        return lookup_setting(names, self._secrets, self._config, os.environ, default)

@@ -79,6 +79,26 @@ class ConnectorEvent:
         return f"[file:{message.name}] {message.url}"
 
 
+def lookup_setting(
+    names: tuple[str, ...],
+    secrets: Mapping[str, str],
+    config: Mapping[str, str],
+    environ: Mapping[str, str],
+    default: str | None = None,
+) -> str | None:
+    """The first of ``names`` set (non-empty) in ``secrets`` or ``config`` (a name's secret
+    before its config), then in ``environ``; else ``default``: what
+    :meth:`ConnectorContext.setting` answers."""
+    for name in names:
+        for source in (secrets, config):
+            if source.get(name):
+                return source[name]
+    for name in names:
+        if environ.get(name):
+            return environ[name]
+    return default
+
+
 class ConnectorError(ConfigError, ValueError):
     """A connector was set up wrongly (a missing secret, a bad port, ...): the process does
     not start, and ``status`` shows why."""

@@ -10,6 +10,7 @@ from typing import Any
 import structlog
 
 from tools_base import ConnectorEvent
+from tools_base._connector import lookup_setting
 
 
 class RecordingContext:
@@ -57,14 +58,7 @@ class RecordingContext:
         await self.events.put(event)
 
     def setting(self, *names: str, default: str | None = None) -> str | None:
-        for name in names:
-            for source in (self._secrets, self._config):
-                if source.get(name):
-                    return source[name]
-        for name in names:
-            if os.environ.get(name):
-                return os.environ[name]
-        return default
+        return lookup_setting(names, self._secrets, self._config, os.environ, default)
 
     async def next_event(self, seconds: float = 10.0) -> ConnectorEvent:
         """The next event emitted, waiting at most ``seconds``."""
