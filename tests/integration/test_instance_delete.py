@@ -77,7 +77,8 @@ def test_a_delete_while_the_daemon_drains_is_still_carried_out_by_the_agent(
     """SIGTERM to the daemon, then `instances delete` while a Turn of that conversation still
     runs: the daemon still answers (status shows the drain) and the agent refuses, instead of
     the CLI deleting the files under the Turn that then writes the history back."""
-    daemon = Daemon(tmp_path)
+    # A grace period no loaded machine outruns: the CLI calls below all happen inside it.
+    daemon = Daemon(tmp_path, grace=60)
     gate = tmp_path / "gate"  # the Turn runs until this file exists
     send = None
     try:

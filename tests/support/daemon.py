@@ -41,9 +41,10 @@ class Daemon:
         *,
         bundle: str | None = None,
         env: Mapping[str, str] | None = None,
+        grace: float = 5,
     ) -> None:
         if bundle is None:
-            write_swarm(directory, grace=5, extra=extra)
+            write_swarm(directory, grace=grace, extra=extra)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "orchestrator", "run", bundle or "goondan.yaml"],
             cwd=directory,
