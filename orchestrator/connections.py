@@ -27,7 +27,7 @@ from orchestrator.clock import Clock
 from orchestrator.dispatch import Dispatcher
 from orchestrator.ingress import IngressTable
 from orchestrator.status import ExitInfo, ProcessStatus
-from orchestrator.supervisor import Supervisor
+from orchestrator.supervisor import AgentHandle, Supervisor
 from orchestrator.tasks import TaskOwner
 from orchestrator.transport import Transport
 
@@ -85,6 +85,8 @@ class Connections:
             None, self.supervisor.event_handlers, {EventKind.CONNECTOR_EVENT: self._event}
         )
         self.log = structlog.get_logger("goondan.connections")
+        self._running = False
+        """Whether the supervisor's reconcile loop runs (once there is a Connection)."""
 
     @property
     def read_stdin(self) -> bool:
@@ -97,6 +99,7 @@ class Connections:
         shows why in ``status``, and holds nothing else up)."""
         if not self.plans:
             return
+        self._running = True
         self.tasks.start_soon(self.supervisor.run(), "reconcile-connections")
         for name in self.plans:
             self.tasks.start_soon(self._start(name), f"start:connection:{name}")
@@ -106,6 +109,35 @@ class Connections:
             await self.supervisor.ensure_running(name)
         except (IpcError, TimeoutError) as exc:
             self.log.error("connection did not start", connection=name, error=str(exc))
+
+    async def apply(
+        self, plans: list[ConnectionPlan], ingress: dict[str, IngressTable], grace: float
+    ) -> list[str]:
+        """Adopt an edited configuration (``run --watch``): new Connections start, changed ones
+        restart with their new plan, removed ones stop; the routing tables are replaced.
+        Returns the (re)started Connections as ``connection:<name>``."""
+        wanted = {plan.connection_name: plan for plan in plans}
+        self.ingress = ingress
+        changed = []
+        for name in [n for n in self.plans if n not in wanted]:
+            await self.supervisor.stop_agent(name, grace, "config_change")
+            del self.supervisor.handles[name]
+            del self.plans[name]
+        for name, plan in wanted.items():
+            if name not in self.plans:
+                self.plans[name] = plan
+                self.supervisor.handles[name] = AgentHandle(name, plan)
+                await self._start(name)
+            elif self.plans[name] != plan:
+                self.plans[name] = plan
+                await self.supervisor.adopt_plan(name, plan, grace)
+            else:
+                continue
+            changed.append(CONNECTION_SENDER_PREFIX + name)
+        if self.plans and not self._running:
+            self._running = True
+            self.tasks.start_soon(self.supervisor.run(), "reconcile-connections")
+        return changed
 
     def status(self) -> list[dict[str, Any]]:
         """One row per Connection: its process, as ``status`` shows agents."""

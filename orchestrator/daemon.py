@@ -14,7 +14,7 @@ import structlog
 
 from bundle import Bundle, load_bundle
 from bundle.models import ValueSource
-from bundle.plan import AgentPlan
+from bundle.plan import AgentPlan, ConnectionPlan
 from bundle.secrets import resolve_value
 from goondan.time import utc_timestamp
 from ipc import (
@@ -104,12 +104,7 @@ class Orchestrator:
             clock=clock,
             tasks=self.tasks,
         )
-        stdin = Path(f"/proc/{os.getpid()}/fd/0")
-        connection_plans = [
-            # Connectors inherit the daemon's standard input, as any child process would.
-            plan.model_copy(update={"stdin_path": str(stdin) if stdin.exists() else None})
-            for plan in self.bundle.connection_plans(self.state_dir, swarm)
-        ]
+        connection_plans = self.build_connection_plans(self.bundle)
         self.connections = Connections(
             connection_plans,
             ingress_tables(
@@ -397,6 +392,22 @@ class Orchestrator:
             agent.name: bundle.agent_plan(agent.name, self.state_dir, swarm.name)
             for agent in bundle.swarm_agents(swarm)
         }
+
+    def build_connection_plans(self, bundle: Bundle) -> list[ConnectionPlan]:
+        """The plan of every Connection bound to the swarm."""
+        stdin = Path(f"/proc/{os.getpid()}/fd/0")
+        return [
+            # Connectors inherit the daemon's standard input, as any child process would.
+            plan.model_copy(update={"stdin_path": str(stdin) if stdin.exists() else None})
+            for plan in bundle.connection_plans(self.state_dir, self.swarm_name)
+        ]
+
+    async def apply_connections(self, bundle: Bundle) -> list[str]:
+        """Adopt the Connections of ``bundle`` (see :meth:`Connections.apply`); raises
+        ``UnknownIngressAgent`` (nothing applied) for a rule routing outside the swarm."""
+        plans = self.build_connection_plans(bundle)
+        ingress = ingress_tables(bundle, plans, self.entry_agent, sorted(self.supervisor.handles))
+        return await self.connections.apply(plans, ingress, self.grace)
 
     async def apply_plans(self, plans: dict[str, AgentPlan]) -> list[str]:
         """Adopt new plans: restart the running agents whose plan changed, add new agents,

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from bundle import Bundle, BundleError, load_bundle
+from orchestrator.connections import ingress_tables
+from orchestrator.ingress import UnknownIngressAgent
 from orchestrator.validation import validate_timeout
 
 if TYPE_CHECKING:
@@ -89,12 +91,21 @@ class Watcher:
         try:
             bundle = load_bundle(orchestrator.bundle_path, check_handlers=False)
             plans = orchestrator.build_plans(bundle)
+            ingress_tables(
+                bundle,
+                orchestrator.build_connection_plans(bundle),
+                orchestrator.entry_agent,
+                sorted(plans),
+            )
         except BundleError as exc:  # changed again between the two reads
             return {"valid": False, "errors": [e.format() for e in exc.errors], "restarted": []}
+        except UnknownIngressAgent as exc:  # routes to an agent the swarm does not have
+            return {"valid": False, "errors": [str(exc)], "restarted": []}
         orchestrator.bundle = bundle
         self._files = watched_files(bundle)
         self._seen = _snapshot(self._files)
         restarted = await orchestrator.apply_plans(plans)
+        restarted += await orchestrator.apply_connections(bundle)
         self.log.info("configuration change applied", restarted=restarted)
         orchestrator.events.lifecycle("config_applied", "orchestrator", restarted=restarted)
         return {"valid": True, "errors": [], "restarted": restarted}

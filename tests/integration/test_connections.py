@@ -222,3 +222,52 @@ def test_the_cli_connector_reads_the_daemons_standard_input(tmp_path: Path) -> N
     text = conversation_text(tmp_path / ".goondan", "beta", "console")
     assert "beta got: first line" in text
     assert "beta got: second line" in text
+
+
+async def test_watch_adds_reroutes_refuses_and_removes_a_connection(
+    tmp_path: Path, feed: Path
+) -> None:
+    from orchestrator.watch import Watcher
+    from tests.support.swarm import write_swarm
+
+    path = write_swarm(tmp_path)
+    connection = connection_yaml(tmp_path, feed)
+    async with running_swarm(tmp_path) as swarm:
+        watcher = Watcher(swarm, interval=0.1)
+        swarm.start_soon(watcher.run(), "watch")
+
+        async def edited(text: str) -> dict[str, Any]:
+            path.write_text(text)
+            async with asyncio.timeout(60):
+                return await watcher.outcomes.get()
+
+        base = path.read_text()
+        added = await edited(base + "---\n" + connection)
+        assert added == {"valid": True, "errors": [], "restarted": ["connection:line"]}
+        async with swarm.live.subscribe() as subscription:
+            lines = await writer(feed)
+            lines.write(json.dumps({"name": "to_beta", "text": "one"}) + "\n")
+            lines.flush()
+            routed = await next_event(subscription, "connector.event", connection="line")
+            assert routed["agentName"] == "beta"
+            # Only the routing changes: the connector keeps running, events go to alpha now.
+            pid = swarm.connections.supervisor.handles["line"].pid
+            rerouted = await edited(
+                base + "---\n" + connection.replace("Agent/beta", "Agent/alpha")
+            )
+            assert rerouted == {"valid": True, "errors": [], "restarted": []}
+            assert swarm.connections.supervisor.handles["line"].pid == pid
+            lines.write(json.dumps({"name": "to_beta", "text": "two"}) + "\n")
+            lines.flush()
+            routed = await next_event(subscription, "connector.event", connection="line")
+            assert routed["agentName"] == "alpha"
+        refused = await edited(base + "---\n" + connection.replace("Agent/beta", "Agent/ghost"))
+        assert refused["valid"] is False
+        # Removed while it still reads its open feed: stopped, not finished.
+        removed = await edited(base)
+        assert removed["valid"] is True
+        assert "line" not in swarm.connections.supervisor.handles
+        assert pid is not None
+        assert wait_gone(pid)
+        lines.close()
+        assert not swarm.stopping
