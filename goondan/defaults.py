@@ -70,6 +70,9 @@ INITIAL_BACKOFF_SECONDS = 1.0
 """The first backoff delay (crash ``CRASH_THRESHOLD + 1``); it doubles with every crash."""
 MAX_BACKOFF_SECONDS = 300.0
 """The longest backoff delay."""
+QUICK_EXIT_SECONDS = 10.0
+"""A clean exit nobody asked for this soon after ready counts toward backoff once
+``CRASH_THRESHOLD`` of them come in a row (an agent that exits 0 right after every start)."""
 RECONCILE_INTERVAL_SECONDS = 5.0
 """How often the supervisor checks that every wanted agent runs."""
 

@@ -23,6 +23,7 @@ from bundle.plan import Plan
 from goondan.defaults import (
     CRASH_THRESHOLD,
     KILL_WAIT_SECONDS,
+    QUICK_EXIT_SECONDS,
     READY_TIMEOUT_SECONDS,
     RECONCILE_INTERVAL_SECONDS,
 )
@@ -73,6 +74,8 @@ class AgentHandle:
     """The agent's process scope (``ipc.scope``), reported when it is ready."""
     watcher: asyncio.Task[None] | None = None
     """Waits for the current worker's exit and records it."""
+    quick_clean_exits: int = 0
+    """Clean exits nobody asked for, each soon after ready, in a row."""
     spawning: asyncio.Future[None] | None = None
     """Set while the transport starts a process (with the plan of that moment)."""
 
@@ -274,6 +277,7 @@ class Supervisor:
         handle = self.handles.get(agent)
         if handle is not None and body.ok:
             handle.consecutive_crashes = 0  # a successful Turn proves the agent healthy
+            handle.quick_clean_exits = 0
 
     def _boot_failed(self, agent: str, message: EventMessage, body: wire.BootFailed) -> None:
         handle = self.handles.get(agent)
@@ -332,6 +336,18 @@ class Supervisor:
         # no crash: restart at once, counters reset. One before it ever got ready still
         # counts, or a module exiting 0 at import would spin.
         unasked_clean = not expected and info.clean and handle.status is not ProcessStatus.SPAWNING
+        if unasked_clean:
+            up = self.clock.now() - (handle.started_at or self.clock.now())
+            handle.quick_clean_exits = (
+                handle.quick_clean_exits + 1 if up < QUICK_EXIT_SECONDS else 0
+            )
+            if handle.quick_clean_exits > CRASH_THRESHOLD:
+                # One exiting 0 right after every start would restart at full speed forever:
+                # back off as for as many crashes in a row.
+                unasked_clean = False
+                handle.consecutive_crashes = max(
+                    handle.consecutive_crashes, handle.quick_clean_exits - 1
+                )
         if expected:
             self._set_status(handle, ProcessStatus.TERMINATED)
             if info.clean:

@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from goondan.defaults import KILL_WAIT_SECONDS, READY_TIMEOUT_SECONDS
+from goondan.defaults import (
+    CRASH_THRESHOLD,
+    KILL_WAIT_SECONDS,
+    QUICK_EXIT_SECONDS,
+    READY_TIMEOUT_SECONDS,
+)
 from ipc import AgentCrashed, AgentNotFound, AgentUnavailable, ShutdownMessage
 from ipc import protocol as wire
 from orchestrator.status import EXIT_BOOT_FAILURE, ProcessStatus
@@ -193,6 +198,22 @@ async def test_a_clean_exit_nobody_asked_for_restarts_at_once_without_counting(
     assert fleet.handle.crashes == 1
     await fleet.supervisor.reconcile()
     assert fleet.handle.worker is not None
+
+
+async def test_clean_exits_right_after_every_start_back_off_after_five(fleet: Fleet) -> None:
+    for _ in range(CRASH_THRESHOLD):  # each restarted at once, counted nowhere
+        await fleet.crash(await fleet.running(), code=0)
+        assert fleet.handle.status is ProcessStatus.CRASHED
+        await fleet.supervisor.reconcile()
+    await fleet.crash(await fleet.running(), code=0)  # the sixth in a row, each within 10 s
+    assert fleet.handle.status is ProcessStatus.CRASH_LOOP_BACK_OFF
+    assert fleet.handle.next_start_at - fleet.clock.now() == 1.0
+    fleet.clock.advance(QUICK_EXIT_SECONDS + 1)  # back after its backoff, up for a while
+    await fleet.supervisor.reconcile()
+    worker = await fleet.running()
+    fleet.clock.advance(QUICK_EXIT_SECONDS + 1)
+    await fleet.crash(worker, code=0)  # an exit long after ready restarts at once again
+    assert fleet.handle.status is ProcessStatus.CRASHED
 
 
 async def test_a_clean_exit_before_ready_counts_as_a_crash(fleet: Fleet) -> None:
