@@ -270,13 +270,18 @@ def _refused(status: int, body: Any) -> bool:
     return True
 
 
+def _accepted(args: argparse.Namespace, method: str, path: str) -> Any | None:
+    """The daemon's answer when it took the request; ``None`` (error printed) otherwise."""
+    asked = _ask_daemon(args, method, path)
+    if asked is None or _refused(*asked):
+        return None
+    return asked[1]
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     """One row per agent of the running daemon; exit 1 when none runs."""
-    asked = _ask_daemon(args, "GET", "/v1/agents")
-    if asked is None:
-        return 1
-    status, answer = asked
-    if _refused(status, answer):
+    answer = _accepted(args, "GET", "/v1/agents")
+    if answer is None:
         return 1
     if args.json:
         print(json.dumps(answer, indent=2))
@@ -346,20 +351,14 @@ def cmd_restart(args: argparse.Namespace) -> int:
         return 2
     names = [args.agent]
     if args.all:
-        asked = _ask_daemon(args, "GET", "/v1/agents")
-        if asked is None:
-            return 1
-        status, answer = asked
-        if _refused(status, answer):
+        answer = _accepted(args, "GET", "/v1/agents")
+        if answer is None:
             return 1
         names = [row["agent"] for row in answer.get("agents", [])]
     restarted = []
     for name in names:
-        asked = _ask_daemon(args, "POST", f"/v1/agents/{path_segment(name)}/restart")
-        if asked is None:
-            return 1
-        status, answer = asked
-        if _refused(status, answer):
+        answer = _accepted(args, "POST", f"/v1/agents/{path_segment(name)}/restart")
+        if answer is None:
             return 1
         restarted.append(answer)
         if not args.json:
@@ -371,11 +370,8 @@ def cmd_restart(args: argparse.Namespace) -> int:
 
 def cmd_requests(args: argparse.Namespace) -> int:
     """The requests of the running daemon waiting for an answer (ids for ``cancel``)."""
-    asked = _ask_daemon(args, "GET", "/v1/requests")
-    if asked is None:
-        return 1
-    status, answer = asked
-    if _refused(status, answer):
+    answer = _accepted(args, "GET", "/v1/requests")
+    if answer is None:
         return 1
     rows = answer.get("requests", [])
     if args.json:
