@@ -256,6 +256,7 @@ class AgentProcess:
             temperature=plan.temperature,
             max_tokens=plan.max_tokens,
             max_tool_calls_per_step=plan.max_tool_calls_per_step,
+            parallel_tool_calls=plan.parallel_tool_calls,
             approvals=self.approvals,
         )
         runner = self.turns = TurnRunner(

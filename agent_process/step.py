@@ -8,6 +8,7 @@ names waits for an operator's decision first (:mod:`agent_process.approvals`).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import time
@@ -78,6 +79,9 @@ class StepSettings:
     """Calls of one model response that run; the rest are answered ``E_TOOL_CALL_LIMIT``."""
     approvals: ApprovalGate | None = None
     """Parks the calls ``toolPolicy.approval`` names until an operator decides."""
+    parallel_tool_calls: bool = False
+    """Run the calls of one model response concurrently; results still join the conversation
+    in the model's order, each as soon as it and the ones before it are done."""
 
 
 class StepContext(StepMiddlewareContext[StepResult]):
@@ -214,54 +218,89 @@ async def _run_calls(
     *,
     skip: set[str | None] | None = None,
 ) -> tuple[ToolCallResult, ...]:
-    """Run the calls of ``assistant`` in order (but those in ``skip``, answered already),
-    each result appended as it completes."""
+    """Run the calls of ``assistant`` (but those in ``skip``, answered already), one after
+    another or, with ``parallel_tool_calls``, all at once; each result joins the conversation
+    in the model's order as soon as it and those before it are done."""
+    calls = [
+        (index, call)
+        for index, call in enumerate(assistant.tool_calls)
+        if not (skip and call.id in skip)
+    ]
     results: list[ToolCallResult] = []
+    if settings.parallel_tool_calls and len(calls) > 1:
+        outcomes = [
+            asyncio.ensure_future(_outcome(settings, store, scope, assistant, index, call))
+            for index, call in calls
+        ]
+        try:
+            for (_, call), outcome in zip(calls, outcomes, strict=True):
+                result, decision = await outcome
+                results.append(_record(settings, store, call, result, decision))
+        finally:
+            for outcome in outcomes:  # only when one raised: the rest are not waited for
+                outcome.cancel()
+        return tuple(results)
+    for index, call in calls:
+        result, decision = await _outcome(settings, store, scope, assistant, index, call)
+        results.append(_record(settings, store, call, result, decision))
+    return tuple(results)
+
+
+async def _outcome(
+    settings: StepSettings,
+    store: ConversationStore,
+    scope: StepScope,
+    assistant: Message,
+    index: int,
+    call: ToolCall,
+) -> tuple[ToolCallResult, Decision | None]:
+    """The result of one call (run, refused, cancelled or decided by an operator)."""
     limit = settings.max_tool_calls_per_step
     cancellation = scope.turn.cancellation
-    for index, call in enumerate(assistant.tool_calls):
-        if skip and call.id in skip:
-            continue
-        decision: Decision | None = None
-        gate = settings.approvals
-        if cancellation.requested:
-            result = _cancelled(call, cancellation.reason)
-            withdrawn = gate.withdraw(call, scope, cancellation.reason) if gate else None
-            if withdrawn is not None:  # a resumed call whose request is cancelled
-                decision = Decision("cancelled", withdrawn)
-        elif index >= limit:
-            result = _over_limit(call, limit, len(assistant.tool_calls))
-        elif gate is not None and gate.needs_approval(
-            call, scope.allowlist, scope.turn.instance_key
-        ):
-            directory = store.directory.parent
-            decision = await gate.review(call, scope, directory, store)
-            result = await _decided(settings, decision, call, scope, assistant)
-        else:
-            result = await _run_tool(settings.executor, call, scope, assistant)
-        results.append(result)
-        metadata: dict[str, JsonValue] = {}
-        if decision is not None:
-            approval = decision.approval
-            metadata["__goondanApproval"] = {
-                "approvalId": approval.approval_id,
-                "status": approval.status,
-                "arguments": approval.decided_arguments,
-                "reason": approval.reason,
-            }
-        store.append(
-            Message(
-                id=new_message_id("msg"),
-                role="tool",
-                tool_result=result.to_json(),
-                created_at=utc_timestamp(),
-                source=MessageSource(type="tool", tool_call_id=call.id, tool_name=call.name),
-                metadata=metadata,
-            )
+    gate = settings.approvals
+    if cancellation.requested:
+        withdrawn = gate.withdraw(call, scope, cancellation.reason) if gate else None
+        # A resumed call whose request is cancelled closes its approval too.
+        decision = Decision("cancelled", withdrawn) if withdrawn is not None else None
+        return _cancelled(call, cancellation.reason), decision
+    if index >= limit:
+        return _over_limit(call, limit, len(assistant.tool_calls)), None
+    if gate is not None and gate.needs_approval(call, scope.allowlist, scope.turn.instance_key):
+        decision = await gate.review(call, scope, store.directory.parent, store)
+        return await _decided(settings, decision, call, scope, assistant), decision
+    return await _run_tool(settings.executor, call, scope, assistant), None
+
+
+def _record(
+    settings: StepSettings,
+    store: ConversationStore,
+    call: ToolCall,
+    result: ToolCallResult,
+    decision: Decision | None,
+) -> ToolCallResult:
+    """Append ``result`` to the conversation (and settle its approval); returns it."""
+    metadata: dict[str, JsonValue] = {}
+    if decision is not None:
+        approval = decision.approval
+        metadata["__goondanApproval"] = {
+            "approvalId": approval.approval_id,
+            "status": approval.status,
+            "arguments": approval.decided_arguments,
+            "reason": approval.reason,
+        }
+    store.append(
+        Message(
+            id=new_message_id("msg"),
+            role="tool",
+            tool_result=result.to_json(),
+            created_at=utc_timestamp(),
+            source=MessageSource(type="tool", tool_call_id=call.id, tool_name=call.name),
+            metadata=metadata,
         )
-        if decision is not None and settings.approvals is not None:
-            settings.approvals.settle(decision.approval)
-    return tuple(results)
+    )
+    if decision is not None and settings.approvals is not None:
+        settings.approvals.settle(decision.approval)
+    return result
 
 
 async def _decided(

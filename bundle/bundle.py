@@ -231,6 +231,7 @@ class Bundle:
                 for x in self.agent_extensions(agent)
             ],
             allow_registry_calls=spec.tool_policy.allow_registry_calls,
+            parallel_tool_calls=spec.tool_policy.parallel_tool_calls,
             handler_timeout_seconds=spec.tool_policy.handler_timeout_seconds,
             max_tool_calls_per_step=spec.tool_policy.max_tool_calls_per_step,
             max_pending_calls=spec.tool_policy.max_pending_calls,

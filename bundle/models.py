@@ -424,6 +424,11 @@ class ToolPolicy(_Spec):
         default=None,
         description="Tool calls that need a human's approval before they run.",
     )
+    parallel_tool_calls: bool = Field(
+        default=False,
+        description="Run the tool calls of one model response concurrently (results still "
+        "join the conversation in the model's order).",
+    )
 
 
 class AgentSpec(_Spec):

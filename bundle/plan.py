@@ -113,6 +113,8 @@ class AgentPlan(_Plan):
     required_tools: list[str] = Field(default_factory=list)
     extensions: list[ExtensionPlan] = Field(default_factory=list)
     allow_registry_calls: bool = False
+    parallel_tool_calls: bool = False
+    """Run the calls of one model response concurrently (``toolPolicy.parallelToolCalls``)."""
     handler_timeout_seconds: float | None = None
     max_tool_calls_per_step: int = MAX_TOOL_CALLS_PER_STEP
     max_pending_calls: int = MAX_BACKGROUND_CALLS_PER_INSTANCE
