@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import secrets
+import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -89,8 +90,9 @@ class Pending:
     """The conversation that must run the Turn answering it."""
     trace_id: str = ""
     instance_key: str = ""
-    started_at: str = ""
-    """When it was admitted (UTC timestamp)."""
+    started_at: float = 0.0
+    """When it was admitted (``time.time()``; formatted only when listed: this is the hot
+    path of every request)."""
 
     def to_json(self) -> dict[str, Any]:
         """A row of ``GET /v1/requests``."""
@@ -100,7 +102,7 @@ class Pending:
             "caller": self.caller,
             "agent": self.target,
             "instanceKey": self.instance_key,
-            "startedAt": self.started_at,
+            "startedAt": utc_timestamp(self.started_at),
         }
 
 
@@ -363,7 +365,7 @@ class Router:
             )
             return None
         pending = Pending(correlation_id, caller, message.to, future=future)
-        pending.started_at = utc_timestamp()
+        pending.started_at = time.time()
         self.pending[correlation_id] = pending
         self._per_caller[caller] += 1
         refusal, handoff = self._refusal(caller, message, pending)
