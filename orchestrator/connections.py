@@ -27,7 +27,7 @@ from orchestrator.clock import Clock
 from orchestrator.dispatch import Dispatcher
 from orchestrator.ingress import IngressTable
 from orchestrator.status import ExitInfo, ProcessStatus
-from orchestrator.supervisor import AgentHandle, Supervisor
+from orchestrator.supervisor import Supervisor
 from orchestrator.tasks import TaskOwner
 from orchestrator.transport import Transport
 
@@ -64,7 +64,6 @@ class Connections:
         clock: Clock,
         tasks: TaskOwner,
     ) -> None:
-        self.plans = {plan.connection_name: plan for plan in plans}
         self.ingress = ingress
         self.router = router
         self.events = events
@@ -72,7 +71,7 @@ class Connections:
         """Told when a connector's source is exhausted (it ended cleanly, unasked)."""
         self.tasks = tasks
         self.supervisor = Supervisor(
-            self.plans,
+            {plan.connection_name: plan for plan in plans},
             transport,
             on_exit=self._exited,
             on_lifecycle=lambda kind, name, **fields: events.lifecycle(
@@ -110,40 +109,36 @@ class Connections:
         except (IpcError, TimeoutError) as exc:
             self.log.error("connection did not start", connection=name, error=str(exc))
 
+    @property
+    def plans(self) -> dict[str, ConnectionPlan]:
+        """The plan of each Connection, as its process was (or will be) started from."""
+        return {
+            name: handle.plan
+            for name, handle in self.supervisor.handles.items()
+            if isinstance(handle.plan, ConnectionPlan)
+        }
+
     async def apply(
         self, plans: list[ConnectionPlan], ingress: dict[str, IngressTable], grace: float
     ) -> list[str]:
         """Adopt an edited configuration (``run --watch``): new Connections start, changed ones
         restart with their new plan, removed ones stop; the routing tables are replaced.
         Returns the (re)started Connections as ``connection:<name>``."""
-        wanted = {plan.connection_name: plan for plan in plans}
         self.ingress = ingress
-        changed = []
-        for name in [n for n in self.plans if n not in wanted]:
-            await self.supervisor.stop_agent(name, grace, "config_change")
-            del self.supervisor.handles[name]
-            del self.plans[name]
-        for name, plan in wanted.items():
-            if name not in self.plans:
-                self.plans[name] = plan
-                self.supervisor.handles[name] = AgentHandle(name, plan)
-                await self._start(name)
-            elif self.plans[name] != plan:
-                self.plans[name] = plan
-                await self.supervisor.adopt_plan(name, plan, grace)
-            else:
-                continue
-            changed.append(CONNECTION_SENDER_PREFIX + name)
+        wanted = {plan.connection_name: plan for plan in plans}
+        added, restarted = await self.supervisor.replace_plans(wanted, grace)
+        for name in added:
+            await self._start(name)
         if self.plans and not self._running:
             self._running = True
             self.tasks.start_soon(self.supervisor.run(), "reconcile-connections")
-        return changed
+        return [CONNECTION_SENDER_PREFIX + name for name in [*added, *restarted]]
 
     def status(self) -> list[dict[str, Any]]:
         """One row per Connection: its process, as ``status`` shows agents."""
-        rows = self.supervisor.status()
+        rows, plans = self.supervisor.status(), self.plans
         for row in rows:
-            plan = self.plans[row.pop("agent")]
+            plan = plans[row.pop("agent")]
             row["connection"] = plan.connection_name
             row["connector"] = plan.connector_name
         return rows
@@ -163,9 +158,10 @@ class Connections:
     # -- events --------------------------------------------------------------------------
 
     def _event(self, sender: str, message: EventMessage, body: wire.ConnectorEventReport) -> None:
-        plan, table = self.plans.get(sender), self.ingress.get(sender)
-        if plan is None or table is None:
+        handle, table = self.supervisor.handles.get(sender), self.ingress.get(sender)
+        if handle is None or table is None or not isinstance(handle.plan, ConnectionPlan):
             return
+        plan = handle.plan
         properties = {
             **body.properties,
             "connection_name": plan.connection_name,

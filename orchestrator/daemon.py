@@ -39,7 +39,7 @@ from orchestrator.metrics import SwarmMetrics
 from orchestrator.router import InFlightSend, Router
 from orchestrator.state_dir import default_state_dir, delete_instance_dir
 from orchestrator.status import ExitInfo
-from orchestrator.supervisor import AgentHandle, Supervisor
+from orchestrator.supervisor import Supervisor
 from orchestrator.tasks import TaskOwner
 from orchestrator.transport import MultiprocessingTransport, Transport
 
@@ -410,19 +410,9 @@ class Orchestrator:
         return await self.connections.apply(plans, ingress, self.grace)
 
     async def apply_plans(self, plans: dict[str, AgentPlan]) -> list[str]:
-        """Adopt new plans: restart the running agents whose plan changed, add new agents,
-        stop removed ones. Returns the restarted agents' names."""
-        supervisor = self.supervisor
-        restarted = []
-        for name, plan in plans.items():
-            handle = supervisor.handles.get(name)
-            if handle is None:
-                supervisor.handles[name] = AgentHandle(name, plan)
-            elif handle.plan != plan and await supervisor.adopt_plan(name, plan, self.grace):
-                restarted.append(name)
-        for name in [n for n in supervisor.handles if n not in plans]:
-            await supervisor.stop_agent(name, self.grace, "config_change")
-            del supervisor.handles[name]
+        """Adopt new plans: restart the running agents whose plan changed, add new agents
+        (started on first use), stop removed ones. Returns the restarted agents' names."""
+        _, restarted = await self.supervisor.replace_plans(plans, self.grace)
         return restarted
 
     def status(self) -> list[dict[str, Any]]:

@@ -479,6 +479,25 @@ class Supervisor:
             )
         return True
 
+    async def replace_plans(
+        self, plans: Mapping[str, Plan], grace: float
+    ) -> tuple[list[str], list[str]]:
+        """Adopt a whole new set of plans (an edited configuration): a new name gets a handle
+        (not started), a changed plan is adopted (:meth:`adopt_plan`), a name no longer there
+        is stopped and forgotten. Returns ``(added, restarted)``."""
+        added, restarted = [], []
+        for name, plan in plans.items():
+            handle = self.handles.get(name)
+            if handle is None:
+                self.handles[name] = AgentHandle(name, plan)
+                added.append(name)
+            elif handle.plan != plan and await self.adopt_plan(name, plan, grace):
+                restarted.append(name)
+        for name in [n for n in self.handles if n not in plans]:
+            await self.stop_agent(name, grace, "config_change")
+            del self.handles[name]
+        return added, restarted
+
     def is_down(self, name: str) -> bool:
         """Crashed or backing off, waiting to be restarted."""
         return self.handles[name].status in (
