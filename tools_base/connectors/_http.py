@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
-import ipaddress
 import json
 import socket
 from collections import OrderedDict
@@ -39,6 +38,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tools_base._connector import ConnectorContext, ConnectorError, ConnectorEvent
+from tools_base.connectors._http_client import is_loopback
 
 DEFAULT_HOST = "127.0.0.1"
 """Where a connector listens unless told otherwise: loopback, behind a tunnel or proxy."""
@@ -126,16 +126,6 @@ def _integer(raw: str | None, name: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise ConnectorError(f"{name} must be between {low} and {high}, got {value}")
     return value
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.1``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def flag(value: str | None) -> bool:

@@ -14,6 +14,7 @@ deadline); their messages name the host and port, never the path, which may hold
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import ssl
 from dataclasses import dataclass
 
@@ -26,6 +27,16 @@ MAX_HEAD_BYTES = 64 * 1024
 
 class HttpClientError(Exception):
     """The request could not be made or the answer could not be read."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.1``, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)

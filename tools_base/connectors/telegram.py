@@ -52,7 +52,6 @@ no message names a path.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import re
 import ssl
@@ -69,7 +68,7 @@ from tools_base import (
     TextMessage,
     ToolError,
 )
-from tools_base.connectors._http_client import HttpAnswer, HttpClientError, request
+from tools_base.connectors._http_client import HttpAnswer, HttpClientError, is_loopback, request
 from tools_base.tools._chat import MAX_API_ANSWER_BYTES, redact
 from tools_base.tools.http_fetch import Url, parse_url
 
@@ -124,7 +123,7 @@ def read_settings(ctx: ConnectorContext) -> PollSettings:
     except ToolError as exc:
         raise ConnectorError(f"telegram: TELEGRAM_API_BASE_URL: {exc.message}") from None
     allow_http = _flag(ctx, "TELEGRAM_ALLOW_PLAIN_HTTP")
-    if base.scheme == "http" and not allow_http and not _is_loopback(base.host):
+    if base.scheme == "http" and not allow_http and not is_loopback(base.host):
         raise ConnectorError(
             f"telegram: TELEGRAM_API_BASE_URL {base_text!r} uses plain http off this machine, "
             "so the bot token would travel unencrypted; use https, or set "
@@ -183,15 +182,6 @@ def _flag(ctx: ConnectorContext, name: str) -> bool:
     if raw in _FALSE:
         return False
     raise ConnectorError(f"telegram: {name} must be true or false, got {raw!r}")
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 # -- updates -> events ---------------------------------------------------------------------
