@@ -1,4 +1,4 @@
-"""The daemon's HTTP API (the ``api`` extra): Starlette routes served by uvicorn.
+"""The daemon's HTTP API: Starlette routes served by uvicorn.
 
 It always listens on ``<state>/api.sock``, a Unix socket created with mode 0600 (only the
 daemon's user may connect): the CLI's ``status``, ``send``, ``restart``, ``instances``,
@@ -87,6 +87,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import structlog
+import uvicorn
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
@@ -94,6 +95,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from goondan.errors import DaemonError
 from ipc import DEFAULT_INSTANCE_KEY, IpcError
@@ -106,8 +108,6 @@ from orchestrator.state_dir import list_instances
 from orchestrator.status import ProcessStatus
 
 if TYPE_CHECKING:
-    import uvicorn
-
     from orchestrator.daemon import Orchestrator
     from orchestrator.metrics import SwarmMetrics
 
@@ -875,8 +875,6 @@ class ApiServer:
 
     async def start(self) -> None:
         """Bind the sockets and serve in the background (owned by the daemon's tasks)."""
-        import uvicorn
-
         sockets = [self._unix_socket()]
         if self.tcp is not None:
             tcp = socket.create_server(self.tcp, family=_family(self.tcp[0]), reuse_port=False)
@@ -890,7 +888,7 @@ class ApiServer:
             timeout_graceful_shutdown=5,
             http=_guarded_protocol(),
         )
-        self._server = _server_class()(config)
+        self._server = _Server(config)
         self.orchestrator.tasks.start_soon(self._server.serve(sockets=sockets), "http-api")
         self.log.info("http api listening", socket=str(self.path), tcp=self.tcp, port=self.port)
 
@@ -918,22 +916,17 @@ class ApiServer:
                 self.path.unlink()
 
 
-def _server_class() -> type[uvicorn.Server]:
-    import uvicorn
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves the process's signals alone: SIGINT and SIGTERM are the
+    daemon's, which drains its agents and then stops this server itself."""
 
-    class Server(uvicorn.Server):
-        """A uvicorn server that leaves the process's signals alone: SIGINT and SIGTERM are
-        the daemon's, which drains its agents and then stops this server itself."""
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    return Server
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 def _guarded_protocol() -> type[asyncio.Protocol]:
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    """A protocol class per server, so each server counts its own idle connections."""
 
     class GuardedH11Protocol(H11Protocol):
         """uvicorn's HTTP/1.1 protocol with idle connections bounded.
