@@ -12,7 +12,7 @@ import dataclasses
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -269,6 +269,11 @@ class TurnMiddlewareContext(TurnIdentity, MiddlewareContext[TurnResult]):
     def store(self) -> ConversationStore:
         """The conversation store of the instance."""
         return self._store
+
+    @property
+    def inbound(self) -> Mapping[str, str]:
+        """Properties of the connector event that started the Turn (empty for other input)."""
+        return self.scope.inbound
 
     @property
     def turn_scope(self) -> TurnScope:

@@ -15,7 +15,7 @@ Extensions are registered once per AgentProcess, in ``Agent.spec.extensions`` or
 agent reports ready; a failing ``register`` stops the agent from booting (``E_EXT_LOAD`` when
 there is no ``register``, ``E_EXT_INIT`` when importing or registering raised).
 
-What middleware sees is documented on the contexts: ``turn`` (``input``, ``messages``,
+What middleware sees is documented on the contexts: ``turn`` (``input``, ``inbound``, ``messages``,
 ``emit_message_event``, ``runtime``, ``metadata``), ``step`` (``turn_id``, ``step_index``,
 ``messages``, ``emit_message_event``, mutable ``tool_catalog``, ``metadata``,
 ``turn_metadata``) and ``toolCall`` (``tool_name``, ``tool_call_id``, mutable ``args``,

@@ -70,12 +70,10 @@ def register(api: ExtensionApi) -> None:
                 f"source: {source.source_kind} {source.source_name}",
                 f"event: {source.event_type}",
             ]
-            properties = source.metadata.get("properties") if source.metadata else None
-            if isinstance(properties, dict):  # a connector's event: chat id, channel, ...
-                lines += [
-                    f"{key}: {str(value)[:MAX_PROPERTY_CHARS]}"
-                    for key, value in sorted(properties.items())[:MAX_PROPERTIES]
-                ]
+            lines += [  # a connector's event: chat id, channel, ...
+                f"{key}: {value[:MAX_PROPERTY_CHARS]}"
+                for key, value in sorted(ctx.inbound.items())[:MAX_PROPERTIES]
+            ]
             segments.append(("runtime_inbound", "\n".join(lines)))
         if with_call and ctx.input.call_chain:
             segments.append(
