@@ -204,8 +204,6 @@ class Orchestrator:
 
     def _connection_finished(self, name: str) -> None:
         self.log.info("a connection's source is exhausted; stopping the swarm", connection=name)
-        self.supervisor.stop_restarting()
-        self.connections.stop_restarting()
         self.request_stop()
 
     async def request(
@@ -445,9 +443,7 @@ class Orchestrator:
         self._signals += 1
         if self._signals == 1:
             self.log.info("stopping", signal=signal.Signals(sig).name)
-            self.supervisor.stop_restarting()
-            self.connections.stop_restarting()
-            self._stopped.set()
+            self.request_stop()
         else:
             self.log.warning("second signal: killing every agent now")
             self.connections.kill_all()
@@ -458,7 +454,10 @@ class Orchestrator:
         await self._stopped.wait()
 
     def request_stop(self) -> None:
-        """Ask :meth:`wait_stopped` to return."""
+        """Stop restarting anything, and ask :meth:`wait_stopped` to return (then
+        :meth:`shutdown` drains)."""
+        self.supervisor.stop_restarting()
+        self.connections.stop_restarting()
         self._stopped.set()
 
     async def shutdown(self) -> None:
