@@ -14,12 +14,11 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
-from pydantic import ValidationError
+import msgspec
 
 from goondan.defaults import MAX_FRAME_BYTES
 from goondan.errors import DeliveryError
-from ipc.messages import IpcMessage, parse_message
+from ipc.messages import MESSAGE_DECODER, MESSAGE_ENCODER, IpcMessage
 
 MAGIC = b"\xc0\xda"
 HEADER = struct.Struct("!2sI")
@@ -45,10 +44,13 @@ class IpcProtocolError:
 
 def encode(message: IpcMessage) -> bytes:
     """One frame for ``message``."""
-    body: bytes = msgpack.packb(message.to_wire(), use_bin_type=True)
-    if len(body) > MAX_FRAME_BYTES:
-        raise FrameTooLarge(f"message is {len(body)} bytes; the limit is {MAX_FRAME_BYTES}")
-    return HEADER.pack(MAGIC, len(body)) + body
+    frame = bytearray(HEADER_SIZE)
+    MESSAGE_ENCODER.encode_into(message, frame, HEADER_SIZE)
+    length = len(frame) - HEADER_SIZE
+    if length > MAX_FRAME_BYTES:
+        raise FrameTooLarge(f"message is {length} bytes; the limit is {MAX_FRAME_BYTES}")
+    HEADER.pack_into(frame, 0, MAGIC, length)
+    return bytes(frame)
 
 
 class FrameDecoder:
@@ -60,34 +62,45 @@ class FrameDecoder:
 
     def feed(self, data: bytes) -> list[IpcMessage | IpcProtocolError]:
         """Everything complete in the stream after appending ``data``."""
-        buffer = self._buffer
-        buffer += data
+        if self._buffer:
+            self._buffer += data
+            out, used = self._frames(self._buffer)
+            del self._buffer[:used]
+            return out
+        # Nothing held back (the usual case: a read ends on a frame boundary): decode straight
+        # from what the pipe delivered and keep only an incomplete tail.
+        out, used = self._frames(data)
+        if used < len(data):
+            self._buffer += memoryview(data)[used:]
+        return out
+
+    def _frames(self, buffer: bytes | bytearray) -> tuple[list[IpcMessage | IpcProtocolError], int]:
+        """The complete frames at the start of ``buffer``, and how many bytes they took."""
         out: list[IpcMessage | IpcProtocolError] = []
         offset = 0
         size = len(buffer)
-        while size - offset >= HEADER_SIZE:
-            if buffer[offset : offset + 2] != MAGIC:
-                offset = self._resync(buffer, offset, "bad_magic", out)
-                continue
-            _, length = HEADER.unpack_from(buffer, offset)
-            if length > self._max:
-                out.append(
-                    IpcProtocolError(
-                        "frame_too_large",
-                        bytes(buffer[offset : offset + 64]),
-                        f"header claims {length} bytes",
+        with memoryview(buffer) as view:
+            while size - offset >= HEADER_SIZE:
+                magic, length = HEADER.unpack_from(buffer, offset)
+                if magic != MAGIC:
+                    offset = self._resync(buffer, offset, "bad_magic", out)
+                    continue
+                if length > self._max:
+                    out.append(
+                        IpcProtocolError(
+                            "frame_too_large",
+                            bytes(buffer[offset : offset + 64]),
+                            f"header claims {length} bytes",
+                        )
                     )
-                )
-                offset = self._next_magic(buffer, offset + 2)
-                continue
-            end = offset + HEADER_SIZE + length
-            if end > size:
-                break
-            out.append(self._decode(bytes(buffer[offset + HEADER_SIZE : end])))
-            offset = end
-        if offset:
-            del buffer[:offset]
-        return out
+                    offset = self._next_magic(buffer, offset + 2)
+                    continue
+                end = offset + HEADER_SIZE + length
+                if end > size:
+                    break
+                out.append(self._decode(view[offset + HEADER_SIZE : end]))
+                offset = end
+        return out, offset
 
     def eof(self) -> IpcProtocolError | None:
         """Call at end of stream: a leftover partial frame is reported as ``truncated``."""
@@ -97,13 +110,13 @@ class FrameDecoder:
         self._buffer.clear()
         return IpcProtocolError("truncated", leftover, "stream ended inside a frame")
 
-    def _resync(self, buffer: bytearray, offset: int, reason: str, out: list[Any]) -> int:
+    def _resync(self, buffer: bytes | bytearray, offset: int, reason: str, out: list[Any]) -> int:
         found = self._next_magic(buffer, offset + 1)
         out.append(IpcProtocolError(reason, bytes(buffer[offset : min(found, offset + 64)])))
         return found
 
     @staticmethod
-    def _next_magic(buffer: bytearray, start: int) -> int:
+    def _next_magic(buffer: bytes | bytearray, start: int) -> int:
         index = buffer.find(MAGIC, start)
         if index >= 0:
             return index
@@ -111,12 +124,10 @@ class FrameDecoder:
         return len(buffer) - 1 if buffer.endswith(MAGIC[:1]) else len(buffer)
 
     @staticmethod
-    def _decode(body: bytes) -> IpcMessage | IpcProtocolError:
+    def _decode(body: memoryview) -> IpcMessage | IpcProtocolError:
         try:
-            data = msgpack.unpackb(body, raw=False, strict_map_key=False)
-        except Exception as exc:  # msgpack raises several unrelated types
-            return IpcProtocolError("undecodable", body[:64], f"{type(exc).__name__}: {exc}")
-        try:
-            return parse_message(data)
-        except ValidationError as exc:
-            return IpcProtocolError("invalid_message", body[:64], str(exc.errors()[:2]))
+            return MESSAGE_DECODER.decode(body)
+        except msgspec.ValidationError as exc:
+            return IpcProtocolError("invalid_message", bytes(body[:64]), str(exc))
+        except Exception as exc:  # msgspec.DecodeError, and anything else bad bytes provoke
+            return IpcProtocolError("undecodable", bytes(body[:64]), f"{type(exc).__name__}: {exc}")

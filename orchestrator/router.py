@@ -463,11 +463,7 @@ class Router:
             self._forward(pending, message, worker)
 
     def _forward(self, pending: Pending, message: DelegateMessage, worker: Worker) -> None:
-        forwarded = (
-            message
-            if message.to == pending.target
-            else message.model_copy(update={"to": pending.target})
-        )
+        forwarded = message if message.to == pending.target else message.readdressed(pending.target)
         try:
             worker.send(forwarded)
         except Exception as exc:
@@ -500,7 +496,7 @@ class Router:
     def _deliver(self, pending: Pending, message: DelegateResultMessage) -> None:
         """Hand an answer to a calling agent (the target's own message is forwarded as is)."""
         if message.to != pending.caller:
-            message = message.model_copy(update={"to": pending.caller})
+            message = message.readdressed(pending.caller)
         if not self._send_to(pending.caller, message):
             self.log.info(
                 "caller gone; result dropped", caller=pending.caller, target=pending.target

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import msgpack
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,7 +49,7 @@ def test_every_type_round_trips() -> None:
 
 def test_wire_uses_the_spec_field_names() -> None:
     body = encode(MESSAGES[0])[HEADER.size :]
-    assert msgpack.unpackb(body) == {
+    assert msgspec.msgpack.decode(body) == {
         "type": "delegate",
         "from": "a",
         "to": "b",
@@ -94,7 +94,7 @@ def test_truncated_at_end_of_stream() -> None:
 
 def test_undecodable_and_wrong_shape_bodies_are_named() -> None:
     not_msgpack = b"\xc1\xc1\xc1"
-    wrong_shape = msgpack.packb({"type": "delegate", "from": "a"})
+    wrong_shape = msgspec.msgpack.encode({"type": "delegate", "from": "a"})
     out = decode_all(
         HEADER.pack(MAGIC, len(not_msgpack))
         + not_msgpack
