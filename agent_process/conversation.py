@@ -2,8 +2,9 @@
 
 On disk, per instance::
 
-    base.jsonl     line 1: {"kind": "header", "version": 1, "foldedSeq": N}
-                   then one message per line (the folded conversation)
+    base.jsonl     line 1: {"kind": "header", "version": 2, "foldedSeq": N}
+                   then one message per line (the folded conversation), then any number of
+                   appended segments: {"kind": "fold", "foldedSeq": M, "count": k} and k messages
     events.jsonl   one message event per line, appended as it happens during a Turn:
                    {"seq": n, "type": "append", "message": {...}}
                    {"seq": n, "type": "replace", "targetId": "...", "message": {...}}
@@ -11,10 +12,21 @@ On disk, per instance::
                    {"seq": n, "type": "truncate"}
 
 The messages of the conversation are ``base + fold(events)``. At the end of a Turn the events
-are folded into a new base, written to a temporary file, fsynced and renamed over the old one
-(atomic), and only then is ``events.jsonl`` emptied. The header's ``foldedSeq`` says which
-events the base already holds, so a process killed between the rename and the truncation
-re-applies nothing twice. A torn last line (a kill mid-write) is skipped with a warning.
+are folded into the base, and only then is ``events.jsonl`` emptied:
+
+* when every event of the Turn is an append (the usual Turn), its messages are appended to the
+  base as one segment, which is fsynced. The segment's first line names how many messages
+  follow, so a segment cut short by a kill is recognised and ignored as a whole (its events
+  are still in ``events.jsonl``), and the next fold rewrites the base;
+* otherwise (a replace, a remove, a truncate, or a base that is not clean) the new base is
+  written to a temporary file, fsynced and renamed over the old one (atomic).
+
+A Turn's fold therefore costs what the Turn added, not the whole conversation. The header's and
+each segment's ``foldedSeq`` say which events the base already holds, and events up to it are
+skipped on load, so nothing is applied twice. That also lets an appending fold leave
+``events.jsonl`` as it is until it passes :data:`EVENTS_COMPACT_BYTES` (emptying a file frees
+its blocks, which costs as much as the fold itself on some disks); a rewrite empties it at once.
+A torn last line (a kill mid-write) is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -38,9 +50,13 @@ __all__ = [
     "apply_events",
 ]
 
-FORMAT_VERSION = 1
+EVENTS_COMPACT_BYTES = 1 << 20
+"""Past this size, ``events.jsonl`` is emptied at the next fold even when the fold appends."""
+FORMAT_VERSION = 2
 """Version of the stored lines: the base header's ``version`` and each event's ``v``. Lines
-without one are from version 1; a newer version than this runtime knows is refused."""
+without one are from version 1; a newer version than this runtime knows is refused. Version 2
+added appended fold segments to the base; a version 1 base is read as before and rewritten at
+its next fold before any segment is appended to it."""
 
 
 class ConversationStorageError(StorageError):
@@ -105,6 +121,11 @@ class ConversationStore:
         self._folded_seq = 0
         self._next_seq = 1
         self._messages: list[Message] = []
+        self._events_bytes = 0
+        """Size of ``events.jsonl`` as this store wrote or found it."""
+        self._base_appendable = False
+        """Whether the next fold may append a segment to ``base.jsonl``: it exists, is of
+        this version, and ends with a complete line of a complete segment."""
 
     @property
     def messages(self) -> list[Message]:
@@ -146,6 +167,10 @@ class ConversationStore:
         self._next_seq = last_seq + 1
         self._messages = apply_events(self._base, self._events)
         try:
+            self._events_bytes = self.events_path.stat().st_size
+        except OSError:
+            self._events_bytes = 0
+        try:
             _end_with_newline(self.events_path)  # the next event never glues onto a torn line
         except OSError as exc:
             raise ConversationStorageError(self.events_path, exc) from exc
@@ -160,10 +185,16 @@ class ConversationStore:
         """
         record = {"v": FORMAT_VERSION, **event.to_json(self._next_seq)}
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        _append_whole(self.events_path, line.encode("utf-8"))
+        data = line.encode("utf-8")
+        _append_whole(self.events_path, data)
+        self._events_bytes += len(data)
         self._next_seq += 1
         self._events.append(event)
-        self._messages = apply_events(self._messages, [event])
+        if event.type == "append":
+            assert event.message is not None
+            self._messages.append(event.message)
+        else:
+            self._messages = apply_events(self._messages, [event])
 
     def append(self, message: Message) -> None:
         """Shorthand for ``emit(MessageEvent.append(message))``."""
@@ -189,15 +220,51 @@ class ConversationStore:
             raise ConversationStorageError(self.events_path, exc) from exc
 
     def fold(self) -> None:
-        """Write the current messages as the new base atomically, then empty the events.
+        """Fold the events into the base (see the module docstring), then empty the events.
 
-        Raises :class:`ConversationStorageError` when the new base cannot be written; the old
-        base and every event stay as they were (the fold is retried at the next Turn's end)
-        and no temporary file is left behind.
+        Raises :class:`ConversationStorageError` when the base cannot be written; the old base
+        and every event stay as they were (the fold is retried at the next Turn's end) and no
+        temporary file or partial segment is left to be read.
         """
         if not self._events and self.base_path.exists():
             return
         folded_seq = self._next_seq - 1
+        appended = self._base_appendable and all(e.type == "append" for e in self._events)
+        if appended:
+            self._append_segment(folded_seq)
+        else:
+            self._rewrite_base(folded_seq)
+        try:
+            if not appended or self._events_bytes > EVENTS_COMPACT_BYTES:
+                os.truncate(self.events_path, 0)  # the base holds every event to folded_seq
+                self._events_bytes = 0
+        except FileNotFoundError:
+            self._events_bytes = 0
+        except OSError as exc:
+            # The base holds these events and its foldedSeq marks them, so events left in
+            # events.jsonl are skipped on load: nothing is applied twice.
+            _log.warning(
+                "events not emptied after a fold", file=str(self.events_path), error=str(exc)
+            )
+        self._base = list(self._messages)
+        self._events = []
+        self._folded_seq = folded_seq
+
+    def _append_segment(self, folded_seq: int) -> None:
+        """Append this Turn's messages to the base as one fsynced segment."""
+        added = self._messages[len(self._base) :]
+        lines = [json.dumps({"kind": "fold", "foldedSeq": folded_seq, "count": len(added)})]
+        lines.extend(_message_line(message) for message in added)
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        try:
+            _append_whole(self.base_path, data, fsync=self._fsync)
+        except ConversationStorageError:
+            # _append_whole cut the file back; should even that have failed, a rewrite is safe
+            self._base_appendable = False
+            raise
+
+    def _rewrite_base(self, folded_seq: int) -> None:
+        """Write the whole conversation as a new base: temporary file, fsync, rename."""
         tmp = self.base_path.with_suffix(".jsonl.tmp")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -205,10 +272,7 @@ class ConversationStore:
                 header = {"kind": "header", "version": FORMAT_VERSION, "foldedSeq": folded_seq}
                 out.write(json.dumps(header) + "\n")
                 for message in self._messages:
-                    out.write(
-                        json.dumps(message.to_json(), ensure_ascii=False, separators=(",", ":"))
-                        + "\n"
-                    )
+                    out.write(_message_line(message) + "\n")
                 out.flush()
                 if self._fsync:
                     os.fsync(out.fileno())
@@ -218,34 +282,65 @@ class ConversationStore:
                 tmp.unlink(missing_ok=True)
             failed = Path(exc.filename) if isinstance(exc.filename, str) else tmp
             raise ConversationStorageError(failed, exc) from exc
+        self._base_appendable = True
         try:
             if self._fsync:
                 _fsync_directory(self.directory)
-            with open(self.events_path, "w", encoding="utf-8"):
-                pass  # the base now holds every event up to folded_seq
         except OSError as exc:
-            # The new base is in place and its foldedSeq marks the events it holds, so events
-            # left in events.jsonl are skipped on load: nothing is applied twice.
-            _log.warning(
-                "events not emptied after a fold", file=str(self.events_path), error=str(exc)
-            )
-        self._base = list(self._messages)
-        self._events = []
-        self._folded_seq = folded_seq
+            _log.warning("directory not synced", file=str(self.directory), error=str(exc))
 
     def _read_base(self) -> tuple[list[Message], int]:
+        """The base's messages and ``foldedSeq``; notes whether a segment may be appended."""
         messages: list[Message] = []
         folded_seq = 0
+        version = 0
+        segment: list[Message] | None = None
+        """Messages of the segment being read, while fewer than its ``count``."""
+        expected, segment_seq = 0, 0
+        complete = True
         for data in self._read_lines(self.base_path):
-            if data.get("kind") == "header":
-                _check_version(data.get("version", 1), self.base_path)
+            kind = data.get("kind")
+            if kind in ("header", "fold") and segment is not None:
+                complete = False  # a segment cut short: ignored, its events are still there
+                segment = None
+            if kind == "header":
+                version = data.get("version", 1)  # type: ignore[assignment]
+                _check_version(version, self.base_path)
                 seq = data.get("foldedSeq")
                 folded_seq = seq if isinstance(seq, int) else 0
                 continue
-            try:
-                messages.append(Message.from_json(data))
-            except (ValueError, KeyError) as exc:
-                _log.warning("skipping malformed message", file=str(self.base_path), error=str(exc))
+            if kind == "fold":
+                count, seq = data.get("count"), data.get("foldedSeq")
+                if not isinstance(count, int) or not isinstance(seq, int) or count < 0:
+                    _log.warning("skipping malformed fold segment", file=str(self.base_path))
+                    complete = False
+                    continue
+                segment, expected, segment_seq = [], count, seq
+            else:
+                try:
+                    message = Message.from_json(data)
+                except (ValueError, KeyError) as exc:
+                    _log.warning(
+                        "skipping malformed message", file=str(self.base_path), error=str(exc)
+                    )
+                    complete = False
+                    continue
+                if segment is None:
+                    messages.append(message)
+                    continue
+                segment.append(message)
+            if segment is not None and len(segment) == expected:
+                messages.extend(segment)
+                folded_seq = max(folded_seq, segment_seq)
+                segment = None
+        if segment is not None:
+            _log.warning(
+                "ignoring a fold segment cut short", file=str(self.base_path), found=len(segment)
+            )
+            complete = False
+        self._base_appendable = (
+            complete and version == FORMAT_VERSION and _ends_with_newline(self.base_path)
+        )
         return messages, folded_seq
 
     @staticmethod
@@ -282,11 +377,21 @@ def _check_version(version: object, path: Path) -> None:
         )
 
 
-def _append_whole(path: Path, data: bytes) -> None:
-    """Append ``data`` in full, or leave ``path`` as it was and raise."""
+def _message_line(message: Message) -> str:
+    return json.dumps(message.to_json(), ensure_ascii=False, separators=(",", ":"))
+
+
+def _append_whole(path: Path, data: bytes, *, fsync: bool = False) -> None:
+    """Append ``data`` in full (and force it to disk with ``fsync``), or leave ``path`` as it
+    was and raise."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except FileNotFoundError:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise ConversationStorageError(path, exc) from exc
     except OSError as exc:
         raise ConversationStorageError(path, exc) from exc
     try:
@@ -295,12 +400,26 @@ def _append_whole(path: Path, data: bytes) -> None:
         try:
             while written < len(data):
                 written += os.write(fd, data[written:])
+            if fsync:
+                os.fsync(fd)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)  # no torn line for the next write to glue onto
             raise ConversationStorageError(path, exc) from exc
     finally:
         os.close(fd)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    try:
+        with open(path, "rb") as file:
+            file.seek(0, os.SEEK_END)
+            if file.tell() == 0:
+                return False
+            file.seek(-1, os.SEEK_END)
+            return file.read(1) == b"\n"
+    except OSError:
+        return False
 
 
 def _end_with_newline(path: Path) -> None:

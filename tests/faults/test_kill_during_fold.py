@@ -99,3 +99,66 @@ def test_a_kill_during_the_fold_loses_and_repeats_nothing(tmp_path: Path, point:
     store.fold()
     again = ConversationStore(directory).load()
     assert [m.id for m in again] == [*(i for i, _ in EXPECTED[1:]), "after"]
+
+
+APPEND_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    import agent_process.conversation as conversation
+    from agent_process.conversation import ConversationStore
+    from tools_base import Message
+
+    def die(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    directory, point = sys.argv[1], sys.argv[2]
+    store = ConversationStore(conversation.Path(directory))
+    store.load()
+    for i in range(3):                      # an earlier Turn, folded
+        store.append(Message(id=f"old{i}", role="user", content=f"old {i}"))
+    store.fold()
+    for i in range(4):                      # this Turn appends only: its fold appends a segment
+        store.append(Message(id=f"new{i}", role="user", content=f"new {i}"))
+
+    if point == "mid-segment":
+        real_write = conversation.os.write
+        def write(fd, data):
+            if os.fstat(fd).st_size and b'"kind": "fold"' in bytes(data):
+                real_write(fd, bytes(data)[: len(data) // 2])
+                die()
+            return real_write(fd, data)
+        conversation.os.write = write
+    elif point == "before-fsync":
+        conversation.os.fsync = die
+    elif point == "before-truncate":
+        conversation.os.truncate = die
+    store.fold()
+    die()                                   # "after-fold"
+    """
+)
+APPEND_EXPECTED = [*((f"old{i}", f"old {i}") for i in range(3)), *EXPECTED[2:]]
+
+
+@pytest.mark.parametrize("point", ["mid-segment", "before-fsync", "before-truncate", "after-fold"])
+def test_a_kill_during_an_appending_fold_loses_and_repeats_nothing(
+    tmp_path: Path, point: str
+) -> None:
+    directory = tmp_path / "conversation"
+    done = subprocess.run(
+        [sys.executable, "-c", APPEND_CHILD, str(directory), point],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    # the kill happened where it was meant to: header + 3 old messages, then the segment
+    base = (directory / "base.jsonl").read_text()
+    segment_whole = base.endswith("\n") and len(base.splitlines()) == 1 + 3 + 1 + 4
+    assert segment_whole == (point != "mid-segment")
+    store = ConversationStore(directory)
+    assert [(m.id, m.content) for m in store.load()] == APPEND_EXPECTED
+    store.append(Message(id="after", role="user", content="after the crash"))
+    store.fold()
+    again = ConversationStore(directory).load()
+    assert [m.id for m in again] == [*(i for i, _ in APPEND_EXPECTED), "after"]

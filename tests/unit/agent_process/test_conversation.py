@@ -86,8 +86,107 @@ def test_base_has_a_header_and_one_message_per_line(tmp_path: Path) -> None:
     store.append(msg(1))
     store.fold()
     lines = (tmp_path / "base.jsonl").read_text().splitlines()
-    assert json.loads(lines[0]) == {"kind": "header", "version": 1, "foldedSeq": 1}
+    assert json.loads(lines[0]) == {"kind": "header", "version": FORMAT_VERSION, "foldedSeq": 1}
     assert json.loads(lines[1])["id"] == "m1"
+
+
+def base_lines(directory: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (directory / "base.jsonl").read_text().splitlines()]
+
+
+def test_a_turn_of_appends_is_folded_by_appending_only_its_messages(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path)
+    store.load()
+    store.append(msg(1))
+    store.fold()  # the first fold writes the base
+    first = (tmp_path / "base.jsonl").read_bytes()
+    store.append(msg(2))
+    store.append(msg(3))
+    store.fold()
+    data = (tmp_path / "base.jsonl").read_bytes()
+    assert data.startswith(first)  # the earlier base was not rewritten
+    assert [line.get("kind") or line["id"] for line in base_lines(tmp_path)] == [
+        "header",
+        "m1",
+        "fold",
+        "m2",
+        "m3",
+    ]
+    assert base_lines(tmp_path)[2] == {"kind": "fold", "foldedSeq": 3, "count": 2}
+    # events.jsonl keeps its lines (emptying it costs more than the fold), and the segment's
+    # foldedSeq makes a reader skip them
+    assert len((tmp_path / "events.jsonl").read_text().splitlines()) == 2
+    assert [m.id for m in ConversationStore(tmp_path).load()] == ["m1", "m2", "m3"]
+
+
+def test_events_are_emptied_once_they_pass_the_compaction_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("agent_process.conversation.EVENTS_COMPACT_BYTES", 500)
+    store = ConversationStore(tmp_path)
+    store.load()
+    sizes = []
+    for i in range(1, 8):
+        store.append(msg(i))
+        store.fold()
+        sizes.append((tmp_path / "events.jsonl").stat().st_size)
+    assert 0 in sizes[1:]  # emptied on the way
+    assert max(sizes) <= 500 + 200  # never much past the limit
+    assert [m.id for m in ConversationStore(tmp_path).load()] == [f"m{i}" for i in range(1, 8)]
+
+
+def test_a_replace_or_remove_rewrites_the_base(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path)
+    store.load()
+    store.append(msg(1))
+    store.fold()
+    store.append(msg(2))
+    store.fold()
+    store.emit(MessageEvent.remove("m1"))
+    store.fold()
+    assert [line.get("kind") or line["id"] for line in base_lines(tmp_path)] == ["header", "m2"]
+    assert [m.id for m in ConversationStore(tmp_path).load()] == ["m2"]
+
+
+def test_a_segment_cut_short_is_ignored_and_its_events_applied_once(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path)
+    store.load()
+    store.append(msg(1))
+    store.fold()
+    store.append(msg(2))
+    store.append(msg(3))
+    # a kill mid-fold: the segment's header and one of its two messages reached the disk
+    with open(tmp_path / "base.jsonl", "a") as base:
+        base.write(json.dumps({"kind": "fold", "foldedSeq": 3, "count": 2}) + "\n")
+        base.write(json.dumps(msg(2).to_json()) + "\n")
+    with capture_logs() as logs:
+        resumed = ConversationStore(tmp_path)
+        assert [m.id for m in resumed.load()] == ["m1", "m2", "m3"]
+    assert any(entry["event"] == "ignoring a fold segment cut short" for entry in logs)
+    resumed.append(msg(4))
+    resumed.fold()  # rewrites the base: the partial segment is gone
+    assert [line.get("kind") or line["id"] for line in base_lines(tmp_path)] == [
+        "header",
+        "m1",
+        "m2",
+        "m3",
+        "m4",
+    ]
+    assert [m.id for m in ConversationStore(tmp_path).load()] == ["m1", "m2", "m3", "m4"]
+
+
+def test_a_version_one_base_is_rewritten_before_a_segment_is_appended(tmp_path: Path) -> None:
+    header = {"kind": "header", "version": 1, "foldedSeq": 1}
+    (tmp_path / "base.jsonl").write_text(
+        json.dumps(header) + "\n" + json.dumps(msg(1).to_json()) + "\n"
+    )
+    store = ConversationStore(tmp_path)
+    assert [m.id for m in store.load()] == ["m1"]
+    store.append(msg(2))
+    store.fold()
+    lines = base_lines(tmp_path)
+    assert lines[0]["version"] == FORMAT_VERSION
+    assert [line.get("id") for line in lines[1:]] == ["m1", "m2"]
 
 
 def test_every_stored_line_carries_the_format_version(tmp_path: Path) -> None:
