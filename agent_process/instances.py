@@ -16,11 +16,15 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
 import re
 import shutil
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -132,6 +136,77 @@ class Instance:
     """The workdir was chosen at spawn (kept in the metadata, so it survives restarts)."""
 
 
+class StatusRecorder:
+    """Writes instances' ``metadata.json`` on a thread of its own, in order, latest state only.
+
+    Each Turn records ``processing`` when it starts and ``idle`` when it ends. Replacing a file
+    frees the old one's blocks, which costs about as much as a whole short Turn on some disks,
+    and nothing waits for the record: so the Turn goes on while the thread writes, and a record
+    still waiting when a newer one for the same instance comes is replaced by it.
+    """
+
+    def __init__(self, log: Any) -> None:
+        self._log = log
+        self._lock = threading.Lock()
+        self._waiting: dict[Path, dict[str, object]] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._job: Future[None] | None = None
+        """Writes until nothing waits; ``None`` or done when idle."""
+
+    def record(self, directory: Path, metadata: dict[str, object]) -> None:
+        """Write ``metadata`` as ``directory``'s ``metadata.json`` soon."""
+        with self._lock:
+            self._waiting[directory] = metadata
+            if self._job is None or self._job.done():
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(1, thread_name_prefix="instance-status")
+                self._job = self._executor.submit(self._write_waiting)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait (bounded) until every record so far is written; for a synchronous caller that
+        is about to remove a directory, or a process about to exit."""
+        job = self._job
+        if job is not None:
+            with contextlib.suppress(Exception):
+                job.result(timeout)
+
+    async def aflush(self) -> None:
+        """:meth:`flush` without blocking the loop."""
+        job = self._job
+        if job is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.wrap_future(job), 5.0)
+
+    def _write_waiting(self) -> None:
+        while True:
+            with self._lock:
+                if not self._waiting:
+                    return
+                directory, metadata = self._waiting.popitem()
+            write_metadata(directory, metadata, self._log)
+
+
+def write_metadata(directory: Path, metadata: dict[str, object], log: Any) -> None:
+    """Replace ``directory``'s ``metadata.json`` atomically; a refusal is logged only (the
+    status is informational, and a directory deleted meanwhile stays deleted)."""
+    tmp = directory / "metadata.json.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, json.dumps(metadata, indent=2).encode("utf-8"))
+        finally:
+            os.close(fd)
+        os.replace(tmp, directory / "metadata.json")
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        log.warning(
+            "instance metadata not written",
+            instance_key=metadata.get("instanceKey"),
+            error=str(exc),
+        )
+
+
 class InstanceManager:
     """Owns the instances of one agent and their worker tasks."""
 
@@ -152,6 +227,7 @@ class InstanceManager:
         self._on_busy_change = on_busy_change
         self._busy_count = 0
         self._log = structlog.get_logger("goondan.instances").bind(agent=agent_name)
+        self._status = StatusRecorder(self._log)
 
     def get(self, key: str = DEFAULT_INSTANCE_KEY) -> Instance:
         """The instance ``key``, loading it from disk (or creating it) on first use.
@@ -242,6 +318,7 @@ class InstanceManager:
         """
         if not self.forget(key):
             return None
+        self._status.flush()  # a record still being written must not recreate what goes
         directory = claim_instance_directory(self.root, key)
         existed = directory.exists()
         shutil.rmtree(directory, ignore_errors=True)
@@ -289,6 +366,7 @@ class InstanceManager:
                 i.worker for i in self._instances.values() if i.worker and not i.worker.done()
             ]
             if not workers:
+                await self._status.aflush()
                 return
             await asyncio.wait(workers)
 
@@ -300,6 +378,7 @@ class InstanceManager:
         workers = [i.worker for i in self._instances.values() if i.worker is not None]
         if workers:
             await asyncio.gather(*workers, return_exceptions=True)
+        await self._status.aflush()
 
     async def _serve(self, instance: Instance) -> None:
         try:
@@ -359,19 +438,30 @@ class InstanceManager:
     def _set_busy(self, instance: Instance, busy: bool) -> None:
         instance.busy = busy
         self._busy_count += 1 if busy else -1
-        self._write_metadata(instance, "processing" if busy else "idle")
+        self._status.record(instance.directory, self._metadata(instance, busy))
         if self._on_busy_change is not None and (
             (busy and self._busy_count == 1) or (not busy and self._busy_count == 0)
         ):
             self._on_busy_change(busy)
 
     def _write_metadata(self, instance: Instance, status: str) -> None:
-        """Record the instance's status for operators; a disk that refuses it is logged only,
-        since the status is informational and the Turn must still be answered."""
+        """Record the instance's metadata now (when it is loaded or created)."""
+        try:
+            instance.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._log.warning(
+                "instance metadata not written", instance_key=instance.key, error=str(exc)
+            )
+            return
+        write_metadata(
+            instance.directory, self._metadata(instance, status == "processing"), self._log
+        )
+
+    def _metadata(self, instance: Instance, busy: bool) -> dict[str, object]:
         metadata: dict[str, object] = {
             "agentName": self.agent_name,
             "instanceKey": instance.key,
-            "status": status,
+            "status": "processing" if busy else "idle",
             "createdAt": instance.created_at,
             "updatedAt": utc_timestamp(),
         }
@@ -379,14 +469,4 @@ class InstanceManager:
             metadata["workdir"] = str(instance.workdir)
         if instance.spawned_by is not None:
             metadata["spawnedBy"] = instance.spawned_by
-        tmp = instance.directory / "metadata.json.tmp"
-        try:
-            instance.directory.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(metadata, indent=2))
-            tmp.replace(instance.directory / "metadata.json")
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            self._log.warning(
-                "instance metadata not written", instance_key=instance.key, error=str(exc)
-            )
+        return metadata
