@@ -123,6 +123,9 @@ class ConversationStore:
         self._messages: list[Message] = []
         self._events_bytes = 0
         """Size of ``events.jsonl`` as this store wrote or found it."""
+        self._events_fd: int | None = None
+        """``events.jsonl``, open from a Turn's first event to its fold (not longer: an agent
+        may hold thousands of conversations)."""
         self._base_appendable = False
         """Whether the next fold may append a segment to ``base.jsonl``: it exists, is of
         this version, and ends with a complete line of a complete segment."""
@@ -144,6 +147,7 @@ class ConversationStore:
         in its place, no permission, a newer format) and :class:`ConversationStorageError`
         when the directory cannot be created.
         """
+        self.close()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -167,14 +171,21 @@ class ConversationStore:
         self._next_seq = last_seq + 1
         self._messages = apply_events(self._base, self._events)
         try:
-            self._events_bytes = self.events_path.stat().st_size
-        except OSError:
-            self._events_bytes = 0
-        try:
             _end_with_newline(self.events_path)  # the next event never glues onto a torn line
         except OSError as exc:
             raise ConversationStorageError(self.events_path, exc) from exc
+        try:
+            self._events_bytes = self.events_path.stat().st_size
+        except OSError:
+            self._events_bytes = 0
         return self.messages
+
+    def close(self) -> None:
+        """Release the open file, if any (the store opens it again when it needs it)."""
+        if self._events_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._events_fd)
+            self._events_fd = None
 
     def emit(self, event: MessageEvent) -> None:
         """Apply ``event`` and append it to ``events.jsonl`` before returning.
@@ -186,7 +197,9 @@ class ConversationStore:
         record = {"v": FORMAT_VERSION, **event.to_json(self._next_seq)}
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
         data = line.encode("utf-8")
-        _append_whole(self.events_path, data)
+        if self._events_fd is None:
+            self._events_fd = _open_for_append(self.events_path)
+        _write_whole(self._events_fd, data, self._events_bytes, self.events_path)
         self._events_bytes += len(data)
         self._next_seq += 1
         self._events.append(event)
@@ -226,6 +239,7 @@ class ConversationStore:
         and every event stay as they were (the fold is retried at the next Turn's end) and no
         temporary file or partial segment is left to be read.
         """
+        self.close()
         if not self._events and self.base_path.exists():
             return
         folded_seq = self._next_seq - 1
@@ -381,31 +395,43 @@ def _message_line(message: Message) -> str:
     return json.dumps(message.to_json(), ensure_ascii=False, separators=(",", ":"))
 
 
-def _append_whole(path: Path, data: bytes, *, fsync: bool = False) -> None:
-    """Append ``data`` in full (and force it to disk with ``fsync``), or leave ``path`` as it
-    was and raise."""
+def _open_for_append(path: Path) -> int:
+    """``path`` opened for appending (created, with its directory, if missing)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    except FileNotFoundError:
         try:
+            return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except FileNotFoundError:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise ConversationStorageError(path, exc) from exc
+            return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     except OSError as exc:
         raise ConversationStorageError(path, exc) from exc
+
+
+def _write_whole(fd: int, data: bytes, size: int, path: Path, *, fsync: bool = False) -> None:
+    """Append ``data`` in full to ``fd`` (whose file is ``size`` bytes long) and, with
+    ``fsync``, force it to disk; or cut the file back to ``size`` and raise."""
+    written = 0
     try:
-        size = os.fstat(fd).st_size
-        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        if fsync:
+            os.fsync(fd)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, size)  # no torn line for the next write to glue onto
+        raise ConversationStorageError(path, exc) from exc
+
+
+def _append_whole(path: Path, data: bytes, *, fsync: bool = False) -> None:
+    """Append ``data`` in full to ``path`` (and force it to disk with ``fsync``), or leave the
+    file as it was and raise."""
+    fd = _open_for_append(path)
+    try:
         try:
-            while written < len(data):
-                written += os.write(fd, data[written:])
-            if fsync:
-                os.fsync(fd)
+            size = os.fstat(fd).st_size
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, size)  # no torn line for the next write to glue onto
             raise ConversationStorageError(path, exc) from exc
+        _write_whole(fd, data, size, path, fsync=fsync)
     finally:
         os.close(fd)
 

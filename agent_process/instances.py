@@ -136,54 +136,71 @@ class Instance:
     """The workdir was chosen at spawn (kept in the metadata, so it survives restarts)."""
 
 
+STATUS_RECORD_SECONDS = 0.2
+"""How long a status record may wait to be written, so a burst of Turns costs a few writes."""
+
+
 class StatusRecorder:
-    """Writes instances' ``metadata.json`` on a thread of its own, in order, latest state only.
+    """Writes instances' ``metadata.json`` on a thread of its own: in order, latest state only,
+    at most :data:`STATUS_RECORD_SECONDS` after the change.
 
     Each Turn records ``processing`` when it starts and ``idle`` when it ends. Replacing a file
     frees the old one's blocks, which costs about as much as a whole short Turn on some disks,
-    and nothing waits for the record: so the Turn goes on while the thread writes, and a record
-    still waiting when a newer one for the same instance comes is replaced by it.
+    and nothing waits for the record (it is for operators; the daemon reports live status).
+    So the Turn goes on while the thread writes, and records that come within the window
+    replace each other: a Turn shorter than the window writes at most once.
     """
 
-    def __init__(self, log: Any) -> None:
+    def __init__(self, log: Any, window_seconds: float = STATUS_RECORD_SECONDS) -> None:
         self._log = log
+        self._window = window_seconds
         self._lock = threading.Lock()
         self._waiting: dict[Path, dict[str, object]] = {}
+        self._writing = False
+        """A job is on the thread (waiting out the window, or writing); under ``_lock``."""
+        self._hurry = threading.Event()
+        """Set by :meth:`flush`: write now, without waiting out the window."""
         self._executor: ThreadPoolExecutor | None = None
         self._job: Future[None] | None = None
-        """Writes until nothing waits; ``None`` or done when idle."""
 
     def record(self, directory: Path, metadata: dict[str, object]) -> None:
         """Write ``metadata`` as ``directory``'s ``metadata.json`` soon."""
         with self._lock:
             self._waiting[directory] = metadata
-            if self._job is None or self._job.done():
+            if not self._writing:
+                self._writing = True
                 if self._executor is None:
                     self._executor = ThreadPoolExecutor(1, thread_name_prefix="instance-status")
                 self._job = self._executor.submit(self._write_waiting)
 
     def flush(self, timeout: float = 5.0) -> None:
-        """Wait (bounded) until every record so far is written; for a synchronous caller that
-        is about to remove a directory, or a process about to exit."""
+        """Write what waits now and return once it is written (bounded): for a synchronous
+        caller about to remove a directory, or a process about to exit."""
         job = self._job
-        if job is not None:
+        if job is None:
+            return
+        self._hurry.set()
+        try:
             with contextlib.suppress(Exception):
                 job.result(timeout)
+        finally:
+            self._hurry.clear()
 
     async def aflush(self) -> None:
         """:meth:`flush` without blocking the loop."""
-        job = self._job
-        if job is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.wrap_future(job), 5.0)
+        if self._job is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.flush)
 
     def _write_waiting(self) -> None:
         while True:
+            self._hurry.wait(self._window)
             with self._lock:
                 if not self._waiting:
+                    self._writing = False
                     return
-                directory, metadata = self._waiting.popitem()
-            write_metadata(directory, metadata, self._log)
+                batch, self._waiting = self._waiting, {}
+            for directory, metadata in batch.items():
+                write_metadata(directory, metadata, self._log)
 
 
 def write_metadata(directory: Path, metadata: dict[str, object], log: Any) -> None:
@@ -306,6 +323,7 @@ class InstanceManager:
             return False
         if instance.worker is not None:
             instance.worker.cancel()
+        instance.store.close()
         del self._instances[key]
         return True
 

@@ -14,11 +14,15 @@ import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+import msgspec
 
 from goondan.time import utc_timestamp
 
 FILE_NAME = "runtime-events.jsonl"
+_ENCODER = msgspec.json.Encoder(enc_hook=str)
+"""Events are JSON objects from agents; anything else in them is written as its ``str``."""
 
 
 class EventLog:
@@ -30,7 +34,7 @@ class EventLog:
         # Created owner-only whatever the umask: events carry tool arguments and answers.
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.fchmod(fd, 0o600)  # an older log may have been created world-readable
-        self._file: IO[str] | None = open(fd, "a", encoding="utf-8")  # noqa: SIM115
+        self._fd: int | None = fd
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         """Told of every event as it is appended (the metrics count them)."""
 
@@ -39,13 +43,12 @@ class EventLog:
         for listener in self.listeners:
             with contextlib.suppress(Exception):  # a listener never costs the log its line
                 listener(event)
-        if self._file is None:
+        if self._fd is None:
             return
-        try:
-            self._file.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
-            self._file.flush()
-        except (OSError, ValueError):
-            pass
+        # One write per line, unbuffered: a line is in the file as soon as it is appended
+        # (``logs -f`` reads it, a daemon killed next loses nothing).
+        with contextlib.suppress(OSError, TypeError, ValueError, msgspec.EncodeError):
+            os.write(self._fd, _ENCODER.encode(event) + b"\n")
 
     def record(self, event_type: str, agent: str, **fields: Any) -> None:
         """An event of the Orchestrator's own, stamped now, about ``agent``."""
@@ -59,9 +62,9 @@ class EventLog:
 
     def close(self) -> None:
         """Close the file."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
