@@ -700,8 +700,16 @@ def _close_interrupted_calls(store: ConversationStore, parked: set[str]) -> None
     parked for approval (``parked``), and the calls after them in the same message, are left
     to the Turn that resumes them.
     """
-    answered = {m.source.tool_call_id for m in store.messages if m.role == "tool"}
-    for message in store.messages:
+    answered: set[str | None] = set()
+    calling: list[Message] = []
+    for message in store.messages:  # one pass: this runs at every Turn's start
+        if message.role == "tool":
+            answered.add(message.source.tool_call_id)
+        elif message.tool_calls:
+            calling.append(message)
+    for message in calling:
+        if all(call.id in answered for call in message.tool_calls):
+            continue
         if any(call.id in parked and call.id not in answered for call in message.tool_calls):
             continue
         for call in message.tool_calls:

@@ -1,14 +1,20 @@
-"""IPC and process costs of the daemon, each against a baseline measured in the same run.
+"""IPC and process costs of the daemon, each against a floor measured in the same run.
 
 1. raw pipe round trip between two bare processes (msgpack, ~200 B)
-2. a bare asyncio broker relaying A → broker → B → broker → A
-3. our delegate round trip A → Orchestrator → B → Orchestrator → A: real Channel, real
-   IpcMessage validation, real Router and Supervisor, trivial handler, no model
-   (ratios 3/2 and 3/1)
-4. one full handoff Turn through real AgentProcesses with the scripted model (for scale)
-5. spawn-to-ready of one agent and of 20 at once, crash-to-ready, idle memory of an AgentProcess
+2. the best bare broker: uvloop, asyncio transports on the pipe fds, four hops A → broker → B →
+   broker → A, same message
+3. our delegate round trip A → Orchestrator → B → Orchestrator → A: real Channel, real envelope
+   checks, real Router and Supervisor, trivial handler, no model
+4. one full handoff Turn through real AgentProcesses with the scripted model (user → alpha,
+   alpha asks beta, beta answers, alpha answers), against its floor: its six IPC hops on the
+   bare broker, the fsyncs it performs, and its model Steps and tool calls run in one process
+   with no IPC and no persistence
+5. spawn-to-ready, crash-to-ready and idle memory of an AgentProcess, against a forkserver child
+   with the same preload that does nothing but report ready
+6. throughput: 50 agents, 64 concurrent callers, through the Orchestrator and through the bare
+   broker moving the same messages
 
-Run: ``python benchmarks/ipc.py [--count N]``. Prints figures; gates nothing.
+Run: ``python benchmarks/ipc.py [--count N] [--json]``. Prints figures and ratios; gates nothing.
 """
 
 from __future__ import annotations
@@ -16,9 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -34,7 +37,6 @@ from ipc import EventMessage, IpcMessage
 from ipc.logs import configure_logging
 from orchestrator.dispatch import Dispatcher
 from orchestrator.router import Router
-from orchestrator.status import ProcessStatus
 from orchestrator.supervisor import Supervisor
 from orchestrator.testing import fake_plans
 from orchestrator.transport import MultiprocessingTransport
@@ -82,10 +84,57 @@ def ours(count: int) -> list[float]:
     return samples
 
 
-def swarm_figures(count: int) -> dict[str, Any]:
-    """(4) and (5) with the real AgentProcess."""
+def ours_throughput(agents: int, callers: int, seconds: float) -> float:
+    """(6): requests answered per second through the Orchestrator (its external request path,
+    the one the HTTP API takes), ``callers`` concurrent loops over ``agents`` echo agents."""
+    answered = 0
+
+    async def main() -> None:
+        nonlocal answered
+        names = [f"echo{i}" for i in range(agents)]
+        router: Router
+        supervisor = Supervisor(
+            fake_plans(*names),
+            MultiprocessingTransport(entry="benchmarks._ipc_agents:echo"),
+            on_message=lambda sender, message: dispatch(sender, message),
+            on_exit=lambda name, info: router.on_agent_exit(name),
+        )
+        router = Router(supervisor)
+        dispatch = Dispatcher(router, supervisor.event_handlers)
+        await asyncio.gather(*(supervisor.ensure_running(name) for name in names))
+        running = True
+
+        async def caller(index: int) -> None:
+            nonlocal answered
+            sent = 0
+            while running:
+                sent += 1
+                answer = await router.request(names[(index + sent) % agents], PAYLOAD_TEXT)
+                assert answer.ok, answer
+                answered += 1
+
+        tasks = [asyncio.ensure_future(caller(i)) for i in range(callers)]
+        await asyncio.sleep(0.5)  # warm-up
+        answered = 0
+        await asyncio.sleep(seconds)
+        counted = answered
+        running = False
+        await asyncio.gather(*tasks)
+        answered = counted
+        await supervisor.shutdown(2)
+
+    uvloop.run(main())
+    return answered / seconds
+
+
+PAYLOAD_TEXT = "summarise the latest build log please"
+
+
+def handoff_figures(count: int) -> dict[str, Any]:
+    """(4): the full handoff Turn through the daemon, and the parts of its floor measured here."""
+    from benchmarks._handoff_floor import inprocess_handoff
     from orchestrator.daemon import Orchestrator
-    from tests.support.swarm import write_swarm
+    from tests.support.swarm import SWARM, write_swarm
 
     out: dict[str, Any] = {}
 
@@ -93,77 +142,39 @@ def swarm_figures(count: int) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp:
             directory = Path(tmp)
             orchestrator = Orchestrator(write_swarm(directory), state_dir=directory / "state")
-            await orchestrator.start()  # pays the fork server's cold start once
-            supervisor = orchestrator.supervisor
-            started = time.perf_counter()
-            await supervisor.ensure_running("beta")
-            out["spawn_one_ms"] = (time.perf_counter() - started) * 1000
+            await orchestrator.start()
+            await orchestrator.supervisor.ensure_running("beta")
+            for _ in range(20):  # warm-up: first Turns load conversations and tools
+                await orchestrator.request("ask beta hi")
             turns = []
             for _ in range(count):
                 started = time.perf_counter()
                 answer = await orchestrator.request("ask beta hi")
                 turns.append(time.perf_counter() - started)
                 assert answer.ok, answer
-            out["handoff_turn"] = turns
-            beta = supervisor.handles["beta"]
-            crash_times = []
-            for _ in range(3):
-                pid = beta.pid
-                assert pid is not None
-                started = time.perf_counter()
-                os.kill(pid, signal.SIGKILL)
-                await supervisor.wait_for_status("beta", ProcessStatus.CRASHED)
-                await supervisor.wait_for_status("beta", ProcessStatus.IDLE)
-                crash_times.append((time.perf_counter() - started) * 1000)
-                beta.consecutive_crashes = 0
-            out["crash_to_ready_ms"] = statistics.median(crash_times)
-            out["memory"] = _memory(beta.pid)
             await orchestrator.shutdown()
-
-            spawned = Supervisor(
-                {"one": supervisor.handles["beta"].plan},
-                MultiprocessingTransport("spawn"),
-            )
-            started = time.perf_counter()
-            await spawned.ensure_running("one")
-            out["spawn_method_ms"] = (time.perf_counter() - started) * 1000
-            await spawned.shutdown(5)
-
-            many = {
-                f"agent{i}": plan for i, plan in enumerate([supervisor.handles["beta"].plan] * 20)
-            }
-            fleet = Supervisor(
-                many,
-                MultiprocessingTransport(),
-            )
-            started = time.perf_counter()
-            await asyncio.gather(*(fleet.ensure_running(name) for name in many))
-            out["spawn_twenty_ms"] = (time.perf_counter() - started) * 1000
-            out["memory_twenty"] = [_memory(h.pid) for h in fleet.handles.values()]
-            await fleet.shutdown(5)
+            out["turns"] = turns
+            await inprocess_handoff(SWARM, directory, 20)  # warm-up
+            out["inprocess"] = await inprocess_handoff(SWARM, directory, count)
+            out["fsync"] = baselines.fsync_append_us(tmp, count)
 
     uvloop.run(main())
     return out
 
 
-def _memory(pid: int | None) -> dict[str, float]:
-    fields: dict[str, float] = {}
-    with open(f"/proc/{pid}/smaps_rollup") as rollup:
-        for line in rollup:
-            key, _, rest = line.partition(":")
-            if key in ("Rss", "Pss", "Private_Clean", "Private_Dirty"):
-                fields[key] = int(rest.split()[0]) / 1024
-    fields["Uss"] = fields.pop("Private_Clean", 0) + fields.pop("Private_Dirty", 0)
-    return fields
+HANDOFF_HOPS = 6
+"""IPC hops of one handoff Turn: to alpha, alpha → beta (two), beta → alpha (two), the answer."""
+HANDOFF_FSYNCS = 2
+"""fsyncs of one handoff Turn: each agent's fold appends its Turn to its base and syncs it."""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--count", type=int, default=5000)
+    parser.add_argument("--count", type=int, default=5000, help="round trips per figure")
+    parser.add_argument("--turns", type=int, default=300, help="handoff Turns")
+    parser.add_argument("--seconds", type=float, default=3.0, help="per throughput figure")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
-    parser.add_argument(
-        "--round-trips-only", action="store_true", help="skip the swarm figures (4) and (5)"
-    )
+    parser.add_argument("--round-trips-only", action="store_true", help="only figures (1) to (3)")
     options = parser.parse_args()
     n = options.count
     configure_logging("warning")
@@ -171,49 +182,100 @@ def main() -> None:
     MultiprocessingTransport()
     raw = baselines.summary(baselines.raw_pipe_round_trip(n))
     broker = baselines.summary(baselines.broker_round_trip(n, use_uvloop=True))
-    ours_ = baselines.summary(ours(n))
+    delegate = baselines.summary(ours(n))
     result: dict[str, Any] = {
-        "raw_pipe_us": {"median": raw[0], "p99": raw[1]},
-        "bare_broker_us": {"median": broker[0], "p99": broker[1]},
-        "delegate_us": {"median": ours_[0], "p99": ours_[1]},
-        "ratio_to_broker": round(ours_[0] / broker[0], 3),
-        "ratio_to_raw_pipe": round(ours_[0] / raw[0], 3),
+        "raw_pipe_rtt_us": raw[0],
+        "raw_pipe_p99_us": raw[1],
+        "bare_broker_rtt_us": broker[0],
+        "bare_broker_p99_us": broker[1],
+        "delegate_rtt_us": delegate[0],
+        "delegate_p99_us": delegate[1],
     }
     if not options.round_trips_only:
-        figures = swarm_figures(max(n // 25, 50))
-        result["swarm"] = {k: v for k, v in figures.items() if k != "handoff_turn"}
-        result["handoff_turn_us"] = dict(
-            zip(("median", "p99"), baselines.summary(figures["handoff_turn"]), strict=True)
+        handoff = handoff_figures(options.turns)
+        turn = baselines.summary(handoff["turns"])
+        inprocess = baselines.summary(handoff["inprocess"])
+        fsync = baselines.summary(handoff["fsync"])
+        ipc_floor = broker[0] * HANDOFF_HOPS / 4
+        result.update(
+            {
+                "handoff_turn_us": turn[0],
+                "handoff_turn_p99_us": turn[1],
+                "handoff_floor_us": ipc_floor + HANDOFF_FSYNCS * fsync[0] + inprocess[0],
+                "handoff_floor_parts_us": {
+                    "ipc_hops": ipc_floor,
+                    "fsyncs": HANDOFF_FSYNCS * fsync[0],
+                    "inprocess_turn": inprocess[0],
+                },
+            }
         )
+        result.update(process_figures())
+        result["throughput_rps"] = ours_throughput(50, 64, options.seconds)
+        result["bare_broker_throughput_rps"] = baselines.broker_throughput(50, 64, options.seconds)
+    result = {key: _rounded(value) for key, value in result.items()}
+    result["ratios"] = ratios(result)
     if options.json:
         print(json.dumps(result))
         return
-    print(f"{'round trip':<46} {'median µs':>10} {'p99 µs':>9}")
-    print(f"{'(1) raw pipe A <-> B':<46} {raw[0]:>10.1f} {raw[1]:>9.1f}")
-    print(f"{'(2) bare uvloop broker A->b->B->b->A':<46} {broker[0]:>10.1f} {broker[1]:>9.1f}")
-    print(f"{'(3) goondan delegate A->Orch->B->Orch->A':<46} {ours_[0]:>10.1f} {ours_[1]:>9.1f}")
-    print(f"ratio (3)/(2) = {ours_[0] / broker[0]:.2f}x   (3)/(1) = {ours_[0] / raw[0]:.2f}x")
-    if options.round_trips_only:
-        return
-    turn = baselines.summary(figures["handoff_turn"])
-    print(
-        f"(4) full handoff Turn alpha->beta (scripted model, tools, files): median {turn[0]:.0f} µs, p99 {turn[1]:.0f} µs"
-    )
-    print(
-        f"spawn-to-ready, one agent:     {figures['spawn_one_ms']:.1f} ms (forkserver, preloaded)"
-    )
-    print(f"  same with the spawn method:  {figures['spawn_method_ms']:.1f} ms")
-    print(f"spawn-to-ready, 20 at once:    {figures['spawn_twenty_ms']:.1f} ms")
-    print(f"crash-to-ready (SIGKILL):      {figures['crash_to_ready_ms']:.1f} ms")
-    memory = figures["memory"]
-    print(
-        f"idle AgentProcess memory:      RSS {memory['Rss']:.1f} MiB, PSS {memory['Pss']:.1f} MiB, USS {memory['Uss']:.1f} MiB"
-    )
-    fleet = figures["memory_twenty"]
-    print(
-        f"20 idle AgentProcesses:        PSS total {sum(m['Pss'] for m in fleet):.1f} MiB, "
-        f"USS median {statistics.median(m['Uss'] for m in fleet):.1f} MiB"
-    )
+    print_table(result)
+
+
+def process_figures() -> dict[str, float]:
+    """(5), from :mod:`benchmarks._process_figures`."""
+    from benchmarks import _process_figures
+
+    return _process_figures.measure()
+
+
+RATIOS = [
+    # name, numerator, denominator, target, whether lower is better
+    ("delegate / raw pipe", "delegate_rtt_us", "raw_pipe_rtt_us", 2.6, True),
+    ("bare broker / raw pipe", "bare_broker_rtt_us", "raw_pipe_rtt_us", 2.2, True),
+    ("delegate p99 / median", "delegate_p99_us", "delegate_rtt_us", 2.0, True),
+    ("handoff Turn / floor", "handoff_turn_us", "handoff_floor_us", 2.0, True),
+    ("handoff p99 / median", "handoff_turn_p99_us", "handoff_turn_us", 2.5, True),
+    ("spawn / floor child", "spawn_ready_ms", "floor_child_ready_ms", 2.5, True),
+    ("crash / floor child", "crash_ready_ms", "floor_child_ready_ms", 3.0, True),
+    ("agent USS / floor child", "agent_uss_mib", "floor_child_uss_mib", 2.0, True),
+    ("throughput / bare broker", "throughput_rps", "bare_broker_throughput_rps", 0.5, False),
+]
+
+
+def ratios(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each ratio of :data:`RATIOS` whose figures were measured, with its target."""
+    out = {}
+    for name, numerator, denominator, target, lower in RATIOS:
+        if numerator in result and denominator in result and result[denominator]:
+            value = round(result[numerator] / result[denominator], 3)
+            met = value <= target if lower else value >= target
+            out[name] = {"ratio": value, "target": target, "met": met}
+    return out
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 2)
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    return value
+
+
+def print_table(result: dict[str, Any]) -> None:
+    """The human form of ``result``."""
+    for key, value in result.items():
+        if key == "ratios":
+            continue
+        if isinstance(value, dict):
+            parts = ", ".join(f"{k} {v}" for k, v in value.items())
+            print(f"{key:<32} {parts}")
+        else:
+            print(f"{key:<32} {value:>12}")
+    print()
+    print(f"{'ratio':<28} {'measured':>9} {'target':>8}")
+    for name, row in result["ratios"].items():
+        bound = "≤" if name != "throughput / bare broker" else "≥"
+        mark = "" if row["met"] else "  (not met)"
+        print(f"{name:<28} {row['ratio']:>9.2f} {bound}{row['target']:>7}{mark}")
 
 
 if __name__ == "__main__":
