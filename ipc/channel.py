@@ -2,7 +2,9 @@
 
 The pipe's socket is wrapped in an asyncio transport: writes are buffered and never block the
 loop (a slow reader only grows the buffer, and :meth:`Channel.send` waits for it to drain),
-reads are fed to an incremental :class:`~ipc.codec.FrameDecoder`. Malformed frames are logged
+reads are fed to an incremental :class:`~ipc.codec.FrameDecoder`. Frames sent during one pass
+of the event loop leave in one write when the pass ends: a Turn sends several events at once
+(a step's end, a tool call, a status change), and each write would wake the peer. Malformed frames are logged
 with the peer's name and dropped; nothing a peer writes can raise past the channel.
 """
 
@@ -99,6 +101,8 @@ class Channel:
         self._peer_gone = False
         self._frames_in = self._frames_out = self._bytes_in = self._bytes_out = 0
         self._dropped: Counter[str] = Counter()
+        self._unwritten: list[bytes] = []
+        """Frames sent during this pass of the loop, written together when it ends."""
 
     @classmethod
     async def open(
@@ -135,9 +139,17 @@ class Channel:
         if self._peer_gone or transport is None or transport.is_closing():
             raise PeerGone(f"{self.peer_name} is gone") from self._gone
         frame = encode(message)
-        transport.write(frame)
+        if not self._unwritten:
+            asyncio.get_running_loop().call_soon(self._write_unwritten)
+        self._unwritten.append(frame)
         self._frames_out += 1
         self._bytes_out += len(frame)
+
+    def _write_unwritten(self) -> None:
+        frames, self._unwritten = self._unwritten, []
+        transport = self._transport
+        if frames and transport is not None and not transport.is_closing():
+            transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     async def send(self, message: IpcMessage) -> None:
         """Queue ``message``, then wait while the peer is too slow to take more."""
@@ -149,6 +161,7 @@ class Channel:
         """Wait until every queued frame is handed to the OS (or the peer is gone, or
         :data:`FLUSH_SECONDS` passed): what a process says right before it exits must not be
         lost."""
+        self._write_unwritten()
         transport = self._transport
         if transport is None or transport.is_closing() or self._peer_gone:
             return
@@ -207,6 +220,7 @@ class Channel:
         """Close our end; the peer sees end of stream."""
         if self._closed:
             return
+        self._write_unwritten()
         self._closed = True
         if self._transport is not None:
             self._transport.close()
