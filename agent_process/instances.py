@@ -208,7 +208,7 @@ def write_metadata(directory: Path, metadata: dict[str, object], log: Any) -> No
     status is informational, and a directory deleted meanwhile stays deleted)."""
     tmp = directory / "metadata.json.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.write(fd, json.dumps(metadata, indent=2).encode("utf-8"))
         finally:
