@@ -121,6 +121,8 @@ class ConversationStore:
         self._folded_seq = 0
         self._next_seq = 1
         self._messages: list[Message] = []
+        self._unanswered: set[str] = set()
+        """Ids of tool calls in the messages that have no result among them."""
         self._events_bytes = 0
         """Size of ``events.jsonl`` as this store wrote or found it."""
         self._events_fd: int | None = None
@@ -170,6 +172,7 @@ class ConversationStore:
             last_seq = max(last_seq, seq)
         self._next_seq = last_seq + 1
         self._messages = apply_events(self._base, self._events)
+        self._recount_calls()
         try:
             _end_with_newline(self.events_path)  # the next event never glues onto a torn line
         except OSError as exc:
@@ -203,11 +206,34 @@ class ConversationStore:
         self._events_bytes += len(data)
         self._next_seq += 1
         self._events.append(event)
+        self._apply(event)
+
+    def _apply(self, event: MessageEvent) -> None:
+        """Apply ``event`` to the messages in memory (it is on disk already)."""
         if event.type == "append":
             assert event.message is not None
             self._messages.append(event.message)
+            self._track_calls(event.message)
         else:
             self._messages = apply_events(self._messages, [event])
+            self._recount_calls()
+
+    @property
+    def has_unanswered_calls(self) -> bool:
+        """Whether an assistant tool call has no tool result yet (after a crash mid-Turn, or
+        while a call waits for an approval); kept as messages come, so asking is free."""
+        return bool(self._unanswered)
+
+    def _track_calls(self, message: Message) -> None:
+        if message.role == "tool":
+            self._unanswered.discard(message.source.tool_call_id or "")
+        else:
+            self._unanswered.update(call.id for call in message.tool_calls)
+
+    def _recount_calls(self) -> None:
+        self._unanswered = set()
+        for message in self._messages:
+            self._track_calls(message)
 
     def append(self, message: Message) -> None:
         """Shorthand for ``emit(MessageEvent.append(message))``."""

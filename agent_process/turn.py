@@ -700,6 +700,8 @@ def _close_interrupted_calls(store: ConversationStore, parked: set[str]) -> None
     parked for approval (``parked``), and the calls after them in the same message, are left
     to the Turn that resumes them.
     """
+    if not store.has_unanswered_calls:
+        return
     answered: set[str | None] = set()
     calling: list[Message] = []
     for message in store.messages:  # one pass: this runs at every Turn's start

@@ -34,9 +34,7 @@ class MemoryConversation(ConversationStore):
         return self.messages
 
     def emit(self, event: MessageEvent) -> None:
-        if event.type == "append":
-            assert event.message is not None
-            self._messages.append(event.message)
+        self._apply(event)
 
     def fold(self) -> None:
         return
