@@ -258,6 +258,7 @@ class AgentProcess:
             max_tool_calls_per_step=plan.max_tool_calls_per_step,
             parallel_tool_calls=plan.parallel_tool_calls,
             approvals=self.approvals,
+            before_tool_call=self.channel.write_now,
         )
         runner = self.turns = TurnRunner(
             settings,
@@ -578,7 +579,10 @@ class AgentProcess:
         if send_id:
 
             def on_start() -> None:
+                # Out now, before the Turn can have any effect: a send whose Turn never
+                # started is delivered again, one that started never is.
                 self._tell(wire.SendStarted(send_id))
+                self.channel.write_now()
 
         try:
             future = self.instances.submit(

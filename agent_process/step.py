@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +83,10 @@ class StepSettings:
     parallel_tool_calls: bool = False
     """Run the calls of one model response concurrently; results still join the conversation
     in the model's order, each as soon as it and the ones before it are done."""
+    before_tool_call: Callable[[], None] | None = None
+    """Called right before each tool call runs. The AgentProcess writes out what it has told
+    the Orchestrator so far: a tool may block the loop or end the process, and what was said
+    before it (the Turn started, the call began) must not be lost with it."""
 
 
 class StepContext(StepMiddlewareContext[StepResult]):
@@ -268,7 +273,7 @@ async def _outcome(
     if gate is not None and gate.needs_approval(call, scope.allowlist, scope.turn.instance_key):
         decision = await gate.review(call, scope, store.directory.parent, store)
         return await _decided(settings, decision, call, scope, assistant), decision
-    return await _run_tool(settings.executor, call, scope, assistant), None
+    return await _run_tool(settings, call, scope, assistant), None
 
 
 def _record(
@@ -316,7 +321,7 @@ async def _decided(
         assert settings.approvals is not None
         settings.approvals.mark_started(approval)
         approved = ToolCall(id=call.id, name=call.name, args=approval.run_arguments)
-        return await _run_tool(settings.executor, approved, scope, assistant)
+        return await _run_tool(settings, approved, scope, assistant)
     if decision.outcome == "rejected":
         reason = approval.reason or "no reason given"
         return error_result(
@@ -377,11 +382,14 @@ def _over_limit(call: ToolCall, limit: int, made: int) -> ToolCallResult:
 
 
 async def _run_tool(
-    executor: ToolExecutor, call: ToolCall, scope: StepScope, assistant: Message
+    settings: StepSettings, call: ToolCall, scope: StepScope, assistant: Message
 ) -> ToolCallResult:
     """One tool call, inside its own span (``tool.called`` / ``tool.completed`` / ``tool.failed``)."""
+    executor, before = settings.executor, settings.before_tool_call
     recorder = scope.turn.recorder
     if not recorder.active:
+        if before is not None:
+            before()
         return await _in_span(executor, call, scope, assistant, new_span_id())
     span = new_span_id()
     fields = {
@@ -391,6 +399,8 @@ async def _run_tool(
         "turnId": scope.turn.turn_id,
     }
     recorder.emit("tool.called", span, scope.span_id, **fields, args=capped(call.args))
+    if before is not None:
+        before()
     started = time.perf_counter()
     try:
         result = await _in_span(executor, call, scope, assistant, span)

@@ -3,8 +3,9 @@
 The pipe's socket is wrapped in an asyncio transport: writes are buffered and never block the
 loop (a slow reader only grows the buffer, and :meth:`Channel.send` waits for it to drain),
 reads are fed to an incremental :class:`~ipc.codec.FrameDecoder`. Frames sent during one pass
-of the event loop leave in one write when the pass ends: a Turn sends several events at once
-(a step's end, a tool call, a status change), and each write would wake the peer. Malformed frames are logged
+of the event loop leave in one write when the pass ends (or at :meth:`Channel.write_now`): a
+Turn sends several events at once (a step's end, a tool call, a status change), and each write
+would wake the peer. Malformed frames are logged
 with the peer's name and dropped; nothing a peer writes can raise past the channel.
 """
 
@@ -145,7 +146,15 @@ class Channel:
         self._frames_out += 1
         self._bytes_out += len(frame)
 
+    def write_now(self) -> None:
+        """Write the frames sent so far now instead of when this pass of the loop ends: before
+        something that may block the loop or end the process (a tool call), so that what was
+        said before it is not lost."""
+        self._write_unwritten()
+
     def _write_unwritten(self) -> None:
+        if not self._unwritten:
+            return
         frames, self._unwritten = self._unwritten, []
         transport = self._transport
         if frames and transport is not None and not transport.is_closing():

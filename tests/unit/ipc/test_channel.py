@@ -153,3 +153,54 @@ def test_round_trips_and_peer_death_under_uvloop() -> None:
         assert process.exitcode == 1
 
     uvloop.run(scenario())
+
+
+async def _open_with_raw_peer() -> tuple[Channel, Any]:
+    """A channel whose peer end is a plain non-blocking socket, read by the test itself."""
+    import os
+    import socket
+
+    ours, theirs = CONTEXT.Pipe()
+    peer = socket.socket(fileno=os.dup(theirs.fileno()))
+    theirs.close()
+    peer.setblocking(False)
+    return await Channel.open(ours, "peer"), peer
+
+
+def _frames_readable(peer: Any) -> int:
+    from ipc import FrameDecoder
+
+    try:
+        data = peer.recv(1 << 16)
+    except BlockingIOError:
+        return 0
+    return len(FrameDecoder().feed(data))
+
+
+async def test_frames_sent_in_one_pass_of_the_loop_leave_together_in_order() -> None:
+    channel, peer = await _open_with_raw_peer()
+    try:
+        for n in range(3):
+            channel.send_nowait(message("burst", n=n))
+        assert _frames_readable(peer) == 0  # still ours until the pass ends
+        async with asyncio.timeout(5):
+            while not (data := await asyncio.get_running_loop().sock_recv(peer, 1 << 16)):
+                pass
+        from ipc import FrameDecoder
+
+        received = FrameDecoder().feed(data)  # one read holds the whole burst
+        assert [m.payload["n"] for m in received] == [0, 1, 2]  # type: ignore[union-attr]
+    finally:
+        channel.close()
+        peer.close()
+
+
+async def test_write_now_hands_the_frames_to_the_os_before_the_loop_goes_on() -> None:
+    channel, peer = await _open_with_raw_peer()
+    try:
+        channel.send_nowait(message("started"))
+        channel.write_now()  # what a tool that blocks the loop or ends the process relies on
+        assert _frames_readable(peer) == 1
+    finally:
+        channel.close()
+        peer.close()
