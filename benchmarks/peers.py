@@ -13,8 +13,9 @@ cannot skip it): the tool ran exactly once and the answer is the right sum.
    the daemon runs (``scripted`` model, the tool loaded from its entry module), on a fresh
    conversation, with its normal durability: each message appended to ``events.jsonl`` as it
    happens, and the fold at the Turn's end (write, fsync, rename, fsync of the directory). No
-   runtime-event sink, as the peers run without tracing. Also the same on a tmpfs, where an
-   fsync waits for no disk: what the Turn costs in CPU.
+   runtime-event sink, as the peers run without tracing. Beside it, its disk floor (a new file
+   of the fold's size written, fsynced, renamed, its directory fsynced: what no durable Turn
+   can skip), and the same Turn on a tmpfs, where an fsync waits for no disk: its CPU cost.
 4. goondan through the daemon: the same request to an ``Orchestrator`` started in this process
    (request → router → AgentProcess → Turn → answer), on a fresh instance prepared beforehand,
    with everything the daemon does per Turn (runtime events, instance status, logs).
@@ -376,6 +377,37 @@ def goondan_inprocess(
     return Contender(key, label, turn, executor.aclose)
 
 
+BASE_BYTES = 1300
+"""About the size of the folded conversation of one Turn here (five messages)."""
+
+
+def durable_write_floor(state: Path) -> Contender:
+    """What the fold of one Turn cannot do without, timed alike: a new file of the same
+    size written, fsynced, renamed into place, and its directory fsynced."""
+    data = b"x" * BASE_BYTES
+
+    async def turn(n: int) -> float:
+        directory = state / str(n)
+        directory.mkdir(parents=True)  # as ConversationStore.load makes it, before the Turn
+        started = time.perf_counter()
+        tmp = directory / "base.jsonl.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, directory / "base.jsonl")
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        return time.perf_counter() - started
+
+    return Contender("durable_write_floor", "  its disk floor (fold's fsyncs alone)", turn)
+
+
 def memory_directory() -> Path | None:
     """A tmpfs to keep conversations in, where an fsync waits for no disk (``None``: none)."""
     shm = Path("/dev/shm")
@@ -440,6 +472,7 @@ async def measure(turns: int, warmup: int, rounds: int) -> dict[str, Any]:
                 bundle_path, directory / "inprocess", key=OURS, label="goondan Turn, in process"
             ),
         ]
+        contenders.append(durable_write_floor(directory / "floor"))
         memory = memory_directory()
         if memory is not None:
             on_tmpfs = Path(cleanup.enter_context(tempfile.TemporaryDirectory(dir=memory)))
