@@ -427,6 +427,8 @@ def _open_for_append(path: Path) -> int:
         try:
             return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         except FileNotFoundError:
+            # Only now the directory is (re)made: a mkdir before every append costs a tenth
+            # of a Turn's CPU, and the directory is nearly always there.
             path.parent.mkdir(parents=True, exist_ok=True)
             return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     except OSError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from structlog.testing import capture_logs
 
 from agent_process.conversation import (
     FORMAT_VERSION,
+    ConversationStorageError,
     ConversationStore,
     ConversationUnreadable,
     MessageEvent,
@@ -223,6 +225,31 @@ def test_a_directory_in_place_of_a_file_is_unreadable_by_name(tmp_path: Path) ->
     (tmp_path / "events.jsonl").mkdir()
     with pytest.raises(ConversationUnreadable, match=r"events\.jsonl"):
         ConversationStore(tmp_path).load()
+
+
+def test_an_append_makes_the_directory_again_when_it_went_away(tmp_path: Path) -> None:
+    directory = tmp_path / "conversation"
+    store = ConversationStore(directory)
+    store.load()
+    store.append(msg(1))
+    store.fold()  # a Turn ended; before the next one, the directory goes away
+    shutil.rmtree(directory)
+    store.append(msg(2))
+    assert [m.id for m in ConversationStore(directory).load()] == ["m2"]
+
+
+def test_an_append_that_finds_a_file_in_place_of_the_directory_fails_by_name(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "conversation"
+    store = ConversationStore(directory)
+    store.load()
+    shutil.rmtree(directory)
+    directory.write_text("not a directory")
+    with pytest.raises(ConversationStorageError, match=r"events\.jsonl") as refused:
+        store.append(msg(1))
+    assert refused.value.code == "E_STORAGE"
+    assert store.messages == []
 
 
 def test_a_line_nested_past_the_parsers_depth_is_skipped(tmp_path: Path) -> None:
