@@ -224,7 +224,7 @@ def process_figures() -> dict[str, float]:
     """(5), from :mod:`benchmarks._process_figures`."""
     from benchmarks import _process_figures
 
-    return _process_figures.measure()
+    return _process_figures.process_figures()
 
 
 RATIOS = [
