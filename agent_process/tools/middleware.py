@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from agent_process.scope import StepScope, TurnScope
 from agent_process.tools.catalog import ToolCatalogItem
@@ -33,6 +33,9 @@ MIDDLEWARE_KINDS: tuple[MiddlewareKind, ...] = ("turn", "step", "toolCall")
 
 ResultT = TypeVar("ResultT")
 CtxT = TypeVar("CtxT", bound="MiddlewareContext[Any]")
+
+Layers: TypeAlias = tuple[Callable[[Any], Awaitable[ResultT]], ...]
+"""One onion from outermost to innermost: the middleware of a kind, then the core."""
 
 
 class MiddlewareError(GoondanError, RuntimeError):
@@ -46,28 +49,26 @@ class MiddlewareContext(Generic[ResultT]):
     (``args``, ``metadata``, ``tool_catalog``) is seen by every inner layer.
     """
 
-    __slots__ = ("_chain", "_core", "_position")
+    __slots__ = ("_layers", "_position")
 
     def __init__(
         self,
         chain: tuple[Callable[[Any], Awaitable[ResultT]], ...],
         core: Callable[[Any], Awaitable[ResultT]],
     ) -> None:
-        self._chain = chain
-        self._core = core
+        self._layers: Layers[ResultT] = (*chain, core)
         self._position = 0
 
     async def next(self) -> ResultT:
         """Run the next inner layer (or the core) and return its result."""
         position = self._position
-        chain = self._chain
-        if position > len(chain):
-            raise MiddlewareError("next() is not available inside the core handler")
+        try:
+            layer = self._layers[position]
+        except IndexError:  # only the core sits past the last layer
+            raise MiddlewareError("next() is not available inside the core handler") from None
         self._position = position + 1
         try:
-            if position == len(chain):
-                return await self._core(self)
-            return await chain[position](self)
+            return await layer(self)
         finally:
             # Restoring lets a layer call next() again (a retry) and keeps outer layers' view.
             self._position = position
@@ -136,15 +137,13 @@ class ToolCallMiddlewareContext(StepIdentity, MiddlewareContext[ToolCallResult])
     __slots__ = ("args", "message", "metadata", "scope", "tool_call_id", "tool_name")
 
     def __init__(
-        self,
-        chain: tuple[Callable[[Any], Awaitable[ToolCallResult]], ...],
-        core: Callable[[Any], Awaitable[ToolCallResult]],
-        *,
-        scope: StepScope,
-        call: ToolCall,
-        message: Message,
+        self, layers: Layers[ToolCallResult], scope: StepScope, call: ToolCall, message: Message
     ) -> None:
-        super().__init__(chain, core)
+        # Built for every tool call, so kept cheap: positional arguments (a class called with
+        # keywords packs them into a dict first), and the executor's onion (``toolCall``
+        # middleware then the core) built once rather than by the base class per call.
+        self._layers = layers
+        self._position = 0
         self.scope = scope
         """The Step the call belongs to (and through it, the Turn); read-only by convention."""
         self.tool_name = call.name

@@ -1,7 +1,9 @@
 """Argument validation against an export's JSON Schema, before the handler runs.
 
 Validation sits on the hot path of every tool call, so a schema is compiled once, at
-registration, into a tree of small checker closures. The compiled checker covers the keywords
+registration, into Python functions whose checks are plain ``if`` statements (see
+:class:`_Codegen`): the arguments of a typical tool are checked in one function call. The
+compiled checker covers the keywords
 tool schemas use in practice (``type``, ``properties``, ``required``, ``additionalProperties``,
 ``items``, ``enum``, ``const``, numeric and length bounds, ``pattern``); a schema that uses any
 other keyword (``oneOf``, ``$ref``, ``format``, ...) is validated by the ``jsonschema`` library
@@ -51,10 +53,6 @@ _COMPILED = frozenset(
     }
 )
 
-# A path is built only when an issue is reported: a linked tuple (parent, segment) is cheap.
-_Path = tuple[Any, str] | None
-_Checker = Callable[[Any, _Path, list[str]], None]
-
 
 @dataclass(frozen=True, slots=True)
 class ArgsValidator:
@@ -90,19 +88,8 @@ def compile_args_validator(schema: Mapping[str, JsonValue] | None) -> ArgsValida
         if root.get("additionalProperties") is False and isinstance(props, dict)
         else None
     )
-    check = _compiled_checker(root) if _is_compilable(root) else _library_checker(root)
+    check = _Codegen().compile(root) if _is_compilable(root) else _library_checker(root)
     return ArgsValidator(schema=root, required=required, allowed=allowed, _check=check)
-
-
-def _compiled_checker(schema: JsonObject) -> Callable[[JsonObject], list[str]]:
-    checker = _compile(schema)
-
-    def check(args: JsonObject) -> list[str]:
-        issues: list[str] = []
-        checker(args, None, issues)
-        return issues
-
-    return check
 
 
 def format_issues(issues: list[str]) -> str:
@@ -134,14 +121,6 @@ def _is_compilable(schema: JsonValue) -> bool:
         elif key in ("items", "additionalProperties") and not _is_compilable(value):
             return False
     return True
-
-
-def _render(path: _Path) -> str:
-    segments: list[str] = []
-    while path is not None:
-        path, segment = path
-        segments.append(segment)
-    return "args" + "".join(reversed(segments))
 
 
 def _json_type(value: Any) -> str:
@@ -182,178 +161,255 @@ def _matches_type(value: Any, expected: str) -> bool:
     return True  # unknown type names pass, as upstream's validator does
 
 
-def _compile(schema: JsonValue) -> _Checker:
-    if schema is True or schema == {}:
-        return _accept
-    if schema is False:
-        return _reject_all
-    assert isinstance(schema, dict)
-    checks: list[_Checker] = []
+_CLASS_OF_TYPE = {"string": "str", "object": "dict", "array": "list", "boolean": "bool"}
+"""JSON types that are exactly one Python class (see ``_matches_type``)."""
 
-    raw_type = schema.get("type")
-    types = (
-        (raw_type,)
-        if isinstance(raw_type, str)
-        else tuple(t for t in raw_type if isinstance(t, str))
-        if isinstance(raw_type, list)
-        else ()
-    )
-    if types:
-        checks.append(_type_check(types))
-    if "enum" in schema and isinstance(schema["enum"], list):
-        checks.append(_enum_check(schema["enum"]))
-    if "const" in schema:
-        checks.append(_enum_check([schema["const"]]))
-    checks.extend(_bound_checks(schema))
-    if isinstance(schema.get("pattern"), str):
-        checks.append(_pattern_check(str(schema["pattern"])))
-    if "properties" in schema or "required" in schema or "additionalProperties" in schema:
-        checks.append(_object_check(schema))
-    if "items" in schema:
-        checks.append(_items_check(_compile(schema["items"])))
-
-    if len(checks) == 1:
-        return checks[0]
-
-    def check_all(value: Any, path: _Path, issues: list[str]) -> None:
-        for check in checks:
-            before = len(issues)
-            check(value, path, issues)
-            if len(issues) > before and check is checks[0] and types:
-                return  # a wrong type makes the remaining checks noise
-
-    return check_all
+_OBJECT_KEYWORDS = ("properties", "required", "additionalProperties")
+_CHAINED_PROPERTIES = 12
+"""Up to this many properties, a key finds its checks by ``if key == ...`` tests."""
+_NUMBER_BOUNDS = (
+    ("minimum", "<", ">="),
+    ("maximum", ">", "<="),
+    ("exclusiveMinimum", "<=", ">"),
+    ("exclusiveMaximum", ">=", "<"),
+)
+_LENGTH_BOUNDS = (
+    ("minLength", "str", "<", "at least", "characters"),
+    ("maxLength", "str", ">", "at most", "characters"),
+    ("minItems", "list", "<", "at least", "items"),
+    ("maxItems", "list", ">", "at most", "items"),
+)
 
 
-def _accept(value: Any, path: _Path, issues: list[str]) -> None:
-    return None
+class _Codegen:
+    """Writes one schema out as Python functions: each check is an ``if`` on the value.
+
+    A schema with object or array keywords becomes a function ``(value, path, issues)``; the
+    checks of a flat subschema (a property without properties or items of its own) are written
+    into its parent's function, so a typical tool call's arguments are checked by a single
+    function call. ``path`` is the rendered path of the function's value (``args.env``); the
+    path of a flat subschema, and every issue's message, is only put together when an issue
+    is found. Checks run in a fixed order (type; enum, const; numeric then length bounds;
+    pattern; object; items) and a wrong type skips the rest of its schema's checks, which
+    would only be noise.
+
+    Nothing from the schema becomes code: names and messages enter the source as ``repr``
+    literals, numbers as numbers, and patterns and enum options as constants of the namespace.
+    """
+
+    def __init__(self) -> None:
+        self.namespace: dict[str, Any] = {
+            "_json_type": _json_type,
+            "_matches_type": _matches_type,
+            "_enum_has": _enum_has,
+            "_OTHER": object(),
+        }
+        self.sources: list[str] = []
+        self._count = 0
+
+    def compile(self, schema: JsonObject) -> Callable[[JsonObject], list[str]]:
+        body = self._checks(schema, "value", "path", 1)
+        lines = [
+            "def check(value):",
+            "    issues = []",
+            "    path = 'args'",
+            *body,
+            "    return issues",
+        ]
+        self.sources.append("\n".join(lines))
+        exec("\n\n".join(self.sources), self.namespace)  # source written above from the schema
+        check: Callable[[JsonObject], list[str]] = self.namespace["check"]
+        return check
+
+    def _name(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def _constant(self, value: Any) -> str:
+        name = self._name("_c")
+        self.namespace[name] = value
+        return name
+
+    def _function(self, schema: JsonValue) -> str:
+        name = self._name("_check")
+        body = self._checks(schema, "value", "path", 1)
+        self.sources.append(f"def {name}(value, path, issues):\n" + "\n".join(body or ["    pass"]))
+        return name
+
+    def _checks(self, schema: JsonValue, value: str, path: str, depth: int) -> list[str]:
+        """Lines checking ``value`` (a variable) against ``schema``, indented ``depth`` levels;
+        ``path`` is an expression for the value's rendered path, evaluated only on an issue."""
+        pad = "    " * depth
+        if schema is True or schema == {}:
+            return []
+        if schema is False:
+            return [f"{pad}issues.append({path} + ': no value is allowed here')"]
+        assert isinstance(schema, dict)
+        raw_type = schema.get("type")
+        types = (
+            (raw_type,)
+            if isinstance(raw_type, str)
+            else tuple(t for t in raw_type if isinstance(t, str))
+            if isinstance(raw_type, list)
+            else ()
+        )
+        rest = self._value_checks(schema, value, path, depth + (1 if types else 0))
+        if not types:
+            return rest
+        message = repr(f": expected {'|'.join(types)} but got ")
+        lines = [
+            f"{pad}if not ({' or '.join(_type_test(t, value) for t in types)}):",
+            f"{pad}    issues.append({path} + {message} + _json_type({value}))",
+        ]
+        return lines + ([f"{pad}else:", *rest] if rest else [])
+
+    def _value_checks(self, schema: JsonObject, value: str, path: str, depth: int) -> list[str]:
+        pad = "    " * depth
+        lines: list[str] = []
+
+        def issue(test: str, message: str) -> None:
+            lines.extend([f"{pad}if {test}:", f"{pad}    issues.append({path} + {message!r})"])
+
+        enums = []
+        if "enum" in schema and isinstance(schema["enum"], list):
+            enums.append(schema["enum"])
+        if "const" in schema:
+            enums.append([schema["const"]])
+        for options in enums:
+            rendered = ", ".join(_short_json(o) for o in options)
+            test = f"not _enum_has({self._constant(options)}, {value})"
+            if all(type(o) is str for o in options):  # the usual enum: a set lookup
+                strings = self._constant(frozenset(options))
+                test = f"not ({value} in {strings} if type({value}) is str else _enum_has({self._constant(options)}, {value}))"
+            issue(test, f": value must be one of [{rendered}]")
+        for key, fails, words in _NUMBER_BOUNDS:
+            limit = schema.get(key)
+            if isinstance(limit, int | float) and not isinstance(limit, bool):
+                bound = self._constant(float(limit))
+                issue(
+                    f"isinstance({value}, int | float) and not isinstance({value}, bool) "
+                    f"and {value} {fails} {bound}",
+                    f": must be {words} {limit}",
+                )
+        for key, kind, fails, words, unit in _LENGTH_BOUNDS:
+            limit = schema.get(key)
+            if isinstance(limit, int) and not isinstance(limit, bool):
+                issue(
+                    f"isinstance({value}, {kind}) and len({value}) {fails} {limit}",
+                    f": must have {words} {limit} {unit}",
+                )
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str):
+            try:
+                compiled = self._constant(re.compile(pattern))
+            except re.error:
+                pass  # the config plane rejects invalid patterns; never fail a call on it
+            else:
+                issue(
+                    f"isinstance({value}, str) and {compiled}.search({value}) is None",
+                    f": must match pattern {pattern!r}",
+                )
+        if any(key in schema for key in _OBJECT_KEYWORDS):
+            lines.extend(self._object_checks(schema, value, path, depth))
+        if "items" in schema:
+            item, index = self._name("item"), self._name("index")
+            item_lines = self._sub_checks(
+                schema["items"], item, f"{path} + '[' + str({index}) + ']'", depth + 2
+            )
+            if item_lines:
+                lines.extend(
+                    [
+                        f"{pad}if isinstance({value}, list):",
+                        f"{pad}    for {index}, {item} in enumerate({value}):",
+                        *item_lines,
+                    ]
+                )
+        return lines
+
+    def _object_checks(self, schema: JsonObject, value: str, path: str, depth: int) -> list[str]:
+        pad = "    " * depth
+        lines: list[str] = []
+        for name in _string_list(schema.get("required")):
+            missing = f".{name}: required property is missing"
+            lines += [
+                f"{pad}    if {name!r} not in {value}:",
+                f"{pad}        issues.append({path} + {missing!r})",
+            ]
+        key, item = self._name("key"), self._name("item")
+        raw_props = schema.get("properties")
+        props = list(raw_props.items()) if isinstance(raw_props, dict) else []
+        # Every key of the value goes to its property's checks, or else to the "other" checks;
+        # with few properties an if/elif on the key picks them, with many a dict lookup does.
+        chained = len(props) <= _CHAINED_PROPERTIES
+        inner = depth + (2 if chained and not props else 3)  # where the other checks sit
+        other_path = f"{path} + '.' + str({key})"
+        additional = schema.get("additionalProperties", True)
+        if additional is False:
+            other = [f"{'    ' * inner}issues.append({other_path} + ': unexpected property')"]
+        else:
+            other = self._sub_checks(additional, item, other_path, inner)
+        loop = [f"{pad}    for {key}, {item} in {value}.items():"]
+        if chained:
+            branches = [
+                (name, self._sub_checks(sub, item, f"{path} + {'.' + name!r}", depth + 3))
+                for name, sub in props
+            ]
+            if not other:  # a property without checks needs no branch of its own then
+                branches = [(name, checks) for name, checks in branches if checks]
+            for number, (name, checks) in enumerate(branches):
+                loop.append(f"{pad}        {'elif' if number else 'if'} {key} == {name!r}:")
+                loop += checks or [f"{pad}            pass"]
+            if other and branches:
+                loop.append(f"{pad}        else:")
+            if other or branches:
+                lines += loop + other
+        else:
+            functions = {
+                name: "None" if sub is True or sub == {} else self._function(sub)
+                for name, sub in props
+            }
+            table = self._name("_properties")  # defined after the functions it names
+            entries = ", ".join(f"{name!r}: {function}" for name, function in functions.items())
+            self.sources.append(f"{table} = {{{entries}}}")
+            check = self._name("check")
+            lines += [
+                *loop,
+                f"{pad}        {check} = {table}.get({key}, _OTHER)",
+                f"{pad}        if {check} is _OTHER:",
+                *(other or [f"{pad}            pass"]),
+                f"{pad}        elif {check} is not None:",
+                f"{pad}            {check}({item}, {path} + '.' + {key}, issues)",
+            ]
+        return [f"{pad}if isinstance({value}, dict):", *lines] if lines else []
+
+    def _sub_checks(self, schema: JsonValue, value: str, path: str, depth: int) -> list[str]:
+        """A subschema's checks: written in place when flat, else a call to its own function."""
+        if isinstance(schema, dict) and (
+            "items" in schema or any(k in schema for k in _OBJECT_KEYWORDS)
+        ):
+            return [f"{'    ' * depth}{self._function(schema)}({value}, {path}, issues)"]
+        return self._checks(schema, value, path, depth)
 
 
-def _reject_all(value: Any, path: _Path, issues: list[str]) -> None:
-    issues.append(f"{_render(path)}: no value is allowed here")
+def _type_test(name: str, value: str) -> str:
+    if name in _CLASS_OF_TYPE:
+        return f"isinstance({value}, {_CLASS_OF_TYPE[name]})"
+    if name == "null":
+        return f"{value} is None"
+    if name in ("integer", "number"):
+        return f"(type({value}) is int or _matches_type({value}, {name!r}))"
+    return f"_matches_type({value}, {name!r})"
 
 
-def _type_check(types: tuple[str, ...]) -> _Checker:
-    expected = "|".join(types)
-
-    def check(value: Any, path: _Path, issues: list[str]) -> None:
-        for t in types:
-            if _matches_type(value, t):
-                return
-        issues.append(f"{_render(path)}: expected {expected} but got {_json_type(value)}")
-
-    return check
-
-
-def _enum_check(options: list[JsonValue]) -> _Checker:
-    def same(a: Any, b: Any) -> bool:
-        # JSON equality: true is not 1, and 1 equals 1.0.
-        if isinstance(a, bool) or isinstance(b, bool):
-            return isinstance(a, bool) and isinstance(b, bool) and a == b
-        return bool(a == b)
-
-    rendered = ", ".join(_short_json(o) for o in options)
-
-    def check(value: Any, path: _Path, issues: list[str]) -> None:
-        if not any(same(value, option) for option in options):
-            issues.append(f"{_render(path)}: value must be one of [{rendered}]")
-
-    return check
-
-
-def _bound_checks(schema: JsonObject) -> list[_Checker]:
-    checks: list[_Checker] = []
-
-    def number_bound(key: str, fails: Callable[[float, float], bool], words: str) -> None:
-        limit = schema.get(key)
-        if isinstance(limit, bool) or not isinstance(limit, int | float):
-            return
-        bound = float(limit)
-
-        def check(value: Any, path: _Path, issues: list[str]) -> None:
-            if (
-                isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and fails(value, bound)
-            ):
-                issues.append(f"{_render(path)}: must be {words} {limit}")
-
-        checks.append(check)
-
-    number_bound("minimum", lambda v, b: v < b, ">=")
-    number_bound("maximum", lambda v, b: v > b, "<=")
-    number_bound("exclusiveMinimum", lambda v, b: v <= b, ">")
-    number_bound("exclusiveMaximum", lambda v, b: v >= b, "<")
-
-    def length_bound(key: str, kind: type, fails: Callable[[int, int], bool], words: str) -> None:
-        limit = schema.get(key)
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            return
-        unit = "characters" if kind is str else "items"
-
-        def check(value: Any, path: _Path, issues: list[str]) -> None:
-            if isinstance(value, kind) and fails(len(value), limit):  # type: ignore[arg-type]
-                issues.append(f"{_render(path)}: must have {words} {limit} {unit}")
-
-        checks.append(check)
-
-    length_bound("minLength", str, lambda n, b: n < b, "at least")
-    length_bound("maxLength", str, lambda n, b: n > b, "at most")
-    length_bound("minItems", list, lambda n, b: n < b, "at least")
-    length_bound("maxItems", list, lambda n, b: n > b, "at most")
-    return checks
-
-
-def _pattern_check(pattern: str) -> _Checker:
-    try:
-        compiled = re.compile(pattern)
-    except re.error:
-        return _accept  # the config plane rejects invalid patterns; never fail a call on it
-
-    def check(value: Any, path: _Path, issues: list[str]) -> None:
-        if isinstance(value, str) and compiled.search(value) is None:
-            issues.append(f"{_render(path)}: must match pattern {pattern!r}")
-
-    return check
-
-
-def _object_check(schema: JsonObject) -> _Checker:
-    raw_props = schema.get("properties")
-    props = {
-        name: _compile(sub)
-        for name, sub in (raw_props.items() if isinstance(raw_props, dict) else ())
-    }
-    required = _string_list(schema.get("required"))
-    additional = schema.get("additionalProperties", True)
-    extra_check = None if additional is True else _compile(additional)
-    closed = additional is False
-
-    def check(value: Any, path: _Path, issues: list[str]) -> None:
-        if not isinstance(value, dict):
-            return
-        for name in required:
-            if name not in value:
-                issues.append(f"{_render((path, '.' + name))}: required property is missing")
-        for name, item in value.items():
-            sub = props.get(name)
-            if sub is not None:
-                if sub is not _accept:
-                    sub(item, (path, "." + name), issues)
-            elif closed:
-                issues.append(f"{_render((path, '.' + str(name)))}: unexpected property")
-            elif extra_check is not None:
-                extra_check(item, (path, "." + str(name)), issues)
-
-    return check
-
-
-def _items_check(item_check: _Checker) -> _Checker:
-    def check(value: Any, path: _Path, issues: list[str]) -> None:
-        if isinstance(value, list):
-            for index, item in enumerate(value):
-                item_check(item, (path, f"[{index}]"), issues)
-
-    return check
+def _enum_has(options: list[JsonValue], value: Any) -> bool:
+    """JSON equality against each option: true is not 1, and 1 equals 1.0."""
+    for option in options:
+        if isinstance(value, bool) or isinstance(option, bool):
+            if isinstance(value, bool) and isinstance(option, bool) and value == option:
+                return True
+        elif value == option:
+            return True
+    return False
 
 
 def _short_json(value: JsonValue) -> str:
@@ -378,7 +434,8 @@ def _library_checker(schema: JsonObject) -> Callable[[JsonObject], list[str]]:
 
 
 def _library_issue(error: ValidationError) -> str:
-    path: _Path = None
-    for segment in error.absolute_path:
-        path = (path, f"[{segment}]" if isinstance(segment, int) else f".{segment}")
-    return f"{_render(path)}: {error.message}"
+    path = "".join(
+        f"[{segment}]" if isinstance(segment, int) else f".{segment}"
+        for segment in error.absolute_path
+    )
+    return f"args{path}: {error.message}"

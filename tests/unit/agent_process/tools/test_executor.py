@@ -7,6 +7,7 @@ import dataclasses
 import math
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -405,6 +406,50 @@ async def test_handlers_past_their_timeout_fail_with_e_tool_timeout(
     assert result.error.code == "E_TOOL_TIMEOUT"
     assert result.error.name == "ToolTimeoutError"
     assert "0.05 s" in result.error.message
+
+
+async def test_the_deadline_counts_from_the_start_of_the_call(harness: Harness) -> None:
+    """A handler that holds the loop past its deadline is cut off at its first suspension."""
+
+    async def slow_start(ctx: ToolContext, args: JsonObject) -> str:
+        time.sleep(0.2)  # noqa: ASYNC251 - holds the loop, the part nothing can interrupt
+        await asyncio.sleep(5)
+        return "late"
+
+    harness.add("echo__say", slow_start, timeout_seconds=0.05)
+    started = time.monotonic()
+    result = await asyncio.wait_for(harness.call("echo__say"), timeout=10)
+    assert result.error is not None
+    assert result.error.code == "E_TOOL_TIMEOUT"
+    assert time.monotonic() - started < 2
+
+
+async def test_a_suspending_handler_gets_what_it_awaits_and_raises(harness: Harness) -> None:
+    """Values, exceptions and a caught cancellation reach the handler across its suspensions."""
+    loop = asyncio.get_running_loop()
+
+    async def steps(ctx: ToolContext, args: JsonObject) -> JsonObject:
+        await asyncio.sleep(0)
+        future: asyncio.Future[int] = loop.create_future()
+        loop.call_soon(future.set_result, 7)
+        value = await future
+        failing: asyncio.Future[int] = loop.create_future()
+        loop.call_soon(failing.set_exception, KeyError("k"))
+        try:
+            await failing
+        except KeyError:
+            caught = True
+        if args.get("fail"):
+            await asyncio.sleep(0)
+            raise ValueError("after suspending")
+        return {"value": value, "caught": caught}
+
+    harness.add("echo__say", steps, parameters={"type": "object"})
+    result = await harness.call("echo__say")
+    assert (result.status, result.output) == ("ok", {"value": 7, "caught": True})
+    failed = await harness.call("echo__say", {"fail": True})
+    assert failed.error is not None
+    assert (failed.error.code, failed.error.name) == ("E_TOOL", "ValueError")
 
 
 async def test_cancelling_the_caller_is_not_swallowed(harness: Harness) -> None:

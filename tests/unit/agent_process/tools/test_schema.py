@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent_process.tools.schema import compile_args_validator, format_issues
-from tools_base import JsonObject
+from tools_base import JsonObject, JsonValue
 
 SCHEMA: JsonObject = {
     "type": "object",
@@ -105,3 +105,46 @@ def test_suggestion_lists_required_and_allowed() -> None:
     suggestion = compile_args_validator(SCHEMA).suggestion()
     assert "required=['command']" in suggestion
     assert "allowed=['command', 'timeoutMs'" in suggestion
+
+
+def test_many_properties_are_checked_like_few() -> None:
+    """Past a dozen properties a key finds its checks by lookup; the issues do not change."""
+    properties: JsonObject = {f"p{i}": {"type": "string"} for i in range(20)}
+    properties["env"] = {"type": "object", "properties": {"HOME": {"type": "string"}}}
+    schema: JsonObject = {
+        "type": "object",
+        "properties": properties,
+        "required": ["p0"],
+        "additionalProperties": False,
+    }
+    args: JsonObject = {"p3": 1, "bogus": True, "env": {"HOME": 2}, "p19": "ok"}
+    assert issues(args, schema) == [
+        "args.p0: required property is missing",
+        "args.p3: expected string but got integer",
+        "args.bogus: unexpected property",
+        "args.env.HOME: expected string but got integer",
+    ]
+
+
+def test_property_names_are_data_not_code() -> None:
+    name = "it's \"quoted\"\n'); import os; ('"
+    schema: JsonObject = {
+        "type": "object",
+        "properties": {name: {"type": "integer", "enum": [1, 2]}},
+        "required": [name],
+    }
+    assert issues({name: 1}, schema) == []
+    assert issues({name: 3}, schema) == [f"args.{name}: value must be one of [1, 2]"]
+    assert issues({}, schema) == [f"args.{name}: required property is missing"]
+
+
+def test_deeply_nested_schemas_compile() -> None:
+    schema: JsonObject = {"type": "string", "pattern": "^x"}
+    for depth in range(40):
+        schema = {"type": "object", "properties": {f"d{depth}": {"type": "array", "items": schema}}}
+    args: JsonValue = "y"
+    for depth in range(40):
+        args = {f"d{depth}": [args]}
+    assert isinstance(args, dict)
+    path = "".join(f".d{depth}[0]" for depth in reversed(range(40)))
+    assert issues(args, schema) == [f"args{path}: must match pattern '^x'"]
