@@ -1,0 +1,194 @@
+"""Start, restart and memory of an AgentProcess, each against a floor measured in the same run.
+
+The floor is a child of the daemon's own fork server (the same ``multiprocessing`` context,
+so the same preload, ``orchestrator.transport.PRELOAD``, and the same trampoline) that reports
+ready over its pipe at once and does nothing else (``benchmarks/_floor_child.py``). The agent
+is ``beta`` of the test swarm (``tests/support/swarm.py``: a scripted model with 60 rules,
+three built-in tools and a tool module loaded from its path), started by a real
+Orchestrator: ``Supervisor.ensure_running`` through ``MultiprocessingTransport``.
+
+Figures (medians of ``samples`` runs, floor and agent samples taken in turns so that noise
+falls on both alike):
+
+* ``floor_child_ready_ms``: ``Process.start()`` until the floor child's ``ready`` arrives;
+* ``spawn_ready_ms``: ``ensure_running`` of a stopped agent until it is ready;
+* ``crash_ready_ms``: SIGKILL of an idle agent until its restart is ready;
+* ``floor_child_uss_mib`` / ``agent_uss_mib`` (and ``*_pss_mib``): memory of an idle floor
+  child and of an idle, freshly started agent, from ``/proc/<pid>/smaps_rollup``.
+
+Imported by ``benchmarks/ipc.py``; ``python benchmarks/_process_figures.py [--json]`` prints
+the figures alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from orchestrator._child import run_entry
+from orchestrator.status import ProcessStatus
+from orchestrator.supervisor import Supervisor
+from orchestrator.transport import MultiprocessingTransport
+
+FLOOR_ENTRY = "benchmarks._floor_child:ready"
+AGENT = "beta"
+SETTLE_SECONDS = 0.5
+"""How long a child idles before its memory is read (its first allocations done)."""
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    """RSS, PSS and USS (private clean + private dirty) of ``pid``, in MiB."""
+    fields: dict[str, float] = {}
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        for line in rollup:
+            key, _, rest = line.partition(":")
+            if key in ("Rss", "Pss", "Private_Clean", "Private_Dirty"):
+                fields[key] = int(rest.split()[0]) / 1024
+    fields["Uss"] = fields.pop("Private_Clean", 0.0) + fields.pop("Private_Dirty", 0.0)
+    return fields
+
+
+class FloorChild:
+    """One floor child: started through the transport's context, ready at once."""
+
+    def __init__(self, transport: MultiprocessingTransport) -> None:
+        parent_end, child_end = transport.context.Pipe()
+        self.conn = parent_end
+        self.process = transport.context.Process(  # type: ignore[attr-defined]
+            target=run_entry, args=(FLOOR_ENTRY, child_end, {}), daemon=True
+        )
+        started = time.perf_counter()
+        self.process.start()
+        child_end.close()
+        ready = parent_end.recv_bytes()
+        self.ready_ms = (time.perf_counter() - started) * 1000
+        assert ready == b"ready", ready
+
+    def close(self) -> None:
+        """Close the pipe: the child exits."""
+        self.conn.close()
+        self.process.join(5)
+
+
+async def _figures(samples: int) -> dict[str, Any]:
+    from orchestrator.daemon import Orchestrator
+    from tests.support.swarm import write_swarm
+
+    transport = MultiprocessingTransport()
+    FloorChild(transport).close()  # the fork server's cold start, paid once, not measured
+    floor_ready: list[float] = []
+    spawn_ready: list[float] = []
+    crash_ready: list[float] = []
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        orchestrator = Orchestrator(
+            write_swarm(directory), state_dir=directory / "state", transport=transport
+        )
+        await orchestrator.start()
+        supervisor: Supervisor = orchestrator.supervisor
+        try:
+            await supervisor.ensure_running(AGENT)  # its first start compiles its tool module
+            for _ in range(samples):
+                floor = FloorChild(transport)
+                floor_ready.append(floor.ready_ms)
+                floor.close()
+                await supervisor.stop_agent(AGENT, 5, "benchmark")
+                started = time.perf_counter()
+                await supervisor.ensure_running(AGENT)
+                spawn_ready.append((time.perf_counter() - started) * 1000)
+                crash_ready.append(await _crash_to_ready(supervisor))
+            floor = FloorChild(transport)
+            await asyncio.sleep(SETTLE_SECONDS)
+            floor_memory = memory_mib(floor.process.pid)
+            agent_pid = supervisor.handles[AGENT].pid
+            assert agent_pid is not None
+            agent_memory = memory_mib(agent_pid)
+            floor.close()
+        finally:
+            await orchestrator.shutdown()
+    out["floor_child_ready_ms"] = round(statistics.median(floor_ready), 2)
+    out["spawn_ready_ms"] = round(statistics.median(spawn_ready), 2)
+    out["crash_ready_ms"] = round(statistics.median(crash_ready), 2)
+    out["floor_child_uss_mib"] = round(floor_memory["Uss"], 2)
+    out["floor_child_pss_mib"] = round(floor_memory["Pss"], 2)
+    out["agent_uss_mib"] = round(agent_memory["Uss"], 2)
+    out["agent_pss_mib"] = round(agent_memory["Pss"], 2)
+    out["spawn_ready_ratio"] = round(out["spawn_ready_ms"] / out["floor_child_ready_ms"], 2)
+    out["crash_ready_ratio"] = round(out["crash_ready_ms"] / out["floor_child_ready_ms"], 2)
+    out["agent_uss_ratio"] = round(out["agent_uss_mib"] / out["floor_child_uss_mib"], 2)
+    return out
+
+
+async def _crash_to_ready(supervisor: Supervisor) -> float:
+    """SIGKILL the idle agent, wait until its restart is ready; milliseconds."""
+    handle = supervisor.handles[AGENT]
+    pid = handle.pid
+    assert pid is not None
+    started = time.perf_counter()
+    os.kill(pid, signal.SIGKILL)
+    await supervisor.wait_for_status(AGENT, ProcessStatus.CRASHED)
+    await supervisor.wait_for_status(AGENT, ProcessStatus.IDLE)
+    elapsed = (time.perf_counter() - started) * 1000
+    handle.consecutive_crashes = 0  # stay below the backoff threshold
+    await asyncio.sleep(SETTLE_SECONDS / 5)  # let the restarted agent's boot settle
+    return elapsed
+
+
+def process_figures(samples: int = 15) -> dict[str, Any]:
+    """Every figure of the module docstring, from one run (call outside any event loop)."""
+    import uvloop
+
+    result: dict[str, Any] = uvloop.run(_figures(samples))
+    return result
+
+
+def print_table(figures: dict[str, Any]) -> None:
+    """The figures as a human table, each against its floor."""
+    floor = figures["floor_child_ready_ms"]
+    print(f"{'agent start':<40} {'median ms':>10} {'x floor':>8}")
+    print(f"{'floor child (fork server, ready at once)':<40} {floor:>10.1f} {1:>8.2f}")
+    for key, label in (
+        ("spawn_ready_ms", "spawn -> ready"),
+        ("crash_ready_ms", "SIGKILL -> ready"),
+    ):
+        print(f"{label:<40} {figures[key]:>10.1f} {figures[key] / floor:>8.2f}")
+    print(f"{'idle memory':<40} {'USS MiB':>10} {'PSS MiB':>8}")
+    print(
+        f"{'floor child':<40} {figures['floor_child_uss_mib']:>10.2f} "
+        f"{figures['floor_child_pss_mib']:>8.2f}"
+    )
+    print(
+        f"{'AgentProcess':<40} {figures['agent_uss_mib']:>10.2f} {figures['agent_pss_mib']:>8.2f}"
+        f"   USS {figures['agent_uss_ratio']:.2f}x floor"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    options = parser.parse_args()
+    from ipc.logs import configure_logging
+
+    configure_logging("warning")
+    figures = process_figures(options.samples)
+    if options.json:
+        print(json.dumps(figures))
+    else:
+        print_table(figures)
+
+
+if __name__ == "__main__":
+    main()

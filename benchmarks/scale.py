@@ -1,0 +1,266 @@
+"""A swarm of many agents, all started: how long until every one is ready, what they cost in
+memory, how long ``status`` takes against that daemon, and whether idle agents slow a delegate.
+
+The swarm: ``--agents`` real AgentProcesses (one scripted Model, the ``agents`` and
+``file-system`` built-in tools each, a system prompt), plus the ``pinger`` and ``echo``
+benchmark agents of ``benchmarks/_ipc_agents.py`` (real Channel, real messages, no Turn) to
+time delegate round trips through the real Orchestrator. Everything runs in one real
+Orchestrator (this process) with its HTTP API on its Unix socket. One ``goondan.yaml`` holds
+at most 100 documents, so the file declares the first agent and every other one gets a copy
+of its plan under its own name, each plan listing all the swarm's agents as a declared swarm
+of that size would.
+
+1. ``pinger`` and ``echo`` start; ``--count`` delegate round trips with only them running.
+2. All ``--agents`` agents start at once (``Supervisor.ensure_running`` of each, concurrently,
+   as when they all get their first request together): ``all_ready_s``.
+3. ``total_pss_mib``: the PSS of every process of the swarm (the daemon, its fork server, every
+   agent), after a second of idling.
+4. ``status_ms``: the median wall time of ``python -m orchestrator status --json`` run as a
+   subprocess against this daemon, exactly what an operator waits for (interpreter start,
+   the HTTP request on ``api.sock``, printing every row).
+5. The same delegate round trips with every agent idle:
+   ``delegate_rtt_ratio_500_vs_2`` = median round trip with all agents up / with two.
+
+Run: ``python benchmarks/scale.py [--agents 500] [--json]``. Prints figures; gates nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing.forkserver
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._process_figures import memory_mib
+from bundle.plan import AgentPlan, Plan
+from ipc import EventMessage, IpcMessage
+from orchestrator.supervisor import AgentHandle, Supervisor
+from orchestrator.transport import MultiprocessingTransport, ProcessWorker
+
+BENCH_AGENTS = ("pinger", "echo")
+STATUS_RUNS = 7
+
+MODEL = """\
+apiVersion: goondan.ai/v1
+kind: Model
+metadata: {name: brain}
+spec:
+  provider: scripted
+  model: rules
+  script:
+    rules:
+      - when: {input: "^ask (?P<target>\\\\S+) (?P<text>.+)$"}
+        call: {tool: agents__request, args: {target: "{target}", input: "{text}"}}
+      - when: {input: "^write (?P<file>\\\\S+) (?P<text>.+)$"}
+        call: {tool: file-system__write, args: {path: "{file}", content: "{text}"}}
+      - when: {toolResult: agents__request}
+        reply: "{result.response}"
+      - when: {toolResult: file-system__write}
+        reply: "wrote {result.size} bytes"
+      - reply: "got: {input}"
+"""
+
+AGENT = """\
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {{name: {name}}}
+spec:
+  modelConfig: {{modelRef: Model/brain}}
+  prompt: {{system: "You are {name}, one agent of a large swarm."}}
+  tools:
+    - {{ref: {{kind: Tool, name: agents, package: "@goondan/base"}}}}
+    - {{ref: {{kind: Tool, name: file-system, package: "@goondan/base"}}}}
+"""
+
+
+def write_swarm(directory: Path, agents: list[str]) -> Path:
+    """``goondan.yaml`` with ``agents`` plus the two benchmark agents; echo is the entry."""
+    documents = [MODEL]
+    documents += [AGENT.format(name=name) for name in [*BENCH_AGENTS, *agents]]
+    names = ", ".join(f"Agent/{name}" for name in [*BENCH_AGENTS, *agents])
+    documents.append(
+        "---\napiVersion: goondan.ai/v1\nkind: Swarm\nmetadata: {name: default}\n"
+        f"spec:\n  entryAgent: Agent/echo\n  agents: [{names}]\n"
+    )
+    path = directory / "goondan.yaml"
+    path.write_text("".join(documents))
+    return path
+
+
+class SplitTransport:
+    """Real AgentProcesses, except ``pinger`` and ``echo`` (the benchmark agents)."""
+
+    def __init__(self) -> None:
+        self.agents = MultiprocessingTransport()
+        self.bench = {
+            name: MultiprocessingTransport(entry=f"benchmarks._ipc_agents:{name}")
+            for name in BENCH_AGENTS
+        }
+
+    async def start(self, name: str, plan: Plan, on_message: Any) -> ProcessWorker:
+        """Start ``name`` with the benchmark entry or the AgentProcess."""
+        return await self.bench.get(name, self.agents).start(name, plan, on_message)
+
+
+async def _delegate_round_trips(orchestrator: Any, done: dict[str, Any], count: int) -> list[float]:
+    """Start ``pinger`` afresh, let it time ``count`` delegates to ``echo``.
+
+    A pinger times one series and then only waits for its shutdown: each series gets a new one.
+    """
+    supervisor = orchestrator.supervisor
+    if supervisor.handles["pinger"].worker is not None:
+        await supervisor.stop_agent("pinger", 5, "benchmark")
+    pinger = await supervisor.ensure_running("pinger")
+    future: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
+    done["future"] = future
+    assert pinger.worker is not None
+    start = {"kind": "bench_start", "count": count}
+    pinger.worker.send(EventMessage(sender="orchestrator", to="pinger", payload=start))
+    return await asyncio.wait_for(future, 300)
+
+
+async def _status_ms(bundle: Path, state_dir: Path) -> tuple[float, int]:
+    """Median wall time of the ``status`` CLI against the running daemon, and its row count."""
+    times: list[float] = []
+    rows = 0
+    for _ in range(STATUS_RUNS):
+        started = time.perf_counter()
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "status",
+            "-c",
+            str(bundle),
+            "--state-dir",
+            str(state_dir),
+            "--json",
+            stdout=asyncio.subprocess.PIPE,
+        )
+        output, _ = await process.communicate()
+        times.append((time.perf_counter() - started) * 1000)
+        assert process.returncode == 0, process.returncode
+        rows = len(json.loads(output)["agents"])
+    return statistics.median(times), rows
+
+
+async def _run(agents: int, count: int) -> dict[str, Any]:
+    from orchestrator.daemon import Orchestrator
+
+    names = [f"agent-{n:04d}" for n in range(agents)]
+    out: dict[str, Any] = {"agents": agents}
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        bundle = write_swarm(directory, names[:1])
+        state_dir = directory / "state"
+        orchestrator = Orchestrator(bundle, state_dir=state_dir, transport=SplitTransport())
+        _grow(orchestrator.supervisor, names)
+        done: dict[str, Any] = {}
+        dispatch = orchestrator.dispatch
+
+        def on_message(sender: str, message: IpcMessage) -> None:
+            if isinstance(message, EventMessage) and message.kind == "bench_done":
+                done["future"].set_result(list(message.payload["samples"]))
+            else:
+                dispatch(sender, message)
+
+        orchestrator.supervisor.on_message = on_message
+        await orchestrator.start()
+        supervisor = orchestrator.supervisor
+        try:
+            two = await _delegate_round_trips(orchestrator, done, count)
+
+            started = time.perf_counter()
+            await asyncio.gather(*(supervisor.ensure_running(name) for name in names))
+            out["all_ready_s"] = round(time.perf_counter() - started, 3)
+
+            await asyncio.sleep(1.0)
+            pids = [os.getpid(), _fork_server_pid()]
+            pids += [h.pid for h in supervisor.handles.values() if h.pid is not None]
+            memory = [memory_mib(pid) for pid in pids]
+            agent_pss = [m["Pss"] for m in memory[2:]]
+            out["total_pss_mib"] = round(sum(m["Pss"] for m in memory), 1)
+            out["daemon_pss_mib"] = round(memory[0]["Pss"], 1)
+            out["fork_server_pss_mib"] = round(memory[1]["Pss"], 1)
+            out["agent_pss_mib_median"] = round(statistics.median(agent_pss), 2)
+            out["agent_uss_mib_median"] = round(statistics.median(m["Uss"] for m in memory[2:]), 2)
+            out["processes"] = len(pids)
+
+            status_ms, rows = await _status_ms(bundle, state_dir)
+            out["status_ms"] = round(status_ms, 1)
+            out["status_rows"] = rows
+
+            many = await _delegate_round_trips(orchestrator, done, count)
+        finally:
+            await orchestrator.shutdown()
+    rtt_two, rtt_many = statistics.median(two), statistics.median(many)
+    out["delegate_rtt_us_2"] = round(rtt_two * 1e6, 1)
+    out[f"delegate_rtt_us_{agents}"] = round(rtt_many * 1e6, 1)
+    out[f"delegate_rtt_ratio_{agents}_vs_2"] = round(rtt_many / rtt_two, 3)
+    return out
+
+
+def _grow(supervisor: Supervisor, names: list[str]) -> None:
+    """Give the supervisor every agent of ``names``, each with a copy of the first's plan."""
+    everyone = sorted({*supervisor.handles, *names})
+    template = supervisor.handles[names[0]].plan
+    assert isinstance(template, AgentPlan)
+    for name in everyone:
+        plan = supervisor.handles[name].plan if name in supervisor.handles else template
+        assert isinstance(plan, AgentPlan)
+        update = {"agents": everyone, "agent_name": name}
+        supervisor.handles[name] = AgentHandle(name, plan.model_copy(update=update))
+
+
+def _fork_server_pid() -> int:
+    pid = multiprocessing.forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+    assert isinstance(pid, int)
+    return pid
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=500)
+    parser.add_argument("--count", type=int, default=2000, help="delegate round trips per phase")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    options = parser.parse_args()
+    from ipc.logs import configure_logging
+
+    configure_logging("warning")
+    import uvloop
+
+    result = uvloop.run(_run(options.agents, options.count))
+    if options.json:
+        print(json.dumps(result))
+        return
+    n = options.agents
+    print(f"swarm of {n} agents (+ pinger and echo), all started")
+    print(f"  all ready after                  {result['all_ready_s']:>9.2f} s")
+    print(
+        f"  total PSS                        {result['total_pss_mib']:>9.1f} MiB "
+        f"(daemon {result['daemon_pss_mib']}, fork server {result['fork_server_pss_mib']}, "
+        f"agent median {result['agent_pss_mib_median']} PSS / {result['agent_uss_mib_median']} USS)"
+    )
+    print(
+        f"  `status` CLI (subprocess)        {result['status_ms']:>9.1f} ms "
+        f"({result['status_rows']} rows)"
+    )
+    print(
+        f"  delegate round trip, 2 agents    {result['delegate_rtt_us_2']:>9.1f} µs\n"
+        f"  ... with {n} idle agents        {result[f'delegate_rtt_us_{n}']:>9.1f} µs "
+        f"(ratio {result[f'delegate_rtt_ratio_{n}_vs_2']:.3f})"
+    )
+
+
+if __name__ == "__main__":
+    main()
