@@ -1,21 +1,74 @@
-"""Imported first in the fork server (see ``transport.PRELOAD``), for one side effect.
+"""The fork server's preload (``transport.PRELOAD``): everything it does before its first fork.
 
-A ``systemctl stop`` (``KillMode=control-group``) or ``kill -TERM -<pgid>`` sends SIGTERM to
-every process of the daemon's group, the fork server included. A fork server that died of it
-would make every agent look as if it had exited (``multiprocessing`` reads the loss of the
-server as exit code 255) while they still drain their Turns. So the fork server ignores
-SIGTERM; it still exits when the Orchestrator does, since it watches the Orchestrator's pipe.
+Every agent and connector process is forked from the fork server, so what it does here once,
+no child has to do again, and the memory it leaves behind is shared by all of them until one
+writes to it.
 
-SIGINT (Ctrl-C) is ignored here too. ``multiprocessing`` ignores it in the server anyway, but
-gives each forked child the disposition the server had before, which without this line is
-Python's ``KeyboardInterrupt``: an agent forked at the moment of a Ctrl-C would die of it
-before its own code runs. Agents set both dispositions themselves first thing
-(``agent_process.main.serve``); this only closes the window before that.
+1. **Signals.** A ``systemctl stop`` (``KillMode=control-group``) or ``kill -TERM -<pgid>``
+   sends SIGTERM to every process of the daemon's group, the fork server included. A fork
+   server that died of it would make every agent look as if it had exited
+   (``multiprocessing`` reads the loss of the server as exit code 255) while they still drain
+   their Turns. So the fork server ignores SIGTERM; it still exits when the Orchestrator does,
+   since it watches the Orchestrator's pipe. SIGINT (Ctrl-C) is ignored too: ``multiprocessing``
+   ignores it in the server anyway, but gives each forked child the disposition the server had
+   before, which without this line is Python's ``KeyboardInterrupt``, and an agent forked at the
+   moment of a Ctrl-C would die of it before its own code runs. Agents set both dispositions
+   themselves first thing (``agent_process.main.serve``); this only closes the window before.
+2. **The runtime, imported once** (:data:`RUNTIME_MODULES`, and every built-in tool module):
+   what each child would otherwise import after its fork, at a cost in time and in private
+   memory per child.
+3. **Frozen for the collector** (``gc.freeze``): the imported objects move to the collector's
+   permanent generation, so no collection in a child walks them, and the pages they live on
+   stay shared instead of being copied into every child by the collector's bookkeeping writes.
+   The collector is off while importing, so no collection leaves freed holes among them for a
+   child's allocations to dirty.
+4. **No second ``__main__``.** ``multiprocessing`` makes each child re-run the parent's
+   ``__main__`` script (``python -m`` modules excepted) so that functions defined there can be
+   unpickled. The daemon's children run ``orchestrator._child.run_entry`` with plain data, and
+   the parent's script is whatever started the daemon: the ``goondan`` console script (which
+   imports the whole CLI and HTTP stack), a test runner, a program embedding the Orchestrator.
+   Re-running it costs each child tens of milliseconds and megabytes, and runs a script that
+   was never meant to run twice. The preparation the server hands each child keeps everything
+   else (``sys.path``, working directory, ...).
 """
 
 from __future__ import annotations
 
+import gc
+import importlib
+import pkgutil
 import signal
+from multiprocessing import spawn
+from typing import Any
+
+RUNTIME_MODULES = ("agent_process.main", "connector_process.main", "uvloop")
+"""Imported in the fork server, with every module of :data:`RUNTIME_PACKAGES`."""
+RUNTIME_PACKAGES = ("tools_base.tools",)
+"""Packages whose modules every child may load (the ``@goondan/base`` tools)."""
+_MAIN_KEYS = ("init_main_from_name", "init_main_from_path")
+
+
+def _import_runtime() -> None:
+    for name in RUNTIME_MODULES:
+        importlib.import_module(name)
+    for package_name in RUNTIME_PACKAGES:
+        package = importlib.import_module(package_name)
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package_name}.{module.name}")
+
+
+_prepare = spawn.prepare
+
+
+def _prepare_without_main(data: dict[str, Any]) -> None:
+    """``multiprocessing.spawn.prepare`` minus re-running the parent's ``__main__``."""
+    _prepare({key: value for key, value in data.items() if key not in _MAIN_KEYS})
+
 
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 signal.signal(signal.SIGINT, signal.SIG_IGN)
+gc.disable()
+_import_runtime()
+gc.freeze()
+gc.enable()
+spawn.prepare = _prepare_without_main

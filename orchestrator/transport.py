@@ -26,8 +26,9 @@ from orchestrator.status import ExitInfo
 
 AGENT_ENTRY = "agent_process.main:serve"
 CONNECTOR_ENTRY = "connector_process.main:serve"
-PRELOAD = ["orchestrator._forkserver", "agent_process.main", "connector_process.main"]
-"""Imported once in the fork server, so every agent starts with them already loaded."""
+PRELOAD = ["orchestrator._forkserver"]
+"""Imported once in the fork server: it imports the runtime (agent and connector entry points,
+uvloop, the built-in tools) and freezes it, so every child starts with it loaded and shared."""
 PIPE_CLOSED_GRACE_SECONDS = 2.0
 """How long a child may live on after closing its pipe before it is terminated."""
 
