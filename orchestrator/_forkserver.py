@@ -38,6 +38,7 @@ import gc
 import importlib
 import pkgutil
 import signal
+from collections.abc import Mapping
 from multiprocessing import spawn
 from typing import Any
 
@@ -60,7 +61,7 @@ def _import_runtime() -> None:
 _prepare = spawn.prepare
 
 
-def _prepare_without_main(data: dict[str, Any]) -> None:
+def _prepare_without_main(data: Mapping[str, Any]) -> None:
     """``multiprocessing.spawn.prepare`` minus re-running the parent's ``__main__``."""
     _prepare({key: value for key, value in data.items() if key not in _MAIN_KEYS})
 
