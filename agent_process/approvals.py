@@ -154,13 +154,34 @@ class Approval:
 def read_approvals(instances_root: Path) -> list[Approval]:
     """Every readable record under ``instances_root`` (an unreadable one is logged, skipped)."""
     found: list[Approval] = []
-    for path in sorted(instances_root.glob(f"*/{DIRECTORY}/apr_*.json")):
+    for path in _record_files(instances_root):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             found.append(Approval.from_json(data, path))
         except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
             _log.warning("unreadable approval record skipped", file=str(path), error=str(exc))
     return found
+
+
+def _record_files(instances_root: Path) -> list[Path]:
+    """``instances_root/*/approvals/apr_*.json``, sorted (no glob: its pattern machinery was a
+    good part of an agent's boot)."""
+    found: list[str] = []
+    try:
+        instances = [entry.path for entry in os.scandir(instances_root) if entry.is_dir()]
+    except OSError:  # no instance yet
+        return []
+    for instance in instances:
+        try:
+            with os.scandir(os.path.join(instance, DIRECTORY)) as records:
+                found += [
+                    r.path
+                    for r in records
+                    if r.name.startswith("apr_") and r.name.endswith(".json") and r.is_file()
+                ]
+        except OSError:
+            continue
+    return sorted(Path(path) for path in found)
 
 
 class ApprovalSuspended(Exception):

@@ -99,8 +99,9 @@ def _remember_sigterm(signum: int, frame: object) -> None:
     _sigterm_before_loop = True
 
 
-def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
-    """Process entry point (the target the Orchestrator starts)."""
+def serve(conn: Connection, plan_data: AgentPlan | dict[str, Any]) -> None:
+    """Process entry point (the target the Orchestrator starts): ``plan_data`` is the plan,
+    validated already (the supervisor's), or its JSON form, validated here."""
     # Our own signal dispositions first, whatever the fork server left us. Ctrl-C and
     # `systemctl stop` signal the daemon's whole process group: SIGINT is the Orchestrator's
     # to act on (it drains us), and SIGTERM starts our own drain once the loop runs (until
@@ -397,7 +398,9 @@ class AgentProcess:
             self.log.info("orchestrator gone before the agent was ready; exiting")
             await self._stop()
             return 0
-        self.log.info("agent ready")
+        # At debug: the daemon logs each agent's readiness, and an idle agent that logs
+        # nothing never starts its log writer thread.
+        self.log.debug("agent ready")
         self._resume_parked_turns()
         await self._finished.wait()
         await self._stop()

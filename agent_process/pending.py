@@ -121,7 +121,7 @@ def lost_handles(instances_root: Path) -> list[tuple[Path, LostHandle]]:
     Called at boot, before any work starts: every recorded handle is lost by then.
     """
     found: list[tuple[Path, LostHandle]] = []
-    for path in sorted(instances_root.glob(f"*/{FILE_NAME}")):
+    for path in _instance_files(instances_root, FILE_NAME):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             key = data["instanceKey"]
@@ -145,3 +145,13 @@ def lost_handles(instances_root: Path) -> list[tuple[Path, LostHandle]]:
                 )
             )
     return found
+
+
+def _instance_files(instances_root: Path, name: str) -> list[Path]:
+    """``instances_root/*/name`` that exist, sorted (no glob: its pattern machinery was a good
+    part of an agent's boot)."""
+    try:
+        directories = [entry.path for entry in os.scandir(instances_root) if entry.is_dir()]
+    except OSError:  # no instance yet
+        return []
+    return sorted(path for path in (Path(d, name) for d in directories) if path.is_file())

@@ -10,12 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 from multiprocessing.connection import Connection
-from typing import Any
 
 READY = b"ready"
 
 
-def ready(conn: Connection, plan: dict[str, Any]) -> None:
+def ready(conn: Connection, plan: object) -> None:
     """Report ready, then wait for the parent to close the pipe."""
     conn.send_bytes(READY)
     with contextlib.suppress(EOFError, OSError):

@@ -13,6 +13,7 @@ from typing import Any
 
 import uvloop
 
+from bundle.plan import AgentPlan
 from ipc import (
     ORCHESTRATOR,
     Channel,
@@ -33,11 +34,11 @@ PAYLOAD: dict[str, Any] = {
 }
 
 
-def echo(conn: Connection, plan: dict[str, Any]) -> None:
+def echo(conn: Connection, plan: AgentPlan) -> None:
     """Answer every delegate at once (a trivial handler)."""
 
     async def main() -> None:
-        name = plan["agent_name"]
+        name = plan.agent_name
         done = asyncio.Event()
         channel: Channel
 
@@ -62,7 +63,7 @@ def echo(conn: Connection, plan: dict[str, Any]) -> None:
     uvloop.run(main())
 
 
-def pinger(conn: Connection, plan: dict[str, Any]) -> None:
+def pinger(conn: Connection, plan: AgentPlan) -> None:
     """On ``bench_start``, send ``count`` delegates to ``echo`` one after another; report times."""
 
     async def main() -> None:

@@ -14,7 +14,10 @@ falls on both alike):
 * ``spawn_ready_ms``: ``ensure_running`` of a stopped agent until it is ready;
 * ``crash_ready_ms``: SIGKILL of an idle agent until its restart is ready;
 * ``floor_child_uss_mib`` / ``agent_uss_mib`` (and ``*_pss_mib``): memory of an idle floor
-  child and of an idle, freshly started agent, from ``/proc/<pid>/smaps_rollup``.
+  child and of an idle, freshly started agent, from ``/proc/<pid>/smaps_rollup``;
+* ``floor_child_cpu_ms`` / ``agent_ready_cpu_ms``: CPU time the child used from its fork until
+  it was ready (``/proc/<pid>/task/*/schedstat``), which other load on the machine barely
+  changes.
 
 Imported by ``benchmarks/ipc.py``; ``python benchmarks/_process_figures.py [--json]`` prints
 the figures alone.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -45,6 +49,21 @@ FLOOR_ENTRY = "benchmarks._floor_child:ready"
 AGENT = "beta"
 SETTLE_SECONDS = 0.5
 """How long a child idles before its memory is read (its first allocations done)."""
+
+
+def cpu_ms(pid: int) -> float:
+    """CPU time ``pid`` has used so far, all its threads (``schedstat``: nanoseconds), in ms."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e6
+
+
+def minor_faults(pid: int) -> int:
+    """Minor page faults of ``pid`` so far (each copy-on-write of a page is one)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rpartition(")")[2].split()[7])
 
 
 def memory_mib(pid: int) -> dict[str, float]:
@@ -73,6 +92,8 @@ class FloorChild:
         child_end.close()
         ready = parent_end.recv_bytes()
         self.ready_ms = (time.perf_counter() - started) * 1000
+        self.cpu_ms = cpu_ms(self.process.pid)
+        self.faults = minor_faults(self.process.pid)
         assert ready == b"ready", ready
 
     def close(self) -> None:
@@ -88,6 +109,10 @@ async def _figures(samples: int) -> dict[str, Any]:
     transport = MultiprocessingTransport()
     FloorChild(transport).close()  # the fork server's cold start, paid once, not measured
     floor_ready: list[float] = []
+    floor_cpu: list[float] = []
+    agent_cpu: list[float] = []
+    floor_faults: list[float] = []
+    agent_faults: list[float] = []
     spawn_ready: list[float] = []
     crash_ready: list[float] = []
     out: dict[str, Any] = {}
@@ -103,11 +128,16 @@ async def _figures(samples: int) -> dict[str, Any]:
             for _ in range(samples):
                 floor = FloorChild(transport)
                 floor_ready.append(floor.ready_ms)
+                floor_cpu.append(floor.cpu_ms)
+                floor_faults.append(floor.faults)
                 floor.close()
                 await supervisor.stop_agent(AGENT, 5, "benchmark")
                 started = time.perf_counter()
-                await supervisor.ensure_running(AGENT)
+                handle = await supervisor.ensure_running(AGENT)
                 spawn_ready.append((time.perf_counter() - started) * 1000)
+                assert handle.pid is not None
+                agent_cpu.append(cpu_ms(handle.pid))
+                agent_faults.append(minor_faults(handle.pid))
                 crash_ready.append(await _crash_to_ready(supervisor))
             floor = FloorChild(transport)
             await asyncio.sleep(SETTLE_SECONDS)
@@ -121,6 +151,10 @@ async def _figures(samples: int) -> dict[str, Any]:
     out["floor_child_ready_ms"] = round(statistics.median(floor_ready), 2)
     out["spawn_ready_ms"] = round(statistics.median(spawn_ready), 2)
     out["crash_ready_ms"] = round(statistics.median(crash_ready), 2)
+    out["floor_child_cpu_ms"] = round(statistics.median(floor_cpu), 2)
+    out["agent_ready_cpu_ms"] = round(statistics.median(agent_cpu), 2)
+    out["floor_child_faults"] = statistics.median(floor_faults)
+    out["agent_ready_faults"] = statistics.median(agent_faults)
     out["floor_child_uss_mib"] = round(floor_memory["Uss"], 2)
     out["floor_child_pss_mib"] = round(floor_memory["Pss"], 2)
     out["agent_uss_mib"] = round(agent_memory["Uss"], 2)

@@ -8,9 +8,11 @@ pickling inside it work.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -43,7 +45,11 @@ class EntryLoadError(ConfigError):
 
 def module_name_for(path: Path) -> str | None:
     """The dotted name of ``path`` if it lies in a package importable from ``sys.path``."""
-    path = path.resolve()
+    return _dotted_name(path.resolve())
+
+
+def _dotted_name(path: Path) -> str | None:
+    """:func:`module_name_for` of a resolved ``path``."""
     parts = [path.stem]
     directory = path.parent
     while (directory / "__init__.py").exists():
@@ -51,8 +57,19 @@ def module_name_for(path: Path) -> str | None:
         directory = directory.parent
     if len(parts) == 1:
         return None
-    roots = {Path(p or ".").resolve() for p in sys.path}
-    return ".".join(parts) if directory in roots else None
+    return ".".join(parts) if directory in _import_roots(tuple(sys.path), os.getcwd()) else None
+
+
+@functools.lru_cache(maxsize=8)
+def _import_roots(search_path: tuple[str, ...], cwd: str) -> frozenset[Path]:
+    """The directories of ``sys.path``, resolved. Resolving them again for every entry module
+    (a ``lstat`` per path component) was most of the cost of loading an agent's tools."""
+    return frozenset(Path(cwd, p).resolve() for p in search_path)
+
+
+_loaded: dict[Path, ModuleType] = {}
+"""The module each file was loaded as, while it stays in ``sys.modules``: loading a file again
+(every agent loads the built-in tools the fork server already loaded) is a lookup."""
 
 
 def load_entry_module(path: Path) -> ModuleType:
@@ -64,7 +81,22 @@ def load_entry_module(path: Path) -> ModuleType:
     path = path.resolve()
     if not path.is_file():
         raise EntryLoadError(f"entry file not found: {path}", code=E_ENTRY_NOT_FOUND)
-    dotted = module_name_for(path)
+    module = _loaded.get(path)
+    if module is None or sys.modules.get(module.__name__) is not module:
+        module = _loaded[path] = _import_file(path)
+    return module
+
+
+def remember_entry_module(module: ModuleType) -> None:
+    """Make :func:`load_entry_module` of ``module``'s file return ``module`` (imported by its
+    dotted name already), with no further look at the file system."""
+    file = getattr(module, "__file__", None)
+    if file is not None:
+        _loaded[Path(file).resolve()] = module
+
+
+def _import_file(path: Path) -> ModuleType:
+    dotted = _dotted_name(path)
     if dotted is not None:
         try:
             module = importlib.import_module(dotted)

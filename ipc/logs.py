@@ -31,7 +31,11 @@ DRAIN_SECONDS = 1.0
 
 
 class LineWriter:
-    """A file-like sink for structlog: ``write`` queues, a daemon thread writes to ``fd``."""
+    """A file-like sink for structlog: ``write`` queues, a daemon thread writes to ``fd``.
+
+    The thread starts with the first line: an agent that has logged nothing yet (most of an
+    idle swarm) has no thread, nor its stack and memory arena.
+    """
 
     def __init__(self, fd: int, capacity: int = LOG_QUEUE_LINES) -> None:
         self._fd = fd
@@ -42,8 +46,7 @@ class LineWriter:
         self._lock = threading.Lock()
         self._idle = threading.Event()
         self._idle.set()
-        self._thread = threading.Thread(target=self._run, name="goondan-log", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
 
     @property
     def dropped(self) -> int:
@@ -52,12 +55,25 @@ class LineWriter:
 
     def write(self, text: str) -> int:
         """Queue ``text`` (one rendered line); never blocks, never raises."""
+        if self._thread is None:
+            self._start()
         try:
             self._idle.clear()
             self._lines.put_nowait(text)
         except queue.Full:
             self._count_drop()
         return len(text)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            thread = threading.Thread(target=self._run, name="goondan-log", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # no thread to be had now: lines wait, or drop when full
+                return
+            self._thread = thread
 
     def flush(self) -> None:
         """Lines are written by the thread; nothing to do here."""

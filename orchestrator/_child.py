@@ -11,9 +11,12 @@ import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
+from bundle.plan import Plan
 
-def run_entry(entry: str, conn: Connection, plan: dict[str, Any]) -> None:
-    """Call ``entry`` (``"package.module:function"``) with the pipe end and the plan.
+
+def run_entry(entry: str, conn: Connection, plan: Plan | dict[str, Any]) -> None:
+    """Call ``entry`` (``"package.module:function"``) with the pipe end and the plan (the
+    ``bundle.plan`` object the supervisor holds; a dict where a caller passes one).
 
     SIGINT is ignored first thing, whatever the entry: Ctrl-C in a terminal (or a signal to
     the whole process group) is meant for the Orchestrator, which drains its agents

@@ -15,8 +15,11 @@ writes to it.
    moment of a Ctrl-C would die of it before its own code runs. Agents set both dispositions
    themselves first thing (``agent_process.main.serve``); this only closes the window before.
 2. **The runtime, imported once** (:data:`RUNTIME_MODULES`, and every built-in tool module):
-   what each child would otherwise import after its fork, at a cost in time and in private
-   memory per child.
+   what each child would otherwise import after its fork (the trampoline it starts in and the
+   ``multiprocessing`` module that unpickles its pipe end included), at a cost in time and in
+   private memory per child. The built-in tools are imported by their dotted names and
+   recorded as the modules of their files (``bundle.entry.remember_entry_module``), so an
+   agent loading them as a Tool's entry finds them at once.
 3. **Frozen for the collector** (``gc.freeze``): the imported objects move to the collector's
    permanent generation, so no collection in a child walks them, and the pages they live on
    stay shared instead of being copied into every child by the collector's bookkeeping writes.
@@ -24,12 +27,12 @@ writes to it.
    child's allocations to dirty.
 4. **No second ``__main__``.** ``multiprocessing`` makes each child re-run the parent's
    ``__main__`` script (``python -m`` modules excepted) so that functions defined there can be
-   unpickled. The daemon's children run ``orchestrator._child.run_entry`` with plain data, and
-   the parent's script is whatever started the daemon: the ``goondan`` console script (which
-   imports the whole CLI and HTTP stack), a test runner, a program embedding the Orchestrator.
-   Re-running it costs each child tens of milliseconds and megabytes, and runs a script that
-   was never meant to run twice. The preparation the server hands each child keeps everything
-   else (``sys.path``, working directory, ...).
+   unpickled. The daemon's children run ``orchestrator._child.run_entry`` with a pipe end and
+   a plan, and the parent's script is whatever started the daemon: the ``goondan`` console
+   script (which imports the whole CLI and HTTP stack), a test runner, a program embedding the
+   Orchestrator. Re-running it costs each child tens of milliseconds and megabytes, and runs a
+   script that was never meant to run twice. The preparation the server hands each child keeps
+   everything else (``sys.path``, working directory, ...).
 """
 
 from __future__ import annotations
@@ -42,7 +45,15 @@ from collections.abc import Mapping
 from multiprocessing import spawn
 from typing import Any
 
-RUNTIME_MODULES = ("agent_process.main", "connector_process.main", "uvloop")
+from bundle.entry import remember_entry_module
+
+RUNTIME_MODULES = (
+    "multiprocessing.popen_forkserver",
+    "orchestrator._child",
+    "agent_process.main",
+    "connector_process.main",
+    "uvloop",
+)
 """Imported in the fork server, with every module of :data:`RUNTIME_PACKAGES`."""
 RUNTIME_PACKAGES = ("tools_base.tools",)
 """Packages whose modules every child may load (the ``@goondan/base`` tools)."""
@@ -55,7 +66,7 @@ def _import_runtime() -> None:
     for package_name in RUNTIME_PACKAGES:
         package = importlib.import_module(package_name)
         for module in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{package_name}.{module.name}")
+            remember_entry_module(importlib.import_module(f"{package_name}.{module.name}"))
 
 
 _prepare = spawn.prepare

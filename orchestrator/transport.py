@@ -139,11 +139,10 @@ class MultiprocessingTransport:
         agent = isinstance(plan, AgentPlan)
         process = self.context.Process(  # type: ignore[attr-defined]
             target=run_entry,
-            args=(
-                self.entry if agent else self.connector_entry,
-                child_end,
-                plan.model_dump(mode="json"),
-            ),
+            # The plan crosses as the validated object it is: the child does not validate it
+            # again (for a scripted model, compiling every rule's regex was a good part of
+            # an agent's start).
+            args=(self.entry if agent else self.connector_entry, child_end, plan),
             name=f"goondan-{'agent' if agent else 'connector'}:{name}",
             daemon=True,
         )

@@ -7,8 +7,10 @@ import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
+from bundle.plan import AgentPlan
 
-def sigterm_while_starting(conn: Connection, plan: dict[str, Any]) -> None:
+
+def sigterm_while_starting(conn: Connection, plan: AgentPlan) -> None:
     """Serve as an agent does, receiving a SIGTERM after the agent has set its own signal
     dispositions and before its event loop runs: the window a group's SIGTERM may hit."""
     import agent_process.main as agent_main
