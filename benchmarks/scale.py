@@ -17,7 +17,8 @@ of that size would.
    agent), after a second of idling.
 4. ``status_ms``: the median wall time of ``python -m orchestrator status --json`` run as a
    subprocess against this daemon, exactly what an operator waits for (interpreter start,
-   the HTTP request on ``api.sock``, printing every row).
+   the HTTP request on ``api.sock``, printing every row); ``status_api_ms``: the HTTP request
+   alone, from a client already running.
 5. The same delegate round trips with every agent idle:
    ``delegate_rtt_ratio_500_vs_2`` = median round trip with all agents up / with two.
 
@@ -40,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._process_figures import memory_mib
+from benchmarks._process_figures import cpu_ms, memory_mib
 from bundle.plan import AgentPlan, Plan
 from ipc import EventMessage, IpcMessage
 from orchestrator.supervisor import AgentHandle, Supervisor
@@ -129,6 +130,20 @@ async def _delegate_round_trips(orchestrator: Any, done: dict[str, Any], count: 
     return await asyncio.wait_for(future, 300)
 
 
+async def _status_api_ms(state_dir: Path) -> float:
+    """Median time of ``GET /v1/agents`` alone (the CLI's request, from a warm client)."""
+    from orchestrator.api_client import DaemonApi
+
+    api = DaemonApi(state_dir)
+    times: list[float] = []
+    for _ in range(STATUS_RUNS):
+        started = time.perf_counter()
+        status, _ = await asyncio.to_thread(api.call, "GET", "/v1/agents")
+        times.append((time.perf_counter() - started) * 1000)
+        assert status == 200, status
+    return statistics.median(times)
+
+
 async def _status_ms(bundle: Path, state_dir: Path) -> tuple[float, int]:
     """Median wall time of the ``status`` CLI against the running daemon, and its row count."""
     times: list[float] = []
@@ -180,9 +195,23 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
         try:
             two = await _delegate_round_trips(orchestrator, done, count)
 
+            fork_server = _fork_server_pid()
+            fork_server_cpu = cpu_ms(fork_server)
+            daemon_cpu = time.process_time()
             started = time.perf_counter()
             await asyncio.gather(*(supervisor.ensure_running(name) for name in names))
             out["all_ready_s"] = round(time.perf_counter() - started, 3)
+            # Where the CPU time of starting them went (ms per agent).
+            out["start_cpu_ms_per_agent"] = {
+                "daemon": round((time.process_time() - daemon_cpu) * 1000 / agents, 2),
+                "fork_server": round((cpu_ms(fork_server) - fork_server_cpu) / agents, 2),
+                "agent": round(
+                    statistics.median(
+                        cpu_ms(pid) for n in names if (pid := supervisor.handles[n].pid)
+                    ),
+                    2,
+                ),
+            }
 
             await asyncio.sleep(1.0)
             pids = [os.getpid(), _fork_server_pid()]
@@ -199,6 +228,7 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
             status_ms, rows = await _status_ms(bundle, state_dir)
             out["status_ms"] = round(status_ms, 1)
             out["status_rows"] = rows
+            out["status_api_ms"] = round(await _status_api_ms(state_dir), 1)
 
             many = await _delegate_round_trips(orchestrator, done, count)
         finally:
@@ -246,6 +276,11 @@ def main() -> None:
     n = options.agents
     print(f"swarm of {n} agents (+ pinger and echo), all started")
     print(f"  all ready after                  {result['all_ready_s']:>9.2f} s")
+    cpu = result["start_cpu_ms_per_agent"]
+    print(
+        f"  CPU per agent started            daemon {cpu['daemon']} ms, fork server "
+        f"{cpu['fork_server']} ms, the agent itself {cpu['agent']} ms (median)"
+    )
     print(
         f"  total PSS                        {result['total_pss_mib']:>9.1f} MiB "
         f"(daemon {result['daemon_pss_mib']}, fork server {result['fork_server_pss_mib']}, "
@@ -253,7 +288,7 @@ def main() -> None:
     )
     print(
         f"  `status` CLI (subprocess)        {result['status_ms']:>9.1f} ms "
-        f"({result['status_rows']} rows)"
+        f"({result['status_rows']} rows; the HTTP request alone {result['status_api_ms']} ms)"
     )
     print(
         f"  delegate round trip, 2 agents    {result['delegate_rtt_us_2']:>9.1f} µs\n"

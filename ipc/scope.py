@@ -13,6 +13,7 @@ import contextlib
 import os
 import secrets
 import signal
+from collections.abc import Collection
 from pathlib import Path
 
 SCOPE_ENV = "GOONDAN_AGENT_SCOPE"
@@ -23,29 +24,44 @@ def new_scope() -> str:
     return f"{os.getpid()}-{secrets.token_hex(8)}"
 
 
-def scope_members(scope: str, proc: Path = Path("/proc")) -> list[int]:
-    """Pids of the processes (other than this one) whose environment carries ``scope``."""
+def scope_members(scope: str, proc: Path = Path("/proc"), skip: Collection[int] = ()) -> list[int]:
+    """Pids of the processes (other than this one and ``skip``) whose environment carries
+    ``scope``.
+
+    This reads the environment of every process on the machine, so it is kept lean: the
+    processes a caller knows to be others (a supervisor's running agents) are skipped, and an
+    environment is split into entries only when the marker occurs in it at all.
+    """
     marker = f"{SCOPE_ENV}={scope}".encode()
     me = os.getpid()
     members = []
-    for entry in proc.iterdir() if proc.is_dir() else ():
-        if not entry.name.isdigit() or int(entry.name) == me:
+    try:
+        names = os.listdir(proc)
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if pid == me or pid in skip:
             continue
         try:
-            environment = (entry / "environ").read_bytes()
+            with open(os.path.join(proc, name, "environ"), "rb", buffering=0) as environ:
+                environment = environ.read()
         except OSError:  # gone already, or not ours to read
             continue
-        if marker in environment.split(b"\0"):
-            members.append(int(entry.name))
+        if marker in environment and marker in environment.split(b"\0"):
+            members.append(pid)
     return members
 
 
-def kill_scope(scope: str | None) -> list[int]:
-    """SIGKILL every process of ``scope``; the pids it signalled."""
+def kill_scope(scope: str | None, skip: Collection[int] = ()) -> list[int]:
+    """SIGKILL every process of ``scope`` (``skip`` being known not to belong to it); the pids
+    it signalled."""
     if not scope:
         return []
     killed = []
-    for pid in scope_members(scope):
+    for pid in scope_members(scope, skip=skip):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)

@@ -1,15 +1,17 @@
-"""``python -m orchestrator``: the command line (one function per subcommand)."""
+"""``python -m orchestrator``: the command line (one function per subcommand).
+
+Each command imports what it needs when it runs: ``status`` and the other commands that only
+ask the daemon start without asyncio, the bundle or the HTTP server stack, so an operator
+waits for little more than the interpreter.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
-import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,6 +95,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return uvloop.run(_run(args))
     except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        import asyncio
+
         return asyncio.run(_run(args))
 
 
@@ -182,6 +186,9 @@ async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
 
 async def _interactive(orchestrator: Any, args: argparse.Namespace) -> None:
     """A prompt to the entry agent; EOF (Ctrl-D) stops the daemon gracefully."""
+    import asyncio
+    import threading
+
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
 
@@ -761,6 +768,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # a bug of ours: one line, the traceback only when asked
         if args.debug:
+            import traceback
+
             traceback.print_exc()
         print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
         return 1

@@ -295,8 +295,9 @@ class Supervisor:
         """Wait for ``worker``'s exit, then record it: status, counters, backoff, waiters."""
         info = await worker.exited
         worker.close()
-        # Whatever its tools started and left behind dies with it, even after a SIGKILL.
-        killed = kill_scope(handle.scope)
+        # Whatever its tools started and left behind dies with it, even after a SIGKILL. The
+        # other agents are not searched: none carries this agent's scope.
+        killed = kill_scope(handle.scope, skip=self._running_pids())
         if killed:
             self.log.info("tool programs of an exited agent killed", agent=handle.name, pids=killed)
         handle.scope = None
@@ -544,6 +545,9 @@ class Supervisor:
         for handle in self.handles.values():
             if handle.worker is not None:
                 handle.worker.kill()
+
+    def _running_pids(self) -> set[int]:
+        return {pid for h in self.handles.values() if h.worker is not None and (pid := h.pid)}
 
     def status(self) -> list[dict[str, Any]]:
         """One row per agent."""
