@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 HELP_URL = "https://docs.goondan.ai/errors/{code}"
 
@@ -36,9 +36,12 @@ class Audience(enum.StrEnum):
     DELIVERY = "delivery"
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorCode:
-    """One code: what it means and what to do about it."""
+class ErrorCode(NamedTuple):
+    """One code: what it means and what to do about it.
+
+    A named tuple rather than a dataclass: every CLI command imports this module, and
+    ``dataclasses`` (with the ``inspect`` it imports) was a good part of its start.
+    """
 
     code: str
     meaning: str

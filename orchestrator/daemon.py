@@ -6,6 +6,7 @@ import asyncio
 import gc
 import os
 import signal
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -414,17 +415,21 @@ class Orchestrator:
         return restarted
 
     def status(self) -> list[dict[str, Any]]:
-        """One row per agent: process state, instances on disk, pending delegates."""
+        """One row per agent: process state, instances on disk, pending delegates.
+
+        Kept to one directory read per agent and one pass over the pending requests, so the
+        table of a swarm of hundreds of agents is still there at once.
+        """
         rows = self.supervisor.status()
+        pending = Counter(p.target for p in self.router.pending.values())
+        agents = os.path.join(self.state_dir, "agents")
         for row in rows:
             name = row["agent"]
-            instances = self.state_dir / "agents" / name / "instances"
-            row["instances"] = (
-                sorted(p.name for p in instances.iterdir()) if instances.is_dir() else []
-            )
-            row["pendingDelegates"] = sum(
-                1 for p in self.router.pending.values() if p.target == name
-            )
+            try:
+                row["instances"] = sorted(os.listdir(os.path.join(agents, name, "instances")))
+            except (FileNotFoundError, NotADirectoryError):
+                row["instances"] = []
+            row["pendingDelegates"] = pending[name]
         return rows
 
     def start_soon(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
