@@ -39,7 +39,8 @@ class BootError(ConfigError):
 def build_registry(tools: list[ToolPlan], registry_tools: Sequence[ToolPlan] = ()) -> ToolRegistry:
     """The agent's Tool Registry.
 
-    ``tools`` (the agent's own) are loaded now, and a module that fails is a :class:`BootError`;
+    ``tools`` (the agent's own) are loaded now, and a module that fails is a :class:`BootError`
+    (their entries, argument validators included, are built on first use);
     ``registry_tools`` (the bundle's other Tools) are registered by name and loaded on their
     first call, so they cost nothing until used and a broken one fails only its own calls.
     """
@@ -57,7 +58,8 @@ def build_registry(tools: list[ToolPlan], registry_tools: Sequence[ToolPlan] = (
             if handler is None:
                 raise BootError(f"Tool/{tool.name}: no handler for export {export!r}")
             try:
-                registry.register(
+                # Checked now, its argument validator compiled on its first call.
+                registry.register_loaded(
                     item,
                     handler,
                     error_message_limit=tool.error_message_limit,

@@ -108,7 +108,7 @@ def serve(conn: Connection, plan_data: AgentPlan | dict[str, Any]) -> None:
     # then it is only remembered, so it is neither lost nor fatal).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _remember_sigterm)
-    plan = AgentPlan.model_validate(plan_data)
+    plan = plan_data if isinstance(plan_data, AgentPlan) else AgentPlan.model_validate(plan_data)
     # Conversations, metadata and workspace files are the daemon user's alone (0600/0700).
     os.umask(0o077)
     _no_inherited_fds()

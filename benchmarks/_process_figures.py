@@ -11,8 +11,10 @@ Figures (medians of ``samples`` runs, floor and agent samples taken in turns so 
 falls on both alike):
 
 * ``floor_child_ready_ms``: ``Process.start()`` until the floor child's ``ready`` arrives;
-* ``spawn_ready_ms``: ``ensure_running`` of a stopped agent until it is ready;
-* ``crash_ready_ms``: SIGKILL of an idle agent until its restart is ready;
+* ``spawn_ready_ms``: ``ensure_running`` of a stopped agent until it is ready (a start a
+  moment after the previous one: the transport's spare process is waiting, as it is in a
+  running swarm); ``spawn_unpooled_ms``: the same with no spare (the fork on the start's path);
+* ``crash_ready_ms``: SIGKILL of an agent idle for a moment until its restart is ready;
 * ``floor_child_uss_mib`` / ``agent_uss_mib`` (and ``*_pss_mib``): memory of an idle floor
   child and of an idle, freshly started agent, from ``/proc/<pid>/smaps_rollup``;
 * ``floor_child_cpu_ms`` / ``agent_ready_cpu_ms``: CPU time the child used from its fork until
@@ -114,6 +116,7 @@ async def _figures(samples: int) -> dict[str, Any]:
     floor_faults: list[float] = []
     agent_faults: list[float] = []
     spawn_ready: list[float] = []
+    spawn_unpooled: list[float] = []
     crash_ready: list[float] = []
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -132,12 +135,13 @@ async def _figures(samples: int) -> dict[str, Any]:
                 floor_faults.append(floor.faults)
                 floor.close()
                 await supervisor.stop_agent(AGENT, 5, "benchmark")
-                started = time.perf_counter()
-                handle = await supervisor.ensure_running(AGENT)
-                spawn_ready.append((time.perf_counter() - started) * 1000)
+                await asyncio.sleep(SETTLE_SECONDS)  # a start comes a while after the last
+                spawn_ready.append(await _spawn_ms(supervisor))
+                handle = supervisor.handles[AGENT]
                 assert handle.pid is not None
                 agent_cpu.append(cpu_ms(handle.pid))
                 agent_faults.append(minor_faults(handle.pid))
+                await asyncio.sleep(SETTLE_SECONDS)  # and a crash a while after the start
                 crash_ready.append(await _crash_to_ready(supervisor))
             floor = FloorChild(transport)
             await asyncio.sleep(SETTLE_SECONDS)
@@ -146,10 +150,17 @@ async def _figures(samples: int) -> dict[str, Any]:
             assert agent_pid is not None
             agent_memory = memory_mib(agent_pid)
             floor.close()
+            # The same start without a spare process waiting (every fork on the start's path).
+            await transport.close()
+            for _ in range(max(3, samples // 3)):
+                await supervisor.stop_agent(AGENT, 5, "benchmark")
+                spawn_unpooled.append(await _spawn_ms(supervisor))
         finally:
             await orchestrator.shutdown()
+            await transport.close()
     out["floor_child_ready_ms"] = round(statistics.median(floor_ready), 2)
     out["spawn_ready_ms"] = round(statistics.median(spawn_ready), 2)
+    out["spawn_unpooled_ms"] = round(statistics.median(spawn_unpooled), 2)
     out["crash_ready_ms"] = round(statistics.median(crash_ready), 2)
     out["floor_child_cpu_ms"] = round(statistics.median(floor_cpu), 2)
     out["agent_ready_cpu_ms"] = round(statistics.median(agent_cpu), 2)
@@ -165,6 +176,13 @@ async def _figures(samples: int) -> dict[str, Any]:
     return out
 
 
+async def _spawn_ms(supervisor: Supervisor) -> float:
+    """Start the stopped agent; milliseconds until it is ready."""
+    started = time.perf_counter()
+    await supervisor.ensure_running(AGENT)
+    return (time.perf_counter() - started) * 1000
+
+
 async def _crash_to_ready(supervisor: Supervisor) -> float:
     """SIGKILL the idle agent, wait until its restart is ready; milliseconds."""
     handle = supervisor.handles[AGENT]
@@ -176,7 +194,6 @@ async def _crash_to_ready(supervisor: Supervisor) -> float:
     await supervisor.wait_for_status(AGENT, ProcessStatus.IDLE)
     elapsed = (time.perf_counter() - started) * 1000
     handle.consecutive_crashes = 0  # stay below the backoff threshold
-    await asyncio.sleep(SETTLE_SECONDS / 5)  # let the restarted agent's boot settle
     return elapsed
 
 

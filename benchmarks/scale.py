@@ -106,13 +106,18 @@ class SplitTransport:
     def __init__(self) -> None:
         self.agents = MultiprocessingTransport()
         self.bench = {
-            name: MultiprocessingTransport(entry=f"benchmarks._ipc_agents:{name}")
+            name: MultiprocessingTransport(entry=f"benchmarks._ipc_agents:{name}", spares=0)
             for name in BENCH_AGENTS
         }
 
     async def start(self, name: str, plan: Plan, on_message: Any) -> ProcessWorker:
         """Start ``name`` with the benchmark entry or the AgentProcess."""
         return await self.bench.get(name, self.agents).start(name, plan, on_message)
+
+    async def close(self) -> None:
+        """End the transports' spare processes."""
+        for transport in (self.agents, *self.bench.values()):
+            await transport.close()
 
 
 async def _delegate_round_trips(orchestrator: Any, done: dict[str, Any], count: int) -> list[float]:
@@ -189,7 +194,8 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
         directory = Path(tmp)
         bundle = write_swarm(directory, names[:1])
         state_dir = directory / "state"
-        orchestrator = Orchestrator(bundle, state_dir=state_dir, transport=SplitTransport())
+        transport = SplitTransport()
+        orchestrator = Orchestrator(bundle, state_dir=state_dir, transport=transport)
         _grow(orchestrator.supervisor, names)
         done: dict[str, Any] = {}
         dispatch = orchestrator.dispatch
@@ -225,15 +231,20 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
             }
 
             await asyncio.sleep(1.0)
-            pids = [os.getpid(), _fork_server_pid()]
-            pids += [h.pid for h in supervisor.handles.values() if h.pid is not None]
-            memory = [memory_mib(pid) for pid in pids]
-            agent_pss = [m["Pss"] for m in memory[2:]]
-            out["total_pss_mib"] = round(sum(m["Pss"] for m in memory), 1)
-            out["daemon_pss_mib"] = round(memory[0]["Pss"], 1)
-            out["fork_server_pss_mib"] = round(memory[1]["Pss"], 1)
-            out["agent_pss_mib_median"] = round(statistics.median(agent_pss), 2)
-            out["agent_uss_mib_median"] = round(statistics.median(m["Uss"] for m in memory[2:]), 2)
+            # Every process of the swarm: the daemon and all it started (the fork server,
+            # multiprocessing's resource tracker, the agents, the spare process).
+            pids = _descendants(os.getpid())
+            memory = {pid: memory_mib(pid) for pid in pids}
+            agent_memory = [memory[h.pid] for h in supervisor.handles.values() if h.pid in memory]
+            out["total_pss_mib"] = round(sum(m["Pss"] for m in memory.values()), 1)
+            out["daemon_pss_mib"] = round(memory[os.getpid()]["Pss"], 1)
+            out["fork_server_pss_mib"] = round(memory[_fork_server_pid()]["Pss"], 1)
+            out["agent_pss_mib_median"] = round(
+                statistics.median(m["Pss"] for m in agent_memory), 2
+            )
+            out["agent_uss_mib_median"] = round(
+                statistics.median(m["Uss"] for m in agent_memory), 2
+            )
             out["processes"] = len(pids)
 
             status_ms, rows = await _status_ms(
@@ -248,6 +259,7 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
             many = await _delegate_round_trips(orchestrator, done, count)
         finally:
             await orchestrator.shutdown()
+            await transport.close()
     rtt_two, rtt_many = statistics.median(two), statistics.median(many)
     out["delegate_rtt_us_2"] = round(rtt_two * 1e6, 1)
     out[f"delegate_rtt_us_{agents}"] = round(rtt_many * 1e6, 1)
@@ -265,6 +277,25 @@ def _grow(supervisor: Supervisor, names: list[str]) -> None:
         assert isinstance(plan, AgentPlan)
         update = {"agents": everyone, "agent_name": name}
         supervisor.handles[name] = AgentHandle(name, plan.model_copy(update=update))
+
+
+def _descendants(root: int) -> list[int]:
+    """``root`` and every process below it, from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as stat:
+                    parent = int(stat.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(name))
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, ()))
+    return found
 
 
 def _fork_server_pid() -> int:

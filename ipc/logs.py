@@ -141,6 +141,26 @@ def log_writer() -> LineWriter:
     return _writer
 
 
+class _ProcessStderr:
+    """A file-like sink for structlog: this process's :class:`LineWriter`, made at the first
+    line (a forked child gets its own, and one that logs nothing makes none)."""
+
+    def write(self, text: str) -> int:
+        return log_writer().write(text)
+
+    def flush(self) -> None:
+        """Lines are written by the writer's thread; nothing to do here."""
+
+
+# Built once per interpreter (in the fork server, for every agent it forks) rather than at
+# every process's start.
+_HEAD = (structlog.contextvars.merge_contextvars, structlog.processors.add_log_level)
+_TIMESTAMPER = structlog.processors.TimeStamper(fmt="iso", utc=True)
+# ``exc_info`` becomes ``exception``: type, message and traceback, not ``true``.
+_JSON_TAIL = (structlog.processors.format_exc_info, structlog.processors.JSONRenderer())
+_SINK = structlog.WriteLoggerFactory(file=_ProcessStderr())  # type: ignore[arg-type]
+
+
 def configure_logging(
     level: str | None = None, *, process: str | None = None, json: bool | None = None
 ) -> None:
@@ -153,22 +173,17 @@ def configure_logging(
         as_json = (not sys.stderr.isatty()) if json is None else json
     except (AttributeError, ValueError, OSError):  # no usable stderr at all
         as_json = True
-    processors: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
+    processors: list[Any] = [*_HEAD, _TIMESTAMPER]
     if process is not None:
         processors.insert(0, _add_process(process))
     if as_json:
-        # ``exc_info`` becomes ``exception``: type, message and traceback, not ``true``.
-        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+        processors += _JSON_TAIL
     else:
         processors.append(structlog.dev.ConsoleRenderer(colors=False))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.WriteLoggerFactory(file=log_writer()),  # type: ignore[arg-type]
+        logger_factory=_SINK,
         cache_logger_on_first_use=False,
     )
 

@@ -1,12 +1,16 @@
 """The first code an AgentProcess runs: import the agent entry point by name and call it.
 
 The Orchestrator never imports ``agent_process`` itself (DESIGN.md arrows); it names the entry
-point as ``module:function`` and this trampoline resolves it inside the child.
+point as ``module:function`` and this trampoline resolves it inside the child. A spare process
+(:func:`run_spare`) is the same trampoline started ahead of time, waiting for its entry and
+plan on the pipe.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import pickle
 import signal
 from multiprocessing.connection import Connection
 from typing import Any
@@ -28,3 +32,18 @@ def run_entry(entry: str, conn: Connection, plan: Plan | dict[str, Any]) -> None
     module_name, _, function = entry.partition(":")
     target = getattr(importlib.import_module(module_name), function)
     target(conn, plan)
+
+
+def run_spare(conn: Connection) -> None:
+    """Wait for ``(entry, plan)`` on the pipe, then run as :func:`run_entry` does.
+
+    The transport forks spares ahead of need, so an agent it starts later skips the fork and
+    the child's start-up. A spare whose pipe closes first (the transport closed, or the
+    daemon is gone) exits at once.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        entry, plan = pickle.loads(conn.recv_bytes())
+    except (EOFError, OSError):
+        os._exit(0)
+    run_entry(entry, conn, plan)

@@ -90,9 +90,13 @@ class Orchestrator:
         """Owns the work started on an operator's or agent's behalf (config watch, restarts,
         unwaited sends): cancelled first at shutdown, so none starts anything new meanwhile."""
         clock = clock or LoopClock()
+        self._own_transport: MultiprocessingTransport | None = None
+        """The transport this Orchestrator made (and closes), when it was given none."""
+        if transport is None:
+            transport = self._own_transport = MultiprocessingTransport()
         self.supervisor = Supervisor(
             plans,
-            transport or MultiprocessingTransport(),
+            transport,
             on_exit=self._on_exit,
             on_lifecycle=self.events.lifecycle,
             clock=clock,
@@ -111,7 +115,7 @@ class Orchestrator:
             ingress_tables(
                 self.bundle, connection_plans, self.entry_agent, sorted(self.supervisor.handles)
             ),
-            transport or self.supervisor.transport,
+            transport,
             router=self.router,
             events=self.events,
             on_finished=self._connection_finished,
@@ -479,6 +483,8 @@ class Orchestrator:
         await self.connections.shutdown(self.grace)  # no new events while the agents drain
         await self.helpers.aclose()
         await self.supervisor.shutdown(self.grace)
+        if self._own_transport is not None:
+            await self._own_transport.close()  # its spare processes end
         await self.router.close()
         self.live.close()  # event streams end, so the HTTP server stops without waiting
         if self.api is not None:

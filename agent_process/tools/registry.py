@@ -56,6 +56,16 @@ HandlerLoader = Callable[[], Mapping[str, ToolHandler]]
 
 
 @dataclass(frozen=True, slots=True)
+class _LoadedTool:
+    """A tool whose handler is loaded and checked, its entry not built yet."""
+
+    item: ToolCatalogItem
+    handler: ToolHandler
+    error_message_limit: int
+    timeout_seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class _DeferredTool:
     """Exports of one Tool resource whose module is not loaded yet."""
 
@@ -75,10 +85,17 @@ class ToolRegistry:
     Tools registered with :meth:`register_deferred` are in the registry from the start (their
     names and catalog items are known) but their module is imported on the first :meth:`get`
     of one of their names, so a bundle's many Tools cost an agent nothing until it calls them.
+    Tools added with :meth:`register_loaded` have their handler checked at once but their
+    entry, argument validator included, built on their first :meth:`get`: an agent pays for
+    compiling the schemas of the tools it calls, when it first calls them, not for all of
+    them at its start.
     """
 
     def __init__(self) -> None:
         self._tools: dict[str, RegisteredTool] = {}
+        self._loaded: dict[str, _LoadedTool] = {}
+        self._order: dict[str, None] = {}
+        """Names of built and loaded entries, in registration order."""
         self._deferred: dict[str, _DeferredTool] = {}
 
     def register(
@@ -90,12 +107,37 @@ class ToolRegistry:
         timeout_seconds: float | None = None,
     ) -> RegisteredTool:
         """Add a tool; raises :class:`ToolRegistrationError` on a bad or duplicate name."""
+        loaded = self._check(item, handler, error_message_limit, timeout_seconds)
+        self._order[item.name] = None
+        return self._build(loaded)
+
+    def register_loaded(
+        self,
+        item: ToolCatalogItem,
+        handler: ToolHandler,
+        *,
+        error_message_limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
+        timeout_seconds: float | None = None,
+    ) -> None:
+        """Add a tool as :meth:`register` does (same checks, same errors, same place in the
+        order), building its entry on its first :meth:`get`."""
+        loaded = self._check(item, handler, error_message_limit, timeout_seconds)
+        self._loaded[item.name] = loaded
+        self._order[item.name] = None
+
+    def _check(
+        self,
+        item: ToolCatalogItem,
+        handler: ToolHandler,
+        error_message_limit: int,
+        timeout_seconds: float | None,
+    ) -> _LoadedTool:
         if not is_valid_tool_name(item.name):
             raise ToolRegistrationError(
                 f"invalid tool name {item.name!r}: expected '<resource>__<export>' with both "
                 "parts non-empty and no other '__'"
             )
-        if item.name in self._tools:
+        if item.name in self._tools or item.name in self._loaded:
             raise ToolRegistrationError(f"tool already registered: {item.name!r}")
         # A tool registered now (an extension's, say) outranks a bundle Tool the agent does
         # not list and never loaded.
@@ -106,17 +148,21 @@ class ToolRegistry:
             raise ToolRegistrationError(
                 f"errorMessageLimit of {item.name!r} must be positive, got {error_message_limit}"
             )
+        return _LoadedTool(item, handler, error_message_limit, timeout_seconds)
+
+    def _build(self, loaded: _LoadedTool) -> RegisteredTool:
+        handler = loaded.handler
         is_coroutine = _is_coroutine_callable(handler)
         entry = RegisteredTool(
-            item=item,
+            item=loaded.item,
             handler=handler,
-            validator=compile_args_validator(item.parameters),
-            error_message_limit=error_message_limit,
-            timeout_seconds=timeout_seconds,
+            validator=compile_args_validator(loaded.item.parameters),
+            error_message_limit=loaded.error_message_limit,
+            timeout_seconds=loaded.timeout_seconds,
             is_coroutine=is_coroutine,
             runs_inline=not is_coroutine and is_nonblocking(handler),
         )
-        self._tools[item.name] = entry
+        self._tools[loaded.item.name] = entry
         return entry
 
     def register_deferred(
@@ -143,16 +189,21 @@ class ToolRegistry:
             self._deferred[item.name] = deferred
 
     def get(self, name: str) -> RegisteredTool | None:
-        """The entry for ``name`` (loading its Tool's module on first use), or ``None``."""
+        """The entry for ``name`` (loading its Tool's module, or building its entry, on first
+        use), or ``None``."""
         tool = self._tools.get(name)
-        if tool is None and name in self._deferred:
-            self._load(self._deferred[name])
-            tool = self._tools.get(name)
+        if tool is None:
+            loaded = self._loaded.pop(name, None)
+            if loaded is not None:
+                return self._build(loaded)
+            if name in self._deferred:
+                self._load(self._deferred[name])
+                tool = self._tools.get(name)
         return tool
 
     def item(self, name: str) -> ToolCatalogItem | None:
         """The catalog item of ``name``, without loading anything."""
-        tool = self._tools.get(name)
+        tool = self._tools.get(name) or self._loaded.get(name)
         if tool is not None:
             return tool.item
         deferred = self._deferred.get(name)
@@ -160,8 +211,12 @@ class ToolRegistry:
 
     def items(self) -> list[ToolCatalogItem]:
         """The catalog item of every tool, loaded or not: what step middleware may offer."""
-        loaded = [t.item for t in self._tools.values()]
+        loaded = [self._entry_item(name) for name in self._order]
         return loaded + [d.item(name) for name, d in self._deferred.items()]
+
+    def _entry_item(self, name: str) -> ToolCatalogItem:
+        tool = self._tools.get(name) or self._loaded[name]
+        return tool.item
 
     def dynamic_tools(self) -> Iterator[RegisteredTool]:
         """Entries that did not come from Tool resources (extensions, MCP), in order."""
@@ -169,7 +224,7 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         """Every registered name: loaded ones in registration order, then deferred ones."""
-        return [*self._tools, *self._deferred]
+        return [*self._order, *self._deferred]
 
     def _load(self, deferred: _DeferredTool) -> None:
         """Import a deferred Tool; a module that fails gives handlers that report why."""
@@ -192,14 +247,18 @@ class ToolRegistry:
             )
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools or name in self._deferred
+        return name in self._order or name in self._deferred
 
     def __iter__(self) -> Iterator[RegisteredTool]:
-        """The loaded entries (deferred ones are listed by :meth:`items`)."""
-        return iter(self._tools.values())
+        """The loaded entries, in registration order (deferred ones are listed by
+        :meth:`items`); iterating builds the entries not built yet."""
+        for name in list(self._order):
+            tool = self.get(name)
+            if tool is not None:
+                yield tool
 
     def __len__(self) -> int:
-        return len(self._tools) + len(self._deferred)
+        return len(self._order) + len(self._deferred)
 
 
 class ToolUnavailable(ToolFailure):
