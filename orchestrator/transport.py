@@ -208,6 +208,11 @@ class MultiprocessingTransport:
         loop.add_reader(process.sentinel, on_sentinel)
         return worker
 
+    @property
+    def waiting_spares(self) -> list[int]:
+        """The pids of the spare processes waiting now."""
+        return [process.pid for process, _ in self._spares]
+
     async def _start_on_spare(self, entry: str, plan: Plan) -> tuple[Any, Connection] | None:
         """Hand ``entry`` and ``plan`` to a waiting spare; ``None`` when none is there."""
         while self._spares:

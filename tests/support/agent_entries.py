@@ -23,3 +23,28 @@ def sigterm_while_starting(conn: Connection, plan: AgentPlan) -> None:
 
     agent_main.configure_logging = configure_then_sigterm
     agent_main.serve(conn, plan)
+
+
+def ready_until_closed(conn: Connection, plan: AgentPlan) -> None:
+    """Report ready on the channel, answer a shutdown, exit when the pipe closes: a process
+    the supervisor and transport can drive with no agent runtime behind it."""
+    import asyncio
+
+    from ipc import ORCHESTRATOR, Channel
+    from ipc import protocol as wire
+
+    async def main() -> None:
+        done = asyncio.Event()
+        channel: Channel
+
+        def on_message(message: Any) -> None:
+            if message.type == "shutdown":
+                channel.send_nowait(wire.event(plan.agent_name, ORCHESTRATOR, wire.ShutdownAck()))
+                done.set()
+
+        channel = await Channel.open(conn, ORCHESTRATOR, on_message=on_message, on_close=done.set)
+        channel.send_nowait(wire.event(plan.agent_name, ORCHESTRATOR, wire.Ready(os.getpid())))
+        await done.wait()
+        await channel.flush()
+
+    asyncio.run(main())

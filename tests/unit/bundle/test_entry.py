@@ -218,3 +218,28 @@ def test_the_sdk_config_error_is_a_value_error() -> None:
     assert issubclass(ToolConfigError, ValueError)
     assert error.value.code == "E_CONFIG_SCHEMA_INVALID"
     assert set(resolve_handlers(loaded, {"greeting": "yo"})) == {"say"}
+
+
+@pytest.mark.usefixtures("clean_modules")
+def test_a_remembered_module_is_the_module_of_its_file(tmp_path: Path) -> None:
+    """What the fork server does for the built-in tools: the file then loads as that module,
+    until the module leaves ``sys.modules``."""
+    from bundle.entry import remember_entry_module
+
+    path = module(tmp_path, "VALUE = 'from the file'\n")
+    stand_in = ModuleType(SYNTHETIC_PREFIX + "remembered")
+    stand_in.__file__ = str(path)
+    sys.modules[stand_in.__name__] = stand_in
+    remember_entry_module(stand_in)
+    assert load_entry_module(path) is stand_in
+    del sys.modules[stand_in.__name__]
+    assert load_entry_module(path).VALUE == "from the file"
+
+
+@pytest.mark.usefixtures("clean_modules")
+def test_a_file_that_is_gone_is_not_found_even_when_loaded_before(tmp_path: Path) -> None:
+    path = module(tmp_path, "handlers = {}\n")
+    load_entry_module(path)
+    path.unlink()
+    with pytest.raises(EntryLoadError, match="not found"):
+        load_entry_module(path)

@@ -94,3 +94,42 @@ def test_catalog_item_wire_form() -> None:
         "parameters": {"type": "object"},
         "source": {"type": "mcp", "name": "mcp-github", "mcp": {"extensionName": "mcp-github"}},
     }
+
+
+def test_a_loaded_tool_is_checked_at_once_and_built_on_its_first_get(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent's own tools: refused at boot like any registration, compiled when first used."""
+    import agent_process.tools.registry as registry_module
+
+    compiled: list[str] = []
+    compile_validator = registry_module.compile_args_validator
+
+    def counting(parameters: JsonObject | None) -> object:
+        compiled.append("x")
+        return compile_validator(parameters)
+
+    monkeypatch.setattr(registry_module, "compile_args_validator", counting)
+    registry = ToolRegistry()
+    registry.register(item("a__first"), noop)
+    registry.register_loaded(item("a__second"), noop)
+    registry.register_loaded(item("a__third"), noop)
+    assert compiled == ["x"]  # only the eagerly registered one
+    with pytest.raises(ToolRegistrationError, match="already registered"):
+        registry.register_loaded(item("a__second"), noop)
+    with pytest.raises(ToolRegistrationError, match="already registered"):
+        registry.register(item("a__third"), noop)
+    with pytest.raises(ToolRegistrationError, match="not callable"):
+        registry.register_loaded(item("a__fourth"), "not a handler")  # type: ignore[arg-type]
+    assert registry.names() == ["a__first", "a__second", "a__third"]
+    assert [i.name for i in registry.items()] == ["a__first", "a__second", "a__third"]
+    assert "a__third" in registry
+    assert registry.item("a__third") is not None
+    third = registry.get("a__third")
+    assert third is not None
+    assert third.handler is noop
+    assert registry.get("a__third") is third
+    assert len(compiled) == 2
+    assert registry.names() == ["a__first", "a__second", "a__third"]  # order unchanged
+    assert [t.name for t in registry] == ["a__first", "a__second", "a__third"]
+    assert len(compiled) == 3
