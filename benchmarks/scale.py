@@ -21,8 +21,10 @@ of that size would.
    as an installed package has it; ``status_uncached_ms``: the same compiling every module
    from source each time; ``status_api_ms``: the HTTP request alone, from a client already
    running.
-5. The same delegate round trips with every agent idle:
-   ``delegate_rtt_ratio_500_vs_2`` = median round trip with all agents up / with two.
+5. The same delegate round trips with every agent idle, then once more after they all
+   stopped (``all_stopped_s``): ``delegate_rtt_ratio_500_vs_2`` = median round trip with all
+   agents up / median of the two series with only two (one before, one after, so a change in
+   the machine's load meanwhile weighs on both sides).
 
 Run: ``python benchmarks/scale.py [--agents 500] [--json]``. Prints figures; gates nothing.
 """
@@ -257,6 +259,11 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
             out["status_api_ms"] = round(await _status_api_ms(state_dir), 1)
 
             many = await _delegate_round_trips(orchestrator, done, count)
+
+            started = time.perf_counter()
+            await asyncio.gather(*(supervisor.stop_agent(n, 10, "benchmark") for n in names))
+            out["all_stopped_s"] = round(time.perf_counter() - started, 3)
+            two += await _delegate_round_trips(orchestrator, done, count)
         finally:
             await orchestrator.shutdown()
             await transport.close()
@@ -337,6 +344,7 @@ def main() -> None:
         f"({result['status_rows']} rows; without bytecode {result['status_uncached_ms']} ms; "
         f"the HTTP request alone {result['status_api_ms']} ms)"
     )
+    print(f"  all stopped after                {result['all_stopped_s']:>9.2f} s")
     print(
         f"  delegate round trip, 2 agents    {result['delegate_rtt_us_2']:>9.1f} µs\n"
         f"  ... with {n} idle agents        {result[f'delegate_rtt_us_{n}']:>9.1f} µs "

@@ -597,163 +597,204 @@ def cmd_logs(args: argparse.Namespace) -> int:
             return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every subcommand; with ``only``, the arguments of that
+    command alone (the others are listed, but parse nothing)."""
     parser = argparse.ArgumentParser(
         prog="python -m orchestrator", description="Run and manage Goondan agent swarms."
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    validate = commands.add_parser("validate", help="check a goondan.yaml and report every error")
-    validate.add_argument("file", help="path of goondan.yaml")
-    validate.add_argument("--json", action="store_true", help="print the result as JSON")
-    validate.add_argument(
-        "--no-handlers", action="store_true", help="do not import tool modules to check handlers"
-    )
-    validate.add_argument(
-        "--allow-outside-bundle",
-        action="store_true",
-        help="let entry modules and systemRef files lie outside the bundle directory",
-    )
-    validate.add_argument(
-        "--verdict-from-child", action="store_true", help=argparse.SUPPRESS
-    )  # internal: the child process that runs the checks
-    validate.set_defaults(run=cmd_validate)
+    def command(name: str, help: str, run: Command) -> argparse.ArgumentParser | None:
+        """Add command ``name``; its parser when its arguments are wanted, else ``None``."""
+        sub = commands.add_parser(name, help=help)
+        sub.set_defaults(run=run)
+        return sub if only in (None, name) else None
 
-    run = commands.add_parser("run", help="run a swarm (one --input, or as a daemon)")
-    run.add_argument("file", help="path of goondan.yaml")
-    run.add_argument("--input", help="send this text to the entry agent, print the answer, exit")
-    run.add_argument("--agent", help="send --input to this agent instead of the entry agent")
-    run.add_argument(
-        "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
-    )
-    run.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
-    run.add_argument("--swarm", help="which Swarm to run (default: `default`, or the only one)")
-    run.add_argument("--json", action="store_true", help="print the answer as JSON")
-    run.add_argument(
-        "--watch", action="store_true", help="apply edits of the configuration live (daemon mode)"
-    )
-    run.add_argument("--log-level", help="debug, info, warning, error (default: info)")
-    run.add_argument(
-        "--allow-outside-bundle",
-        action="store_true",
-        help="let entry modules and systemRef files lie outside the bundle directory",
-    )
-    run.add_argument(
-        "--listen",
-        metavar="HOST:PORT",
-        help="serve the HTTP API on TCP too (besides .goondan/api.sock); off loopback it needs "
-        "--api-token-env",
-    )
-    run.add_argument(
-        "--api-token-env",
-        metavar="NAME",
-        help="environment variable holding the bearer token every HTTP request must carry",
-    )
-    run.set_defaults(run=cmd_run)
+    validate = command("validate", "check a goondan.yaml and report every error", cmd_validate)
+    if validate is not None:
+        validate.add_argument("file", help="path of goondan.yaml")
+        validate.add_argument("--json", action="store_true", help="print the result as JSON")
+        validate.add_argument(
+            "--no-handlers",
+            action="store_true",
+            help="do not import tool modules to check handlers",
+        )
+        validate.add_argument(
+            "--allow-outside-bundle",
+            action="store_true",
+            help="let entry modules and systemRef files lie outside the bundle directory",
+        )
+        validate.add_argument(
+            "--verdict-from-child", action="store_true", help=argparse.SUPPRESS
+        )  # internal: the child process that runs the checks
 
-    def daemon_options(command: argparse.ArgumentParser) -> None:
-        command.add_argument(
+    run = command("run", "run a swarm (one --input, or as a daemon)", cmd_run)
+    if run is not None:
+        run.add_argument("file", help="path of goondan.yaml")
+        run.add_argument(
+            "--input", help="send this text to the entry agent, print the answer, exit"
+        )
+        run.add_argument("--agent", help="send --input to this agent instead of the entry agent")
+        run.add_argument(
+            "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
+        )
+        run.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
+        run.add_argument("--swarm", help="which Swarm to run (default: `default`, or the only one)")
+        run.add_argument("--json", action="store_true", help="print the answer as JSON")
+        run.add_argument(
+            "--watch",
+            action="store_true",
+            help="apply edits of the configuration live (daemon mode)",
+        )
+        run.add_argument("--log-level", help="debug, info, warning, error (default: info)")
+        run.add_argument(
+            "--allow-outside-bundle",
+            action="store_true",
+            help="let entry modules and systemRef files lie outside the bundle directory",
+        )
+        run.add_argument(
+            "--listen",
+            metavar="HOST:PORT",
+            help="serve the HTTP API on TCP too (besides .goondan/api.sock); off loopback it needs "
+            "--api-token-env",
+        )
+        run.add_argument(
+            "--api-token-env",
+            metavar="NAME",
+            help="environment variable holding the bearer token every HTTP request must carry",
+        )
+
+    def daemon_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
             "-c", "--config", default="goondan.yaml", help="goondan.yaml (locates the state)"
         )
-        command.add_argument(
+        sub.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
+        sub.add_argument("--json", action="store_true", help="print JSON")
+
+    status = command("status", "show every agent of the running daemon", cmd_status)
+    if status is not None:
+        daemon_options(status)
+
+    send = command("send", "deliver text to an agent of the running daemon", cmd_send)
+    if send is not None:
+        send.add_argument("agent", help="target agent")
+        send.add_argument("text", help="the input")
+        send.add_argument(
+            "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
+        )
+        send.add_argument("--no-wait", action="store_true", help="return once accepted")
+        send.add_argument(
+            "--timeout",
+            type=float,
+            metavar="SECONDS",
+            help="how long the request may take (default: the swarm's requestTimeoutSeconds)",
+        )
+        daemon_options(send)
+
+    restart = command("restart", "gracefully restart an agent (or --all)", cmd_restart)
+    if restart is not None:
+        restart.add_argument("agent", nargs="?", help="agent to restart")
+        restart.add_argument("--all", action="store_true", help="restart every agent")
+        daemon_options(restart)
+
+    requests = command(
+        "requests", "the requests waiting for an answer (their ids, for cancel)", cmd_requests
+    )
+    if requests is not None:
+        daemon_options(requests)
+
+    cancel = command("cancel", "cancel a running request (by request id or trace id)", cmd_cancel)
+    if cancel is not None:
+        cancel.add_argument("id", metavar="TRACE_OR_REQUEST_ID", help="see `requests` or `logs`")
+        cancel.add_argument(
+            "--reason", default="cancelled by an operator", help="told to the caller"
+        )
+        daemon_options(cancel)
+
+    instances = command(
+        "instances", "list conversation instances, or `instances delete AGENT KEY`", cmd_instances
+    )
+    if instances is not None:
+        instances.add_argument("words", nargs="*", metavar="[AGENT] | delete AGENT KEY")
+        daemon_options(instances)
+
+    approvals = command(
+        "approvals", "list tool calls waiting for an operator's approval", cmd_approvals
+    )
+    if approvals is not None:
+        approvals.add_argument("--agent", help="only this agent's")
+        approvals.add_argument("--all", action="store_true", help="decided ones too")
+        daemon_options(approvals)
+
+    approve = command("approve", "approve a parked tool call: it runs", cmd_approve)
+    if approve is not None:
+        approve.add_argument("id", help="the approval id (apr_...)")
+        approve.add_argument("--args", help="JSON object of arguments to run it with instead")
+        approve.add_argument("--wait", action="store_true", help="print the Turn's answer too")
+        daemon_options(approve)
+
+    reject = command("reject", "reject a parked tool call: the model is told why", cmd_reject)
+    if reject is not None:
+        reject.add_argument("id", help="the approval id (apr_...)")
+        reject.add_argument("--reason", required=True, help="why (the model reads it)")
+        reject.add_argument("--wait", action="store_true", help="print the Turn's answer too")
+        daemon_options(reject)
+
+    logs = command("logs", "show the runtime event log (Turns, Steps, tools, processes)", cmd_logs)
+    if logs is not None:
+        logs.add_argument(
+            "file", nargs="?", default="goondan.yaml", help="goondan.yaml (locates the state)"
+        )
+        logs.add_argument(
             "--state-dir", help="state directory (default: .goondan/ beside the file)"
         )
-        command.add_argument("--json", action="store_true", help="print JSON")
+        logs.add_argument("--agent", help="only this agent's events")
+        logs.add_argument("--trace", help="only this trace id: one request across every agent")
+        logs.add_argument("--since", help="only newer events: 30s, 10m, 2h, 1d or an ISO timestamp")
+        logs.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+        logs.add_argument("--json", action="store_true", help="one JSON event per line")
 
-    status = commands.add_parser("status", help="show every agent of the running daemon")
-    daemon_options(status)
-    status.set_defaults(run=cmd_status)
-
-    send = commands.add_parser("send", help="deliver text to an agent of the running daemon")
-    send.add_argument("agent", help="target agent")
-    send.add_argument("text", help="the input")
-    send.add_argument(
-        "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
-    )
-    send.add_argument("--no-wait", action="store_true", help="return once accepted")
-    send.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SECONDS",
-        help="how long the request may take (default: the swarm's requestTimeoutSeconds)",
-    )
-    daemon_options(send)
-    send.set_defaults(run=cmd_send)
-
-    restart = commands.add_parser("restart", help="gracefully restart an agent (or --all)")
-    restart.add_argument("agent", nargs="?", help="agent to restart")
-    restart.add_argument("--all", action="store_true", help="restart every agent")
-    daemon_options(restart)
-    restart.set_defaults(run=cmd_restart)
-
-    requests = commands.add_parser(
-        "requests", help="the requests waiting for an answer (their ids, for cancel)"
-    )
-    daemon_options(requests)
-    requests.set_defaults(run=cmd_requests)
-
-    cancel = commands.add_parser(
-        "cancel", help="cancel a running request (by request id or trace id)"
-    )
-    cancel.add_argument("id", metavar="TRACE_OR_REQUEST_ID", help="see `requests` or `logs`")
-    cancel.add_argument("--reason", default="cancelled by an operator", help="told to the caller")
-    daemon_options(cancel)
-    cancel.set_defaults(run=cmd_cancel)
-
-    instances = commands.add_parser(
-        "instances", help="list conversation instances, or `instances delete AGENT KEY`"
-    )
-    instances.add_argument("words", nargs="*", metavar="[AGENT] | delete AGENT KEY")
-    daemon_options(instances)
-    instances.set_defaults(run=cmd_instances)
-
-    approvals = commands.add_parser(
-        "approvals", help="list tool calls waiting for an operator's approval"
-    )
-    approvals.add_argument("--agent", help="only this agent's")
-    approvals.add_argument("--all", action="store_true", help="decided ones too")
-    daemon_options(approvals)
-    approvals.set_defaults(run=cmd_approvals)
-
-    approve = commands.add_parser("approve", help="approve a parked tool call: it runs")
-    approve.add_argument("id", help="the approval id (apr_...)")
-    approve.add_argument("--args", help="JSON object of arguments to run it with instead")
-    approve.add_argument("--wait", action="store_true", help="print the Turn's answer too")
-    daemon_options(approve)
-    approve.set_defaults(run=cmd_approve)
-
-    reject = commands.add_parser("reject", help="reject a parked tool call: the model is told why")
-    reject.add_argument("id", help="the approval id (apr_...)")
-    reject.add_argument("--reason", required=True, help="why (the model reads it)")
-    reject.add_argument("--wait", action="store_true", help="print the Turn's answer too")
-    daemon_options(reject)
-    reject.set_defaults(run=cmd_reject)
-
-    logs = commands.add_parser(
-        "logs", help="show the runtime event log (Turns, Steps, tools, processes)"
-    )
-    logs.add_argument(
-        "file", nargs="?", default="goondan.yaml", help="goondan.yaml (locates the state)"
-    )
-    logs.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
-    logs.add_argument("--agent", help="only this agent's events")
-    logs.add_argument("--trace", help="only this trace id: one request across every agent")
-    logs.add_argument("--since", help="only newer events: 30s, 10m, 2h, 1d or an ISO timestamp")
-    logs.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
-    logs.add_argument("--json", action="store_true", help="one JSON event per line")
-    logs.set_defaults(run=cmd_logs)
-
-    schema = commands.add_parser("schema", help="print the JSON Schema of goondan.yaml resources")
-    schema.set_defaults(run=cmd_schema)
+    command("schema", "print the JSON Schema of goondan.yaml resources", cmd_schema)
     return parser
+
+
+def _command_in(words: Sequence[str]) -> str | None:
+    """The command ``words`` name (the first word that is not ``--debug``), if it is one."""
+    for word in words:
+        if word != "--debug":
+            return word if word in COMMANDS else None
+    return None
+
+
+COMMANDS = frozenset(
+    {
+        "validate",
+        "run",
+        "status",
+        "send",
+        "restart",
+        "requests",
+        "cancel",
+        "instances",
+        "approvals",
+        "approve",
+        "reject",
+        "logs",
+        "schema",
+    }
+)
+"""Every command name (a test checks it against the parser's)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    # Building every command's arguments is a good part of a short command's time: build
+    # those of the command given (all of them for help, or anything unexpected).
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_in(words))
+    args = parser.parse_args(words)
     if getattr(args, "allow_outside_bundle", False):
         from bundle.loader import ALLOW_OUTSIDE_BUNDLE_ENV
 

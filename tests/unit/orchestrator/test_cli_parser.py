@@ -1,0 +1,40 @@
+"""The CLI builds the arguments of the command given only, and parses exactly as in full."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from orchestrator.cli import COMMANDS, _command_in, build_parser
+
+
+def test_the_command_names_are_the_parsers() -> None:
+    subparsers = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    assert set(subparsers.choices) == COMMANDS
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["status", "--json"],
+        ["--debug", "status", "-c", "x.yaml", "--state-dir", "s"],
+        ["send", "beta", "hello there", "--instance", "u1", "--timeout", "5"],
+        ["run", "goondan.yaml", "--input", "hi", "--watch"],
+        ["logs", "-f", "--agent", "beta"],
+        ["approve", "apr_1", "--args", "{}", "--wait"],
+        ["instances", "delete", "beta", "k"],
+        ["schema"],
+    ],
+)
+def test_a_command_parses_as_with_every_command_built(words: list[str]) -> None:
+    only = _command_in(words)
+    assert only is not None
+    assert vars(build_parser(only).parse_args(words)) == vars(build_parser().parse_args(words))
+
+
+@pytest.mark.parametrize("words", [[], ["--help"], ["nonsense"], ["--debug"]])
+def test_no_known_command_builds_them_all(words: list[str]) -> None:
+    assert _command_in(words) is None
