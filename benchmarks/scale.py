@@ -249,6 +249,8 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
             )
             out["processes"] = len(pids)
 
+            many = await _delegate_round_trips(orchestrator, done, count)
+
             status_ms, rows = await _status_ms(
                 bundle, state_dir, bytecode_cache=directory / "bytecode"
             )
@@ -257,8 +259,6 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
             uncached_ms, _ = await _status_ms(bundle, state_dir, bytecode_cache=None)
             out["status_uncached_ms"] = round(uncached_ms, 1)
             out["status_api_ms"] = round(await _status_api_ms(state_dir), 1)
-
-            many = await _delegate_round_trips(orchestrator, done, count)
 
             started = time.perf_counter()
             await asyncio.gather(*(supervisor.stop_agent(n, 10, "benchmark") for n in names))
