@@ -212,9 +212,15 @@ def print_table(figures: dict[str, Any]) -> None:
     print(f"{'floor child (fork server, ready at once)':<40} {floor:>10.1f} {1:>8.2f}")
     for key, label in (
         ("spawn_ready_ms", "spawn -> ready"),
+        ("spawn_unpooled_ms", "  the same, no spare process waiting"),
         ("crash_ready_ms", "SIGKILL -> ready"),
     ):
         print(f"{label:<40} {figures[key]:>10.1f} {figures[key] / floor:>8.2f}")
+    print(
+        f"{'CPU from fork to ready':<40} floor {figures['floor_child_cpu_ms']:.1f} ms, "
+        f"agent {figures['agent_ready_cpu_ms']:.1f} ms; minor faults "
+        f"{figures['floor_child_faults']:.0f} / {figures['agent_ready_faults']:.0f}"
+    )
     print(f"{'idle memory':<40} {'USS MiB':>10} {'PSS MiB':>8}")
     print(
         f"{'floor child':<40} {figures['floor_child_uss_mib']:>10.2f} "
