@@ -14,6 +14,7 @@ import multiprocessing
 import statistics
 import struct
 import time
+from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
 from typing import Any, cast
 
@@ -204,10 +205,10 @@ def broker_throughput(agents: int, callers: int, seconds: float) -> float:
     children = [ctx.Process(target=_echo, args=(child,), daemon=True) for _, child in ends]
     for child in children:
         child.start()
-    answered = 0
+    rate = 0.0
 
     async def main() -> None:
-        nonlocal answered
+        nonlocal rate
         loop = asyncio.get_running_loop()
         waiting: dict[str, asyncio.Future[None]] = {}
         links: list[_Caller] = []
@@ -216,34 +217,47 @@ def broker_throughput(agents: int, callers: int, seconds: float) -> float:
             ours._handle = None  # type: ignore[attr-defined]  # the socket owns the fd now
             _, link = await loop.connect_accepted_socket(lambda: _Caller(waiting), sock)
             links.append(link)
-        running = True
 
-        async def caller(index: int) -> None:
-            nonlocal answered
-            sent = 0
-            while running:
-                correlation_id = f"c{index}-{sent}"
-                sent += 1
-                reply = loop.create_future()
-                waiting[correlation_id] = reply
-                links[(index + sent) % agents].send({**MESSAGE, "correlationId": correlation_id})
-                await reply
-                answered += 1
+        def ask(index: int, sent: int) -> asyncio.Future[None]:
+            correlation_id = f"c{index}-{sent}"
+            reply = loop.create_future()
+            waiting[correlation_id] = reply
+            links[(index + sent) % agents].send({**MESSAGE, "correlationId": correlation_id})
+            return reply
 
-        tasks = [asyncio.ensure_future(caller(i)) for i in range(callers)]
-        await asyncio.sleep(0.5)  # warm-up
-        answered = 0
-        await asyncio.sleep(seconds)
-        counted = answered
-        running = False
-        await asyncio.gather(*tasks)
-        answered = counted
+        rate = await answers_per_second(ask, callers, seconds)
 
     uvloop.run(main())
     for child in children:
         child.kill()
         child.join()
-    return answered / seconds
+    return rate
+
+
+async def answers_per_second(
+    ask: Callable[[int, int], Awaitable[object]], callers: int, seconds: float
+) -> float:
+    """Answers per second of ``callers`` concurrent loops, each awaiting ``ask(caller, n)`` for
+    n = 1, 2, ...; counted over ``seconds`` after half a second of warm-up."""
+    answered = 0
+    running = True
+
+    async def caller(index: int) -> None:
+        nonlocal answered
+        sent = 0
+        while running:
+            sent += 1
+            await ask(index, sent)
+            answered += 1
+
+    tasks = [asyncio.ensure_future(caller(i)) for i in range(callers)]
+    await asyncio.sleep(0.5)  # warm-up
+    answered = 0
+    await asyncio.sleep(seconds)
+    counted = answered
+    running = False
+    await asyncio.gather(*tasks)
+    return counted / seconds
 
 
 def fsync_append_us(directory: str, count: int, size: int = 1024) -> list[float]:

@@ -87,10 +87,10 @@ def ours(count: int) -> list[float]:
 def ours_throughput(agents: int, callers: int, seconds: float) -> float:
     """(6): requests answered per second through the Orchestrator (its external request path,
     the one the HTTP API takes), ``callers`` concurrent loops over ``agents`` echo agents."""
-    answered = 0
+    rate = 0.0
 
     async def main() -> None:
-        nonlocal answered
+        nonlocal rate
         names = [f"echo{i}" for i in range(agents)]
         router: Router
         supervisor = Supervisor(
@@ -102,29 +102,16 @@ def ours_throughput(agents: int, callers: int, seconds: float) -> float:
         router = Router(supervisor)
         dispatch = Dispatcher(router, supervisor.event_handlers)
         await asyncio.gather(*(supervisor.ensure_running(name) for name in names))
-        running = True
 
-        async def caller(index: int) -> None:
-            nonlocal answered
-            sent = 0
-            while running:
-                sent += 1
-                answer = await router.request(names[(index + sent) % agents], PAYLOAD_TEXT)
-                assert answer.ok, answer
-                answered += 1
+        async def ask(index: int, sent: int) -> None:
+            answer = await router.request(names[(index + sent) % agents], PAYLOAD_TEXT)
+            assert answer.ok, answer
 
-        tasks = [asyncio.ensure_future(caller(i)) for i in range(callers)]
-        await asyncio.sleep(0.5)  # warm-up
-        answered = 0
-        await asyncio.sleep(seconds)
-        counted = answered
-        running = False
-        await asyncio.gather(*tasks)
-        answered = counted
+        rate = await baselines.answers_per_second(ask, callers, seconds)
         await supervisor.shutdown(2)
 
     uvloop.run(main())
-    return answered / seconds
+    return rate
 
 
 PAYLOAD_TEXT = "summarise the latest build log please"
