@@ -108,6 +108,10 @@ def test_only_frozen_slotted_dataclasses() -> None:
         def __post_init__(self) -> None:
             pass
 
+    @dataclass(frozen=True, slots=True)
+    class Private:
+        _secret: str
+
     for cls in (NoSlots, NotFrozen):
         with pytest.raises(TypeError, match="not a frozen dataclass with slots"):
             slot_constructor(cls)
@@ -115,3 +119,5 @@ def test_only_frozen_slotted_dataclasses() -> None:
         slot_constructor(Hidden)
     with pytest.raises(TypeError, match="__post_init__"):
         slot_constructor(Checked)
+    with pytest.raises(TypeError, match="field name not supported"):
+        slot_constructor(Private)
