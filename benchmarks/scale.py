@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._process_figures import cpu_ms, memory_mib
 from bundle.plan import AgentPlan, Plan
 from ipc import EventMessage, IpcMessage
+from orchestrator.plans import SharedParts
 from orchestrator.supervisor import AgentHandle, Supervisor
 from orchestrator.transport import MultiprocessingTransport, ProcessWorker
 
@@ -275,15 +276,21 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
 
 
 def _grow(supervisor: Supervisor, names: list[str]) -> None:
-    """Give the supervisor every agent of ``names``, each with a copy of the first's plan."""
+    """Give the supervisor every agent of ``names``, each with the plan ``Orchestrator``
+    would build for it were it declared like the first: a plan of its own (a deep copy, with
+    its own list of the swarm's agents), its common parts shared as ``build_plans`` shares
+    them."""
     everyone = sorted({*supervisor.handles, *names})
     template = supervisor.handles[names[0]].plan
     assert isinstance(template, AgentPlan)
+    parts = SharedParts()
     for name in everyone:
         plan = supervisor.handles[name].plan if name in supervisor.handles else template
         assert isinstance(plan, AgentPlan)
-        update = {"agents": everyone, "agent_name": name}
-        supervisor.handles[name] = AgentHandle(name, plan.model_copy(update=update))
+        update = {"agents": list(everyone), "agent_name": name}
+        supervisor.handles[name] = AgentHandle(
+            name, parts.share(plan.model_copy(update=update, deep=True))
+        )
 
 
 def _descendants(root: int) -> list[int]:

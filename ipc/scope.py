@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import signal
 from collections.abc import Collection
 from pathlib import Path
@@ -20,8 +19,8 @@ SCOPE_ENV = "GOONDAN_AGENT_SCOPE"
 
 
 def new_scope() -> str:
-    """A token unique to one agent process."""
-    return f"{os.getpid()}-{secrets.token_hex(8)}"
+    """A token unique to one agent process (64 random bits after its pid)."""
+    return f"{os.getpid()}-{os.urandom(8).hex()}"
 
 
 def scope_members(scope: str, proc: Path = Path("/proc"), skip: Collection[int] = ()) -> list[int]:

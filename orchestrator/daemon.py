@@ -37,6 +37,7 @@ from orchestrator.eventlog import EventLog
 from orchestrator.events_hub import END_OF_STREAM, EventHub
 from orchestrator.http_api import ApiServer
 from orchestrator.metrics import SwarmMetrics
+from orchestrator.plans import SharedParts
 from orchestrator.router import InFlightSend, Router
 from orchestrator.state_dir import default_state_dir, delete_instance_dir
 from orchestrator.status import ExitInfo
@@ -389,10 +390,11 @@ class Orchestrator:
                 self.events.lifecycle("resume_pending", agent, instance=instance)
 
     def build_plans(self, bundle: Bundle) -> dict[str, AgentPlan]:
-        """The plan of every agent of the swarm."""
+        """The plan of every agent of the swarm (their common parts held once)."""
         swarm = bundle.swarm(self.swarm_name)
+        parts = SharedParts()
         return {
-            agent.name: bundle.agent_plan(agent.name, self.state_dir, swarm.name)
+            agent.name: parts.share(bundle.agent_plan(agent.name, self.state_dir, swarm.name))
             for agent in bundle.swarm_agents(swarm)
         }
 
