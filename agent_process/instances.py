@@ -283,7 +283,7 @@ class InstanceManager:
                 custom_workdir=isinstance(custom, str),
             )
             self._instances[key] = instance
-            self._write_metadata(instance, "idle")
+            self._write_metadata(instance)
         return instance
 
     def is_idle(self, key: str) -> bool:
@@ -462,8 +462,8 @@ class InstanceManager:
         ):
             self._on_busy_change(busy)
 
-    def _write_metadata(self, instance: Instance, status: str) -> None:
-        """Record the instance's metadata now (when it is loaded or created)."""
+    def _write_metadata(self, instance: Instance) -> None:
+        """Record the instance's metadata now, idle (when it is loaded or created)."""
         try:
             instance.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -471,9 +471,7 @@ class InstanceManager:
                 "instance metadata not written", instance_key=instance.key, error=str(exc)
             )
             return
-        write_metadata(
-            instance.directory, self._metadata(instance, status == "processing"), self._log
-        )
+        write_metadata(instance.directory, self._metadata(instance, busy=False), self._log)
 
     def _metadata(self, instance: Instance, busy: bool) -> dict[str, object]:
         metadata: dict[str, object] = {
