@@ -385,12 +385,9 @@ async def _run_tool(
     settings: StepSettings, call: ToolCall, scope: StepScope, assistant: Message
 ) -> ToolCallResult:
     """One tool call, inside its own span (``tool.called`` / ``tool.completed`` / ``tool.failed``)."""
-    executor, before = settings.executor, settings.before_tool_call
     recorder = scope.turn.recorder
     if not recorder.active:
-        if before is not None:
-            before()
-        return await _in_span(executor, call, scope, assistant, new_span_id())
+        return await _in_span(settings, call, scope, assistant, new_span_id())
     span = new_span_id()
     fields = {
         "toolCallId": call.id,
@@ -399,11 +396,9 @@ async def _run_tool(
         "turnId": scope.turn.turn_id,
     }
     recorder.emit("tool.called", span, scope.span_id, **fields, args=capped(call.args))
-    if before is not None:
-        before()
     started = time.perf_counter()
     try:
-        result = await _in_span(executor, call, scope, assistant, span)
+        result = await _in_span(settings, call, scope, assistant, span)
     except BaseException as exc:
         duration = round((time.perf_counter() - started) * 1000, 3)
         recorder.emit(
@@ -424,11 +419,13 @@ async def _run_tool(
 
 
 async def _in_span(
-    executor: ToolExecutor, call: ToolCall, scope: StepScope, assistant: Message, span: str
+    settings: StepSettings, call: ToolCall, scope: StepScope, assistant: Message, span: str
 ) -> ToolCallResult:
     """The call with ``span`` as the current span, so what the tool starts hangs under it."""
+    if settings.before_tool_call is not None:
+        settings.before_tool_call()
     token = current_span.set(span)
     try:
-        return await executor.execute(call, scope, assistant)
+        return await settings.executor.execute(call, scope, assistant)
     finally:
         current_span.reset(token)
