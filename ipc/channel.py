@@ -157,7 +157,7 @@ class Channel:
             return
         frames, self._unwritten = self._unwritten, []
         transport = self._transport
-        if frames and transport is not None and not transport.is_closing():
+        if transport is not None and not transport.is_closing():
             transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     async def send(self, message: IpcMessage) -> None:

@@ -13,7 +13,7 @@ envelope cost several times more.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypeAlias
+from typing import Annotated, Any, Self, TypeAlias
 
 import msgspec
 
@@ -52,7 +52,7 @@ class _Message(
             wire["correlationId"] = self.correlation_id
         return wire
 
-    def readdressed(self, to: str) -> Any:
+    def readdressed(self, to: str) -> Self:
         """The same message, addressed to ``to`` (the router forwards with this)."""
         return msgspec.structs.replace(self, to=to)
 
