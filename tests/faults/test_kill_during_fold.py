@@ -19,7 +19,7 @@ from tools_base import Message, MessageEvent
 
 pytestmark = pytest.mark.timeout(60)
 
-CHILD = textwrap.dedent(
+PRELUDE = textwrap.dedent(
     """
     import builtins, os, signal, sys
     import agent_process.conversation as conversation
@@ -35,6 +35,12 @@ CHILD = textwrap.dedent(
     for i in range(3):                      # an earlier Turn, folded
         store.append(Message(id=f"old{i}", role="user", content=f"old {i}"))
     store.fold()
+    """
+)
+"""The start of each child: an earlier Turn, folded; ``die`` is the kill."""
+
+CHILD = PRELUDE + textwrap.dedent(
+    """
     for i in range(4):                      # this Turn's events
         store.append(Message(id=f"new{i}", role="user", content=f"new {i}"))
     store.emit(MessageEvent.replace("old1", Message(id="old1", role="user", content="old 1 v2")))
@@ -101,22 +107,8 @@ def test_a_kill_during_the_fold_loses_and_repeats_nothing(tmp_path: Path, point:
     assert [m.id for m in again] == [*(i for i, _ in EXPECTED[1:]), "after"]
 
 
-APPEND_CHILD = textwrap.dedent(
+APPEND_CHILD = PRELUDE + textwrap.dedent(
     """
-    import os, signal, sys
-    import agent_process.conversation as conversation
-    from agent_process.conversation import ConversationStore
-    from tools_base import Message
-
-    def die(*args, **kwargs):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    directory, point = sys.argv[1], sys.argv[2]
-    store = ConversationStore(conversation.Path(directory))
-    store.load()
-    for i in range(3):                      # an earlier Turn, folded
-        store.append(Message(id=f"old{i}", role="user", content=f"old {i}"))
-    store.fold()
     for i in range(4):                      # this Turn appends only: its fold appends a segment
         store.append(Message(id=f"new{i}", role="user", content=f"new {i}"))
 
