@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -273,6 +275,39 @@ class Bundle:
             )
         return plans
 
+    def placement(self, swarm_name: str | None = None) -> dict[str, str]:
+        """``agent → node`` of the agents ``Swarm.spec.placement`` puts on other hosts."""
+        spec: SwarmSpec = self.swarm(swarm_name).spec
+        return {agent: where.node for agent, where in spec.placement.items()}
+
+    def fingerprint(self) -> str:
+        """A digest of what the swarm runs: every resource (built-in packages' too), each
+        entry module and each ``systemRef`` prompt, by content.
+
+        Two hosts holding the same bundle get the same digest wherever its directory lies, so
+        a cluster tells version skew from a mere move.
+        """
+        digest = hashlib.sha256()
+
+        def add(*parts: str | bytes) -> None:
+            for part in parts:
+                data = part.encode() if isinstance(part, str) else part
+                digest.update(len(data).to_bytes(8, "big"))
+                digest.update(data)
+
+        for resource in sorted(self.resources, key=lambda r: (r.package or "", r.kind, r.name)):
+            spec = resource.spec.model_dump(mode="json", by_alias=True)
+            add(resource.package or "", resource.kind, resource.name)
+            add(json.dumps(spec, sort_keys=True, separators=(",", ":")))
+            for relative in (getattr(resource.spec, "entry", None), _system_ref(resource)):
+                if relative is None:
+                    continue
+                try:
+                    add(relative, (resource.base_dir / relative).read_bytes())
+                except OSError as exc:  # named in the digest, so it differs from a readable one
+                    add(relative, type(exc).__name__)
+        return digest.hexdigest()
+
     def summary(self) -> str:
         """``1 Swarm, 2 Agents, 3 Tools, 1 Model`` (this bundle's own resources)."""
         counts: dict[str, int] = {}
@@ -283,6 +318,12 @@ class Bundle:
         return ", ".join(
             f"{counts[k]} {k}{'s' if counts[k] != 1 else ''}" for k in order if k in counts
         )
+
+
+def _system_ref(resource: Resource) -> str | None:
+    prompt = getattr(resource.spec, "prompt", None)
+    ref: str | None = getattr(prompt, "system_ref", None)
+    return ref
 
 
 def _resolved_tool(tool: Resource, config: dict[str, Any]) -> ResolvedTool:

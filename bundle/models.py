@@ -56,6 +56,8 @@ _REF_STRING_SCHEMA = {
     "pattern": "^[^/]+/[^/]+$",
     "description": '"Kind/name", e.g. "Tool/bash".',
 }
+NODE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
+"""A cluster node's name: it becomes part of NATS subjects and keys, so no dots or spaces."""
 MAX_TOOL_NAME_LENGTH = 64
 """Providers (OpenAI, Anthropic) refuse tool names longer than this."""
 MAX_RESOURCE_NAME_LENGTH = 63
@@ -509,6 +511,15 @@ class SwarmPolicy(_Spec):
     api: ApiPolicy = Field(default_factory=ApiPolicy, description="The daemon's HTTP API.")
 
 
+class AgentPlacement(_Spec):
+    """Where one agent of a clustered swarm runs."""
+
+    node: str = Field(
+        pattern=NODE_NAME_PATTERN,
+        description="Name of the node (`orchestrator node --name`) that runs the agent.",
+    )
+
+
 class SwarmSpec(_Spec):
     """``kind: Swarm``: the agents that run together."""
 
@@ -520,6 +531,12 @@ class SwarmSpec(_Spec):
         default=None, min_length=1, description="Swarm instance key (default: the swarm's name)."
     )
     policy: SwarmPolicy = Field(default_factory=SwarmPolicy, description="Limits and timeouts.")
+    placement: dict[str, AgentPlacement] = Field(
+        default_factory=dict,
+        description="Agents that run on other hosts when the swarm runs with `--cluster`, by "
+        "agent name, e.g. {worker: {node: gpu-1}}; the others run on the leader. Ignored "
+        "without --cluster.",
+    )
 
 
 class ExtensionSpec(_Spec):

@@ -421,6 +421,16 @@ class _Checker:
                 suggestion=f"add {entry} to spec.agents, or pick one of: "
                 + ", ".join(sorted({ref.name for ref in listed})),
             )
+        members = {ref.name for ref in listed}
+        for agent in spec.placement:
+            if agent not in members:
+                self.report(
+                    resource,
+                    E.E_SCHEMA_INVALID,
+                    f"placement names {agent!r}, which is not one of the swarm's agents",
+                    ("spec", "placement", agent),
+                    suggestion="place one of: " + ", ".join(sorted(members)),
+                )
 
     def check_connection(self, resource: Resource, spec: ConnectionSpec) -> None:
         self.resolve_kind(spec.connector_ref, "Connector", resource, ("spec", "connectorRef"))

@@ -103,8 +103,12 @@ EXIT_BROKEN_FDS = 71
 (``EX_OSERR``) to be restarted clean."""
 EXIT_MEMORY_LIMIT = 72
 """An AgentProcess that ran out of its ``limits.memoryMiB`` outside a tool exits with this code."""
+EXIT_NODE_LOST = 69
+"""Not an AgentProcess's own code: the exit the cluster leader records for an agent whose node
+stopped answering (``EX_UNAVAILABLE``). Callers it owed get ``AGENT_CRASHED`` as for any crash."""
 EXIT_REASONS = {
     EXIT_BOOT_FAILURE: "cannot boot",
+    EXIT_NODE_LOST: "its cluster node was lost",
     EXIT_BROKEN_FDS: "a tool broke stdin, stdout or stderr",
     EXIT_MEMORY_LIMIT: "memory limit reached",
 }

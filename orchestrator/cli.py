@@ -114,6 +114,7 @@ def _api_token(variable: str | None) -> str | None:
 async def _run(args: argparse.Namespace) -> int:
     from bundle import BundleError
     from bundle.secrets import SecretUnavailable
+    from goondan.errors import DeliveryError
     from ipc import IpcError
     from orchestrator.daemon import Orchestrator
     from orchestrator.http_api import ApiRefused, DaemonAlreadyRunning
@@ -125,6 +126,7 @@ async def _run(args: argparse.Namespace) -> int:
             swarm=args.swarm,
             api_listen=args.listen,
             api_token=_api_token(args.api_token_env),
+            cluster=_cluster_settings(args, Path(args.file)),
         )
     except (ValueError, SecretUnavailable) as exc:  # a --listen not HOST:PORT, a token unset
         print(f"error: {exc}", file=sys.stderr)
@@ -137,7 +139,7 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         try:
             await orchestrator.start()
-        except (DaemonAlreadyRunning, ApiRefused, OSError) as exc:
+        except (DaemonAlreadyRunning, ApiRefused, OSError, DeliveryError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         except (IpcError, TimeoutError) as exc:
@@ -156,6 +158,91 @@ async def _run(args: argparse.Namespace) -> int:
         return 0
     finally:
         await orchestrator.shutdown()
+
+
+def _cluster_settings(args: argparse.Namespace, bundle: Path) -> Any:
+    """The ``ClusterSettings`` of ``--cluster`` and its options; ``None`` without it."""
+    if not getattr(args, "cluster", None):
+        return None
+    try:
+        from orchestrator.cluster.settings import ClusterSettings
+    except ImportError:  # pragma: no cover - the extra is missing
+        raise ValueError(
+            "--cluster needs the `cluster` extra: pip install 'goondan[cluster]'"
+        ) from None
+    if args.heartbeat_seconds <= 0:
+        raise ValueError("--heartbeat-seconds must be positive")
+    name = args.cluster_name
+    if name is None:
+        from bundle import load_bundle
+
+        name = load_bundle(bundle, check_handlers=False).swarm(args.swarm).name
+
+    def path(value: str | None) -> Path | None:
+        return Path(value) if value else None
+
+    return ClusterSettings(
+        url=args.cluster,
+        name=name,
+        creds_file=path(args.cluster_creds),
+        nkey_seed_file=path(args.cluster_nkey),
+        tls_ca_file=path(args.cluster_tls_ca),
+        tls_cert_file=path(args.cluster_tls_cert),
+        tls_key_file=path(args.cluster_tls_key),
+        heartbeat_seconds=args.heartbeat_seconds,
+    )
+
+
+def cmd_node(args: argparse.Namespace) -> int:
+    """Run this host's share of a clustered swarm until SIGINT/SIGTERM."""
+    from ipc.logs import configure_logging
+
+    if args.log_level:
+        os.environ["GOONDAN_LOG_LEVEL"] = args.log_level
+    configure_logging(args.log_level, process="node")
+    os.umask(0o077)
+    try:
+        import uvloop
+
+        return uvloop.run(_node(args))
+    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        import asyncio
+
+        return asyncio.run(_node(args))
+
+
+async def _node(args: argparse.Namespace) -> int:
+    from bundle import BundleError
+    from goondan.errors import DeliveryError
+
+    try:
+        from orchestrator.cluster.node import Node
+
+        node = Node(
+            Path(args.file),
+            _cluster_settings(args, Path(args.file)),
+            args.name,
+            state_dir=Path(args.state_dir) if args.state_dir else None,
+            swarm=args.swarm,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BundleError as exc:
+        for issue in exc.errors:
+            print(issue.format(), file=sys.stderr)
+        return 1
+    node.install_signal_handlers()
+    try:
+        try:
+            await node.start()
+        except DeliveryError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        await node.wait_stopped()
+        return 0
+    finally:
+        await node.shutdown()
 
 
 async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
@@ -294,13 +381,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(answer, indent=2))
         return 0
     print(f"swarm {answer.get('swarm')} (orchestrator pid {answer.get('pid')})")
+    cluster = answer.get("cluster")
+    if cluster:
+        _print_cluster(cluster)
     header = f"{'AGENT':<20} {'PID':>7} {'STATUS':<17} {'INST':>4} {'RESTARTS':>8} {'CRASHES':>7} {'UPTIME':>9} {'PENDING':>7}  LAST EXIT"
+    if cluster:
+        header = f"{'NODE':<14} " + header
     print(header)
     for row in answer.get("agents", []):
         uptime = f"{row['uptimeSeconds']:.0f}s" if row.get("uptimeSeconds") is not None else "-"
         last = (row.get("lastExit") or {}).get("reason") or "-"
+        node = f"{row.get('node') or '(leader)':<14} " if cluster else ""
         print(
-            f"{row['agent']:<20} {row.get('pid') or '-':>7} {row['status']:<17} {len(row.get('instances', [])):>4} "
+            f"{node}{row['agent']:<20} {row.get('pid') or '-':>7} {row['status']:<17} {len(row.get('instances', [])):>4} "
             f"{row['restarts']:>8} {row['crashes']:>7} {uptime:>9} {row.get('pendingDelegates', 0):>7}  {last}"
         )
     connections = answer.get("connections") or []
@@ -316,6 +409,20 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"{row['connector']:<14} {row['restarts']:>8}  {why}"
             )
     return 0
+
+
+def _print_cluster(cluster: dict[str, Any]) -> None:
+    print(f"cluster {cluster.get('cluster')} at {cluster.get('server')}")
+    print(f"{'NODE':<14} {'UP':<4} {'BUNDLE':<9} {'HOST':<20} {'PID':>7}  AGENTS")
+    for node in cluster.get("nodes", []):
+        same = node.get("sameBundle")
+        bundle = "-" if same is None else ("same" if same else "DIFFERS")
+        print(
+            f"{node['node']:<14} {'yes' if node.get('up') else 'NO':<4} {bundle:<9} "
+            f"{node.get('host') or '-':<20} {node.get('pid') or '-':>7}  "
+            f"{', '.join(node.get('agents', [])) or '-'}"
+        )
+    print()
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -665,6 +772,49 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             metavar="NAME",
             help="environment variable holding the bearer token every HTTP request must carry",
         )
+
+    def cluster_options(sub: argparse.ArgumentParser, required: bool) -> None:
+        group = sub.add_argument_group(
+            "cluster",
+            "several hosts over NATS (extra `cluster`); a password or token comes from "
+            "GOONDAN_NATS_PASSWORD (with GOONDAN_NATS_USER) or GOONDAN_NATS_TOKEN",
+        )
+        group.add_argument(
+            "--cluster",
+            metavar="URL",
+            required=required,
+            help="NATS server(s) of the cluster, e.g. nats://10.0.0.5:4222 (JetStream enabled)"
+            + ("" if required else "; this daemon becomes the cluster's leader"),
+        )
+        group.add_argument("--cluster-name", help="the cluster's name (default: the Swarm's name)")
+        group.add_argument("--cluster-creds", metavar="FILE", help="a NATS .creds file")
+        group.add_argument("--cluster-nkey", metavar="FILE", help="a file holding an nkey seed")
+        group.add_argument("--cluster-tls-ca", metavar="FILE", help="CA bundle for tls://")
+        group.add_argument("--cluster-tls-cert", metavar="FILE", help="client certificate")
+        group.add_argument("--cluster-tls-key", metavar="FILE", help="client certificate key")
+        group.add_argument(
+            "--heartbeat-seconds",
+            type=float,
+            default=1.0,
+            help="membership heartbeat; a member silent for 3 of them is lost (default: 1; "
+            "the leader's value applies to every node)",
+        )
+
+    if run is not None:
+        cluster_options(run, required=False)
+
+    node = command("node", "run agents of a clustered swarm on this host", cmd_node)
+    if node is not None:
+        node.add_argument("file", help="path of goondan.yaml (the same bundle as the leader's)")
+        node.add_argument(
+            "--name", required=True, help="this node's name, as Swarm.spec.placement uses it"
+        )
+        node.add_argument(
+            "--state-dir", help="state directory (default: .goondan/ beside the file)"
+        )
+        node.add_argument("--swarm", help="which Swarm (default: `default`, or the only one)")
+        node.add_argument("--log-level", help="debug, info, warning, error (default: info)")
+        cluster_options(node, required=True)
 
     def daemon_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(

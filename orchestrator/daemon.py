@@ -9,7 +9,7 @@ import signal
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -45,6 +45,10 @@ from orchestrator.supervisor import Supervisor
 from orchestrator.tasks import TaskOwner
 from orchestrator.transport import MultiprocessingTransport, Transport
 
+if TYPE_CHECKING:
+    from orchestrator.cluster.leader import ClusterTransport
+    from orchestrator.cluster.settings import ClusterSettings
+
 
 def prepare_state_dir(state_dir: Path) -> None:
     """Create the state directory private to the daemon's user (0700), tightening an older one.
@@ -70,6 +74,7 @@ class Orchestrator:
         clock: Clock | None = None,
         api_listen: str | None = None,
         api_token: str | None = None,
+        cluster: ClusterSettings | None = None,
     ) -> None:
         self.bundle_path = bundle_path
         self.state_dir = (state_dir or default_state_dir(bundle_path)).resolve()
@@ -91,9 +96,28 @@ class Orchestrator:
         """Owns the work started on an operator's or agent's behalf (config watch, restarts,
         unwaited sends): cancelled first at shutdown, so none starts anything new meanwhile."""
         clock = clock or LoopClock()
-        self._own_transport: MultiprocessingTransport | None = None
+        self.log = structlog.get_logger("goondan.orchestrator").bind(swarm=self.swarm.name)
+        self._own_transport: MultiprocessingTransport | ClusterTransport | None = None
         """The transport this Orchestrator made (and closes), when it was given none."""
-        if transport is None:
+        self.cluster: ClusterTransport | None = None
+        """With ``--cluster``: the transport that starts placed agents on other hosts."""
+        placement = self.bundle.placement(swarm)
+        if transport is None and cluster is not None:
+            from orchestrator.cluster.leader import ClusterTransport
+
+            transport = self._own_transport = self.cluster = ClusterTransport(
+                cluster,
+                placement=placement,
+                fingerprint=self.bundle.fingerprint(),
+                on_node_joined=lambda node: self.supervisor.wake(),
+                on_leadership_lost=self.request_stop,
+            )
+        elif transport is None:
+            if placement:
+                self.log.warning(
+                    "Swarm.spec.placement is ignored without --cluster; every agent runs here",
+                    placed=sorted(placement),
+                )
             transport = self._own_transport = MultiprocessingTransport()
         self.supervisor = Supervisor(
             plans,
@@ -143,7 +167,6 @@ class Orchestrator:
         self.api_token = api_token
         self.api: ApiServer | None = None
         self.metrics: SwarmMetrics | None = None
-        self.log = structlog.get_logger("goondan.orchestrator").bind(swarm=self.swarm.name)
         self._stopped = asyncio.Event()
         self._signals = 0
         self.stopping = False
@@ -200,6 +223,8 @@ class Orchestrator:
         on first use). Raises ``DaemonAlreadyRunning`` if another daemon owns the state."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         await self._start_api()
+        if self.cluster is not None:
+            await self.cluster.open()
         self._report_unfolded()
         self._resume_approvals()
         gc.freeze()  # keep the loaded bundle out of the collector's way
@@ -436,6 +461,8 @@ class Orchestrator:
             except (FileNotFoundError, NotADirectoryError):
                 row["instances"] = []
             row["pendingDelegates"] = pending[name]
+            if self.cluster is not None and row.get("node") is None:
+                row["node"] = self.cluster.node_of(name)
         return rows
 
     def start_soon(self, coro: Coroutine[Any, Any, Any], name: str) -> None:

@@ -279,6 +279,8 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
             "agents": daemon.status(),
             "connections": daemon.connections.status(),
         }
+        if daemon.cluster is not None:
+            body["cluster"] = daemon.cluster.cluster_status()
         return JSONResponse(body)
 
     def turn_input(data: dict[str, Any]) -> tuple[str, str, int | None]:

@@ -103,6 +103,7 @@ class AgentHandle:
             "uptimeSeconds": round(now - self.started_at, 3)
             if self.started_at and self.worker
             else None,
+            "node": self.worker.node if self.worker is not None else None,
             "lastExit": self.last_exit.to_json() if self.last_exit else None,
             "bootError": self.boot_error,
             "nextStartInSeconds": round(max(0.0, self.next_start_at - now), 3)
@@ -234,7 +235,10 @@ class Supervisor:
                 handle.name, handle.plan, lambda message: self._received(handle, message)
             )
         except Exception as exc:
-            self.log.exception("failed to start agent process", agent=handle.name)
+            if isinstance(exc, IpcError):  # a known refusal (its cluster node is away, say)
+                self.log.warning("agent not started", agent=handle.name, error=exc.message)
+            else:
+                self.log.exception("failed to start agent process", agent=handle.name)
             self._set_status(handle, ProcessStatus.CRASHED)
             if not handle.ready.done():
                 handle.ready.set_exception(AgentUnavailable(f"cannot start {handle.name!r}: {exc}"))
@@ -296,10 +300,14 @@ class Supervisor:
         info = await worker.exited
         worker.close()
         # Whatever its tools started and left behind dies with it, even after a SIGKILL. The
-        # other agents are not searched: none carries this agent's scope.
-        killed = kill_scope(handle.scope, skip=self._running_pids())
-        if killed:
-            self.log.info("tool programs of an exited agent killed", agent=handle.name, pids=killed)
+        # other agents are not searched: none carries this agent's scope. (A cluster node does
+        # this for the agents it runs.)
+        if worker.node is None:
+            killed = kill_scope(handle.scope, skip=self._running_pids())
+            if killed:
+                self.log.info(
+                    "tool programs of an exited agent killed", agent=handle.name, pids=killed
+                )
         handle.scope = None
         if handle.worker is not worker:
             return
@@ -547,7 +555,15 @@ class Supervisor:
                 handle.worker.kill()
 
     def _running_pids(self) -> set[int]:
-        return {pid for h in self.handles.values() if h.worker is not None and (pid := h.pid)}
+        return {
+            pid
+            for h in self.handles.values()
+            if h.worker is not None and h.worker.node is None and (pid := h.pid)
+        }
+
+    def wake(self) -> None:
+        """Reconcile now: something it waits for (a cluster node coming back) happened."""
+        self._wake.set()
 
     def status(self) -> list[dict[str, Any]]:
         """One row per agent."""

@@ -147,6 +147,11 @@ class FakeWorker:
         """A fake pid, while it runs."""
         return None if self.exited.done() else self._pid
 
+    @property
+    def node(self) -> None:
+        """In memory, on this host."""
+        return None
+
     # -- the Worker protocol ------------------------------------------------------------------
 
     def send(self, message: IpcMessage) -> None:

@@ -57,7 +57,11 @@ class Worker(Protocol):
 
     @property
     def pid(self) -> int | None:
-        """The OS process id, if it has one."""
+        """The OS process id, if it has one (on its own host)."""
+
+    @property
+    def node(self) -> str | None:
+        """The cluster node it runs on; ``None`` for this host."""
 
     def send(self, message: IpcMessage) -> None:
         """Queue a message to the worker (never blocks); raises when it is gone."""
@@ -99,6 +103,11 @@ class ProcessWorker:
         """The OS process id."""
         pid: int | None = self.process.pid
         return pid
+
+    @property
+    def node(self) -> None:
+        """Always this host."""
+        return None
 
     def send(self, message: IpcMessage) -> None:
         """Queue ``message``; raises ``PeerGone`` when the process is gone."""
@@ -169,10 +178,12 @@ class MultiprocessingTransport:
         self._forking: asyncio.Task[None] | None = None
         self._closed = False
 
-    async def start(
-        self, name: str, plan: Plan, on_message: Callable[[IpcMessage], None]
-    ) -> ProcessWorker:
-        """Start ``name``'s process; returns once it exists (not once it is ready)."""
+    async def spawn(self, name: str, plan: Plan) -> tuple[Any, Connection]:
+        """Start ``name``'s process: the ``multiprocessing`` process and our end of its pipe.
+
+        :meth:`start` wraps them in a :class:`ProcessWorker`; a cluster node relays the pipe's
+        bytes as they are instead.
+        """
         agent = isinstance(plan, AgentPlan)
         entry = self.entry if agent else self.connector_entry
         # The plan crosses as the validated object it is: the child does not validate it
@@ -191,6 +202,13 @@ class MultiprocessingTransport:
             process, parent_end = started
         process.name = f"goondan-{'agent' if agent else 'connector'}:{name}"
         self._refill_soon()
+        return process, parent_end
+
+    async def start(
+        self, name: str, plan: Plan, on_message: Callable[[IpcMessage], None]
+    ) -> ProcessWorker:
+        """Start ``name``'s process; returns once it exists (not once it is ready)."""
+        process, parent_end = await self.spawn(name, plan)
         holder: list[ProcessWorker] = []
         channel = await Channel.open(
             parent_end, name, on_message=on_message, on_close=lambda: holder[0].pipe_closed()

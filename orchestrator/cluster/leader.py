@@ -1,0 +1,438 @@
+"""The leader's side of a cluster: a :class:`~orchestrator.transport.Transport` across hosts.
+
+The leader is the Orchestrator of ``run --cluster``: it keeps the router, the pending table,
+the event log and the HTTP API, exactly as on one host. Its supervisor starts workers through
+:class:`ClusterTransport`, which starts an agent placed on a node
+(``Swarm.spec.placement``) by a request to that node, and every other agent through the
+local multiprocessing transport. A remote agent's frames travel on two subjects of its own
+(:mod:`orchestrator.cluster.relay`), so the supervisor and the router see a
+:class:`RemoteWorker` exactly as they see a local process.
+
+Failures become what they are on one host: a node that is absent, runs another bundle or
+refuses makes the start fail with ``AGENT_UNAVAILABLE``; a node that goes silent for the
+heartbeat expiry makes each of its agents exit (:data:`~ipc.protocol.EXIT_NODE_LOST`), so
+their pending callers get ``AGENT_CRASHED`` and the supervisor restarts them once the node
+is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from bundle.plan import Plan
+from ipc import AgentUnavailable, IpcMessage
+from ipc.codec import FrameDecoder, IpcProtocolError, encode
+from ipc.protocol import EXIT_NODE_LOST
+from orchestrator.cluster.membership import (
+    LEADER_KEY,
+    NODE_KEYS,
+    Lease,
+    Member,
+    Presence,
+    open_bucket,
+)
+from orchestrator.cluster.relay import EXIT_HEADER, Outbox
+from orchestrator.cluster.settings import (
+    START_TIMEOUT_SECONDS,
+    ClusterSettings,
+    ClusterUnavailable,
+    decode_json,
+    encode_json,
+)
+from orchestrator.status import ExitInfo
+from orchestrator.transport import MultiprocessingTransport, Worker
+
+
+class WorkerGone(ConnectionError):
+    """The remote agent process has exited; nothing more can be sent to it."""
+
+
+@dataclass(eq=False)
+class RemoteWorker:
+    """An agent process on a node, as the supervisor sees it (:class:`Worker`)."""
+
+    name: str
+    node_name: str
+    worker_id: str
+    transport: ClusterTransport
+    on_message: Callable[[IpcMessage], None]
+    exited: asyncio.Future[ExitInfo] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    remote_pid: int | None = None
+    node_incarnation: str = ""
+    _decoder: FrameDecoder = field(default_factory=FrameDecoder)
+    _outbox: Outbox | None = None
+    _subscription: Any = None
+
+    @property
+    def pid(self) -> int | None:
+        """The process id on its node, while it runs."""
+        return None if self.exited.done() else self.remote_pid
+
+    @property
+    def node(self) -> str:
+        """The node it runs on."""
+        return self.node_name
+
+    def send(self, message: IpcMessage) -> None:
+        """Queue ``message`` to the agent; raises once it has exited."""
+        if self.exited.done() or self._outbox is None:
+            raise WorkerGone(f"agent {self.name!r} on node {self.node_name!r} has exited")
+        self._outbox.write(encode(message))
+
+    def close(self) -> None:
+        """Stop listening to the exited process."""
+        self.transport._forget(self)
+
+    def terminate(self) -> None:
+        """SIGTERM, through its node."""
+        self.transport._signal(self, "TERM")
+
+    def kill(self) -> None:
+        """SIGKILL, through its node."""
+        self.transport._signal(self, "KILL")
+
+    # -- from the node ---------------------------------------------------------------------
+
+    async def _received(self, msg: Any) -> None:
+        headers = msg.headers or {}
+        if EXIT_HEADER in headers:
+            try:
+                code: int | None = int(headers[EXIT_HEADER])
+            except ValueError:
+                code = None
+            self._exit(ExitInfo(code))
+            return
+        for item in self._decoder.feed(msg.data):
+            if isinstance(item, IpcProtocolError):
+                self.transport.log.warning(
+                    "dropped malformed ipc frame",
+                    agent=self.name,
+                    node=self.node_name,
+                    reason=item.reason,
+                    detail=item.detail[:200],
+                )
+                continue
+            try:
+                self.on_message(item)
+            except Exception:
+                self.transport.log.exception("message handler failed", agent=self.name)
+
+    def _exit(self, info: ExitInfo) -> None:
+        if not self.exited.done():
+            self.exited.set_result(info)
+
+
+class ClusterTransport:
+    """Starts placed agents on their nodes, the others on this host."""
+
+    def __init__(
+        self,
+        settings: ClusterSettings,
+        *,
+        placement: dict[str, str],
+        fingerprint: str,
+        local: MultiprocessingTransport | None = None,
+        on_node_joined: Callable[[str], None] | None = None,
+        on_leadership_lost: Callable[[], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.placement = dict(placement)
+        """``agent → node`` for the agents that run on other hosts."""
+        self.fingerprint = fingerprint
+        self.local = local or MultiprocessingTransport()
+        self.on_node_joined = on_node_joined
+        self.on_leadership_lost = on_leadership_lost
+        self.incarnation = os.urandom(8).hex()
+        self.workers: dict[str, RemoteWorker] = {}
+        """Every remote worker started and not yet closed, by worker id."""
+        self.nc: Any = None
+        self.kv: Any = None
+        self.nodes: Presence | None = None
+        self._lease: Lease | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._signals: set[asyncio.Task[Any]] = set()
+        self.log = structlog.get_logger("goondan.cluster").bind(
+            role="leader", cluster=settings.name
+        )
+
+    # -- joining ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, claim the leadership (waiting out a dead leader's key), watch the nodes.
+
+        Raises :class:`ClusterUnavailable` when NATS cannot be used or another leader holds
+        the cluster.
+        """
+        self.nc = await self.settings.connect(f"goondan-leader:{self.settings.name}")
+        try:
+            self.kv = await open_bucket(self.nc.jetstream(), self.settings, create=True)
+            self._lease = Lease(
+                self.kv,
+                LEADER_KEY,
+                {
+                    "incarnation": self.incarnation,
+                    "fingerprint": self.fingerprint,
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                },
+            )
+            await self._claim()
+            self.nodes = Presence(
+                self.kv,
+                NODE_KEYS,
+                self.settings.expiry_seconds,
+                on_join=self._node_joined,
+                on_leave=self._node_left,
+                on_update=self._node_updated,
+            )
+            await self.nodes.start()
+        except BaseException:
+            await self.nc.close()
+            raise
+        self._heartbeat = asyncio.ensure_future(self._beat())
+        self.log.info("cluster leader", server=self.settings.describe(), placement=self.placement)
+
+    async def _claim(self) -> None:
+        assert self._lease is not None
+        deadline = time.monotonic() + self.settings.expiry_seconds + self.settings.heartbeat_seconds
+        while True:
+            holder = await self._lease.acquire()
+            if holder is None:
+                return
+            if time.monotonic() >= deadline:
+                raise ClusterUnavailable(
+                    f"cluster {self.settings.name!r} already has a leader (pid "
+                    f"{holder.get('pid')} on {holder.get('host')}); stop it first"
+                )
+            # Perhaps a leader that just died: its key lapses within the expiry.
+            await asyncio.sleep(self.settings.heartbeat_seconds / 2)
+
+    async def _beat(self) -> None:
+        assert self._lease is not None
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_seconds)
+            try:
+                held = await self._lease.renew()
+            except Exception as exc:  # disconnected: the client reconnects by itself
+                self.log.debug("leader heartbeat not written", error=str(exc))
+                continue
+            if not held:
+                self.log.error("another process took the cluster's leadership; stopping")
+                if self.on_leadership_lost is not None:
+                    self.on_leadership_lost()
+                return
+
+    # -- nodes -------------------------------------------------------------------------------
+
+    def _node_joined(self, member: Member) -> None:
+        fingerprint = member.value.get("fingerprint")
+        if fingerprint != self.fingerprint:
+            self.log.error(
+                "node runs a different bundle; its agents will not start",
+                node=member.name,
+                node_fingerprint=str(fingerprint)[:12],
+                leader_fingerprint=self.fingerprint[:12],
+            )
+        else:
+            self.log.info("node joined", node=member.name, host=member.value.get("host"))
+        self._node_updated(member)
+        if self.on_node_joined is not None:
+            self.on_node_joined(member.name)
+
+    def _node_updated(self, member: Member) -> None:
+        """A node's heartbeat: it lists the agent processes it runs; any this leader does not
+        know of (left from before the node was declared lost) is killed, so none runs twice."""
+        running = member.value.get("workers")
+        if not isinstance(running, list):
+            return
+        for worker_id in running:
+            if isinstance(worker_id, str) and worker_id not in self.workers:
+                self.log.warning("orphan agent process on node killed", node=member.name)
+                self._request_signal(member.name, worker_id, "KILL")
+
+    def _node_left(self, member: Member, reason: str) -> None:
+        lost = [
+            w
+            for w in self.workers.values()
+            if w.node_name == member.name
+            and (reason != "restarted" or w.node_incarnation == member.incarnation)
+        ]
+        self.log.warning(
+            "node lost" if reason != "left" else "node left",
+            node=member.name,
+            reason=reason,
+            agents=sorted(w.name for w in lost),
+        )
+        for worker in lost:
+            worker._exit(ExitInfo(EXIT_NODE_LOST))
+
+    def node_of(self, agent: str) -> str | None:
+        """The node ``agent`` is placed on; ``None`` for the leader's own host."""
+        return self.placement.get(agent)
+
+    def cluster_status(self) -> dict[str, Any]:
+        """The leader and each node: whether it is up and runs the same bundle."""
+        now = time.monotonic()
+        members = self.nodes.members if self.nodes is not None else {}
+        placed = sorted(set(self.placement.values()) | set(members))
+        rows = []
+        for name in placed:
+            member = members.get(name)
+            rows.append(
+                {
+                    "node": name,
+                    "up": member is not None,
+                    "host": member.value.get("host") if member else None,
+                    "pid": member.value.get("pid") if member else None,
+                    "sameBundle": member.value.get("fingerprint") == self.fingerprint
+                    if member
+                    else None,
+                    "agents": sorted(a for a, n in self.placement.items() if n == name),
+                    "lastHeartbeatSecondsAgo": round(now - member.seen_at, 3) if member else None,
+                }
+            )
+        return {
+            "cluster": self.settings.name,
+            "server": self.settings.describe(),
+            "fingerprint": self.fingerprint,
+            "nodes": rows,
+        }
+
+    # -- the Transport -----------------------------------------------------------------------
+
+    async def start(
+        self, name: str, plan: Plan, on_message: Callable[[IpcMessage], None]
+    ) -> Worker:
+        """Start ``name`` where it is placed; raises ``AgentUnavailable`` when its node cannot."""
+        node = self.placement.get(name)
+        if node is None:
+            return await self.local.start(name, plan, on_message)
+        member = self.nodes.members.get(node) if self.nodes is not None else None
+        if member is None:
+            raise AgentUnavailable(
+                f"agent {name!r} runs on node {node!r}, which is not in the cluster",
+                details={"node": node},
+            )
+        if member.value.get("fingerprint") != self.fingerprint:
+            raise AgentUnavailable(
+                f"node {node!r} runs a different bundle than the leader "
+                f"({str(member.value.get('fingerprint'))[:12]} ≠ {self.fingerprint[:12]}); "
+                "deploy the same goondan.yaml to both",
+                details={"node": node},
+            )
+        worker = RemoteWorker(
+            name,
+            node,
+            os.urandom(8).hex(),
+            self,
+            on_message,
+            node_incarnation=member.incarnation,
+        )
+        # Listening before the node is asked, so no frame of the new process is missed.
+        worker._subscription = await self.nc.subscribe(
+            self.settings.worker_subject(worker.worker_id, "out"), cb=worker._received
+        )
+        self.workers[worker.worker_id] = worker
+        try:
+            reply = await self._ask_start(worker)
+        except BaseException:
+            self._forget(worker)
+            raise
+        worker.remote_pid = reply.get("pid")
+        worker._outbox = Outbox(self.nc, self.settings.worker_subject(worker.worker_id, "in"))
+        return worker
+
+    async def _ask_start(self, worker: RemoteWorker) -> dict[str, Any]:
+        from nats.errors import NoRespondersError
+
+        request = {
+            "agent": worker.name,
+            "worker": worker.worker_id,
+            "fingerprint": self.fingerprint,
+            "leader": self.incarnation,
+        }
+        node = worker.node_name
+        try:
+            msg = await self.nc.request(
+                self.settings.node_subject(node, "start"),
+                encode_json(request),
+                timeout=START_TIMEOUT_SECONDS,
+            )
+        except NoRespondersError:
+            raise AgentUnavailable(
+                f"node {node!r} is not listening (stopped?)", details={"node": node}
+            ) from None
+        except TimeoutError:
+            raise AgentUnavailable(
+                f"node {node!r} did not start agent {worker.name!r} within "
+                f"{START_TIMEOUT_SECONDS:g} s",
+                details={"node": node},
+            ) from None
+        except Exception as exc:
+            raise AgentUnavailable(
+                f"cannot reach node {node!r}: {type(exc).__name__}: {exc}", details={"node": node}
+            ) from None
+        reply = decode_json(msg.data)
+        if not reply.get("ok"):
+            raise AgentUnavailable(
+                str(reply.get("message") or f"node {node!r} refused to start {worker.name!r}"),
+                details={"node": node},
+            )
+        return reply
+
+    def _forget(self, worker: RemoteWorker) -> None:
+        self.workers.pop(worker.worker_id, None)
+        subscription, worker._subscription = worker._subscription, None
+        if subscription is not None:
+            self._background(subscription.unsubscribe())
+
+    def _signal(self, worker: RemoteWorker, signal_name: str) -> None:
+        if not worker.exited.done():
+            self._request_signal(worker.node_name, worker.worker_id, signal_name)
+
+    def _request_signal(self, node: str, worker_id: str, signal_name: str) -> None:
+        async def ask() -> None:
+            with contextlib.suppress(Exception):  # a node away: its loss ends the worker
+                await self.nc.request(
+                    self.settings.node_subject(node, "signal"),
+                    encode_json({"worker": worker_id, "signal": signal_name}),
+                    timeout=self.settings.heartbeat_seconds,
+                )
+
+        self._background(ask())
+
+    def _background(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._signals.add(task)
+        task.add_done_callback(self._signals.discard)
+
+    # -- leaving ---------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Give up the leadership (nodes stop whatever still runs), then disconnect."""
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(BaseException):
+                await self._heartbeat
+        if self.nodes is not None:
+            await self.nodes.stop()
+        for task in list(self._signals):
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(task, self.settings.heartbeat_seconds)
+        if self._lease is not None:
+            await self._lease.release()
+        if self.nc is not None:
+            with contextlib.suppress(Exception):
+                await self.nc.drain()
+        await self.local.close()
