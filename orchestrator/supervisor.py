@@ -248,8 +248,9 @@ class Supervisor:
             handle.spawning = None
         handle.worker = worker
         handle.started_at = self.clock.now()
-        self.log.info("agent process spawned", agent=handle.name, pid=worker.pid)
-        self._lifecycle("spawned", handle, pid=worker.pid)
+        where = {"node": worker.node} if worker.node is not None else {}
+        self.log.info("agent process spawned", agent=handle.name, pid=worker.pid, **where)
+        self._lifecycle("spawned", handle, pid=worker.pid, **where)
         handle.watcher = self.tasks.start_soon(self._watch(handle, worker), f"watch:{handle.name}")
 
     # -- messages from a worker ----------------------------------------------------------------

