@@ -12,6 +12,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,15 +33,18 @@ def start_all(cluster: Cluster) -> tuple[Member, Member, Member]:
     return leader, cluster.join("node-a"), cluster.join("node-b")
 
 
-def wait_status(cluster: Cluster, agent: str, status: str, deadline: float = 30) -> dict[str, object]:
-    """Until the leader's status shows ``agent`` in ``status`` (a bounded poll of its table)."""
+def wait_status(
+    cluster: Cluster, agent: str, status: str, deadline: float = 30, **fields: object
+) -> dict[str, Any]:
+    """Until the leader's status shows ``agent`` in ``status`` (and with ``fields``): a
+    bounded poll of its table."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         row = cluster.agent(agent)
-        if row["status"] == status:
+        if row["status"] == status and all(row.get(k) == v for k, v in fields.items()):
             return row
         time.sleep(0.02)
-    raise AssertionError(f"{agent} never {status}: {cluster.agent(agent)}")
+    raise AssertionError(f"{agent} never {status} {fields}: {cluster.agent(agent)}")
 
 
 def test_a_handoff_crosses_both_nodes_under_one_trace_and_status_names_each_node(
@@ -74,7 +78,8 @@ def test_a_handoff_crosses_both_nodes_under_one_trace_and_status_names_each_node
         }
         assert spawned == {"front": None, "middle": "node-a", "back": "node-b"}
         nodes = {n["node"]: n for n in cluster.status()["cluster"]["nodes"]}
-        assert nodes["node-a"]["up"] and nodes["node-a"]["sameBundle"]
+        assert nodes["node-a"]["up"]
+        assert nodes["node-a"]["sameBundle"]
         assert nodes["node-b"]["agents"] == ["back"]
 
         table = subprocess.run(
@@ -100,8 +105,8 @@ def test_an_agent_killed_on_its_node_is_restarted_on_that_node(tmp_path: Path) -
 
         node_b.log.wait_for("agent process exited", agent="back", exitcode=-9, since=mark)
         restarted = node_b.log.wait_for("agent process started", agent="back", since=mark)
-        row = wait_status(cluster, "back", "idle")
-        assert row["pid"] == restarted["pid"] != first["pid"]
+        row = wait_status(cluster, "back", "idle", pid=restarted["pid"])
+        assert row["pid"] != first["pid"]
         assert row["node"] == "node-b"
         assert row["crashes"] == 1
         assert row["lastExit"]["signal"] == "SIGKILL"

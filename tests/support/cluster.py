@@ -55,11 +55,14 @@ def free_port() -> int:
 class NatsServer:
     """``nats-server -js`` on a free loopback port, its store under ``directory``."""
 
-    def __init__(self, directory: Path, *extra: str, config: str | None = None) -> None:
+    def __init__(
+        self, directory: Path, *extra: str, config: str | None = None, jetstream: bool = True
+    ) -> None:
         self.port = free_port()
         directory.mkdir(parents=True, exist_ok=True)
-        args = [nats_server_binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port)]
-        args += ["-sd", str(directory / "jetstream")]
+        args = [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port)]
+        if jetstream:
+            args += ["-js", "-sd", str(directory / "jetstream")]
         if config is not None:
             path = directory / "nats.conf"
             path.write_text(config)
@@ -105,10 +108,8 @@ class ProcessLog:
         complete = self.data.rfind(b"\n") + 1
         for line in self.data[self._scanned : complete].splitlines():
             if line.startswith(b"{"):
-                try:
+                with contextlib.suppress(ValueError):
                     self.records.append(json.loads(line))
-                except ValueError:
-                    pass
         self._scanned = complete
         return True
 
