@@ -922,6 +922,7 @@ COMMANDS = frozenset(
     {
         "validate",
         "run",
+        "node",
         "status",
         "send",
         "restart",

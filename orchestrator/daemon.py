@@ -287,6 +287,13 @@ class Orchestrator:
         handle = self.supervisor.handles.get(agent)
         if handle is None:
             return {"ok": False, "error": f"unknown agent {agent!r}"}
+        if handle.worker is None and self.cluster is not None and self.cluster.node_of(agent):
+            node = self.cluster.node_of(agent)
+            return {
+                "ok": False,
+                "error": f"agent {agent!r} runs on node {node!r}, which keeps its conversations;"
+                " send it something to start it, then delete again",
+            }
         if handle.worker is None:
             return {"ok": True, "deleted": delete_instance_dir(self.state_dir, agent, key)}
         try:
@@ -438,6 +445,28 @@ class Orchestrator:
         plans = self.build_connection_plans(bundle)
         ingress = ingress_tables(bundle, plans, self.entry_agent, sorted(self.supervisor.handles))
         return await self.connections.apply(plans, ingress, self.grace)
+
+    async def adopt_cluster_bundle(self, bundle: Bundle, plans: dict[str, AgentPlan]) -> list[str]:
+        """With ``--cluster``: take an edited bundle's fingerprint and placement (nodes must
+        run the new bundle before they start agents again) and move each running agent whose
+        node changed (one whose plan changed too is left to :meth:`apply_plans`, which
+        restarts it anyway). Returns the agents restarted to move."""
+        if self.cluster is None:
+            return []
+        before = self.cluster.placement
+        after = bundle.placement(self.swarm_name)
+        self.cluster.adopt(bundle.fingerprint(), after)
+        moved = sorted(
+            name
+            for name, handle in self.supervisor.handles.items()
+            if before.get(name) != after.get(name)
+            and handle.worker is not None
+            and plans.get(name) == handle.plan
+        )
+        for name in moved:
+            self.log.info("agent moves to another node", agent=name, node=after.get(name))
+            await self.supervisor.restart_agent(name, self.grace)
+        return moved
 
     async def apply_plans(self, plans: dict[str, AgentPlan]) -> list[str]:
         """Adopt new plans: restart the running agents whose plan changed, add new agents

@@ -104,7 +104,8 @@ class Watcher:
         orchestrator.bundle = bundle
         self._files = watched_files(bundle)
         self._seen = _snapshot(self._files)
-        restarted = await orchestrator.apply_plans(plans)
+        restarted = await orchestrator.adopt_cluster_bundle(bundle, plans)
+        restarted += await orchestrator.apply_plans(plans)
         restarted += await orchestrator.apply_connections(bundle)
         self.log.info("configuration change applied", restarted=restarted)
         orchestrator.events.lifecycle("config_applied", "orchestrator", restarted=restarted)

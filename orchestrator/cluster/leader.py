@@ -277,6 +277,14 @@ class ClusterTransport:
         for worker in lost:
             worker._exit(ExitInfo(EXIT_NODE_LOST))
 
+    def adopt(self, fingerprint: str, placement: dict[str, str]) -> None:
+        """An edited bundle (``run --watch``): start agents under its fingerprint and
+        placement from now on, and tell the nodes which bundle leads."""
+        self.fingerprint = fingerprint
+        self.placement = dict(placement)
+        if self._lease is not None:
+            self._lease.value = {**self._lease.value, "fingerprint": fingerprint}
+
     def node_of(self, agent: str) -> str | None:
         """The node ``agent`` is placed on; ``None`` for the leader's own host."""
         return self.placement.get(agent)

@@ -23,6 +23,8 @@ def test_the_command_names_are_the_parsers() -> None:
         ["--debug", "status", "-c", "x.yaml", "--state-dir", "s"],
         ["send", "beta", "hello there", "--instance", "u1", "--timeout", "5"],
         ["run", "goondan.yaml", "--input", "hi", "--watch"],
+        ["run", "goondan.yaml", "--cluster", "nats://h:4222", "--heartbeat-seconds", "0.5"],
+        ["node", "goondan.yaml", "--name", "gpu-1", "--cluster", "nats://h:4222"],
         ["logs", "-f", "--agent", "beta"],
         ["approve", "apr_1", "--args", "{}", "--wait"],
         ["instances", "delete", "beta", "k"],

@@ -181,3 +181,19 @@ def test_an_unreachable_cluster_is_an_error_naming_it_without_its_password(
     assert done.returncode == 1
     assert "cannot connect to the cluster at nats://admin:***@127.0.0.1:9" in done.stderr
     assert "hunter2" not in done.stderr + done.stdout
+
+
+def test_the_compose_example_runs_the_nodes_the_example_places(tmp_path: Path) -> None:
+    import yaml
+
+    compose = yaml.safe_load((EXAMPLE.parent / "docker-compose.yaml").read_text())
+    services = compose["services"]
+    nodes = {
+        command.split("--name ")[1].split()[0]
+        for service in services.values()
+        if " node " in f" {(command := service.get('command', ''))} "
+    }
+    placed = set(load_bundle(EXAMPLE, check_handlers=False).placement().values())
+    assert nodes == placed == {"node-a", "node-b"}
+    assert "--cluster nats://nats:4222" in services["leader"]["command"]
+    assert all(service.get("init") for name, service in services.items() if name != "nats")
