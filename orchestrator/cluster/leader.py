@@ -162,6 +162,8 @@ class ClusterTransport:
         self._lease: Lease | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         self._signals: set[asyncio.Task[Any]] = set()
+        self._rejoin_soon = asyncio.Event()
+        """Set when the connection came back: the next heartbeat joins again."""
         self.log = structlog.get_logger("goondan.cluster").bind(
             role="leader", cluster=settings.name
         )
@@ -174,7 +176,9 @@ class ClusterTransport:
         Raises :class:`ClusterUnavailable` when NATS cannot be used or another leader holds
         the cluster.
         """
-        self.nc = await self.settings.connect(f"goondan-leader:{self.settings.name}")
+        self.nc = await self.settings.connect(
+            f"goondan-leader:{self.settings.name}", on_reconnected=self._rejoin_soon.set
+        )
         try:
             self.kv = await open_bucket(self.nc.jetstream(), self.settings, create=True)
             self._lease = Lease(
@@ -223,15 +227,36 @@ class ClusterTransport:
         while True:
             await asyncio.sleep(self.settings.heartbeat_seconds)
             try:
-                held = await self._lease.renew()
-            except Exception as exc:  # disconnected: the client reconnects by itself
+                if self._rejoin_soon.is_set():
+                    self._rejoin_soon.clear()
+                    held = await self._rejoin()
+                else:
+                    held = await self._lease.renew()
+            except Exception as exc:  # disconnected (it reconnects by itself), or no bucket
                 self.log.debug("leader heartbeat not written", error=str(exc))
+                self._rejoin_soon.set()
                 continue
             if not held:
                 self.log.error("another process took the cluster's leadership; stopping")
                 if self.on_leadership_lost is not None:
                     self.on_leadership_lost()
                 return
+
+    async def _rejoin(self) -> bool:
+        """After a reconnection: the bucket again (made anew if the server lost it), our key
+        again if it is still ours or free, the nodes watched afresh. ``False`` when another
+        leader holds the key now."""
+        assert self._lease is not None
+        assert self.nodes is not None
+        self.kv = await open_bucket(self.nc.jetstream(), self.settings, create=True)
+        self._lease.kv = self.kv
+        mine = self.incarnation
+        holder = await self._lease.acquire(takeover=lambda h: h.get("incarnation") == mine)
+        if holder is not None:
+            return False
+        await self.nodes.restart(self.kv)
+        self.log.info("cluster membership resumed")
+        return True
 
     # -- nodes -------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Who is in the cluster: leases on keys of a JetStream key-value bucket, renewed by heartbeat.
 
-The bucket (one per cluster, in memory) keeps every key for ``expiry`` seconds after its last
-write. Each member holds its keys as :class:`Lease` s: created only if absent, renewed with
+The bucket (one per cluster, on the server's disk, so a restarted NATS server still has it)
+keeps every key for ``expiry`` seconds after its last write. Each member holds its keys as :class:`Lease` s: created only if absent, renewed with
 compare-and-set at every heartbeat, so a key has exactly one holder:
 
 - ``leader``: the Orchestrator that routes for the cluster;
@@ -10,7 +10,9 @@ compare-and-set at every heartbeat, so a key has exactly one holder:
 
 A member that stops renewing (killed, frozen, cut off) loses its keys at expiry; the others
 notice the silence on their own clocks (:class:`Presence`) rather than waiting for the server
-to drop the key.
+to drop the key. A member whose connection came back, or whose writes fail (the server lost
+the bucket), joins again: it reopens the bucket, takes its keys again if they are still free,
+and watches afresh (:meth:`Presence.restart`).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ async def open_bucket(js: Any, settings: ClusterSettings, *, create: bool) -> An
                 bucket=settings.bucket,
                 history=1,
                 ttl=settings.expiry_seconds,
-                storage=api.StorageType.MEMORY,
+                storage=api.StorageType.FILE,
                 description="goondan cluster membership (leader, nodes, agent owners)",
             )
         )
@@ -195,6 +197,7 @@ class Presence:
 
     async def start(self) -> None:
         """Begin watching (current values arrive first)."""
+        self.caught_up = asyncio.Event()
         self._watcher = await self.kv.watch(self.pattern)
         self._tasks = [
             asyncio.ensure_future(self._watch()),
@@ -241,6 +244,15 @@ class Presence:
                 if now - member.seen_at > self.expiry:
                     del self.members[name]
                     self._on_leave(member, "silent")
+
+    async def restart(self, kv: Any) -> None:
+        """Watch ``kv`` afresh (after a reconnection, or a new bucket), keeping what is known:
+        members still there are seen again, the others go silent."""
+        await self.stop()
+        self.kv = kv
+        for member in self.members.values():
+            member.seen_at = time.monotonic()  # the outage was ours, not theirs
+        await self.start()
 
     async def stop(self) -> None:
         """Stop watching."""

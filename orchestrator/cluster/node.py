@@ -169,6 +169,8 @@ class Node:
         self._leader_watch: Presence | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
+        self._rejoin_soon = asyncio.Event()
+        """Set when the connection came back: the next heartbeat joins again."""
         self._plans: dict[str, AgentPlan] = {}
         self._stopped = asyncio.Event()
         self._ready = asyncio.Event()
@@ -181,7 +183,9 @@ class Node:
         name, listen for starts. Raises :class:`ClusterUnavailable` when NATS cannot be used
         or a live node holds the name."""
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.nc = await self.settings.connect(f"goondan-node:{self.name}")
+        self.nc = await self.settings.connect(
+            f"goondan-node:{self.name}", on_reconnected=self._rejoin_soon.set
+        )
         try:
             self.kv = await self._bucket()
             expiry = await bucket_expiry(self.kv)
@@ -261,6 +265,9 @@ class Node:
         while True:
             await asyncio.sleep(self.heartbeat_seconds)
             try:
+                if self._rejoin_soon.is_set():
+                    self._rejoin_soon.clear()
+                    await self._rejoin()
                 if not await self._lease.renew(self._heartbeat_value()):
                     self.log.error("another process took this node's name; stopping")
                     self.request_stop()
@@ -269,8 +276,20 @@ class Node:
                     if not await agent.lease.renew():
                         self.log.error("agent taken over by another node", agent=agent.name)
                         agent.signal("KILL")
-            except Exception as exc:  # disconnected: the client reconnects by itself
+            except Exception as exc:  # disconnected (it reconnects by itself), or no bucket
                 self.log.debug("node heartbeat not written", error=str(exc))
+                self._rejoin_soon.set()
+
+    async def _rejoin(self) -> None:
+        """After a reconnection: the bucket again (the leader makes it anew if the server lost
+        it), our keys again if still free, the leader watched afresh."""
+        assert self._lease is not None
+        assert self._leader_watch is not None
+        self.kv = await open_bucket(self.nc.jetstream(), self.settings, create=False)
+        for lease in [self._lease, *(agent.lease for agent in self.agents.values())]:
+            lease.kv = self.kv
+        await self._leader_watch.restart(self.kv)
+        self.log.info("cluster membership resumed")
 
     # -- the leader ----------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,7 +156,9 @@ class ClusterSettings:
             options["token"] = token
         return options
 
-    async def connect(self, client_name: str) -> Any:
+    async def connect(
+        self, client_name: str, on_reconnected: Callable[[], None] | None = None
+    ) -> Any:
         """A connected ``nats.aio.client.Client``; raises :class:`ClusterUnavailable`.
 
         The client reconnects by itself for as long as it runs; the heartbeats tell the
@@ -178,6 +181,8 @@ class ClusterSettings:
         async def reconnected() -> None:
             state["connected"] = True
             log.info("cluster connection back")
+            if on_reconnected is not None:
+                on_reconnected()
 
         failures: list[BaseException] = []
         fatal = asyncio.Event()

@@ -21,6 +21,7 @@ from tests.support.cluster import (
     Cluster,
     Member,
     descendants,
+    make_tls,
     running_cluster,
 )
 from tests.support.daemon import wait_gone
@@ -262,3 +263,53 @@ def test_frames_larger_than_the_servers_max_payload_cross_whole(tmp_path: Path) 
 
         assert code == 200, str(answer)[:300]
         assert answer["output"] == f"front: middle: back got {text}"
+
+
+def test_the_cluster_outlives_a_restart_of_its_nats_server(tmp_path: Path) -> None:
+    with running_cluster(tmp_path) as cluster:
+        leader, node_a, _ = start_all(cluster)
+        assert cluster.request("front", "relay one")[0] == 200
+        before = {name: cluster.agent(name)["pid"] for name in ("middle", "back")}
+
+        # Back before the heartbeat expiry: nothing is lost, no agent restarts.
+        mark = node_a.log.mark
+        cluster.nats.stop()
+        cluster.nats.start()
+        node_a.log.wait_for("cluster membership resumed", since=mark)
+        code, answer = cluster.request("front", "relay two")
+        assert (code, answer["output"]) == (200, "front: middle: back got two")
+        assert {name: cluster.agent(name)["pid"] for name in before} == before
+
+        # Away past the expiry: the nodes count as lost and drop their agents; once the
+        # server is back, the members join again and the agents start again.
+        mark = leader.log.mark
+        cluster.nats.stop()
+        leader.log.wait_for("node lost", node="node-a", since=mark)
+        leader.log.wait_for("node lost", node="node-b", since=mark)
+        cluster.nats.start()
+        leader.log.wait_for("cluster membership resumed", since=mark)
+        cluster.wait_node("node-a", up=True)
+        cluster.wait_node("node-b", up=True)
+        code, answer = cluster.request("front", "relay three")
+        assert (code, answer["output"]) == (200, "front: middle: back got three")
+        assert cluster.agent("back")["pid"] != before["back"]
+
+
+def test_a_cluster_over_tls_refuses_a_member_that_cannot_verify_the_server(
+    tmp_path: Path,
+) -> None:
+    ca, cert, key = make_tls(tmp_path / "tls")
+    tls = f'tls {{\n  cert_file: "{cert}"\n  key_file: "{key}"\n}}\n'
+    with running_cluster(
+        tmp_path, nats_config=tls, scheme="tls", member_args=["--cluster-tls-ca", str(ca)]
+    ) as cluster:
+        cluster.start_leader()
+        cluster.join("node-a")
+        cluster.join("node-b")
+        code, answer = cluster.request("front", "relay hello")
+        assert (code, answer["output"]) == (200, "front: middle: back got hello")
+
+        cluster.member_args = []  # no CA: the server's certificate cannot be verified
+        stranger = cluster.start_node("node-c")
+        assert stranger.wait(30) == 1
+        assert b"CERTIFICATE_VERIFY_FAILED" in stranger.log.drain()

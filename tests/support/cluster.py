@@ -67,11 +67,12 @@ class NatsServer:
             path = directory / "nats.conf"
             path.write_text(config)
             args += ["-c", str(path)]
+        self.args = [*args, *extra]
+        self.start()
+
+    def start(self) -> None:
         self.process = subprocess.Popen(
-            [*args, *extra],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         self.log = ProcessLog(self.process)
         self.log.wait_for_text(b"Server is ready", 20)
@@ -201,8 +202,13 @@ class Cluster:
         nats_args: Sequence[str] = (),
         nats_config: str | None = None,
         env: dict[str, str] | None = None,
+        member_args: Sequence[str] = (),
+        scheme: str = "nats",
     ) -> None:
         self.root = root
+        self.member_args = list(member_args)
+        """Options every member gets (TLS files, say)."""
+        self.scheme = scheme
         self.bundle_text = bundle.read_text()
         self.env = env
         """Environment added to every member's (credentials, say)."""
@@ -217,7 +223,8 @@ class Cluster:
         return directory
 
     def cluster_args(self) -> list[str]:
-        return ["--cluster", self.nats.url, "--heartbeat-seconds", str(HEARTBEAT)]
+        url = self.nats.url.replace("nats://", f"{self.scheme}://")
+        return ["--cluster", url, "--heartbeat-seconds", str(HEARTBEAT), *self.member_args]
 
     def start_leader(self, *extra: str) -> Member:
         leader = Member(
@@ -318,3 +325,52 @@ def descendants(pid: int) -> set[int]:
                 found.add(child)
                 frontier.append(child)
     return found
+
+
+def make_tls(directory: Path) -> tuple[Path, Path, Path]:
+    """A certificate authority and a server certificate for 127.0.0.1 signed by it:
+    ``(ca.pem, server.pem, server-key.pem)``."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+
+    def certificate(subject: str, key: Any, issuer: str, signer: Any, ca: bool) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False,
+            )
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    ca = certificate("test ca", ca_key, "test ca", ca_key, True)
+    server = certificate("127.0.0.1", server_key, "test ca", ca_key, False)
+    paths = (directory / "ca.pem", directory / "server.pem", directory / "server-key.pem")
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(
+        server_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return paths
