@@ -221,6 +221,9 @@ def main() -> None:
         "cross-node / local delegate": round(remote[0] / local[0], 2),
         "cross-node / bare NATS request": round(remote[0] / bare[0], 2),
         "cross-node added over local, µs": round(remote[0] - local[0], 1),
+        # Its floor: the NATS hops of a request/reply plus the pipes and router of a local
+        # delegate; what is left is the node's relay and the leader's remote worker.
+        "cross-node / (bare NATS + local)": round(remote[0] / (bare[0] + local[0]), 2),
     }
     if options.json:
         print(json.dumps(result))

@@ -31,34 +31,39 @@ class Outbox:
         self.nc = nc
         self.subject = subject
         self._unwritten: list[bytes] = []
+        self._in_order = asyncio.Lock()
         self._failed = False
         self.log = structlog.get_logger("goondan.cluster").bind(subject=subject)
 
     def write(self, data: bytes) -> None:
         """Queue ``data`` (never blocks)."""
         if not self._unwritten:
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._publish_soon()
         self._unwritten.append(data)
 
     def finish(self, headers: dict[str, str]) -> None:
         """After everything queued, one empty message carrying ``headers`` (an exit notice)."""
-        self._flush()
-        self._publish(b"", headers)
-
-    def _flush(self) -> None:
-        if not self._unwritten:
-            return
-        data = b"".join(self._unwritten) if len(self._unwritten) > 1 else self._unwritten[0]
-        self._unwritten.clear()
-        limit = max(1024, int(self.nc.max_payload))
-        for start in range(0, len(data), limit):
-            self._publish(data[start : start + limit])
-
-    def _publish(self, payload: bytes, headers: dict[str, str] | None = None) -> None:
-        # nats-py queues a publish at the first step of its coroutine, so tasks started in
-        # order publish in order.
-        task = asyncio.ensure_future(self.nc.publish(self.subject, payload, headers=headers))
+        task = asyncio.ensure_future(self._publish_unwritten(headers))
         task.add_done_callback(self._published)
+
+    def _publish_soon(self) -> None:
+        # The task's first step runs after this pass of the loop, when whatever else the
+        # pass writes is queued too.
+        task = asyncio.ensure_future(self._publish_unwritten())
+        task.add_done_callback(self._published)
+
+    async def _publish_unwritten(self, headers: dict[str, str] | None = None) -> None:
+        # A publish may wait (the client's buffer is full) after queueing its message: the
+        # lock keeps the next batch from slipping in between the pieces of a large frame.
+        async with self._in_order:
+            if self._unwritten:
+                data = b"".join(self._unwritten)
+                self._unwritten.clear()
+                limit = max(1024, int(self.nc.max_payload))
+                for start in range(0, len(data), limit):
+                    await self.nc.publish(self.subject, data[start : start + limit])
+            if headers is not None:
+                await self.nc.publish(self.subject, b"", headers=headers)
 
     def _published(self, task: asyncio.Task[None]) -> None:
         if task.cancelled():
