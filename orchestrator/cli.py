@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,21 +83,31 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the swarm: one request with ``--input``, else a daemon until SIGINT/SIGTERM."""
+    return _serve(args, "orchestrator", _run)
+
+
+def _serve(
+    args: argparse.Namespace,
+    process: str,
+    main: Callable[[argparse.Namespace], Coroutine[Any, Any, int]],
+) -> int:
+    """Run ``main(args)`` as a long-lived process of the swarm: its logging, a private
+    umask, uvloop."""
     from ipc.logs import configure_logging
 
     if args.log_level:
         os.environ["GOONDAN_LOG_LEVEL"] = args.log_level  # agent processes inherit it
-    configure_logging(args.log_level, process="orchestrator")
+    configure_logging(args.log_level, process=process)
     # A daemon's files are its user's alone; agent processes inherit this (and set it again).
     os.umask(0o077)
     try:
         import uvloop
 
-        return uvloop.run(_run(args))
+        return uvloop.run(main(args))
     except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
         import asyncio
 
-        return asyncio.run(_run(args))
+        return asyncio.run(main(args))
 
 
 def _api_token(variable: str | None) -> str | None:
@@ -195,20 +205,7 @@ def _cluster_settings(args: argparse.Namespace, bundle: Path) -> Any:
 
 def cmd_node(args: argparse.Namespace) -> int:
     """Run this host's share of a clustered swarm until SIGINT/SIGTERM."""
-    from ipc.logs import configure_logging
-
-    if args.log_level:
-        os.environ["GOONDAN_LOG_LEVEL"] = args.log_level
-    configure_logging(args.log_level, process="node")
-    os.umask(0o077)
-    try:
-        import uvloop
-
-        return uvloop.run(_node(args))
-    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
-        import asyncio
-
-        return asyncio.run(_node(args))
+    return _serve(args, "node", _node)
 
 
 async def _node(args: argparse.Namespace) -> int:

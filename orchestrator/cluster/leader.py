@@ -209,18 +209,13 @@ class ClusterTransport:
 
     async def _claim(self) -> None:
         assert self._lease is not None
-        deadline = time.monotonic() + self.settings.expiry_seconds + self.settings.heartbeat_seconds
-        while True:
-            holder = await self._lease.acquire()
-            if holder is None:
-                return
-            if time.monotonic() >= deadline:
-                raise ClusterUnavailable(
-                    f"cluster {self.settings.name!r} already has a leader (pid "
-                    f"{holder.get('pid')} on {holder.get('host')}); stop it first"
-                )
-            # Perhaps a leader that just died: its key lapses within the expiry.
-            await asyncio.sleep(self.settings.heartbeat_seconds / 2)
+        beat = self.settings.heartbeat_seconds
+        holder = await self._lease.claim(self.settings.expiry_seconds + beat, beat / 2)
+        if holder is not None:
+            raise ClusterUnavailable(
+                f"cluster {self.settings.name!r} already has a leader (pid "
+                f"{holder.get('pid')} on {holder.get('host')}); stop it first"
+            )
 
     async def _beat(self) -> None:
         assert self._lease is not None

@@ -130,6 +130,17 @@ class Lease:
                 continue
         return {}
 
+    async def claim(self, patience: float, poll: float) -> dict[str, Any] | None:
+        """:meth:`acquire`, retried every ``poll`` seconds for ``patience`` seconds: a holder
+        that just died (its key lapses within the expiry) is waited out. ``None`` once held,
+        else the holder still there."""
+        deadline = time.monotonic() + patience
+        while True:
+            holder = await self.acquire()
+            if holder is None or time.monotonic() >= deadline:
+                return holder
+            await asyncio.sleep(poll)
+
     async def renew(self, value: dict[str, Any] | None = None) -> bool:
         """Write the key again (with ``value``, if given); ``False`` when somebody else holds
         it now. A key that expired while we were away is taken again if still free."""

@@ -238,18 +238,13 @@ class Node:
 
     async def _claim_name(self, expiry: float) -> None:
         assert self._lease is not None
-        deadline = time.monotonic() + expiry + self.heartbeat_seconds
-        while True:
-            holder = await self._lease.acquire()
-            if holder is None:
-                return
-            if time.monotonic() >= deadline:
-                raise ClusterUnavailable(
-                    f"node name {self.name!r} is in use (pid {holder.get('pid')} on "
-                    f"{holder.get('host')}); pick another --name"
-                )
-            # Perhaps our own earlier run, killed: its key lapses within the expiry.
-            await asyncio.sleep(self.heartbeat_seconds / 2)
+        beat = self.heartbeat_seconds
+        holder = await self._lease.claim(expiry + beat, beat / 2)
+        if holder is not None:
+            raise ClusterUnavailable(
+                f"node name {self.name!r} is in use (pid {holder.get('pid')} on "
+                f"{holder.get('host')}); pick another --name"
+            )
 
     def _heartbeat_value(self) -> dict[str, Any]:
         return {
