@@ -465,7 +465,10 @@ class Orchestrator:
         )
         for name in moved:
             self.log.info("agent moves to another node", agent=name, node=after.get(name))
-            await self.supervisor.restart_agent(name, self.grace)
+            try:
+                await self.supervisor.restart_agent(name, self.grace)
+            except (IpcError, TimeoutError) as exc:  # its new node cannot start it yet
+                self.log.error("agent did not start on its new node", agent=name, error=str(exc))
         return moved
 
     async def apply_plans(self, plans: dict[str, AgentPlan]) -> list[str]:

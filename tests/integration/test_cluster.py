@@ -313,3 +313,31 @@ def test_a_cluster_over_tls_refuses_a_member_that_cannot_verify_the_server(
         stranger = cluster.start_node("node-c")
         assert stranger.wait(30) == 1
         assert b"CERTIFICATE_VERIFY_FAILED" in stranger.log.drain()
+
+
+def test_an_edited_placement_moves_the_agent_once_its_node_runs_the_new_bundle(
+    tmp_path: Path,
+) -> None:
+    with running_cluster(tmp_path) as cluster:
+        leader = cluster.start_leader("--watch")
+        node_a, node_b = cluster.join("node-a"), cluster.join("node-b")
+        assert cluster.request("back", "relay one")[0] == 200
+        assert cluster.agent("back")["node"] == "node-b"
+
+        moved = cluster.bundle_text.replace("back: { node: node-b }", "back: { node: node-a }")
+        assert moved != cluster.bundle_text
+        mark = leader.log.mark
+        (tmp_path / "leader" / "goondan.yaml").write_text(moved)
+        applied = leader.log.wait_for("configuration change applied", since=mark)
+        assert "back" in applied["restarted"]
+        # node-a still runs the old bundle: the leader refuses to place anything there.
+        code, answer = cluster.request("back", "relay two")
+        assert code == 502
+        assert "different bundle" in answer["error"]["message"]
+
+        node_a.stop()
+        node_b.stop()
+        cluster.join("node-a", bundle_text=moved)
+        code, answer = cluster.request("back", "relay three")
+        assert (code, answer["output"]) == (200, "back got three")
+        assert cluster.agent("back")["node"] == "node-a"
