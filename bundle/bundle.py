@@ -65,11 +65,18 @@ class Bundle:
     """The resources of a goondan.yaml and of the packages it references, all validated."""
 
     path: Path
+    """goondan.yaml (for a bundle directory: its first file)."""
     resources: list[Resource]
+    files: list[Path] = field(default_factory=list)
+    """Every file of the bundle itself (one, or those of a bundle directory)."""
+    directory: Path | None = None
+    """The bundle directory it was loaded from, if it was (not a single file)."""
     _index: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", index(self.resources))
+        if not self.files:
+            object.__setattr__(self, "files", [self.path])
 
     @property
     def root(self) -> Path:

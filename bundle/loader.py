@@ -358,6 +358,38 @@ def load_package_documents(manifest: Path, package: str) -> _Loaded:
     return copy.deepcopy(cached[1])
 
 
+BUNDLE_FILE_STEMS = (
+    "goondan",
+    "models",
+    "tools",
+    "agents",
+    "extensions",
+    "connectors",
+    "connections",
+    "swarms",
+    "resources",
+)
+"""The files a bundle directory is made of (each ``.yaml`` or ``.yml``), in this order."""
+
+
+def bundle_files(directory: Path) -> list[Path]:
+    """The files of the bundle in ``directory`` that exist, in :data:`BUNDLE_FILE_STEMS`
+    order (``.yaml`` before ``.yml``)."""
+    return [
+        directory / f"{stem}{suffix}"
+        for stem in BUNDLE_FILE_STEMS
+        for suffix in (".yaml", ".yml")
+        if (directory / f"{stem}{suffix}").is_file()
+    ]
+
+
+def bundle_candidates(directory: Path) -> list[Path]:
+    """Every file name a bundle directory may hold, present or not (what to watch)."""
+    return [
+        directory / f"{stem}{suffix}" for stem in BUNDLE_FILE_STEMS for suffix in (".yaml", ".yml")
+    ]
+
+
 ALLOW_OUTSIDE_BUNDLE_ENV = "GOONDAN_ALLOW_OUTSIDE_BUNDLE"
 """Set to ``1`` to let entry modules and ``systemRef`` files lie outside the bundle."""
 
@@ -371,7 +403,10 @@ def load_bundle(
 ) -> Bundle:
     """Load and validate ``path`` and the packages it may reference.
 
-    ``path`` may also be a directory holding a ``goondan.yaml``. ``packages`` adds (or
+    ``path`` may also be a directory: its ``goondan.yaml``, ``models.yaml``, ``tools.yaml``,
+    ``agents.yaml``, ``extensions.yaml``, ``connectors.yaml``, ``connections.yaml``,
+    ``swarms.yaml`` and ``resources.yaml`` (each also as ``.yml``) are read as one bundle, one
+    namespace; every error still names its own file. ``packages`` adds (or
     overrides) package manifests by name; the built-in ones (``@goondan/base``) are always
     available. With ``check_handlers`` the entry modules of Tools are imported to check that
     every export has a handler. Entry modules and ``systemRef`` files must lie inside the
@@ -382,19 +417,34 @@ def load_bundle(
     from bundle.rules import check_rules
 
     path = Path(path).absolute()
+    files = [path]
+    directory = None
     if path.is_dir():
-        path = path / "goondan.yaml"
-    resources, issues, failed = load_documents(path, None)
-    if not resources and not issues and not failed:
-        issues.append(
-            ConfigIssue(
-                code=E.E_SCHEMA_INVALID,
-                message="the file declares no resources",
-                file=path,
-                line=1,
-                suggestion="add at least a Model, an Agent and a Swarm (see goondan.yaml.example)",
+        directory = path
+        files = bundle_files(path) or [path / "goondan.yaml"]
+        path = files[0]
+    resources: list[Resource] = []
+    issues: list[ConfigIssue] = []
+    failed: set[FailedKey] = set()
+    for file in files:
+        file_resources, file_issues, file_failed = load_documents(file, None)
+        if not file_resources and not file_issues and not file_failed:
+            what = "the file" if len(files) == 1 else f"{file.name}"
+            file_issues.append(
+                ConfigIssue(
+                    code=E.E_SCHEMA_INVALID,
+                    message=f"{what} declares no resources",
+                    file=file,
+                    line=1,
+                    suggestion="add at least a Model, an Agent and a Swarm "
+                    "(see goondan.yaml.example)"
+                    if len(files) == 1
+                    else "add resources to it, or remove it",
+                )
             )
-        )
+        resources.extend(file_resources)
+        issues.extend(file_issues)
+        failed |= file_failed
     manifests = {**builtin_package_manifests(), **(packages or {})}
     for name, manifest in manifests.items():
         package_resources, package_issues, package_failed = load_package_documents(manifest, name)
@@ -414,7 +464,7 @@ def load_bundle(
     )
     if issues:
         raise BundleError(issues)
-    return Bundle(path=path, resources=resources)
+    return Bundle(path=path, resources=resources, files=files, directory=directory)
 
 
 def index(resources: Iterable[Resource]) -> _Index:

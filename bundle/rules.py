@@ -64,6 +64,8 @@ class _Checker:
         allow_outside_bundle: bool = False,
     ) -> None:
         self.resources = resources
+        self.files = {r.file for r in resources if r.package is None}
+        """The bundle's own files (several for a bundle directory)."""
         self.index = index(resources)
         self.failed = failed
         self.check_handlers = check_handlers
@@ -162,6 +164,15 @@ class _Checker:
     def check_packages(self) -> None:
         local = [r for r in self.resources if r.package is None]
         packages = [r for r in local if r.kind == "Package"]
+        for stray in [p for p in packages if p.file.stem != "goondan" and len(self.files) > 1]:
+            self.report(
+                stray,
+                E.E_PACKAGE_DOC_POSITION,
+                "the Package document belongs in goondan.yaml",
+                ("kind",),
+                suggestion="move it to the top of goondan.yaml",
+            )
+            packages.remove(stray)
         for extra in packages[1:]:
             self.report(
                 extra,
@@ -185,10 +196,15 @@ class _Checker:
             key = (resource.package, resource.kind, resource.name)
             first = seen.setdefault(key, resource)
             if first is not resource:
+                where = (
+                    f"line {first.line}"
+                    if first.file == resource.file
+                    else f"{first.file.name}:{first.line}"
+                )
                 self.report(
                     resource,
                     E.E_DUPLICATE_NAME,
-                    f"{resource.ref_string} is declared twice (first at line {first.line})",
+                    f"{resource.ref_string} is declared twice (first at {where})",
                     ("metadata", "name"),
                     suggestion="rename one of them",
                 )

@@ -11,8 +11,9 @@ from typing import Any
 
 
 def default_state_dir(bundle_path: Path) -> Path:
-    """``.goondan/`` beside goondan.yaml."""
-    return bundle_path.resolve().parent / ".goondan"
+    """``.goondan/`` beside goondan.yaml (inside a bundle directory)."""
+    resolved = bundle_path.resolve()
+    return (resolved if resolved.is_dir() else resolved.parent) / ".goondan"
 
 
 def list_instances(state_dir: Path, agent: str | None = None) -> list[dict[str, Any]]:

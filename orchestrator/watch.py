@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from bundle import Bundle, BundleError, load_bundle
+from bundle.loader import bundle_candidates
 from orchestrator.connections import ingress_tables
 from orchestrator.ingress import UnknownIngressAgent
 from orchestrator.validation import validate_timeout
@@ -27,8 +28,11 @@ if TYPE_CHECKING:
 
 
 def watched_files(bundle: Bundle) -> set[Path]:
-    """goondan.yaml and every local file it points at (entries, prompt files)."""
-    files = {bundle.path}
+    """The bundle's files (for a bundle directory, every file name it may hold, so a new
+    one counts as an edit) and every local file they point at (entries, prompt files)."""
+    files = set(bundle.files)
+    if bundle.directory is not None:
+        files.update(bundle_candidates(bundle.directory))
     for resource in bundle.resources:
         if resource.package is not None:
             continue
