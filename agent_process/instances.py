@@ -4,7 +4,7 @@ Turns of one instance run one after another in arrival order; different instance
 concurrently. On disk, under the state directory::
 
     agents/<agent>/instances/<instance-dir>/
-        metadata.json          {agentName, instanceKey, status, createdAt, updatedAt,
+        metadata.json          {formatVersion, agentName, instanceKey, status, createdAt, updatedAt,
                                 workdir? (chosen at spawn), spawnedBy? {agent, instanceKey, at}}
         conversation/          base.jsonl + events.jsonl (see agent_process.conversation)
         workspace/             ctx.workdir of the instance's tools
@@ -28,9 +28,13 @@ from typing import Any
 
 import structlog
 
-from agent_process.conversation import ConversationStorageError, ConversationStore
+from agent_process.conversation import (
+    ConversationStorageError,
+    ConversationStore,
+    ConversationUnreadable,
+)
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
-from goondan.defaults import MAX_QUEUED_TURNS_PER_INSTANCE
+from goondan.defaults import INSTANCE_METADATA_FORMAT, MAX_QUEUED_TURNS_PER_INSTANCE
 from goondan.errors import DeliveryError
 from goondan.time import utc_timestamp
 from ipc.protocol import DEFAULT_INSTANCE_KEY
@@ -75,11 +79,27 @@ def _legacy_dir_name(instance_key: str) -> str:
 
 
 def _read_metadata(directory: Path) -> dict[str, object]:
+    """An instance's ``metadata.json`` (empty when missing or unreadable); raises
+    ``ConversationUnreadable`` for a newer format than this runtime knows, rather than
+    misreading it."""
+    path = directory / "metadata.json"
     try:
-        data = json.loads((directory / "metadata.json").read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    version = data.get("formatVersion", 1)
+    if (
+        isinstance(version, int)
+        and not isinstance(version, bool)
+        and version > INSTANCE_METADATA_FORMAT
+    ):
+        raise ConversationUnreadable(
+            f"{path} is in metadata format {version}; this runtime reads up to "
+            f"{INSTANCE_METADATA_FORMAT}: upgrade goondan"
+        )
+    return data
 
 
 def recorded_key(directory: Path) -> str | None:
@@ -304,7 +324,11 @@ class InstanceManager:
         if self.exists(key):
             return self.get(key), False
         directory = claim_instance_directory(self.root, key)
-        metadata: dict[str, object] = {"instanceKey": key, "spawnedBy": spawned_by}
+        metadata: dict[str, object] = {
+            "formatVersion": INSTANCE_METADATA_FORMAT,
+            "instanceKey": key,
+            "spawnedBy": spawned_by,
+        }
         if workdir is not None:
             metadata["workdir"] = str(workdir)
         try:
@@ -475,6 +499,7 @@ class InstanceManager:
 
     def _metadata(self, instance: Instance, busy: bool) -> dict[str, object]:
         metadata: dict[str, object] = {
+            "formatVersion": INSTANCE_METADATA_FORMAT,
             "agentName": self.agent_name,
             "instanceKey": instance.key,
             "status": "processing" if busy else "idle",

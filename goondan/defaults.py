@@ -87,3 +87,10 @@ make the Orchestrator buffer gigabytes."""
 CONNECTOR_EVENTS_IN_FLIGHT = 256
 """Events of one Connection between ``emit`` and the end of their Turn; past it, the
 connector's ``emit`` waits (back-pressure instead of an unbounded queue)."""
+
+INSTANCE_METADATA_FORMAT = 1
+"""``formatVersion`` of an instance's ``metadata.json`` (written by agents, read by the CLI
+too); a reader meeting a newer one refuses it instead of misreading it."""
+EVENT_LOG_FORMAT = 1
+"""``formatVersion`` of the runtime event log, in the ``eventlog.opened`` line heading each
+file."""

@@ -648,8 +648,11 @@ def cmd_reject(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print the runtime event log, filtered; ``--follow`` keeps printing new events."""
-    from orchestrator.api_client import DaemonApi
-    from orchestrator.eventlog import FILE_NAME, format_event, matches, parse_since, read_events
+    from orchestrator.eventlog import (
+        FILE_NAME,
+        EventLogTooNew,
+        parse_since,
+    )
     from orchestrator.state_dir import default_state_dir
 
     state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(Path(args.file))
@@ -665,6 +668,16 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if not path.exists() and not args.follow:
         print(f"no runtime events yet at {path}", file=sys.stderr)
         return 1
+    try:
+        return _print_logs(args, state_dir, path, since)
+    except EventLogTooNew as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: Any) -> int:
+    from orchestrator.api_client import DaemonApi
+    from orchestrator.eventlog import format_event, log_files, matches, read_events
 
     def show(event: dict[str, Any]) -> None:
         if event.get("type") == "text.delta":
@@ -676,9 +689,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
             )
 
     stream = DaemonApi(state_dir).events() if args.follow else None
+    for rotated in [f for f in log_files(state_dir) if f != path]:
+        for _, event in read_events(rotated):
+            show(event)
     offset = 0
     recent: list[str] = []
     while True:
+        if path.exists() and path.stat().st_size < offset:
+            offset = 0  # it rotated: the new file starts from the top
         for end, event in read_events(path, offset):
             offset = end
             show(event)

@@ -3,6 +3,12 @@
 The Orchestrator is its only writer: agents send their Turn/Step/tool events over IPC, and the
 supervisor adds process lifecycle events (``process.spawned|ready|exited|restarting|backoff``),
 so one file, in arrival order, holds the whole causal chain of a trace across agents.
+
+Each file starts with an ``eventlog.opened`` line naming its ``formatVersion``; a reader that
+meets a newer one refuses it (:class:`EventLogTooNew`) instead of misreading it. The file
+rotates by size: past :data:`EVENTS_MAX_BYTES` it becomes ``runtime-events.jsonl.1`` (the
+older ones shift up to ``.{EVENTS_KEPT}``, the oldest is dropped), and :func:`log_files` lists
+them oldest first, so ``logs`` reads across them.
 """
 
 from __future__ import annotations
@@ -18,9 +24,21 @@ from typing import Any
 
 import msgspec
 
+from goondan.defaults import EVENT_LOG_FORMAT
 from goondan.time import utc_timestamp
 
 FILE_NAME = "runtime-events.jsonl"
+EVENTS_MAX_BYTES = 64 * 1024 * 1024
+"""Size past which the event log rotates."""
+EVENTS_KEPT = 5
+"""Rotated files kept besides the current one (``runtime-events.jsonl.1`` … ``.5``)."""
+HEADER_TYPE = "eventlog.opened"
+
+
+class EventLogTooNew(ValueError):
+    """An event log file written by a newer runtime, in a format this one does not read."""
+
+
 _ENCODER = msgspec.json.Encoder(enc_hook=str)
 """Events are JSON objects from agents; anything else in them is written as its ``str``."""
 
@@ -28,27 +46,66 @@ _ENCODER = msgspec.json.Encoder(enc_hook=str)
 class EventLog:
     """Appends events, one line each, flushed as written."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(
+        self, state_dir: Path, max_bytes: int = EVENTS_MAX_BYTES, kept: int = EVENTS_KEPT
+    ) -> None:
         self.path = state_dir / FILE_NAME
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
+        self.kept = kept
+        self._fd: int | None = None
+        self._size = 0
+        self._open()
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        """Told of every event as it is appended (the metrics count them)."""
+
+    def _open(self) -> None:
         # Created owner-only whatever the umask: events carry tool arguments and answers.
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.fchmod(fd, 0o600)  # an older log may have been created world-readable
-        self._fd: int | None = fd
-        self.listeners: list[Callable[[dict[str, Any]], None]] = []
-        """Told of every event as it is appended (the metrics count them)."""
+        self._fd = fd
+        self._size = os.fstat(fd).st_size
+        if self._size == 0:
+            self._write(
+                {
+                    "type": HEADER_TYPE,
+                    "timestamp": utc_timestamp(),
+                    "formatVersion": EVENT_LOG_FORMAT,
+                }
+            )
+
+    def _write(self, event: dict[str, Any]) -> None:
+        if self._fd is None:
+            return
+        line = _ENCODER.encode(event) + b"\n"
+        if self._size + len(line) > self.max_bytes and self._size > 0:
+            self._rotate()
+        # One write per line, unbuffered: a line is in the file as soon as it is appended
+        # (``logs -f`` reads it, a daemon killed next loses nothing).
+        os.write(self._fd, line)
+        self._size += len(line)
+
+    def _rotate(self) -> None:
+        """The current file becomes ``.1``, ``.1`` becomes ``.2``, …; a new one starts."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        for index in range(self.kept, 0, -1):
+            older = self.path.with_name(f"{FILE_NAME}.{index}")
+            newer = self.path if index == 1 else self.path.with_name(f"{FILE_NAME}.{index - 1}")
+            with contextlib.suppress(FileNotFoundError):
+                if index == self.kept:
+                    older.unlink(missing_ok=True)
+                newer.rename(older)
+        self._open()
 
     def append(self, event: dict[str, Any]) -> None:
         """Write one event (a failure to write is never fatal to routing)."""
         for listener in self.listeners:
             with contextlib.suppress(Exception):  # a listener never costs the log its line
                 listener(event)
-        if self._fd is None:
-            return
-        # One write per line, unbuffered: a line is in the file as soon as it is appended
-        # (``logs -f`` reads it, a daemon killed next loses nothing).
         with contextlib.suppress(OSError, TypeError, ValueError, msgspec.EncodeError):
-            os.write(self._fd, _ENCODER.encode(event) + b"\n")
+            self._write(event)
 
     def record(self, event_type: str, agent: str, **fields: Any) -> None:
         """An event of the Orchestrator's own, stamped now, about ``agent``."""
@@ -103,8 +160,27 @@ def matches(
     return True
 
 
+def log_files(state_dir: Path) -> list[Path]:
+    """The event log's files that exist, oldest first (rotated ones, then the current)."""
+    current = state_dir / FILE_NAME
+    rotated = [
+        state_dir / f"{FILE_NAME}.{index}"
+        for index in range(EVENTS_KEPT_READ, 0, -1)
+        if (state_dir / f"{FILE_NAME}.{index}").exists()
+    ]
+    return [*rotated, *([current] if current.exists() else [])]
+
+
+EVENTS_KEPT_READ = 99
+"""How many rotated files a reader looks for (a daemon may have kept more than the default)."""
+
+
 def read_events(path: Path, offset: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(offset after the line, event)`` for each complete, parsable line from ``offset``."""
+    """``(offset after the line, event)`` for each complete, parsable line from ``offset``.
+
+    The ``eventlog.opened`` heading is not an event: it is checked (a newer format raises
+    :class:`EventLogTooNew`) and skipped.
+    """
     try:
         with open(path, "rb") as source:
             source.seek(offset)
@@ -116,10 +192,26 @@ def read_events(path: Path, offset: int = 0) -> Iterator[tuple[int, dict[str, An
                     event = json.loads(raw)
                 except ValueError:
                     continue
-                if isinstance(event, dict):
-                    yield offset, event
+                if not isinstance(event, dict):
+                    continue
+                if event.get("type") == HEADER_TYPE:
+                    version = event.get("formatVersion")
+                    if isinstance(version, int) and version > EVENT_LOG_FORMAT:
+                        raise EventLogTooNew(
+                            f"{path} is in event log format {version}; this runtime reads up "
+                            f"to {EVENT_LOG_FORMAT}: upgrade goondan"
+                        )
+                    continue
+                yield offset, event
     except FileNotFoundError:
         return
+
+
+def read_all(state_dir: Path) -> Iterator[dict[str, Any]]:
+    """Every event of the log, across its rotated files, oldest first."""
+    for path in log_files(state_dir):
+        for _, event in read_events(path):
+            yield event
 
 
 def format_event(event: dict[str, Any]) -> str:

@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from goondan.defaults import INSTANCE_METADATA_FORMAT
+
 
 def default_state_dir(bundle_path: Path) -> Path:
     """``.goondan/`` beside goondan.yaml (inside a bundle directory)."""
@@ -24,6 +26,17 @@ def list_instances(state_dir: Path, agent: str | None = None) -> list[dict[str, 
             data = json.loads(metadata.read_text())
         except (OSError, ValueError):
             continue
+        if not isinstance(data, dict):
+            continue
+        version = data.get("formatVersion", 1)
+        if isinstance(version, int) and version > INSTANCE_METADATA_FORMAT:
+            # Not misread: named, with what to do.
+            data = {
+                "agentName": metadata.parents[2].name,
+                "instanceKey": None,
+                "error": f"{metadata} is in metadata format {version}; this runtime reads up "
+                f"to {INSTANCE_METADATA_FORMAT}: upgrade goondan",
+            }
         if agent is None or data.get("agentName") == agent:
             data["directory"] = str(metadata.parent)
             rows.append(data)

@@ -144,3 +144,23 @@ def test_a_directory_of_the_older_naming_is_moved_to_its_new_name(tmp_path: Path
     assert instance.directory.name == instance_dir_name(key)
     assert (instance.directory / "conversation" / "keep.txt").read_text() == "kept"
     assert not legacy.exists()
+
+
+def test_metadata_carries_its_format_and_a_newer_one_is_refused(tmp_path: Path) -> None:
+    from agent_process.conversation import ConversationUnreadable
+    from orchestrator.state_dir import list_instances
+
+    written = manager(tmp_path, RecordingRunner()).get("default")
+    assert json.loads((written.directory / "metadata.json").read_text())["formatVersion"] == 1
+
+    newer = tmp_path / "agents" / "agent-a" / "instances" / instance_dir_name("later")
+    newer.mkdir(parents=True)
+    (newer / "metadata.json").write_text(
+        json.dumps({"formatVersion": 7, "instanceKey": "later", "shape": "unknown"})
+    )
+    with pytest.raises(ConversationUnreadable, match="metadata format 7") as refused:
+        manager(tmp_path, RecordingRunner()).get("later")
+    assert refused.value.code == "E_CONVERSATION_UNREADABLE"
+    rows = {row.get("instanceKey"): row for row in list_instances(tmp_path)}
+    assert rows["default"]["formatVersion"] == 1
+    assert "metadata format 7; this runtime reads up to 1: upgrade goondan" in rows[None]["error"]

@@ -40,3 +40,72 @@ def test_since_timestamp_and_filters() -> None:
     assert not matches(event, agent="b", trace=None, since=None)
     assert not matches(event, agent=None, trace="u", since=None)
     assert not matches(event, agent=None, trace=None, since=parse_since("2026-01-02T00:00:00Z"))
+
+
+def test_each_file_opens_with_its_format_and_rotates_by_size(tmp_path: Path) -> None:
+    import json
+
+    from orchestrator.eventlog import FILE_NAME, log_files, read_all
+
+    log = EventLog(tmp_path, max_bytes=2_000, kept=2)
+    for n in range(100):
+        log.append({"type": "tool.called", "agentName": "a", "n": n, "pad": "x" * 40})
+    log.close()
+
+    files = log_files(tmp_path)
+    assert [f.name for f in files] == [f"{FILE_NAME}.2", f"{FILE_NAME}.1", FILE_NAME]
+    for path in files:
+        lines = path.read_bytes().splitlines()
+        assert json.loads(lines[0])["type"] == "eventlog.opened"
+        assert json.loads(lines[0])["formatVersion"] == 1
+        assert path.stat().st_size <= 2_000
+    numbers = [event["n"] for event in read_all(tmp_path)]
+    # The oldest files were dropped; what is kept is whole and in order.
+    assert numbers == list(range(numbers[0], 100))
+    assert numbers[0] > 0
+    assert not (tmp_path / f"{FILE_NAME}.3").exists()
+
+
+def test_a_newer_event_log_is_refused_by_name(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from orchestrator.eventlog import FILE_NAME, EventLogTooNew
+
+    path = tmp_path / FILE_NAME
+    header = {"type": "eventlog.opened", "formatVersion": 9}
+    path.write_text(json.dumps(header) + "\n" + json.dumps({"type": "x"}) + "\n")
+    with pytest.raises(EventLogTooNew, match="event log format 9"):
+        list(read_events(path))
+    shown = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "logs", "--state-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shown.returncode == 1
+    assert "event log format 9; this runtime reads up to 1: upgrade goondan" in shown.stderr
+
+
+def test_logs_reads_across_rotated_files(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    log = EventLog(tmp_path, max_bytes=1_500, kept=3)
+    for n in range(30):
+        log.append({"type": "turn.started", "agentName": "a", "traceId": f"t{n:02d}"})
+    log.close()
+    shown = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "logs", "--state-dir", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    import json
+
+    traces = [json.loads(line)["traceId"] for line in shown.stdout.splitlines()]
+    assert traces == [f"t{n:02d}" for n in range(30)]
+    assert (tmp_path / "runtime-events.jsonl.1").exists()  # they did not fit in one file
