@@ -42,6 +42,7 @@ from orchestrator.router import InFlightSend, Router
 from orchestrator.state_dir import default_state_dir, delete_instance_dir
 from orchestrator.status import ExitInfo
 from orchestrator.supervisor import Supervisor
+from orchestrator.systemd import notify
 from orchestrator.tasks import TaskOwner
 from orchestrator.transport import MultiprocessingTransport, Transport
 
@@ -232,6 +233,7 @@ class Orchestrator:
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
         await self.supervisor.ensure_running(self.entry_agent)
         self.connections.start()
+        notify("READY=1", f"STATUS=serving swarm {self.swarm.name}")
 
     def _connection_finished(self, name: str) -> None:
         self.log.info("a connection's source is exhausted; stopping the swarm", connection=name)
@@ -541,6 +543,7 @@ class Orchestrator:
         let a second daemon start on the same state.
         """
         self.stopping = True
+        notify("STOPPING=1", "STATUS=draining agents")
         await self.connections.shutdown(self.grace)  # no new events while the agents drain
         await self.helpers.aclose()
         await self.supervisor.shutdown(self.grace)
