@@ -196,4 +196,4 @@ def test_the_compose_example_runs_the_nodes_the_example_places(tmp_path: Path) -
     placed = set(load_bundle(EXAMPLE, check_handlers=False).placement().values())
     assert nodes == placed == {"node-a", "node-b"}
     assert "--cluster nats://nats:4222" in services["leader"]["command"]
-    assert all(service.get("init") for name, service in services.items() if name != "nats")
+    assert services["leader"]["build"] == "../.."  # the repository's Dockerfile
