@@ -178,7 +178,7 @@ def _cluster_settings(args: argparse.Namespace, bundle: Path) -> Any:
         from orchestrator.cluster.settings import ClusterSettings
     except ImportError:  # pragma: no cover - the extra is missing
         raise ValueError(
-            "--cluster needs the `cluster` extra: pip install 'goondan[cluster]'"
+            "--cluster needs the `cluster` extra: pip install 'goondan-py[cluster]'"
         ) from None
     if args.heartbeat_seconds <= 0:
         raise ValueError("--heartbeat-seconds must be positive")

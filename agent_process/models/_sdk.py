@@ -29,7 +29,7 @@ def import_sdk(name: str, provider: str) -> ModuleType:
         return __import__(name)
     except ImportError as exc:
         raise ProviderUnavailable(
-            f"provider {provider!r} needs the {name} SDK: pip install 'goondan[{name}]'"
+            f"provider {provider!r} needs the {name} SDK: pip install 'goondan-py[{name}]'"
         ) from exc
 
 

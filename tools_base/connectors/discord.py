@@ -20,7 +20,7 @@ instanceKey ``discord:<channelId>``. Properties: ``interaction_id``, ``interacti
 
 Settings: ``DISCORD_WEBHOOK_HOST`` (127.0.0.1), ``DISCORD_WEBHOOK_PORT`` → ``PORT`` → 8790,
 ``DISCORD_WEBHOOK_PATH`` (``/``), ``DISCORD_WEBHOOK_MAX_BODY_BYTES`` (1 MiB). Needs the
-``cryptography`` package (``pip install 'goondan[connectors]'``).
+``cryptography`` package (``pip install 'goondan-py[connectors]'``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def public_key(hex_key: str | None) -> Ed25519PublicKey:
     except ImportError:
         raise ConnectorError(
             "the discord connector needs the cryptography package: "
-            "pip install 'goondan[connectors]'"
+            "pip install 'goondan-py[connectors]'"
         ) from None
     if not hex_key:
         raise ConnectorError(

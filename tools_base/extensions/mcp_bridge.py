@@ -28,7 +28,7 @@ Config:
   ``callTimeoutSeconds`` (60).
 - ``retrySeconds`` (10): the least time between two start attempts of a failed server.
 
-Needs the SDK: ``pip install 'goondan[mcp]'``. Example::
+Needs the SDK: ``pip install 'goondan-py[mcp]'``. Example::
 
     extensions:
       - ref: { kind: Extension, name: mcp, package: "@goondan/base" }
@@ -309,7 +309,7 @@ async def register(api: ExtensionApi) -> None:
         import mcp  # noqa: F401
     except ImportError as exc:
         raise ExtensionError(
-            "the MCP bridge needs the mcp SDK: pip install 'goondan[mcp]'"
+            "the MCP bridge needs the mcp SDK: pip install 'goondan-py[mcp]'"
         ) from exc
     specs = parse_servers(api.config)
     retry = api.config.get("retrySeconds", 10)
