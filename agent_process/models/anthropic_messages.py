@@ -18,10 +18,11 @@ from typing import Any
 
 from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
 from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
+from bundle.keys import PROVIDER_KEY_ENV
 from bundle.plan import ModelPlan
 from tools_base import JsonObject, Message, ToolCall
 
-DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
+DEFAULT_KEY_ENV = PROVIDER_KEY_ENV["anthropic"]
 DEFAULT_MAX_TOKENS = 1000
 """The Messages API requires ``max_tokens``; upstream's default."""
 

@@ -23,10 +23,11 @@ from typing import Any
 from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
 from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
 from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
+from bundle.keys import PROVIDER_KEY_ENV
 from bundle.plan import ModelPlan
 from tools_base import JsonObject, Message, ToolCall
 
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_KEY_ENV = PROVIDER_KEY_ENV["openai"]
 
 
 class OpenAIChatModel:

@@ -1,0 +1,201 @@
+"""``doctor``: is this machine ready to run this swarm? Each problem with its fix.
+
+Checks the Python, the installed extras (and which ones the swarm needs), the configuration,
+the API keys its Models read (from the environment after ``.env`` files: names only, never
+values), the state directory, a daemon already running, and the cluster client when the swarm
+places agents on other hosts.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from orchestrator.exit_codes import ExitCode
+
+Level = Literal["ok", "warn", "fail", "info"]
+EXTRAS = {
+    "openai": ("openai", "the openai provider"),
+    "anthropic": ("anthropic", "the anthropic provider"),
+    "mcp": ("mcp", "MCP servers (the mcp-bridge extension)"),
+    "connectors": ("cryptography", "the discord connector's signatures"),
+    "cluster": ("nats", "agents on several hosts (--cluster)"),
+    "otel": ("opentelemetry.sdk", "OpenTelemetry export (--otlp-endpoint)"),
+}
+"""extra → (module it installs, what it is for)."""
+DISTRIBUTION = "goondan-py"
+
+
+@dataclass
+class Check:
+    """One finding."""
+
+    name: str
+    level: Level
+    detail: str
+    fix: str | None = None
+    exit_code: int = ExitCode.OK
+
+
+@dataclass
+class Report:
+    """Every finding, and the exit status they add up to."""
+
+    checks: list[Check] = field(default_factory=list)
+
+    def add(self, *args: Any, **kwargs: Any) -> Check:
+        check = Check(*args, **kwargs)
+        self.checks.append(check)
+        return check
+
+    @property
+    def problems(self) -> list[Check]:
+        return [c for c in self.checks if c.level == "fail"]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing failed; else the first failure's status."""
+        problems = self.problems
+        return int(problems[0].exit_code or ExitCode.INTERNAL) if problems else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": not self.problems,
+            "exitCode": self.exit_code,
+            "checks": [asdict(c) for c in self.checks],
+        }
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def examine(bundle_path: Path, state_dir: Path, environ: dict[str, str] | None = None) -> Report:
+    """Every check, in order (``environ``: the environment after the ``.env`` files)."""
+    env = dict(os.environ) if environ is None else environ
+    report = Report()
+    version = sys.version_info
+    if version >= (3, 11):
+        report.add("python", "ok", f"Python {version.major}.{version.minor}.{version.micro}")
+    else:
+        report.add(
+            "python", "fail", f"Python {version.major}.{version.minor}", "use Python 3.11 or newer"
+        )
+    try:
+        report.add("goondan", "ok", f"{DISTRIBUTION} {importlib.metadata.version(DISTRIBUTION)}")
+    except importlib.metadata.PackageNotFoundError:
+        report.add("goondan", "info", "running from a source tree (not installed)")
+    have = {extra: installed(module) for extra, (module, _) in EXTRAS.items()}
+    report.add(
+        "extras",
+        "info",
+        "installed: "
+        + (", ".join(e for e, ok in have.items() if ok) or "none")
+        + "; not installed: "
+        + (", ".join(e for e, ok in have.items() if not ok) or "none"),
+    )
+    bundle = _bundle(report, bundle_path)
+    if bundle is not None:
+        _needs(report, bundle, have, env)
+    _state(report, state_dir)
+    return report
+
+
+def _bundle(report: Report, bundle_path: Path) -> Any:
+    from bundle import BundleError, load_bundle
+
+    try:
+        bundle = load_bundle(bundle_path)
+    except BundleError as exc:
+        missing = all(i.code == "E_CONFIG_FILE_NOT_FOUND" for i in exc.errors)
+        first = exc.errors[0].format().splitlines()[0] if exc.errors else str(exc)
+        report.add(
+            "configuration",
+            "fail",
+            first if missing else f"{len(exc.errors)} error(s); first: {first}",
+            "python -m orchestrator init, or -c PATH"
+            if missing
+            else "python -m orchestrator validate shows every error",
+            ExitCode.CONFIG if missing else ExitCode.VALIDATION,
+        )
+        return None
+    report.add("configuration", "ok", f"{bundle.path}: valid ({bundle.summary()})")
+    return bundle
+
+
+def _needs(report: Report, bundle: Any, have: dict[str, bool], env: dict[str, str]) -> None:
+    from bundle.keys import key_needs
+
+    try:
+        swarm = bundle.swarm()
+    except Exception as exc:  # several swarms and none is `default`
+        report.add("swarm", "fail", str(exc), "name one `default`", ExitCode.VALIDATION)
+        return
+    providers = {
+        bundle.resolve_ref(agent.spec.model_config_.model_ref, agent).spec.provider
+        for agent in bundle.swarm_agents(swarm)
+    }
+    for extra in sorted(providers & {"openai", "anthropic"}):
+        if not have[extra]:
+            report.add(
+                f"extra {extra}",
+                "fail",
+                f"a Model uses provider {extra}, whose SDK is not installed",
+                f"pip install '{DISTRIBUTION}[{extra}]'",
+            )
+    if swarm.spec.placement and not have["cluster"]:
+        report.add(
+            "extra cluster",
+            "warn",
+            "the Swarm places agents on other hosts; --cluster needs the NATS client",
+            f"pip install '{DISTRIBUTION}[cluster]'",
+        )
+    needs = key_needs(bundle, swarm.name)
+    if not needs:
+        report.add("keys", "ok", "no Model of the swarm needs an API key from the environment")
+    for need in needs:
+        users = ", ".join(need.agents)
+        if need.present(env):
+            report.add(f"key {need.variable}", "ok", f"set (Model/{need.model}, used by {users})")
+        else:
+            report.add(
+                f"key {need.variable}",
+                "fail",
+                f"not set: Model/{need.model} ({need.provider}, used by {users}) reads it",
+                f"put {need.variable}=... in .env beside goondan.yaml (see .env.example), "
+                "or export it",
+                ExitCode.AUTH,
+            )
+
+
+def _state(report: Report, state_dir: Path) -> None:
+    from orchestrator.api_client import DaemonApi, NoAnswer, NoDaemon
+
+    probe = state_dir if state_dir.exists() else state_dir.parent
+    if os.access(probe, os.W_OK | os.X_OK):
+        report.add("state directory", "ok", f"{state_dir} is writable")
+    else:
+        report.add(
+            "state directory",
+            "fail",
+            f"{probe} is not writable by this user",
+            "fix its owner or mode, or pass --state-dir",
+            ExitCode.CONFIG,
+        )
+        return
+    try:
+        status, body = DaemonApi(state_dir, timeout=2).call("GET", "/v1/agents")
+    except (NoDaemon, NoAnswer, OSError):
+        report.add("daemon", "info", "none running on this state directory")
+        return
+    if status == 200 and isinstance(body, dict):
+        report.add("daemon", "info", f"running (pid {body.get('pid')}, swarm {body.get('swarm')})")

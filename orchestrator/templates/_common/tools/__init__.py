@@ -1,0 +1,1 @@
+"""The swarm's own tools: each module exports ``handlers`` (see goondan.yaml)."""
