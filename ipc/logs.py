@@ -179,7 +179,8 @@ def configure_logging(
     if as_json:
         processors += _JSON_TAIL
     else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=False))
+        # Colours on a terminal, unless the NO_COLOR convention (or --no-color) says none.
+        processors.append(structlog.dev.ConsoleRenderer(colors=not os.environ.get("NO_COLOR")))
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

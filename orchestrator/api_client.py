@@ -30,8 +30,9 @@ CONNECT_RETRY_SECONDS = 10.0
 """How long a client retries a connect the kernel refused for a full backlog."""
 DEFAULT_TIMEOUT_SECONDS = 120.0
 """How long a call waits for the daemon's answer (a Turn may take a while)."""
-EXIT_NO_ANSWER = 3
-"""CLI exit code: the daemon went away, or did not answer in time, after taking the request."""
+EXIT_NO_ANSWER = 5
+"""CLI exit code (network): the daemon went away, or did not answer in time, after taking the
+request."""
 
 
 class NoDaemon(DaemonError, RuntimeError):

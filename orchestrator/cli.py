@@ -17,59 +17,171 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from goondan.defaults import DEFAULT_INSTANCE_KEY
+from orchestrator.exit_codes import ExitCode, error_name
 
 if TYPE_CHECKING:
     from ipc.protocol import DelegateAnswer
 
 Command = Callable[[argparse.Namespace], int]
+DEFAULT_CONFIG = "goondan.yaml"
+
+
+def _fail(args: argparse.Namespace, code: int, message: str, suggestion: str | None = None) -> int:
+    """Report a failure as the command's output calls for (one JSON object on stdout with
+    ``--json``, else ``error: ...`` on stderr) and return its exit status."""
+    if getattr(args, "json", False):
+        error: dict[str, Any] = {"code": error_name(code), "message": message}
+        if suggestion:
+            error["suggestion"] = suggestion
+        print(json.dumps({"error": error, "exitCode": int(code)}))
+    else:
+        print(f"error: {message}", file=sys.stderr)
+        if suggestion:
+            print(f"  hint: {suggestion}", file=sys.stderr)
+    return int(code)
+
+
+def _bundle_path(args: argparse.Namespace) -> Path:
+    """The configuration a command works on: its FILE argument or ``-c/--config`` (the same
+    option on every command), else goondan.yaml here. Either may name a bundle directory."""
+    given = getattr(args, "file", None)
+    config = getattr(args, "config", None)
+    if given and config and Path(given) != Path(config):
+        raise _UsageError(f"two configurations given: {given} and -c {config}")
+    return Path(given or config or DEFAULT_CONFIG)
+
+
+class _UsageError(ValueError):
+    """A command line that cannot mean anything (exit 2)."""
+
+
+def _log_level(args: argparse.Namespace, one_shot: bool = False) -> str | None:
+    """``--log-level`` if given; else ``-v`` debug, ``-q`` error; a one-shot command printing
+    to a terminal keeps its answer readable: warning (info with ``-v``)."""
+    if getattr(args, "log_level", None):
+        return str(args.log_level)
+    verbose, quiet = getattr(args, "verbose", 0), getattr(args, "quiet", False)
+    if quiet:
+        return "error"
+    if verbose >= (2 if one_shot else 1):
+        return "debug"
+    if one_shot and sys.stdout.isatty():
+        return "info" if verbose else "warning"
+    return None
+
+
+def _config_exit(errors: Sequence[Any]) -> int:
+    """CONFIG when the configuration could not be read at all, else VALIDATION."""
+    unread = {"E_CONFIG_FILE_NOT_FOUND", "E_CONFIG_FILE_TOO_LARGE", "E_CONFIG_PARSE_ERROR"}
+    codes = {
+        getattr(e, "code", None) or (e.get("code") if isinstance(e, dict) else None) for e in errors
+    }
+    return ExitCode.CONFIG if codes and codes <= unread else ExitCode.VALIDATION
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Validate a goondan.yaml: exit 0 with a summary, or list every error and exit 1.
+    """Validate a configuration: exit 0 with a summary, or list every error and exit 4 (3
+    when it cannot be read at all). Warnings are shown too, and count as errors with
+    ``--strict``. ``--format github`` prints workflow annotations.
 
     The checks that import Tool and Extension modules run in a child process with a deadline
     (:mod:`orchestrator.validation`), so no module can end or wedge this command.
     """
-    from bundle import ConfigIssue
     from orchestrator.validation import validate_in_child
 
-    path = Path(args.file)
+    path = _bundle_path(args)
     if args.verdict_from_child:
         return _validate_here(path, check_handlers=not args.no_handlers)
     verdict = validate_in_child(path, check_handlers=not args.no_handlers)
-    if args.json:
-        print(json.dumps(verdict, indent=2))
-        return 0 if verdict.get("valid") else 1
-    if verdict.get("valid"):
-        print(f"{path}: valid ({verdict.get('summary')})")
-        return 0
-    errors = verdict.get("errors") or []
-    for error in errors:
-        issue = ConfigIssue(
-            code=str(error.get("code")),
-            message=str(error.get("message")),
-            file=Path(error["file"]) if error.get("file") else None,
-            line=error.get("line"),
-            column=error.get("column"),
-            resource=error.get("resource"),
-            field=error.get("field"),
-            suggestion=error.get("suggestion"),
+    errors = list(verdict.get("errors") or [])
+    warnings = list(verdict.get("warnings") or [])
+    if args.strict:
+        errors, warnings = errors + warnings, []
+    code = int(ExitCode.OK) if not errors else _config_exit(errors)
+    form = "json" if args.json else args.format
+    if form == "json":
+        print(
+            json.dumps(
+                {
+                    **verdict,
+                    "valid": not errors,
+                    "errors": errors,
+                    "warnings": warnings,
+                    "exitCode": code,
+                },
+                indent=2,
+            )
         )
-        print(issue.format(), file=sys.stderr)
+        return code
+    if form == "github":
+        for level, issues in (("error", errors), ("warning", warnings)):
+            for issue in issues:
+                print(_github_annotation(level, issue))
+        return code
+    for issue in warnings:
+        print("warning: " + _issue(issue).format(), file=sys.stderr)
+    if not errors:
+        print(f"{path}: valid ({verdict.get('summary')})")
+        return code
+    for issue in errors:
+        print(_issue(issue).format(), file=sys.stderr)
     print(f"{len(errors)} error{'s' if len(errors) != 1 else ''} in {path}", file=sys.stderr)
-    return 1
+    return code
+
+
+def _issue(data: dict[str, Any]) -> Any:
+    from bundle import ConfigIssue
+
+    return ConfigIssue(
+        code=str(data.get("code")),
+        message=str(data.get("message")),
+        file=Path(data["file"]) if data.get("file") else None,
+        line=data.get("line"),
+        column=data.get("column"),
+        resource=data.get("resource"),
+        field=data.get("field"),
+        suggestion=data.get("suggestion"),
+    )
+
+
+def _github_annotation(level: str, issue: dict[str, Any]) -> str:
+    """``::error file=F,line=N,title=CODE::message`` (a GitHub Actions workflow command)."""
+
+    def escape(text: str, in_property: bool = False) -> str:
+        text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return text.replace(":", "%3A").replace(",", "%2C") if in_property else text
+
+    properties = []
+    if issue.get("file"):
+        try:
+            shown = str(Path(issue["file"]).resolve().relative_to(Path.cwd()))
+        except ValueError:
+            shown = str(issue["file"])
+        properties.append(f"file={escape(shown, True)}")
+    if issue.get("line"):
+        properties.append(f"line={issue['line']}")
+    properties.append(f"title={escape(str(issue.get('code')), True)}")
+    where = " ".join(str(issue[k]) for k in ("resource", "field") if issue.get(k))
+    message = f"{where}: {issue.get('message')}" if where else str(issue.get("message"))
+    if issue.get("suggestion"):
+        message += f" (hint: {issue['suggestion']})"
+    return f"::{level} {','.join(properties)}::{escape(message)}"
 
 
 def _validate_here(path: Path, *, check_handlers: bool) -> int:
     """The child's side of ``validate``: load, check, print the verdict as JSON."""
     from bundle import BundleError, load_bundle
+    from bundle.lint import bundle_warnings
 
     try:
         bundle = load_bundle(path, check_handlers=check_handlers)
     except BundleError as exc:
         print(json.dumps({"valid": False, "errors": [e.to_json() for e in exc.errors]}))
         return 1
-    print(json.dumps({"valid": True, "errors": [], "summary": bundle.summary()}))
+    warnings = [w.to_json() for w in bundle_warnings(bundle)]
+    print(
+        json.dumps({"valid": True, "errors": [], "warnings": warnings, "summary": bundle.summary()})
+    )
     return 0
 
 
@@ -83,21 +195,45 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the swarm: one request with ``--input``, else a daemon until SIGINT/SIGTERM."""
-    return _serve(args, "orchestrator", _run)
+    if args.input_file is not None:
+        try:
+            text = sys.stdin.read() if args.input_file == "-" else Path(args.input_file).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            return _fail(args, ExitCode.USAGE, f"--input-file {args.input_file}: {exc}")
+        args.input = text
+    one_shot = args.input is not None
+    return _serve(args, "orchestrator", _run, one_shot=one_shot)
 
 
 def _serve(
     args: argparse.Namespace,
     process: str,
     main: Callable[[argparse.Namespace], Coroutine[Any, Any, int]],
+    *,
+    one_shot: bool = False,
 ) -> int:
-    """Run ``main(args)`` as a long-lived process of the swarm: its logging, a private
-    umask, uvloop."""
+    """Run ``main(args)`` as a process of the swarm: the ``.env`` files, its logging, a
+    private umask, uvloop."""
     from ipc.logs import configure_logging
+    from orchestrator.envfiles import EnvFileMissing, load_env_files
 
-    if args.log_level:
-        os.environ["GOONDAN_LOG_LEVEL"] = args.log_level  # agent processes inherit it
-    configure_logging(args.log_level, process=process)
+    path = _bundle_path(args)
+    try:
+        loaded = load_env_files(path, Path(args.env_file) if args.env_file else None)
+    except EnvFileMissing as exc:
+        return _fail(args, ExitCode.USAGE, str(exc))
+    level = _log_level(args, one_shot)
+    if level:
+        os.environ["GOONDAN_LOG_LEVEL"] = level  # agent processes inherit it
+    configure_logging(level, process=process)
+    if loaded.files:
+        import structlog
+
+        structlog.get_logger("goondan.cli").info(
+            "environment files loaded",
+            files=[str(f) for f in loaded.files],
+            variables=sorted(loaded.names),  # names only: values never reach a log
+        )
     # A daemon's files are its user's alone; agent processes inherit this (and set it again).
     os.umask(0o077)
     try:
@@ -110,6 +246,10 @@ def _serve(
         return asyncio.run(main(args))
 
 
+class _MissingCredential(LookupError):
+    """A credential the command line points at is not there (exit 6)."""
+
+
 def _api_token(variable: str | None) -> str | None:
     """The bearer token from the environment variable ``variable`` (never from the command line,
     where other users could read it)."""
@@ -117,8 +257,20 @@ def _api_token(variable: str | None) -> str | None:
         return None
     token = os.environ.get(variable, "")
     if not token:
-        raise ValueError(f"--api-token-env {variable}: the variable is not set or empty")
+        raise _MissingCredential(f"--api-token-env {variable}: the variable is not set or empty")
     return token
+
+
+def _missing_keys(bundle: Any, swarm: str | None) -> list[str]:
+    """One line per API key the swarm's Models read from an environment without it."""
+    from bundle.keys import key_needs
+
+    return [
+        f"Model/{need.model} ({need.provider}, used by {', '.join(need.agents)}) needs "
+        f"{need.variable}, which is not set"
+        for need in key_needs(bundle, swarm)
+        if not need.present(os.environ)
+    ]
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -129,32 +281,45 @@ async def _run(args: argparse.Namespace) -> int:
     from orchestrator.daemon import Orchestrator
     from orchestrator.http_api import ApiRefused, DaemonAlreadyRunning
 
+    path = _bundle_path(args)
     try:
         orchestrator = Orchestrator(
-            Path(args.file),
+            path,
             state_dir=Path(args.state_dir) if args.state_dir else None,
             swarm=args.swarm,
             api_listen=args.listen,
             api_token=_api_token(args.api_token_env),
-            cluster=_cluster_settings(args, Path(args.file)),
+            cluster=_cluster_settings(args, path),
         )
-    except (ValueError, SecretUnavailable) as exc:  # a --listen not HOST:PORT, a token unset
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except (_MissingCredential, SecretUnavailable) as exc:  # a token variable unset
+        return _fail(args, ExitCode.AUTH, str(exc))
+    except ValueError as exc:  # a --listen not HOST:PORT, a bad cluster option
+        return _fail(args, ExitCode.USAGE, str(exc))
     except BundleError as exc:
         for issue in exc.errors:
             print(issue.format(), file=sys.stderr)
-        return 1
+        return _config_exit(exc.errors)
+    missing = _missing_keys(orchestrator.bundle, args.swarm)
+    if missing:
+        for line in missing[1:]:
+            print(f"error: {line}", file=sys.stderr)
+        return _fail(
+            args,
+            ExitCode.AUTH,
+            missing[0],
+            "put it in .env beside goondan.yaml (see .env.example), or export it; "
+            "`doctor` checks every key",
+        )
     orchestrator.install_signal_handlers()
     try:
         try:
             await orchestrator.start()
-        except (DaemonAlreadyRunning, ApiRefused, OSError, DeliveryError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+        except DeliveryError as exc:  # the cluster (NATS) cannot be used
+            return _fail(args, _cluster_exit(exc), str(exc))
+        except (DaemonAlreadyRunning, ApiRefused, OSError) as exc:
+            return _fail(args, ExitCode.INTERNAL, str(exc))
         except (IpcError, TimeoutError) as exc:
-            print(f"error: the entry agent could not start: {exc}", file=sys.stderr)
-            return 1
+            return _fail(args, ExitCode.INTERNAL, f"the entry agent could not start: {exc}")
         if args.input is not None:
             return await _one_request(orchestrator, args)
         if args.watch:
@@ -168,6 +333,16 @@ async def _run(args: argparse.Namespace) -> int:
         return 0
     finally:
         await orchestrator.shutdown()
+
+
+def _cluster_exit(exc: Exception) -> int:
+    """AUTH for refused credentials, INTERNAL for a cluster held by another process,
+    NETWORK for anything else the cluster cannot do."""
+    from orchestrator.cluster.settings import ClusterAuthRefused, ClusterTaken
+
+    if isinstance(exc, ClusterAuthRefused):
+        return ExitCode.AUTH
+    return ExitCode.INTERNAL if isinstance(exc, ClusterTaken) else ExitCode.NETWORK
 
 
 def _cluster_settings(args: argparse.Namespace, bundle: Path) -> Any:
@@ -212,34 +387,41 @@ async def _node(args: argparse.Namespace) -> int:
     from bundle import BundleError
     from goondan.errors import DeliveryError
 
+    path = _bundle_path(args)
     try:
         from orchestrator.cluster.node import Node
 
         node = Node(
-            Path(args.file),
-            _cluster_settings(args, Path(args.file)),
+            path,
+            _cluster_settings(args, path),
             args.name,
             state_dir=Path(args.state_dir) if args.state_dir else None,
             swarm=args.swarm,
         )
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(args, ExitCode.USAGE, str(exc))
     except BundleError as exc:
         for issue in exc.errors:
             print(issue.format(), file=sys.stderr)
-        return 1
+        return _config_exit(exc.errors)
     node.install_signal_handlers()
     try:
         try:
             await node.start()
         except DeliveryError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return _fail(args, _cluster_exit(exc), str(exc))
         await node.wait_stopped()
         return 0
     finally:
         await node.shutdown()
+
+
+ANSWER_EXITS = {
+    "E_MODEL_AUTH": ExitCode.AUTH,
+    "E_MODEL_CONNECTION": ExitCode.NETWORK,
+    "E_MODEL_PROVIDER_UNAVAILABLE": ExitCode.CONFIG,
+}
+"""A failed answer's exit status, by its error code (1 otherwise)."""
 
 
 async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
@@ -248,13 +430,17 @@ async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
         args.input, agent=agent, instance_key=args.instance
     )
     error = answer.error
+    code = int(ExitCode.OK)
+    if not answer.ok:
+        code = int(ANSWER_EXITS.get(error.code if error else "", ExitCode.INTERNAL))
     if args.json:
-        out = {
+        out: dict[str, Any] = {
             "output": answer.output,
             "status": answer.status,
             "traceId": (answer.turn or {}).get("traceId"),
             "agent": agent,
             "instanceKey": args.instance,
+            "exitCode": code,
         }
         if error is not None:
             out["error"] = error.to_dict()
@@ -265,7 +451,7 @@ async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
         print(f"error: {error.message} ({error.code})", file=sys.stderr)
     else:
         print("error: the request failed (ERROR)", file=sys.stderr)
-    return 0 if answer.ok else 1
+    return code
 
 
 async def _interactive(orchestrator: Any, args: argparse.Namespace) -> None:
@@ -316,7 +502,7 @@ async def _prompt_answer(orchestrator: Any, text: str, agent: str, instance: str
 def _state_dir(args: argparse.Namespace) -> Path:
     from orchestrator.state_dir import default_state_dir
 
-    return Path(args.state_dir) if args.state_dir else default_state_dir(Path(args.config))
+    return Path(args.state_dir) if args.state_dir else default_state_dir(_bundle_path(args))
 
 
 class _DaemonFailed(Exception):
@@ -333,22 +519,18 @@ def _ask_daemon(
     path: str,
     body: dict[str, Any] | None = None,
     wait_seconds: float | None = None,
-) -> tuple[int, Any] | None:
-    """The daemon's ``(status, body)``; ``None`` (exit 1) when none runs; exit 3 when it
-    takes the request and never answers."""
-    from orchestrator.api_client import EXIT_NO_ANSWER, DaemonApi, NoAnswer, NoDaemon
+) -> tuple[int, Any]:
+    """The daemon's ``(status, body)``; exit 5 (network) when none runs, or when it takes
+    the request and never answers."""
+    from orchestrator.api_client import DaemonApi, NoAnswer, NoDaemon
 
     try:
         api = DaemonApi(_state_dir(args))
         if wait_seconds is not None:
             api.timeout = max(api.timeout, wait_seconds)
         return api.call(method, path, body)
-    except NoDaemon as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return None
-    except NoAnswer as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise _DaemonFailed(EXIT_NO_ANSWER) from exc
+    except (NoDaemon, NoAnswer) as exc:
+        raise _DaemonFailed(_fail(args, ExitCode.NETWORK, str(exc))) from exc
 
 
 def _refused(status: int, body: Any) -> bool:
@@ -364,7 +546,7 @@ def _refused(status: int, body: Any) -> bool:
 def _accepted(args: argparse.Namespace, method: str, path: str) -> Any | None:
     """The daemon's answer when it took the request; ``None`` (error printed) otherwise."""
     asked = _ask_daemon(args, method, path)
-    if asked is None or _refused(*asked):
+    if _refused(*asked):
         return None
     return asked[1]
 
@@ -438,8 +620,6 @@ def cmd_send(args: argparse.Namespace) -> int:
         # The daemon answers by the request's timeout; past it (and a margin), it is gone.
         wait_seconds=None if args.timeout is None else args.timeout + 30,
     )
-    if asked is None:
-        return 1
     status, answer = asked
     if args.json:
         print(json.dumps(answer))
@@ -454,7 +634,7 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def cmd_restart(args: argparse.Namespace) -> int:
-    """Gracefully restart one agent (or --all); conversations survive."""
+    """Gracefully restart one agent (or --all); conversations survive, unless ``--fresh``."""
     from orchestrator.api_client import path_segment
 
     if not args.all and not args.agent:
@@ -467,13 +647,18 @@ def cmd_restart(args: argparse.Namespace) -> int:
             return 1
         names = [row["agent"] for row in answer.get("agents", [])]
     restarted = []
+    query = "?fresh=1" if args.fresh else ""
     for name in names:
-        answer = _accepted(args, "POST", f"/v1/agents/{path_segment(name)}/restart")
+        answer = _accepted(args, "POST", f"/v1/agents/{path_segment(name)}/restart{query}")
         if answer is None:
             return 1
         restarted.append(answer)
         if not args.json:
-            print(f"{answer['agent']}: restarted (pid {answer['pid']})")
+            fresh = ""
+            if args.fresh:
+                count = len(answer.get("deletedInstances", []))
+                fresh = f", {count} conversation{'s' if count != 1 else ''} deleted"
+            print(f"{answer['agent']}: restarted (pid {answer['pid']}{fresh})")
     if args.json:
         print(json.dumps({"restarted": restarted}))
     return 0
@@ -504,8 +689,6 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     asked = _ask_daemon(
         args, "POST", f"/v1/requests/{path_segment(args.id)}/cancel", {"reason": args.reason}
     )
-    if asked is None:
-        return 1
     status, answer = asked
     if args.json:
         print(json.dumps(answer))
@@ -517,14 +700,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_instances(args: argparse.Namespace) -> int:
     """``instances [AGENT]`` lists conversation instances; ``instances delete AGENT KEY`` removes one."""
-    from orchestrator.api_client import (
-        EXIT_NO_ANSWER,
-        DaemonApi,
-        NoAnswer,
-        NoDaemon,
-        error_text,
-        path_segment,
-    )
+    from orchestrator.api_client import DaemonApi, NoAnswer, NoDaemon, error_text, path_segment
     from orchestrator.state_dir import delete_instance_dir, list_instances
 
     words = list(args.words)
@@ -544,8 +720,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
                 {"ok": True, "deleted": delete_instance_dir(state_dir, agent, key)},
             )
         except NoAnswer as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_NO_ANSWER
+            return _fail(args, ExitCode.NETWORK, str(exc))
         if args.json:
             print(json.dumps(answer))
         elif status >= 400:
@@ -600,10 +775,7 @@ def _decide(args: argparse.Namespace, decision: str, body: dict[str, Any]) -> in
 
     query = "?wait=1" if args.wait else ""
     path = f"/v1/approvals/{path_segment(args.id)}/{decision}{query}"
-    asked = _ask_daemon(args, "POST", path, body)
-    if asked is None:
-        return 1
-    status, answer = asked
+    status, answer = _ask_daemon(args, "POST", path, body)
     if args.json:
         print(json.dumps(answer))
         return 0 if status < 400 else 1
@@ -655,7 +827,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     )
     from orchestrator.state_dir import default_state_dir
 
-    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(Path(args.file))
+    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(_bundle_path(args))
     path = state_dir / FILE_NAME
     try:
         since = parse_since(args.since) if args.since else None
@@ -719,25 +891,149 @@ def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: An
             return 0
 
 
+TEMPLATE_NAMES = ("offline", "openai", "anthropic", "multi-agent")
+"""``init`` templates (orchestrator/templates; kept here so parsing imports nothing)."""
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write a runnable swarm from a template; refuses to overwrite without ``--force``."""
+    from orchestrator.scaffold import ScaffoldRefused, scaffold
+
+    target = Path(args.path)
+    try:
+        done = scaffold(target, args.template, name=args.name, force=args.force)
+    except ScaffoldRefused as exc:
+        return _fail(args, ExitCode.USAGE, str(exc))
+    except OSError as exc:
+        return _fail(args, ExitCode.CONFIG, f"cannot write {target}: {exc}")
+    files = [str(f.relative_to(target)) for f in done.files]
+    if args.json:
+        print(json.dumps({"directory": str(target), "template": done.template, "files": files}))
+        return 0
+    print(f"wrote a {done.template} swarm ({done.name}) in {target}:")
+    for name in files:
+        print(f"  {name}")
+    where = "" if target.resolve() == Path.cwd() else f"cd {args.path} && "
+    needs_key = done.template in ("openai", "anthropic")
+    print()
+    if needs_key:
+        print("next: cp .env.example .env, put your key in it, then")
+    print(f'  {where}python -m orchestrator run --input "I am Ada"')
+    print("  python -m orchestrator doctor           # is everything in place?")
+    print("  python -m pytest tools                   # the tool's own tests")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check this machine and configuration; exit 0 when all is well, else the status of
+    the first problem (each printed with its fix)."""
+    from orchestrator.doctor import examine
+    from orchestrator.envfiles import EnvFileMissing, load_env_files
+    from orchestrator.state_dir import default_state_dir
+
+    path = _bundle_path(args)
+    environ = dict(os.environ)
+    try:
+        loaded = load_env_files(path, Path(args.env_file) if args.env_file else None, environ)
+    except EnvFileMissing as exc:
+        return _fail(args, ExitCode.USAGE, str(exc))
+    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(path)
+    report = examine(path, state_dir, environ)
+    if args.json:
+        print(json.dumps({**report.to_json(), "envFiles": [str(f) for f in loaded.files]}))
+        return report.exit_code
+    marks = {"ok": "ok  ", "info": "    ", "warn": "warn", "fail": "FAIL"}
+    if loaded.files:
+        print(f"      env files: {', '.join(str(f) for f in loaded.files)}")
+    for check in report.checks:
+        print(f"{marks[check.level]}  {check.name}: {check.detail}")
+        if check.fix and check.level in ("fail", "warn"):
+            print(f"      fix: {check.fix}")
+    problems = len(report.problems)
+    print("all is well" if not problems else f"{problems} problem{'s' if problems > 1 else ''}")
+    return report.exit_code
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """Print the completion script of ``args.shell`` for this command line."""
+    import shtab
+
+    parser = build_parser()
+    parser.prog = "goondan"
+    print(shtab.complete(parser, shell=args.shell))
+    return 0
+
+
+def version_text() -> str:
+    """``goondan-py X.Y.Z``."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("goondan-py")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser with every subcommand; with ``only``, the arguments of that
     command alone (the others are listed, but parse nothing)."""
     parser = argparse.ArgumentParser(
-        prog="python -m orchestrator", description="Run and manage Goondan agent swarms."
+        prog="python -m orchestrator",
+        description="Run and manage Goondan agent swarms.",
+        epilog="Exit statuses: 0 ok, 1 internal or failed, 2 usage, 3 configuration unreadable, "
+        "4 configuration invalid, 5 network (no daemon, a peer out of reach), 6 a credential "
+        "missing or refused, 130 interrupted.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument(
+        "--version", action="store_true", help="print the version (as JSON with --json)"
+    )
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("output")
+    group.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log lines (-vv: debug)"
+    )
+    group.add_argument("-q", "--quiet", action="store_true", help="errors only in the log")
+    group.add_argument("--no-color", action="store_true", help="no colours on a terminal")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, help: str, run: Command) -> argparse.ArgumentParser | None:
         """Add command ``name``; its parser when its arguments are wanted, else ``None``."""
-        sub = commands.add_parser(name, help=help)
+        sub = commands.add_parser(name, help=help, parents=[common])
         sub.set_defaults(run=run)
         return sub if only in (None, name) else None
 
-    validate = command("validate", "check a goondan.yaml and report every error", cmd_validate)
+    def config_option(sub: argparse.ArgumentParser, what: str = "the configuration") -> None:
+        sub.add_argument(
+            "file",
+            nargs="?",
+            metavar="FILE",
+            help=f"{what}: goondan.yaml or a bundle directory (default: goondan.yaml here)",
+        )
+        sub.add_argument("-c", "--config", metavar="FILE", help="the same, as an option")
+
+    def env_file_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--env-file",
+            metavar="PATH",
+            help="variables to load after .env and .env.local beside the configuration (they "
+            "win over the environment; a missing file is an error)",
+        )
+
+    validate = command("validate", "check a configuration and report every error", cmd_validate)
     if validate is not None:
-        validate.add_argument("file", help="path of goondan.yaml")
+        config_option(validate)
         validate.add_argument("--json", action="store_true", help="print the result as JSON")
+        validate.add_argument(
+            "--format",
+            choices=("text", "json", "github"),
+            default="text",
+            help="text (default), json, or github (workflow annotations ::error file=...)",
+        )
+        validate.add_argument(
+            "--strict", action="store_true", help="warnings count as errors (exit 4)"
+        )
         validate.add_argument(
             "--no-handlers",
             action="store_true",
@@ -754,9 +1050,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     run = command("run", "run a swarm (one --input, or as a daemon)", cmd_run)
     if run is not None:
-        run.add_argument("file", help="path of goondan.yaml")
-        run.add_argument(
+        config_option(run)
+        env_file_option(run)
+        given = run.add_mutually_exclusive_group()
+        given.add_argument(
             "--input", help="send this text to the entry agent, print the answer, exit"
+        )
+        given.add_argument(
+            "--input-file", metavar="PATH", help="the same with a file's text (- for stdin)"
         )
         run.add_argument("--agent", help="send --input to this agent instead of the entry agent")
         run.add_argument(
@@ -820,7 +1121,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     node = command("node", "run agents of a clustered swarm on this host", cmd_node)
     if node is not None:
-        node.add_argument("file", help="path of goondan.yaml (the same bundle as the leader's)")
+        config_option(node, "the same configuration as the leader's")
+        env_file_option(node)
         node.add_argument(
             "--name", required=True, help="this node's name, as Swarm.spec.placement uses it"
         )
@@ -833,7 +1135,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     def daemon_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
-            "-c", "--config", default="goondan.yaml", help="goondan.yaml (locates the state)"
+            "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
         )
         sub.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
         sub.add_argument("--json", action="store_true", help="print JSON")
@@ -862,6 +1164,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     if restart is not None:
         restart.add_argument("agent", nargs="?", help="agent to restart")
         restart.add_argument("--all", action="store_true", help="restart every agent")
+        restart.add_argument(
+            "--fresh",
+            action="store_true",
+            help="delete the agent's conversations (every instance) before it starts again",
+        )
         daemon_options(restart)
 
     requests = command(
@@ -909,9 +1216,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     logs = command("logs", "show the runtime event log (Turns, Steps, tools, processes)", cmd_logs)
     if logs is not None:
-        logs.add_argument(
-            "file", nargs="?", default="goondan.yaml", help="goondan.yaml (locates the state)"
-        )
+        config_option(logs, "locates the state")
         logs.add_argument(
             "--state-dir", help="state directory (default: .goondan/ beside the file)"
         )
@@ -922,6 +1227,35 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         logs.add_argument("--json", action="store_true", help="one JSON event per line")
 
     command("schema", "print the JSON Schema of goondan.yaml resources", cmd_schema)
+
+    init = command("init", "start a swarm of your own from a template", cmd_init)
+    if init is not None:
+        init.add_argument("path", nargs="?", default=".", help="where (default: here)")
+        init.add_argument(
+            "-t",
+            "--template",
+            choices=TEMPLATE_NAMES,
+            default="offline",
+            help="offline (default: runs with no key), openai, anthropic, multi-agent",
+        )
+        init.add_argument("-n", "--name", help="the Package name (default: the directory's)")
+        init.add_argument("-f", "--force", action="store_true", help="overwrite existing files")
+        init.add_argument("--json", action="store_true", help="print what was written as JSON")
+
+    doctor = command("doctor", "check this machine is ready to run the swarm", cmd_doctor)
+    if doctor is not None:
+        config_option(doctor)
+        env_file_option(doctor)
+        doctor.add_argument(
+            "--state-dir", help="state directory (default: .goondan/ beside the file)"
+        )
+        doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    completion = command(
+        "completion", "print a shell completion script (bash, zsh, fish)", cmd_completion
+    )
+    if completion is not None:
+        completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
 
 
@@ -949,6 +1283,9 @@ COMMANDS = frozenset(
         "reject",
         "logs",
         "schema",
+        "init",
+        "doctor",
+        "completion",
     }
 )
 """Every command name (a test checks it against the parser's)."""
@@ -961,6 +1298,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(_command_in(words))
     args = parser.parse_args(words)
+    if args.version:
+        version = version_text()
+        print(json.dumps({"version": version}) if args.json else f"goondan-py {version}")
+        return 0
+    if args.command is None:
+        parser.print_usage(sys.stderr)
+        print("error: name a command (see --help)", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    if getattr(args, "no_color", False):
+        os.environ["NO_COLOR"] = "1"  # the convention; agent processes inherit it
     if getattr(args, "allow_outside_bundle", False):
         from bundle.loader import ALLOW_OUTSIDE_BUNDLE_ENV
 
@@ -971,8 +1318,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except _DaemonFailed as failed:
         return failed.exit_code
+    except _UsageError as exc:
+        return _fail(args, ExitCode.USAGE, str(exc))
     except KeyboardInterrupt:
-        return 130
+        return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug of ours: one line, the traceback only when asked
         if args.debug:
             import traceback

@@ -39,9 +39,9 @@ from orchestrator.http_api import ApiServer
 from orchestrator.metrics import SwarmMetrics
 from orchestrator.plans import SharedParts
 from orchestrator.router import InFlightSend, Router
-from orchestrator.state_dir import default_state_dir, delete_instance_dir
+from orchestrator.state_dir import default_state_dir, delete_instance_dir, list_instances
 from orchestrator.status import ExitInfo
-from orchestrator.supervisor import Supervisor
+from orchestrator.supervisor import AgentHandle, Supervisor
 from orchestrator.systemd import notify
 from orchestrator.tasks import TaskOwner
 from orchestrator.transport import MultiprocessingTransport, Transport
@@ -304,6 +304,29 @@ class Orchestrator:
             return {"ok": False, "error": f"{exc.message}; nothing was deleted, retry"}
         assert isinstance(answer, wire.DeleteInstanceResult)
         return answer.to_wire()
+
+    async def restart_fresh(self, agent: str) -> tuple[AgentHandle, list[str]]:
+        """Stop ``agent`` gracefully, delete every conversation of it, start it again;
+        returns its handle and the instance keys deleted. An agent on a cluster node keeps
+        its conversations there: refused (409)."""
+        from starlette.exceptions import HTTPException
+
+        if self.cluster is not None and self.cluster.node_of(agent):
+            raise HTTPException(
+                409,
+                f"agent {agent!r} runs on node {self.cluster.node_of(agent)!r}, which keeps "
+                "its conversations: restart it without --fresh, or clear them there",
+            )
+        await self.supervisor.stop_agent(agent, self.grace, "restart")
+        deleted = [
+            str(row.get("instanceKey"))
+            for row in list_instances(self.state_dir, agent)
+            if delete_instance_dir(self.state_dir, agent, str(row.get("instanceKey")))
+        ]
+        self.log.info(
+            "agent conversations deleted for a fresh start", agent=agent, count=len(deleted)
+        )
+        return await self.supervisor.restart_agent(agent, self.grace), deleted
 
     async def decide_approval(
         self, decision: wire.ApprovalDecision, *, wait: bool = False

@@ -20,7 +20,8 @@ Routes (all JSON):
                                                  relay?}``: run a Turn, answer with the delegate
                                                  answer (200, or 502 when the request failed)
 ``POST /v1/agents/{agent}/sends``                the same without waiting: 202
-``POST /v1/agents/{agent}/restart``              stop gracefully, start again
+``POST /v1/agents/{agent}/restart``              stop gracefully, start again (``?fresh=1``:
+                                                 its conversations deleted in between)
 ``GET  /v1/requests``                            the requests waiting for an answer
 ``POST /v1/requests/{id}/cancel``                ``{reason?}``: cancel a request (by request id
                                                  or trace id): answered ``CANCELLED`` now, its
@@ -322,6 +323,9 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         agent = request.path_params["agent"]
         known(agent)
         accepting()
+        if request.query_params.get("fresh") in ("1", "true"):
+            handle, deleted = await daemon.restart_fresh(agent)
+            return JSONResponse({"agent": agent, "pid": handle.pid, "deletedInstances": deleted})
         handle = await daemon.supervisor.restart_agent(agent, daemon.grace)
         return JSONResponse({"agent": agent, "pid": handle.pid})
 

@@ -44,7 +44,7 @@ from orchestrator.cluster.relay import EXIT_HEADER, Outbox
 from orchestrator.cluster.settings import (
     START_TIMEOUT_SECONDS,
     ClusterSettings,
-    ClusterUnavailable,
+    ClusterTaken,
     decode_json,
     encode_json,
 )
@@ -212,7 +212,7 @@ class ClusterTransport:
         beat = self.settings.heartbeat_seconds
         holder = await self._lease.claim(self.settings.expiry_seconds + beat, beat / 2)
         if holder is not None:
-            raise ClusterUnavailable(
+            raise ClusterTaken(
                 f"cluster {self.settings.name!r} already has a leader (pid "
                 f"{holder.get('pid')} on {holder.get('host')}); stop it first"
             )

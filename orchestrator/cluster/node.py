@@ -53,7 +53,7 @@ from orchestrator.cluster.relay import EXIT_HEADER, Outbox
 from orchestrator.cluster.settings import (
     HEARTBEAT_MISSES,
     ClusterSettings,
-    ClusterUnavailable,
+    ClusterTaken,
     decode_json,
     encode_json,
 )
@@ -241,7 +241,7 @@ class Node:
         beat = self.heartbeat_seconds
         holder = await self._lease.claim(expiry + beat, beat / 2)
         if holder is not None:
-            raise ClusterUnavailable(
+            raise ClusterTaken(
                 f"node name {self.name!r} is in use (pid {holder.get('pid')} on "
                 f"{holder.get('host')}); pick another --name"
             )

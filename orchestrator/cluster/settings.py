@@ -52,6 +52,14 @@ class ClusterUnavailable(DeliveryError):
     code = "CLUSTER_UNAVAILABLE"
 
 
+class ClusterTaken(ClusterUnavailable):
+    """Another live process holds the cluster's leadership, or this node's name."""
+
+
+class ClusterAuthRefused(ClusterUnavailable):
+    """NATS refused our credentials, or its certificate could not be verified."""
+
+
 def cluster_token(name: str) -> str:
     """``name`` as one NATS subject token and bucket name part (no dots, no spaces)."""
     return _NAME_FORBIDDEN.sub("_", name) or "_"
@@ -221,7 +229,10 @@ class ClusterSettings:
         with contextlib.suppress(BaseException):
             await connecting
         reason = _reason(failures[-1]) if failures else "no answer"
-        raise ClusterUnavailable(f"cannot connect to the cluster at {self.describe()}: {reason}")
+        rejected = bool(failures) and not _worth_waiting(failures[-1])
+        raise (ClusterAuthRefused if rejected else ClusterUnavailable)(
+            f"cannot connect to the cluster at {self.describe()}: {reason}"
+        )
 
 
 def _worth_waiting(exc: BaseException) -> bool:
@@ -229,7 +240,10 @@ def _worth_waiting(exc: BaseException) -> bool:
     or TLS never will."""
     from nats import errors
 
-    return not isinstance(exc, errors.AuthorizationError | ssl.SSLError)
+    if isinstance(exc, errors.AuthorizationError | ssl.SSLError):
+        return False
+    text = str(exc).lower()  # the server's own words, as nats-py passes them on
+    return "authorization violation" not in text and "authentication" not in text
 
 
 def _reason(exc: BaseException) -> str:

@@ -131,7 +131,7 @@ def test_a_parked_call_outlives_a_killed_daemon(tmp_path: Path) -> None:
     assert send.returncode != 0
     # Listed with no daemon running: the records are on disk.
     assert [r["approvalId"] for r in pending(tmp_path)] == [row["approvalId"]]
-    assert run_cli("approve", row["approvalId"], cwd=tmp_path).returncode == 1  # no daemon
+    assert run_cli("approve", row["approvalId"], cwd=tmp_path).returncode == 5  # no daemon
 
     daemon = start_daemon(tmp_path)
     try:

@@ -64,12 +64,12 @@ def test_a_failed_request_exits_non_zero_with_a_clear_message(tmp_path: Path) ->
     assert "Traceback" not in done.stderr
 
 
-def test_an_invalid_bundle_exits_1_with_errors(tmp_path: Path) -> None:
+def test_an_invalid_bundle_exits_4_with_errors(tmp_path: Path) -> None:
     (tmp_path / "goondan.yaml").write_text(
         "apiVersion: goondan.ai/v1\nkind: Swarm\nmetadata: {name: s}\nspec: {}\n"
     )
     done = run_cli("run", "goondan.yaml", "--input", "x", cwd=tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 4
     assert "E_CONFIG_SCHEMA_INVALID" in done.stderr
     assert "Traceback" not in done.stderr
 

@@ -46,24 +46,24 @@ def test_json_output_for_a_valid_file() -> None:
     assert (report["valid"], report["errors"]) == (True, [])
 
 
-def test_a_missing_file_is_one_error_and_exit_1(tmp_path: Path) -> None:
+def test_a_missing_file_is_one_error_and_exit_3(tmp_path: Path) -> None:
     missing = tmp_path / "goondan.yaml"
     done = cli("validate", str(missing))
-    assert done.returncode == 1
+    assert done.returncode == 3  # the configuration cannot be read
     assert "E_CONFIG_FILE_NOT_FOUND" in done.stderr
     assert done.stderr.rstrip().endswith(f"1 error in {missing}")
     assert "Traceback" not in done.stderr
 
 
 def test_no_handlers_skips_importing_tool_modules() -> None:
-    assert cli("validate", str(RAISES)).returncode == 1
+    assert cli("validate", str(RAISES)).returncode == 4  # read, and invalid
     done = cli("validate", "--no-handlers", str(RAISES))
     assert done.returncode == 0, done.stderr
     assert "valid (1 Tool)" in done.stdout
 
 
 def test_bad_usage_is_an_argparse_error() -> None:
-    done = cli("validate")
+    done = cli("validate", "--no-such-option")
     assert done.returncode == 2
     assert "usage:" in done.stderr
     assert "Traceback" not in done.stderr
@@ -185,7 +185,7 @@ def test_a_module_that_exits_or_loops_at_import_fails_validation(
         check=False,
         env={**os.environ, **env},
     )
-    assert done.returncode == 1
+    assert done.returncode == 4
     assert expected in done.stderr
     assert "E_CONFIG_ENTRY_LOAD_FAILED" in done.stderr
     leftover = subprocess.run(["pgrep", "-f", str(path)], capture_output=True, check=False)

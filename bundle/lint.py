@@ -1,0 +1,93 @@
+"""Warnings: a valid bundle that is probably not what its author meant.
+
+``validate`` prints them; ``validate --strict`` counts them as errors. Each names the file,
+line, resource and field, as errors do.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bundle.errors import ConfigIssue
+from bundle.loader import Resource
+from bundle.models import ObjectRef
+from bundle.source import format_path
+
+if TYPE_CHECKING:
+    from bundle.bundle import Bundle
+
+W_UNUSED = "W_CONFIG_UNUSED_RESOURCE"
+W_LITERAL_SECRET = "W_CONFIG_LITERAL_SECRET"
+_REFERABLE = ("Model", "Tool", "Extension", "Agent", "Connector")
+
+
+def bundle_warnings(bundle: Bundle) -> list[ConfigIssue]:
+    """Every warning of ``bundle``'s own resources (packages' are not its author's)."""
+    own = [r for r in bundle.resources if r.package is None]
+    used = _referenced(bundle)
+    warnings = []
+    for resource in own:
+        if resource.kind in _REFERABLE and (resource.kind, resource.name) not in used:
+            warnings.append(
+                _issue(
+                    resource,
+                    W_UNUSED,
+                    f"{resource.ref_string} is declared but nothing uses it",
+                    ("metadata", "name"),
+                    "reference it, or remove it",
+                )
+            )
+        key = resource.spec.api_key if resource.kind == "Model" else None
+        if key is not None and key.value is not None:
+            warnings.append(
+                _issue(
+                    resource,
+                    W_LITERAL_SECRET,
+                    "the API key is written in the file",
+                    ("spec", "apiKey", "value"),
+                    "use apiKey.valueFrom.env and keep the key in .env",
+                )
+            )
+    return warnings
+
+
+def _referenced(bundle: Bundle) -> set[tuple[str, str]]:
+    """``(kind, name)`` of every bundle-local resource some other resource points at."""
+    used: set[tuple[str, str]] = set()
+
+    def mark(ref: ObjectRef | None, referrer: Resource) -> None:
+        if ref is None:
+            return
+        try:
+            target = bundle.resolve_ref(ref, referrer)
+        except Exception:  # a dangling ref is an error reported elsewhere
+            return
+        used.add((target.kind, target.name))
+
+    for resource in bundle.resources:
+        spec = resource.spec
+        if resource.kind == "Swarm":
+            for item in spec.agents:
+                mark(item.ref, resource)
+            mark(spec.entry_agent, resource)
+        elif resource.kind == "Agent":
+            mark(spec.model_config_.model_ref, resource)
+            for item in [*spec.tools, *spec.extensions]:
+                mark(item.ref, resource)
+        elif resource.kind == "Connection":
+            mark(spec.connector_ref, resource)
+    return used
+
+
+def _issue(
+    resource: Resource, code: str, message: str, path: tuple[str, ...], suggestion: str
+) -> ConfigIssue:
+    return ConfigIssue(
+        code=code,
+        message=message,
+        file=resource.file,
+        line=resource.line_of(*path),
+        resource=resource.ref_string,
+        field=format_path(path) or None,
+        suggestion=suggestion,
+    )
