@@ -531,11 +531,40 @@ DELIVERY = Catalogue(
     ErrorCode("IPC_UNKNOWN_EVENT", "an event of a kind the protocol does not have", None),
 )
 
+
+class ExitCode(enum.IntEnum):
+    """The exit statuses of ``goondan`` (as the original runtime's), by meaning; a failing
+    command with ``--json`` prints the same number as ``exitCode``."""
+
+    OK = 0
+    INTERNAL = 1
+    USAGE = 2
+    CONFIG = 3
+    VALIDATION = 4
+    NETWORK = 5
+    AUTH = 6
+    INTERRUPTED = 130
+
+    @property
+    def error_name(self) -> str:
+        """``CONFIG_ERROR`` style name, as ``--json`` output carries it."""
+        special = {"OK": "OK", "USAGE": "INVALID_ARGUMENT", "INTERRUPTED": "INTERRUPTED"}
+        return special.get(self.name, f"{self.name}_ERROR")
+
+
 CLI_EXIT: Mapping[int, str] = {
-    0: "done",
-    1: "failed: invalid configuration, a refused or failed request, no daemon running",
-    2: "usage error (unknown command or option)",
-    3: "the daemon took the request but went away, or did not answer in time",
+    ExitCode.OK: "done",
+    ExitCode.INTERNAL: "failed: an internal error, a request refused or failed, a daemon or "
+    "cluster that refuses to start",
+    ExitCode.USAGE: "usage error: an unknown command or option, two configurations, a missing "
+    "--env-file, init over existing files",
+    ExitCode.CONFIG: "the configuration cannot be read (no goondan.yaml, unparsable YAML)",
+    ExitCode.VALIDATION: "the configuration is invalid (validate --strict: or has warnings)",
+    ExitCode.NETWORK: "nobody answers: no daemon running, a daemon gone silent after taking "
+    "the request, a cluster or model provider out of reach",
+    ExitCode.AUTH: "a credential is missing or refused: a Model's API key (doctor names it), "
+    "an API token, the cluster's credentials or certificate",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
 }
 """Exit statuses of ``goondan``."""
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from goondan.defaults import DEFAULT_INSTANCE_KEY
-from orchestrator.exit_codes import ExitCode, error_name
+from goondan.errors import ExitCode
 
 if TYPE_CHECKING:
     from ipc.protocol import DelegateAnswer
@@ -30,7 +30,7 @@ def _fail(args: argparse.Namespace, code: int, message: str, suggestion: str | N
     """Report a failure as the command's output calls for (one JSON object on stdout with
     ``--json``, else ``error: ...`` on stderr) and return its exit status."""
     if getattr(args, "json", False):
-        error: dict[str, Any] = {"code": error_name(code), "message": message}
+        error: dict[str, Any] = {"code": ExitCode(code).error_name, "message": message}
         if suggestion:
             error["suggestion"] = suggestion
         print(json.dumps({"error": error, "exitCode": int(code)}))

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from orchestrator.exit_codes import ExitCode
+from goondan.errors import ExitCode
 
 Level = Literal["ok", "warn", "fail", "info"]
 EXTRAS = {
