@@ -86,7 +86,7 @@ def test_the_operator_may_allow_it(tmp_path: Path) -> None:
     assert load_bundle(path, allow_outside_bundle=True).summary()
     cli = [sys.executable, "-m", "orchestrator", "validate", str(path)]
     refused = subprocess.run(cli, capture_output=True, text=True, check=False, timeout=60)
-    assert refused.returncode == 1
+    assert refused.returncode == 4
     assert "E_CONFIG_OUTSIDE_BUNDLE" in refused.stderr
     allowed = subprocess.run(
         [*cli, "--allow-outside-bundle"], capture_output=True, text=True, check=False, timeout=60

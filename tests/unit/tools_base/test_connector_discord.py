@@ -191,5 +191,5 @@ def test_without_cryptography_the_error_says_what_to_install(
     import sys
 
     monkeypatch.setitem(sys.modules, "cryptography.hazmat.primitives.asymmetric.ed25519", None)
-    with pytest.raises(ConnectorError, match=r"goondan\[connectors\]"):
+    with pytest.raises(ConnectorError, match=r"goondan-py\[connectors\]"):
         discord.public_key("ab" * 32)

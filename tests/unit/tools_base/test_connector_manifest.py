@@ -95,7 +95,7 @@ def test_a_connection_to_an_unknown_package_connector_does_not_validate(tmp_path
         timeout=120,
         check=False,
     )
-    assert done.returncode == 1
+    assert done.returncode == 4
     errors = json.loads(done.stdout)["errors"]
     assert [e["code"] for e in errors] == ["E_CONFIG_REF_NOT_FOUND"]
     assert "Connector/telegrm" in errors[0]["message"]

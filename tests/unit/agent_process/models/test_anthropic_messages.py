@@ -236,7 +236,7 @@ def test_a_missing_sdk_names_the_extra(
     from agent_process.boot import BootError, build_model
 
     monkeypatch.setitem(sys.modules, sdk, None)  # makes `import <sdk>` fail
-    with pytest.raises(BootError, match=rf"pip install 'goondan\[{sdk}\]'"):
+    with pytest.raises(BootError, match=rf"pip install 'goondan-py\[{sdk}\]'"):
         build_model(ModelPlan.of("m", ModelSpec(provider=provider, model="x")), "agent")
 
 
