@@ -168,6 +168,7 @@ function foldText(text, className = "text") {
       {},
       h("span", { class: "preview", text: `${preview}…` }),
       h("span", { class: "more", text: `Show all ${value.length.toLocaleString()} characters` }),
+      h("span", { class: "less", text: "Hide" }),
     ),
     h("div", { class: "full", text: value }),
   );
@@ -191,6 +192,7 @@ function foldJson(value) {
       {},
       h("code", { class: "preview", text: `${compact.slice(0, FOLD_JSON_CHARS)}…` }),
       h("span", { class: "more", text: `Show all ${compact.length.toLocaleString()} characters` }),
+      h("span", { class: "less", text: "Hide" }),
     ),
     h("pre", { class: "full", text: pretty }),
   );
@@ -757,7 +759,8 @@ function traceTable(traces) {
           { dataset: { trace: trace.traceId } },
           h("td", {}, outcomeBadge(trace.status)),
           h("th", { scope: "row" }, h("a", { href: hashFor("traces", [trace.traceId]), text: trace.rootAgent || "?" }),
-            trace.rootInstanceKey ? h("span", { class: "muted", text: ` @${trace.rootInstanceKey}` }) : null),
+            trace.rootInstanceKey ? h("span", { class: "muted", text: ` @${trace.rootInstanceKey}` }) : null,
+            trace.error ? h("span", { class: "row-error", text: trace.error.slice(0, 140) }) : null),
           h("td", {}, h("a", { href: hashFor("traces", [trace.traceId]), class: "mono", text: shortId(trace.traceId), "aria-label": `trace ${trace.traceId}` })),
           h("td", { text: formatTime(trace.startMs, true) }),
           h("td", { class: "num", text: formatDuration(trace.durationMs) }),
