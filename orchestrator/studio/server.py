@@ -25,6 +25,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR
 from orchestrator.eventlog import parse_since
 from orchestrator.studio import DEFAULT_PORT, STATIC_DIR, is_loopback
 from orchestrator.studio.conversations import conversation, instances
@@ -87,18 +88,22 @@ class Studio:
             names = set(index.agents)
             with contextlib.suppress(OSError):
                 names.update(p.name for p in (self.state_dir / "agents").iterdir() if p.is_dir())
-            names.discard("orchestrator")
-            rows = []
+            names.discard(ORCHESTRATOR)
+            rows, connections = [], []
             for name in sorted(names):
                 record = index.agents.get(name)
                 row = record.row() if record is not None else {"agent": name, "status": "unknown"}
-                rows.append(row)
+                if name.startswith(CONNECTION_SENDER_PREFIX):
+                    connection = name.removeprefix(CONNECTION_SENDER_PREFIX)
+                    connections.append({**row, "connection": connection, "connector": None})
+                else:
+                    rows.append(row)
             body = {
                 "mode": "offline",
                 "swarm": None,
                 "pid": None,
                 "agents": rows,
-                "connections": [],
+                "connections": connections,
                 "cluster": None,
             }
         known = {row.get("agent") for row in rows}

@@ -685,7 +685,7 @@ function drawConnections(holder, body) {
               "tr",
               {},
               h("th", { scope: "row", text: row.connection }),
-              h("td", { text: row.connector }),
+              h("td", { text: row.connector || "–" }),
               h("td", {}, statusBadge(row.status)),
               h("td", { class: "num", text: row.pid || "–" }),
               h("td", { class: "num", text: row.restarts ?? 0 }),
