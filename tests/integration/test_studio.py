@@ -39,6 +39,8 @@ pytestmark = pytest.mark.timeout(240)
 WAIT_MS = 20_000
 """Longest any expectation waits for the page (the machine may be busy)."""
 LONG_TEXT = "lorem ipsum dolor sit amet " * 30
+MARKUP = '<img src=x onerror="document.body.dataset.injected=1"><b>bold</b>'
+"""Text that would run as script, were it ever put in the page as markup."""
 
 
 @dataclass
@@ -76,6 +78,7 @@ def swarm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveSwarm]:
     try:
         first = send(directory, "coordinator", "write notes.txt hello")
         long = send(directory, "coordinator", f"write long.txt {LONG_TEXT}")
+        send(directory, "coordinator", f"write markup.txt {MARKUP}")
         # A shell command parks for approval; rejecting it fails that tool call.
         parked = run_cli("send", "worker", "run ls", "--no-wait", cwd=directory)
         assert parked.returncode == 0, parked.stderr
@@ -265,6 +268,14 @@ def test_a_conversation_shows_messages_tool_calls_and_folds_long_values(
     expect(text.locator(".full")).to_have_text(f"write long.txt {LONG_TEXT}".strip())
     shot(page, tmp_path, "conversation")
 
+    # Text from the swarm is shown as text, never as markup: in messages, and in the logs.
+    shown = messages.filter(has_text="write markup.txt").first
+    expect(shown.locator(".msg-text")).to_have_text(f"write markup.txt {MARKUP}")
+    page.goto(swarm.studio.url + "#/logs?agent=worker&type=tool.")
+    expect(page.locator("table.logs")).to_contain_text("<b>bold</b>", timeout=WAIT_MS)
+    assert page.locator("#view img, #view b").count() == 0
+    assert page.evaluate("document.body.dataset.injected") is None
+
 
 def test_logs_filter_by_agent_type_and_level_and_link_to_traces(
     page: Page, swarm: LiveSwarm, tmp_path: Path
@@ -419,6 +430,17 @@ def test_after_the_fact_the_studio_reads_the_state_directory(
         expect(page.locator("table.logs tbody tr")).to_have_count(16, timeout=WAIT_MS)
         expect(page.locator("#log-follow")).to_be_disabled()
         shot(page, tmp_path / "screens", "logs")
+
+        # A daemon that starts again is noticed: the page turns live without a reload.
+        page.goto(studio.url + "#/swarm")
+        again = example_daemon(directory)
+        try:
+            expect(page.locator("#mode")).to_contain_text("live", timeout=WAIT_MS)
+            expect(page.locator('a.node[data-agent="coordinator"]')).to_have_attribute(
+                "data-status", "idle", timeout=WAIT_MS
+            )
+        finally:
+            again.stop()
         context.close()
     finally:
         assert studio.stop(signal.SIGINT) == 0
