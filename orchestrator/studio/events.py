@@ -392,6 +392,7 @@ class AgentRecord:
             "bootError": None,
             "nextStartInSeconds": None,
             "pendingDelegates": 0,
+            "sendsInFlight": 0,
             "lastCrashMs": self.last_crash_ms,
         }
 

@@ -15,8 +15,13 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tests.support.daemon import run_cli
-from tests.support.studio import StudioProcess, example_daemon, send
+from tests.support.daemon import Daemon, run_cli
+from tests.support.studio import (
+    StudioProcess,
+    agent_rows,
+    example_daemon,
+    send,
+)
 
 
 class RawStream:
@@ -176,3 +181,27 @@ def test_a_host_off_loopback_is_warned_about_and_takes_any_host_name(tmp_path: P
     assert "warning: serving the studio on 0.0.0.0" in warning
     process.stdout.close()
     process.stderr.close()
+
+
+def test_a_send_not_yet_done_counts_in_its_agents_queue(tmp_path: Path) -> None:
+    """``sendsInFlight`` (daemon and studio alike): an ``agents__send`` stays in its target's
+    queue until the target's Turn is done."""
+    daemon = Daemon(tmp_path)
+    daemon.wait_for("orchestrator started")
+    studio = StudioProcess(cwd=tmp_path)
+    gate = tmp_path / "gate"
+    try:
+        told = run_cli("send", "alpha", f"tell beta hold {gate}", cwd=tmp_path)
+        assert told.returncode == 0, told.stderr
+        row = agent_rows(tmp_path)["beta"]
+        assert (row["sendsInFlight"], row["pendingDelegates"]) == (1, 0)
+        with urllib.request.urlopen(studio.url + "api/agents", timeout=10) as answer:
+            shown = {r["agent"]: r for r in json.load(answer)["agents"]}
+        assert shown["beta"]["sendsInFlight"] == 1
+        gate.touch()
+        end = time.monotonic() + 30
+        while agent_rows(tmp_path)["beta"]["sendsInFlight"]:
+            assert time.monotonic() < end, "the send was never done"
+    finally:
+        assert studio.stop() == 0
+        daemon.stop()

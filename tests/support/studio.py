@@ -162,16 +162,21 @@ def agent_rows(directory: Path) -> dict[str, dict[str, Any]]:
     return {row["agent"]: row for row in json.loads(done.stdout)["agents"]}
 
 
-def reject_next_approval(directory: Path, reason: str, deadline: float = 30) -> str:
-    """Wait for a parked tool call in ``directory``'s daemon and reject it; its approval id."""
+def wait_for_approval(directory: Path, deadline: float = 30) -> str:
+    """The id of the first tool call parked for approval in ``directory``'s state."""
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         listed = run_cli("approvals", "--json", cwd=directory)
         assert listed.returncode == 0, listed.stderr
         rows = json.loads(listed.stdout)
         if rows:
-            approval_id = str(rows[0]["approvalId"])
-            done = run_cli("reject", approval_id, "--reason", reason, "--wait", cwd=directory)
-            assert done.returncode == 0, done.stderr
-            return approval_id
+            return str(rows[0]["approvalId"])
     raise AssertionError(f"no approval was requested within {deadline} s")
+
+
+def reject_next_approval(directory: Path, reason: str) -> str:
+    """Wait for a parked tool call in ``directory``'s daemon and reject it; its approval id."""
+    approval_id = wait_for_approval(directory)
+    done = run_cli("reject", approval_id, "--reason", reason, "--wait", cwd=directory)
+    assert done.returncode == 0, done.stderr
+    return approval_id

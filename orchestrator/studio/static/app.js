@@ -421,10 +421,16 @@ function crashText(row) {
   return `crashed ${ago(at)}${reason}`;
 }
 
+/** Work handed to the agent and not done: requests waiting for its answer, sends in flight. */
+function queueDepth(row) {
+  return (row.pendingDelegates ?? 0) + (row.sendsInFlight ?? 0);
+}
+
 function nodeLabel(row) {
   const parts = [`${row.agent}: ${STATUS_LABELS[row.status] || row.status}`];
   if (row.pid) parts.push(`pid ${row.pid}`);
   parts.push(plural(row.restarts || 0, "restart"), plural(row.crashes || 0, "crash").replace("crashs", "crashes"));
+  parts.push(`${queueDepth(row)} queued`);
   const backoff = backoffText(row);
   if (backoff) parts.push(backoff);
   const crash = crashText(row);
@@ -434,7 +440,7 @@ function nodeLabel(row) {
 
 function nodeContent(row) {
   const meta = [`pid ${row.pid || "–"}`, `restarts ${row.restarts ?? 0}`, `crashes ${row.crashes ?? 0}`];
-  const second = [`pending ${row.pendingDelegates ?? 0}`];
+  const second = [`queue ${queueDepth(row)}`];
   if (row.node) second.push(`node ${row.node}`);
   const alerts = [backoffText(row), crashText(row)].filter(Boolean);
   return [
@@ -617,6 +623,7 @@ function drawAgentTable(holder, body) {
       h("td", { class: "num", text: row.crashes ?? 0 }),
       h("td", { text: backoff || "–" }),
       h("td", { class: "num", text: row.pendingDelegates ?? 0 }),
+      h("td", { class: "num", text: row.sendsInFlight ?? 0 }),
       h("td", { text: row.node || "–" }),
       h("td", { text: (row.lastExit && row.lastExit.reason) || row.bootError || "–" }),
     );
@@ -635,7 +642,7 @@ function drawAgentTable(holder, body) {
           h(
             "tr",
             {},
-            ["Agent", "Status", "PID", "Restarts", "Crashes", "Backoff", "Pending", "Node", "Last exit"].map((t) =>
+            ["Agent", "Status", "PID", "Restarts", "Crashes", "Backoff", "Requests", "Sends", "Node", "Last exit"].map((t) =>
               h("th", { scope: "col", text: t }),
             ),
           ),
