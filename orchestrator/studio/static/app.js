@@ -533,7 +533,7 @@ function drawGraph(graph, body) {
         const rowsBefore = layers.slice(0, li).reduce((sum, l) => sum + Math.ceil(l.length / perRow), 0);
         position.set(name, {
           x: 16 + (ni % perRow) * (nodeW + gapCross),
-          y: 16 + (rowsBefore + row) * (nodeH + gapMain) + li * 0,
+          y: 16 + (rowsBefore + row) * (nodeH + gapMain),
         });
       }
     });
