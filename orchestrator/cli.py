@@ -218,8 +218,9 @@ def _serve(
     from orchestrator.envfiles import EnvFileMissing, load_env_files
 
     path = _bundle_path(args)
+    env_file = getattr(args, "env_file", None)
     try:
-        loaded = load_env_files(path, Path(args.env_file) if args.env_file else None)
+        loaded = load_env_files(path, Path(env_file) if env_file else None)
     except EnvFileMissing as exc:
         return _fail(args, ExitCode.USAGE, str(exc))
     level = _log_level(args, one_shot)
@@ -974,6 +975,53 @@ def version_text() -> str:
         return "0+unknown"
 
 
+def cmd_studio(args: argparse.Namespace) -> int:
+    """Serve the studio (a local web app) over the running daemon or a state directory."""
+    from orchestrator.studio import is_loopback
+
+    state_dir = _state_dir(args)
+    if not state_dir.is_dir():
+        print(
+            f"error: no state directory at {state_dir} (run the swarm first, or pass --state-dir)",
+            file=sys.stderr,
+        )
+        return 1
+    if not 0 <= args.port < 65536:
+        print(f"error: --port {args.port}: not a port", file=sys.stderr)
+        return 2
+    if not is_loopback(args.host):
+        print(
+            f"warning: serving the studio on {args.host}: it has no login, and shows every "
+            "conversation and tool call to whoever reaches that address",
+            file=sys.stderr,
+        )
+    if args.open is None:
+        args.open = sys.stdout.isatty()
+    return _serve(args, "studio", _studio)
+
+
+async def _studio(args: argparse.Namespace) -> int:
+    from orchestrator.studio.server import serve_studio
+
+    def announce(url: str) -> None:
+        print(f"studio: {url}", flush=True)
+
+    try:
+        return await serve_studio(
+            _state_dir(args),
+            host=args.host,
+            port=args.port,
+            open_browser=args.open,
+            announce=announce,
+        )
+    except OSError as exc:  # the port is taken, the address is not this machine's
+        print(
+            f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return 1
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser with every subcommand; with ``only``, the arguments of that
     command alone (the others are listed, but parse nothing)."""
@@ -1226,6 +1274,35 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         logs.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
         logs.add_argument("--json", action="store_true", help="one JSON event per line")
 
+    studio = command("studio", "a local web app: agents, traces, conversations, logs", cmd_studio)
+    if studio is not None:
+        from orchestrator.studio import DEFAULT_PORT
+
+        studio.add_argument(
+            "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
+        )
+        studio.add_argument(
+            "--state-dir", help="state directory (default: .goondan/ beside the file)"
+        )
+        studio.add_argument(
+            "--host",
+            default="127.0.0.1",
+            help="address to listen on (default: 127.0.0.1; anything else is reachable by others)",
+        )
+        studio.add_argument(
+            "--port",
+            type=int,
+            default=DEFAULT_PORT,
+            help=f"port to listen on (default: {DEFAULT_PORT}; 0 picks a free one)",
+        )
+        studio.add_argument(
+            "--open",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="open a browser tab (default: only when the output is a terminal)",
+        )
+        studio.add_argument("--log-level", help="debug, info, warning, error (default: info)")
+
     command("schema", "print the JSON Schema of goondan.yaml resources", cmd_schema)
 
     init = command("init", "start a swarm of your own from a template", cmd_init)
@@ -1282,6 +1359,7 @@ COMMANDS = frozenset(
         "approve",
         "reject",
         "logs",
+        "studio",
         "schema",
         "init",
         "doctor",

@@ -503,13 +503,15 @@ class Orchestrator:
         return restarted
 
     def status(self) -> list[dict[str, Any]]:
-        """One row per agent: process state, instances on disk, pending delegates.
+        """One row per agent: process state, instances on disk, requests waiting for its
+        answer (``pendingDelegates``) and sends it has not finished (``sendsInFlight``).
 
         Kept to one directory read per agent and one pass over the pending requests, so the
         table of a swarm of hundreds of agents is still there at once.
         """
         rows = self.supervisor.status()
         pending = Counter(p.target for p in self.router.pending.values())
+        sends = Counter(s.target for s in self.router.sends.values())
         agents = os.path.join(self.state_dir, "agents")
         for row in rows:
             name = row["agent"]
@@ -518,6 +520,7 @@ class Orchestrator:
             except (FileNotFoundError, NotADirectoryError):
                 row["instances"] = []
             row["pendingDelegates"] = pending[name]
+            row["sendsInFlight"] = sends[name]
             if self.cluster is not None and row.get("node") is None:
                 row["node"] = self.cluster.node_of(name)
         return rows

@@ -1,0 +1,55 @@
+"""The studio: a local web app over a swarm, live or after the fact.
+
+This module is light (the CLI reads its defaults); the server is :mod:`orchestrator.studio.server`.
+
+``python -m orchestrator studio`` serves a single-page app (``static/``: plain ES modules, no
+build step) and a small JSON API for it. The API has the same shape in both modes:
+
+- **live**, while a daemon serves the state directory: agents' status rows come from the
+  daemon (``GET /v1/agents`` on ``<state>/api.sock``, always authoritative), events are pushed
+  from its event stream (``GET /v1/events``);
+- **after the fact**, when none does: agents' last recorded state is read from the runtime
+  event log, and nothing is pushed.
+
+Traces, logs and conversations are read from the state directory's files in both modes (the
+daemon writes each event line as it happens, and its API does not serve past events or
+conversations).
+
+Routes (JSON unless said otherwise):
+
+``GET /``                                      the app (``/static/*``: its files)
+``GET /api/agents``                            ``{mode, swarm, pid, agents, edges, connections}``
+``GET /api/traces?agent=&limit=``              the newest traces
+``GET /api/traces/{traceId}``                  ``{trace, spans}``: one trace, spans in order
+``GET /api/instances?agent=``                  conversation instances on disk
+``GET /api/conversations/{agent}/{key}``       ``{agent, instanceKey, messages}``
+``GET /api/events?agent=&trace=&type=&level=&since=&limit=``
+                                               runtime events ``{key, level, event}``, oldest
+                                               first (``type`` a prefix, repeatable; ``level``
+                                               the least severe level shown)
+``GET /api/stream``                            server-sent events: ``event: mode`` (``{live}``),
+                                               then each runtime event as it happens (live)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+__all__ = ["DEFAULT_PORT", "STATIC_DIR", "is_loopback"]
+
+DEFAULT_PORT = 7711
+"""The studio's port when none is given: clear of the daemon's usual 8080 and of OTLP's
+4317/4318."""
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+"""The app's files; nothing outside this directory is ever served."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,539 @@
+"""What the studio makes of the runtime event log: events with a level, traces and their spans,
+the handoffs between agents, and the agents' last recorded state.
+
+:class:`EventIndex` reads ``<state>/runtime-events.jsonl`` incrementally (only the lines added
+since the last read) and keeps a bounded window of the newest events, so every API call sees
+the file as it is now without reading it again from the start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.eventlog import FILE_NAME, read_events
+
+MAX_EVENTS = 100_000
+"""Newest events the index keeps in memory (older ones stay in the file only)."""
+MAX_TRACES = 5_000
+"""Newest traces the index keeps; the oldest are forgotten first."""
+HANDOFF_TOOLS = frozenset({"agents__request", "agents__send", "agents__spawn"})
+"""Tools whose ``args.target`` names the agent a call hands work to."""
+
+_ERROR_TYPES = frozenset({"delivery.lost", "inbox.overflow", "process.broken_fds"})
+_WARNING_TYPES = frozenset(
+    {
+        "process.backoff",
+        "process.restarting",
+        "process.restart_requested",
+        "process.config_rejected",
+        "turn.cancelling",
+        "request.cancelled",
+        "approval.requested",
+        "approval.resumed",
+        "approval.expired",
+        "approval.cancelled",
+    }
+)
+
+
+LEVELS = ("info", "warning", "error")
+"""Event levels, least to most severe; a level filter keeps that level and those above it."""
+
+
+def event_key(event: dict[str, Any]) -> str:
+    """A stable id of ``event``: the same whether it was read from the file or pushed live."""
+    canonical = json.dumps(event, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
+
+
+def event_level(event: dict[str, Any]) -> str:
+    """``error``, ``warning`` or ``info``: how much an operator should care about ``event``."""
+    kind = str(event.get("type", ""))
+    if kind.endswith(".failed") or kind in _ERROR_TYPES:
+        return "error"
+    if kind == "process.exited" and event.get("expected") is False:
+        return "error"
+    if kind == "tool.completed" and event.get("status") == "error":
+        return "error"
+    if kind in _WARNING_TYPES or (kind == "approval.decided" and event.get("status") != "approved"):
+        return "warning"
+    return "info"
+
+
+def wrap(event: dict[str, Any]) -> dict[str, Any]:
+    """The form the studio's API hands out: ``{key, level, event}``."""
+    return {"key": event_key(event), "level": event_level(event), "event": event}
+
+
+def epoch_ms(stamp: object) -> float | None:
+    """Milliseconds since the epoch of an ISO 8601 timestamp, ``None`` if it is none."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp() * 1000
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+@dataclass(slots=True)
+class Span:
+    """One Turn, Step or tool call of a trace, from its started and finished events."""
+
+    span_id: str
+    kind: str
+    """``turn``, ``step``, ``tool``, or ``approval`` (a tool call waiting for an operator)."""
+    agent: str = ""
+    instance_key: str = ""
+    parent_span_id: str | None = None
+    started_ms: float | None = None
+    finished_ms: float | None = None
+    duration_ms: float | None = None
+    status: str = "running"
+    """``running`` until its end is recorded, then ``ok``, ``error`` or ``cancelled``."""
+    error: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    """What the events said besides the above: ids, tool name, arguments, output, usage."""
+
+    @property
+    def start(self) -> float | None:
+        """When it began: its started event, else its end less its duration."""
+        if self.started_ms is not None:
+            return self.started_ms
+        if self.finished_ms is not None and self.duration_ms is not None:
+            return self.finished_ms - self.duration_ms
+        return self.finished_ms
+
+    @property
+    def end(self) -> float | None:
+        """When it ended (its start plus the measured duration, which is finer than stamps)."""
+        start = self.start
+        if start is not None and self.duration_ms is not None:
+            return start + self.duration_ms
+        return self.finished_ms
+
+    def name(self) -> str:
+        """What the waterfall calls it."""
+        if self.kind == "turn":
+            return f"{self.agent} turn"
+        if self.kind == "step":
+            return f"step {self.fields.get('stepIndex', '?')}"
+        if self.kind == "approval":
+            return str(self.fields.get("toolName") or "approval")
+        return str(self.fields.get("toolName") or "tool")
+
+    def to_json(self, depth: int = 0) -> dict[str, Any]:
+        """The span as the API hands it out."""
+        return {
+            "spanId": self.span_id,
+            "parentSpanId": self.parent_span_id,
+            "kind": self.kind,
+            "name": self.name(),
+            "agent": self.agent,
+            "instanceKey": self.instance_key,
+            "startMs": self.start,
+            "endMs": self.end,
+            "durationMs": self.duration_ms,
+            "status": self.status,
+            "error": self.error,
+            "depth": depth,
+            **self.fields,
+        }
+
+
+_SPAN_FIELDS = (
+    "turnId",
+    "stepId",
+    "stepIndex",
+    "toolCallId",
+    "toolName",
+    "args",
+    "output",
+    "tokenUsage",
+    "toolCallCount",
+    "stepCount",
+)
+
+
+def _error_text(event: dict[str, Any]) -> str | None:
+    message = event.get("errorMessage")
+    code = event.get("errorCode")
+    error = event.get("error")
+    if isinstance(error, dict):
+        message = message or error.get("message")
+        code = code or error.get("code")
+    if message is None and code is None:
+        return None
+    return f"{message} ({code})" if message and code else str(message or code)
+
+
+@dataclass(slots=True)
+class Trace:
+    """The spans of one trace id, and its other events (approvals, cancellations)."""
+
+    trace_id: str
+    spans: dict[str, Span] = field(default_factory=dict)
+    event_count: int = 0
+    first_ms: float | None = None
+    last_ms: float | None = None
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Fold one event of this trace into its spans."""
+        self.event_count += 1
+        stamp = epoch_ms(event.get("timestamp"))
+        if stamp is not None:
+            self.first_ms = stamp if self.first_ms is None else min(self.first_ms, stamp)
+            self.last_ms = stamp if self.last_ms is None else max(self.last_ms, stamp)
+        kind, _, phase = str(event.get("type", "")).partition(".")
+        span_id = event.get("spanId")
+        if kind not in ("turn", "step", "tool", "approval") or not isinstance(span_id, str):
+            return
+        span = self.spans.get(span_id)
+        if span is None:
+            span = self.spans[span_id] = Span(span_id, kind)
+        elif kind == "tool" and span.kind == "approval":
+            span.kind = "tool"  # the approved call runs in the span that waited for it
+        span.agent = str(event.get("agentName") or span.agent)
+        span.instance_key = str(event.get("instanceKey") or span.instance_key)
+        parent = event.get("parentSpanId")
+        if isinstance(parent, str) and parent:
+            span.parent_span_id = parent
+        for name in _SPAN_FIELDS:
+            if name in event and event[name] is not None:
+                span.fields[name] = event[name]
+        if kind == "approval":
+            self._approval(span, phase, stamp, event)
+        elif phase in ("started", "called"):
+            span.started_ms = stamp
+        elif phase in ("completed", "failed"):
+            span.finished_ms = stamp
+            span.duration_ms = _number(event.get("duration"))
+            failed = phase == "failed" or event.get("status") == "error"
+            cancelled = event.get("errorCode") == "CANCELLED"
+            span.status = "cancelled" if cancelled else "error" if failed else "ok"
+            span.error = _error_text(event) if failed else None
+        elif phase == "cancelling" and span.status == "running":
+            span.error = f"cancelling: {event.get('reason')}"
+
+    @staticmethod
+    def _approval(span: Span, phase: str, stamp: float | None, event: dict[str, Any]) -> None:
+        """A tool call parked for an operator: a span of its own while it waits (the call's
+        own span when it then runs)."""
+        span.fields["approvalId"] = event.get("approvalId")
+        span.fields["approvalStatus"] = event.get("status")
+        if span.kind != "approval":
+            return  # the tool's own events say when it ran and how it ended
+        if phase in ("requested", "resumed"):
+            span.started_ms = span.started_ms if span.started_ms is not None else stamp
+            span.error = "waiting for an operator's approval"
+            return
+        span.finished_ms = stamp
+        if span.started_ms is not None and stamp is not None:
+            span.duration_ms = stamp - span.started_ms
+        status = event.get("status")
+        if phase == "decided" and status == "approved":
+            span.status, span.error = "ok", None
+        elif phase == "decided":
+            span.status = "error"
+            span.error = f"rejected by an operator: {event.get('reason')} (E_TOOL_REJECTED)"
+        elif phase == "expired":
+            span.status = "error"
+            span.error = "no decision before the approval expired (E_TOOL_APPROVAL_TIMEOUT)"
+        elif phase == "cancelled":
+            span.status, span.error = "cancelled", "the request was cancelled (E_TOOL_CANCELLED)"
+
+    def ordered(self) -> list[tuple[Span, int]]:
+        """Every span with its depth, parents before children, siblings by start time."""
+        children: dict[str | None, list[Span]] = {}
+        for span in self.spans.values():
+            parent = span.parent_span_id if span.parent_span_id in self.spans else None
+            children.setdefault(parent, []).append(span)
+        for group in children.values():
+            group.sort(key=lambda s: s.start if s.start is not None else float("inf"))
+        out: list[tuple[Span, int]] = []
+        stack = [(span, 0) for span in reversed(children.get(None, []))]
+        while stack:
+            span, depth = stack.pop()
+            out.append((span, depth))
+            stack.extend((child, depth + 1) for child in reversed(children.get(span.span_id, [])))
+        return out
+
+    def root(self) -> Span | None:
+        """The span that began the trace: the earliest one without a parent in it."""
+        roots = [s for s in self.spans.values() if s.parent_span_id not in self.spans]
+        turns = [s for s in roots if s.kind == "turn"] or roots
+        return min(turns, key=lambda s: s.start or float("inf"), default=None)
+
+    def summary(self) -> dict[str, Any]:
+        """One row of the trace list."""
+        starts = [s.start for s in self.spans.values() if s.start is not None]
+        ends = [s.end for s in self.spans.values() if s.end is not None]
+        start = min(starts, default=self.first_ms)
+        end = max([*ends, *starts], default=self.last_ms)
+        statuses = {s.status for s in self.spans.values()}
+        root = self.root()
+        if root is not None and root.status != "running":
+            status = "error" if "error" in statuses else root.status
+        elif "running" in statuses:
+            status = "running"
+        else:
+            status = "error" if "error" in statuses else "ok"
+        agents = sorted({s.agent for s in self.spans.values() if s.agent})
+        return {
+            "traceId": self.trace_id,
+            "rootAgent": root.agent if root is not None else None,
+            "rootInstanceKey": root.instance_key if root is not None else None,
+            "startMs": start,
+            "durationMs": (end - start) if start is not None and end is not None else None,
+            "status": status,
+            "spanCount": len(self.spans),
+            "eventCount": self.event_count,
+            "agents": agents,
+            "error": next((s.error for s, _ in self.ordered() if s.error), None),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The trace with its spans in waterfall order.
+
+        Stamps are whole milliseconds while durations are measured finer, so a parent's
+        stamped start plus its duration can end a little before its last child: each span's
+        ``startMs``/``endMs`` (where its bar goes) are widened to cover its children, while
+        ``durationMs`` stays what was measured.
+        """
+        ordered = self.ordered()
+        rows = [span.to_json(depth) for span, depth in ordered]
+        by_id = {row["spanId"]: row for row in rows}
+        for row in reversed(rows):  # children come after their parent: fold them upwards
+            parent = by_id.get(row["parentSpanId"]) if row["parentSpanId"] else None
+            if parent is None:
+                continue
+            for edge, pick in (("startMs", min), ("endMs", max)):
+                if row[edge] is not None:
+                    parent[edge] = (
+                        row[edge] if parent[edge] is None else pick(parent[edge], row[edge])
+                    )
+        return {"trace": self.summary(), "spans": rows}
+
+
+@dataclass(slots=True)
+class AgentRecord:
+    """An agent's last recorded state, as the event log tells it (no daemon to ask)."""
+
+    agent: str
+    status: str = "terminated"
+    pid: int | None = None
+    restarts: int = 0
+    crashes: int = 0
+    last_exit: dict[str, Any] | None = None
+    running_turns: int = 0
+    last_crash_ms: float | None = None
+
+    def add(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "process.spawned":
+            self.status, self.running_turns = "spawning", 0
+            self.pid = event.get("pid") if isinstance(event.get("pid"), int) else self.pid
+        elif kind == "process.ready":
+            self.status = "idle"
+        elif kind == "process.exited":
+            self.running_turns = 0
+            self.last_exit = {
+                "exitCode": event.get("exitCode"),
+                "signal": event.get("signal"),
+                "reason": event.get("reason"),
+            }
+            if event.get("expected") is False:
+                self.status = "crashed"
+                self.crashes += 1
+                self.last_crash_ms = epoch_ms(event.get("timestamp"))
+            else:
+                self.status = "terminated"
+        elif kind == "process.backoff":
+            self.status = "crashLoopBackOff"
+        elif kind == "process.restarting":
+            restarts = event.get("restarts")
+            self.restarts = restarts if isinstance(restarts, int) else self.restarts + 1
+        elif kind == "turn.started":
+            self.running_turns += 1
+            self.status = "processing"
+        elif kind in ("turn.completed", "turn.failed") and self.running_turns:
+            self.running_turns -= 1
+            if not self.running_turns and self.status == "processing":
+                self.status = "idle"
+
+    def row(self) -> dict[str, Any]:
+        """A row shaped like the daemon's ``/v1/agents`` rows."""
+        return {
+            "agent": self.agent,
+            "pid": self.pid,
+            "status": self.status,
+            "restarts": self.restarts,
+            "crashes": self.crashes,
+            "consecutiveCrashes": None,
+            "uptimeSeconds": None,
+            "node": None,
+            "lastExit": self.last_exit,
+            "bootError": None,
+            "nextStartInSeconds": None,
+            "pendingDelegates": 0,
+            "sendsInFlight": 0,
+            "lastCrashMs": self.last_crash_ms,
+        }
+
+
+class EventIndex:
+    """The runtime event log of a state directory, read as it grows."""
+
+    def __init__(self, state_dir: Path, max_events: int = MAX_EVENTS) -> None:
+        self.path = state_dir / FILE_NAME
+        self.max_events = max_events
+        self._reset()
+
+    def _reset(self) -> None:
+        self.offset = 0
+        self._identity: tuple[int, int] | None = None
+        self.events: deque[dict[str, Any]] = deque(maxlen=self.max_events)
+        self.traces: OrderedDict[str, Trace] = OrderedDict()
+        self.agents: dict[str, AgentRecord] = {}
+        self.edges: dict[tuple[str, str], dict[str, Any]] = {}
+        self._span_agents: dict[str, str] = {}
+
+    def refresh(self) -> None:
+        """Take in the lines appended since the last call (all of them after a rotation)."""
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            if self.offset:
+                self._reset()
+            return
+        identity = (stat.st_dev, stat.st_ino)
+        if identity != self._identity or stat.st_size < self.offset:
+            self._reset()  # a new file, or one cut short: read it afresh
+            self._identity = identity
+        if stat.st_size == self.offset:
+            return
+        for end, event in read_events(self.path, self.offset):
+            self.offset = end
+            self.add(event)
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Fold one event into the index."""
+        if event.get("type") == "text.delta":
+            return  # streamed text is never in the log: the live view skips it too
+        self.events.append(event)
+        agent = event.get("agentName")
+        kind = str(event.get("type", ""))
+        if isinstance(agent, str) and agent and (kind.startswith(("process.", "turn."))):
+            record = self.agents.get(agent)
+            if record is None:
+                record = self.agents[agent] = AgentRecord(agent)
+            record.add(event)
+        trace_id = event.get("traceId")
+        if isinstance(trace_id, str) and trace_id:
+            trace = self.traces.get(trace_id)
+            if trace is None:
+                trace = self.traces[trace_id] = Trace(trace_id)
+                while len(self.traces) > MAX_TRACES:
+                    self.traces.popitem(last=False)
+            trace.add(event)
+        self._note_handoff(event)
+
+    def _note_handoff(self, event: dict[str, Any]) -> None:
+        """An edge between two agents, from a handoff tool call or a Turn another agent's
+        tool call started."""
+        kind = event.get("type")
+        agent = event.get("agentName")
+        span = event.get("spanId")
+        if not isinstance(agent, str):
+            return
+        if isinstance(span, str) and kind in ("tool.called", "turn.started"):
+            self._span_agents[span] = agent
+            if len(self._span_agents) > 4 * self.max_events:
+                self._span_agents.clear()  # bounded: an old caller is simply not linked
+        if kind == "tool.called" and event.get("toolName") in HANDOFF_TOOLS:
+            args = event.get("args")
+            target = args.get("target") if isinstance(args, dict) else None
+            if isinstance(target, str) and target:
+                tool = str(event.get("toolName"))
+                self._edge(agent, target, tool.removeprefix("agents__"), event)
+        elif kind == "turn.started":
+            caller = self._span_agents.get(str(event.get("parentSpanId")))
+            if caller is not None and caller != agent:
+                self._edge(caller, agent, None, event)
+
+    def _edge(self, source: str, target: str, kind: str | None, event: dict[str, Any]) -> None:
+        edge = self.edges.get((source, target))
+        if edge is None:
+            edge = self.edges[(source, target)] = {
+                "from": source,
+                "to": target,
+                "kinds": [],
+                "calls": 0,
+                "lastAt": None,
+            }
+        if kind is not None:
+            edge["calls"] += 1
+            if kind not in edge["kinds"]:
+                edge["kinds"].append(kind)
+        edge["lastAt"] = event.get("timestamp") or edge["lastAt"]
+
+    def trace_list(self, agent: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """The newest traces first (those ``agent`` took part in, if given)."""
+        rows = []
+        for trace in reversed(self.traces.values()):
+            if not trace.spans:
+                continue
+            summary = trace.summary()
+            if agent is not None and agent not in summary["agents"]:
+                continue
+            rows.append(summary)
+        rows.sort(key=lambda r: r["startMs"] or 0, reverse=True)
+        return rows[:limit]
+
+    def select(
+        self,
+        *,
+        agent: str | None = None,
+        trace: str | None = None,
+        types: Iterable[str] = (),
+        level: str | None = None,
+        since_ms: float | None = None,
+        limit: int = 500,
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` events that pass the filters, oldest first, wrapped."""
+        prefixes = tuple(t for t in types if t)
+        picked: list[dict[str, Any]] = []
+        for event in reversed(self.events):
+            if agent and event.get("agentName") != agent:
+                continue
+            if trace and event.get("traceId") != trace:
+                continue
+            if prefixes and not str(event.get("type", "")).startswith(prefixes):
+                continue
+            if level and LEVELS.index(event_level(event)) < LEVELS.index(level):
+                continue
+            if since_ms is not None:
+                stamp = epoch_ms(event.get("timestamp"))
+                if stamp is None or stamp < since_ms:
+                    continue
+            picked.append(wrap(event))
+            if len(picked) >= limit:
+                break
+        picked.reverse()
+        return picked

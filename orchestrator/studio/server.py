@@ -1,0 +1,371 @@
+"""The studio's HTTP server: the app's files, its JSON API and its event stream (Starlette on
+uvicorn, as the daemon's API)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import signal
+import socket
+import threading
+import webbrowser
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR
+from orchestrator.eventlog import parse_since
+from orchestrator.studio import DEFAULT_PORT, STATIC_DIR, is_loopback
+from orchestrator.studio.conversations import conversation, instances
+from orchestrator.studio.events import LEVELS, EventIndex, epoch_ms, wrap
+from orchestrator.studio.live import DaemonEvents, StreamClosed, daemon_status
+
+__all__ = ["Studio", "build_app", "serve_studio", "url_of"]
+KEEPALIVE_SECONDS = 15.0
+"""An idle stream sends a comment this often, so the browser and proxies keep it open."""
+RETRY_MS = 3000
+"""How soon a browser reconnects its stream after it ends (and so notices a new daemon)."""
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+_SECURITY_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        b"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+]
+
+T = TypeVar("T")
+
+
+class Studio:
+    """What the API serves, over one state directory."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.index = EventIndex(state_dir)
+        self.stopping = asyncio.Event()
+        """Set when the server stops: open streams end at once."""
+
+    def refreshed(self) -> EventIndex:
+        """The event index with every line written so far."""
+        self.index.refresh()
+        return self.index
+
+    async def agents(self) -> dict[str, Any]:
+        """Agents (status from the daemon when one runs), handoff edges, the mode."""
+        index = self.refreshed()
+        live = await daemon_status(self.state_dir)
+        if live is not None:
+            rows = [dict(row) for row in live.get("agents") or [] if isinstance(row, dict)]
+            for row in rows:
+                record = index.agents.get(str(row.get("agent")))
+                row["lastCrashMs"] = record.last_crash_ms if record is not None else None
+            body: dict[str, Any] = {
+                "mode": "live",
+                "swarm": live.get("swarm"),
+                "pid": live.get("pid"),
+                "agents": rows,
+                "connections": live.get("connections") or [],
+                "cluster": live.get("cluster"),
+            }
+        else:
+            names = set(index.agents)
+            with contextlib.suppress(OSError):
+                names.update(p.name for p in (self.state_dir / "agents").iterdir() if p.is_dir())
+            names.discard(ORCHESTRATOR)
+            rows, connections = [], []
+            for name in sorted(names):
+                record = index.agents.get(name)
+                row = record.row() if record is not None else {"agent": name, "status": "unknown"}
+                if name.startswith(CONNECTION_SENDER_PREFIX):
+                    connection = name.removeprefix(CONNECTION_SENDER_PREFIX)
+                    connections.append({**row, "connection": connection, "connector": None})
+                else:
+                    rows.append(row)
+            body = {
+                "mode": "offline",
+                "swarm": None,
+                "pid": None,
+                "agents": rows,
+                "connections": connections,
+                "cluster": None,
+            }
+        known = {row.get("agent") for row in rows}
+        body["edges"] = [
+            edge for edge in index.edges.values() if edge["from"] in known and edge["to"] in known
+        ]
+        return body
+
+    async def stream(self, request: Request) -> AsyncIterator[bytes]:
+        """The browser's event stream: the mode, then the daemon's events as they come."""
+        yield f"retry: {RETRY_MS}\n\n".encode()
+        upstream = DaemonEvents(self.state_dir)
+        try:
+            await upstream.open()
+        except StreamClosed:
+            yield _sse("mode", {"live": False})
+            return
+        try:
+            yield _sse("mode", {"live": True})
+            async for item in self._until_stopped(upstream.items()):
+                if item is None:
+                    yield b": keepalive\n\n"
+                    continue
+                kind, value = item
+                if kind == "dropped":
+                    yield _sse("dropped", {"count": value})
+                elif value.get("type") not in ("text.delta", "stream.end"):
+                    yield _sse(None, wrap(value))
+            if not self.stopping.is_set():
+                yield _sse("mode", {"live": False})  # the daemon stopped
+        finally:
+            await upstream.close()
+
+    async def _until_stopped(self, items: AsyncIterator[T]) -> AsyncIterator[T | None]:
+        """``items`` until they end or the studio stops; ``None`` after each idle
+        :data:`KEEPALIVE_SECONDS`."""
+        stop: asyncio.Future[Any] = asyncio.ensure_future(self.stopping.wait())
+        upcoming: asyncio.Future[Any] | None = None
+        try:
+            while True:
+                if upcoming is None:
+                    upcoming = asyncio.ensure_future(anext(items))
+                done, _ = await asyncio.wait(
+                    {upcoming, stop}, timeout=KEEPALIVE_SECONDS, return_when="FIRST_COMPLETED"
+                )
+                if stop in done:
+                    return
+                if upcoming not in done:
+                    yield None
+                    continue
+                try:
+                    item: T = upcoming.result()
+                except StopAsyncIteration:
+                    return
+                upcoming = None
+                yield item
+        finally:
+            stop.cancel()
+            if upcoming is not None:
+                upcoming.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await upcoming
+
+
+def _sse(kind: str | None, data: object) -> bytes:
+    line = json.dumps(data, ensure_ascii=False, default=str)
+    head = f"event: {kind}\n" if kind else ""
+    return f"{head}data: {line}\n\n".encode()
+
+
+def _limit(request: Request, default: int, maximum: int) -> int:
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise HTTPException(400, "limit must be a positive integer")
+    return min(int(raw), maximum)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"error": {"message": str(exc.detail)}}, status_code=exc.status_code)
+
+
+class _Guarded:
+    """ASGI middleware: security headers on every answer, and (on loopback) only requests
+    addressed to a loopback name, so a web page elsewhere cannot reach the studio by
+    rebinding a DNS name to 127.0.0.1."""
+
+    def __init__(self, app: ASGIApp, *, loopback_only: bool) -> None:
+        self.app = app
+        self.loopback_only = loopback_only
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.loopback_only and not _addressed_to_loopback(scope):
+            response = JSONResponse({"error": {"message": "unexpected Host"}}, status_code=421)
+            await response(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *_SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _addressed_to_loopback(scope: Scope) -> bool:
+    host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+    if host.startswith("["):
+        name = host[1:].partition("]")[0]
+    else:
+        name = host.rpartition(":")[0] if ":" in host else host
+    return name.lower() in LOOPBACK_HOSTS
+
+
+def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
+    """The studio's ASGI app over ``studio``."""
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+    async def agents(request: Request) -> Response:
+        return JSONResponse(await studio.agents())
+
+    async def traces(request: Request) -> Response:
+        agent = request.query_params.get("agent") or None
+        rows = studio.refreshed().trace_list(agent, _limit(request, 200, 5000))
+        return JSONResponse({"traces": rows})
+
+    async def trace(request: Request) -> Response:
+        found = studio.refreshed().traces.get(request.path_params["trace"])
+        if found is None or not found.spans:
+            raise HTTPException(404, f"no trace {request.path_params['trace']!r} in the log")
+        return JSONResponse(found.to_json())
+
+    async def instance_list(request: Request) -> Response:
+        agent = request.query_params.get("agent") or None
+        return JSONResponse({"instances": instances(studio.state_dir, agent)})
+
+    async def messages(request: Request) -> Response:
+        agent, key = request.path_params["agent"], request.path_params["key"]
+        found = await asyncio.to_thread(conversation, studio.state_dir, agent, key)
+        if found is None:
+            raise HTTPException(404, f"no instance {key!r} of agent {agent!r}")
+        return JSONResponse({"agent": agent, "instanceKey": key, "messages": found})
+
+    async def events(request: Request) -> Response:
+        query = request.query_params
+        level = query.get("level") or None
+        if level is not None and level not in LEVELS:
+            raise HTTPException(400, f"level must be one of {', '.join(LEVELS)}")
+        since_ms = None
+        if query.get("since"):
+            try:
+                since_ms = parse_since(query["since"]).timestamp() * 1000
+            except ValueError:
+                since_ms = epoch_ms(query["since"])
+                if since_ms is None:
+                    raise HTTPException(400, "since: 30s, 10m, 2h, 1d or a timestamp") from None
+        rows = studio.refreshed().select(
+            agent=query.get("agent") or None,
+            trace=query.get("trace") or None,
+            types=query.getlist("type"),
+            level=level,
+            since_ms=since_ms,
+            limit=_limit(request, 500, 10_000),
+        )
+        return JSONResponse({"events": rows})
+
+    async def stream(request: Request) -> Response:
+        return StreamingResponse(
+            studio.stream(request),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    routes = [
+        Route("/", index, methods=["GET"]),
+        Route("/api/agents", agents, methods=["GET"]),
+        Route("/api/traces", traces, methods=["GET"]),
+        Route("/api/traces/{trace}", trace, methods=["GET"]),
+        Route("/api/instances", instance_list, methods=["GET"]),
+        Route("/api/conversations/{agent}/{key:path}", messages, methods=["GET"]),
+        Route("/api/events", events, methods=["GET"]),
+        Route("/api/stream", stream, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=STATIC_DIR, follow_symlink=False)),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    return _Guarded(app, loopback_only=loopback_only)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, leaving SIGINT/SIGTERM to :func:`serve_studio` (which stops the streams first
+    and then the server, and exits 0)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Any:
+        yield
+
+
+def _family(host: str) -> socket.AddressFamily:
+    try:
+        return socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        return socket.AF_INET
+
+
+def url_of(host: str, port: int) -> str:
+    """The address a browser opens."""
+    shown = f"[{host}]" if ":" in host else host
+    if host in ("0.0.0.0", "::"):
+        shown = "127.0.0.1"
+    return f"http://{shown}:{port}/"
+
+
+async def serve_studio(
+    state_dir: Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    open_browser: bool = False,
+    announce: Callable[[str], None] = print,
+) -> int:
+    """Serve the studio until SIGINT/SIGTERM; ``announce`` is told its URL once it listens.
+
+    Raises ``OSError`` when the address cannot be bound (a port in use).
+    """
+    log = structlog.get_logger("goondan.studio")
+    studio = Studio(state_dir)
+    sock = socket.create_server((host, port), family=_family(host))
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(
+        build_app(studio, loopback_only=is_loopback(host)),
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=3,
+    )
+    server = _Server(config)
+    loop = asyncio.get_running_loop()
+
+    def stop(sig: int) -> None:
+        log.info("studio stopping", signal=signal.Signals(sig).name)
+        studio.stopping.set()
+        server.should_exit = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop, sig)
+    url = url_of(host, bound)
+    live = await daemon_status(state_dir) is not None
+    log.info("studio listening", url=url, state_dir=str(state_dir), live=live)
+    announce(url)
+    if open_browser:  # a browser may take a while to start: never on the loop
+        threading.Thread(target=webbrowser.open, args=(url,), name="browser", daemon=True).start()
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        sock.close()
+    return 0

@@ -1,0 +1,1227 @@
+// The studio's single-page app: four views over the studio's JSON API, routed by the URL's
+// hash so each view (and each trace, conversation and log filter) can be linked.
+//
+// Every piece of text that comes from the swarm (event fields, messages, tool arguments) is put
+// in the page with textContent or as an attribute value through the `h` helper: never as HTML.
+
+const STATUS_LABELS = {
+  idle: "idle",
+  processing: "processing",
+  spawning: "spawning",
+  draining: "draining",
+  terminated: "terminated",
+  crashed: "crashed",
+  crashLoopBackOff: "crash loop (backoff)",
+  unknown: "unknown",
+};
+const STATUS_ICONS = {
+  idle: "●",
+  processing: "◔",
+  spawning: "◌",
+  draining: "◑",
+  terminated: "○",
+  crashed: "✕",
+  crashLoopBackOff: "⟳",
+  unknown: "?",
+};
+const RECENT_CRASH_MS = 60_000; // how long a node says it crashed, after it is back
+const FOLD_TEXT_CHARS = 500;
+const FOLD_TEXT_LINES = 10;
+const FOLD_JSON_CHARS = 120;
+const LOG_ROWS_KEPT = 1000;
+
+// ---------------------------------------------------------------- helpers
+
+/** An element: attributes (`class`, `text`, `dataset`, `on<event>`, others as attributes) and
+ * children (nodes, or strings as text nodes). */
+function h(tag, attrs = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === "class") element.className = value;
+    else if (name === "text") element.textContent = String(value);
+    else if (name === "dataset") Object.assign(element.dataset, value);
+    else if (name === "style") element.style.cssText = value; // CSSOM: allowed by the CSP
+    else if (name.startsWith("on") && typeof value === "function") {
+      element.addEventListener(name.slice(2), value);
+    } else element.setAttribute(name, value === true ? "" : String(value));
+  }
+  append(element, children);
+  return element;
+}
+
+function append(parent, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    parent.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return parent;
+}
+
+/** An SVG element (the graph's edges). */
+function s(tag, attrs = {}) {
+  const element = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [name, value] of Object.entries(attrs)) element.setAttribute(name, String(value));
+  return element;
+}
+
+async function api(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  const body = await response.json().catch(() => null);
+  if (!response.ok) {
+    const message = body && body.error ? body.error.message : response.statusText;
+    const error = new Error(message);
+    error.status = response.status;
+    throw error;
+  }
+  return body;
+}
+
+function debounce(fn, ms) {
+  let timer = null;
+  const wrapped = (...args) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => fn(...args), ms);
+  };
+  wrapped.cancel = () => clearTimeout(timer);
+  return wrapped;
+}
+
+function shortId(id) {
+  return id ? String(id).slice(0, 8) : "";
+}
+
+function formatDuration(ms) {
+  if (ms === null || ms === undefined || Number.isNaN(ms)) return "–";
+  if (ms < 1) return `${ms.toFixed(2)} ms`;
+  if (ms < 1000) return `${ms.toFixed(1)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(2)} s`;
+  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
+}
+
+function formatTime(ms, withDate = false) {
+  if (ms === null || ms === undefined) return "–";
+  const date = new Date(ms);
+  const pad = (n, w = 2) => String(n).padStart(w, "0");
+  const time = `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}.${pad(date.getMilliseconds(), 3)}`;
+  if (!withDate) return time;
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${time}`;
+}
+
+function parseStamp(stamp) {
+  const ms = Date.parse(stamp);
+  return Number.isNaN(ms) ? null : ms;
+}
+
+function ago(ms) {
+  const seconds = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (seconds < 60) return `${seconds} s ago`;
+  return `${Math.round(seconds / 60)} min ago`;
+}
+
+function plural(count, word) {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
+}
+
+function hashFor(view, parts = [], query = {}) {
+  const path = [view, ...parts.map((p) => encodeURIComponent(p))].join("/");
+  const search = new URLSearchParams(
+    Object.entries(query).filter(([, v]) => v !== null && v !== undefined && v !== ""),
+  ).toString();
+  return `#/${path}${search ? `?${search}` : ""}`;
+}
+
+function statusBadge(status, extraClass = "") {
+  const known = STATUS_LABELS[status] ? status : "unknown";
+  return h(
+    "span",
+    { class: `badge status-${known} ${extraClass}`.trim(), dataset: { status: known } },
+    h("span", { class: "icon", "aria-hidden": "true", text: STATUS_ICONS[known] }),
+    ` ${STATUS_LABELS[known]}`,
+  );
+}
+
+function outcomeBadge(status) {
+  const label = { ok: "ok", error: "error", running: "running", cancelled: "cancelled" }[status] || status;
+  const icon = { ok: "✓", error: "✕", running: "…", cancelled: "⊘" }[status] || "?";
+  return h(
+    "span",
+    { class: `badge outcome-${status}`, dataset: { outcome: status } },
+    h("span", { class: "icon", "aria-hidden": "true", text: icon }),
+    ` ${label}`,
+  );
+}
+
+/** Text, folded behind a "show all" disclosure when it is long. */
+function foldText(text, className = "text") {
+  const value = String(text ?? "");
+  const lines = value.split("\n");
+  if (value.length <= FOLD_TEXT_CHARS && lines.length <= FOLD_TEXT_LINES) {
+    return h("div", { class: className, text: value });
+  }
+  const preview = lines.slice(0, 4).join("\n").slice(0, 240);
+  return h(
+    "details",
+    { class: `fold ${className}` },
+    h(
+      "summary",
+      {},
+      h("span", { class: "preview", text: `${preview}…` }),
+      h("span", { class: "more", text: `Show all ${value.length.toLocaleString()} characters` }),
+      h("span", { class: "less", text: "Hide" }),
+    ),
+    h("div", { class: "full", text: value }),
+  );
+}
+
+/** A JSON value: in full on one line when short, else a one-line preview that unfolds into
+ * the whole value, indented. */
+function foldJson(value) {
+  if (value === undefined) return h("span", { class: "muted", text: "–" });
+  const compact = typeof value === "string" ? value : JSON.stringify(value);
+  if (compact === undefined) return h("span", { class: "muted", text: "–" });
+  if (compact.length <= FOLD_JSON_CHARS && !compact.includes("\n")) {
+    return h("code", { class: "json", text: compact });
+  }
+  const pretty = typeof value === "string" ? value : JSON.stringify(value, null, 2);
+  return h(
+    "details",
+    { class: "fold json" },
+    h(
+      "summary",
+      {},
+      h("code", { class: "preview", text: `${compact.slice(0, FOLD_JSON_CHARS)}…` }),
+      h("span", { class: "more", text: `Show all ${compact.length.toLocaleString()} characters` }),
+      h("span", { class: "less", text: "Hide" }),
+    ),
+    h("pre", { class: "full", text: pretty }),
+  );
+}
+
+function emptyNote(text) {
+  return h("p", { class: "empty", text });
+}
+
+function errorNote(error) {
+  return h("p", { class: "error-note", role: "alert", text: `Could not load: ${error.message}` });
+}
+
+// ---------------------------------------------------------------- shared state
+
+const state = {
+  live: null, // true while a daemon serves the state directory
+  connected: false,
+  agents: null, // the last /api/agents body
+  crashes: new Map(), // agent -> when it last crashed (ms), from the live stream
+};
+
+const listeners = new Set(); // the current view's live event handler
+
+function setMode(live) {
+  const changed = state.live !== live;
+  state.live = live;
+  renderModeBadge();
+  return changed;
+}
+
+function renderModeBadge() {
+  const badge = document.getElementById("mode");
+  badge.replaceChildren();
+  if (state.live === null) {
+    badge.className = "mode";
+    badge.textContent = "connecting…";
+  } else if (state.live) {
+    badge.className = "mode live";
+    const pid = state.agents && state.agents.pid ? ` · daemon pid ${state.agents.pid}` : "";
+    append(badge, [h("span", { class: "dot", "aria-hidden": "true" }), `live${pid}`]);
+  } else {
+    badge.className = "mode offline";
+    badge.textContent = "after the fact · no daemon running";
+  }
+  const swarm = document.getElementById("swarm-name");
+  swarm.textContent = state.agents && state.agents.swarm ? `swarm ${state.agents.swarm}` : "";
+}
+
+async function loadAgents() {
+  const body = await api("/api/agents");
+  state.agents = body;
+  setMode(body.mode === "live");
+  renderModeBadge();
+  return body;
+}
+
+function connectStream() {
+  const source = new EventSource("/api/stream");
+  source.addEventListener("mode", (message) => {
+    const { live } = JSON.parse(message.data);
+    state.connected = true;
+    if (setMode(live)) rerender();
+  });
+  source.addEventListener("message", (message) => {
+    const item = JSON.parse(message.data);
+    noteLive(item.event);
+    for (const listener of listeners) listener(item);
+  });
+  source.addEventListener("error", () => {
+    state.connected = false;
+  });
+}
+
+/** What every view learns from a live event: when an agent crashed. */
+function noteLive(event) {
+  if (event.type === "process.exited" && event.expected === false) {
+    state.crashes.set(event.agentName, parseStamp(event.timestamp) ?? Date.now());
+  }
+}
+
+// ---------------------------------------------------------------- router
+
+let current = null; // {dispose()} of the view on screen
+
+function parseHash() {
+  const raw = location.hash.replace(/^#\/?/, "");
+  const [path, search = ""] = raw.split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  return { view: parts[0] || "swarm", parts: parts.slice(1), query: new URLSearchParams(search) };
+}
+
+function rerender() {
+  route(false);
+}
+
+function route(focus = true) {
+  if (current && current.dispose) current.dispose();
+  listeners.clear();
+  const { view, parts, query } = parseHash();
+  for (const link of document.querySelectorAll("nav.tabs a")) {
+    if (link.dataset.view === view) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  const main = document.getElementById("view");
+  main.replaceChildren();
+  const views = { swarm: swarmView, traces: tracesView, conversations: conversationsView, logs: logsView };
+  const render = views[view] || swarmView;
+  document.body.dataset.view = views[view] ? view : "swarm";
+  current = render(main, parts, query) || null;
+  if (focus) {
+    const heading = main.querySelector("h1");
+    if (heading) {
+      heading.setAttribute("tabindex", "-1");
+      heading.focus({ preventScroll: true });
+    }
+  }
+}
+
+function onLive(handler) {
+  listeners.add(handler);
+}
+
+// ---------------------------------------------------------------- swarm view
+
+function swarmView(main) {
+  const heading = h("h1", { text: "Swarm" });
+  const intro = h("p", { class: "lede" });
+  const graph = h("div", { class: "graph", role: "group", "aria-label": "Agents and their handoffs" });
+  const tableHolder = h("section", { "aria-labelledby": "agents-heading" });
+  const edgesHolder = h("section", { "aria-labelledby": "handoffs-heading" });
+  const connectionsHolder = h("section");
+  append(main, [
+    h("div", { class: "view-head" }, heading, intro),
+    graph,
+    h("div", { class: "columns" }, tableHolder, edgesHolder),
+    connectionsHolder,
+  ]);
+  let body = null;
+
+  const draw = () => {
+    if (!body) return;
+    intro.textContent =
+      body.mode === "live"
+        ? "Live from the daemon: statuses change as agents start, work, crash and restart. Select an agent to see its traces."
+        : "After the fact: the last state the event log recorded (no daemon runs). Select an agent to see its traces.";
+    drawGraph(graph, body);
+    drawAgentTable(tableHolder, body);
+    drawEdges(edgesHolder, body);
+    drawConnections(connectionsHolder, body);
+  };
+
+  const refresh = async () => {
+    try {
+      body = await loadAgents();
+      draw();
+    } catch (error) {
+      graph.replaceChildren(errorNote(error));
+    }
+  };
+  const refreshSoon = debounce(refresh, 250);
+  refresh();
+
+  onLive(({ event }) => {
+    if (!body) return;
+    const row = body.agents.find((r) => r.agent === event.agentName);
+    const type = event.type || "";
+    if (row) {
+      // Said at once from the event; the daemon's row (fetched right after) has the last word.
+      const next = {
+        "process.spawned": "spawning",
+        "process.ready": "idle",
+        "process.backoff": "crashLoopBackOff",
+        "turn.started": "processing",
+      }[type];
+      if (next) row.status = next;
+      if (type === "process.spawned" && event.pid) row.pid = event.pid;
+      if (type === "process.exited") {
+        row.status = event.expected === false ? "crashed" : "terminated";
+        if (event.expected === false) {
+          row.crashes = (row.crashes || 0) + 1;
+          row.lastCrashMs = state.crashes.get(row.agent);
+          row.lastExit = { reason: event.reason };
+        }
+      }
+      if (type === "process.backoff") row.nextStartInSeconds = event.delaySeconds;
+      updateNode(graph, row);
+    }
+    if (type.startsWith("process.") || type.startsWith("turn.") || type === "tool.called") {
+      refreshSoon();
+    }
+  });
+
+  // Countdowns ("next restart in 3 s", "crashed 5 s ago") tick without asking the server.
+  const ticker = setInterval(() => {
+    if (!body) return;
+    for (const row of body.agents) updateNode(graph, row, true);
+  }, 1000);
+  const resize = new ResizeObserver(debounce(() => body && drawGraph(graph, body), 100));
+  resize.observe(graph);
+  return {
+    dispose() {
+      clearInterval(ticker);
+      resize.disconnect();
+      refreshSoon.cancel();
+    },
+  };
+}
+
+function backoffText(row) {
+  if (row.status !== "crashLoopBackOff" || row.nextStartInSeconds === null || row.nextStartInSeconds === undefined) {
+    return null;
+  }
+  if (!row._backoffUntil || row._backoffFrom !== row.nextStartInSeconds) {
+    row._backoffFrom = row.nextStartInSeconds;
+    row._backoffUntil = Date.now() + row.nextStartInSeconds * 1000;
+  }
+  const left = Math.max(0, Math.ceil((row._backoffUntil - Date.now()) / 1000));
+  return `next restart in ${left} s`;
+}
+
+function crashText(row) {
+  const at = state.crashes.get(row.agent) ?? row.lastCrashMs;
+  if (!at || Date.now() - at > RECENT_CRASH_MS) return null;
+  const reason = row.lastExit && row.lastExit.reason ? `: ${row.lastExit.reason}` : "";
+  return `crashed ${ago(at)}${reason}`;
+}
+
+/** Work handed to the agent and not done: requests waiting for its answer, sends in flight. */
+function queueDepth(row) {
+  return (row.pendingDelegates ?? 0) + (row.sendsInFlight ?? 0);
+}
+
+function nodeLabel(row) {
+  const parts = [`${row.agent}: ${STATUS_LABELS[row.status] || row.status}`];
+  if (row.pid) parts.push(`pid ${row.pid}`);
+  parts.push(plural(row.restarts || 0, "restart"), plural(row.crashes || 0, "crash").replace("crashs", "crashes"));
+  parts.push(`${queueDepth(row)} queued`);
+  const backoff = backoffText(row);
+  if (backoff) parts.push(backoff);
+  const crash = crashText(row);
+  if (crash) parts.push(crash);
+  return `${parts.join(", ")}. Show its traces.`;
+}
+
+function nodeContent(row) {
+  const meta = [`pid ${row.pid || "–"}`, `restarts ${row.restarts ?? 0}`, `crashes ${row.crashes ?? 0}`];
+  const second = [`queue ${queueDepth(row)}`];
+  if (row.node) second.push(`node ${row.node}`);
+  const alerts = [backoffText(row), crashText(row)].filter(Boolean);
+  return [
+    h("span", { class: "node-name", text: row.agent }),
+    statusBadge(row.status),
+    h("span", { class: "node-meta", text: meta.join(" · ") }),
+    h("span", { class: "node-meta", text: second.join(" · ") }),
+    ...alerts.map((text) => h("span", { class: "node-alert", text })),
+  ];
+}
+
+function updateNode(graph, row, tickOnly = false) {
+  const node = graph.querySelector(`a.node[data-agent="${CSS.escape(row.agent)}"]`);
+  if (!node) return;
+  if (tickOnly && !backoffText(row) && !node.querySelector(".node-alert")) return;
+  const known = STATUS_LABELS[row.status] ? row.status : "unknown";
+  node.className = `node status-${known}${crashText(row) ? " recently-crashed" : ""}`;
+  node.dataset.status = known;
+  node.dataset.pid = row.pid || "";
+  node.setAttribute("aria-label", nodeLabel(row));
+  node.replaceChildren(...nodeContent(row));
+}
+
+/** Layers from the agents nobody hands work to, following the handoffs (cycles allowed). */
+function layout(agents, edges) {
+  const names = agents.map((r) => r.agent);
+  const incoming = new Map(names.map((n) => [n, 0]));
+  const outgoing = new Map(names.map((n) => [n, []]));
+  for (const edge of edges) {
+    if (!incoming.has(edge.to) || !outgoing.has(edge.from) || edge.from === edge.to) continue;
+    incoming.set(edge.to, incoming.get(edge.to) + 1);
+    outgoing.get(edge.from).push(edge.to);
+  }
+  const depth = new Map();
+  const queue = names.filter((n) => incoming.get(n) === 0);
+  if (!queue.length && names.length) queue.push(names[0]);
+  for (const n of queue) depth.set(n, 0);
+  while (queue.length) {
+    const n = queue.shift();
+    for (const next of outgoing.get(n)) {
+      if (!depth.has(next)) {
+        depth.set(next, depth.get(n) + 1);
+        queue.push(next);
+      }
+    }
+    if (!queue.length) {
+      const rest = names.find((m) => !depth.has(m));
+      if (rest) {
+        depth.set(rest, 0);
+        queue.push(rest);
+      }
+    }
+  }
+  const layers = [];
+  for (const n of names) {
+    const d = depth.get(n) ?? 0;
+    (layers[d] ||= []).push(n);
+  }
+  return layers.map((layer) => layer.sort());
+}
+
+function drawGraph(graph, body) {
+  const focused = document.activeElement && document.activeElement.dataset
+    ? document.activeElement.dataset.agent
+    : null;
+  graph.replaceChildren();
+  if (!body.agents.length) {
+    graph.append(emptyNote("No agents yet: nothing has run in this state directory."));
+    graph.style.height = "";
+    return;
+  }
+  const width = graph.clientWidth || 800;
+  const layers = layout(body.agents, body.edges);
+  const across = width >= 640; // wide: layers run left to right; narrow: top to bottom
+  const nodeW = across ? 250 : Math.min(280, width - 32);
+  const nodeH = 116;
+  const gapMain = across ? Math.max(80, (width - layers.length * nodeW) / Math.max(1, layers.length)) : 56;
+  const gapCross = 24;
+  const tallest = Math.max(...layers.map((l) => l.length));
+  const position = new Map();
+  layers.forEach((layer, li) => {
+    layer.forEach((name, ni) => {
+      if (across) {
+        const x = gapMain / 2 + li * (nodeW + gapMain);
+        const offset = ((tallest - layer.length) * (nodeH + gapCross)) / 2;
+        position.set(name, { x, y: 16 + offset + ni * (nodeH + gapCross) });
+      } else {
+        const perRow = Math.max(1, Math.floor((width - 16) / (nodeW + gapCross)));
+        const row = Math.floor(ni / perRow);
+        const rowsBefore = layers.slice(0, li).reduce((sum, l) => sum + Math.ceil(l.length / perRow), 0);
+        position.set(name, {
+          x: 16 + (ni % perRow) * (nodeW + gapCross),
+          y: 16 + (rowsBefore + row) * (nodeH + gapMain),
+        });
+      }
+    });
+  });
+  const height = Math.max(...[...position.values()].map((p) => p.y)) + nodeH + 24;
+  graph.style.height = `${height}px`;
+
+  const svg = s("svg", { class: "edges", width, height, "aria-hidden": "true", focusable: "false" });
+  const defs = s("defs");
+  const marker = s("marker", {
+    id: "arrow", viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "8", markerHeight: "8", orient: "auto-start-reverse",
+  });
+  marker.append(s("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrowhead" }));
+  defs.append(marker);
+  svg.append(defs);
+  const pairs = new Set(body.edges.map((e) => `${e.from}\u0000${e.to}`));
+  for (const edge of body.edges) {
+    const a = position.get(edge.from);
+    const b = position.get(edge.to);
+    if (!a || !b || edge.from === edge.to) continue;
+    const both = pairs.has(`${edge.to}\u0000${edge.from}`);
+    const bend = both ? (edge.from < edge.to ? -18 : 18) : 0;
+    let x1, y1, x2, y2;
+    if (across) {
+      const forward = b.x >= a.x;
+      x1 = forward ? a.x + nodeW : a.x;
+      x2 = forward ? b.x : b.x + nodeW;
+      y1 = a.y + nodeH / 2 + bend;
+      y2 = b.y + nodeH / 2 + bend;
+    } else {
+      const down = b.y >= a.y;
+      x1 = a.x + nodeW / 2 + bend;
+      x2 = b.x + nodeW / 2 + bend;
+      y1 = down ? a.y + nodeH : a.y;
+      y2 = down ? b.y : b.y + nodeH;
+    }
+    const mx = (x1 + x2) / 2;
+    const my = (y1 + y2) / 2;
+    const d = across
+      ? `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`
+      : `M ${x1} ${y1} C ${x1} ${my}, ${x2} ${my}, ${x2} ${y2}`;
+    svg.append(s("path", { d, class: "edge", "marker-end": "url(#arrow)" }));
+    const label = s("text", { x: mx, y: my - 8, class: "edge-label", "text-anchor": "middle" });
+    label.textContent = edgeText(edge);
+    svg.append(label);
+  }
+  graph.append(svg);
+
+  for (const row of body.agents) {
+    const p = position.get(row.agent);
+    const node = h("a", {
+      class: "node",
+      href: hashFor("traces", [], { agent: row.agent }),
+      dataset: { agent: row.agent },
+      style: `left:${p.x}px;top:${p.y}px;width:${nodeW}px;height:${nodeH}px`,
+      onkeydown: (event) => {
+        if (event.key === " ") {
+          event.preventDefault();
+          node.click();
+        }
+      },
+    });
+    graph.append(node);
+    updateNode(graph, row);
+  }
+  if (focused) {
+    const again = graph.querySelector(`a.node[data-agent="${CSS.escape(focused)}"]`);
+    if (again) again.focus({ preventScroll: true });
+  }
+}
+
+function edgeText(edge) {
+  const kinds = edge.kinds.length ? edge.kinds.join(" / ") : "handoff";
+  return edge.calls ? `${kinds} ×${edge.calls}` : kinds;
+}
+
+function drawAgentTable(holder, body) {
+  const rows = body.agents.map((row) => {
+    const backoff = backoffText(row);
+    return h(
+      "tr",
+      { dataset: { agent: row.agent } },
+      h("th", { scope: "row" }, h("a", { href: hashFor("traces", [], { agent: row.agent }), text: row.agent })),
+      h("td", {}, statusBadge(row.status)),
+      h("td", { class: "num", text: row.pid || "–" }),
+      h("td", { class: "num", text: row.restarts ?? 0 }),
+      h("td", { class: "num", text: row.crashes ?? 0 }),
+      h("td", { text: backoff || "–" }),
+      h("td", { class: "num", text: row.pendingDelegates ?? 0 }),
+      h("td", { class: "num", text: row.sendsInFlight ?? 0 }),
+      h("td", { text: row.node || "–" }),
+      h("td", { text: (row.lastExit && row.lastExit.reason) || row.bootError || "–" }),
+    );
+  });
+  holder.replaceChildren(
+    h("h2", { id: "agents-heading", text: "Agents" }),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "agents" },
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            ["Agent", "Status", "PID", "Restarts", "Crashes", "Backoff", "Requests", "Sends", "Node", "Last exit"].map((t) =>
+              h("th", { scope: "col", text: t }),
+            ),
+          ),
+        ),
+        h("tbody", {}, rows),
+      ),
+    ),
+  );
+}
+
+function drawEdges(holder, body) {
+  const items = body.edges.map((edge) =>
+    h(
+      "li",
+      {},
+      h("a", { href: hashFor("traces", [], { agent: edge.from }), text: edge.from }),
+      " → ",
+      h("a", { href: hashFor("traces", [], { agent: edge.to }), text: edge.to }),
+      h("span", { class: "muted", text: ` (${edgeText(edge)})` }),
+    ),
+  );
+  holder.replaceChildren(
+    h("h2", { id: "handoffs-heading", text: "Handoffs" }),
+    items.length ? h("ul", { class: "edges-list" }, items) : emptyNote("No handoff between agents recorded yet."),
+  );
+}
+
+function drawConnections(holder, body) {
+  if (!body.connections || !body.connections.length) {
+    holder.replaceChildren();
+    return;
+  }
+  holder.replaceChildren(
+    h("h2", { text: "Connections" }),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        {},
+        h("thead", {}, h("tr", {}, ["Connection", "Connector", "Status", "PID", "Restarts", "Why"].map((t) => h("th", { scope: "col", text: t })))),
+        h(
+          "tbody",
+          {},
+          body.connections.map((row) =>
+            h(
+              "tr",
+              {},
+              h("th", { scope: "row", text: row.connection }),
+              h("td", { text: row.connector || "–" }),
+              h("td", {}, statusBadge(row.status)),
+              h("td", { class: "num", text: row.pid || "–" }),
+              h("td", { class: "num", text: row.restarts ?? 0 }),
+              h("td", { text: row.bootError || (row.lastExit && row.lastExit.reason) || "–" }),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+// ---------------------------------------------------------------- traces view
+
+function tracesView(main, parts, query) {
+  if (parts.length) return traceView(main, parts[0]);
+  const agent = query.get("agent") || "";
+  const heading = h("h1", { text: agent ? `Traces of ${agent}` : "Traces" });
+  const select = h("select", { id: "trace-agent", name: "agent" }, h("option", { value: "", text: "All agents" }));
+  select.addEventListener("change", () => {
+    location.hash = hashFor("traces", [], { agent: select.value });
+  });
+  const count = h("p", { class: "muted", role: "status" });
+  const holder = h("div", { class: "table-wrap" });
+  append(main, [
+    h("div", { class: "view-head" }, heading,
+      h("p", { class: "lede", text: "Recent requests, newest first. Open one to see its spans across agents." })),
+    h("div", { class: "filters" }, h("label", { for: "trace-agent", text: "Agent" }), select, count),
+    holder,
+  ]);
+
+  const fillAgents = (names) => {
+    const have = new Set([...select.options].map((o) => o.value));
+    for (const name of names) {
+      if (!have.has(name)) select.append(h("option", { value: name, text: name }));
+    }
+    select.value = agent;
+  };
+  fillAgents(agent ? [agent] : []);
+  if (state.agents) fillAgents(state.agents.agents.map((r) => r.agent));
+  else loadAgents().then((b) => fillAgents(b.agents.map((r) => r.agent))).catch(() => {});
+
+  const refresh = async () => {
+    try {
+      const { traces } = await api(`/api/traces${agent ? `?agent=${encodeURIComponent(agent)}` : ""}`);
+      count.textContent = plural(traces.length, "trace");
+      holder.replaceChildren(traces.length ? traceTable(traces) : emptyNote("No traces recorded yet. Send a request to the swarm."));
+    } catch (error) {
+      holder.replaceChildren(errorNote(error));
+    }
+  };
+  const refreshSoon = debounce(refresh, 400);
+  refresh();
+  onLive(({ event }) => {
+    if (/^(turn|step|tool)\./.test(event.type || "")) refreshSoon();
+  });
+  return { dispose: () => refreshSoon.cancel() };
+}
+
+function traceTable(traces) {
+  return h(
+    "table",
+    { class: "traces" },
+    h("thead", {}, h("tr", {}, ["Status", "Root agent", "Trace", "Started", "Duration", "Spans", "Agents"].map((t) => h("th", { scope: "col", text: t })))),
+    h(
+      "tbody",
+      {},
+      traces.map((trace) =>
+        h(
+          "tr",
+          { dataset: { trace: trace.traceId } },
+          h("td", {}, outcomeBadge(trace.status)),
+          h("th", { scope: "row" }, h("a", { href: hashFor("traces", [trace.traceId]), text: trace.rootAgent || "?" }),
+            trace.rootInstanceKey ? h("span", { class: "muted", text: ` @${trace.rootInstanceKey}` }) : null,
+            trace.error ? h("span", { class: "row-error", text: trace.error.slice(0, 140) }) : null),
+          h("td", {}, h("a", { href: hashFor("traces", [trace.traceId]), class: "mono", text: shortId(trace.traceId), "aria-label": `trace ${trace.traceId}` })),
+          h("td", { text: formatTime(trace.startMs, true) }),
+          h("td", { class: "num", text: formatDuration(trace.durationMs) }),
+          h("td", { class: "num", text: trace.spanCount }),
+          h("td", { text: trace.agents.join(", ") }),
+        ),
+      ),
+    ),
+  );
+}
+
+function traceView(main, traceId) {
+  const heading = h("h1", {}, "Trace ", h("span", { class: "mono", text: shortId(traceId) }));
+  const summary = h("div", { class: "trace-summary" });
+  const holder = h("div", { class: "waterfall-holder" });
+  append(main, [
+    h("p", { class: "crumbs" }, h("a", { href: "#/traces", text: "← All traces" })),
+    h("div", { class: "view-head" }, heading, summary),
+    holder,
+  ]);
+  const open = new Set(); // spans whose details are shown, kept across live refreshes
+
+  const refresh = async () => {
+    try {
+      const body = await api(`/api/traces/${encodeURIComponent(traceId)}`);
+      drawTraceSummary(summary, body.trace);
+      holder.replaceChildren(waterfall(body, open));
+    } catch (error) {
+      holder.replaceChildren(error.status === 404 ? emptyNote(`No trace ${traceId} in the event log.`) : errorNote(error));
+    }
+  };
+  const refreshSoon = debounce(refresh, 300);
+  refresh();
+  onLive(({ event }) => {
+    if (event.traceId === traceId) refreshSoon();
+  });
+  return { dispose: () => refreshSoon.cancel() };
+}
+
+function drawTraceSummary(holder, trace) {
+  holder.replaceChildren(
+    h(
+      "dl",
+      { class: "facts" },
+      h("div", {}, h("dt", { text: "Status" }), h("dd", {}, outcomeBadge(trace.status))),
+      h("div", {}, h("dt", { text: "Root agent" }), h("dd", { text: `${trace.rootAgent || "?"}${trace.rootInstanceKey ? ` @${trace.rootInstanceKey}` : ""}` })),
+      h("div", {}, h("dt", { text: "Started" }), h("dd", { text: formatTime(trace.startMs, true) })),
+      h("div", {}, h("dt", { text: "Duration" }), h("dd", { text: formatDuration(trace.durationMs) })),
+      h("div", {}, h("dt", { text: "Spans" }), h("dd", { text: trace.spanCount })),
+      h("div", {}, h("dt", { text: "Trace id" }), h("dd", { class: "mono", text: trace.traceId })),
+    ),
+    h("p", { class: "links" }, h("a", { href: hashFor("logs", [], { trace: trace.traceId }), class: "button", text: "Logs of this trace" })),
+  );
+}
+
+function waterfall(body, open) {
+  const spans = body.spans;
+  const starts = spans.map((sp) => sp.startMs).filter((v) => v !== null);
+  const ends = spans.map((sp) => sp.endMs ?? sp.startMs).filter((v) => v !== null);
+  const t0 = Math.min(...starts);
+  const total = Math.max(1e-6, Math.max(...ends) - t0);
+  const axis = h("div", { class: "wf-axis", "aria-hidden": "true" },
+    h("span", { class: "wf-label-col", text: "Span" }),
+    h("span", { class: "wf-ticks" }, [0, 0.25, 0.5, 0.75, 1].map((f) =>
+      h("span", { class: "tick", style: `left:${f * 100}%`, text: formatDuration(f * total) }))),
+    h("span", { class: "wf-dur-col", text: "Duration" }));
+  const list = h("ol", { class: "waterfall", "aria-label": "Spans, parents before children" });
+  for (const span of spans) {
+    const left = span.startMs === null ? 0 : ((span.startMs - t0) / total) * 100;
+    const end = span.endMs ?? span.startMs ?? t0;
+    const width = Math.max(0.4, ((end - (span.startMs ?? t0)) / total) * 100);
+    const detailId = `span-${span.spanId}`;
+    const expanded = open.has(span.spanId);
+    const toggle = h(
+      "button",
+      {
+        type: "button",
+        class: "span-toggle",
+        "aria-expanded": expanded ? "true" : "false",
+        "aria-controls": detailId,
+        style: `padding-left:${0.5 + span.depth * 1.1}rem`,
+        onclick: () => {
+          const now = toggle.getAttribute("aria-expanded") !== "true";
+          toggle.setAttribute("aria-expanded", String(now));
+          details.hidden = !now;
+          if (now) open.add(span.spanId);
+          else open.delete(span.spanId);
+        },
+      },
+      h("span", { class: `kind kind-${span.kind}`, text: { turn: "Turn", step: "Step", tool: "Tool", approval: "Approval" }[span.kind] || span.kind }),
+      h("span", { class: "span-name", text: span.name }),
+      span.kind === "turn" ? h("span", { class: "muted", text: ` @${span.instanceKey}` }) : null,
+    );
+    const bar = h("div", { class: "wf-track" },
+      h("div", {
+        class: `wf-bar kind-${span.kind} outcome-${span.status}`,
+        style: `left:${Math.min(left, 99.6)}%;width:${Math.min(width, 100 - Math.min(left, 99.6))}%`,
+        title: `${span.name}: ${formatDuration(span.durationMs)}`,
+      }));
+    const details = spanDetails(span, detailId);
+    details.hidden = !expanded;
+    list.append(
+      h(
+        "li",
+        { class: `wf-row outcome-${span.status}`, dataset: { spanId: span.spanId, kind: span.kind, agent: span.agent, name: span.name, depth: span.depth } },
+        h("div", { class: "wf-line" },
+          h("div", { class: "wf-label-col" }, toggle),
+          bar,
+          h("div", { class: "wf-dur-col" }, h("span", { text: formatDuration(span.durationMs) }), " ", span.status !== "ok" ? outcomeBadge(span.status) : null)),
+        span.error ? h("p", { class: "span-error", text: `error: ${span.error}` }) : null,
+        details,
+      ),
+    );
+  }
+  return h("div", { class: "waterfall-wrap" }, axis, list);
+}
+
+function spanDetails(span, id) {
+  const facts = [
+    ["Agent", `${span.agent} @${span.instanceKey}`],
+    ["Started", formatTime(span.startMs, true)],
+    ["Duration", formatDuration(span.durationMs)],
+    ["Span id", span.spanId],
+  ];
+  if (span.turnId) facts.push(["Turn id", span.turnId]);
+  if (span.stepId && span.kind !== "turn") facts.push(["Step id", span.stepId]);
+  if (span.toolCallId) facts.push(["Tool call id", span.toolCallId]);
+  if (span.tokenUsage) facts.push(["Tokens", `${span.tokenUsage.promptTokens ?? 0} in · ${span.tokenUsage.completionTokens ?? 0} out`]);
+  if (span.approvalId) facts.push(["Approval", `${span.approvalId} (${span.approvalStatus})`]);
+  const rows = facts.map(([k, v]) => h("div", {}, h("dt", { text: k }), h("dd", { text: v })));
+  const extra = [];
+  if (span.kind === "tool" || span.kind === "approval") {
+    extra.push(h("h4", { text: "Arguments" }), foldJson(span.args));
+    if (span.output !== undefined) extra.push(h("h4", { text: "Result" }), foldJson(span.output));
+    if (span.toolCallId) {
+      extra.push(
+        h("p", {}, h("a", {
+          class: "button conversation-link",
+          href: hashFor("conversations", [span.agent, span.instanceKey], { call: span.toolCallId, step: span.stepId }),
+          text: "Open in the conversation",
+        })),
+      );
+    }
+  }
+  if (span.kind === "turn" && span.output !== undefined) extra.push(h("h4", { text: "Output" }), foldJson(span.output));
+  return h("div", { class: "span-details", id }, h("dl", { class: "facts small" }, rows), extra);
+}
+
+// ---------------------------------------------------------------- conversations view
+
+function conversationsView(main, parts, query) {
+  const [agent, key] = parts;
+  const heading = h("h1", { text: agent ? `Conversation ${agent} @${key}` : "Conversations" });
+  const list = h("nav", { class: "instances", "aria-label": "Instances" });
+  const pane = h("section", { class: "messages-pane", "aria-label": "Messages" });
+  append(main, [
+    h("div", { class: "view-head" }, heading,
+      h("p", { class: "lede", text: "Each agent's conversations on disk, one per instance key." })),
+    h("div", { class: "split" }, list, pane),
+  ]);
+
+  const drawList = async () => {
+    try {
+      const { instances } = await api("/api/instances");
+      const byAgent = new Map();
+      for (const row of instances) (byAgent.get(row.agent) || byAgent.set(row.agent, []).get(row.agent)).push(row);
+      list.replaceChildren(
+        ...(instances.length ? [] : [emptyNote("No conversations on disk yet.")]),
+        ...[...byAgent].map(([name, rows]) =>
+          h("div", { class: "instance-group" },
+            h("h2", { text: name }),
+            h("ul", {}, rows.map((row) => {
+              const selected = name === agent && row.instanceKey === key;
+              return h("li", {},
+                h("a", {
+                  href: hashFor("conversations", [name, row.instanceKey]),
+                  "aria-current": selected ? "page" : null,
+                  dataset: { agent: name, key: row.instanceKey },
+                },
+                h("span", { class: "instance-key", text: row.instanceKey }),
+                row.status ? h("span", { class: "muted", text: ` ${row.status}` }) : null),
+                row.updatedAt ? h("span", { class: "muted small-line", text: `updated ${formatTime(parseStamp(row.updatedAt), true)}` }) : null);
+            })))),
+      );
+    } catch (error) {
+      list.replaceChildren(errorNote(error));
+    }
+  };
+
+  let firstDraw = true;
+  const drawMessages = async () => {
+    if (!agent) {
+      pane.replaceChildren(emptyNote("Choose an instance to read its messages."));
+      return;
+    }
+    try {
+      const body = await api(`/api/conversations/${encodeURIComponent(agent)}/${encodeURIComponent(key)}`);
+      const openFolds = new Set([...pane.querySelectorAll("details[open][data-fold-id]")].map((d) => d.dataset.foldId));
+      pane.replaceChildren(messageList(body.messages, agent, key));
+      for (const id of openFolds) {
+        const again = pane.querySelector(`details[data-fold-id="${CSS.escape(id)}"]`);
+        if (again) again.open = true;
+      }
+      if (firstDraw) {
+        firstDraw = false;
+        highlightCall(pane, query.get("call"), query.get("step"));
+      }
+    } catch (error) {
+      pane.replaceChildren(error.status === 404 ? emptyNote(`No instance ${key} of ${agent}.`) : errorNote(error));
+    }
+  };
+  drawList();
+  drawMessages();
+  const refreshSoon = debounce(() => {
+    drawList();
+    drawMessages();
+  }, 400);
+  onLive(({ event }) => {
+    const t = event.type || "";
+    if (t === "turn.started" || t === "step.completed" || t === "turn.completed" || t === "turn.failed") {
+      if (!agent || (event.agentName === agent && event.instanceKey === key) || t === "turn.started") refreshSoon();
+    }
+  });
+  return { dispose: () => refreshSoon.cancel() };
+}
+
+function messageList(messages, agent, key) {
+  if (!messages.length) return emptyNote("This conversation has no messages.");
+  const list = h("ol", { class: "messages" });
+  messages.forEach((message, index) => list.append(messageItem(message, index)));
+  return list;
+}
+
+function messageItem(message, index) {
+  const role = message.role;
+  const source = message.source || {};
+  const inbound = (message.metadata || {}).__goondanInbound;
+  const head = h("header", { class: "msg-head" },
+    h("span", { class: `role role-${role}`, text: role }),
+    h("span", { class: "muted", text: formatTime(parseStamp(message.createdAt), true) }));
+  if (inbound && inbound.sourceKind && inbound.sourceKind !== "user") {
+    head.append(h("span", { class: "muted", text: `from ${inbound.sourceKind} ${inbound.sourceName || ""}`.trim() }));
+  }
+  if (inbound && inbound.traceId) {
+    head.append(h("a", { href: hashFor("traces", [inbound.traceId]), class: "mono", text: `trace ${shortId(inbound.traceId)}` }));
+  }
+  if (role === "tool" && source.toolName) head.append(h("span", { class: "tool-name", text: source.toolName }));
+  const item = h("li", {
+    class: `msg msg-${role}`,
+    id: `msg-${message.id}`,
+    tabindex: "-1",
+    dataset: { role, messageId: message.id, step: source.stepId || "", callId: source.toolCallId || "" },
+  }, head);
+  if (message.content) {
+    const text = foldText(message.content, "msg-text");
+    if (text.tagName === "DETAILS") text.dataset.foldId = `${message.id}:content`;
+    item.append(text);
+  }
+  for (const call of message.toolCalls || []) {
+    const args = foldJson(call.args);
+    if (args.tagName === "DETAILS") args.dataset.foldId = `${message.id}:${call.id}:args`;
+    item.append(
+      h("div", { class: "tool-call", dataset: { callId: call.id } },
+        h("div", { class: "tool-call-head" },
+          h("span", { class: "kind kind-tool", text: "Tool call" }),
+          h("span", { class: "tool-name", text: call.name }),
+          h("span", { class: "muted mono", text: call.id })),
+        h("div", { class: "kv" }, h("span", { class: "k", text: "arguments" }), args)),
+    );
+  }
+  if (message.toolResult) {
+    const result = message.toolResult;
+    const output = foldJson(result.output);
+    if (output.tagName === "DETAILS") output.dataset.foldId = `${message.id}:result`;
+    const box = h("div", { class: "tool-result" },
+      h("div", { class: "tool-call-head" },
+        h("span", { class: "kind kind-result", text: "Result" }),
+        outcomeBadge(result.status === "error" ? "error" : result.status === "pending" ? "running" : "ok"),
+        h("span", { class: "muted mono", text: source.toolCallId || result.toolCallId || "" })),
+      h("div", { class: "kv" }, h("span", { class: "k", text: "output" }), output));
+    if (result.error) {
+      const text = result.error.message ? `${result.error.message}${result.error.code ? ` (${result.error.code})` : ""}` : JSON.stringify(result.error);
+      box.append(h("p", { class: "span-error", text: `error: ${text}` }));
+    }
+    item.append(box);
+  }
+  return item;
+}
+
+function highlightCall(pane, callId, stepId) {
+  if (!callId) return;
+  const items = [...pane.querySelectorAll("li.msg")];
+  let callAt = items.findIndex(
+    (li) => li.querySelector(`.tool-call[data-call-id="${CSS.escape(callId)}"]`) && (!stepId || li.dataset.step === stepId),
+  );
+  if (callAt < 0) callAt = items.findIndex((li) => li.querySelector(`.tool-call[data-call-id="${CSS.escape(callId)}"]`));
+  if (callAt < 0) return;
+  const marked = [items[callAt]];
+  const result = items.slice(callAt + 1).find((li) => li.dataset.role === "tool" && li.dataset.callId === callId);
+  if (result) marked.push(result);
+  for (const li of marked) li.classList.add("highlight");
+  items[callAt].querySelector(`.tool-call[data-call-id="${CSS.escape(callId)}"]`).classList.add("highlight");
+  items[callAt].scrollIntoView({ block: "center" });
+  items[callAt].focus({ preventScroll: true });
+}
+
+// ---------------------------------------------------------------- logs view
+
+const TYPE_FILTERS = [
+  ["", "All types"],
+  ["turn.", "Turns"],
+  ["step.", "Steps"],
+  ["tool.", "Tool calls"],
+  ["process.", "Processes"],
+  ["approval.", "Approvals"],
+  ["request.", "Requests"],
+  ["connector.", "Connectors"],
+];
+const LEVEL_FILTERS = [
+  ["", "All levels"],
+  ["warning", "Warnings and errors"],
+  ["error", "Errors"],
+];
+
+function logsView(main, parts, query) {
+  const filters = {
+    agent: query.get("agent") || "",
+    trace: query.get("trace") || "",
+    type: query.get("type") || "",
+    level: query.get("level") || "",
+  };
+  const setFilter = (name, value) => {
+    location.hash = hashFor("logs", [], { ...filters, [name]: value });
+  };
+  const agentSelect = h("select", { id: "log-agent" }, h("option", { value: "", text: "All agents" }));
+  const typeSelect = h("select", { id: "log-type" }, TYPE_FILTERS.map(([v, t]) => h("option", { value: v, text: t })));
+  const levelSelect = h("select", { id: "log-level" }, LEVEL_FILTERS.map(([v, t]) => h("option", { value: v, text: t })));
+  const traceInput = h("input", { id: "log-trace", type: "search", value: filters.trace, placeholder: "trace id", spellcheck: "false", autocomplete: "off" });
+  const follow = h("input", { id: "log-follow", type: "checkbox", checked: true });
+  typeSelect.value = filters.type;
+  levelSelect.value = filters.level;
+  agentSelect.addEventListener("change", () => setFilter("agent", agentSelect.value));
+  typeSelect.addEventListener("change", () => setFilter("type", typeSelect.value));
+  levelSelect.addEventListener("change", () => setFilter("level", levelSelect.value));
+  traceInput.addEventListener("change", () => setFilter("trace", traceInput.value.trim()));
+  const count = h("p", { class: "muted", role: "status" });
+  const tbody = h("tbody");
+  const followNote = h("span", { class: "muted" });
+  append(main, [
+    h("div", { class: "view-head" }, h("h1", { text: "Logs" }),
+      h("p", { class: "lede", text: "Runtime events, newest first: Turns, Steps, tool calls, processes, approvals." })),
+    h("form", { class: "filters", role: "search", onsubmit: (e) => { e.preventDefault(); setFilter("trace", traceInput.value.trim()); } },
+      h("label", { for: "log-agent", text: "Agent" }), agentSelect,
+      h("label", { for: "log-type", text: "Type" }), typeSelect,
+      h("label", { for: "log-level", text: "Level" }), levelSelect,
+      h("label", { for: "log-trace", text: "Trace" }), traceInput,
+      h("label", { class: "check" }, follow, " Follow live"), followNote,
+      filters.agent || filters.trace || filters.type || filters.level
+        ? h("a", { href: "#/logs", class: "button subtle", text: "Clear filters" }) : null),
+    count,
+    h("div", { class: "table-wrap" },
+      h("table", { class: "logs" },
+        h("thead", {}, h("tr", {}, ["Time", "Level", "Agent", "Type", "Trace", "Details"].map((t) => h("th", { scope: "col", text: t })))),
+        tbody)),
+  ]);
+  const fillAgents = (names) => {
+    for (const name of names) {
+      if (![...agentSelect.options].some((o) => o.value === name)) agentSelect.append(h("option", { value: name, text: name }));
+    }
+    agentSelect.value = filters.agent;
+  };
+  fillAgents(filters.agent ? [filters.agent] : []);
+  (state.agents ? Promise.resolve(state.agents) : loadAgents())
+    .then((b) => fillAgents(b.agents.map((r) => r.agent)))
+    .catch(() => {});
+  const showFollow = () => {
+    follow.disabled = !state.live;
+    followNote.textContent = state.live ? "" : "(no daemon: nothing new arrives)";
+  };
+  showFollow();
+
+  const seen = new Set();
+  const passes = (item) => {
+    const e = item.event;
+    if (filters.agent && e.agentName !== filters.agent) return false;
+    if (filters.trace && e.traceId !== filters.trace) return false;
+    if (filters.type && !String(e.type || "").startsWith(filters.type)) return false;
+    const rank = { info: 0, warning: 1, error: 2 };
+    if (filters.level && rank[item.level] < rank[filters.level]) return false;
+    return true;
+  };
+  const updateCount = () => {
+    count.textContent = `${plural(tbody.rows.length, "event")}${filters.trace ? ` of trace ${shortId(filters.trace)}` : ""}`;
+  };
+  const load = async () => {
+    const params = new URLSearchParams();
+    for (const [name, value] of Object.entries(filters)) if (value) params.set(name, value);
+    try {
+      const { events } = await api(`/api/events?${params}`);
+      const rows = [];
+      for (const item of events) {
+        if (seen.has(item.key)) continue;
+        seen.add(item.key);
+        rows.push(logRow(item));
+      }
+      tbody.prepend(...rows.reverse());
+      updateCount();
+    } catch (error) {
+      count.replaceChildren(errorNote(error));
+    }
+  };
+  load();
+  onLive((item) => {
+    showFollow();
+    if (!follow.checked || seen.has(item.key) || !passes(item)) return;
+    seen.add(item.key);
+    tbody.prepend(logRow(item));
+    while (tbody.rows.length > LOG_ROWS_KEPT) tbody.deleteRow(-1);
+    updateCount();
+  });
+  return {};
+}
+
+// Shown in their own columns, or in the trace (ids of Turns and Steps).
+const SUMMARY_SKIP = new Set(["timestamp", "type", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId", "turnId", "stepId"]);
+
+function logRow(item) {
+  const e = item.event;
+  const stamp = parseStamp(e.timestamp);
+  const summary = Object.entries(e)
+    .filter(([k]) => !SUMMARY_SKIP.has(k))
+    .map(([k, v]) => `${k}=${JSON.stringify(v)}`.slice(0, 160))
+    .join(" ");
+  const who = `${e.agentName || "?"}${e.instanceKey ? `@${e.instanceKey}` : ""}`;
+  return h(
+    "tr",
+    { class: `level-${item.level}`, dataset: { key: item.key, type: e.type || "", agent: e.agentName || "", level: item.level } },
+    h("td", { class: "mono nowrap", text: formatTime(stamp), title: e.timestamp || "" }),
+    h("td", {}, h("span", { class: `badge level-${item.level}`, text: item.level })),
+    h("td", { class: "nowrap" }, e.agentName ? h("a", { href: hashFor("logs", [], { agent: e.agentName }), text: who }) : who),
+    h("td", { class: "mono nowrap", text: e.type || "" }),
+    h("td", {}, e.traceId ? h("a", { href: hashFor("traces", [e.traceId]), class: "mono", text: shortId(e.traceId), "aria-label": `trace ${e.traceId}` }) : "–"),
+    h("td", { class: "log-details" }, foldText(summary, "mono")),
+  );
+}
+
+// ---------------------------------------------------------------- start
+
+document.getElementById("skip").addEventListener("click", () => {
+  const main = document.getElementById("view");
+  (main.querySelector("h1") || main).focus();
+});
+window.addEventListener("hashchange", () => route(true));
+renderModeBadge();
+loadAgents().catch(() => {});
+connectStream();
+route(false);

@@ -1,0 +1,316 @@
+"""What the studio reads: the event log (traces, spans, levels, handoffs, agents' last state)
+and conversations written by the agents' own store."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_process.conversation import ConversationStore
+from orchestrator.studio.conversations import conversation, instances, read_messages
+from orchestrator.studio.events import EventIndex, Trace, epoch_ms, event_key, event_level
+from tools_base import Message, MessageEvent, ToolCall
+
+TRACE = "5f54e149aeb22c42a25b7c35f33acfde"
+
+
+def event(
+    kind: str, stamp: str, agent: str, span: str, parent: str | None = None, **fields: Any
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "type": kind,
+        "timestamp": f"2026-11-23T17:57:{stamp}Z",
+        "agentName": agent,
+        "instanceKey": "default",
+        "traceId": TRACE,
+        "spanId": span,
+    }
+    if parent:
+        out["parentSpanId"] = parent
+    return {**out, **fields}
+
+
+# A handoff as the daemon logged it (ids shortened): coordinator → worker → file written.
+HANDOFF = [
+    event("turn.started", "27.815", "coordinator", "ct"),
+    event("step.started", "27.816", "coordinator", "cs0", "ct", stepIndex=0),
+    event("tool.called", "27.824", "coordinator", "ctool", "cs0", toolCallId="call_1",
+          toolName="agents__request", args={"target": "worker", "input": "write notes.txt hi"}),
+    event("turn.started", "27.843", "worker", "wt", "ctool"),
+    event("step.started", "27.844", "worker", "ws0", "wt", stepIndex=0),
+    event("tool.called", "27.848", "worker", "wtool", "ws0", toolCallId="call_1",
+          toolName="file-system__write", args={"path": "notes.txt", "content": "hi"}),
+    event("tool.completed", "27.850", "worker", "wtool", "ws0", toolCallId="call_1",
+          toolName="file-system__write", status="ok", duration=1.766, output={"size": 2}, error=None),
+    event("step.completed", "27.850", "worker", "ws0", "wt", stepIndex=0, duration=2.821),
+    event("step.started", "27.851", "worker", "ws1", "wt", stepIndex=1),
+    event("step.completed", "27.851", "worker", "ws1", "wt", stepIndex=1, duration=0.185),
+    event("turn.completed", "27.855", "worker", "wt", "ctool", duration=7.908),
+    event("tool.completed", "27.860", "coordinator", "ctool", "cs0", toolName="agents__request",
+          status="ok", duration=36.256, output={"response": "wrote 2 bytes"}, error=None),
+    event("step.completed", "27.860", "coordinator", "cs0", "ct", stepIndex=0, duration=37.365),
+    event("step.started", "27.860", "coordinator", "cs1", "ct", stepIndex=1),
+    event("step.completed", "27.861", "coordinator", "cs1", "ct", stepIndex=1, duration=0.173),
+    event("turn.completed", "27.863", "coordinator", "ct", duration=45.691),
+]  # fmt: skip
+
+
+def trace_of(events: list[dict[str, Any]]) -> Trace:
+    trace = Trace(TRACE)
+    for item in events:
+        trace.add(item)
+    return trace
+
+
+def test_a_trace_nests_spans_across_agents_parents_first() -> None:
+    body = trace_of(HANDOFF).to_json()
+    rows = [(s["agent"], s["kind"], s["name"], s["depth"]) for s in body["spans"]]
+    assert rows == [
+        ("coordinator", "turn", "coordinator turn", 0),
+        ("coordinator", "step", "step 0", 1),
+        ("coordinator", "tool", "agents__request", 2),
+        ("worker", "turn", "worker turn", 3),
+        ("worker", "step", "step 0", 4),
+        ("worker", "tool", "file-system__write", 5),
+        ("worker", "step", "step 1", 4),
+        ("coordinator", "step", "step 1", 1),
+    ]
+    summary = body["trace"]
+    assert summary["rootAgent"] == "coordinator"
+    assert summary["status"] == "ok"
+    assert summary["spanCount"] == 8
+    assert summary["agents"] == ["coordinator", "worker"]
+    assert summary["durationMs"] == pytest.approx(45.691, abs=0.01)  # the root Turn, measured
+
+
+def test_bars_cover_their_children_while_durations_stay_measured() -> None:
+    spans = {s["spanId"]: s for s in trace_of(HANDOFF).to_json()["spans"]}
+    turn = spans["ct"]
+    assert turn["durationMs"] == 45.691
+    for child in ("cs0", "cs1", "ctool", "wt"):
+        assert turn["startMs"] <= spans[child]["startMs"]
+        assert spans[child]["endMs"] <= turn["endMs"]
+
+
+def test_a_running_trace_and_a_failed_span() -> None:
+    running = trace_of(HANDOFF[:5])
+    assert running.summary()["status"] == "running"
+    failed = trace_of(
+        [
+            *HANDOFF[:6],
+            event("tool.completed", "27.850", "worker", "wtool", "ws0", toolName="file-system__write",
+                  status="error", duration=1.0, error={"code": "E_TOOL", "message": "disk full"}),
+            event("turn.failed", "27.900", "worker", "wt", "ctool", duration=50.0,
+                  errorCode="E_MODEL", errorMessage="the model is down"),
+        ]
+    )  # fmt: skip
+    spans = {s["spanId"]: s for s in failed.to_json()["spans"]}
+    assert spans["wtool"]["status"] == "error"
+    assert spans["wtool"]["error"] == "disk full (E_TOOL)"
+    assert spans["wt"]["error"] == "the model is down (E_MODEL)"
+    assert failed.summary()["status"] == "running"  # the coordinator's Turn has not ended
+
+
+def test_a_call_parked_for_approval_is_a_span_until_it_is_decided() -> None:
+    parked = [
+        *HANDOFF[3:5],
+        event("approval.requested", "28.000", "worker", "apr", "ws0", toolName="bash__exec",
+              toolCallId="c9", status="pending", args={"command": "ls"}, approvalId="apr_1"),
+    ]  # fmt: skip
+    [*_, waiting] = trace_of(parked).to_json()["spans"]
+    assert (waiting["kind"], waiting["name"], waiting["status"]) == (
+        "approval",
+        "bash__exec",
+        "running",
+    )
+    decided = event("approval.decided", "28.500", "worker", "apr", "ws0", toolName="bash__exec",
+                    status="rejected", reason="not now", approvalId="apr_1")  # fmt: skip
+    [*_, rejected] = trace_of([*parked, decided]).to_json()["spans"]
+    assert rejected["status"] == "error"
+    assert rejected["durationMs"] == pytest.approx(500.0)
+    assert rejected["error"] == "rejected by an operator: not now (E_TOOL_REJECTED)"
+
+
+@pytest.mark.parametrize(
+    ("item", "level"),
+    [
+        ({"type": "turn.started"}, "info"),
+        ({"type": "turn.failed"}, "error"),
+        ({"type": "tool.completed", "status": "error"}, "error"),
+        ({"type": "tool.completed", "status": "ok"}, "info"),
+        ({"type": "process.exited", "expected": False}, "error"),
+        ({"type": "process.exited", "expected": True}, "info"),
+        ({"type": "process.backoff"}, "warning"),
+        ({"type": "approval.requested"}, "warning"),
+        ({"type": "approval.decided", "status": "rejected"}, "warning"),
+        ({"type": "approval.decided", "status": "approved"}, "info"),
+        ({"type": "delivery.lost"}, "error"),
+    ],
+)
+def test_event_levels(item: dict[str, Any], level: str) -> None:
+    assert event_level(item) == level
+
+
+def test_an_event_has_the_same_key_from_the_file_and_from_the_stream() -> None:
+    item = HANDOFF[6]
+    from_file = json.loads(json.dumps(item, separators=(",", ":")))
+    pushed = json.loads(json.dumps(dict(reversed(list(item.items())))))
+    assert event_key(from_file) == event_key(pushed)
+    assert event_key(item) != event_key(HANDOFF[5])
+
+
+def write_log(path: Path, events: list[dict[str, Any]], mode: str = "a") -> None:
+    with open(path, mode) as log:
+        for item in events:
+            log.write(json.dumps(item) + "\n")
+
+
+def test_the_index_reads_what_is_appended_and_starts_over_on_a_new_file(tmp_path: Path) -> None:
+    log = tmp_path / "runtime-events.jsonl"
+    index = EventIndex(tmp_path)
+    index.refresh()  # no file yet
+    assert not index.events
+    write_log(log, HANDOFF[:8])
+    with open(log, "a") as torn:
+        torn.write('{"type": "step.sta')  # a line still being written
+    index.refresh()
+    assert len(index.events) == 8
+    assert index.traces[TRACE].summary()["status"] == "running"
+    with open(log, "a") as rest:
+        rest.write('rted"}\n')
+    write_log(log, HANDOFF[8:])
+    index.refresh()
+    assert len(index.events) == len(HANDOFF) + 1
+    assert index.traces[TRACE].summary()["status"] == "ok"
+    assert index.trace_list(agent="worker")[0]["traceId"] == TRACE
+    assert index.trace_list(agent="nobody") == []
+    replaced = tmp_path / "new.jsonl"
+    write_log(replaced, HANDOFF[:2], "w")
+    os.replace(replaced, log)  # a new file under the same name
+    index.refresh()
+    assert len(index.events) == 2
+
+
+def test_the_index_links_agents_by_handoff_tools_and_by_turn_parentage(tmp_path: Path) -> None:
+    spawned = event("turn.started", "29.000", "helper", "ht", "wtool")
+    write_log(tmp_path / "runtime-events.jsonl", [*HANDOFF, spawned])
+    index = EventIndex(tmp_path)
+    index.refresh()
+    edges = {(e["from"], e["to"]): e for e in index.edges.values()}
+    assert edges[("coordinator", "worker")]["kinds"] == ["request"]
+    assert edges[("coordinator", "worker")]["calls"] == 1
+    assert edges[("worker", "helper")]["kinds"] == []  # known by parentage only
+
+
+def test_the_index_keeps_each_agents_last_recorded_state(tmp_path: Path) -> None:
+    def process(kind: str, agent: str, **fields: Any) -> dict[str, Any]:
+        return {
+            "type": f"process.{kind}",
+            "timestamp": "2026-11-23T17:58:00.000Z",
+            "agentName": agent,
+            **fields,
+        }
+
+    write_log(
+        tmp_path / "runtime-events.jsonl",
+        [
+            process("spawned", "worker", pid=10),
+            process("ready", "worker", pid=10),
+            process("exited", "worker", expected=False, reason="signal SIGKILL", signal="SIGKILL"),
+            process("restarting", "worker", restarts=1),
+            process("spawned", "worker", pid=11),
+            process("ready", "worker", pid=11),
+            process("spawned", "coordinator", pid=12),
+            process("ready", "coordinator", pid=12),
+            process("exited", "coordinator", expected=True, reason="exit code 0"),
+            process("spawned", "flaky", pid=13),
+            process("exited", "flaky", expected=False, reason="exit code 1"),
+            process("backoff", "flaky", delaySeconds=4),
+        ],
+    )  # fmt: skip
+    index = EventIndex(tmp_path)
+    index.refresh()
+    rows = {name: record.row() for name, record in index.agents.items()}
+    assert (rows["worker"]["status"], rows["worker"]["pid"]) == ("idle", 11)
+    assert (rows["worker"]["restarts"], rows["worker"]["crashes"]) == (1, 1)
+    assert rows["worker"]["lastExit"]["reason"] == "signal SIGKILL"
+    assert rows["coordinator"]["status"] == "terminated"
+    assert rows["flaky"]["status"] == "crashLoopBackOff"
+
+
+def test_event_selection_filters_and_keeps_the_newest(tmp_path: Path) -> None:
+    write_log(tmp_path / "runtime-events.jsonl", HANDOFF)
+    index = EventIndex(tmp_path)
+    index.refresh()
+    tools = index.select(agent="worker", types=["tool."])
+    assert [row["event"]["type"] for row in tools] == ["tool.called", "tool.completed"]
+    newest = index.select(limit=2)
+    assert [row["event"]["type"] for row in newest] == ["step.completed", "turn.completed"]
+    assert index.select(level="warning") == []
+    later = index.select(since_ms=epoch_ms("2026-11-23T17:57:27.860Z"))
+    assert [row["event"]["type"] for row in later] == [
+        "tool.completed",
+        "step.completed",
+        "step.started",
+        "step.completed",
+        "turn.completed",
+    ]
+
+
+def message(index: int, role: str, content: str = "", **fields: Any) -> Message:
+    return Message(
+        id=f"m{index}", role=role, content=content, created_at="2026-11-23T17:57:27.815Z", **fields
+    )  # type: ignore[arg-type]
+
+
+def test_conversations_read_as_the_agents_store_wrote_them(tmp_path: Path) -> None:
+    """Written by the agents' own store: folds, an appended segment, unfolded events, a replace."""
+    directory = tmp_path / "conversation"
+    store = ConversationStore(directory, fsync=False)
+    store.load()
+    store.append(message(1, "system", "be brief"))
+    store.append(message(2, "user", "write notes.txt hi"))
+    store.fold()  # the first fold writes the base
+    call = ToolCall(id="call_1", name="file-system__write", args={"path": "notes.txt"})
+    store.append(message(3, "assistant", tool_calls=(call,)))
+    store.append(message(4, "tool", tool_result={"status": "ok", "output": {"size": 2}}))
+    store.fold()  # appended as a segment
+    store.append(message(5, "assistant", "wrote 2 bytes"))
+    store.emit(MessageEvent.replace("m1", message(1, "system", "be very brief")))
+    store.emit(MessageEvent.remove("m2"))
+    # not folded: a Turn still running (or an agent killed before its fold)
+    expected = [m.to_json() for m in ConversationStore(directory, fsync=False).load()]
+    assert read_messages(directory) == expected
+    assert [m["id"] for m in expected] == ["m1", "m3", "m4", "m5"]
+    assert expected[0]["content"] == "be very brief"
+    with open(directory / "events.jsonl", "a") as torn:
+        torn.write('{"seq": 99, "type": "app')  # a kill mid-write
+    assert read_messages(directory) == expected
+
+
+def test_instances_and_their_conversations_by_agent_and_key(tmp_path: Path) -> None:
+    root = tmp_path / "agents" / "worker" / "instances" / "u+4f2a"
+    (root / "conversation").mkdir(parents=True)
+    metadata = {"agentName": "worker", "instanceKey": "u/42", "status": "idle", "updatedAt": "x"}
+    (root / "metadata.json").write_text(json.dumps(metadata))
+    store = ConversationStore(root / "conversation", fsync=False)
+    store.load()
+    store.append(message(1, "user", "hi"))
+    assert instances(tmp_path) == [
+        {
+            "agent": "worker",
+            "instanceKey": "u/42",
+            "status": "idle",
+            "createdAt": None,
+            "updatedAt": "x",
+        }
+    ]
+    found = conversation(tmp_path, "worker", "u/42")
+    assert found is not None
+    assert [m["content"] for m in found] == ["hi"]
+    assert conversation(tmp_path, "worker", "u+4f2a") is None  # keys, not directory names
+    assert conversation(tmp_path, "coordinator", "u/42") is None
