@@ -266,7 +266,8 @@ def test_frames_larger_than_the_servers_max_payload_cross_whole(tmp_path: Path) 
 
 
 def test_the_cluster_outlives_a_restart_of_its_nats_server(tmp_path: Path) -> None:
-    with running_cluster(tmp_path) as cluster:
+    # A slower heartbeat (expiry 6 s): the quick restart must fit within it on a busy machine.
+    with running_cluster(tmp_path, heartbeat=2.0) as cluster:
         leader, node_a, _ = start_all(cluster)
         assert cluster.request("front", "relay one")[0] == 200
         before = {name: cluster.agent(name)["pid"] for name in ("middle", "back")}

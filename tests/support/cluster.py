@@ -204,8 +204,10 @@ class Cluster:
         env: dict[str, str] | None = None,
         member_args: Sequence[str] = (),
         scheme: str = "nats",
+        heartbeat: float = HEARTBEAT,
     ) -> None:
         self.root = root
+        self.heartbeat = heartbeat
         self.member_args = list(member_args)
         """Options every member gets (TLS files, say)."""
         self.scheme = scheme
@@ -224,7 +226,7 @@ class Cluster:
 
     def cluster_args(self) -> list[str]:
         url = self.nats.url.replace("nats://", f"{self.scheme}://")
-        return ["--cluster", url, "--heartbeat-seconds", str(HEARTBEAT), *self.member_args]
+        return ["--cluster", url, "--heartbeat-seconds", str(self.heartbeat), *self.member_args]
 
     def start_leader(self, *extra: str) -> Member:
         leader = Member(
