@@ -151,6 +151,7 @@ def _needs(report: Report, bundle: Any, have: dict[str, bool], env: dict[str, st
                 "fail",
                 f"a Model uses provider {extra}, whose SDK is not installed",
                 f"pip install '{DISTRIBUTION}[{extra}]'",
+                ExitCode.CONFIG,
             )
     if swarm.spec.placement and not have["cluster"]:
         report.add(
