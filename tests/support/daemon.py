@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.support.swarm import write_swarm
@@ -31,7 +31,8 @@ class Daemon:
     """A daemon in its own session; its stderr is read line by line.
 
     By default it runs the test swarm (``write_swarm`` with ``extra``); given ``bundle`` (a
-    file in ``directory``), it runs that file instead, with ``env`` added to the environment.
+    file in ``directory``), it runs that file instead, with ``env`` added to the environment
+    and ``args`` (more options of ``run``) on its command line.
     """
 
     def __init__(
@@ -42,11 +43,12 @@ class Daemon:
         bundle: str | None = None,
         env: Mapping[str, str] | None = None,
         grace: float = 5,
+        args: Sequence[str] = (),
     ) -> None:
         if bundle is None:
             write_swarm(directory, grace=grace, extra=extra)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "run", bundle or "goondan.yaml"],
+            [sys.executable, "-m", "orchestrator", "run", bundle or "goondan.yaml", *args],
             cwd=directory,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -1,0 +1,641 @@
+"""OpenTelemetry export of every Turn, Step and tool call, built from the runtime events.
+
+The Orchestrator already receives every runtime event, so spans are made here and agents never
+talk to a collector. A Turn becomes an ``invoke_agent AGENT`` span, each of its Steps a
+``chat MODEL`` span under it, each tool call an ``execute_tool TOOL`` span under its Step; a Turn
+asked for by another agent's tool call hangs under that tool span. Trace and span ids are the
+runtime's own (``traceId``, ``spanId``, ``parentSpanId`` of the events), so a trace in Jaeger
+or Tempo is the trace ``logs --trace ID`` shows; times are the events' timestamps.
+
+Exporting never costs the swarm anything it needs: the event loop only pairs each end event
+with its start event and hands the pair to a bounded queue (the oldest dropped and counted when
+it is full); a thread of its own turns them into spans and sends them in batches with the
+official OTLP/HTTP exporter. An export that fails is counted and logged once per outage, and
+closing waits at most :data:`SHUTDOWN_SECONDS` for what is still queued.
+
+Spans whose start event was never seen (a leader that took over while agents ran, a daemon
+restarted mid-Turn) are still exported: every end event carries the ids, and its ``duration``
+gives the start (``goondan.span.start_estimated``). Spans whose end never comes are ended for
+them, as errors marked ``goondan.span.incomplete``: by their Turn's end (a Step cut short), or
+by their agent's exit (a crash mid-Turn).
+
+Nothing here imports OpenTelemetry: :mod:`orchestrator.otlp` (the ``otel`` extra) is imported
+only when an endpoint is configured.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import structlog
+
+TRACES_PATH = "/v1/traces"
+"""Appended to a base endpoint (``--otlp-endpoint``, ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+DEFAULT_SERVICE_NAME = "goondan"
+"""``service.name`` unless ``OTEL_SERVICE_NAME`` (or ``OTEL_RESOURCE_ATTRIBUTES``) names one."""
+SHUTDOWN_SECONDS = 2.0
+"""The longest closing waits for queued spans to reach the collector; what is left is dropped."""
+DEFAULT_MAX_QUEUE_SIZE = 2048
+DEFAULT_MAX_EXPORT_BATCH_SIZE = 512
+DEFAULT_SCHEDULE_DELAY_MS = 5000
+MAX_OPEN_SPANS = 10_000
+"""Spans started and not yet ended that are remembered; past it the oldest is forgotten."""
+
+DROP_REASONS = ("queue_full", "export_failed", "shutdown", "never_ended", "invalid")
+"""Why a span was not exported: the queue was full; the collector refused it or could not be
+reached (after the exporter's retries); it was still queued when closing ran out of time; it
+was forgotten as one of too many open spans; its event lacked usable ids or times."""
+
+ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+SpanKindName = Literal["internal", "client"]
+AttributeValue = str | bool | int | float
+
+
+class TelemetryUnavailable(ValueError):
+    """Export was asked for but cannot be set up (a bad endpoint, the extra not installed)."""
+
+
+@dataclass(frozen=True)
+class OtlpSettings:
+    """Where and how spans are exported."""
+
+    endpoint: str
+    """The URL spans are POSTed to (``…/v1/traces``)."""
+    source: str
+    """What configured it: ``--otlp-endpoint`` or the environment variable's name."""
+    max_queue_size: int = DEFAULT_MAX_QUEUE_SIZE
+    max_export_batch_size: int = DEFAULT_MAX_EXPORT_BATCH_SIZE
+    schedule_delay: float = DEFAULT_SCHEDULE_DELAY_MS / 1000
+    """Seconds between exports while fewer than a batch of spans wait."""
+
+    @property
+    def from_flag(self) -> bool:
+        """Asked for on the command line (an unusable setup is then an error, not a warning)."""
+        return self.source == "--otlp-endpoint"
+
+
+def otlp_settings(flag: str | None, environ: Mapping[str, str]) -> OtlpSettings | None:
+    """The export settings of ``--otlp-endpoint`` (``flag``) or the standard variables.
+
+    The flag wins. Like the OpenTelemetry SDK, a base endpoint (the flag, unless it already ends
+    with ``/v1/traces``, or ``OTEL_EXPORTER_OTLP_ENDPOINT``) gets ``/v1/traces`` appended and
+    ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is used as it is. Without the flag,
+    ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none`` turns export off. Batching
+    follows ``OTEL_BSP_MAX_QUEUE_SIZE``, ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` and
+    ``OTEL_BSP_SCHEDULE_DELAY`` (milliseconds). ``None``: no export. Raises
+    :class:`TelemetryUnavailable` for an endpoint that is not an http(s) URL or a bad number.
+    """
+    if flag is not None:
+        source, endpoint = "--otlp-endpoint", _with_traces_path(flag.strip())
+    else:
+        if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+            return None
+        if environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+            return None
+        traces = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+        base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+        if traces:
+            source, endpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces
+        elif base:
+            source = "OTEL_EXPORTER_OTLP_ENDPOINT"
+            endpoint = base.removesuffix("/") + TRACES_PATH
+        else:
+            return None
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TelemetryUnavailable(
+            f"{source}: expected an OTLP/HTTP URL such as http://127.0.0.1:4318, got {endpoint!r}"
+        )
+    max_queue = _positive(environ, "OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_MAX_QUEUE_SIZE)
+    batch = _positive(environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", DEFAULT_MAX_EXPORT_BATCH_SIZE)
+    delay_ms = _positive(environ, "OTEL_BSP_SCHEDULE_DELAY", DEFAULT_SCHEDULE_DELAY_MS)
+    return OtlpSettings(
+        endpoint=endpoint,
+        source=source,
+        max_queue_size=max_queue,
+        max_export_batch_size=min(batch, max_queue),
+        schedule_delay=delay_ms / 1000,
+    )
+
+
+def _with_traces_path(url: str) -> str:
+    if url.rstrip("/").endswith(TRACES_PATH):
+        return url
+    return url.removesuffix("/") + TRACES_PATH
+
+
+def _positive(environ: Mapping[str, str], name: str, default: int) -> int:
+    text = environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise TelemetryUnavailable(f"{name}: expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise TelemetryUnavailable(f"{name}: expected a positive integer, got {text!r}")
+    return value
+
+
+def redacted(url: str) -> str:
+    """``url`` without credentials or query, fit for a log line."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+# --- from events to spans -----------------------------------------------------------------
+
+ModelOf = Callable[[str], tuple[str, str] | None]
+"""``(provider, model)`` of an agent, when known."""
+
+_STARTS = {"turn.started": "turn", "step.started": "step", "tool.called": "tool"}
+_ENDS = {
+    "turn.completed": "turn",
+    "turn.failed": "turn",
+    "step.completed": "step",
+    "step.failed": "step",
+    "tool.completed": "tool",
+    "tool.failed": "tool",
+}
+
+
+@dataclass(slots=True)
+class _Open:
+    event: dict[str, Any]
+    model: tuple[str, str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedSpan:
+    """A span's end event and, when it was seen, its start event: all a span is made of."""
+
+    start: dict[str, Any] | None
+    end: dict[str, Any]
+    model: tuple[str, str] | None
+    incomplete: str | None = None
+    """Why it was ended for it (its end event never came); ``None`` for an ordinary end."""
+
+
+class SpanAssembler:
+    """Pairs start and end events as they are appended (on the event loop: dict work only).
+
+    Every finished span goes to ``emit``; open spans are kept by span id, with an index of the
+    Steps and tool calls of each open Turn so the Turn's end closes what it left open.
+    """
+
+    def __init__(
+        self,
+        emit: Callable[[FinishedSpan], None],
+        *,
+        model_of: ModelOf,
+        on_forgotten: Callable[[], None],
+        max_open: int = MAX_OPEN_SPANS,
+    ) -> None:
+        self._emit = emit
+        self._model_of = model_of
+        self._on_forgotten = on_forgotten
+        self._max_open = max_open
+        self._open: dict[str, _Open] = {}
+        self._turn_children: dict[tuple[object, object], dict[str, None]] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def observe(self, event: dict[str, Any]) -> None:
+        """Take one runtime event (an ``EventLog`` listener)."""
+        kind = event.get("type")
+        if kind in _STARTS:
+            self._started(_STARTS[kind], event)
+        elif kind in _ENDS:
+            self._ended(_ENDS[kind], event)
+        elif kind == "process.exited":
+            self._agent_exited(event)
+
+    def _started(self, kind: str, event: dict[str, Any]) -> None:
+        span_id = event.get("spanId")
+        if not isinstance(span_id, str):
+            return
+        if len(self._open) >= self._max_open:
+            oldest = next(iter(self._open))
+            self._forget(oldest)
+            self._on_forgotten()
+        agent = str(event.get("agentName") or "")
+        self._open[span_id] = _Open(event, self._model_of(agent) if kind != "tool" else None)
+        if kind != "turn":
+            key = (event.get("agentName"), event.get("turnId"))
+            self._turn_children.setdefault(key, {})[span_id] = None
+
+    def _forget(self, span_id: str) -> _Open | None:
+        opened = self._open.pop(span_id, None)
+        if opened is not None and opened.event.get("type") != "turn.started":
+            key = (opened.event.get("agentName"), opened.event.get("turnId"))
+            children = self._turn_children.get(key)
+            if children is not None:
+                children.pop(span_id, None)
+                if not children:
+                    del self._turn_children[key]
+        return opened
+
+    def _ended(self, kind: str, event: dict[str, Any]) -> None:
+        span_id = event.get("spanId")
+        opened = self._forget(span_id) if isinstance(span_id, str) else None
+        if opened is not None:
+            model = opened.model
+        else:
+            model = self._model_of(str(event.get("agentName") or "")) if kind != "tool" else None
+        self._emit(FinishedSpan(opened.event if opened else None, event, model))
+        if kind == "turn":
+            children = self._turn_children.pop((event.get("agentName"), event.get("turnId")), {})
+            # The latest started first: a tool call ends before its Step, as it would have.
+            for child in reversed(list(children)):
+                self._end_for_it(child, event, "its Turn ended before it did")
+
+    def _agent_exited(self, event: dict[str, Any]) -> None:
+        agent = event.get("agentName")
+        left = [s for s, o in self._open.items() if o.event.get("agentName") == agent]
+        reason = f"its agent's process exited ({event.get('reason') or 'no reason given'})"
+        for span_id in reversed(left):  # the innermost (latest started) first
+            self._end_for_it(span_id, event, reason)
+
+    def _end_for_it(self, span_id: str, cause: dict[str, Any], reason: str) -> None:
+        opened = self._forget(span_id)
+        if opened is None:
+            return
+        start = opened.event
+        end = {
+            **start,
+            "type": f"{_STARTS[start['type']]}.failed",
+            "timestamp": cause.get("timestamp"),
+            "errorMessage": reason,
+        }
+        self._emit(FinishedSpan(start, end, opened.model, incomplete=reason))
+
+
+@dataclass(frozen=True, slots=True)
+class SpanData:
+    """One span, ready for an exporter: plain values, no OpenTelemetry types."""
+
+    name: str
+    kind: SpanKindName
+    trace_id: int
+    span_id: int
+    parent_span_id: int | None
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, AttributeValue]
+    error: str | None = None
+    """The status message of a failed span; ``None``: status unset (it did not fail)."""
+
+
+def build_span(finished: FinishedSpan) -> SpanData | None:
+    """The span of ``finished``, named and attributed after the OpenTelemetry GenAI semantic
+    conventions; ``None`` when its events lack usable ids or a timestamp."""
+    end, start = finished.end, finished.start
+    trace_id = _hex_id(end.get("traceId"), 32)
+    span_id = _hex_id(end.get("spanId"), 16)
+    end_ns = _nanoseconds(end.get("timestamp"))
+    if trace_id is None or span_id is None or end_ns is None:
+        return None
+    parent = end.get("parentSpanId") or (start or {}).get("parentSpanId")
+    kind = _ENDS[str(end.get("type"))]
+    agent = str(end.get("agentName") or "")
+    attributes: dict[str, AttributeValue] = {
+        "gen_ai.agent.name": agent,
+        "goondan.agent": agent,
+        "goondan.instance_key": str(end.get("instanceKey") or ""),
+    }
+    start_ns = _nanoseconds(start.get("timestamp")) if start is not None else None
+    if start_ns is None:
+        duration = end.get("duration", end.get("durationMs"))
+        milliseconds = duration if isinstance(duration, int | float) else 0
+        start_ns = end_ns - int(milliseconds * 1_000_000)
+        attributes["goondan.span.start_estimated"] = True
+    _put(attributes, "goondan.turn_id", end.get("turnId"))
+    if finished.model is not None:
+        provider, model = finished.model
+        attributes["gen_ai.provider.name"] = provider
+        attributes["gen_ai.request.model"] = model
+    error: str | None = None
+    if kind == "turn":
+        name = f"invoke_agent {agent}"
+        span_kind: SpanKindName = "internal"
+        attributes["gen_ai.operation.name"] = "invoke_agent"
+        _put(attributes, "goondan.step_count", end.get("stepCount"))
+    elif kind == "step":
+        model_name = finished.model[1] if finished.model else ""
+        name = f"chat {model_name}".rstrip()
+        span_kind = "client"
+        attributes["gen_ai.operation.name"] = "chat"
+        _put(attributes, "goondan.step_id", end.get("stepId"))
+        _put(attributes, "goondan.step_index", end.get("stepIndex"))
+        _put(attributes, "goondan.tool_call_count", end.get("toolCallCount"))
+    else:
+        tool = str(end.get("toolName") or "")
+        name = f"execute_tool {tool}".rstrip()
+        span_kind = "internal"
+        attributes["gen_ai.operation.name"] = "execute_tool"
+        attributes["gen_ai.tool.name"] = tool
+        attributes["gen_ai.tool.type"] = "function"
+        _put(attributes, "gen_ai.tool.call.id", end.get("toolCallId"))
+        _put(attributes, "goondan.step_id", end.get("stepId"))
+        status = end.get("status")
+        _put(attributes, "goondan.tool.status", status)
+        failure = end.get("error")
+        if status == "error" and isinstance(failure, dict):
+            error = str(failure.get("message") or failure.get("code") or "the tool failed")
+            _put(attributes, "error.type", failure.get("code"))
+    usage = end.get("tokenUsage")
+    if isinstance(usage, dict):
+        _put(attributes, "gen_ai.usage.input_tokens", usage.get("promptTokens"))
+        _put(attributes, "gen_ai.usage.output_tokens", usage.get("completionTokens"))
+    if str(end.get("type")).endswith(".failed"):
+        code = end.get("errorCode")
+        _put(attributes, "error.type", code)
+        if "error.type" not in attributes:
+            attributes["error.type"] = "incomplete" if finished.incomplete else "exception"
+        error = str(end.get("errorMessage") or code or "failed")
+    if finished.incomplete is not None:
+        attributes["goondan.span.incomplete"] = finished.incomplete
+    return SpanData(
+        name=name,
+        kind=span_kind,
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=_hex_id(parent, 16),
+        start_ns=min(start_ns, end_ns),
+        end_ns=end_ns,
+        attributes=attributes,
+        error=error,
+    )
+
+
+def _put(attributes: dict[str, AttributeValue], key: str, value: object) -> None:
+    if isinstance(value, str | bool | int | float):
+        attributes[key] = value
+
+
+def _hex_id(value: object, digits: int) -> int | None:
+    """The id ``value`` (``digits`` hex digits, not all zero) as an integer."""
+    if not isinstance(value, str) or len(value) != digits:
+        return None
+    try:
+        number = int(value, 16)
+    except ValueError:
+        return None
+    return number or None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _nanoseconds(stamp: object) -> int | None:
+    """An event's ISO 8601 timestamp as nanoseconds since the epoch."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    # Whole microseconds, exactly (a float of seconds since 1970 loses some).
+    return (moment - _EPOCH) // _MICROSECOND * 1000
+
+
+# --- the queue and its thread -------------------------------------------------------------
+
+
+class SpanSink(Protocol):
+    """What sends spans (:class:`orchestrator.otlp.OtlpSink`)."""
+
+    def export(self, spans: Sequence[SpanData]) -> str | None:
+        """Send ``spans``; ``None`` once accepted, else why they were not (never raises)."""
+
+    def shutdown(self) -> None:
+        """Stop: a retry waiting to happen gives up at once."""
+
+
+@dataclass
+class ExportCounts:
+    """Spans exported and dropped, by reason (read by ``/metrics``; updated from two threads)."""
+
+    exported: int = 0
+    dropped: collections.Counter[str] = field(default_factory=collections.Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_exported(self, count: int) -> None:
+        with self.lock:
+            self.exported += count
+
+    def add_dropped(self, reason: str, count: int = 1) -> None:
+        with self.lock:
+            self.dropped[reason] += count
+
+    def snapshot(self) -> tuple[int, dict[str, int]]:
+        """``(exported, {reason: dropped})``, every reason present."""
+        with self.lock:
+            return self.exported, {reason: self.dropped[reason] for reason in DROP_REASONS}
+
+
+class TraceExport:
+    """Runtime events in, OTLP spans out: an ``EventLog`` listener and the thread that sends.
+
+    :meth:`observe` runs on the event loop and never blocks; :meth:`close` (blocking, at most
+    :data:`SHUTDOWN_SECONDS` plus a moment) stops the thread after a last flush.
+    """
+
+    def __init__(
+        self, settings: OtlpSettings, sink: SpanSink, *, model_of: ModelOf = lambda agent: None
+    ) -> None:
+        self.settings = settings
+        self.counts = ExportCounts()
+        self._sink = sink
+        self._log = structlog.get_logger("goondan.otlp").bind(endpoint=redacted(settings.endpoint))
+        self._queue: collections.deque[FinishedSpan] = collections.deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closing = False
+        self._aborted = False
+        self._abandoned = False
+        self._in_flight = 0
+        """Spans of the request being made, which closing counts if it gives up on it."""
+        self._warned_full = False
+        self._failing_since: int | None = None
+        """``counts.dropped['export_failed']`` when the current outage began; ``None``: none."""
+        self._thread = threading.Thread(target=self._run, name="goondan-otlp", daemon=True)
+        self.assembler = SpanAssembler(
+            self._offer,
+            model_of=model_of,
+            on_forgotten=lambda: self.counts.add_dropped("never_ended"),
+        )
+
+    @classmethod
+    def open(cls, settings: OtlpSettings, *, swarm: str, model_of: ModelOf) -> TraceExport:
+        """An export to ``settings.endpoint`` through the OpenTelemetry SDK (imported now).
+
+        Raises :class:`TelemetryUnavailable` when the ``otel`` extra is not installed.
+        """
+        try:
+            from orchestrator.otlp import OtlpSink
+        except ImportError as exc:
+            raise TelemetryUnavailable(
+                f"{settings.source} needs the `otel` extra: pip install 'goondan[otel]' ({exc})"
+            ) from None
+        return cls(settings, OtlpSink(settings.endpoint, swarm=swarm), model_of=model_of)
+
+    def start(self) -> None:
+        """Start the sending thread."""
+        if not self._thread.is_alive() and not self._closing:
+            self._thread.start()
+            self._log.info(
+                "exporting spans over OTLP/HTTP",
+                source=self.settings.source,
+                max_queue_size=self.settings.max_queue_size,
+            )
+
+    def observe(self, event: dict[str, Any]) -> None:
+        """An ``EventLog`` listener: every runtime event passes here."""
+        self.assembler.observe(event)
+
+    def queued(self) -> int:
+        """Spans waiting to be sent."""
+        return len(self._queue)
+
+    def _offer(self, span: FinishedSpan) -> None:
+        if self._closing:
+            return
+        full = False
+        with self._lock:
+            if len(self._queue) >= self.settings.max_queue_size:
+                self._queue.popleft()  # the oldest goes, as the SDK's batch processor does
+                full = True
+            self._queue.append(span)
+            size = len(self._queue)
+        if full:
+            self.counts.add_dropped("queue_full")
+            if not self._warned_full:
+                self._warned_full = True
+                self._log.warning(
+                    "span export queue full: dropping the oldest spans",
+                    max_queue_size=self.settings.max_queue_size,
+                    counted_in="goondan_otel_spans_dropped_total",
+                )
+        if size >= self.settings.max_export_batch_size:
+            self._wake.set()
+
+    def _take(self) -> list[FinishedSpan]:
+        with self._lock:
+            count = min(len(self._queue), self.settings.max_export_batch_size)
+            return [self._queue.popleft() for _ in range(count)]
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self.settings.schedule_delay)
+            self._wake.clear()
+            # Read before draining: once closing, nothing more is queued, so this drain
+            # sends everything that was.
+            closing = self._closing
+            while not self._aborted:
+                batch = self._take()
+                if not batch:
+                    break
+                self._send(batch)
+            if closing or self._aborted:
+                return
+
+    def _send(self, batch: list[FinishedSpan]) -> None:
+        spans: list[SpanData] = []
+        for finished in batch:
+            try:
+                span = build_span(finished)
+            except Exception:  # an event of an unexpected shape costs its span, nothing more
+                span = None
+            if span is None:
+                self.counts.add_dropped("invalid")
+            else:
+                spans.append(span)
+        if not spans:
+            return
+        with self._lock:
+            self._in_flight = len(spans)
+        try:
+            problem = self._sink.export(spans)
+        except Exception as exc:  # the sink never raises; if it does, it is one more failure
+            problem = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            if self._abandoned:  # closing gave up on this batch and counted it already
+                return
+            self._in_flight = 0
+        if problem is None:
+            self.counts.add_exported(len(spans))
+            if self._failing_since is not None:
+                _, dropped = self.counts.snapshot()
+                lost = dropped["export_failed"] - self._failing_since
+                self._failing_since = None
+                self._log.info("span export recovered", dropped_meanwhile=lost)
+            return
+        if self._failing_since is None:
+            self._failing_since = self.counts.snapshot()[1]["export_failed"]
+            self._log.warning(
+                "span export failing: spans are dropped until the collector takes them",
+                reason=self._scrub(problem)[:500],
+                counted_in="goondan_otel_spans_dropped_total",
+            )
+        self.counts.add_dropped("export_failed", len(spans))
+
+    def _scrub(self, problem: str) -> str:
+        """``problem`` without the endpoint's credentials or query, should it quote the URL."""
+        parts = urlsplit(self.settings.endpoint)
+        for secret in (parts.query, parts.password, parts.username):
+            if secret:
+                problem = problem.replace(secret, "…")
+        return problem
+
+    def close(self, timeout: float = SHUTDOWN_SECONDS) -> None:
+        """Send what is queued, then stop, within ``timeout`` seconds in all.
+
+        Three quarters of it go to sending what is queued; then retries are given up (a
+        collector too slow or gone) and the sending thread gets the rest to notice. Spans still
+        queued or in a request without an answer by then are dropped (``shutdown``); that
+        request is left to its own timeout on the thread, which never holds the process back.
+        Spans ending after this are ignored.
+        """
+        if self._closing:
+            return
+        self._closing = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout * 0.75)
+        if self._thread.is_alive():
+            self._aborted = True
+            self._sink.shutdown()  # a retry waiting to happen gives up at once
+            self._thread.join(timeout * 0.25)
+        else:
+            self._sink.shutdown()
+        with self._lock:
+            left = len(self._queue)
+            self._queue.clear()
+            if self._thread.is_alive():
+                self._abandoned = True
+                left += self._in_flight
+        if left:
+            self.counts.add_dropped("shutdown", left)
+        exported, dropped = self.counts.snapshot()
+        self._log.info(
+            "span export stopped",
+            exported=exported,
+            dropped={k: v for k, v in dropped.items() if v},
+            open_spans=len(self.assembler),
+        )
