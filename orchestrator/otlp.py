@@ -1,17 +1,26 @@
-"""The OpenTelemetry SDK's side of span export (the ``otel`` extra): spans out over OTLP/HTTP.
+"""The span exporter process (``python -m orchestrator.otlp``): the OpenTelemetry SDK's side
+of span export (the ``otel`` extra), started by the daemon only when an endpoint is configured.
 
-Imported by :class:`orchestrator.telemetry.TraceExport` only when an endpoint is configured.
-Spans are built as the SDK's ``ReadableSpan`` directly rather than through a ``Tracer``: their
-ids and times were chosen by the agents when the work happened, not generated now.
+It reads its setup, then batches of finished spans, from its standard input (length-prefixed
+frames, see :class:`orchestrator.telemetry.ExporterProcess`), sends each batch with the SDK's
+OTLP/HTTP exporter and answers on its standard output with what became of it. It leaves when
+its input closes. Spans are built as the SDK's ``ReadableSpan`` directly rather than through a
+``Tracer``: their ids and times were chosen by the agents when the work happened.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
+import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import IO
 
+import msgspec
+import structlog
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan
@@ -19,7 +28,15 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from orchestrator.telemetry import DEFAULT_SERVICE_NAME, SpanData
+from orchestrator.telemetry import (
+    DEFAULT_SERVICE_NAME,
+    ExportOutcome,
+    SpanData,
+    build_span,
+    decode_batch,
+    read_frame,
+    write_frame,
+)
 
 _KINDS = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -131,3 +148,85 @@ class OtlpSink:
             end_time=span.end_ns,
             instrumentation_scope=self._scope,
         )
+
+
+class _Setup(msgspec.Struct):
+    endpoint: str
+    swarm: str
+
+
+def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
+    """Read the setup, then answer every batch, until ``requests`` ends.
+
+    A thread sends; this one only reads, so the end of the input is seen at once, even while
+    a batch is being sent to a collector that does not answer: the daemon closes it when it
+    needs nothing more (or is gone, killed), and this process then ends without waiting.
+    """
+    setup_frame = read_frame(requests)
+    if setup_frame is None:
+        return
+    setup = msgspec.json.decode(setup_frame, type=_Setup)
+    sink = OtlpSink(setup.endpoint, swarm=setup.swarm)
+    batches: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+
+    def send() -> None:
+        while True:
+            frame = batches.get()
+            try:
+                write_frame(answers, msgspec.json.encode(_export(sink, frame)))
+            except (OSError, ValueError):  # the daemon stopped listening
+                return
+
+    threading.Thread(target=send, name="goondan-otlp-send", daemon=True).start()
+    try:
+        while (frame := read_frame(requests)) is not None:
+            batches.put(frame)
+    finally:
+        sink.shutdown()  # a retry waiting to happen gives up at once
+
+
+def _export(sink: OtlpSink, frame: bytes) -> ExportOutcome:
+    spans: list[SpanData] = []
+    invalid = 0
+    try:
+        batch = decode_batch(frame)
+    except (msgspec.DecodeError, TypeError, ValueError):
+        return ExportOutcome(0, 0, "a batch the exporter process could not read")
+    for finished in batch:
+        try:
+            span = build_span(finished)
+        except Exception:  # an event of an unexpected shape costs its span, nothing more
+            span = None
+        if span is None:
+            invalid += 1
+        else:
+            spans.append(span)
+    if not spans:
+        return ExportOutcome(0, invalid)
+    problem = sink.export(spans)
+    return ExportOutcome(len(spans) if problem is None else 0, invalid, problem)
+
+
+def main() -> int:
+    """The exporter process: structured logs on stderr, signals left to the daemon."""
+    from ipc.logs import configure_logging
+
+    # Ctrl-C reaches the whole process group and systemd may signal every process of the
+    # unit: the daemon decides when this process stops (by closing its input).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    configure_logging(process="otlp-exporter")
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # standard output carries answers only
+    try:
+        serve(requests, answers)
+    except (BrokenPipeError, KeyboardInterrupt):
+        return 0
+    except Exception:
+        structlog.get_logger("goondan.otlp").exception("span exporter process failed")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -9,9 +9,10 @@ or Tempo is the trace ``logs --trace ID`` shows; times are the events' timestamp
 
 Exporting never costs the swarm anything it needs: the event loop only pairs each end event
 with its start event and hands the pair to a bounded queue (the oldest dropped and counted when
-it is full); a thread of its own turns them into spans and sends them in batches with the
-official OTLP/HTTP exporter. An export that fails is counted and logged once per outage, and
-closing waits at most :data:`SHUTDOWN_SECONDS` for what is still queued.
+it is full); a thread hands them in batches to the exporter process (:class:`ExporterProcess`),
+which turns them into spans and sends them with the official OTLP/HTTP exporter, away from the
+daemon's interpreter. An export that fails is counted and logged once per outage, and closing
+waits at most :data:`SHUTDOWN_SECONDS` for what is still queued.
 
 Spans whose start event was never seen (a leader that took over while agents ran, a daemon
 restarted mid-Turn) are still exported: every end event carries the ids, and its ``duration``
@@ -19,20 +20,29 @@ gives the start (``goondan.span.start_estimated``). Spans whose end never comes 
 them, as errors marked ``goondan.span.incomplete``: by their Turn's end (a Step cut short), or
 by their agent's exit (a crash mid-Turn).
 
-Nothing here imports OpenTelemetry: :mod:`orchestrator.otlp` (the ``otel`` extra) is imported
-only when an endpoint is configured.
+Nothing here imports OpenTelemetry: :mod:`orchestrator.otlp` (the ``otel`` extra) runs in the
+exporter process, started only when an endpoint is configured.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import importlib.util
+import os
+import struct
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol
+from pathlib import Path
+from typing import IO, Any, Literal, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+import msgspec
 import structlog
 
 TRACES_PATH = "/v1/traces"
@@ -414,17 +424,168 @@ def _nanoseconds(stamp: object) -> int | None:
     return (moment - _EPOCH) // _MICROSECOND * 1000
 
 
-# --- the queue and its thread -------------------------------------------------------------
+# --- the exporter process ----------------------------------------------------------------
+
+_FRAME = struct.Struct(">I")
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+"""No batch or answer is ever near this; a bigger length means the stream is corrupt."""
+STOP_SECONDS = 0.25
+"""How long the exporter process gets to leave after its input closes before it is killed."""
+RESPAWN_SECONDS = 10.0
+"""An exporter process that died is started again, at most once in this many seconds."""
+
+
+def write_frame(stream: IO[bytes], payload: bytes) -> None:
+    """One length-prefixed frame, flushed."""
+    stream.write(_FRAME.pack(len(payload)) + payload)
+    stream.flush()
+
+
+def read_frame(stream: IO[bytes]) -> bytes | None:
+    """The next frame, or ``None`` at the end of the stream (or a corrupt one)."""
+    head = stream.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return None
+    (size,) = _FRAME.unpack(head)
+    if size > MAX_FRAME_BYTES:
+        return None
+    payload = stream.read(size)
+    return payload if len(payload) == size else None
+
+
+def encode_batch(batch: Sequence[FinishedSpan]) -> bytes:
+    """``batch`` as the exporter process reads it (:func:`decode_batch`)."""
+    return _BATCH_ENCODER.encode([(f.start, f.end, f.model, f.incomplete) for f in batch])
+
+
+def decode_batch(payload: bytes) -> list[FinishedSpan]:
+    rows = msgspec.msgpack.decode(payload)
+    return [
+        FinishedSpan(start, end, tuple(model) if model else None, incomplete)
+        for start, end, model, incomplete in rows
+    ]
+
+
+_BATCH_ENCODER = msgspec.msgpack.Encoder(enc_hook=str)
+"""Events are JSON objects from agents; anything else in them is sent as its ``str``."""
+
+
+@dataclass(frozen=True)
+class ExportOutcome:
+    """What became of one batch."""
+
+    exported: int
+    """Spans the collector accepted."""
+    invalid: int = 0
+    """Spans whose events lacked usable ids or times (never sent)."""
+    problem: str | None = None
+    """Why the others were not accepted; ``None``: they were."""
 
 
 class SpanSink(Protocol):
-    """What sends spans (:class:`orchestrator.otlp.OtlpSink`)."""
+    """Where batches of finished spans go (:class:`ExporterProcess`)."""
 
-    def export(self, spans: Sequence[SpanData]) -> str | None:
-        """Send ``spans``; ``None`` once accepted, else why they were not (never raises)."""
+    def start(self) -> None:
+        """Get ready to take batches."""
 
-    def shutdown(self) -> None:
-        """Stop: a retry waiting to happen gives up at once."""
+    def export(self, batch: Sequence[FinishedSpan]) -> ExportOutcome:
+        """Send ``batch`` (blocking; never raises)."""
+
+    def shutdown(self, wait: float) -> None:
+        """Stop, giving a batch in progress ``wait`` seconds at most."""
+
+
+class ExporterProcess:
+    """The OpenTelemetry SDK runs in a process of its own (``python -m orchestrator.otlp``).
+
+    Turning events into spans and spans into protobuf costs about a tenth of a millisecond
+    per span in the SDK; in the daemon's process that time would be taken from routing (one
+    interpreter lock). Here the daemon's share is encoding each batch for a pipe; the exporter
+    process builds the spans, sends them with the SDK's OTLP/HTTP exporter, and answers with
+    an :class:`ExportOutcome`. It reads the standard variables (headers, timeouts, TLS) from
+    the environment it inherits; its endpoint comes on its input, never on a command line other
+    users can read. It ignores SIGINT and SIGTERM and ends as soon as its input closes (an
+    export in progress abandoned), so it never outlives the daemon, even one killed.
+    """
+
+    def __init__(self, endpoint: str, *, swarm: str) -> None:
+        self._setup = msgspec.json.encode({"endpoint": endpoint, "swarm": swarm})
+        self._process: subprocess.Popen[bytes] | None = None
+        self._spawned_at = -RESPAWN_SECONDS
+        self._stopping = False
+        self._log = structlog.get_logger("goondan.otlp").bind(endpoint=redacted(endpoint))
+
+    def start(self) -> None:
+        self._spawn()
+
+    def _spawn(self) -> None:
+        # The package this module came from, first on the path: the process runs this code.
+        root = str(Path(__file__).resolve().parent.parent)
+        path = os.environ.get("PYTHONPATH")
+        environ = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
+        self._spawned_at = time.monotonic()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.otlp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=environ,
+            close_fds=True,
+        )
+        assert process.stdin is not None
+        with contextlib.suppress(OSError):  # it died at once: the next export says so
+            write_frame(process.stdin, self._setup)
+        self._process = process
+        self._log.info("span exporter process started", pid=process.pid)
+
+    def _running(self) -> subprocess.Popen[bytes] | None:
+        process = self._process
+        if process is not None and process.poll() is None:
+            return process
+        if self._stopping or time.monotonic() - self._spawned_at < RESPAWN_SECONDS:
+            return None
+        self._log.warning(
+            "span exporter process exited; starting it again",
+            exit_code=None if process is None else process.returncode,
+        )
+        self._spawn()
+        return self._process
+
+    def export(self, batch: Sequence[FinishedSpan]) -> ExportOutcome:
+        process = self._running()
+        if process is None:
+            return ExportOutcome(0, 0, "the span exporter process is not running")
+        assert process.stdin is not None
+        assert process.stdout is not None
+        try:
+            write_frame(process.stdin, encode_batch(batch))
+            answer = read_frame(process.stdout)
+        except (OSError, ValueError):  # its pipes closed under us (it died, or shutdown)
+            answer = None
+        if answer is None:
+            return ExportOutcome(0, 0, f"the span exporter process exited ({process.poll()})")
+        try:
+            return msgspec.json.decode(answer, type=ExportOutcome)
+        except msgspec.DecodeError:
+            return ExportOutcome(0, 0, "the span exporter process answered nonsense")
+
+    def shutdown(self, wait: float) -> None:
+        self._stopping = True
+        process = self._process
+        if process is None:
+            return
+        assert process.stdin is not None
+        assert process.stdout is not None
+        with contextlib.suppress(OSError, ValueError):
+            process.stdin.close()  # its cue to leave, once the batch in progress is done
+        try:
+            process.wait(wait)
+        except subprocess.TimeoutExpired:
+            process.kill()  # a collector too slow or gone: its retries end here
+            process.wait()
+        process.stdout.close()
+
+
+# --- the queue and its thread -------------------------------------------------------------
 
 
 @dataclass
@@ -450,10 +611,11 @@ class ExportCounts:
 
 
 class TraceExport:
-    """Runtime events in, OTLP spans out: an ``EventLog`` listener and the thread that sends.
+    """Runtime events in, OTLP spans out: an ``EventLog`` listener, the bounded queue, and the
+    thread that hands batches to the exporter process and counts what became of them.
 
     :meth:`observe` runs on the event loop and never blocks; :meth:`close` (blocking, at most
-    :data:`SHUTDOWN_SECONDS` plus a moment) stops the thread after a last flush.
+    :data:`SHUTDOWN_SECONDS`) stops the thread and the process after a last flush.
     """
 
     def __init__(
@@ -466,11 +628,12 @@ class TraceExport:
         self._queue: collections.deque[FinishedSpan] = collections.deque()
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        self._started = False
         self._closing = False
         self._aborted = False
         self._abandoned = False
         self._in_flight = 0
-        """Spans of the request being made, which closing counts if it gives up on it."""
+        """Spans of the batch being sent, which closing counts if it gives up on it."""
         self._warned_full = False
         self._failing_since: int | None = None
         """``counts.dropped['export_failed']`` when the current outage began; ``None``: none."""
@@ -483,27 +646,35 @@ class TraceExport:
 
     @classmethod
     def open(cls, settings: OtlpSettings, *, swarm: str, model_of: ModelOf) -> TraceExport:
-        """An export to ``settings.endpoint`` through the OpenTelemetry SDK (imported now).
+        """An export to ``settings.endpoint`` through the OpenTelemetry SDK, in the exporter
+        process (started by :meth:`start`).
 
         Raises :class:`TelemetryUnavailable` when the ``otel`` extra is not installed.
         """
-        try:
-            from orchestrator.otlp import OtlpSink
-        except ImportError as exc:
-            raise TelemetryUnavailable(
-                f"{settings.source} needs the `otel` extra: pip install 'goondan[otel]' ({exc})"
-            ) from None
-        return cls(settings, OtlpSink(settings.endpoint, swarm=swarm), model_of=model_of)
+        for module in ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http"):
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                raise TelemetryUnavailable(
+                    f"{settings.source} needs the `otel` extra: pip install 'goondan[otel]'"
+                    f" ({module} is not installed)"
+                )
+        return cls(settings, ExporterProcess(settings.endpoint, swarm=swarm), model_of=model_of)
 
     def start(self) -> None:
-        """Start the sending thread."""
-        if not self._thread.is_alive() and not self._closing:
-            self._thread.start()
-            self._log.info(
-                "exporting spans over OTLP/HTTP",
-                source=self.settings.source,
-                max_queue_size=self.settings.max_queue_size,
-            )
+        """Start the exporter and the sending thread."""
+        if self._started or self._closing:
+            return
+        self._started = True
+        self._sink.start()
+        self._thread.start()
+        self._log.info(
+            "exporting spans over OTLP/HTTP",
+            source=self.settings.source,
+            max_queue_size=self.settings.max_queue_size,
+        )
 
     def observe(self, event: dict[str, Any]) -> None:
         """An ``EventLog`` listener: every runtime event passes here."""
@@ -538,7 +709,9 @@ class TraceExport:
     def _take(self) -> list[FinishedSpan]:
         with self._lock:
             count = min(len(self._queue), self.settings.max_export_batch_size)
-            return [self._queue.popleft() for _ in range(count)]
+            batch = [self._queue.popleft() for _ in range(count)]
+            self._in_flight = len(batch)
+            return batch
 
     def _run(self) -> None:
         while True:
@@ -556,44 +729,36 @@ class TraceExport:
                 return
 
     def _send(self, batch: list[FinishedSpan]) -> None:
-        spans: list[SpanData] = []
-        for finished in batch:
-            try:
-                span = build_span(finished)
-            except Exception:  # an event of an unexpected shape costs its span, nothing more
-                span = None
-            if span is None:
-                self.counts.add_dropped("invalid")
-            else:
-                spans.append(span)
-        if not spans:
-            return
-        with self._lock:
-            self._in_flight = len(spans)
         try:
-            problem = self._sink.export(spans)
+            outcome = self._sink.export(batch)
         except Exception as exc:  # the sink never raises; if it does, it is one more failure
-            problem = f"{type(exc).__name__}: {exc}"
+            outcome = ExportOutcome(0, 0, f"{type(exc).__name__}: {exc}")
         with self._lock:
             if self._abandoned:  # closing gave up on this batch and counted it already
                 return
             self._in_flight = 0
-        if problem is None:
-            self.counts.add_exported(len(spans))
+        if outcome.invalid:
+            self.counts.add_dropped("invalid", outcome.invalid)
+        rest = len(batch) - outcome.invalid
+        if outcome.problem is None:
+            self.counts.add_exported(rest)
             if self._failing_since is not None:
                 _, dropped = self.counts.snapshot()
                 lost = dropped["export_failed"] - self._failing_since
                 self._failing_since = None
                 self._log.info("span export recovered", dropped_meanwhile=lost)
             return
+        if self._aborted:  # cut short by closing, not by the collector
+            self.counts.add_dropped("shutdown", rest)
+            return
         if self._failing_since is None:
             self._failing_since = self.counts.snapshot()[1]["export_failed"]
             self._log.warning(
                 "span export failing: spans are dropped until the collector takes them",
-                reason=self._scrub(problem)[:500],
+                reason=self._scrub(outcome.problem)[:500],
                 counted_in="goondan_otel_spans_dropped_total",
             )
-        self.counts.add_dropped("export_failed", len(spans))
+        self.counts.add_dropped("export_failed", rest)
 
     def _scrub(self, problem: str) -> str:
         """``problem`` without the endpoint's credentials or query, should it quote the URL."""
@@ -606,24 +771,23 @@ class TraceExport:
     def close(self, timeout: float = SHUTDOWN_SECONDS) -> None:
         """Send what is queued, then stop, within ``timeout`` seconds in all.
 
-        Three quarters of it go to sending what is queued; then retries are given up (a
-        collector too slow or gone) and the sending thread gets the rest to notice. Spans still
-        queued or in a request without an answer by then are dropped (``shutdown``); that
-        request is left to its own timeout on the thread, which never holds the process back.
-        Spans ending after this are ignored.
+        Up to ``timeout`` less a moment goes to sending what is queued; then a batch still in
+        progress (a collector too slow or gone) is given up: the exporter process has
+        :data:`STOP_SECONDS` to finish it before it is killed. Spans still queued or in that
+        batch are dropped (``shutdown``). Spans ending after this are ignored.
         """
         if self._closing:
             return
         self._closing = True
         self._wake.set()
+        began = time.monotonic()
         if self._thread.is_alive():
-            self._thread.join(timeout * 0.75)
+            self._thread.join(max(0.0, timeout - 2 * STOP_SECONDS))
         if self._thread.is_alive():
             self._aborted = True
-            self._sink.shutdown()  # a retry waiting to happen gives up at once
-            self._thread.join(timeout * 0.25)
-        else:
-            self._sink.shutdown()
+        self._sink.shutdown(STOP_SECONDS)
+        if self._thread.is_alive():
+            self._thread.join(max(0.0, timeout - (time.monotonic() - began)))
         with self._lock:
             left = len(self._queue)
             self._queue.clear()
