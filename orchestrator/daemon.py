@@ -249,9 +249,9 @@ class Orchestrator:
         """Open the API socket, start supervising and the entry agent (the others start
         on first use). Raises ``DaemonAlreadyRunning`` if another daemon owns the state."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        if self.telemetry is not None:
-            self.telemetry.start()
         await self._start_api()
+        if self.telemetry is not None:  # after the API: a daemon refused starts no exporter
+            self.telemetry.start()
         if self.cluster is not None:
             await self.cluster.open()
         self._report_unfolded()

@@ -169,7 +169,13 @@ def redacted(url: str) -> str:
 ModelOf = Callable[[str], tuple[str, str] | None]
 """``(provider, model)`` of an agent, when known."""
 
-_STARTS = {"turn.started": "turn", "step.started": "step", "tool.called": "tool"}
+_STARTS = {
+    "turn.started": "turn",
+    "step.started": "step",
+    "tool.called": "tool",
+    "approval.requested": "approval",
+    "approval.resumed": "approval",
+}
 _ENDS = {
     "turn.completed": "turn",
     "turn.failed": "turn",
@@ -177,6 +183,20 @@ _ENDS = {
     "step.failed": "step",
     "tool.completed": "tool",
     "tool.failed": "tool",
+    "approval.decided": "approval",
+    "approval.expired": "approval",
+    "approval.cancelled": "approval",
+}
+_INCOMPLETE_END = {
+    "turn": "turn.failed",
+    "step": "step.failed",
+    "tool": "tool.failed",
+    "approval": "approval.cancelled",
+}
+"""The end event's type given to a span whose own end never came."""
+_FAILED_APPROVALS = {
+    "approval.expired": ("E_TOOL_APPROVAL_TIMEOUT", "nobody decided before the approval expired"),
+    "approval.cancelled": ("E_TOOL_CANCELLED", "the request was cancelled while the call waited"),
 }
 
 
@@ -241,7 +261,8 @@ class SpanAssembler:
             self._forget(oldest)
             self._on_forgotten()
         agent = str(event.get("agentName") or "")
-        self._open[span_id] = _Open(event, self._model_of(agent) if kind != "tool" else None)
+        model = self._model_of(agent) if kind in ("turn", "step") else None
+        self._open[span_id] = _Open(event, model)
         if kind != "turn":
             key = (event.get("agentName"), event.get("turnId"))
             self._turn_children.setdefault(key, {})[span_id] = None
@@ -263,7 +284,8 @@ class SpanAssembler:
         if opened is not None:
             model = opened.model
         else:
-            model = self._model_of(str(event.get("agentName") or "")) if kind != "tool" else None
+            agent = str(event.get("agentName") or "")
+            model = self._model_of(agent) if kind in ("turn", "step") else None
         self._emit(FinishedSpan(opened.event if opened else None, event, model))
         if kind == "turn":
             children = self._turn_children.pop((event.get("agentName"), event.get("turnId")), {})
@@ -285,7 +307,7 @@ class SpanAssembler:
         start = opened.event
         end = {
             **start,
-            "type": f"{_STARTS[start['type']]}.failed",
+            "type": _INCOMPLETE_END[_STARTS[start["type"]]],
             "timestamp": cause.get("timestamp"),
             "errorMessage": reason,
         }
@@ -318,7 +340,6 @@ def build_span(finished: FinishedSpan) -> SpanData | None:
     if trace_id is None or span_id is None or end_ns is None:
         return None
     parent = end.get("parentSpanId") or (start or {}).get("parentSpanId")
-    kind = _ENDS[str(end.get("type"))]
     agent = str(end.get("agentName") or "")
     attributes: dict[str, AttributeValue] = {
         "gen_ai.agent.name": agent,
@@ -333,48 +354,15 @@ def build_span(finished: FinishedSpan) -> SpanData | None:
         attributes["goondan.span.start_estimated"] = True
     _put(attributes, "goondan.turn_id", end.get("turnId"))
     if finished.model is not None:
-        provider, model = finished.model
-        attributes["gen_ai.provider.name"] = provider
-        attributes["gen_ai.request.model"] = model
-    error: str | None = None
-    if kind == "turn":
-        name = f"invoke_agent {agent}"
-        span_kind: SpanKindName = "internal"
-        attributes["gen_ai.operation.name"] = "invoke_agent"
-        _put(attributes, "goondan.step_count", end.get("stepCount"))
-    elif kind == "step":
-        model_name = finished.model[1] if finished.model else ""
-        name = f"chat {model_name}".rstrip()
-        span_kind = "client"
-        attributes["gen_ai.operation.name"] = "chat"
-        _put(attributes, "goondan.step_id", end.get("stepId"))
-        _put(attributes, "goondan.step_index", end.get("stepIndex"))
-        _put(attributes, "goondan.tool_call_count", end.get("toolCallCount"))
-    else:
-        tool = str(end.get("toolName") or "")
-        name = f"execute_tool {tool}".rstrip()
-        span_kind = "internal"
-        attributes["gen_ai.operation.name"] = "execute_tool"
-        attributes["gen_ai.tool.name"] = tool
-        attributes["gen_ai.tool.type"] = "function"
-        _put(attributes, "gen_ai.tool.call.id", end.get("toolCallId"))
-        _put(attributes, "goondan.step_id", end.get("stepId"))
-        status = end.get("status")
-        _put(attributes, "goondan.tool.status", status)
-        failure = end.get("error")
-        if status == "error" and isinstance(failure, dict):
-            error = str(failure.get("message") or failure.get("code") or "the tool failed")
-            _put(attributes, "error.type", failure.get("code"))
+        attributes["gen_ai.provider.name"], attributes["gen_ai.request.model"] = finished.model
+    name, span_kind = _DESCRIBE[_ENDS[str(end.get("type"))]](finished, attributes)
     usage = end.get("tokenUsage")
     if isinstance(usage, dict):
         _put(attributes, "gen_ai.usage.input_tokens", usage.get("promptTokens"))
         _put(attributes, "gen_ai.usage.output_tokens", usage.get("completionTokens"))
-    if str(end.get("type")).endswith(".failed"):
-        code = end.get("errorCode")
-        _put(attributes, "error.type", code)
-        if "error.type" not in attributes:
-            attributes["error.type"] = "incomplete" if finished.incomplete else "exception"
-        error = str(end.get("errorMessage") or code or "failed")
+    failure = _failure(finished)
+    if failure is not None:
+        attributes["error.type"] = failure[0]
     if finished.incomplete is not None:
         attributes["goondan.span.incomplete"] = finished.incomplete
     return SpanData(
@@ -386,8 +374,85 @@ def build_span(finished: FinishedSpan) -> SpanData | None:
         start_ns=min(start_ns, end_ns),
         end_ns=end_ns,
         attributes=attributes,
-        error=error,
+        error=None if failure is None else failure[1],
     )
+
+
+Describe = Callable[[FinishedSpan, dict[str, AttributeValue]], tuple[str, SpanKindName]]
+
+
+def _turn(
+    finished: FinishedSpan, attributes: dict[str, AttributeValue]
+) -> tuple[str, SpanKindName]:
+    attributes["gen_ai.operation.name"] = "invoke_agent"
+    _put(attributes, "goondan.step_count", finished.end.get("stepCount"))
+    return f"invoke_agent {attributes['goondan.agent']}", "internal"
+
+
+def _step(
+    finished: FinishedSpan, attributes: dict[str, AttributeValue]
+) -> tuple[str, SpanKindName]:
+    end = finished.end
+    attributes["gen_ai.operation.name"] = "chat"
+    _put(attributes, "goondan.step_id", end.get("stepId"))
+    _put(attributes, "goondan.step_index", end.get("stepIndex"))
+    _put(attributes, "goondan.tool_call_count", end.get("toolCallCount"))
+    model = finished.model[1] if finished.model else ""
+    return f"chat {model}".rstrip(), "client"  # a call to the model's provider
+
+
+def _tool(
+    finished: FinishedSpan, attributes: dict[str, AttributeValue]
+) -> tuple[str, SpanKindName]:
+    end = finished.end
+    tool = str(end.get("toolName") or "")
+    attributes["gen_ai.operation.name"] = "execute_tool"
+    attributes["gen_ai.tool.name"] = tool
+    attributes["gen_ai.tool.type"] = "function"
+    _put(attributes, "gen_ai.tool.call.id", end.get("toolCallId"))
+    _put(attributes, "goondan.step_id", end.get("stepId"))
+    _put(attributes, "goondan.tool.status", end.get("status"))
+    return f"execute_tool {tool}".rstrip(), "internal"
+
+
+def _approval(
+    finished: FinishedSpan, attributes: dict[str, AttributeValue]
+) -> tuple[str, SpanKindName]:
+    """The wait for an operator's decision on a tool call (no GenAI operation: the runtime's)."""
+    end = finished.end
+    tool = str(end.get("toolName") or "")
+    attributes["gen_ai.tool.name"] = tool
+    _put(attributes, "gen_ai.tool.call.id", end.get("toolCallId"))
+    _put(attributes, "goondan.approval.id", end.get("approvalId"))
+    _put(attributes, "goondan.approval.status", end.get("status"))
+    return f"await_approval {tool}".rstrip(), "internal"
+
+
+_DESCRIBE: dict[str, Describe] = {
+    "turn": _turn,
+    "step": _step,
+    "tool": _tool,
+    "approval": _approval,
+}
+
+
+def _failure(finished: FinishedSpan) -> tuple[str, str] | None:
+    """``(error.type, status message)`` of a span that failed; ``None`` for one that did not."""
+    end = finished.end
+    kind = end.get("type")
+    if finished.incomplete is not None:
+        return "incomplete", finished.incomplete
+    if kind in ("turn.failed", "step.failed", "tool.failed"):
+        code = end.get("errorCode")
+        return str(code or "exception"), str(end.get("errorMessage") or code or "failed")
+    if kind == "tool.completed" and end.get("status") == "error":
+        error = end.get("error")
+        error = error if isinstance(error, dict) else {}
+        code = error.get("code")
+        return str(code or "tool_error"), str(error.get("message") or code or "the tool failed")
+    if kind in _FAILED_APPROVALS:
+        return _FAILED_APPROVALS[kind]
+    return None
 
 
 def _put(attributes: dict[str, AttributeValue], key: str, value: object) -> None:

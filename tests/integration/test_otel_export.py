@@ -252,6 +252,54 @@ def test_a_handoff_arrives_as_one_trace_with_the_runtimes_ids_and_times(
         daemon.stop()
 
 
+def test_the_wait_for_an_operators_approval_is_a_span_of_its_own(
+    bundle: Path, receiver: OtlpReceiver
+) -> None:
+    """The example's worker parks every ``bash__exec`` call until an operator approves it."""
+    daemon = started(bundle, args=["--otlp-endpoint", receiver.url], env=FAST)
+    send: subprocess.Popen[str] | None = None
+    try:
+        send = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "send", "worker", "run echo approved", "--json"],
+            cwd=bundle,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        waiting = daemon.wait_for("tool call waits for approval", process="agent:worker")
+        approved = run_cli("approve", str(waiting["approval_id"]), cwd=bundle)
+        assert approved.returncode == 0, approved.stderr
+        answer, complaint = send.communicate(timeout=60)
+        assert send.returncode == 0, complaint
+        trace = json.loads(answer)["turn"]["traceId"]
+        spans = {s.span_id: s for s in receiver.wait_for(of_trace(trace, 5)) if s.trace_id == trace}
+    finally:
+        if send is not None and send.poll() is None:
+            send.kill()
+            send.wait()
+        daemon.stop()
+    events = traced_events(bundle, trace)
+    requested = next(e for e in events if e["type"] == "approval.requested")
+    decided = next(e for e in events if e["type"] == "approval.decided")
+    called = next(e for e in events if e["type"] == "tool.called")
+    assert len(spans) == 5  # the Turn, two Steps, the wait, the call
+    wait = spans[requested["spanId"]]
+    assert wait.name == "await_approval bash__exec"
+    assert wait.parent_span_id == requested["parentSpanId"] == called["parentSpanId"]
+    assert (wait.start_ns, wait.end_ns) == (
+        nanoseconds(requested["timestamp"]),
+        nanoseconds(decided["timestamp"]),
+    )
+    assert wait.status_code == UNSET
+    assert wait.attributes["goondan.approval.id"] == waiting["approval_id"]
+    assert wait.attributes["goondan.approval.status"] == "approved"
+    assert wait.attributes["gen_ai.tool.call.id"] == called["toolCallId"]
+    run = spans[called["spanId"]]
+    assert run.name == "execute_tool bash__exec"
+    assert run.start_ns >= wait.end_ns
+
+
 def test_the_standard_variables_configure_it_and_a_last_batch_leaves_at_exit(
     bundle: Path, receiver: OtlpReceiver
 ) -> None:

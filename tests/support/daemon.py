@@ -61,8 +61,11 @@ class Daemon:
         """Everything read from its stderr so far."""
         self._buffer = b""
 
-    def wait_for(self, event: str, deadline: float = 30) -> dict[str, object]:
-        """Read log lines until the Orchestrator logs ``event`` (raw reads: no hidden buffer)."""
+    def wait_for(
+        self, event: str, deadline: float = 30, *, process: str = "orchestrator"
+    ) -> dict[str, object]:
+        """Read log lines until ``process`` (the Orchestrator, or e.g. ``agent:worker``) logs
+        ``event`` (raw reads: no hidden buffer)."""
         assert self.process.stderr is not None
         fd = self.process.stderr.fileno()
         end = time.monotonic() + deadline
@@ -71,7 +74,7 @@ class Daemon:
                 line, _, self._buffer = self._buffer.partition(b"\n")
                 record = json.loads(line)
                 self.events.append(record)
-                if record.get("event") == event and record.get("process") == "orchestrator":
+                if record.get("event") == event and record.get("process") == process:
                     return record
             remaining = end - time.monotonic()
             ready, _, _ = select.select([fd], [], [], max(0.0, remaining))

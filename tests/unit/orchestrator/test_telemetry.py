@@ -3,6 +3,7 @@ becomes of spans whose start or end never comes."""
 
 from __future__ import annotations
 
+import io
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,8 +15,12 @@ from orchestrator.telemetry import (
     SpanData,
     TelemetryUnavailable,
     build_span,
+    decode_batch,
+    encode_batch,
     otlp_settings,
+    read_frame,
     redacted,
+    write_frame,
 )
 
 TRACE = "4de2e69222be64696d7a1756bb520517"
@@ -316,3 +321,69 @@ def test_too_many_open_spans_forget_the_oldest() -> None:
 def test_events_without_usable_ids_or_times_make_no_span(broken: dict[str, Any]) -> None:
     finished = FinishedSpan(None, {**event("turn.completed", TURN, None, "09.757"), **broken}, None)
     assert build_span(finished) is None
+
+
+# --- the exporter process's input -----------------------------------------------------------
+
+
+class Unusual:
+    def __str__(self) -> str:
+        return "unusual"
+
+
+def test_a_batch_crosses_the_pipe_unchanged() -> None:
+    spans = Spans()
+    spans.feed(
+        event("turn.started", TURN, CALLER, "09.745"),
+        event("turn.completed", TURN, CALLER, "09.757", stepCount=1, output={"odd": Unusual()}),
+        event("step.started", STEP, TURN, "09.758", stepId="s0", stepIndex=0),
+        {"type": "process.exited", "timestamp": "2026-11-23T17:57:10.000Z", "agentName": "worker"},
+    )
+    stream = io.BytesIO()
+    write_frame(stream, encode_batch(spans.finished))
+    stream.seek(0)
+    frame = read_frame(stream)
+    assert frame is not None
+    (turn, step) = decode_batch(frame)
+    assert turn.start == spans.finished[0].start
+    assert turn.end["output"] == {"odd": "unusual"}  # what msgpack cannot hold, as text
+    assert turn.model == ("openai", "gpt-4o-mini")
+    assert (step.incomplete, step.end["timestamp"]) == (
+        spans.finished[1].incomplete,
+        "2026-11-23T17:57:10.000Z",
+    )
+    assert build_span(step) == build_span(spans.finished[1])
+    assert read_frame(stream) is None  # the end
+
+
+def test_a_frame_cut_short_or_absurd_is_the_end_of_the_stream() -> None:
+    stream = io.BytesIO()
+    write_frame(stream, b"0123456789")
+    assert read_frame(io.BytesIO(stream.getvalue()[:-1])) is None
+    assert read_frame(io.BytesIO(stream.getvalue()[:3])) is None
+    assert read_frame(io.BytesIO(b"\xff\xff\xff\xff" + b"x" * 16)) is None
+
+
+def test_an_approval_that_expires_is_an_error_and_one_cut_short_ends_with_its_turn() -> None:
+    fields = {"approvalId": "apr_1", "toolName": "bash__exec", "toolCallId": "c1"}
+    spans = Spans()
+    spans.feed(
+        event("turn.started", TURN, None, "09.745"),
+        event("step.started", STEP, TURN, "09.746", stepId="s0", stepIndex=0),
+        event("approval.requested", TOOL, STEP, "09.747", status="pending", **fields),
+        event("approval.expired", TOOL, STEP, "19.747", status="expired", **fields),
+    )
+    (expired,) = spans.built().values()
+    assert expired.name == "await_approval bash__exec"
+    assert expired.attributes["error.type"] == "E_TOOL_APPROVAL_TIMEOUT"
+    assert expired.attributes["goondan.approval.status"] == "expired"
+    assert expired.error == "nobody decided before the approval expired"
+    assert expired.start_ns == nanos("09.747")
+    # Parked again, and the agent stops: the Turn ends, and the wait with it.
+    spans.feed(
+        event("approval.requested", CALLER, STEP, "20.000", status="pending", **fields),
+        event("turn.failed", TURN, None, "21.000", errorCode="SHUTTING_DOWN", errorMessage="x"),
+    )
+    cut = spans.built()[int(CALLER, 16)]
+    assert cut.attributes["error.type"] == "incomplete"
+    assert cut.end_ns == nanos("21.000")
