@@ -1,5 +1,5 @@
-"""The span exporter process (``python -m orchestrator.otlp``): the OpenTelemetry SDK's side
-of span export (the ``otel`` extra), started by the daemon only when an endpoint is configured.
+"""The span exporter process (:func:`main`): the OpenTelemetry SDK's side of span export (the
+``otel`` extra), started by the daemon only when an endpoint is configured.
 
 It reads its setup, then batches of finished spans, from its standard input (length-prefixed
 frames, see :class:`orchestrator.telemetry.ExporterProcess`), sends each batch with the SDK's

@@ -1,9 +1,11 @@
-"""OpenTelemetry export of every Turn, Step and tool call, built from the runtime events.
+"""OpenTelemetry export of every Turn, Step, tool call and approval wait, built from the
+runtime events.
 
 The Orchestrator already receives every runtime event, so spans are made here and agents never
 talk to a collector. A Turn becomes an ``invoke_agent AGENT`` span, each of its Steps a
-``chat MODEL`` span under it, each tool call an ``execute_tool TOOL`` span under its Step; a Turn
-asked for by another agent's tool call hangs under that tool span. Trace and span ids are the
+``chat MODEL`` span under it, each tool call an ``execute_tool TOOL`` span under its Step (and
+a wait for an operator's approval an ``await_approval TOOL`` span beside it); a Turn asked for
+by another agent's tool call hangs under that tool span. Trace and span ids are the
 runtime's own (``traceId``, ``spanId``, ``parentSpanId`` of the events), so a trace in Jaeger
 or Tempo is the trace ``logs --trace ID`` shows; times are the events' timestamps.
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import importlib.util
-import os
+import json
 import struct
 import subprocess
 import sys
@@ -38,7 +40,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -560,8 +561,14 @@ class SpanSink(Protocol):
         """Stop, giving a batch in progress ``wait`` seconds at most."""
 
 
+_BOOTSTRAP = (
+    "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+    "from orchestrator.otlp import main; raise SystemExit(main())"
+)
+
+
 class ExporterProcess:
-    """The OpenTelemetry SDK runs in a process of its own (``python -m orchestrator.otlp``).
+    """The OpenTelemetry SDK runs in a process of its own (:func:`orchestrator.otlp.main`).
 
     Turning events into spans and spans into protobuf costs about a tenth of a millisecond
     per span in the SDK; in the daemon's process that time would be taken from routing (one
@@ -584,16 +591,13 @@ class ExporterProcess:
         self._spawn()
 
     def _spawn(self) -> None:
-        # The package this module came from, first on the path: the process runs this code.
-        root = str(Path(__file__).resolve().parent.parent)
-        path = os.environ.get("PYTHONPATH")
-        environ = {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else "")}
         self._spawned_at = time.monotonic()
+        # The daemon's module path, as multiprocessing gives its children: the process runs
+        # this very code, however the daemon found it (installed, a source tree, PYTHONPATH).
         process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.otlp"],
+            [sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=environ,
             close_fds=True,
         )
         assert process.stdin is not None
@@ -641,7 +645,7 @@ class ExporterProcess:
         assert process.stdin is not None
         assert process.stdout is not None
         with contextlib.suppress(OSError, ValueError):
-            process.stdin.close()  # its cue to leave, once the batch in progress is done
+            process.stdin.close()  # its cue to leave (a batch in progress is abandoned)
         try:
             process.wait(wait)
         except subprocess.TimeoutExpired:
