@@ -281,6 +281,7 @@ async def _run(args: argparse.Namespace) -> int:
     from ipc import IpcError
     from orchestrator.daemon import Orchestrator
     from orchestrator.http_api import ApiRefused, DaemonAlreadyRunning
+    from orchestrator.telemetry import otlp_settings
 
     path = _bundle_path(args)
     try:
@@ -291,6 +292,7 @@ async def _run(args: argparse.Namespace) -> int:
             api_listen=args.listen,
             api_token=_api_token(args.api_token_env),
             cluster=_cluster_settings(args, path),
+            otlp=otlp_settings(args.otlp_endpoint, os.environ),
         )
     except (_MissingCredential, SecretUnavailable) as exc:  # a token variable unset
         return _fail(args, ExitCode.AUTH, str(exc))
@@ -1135,6 +1137,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "--api-token-env",
             metavar="NAME",
             help="environment variable holding the bearer token every HTTP request must carry",
+        )
+        run.add_argument(
+            "--otlp-endpoint",
+            metavar="URL",
+            help="export every Turn, Step and tool call as OpenTelemetry spans over OTLP/HTTP, e.g. "
+            "http://127.0.0.1:4318 (extra `otel`; default: OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)",
         )
 
     def cluster_options(sub: argparse.ArgumentParser, required: bool) -> None:

@@ -44,6 +44,7 @@ from orchestrator.status import ExitInfo
 from orchestrator.supervisor import AgentHandle, Supervisor
 from orchestrator.systemd import notify
 from orchestrator.tasks import TaskOwner
+from orchestrator.telemetry import OtlpSettings, TelemetryUnavailable, TraceExport
 from orchestrator.transport import MultiprocessingTransport, Transport
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class Orchestrator:
         api_listen: str | None = None,
         api_token: str | None = None,
         cluster: ClusterSettings | None = None,
+        otlp: OtlpSettings | None = None,
     ) -> None:
         self.bundle_path = bundle_path
         self.state_dir = (state_dir or default_state_dir(bundle_path)).resolve()
@@ -128,6 +130,10 @@ class Orchestrator:
             clock=clock,
             tasks=self.tasks,
         )
+        self.telemetry: TraceExport | None = None
+        """With an OTLP endpoint: every Turn, Step and tool call exported as a span."""
+        if otlp is not None:
+            self.telemetry = self._open_telemetry(otlp)
         self.router = Router(
             self.supervisor,
             default_timeout_ms=timeout_ms,
@@ -172,6 +178,27 @@ class Orchestrator:
         self._signals = 0
         self.stopping = False
         """Shutting down: API requests that would start work are refused."""
+
+    def _open_telemetry(self, otlp: OtlpSettings) -> TraceExport | None:
+        """Span export, fed by the event log. Without the ``otel`` extra, ``--otlp-endpoint``
+        stops the start (``TelemetryUnavailable``) while an endpoint from the environment,
+        perhaps set for other programs, only costs a warning."""
+        try:
+            telemetry = TraceExport.open(otlp, swarm=self.swarm.name, model_of=self._model_of)
+        except TelemetryUnavailable as exc:
+            if otlp.from_flag:
+                raise
+            self.log.warning("spans are not exported", reason=str(exc))
+            return None
+        self.events.listeners.append(telemetry.observe)
+        return telemetry
+
+    def _model_of(self, agent: str) -> tuple[str, str] | None:
+        """``(provider, model)`` of ``agent``'s plan, for the spans of its Turns and Steps."""
+        handle = self.supervisor.handles.get(agent)
+        if handle is None or not isinstance(handle.plan, AgentPlan):
+            return None
+        return handle.plan.model.provider, handle.plan.model.model
 
     def _record_runtime_event(
         self, sender: str, message: EventMessage, body: wire.RuntimeEventReport
@@ -224,6 +251,8 @@ class Orchestrator:
         on first use). Raises ``DaemonAlreadyRunning`` if another daemon owns the state."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         await self._start_api()
+        if self.telemetry is not None:  # after the API: a daemon refused starts no exporter
+            self.telemetry.start()
         if self.cluster is not None:
             await self.cluster.open()
         self._report_unfolded()
@@ -583,5 +612,8 @@ class Orchestrator:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        if self.telemetry is not None:
+            # Every agent is gone, so every span has ended: a last flush, bounded in time.
+            await asyncio.to_thread(self.telemetry.close)
         self.events.close()
         self.log.info("orchestrator stopped")

@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from orchestrator.daemon import Orchestrator
+    from orchestrator.telemetry import TraceExport
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -86,6 +87,8 @@ class SwarmMetrics:
             registry=registry,
         )
         registry.register(_LiveState(orchestrator))
+        if orchestrator.telemetry is not None:
+            registry.register(_SpanExport(orchestrator.telemetry))
 
     def observe(self, event: dict[str, Any]) -> None:
         """Count one runtime or lifecycle event."""
@@ -147,6 +150,37 @@ class _LiveState(Collector):
         sends = GaugeMetricFamily("goondan_sends_in_flight", "Sends delivered but not done.")
         sends.add_metric([], float(len(daemon.router.sends)))
         return [up, restarts, pending, sends]
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
+class _SpanExport(Collector):
+    """OpenTelemetry span export: spans sent, dropped (by reason) and waiting, at scrape time
+    (the sending thread counts; nothing is counted per span on the event loop's behalf here)."""
+
+    def __init__(self, telemetry: TraceExport) -> None:
+        self.telemetry = telemetry
+
+    def collect(self) -> Iterable[Metric]:
+        exported, dropped = self.telemetry.counts.snapshot()
+        sent = CounterMetricFamily(
+            "goondan_otel_spans_exported", "Spans the OTLP collector accepted."
+        )
+        sent.add_metric([], float(exported))
+        lost = CounterMetricFamily(
+            "goondan_otel_spans_dropped",
+            "Spans not exported, by reason: queue_full, export_failed (collector unreachable or"
+            " refusing), shutdown (still queued when the daemon stopped), never_ended, invalid.",
+            labels=["reason"],
+        )
+        for reason, count in dropped.items():
+            lost.add_metric([reason], float(count))
+        queued = GaugeMetricFamily(
+            "goondan_otel_spans_queued", "Spans waiting to be sent to the OTLP collector."
+        )
+        queued.add_metric([], float(self.telemetry.queued()))
+        return [sent, lost, queued]
 
     def describe(self) -> Iterable[Metric]:
         return []

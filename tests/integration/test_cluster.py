@@ -98,7 +98,8 @@ def test_a_handoff_crosses_both_nodes_under_one_trace_and_status_names_each_node
 def test_an_agent_killed_on_its_node_is_restarted_on_that_node(tmp_path: Path) -> None:
     with running_cluster(tmp_path) as cluster:
         _, _, node_b = start_all(cluster)
-        assert cluster.request("back", "relay one")[0] == 200
+        code, answer = cluster.request("back", "relay one")
+        assert code == 200, answer
         first = cluster.agent("back")
         mark = node_b.log.mark
 

@@ -102,7 +102,8 @@ async def test_presence_sees_joins_restarts_departures_and_silence(
         # b stops renewing: silent for the expiry, it is lost on the watcher's own clock.
         assert await asyncio.wait_for(seen.get(), 10) == ("silent", "b", "1")
         waited = asyncio.get_running_loop().time() - started
-        assert settings.expiry_seconds <= waited < settings.expiry_seconds + 1.0
+        # (the watcher's clock and ours differ by a tick: a few ms of slack below)
+        assert settings.expiry_seconds - 0.05 <= waited < settings.expiry_seconds + 1.0
     finally:
         await presence.stop()
 

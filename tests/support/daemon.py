@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.support.swarm import write_swarm
@@ -31,7 +31,8 @@ class Daemon:
     """A daemon in its own session; its stderr is read line by line.
 
     By default it runs the test swarm (``write_swarm`` with ``extra``); given ``bundle`` (a
-    file in ``directory``), it runs that file instead, with ``env`` added to the environment.
+    file in ``directory``), it runs that file instead, with ``env`` added to the environment
+    and ``args`` (more options of ``run``) on its command line.
     """
 
     def __init__(
@@ -42,11 +43,12 @@ class Daemon:
         bundle: str | None = None,
         env: Mapping[str, str] | None = None,
         grace: float = 5,
+        args: Sequence[str] = (),
     ) -> None:
         if bundle is None:
             write_swarm(directory, grace=grace, extra=extra)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "run", bundle or "goondan.yaml"],
+            [sys.executable, "-m", "orchestrator", "run", bundle or "goondan.yaml", *args],
             cwd=directory,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -59,8 +61,11 @@ class Daemon:
         """Everything read from its stderr so far."""
         self._buffer = b""
 
-    def wait_for(self, event: str, deadline: float = 30) -> dict[str, object]:
-        """Read log lines until the Orchestrator logs ``event`` (raw reads: no hidden buffer)."""
+    def wait_for(
+        self, event: str, deadline: float = 30, *, process: str = "orchestrator"
+    ) -> dict[str, object]:
+        """Read log lines until ``process`` (the Orchestrator, or e.g. ``agent:worker``) logs
+        ``event`` (raw reads: no hidden buffer)."""
         assert self.process.stderr is not None
         fd = self.process.stderr.fileno()
         end = time.monotonic() + deadline
@@ -69,7 +74,7 @@ class Daemon:
                 line, _, self._buffer = self._buffer.partition(b"\n")
                 record = json.loads(line)
                 self.events.append(record)
-                if record.get("event") == event and record.get("process") == "orchestrator":
+                if record.get("event") == event and record.get("process") == process:
                     return record
             remaining = end - time.monotonic()
             ready, _, _ = select.select([fd], [], [], max(0.0, remaining))
