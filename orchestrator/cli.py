@@ -281,7 +281,7 @@ async def _run(args: argparse.Namespace) -> int:
     from ipc import IpcError
     from orchestrator.daemon import Orchestrator
     from orchestrator.http_api import ApiRefused, DaemonAlreadyRunning
-    from orchestrator.telemetry import otlp_settings
+    from orchestrator.telemetry import TelemetryUnavailable, otlp_settings
 
     path = _bundle_path(args)
     try:
@@ -296,6 +296,8 @@ async def _run(args: argparse.Namespace) -> int:
         )
     except (_MissingCredential, SecretUnavailable) as exc:  # a token variable unset
         return _fail(args, ExitCode.AUTH, str(exc))
+    except TelemetryUnavailable as exc:  # --otlp-endpoint without the extra
+        return _fail(args, ExitCode.CONFIG, str(exc))
     except ValueError as exc:  # a --listen not HOST:PORT, a bad cluster option
         return _fail(args, ExitCode.USAGE, str(exc))
     except BundleError as exc:

@@ -228,8 +228,11 @@ class ClusterSettings:
         connecting.cancel()
         with contextlib.suppress(BaseException):
             await connecting
-        reason = _reason(failures[-1]) if failures else "no answer"
-        rejected = bool(failures) and not _worth_waiting(failures[-1])
+        # A refusal says more than the connection drop that follows it: name the refusal.
+        refusals = [f for f in failures if not _worth_waiting(f)]
+        decisive = refusals[0] if refusals else (failures[-1] if failures else None)
+        reason = _reason(decisive) if decisive is not None else "no answer"
+        rejected = bool(refusals)
         raise (ClusterAuthRefused if rejected else ClusterUnavailable)(
             f"cannot connect to the cluster at {self.describe()}: {reason}"
         )

@@ -134,7 +134,7 @@ def test_a_killed_node_fails_its_callers_at_once_then_refuses_until_it_is_back(
 
         assert code == 502, answer
         assert answer["error"]["code"] == "AGENT_CRASHED"
-        # Within the heartbeat expiry (1.5 s here), with room for a loaded machine.
+        # Within the heartbeat expiry (3 s here), with room for a loaded machine.
         assert waited < EXPIRY + 2.0, f"the caller waited {waited:.2f} s"
         row = cluster.agent("back")
         assert row["lastExit"]["reason"] == "exit code 69 (its cluster node was lost)"
@@ -323,7 +323,8 @@ def test_an_edited_placement_moves_the_agent_once_its_node_runs_the_new_bundle(
     with running_cluster(tmp_path) as cluster:
         leader = cluster.start_leader("--watch")
         node_a, node_b = cluster.join("node-a"), cluster.join("node-b")
-        assert cluster.request("back", "relay one")[0] == 200
+        code, answer = cluster.request("back", "relay one")
+        assert code == 200, answer
         assert cluster.agent("back")["node"] == "node-b"
 
         moved = cluster.bundle_text.replace("back: { node: node-b }", "back: { node: node-a }")

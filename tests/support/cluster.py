@@ -28,8 +28,9 @@ import pytest
 from orchestrator.api_client import DaemonApi
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster" / "goondan.yaml"
-HEARTBEAT = 0.5
-"""The tests' heartbeat: a node silent for 1.5 s is lost."""
+HEARTBEAT = 1.0
+"""The tests' heartbeat: a node silent for 3 s is lost (a shorter expiry misfires on a busy
+machine, where a heartbeat can wait its turn for over a second)."""
 EXPIRY = 3 * HEARTBEAT
 
 
