@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bundle import BundleError, load_bundle
+from tests.support.daemon import run_cli
 
 PACKAGE = (
     "apiVersion: goondan.ai/v1\nkind: Package\nmetadata: {name: split}\nspec: {version: '1.0.0'}\n"
@@ -132,24 +131,12 @@ def test_a_directory_without_bundle_files_is_named(tmp_path: Path) -> None:
     assert issue.file == tmp_path / "goondan.yaml"
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def test_validate_and_run_take_a_directory(tmp_path: Path) -> None:
     directory = split(tmp_path / "swarm")
-    validated = cli("validate", str(directory), cwd=tmp_path)
+    validated = run_cli("validate", str(directory), cwd=tmp_path)
     assert validated.returncode == 0, validated.stderr
     assert "valid" in validated.stdout
-    answered = cli("run", str(directory), "--input", "echo hello", cwd=tmp_path)
+    answered = run_cli("run", str(directory), "--input", "echo hello", cwd=tmp_path)
     assert answered.returncode == 0, answered.stderr
     assert answered.stdout.strip() == "echoed hello"
     assert (directory / ".goondan" / "agents" / "writer").is_dir()

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bundle import BundleError, load_bundle
 from orchestrator.cluster.settings import ClusterSettings, cluster_token, redact_url
+from tests.support.daemon import run_cli
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "cluster" / "goondan.yaml"
@@ -146,23 +145,12 @@ def test_credentials_come_from_the_environment_and_files(
     assert tls["tls"] is not None
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_a_node_needs_a_cluster_and_a_name_fit_for_subjects(tmp_path: Path) -> None:
     path = write(tmp_path)
-    missing = cli("node", str(path), "--name", "gpu-1", cwd=tmp_path)
+    missing = run_cli("node", str(path), "--name", "gpu-1", cwd=tmp_path)
     assert missing.returncode == 2
     assert "--cluster" in missing.stderr
-    dotted = cli("node", str(path), "--name", "gpu.1", "--cluster", "nats://x:1", cwd=tmp_path)
+    dotted = run_cli("node", str(path), "--name", "gpu.1", "--cluster", "nats://x:1", cwd=tmp_path)
     assert dotted.returncode == 2
     assert "node name 'gpu.1'" in dotted.stderr
 
@@ -171,7 +159,7 @@ def test_an_unreachable_cluster_is_an_error_naming_it_without_its_password(
     tmp_path: Path,
 ) -> None:
     path = write(tmp_path)
-    done = cli(
+    done = run_cli(
         "run",
         str(path),
         "--cluster",
