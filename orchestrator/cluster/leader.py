@@ -164,6 +164,8 @@ class ClusterTransport:
         self._signals: set[asyncio.Task[Any]] = set()
         self._rejoin_soon = asyncio.Event()
         """Set when the connection came back: the next heartbeat joins again."""
+        self._ready_nodes: set[str] = set()
+        """Nodes whose key says they take starts."""
         self.log = structlog.get_logger("goondan.cluster").bind(
             role="leader", cluster=settings.name
         )
@@ -256,6 +258,7 @@ class ClusterTransport:
     # -- nodes -------------------------------------------------------------------------------
 
     def _node_joined(self, member: Member) -> None:
+        """A node's key appeared (it may not take starts yet: see :meth:`_node_updated`)."""
         fingerprint = member.value.get("fingerprint")
         if fingerprint != self.fingerprint:
             self.log.error(
@@ -267,12 +270,16 @@ class ClusterTransport:
         else:
             self.log.info("node joined", node=member.name, host=member.value.get("host"))
         self._node_updated(member)
-        if self.on_node_joined is not None:
-            self.on_node_joined(member.name)
 
     def _node_updated(self, member: Member) -> None:
-        """A node's heartbeat: it lists the agent processes it runs; any this leader does not
-        know of (left from before the node was declared lost) is killed, so none runs twice."""
+        """A node's heartbeat. Once it says it takes starts (``ready``), the supervisor is
+        told (agents waiting for it start). It lists the agent processes it runs; any this
+        leader does not know of (left from before the node was declared lost) is killed, so
+        none runs twice."""
+        if member.value.get("ready") and member.name not in self._ready_nodes:
+            self._ready_nodes.add(member.name)
+            if self.on_node_joined is not None:
+                self.on_node_joined(member.name)
         running = member.value.get("workers")
         if not isinstance(running, list):
             return
@@ -282,6 +289,7 @@ class ClusterTransport:
                 self._request_signal(member.name, worker_id, "KILL")
 
     def _node_left(self, member: Member, reason: str) -> None:
+        self._ready_nodes.discard(member.name)
         lost = [
             w
             for w in self.workers.values()
@@ -320,7 +328,7 @@ class ClusterTransport:
             rows.append(
                 {
                     "node": name,
-                    "up": member is not None,
+                    "up": member is not None and name in self._ready_nodes,
                     "host": member.value.get("host") if member else None,
                     "pid": member.value.get("pid") if member else None,
                     "sameBundle": member.value.get("fingerprint") == self.fingerprint
@@ -350,6 +358,11 @@ class ClusterTransport:
         if member is None:
             raise AgentUnavailable(
                 f"agent {name!r} runs on node {node!r}, which is not in the cluster",
+                details={"node": node},
+            )
+        if node not in self._ready_nodes:
+            raise AgentUnavailable(
+                f"agent {name!r} runs on node {node!r}, which is still starting",
                 details={"node": node},
             )
         if member.value.get("fingerprint") != self.fingerprint:

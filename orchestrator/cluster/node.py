@@ -210,6 +210,10 @@ class Node:
             await self.nc.subscribe(
                 self.settings.node_subject(self.name, "signal"), cb=self._on_signal
             )
+            await self.nc.flush()  # the server has our subscriptions: starts reach us now
+            # Only now does our key say we take starts (the leader places nothing here before).
+            self._ready.set()
+            await self._lease.renew(self._heartbeat_value())
         except BaseException:
             await self.nc.close()
             raise
@@ -221,7 +225,6 @@ class Node:
             fingerprint=self.fingerprint[:12],
             state_dir=str(self.state_dir),
         )
-        self._ready.set()
 
     async def _bucket(self) -> Any:
         from nats.js.errors import BucketNotFoundError
@@ -252,6 +255,7 @@ class Node:
             "fingerprint": self.fingerprint,
             "host": socket.gethostname(),
             "pid": os.getpid(),
+            "ready": self._ready.is_set(),
             "workers": sorted(self.agents),
         }
 
