@@ -227,3 +227,26 @@ def test_completion_scripts(tmp_path: Path, shell: str) -> None:
     if shell == "bash":
         checked = subprocess.run(["bash", "-n"], input=done.stdout, text=True, check=False)
         assert checked.returncode == 0
+
+
+def test_verbosity_flags_and_doctor_without_a_configuration(tmp_path: Path) -> None:
+    assert cli("init", cwd=tmp_path).returncode == 0
+    quiet = cli("run", "--input", "I am Ada", "-q", cwd=tmp_path)
+    assert quiet.stdout.strip() == "Hello, Ada!"
+    assert quiet.stderr == ""  # errors only, and there were none
+    loud = cli("run", "--input", "I am Ada", "-vv", cwd=tmp_path)
+    levels = {
+        json.loads(line)["level"] for line in loud.stderr.splitlines() if line.startswith("{")
+    }
+    assert "debug" in levels
+    plain = cli("run", "--input", "I am Ada", "--no-color", cwd=tmp_path)
+    assert "\x1b[" not in plain.stderr + plain.stdout
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    doctor = cli("doctor", "--json", cwd=empty)
+    report = json.loads(doctor.stdout)
+    assert doctor.returncode == report["exitCode"] == 3
+    [problem] = [c for c in report["checks"] if c["level"] == "fail"]
+    assert problem["name"] == "configuration"
+    assert "init" in problem["fix"]
