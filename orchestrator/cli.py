@@ -291,7 +291,7 @@ async def _run(args: argparse.Namespace) -> int:
             swarm=args.swarm,
             api_listen=args.listen,
             api_token=_api_token(args.api_token_env),
-            cluster=_cluster_settings(args, path),
+            cluster=_cluster_settings(args),
             otlp=otlp_settings(args.otlp_endpoint, os.environ),
         )
     except (_MissingCredential, SecretUnavailable) as exc:  # a token variable unset
@@ -350,7 +350,7 @@ def _cluster_exit(exc: Exception) -> int:
     return ExitCode.INTERNAL if isinstance(exc, ClusterTaken) else ExitCode.NETWORK
 
 
-def _cluster_settings(args: argparse.Namespace, bundle: Path) -> Any:
+def _cluster_settings(args: argparse.Namespace) -> Any:
     """The ``ClusterSettings`` of ``--cluster`` and its options; ``None`` without it."""
     if not getattr(args, "cluster", None):
         return None
@@ -362,18 +362,13 @@ def _cluster_settings(args: argparse.Namespace, bundle: Path) -> Any:
         ) from None
     if args.heartbeat_seconds <= 0:
         raise ValueError("--heartbeat-seconds must be positive")
-    name = args.cluster_name
-    if name is None:
-        from bundle import load_bundle
-
-        name = load_bundle(bundle, check_handlers=False).swarm(args.swarm).name
 
     def path(value: str | None) -> Path | None:
         return Path(value) if value else None
 
     return ClusterSettings(
         url=args.cluster,
-        name=name,
+        name=args.cluster_name or "",
         creds_file=path(args.cluster_creds),
         nkey_seed_file=path(args.cluster_nkey),
         tls_ca_file=path(args.cluster_tls_ca),
@@ -398,7 +393,7 @@ async def _node(args: argparse.Namespace) -> int:
 
         node = Node(
             path,
-            _cluster_settings(args, path),
+            _cluster_settings(args),
             args.name,
             state_dir=Path(args.state_dir) if args.state_dir else None,
             swarm=args.swarm,

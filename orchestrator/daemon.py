@@ -109,7 +109,7 @@ class Orchestrator:
             from orchestrator.cluster.leader import ClusterTransport
 
             transport = self._own_transport = self.cluster = ClusterTransport(
-                cluster,
+                cluster.named_for(self.swarm.name),
                 placement=placement,
                 fingerprint=self.bundle.fingerprint(),
                 on_node_joined=lambda node: self.supervisor.wake(),

@@ -42,6 +42,12 @@ class TaskOwner:
     def __len__(self) -> int:
         return len(self._tasks)
 
+    async def settle(self, seconds: float) -> None:
+        """Let the tasks running now finish, for at most ``seconds`` (none cancelled:
+        :meth:`aclose` does that)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=seconds)
+
     async def aclose(self) -> None:
         """Cancel every task still running and wait until all are done."""
         self._closed = True

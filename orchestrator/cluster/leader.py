@@ -49,6 +49,7 @@ from orchestrator.cluster.settings import (
     encode_json,
 )
 from orchestrator.status import ExitInfo
+from orchestrator.tasks import TaskOwner
 from orchestrator.transport import MultiprocessingTransport, Worker
 
 
@@ -161,7 +162,8 @@ class ClusterTransport:
         self.nodes: Presence | None = None
         self._lease: Lease | None = None
         self._heartbeat: asyncio.Task[None] | None = None
-        self._signals: set[asyncio.Task[Any]] = set()
+        self._background = TaskOwner(structlog.get_logger("goondan.cluster"))
+        """Signals to nodes and unsubscriptions, sent without waiting."""
         self._rejoin_soon = asyncio.Event()
         """Set when the connection came back: the next heartbeat joins again."""
         self._ready_nodes: set[str] = set()
@@ -436,7 +438,7 @@ class ClusterTransport:
         self.workers.pop(worker.worker_id, None)
         subscription, worker._subscription = worker._subscription, None
         if subscription is not None:
-            self._background(subscription.unsubscribe())
+            self._background.start_soon(subscription.unsubscribe(), "unsubscribe")
 
     def _signal(self, worker: RemoteWorker, signal_name: str) -> None:
         if not worker.exited.done():
@@ -451,12 +453,7 @@ class ClusterTransport:
                     timeout=self.settings.heartbeat_seconds,
                 )
 
-        self._background(ask())
-
-    def _background(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._signals.add(task)
-        task.add_done_callback(self._signals.discard)
+        self._background.start_soon(ask(), f"signal:{node}")
 
     # -- leaving ---------------------------------------------------------------------------
 
@@ -468,9 +465,8 @@ class ClusterTransport:
                 await self._heartbeat
         if self.nodes is not None:
             await self.nodes.stop()
-        for task in list(self._signals):
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(task, self.settings.heartbeat_seconds)
+        await self._background.settle(self.settings.heartbeat_seconds)
+        await self._background.aclose()
         if self._lease is not None:
             await self._lease.release()
         if self.nc is not None:

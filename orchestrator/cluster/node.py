@@ -23,7 +23,6 @@ import re
 import signal
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +57,7 @@ from orchestrator.cluster.settings import (
     encode_json,
 )
 from orchestrator.state_dir import default_state_dir
+from orchestrator.tasks import TaskOwner
 from orchestrator.transport import PIPE_CLOSED_GRACE_SECONDS, MultiprocessingTransport
 
 WAIT_FOR_LEADER_LOG_SECONDS = 30.0
@@ -150,10 +150,10 @@ class Node:
                 f"node name {name!r}: letters, digits, '-' and '_' only (it names NATS subjects)"
             )
         self.name = name
-        self.settings = settings
         self.state_dir = (state_dir or default_state_dir(bundle_path)).resolve()
         self.bundle: Bundle = load_bundle(bundle_path, check_handlers=False)
         self.swarm_name = self.bundle.swarm(swarm).name
+        self.settings = settings.named_for(self.swarm_name)
         self.agent_names = {a.name for a in self.bundle.swarm_agents(self.bundle.swarm(swarm))}
         self.grace = float(self.bundle.swarm(swarm).spec.policy.shutdown.grace_period_seconds)
         self.fingerprint = self.bundle.fingerprint()
@@ -167,7 +167,8 @@ class Node:
         self.heartbeat_seconds = settings.heartbeat_seconds
         self._lease: Lease | None = None
         self._leader_watch: Presence | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = TaskOwner(structlog.get_logger("goondan.cluster"))
+        """Starts of agents and the reports of their exits, run beside the loop's callbacks."""
         self._heartbeat: asyncio.Task[None] | None = None
         self._rejoin_soon = asyncio.Event()
         """Set when the connection came back: the next heartbeat joins again."""
@@ -316,7 +317,7 @@ class Node:
     # -- requests from the leader -------------------------------------------------------------
 
     async def _on_start(self, msg: Any) -> None:
-        self._spawn(self._start_agent(msg))
+        self._tasks.start_soon(self._start_agent(msg), "start-agent")
 
     async def _start_agent(self, msg: Any) -> None:
         request = decode_json(msg.data)
@@ -428,7 +429,7 @@ class Node:
         self.log.info("agent process exited", agent=agent.name, exitcode=code, scope_killed=killed)
         agent.close_pipe()
         agent.outbox.finish({EXIT_HEADER: str(code)})
-        self._spawn(self._after_exit(agent))
+        self._tasks.start_soon(self._after_exit(agent), f"exited:{agent.name}")
 
     async def _after_exit(self, agent: NodeAgent) -> None:
         if agent.subscription is not None:
@@ -438,11 +439,6 @@ class Node:
 
     # -- running and stopping ------------------------------------------------------------------
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def request_stop(self) -> None:
         """Ask :meth:`wait_stopped` to return (then :meth:`shutdown` drains)."""
         self._stopped.set()
@@ -451,7 +447,7 @@ class Node:
         """Until a signal (or losing the node's name) asks the node to stop."""
         await self._stopped.wait()
 
-    def install_signal_handlers(self, on_kill: Callable[[], None] | None = None) -> None:
+    def install_signal_handlers(self) -> None:
         """SIGINT/SIGTERM stop gracefully; a second one kills every agent."""
         loop = asyncio.get_running_loop()
         count = {"signals": 0}
@@ -490,8 +486,8 @@ class Node:
             await self._leader_watch.stop()
         if self._heartbeat is not None:
             self._heartbeat.cancel()
-        if self._tasks:  # exits being reported, keys being released
-            await asyncio.wait(set(self._tasks), timeout=KILL_WAIT_SECONDS)
+        await self._tasks.settle(KILL_WAIT_SECONDS)  # exits being reported, keys released
+        await self._tasks.aclose()
         if self._lease is not None:
             await self._lease.release()
         if self.nc is not None:

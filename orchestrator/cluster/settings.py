@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -87,7 +88,8 @@ class ClusterSettings:
     url: str
     """``nats://HOST:4222`` (``tls://`` for TLS; several servers separated by commas)."""
     name: str
-    """The cluster's name: its subjects and bucket (see :func:`cluster_token`)."""
+    """The cluster's name: its subjects and bucket (see :func:`cluster_token`); empty for the
+    Swarm's own name (:meth:`named_for`)."""
     creds_file: Path | None = None
     """A NATS ``.creds`` file (a user JWT and its nkey seed)."""
     nkey_seed_file: Path | None = None
@@ -96,6 +98,10 @@ class ClusterSettings:
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     heartbeat_seconds: float = HEARTBEAT_SECONDS
+
+    def named_for(self, swarm: str) -> ClusterSettings:
+        """These settings, with the Swarm's name when no cluster name was given."""
+        return self if self.name else dataclasses.replace(self, name=swarm)
 
     @property
     def prefix(self) -> str:
