@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import _ipc_baselines as baselines
 from benchmarks._ipc_agents import PAYLOAD
 from benchmarks.ipc import ours as local_delegate
-from ipc import EventMessage, IpcMessage
+from benchmarks.ipc import ping_echo
 from ipc.logs import configure_logging
 
 PEERS = str(Path(__file__).resolve().parent / "_cluster_peers.py")
@@ -131,9 +131,6 @@ def cross_node_delegate(url: str, directory: Path, count: int) -> list[float]:
     from bundle import load_bundle
     from orchestrator.cluster.leader import ClusterTransport
     from orchestrator.cluster.settings import ClusterSettings
-    from orchestrator.dispatch import Dispatcher
-    from orchestrator.router import Router
-    from orchestrator.supervisor import Supervisor
     from orchestrator.transport import MultiprocessingTransport
 
     path = directory / "goondan.yaml"
@@ -145,15 +142,6 @@ def cross_node_delegate(url: str, directory: Path, count: int) -> list[float]:
 
     async def main() -> None:
         nonlocal node
-        done: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
-        router: Router
-
-        def on_message(sender: str, message: IpcMessage) -> None:
-            if isinstance(message, EventMessage) and message.kind == "bench_done":
-                done.set_result(list(message.payload["samples"]))
-            else:
-                dispatch(sender, message)
-
         joined = asyncio.Event()
         transport = ClusterTransport(
             ClusterSettings(url, "bench", heartbeat_seconds=HEARTBEAT),
@@ -166,22 +154,8 @@ def cross_node_delegate(url: str, directory: Path, count: int) -> list[float]:
         node = await asyncio.to_thread(
             peer, "node", url, str(path), "bench-node", str(directory / "node"), str(HEARTBEAT)
         )
-        supervisor = Supervisor(
-            plans,
-            transport,
-            on_message=on_message,
-            on_exit=lambda name, info: router.on_agent_exit(name),
-        )
-        router = Router(supervisor)
-        dispatch = Dispatcher(router, supervisor.event_handlers)
         await asyncio.wait_for(joined.wait(), 30)  # the node's first heartbeat
-        pinger = await supervisor.ensure_running("pinger")
-        await supervisor.ensure_running("echo")
-        assert pinger.worker is not None
-        start = {"kind": "bench_start", "count": count}
-        pinger.worker.send(EventMessage(sender="orchestrator", to="pinger", payload=start))
-        samples.extend(await asyncio.wait_for(done, 300))
-        await supervisor.shutdown(2)
+        samples.extend(await ping_echo(transport, plans, count))
         await transport.close()
 
     try:

@@ -42,20 +42,41 @@ from orchestrator.testing import fake_plans
 from orchestrator.transport import MultiprocessingTransport
 
 
+async def ping_echo(transport: Any, plans: dict[str, Any], count: int) -> list[float]:
+    """``count`` delegates, one after another, from the ``pinger`` agent to ``echo`` through
+    a real Supervisor and Router over ``transport``; the round trips pinger measured."""
+    done: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
+    router: Router
+
+    def on_message(sender: str, message: IpcMessage) -> None:
+        if isinstance(message, EventMessage) and message.kind == "bench_done":
+            done.set_result(list(message.payload["samples"]))
+        else:
+            dispatch(sender, message)
+
+    supervisor = Supervisor(
+        plans,
+        transport,
+        on_message=on_message,
+        on_exit=lambda name, info: router.on_agent_exit(name),
+    )
+    router = Router(supervisor)
+    dispatch = Dispatcher(router, supervisor.event_handlers)
+    pinger = await supervisor.ensure_running("pinger")
+    await supervisor.ensure_running("echo")
+    assert pinger.worker is not None
+    start = {"kind": "bench_start", "count": count}
+    pinger.worker.send(EventMessage(sender="orchestrator", to="pinger", payload=start))
+    samples = await asyncio.wait_for(done, 300)
+    await supervisor.shutdown(2)
+    return samples
+
+
 def ours(count: int) -> list[float]:
     """(3): pinger → Orchestrator (Router) → echo → Orchestrator → pinger."""
     samples: list[float] = []
 
     async def main() -> None:
-        done: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
-        router: Router
-
-        def on_message(sender: str, message: IpcMessage) -> None:
-            if isinstance(message, EventMessage) and message.kind == "bench_done":
-                done.set_result(list(message.payload["samples"]))
-            else:
-                dispatch(sender, message)
-
         pinger_transport = MultiprocessingTransport(entry="benchmarks._ipc_agents:pinger")
         echo_transport = MultiprocessingTransport(entry="benchmarks._ipc_agents:echo")
 
@@ -64,21 +85,7 @@ def ours(count: int) -> list[float]:
                 transport = pinger_transport if name == "pinger" else echo_transport
                 return await transport.start(name, plan, on_message)
 
-        supervisor = Supervisor(
-            fake_plans("pinger", "echo"),
-            Split(),
-            on_message=on_message,
-            on_exit=lambda name, info: router.on_agent_exit(name),
-        )
-        router = Router(supervisor)
-        dispatch = Dispatcher(router, supervisor.event_handlers)
-        pinger = await supervisor.ensure_running("pinger")
-        await supervisor.ensure_running("echo")
-        assert pinger.worker is not None
-        start = {"kind": "bench_start", "count": count}
-        pinger.worker.send(EventMessage(sender="orchestrator", to="pinger", payload=start))
-        samples.extend(await asyncio.wait_for(done, 120))
-        await supervisor.shutdown(2)
+        samples.extend(await ping_echo(Split(), fake_plans("pinger", "echo"), count))
 
     uvloop.run(main())
     return samples
