@@ -5,7 +5,8 @@ concurrently. On disk, under the state directory::
 
     agents/<agent>/instances/<instance-dir>/
         metadata.json          {formatVersion, agentName, instanceKey, status, createdAt, updatedAt,
-                                workdir? (chosen at spawn), spawnedBy? {agent, instanceKey, at}}
+                                workdir? (chosen at spawn), spawnedBy? {agent, instanceKey, at},
+                                usage? {inputTokens, outputTokens, totalTokens, cost, calls}}
         conversation/          base.jsonl + events.jsonl (see agent_process.conversation)
         workspace/             ctx.workdir of the instance's tools
 """
@@ -37,6 +38,7 @@ from agent_process.turn import TurnInput, TurnResult, TurnRunner
 from goondan.defaults import INSTANCE_METADATA_FORMAT, MAX_QUEUED_TURNS_PER_INSTANCE
 from goondan.errors import DeliveryError
 from goondan.time import utc_timestamp
+from goondan.usage import Usage
 from ipc.protocol import DEFAULT_INSTANCE_KEY
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -154,6 +156,8 @@ class Instance:
     """``{agent, instanceKey, at}`` of the ``agents__spawn`` that prepared it, if one did."""
     custom_workdir: bool = False
     """The workdir was chosen at spawn (kept in the metadata, so it survives restarts)."""
+    usage: Usage = field(default_factory=Usage)
+    """Everything its model calls ever used (kept in the metadata; instance budgets judge it)."""
 
 
 STATUS_RECORD_SECONDS = 0.2
@@ -301,6 +305,7 @@ class InstanceManager:
                 created_at=created_at if isinstance(created_at, str) else utc_timestamp(),
                 spawned_by=spawned_by if isinstance(spawned_by, dict) else None,
                 custom_workdir=isinstance(custom, str),
+                usage=Usage.from_json(recorded.get("usage")),
             )
             self._instances[key] = instance
             self._write_metadata(instance)
@@ -434,7 +439,11 @@ class InstanceManager:
                     if queued.on_start is not None:
                         queued.on_start()
                     result = await self.runner.run(
-                        instance.key, instance.store, instance.workdir, queued.turn_input
+                        instance.key,
+                        instance.store,
+                        instance.workdir,
+                        queued.turn_input,
+                        usage=instance.usage,
                     )
                 except Exception as exc:  # the caller is answered now, never left to time out
                     result = self._failed_turn(instance, queued.turn_input, exc)
@@ -510,4 +519,13 @@ class InstanceManager:
             metadata["workdir"] = str(instance.workdir)
         if instance.spawned_by is not None:
             metadata["spawnedBy"] = instance.spawned_by
+        if instance.usage.calls:
+            metadata["usage"] = instance.usage.to_json()
         return metadata
+
+    def usage_changed(self, key: str) -> None:
+        """A model call of instance ``key`` added to its usage: record it soon (a crash later
+        in the Turn must not forget what was spent)."""
+        instance = self._instances.get(key)
+        if instance is not None:
+            self._status.record(instance.directory, self._metadata(instance, instance.busy))

@@ -28,6 +28,7 @@ from agent_process.approvals import ApprovalGate, DecisionRefused
 from agent_process.boot import BootError, build_executor, build_model, build_registry
 from agent_process.conversation import ConversationStorageError
 from agent_process.extensions import ExtensionHost, ExtensionLoadError
+from agent_process.governor import ModelGovernor
 from agent_process.instances import InstanceKeyConflict, InstanceManager, InstanceQueueFull
 from agent_process.pending import LOST_CODE, PendingLedger, lost_handles
 from agent_process.runtime import Correlations, IpcAgentRuntime, OrchestratorLink
@@ -211,6 +212,7 @@ class AgentProcess:
             on_async_result=self._on_async_result,
             pending_status=self.pending.status,
         )
+        self.governor = ModelGovernor(plan, self._link)
         self.executor: ToolExecutor | None = None
         self.extensions: ExtensionHost | None = None
         self.approvals: ApprovalGate | None = None
@@ -259,6 +261,7 @@ class AgentProcess:
             max_tool_calls_per_step=plan.max_tool_calls_per_step,
             parallel_tool_calls=plan.parallel_tool_calls,
             approvals=self.approvals,
+            governor=self.governor,
             before_tool_call=self.channel.write_now,
         )
         runner = self.turns = TurnRunner(
@@ -276,6 +279,7 @@ class AgentProcess:
             runner,
             on_busy_change=self._report_busy,
         )
+        self.governor.on_instance_usage = self.instances.usage_changed
         self._close_lost_handles()
 
     def _close_lost_handles(self) -> None:
@@ -475,6 +479,7 @@ class AgentProcess:
             EventKind.SEND_FAILED: self._on_send_failed,
             EventKind.SPAWN_RESULT: self._on_answer,
             EventKind.LIST_RESULT: self._on_answer,
+            EventKind.MODEL_PERMIT_RESULT: self._on_answer,
             EventKind.PREPARE_INSTANCE: self._prepare_instance,
             EventKind.DELETE_INSTANCE: self._delete_instance,
             EventKind.APPROVAL_DECISION: self._decide_approval,

@@ -18,6 +18,7 @@ from typing import TypeVar
 from structlog.typing import FilteringBoundLogger
 
 from agent_process.events import EventRecorder, EventSink, new_span_id
+from goondan.usage import Usage
 from tools_base import AgentToolRuntime
 
 T = TypeVar("T")
@@ -115,6 +116,11 @@ class TurnScope:
     """Properties of the connector event that started the Turn (empty for other input)."""
     cancellation: Cancellation = field(default_factory=Cancellation, compare=False)
     """Set when the Turn's request is cancelled; read at the Turn's safe points."""
+    usage: Usage = field(default_factory=Usage, compare=False)
+    """What the Turn's model calls used so far (held against the turn budget)."""
+    instance_usage: Usage = field(default_factory=Usage, compare=False)
+    """What the conversation instance's model calls ever used, this Turn's included (held
+    against the instance budget; the instance keeps it in its ``metadata.json``)."""
     recorder: EventRecorder = field(init=False, repr=False, compare=False)
     """Stamps the Turn's events with its agent, instance and trace; derived from the above."""
 

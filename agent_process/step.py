@@ -14,7 +14,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_process.approvals import ApprovalGate, Decision
 from agent_process.conversation import ConversationStore
@@ -36,6 +36,9 @@ from tools_base import (
     ToolCall,
     ToolCallResult,
 )
+
+if TYPE_CHECKING:
+    from agent_process.governor import ModelGovernor
 
 _message_ids = itertools.count(1)
 
@@ -83,6 +86,9 @@ class StepSettings:
     parallel_tool_calls: bool = False
     """Run the calls of one model response concurrently; results still join the conversation
     in the model's order, each as soon as it and the ones before it are done."""
+    governor: ModelGovernor | None = None
+    """Budgets and shared rate limits around each model call; ``None``: the model is called
+    as it is (no budgets, no limits, nothing reported)."""
     before_tool_call: Callable[[], None] | None = None
     """Called right before each tool call runs. The AgentProcess writes out what it has told
     the Orchestrator so far: a tool may block the loop or end the process, and what was said
@@ -158,16 +164,18 @@ async def _model_and_tools(
     tools = list(ctx.tool_catalog)
     # A model call has no effects: a cancelled Turn abandons it (nothing is appended yet).
     sink, step_id = ctx.scope.turn.text_sink, ctx.scope.id
-    response = await ctx.scope.turn.cancellation.abortable(
-        settings.model.complete(
-            ModelRequest(
-                messages=store.messages,
-                tools=tools,
-                temperature=settings.temperature,
-                max_tokens=settings.max_tokens,
-                on_text=(lambda text: sink(step_id, text)) if sink is not None else None,
-            )
-        )
+    request = ModelRequest(
+        messages=store.messages,
+        tools=tools,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens,
+        on_text=(lambda text: sink(step_id, text)) if sink is not None else None,
+    )
+    governor, turn = settings.governor, ctx.scope.turn
+    response = await turn.cancellation.abortable(
+        settings.model.complete(request)
+        if governor is None
+        else governor.complete(settings.model, request, turn)
     )
     assistant = Message(
         id=new_message_id("msg"),

@@ -28,6 +28,7 @@ from agent_process.step import StepResult, StepSettings, new_message_id, resume_
 from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
 from goondan.defaults import MAX_STEPS_PER_TURN
 from goondan.time import utc_timestamp
+from goondan.usage import Usage
 from ipc.protocol import new_trace_id
 from tools_base import (
     AgentToolRuntime,
@@ -316,10 +317,7 @@ class _Progress:
 
     def add(self, step: StepResult) -> None:
         if step.usage is not None:
-            self.usage = TokenUsage(
-                prompt_tokens=self.usage.prompt_tokens + step.usage.prompt_tokens,
-                completion_tokens=self.usage.completion_tokens + step.usage.completion_tokens,
-            )
+            self.usage = self.usage + step.usage
         if step.text:
             self.last_text = step.text
         self.restart = self.restart or _restart_reason(step)
@@ -375,13 +373,22 @@ class TurnRunner:
         return len(running)
 
     async def run(
-        self, instance_key: str, store: ConversationStore, workdir: Path, turn_input: TurnInput
+        self,
+        instance_key: str,
+        store: ConversationStore,
+        workdir: Path,
+        turn_input: TurnInput,
+        *,
+        usage: Usage | None = None,
     ) -> TurnResult:
-        """Run one Turn of ``instance_key``; never raises for model or tool failures."""
+        """Run one Turn of ``instance_key``; never raises for model or tool failures.
+
+        ``usage`` is the instance's lasting tally: the Turn's model calls add to it.
+        """
         reason = self._cancelled.get(turn_input.trace_id)
         if reason is not None:  # cancelled while it waited in the queue: nothing was done
             return TurnResult.cancelled(turn_input, reason, steps=0, usage=TokenUsage())
-        scope = self._scope(instance_key, workdir, turn_input)
+        scope = self._scope(instance_key, workdir, turn_input, usage or Usage())
         running = self._running.setdefault(scope.trace_id, [])
         running.append(scope)
         try:
@@ -428,7 +435,9 @@ class TurnRunner:
         _report(scope, result, with_output=parked or turn_input.resume)
         return result
 
-    def _scope(self, instance_key: str, workdir: Path, turn_input: TurnInput) -> TurnScope:
+    def _scope(
+        self, instance_key: str, workdir: Path, turn_input: TurnInput, usage: Usage
+    ) -> TurnScope:
         turn_id = f"turn-{secrets.token_hex(6)}"
         agent_name = self.settings.agent_name
         factory = self._runtime_factory
@@ -453,6 +462,7 @@ class TurnRunner:
                 else None
             ),
             inbound=_inbound_properties(turn_input),
+            instance_usage=usage,
         )
 
     async def _core(self, ctx: TurnMiddlewareContext) -> TurnResult:

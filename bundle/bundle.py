@@ -13,9 +13,11 @@ from bundle.errors import BundleError, ConfigIssue
 from bundle.loader import Resource, index
 from bundle.models import (
     AgentSpec,
+    Budgets,
     ConnectionSpec,
     ConnectorSpec,
     ExtensionSpec,
+    ModelLimits,
     ModelSpec,
     ObjectRef,
     RefItem,
@@ -222,13 +224,15 @@ class Bundle:
         )
         max_tokens = params.max_tokens if params.max_tokens is not None else model_spec.max_tokens
         approval = spec.tool_policy.approval
+        pool = model_pool(model.name, model_spec)
+        swarm_budgets = swarm_spec.budgets or Budgets()
         return AgentPlan(
             swarm_name=swarm.name,
             entry_agent=swarm_spec.entry_agent.name,
             agents=sorted(a.name for a in self.swarm_agents(swarm)),
             agent_name=agent.name,
             system_prompt=self.agent_system_prompt(agent),
-            model=ModelPlan.of(model.name, model_spec),
+            model=ModelPlan.of(model.name, model_spec, self.model_pools().get(pool or "")),
             temperature=temperature,
             max_tokens=max_tokens,
             tools=[_tool_plan(t) for t in tools],
@@ -253,8 +257,30 @@ class Bundle:
             shutdown_grace_seconds=swarm_spec.policy.shutdown.grace_period_seconds,
             allow_spawn_outside_state=swarm_spec.policy.allow_spawn_outside_state,
             memory_limit_mib=spec.limits.memory_mib,
+            budgets=spec.budgets.over(swarm_budgets) if spec.budgets else swarm_budgets,
+            ask_permits=pool is not None or self.has_trace_budget(swarm),
             state_dir=str(state_dir),
         )
+
+    def model_pools(self) -> dict[str, ModelLimits]:
+        """``pool → limits`` of every rate-limit pool: the Models naming one share it, their
+        figures merged (the rules refuse two Models giving one figure different values)."""
+        pools: dict[str, ModelLimits] = {}
+        for model in self.of_kind("Model"):
+            spec: ModelSpec = model.spec
+            pool = model_pool(model.name, spec)
+            if pool is None or spec.limits is None:
+                continue
+            known = pools.get(pool)
+            own = spec.limits.model_copy(update={"pool": pool})
+            pools[pool] = own if known is None else _merged_limits(known, own)
+        return pools
+
+    def has_trace_budget(self, swarm: Resource) -> bool:
+        """Whether the swarm or one of its agents declares a trace budget."""
+        specs: list[Budgets | None] = [swarm.spec.budgets]
+        specs += [agent.spec.budgets for agent in self.swarm_agents(swarm)]
+        return any(b is not None and b.trace is not None and b.trace.limits() for b in specs)
 
     def connection_plans(
         self, state_dir: Path, swarm_name: str | None = None
@@ -356,4 +382,22 @@ def _tool_plan(tool: ResolvedTool) -> ToolPlan:
             ToolExportPlan(name=e.name, description=e.description, parameters=e.parameters)
             for e in tool.spec.exports
         ],
+    )
+
+
+def model_pool(name: str, spec: ModelSpec) -> str | None:
+    """The rate-limit pool of Model ``name`` (``None`` when it declares no limits)."""
+    if spec.limits is None:
+        return None
+    return spec.limits.pool or name
+
+
+def _merged_limits(a: ModelLimits, b: ModelLimits) -> ModelLimits:
+    """``a`` with the figures it leaves unset taken from ``b``."""
+    return a.model_copy(
+        update={
+            name: getattr(b, name)
+            for name in ("max_concurrent", "requests_per_minute", "tokens_per_minute")
+            if getattr(a, name) is None
+        }
     )

@@ -236,6 +236,51 @@ class PackageSpec(_Spec):
     registry: dict[str, Any] | None = Field(default=None, description="Registry settings.")
 
 
+POOL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+
+
+class ModelLimits(_Spec):
+    """Rate limits one provider key imposes, shared by every agent process calling the Model.
+
+    The Orchestrator keeps one set of buckets per pool and hands out a permit before each model
+    call; a 429 from the provider pauses the whole pool for its ``retry-after``.
+    """
+
+    max_concurrent: int | None = Field(
+        default=None, ge=1, le=100_000, description="Model calls under way at once, swarm-wide."
+    )
+    requests_per_minute: float | None = Field(
+        default=None, gt=0, le=10_000_000, description="Model calls started per minute."
+    )
+    tokens_per_minute: int | None = Field(
+        default=None,
+        gt=0,
+        description="Tokens (input plus output) per minute; a call is admitted on an estimate "
+        "of its input and settled with the tokens it really used.",
+    )
+    pool: str | None = Field(
+        default=None,
+        pattern=POOL_NAME_PATTERN,
+        description="Models naming the same pool share one set of limits (one provider key "
+        "used by several Models); default: the Model's own name.",
+    )
+
+
+class ModelPricing(_Spec):
+    """What the Model's tokens cost, for cost budgets (any currency, the same everywhere)."""
+
+    input_per_million_tokens: float = Field(ge=0, description="Price of 1,000,000 input tokens.")
+    output_per_million_tokens: float = Field(ge=0, description="Price of 1,000,000 output tokens.")
+    currency: str = Field(default="USD", min_length=1, description="A label for displays.")
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        """The price of one call's tokens."""
+        return (
+            input_tokens * self.input_per_million_tokens
+            + output_tokens * self.output_per_million_tokens
+        ) / 1_000_000
+
+
 class ModelSpec(_Spec):
     """``kind: Model``: an LLM provider and model, or the offline `scripted` model."""
 
@@ -260,6 +305,13 @@ class ModelSpec(_Spec):
     capabilities: dict[str, bool] = Field(default_factory=dict, description="Feature flags.")
     script: ScriptSpec | None = Field(
         default=None, description="Rules of the `scripted` provider (required for it)."
+    )
+    limits: ModelLimits | None = Field(
+        default=None,
+        description="Rate limits shared by every agent using this Model (or its pool).",
+    )
+    pricing: ModelPricing | None = Field(
+        default=None, description="Token prices, needed by cost budgets."
     )
 
     @model_validator(mode="after")
@@ -369,6 +421,80 @@ class AgentLimits(_Spec):
     )
 
 
+class BudgetCeilings(_Spec):
+    """Ceilings on what model calls may consume in one scope; a model call that would start past
+    any of them is not made, and the Turn ends with ``E_BUDGET_EXCEEDED``."""
+
+    input_tokens: int | None = Field(default=None, ge=1, description="Input (prompt) tokens.")
+    output_tokens: int | None = Field(default=None, ge=1, description="Output (completion) tokens.")
+    total_tokens: int | None = Field(default=None, ge=1, description="Input plus output tokens.")
+    cost: float | None = Field(
+        default=None, gt=0, description="Cost in the pricing's currency (needs Model pricing)."
+    )
+
+    def limits(self) -> dict[str, float]:
+        """``figure → limit`` of the ceilings set (``goondan.usage`` figure names)."""
+        figures = {
+            "inputTokens": self.input_tokens,
+            "outputTokens": self.output_tokens,
+            "totalTokens": self.total_tokens,
+            "cost": self.cost,
+        }
+        return {name: value for name, value in figures.items() if value is not None}
+
+    def over(self, base: BudgetCeilings | None) -> BudgetCeilings:
+        """These ceilings, with ``base``'s for the figures these leave unset."""
+        if base is None:
+            return self
+        return BudgetCeilings(
+            input_tokens=self.input_tokens if self.input_tokens is not None else base.input_tokens,
+            output_tokens=(
+                self.output_tokens if self.output_tokens is not None else base.output_tokens
+            ),
+            total_tokens=self.total_tokens if self.total_tokens is not None else base.total_tokens,
+            cost=self.cost if self.cost is not None else base.cost,
+        )
+
+
+class Budgets(_Spec):
+    """Token and cost ceilings per Turn, per conversation instance and per trace."""
+
+    turn: BudgetCeilings | None = Field(
+        default=None, description="One Turn of one agent (checked by the agent)."
+    )
+    instance: BudgetCeilings | None = Field(
+        default=None,
+        description="Everything one conversation instance ever used (checked by the agent; "
+        "kept across restarts).",
+    )
+    trace: BudgetCeilings | None = Field(
+        default=None,
+        description="One request across every agent it reaches (checked by the Orchestrator). "
+        "An Agent's applies to the requests that enter the swarm at it.",
+    )
+
+    def over(self, base: Budgets | None) -> Budgets:
+        """These budgets, figure by figure over ``base``'s (an Agent's over its Swarm's)."""
+        if base is None:
+            return self
+
+        def merged(
+            own: BudgetCeilings | None, under: BudgetCeilings | None
+        ) -> BudgetCeilings | None:
+            return under if own is None else own.over(under)
+
+        return Budgets(
+            turn=merged(self.turn, base.turn),
+            instance=merged(self.instance, base.instance),
+            trace=merged(self.trace, base.trace),
+        )
+
+    def scopes(self) -> dict[str, BudgetCeilings]:
+        """``turn``/``instance``/``trace`` → ceilings, for the scopes that have any."""
+        found = {"turn": self.turn, "instance": self.instance, "trace": self.trace}
+        return {name: c for name, c in found.items() if c is not None and c.limits()}
+
+
 def _full_tool_name(name: str) -> str:
     if "__" not in name.strip("_"):
         raise PydanticCustomError(
@@ -444,6 +570,9 @@ class AgentSpec(_Spec):
         default_factory=list, description="Full tool names; one must succeed in every Turn."
     )
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy, description="Tool-call policy.")
+    budgets: Budgets | None = Field(
+        default=None, description="Token and cost ceilings, over the Swarm's figure by figure."
+    )
     limits: AgentLimits = Field(
         default_factory=lambda: AgentLimits(), description="Resource limits of the agent's process."
     )
@@ -536,6 +665,11 @@ class SwarmSpec(_Spec):
         description="Agents that run on other hosts when the swarm runs with `--cluster`, by "
         "agent name, e.g. {worker: {node: gpu-1}}; the others run on the leader. Ignored "
         "without --cluster.",
+    )
+    budgets: Budgets | None = Field(
+        default=None,
+        description="Token and cost ceilings for every agent of the swarm (an Agent's own "
+        "override them figure by figure).",
     )
 
 

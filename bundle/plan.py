@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bundle.models import ModelSpec, ValueSource
+from bundle.models import Budgets, ModelLimits, ModelPricing, ModelSpec, ValueSource
 from bundle.scripted import ScriptSpec
 from goondan.defaults import (
     APPROVAL_TIMEOUT_SECONDS,
@@ -68,10 +68,22 @@ class ModelPlan(_Plan):
     max_retries: int = MODEL_MAX_RETRIES
     script: ScriptSpec | None = None
     """The rules of the ``scripted`` provider."""
+    limits: ModelLimits | None = None
+    """The limits of the Model's pool (``pool`` always set), merged over the Models sharing it;
+    ``None``: calls need no permit."""
+    pricing: ModelPricing | None = None
+
+    @property
+    def pool(self) -> str | None:
+        """The rate-limit pool its calls take permits from (``None`` without limits)."""
+        return self.limits.pool if self.limits is not None else None
 
     @classmethod
-    def of(cls, name: str, spec: ModelSpec) -> ModelPlan:
-        """The plan of Model ``name`` with ``spec``."""
+    def of(cls, name: str, spec: ModelSpec, limits: ModelLimits | None = None) -> ModelPlan:
+        """The plan of Model ``name`` with ``spec``; ``limits`` are its pool's (see
+        ``Bundle.model_pools``), else its own."""
+        if limits is None and spec.limits is not None:
+            limits = spec.limits.model_copy(update={"pool": spec.limits.pool or name})
         return cls(
             name=name,
             provider=spec.provider,
@@ -81,6 +93,8 @@ class ModelPlan(_Plan):
             timeout_seconds=spec.timeout_seconds or MODEL_TIMEOUT_SECONDS,
             max_retries=MODEL_MAX_RETRIES if spec.max_retries is None else spec.max_retries,
             script=spec.script,
+            limits=limits,
+            pricing=spec.pricing,
         )
 
 
@@ -127,6 +141,11 @@ class AgentPlan(_Plan):
     shutdown_grace_seconds: float = SHUTDOWN_GRACE_SECONDS
     memory_limit_mib: int | None = None
     """``Agent.spec.limits.memoryMiB``: the agent's data limit (``RLIMIT_DATA``)."""
+    budgets: Budgets = Field(default_factory=Budgets)
+    """The Agent's budgets over the Swarm's (``Budgets.over``)."""
+    ask_permits: bool = False
+    """Ask the Orchestrator before each model call: the Model has limits, or a trace budget
+    applies somewhere in the swarm (the Orchestrator counts every trace's usage)."""
     allow_spawn_outside_state: bool = False
     """``Swarm.spec.policy.allowSpawnOutsideState``: spawn workdirs may leave the state dir."""
     state_dir: str

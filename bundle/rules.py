@@ -19,8 +19,10 @@ from bundle.errors import ConfigIssue
 from bundle.loader import FailedKey, Resource, index, tool_name_too_long
 from bundle.models import (
     AgentSpec,
+    Budgets,
     ConnectionSpec,
     ConnectorSpec,
+    ModelSpec,
     ObjectRef,
     SwarmSpec,
     ToolSpec,
@@ -28,6 +30,12 @@ from bundle.models import (
 from bundle.source import format_path
 
 FieldPath = tuple[str | int, ...]
+
+_POOL_FIGURES = {
+    "max_concurrent": "maxConcurrent",
+    "requests_per_minute": "requestsPerMinute",
+    "tokens_per_minute": "tokensPerMinute",
+}
 
 
 def check_rules(
@@ -48,6 +56,7 @@ def check_rules(
     checker = _Checker(resources, failed or set(), check_handlers, allow_outside_bundle)
     checker.check_packages()
     checker.check_duplicates()
+    checker.check_pools()
     for resource in resources:
         checker.check(resource)
     return checker.issues
@@ -209,6 +218,62 @@ class _Checker:
                     suggestion="rename one of them",
                 )
 
+    def check_pools(self) -> None:
+        """Models sharing a rate-limit pool may leave a figure to another, never contradict it."""
+        first: dict[tuple[str, str], tuple[Resource, object]] = {}
+        for model in self.resources:
+            if model.kind != "Model" or model.spec.limits is None:
+                continue
+            limits = model.spec.limits
+            pool = limits.pool or model.name
+            for name, figure in _POOL_FIGURES.items():
+                value = getattr(limits, name)
+                if value is None:
+                    continue
+                seen = first.setdefault((pool, name), (model, value))
+                if seen[1] != value:
+                    self.report(
+                        model,
+                        E.E_SCHEMA_INVALID,
+                        f"pool {pool!r} gets {figure} {value} here and {seen[1]} from "
+                        f"{seen[0].ref_string}",
+                        ("spec", "limits", figure),
+                        suggestion="give the figure once, on one Model of the pool",
+                    )
+
+    def check_budget_pricing(
+        self, resource: Resource, budgets: Budgets | None, agents: list[Resource]
+    ) -> None:
+        """A cost ceiling needs a price for every model it counts."""
+        if budgets is None:
+            return
+        unpriced = sorted(
+            {
+                model.ref_string
+                for agent in agents
+                if (model := self._model_of(agent)) is not None and model.spec.pricing is None
+            }
+        )
+        if not unpriced:
+            return
+        for scope, ceilings in budgets.scopes().items():
+            if ceilings.cost is not None:
+                self.report(
+                    resource,
+                    E.E_SCHEMA_INVALID,
+                    f"a cost ceiling needs token prices, and {', '.join(unpriced)} "
+                    f"{'has' if len(unpriced) == 1 else 'have'} none",
+                    ("spec", "budgets", scope, "cost"),
+                    suggestion="add spec.pricing {inputPerMillionTokens, outputPerMillionTokens}"
+                    " to the Model, or cap tokens instead",
+                )
+
+    def _model_of(self, agent: Resource) -> Resource | None:
+        spec: AgentSpec = agent.spec
+        ref = spec.model_config_.model_ref
+        model = self.index.get(ref.package or agent.package, "Model", ref.name)
+        return model if model is not None and isinstance(model.spec, ModelSpec) else None
+
     # -- per-kind rules ----------------------------------------------------------------------
 
     def check_entry_exists(self, resource: Resource, entry: str) -> Path | None:
@@ -343,6 +408,7 @@ class _Checker:
         self.resolve_kind(
             spec.model_config_.model_ref, "Model", resource, ("spec", "modelConfig", "modelRef")
         )
+        self.check_budget_pricing(resource, spec.budgets, [resource])
         if spec.prompt is not None and spec.prompt.system_ref is not None:
             prompt_path = (resource.base_dir / spec.prompt.system_ref).resolve()
             field: FieldPath = ("spec", "prompt", "systemRef")
@@ -415,8 +481,14 @@ class _Checker:
             )
 
     def check_swarm(self, resource: Resource, spec: SwarmSpec) -> None:
+        resolved = []
         for i, item in enumerate(spec.agents):
-            self.resolve_kind(item.ref, "Agent", resource, _item_path(resource, "agents", i))
+            found = self.resolve_kind(
+                item.ref, "Agent", resource, _item_path(resource, "agents", i)
+            )
+            if found is not None:
+                resolved.append(found)
+        self.check_budget_pricing(resource, spec.budgets, resolved)
         entry = spec.entry_agent
         if entry.kind != "Agent":
             self.report(

@@ -468,7 +468,24 @@ DELIVERY = Catalogue(
         "the provider refused the API key (the message names where it came from, never the key)",
         "Check the key in the Model's valueFrom.",
     ),
-    ErrorCode("E_MODEL_RATE_LIMITED", "the provider's rate limit", "Retry later."),
+    ErrorCode(
+        "E_MODEL_RATE_LIMITED",
+        "the provider's rate limit, past the Model's retries (a Model with limits pauses its "
+        "whole pool for the provider's retry-after)",
+        "Retry later.",
+    ),
+    ErrorCode(
+        "E_MODEL_PERMIT_TIMEOUT",
+        "the Model's shared limits (maxConcurrent, requestsPerMinute, tokensPerMinute, or a "
+        "429 pause) gave no permit within the model call's timeoutSeconds",
+        "Raise the pool's limits, lower the swarm's load, or raise timeoutSeconds.",
+    ),
+    ErrorCode(
+        "E_BUDGET_EXCEEDED",
+        "a token or cost budget (turn, instance or trace) is used up; the message names the "
+        "budget and its figures, and no model call was made past it",
+        "Do not retry the same request; raise the budget or ask for less.",
+    ),
     ErrorCode("E_MODEL_API", "the provider answered with an error", None),
     ErrorCode("E_MODEL_CONNECTION", "the provider could not be reached", "Retry later."),
     ErrorCode(

@@ -38,6 +38,10 @@ Event kinds (agent → Orchestrator):
 ``prepare_instance_result``  :class:`PrepareInstanceResult`, the answer to ``prepare_instance``.
 ``delete_instance_result``   :class:`DeleteInstanceResult`, the answer to ``delete_instance``.
 ``approval_decision_result`` :class:`ApprovalDecisionResult`, the answer to ``approval_decision``.
+``model_permit``             :class:`ModelPermitRequest`: may a model call start now (shared rate
+                             limits, trace budget)? Answered ``model_permit_result``.
+``model_usage``              :class:`ModelUsage`: a model call ended; what it used, and its permit
+                             back.
 
 Event kinds (Orchestrator → agent):
 
@@ -50,6 +54,7 @@ Event kinds (Orchestrator → agent):
 ``approval_decision``        :class:`ApprovalDecision`: an operator approves or rejects a tool
                              call parked for approval.
 ``cancel``                   :class:`Cancel`: stop the Turns of a trace at their next safe point.
+``model_permit_result``      :class:`ModelPermitResult`: the permit, or why there is none.
 
 A Connection's process (its connector) speaks a subset.
 
@@ -150,6 +155,9 @@ class EventKind(enum.StrEnum):
     APPROVAL_DECISION = "approval_decision"
     APPROVAL_DECISION_RESULT = "approval_decision_result"
     CANCEL = "cancel"
+    MODEL_PERMIT = "model_permit"
+    MODEL_PERMIT_RESULT = "model_permit_result"
+    MODEL_USAGE = "model_usage"
     CONNECTOR_EVENT = "connector_event"
     CONNECTOR_EVENT_SETTLED = "connector_event_settled"
 
@@ -1109,6 +1117,120 @@ class ApprovalDecisionResult(EventBody):
         return cls(fields.mapping("approval"))
 
 
+@_body
+@dataclass(frozen=True, slots=True)
+class ModelPermitRequest(EventBody):
+    """Ask for a permit to start one model call (sent with a correlation id, which is the
+    permit's id from then on)."""
+
+    KIND: ClassVar[EventKind] = EventKind.MODEL_PERMIT
+    pool: str
+    """The Model's rate-limit pool; empty when only a trace budget needs checking."""
+    trace_id: str
+    instance_key: str = DEFAULT_INSTANCE_KEY
+    estimated_tokens: int = 0
+    """The call's input tokens as estimated before it (``tokensPerMinute`` admits on it)."""
+    wait_ms: int = 0
+    """How long the caller waits at most (the model call's timeout); 0: no wait at all."""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "pool": self.pool,
+            "traceId": self.trace_id,
+            "instanceKey": self.instance_key,
+            "estimatedTokens": self.estimated_tokens,
+            "waitMs": self.wait_ms,
+        }
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ModelPermitRequest:
+        return cls(
+            fields.text("pool"),
+            fields.text("traceId"),
+            fields.instance_key("instanceKey"),
+            max(fields.integer("estimatedTokens") or 0, 0),
+            max(fields.integer("waitMs") or 0, 0),
+        )
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class ModelPermitResult(EventBody):
+    """The answer to :class:`ModelPermitRequest`: granted after ``waited_ms``, or refused with
+    ``error`` (``E_BUDGET_EXCEEDED``, ``E_MODEL_PERMIT_TIMEOUT``)."""
+
+    KIND: ClassVar[EventKind] = EventKind.MODEL_PERMIT_RESULT
+    waited_ms: int = 0
+    error: IpcError | None = None
+
+    @property
+    def granted(self) -> bool:
+        """The call may start."""
+        return self.error is None
+
+    def to_wire(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"granted": False, "waitedMs": self.waited_ms, "error": self.error.to_dict()}
+        return {"granted": True, "waitedMs": self.waited_ms}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ModelPermitResult:
+        waited = max(fields.integer("waitedMs") or 0, 0)
+        if fields.flag("granted"):
+            return cls(waited)
+        return cls(waited, fields.error() or IpcError("permit refused"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class ModelUsage(EventBody):
+    """One model call ended (or was given up): what it used, and its permit, if it had one,
+    back to the pool. Sent after every model call, so the Orchestrator counts usage per agent,
+    instance and trace as it happens."""
+
+    KIND: ClassVar[EventKind] = EventKind.MODEL_USAGE
+    trace_id: str
+    instance_key: str = DEFAULT_INSTANCE_KEY
+    permit_id: str = ""
+    """The correlation id of the permit's request; empty for a call that needed none."""
+    pool: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    retry_after_ms: int | None = None
+    """Set when the provider answered 429: pause the pool this long."""
+
+    def to_wire(self) -> dict[str, Any]:
+        return _without_none(
+            {
+                "traceId": self.trace_id,
+                "instanceKey": self.instance_key,
+                "permitId": self.permit_id or None,
+                "pool": self.pool or None,
+                "inputTokens": self.input_tokens,
+                "outputTokens": self.output_tokens,
+                "cost": self.cost or None,
+                "retryAfterMs": self.retry_after_ms,
+            }
+        )
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ModelUsage:
+        cost = fields.data.get("cost", 0.0)
+        if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
+            raise fields._wrong("cost", "a number not below 0", cost)
+        return cls(
+            fields.text("traceId"),
+            fields.instance_key("instanceKey"),
+            fields.text("permitId"),
+            fields.text("pool"),
+            max(fields.integer("inputTokens") or 0, 0),
+            max(fields.integer("outputTokens") or 0, 0),
+            float(cost),
+            fields.integer("retryAfterMs"),
+        )
+
+
 QUESTION_ANSWERS: Mapping[EventKind, EventKind] = {
     EventKind.PREPARE_INSTANCE: EventKind.PREPARE_INSTANCE_RESULT,
     EventKind.DELETE_INSTANCE: EventKind.DELETE_INSTANCE_RESULT,
@@ -1135,6 +1257,8 @@ AGENT_TO_ORCHESTRATOR = frozenset(
         EventKind.PREPARE_INSTANCE_RESULT,
         EventKind.DELETE_INSTANCE_RESULT,
         EventKind.APPROVAL_DECISION_RESULT,
+        EventKind.MODEL_PERMIT,
+        EventKind.MODEL_USAGE,
     }
 )
 """The kinds an Orchestrator must handle."""
@@ -1148,6 +1272,7 @@ ORCHESTRATOR_TO_AGENT = frozenset(
         EventKind.DELETE_INSTANCE,
         EventKind.APPROVAL_DECISION,
         EventKind.CANCEL,
+        EventKind.MODEL_PERMIT_RESULT,
     }
 )
 """The kinds an AgentProcess must handle."""

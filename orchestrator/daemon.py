@@ -36,6 +36,7 @@ from orchestrator.dispatch import Dispatcher
 from orchestrator.eventlog import EventLog
 from orchestrator.events_hub import END_OF_STREAM, EventHub
 from orchestrator.http_api import ApiServer
+from orchestrator.limits import ModelBroker
 from orchestrator.metrics import SwarmMetrics
 from orchestrator.plans import SharedParts
 from orchestrator.router import InFlightSend, Router
@@ -46,6 +47,7 @@ from orchestrator.systemd import notify
 from orchestrator.tasks import TaskOwner
 from orchestrator.telemetry import OtlpSettings, TelemetryUnavailable, TraceExport
 from orchestrator.transport import MultiprocessingTransport, Transport
+from orchestrator.usage import UsageBook
 
 if TYPE_CHECKING:
     from orchestrator.cluster.leader import ClusterTransport
@@ -154,9 +156,18 @@ class Orchestrator:
             clock=clock,
             tasks=self.tasks,
         )
+        self.broker = ModelBroker(
+            self.bundle.model_pools(),
+            usage=UsageBook(self._trace_budget_of),
+            reply=self.router.answer,
+            record=self.events.record,
+            clock=clock,
+        )
+        """Shared rate limits and trace budgets: a permit before each model call."""
         self.dispatch = Dispatcher(
             self.router,
             self.supervisor.event_handlers,
+            self.broker.event_handlers,
             {
                 EventKind.RUNTIME_EVENT: self._record_runtime_event,
                 EventKind.RESTART_REQUEST: self._restart_requested,
@@ -192,6 +203,14 @@ class Orchestrator:
             return None
         self.events.listeners.append(telemetry.observe)
         return telemetry
+
+    def _trace_budget_of(self, agent: str) -> dict[str, float]:
+        """The trace budget of requests entering the swarm at ``agent`` (figure → limit)."""
+        handle = self.supervisor.handles.get(agent)
+        if handle is None or not isinstance(handle.plan, AgentPlan):
+            return {}
+        trace = handle.plan.budgets.trace
+        return trace.limits() if trace is not None else {}
 
     def _model_of(self, agent: str) -> tuple[str, str] | None:
         """``(provider, model)`` of ``agent``'s plan, for the spans of its Turns and Steps."""
@@ -245,6 +264,7 @@ class Orchestrator:
 
     def _on_exit(self, name: str, info: ExitInfo) -> None:
         self.router.on_agent_exit(name)
+        self.broker.agent_exited(name)
 
     async def start(self) -> None:
         """Open the API socket, start supervising and the entry agent (the others start
@@ -531,6 +551,10 @@ class Orchestrator:
         _, restarted = await self.supervisor.replace_plans(plans, self.grace)
         return restarted
 
+    def apply_limits(self, bundle: Bundle) -> None:
+        """Adopt the rate-limit pools of an edited bundle (their permits and queues stay)."""
+        self.broker.configure(bundle.model_pools())
+
     def status(self) -> list[dict[str, Any]]:
         """One row per agent: process state, instances on disk, requests waiting for its
         answer (``pendingDelegates``) and sends it has not finished (``sendsInFlight``).
@@ -550,6 +574,9 @@ class Orchestrator:
                 row["instances"] = []
             row["pendingDelegates"] = pending[name]
             row["sendsInFlight"] = sends[name]
+            row["permitsWaiting"] = self.broker.waiting_of(name)
+            used = self.broker.usage.agents.get(name)
+            row["usage"] = used.to_json() if used is not None else None
             if self.cluster is not None and row.get("node") is None:
                 row["node"] = self.cluster.node_of(name)
         return rows
@@ -605,6 +632,7 @@ class Orchestrator:
         if self._own_transport is not None:
             await self._own_transport.close()  # its spare processes end
         await self.router.close()
+        self.broker.close()
         self.live.close()  # event streams end, so the HTTP server stops without waiting
         if self.api is not None:
             await self.api.close()

@@ -702,6 +702,13 @@ class Router:
 
     # -- helpers ------------------------------------------------------------------------------------
 
+    def answer(self, agent: str, correlation_id: str, body: EventBody) -> None:
+        """Send ``agent`` the answer ``body`` to its question ``correlation_id`` (dropped when
+        the agent is gone: its question went with it)."""
+        reply = wire.event(ORCHESTRATOR, agent, body, correlation_id)
+        if not self._send_to(agent, reply):
+            self.log.info("answer not delivered", agent=agent, kind=body.KIND)
+
     def _reply(self, sender: str, message: EventMessage, body: EventBody) -> None:
         reply = wire.event(ORCHESTRATOR, sender, body, message.correlation_id)
         if not self._send_to(sender, reply):

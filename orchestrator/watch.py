@@ -109,6 +109,7 @@ class Watcher:
         self._files = watched_files(bundle)
         self._seen = _snapshot(self._files)
         restarted = await orchestrator.adopt_cluster_bundle(bundle, plans)
+        orchestrator.apply_limits(bundle)
         restarted += await orchestrator.apply_plans(plans)
         restarted += await orchestrator.apply_connections(bundle)
         self.log.info("configuration change applied", restarted=restarted)

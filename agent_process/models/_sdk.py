@@ -7,10 +7,13 @@ The official ``openai`` and ``anthropic`` SDKs raise the same family of exceptio
 
 from __future__ import annotations
 
+import email.utils
 import os
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from types import ModuleType
+from typing import Any
 
 from agent_process.models.base import ModelError
 from bundle.plan import ModelPlan
@@ -72,6 +75,7 @@ async def sdk_errors(sdk: ModuleType, plan: ModelPlan, key_source: str) -> Async
         raise ModelError(
             f"{name}: rate limited after retries (HTTP {exc.status_code})",
             code="E_MODEL_RATE_LIMITED",
+            retry_after=retry_after(getattr(exc, "response", None)),
         ) from None
     except sdk.APIStatusError as exc:
         raise ModelError(
@@ -85,6 +89,34 @@ async def sdk_errors(sdk: ModuleType, plan: ModelPlan, key_source: str) -> Async
         raise ModelError(
             f"{name}: invalid API response: {_short(str(exc))}", code="E_MODEL_API"
         ) from None
+
+
+MAX_RETRY_AFTER_SECONDS = 600.0
+"""A longer ``retry-after`` is taken as this (a pool paused for hours helps nobody)."""
+
+
+def retry_after(response: Any) -> float | None:
+    """Seconds a 429 response asks to wait: ``retry-after-ms`` (OpenAI), else ``retry-after``
+    in seconds or as an HTTP date; ``None`` when it says nothing usable."""
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    seconds: float | None = None
+    try:
+        if headers.get("retry-after-ms"):
+            seconds = float(headers["retry-after-ms"]) / 1000
+        elif headers.get("retry-after"):
+            value = headers["retry-after"]
+            try:
+                seconds = float(value)
+            except ValueError:
+                when = email.utils.parsedate_to_datetime(value)
+                seconds = when.timestamp() - time.time()
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if seconds is None or seconds != seconds or seconds < 0:  # NaN or in the past
+        return None
+    return min(seconds, MAX_RETRY_AFTER_SECONDS)
 
 
 def _short(text: str, limit: int = 300) -> str:

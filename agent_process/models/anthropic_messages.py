@@ -43,7 +43,8 @@ class AnthropicMessagesModel:
             api_key=key or "unset",
             base_url=base_url,
             timeout=plan.timeout_seconds,
-            max_retries=plan.max_retries,
+            # With shared limits the governor retries a 429 itself, after the pool's pause.
+            max_retries=0 if plan.limits is not None else plan.max_retries,
         )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

@@ -25,10 +25,14 @@ class ModelError(goondan.errors.ModelError):
 
     code = "E_MODEL"
 
-    def __init__(self, message: str, *, code: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: str | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
+        self.retry_after = retry_after
+        """Seconds the provider asked to wait (``retry-after`` of a 429), when it said."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -37,19 +41,36 @@ class TokenUsage:
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cost: float | None = None
+    """What the tokens cost, by the Model's ``pricing`` (``None`` without one)."""
 
     @property
     def total_tokens(self) -> int:
         """Prompt plus completion tokens."""
         return self.prompt_tokens + self.completion_tokens
 
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        cost = (
+            None
+            if self.cost is None and other.cost is None
+            else ((self.cost or 0.0) + (other.cost or 0.0))
+        )
+        return TokenUsage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost=cost,
+        )
+
     def to_json(self) -> JsonObject:
-        """The runtime-event form."""
-        return {
+        """The runtime-event form (``cost`` only when priced)."""
+        out: JsonObject = {
             "promptTokens": self.prompt_tokens,
             "completionTokens": self.completion_tokens,
             "totalTokens": self.total_tokens,
         }
+        if self.cost is not None:
+            out["cost"] = round(self.cost, 6)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -12,6 +12,7 @@ import pytest
 from agent_process.conversation import ConversationStore
 from agent_process.instances import InstanceManager, instance_dir_name
 from agent_process.turn import TurnInput, TurnResult
+from goondan.usage import Usage
 
 
 class RecordingRunner:
@@ -22,7 +23,13 @@ class RecordingRunner:
         self.gates: dict[str, asyncio.Event] = {}
 
     async def run(
-        self, key: str, store: ConversationStore, workdir: Path, turn_input: TurnInput
+        self,
+        key: str,
+        store: ConversationStore,
+        workdir: Path,
+        turn_input: TurnInput,
+        *,
+        usage: Usage | None = None,
     ) -> TurnResult:
         self.started.append((key, turn_input.text))
         gate = self.gates.get(turn_input.text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from agent_process.main import AgentProcess
@@ -50,7 +51,12 @@ async def test_the_orchestrator_handles_every_kind_an_agent_sends(tmp_path: Path
     supervisor = Supervisor(fake_plans("a"), FakeTransport())
     router = Router(supervisor)
     daemon_kinds = {EventKind.RUNTIME_EVENT, EventKind.RESTART_REQUEST}
-    table = Dispatcher(router, supervisor.event_handlers, dict.fromkeys(daemon_kinds, print))
+    table = Dispatcher(
+        router,
+        supervisor.event_handlers,
+        daemon.broker.event_handlers,
+        dict.fromkeys(daemon_kinds, print),
+    )
     assert set(table.events) == wire.AGENT_TO_ORCHESTRATOR
 
 
@@ -84,10 +90,30 @@ BODIES = [
     wire.ApprovalDecision("apr_1", "approve", {"command": "ls"}),
     wire.ApprovalDecision("apr_1", "reject", reason="no"),
     wire.ApprovalDecisionResult({"approvalId": "apr_1", "status": "approved"}),
+    wire.ModelPermitRequest("openai-key", "t" * 32, "k", 1200, 60_000),
+    wire.ModelPermitResult(15),
+    wire.ModelUsage("t" * 32, "k", "corr_1", "openai-key", 1200, 80, 0.0038, 2000),
     wire.Cancel("f" * 32, "wrong question"),
     wire.ConnectorEventReport("ev1", "telegram_message", "hi", "telegram:42", {"chat_id": "42"}),
     wire.ConnectorEventSettled("ev1", "AGENT_CRASHED: gone"),
 ]
+
+
+def test_a_refused_permit_keeps_its_code_across_the_pipe() -> None:
+    error = IpcError("trace budget exceeded", code="E_BUDGET_EXCEEDED", details={"used": 5})
+    decoded = wire.read_event(wire.event("a", "b", wire.ModelPermitResult(3, error)))
+    assert isinstance(decoded, wire.ModelPermitResult)
+    assert not decoded.granted
+    assert decoded.waited_ms == 3
+    assert decoded.error is not None
+    assert decoded.error.to_dict() == error.to_dict()
+
+
+def test_a_usage_report_with_a_negative_cost_is_refused() -> None:
+    message = wire.event("a", "b", wire.ModelUsage("t", cost=1.0))
+    bad = msgspec.structs.replace(message, payload={**message.payload, "cost": -1})
+    with pytest.raises(wire.MalformedPayload, match="cost"):
+        wire.read_event(bad)
 
 
 def test_every_kind_has_a_body_in_this_test() -> None:

@@ -1,0 +1,487 @@
+"""Shared rate limits and trace budgets: the permit an agent needs before each model call.
+
+Agents run in processes of their own, so no limiter inside one of them can keep fifteen agents
+on one provider key under its rate limit. The Orchestrator does it for them: an agent whose
+Model declares ``spec.limits`` (or any agent, when a trace budget applies) asks for a permit
+(``model_permit``) before each model call and reports the call's usage (``model_usage``) after
+it, which returns the permit. Per pool (the Models sharing one provider key) the broker keeps
+
+- the permits in use, against ``maxConcurrent``;
+- a token bucket per minute figure: ``requestsPerMinute`` (one per call) and
+  ``tokensPerMinute`` (a call is admitted on its estimated input tokens and settled with what it
+  really used). A bucket holds up to one minute's figure and refills evenly;
+- a pause: a provider's 429 with ``retry-after`` stops every grant of the pool for that long;
+- a first-come, first-served queue of the requests that must wait. Each waits at most its own
+  bound (the model call's timeout) and is then refused ``E_MODEL_PERMIT_TIMEOUT``.
+
+A trace over its budget is refused ``E_BUDGET_EXCEEDED`` before any wait. When an agent exits,
+whatever it held or waited for goes back to its pools at once.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from bundle.models import ModelLimits
+from goondan.usage import Reached
+from ipc import EventMessage, IpcError
+from ipc.protocol import EventBody, EventKind, ModelPermitRequest, ModelPermitResult, ModelUsage
+from orchestrator.clock import Clock, Timer
+from orchestrator.dispatch import EventHandler
+from orchestrator.usage import UsageBook
+
+PERMIT_TIMEOUT = "E_MODEL_PERMIT_TIMEOUT"
+BUDGET_EXCEEDED = "E_BUDGET_EXCEEDED"
+WAIT_REASONS = ("paused", "maxConcurrent", "requestsPerMinute", "tokensPerMinute")
+"""Why a permit request waits, in the order they are judged."""
+SECONDS_PER_MINUTE = 60.0
+
+Reply = Callable[[str, str, EventBody], None]
+"""``(agent, correlation id, answer)``: send an agent the answer to its permit request."""
+Record = Callable[..., None]
+"""``(event type, agent, **fields)``: a runtime event for the event log."""
+
+
+@dataclass(slots=True, eq=False)
+class PermitRequest:
+    """A request waiting in a pool's queue, or a permit in use."""
+
+    permit_id: str
+    agent: str
+    request: ModelPermitRequest
+    asked_at: float
+    deadline: float
+    reason: str = ""
+    """Why it waits now (one of :data:`WAIT_REASONS`)."""
+    timer: Timer | None = field(default=None, repr=False)
+
+    @property
+    def pool(self) -> str:
+        return self.request.pool
+
+
+class RatePool:
+    """One pool's limits and state (see the module docstring)."""
+
+    def __init__(self, name: str, limits: ModelLimits, now: float) -> None:
+        self.name = name
+        self.limits = limits
+        self.in_use: dict[str, PermitRequest] = {}
+        self.waiting: deque[PermitRequest] = deque()
+        self.requests_level = float(limits.requests_per_minute or 0)
+        self.tokens_level = float(limits.tokens_per_minute or 0)
+        self.refilled_at = now
+        self.paused_until = 0.0
+        self.granted = 0
+        self.waited = 0
+        """Grants that had to wait."""
+        self.timed_out = 0
+        self.pauses = 0
+        self.wait_seconds = 0.0
+        """Total time grants waited."""
+
+    def adopt(self, limits: ModelLimits, now: float) -> None:
+        """New figures (an edited goondan.yaml): buckets keep their level, capped by them."""
+        self._refill(now)
+        self.limits = limits
+        if limits.requests_per_minute is not None:
+            self.requests_level = min(self.requests_level, limits.requests_per_minute)
+        if limits.tokens_per_minute is not None:
+            self.tokens_level = min(self.tokens_level, float(limits.tokens_per_minute))
+
+    def _refill(self, now: float) -> None:
+        elapsed = max(0.0, now - self.refilled_at)
+        self.refilled_at = now
+        rpm, tpm = self.limits.requests_per_minute, self.limits.tokens_per_minute
+        if rpm is not None:
+            self.requests_level = min(rpm, self.requests_level + elapsed * rpm / SECONDS_PER_MINUTE)
+        if tpm is not None:
+            self.tokens_level = min(tpm, self.tokens_level + elapsed * tpm / SECONDS_PER_MINUTE)
+
+    def _tokens_needed(self, request: PermitRequest) -> float:
+        tpm = self.limits.tokens_per_minute
+        # A call larger than a whole minute's figure waits for a full bucket, not forever.
+        return min(float(request.request.estimated_tokens), float(tpm)) if tpm else 0.0
+
+    def blocked(self, request: PermitRequest, now: float) -> tuple[str, float | None] | None:
+        """Why ``request`` cannot be granted now, and when that may change (``None``: when a
+        permit comes back); ``None`` when it can."""
+        self._refill(now)
+        limits = self.limits
+        if now < self.paused_until:
+            return "paused", self.paused_until
+        if limits.max_concurrent is not None and len(self.in_use) >= limits.max_concurrent:
+            return "maxConcurrent", None
+        rpm = limits.requests_per_minute
+        if rpm is not None and self.requests_level < 1.0:
+            return "requestsPerMinute", now + (1.0 - self.requests_level) * 60.0 / rpm
+        tpm = limits.tokens_per_minute
+        need = self._tokens_needed(request)
+        if tpm is not None and (self.tokens_level < need or self.tokens_level <= 0):
+            missing = max(need, 1.0) - self.tokens_level
+            return "tokensPerMinute", now + missing * 60.0 / tpm
+        return None
+
+    def grant(self, request: PermitRequest) -> None:
+        self.in_use[request.permit_id] = request
+        if self.limits.requests_per_minute is not None:
+            self.requests_level -= 1.0
+        if self.limits.tokens_per_minute is not None:
+            self.tokens_level -= float(request.request.estimated_tokens)
+        self.granted += 1
+
+    def settle(self, permit: PermitRequest, used_tokens: int, now: float) -> None:
+        """A permit back: the tokens bucket takes the difference between estimate and use."""
+        self.in_use.pop(permit.permit_id, None)
+        tpm = self.limits.tokens_per_minute
+        if tpm is not None:
+            self._refill(now)
+            correction = float(permit.request.estimated_tokens - used_tokens)
+            self.tokens_level = min(float(tpm), self.tokens_level + correction)
+
+    def pause(self, seconds: float, now: float) -> bool:
+        """Stop granting for ``seconds``; ``False`` when an as long pause already runs."""
+        until = now + seconds
+        if until <= self.paused_until:
+            return False
+        self.paused_until = until
+        self.pauses += 1
+        return True
+
+    def snapshot(self, now: float) -> dict[str, Any]:
+        """A row of ``status`` / ``/v1/usage``."""
+        self._refill(now)
+        limits = self.limits
+        row: dict[str, Any] = {
+            "pool": self.name,
+            "inUse": len(self.in_use),
+            "waiting": len(self.waiting),
+            "maxConcurrent": limits.max_concurrent,
+            "requestsPerMinute": limits.requests_per_minute,
+            "tokensPerMinute": limits.tokens_per_minute,
+            "granted": self.granted,
+            "waited": self.waited,
+            "timedOut": self.timed_out,
+            "pauses": self.pauses,
+            "waitSeconds": round(self.wait_seconds, 3),
+            "pausedForSeconds": round(max(0.0, self.paused_until - now), 3),
+        }
+        if limits.requests_per_minute is not None:
+            row["requestsAvailable"] = round(max(0.0, self.requests_level), 3)
+        if limits.tokens_per_minute is not None:
+            row["tokensAvailable"] = round(self.tokens_level)
+        return row
+
+
+class ModelBroker:
+    """Grants permits for model calls and counts what the calls used (see the module)."""
+
+    def __init__(
+        self,
+        pools: Mapping[str, ModelLimits],
+        *,
+        usage: UsageBook,
+        reply: Reply,
+        record: Record,
+        clock: Clock,
+    ) -> None:
+        self.clock = clock
+        self.usage = usage
+        self._reply = reply
+        self._record = record
+        self.pools: dict[str, RatePool] = {}
+        self._timers: dict[str, Timer] = {}
+        """A pool's wake-up, when its head waits for time to pass (a pause, a bucket)."""
+        self.log = structlog.get_logger("goondan.limits")
+        self.configure(pools)
+
+    def configure(self, pools: Mapping[str, ModelLimits]) -> None:
+        """Adopt the bundle's pools; a pool that stays keeps its permits and queue."""
+        now = self.clock.now()
+        for name, limits in pools.items():
+            pool = self.pools.get(name)
+            if pool is None:
+                self.pools[name] = RatePool(name, limits, now)
+            else:
+                pool.adopt(limits, now)
+                self._serve(pool)
+
+    # -- messages from agents -----------------------------------------------------------------
+
+    @property
+    def event_handlers(self) -> dict[EventKind, EventHandler]:
+        """The event kinds the broker answers, for the Orchestrator's dispatch table."""
+        return {
+            EventKind.MODEL_PERMIT: self._permit_event,
+            EventKind.MODEL_USAGE: self._usage_event,
+        }
+
+    def _permit_event(self, agent: str, message: EventMessage, body: ModelPermitRequest) -> None:
+        self.permit_requested(agent, message.correlation_id, body)
+
+    def _usage_event(self, agent: str, message: EventMessage, body: ModelUsage) -> None:
+        self.usage_reported(agent, body)
+
+    def permit_requested(
+        self, agent: str, correlation_id: str | None, body: ModelPermitRequest
+    ) -> None:
+        """A ``model_permit``: answer at once, or queue it."""
+        if not correlation_id:
+            self.log.warning("permit request without a correlation id", agent=agent)
+            return
+        if body.trace_id:
+            trace = self.usage.trace(body.trace_id, agent)
+            reached = trace.reached()
+            if reached is not None:
+                self._refuse_budget(agent, correlation_id, body, trace.root, reached)
+                return
+        pool = self.pools.get(body.pool) if body.pool else None
+        if pool is None:
+            # No limits to honour (or a pool this bundle no longer has): the trace budget was
+            # all there was to check.
+            self._reply(agent, correlation_id, ModelPermitResult())
+            return
+        now = self.clock.now()
+        request = PermitRequest(
+            correlation_id, agent, body, asked_at=now, deadline=now + body.wait_ms / 1000
+        )
+        if not pool.waiting and pool.blocked(request, now) is None:
+            pool.grant(request)
+            self._reply(agent, correlation_id, ModelPermitResult())
+            return
+        if body.wait_ms <= 0:
+            self._time_out(pool, request, "no wait allowed")
+            return
+        pool.waiting.append(request)
+        request.timer = self.clock.call_later(body.wait_ms / 1000, self._expired, pool, request)
+        self._serve(pool)
+        if request in pool.waiting:  # still waiting after the queue moved: say why
+            request.reason = request.reason or pool.waiting[0].reason
+            self._record(
+                "model.permit.waiting",
+                agent,
+                instanceKey=body.instance_key,
+                traceId=body.trace_id or None,
+                pool=pool.name,
+                reason=request.reason,
+                position=pool.waiting.index(request) + 1,
+                inUse=len(pool.in_use),
+            )
+
+    def usage_reported(self, agent: str, body: ModelUsage) -> None:
+        """A ``model_usage``: count it, take the permit back, pause the pool on a 429."""
+        trace = self.usage.add(
+            agent,
+            body.instance_key,
+            body.trace_id,
+            body.pool,
+            body.input_tokens,
+            body.output_tokens,
+            body.cost,
+        )
+        if trace is not None and trace.exceeded is None and trace.reached() is not None:
+            reached = trace.exceeded
+            assert reached is not None
+            self._record(
+                "budget.exceeded",
+                agent,
+                traceId=trace.trace_id,
+                budget="trace",
+                root=trace.root,
+                figure=reached.figure,
+                used=reached.used,
+                limit=reached.limit,
+            )
+        pool = self.pools.get(body.pool) if body.pool else None
+        if pool is None:
+            return
+        now = self.clock.now()
+        if body.permit_id:
+            self._give_back(pool, body.permit_id, body.input_tokens + body.output_tokens, now)
+        if body.retry_after_ms is not None and body.retry_after_ms > 0:
+            seconds = body.retry_after_ms / 1000
+            if pool.pause(seconds, now):
+                self.log.warning(
+                    "provider rate limit: pool paused",
+                    pool=pool.name,
+                    agent=agent,
+                    seconds=seconds,
+                )
+                self._record(
+                    "model.rate_limited",
+                    agent,
+                    instanceKey=body.instance_key,
+                    traceId=body.trace_id or None,
+                    pool=pool.name,
+                    retryAfterMs=body.retry_after_ms,
+                )
+        self._serve(pool)
+
+    def agent_exited(self, agent: str) -> None:
+        """Return every permit ``agent`` held and drop its waiting requests: a crashed agent
+        reports nothing, and its pools must not shrink for it."""
+        now = self.clock.now()
+        for pool in self.pools.values():
+            held = [p for p in pool.in_use.values() if p.agent == agent]
+            gone = [r for r in pool.waiting if r.agent == agent]
+            for request in gone:
+                pool.waiting.remove(request)
+                if request.timer is not None:
+                    request.timer.cancel()
+            for permit in held:
+                # What it used is unknown: the estimate stays spent.
+                pool.settle(permit, permit.request.estimated_tokens, now)
+            if held or gone:
+                self.log.info(
+                    "permits of an exited agent returned",
+                    agent=agent,
+                    pool=pool.name,
+                    returned=len(held),
+                    dropped=len(gone),
+                )
+                self._serve(pool)
+
+    # -- what status and metrics read -----------------------------------------------------------
+
+    def waiting_of(self, agent: str) -> int:
+        """Permit requests of ``agent`` waiting now."""
+        return sum(1 for pool in self.pools.values() for r in pool.waiting if r.agent == agent)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """One row per pool."""
+        now = self.clock.now()
+        return [pool.snapshot(now) for _, pool in sorted(self.pools.items())]
+
+    def close(self) -> None:
+        """Cancel the timers (the daemon stops; waiting agents are told by their own end)."""
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for pool in self.pools.values():
+            for request in pool.waiting:
+                if request.timer is not None:
+                    request.timer.cancel()
+
+    # -- the queue -----------------------------------------------------------------------------
+
+    def _serve(self, pool: RatePool) -> None:
+        """Grant from the head of ``pool``'s queue while it can; then sleep until the head may
+        go (a pause or a bucket) or until a permit comes back."""
+        timer = self._timers.pop(pool.name, None)
+        if timer is not None:
+            timer.cancel()
+        now = self.clock.now()
+        while pool.waiting:
+            head = pool.waiting[0]
+            if head.request.trace_id:
+                trace = self.usage.traces.get(head.request.trace_id)
+                reached = trace.reached() if trace is not None else None
+                if trace is not None and reached is not None:
+                    pool.waiting.popleft()
+                    self._cancel_timer(head)
+                    self._refuse_budget(
+                        head.agent, head.permit_id, head.request, trace.root, reached
+                    )
+                    continue
+            blocked = pool.blocked(head, now)
+            if blocked is not None:
+                reason, at = blocked
+                head.reason = reason
+                if at is not None:
+                    self._timers[pool.name] = self.clock.call_later(
+                        max(at - now, 0.001), self._serve, pool
+                    )
+                return
+            pool.waiting.popleft()
+            self._cancel_timer(head)
+            pool.grant(head)
+            waited = now - head.asked_at
+            pool.waited += 1
+            pool.wait_seconds += waited
+            waited_ms = round(waited * 1000)
+            self._reply(head.agent, head.permit_id, ModelPermitResult(waited_ms))
+            self._record(
+                "model.permit.granted",
+                head.agent,
+                instanceKey=head.request.instance_key,
+                traceId=head.request.trace_id or None,
+                pool=pool.name,
+                waitedMs=waited_ms,
+                reason=head.reason or None,
+            )
+
+    def _expired(self, pool: RatePool, request: PermitRequest) -> None:
+        if request not in pool.waiting:
+            return
+        pool.waiting.remove(request)
+        self._time_out(pool, request, request.reason or "waiting")
+        self._serve(pool)  # the head may have been this one
+
+    def _time_out(self, pool: RatePool, request: PermitRequest, reason: str) -> None:
+        pool.timed_out += 1
+        waited = self.clock.now() - request.asked_at
+        bound = request.request.wait_ms / 1000
+        error = IpcError(
+            f"no permit for a model call from pool {pool.name!r} within {bound:g} s "
+            f"(the model call's timeout): it waited on {reason}",
+            code=PERMIT_TIMEOUT,
+            details={"pool": pool.name, "reason": reason, "waitedMs": round(waited * 1000)},
+        )
+        self._reply(
+            request.agent, request.permit_id, ModelPermitResult(round(waited * 1000), error)
+        )
+        self._record(
+            "model.permit.timeout",
+            request.agent,
+            instanceKey=request.request.instance_key,
+            traceId=request.request.trace_id or None,
+            pool=pool.name,
+            reason=reason,
+            waitedMs=round(waited * 1000),
+        )
+
+    def _give_back(self, pool: RatePool, permit_id: str, used_tokens: int, now: float) -> None:
+        permit = pool.in_use.get(permit_id)
+        if permit is not None:
+            pool.settle(permit, used_tokens, now)
+            return
+        # The agent gave up a request still waiting (its Turn was cancelled, or its own wait
+        # ran out first): it leaves the queue.
+        for request in pool.waiting:
+            if request.permit_id == permit_id:
+                pool.waiting.remove(request)
+                self._cancel_timer(request)
+                return
+
+    @staticmethod
+    def _cancel_timer(request: PermitRequest) -> None:
+        if request.timer is not None:
+            request.timer.cancel()
+            request.timer = None
+
+    def _refuse_budget(
+        self,
+        agent: str,
+        correlation_id: str,
+        body: ModelPermitRequest,
+        root: str,
+        reached: Reached,
+    ) -> None:
+        error = IpcError(
+            f"trace budget exceeded: {reached.describe()} used by this request across the swarm "
+            f"(the trace budget of {root!r}); the model was not called",
+            code=BUDGET_EXCEEDED,
+            details={
+                "budget": "trace",
+                "traceId": body.trace_id,
+                "figure": reached.figure,
+                "used": reached.used,
+                "limit": reached.limit,
+            },
+        )
+        self._reply(agent, correlation_id, ModelPermitResult(0, error))

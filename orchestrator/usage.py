@@ -1,0 +1,140 @@
+"""What model calls used, per agent, conversation instance, trace and rate-limit pool.
+
+Every AgentProcess reports each model call as it ends (``model_usage``); the Orchestrator adds
+it up here. The book answers ``status``, ``usage``, ``/v1/usage`` and ``/metrics``, and holds
+the figures trace budgets are judged on: a trace is one request across every agent it reaches,
+and only the Orchestrator sees all of them.
+
+Counts live in memory since the daemon started; the conversation instances keep their own lasting
+totals (``metadata.json``), which the agents judge instance budgets on. Traces and instances are
+kept for the most recent :data:`TRACES_KEPT` / :data:`INSTANCES_KEPT`, so a daemon serving
+millions of requests holds a bounded book.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from goondan.time import utc_timestamp
+from goondan.usage import Reached, Usage, first_reached, remaining
+
+TRACES_KEPT = 10_000
+"""Traces whose usage is remembered (the least recently active are forgotten first)."""
+INSTANCES_KEPT = 10_000
+"""Conversation instances whose usage since the start is remembered."""
+
+BudgetOf = Callable[[str], Mapping[str, float]]
+"""``agent → ceilings`` (figure → limit) of the traces that enter the swarm at that agent."""
+
+
+@dataclass(slots=True)
+class TraceUsage:
+    """One trace's usage and the budget it is held to."""
+
+    trace_id: str
+    root: str
+    """The agent the request entered the swarm at (the first to call a model in it)."""
+    limits: Mapping[str, float]
+    """Its budget's ceilings (``root``'s trace budget, over the Swarm's); empty: none."""
+    usage: Usage = field(default_factory=Usage)
+    agents: set[str] = field(default_factory=set)
+    started_at: str = field(default_factory=utc_timestamp)
+    updated: float = field(default_factory=time.time)
+    exceeded: Reached | None = None
+    """The ceiling it reached, once it did."""
+
+    def reached(self) -> Reached | None:
+        """The ceiling this trace has reached, if any (remembered once reached)."""
+        if self.exceeded is None and self.limits:
+            self.exceeded = first_reached(self.limits, self.usage)
+        return self.exceeded
+
+    def to_json(self) -> dict[str, Any]:
+        """A row of ``usage`` / ``/v1/usage``."""
+        row: dict[str, Any] = {
+            "traceId": self.trace_id,
+            "root": self.root,
+            "agents": sorted(self.agents),
+            "startedAt": self.started_at,
+            "usage": self.usage.to_json(),
+        }
+        if self.limits:
+            row["budget"] = dict(self.limits)
+            row["remaining"] = remaining(self.limits, self.usage)
+        if self.exceeded is not None:
+            row["exceeded"] = self.exceeded.describe()
+        return row
+
+
+class UsageBook:
+    """Usage since the daemon started, added up as the agents report it."""
+
+    def __init__(self, budget_of: BudgetOf, *, traces_kept: int = TRACES_KEPT) -> None:
+        self.budget_of = budget_of
+        self.traces_kept = traces_kept
+        self.total = Usage()
+        self.agents: dict[str, Usage] = {}
+        self.pools: dict[str, Usage] = {}
+        self.instances: OrderedDict[tuple[str, str], Usage] = OrderedDict()
+        self.traces: OrderedDict[str, TraceUsage] = OrderedDict()
+
+    def trace(self, trace_id: str, agent: str) -> TraceUsage:
+        """The trace's entry, opened with ``agent`` as its root if this is its first sight."""
+        entry = self.traces.get(trace_id)
+        if entry is None:
+            entry = TraceUsage(trace_id, agent, self.budget_of(agent))
+            self.traces[trace_id] = entry
+            while len(self.traces) > self.traces_kept:
+                self.traces.popitem(last=False)
+        else:
+            self.traces.move_to_end(trace_id)
+        entry.agents.add(agent)
+        return entry
+
+    def add(
+        self,
+        agent: str,
+        instance_key: str,
+        trace_id: str,
+        pool: str,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float,
+    ) -> TraceUsage | None:
+        """Count one model call; returns its trace's entry (``None`` without a trace id)."""
+        self.total.add(input_tokens, output_tokens, cost)
+        self.agents.setdefault(agent, Usage()).add(input_tokens, output_tokens, cost)
+        if pool:
+            self.pools.setdefault(pool, Usage()).add(input_tokens, output_tokens, cost)
+        key = (agent, instance_key)
+        instance = self.instances.get(key)
+        if instance is None:
+            instance = self.instances[key] = Usage()
+            while len(self.instances) > INSTANCES_KEPT:
+                self.instances.popitem(last=False)
+        else:
+            self.instances.move_to_end(key)
+        instance.add(input_tokens, output_tokens, cost)
+        if not trace_id:
+            return None
+        entry = self.trace(trace_id, agent)
+        entry.usage.add(input_tokens, output_tokens, cost)
+        entry.updated = time.time()
+        return entry
+
+    def snapshot(self, *, traces: int = 50) -> dict[str, Any]:
+        """The book as ``/v1/usage`` shows it: totals, agents, instances, the latest traces."""
+        recent = list(self.traces.values())[-traces:] if traces > 0 else []
+        return {
+            "total": self.total.to_json(),
+            "agents": {name: usage.to_json() for name, usage in sorted(self.agents.items())},
+            "instances": [
+                {"agent": agent, "instanceKey": key, "usage": usage.to_json()}
+                for (agent, key), usage in sorted(self.instances.items())
+            ],
+            "traces": [entry.to_json() for entry in reversed(recent)],
+        }
