@@ -563,7 +563,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     cluster = answer.get("cluster")
     if cluster:
         _print_cluster(cluster)
-    header = f"{'AGENT':<20} {'PID':>7} {'STATUS':<17} {'INST':>4} {'RESTARTS':>8} {'CRASHES':>7} {'UPTIME':>9} {'PENDING':>7}  LAST EXIT"
+    header = f"{'AGENT':<20} {'PID':>7} {'STATUS':<17} {'INST':>4} {'RESTARTS':>8} {'CRASHES':>7} {'UPTIME':>9} {'PENDING':>7} {'WAIT':>4} {'TOKENS':>9}  LAST EXIT"
     if cluster:
         header = f"{'NODE':<14} " + header
     print(header)
@@ -571,10 +571,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         uptime = f"{row['uptimeSeconds']:.0f}s" if row.get("uptimeSeconds") is not None else "-"
         last = (row.get("lastExit") or {}).get("reason") or "-"
         node = f"{row.get('node') or '(leader)':<14} " if cluster else ""
+        tokens = (row.get("usage") or {}).get("totalTokens", 0)
         print(
             f"{node}{row['agent']:<20} {row.get('pid') or '-':>7} {row['status']:<17} {len(row.get('instances', [])):>4} "
-            f"{row['restarts']:>8} {row['crashes']:>7} {uptime:>9} {row.get('pendingDelegates', 0):>7}  {last}"
+            f"{row['restarts']:>8} {row['crashes']:>7} {uptime:>9} {row.get('pendingDelegates', 0):>7} "
+            f"{row.get('permitsWaiting', 0):>4} {tokens:>9}  {last}"
         )
+    pools = answer.get("pools") or []
+    if pools:
+        print()
+        _print_pools(pools)
     connections = answer.get("connections") or []
     if connections:
         print()
@@ -587,6 +593,117 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"{row['connection']:<20} {row.get('pid') or '-':>7} {row['status']:<17} "
                 f"{row['connector']:<14} {row['restarts']:>8}  {why}"
             )
+    return 0
+
+
+def _print_pools(pools: list[dict[str, Any]]) -> None:
+    """The rate-limit pools: permits in use and waiting, what the buckets hold, pauses."""
+    print(
+        f"{'POOL':<20} {'IN USE':>9} {'WAITING':>7} {'REQ LEFT':>9} {'TOK LEFT':>9} "
+        f"{'PAUSED':>7} {'WAITED':>7} {'TIMEOUTS':>8}"
+    )
+    for pool in pools:
+        limit = pool.get("maxConcurrent")
+        in_use = f"{pool.get('inUse', 0)}/{limit if limit is not None else '-'}"
+        requests = pool.get("requestsAvailable")
+        tokens = pool.get("tokensAvailable")
+        paused = pool.get("pausedForSeconds") or 0
+        print(
+            f"{pool['pool']:<20} {in_use:>9} {pool.get('waiting', 0):>7} "
+            f"{'-' if requests is None else f'{requests:.0f}':>9} "
+            f"{'-' if tokens is None else tokens:>9} "
+            f"{f'{paused:.1f}s' if paused else '-':>7} {pool.get('waited', 0):>7} "
+            f"{pool.get('timedOut', 0):>8}"
+        )
+
+
+def _money(value: float) -> str:
+    return f"{value:.4f}" if value else "-"
+
+
+def _left(remaining: dict[str, Any] | None) -> str:
+    """``totalTokens 120, cost 0.0100`` of what a budget has left (``-`` without one)."""
+    if not remaining:
+        return "-"
+    return ", ".join(
+        f"{name} {_money(value) if name == 'cost' else value}" for name, value in remaining.items()
+    )
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    """Tokens and cost per agent, instance and trace, what budgets have left, and the pools."""
+    from orchestrator.api_client import path_segment
+
+    if args.trace:
+        answer = _accepted(args, "GET", f"/v1/usage?trace={path_segment(args.trace)}")
+        if answer is None:
+            return 1
+        if args.json:
+            print(json.dumps(answer, indent=2))
+            return 0
+        used = answer.get("usage", {})
+        print(f"trace {answer.get('traceId')} (entered at {answer.get('root')})")
+        print(f"  agents: {', '.join(answer.get('agents', []))}")
+        print(
+            f"  calls {used.get('calls', 0)}, tokens {used.get('inputTokens', 0)} in / "
+            f"{used.get('outputTokens', 0)} out, cost {_money(used.get('cost', 0))}"
+        )
+        print(f"  budget left: {_left(answer.get('remaining'))}")
+        if answer.get("exceeded"):
+            print(f"  exceeded: {answer['exceeded']}")
+        return 0
+    answer = _accepted(args, "GET", f"/v1/usage?traces={args.traces}")
+    if answer is None:
+        return 1
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return 0
+    total = answer.get("total", {})
+    print(
+        f"since start: {total.get('calls', 0)} model calls, {total.get('inputTokens', 0)} tokens "
+        f"in, {total.get('outputTokens', 0)} out, cost {_money(total.get('cost', 0))}"
+    )
+    print()
+    print(f"{'AGENT':<20} {'CALLS':>6} {'INPUT':>9} {'OUTPUT':>9} {'COST':>10}  BUDGETS")
+    for row in answer.get("agents", []):
+        used = row.get("usage", {})
+        budgets = "; ".join(
+            f"{scope}: {_left(ceilings)}" for scope, ceilings in (row.get("budgets") or {}).items()
+        )
+        print(
+            f"{row['agent']:<20} {used.get('calls', 0):>6} {used.get('inputTokens', 0):>9} "
+            f"{used.get('outputTokens', 0):>9} {_money(used.get('cost', 0)):>10}  {budgets or '-'}"
+        )
+    instances = [row for row in answer.get("instances", []) if row.get("usage", {}).get("calls")]
+    if instances:
+        print()
+        print(f"{'AGENT':<20} {'INSTANCE':<24} {'TOKENS':>9} {'COST':>10}  LEFT")
+        for row in instances:
+            used = row["usage"]
+            print(
+                f"{row['agent']:<20} {row.get('instanceKey')!s:<24} "
+                f"{used.get('totalTokens', 0):>9} {_money(used.get('cost', 0)):>10}  "
+                f"{_left(row.get('remaining'))}"
+            )
+    traces = answer.get("traces", [])
+    if traces:
+        print()
+        print(f"{'TRACE':<34} {'ROOT':<16} {'TOKENS':>9} {'COST':>10}  LEFT")
+        for row in traces:
+            used = row.get("usage", {})
+            left = (
+                "EXCEEDED " + row["exceeded"]
+                if row.get("exceeded")
+                else _left(row.get("remaining"))
+            )
+            print(
+                f"{row['traceId']:<34} {row.get('root', ''):<16} {used.get('totalTokens', 0):>9} "
+                f"{_money(used.get('cost', 0)):>10}  {left}"
+            )
+    pools = answer.get("pools") or []
+    if pools:
+        print()
+        _print_pools(pools)
     return 0
 
 
@@ -1196,6 +1313,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     status = command("status", "show every agent of the running daemon", cmd_status)
     if status is not None:
         daemon_options(status)
+
+    usage = command(
+        "usage", "tokens, cost and budgets left per agent, instance and trace", cmd_usage
+    )
+    if usage is not None:
+        usage.add_argument("--trace", metavar="TRACE_ID", help="one trace (see `logs`)")
+        usage.add_argument(
+            "--traces", type=int, default=20, metavar="N", help="latest traces shown (default: 20)"
+        )
+        daemon_options(usage)
 
     send = command("send", "deliver text to an agent of the running daemon", cmd_send)
     if send is not None:

@@ -18,6 +18,7 @@ from bundle.models import ValueSource
 from bundle.plan import AgentPlan, ConnectionPlan
 from bundle.secrets import resolve_value
 from goondan.time import utc_timestamp
+from goondan.usage import Usage, remaining
 from ipc import (
     DEFAULT_INSTANCE_KEY,
     EXTERNAL_CALLER,
@@ -580,6 +581,41 @@ class Orchestrator:
             if self.cluster is not None and row.get("node") is None:
                 row["node"] = self.cluster.node_of(name)
         return rows
+
+    def usage_report(self, *, traces: int = 50) -> dict[str, Any]:
+        """What model calls used and what budgets are left: per agent (since the daemon
+        started, with its budgets), per conversation instance (lasting, from its metadata), per
+        trace (the latest ``traces``), and each rate-limit pool as it stands."""
+        book = self.broker.usage.snapshot(traces=traces)
+        budgets: dict[str, dict[str, Any]] = {}
+        for name, handle in sorted(self.supervisor.handles.items()):
+            if isinstance(handle.plan, AgentPlan):
+                budgets[name] = {k: c.limits() for k, c in handle.plan.budgets.scopes().items()}
+        agents = [
+            {"agent": name, "usage": book["agents"].get(name, Usage().to_json()), "budgets": b}
+            for name, b in budgets.items()
+        ]
+        instances = []
+        for row in list_instances(self.state_dir):
+            agent = str(row.get("agentName"))
+            used = Usage.from_json(row.get("usage"))
+            entry: dict[str, Any] = {
+                "agent": agent,
+                "instanceKey": row.get("instanceKey"),
+                "usage": used.to_json(),
+            }
+            ceilings = budgets.get(agent, {}).get("instance")
+            if ceilings:
+                entry["budget"] = ceilings
+                entry["remaining"] = remaining(ceilings, used)
+            instances.append(entry)
+        return {
+            "total": book["total"],
+            "agents": agents,
+            "instances": instances,
+            "traces": book["traces"],
+            "pools": self.broker.snapshot(),
+        }
 
     def start_soon(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         """Run ``coro`` in the background for an operator or an agent; shutdown cancels it

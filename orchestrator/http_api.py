@@ -28,6 +28,9 @@ Routes (all JSON):
                                                  Turns stop at their next safe point; 404 when
                                                  nothing of that id runs
 ``GET  /v1/instances?agent=``                    the conversation instances on disk
+``GET  /v1/usage?traces=N``                     tokens and cost per agent, instance, recent
+                                                 trace and rate-limit pool, with what is left
+                                                 of each budget (``?trace=ID``: one trace)
 ``DELETE /v1/agents/{agent}/instances/{key}``    delete one conversation
 ``GET  /v1/approvals?agent=&all=1``             tool calls parked for approval (pending ones,
                                                  or every one with ``all``)
@@ -282,7 +285,21 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         }
         if daemon.cluster is not None:
             body["cluster"] = daemon.cluster.cluster_status()
+        if daemon.broker.pools:
+            body["pools"] = daemon.broker.snapshot()
         return JSONResponse(body)
+
+    async def usage(request: Request) -> Response:
+        trace_id = request.query_params.get("trace")
+        if trace_id is not None:
+            entry = daemon.broker.usage.traces.get(trace_id)
+            if entry is None:
+                raise HTTPException(404, f"no usage recorded for trace {trace_id!r}")
+            return JSONResponse(entry.to_json())
+        count = request.query_params.get("traces", "50")
+        if not count.isdigit():
+            raise HTTPException(400, "traces must be a whole number")
+        return JSONResponse(daemon.usage_report(traces=min(int(count), 10_000)))
 
     def turn_input(data: dict[str, Any]) -> tuple[str, str, int | None]:
         text, key, timeout = data.get("input"), data.get("instanceKey"), data.get("timeoutMs")
@@ -413,6 +430,7 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         Route("/v1/requests", requests, methods=["GET"]),
         Route("/v1/requests/{id}/cancel", cancel, methods=["POST"]),
         Route("/v1/instances", instances, methods=["GET"]),
+        Route("/v1/usage", usage, methods=["GET"]),
         Route("/v1/events", events, methods=["GET"]),
         Route("/v1/approvals", approvals, methods=["GET"]),
         Route("/v1/approvals/{id}", approval, methods=["GET"]),

@@ -86,7 +86,15 @@ class SwarmMetrics:
             ["agent"],
             registry=registry,
         )
+        self.budgets_exceeded = Counter(
+            "goondan_budget_exceeded",
+            "Model calls refused because a budget was used up, by budget (turn, instance, "
+            "trace) and agent.",
+            ["budget", "agent"],
+            registry=registry,
+        )
         registry.register(_LiveState(orchestrator))
+        registry.register(_ModelUsage(orchestrator))
         if orchestrator.telemetry is not None:
             registry.register(_SpanExport(orchestrator.telemetry))
 
@@ -110,6 +118,8 @@ class SwarmMetrics:
         elif kind == "tool.completed":
             status = str(event.get("status") or "ok")
             self.tool_calls.labels(agent, str(event.get("toolName") or ""), status).inc()
+        elif kind == "budget.exceeded":
+            self.budgets_exceeded.labels(str(event.get("budget") or ""), agent).inc()
         elif kind == "tool.failed":
             self.tool_calls.labels(agent, str(event.get("toolName") or ""), "raised").inc()
         elif isinstance(kind, str) and kind.startswith("process."):
@@ -150,6 +160,84 @@ class _LiveState(Collector):
         sends = GaugeMetricFamily("goondan_sends_in_flight", "Sends delivered but not done.")
         sends.add_metric([], float(len(daemon.router.sends)))
         return [up, restarts, pending, sends]
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
+class _ModelUsage(Collector):
+    """Model usage and the rate-limit pools, read from the broker at scrape time (usage is
+    counted as the agents report each call; nothing more is counted per call here)."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.broker = orchestrator.broker
+
+    def collect(self) -> Iterable[Metric]:
+        book = self.broker.usage
+        calls = CounterMetricFamily(
+            "goondan_model_calls", "Model calls, by agent.", labels=["agent"]
+        )
+        tokens = CounterMetricFamily(
+            "goondan_model_tokens",
+            "Model tokens as each call reports them, by agent and kind (input, output).",
+            labels=["agent", "kind"],
+        )
+        cost = CounterMetricFamily(
+            "goondan_model_cost",
+            "Cost of model calls by the Models' pricing (their currency), by agent.",
+            labels=["agent"],
+        )
+        for agent, used in sorted(book.agents.items()):
+            calls.add_metric([agent], float(used.calls))
+            tokens.add_metric([agent, "input"], float(used.input_tokens))
+            tokens.add_metric([agent, "output"], float(used.output_tokens))
+            cost.add_metric([agent], used.cost)
+        in_use = GaugeMetricFamily(
+            "goondan_model_permits_in_use", "Model calls under way, by pool.", labels=["pool"]
+        )
+        waiting = GaugeMetricFamily(
+            "goondan_model_permits_waiting",
+            "Model calls waiting for a permit, by pool.",
+            labels=["pool"],
+        )
+        paused = GaugeMetricFamily(
+            "goondan_model_pool_paused_seconds",
+            "Seconds left of a pool's pause after a provider's 429.",
+            labels=["pool"],
+        )
+        granted = CounterMetricFamily(
+            "goondan_model_permits_granted", "Permits granted, by pool.", labels=["pool"]
+        )
+        waits = CounterMetricFamily(
+            "goondan_model_permit_waits", "Permits granted after a wait, by pool.", labels=["pool"]
+        )
+        wait_seconds = CounterMetricFamily(
+            "goondan_model_permit_wait_seconds",
+            "Time permits waited before their grant, by pool.",
+            labels=["pool"],
+        )
+        timeouts = CounterMetricFamily(
+            "goondan_model_permit_timeouts",
+            "Permit requests refused E_MODEL_PERMIT_TIMEOUT, by pool.",
+            labels=["pool"],
+        )
+        pauses = CounterMetricFamily(
+            "goondan_model_rate_limit_pauses",
+            "Pauses of a pool after a provider's 429, by pool.",
+            labels=["pool"],
+        )
+        for row in self.broker.snapshot():
+            name = [row["pool"]]
+            in_use.add_metric(name, float(row["inUse"]))
+            waiting.add_metric(name, float(row["waiting"]))
+            paused.add_metric(name, float(row["pausedForSeconds"]))
+            granted.add_metric(name, float(row["granted"]))
+            waits.add_metric(name, float(row["waited"]))
+            wait_seconds.add_metric(name, float(row["waitSeconds"]))
+            timeouts.add_metric(name, float(row["timedOut"]))
+            pauses.add_metric(name, float(row["pauses"]))
+        pool_metrics = [in_use, waiting, paused, granted, waits, wait_seconds, timeouts, pauses]
+        return [calls, tokens, cost, *pool_metrics]
 
     def describe(self) -> Iterable[Metric]:
         return []
