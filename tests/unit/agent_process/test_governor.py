@@ -1,0 +1,287 @@
+"""The governor of model calls: turn and instance budgets, permits, 429 pauses, usage reports.
+
+The Orchestrator's side is a small fake that answers permit requests the way the broker does;
+the broker itself is tested in ``tests/unit/orchestrator/test_limits.py``, and both together
+across real processes in ``tests/integration/test_limits.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from agent_process.governor import ModelGovernor
+from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
+from agent_process.runtime import Correlations, OrchestratorLink
+from agent_process.scope import TurnScope
+from bundle.models import BudgetCeilings, Budgets, ModelLimits, ModelPricing
+from bundle.plan import AgentPlan, ModelPlan
+from goondan.usage import Usage
+from ipc import IpcError, IpcMessage
+from ipc.protocol import ModelPermitRequest, ModelPermitResult, ModelUsage, read_event
+from tools_base import Message
+
+TRACE = "f" * 32
+
+
+def plan(
+    *,
+    limits: ModelLimits | None = None,
+    pricing: ModelPricing | None = None,
+    budgets: Budgets | None = None,
+    max_retries: int = 2,
+    ask: bool | None = None,
+) -> AgentPlan:
+    return AgentPlan(
+        swarm_name="s",
+        entry_agent="worker",
+        agents=["worker"],
+        agent_name="worker",
+        model=ModelPlan(
+            name="gpt",
+            provider="openai",
+            model="gpt-test",
+            max_retries=max_retries,
+            limits=limits,
+            pricing=pricing,
+            timeout_seconds=2,
+        ),
+        budgets=budgets or Budgets(),
+        ask_permits=limits is not None if ask is None else ask,
+        state_dir="/nonexistent",
+    )
+
+
+class FakeOrchestrator:
+    """Answers permit requests (grant, or ``refuse`` with an error) and keeps what was said."""
+
+    def __init__(self) -> None:
+        self.correlations = Correlations()
+        self.requests: list[ModelPermitRequest] = []
+        self.reports: list[ModelUsage] = []
+        self.refuse: IpcError | None = None
+        self.hold = False
+        """Answer no permit request (to test waits that end otherwise)."""
+        self.asked = asyncio.Event()
+
+    def send(self, message: IpcMessage) -> None:
+        body = read_event(message)  # type: ignore[arg-type]
+        if isinstance(body, ModelPermitRequest):
+            self.requests.append(body)
+            self.asked.set()
+            if not self.hold:
+                answer = ModelPermitResult(0, self.refuse)
+                asyncio.get_running_loop().call_soon(
+                    self.correlations.resolve, message.correlation_id, answer
+                )
+        elif isinstance(body, ModelUsage):
+            self.reports.append(body)
+
+    def link(self) -> OrchestratorLink:
+        return OrchestratorLink(
+            agent_name="worker",
+            swarm_name="s",
+            entry_agent="worker",
+            agents=["worker"],
+            default_timeout_ms=60_000,
+            send=self.send,
+            correlations=self.correlations,
+        )
+
+
+class ScriptedCalls:
+    """A model that answers from a list: a response, or a ModelError to raise."""
+
+    def __init__(self, *outcomes: ModelResponse | ModelError) -> None:
+        self.outcomes = list(outcomes)
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        outcome = self.outcomes.pop(0) if len(self.outcomes) > 1 else self.outcomes[0]
+        if isinstance(outcome, ModelError):
+            raise outcome
+        return outcome
+
+
+def answer(prompt: int = 100, completion: int = 20) -> ModelResponse:
+    return ModelResponse(
+        text="ok", usage=TokenUsage(prompt_tokens=prompt, completion_tokens=completion)
+    )
+
+
+def turn_scope(
+    tmp_path: Path, instance_usage: Usage | None = None, events: list[dict[str, Any]] | None = None
+) -> TurnScope:
+    seen: list[dict[str, Any]] = [] if events is None else events
+    return TurnScope(
+        agent_name="worker",
+        instance_key="default",
+        turn_id="turn-1",
+        trace_id=TRACE,
+        workdir=tmp_path,
+        logger=structlog.get_logger(),
+        events=seen.append,
+        instance_usage=instance_usage or Usage(),
+    )
+
+
+REQUEST = ModelRequest(messages=[Message(id="m1", role="user", content="x" * 400)], tools=[])
+
+
+async def test_a_turn_stops_before_the_call_past_its_budget(tmp_path: Path) -> None:
+    budgets = Budgets(turn=BudgetCeilings(total_tokens=250))
+    governor = ModelGovernor(plan(budgets=budgets))
+    model = ScriptedCalls(answer(100, 20))
+    turn = turn_scope(tmp_path)
+    for _ in range(3):  # 0, 120 and 240 used before each: all under 250
+        await governor.complete(model, REQUEST, turn)
+    with pytest.raises(ModelError) as refused:
+        await governor.complete(model, REQUEST, turn)
+    assert refused.value.code == "E_BUDGET_EXCEEDED"
+    assert str(refused.value).startswith("turn budget exceeded: totalTokens 360 of 250")
+    assert model.calls == 3
+
+
+async def test_the_turn_budget_names_its_figures_and_is_recorded(tmp_path: Path) -> None:
+    budgets = Budgets(turn=BudgetCeilings(output_tokens=30))
+    governor = ModelGovernor(plan(budgets=budgets))
+    model = ScriptedCalls(answer(100, 20))
+    events: list[dict[str, Any]] = []
+    turn = turn_scope(tmp_path, events=events)
+    await governor.complete(model, REQUEST, turn)
+    await governor.complete(model, REQUEST, turn)
+    with pytest.raises(ModelError) as refused:
+        await governor.complete(model, REQUEST, turn)
+    assert model.calls == 2
+    assert str(refused.value) == (
+        "turn budget exceeded: outputTokens 40 of 30 used by this Turn of 'worker'; "
+        "the model was not called"
+    )
+    exceeded = [e for e in events if e["type"] == "budget.exceeded"]
+    assert len(exceeded) == 1
+    assert {k: exceeded[0][k] for k in ("budget", "figure", "used", "limit")} == {
+        "budget": "turn",
+        "figure": "outputTokens",
+        "used": 40,
+        "limit": 30,
+    }
+
+
+async def test_an_instance_budget_spans_turns(tmp_path: Path) -> None:
+    budgets = Budgets(instance=BudgetCeilings(input_tokens=150))
+    governor = ModelGovernor(plan(budgets=budgets))
+    model = ScriptedCalls(answer(100, 20))
+    lasting = Usage()
+    await governor.complete(model, REQUEST, turn_scope(tmp_path, lasting))
+    await governor.complete(model, REQUEST, turn_scope(tmp_path, lasting))
+    with pytest.raises(
+        ModelError,
+        match=r"instance budget exceeded: inputTokens 200 of 150 used by conversation instance 'default'",
+    ):
+        await governor.complete(model, REQUEST, turn_scope(tmp_path, lasting))
+    assert lasting.calls == 2
+
+
+async def test_cost_comes_from_the_models_pricing(tmp_path: Path) -> None:
+    pricing = ModelPricing(input_per_million_tokens=2.5, output_per_million_tokens=10)
+    budgets = Budgets(turn=BudgetCeilings(cost=0.0005))
+    governor = ModelGovernor(plan(pricing=pricing, budgets=budgets))
+    turn = turn_scope(tmp_path)
+    response = await governor.complete(ScriptedCalls(answer(100, 20)), REQUEST, turn)
+    assert response.usage is not None
+    assert response.usage.cost == pytest.approx(0.00045)
+    assert turn.usage.cost == pytest.approx(0.00045)
+    await governor.complete(ScriptedCalls(answer(100, 20)), REQUEST, turn)
+    with pytest.raises(ModelError, match=r"cost 0\.0009 of 0\.0005"):
+        await governor.complete(ScriptedCalls(answer(100, 20)), REQUEST, turn)
+
+
+async def test_a_call_with_limits_asks_a_permit_and_reports_its_usage(tmp_path: Path) -> None:
+    orchestrator = FakeOrchestrator()
+    limits = ModelLimits(tokens_per_minute=10_000, pool="key")
+    governor = ModelGovernor(plan(limits=limits), orchestrator.link())
+    await governor.complete(ScriptedCalls(answer(100, 20)), REQUEST, turn_scope(tmp_path))
+    [asked] = orchestrator.requests
+    assert (asked.pool, asked.trace_id, asked.wait_ms) == ("key", TRACE, 2000)
+    assert asked.estimated_tokens == 101  # 400 characters / 4, plus one
+    [report] = orchestrator.reports
+    assert report.permit_id.startswith("corr_")
+    assert (report.pool, report.input_tokens, report.output_tokens) == ("key", 100, 20)
+    assert report.retry_after_ms is None
+
+
+async def test_a_call_without_limits_asks_nothing_but_still_reports(tmp_path: Path) -> None:
+    orchestrator = FakeOrchestrator()
+    governor = ModelGovernor(plan(), orchestrator.link())
+    await governor.complete(ScriptedCalls(answer()), REQUEST, turn_scope(tmp_path))
+    assert orchestrator.requests == []
+    [report] = orchestrator.reports
+    assert (report.permit_id, report.pool, report.input_tokens) == ("", "", 100)
+
+
+async def test_a_429_pauses_the_pool_and_is_retried_through_a_new_permit(
+    tmp_path: Path,
+) -> None:
+    orchestrator = FakeOrchestrator()
+    limits = ModelLimits(max_concurrent=1, pool="key")
+    governor = ModelGovernor(plan(limits=limits), orchestrator.link())
+    limited = ModelError("429", code="E_MODEL_RATE_LIMITED", retry_after=2.0)
+    model = ScriptedCalls(limited, answer())
+    response = await governor.complete(model, REQUEST, turn_scope(tmp_path))
+    assert response.text == "ok"
+    assert model.calls == 2
+    assert len(orchestrator.requests) == 2
+    first, second = orchestrator.reports
+    assert first.retry_after_ms == 2000
+    assert (first.input_tokens, first.output_tokens) == (0, 0)
+    assert second.retry_after_ms is None
+    assert first.permit_id != second.permit_id
+
+
+async def test_retries_of_a_429_stop_at_max_retries(tmp_path: Path) -> None:
+    orchestrator = FakeOrchestrator()
+    limits = ModelLimits(max_concurrent=1, pool="key")
+    governor = ModelGovernor(plan(limits=limits, max_retries=1), orchestrator.link())
+    model = ScriptedCalls(ModelError("429", code="E_MODEL_RATE_LIMITED"))
+    with pytest.raises(ModelError) as failed:
+        await governor.complete(model, REQUEST, turn_scope(tmp_path))
+    assert failed.value.code == "E_MODEL_RATE_LIMITED"
+    assert model.calls == 2
+    # Without retry-after the pause doubles: 1 s, then 2 s.
+    assert [r.retry_after_ms for r in orchestrator.reports] == [1000, 2000]
+
+
+async def test_a_refused_permit_ends_the_call_with_its_code(tmp_path: Path) -> None:
+    orchestrator = FakeOrchestrator()
+    orchestrator.refuse = IpcError("trace budget exceeded: ...", code="E_BUDGET_EXCEEDED")
+    governor = ModelGovernor(plan(ask=True), orchestrator.link())
+    model = ScriptedCalls(answer())
+    with pytest.raises(ModelError) as refused:
+        await governor.complete(model, REQUEST, turn_scope(tmp_path))
+    assert refused.value.code == "E_BUDGET_EXCEEDED"
+    assert model.calls == 0
+    assert orchestrator.reports == []  # nothing held, nothing to give back
+
+
+async def test_a_wait_given_up_gives_the_permit_back(tmp_path: Path) -> None:
+    orchestrator = FakeOrchestrator()
+    orchestrator.hold = True
+    limits = ModelLimits(max_concurrent=1, pool="key")
+    governor = ModelGovernor(plan(limits=limits), orchestrator.link())
+    call = asyncio.ensure_future(
+        governor.complete(ScriptedCalls(answer()), REQUEST, turn_scope(tmp_path))
+    )
+    async with asyncio.timeout(5):
+        await orchestrator.asked.wait()
+    call.cancel()  # the Turn was cancelled while it waited
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    [report] = orchestrator.reports
+    assert report.permit_id
+    assert (report.input_tokens, report.output_tokens) == (0, 0)
+    assert len(orchestrator.correlations) == 0

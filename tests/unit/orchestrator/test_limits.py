@@ -1,0 +1,292 @@
+"""The permit broker: pools of shared rate limits and trace budgets, on a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bundle.models import ModelLimits
+from ipc.protocol import EventBody, ModelPermitRequest, ModelPermitResult, ModelUsage
+from orchestrator.limits import ModelBroker
+from orchestrator.testing import FakeClock
+from orchestrator.usage import UsageBook
+
+TRACE = "t" * 32
+
+
+class Harness:
+    """A broker whose answers and events are recorded."""
+
+    def __init__(
+        self, budgets: dict[str, dict[str, float]] | None = None, **pools: ModelLimits
+    ) -> None:
+        self.clock = FakeClock()
+        self.answers: dict[str, ModelPermitResult] = {}
+        self.events: list[dict[str, Any]] = []
+        self.broker = ModelBroker(
+            pools,
+            usage=UsageBook(lambda agent: (budgets or {}).get(agent, {})),
+            reply=self._reply,
+            record=lambda kind, agent, **fields: self.events.append(
+                {"type": kind, "agent": agent, **fields}
+            ),
+            clock=self.clock,
+        )
+        self._ids = 0
+
+    def _reply(self, agent: str, correlation_id: str, body: EventBody) -> None:
+        assert isinstance(body, ModelPermitResult)
+        assert correlation_id not in self.answers, "one answer per request"
+        self.answers[correlation_id] = body
+
+    def ask(
+        self,
+        agent: str = "a",
+        *,
+        pool: str = "key",
+        tokens: int = 0,
+        wait_ms: int = 60_000,
+        trace: str = TRACE,
+    ) -> str:
+        self._ids += 1
+        permit = f"p{self._ids}"
+        request = ModelPermitRequest(pool, trace, "default", tokens, wait_ms)
+        self.broker.permit_requested(agent, permit, request)
+        return permit
+
+    def done(
+        self,
+        permit: str,
+        agent: str = "a",
+        *,
+        pool: str = "key",
+        used: tuple[int, int] = (10, 5),
+        retry_after_ms: int | None = None,
+        trace: str = TRACE,
+    ) -> None:
+        report = ModelUsage(trace, "default", permit, pool, *used, 0.0, retry_after_ms)
+        self.broker.usage_reported(agent, report)
+
+    def granted(self, permit: str) -> bool:
+        answer = self.answers.get(permit)
+        return answer is not None and answer.granted
+
+    def refused(self, permit: str) -> str | None:
+        answer = self.answers.get(permit)
+        return answer.error.code if answer is not None and answer.error is not None else None
+
+
+def test_max_concurrent_grants_in_arrival_order_as_permits_come_back() -> None:
+    h = Harness(key=ModelLimits(max_concurrent=1, pool="key"))
+    first, second, third = h.ask("a"), h.ask("b"), h.ask("c")
+    assert h.granted(first)
+    assert second not in h.answers
+    assert third not in h.answers
+    waiting = [e for e in h.events if e["type"] == "model.permit.waiting"]
+    assert [(e["agent"], e["reason"], e["position"]) for e in waiting] == [
+        ("b", "maxConcurrent", 1),
+        ("c", "maxConcurrent", 2),
+    ]
+    assert h.broker.waiting_of("b") == 1
+    h.clock.advance(0.25)
+    h.done(first, "a")
+    assert h.granted(second)
+    assert third not in h.answers
+    granted = [e for e in h.events if e["type"] == "model.permit.granted"]
+    assert granted[0]["agent"] == "b"
+    assert granted[0]["waitedMs"] == 250
+    h.done(second, "b")
+    assert h.granted(third)
+    row = h.broker.snapshot()[0]
+    assert (row["inUse"], row["waiting"], row["granted"], row["waited"]) == (1, 0, 3, 2)
+
+
+def test_requests_per_minute_refill_evenly() -> None:
+    h = Harness(key=ModelLimits(requests_per_minute=60, pool="key"))
+    burst = [h.ask() for _ in range(60)]
+    assert all(h.granted(p) for p in burst)  # a full minute's bucket
+    late = h.ask()
+    assert late not in h.answers
+    h.clock.advance(0.9)
+    assert late not in h.answers
+    h.clock.advance(0.2)  # one request refills per second at 60/min
+    assert h.granted(late)
+
+
+def test_tokens_per_minute_admit_on_the_estimate_and_settle_on_the_use() -> None:
+    h = Harness(key=ModelLimits(tokens_per_minute=6000, pool="key"))
+    big = h.ask(tokens=5000)
+    assert h.granted(big)
+    small = h.ask(tokens=2000)  # 1000 left: waits
+    assert small not in h.answers
+    h.done(big, used=(500, 100))  # it used 600 of its 5000: 4400 come back at once
+    assert h.granted(small)
+
+
+def test_a_call_larger_than_a_minute_waits_for_a_full_bucket_not_forever() -> None:
+    h = Harness(key=ModelLimits(tokens_per_minute=1000, pool="key"))
+    first = h.ask(tokens=900)
+    assert h.granted(first)
+    huge = h.ask(tokens=50_000)
+    assert huge not in h.answers
+    h.done(first, used=(900, 0))
+    h.clock.advance(60)
+    assert h.granted(huge)
+
+
+def test_a_429_pauses_every_agent_of_the_pool() -> None:
+    h = Harness(key=ModelLimits(max_concurrent=3, pool="key"))
+    a, b = h.ask("a"), h.ask("b")
+    h.done(a, "a", used=(0, 0), retry_after_ms=2000)
+    c = h.ask("c")
+    retry = h.ask("a")
+    assert c not in h.answers
+    assert retry not in h.answers
+    assert [e["reason"] for e in h.events if e["type"] == "model.permit.waiting"] == [
+        "paused",
+        "paused",
+    ]
+    paused = [e for e in h.events if e["type"] == "model.rate_limited"]
+    assert paused == [
+        {
+            "type": "model.rate_limited",
+            "agent": "a",
+            "instanceKey": "default",
+            "traceId": TRACE,
+            "pool": "key",
+            "retryAfterMs": 2000,
+        }
+    ]
+    h.clock.advance(1.99)
+    assert c not in h.answers
+    h.clock.advance(0.02)
+    assert h.granted(c)
+    assert h.granted(retry)
+    assert h.granted(b)
+    assert h.broker.snapshot()[0]["pauses"] == 1
+
+
+def test_a_shorter_429_does_not_cut_a_longer_pause_short() -> None:
+    h = Harness(key=ModelLimits(max_concurrent=5, pool="key"))
+    a, b = h.ask("a"), h.ask("b")
+    h.done(a, retry_after_ms=5000)
+    h.done(b, retry_after_ms=1000)
+    later = h.ask()
+    h.clock.advance(1.5)
+    assert later not in h.answers
+    h.clock.advance(3.6)
+    assert h.granted(later)
+
+
+def test_a_wait_longer_than_its_bound_is_refused_with_a_clear_code() -> None:
+    h = Harness(key=ModelLimits(max_concurrent=1, pool="key"))
+    held = h.ask("a")
+    waiting = h.ask("b", wait_ms=1500)
+    h.clock.advance(1.49)
+    assert waiting not in h.answers
+    h.clock.advance(0.02)
+    assert h.refused(waiting) == "E_MODEL_PERMIT_TIMEOUT"
+    error = h.answers[waiting].error
+    assert error is not None
+    assert "pool 'key' within 1.5 s" in error.message
+    assert "maxConcurrent" in error.message
+    assert h.broker.snapshot()[0]["timedOut"] == 1
+    h.done(held)  # the timed-out request is gone: nothing is granted to it later
+    assert h.answers[waiting].granted is False
+
+
+def test_the_permits_of_an_exited_agent_return_and_its_waits_are_dropped() -> None:
+    h = Harness(key=ModelLimits(max_concurrent=1, pool="key"))
+    held = h.ask("crashy")
+    also_crashy = h.ask("crashy")
+    other = h.ask("b")
+    assert h.granted(held)
+    h.broker.agent_exited("crashy")
+    assert h.granted(other)  # the head of the queue was crashy's: dropped, b goes
+    assert also_crashy not in h.answers
+    row = h.broker.snapshot()[0]
+    assert (row["inUse"], row["waiting"]) == (1, 0)
+
+
+def test_a_request_given_up_by_its_agent_leaves_the_queue() -> None:
+    h = Harness(key=ModelLimits(max_concurrent=1, pool="key"))
+    held, abandoned, next_one = h.ask("a"), h.ask("b"), h.ask("c")
+    h.done(abandoned, "b", used=(0, 0))  # b's Turn was cancelled while it waited
+    h.done(held)
+    assert abandoned not in h.answers
+    assert h.granted(next_one)
+
+
+def test_a_trace_over_its_budget_is_refused_before_any_wait() -> None:
+    h = Harness(budgets={"front": {"totalTokens": 100}})
+    first = h.ask("front", pool="")
+    assert h.granted(first)
+    h.done(first, "front", pool="", used=(70, 40))
+    exceeded = [e for e in h.events if e["type"] == "budget.exceeded"]
+    assert exceeded == [
+        {
+            "type": "budget.exceeded",
+            "agent": "front",
+            "traceId": TRACE,
+            "budget": "trace",
+            "root": "front",
+            "figure": "totalTokens",
+            "used": 110,
+            "limit": 100,
+        }
+    ]
+    refused = h.ask("back", pool="")  # another agent of the same trace
+    assert h.refused(refused) == "E_BUDGET_EXCEEDED"
+    error = h.answers[refused].error
+    assert error is not None
+    assert error.message.startswith("trace budget exceeded: totalTokens 110 of 100")
+    assert error.details["figure"] == "totalTokens"
+    other_trace = h.ask("front", pool="", trace="u" * 32)
+    assert h.granted(other_trace)
+
+
+def test_a_trace_gets_the_budget_of_the_agent_it_entered_at() -> None:
+    h = Harness(budgets={"front": {"cost": 1.0}, "back": {"totalTokens": 1}})
+    first = h.ask("front", pool="")
+    h.done(first, "front", pool="", used=(500, 500))
+    second = h.ask("back", pool="")
+    assert h.granted(second)  # back's own (tiny) budget is for requests entering at back
+    assert h.broker.usage.traces[TRACE].limits == {"cost": 1.0}
+
+
+def test_a_queued_request_of_a_trace_that_ran_out_meanwhile_is_refused_at_its_turn() -> None:
+    h = Harness(budgets={"a": {"inputTokens": 50}}, key=ModelLimits(max_concurrent=1, pool="key"))
+    held = h.ask("a")
+    waiting = h.ask("a")
+    h.done(held, used=(60, 0))
+    assert h.refused(waiting) == "E_BUDGET_EXCEEDED"
+
+
+def test_an_edited_pool_keeps_its_permits_and_takes_the_new_figures() -> None:
+    h = Harness(key=ModelLimits(max_concurrent=1, pool="key"))
+    held, waiting = h.ask(), h.ask()
+    h.broker.configure({"key": ModelLimits(max_concurrent=2, pool="key")})
+    assert h.granted(waiting)
+    assert h.broker.snapshot()[0]["inUse"] == 2
+    assert h.granted(held)
+
+
+@pytest.mark.parametrize("pool", ["", "unknown"])
+def test_a_call_without_a_known_pool_is_granted_at_once(pool: str) -> None:
+    h = Harness(key=ModelLimits(max_concurrent=1, pool="key"))
+    assert h.granted(h.ask(pool=pool))
+
+
+def test_usage_adds_up_per_agent_instance_trace_and_pool() -> None:
+    h = Harness(key=ModelLimits(max_concurrent=4, pool="key"))
+    h.done(h.ask("a"), "a", used=(100, 20))
+    h.done(h.ask("b"), "b", used=(50, 10))
+    book = h.broker.usage.snapshot()
+    assert book["total"]["totalTokens"] == 180
+    assert book["total"]["calls"] == 2
+    assert book["agents"]["a"]["inputTokens"] == 100
+    assert book["traces"][0]["usage"]["totalTokens"] == 180
+    assert book["traces"][0]["agents"] == ["a", "b"]
+    assert {row["agent"] for row in book["instances"]} == {"a", "b"}
+    assert h.broker.usage.pools["key"].output_tokens == 30
