@@ -1,0 +1,260 @@
+"""Shared rate limits and trace budgets across real agent processes.
+
+Every test runs the real Orchestrator with real AgentProcesses on the ``openai`` provider (the
+official SDK), pointed at a local server that speaks Chat Completions and logs when each call
+arrived and was answered: what the limits promise is asserted from that log, as the provider
+would see it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipc.protocol import DelegateAnswer
+from orchestrator.daemon import Orchestrator
+from tests.support.model_server import (
+    Call,
+    ModelServer,
+    call_reply,
+    rate_limited,
+    text_reply,
+)
+from tests.support.wire_server import Reply
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def model_doc(url: str, *, limits: str, name: str = "gpt", timeout: float = 30) -> str:
+    return f"""\
+apiVersion: goondan.ai/v1
+kind: Model
+metadata: {{name: {name}}}
+spec:
+  provider: openai
+  model: gpt-test
+  baseUrl: {url}
+  apiKey: {{value: sk-local}}
+  timeoutSeconds: {timeout}
+  maxRetries: 2
+  limits: {limits}
+"""
+
+
+def agent_doc(name: str, extra: str = "", model: str = "gpt") -> str:
+    return f"""\
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {{name: {name}}}
+spec:
+  modelConfig: {{modelRef: Model/{model}}}
+  prompt: {{system: "You are {name}."}}
+{extra}"""
+
+
+def swarm_doc(agents: list[str], budgets: str = "") -> str:
+    names = ", ".join(f"Agent/{name}" for name in agents)
+    return f"""\
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata: {{name: s}}
+spec:
+  entryAgent: Agent/{agents[0]}
+  agents: [{names}]
+{budgets}"""
+
+
+def swarm(url: str, agents: dict[str, str], *, limits: str, budgets: str = "") -> str:
+    """Agents (name → extra spec lines) on one Model with ``limits``."""
+    docs = [model_doc(url, limits=limits)]
+    docs += [agent_doc(name, extra) for name, extra in agents.items()]
+    docs.append(swarm_doc(list(agents), budgets))
+    return "---\n".join(docs)
+
+
+@asynccontextmanager
+async def running(tmp_path: Path, text: str) -> AsyncIterator[Orchestrator]:
+    path = tmp_path / "goondan.yaml"
+    path.write_text(text)
+    orchestrator = Orchestrator(path, state_dir=tmp_path / "state")
+    await orchestrator.start()
+    try:
+        yield orchestrator
+    finally:
+        await orchestrator.shutdown()
+
+
+async def calls_matching(
+    server: ModelServer, condition: Callable[[list[Call]], bool]
+) -> list[Call]:
+    return await asyncio.to_thread(server.wait_for, condition, 30)
+
+
+async def next_event(queue: asyncio.Queue[dict[str, Any]], kind: str) -> dict[str, Any]:
+    async with asyncio.timeout(30):
+        while True:
+            event = await queue.get()
+            if event.get("type") == kind:
+                return event
+
+
+THREE = {"alpha": "", "beta": "", "gamma": ""}
+
+
+async def test_max_concurrent_one_keeps_three_agents_from_ever_overlapping(tmp_path: Path) -> None:
+    with ModelServer(lambda agent, body: text_reply(f"{agent} done"), delay=0.3) as server:
+        text = swarm(server.url, THREE, limits="{maxConcurrent: 1}")
+        async with running(tmp_path, text) as orchestrator:
+            for name in THREE:  # all up first, so their calls contend
+                await orchestrator.supervisor.ensure_running(name)
+            async with orchestrator.live.subscribe() as events:
+                answers = await asyncio.gather(
+                    *(orchestrator.request("go", agent=name) for name in THREE)
+                )
+                waits = []
+                while not events.queue.empty():
+                    event = events.queue.get_nowait()
+                    if event.get("type") == "model.permit.waiting":
+                        waits.append(event)
+    assert [a.output for a in answers] == ["alpha done", "beta done", "gamma done"]
+    calls = sorted(server.calls, key=lambda c: c.arrived)
+    assert len(calls) == 3
+    for earlier, later in itertools.pairwise(calls):
+        assert earlier.answered is not None
+        assert later.arrived >= earlier.answered, server.summary()
+    # Without the limit the three 0.3 s calls would overlap: two of them had to wait.
+    assert len(waits) == 2
+    assert {w["reason"] for w in waits} == {"maxConcurrent"}
+    assert {w["pool"] for w in waits} == {"gpt"}
+
+
+async def test_a_429_with_retry_after_pauses_every_agent_of_the_pool(tmp_path: Path) -> None:
+    limited_once: list[str] = []
+
+    def answer(agent: str, body: dict[str, Any]) -> Reply:
+        if agent == "alpha" and not limited_once:
+            limited_once.append(agent)
+            return rate_limited("2")
+        return text_reply(f"{agent} done")
+
+    with ModelServer(answer) as server:
+        text = swarm(server.url, THREE, limits="{maxConcurrent: 3}")
+        async with running(tmp_path, text) as orchestrator:
+            for name in THREE:
+                await orchestrator.supervisor.ensure_running(name)
+            async with orchestrator.live.subscribe() as events:
+                first = asyncio.ensure_future(orchestrator.request("go", agent="alpha"))
+                paused = await next_event(events.queue, "model.rate_limited")
+                others = await asyncio.gather(
+                    orchestrator.request("go", agent="beta"),
+                    orchestrator.request("go", agent="gamma"),
+                )
+                alpha = await first
+            usage = orchestrator.usage_report()
+    assert paused["pool"] == "gpt"
+    assert paused["retryAfterMs"] == 2000
+    assert alpha.output == "alpha done"
+    assert [a.output for a in others] == ["beta done", "gamma done"]
+    limited, *after = server.calls
+    assert (limited.agent, limited.status) == ("alpha", 429)
+    assert limited.answered is not None
+    assert sorted(c.agent for c in after) == ["alpha", "beta", "gamma"]
+    for call in after:  # alpha's retry and the other two agents alike
+        assert call.arrived >= limited.answered + 2.0, server.summary()
+    [pool] = usage["pools"]
+    assert pool["pauses"] == 1
+
+
+async def test_a_trace_budget_stops_a_handoff_chain_midway(tmp_path: Path) -> None:
+    def answer(agent: str, body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return text_reply("relayed")
+        target = {"front": "middle", "middle": "back"}.get(agent)
+        if target is not None:
+            return call_reply("agents__request", {"target": target, "input": "pass it on"})
+        return text_reply("back answers")
+
+    tools = '  tools: [{ref: {kind: Tool, name: agents, package: "@goondan/base"}}]\n'
+    agents = {"front": tools, "middle": tools, "back": ""}
+    # Each call reports 120 tokens: front's first call and middle's leave the trace at 240.
+    budgets = "  budgets:\n    trace: {totalTokens: 200}\n"
+    with ModelServer(answer) as server:
+        text = swarm(server.url, agents, limits="{maxConcurrent: 8}", budgets=budgets)
+        async with running(tmp_path, text) as orchestrator:
+            answer_ = await orchestrator.request("start", agent="front")
+            trace = next(iter(orchestrator.broker.usage.traces.values()))
+            report = orchestrator.usage_report()
+    assert answer_.status == "error"
+    assert answer_.error is not None
+    assert answer_.error.code == "E_BUDGET_EXCEEDED"
+    assert "trace budget exceeded: totalTokens 240 of 200" in answer_.error.message
+    assert [c.agent for c in server.calls] == ["front", "middle"]  # back never reached it
+    assert trace.root == "front"
+    assert trace.usage.total_tokens == 240
+    assert report["traces"][0]["exceeded"] == "totalTokens 240 of 200"
+    assert report["traces"][0]["remaining"] == {"totalTokens": 0}
+
+
+async def test_an_agent_killed_while_it_holds_a_permit_does_not_keep_it(tmp_path: Path) -> None:
+    with ModelServer(lambda agent, body: text_reply(f"{agent} done")) as server:
+        server.hold("alpha")
+        text = swarm(server.url, THREE, limits="{maxConcurrent: 1}")
+        async with running(tmp_path, text) as orchestrator:
+            for name in THREE:
+                await orchestrator.supervisor.ensure_running(name)
+            held = asyncio.ensure_future(orchestrator.request("go", agent="alpha"))
+            await calls_matching(server, lambda calls: any(c.agent == "alpha" for c in calls))
+            [pool] = orchestrator.broker.snapshot()
+            assert pool["inUse"] == 1
+            async with orchestrator.live.subscribe() as events:
+                waiting = asyncio.ensure_future(orchestrator.request("go", agent="beta"))
+                queued = await next_event(events.queue, "model.permit.waiting")
+            assert queued["agentName"] == "beta"
+            pid = orchestrator.supervisor.handles["alpha"].pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            crashed: DelegateAnswer = await held
+            beta = await waiting
+            [pool] = orchestrator.broker.snapshot()
+    assert crashed.error is not None
+    assert crashed.error.code == "AGENT_CRASHED"
+    assert beta.output == "beta done"
+    assert [c.agent for c in server.calls] == ["alpha", "beta"]
+    assert (pool["inUse"], pool["waiting"]) == (0, 0)
+
+
+async def test_a_permit_wait_past_the_model_timeout_fails_with_its_code(tmp_path: Path) -> None:
+    with ModelServer(lambda agent, body: text_reply(f"{agent} done")) as server:
+        server.hold("alpha")
+        # Two Models on one provider key: alpha's calls may take 30 s, beta's only 1.5 s.
+        shared = "{maxConcurrent: 1, pool: openai-key}"
+        text = "---\n".join(
+            [
+                model_doc(server.url, limits=shared),
+                model_doc(server.url, limits=shared, name="quick", timeout=1.5),
+                agent_doc("alpha"),
+                agent_doc("beta", model="quick"),
+                swarm_doc(["alpha", "beta"]),
+            ]
+        )
+        async with running(tmp_path, text) as orchestrator:
+            await orchestrator.supervisor.ensure_running("beta")
+            held = asyncio.ensure_future(orchestrator.request("go", agent="alpha"))
+            await calls_matching(server, lambda calls: any(c.agent == "alpha" for c in calls))
+            beta = await orchestrator.request("go", agent="beta")
+            server.release("alpha")
+            alpha = await held
+    assert beta.error is not None
+    assert beta.error.code == "E_MODEL_PERMIT_TIMEOUT"
+    assert "pool 'openai-key' within 1.5 s" in beta.error.message
+    assert alpha.output == "alpha done"
+    assert [c.agent for c in server.calls] == ["alpha"]
