@@ -853,10 +853,12 @@ def cmd_instances(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'AGENT':<20} {'INSTANCE':<24} {'STATUS':<11} UPDATED")
+    print(f"{'AGENT':<20} {'INSTANCE':<24} {'STATUS':<11} {'TOKENS':>9}  UPDATED")
     for row in rows:
+        tokens = (row.get("usage") or {}).get("totalTokens", 0)
         print(
-            f"{row.get('agentName', '?'):<20} {row.get('instanceKey', '?'):<24} {row.get('status', '?'):<11} {row.get('updatedAt', '')}"
+            f"{row.get('agentName', '?'):<20} {row.get('instanceKey', '?'):<24} "
+            f"{row.get('status', '?'):<11} {tokens:>9}  {row.get('updatedAt', '')}"
         )
     return 0
 
@@ -1482,6 +1484,7 @@ COMMANDS = frozenset(
         "run",
         "node",
         "status",
+        "usage",
         "send",
         "restart",
         "requests",

@@ -55,7 +55,6 @@ class PermitRequest:
     agent: str
     request: ModelPermitRequest
     asked_at: float
-    deadline: float
     reason: str = ""
     """Why it waits now (one of :data:`WAIT_REASONS`)."""
     timer: Timer | None = field(default=None, repr=False)
@@ -201,7 +200,8 @@ class ModelBroker:
         self.configure(pools)
 
     def configure(self, pools: Mapping[str, ModelLimits]) -> None:
-        """Adopt the bundle's pools; a pool that stays keeps its permits and queue."""
+        """Adopt the bundle's pools; a pool that stays keeps its permits and queue, one that
+        went stays only until its last permit comes back."""
         now = self.clock.now()
         for name, limits in pools.items():
             pool = self.pools.get(name)
@@ -210,6 +210,9 @@ class ModelBroker:
             else:
                 pool.adopt(limits, now)
                 self._serve(pool)
+        for name in [n for n, p in self.pools.items() if n not in pools]:
+            if not self.pools[name].in_use and not self.pools[name].waiting:
+                del self.pools[name]
 
     # -- messages from agents -----------------------------------------------------------------
 
@@ -247,9 +250,7 @@ class ModelBroker:
             self._reply(agent, correlation_id, ModelPermitResult())
             return
         now = self.clock.now()
-        request = PermitRequest(
-            correlation_id, agent, body, asked_at=now, deadline=now + body.wait_ms / 1000
-        )
+        request = PermitRequest(correlation_id, agent, body, asked_at=now)
         if not pool.waiting and pool.blocked(request, now) is None:
             pool.grant(request)
             self._reply(agent, correlation_id, ModelPermitResult())

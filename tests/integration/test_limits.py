@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import signal
 from collections.abc import AsyncIterator, Callable
@@ -21,6 +22,7 @@ import pytest
 
 from ipc.protocol import DelegateAnswer
 from orchestrator.daemon import Orchestrator
+from tests.support.daemon import run_cli
 from tests.support.model_server import (
     Call,
     ModelServer,
@@ -258,3 +260,51 @@ async def test_a_permit_wait_past_the_model_timeout_fails_with_its_code(tmp_path
     assert "pool 'openai-key' within 1.5 s" in beta.error.message
     assert alpha.output == "alpha done"
     assert [c.agent for c in server.calls] == ["alpha"]
+
+
+async def test_operators_see_usage_budgets_and_pools(tmp_path: Path) -> None:
+    def answer(agent: str, body: dict[str, Any]) -> Reply:
+        return text_reply("fine", prompt_tokens=300, completion_tokens=50)
+
+    with ModelServer(answer) as server:
+        docs = [
+            model_doc(server.url, limits="{maxConcurrent: 2, tokensPerMinute: 100000}").replace(
+                "  limits:",
+                "  pricing: {inputPerMillionTokens: 2.5, outputPerMillionTokens: 10}\n  limits:",
+            ),
+            agent_doc("alpha", "  budgets:\n    instance: {totalTokens: 1000}\n"),
+            swarm_doc(["alpha"], "  budgets:\n    trace: {cost: 0.01}\n"),
+        ]
+        async with running(tmp_path, "---\n".join(docs)) as orchestrator:
+            first = await orchestrator.request("one", agent="alpha")
+            state = str(orchestrator.state_dir)
+            usage = await asyncio.to_thread(
+                run_cli, "usage", "--state-dir", state, "--json", cwd=tmp_path
+            )
+            text = await asyncio.to_thread(run_cli, "usage", "--state-dir", state, cwd=tmp_path)
+            status = await asyncio.to_thread(run_cli, "status", "--state-dir", state, cwd=tmp_path)
+            trace_id = first.turn["traceId"] if first.turn else ""
+            one = await asyncio.to_thread(
+                run_cli, "usage", "--state-dir", state, "--trace", trace_id, cwd=tmp_path
+            )
+    assert first.output == "fine"
+    assert usage.returncode == 0, usage.stderr
+    report = json.loads(usage.stdout)
+    assert report["total"] == {
+        "inputTokens": 300,
+        "outputTokens": 50,
+        "totalTokens": 350,
+        "cost": 0.00125,
+        "calls": 1,
+    }
+    [instance] = report["instances"]
+    assert instance["remaining"] == {"totalTokens": 650}
+    [trace] = report["traces"]
+    assert trace["remaining"] == {"cost": 0.00875}
+    [pool] = report["pools"]
+    assert (pool["pool"], pool["inUse"], pool["granted"]) == ("gpt", 0, 1)
+    assert "alpha                     1       300        50     0.0013" in text.stdout
+    assert "totalTokens 650" in text.stdout
+    assert "gpt                        0/2       0" in status.stdout
+    assert "cost 0.0013" in one.stdout
+    assert "budget left: cost 0.0088" in one.stdout
