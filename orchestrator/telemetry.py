@@ -361,6 +361,7 @@ def build_span(finished: FinishedSpan) -> SpanData | None:
     if isinstance(usage, dict):
         _put(attributes, "gen_ai.usage.input_tokens", usage.get("promptTokens"))
         _put(attributes, "gen_ai.usage.output_tokens", usage.get("completionTokens"))
+        _put(attributes, "goondan.usage.cost", usage.get("cost"))  # by the Model's pricing
     failure = _failure(finished)
     if failure is not None:
         attributes["error.type"] = failure[0]

@@ -192,7 +192,12 @@ def test_a_turn_its_step_and_its_tool_call() -> None:
             "09.757",
             stepCount=1,
             duration=9.759,
-            tokenUsage={"promptTokens": 17, "completionTokens": 0, "totalTokens": 17},
+            tokenUsage={
+                "promptTokens": 17,
+                "completionTokens": 0,
+                "totalTokens": 17,
+                "cost": 4e-05,
+            },
         ),
     )
     built = spans.built()
@@ -213,6 +218,8 @@ def test_a_turn_its_step_and_its_tool_call() -> None:
     assert (turn.start_ns, turn.end_ns) == (nanos("09.745"), nanos("09.757"))
     assert step.attributes["gen_ai.provider.name"] == "openai"
     assert step.attributes["gen_ai.usage.input_tokens"] == 17
+    assert turn.attributes["goondan.usage.cost"] == 4e-05
+    assert "goondan.usage.cost" not in step.attributes  # unpriced: no figure at all
     assert tool.attributes["gen_ai.tool.call.id"] == "c1"
     assert "gen_ai.request.model" not in tool.attributes
     assert {s.error for s in built.values()} == {None}
