@@ -676,9 +676,11 @@ class _OpenAICompatible:
         self.daemon = daemon
         self.created = int(time.time())
 
-    def _error(self, status: int, code: str, message: str) -> JSONResponse:
+    def _error(
+        self, status: int, code: str, message: str, kind: str = "invalid_request_error"
+    ) -> JSONResponse:
         # OpenAI clients read error.message and error.type; code stays ours.
-        body = {"error": {"code": code, "message": message, "type": "invalid_request_error"}}
+        body = {"error": {"code": code, "message": message, "type": kind}}
         return JSONResponse(body, status_code=status)
 
     async def models(self, request: Request) -> Response:
@@ -745,6 +747,14 @@ class _OpenAICompatible:
         error = answer.error
         code = error.code if error is not None else "AGENT_TURN_FAILED"
         message = error.message if error is not None else "the request failed"
+        if code == "E_BUDGET_EXCEEDED":
+            # As OpenAI answers a used-up quota; retrying the same request cannot help, and
+            # the SDKs honour x-should-retry.
+            response = self._error(429, code, message, "insufficient_quota")
+            response.headers["x-should-retry"] = "false"
+            return response
+        if code in ("E_MODEL_RATE_LIMITED", "E_MODEL_PERMIT_TIMEOUT"):
+            return self._error(429, code, message, "rate_limit_exceeded")  # clients back off
         return self._error(502, code, message)
 
     async def _streamed(self, data: dict[str, Any], agent: str, text: str, key: str) -> Response:

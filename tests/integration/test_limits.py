@@ -308,3 +308,46 @@ async def test_operators_see_usage_budgets_and_pools(tmp_path: Path) -> None:
     assert "gpt                        0/2       0" in status.stdout
     assert "cost 0.0013" in one.stdout
     assert "budget left: cost 0.0088" in one.stdout
+
+
+async def test_an_openai_client_gets_a_429_it_does_not_retry_for_a_used_up_budget(
+    tmp_path: Path,
+) -> None:
+    import openai
+
+    def answer(agent: str, body: dict[str, Any]) -> Reply:
+        return text_reply("fine", prompt_tokens=300, completion_tokens=50)
+
+    with ModelServer(answer) as server:
+        docs = [
+            model_doc(server.url, limits="{maxConcurrent: 2}"),
+            agent_doc("alpha", "  budgets:\n    instance: {totalTokens: 300}\n"),
+            swarm_doc(["alpha"]),
+        ]
+        path = tmp_path / "goondan.yaml"
+        path.write_text("---\n".join(docs))
+        orchestrator = Orchestrator(
+            path, state_dir=tmp_path / "state", api_listen="127.0.0.1:0", api_token="sk-swarm"
+        )
+        await orchestrator.start()
+        try:
+            assert orchestrator.api is not None
+            client = openai.AsyncOpenAI(
+                base_url=f"http://127.0.0.1:{orchestrator.api.port}/v1",
+                api_key="sk-swarm",
+                max_retries=3,
+            )
+            messages: Any = [{"role": "user", "content": "hi"}]
+            async with client:
+                first = await client.chat.completions.create(model="alpha", messages=messages)
+                with pytest.raises(openai.RateLimitError) as refused:
+                    await client.chat.completions.create(model="alpha", messages=messages)
+        finally:
+            await orchestrator.shutdown()
+    assert first.choices[0].message.content == "fine"
+    error = refused.value
+    assert error.status_code == 429
+    assert error.code == "E_BUDGET_EXCEEDED"
+    assert error.type == "insufficient_quota"
+    assert "instance budget exceeded: totalTokens 350 of 300" in error.message
+    assert len(server.calls) == 1  # the model was called once; the SDK did not retry
