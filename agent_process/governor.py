@@ -91,6 +91,8 @@ class ModelGovernor:
                         pause_seconds=pause,
                         retry=retries,
                     )
+                    if not self.asks:  # no Orchestrator holds the pool: wait here instead
+                        await asyncio.sleep(pause)
                     continue
                 raise
             except BaseException:  # cancelled: the permit goes back, nothing was used
