@@ -577,10 +577,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{row['restarts']:>8} {row['crashes']:>7} {uptime:>9} {row.get('pendingDelegates', 0):>7} "
             f"{row.get('permitsWaiting', 0):>4} {tokens:>9}  {last}"
         )
-    pools = answer.get("pools") or []
-    if pools:
-        print()
-        _print_pools(pools)
+    _print_pools(answer.get("pools") or [])
     connections = answer.get("connections") or []
     if connections:
         print()
@@ -597,7 +594,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _print_pools(pools: list[dict[str, Any]]) -> None:
-    """The rate-limit pools: permits in use and waiting, what the buckets hold, pauses."""
+    """The rate-limit pools (nothing without any): permits in use and waiting, what the buckets
+    hold, pauses."""
+    if not pools:
+        return
+    print()
     print(
         f"{'POOL':<20} {'IN USE':>9} {'WAITING':>7} {'REQ LEFT':>9} {'TOK LEFT':>9} "
         f"{'PAUSED':>7} {'WAITED':>7} {'TIMEOUTS':>8}"
@@ -700,10 +701,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
                 f"{row['traceId']:<34} {row.get('root', ''):<16} {used.get('totalTokens', 0):>9} "
                 f"{_money(used.get('cost', 0)):>10}  {left}"
             )
-    pools = answer.get("pools") or []
-    if pools:
-        print()
-        _print_pools(pools)
+    _print_pools(answer.get("pools") or [])
     return 0
 
 

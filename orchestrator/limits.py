@@ -263,12 +263,11 @@ class ModelBroker:
         self._serve(pool)
         if request in pool.waiting:  # still waiting after the queue moved: say why
             request.reason = request.reason or pool.waiting[0].reason
-            self._record(
+            self._note(
                 "model.permit.waiting",
                 agent,
-                instanceKey=body.instance_key,
-                traceId=body.trace_id or None,
-                pool=pool.name,
+                body,
+                pool,
                 reason=request.reason,
                 position=pool.waiting.index(request) + 1,
                 inUse=len(pool.in_use),
@@ -276,7 +275,7 @@ class ModelBroker:
 
     def usage_reported(self, agent: str, body: ModelUsage) -> None:
         """A ``model_usage``: count it, take the permit back, pause the pool on a 429."""
-        trace = self.usage.add(
+        self.usage.add(
             agent,
             body.instance_key,
             body.trace_id,
@@ -285,19 +284,6 @@ class ModelBroker:
             body.output_tokens,
             body.cost,
         )
-        if trace is not None and trace.exceeded is None and trace.reached() is not None:
-            reached = trace.exceeded
-            assert reached is not None
-            self._record(
-                "budget.exceeded",
-                agent,
-                traceId=trace.trace_id,
-                budget="trace",
-                root=trace.root,
-                figure=reached.figure,
-                used=reached.used,
-                limit=reached.limit,
-            )
         pool = self.pools.get(body.pool) if body.pool else None
         if pool is None:
             return
@@ -313,13 +299,8 @@ class ModelBroker:
                     agent=agent,
                     seconds=seconds,
                 )
-                self._record(
-                    "model.rate_limited",
-                    agent,
-                    instanceKey=body.instance_key,
-                    traceId=body.trace_id or None,
-                    pool=pool.name,
-                    retryAfterMs=body.retry_after_ms,
+                self._note(
+                    "model.rate_limited", agent, body, pool, retryAfterMs=body.retry_after_ms
                 )
         self._serve(pool)
 
@@ -406,12 +387,11 @@ class ModelBroker:
             pool.wait_seconds += waited
             waited_ms = round(waited * 1000)
             self._reply(head.agent, head.permit_id, ModelPermitResult(waited_ms))
-            self._record(
+            self._note(
                 "model.permit.granted",
                 head.agent,
-                instanceKey=head.request.instance_key,
-                traceId=head.request.trace_id or None,
-                pool=pool.name,
+                head.request,
+                pool,
                 waitedMs=waited_ms,
                 reason=head.reason or None,
             )
@@ -436,12 +416,11 @@ class ModelBroker:
         self._reply(
             request.agent, request.permit_id, ModelPermitResult(round(waited * 1000), error)
         )
-        self._record(
+        self._note(
             "model.permit.timeout",
             request.agent,
-            instanceKey=request.request.instance_key,
-            traceId=request.request.trace_id or None,
-            pool=pool.name,
+            request.request,
+            pool,
             reason=reason,
             waitedMs=round(waited * 1000),
         )
@@ -458,6 +437,24 @@ class ModelBroker:
                 pool.waiting.remove(request)
                 self._cancel_timer(request)
                 return
+
+    def _note(
+        self,
+        kind: str,
+        agent: str,
+        about: ModelPermitRequest | ModelUsage,
+        pool: RatePool,
+        **fields: Any,
+    ) -> None:
+        """A runtime event about one model call of ``agent`` in ``pool``."""
+        self._record(
+            kind,
+            agent,
+            instanceKey=about.instance_key,
+            traceId=about.trace_id or None,
+            pool=pool.name,
+            **fields,
+        )
 
     @staticmethod
     def _cancel_timer(request: PermitRequest) -> None:
@@ -486,3 +483,14 @@ class ModelBroker:
             },
         )
         self._reply(agent, correlation_id, ModelPermitResult(0, error))
+        self._record(
+            "budget.exceeded",
+            agent,
+            instanceKey=body.instance_key,
+            traceId=body.trace_id,
+            budget="trace",
+            root=root,
+            figure=reached.figure,
+            used=reached.used,
+            limit=reached.limit,
+        )

@@ -165,6 +165,49 @@ class _LiveState(Collector):
         return []
 
 
+_POOL_FIGURES: tuple[tuple[str, str, type[GaugeMetricFamily | CounterMetricFamily], str], ...] = (
+    ("goondan_model_permits_in_use", "Model calls under way, by pool.", GaugeMetricFamily, "inUse"),
+    (
+        "goondan_model_permits_waiting",
+        "Model calls waiting for a permit, by pool.",
+        GaugeMetricFamily,
+        "waiting",
+    ),
+    (
+        "goondan_model_pool_paused_seconds",
+        "Seconds left of a pool's pause after a provider's 429.",
+        GaugeMetricFamily,
+        "pausedForSeconds",
+    ),
+    ("goondan_model_permits_granted", "Permits granted, by pool.", CounterMetricFamily, "granted"),
+    (
+        "goondan_model_permit_waits",
+        "Permits granted after a wait, by pool.",
+        CounterMetricFamily,
+        "waited",
+    ),
+    (
+        "goondan_model_permit_wait_seconds",
+        "Time permits waited before their grant, by pool.",
+        CounterMetricFamily,
+        "waitSeconds",
+    ),
+    (
+        "goondan_model_permit_timeouts",
+        "Permit requests refused E_MODEL_PERMIT_TIMEOUT, by pool.",
+        CounterMetricFamily,
+        "timedOut",
+    ),
+    (
+        "goondan_model_rate_limit_pauses",
+        "Pauses of a pool after a provider's 429, by pool.",
+        CounterMetricFamily,
+        "pauses",
+    ),
+)
+"""``(name, help, family, snapshot key)`` of each per-pool metric (``ModelBroker.snapshot``)."""
+
+
 class _ModelUsage(Collector):
     """Model usage and the rate-limit pools, read from the broker at scrape time (usage is
     counted as the agents report each call; nothing more is counted per call here)."""
@@ -192,52 +235,14 @@ class _ModelUsage(Collector):
             tokens.add_metric([agent, "input"], float(used.input_tokens))
             tokens.add_metric([agent, "output"], float(used.output_tokens))
             cost.add_metric([agent], used.cost)
-        in_use = GaugeMetricFamily(
-            "goondan_model_permits_in_use", "Model calls under way, by pool.", labels=["pool"]
-        )
-        waiting = GaugeMetricFamily(
-            "goondan_model_permits_waiting",
-            "Model calls waiting for a permit, by pool.",
-            labels=["pool"],
-        )
-        paused = GaugeMetricFamily(
-            "goondan_model_pool_paused_seconds",
-            "Seconds left of a pool's pause after a provider's 429.",
-            labels=["pool"],
-        )
-        granted = CounterMetricFamily(
-            "goondan_model_permits_granted", "Permits granted, by pool.", labels=["pool"]
-        )
-        waits = CounterMetricFamily(
-            "goondan_model_permit_waits", "Permits granted after a wait, by pool.", labels=["pool"]
-        )
-        wait_seconds = CounterMetricFamily(
-            "goondan_model_permit_wait_seconds",
-            "Time permits waited before their grant, by pool.",
-            labels=["pool"],
-        )
-        timeouts = CounterMetricFamily(
-            "goondan_model_permit_timeouts",
-            "Permit requests refused E_MODEL_PERMIT_TIMEOUT, by pool.",
-            labels=["pool"],
-        )
-        pauses = CounterMetricFamily(
-            "goondan_model_rate_limit_pauses",
-            "Pauses of a pool after a provider's 429, by pool.",
-            labels=["pool"],
-        )
-        for row in self.broker.snapshot():
-            name = [row["pool"]]
-            in_use.add_metric(name, float(row["inUse"]))
-            waiting.add_metric(name, float(row["waiting"]))
-            paused.add_metric(name, float(row["pausedForSeconds"]))
-            granted.add_metric(name, float(row["granted"]))
-            waits.add_metric(name, float(row["waited"]))
-            wait_seconds.add_metric(name, float(row["waitSeconds"]))
-            timeouts.add_metric(name, float(row["timedOut"]))
-            pauses.add_metric(name, float(row["pauses"]))
-        pool_metrics = [in_use, waiting, paused, granted, waits, wait_seconds, timeouts, pauses]
-        return [calls, tokens, cost, *pool_metrics]
+        pools = self.broker.snapshot()
+        families: list[Metric] = [calls, tokens, cost]
+        for name, documentation, family, key in _POOL_FIGURES:
+            metric = family(name, documentation, labels=["pool"])
+            for row in pools:
+                metric.add_metric([row["pool"]], float(row[key]))
+            families.append(metric)
+        return families
 
     def describe(self) -> Iterable[Metric]:
         return []

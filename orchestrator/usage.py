@@ -65,8 +65,9 @@ class TraceUsage:
         if self.limits:
             row["budget"] = dict(self.limits)
             row["remaining"] = remaining(self.limits, self.usage)
-        if self.exceeded is not None:
-            row["exceeded"] = self.exceeded.describe()
+        reached = self.reached()
+        if reached is not None:
+            row["exceeded"] = reached.describe()
         return row
 
 

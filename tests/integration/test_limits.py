@@ -195,6 +195,8 @@ async def test_a_trace_budget_stops_a_handoff_chain_midway(tmp_path: Path) -> No
             answer_ = await orchestrator.request("start", agent="front")
             trace = next(iter(orchestrator.broker.usage.traces.values()))
             report = orchestrator.usage_report()
+            assert orchestrator.metrics is not None
+            metrics = orchestrator.metrics.exposition().decode()
     assert answer_.status == "error"
     assert answer_.error is not None
     assert answer_.error.code == "E_BUDGET_EXCEEDED"
@@ -204,6 +206,9 @@ async def test_a_trace_budget_stops_a_handoff_chain_midway(tmp_path: Path) -> No
     assert trace.usage.total_tokens == 240
     assert report["traces"][0]["exceeded"] == "totalTokens 240 of 200"
     assert report["traces"][0]["remaining"] == {"totalTokens": 0}
+    # back, then middle, then front were refused their next call: each refusal is counted.
+    for agent in ("back", "middle", "front"):
+        assert f'goondan_budget_exceeded_total{{agent="{agent}",budget="trace"}} 1.0' in metrics
 
 
 async def test_an_agent_killed_while_it_holds_a_permit_does_not_keep_it(tmp_path: Path) -> None:
@@ -287,6 +292,8 @@ async def test_operators_see_usage_budgets_and_pools(tmp_path: Path) -> None:
             one = await asyncio.to_thread(
                 run_cli, "usage", "--state-dir", state, "--trace", trace_id, cwd=tmp_path
             )
+            assert orchestrator.metrics is not None
+            metrics = orchestrator.metrics.exposition().decode()
     assert first.output == "fine"
     assert usage.returncode == 0, usage.stderr
     report = json.loads(usage.stdout)
@@ -308,6 +315,10 @@ async def test_operators_see_usage_budgets_and_pools(tmp_path: Path) -> None:
     assert "gpt                        0/2       0" in status.stdout
     assert "cost 0.0013" in one.stdout
     assert "budget left: cost 0.0088" in one.stdout
+    assert 'goondan_model_tokens_total{agent="alpha",kind="input"} 300.0' in metrics
+    assert 'goondan_model_cost_total{agent="alpha"} 0.00125' in metrics
+    assert 'goondan_model_permits_granted_total{pool="gpt"} 1.0' in metrics
+    assert 'goondan_model_permits_in_use{pool="gpt"} 0.0' in metrics
 
 
 async def test_an_openai_client_gets_a_429_it_does_not_retry_for_a_used_up_budget(

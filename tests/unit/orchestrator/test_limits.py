@@ -223,11 +223,15 @@ def test_a_trace_over_its_budget_is_refused_before_any_wait() -> None:
     first = h.ask("front", pool="")
     assert h.granted(first)
     h.done(first, "front", pool="", used=(70, 40))
+    assert [e for e in h.events if e["type"] == "budget.exceeded"] == []
+    refused = h.ask("back", pool="")  # another agent of the same trace
+    assert h.refused(refused) == "E_BUDGET_EXCEEDED"
     exceeded = [e for e in h.events if e["type"] == "budget.exceeded"]
     assert exceeded == [
         {
             "type": "budget.exceeded",
-            "agent": "front",
+            "agent": "back",
+            "instanceKey": "default",
             "traceId": TRACE,
             "budget": "trace",
             "root": "front",
@@ -236,8 +240,6 @@ def test_a_trace_over_its_budget_is_refused_before_any_wait() -> None:
             "limit": 100,
         }
     ]
-    refused = h.ask("back", pool="")  # another agent of the same trace
-    assert h.refused(refused) == "E_BUDGET_EXCEEDED"
     error = h.answers[refused].error
     assert error is not None
     assert error.message.startswith("trace budget exceeded: totalTokens 110 of 100")
