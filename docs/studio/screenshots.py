@@ -1,6 +1,7 @@
 """Screenshots of the studio for the README: ``python docs/studio/screenshots.py``.
 
-Runs the offline example swarm as a daemon in a temporary directory, gives it some work (two
+Runs the offline example swarm as a daemon in a temporary directory (with token prices and a
+rate-limit pool added to its Models, so tokens, cost and pools show), gives it some work (two
 handoffs, a long request, a shell command an operator rejects, a worker killed and restarted),
 serves the studio over it and saves each view at 1280×800 as ``docs/studio/<view>.png`` (and
 the swarm view in a 400 px wide window as ``narrow.png``). Needs the dev extra (Playwright) and
@@ -12,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +24,11 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(__file__).resolve().parent
+USAGE = (
+    "  pricing: { inputPerMillionTokens: 2.5, outputPerMillionTokens: 10 }\n"
+    "  limits: { maxConcurrent: 4 }\n"
+)
+"""Added to each of the example's Models."""
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -125,7 +130,9 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
-        shutil.copy(ROOT / "goondan.yaml.example", directory / "goondan.yaml")
+        model = "  provider: scripted\n  model: rules\n"
+        example = (ROOT / "goondan.yaml.example").read_text()
+        (directory / "goondan.yaml").write_text(example.replace(model, model + USAGE))
         daemon = subprocess.Popen(
             [sys.executable, "-m", "orchestrator", "run", "goondan.yaml"],
             cwd=directory,

@@ -18,11 +18,24 @@ conversations).
 Routes (JSON unless said otherwise):
 
 ``GET /``                                      the app (``/static/*``: its files)
-``GET /api/agents``                            ``{mode, swarm, pid, agents, edges, connections}``
-``GET /api/traces?agent=&limit=``              the newest traces
-``GET /api/traces/{traceId}``                  ``{trace, spans}``: one trace, spans in order
-``GET /api/instances?agent=``                  conversation instances on disk
-``GET /api/conversations/{agent}/{key}``       ``{agent, instanceKey, messages}``
+``GET /api/agents``                            ``{mode, swarm, pid, agents, edges, connections,
+                                               pools}``: each agent's row with its ``usage``
+                                               (``{inputTokens, outputTokens, totalTokens, cost,
+                                               calls}``: the daemon's since it started; after
+                                               the fact, summed from the Steps in the log) and
+                                               ``permitsWaiting``; ``pools`` the rate-limit
+                                               pools (live only: ``null`` after the fact)
+``GET /api/traces?agent=&limit=``              the newest traces (each with the ``usage`` of its
+                                               Steps, the budgets it ``exceeded`` and its
+                                               ``permitWaitMs``)
+``GET /api/traces/{traceId}``                  ``{trace, spans, marks}``: one trace, spans in
+                                               order, and its budget and permit events as
+                                               marks, each on the span it happened in
+``GET /api/usage?trace=`` / ``?traces=N``      the daemon's ``/v1/usage`` (budgets left):
+                                               ``{mode, trace}`` / ``{mode, usage}``, ``null``
+                                               after the fact or when it has none
+``GET /api/instances?agent=``                  conversation instances on disk (with ``usage``)
+``GET /api/conversations/{agent}/{key}``       ``{agent, instanceKey, status, usage, messages}``
 ``GET /api/events?agent=&trace=&type=&level=&since=&limit=``
                                                runtime events ``{key, level, event}``, oldest
                                                first (``type`` a prefix, repeatable; ``level``

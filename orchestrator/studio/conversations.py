@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from goondan.usage import Usage
 from orchestrator.state_dir import list_instances
 
 MAX_MESSAGES = 5_000
@@ -95,6 +96,24 @@ def read_messages(conversation_dir: Path) -> list[dict[str, Any]]:
     return messages[-MAX_MESSAGES:]
 
 
+def instance_usage(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """What an instance's model calls ever used, as its agent keeps it in ``metadata.json``
+    (``{inputTokens, outputTokens, totalTokens, cost, calls}``); ``None`` before any call."""
+    usage = metadata.get("usage")
+    return Usage.from_json(usage).to_json() if isinstance(usage, dict) else None
+
+
+def _row(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "agent": metadata.get("agentName"),
+        "instanceKey": metadata.get("instanceKey"),
+        "status": metadata.get("status"),
+        "createdAt": metadata.get("createdAt"),
+        "updatedAt": metadata.get("updatedAt"),
+        "usage": instance_usage(metadata),
+    }
+
+
 def instances(state_dir: Path, agent: str | None = None) -> list[dict[str, Any]]:
     """Every conversation instance on disk (per agent, by key), without file paths."""
     rows = []
@@ -102,22 +121,16 @@ def instances(state_dir: Path, agent: str | None = None) -> list[dict[str, Any]]
         name, key = row.get("agentName"), row.get("instanceKey")
         if not isinstance(name, str) or not isinstance(key, str):
             continue
-        rows.append(
-            {
-                "agent": name,
-                "instanceKey": key,
-                "status": row.get("status"),
-                "createdAt": row.get("createdAt"),
-                "updatedAt": row.get("updatedAt"),
-            }
-        )
+        rows.append(_row(row))
     rows.sort(key=lambda r: (r["agent"], r["instanceKey"]))
     return rows
 
 
-def conversation(state_dir: Path, agent: str, key: str) -> list[dict[str, Any]] | None:
-    """The messages of ``agent``'s instance ``key``; ``None`` when there is no such instance."""
+def conversation(state_dir: Path, agent: str, key: str) -> dict[str, Any] | None:
+    """``agent``'s instance ``key``: its row (as :func:`instances` gives it) and its
+    ``messages``; ``None`` when there is no such instance."""
     for row in list_instances(state_dir, agent):
         if row.get("instanceKey") == key and row.get("agentName") == agent:
-            return read_messages(Path(row["directory"]) / "conversation")
+            messages = read_messages(Path(row["directory"]) / "conversation")
+            return {**_row(row), "messages": messages}
     return None

@@ -1,5 +1,7 @@
 """What the studio makes of the runtime event log: events with a level, traces and their spans,
-the handoffs between agents, and the agents' last recorded state.
+the handoffs between agents, the agents' last recorded state, and what model calls used (tokens
+and cost, from each Step's ``tokenUsage``; budgets reached and waits for a model permit, as marks
+on a trace).
 
 :class:`EventIndex` reads ``<state>/runtime-events.jsonl`` incrementally (only the lines added
 since the last read) and keeps a bounded window of the newest events, so every API call sees
@@ -18,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from goondan.usage import Usage
 from orchestrator.eventlog import FILE_NAME, read_events
 
 MAX_EVENTS = 100_000
@@ -26,6 +29,18 @@ MAX_TRACES = 5_000
 """Newest traces the index keeps; the oldest are forgotten first."""
 HANDOFF_TOOLS = frozenset({"agents__request", "agents__send", "agents__spawn"})
 """Tools whose ``args.target`` names the agent a call hands work to."""
+MARK_TYPES = frozenset(
+    {
+        "budget.exceeded",
+        "model.permit.waiting",
+        "model.permit.granted",
+        "model.permit.timeout",
+        "model.rate_limited",
+    }
+)
+"""Events of a trace that are moments, not spans: shown on the span they happened in."""
+MAX_MARKS = 1_000
+"""Marks one trace keeps (a trace that waits for permits all day keeps its first ones)."""
 
 _ERROR_TYPES = frozenset({"delivery.lost", "inbox.overflow", "process.broken_fds"})
 _WARNING_TYPES = frozenset(
@@ -40,6 +55,9 @@ _WARNING_TYPES = frozenset(
         "approval.resumed",
         "approval.expired",
         "approval.cancelled",
+        "budget.exceeded",
+        "model.permit.timeout",
+        "model.rate_limited",
     }
 )
 
@@ -90,6 +108,19 @@ def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+def step_usage(event: dict[str, Any]) -> tuple[int, int, float] | None:
+    """Input tokens, output tokens and cost of one model-calling Step, from the ``tokenUsage``
+    of its ``step.completed`` (``None`` for any other event, or one without usage)."""
+    if event.get("type") not in ("step.completed", "step.failed"):
+        return None
+    usage = event.get("tokenUsage")
+    if not isinstance(usage, dict):
+        return None
+    prompt = _number(usage.get("promptTokens")) or 0.0
+    completion = _number(usage.get("completionTokens")) or 0.0
+    return int(prompt), int(completion), _number(usage.get("cost")) or 0.0
 
 
 @dataclass(slots=True)
@@ -157,6 +188,11 @@ class Span:
         }
 
 
+_MARK_SKIP = frozenset(
+    {"type", "timestamp", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId"}
+)
+"""Fields of a mark's event said in the mark's own keys (or not at all)."""
+
 _SPAN_FIELDS = (
     "turnId",
     "stepId",
@@ -192,6 +228,10 @@ class Trace:
     event_count: int = 0
     first_ms: float | None = None
     last_ms: float | None = None
+    usage: Usage = field(default_factory=Usage)
+    """What the trace's Steps used, every agent's together (one call per Step with usage)."""
+    marks: list[dict[str, Any]] = field(default_factory=list)
+    """Its :data:`MARK_TYPES` events: budgets reached, waits for a model permit."""
 
     def add(self, event: dict[str, Any]) -> None:
         """Fold one event of this trace into its spans."""
@@ -200,6 +240,13 @@ class Trace:
         if stamp is not None:
             self.first_ms = stamp if self.first_ms is None else min(self.first_ms, stamp)
             self.last_ms = stamp if self.last_ms is None else max(self.last_ms, stamp)
+        used = step_usage(event)
+        if used is not None:
+            self.usage.add(*used)
+        if event.get("type") in MARK_TYPES:
+            if len(self.marks) < MAX_MARKS:
+                self.marks.append(event)
+            return
         kind, _, phase = str(event.get("type", "")).partition(".")
         span_id = event.get("spanId")
         if kind not in ("turn", "step", "tool", "approval") or not isinstance(span_id, str):
@@ -280,6 +327,68 @@ class Trace:
         turns = [s for s in roots if s.kind == "turn"] or roots
         return min(turns, key=lambda s: s.start or float("inf"), default=None)
 
+    def _span_of(self, mark: dict[str, Any], stamp: float | None) -> str | None:
+        """The span a mark happened in: the one its event names, else the agent's Step that
+        had begun by then (the latest such), else its first Step or its Turn."""
+        named = mark.get("spanId")
+        if isinstance(named, str) and named in self.spans:
+            return named
+        agent, key = mark.get("agentName"), mark.get("instanceKey")
+        mine = [
+            s
+            for s in self.spans.values()
+            if s.agent == agent and (not key or s.instance_key == key)
+        ]
+        # The Orchestrator stamps a moment when the agent's message reaches it: after the
+        # Step began, on the same clock.
+        steps = [(start, s) for s in mine if s.kind == "step" and (start := s.start) is not None]
+        if steps:
+            begun = [(start, s) for start, s in steps if stamp is None or start <= stamp]
+            if begun:
+                return max(begun, key=lambda pair: pair[0])[1].span_id
+            return min(steps, key=lambda pair: pair[0])[1].span_id
+        turns = [s for s in mine if s.kind == "turn"]
+        return turns[0].span_id if turns else None
+
+    def mark_rows(self) -> list[dict[str, Any]]:
+        """The marks as the API hands them out, each with the span it happened in."""
+        rows = []
+        for mark in self.marks:
+            stamp = epoch_ms(mark.get("timestamp"))
+            rows.append(
+                {
+                    "type": mark.get("type"),
+                    "atMs": stamp,
+                    "agent": mark.get("agentName"),
+                    "instanceKey": mark.get("instanceKey"),
+                    "spanId": self._span_of(mark, stamp),
+                    **{k: v for k, v in mark.items() if k not in _MARK_SKIP},
+                }
+            )
+        return rows
+
+    def exceeded(self) -> list[dict[str, Any]]:
+        """The budgets the trace reached: ``{budget, figure, used, limit, agent}`` each."""
+        return [
+            {
+                "budget": mark.get("budget"),
+                "figure": mark.get("figure"),
+                "used": mark.get("used"),
+                "limit": mark.get("limit"),
+                "agent": mark.get("agentName"),
+            }
+            for mark in self.marks
+            if mark.get("type") == "budget.exceeded"
+        ]
+
+    def waited_ms(self) -> float:
+        """How long its model calls waited for permits, all together."""
+        return sum(
+            _number(mark.get("waitedMs")) or 0.0
+            for mark in self.marks
+            if mark.get("type") in ("model.permit.granted", "model.permit.timeout")
+        )
+
     def summary(self) -> dict[str, Any]:
         """One row of the trace list."""
         starts = [s.start for s in self.spans.values() if s.start is not None]
@@ -306,6 +415,9 @@ class Trace:
             "eventCount": self.event_count,
             "agents": agents,
             "error": next((s.error for s, _ in self.ordered() if s.error), None),
+            "usage": self.usage.to_json(),
+            "exceeded": self.exceeded(),
+            "permitWaitMs": self.waited_ms(),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -328,7 +440,7 @@ class Trace:
                     parent[edge] = (
                         row[edge] if parent[edge] is None else pick(parent[edge], row[edge])
                     )
-        return {"trace": self.summary(), "spans": rows}
+        return {"trace": self.summary(), "spans": rows, "marks": self.mark_rows()}
 
 
 @dataclass(slots=True)
@@ -413,6 +525,8 @@ class EventIndex:
         self.agents: dict[str, AgentRecord] = {}
         self.edges: dict[tuple[str, str], dict[str, Any]] = {}
         self._span_agents: dict[str, str] = {}
+        self.usage: dict[str, Usage] = {}
+        """What each agent's Steps used, by the log (every line read, not only the window)."""
 
     def refresh(self) -> None:
         """Take in the lines appended since the last call (all of them after a rotation)."""
@@ -439,6 +553,9 @@ class EventIndex:
         self.events.append(event)
         agent = event.get("agentName")
         kind = str(event.get("type", ""))
+        used = step_usage(event)
+        if used is not None and isinstance(agent, str) and agent:
+            self.usage.setdefault(agent, Usage()).add(*used)
         if isinstance(agent, str) and agent and (kind.startswith(("process.", "turn."))):
             record = self.agents.get(agent)
             if record is None:

@@ -1,7 +1,9 @@
-"""The running daemon, as the studio asks it: its status rows, and its live event stream.
+"""The running daemon, as the studio asks it: its status rows, its usage book, and its live
+event stream.
 
-Both go through the daemon's HTTP API on ``<state>/api.sock``. Status rows are asked with the
-CLI's client (:class:`~orchestrator.api_client.DaemonApi`) off the event loop; the event stream
+All go through the daemon's HTTP API on ``<state>/api.sock``. Status rows (``GET /v1/agents``)
+and usage (``GET /v1/usage``) are asked with the CLI's client
+(:class:`~orchestrator.api_client.DaemonApi`) off the event loop; the event stream
 (``GET /v1/events``) is read here with asyncio, one connection per browser that watches.
 """
 
@@ -13,6 +15,7 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from goondan.errors import DaemonError
 from orchestrator.api_client import DaemonApi, socket_path
@@ -27,13 +30,18 @@ class StreamClosed(Exception):
     """The daemon's event stream ended (the daemon stopped) or could not be opened."""
 
 
-def _status(state_dir: Path) -> dict[str, Any] | None:
+def _get(state_dir: Path, path: str) -> tuple[int, Any] | None:
     try:
-        status, body = DaemonApi(state_dir, timeout=STATUS_TIMEOUT_SECONDS).call(
-            "GET", "/v1/agents"
-        )
+        return DaemonApi(state_dir, timeout=STATUS_TIMEOUT_SECONDS).call("GET", path)
     except DaemonError:
         return None
+
+
+def _status(state_dir: Path) -> dict[str, Any] | None:
+    answer = _get(state_dir, "/v1/agents")
+    if answer is None:
+        return None
+    status, body = answer
     return body if status == 200 and isinstance(body, dict) else None
 
 
@@ -42,6 +50,20 @@ async def daemon_status(state_dir: Path) -> dict[str, Any] | None:
     if not socket_path(state_dir).exists():
         return None
     return await asyncio.to_thread(_status, state_dir)
+
+
+async def daemon_usage(
+    state_dir: Path, *, trace: str | None = None, traces: int = 50
+) -> tuple[int, Any] | None:
+    """The daemon's answer to ``GET /v1/usage`` (``?trace=`` one trace, else the ``traces``
+    latest): ``(status, body)``, or ``None`` when no daemon serves ``state_dir``.
+
+    The trace id goes in the query, encoded: whatever it holds stays one value of it.
+    """
+    if not socket_path(state_dir).exists():
+        return None
+    query = urlencode({"trace": trace} if trace is not None else {"traces": str(traces)})
+    return await asyncio.to_thread(_get, state_dir, f"/v1/usage?{query}")
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:

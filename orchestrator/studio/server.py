@@ -7,9 +7,11 @@ import asyncio
 import contextlib
 import ipaddress
 import json
+import re
 import signal
 import socket
 import threading
+import time
 import webbrowser
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -30,7 +32,7 @@ from orchestrator.eventlog import parse_since
 from orchestrator.studio import DEFAULT_PORT, STATIC_DIR, is_loopback
 from orchestrator.studio.conversations import conversation, instances
 from orchestrator.studio.events import LEVELS, EventIndex, epoch_ms, wrap
-from orchestrator.studio.live import DaemonEvents, StreamClosed, daemon_status
+from orchestrator.studio.live import DaemonEvents, StreamClosed, daemon_status, daemon_usage
 
 __all__ = ["Studio", "build_app", "serve_studio", "url_of"]
 KEEPALIVE_SECONDS = 15.0
@@ -38,6 +40,11 @@ KEEPALIVE_SECONDS = 15.0
 RETRY_MS = 3000
 """How soon a browser reconnects its stream after it ends (and so notices a new daemon)."""
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+USAGE_CACHE_SECONDS = 2.0
+"""How long the daemon's whole usage book is reused: it reads every instance's metadata, and
+a busy swarm's trace list asks for it after each burst of events."""
+TRACE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+"""What a trace id the studio passes on to the daemon may look like."""
 
 _SECURITY_HEADERS = [
     (
@@ -61,6 +68,8 @@ class Studio:
         self.index = EventIndex(state_dir)
         self.stopping = asyncio.Event()
         """Set when the server stops: open streams end at once."""
+        self._usage_book: tuple[float, int, dict[str, Any]] | None = None
+        """The last whole usage book: when it was asked, for how many traces, the answer."""
 
     def refreshed(self) -> EventIndex:
         """The event index with every line written so far."""
@@ -83,6 +92,7 @@ class Studio:
                 "agents": rows,
                 "connections": live.get("connections") or [],
                 "cluster": live.get("cluster"),
+                "pools": live.get("pools") or [],
             }
         else:
             names = set(index.agents)
@@ -93,6 +103,9 @@ class Studio:
             for name in sorted(names):
                 record = index.agents.get(name)
                 row = record.row() if record is not None else {"agent": name, "status": "unknown"}
+                used = index.usage.get(name)
+                row["usage"] = used.to_json() if used is not None else None
+                row["permitsWaiting"] = None  # only the daemon knows
                 if name.startswith(CONNECTION_SENDER_PREFIX):
                     connection = name.removeprefix(CONNECTION_SENDER_PREFIX)
                     connections.append({**row, "connection": connection, "connector": None})
@@ -105,11 +118,32 @@ class Studio:
                 "agents": rows,
                 "connections": connections,
                 "cluster": None,
+                "pools": None,  # the daemon's alone: unknown after the fact
             }
         known = {row.get("agent") for row in rows}
         body["edges"] = [
             edge for edge in index.edges.values() if edge["from"] in known and edge["to"] in known
         ]
+        return body
+
+    async def usage(self, trace: str | None, traces: int) -> dict[str, Any]:
+        """The daemon's usage book: one trace's row (``trace``, ``None`` when the daemon has
+        none for it) or the whole (``usage``), with the mode; nothing after the fact."""
+        if trace is None and self._usage_book is not None:
+            asked_at, count, body = self._usage_book
+            if count == traces and time.monotonic() - asked_at < USAGE_CACHE_SECONDS:
+                return body
+        answer = await daemon_usage(self.state_dir, trace=trace, traces=traces)
+        if answer is None:
+            self._usage_book = None
+            return {"mode": "offline", "trace" if trace is not None else "usage": None}
+        status, found = answer
+        if status != 200 or not isinstance(found, dict):
+            found = None
+        if trace is not None:
+            return {"mode": "live", "trace": found}
+        body = {"mode": "live", "usage": found}
+        self._usage_book = (time.monotonic(), traces, body)
         return body
 
     async def stream(self, request: Request) -> AsyncIterator[bytes]:
@@ -252,7 +286,16 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
         found = await asyncio.to_thread(conversation, studio.state_dir, agent, key)
         if found is None:
             raise HTTPException(404, f"no instance {key!r} of agent {agent!r}")
-        return JSONResponse({"agent": agent, "instanceKey": key, "messages": found})
+        return JSONResponse(found)
+
+    async def usage(request: Request) -> Response:
+        trace_id = request.query_params.get("trace")
+        if trace_id is not None and not TRACE_ID.match(trace_id):
+            raise HTTPException(400, "trace must be a trace id")
+        traces = request.query_params.get("traces", "200")
+        if not traces.isdigit():
+            raise HTTPException(400, "traces must be a whole number")
+        return JSONResponse(await studio.usage(trace_id, min(int(traces), 5000)))
 
     async def events(request: Request) -> Response:
         query = request.query_params
@@ -292,6 +335,7 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
         Route("/api/instances", instance_list, methods=["GET"]),
         Route("/api/conversations/{agent}/{key:path}", messages, methods=["GET"]),
         Route("/api/events", events, methods=["GET"]),
+        Route("/api/usage", usage, methods=["GET"]),
         Route("/api/stream", stream, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR, follow_symlink=False)),
     ]

@@ -2,8 +2,9 @@
 process, the system's Chromium driven by Playwright.
 
 One browser serves the module; the live swarm most tests read is shared too (a request, a
-long request, a rejected shell command), and the tests that change a swarm (a crash, a stop)
-run their own. Screenshots of each view land in the test's temporary directory.
+long request, a rejected shell command), and the tests that change a swarm (a crash, a stop,
+prices, rate limits and budgets) run their own. Screenshots of each view land in the test's
+temporary directory.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,6 +28,8 @@ from tests.support.studio import (
     agent_rows,
     chromium,
     example_daemon,
+    priced_daemon,
+    read_event_log,
     reject_next_approval,
     send,
 )
@@ -446,6 +449,258 @@ def test_after_the_fact_the_studio_reads_the_state_directory(
         assert studio.stop(signal.SIGINT) == 0
 
 
+def tokens_text(count: int) -> str:
+    """A token count as the page shows it."""
+    return f"{count:,}"
+
+
+def cost_text(cost: float) -> str:
+    """A cost as the page shows it: two to six decimals."""
+    whole, _, decimals = f"{cost:.6f}".partition(".")
+    return f"{whole}.{decimals.rstrip('0').ljust(2, '0')}"
+
+
+def step_usage(log: list[dict[str, Any]], trace: str) -> dict[str, dict[str, Any]]:
+    """The ``tokenUsage`` of each Step of ``trace`` that called the model, by span id."""
+    return {
+        e["spanId"]: e["tokenUsage"]
+        for e in log
+        if e["type"] == "step.completed" and e.get("traceId") == trace and e.get("tokenUsage")
+    }
+
+
+def test_tokens_cost_pools_and_budgets_show_live_and_after_the_fact(
+    browser: Browser, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    directory = tmp_path / "swarm"
+    daemon = priced_daemon(directory, trace_budget=400)
+    studio: StudioProcess | None = None
+    try:
+        first = send(directory, "coordinator", "write notes.txt hello")["turn"]["traceId"]
+        # The coordinator's call and the worker's first one take this request past 400 tokens:
+        # the worker's next call is refused.
+        over = run_cli("send", "coordinator", "write long.txt " + "lorem ipsum dolor " * 60,
+                       "--json", cwd=directory)  # fmt: skip
+        refused = json.loads(over.stdout)["turn"]
+        assert refused["error"]["code"] == "E_BUDGET_EXCEEDED", over.stdout
+        over_trace = refused["traceId"]
+        status = json.loads(run_cli("status", "--json", cwd=directory).stdout)
+        used = {row["agent"]: row["usage"] for row in status["agents"]}
+        assert {pool["pool"] for pool in status["pools"]} == {"coordinator-brain", "worker-brain"}
+        book = run_cli("usage", "--trace", first, "--json", cwd=directory)
+        assert book.returncode == 0, book.stderr
+        left = json.loads(book.stdout)["remaining"]["totalTokens"]
+        log = read_event_log(directory)
+        steps = step_usage(log, first)
+        total = sum(u["totalTokens"] for u in steps.values())
+        assert left == 400 - total  # the daemon's book and the log agree
+        exceeded = next(e for e in log if e["type"] == "budget.exceeded")
+
+        studio = StudioProcess(cwd=directory)
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+
+        # Swarm: each agent's tokens and cost since the daemon started, and the pools.
+        page.goto(studio.url + "#/swarm")
+        expect(page.locator("#mode")).to_contain_text("live", timeout=WAIT_MS)
+        for agent in ("coordinator", "worker"):
+            row = page.locator(f'table.agents tr[data-agent="{agent}"]')
+            expect(row.locator("td.tokens")).to_have_text(
+                tokens_text(used[agent]["totalTokens"]), timeout=WAIT_MS
+            )
+            assert used[agent]["cost"] > 0
+            expect(row.locator("td.cost")).to_have_text(cost_text(used[agent]["cost"]))
+            expect(row.locator("td.permits")).to_have_text("0")
+            expect(page.locator(f'a.node[data-agent="{agent}"]')).to_contain_text(
+                f"{tokens_text(used[agent]['totalTokens'])} tokens"
+            )
+        pools = page.locator("table.pools tbody tr")
+        expect(pools).to_have_count(2)
+        for pool in status["pools"]:
+            cells = page.locator(f'table.pools tr[data-pool="{pool["pool"]}"] td')
+            expect(cells.nth(0)).to_have_text("0 / 2")  # in use / max
+            expect(cells.nth(1)).to_have_text("0")  # waiting
+            expect(cells.nth(3)).to_have_text(str(pool["granted"]))
+        shot(page, tmp_path / "screens", "swarm-usage")
+
+        # The trace within its budget: its tokens, each Step's, and what is left.
+        page.goto(studio.url + f"#/traces/{first}")
+        facts = page.locator(".trace-summary")
+        expect(facts.locator('[data-fact="tokens"] dd')).to_have_text(
+            tokens_text(total), timeout=WAIT_MS
+        )
+        cost = round(sum(u["cost"] for u in steps.values()), 6)
+        expect(facts.locator('[data-fact="cost"] dd')).to_have_text(cost_text(cost))
+        expect(facts.locator('[data-fact="budget"] dd')).to_have_text(
+            f"totalTokens {tokens_text(left)} of 400 left"
+        )
+        assert len(steps) == 4  # two Steps of each agent called the model
+        for span_id, usage in steps.items():
+            cell = page.locator(f'li.wf-row[data-span-id="{span_id}"] > .wf-line .wf-tokens-col')
+            expect(cell).to_have_text(f"{tokens_text(usage['totalTokens'])} tok")
+        expect(page.locator("li.wf-mark")).to_have_count(0)
+        shot(page, tmp_path / "screens", "trace-usage")
+
+        # The trace past its budget: the moment it was exceeded, on the worker's Step.
+        page.goto(studio.url + f"#/traces/{over_trace}")
+        mark = page.locator('li.wf-mark[data-type="budget.exceeded"]')
+        expect(mark).to_have_count(1, timeout=WAIT_MS)
+        expect(mark).to_contain_text(
+            f"trace budget exceeded: totalTokens {tokens_text(exceeded['used'])} of 400"
+        )
+        step = page.locator('li.wf-row[data-kind="step"]', has=mark)
+        expect(step).to_have_attribute("data-agent", "worker")
+        expect(page.locator('[data-fact="budget"] dd')).to_contain_text("exceeded")
+        shot(page, tmp_path / "screens", "trace-exceeded")
+
+        page.goto(studio.url + "#/traces")
+        expect(page.locator(f'tr[data-trace="{first}"] td.tokens')).to_have_text(
+            tokens_text(total), timeout=WAIT_MS
+        )
+        expect(page.locator(f'tr[data-trace="{first}"] td.budget')).to_contain_text("left")
+        expect(page.locator(f'tr[data-trace="{over_trace}"] td.budget')).to_contain_text("exceeded")
+
+        page.goto(studio.url + "#/logs?type=budget.")
+        logged = page.locator("table.logs tbody tr")
+        expect(logged).to_have_count(1, timeout=WAIT_MS)
+        expect(logged.first.locator(".log-sentence")).to_have_text(
+            f"trace budget exceeded: totalTokens {tokens_text(exceeded['used'])} of 400 "
+            "(requests entering at coordinator)"
+        )
+
+        # After the fact: the tokens summed from the log are the daemon's; no pools.
+        page.goto(studio.url + "#/swarm")
+        os.kill(daemon.process.pid, signal.SIGTERM)
+        assert daemon.process.wait(timeout=30) == 0
+        expect(page.locator("#mode")).to_contain_text("after the fact", timeout=WAIT_MS)
+        for agent in ("coordinator", "worker"):
+            row = page.locator(f'table.agents tr[data-agent="{agent}"]')
+            expect(row.locator("td.tokens")).to_have_text(
+                tokens_text(used[agent]["totalTokens"]), timeout=WAIT_MS
+            )
+            expect(row.locator("td.permits")).to_have_text("–")
+        expect(page.locator("table.pools")).to_have_count(0)
+        assert "null" not in page.locator("#view").inner_text()  # nothing missing said as such
+
+        # A conversation's lasting usage, as its agent keeps it (flushed when it stopped).
+        [metadata] = (directory / ".goondan" / "agents" / "worker").glob(
+            "instances/*/metadata.json"
+        )
+        kept = json.loads(metadata.read_text())["usage"]
+        assert kept["totalTokens"] == used["worker"]["totalTokens"]
+        page.goto(studio.url + "#/conversations/worker/default")
+        header = page.locator(".conversation-usage")
+        expect(header.locator('[data-fact="tokens"] dd')).to_have_text(
+            tokens_text(kept["totalTokens"]), timeout=WAIT_MS
+        )
+        expect(header.locator('[data-fact="input"] dd')).to_have_text(
+            tokens_text(kept["inputTokens"])
+        )
+        expect(header.locator('[data-fact="cost"] dd')).to_have_text(cost_text(kept["cost"]))
+        expect(header.locator('[data-fact="model-calls"] dd')).to_have_text(str(kept["calls"]))
+        shot(page, tmp_path / "screens", "conversation-usage")
+        context.close()
+        assert not errors, f"the page raised: {errors}"
+    finally:
+        if studio is not None:
+            assert studio.stop() == 0
+        daemon.stop()
+
+
+def permit_events(trace: str) -> list[dict[str, Any]]:
+    """A worker whose model calls waited for permits of a shared pool, as the daemon logs it."""
+
+    def at(ms: int) -> str:
+        return f"2026-11-23T18:00:0{ms // 1000}.{ms % 1000:03d}Z"
+
+    def of(
+        kind: str, ms: int, span: str | None = None, parent: str | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        event = {"type": kind, "timestamp": at(ms), "agentName": "worker", "traceId": trace}
+        if span is not None:
+            event.update(instanceKey="default", spanId=span)
+        if parent is not None:
+            event["parentSpanId"] = parent
+        return {**event, **fields}
+
+    usage = {"promptTokens": 1200, "completionTokens": 34, "totalTokens": 1234, "cost": 0.00334}
+    return [
+        of("turn.started", 0, "turn", turnId="t1"),
+        of("step.started", 5, "s0", "turn", stepIndex=0),
+        of("model.permit.waiting", 6, instanceKey="default", pool="shared",
+           reason="maxConcurrent", position=1, inUse=2),
+        of("model.permit.granted", 1256, instanceKey="default", pool="shared", waitedMs=1250,
+           reason="maxConcurrent"),
+        of("step.completed", 1300, "s0", "turn", stepIndex=0, duration=1295.0,
+           tokenUsage=usage),
+        of("step.started", 1301, "s1", "turn", stepIndex=1),
+        of("model.rate_limited", 1400, instanceKey="default", pool="shared", retryAfterMs=2000),
+        of("model.permit.timeout", 3400, instanceKey="default", pool="shared", reason="paused",
+           waitedMs=2000),
+        of("step.failed", 3401, "s1", "turn", stepIndex=1, duration=2100.0,
+           errorCode="E_PERMIT_TIMEOUT", errorMessage="no permit for a model call"),
+        of("turn.failed", 3402, "turn", turnId="t1", duration=3402.0,
+           errorCode="E_PERMIT_TIMEOUT", errorMessage="no permit for a model call"),
+    ]  # fmt: skip
+
+
+def test_waits_for_model_permits_show_on_the_steps_they_delayed(page: Page, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    trace = "0af7651916cd43dd8448eb211c80319c"
+    state = tmp_path / "state"
+    state.mkdir()
+    lines = [json.dumps(event) for event in permit_events(trace)]
+    (state / "runtime-events.jsonl").write_text("\n".join(lines) + "\n")
+    studio = StudioProcess("--state-dir", str(state), cwd=tmp_path)
+    try:
+        page.goto(studio.url + f"#/traces/{trace}")
+        first = page.locator('li.wf-row[data-span-id="s0"]')
+        expect(first.locator(".wf-tokens-col")).to_have_text("1,234 tok", timeout=WAIT_MS)
+        waits = first.locator("li.wf-mark")
+        expect(waits).to_have_count(1)  # the wait, said once it ended
+        expect(waits).to_have_attribute("data-type", "model.permit.granted")
+        expect(waits).to_contain_text(
+            "model permit from pool shared after 1,250 ms (waited on maxConcurrent)"
+        )
+        expect(first.locator(".wf-marker")).to_have_count(1)
+        second = page.locator('li.wf-row[data-span-id="s1"] li.wf-mark')
+        assert second.evaluate_all("ms => ms.map(m => m.dataset.type)") == [
+            "model.rate_limited",
+            "model.permit.timeout",
+        ]
+        expect(second.first).to_contain_text(
+            "pool shared paused by the provider's rate limit for 2,000 ms"
+        )
+        expect(second.nth(1)).to_contain_text(
+            "no model permit from pool shared within 2,000 ms: waited on paused"
+        )
+        facts = page.locator(".trace-summary")
+        expect(facts.locator('[data-fact="permit-waits"] dd')).to_have_text("3.25 s")
+        expect(facts.locator('[data-fact="cost"] dd')).to_have_text("0.00334")
+        shot(page, tmp_path, "trace-waits")
+
+        page.goto(studio.url + "#/logs?type=model.")
+        rows = page.locator("table.logs tbody tr")
+        expect(rows).to_have_count(4, timeout=WAIT_MS)
+        assert rows.evaluate_all("rs => rs.map(r => [r.dataset.type, r.dataset.level])") == [
+            ["model.permit.timeout", "warning"],
+            ["model.rate_limited", "warning"],
+            ["model.permit.granted", "info"],
+            ["model.permit.waiting", "info"],
+        ]
+        expect(rows.last.locator(".log-sentence")).to_have_text(
+            "waiting for a model permit from pool shared: maxConcurrent, position 1, 2 in use"
+        )
+        expect(rows.last).to_contain_text('pool="shared"')
+    finally:
+        assert studio.stop() == 0
+
+
 def test_a_narrow_window_stacks_the_views(page: Page, swarm: LiveSwarm, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
@@ -461,6 +716,8 @@ def test_a_narrow_window_stacks_the_views(page: Page, swarm: LiveSwarm, tmp_path
     )
     assert below["y"] >= top["y"] + top["height"]  # one above the other
     assert below["x"] + below["width"] <= 400
+    expect(page.locator("table.agents")).to_be_visible()
+    assert "null" not in page.locator("#view").inner_text()
     shot(page, tmp_path, "swarm-narrow")
     page.goto(swarm.studio.url + "#/conversations/worker/default?call=x")
     instances = page.locator("nav.instances").bounding_box()
@@ -502,6 +759,15 @@ def test_the_studio_serves_only_its_own_files_to_loopback_names(swarm: LiveSwarm
     assert get("/api/traces/unknown")[0] == 404
     assert get("/api/conversations/worker/nobody")[0] == 404
     assert get("/api/events?level=loud")[0] == 400
+    assert get("/api/usage?trace=../v1/agents")[0] == 400
+    assert get("/api/usage?trace=a%0d%0aHost:%20x")[0] == 400
+    assert get("/api/usage?traces=many")[0] == 400
+    assert get("/api/usage", host="attacker.example")[0] == 421
+    status, _, body = get(f"/api/usage?trace={swarm.first_trace}")
+    assert status == 200
+    assert json.loads(body)["mode"] == "live"
+    assert json.loads(body)["trace"]["traceId"] == swarm.first_trace
+    assert json.loads(get("/api/usage?trace=0123abcd")[2]) == {"mode": "live", "trace": None}
     status, _, body = get(f"/api/traces/{swarm.first_trace}")
     assert status == 200
     assert [s["name"] for s in json.loads(body)["spans"]][:3] == [

@@ -147,6 +147,33 @@ def example_daemon(directory: Path) -> Daemon:
     return daemon
 
 
+PRICING = "pricing: { inputPerMillionTokens: 2.5, outputPerMillionTokens: 10 }"
+LIMITS = "limits: { maxConcurrent: 2 }"
+
+
+def priced_daemon(directory: Path, trace_budget: int) -> Daemon:
+    """The offline example swarm with prices and a rate-limit pool on each Model and a trace
+    budget of ``trace_budget`` total tokens, as a daemon in ``directory``, ready."""
+    directory.mkdir(parents=True, exist_ok=True)
+    text = EXAMPLE.read_text()
+    model = "  provider: scripted\n  model: rules\n"
+    assert text.count(model) == 2, "the example's Models changed"
+    text = text.replace(model, f"{model}  {PRICING}\n  {LIMITS}\n")
+    policy = "  policy:\n    maxStepsPerTurn: 8\n"
+    assert text.count(policy) == 1, "the example's Swarm changed"
+    budget = f"  budgets:\n    trace: {{ totalTokens: {trace_budget} }}\n"
+    (directory / "goondan.yaml").write_text(text.replace(policy, policy + budget))
+    daemon = Daemon(directory, bundle="goondan.yaml")
+    daemon.wait_for("orchestrator started")
+    return daemon
+
+
+def read_event_log(directory: Path) -> list[dict[str, Any]]:
+    """Every runtime event ``directory``'s swarm has logged so far."""
+    lines = (directory / ".goondan" / "runtime-events.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def send(directory: Path, agent: str, text: str) -> dict[str, Any]:
     """Ask the daemon of ``directory`` and return its answer (``turn.traceId`` names the trace)."""
     done = run_cli("send", agent, text, "--json", cwd=directory)

@@ -123,6 +123,70 @@ function plural(count, word) {
   return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
+const NUMBER = new Intl.NumberFormat("en-US");
+const COST = new Intl.NumberFormat("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 6 });
+
+/** A count of tokens, grouped by thousands ("12,345"); "–" when unknown. */
+function formatTokens(count) {
+  return count === null || count === undefined || Number.isNaN(count) ? "–" : NUMBER.format(count);
+}
+
+/** A cost in the pricing's currency (no symbol: the swarm's pricing names it). */
+function formatCost(cost) {
+  return cost === null || cost === undefined ? "–" : COST.format(cost);
+}
+
+/** A budget figure's value: tokens, or a cost. */
+function formatFigure(figure, value) {
+  return figure === "cost" ? formatCost(value) : formatTokens(value);
+}
+
+/** Tokens in and out of a usage (`{inputTokens, outputTokens, ...}` of the daemon and the
+ * studio, or `{promptTokens, completionTokens, ...}` of a Step's event). */
+function usageParts(usage) {
+  return {
+    input: usage.inputTokens ?? usage.promptTokens ?? 0,
+    output: usage.outputTokens ?? usage.completionTokens ?? 0,
+    total: usage.totalTokens ?? 0,
+    cost: usage.cost || 0,
+    calls: usage.calls,
+  };
+}
+
+function usageTitle(usage) {
+  const u = usageParts(usage);
+  const parts = [`${formatTokens(u.input)} in`, `${formatTokens(u.output)} out`];
+  if (u.cost) parts.push(`cost ${formatCost(u.cost)}`);
+  if (u.calls !== undefined) parts.push(plural(u.calls, "model call"));
+  return parts.join(" · ");
+}
+
+/** What a budget or model-permit event says, in a sentence. */
+function describeEvent(event) {
+  const type = event.type || "";
+  if (type === "budget.exceeded") {
+    const root = event.root ? ` (requests entering at ${event.root})` : "";
+    return `${event.budget} budget exceeded: ${event.figure} ${formatFigure(event.figure, event.used)} of ${formatFigure(event.figure, event.limit)}${root}`;
+  }
+  if (type === "model.permit.waiting") {
+    return `waiting for a model permit from pool ${event.pool}: ${event.reason}, position ${event.position}, ${event.inUse} in use`;
+  }
+  if (type === "model.permit.granted") {
+    const reason = event.reason ? ` (waited on ${event.reason})` : "";
+    return `model permit from pool ${event.pool} after ${formatTokens(event.waitedMs)} ms${reason}`;
+  }
+  if (type === "model.permit.timeout") {
+    return `no model permit from pool ${event.pool} within ${formatTokens(event.waitedMs)} ms: waited on ${event.reason}`;
+  }
+  if (type === "model.rate_limited") {
+    return `pool ${event.pool} paused by the provider's rate limit for ${formatTokens(event.retryAfterMs)} ms`;
+  }
+  if ((type === "step.completed" || type === "turn.completed") && event.tokenUsage) {
+    return `${formatTokens(event.tokenUsage.totalTokens)} tokens (${usageTitle(event.tokenUsage)})`;
+  }
+  return null;
+}
+
 function hashFor(view, parts = [], query = {}) {
   const path = [view, ...parts.map((p) => encodeURIComponent(p))].join("/");
   const search = new URLSearchParams(
@@ -381,8 +445,11 @@ function swarmView(main) {
       if (type === "process.backoff") row.nextStartInSeconds = event.delaySeconds;
       updateNode(graph, row);
     }
-    if (type.startsWith("process.") || type.startsWith("turn.") || type === "tool.called") {
-      refreshSoon();
+    if (
+      type.startsWith("process.") || type.startsWith("turn.") || type.startsWith("model.") ||
+      type === "tool.called" || type === "step.completed" || type === "budget.exceeded"
+    ) {
+      refreshSoon(); // statuses, and the tokens, waits and pools the daemon counts
     }
   });
 
@@ -426,11 +493,19 @@ function queueDepth(row) {
   return (row.pendingDelegates ?? 0) + (row.sendsInFlight ?? 0);
 }
 
+/** Model calls of the agent waiting for a permit of a rate-limit pool (live only). */
+function waitText(row) {
+  return row.permitsWaiting ? `${row.permitsWaiting} waiting for a model permit` : null;
+}
+
 function nodeLabel(row) {
   const parts = [`${row.agent}: ${STATUS_LABELS[row.status] || row.status}`];
   if (row.pid) parts.push(`pid ${row.pid}`);
   parts.push(plural(row.restarts || 0, "restart"), plural(row.crashes || 0, "crash").replace("crashs", "crashes"));
   parts.push(`${queueDepth(row)} queued`);
+  if (row.usage) parts.push(`${formatTokens(row.usage.totalTokens)} tokens`);
+  const waits = waitText(row);
+  if (waits) parts.push(waits);
   const backoff = backoffText(row);
   if (backoff) parts.push(backoff);
   const crash = crashText(row);
@@ -441,13 +516,16 @@ function nodeLabel(row) {
 function nodeContent(row) {
   const meta = [`pid ${row.pid || "–"}`, `restarts ${row.restarts ?? 0}`, `crashes ${row.crashes ?? 0}`];
   const second = [`queue ${queueDepth(row)}`];
+  if (row.usage) second.push(`${formatTokens(row.usage.totalTokens)} tokens`);
   if (row.node) second.push(`node ${row.node}`);
   const alerts = [backoffText(row), crashText(row)].filter(Boolean);
+  const waits = waitText(row);
   return [
     h("span", { class: "node-name", text: row.agent }),
     statusBadge(row.status),
     h("span", { class: "node-meta", text: meta.join(" · ") }),
     h("span", { class: "node-meta", text: second.join(" · ") }),
+    waits ? h("span", { class: "node-wait", text: waits }) : null,
     ...alerts.map((text) => h("span", { class: "node-alert", text })),
   ];
 }
@@ -461,7 +539,7 @@ function updateNode(graph, row, tickOnly = false) {
   node.dataset.status = known;
   node.dataset.pid = row.pid || "";
   node.setAttribute("aria-label", nodeLabel(row));
-  node.replaceChildren(...nodeContent(row));
+  node.replaceChildren(...nodeContent(row).filter(Boolean));
 }
 
 /** Layers from the agents nobody hands work to, following the handoffs (cycles allowed). */
@@ -611,8 +689,10 @@ function edgeText(edge) {
 }
 
 function drawAgentTable(holder, body) {
+  const priced = body.agents.some((row) => row.usage && row.usage.cost);
   const rows = body.agents.map((row) => {
     const backoff = backoffText(row);
+    const usage = row.usage;
     return h(
       "tr",
       { dataset: { agent: row.agent } },
@@ -624,11 +704,21 @@ function drawAgentTable(holder, body) {
       h("td", { text: backoff || "–" }),
       h("td", { class: "num", text: row.pendingDelegates ?? 0 }),
       h("td", { class: "num", text: row.sendsInFlight ?? 0 }),
+      h("td", { class: "num tokens", text: usage ? formatTokens(usage.totalTokens) : "–", title: usage ? usageTitle(usage) : null }),
+      priced ? h("td", { class: "num cost", text: usage && usage.cost ? formatCost(usage.cost) : "–" }) : null,
+      h("td", { class: "num permits", text: row.permitsWaiting ?? "–" }),
       h("td", { text: row.node || "–" }),
       h("td", { text: (row.lastExit && row.lastExit.reason) || row.bootError || "–" }),
     );
   });
-  holder.replaceChildren(
+  const columns = ["Agent", "Status", "PID", "Restarts", "Crashes", "Backoff", "Requests", "Sends", "Tokens"];
+  if (priced) columns.push("Cost");
+  columns.push("Waiting", "Node", "Last exit");
+  const source = body.mode === "live"
+    ? "Tokens and cost: every model call since the daemon started. Waiting: model calls waiting for a permit of a rate-limit pool."
+    : "Tokens and cost: the Steps the event log recorded.";
+  holder.replaceChildren();
+  append(holder, [
     h("h2", { id: "agents-heading", text: "Agents" }),
     h(
       "div",
@@ -642,12 +732,64 @@ function drawAgentTable(holder, body) {
           h(
             "tr",
             {},
-            ["Agent", "Status", "PID", "Restarts", "Crashes", "Backoff", "Requests", "Sends", "Node", "Last exit"].map((t) =>
-              h("th", { scope: "col", text: t }),
-            ),
+            columns.map((t) => h("th", { scope: "col", text: t })),
           ),
         ),
         h("tbody", {}, rows),
+      ),
+    ),
+    h("p", { class: "muted note", text: source }),
+    poolTable(body.pools),
+  ]);
+}
+
+/** The daemon's rate-limit pools: permits in use of the most allowed, calls waiting, pauses
+ * after a provider's 429, and how often and how long calls waited. */
+function poolTable(pools) {
+  if (!pools || !pools.length) return null;
+  const seconds = (value) => (value ? `${value.toFixed(1)} s` : "–");
+  const limits = (pool) => {
+    const parts = [];
+    if (pool.requestsPerMinute) {
+      const left = pool.requestsAvailable !== undefined ? ` (${Math.floor(pool.requestsAvailable)} left)` : "";
+      parts.push(`${NUMBER.format(pool.requestsPerMinute)} calls/min${left}`);
+    }
+    if (pool.tokensPerMinute) {
+      const left = pool.tokensAvailable !== undefined ? ` (${formatTokens(pool.tokensAvailable)} left)` : "";
+      parts.push(`${NUMBER.format(pool.tokensPerMinute)} tokens/min${left}`);
+    }
+    return parts.join(", ") || "–";
+  };
+  return h(
+    "section",
+    { class: "pools", "aria-labelledby": "pools-heading" },
+    h("h2", { id: "pools-heading", text: "Pools" }),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "pools" },
+        h("thead", {}, h("tr", {}, ["Pool", "In use / max", "Waiting", "Paused", "Granted", "Waits", "Waited", "Timeouts", "Rate limits"].map((t) => h("th", { scope: "col", text: t })))),
+        h(
+          "tbody",
+          {},
+          pools.map((pool) =>
+            h(
+              "tr",
+              { dataset: { pool: pool.pool } },
+              h("th", { scope: "row", class: "mono", text: pool.pool }),
+              h("td", { class: "num", text: `${pool.inUse} / ${pool.maxConcurrent ?? "∞"}` }),
+              h("td", { class: "num", text: pool.waiting }),
+              h("td", { class: "num", text: seconds(pool.pausedForSeconds), title: pool.pauses ? `paused ${plural(pool.pauses, "time")} by the provider` : null }),
+              h("td", { class: "num", text: pool.granted }),
+              h("td", { class: "num", text: pool.waited }),
+              h("td", { class: "num", text: seconds(pool.waitSeconds) }),
+              h("td", { class: "num", text: pool.timedOut }),
+              h("td", { text: limits(pool) }),
+            ),
+          ),
+        ),
       ),
     ),
   );
@@ -737,9 +879,12 @@ function tracesView(main, parts, query) {
 
   const refresh = async () => {
     try {
-      const { traces } = await api(`/api/traces${agent ? `?agent=${encodeURIComponent(agent)}` : ""}`);
+      const [{ traces }, budgets] = await Promise.all([
+        api(`/api/traces${agent ? `?agent=${encodeURIComponent(agent)}` : ""}`),
+        liveTraceUsage(),
+      ]);
       count.textContent = plural(traces.length, "trace");
-      holder.replaceChildren(traces.length ? traceTable(traces) : emptyNote("No traces recorded yet. Send a request to the swarm."));
+      holder.replaceChildren(traces.length ? traceTable(traces, budgets) : emptyNote("No traces recorded yet. Send a request to the swarm."));
     } catch (error) {
       holder.replaceChildren(errorNote(error));
     }
@@ -747,16 +892,62 @@ function tracesView(main, parts, query) {
   const refreshSoon = debounce(refresh, 400);
   refresh();
   onLive(({ event }) => {
-    if (/^(turn|step|tool)\./.test(event.type || "")) refreshSoon();
+    if (/^(turn|step|tool|budget|model)\./.test(event.type || "")) refreshSoon();
   });
   return { dispose: () => refreshSoon.cancel() };
 }
 
-function traceTable(traces) {
+/** The daemon's usage rows of its recent traces by id (budgets left), live; empty otherwise. */
+async function liveTraceUsage() {
+  try {
+    const body = await api("/api/usage?traces=500");
+    return new Map(((body.usage && body.usage.traces) || []).map((row) => [row.traceId, row]));
+  } catch {
+    return new Map(); // the budgets are extra: the traces show without them
+  }
+}
+
+/** What is left of a trace's budget (the daemon's row), or the budgets it exceeded (its
+ * events): a badge and a line of figures; `null` when it has no budget known. */
+function budgetText(trace, live) {
+  const exceeded = trace.exceeded || [];
+  if (exceeded.length) {
+    const first = exceeded[0];
+    return {
+      exceeded: true,
+      text: `${first.budget} budget: ${first.figure} ${formatFigure(first.figure, first.used)} of ${formatFigure(first.figure, first.limit)}`,
+    };
+  }
+  if (live && live.budget) {
+    if (live.exceeded) return { exceeded: true, text: `trace budget: ${live.exceeded}` };
+    const left = Object.entries(live.budget).map(
+      ([figure, limit]) => `${figure} ${formatFigure(figure, (live.remaining || {})[figure])} of ${formatFigure(figure, limit)} left`,
+    );
+    return { exceeded: false, text: left.join(", ") };
+  }
+  return null;
+}
+
+function budgetCell(said) {
+  if (!said) return "–";
+  return [
+    said.exceeded ? h("span", { class: "badge budget-exceeded", text: "exceeded" }) : null,
+    h("span", { class: said.exceeded ? "budget-figures" : "budget-figures muted", text: ` ${said.text}` }),
+  ];
+}
+
+function traceTable(traces, budgets = new Map()) {
+  const priced = traces.some((t) => t.usage && t.usage.cost);
+  const said = new Map(traces.map((t) => [t.traceId, budgetText(t, budgets.get(t.traceId))]));
+  const withBudget = [...said.values()].some(Boolean);
+  const columns = ["Status", "Root agent", "Trace", "Started", "Duration", "Spans", "Tokens"];
+  if (priced) columns.push("Cost");
+  if (withBudget) columns.push("Budget");
+  columns.push("Agents");
   return h(
     "table",
     { class: "traces" },
-    h("thead", {}, h("tr", {}, ["Status", "Root agent", "Trace", "Started", "Duration", "Spans", "Agents"].map((t) => h("th", { scope: "col", text: t })))),
+    h("thead", {}, h("tr", {}, columns.map((t) => h("th", { scope: "col", text: t })))),
     h(
       "tbody",
       {},
@@ -772,6 +963,9 @@ function traceTable(traces) {
           h("td", { text: formatTime(trace.startMs, true) }),
           h("td", { class: "num", text: formatDuration(trace.durationMs) }),
           h("td", { class: "num", text: trace.spanCount }),
+          h("td", { class: "num tokens", text: trace.usage ? formatTokens(trace.usage.totalTokens) : "–", title: trace.usage ? usageTitle(trace.usage) : null }),
+          priced ? h("td", { class: "num cost", text: trace.usage.cost ? formatCost(trace.usage.cost) : "–" }) : null,
+          withBudget ? h("td", { class: "budget" }, budgetCell(said.get(trace.traceId))) : null,
           h("td", { text: trace.agents.join(", ") }),
         ),
       ),
@@ -792,8 +986,11 @@ function traceView(main, traceId) {
 
   const refresh = async () => {
     try {
-      const body = await api(`/api/traces/${encodeURIComponent(traceId)}`);
-      drawTraceSummary(summary, body.trace);
+      const [body, live] = await Promise.all([
+        api(`/api/traces/${encodeURIComponent(traceId)}`),
+        api(`/api/usage?trace=${encodeURIComponent(traceId)}`).then((b) => b.trace).catch(() => null),
+      ]);
+      drawTraceSummary(summary, body.trace, live);
       holder.replaceChildren(waterfall(body, open));
     } catch (error) {
       holder.replaceChildren(error.status === 404 ? emptyNote(`No trace ${traceId} in the event log.`) : errorNote(error));
@@ -807,17 +1004,25 @@ function traceView(main, traceId) {
   return { dispose: () => refreshSoon.cancel() };
 }
 
-function drawTraceSummary(holder, trace) {
+function drawTraceSummary(holder, trace, live) {
+  const usage = trace.usage;
+  const budget = budgetText(trace, live);
+  const fact = (name, value, attrs = {}) =>
+    h("div", { dataset: { fact: name.toLowerCase().replace(/ /g, "-") } }, h("dt", { text: name }), h("dd", attrs, value));
   holder.replaceChildren(
     h(
       "dl",
       { class: "facts" },
-      h("div", {}, h("dt", { text: "Status" }), h("dd", {}, outcomeBadge(trace.status))),
-      h("div", {}, h("dt", { text: "Root agent" }), h("dd", { text: `${trace.rootAgent || "?"}${trace.rootInstanceKey ? ` @${trace.rootInstanceKey}` : ""}` })),
-      h("div", {}, h("dt", { text: "Started" }), h("dd", { text: formatTime(trace.startMs, true) })),
-      h("div", {}, h("dt", { text: "Duration" }), h("dd", { text: formatDuration(trace.durationMs) })),
-      h("div", {}, h("dt", { text: "Spans" }), h("dd", { text: trace.spanCount })),
-      h("div", {}, h("dt", { text: "Trace id" }), h("dd", { class: "mono", text: trace.traceId })),
+      fact("Status", outcomeBadge(trace.status)),
+      fact("Root agent", `${trace.rootAgent || "?"}${trace.rootInstanceKey ? ` @${trace.rootInstanceKey}` : ""}`),
+      fact("Started", formatTime(trace.startMs, true)),
+      fact("Duration", formatDuration(trace.durationMs)),
+      fact("Spans", String(trace.spanCount)),
+      usage ? fact("Tokens", formatTokens(usage.totalTokens), { title: usageTitle(usage) }) : null,
+      usage && usage.cost ? fact("Cost", formatCost(usage.cost)) : null,
+      trace.permitWaitMs ? fact("Permit waits", formatDuration(trace.permitWaitMs)) : null,
+      budget ? fact("Budget", budgetCell(budget)) : null,
+      fact("Trace id", trace.traceId, { class: "mono" }),
     ),
     h("p", { class: "links" }, h("a", { href: hashFor("logs", [], { trace: trace.traceId }), class: "button", text: "Logs of this trace" })),
   );
@@ -833,8 +1038,11 @@ function waterfall(body, open) {
     h("span", { class: "wf-label-col", text: "Span" }),
     h("span", { class: "wf-ticks" }, [0, 0.25, 0.5, 0.75, 1].map((f) =>
       h("span", { class: "tick", style: `left:${f * 100}%`, text: formatDuration(f * total) }))),
+    h("span", { class: "wf-tokens-col", text: "Tokens" }),
     h("span", { class: "wf-dur-col", text: "Duration" }));
   const list = h("ol", { class: "waterfall", "aria-label": "Spans, parents before children" });
+  const marks = marksBySpan(body.marks || []);
+  const at = (ms) => Math.min(100, Math.max(0, ((ms - t0) / total) * 100));
   for (const span of spans) {
     const left = span.startMs === null ? 0 : ((span.startMs - t0) / total) * 100;
     const end = span.endMs ?? span.startMs ?? t0;
@@ -861,12 +1069,16 @@ function waterfall(body, open) {
       h("span", { class: "span-name", text: span.name }),
       span.kind === "turn" ? h("span", { class: "muted", text: ` @${span.instanceKey}` }) : null,
     );
+    const own = marks.get(span.spanId) || [];
     const bar = h("div", { class: "wf-track" },
       h("div", {
         class: `wf-bar kind-${span.kind} outcome-${span.status}`,
         style: `left:${Math.min(left, 99.6)}%;width:${Math.min(width, 100 - Math.min(left, 99.6))}%`,
         title: `${span.name}: ${formatDuration(span.durationMs)}`,
-      }));
+      }),
+      own.filter((m) => m.atMs !== null && m.atMs !== undefined).map((m) =>
+        h("span", { class: `wf-marker ${markClass(m)}`, style: `left:${at(m.atMs)}%`, title: describeEvent(m), "aria-hidden": "true" })));
+    const tokens = span.tokenUsage;
     const details = spanDetails(span, detailId);
     details.hidden = !expanded;
     list.append(
@@ -876,13 +1088,54 @@ function waterfall(body, open) {
         h("div", { class: "wf-line" },
           h("div", { class: "wf-label-col" }, toggle),
           bar,
+          h("div", {
+            class: "wf-tokens-col",
+            text: tokens ? `${formatTokens(tokens.totalTokens)} tok` : "",
+            title: tokens ? `${formatTokens(tokens.totalTokens)} tokens: ${usageTitle(tokens)}` : null,
+          }),
           h("div", { class: "wf-dur-col" }, h("span", { text: formatDuration(span.durationMs) }), " ", span.status !== "ok" ? outcomeBadge(span.status) : null)),
         span.error ? h("p", { class: "span-error", text: `error: ${span.error}` }) : null,
+        markList(own, span),
         details,
       ),
     );
   }
-  return h("div", { class: "waterfall-wrap" }, axis, list);
+  const loose = marks.get(null) || [];
+  return h("div", { class: "waterfall-wrap" }, axis, list,
+    loose.length ? h("div", { class: "wf-loose" }, h("h4", { text: "Budgets and permits" }), markList(loose, null)) : null);
+}
+
+function markClass(mark) {
+  if (mark.type === "budget.exceeded") return "mark-budget";
+  if (mark.type === "model.rate_limited" || mark.type === "model.permit.timeout") return "mark-limit";
+  return "mark-wait";
+}
+
+/** A trace's marks by the span they happened in (`null`: none found). A wait that ended (a
+ * permit granted or timed out) says so once: its "waiting" mark is dropped. */
+function marksBySpan(marks) {
+  const bySpan = new Map();
+  for (const mark of marks) {
+    const key = mark.spanId ?? null;
+    const list = bySpan.get(key) || bySpan.set(key, []).get(key);
+    if (mark.type === "model.permit.granted" || mark.type === "model.permit.timeout") {
+      const waiting = list.findIndex((m) => m.type === "model.permit.waiting" && m.pool === mark.pool);
+      if (waiting >= 0) list.splice(waiting, 1);
+    }
+    list.push(mark);
+  }
+  return bySpan;
+}
+
+function markList(marks, span) {
+  if (!marks.length) return null;
+  return h("ul", { class: "wf-marks" }, marks.map((mark) => {
+    const who = !span || mark.agent !== span.agent ? `${mark.agent || "?"}: ` : "";
+    return h("li", { class: `wf-mark ${markClass(mark)}`, dataset: { type: mark.type } },
+      h("span", { class: "icon", "aria-hidden": "true", text: { "mark-budget": "⚠", "mark-limit": "⊘", "mark-wait": "◔" }[markClass(mark)] }),
+      ` ${who}${describeEvent(mark)}`,
+      mark.atMs ? h("span", { class: "muted", text: ` at ${formatTime(mark.atMs)}` }) : null);
+  }));
 }
 
 function spanDetails(span, id) {
@@ -895,7 +1148,7 @@ function spanDetails(span, id) {
   if (span.turnId) facts.push(["Turn id", span.turnId]);
   if (span.stepId && span.kind !== "turn") facts.push(["Step id", span.stepId]);
   if (span.toolCallId) facts.push(["Tool call id", span.toolCallId]);
-  if (span.tokenUsage) facts.push(["Tokens", `${span.tokenUsage.promptTokens ?? 0} in · ${span.tokenUsage.completionTokens ?? 0} out`]);
+  if (span.tokenUsage) facts.push(["Tokens", `${formatTokens(span.tokenUsage.totalTokens)}: ${usageTitle(span.tokenUsage)}`]);
   if (span.approvalId) facts.push(["Approval", `${span.approvalId} (${span.approvalStatus})`]);
   const rows = facts.map(([k, v]) => h("div", {}, h("dt", { text: k }), h("dd", { text: v })));
   const extra = [];
@@ -923,9 +1176,11 @@ function conversationsView(main, parts, query) {
   const heading = h("h1", { text: agent ? `Conversation ${agent} @${key}` : "Conversations" });
   const list = h("nav", { class: "instances", "aria-label": "Instances" });
   const pane = h("section", { class: "messages-pane", "aria-label": "Messages" });
+  const usageHolder = h("div", { class: "conversation-usage" });
   append(main, [
     h("div", { class: "view-head" }, heading,
-      h("p", { class: "lede", text: "Each agent's conversations on disk, one per instance key." })),
+      h("p", { class: "lede", text: "Each agent's conversations on disk, one per instance key." }),
+      usageHolder),
     h("div", { class: "split" }, list, pane),
   ]);
 
@@ -949,7 +1204,8 @@ function conversationsView(main, parts, query) {
                 },
                 h("span", { class: "instance-key", text: row.instanceKey }),
                 row.status ? h("span", { class: "muted", text: ` ${row.status}` }) : null),
-                row.updatedAt ? h("span", { class: "muted small-line", text: `updated ${formatTime(parseStamp(row.updatedAt), true)}` }) : null);
+                row.updatedAt ? h("span", { class: "muted small-line", text: `updated ${formatTime(parseStamp(row.updatedAt), true)}` }) : null,
+                row.usage ? h("span", { class: "muted small-line", text: `${formatTokens(row.usage.totalTokens)} tokens` }) : null);
             })))),
       );
     } catch (error) {
@@ -965,6 +1221,7 @@ function conversationsView(main, parts, query) {
     }
     try {
       const body = await api(`/api/conversations/${encodeURIComponent(agent)}/${encodeURIComponent(key)}`);
+      drawInstanceUsage(usageHolder, body.usage);
       const openFolds = new Set([...pane.querySelectorAll("details[open][data-fold-id]")].map((d) => d.dataset.foldId));
       pane.replaceChildren(messageList(body.messages, agent, key));
       for (const id of openFolds) {
@@ -992,6 +1249,23 @@ function conversationsView(main, parts, query) {
     }
   });
   return { dispose: () => refreshSoon.cancel() };
+}
+
+/** What the instance's model calls ever used, as its agent keeps it (its metadata). */
+function drawInstanceUsage(holder, usage) {
+  if (!usage) {
+    holder.replaceChildren();
+    return;
+  }
+  const fact = (name, value) => h("div", { dataset: { fact: name.toLowerCase().replace(/ /g, "-") } }, h("dt", { text: name }), h("dd", { text: value }));
+  holder.replaceChildren(
+    h("dl", { class: "facts small", "aria-label": "Usage of this instance, all its Turns" },
+      fact("Tokens", formatTokens(usage.totalTokens)),
+      fact("Input", formatTokens(usage.inputTokens)),
+      fact("Output", formatTokens(usage.outputTokens)),
+      usage.cost ? fact("Cost", formatCost(usage.cost)) : null,
+      fact("Model calls", formatTokens(usage.calls))),
+  );
 }
 
 function messageList(messages, agent, key) {
@@ -1085,6 +1359,8 @@ const TYPE_FILTERS = [
   ["approval.", "Approvals"],
   ["request.", "Requests"],
   ["connector.", "Connectors"],
+  ["model.", "Model permits and rate limits"],
+  ["budget.", "Budgets"],
 ];
 const LEVEL_FILTERS = [
   ["", "All levels"],
@@ -1118,7 +1394,7 @@ function logsView(main, parts, query) {
   const followNote = h("span", { class: "muted" });
   append(main, [
     h("div", { class: "view-head" }, h("h1", { text: "Logs" }),
-      h("p", { class: "lede", text: "Runtime events, newest first: Turns, Steps, tool calls, processes, approvals." })),
+      h("p", { class: "lede", text: "Runtime events, newest first: Turns, Steps, tool calls, processes, approvals, model permits, budgets." })),
     h("form", { class: "filters", role: "search", onsubmit: (e) => { e.preventDefault(); setFilter("trace", traceInput.value.trim()); } },
       h("label", { for: "log-agent", text: "Agent" }), agentSelect,
       h("label", { for: "log-type", text: "Type" }), typeSelect,
@@ -1202,6 +1478,7 @@ function logRow(item) {
     .map(([k, v]) => `${k}=${JSON.stringify(v)}`.slice(0, 160))
     .join(" ");
   const who = `${e.agentName || "?"}${e.instanceKey ? `@${e.instanceKey}` : ""}`;
+  const sentence = describeEvent(e);
   return h(
     "tr",
     { class: `level-${item.level}`, dataset: { key: item.key, type: e.type || "", agent: e.agentName || "", level: item.level } },
@@ -1210,7 +1487,7 @@ function logRow(item) {
     h("td", { class: "nowrap" }, e.agentName ? h("a", { href: hashFor("logs", [], { agent: e.agentName }), text: who }) : who),
     h("td", { class: "mono nowrap", text: e.type || "" }),
     h("td", {}, e.traceId ? h("a", { href: hashFor("traces", [e.traceId]), class: "mono", text: shortId(e.traceId), "aria-label": `trace ${e.traceId}` }) : "–"),
-    h("td", { class: "log-details" }, foldText(summary, "mono")),
+    h("td", { class: "log-details" }, sentence ? h("div", { class: "log-sentence", text: sentence }) : null, foldText(summary, "mono")),
   );
 }
 

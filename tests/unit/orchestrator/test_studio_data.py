@@ -1,5 +1,6 @@
-"""What the studio reads: the event log (traces, spans, levels, handoffs, agents' last state)
-and conversations written by the agents' own store."""
+"""What the studio reads: the event log (traces, spans, levels, handoffs, agents' last state,
+tokens and cost, budgets reached and waits for model permits), conversations written by the
+agents' own store with their instances' lasting usage, and the daemon's usage book."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Any
 import pytest
 
 from agent_process.conversation import ConversationStore
+from orchestrator.studio import live
 from orchestrator.studio.conversations import conversation, instances, read_messages
 from orchestrator.studio.events import EventIndex, Trace, epoch_ms, event_key, event_level
+from orchestrator.studio.server import Studio
 from tools_base import Message, MessageEvent, ToolCall
 
 TRACE = "5f54e149aeb22c42a25b7c35f33acfde"
@@ -149,10 +152,195 @@ def test_a_call_parked_for_approval_is_a_span_until_it_is_decided() -> None:
         ({"type": "approval.decided", "status": "rejected"}, "warning"),
         ({"type": "approval.decided", "status": "approved"}, "info"),
         ({"type": "delivery.lost"}, "error"),
+        ({"type": "budget.exceeded"}, "warning"),
+        ({"type": "model.permit.timeout"}, "warning"),
+        ({"type": "model.rate_limited"}, "warning"),
+        ({"type": "model.permit.waiting"}, "info"),
+        ({"type": "model.permit.granted"}, "info"),
     ],
 )
 def test_event_levels(item: dict[str, Any], level: str) -> None:
     assert event_level(item) == level
+
+
+def tokens(prompt: int, completion: int, cost: float | None = None) -> dict[str, Any]:
+    usage: dict[str, Any] = {
+        "promptTokens": prompt,
+        "completionTokens": completion,
+        "totalTokens": prompt + completion,
+    }
+    if cost is not None:
+        usage["cost"] = cost
+    return usage
+
+
+def moment(kind: str, stamp: str, agent: str, **fields: Any) -> dict[str, Any]:
+    """An event of the Orchestrator's: no span of its own."""
+    return {
+        "type": kind,
+        "timestamp": f"2026-11-23T17:57:{stamp}Z",
+        "agentName": agent,
+        "traceId": TRACE,
+        **fields,
+    }
+
+
+def priced(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` with token usage on each Step that called the model, as a priced Model
+    reports it (Steps 0 call a tool, Steps 1 answer)."""
+    usage = {
+        "cs0": tokens(40, 10, 0.0002),
+        "cs1": tokens(60, 20, 0.00035),
+        "ws0": tokens(30, 5, 0.000125),
+        "ws1": tokens(45, 7, 0.000182),
+    }
+    out = []
+    for item in events:
+        if item["type"] == "step.completed" and item["spanId"] in usage:
+            item = {**item, "tokenUsage": usage[item["spanId"]]}
+        out.append(item)
+    return out
+
+
+WAITED = [
+    *priced(HANDOFF[:4]),
+    # The worker's first model call waits for a permit of its pool, then gets one.
+    moment("model.permit.waiting", "27.844", "worker", instanceKey="default", pool="workers",
+           reason="maxConcurrent", position=1, inUse=2),
+    *priced(HANDOFF[4:5]),
+    moment("model.permit.granted", "27.846", "worker", instanceKey="default", pool="workers",
+           waitedMs=2, reason="maxConcurrent"),
+    *priced(HANDOFF[5:8]),
+    # Its usage takes the trace past its budget (said by the Orchestrator, without a span).
+    moment("budget.exceeded", "27.850", "worker", budget="trace", root="coordinator",
+           figure="totalTokens", used=85, limit=80),
+    *priced(HANDOFF[8:]),
+]  # fmt: skip
+
+
+def test_a_trace_sums_the_usage_of_its_steps_across_agents() -> None:
+    summary = trace_of(priced(HANDOFF)).summary()
+    assert summary["usage"] == {
+        "inputTokens": 40 + 60 + 30 + 45,
+        "outputTokens": 10 + 20 + 5 + 7,
+        "totalTokens": 217,
+        "cost": pytest.approx(0.000857),
+        "calls": 4,
+    }
+    unpriced = trace_of(
+        [{**e, "tokenUsage": tokens(8, 2)} if e["type"] == "step.completed" else e for e in HANDOFF]
+    ).summary()
+    assert unpriced["usage"]["totalTokens"] == 40
+    assert unpriced["usage"]["cost"] == 0
+    assert trace_of(HANDOFF).summary()["usage"]["calls"] == 0  # no usage recorded: none counted
+
+
+def test_budgets_and_permit_waits_are_marks_on_the_step_they_happened_in() -> None:
+    trace = trace_of(WAITED)
+    body = trace.to_json()
+    plain = trace_of(HANDOFF).to_json()["spans"]
+    assert [s["spanId"] for s in body["spans"]] == [s["spanId"] for s in plain]
+    marks = [(m["type"], m["spanId"], m["agent"]) for m in body["marks"]]
+    assert marks == [
+        ("model.permit.waiting", "ws0", "worker"),
+        ("model.permit.granted", "ws0", "worker"),
+        ("budget.exceeded", "ws0", "worker"),
+    ]
+    granted = body["marks"][1]
+    assert (granted["pool"], granted["waitedMs"], granted["reason"]) == (
+        "workers",
+        2,
+        "maxConcurrent",
+    )
+    assert granted["atMs"] == epoch_ms("2026-11-23T17:57:27.846Z")
+    assert "timestamp" not in granted
+    summary = body["trace"]
+    assert summary["exceeded"] == [
+        {"budget": "trace", "figure": "totalTokens", "used": 85, "limit": 80, "agent": "worker"}
+    ]
+    assert summary["permitWaitMs"] == 2
+    assert summary["status"] == "ok"  # a mark is no span: the trace's status is its spans'
+    assert summary["spanCount"] == 8
+
+
+def test_a_turn_budget_marks_the_turn_that_named_it_and_a_lost_mark_has_no_span() -> None:
+    turn_budget = event(
+        "budget.exceeded", "27.851", "worker", "wt", "ctool", budget="turn", figure="cost",
+        used=0.02, limit=0.01,
+    )  # fmt: skip
+    stray = moment("model.rate_limited", "27.852", "helper", pool="workers", retryAfterMs=1500)
+    body = trace_of([*HANDOFF, turn_budget, stray]).to_json()
+    assert [(m["type"], m["spanId"]) for m in body["marks"]] == [
+        ("budget.exceeded", "wt"),
+        ("model.rate_limited", None),  # an agent with no span in the trace
+    ]
+    assert body["trace"]["exceeded"][0]["budget"] == "turn"
+
+
+def test_the_index_sums_each_agents_usage_from_every_step_it_read(tmp_path: Path) -> None:
+    other = [{**e, "traceId": "another"} for e in priced(HANDOFF)]
+    write_log(tmp_path / "runtime-events.jsonl", [*priced(HANDOFF), *other])
+    index = EventIndex(tmp_path, max_events=5)  # usage counts past the window of events kept
+    index.refresh()
+    assert {name: used.to_json() for name, used in index.usage.items()} == {
+        "coordinator": {
+            "inputTokens": 200,
+            "outputTokens": 60,
+            "totalTokens": 260,
+            "cost": pytest.approx(0.0011),
+            "calls": 4,
+        },
+        "worker": {
+            "inputTokens": 150,
+            "outputTokens": 24,
+            "totalTokens": 174,
+            "cost": pytest.approx(0.000614),
+            "calls": 4,
+        },
+    }
+    assert index.traces["another"].usage.total_tokens == 217
+
+
+async def test_after_the_fact_agent_rows_carry_usage_from_the_log_and_no_pools(
+    tmp_path: Path,
+) -> None:
+    write_log(tmp_path / "runtime-events.jsonl", [*priced(HANDOFF), *WAITED[4:5]])
+    body = await Studio(tmp_path).agents()
+    assert body["mode"] == "offline"
+    assert body["pools"] is None
+    rows = {row["agent"]: row for row in body["agents"]}
+    assert rows["worker"]["usage"]["totalTokens"] == 87
+    assert rows["coordinator"]["usage"]["cost"] == pytest.approx(0.00055)
+    assert rows["worker"]["permitsWaiting"] is None
+
+
+async def test_usage_is_asked_of_the_daemon_with_the_trace_id_encoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    studio = Studio(tmp_path)
+    assert await studio.usage(TRACE, 50) == {"mode": "offline", "trace": None}
+    assert await studio.usage(None, 50) == {"mode": "offline", "usage": None}
+    (tmp_path / "api.sock").touch()  # a daemon serves the state directory
+    asked: list[str] = []
+    book = {"total": {}, "traces": [{"traceId": TRACE, "budget": {"totalTokens": 400}}]}
+
+    def answer(state_dir: Path, path: str) -> tuple[int, Any] | None:
+        asked.append(path)
+        if path.startswith("/v1/usage?trace="):
+            known = path == f"/v1/usage?trace={TRACE}"
+            return (200, book["traces"][0]) if known else (404, {"error": {}})
+        return 200, book
+
+    monkeypatch.setattr(live, "_get", answer)
+    assert await studio.usage(TRACE, 50) == {"mode": "live", "trace": book["traces"][0]}
+    assert await studio.usage("a b&traces=1", 50) == {"mode": "live", "trace": None}
+    assert await studio.usage(None, 7) == {"mode": "live", "usage": book}
+    assert await studio.usage(None, 7) == {"mode": "live", "usage": book}  # reused a moment
+    assert asked == [
+        f"/v1/usage?trace={TRACE}",
+        "/v1/usage?trace=a+b%26traces%3D1",  # one value, whatever it holds
+        "/v1/usage?traces=7",
+    ]
 
 
 def test_an_event_has_the_same_key_from_the_file_and_from_the_stream() -> None:
@@ -295,22 +483,42 @@ def test_conversations_read_as_the_agents_store_wrote_them(tmp_path: Path) -> No
 def test_instances_and_their_conversations_by_agent_and_key(tmp_path: Path) -> None:
     root = tmp_path / "agents" / "worker" / "instances" / "u+4f2a"
     (root / "conversation").mkdir(parents=True)
-    metadata = {"agentName": "worker", "instanceKey": "u/42", "status": "idle", "updatedAt": "x"}
+    used = {"inputTokens": 334, "outputTokens": 6, "totalTokens": 340, "cost": 0.000895, "calls": 3}
+    metadata = {
+        "agentName": "worker",
+        "instanceKey": "u/42",
+        "status": "idle",
+        "updatedAt": "x",
+        "usage": used,
+    }
     (root / "metadata.json").write_text(json.dumps(metadata))
+    fresh = tmp_path / "agents" / "worker" / "instances" / "fresh"
+    fresh.mkdir(parents=True)
+    (fresh / "metadata.json").write_text(json.dumps({"agentName": "worker", "instanceKey": "new"}))
     store = ConversationStore(root / "conversation", fsync=False)
     store.load()
     store.append(message(1, "user", "hi"))
     assert instances(tmp_path) == [
         {
             "agent": "worker",
+            "instanceKey": "new",
+            "status": None,
+            "createdAt": None,
+            "updatedAt": None,
+            "usage": None,  # no model call yet
+        },
+        {
+            "agent": "worker",
             "instanceKey": "u/42",
             "status": "idle",
             "createdAt": None,
             "updatedAt": "x",
-        }
+            "usage": used,
+        },
     ]
     found = conversation(tmp_path, "worker", "u/42")
     assert found is not None
-    assert [m["content"] for m in found] == ["hi"]
+    assert [m["content"] for m in found["messages"]] == ["hi"]
+    assert (found["agent"], found["instanceKey"], found["usage"]) == ("worker", "u/42", used)
     assert conversation(tmp_path, "worker", "u+4f2a") is None  # keys, not directory names
     assert conversation(tmp_path, "coordinator", "u/42") is None
