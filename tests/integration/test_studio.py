@@ -545,15 +545,24 @@ def test_tokens_cost_pools_and_budgets_show_live_and_after_the_fact(
         expect(page.locator("li.wf-mark")).to_have_count(0)
         shot(page, tmp_path / "screens", "trace-usage")
 
-        # The trace past its budget: the moment it was exceeded, on the worker's Step.
+        # The trace past its budget: the worker was refused its next call, then the
+        # coordinator (whose request to the worker had failed) was refused its own.
+        refusals = [
+            e for e in log if e["type"] == "budget.exceeded" and e.get("traceId") == over_trace
+        ]
+        assert [e["agentName"] for e in refusals] == ["worker", "coordinator"]
         page.goto(studio.url + f"#/traces/{over_trace}")
-        mark = page.locator('li.wf-mark[data-type="budget.exceeded"]')
-        expect(mark).to_have_count(1, timeout=WAIT_MS)
-        expect(mark).to_contain_text(
+        marks = page.locator('li.wf-mark[data-type="budget.exceeded"]')
+        expect(marks).to_have_count(2, timeout=WAIT_MS)
+        expect(marks.first).to_contain_text(
             f"trace budget exceeded: totalTokens {tokens_text(exceeded['used'])} of 400"
         )
-        step = page.locator('li.wf-row[data-kind="step"]', has=mark)
-        expect(step).to_have_attribute("data-agent", "worker")
+        budget_mark = page.locator('li.wf-mark[data-type="budget.exceeded"]')
+        for agent in ("worker", "coordinator"):
+            refused_step = page.locator(
+                f'li.wf-row[data-kind="step"][data-agent="{agent}"]', has=budget_mark
+            )
+            expect(refused_step).to_have_count(1)
         expect(page.locator('[data-fact="budget"] dd')).to_contain_text("exceeded")
         shot(page, tmp_path / "screens", "trace-exceeded")
 
@@ -566,7 +575,7 @@ def test_tokens_cost_pools_and_budgets_show_live_and_after_the_fact(
 
         page.goto(studio.url + "#/logs?type=budget.")
         logged = page.locator("table.logs tbody tr")
-        expect(logged).to_have_count(1, timeout=WAIT_MS)
+        expect(logged).to_have_count(len(refusals), timeout=WAIT_MS)
         expect(logged.first.locator(".log-sentence")).to_have_text(
             f"trace budget exceeded: totalTokens {tokens_text(exceeded['used'])} of 400 "
             "(requests entering at coordinator)"
