@@ -174,9 +174,7 @@ class ChatServer:
     def __init__(self) -> None:
         context = multiprocessing.get_context("forkserver")  # the agents' fork server
         ready, child_end = context.Pipe(duplex=False)
-        self.process: Any = context.Process(  # type: ignore[attr-defined]
-            target=serve, args=(child_end,), daemon=True
-        )
+        self.process = context.Process(target=serve, args=(child_end,), daemon=True)
         self.process.start()
         child_end.close()
         if not ready.poll(30):
@@ -402,7 +400,8 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
         / result["model_call_us"],
         "serial calls/s / ideal": result["contention"]["of_ideal"],
     }
-    return _rounded(result)
+    rounded: dict[str, Any] = _rounded(result)
+    return rounded
 
 
 def _rounded(value: Any) -> Any:
