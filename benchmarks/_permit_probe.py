@@ -1,0 +1,96 @@
+"""An agent for ``benchmarks/permits.py`` that asks for permits and does nothing else.
+
+It speaks the real channel and the real ``model_permit`` / ``model_usage`` events, as the
+governor of an AgentProcess does, but has no model and no Turn: a request whose input is
+``"<pool> <count> <estimated tokens>"`` makes it ask the Orchestrator for ``count`` permits of
+``pool`` one after another, each returned at once with a usage report, and answer with the
+seconds each grant took to arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from multiprocessing.connection import Connection
+
+import uvloop
+
+from bundle.plan import AgentPlan
+from ipc import (
+    ORCHESTRATOR,
+    Channel,
+    DelegateMessage,
+    DelegateResultMessage,
+    EventMessage,
+    IpcMessage,
+)
+from ipc import protocol as wire
+
+WAIT_MS = 60_000
+OUTPUT_TOKENS = 7
+
+
+def probe(conn: Connection, plan: AgentPlan) -> None:
+    """The entry of the probe agent's process."""
+
+    async def main() -> None:
+        name = plan.agent_name
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        waiting: dict[str, asyncio.Future[wire.EventBody]] = {}
+        running: set[asyncio.Task[None]] = set()
+        channel: Channel
+
+        async def permits(message: DelegateMessage) -> None:
+            pool, count, estimate = str(message.payload["input"]).split()
+            trace_id = str(message.payload.get("traceId") or wire.new_trace_id())
+            samples: list[float] = []
+            for n in range(int(count)):
+                correlation_id = f"{message.correlation_id}-{n}"
+                question = wire.ModelPermitRequest(
+                    pool, trace_id, wire.DEFAULT_INSTANCE_KEY, int(estimate), WAIT_MS
+                )
+                answer: asyncio.Future[wire.EventBody] = loop.create_future()
+                waiting[correlation_id] = answer
+                began = time.perf_counter()
+                channel.send_nowait(wire.event(name, ORCHESTRATOR, question, correlation_id))
+                result = await answer
+                samples.append(time.perf_counter() - began)
+                assert isinstance(result, wire.ModelPermitResult), result
+                assert result.granted, result
+                usage = wire.ModelUsage(
+                    trace_id,
+                    wire.DEFAULT_INSTANCE_KEY,
+                    correlation_id,
+                    pool,
+                    int(estimate),
+                    OUTPUT_TOKENS,
+                    0.0,
+                )
+                channel.send_nowait(wire.event(name, ORCHESTRATOR, usage))
+            channel.send_nowait(
+                DelegateResultMessage(
+                    sender=name,
+                    to=message.sender,
+                    correlation_id=message.correlation_id,
+                    payload={"status": "ok", "output": samples},
+                )
+            )
+
+        def on_message(message: IpcMessage) -> None:
+            if isinstance(message, EventMessage) and message.correlation_id in waiting:
+                waiting.pop(message.correlation_id).set_result(wire.read_event(message))
+            elif isinstance(message, DelegateMessage):
+                task = loop.create_task(permits(message))
+                running.add(task)
+                task.add_done_callback(running.discard)
+            elif message.type == "shutdown":
+                channel.send_nowait(wire.event(name, ORCHESTRATOR, wire.ShutdownAck()))
+                done.set()
+
+        channel = await Channel.open(conn, ORCHESTRATOR, on_message=on_message, on_close=done.set)
+        channel.send_nowait(wire.event(name, ORCHESTRATOR, wire.Ready(os.getpid())))
+        await done.wait()
+
+    uvloop.run(main())
