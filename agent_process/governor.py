@@ -67,6 +67,10 @@ class ModelGovernor:
         self.on_instance_usage: Callable[[str], None] | None = None
         """Called with the instance key after each call adds to its usage (the instance
         manager writes it to ``metadata.json``)."""
+        self.flush: Callable[[], None] | None = None
+        """Writes out what is queued for the Orchestrator now. A permit goes back the moment
+        its call ends, not when the Turn next yields (after its fsync, say): a pool of
+        ``maxConcurrent: 1`` must not stay taken while this agent writes to disk."""
 
     async def complete(
         self, model: ChatModel, request: ModelRequest, turn: TurnScope
@@ -227,6 +231,8 @@ class ModelGovernor:
         )
         try:
             self.link.send(wire.event(self.agent_name, ORCHESTRATOR, report))
+            if permit_id and self.flush is not None:
+                self.flush()
         except Exception as exc:  # the Orchestrator is gone; nothing holds the permit now
             turn.logger.debug("model usage not reported", error=str(exc))
 

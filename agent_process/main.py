@@ -280,6 +280,7 @@ class AgentProcess:
             on_busy_change=self._report_busy,
         )
         self.governor.on_instance_usage = self.instances.usage_changed
+        self.governor.flush = self.channel.write_now
         self._close_lost_handles()
 
     def _close_lost_handles(self) -> None:

@@ -29,11 +29,9 @@ every model call (``model_permit`` → ``model_permit_result``) and give it back
    a conversation of its own, so every call sends one message). The server counts how many
    calls it ever had at once (it must be 1); the run reads calls per second against the ideal,
    1 / (one call's time alone, SDK included). What is missing is the handover between two
-   calls: the usage report that returns the permit, the grant to the next agent, and whatever
-   delays them (the report leaves the agent when its Turn next yields to the event loop: in
-   these Turns, which call no tool, only after the Turn has ended and folded its conversation
-   to disk; and every process shares the machine's cores). The same K agents without limits
-   are shown beside.
+   calls: the usage report that returns the permit (written out the moment the call ends), the
+   grant to the next agent, its SDK preparing the request, and every process sharing the
+   machine's cores. The same K agents without limits are shown beside.
 
 Run: ``python benchmarks/permits.py [--requests N] [--permits N] [--calls N] [--agents K]
 [--call-ms MS] [--seconds S] [--json]``. Prints figures and ratios; gates nothing.
