@@ -131,6 +131,7 @@ def test_without_a_daemon_the_stream_says_so_and_ends(tmp_path: Path) -> None:
             "agents": [],
             "connections": [],
             "cluster": None,
+            "pools": None,
             "edges": [],
         }
     finally:
