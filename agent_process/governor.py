@@ -10,7 +10,8 @@ Before a model call the governor
    ``E_BUDGET_EXCEEDED`` (the trace's budget) or ``E_MODEL_PERMIT_TIMEOUT``.
 
 After it, the call's tokens (and cost, by the Model's ``pricing``) are added to the Turn and the
-instance, and reported to the Orchestrator (``model_usage``), which returns the permit. A 429 from
+instance and, for an agent that asks permits, reported to the Orchestrator at once
+(``model_usage``), which returns the permit. A 429 from
 the provider of a Model with limits is reported with its ``retry-after``, which pauses every
 agent of the pool, and the call is tried again through a new permit, up to ``maxRetries`` times.
 """
@@ -65,8 +66,9 @@ class ModelGovernor:
         self.estimates = limits is not None and limits.tokens_per_minute is not None
         self.wait_ms = int(plan.model.timeout_seconds * 1000)
         self.on_instance_usage: Callable[[str], None] | None = None
-        """Called with the instance key after each call adds to its usage (the instance
-        manager writes it to ``metadata.json``)."""
+        """Called with the instance key after each call adds to its usage, when an instance
+        budget holds it (the instance manager writes it to ``metadata.json`` at once; without
+        one, the Turn's end writes it)."""
         self.flush: Callable[[], None] | None = None
         """Writes out what is queued for the Orchestrator now. A permit goes back the moment
         its call ends, not when the Turn next yields (after its fsync, say): a pool of
@@ -200,7 +202,7 @@ class ModelGovernor:
         cost = pricing.cost(input_tokens, output_tokens) if pricing is not None else 0.0
         turn.usage.add(input_tokens, output_tokens, cost)
         turn.instance_usage.add(input_tokens, output_tokens, cost)
-        if self.on_instance_usage is not None:
+        if self.instance_limits and self.on_instance_usage is not None:
             self.on_instance_usage(turn.instance_key)
         self._report(turn, permit_id, input_tokens, output_tokens, cost)
         if usage is not None and pricing is not None:
@@ -216,8 +218,10 @@ class ModelGovernor:
         cost: float,
         pause: float | None = None,
     ) -> None:
-        """Tell the Orchestrator what a call used; it takes the permit back."""
-        if self.link is None or (not permit_id and not (input_tokens or output_tokens)):
+        """Tell the Orchestrator what a call used; it takes the permit back. Only an agent that
+        asks permits reports: the Orchestrator counts the others' calls from their
+        ``step.completed`` events, so a call without limits costs no message of its own."""
+        if self.link is None or not self.asks:
             return
         report = wire.ModelUsage(
             turn.trace_id,

@@ -1185,8 +1185,9 @@ class ModelPermitResult(EventBody):
 @dataclass(frozen=True, slots=True)
 class ModelUsage(EventBody):
     """One model call ended (or was given up): what it used, and its permit, if it had one,
-    back to the pool. Sent after every model call, so the Orchestrator counts usage per agent,
-    instance and trace as it happens."""
+    back to the pool. Sent after every model call of an agent that asks permits, so the
+    Orchestrator holds traces to their budgets as calls end (the calls of other agents are
+    counted from their ``step.completed`` events)."""
 
     KIND: ClassVar[EventKind] = EventKind.MODEL_USAGE
     trace_id: str

@@ -163,8 +163,10 @@ class Orchestrator:
             reply=self.router.answer,
             record=self.events.record,
             clock=clock,
+            reports=self._reports_usage,
         )
         """Shared rate limits and trace budgets: a permit before each model call."""
+        self.events.listeners.append(self.broker.observe)
         self.dispatch = Dispatcher(
             self.router,
             self.supervisor.event_handlers,
@@ -204,6 +206,11 @@ class Orchestrator:
             return None
         self.events.listeners.append(telemetry.observe)
         return telemetry
+
+    def _reports_usage(self, agent: str) -> bool:
+        """Whether ``agent`` reports each model call's usage itself (it asks permits)."""
+        handle = self.supervisor.handles.get(agent)
+        return handle is not None and isinstance(handle.plan, AgentPlan) and handle.plan.ask_permits
 
     def _trace_budget_of(self, agent: str) -> dict[str, float]:
         """The trace budget of requests entering the swarm at ``agent`` (figure → limit)."""

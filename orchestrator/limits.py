@@ -15,7 +15,8 @@ it, which returns the permit. Per pool (the Models sharing one provider key) the
   bound (the model call's timeout) and is then refused ``E_MODEL_PERMIT_TIMEOUT``.
 
 A trace over its budget is refused ``E_BUDGET_EXCEEDED`` before any wait. When an agent exits,
-whatever it held or waited for goes back to its pools at once.
+whatever it held or waited for goes back to its pools at once. Agents that ask no permits send no
+``model_usage``; their calls are counted from their ``step.completed`` events (:meth:`observe`).
 """
 
 from __future__ import annotations
@@ -188,9 +189,12 @@ class ModelBroker:
         reply: Reply,
         record: Record,
         clock: Clock,
+        reports: Callable[[str], bool] = lambda agent: True,
     ) -> None:
         self.clock = clock
         self.usage = usage
+        self.reports = reports
+        """Whether an agent reports its calls' usage itself (``model_usage``)."""
         self._reply = reply
         self._record = record
         self.pools: dict[str, RatePool] = {}
@@ -303,6 +307,26 @@ class ModelBroker:
                     "model.rate_limited", agent, body, pool, retryAfterMs=body.retry_after_ms
                 )
         self._serve(pool)
+
+    def observe(self, event: dict[str, Any]) -> None:
+        """Count the model call of a ``step.completed`` event, for an agent that reports no
+        usage of its own (one that asks no permits: no limits and no trace budget)."""
+        if event.get("type") != "step.completed":
+            return
+        agent = event.get("agentName")
+        usage = event.get("tokenUsage")
+        if not isinstance(agent, str) or not isinstance(usage, dict) or self.reports(agent):
+            return
+        cost = usage.get("cost")
+        self.usage.add(
+            agent,
+            str(event.get("instanceKey") or "default"),
+            str(event.get("traceId") or ""),
+            "",
+            _count(usage.get("promptTokens")),
+            _count(usage.get("completionTokens")),
+            float(cost) if isinstance(cost, int | float) and cost > 0 else 0.0,
+        )
 
     def agent_exited(self, agent: str) -> None:
         """Return every permit ``agent`` held and drop its waiting requests: a crashed agent
@@ -494,3 +518,7 @@ class ModelBroker:
             used=reached.used,
             limit=reached.limit,
         )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

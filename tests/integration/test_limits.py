@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from bundle.plan import AgentPlan
 from ipc.protocol import DelegateAnswer
 from orchestrator.daemon import Orchestrator
 from tests.support.daemon import run_cli
@@ -362,3 +363,24 @@ async def test_an_openai_client_gets_a_429_it_does_not_retry_for_a_used_up_budge
     assert error.type == "insufficient_quota"
     assert "instance budget exceeded: totalTokens 350 of 300" in error.message
     assert len(server.calls) == 1  # the model was called once; the SDK did not retry
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "goondan.yaml.example"
+
+
+async def test_calls_without_limits_are_counted_too(tmp_path: Path) -> None:
+    orchestrator = Orchestrator(EXAMPLE, state_dir=tmp_path / "state")
+    await orchestrator.start()
+    try:
+        answer = await orchestrator.request("write notes.txt hello world")
+        report = orchestrator.usage_report()
+        plan = orchestrator.supervisor.handles["worker"].plan
+        assert isinstance(plan, AgentPlan)
+    finally:
+        await orchestrator.shutdown()
+    assert answer.ok, answer
+    assert not plan.ask_permits  # no limits, no trace budget: no permit, no report
+    calls = {row["agent"]: row["usage"]["calls"] for row in report["agents"]}
+    assert calls == {"coordinator": 2, "worker": 2}
+    assert report["traces"][0]["usage"]["calls"] == 4
+    assert report["pools"] == []

@@ -16,7 +16,8 @@ TRACE = "t" * 32
 
 
 class Harness:
-    """A broker whose answers and events are recorded."""
+    """A broker whose answers and events are recorded (agents named ``quiet*`` ask no
+    permits and report no usage of their own)."""
 
     def __init__(
         self, budgets: dict[str, dict[str, float]] | None = None, **pools: ModelLimits
@@ -32,6 +33,7 @@ class Harness:
                 {"type": kind, "agent": agent, **fields}
             ),
             clock=self.clock,
+            reports=lambda agent: not agent.startswith("quiet"),
         )
         self._ids = 0
 
@@ -292,3 +294,32 @@ def test_usage_adds_up_per_agent_instance_trace_and_pool() -> None:
     assert book["traces"][0]["agents"] == ["a", "b"]
     assert {row["agent"] for row in book["instances"]} == {"a", "b"}
     assert h.broker.usage.pools["key"].output_tokens == 30
+
+
+def test_the_calls_of_agents_that_ask_no_permits_are_counted_from_their_steps() -> None:
+    h = Harness()
+
+    def step(agent: str, **usage: Any) -> dict[str, Any]:
+        return {
+            "type": "step.completed",
+            "agentName": agent,
+            "instanceKey": "u1",
+            "traceId": TRACE,
+            "tokenUsage": usage,
+        }
+
+    h.broker.observe(step("quiet", promptTokens=40, completionTokens=2, cost=0.5))
+    h.broker.observe(step("loud", promptTokens=999, completionTokens=9))  # reports itself
+    h.broker.observe({"type": "step.failed", "agentName": "quiet", "tokenUsage": None})
+    book = h.broker.usage.snapshot()
+    assert book["agents"] == {
+        "quiet": {
+            "inputTokens": 40,
+            "outputTokens": 2,
+            "totalTokens": 42,
+            "cost": 0.5,
+            "calls": 1,
+        }
+    }
+    assert book["instances"][0]["instanceKey"] == "u1"
+    assert book["traces"][0]["usage"]["calls"] == 1
