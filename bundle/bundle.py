@@ -74,9 +74,13 @@ class Bundle:
     directory: Path | None = None
     """The bundle directory it was loaded from, if it was (not a single file)."""
     _index: Any = field(init=False, repr=False, compare=False)
+    _memo: dict[tuple[str, ...], Any] = field(init=False, repr=False, compare=False)
+    """What every agent's plan asks of the whole bundle (a swarm's agents, the pools), worked
+    out once: building the plans of N agents must not cost N times the swarm."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", index(self.resources))
+        object.__setattr__(self, "_memo", {})
         if not self.files:
             object.__setattr__(self, "files", [self.path])
 
@@ -133,8 +137,11 @@ class Bundle:
 
     def swarm_agents(self, swarm: Resource) -> list[Resource]:
         """The Agents of ``swarm``, in declaration order."""
-        spec: SwarmSpec = swarm.spec
-        return [self.resolve_ref(item.ref, swarm) for item in spec.agents]
+        key = ("swarm_agents", swarm.package or "", swarm.name)
+        if key not in self._memo:
+            spec: SwarmSpec = swarm.spec
+            self._memo[key] = [self.resolve_ref(item.ref, swarm) for item in spec.agents]
+        return list(self._memo[key])
 
     def _resolve_items(
         self, agent: Resource, items: list[RefItem]
@@ -265,6 +272,9 @@ class Bundle:
     def model_pools(self) -> dict[str, ModelLimits]:
         """``pool → limits`` of every rate-limit pool: the Models naming one share it, their
         figures merged (the rules refuse two Models giving one figure different values)."""
+        cached: dict[str, ModelLimits] | None = self._memo.get(("model_pools",))
+        if cached is not None:
+            return dict(cached)
         pools: dict[str, ModelLimits] = {}
         for model in self.of_kind("Model"):
             spec: ModelSpec = model.spec
@@ -274,13 +284,19 @@ class Bundle:
             known = pools.get(pool)
             own = spec.limits.model_copy(update={"pool": pool})
             pools[pool] = own if known is None else _merged_limits(known, own)
-        return pools
+        self._memo[("model_pools",)] = pools
+        return dict(pools)
 
     def has_trace_budget(self, swarm: Resource) -> bool:
         """Whether the swarm or one of its agents declares a trace budget."""
-        specs: list[Budgets | None] = [swarm.spec.budgets]
-        specs += [agent.spec.budgets for agent in self.swarm_agents(swarm)]
-        return any(b is not None and b.trace is not None and b.trace.limits() for b in specs)
+        key = ("has_trace_budget", swarm.package or "", swarm.name)
+        if key not in self._memo:
+            specs: list[Budgets | None] = [swarm.spec.budgets]
+            specs += [agent.spec.budgets for agent in self.swarm_agents(swarm)]
+            self._memo[key] = any(
+                b is not None and b.trace is not None and b.trace.limits() for b in specs
+            )
+        return bool(self._memo[key])
 
     def connection_plans(
         self, state_dir: Path, swarm_name: str | None = None
@@ -395,9 +411,5 @@ def model_pool(name: str, spec: ModelSpec) -> str | None:
 def _merged_limits(a: ModelLimits, b: ModelLimits) -> ModelLimits:
     """``a`` with the figures it leaves unset taken from ``b``."""
     return a.model_copy(
-        update={
-            name: getattr(b, name)
-            for name in ("max_concurrent", "requests_per_minute", "tokens_per_minute")
-            if getattr(a, name) is None
-        }
+        update={name: getattr(b, name) for name in ModelLimits.FIGURES if getattr(a, name) is None}
     )

@@ -8,7 +8,7 @@ the JSON Schema for editors (``python -m orchestrator schema``) is generated fro
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -265,6 +265,13 @@ class ModelLimits(_Spec):
         "used by several Models); default: the Model's own name.",
     )
 
+    FIGURES: ClassVar[tuple[str, ...]] = (
+        "max_concurrent",
+        "requests_per_minute",
+        "tokens_per_minute",
+    )
+    """The limits proper (every field but ``pool``)."""
+
 
 class ModelPricing(_Spec):
     """What the Model's tokens cost, for cost budgets (any currency, the same everywhere)."""
@@ -433,27 +440,20 @@ class BudgetCeilings(_Spec):
     )
 
     def limits(self) -> dict[str, float]:
-        """``figure → limit`` of the ceilings set (``goondan.usage`` figure names)."""
-        figures = {
-            "inputTokens": self.input_tokens,
-            "outputTokens": self.output_tokens,
-            "totalTokens": self.total_tokens,
-            "cost": self.cost,
+        """``figure → limit`` of the ceilings set; the figures are the fields' YAML names,
+        which are ``goondan.usage.BUDGET_FIGURES``."""
+        return {
+            field.alias or name: value
+            for name, field in type(self).model_fields.items()
+            if (value := getattr(self, name)) is not None
         }
-        return {name: value for name, value in figures.items() if value is not None}
 
     def over(self, base: BudgetCeilings | None) -> BudgetCeilings:
         """These ceilings, with ``base``'s for the figures these leave unset."""
         if base is None:
             return self
-        return BudgetCeilings(
-            input_tokens=self.input_tokens if self.input_tokens is not None else base.input_tokens,
-            output_tokens=(
-                self.output_tokens if self.output_tokens is not None else base.output_tokens
-            ),
-            total_tokens=self.total_tokens if self.total_tokens is not None else base.total_tokens,
-            cost=self.cost if self.cost is not None else base.cost,
-        )
+        unset = {name for name in type(self).model_fields if getattr(self, name) is None}
+        return self.model_copy(update={name: getattr(base, name) for name in unset})
 
 
 class Budgets(_Spec):

@@ -22,6 +22,7 @@ from bundle.models import (
     Budgets,
     ConnectionSpec,
     ConnectorSpec,
+    ModelLimits,
     ModelSpec,
     ObjectRef,
     SwarmSpec,
@@ -30,12 +31,6 @@ from bundle.models import (
 from bundle.source import format_path
 
 FieldPath = tuple[str | int, ...]
-
-_POOL_FIGURES = {
-    "max_concurrent": "maxConcurrent",
-    "requests_per_minute": "requestsPerMinute",
-    "tokens_per_minute": "tokensPerMinute",
-}
 
 
 def check_rules(
@@ -226,7 +221,8 @@ class _Checker:
                 continue
             limits = model.spec.limits
             pool = limits.pool or model.name
-            for name, figure in _POOL_FIGURES.items():
+            for name in ModelLimits.FIGURES:
+                figure = ModelLimits.model_fields[name].alias or name
                 value = getattr(limits, name)
                 if value is None:
                     continue
