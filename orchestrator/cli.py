@@ -635,30 +635,33 @@ def cmd_usage(args: argparse.Namespace) -> int:
     """Tokens and cost per agent, instance and trace, what budgets have left, and the pools."""
     from orchestrator.api_client import path_segment
 
-    if args.trace:
-        answer = _accepted(args, "GET", f"/v1/usage?trace={path_segment(args.trace)}")
-        if answer is None:
-            return 1
-        if args.json:
-            print(json.dumps(answer, indent=2))
-            return 0
-        used = answer.get("usage", {})
-        print(f"trace {answer.get('traceId')} (entered at {answer.get('root')})")
-        print(f"  agents: {', '.join(answer.get('agents', []))}")
-        print(
-            f"  calls {used.get('calls', 0)}, tokens {used.get('inputTokens', 0)} in / "
-            f"{used.get('outputTokens', 0)} out, cost {_money(used.get('cost', 0))}"
-        )
-        print(f"  budget left: {_left(answer.get('remaining'))}")
-        if answer.get("exceeded"):
-            print(f"  exceeded: {answer['exceeded']}")
-        return 0
-    answer = _accepted(args, "GET", f"/v1/usage?traces={args.traces}")
+    query = f"trace={path_segment(args.trace)}" if args.trace else f"traces={args.traces}"
+    answer = _accepted(args, "GET", f"/v1/usage?{query}")
     if answer is None:
         return 1
     if args.json:
         print(json.dumps(answer, indent=2))
-        return 0
+    elif args.trace:
+        _print_trace_usage(answer)
+    else:
+        _print_usage(answer)
+    return 0
+
+
+def _print_trace_usage(answer: dict[str, Any]) -> None:
+    used = answer.get("usage", {})
+    print(f"trace {answer.get('traceId')} (entered at {answer.get('root')})")
+    print(f"  agents: {', '.join(answer.get('agents', []))}")
+    print(
+        f"  calls {used.get('calls', 0)}, tokens {used.get('inputTokens', 0)} in / "
+        f"{used.get('outputTokens', 0)} out, cost {_money(used.get('cost', 0))}"
+    )
+    print(f"  budget left: {_left(answer.get('remaining'))}")
+    if answer.get("exceeded"):
+        print(f"  exceeded: {answer['exceeded']}")
+
+
+def _print_usage(answer: dict[str, Any]) -> None:
     total = answer.get("total", {})
     print(
         f"since start: {total.get('calls', 0)} model calls, {total.get('inputTokens', 0)} tokens "
@@ -702,7 +705,6 @@ def cmd_usage(args: argparse.Namespace) -> int:
                 f"{_money(used.get('cost', 0)):>10}  {left}"
             )
     _print_pools(answer.get("pools") or [])
-    return 0
 
 
 def _print_cluster(cluster: dict[str, Any]) -> None:

@@ -207,25 +207,27 @@ class Orchestrator:
         self.events.listeners.append(telemetry.observe)
         return telemetry
 
+    def _agent_plan(self, agent: str) -> AgentPlan | None:
+        """``agent``'s plan (``None`` for a name that is not an agent of the swarm)."""
+        handle = self.supervisor.handles.get(agent)
+        plan = handle.plan if handle is not None else None
+        return plan if isinstance(plan, AgentPlan) else None
+
     def _reports_usage(self, agent: str) -> bool:
         """Whether ``agent`` reports each model call's usage itself (it asks permits)."""
-        handle = self.supervisor.handles.get(agent)
-        return handle is not None and isinstance(handle.plan, AgentPlan) and handle.plan.ask_permits
+        plan = self._agent_plan(agent)
+        return plan is not None and plan.ask_permits
 
     def _trace_budget_of(self, agent: str) -> dict[str, float]:
         """The trace budget of requests entering the swarm at ``agent`` (figure → limit)."""
-        handle = self.supervisor.handles.get(agent)
-        if handle is None or not isinstance(handle.plan, AgentPlan):
-            return {}
-        trace = handle.plan.budgets.trace
+        plan = self._agent_plan(agent)
+        trace = plan.budgets.trace if plan is not None else None
         return trace.limits() if trace is not None else {}
 
     def _model_of(self, agent: str) -> tuple[str, str] | None:
         """``(provider, model)`` of ``agent``'s plan, for the spans of its Turns and Steps."""
-        handle = self.supervisor.handles.get(agent)
-        if handle is None or not isinstance(handle.plan, AgentPlan):
-            return None
-        return handle.plan.model.provider, handle.plan.model.model
+        plan = self._agent_plan(agent)
+        return (plan.model.provider, plan.model.model) if plan is not None else None
 
     def _record_runtime_event(
         self, sender: str, message: EventMessage, body: wire.RuntimeEventReport
@@ -595,9 +597,10 @@ class Orchestrator:
         trace (the latest ``traces``), and each rate-limit pool as it stands."""
         book = self.broker.usage.snapshot(traces=traces)
         budgets: dict[str, dict[str, Any]] = {}
-        for name, handle in sorted(self.supervisor.handles.items()):
-            if isinstance(handle.plan, AgentPlan):
-                budgets[name] = {k: c.limits() for k, c in handle.plan.budgets.scopes().items()}
+        for name in sorted(self.supervisor.handles):
+            plan = self._agent_plan(name)
+            if plan is not None:
+                budgets[name] = {k: c.limits() for k, c in plan.budgets.scopes().items()}
         agents = [
             {"agent": name, "usage": book["agents"].get(name, Usage().to_json()), "budgets": b}
             for name, b in budgets.items()
