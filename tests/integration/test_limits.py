@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -99,6 +100,21 @@ async def calls_matching(
     server: ModelServer, condition: Callable[[list[Call]], bool]
 ) -> list[Call]:
     return await asyncio.to_thread(server.wait_for, condition, 30)
+
+
+def metadata_usage(state_dir: Path, agent: str, *, calls: int) -> None:
+    """Wait (at most 10 s) until ``agent``'s one instance records ``calls`` model calls."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for path in state_dir.glob(f"agents/{agent}/instances/*/metadata.json"):
+            try:
+                usage = json.loads(path.read_text()).get("usage") or {}
+            except (OSError, ValueError):  # replaced while read
+                continue
+            if usage.get("calls") == calls:
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"{agent}'s instance never recorded {calls} model calls")
 
 
 async def next_event(queue: asyncio.Queue[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -284,6 +300,9 @@ async def test_operators_see_usage_budgets_and_pools(tmp_path: Path) -> None:
         async with running(tmp_path, "---\n".join(docs)) as orchestrator:
             first = await orchestrator.request("one", agent="alpha")
             state = str(orchestrator.state_dir)
+            # The agent writes the instance's lasting usage to its metadata.json within 0.2 s of
+            # the call (a file of another process: nothing to await but the file itself).
+            await asyncio.to_thread(metadata_usage, orchestrator.state_dir, "alpha", calls=1)
             usage = await asyncio.to_thread(
                 run_cli, "usage", "--state-dir", state, "--json", cwd=tmp_path
             )
