@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from bundle.errors import ConfigIssue
 from bundle.loader import Resource
 from bundle.models import ObjectRef
-from bundle.source import format_path
 
 if TYPE_CHECKING:
     from bundle.bundle import Bundle
@@ -29,8 +28,7 @@ def bundle_warnings(bundle: Bundle) -> list[ConfigIssue]:
     for resource in own:
         if resource.kind in _REFERABLE and (resource.kind, resource.name) not in used:
             warnings.append(
-                _issue(
-                    resource,
+                resource.issue(
                     W_UNUSED,
                     f"{resource.ref_string} is declared but nothing uses it",
                     ("metadata", "name"),
@@ -40,8 +38,7 @@ def bundle_warnings(bundle: Bundle) -> list[ConfigIssue]:
         key = resource.spec.api_key if resource.kind == "Model" else None
         if key is not None and key.value is not None:
             warnings.append(
-                _issue(
-                    resource,
+                resource.issue(
                     W_LITERAL_SECRET,
                     "the API key is written in the file",
                     ("spec", "apiKey", "value"),
@@ -77,17 +74,3 @@ def _referenced(bundle: Bundle) -> set[tuple[str, str]]:
         elif resource.kind == "Connection":
             mark(spec.connector_ref, resource)
     return used
-
-
-def _issue(
-    resource: Resource, code: str, message: str, path: tuple[str, ...], suggestion: str
-) -> ConfigIssue:
-    return ConfigIssue(
-        code=code,
-        message=message,
-        file=resource.file,
-        line=resource.line_of(*path),
-        resource=resource.ref_string,
-        field=format_path(path) or None,
-        suggestion=suggestion,
-    )

@@ -69,6 +69,20 @@ class Resource:
         """Line of a field of this resource."""
         return self.document.line_of(path)
 
+    def issue(
+        self, code: str, message: str, path: FieldPath, suggestion: str | None = None
+    ) -> ConfigIssue:
+        """An issue about the field at ``path`` of this resource (file, line, resource, field)."""
+        return ConfigIssue(
+            code=code,
+            message=message,
+            file=self.file,
+            line=self.line_of(*path),
+            resource=self.ref_string,
+            field=format_path(path) or None,
+            suggestion=suggestion,
+        )
+
 
 FailedKey = tuple[str | None, str, str]
 """(package, kind, name) of a document that named itself but did not validate."""

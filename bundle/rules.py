@@ -28,7 +28,6 @@ from bundle.models import (
     SwarmSpec,
     ToolSpec,
 )
-from bundle.source import format_path
 
 FieldPath = tuple[str | int, ...]
 
@@ -100,17 +99,7 @@ class _Checker:
         path: FieldPath,
         suggestion: str | None = None,
     ) -> None:
-        self.issues.append(
-            ConfigIssue(
-                code=code,
-                message=message,
-                file=resource.file,
-                line=resource.line_of(*path),
-                resource=resource.ref_string,
-                field=format_path(path) or None,
-                suggestion=suggestion,
-            )
-        )
+        self.issues.append(resource.issue(code, message, path, suggestion))
 
     def check(self, resource: Resource) -> None:
         if resource.kind == "Tool":
