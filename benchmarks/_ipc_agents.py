@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -34,71 +35,85 @@ PAYLOAD: dict[str, Any] = {
 }
 
 
+async def serve(
+    conn: Connection,
+    name: str,
+    on_message: Callable[[Channel, IpcMessage], None],
+    after_ready: Callable[[Channel], Awaitable[None]] | None = None,
+) -> None:
+    """The life of a benchmark agent: open the channel, say ready, run ``after_ready`` if given,
+    and serve until ``shutdown`` (acknowledged) or the pipe closes. Every other message goes to
+    ``on_message``, straight from the channel's callback as in the AgentProcess."""
+    done = asyncio.Event()
+    channel: Channel
+
+    def receive(message: IpcMessage) -> None:
+        if message.type == "shutdown":
+            channel.send_nowait(wire.event(name, ORCHESTRATOR, wire.ShutdownAck()))
+            done.set()
+        else:
+            on_message(channel, message)
+
+    channel = await Channel.open(conn, ORCHESTRATOR, on_message=receive, on_close=done.set)
+    channel.send_nowait(wire.event(name, ORCHESTRATOR, wire.Ready(os.getpid())))
+    if after_ready is not None:
+        await after_ready(channel)
+    await done.wait()
+
+
 def echo(conn: Connection, plan: AgentPlan) -> None:
     """Answer every delegate at once (a trivial handler)."""
+    name = plan.agent_name
 
-    async def main() -> None:
-        name = plan.agent_name
-        done = asyncio.Event()
-        channel: Channel
-
-        def on_message(message: IpcMessage) -> None:
-            if isinstance(message, DelegateMessage):
-                channel.send_nowait(
-                    DelegateResultMessage(
-                        sender=name,
-                        to=message.sender,
-                        correlation_id=message.correlation_id,
-                        payload={"status": "ok", "output": message.payload.get("input")},
-                    )
+    def on_message(channel: Channel, message: IpcMessage) -> None:
+        if isinstance(message, DelegateMessage):
+            channel.send_nowait(
+                DelegateResultMessage(
+                    sender=name,
+                    to=message.sender,
+                    correlation_id=message.correlation_id,
+                    payload={"status": "ok", "output": message.payload.get("input")},
                 )
-            elif message.type == "shutdown":
-                channel.send_nowait(wire.event(name, ORCHESTRATOR, wire.ShutdownAck()))
-                done.set()
+            )
 
-        channel = await Channel.open(conn, ORCHESTRATOR, on_message=on_message, on_close=done.set)
-        channel.send_nowait(wire.event(name, ORCHESTRATOR, wire.Ready(os.getpid())))
-        await done.wait()
-
-    uvloop.run(main())
+    uvloop.run(serve(conn, name, on_message))
 
 
 def pinger(conn: Connection, plan: AgentPlan) -> None:
     """On ``bench_start``, send ``count`` delegates to ``echo`` one after another; report times."""
 
     async def main() -> None:
-        done = asyncio.Event()
         start: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        channel: Channel
         waiting: list[asyncio.Future[None]] = []
-        samples: list[float] = []
 
-        def on_message(message: IpcMessage) -> None:
+        def on_message(channel: Channel, message: IpcMessage) -> None:
             if isinstance(message, DelegateResultMessage):
                 waiting.pop().set_result(None)
             elif isinstance(message, EventMessage) and message.kind == "bench_start":
                 start.set_result(int(message.payload["count"]))
-            elif message.type == "shutdown":
-                channel.send_nowait(wire.event("pinger", ORCHESTRATOR, wire.ShutdownAck()))
-                done.set()
 
-        channel = await Channel.open(conn, ORCHESTRATOR, on_message=on_message, on_close=done.set)
-        channel.send_nowait(wire.event("pinger", ORCHESTRATOR, wire.Ready(os.getpid())))
-        loop = asyncio.get_running_loop()
-        for n in range(await start):
-            began = time.perf_counter()
-            reply = loop.create_future()
-            waiting.append(reply)
+        async def ping(channel: Channel) -> None:
+            loop = asyncio.get_running_loop()
+            samples: list[float] = []
+            for n in range(await start):
+                began = time.perf_counter()
+                reply = loop.create_future()
+                waiting.append(reply)
+                channel.send_nowait(
+                    DelegateMessage(
+                        sender="pinger", to="echo", correlation_id=f"c{n}", payload=PAYLOAD
+                    )
+                )
+                await reply
+                samples.append(time.perf_counter() - began)
             channel.send_nowait(
-                DelegateMessage(sender="pinger", to="echo", correlation_id=f"c{n}", payload=PAYLOAD)
+                EventMessage(
+                    sender="pinger",
+                    to=ORCHESTRATOR,
+                    payload={"kind": "bench_done", "samples": samples},
+                )
             )
-            await reply
-            samples.append(time.perf_counter() - began)
-        channel.send_nowait(
-            EventMessage(
-                sender="pinger", to=ORCHESTRATOR, payload={"kind": "bench_done", "samples": samples}
-            )
-        )
-        await done.wait()
+
+        await serve(conn, "pinger", on_message, ping)
 
     uvloop.run(main())

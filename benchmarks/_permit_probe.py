@@ -10,12 +10,12 @@ seconds each grant took to arrive.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from multiprocessing.connection import Connection
 
 import uvloop
 
+from benchmarks._ipc_agents import serve
 from bundle.plan import AgentPlan
 from ipc import (
     ORCHESTRATOR,
@@ -37,12 +37,10 @@ def probe(conn: Connection, plan: AgentPlan) -> None:
     async def main() -> None:
         name = plan.agent_name
         loop = asyncio.get_running_loop()
-        done = asyncio.Event()
         waiting: dict[str, asyncio.Future[wire.EventBody]] = {}
         running: set[asyncio.Task[None]] = set()
-        channel: Channel
 
-        async def permits(message: DelegateMessage) -> None:
+        async def permits(channel: Channel, message: DelegateMessage) -> None:
             pool, count, estimate = str(message.payload["input"]).split()
             trace_id = str(message.payload.get("traceId") or wire.new_trace_id())
             samples: list[float] = []
@@ -78,19 +76,14 @@ def probe(conn: Connection, plan: AgentPlan) -> None:
                 )
             )
 
-        def on_message(message: IpcMessage) -> None:
+        def on_message(channel: Channel, message: IpcMessage) -> None:
             if isinstance(message, EventMessage) and message.correlation_id in waiting:
                 waiting.pop(message.correlation_id).set_result(wire.read_event(message))
             elif isinstance(message, DelegateMessage):
-                task = loop.create_task(permits(message))
+                task = loop.create_task(permits(channel, message))
                 running.add(task)
                 task.add_done_callback(running.discard)
-            elif message.type == "shutdown":
-                channel.send_nowait(wire.event(name, ORCHESTRATOR, wire.ShutdownAck()))
-                done.set()
 
-        channel = await Channel.open(conn, ORCHESTRATOR, on_message=on_message, on_close=done.set)
-        channel.send_nowait(wire.event(name, ORCHESTRATOR, wire.Ready(os.getpid())))
-        await done.wait()
+        await serve(conn, name, on_message)
 
     uvloop.run(main())
