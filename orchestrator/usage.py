@@ -13,11 +13,10 @@ millions of requests holds a bounded book.
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from goondan.time import utc_timestamp
 from goondan.usage import Reached, Usage, first_reached, remaining
@@ -43,7 +42,6 @@ class TraceUsage:
     usage: Usage = field(default_factory=Usage)
     agents: set[str] = field(default_factory=set)
     started_at: str = field(default_factory=utc_timestamp)
-    updated: float = field(default_factory=time.time)
     exceeded: Reached | None = None
     """The ceiling it reached, once it did."""
 
@@ -74,9 +72,8 @@ class TraceUsage:
 class UsageBook:
     """Usage since the daemon started, added up as the agents report it."""
 
-    def __init__(self, budget_of: BudgetOf, *, traces_kept: int = TRACES_KEPT) -> None:
+    def __init__(self, budget_of: BudgetOf) -> None:
         self.budget_of = budget_of
-        self.traces_kept = traces_kept
         self.total = Usage()
         self.agents: dict[str, Usage] = {}
         self.pools: dict[str, Usage] = {}
@@ -85,14 +82,12 @@ class UsageBook:
 
     def trace(self, trace_id: str, agent: str) -> TraceUsage:
         """The trace's entry, opened with ``agent`` as its root if this is its first sight."""
-        entry = self.traces.get(trace_id)
-        if entry is None:
-            entry = TraceUsage(trace_id, agent, self.budget_of(agent))
-            self.traces[trace_id] = entry
-            while len(self.traces) > self.traces_kept:
-                self.traces.popitem(last=False)
-        else:
-            self.traces.move_to_end(trace_id)
+        entry = _recent(
+            self.traces,
+            trace_id,
+            lambda: TraceUsage(trace_id, agent, self.budget_of(agent)),
+            TRACES_KEPT,
+        )
         entry.agents.add(agent)
         return entry
 
@@ -105,27 +100,16 @@ class UsageBook:
         input_tokens: int,
         output_tokens: int,
         cost: float,
-    ) -> TraceUsage | None:
-        """Count one model call; returns its trace's entry (``None`` without a trace id)."""
-        self.total.add(input_tokens, output_tokens, cost)
-        self.agents.setdefault(agent, Usage()).add(input_tokens, output_tokens, cost)
+    ) -> None:
+        """Count one model call."""
+        tallies = [self.total, self.agents.setdefault(agent, Usage())]
         if pool:
-            self.pools.setdefault(pool, Usage()).add(input_tokens, output_tokens, cost)
-        key = (agent, instance_key)
-        instance = self.instances.get(key)
-        if instance is None:
-            instance = self.instances[key] = Usage()
-            while len(self.instances) > INSTANCES_KEPT:
-                self.instances.popitem(last=False)
-        else:
-            self.instances.move_to_end(key)
-        instance.add(input_tokens, output_tokens, cost)
-        if not trace_id:
-            return None
-        entry = self.trace(trace_id, agent)
-        entry.usage.add(input_tokens, output_tokens, cost)
-        entry.updated = time.time()
-        return entry
+            tallies.append(self.pools.setdefault(pool, Usage()))
+        tallies.append(_recent(self.instances, (agent, instance_key), Usage, INSTANCES_KEPT))
+        if trace_id:
+            tallies.append(self.trace(trace_id, agent).usage)
+        for tally in tallies:
+            tally.add(input_tokens, output_tokens, cost)
 
     def snapshot(self, *, traces: int = 50) -> dict[str, Any]:
         """The book as ``/v1/usage`` shows it: totals, agents, instances, the latest traces."""
@@ -139,3 +123,22 @@ class UsageBook:
             ],
             "traces": [entry.to_json() for entry in reversed(recent)],
         }
+
+
+Key = TypeVar("Key")
+Entry = TypeVar("Entry")
+
+
+def _recent(
+    table: OrderedDict[Key, Entry], key: Key, make: Callable[[], Entry], kept: int
+) -> Entry:
+    """``table[key]`` (made now if absent) as the most recent; past ``kept`` entries, the least
+    recent are forgotten."""
+    entry = table.get(key)
+    if entry is None:
+        entry = table[key] = make()
+        while len(table) > kept:
+            table.popitem(last=False)
+    else:
+        table.move_to_end(key)
+    return entry
