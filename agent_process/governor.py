@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import ipc
 from agent_process.models.base import ChatModel, ModelError, ModelRequest, ModelResponse
 from agent_process.runtime import OrchestratorLink
 from agent_process.scope import TurnScope
@@ -36,8 +37,6 @@ from ipc.protocol import ORCHESTRATOR, DelegateAnswer, ModelPermitResult
 from tools_base import Message
 
 RATE_LIMITED = "E_MODEL_RATE_LIMITED"
-BUDGET_EXCEEDED = "E_BUDGET_EXCEEDED"
-PERMIT_TIMEOUT = "E_MODEL_PERMIT_TIMEOUT"
 FALLBACK_PAUSE_SECONDS = 1.0
 """A 429 without ``retry-after`` pauses the pool this long, doubling with each retry."""
 CHARS_PER_TOKEN = 4
@@ -47,7 +46,7 @@ CHARS_PER_TOKEN = 4
 class BudgetExceeded(ModelError):
     """A budget's ceiling is reached; the model was not called."""
 
-    code = BUDGET_EXCEEDED
+    code = ipc.BudgetExceeded.code
 
 
 class ModelGovernor:
@@ -166,7 +165,7 @@ class ModelGovernor:
                 raise ModelError(
                     f"the Orchestrator answered no permit request of Model/{self.model.name} "
                     f"within {self.wait_ms / 1000:g} s",
-                    code=PERMIT_TIMEOUT,
+                    code=ipc.PermitTimeout.code,
                 ) from None
             raise
         if isinstance(answer, DelegateAnswer):  # the agent stops: every question is failed
@@ -177,7 +176,7 @@ class ModelGovernor:
         if not isinstance(answer, ModelPermitResult):
             raise ModelError("unexpected answer to a permit request", code="E_INTERNAL")
         if answer.error is not None:
-            if answer.error.code == BUDGET_EXCEEDED:
+            if isinstance(answer.error, ipc.BudgetExceeded):
                 raise BudgetExceeded(answer.error.message)
             raise ModelError(answer.error.message, code=answer.error.code)
         if answer.waited_ms:

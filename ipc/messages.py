@@ -190,6 +190,18 @@ class EmptyInput(IpcError):
     code = "EMPTY_INPUT"
 
 
+class BudgetExceeded(IpcError):
+    """A token or cost budget is used up (the Orchestrator refuses a trace's next model call)."""
+
+    code = "E_BUDGET_EXCEEDED"
+
+
+class PermitTimeout(IpcError):
+    """The shared rate limits of a Model's pool gave no permit within the call's timeout."""
+
+    code = "E_MODEL_PERMIT_TIMEOUT"
+
+
 class TurnFailed(IpcError):
     """The target ran the Turn, and the Turn failed (model error, max steps, ...)."""
 
@@ -208,6 +220,8 @@ _ERRORS: dict[str, type[IpcError]] = {
         Cancelled,
         TooManyPending,
         EmptyInput,
+        BudgetExceeded,
+        PermitTimeout,
         TurnFailed,
     )
 }

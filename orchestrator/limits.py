@@ -30,14 +30,12 @@ import structlog
 
 from bundle.models import ModelLimits
 from goondan.usage import Reached
-from ipc import EventMessage, IpcError
+from ipc import BudgetExceeded, EventMessage, PermitTimeout
 from ipc.protocol import EventBody, EventKind, ModelPermitRequest, ModelPermitResult, ModelUsage
 from orchestrator.clock import Clock, Timer
 from orchestrator.dispatch import EventHandler
 from orchestrator.usage import UsageBook
 
-PERMIT_TIMEOUT = "E_MODEL_PERMIT_TIMEOUT"
-BUDGET_EXCEEDED = "E_BUDGET_EXCEEDED"
 WAIT_REASONS = ("paused", "maxConcurrent", "requestsPerMinute", "tokensPerMinute")
 """Why a permit request waits, in the order they are judged."""
 SECONDS_PER_MINUTE = 60.0
@@ -431,10 +429,9 @@ class ModelBroker:
         pool.timed_out += 1
         waited = self.clock.now() - request.asked_at
         bound = request.request.wait_ms / 1000
-        error = IpcError(
+        error = PermitTimeout(
             f"no permit for a model call from pool {pool.name!r} within {bound:g} s "
             f"(the model call's timeout): it waited on {reason}",
-            code=PERMIT_TIMEOUT,
             details={"pool": pool.name, "reason": reason, "waitedMs": round(waited * 1000)},
         )
         self._reply(
@@ -494,10 +491,9 @@ class ModelBroker:
         root: str,
         reached: Reached,
     ) -> None:
-        error = IpcError(
+        error = BudgetExceeded(
             f"trace budget exceeded: {reached.describe()} used by this request across the swarm "
             f"(the trace budget of {root!r}); the model was not called",
-            code=BUDGET_EXCEEDED,
             details={
                 "budget": "trace",
                 "traceId": body.trace_id,
