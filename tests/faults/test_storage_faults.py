@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,21 @@ async def swarm(small_disk: Path) -> AsyncIterator[Orchestrator]:
 async def ask(swarm: Orchestrator, text: str, key: str = "k") -> DelegateAnswer:
     async with asyncio.timeout(ANSWER_BOUND_SECONDS):
         return await swarm.request(text, agent="beta", instance_key=key)
+
+
+def recorded_idle(agent_dir: Path, key: str) -> None:
+    """Wait (at most 10 s) until the instance ``key``'s metadata.json says ``idle`` after a
+    Turn: with the usage of its model call (the record made when it was loaded has none)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for path in agent_dir.glob("instances/*/metadata.json"):
+            with contextlib.suppress(OSError, ValueError):  # replaced while read
+                data = json.loads(path.read_text())
+                done = data.get("status") == "idle" and data.get("usage")
+                if data.get("instanceKey") == key and done:
+                    return
+        time.sleep(0.01)
+    raise AssertionError(f"instance {key!r} was never recorded idle")
 
 
 def fill(directory: Path) -> Path:
@@ -127,6 +143,9 @@ async def test_a_read_only_disk_answers_at_once_then_recovers(
     swarm: Orchestrator, small_disk: Path
 ) -> None:
     assert (await ask(swarm, "before")).status == "ok"
+    # The agent records the instance idle again within 0.2 s of the answer; a remount while
+    # that file is open for writing fails "busy", so that record goes first.
+    await asyncio.to_thread(recorded_idle, swarm.state_dir / "agents" / "beta", "k")
     # A read-only view of the conversations (the daemon's own open event log keeps the whole
     # file system from being remounted read-only).
     instances = str(swarm.state_dir / "agents" / "beta" / "instances")
