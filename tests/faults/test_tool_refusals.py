@@ -300,7 +300,7 @@ async def test_bash_past_its_timeout_is_killed_with_everything_it_started(
     target: Target,
 ) -> None:
     result = await target.call(
-        "bash__exec", command="sleep 300 & echo $! > bg.pid; sleep 30", timeoutMs=500
+        "bash__exec", command="sleep 300 & echo $! > bg.pid; sleep 30", timeoutMs=2000
     )
     assert result.status == "ok"
     output = result.output

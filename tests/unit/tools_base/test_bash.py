@@ -17,6 +17,9 @@ from tools_base.tools.bash import configure
 exec_ = bash.handlers["exec"]
 script = bash.handlers["script"]
 
+SHELL_START_MS = 2000
+"""A timeout long enough for a shell to start and print its child's pid on a loaded machine."""
+
 
 async def run(ctx: ToolContext, **args: Any) -> dict[str, Any]:
     out = await acall(exec_, ctx, args)
@@ -80,8 +83,10 @@ async def test_exec_missing_cwd(ctx: ToolContext) -> None:
 
 
 async def test_timeout_kills_the_whole_process_group(ctx: ToolContext) -> None:
-    # The shell starts a background grandchild, prints its pid and waits for it.
-    out = await run(ctx, command="sleep 60 & echo $!; wait", timeoutMs=300)
+    # The shell starts a background grandchild, prints its pid and waits for it. The timeout
+    # leaves a loaded machine time to start the shell before it fires.
+    out = await run(ctx, command="sleep 60 & echo $!; wait", timeoutMs=SHELL_START_MS)
+    assert out["stdout"].strip(), f"the shell was killed before it started its child: {out}"
     grandchild = int(out["stdout"].strip())
     try:
         assert out["timedOut"] is True
@@ -97,11 +102,14 @@ async def test_timeout_escalates_to_sigkill_for_a_process_ignoring_sigterm(
     ctx: ToolContext,
 ) -> None:
     command = "trap '' TERM; sh -c 'trap \"\" TERM; sleep 60' & echo $!; wait"
-    out = await run(ctx, command=command, timeoutMs=300)
+    out = await run(ctx, command=command, timeoutMs=SHELL_START_MS)
+    assert out["stdout"].strip(), f"the shell was killed before it started its child: {out}"
     child = int(out["stdout"].strip())
     try:
         assert out["timedOut"] is True
         assert out["exitCode"] == -1
+        # The shell ignores SIGTERM too: only the escalation ends it.
+        assert out["signal"] == "SIGKILL"
         await wait_process_gone(child)
     finally:
         kill_if_alive(child)
