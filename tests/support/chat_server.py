@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl
 
-from tests.support.wire_server import Reply
+from tests.support.wire_server import Reply, send_reply
 
 HANG = Reply(status=-1)
 """Answer nothing until the server stops."""
@@ -120,16 +120,7 @@ class ChatApiServer:
                 if reply is DROP:
                     self.close_connection = True
                     return
-                payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                names = {k.lower() for k in reply.headers}
-                if "content-type" not in names:
-                    self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                for key, value in reply.headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(payload)
+                send_reply(self, reply)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None

@@ -10,6 +10,7 @@ the middle of one. Times are ``time.monotonic()``, the clock asyncio's loop uses
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.support.wire_server import Reply, openai_completion
+from tests.support.wire_server import Reply, openai_completion, send_reply
 
 AGENT = re.compile(r"You are (\S+?)\.")
 
@@ -104,18 +105,9 @@ class ModelServer:
                 if server.delay:
                     server._stopping.wait(server.delay)
                 reply = server.answer(call.agent, body)
-                payload = json.dumps(reply.body).encode()
                 call.status = reply.status
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(payload)))
-                    for key, value in reply.headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except OSError:  # the caller died meanwhile
-                    pass
+                with contextlib.suppress(OSError):  # the caller died meanwhile
+                    send_reply(self, reply)
                 call.answered = time.monotonic()
                 server._record(None)
 

@@ -29,6 +29,20 @@ class Reply:
     JSON-encoded unless it is a string."""
 
 
+def send_reply(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+    """Write ``reply`` as a whole response: its body (``raw``, or ``body`` as JSON), its headers
+    and a ``content-type`` of JSON unless it names its own."""
+    payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
+    handler.send_response(reply.status)
+    if "content-type" not in {name.lower() for name in reply.headers}:
+        handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(payload)))
+    for key, value in reply.headers.items():
+        handler.send_header(key, value)
+    handler.end_headers()
+    handler.wfile.write(payload)
+
+
 @dataclass
 class Recorded:
     path: str
@@ -64,14 +78,7 @@ class WireServer:
                 if reply.events is not None:
                     self._stream(reply)
                     return
-                payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                for key, value in reply.headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(payload)
+                send_reply(self, reply)
 
             def _stream(self, reply: Reply) -> None:
                 self.send_response(reply.status)
