@@ -14,24 +14,14 @@ import pytest
 
 from bundle import load_bundle
 from orchestrator.scaffold import TEMPLATES
-from tests.support.daemon import Daemon
+from tests.support.daemon import Daemon, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYLESS = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
 
 
-def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str | None = None):  # type: ignore[no-untyped-def]
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        env=KEYLESS if env is None else env,
-    )
+def cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, cwd=cwd, timeout=120, env=KEYLESS, input=stdin)
 
 
 def test_version_plain_and_json(tmp_path: Path) -> None:
@@ -120,7 +110,7 @@ def test_with_the_openai_template_and_no_key_doctor_names_it_and_run_exits_6(
 
 
 def test_env_files_precedence_and_a_missing_env_file(tmp_path: Path) -> None:
-    assert cli("init", cwd=tmp_path, env=KEYLESS).returncode == 0
+    assert cli("init", cwd=tmp_path).returncode == 0
     # A tool of the swarm would see these; doctor shows which files it read.
     (tmp_path / ".env").write_text("GOONDAN_TEST_A=from-env\nGOONDAN_TEST_B=from-env\n")
     (tmp_path / ".env.local").write_text("GOONDAN_TEST_B=from-local\nGOONDAN_TEST_C=from-local\n")

@@ -315,7 +315,15 @@ def test_the_standard_variables_configure_it_and_a_last_batch_leaves_at_exit(
         "OTEL_EXPORTER_OTLP_HEADERS": "x-tenant=acme-7f3c",
         "OTEL_SERVICE_NAME": "notes-swarm",
     }
-    done = subprocess_run(bundle, env, "run", "goondan.yaml", "--input", "write a.txt hi", "--json")
+    done = run_cli(
+        "run",
+        "goondan.yaml",
+        "--input",
+        "write a.txt hi",
+        "--json",
+        cwd=bundle,
+        env={**os.environ, **env},
+    )
     assert done.returncode == 0, done.stderr
     trace = json.loads(done.stdout)["traceId"]
     spans = receiver.wait_for(of_trace(trace), timeout=5)
@@ -325,21 +333,6 @@ def test_the_standard_variables_configure_it_and_a_last_batch_leaves_at_exit(
     assert "acme-7f3c" not in done.stderr  # headers may hold credentials: never logged
     (line,) = [json.loads(x) for x in done.stderr.splitlines() if "span export stopped" in x]
     assert line["exported"] == SPANS_PER_HANDOFF
-
-
-def subprocess_run(
-    directory: Path, env: dict[str, str], *args: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **env},
-    )
 
 
 def closed_port() -> int:

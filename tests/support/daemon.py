@@ -15,7 +15,15 @@ from pathlib import Path
 from tests.support.swarm import write_swarm
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str,
+    cwd: Path,
+    timeout: float = 60,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m orchestrator *args`` to its end, output captured; ``env`` replaces the
+    environment, ``input`` is its standard input (none otherwise)."""
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
         cwd=cwd,
@@ -23,7 +31,9 @@ def run_cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedP
         text=True,
         timeout=timeout,
         check=False,
-        stdin=subprocess.DEVNULL,
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        env=env,
     )
 
 
