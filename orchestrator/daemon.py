@@ -569,12 +569,14 @@ class Orchestrator:
         """One row per agent: process state, instances on disk, requests waiting for its
         answer (``pendingDelegates``) and sends it has not finished (``sendsInFlight``).
 
-        Kept to one directory read per agent and one pass over the pending requests, so the
-        table of a swarm of hundreds of agents is still there at once.
+        Kept to one directory read per agent and one pass over the pending requests and the
+        waiting permit requests, so the table of a swarm of hundreds of agents is still there at
+        once.
         """
         rows = self.supervisor.status()
         pending = Counter(p.target for p in self.router.pending.values())
         sends = Counter(s.target for s in self.router.sends.values())
+        permits = self.broker.waiting_by_agent()
         agents = os.path.join(self.state_dir, "agents")
         for row in rows:
             name = row["agent"]
@@ -584,7 +586,7 @@ class Orchestrator:
                 row["instances"] = []
             row["pendingDelegates"] = pending[name]
             row["sendsInFlight"] = sends[name]
-            row["permitsWaiting"] = self.broker.waiting_of(name)
+            row["permitsWaiting"] = permits[name]
             used = self.broker.usage.agents.get(name)
             row["usage"] = used.to_json() if used is not None else None
             if self.cluster is not None and row.get("node") is None:

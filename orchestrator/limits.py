@@ -21,7 +21,7 @@ whatever it held or waited for goes back to its pools at once. Agents that ask n
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -277,15 +277,7 @@ class ModelBroker:
 
     def usage_reported(self, agent: str, body: ModelUsage) -> None:
         """A ``model_usage``: count it, take the permit back, pause the pool on a 429."""
-        self.usage.add(
-            agent,
-            body.instance_key,
-            body.trace_id,
-            body.pool,
-            body.input_tokens,
-            body.output_tokens,
-            body.cost,
-        )
+        self.usage.add(agent, body.trace_id, body.input_tokens, body.output_tokens, body.cost)
         pool = self.pools.get(body.pool) if body.pool else None
         if pool is None:
             return
@@ -318,9 +310,7 @@ class ModelBroker:
         cost = usage.get("cost")
         self.usage.add(
             agent,
-            str(event.get("instanceKey") or "default"),
             str(event.get("traceId") or ""),
-            "",
             _count(usage.get("promptTokens")),
             _count(usage.get("completionTokens")),
             float(cost) if isinstance(cost, int | float) and cost > 0 else 0.0,
@@ -352,9 +342,9 @@ class ModelBroker:
 
     # -- what status and metrics read -----------------------------------------------------------
 
-    def waiting_of(self, agent: str) -> int:
-        """Permit requests of ``agent`` waiting now."""
-        return sum(1 for pool in self.pools.values() for r in pool.waiting if r.agent == agent)
+    def waiting_by_agent(self) -> Counter[str]:
+        """Permit requests waiting now, by agent (one pass over every queue)."""
+        return Counter(r.agent for pool in self.pools.values() for r in pool.waiting)
 
     def snapshot(self) -> list[dict[str, Any]]:
         """One row per pool."""

@@ -1,4 +1,4 @@
-"""What model calls used, per agent, conversation instance, trace and rate-limit pool.
+"""What model calls used, per agent and per trace.
 
 Every AgentProcess reports each model call as it ends (``model_usage``); the Orchestrator adds
 it up here. The book answers ``status``, ``usage``, ``/v1/usage`` and ``/metrics``, and holds
@@ -6,9 +6,9 @@ the figures trace budgets are judged on: a trace is one request across every age
 and only the Orchestrator sees all of them.
 
 Counts live in memory since the daemon started; the conversation instances keep their own lasting
-totals (``metadata.json``), which the agents judge instance budgets on. Traces and instances are
-kept for the most recent :data:`TRACES_KEPT` / :data:`INSTANCES_KEPT`, so a daemon serving
-millions of requests holds a bounded book.
+totals (``metadata.json``), which the agents judge instance budgets on and ``usage`` reads. Traces
+are kept for the most recent :data:`TRACES_KEPT`, so a daemon serving millions of requests holds
+a bounded book.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from goondan.usage import Reached, Usage, first_reached, remaining
 
 TRACES_KEPT = 10_000
 """Traces whose usage is remembered (the least recently active are forgotten first)."""
-INSTANCES_KEPT = 10_000
-"""Conversation instances whose usage since the start is remembered."""
 
 BudgetOf = Callable[[str], Mapping[str, float]]
 """``agent → ceilings`` (figure → limit) of the traces that enter the swarm at that agent."""
@@ -76,8 +74,6 @@ class UsageBook:
         self.budget_of = budget_of
         self.total = Usage()
         self.agents: dict[str, Usage] = {}
-        self.pools: dict[str, Usage] = {}
-        self.instances: OrderedDict[tuple[str, str], Usage] = OrderedDict()
         self.traces: OrderedDict[str, TraceUsage] = OrderedDict()
 
     def trace(self, trace_id: str, agent: str) -> TraceUsage:
@@ -92,35 +88,21 @@ class UsageBook:
         return entry
 
     def add(
-        self,
-        agent: str,
-        instance_key: str,
-        trace_id: str,
-        pool: str,
-        input_tokens: int,
-        output_tokens: int,
-        cost: float,
+        self, agent: str, trace_id: str, input_tokens: int, output_tokens: int, cost: float
     ) -> None:
         """Count one model call."""
         tallies = [self.total, self.agents.setdefault(agent, Usage())]
-        if pool:
-            tallies.append(self.pools.setdefault(pool, Usage()))
-        tallies.append(_recent(self.instances, (agent, instance_key), Usage, INSTANCES_KEPT))
         if trace_id:
             tallies.append(self.trace(trace_id, agent).usage)
         for tally in tallies:
             tally.add(input_tokens, output_tokens, cost)
 
     def snapshot(self, *, traces: int = 50) -> dict[str, Any]:
-        """The book as ``/v1/usage`` shows it: totals, agents, instances, the latest traces."""
+        """The book as ``/v1/usage`` shows it: totals, agents, the latest traces."""
         recent = list(self.traces.values())[-traces:] if traces > 0 else []
         return {
             "total": self.total.to_json(),
             "agents": {name: usage.to_json() for name, usage in sorted(self.agents.items())},
-            "instances": [
-                {"agent": agent, "instanceKey": key, "usage": usage.to_json()}
-                for (agent, key), usage in sorted(self.instances.items())
-            ],
             "traces": [entry.to_json() for entry in reversed(recent)],
         }
 

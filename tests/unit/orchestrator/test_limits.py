@@ -90,7 +90,7 @@ def test_max_concurrent_grants_in_arrival_order_as_permits_come_back() -> None:
         ("b", "maxConcurrent", 1),
         ("c", "maxConcurrent", 2),
     ]
-    assert h.broker.waiting_of("b") == 1
+    assert h.broker.waiting_by_agent()["b"] == 1
     h.clock.advance(0.25)
     h.done(first, "a")
     assert h.granted(second)
@@ -282,7 +282,7 @@ def test_a_call_without_a_known_pool_is_granted_at_once(pool: str) -> None:
     assert h.granted(h.ask(pool=pool))
 
 
-def test_usage_adds_up_per_agent_instance_trace_and_pool() -> None:
+def test_usage_adds_up_per_agent_and_trace() -> None:
     h = Harness(key=ModelLimits(max_concurrent=4, pool="key"))
     h.done(h.ask("a"), "a", used=(100, 20))
     h.done(h.ask("b"), "b", used=(50, 10))
@@ -292,8 +292,6 @@ def test_usage_adds_up_per_agent_instance_trace_and_pool() -> None:
     assert book["agents"]["a"]["inputTokens"] == 100
     assert book["traces"][0]["usage"]["totalTokens"] == 180
     assert book["traces"][0]["agents"] == ["a", "b"]
-    assert {row["agent"] for row in book["instances"]} == {"a", "b"}
-    assert h.broker.usage.pools["key"].output_tokens == 30
 
 
 def test_the_calls_of_agents_that_ask_no_permits_are_counted_from_their_steps() -> None:
@@ -321,5 +319,4 @@ def test_the_calls_of_agents_that_ask_no_permits_are_counted_from_their_steps() 
             "calls": 1,
         }
     }
-    assert book["instances"][0]["instanceKey"] == "u1"
     assert book["traces"][0]["usage"]["calls"] == 1
