@@ -43,12 +43,6 @@ CHARS_PER_TOKEN = 4
 """The estimate of a call's input tokens, made before it for ``tokensPerMinute``."""
 
 
-class BudgetExceeded(ModelError):
-    """A budget's ceiling is reached; the model was not called."""
-
-    code = ipc.BudgetExceeded.code
-
-
 class ModelGovernor:
     """The budgets and permits of one agent's model calls (see the module docstring)."""
 
@@ -135,9 +129,10 @@ class ModelGovernor:
         turn.logger.warning(
             "budget exceeded", budget=budget, figure=reached.figure, used=reached.used
         )
-        return BudgetExceeded(
+        return ModelError(
             f"{budget} budget exceeded: {reached.describe()} used by {whose} of "
-            f"{self.agent_name!r}; the model was not called"
+            f"{self.agent_name!r}; the model was not called",
+            code=ipc.BudgetExceeded.code,
         )
 
     # -- permits ---------------------------------------------------------------------------
@@ -176,8 +171,6 @@ class ModelGovernor:
         if not isinstance(answer, ModelPermitResult):
             raise ModelError("unexpected answer to a permit request", code="E_INTERNAL")
         if answer.error is not None:
-            if isinstance(answer.error, ipc.BudgetExceeded):
-                raise BudgetExceeded(answer.error.message)
             raise ModelError(answer.error.message, code=answer.error.code)
         if answer.waited_ms:
             turn.logger.info("model permit granted after a wait", waited_ms=answer.waited_ms)
