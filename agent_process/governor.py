@@ -25,7 +25,13 @@ from dataclasses import replace
 from typing import Any
 
 import ipc
-from agent_process.models.base import ChatModel, ModelError, ModelRequest, ModelResponse
+from agent_process.models.base import (
+    RATE_LIMITED,
+    ChatModel,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+)
 from agent_process.runtime import OrchestratorLink
 from agent_process.scope import TurnScope
 from agent_process.tools.catalog import ToolCatalogItem
@@ -36,7 +42,6 @@ from ipc import protocol as wire
 from ipc.protocol import ORCHESTRATOR, DelegateAnswer, ModelPermitResult
 from tools_base import Message
 
-RATE_LIMITED = "E_MODEL_RATE_LIMITED"
 FALLBACK_PAUSE_SECONDS = 1.0
 """A 429 without ``retry-after`` pauses the pool this long, doubling with each retry."""
 CHARS_PER_TOKEN = 4

@@ -102,7 +102,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from goondan.errors import DaemonError
-from ipc import DEFAULT_INSTANCE_KEY, IpcError
+from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.protocol import DelegateAnswer, TextDelta, new_trace_id
 from orchestrator.api_client import socket_path
 from orchestrator.approvals import BadDecision, decision_from_body, find_approval, list_approvals
@@ -747,13 +747,13 @@ class _OpenAICompatible:
         error = answer.error
         code = error.code if error is not None else "AGENT_TURN_FAILED"
         message = error.message if error is not None else "the request failed"
-        if code == "E_BUDGET_EXCEEDED":
+        if code == BudgetExceeded.code:
             # As OpenAI answers a used-up quota; retrying the same request cannot help, and
             # the SDKs honour x-should-retry.
             response = self._error(429, code, message, "insufficient_quota")
             response.headers["x-should-retry"] = "false"
             return response
-        if code in ("E_MODEL_RATE_LIMITED", "E_MODEL_PERMIT_TIMEOUT"):
+        if code in ("E_MODEL_RATE_LIMITED", PermitTimeout.code):
             return self._error(429, code, message, "rate_limit_exceeded")  # clients back off
         return self._error(502, code, message)
 

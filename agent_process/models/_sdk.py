@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from types import ModuleType
 from typing import Any
 
-from agent_process.models.base import ModelError
+from agent_process.models.base import RATE_LIMITED, ModelError
 from bundle.plan import ModelPlan
 from bundle.secrets import SecretUnavailable, resolve_value
 
@@ -74,7 +74,7 @@ async def sdk_errors(sdk: ModuleType, plan: ModelPlan, key_source: str) -> Async
     except sdk.RateLimitError as exc:
         raise ModelError(
             f"{name}: rate limited after retries (HTTP {exc.status_code})",
-            code="E_MODEL_RATE_LIMITED",
+            code=RATE_LIMITED,
             retry_after=retry_after(getattr(exc, "response", None)),
         ) from None
     except sdk.APIStatusError as exc:

@@ -19,6 +19,9 @@ import goondan.errors
 from agent_process.tools.catalog import ToolCatalogItem
 from tools_base import JsonObject, Message, ToolCall
 
+RATE_LIMITED = "E_MODEL_RATE_LIMITED"
+"""The code of a provider's 429: the governor pauses a Model's pool on it and retries."""
+
 
 class ModelError(goondan.errors.ModelError):
     """A model call failed for good (after the provider's own retries); the Turn ends with it."""
