@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import shutil
 import signal
 from collections import Counter
 from collections.abc import Callable, Coroutine
@@ -370,18 +371,20 @@ class Orchestrator:
         its conversations there: refused (409)."""
         from starlette.exceptions import HTTPException
 
-        if self.cluster is not None and self.cluster.node_of(agent):
+        node = self.cluster.node_of(agent) if self.cluster is not None else None
+        if node:
             raise HTTPException(
                 409,
-                f"agent {agent!r} runs on node {self.cluster.node_of(agent)!r}, which keeps "
+                f"agent {agent!r} runs on node {node!r}, which keeps "
                 "its conversations: restart it without --fresh, or clear them there",
             )
         await self.supervisor.stop_agent(agent, self.grace, "restart")
-        deleted = [
-            str(row.get("instanceKey"))
-            for row in list_instances(self.state_dir, agent)
-            if delete_instance_dir(self.state_dir, agent, str(row.get("instanceKey")))
-        ]
+        deleted = []
+        for row in list_instances(self.state_dir, agent):
+            key = row.get("instanceKey")
+            if isinstance(key, str):  # not one in a format newer than this runtime reads
+                shutil.rmtree(row["directory"], ignore_errors=True)
+                deleted.append(key)
         self.log.info(
             "agent conversations deleted for a fresh start", agent=agent, count=len(deleted)
         )
