@@ -48,7 +48,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +60,12 @@ from agent_process.models.base import ModelRequest  # noqa: E402
 from agent_process.models.openai_chat import OpenAIChatModel  # noqa: E402
 from benchmarks import _ipc_baselines as baselines  # noqa: E402
 from benchmarks._chat_server import serve  # noqa: E402
+from benchmarks._split_transport import SplitTransport  # noqa: E402
 from bundle.models import ModelSpec  # noqa: E402
-from bundle.plan import AgentPlan, ModelPlan, Plan  # noqa: E402
-from ipc import IpcMessage  # noqa: E402
+from bundle.plan import AgentPlan, ModelPlan  # noqa: E402
 from ipc.logs import configure_logging  # noqa: E402
 from orchestrator.daemon import Orchestrator  # noqa: E402
-from orchestrator.transport import MultiprocessingTransport, ProcessWorker  # noqa: E402
+from orchestrator.transport import MultiprocessingTransport  # noqa: E402
 from tools_base import Message  # noqa: E402
 
 PROBE = "probe"
@@ -143,24 +142,6 @@ def swarm_yaml(url: str, agents: int, call_ms: int) -> tuple[str, list[str]]:
     listed = ", ".join(f"Agent/{name}" for name in names)
     documents.append(SWARM.format(entry="free", agents=listed))
     return "---\n".join(documents), names
-
-
-class ProbeTransport:
-    """Starts the probe agent with its own entry and every other agent as the daemon does."""
-
-    def __init__(self) -> None:
-        self.agents = MultiprocessingTransport()
-        self.probe = MultiprocessingTransport(entry=PROBE_ENTRY, spares=0)
-
-    async def start(
-        self, name: str, plan: Plan, on_message: Callable[[IpcMessage], None]
-    ) -> ProcessWorker:
-        transport = self.probe if name == PROBE else self.agents
-        return await transport.start(name, plan, on_message)
-
-    async def close(self) -> None:
-        await self.agents.close()
-        await self.probe.close()
 
 
 # -- the server ------------------------------------------------------------------------------
@@ -275,7 +256,7 @@ async def in_swarm(server: ChatServer, options: argparse.Namespace) -> dict[str,
         text, names = swarm_yaml(server.url, options.agents, options.call_ms)
         path = directory / "goondan.yaml"
         path.write_text(text)
-        transport = ProbeTransport()
+        transport = SplitTransport({PROBE: PROBE_ENTRY})
         orchestrator = Orchestrator(path, state_dir=directory / "state", transport=transport)
         await orchestrator.start()
         try:

@@ -46,11 +46,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._process_figures import cpu_ms, memory_mib
-from bundle.plan import AgentPlan, Plan
+from benchmarks._split_transport import SplitTransport
+from bundle.plan import AgentPlan
 from ipc import EventMessage, IpcMessage
 from orchestrator.plans import SharedParts
 from orchestrator.supervisor import AgentHandle, Supervisor
-from orchestrator.transport import MultiprocessingTransport, ProcessWorker
 
 BENCH_AGENTS = ("pinger", "echo")
 STATUS_RUNS = 7
@@ -101,26 +101,6 @@ def write_swarm(directory: Path, agents: list[str]) -> Path:
     path = directory / "goondan.yaml"
     path.write_text("".join(documents))
     return path
-
-
-class SplitTransport:
-    """Real AgentProcesses, except ``pinger`` and ``echo`` (the benchmark agents)."""
-
-    def __init__(self) -> None:
-        self.agents = MultiprocessingTransport()
-        self.bench = {
-            name: MultiprocessingTransport(entry=f"benchmarks._ipc_agents:{name}", spares=0)
-            for name in BENCH_AGENTS
-        }
-
-    async def start(self, name: str, plan: Plan, on_message: Any) -> ProcessWorker:
-        """Start ``name`` with the benchmark entry or the AgentProcess."""
-        return await self.bench.get(name, self.agents).start(name, plan, on_message)
-
-    async def close(self) -> None:
-        """End the transports' spare processes."""
-        for transport in (self.agents, *self.bench.values()):
-            await transport.close()
 
 
 async def _delegate_round_trips(orchestrator: Any, done: dict[str, Any], count: int) -> list[float]:
@@ -197,7 +177,9 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
         directory = Path(tmp)
         bundle = write_swarm(directory, names[:1])
         state_dir = directory / "state"
-        transport = SplitTransport()
+        transport = SplitTransport(
+            {name: f"benchmarks._ipc_agents:{name}" for name in BENCH_AGENTS}
+        )
         orchestrator = Orchestrator(bundle, state_dir=state_dir, transport=transport)
         _grow(orchestrator.supervisor, names)
         done: dict[str, Any] = {}
