@@ -39,7 +39,7 @@ from pathlib import Path
 
 import structlog
 
-from goondan.errors import StorageError
+from goondan.errors import StorageError, newer_format
 from tools_base import JsonObject, Message, MessageEvent
 
 __all__ = [
@@ -410,11 +410,9 @@ class ConversationStore:
 
 
 def _check_version(version: object, path: Path) -> None:
-    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
-        raise ConversationUnreadable(
-            f"{path} is in conversation format {version}; this runtime reads up to "
-            f"{FORMAT_VERSION}: upgrade goondan"
-        )
+    refusal = newer_format(path, "conversation", version, FORMAT_VERSION)
+    if refusal is not None:
+        raise ConversationUnreadable(refusal)
 
 
 def _message_line(message: Message) -> str:

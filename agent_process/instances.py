@@ -36,7 +36,7 @@ from agent_process.conversation import (
 )
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
 from goondan.defaults import INSTANCE_METADATA_FORMAT, MAX_QUEUED_TURNS_PER_INSTANCE
-from goondan.errors import DeliveryError
+from goondan.errors import DeliveryError, newer_format
 from goondan.time import utc_timestamp
 from goondan.usage import Usage
 from ipc.protocol import DEFAULT_INSTANCE_KEY
@@ -91,16 +91,9 @@ def _read_metadata(directory: Path) -> dict[str, object]:
         return {}
     if not isinstance(data, dict):
         return {}
-    version = data.get("formatVersion", 1)
-    if (
-        isinstance(version, int)
-        and not isinstance(version, bool)
-        and version > INSTANCE_METADATA_FORMAT
-    ):
-        raise ConversationUnreadable(
-            f"{path} is in metadata format {version}; this runtime reads up to "
-            f"{INSTANCE_METADATA_FORMAT}: upgrade goondan"
-        )
+    refusal = newer_format(path, "metadata", data.get("formatVersion"), INSTANCE_METADATA_FORMAT)
+    if refusal is not None:
+        raise ConversationUnreadable(refusal)
     return data
 
 

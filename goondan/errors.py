@@ -634,6 +634,18 @@ class StorageError(GoondanError):
     code = "E_STORAGE"
 
 
+def newer_format(path: object, record: str, version: object, supported: int) -> str | None:
+    """Why a stored ``record`` (``"metadata"``, ``"conversation"``, ...) at ``path`` is refused
+    when its format ``version`` is newer than the ``supported`` one this runtime reads, so it
+    is named instead of misread; ``None`` when it is readable."""
+    if isinstance(version, int) and not isinstance(version, bool) and version > supported:
+        return (
+            f"{path} is in {record} format {version}; this runtime reads up to {supported}: "
+            "upgrade goondan"
+        )
+    return None
+
+
 class ModelError(GoondanError):
     """The model provider failed; the Turn fails with the code."""
 

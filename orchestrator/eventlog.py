@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from goondan.defaults import EVENT_LOG_FORMAT
+from goondan.errors import newer_format
 from goondan.time import utc_timestamp
 
 FILE_NAME = "runtime-events.jsonl"
@@ -195,12 +196,11 @@ def read_events(path: Path, offset: int = 0) -> Iterator[tuple[int, dict[str, An
                 if not isinstance(event, dict):
                     continue
                 if event.get("type") == HEADER_TYPE:
-                    version = event.get("formatVersion")
-                    if isinstance(version, int) and version > EVENT_LOG_FORMAT:
-                        raise EventLogTooNew(
-                            f"{path} is in event log format {version}; this runtime reads up "
-                            f"to {EVENT_LOG_FORMAT}: upgrade goondan"
-                        )
+                    refusal = newer_format(
+                        path, "event log", event.get("formatVersion"), EVENT_LOG_FORMAT
+                    )
+                    if refusal is not None:
+                        raise EventLogTooNew(refusal)
                     continue
                 yield offset, event
     except FileNotFoundError:

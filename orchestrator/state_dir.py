@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from goondan.defaults import INSTANCE_METADATA_FORMAT
+from goondan.errors import newer_format
 
 
 def default_state_dir(bundle_path: Path) -> Path:
@@ -28,14 +29,14 @@ def list_instances(state_dir: Path, agent: str | None = None) -> list[dict[str, 
             continue
         if not isinstance(data, dict):
             continue
-        version = data.get("formatVersion", 1)
-        if isinstance(version, int) and version > INSTANCE_METADATA_FORMAT:
-            # Not misread: named, with what to do.
+        refusal = newer_format(
+            metadata, "metadata", data.get("formatVersion"), INSTANCE_METADATA_FORMAT
+        )
+        if refusal is not None:  # not misread: named, with what to do
             data = {
                 "agentName": metadata.parents[2].name,
                 "instanceKey": None,
-                "error": f"{metadata} is in metadata format {version}; this runtime reads up "
-                f"to {INSTANCE_METADATA_FORMAT}: upgrade goondan",
+                "error": refusal,
             }
         if agent is None or data.get("agentName") == agent:
             data["directory"] = str(metadata.parent)
