@@ -110,6 +110,7 @@ from orchestrator.eventlog import matches
 from orchestrator.events_hub import END_OF_STREAM
 from orchestrator.state_dir import list_instances
 from orchestrator.status import ProcessStatus
+from orchestrator.usage import TRACES_KEPT
 
 if TYPE_CHECKING:
     from orchestrator.daemon import Orchestrator
@@ -299,7 +300,7 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         count = request.query_params.get("traces", "50")
         if not count.isdigit():
             raise HTTPException(400, "traces must be a whole number")
-        return JSONResponse(daemon.usage_report(traces=min(int(count), 10_000)))
+        return JSONResponse(daemon.usage_report(traces=min(int(count), TRACES_KEPT)))
 
     def turn_input(data: dict[str, Any]) -> tuple[str, str, int | None]:
         text, key, timeout = data.get("input"), data.get("instanceKey"), data.get("timeoutMs")

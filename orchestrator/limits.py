@@ -58,10 +58,6 @@ class PermitRequest:
     """Why it waits now (one of :data:`WAIT_REASONS`)."""
     timer: Timer | None = field(default=None, repr=False)
 
-    @property
-    def pool(self) -> str:
-        return self.request.pool
-
 
 class RatePool:
     """One pool's limits and state (see the module docstring)."""
@@ -117,12 +113,12 @@ class RatePool:
             return "maxConcurrent", None
         rpm = limits.requests_per_minute
         if rpm is not None and self.requests_level < 1.0:
-            return "requestsPerMinute", now + (1.0 - self.requests_level) * 60.0 / rpm
+            return "requestsPerMinute", now + (1.0 - self.requests_level) * SECONDS_PER_MINUTE / rpm
         tpm = limits.tokens_per_minute
         need = self._tokens_needed(request)
         if tpm is not None and (self.tokens_level < need or self.tokens_level <= 0):
             missing = max(need, 1.0) - self.tokens_level
-            return "tokensPerMinute", now + missing * 60.0 / tpm
+            return "tokensPerMinute", now + missing * SECONDS_PER_MINUTE / tpm
         return None
 
     def grant(self, request: PermitRequest) -> None:
@@ -325,8 +321,7 @@ class ModelBroker:
             gone = [r for r in pool.waiting if r.agent == agent]
             for request in gone:
                 pool.waiting.remove(request)
-                if request.timer is not None:
-                    request.timer.cancel()
+                self._cancel_timer(request)
             for permit in held:
                 # What it used is unknown: the estimate stays spent.
                 pool.settle(permit, permit.request.estimated_tokens, now)
@@ -358,8 +353,7 @@ class ModelBroker:
         self._timers.clear()
         for pool in self.pools.values():
             for request in pool.waiting:
-                if request.timer is not None:
-                    request.timer.cancel()
+                self._cancel_timer(request)
 
     # -- the queue -----------------------------------------------------------------------------
 
@@ -374,8 +368,7 @@ class ModelBroker:
             head = pool.waiting[0]
             if head.request.trace_id:
                 trace = self.usage.traces.get(head.request.trace_id)
-                reached = trace.reached() if trace is not None else None
-                if trace is not None and reached is not None:
+                if trace is not None and (reached := trace.reached()) is not None:
                     pool.waiting.popleft()
                     self._cancel_timer(head)
                     self._refuse_budget(
