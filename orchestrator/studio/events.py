@@ -321,6 +321,13 @@ class Trace:
             stack.extend((child, depth + 1) for child in reversed(children.get(span.span_id, [])))
         return out
 
+    def first_error(self) -> str | None:
+        """The error of the first failed span in waterfall order; the order is worked out only
+        for a trace that has one (the trace list asks this of every trace)."""
+        if not any(span.error for span in self.spans.values()):
+            return None
+        return next((span.error for span, _ in self.ordered() if span.error), None)
+
     def root(self) -> Span | None:
         """The span that began the trace: the earliest one without a parent in it."""
         roots = [s for s in self.spans.values() if s.parent_span_id not in self.spans]
@@ -414,7 +421,7 @@ class Trace:
             "spanCount": len(self.spans),
             "eventCount": self.event_count,
             "agents": agents,
-            "error": next((s.error for s, _ in self.ordered() if s.error), None),
+            "error": self.first_error(),
             "usage": self.usage.to_json(),
             "exceeded": self.exceeded(),
             "permitWaitMs": self.waited_ms(),
