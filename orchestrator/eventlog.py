@@ -129,13 +129,17 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 
 
 def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """``10m``, ``2h``, ``1d``, ``30s`` ago, or an ISO 8601 timestamp."""
+    """``10m``, ``2h``, ``1d``, ``30s`` ago, or an ISO 8601 timestamp; ``ValueError`` for
+    anything else, a duration reaching before the year 1 included."""
     now = now or datetime.now(UTC)
     match = _DURATION.match(text.strip())
     if match:
         amount = float(match.group(1))
         unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
-        return now - timedelta(**{unit: amount})
+        try:
+            return now - timedelta(**{unit: amount})
+        except OverflowError:
+            raise ValueError(f"{text!r} reaches before the year 1") from None
     moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 

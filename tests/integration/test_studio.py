@@ -768,6 +768,8 @@ def test_the_studio_serves_only_its_own_files_to_loopback_names(swarm: LiveSwarm
     assert get("/api/traces/unknown")[0] == 404
     assert get("/api/conversations/worker/nobody")[0] == 404
     assert get("/api/events?level=loud")[0] == 400
+    assert get("/api/events?since=yesterday")[0] == 400
+    assert get("/api/events?since=99999999999d")[0] == 400  # before the year 1
     assert get("/api/usage?trace=../v1/agents")[0] == 400
     assert get("/api/usage?trace=a%0d%0aHost:%20x")[0] == 400
     assert get("/api/usage?traces=many")[0] == 400

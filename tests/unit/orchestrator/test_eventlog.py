@@ -33,6 +33,20 @@ def test_since_durations(text: str, delta: int) -> None:
     assert parse_since(text, now) == now - timedelta(seconds=delta)
 
 
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("99999999999d", "before the year 1"),
+        ("1000000d", "before the year 1"),
+        ("yesterday", "Invalid isoformat string"),
+        ("", "Invalid isoformat string"),
+    ],
+)
+def test_since_refuses_what_it_cannot_place_with_a_value_error(text: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        parse_since(text, datetime(2026, 1, 1, tzinfo=UTC))
+
+
 def test_since_timestamp_and_filters() -> None:
     since = parse_since("2026-01-01T00:00:00Z")
     event = {"agentName": "a", "traceId": "t", "timestamp": "2026-01-01T00:00:01.000+00:00"}
