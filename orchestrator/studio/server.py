@@ -146,7 +146,7 @@ class Studio:
         self._usage_book = (time.monotonic(), traces, body)
         return body
 
-    async def stream(self, request: Request) -> AsyncIterator[bytes]:
+    async def stream(self) -> AsyncIterator[bytes]:
         """The browser's event stream: the mode, then the daemon's events as they come."""
         yield f"retry: {RETRY_MS}\n\n".encode()
         upstream = DaemonEvents(self.state_dir)
@@ -320,7 +320,7 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
 
     async def stream(request: Request) -> Response:
         return StreamingResponse(
-            studio.stream(request),
+            studio.stream(),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

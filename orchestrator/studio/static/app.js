@@ -195,11 +195,11 @@ function hashFor(view, parts = [], query = {}) {
   return `#/${path}${search ? `?${search}` : ""}`;
 }
 
-function statusBadge(status, extraClass = "") {
+function statusBadge(status) {
   const known = STATUS_LABELS[status] ? status : "unknown";
   return h(
     "span",
-    { class: `badge status-${known} ${extraClass}`.trim(), dataset: { status: known } },
+    { class: `badge status-${known}`, dataset: { status: known } },
     h("span", { class: "icon", "aria-hidden": "true", text: STATUS_ICONS[known] }),
     ` ${STATUS_LABELS[known]}`,
   );
@@ -274,7 +274,6 @@ function errorNote(error) {
 
 const state = {
   live: null, // true while a daemon serves the state directory
-  connected: false,
   agents: null, // the last /api/agents body
   crashes: new Map(), // agent -> when it last crashed (ms), from the live stream
 };
@@ -310,24 +309,34 @@ async function loadAgents() {
   const body = await api("/api/agents");
   state.agents = body;
   setMode(body.mode === "live");
-  renderModeBadge();
   return body;
+}
+
+/** Offer every agent of the swarm in `select`, with `selected` chosen (and offered at once,
+ * before the list of agents arrives). */
+function fillAgentSelect(select, selected) {
+  const fill = (names) => {
+    const have = new Set([...select.options].map((o) => o.value));
+    for (const name of names) {
+      if (!have.has(name)) select.append(h("option", { value: name, text: name }));
+    }
+    select.value = selected;
+  };
+  fill(selected ? [selected] : []);
+  if (state.agents) fill(state.agents.agents.map((r) => r.agent));
+  else loadAgents().then((b) => fill(b.agents.map((r) => r.agent))).catch(() => {});
 }
 
 function connectStream() {
   const source = new EventSource("/api/stream");
   source.addEventListener("mode", (message) => {
     const { live } = JSON.parse(message.data);
-    state.connected = true;
     if (setMode(live)) rerender();
   });
   source.addEventListener("message", (message) => {
     const item = JSON.parse(message.data);
     noteLive(item.event);
     for (const listener of listeners) listener(item);
-  });
-  source.addEventListener("error", () => {
-    state.connected = false;
   });
 }
 
@@ -866,16 +875,7 @@ function tracesView(main, parts, query) {
     holder,
   ]);
 
-  const fillAgents = (names) => {
-    const have = new Set([...select.options].map((o) => o.value));
-    for (const name of names) {
-      if (!have.has(name)) select.append(h("option", { value: name, text: name }));
-    }
-    select.value = agent;
-  };
-  fillAgents(agent ? [agent] : []);
-  if (state.agents) fillAgents(state.agents.agents.map((r) => r.agent));
-  else loadAgents().then((b) => fillAgents(b.agents.map((r) => r.agent))).catch(() => {});
+  fillAgentSelect(select, agent);
 
   const refresh = async () => {
     try {
@@ -1223,7 +1223,7 @@ function conversationsView(main, parts, query) {
       const body = await api(`/api/conversations/${encodeURIComponent(agent)}/${encodeURIComponent(key)}`);
       drawInstanceUsage(usageHolder, body.usage);
       const openFolds = new Set([...pane.querySelectorAll("details[open][data-fold-id]")].map((d) => d.dataset.foldId));
-      pane.replaceChildren(messageList(body.messages, agent, key));
+      pane.replaceChildren(messageList(body.messages));
       for (const id of openFolds) {
         const again = pane.querySelector(`details[data-fold-id="${CSS.escape(id)}"]`);
         if (again) again.open = true;
@@ -1268,14 +1268,14 @@ function drawInstanceUsage(holder, usage) {
   );
 }
 
-function messageList(messages, agent, key) {
+function messageList(messages) {
   if (!messages.length) return emptyNote("This conversation has no messages.");
   const list = h("ol", { class: "messages" });
-  messages.forEach((message, index) => list.append(messageItem(message, index)));
+  for (const message of messages) list.append(messageItem(message));
   return list;
 }
 
-function messageItem(message, index) {
+function messageItem(message) {
   const role = message.role;
   const source = message.source || {};
   const inbound = (message.metadata || {}).__goondanInbound;
@@ -1409,16 +1409,7 @@ function logsView(main, parts, query) {
         h("thead", {}, h("tr", {}, ["Time", "Level", "Agent", "Type", "Trace", "Details"].map((t) => h("th", { scope: "col", text: t })))),
         tbody)),
   ]);
-  const fillAgents = (names) => {
-    for (const name of names) {
-      if (![...agentSelect.options].some((o) => o.value === name)) agentSelect.append(h("option", { value: name, text: name }));
-    }
-    agentSelect.value = filters.agent;
-  };
-  fillAgents(filters.agent ? [filters.agent] : []);
-  (state.agents ? Promise.resolve(state.agents) : loadAgents())
-    .then((b) => fillAgents(b.agents.map((r) => r.agent)))
-    .catch(() => {});
+  fillAgentSelect(agentSelect, filters.agent);
   const showFollow = () => {
     follow.disabled = !state.live;
     followNote.textContent = state.live ? "" : "(no daemon: nothing new arrives)";
