@@ -85,7 +85,7 @@ import secrets
 import socket
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -108,6 +108,7 @@ from orchestrator.api_client import socket_path
 from orchestrator.approvals import BadDecision, decision_from_body, find_approval, list_approvals
 from orchestrator.eventlog import matches
 from orchestrator.events_hub import END_OF_STREAM
+from orchestrator.servers import SignalFreeServer, address_family
 from orchestrator.state_dir import list_instances
 from orchestrator.status import ProcessStatus
 from orchestrator.usage import TRACES_KEPT
@@ -912,7 +913,9 @@ class ApiServer:
         """Bind the sockets and serve in the background (owned by the daemon's tasks)."""
         sockets = [self._unix_socket()]
         if self.tcp is not None:
-            tcp = socket.create_server(self.tcp, family=_family(self.tcp[0]), reuse_port=False)
+            tcp = socket.create_server(
+                self.tcp, family=address_family(self.tcp[0]), reuse_port=False
+            )
             self.port = tcp.getsockname()[1]
             sockets.append(tcp)
         config = uvicorn.Config(
@@ -923,7 +926,7 @@ class ApiServer:
             timeout_graceful_shutdown=5,
             http=_guarded_protocol(),
         )
-        self._server = _Server(config)
+        self._server = SignalFreeServer(config)
         self.orchestrator.tasks.start_soon(self._server.serve(sockets=sockets), "http-api")
         self.log.info("http api listening", socket=str(self.path), tcp=self.tcp, port=self.port)
 
@@ -949,15 +952,6 @@ class ApiServer:
             self._owned = False
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
-
-
-class _Server(uvicorn.Server):
-    """A uvicorn server that leaves the process's signals alone: SIGINT and SIGTERM are the
-    daemon's, which drains its agents and then stops this server itself."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def _guarded_protocol() -> type[asyncio.Protocol]:
@@ -1005,10 +999,3 @@ def _guarded_protocol() -> type[asyncio.Protocol]:
 
     GuardedH11Protocol.idle_since = {}
     return GuardedH11Protocol
-
-
-def _family(host: str) -> socket.AddressFamily:
-    try:
-        return socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
-    except ValueError:
-        return socket.AF_INET

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import re
 import signal
@@ -29,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR
 from orchestrator.eventlog import parse_since
+from orchestrator.servers import SignalFreeServer, address_family
 from orchestrator.studio import DEFAULT_PORT, STATIC_DIR, is_loopback
 from orchestrator.studio.conversations import conversation, instances
 from orchestrator.studio.events import LEVELS, EventIndex, wrap
@@ -341,22 +341,6 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
     return _Guarded(app, loopback_only=loopback_only)
 
 
-class _Server(uvicorn.Server):
-    """uvicorn, leaving SIGINT/SIGTERM to :func:`serve_studio` (which stops the streams first
-    and then the server, and exits 0)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Any:
-        yield
-
-
-def _family(host: str) -> socket.AddressFamily:
-    try:
-        return socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
-    except ValueError:
-        return socket.AF_INET
-
-
 def url_of(host: str, port: int) -> str:
     """The address a browser opens."""
     shown = f"[{host}]" if ":" in host else host
@@ -379,7 +363,7 @@ async def serve_studio(
     """
     log = structlog.get_logger("goondan.studio")
     studio = Studio(state_dir)
-    sock = socket.create_server((host, port), family=_family(host))
+    sock = socket.create_server((host, port), family=address_family(host))
     bound = sock.getsockname()[1]
     config = uvicorn.Config(
         build_app(studio, loopback_only=is_loopback(host)),
@@ -388,7 +372,7 @@ async def serve_studio(
         lifespan="off",
         timeout_graceful_shutdown=3,
     )
-    server = _Server(config)
+    server = SignalFreeServer(config)
     loop = asyncio.get_running_loop()
 
     def stop(sig: int) -> None:
