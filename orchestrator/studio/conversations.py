@@ -130,7 +130,7 @@ def conversation(state_dir: Path, agent: str, key: str) -> dict[str, Any] | None
     """``agent``'s instance ``key``: its row (as :func:`instances` gives it) and its
     ``messages``; ``None`` when there is no such instance."""
     for row in list_instances(state_dir, agent):
-        if row.get("instanceKey") == key and row.get("agentName") == agent:
+        if row.get("instanceKey") == key:  # list_instances kept only agent's rows
             messages = read_messages(Path(row["directory"]) / "conversation")
             return {**_row(row), "messages": messages}
     return None
