@@ -315,13 +315,17 @@ TOOL = Catalogue(
     ),
     ErrorCode(
         "E_FS_PATH_OUTSIDE_WORKDIR",
-        "the path leaves the instance workdir",
-        "Use a path inside the workdir, or allow it in the Tool's config.",
+        "the path leaves the instance workdir, or names a file with more than one hard link "
+        "(its data may be another name's, outside the workdir)",
+        "Use a path inside the workdir (a hard link: delete that name and write the file anew), "
+        "or allow it in the Tool's config.",
     ),
     ErrorCode("E_FS_NOT_FOUND", "no such file or directory", "Check the path with list."),
     ErrorCode("E_FS_NOT_A_DIRECTORY", "a part of the path is not a directory", None),
     ErrorCode("E_FS_IS_A_DIRECTORY", "the path is a directory", "Use list for directories."),
-    ErrorCode("E_FS_NOT_A_FILE", "the path is not a regular file (a device, a pipe)", None),
+    ErrorCode(
+        "E_FS_NOT_A_FILE", "the path is not a regular file (a FIFO, a socket, a device)", None
+    ),
     ErrorCode("E_FS_ALREADY_EXISTS", "the path exists already", None),
     ErrorCode("E_FS_NOT_EMPTY", "the directory is not empty", None),
     ErrorCode("E_FS_PERMISSION_DENIED", "the OS refused the access", None),

@@ -19,7 +19,9 @@ call, and a plain ``http:`` base URL is accepted only for a host listed in ``all
 
 **Downloads** are capped (``maxBytes``, at most config ``maxDownloadBytes``) while they stream;
 a file announced or found larger fails with ``E_CHAT_FILE_TOO_LARGE``. ``savePath`` is
-confined to the instance workdir like ``file-system`` paths (``E_CHAT_PATH_OUTSIDE_WORKDIR``).
+confined to the instance workdir like ``file-system`` paths (``E_CHAT_PATH_OUTSIDE_WORKDIR``,
+also for an existing file with more than one hard link; ``E_FS_NOT_A_FILE`` for a FIFO, socket
+or device there).
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ import os
 import re
 import socket
 import ssl
-import stat
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -75,7 +76,6 @@ OUTSIDE_WORKDIR = "E_CHAT_PATH_OUTSIDE_WORKDIR"
 
 _CHUNK = 64 * 1024
 _TOKEN_CHARS = re.compile(r"^[\x21-\x7e]+$")
-_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 T = TypeVar("T")
 
 
@@ -471,18 +471,22 @@ def save_file(ctx: ToolContext, path: str, data: bytes) -> str:
     try:
         parent = ws.open_dir(target.base, target.parent_parts, create=True)
         try:
-            fd = os.open(target.name, _FILE_FLAGS, 0o666, dir_fd=parent)
+            # No O_TRUNC: the file is emptied only once its descriptor passed the checks.
+            fd, _ = ws.open_file(parent, target, os.O_WRONLY | os.O_CREAT)
         finally:
             os.close(parent)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(errno.EISDIR, "not a regular file")
+            os.ftruncate(fd, 0)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
     except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads (the open does not wait for one)
+            raise ToolError(
+                f"not a regular file: {target.display!r}", code="E_FS_NOT_A_FILE"
+            ) from None
         reason = exc.strerror or str(exc)
         if exc.errno == errno.ELOOP:
             reason = "it is a symlink"

@@ -11,6 +11,14 @@ swapped for a symlink. File operations therefore never reopen the checked name: 
 *resolved* path one component at a time from a descriptor of the workdir, opening each
 directory with ``O_NOFOLLOW`` and working relative to the last descriptor (``dir_fd``). A
 symlink that appears after the check fails the walk (``ELOOP``) instead of being followed.
+
+The file itself is opened the same way (``O_NOFOLLOW``, relative to the walked directory) and
+judged by what the *opened descriptor* is (``os.fstat``), never by its name: only a regular
+file with one link passes. A hard link shares its data with another name, which may lie
+outside the workdir (another conversation's files, the state directory), so it counts as
+outside; a FIFO, socket or device is no file to read or write. The open is non-blocking, so a
+FIFO cannot hang it, and nothing is truncated before the check (a write opens without
+``O_TRUNC`` and truncates the checked descriptor).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from tools_base import ToolError
 from tools_base.tools._common import invalid_arg
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +152,49 @@ class Workspace:
             os.close(fd)
             raise
         return fd
+
+    def open_file(
+        self, dir_fd: int, target: Target, flags: int, mode: int = 0o666
+    ) -> tuple[int, os.stat_result]:
+        """Descriptor of the file ``target`` in the directory ``dir_fd`` (from
+        :meth:`open_dir`), and its ``fstat``, once the descriptor is a regular file with one
+        link; blocking again. ``flags`` must not hold ``O_TRUNC``: truncate the checked
+        descriptor instead.
+
+        Raises ``OSError`` as the OS reports it (``ELOOP`` for a symlink, ``EISDIR`` for a
+        directory, ``ENXIO`` for a FIFO nobody reads), :class:`ToolError` ``E_FS_NOT_A_FILE``
+        for a FIFO, socket or device, and the Tool's outside-the-workdir error for a file with
+        more than one hard link (unless paths may leave the workdir anyway). The caller
+        closes the fd.
+        """
+        if flags & os.O_TRUNC:
+            raise ValueError("open without O_TRUNC, then truncate the checked descriptor")
+        fd = os.open(target.name, flags | _FILE_FLAGS, mode, dir_fd=dir_fd)
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory")
+            if not stat.S_ISREG(info.st_mode):
+                raise ToolError(
+                    f"not a regular file: {target.display!r}",
+                    code="E_FS_NOT_A_FILE",
+                    suggestion="Only regular files can be read or written (not FIFOs, sockets "
+                    "or devices).",
+                )
+            if info.st_nlink > 1 and not self.allow_outside:
+                raise ToolError(
+                    f"{target.display!r} has {info.st_nlink} hard links: its data may belong "
+                    "to a file outside the workdir, so it is treated as outside",
+                    code=self._code,
+                    suggestion="Delete this name (that removes only the link) and write the "
+                    "file anew. An operator can allow hard links with the Tool config "
+                    f"{self._setting}: true.",
+                )
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, info
 
 
 def _is_symlink(name: str, dir_fd: int) -> bool:

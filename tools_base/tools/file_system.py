@@ -3,9 +3,12 @@
 Paths are relative to ``ctx.workdir``. A path that resolves outside it (``../x``,
 ``/etc/passwd``, a symlink pointing out, a file under a symlinked directory pointing out) is
 refused with ``E_FS_PATH_OUTSIDE_WORKDIR``; an absolute path or symlink that stays inside is
-accepted. Output ``path`` fields are workdir-relative (``.`` is the workdir itself), or
-absolute for a path outside it when the config allows that. Upstream returned absolute host
-paths; relative ones can be passed straight back to the next call.
+accepted. ``read`` and ``write`` judge the file by its opened descriptor: a file with more than
+one hard link is refused with ``E_FS_PATH_OUTSIDE_WORKDIR`` too (its data may be another
+name's, outside the workdir), and a FIFO, socket or device with ``E_FS_NOT_A_FILE``; nothing
+is truncated before those checks. Output ``path`` fields are workdir-relative (``.`` is the
+workdir itself), or absolute for a path outside it when the config allows that. Upstream
+returned absolute host paths; relative ones can be passed straight back to the next call.
 
 Exports (required parameters in **bold**):
 
@@ -32,12 +35,13 @@ Exports (required parameters in **bold**):
 
 Config (``configure``):
 
-``allowOutsideWorkdir`` (bool, default false) accept paths outside the workdir.
+``allowOutsideWorkdir`` (bool, default false) accept paths outside the workdir, and files
+    with more than one hard link.
 ``maxReadBytes`` (int, default 10485760) upper bound for ``read``'s ``maxBytes``.
 ``maxWriteBytes`` (int, default 10485760) largest ``write`` content in bytes.
 ``maxListEntries`` (int, default 10000) entries ``list`` returns before ``truncated``.
 
-Error codes: ``E_FS_PATH_OUTSIDE_WORKDIR``, ``E_FS_NOT_FOUND``, ``E_FS_NOT_A_DIRECTORY``,
+Error codes: ``E_FS_PATH_OUTSIDE_WORKDIR`` (also a hard-linked file), ``E_FS_NOT_FOUND``, ``E_FS_NOT_A_DIRECTORY``,
 ``E_FS_IS_A_DIRECTORY``, ``E_FS_NOT_A_FILE`` (FIFO, device, socket), ``E_FS_ALREADY_EXISTS``,
 ``E_FS_NOT_EMPTY``, ``E_FS_PERMISSION_DENIED``, ``E_FS_WRITE_TOO_LARGE``, ``E_FS_REFUSED``
 (deleting the workdir), ``E_FS_IO`` (any other OS error), ``E_TOOL_INVALID_ARGS``.
@@ -107,14 +111,6 @@ def _os_errors(display: str) -> Iterator[None]:
         raise ToolError(f"{what}: {display!r}", code=code, suggestion=suggestion) from exc
 
 
-def _not_a_file(display: str) -> ToolError:
-    return ToolError(
-        f"not a regular file: {display!r}",
-        code="E_FS_NOT_A_FILE",
-        suggestion="Only regular files can be read or written.",
-    )
-
-
 def _child(parent: str, name: str) -> str:
     return name if parent == "." else f"{parent.rstrip('/')}/{name}"
 
@@ -171,15 +167,10 @@ class FileSystemTool:
         parent_fd = self._open_parent(ws, target)
         with _os_errors(target.display):
             try:
-                fd = os.open(target.name, os.O_RDONLY | _FILE_FLAGS, dir_fd=parent_fd)
+                fd, info = ws.open_file(parent_fd, target, os.O_RDONLY)
             finally:
                 os.close(parent_fd)
             try:
-                info = os.fstat(fd)
-                if stat_mod.S_ISDIR(info.st_mode):
-                    raise OSError(errno.EISDIR, "is a directory")
-                if not stat_mod.S_ISREG(info.st_mode):
-                    raise _not_a_file(target.display)
                 chunks: list[bytes] = []
                 wanted = max_bytes + 1
                 while wanted > 0:
@@ -221,15 +212,14 @@ class FileSystemTool:
         if not target.parts:
             raise ToolError(f"is a directory: {path!r}", code="E_FS_IS_A_DIRECTORY")
         parent_fd = self._open_parent(ws, target, create=True)
-        flags = os.O_WRONLY | os.O_CREAT | _FILE_FLAGS | (os.O_APPEND if append else 0)
+        # No O_TRUNC: an existing file is truncated only once its descriptor passed the checks.
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)
         with _os_errors(target.display):
             try:
-                fd = os.open(target.name, flags, 0o666, dir_fd=parent_fd)
+                fd, _ = ws.open_file(parent_fd, target, flags)
             finally:
                 os.close(parent_fd)
             try:
-                if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
-                    raise _not_a_file(target.display)
                 if not append:
                     os.ftruncate(fd, 0)
                 view = memoryview(data)

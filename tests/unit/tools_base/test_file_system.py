@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +114,85 @@ def test_read_and_write_a_fifo_do_not_hang(ctx: ToolContext, workdir: Path) -> N
     os.mkfifo(workdir / "pipe")
     refused(ctx, "read", "E_FS_NOT_A_FILE", path="pipe")
     refused(ctx, "write", "E_FS_NOT_A_FILE", path="pipe", content="x")
+
+
+def test_write_to_a_fifo_with_a_reader_is_refused_unwritten(
+    ctx: ToolContext, workdir: Path
+) -> None:
+    os.mkfifo(workdir / "pipe")
+    reader = os.open(workdir / "pipe", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        refused(ctx, "write", "E_FS_NOT_A_FILE", path="pipe", content="x")
+        refused(ctx, "write", "E_FS_NOT_A_FILE", path="pipe", content="x", append=True)
+        assert os.read(reader, 1) == b""  # nothing reached the pipe, and no writer holds it
+    finally:
+        os.close(reader)
+
+
+def test_sockets_and_devices_are_not_files(
+    ctx: ToolContext, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(workdir)  # a relative name: the socket path limit is 108 bytes
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind("sock")
+        server.listen()
+        refused(ctx, "read", "E_FS_NOT_A_FILE", path="sock")
+        refused(ctx, "write", "E_FS_NOT_A_FILE", path="sock", content="x")
+    try:
+        os.mknod(workdir / "null", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+    except PermissionError:
+        return  # no CAP_MKNOD here: the socket stands for every special file
+    refused(ctx, "read", "E_FS_NOT_A_FILE", path="null")
+    refused(ctx, "write", "E_FS_NOT_A_FILE", path="null", content="x")
+
+
+@pytest.mark.parametrize("second_name_inside", [False, True])
+def test_a_hard_link_is_refused_for_read_write_and_append(
+    ctx: ToolContext, workdir: Path, outside: Path, second_name_inside: bool
+) -> None:
+    # What a program in the workspace can plant: a second name for another file's data.
+    target = workdir / "mine.txt" if second_name_inside else outside / "secret.txt"
+    if second_name_inside:
+        target.write_text("top secret")
+    os.link(target, workdir / "linked.txt")
+    error = refused(ctx, "read", "E_FS_PATH_OUTSIDE_WORKDIR", path="linked.txt")
+    assert "2 hard links" in error.message
+    refused(ctx, "write", "E_FS_PATH_OUTSIDE_WORKDIR", path="linked.txt", content="pwned")
+    refused(ctx, "write", "E_FS_PATH_OUTSIDE_WORKDIR", path="linked.txt", content="x", append=True)
+    assert target.read_text() == "top secret"  # not truncated, not appended to
+    # the way out: deleting the name removes only the link
+    call(ctx, "delete", path="linked.txt")
+    call(ctx, "write", path="linked.txt", content="fresh")
+    assert target.read_text() == "top secret"
+
+
+def test_allow_outside_workdir_allows_hard_links(
+    ctx: ToolContext, workdir: Path, outside: Path
+) -> None:
+    os.link(outside / "secret.txt", workdir / "linked.txt")
+    handlers = configure({"allowOutsideWorkdir": True})
+    out = handlers["read"](ctx, {"path": "linked.txt"})
+    assert isinstance(out, dict)
+    assert out["content"] == "top secret"
+
+
+def test_an_opened_file_is_blocking_again_and_never_truncated_unchecked(workdir: Path) -> None:
+    (workdir / "f.txt").write_text("x")
+    ws = Workspace(workdir, allow_outside=False, code="E_FS_PATH_OUTSIDE_WORKDIR")
+    target = ws.resolve("f.txt")
+    parent = ws.open_dir(target.base, target.parent_parts)
+    try:
+        fd, info = ws.open_file(parent, target, os.O_RDONLY)
+        try:
+            assert os.get_blocking(fd)
+            assert info.st_nlink == 1
+        finally:
+            os.close(fd)
+        with pytest.raises(ValueError, match="O_TRUNC"):
+            ws.open_file(parent, target, os.O_WRONLY | os.O_TRUNC)
+    finally:
+        os.close(parent)
+    assert (workdir / "f.txt").read_text() == "x"
 
 
 def test_write_size_limit(ctx: ToolContext, workdir: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -335,6 +336,29 @@ def test_save_path_stays_in_the_workdir(ctx: ToolContext, server: ChatApiServer)
     error = fail(tool(server), "download_file", ctx, fileId="X", savePath="../outside/x.png")
     assert error.code == "E_CHAT_PATH_OUTSIDE_WORKDIR"
     assert server.requests == []
+
+
+def test_a_download_never_writes_through_a_hard_link(
+    ctx: ToolContext, server: ChatApiServer, workdir: Path, tmp_path: Path
+) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    os.link(victim, workdir / "x.png")
+    server.routes[f"{PATH}/getFile"] = telegram_ok({"file_id": "X", "file_path": "p/x.png"})
+    server.routes[f"/file{PATH}/p/x.png"] = file_reply(PHOTO)
+    error = fail(tool(server), "download_file", ctx, fileId="X", savePath="x.png")
+    assert error.code == "E_CHAT_PATH_OUTSIDE_WORKDIR"
+    assert victim.read_text() == "keep me"  # not even truncated
+
+
+def test_a_download_onto_a_fifo_does_not_hang(
+    ctx: ToolContext, server: ChatApiServer, workdir: Path
+) -> None:
+    os.mkfifo(workdir / "pipe")
+    server.routes[f"{PATH}/getFile"] = telegram_ok({"file_id": "X", "file_path": "p/x.png"})
+    server.routes[f"/file{PATH}/p/x.png"] = file_reply(PHOTO)
+    error = fail(tool(server), "download_file", ctx, fileId="X", savePath="pipe")
+    assert error.code == "E_FS_NOT_A_FILE"
 
 
 # -- the token ---------------------------------------------------------------------------
