@@ -103,6 +103,21 @@ def recorded_key(directory: Path) -> str | None:
     return key if isinstance(key, str) else None
 
 
+def recorded_workdir(root: Path, instance_key: str) -> Path | None:
+    """The workdir of instance ``instance_key`` under ``root`` (an agent's ``instances/``) as
+    its own files record it: the one chosen at spawn, else its ``workspace/``; ``None`` when no
+    instance of that key has readable metadata there."""
+    directory = root / instance_dir_name(instance_key)
+    try:
+        recorded = _read_metadata(directory)
+    except ConversationUnreadable:
+        return None
+    if recorded.get("instanceKey") != instance_key:
+        return None
+    custom = recorded.get("workdir")
+    return Path(custom) if isinstance(custom, str) else directory / "workspace"
+
+
 def claim_instance_directory(root: Path, instance_key: str) -> Path:
     """The directory of ``instance_key`` under ``root``, checked to be that key's own.
 

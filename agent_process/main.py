@@ -33,13 +33,13 @@ from agent_process.instances import InstanceKeyConflict, InstanceManager, Instan
 from agent_process.pending import LOST_CODE, PendingLedger, lost_handles
 from agent_process.runtime import Correlations, IpcAgentRuntime, OrchestratorLink
 from agent_process.scope import TextSink
+from agent_process.spawn import spawn_workdir
 from agent_process.step import StepSettings, new_message_id
 from agent_process.tools.executor import PendingCompletion, PendingStart, ToolExecutor
 from agent_process.tools.middleware import MiddlewarePipeline
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
 from bundle.plan import AgentPlan
 from goondan.defaults import MAX_INBOX_PER_INSTANCE
-from goondan.errors import DeliveryError
 from goondan.time import utc_timestamp
 from ipc import (
     Channel,
@@ -83,12 +83,6 @@ def standard_fd_identities() -> tuple[tuple[int, int] | None, ...]:
         else:
             identities.append((stat.st_dev, stat.st_ino))
     return tuple(identities)
-
-
-class SpawnRefused(DeliveryError):
-    """An ``agents__spawn`` asked for a workdir the policy does not allow."""
-
-    code = "E_SPAWN_CWD_REFUSED"
 
 
 _sigterm_before_loop = False
@@ -695,13 +689,14 @@ class AgentProcess:
         )
 
     def _prepare_instance(self, message: EventMessage, body: wire.PrepareInstance) -> None:
-        """``agents__spawn``: create the instance (in its own workdir if asked) unless it
-        exists, whoever asks; answer with the instance or why not."""
+        """``agents__spawn``: create the instance (in its own workdir if asked, which must lie
+        in the asking instance's workspace: :mod:`agent_process.spawn` says why the check is
+        here) unless it exists, whoever asks; answer with the instance or why not."""
         assert self.instances is not None
         key = body.instance_key
         answer: wire.PrepareInstanceResult
         try:
-            workdir = self._spawn_workdir(body.cwd)
+            workdir = spawn_workdir(body.cwd, self.plan, body.owner, body.owner_instance_key)
             spawned_by = {
                 "agent": body.owner,
                 "instanceKey": body.owner_instance_key,
@@ -714,27 +709,6 @@ class AgentProcess:
             error = IpcError(str(exc), code=code if isinstance(code, str) else "E_INTERNAL")
             answer = wire.PrepareInstanceResult(error=error)
         self._tell(answer, message.correlation_id)
-
-    def _spawn_workdir(self, cwd: str | None) -> Path | None:
-        """The absolute workdir a spawn asks for, kept inside the state directory unless the
-        Swarm's ``policy.allowSpawnOutsideState`` lets it out."""
-        if not cwd:
-            return None
-        path = Path(cwd)
-        if not path.is_absolute():
-            raise SpawnRefused(f"cwd {cwd!r} must be absolute (the caller resolves a relative one)")
-        resolved = path.resolve()
-        root = Path(self.plan.state_dir).resolve()
-        if not self.plan.allow_spawn_outside_state and not resolved.is_relative_to(root):
-            raise SpawnRefused(
-                f"cwd {str(cwd)!r} is outside the state directory {root}; "
-                "set Swarm policy.allowSpawnOutsideState to allow it"
-            )
-        try:
-            resolved.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConversationStorageError(resolved, exc) from exc
-        return resolved
 
     async def _shutdown(self, request: ShutdownRequest) -> None:
         """Stop taking work, let running Turns finish within the grace period, acknowledge."""

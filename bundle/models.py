@@ -635,7 +635,11 @@ class SwarmPolicy(_Spec):
     )
     allow_spawn_outside_state: bool = Field(
         default=False,
-        description="Let agents__spawn give an instance a cwd outside the state directory.",
+        description=(
+            "Let agents__spawn give an instance a cwd outside the state directory (by default "
+            "a cwd must lie in the caller's own workspace; the state directory, the rest of "
+            "it and its parents are refused either way)."
+        ),
     )
     api: ApiPolicy = Field(default_factory=ApiPolicy, description="The daemon's HTTP API.")
 

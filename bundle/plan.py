@@ -147,7 +147,8 @@ class AgentPlan(_Plan):
     """Ask the Orchestrator before each model call: the Model has limits, or a trace budget
     applies somewhere in the swarm (the Orchestrator counts every trace's usage)."""
     allow_spawn_outside_state: bool = False
-    """``Swarm.spec.policy.allowSpawnOutsideState``: spawn workdirs may leave the state dir."""
+    """``Swarm.spec.policy.allowSpawnOutsideState``: spawn workdirs may lie outside the state
+    directory, not only in the caller's workspace (see ``agent_process.spawn``)."""
     state_dir: str
     """Root of the swarm's state; the agent's instances live under ``agents/<name>/``."""
 

@@ -540,8 +540,10 @@ DELIVERY = Catalogue(
     ),
     ErrorCode(
         "E_SPAWN_CWD_REFUSED",
-        "agents__spawn asked for a workdir outside the state directory",
-        "Set the Swarm's policy.allowSpawnOutsideState, or use a path inside it.",
+        "agents__spawn asked for a workdir outside the caller's own workspace: the state "
+        "directory, anything else in it or a directory holding it (always), or any other path "
+        "unless the Swarm's policy.allowSpawnOutsideState is true",
+        "Use a directory inside your own workspace (a relative cwd is taken from it).",
     ),
     ErrorCode(
         "E_RESULT_TOO_LARGE", "the answer is over the 16 MiB frame limit", "Answer with less."

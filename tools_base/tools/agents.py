@@ -17,8 +17,10 @@ Exports (required parameters in **bold**):
 ``send``: **target**, **input**, ``instanceKey``, ``eventType`` (default ``agent.send``),
     ``metadata``. Fire-and-forget → ``{target, eventId, accepted}``.
 ``spawn``: **target**, ``instanceKey`` (the runtime generates one when absent), ``cwd`` (the
-    new instance's workdir; a relative path is taken from the caller's workdir; it must stay
-    inside the state directory unless the Swarm's ``policy.allowSpawnOutsideState`` is true) →
+    new instance's workdir; a relative path is taken from the caller's workdir, and symlinks
+    are resolved here; the target agent refuses, with ``E_SPAWN_CWD_REFUSED``, any directory
+    outside the caller's own workspace: always the state directory, what is in it and what
+    holds it, anywhere else unless the Swarm's ``policy.allowSpawnOutsideState`` is true) →
     ``{target, instanceKey, spawned, cwd}``; ``spawned`` is false whenever the instance already
     exists, whoever made it (its workdir then stays as it was); ``cwd`` is its workdir.
 ``list``: ``includeAll`` (default false: only instances the caller spawned) → ``{count,
@@ -32,6 +34,7 @@ runtime raises. No config. Handlers are coroutines.
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from goondan.defaults import REQUEST_TIMEOUT_MS
@@ -122,7 +125,7 @@ async def spawn(ctx: ToolContext, input: JsonObject) -> JsonValue:
     result = await runtime.spawn(
         target,
         instance_key=optional_string(input, "instanceKey") or None,
-        cwd=_from_workdir(ctx, optional_string(input, "cwd")),
+        cwd=await asyncio.to_thread(_from_workdir, ctx, optional_string(input, "cwd")),
     )
     return {
         "target": result["target"],
@@ -133,10 +136,13 @@ async def spawn(ctx: ToolContext, input: JsonObject) -> JsonValue:
 
 
 def _from_workdir(ctx: ToolContext, cwd: str | None) -> str | None:
-    """A relative ``cwd`` means one under the caller's own workdir, not the daemon's."""
+    """A relative ``cwd`` means one under the caller's own workdir, not the daemon's; the
+    target agent checks the resolved path against that workdir (the authoritative check: a
+    caller's process could send any path)."""
     if not cwd:
         return None
-    return os.path.normpath(os.path.join(ctx.workdir, cwd))
+    # Resolved as the kernel would (symlinks before `..`), so what is checked is what is used.
+    return os.path.realpath(os.path.join(ctx.workdir, cwd))
 
 
 async def list_(ctx: ToolContext, input: JsonObject) -> JsonValue:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,10 @@ from tools_base import (
 from tools_base.tools import agents
 
 H = agents.handlers
+
+
+def real(path: Path) -> str:
+    return os.path.realpath(path)
 
 
 class FakeRuntime:
@@ -191,9 +196,26 @@ async def test_spawn(actx: ToolContext, runtime: FakeRuntime) -> None:
     }
     out = await acall(H["spawn"], actx, {"target": "worker", "instanceKey": "w2", "cwd": "jobs/w2"})
     # a relative cwd is the caller's: under its own workdir, not the daemon's directory
-    inside = str(actx.workdir / "jobs" / "w2")
+    inside = real(actx.workdir / "jobs" / "w2")
     assert out == {"target": "worker", "instanceKey": "w2", "spawned": True, "cwd": inside}
     assert runtime.calls == [("spawn", "worker", None, None), ("spawn", "worker", "w2", inside)]
+
+
+async def test_spawn_resolves_symlinks_in_cwd_as_the_kernel_would(
+    actx: ToolContext, runtime: FakeRuntime, workdir: Path, outside: Path
+) -> None:
+    """The target agent judges the path the caller sends: it gets the real one, not a name
+    whose symlinks or ``..`` could mean another place once followed."""
+    (workdir / "out").symlink_to(outside, target_is_directory=True)
+    for cwd, sent in [
+        ("out/job", real(outside / "job")),
+        ("out/../x", real(outside.parent / "x")),  # `..` of the link's target
+        ("../../../../..", real(workdir / "../../../../..")),
+        (str(workdir / "a" / "." / "b"), real(workdir / "a" / "b")),
+    ]:
+        runtime.calls.clear()
+        await acall(H["spawn"], actx, {"target": "worker", "cwd": cwd})
+        assert runtime.calls == [("spawn", "worker", None, sent)], cwd
 
 
 async def test_list(actx: ToolContext, runtime: FakeRuntime) -> None:
