@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bundle import errors as E
+from bundle.environment import component_names, connection_names, environment_list, model_names
 from bundle.errors import BundleError, ConfigIssue
 from bundle.loader import Resource, index
 from bundle.models import (
@@ -233,6 +234,11 @@ class Bundle:
         approval = spec.tool_policy.approval
         pool = model_pool(model.name, model_spec)
         swarm_budgets = swarm_spec.budgets or Budgets()
+        registry = self.registry_tools(agent)
+        # Registry tools run only when the model may call any tool; middleware that offers
+        # one otherwise has the Agent's spec.env name what it reads.
+        callable_tools = [*tools, *(registry if spec.tool_policy.allow_registry_calls else [])]
+        extensions = self.agent_extensions(agent)
         return AgentPlan(
             swarm_name=swarm.name,
             entry_agent=swarm_spec.entry_agent.name,
@@ -243,12 +249,12 @@ class Bundle:
             temperature=temperature,
             max_tokens=max_tokens,
             tools=[_tool_plan(t) for t in tools],
-            registry_tools=[_tool_plan(t) for t in self.registry_tools(agent)],
+            registry_tools=[_tool_plan(t) for t in registry],
             catalog_tools=[f"{t.name}__{e.name}" for t in tools for e in t.spec.exports],
             required_tools=list(spec.required_tools),
             extensions=[
                 ExtensionPlan(name=x.name, entry_path=str(x.entry_path), config=x.config)
-                for x in self.agent_extensions(agent)
+                for x in extensions
             ],
             allow_registry_calls=spec.tool_policy.allow_registry_calls,
             parallel_tool_calls=spec.tool_policy.parallel_tool_calls,
@@ -267,6 +273,12 @@ class Bundle:
             budgets=spec.budgets.over(swarm_budgets) if spec.budgets else swarm_budgets,
             ask_permits=pool is not None or self.has_trace_budget(swarm),
             state_dir=str(state_dir),
+            environment=environment_list(
+                model_names(model_spec),
+                *(component_names(t.spec.env, t.config) for t in callable_tools),
+                *(component_names(x.spec.env, x.config) for x in extensions),
+                spec.env,
+            ),
         )
 
     def model_pools(self) -> dict[str, ModelLimits]:
@@ -320,6 +332,7 @@ class Bundle:
                     config=dict(spec.config),
                     secrets=dict(spec.secrets),
                     state_dir=str(state_dir),
+                    environment=environment_list(connection_names(spec, connector_spec)),
                 )
             )
         return plans

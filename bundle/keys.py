@@ -13,6 +13,12 @@ if TYPE_CHECKING:
 
 PROVIDER_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 """The variable a provider's SDK reads when the Model names no ``apiKey``."""
+PROVIDER_SETTINGS_ENV = {
+    "openai": ("OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"),
+    "anthropic": ("ANTHROPIC_BASE_URL",),
+}
+"""Variables a provider's SDK reads besides the key (where to call, on whose account); the
+base URL's only when the Model names no ``baseUrl``, which the SDK takes instead."""
 
 
 @dataclass(frozen=True, slots=True)

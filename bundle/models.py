@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError
 
+from bundle.env_names import EnvNames
 from bundle.scripted import ScriptSpec
 from goondan.defaults import (
     APPROVAL_TIMEOUT_SECONDS,
@@ -365,6 +366,7 @@ class ToolSpec(_Spec):
         default_factory=dict, description="Passed to the module's configure(config)."
     )
     exports: list[ToolExport] = Field(min_length=1, description="At least one export.")
+    env: EnvNames
 
     @model_validator(mode="before")
     @classmethod
@@ -576,6 +578,7 @@ class AgentSpec(_Spec):
     limits: AgentLimits = Field(
         default_factory=lambda: AgentLimits(), description="Resource limits of the agent's process."
     )
+    env: EnvNames
 
 
 class ShutdownPolicy(_Spec):
@@ -682,6 +685,7 @@ class ExtensionSpec(_Spec):
 
     entry: str = Field(description="Extension module, relative to the declaring file.")
     config: dict[str, Any] = Field(default_factory=dict, description="Extension settings.")
+    env: EnvNames
 
 
 class EventProperty(_Spec):
@@ -714,6 +718,7 @@ class ConnectorSpec(_Spec):
     events: list[ConnectorEvent] = Field(
         min_length=1, description="Events it emits (at least one; names unique)."
     )
+    env: EnvNames
 
 
 class IngressMatch(_Spec):

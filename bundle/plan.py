@@ -151,6 +151,10 @@ class AgentPlan(_Plan):
     directory, not only in the caller's workspace (see ``agent_process.spawn``)."""
     state_dir: str
     """Root of the swarm's state; the agent's instances live under ``agents/<name>/``."""
+    environment: list[str] = Field(default_factory=list)
+    """The environment variables the process gets besides ``BASE_ENVIRONMENT``: names and
+    ``PREFIX*`` patterns, sorted (see :mod:`bundle.environment`). Values never travel in a
+    plan: they are the daemon's own, taken when the process starts on its host."""
 
 
 class ConnectionPlan(_Plan):
@@ -173,6 +177,9 @@ class ConnectionPlan(_Plan):
     max_events_in_flight: int = CONNECTOR_EVENTS_IN_FLIGHT
     """Events of the connection between ``emit`` and the end of their Turn; past it, ``emit``
     waits (back-pressure)."""
+    environment: list[str] = Field(default_factory=list)
+    """The environment variables the process gets besides ``BASE_ENVIRONMENT`` (as
+    ``AgentPlan.environment``)."""
 
 
 Plan = AgentPlan | ConnectionPlan

@@ -6,7 +6,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from bundle.models import ValueSource
+from bundle.models import SecretRef, ValueSource
 from goondan.errors import ConfigError
 
 
@@ -56,6 +56,17 @@ def resolve_value(
         return Secret(value, f"env:{name}")
     ref = source.value_from.secret_ref
     assert ref is not None
+    candidates = secret_candidates(ref, field)
+    for name in candidates:
+        if env.get(name):
+            return Secret(env[name], f"env:{name}")
+    raise SecretUnavailable(f"secret {ref.ref} is not set: define one of {', '.join(candidates)}")
+
+
+def secret_candidates(ref: SecretRef, field: str = "value") -> list[str]:
+    """The environment variables ``ref`` is read from, in the order they are tried: for
+    ``Secret/<name>`` with ``key``, ``GOONDAN_SECRET_<NAME>_<KEY>`` first, then the field's
+    name in place of the key, then the name alone, then the same without ``GOONDAN_``."""
     kind, _, secret = ref.ref.partition("/")
     if kind != "Secret" or not secret:
         raise SecretUnavailable(f"secretRef {ref.ref!r} must look like 'Secret/<name>'")
@@ -68,9 +79,4 @@ def resolve_value(
         f"SECRET_{s}_{f}",
         f"SECRET_{s}",
     ]
-    for name in dict.fromkeys(candidates):
-        if env.get(name):
-            return Secret(env[name], f"env:{name}")
-    raise SecretUnavailable(
-        f"secret {ref.ref} is not set: define one of {', '.join(dict.fromkeys(candidates))}"
-    )
+    return list(dict.fromkeys(candidates))
