@@ -267,8 +267,12 @@ class InstanceManager:
         *,
         max_queued: int = MAX_QUEUED_TURNS_PER_INSTANCE,
         on_busy_change: Callable[[bool], None] | None = None,
+        check_workdir: Callable[[Path, dict[str, object] | None], None] | None = None,
     ) -> None:
+        """``check_workdir(workdir, spawned_by)`` judges a workdir chosen at spawn each time
+        its instance loads, and raises (an error with a ``code``) to refuse it."""
         self.agent_name = agent_name
+        self._check_workdir = check_workdir
         self.root = state_dir / "agents" / agent_name / "instances"
         self.runner = runner
         self.max_queued = max_queued
@@ -299,11 +303,13 @@ class InstanceManager:
             recorded = _read_metadata(directory)
             custom = recorded.get("workdir")
             workdir = Path(custom) if isinstance(custom, str) else directory / "workspace"
+            spawned_by = recorded.get("spawnedBy")
+            if isinstance(custom, str) and self._check_workdir is not None:
+                self._check_workdir(workdir, spawned_by if isinstance(spawned_by, dict) else None)
             try:
                 workdir.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise ConversationStorageError(workdir, exc) from exc
-            spawned_by = recorded.get("spawnedBy")
             created_at = recorded.get("createdAt")
             instance = Instance(
                 key=key,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import resource
@@ -33,7 +34,7 @@ from agent_process.instances import InstanceKeyConflict, InstanceManager, Instan
 from agent_process.pending import LOST_CODE, PendingLedger, lost_handles
 from agent_process.runtime import Correlations, IpcAgentRuntime, OrchestratorLink
 from agent_process.scope import TextSink
-from agent_process.spawn import spawn_workdir
+from agent_process.spawn import check_recorded_workdir, spawn_workdir
 from agent_process.step import StepSettings, new_message_id
 from agent_process.tools.executor import PendingCompletion, PendingStart, ToolExecutor
 from agent_process.tools.middleware import MiddlewarePipeline
@@ -272,6 +273,7 @@ class AgentProcess:
             Path(plan.state_dir),
             runner,
             on_busy_change=self._report_busy,
+            check_workdir=functools.partial(check_recorded_workdir, plan),
         )
         self.governor.on_instance_usage = self.instances.usage_changed
         self.governor.flush = self.channel.write_now

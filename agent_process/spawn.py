@@ -85,7 +85,35 @@ def spawn_workdir(
     return real
 
 
-_OUTSIDE = "is outside your own workspace"
+def check_recorded_workdir(
+    plan: AgentPlan, workdir: Path, spawned_by: dict[str, object] | None
+) -> None:
+    """Refuse to load an instance whose workdir chosen at spawn (``workdir``, recorded in its
+    metadata) resolves now into the state directory outside its spawner's workspace, or onto a
+    parent of the state directory: one spawned so before these rules, or whose directory was
+    swapped for a symlink since. Raises :class:`SpawnRefused`.
+
+    Only the rules that guard other conversations apply here: a workdir outside the state
+    directory stays usable after the Swarm's ``policy.allowSpawnOutsideState`` is turned off.
+    """
+    owner = spawned_by.get("agent") if spawned_by is not None else None
+    key = spawned_by.get("instanceKey") if spawned_by is not None else None
+    workspace = (
+        caller_workspace(plan, owner, key)
+        if isinstance(owner, str) and isinstance(key, str)
+        else None
+    )
+    real = Path(os.path.realpath(workdir))
+    why = _refusal(real, Path(os.path.realpath(plan.state_dir)), workspace, True)
+    if why is not None:
+        shown = str(workdir) if real == workdir else f"{workdir} (resolves to {real})"
+        raise SpawnRefused(
+            f"this instance's workdir {shown}, chosen when {owner}/{key} spawned it, {why}; "
+            "the instance does not load (delete it with goondan instances delete)"
+        )
+
+
+_OUTSIDE = "is outside the spawning instance's workspace"
 
 
 def _refusal(
@@ -100,7 +128,11 @@ def _refusal(
             and workspace.is_relative_to(state)
             and real.is_relative_to(workspace)
         )
-        return None if mine else "is in the state directory but not in your own workspace"
+        return (
+            None
+            if mine
+            else "is in the state directory but not in the spawning instance's workspace"
+        )
     if state.is_relative_to(real):
         return "holds the state directory"
     if (workspace is not None and real.is_relative_to(workspace)) or allow_outside_state:

@@ -12,13 +12,19 @@ import importlib
 import os
 import pickle
 import signal
+from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
 from bundle.plan import Plan
 
 
-def run_entry(entry: str, conn: Connection, plan: Plan | dict[str, Any]) -> None:
+def run_entry(
+    entry: str,
+    conn: Connection,
+    plan: Plan | dict[str, Any],
+    environment: Mapping[str, str] | None = None,
+) -> None:
     """Call ``entry`` (``"package.module:function"``) with the pipe end and the plan (the
     ``bundle.plan`` object the supervisor holds; a dict where a caller passes one).
 
@@ -26,16 +32,22 @@ def run_entry(entry: str, conn: Connection, plan: Plan | dict[str, Any]) -> None
     the whole process group) is meant for the Orchestrator, which drains its agents
     gracefully; an agent that died of it would lose the Turn it runs. (The fork server hands
     its children SIGINT ignored already, see ``orchestrator._forkserver``; another start
-    method would not.)
+    method would not.) Then ``environment``, when given, becomes the whole ``os.environ``
+    (and the environment of every program the process starts): the variables its plan names
+    (``orchestrator.environment.child_environment``), before any code of the entry runs.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if environment is not None:
+        os.environ.clear()
+        os.environ.update(environment)
     module_name, _, function = entry.partition(":")
     target = getattr(importlib.import_module(module_name), function)
     target(conn, plan)
 
 
 def run_spare(conn: Connection) -> None:
-    """Wait for ``(entry, plan)`` on the pipe, then run as :func:`run_entry` does.
+    """Wait for ``(entry, plan, environment)`` on the pipe, then run as :func:`run_entry`
+    does.
 
     The transport forks spares ahead of need, so an agent it starts later skips the fork and
     the child's start-up. A spare whose pipe closes first (the transport closed, or the
@@ -43,7 +55,7 @@ def run_spare(conn: Connection) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        entry, plan = pickle.loads(conn.recv_bytes())
+        entry, plan, environment = pickle.loads(conn.recv_bytes())
     except (EOFError, OSError):
         os._exit(0)
-    run_entry(entry, conn, plan)
+    run_entry(entry, conn, plan, environment)

@@ -35,6 +35,7 @@ from orchestrator.approvals import unavailable as approval_unavailable
 from orchestrator.clock import Clock, LoopClock
 from orchestrator.connections import Connections, ingress_tables
 from orchestrator.dispatch import Dispatcher
+from orchestrator.environment import withhold
 from orchestrator.eventlog import EventLog
 from orchestrator.events_hub import END_OF_STREAM, EventHub
 from orchestrator.http_api import ApiServer
@@ -187,6 +188,7 @@ class Orchestrator:
             source = ValueSource(value_from=api_policy.token_from)
             api_token = resolve_value(source, field="token").reveal()
         self.api_token = api_token
+        withhold(api_token)  # whatever names it, no agent or connector gets it
         self.api: ApiServer | None = None
         self.metrics: SwarmMetrics | None = None
         self._stopped = asyncio.Event()

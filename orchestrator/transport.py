@@ -10,6 +10,10 @@ preloaded, so a new agent is ready in milliseconds. It keeps a spare process for
 (:data:`SPARE_PROCESSES`), which the next start takes: that start skips the fork and the
 child's start-up, about a third of the time an agent takes to be ready. A worker's exit is
 noticed at once through its process sentinel (no polling).
+
+No process it starts holds a secret it does not use (:mod:`orchestrator.environment`): the fork
+server is exec'd with no secret in its environment, and each child gets, with its plan, the
+variables its plan names and sets them as its whole environment first thing.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any, Protocol
 from bundle.plan import AgentPlan, Plan
 from ipc import Channel, IpcMessage
 from orchestrator._child import run_entry, run_spare
+from orchestrator.environment import child_environment, use_clean_launches
 from orchestrator.status import ExitInfo
 
 AGENT_ENTRY = "agent_process.main:serve"
@@ -166,6 +171,7 @@ class MultiprocessingTransport:
         connector_entry: str = CONNECTOR_ENTRY,
         spares: int = SPARE_PROCESSES,
     ) -> None:
+        use_clean_launches()
         self.context: BaseContext = multiprocessing.get_context(method)
         if method == "forkserver":
             self.context.set_forkserver_preload(PRELOAD)
@@ -189,11 +195,12 @@ class MultiprocessingTransport:
         # The plan crosses as the validated object it is: the child does not validate it
         # again (for a scripted model, compiling every rule's regex was a good part of an
         # agent's start).
-        started = await self._start_on_spare(entry, plan)
+        environment = child_environment(plan)
+        started = await self._start_on_spare(entry, plan, environment)
         if started is None:
             parent_end, child_end = self.context.Pipe()
             process = self.context.Process(  # type: ignore[attr-defined]
-                target=run_entry, args=(entry, child_end, plan), daemon=True
+                target=run_entry, args=(entry, child_end, plan, environment), daemon=True
             )
             # start() talks to the fork server and waits for the pid: keep it off the loop.
             await asyncio.to_thread(_start_untracked, process)
@@ -231,14 +238,17 @@ class MultiprocessingTransport:
         """The pids of the spare processes waiting now."""
         return [process.pid for process, _ in self._spares]
 
-    async def _start_on_spare(self, entry: str, plan: Plan) -> tuple[Any, Connection] | None:
-        """Hand ``entry`` and ``plan`` to a waiting spare; ``None`` when none is there."""
+    async def _start_on_spare(
+        self, entry: str, plan: Plan, environment: dict[str, str]
+    ) -> tuple[Any, Connection] | None:
+        """Hand ``entry``, ``plan`` and the process's ``environment`` to a waiting spare;
+        ``None`` when none is there."""
         while self._spares:
             process, parent_end = self._spares.pop()
             if process.exitcode is not None:  # killed while it waited
                 parent_end.close()
                 continue
-            data = pickle.dumps((entry, plan), protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps((entry, plan, environment), protocol=pickle.HIGHEST_PROTOCOL)
             try:
                 if len(data) > SPARE_SEND_IN_THREAD_BYTES:
                     await asyncio.to_thread(parent_end.send_bytes, data)

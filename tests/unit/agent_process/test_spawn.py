@@ -6,6 +6,7 @@ agent writes); the checks take nothing from the request but the path and who ask
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,12 @@ from typing import Any
 import pytest
 
 from agent_process.instances import InstanceManager
-from agent_process.spawn import SpawnRefused, caller_workspace, spawn_workdir
+from agent_process.spawn import (
+    SpawnRefused,
+    caller_workspace,
+    check_recorded_workdir,
+    spawn_workdir,
+)
 from bundle.plan import AgentPlan, ModelPlan
 from ipc.protocol import ORCHESTRATOR
 
@@ -164,3 +170,42 @@ def test_a_symlink_put_on_the_way_after_the_check_is_not_followed(
     with pytest.raises(SpawnRefused, match="changed while it was checked"):
         spawn_workdir(str(mine / "jobs" / "agents" / "evil"), plan(state), "worker", "mallory")
     assert not (state / "agents" / "evil").exists()
+
+
+def restarted(state: Path) -> InstanceManager:
+    """The agent's instances as a new process of it loads them."""
+    runner: Any = None
+    return InstanceManager(
+        "worker",
+        state,
+        runner,
+        check_workdir=functools.partial(check_recorded_workdir, plan(state)),
+    )
+
+
+def test_an_instance_spawned_into_the_state_directory_earlier_does_not_load(
+    state: Path, worker: InstanceManager
+) -> None:
+    """What the old rule let through stays on disk after an upgrade: it must not load."""
+    by = {"agent": "worker", "instanceKey": "mallory", "at": "2026-01-01T00:00:00.000Z"}
+    worker.prepare("root", workdir=state, spawned_by=by)
+    with pytest.raises(SpawnRefused, match="does not load"):
+        restarted(state).get("root")
+    legit = spawn_workdir(
+        str(workspace(worker, "mallory") / "job"), plan(state), "worker", "mallory"
+    )
+    worker.prepare("job", workdir=legit, spawned_by=by)
+    assert restarted(state).get("job").workdir == legit
+
+
+def test_a_workdir_swapped_for_a_symlink_into_the_state_does_not_load(
+    state: Path, worker: InstanceManager
+) -> None:
+    mine = workspace(worker, "mallory")
+    job = spawn_workdir(str(mine / "job"), plan(state), "worker", "mallory")
+    assert job is not None
+    worker.prepare("job", workdir=job, spawned_by={"agent": "worker", "instanceKey": "mallory"})
+    job.rmdir()
+    job.symlink_to(state, target_is_directory=True)  # what a program in mallory's workspace can do
+    with pytest.raises(SpawnRefused, match=f"resolves to {state}"):
+        restarted(state).get("job")
