@@ -19,6 +19,12 @@ files record it, and is the process that creates and records the workdir, so the
 use are one step; nothing in the request body but the path itself, which is only checked, is
 taken on trust. (The caller's instance key is the caller's word: a process could name another
 of its own instances, whose workspaces it already serves.)
+
+A workdir is judged again each time its instance loads (:func:`check_recorded_workdir`, given
+to the ``InstanceManager``), by the rules that guard other conversations: an instance spawned
+into the state directory before these rules, or whose workdir was since swapped for a symlink
+into it (a program in the spawner's workspace can do that), does not load. That check cannot
+see a swap made while the instance is loaded: its tools resolve the workdir on every call.
 """
 
 from __future__ import annotations
