@@ -15,8 +15,13 @@ On disk, per instance (``agents/<agent>/instances/<instance>/approvals/<approval
     {"v": 1, "approvalId", "toolCallId", "toolName", "arguments", "agentName", "instanceKey",
      "traceId", "turnId", "requestedAt", "expiresAt", "expiresAtUnix",
      "status": "pending" | "approved" | "rejected" | "expired" | "cancelled",
-     "decidedAt"?, "decidedArguments"?, "reason"?,
+     "decidedAt"?, "decidedArguments"?, "reason"?, "decidedBy"?,
      "started": false, "settled": false}
+
+``decidedBy`` is who decided, as the daemon found them at the other end of its API
+(``{"via": "unix", "pid", "uid", "gid", "user"?}`` on ``api.sock``, ``{"via": "tcp",
+"address", "token" | "anonymous"}`` on TCP); records written before it was kept have none,
+and are read as they are.
 
 ``started`` is set (durably) right before an approved call runs, ``settled`` once its result
 is in the conversation. A process that dies with a record unsettled resumes it when it starts
@@ -84,6 +89,8 @@ class Approval:
     decided_arguments: JsonObject | None = None
     """The operator's arguments, when an approval edited them."""
     reason: str | None = None
+    decided_by: JsonObject | None = None
+    """Who decided (an approval or a rejection), as the daemon identified them."""
     started: bool = False
     settled: bool = False
     path: Path = field(default=Path(), compare=False)
@@ -119,6 +126,8 @@ class Approval:
             out["decidedArguments"] = self.decided_arguments
         if self.reason is not None:
             out["reason"] = self.reason
+        if self.decided_by is not None:
+            out["decidedBy"] = self.decided_by
         return out
 
     @classmethod
@@ -130,6 +139,7 @@ class Approval:
             raise ValueError(f"unknown status {status!r}")
         arguments = data.get("arguments")
         decided = data.get("decidedArguments")
+        decided_by = data.get("decidedBy")
         return cls(
             approval_id=str(data["approvalId"]),
             tool_call_id=str(data["toolCallId"]),
@@ -145,6 +155,7 @@ class Approval:
             decided_at=data.get("decidedAt"),
             decided_arguments=decided if isinstance(decided, dict) else None,
             reason=data.get("reason"),
+            decided_by=decided_by if isinstance(decided_by, dict) else None,
             started=bool(data.get("started", False)),
             settled=bool(data.get("settled", False)),
             path=path,
@@ -342,6 +353,7 @@ class ApprovalGate:
                 **_event_fields(approval),
                 reason=approval.reason,
                 editedArgs=capped(approval.decided_arguments),
+                decidedBy=approval.decided_by,
             )
         if approval.status == "approved":
             return Decision("interrupted" if approval.started else "approved", approval)
@@ -430,8 +442,10 @@ class ApprovalGate:
         *,
         arguments: JsonObject | None = None,
         reason: str = "",
+        decided_by: JsonObject | None = None,
     ) -> Approval:
-        """Record an operator's decision (durably) and wake the Turn parked on it.
+        """Record an operator's decision, and ``decided_by`` who made it (durably), and wake
+        the Turn parked on it.
 
         Raises :class:`DecisionRefused`: no such approval, already decided or expired, or
         edited arguments that fail the tool's JSON Schema.
@@ -461,11 +475,13 @@ class ApprovalGate:
         approval.decided_at = utc_timestamp(self._clock())
         approval.decided_arguments = arguments if decision == "approve" else None
         approval.reason = reason or None
+        approval.decided_by = decided_by
         try:
             self._write(approval)
         except ConversationStorageError:
             approval.status, approval.decided_at = "pending", None
             approval.decided_arguments, approval.reason = None, None
+            approval.decided_by = None
             raise
         self._log.info(
             "approval decided",
@@ -474,6 +490,7 @@ class ApprovalGate:
             trace_id=approval.trace_id,
             status=approval.status,
             edited=arguments is not None,
+            decided_by=decided_by,
         )
         waiter = self._waiters.get(approval_id)
         if waiter is not None and not waiter.done():

@@ -366,7 +366,11 @@ class AgentProcess:
         answer: wire.ApprovalDecisionResult
         try:
             approval = self.approvals.decide(
-                body.approval_id, body.decision, arguments=body.arguments, reason=body.reason
+                body.approval_id,
+                body.decision,
+                arguments=body.arguments,
+                reason=body.reason,
+                decided_by=body.decided_by,
             )
             answer = wire.ApprovalDecisionResult(approval.to_json())
         except DecisionRefused as exc:

@@ -1061,13 +1061,15 @@ APPROVAL_INVALID_ARGUMENTS = "APPROVAL_INVALID_ARGUMENTS"
 @dataclass(frozen=True, slots=True)
 class ApprovalDecision(EventBody):
     """An operator's decision on approval ``approval_id``: ``approve`` (with ``arguments`` in
-    place of the model's, if given) or ``reject`` (with ``reason`` for the model)."""
+    place of the model's, if given) or ``reject`` (with ``reason`` for the model), made by
+    ``decided_by`` (who the daemon found at the other end of the API: recorded with it)."""
 
     KIND: ClassVar[EventKind] = EventKind.APPROVAL_DECISION
     approval_id: str
     decision: Literal["approve", "reject"]
     arguments: dict[str, Any] | None = None
     reason: str = ""
+    decided_by: dict[str, Any] | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return _without_none(
@@ -1076,6 +1078,7 @@ class ApprovalDecision(EventBody):
                 "decision": self.decision,
                 "arguments": self.arguments,
                 "reason": self.reason or None,
+                "decidedBy": self.decided_by,
             }
         )
 
@@ -1087,11 +1090,13 @@ class ApprovalDecision(EventBody):
                 f"approval_decision.decision must be approve or reject, got {decision!r}"
             )
         arguments = fields.data.get("arguments")
+        decided_by = fields.data.get("decidedBy")
         return cls(
             fields.text("approvalId"),
             decision,  # type: ignore[arg-type]  # narrowed by the check above
             fields.mapping("arguments") if arguments is not None else None,
             fields.text("reason"),
+            fields.mapping("decidedBy") if decided_by is not None else None,
         )
 
 

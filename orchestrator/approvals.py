@@ -63,6 +63,45 @@ def list_approvals(
     return sorted(rows, key=lambda row: str(row.get("requestedAt", "")))
 
 
+def approval_line(row: dict[str, Any]) -> str:
+    """One line of ``approvals``: id, where, tool, arguments, then when it expires or how it
+    was decided and by whom (records from before decisions named their maker have no one)."""
+    where = f"{row.get('agentName')}@{row.get('instanceKey')}"
+    arguments = json.dumps(row.get("arguments"), ensure_ascii=False)
+    if len(arguments) > 200:
+        arguments = arguments[:200] + "…"
+    line = f"{row.get('approvalId')}  {where}  {row.get('toolName')}  {arguments}"
+    if row.get("status") == "pending":
+        return f"{line}  expires {row.get('expiresAt')}"
+    line += f"  {row.get('status')}"
+    decided_by = row.get("decidedBy")
+    if isinstance(decided_by, dict):
+        line += f" by {describe_decider(decided_by)}"
+    if row.get("decidedAt"):
+        line += f" at {row.get('decidedAt')}"
+    return line
+
+
+def describe_decider(decided_by: dict[str, Any]) -> str:
+    """A recorded ``decidedBy`` in words (also for records written by other versions)."""
+    parts = []
+    if decided_by.get("token") is not None:
+        parts.append(f"token {decided_by['token']}")
+    elif decided_by.get("anonymous"):
+        parts.append("anonymous")
+    if decided_by.get("uid") is not None:
+        user = decided_by.get("user")
+        parts.append(f"uid {decided_by['uid']}" + (f" ({user})" if user else ""))
+    if decided_by.get("pid") is not None:
+        parts.append(f"pid {decided_by['pid']}")
+    via = decided_by.get("via")
+    if via == "unix":
+        parts.append("on api.sock")
+    elif decided_by.get("address") is not None:
+        parts.append(f"from {decided_by['address']}")
+    return " ".join(parts) or "unknown"
+
+
 def find_approval(state_dir: Path, approval_id: str) -> dict[str, Any] | None:
     """The record of ``approval_id``, or ``None``."""
     if not APPROVAL_ID.match(approval_id):
@@ -96,9 +135,13 @@ _STATUS_OF = {
 
 
 def decision_from_body(
-    approval_id: str, decision: Literal["approve", "reject"], body: dict[str, Any]
+    approval_id: str,
+    decision: Literal["approve", "reject"],
+    body: dict[str, Any],
+    decided_by: dict[str, Any] | None = None,
 ) -> wire.ApprovalDecision:
-    """The decision an HTTP body asks for; raises :class:`BadDecision`.
+    """The decision an HTTP body asks for, made by ``decided_by`` (recorded with it); raises
+    :class:`BadDecision`.
 
     approve: ``{arguments?: object}`` (in place of the model's arguments);
     reject: ``{reason: non-empty text}`` (the model reads it).
@@ -110,7 +153,7 @@ def decision_from_body(
             raise BadDecision("arguments must be a JSON object")
         if unknown:
             raise BadDecision(f"unknown fields: {', '.join(sorted(unknown))}")
-        return wire.ApprovalDecision(approval_id, "approve", arguments)
+        return wire.ApprovalDecision(approval_id, "approve", arguments, decided_by=decided_by)
     unknown = set(body) - {"reason"}
     reason = body.get("reason")
     if not isinstance(reason, str) or not reason.strip():
@@ -119,7 +162,9 @@ def decision_from_body(
         raise BadDecision(f"reason must be at most {MAX_REASON_CHARS} characters")
     if unknown:
         raise BadDecision(f"unknown fields: {', '.join(sorted(unknown))}")
-    return wire.ApprovalDecision(approval_id, "reject", reason=reason.strip())
+    return wire.ApprovalDecision(
+        approval_id, "reject", reason=reason.strip(), decided_by=decided_by
+    )
 
 
 def outcome_of(answer: wire.ApprovalDecisionResult) -> DecisionOutcome:

@@ -21,6 +21,7 @@ from goondan.errors import ExitCode
 
 if TYPE_CHECKING:
     from ipc.protocol import DelegateAnswer
+    from orchestrator.callers import ApiToken
 
 Command = Callable[[argparse.Namespace], int]
 DEFAULT_CONFIG = "goondan.yaml"
@@ -251,15 +252,17 @@ class _MissingCredential(LookupError):
     """A credential the command line points at is not there (exit 6)."""
 
 
-def _api_token(variable: str | None) -> str | None:
+def _api_token(variable: str | None) -> ApiToken | None:
     """The bearer token from the environment variable ``variable`` (never from the command line,
-    where other users could read it)."""
+    where other users could read it), named after the variable."""
+    from orchestrator.callers import ApiToken
+
     if variable is None:
         return None
     token = os.environ.get(variable, "")
     if not token:
         raise _MissingCredential(f"--api-token-env {variable}: the variable is not set or empty")
-    return token
+    return ApiToken(variable, token)
 
 
 def _missing_keys(bundle: Any, swarm: str | None) -> list[str]:
@@ -866,7 +869,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
 def cmd_approvals(args: argparse.Namespace) -> int:
     """Tool calls waiting for an operator's approval (read from the state directory, so no
     daemon is needed); ``--all`` shows decided ones too."""
-    from orchestrator.approvals import list_approvals
+    from orchestrator.approvals import approval_line, list_approvals
 
     rows = list_approvals(_state_dir(args), agent=args.agent, include_decided=args.all)
     if args.json:
@@ -875,16 +878,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
     if not rows:
         print("no approvals" if args.all else "nothing waits for approval")
     for row in rows:
-        where = f"{row.get('agentName')}@{row.get('instanceKey')}"
-        arguments = json.dumps(row.get("arguments"), ensure_ascii=False)
-        if len(arguments) > 200:
-            arguments = arguments[:200] + "…"
-        line = f"{row.get('approvalId')}  {where}  {row.get('toolName')}  {arguments}"
-        if row.get("status") == "pending":
-            line += f"  expires {row.get('expiresAt')}"
-        else:
-            line += f"  {row.get('status')}"
-        print(line)
+        print(approval_line(row))
     return 0
 
 

@@ -15,9 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from bundle import Bundle, load_bundle
-from bundle.models import ValueSource
 from bundle.plan import AgentPlan, ConnectionPlan
-from bundle.secrets import resolve_value
 from goondan.time import utc_timestamp
 from goondan.usage import Usage, remaining
 from ipc import (
@@ -32,6 +30,7 @@ from ipc import protocol as wire
 from ipc.protocol import DelegateAnswer, EventKind
 from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals, outcome_of
 from orchestrator.approvals import unavailable as approval_unavailable
+from orchestrator.callers import ApiToken
 from orchestrator.clock import Clock, LoopClock
 from orchestrator.connections import Connections, ingress_tables
 from orchestrator.dispatch import Dispatcher
@@ -80,7 +79,7 @@ class Orchestrator:
         transport: Transport | None = None,
         clock: Clock | None = None,
         api_listen: str | None = None,
-        api_token: str | None = None,
+        api_token: str | ApiToken | None = None,
         cluster: ClusterSettings | None = None,
         otlp: OtlpSettings | None = None,
     ) -> None:
@@ -185,10 +184,9 @@ class Orchestrator:
         """``HOST:PORT`` of a TCP listener for the HTTP API, besides its Unix socket."""
         if api_token is None and api_policy.token_from is not None:
             # Resolved now, so a token variable that is not set stops the start, loudly.
-            source = ValueSource(value_from=api_policy.token_from)
-            api_token = resolve_value(source, field="token").reveal()
-        self.api_token = api_token
-        withhold(api_token)  # whatever names it, no agent or connector gets it
+            api_token = ApiToken.from_policy(api_policy.token_from)
+        self.api_token = ApiToken.named(api_token)
+        withhold(self.api_token.secret if self.api_token else None)  # no agent or connector gets it
         self.api: ApiServer | None = None
         self.metrics: SwarmMetrics | None = None
         self._stopped = asyncio.Event()

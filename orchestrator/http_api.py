@@ -5,8 +5,10 @@ daemon's user may connect): the CLI's ``status``, ``send``, ``restart``, ``insta
 ``approve``, ``reject`` and ``logs --follow`` go through it. A live socket there makes a second daemon on the same state
 refuse to start; a stale one (its daemon was killed) is replaced. ``run --listen HOST:PORT``
 adds a TCP listener. A TCP listener off loopback
-refuses to start without a bearer token, and with a token every request must carry it
-(``Authorization: Bearer <token>``), else 401.
+refuses to start without a bearer token, and with a token every request on TCP must carry it
+(``Authorization: Bearer <token>``), else 401; ``api.sock`` is checked by its mode and the
+peer's credentials instead. A decision on an approval records who made it (see
+:mod:`orchestrator.callers`).
 
 Every error is JSON ``{"error": {"code", "message"}}``: unknown route 404, wrong method 405,
 body over :data:`MAX_BODY_BYTES` 413, body that is not a JSON object 400, missing token 401.
@@ -77,7 +79,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import ipaddress
 import json
 import os
@@ -85,7 +86,7 @@ import secrets
 import socket
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -106,6 +107,7 @@ from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.protocol import DelegateAnswer, TextDelta, new_trace_id
 from orchestrator.api_client import socket_path
 from orchestrator.approvals import BadDecision, decision_from_body, find_approval, list_approvals
+from orchestrator.callers import ApiToken, Identify, caller_of, peer_of, with_peer
 from orchestrator.eventlog import matches
 from orchestrator.events_hub import END_OF_STREAM
 from orchestrator.servers import SignalFreeServer, address_family
@@ -206,24 +208,6 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return data
 
 
-class _BearerToken:
-    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                response = error(401, "UNAUTHORIZED", "a valid bearer token is required")
-                response.headers["WWW-Authenticate"] = "Bearer"
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
 class _Measured:
     """ASGI middleware: count every request by route template and status, time it."""
 
@@ -256,8 +240,9 @@ class _Measured:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
-    """The API of ``orchestrator`` as an ASGI app (token-checked when ``token`` is given)."""
+def build_app(orchestrator: Orchestrator, tokens: Sequence[ApiToken] = ()) -> ASGIApp:
+    """The API of ``orchestrator`` as an ASGI app (on TCP, token-checked when there are
+    ``tokens``); every request knows its :class:`~orchestrator.callers.Caller`."""
     daemon = orchestrator
 
     def known(agent: str) -> None:
@@ -395,8 +380,10 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
         async def decide(request: Request) -> Response:
             accepting()
             approval_id = request.path_params["id"]
+            decider = caller_of(request)
             try:
-                wanted = decision_from_body(approval_id, decision, await _json_body(request))
+                body = await _json_body(request)
+                wanted = decision_from_body(approval_id, decision, body, decider.to_json())
             except BadDecision as exc:
                 return error(400, "BAD_REQUEST", str(exc))
             wait = request.query_params.get("wait") not in (None, "", "0", "false")
@@ -443,7 +430,7 @@ def build_app(orchestrator: Orchestrator, token: str | None = None) -> ASGIApp:
     app: ASGIApp = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     if daemon.metrics is not None:
         app = _Measured(app, daemon.metrics)
-    return _BearerToken(app, token) if token else app
+    return Identify(app, tokens)
 
 
 KEEPALIVE_SECONDS = 15.0
@@ -892,7 +879,7 @@ class ApiServer:
         orchestrator: Orchestrator,
         *,
         listen: str | None = None,
-        token: str | None = None,
+        token: ApiToken | None = None,
     ) -> None:
         self.orchestrator = orchestrator
         self.path = socket_path(orchestrator.state_dir)
@@ -919,7 +906,7 @@ class ApiServer:
             self.port = tcp.getsockname()[1]
             sockets.append(tcp)
         config = uvicorn.Config(
-            build_app(self.orchestrator, self.token),
+            build_app(self.orchestrator, [self.token] if self.token else []),
             log_config=None,
             access_log=False,
             lifespan="off",
@@ -970,6 +957,8 @@ def _guarded_protocol() -> type[asyncio.Protocol]:
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
+            # Read now, while the peer is surely connected; its requests carry it.
+            self.app = with_peer(self.app, peer_of(transport))
             self._went_idle()
 
         def connection_lost(self, exc: Exception | None) -> None:

@@ -284,6 +284,8 @@ class Trace:
         own span when it then runs)."""
         span.fields["approvalId"] = event.get("approvalId")
         span.fields["approvalStatus"] = event.get("status")
+        if isinstance(event.get("decidedBy"), dict):
+            span.fields["decidedBy"] = event["decidedBy"]
         if span.kind != "approval":
             return  # the tool's own events say when it ran and how it ended
         if phase in ("requested", "resumed"):

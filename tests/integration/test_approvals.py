@@ -6,7 +6,9 @@ Every wait is on an event (the daemon's live runtime events) or an answer, under
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import pwd
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from orchestrator.callers import ApiToken
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
 from tests.support.approvals import approval_swarm, runtime_events, watching
@@ -76,6 +79,14 @@ async def test_an_approved_call_runs_and_the_caller_gets_the_answer(
     approved = await client.post(f"/v1/approvals/{approval_id}/approve")
     assert approved.status_code == 200
     assert approved.json()["approval"]["status"] == "approved"
+    # Who approved: this process (the daemon runs in it too), as api.sock's peer.
+    assert approved.json()["approval"]["decidedBy"] == {
+        "via": "unix",
+        "pid": os.getpid(),
+        "uid": os.getuid(),
+        "gid": os.getgid(),
+        "user": pwd.getpwuid(os.getuid()).pw_name,
+    }
     async with asyncio.timeout(30):
         answer = await request
     assert (answer.status, answer.output) == ("ok", "wrote 11 bytes to notes.txt")
@@ -83,6 +94,7 @@ async def test_an_approved_call_runs_and_the_caller_gets_the_answer(
     assert (await client.get("/v1/approvals")).json()["approvals"] == []
     every = (await client.get("/v1/approvals", params={"all": "1"})).json()["approvals"]
     assert [r["status"] for r in every] == ["approved"]
+    assert every[0]["decidedBy"] == approved.json()["approval"]["decidedBy"]
 
 
 async def test_an_approval_with_edited_arguments_runs_those(
@@ -227,3 +239,31 @@ async def test_a_parked_call_survives_a_daemon_restart(tmp_path: Path) -> None:
         "approval.resumed",
         "approval.decided",
     ]
+
+
+async def test_a_token_names_the_decision_and_api_sock_needs_none(tmp_path: Path) -> None:
+    token = ApiToken("OPS_TOKEN", "s3cret-token")
+    options: dict[str, Any] = {"api_listen": "127.0.0.1:0", "api_token": token}
+    async with approval_swarm(tmp_path, **options) as swarm, watching(swarm) as events:
+        assert swarm.api is not None
+        request, requested = await parked_request(swarm, "write notes.txt by token")
+        approve = f"/v1/approvals/{requested['approvalId']}/approve"
+        base = f"http://127.0.0.1:{swarm.api.port}"
+        async with httpx2.AsyncClient(base_url=base, timeout=30) as anonymous:
+            assert (await anonymous.post(approve)).status_code == 401
+        async with client_of(swarm.state_dir) as http:  # the CLI's way in holds no token
+            assert (await http.get("/v1/approvals")).status_code == 200
+        bearer = {"Authorization": f"Bearer {token.secret}"}
+        async with httpx2.AsyncClient(base_url=base, headers=bearer, timeout=30) as http:
+            approved = await http.post(approve)
+        assert approved.status_code == 200, approved.text
+        decided_by = approved.json()["approval"]["decidedBy"]
+        assert decided_by["via"] == "tcp"
+        assert decided_by["token"] == "OPS_TOKEN"
+        assert decided_by["address"].startswith("127.0.0.1:")
+        assert "anonymous" not in decided_by
+        assert "s3cret" not in json.dumps(decided_by)
+        decided = await events.next("approval.decided", approvalId=requested["approvalId"])
+        assert decided["decidedBy"] == decided_by
+        async with asyncio.timeout(30):
+            assert (await request).status == "ok"

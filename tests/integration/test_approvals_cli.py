@@ -7,6 +7,8 @@ deadlines.
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -151,4 +153,47 @@ def test_a_parked_call_outlives_a_killed_daemon(tmp_path: Path) -> None:
         answered = [e for e in events if e["type"] == "turn.completed"]
         assert [e.get("output") for e in answered] == ["wrote 15 bytes to kept.txt"]
     finally:
+        kill_daemon(daemon)
+
+
+def test_a_decision_names_who_made_it(tmp_path: Path) -> None:
+    write_approval_swarm(tmp_path)
+    daemon = start_daemon(tmp_path)
+    send: subprocess.Popen[str] | None = None
+    try:
+        log = read_log_until(daemon, "orchestrator started")
+        send = start_send(tmp_path, "clerk", "write notes.txt hi")
+        read_log_until(daemon, "tool call waits for approval", log=log)
+        [row] = pending(tmp_path)
+        approve = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "approve", row["approvalId"]],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        _, complaint = approve.communicate(timeout=60)
+        assert approve.returncode == 0, complaint
+        answer, _ = send.communicate(timeout=60)
+        assert answer.strip() == "wrote 2 bytes to notes.txt"
+
+        [decided] = json.loads(run_cli("approvals", "--all", "--json", cwd=tmp_path).stdout)
+        user = pwd.getpwuid(os.getuid()).pw_name
+        assert decided["decidedBy"] == {
+            "via": "unix",
+            "pid": approve.pid,
+            "uid": os.getuid(),
+            "gid": os.getgid(),
+            "user": user,
+        }
+        listed = run_cli("approvals", "--all", cwd=tmp_path)
+        assert listed.stdout.strip().endswith(
+            f"  approved by uid {os.getuid()} ({user}) pid {approve.pid} on api.sock"
+            f" at {decided['decidedAt']}"
+        )
+    finally:
+        if send is not None and send.poll() is None:
+            send.kill()
+            send.wait()
         kill_daemon(daemon)

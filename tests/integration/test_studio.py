@@ -224,6 +224,12 @@ def test_a_failed_tool_call_shows_its_error_in_the_waterfall(
     expect(failed.locator(".span-error")).to_contain_text("not in tests")
     expect(failed.locator(".span-error")).to_contain_text("E_TOOL_REJECTED")
     expect(failed).to_have_attribute("data-kind", "approval")
+    # Who rejected it: the CLI's process on api.sock, as the daemon recorded it.
+    failed.locator("button.span-toggle").click()
+    decided_by = failed.locator(".span-details dd", has_text="on api.sock")
+    expect(decided_by).to_have_text(
+        re.compile(rf"^uid {os.getuid()} (\(\S+\) )?pid \d+ on api\.sock$")
+    )
     expect(page.locator(".trace-summary")).to_contain_text("error")
     page.goto(swarm.studio.url + "#/traces")
     expect(page.locator(f'tr[data-trace="{swarm.rejected_trace}"]')).to_contain_text("error")

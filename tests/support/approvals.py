@@ -84,10 +84,13 @@ def write_approval_swarm(directory: Path, hasty_timeout: float = 1) -> Path:
 
 
 @asynccontextmanager
-async def approval_swarm(directory: Path, hasty_timeout: float = 1) -> AsyncIterator[Orchestrator]:
-    """The approval swarm running in this event loop (state under ``directory/state``)."""
+async def approval_swarm(
+    directory: Path, hasty_timeout: float = 1, **options: Any
+) -> AsyncIterator[Orchestrator]:
+    """The approval swarm running in this event loop (state under ``directory/state``);
+    ``options`` go to the :class:`Orchestrator` (``api_listen``, ``api_token``)."""
     path = write_approval_swarm(directory, hasty_timeout)
-    orchestrator = Orchestrator(path, state_dir=directory / "state")
+    orchestrator = Orchestrator(path, state_dir=directory / "state", **options)
     async with asyncio.timeout(30):
         await orchestrator.start()
     try:

@@ -4,6 +4,8 @@
 // Every piece of text that comes from the swarm (event fields, messages, tool arguments) is put
 // in the page with textContent or as an attribute value through the `h` helper: never as HTML.
 
+import { deciderText } from "./approvals.js";
+
 const STATUS_LABELS = {
   idle: "idle",
   processing: "processing",
@@ -180,6 +182,9 @@ function describeEvent(event) {
   }
   if (type === "model.rate_limited") {
     return `pool ${event.pool} paused by the provider's rate limit for ${formatTokens(event.retryAfterMs)} ms`;
+  }
+  if (type === "approval.decided" && event.decidedBy) {
+    return `${event.status} by ${deciderText(event.decidedBy)}`;
   }
   if ((type === "step.completed" || type === "turn.completed") && event.tokenUsage) {
     return `${formatTokens(event.tokenUsage.totalTokens)} tokens (${usageTitle(event.tokenUsage)})`;
@@ -1150,6 +1155,7 @@ function spanDetails(span, id) {
   if (span.toolCallId) facts.push(["Tool call id", span.toolCallId]);
   if (span.tokenUsage) facts.push(["Tokens", `${formatTokens(span.tokenUsage.totalTokens)}: ${usageTitle(span.tokenUsage)}`]);
   if (span.approvalId) facts.push(["Approval", `${span.approvalId} (${span.approvalStatus})`]);
+  if (span.decidedBy) facts.push(["Decided by", deciderText(span.decidedBy)]);
   const rows = facts.map(([k, v]) => h("div", {}, h("dt", { text: k }), h("dd", { text: v })));
   const extra = [];
   if (span.kind === "tool" || span.kind === "approval") {

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent_process.approvals import ApprovalGate, ApprovalSuspended, DecisionRefused
+from agent_process.approvals import Approval, ApprovalGate, ApprovalSuspended, DecisionRefused
 from agent_process.conversation import ConversationStore
 from agent_process.models.scripted import ScriptedModel
 from agent_process.step import StepSettings
@@ -287,3 +287,40 @@ async def test_cancelling_the_request_ends_the_wait_without_running_the_call(
     with pytest.raises(DecisionRefused) as late:
         f.gate.decide(approval_id, "approve")
     assert late.value.code == APPROVAL_ALREADY_DECIDED
+
+
+async def test_a_decision_records_who_made_it_on_disk_and_in_its_event(tmp_path: Path) -> None:
+    f = Fixture(tmp_path)
+    turn = f.start("write hello")
+    approval_id = await f.parked()
+    who = {"via": "unix", "pid": 4242, "uid": 1000, "gid": 1000, "user": "alice"}
+    f.gate.decide(approval_id, "approve", decided_by=who)
+    assert (await turn).text == "wrote hello"
+    assert f.record(approval_id)["decidedBy"] == who
+    decided = next(e for e in f.events if e["type"] == "approval.decided")
+    assert decided["decidedBy"] == who
+    # A new process reads it back with the rest of the record.
+    assert Approval.from_json(f.record(approval_id), Path()).decided_by == who
+
+
+async def test_a_record_from_before_decisions_named_their_maker_still_resumes(
+    tmp_path: Path,
+) -> None:
+    f = Fixture(tmp_path)
+    turn = f.start("write hello")
+    approval_id = await f.parked()
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    path = next(f.root.glob(f"*/approvals/{approval_id}.json"))
+    old = json.loads(path.read_text())
+    old.pop("decidedBy", None)
+    old.update(status="approved", decidedAt="2026-01-31T12:00:00.000Z")
+    path.write_text(json.dumps(old))
+    again = Fixture(tmp_path)
+    assert again.gate.load() == ["default"]
+    result = await again.start("", resume=True)
+    assert result.text == "wrote hello"
+    record = again.record(approval_id)
+    assert "decidedBy" not in record
+    assert (record["status"], record["settled"]) == ("approved", True)

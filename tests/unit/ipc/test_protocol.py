@@ -89,6 +89,7 @@ BODIES = [
     wire.DeleteInstanceResult(False, error="busy"),
     wire.ApprovalDecision("apr_1", "approve", {"command": "ls"}),
     wire.ApprovalDecision("apr_1", "reject", reason="no"),
+    wire.ApprovalDecision("apr_1", "approve", decided_by={"via": "unix", "pid": 7, "uid": 0}),
     wire.ApprovalDecisionResult({"approvalId": "apr_1", "status": "approved"}),
     wire.ModelPermitRequest("openai-key", "t" * 32, "k", 1200, 60_000),
     wire.ModelPermitResult(15),
@@ -113,6 +114,13 @@ def test_a_usage_report_with_a_negative_cost_is_refused() -> None:
     message = wire.event("a", "b", wire.ModelUsage("t", cost=1.0))
     bad = msgspec.structs.replace(message, payload={**message.payload, "cost": -1})
     with pytest.raises(wire.MalformedPayload, match="cost"):
+        wire.read_event(bad)
+
+
+def test_a_decision_whose_maker_is_not_an_object_is_refused() -> None:
+    message = wire.event("a", "b", wire.ApprovalDecision("apr_1", "approve"))
+    bad = msgspec.structs.replace(message, payload={**message.payload, "decidedBy": "root"})
+    with pytest.raises(wire.MalformedPayload, match="decidedBy"):
         wire.read_event(bad)
 
 

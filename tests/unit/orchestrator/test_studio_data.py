@@ -130,9 +130,11 @@ def test_a_call_parked_for_approval_is_a_span_until_it_is_decided() -> None:
         "bash__exec",
         "running",
     )
+    who = {"via": "unix", "pid": 4242, "uid": 1000, "gid": 1000, "user": "alice"}
     decided = event("approval.decided", "28.500", "worker", "apr", "ws0", toolName="bash__exec",
-                    status="rejected", reason="not now", approvalId="apr_1")  # fmt: skip
+                    status="rejected", reason="not now", approvalId="apr_1", decidedBy=who)  # fmt: skip
     [*_, rejected] = trace_of([*parked, decided]).to_json()["spans"]
+    assert rejected["decidedBy"] == who
     assert rejected["status"] == "error"
     assert rejected["durationMs"] == pytest.approx(500.0)
     assert rejected["error"] == "rejected by an operator: not now (E_TOOL_REJECTED)"
