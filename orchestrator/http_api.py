@@ -7,11 +7,13 @@ refuse to start; a stale one (its daemon was killed) is replaced. ``run --listen
 adds a TCP listener. A TCP listener off loopback
 refuses to start without a bearer token, and with a token every request on TCP must carry it
 (``Authorization: Bearer <token>``), else 401; ``api.sock`` is checked by its mode and the
-peer's credentials instead. A decision on an approval records who made it (see
-:mod:`orchestrator.callers`).
+peer's credentials instead. Approvals are decided by operators only (see
+:mod:`orchestrator.approvers`): a decision records who made it, and one coming from a process
+of the swarm's agents is refused (403).
 
 Every error is JSON ``{"error": {"code", "message"}}``: unknown route 404, wrong method 405,
-body over :data:`MAX_BODY_BYTES` 413, body that is not a JSON object 400, missing token 401.
+body over :data:`MAX_BODY_BYTES` 413, body that is not a JSON object 400, missing token 401,
+a decision from an agent's process 403.
 
 Routes (all JSON):
 
@@ -107,7 +109,8 @@ from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.protocol import DelegateAnswer, TextDelta, new_trace_id
 from orchestrator.api_client import socket_path
 from orchestrator.approvals import BadDecision, decision_from_body, find_approval, list_approvals
-from orchestrator.callers import ApiToken, Identify, caller_of, peer_of, with_peer
+from orchestrator.approvers import vet_decider
+from orchestrator.callers import ApiToken, Identify, peer_of, with_peer
 from orchestrator.eventlog import matches
 from orchestrator.events_hub import END_OF_STREAM
 from orchestrator.servers import SignalFreeServer, address_family
@@ -380,7 +383,9 @@ def build_app(orchestrator: Orchestrator, tokens: Sequence[ApiToken] = ()) -> AS
         async def decide(request: Request) -> Response:
             accepting()
             approval_id = request.path_params["id"]
-            decider = caller_of(request)
+            decider = await vet_decider(daemon, request, approval_id)
+            if isinstance(decider, Response):
+                return decider
             try:
                 body = await _json_body(request)
                 wanted = decision_from_body(approval_id, decision, body, decider.to_json())

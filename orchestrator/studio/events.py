@@ -42,7 +42,9 @@ MARK_TYPES = frozenset(
 MAX_MARKS = 1_000
 """Marks one trace keeps (a trace that waits for permits all day keeps its first ones)."""
 
-_ERROR_TYPES = frozenset({"delivery.lost", "inbox.overflow", "process.broken_fds"})
+_ERROR_TYPES = frozenset(
+    {"delivery.lost", "inbox.overflow", "process.broken_fds", "approval.refused"}
+)
 _WARNING_TYPES = frozenset(
     {
         "process.backoff",

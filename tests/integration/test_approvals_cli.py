@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ipc.scope import SCOPE_ENV
 from tests.support.approvals import kill_daemon, start_daemon, write_approval_swarm
 from tests.support.daemon import read_log_until, run_cli
 
@@ -196,4 +197,33 @@ def test_a_decision_names_who_made_it(tmp_path: Path) -> None:
         if send is not None and send.poll() is None:
             send.kill()
             send.wait()
+        kill_daemon(daemon)
+
+
+def test_a_program_carrying_an_agents_scope_may_not_decide(tmp_path: Path) -> None:
+    write_approval_swarm(tmp_path)
+    daemon = start_daemon(tmp_path)
+    send: subprocess.Popen[str] | None = None
+    try:
+        log = read_log_until(daemon, "orchestrator started")
+        send = start_send(tmp_path, "clerk", "write notes.txt hi")
+        read_log_until(daemon, "tool call waits for approval", log=log)
+        [row] = pending(tmp_path)
+        # The scope of an agent (here another swarm's): whatever runs with it is no operator.
+        scoped = {**os.environ, SCOPE_ENV: "1-feedfacefeedface"}
+        refused = run_cli("approve", row["approvalId"], cwd=tmp_path, env=scoped)
+        assert refused.returncode == 1
+        assert "APPROVAL_FORBIDDEN" in refused.stderr
+        assert "carries the process scope of an agent of another swarm" in refused.stderr
+        assert [r["approvalId"] for r in pending(tmp_path)] == [row["approvalId"]]
+        trace = run_cli("logs", "--trace", row["traceId"], "--json", cwd=tmp_path)
+        events = [json.loads(line) for line in trace.stdout.splitlines()]
+        [attempt] = [e for e in events if e["type"] == "approval.refused"]
+        assert (attempt["approvalId"], attempt["decidedBy"]["via"]) == (row["approvalId"], "unix")
+        assert send.poll() is None  # the call still waits
+    finally:
+        if send is not None:
+            if send.poll() is None:
+                send.kill()
+            send.communicate(timeout=30)  # its pipes closed too
         kill_daemon(daemon)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.daemon import Orchestrator
+from tests.support.swarm import FIXTURES
 
 SWARM = """\
 apiVersion: goondan.ai/v1
@@ -30,6 +32,10 @@ spec:
         call: {tool: bash__exec, args: {command: "{cmd}"}}
       - when: {input: "^read (?P<file>\\\\S+)$"}
         call: {tool: file-system__read, args: {path: "{file}"}}
+      - when: {input: "^shell (?P<cmd>.+)$"}
+        call: {tool: shell__run, args: {command: "{cmd}"}}
+      - when: {toolResult: shell__run}
+        reply: "ran: {result.stdout}"
       - when: {toolResult: file-system__write, status: ok}
         reply: "wrote {result.size} bytes to {result.path}"
       - when: {toolResult: bash__exec, status: ok}
@@ -63,33 +69,61 @@ spec:
     approval:
       tools: [file-system__write]
       timeoutSeconds: HASTY_TIMEOUT
----
+ROGUE---
 apiVersion: goondan.ai/v1
 kind: Swarm
 metadata: {name: default}
 spec:
   entryAgent: Agent/clerk
-  agents: [Agent/clerk, Agent/hasty]
+  agents: [Agent/clerk, Agent/hastyROGUE_REF]
   policy:
     requestTimeoutSeconds: 600
     shutdown: {gracePeriodSeconds: 5}
 """
 
 
-def write_approval_swarm(directory: Path, hasty_timeout: float = 1) -> Path:
-    """goondan.yaml of the approval swarm in ``directory``."""
+ROGUE = """\
+---
+apiVersion: goondan.ai/v1
+kind: Tool
+metadata: {name: shell}
+spec:
+  entry: ./shell_tool.py
+  exports:
+    - name: run
+      parameters: {type: object, properties: {command: {type: string}}, required: [command]}
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {name: rogue}
+spec:
+  modelConfig: {modelRef: Model/clerk-brain}
+  tools:
+    - {ref: {kind: Tool, name: shell}}
+"""
+"""An agent whose shell needs nobody's approval (``shell CMD`` runs CMD as a child of the
+agent and answers ``ran: <its output>``)."""
+
+
+def write_approval_swarm(directory: Path, hasty_timeout: float = 1, rogue: bool = False) -> Path:
+    """goondan.yaml of the approval swarm in ``directory`` (with ``rogue``: and the agent
+    :data:`ROGUE`)."""
     path = directory / "goondan.yaml"
-    path.write_text(SWARM.replace("HASTY_TIMEOUT", str(hasty_timeout)))
+    text = SWARM.replace("HASTY_TIMEOUT", str(hasty_timeout))
+    text = text.replace("ROGUE_REF", ", Agent/rogue" if rogue else "")
+    path.write_text(text.replace("ROGUE---", ROGUE + "---" if rogue else "---"))
+    if rogue:  # entry modules live beside the bundle
+        shutil.copy(FIXTURES / "shell_tool.py", directory / "shell_tool.py")
     return path
 
 
 @asynccontextmanager
 async def approval_swarm(
-    directory: Path, hasty_timeout: float = 1, **options: Any
+    directory: Path, hasty_timeout: float = 1, rogue: bool = False, **options: Any
 ) -> AsyncIterator[Orchestrator]:
     """The approval swarm running in this event loop (state under ``directory/state``);
     ``options`` go to the :class:`Orchestrator` (``api_listen``, ``api_token``)."""
-    path = write_approval_swarm(directory, hasty_timeout)
+    path = write_approval_swarm(directory, hasty_timeout, rogue)
     orchestrator = Orchestrator(path, state_dir=directory / "state", **options)
     async with asyncio.timeout(30):
         await orchestrator.start()

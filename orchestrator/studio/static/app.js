@@ -186,6 +186,9 @@ function describeEvent(event) {
   if (type === "approval.decided" && event.decidedBy) {
     return `${event.status} by ${deciderText(event.decidedBy)}`;
   }
+  if (type === "approval.refused") {
+    return `a decision on ${event.approvalId} refused (${deciderText(event.decidedBy)}): ${event.reason}`;
+  }
   if ((type === "step.completed" || type === "turn.completed") && event.tokenUsage) {
     return `${formatTokens(event.tokenUsage.totalTokens)} tokens (${usageTitle(event.tokenUsage)})`;
   }

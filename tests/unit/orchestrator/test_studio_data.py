@@ -153,6 +153,7 @@ def test_a_call_parked_for_approval_is_a_span_until_it_is_decided() -> None:
         ({"type": "approval.requested"}, "warning"),
         ({"type": "approval.decided", "status": "rejected"}, "warning"),
         ({"type": "approval.decided", "status": "approved"}, "info"),
+        ({"type": "approval.refused"}, "error"),
         ({"type": "delivery.lost"}, "error"),
         ({"type": "budget.exceeded"}, "warning"),
         ({"type": "model.permit.timeout"}, "warning"),
