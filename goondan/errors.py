@@ -314,6 +314,13 @@ TOOL = Catalogue(
         "Check that the shell exists and is executable.",
     ),
     ErrorCode(
+        "E_SANDBOX_UNAVAILABLE",
+        "a tool program must run in a sandbox and none can be made on this machine (no "
+        "bubblewrap that runs, no user namespaces)",
+        "Ask the operator to allow unprivileged user namespaces, or to set the Swarm's "
+        "spec.policy.sandbox: off.",
+    ),
+    ErrorCode(
         "E_FS_PATH_OUTSIDE_WORKDIR",
         "the path leaves the instance workdir, or names a file with more than one hard link "
         "(its data may be another name's, outside the workdir)",

@@ -77,6 +77,51 @@ async def wait_process_gone(pid: int, deadline: float = 5.0) -> None:
         os.close(fd)
 
 
+MARK = "GOONDAN_TEST_MARK"
+"""The variable a test sets (a call's ``env``) to find the processes of a command by."""
+
+
+def processes_marked(token: str) -> list[int]:
+    """Pids (as this process sees them) of the processes started with ``MARK=token``.
+
+    A sandboxed program has a PID namespace of its own, so the pid it prints means nothing
+    here. Every process of the command inherits the environment it was started with, from the
+    moment it is forked (its command line changes only at ``exec``).
+    """
+    needle = f"{MARK}={token}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if needle in Path(entry.path, "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+    return found
+
+
+async def read_fifo(fifo: Path, deadline: float = 10.0) -> str:
+    """The first line a command writes to ``fifo``: an event the test awaits, bounded.
+
+    The FIFO is opened without blocking and watched by the event loop, so a command that never
+    writes leaves no thread stuck in ``open`` behind a failed test.
+    """
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    loop = asyncio.get_running_loop()
+    readable = asyncio.Event()
+    loop.add_reader(fd, readable.set)
+    data = b""
+    try:
+        async with asyncio.timeout(deadline):
+            while b"\n" not in data:
+                await readable.wait()
+                readable.clear()
+                with contextlib.suppress(BlockingIOError):
+                    data += os.read(fd, 4096)
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+    return data.decode()
+
+
 def kill_if_alive(pid: int) -> None:
     """Cleanup for a process a test started on purpose."""
     with contextlib.suppress(ProcessLookupError):

@@ -58,13 +58,15 @@ import asyncio
 import codecs
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
+from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler, sandbox
+from tools_base.sandbox import SandboxPolicy
 from tools_base.tools._common import (
     ConfigReader,
     invalid_arg,
@@ -86,6 +88,7 @@ DRAIN_GRACE_SECONDS = 0.2
 REAP_GRACE_SECONDS = 1.0
 """How long a cancelled call waits for the killed process to be reaped."""
 OUTSIDE_WORKDIR = "E_BASH_PATH_OUTSIDE_WORKDIR"
+_SIGNALS = frozenset(int(s) for s in signal.valid_signals())
 
 
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_*", "TZ", "TMPDIR", "GOONDAN_AGENT_SCOPE")
@@ -100,6 +103,8 @@ class BashConfig:
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     pass_env: tuple[str, ...] = ()
     """Names (or ``PREFIX*`` patterns) of further variables passed through."""
+    sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
+    """What the command may do: network, limits, further paths (config ``sandbox``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,9 +176,29 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-async def _terminate_group(proc: asyncio.subprocess.Process) -> None:
+def _signal_members(pgid: int, sig: signal.Signals) -> None:
+    """``sig`` to every process of group ``pgid`` but its leader.
+
+    bubblewrap leads the group and, unlike the program, dies of SIGTERM at once, which ends its
+    whole sandbox with SIGKILL: the program gets the SIGTERM itself, and its grace period.
+    """
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == pgid:
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+                if int(fields[2]) == pgid:
+                    os.kill(int(entry.name), sig)
+
+
+async def _terminate_group(proc: asyncio.subprocess.Process, backend: sandbox.SandboxMode) -> None:
     """SIGTERM to the group, SIGKILL to it 100 ms later, then reap the leader."""
-    _signal_group(proc.pid, signal.SIGTERM)
+    if backend is sandbox.SandboxMode.BWRAP:
+        _signal_members(proc.pid, signal.SIGTERM)
+    else:
+        _signal_group(proc.pid, signal.SIGTERM)
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(KILL_GRACE_SECONDS):
             await proc.wait()
@@ -194,29 +219,43 @@ async def _open_capture(fd: int, limit: int) -> _Capture:
     return capture
 
 
-def keep_standard_fds_only() -> None:
-    """In the forked child, before ``exec``: every descriptor but 0–2 closes on ``exec``.
-
-    ``close_fds`` is not honoured by every event loop (uvloop passes the parent's descriptors
-    on), and a command must never reach the agent's IPC pipe or the fork server's and resource
-    tracker's pipes: writing to one of those would take every agent down.
-    """
-    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else ():
-        fd = int(name)
-        if fd > 2:
-            with contextlib.suppress(OSError):
-                os.set_inheritable(fd, False)
-
-
 async def run_process(
-    argv: list[str], *, cwd: str, env: dict[str, str], timeout_ms: float, limit: int
+    argv: list[str],
+    *,
+    cwd: str,
+    env: dict[str, str],
+    timeout_ms: float,
+    limit: int,
+    workdir: str | None = None,
+    policy: SandboxPolicy | None = None,
 ) -> RunResult:
-    """Run ``argv`` in its own process group with bounded output capture.
+    """Run ``argv`` in the sandbox (see :mod:`tools_base.sandbox`; ``workdir`` read-write, the
+    workdir ``cwd`` when not given), in its own process group, with bounded output capture.
 
     The pipes are ours, not the subprocess transport's, so waiting for the exit does not also
     wait for background grandchildren that inherited them.
     """
     started = time.monotonic()
+    # Probing and the call's cgroup touch the file system: off the loop.
+    launch = await asyncio.to_thread(
+        sandbox.prepare,
+        argv,
+        env=env,
+        cwd=cwd,
+        workdir=workdir or cwd,
+        policy=policy or SandboxPolicy(),
+    )
+    try:
+        return await _run_launch(
+            launch, cwd=cwd, timeout_ms=timeout_ms, limit=limit, started=started
+        )
+    finally:
+        launch.close()
+
+
+async def _run_launch(
+    launch: sandbox.Launch, *, cwd: str, timeout_ms: float, limit: int, started: float
+) -> RunResult:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     unowned_read, unowned_write = [out_r, err_r], [out_w, err_w]
@@ -226,18 +265,18 @@ async def run_process(
             captures.append(await _open_capture(unowned_read.pop(0), limit))
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv,
+                *launch.argv,
                 cwd=cwd,
-                env=env,
+                env=launch.env,
                 stdin=subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
                 start_new_session=True,
-                preexec_fn=keep_standard_fds_only,
+                preexec_fn=launch.preexec,
             )
         except OSError as exc:
             raise ToolError(
-                f"could not start {argv[0]!r}: {exc.strerror or exc}",
+                f"could not start {launch.argv[0]!r}: {exc.strerror or exc}",
                 code="E_BASH_SPAWN_FAILED",
                 suggestion="Check that the shell exists and is executable.",
             ) from exc
@@ -251,7 +290,7 @@ async def run_process(
                     await proc.wait()
             except TimeoutError:
                 timed_out = True
-                await _terminate_group(proc)
+                await _terminate_group(proc, launch.backend)
             await asyncio.wait([c.closed for c in captures], timeout=DRAIN_GRACE_SECONDS)
             # The call is over: so are the jobs it left in its group (`cmd &`, `nohup cmd &`).
             _signal_group(proc.pid, signal.SIGKILL)
@@ -268,6 +307,8 @@ async def run_process(
         for capture in captures:
             capture.close()
     code = proc.returncode if proc.returncode is not None else -1
+    if launch.backend is sandbox.SandboxMode.BWRAP and code > 128 and code - 128 in _SIGNALS:
+        code = 128 - code  # bubblewrap exits 128+N when its program died of signal N
     sig = signal.Signals(-code).name if code < 0 and -code in signal.valid_signals() else None
     stdout, stderr = captures
     return RunResult(
@@ -331,6 +372,16 @@ class BashTool:
             ctx.workdir, allow_outside=self.config.allow_outside_workdir, code=OUTSIDE_WORKDIR
         )
 
+    def _policy(self, ctx: ToolContext, path: str, *, read_only: bool = False) -> SandboxPolicy:
+        """The Tool's sandbox policy, plus ``path`` where ``allowOutsideWorkdir`` let it lie
+        outside the workspace (it must be visible inside to be used)."""
+        policy = self.config.sandbox
+        if self._workspace(ctx).contains(os.path.realpath(path)):
+            return policy
+        if read_only:
+            return replace(policy, read_only=(*policy.read_only, path))
+        return replace(policy, read_write=(*policy.read_write, path))
+
     def _cwd(self, ctx: ToolContext, cwd_input: str | None) -> str:
         cwd = self._workspace(ctx).resolve(cwd_input).real if cwd_input else str(ctx.workdir)
         if not os.path.isdir(cwd):
@@ -366,6 +417,8 @@ class BashTool:
             env=env,
             timeout_ms=timeout_ms,
             limit=self.config.max_output_bytes,
+            workdir=str(ctx.workdir),
+            policy=self._policy(ctx, cwd),
         )
         return {"command": command, "cwd": cwd, **result.to_json()}
 
@@ -377,12 +430,20 @@ class BashTool:
         timeout_ms = _timeout_ms(input)
         env = self._env(input)
         script_path = await asyncio.to_thread(self._script_path, ctx, path)
+        if shutil.which(shell, path=env.get("PATH")) is None:
+            raise ToolError(
+                f"could not start {shell!r}: not an executable file",
+                code="E_BASH_SPAWN_FAILED",
+                suggestion="Check that the shell exists and is executable.",
+            )
         result = await run_process(
             [shell, script_path, *args],
             cwd=str(ctx.workdir),
             env=env,
             timeout_ms=timeout_ms,
             limit=self.config.max_output_bytes,
+            workdir=str(ctx.workdir),
+            policy=self._policy(ctx, os.path.dirname(script_path), read_only=True),
         )
         args_out: list[JsonValue] = list(args)
         return {"path": script_path, "shell": shell, "args": args_out, **result.to_json()}
@@ -399,6 +460,7 @@ def configure(config: JsonObject) -> dict[str, ToolHandler]:
         allow_outside_workdir=reader.flag("allowOutsideWorkdir", False),
         max_output_bytes=reader.integer("maxOutputBytes", DEFAULT_MAX_OUTPUT_BYTES),
         pass_env=tuple(reader.strings("passEnv")),
+        sandbox=SandboxPolicy.from_config("bash", reader.raw("sandbox")),
     )
     reader.finish()
     return BashTool(parsed).handlers()

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.tool_context import acall, kill_if_alive, wait_process_gone
+from tests.support.tool_context import (
+    MARK,
+    acall,
+    kill_if_alive,
+    processes_marked,
+    read_fifo,
+    wait_process_gone,
+)
 from tools_base import ToolConfigError, ToolContext, ToolError
 from tools_base.tools import bash
 from tools_base.tools.bash import configure
@@ -82,52 +90,85 @@ async def test_exec_missing_cwd(ctx: ToolContext) -> None:
     assert exc_info.value.code == "E_BASH_CWD_NOT_FOUND"
 
 
-async def test_timeout_kills_the_whole_process_group(ctx: ToolContext) -> None:
-    # The shell starts a background grandchild, prints its pid and waits for it. The timeout
-    # leaves a loaded machine time to start the shell before it fires.
-    out = await run(ctx, command="sleep 60 & echo $!; wait", timeoutMs=SHELL_START_MS)
-    assert out["stdout"].strip(), f"the shell was killed before it started its child: {out}"
-    grandchild = int(out["stdout"].strip())
+def unique_sleep() -> tuple[str, str]:
+    """A ``sleep`` command, and a token no other test uses to find its processes by (the
+    call's ``env`` carries it: see ``processes_marked``)."""
+    return "sleep 60", secrets.token_hex(8)
+
+
+async def test_timeout_kills_the_whole_process_group(ctx: ToolContext, workdir: Path) -> None:
+    # The shell starts a background grandchild, says so and waits for it. The timeout leaves a
+    # loaded machine time to start the shell before it fires.
+    sleep, token = unique_sleep()
+    os.mkfifo(workdir / "ready.fifo")
+    task = asyncio.create_task(
+        run(
+            ctx,
+            command=f"{sleep} & echo go > ready.fifo; wait",
+            timeoutMs=SHELL_START_MS,
+            env={MARK: token},
+        )
+    )
+    await read_fifo(workdir / "ready.fifo")
+    grandchildren = processes_marked(token)
     try:
+        assert grandchildren
+        out = await task
         assert out["timedOut"] is True
         assert out["exitCode"] == -1
         assert out["signal"] in ("SIGTERM", "SIGKILL")
         assert out["durationMs"] < 5000
-        await wait_process_gone(grandchild)
+        for pid in grandchildren:
+            await wait_process_gone(pid)
     finally:
-        kill_if_alive(grandchild)
+        for pid in grandchildren:
+            kill_if_alive(pid)
 
 
 async def test_timeout_escalates_to_sigkill_for_a_process_ignoring_sigterm(
-    ctx: ToolContext,
+    ctx: ToolContext, workdir: Path
 ) -> None:
-    command = "trap '' TERM; sh -c 'trap \"\" TERM; sleep 60' & echo $!; wait"
-    out = await run(ctx, command=command, timeoutMs=SHELL_START_MS)
-    assert out["stdout"].strip(), f"the shell was killed before it started its child: {out}"
-    child = int(out["stdout"].strip())
+    sleep, token = unique_sleep()
+    os.mkfifo(workdir / "ready.fifo")
+    command = f"trap '' TERM; sh -c 'trap \"\" TERM; {sleep}' & echo go > ready.fifo; wait"
+    task = asyncio.create_task(
+        run(ctx, command=command, timeoutMs=SHELL_START_MS, env={MARK: token})
+    )
+    await read_fifo(workdir / "ready.fifo")
+    children = processes_marked(token)
     try:
+        assert children
+        out = await task
         assert out["timedOut"] is True
         assert out["exitCode"] == -1
         # The shell ignores SIGTERM too: only the escalation ends it.
         assert out["signal"] == "SIGKILL"
-        await wait_process_gone(child)
+        for pid in children:
+            await wait_process_gone(pid)
     finally:
-        kill_if_alive(child)
+        for pid in children:
+            kill_if_alive(pid)
 
 
 async def test_cancellation_kills_the_process_group(ctx: ToolContext, workdir: Path) -> None:
-    fifo = workdir / "pid.fifo"
-    os.mkfifo(fifo)
-    task = asyncio.create_task(run(ctx, command=f"sleep 60 & echo $! > {fifo}; wait", timeoutMs=0))
-    # Reading the FIFO blocks until the command wrote the pid: an event, not a sleep.
-    pid = int(await asyncio.wait_for(asyncio.to_thread(fifo.read_text), 10))
+    sleep, token = unique_sleep()
+    os.mkfifo(workdir / "ready.fifo")
+    task = asyncio.create_task(
+        run(ctx, command=f"{sleep} & echo go > ready.fifo; wait", timeoutMs=0, env={MARK: token})
+    )
+    # Reading the FIFO blocks until the command started its child: an event, not a sleep.
+    await read_fifo(workdir / "ready.fifo")
+    pids = processes_marked(token)
     try:
+        assert pids
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await wait_process_gone(pid)
+        for pid in pids:
+            await wait_process_gone(pid)
     finally:
-        kill_if_alive(pid)
+        for pid in pids:
+            kill_if_alive(pid)
 
 
 async def test_the_event_loop_keeps_running_while_a_command_runs(
@@ -200,18 +241,32 @@ async def test_stdin_is_empty(ctx: ToolContext) -> None:
     assert out["stdout"] == "done\n"
 
 
-async def test_background_job_does_not_hold_the_call_and_ends_with_it(ctx: ToolContext) -> None:
-    out = await run(
-        ctx, command="sleep 60 & nohup sleep 61 >/dev/null 2>&1 & echo $!", timeoutMs=20_000
-    )
-    pid = int(out["stdout"].strip())
+async def test_background_job_does_not_hold_the_call_and_ends_with_it(
+    ctx: ToolContext, workdir: Path
+) -> None:
+    sleep, token = unique_sleep()
+    os.mkfifo(workdir / "ready.fifo")
+    os.mkfifo(workdir / "go.fifo")
+    # The shell says its jobs run, then waits for the test to have found them before it exits.
+    command = f"{sleep} & nohup {sleep} >/dev/null 2>&1 & echo go > ready.fifo; read line < go.fifo"
+    task = asyncio.create_task(run(ctx, command=command, timeoutMs=20_000, env={MARK: token}))
+    await read_fifo(workdir / "ready.fifo")
+    pids = processes_marked(token)
+    # O_RDWR never blocks on a FIFO: the shell's read finds a writer whenever it opens.
+    go = os.open(workdir / "go.fifo", os.O_RDWR)
     try:
+        os.write(go, b"go\n")
+        assert len(pids) >= 3  # the shell and both jobs
+        out = await task
         assert out["exitCode"] == 0
         assert out["timedOut"] is False
         assert out["durationMs"] < 10_000
-        await wait_process_gone(pid)  # the call's process group ended with it
+        for pid in pids:
+            await wait_process_gone(pid)  # the call's processes ended with it
     finally:
-        kill_if_alive(pid)
+        os.close(go)
+        for pid in pids:
+            kill_if_alive(pid)
 
 
 async def test_env_is_merged_over_the_process_environment(ctx: ToolContext) -> None:

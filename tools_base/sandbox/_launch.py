@@ -1,0 +1,324 @@
+"""The sandbox's launcher: limits, and for the ``namespaces`` backend the namespaces and the
+mount layout, then ``exec`` of the tool's program.
+
+It runs as ``python -I -S _launch.py SPEC_JSON`` where bubblewrap cannot, and its functions
+also serve the agent (limits in ``preexec_fn``). So it imports only the standard library: under
+``-I`` its own directory is not on ``sys.path``, and ``-S`` keeps site-packages (and the start-up
+time they cost) out.
+
+What the ``namespaces`` backend builds, as bubblewrap does:
+
+1. ``unshare`` of the user, mount, PID, IPC and UTS namespaces (and the network one when the
+   program has no network); the caller's user becomes :data:`SANDBOX_UID` inside.
+2. A fork: the child is PID 1 of the new PID namespace, the parent (the *monitor*) stays in the
+   agent's namespace, relays signals to it and ends as it ends (by the same signal, so the
+   agent reads ``exitCode``/``signal`` as for an unsandboxed program).
+3. PID 1 mounts a fresh root: the system's directories read-only, the workspace (and any
+   further paths) at their own paths, a private ``/tmp``, ``/dev`` with the harmless devices
+   only, and a ``/proc`` of its own namespace; the old root is detached, so nothing else of the
+   machine (the state directory, ``api.sock``, other instances) has a name inside.
+4. PID 1 forks the program (PID 2) and reaps everything, so a program that ignores the signals
+   only PID 1 may ignore still gets them, and everything in the namespace dies with PID 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import resource
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+SANDBOX_UID = 1000
+"""The user (and group) a sandboxed program runs as inside its user namespace."""
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+"""What a sandboxed program sees of the machine, read-only (symlinks kept as symlinks)."""
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+SETUP_FAILED = 125
+"""Exit status of the launcher when it could not build the sandbox (like ``env``'s 125)."""
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
+MS_NOATIME = 0x400
+MS_NODIRATIME = 0x800
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+MS_RELATIME = 0x200000
+MNT_DETACH = 0x2
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+_ST_TO_MS = {
+    os.ST_RDONLY: MS_RDONLY,
+    os.ST_NOSUID: MS_NOSUID,
+    os.ST_NODEV: MS_NODEV,
+    os.ST_NOEXEC: MS_NOEXEC,
+    os.ST_NOATIME: MS_NOATIME,
+    os.ST_NODIRATIME: MS_NODIRATIME,
+    os.ST_RELATIME: MS_RELATIME,
+}
+_MIB = 1024 * 1024
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "i686": 217, "armv7l": 218,
+               "ppc64le": 203, "s390x": 217}  # fmt: skip
+"""``pivot_root``'s syscall number by machine: the C library has no wrapper for it."""
+
+
+class SetupError(Exception):
+    """The sandbox could not be built; the message says which step and why."""
+
+
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise SetupError(f"{what}: {os.strerror(code)} (errno {errno.errorcode.get(code, code)})")
+
+
+def _lower(kind: int, value: int) -> None:
+    """Set a limit no higher than the one in force (an unprivileged process cannot raise it)."""
+    _, hard = resource.getrlimit(kind)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(kind, (value, hard if hard != resource.RLIM_INFINITY else value))
+
+
+def apply_limits(limits: Mapping[str, Any], cgroup: str | None = None) -> None:
+    """Apply the call's limits to this process, which its program inherits.
+
+    ``limits`` carries ``cpuSeconds``, ``memoryMiB``, ``fileSizeMiB`` and ``nproc`` (the
+    ``RLIMIT_NPROC`` figure computed by the caller), each optional. ``cgroup`` is a pids cgroup
+    directory made for this call: the process joins it first, so everything it starts counts.
+    """
+    if cgroup:
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as procs:
+            procs.write(str(os.getpid()))
+    cpu = limits.get("cpuSeconds")
+    if cpu:
+        # SIGXCPU at the soft limit, SIGKILL one second later for a program that catches it.
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        top = cpu + 1 if hard == resource.RLIM_INFINITY else min(cpu + 1, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (min(cpu, top), top))
+    if limits.get("memoryMiB"):
+        _lower(resource.RLIMIT_AS, int(limits["memoryMiB"]) * _MIB)
+    if limits.get("fileSizeMiB"):
+        _lower(resource.RLIMIT_FSIZE, int(limits["fileSizeMiB"]) * _MIB)
+    if limits.get("nproc"):
+        _lower(resource.RLIMIT_NPROC, int(limits["nproc"]))
+    _lower(resource.RLIMIT_CORE, 0)
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _mount(libc: Any, source: str | None, target: str, fstype: str | None, flags: int,
+           data: str | None = None) -> None:  # fmt: skip
+    _check(
+        libc.mount(
+            source.encode() if source else None,
+            target.encode(),
+            fstype.encode() if fstype else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
+        ),
+        f"mount {source or fstype} on {target}",
+    )
+
+
+def _bind(libc: Any, source: str, target: str, *, writable: bool) -> None:
+    """Bind ``source`` on ``target`` (made as a file or directory like it), read-only unless
+    ``writable``, keeping the flags the kernel locks (nosuid, nodev, ...) of the original."""
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.exists(target):
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
+    _mount(libc, source, target, None, MS_BIND | MS_REC)
+    flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV
+    locked = os.statvfs(target).f_flag
+    for st, ms in _ST_TO_MS.items():
+        if locked & st:
+            flags |= ms
+    if not writable:
+        flags |= MS_RDONLY
+    _mount(libc, None, target, None, flags)
+
+
+def _pivot_root(libc: Any, new_root: bytes, put_old: bytes) -> None:
+    number = _PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        raise SetupError(f"pivot_root: no syscall number known for {os.uname().machine}")
+    _check(libc.syscall(number, new_root, put_old), f"pivot_root({new_root.decode()})")
+
+
+def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
+    """In the new mount namespace, as PID 1: the sandbox's root, then ``pivot_root`` into it."""
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+    # A tmpfs to stand on: the old root moves under it, so binds read from /oldroot.
+    _mount(libc, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    os.mkdir("/tmp/oldroot")
+    os.mkdir("/tmp/newroot")
+    _pivot_root(libc, b"/tmp", b"/tmp/oldroot")
+    os.chdir("/")
+    new = "/newroot"
+    tmp_mib = int(spec.get("tmpMiB") or 64)
+    _mount(libc, "tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    for path in SYSTEM_PATHS:
+        old = "/oldroot" + path
+        if os.path.islink(old):
+            os.symlink(os.readlink(old), new + path)
+        elif os.path.isdir(old):
+            _bind(libc, old, new + path, writable=False)
+    # /tmp before the binds: a workspace under /tmp must stay visible over the private one.
+    os.makedirs(new + "/tmp", exist_ok=True)
+    _mount(libc, "tmpfs", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+           f"mode=1777,size={tmp_mib * _MIB}")  # fmt: skip
+    for path in spec.get("readOnly", ()):
+        if os.path.exists("/oldroot" + path):
+            _bind(libc, "/oldroot" + path, new + path, writable=False)
+    for path in [spec["workdir"], *spec.get("readWrite", ())]:
+        _bind(libc, "/oldroot" + path, new + path, writable=True)
+    os.makedirs(new + "/dev", exist_ok=True)
+    _mount(libc, "tmpfs", new + "/dev", "tmpfs", MS_NOSUID, "mode=0755,size=65536")
+    for name in DEVICES:
+        if os.path.exists("/oldroot/dev/" + name):
+            _bind(libc, "/oldroot/dev/" + name, f"{new}/dev/{name}", writable=True)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
+        os.symlink(target, f"{new}/dev/{name}")
+    os.makedirs(new + "/dev/shm")
+    os.makedirs(new + "/proc")
+    _mount(libc, "proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _check(libc.umount2(b"/oldroot", MNT_DETACH), "umount the old root")
+    os.chdir(new)
+    _pivot_root(libc, b".", b".")
+    _check(libc.umount2(b".", MNT_DETACH), "detach the launcher's root")
+    os.chdir("/")
+    # Read-only from here on: the root itself (its empty directories) must not be writable.
+    _mount(libc, None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _map_user(uid: int, gid: int) -> None:
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{SANDBOX_UID} {uid} 1")
+    _write("/proc/self/gid_map", f"{SANDBOX_UID} {gid} 1")
+
+
+def _status_of(status: int) -> tuple[int | None, int | None]:
+    """``(exit code, signal)`` of a wait status."""
+    if os.WIFSIGNALED(status):
+        return None, os.WTERMSIG(status)
+    return os.waitstatus_to_exitcode(status), None
+
+
+def _end_like(code: int | None, sig: int | None) -> None:
+    """End this process as the program ended: by the same signal, or with the same code."""
+    if sig is not None:
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # a signal that does not kill (SIGCHLD...) or was blocked
+    os._exit(code or 0)
+
+
+def _init(libc: Any, spec: Mapping[str, Any], status_w: int) -> None:
+    """PID 1 of the sandbox: build it, start the program as PID 2, reap, report its status."""
+    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    _build_root(libc, spec)
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    program = os.fork()
+    if program == 0:
+        os.close(status_w)
+        os.chdir(spec["cwd"])
+        os.execvpe(spec["argv"][0], spec["argv"], dict(spec["env"]))
+    status = 0
+    while True:
+        try:
+            pid, wait_status = os.wait()
+        except ChildProcessError:
+            break
+        if pid == program:
+            status = wait_status
+            break
+    os.write(status_w, json.dumps(_status_of(status)).encode())
+    os._exit(0)
+
+
+def _forward(child: int) -> None:
+    def relay(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, relay)
+
+
+def run_in_namespaces(spec: Mapping[str, Any]) -> None:
+    """The ``namespaces`` backend, from the launcher's process (never returns)."""
+    libc = _libc()
+    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+    if not spec.get("network"):
+        flags |= CLONE_NEWNET
+    _check(libc.unshare(flags), "unshare the namespaces")
+    _map_user(uid, gid)
+    status_r, status_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(status_r)
+        try:
+            _init(libc, spec, status_w)
+        except BaseException as exc:
+            os.write(2, f"sandbox: {exc}\n".encode())
+            os._exit(SETUP_FAILED)
+    os.close(status_w)
+    _forward(child)
+    _, init_status = os.waitpid(child, 0)
+    report = b""
+    while chunk := os.read(status_r, 256):
+        report += chunk
+    if not report:  # PID 1 failed to build the sandbox, or was killed
+        code, sig = _status_of(init_status)
+        _end_like(code, sig)
+    code, sig = json.loads(report)
+    _end_like(code, sig)
+
+
+def main(argv: Sequence[str]) -> None:
+    """``_launch.py SPEC_JSON``: join the call's cgroup, apply the limits, then run the program
+    in namespaces, or ``exec`` the command ``spec["exec"]`` (bubblewrap) when given."""
+    spec = json.loads(argv[1])
+    try:
+        apply_limits(spec.get("limits", {}), spec.get("cgroup"))
+        if spec.get("exec"):
+            os.execvpe(spec["exec"][0], spec["exec"], dict(spec["env"]))
+        run_in_namespaces(spec)
+    except (SetupError, OSError) as exc:
+        os.write(2, f"sandbox: {exc}\n".encode())
+        os._exit(SETUP_FAILED)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
