@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.daemon import Orchestrator
+from tests.support.tool_context import MARK, kill_if_alive, processes_marked, read_fifo
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -103,11 +104,58 @@ DETACH = (
 )
 
 
+async def test_a_detached_program_ends_with_its_sandboxed_call(tmp_path: Path) -> None:
+    """In the sandbox a program that leaves the call's process group (``setsid``) is still in
+    the call's PID namespace, which ends with the call."""
+    import os
+    import secrets
+
+    fifos = tmp_path / "fifos"
+    fifos.mkdir()
+    os.mkfifo(fifos / "ready")
+    os.mkfifo(fifos / "go")
+    tool = '{ref: {kind: Tool, name: bash, package: "@goondan/base"}}'
+    visible = f'{{{tool[1:-1]}, config: {{sandbox: {{readWritePaths: ["{fifos}"]}}}}}}'
+    (tmp_path / "goondan.yaml").write_text(SWARM.replace(f"tools: [{tool}]", f"tools: [{visible}]"))
+    orchestrator = Orchestrator(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
+    token = secrets.token_hex(8)
+    command = (
+        f"export {MARK}={token}; setsid sh -c 'exec sleep 300' >/dev/null 2>&1 </dev/null & "
+        f"echo go > {fifos}/ready; read line < {fifos}/go; echo started"
+    )
+    async with asyncio.timeout(60):
+        await orchestrator.start()
+        try:
+            request = asyncio.create_task(orchestrator.request(f"run {command}"))
+            await read_fifo(fifos / "ready")
+            detached = processes_marked(token)
+            go = os.open(fifos / "go", os.O_RDWR)
+            try:
+                os.write(go, b"go\n")
+                assert detached
+                assert (await request).output.strip() == "started"
+                for pid in detached:
+                    await gone(pid)
+            finally:
+                os.close(go)
+                for pid in detached:
+                    kill_if_alive(pid)
+        finally:
+            await orchestrator.shutdown()
+
+
+UNSANDBOXED = SWARM.replace(
+    "  agents: [Agent/shell, Agent/other]\n",
+    '  agents: [Agent/shell, Agent/other]\n  policy: {sandbox: "off"}\n',
+)
+
+
 async def test_no_program_a_tool_started_outlives_its_agent(tmp_path: Path) -> None:
+    """With the sandbox off, the agent's scope token finds what left the group."""
     import os
     import signal
 
-    (tmp_path / "goondan.yaml").write_text(SWARM)
+    (tmp_path / "goondan.yaml").write_text(UNSANDBOXED)
     orchestrator = Orchestrator(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
     workspace = tmp_path / "state" / "agents" / "shell" / "instances" / "default" / "workspace"
     shell = orchestrator.supervisor.handles["shell"]

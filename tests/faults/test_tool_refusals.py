@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import socket
 import threading
 import uuid
@@ -28,6 +29,13 @@ from agent_process.boot import build_registry
 from agent_process.scope import StepScope, TurnScope
 from agent_process.tools.executor import ToolExecutor
 from bundle import load_bundle
+from tests.support.tool_context import (
+    MARK,
+    kill_if_alive,
+    processes_marked,
+    read_fifo,
+    wait_process_gone,
+)
 from tools_base import Message, ToolCall, ToolCallResult
 
 pytestmark = pytest.mark.timeout(60)
@@ -299,22 +307,30 @@ async def test_a_redirect_to_an_internal_address_is_refused(
 async def test_bash_past_its_timeout_is_killed_with_everything_it_started(
     target: Target,
 ) -> None:
-    result = await target.call(
-        "bash__exec", command="sleep 300 & echo $! > bg.pid; sleep 30", timeoutMs=2000
+    token = secrets.token_hex(8)
+    os.mkfifo(target.workdir / "ready.fifo")
+    call = asyncio.create_task(
+        target.call(
+            "bash__exec",
+            command="sleep 300 & echo go > ready.fifo; sleep 30",
+            timeoutMs=2000,
+            env={MARK: token},
+        )
     )
-    assert result.status == "ok"
-    output = result.output
-    assert isinstance(output, dict)
-    assert output["timedOut"] is True
-    background = int((target.workdir / "bg.pid").read_text())
-    for _ in range(200):  # bounded: the process group was killed, wait for it to be reaped
-        try:
-            os.kill(background, 0)
-        except ProcessLookupError:
-            break
-        await asyncio.sleep(0.025)
-    else:
-        raise AssertionError(f"background process {background} survived the timeout")
+    await read_fifo(target.workdir / "ready.fifo")
+    started = processes_marked(token)  # the shell and its background job, as seen from here
+    try:
+        assert len(started) >= 2
+        result = await call
+        assert result.status == "ok"
+        output = result.output
+        assert isinstance(output, dict)
+        assert output["timedOut"] is True
+        for pid in started:
+            await wait_process_gone(pid)
+    finally:
+        for pid in started:
+            kill_if_alive(pid)
 
 
 async def test_bash_output_beyond_the_cap_is_cut_and_flagged(target: Target) -> None:
