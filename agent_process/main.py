@@ -70,7 +70,7 @@ from ipc.protocol import (
     ShutdownRequest,
 )
 from ipc.scope import SCOPE_ENV, kill_scope, new_scope
-from tools_base import AgentInfo, Message, MessageSource
+from tools_base import AgentInfo, Message, MessageSource, sandbox
 
 
 def standard_fd_identities() -> tuple[tuple[int, int] | None, ...]:
@@ -112,6 +112,7 @@ def serve(conn: Connection, plan_data: AgentPlan | dict[str, Any]) -> None:
     os.environ[SCOPE_ENV] = new_scope()
     if plan.memory_limit_mib is not None:
         _limit_memory(plan.memory_limit_mib)
+    sandbox.configure(plan.sandbox)
     configure_logging(process=f"agent:{plan.agent_name}")
     try:
         import uvloop

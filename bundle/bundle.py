@@ -269,6 +269,7 @@ class Bundle:
             request_timeout_seconds=swarm_spec.policy.request_timeout_seconds,
             shutdown_grace_seconds=swarm_spec.policy.shutdown.grace_period_seconds,
             allow_spawn_outside_state=swarm_spec.policy.allow_spawn_outside_state,
+            sandbox=swarm_spec.policy.sandbox,
             memory_limit_mib=spec.limits.memory_mib,
             budgets=spec.budgets.over(swarm_budgets) if spec.budgets else swarm_budgets,
             ask_permits=pool is not None or self.has_trace_budget(swarm),
@@ -407,6 +408,7 @@ def _tool_plan(tool: ResolvedTool) -> ToolPlan:
         error_message_limit=tool.spec.error_message_limit,
         timeout_seconds=tool.spec.timeout_seconds,
         config=tool.config,
+        sandboxed=tool.spec.sandboxed,
         exports=[
             ToolExportPlan(name=e.name, description=e.description, parameters=e.parameters)
             for e in tool.spec.exports

@@ -365,6 +365,11 @@ class ToolSpec(_Spec):
     config: dict[str, Any] = Field(
         default_factory=dict, description="Passed to the module's configure(config)."
     )
+    sandboxed: bool = Field(
+        default=False,
+        description="Its handlers start programs in the tool sandbox: `run` refuses an agent "
+        "holding it where no sandbox can be made (unless the Swarm's policy.sandbox is off).",
+    )
     exports: list[ToolExport] = Field(min_length=1, description="At least one export.")
     env: EnvNames
 
@@ -645,6 +650,12 @@ class SwarmPolicy(_Spec):
         ),
     )
     api: ApiPolicy = Field(default_factory=ApiPolicy, description="The daemon's HTTP API.")
+    sandbox: Literal["auto", "bwrap", "namespaces", "off"] = Field(
+        default="auto",
+        description="The sandbox of tool programs (bash, MCP stdio servers): auto (bubblewrap, "
+        "else the kernel's namespaces, else `run` refuses), bwrap, namespaces, or off "
+        "(programs run as the agent, unconfined).",
+    )
 
 
 class AgentPlacement(_Spec):

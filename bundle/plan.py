@@ -7,7 +7,7 @@ again. Comparing two plans tells whether an edit of goondan.yaml changed an agen
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,6 +51,8 @@ class ToolPlan(_Plan):
     timeout_seconds: float | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     """``Tool.spec.config`` with the agent reference's ``config`` over it."""
+    sandboxed: bool = False
+    """``Tool.spec.sandboxed``: its handlers start programs in the tool sandbox."""
     exports: list[ToolExportPlan]
 
 
@@ -149,6 +151,8 @@ class AgentPlan(_Plan):
     allow_spawn_outside_state: bool = False
     """``Swarm.spec.policy.allowSpawnOutsideState``: spawn workdirs may lie outside the state
     directory, not only in the caller's workspace (see ``agent_process.spawn``)."""
+    sandbox: Literal["auto", "bwrap", "namespaces", "off"] = "auto"
+    """``Swarm.spec.policy.sandbox``: the sandbox tool programs run in."""
     state_dir: str
     """Root of the swarm's state; the agent's instances live under ``agents/<name>/``."""
     environment: list[str] = Field(default_factory=list)

@@ -318,6 +318,9 @@ async def _run(args: argparse.Namespace) -> int:
             "put it in .env beside goondan.yaml (see .env.example), or export it; "
             "`doctor` checks every key",
         )
+    refused = await _sandbox_refusal(orchestrator.bundle, args.swarm)
+    if refused is not None:
+        return _fail(args, ExitCode.INTERNAL, *refused)
     orchestrator.install_signal_handlers()
     try:
         try:
@@ -341,6 +344,17 @@ async def _run(args: argparse.Namespace) -> int:
         return 0
     finally:
         await orchestrator.shutdown()
+
+
+async def _sandbox_refusal(bundle: Any, swarm: str | None) -> tuple[str, str] | None:
+    """Why the swarm's tool programs cannot run here (no sandbox, not turned off) and the fix,
+    or ``None``."""
+    import asyncio
+
+    from orchestrator import sandbox_check
+
+    finding = await asyncio.to_thread(sandbox_check.examine, bundle, swarm)
+    return (finding.refusal(), sandbox_check.FIX) if finding.refused else None
 
 
 def _cluster_exit(exc: Exception) -> int:

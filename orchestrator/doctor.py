@@ -160,6 +160,7 @@ def _needs(report: Report, bundle: Any, have: dict[str, bool], env: dict[str, st
             "the Swarm places agents on other hosts; --cluster needs the NATS client",
             f"pip install '{DISTRIBUTION}[cluster]'",
         )
+    _sandbox(report, bundle, swarm.name)
     needs = key_needs(bundle, swarm.name)
     if not needs:
         report.add("keys", "ok", "no Model of the swarm needs an API key from the environment")
@@ -176,6 +177,31 @@ def _needs(report: Report, bundle: Any, have: dict[str, bool], env: dict[str, st
                 "or export it",
                 ExitCode.AUTH,
             )
+
+
+def _sandbox(report: Report, bundle: Any, swarm: str) -> None:
+    from orchestrator import sandbox_check
+
+    finding = sandbox_check.examine(bundle, swarm)
+    users = ", ".join(finding.agents) or "no agent of the swarm starts programs"
+    if finding.refused:
+        report.add("sandbox", "fail", finding.refusal(), sandbox_check.FIX, ExitCode.INTERNAL)
+    elif finding.backend is None:
+        report.add("sandbox", "warn", f"none can be made here: {finding.reason} ({users})",
+                   sandbox_check.FIX)  # fmt: skip
+    elif finding.backend == "off":
+        report.add("sandbox", "warn", f"off: tool programs run unconfined ({users})",
+                   "remove the Swarm's spec.policy.sandbox: off")  # fmt: skip
+    else:
+        report.add("sandbox", "ok", f"{finding.backend}: {finding.reason}; for {users}")
+    if finding.backend not in (None, "off") and finding.processes == "none":
+        report.add(
+            "sandbox processes",
+            "warn",
+            "the per-call process limit does not hold: root ignores RLIMIT_NPROC and no pids "
+            "cgroup is writable",
+            "run the daemon as another user, or give it a cgroup with the pids controller",
+        )
 
 
 def _state(report: Report, state_dir: Path) -> None:
