@@ -146,7 +146,7 @@ def _mount(libc: Any, source: str | None, target: str, fstype: str | None, flags
     )
 
 
-def _bind(libc: Any, source: str, target: str, *, writable: bool) -> None:
+def _bind(libc: Any, source: str, target: str, *, writable: bool, device: bool = False) -> None:
     """Bind ``source`` on ``target`` (made as a file or directory like it), read-only unless
     ``writable``, keeping the flags the kernel locks (nosuid, nodev, ...) of the original."""
     if os.path.isdir(source):
@@ -156,7 +156,8 @@ def _bind(libc: Any, source: str, target: str, *, writable: bool) -> None:
         if not os.path.exists(target):
             os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
     _mount(libc, source, target, None, MS_BIND | MS_REC)
-    flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV
+    # A device node on a nodev mount cannot be opened: /dev/null must stay usable.
+    flags = MS_BIND | MS_REMOUNT | MS_NOSUID | (0 if device else MS_NODEV)
     locked = os.statvfs(target).f_flag
     for st, ms in _ST_TO_MS.items():
         if locked & st:
@@ -204,7 +205,7 @@ def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
     _mount(libc, "tmpfs", new + "/dev", "tmpfs", MS_NOSUID, "mode=0755,size=65536")
     for name in DEVICES:
         if os.path.exists("/oldroot/dev/" + name):
-            _bind(libc, "/oldroot/dev/" + name, f"{new}/dev/{name}", writable=True)
+            _bind(libc, "/oldroot/dev/" + name, f"{new}/dev/{name}", writable=True, device=True)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
         os.symlink(target, f"{new}/dev/{name}")
@@ -306,14 +307,34 @@ def run_in_namespaces(spec: Mapping[str, Any]) -> None:
     _end_like(code, sig)
 
 
+def close_inherited_fds() -> None:
+    """Close every descriptor but 0–2. Whoever starts the launcher cannot always keep its own
+    from being inherited (uvloop passes them on whatever ``close_fds`` says), and neither the
+    launcher nor the program may hold the agent's pipes."""
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            if int(name) > 2:
+                with contextlib.suppress(OSError):
+                    os.close(int(name))
+
+
+def environment(spec: Mapping[str, Any]) -> dict[str, str]:
+    """The program's environment: the launcher's own, cut to the names ``spec["envNames"]``
+    lists. Values never travel in the spec: a command line is readable by every user of the
+    machine (``ps``), and a program's environment often holds its tokens."""
+    return {name: os.environ[name] for name in spec.get("envNames", ()) if name in os.environ}
+
+
 def main(argv: Sequence[str]) -> None:
     """``_launch.py SPEC_JSON``: join the call's cgroup, apply the limits, then run the program
     in namespaces, or ``exec`` the command ``spec["exec"]`` (bubblewrap) when given."""
+    close_inherited_fds()
     spec = json.loads(argv[1])
+    spec["env"] = environment(spec)
     try:
         apply_limits(spec.get("limits", {}), spec.get("cgroup"))
         if spec.get("exec"):
-            os.execvpe(spec["exec"][0], spec["exec"], dict(spec["env"]))
+            os.execvpe(spec["exec"][0], spec["exec"], spec["env"])
         run_in_namespaces(spec)
     except (SetupError, OSError) as exc:
         os.write(2, f"sandbox: {exc}\n".encode())
