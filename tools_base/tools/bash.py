@@ -34,9 +34,14 @@ Behaviour:
 * The command does not inherit the agent's environment, which holds provider keys and other
   secrets: it gets only ``PATH``, ``HOME``, ``LANG``, ``LC_*``, ``TZ`` and ``TMPDIR`` from it,
   plus the names config ``passEnv`` lists, plus the call's ``env``.
+* The command runs in the tool sandbox (:mod:`tools_base.sandbox`): its own user, PID, mount,
+  IPC and UTS namespaces, the workdir read-write (and its ``HOME``), the system's directories
+  read-only, a private ``/tmp``; no network unless config ``sandbox.network``; per-call limits.
+  A pid it prints is its own PID namespace's. bubblewrap reports a program's death by signal N
+  as exit status 128 + N, which is read back as that signal.
 * ``cwd`` and ``path`` must stay inside the workdir (symlinks resolved) unless config
-  ``allowOutsideWorkdir`` is true. This only keeps the model from pointing the tool
-  elsewhere by mistake; a shell command can still touch any file the process can.
+  ``allowOutsideWorkdir`` is true; such a directory (or the script's) is then made visible in
+  the sandbox too.
 
 Config (``configure``):
 
@@ -44,10 +49,14 @@ Config (``configure``):
 ``maxOutputBytes`` (int, default 1048576) bytes kept per stream.
 ``passEnv`` (list of names, default none) more variables of the agent's environment the
     command gets; a name ending in ``*`` passes every variable with that prefix (``AWS_*``).
+``sandbox`` (object) ``network`` (bool, default false), ``cpuSeconds``, ``memoryMiB``,
+    ``processes``, ``fileSizeMiB``, ``tmpMiB`` (limits; ``null`` lifts one),
+    ``readOnlyPaths``/``readWritePaths`` (absolute host paths made visible): see
+    :class:`tools_base.sandbox.SandboxPolicy`.
 
 Error codes: ``E_BASH_PATH_OUTSIDE_WORKDIR``, ``E_BASH_CWD_NOT_FOUND``,
 ``E_BASH_SCRIPT_NOT_FOUND``, ``E_BASH_SPAWN_FAILED`` (shell missing or not executable),
-``E_TOOL_INVALID_ARGS``.
+``E_SANDBOX_UNAVAILABLE`` (no sandbox can be made here), ``E_TOOL_INVALID_ARGS``.
 
 Handlers are coroutines: they run on the agent's event loop and never block it.
 """
