@@ -48,6 +48,8 @@ from tools_base.sandbox._cgroup import PidsCgroup, find_pids_parent
 UNAVAILABLE = "E_SANDBOX_UNAVAILABLE"
 LAUNCHER = str(Path(_launch.__file__).resolve())
 PROBE_TIMEOUT_SECONDS = 10.0
+SYSTEM_PATHS: tuple[str, ...] = _launch.SYSTEM_PATHS
+"""The system's directories every sandboxed program sees read-only."""
 _MIB = 1024 * 1024
 
 
@@ -283,8 +285,8 @@ def keep_standard_fds_only() -> None:
 @dataclass
 class Launch:
     """A program made ready to start in the sandbox: start ``argv`` with ``env`` and
-    ``preexec_fn=preexec`` (or, where no ``preexec_fn`` can be given, ``launcher_argv``), then
-    :meth:`close` once it has ended."""
+    ``preexec_fn=preexec`` (or, where no ``preexec_fn`` can be given, ``launcher_argv`` with
+    ``env``), then :meth:`close` once it has ended."""
 
     argv: list[str]
     env: dict[str, str]
@@ -389,7 +391,8 @@ def _prepare(
         keep_standard_fds_only()
         _launch.apply_limits(limits, cgroup_path)
 
-    spec: dict[str, Any] = {"limits": limits, "cgroup": cgroup_path, "env": dict(env)}
+    # The launcher is started with ``env`` and reads the values from its own environment.
+    spec: dict[str, Any] = {"limits": limits, "cgroup": cgroup_path, "envNames": sorted(env)}
     if backend is SandboxMode.BWRAP:
         bwrap = bwrap_path()
         assert bwrap is not None
@@ -480,6 +483,7 @@ def probe(mode: SandboxMode | str = SandboxMode.AUTO) -> Probe:
 
 __all__ = [
     "FIX",
+    "SYSTEM_PATHS",
     "UNAVAILABLE",
     "Launch",
     "Probe",
