@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -14,6 +15,7 @@ import pytest
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
 from tests.support.swarm import FIXTURES, write_swarm
+from tests.support.tool_context import MARK, processes_marked
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -133,7 +135,7 @@ spec:
     - ref: {{kind: Extension, name: mcp, package: "@goondan/base"}}
       config:
         servers:
-          - {{name: local, command: {python}, args: [{server}]}}
+          - {{name: local, command: {python}, args: [{server}], env: {{{mark}: {token}}}}}
 ---
 apiVersion: goondan.ai/v1
 kind: Swarm
@@ -148,13 +150,18 @@ async def test_mcp_tools_in_an_agent_process_and_no_server_outlives_a_killed_age
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "goondan.yaml"
-    path.write_text(MCP_SWARM.format(python=sys.executable, server=MCP_SERVER))
+    token = secrets.token_hex(8)
+    path.write_text(
+        MCP_SWARM.format(python=sys.executable, server=MCP_SERVER, mark=MARK, token=token)
+    )
     orchestrator = Orchestrator(path, state_dir=tmp_path / "s")
     async with asyncio.timeout(60):
         await orchestrator.start()
         try:
             assert (await orchestrator.request("add")).output == "42"
-            server_pid = int((await orchestrator.request("pid")).output)
+            # The server runs in the sandbox: its pid there means nothing here, its mark does.
+            server_pids = processes_marked(token)
+            assert server_pids
             handle = orchestrator.supervisor.handles["bridge"]
             agent_pid = handle.pid
             assert agent_pid is not None
@@ -164,13 +171,11 @@ async def test_mcp_tools_in_an_agent_process_and_no_server_outlives_a_killed_age
             )
             # the server saw its stdin close and ended with the agent
             for _ in range(400):
-                try:
-                    os.kill(server_pid, 0)
-                except ProcessLookupError:
+                if not set(processes_marked(token)) & set(server_pids):
                     break
                 await asyncio.sleep(0.025)
             else:
-                raise AssertionError(f"MCP server {server_pid} outlived its agent")
+                raise AssertionError(f"MCP server {server_pids} outlived its agent")
             assert (await orchestrator.request("add")).output == "42"  # a new server
         finally:
             await orchestrator.shutdown()

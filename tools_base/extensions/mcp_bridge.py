@@ -23,10 +23,48 @@ closes, so none outlives a killed agent.
 Config:
 
 - ``servers``: a list of
-  ``{name, command, args: [], env: {}, cwd}`` (stdio) or ``{name, url}`` (streamable HTTP),
-  each optionally with ``tools`` (only these MCP tools), ``startupTimeoutSeconds`` (20) and
-  ``callTimeoutSeconds`` (60).
+  ``{name, command, args: [], env: {}, cwd, sandbox}`` (stdio) or ``{name, url}`` (streamable
+  HTTP), each optionally with ``tools`` (only these MCP tools), ``startupTimeoutSeconds`` (20)
+  and ``callTimeoutSeconds`` (60).
 - ``retrySeconds`` (10): the least time between two start attempts of a failed server.
+
+Stdio servers run in the tool sandbox (:mod:`tools_base.sandbox`, the same as ``bash``'s
+commands): their own user, PID, mount, IPC and UTS namespaces, limits, and a view of the
+machine made of
+
+- the system's directories (``/usr``, ``/bin``, ``/lib*``, ``/etc``…), read-only;
+- the server's **program**, read-only: the executable ``command`` resolves to on the server's
+  ``PATH``, and the installation it belongs to when it lies in one's ``bin`` (a Python venv
+  and the interpreter it was made from, a Python or Node.js installation such as a pyenv, uv
+  or nvm one, never a whole home directory), the same for a script's ``#!`` interpreter, and
+  ``uv`` beside ``uvx``; so ``python server.py``, a venv's console script, ``npx`` and ``uvx``
+  work as configured;
+- every argument that is an **absolute path to an existing file** (a server script),
+  read-only;
+- ``cwd``, read-only, where the server starts;
+- a **directory of its own**, read-write, which is its ``HOME`` (``npx``'s and ``uvx``'s
+  caches go there) and its working directory when no ``cwd`` is given. One server serves
+  every conversation instance of the agent, so no instance's workspace is its; the directory
+  lives under the system's temporary directory and goes when the agent stops the server;
+- a private ``/tmp`` and ``/proc``, and the paths of ``sandbox.readOnlyPaths`` and
+  ``sandbox.readWritePaths``.
+
+Nothing else has a name inside: not the agent's state directory or ``api.sock``, not the
+users' homes (so not ``~/.npmrc``, ``~/.cache`` or a user's site-packages), not a directory
+named in ``args`` (a file server's root: list it in ``sandbox.readWritePaths`` or
+``readOnlyPaths``), not paths that ``.pth`` files of a venv add (an editable install's
+source: ``readOnlyPaths``). A server must be given what it reads in ``env`` or those paths.
+
+``sandbox`` (stdio servers only) is ``false`` to run the server unconfined, as the agent's
+user with its view of the machine (a server that drives Docker, say), or an object:
+``network`` (**true** for MCP servers: they are the operator's choice, not a model's, and
+most need it; false gives it no network at all, not even loopback), ``memoryMiB`` (4096, the
+address space of each process), ``processes`` (256), ``fileSizeMiB`` (1024), ``tmpMiB``
+(256), ``cpuSeconds`` (none: a long-lived server would use up any bound), ``readOnlyPaths``
+and ``readWritePaths`` (absolute paths). Where no sandbox can be made, a sandboxed server
+does not start (logged and retried like any server that cannot start; its calls fail with
+``E_MCP_SERVER_UNAVAILABLE`` and the reason), unless the Swarm's ``policy.sandbox`` is
+``off``.
 
 Needs the SDK: ``pip install 'goondan-py[mcp]'``. Example::
 
@@ -37,21 +75,38 @@ Needs the SDK: ``pip install 'goondan-py[mcp]'``. Example::
             - name: files
               command: npx
               args: ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data"]
+              sandbox: { readWritePaths: [/srv/data] }   # a directory it serves is not shown
             - name: search
               url: http://127.0.0.1:8931/mcp
               tools: [web_search]
+            - name: notes
+              command: /opt/notes-mcp/.venv/bin/python
+              args: [/opt/notes-mcp/server.py]
+              env: { NOTES_DIR: /srv/notes }
+              sandbox: { network: false, readWritePaths: [/srv/notes] }
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tools_base import ExtensionApi, ExtensionError, JsonValue, ToolContext, ToolError
+from tools_base import (
+    ExtensionApi,
+    ExtensionError,
+    JsonValue,
+    ToolConfigError,
+    ToolContext,
+    ToolError,
+    sandbox,
+)
+from tools_base.extensions import _mcp_sandbox
+from tools_base.sandbox import SandboxPolicy
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 STOP_TIMEOUT_SECONDS = 3.0
@@ -70,6 +125,8 @@ class ServerSpec:
     tools: frozenset[str] | None = None
     startup_timeout: float = 20.0
     call_timeout: float = 60.0
+    sandbox: SandboxPolicy | None = None
+    """What a stdio server may do in the tool sandbox; ``None`` runs it unconfined."""
 
 
 def parse_servers(config: Mapping[str, Any]) -> list[ServerSpec]:
@@ -123,9 +180,33 @@ def parse_servers(config: Mapping[str, Any]) -> list[ServerSpec]:
                 tools=frozenset(tools) if tools is not None else None,
                 startup_timeout=_seconds(raw, "startupTimeoutSeconds", 20.0, at),
                 call_timeout=_seconds(raw, "callTimeoutSeconds", 60.0, at),
+                sandbox=_sandbox(raw, at, stdio=command is not None),
             )
         )
     return specs
+
+
+def _sandbox(raw: Mapping[str, Any], at: str, *, stdio: bool) -> SandboxPolicy | None:
+    """A server's ``sandbox``: ``None`` for an HTTP server or one that opted out."""
+    if "sandbox" in raw and not stdio:
+        raise ExtensionError(
+            f"{at}.sandbox applies to stdio servers (`command`) only: the agent does not start "
+            "an HTTP server"
+        )
+    if not stdio:
+        return None
+    value = raw.get("sandbox")
+    if value is False:
+        return None
+    if value is not None and not isinstance(value, dict):
+        raise ExtensionError(f"{at}.sandbox must be false or an object, got {value!r}")
+    try:
+        # Operators choose MCP servers and most need the network; a server lives long, so a
+        # CPU-time bound would end it at some random call.
+        return SandboxPolicy.from_config(at, value, network=True, cpu=False)
+    except ToolConfigError as exc:
+        said = re.sub(rf"^{re.escape(at)} config '(sandbox[^']*)'", rf"{at}.\1", str(exc))
+        raise ExtensionError(said if said != str(exc) else f"{at}.sandbox: {exc}") from None
 
 
 def _seconds(raw: Mapping[str, Any], key: str, default: float, at: str) -> float:
@@ -157,6 +238,10 @@ class McpServer:
     tools: list[Any] = field(default_factory=list)
     """The server's MCP ``Tool`` descriptions from the last successful start."""
     last_attempt: float = 0.0
+    directory: str | None = None
+    """The sandboxed server's own directory (its ``HOME``), kept across its restarts."""
+    backend: str = "none"
+    """The sandbox the server runs in (``bwrap``, ``namespaces``, ``off``), or ``none``."""
 
     @property
     def running(self) -> bool:
@@ -179,24 +264,37 @@ class McpServer:
             except BaseException:
                 await self._shutdown()
                 raise
-            self.logger.info("mcp server started", server=self.spec.name, tools=len(self.tools))
+            self.logger.info(
+                "mcp server started",
+                server=self.spec.name,
+                tools=len(self.tools),
+                sandbox=self.backend,
+            )
             return self._client
 
     async def _own(self, ready: asyncio.Future[Any]) -> None:
         from mcp import Client, StdioServerParameters
 
-        target: Any
-        if self.spec.url is not None:
-            target = self.spec.url
-        else:
-            assert self.spec.command is not None
-            target = StdioServerParameters(
-                command=self.spec.command,
-                args=list(self.spec.args),
-                env=dict(self.spec.env) if self.spec.env is not None else None,
-                cwd=self.spec.cwd,
-            )
+        target: Any = self.spec.url
+        launch: sandbox.Launch | None = None
         try:
+            if self.spec.url is None:
+                assert self.spec.command is not None
+                if self.spec.sandbox is None:
+                    target = StdioServerParameters(
+                        command=self.spec.command,
+                        args=list(self.spec.args),
+                        env=dict(self.spec.env) if self.spec.env is not None else None,
+                        cwd=self.spec.cwd,
+                    )
+                else:
+                    launch = await self._prepare(self.spec.sandbox)
+                    target = StdioServerParameters(
+                        command=launch.launcher_argv[0],
+                        args=launch.launcher_argv[1:],
+                        env=launch.env,
+                        cwd=self._cwd(),
+                    )
             async with Client(target) as client:
                 tools: list[Any] = []
                 cursor: str | None = None
@@ -221,6 +319,51 @@ class McpServer:
                 )
         finally:
             self._client = None
+            if launch is not None:
+                launch.close()
+
+    def _cwd(self) -> str:
+        """Where the server starts: ``cwd`` (relative to the agent's, as unsandboxed), else its
+        own directory."""
+        if self.spec.cwd is None:
+            assert self.directory is not None
+            return self.directory
+        return os.path.realpath(self.spec.cwd)
+
+    async def _prepare(self, policy: SandboxPolicy) -> sandbox.Launch:
+        """The server's program made ready to start in the sandbox. Off the loop (probing the
+        sandbox runs a program once per process; the call's cgroup is made in the file
+        system); a launch made after a cancelled start is closed, not leaked."""
+        from mcp.client.stdio import get_default_environment
+
+        env = get_default_environment() | dict(self.spec.env or {})
+        done = asyncio.ensure_future(asyncio.to_thread(self._launch, policy, env))
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            done.add_done_callback(_close_launch)
+            raise
+
+    def _launch(self, policy: SandboxPolicy, env: dict[str, str]) -> sandbox.Launch:
+        assert self.spec.command is not None
+        if self.directory is None:
+            self.directory = _mcp_sandbox.make_directory()
+        cwd = self._cwd()
+        if not os.path.isdir(cwd):
+            raise FileNotFoundError(f"cwd {self.spec.cwd!r} is not a directory")
+        program = _mcp_sandbox.find_program(
+            self.spec.command, self.spec.args, search_path=_mcp_sandbox.path_of(env), cwd=cwd
+        )
+        shown = (*program.read_only, *([cwd] if self.spec.cwd is not None else []))
+        launch = sandbox.prepare(
+            [program.executable, *self.spec.args],
+            env=env,
+            cwd=cwd,
+            workdir=self.directory,
+            policy=replace(policy, read_only=(*shown, *policy.read_only)),
+        )
+        self.backend = str(launch.backend)
+        return launch
 
     async def call(self, name: str, args: dict[str, Any]) -> JsonValue:
         """Call the MCP tool ``name``; every failure is a :class:`ToolError`."""
@@ -292,9 +435,18 @@ class McpServer:
             await asyncio.gather(owner, return_exceptions=True)
 
     async def stop(self) -> None:
-        """Close the connection (a stdio server process is terminated)."""
+        """Close the connection (a stdio server process is terminated) and remove the
+        server's own directory."""
         async with self._lock:
             await self._shutdown()
+            directory, self.directory = self.directory, None
+            if directory is not None:
+                await asyncio.to_thread(_mcp_sandbox.remove_directory, directory)
+
+
+def _close_launch(done: asyncio.Future[sandbox.Launch]) -> None:
+    if not done.cancelled() and done.exception() is None:
+        done.result().close()
 
 
 def _describe(exc: BaseException) -> str:

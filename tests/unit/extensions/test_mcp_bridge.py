@@ -1,12 +1,16 @@
-"""The MCP bridge against a real MCP server process written with the ``mcp`` SDK."""
+"""The MCP bridge against a real MCP server process written with the ``mcp`` SDK, run in the
+tool sandbox as configured by default (the fixture server is this venv's python and a script,
+which the bridge makes visible by itself)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
+import secrets
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +18,15 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.support.extensions import ExtensionHarness, base_extension
-from tools_base.extensions.mcp_bridge import tool_name_for
+from tests.support.tool_context import MARK, processes_marked
+from tools_base import ExtensionError, sandbox
+from tools_base.extensions.mcp_bridge import parse_servers, tool_name_for
+from tools_base.sandbox import Probe, SandboxMode, SandboxPolicy
 
 pytestmark = pytest.mark.timeout(120)
 
 SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "mcp_server.py"
+FIXTURE_TOOLS = ("add", "echo", "fail", "crash", "pid", "slow", "read", "write", "getenv", "cwd")
 
 RULES: list[dict[str, Any]] = [
     {"when": {"input": "^add$"}, "call": {"tool": "mcp__add", "args": {"a": 2, "b": 40}}},
@@ -27,35 +35,82 @@ RULES: list[dict[str, Any]] = [
     {"when": {"input": "^pid$"}, "call": {"tool": "mcp__pid"}},
     {"when": {"input": "^slow$"}, "call": {"tool": "mcp__slow", "args": {"seconds": 5}}},
     {"when": {"input": "^echo$"}, "call": {"tool": "mcp__echo", "args": {"text": "hi"}}},
+    {
+        "when": {"input": "^read (?P<path>.+)$"},
+        "call": {"tool": "mcp__read", "args": {"path": "{path}"}},
+    },
+    {
+        "when": {"input": "^write (?P<path>\\S+) (?P<text>.+)$"},
+        "call": {"tool": "mcp__write", "args": {"path": "{path}", "text": "{text}"}},
+    },
+    {
+        "when": {"input": "^getenv (?P<name>.+)$"},
+        "call": {"tool": "mcp__getenv", "args": {"name": "{name}"}},
+    },
+    {"when": {"input": "^cwd$"}, "call": {"tool": "mcp__cwd"}},
     {"when": {"status": "ok"}, "reply": "{result.result}"},
     {"when": {"status": "error"}, "reply": "{errorCode}: {error}"},
 ]
 
 
-def stdio(**extra: Any) -> dict[str, Any]:
-    return {"name": "local", "command": sys.executable, "args": [str(SERVER)], **extra}
+def stdio(token: str | None = None, **extra: Any) -> dict[str, Any]:
+    """The fixture server; ``token`` marks its processes (see ``processes_marked``)."""
+    env = {MARK: token} if token else {}
+    spec = {"name": "local", "command": sys.executable, "args": [str(SERVER)], **extra}
+    spec["env"] = {**env, **extra.get("env", {})}
+    return spec
 
 
 @pytest.fixture
-async def harness(tmp_path: Path) -> AsyncIterator[ExtensionHarness]:
+def token() -> str:
+    return secrets.token_hex(8)
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, token: str) -> AsyncIterator[ExtensionHarness]:
     h = await ExtensionHarness.start(
         tmp_path,
         rules=RULES,
-        extensions=[base_extension("mcp", servers=[stdio(callTimeoutSeconds=1)])],
+        extensions=[base_extension("mcp", servers=[stdio(token, callTimeoutSeconds=1)])],
     )
     yield h
     await h.close()
 
 
-async def gone(pid: int) -> bool:
-    """Whether ``pid`` ended within a few seconds (bounded polling of the process table)."""
+@pytest.fixture(params=[SandboxMode.BWRAP, SandboxMode.NAMESPACES], ids=str)
+def backend(request: pytest.FixtureRequest) -> Iterator[SandboxMode]:
+    """Each sandbox backend in turn, as the agent's ``policy.sandbox`` would choose it."""
+    mode: SandboxMode = request.param
+    found = sandbox.probe(mode)
+    if not found.available:
+        pytest.skip(f"no {mode} sandbox on this machine: {found.reason}")
+    before = sandbox.current_mode()
+    sandbox.configure(mode)
+    yield mode
+    sandbox.configure(before)
+
+
+async def gone(pids: Iterable[int]) -> bool:
+    """Whether every one of ``pids`` ended within a few seconds (bounded polling of the
+    process table)."""
+    left = set(pids)
     for _ in range(200):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        for pid in list(left):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                left.discard(pid)
+        if not left:
             return True
         await asyncio.sleep(0.025)
     return False
+
+
+def command_line(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def test_mcp_names_are_made_safe() -> None:
@@ -69,7 +124,7 @@ async def test_server_tools_are_registered_with_their_schema_and_source(
     harness: ExtensionHarness,
 ) -> None:
     tools = {t.name: t.item for t in harness.registry}
-    assert set(tools) == {f"mcp__{n}" for n in ("add", "echo", "fail", "crash", "pid", "slow")}
+    assert set(tools) == {f"mcp__{n}" for n in FIXTURE_TOOLS}
     add = tools["mcp__add"]
     assert add.description == "Add two integers."
     assert add.parameters["required"] == ["a", "b"]
@@ -91,15 +146,19 @@ async def test_calls_answer_and_failures_are_structured(harness: ExtensionHarnes
 
 
 async def test_a_crashed_server_is_an_error_and_the_next_call_restarts_it(
-    harness: ExtensionHarness,
+    harness: ExtensionHarness, token: str
 ) -> None:
-    first = int((await harness.turn("pid")).text)
+    # The pid the server reports is its PID namespace's: its processes are found by their mark.
+    first = processes_marked(token)
+    assert first
     crashed = await harness.turn("crash")
     assert crashed.status == "ok"  # the Turn (and the agent) carry on
     assert crashed.text.startswith("E_MCP_SERVER_UNAVAILABLE: ")
     assert await gone(first)
-    second = int((await harness.turn("pid")).text)
-    assert second != first
+    assert (await harness.turn("pid")).text.isdigit()
+    second = processes_marked(token)
+    assert second
+    assert not set(second) & set(first)
     await harness.close()
     assert await gone(second)  # stopped with the agent
 
@@ -168,3 +227,112 @@ async def test_a_streamable_http_server(tmp_path: Path) -> None:
         process.terminate()
         async with asyncio.timeout(10):
             await process.wait()
+
+
+async def test_a_sandboxed_server_sees_its_program_and_its_own_directory_only(
+    tmp_path: Path, backend: SandboxMode, token: str
+) -> None:
+    beside = tmp_path / "beside-the-workspace"
+    beside.mkdir()
+    (beside / "secret.txt").write_text("operator-only")
+    value = secrets.token_hex(8)
+    harness = await ExtensionHarness.start(
+        tmp_path / "agent",
+        rules=RULES,
+        extensions=[base_extension("mcp", servers=[stdio(token, env={"FIXTURE_TOKEN": value})])],
+    )
+    try:
+        home = (await harness.turn("getenv HOME")).text
+        assert Path(home).name.startswith("goondan-mcp-")  # its own, not the agent's
+        assert (await harness.turn("cwd")).text == home
+        assert (await harness.turn(f"write {home}/note.txt kept")).text == "kept"
+        assert (Path(home) / "note.txt").read_text() == "kept"
+
+        for outside in (beside / "secret.txt", f"/proc/{os.getpid()}/environ"):
+            refused = (await harness.turn(f"read {outside}")).text
+            assert refused.startswith("E_MCP_TOOL_ERROR: "), refused
+            assert refused.endswith(f"cannot read {outside}: No such file or directory")
+        planted = (await harness.turn(f"write {beside}/planted.txt x")).text
+        assert planted.startswith("E_MCP_TOOL_ERROR: "), planted
+        assert f"cannot write {beside}/planted.txt" in planted
+        assert not (beside / "planted.txt").exists()
+
+        # Its environment reaches it, and no command line on the machine shows it.
+        assert (await harness.turn("getenv FIXTURE_TOKEN")).text == value
+        marked = processes_marked(token)
+        assert marked
+        assert not [pid for pid in marked if value.encode() in command_line(pid)]
+    finally:
+        await harness.close()
+    assert not os.path.isdir(home)  # noqa: ASYNC240 - removed with the server
+
+
+async def test_a_server_with_sandbox_false_runs_unconfined(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("operator-only")
+    harness = await ExtensionHarness.start(
+        tmp_path, rules=RULES, extensions=[base_extension("mcp", servers=[stdio(sandbox=False)])]
+    )
+    try:
+        assert (await harness.turn(f"read {secret}")).text == "operator-only"
+        environ = (await harness.turn(f"read /proc/{os.getpid()}/environ")).text
+        assert "PATH=" in environ
+        assert (await harness.turn("getenv HOME")).text == os.environ.get("HOME", "")
+    finally:
+        await harness.close()
+
+
+async def test_where_no_sandbox_can_be_made_the_server_does_not_start(
+    harness: ExtensionHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_sandbox(mode: SandboxMode | str = SandboxMode.AUTO) -> Probe:
+        return Probe(SandboxMode(mode), None, "user namespaces are off", "none")
+
+    assert (await harness.turn("crash")).text.startswith("E_MCP_SERVER_UNAVAILABLE: ")
+    monkeypatch.setattr(sandbox, "probe", no_sandbox)
+    refused = (await harness.turn("add")).text
+    assert refused.startswith("E_MCP_SERVER_UNAVAILABLE: "), refused
+    assert "none can be made here: user namespaces are off" in refused
+
+    with capture_logs() as logs:
+        other = await ExtensionHarness.start(
+            tmp_path / "other", rules=RULES, extensions=[base_extension("mcp", servers=[stdio()])]
+        )
+    await other.close()
+    [failed] = [e for e in logs if e["event"] == "mcp server did not start; retrying later"]
+    assert "none can be made here: user namespaces are off" in failed["error"]
+
+    monkeypatch.undo()
+    assert (await harness.turn("add")).text == "42"  # the next call starts it after all
+
+
+def test_the_sandbox_config_of_a_server_is_checked() -> None:
+    def parse(**extra: Any) -> list[Any]:
+        return parse_servers({"servers": [{"name": "s", "command": "srv", **extra}]})
+
+    [default] = parse()
+    assert default.sandbox == SandboxPolicy.from_config("s", None, network=True, cpu=False)
+    assert default.sandbox.network
+    assert default.sandbox.limits.cpu_seconds is None
+    [unconfined] = parse(sandbox=False)
+    assert unconfined.sandbox is None
+    [tuned] = parse(sandbox={"network": False, "memoryMiB": 512, "readOnlyPaths": ["/srv/d/"]})
+    assert tuned.sandbox is not None
+    assert not tuned.sandbox.network
+    assert tuned.sandbox.limits.memory_mib == 512
+    assert tuned.sandbox.limits.cpu_seconds is None
+    assert tuned.sandbox.read_only == ("/srv/d",)
+
+    at = "config.servers[0].sandbox"
+    for bad, said in [
+        (True, f"{at} must be false or an object, got True"),
+        ({"network": "yes"}, f"{at}.network must be a boolean"),
+        ({"memoryMiB": 0}, f"{at}.memoryMiB must be an integer >= 1 or null, got 0"),
+        ({"readWritePaths": ["data"]}, f"{at}.readWritePaths must be a list of absolute paths"),
+        ({"netwrk": True}, f"{at} has unknown key(s) 'netwrk'"),
+    ]:
+        with pytest.raises(ExtensionError, match=f"^{re.escape(said)}"):
+            parse(sandbox=bad)
+    http = {"name": "h", "url": "http://127.0.0.1:1/mcp", "sandbox": {}}
+    with pytest.raises(ExtensionError, match=re.escape(f"{at} applies to stdio servers")):
+        parse_servers({"servers": [http]})
