@@ -15,6 +15,8 @@ import os
 import secrets
 from pathlib import Path
 
+_ACTIVE: set[str] = set()
+"""This process's cgroups whose calls are running: the sweep leaves them."""
 PARENT_NAME = "goondan-sandbox"
 """The directory under the agent's own cgroup that holds one cgroup per running call."""
 
@@ -91,6 +93,7 @@ class PidsCgroup:
         self._sweep(parent)
         self.path = os.path.join(parent, f"call-{os.getpid()}-{secrets.token_hex(4)}")
         os.mkdir(self.path)
+        _ACTIVE.add(self.path)
         try:
             Path(self.path, "pids.max").write_text(str(limit))
         except OSError:
@@ -99,18 +102,27 @@ class PidsCgroup:
 
     @staticmethod
     def _sweep(parent: str) -> None:
-        """Remove the cgroups of agents that are gone. A live agent's may be empty for a moment
-        (made, not yet joined), so they are its own to remove."""
+        """Remove the cgroups of agents that are gone, and this process's own whose calls are
+        over (one whose last process was still dying at its call's end could not go then).
+        Another live agent's may be empty for a moment (made, not yet joined): its own to
+        remove."""
+        me = os.getpid()
         with contextlib.suppress(OSError):
             for entry in os.scandir(parent):
                 _, _, rest = entry.name.partition("call-")
                 owner = rest.partition("-")[0]
-                if not owner.isdigit() or _alive(int(owner)):
+                if not owner.isdigit():
+                    continue
+                if int(owner) == me:
+                    if entry.path in _ACTIVE:
+                        continue
+                elif _alive(int(owner)):
                     continue
                 with contextlib.suppress(OSError):
                     os.rmdir(entry.path)
 
     def remove(self) -> None:
         """Remove the cgroup if it is empty (a process still dying leaves it to the sweep)."""
+        _ACTIVE.discard(self.path)
         with contextlib.suppress(OSError):
             os.rmdir(self.path)
