@@ -40,6 +40,8 @@ from tools_base import ConnectorEvent
 from tools_base._connector import lookup_setting
 
 EXIT_CRASHED = 1
+CONNECTIONS_DIR = "connections"
+"""Under the state directory, a directory per Connection for its connector's own state."""
 
 
 def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
@@ -192,7 +194,9 @@ class ConnectorHost:
             key: resolve_value(source, field=key).reveal()
             for key, source in self.plan.secrets.items()
         }
-        return entry, RuntimeConnectorContext(self, config, secrets)
+        state_dir = Path(self.plan.state_dir) / CONNECTIONS_DIR / self.name
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return entry, RuntimeConnectorContext(self, config, secrets, state_dir)
 
     async def emit(self, event: ConnectorEvent) -> None:
         """Send ``event`` to the Orchestrator once a place in flight is free."""
@@ -224,11 +228,16 @@ class RuntimeConnectorContext:
     """The :class:`~tools_base.ConnectorContext` a connector's ``run`` gets in its process."""
 
     def __init__(
-        self, host: ConnectorHost, config: Mapping[str, str], secrets: Mapping[str, str]
+        self,
+        host: ConnectorHost,
+        config: Mapping[str, str],
+        secrets: Mapping[str, str],
+        state_dir: Path,
     ) -> None:
         self._host = host
         self._config = dict(config)
         self._secrets = dict(secrets)
+        self._state_dir = state_dir
 
     @property
     def connection_name(self) -> str:
@@ -249,6 +258,11 @@ class RuntimeConnectorContext:
     def logger(self) -> Any:
         """A structured logger bound to the connection."""
         return self._host.log
+
+    @property
+    def state_dir(self) -> Path:
+        """``<state dir>/connections/<connection>/``, made at boot."""
+        return self._state_dir
 
     async def emit(self, event: ConnectorEvent) -> None:
         """Deliver ``event`` into the swarm (waits while too many are in flight)."""

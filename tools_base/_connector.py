@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from goondan.errors import ConfigError
@@ -127,6 +128,14 @@ class ConnectorContext(Protocol):
     @property
     def logger(self) -> ToolLogger:
         """A structured logger bound to the connection."""
+        ...
+
+    @property
+    def state_dir(self) -> Path | None:
+        """A private directory of the Connection's own in the state directory
+        (``connections/<name>/``) for what must outlive the connector's process, such as the
+        deliveries the HTTP connectors have taken; ``None`` where there is none (a test
+        harness), and then nothing survives a restart."""
         ...
 
     async def emit(self, event: ConnectorEvent) -> None:

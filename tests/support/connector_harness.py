@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -17,7 +18,8 @@ class RecordingContext:
     """A :class:`~tools_base.ConnectorContext` whose ``emit`` queues events for the test.
 
     ``declared`` lists the event names the Connector declares (``None``: any name); a bounded
-    ``capacity`` makes ``emit`` wait like the runtime's back-pressure does.
+    ``capacity`` makes ``emit`` wait like the runtime's back-pressure does; ``state_dir`` is
+    the Connection's state directory (``None``: the connector keeps its state in memory).
     """
 
     def __init__(
@@ -28,8 +30,10 @@ class RecordingContext:
         secrets: Mapping[str, str] | None = None,
         declared: set[str] | None = None,
         capacity: int = 0,
+        state_dir: Path | None = None,
     ) -> None:
         self._name = connection_name
+        self._state_dir = state_dir
         self._config = dict(config or {})
         self._secrets = dict(secrets or {})
         self.declared = declared
@@ -51,6 +55,10 @@ class RecordingContext:
     @property
     def logger(self) -> Any:
         return self._logger
+
+    @property
+    def state_dir(self) -> Path | None:
+        return self._state_dir
 
     async def emit(self, event: ConnectorEvent) -> None:
         if self.declared is not None and event.name not in self.declared:
