@@ -26,7 +26,6 @@ import hashlib
 import hmac
 import json
 import socket
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -52,8 +51,6 @@ GRACE_SECONDS = 5.0
 """How long requests in flight may take to finish once the server is told to stop."""
 OUTBOX_CAPACITY = 256
 """Events accepted but not yet emitted, per connector, before requests are answered 503."""
-RECENT_IDS = 1024
-"""How many delivery ids a connector remembers to drop the sender's retries."""
 
 Handler = Callable[["Inbound"], Awaitable[Response]]
 
@@ -181,24 +178,6 @@ def mapping_of(value: object) -> dict[str, Any]:
 def answer(status: int, **fields: Any) -> JSONResponse:
     """A JSON answer: ``{"ok": status < 400, ...fields}``."""
     return JSONResponse({"ok": status < 400, **fields}, status_code=status)
-
-
-class RecentIds:
-    """The last :data:`RECENT_IDS` delivery ids seen, to drop a sender's retries."""
-
-    def __init__(self, size: int = RECENT_IDS) -> None:
-        self._seen: OrderedDict[str, None] = OrderedDict()
-        self._size = size
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._seen
-
-    def add(self, key: str) -> None:
-        """Remember ``key`` (forgetting the oldest past the size)."""
-        self._seen[key] = None
-        self._seen.move_to_end(key)
-        if len(self._seen) > self._size:
-            self._seen.popitem(last=False)
 
 
 class Outbox:

@@ -3,8 +3,13 @@
 Set the application's "Interactions Endpoint URL" to ``DISCORD_WEBHOOK_PATH``. Discord signs
 every request with Ed25519; the application's public key (``DISCORD_PUBLIC_KEY``, hex, from
 secrets or config) is required, and a request whose ``X-Signature-Ed25519`` does not sign
-``X-Signature-Timestamp`` + body is answered 401 (Discord checks that too before it saves the
-URL).
+``X-Signature-Timestamp`` + body, or whose timestamp (Unix seconds) is further than
+``DISCORD_SIGNATURE_WINDOW_SECONDS`` (300) from now, is answered 401 (Discord checks that too
+before it saves the URL).
+
+Replays: an interaction taken is remembered by its ``id``, on disk in the Connection's state
+directory, until its window is over; the same interaction again is answered 409 and not
+emitted (Discord never sends one twice, so a second one is a copy).
 
 * PING (type 1) → ``{"type": 1}``.
 * Slash command (type 2) → event ``slash_command``, text ``/<name> [<sub> ...] [<opt>:<value>
@@ -19,18 +24,20 @@ instanceKey ``discord:<channelId>``. Properties: ``interaction_id``, ``interacti
 ``custom_id``, ``values`` (comma-separated), those present.
 
 Settings: ``DISCORD_WEBHOOK_HOST`` (127.0.0.1), ``DISCORD_WEBHOOK_PORT`` → ``PORT`` → 8790,
-``DISCORD_WEBHOOK_PATH`` (``/``), ``DISCORD_WEBHOOK_MAX_BODY_BYTES`` (1 MiB). Needs the
-``cryptography`` package (``pip install 'goondan-py[connectors]'``).
+``DISCORD_WEBHOOK_PATH`` (``/``), ``DISCORD_WEBHOOK_MAX_BODY_BYTES`` (1 MiB),
+``DISCORD_SIGNATURE_WINDOW_SECONDS`` (300; 1 to 3600). Needs the ``cryptography`` package
+(``pip install 'goondan-py[connectors]'``).
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse, Response
 
 from tools_base._connector import ConnectorContext, ConnectorError, ConnectorEvent, TextMessage
-from tools_base.connectors import _http
+from tools_base.connectors import _http, _replay
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -140,13 +147,19 @@ async def run(ctx: ConnectorContext) -> None:
     """Serve the interactions endpoint until cancelled."""
     listen = _http.listen_settings(ctx, "DISCORD_WEBHOOK", DEFAULT_PORT)
     key = public_key(ctx.setting("DISCORD_PUBLIC_KEY", "publicKey"))
+    window = _replay.window_setting(ctx, "DISCORD_SIGNATURE_WINDOW_SECONDS")
     outbox = _http.Outbox(ctx)
+    deliveries = _replay.Deliveries.open(ctx)
 
     async def handle(request: _http.Inbound) -> Response:
         signature = request.headers.get("x-signature-ed25519", "").strip()
-        timestamp = request.headers.get("x-signature-timestamp", "").strip()
+        raw_timestamp = request.headers.get("x-signature-timestamp", "").strip()
+        timestamp = _replay.unix_seconds(raw_timestamp)
         if not (
-            signature and timestamp and signature_matches(key, request.body, timestamp, signature)
+            signature
+            and timestamp is not None
+            and _replay.within(timestamp, time.time(), window)
+            and signature_matches(key, request.body, raw_timestamp, signature)
         ):
             ctx.logger.warning("discord signature rejected", present=bool(signature))
             return _http.answer(401, error="invalid request signature")
@@ -161,7 +174,19 @@ async def run(ctx: ConnectorContext) -> None:
         event = event_from_interaction(interaction)
         if event is None:
             return _http.answer(400, error=f"unsupported interaction type {kind!r}")
+        # The id is in the signed body; without one, the signature is what this request is.
+        interaction_id = _http.text_of(interaction.get("id"))
+        keys = [
+            "interaction:" + interaction_id if interaction_id else "signature:" + signature.lower()
+        ]
+        until = timestamp + window + _replay.MARGIN_SECONDS
+        try:
+            if not await deliveries.take(keys, until=until):
+                return _http.answer(409, error="interaction already received")
+        except _replay.NotRecorded:
+            return _replay.not_recorded()
         if not outbox.offer(event):
+            await deliveries.release(keys)
             return _http.answer(503, error="too many events waiting; retry later")
         deferred = (
             DEFERRED_CHANNEL_MESSAGE if kind == APPLICATION_COMMAND else DEFERRED_UPDATE_MESSAGE

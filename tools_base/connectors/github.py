@@ -18,12 +18,18 @@ issue_comment  ``github_issue_comment`` ``comment on #<n> by <sender>: <body>``
 ``ref``, ``url``, ``delivery`` (the ``X-GitHub-Delivery`` id), those present.
 
 An emitted event is answered 202 ``{"ok": true}`` at once, emitted behind it; every other
-GitHub event (``ping`` included) 204, with nothing emitted; a redelivery of a
-``X-GitHub-Delivery`` id already taken 204 as well.
+GitHub event (``ping`` included) 204, with nothing emitted.
 
 With a secret (``secrets.signingSecret`` or ``GITHUB_WEBHOOK_SECRET``) every request must carry
-``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>``; 401 if it is missing or
-wrong.
+``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>`` (401 if it is missing or
+wrong) and an ``X-GitHub-Delivery`` id (400 without one).
+
+Replays: GitHub signs no timestamp, so a delivery is known by its ``X-GitHub-Delivery`` id and
+by its signature (the id is not signed: a copy could carry a new one). A delivery that led to
+an event is remembered, on disk in the Connection's state directory, for seven days (GitHub's
+"Redeliver" reaches three days back); one with the same id or the same signature is answered
+204 with no event, as a redelivery should be (GitHub stops retrying on a 2xx). Without a
+secret only the id is remembered, when there is one.
 
 Settings: ``GITHUB_WEBHOOK_HOST`` (127.0.0.1), ``GITHUB_WEBHOOK_PORT`` → ``PORT`` → 8789,
 ``GITHUB_WEBHOOK_PATH`` (``/``), ``GITHUB_WEBHOOK_MAX_BODY_BYTES`` (1 MiB),
@@ -32,13 +38,14 @@ Settings: ``GITHUB_WEBHOOK_HOST`` (127.0.0.1), ``GITHUB_WEBHOOK_PORT`` → ``POR
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.responses import Response
 
 from tools_base._connector import ConnectorContext, ConnectorEvent, TextMessage
-from tools_base.connectors import _http
+from tools_base.connectors import _http, _replay
 
 DEFAULT_PORT = 8789
 EVENTS = {
@@ -140,26 +147,37 @@ async def run(ctx: ConnectorContext) -> None:
         allowed=_http.flag(ctx.setting("GITHUB_ALLOW_UNSIGNED")),
     )
     outbox = _http.Outbox(ctx)
-    delivered = _http.RecentIds()
+    deliveries = _replay.Deliveries.open(ctx)
 
     async def handle(request: _http.Inbound) -> Response:
+        keys: list[str] = []
+        delivery = _http.text_of(request.headers.get("x-github-delivery", "").strip())
         if secret is not None:
             signature = request.headers.get("x-hub-signature-256", "")
             if not signature or not signature_matches(request.body, signature, secret):
                 ctx.logger.warning("github signature rejected", present=bool(signature))
                 return _http.answer(401, error="missing or invalid X-Hub-Signature-256")
+            if delivery is None:
+                ctx.logger.warning("github delivery without X-GitHub-Delivery refused")
+                return _http.answer(400, error="missing X-GitHub-Delivery")
+            keys.append("signature:" + signature.strip())
+        if delivery is not None:
+            keys.append("delivery:" + delivery)
         payload = payload_of(request)
         if payload is None:
             return _http.answer(400, error="the body must be a JSON object")
-        delivery = _http.text_of(request.headers.get("x-github-delivery"))
         github_event = request.headers.get("x-github-event", "").strip()
         event = event_from_payload(github_event, payload, delivery)
-        if event is None or (delivery is not None and delivery in delivered):
+        if event is None:
             return Response(status_code=204)
+        try:
+            if not await deliveries.take(keys, until=time.time() + _replay.UNTIMED_SECONDS):
+                return Response(status_code=204)
+        except _replay.NotRecorded:
+            return _replay.not_recorded()
         if not outbox.offer(event):
+            await deliveries.release(keys)
             return _http.answer(503, error="too many events waiting; retry later")
-        if delivery is not None:
-            delivered.add(delivery)
         return _http.answer(202)
 
     await _http.serve(

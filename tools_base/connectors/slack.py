@@ -9,7 +9,7 @@ Point the Slack app's Event Subscriptions "Request URL" at ``SLACK_WEBHOOK_PATH`
   ``all`` (default) takes both, ``mention`` only ``app_mention``; ``channel_and_threads`` takes
   both, like ``all`` (upstream's behaviour).
 * Bot messages (``bot_id``, subtype ``bot_message``) and messages with neither text nor files
-  are ignored, and so is a retry of an ``event_id`` already taken.
+  are ignored.
 * instanceKey ``slack:<channel>:<thread_ts or ts>``: one conversation per thread.
 * Properties: ``channel_id``, ``ts``, ``thread_ts``, ``user_id``, ``team_id``, ``channel_type``,
   ``subtype``, ``event_id`` when present; files, attachments and image blocks add a line
@@ -22,11 +22,17 @@ event emitted behind it; ignored ones ``{"ok": true, "ignored": true}``.
 With a signing secret (``secrets.SLACK_SIGNING_SECRET`` or ``secrets.signingSecret``) every
 request, ``url_verification`` included, must carry a valid ``X-Slack-Signature``
 (``v0=`` + hex HMAC-SHA256 of ``v0:<timestamp>:<body>``) with an ``X-Slack-Request-Timestamp``
-within 5 minutes of now; 401 otherwise.
+(Unix seconds) within ``SLACK_SIGNATURE_WINDOW_SECONDS`` (300) of now; 401 otherwise.
+
+Replays: an event taken is remembered by its ``event_id`` and its signature, on disk in the
+Connection's state directory, for an hour (Slack retries for minutes, each retry newly signed)
+or until its window is over if that is later; the same event again is answered 200
+``{"ok": true, "ignored": true}`` and not emitted (Slack retries on anything but a 2xx).
 
 Settings: ``SLACK_WEBHOOK_HOST`` (127.0.0.1), ``SLACK_WEBHOOK_PORT`` → ``PORT`` → 8787,
 ``SLACK_WEBHOOK_PATH`` (``/``), ``SLACK_WEBHOOK_MAX_BODY_BYTES`` (1 MiB), ``SLACK_MESSAGE_MODE``,
-``SLACK_ALLOW_UNSIGNED`` (listening off loopback needs a secret unless true).
+``SLACK_ALLOW_UNSIGNED`` (listening off loopback needs a secret unless true),
+``SLACK_SIGNATURE_WINDOW_SECONDS`` (300; 1 to 3600).
 """
 
 from __future__ import annotations
@@ -38,11 +44,13 @@ from typing import Any, Literal
 from starlette.responses import PlainTextResponse, Response
 
 from tools_base._connector import ConnectorContext, ConnectorError, ConnectorEvent, TextMessage
-from tools_base.connectors import _http
+from tools_base.connectors import _http, _replay
 
 DEFAULT_PORT = 8787
-SIGNATURE_WINDOW_SECONDS = 5 * 60
-"""Slack's replay window: a timestamp further from now than this is refused."""
+SIGNATURE_WINDOW_SECONDS = _replay.WINDOW_SECONDS
+"""Slack's replay window by default: a timestamp further from now than this is refused."""
+RETRY_SECONDS = 60 * 60
+"""How long an ``event_id`` is remembered: longer than Slack goes on retrying one."""
 MessageMode = Literal["mention", "all", "channel_and_threads"]
 MESSAGE_MODES: tuple[MessageMode, ...] = ("mention", "all", "channel_and_threads")
 
@@ -61,13 +69,25 @@ _URL_KEYS = (
 )
 
 
-def signature_matches(body: bytes, timestamp: str, signature: str, secret: str, now: float) -> bool:
+def expected_signature(body: bytes, timestamp: str, secret: str) -> str:
+    """Slack's ``v0`` signature of ``body`` at ``timestamp``."""
+    return "v0=" + _http.hmac_sha256_hex(secret, b"v0:", timestamp.encode(), b":", body)
+
+
+def signature_matches(
+    body: bytes,
+    timestamp: str,
+    signature: str,
+    secret: str,
+    now: float,
+    window: int = SIGNATURE_WINDOW_SECONDS,
+) -> bool:
     """Whether ``signature`` is Slack's ``v0`` signature of ``body`` at ``timestamp``, and
-    ``timestamp`` lies within :data:`SIGNATURE_WINDOW_SECONDS` of ``now``."""
-    if not timestamp.isdigit() or abs(now - int(timestamp)) > SIGNATURE_WINDOW_SECONDS:
+    ``timestamp`` is a Unix time within ``window`` seconds of ``now``."""
+    seconds = _replay.unix_seconds(timestamp)
+    if seconds is None or not _replay.within(seconds, now, window):
         return False
-    expected = "v0=" + _http.hmac_sha256_hex(secret, b"v0:", timestamp.encode(), b":", body)
-    return _http.same_text(signature.strip(), expected)
+    return _http.same_text(signature.strip(), expected_signature(body, timestamp.strip(), secret))
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,33 +229,45 @@ async def run(ctx: ConnectorContext) -> None:
         allow_setting="SLACK_ALLOW_UNSIGNED",
         allowed=_http.flag(ctx.setting("SLACK_ALLOW_UNSIGNED")),
     )
+    window = _replay.window_setting(ctx, "SLACK_SIGNATURE_WINDOW_SECONDS")
     outbox = _http.Outbox(ctx)
-    delivered = _http.RecentIds()
+    deliveries = _replay.Deliveries.open(ctx)
 
     async def handle(request: _http.Inbound) -> Response:
+        now = time.time()
+        keys: list[str] = []
+        until = now + RETRY_SECONDS
         if secret is not None:
             signature = request.headers.get("x-slack-signature", "")
             timestamp = request.headers.get("x-slack-request-timestamp", "").strip()
             if not (
                 signature
                 and timestamp
-                and signature_matches(request.body, timestamp, signature, secret, time.time())
+                and signature_matches(request.body, timestamp, signature, secret, now, window)
             ):
                 ctx.logger.warning("slack signature rejected", present=bool(signature))
                 return _http.answer(401, error="missing, stale or invalid signature")
+            keys.append("signature:" + signature.strip())
+            until = max(until, int(timestamp) + window + _replay.MARGIN_SECONDS)
         payload = _http.json_object(request.body)
         if payload is None:
             return _http.answer(400, error="the body must be a JSON object")
         if payload.get("type") == "url_verification":
             return PlainTextResponse(_http.text_of(payload.get("challenge")) or "")
         event = event_from_callback(payload, mode)
-        event_id = _http.text_of(payload.get("event_id"))
-        if event is None or (event_id is not None and event_id in delivered):
+        if event is None:
             return _http.answer(200, ignored=True)
-        if not outbox.offer(event):
-            return _http.answer(503, error="too many events waiting; retry later")
+        event_id = _http.text_of(payload.get("event_id"))
         if event_id is not None:
-            delivered.add(event_id)
+            keys.append("event:" + event_id)
+        try:
+            if not await deliveries.take(keys, until=until):
+                return _http.answer(200, ignored=True)
+        except _replay.NotRecorded:
+            return _replay.not_recorded()
+        if not outbox.offer(event):
+            await deliveries.release(keys)
+            return _http.answer(503, error="too many events waiting; retry later")
         return _http.answer(200)
 
     await _http.serve(

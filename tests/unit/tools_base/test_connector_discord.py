@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -27,11 +28,20 @@ def public_hex(key: Ed25519PrivateKey) -> str:
     return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
 
 
-def context(key: Ed25519PrivateKey | None, where: str = "secrets") -> HttpConnectorContext:
+def context(
+    key: Ed25519PrivateKey | None,
+    where: str = "secrets",
+    state_dir: Path | None = None,
+    **config: str,
+) -> HttpConnectorContext:
     settings = {"DISCORD_PUBLIC_KEY": public_hex(key)} if key else {}
     if where == "config":
-        return HttpConnectorContext("DISCORD_WEBHOOK", config=settings, declared=EVENTS)
-    return HttpConnectorContext("DISCORD_WEBHOOK", secrets=settings, declared=EVENTS)
+        return HttpConnectorContext(
+            "DISCORD_WEBHOOK", config={**settings, **config}, declared=EVENTS, state_dir=state_dir
+        )
+    return HttpConnectorContext(
+        "DISCORD_WEBHOOK", secrets=settings, config=config, declared=EVENTS, state_dir=state_dir
+    )
 
 
 def signed(key: Ed25519PrivateKey, body: bytes, timestamp: str | None = None) -> dict[str, str]:
@@ -96,6 +106,12 @@ async def test_a_signed_ping_is_answered_pong(key: Ed25519PrivateKey, where: str
         pytest.param(
             lambda key, body: {**signed(key, body), "X-Signature-Ed25519": "zz"}, id="not-hex"
         ),
+        # signed, but not now
+        pytest.param(lambda key, body: signed(key, body, "1500000000"), id="2017"),
+        pytest.param(lambda key, body: signed(key, body, str(int(time.time()) - 301)), id="stale"),
+        pytest.param(lambda key, body: signed(key, body, str(int(time.time()) + 301)), id="future"),
+        pytest.param(lambda key, body: signed(key, body, "9" * 5000), id="5000-digits"),
+        pytest.param(lambda key, body: signed(key, body, "-1"), id="negative"),
     ],
 )
 async def test_unsigned_or_wrongly_signed_requests_are_401(
@@ -193,3 +209,57 @@ def test_without_cryptography_the_error_says_what_to_install(
     monkeypatch.setitem(sys.modules, "cryptography.hazmat.primitives.asymmetric.ed25519", None)
     with pytest.raises(ConnectorError, match=r"goondan-py\[connectors\]"):
         discord.public_key("ab" * 32)
+
+
+async def test_the_same_signed_interaction_four_times_is_one_event(key: Ed25519PrivateKey) -> None:
+    ctx = context(key)
+    body = json.dumps(SLASH).encode()
+    headers = signed(key, body)
+    async with serving(discord.run, ctx) as client:
+        first = await client.post("/", content=body, headers=headers)
+        assert (first.status_code, first.json()) == (200, {"type": 5})
+        for _ in range(3):
+            again = await client.post("/", content=body, headers=headers)
+            assert again.status_code == 409
+        # an old copy signed over a timestamp long gone, replayed: refused before anything else
+        old = signed(key, body, "1500000000")
+        assert (await client.post("/", content=body, headers=old)).status_code == 401
+        assert (await interact(client, key, {**SLASH, "id": "1112"})).status_code == 200
+    # in order: had a copy been emitted, it would come before the second interaction
+    first_event, second_event = await ctx.next_event(), await ctx.next_event()
+    assert first_event.properties["interaction_id"] == "1111"
+    assert second_event.properties["interaction_id"] == "1112"
+
+
+async def test_an_interaction_is_refused_by_the_next_run_of_the_connector(
+    key: Ed25519PrivateKey, tmp_path: Path
+) -> None:
+    body = json.dumps(SLASH).encode()
+    headers = signed(key, body)
+    first = context(key, state_dir=tmp_path)
+    async with serving(discord.run, first) as client:
+        assert (await client.post("/", content=body, headers=headers)).status_code == 200
+    assert (await first.next_event()).name == "slash_command"
+    second = context(key, state_dir=tmp_path)
+    async with serving(discord.run, second) as client:
+        assert (await client.post("/", content=body, headers=headers)).status_code == 409
+        # the same interaction signed again (a new timestamp): its id is what it is
+        again = signed(key, body, str(int(time.time()) + 1))
+        assert (await client.post("/", content=body, headers=again)).status_code == 409
+        # pings carry no event: answered every time
+        assert (await interact(client, key, {"type": 1, "id": "p"})).json() == {"type": 1}
+        assert (await interact(client, key, {"type": 1, "id": "p"})).json() == {"type": 1}
+    assert second.events.empty()
+
+
+async def test_the_window_is_a_setting(key: Ed25519PrivateKey) -> None:
+    ctx = context(key, DISCORD_SIGNATURE_WINDOW_SECONDS="20")
+    body = json.dumps(SLASH).encode()
+    async with serving(discord.run, ctx) as client:
+        late = signed(key, body, str(int(time.time()) - 40))
+        assert (await client.post("/", content=body, headers=late)).status_code == 401
+        assert (await client.post("/", content=body, headers=signed(key, body))).status_code == 200
+    assert (await ctx.next_event()).name == "slash_command"
+    error = await run_until_error(discord.run, context(key, DISCORD_SIGNATURE_WINDOW_SECONDS="0"))
+    assert isinstance(error, ConnectorError)
+    assert "DISCORD_SIGNATURE_WINDOW_SECONDS" in str(error)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,9 +19,12 @@ REPO = {"full_name": "octo/hello"}
 SENDER = {"login": "mona"}
 
 
-def context(secret: str | None = SECRET) -> HttpConnectorContext:
+def context(secret: str | None = SECRET, state_dir: Path | None = None) -> HttpConnectorContext:
     return HttpConnectorContext(
-        "GITHUB_WEBHOOK", secrets={"signingSecret": secret} if secret else {}, declared=EVENTS
+        "GITHUB_WEBHOOK",
+        secrets={"signingSecret": secret} if secret else {},
+        declared=EVENTS,
+        state_dir=state_dir,
     )
 
 
@@ -148,12 +152,14 @@ async def test_a_form_encoded_delivery_is_read_from_its_payload_field() -> None:
     body = urlencode({"payload": json.dumps(payload)}).encode()
     headers = {
         "X-GitHub-Event": "issues",
+        "X-GitHub-Delivery": "form-1",
         "X-Hub-Signature-256": "sha256=" + hmac_hex(SECRET, body),
         "Content-Type": "application/x-www-form-urlencoded",
     }
     curl = json.dumps({"ref": "refs/heads/curl", "repository": REPO}).encode()
     curl_headers = {
         "X-GitHub-Event": "push",
+        "X-GitHub-Delivery": "curl-1",
         "X-Hub-Signature-256": "sha256=" + hmac_hex(SECRET, curl),
         "Content-Type": "application/x-www-form-urlencoded",  # what curl -d says
     }
@@ -161,6 +167,7 @@ async def test_a_form_encoded_delivery_is_read_from_its_payload_field() -> None:
         assert (await client.post("/", content=body, headers=headers)).status_code == 202
         assert (await client.post("/", content=curl, headers=curl_headers)).status_code == 202
         no_payload = urlencode({"other": "{}"}).encode()
+        headers["X-GitHub-Delivery"] = "form-2"
         headers["X-Hub-Signature-256"] = "sha256=" + hmac_hex(SECRET, no_payload)
         assert (await client.post("/", content=no_payload, headers=headers)).status_code == 400
     assert (await ctx.next_event()).text() == "issue #9 reopened: Again"  # no sender given
@@ -180,3 +187,52 @@ async def test_a_redelivery_is_emitted_once_and_no_repo_keys_by_event() -> None:
     first, second = await ctx.next_event(), await ctx.next_event()
     assert first.instance_key == "github:octo/hello"
     assert second.instance_key == "github:push"
+
+
+PUSH = {"ref": "refs/heads/main", "after": "9f8e7d", "repository": REPO, "sender": SENDER}
+
+
+async def test_a_delivery_replayed_with_a_new_id_is_not_a_second_event() -> None:
+    ctx = context()
+    async with serving(github.run, ctx) as client:
+        assert (await deliver(client, "push", PUSH, delivery="guid-1")).status_code == 202
+        for replay in ("guid-1", "guid-2", "guid-3", "guid-1"):
+            response = await deliver(client, "push", PUSH, delivery=replay)
+            assert (response.status_code, response.content) == (204, b"")
+        other = {**PUSH, "after": "0a1b2c"}
+        assert (await deliver(client, "push", other, delivery="guid-9")).status_code == 202
+    # in order: had a copy been emitted, it would come before the second push
+    first, second = await ctx.next_event(), await ctx.next_event()
+    assert (first.properties["delivery"], second.properties["delivery"]) == ("guid-1", "guid-9")
+
+
+async def test_a_signed_delivery_without_its_id_is_refused() -> None:
+    ctx = context()
+    body = json.dumps(PUSH).encode()
+    headers = {
+        "X-GitHub-Event": "push",
+        "X-Hub-Signature-256": "sha256=" + hmac_hex(SECRET, body),
+    }
+    async with serving(github.run, ctx) as client:
+        assert (await client.post("/", content=body, headers=headers)).status_code == 400
+        blank = {**headers, "X-GitHub-Delivery": ""}
+        assert (await client.post("/", content=body, headers=blank)).status_code == 400
+        # refused, so not remembered: the same body with its id is taken
+        assert (await deliver(client, "push", PUSH, delivery="guid-1")).status_code == 202
+        assert (await client.post("/", content=body, headers=headers)).status_code == 400
+    assert (await ctx.next_event()).properties["delivery"] == "guid-1"
+    assert ctx.events.empty()
+
+
+async def test_a_redelivery_is_refused_by_the_next_run_of_the_connector(tmp_path: Path) -> None:
+    first = context(state_dir=tmp_path)
+    async with serving(github.run, first) as client:
+        assert (await deliver(client, "push", PUSH, delivery="guid-1")).status_code == 202
+    assert (await first.next_event()).name == "github_push"
+    second = context(state_dir=tmp_path)
+    async with serving(github.run, second) as client:
+        assert (await deliver(client, "push", PUSH, delivery="guid-1")).status_code == 204
+        assert (await deliver(client, "push", PUSH, delivery="guid-2")).status_code == 204
+        other = {**PUSH, "after": "0a1b2c"}
+        assert (await deliver(client, "push", other, delivery="guid-3")).status_code == 202
+    assert (await second.next_event()).properties["delivery"] == "guid-3"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -18,16 +19,19 @@ SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 EVENTS = {"app_mention", "message_im"}
 
 
-def context(secret: str | None = SECRET, **config: str) -> HttpConnectorContext:
+def context(
+    secret: str | None = SECRET, state_dir: Path | None = None, **config: str
+) -> HttpConnectorContext:
     return HttpConnectorContext(
         "SLACK_WEBHOOK",
         config=config,
         secrets={"SLACK_SIGNING_SECRET": secret} if secret else {},
         declared=EVENTS,
+        state_dir=state_dir,
     )
 
 
-def signed(body: bytes, *, at: int | None = None, secret: str = SECRET) -> dict[str, str]:
+def signed(body: bytes, *, at: int | str | None = None, secret: str = SECRET) -> dict[str, str]:
     timestamp = str(int(time.time()) if at is None else at)
     base = b"v0:" + timestamp.encode() + b":" + body
     return {
@@ -74,6 +78,13 @@ async def test_url_verification_without_a_secret_needs_no_signature() -> None:
         pytest.param(lambda body: signed(body + b" "), id="other-body"),
         pytest.param(lambda body: signed(body, at=int(time.time()) - 301), id="stale"),
         pytest.param(lambda body: signed(body, at=int(time.time()) + 301), id="future"),
+        pytest.param(lambda body: signed(body, at=1500000000), id="2017"),
+        pytest.param(lambda body: signed(body, at="9" * 5000), id="5000-digits"),
+        pytest.param(lambda body: signed(body, at="-1"), id="negative"),
+        pytest.param(
+            lambda body: {**signed(body), "X-Slack-Request-Timestamp": "1²".encode("latin-1")},
+            id="not-ascii-digits",
+        ),
         pytest.param(
             lambda body: {**signed(body), "X-Slack-Request-Timestamp": "soon"}, id="bad-timestamp"
         ),
@@ -216,3 +227,49 @@ def test_the_signature_window_is_five_minutes() -> None:
     assert not slack.signature_matches(body, "1000", sig, SECRET, now=1301)
     assert not slack.signature_matches(body, "1000", sig, SECRET, now=699)
     assert not slack.signature_matches(body, "1000", sig.replace("v0=", "v1="), SECRET, now=1000)
+
+
+async def test_the_same_signed_request_four_times_is_one_event() -> None:
+    ctx = context()
+    payload = callback(text="no event id")
+    del payload["event_id"]
+    body = json.dumps(payload).encode()
+    headers = signed(body)
+    async with serving(slack.run, ctx) as client:
+        assert (await client.post("/", content=body, headers=headers)).json() == {"ok": True}
+        for _ in range(3):
+            again = await client.post("/", content=body, headers=headers)
+            assert (again.status_code, again.json()) == (200, {"ok": True, "ignored": True})
+        assert (await post(client, callback("EvNext", text="next"))).json() == {"ok": True}
+    # in order: had a copy been emitted, it would come before "next"
+    assert [(await ctx.next_event()).text() for _ in range(2)] == ["no event id", "next"]
+
+
+async def test_the_window_is_a_setting() -> None:
+    ctx = context(SLACK_SIGNATURE_WINDOW_SECONDS="60")
+    body = json.dumps(callback(text="late")).encode()
+    async with serving(slack.run, ctx) as client:
+        late = signed(body, at=int(time.time()) - 90)
+        assert (await client.post("/", content=body, headers=late)).status_code == 401
+        assert (await client.post("/", content=body, headers=signed(body))).status_code == 200
+    assert (await ctx.next_event()).text() == "late"
+    error = await run_until_error(slack.run, context(SLACK_SIGNATURE_WINDOW_SECONDS="86400"))
+    assert isinstance(error, ConnectorError)
+    assert "SLACK_SIGNATURE_WINDOW_SECONDS must be between 1 and 3600" in str(error)
+
+
+async def test_a_retry_is_refused_by_the_next_run_of_the_connector(tmp_path: Path) -> None:
+    body = json.dumps(callback("EvKept", text="once")).encode()
+    first = context(state_dir=tmp_path)
+    async with serving(slack.run, first) as client:
+        sent = signed(body, at=int(time.time()) - 5)
+        assert (await client.post("/", content=body, headers=sent)).json() == {"ok": True}
+    assert (await first.next_event()).text() == "once"
+    second = context(state_dir=tmp_path)
+    async with serving(slack.run, second) as client:
+        # the same request, and Slack's retry of the event signed anew: neither is taken
+        for headers in (sent, signed(body)):
+            again = await client.post("/", content=body, headers=headers)
+            assert again.json() == {"ok": True, "ignored": True}
+        assert (await post(client, callback("EvNew", text="new"))).json() == {"ok": True}
+    assert (await second.next_event()).text() == "new"
