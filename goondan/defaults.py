@@ -36,6 +36,9 @@ MODEL_MAX_RETRIES = 2
 REQUEST_TIMEOUT_SECONDS = 60.0
 """An ``agents__request`` without ``timeoutMs`` (``Swarm.spec.policy.requestTimeoutSeconds``)."""
 REQUEST_TIMEOUT_MS = int(REQUEST_TIMEOUT_SECONDS * 1000)
+MAX_REQUEST_TIMEOUT_MS = 7 * 24 * 3600 * 1000
+"""The longest request timeout (a week, as for every timeout of the configuration): the HTTP
+API refuses more, and a longer one from a model is cut to it."""
 MAX_PENDING_PER_CALLER = 1024
 """Requests one caller may wait on at once (``TOO_MANY_PENDING_REQUESTS`` past it)."""
 MAX_SENDS_IN_FLIGHT_PER_CALLER = 1024

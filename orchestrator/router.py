@@ -37,6 +37,7 @@ import structlog
 from goondan.defaults import (
     AGENT_QUESTION_TIMEOUT_SECONDS,
     MAX_PENDING_PER_CALLER,
+    MAX_REQUEST_TIMEOUT_MS,
     MAX_SENDS_IN_FLIGHT_PER_CALLER,
     REQUEST_TIMEOUT_MS,
     SEND_DELIVERY_ATTEMPTS,
@@ -375,6 +376,7 @@ class Router:
         timeout_ms = handoff.timeout_ms
         if timeout_ms is None or timeout_ms <= 0:
             timeout_ms = self.default_timeout_ms
+        timeout_ms = min(timeout_ms, MAX_REQUEST_TIMEOUT_MS)
         pending.timer = self.clock.call_later(
             timeout_ms / 1000, self._timeout, correlation_id, timeout_ms
         )

@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from goondan.defaults import REQUEST_TIMEOUT_MS
+from goondan.defaults import MAX_REQUEST_TIMEOUT_MS, REQUEST_TIMEOUT_MS
 from tools_base import (
     AgentEvent,
     AgentToolRuntime,
@@ -71,12 +71,13 @@ def _runtime(ctx: ToolContext) -> AgentToolRuntime:
 
 
 def request_timeout_ms(value: JsonValue) -> int:
-    """``timeoutMs`` as a positive integer, or the 60000 default for anything else."""
+    """``timeoutMs`` as a positive integer of at most a week, or the 60000 default for
+    anything else (a model may write ``1e20``: it waits a week, not forever)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return DEFAULT_REQUEST_TIMEOUT_MS
     if isinstance(value, float) and not value.is_integer():
         return DEFAULT_REQUEST_TIMEOUT_MS
-    return int(value) if value > 0 else DEFAULT_REQUEST_TIMEOUT_MS
+    return min(int(value), MAX_REQUEST_TIMEOUT_MS) if value > 0 else DEFAULT_REQUEST_TIMEOUT_MS
 
 
 def _event(ctx: ToolContext, input: JsonObject, default_type: str) -> AgentEvent:

@@ -14,7 +14,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from goondan.defaults import AGENT_QUESTION_TIMEOUT_SECONDS, MAX_PENDING_PER_CALLER
+from goondan.defaults import (
+    AGENT_QUESTION_TIMEOUT_SECONDS,
+    MAX_PENDING_PER_CALLER,
+    MAX_REQUEST_TIMEOUT_MS,
+)
 from ipc import DelegateMessage, DelegateResultMessage, EventMessage, IpcError
 from ipc import protocol as wire
 from ipc.protocol import DelegateAnswer, Handoff
@@ -173,6 +177,17 @@ async def test_a_target_that_dies_answers_its_callers_with_agent_crashed(swarm: 
     [answer] = swarm.results_to(alpha)
     assert code_of(answer) == "AGENT_CRASHED"
     assert not swarm.router.pending
+
+
+async def test_no_request_waits_longer_than_a_week(swarm: Swarm) -> None:
+    alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
+    alpha.deliver(swarm.delegate("alpha", "beta", timeout_ms=10**18))
+    swarm.clock.advance(MAX_REQUEST_TIMEOUT_MS / 1000 - 1)
+    assert swarm.results_to(alpha) == []
+    swarm.clock.advance(1)
+    [answer] = swarm.results_to(alpha)
+    assert code_of(answer) == "AGENT_REQUEST_TIMEOUT"
+    assert beta.delegates()
 
 
 async def test_a_timeout_answers_once_and_the_late_answer_is_dropped(swarm: Swarm) -> None:

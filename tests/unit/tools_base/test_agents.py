@@ -161,7 +161,8 @@ async def test_request_with_every_option(actx: ToolContext, runtime: FakeRuntime
 @pytest.mark.parametrize(
     ("timeout_ms", "expected"),
     [(2500, 2500), (2500.0, 2500), (0, 60_000), (-5, 60_000), (1.5, 60_000), (True, 60_000),
-     ("100", 60_000), (None, 60_000)],
+     ("100", 60_000), (None, 60_000), (1e20, 604_800_000), (10**20, 604_800_000),
+     (float("inf"), 60_000)],
 )  # fmt: skip
 async def test_request_timeout_normalisation(
     actx: ToolContext, runtime: FakeRuntime, timeout_ms: Any, expected: int
