@@ -106,13 +106,17 @@ def build_model(plan: ModelPlan, agent_name: str) -> ChatModel:
         if plan.script is None:
             raise BootError(f"Model/{plan.name}: provider `scripted` needs a script")
         return ScriptedModel(plan.script, agent_name=agent_name, model_name=plan.name)
-    if provider in ("openai", "anthropic"):
+    if provider in ("openai", "anthropic", "google"):
         # Imported here so an agent never loads an SDK it does not use.
         try:
             if provider == "openai":
                 from agent_process.models.openai_chat import OpenAIChatModel
 
                 return OpenAIChatModel(plan, agent_name)
+            if provider == "google":
+                from agent_process.models.google_gemini import GeminiModel
+
+                return GeminiModel(plan, agent_name)
             from agent_process.models.anthropic_messages import AnthropicMessagesModel
 
             return AnthropicMessagesModel(plan, agent_name)
@@ -120,7 +124,7 @@ def build_model(plan: ModelPlan, agent_name: str) -> ChatModel:
             raise BootError(f"Model/{plan.name}: {exc}") from exc
     raise BootError(
         f"Model/{plan.name}: provider {plan.provider!r} is not available; "
-        "use `scripted` (offline), `openai` or `anthropic`"
+        "use `scripted` (offline), `openai`, `anthropic` or `google`"
     )
 
 

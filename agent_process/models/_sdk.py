@@ -8,6 +8,7 @@ The official ``openai`` and ``anthropic`` SDKs raise the same family of exceptio
 from __future__ import annotations
 
 import email.utils
+import importlib
 import os
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -26,13 +27,14 @@ class ProviderUnavailable(ModelError):
     code = "E_MODEL_PROVIDER_UNAVAILABLE"
 
 
-def import_sdk(name: str, provider: str) -> ModuleType:
-    """The SDK module, or a clear error naming the extra that installs it."""
+def import_sdk(name: str, provider: str, extra: str | None = None) -> ModuleType:
+    """The SDK module (``name`` may be dotted), or a clear error naming the extra that
+    installs it (``extra``, by default ``name``)."""
     try:
-        return __import__(name)
+        return importlib.import_module(name)
     except ImportError as exc:
         raise ProviderUnavailable(
-            f"provider {provider!r} needs the {name} SDK: pip install 'goondan-py[{name}]'"
+            f"provider {provider!r} needs the {name} SDK: pip install 'goondan-py[{extra or name}]'"
         ) from exc
 
 

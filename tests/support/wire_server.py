@@ -3,11 +3,12 @@
 Runs in a thread on 127.0.0.1; records every request (path, headers, JSON body) so tests can
 assert what the real SDK sent over the wire. A :class:`Reply` with ``events`` answers as a
 server-sent event stream (``text/event-stream``), the way the APIs stream: build the events of
-one with :func:`openai_stream` or :func:`anthropic_stream`.
+one with :func:`openai_stream`, :func:`anthropic_stream` or :func:`gemini_stream`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -75,10 +76,12 @@ class WireServer:
                 if server.on_request is not None:
                     server.on_request(recorded)
                 reply = server.replies.pop(0) if len(server.replies) > 1 else server.replies[0]
-                if reply.events is not None:
-                    self._stream(reply)
-                    return
-                send_reply(self, reply)
+                # A client that timed out meanwhile is gone: nothing to answer.
+                with contextlib.suppress(OSError):
+                    if reply.events is not None:
+                        self._stream(reply)
+                    else:
+                        send_reply(self, reply)
 
             def _stream(self, reply: Reply) -> None:
                 self.send_response(reply.status)
@@ -225,6 +228,60 @@ def anthropic_stream(
         )
     )
     events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+GEMINI_USAGE = {"promptTokenCount": 12, "candidatesTokenCount": 4, "totalTokenCount": 16}
+
+
+def gemini_response(
+    parts: list[dict[str, Any]],
+    finish: str = "STOP",
+    *,
+    usage: dict[str, int] | None = None,
+    response_id: str = "resp-1",
+) -> dict[str, Any]:
+    """A ``generateContent`` response body whose one candidate holds ``parts``."""
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
+        ],
+        "usageMetadata": usage or GEMINI_USAGE,
+        "modelVersion": "gemini-test-001",
+        "responseId": response_id,
+    }
+
+
+def gemini_stream(
+    parts: list[dict[str, Any]],
+    finish: str = "STOP",
+    *,
+    pieces: int = 3,
+    usage: dict[str, int] | None = None,
+    response_id: str = "resp-1",
+) -> list[tuple[str | None, Any]]:
+    """The ``streamGenerateContent?alt=sse`` stream of :func:`gemini_response`: each text
+    part in ``pieces`` chunks, each function call whole in a chunk of its own, the finish
+    reason in the last chunk; every chunk carries the usage so far, the last one all of it."""
+    usage = usage or GEMINI_USAGE
+    chunks: list[tuple[list[dict[str, Any]], dict[str, int]]] = []
+    for part in parts:
+        if "text" in part:
+            chunks += [
+                ([{**part, "text": text}], {"promptTokenCount": usage["promptTokenCount"]})
+                for text in _split(part["text"], pieces)
+            ]
+        else:
+            chunks.append(([part], {"promptTokenCount": usage["promptTokenCount"]}))
+    events: list[tuple[str | None, Any]] = []
+    for index, (chunk_parts, chunk_usage) in enumerate(chunks):
+        last = index == len(chunks) - 1
+        body = gemini_response(
+            chunk_parts, finish, usage=usage if last else chunk_usage, response_id=response_id
+        )
+        if not last:
+            del body["candidates"][0]["finishReason"]
+        events.append((None, body))
     return events
 
 
