@@ -23,7 +23,14 @@ from ipc.messages import MESSAGE_DECODER, MESSAGE_ENCODER, IpcMessage
 MAGIC = b"\xc0\xda"
 HEADER = struct.Struct("!2sI")
 HEADER_SIZE = HEADER.size
-__all__ = ["MAX_FRAME_BYTES", "FrameDecoder", "FrameTooLarge", "IpcProtocolError", "encode"]
+__all__ = [
+    "MAX_FRAME_BYTES",
+    "FrameDecoder",
+    "FrameTooLarge",
+    "IpcProtocolError",
+    "Unencodable",
+    "encode",
+]
 
 
 class FrameTooLarge(DeliveryError, ValueError):
@@ -42,10 +49,21 @@ class IpcProtocolError:
     detail: str = ""
 
 
+class Unencodable(DeliveryError, ValueError):
+    """The message holds a value msgpack cannot carry (a string with a lone surrogate, an
+    integer outside 64 bits, nesting past the encoder's stack); it was not sent. The peer is
+    as well as before: this is the message's fault, never a sign that the peer died."""
+
+    code = "IPC_MALFORMED_PAYLOAD"
+
+
 def encode(message: IpcMessage) -> bytes:
-    """One frame for ``message``."""
+    """One frame for ``message``; raises :class:`Unencodable` or :class:`FrameTooLarge`."""
     frame = bytearray(HEADER_SIZE)
-    MESSAGE_ENCODER.encode_into(message, frame, HEADER_SIZE)
+    try:
+        MESSAGE_ENCODER.encode_into(message, frame, HEADER_SIZE)
+    except (msgspec.EncodeError, ValueError, OverflowError, RecursionError, TypeError) as exc:
+        raise Unencodable(f"the message cannot be encoded: {exc}") from None
     length = len(frame) - HEADER_SIZE
     if length > MAX_FRAME_BYTES:
         raise FrameTooLarge(f"message is {length} bytes; the limit is {MAX_FRAME_BYTES}")

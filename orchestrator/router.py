@@ -59,6 +59,7 @@ from ipc import (
     TooManyPending,
 )
 from ipc import protocol as wire
+from ipc.codec import FrameTooLarge, Unencodable
 from ipc.protocol import (
     EXTERNAL_CALLER,
     ORCHESTRATOR,
@@ -66,6 +67,7 @@ from ipc.protocol import (
     EventBody,
     EventKind,
     Handoff,
+    MalformedPayload,
 )
 from orchestrator.clock import Clock, LoopClock, Timer, wait_for
 from orchestrator.dispatch import EventHandler
@@ -469,7 +471,7 @@ class Router:
         try:
             worker.send(forwarded)
         except Exception as exc:
-            self._fail(pending, AgentCrashed(f"agent {pending.target!r} is gone: {exc}"))
+            self._fail(pending, _not_delivered(pending.target, "request", exc))
 
     def _take(self, correlation_id: str) -> Pending | None:
         """Remove a pending request (it is being answered or forgotten) and its timer."""
@@ -574,7 +576,7 @@ class Router:
         try:
             worker.send(wire.event(send.sender, send.target, wire.Send(send.handoff)))
         except Exception as exc:
-            self._send_lost(send, AgentCrashed(f"agent {send.target!r} is gone: {exc}"))
+            self._send_lost(send, _not_delivered(send.target, "send", exc))
 
     def _tracked_send(self, target: str, event_id: str) -> InFlightSend | None:
         send = self.sends.get(event_id)
@@ -730,3 +732,13 @@ class Router:
 
     def _start_task(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self.tasks.start_soon(coro, name)
+
+
+def _not_delivered(target: str, what: str, exc: Exception) -> IpcError:
+    """Why a message could not be handed to ``target``'s worker: one it cannot encode is the
+    message's fault (the agent is as alive as before), anything else means the agent is gone."""
+    if isinstance(exc, Unencodable):
+        return MalformedPayload(f"the {what} to {target!r} cannot be sent: {exc}")
+    if isinstance(exc, FrameTooLarge):
+        return IpcError(f"the {what} to {target!r} is too large to send: {exc}", code=exc.code)
+    return AgentCrashed(f"agent {target!r} is gone: {exc}")

@@ -38,6 +38,7 @@ from ipc import (
     ShutdownMessage,
 )
 from ipc import protocol as wire
+from ipc.codec import encode
 from ipc.protocol import ORCHESTRATOR, DelegateAnswer, EventBody
 from orchestrator.status import ExitInfo
 
@@ -155,9 +156,11 @@ class FakeWorker:
     # -- the Worker protocol ------------------------------------------------------------------
 
     def send(self, message: IpcMessage) -> None:
-        """Record ``message``; raises ``PeerGone`` once the worker exited."""
+        """Record ``message``; raises ``PeerGone`` once the worker exited, and what
+        :func:`~ipc.codec.encode` raises for a message the real transports could not send."""
         if self.exited.done() or self.closed:
             raise PeerGone(f"{self.name} is gone")
+        encode(message)
         self.sent.append(message)
         self._arrived.set()
         if isinstance(message, ShutdownMessage) and self.obeys_shutdown:

@@ -19,7 +19,7 @@ from ipc import (
     ShutdownMessage,
     encode,
 )
-from ipc.codec import HEADER, MAGIC
+from ipc.codec import HEADER, MAGIC, Unencodable
 from ipc.messages import CircularCall
 
 MESSAGES = [
@@ -116,6 +116,20 @@ def test_the_sender_refuses_an_oversize_message() -> None:
     except FrameTooLarge:
         return
     raise AssertionError("encode accepted an oversize message")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [{"input": "\ud800x"}, {"timeoutMs": 10**20}],
+    ids=["lone surrogate", "int past 64 bits"],
+)
+def test_a_message_msgpack_cannot_carry_is_refused_as_unencodable(
+    payload: dict[str, object],
+) -> None:
+    message = DelegateMessage(sender="a", to="b", correlation_id="c1", payload=payload)
+    with pytest.raises(Unencodable) as refused:
+        encode(message)
+    assert refused.value.code == "IPC_MALFORMED_PAYLOAD"
 
 
 def test_errors_cross_the_pipe_and_unknown_codes_keep_the_base() -> None:

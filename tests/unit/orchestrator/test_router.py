@@ -190,6 +190,33 @@ async def test_no_request_waits_longer_than_a_week(swarm: Swarm) -> None:
     assert beta.delegates()
 
 
+async def test_a_request_the_wire_cannot_carry_is_refused_and_its_target_lives_on(
+    swarm: Swarm,
+) -> None:
+    beta = await swarm.worker("beta")
+    answer = await answer_of(asyncio.ensure_future(swarm.router.request("beta", "\ud800x")))
+    assert code_of(answer) == "IPC_MALFORMED_PAYLOAD"  # not AGENT_CRASHED: nothing died
+    assert not swarm.router.pending
+    assert not beta.exited.done()
+    assert swarm.supervisor.handles["beta"].worker is beta
+    fine = asyncio.ensure_future(swarm.router.request("beta", "hello"))
+    [delegate] = (await beta.received(1)) and beta.delegates()
+    beta.answer(delegate, "still here")
+    assert (await answer_of(fine)).output == "still here"
+
+
+async def test_a_send_the_wire_cannot_carry_is_reported_as_such(swarm: Swarm) -> None:
+    beta = await swarm.worker("beta")
+    settled: asyncio.Future[IpcError | None] = asyncio.get_running_loop().create_future()
+    swarm.router.send("alpha", Handoff(target="beta", input="\udfff"), settled.set_result)
+    async with asyncio.timeout(2):
+        error = await settled
+    assert error is not None
+    assert error.code == "IPC_MALFORMED_PAYLOAD"
+    assert not beta.exited.done()
+    assert not swarm.router.sends
+
+
 async def test_a_timeout_answers_once_and_the_late_answer_is_dropped(swarm: Swarm) -> None:
     alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
     alpha.deliver(swarm.delegate("alpha", "beta", timeout_ms=1500))
