@@ -5,6 +5,13 @@ conversation instance (counted by the agent, kept in the instance's ``metadata.j
 (counted by the Orchestrator, across every agent the request reaches). The agent and the
 Orchestrator both judge a tally against ceilings with :func:`first_reached`, so both say the same
 thing about the same figures.
+
+Under parallel calls a tally alone is not enough: ten calls checked at once all see the same
+figures. So each call first *reserves* what it may use (its prompt's estimate in, its
+``maxTokens`` out, and their price) in a second tally per scope, the reservations of the calls
+under way, and is admitted only if that fits beside what is used and what is reserved
+(:func:`first_short`). When the call ends its reservation is given back and what it really used
+is counted instead: the unused part is freed, any excess charged.
 """
 
 from __future__ import annotations
@@ -40,6 +47,22 @@ class Usage:
         self.output_tokens += output_tokens
         self.cost += cost
         self.calls += 1
+
+    def hold(self, call: Usage) -> None:
+        """Count one call's reservation in (this tally holds the calls under way)."""
+        self.add(call.input_tokens, call.output_tokens, call.cost)
+
+    def release(self, call: Usage) -> None:
+        """Take one call's reservation back out. Once no call is held every figure is exactly
+        zero again, so float costs leave no residue behind."""
+        self.calls -= 1
+        if self.calls <= 0:
+            self.input_tokens = self.output_tokens = self.calls = 0
+            self.cost = 0.0
+            return
+        self.input_tokens -= call.input_tokens
+        self.output_tokens -= call.output_tokens
+        self.cost -= call.cost
 
     def figure(self, name: str) -> float:
         """One of :data:`BUDGET_FIGURES`."""
@@ -84,16 +107,52 @@ class Usage:
         return f"Usage({self.to_json()})"
 
 
+NOTHING = Usage()
+"""No usage (never added to): the reservations where no call is under way, or the reservation
+of a call no budget needs room for."""
+
+
 class Reached(NamedTuple):
-    """A ceiling a tally has reached: which figure, how much is used, and the limit."""
+    """A ceiling a tally has reached, or that a call's reservation does not fit under: which
+    figure, how much is used, and the limit (with, for a reservation, what the calls under way
+    hold and what the call asked for)."""
 
     figure: str
     used: float
     limit: float
+    reserved: float = 0
+    """What the calls not yet settled hold of the figure."""
+    needed: float = 0
+    """What the refused call would have reserved."""
+
+    @property
+    def reached(self) -> bool:
+        """The tally itself is at or past the ceiling (not only short of room for a call)."""
+        return self.used >= self.limit
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures an event or an error's details carry: ``figure``, ``used``, ``limit``,
+        and ``reserved`` and ``needed`` when the ceiling itself is not reached."""
+        row: dict[str, Any] = {"figure": self.figure, "used": self.used, "limit": self.limit}
+        if not self.reached:
+            row.update(reserved=self.reserved, needed=self.needed)
+        return row
 
     def describe(self) -> str:
         """``totalTokens 1210 of 1000``."""
         return f"{self.figure} {_number(self.used)} of {_number(self.limit)}"
+
+    def shortfall(self) -> str:
+        """What a refusal adds when the ceiling itself is not reached: ``, 470 more is reserved
+        by calls not yet settled, and this call may take up to 235``; empty when it is."""
+        if self.reached:
+            return ""
+        held = (
+            f", {_number(self.reserved)} more is reserved by calls not yet settled"
+            if self.reserved
+            else ""
+        )
+        return f"{held}, and this call may take up to {_number(self.needed)}"
 
 
 def first_reached(limits: Mapping[str, float], used: Usage) -> Reached | None:
@@ -102,10 +161,25 @@ def first_reached(limits: Mapping[str, float], used: Usage) -> Reached | None:
     A ceiling is reached when the figure is at or past it: the next model call would take the
     tally over, so it is not made.
     """
+    return first_short(limits, used, NOTHING, NOTHING)
+
+
+def first_short(
+    limits: Mapping[str, float], used: Usage, reserved: Usage, call: Usage
+) -> Reached | None:
+    """The first ceiling of ``limits`` that ``call``'s reservation does not fit under, beside
+    what is ``used`` and what the calls under way have ``reserved``; ``None``: it fits.
+
+    A ceiling already reached refuses every call (as :func:`first_reached`), even one that
+    reserves nothing of its figure.
+    """
     for name in BUDGET_FIGURES:
         limit = limits.get(name)
-        if limit is not None and used.figure(name) >= limit:
-            return Reached(name, used.figure(name), limit)
+        if limit is None:
+            continue
+        spent, held, needed = used.figure(name), reserved.figure(name), call.figure(name)
+        if spent >= limit or spent + held + needed > limit:
+            return Reached(name, spent, limit, held, needed)
     return None
 
 
