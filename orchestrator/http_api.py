@@ -12,8 +12,9 @@ peer's credentials instead. Approvals are decided by operators only (see
 of the swarm's agents is refused (403).
 
 Every error is JSON ``{"error": {"code", "message"}}``: unknown route 404, wrong method 405,
-body over :data:`MAX_BODY_BYTES` 413, body that is not a JSON object 400, missing token 401,
-a decision from an agent's process 403.
+body over :data:`~orchestrator.http_body.MAX_BODY_BYTES` 413, a body refused at the door 400 (with ``field`` naming
+what is wrong: see :mod:`orchestrator.http_body`), missing token 401, a decision from an
+agent's process 403.
 
 Routes (all JSON):
 
@@ -113,6 +114,7 @@ from orchestrator.approvers import vet_decider
 from orchestrator.callers import ApiToken, Identify, peer_of, with_peer
 from orchestrator.eventlog import matches
 from orchestrator.events_hub import END_OF_STREAM
+from orchestrator.http_body import BadBody, ChatRequest, Fields, read_object
 from orchestrator.servers import SignalFreeServer, address_family
 from orchestrator.state_dir import list_instances
 from orchestrator.status import ProcessStatus
@@ -124,8 +126,6 @@ if TYPE_CHECKING:
 
 API_LISTEN_BACKLOG = 4096
 """Connections the kernel queues before the server accepts them (many CLI calls at once)."""
-MAX_BODY_BYTES = 1024 * 1024
-"""Largest request body accepted (413 past it)."""
 MAX_IDLE_CONNECTIONS = 256
 """Open connections waiting for a request; one more closes the one idle the longest, so idle
 clients can neither exhaust the daemon's descriptors nor lock an operator's ``status`` out."""
@@ -192,23 +192,9 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return response
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
-    """The body as a JSON object; 413 past the limit, 400 when it is not an object."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise HTTPException(413, f"the body is over {MAX_BODY_BYTES} bytes")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise HTTPException(413, f"the body is over {MAX_BODY_BYTES} bytes")
-    try:
-        data = json.loads(body or b"{}")
-    except ValueError as exc:
-        raise HTTPException(400, f"the body is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise HTTPException(400, "the body must be a JSON object")
-    return data
+async def _bad_body(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, BadBody)
+    return JSONResponse({"error": exc.to_json()}, status_code=400)
 
 
 class _Measured:
@@ -291,24 +277,17 @@ def build_app(orchestrator: Orchestrator, tokens: Sequence[ApiToken] = ()) -> AS
             raise HTTPException(400, "traces must be a whole number")
         return JSONResponse(daemon.usage_report(traces=min(int(count), TRACES_KEPT)))
 
-    def turn_input(data: dict[str, Any]) -> tuple[str, str, int | None]:
-        text, key, timeout = data.get("input"), data.get("instanceKey"), data.get("timeoutMs")
-        if not isinstance(text, str) or not text.strip():
-            raise HTTPException(400, "input must be non-empty text")
-        if key is not None and not isinstance(key, str):
-            raise HTTPException(400, "instanceKey must be a string")
-        valid_timeout = isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0
-        if timeout is not None and not valid_timeout:
-            raise HTTPException(400, "timeoutMs must be a positive integer")
-        return text, key or DEFAULT_INSTANCE_KEY, timeout
-
     async def request_turn(request: Request) -> Response:
         agent = request.path_params["agent"]
         known(agent)
         accepting()
-        data = await _json_body(request)
-        text, key, timeout = turn_input(data)
-        stream, relay = _flag(data, "stream"), _flag(data, "relay")
+        fields = Fields(await read_object(request), _REQUEST_FIELDS)
+        text, key, timeout = (
+            fields.required_text("input"),
+            fields.instance_key(),
+            fields.timeout_ms(),
+        )
+        stream, relay = fields.flag("stream"), fields.flag("relay")
         if stream or "text/event-stream" in request.headers.get("accept", ""):
             turn = _TurnStream(daemon, agent, text, key, timeout, relay)
             first = await turn.first()
@@ -322,7 +301,8 @@ def build_app(orchestrator: Orchestrator, tokens: Sequence[ApiToken] = ()) -> AS
         agent = request.path_params["agent"]
         known(agent)
         accepting()
-        text, key, _ = turn_input(await _json_body(request))
+        fields = Fields(await read_object(request), _SEND_FIELDS)
+        text, key = fields.required_text("input"), fields.instance_key()
         daemon.send_unwaited(text, agent, key)
         return JSONResponse({"accepted": True, "agent": agent, "instanceKey": key}, 202)
 
@@ -342,9 +322,8 @@ def build_app(orchestrator: Orchestrator, tokens: Sequence[ApiToken] = ()) -> AS
 
     async def cancel(request: Request) -> Response:
         identifier = request.path_params["id"]
-        reason = (await _json_body(request)).get("reason") or "cancelled by an operator"
-        if not isinstance(reason, str):
-            raise HTTPException(400, "reason must be text")
+        fields = Fields(await read_object(request), ("reason",))
+        reason = fields.text("reason") or "cancelled by an operator"
         traces = daemon.cancel(identifier, reason)
         if not traces:
             raise HTTPException(404, f"no running request or trace {identifier!r}")
@@ -387,7 +366,7 @@ def build_app(orchestrator: Orchestrator, tokens: Sequence[ApiToken] = ()) -> AS
             if isinstance(decider, Response):
                 return decider
             try:
-                body = await _json_body(request)
+                body = await read_object(request)
                 wanted = decision_from_body(approval_id, decision, body, decider.to_json())
             except BadDecision as exc:
                 return error(400, "BAD_REQUEST", str(exc))
@@ -432,7 +411,8 @@ def build_app(orchestrator: Orchestrator, tokens: Sequence[ApiToken] = ()) -> AS
         Route("/v1/approvals/{id}/reject", deciding("reject"), methods=["POST"]),
         Route("/v1/agents/{agent}/instances/{key:path}", delete_instance, methods=["DELETE"]),
     ]
-    app: ASGIApp = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    handlers = {HTTPException: _http_error, BadBody: _bad_body}
+    app: ASGIApp = Starlette(routes=routes, exception_handlers=handlers)
     if daemon.metrics is not None:
         app = _Measured(app, daemon.metrics)
     return Identify(app, tokens)
@@ -447,11 +427,10 @@ STREAM_MAX_CHARS = 4 * 1024 * 1024
 """Characters of text a streamed response holds for a slow client before it drops deltas."""
 
 
-def _flag(data: dict[str, Any], name: str) -> bool:
-    value = data.get(name, False)
-    if not isinstance(value, bool):
-        raise HTTPException(400, f"{name} must be true or false")
-    return value
+_REQUEST_FIELDS = ("input", "instanceKey", "timeoutMs", "stream", "relay")
+"""What ``POST /v1/agents/{agent}/requests`` takes."""
+_SEND_FIELDS = ("input", "instanceKey")
+"""What ``POST /v1/agents/{agent}/sends`` takes (nobody waits: no timeout, no stream)."""
 
 
 def _sse(
@@ -671,10 +650,15 @@ class _OpenAICompatible:
         self.created = int(time.time())
 
     def _error(
-        self, status: int, code: str, message: str, kind: str = "invalid_request_error"
+        self,
+        status: int,
+        code: str,
+        message: str,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
     ) -> JSONResponse:
-        # OpenAI clients read error.message and error.type; code stays ours.
-        body = {"error": {"code": code, "message": message, "type": kind}}
+        # OpenAI clients read error.message, error.type and error.param; code stays ours.
+        body = {"error": {"code": code, "message": message, "type": kind, "param": param}}
         return JSONResponse(body, status_code=status)
 
     async def models(self, request: Request) -> Response:
@@ -685,30 +669,29 @@ class _OpenAICompatible:
         ]
         return JSONResponse({"object": "list", "data": data})
 
-    def _agent(self, model: object) -> str | None:
+    def _agent(self, model: str) -> str | None:
         daemon = self.daemon
         if model in daemon.supervisor.handles:
-            return str(model)
+            return model
         if model in (daemon.swarm.name, "goondan"):
             return daemon.entry_agent
         return None
 
     async def chat_completions(self, request: Request) -> Response:
-        data = await _json_body(request)
-        agent = self._agent(data.get("model"))
+        try:
+            chat = ChatRequest.read(await read_object(request))
+        except BadBody as exc:
+            return self._error(400, "BAD_REQUEST", exc.message, param=exc.field)
+        agent = self._agent(chat.model)
         if agent is None:
-            return self._error(404, "AGENT_NOT_FOUND", f"no agent named {data.get('model')!r}")
-        text = _last_user_text(data.get("messages"))
-        if text is None:
-            return self._error(400, "BAD_REQUEST", "messages must end with a user message")
+            missing = f"no agent named {chat.model!r}"
+            return self._error(404, "AGENT_NOT_FOUND", missing, param="model")
         if self.daemon.stopping:
             return self._error(503, "SHUTTING_DOWN", "the daemon is shutting down")
-        user = data.get("user")
-        key = request.headers.get("x-goondan-instance") or (
-            user if isinstance(user, str) and user else DEFAULT_INSTANCE_KEY
-        )
-        if data.get("stream") is True:
-            return await self._streamed(data, agent, text, key)
+        key = request.headers.get("x-goondan-instance") or chat.user or DEFAULT_INSTANCE_KEY
+        text = chat.text
+        if chat.stream:
+            return await self._streamed(chat, agent, key)
         answer = await self.daemon.router.request(agent, text, instance_key=key)
         if not answer.ok:
             return self._failed(answer)
@@ -751,38 +734,18 @@ class _OpenAICompatible:
             return self._error(429, code, message, "rate_limit_exceeded")  # clients back off
         return self._error(502, code, message)
 
-    async def _streamed(self, data: dict[str, Any], agent: str, text: str, key: str) -> Response:
-        relay = data.get("relay") is True
-        options = data.get("stream_options")
-        include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        turn = _TurnStream(self.daemon, agent, text, key, None, relay)
+    async def _streamed(self, chat: ChatRequest, agent: str, key: str) -> Response:
+        turn = _TurnStream(self.daemon, agent, chat.text, key, None, chat.relay)
         first = await turn.first()
         if isinstance(first, DelegateAnswer) and not first.ok:
             return self._failed(first)
-        return _sse(_chunk_events(turn, first, self.created, include_usage), turn.aclose)
+        return _sse(_chunk_events(turn, first, self.created, chat.include_usage), turn.aclose)
 
 
 def _usage(answer: DelegateAnswer) -> tuple[int, int]:
     """``(prompt, completion)`` tokens of the answer's Turn."""
     usage = (answer.turn or {}).get("tokenUsage") or {}
     return int(usage.get("promptTokens", 0)), int(usage.get("completionTokens", 0))
-
-
-def _last_user_text(messages: object) -> str | None:
-    """The text of the last message when it is the user's (string or text parts)."""
-    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
-        return None
-    last = messages[-1]
-    if last.get("role") != "user":
-        return None
-    content = last.get("content")
-    if isinstance(content, list):
-        content = "".join(
-            part.get("text", "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
-        )
-    return content if isinstance(content, str) and content.strip() else None
 
 
 async def _chunk_events(
