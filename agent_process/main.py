@@ -263,6 +263,7 @@ class AgentProcess:
         runner = self.turns = TurnRunner(
             settings,
             max_steps=plan.max_steps_per_turn,
+            on_max_steps=plan.on_max_steps,
             runtime_factory=self._runtime_for,
             inbox=self._drain_inbox,
             events=self._report_event,

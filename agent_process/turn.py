@@ -2,7 +2,8 @@
 
 A Turn ends when a Step makes no tool call (its text is the answer), when the model fails
 (``ModelError``: the Turn fails with its code, the agent stays up), or when
-``maxStepsPerTurn`` Steps ran without an answer (``E_MAX_STEPS``: a clear error, never a hang).
+``maxStepsPerTurn`` Steps ran without an answer: never a hang; by ``policy.onMaxSteps`` its
+answer is the last text (``finishReason: max_steps``), or it fails with ``E_MAX_STEPS``.
 The conversation is folded to disk when the Turn ends, whatever the outcome.
 """
 
@@ -26,7 +27,7 @@ from agent_process.models.base import ModelError, TokenUsage
 from agent_process.scope import StepScope, TextSink, TurnCancelled, TurnScope
 from agent_process.step import StepResult, StepSettings, new_message_id, resume_calls, run_step
 from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
-from goondan.defaults import MAX_STEPS_PER_TURN
+from goondan.defaults import MAX_STEPS_PER_TURN, ON_MAX_STEPS
 from goondan.time import utc_timestamp
 from goondan.usage import Usage
 from ipc.protocol import new_trace_id
@@ -52,6 +53,8 @@ EMPTY_OUTPUT_CORRECTION = (
     "Your last answer was empty. Reply with text for the user, or call one of the tools."
 )
 EMPTY_OUTPUT_NOTICE = "The model did not produce a response."
+MAX_STEPS_NOTICE = "Turn stopped: reached maxStepsPerTurn ({}) without a final answer."
+"""The answer of a Turn that used up its Steps without any text (upstream's notice)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -192,19 +195,21 @@ class TurnResult:
         text: str,
         usage: TokenUsage,
         restart_reason: str | None,
+        as_error: bool = True,
     ) -> TurnResult:
-        """``max_steps`` Steps ran without an answer (``E_MAX_STEPS``); ``text`` is the last
-        text the model produced, if any."""
-        notice = f"Turn stopped: reached maxStepsPerTurn ({max_steps}) without a final answer."
+        """``max_steps`` Steps ran without an answer; ``text`` is the last text the model
+        produced, if any, else the notice is the answer. ``as_error``: the Turn fails with
+        ``E_MAX_STEPS`` (``onMaxSteps: error``) instead of answering."""
+        notice = MAX_STEPS_NOTICE.format(max_steps)
         return cls(
             turn_id=scope.turn_id,
             trace_id=scope.trace_id,
-            status="error",
+            status="error" if as_error else "ok",
             text=text or notice,
             finish_reason="max_steps",
             step_count=max_steps,
             duration_ms=scope.elapsed_ms(),
-            error=TurnError(code="E_MAX_STEPS", message=notice),
+            error=TurnError(code="E_MAX_STEPS", message=notice) if as_error else None,
             usage=usage,
             restart_reason=restart_reason,
         )
@@ -331,6 +336,7 @@ class TurnRunner:
         settings: StepSettings,
         *,
         max_steps: int = DEFAULT_MAX_STEPS_PER_TURN,
+        on_max_steps: str = ON_MAX_STEPS,
         runtime_factory: RuntimeFactory | None = None,
         inbox: InboxDrain | None = None,
         events: EventSink | None = None,
@@ -340,6 +346,7 @@ class TurnRunner:
         self.settings = settings
         self._text_sinks = text_sinks
         self.max_steps = max_steps
+        self.steps_exhausted_fail = on_max_steps == "error"
         self._runtime_factory = runtime_factory
         self._inbox = inbox
         self._events = events
@@ -515,12 +522,16 @@ class TurnRunner:
             progress.after_tools = bool(step.tool_calls)
             if not step.should_continue:
                 return _final(step_scope, store, progress, empty=empty_unprompted)
+        if not progress.last_text:  # the conversation shows why the Turn has no answer
+            notice = MAX_STEPS_NOTICE.format(self.max_steps)
+            store.append(_notice_message(notice, f"{scope.turn_id}-step-limit", "max_steps"))
         return TurnResult.out_of_steps(
             scope,
             max_steps=self.max_steps,
             text=progress.last_text,
             usage=progress.usage,
             restart_reason=progress.restart,
+            as_error=self.steps_exhausted_fail,
         )
 
     async def _step(
@@ -682,14 +693,14 @@ def _corrective_message() -> Message:
     )
 
 
-def _notice_message(text: str, step_id: str) -> Message:
+def _notice_message(text: str, step_id: str, kind: str = "empty_output") -> Message:
     return Message(
         id=new_message_id("msg"),
         role="assistant",
         content=text,
         created_at=utc_timestamp(),
         source=MessageSource(type="assistant", step_id=step_id),
-        metadata={"__goondanNotice": "empty_output"},
+        metadata={"__goondanNotice": kind},
     )
 
 

@@ -32,6 +32,7 @@ from goondan.defaults import (
     MAX_BACKGROUND_CALLS_PER_INSTANCE,
     MAX_STEPS_PER_TURN,
     MAX_TOOL_CALLS_PER_STEP,
+    ON_MAX_STEPS,
     REQUEST_TIMEOUT_SECONDS,
     SHUTDOWN_GRACE_SECONDS,
 )
@@ -628,6 +629,11 @@ class SwarmPolicy(_Spec):
 
     max_steps_per_turn: int = Field(
         default=MAX_STEPS_PER_TURN, ge=1, le=10_000, description="Steps before a Turn stops."
+    )
+    on_max_steps: Literal["answer", "error"] = Field(
+        default=ON_MAX_STEPS,
+        description="A Turn that used up its Steps: answer (its last text, or a notice; "
+        "finishReason max_steps) or error (E_MAX_STEPS, which fails its caller).",
     )
     request_timeout_seconds: float = Field(
         default=REQUEST_TIMEOUT_SECONDS,

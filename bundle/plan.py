@@ -22,6 +22,7 @@ from goondan.defaults import (
     MAX_TOOL_CALLS_PER_STEP,
     MODEL_MAX_RETRIES,
     MODEL_TIMEOUT_SECONDS,
+    ON_MAX_STEPS,
     REQUEST_TIMEOUT_SECONDS,
     SHUTDOWN_GRACE_SECONDS,
 )
@@ -139,6 +140,8 @@ class AgentPlan(_Plan):
     approval_timeout_seconds: float = APPROVAL_TIMEOUT_SECONDS
     """``toolPolicy.approval.timeoutSeconds``."""
     max_steps_per_turn: int = MAX_STEPS_PER_TURN
+    on_max_steps: Literal["answer", "error"] = ON_MAX_STEPS
+    """``Swarm.spec.policy.onMaxSteps``: what a Turn that used up its Steps is."""
     request_timeout_seconds: float = REQUEST_TIMEOUT_SECONDS
     shutdown_grace_seconds: float = SHUTDOWN_GRACE_SECONDS
     memory_limit_mib: int | None = None

@@ -6,13 +6,19 @@ most of them (the field is named next to each).
 
 from __future__ import annotations
 
+from typing import Final
+
 DEFAULT_INSTANCE_KEY = "default"
 """The conversation instance of a request that names none."""
 
 # -- Turns and Steps --------------------------------------------------------------------------
 
 MAX_STEPS_PER_TURN = 32
-"""Steps a Turn may take without a text answer (``Agent.spec.maxStepsPerTurn``)."""
+"""Steps a Turn may take without a text answer (``Swarm.spec.policy.maxStepsPerTurn``)."""
+ON_MAX_STEPS: Final = "answer"
+"""What a Turn that used up its Steps is (``Swarm.spec.policy.onMaxSteps``): ``answer``, its
+last text (or a notice) with ``finishReason: max_steps``, as upstream; or ``error``
+(``E_MAX_STEPS``)."""
 MAX_TOOL_CALLS_PER_STEP = 32
 """Calls of one model response that run; the rest are answered ``E_TOOL_CALL_LIMIT``
 (``Agent.spec.maxToolCallsPerStep``)."""

@@ -6,7 +6,8 @@ Turn (a success in an earlier Turn does not count). When a Step would end the Tu
 is enough), it appends a user message asking for one (``errorMessage``, or
 ``"You must call one of these tools before answering: ..."``) and makes the Turn go on with
 another Step. The Turn's ``maxStepsPerTurn`` still bounds it: a model that never complies ends
-with ``E_MAX_STEPS``.
+the Turn there, and (a ``turn`` layer) its answer gets a line saying that no required tool
+succeeded (with ``onMaxSteps: error`` the Turn fails with ``E_MAX_STEPS`` as well).
 
 An agent with ``spec.requiredTools`` gets this extension appended automatically, with those
 names as ``requiredTools``.
@@ -56,4 +57,16 @@ def register(api: ExtensionApi) -> None:
         ctx.emit_message_event(MessageEvent.append(extension_message(api.name, reminder)))
         return dataclasses.replace(result, should_continue=True)
 
+    async def report(ctx: Any) -> Any:
+        result = await ctx.next()
+        succeeded = ctx.metadata.get(key) or []
+        if result.finish_reason != "max_steps" or any(name in succeeded for name in required):
+            return result
+        summary = (
+            f"Stopped at maxStepsPerTurn ({result.step_count}) before any required tool "
+            f"succeeded (at least one of: {', '.join(required)})."
+        )
+        return dataclasses.replace(result, text=f"{result.text}\n\n{summary}".lstrip())
+
     api.pipeline.register("step", guard)
+    api.pipeline.register("turn", report)

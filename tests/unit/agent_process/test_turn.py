@@ -86,26 +86,51 @@ async def test_the_conversation_carries_over_between_turns(tmp_path: Path) -> No
     assert [m.content for m in messages if m.role == "user"] == ["shout a", "hi"]
 
 
-async def test_max_steps_ends_the_turn_with_a_clear_error(tmp_path: Path) -> None:
-    looping = [{"call": {"tool": "text__upper", "args": {"text": "again"}}}]
-    turn_runner, _ = runner(tmp_path, looping, max_steps=3)
-    store = ConversationStore(tmp_path / "conv")
-    store.load()
-    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="go"))
-    assert result.status == "error"
-    assert result.finish_reason == "max_steps"
-    assert result.error is not None
-    assert result.error.code == "E_MAX_STEPS"
-    assert result.step_count == 3
-
-
-async def test_max_steps_keeps_the_models_last_text(tmp_path: Path) -> None:
+async def test_max_steps_answers_with_the_models_last_text(tmp_path: Path) -> None:
     working = [{"reply": "half done", "call": {"tool": "text__upper", "args": {"text": "x"}}}]
     turn_runner, _ = runner(tmp_path, working, max_steps=2)
     store = ConversationStore(tmp_path / "conv")
     store.load()
     result = await turn_runner.run("default", store, tmp_path, TurnInput(text="go"))
+    assert (result.status, result.finish_reason, result.text) == ("ok", "max_steps", "half done")
+    assert result.error is None
+    assert result.step_count == 2
+    wire = result.to_json()
+    assert (wire["output"], wire["finishReason"], "error" in wire) == (
+        "half done",
+        "max_steps",
+        False,
+    )
+    assert not [m for m in store.messages if m.metadata.get("__goondanNotice")]
+
+
+async def test_max_steps_without_text_answers_the_notice_and_keeps_it(tmp_path: Path) -> None:
+    looping = [{"call": {"tool": "text__upper", "args": {"text": "again"}}}]
+    turn_runner, _ = runner(tmp_path, looping, max_steps=3)
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="go"))
+    notice = "Turn stopped: reached maxStepsPerTurn (3) without a final answer."
+    assert (result.status, result.finish_reason, result.text) == ("ok", "max_steps", notice)
+    assert result.step_count == 3
+    last = ConversationStore(tmp_path / "conv").load()[-1]
+    assert (last.role, last.content, last.metadata["__goondanNotice"]) == (
+        "assistant",
+        notice,
+        "max_steps",
+    )
+
+
+async def test_on_max_steps_error_fails_the_turn_with_e_max_steps(tmp_path: Path) -> None:
+    working = [{"reply": "half done", "call": {"tool": "text__upper", "args": {"text": "x"}}}]
+    turn_runner, _ = runner(tmp_path, working, max_steps=2)
+    turn_runner = TurnRunner(turn_runner.settings, max_steps=2, on_max_steps="error")
+    store = ConversationStore(tmp_path / "conv")
+    store.load()
+    result = await turn_runner.run("default", store, tmp_path, TurnInput(text="go"))
     assert (result.status, result.finish_reason, result.text) == ("error", "max_steps", "half done")
+    assert result.error is not None
+    assert result.error.code == "E_MAX_STEPS"
     assert result.to_json()["output"] == "half done"
 
 

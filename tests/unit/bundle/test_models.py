@@ -287,6 +287,7 @@ def test_agent_field_rules(patch: dict[str, Any], loc: tuple[str | int, ...]) ->
 def test_swarm_defaults() -> None:
     policy = SwarmSpec.model_validate(SWARM).policy
     assert policy.max_steps_per_turn == 32
+    assert policy.on_max_steps == "answer"  # upstream's: the last text is the answer
     assert policy.request_timeout_seconds == 60
     assert policy.shutdown.grace_period_seconds == 30
     assert (policy.lifecycle.ttl_seconds, policy.lifecycle.gc_grace_seconds) == (None, None)
@@ -299,6 +300,7 @@ def test_swarm_defaults() -> None:
         ({"entryAgent": "a"}, ("entryAgent",)),
         ({"instanceKey": ""}, ("instanceKey",)),
         ({"policy": {"maxStepsPerTurn": 0}}, ("policy", "maxStepsPerTurn")),
+        ({"policy": {"onMaxSteps": "fail"}}, ("policy", "onMaxSteps")),
         ({"policy": {"requestTimeoutSeconds": 0}}, ("policy", "requestTimeoutSeconds")),
         (
             {"policy": {"shutdown": {"gracePeriodSeconds": -1}}},
