@@ -67,8 +67,10 @@ MAX_INBOX_PER_INSTANCE = 256
 
 # -- processes ----------------------------------------------------------------------------------
 
-SHUTDOWN_GRACE_SECONDS = 30.0
-"""How long running Turns may finish when an agent stops (``Swarm.spec.policy.shutdown``)."""
+SHUTDOWN_GRACE_SECONDS = 300.0
+"""How long running Turns may finish when an agent stops (``Swarm.spec.policy.shutdown``).
+Upstream's documented figure: a bound, not a wait (a drain ends when its Turns do), long enough
+for a Turn of many Steps and delegations to finish at a restart instead of being cut."""
 READY_TIMEOUT_SECONDS = 30.0
 """How long a new AgentProcess may take to report ready."""
 KILL_WAIT_SECONDS = 2.0

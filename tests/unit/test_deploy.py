@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from goondan.defaults import KILL_WAIT_SECONDS, SHUTDOWN_GRACE_SECONDS
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 UNIT = ROOT / "deploy" / "goondan.service"
@@ -74,4 +76,5 @@ def test_the_systemd_unit_notifies_and_drains() -> None:
     assert settings["KillMode"] == "mixed"
     assert settings["Restart"] == "on-failure"
     assert settings["ExecStart"].endswith("-m orchestrator run goondan.yaml")
-    assert int(settings["TimeoutStopSec"]) > 30  # past the default shutdown grace
+    # past the default shutdown grace, plus the supervisor's SIGTERM wait and some
+    assert int(settings["TimeoutStopSec"]) > SHUTDOWN_GRACE_SECONDS + KILL_WAIT_SECONDS + 10

@@ -289,7 +289,7 @@ def test_swarm_defaults() -> None:
     assert policy.max_steps_per_turn == 32
     assert policy.on_max_steps == "answer"  # upstream's: the last text is the answer
     assert policy.request_timeout_seconds == 60
-    assert policy.shutdown.grace_period_seconds == 30
+    assert policy.shutdown.grace_period_seconds == 300  # upstream's documented figure
     assert (policy.lifecycle.ttl_seconds, policy.lifecycle.gc_grace_seconds) == (None, None)
 
 
