@@ -786,13 +786,8 @@ class AgentProcess:
     def _drain_inbox(self, instance_key: str) -> list[Message]:
         return self.inboxes.pop(instance_key, [])
 
-    def _on_async_result(self, instance_key: str, answer: dict[str, Any]) -> None:
-        self._deliver(
-            instance_key,
-            {"type": "inter_agent_response", **answer},
-            "inter_agent_response",
-            wake=True,
-        )
+    def _on_async_result(self, instance_key: str, message: Message) -> None:
+        self._enqueue(instance_key, message, "inter_agent_response", wake=True)
 
     def _on_send_failed(self, message: EventMessage, body: wire.SendFailed) -> None:
         """A send of ours was lost (its target crashed mid-Turn, or refused it): tell the
@@ -830,6 +825,9 @@ class AgentProcess:
         With ``wake``, an idle instance starts a Turn for it at once, so a result the model
         waits for is seen without anyone sending anything.
         """
+        self._enqueue(instance_key, _inbox_message(payload, kind), kind, wake=wake)
+
+    def _enqueue(self, instance_key: str, message: Message, kind: str, *, wake: bool) -> None:
         inbox = self.inboxes.setdefault(instance_key, [])
         if len(inbox) >= MAX_INBOX_PER_INSTANCE:
             self.log.error(
@@ -850,7 +848,7 @@ class AgentProcess:
                 }
             )
             return
-        inbox.append(_inbox_message(payload, kind))
+        inbox.append(message)
         if wake:
             self._wake(instance_key)
 
@@ -869,6 +867,7 @@ class AgentProcess:
             source_kind="agent",
             source_name=self.name,
             metadata={"__goondanInbox": kind},
+            message_metadata=first.metadata,
         )
         try:
             future = self.instances.submit(instance_key, turn_input)

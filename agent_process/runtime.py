@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from agent_process.events import current_span
+from agent_process.inter_agent import AsyncRequest
 from agent_process.turn import TurnInput
 from goondan.defaults import ANSWER_SAFETY_MARGIN_SECONDS
 from goondan.errors import DELIVERY
@@ -29,6 +30,7 @@ from tools_base import (
     AgentSendResult,
     AgentSpawnResult,
     JsonObject,
+    Message,
     SpawnedAgentInfo,
     ToolError,
 )
@@ -91,8 +93,9 @@ class OrchestratorLink:
     send: Send
     """Queue a message to the Orchestrator."""
     correlations: Correlations
-    on_async_result: Callable[[str, dict[str, Any]], None] | None = None
-    """``(instance_key, answer)``: where the answer of a background request goes."""
+    on_async_result: Callable[[str, Message], None] | None = None
+    """``(instance_key, message)``: where the answer of a background request goes (the
+    message :class:`~agent_process.inter_agent.AsyncRequest` makes of it)."""
     pending_status: Callable[[str, str], JsonObject] | None = None
     """``(instance_key, handle)``: where a background tool call stands."""
 
@@ -151,11 +154,17 @@ class IpcAgentRuntime:
             if self.link.on_async_result is not None:
                 callback = self.link.on_async_result
                 key = self.instance_key
-                about = {"from": target, "to": self.agent_name, "eventId": handoff.event_id}
+                asked = AsyncRequest(
+                    request_id=correlation_id,
+                    event_id=handoff.event_id,
+                    event_type=handoff.event_type,
+                    from_agent=target,
+                    to_agent=self.agent_name,
+                    trace_id=handoff.trace_id,
+                    metadata=handoff.metadata,
+                )
                 future.add_done_callback(
-                    lambda done: callback(
-                        key, {**about, "correlationId": correlation_id, **done.result().to_wire()}
-                    )
+                    lambda done: callback(key, asked.response_message(done.result()))
                 )
             return {**ids, "accepted": True, "async_": True, "response": None}  # type: ignore[typeddict-item]
         try:

@@ -81,6 +81,8 @@ class TurnInput:
     resume: bool = False
     """No new input: take up the calls a Turn cut short left parked for approval (after a
     restart), then go on to an answer. ``text`` is not appended."""
+    message_metadata: JsonObject = field(default_factory=dict)
+    """More metadata of the Turn's user message: an inbox message's own, for a Turn it wakes."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -670,6 +672,7 @@ def _user_message(turn_input: TurnInput) -> Message:
         created_at=utc_timestamp(),
         source=MessageSource(type="user"),
         metadata={
+            **turn_input.message_metadata,
             "__goondanInbound": {
                 "sourceKind": turn_input.source_kind,
                 "sourceName": turn_input.source_name,
@@ -677,7 +680,7 @@ def _user_message(turn_input: TurnInput) -> Message:
                 "traceId": turn_input.trace_id,
                 # A connector's event: its connection and properties (chat id, thread, ...).
                 **({"metadata": turn_input.metadata} if turn_input.metadata else {}),
-            }
+            },
         },
     )
 

@@ -1,22 +1,26 @@
 """``inter-agent-response-format``: turn inbox reports into text a model reads well.
 
-Answers to asynchronous ``agents__request`` calls and reports of lost ``agents__send``
-messages arrive in the conversation as JSON (``metadata.__goondanInbox``). Before every Step
-(a ``step`` layer, before ``next()``), each such message not formatted yet is replaced (same
-id) by::
+Answers to asynchronous ``agents__request`` calls arrive in the conversation in upstream's
+shape: JSON content ``{type: "inter_agent_response", requestId, fromAgentId, toAgentId,
+status, response | error}`` with metadata ``__goondanInterAgentResponse``; reports of lost
+``agents__send`` messages as JSON (``metadata.__goondanInbox: send_failed``). Before every
+Step (a ``step`` layer, before ``next()``), each such message not formatted yet is replaced
+(same id) by::
 
-    [inter-agent response] <from> -> <to> status=<ok|error> requestId=<correlationId>
+    [inter-agent response] <from> -> <to> status=<ok|error|timeout> requestId=<correlationId>
     <the answer text, or error(<code>): <message>>
 
     [inter-agent send failed] -> <target> eventId=<eventId>
     error(<code>): <message>
 
-and marked ``metadata.__goondanInterAgentResponseFormatted: true``. A message whose content
-is not the expected JSON is left as it is.
+and marked ``metadata.__goondanInterAgentResponseFormatted: true``. A response is read from
+its metadata, as upstream's formatter does (its content fills in what the metadata lacks); a
+message with neither in the expected shape is left as it is.
 
 Config:
 
-- ``includeRequestMetadata`` (false): add ``eventId`` and ``traceId`` lines to responses.
+- ``includeRequestMetadata`` (false): add ``eventId`` and ``traceId`` lines to responses, and
+  the request's metadata (``requestMetadata=<json>``, as upstream) when it had any.
 
 Example::
 
@@ -34,6 +38,7 @@ from tools_base import ExtensionApi, JsonObject, Message, MessageEvent
 from tools_base.extensions._common import config_bool
 
 FORMATTED = "__goondanInterAgentResponseFormatted"
+RESPONSE = "__goondanInterAgentResponse"
 KINDS = ("inter_agent_response", "send_failed")
 
 
@@ -56,30 +61,51 @@ def register(api: ExtensionApi) -> None:
 def formatted(message: Message, include_metadata: bool = False) -> str | None:
     """The readable text for an unformatted inbox report, else ``None``."""
     kind = message.metadata.get("__goondanInbox")
-    if kind not in KINDS or message.metadata.get(FORMATTED) is True:
+    about = message.metadata.get(RESPONSE)
+    if kind not in KINDS and not isinstance(about, dict):
+        return None
+    if message.metadata.get(FORMATTED) is True:
         return None
     try:
         report = json.loads(message.content)
     except ValueError:
-        return None
-    if not isinstance(report, dict):
-        return None
+        report = None
     if kind == "send_failed":
+        if not isinstance(report, dict):
+            return None
         return (
             f"[inter-agent send failed] -> {report.get('target')} "
             f"eventId={report.get('eventId')}\n{_error_line(report)}"
         )
-    status = report.get("status", "ok")
+    # Upstream's metadata first; the content fills in (and stands alone without it).
+    fields: JsonObject = {
+        **(report if isinstance(report, dict) else {}),
+        **(about if isinstance(about, dict) else {}),
+    }
+    if fields.get("requestId") is None or fields.get("fromAgentId") is None:
+        return None
+    status = fields.get("status", "ok")
     lines = [
-        f"[inter-agent response] {report.get('from')} -> {report.get('to')} "
-        f"status={status} requestId={report.get('correlationId')}"
+        f"[inter-agent response] {fields.get('fromAgentId')} -> {fields.get('toAgentId')} "
+        f"status={status} requestId={fields.get('requestId')}"
     ]
     if include_metadata:
-        turn = report.get("turn")
-        trace = turn.get("traceId") if isinstance(turn, dict) else None
-        lines.append(f"eventId={report.get('eventId')}")
-        lines.append(f"traceId={trace}")
-    lines.append(_error_line(report) if status == "error" else str(report.get("output", "")))
+        lines.append(f"eventId={fields.get('requestEventId')}")
+        lines.append(f"traceId={fields.get('traceId')}")
+    if status == "ok":
+        response = report.get("response") if isinstance(report, dict) else None
+        text = response if isinstance(response, str) else json.dumps(response, indent=2)
+        if response is not None and text:
+            lines.append(text)
+    else:
+        error = report.get("error") if isinstance(report, dict) else None
+        error = error if isinstance(error, dict) else {}
+        code = fields.get("errorCode") or error.get("code") or "AGENT_TURN_FAILED"
+        reason = fields.get("errorMessage") or error.get("message") or "agent request failed"
+        lines.append(f"error({code}): {reason}")
+    request_metadata = fields.get("requestMetadata")
+    if include_metadata and isinstance(request_metadata, dict):
+        lines.append(f"requestMetadata={json.dumps(request_metadata, indent=2)}")
     return "\n".join(lines)
 
 

@@ -312,11 +312,11 @@ async def test_inbox_reports_become_readable_text(tmp_path: Path) -> None:
             "inter_agent_response",
             {
                 "type": "inter_agent_response",
-                "from": "researcher",
-                "to": "tester",
-                "correlationId": "corr_1",
+                "requestId": "corr_1",
+                "fromAgentId": "researcher",
+                "toAgentId": "tester",
                 "status": "ok",
-                "output": "42 papers",
+                "response": "42 papers",
             },
         )
     )
@@ -347,6 +347,50 @@ async def test_inbox_reports_become_readable_text(tmp_path: Path) -> None:
     )
     assert by_id["inbox-send_failed"].metadata["__goondanInterAgentResponseFormatted"] is True
     assert by_id["junk"].content == "not json"
+    await harness.close()
+
+
+async def test_an_answer_is_read_from_upstreams_metadata(tmp_path: Path) -> None:
+    """What upstream's agent runner writes: the metadata says what the content may not."""
+    harness = await ExtensionHarness.start(
+        tmp_path,
+        rules=[{"reply": "noted"}],
+        extensions=[base_extension("inter-agent-response-format", includeRequestMetadata=True)],
+    )
+    about = {
+        "kind": "inter_agent_response",
+        "version": 1,
+        "requestId": "corr_2",
+        "requestEventId": "agent_event_1",
+        "fromAgentId": "researcher",
+        "toAgentId": "tester",
+        "async": True,
+        "status": "timeout",
+        "receivedAt": "2026-01-31T12:00:00.000Z",
+        "traceId": "t" * 32,
+        "requestMetadata": {"topic": "papers"},
+        "errorCode": "AGENT_REQUEST_TIMEOUT",
+        "errorMessage": "no answer within 60000 ms",
+    }
+    harness.store.append(
+        Message(
+            id="late",
+            role="user",
+            content=json.dumps({"type": "inter_agent_response", "requestId": "corr_2"}),
+            source=MessageSource(type="user"),
+            metadata={"__goondanInterAgentResponse": about},
+        )
+    )
+    await harness.turn("go on")
+    [late] = [m for m in harness.messages if m.id == "late"]
+    assert late.content == (
+        "[inter-agent response] researcher -> tester status=timeout requestId=corr_2\n"
+        "eventId=agent_event_1\n"
+        f"traceId={'t' * 32}\n"
+        "error(AGENT_REQUEST_TIMEOUT): no answer within 60000 ms\n"
+        'requestMetadata={\n  "topic": "papers"\n}'
+    )
+    assert late.metadata["__goondanInterAgentResponse"] == about  # kept for extensions
     await harness.close()
 
 
