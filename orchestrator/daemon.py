@@ -41,8 +41,13 @@ from orchestrator.http_api import ApiServer
 from orchestrator.limits import ModelBroker
 from orchestrator.metrics import SwarmMetrics
 from orchestrator.plans import SharedParts
-from orchestrator.router import InFlightSend, Router
-from orchestrator.state_dir import default_state_dir, delete_instance_dir, list_instances
+from orchestrator.router import InFlightSend, Router, SpawnedInstance
+from orchestrator.state_dir import (
+    default_state_dir,
+    delete_instance_dir,
+    list_instances,
+    spawn_records,
+)
 from orchestrator.status import ExitInfo
 from orchestrator.supervisor import AgentHandle, Supervisor
 from orchestrator.systemd import notify
@@ -145,6 +150,7 @@ class Orchestrator:
             clock=clock,
             tasks=self.tasks,
         )
+        self._recall_spawned()
         connection_plans = self.build_connection_plans(self.bundle)
         self.connections = Connections(
             connection_plans,
@@ -207,6 +213,23 @@ class Orchestrator:
             return None
         self.events.listeners.append(telemetry.observe)
         return telemetry
+
+    def _recall_spawned(self) -> None:
+        """``agents__list`` rows from the instances on disk, so a restarted daemon still lists
+        what was spawned before (of agents the swarm still has)."""
+        for row in spawn_records(self.state_dir):
+            if row["target"] not in self.supervisor.handles:
+                continue
+            record = SpawnedInstance(
+                target=row["target"],
+                instance_key=row["instanceKey"],
+                owner_agent=row["ownerAgent"],
+                owner_instance_key=row["ownerInstanceKey"],
+                created_at=row["createdAt"],
+                cwd=row["cwd"],
+            )
+            key = (record.owner_agent, record.owner_instance_key, record.target)
+            self.router.spawned[(*key, record.instance_key)] = record
 
     def _agent_plan(self, agent: str) -> AgentPlan | None:
         """``agent``'s plan (``None`` for a name that is not an agent of the swarm)."""

@@ -44,6 +44,33 @@ def list_instances(state_dir: Path, agent: str | None = None) -> list[dict[str, 
     return rows
 
 
+def spawn_records(state_dir: Path) -> list[dict[str, Any]]:
+    """The ``agents__list`` row of every instance on disk that ``agents__spawn`` created: its
+    ``metadata.json`` records who asked (``spawnedBy``), so the list outlives the daemon."""
+    rows = []
+    for row in list_instances(state_dir):
+        by, key = row.get("spawnedBy"), row.get("instanceKey")
+        if not isinstance(by, dict) or not isinstance(key, str):
+            continue
+        owner, owner_key = by.get("agent"), by.get("instanceKey")
+        if not isinstance(owner, str) or not isinstance(owner_key, str):
+            continue
+        directory = Path(row["directory"])
+        workdir = row.get("workdir")
+        created = by.get("at") if isinstance(by.get("at"), str) else row.get("createdAt")
+        rows.append(
+            {
+                "target": directory.parents[1].name,
+                "instanceKey": key,
+                "ownerAgent": owner,
+                "ownerInstanceKey": owner_key,
+                "createdAt": created if isinstance(created, str) else "",
+                "cwd": workdir if isinstance(workdir, str) else str(directory / "workspace"),
+            }
+        )
+    return rows
+
+
 def delete_instance_dir(state_dir: Path, agent: str, key: str) -> bool:
     """Remove the files of one instance; ``False`` when it does not exist."""
     for row in list_instances(state_dir, agent):

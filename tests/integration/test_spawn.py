@@ -70,3 +70,20 @@ async def test_spawn_workdirs_stay_in_the_state_and_survive_restarts(
     )
     assert metadata["workdir"] == spawned["cwd"]
     assert metadata["spawnedBy"]["agent"] == "alpha"
+
+
+async def test_the_list_of_spawned_instances_survives_a_daemon_restart(tmp_path: Path) -> None:
+    async with running_swarm(tmp_path) as first:
+        spawned = json.loads(await ask(first, "spawn beta job-a cwd=jobs/a"))
+        json.loads(await ask(first, "spawn beta job-b"))
+        before = json.loads(await ask(first, "list"))
+    assert [row["instanceKey"] for row in before["agents"]] == ["job-a", "job-b"]
+    async with running_swarm(tmp_path) as second:  # a new daemon on the same state
+        after = json.loads(await ask(second, "list"))
+        assert json.loads(await ask(second, "list", key="other"))["agents"] == []
+    # the same rows, in the same order (the time is the instance's own, a moment apart)
+    assert [{**r, "createdAt": None} for r in after["agents"]] == [
+        {**r, "createdAt": None} for r in before["agents"]
+    ]
+    assert after["agents"][0]["cwd"] == spawned["cwd"]
+    assert (after["count"], after["agents"][0]["ownerAgent"]) == (2, "alpha")
