@@ -414,6 +414,7 @@ def load_bundle(
     check_handlers: bool = True,
     packages: Mapping[str, Path] | None = None,
     allow_outside_bundle: bool | None = None,
+    check_providers: bool = False,
 ) -> Bundle:
     """Load and validate ``path`` and the packages it may reference.
 
@@ -425,9 +426,12 @@ def load_bundle(
     available. With ``check_handlers`` the entry modules of Tools are imported to check that
     every export has a handler. Entry modules and ``systemRef`` files must lie inside the
     directory of the YAML that declares them unless ``allow_outside_bundle`` (default: the
-    ``GOONDAN_ALLOW_OUTSIDE_BUNDLE`` environment variable set to ``1``).
+    ``GOONDAN_ALLOW_OUTSIDE_BUNDLE`` environment variable set to ``1``). With
+    ``check_providers`` every Model of the bundle must name a provider an agent can start with
+    here, its SDK installed (:func:`bundle.providers.provider_issues`).
     """
     from bundle.bundle import Bundle
+    from bundle.providers import provider_issues
     from bundle.rules import check_rules
 
     path = Path(path).absolute()
@@ -476,6 +480,8 @@ def load_bundle(
             allow_outside_bundle=allow_outside_bundle,
         )
     )
+    if check_providers:
+        issues.extend(provider_issues(resources))
     if issues:
         raise BundleError(issues)
     return Bundle(path=path, resources=resources, files=files, directory=directory)

@@ -175,7 +175,7 @@ def _validate_here(path: Path, *, check_handlers: bool) -> int:
     from bundle.lint import bundle_warnings
 
     try:
-        bundle = load_bundle(path, check_handlers=check_handlers)
+        bundle = load_bundle(path, check_handlers=check_handlers, check_providers=True)
     except BundleError as exc:
         print(json.dumps({"valid": False, "errors": [e.to_json() for e in exc.errors]}))
         return 1

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from goondan.errors import ExitCode
+from goondan.providers import provider, sdk_installed
 
 Level = Literal["ok", "warn", "fail", "info"]
 EXTRAS = {
     "openai": ("openai", "the openai provider"),
     "anthropic": ("anthropic", "the anthropic provider"),
+    "google": ("google.genai", "the google provider"),
     "mcp": ("mcp", "MCP servers (the mcp-bridge extension)"),
     "connectors": ("cryptography", "the discord connector's signatures"),
     "cluster": ("nats", "agents on several hosts (--cluster)"),
@@ -144,13 +146,14 @@ def _needs(report: Report, bundle: Any, have: dict[str, bool], env: dict[str, st
         bundle.resolve_ref(agent.spec.model_config_.model_ref, agent).spec.provider
         for agent in bundle.swarm_agents(swarm)
     }
-    for extra in sorted(providers & {"openai", "anthropic"}):
-        if not have[extra]:
+    for name in sorted(providers):
+        found = provider(name)
+        if found is not None and found.extra is not None and not sdk_installed(found):
             report.add(
-                f"extra {extra}",
+                f"extra {found.extra}",
                 "fail",
-                f"a Model uses provider {extra}, whose SDK is not installed",
-                f"pip install '{DISTRIBUTION}[{extra}]'",
+                f"a Model uses provider {name}, whose SDK is not installed",
+                found.install,
                 ExitCode.CONFIG,
             )
     if swarm.spec.placement and not have["cluster"]:
