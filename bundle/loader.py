@@ -34,6 +34,7 @@ from bundle.models import (
     Metadata,
 )
 from bundle.packages import builtin_package_manifests
+from bundle.scan import source_files
 from bundle.source import Document, FieldPath, format_path, parse_documents, read_file
 
 if TYPE_CHECKING:
@@ -372,38 +373,6 @@ def load_package_documents(manifest: Path, package: str) -> _Loaded:
     return copy.deepcopy(cached[1])
 
 
-BUNDLE_FILE_STEMS = (
-    "goondan",
-    "models",
-    "tools",
-    "agents",
-    "extensions",
-    "connectors",
-    "connections",
-    "swarms",
-    "resources",
-)
-"""The files a bundle directory is made of (each ``.yaml`` or ``.yml``), in this order."""
-
-
-def bundle_files(directory: Path) -> list[Path]:
-    """The files of the bundle in ``directory`` that exist, in :data:`BUNDLE_FILE_STEMS`
-    order (``.yaml`` before ``.yml``)."""
-    return [
-        directory / f"{stem}{suffix}"
-        for stem in BUNDLE_FILE_STEMS
-        for suffix in (".yaml", ".yml")
-        if (directory / f"{stem}{suffix}").is_file()
-    ]
-
-
-def bundle_candidates(directory: Path) -> list[Path]:
-    """Every file name a bundle directory may hold, present or not (what to watch)."""
-    return [
-        directory / f"{stem}{suffix}" for stem in BUNDLE_FILE_STEMS for suffix in (".yaml", ".yml")
-    ]
-
-
 ALLOW_OUTSIDE_BUNDLE_ENV = "GOONDAN_ALLOW_OUTSIDE_BUNDLE"
 """Set to ``1`` to let entry modules and ``systemRef`` files lie outside the bundle."""
 
@@ -418,10 +387,10 @@ def load_bundle(
 ) -> Bundle:
     """Load and validate ``path`` and the packages it may reference.
 
-    ``path`` may also be a directory: its ``goondan.yaml``, ``models.yaml``, ``tools.yaml``,
-    ``agents.yaml``, ``extensions.yaml``, ``connectors.yaml``, ``connections.yaml``,
-    ``swarms.yaml`` and ``resources.yaml`` (each also as ``.yml``) are read as one bundle, one
-    namespace; every error still names its own file. ``packages`` adds (or
+    ``path`` may also be a directory: its ``goondan.yaml``, ``models.yaml``, ``model.yaml``,
+    ``tools.yaml``, ... (:data:`bundle.scan.BUNDLE_FILE_STEMS`, each also as ``.yml``), there
+    and in the directories under it (:func:`bundle.scan.bundle_files`), are read as one bundle,
+    one namespace; every error still names its own file. ``packages`` adds (or
     overrides) package manifests by name; the built-in ones (``@goondan/base``) are always
     available. With ``check_handlers`` the entry modules of Tools are imported to check that
     every export has a handler. Entry modules and ``systemRef`` files must lie inside the
@@ -439,7 +408,7 @@ def load_bundle(
     directory = None
     if path.is_dir():
         directory = path
-        files = bundle_files(path) or [path / "goondan.yaml"]
+        files = source_files(path)
         path = files[0]
     resources: list[Resource] = []
     issues: list[ConfigIssue] = []
@@ -447,7 +416,7 @@ def load_bundle(
     for file in files:
         file_resources, file_issues, file_failed = load_documents(file, None)
         if not file_resources and not file_issues and not file_failed:
-            what = "the file" if len(files) == 1 else f"{file.name}"
+            what = "the file" if directory is None else str(file.relative_to(directory))
             file_issues.append(
                 ConfigIssue(
                     code=E.E_SCHEMA_INVALID,

@@ -88,18 +88,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     The checks that import Tool and Extension modules run in a child process with a deadline
     (:mod:`orchestrator.validation`), so no module can end or wedge this command.
     """
+    from orchestrator.validate_extras import list_files
     from orchestrator.validation import validate_in_child
 
     path = _bundle_path(args)
     if args.verdict_from_child:
         return _validate_here(path, check_handlers=not args.no_handlers)
-    verdict = validate_in_child(path, check_handlers=not args.no_handlers)
+    form = "json" if args.json else args.format
+    added = list_files(path, form, verbose=args.verbose > 0)
+    verdict = {**validate_in_child(path, check_handlers=not args.no_handlers), **added}
     errors = list(verdict.get("errors") or [])
     warnings = list(verdict.get("warnings") or [])
     if args.strict:
         errors, warnings = errors + warnings, []
     code = int(ExitCode.OK) if not errors else _config_exit(errors)
-    form = "json" if args.json else args.format
     if form == "json":
         print(
             json.dumps(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from bundle import Bundle, BundleError, load_bundle
-from bundle.loader import bundle_candidates
+from bundle.scan import bundle_candidates
 from orchestrator.connections import ingress_tables
 from orchestrator.ingress import UnknownIngressAgent
 from orchestrator.validation import validate_timeout
