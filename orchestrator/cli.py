@@ -88,14 +88,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     The checks that import Tool and Extension modules run in a child process with a deadline
     (:mod:`orchestrator.validation`), so no module can end or wedge this command.
     """
-    from orchestrator.validate_extras import list_files
+    from orchestrator.validate_extras import apply_fixes, list_files
     from orchestrator.validation import validate_in_child
 
     path = _bundle_path(args)
     if args.verdict_from_child:
         return _validate_here(path, check_handlers=not args.no_handlers)
     form = "json" if args.json else args.format
-    added = list_files(path, form, verbose=args.verbose > 0)
+    added = apply_fixes(path, form) if args.fix else {}
+    added.update(list_files(path, form, verbose=args.verbose > 0))
     verdict = {**validate_in_child(path, check_handlers=not args.no_handlers), **added}
     errors = list(verdict.get("errors") or [])
     warnings = list(verdict.get("warnings") or [])
@@ -1209,6 +1210,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         validate.add_argument(
             "--strict", action="store_true", help="warnings count as errors (exit 4)"
+        )
+        validate.add_argument(
+            "--fix",
+            action="store_true",
+            help="first repair in place what needs no judgement (name case, a missing "
+            "apiVersion, trailing whitespace), printing each change",
         )
         validate.add_argument(
             "--no-handlers",
