@@ -482,6 +482,7 @@ class AgentProcess:
             EventKind.SEND_FAILED: self._on_send_failed,
             EventKind.SPAWN_RESULT: self._on_answer,
             EventKind.LIST_RESULT: self._on_answer,
+            EventKind.CONFIG_CHECK_RESULT: self._on_answer,
             EventKind.MODEL_PERMIT_RESULT: self._on_answer,
             EventKind.PREPARE_INSTANCE: self._prepare_instance,
             EventKind.DELETE_INSTANCE: self._delete_instance,

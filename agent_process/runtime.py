@@ -216,6 +216,12 @@ class IpcAgentRuntime:
             "callableAgents": sorted(a for a in self.link.agents if a != self.agent_name),
         }
 
+    async def check_config(self) -> tuple[str, ...]:
+        """The errors of the swarm's configuration on disk as the Orchestrator would load it
+        now (none: it loads); ``self-restart`` asks before it promises a restart."""
+        answer = await self._ask(wire.ConfigCheck(), wire.ConfigCheckResult)
+        return answer.errors
+
     async def _wait(self, future: asyncio.Future[Any], seconds: float) -> Any:
         """The answer, waiting a little past the Orchestrator's own deadline of ``seconds``."""
         async with asyncio.timeout(seconds + ANSWER_SAFETY_MARGIN_SECONDS):

@@ -35,6 +35,8 @@ Event kinds (agent → Orchestrator):
 ``send_refused``             :class:`SendRefused`: the target could not take a send.
 ``spawn_request``            :class:`SpawnRequest` (``agents__spawn``), answered ``spawn_result``.
 ``list_request``             :class:`ListRequest` (``agents__list``), answered ``list_result``.
+``config_check``             :class:`ConfigCheck` (``self-restart``): would the configuration on
+                             disk load? Answered ``config_check_result``.
 ``prepare_instance_result``  :class:`PrepareInstanceResult`, the answer to ``prepare_instance``.
 ``delete_instance_result``   :class:`DeleteInstanceResult`, the answer to ``delete_instance``.
 ``approval_decision_result`` :class:`ApprovalDecisionResult`, the answer to ``approval_decision``.
@@ -49,6 +51,7 @@ Event kinds (Orchestrator → agent):
 ``send_failed``              :class:`SendFailed`: a send of this agent was lost.
 ``spawn_result``             :class:`SpawnResult`.
 ``list_result``              :class:`ListResult`.
+``config_check_result``      :class:`ConfigCheckResult`: the errors of the configuration on disk.
 ``prepare_instance``         :class:`PrepareInstance`: create an instance unless it exists.
 ``delete_instance``          :class:`DeleteInstance`: delete an idle instance.
 ``approval_decision``        :class:`ApprovalDecision`: an operator approves or rejects a tool
@@ -148,6 +151,8 @@ class EventKind(enum.StrEnum):
     SPAWN_RESULT = "spawn_result"
     LIST_REQUEST = "list_request"
     LIST_RESULT = "list_result"
+    CONFIG_CHECK = "config_check"
+    CONFIG_CHECK_RESULT = "config_check_result"
     PREPARE_INSTANCE = "prepare_instance"
     PREPARE_INSTANCE_RESULT = "prepare_instance_result"
     DELETE_INSTANCE = "delete_instance"
@@ -886,6 +891,37 @@ class ListResult(EventBody):
 
 @_body
 @dataclass(frozen=True, slots=True)
+class ConfigCheck(EventBody):
+    """``self-restart``: would the configuration on disk load? (It is not adopted yet.)"""
+
+    KIND: ClassVar[EventKind] = EventKind.CONFIG_CHECK
+
+    def to_wire(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ConfigCheck:
+        return cls()
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class ConfigCheckResult(EventBody):
+    """The answer to a :class:`ConfigCheck`: every error found (none: it loads)."""
+
+    KIND: ClassVar[EventKind] = EventKind.CONFIG_CHECK_RESULT
+    errors: tuple[str, ...] = ()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"errors": list(self.errors)}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ConfigCheckResult:
+        return cls(fields.texts("errors"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
 class PrepareInstance(EventBody):
     """Create instance ``instance_key`` (in ``cwd`` if given) unless it exists, for a spawn by
     ``owner``'s instance ``owner_instance_key``."""
@@ -1260,6 +1296,7 @@ AGENT_TO_ORCHESTRATOR = frozenset(
         EventKind.SEND_REFUSED,
         EventKind.SPAWN_REQUEST,
         EventKind.LIST_REQUEST,
+        EventKind.CONFIG_CHECK,
         EventKind.PREPARE_INSTANCE_RESULT,
         EventKind.DELETE_INSTANCE_RESULT,
         EventKind.APPROVAL_DECISION_RESULT,
@@ -1274,6 +1311,7 @@ ORCHESTRATOR_TO_AGENT = frozenset(
         EventKind.SEND_FAILED,
         EventKind.SPAWN_RESULT,
         EventKind.LIST_RESULT,
+        EventKind.CONFIG_CHECK_RESULT,
         EventKind.PREPARE_INSTANCE,
         EventKind.DELETE_INSTANCE,
         EventKind.APPROVAL_DECISION,

@@ -55,6 +55,7 @@ from orchestrator.tasks import TaskOwner
 from orchestrator.telemetry import OtlpSettings, TelemetryUnavailable, TraceExport
 from orchestrator.transport import MultiprocessingTransport, Transport
 from orchestrator.usage import UsageBook
+from orchestrator.watch import check_configuration, reload_configuration
 
 if TYPE_CHECKING:
     from orchestrator.cluster.leader import ClusterTransport
@@ -181,6 +182,7 @@ class Orchestrator:
             {
                 EventKind.RUNTIME_EVENT: self._record_runtime_event,
                 EventKind.RESTART_REQUEST: self._restart_requested,
+                EventKind.CONFIG_CHECK: self._check_configuration,
             },
         )
         self.supervisor.on_message = self.dispatch
@@ -195,6 +197,9 @@ class Orchestrator:
         withhold(self.api_token.secret if self.api_token else None)  # no agent or connector gets it
         self.api: ApiServer | None = None
         self.metrics: SwarmMetrics | None = None
+        self.config_lock = asyncio.Lock()
+        """Held while an edited configuration is checked and adopted (``--watch``,
+        ``self-restart``): one at a time."""
         self._stopped = asyncio.Event()
         self._signals = 0
         self.stopping = False
@@ -278,9 +283,28 @@ class Orchestrator:
     def _restart_requested(
         self, sender: str, message: EventMessage, body: wire.RestartRequest
     ) -> None:
+        """A tool asked for a restart after its Turn (``self-restart``): the configuration on
+        disk is read again and adopted as ``--watch`` adopts an edit, and the asking agent
+        restarts even if its own plan did not change. An invalid one changes nothing."""
         self.log.info("agent asked for a restart", agent=sender, reason=body.reason)
         self.events.lifecycle("restart_requested", sender, reason=body.reason)
-        self.start_soon(self.supervisor.restart_agent(sender, self.grace), f"restart:{sender}")
+        self.start_soon(reload_configuration(self, restart=sender), f"restart:{sender}")
+
+    def _check_configuration(
+        self, sender: str, message: EventMessage, body: wire.ConfigCheck
+    ) -> None:
+        """``self-restart`` asks, before it promises a restart, whether the configuration on
+        disk would load."""
+
+        async def check() -> None:
+            async with self.config_lock:
+                checked = await check_configuration(self)
+            errors = checked if isinstance(checked, list) else []
+            self.router.answer(
+                sender, message.correlation_id or "", wire.ConfigCheckResult(tuple(errors))
+            )
+
+        self.start_soon(check(), f"config-check:{sender}")
 
     def _on_delivery_lost(self, send: InFlightSend, error: IpcError) -> None:
         self.events.record(

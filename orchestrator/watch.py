@@ -1,4 +1,5 @@
-"""``run --watch``: apply edits of goondan.yaml (and of tool, extension and prompt files) live.
+"""``run --watch``: apply edits of goondan.yaml (and of tool, extension and prompt files) live;
+``self-restart`` applies them through the same path.
 
 On a change, the new configuration is validated first, in a fresh interpreter (so edited tool
 modules are really re-imported, and a broken one cannot disturb the daemon). If it is invalid,
@@ -12,13 +13,16 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from bundle import Bundle, BundleError, load_bundle
+from bundle.plan import AgentPlan
 from bundle.scan import bundle_candidates
+from ipc import IpcError
 from orchestrator.connections import ingress_tables
 from orchestrator.ingress import UnknownIngressAgent
 from orchestrator.validation import validate_timeout
@@ -85,36 +89,73 @@ class Watcher:
 
     async def apply(self) -> dict[str, Any]:
         """Validate the configuration on disk and restart the agents it changed."""
-        orchestrator = self.orchestrator
-        errors = await _validate(orchestrator.bundle_path)
-        if errors:
-            for error in errors:
-                self.log.error("configuration change rejected", issue=error)
-            orchestrator.events.lifecycle("config_rejected", "orchestrator", errors=errors)
-            return {"valid": False, "errors": errors, "restarted": []}
-        try:
-            bundle = load_bundle(orchestrator.bundle_path, check_handlers=False)
-            plans = orchestrator.build_plans(bundle)
-            ingress_tables(
-                bundle,
-                orchestrator.build_connection_plans(bundle),
-                orchestrator.entry_agent,
-                sorted(plans),
-            )
-        except BundleError as exc:  # changed again between the two reads
-            return {"valid": False, "errors": [e.format() for e in exc.errors], "restarted": []}
-        except UnknownIngressAgent as exc:  # routes to an agent the swarm does not have
-            return {"valid": False, "errors": [str(exc)], "restarted": []}
+        outcome = await reload_configuration(self.orchestrator)
+        if outcome["valid"]:
+            self._files = watched_files(self.orchestrator.bundle)
+            self._seen = _snapshot(self._files)
+        return outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Reload:
+    """A configuration read from disk that loads: its bundle and every agent's plan."""
+
+    bundle: Bundle
+    plans: dict[str, AgentPlan]
+
+
+async def check_configuration(orchestrator: Orchestrator) -> Reload | list[str]:
+    """The configuration on disk, validated and planned but not adopted; or its errors."""
+    errors = await _validate(orchestrator.bundle_path)
+    if errors:
+        return errors
+    try:
+        bundle = load_bundle(orchestrator.bundle_path, check_handlers=False)
+        plans = orchestrator.build_plans(bundle)
+        ingress_tables(
+            bundle,
+            orchestrator.build_connection_plans(bundle),
+            orchestrator.entry_agent,
+            sorted(plans),
+        )
+    except BundleError as exc:  # changed again between the two reads
+        return [e.format() for e in exc.errors]
+    except UnknownIngressAgent as exc:  # routes to an agent the swarm does not have
+        return [str(exc)]
+    return Reload(bundle, plans)
+
+
+async def reload_configuration(
+    orchestrator: Orchestrator, *, restart: str | None = None
+) -> dict[str, Any]:
+    """Adopt the configuration on disk if it is valid: the agents whose plan changed restart
+    with their new plan (conversations survive), new agents become available, removed ones
+    stop, Connections follow; ``restart`` (an agent that asked for it) restarts in any case.
+    Invalid, it is rejected and nothing changes. ``--watch`` and ``self-restart`` both come
+    here, one at a time."""
+    log = structlog.get_logger("goondan.watch")
+    async with orchestrator.config_lock:
+        checked = await check_configuration(orchestrator)
+        if not isinstance(checked, Reload):
+            for error in checked:
+                log.error("configuration change rejected", issue=error)
+            orchestrator.events.lifecycle("config_rejected", "orchestrator", errors=checked)
+            return {"valid": False, "errors": checked, "restarted": []}
+        bundle, plans = checked.bundle, checked.plans
         orchestrator.bundle = bundle
-        self._files = watched_files(bundle)
-        self._seen = _snapshot(self._files)
         restarted = await orchestrator.adopt_cluster_bundle(bundle, plans)
         orchestrator.apply_limits(bundle)
         restarted += await orchestrator.apply_plans(plans)
         restarted += await orchestrator.apply_connections(bundle)
-        self.log.info("configuration change applied", restarted=restarted)
-        orchestrator.events.lifecycle("config_applied", "orchestrator", restarted=restarted)
-        return {"valid": True, "errors": [], "restarted": restarted}
+        if restart is not None and restart in plans and restart not in restarted:
+            restarted.append(restart)
+            try:
+                await orchestrator.supervisor.restart_agent(restart, orchestrator.grace)
+            except (IpcError, TimeoutError) as exc:  # it backs off like any boot failure
+                log.error("agent did not start again", agent=restart, error=str(exc))
+    log.info("configuration change applied", restarted=restarted)
+    orchestrator.events.lifecycle("config_applied", "orchestrator", restarted=restarted)
+    return {"valid": True, "errors": [], "restarted": restarted}
 
 
 async def _validate(path: Path) -> list[str]:

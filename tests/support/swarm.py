@@ -154,6 +154,8 @@ spec:
         calls: [{tool: fault__pid}, {tool: fault__crash, args: {code: 1}}]
       - when: {input: "^restart yourself$"}
         call: {tool: self-restart__request, args: {reason: upgrade}}
+      - when: {toolResult: self-restart__request, status: error}
+        reply: "ERROR {errorCode}: {error}"
       - when: {toolResult: self-restart__request}
         reply: "restarting soon"
       - when: {input: "^ask (?P<target>\\\\S+) (?P<text>.+)$"}

@@ -50,7 +50,7 @@ async def test_the_orchestrator_handles_every_kind_an_agent_sends(tmp_path: Path
     assert set(daemon.dispatch.events) == wire.AGENT_TO_ORCHESTRATOR
     supervisor = Supervisor(fake_plans("a"), FakeTransport())
     router = Router(supervisor)
-    daemon_kinds = {EventKind.RUNTIME_EVENT, EventKind.RESTART_REQUEST}
+    daemon_kinds = {EventKind.RUNTIME_EVENT, EventKind.RESTART_REQUEST, EventKind.CONFIG_CHECK}
     table = Dispatcher(
         router,
         supervisor.event_handlers,
@@ -83,6 +83,8 @@ BODIES = [
     wire.SpawnResult("b", "k2", True, "/w"),
     wire.ListRequest("k", True),
     wire.ListResult([{"target": "b"}]),
+    wire.ConfigCheck(),
+    wire.ConfigCheckResult(("goondan.yaml:3: Swarm/s: spec: bad (E_CONFIG_SCHEMA_INVALID)",)),
     wire.PrepareInstance("k2", None, "a", "k"),
     wire.PrepareInstanceResult("k2", False, "/w"),
     wire.DeleteInstance("k2"),
