@@ -2,24 +2,31 @@
 
 Before a model call the governor
 
-1. holds the Turn's and the conversation instance's usage against their budgets
-   (``Agent.spec.budgets`` over ``Swarm.spec.budgets``): a ceiling reached ends the Turn with
-   ``E_BUDGET_EXCEEDED`` naming the budget and its figures, and the model is not called;
+1. reserves what the call may use: its prompt's estimate (characters / 4) in, its ``maxTokens``
+   (or :data:`~goondan.defaults.MODEL_MAX_TOKENS`) out, and their price. The reservation must fit
+   under the Turn's and the conversation instance's budgets (``Agent.spec.budgets`` over
+   ``Swarm.spec.budgets``) beside what they used and what the calls under way hold; if it does
+   not, the Turn ends with ``E_BUDGET_EXCEEDED`` naming the budget and its figures, and the
+   model is not called;
 2. when the Model has ``spec.limits`` or a trace budget applies, asks the Orchestrator for a
-   permit (``model_permit``), which may wait for the pool's limits, and may be refused
-   ``E_BUDGET_EXCEEDED`` (the trace's budget) or ``E_MODEL_PERMIT_TIMEOUT``.
+   permit (``model_permit``, carrying the reservation for the trace's budget), which may wait
+   for the pool's limits, and may be refused ``E_BUDGET_EXCEEDED`` (the trace's budget) or
+   ``E_MODEL_PERMIT_TIMEOUT``.
 
-After it, the call's tokens (and cost, by the Model's ``pricing``) are added to the Turn and the
-instance and, for an agent that asks permits, reported to the Orchestrator at once
-(``model_usage``), which returns the permit. A 429 from
-the provider of a Model with limits is reported with its ``retry-after``, which pauses every
-agent of the pool, and the call is tried again through a new permit, up to ``maxRetries`` times.
+After it, the reservation is given back and the call's tokens (and cost, by the Model's
+``pricing``) are added to the Turn and the instance instead; a call that failed or was given up
+gives its reservation back whole. An agent that asks permits reports the call to the
+Orchestrator at once (``model_usage``), which settles the trace's reservation and returns the
+permit. A 429 from the provider of a Model with limits is reported with its ``retry-after``,
+which pauses every agent of the pool, and the call is tried again through a new permit, up to
+``maxRetries`` times.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -36,8 +43,8 @@ from agent_process.runtime import OrchestratorLink
 from agent_process.scope import TurnScope
 from agent_process.tools.catalog import ToolCatalogItem
 from bundle.plan import AgentPlan
-from goondan.defaults import ANSWER_SAFETY_MARGIN_SECONDS
-from goondan.usage import Reached, first_reached
+from goondan.defaults import ANSWER_SAFETY_MARGIN_SECONDS, MODEL_MAX_TOKENS
+from goondan.usage import NOTHING, Reached, Usage, first_short
 from ipc import protocol as wire
 from ipc.protocol import ORCHESTRATOR, DelegateAnswer, ModelPermitResult
 from tools_base import Message
@@ -45,7 +52,7 @@ from tools_base import Message
 FALLBACK_PAUSE_SECONDS = 1.0
 """A 429 without ``retry-after`` pauses the pool this long, doubling with each retry."""
 CHARS_PER_TOKEN = 4
-"""The estimate of a call's input tokens, made before it for ``tokensPerMinute``."""
+"""The estimate of a call's input tokens, made before it for budgets and ``tokensPerMinute``."""
 
 
 class ModelGovernor:
@@ -61,7 +68,14 @@ class ModelGovernor:
         self.turn_limits = budgets.turn.limits() if budgets.turn is not None else {}
         self.instance_limits = budgets.instance.limits() if budgets.instance is not None else {}
         limits = plan.model.limits
-        self.estimates = limits is not None and limits.tokens_per_minute is not None
+        self.trace_budgets = plan.trace_budgets and self.asks
+        self.reserves = bool(self.turn_limits or self.instance_limits or self.trace_budgets)
+        """Calls reserve their tokens: some budget may hold them."""
+        self.estimates = self.reserves or bool(limits and limits.tokens_per_minute)
+        self.sizes = PromptSizes()
+        self._held: dict[tuple[str, str], Usage] = {}
+        """The reservations of the calls under way, by scope: ``("turn", turn id)`` and
+        ``("instance", instance key)``; a scope leaves once its last call settles."""
         self.wait_ms = int(plan.model.timeout_seconds * 1000)
         self.on_instance_usage: Callable[[str], None] | None = None
         """Called with the instance key after each call adds to its usage, when an instance
@@ -77,78 +91,113 @@ class ModelGovernor:
     ) -> ModelResponse:
         """``model.complete(request)`` inside the budgets and limits; raises ``ModelError``
         (``E_BUDGET_EXCEEDED``, ``E_MODEL_PERMIT_TIMEOUT``, or the provider's)."""
-        self._check_budgets(turn)
-        estimate = _estimate_tokens(request.messages, request.tools) if self.estimates else 0
-        retries = 0
-        while True:
-            permit_id = await self._permit(turn, estimate) if self.asks else ""
-            try:
-                response = await model.complete(request)
-            except ModelError as exc:
-                pause = self._pause_for(exc, retries)
-                self._report(turn, permit_id, 0, 0, 0.0, pause)
-                if pause is not None and retries < self.model.max_retries:
-                    retries += 1
-                    turn.logger.warning(
-                        "model rate limited; pool paused, retrying",
-                        pool=self.pool,
-                        pause_seconds=pause,
-                        retry=retries,
-                    )
-                    if not self.asks:  # no Orchestrator holds the pool: wait here instead
-                        await asyncio.sleep(pause)
-                    continue
-                raise
-            except BaseException:  # cancelled: the permit goes back, nothing was used
-                self._report(turn, permit_id, 0, 0, 0.0)
-                raise
-            return self._settle(turn, permit_id, response)
+        call = self._reservation(turn.instance_key, request) if self.estimates else NOTHING
+        if self.reserves:
+            self._hold(turn, call)
+        try:
+            retries = 0
+            while True:
+                permit_id = await self._permit(turn, call) if self.asks else ""
+                try:
+                    response = await model.complete(request)
+                except ModelError as exc:
+                    pause = self._pause_for(exc, retries)
+                    self._report(turn, permit_id, 0, 0, 0.0, pause)
+                    if pause is not None and retries < self.model.max_retries:
+                        retries += 1
+                        turn.logger.warning(
+                            "model rate limited; pool paused, retrying",
+                            pool=self.pool,
+                            pause_seconds=pause,
+                            retry=retries,
+                        )
+                        if not self.asks:  # no Orchestrator holds the pool: wait here instead
+                            await asyncio.sleep(pause)
+                        continue
+                    raise
+                except BaseException:  # cancelled: the permit goes back, nothing was used
+                    self._report(turn, permit_id, 0, 0, 0.0)
+                    raise
+                # Settled and released with no await between: no other call sees the usage
+                # counted and the reservation still held.
+                return self._settle(turn, permit_id, response)
+        finally:
+            if self.reserves:
+                self._release(turn, call)
 
     # -- budgets ---------------------------------------------------------------------------
 
-    def _check_budgets(self, turn: TurnScope) -> None:
-        for budget, limits, used, whose in (
-            ("turn", self.turn_limits, turn.usage, "this Turn"),
-            (
-                "instance",
-                self.instance_limits,
-                turn.instance_usage,
-                f"conversation instance {turn.instance_key!r}",
-            ),
-        ):
-            reached = first_reached(limits, used) if limits else None
-            if reached is not None:
-                raise self._exceeded(turn, budget, whose, reached)
+    def _reservation(self, instance_key: str, request: ModelRequest) -> Usage:
+        """What the call may use: its prompt's estimate in, its ``maxTokens`` out, their
+        price."""
+        input_tokens = self.sizes.tokens(instance_key, request.messages, request.tools)
+        output_tokens = request.max_tokens or MODEL_MAX_TOKENS
+        pricing = self.model.pricing
+        cost = pricing.cost(input_tokens, output_tokens) if pricing is not None else 0.0
+        return Usage(input_tokens, output_tokens, cost, 1)
 
-    def _exceeded(self, turn: TurnScope, budget: str, whose: str, reached: Reached) -> ModelError:
+    def _scopes(self, turn: TurnScope) -> tuple[tuple[str, dict[str, float], Usage, str], ...]:
+        """``(budget, ceilings, used, key)`` of the scopes the agent holds to a budget."""
+        scopes: tuple[tuple[str, dict[str, float], Usage, str], ...] = ()
+        if self.turn_limits:
+            scopes += (("turn", self.turn_limits, turn.usage, turn.turn_id),)
+        if self.instance_limits:
+            scopes += (("instance", self.instance_limits, turn.instance_usage, turn.instance_key),)
+        return scopes
+
+    def _hold(self, turn: TurnScope, call: Usage) -> None:
+        """Reserve ``call`` in the Turn's and the instance's budgets, or raise
+        ``E_BUDGET_EXCEEDED`` (holding nothing) if it does not fit in one of them."""
+        scopes = self._scopes(turn)
+        for budget, limits, used, key in scopes:
+            short = first_short(limits, used, self._held.get((budget, key), NOTHING), call)
+            if short is not None:
+                raise self._exceeded(turn, budget, short)
+        for budget, _, _, key in scopes:
+            self._held.setdefault((budget, key), Usage()).hold(call)
+
+    def _release(self, turn: TurnScope, call: Usage) -> None:
+        for budget, _, _, key in self._scopes(turn):
+            held = self._held.get((budget, key))
+            if held is not None:
+                held.release(call)
+                if not held.calls:
+                    del self._held[(budget, key)]
+
+    def _exceeded(self, turn: TurnScope, budget: str, reached: Reached) -> ModelError:
+        whose = "this Turn" if budget == "turn" else f"conversation instance {turn.instance_key!r}"
+        figures = reached.to_json()
         turn.recorder.emit(
             "budget.exceeded",
             turn.span_id,
             turn.parent_span_id,
             turnId=turn.turn_id,
             budget=budget,
-            figure=reached.figure,
-            used=reached.used,
-            limit=reached.limit,
+            **figures,
         )
-        turn.logger.warning(
-            "budget exceeded", budget=budget, figure=reached.figure, used=reached.used
-        )
+        turn.logger.warning("budget exceeded", budget=budget, **figures)
         return ModelError(
             f"{budget} budget exceeded: {reached.describe()} used by {whose} of "
-            f"{self.agent_name!r}; the model was not called",
+            f"{self.agent_name!r}{reached.shortfall()}; the model was not called",
             code=ipc.BudgetExceeded.code,
         )
 
     # -- permits ---------------------------------------------------------------------------
 
-    async def _permit(self, turn: TurnScope, estimate: int) -> str:
-        """A permit's id, once the Orchestrator grants it."""
+    async def _permit(self, turn: TurnScope, call: Usage) -> str:
+        """A permit's id, once the Orchestrator grants it (and has reserved ``call`` against
+        the trace's budget, when one applies)."""
         link = self.link
         assert link is not None
         correlation_id, future = link.correlations.create()
         question = wire.ModelPermitRequest(
-            self.pool, turn.trace_id, turn.instance_key, estimate, self.wait_ms
+            self.pool,
+            turn.trace_id,
+            turn.instance_key,
+            call.input_tokens,
+            self.wait_ms,
+            call.output_tokens if self.trace_budgets else 0,
+            call.cost if self.trace_budgets else 0.0,
         )
         link.send(wire.event(self.agent_name, ORCHESTRATOR, question, correlation_id))
         try:
@@ -238,18 +287,57 @@ class ModelGovernor:
             turn.logger.debug("model usage not reported", error=str(exc))
 
 
-def _estimate_tokens(messages: Sequence[Message], tools: Sequence[ToolCatalogItem]) -> int:
-    """Input tokens of a call, roughly (characters / 4), before it is made."""
-    chars = 0
-    for message in messages:
-        chars += len(message.content or "")
-        if message.tool_result is not None:
-            chars += len(_json(message.tool_result))
-        for call in message.tool_calls:
-            chars += len(call.name) + len(_json(call.args))
-    for tool in tools:
-        chars += len(tool.name) + len(tool.description or "") + len(_json(tool.parameters))
-    return chars // CHARS_PER_TOKEN + 1
+class PromptSizes:
+    """The input tokens of a model call, estimated before it: characters / 4 of its messages
+    and tool definitions.
+
+    A conversation sends the same messages and tool definitions (frozen objects) again at every
+    Step; their sizes are remembered per object, so a Step measures only what is new instead of
+    writing every tool schema and tool result out as JSON again. Each instance keeps the sizes
+    of the messages its last call sent, for the :data:`INSTANCES_KEPT` most recent instances.
+    """
+
+    INSTANCES_KEPT = 64
+
+    def __init__(self) -> None:
+        self._tools: dict[str, tuple[ToolCatalogItem, int]] = {}
+        self._messages: OrderedDict[str, dict[str, tuple[Message, int]]] = OrderedDict()
+
+    def tokens(
+        self, instance_key: str, messages: Sequence[Message], tools: Sequence[ToolCatalogItem]
+    ) -> int:
+        """The estimate for a call of ``instance_key`` sending ``messages`` and ``tools``."""
+        known = self._messages.pop(instance_key, None) or {}
+        sent: dict[str, tuple[Message, int]] = {}
+        chars = 0
+        for message in messages:
+            size = known.get(message.id)
+            if size is None or size[0] is not message:
+                size = (message, _message_chars(message))
+            sent[message.id] = size
+            chars += size[1]
+        self._messages[instance_key] = sent
+        if len(self._messages) > self.INSTANCES_KEPT:
+            self._messages.popitem(last=False)
+        for tool in tools:
+            known_tool = self._tools.get(tool.name)
+            if known_tool is None or known_tool[0] is not tool:
+                known_tool = self._tools[tool.name] = (tool, _tool_chars(tool))
+            chars += known_tool[1]
+        return chars // CHARS_PER_TOKEN + 1
+
+
+def _message_chars(message: Message) -> int:
+    chars = len(message.content or "")
+    if message.tool_result is not None:
+        chars += len(_json(message.tool_result))
+    for call in message.tool_calls:
+        chars += len(call.name) + len(_json(call.args))
+    return chars
+
+
+def _tool_chars(tool: ToolCatalogItem) -> int:
+    return len(tool.name) + len(tool.description or "") + len(_json(tool.parameters))
 
 
 def _json(value: Any) -> str:

@@ -274,6 +274,7 @@ class Bundle:
             memory_limit_mib=spec.limits.memory_mib,
             budgets=spec.budgets.over(swarm_budgets) if spec.budgets else swarm_budgets,
             ask_permits=pool is not None or self.has_trace_budget(swarm),
+            trace_budgets=self.has_trace_budget(swarm),
             state_dir=str(state_dir),
             environment=environment_list(
                 model_names(model_spec),

@@ -151,6 +151,9 @@ class AgentPlan(_Plan):
     ask_permits: bool = False
     """Ask the Orchestrator before each model call: the Model has limits, or a trace budget
     applies somewhere in the swarm (the Orchestrator counts every trace's usage)."""
+    trace_budgets: bool = False
+    """A trace budget applies somewhere in the swarm: each model call reserves its tokens (and
+    their cost) against its trace with its permit request."""
     allow_spawn_outside_state: bool = False
     """``Swarm.spec.policy.allowSpawnOutsideState``: spawn workdirs may lie outside the state
     directory, not only in the caller's workspace (see ``agent_process.spawn``)."""

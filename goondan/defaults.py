@@ -36,6 +36,9 @@ MODEL_TIMEOUT_SECONDS = 60.0
 """One model call's timeout (``Model.spec.timeoutSeconds``)."""
 MODEL_MAX_RETRIES = 2
 """Retries of a model call on 429 and 5xx (``Model.spec.maxRetries``)."""
+MODEL_MAX_TOKENS = 1000
+"""The output a model call reserves against budgets when neither the Agent nor the Model sets
+``maxTokens``; the ``anthropic`` provider asks for as much (its API needs a figure)."""
 
 # -- requests between agents ------------------------------------------------------------------
 

@@ -245,6 +245,13 @@ class _Fields:
             raise self._wrong(name, "a number", value)
         return int(value)
 
+    def amount(self, name: str) -> float:
+        """A number not below 0 (a cost); absent: 0."""
+        value = self.data.get(name, 0.0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise self._wrong(name, "a number not below 0", value)
+        return float(value)
+
     def texts(self, name: str) -> tuple[str, ...]:
         value = self.data.get(name)
         if value is None:
@@ -1173,15 +1180,24 @@ class ModelPermitRequest(EventBody):
     """The call's input tokens as estimated before it (``tokensPerMinute`` admits on it)."""
     wait_ms: int = 0
     """How long the caller waits at most (the model call's timeout); 0: no wait at all."""
+    max_output_tokens: int = 0
+    """The most output the call may take (its ``maxTokens``, or the default reserve)."""
+    reserved_cost: float = 0.0
+    """The price of ``estimated_tokens`` in and ``max_output_tokens`` out. The three are what
+    the call reserves against its trace's budget until its ``model_usage`` settles it."""
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "pool": self.pool,
-            "traceId": self.trace_id,
-            "instanceKey": self.instance_key,
-            "estimatedTokens": self.estimated_tokens,
-            "waitMs": self.wait_ms,
-        }
+        return _without_none(
+            {
+                "pool": self.pool,
+                "traceId": self.trace_id,
+                "instanceKey": self.instance_key,
+                "estimatedTokens": self.estimated_tokens,
+                "waitMs": self.wait_ms,
+                "maxOutputTokens": self.max_output_tokens or None,
+                "reservedCost": self.reserved_cost or None,
+            }
+        )
 
     @classmethod
     def read(cls, fields: _Fields) -> ModelPermitRequest:
@@ -1191,6 +1207,8 @@ class ModelPermitRequest(EventBody):
             fields.instance_key("instanceKey"),
             max(fields.integer("estimatedTokens") or 0, 0),
             max(fields.integer("waitMs") or 0, 0),
+            max(fields.integer("maxOutputTokens") or 0, 0),
+            fields.amount("reservedCost"),
         )
 
 
@@ -1258,9 +1276,6 @@ class ModelUsage(EventBody):
 
     @classmethod
     def read(cls, fields: _Fields) -> ModelUsage:
-        cost = fields.data.get("cost", 0.0)
-        if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
-            raise fields._wrong("cost", "a number not below 0", cost)
         return cls(
             fields.text("traceId"),
             fields.instance_key("instanceKey"),
@@ -1268,7 +1283,7 @@ class ModelUsage(EventBody):
             fields.text("pool"),
             max(fields.integer("inputTokens") or 0, 0),
             max(fields.integer("outputTokens") or 0, 0),
-            float(cost),
+            fields.amount("cost"),
             fields.integer("retryAfterMs"),
         )
 

@@ -14,9 +14,15 @@ it, which returns the permit. Per pool (the Models sharing one provider key) the
 - a first-come, first-served queue of the requests that must wait. Each waits at most its own
   bound (the model call's timeout) and is then refused ``E_MODEL_PERMIT_TIMEOUT``.
 
-A trace over its budget is refused ``E_BUDGET_EXCEEDED`` before any wait. When an agent exits,
-whatever it held or waited for goes back to its pools at once. Agents that ask no permits send no
-``model_usage``; their calls are counted from their ``step.completed`` events (:meth:`observe`).
+Trace budgets hold under parallel calls by reservation: a request carries what its call may use
+(its prompt's estimate, its ``maxTokens``, their price), and is refused ``E_BUDGET_EXCEEDED``
+before any wait unless that fits under the trace's budget beside what the trace used and what its
+other calls not yet settled reserved, whichever agents they run in. The reservation is held from
+then on and settled by the call's ``model_usage`` (the unused part freed, any excess charged); a
+request refused, timed out or given up frees it whole. When an agent exits, whatever it held or
+waited for goes back to its pools at once; a reservation of a call it had started stays held,
+since what that call used is unknown. Agents that ask no permits send no ``model_usage``; their
+calls are counted from their ``step.completed`` events (:meth:`observe`).
 """
 
 from __future__ import annotations
@@ -24,17 +30,17 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
 from bundle.models import ModelLimits
-from goondan.usage import Reached
+from goondan.usage import Reached, Usage
 from ipc import BudgetExceeded, EventMessage, PermitTimeout
 from ipc.protocol import EventBody, EventKind, ModelPermitRequest, ModelPermitResult, ModelUsage
 from orchestrator.clock import Clock, Timer
 from orchestrator.dispatch import EventHandler
-from orchestrator.usage import UsageBook
+from orchestrator.usage import TraceUsage, UsageBook
 
 WAIT_REASONS = ("paused", "maxConcurrent", "requestsPerMinute", "tokensPerMinute")
 """Why a permit request waits, in the order they are judged."""
@@ -57,6 +63,17 @@ class PermitRequest:
     reason: str = ""
     """Why it waits now (one of :data:`WAIT_REASONS`)."""
     timer: Timer | None = field(default=None, repr=False)
+
+
+class Hold(NamedTuple):
+    """A call's reservation against its trace's budget, until the call is settled."""
+
+    trace: TraceUsage
+    call: Usage
+
+    def release(self) -> None:
+        """The call is settled or never made: its reservation no longer counts."""
+        self.trace.reserved.release(self.call)
 
 
 class RatePool:
@@ -194,6 +211,9 @@ class ModelBroker:
         self.pools: dict[str, RatePool] = {}
         self._timers: dict[str, Timer] = {}
         """A pool's wake-up, when its head waits for time to pass (a pause, a bucket)."""
+        self._holds: dict[tuple[str, str], Hold] = {}
+        """Reservations against trace budgets, by agent and permit id (an agent settles only
+        its own), until their calls settle."""
         self.log = structlog.get_logger("goondan.limits")
         self.configure(pools)
 
@@ -237,10 +257,14 @@ class ModelBroker:
             return
         if body.trace_id:
             trace = self.usage.trace(body.trace_id, agent)
-            reached = trace.reached()
-            if reached is not None:
-                self._refuse_budget(agent, correlation_id, body, trace.root, reached)
-                return
+            if trace.limits:
+                call = Usage(body.estimated_tokens, body.max_output_tokens, body.reserved_cost, 1)
+                short = trace.short_of(call)
+                if short is not None:
+                    self._refuse_budget(agent, correlation_id, body, trace.root, short)
+                    return
+                trace.reserved.hold(call)
+                self._holds[(agent, correlation_id)] = Hold(trace, call)
         pool = self.pools.get(body.pool) if body.pool else None
         if pool is None:
             # No limits to honour (or a pool this bundle no longer has): the trace budget was
@@ -272,8 +296,11 @@ class ModelBroker:
             )
 
     def usage_reported(self, agent: str, body: ModelUsage) -> None:
-        """A ``model_usage``: count it, take the permit back, pause the pool on a 429."""
+        """A ``model_usage``: count it, settle its reservation, take the permit back, pause the
+        pool on a 429."""
         self.usage.add(agent, body.trace_id, body.input_tokens, body.output_tokens, body.cost)
+        if body.permit_id:
+            self._free(agent, body.permit_id)
         pool = self.pools.get(body.pool) if body.pool else None
         if pool is None:
             return
@@ -322,6 +349,7 @@ class ModelBroker:
             for request in gone:
                 pool.waiting.remove(request)
                 self._cancel_timer(request)
+                self._free(agent, request.permit_id)
             for permit in held:
                 # What it used is unknown: the estimate stays spent.
                 pool.settle(permit, permit.request.estimated_tokens, now)
@@ -334,6 +362,9 @@ class ModelBroker:
                     dropped=len(gone),
                 )
                 self._serve(pool)
+        # Its calls under way may have used their reservation: they keep it held, for good.
+        for key in [key for key in self._holds if key[0] == agent]:
+            del self._holds[key]
 
     # -- what status and metrics read -----------------------------------------------------------
 
@@ -371,6 +402,7 @@ class ModelBroker:
                 if trace is not None and (reached := trace.reached()) is not None:
                     pool.waiting.popleft()
                     self._cancel_timer(head)
+                    self._free(head.agent, head.permit_id)
                     self._refuse_budget(
                         head.agent, head.permit_id, head.request, trace.root, reached
                     )
@@ -409,6 +441,7 @@ class ModelBroker:
         self._serve(pool)  # the head may have been this one
 
     def _time_out(self, pool: RatePool, request: PermitRequest, reason: str) -> None:
+        self._free(request.agent, request.permit_id)
         pool.timed_out += 1
         waited = self.clock.now() - request.asked_at
         bound = request.request.wait_ms / 1000
@@ -428,6 +461,13 @@ class ModelBroker:
             reason=reason,
             waitedMs=round(waited * 1000),
         )
+
+    def _free(self, agent: str, permit_id: str) -> None:
+        """``agent``'s call of ``permit_id`` is settled or will not be made: its reservation,
+        if any, no longer counts."""
+        hold = self._holds.pop((agent, permit_id), None)
+        if hold is not None:
+            hold.release()
 
     def _give_back(self, pool: RatePool, permit_id: str, used_tokens: int, now: float) -> None:
         permit = pool.in_use.get(permit_id)
@@ -474,16 +514,11 @@ class ModelBroker:
         root: str,
         reached: Reached,
     ) -> None:
+        figures = reached.to_json()
         error = BudgetExceeded(
-            f"trace budget exceeded: {reached.describe()} used by this request across the swarm "
-            f"(the trace budget of {root!r}); the model was not called",
-            details={
-                "budget": "trace",
-                "traceId": body.trace_id,
-                "figure": reached.figure,
-                "used": reached.used,
-                "limit": reached.limit,
-            },
+            f"trace budget exceeded: {reached.describe()} used by this request across the swarm"
+            f"{reached.shortfall()} (the trace budget of {root!r}); the model was not called",
+            details={"budget": "trace", "traceId": body.trace_id, **figures},
         )
         self._reply(agent, correlation_id, ModelPermitResult(0, error))
         self._record(
@@ -493,9 +528,7 @@ class ModelBroker:
             traceId=body.trace_id,
             budget="trace",
             root=root,
-            figure=reached.figure,
-            used=reached.used,
-            limit=reached.limit,
+            **figures,
         )
 
 

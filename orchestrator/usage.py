@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from goondan.time import utc_timestamp
-from goondan.usage import Reached, Usage, first_reached, remaining
+from goondan.usage import Reached, Usage, first_reached, first_short, remaining
 
 TRACES_KEPT = 10_000
 """Traces whose usage is remembered (the least recently active are forgotten first)."""
@@ -42,12 +42,23 @@ class TraceUsage:
     started_at: str = field(default_factory=utc_timestamp)
     exceeded: Reached | None = None
     """The ceiling it reached, once it did."""
+    reserved: Usage = field(default_factory=Usage)
+    """What the calls under way reserved (``calls``: how many), held against the budget beside
+    ``usage`` until each call's report settles it."""
 
     def reached(self) -> Reached | None:
         """The ceiling this trace has reached, if any (remembered once reached)."""
         if self.exceeded is None and self.limits:
             self.exceeded = first_reached(self.limits, self.usage)
         return self.exceeded
+
+    def short_of(self, call: Usage) -> Reached | None:
+        """The ceiling ``call``'s reservation does not fit under, if any (see
+        :func:`goondan.usage.first_short`)."""
+        reached = self.reached()
+        if reached is not None:
+            return reached
+        return first_short(self.limits, self.usage, self.reserved, call) if self.limits else None
 
     def to_json(self) -> dict[str, Any]:
         """A row of ``usage`` / ``/v1/usage``."""
@@ -61,6 +72,8 @@ class TraceUsage:
         if self.limits:
             row["budget"] = dict(self.limits)
             row["remaining"] = remaining(self.limits, self.usage)
+        if self.reserved.calls:
+            row["reserved"] = self.reserved.to_json()
         reached = self.reached()
         if reached is not None:
             row["exceeded"] = reached.describe()

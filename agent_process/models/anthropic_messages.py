@@ -20,11 +20,12 @@ from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api
 from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
 from bundle.keys import PROVIDER_KEY_ENV
 from bundle.plan import ModelPlan
+from goondan.defaults import MODEL_MAX_TOKENS
 from tools_base import JsonObject, Message, ToolCall
 
 DEFAULT_KEY_ENV = PROVIDER_KEY_ENV["anthropic"]
-DEFAULT_MAX_TOKENS = 1000
-"""The Messages API requires ``max_tokens``; upstream's default."""
+DEFAULT_MAX_TOKENS = MODEL_MAX_TOKENS
+"""The Messages API requires ``max_tokens``; upstream's default, and what budgets reserve."""
 
 
 class AnthropicMessagesModel:

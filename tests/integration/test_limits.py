@@ -204,10 +204,12 @@ async def test_a_trace_budget_stops_a_handoff_chain_midway(tmp_path: Path) -> No
 
     tools = '  tools: [{ref: {kind: Tool, name: agents, package: "@goondan/base"}}]\n'
     agents = {"front": tools, "middle": tools, "back": ""}
-    # Each call reports 120 tokens: front's first call and middle's leave the trace at 240.
-    budgets = "  budgets:\n    trace: {totalTokens: 200}\n"
+    # Each call reserves 20 tokens out (maxTokens) and reports 20 out: front's first call and
+    # middle's leave 10 of the trace's 50, less than back's call may take.
+    budgets = "  budgets:\n    trace: {outputTokens: 50}\n"
     with ModelServer(answer) as server:
         text = swarm(server.url, agents, limits="{maxConcurrent: 8}", budgets=budgets)
+        text = text.replace("  limits:", "  maxTokens: 20\n  limits:", 1)
         async with running(tmp_path, text) as orchestrator:
             answer_ = await orchestrator.request("start", agent="front")
             trace = next(iter(orchestrator.broker.usage.traces.values()))
@@ -217,12 +219,16 @@ async def test_a_trace_budget_stops_a_handoff_chain_midway(tmp_path: Path) -> No
     assert answer_.status == "error"
     assert answer_.error is not None
     assert answer_.error.code == "E_BUDGET_EXCEEDED"
-    assert "trace budget exceeded: totalTokens 240 of 200" in answer_.error.message
+    assert answer_.error.message.startswith(
+        "trace budget exceeded: outputTokens 40 of 50 used by this request across the swarm, "
+        "and this call may take up to 20 (the trace budget of 'front')"
+    )
     assert [c.agent for c in server.calls] == ["front", "middle"]  # back never reached it
     assert trace.root == "front"
     assert trace.usage.total_tokens == 240
-    assert report["traces"][0]["exceeded"] == "totalTokens 240 of 200"
-    assert report["traces"][0]["remaining"] == {"totalTokens": 0}
+    assert "exceeded" not in report["traces"][0]  # refused for want of room, never past it
+    assert "reserved" not in report["traces"][0]
+    assert report["traces"][0]["remaining"] == {"outputTokens": 10}
     # back, then middle, then front were refused their next call: each refusal is counted.
     for agent in ("back", "middle", "front"):
         assert f'goondan_budget_exceeded_total{{agent="{agent}",budget="trace"}} 1.0' in metrics
@@ -292,6 +298,7 @@ async def test_operators_see_usage_budgets_and_pools(tmp_path: Path) -> None:
         docs = [
             model_doc(server.url, limits="{maxConcurrent: 2, tokensPerMinute: 100000}").replace(
                 "  limits:",
+                "  maxTokens: 100\n"
                 "  pricing: {inputPerMillionTokens: 2.5, outputPerMillionTokens: 10}\n  limits:",
             ),
             agent_doc("alpha", "  budgets:\n    instance: {totalTokens: 1000}\n"),
@@ -351,7 +358,10 @@ async def test_an_openai_client_gets_a_429_it_does_not_retry_for_a_used_up_budge
 
     with ModelServer(answer) as server:
         docs = [
-            model_doc(server.url, limits="{maxConcurrent: 2}"),
+            # The first call reserves its prompt and 50 out, and uses 350: the second is refused.
+            model_doc(server.url, limits="{maxConcurrent: 2}").replace(
+                "  limits:", "  maxTokens: 50\n  limits:"
+            ),
             agent_doc("alpha", "  budgets:\n    instance: {totalTokens: 300}\n"),
             swarm_doc(["alpha"]),
         ]

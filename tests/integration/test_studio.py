@@ -481,13 +481,15 @@ def test_tokens_cost_pools_and_budgets_show_live_and_after_the_fact(
     from playwright.sync_api import expect
 
     directory = tmp_path / "swarm"
-    daemon = priced_daemon(directory, trace_budget=400)
+    daemon = priced_daemon(directory, trace_budget=3000)
     studio: StudioProcess | None = None
     try:
         first = send(directory, "coordinator", "write notes.txt hello")["turn"]["traceId"]
-        # The coordinator's call and the worker's first one take this request past 400 tokens:
-        # the worker's next call is refused.
-        over = run_cli("send", "coordinator", "write long.txt " + "lorem ipsum dolor " * 60,
+        # Each call reserves its prompt's estimate (the tool definitions come to some 800 tokens
+        # for the coordinator, 1300 for the worker) and maxTokens 50. The coordinator's call
+        # with this long text fits under 3000 tokens; the worker's, with the text again beside
+        # what the coordinator used, does not, and is refused.
+        over = run_cli("send", "coordinator", "write long.txt " + "lorem ipsum dolor " * 300,
                        "--json", cwd=directory)  # fmt: skip
         refused = json.loads(over.stdout)["turn"]
         assert refused["error"]["code"] == "E_BUDGET_EXCEEDED", over.stdout
@@ -501,7 +503,7 @@ def test_tokens_cost_pools_and_budgets_show_live_and_after_the_fact(
         log = read_event_log(directory)
         steps = step_usage(log, first)
         total = sum(u["totalTokens"] for u in steps.values())
-        assert left == 400 - total  # the daemon's book and the log agree
+        assert left == 3000 - total  # the daemon's book and the log agree
         exceeded = next(e for e in log if e["type"] == "budget.exceeded")
 
         studio = StudioProcess(cwd=directory)
@@ -542,7 +544,7 @@ def test_tokens_cost_pools_and_budgets_show_live_and_after_the_fact(
         cost = round(sum(u["cost"] for u in steps.values()), 6)
         expect(facts.locator('[data-fact="cost"] dd')).to_have_text(cost_text(cost))
         expect(facts.locator('[data-fact="budget"] dd')).to_have_text(
-            f"totalTokens {tokens_text(left)} of 400 left"
+            f"totalTokens {tokens_text(left)} of 3,000 left"
         )
         assert len(steps) == 4  # two Steps of each agent called the model
         for span_id, usage in steps.items():
@@ -561,7 +563,7 @@ def test_tokens_cost_pools_and_budgets_show_live_and_after_the_fact(
         marks = page.locator('li.wf-mark[data-type="budget.exceeded"]')
         expect(marks).to_have_count(2, timeout=WAIT_MS)
         expect(marks.first).to_contain_text(
-            f"trace budget exceeded: totalTokens {tokens_text(exceeded['used'])} of 400"
+            f"trace budget exceeded: totalTokens {tokens_text(exceeded['used'])} of 3,000"
         )
         budget_mark = page.locator('li.wf-mark[data-type="budget.exceeded"]')
         for agent in ("worker", "coordinator"):
@@ -583,7 +585,7 @@ def test_tokens_cost_pools_and_budgets_show_live_and_after_the_fact(
         logged = page.locator("table.logs tbody tr")
         expect(logged).to_have_count(len(refusals), timeout=WAIT_MS)
         expect(logged.first.locator(".log-sentence")).to_have_text(
-            f"trace budget exceeded: totalTokens {tokens_text(exceeded['used'])} of 400 "
+            f"trace budget exceeded: totalTokens {tokens_text(exceeded['used'])} of 3,000 "
             "(requests entering at coordinator)"
         )
 

@@ -152,13 +152,14 @@ LIMITS = "limits: { maxConcurrent: 2 }"
 
 
 def priced_daemon(directory: Path, trace_budget: int) -> Daemon:
-    """The offline example swarm with prices and a rate-limit pool on each Model and a trace
-    budget of ``trace_budget`` total tokens, as a daemon in ``directory``, ready."""
+    """The offline example swarm with prices, ``maxTokens: 50`` and a rate-limit pool on each
+    Model and a trace budget of ``trace_budget`` total tokens, as a daemon in ``directory``,
+    ready."""
     directory.mkdir(parents=True, exist_ok=True)
     text = EXAMPLE.read_text()
     model = "  provider: scripted\n  model: rules\n"
     assert text.count(model) == 2, "the example's Models changed"
-    text = text.replace(model, f"{model}  {PRICING}\n  {LIMITS}\n")
+    text = text.replace(model, f"{model}  maxTokens: 50\n  {PRICING}\n  {LIMITS}\n")
     policy = "  policy:\n    maxStepsPerTurn: 8\n"
     assert text.count(policy) == 1, "the example's Swarm changed"
     budget = f"  budgets:\n    trace: {{ totalTokens: {trace_budget} }}\n"

@@ -8,16 +8,18 @@ across real processes in ``tests/integration/test_limits.py``.
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
 
-from agent_process.governor import ModelGovernor
+from agent_process.governor import ModelGovernor, PromptSizes
 from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
 from agent_process.runtime import Correlations, OrchestratorLink
 from agent_process.scope import TurnScope
+from agent_process.tools.catalog import ToolCatalogItem
 from bundle.models import BudgetCeilings, Budgets, ModelLimits, ModelPricing
 from bundle.plan import AgentPlan, ModelPlan
 from goondan.usage import Usage
@@ -35,6 +37,8 @@ def plan(
     budgets: Budgets | None = None,
     max_retries: int = 2,
     ask: bool | None = None,
+    max_tokens: int | None = 20,
+    trace_budgets: bool = False,
 ) -> AgentPlan:
     return AgentPlan(
         swarm_name="s",
@@ -51,7 +55,9 @@ def plan(
             timeout_seconds=2,
         ),
         budgets=budgets or Budgets(),
+        max_tokens=max_tokens,
         ask_permits=limits is not None if ask is None else ask,
+        trace_budgets=trace_budgets,
         state_dir="/nonexistent",
     )
 
@@ -130,33 +136,69 @@ def turn_scope(
     )
 
 
-REQUEST = ModelRequest(messages=[Message(id="m1", role="user", content="x" * 400)], tools=[])
+def request(max_tokens: int | None = 20) -> ModelRequest:
+    """400 characters in (an estimate of 101 tokens), ``max_tokens`` out."""
+    message = Message(id="m1", role="user", content="x" * 400)
+    return ModelRequest(messages=[message], tools=[], max_tokens=max_tokens)
 
 
-async def test_a_turn_stops_before_the_call_past_its_budget(tmp_path: Path) -> None:
+REQUEST = request()
+"""Reserves 101 tokens in and 20 out: 121."""
+
+
+async def test_a_turn_stops_before_a_call_whose_reservation_does_not_fit(tmp_path: Path) -> None:
     budgets = Budgets(turn=BudgetCeilings(total_tokens=250))
     governor = ModelGovernor(plan(budgets=budgets))
     model = ScriptedCalls(answer(100, 20))
     turn = turn_scope(tmp_path)
-    for _ in range(3):  # 0, 120 and 240 used before each: all under 250
+    for _ in range(2):  # 0 and 120 used before each: 121 more fits under 250
         await governor.complete(model, REQUEST, turn)
     with pytest.raises(ModelError) as refused:
         await governor.complete(model, REQUEST, turn)
     assert refused.value.code == "E_BUDGET_EXCEEDED"
-    assert str(refused.value).startswith("turn budget exceeded: totalTokens 360 of 250")
-    assert model.calls == 3
+    assert str(refused.value) == (
+        "turn budget exceeded: totalTokens 240 of 250 used by this Turn of 'worker', and this "
+        "call may take up to 121; the model was not called"
+    )
+    assert model.calls == 2
+
+
+async def test_a_call_that_uses_more_than_it_reserved_is_charged_all_of_it(
+    tmp_path: Path,
+) -> None:
+    budgets = Budgets(turn=BudgetCeilings(total_tokens=250))
+    governor = ModelGovernor(plan(budgets=budgets))
+    model = ScriptedCalls(answer(300, 20))  # the estimate of 101 was short
+    turn = turn_scope(tmp_path)
+    await governor.complete(model, REQUEST, turn)
+    assert turn.usage.total_tokens == 320
+    with pytest.raises(ModelError, match=r"^turn budget exceeded: totalTokens 320 of 250 used"):
+        await governor.complete(model, REQUEST, turn)
+    assert model.calls == 1
+
+
+async def test_without_max_tokens_a_call_reserves_the_default_output(tmp_path: Path) -> None:
+    budgets = Budgets(turn=BudgetCeilings(output_tokens=999))
+    governor = ModelGovernor(plan(budgets=budgets, max_tokens=None))
+    model = ScriptedCalls(answer())
+    with pytest.raises(ModelError, match=r"this call may take up to 1000;"):
+        await governor.complete(model, request(max_tokens=None), turn_scope(tmp_path))
+    assert model.calls == 0
 
 
 async def test_the_turn_budget_names_its_figures_and_is_recorded(tmp_path: Path) -> None:
     budgets = Budgets(turn=BudgetCeilings(output_tokens=30))
     governor = ModelGovernor(plan(budgets=budgets))
     model = ScriptedCalls(answer(100, 20))
+    # Each call reserves 10 out, and the model answers 20: the second call fits (20 + 10),
+    # the third finds the ceiling itself passed.
+    small = request(max_tokens=10)
     events: list[dict[str, Any]] = []
     turn = turn_scope(tmp_path, events=events)
-    await governor.complete(model, REQUEST, turn)
-    await governor.complete(model, REQUEST, turn)
+    await governor.complete(model, small, turn)
+    await governor.complete(model, small, turn)
     with pytest.raises(ModelError) as refused:
-        await governor.complete(model, REQUEST, turn)
+        await governor.complete(model, small, turn)
     assert model.calls == 2
     assert str(refused.value) == (
         "turn budget exceeded: outputTokens 40 of 30 used by this Turn of 'worker'; "
@@ -173,7 +215,7 @@ async def test_the_turn_budget_names_its_figures_and_is_recorded(tmp_path: Path)
 
 
 async def test_an_instance_budget_spans_turns(tmp_path: Path) -> None:
-    budgets = Budgets(instance=BudgetCeilings(input_tokens=150))
+    budgets = Budgets(instance=BudgetCeilings(input_tokens=250))
     governor = ModelGovernor(plan(budgets=budgets))
     model = ScriptedCalls(answer(100, 20))
     lasting = Usage()
@@ -181,7 +223,8 @@ async def test_an_instance_budget_spans_turns(tmp_path: Path) -> None:
     await governor.complete(model, REQUEST, turn_scope(tmp_path, lasting))
     with pytest.raises(
         ModelError,
-        match=r"instance budget exceeded: inputTokens 200 of 150 used by conversation instance 'default'",
+        match=r"instance budget exceeded: inputTokens 200 of 250 used by conversation instance "
+        r"'default' of 'worker', and this call may take up to 101;",
     ):
         await governor.complete(model, REQUEST, turn_scope(tmp_path, lasting))
     assert lasting.calls == 2
@@ -192,12 +235,14 @@ async def test_cost_comes_from_the_models_pricing(tmp_path: Path) -> None:
     budgets = Budgets(turn=BudgetCeilings(cost=0.0005))
     governor = ModelGovernor(plan(pricing=pricing, budgets=budgets))
     turn = turn_scope(tmp_path)
+    # Each call reserves 101 in and 20 out: 0.0004525.
     response = await governor.complete(ScriptedCalls(answer(100, 20)), REQUEST, turn)
     assert response.usage is not None
     assert response.usage.cost == pytest.approx(0.00045)
     assert turn.usage.cost == pytest.approx(0.00045)
-    await governor.complete(ScriptedCalls(answer(100, 20)), REQUEST, turn)
-    with pytest.raises(ModelError, match=r"cost 0\.0009 of 0\.0005"):
+    with pytest.raises(
+        ModelError, match=r"cost 0\.00045 of 0\.0005 .* this call may take up to 0\.000452;"
+    ):
         await governor.complete(ScriptedCalls(answer(100, 20)), REQUEST, turn)
 
 
@@ -286,3 +331,98 @@ async def test_a_wait_given_up_gives_the_permit_back(tmp_path: Path) -> None:
     assert report.permit_id
     assert (report.input_tokens, report.output_tokens) == (0, 0)
     assert len(orchestrator.correlations) == 0
+
+
+class GatedCalls:
+    """A model whose calls wait at a gate: each says when it started, and ends with the
+    outcome the test sets."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Queue[asyncio.Future[ModelResponse]]()
+        self.calls = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        outcome: asyncio.Future[ModelResponse] = asyncio.get_running_loop().create_future()
+        self.started.put_nowait(outcome)
+        return await outcome
+
+    async def next_call(self) -> asyncio.Future[ModelResponse]:
+        async with asyncio.timeout(5):
+            return await self.started.get()
+
+
+async def test_calls_under_way_hold_their_reservations_and_a_failed_one_frees_its_own(
+    tmp_path: Path,
+) -> None:
+    # Room for one call's 121 at a time, not two.
+    budgets = Budgets(turn=BudgetCeilings(total_tokens=200))
+    governor = ModelGovernor(plan(budgets=budgets))
+    model = GatedCalls()
+    turn = turn_scope(tmp_path)
+    first = asyncio.ensure_future(governor.complete(model, REQUEST, turn))
+    under_way = await model.next_call()
+    with pytest.raises(ModelError) as refused:  # the first has used nothing yet, but holds 121
+        await governor.complete(model, REQUEST, turn)
+    assert refused.value.code == "E_BUDGET_EXCEEDED"
+    assert str(refused.value) == (
+        "turn budget exceeded: totalTokens 0 of 200 used by this Turn of 'worker', 121 more is "
+        "reserved by calls not yet settled, and this call may take up to 121; the model was "
+        "not called"
+    )
+    under_way.set_exception(ModelError("upstream broke", code="E_MODEL_ERROR"))
+    with pytest.raises(ModelError, match="upstream broke"):
+        await first
+    assert turn.usage.total_tokens == 0
+    second = asyncio.ensure_future(governor.complete(model, REQUEST, turn))
+    (await model.next_call()).set_result(answer(100, 20))
+    assert (await second).text == "ok"  # the failed call's 121 came back
+    assert model.calls == 2
+
+
+async def test_a_cancelled_call_frees_its_reservation(tmp_path: Path) -> None:
+    budgets = Budgets(instance=BudgetCeilings(total_tokens=200))
+    governor = ModelGovernor(plan(budgets=budgets))
+    model = GatedCalls()
+    lasting = Usage()
+    first = asyncio.ensure_future(governor.complete(model, REQUEST, turn_scope(tmp_path, lasting)))
+    await model.next_call()
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    second = asyncio.ensure_future(governor.complete(model, REQUEST, turn_scope(tmp_path, lasting)))
+    (await model.next_call()).set_result(answer(100, 20))
+    await second
+    assert lasting.total_tokens == 120
+
+
+async def test_a_permit_request_carries_the_calls_reservation_for_trace_budgets(
+    tmp_path: Path,
+) -> None:
+    orchestrator = FakeOrchestrator()
+    pricing = ModelPricing(input_per_million_tokens=2.5, output_per_million_tokens=10)
+    governor = ModelGovernor(
+        plan(pricing=pricing, ask=True, trace_budgets=True, max_tokens=50), orchestrator.link()
+    )
+    await governor.complete(ScriptedCalls(answer()), request(max_tokens=50), turn_scope(tmp_path))
+    [asked] = orchestrator.requests
+    assert (asked.estimated_tokens, asked.max_output_tokens) == (101, 50)
+    assert asked.reserved_cost == pytest.approx(101 * 2.5e-6 + 50 * 1e-5)
+    [report] = orchestrator.reports  # settles it
+    assert report.permit_id
+    assert (report.input_tokens, report.output_tokens) == (100, 20)
+
+
+def test_prompt_sizes_measure_each_message_and_tool_once_and_anything_replaced_again() -> None:
+    sizes = PromptSizes()
+    tool = ToolCatalogItem(name="fs__write", description="Write.", parameters={"type": "object"})
+    first = [Message(id="m1", role="user", content="x" * 400)]
+    assert sizes.tokens("k", first, [tool]) == (400 + 9 + 6 + 18) // 4 + 1
+    result = {"status": "ok", "output": "y" * 100}
+    grown = [*first, Message(id="m2", role="tool", tool_result=result)]
+    expected = (400 + len(json.dumps(result)) + 9 + 6 + 18) // 4 + 1
+    assert sizes.tokens("k", grown, [tool]) == expected
+    assert sizes.tokens("k", grown, [tool]) == PromptSizes().tokens("k", grown, [tool])
+    # A message of the same id but other content (an edited conversation) is measured anew.
+    edited = [Message(id="m1", role="user", content="x" * 40), grown[1]]
+    assert sizes.tokens("k", edited, []) == (40 + len(json.dumps(result))) // 4 + 1

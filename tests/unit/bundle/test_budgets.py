@@ -112,9 +112,11 @@ def test_every_agent_asks_permits_once_a_trace_budget_exists(tmp_path: Path) -> 
     idle = load_bundle(path).agent_plan("idle", tmp_path)
     assert idle.model.limits is None
     assert idle.ask_permits  # lead's trace budget counts the calls of every agent
+    assert idle.trace_budgets  # and its calls reserve their tokens against it
     path.write_text(SWARM.replace("    trace: {totalTokens: 9000}\n", ""))
     idle = load_bundle(path).agent_plan("idle", tmp_path)
     assert not idle.ask_permits
+    assert not idle.trace_budgets
     assert load_bundle(path).agent_plan("lead", tmp_path).ask_permits  # its Model has limits
 
 

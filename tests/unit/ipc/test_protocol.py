@@ -94,6 +94,7 @@ BODIES = [
     wire.ApprovalDecision("apr_1", "approve", decided_by={"via": "unix", "pid": 7, "uid": 0}),
     wire.ApprovalDecisionResult({"approvalId": "apr_1", "status": "approved"}),
     wire.ModelPermitRequest("openai-key", "t" * 32, "k", 1200, 60_000),
+    wire.ModelPermitRequest("", "t" * 32, "k", 1200, 60_000, 500, 0.0045),
     wire.ModelPermitResult(15),
     wire.ModelUsage("t" * 32, "k", "corr_1", "openai-key", 1200, 80, 0.0038, 2000),
     wire.Cancel("f" * 32, "wrong question"),

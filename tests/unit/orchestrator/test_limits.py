@@ -50,10 +50,12 @@ class Harness:
         tokens: int = 0,
         wait_ms: int = 60_000,
         trace: str = TRACE,
+        out: int = 0,
+        cost: float = 0.0,
     ) -> str:
         self._ids += 1
         permit = f"p{self._ids}"
-        request = ModelPermitRequest(pool, trace, "default", tokens, wait_ms)
+        request = ModelPermitRequest(pool, trace, "default", tokens, wait_ms, out, cost)
         self.broker.permit_requested(agent, permit, request)
         return permit
 
@@ -77,6 +79,11 @@ class Harness:
     def refused(self, permit: str) -> str | None:
         answer = self.answers.get(permit)
         return answer.error.code if answer is not None and answer.error is not None else None
+
+    def reserved(self, trace: str = TRACE) -> dict[str, Any] | None:
+        """The trace's reservations as ``/v1/usage`` shows them (``None``: none held)."""
+        row: dict[str, Any] = self.broker.usage.traces[trace].to_json()
+        return row.get("reserved")
 
 
 def test_max_concurrent_grants_in_arrival_order_as_permits_come_back() -> None:
@@ -320,3 +327,109 @@ def test_the_calls_of_agents_that_ask_no_permits_are_counted_from_their_steps() 
         }
     }
     assert book["traces"][0]["usage"]["calls"] == 1
+
+
+def test_calls_of_one_trace_in_several_agents_reserve_against_its_budget() -> None:
+    h = Harness(budgets={"front": {"totalTokens": 600}})
+    h.done(h.ask("front", pool=""), "front", pool="", used=(30, 20))
+    # Each worker call may take 150 in and 60 out: two fit beside the 50 used, not three.
+    first = h.ask("w1", pool="", tokens=150, out=60)
+    second = h.ask("w2", pool="", tokens=150, out=60)
+    third = h.ask("w3", pool="", tokens=150, out=60)
+    assert h.granted(first)
+    assert h.granted(second)
+    assert h.refused(third) == "E_BUDGET_EXCEEDED"
+    assert h.reserved() == {
+        "inputTokens": 300,
+        "outputTokens": 120,
+        "totalTokens": 420,
+        "cost": 0,
+        "calls": 2,
+    }
+    error = h.answers[third].error
+    assert error is not None
+    assert error.message == (
+        "trace budget exceeded: totalTokens 50 of 600 used by this request across the swarm, "
+        "420 more is reserved by calls not yet settled, and this call may take up to 210 (the "
+        "trace budget of 'front'); the model was not called"
+    )
+    assert (error.details["reserved"], error.details["needed"]) == (420, 210)
+    [event] = [e for e in h.events if e["type"] == "budget.exceeded"]
+    assert (event["agent"], event["used"], event["reserved"], event["needed"]) == (
+        "w3",
+        50,
+        420,
+        210,
+    )
+    # 140 more does not fit beside 50 used and 420 reserved...
+    assert h.refused(h.ask("w4", pool="", tokens=100, out=40)) == "E_BUDGET_EXCEEDED"
+    # ... but does once the first call settles with 200 of its 210: the unused 10 came back.
+    h.done(first, "w1", pool="", used=(150, 50))
+    assert h.broker.usage.traces[TRACE].usage.total_tokens == 250
+    reserved = h.reserved()
+    assert reserved is not None
+    assert (reserved["totalTokens"], reserved["calls"]) == (210, 1)
+    assert h.granted(h.ask("w4", pool="", tokens=100, out=40))
+
+
+def test_a_call_using_more_than_it_reserved_is_charged_the_excess() -> None:
+    h = Harness(budgets={"front": {"outputTokens": 100}})
+    call = h.ask("front", pool="", tokens=10, out=60)
+    h.done(call, "front", pool="", used=(10, 130))  # a provider that ignored maxTokens
+    assert h.reserved() is None
+    refused = h.ask("front", pool="", tokens=10, out=1)
+    error = h.answers[refused].error
+    assert error is not None
+    assert error.message.startswith(
+        "trace budget exceeded: outputTokens 130 of 100 used by this request across the swarm "
+        "(the trace"
+    )
+
+
+def test_a_cost_budget_holds_the_reserved_cost() -> None:
+    h = Harness(budgets={"front": {"cost": 0.01}})
+    assert h.granted(h.ask("front", pool="", tokens=100, out=100, cost=0.006))
+    assert h.refused(h.ask("front", pool="", tokens=100, out=100, cost=0.006)) == (
+        "E_BUDGET_EXCEEDED"
+    )
+
+
+def test_a_call_that_failed_or_never_started_frees_its_reservation() -> None:
+    h = Harness(budgets={"a": {"totalTokens": 300}}, key=ModelLimits(max_concurrent=1, pool="key"))
+    held = h.ask(tokens=100, out=100)
+    waiting = h.ask(tokens=50, out=50, wait_ms=1000)
+    assert h.reserved() == {
+        "inputTokens": 150,
+        "outputTokens": 150,
+        "totalTokens": 300,
+        "cost": 0,
+        "calls": 2,
+    }
+    h.clock.advance(1.5)  # the waiting one times out in the queue
+    assert h.refused(waiting) == "E_MODEL_PERMIT_TIMEOUT"
+    reserved = h.reserved()
+    assert reserved is not None
+    assert (reserved["totalTokens"], reserved["calls"]) == (200, 1)
+    h.done(held, used=(0, 0))  # the call failed: nothing used, all of it back
+    assert h.reserved() is None
+    given_up = h.ask(tokens=100, out=100)
+    assert h.granted(given_up)
+    queued = h.ask(tokens=100, out=100)
+    h.done(queued, used=(0, 0))  # its agent gave up waiting
+    assert h.reserved() is not None
+    h.done(given_up, used=(0, 0))
+    assert h.reserved() is None
+    assert h.granted(h.ask(tokens=150, out=150))  # the whole budget is free again
+
+
+def test_an_exited_agent_keeps_the_reservations_of_the_calls_it_started() -> None:
+    h = Harness(budgets={"a": {"totalTokens": 1000}}, key=ModelLimits(max_concurrent=1, pool="key"))
+    h.ask("a", tokens=100, out=100)
+    h.ask("a", tokens=300, out=100)  # waits for the pool
+    h.ask("b", pool="", tokens=50, out=50)
+    h.broker.agent_exited("a")
+    # What a's call under way used is unknown: its 200 stay held; its waiting 400 do not.
+    reserved = h.reserved()
+    assert reserved is not None
+    assert (reserved["totalTokens"], reserved["calls"]) == (300, 2)
+    assert h.broker.snapshot()[0]["inUse"] == 0  # the pool's permit came back all the same
