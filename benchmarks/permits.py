@@ -34,7 +34,8 @@ every model call (``model_permit`` → ``model_permit_result``) and give it back
    machine's cores. The same K agents without limits are shown beside.
 
 Run: ``python benchmarks/permits.py [--requests N] [--permits N] [--calls N] [--agents K]
-[--call-ms MS] [--seconds S] [--json]``. Prints figures and ratios; gates nothing.
+[--call-ms MS] [--seconds S] [--json] [--quick]``. Prints figures and ratios; gates nothing.
+``--quick`` runs small counts (150 Turns per variant, 1000 permits, 2 agents for 2 s).
 """
 
 from __future__ import annotations
@@ -474,7 +475,11 @@ def main() -> None:
     parser.add_argument("--call-ms", type=int, default=50, help="the server's time per call")
     parser.add_argument("--seconds", type=float, default=5.0, help="per contention figure")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument("--quick", action="store_true", help="small counts, for CI: some 30 s")
     options = parser.parse_args()
+    if options.quick:
+        options.requests, options.warm_up, options.permits = 150, 10, 1000
+        options.calls, options.agents, options.seconds = 150, 2, 2.0
     result = measure(options)
     if options.json:
         print(json.dumps(result))
