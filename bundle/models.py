@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    StringConstraints,
     field_validator,
     model_validator,
 )
@@ -621,6 +622,39 @@ class ApiPolicy(_Spec):
     token_from: ValueFrom | None = Field(
         default=None,
         description="The bearer token every request must carry, e.g. {env: GOONDAN_API_TOKEN}.",
+    )
+    allowed_hosts: list[
+        Annotated[
+            str,
+            StringConstraints(
+                pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?$", max_length=255
+            ),
+        ]
+    ] = Field(
+        default_factory=list,
+        max_length=256,
+        description=(
+            "More names the TCP listener answers to in the Host header (HOST, or HOST:PORT for "
+            "that port only), e.g. the DNS name clients use; besides these it serves only its "
+            "bound address, localhost, 127.0.0.1 and [::1] with its port (421 otherwise)."
+        ),
+    )
+    cors_origins: list[
+        Annotated[
+            str,
+            StringConstraints(
+                pattern=r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$",
+                max_length=255,
+            ),
+        ]
+    ] = Field(
+        default_factory=list,
+        max_length=256,
+        description=(
+            "Origins of web pages that may call the API from a browser, e.g. "
+            "https://app.example.com (no path, no wildcard); a request from any other origin "
+            "is refused (403). None by default."
+        ),
     )
 
 

@@ -93,8 +93,11 @@ class _BadAnswer(Exception):
 
 def _request_bytes(method: str, target: str, payload: bytes | None) -> bytes:
     lines = [f"{method} {target} HTTP/1.1", "Host: goondan", "Connection: close"]
+    if payload is not None or method in ("POST", "PUT", "PATCH", "DELETE"):
+        # The daemon takes no state-changing request without it, a body or not.
+        lines.append("Content-Type: application/json")
     if payload is not None:
-        lines += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+        lines.append(f"Content-Length: {len(payload)}")
     elif method in ("POST", "PUT", "PATCH"):
         lines.append("Content-Length: 0")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (payload or b"")

@@ -14,7 +14,9 @@ of the swarm's agents is refused (403).
 Every error is JSON ``{"error": {"code", "message"}}``: unknown route 404, wrong method 405,
 body over :data:`~orchestrator.http_body.MAX_BODY_BYTES` 413, a body refused at the door 400 (with ``field`` naming
 what is wrong: see :mod:`orchestrator.http_body`), missing token 401, a decision from an
-agent's process 403.
+agent's process 403. Web pages are kept out by :mod:`orchestrator.http_guard`: a ``Host`` the
+TCP listener does not answer to 421, an ``Origin`` not allowed 403, a ``POST`` or ``DELETE``
+without ``Content-Type: application/json`` 415.
 
 Routes (all JSON):
 
@@ -82,6 +84,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import json
 import os
@@ -115,6 +118,7 @@ from orchestrator.callers import ApiToken, Identify, peer_of, with_peer
 from orchestrator.eventlog import matches
 from orchestrator.events_hub import END_OF_STREAM
 from orchestrator.http_body import BadBody, ChatRequest, Fields, read_object
+from orchestrator.http_guard import HostAllowList, JsonOnly, guard
 from orchestrator.servers import SignalFreeServer, address_family
 from orchestrator.state_dir import list_instances
 from orchestrator.status import ProcessStatus
@@ -229,9 +233,17 @@ class _Measured:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def build_app(orchestrator: Orchestrator, tokens: Sequence[ApiToken] = ()) -> ASGIApp:
+def build_app(
+    orchestrator: Orchestrator,
+    tokens: Sequence[ApiToken] = (),
+    *,
+    hosts: HostAllowList | None = None,
+    cors_origins: Sequence[str] = (),
+) -> ASGIApp:
     """The API of ``orchestrator`` as an ASGI app (on TCP, token-checked when there are
-    ``tokens``); every request knows its :class:`~orchestrator.callers.Caller`."""
+    ``tokens``, and served only to the names in ``hosts``); pages of ``cors_origins`` may use
+    it from a browser, no other page may. Every request knows its
+    :class:`~orchestrator.callers.Caller`."""
     daemon = orchestrator
 
     def known(agent: str) -> None:
@@ -413,9 +425,10 @@ def build_app(orchestrator: Orchestrator, tokens: Sequence[ApiToken] = ()) -> AS
     ]
     handlers = {HTTPException: _http_error, BadBody: _bad_body}
     app: ASGIApp = Starlette(routes=routes, exception_handlers=handlers)
-    if daemon.metrics is not None:
+    app = guard(Identify(JsonOnly(app), tokens), hosts=hosts, cors_origins=cors_origins)
+    if daemon.metrics is not None:  # outermost: refusals are counted too
         app = _Measured(app, daemon.metrics)
-    return Identify(app, tokens)
+    return app
 
 
 KEEPALIVE_SECONDS = 15.0
@@ -866,15 +879,29 @@ class ApiServer:
 
     async def start(self) -> None:
         """Bind the sockets and serve in the background (owned by the daemon's tasks)."""
-        sockets = [self._unix_socket()]
+        policy = self.orchestrator.swarm.spec.policy.api
+        hosts = None
         if self.tcp is not None:
+            try:  # before binding: a bad entry leaves nothing to clean up
+                hosts = HostAllowList.of(self.tcp[0], self.tcp[1], policy.allowed_hosts)
+            except ValueError as exc:
+                raise ApiRefused(str(exc)) from None
+        sockets = [self._unix_socket()]
+        if self.tcp is not None and hosts is not None:
             tcp = socket.create_server(
                 self.tcp, family=address_family(self.tcp[0]), reuse_port=False
             )
             self.port = tcp.getsockname()[1]
+            hosts = dataclasses.replace(hosts, port=self.port)  # port 0: the one bound
             sockets.append(tcp)
+        app = build_app(
+            self.orchestrator,
+            [self.token] if self.token else [],
+            hosts=hosts,
+            cors_origins=policy.cors_origins,
+        )
         config = uvicorn.Config(
-            build_app(self.orchestrator, [self.token] if self.token else []),
+            app,
             log_config=None,
             access_log=False,
             lifespan="off",

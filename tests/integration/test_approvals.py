@@ -25,6 +25,10 @@ from tests.support.approvals import approval_swarm, runtime_events, watching
 pytestmark = pytest.mark.timeout(120)
 
 
+JSON = {"Content-Type": "application/json"}
+"""What every POST says, a body or not."""
+
+
 def client_of(state_dir: Path) -> httpx2.AsyncClient:
     transport = httpx2.AsyncHTTPTransport(uds=str(state_dir / "api.sock"))
     return httpx2.AsyncClient(transport=transport, base_url="http://goondan", timeout=30)
@@ -76,7 +80,7 @@ async def test_an_approved_call_runs_and_the_caller_gets_the_answer(
     assert row["status"] == "pending"
     assert row["expiresAt"] > row["requestedAt"]
 
-    approved = await client.post(f"/v1/approvals/{approval_id}/approve")
+    approved = await client.post(f"/v1/approvals/{approval_id}/approve", headers=JSON)
     assert approved.status_code == 200
     assert approved.json()["approval"]["status"] == "approved"
     # Who approved: this process (the daemon runs in it too), as api.sock's peer.
@@ -137,14 +141,14 @@ async def test_no_decision_in_time_is_e_tool_approval_timeout(
         answer = await request  # hasty waits one second
     assert answer.output.startswith("ERROR E_TOOL_APPROVAL_TIMEOUT: ")
     assert not (workspace(swarm, "hasty") / "late.txt").exists()
-    late = await client.post(f"/v1/approvals/{requested['approvalId']}/approve")
+    late = await client.post(f"/v1/approvals/{requested['approvalId']}/approve", headers=JSON)
     assert (late.status_code, late.json()["error"]["code"]) == (409, "APPROVAL_ALREADY_DECIDED")
 
 
 async def test_unknown_twice_and_bad_bodies(
     swarm: Orchestrator, client: httpx2.AsyncClient
 ) -> None:
-    unknown = await client.post("/v1/approvals/apr_0123456789abcdef/approve")
+    unknown = await client.post("/v1/approvals/apr_0123456789abcdef/approve", headers=JSON)
     assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "APPROVAL_NOT_FOUND")
     assert (await client.get("/v1/approvals/../../etc")).status_code == 404
     assert (await client.get("/v1/approvals/apr_0123456789abcdef")).status_code == 404
@@ -159,7 +163,7 @@ async def test_unknown_twice_and_bad_bodies(
     ]:
         bad = await client.post(url, json=body)
         assert (bad.status_code, bad.json()["error"]["code"]) == (400, "BAD_REQUEST"), body
-    not_json = await client.post(f"{path}/approve", content=b"[1]")
+    not_json = await client.post(f"{path}/approve", content=b"[1]", headers=JSON)
     assert not_json.status_code == 400
     misfit = await client.post(f"{path}/approve", json={"arguments": {"path": 3}})
     assert (misfit.status_code, misfit.json()["error"]["code"]) == (
@@ -168,7 +172,7 @@ async def test_unknown_twice_and_bad_bodies(
     )
     assert (await client.get(path)).json()["approval"]["status"] == "pending"
 
-    assert (await client.post(f"{path}/approve")).status_code == 200
+    assert (await client.post(f"{path}/approve", headers=JSON)).status_code == 200
     twice = await client.post(f"{path}/reject", json={"reason": "too late"})
     assert (twice.status_code, twice.json()["error"]["code"]) == (409, "APPROVAL_ALREADY_DECIDED")
     async with asyncio.timeout(30):
@@ -196,7 +200,7 @@ async def test_a_parked_call_survives_a_sigkill_of_its_agent(
     assert [row["approvalId"] for row in listed] == [approval_id]
 
     async with watching(swarm) as events:
-        approved = await client.post(f"/v1/approvals/{approval_id}/approve?wait=1")
+        approved = await client.post(f"/v1/approvals/{approval_id}/approve?wait=1", headers=JSON)
         assert approved.status_code == 200
         done = await events.next("turn.completed", traceId=resumed["traceId"])
     assert done["output"] == "wrote 10 bytes to kept.txt"
@@ -226,7 +230,7 @@ async def test_a_parked_call_survives_a_daemon_restart(tmp_path: Path) -> None:
         listed = (await client.get("/v1/approvals")).json()["approvals"]
         assert [row["approvalId"] for row in listed] == [approval_id]
         async with watching(second) as events:
-            approved = await client.post(f"/v1/approvals/{approval_id}/approve")
+            approved = await client.post(f"/v1/approvals/{approval_id}/approve", headers=JSON)
             assert approved.status_code == 200
             done = await events.next("turn.completed", traceId=requested["traceId"])
         assert done["output"] == "wrote 9 bytes to after.txt"
@@ -250,12 +254,12 @@ async def test_a_token_names_the_decision_and_api_sock_needs_none(tmp_path: Path
         approve = f"/v1/approvals/{requested['approvalId']}/approve"
         base = f"http://127.0.0.1:{swarm.api.port}"
         async with httpx2.AsyncClient(base_url=base, timeout=30) as anonymous:
-            assert (await anonymous.post(approve)).status_code == 401
+            assert (await anonymous.post(approve, headers=JSON)).status_code == 401
         async with client_of(swarm.state_dir) as http:  # the CLI's way in holds no token
             assert (await http.get("/v1/approvals")).status_code == 200
         bearer = {"Authorization": f"Bearer {token.secret}"}
         async with httpx2.AsyncClient(base_url=base, headers=bearer, timeout=30) as http:
-            approved = await http.post(approve)
+            approved = await http.post(approve, headers=JSON)
         assert approved.status_code == 200, approved.text
         decided_by = approved.json()["approval"]["decidedBy"]
         assert decided_by["via"] == "tcp"

@@ -166,7 +166,7 @@ async def test_an_agents_shell_cannot_approve_on_the_loopback_listener(tmp_path:
 
         # The operator on the same listener: taken, and the process found behind the socket.
         async with tcp_client(swarm) as http:
-            approved = await http.post(f"/v1/approvals/{approval_id}/approve")
+            approved = await http.post(f"/v1/approvals/{approval_id}/approve", json={})
         assert approved.status_code == 200, approved.text
         decided_by = approved.json()["approval"]["decidedBy"]
         assert {k: decided_by[k] for k in ("via", "anonymous", *ME)} == {
@@ -191,7 +191,8 @@ async def test_a_process_carrying_an_agents_scope_is_refused(tmp_path: Path) -> 
             "        self.sock = socket.socket(socket.AF_UNIX)\n"
             "        self.sock.connect(sys.argv[1])\n"
             "c = C('goondan', timeout=20)\n"
-            "c.request('POST', sys.argv[2], body='{}')\n"
+            "c.request('POST', sys.argv[2], body='{}', "
+            "headers={'Content-Type': 'application/json'})\n"
             "print(c.getresponse().read().decode())\n"
         )
         path = f"/v1/approvals/{approval_id}/approve"

@@ -41,6 +41,10 @@ async def client(swarm: Orchestrator) -> AsyncIterator[httpx2.AsyncClient]:
         yield http
 
 
+JSON = {"Content-Type": "application/json"}
+"""What every POST and DELETE says, a body or not."""
+
+
 def error_code(response: httpx2.Response) -> str:
     body = response.json()
     assert set(body) == {"error"}, body
@@ -101,9 +105,9 @@ async def test_instances_are_listed_and_deleted(client: httpx2.AsyncClient) -> N
     assert (await client.post("/v1/agents/beta/requests", json=body)).status_code == 200
     listed = (await client.get("/v1/instances", params={"agent": "beta"})).json()["instances"]
     assert [row["instanceKey"] for row in listed] == ["k1"]
-    deleted = await client.delete("/v1/agents/beta/instances/k1")
+    deleted = await client.delete("/v1/agents/beta/instances/k1", headers=JSON)
     assert (deleted.status_code, deleted.json()) == (200, {"ok": True, "deleted": True})
-    again = await client.delete("/v1/agents/beta/instances/k1")
+    again = await client.delete("/v1/agents/beta/instances/k1", headers=JSON)
     assert again.json() == {"ok": True, "deleted": False}
 
 
@@ -111,7 +115,7 @@ async def test_a_restart_starts_a_new_process(
     client: httpx2.AsyncClient, swarm: Orchestrator
 ) -> None:
     before = swarm.supervisor.handles["alpha"].pid
-    restarted = await client.post("/v1/agents/alpha/restart")
+    restarted = await client.post("/v1/agents/alpha/restart", headers=JSON)
     assert restarted.status_code == 200
     assert restarted.json()["pid"] not in (None, before)
 
@@ -143,7 +147,7 @@ async def test_bad_requests_get_a_json_error_and_the_daemon_serves_on(
     status: int,
     code: str,
 ) -> None:
-    response = await client.request(method, path, content=content)
+    response = await client.request(method, path, content=content, headers=JSON)
     assert response.status_code == status, response.text
     assert error_code(response) == code
     assert (await client.get("/healthz")).status_code == 200
@@ -658,7 +662,7 @@ async def test_a_cancelled_request_is_answered_at_once_and_its_turns_stop_at_a_s
 
 
 async def test_cancelling_nothing_running_is_404(client: httpx2.AsyncClient) -> None:
-    missing = await client.post("/v1/requests/no-such-id/cancel")
+    missing = await client.post("/v1/requests/no-such-id/cancel", headers=JSON)
     assert (missing.status_code, error_code(missing)) == (404, "NOT_FOUND")
     bad = await client.post("/v1/requests/x/cancel", json={"reason": 3})
     assert (bad.status_code, error_code(bad)) == (400, "BAD_REQUEST")
@@ -676,7 +680,7 @@ async def test_a_streamed_request_is_cancelled_by_the_trace_its_deltas_carry(
                 kind, data = await anext(events)
                 assert kind == "delta"
                 trace = json.loads(data)["traceId"]
-                cancelled = await client.post(f"/v1/requests/{trace}/cancel")
+                cancelled = await client.post(f"/v1/requests/{trace}/cancel", headers=JSON)
                 assert cancelled.json()["cancelled"] == [trace]
                 rest = [(kind, json.loads(data)) async for kind, data in events]
         assert rest[-1][0] == "answer"
