@@ -224,7 +224,17 @@ class PackageDependency(_Spec):
     """A package this bundle depends on."""
 
     name: str = Field(min_length=1, description='Package name, e.g. "@goondan/base".')
-    version: str = Field(min_length=1, description="Semantic version range, e.g. ^1.0.0.")
+    version: str = Field(
+        min_length=1,
+        description="Semantic version range, e.g. ^1.0.0 (npm's syntax, or a PEP 440 specifier).",
+    )
+    distribution: str | None = Field(
+        default=None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$",
+        description="The Python distribution that provides it (default: the name without its "
+        '"@" and with "/" as "-": @acme/tools → acme-tools).',
+    )
 
 
 class PackageSpec(_Spec):

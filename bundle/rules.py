@@ -74,6 +74,8 @@ class _Checker:
         self.check_handlers = check_handlers
         self.allow_outside_bundle = allow_outside_bundle
         self.issues: list[ConfigIssue] = []
+        self.missing_packages: set[str] = set()
+        """Dependencies reported not installed: refs into them are not reported again."""
 
     def confined(self, resource: Resource, path: Path, field: FieldPath, what: str) -> bool:
         """Whether ``path`` (resolved) may be used: inside the resource's own directory, or
@@ -123,7 +125,11 @@ class _Checker:
         """The resource ``ref`` names, looked up in ``ref.package`` or the referrer's package."""
         package = ref.package if ref.package is not None else referrer.package
         target = self.index.get(package, ref.kind, ref.name)
-        if target is None and (package, ref.kind, ref.name) not in self.failed:
+        if (
+            target is None
+            and (package, ref.kind, ref.name) not in self.failed
+            and package not in self.missing_packages
+        ):
             elsewhere = self.index.packages_with(ref.kind, ref.name)
             hint = (
                 f"it exists in package {elsewhere[0]!r}: write {{kind: {ref.kind}, name: "
@@ -182,6 +188,27 @@ class _Checker:
                 ("kind",),
                 suggestion="move it to the top",
             )
+        if packages:
+            self.check_dependencies(packages[0])
+
+    def check_dependencies(self, package: Resource) -> None:
+        """Every dependency installed, within its range, providing its Goondan package."""
+        from bundle.packages import INSTALL_HINT, Dependency, dependency_problem
+        from bundle.ranges import RangeError
+
+        for i, declared in enumerate(package.spec.dependencies):
+            field = ("spec", "dependencies", i)
+            try:
+                dependency = Dependency.of(declared)
+            except RangeError as exc:
+                self.report(package, E.E_SCHEMA_INVALID, str(exc), (*field, "version"))
+                continue
+            problem = dependency_problem(dependency)
+            if problem is not None:
+                self.missing_packages.add(dependency.name)
+                self.report(
+                    package, E.E_PACKAGE_NOT_INSTALLED, problem, field, suggestion=INSTALL_HINT
+                )
 
     def check_duplicates(self) -> None:
         seen: dict[tuple[str | None, str, str], Resource] = {}

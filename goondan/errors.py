@@ -137,6 +137,12 @@ CONFIG = Catalogue(
         "Move it to the top.",
     ),
     ErrorCode(
+        "E_CONFIG_PACKAGE_NOT_INSTALLED",
+        "a dependency of the Package document is not installed in this Python environment, "
+        "is of a version outside its range, or provides no such Goondan package",
+        "Run `goondan package install` beside the goondan.yaml.",
+    ),
+    ErrorCode(
         "E_CONFIG_INVALID_REF",
         "a reference is not Kind/name or {kind, name}",
         "Write it as Kind/name.",
