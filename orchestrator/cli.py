@@ -1084,6 +1084,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def cmd_package(args: argparse.Namespace) -> int:
+    """``package add|install|update|publish`` (orchestrator/packages_cli.py)."""
+    from orchestrator.packages_cli import cmd_package as run
+
+    return run(args)
+
+
 def cmd_completion(args: argparse.Namespace) -> int:
     """Print the completion script of ``args.shell`` for this command line."""
     import shtab
@@ -1479,6 +1486,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
 
+    package = command("package", "add, install, update or publish Goondan packages", cmd_package)
+    if package is not None:
+        from orchestrator.packages_cli import add_arguments
+
+        add_arguments(package, common)
+
     completion = command(
         "completion", "print a shell completion script (bash, zsh, fish)", cmd_completion
     )
@@ -1515,6 +1528,7 @@ COMMANDS = frozenset(
         "schema",
         "init",
         "doctor",
+        "package",
         "completion",
     }
 )
