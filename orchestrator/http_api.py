@@ -226,8 +226,8 @@ class _Measured:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
-            self.metrics.http_requests.labels(template, scope["method"], str(status)).inc()
-            self.metrics.http_seconds.labels(template).observe(time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self.metrics.observe_http(template, scope["method"], status, seconds)
 
 
 Handler = Callable[[Request], Awaitable[Response]]

@@ -5,6 +5,12 @@ passes through the event log; :class:`SwarmMetrics` counts them as they pass, so
 no metrics code of their own. Gauges read live state (statuses, pending requests, sends in
 flight) when scraped. Each Orchestrator has its own registry, so two daemons in one process (the
 tests) do not mix.
+
+No label takes a value from outside a set the configuration fixes: a client chooses HTTP
+methods and paths, a model chooses tool names, and each new value would be a series kept for
+the life of the daemon. HTTP methods outside :data:`HTTP_METHODS`, tool names outside the
+agent's own tools and the bundle's Tools, agents, budgets, statuses and lifecycle events
+unknown to the swarm are all counted as :data:`OTHER`; routes are their templates.
 """
 
 from __future__ import annotations
@@ -16,18 +22,43 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from bundle.plan import AgentPlan
+from ipc.protocol import CONNECTION_SENDER_PREFIX
+
 if TYPE_CHECKING:
     from orchestrator.daemon import Orchestrator
     from orchestrator.telemetry import TraceExport
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+OTHER = "other"
+"""The label of every value outside a label's fixed set."""
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+"""HTTP methods counted by name."""
+_TOOL_STATUSES = frozenset({"ok", "error", "pending", "raised"})
+_BUDGETS = frozenset({"turn", "instance", "trace"})
+_LIFECYCLE = frozenset(
+    {
+        "spawned",
+        "ready",
+        "exited",
+        "backoff",
+        "restarting",
+        "restart_requested",
+        "resume_pending",
+        "broken_fds",
+        "config_applied",
+        "config_rejected",
+    }
+)
 
 
 class SwarmMetrics:
     """The swarm's counters and histograms, fed by :meth:`observe`."""
 
     def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orchestrator = orchestrator
+        self._tool_names: dict[str, tuple[AgentPlan, frozenset[str]]] = {}
         self.registry = CollectorRegistry()
         registry = self.registry
         self.http_requests = Counter(
@@ -98,10 +129,16 @@ class SwarmMetrics:
         if orchestrator.telemetry is not None:
             registry.register(_SpanExport(orchestrator.telemetry))
 
+    def observe_http(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Count one HTTP request: ``route`` is its template (``unmatched`` for none)."""
+        method = method if method in HTTP_METHODS else OTHER
+        self.http_requests.labels(route, method, str(status)).inc()
+        self.http_seconds.labels(route).observe(seconds)
+
     def observe(self, event: dict[str, Any]) -> None:
         """Count one runtime or lifecycle event."""
         kind = event.get("type")
-        agent = str(event.get("agentName") or "")
+        agent = self._agent(event.get("agentName"))
         if kind in ("turn.completed", "turn.failed"):
             self.turns.labels(agent, "ok" if kind == "turn.completed" else "error").inc()
             duration = event.get("duration")
@@ -115,15 +152,14 @@ class SwarmMetrics:
                         self.tokens.labels(agent, label).inc(value)
         elif kind in ("step.completed", "step.failed"):
             self.steps.labels(agent, "ok" if kind == "step.completed" else "error").inc()
-        elif kind == "tool.completed":
-            status = str(event.get("status") or "ok")
-            self.tool_calls.labels(agent, str(event.get("toolName") or ""), status).inc()
+        elif kind in ("tool.completed", "tool.failed"):
+            status = (event.get("status") or "ok") if kind == "tool.completed" else "raised"
+            tool = self._tool(agent, event.get("toolName"))
+            self.tool_calls.labels(agent, tool, _known(status, _TOOL_STATUSES)).inc()
         elif kind == "budget.exceeded":
-            self.budgets_exceeded.labels(str(event.get("budget") or ""), agent).inc()
-        elif kind == "tool.failed":
-            self.tool_calls.labels(agent, str(event.get("toolName") or ""), "raised").inc()
+            self.budgets_exceeded.labels(_known(event.get("budget"), _BUDGETS), agent).inc()
         elif isinstance(kind, str) and kind.startswith("process."):
-            name = kind.removeprefix("process.")
+            name = _known(kind.removeprefix("process."), _LIFECYCLE)
             self.process_events.labels(agent, name).inc()
             if name == "exited" and not event.get("expected"):
                 self.crashes.labels(agent).inc()
@@ -131,6 +167,36 @@ class SwarmMetrics:
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""
         return generate_latest(self.registry)
+
+    def _agent(self, name: object) -> str:
+        """``name`` when it is an agent or a Connection of the swarm, or the daemon itself."""
+        if not isinstance(name, str):
+            return OTHER
+        daemon = self.orchestrator
+        if name in daemon.supervisor.handles or name == "orchestrator":
+            return name
+        connection = name.removeprefix(CONNECTION_SENDER_PREFIX)
+        if connection != name and connection in daemon.connections.supervisor.handles:
+            return name
+        return OTHER
+
+    def _tool(self, agent: str, name: object) -> str:
+        """``name`` when ``agent`` may call it: one of its own tools, or of the bundle's Tools
+        it reaches through the registry (a model may name any tool at all)."""
+        handle = self.orchestrator.supervisor.handles.get(agent)
+        plan = handle.plan if handle is not None else None
+        if not isinstance(name, str) or not isinstance(plan, AgentPlan):
+            return OTHER
+        known = self._tool_names.get(agent)
+        if known is None or known[0] is not plan:  # first use, or a reload changed the plan
+            registry = (f"{t.name}__{e.name}" for t in plan.registry_tools for e in t.exports)
+            known = (plan, frozenset([*plan.catalog_tools, *registry]))
+            self._tool_names[agent] = known
+        return name if name in known[1] else OTHER
+
+
+def _known(value: object, allowed: frozenset[str]) -> str:
+    return value if isinstance(value, str) and value in allowed else OTHER
 
 
 class _LiveState(Collector):
