@@ -1,0 +1,317 @@
+"""The guarded HTTP server (goondan.http_server) with short limits, in this process: real
+sockets on loopback, real clients (asyncio streams); every wait bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from goondan.http_server import ConnectionLimits, GuardedServer
+
+pytestmark = pytest.mark.timeout(30)
+
+App = Callable[[Any, Any, Any], Awaitable[None]]
+
+
+class Log:
+    """The server's log: each line kept, and awaitable."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.written = asyncio.Event()
+
+    def warning(self, event: str, /, **fields: Any) -> None:
+        self.lines.append({"event": event, **fields})
+        self.written.set()
+
+
+class Held:
+    """An app whose requests wait until released; it counts who came in."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.entered = 0
+        self.arrived = asyncio.Condition()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client went, or the server cut it off
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        async with self.arrived:
+            self.entered += 1
+            self.arrived.notify_all()
+        if scope["path"] != "/quick":
+            await self.release.wait()
+        answer = json.dumps({"bytes": len(body)}).encode()
+        length = [(b"content-length", str(len(answer)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": length})
+        await send({"type": "http.response.body", "body": answer})
+
+    async def until_entered(self, count: int) -> None:
+        async with asyncio.timeout(10), self.arrived:
+            await self.arrived.wait_for(lambda: self.entered >= count)
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    app: App, limits: ConnectionLimits, tmp_path: Path | None = None
+) -> AsyncIterator[tuple[GuardedServer, Callable[[], Awaitable[Any]], Log]]:
+    """The app served on loopback TCP (or on a Unix socket in ``tmp_path``): the server, a
+    function opening a client connection (reader, writer), and the server's log."""
+    if tmp_path is None:
+        sock = socket.create_server(("127.0.0.1", 0))
+        address = sock.getsockname()
+
+        async def connect() -> Any:
+            return await asyncio.open_connection(*address)
+    else:
+        path = str(tmp_path / "s.sock")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)
+        sock.listen()
+
+        async def connect() -> Any:
+            return await asyncio.open_unix_connection(path)
+
+    config = uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=1
+    )
+    log = Log()
+    server = GuardedServer(config, limits, log=log)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield server, connect, log  # the socket listens already: clients queue until accepted
+    finally:
+        server.should_exit = True
+        async with asyncio.timeout(10):
+            await task
+
+
+async def answer_of(
+    reader: asyncio.StreamReader, seconds: float = 5
+) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of the one answer on a connection, read to its end."""
+    async with asyncio.timeout(seconds):
+        data = await reader.read()
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (x.partition(":") for x in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+GET = b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+
+
+async def test_a_head_sent_a_byte_at_a_time_is_cut_off_at_its_deadline() -> None:
+    limits = ConnectionLimits(head_seconds=0.5)
+    async with serving(Held(), limits) as (_, connect, _):
+        reader, writer = await connect()
+        started = time.monotonic()
+        writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n")
+        answered = asyncio.create_task(answer_of(reader))
+        # Every byte used to restart the clock; the head's deadline holds whatever comes.
+        while not answered.done() and time.monotonic() - started < 5:
+            writer.write(b"X")
+            await asyncio.wait({answered}, timeout=0.05)
+        status, _, body = await answered
+        elapsed = time.monotonic() - started
+        writer.close()
+    assert status == 408
+    assert json.loads(body)["error"]["code"] == "REQUEST_TIMEOUT"
+    assert 0.4 < elapsed < 4  # the deadline, not the bytes: they kept coming
+
+
+async def test_a_connection_that_says_nothing_is_answered_408() -> None:
+    async with serving(Held(), ConnectionLimits(head_seconds=0.3)) as (_, connect, _):
+        reader, writer = await connect()
+        status, _, _ = await answer_of(reader)
+        writer.close()
+    assert status == 408
+
+
+async def test_a_body_slower_than_the_least_rate_is_cut_off_and_a_fast_one_is_not() -> None:
+    app = Held()
+    app.release.set()
+    limits = ConnectionLimits(body_grace_seconds=0.3, body_min_bytes_per_second=2000)
+    async with serving(app, limits) as (_, connect, _):
+        reader, writer = await connect()
+        writer.write(b"POST /quick HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n")
+        answered = asyncio.create_task(answer_of(reader))
+        while not answered.done():
+            writer.write(b"x" * 10)  # 200 B/s
+            await asyncio.wait({answered}, timeout=0.05)
+        status, _, _ = await answered
+        writer.close()
+        assert status == 408
+        assert app.entered == 0  # the app never got the whole body
+
+        reader, writer = await connect()
+        writer.write(
+            b"POST /quick HTTP/1.1\r\nHost: t\r\nContent-Length: 3000\r\nConnection: close\r\n\r\n"
+        )
+        for _ in range(6):  # 3,000 bytes in about 0.3 s: 10,000 B/s
+            writer.write(b"y" * 500)
+            await asyncio.sleep(0.05)  # the client's pace, not a wait for the server
+        status, _, body = await answer_of(reader)
+        writer.close()
+    assert (status, json.loads(body)) == (200, {"bytes": 3000})
+
+
+async def test_a_request_the_app_takes_long_over_has_no_deadline() -> None:
+    async def slow(scope: Any, receive: Any, send: Any) -> None:
+        await asyncio.sleep(0.8)  # past the head and body deadlines below
+        length = [(b"content-length", b"4")]
+        await send({"type": "http.response.start", "status": 200, "headers": length})
+        await send({"type": "http.response.body", "body": b"done"})
+
+    limits = ConnectionLimits(head_seconds=0.2, body_grace_seconds=0.2)
+    async with serving(slow, limits) as (_, connect, _):
+        reader, writer = await connect()
+        writer.write(GET)
+        status, _, body = await answer_of(reader)
+        writer.close()
+    assert (status, body) == (200, b"done")
+
+
+async def test_a_peer_past_its_share_is_answered_503_with_retry_after() -> None:
+    app = Held()
+    # capacity 16, a peer's share a quarter of it: 4
+    limits = ConnectionLimits(max_connections=16, peer_share=4)
+    async with serving(app, limits) as (_, connect, log):
+        held = [await connect() for _ in range(4)]
+        for _, writer in held:
+            writer.write(GET)
+        await app.until_entered(4)
+        reader, writer = await connect()
+        writer.write(GET)
+        status, headers, body = await answer_of(reader)
+        writer.close()
+        assert status == 503
+        assert headers["retry-after"] == "1"
+        assert json.loads(body)["error"]["code"] == "SERVER_BUSY"
+        app.release.set()
+        answers = [await answer_of(r) for r, _ in held]
+        for _, w in held:
+            w.close()
+    assert [status for status, _, _ in answers] == [200] * 4
+    assert log.lines[0]["refused"] == 1  # the first line, written at once
+
+
+async def test_past_capacity_a_new_connection_waits_for_room_and_is_served(
+    tmp_path: Path,
+) -> None:
+    app = Held()
+    limits = ConnectionLimits(max_connections=8)
+    async with serving(app, limits, tmp_path) as (server, connect, log):
+        held = [await connect() for _ in range(8)]
+        for _, writer in held:
+            writer.write(GET)
+        await app.until_entered(8)
+        reader, writer = await connect()  # the kernel queues it
+        writer.write(b"GET /quick HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        async with asyncio.timeout(5):
+            await log.written.wait()  # the server stopped accepting: nothing stalled to shed
+        assert log.lines[0]["accept_paused"] >= 1
+        assert server.admission.open == 8
+        assert app.entered == 8
+        app.release.set()
+        status, _, _ = await answer_of(reader)
+        writer.close()
+        for r, w in held:
+            await answer_of(r)
+            w.close()
+    assert status == 200
+
+
+async def test_past_capacity_the_oldest_stalled_head_is_shed_for_a_new_request(
+    tmp_path: Path,
+) -> None:
+    app = Held()
+    app.release.set()
+    limits = ConnectionLimits(max_connections=8, silent_grace_seconds=0.2)
+    async with serving(app, limits, tmp_path) as (_, connect, log):
+        stalled = [await connect() for _ in range(8)]
+        for _, writer in stalled:
+            writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n")
+        reader, writer = await connect()
+        writer.write(GET)
+        status, _, _ = await answer_of(reader)
+        writer.close()
+        assert status == 200
+        shed = await answer_of(stalled[0][0])
+        for _, w in stalled:
+            w.close()
+    assert shed[0] == 503
+    assert json.loads(shed[2])["error"]["code"] == "SERVER_BUSY"
+    assert log.lines  # one line counts what was shed (at most every 10 s)
+
+
+async def test_a_kept_alive_connection_serves_again_then_idles_out() -> None:
+    app = Held()
+    app.release.set()
+    limits = ConnectionLimits(keepalive_seconds=1, head_seconds=0.3)
+    async with serving(app, limits) as (_, connect, _):
+        reader, writer = await connect()
+        for _ in range(2):  # the head deadline starts at each request's first byte
+            writer.write(b"GET /quick HTTP/1.1\r\nHost: t\r\n\r\n")
+            async with asyncio.timeout(5):
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = head.lower().split(b"content-length: ")[1].split(b"\r\n")[0]
+                await reader.readexactly(int(length))
+            assert head.startswith(b"HTTP/1.1 200")
+        started = time.monotonic()
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""  # closed, as a keep-alive timeout closes
+        writer.close()
+    assert 0.5 < time.monotonic() - started < 5
+
+
+def limits_in_child(code: str, nofile: int) -> str:
+    """What ``code`` prints in a fresh interpreter whose descriptor limit is ``nofile`` (soft;
+    the hard limit as ours)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))
+
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        preexec_fn=lower,
+    )
+    return done.stdout.strip()
+
+
+def test_the_capacity_follows_the_descriptor_limit_and_the_limit_is_raised() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"SKIPPED LOUDLY: a hard descriptor limit of {hard} leaves nothing to raise")
+    code = (
+        "from goondan.http_server import connection_capacity, raise_open_file_limit;"
+        "print(connection_capacity()); print(raise_open_file_limit()); print(connection_capacity())"
+    )
+    before, raised, after = limits_in_child(code, 1024).split()
+    assert int(before) == 768  # a quarter kept for everything else
+    wanted = 1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)
+    assert int(raised) == wanted
+    assert int(after) == min(8192, wanted - max(256, wanted // 4))
