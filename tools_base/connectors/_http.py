@@ -11,6 +11,11 @@ Starlette on uvicorn, inside its own connector process:
   logged in the ``connector listening`` line.
 * Cancelling :func:`serve` stops the server (the listener closes at once; requests in flight
   get :data:`GRACE_SECONDS`) and returns only once the port is released.
+* Slow and many clients cannot starve it (:class:`goondan.http_server.GuardedServer`, as the
+  daemon's API): a request head must arrive within 10 s and a body keep 4 KiB/s (else 408),
+  one address holds at most a quarter of the connections the process's descriptors allow,
+  and stalled connections are shed (503) before a new one waits or is refused (503 with
+  ``Retry-After``).
 
 Connectors that must answer fast (Slack, GitHub, Discord give up after a few seconds) hand
 events to an :class:`Outbox`, which feeds ``ctx.emit`` in order from a task of its own: the
@@ -26,7 +31,7 @@ import hashlib
 import hmac
 import json
 import socket
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from goondan.http_server import ConnectionLimits, GuardedServer
 from tools_base._connector import ConnectorContext, ConnectorError, ConnectorEvent
 from tools_base.connectors._http_client import is_loopback
 
@@ -262,15 +268,6 @@ def build_app(ctx: ConnectorContext, listen: Listen, handle: Handler) -> Starlet
     )
 
 
-class _Server(uvicorn.Server):
-    """A uvicorn server that leaves signals alone: the connector process owns them, and stops
-    the server by cancelling :func:`serve`."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 def bind(listen: Listen) -> socket.socket:
     """A listening TCP socket on ``listen.host:listen.port``, or ConnectorError."""
     try:
@@ -281,7 +278,7 @@ def bind(listen: Listen) -> socket.socket:
         raise ConnectorError(f"cannot resolve host {listen.host!r}: {exc}") from None
     family, _, _, _, address = infos[0]
     try:
-        return socket.create_server(address, family=family, backlog=1024)
+        return socket.create_server(address, family=family, backlog=ConnectionLimits().backlog)
     except OSError as exc:
         raise ConnectorError(
             f"cannot listen on {listen.host}:{listen.port}: {exc.strerror or exc}"
@@ -313,7 +310,9 @@ async def serve(
             server_header=False,
             timeout_graceful_shutdown=int(GRACE_SECONDS),
         )
-        server = _Server(config)
+        # Signals stay the connector process's (it stops the server by cancelling serve());
+        # slow and many clients meet the same deadlines and caps as the daemon's API.
+        server = GuardedServer(config, error_body=_error_body, log=ctx.logger)
         port = sock.getsockname()[1]
         async with asyncio.TaskGroup() as tasks:
             if outbox is not None:
@@ -342,6 +341,11 @@ async def serve(
             raise ConnectorError(f"the {connector} listener on {listen.host}:{port} stopped")
     finally:
         sock.close()
+
+
+def _error_body(code: str, message: str) -> dict[str, Any]:
+    """The listener's own 408 and 503 answers, shaped as its other refusals."""
+    return {"ok": False, "error": message, "code": code}
 
 
 async def _stop(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:
