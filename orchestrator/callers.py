@@ -4,9 +4,9 @@ On ``api.sock`` the kernel tells who connected (``SO_PEERCRED``: pid, uid, gid, 
 the connection is made); on TCP the peer's address, and the name of the bearer token the
 request carried. Decisions such as approvals record this identity (:meth:`Caller.to_json`).
 
-uvicorn builds a request's scope without the connection's socket, so the daemon's protocol
-class reads the peer when a connection is made and wraps the app of that connection
-(:func:`with_peer`), which puts the :class:`Peer` in every scope under :data:`PEER_KEY`;
+uvicorn builds a request's scope without the connection's socket, so the daemon's server
+reads the peer when a connection is made and wraps the app of that connection
+(:func:`connection_app`), which puts the :class:`Peer` in every scope under :data:`PEER_KEY`;
 :class:`Identify`, the outermost middleware, turns it into a :class:`Caller`
 (:data:`CALLER_KEY`), checking the bearer token of TCP requests on the way. A request with no
 peer (an app served some other way) is treated as TCP: it needs the token, and it is nobody
@@ -15,6 +15,7 @@ a decision may come from.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import pwd
@@ -113,11 +114,17 @@ def peer_of(transport: Any) -> Peer | None:
 def with_peer(app: ASGIApp, peer: Peer | None) -> ASGIApp:
     """``app`` for one connection: every scope carries ``peer`` under :data:`PEER_KEY`."""
 
-    async def connection_app(scope: Scope, receive: Receive, send: Send) -> None:
+    async def app_with_peer(scope: Scope, receive: Receive, send: Send) -> None:
         scope[PEER_KEY] = peer
         await app(scope, receive, send)
 
-    return connection_app
+    return app_with_peer
+
+
+def connection_app(app: ASGIApp, transport: asyncio.BaseTransport) -> ASGIApp:
+    """``app`` for a connection just made on ``transport``: its peer read now, while the peer
+    is surely connected (the server's per-connection hook)."""
+    return with_peer(app, peer_of(transport))
 
 
 def user_name(uid: int | None) -> str | None:

@@ -241,6 +241,9 @@ def _serve(
         )
     # A daemon's files are its user's alone; agent processes inherit this (and set it again).
     os.umask(0o077)
+    from goondan.http_server import raise_open_file_limit
+
+    raise_open_file_limit()  # each connection costs a descriptor: serve as many as allowed
     try:
         import uvloop
 

@@ -18,6 +18,12 @@ agent's process 403. Web pages are kept out by :mod:`orchestrator.http_guard`: a
 TCP listener does not answer to 421, an ``Origin`` not allowed 403, a ``POST`` or ``DELETE``
 without ``Content-Type: application/json`` 415.
 
+Slow and many clients starve nobody (:class:`goondan.http_server.GuardedServer`, on both
+listeners): a request head must arrive within 10 s and a body keep 4 KiB/s (408 otherwise);
+stalled connections are shed (503) to make room; one TCP address holds at most a quarter of
+the connections the daemon's descriptors allow (503 with ``Retry-After`` past it); and a burst
+past capacity waits in the listen backlog.
+
 Routes (all JSON):
 
 ``GET  /healthz``                                the process is up
@@ -95,7 +101,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 import uvicorn
@@ -106,20 +112,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from goondan.errors import DaemonError
+from goondan.http_server import GuardedServer
 from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.protocol import DelegateAnswer, TextDelta, new_trace_id
 from orchestrator.api_client import socket_path
 from orchestrator.approvals import BadDecision, decision_from_body, find_approval, list_approvals
 from orchestrator.approvers import vet_decider
-from orchestrator.callers import ApiToken, Identify, peer_of, with_peer
+from orchestrator.callers import ApiToken, Identify, connection_app
 from orchestrator.eventlog import matches
 from orchestrator.events_hub import END_OF_STREAM
 from orchestrator.http_body import BadBody, ChatRequest, Fields, read_object
 from orchestrator.http_guard import HostAllowList, JsonOnly, guard
-from orchestrator.servers import SignalFreeServer, address_family
+from orchestrator.servers import address_family
 from orchestrator.state_dir import list_instances
 from orchestrator.status import ProcessStatus
 from orchestrator.usage import TRACES_KEPT
@@ -130,11 +136,6 @@ if TYPE_CHECKING:
 
 API_LISTEN_BACKLOG = 4096
 """Connections the kernel queues before the server accepts them (many CLI calls at once)."""
-MAX_IDLE_CONNECTIONS = 256
-"""Open connections waiting for a request; one more closes the one idle the longest, so idle
-clients can neither exhaust the daemon's descriptors nor lock an operator's ``status`` out."""
-IDLE_SECONDS = 30.0
-"""A connection that sends no request for this long is closed."""
 
 
 class DaemonAlreadyRunning(DaemonError, RuntimeError):
@@ -906,9 +907,10 @@ class ApiServer:
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=5,
-            http=_guarded_protocol(),
         )
-        self._server = SignalFreeServer(config)
+        # Deadlines for heads and bodies, bounded connections per peer, bursts queued or
+        # refused with 503 (goondan.http_server); each connection's app knows its peer.
+        self._server = GuardedServer(config, wrap=connection_app, log=self.log)
         self.orchestrator.tasks.start_soon(self._server.serve(sockets=sockets), "http-api")
         self.log.info("http api listening", socket=str(self.path), tcp=self.tcp, port=self.port)
 
@@ -934,52 +936,3 @@ class ApiServer:
             self._owned = False
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
-
-
-def _guarded_protocol() -> type[asyncio.Protocol]:
-    """A protocol class per server, so each server counts its own idle connections."""
-
-    class GuardedH11Protocol(H11Protocol):
-        """uvicorn's HTTP/1.1 protocol with idle connections bounded.
-
-        A connection that has not sent a (next) request is idle. Idle ones are closed after
-        :data:`IDLE_SECONDS`, and past :data:`MAX_IDLE_CONNECTIONS` the one idle the longest is
-        closed at once: a flood of silent clients costs no descriptors beyond the cap, and a
-        request always finds room.
-        """
-
-        idle_since: ClassVar[dict[GuardedH11Protocol, float]]
-
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)  # type: ignore[arg-type]
-            # Read now, while the peer is surely connected; its requests carry it.
-            self.app = with_peer(self.app, peer_of(transport))
-            self._went_idle()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self.idle_since.pop(self, None)
-            super().connection_lost(exc)
-
-        def data_received(self, data: bytes) -> None:
-            self.idle_since.pop(self, None)
-            super().data_received(data)
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing():
-                self._went_idle()
-
-        def _went_idle(self) -> None:
-            self.idle_since[self] = time.monotonic()
-            if self.timeout_keep_alive_task is None:  # no request yet: uvicorn sets none
-                self.timeout_keep_alive_task = self.loop.call_later(
-                    IDLE_SECONDS, self.timeout_keep_alive_handler
-                )
-            excess = len(self.idle_since) - MAX_IDLE_CONNECTIONS
-            if excess > 0:
-                for oldest in sorted(self.idle_since, key=self.idle_since.__getitem__)[:excess]:
-                    self.idle_since.pop(oldest, None)
-                    oldest.transport.close()
-
-    GuardedH11Protocol.idle_since = {}
-    return GuardedH11Protocol

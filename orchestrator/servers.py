@@ -1,23 +1,11 @@
-"""What the daemon's HTTP API and the studio's server share: a uvicorn server that leaves the
-process's signals to its owner, and the socket family of the address it listens on."""
+"""What the daemon's HTTP API and the studio share: the socket family of the address they
+listen on. (Both serve through :class:`goondan.http_server.GuardedServer`, which leaves the
+process's signals to its owner.)"""
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import socket
-from collections.abc import Iterator
-
-import uvicorn
-
-
-class SignalFreeServer(uvicorn.Server):
-    """A uvicorn server that installs no SIGINT/SIGTERM handlers: its owner (the daemon, or the
-    studio) stops what it must first and then stops the server itself."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def address_family(host: str) -> socket.AddressFamily:

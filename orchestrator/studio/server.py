@@ -26,9 +26,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from goondan.http_server import GuardedServer
 from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR
 from orchestrator.eventlog import parse_since
-from orchestrator.servers import SignalFreeServer, address_family
+from orchestrator.servers import address_family
 from orchestrator.studio import DEFAULT_PORT, STATIC_DIR, is_loopback
 from orchestrator.studio.conversations import conversation, instances
 from orchestrator.studio.events import LEVELS, EventIndex, wrap
@@ -372,7 +373,7 @@ async def serve_studio(
         lifespan="off",
         timeout_graceful_shutdown=3,
     )
-    server = SignalFreeServer(config)
+    server = GuardedServer(config, log=log)
     loop = asyncio.get_running_loop()
 
     def stop(sig: int) -> None:
