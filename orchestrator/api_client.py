@@ -1,12 +1,13 @@
-"""How the CLI talks to a running daemon: HTTP over the state directory's ``api.sock``.
+"""How the CLI talks to a running daemon: HTTP over the state directory's ``api.sock``, or
+over a TCP listener (``run --listen``) named by its :class:`ApiUrl`, with a bearer token.
 
 A small synchronous client on the standard library, so ``status`` and friends start fast and
 need nothing beyond the core install. A call is one HTTP/1.1 exchange written and read on the
-Unix socket directly (importing ``http.client`` and the ``email`` package it parses headers
+socket directly (importing ``http.client`` and the ``email`` package it parses headers
 with was a third of the time ``status`` took to start); the event stream, which runs as long
 as the operator watches, goes through ``http.client``. Every call is bounded: no daemon
-raises :class:`NoDaemon` at once; a daemon that takes the request and then dies or falls
-silent raises :class:`NoAnswer`.
+raises :class:`NoDaemon` at once (over TCP: within :data:`TCP_CONNECT_SECONDS`); a daemon
+that takes the request and then dies or falls silent raises :class:`NoAnswer`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import json
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 if TYPE_CHECKING:
     import http.client
@@ -33,6 +35,8 @@ DEFAULT_TIMEOUT_SECONDS = 120.0
 EXIT_NO_ANSWER = 5
 """CLI exit code (network): the daemon went away, or did not answer in time, after taking the
 request."""
+TCP_CONNECT_SECONDS = 10.0
+"""How long connecting to a daemon's TCP listener may take (a host that drops packets)."""
 
 
 class NoDaemon(DaemonError, RuntimeError):
@@ -41,6 +45,51 @@ class NoDaemon(DaemonError, RuntimeError):
 
 class NoAnswer(DaemonError, RuntimeError):
     """The daemon took the request but went away (or fell silent) before answering."""
+
+
+class EventsRefused(DaemonError, RuntimeError):
+    """The daemon answered the event stream's request with an error (``status``, ``body``)."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"the daemon answered {status}: {error_text(body)}")
+        self.status = status
+        self.body = body
+
+
+@dataclass(frozen=True, slots=True)
+class ApiUrl:
+    """A daemon's TCP listener: ``http://HOST:PORT`` (what ``run --listen HOST:PORT`` serves)."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, value: str) -> ApiUrl:
+        """``http://HOST:PORT`` (``[::1]`` for IPv6, a trailing ``/`` allowed); ValueError
+        saying what is wrong otherwise."""
+        try:
+            parts = urlsplit(value.strip())
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not http://HOST:PORT ({exc})") from None
+        if parts.scheme == "https":
+            raise ValueError(f"{value!r}: the daemon serves plain http://HOST:PORT, not https")
+        if parts.scheme != "http":
+            raise ValueError(f"{value!r} is not http://HOST:PORT")
+        if not parts.hostname or port is None:
+            raise ValueError(f"{value!r} is not http://HOST:PORT (a host and a port, both)")
+        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+            raise ValueError(f"{value!r} is not http://HOST:PORT (no path, query or user)")
+        return cls(parts.hostname, port)
+
+    @property
+    def authority(self) -> str:
+        """``HOST:PORT`` as the ``Host`` header names it (an IPv6 host in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"http://{self.authority}"
 
 
 def socket_path(state_dir: Path) -> Path:
@@ -76,6 +125,19 @@ def _connect(path: Path, timeout: float | None) -> socket.socket:
             delay = min(delay * 2, 0.2)
 
 
+def _connect_tcp(url: ApiUrl, timeout: float | None) -> socket.socket:
+    """A socket connected to the daemon's TCP listener at ``url``."""
+    connect = TCP_CONNECT_SECONDS if timeout is None else min(timeout, TCP_CONNECT_SECONDS)
+    try:
+        sock = socket.create_connection((url.host, url.port), timeout=connect)
+    except TimeoutError as exc:
+        raise NoDaemon(f"no daemon answered at {url} within {connect:g} s") from exc
+    except OSError as exc:  # refused, unreachable, a name that does not resolve
+        raise NoDaemon(f"no daemon answers at {url} ({exc.strerror or exc})") from exc
+    sock.settimeout(timeout)
+    return sock
+
+
 def _unix_connection(path: Path, timeout: float | None) -> http.client.HTTPConnection:
     """An ``http.client`` connection over the daemon's socket (for the event stream)."""
     import http.client
@@ -91,8 +153,16 @@ class _BadAnswer(Exception):
     """The bytes the daemon sent are no HTTP answer (cut short, or malformed)."""
 
 
-def _request_bytes(method: str, target: str, payload: bytes | None) -> bytes:
-    lines = [f"{method} {target} HTTP/1.1", "Host: goondan", "Connection: close"]
+def _request_bytes(
+    method: str,
+    target: str,
+    payload: bytes | None,
+    host: str = "goondan",
+    token: str | None = None,
+) -> bytes:
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", "Connection: close"]
+    if token is not None:
+        lines.append(f"Authorization: Bearer {token}")
     if payload is not None or method in ("POST", "PUT", "PATCH", "DELETE"):
         # The daemon takes no state-changing request without it, a body or not.
         lines.append("Content-Type: application/json")
@@ -155,19 +225,43 @@ def _unchunk(data: bytes) -> bytes | None:
 
 
 class DaemonApi:
-    """The HTTP API of the daemon serving ``state_dir``, one connection per call."""
+    """The HTTP API of the daemon serving ``state_dir`` (on its ``api.sock``), or of the one
+    listening at ``url`` (TCP, with ``token`` as its bearer token); one connection per call."""
 
-    def __init__(self, state_dir: Path, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        state_dir: Path | None = None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        *,
+        url: ApiUrl | None = None,
+        token: str | None = None,
+    ) -> None:
+        if (state_dir is None) == (url is None):
+            raise TypeError("DaemonApi wants a state directory or a url, one of them")
         self.state_dir = state_dir
-        self.path = socket_path(state_dir)
+        self.url = url
+        self.token = token
+        self.path = socket_path(state_dir) if state_dir is not None else None
         self.timeout = timeout
+
+    @property
+    def where(self) -> str:
+        """The daemon, as errors name it: its URL, or its socket's path."""
+        return str(self.url) if self.url is not None else str(self.path)
+
+    def _open(self, timeout: float | None) -> socket.socket:
+        if self.url is not None:
+            return _connect_tcp(self.url, timeout)
+        assert self.path is not None
+        return _connect(self.path, timeout)
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
         """``(status, JSON body)`` of one request; raises :class:`NoDaemon` or :class:`NoAnswer`."""
         payload = None if body is None else json.dumps(body).encode()
-        sock = _connect(self.path, self.timeout)
+        sock = self._open(self.timeout)
+        host = self.url.authority if self.url is not None else "goondan"
         try:
-            sock.sendall(_request_bytes(method, path, payload))
+            sock.sendall(_request_bytes(method, path, payload, host, self.token))
             status, data = _read_answer(sock)
         except TimeoutError as exc:
             raise NoAnswer(f"the daemon did not answer within {self.timeout:g} s") from exc
@@ -188,18 +282,46 @@ class DaemonApi:
         Returns once the stream is open, so events read from the log file afterwards and
         events pushed here overlap rather than leave a gap.
         """
+        try:
+            return self.open_events(query)
+        except DaemonError:
+            return None
+
+    def open_events(self, query: str = "") -> Iterator[dict[str, Any]]:
+        """:meth:`events`, or why not: :class:`NoDaemon`, or :class:`EventsRefused` with the
+        daemon's status (401 without the token it wants)."""
         import http.client
 
-        connection = _unix_connection(self.path, timeout=None)  # a stream waits as long as it runs
+        headers = {"Accept": "text/event-stream"}
+        if self.url is not None:
+            connection = http.client.HTTPConnection(self.url.host, self.url.port, timeout=None)
+            if self.token is not None:
+                headers["Authorization"] = f"Bearer {self.token}"
+        else:
+            assert self.path is not None
+            connection = _unix_connection(self.path, timeout=None)  # it runs as long as watched
         try:
-            connection.request("GET", f"/v1/events{query}", headers={"Accept": "text/event-stream"})
+            if self.url is not None:  # connect under a deadline; the stream has none
+                connection.sock = _connect_tcp(self.url, None)
+            connection.request("GET", f"/v1/events{query}", headers=headers)
             response = connection.getresponse()
-            if response.status != 200 or response.readline().strip() != b": connected":
+            if response.status != 200:
+                data = response.read(65536)
                 connection.close()
-                return None
-        except (DaemonError, OSError, http.client.HTTPException):
+                try:
+                    body = json.loads(data)
+                except ValueError:
+                    body = data.decode("utf-8", "replace")
+                raise EventsRefused(response.status, body)
+            if response.readline().strip() != b": connected":
+                connection.close()
+                raise NoAnswer("the daemon's event stream did not open")
+        except (OSError, http.client.HTTPException) as exc:
             connection.close()
-            return None
+            raise NoDaemon(f"no event stream from the daemon at {self.where}: {exc}") from exc
+        except DaemonError:
+            connection.close()
+            raise
 
         def stream() -> Iterator[dict[str, Any]]:
             try:

@@ -543,17 +543,14 @@ def _ask_daemon(
     body: dict[str, Any] | None = None,
     wait_seconds: float | None = None,
 ) -> tuple[int, Any]:
-    """The daemon's ``(status, body)``; exit 5 (network) when none runs, or when it takes
-    the request and never answers."""
-    from orchestrator.api_client import DaemonApi, NoAnswer, NoDaemon
+    """The daemon's ``(status, body)`` (on api.sock, or at ``--api-url``); exit 5 (network)
+    when none runs, or when it takes the request and never answers; 6 when it wants a token."""
+    from orchestrator.api_target import TargetError, ask
 
     try:
-        api = DaemonApi(_state_dir(args))
-        if wait_seconds is not None:
-            api.timeout = max(api.timeout, wait_seconds)
-        return api.call(method, path, body)
-    except (NoDaemon, NoAnswer) as exc:
-        raise _DaemonFailed(_fail(args, ExitCode.NETWORK, str(exc))) from exc
+        return ask(args, lambda: _state_dir(args), method, path, body, wait_seconds)
+    except TargetError as exc:
+        raise _DaemonFailed(_fail(args, exc.exit_code, str(exc))) from exc
 
 
 def _refused(status: int, body: Any) -> bool:
@@ -840,27 +837,31 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_instances(args: argparse.Namespace) -> int:
     """``instances [AGENT]`` lists conversation instances; ``instances delete AGENT KEY`` removes one."""
-    from orchestrator.api_client import DaemonApi, NoAnswer, NoDaemon, error_text, path_segment
+    from orchestrator.api_client import error_text, path_segment
+    from orchestrator.api_target import TargetError, ask, remote_rows, remote_url
     from orchestrator.state_dir import delete_instance_dir, list_instances
 
     words = list(args.words)
-    state_dir = _state_dir(args)
     if words and words[0] == "delete":
         if len(words) != 3:
             print("usage: instances delete AGENT KEY", file=sys.stderr)
             return 2
         _, agent, key = words
         try:  # through the daemon, so a running agent forgets the instance too
-            status, answer = DaemonApi(state_dir).call(
-                "DELETE", f"/v1/agents/{path_segment(agent)}/instances/{path_segment(key)}"
+            status, answer = ask(
+                args,
+                lambda: _state_dir(args),
+                "DELETE",
+                f"/v1/agents/{path_segment(agent)}/instances/{path_segment(key)}",
             )
-        except NoDaemon:
+        except TargetError as exc:
+            if exc.failure != "no-daemon" or remote_url(args) is not None:
+                return _fail(args, exc.exit_code, str(exc))
+            state_dir = _state_dir(args)
             status, answer = (
                 200,
                 {"ok": True, "deleted": delete_instance_dir(state_dir, agent, key)},
             )
-        except NoAnswer as exc:
-            return _fail(args, ExitCode.NETWORK, str(exc))
         if args.json:
             print(json.dumps(answer))
         elif status >= 400:
@@ -871,8 +872,15 @@ def cmd_instances(args: argparse.Namespace) -> int:
     if len(words) > 1:
         print("usage: instances [AGENT] | instances delete AGENT KEY", file=sys.stderr)
         return 2
-    # Read from disk: the listing needs no daemon.
-    rows = list_instances(state_dir, words[0] if words else None)
+    # Read from disk: the listing needs no daemon (a daemon at --api-url is asked).
+    agent = words[0] if words else None
+    try:
+        if remote_url(args) is not None:
+            rows = remote_rows(args, "/v1/instances", "instances", agent=agent)
+        else:
+            rows = list_instances(_state_dir(args), agent)
+    except TargetError as exc:
+        return _fail(args, exc.exit_code, str(exc))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -888,10 +896,18 @@ def cmd_instances(args: argparse.Namespace) -> int:
 
 def cmd_approvals(args: argparse.Namespace) -> int:
     """Tool calls waiting for an operator's approval (read from the state directory, so no
-    daemon is needed); ``--all`` shows decided ones too."""
+    daemon is needed; a daemon at ``--api-url`` is asked); ``--all`` shows decided ones too."""
+    from orchestrator.api_target import TargetError, remote_rows, remote_url
     from orchestrator.approvals import approval_line, list_approvals
 
-    rows = list_approvals(_state_dir(args), agent=args.agent, include_decided=args.all)
+    try:
+        if remote_url(args) is not None:
+            decided = "1" if args.all else None
+            rows = remote_rows(args, "/v1/approvals", "approvals", agent=args.agent, all=decided)
+        else:
+            rows = list_approvals(_state_dir(args), agent=args.agent, include_decided=args.all)
+    except TargetError as exc:
+        return _fail(args, exc.exit_code, str(exc))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -953,6 +969,7 @@ def cmd_reject(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print the runtime event log, filtered; ``--follow`` keeps printing new events."""
+    from orchestrator.api_target import TargetError, remote_url
     from orchestrator.eventlog import (
         FILE_NAME,
         EventLogTooNew,
@@ -960,8 +977,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
     )
     from orchestrator.state_dir import default_state_dir
 
-    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(_bundle_path(args))
-    path = state_dir / FILE_NAME
     try:
         since = parse_since(args.since) if args.since else None
     except ValueError:
@@ -970,6 +985,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        if remote_url(args) is not None:
+            return _follow_remote(args, since)
+    except TargetError as exc:
+        return _fail(args, exc.exit_code, str(exc))
+    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(_bundle_path(args))
+    path = state_dir / FILE_NAME
     if not path.exists() and not args.follow:
         print(f"no runtime events yet at {path}", file=sys.stderr)
         return 1
@@ -978,6 +1000,36 @@ def cmd_logs(args: argparse.Namespace) -> int:
     except EventLogTooNew as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _follow_remote(args: argparse.Namespace, since: Any) -> int:
+    """``logs -f`` of the daemon at ``--api-url``: its live events (its log file is its own)."""
+    from orchestrator.api_target import TargetError, daemon_api, open_events
+    from orchestrator.eventlog import format_event, matches
+
+    if not args.follow:
+        raise _UsageError(
+            "logs reads the event log in the state directory; with --api-url only -f "
+            "(the daemon's live events)"
+        )
+    api = daemon_api(args, _state_dir_unused)
+    stream = open_events(args, api)
+    # It has no past to print first: say the stream is open, so a silence means no events.
+    print(f"following the events of the daemon at {api.where}", file=sys.stderr, flush=True)
+    try:
+        for event in stream:
+            if event.get("type") != "text.delta" and matches(
+                event, agent=args.agent, trace=args.trace, since=since
+            ):
+                line = json.dumps(event, ensure_ascii=False) if args.json else format_event(event)
+                print(line, flush=True)
+    except KeyboardInterrupt:
+        return 0
+    raise TargetError("no-answer", f"the daemon at {api.where} closed its event stream")
+
+
+def _state_dir_unused() -> Path:
+    raise AssertionError("no state directory with --api-url")
 
 
 def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: Any) -> int:
@@ -1333,11 +1385,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         cluster_options(node, required=True)
 
     def daemon_options(sub: argparse.ArgumentParser) -> None:
+        from orchestrator.api_target import add_options
+
         sub.add_argument(
             "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
         )
         sub.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
         sub.add_argument("--json", action="store_true", help="print JSON")
+        add_options(sub)
 
     status = command("status", "show every agent of the running daemon", cmd_status)
     if status is not None:
@@ -1434,6 +1489,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         logs.add_argument("--since", help="only newer events: 30s, 10m, 2h, 1d or an ISO timestamp")
         logs.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
         logs.add_argument("--json", action="store_true", help="one JSON event per line")
+        from orchestrator.api_target import add_options
+
+        add_options(logs)
 
     studio = command("studio", "a local web app: agents, traces, conversations, logs", cmd_studio)
     if studio is not None:

@@ -1,0 +1,171 @@
+"""Which daemon a command of the CLI talks to, and how what goes wrong becomes its exit status.
+
+By default, the daemon serving the state directory (``-c FILE`` / ``--state-dir``), over its
+``api.sock``: the socket's file mode and the caller's credentials are the check, and no token is
+needed. With ``--api-url http://HOST:PORT`` (or :data:`API_URL_ENV` in the environment), the
+daemon listening there (``run --listen``), over TCP, carrying the bearer token held by the
+variable ``--api-token-env`` names (never the token itself: a command line is visible to every
+user of the machine).
+
+Every failure says which of these it was about: a bad URL names ``--api-url`` or
+:data:`API_URL_ENV` (exit 2), a token variable not set names the variable, and a daemon that
+refuses the token (401) says whether one was sent (exit 6); nobody answering is exit 5, as on
+``api.sock``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlencode
+
+from goondan.errors import ExitCode
+from orchestrator.api_client import (
+    ApiUrl,
+    DaemonApi,
+    EventsRefused,
+    NoAnswer,
+    NoDaemon,
+    error_text,
+)
+
+API_URL_ENV = "GOONDAN_API_URL"
+"""The daemon's URL when ``--api-url`` is not given."""
+
+Failure = Literal["usage", "credential", "no-daemon", "no-answer", "refused"]
+_EXIT: dict[Failure, ExitCode] = {
+    "refused": ExitCode.INTERNAL,
+    "usage": ExitCode.USAGE,
+    "credential": ExitCode.AUTH,
+    "no-daemon": ExitCode.NETWORK,
+    "no-answer": ExitCode.NETWORK,
+}
+
+
+class TargetError(Exception):
+    """The daemon could not be asked, or refused who asked; ``exit_code`` is the CLI's."""
+
+    def __init__(self, failure: Failure, message: str) -> None:
+        super().__init__(message)
+        self.failure: Failure = failure
+        self.exit_code = int(_EXIT[failure])
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """``--api-url`` and ``--api-token-env``, on every command that talks to the daemon."""
+    group = parser.add_argument_group("a daemon over TCP")
+    group.add_argument(
+        "--api-url",
+        metavar="URL",
+        help="talk to the daemon listening at http://HOST:PORT (run --listen) instead of the "
+        f"state directory's api.sock (default: ${API_URL_ENV})",
+    )
+    group.add_argument(
+        "--api-token-env",
+        metavar="NAME",
+        help="environment variable holding the bearer token that daemon wants (with --api-url; "
+        "api.sock needs none)",
+    )
+
+
+def remote_url(args: argparse.Namespace) -> ApiUrl | None:
+    """The URL of the daemon to talk to over TCP, or ``None`` for ``api.sock``."""
+    given = getattr(args, "api_url", None)
+    source, value = ("--api-url", given) if given else (API_URL_ENV, os.environ.get(API_URL_ENV))
+    if not value:
+        return None
+    try:
+        return ApiUrl.parse(value)
+    except ValueError as exc:
+        raise TargetError("usage", f"{source}: {exc}") from None
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    name = getattr(args, "api_token_env", None)
+    if name is None:
+        return None
+    token = os.environ.get(name, "")
+    if not token:
+        raise TargetError("credential", f"--api-token-env {name}: the variable is not set or empty")
+    if any(ch.isspace() or not ch.isprintable() for ch in token):
+        raise TargetError(
+            "credential", f"--api-token-env {name}: the variable holds spaces or control characters"
+        )
+    return token
+
+
+def daemon_api(args: argparse.Namespace, state_dir: Callable[[], Path]) -> DaemonApi:
+    """The API of the daemon the command's options name (``state_dir`` is asked only for
+    ``api.sock``)."""
+    url = remote_url(args)
+    if url is None:
+        return DaemonApi(state_dir())
+    return DaemonApi(url=url, token=_token(args))
+
+
+def _refused_credential(args: argparse.Namespace, api: DaemonApi, body: Any) -> TargetError:
+    name = getattr(args, "api_token_env", None)
+    if api.url is None:  # api.sock asks for none: a daemon of another version
+        return TargetError(
+            "credential", f"the daemon at {api.where} wants a token: {error_text(body)}"
+        )
+    if api.token is None:
+        return TargetError(
+            "credential",
+            f"the daemon at {api.url} wants a bearer token: pass --api-token-env NAME, "
+            "the environment variable holding it",
+        )
+    return TargetError("credential", f"the daemon at {api.url} refused the token in ${name}")
+
+
+def ask(
+    args: argparse.Namespace,
+    state_dir: Callable[[], Path],
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    wait_seconds: float | None = None,
+) -> tuple[int, Any]:
+    """The daemon's ``(status, body)``, or :class:`TargetError` (a 401 included)."""
+    api = daemon_api(args, state_dir)
+    if wait_seconds is not None:
+        api.timeout = max(api.timeout, wait_seconds)
+    try:
+        status, answer = api.call(method, path, body)
+    except NoDaemon as exc:
+        raise TargetError("no-daemon", str(exc)) from exc
+    except NoAnswer as exc:
+        raise TargetError("no-answer", str(exc)) from exc
+    if status == 401:
+        raise _refused_credential(args, api, answer)
+    return status, answer
+
+
+def remote_rows(args: argparse.Namespace, path: str, key: str, **query: str | None) -> Any:
+    """The rows a listing command reads from disk, asked of the daemon at ``--api-url``
+    instead (``GET path?query`` answers ``{key: rows}``); TargetError past a refusal."""
+    wanted = {name: value for name, value in query.items() if value is not None}
+    target = f"{path}?{urlencode(wanted)}" if wanted else path
+    status, answer = ask(args, _remote_only, "GET", target)
+    if status >= 400:
+        raise TargetError("refused", error_text(answer))
+    return answer.get(key, []) if isinstance(answer, dict) else []
+
+
+def _remote_only() -> Path:
+    raise AssertionError("asked for a state directory with --api-url")
+
+
+def open_events(args: argparse.Namespace, api: DaemonApi, query: str = "") -> Any:
+    """The event stream of the daemon at ``--api-url`` (``logs -f``), or TargetError."""
+    try:
+        return api.open_events(query)
+    except EventsRefused as exc:
+        if exc.status == 401:
+            raise _refused_credential(args, api, exc.body) from exc
+        raise TargetError("no-answer", str(exc)) from exc
+    except (NoDaemon, NoAnswer) as exc:
+        raise TargetError("no-daemon", str(exc)) from exc
