@@ -56,6 +56,7 @@ from ipc import (
     TurnFailed,
 )
 from ipc import protocol as wire
+from ipc.codec import Unencodable
 from ipc.logs import configure_logging, log_writer
 from ipc.protocol import (
     EXIT_BOOT_FAILURE,
@@ -681,6 +682,14 @@ class AgentProcess:
                 code="E_RESULT_TOO_LARGE",
             )
             self._refuse(sender, correlation_id, too_large)
+        except Unencodable as exc:
+            # A lone surrogate a model wrote, say: the caller still gets its one answer.
+            self.log.warning("answer cannot be encoded", error=str(exc))
+            unencodable = IpcError(
+                f"the answer of {self.name!r} cannot be sent: {exc}",
+                code="IPC_MALFORMED_PAYLOAD",
+            )
+            self._refuse(sender, correlation_id, unencodable)
         except Exception as exc:  # the Orchestrator is gone: nothing to tell
             self.log.debug("answer not sent", error=str(exc))
 
