@@ -20,6 +20,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -28,6 +29,9 @@ LOG_QUEUE_LINES = 10_000
 """Lines waiting for stderr before new ones are dropped (and counted)."""
 DRAIN_SECONDS = 1.0
 """How long a process that is exiting waits for its queued lines to be written."""
+LOG_FORMAT_ENV = "GOONDAN_LOG_FORMAT"
+"""``json`` or ``console``, where stderr is not what decides: an agent's stderr is a pipe to
+the daemon, whose own stderr (a terminal, or not) chose the format."""
 
 
 class LineWriter:
@@ -47,6 +51,8 @@ class LineWriter:
         self._idle = threading.Event()
         self._idle.set()
         self._thread: threading.Thread | None = None
+        self.mirror: Callable[[bytes], None] | None = None
+        """Also given each line, by the writer's thread (the daemon's own log file)."""
 
     @property
     def dropped(self) -> int:
@@ -97,7 +103,14 @@ class LineWriter:
                     f'{{"event": "log lines dropped", "count": {dropped}, "level": "warning"}}\n'
                 )
                 self._write(notice.encode())
-            self._write(text.encode("utf-8", errors="replace"))
+            data = text.encode("utf-8", errors="replace")
+            self._write(data)
+            mirror = self.mirror
+            if mirror is not None:
+                try:
+                    mirror(data)
+                except Exception:  # a copy that fails never costs stderr its lines
+                    self._count_drop()
             if self._lines.empty():
                 self._idle.set()
 
@@ -170,6 +183,9 @@ def configure_logging(
     if not isinstance(numeric, int):
         numeric = logging.INFO
     try:
+        chosen = os.environ.get(LOG_FORMAT_ENV)
+        if json is None and chosen in ("json", "console"):
+            json = chosen == "json"
         as_json = (not sys.stderr.isatty()) if json is None else json
     except (AttributeError, ValueError, OSError):  # no usable stderr at all
         as_json = True

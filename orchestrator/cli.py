@@ -969,6 +969,14 @@ def cmd_reject(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print the runtime event log, filtered; ``--follow`` keeps printing new events."""
+    if args.process is not None:  # one process's output files instead of the event log
+        from orchestrator.process_logs_cli import show
+
+        if getattr(args, "api_url", None):
+            raise _UsageError(
+                "logs --process reads the state directory's files: not with --api-url"
+            )
+        return show(args, _state_dir(args))
     from orchestrator.api_target import TargetError, remote_url
     from orchestrator.eventlog import (
         FILE_NAME,
@@ -1489,6 +1497,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         logs.add_argument("--since", help="only newer events: 30s, 10m, 2h, 1d or an ISO timestamp")
         logs.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
         logs.add_argument("--json", action="store_true", help="one JSON event per line")
+        from orchestrator.process_logs_cli import add_arguments as process_options
+
+        process_options(logs)
         from orchestrator.api_target import add_options
 
         add_options(logs)

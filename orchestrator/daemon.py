@@ -27,6 +27,7 @@ from ipc import (
     IpcError,
 )
 from ipc import protocol as wire
+from ipc.logs import log_writer
 from ipc.protocol import DelegateAnswer, EventKind
 from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals, outcome_of
 from orchestrator.approvals import unavailable as approval_unavailable
@@ -41,6 +42,7 @@ from orchestrator.http_api import ApiServer
 from orchestrator.limits import ModelBroker
 from orchestrator.metrics import SwarmMetrics
 from orchestrator.plans import SharedParts
+from orchestrator.process_logs import ProcessOutput
 from orchestrator.router import InFlightSend, Router, SpawnedInstance
 from orchestrator.state_dir import (
     default_state_dir,
@@ -100,6 +102,9 @@ class Orchestrator:
         timeout_ms = int(self.swarm.spec.policy.request_timeout_seconds * 1000)
         prepare_state_dir(self.state_dir)
         self.events = EventLog(self.state_dir)
+        self.output = ProcessOutput(self.state_dir)
+        """``logs/<process>.<stream>.log``: each agent's and connector's output, and ours."""
+        self._own_lines = log_writer().mirror = self.output.own_lines()
         self.live = EventHub()
         """Runtime events as they happen, for the HTTP API's event stream."""
         self.events.listeners.append(self.live.publish)
@@ -131,7 +136,7 @@ class Orchestrator:
                     "Swarm.spec.placement is ignored without --cluster; every agent runs here",
                     placed=sorted(placement),
                 )
-            transport = self._own_transport = MultiprocessingTransport()
+            transport = self._own_transport = MultiprocessingTransport(output=self.output)
         self.supervisor = Supervisor(
             plans,
             transport,
@@ -743,3 +748,8 @@ class Orchestrator:
             await asyncio.to_thread(self.telemetry.close)
         self.events.close()
         self.log.info("orchestrator stopped")
+        writer = log_writer()
+        writer.drain()  # "stopped" reaches our own file too
+        if writer.mirror == self._own_lines:
+            writer.mirror = None
+        self.output.close()

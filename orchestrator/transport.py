@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import multiprocessing.process
+import os
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,8 +32,9 @@ from typing import Any, Protocol
 
 from bundle.plan import AgentPlan, Plan
 from ipc import Channel, IpcMessage
-from orchestrator._child import run_entry, run_spare
+from orchestrator._child import hand_output, run_entry, run_spare
 from orchestrator.environment import child_environment, use_clean_launches
+from orchestrator.process_logs import ProcessOutput
 from orchestrator.status import ExitInfo
 
 AGENT_ENTRY = "agent_process.main:serve"
@@ -161,6 +163,12 @@ def _start_untracked(process: Any) -> None:
         children.discard(process)
 
 
+def _hand_plan(conn: Connection, data: bytes, output: tuple[int, int] | None) -> None:
+    conn.send_bytes(data)
+    if output is not None:
+        hand_output(conn, *output)
+
+
 class MultiprocessingTransport:
     """Starts AgentProcesses as ``multiprocessing`` children."""
 
@@ -170,8 +178,12 @@ class MultiprocessingTransport:
         entry: str = AGENT_ENTRY,
         connector_entry: str = CONNECTOR_ENTRY,
         spares: int = SPARE_PROCESSES,
+        output: ProcessOutput | None = None,
     ) -> None:
         use_clean_launches()
+        self.output = output
+        """Where each child's stdout and stderr go (its own files, and the daemon's
+        descriptors); ``None``: the child keeps the daemon's."""
         self.context: BaseContext = multiprocessing.get_context(method)
         if method == "forkserver":
             self.context.set_forkserver_preload(PRELOAD)
@@ -196,18 +208,30 @@ class MultiprocessingTransport:
         # again (for a scripted model, compiling every rule's regex was a good part of an
         # agent's start).
         environment = child_environment(plan)
-        started = await self._start_on_spare(entry, plan, environment)
-        if started is None:
-            parent_end, child_end = self.context.Pipe()
-            process = self.context.Process(  # type: ignore[attr-defined]
-                target=run_entry, args=(entry, child_end, plan, environment), daemon=True
-            )
-            # start() talks to the fork server and waits for the pid: keep it off the loop.
-            await asyncio.to_thread(_start_untracked, process)
-            child_end.close()
-        else:
-            process, parent_end = started
-        process.name = f"goondan-{'agent' if agent else 'connector'}:{name}"
+        kind = "agent" if agent else "connector"
+        ends = self.output.pipes(f"{kind}:{name}") if self.output is not None else None
+        try:
+            started = await self._start_on_spare(entry, plan, environment, ends)
+            if started is None:
+                parent_end, child_end = self.context.Pipe()
+                process = self.context.Process(  # type: ignore[attr-defined]
+                    target=run_entry,
+                    args=(entry, child_end, plan, environment, ends is not None),
+                    daemon=True,
+                )
+                # start() talks to the fork server and waits for the pid: keep it off the loop.
+                await asyncio.to_thread(_start_untracked, process)
+                child_end.close()
+                if ends is not None:
+                    hand_output(parent_end, *ends)
+            else:
+                process, parent_end = started
+        finally:
+            # The child holds its own copies now (or failed to start): once it exits, its
+            # pipes read empty and their readers end.
+            for end in ends or ():
+                os.close(end)
+        process.name = f"goondan-{kind}:{name}"
         self._refill_soon()
         return process, parent_end
 
@@ -239,21 +263,27 @@ class MultiprocessingTransport:
         return [process.pid for process, _ in self._spares]
 
     async def _start_on_spare(
-        self, entry: str, plan: Plan, environment: dict[str, str]
+        self,
+        entry: str,
+        plan: Plan,
+        environment: dict[str, str],
+        output: tuple[int, int] | None = None,
     ) -> tuple[Any, Connection] | None:
-        """Hand ``entry``, ``plan`` and the process's ``environment`` to a waiting spare;
-        ``None`` when none is there."""
+        """Hand ``entry``, ``plan``, the process's ``environment`` and its ``output``
+        descriptors to a waiting spare; ``None`` when none is there."""
         while self._spares:
             process, parent_end = self._spares.pop()
             if process.exitcode is not None:  # killed while it waited
                 parent_end.close()
                 continue
-            data = pickle.dumps((entry, plan, environment), protocol=pickle.HIGHEST_PROTOCOL)
+            data = pickle.dumps(
+                (entry, plan, environment, output is not None), protocol=pickle.HIGHEST_PROTOCOL
+            )
             try:
                 if len(data) > SPARE_SEND_IN_THREAD_BYTES:
-                    await asyncio.to_thread(parent_end.send_bytes, data)
+                    await asyncio.to_thread(_hand_plan, parent_end, data, output)
                 else:
-                    parent_end.send_bytes(data)
+                    _hand_plan(parent_end, data, output)
             except OSError:  # it died just now: its exit goes unnoticed, like any spare's
                 parent_end.close()
                 continue
