@@ -196,7 +196,13 @@ def configure_logging(
         processors += _JSON_TAIL
     else:
         # Colours on a terminal, unless the NO_COLOR convention (or --no-color) says none.
-        processors.append(structlog.dev.ConsoleRenderer(colors=not os.environ.get("NO_COLOR")))
+        # Plain tracebacks: the same whether or not `rich` happens to be installed.
+        processors.append(
+            structlog.dev.ConsoleRenderer(
+                colors=not os.environ.get("NO_COLOR"),
+                exception_formatter=structlog.dev.plain_traceback,
+            )
+        )
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

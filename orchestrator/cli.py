@@ -842,6 +842,12 @@ def cmd_instances(args: argparse.Namespace) -> int:
     from orchestrator.state_dir import delete_instance_dir, list_instances
 
     words = list(args.words)
+    if not words and getattr(args, "command", None) == "instance":  # bare: the terminal view
+        from orchestrator.instance_cli import view
+
+        shown = view(args, lambda: _state_dir(args))
+        if shown is not None:
+            return shown
     if words and words[0] == "delete":
         if len(words) != 3:
             print("usage: instances delete AGENT KEY", file=sys.stderr)
