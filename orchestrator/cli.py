@@ -296,7 +296,7 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         orchestrator = Orchestrator(
             path,
-            state_dir=Path(args.state_dir) if args.state_dir else None,
+            state_dir=_state_dir(args),
             swarm=args.swarm,
             api_listen=args.listen,
             api_token=_api_token(args.api_token_env),
@@ -418,7 +418,7 @@ async def _node(args: argparse.Namespace) -> int:
             path,
             _cluster_settings(args),
             args.name,
-            state_dir=Path(args.state_dir) if args.state_dir else None,
+            state_dir=_state_dir(args),
             swarm=args.swarm,
         )
     except ValueError as exc:
@@ -523,9 +523,13 @@ async def _prompt_answer(orchestrator: Any, text: str, agent: str, instance: str
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
-    from orchestrator.state_dir import default_state_dir
+    """``--state-dir``, else the bundle's directory under ``--state-root`` or
+    ``$GOONDAN_STATE_ROOT``, else ``.goondan/`` beside the configuration."""
+    from orchestrator.state_dir import resolve_state_dir
 
-    return Path(args.state_dir) if args.state_dir else default_state_dir(_bundle_path(args))
+    return resolve_state_dir(
+        _bundle_path(args), state_dir=args.state_dir, state_root=getattr(args, "state_root", None)
+    )
 
 
 class _DaemonFailed(Exception):
@@ -989,7 +993,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
         EventLogTooNew,
         parse_since,
     )
-    from orchestrator.state_dir import default_state_dir
 
     try:
         since = parse_since(args.since) if args.since else None
@@ -1004,7 +1007,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             return _follow_remote(args, since)
     except TargetError as exc:
         return _fail(args, exc.exit_code, str(exc))
-    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(_bundle_path(args))
+    state_dir = _state_dir(args)
     path = state_dir / FILE_NAME
     if not path.exists() and not args.follow:
         print(f"no runtime events yet at {path}", file=sys.stderr)
@@ -1128,7 +1131,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     the first problem (each printed with its fix)."""
     from orchestrator.doctor import examine
     from orchestrator.envfiles import EnvFileMissing, load_env_files
-    from orchestrator.state_dir import default_state_dir
 
     path = _bundle_path(args)
     environ = dict(os.environ)
@@ -1136,7 +1138,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         loaded = load_env_files(path, Path(args.env_file) if args.env_file else None, environ)
     except EnvFileMissing as exc:
         return _fail(args, ExitCode.USAGE, str(exc))
-    state_dir = Path(args.state_dir) if args.state_dir else default_state_dir(path)
+    state_dir = _state_dir(args)
     report = examine(path, state_dir, environ)
     if args.json:
         print(json.dumps({**report.to_json(), "envFiles": [str(f) for f in loaded.files]}))
@@ -1266,6 +1268,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         sub.add_argument("-c", "--config", metavar="FILE", help="the same, as an option")
 
+    def state_options(sub: argparse.ArgumentParser) -> None:
+        from orchestrator.state_dir import add_state_options
+
+        add_state_options(sub)
+
     def env_file_option(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
             "--env-file",
@@ -1322,7 +1329,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         run.add_argument(
             "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
         )
-        run.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
+        state_options(run)
         run.add_argument("--swarm", help="which Swarm to run (default: `default`, or the only one)")
         run.add_argument("--json", action="store_true", help="print the answer as JSON")
         run.add_argument(
@@ -1391,9 +1398,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         node.add_argument(
             "--name", required=True, help="this node's name, as Swarm.spec.placement uses it"
         )
-        node.add_argument(
-            "--state-dir", help="state directory (default: .goondan/ beside the file)"
-        )
+        state_options(node)
         node.add_argument("--swarm", help="which Swarm (default: `default`, or the only one)")
         node.add_argument("--log-level", help="debug, info, warning, error (default: info)")
         cluster_options(node, required=True)
@@ -1404,7 +1409,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         sub.add_argument(
             "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
         )
-        sub.add_argument("--state-dir", help="state directory (default: .goondan/ beside the file)")
+        state_options(sub)
         sub.add_argument("--json", action="store_true", help="print JSON")
         add_options(sub)
 
@@ -1495,9 +1500,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     logs = command("logs", "show the runtime event log (Turns, Steps, tools, processes)", cmd_logs)
     if logs is not None:
         config_option(logs, "locates the state")
-        logs.add_argument(
-            "--state-dir", help="state directory (default: .goondan/ beside the file)"
-        )
+        state_options(logs)
         logs.add_argument("--agent", help="only this agent's events")
         logs.add_argument("--trace", help="only this trace id: one request across every agent")
         logs.add_argument("--since", help="only newer events: 30s, 10m, 2h, 1d or an ISO timestamp")
@@ -1517,9 +1520,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         studio.add_argument(
             "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
         )
-        studio.add_argument(
-            "--state-dir", help="state directory (default: .goondan/ beside the file)"
-        )
+        state_options(studio)
         studio.add_argument(
             "--host",
             default="127.0.0.1",
@@ -1559,9 +1560,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     if doctor is not None:
         config_option(doctor)
         env_file_option(doctor)
-        doctor.add_argument(
-            "--state-dir", help="state directory (default: .goondan/ beside the file)"
-        )
+        state_options(doctor)
         doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
 
     package = command("package", "add, install, update or publish Goondan packages", cmd_package)
