@@ -205,8 +205,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             return _fail(args, ExitCode.USAGE, f"--input-file {args.input_file}: {exc}")
         args.input = text
+    detached = _detached_run(args)
+    if detached is not None:
+        return detached
     one_shot = args.input is not None
     return _serve(args, "orchestrator", _run, one_shot=one_shot)
+
+
+def _detached_run(args: argparse.Namespace) -> int | None:
+    """``run --detach``, or ``run --input`` while a detached daemon runs: the exit status;
+    ``None`` when this process is to run the swarm itself."""
+    if not args.detach and args.input is None:
+        return None
+    from orchestrator.detach import Detach, detach, run_subparser
+    from orchestrator.state_dir import default_state_dir
+
+    try:
+        return detach(
+            Detach(
+                args,
+                _bundle_path(args),
+                _state_dir(args),
+                default_state=_state_dir(args) == default_state_dir(_bundle_path(args)),
+                run_parser=lambda: run_subparser(build_parser("run")),
+            )
+        )
+    except OSError as exc:  # the state directory cannot be written
+        return _fail(args, ExitCode.INTERNAL, str(exc))
 
 
 def _serve(
@@ -1331,6 +1356,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         state_options(run)
         run.add_argument("--swarm", help="which Swarm to run (default: `default`, or the only one)")
+        run.add_argument(
+            "--detach",
+            action="store_true",
+            help="start the daemon in the background, wait until it is ready, print its pid "
+            "(a live one of the same state is used instead)",
+        )
         run.add_argument("--json", action="store_true", help="print the answer as JSON")
         run.add_argument(
             "--watch",
