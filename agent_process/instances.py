@@ -166,6 +166,10 @@ class Instance:
     """The workdir was chosen at spawn (kept in the metadata, so it survives restarts)."""
     usage: Usage = field(default_factory=Usage)
     """Everything its model calls ever used (kept in the metadata; instance budgets judge it)."""
+    current: QueuedTurn | None = None
+    """The Turn running now, if any."""
+    restarting: bool = False
+    """Its worker is being stopped for a restart: the queued Turns stay for the reloaded one."""
 
 
 STATUS_RECORD_SECONDS = 0.2
@@ -385,6 +389,63 @@ class InstanceManager:
         shutil.rmtree(directory, ignore_errors=True)
         return existed
 
+    async def restart(
+        self, key: str, stopped: Callable[[TurnInput], TurnResult], wait_seconds: float
+    ) -> tuple[bool, int]:
+        """Drop instance ``key`` from memory and load it again from disk, keeping its queue.
+
+        A running Turn ends now: its caller gets ``stopped(its input)`` at once, and its
+        worker is cancelled (what the Turn stored stays stored, as after a kill; a tool call
+        it left unanswered is answered ``E_TOOL_INTERRUPTED`` by the next Turn). Turns still
+        queued, and those submitted meanwhile, then run on the reloaded conversation. Returns
+        whether the instance was loaded (an unloaded one has nothing to restart) and how many
+        Turns were stopped. Raises ``TimeoutError`` when the worker does not stop within
+        ``wait_seconds`` (nothing is reloaded then), or what loading raises (see :meth:`get`).
+        """
+        instance = self._instances.get(key)
+        if instance is None:
+            return False, 0
+        count = 0
+        worker = instance.worker
+        if worker is not None and not worker.done():
+            current = instance.current
+            if current is not None and not current.future.done():
+                current.future.set_result(stopped(current.turn_input))
+                count = 1
+            instance.restarting = True
+            worker.cancel()
+            await asyncio.wait({worker}, timeout=wait_seconds)
+            if not worker.done():
+                instance.restarting = False
+                raise TimeoutError(f"the Turn of instance {key!r} did not stop")
+        queued: list[QueuedTurn] = []
+        while not instance.queue.empty():
+            queued.append(instance.queue.get_nowait())
+        instance.store.close()
+        if self._instances.get(key) is instance:
+            del self._instances[key]
+        try:
+            fresh = self.get(key)
+        except Exception as exc:  # unreadable now: the queued callers are told, not left
+            code = getattr(exc, "code", None)
+            for turn in queued:
+                if not turn.future.done():
+                    turn.future.set_result(
+                        TurnResult.failed(
+                            turn.turn_input,
+                            code if isinstance(code, str) else "E_INTERNAL",
+                            str(exc) or type(exc).__name__,
+                        )
+                    )
+            raise
+        for turn in queued:
+            fresh.queue.put_nowait(turn)
+        if queued:
+            fresh.worker = asyncio.get_running_loop().create_task(
+                self._serve(fresh), name=f"instance:{self.agent_name}:{key}"
+            )
+        return True, count
+
     def conversation_directory(self, key: str) -> Path:
         """Where the conversation of instance ``key`` lives (loaded or not)."""
         return self.root / instance_dir_name(key) / "conversation"
@@ -443,11 +504,12 @@ class InstanceManager:
 
     async def _serve(self, instance: Instance) -> None:
         try:
-            while not instance.queue.empty():
+            while not instance.queue.empty() and not instance.restarting:
                 queued = instance.queue.get_nowait()
                 future = queued.future
                 if future.cancelled():
                     continue
+                instance.current = queued
                 self._set_busy(instance, True)
                 try:
                     if queued.on_start is not None:
@@ -465,11 +527,12 @@ class InstanceManager:
                     future.cancel()
                     raise
                 finally:
+                    instance.current = None
                     self._set_busy(instance, False)
                 if not future.done():
                     future.set_result(result)
         finally:
-            while not instance.queue.empty():
+            while not instance.queue.empty() and not instance.restarting:
                 instance.queue.get_nowait().future.cancel()
 
     def _failed_turn(self, instance: Instance, turn_input: TurnInput, exc: Exception) -> TurnResult:

@@ -31,6 +31,7 @@ from agent_process.conversation import ConversationStorageError
 from agent_process.extensions import ExtensionHost, ExtensionLoadError
 from agent_process.governor import ModelGovernor
 from agent_process.instances import InstanceKeyConflict, InstanceManager, InstanceQueueFull
+from agent_process.models.base import TokenUsage
 from agent_process.pending import LOST_CODE, PendingLedger, lost_handles
 from agent_process.runtime import Correlations, IpcAgentRuntime, OrchestratorLink
 from agent_process.scope import TextSink
@@ -487,6 +488,7 @@ class AgentProcess:
             EventKind.MODEL_PERMIT_RESULT: self._on_answer,
             EventKind.PREPARE_INSTANCE: self._prepare_instance,
             EventKind.DELETE_INSTANCE: self._delete_instance,
+            EventKind.RESTART_INSTANCE: self._restart_instance,
             EventKind.APPROVAL_DECISION: self._decide_approval,
             EventKind.CANCEL: self._cancel,
         }
@@ -558,6 +560,36 @@ class AgentProcess:
                 if self.extensions is not None:
                     self.extensions.forget_instance(conversation)
         self._tell(answer, message.correlation_id)
+
+    def _restart_instance(self, message: EventMessage, body: wire.RestartInstance) -> None:
+        """Restart one conversation (see :meth:`InstanceManager.restart`); the other instances
+        keep running. Answered once it is reloaded."""
+        task = asyncio.ensure_future(self._restart(body.instance_key, message.correlation_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _restart(self, key: str, correlation_id: str | None) -> None:
+        assert self.instances is not None
+        reason = f"instance {key!r} of agent {self.name!r} was restarted by an operator"
+
+        def stopped(turn_input: TurnInput) -> TurnResult:
+            return TurnResult.cancelled(turn_input, reason, steps=0, usage=TokenUsage())
+
+        answer: wire.RestartInstanceResult
+        try:
+            conversation = self.instances.conversation_directory(key)
+            # Within the Orchestrator's patience for an answer, so it never times out first.
+            loaded, count = await self.instances.restart(key, stopped, wait_seconds=5.0)
+        except Exception as exc:  # the Turn would not stop, the conversation is unreadable
+            answer = wire.RestartInstanceResult(False, error=str(exc) or type(exc).__name__)
+        else:
+            if loaded and self.extensions is not None:
+                self.extensions.forget_instance(conversation)  # read again from disk too
+            self.log.info(
+                "instance restarted", instance_key=key, loaded=loaded, stopped_turns=count
+            )
+            answer = wire.RestartInstanceResult(True, loaded, count)
+        self._tell(answer, correlation_id)
 
     def _cancel(self, message: EventMessage, body: wire.Cancel) -> None:
         """Stop the Turns of a cancelled trace at their next safe point (queued ones too)."""

@@ -39,6 +39,7 @@ Event kinds (agent → Orchestrator):
                              disk load? Answered ``config_check_result``.
 ``prepare_instance_result``  :class:`PrepareInstanceResult`, the answer to ``prepare_instance``.
 ``delete_instance_result``   :class:`DeleteInstanceResult`, the answer to ``delete_instance``.
+``restart_instance_result``  :class:`RestartInstanceResult`, the answer to ``restart_instance``.
 ``approval_decision_result`` :class:`ApprovalDecisionResult`, the answer to ``approval_decision``.
 ``model_permit``             :class:`ModelPermitRequest`: may a model call start now (shared rate
                              limits, trace budget)? Answered ``model_permit_result``.
@@ -54,6 +55,8 @@ Event kinds (Orchestrator → agent):
 ``config_check_result``      :class:`ConfigCheckResult`: the errors of the configuration on disk.
 ``prepare_instance``         :class:`PrepareInstance`: create an instance unless it exists.
 ``delete_instance``          :class:`DeleteInstance`: delete an idle instance.
+``restart_instance``         :class:`RestartInstance`: reload an instance from disk, its running
+                             Turn stopped.
 ``approval_decision``        :class:`ApprovalDecision`: an operator approves or rejects a tool
                              call parked for approval.
 ``cancel``                   :class:`Cancel`: stop the Turns of a trace at their next safe point.
@@ -157,6 +160,8 @@ class EventKind(enum.StrEnum):
     PREPARE_INSTANCE_RESULT = "prepare_instance_result"
     DELETE_INSTANCE = "delete_instance"
     DELETE_INSTANCE_RESULT = "delete_instance_result"
+    RESTART_INSTANCE = "restart_instance"
+    RESTART_INSTANCE_RESULT = "restart_instance_result"
     APPROVAL_DECISION = "approval_decision"
     APPROVAL_DECISION_RESULT = "approval_decision_result"
     CANCEL = "cancel"
@@ -1092,6 +1097,51 @@ class DeleteInstanceResult(EventBody):
         return cls(fields.flag("ok"), fields.flag("deleted"), fields.optional_text("error"))
 
 
+@_body
+@dataclass(frozen=True, slots=True)
+class RestartInstance(EventBody):
+    """Restart instance ``instance_key``: its running Turn ends now (its caller is answered
+    ``CANCELLED``), what the agent holds of it is dropped and read again from disk, and its
+    queued Turns then run on the conversation as stored."""
+
+    KIND: ClassVar[EventKind] = EventKind.RESTART_INSTANCE
+    instance_key: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"instanceKey": self.instance_key}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> RestartInstance:
+        return cls(fields.instance_key("instanceKey"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
+class RestartInstanceResult(EventBody):
+    """The answer to :class:`RestartInstance`: whether the instance was loaded (else there was
+    nothing to restart) and how many running Turns were stopped, or why it failed."""
+
+    KIND: ClassVar[EventKind] = EventKind.RESTART_INSTANCE_RESULT
+    ok: bool
+    loaded: bool = False
+    stopped_turns: int = 0
+    error: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        if not self.ok:
+            return {"ok": False, "error": self.error or "not restarted"}
+        return {"ok": True, "loaded": self.loaded, "stoppedTurns": self.stopped_turns}
+
+    @classmethod
+    def read(cls, fields: _Fields) -> RestartInstanceResult:
+        return cls(
+            fields.flag("ok"),
+            fields.flag("loaded"),
+            max(fields.integer("stoppedTurns") or 0, 0),
+            fields.optional_text("error"),
+        )
+
+
 APPROVAL_NOT_FOUND = "APPROVAL_NOT_FOUND"
 """An :class:`ApprovalDecision` names no approval of the agent (HTTP 404)."""
 APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
@@ -1291,6 +1341,7 @@ class ModelUsage(EventBody):
 QUESTION_ANSWERS: Mapping[EventKind, EventKind] = {
     EventKind.PREPARE_INSTANCE: EventKind.PREPARE_INSTANCE_RESULT,
     EventKind.DELETE_INSTANCE: EventKind.DELETE_INSTANCE_RESULT,
+    EventKind.RESTART_INSTANCE: EventKind.RESTART_INSTANCE_RESULT,
     EventKind.APPROVAL_DECISION: EventKind.APPROVAL_DECISION_RESULT,
 }
 """The questions the Orchestrator asks an agent, and the kind of each answer."""
@@ -1314,6 +1365,7 @@ AGENT_TO_ORCHESTRATOR = frozenset(
         EventKind.CONFIG_CHECK,
         EventKind.PREPARE_INSTANCE_RESULT,
         EventKind.DELETE_INSTANCE_RESULT,
+        EventKind.RESTART_INSTANCE_RESULT,
         EventKind.APPROVAL_DECISION_RESULT,
         EventKind.MODEL_PERMIT,
         EventKind.MODEL_USAGE,
@@ -1329,6 +1381,7 @@ ORCHESTRATOR_TO_AGENT = frozenset(
         EventKind.CONFIG_CHECK_RESULT,
         EventKind.PREPARE_INSTANCE,
         EventKind.DELETE_INSTANCE,
+        EventKind.RESTART_INSTANCE,
         EventKind.APPROVAL_DECISION,
         EventKind.CANCEL,
         EventKind.MODEL_PERMIT_RESULT,

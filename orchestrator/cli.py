@@ -877,6 +877,10 @@ def cmd_instances(args: argparse.Namespace) -> int:
         shown = view(args, lambda: _state_dir(args))
         if shown is not None:
             return shown
+    if words and words[0] == "restart":
+        from orchestrator.instance_restart import restart_instances
+
+        return restart_instances(args, words[1:], lambda: _state_dir(args))
     if words and words[0] == "delete":
         if len(words) != 3:
             print("usage: instances delete AGENT KEY", file=sys.stderr)
@@ -1499,12 +1503,20 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         daemon_options(cancel)
 
-    instances = command(
-        "instances", "list conversation instances, or `instances delete AGENT KEY`", cmd_instances
-    )
-    if instances is not None:
-        instances.add_argument("words", nargs="*", metavar="[AGENT] | delete AGENT KEY")
-        daemon_options(instances)
+    for name in ("instances", "instance"):  # `instance`: the original runtime's name
+        instances = command(
+            name,
+            "list conversation instances; `instances delete AGENT KEY`, "
+            "`instances restart [AGENT] KEY`",
+            cmd_instances,
+        )
+        if instances is not None:
+            instances.add_argument(
+                "words",
+                nargs="*",
+                metavar="[AGENT] | delete AGENT KEY | restart [AGENT] KEY",
+            )
+            daemon_options(instances)
 
     approvals = command(
         "approvals", "list tool calls waiting for an operator's approval", cmd_approvals
@@ -1628,6 +1640,7 @@ COMMANDS = frozenset(
         "requests",
         "cancel",
         "instances",
+        "instance",
         "approvals",
         "approve",
         "reject",

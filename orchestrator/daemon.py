@@ -417,6 +417,22 @@ class Orchestrator:
         assert isinstance(answer, wire.DeleteInstanceResult)
         return answer.to_wire()
 
+    async def restart_instance(self, agent: str, key: str) -> dict[str, Any]:
+        """Restart one conversation of ``agent`` in its running process (see
+        :class:`~ipc.protocol.RestartInstance`); the agent's other instances are untouched.
+        An agent that is not running holds nothing of it: nothing to do."""
+        handle = self.supervisor.handles.get(agent)
+        if handle is None:
+            return {"ok": False, "error": f"unknown agent {agent!r}"}
+        if handle.worker is None:
+            return {"ok": True, "loaded": False, "stoppedTurns": 0}
+        try:
+            answer = await self.router.ask(agent, wire.RestartInstance(key))
+        except IpcError as exc:
+            return {"ok": False, "error": exc.message}
+        assert isinstance(answer, wire.RestartInstanceResult)
+        return answer.to_wire()
+
     async def restart_fresh(self, agent: str) -> tuple[AgentHandle, list[str]]:
         """Stop ``agent`` gracefully, delete every conversation of it, start it again;
         returns its handle and the instance keys deleted. An agent on a cluster node keeps

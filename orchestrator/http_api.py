@@ -45,6 +45,8 @@ Routes (all JSON):
                                                  trace and rate-limit pool, with what is left
                                                  of each budget (``?trace=ID``: one trace)
 ``DELETE /v1/agents/{agent}/instances/{key}``    delete one conversation
+``POST /v1/agents/{agent}/instances/{key}/restart`` reload one conversation from disk; its running
+                                                 Turn is answered ``CANCELLED``
 ``GET  /v1/approvals?agent=&all=1``             tool calls parked for approval (pending ones,
                                                  or every one with ``all``)
 ``GET  /v1/approvals/{id}``                      one approval
@@ -356,6 +358,15 @@ def build_app(
             return JSONResponse(answer)
         return error(409, "INSTANCE_NOT_DELETED", str(answer.get("error")))
 
+    async def restart_instance(request: Request) -> Response:
+        agent, key = request.path_params["agent"], request.path_params["key"]
+        known(agent)
+        accepting()
+        answer = await daemon.restart_instance(agent, key)
+        if answer.get("ok"):
+            return JSONResponse({"agent": agent, "instanceKey": key, **answer})
+        return error(409, "INSTANCE_NOT_RESTARTED", str(answer.get("error")))
+
     async def approvals(request: Request) -> Response:
         agent = request.query_params.get("agent")
         if agent is not None:
@@ -423,6 +434,9 @@ def build_app(
         Route("/v1/approvals/{id}/approve", deciding("approve"), methods=["POST"]),
         Route("/v1/approvals/{id}/reject", deciding("reject"), methods=["POST"]),
         Route("/v1/agents/{agent}/instances/{key:path}", delete_instance, methods=["DELETE"]),
+        Route(
+            "/v1/agents/{agent}/instances/{key:path}/restart", restart_instance, methods=["POST"]
+        ),
     ]
     handlers = {HTTPException: _http_error, BadBody: _bad_body}
     app: ASGIApp = Starlette(routes=routes, exception_handlers=handlers)

@@ -208,6 +208,7 @@ class Router:
             EventKind.LIST_REQUEST: self._list_request,
             EventKind.PREPARE_INSTANCE_RESULT: self._answer_to_question,
             EventKind.DELETE_INSTANCE_RESULT: self._answer_to_question,
+            EventKind.RESTART_INSTANCE_RESULT: self._answer_to_question,
             EventKind.APPROVAL_DECISION_RESULT: self._answer_to_question,
         }
 

@@ -89,6 +89,8 @@ BODIES = [
     wire.PrepareInstanceResult("k2", False, "/w"),
     wire.DeleteInstance("k2"),
     wire.DeleteInstanceResult(False, error="busy"),
+    wire.RestartInstance("k3"),
+    wire.RestartInstanceResult(True, loaded=True, stopped_turns=1),
     wire.ApprovalDecision("apr_1", "approve", {"command": "ls"}),
     wire.ApprovalDecision("apr_1", "reject", reason="no"),
     wire.ApprovalDecision("apr_1", "approve", decided_by={"via": "unix", "pid": 7, "uid": 0}),
