@@ -77,11 +77,13 @@ ACCEPT_RETRY_SECONDS = 0.1
 REFUSED_BODY_BYTES = 64 * 1024
 """Body a refused request may still send, read and dropped so its 503 is not lost to a reset."""
 REFUSED_HEAD_SECONDS = 2.0
-"""A connection to be refused holds a descriptor only this long for its head (then 408)."""
+"""A connection to be refused holds a descriptor only this long for its head (then its 503
+comes without it)."""
 UNREAD_GRACE_SECONDS = 1.0
 """More time for a head whose bytes have arrived but were not read yet (a busy loop)."""
 
 _INT = struct.Struct("i")
+_BUSY_PEER = "too many connections from this address; retry later"
 
 ErrorBody = Callable[[str, str], dict[str, Any]]
 """Builds the JSON body of the server's own answers (408, 503) from a code and a message."""
@@ -523,6 +525,11 @@ class _GuardedProtocol(H11Protocol):
             if self.unread():  # its bytes are here, our loop was busy: read them first
                 self._arm("head", time.monotonic() + UNREAD_GRACE_SECONDS)
                 return
+            if self.refuse:  # it was to be refused anyway: say why, and when to come back
+                self.admission.counts.refused += 1
+                self._answer(503, "SERVER_BUSY", _BUSY_PEER)
+                self.admission.report()
+                return
             self.admission.counts.head_timeouts += 1
             message = "the request head did not arrive in time"
         self._answer(408, "REQUEST_TIMEOUT", message)
@@ -621,13 +628,7 @@ class GuardedServer(uvicorn.Server):
                 break
         self.admission.counts.refused += 1
         self.admission.report()
-        body = json.dumps(
-            self.error_body(
-                "SERVER_BUSY",
-                "too many connections from this address; retry after "
-                f"{self.limits.retry_after_seconds} s",
-            )
-        ).encode()
+        body = json.dumps(self.error_body("SERVER_BUSY", _BUSY_PEER)).encode()
         await send(
             {
                 "type": "http.response.start",
