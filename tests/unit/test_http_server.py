@@ -72,9 +72,10 @@ class Held:
 @contextlib.asynccontextmanager
 async def serving(
     app: App, limits: ConnectionLimits, tmp_path: Path | None = None
-) -> AsyncIterator[tuple[GuardedServer, Callable[[], Awaitable[Any]], Log]]:
+) -> AsyncIterator[tuple[GuardedServer, Callable[[], Awaitable[Any]], Log, Any]]:
     """The app served on loopback TCP (or on a Unix socket in ``tmp_path``): the server, a
-    function opening a client connection (reader, writer), and the server's log."""
+    function opening a client connection (reader, writer), the server's log, its address."""
+    address: Any
     if tmp_path is None:
         sock = socket.create_server(("127.0.0.1", 0))
         address = sock.getsockname()
@@ -82,13 +83,13 @@ async def serving(
         async def connect() -> Any:
             return await asyncio.open_connection(*address)
     else:
-        path = str(tmp_path / "s.sock")
+        address = str(tmp_path / "s.sock")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(path)
+        sock.bind(address)
         sock.listen()
 
         async def connect() -> Any:
-            return await asyncio.open_unix_connection(path)
+            return await asyncio.open_unix_connection(address)
 
     config = uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="off", timeout_graceful_shutdown=1
@@ -97,7 +98,7 @@ async def serving(
     server = GuardedServer(config, limits, log=log)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        yield server, connect, log  # the socket listens already: clients queue until accepted
+        yield server, connect, log, address  # it listens already: clients queue until accepted
     finally:
         server.should_exit = True
         async with asyncio.timeout(10):
@@ -119,27 +120,48 @@ async def answer_of(
 GET = b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
 
 
-async def test_a_head_sent_a_byte_at_a_time_is_cut_off_at_its_deadline() -> None:
-    limits = ConnectionLimits(head_seconds=0.5)
-    async with serving(Held(), limits) as (_, connect, _):
-        reader, writer = await connect()
+async def trickle(address: Any, first: bytes, more: bytes) -> tuple[bytes, float]:
+    """Send ``first``, then ``more`` every 50 ms until the server answers and closes (at most
+    5 s); the whole answer and how long it took. A plain socket: the answer stays readable
+    after a later write of ours meets a reset (an asyncio stream would drop it)."""
+    loop = asyncio.get_running_loop()
+    with socket.create_connection(address, timeout=5) as sock:
+        sock.setblocking(False)
         started = time.monotonic()
-        writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n")
-        answered = asyncio.create_task(answer_of(reader))
-        # Every byte used to restart the clock; the head's deadline holds whatever comes.
+        await loop.sock_sendall(sock, first)
+
+        async def read_all() -> bytes:
+            data = b""
+            while chunk := await loop.sock_recv(sock, 65536):
+                data += chunk
+            return data
+
+        answered = asyncio.create_task(read_all())
         while not answered.done() and time.monotonic() - started < 5:
-            writer.write(b"X")
+            with contextlib.suppress(OSError):
+                await loop.sock_sendall(sock, more)
             await asyncio.wait({answered}, timeout=0.05)
-        status, _, body = await answered
-        elapsed = time.monotonic() - started
-        writer.close()
-    assert status == 408
-    assert json.loads(body)["error"]["code"] == "REQUEST_TIMEOUT"
+        async with asyncio.timeout(5):
+            data = await answered
+    return data, time.monotonic() - started
+
+
+def parsed(data: bytes) -> tuple[int, dict[str, Any]]:
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(body)
+
+
+async def test_a_head_sent_a_byte_at_a_time_is_cut_off_at_its_deadline() -> None:
+    async with serving(Held(), ConnectionLimits(head_seconds=0.5)) as (_, _, _, address):
+        # Every byte used to restart the clock; the head's deadline holds whatever comes.
+        data, elapsed = await trickle(address, b"GET / HTTP/1.1\r\nHost: t\r\n", b"X")
+    status, body = parsed(data)
+    assert (status, body["error"]["code"]) == (408, "REQUEST_TIMEOUT")
     assert 0.4 < elapsed < 4  # the deadline, not the bytes: they kept coming
 
 
 async def test_a_connection_that_says_nothing_is_answered_408() -> None:
-    async with serving(Held(), ConnectionLimits(head_seconds=0.3)) as (_, connect, _):
+    async with serving(Held(), ConnectionLimits(head_seconds=0.3)) as (_, connect, _, _):
         reader, writer = await connect()
         status, _, _ = await answer_of(reader)
         writer.close()
@@ -150,16 +172,10 @@ async def test_a_body_slower_than_the_least_rate_is_cut_off_and_a_fast_one_is_no
     app = Held()
     app.release.set()
     limits = ConnectionLimits(body_grace_seconds=0.3, body_min_bytes_per_second=2000)
-    async with serving(app, limits) as (_, connect, _):
-        reader, writer = await connect()
-        writer.write(b"POST /quick HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n")
-        answered = asyncio.create_task(answer_of(reader))
-        while not answered.done():
-            writer.write(b"x" * 10)  # 200 B/s
-            await asyncio.wait({answered}, timeout=0.05)
-        status, _, _ = await answered
-        writer.close()
-        assert status == 408
+    async with serving(app, limits) as (_, connect, _, address):
+        head = b"POST /quick HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n"
+        data, _ = await trickle(address, head, b"x" * 10)  # 200 B/s
+        assert parsed(data)[0] == 408
         assert app.entered == 0  # the app never got the whole body
 
         reader, writer = await connect()
@@ -182,7 +198,7 @@ async def test_a_request_the_app_takes_long_over_has_no_deadline() -> None:
         await send({"type": "http.response.body", "body": b"done"})
 
     limits = ConnectionLimits(head_seconds=0.2, body_grace_seconds=0.2)
-    async with serving(slow, limits) as (_, connect, _):
+    async with serving(slow, limits) as (_, connect, _, _):
         reader, writer = await connect()
         writer.write(GET)
         status, _, body = await answer_of(reader)
@@ -194,7 +210,7 @@ async def test_a_peer_past_its_share_is_answered_503_with_retry_after() -> None:
     app = Held()
     # capacity 16, a peer's share a quarter of it: 4
     limits = ConnectionLimits(max_connections=16, peer_share=4)
-    async with serving(app, limits) as (_, connect, log):
+    async with serving(app, limits) as (_, connect, log, _):
         held = [await connect() for _ in range(4)]
         for _, writer in held:
             writer.write(GET)
@@ -219,7 +235,7 @@ async def test_past_capacity_a_new_connection_waits_for_room_and_is_served(
 ) -> None:
     app = Held()
     limits = ConnectionLimits(max_connections=8)
-    async with serving(app, limits, tmp_path) as (server, connect, log):
+    async with serving(app, limits, tmp_path) as (server, connect, log, _):
         held = [await connect() for _ in range(8)]
         for _, writer in held:
             writer.write(GET)
@@ -246,7 +262,7 @@ async def test_past_capacity_the_oldest_stalled_head_is_shed_for_a_new_request(
     app = Held()
     app.release.set()
     limits = ConnectionLimits(max_connections=8, silent_grace_seconds=0.2)
-    async with serving(app, limits, tmp_path) as (_, connect, log):
+    async with serving(app, limits, tmp_path) as (_, connect, log, _):
         stalled = [await connect() for _ in range(8)]
         for _, writer in stalled:
             writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n")
@@ -267,7 +283,7 @@ async def test_a_kept_alive_connection_serves_again_then_idles_out() -> None:
     app = Held()
     app.release.set()
     limits = ConnectionLimits(keepalive_seconds=1, head_seconds=0.3)
-    async with serving(app, limits) as (_, connect, _):
+    async with serving(app, limits) as (_, connect, _, _):
         reader, writer = await connect()
         for _ in range(2):  # the head deadline starts at each request's first byte
             writer.write(b"GET /quick HTTP/1.1\r\nHost: t\r\n\r\n")
