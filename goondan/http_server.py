@@ -81,6 +81,12 @@ REFUSED_HEAD_SECONDS = 2.0
 comes without it)."""
 UNREAD_GRACE_SECONDS = 1.0
 """More time for a head whose bytes have arrived but were not read yet (a busy loop)."""
+LINGER_SECONDS = 2.0
+"""How long a connection answered and closed by the server keeps reading (and dropping) what
+its client still sends: closed with bytes unread, it would reset, and the client could lose
+the answer (nginx's ``lingering_close``). Lingering connections no longer count against the
+capacity or their peer's share, but a quarter of the capacity at most may linger (out of the
+descriptors kept back): past that, accepting waits for them to go."""
 
 _INT = struct.Struct("i")
 _BUSY_PEER = "too many connections from this address; retry later"
@@ -211,6 +217,8 @@ class _Admission:
         self.limits = limits
         self.log = log
         self.open = 0
+        """Connections holding a descriptor, lingering ones included."""
+        self.lingering = 0
         self.by_peer: dict[str, int] = {}
         self.stalled: dict[Stall, _Stalled] = {kind: _Stalled() for kind in _SHED_ORDER}
         self.acceptors: list[_Acceptor] = []
@@ -226,8 +234,11 @@ class _Admission:
         if peer_key is not None:
             self.by_peer[peer_key] = self.by_peer.get(peer_key, 0) + 1
 
-    def give_back(self, peer_key: str | None) -> None:
-        self.open -= 1
+    def leave(self, peer_key: str | None, *, descriptor: bool) -> None:
+        """A connection no longer counts against its peer's share (and, with ``descriptor``,
+        holds no descriptor either)."""
+        if descriptor:
+            self.open -= 1
         if peer_key is not None:
             left = self.by_peer.get(peer_key, 1) - 1
             if left > 0:
@@ -235,6 +246,10 @@ class _Admission:
             else:
                 self.by_peer.pop(peer_key, None)
         self.room_made()
+
+    def staying(self) -> int:
+        """Open connections that are not on their way out."""
+        return self.open - self.lingering
 
     def mark(self, connection: _GuardedProtocol, kind: Stall | None, since: float) -> None:
         """Record whether ``connection`` is stalled, and how (``None``: a request is under way)."""
@@ -345,11 +360,14 @@ class _Acceptor:
         capacity = connection_capacity(admission.limits)
         per_peer = admission.per_peer(capacity)
         for _ in range(ACCEPTS_PER_WAKE):
-            if admission.open >= capacity and not admission.shed_one():
+            if admission.staying() >= capacity and not admission.shed_one():
                 # Nothing stalled to make room for: the kernel keeps the rest in the backlog
                 # until a connection closes, or a silent one grows old enough to shed.
                 self.pause(retry=admission.limits.silent_grace_seconds)
                 admission.report()
+                return
+            if admission.open >= capacity + capacity // 4:
+                self.pause(retry=LINGER_SECONDS)  # those lingering go first
                 return
             try:
                 conn, address = self.sock.accept()
@@ -391,7 +409,7 @@ class _Acceptor:
         except (OSError, RuntimeError, asyncio.CancelledError):
             # Gone before it was served, or the server is stopping: its slot goes back.
             conn.close()
-            self.admission.give_back(peer_key)
+            self.admission.leave(peer_key, descriptor=True)
             raise
 
 
@@ -417,8 +435,10 @@ class _GuardedProtocol(H11Protocol):
         self.deadline_kind: Literal["head", "body"] | None = None
         self.body_started = 0.0
         self.body_bytes = 0
-        self.released = False
-        """Whether its slot was given back (at the close we started, or when it was lost)."""
+        self.counted = True
+        """Whether it still counts against its peer's share (and the capacity, unless
+        lingering)."""
+        self.lingering = False
         self.fd = -1
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -447,15 +467,21 @@ class _GuardedProtocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         self.admission.mark(self, None, 0.0)
+        if self.lingering:
+            self.lingering = False
+            self.admission.lingering -= 1
+            self.admission.leave(None, descriptor=True)
         self._release()
         super().connection_lost(exc)
 
     def _release(self) -> None:
-        if not self.released:
-            self.released = True
-            self.admission.give_back(self.peer_key)
+        if self.counted:
+            self.counted = False
+            self.admission.leave(self.peer_key, descriptor=not self.lingering)
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering:
+            return  # answered already: what still comes is dropped
         if self.conn.their_state is h11.SEND_BODY:
             self.body_bytes += len(data)
         super().data_received(data)
@@ -563,7 +589,23 @@ class _GuardedProtocol(H11Protocol):
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True  # the app's own answer, if any, goes nowhere
             cycle.message_event.set()
-        self._close()
+        self._linger()
+
+    def _linger(self) -> None:
+        """Close after our answer without a reset: say we are done (FIN), drop what the client
+        still sends until it closes too or :data:`LINGER_SECONDS` pass."""
+        transport = self.transport
+        if not transport.can_write_eof() or not self.counted:
+            self._close()
+            return
+        self._disarm()
+        self.admission.mark(self, None, 0.0)
+        self.lingering = True
+        self.admission.lingering += 1
+        transport.write_eof()
+        self.flow.resume_reading()
+        self.deadline = self.loop.call_later(LINGER_SECONDS, transport.close)
+        self._release()  # out of its peer's share; its descriptor goes when it does
 
     def _close(self) -> None:
         self._disarm()
