@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tools_base.sandbox import SYSTEM_PATHS
+from tools_base.sandbox._cgroup import process_alive
 
 DIRECTORY_PREFIX = "goondan-mcp-"
 _HIDDEN_ANYWAY = ("/proc", "/dev", "/sys")
@@ -194,19 +195,9 @@ def sweep_directories(parent: str | None = None) -> None:
                 if (
                     entry.is_dir(follow_symlinks=False)
                     and entry.stat(follow_symlinks=False).st_uid == uid
-                    and not _alive(int(owner))
+                    and not process_alive(int(owner))
                 ):
                     remove_directory(entry.path)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def path_of(env: Mapping[str, str]) -> str:

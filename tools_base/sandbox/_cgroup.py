@@ -75,7 +75,8 @@ def find_pids_parent() -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's counts: it cannot be signalled)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -116,7 +117,7 @@ class PidsCgroup:
                 if int(owner) == me:
                     if entry.path in _ACTIVE:
                         continue
-                elif _alive(int(owner)):
+                elif process_alive(int(owner)):
                     continue
                 with contextlib.suppress(OSError):
                     os.rmdir(entry.path)
