@@ -119,9 +119,12 @@ async def test_a_detached_program_ends_with_its_sandboxed_call(tmp_path: Path) -
     (tmp_path / "goondan.yaml").write_text(SWARM.replace(f"tools: [{tool}]", f"tools: [{visible}]"))
     orchestrator = Orchestrator(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
     token = secrets.token_hex(8)
+    # The detached program says it runs itself: only once it has been exec'd with the exported
+    # marker does its environment (what the test finds it by) hold it.
     command = (
-        f"export {MARK}={token}; setsid sh -c 'exec sleep 300' >/dev/null 2>&1 </dev/null & "
-        f"echo go > {fifos}/ready; read line < {fifos}/go; echo started"
+        f"export {MARK}={token}; "
+        f"setsid sh -c 'echo go > {fifos}/ready; exec sleep 300' >/dev/null 2>&1 </dev/null & "
+        f"read line < {fifos}/go; echo started"
     )
     async with asyncio.timeout(60):
         await orchestrator.start()
