@@ -116,6 +116,10 @@ class Lease:
                 return None
             except KeyWrongLastSequenceError:
                 pass
+            except KeyNotFoundError:
+                # The client's create, refused, looks the key up to see whether it is deleted;
+                # a key that lapsed in between is not found there: it is free, try again.
+                continue
             try:
                 entry = await self.kv.get(self.key)
             except KeyNotFoundError:
