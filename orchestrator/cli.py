@@ -385,7 +385,7 @@ async def _sandbox_refusal(bundle: Any, swarm: str | None) -> tuple[str, str] | 
     from orchestrator import sandbox_check
 
     finding = await asyncio.to_thread(sandbox_check.examine, bundle, swarm)
-    return (finding.refusal(), sandbox_check.FIX) if finding.refused else None
+    return (finding.refusal(), finding.fix) if finding.refused else None
 
 
 def _cluster_exit(exc: Exception) -> int:

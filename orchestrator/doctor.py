@@ -188,10 +188,10 @@ def _sandbox(report: Report, bundle: Any, swarm: str) -> None:
     finding = sandbox_check.examine(bundle, swarm)
     users = ", ".join(finding.agents) or "no agent of the swarm starts programs"
     if finding.refused:
-        report.add("sandbox", "fail", finding.refusal(), sandbox_check.FIX, ExitCode.INTERNAL)
+        report.add("sandbox", "fail", finding.refusal(), finding.fix, ExitCode.INTERNAL)
     elif finding.backend is None:
         report.add("sandbox", "warn", f"none can be made here: {finding.reason} ({users})",
-                   sandbox_check.FIX)  # fmt: skip
+                   finding.fix)  # fmt: skip
     elif finding.backend == "off":
         report.add("sandbox", "warn", f"off: tool programs run unconfined ({users})",
                    "remove the Swarm's spec.policy.sandbox: off")  # fmt: skip

@@ -16,12 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 PROBE_TIMEOUT_SECONDS = 60.0
-FIX = (
-    "allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0; on Ubuntu "
-    "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap), or run "
-    "tool programs unconfined with the Swarm's spec.policy.sandbox: off"
-)
-"""What an operator can do where no sandbox can be made."""
+PROBE_FAILED_FIX = "run `python -m tools_base.sandbox probe` to see why it fails"
+"""The fix when the probe itself could not answer (its own answer names the real one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +33,8 @@ class SandboxFinding:
     """How the per-call process limit holds: ``cgroup``, ``rlimit`` or ``none``."""
     agents: tuple[str, ...]
     """The agents whose Tools start programs in it."""
+    fix: str = ""
+    """What an operator can do where none can be made (the sandbox's own words)."""
 
     @property
     def refused(self) -> bool:
@@ -77,7 +75,12 @@ def probe(mode: str) -> dict[str, Any]:
         )
         found: dict[str, Any] = json.loads(done.stdout)
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-        return {"backend": None, "reason": f"the sandbox probe failed: {exc}", "processes": "none"}
+        return {
+            "backend": None,
+            "reason": f"the sandbox probe failed: {exc}",
+            "processes": "none",
+            "fix": PROBE_FAILED_FIX,
+        }
     return found
 
 
@@ -94,4 +97,5 @@ def examine(bundle: Any, swarm_name: str | None) -> SandboxFinding:
         str(found.get("reason", "")),
         str(found.get("processes", "none")),
         agents,
+        str(found.get("fix") or PROBE_FAILED_FIX),
     )

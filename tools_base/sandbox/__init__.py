@@ -181,6 +181,7 @@ class Probe:
             "available": self.available,
             "reason": self.reason,
             "processes": self.processes,
+            "fix": FIX,
         }
 
 
