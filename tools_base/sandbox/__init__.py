@@ -276,11 +276,9 @@ def keep_standard_fds_only() -> None:
     on), and a program must never reach the agent's IPC pipe or the fork server's and resource
     tracker's pipes: writing to one of those would take every agent down.
     """
-    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else ():
-        fd = int(name)
-        if fd > 2:
-            with contextlib.suppress(OSError):
-                os.set_inheritable(fd, False)
+    for fd in _launch.descriptors_above_stdio():
+        with contextlib.suppress(OSError):
+            os.set_inheritable(fd, False)
 
 
 @dataclass

@@ -322,15 +322,22 @@ def run_in_namespaces(spec: Mapping[str, Any]) -> None:
     _end_like(code, sig)
 
 
+def descriptors_above_stdio() -> list[int]:
+    """This process's descriptors but 0–2 (none where ``/proc`` is not mounted)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return []
+    return [fd for fd in map(int, names) if fd > 2]
+
+
 def close_inherited_fds() -> None:
     """Close every descriptor but 0–2. Whoever starts the launcher cannot always keep its own
     from being inherited (uvloop passes them on whatever ``close_fds`` says), and neither the
     launcher nor the program may hold the agent's pipes."""
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc/self/fd"):
-            if int(name) > 2:
-                with contextlib.suppress(OSError):
-                    os.close(int(name))
+    for fd in descriptors_above_stdio():
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def environment(spec: Mapping[str, Any]) -> dict[str, str]:
