@@ -164,6 +164,7 @@ def raise_open_file_limit(ceiling: int = 1 << 20) -> int:
 
 Stall = Literal["idle", "partial", "silent"]
 _SHED_ORDER: tuple[Stall, ...] = ("idle", "partial", "silent")
+_PEER_SHED_ORDER: tuple[Stall, ...] = ("idle", "partial")
 
 
 @dataclass(slots=True)
@@ -262,9 +263,15 @@ class _Admission:
                 self.room_made()
 
     def shed_one(self, peer_key: str | None = None) -> bool:
-        """Close the oldest stalled connection (of ``peer_key``, if given); whether one was."""
+        """Close the oldest stalled connection (of ``peer_key``, if given); whether one was.
+
+        Within one peer's share a connection that has sent nothing yet is not shed: in a burst
+        from one address every new connection is silent for a moment, and shedding the older
+        ones for the newer would answer the whole burst 503. The newcomer is refused instead;
+        a silent one still ends at its head deadline.
+        """
         now = time.monotonic()
-        for kind in _SHED_ORDER:
+        for kind in _SHED_ORDER if peer_key is None else _PEER_SHED_ORDER:
             queue = self.stalled[kind]
             while (found := queue.oldest(peer_key)) is not None:
                 connection, since = found
