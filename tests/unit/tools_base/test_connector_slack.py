@@ -77,7 +77,7 @@ async def test_url_verification_without_a_secret_needs_no_signature() -> None:
         pytest.param(lambda body: signed(body, secret="not the secret"), id="wrong-secret"),
         pytest.param(lambda body: signed(body + b" "), id="other-body"),
         pytest.param(lambda body: signed(body, at=int(time.time()) - 301), id="stale"),
-        pytest.param(lambda body: signed(body, at=int(time.time()) + 301), id="future"),
+        pytest.param(lambda body: signed(body, at=int(time.time()) + 900), id="future"),
         pytest.param(lambda body: signed(body, at=1500000000), id="2017"),
         pytest.param(lambda body: signed(body, at="9" * 5000), id="5000-digits"),
         pytest.param(lambda body: signed(body, at="-1"), id="negative"),
