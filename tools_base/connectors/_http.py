@@ -43,7 +43,7 @@ from starlette.routing import Route
 
 from goondan.http_server import ConnectionLimits, GuardedServer
 from tools_base._connector import ConnectorContext, ConnectorError, ConnectorEvent
-from tools_base.connectors._http_client import is_loopback
+from tools_base.tools.http_fetch import is_loopback
 
 DEFAULT_HOST = "127.0.0.1"
 """Where a connector listens unless told otherwise: loopback, behind a tunnel or proxy."""

@@ -45,19 +45,25 @@ name; media with a caption as a text message of the caption followed by a line
 ``[image] telegram-file:<file id>`` (or ``[file:<name>] ...``). The file URL holds no token: an
 agent fetches the file with ``telegram__download_file`` and that ``fileId``.
 
-The token never appears in a log line or an error: it is only ever part of a request path, and
-no message names a path.
+The token never appears in a log line or an error: it is only ever part of a request path, no
+message of ours names a path, errors of the HTTP client (``httpx2``) are reduced to their kind and
+scrubbed of the token, and the client's own request log masks the token in the URL it names.
+Requests go over ``httpx2`` with no proxy from the environment, no redirects followed, the
+answer streamed and refused past :data:`~tools_base.tools._chat.MAX_API_ANSWER_BYTES`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import httpx2
 
 from tools_base import (
     ConnectorContext,
@@ -68,9 +74,8 @@ from tools_base import (
     TextMessage,
     ToolError,
 )
-from tools_base.connectors._http_client import HttpAnswer, HttpClientError, is_loopback, request
-from tools_base.tools._chat import MAX_API_ANSWER_BYTES, redact
-from tools_base.tools.http_fetch import Url, parse_url
+from tools_base.tools._chat import MAX_API_ANSWER_BYTES, REDACTED, redact
+from tools_base.tools.http_fetch import Url, is_loopback, parse_url
 
 EVENT = "telegram_message"
 TOKEN_NAMES = ("TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN")
@@ -82,6 +87,7 @@ REQUEST_SLACK_SECONDS = 5
 """The request deadline's margin over the poll timeout, by default."""
 MAX_DELAY_MS = 7 * 24 * 3600 * 1000
 FILE_URL_SCHEME = "telegram-file:"
+USER_AGENT = "goondan-connectors/0.1"
 
 _TOKEN = re.compile(r"^[A-Za-z0-9:_.~-]+$")
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -289,6 +295,97 @@ def update_event(update: Mapping[str, Any]) -> ConnectorEvent | None:
     return ConnectorEvent(EVENT, attachment, key, properties)
 
 
+# -- HTTP --------------------------------------------------------------------------------
+
+_BOT_PATH = re.compile(r"/bot[^/\s\"']+")
+"""``/bot<token>`` in a URL."""
+
+
+class _MaskBotTokens(logging.Filter):
+    """Masks ``/bot<token>`` in the request lines ``httpx2`` logs (at INFO, URL included), for a
+    host application that turns the standard library's logging on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = _BOT_PATH.sub("/bot" + REDACTED, message)
+        if masked != message:
+            record.msg, record.args = masked, ()
+        return True
+
+
+def _mask_client_log() -> None:
+    logger = logging.getLogger("httpx2")
+    if not any(isinstance(f, _MaskBotTokens) for f in logger.filters):
+        logger.addFilter(_MaskBotTokens())
+
+
+class RequestFailed(Exception):
+    """A request got no usable answer; the message names host and port, never the path."""
+
+
+@dataclass(frozen=True, slots=True)
+class BotAnswer:
+    """One Bot API answer, read whole (within its cap)."""
+
+    status: int
+    headers: httpx2.Headers
+    body: bytes
+
+
+def open_client(settings: PollSettings) -> httpx2.AsyncClient:
+    """The client of one connection: one kept-alive connection, no proxy or ``.netrc`` from the
+    environment, no redirects followed (a redirect is answered as it came), no compression."""
+    _mask_client_log()
+    return httpx2.AsyncClient(
+        verify=ssl.create_default_context(),
+        timeout=httpx2.Timeout(settings.request_timeout),
+        follow_redirects=False,
+        trust_env=False,
+        limits=httpx2.Limits(max_connections=1, max_keepalive_connections=1),
+        headers={"user-agent": USER_AGENT, "accept-encoding": "identity"},
+    )
+
+
+async def post_json(
+    client: httpx2.AsyncClient, url: httpx2.URL, payload: bytes, max_bytes: int
+) -> BotAnswer:
+    """POST ``payload`` (JSON) to ``url`` and read the answer, refusing one over ``max_bytes``
+    as soon as it is announced or read. Raises :class:`RequestFailed`; its cause is dropped,
+    since an ``httpx2`` error holds the request and so the URL with the token."""
+    where = f"{url.host}:{url.port}"
+    try:
+        async with client.stream(
+            "POST", url, content=payload, headers={"content-type": "application/json"}
+        ) as response:
+            too_large = RequestFailed(f"{where} sent an answer over {max_bytes} bytes")
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > max_bytes:
+                raise too_large
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise too_large
+                chunks.append(chunk)
+            return BotAnswer(response.status_code, response.headers, b"".join(chunks))
+    except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+        failure = f"cannot connect to {where}: {_reason(exc)}"
+    except httpx2.TimeoutException:
+        raise TimeoutError from None
+    except httpx2.HTTPError as exc:
+        failure = f"connection to {where} failed: {_reason(exc)}"
+    except httpx2.InvalidURL:  # its message quotes the URL
+        failure = f"the request URL for {where} is not valid"
+    # Raised outside the handlers, so it carries no context holding the request either.
+    raise RequestFailed(failure)
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 # -- polling -----------------------------------------------------------------------------
 
 
@@ -308,9 +405,15 @@ class Poller:
         self.ctx = ctx
         self.settings = settings
         self.offset = settings.initial_offset
-        self._tls = ssl.create_default_context() if settings.api_base.scheme == "https" else None
-        prefix = settings.api_base.target.split("?", 1)[0].rstrip("/")
-        self._target = f"{prefix}/bot{settings.token}/getUpdates"
+        base = settings.api_base
+        prefix = base.target.split("?", 1)[0].rstrip("/")
+        self._url = httpx2.URL(
+            scheme=base.scheme,
+            host=base.host,
+            port=base.port,
+            raw_path=f"{prefix}/bot{settings.token}/getUpdates".encode(),
+        )
+        self._client = open_client(settings)
 
     async def run(self) -> None:
         """Poll until cancelled."""
@@ -321,19 +424,22 @@ class Poller:
             offset=self.offset,
             poll_timeout_seconds=s.poll_timeout,
         )
-        while True:
-            outcome = await self.poll()
-            if isinstance(outcome, PollFailure):
-                self.ctx.logger.warning(
-                    "telegram rate limited" if outcome.rate_limited else "telegram poll failed",
-                    reason=outcome.reason,
-                    retry_in_seconds=outcome.wait,
-                    offset=self.offset,
-                )
-                await asyncio.sleep(outcome.wait)
-                continue
-            for update in outcome:
-                await self.deliver(update)
+        try:
+            while True:
+                outcome = await self.poll()
+                if isinstance(outcome, PollFailure):
+                    self.ctx.logger.warning(
+                        "telegram rate limited" if outcome.rate_limited else "telegram poll failed",
+                        reason=outcome.reason,
+                        retry_in_seconds=outcome.wait,
+                        offset=self.offset,
+                    )
+                    await asyncio.sleep(outcome.wait)
+                    continue
+                for update in outcome:
+                    await self.deliver(update)
+        finally:
+            await self._client.aclose()
 
     async def poll(self) -> list[Mapping[str, Any]] | PollFailure:
         """One ``getUpdates``: the updates, or why there are none."""
@@ -343,22 +449,16 @@ class Poller:
             payload["offset"] = self.offset
         try:
             async with asyncio.timeout(s.request_timeout):
-                answer = await request(
-                    "POST",
-                    s.api_base,
-                    self._target,
-                    headers={"content-type": "application/json"},
-                    body=json.dumps(payload).encode(),
-                    max_bytes=MAX_API_ANSWER_BYTES,
-                    tls=self._tls,
+                answer = await post_json(
+                    self._client, self._url, json.dumps(payload).encode(), MAX_API_ANSWER_BYTES
                 )
         except TimeoutError:
             return PollFailure(f"no answer within {s.request_timeout:g} s", s.retry_delay)
-        except HttpClientError as exc:
+        except RequestFailed as exc:
             return PollFailure(redact(str(exc), s.token), s.retry_delay)
         return self._updates(answer)
 
-    def _updates(self, answer: HttpAnswer) -> list[Mapping[str, Any]] | PollFailure:
+    def _updates(self, answer: BotAnswer) -> list[Mapping[str, Any]] | PollFailure:
         s = self.settings
         try:
             data = json.loads(answer.body)

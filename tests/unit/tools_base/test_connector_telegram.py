@@ -7,8 +7,11 @@ a duplicate or a missing event; its request times show how long the connector wa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Iterator
+import logging
+import re
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -337,6 +340,97 @@ async def test_the_token_never_leaks(server: ChatApiServer) -> None:
     assert "Unauthorized" in text
     assert TOKEN not in text
     assert TOKEN.split(":")[1] not in text
+
+
+async def test_an_unreachable_api_leaks_the_token_nowhere(
+    server: ChatApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    with ChatApiServer() as gone:
+        gone_url = gone.url
+    feed(server, telegram_update(1, "a"))
+    dead = LoggingContext(
+        config={"TELEGRAM_API_BASE_URL": gone_url, "TELEGRAM_RETRY_DELAY_MS": "10"},
+        secrets={"TELEGRAM_BOT_TOKEN": TOKEN},
+    )
+    live = context(server)
+    # Every standard-library logger, the HTTP client's included, as verbose as it gets.
+    with caplog.at_level(logging.DEBUG), structlog.testing.capture_logs() as logs:
+        async with running(run, dead):
+            await dead.log.wait_for("telegram poll failed", count=2)
+        async with running(run, live):
+            assert await texts(live, 1) == ["a"]
+    reasons = [e["reason"] for e in dead.log.named("telegram poll failed")]
+    assert all(r.startswith("cannot connect to 127.0.0.1:") for r in reasons), reasons
+    requests = [r.getMessage() for r in caplog.records if r.name == "httpx2"]
+    assert any("/bot[REDACTED]/getUpdates" in line for line in requests), requests
+    text = json.dumps([dead.log.entries, logs], default=str) + caplog.text
+    assert TOKEN not in text
+    assert TOKEN.split(":")[1] not in text
+
+
+@contextlib.asynccontextmanager
+async def raw_api(answer: bytes) -> AsyncIterator[str]:
+    """A Bot API stand-in that answers every request with the bytes ``answer`` (status line,
+    headers, body as given), then closes the connection; yields its base URL."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length: *(\d+)", head)
+            await reader.readexactly(int(length.group(1)) if length else 0)
+            writer.write(answer)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    async with server:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+def chunked(body: bytes, size: int) -> bytes:
+    """``body`` as a chunked HTTP/1.1 answer, in chunks of ``size`` bytes (one with an
+    extension), with a trailer."""
+    parts = [body[i : i + size] for i in range(0, len(body), size)]
+    encoded = b"".join(
+        f"{len(part):x}{';ext=1' if i == 0 else ''}\r\n".encode() + part + b"\r\n"
+        for i, part in enumerate(parts)
+    )
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n"
+    return head + b"\r\n" + encoded + b"0\r\nx-trailer: 1\r\n\r\n"
+
+
+async def test_a_chunked_answer_is_read_whole() -> None:
+    updates = [telegram_update(1, "first " * 50), telegram_update(2, "second")]
+    body = json.dumps({"ok": True, "result": updates}).encode()
+    async with raw_api(chunked(body, 7)) as url:
+        ctx = RecordingContext(
+            config={"TELEGRAM_API_BASE_URL": url}, secrets={"TELEGRAM_BOT_TOKEN": TOKEN}
+        )
+        async with running(run, ctx):
+            assert await texts(ctx, 2) == ["first " * 50, "second"]
+
+
+@pytest.mark.parametrize("framing", ["chunked", "content-length", "until-close"])
+async def test_an_answer_over_the_limit_is_refused(
+    framing: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(telegram, "MAX_API_ANSWER_BYTES", 1000)
+    body = json.dumps({"ok": True, "result": [telegram_update(1, "x" * 5000)]}).encode()
+    if framing == "chunked":
+        answer = chunked(body, 256)
+    else:
+        length = f"content-length: {len(body)}\r\n" if framing == "content-length" else ""
+        answer = f"HTTP/1.1 200 OK\r\n{length}connection: close\r\n\r\n".encode() + body
+    async with raw_api(answer) as url:
+        ctx = LoggingContext(
+            config={"TELEGRAM_API_BASE_URL": url, "TELEGRAM_RETRY_DELAY_MS": "10"},
+            secrets={"TELEGRAM_BOT_TOKEN": TOKEN},
+        )
+        async with running(run, ctx):
+            await ctx.log.wait_for("telegram poll failed", count=2)
+    reason = ctx.log.named("telegram poll failed")[0]["reason"]
+    assert reason == f"127.0.0.1:{url.rsplit(':', 1)[1]} sent an answer over 1000 bytes"
+    assert ctx.events.empty()
 
 
 @pytest.mark.parametrize(
