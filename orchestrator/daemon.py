@@ -17,7 +17,6 @@ import structlog
 from bundle import Bundle, load_bundle
 from bundle.plan import AgentPlan, ConnectionPlan
 from goondan.time import utc_timestamp
-from goondan.usage import Usage, remaining
 from ipc import (
     DEFAULT_INSTANCE_KEY,
     EXTERNAL_CALLER,
@@ -56,7 +55,7 @@ from orchestrator.systemd import notify
 from orchestrator.tasks import TaskOwner
 from orchestrator.telemetry import OtlpSettings, TelemetryUnavailable, TraceExport
 from orchestrator.transport import MultiprocessingTransport, Transport
-from orchestrator.usage import UsageBook
+from orchestrator.usage import UsageBook, usage_report
 from orchestrator.watch import check_configuration, reload_configuration
 
 if TYPE_CHECKING:
@@ -668,37 +667,18 @@ class Orchestrator:
         """What model calls used and what budgets are left: per agent (since the daemon
         started, with its budgets), per conversation instance (lasting, from its metadata), per
         trace (the latest ``traces``), and each rate-limit pool as it stands."""
-        book = self.broker.usage.snapshot(traces=traces)
         budgets: dict[str, dict[str, Any]] = {}
         for name in sorted(self.supervisor.handles):
             plan = self._agent_plan(name)
             if plan is not None:
                 budgets[name] = {k: c.limits() for k, c in plan.budgets.scopes().items()}
-        agents = [
-            {"agent": name, "usage": book["agents"].get(name, Usage().to_json()), "budgets": b}
-            for name, b in budgets.items()
-        ]
-        instances = []
-        for row in list_instances(self.state_dir):
-            agent = str(row.get("agentName"))
-            used = Usage.from_json(row.get("usage"))
-            entry: dict[str, Any] = {
-                "agent": agent,
-                "instanceKey": row.get("instanceKey"),
-                "usage": used.to_json(),
-            }
-            ceilings = budgets.get(agent, {}).get("instance")
-            if ceilings:
-                entry["budget"] = ceilings
-                entry["remaining"] = remaining(ceilings, used)
-            instances.append(entry)
-        return {
-            "total": book["total"],
-            "agents": agents,
-            "instances": instances,
-            "traces": book["traces"],
-            "pools": self.broker.snapshot(),
-        }
+        return usage_report(
+            self.broker.usage,
+            budgets,
+            list_instances(self.state_dir),
+            traces=traces,
+            pools=self.broker.snapshot(),
+        )
 
     def start_soon(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         """Run ``coro`` in the background for an operator or an agent; shutdown cancels it

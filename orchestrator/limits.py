@@ -322,22 +322,10 @@ class ModelBroker:
         self._serve(pool)
 
     def observe(self, event: dict[str, Any]) -> None:
-        """Count the model call of a ``step.completed`` event, for an agent that reports no
-        usage of its own (one that asks no permits: no limits and no trace budget)."""
-        if event.get("type") != "step.completed":
-            return
-        agent = event.get("agentName")
-        usage = event.get("tokenUsage")
-        if not isinstance(agent, str) or not isinstance(usage, dict) or self.reports(agent):
-            return
-        cost = usage.get("cost")
-        self.usage.add(
-            agent,
-            str(event.get("traceId") or ""),
-            _count(usage.get("promptTokens")),
-            _count(usage.get("completionTokens")),
-            float(cost) if isinstance(cost, int | float) and cost > 0 else 0.0,
-        )
+        """Take in a runtime event: the Turn that began a trace names its root, and a
+        ``step.completed`` counts the model call of an agent that reports no usage of its own
+        (one that asks no permits: no limits and no trace budget)."""
+        self.usage.observe(event, count=lambda agent: not self.reports(agent))
 
     def agent_exited(self, agent: str) -> None:
         """Return every permit ``agent`` held and drop its waiting requests: a crashed agent
@@ -530,7 +518,3 @@ class ModelBroker:
             root=root,
             **figures,
         )
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

@@ -28,13 +28,51 @@ BudgetOf = Callable[[str], Mapping[str, float]]
 """``agent → ceilings`` (figure → limit) of the traces that enter the swarm at that agent."""
 
 
+def trace_root(event: Mapping[str, Any]) -> str | None:
+    """The agent whose Turn began its trace, when ``event`` is that Turn's ``turn.started``;
+    else ``None``.
+
+    This is the one rule for a trace's root, which ``usage``, the budgets and the studio
+    share: a delegated Turn's ``parentSpanId`` is its caller's tool span, so the Turn started
+    with none is the one the request entered the swarm with. The first agent to call a model
+    is no guide: a delegate's Step ends before its caller's Step that waits for it.
+    """
+    if event.get("type") != "turn.started" or event.get("parentSpanId"):
+        return None
+    agent = event.get("agentName")
+    return agent if isinstance(agent, str) and agent else None
+
+
+def step_call(event: Mapping[str, Any]) -> tuple[str, int, int, float] | None:
+    """``(agent, input tokens, output tokens, cost)`` of the model call a ``step.completed``
+    event records (``None`` for any other event)."""
+    agent = event.get("agentName")
+    usage = event.get("tokenUsage")
+    if event.get("type") != "step.completed" or not isinstance(agent, str):
+        return None
+    if not isinstance(usage, dict):
+        return None
+    cost = usage.get("cost")
+    return (
+        agent,
+        _count(usage.get("promptTokens")),
+        _count(usage.get("completionTokens")),
+        float(cost) if isinstance(cost, int | float) and cost > 0 else 0.0,
+    )
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 @dataclass(slots=True)
 class TraceUsage:
     """One trace's usage and the budget it is held to."""
 
     trace_id: str
     root: str
-    """The agent the request entered the swarm at (the first to call a model in it)."""
+    """The agent the request entered the swarm at (see :func:`trace_root`; until its Turn's
+    start is seen, the first agent to ask or report a model call in it)."""
     limits: Mapping[str, float]
     """Its budget's ceilings (``root``'s trace budget, over the Swarm's); empty: none."""
     usage: Usage = field(default_factory=Usage)
@@ -89,24 +127,53 @@ class UsageBook:
         self.agents: dict[str, Usage] = {}
         self.traces: OrderedDict[str, TraceUsage] = OrderedDict()
 
-    def trace(self, trace_id: str, agent: str) -> TraceUsage:
-        """The trace's entry, opened with ``agent`` as its root if this is its first sight."""
-        entry = _recent(
-            self.traces,
-            trace_id,
-            lambda: TraceUsage(trace_id, agent, self.budget_of(agent)),
-            TRACES_KEPT,
-        )
+    def trace(self, trace_id: str, agent: str, at: str | None = None) -> TraceUsage:
+        """The trace's entry, opened with ``agent`` as its root if this is its first sight
+        (begun ``at``, an event's timestamp: else now)."""
+
+        def opened() -> TraceUsage:
+            entry = TraceUsage(trace_id, agent, self.budget_of(agent))
+            if at:
+                entry.started_at = at
+            return entry
+
+        entry = _recent(self.traces, trace_id, opened, TRACES_KEPT)
         entry.agents.add(agent)
         return entry
 
+    def observe(self, event: Mapping[str, Any], *, count: Callable[[str], bool]) -> None:
+        """Take in one runtime event: a trace's root from its first Turn's start, and the
+        model call of a ``step.completed`` of an agent ``count`` says to count (one that does
+        not report its calls itself)."""
+        root = trace_root(event)
+        trace_id = event.get("traceId")
+        stamp = event.get("timestamp")
+        at = stamp if isinstance(stamp, str) else None
+        if root is not None and isinstance(trace_id, str) and trace_id:
+            entry = self.trace(trace_id, root, at)
+            if entry.root != root:  # a delegate's call was seen first: the root is known now
+                entry.root = root
+                entry.limits = self.budget_of(root)
+                entry.exceeded = None
+            return
+        call = step_call(event)
+        if call is not None and count(call[0]):
+            agent, input_tokens, output_tokens, cost = call
+            self.add(agent, str(event.get("traceId") or ""), input_tokens, output_tokens, cost, at)
+
     def add(
-        self, agent: str, trace_id: str, input_tokens: int, output_tokens: int, cost: float
+        self,
+        agent: str,
+        trace_id: str,
+        input_tokens: int,
+        output_tokens: int,
+        cost: float,
+        at: str | None = None,
     ) -> None:
-        """Count one model call."""
+        """Count one model call (recorded ``at``, when an event tells)."""
         tallies = [self.total, self.agents.setdefault(agent, Usage())]
         if trace_id:
-            tallies.append(self.trace(trace_id, agent).usage)
+            tallies.append(self.trace(trace_id, agent, at).usage)
         for tally in tallies:
             tally.add(input_tokens, output_tokens, cost)
 
@@ -118,6 +185,47 @@ class UsageBook:
             "agents": {name: usage.to_json() for name, usage in sorted(self.agents.items())},
             "traces": [entry.to_json() for entry in reversed(recent)],
         }
+
+
+def usage_report(
+    book: UsageBook,
+    budgets: Mapping[str, Mapping[str, Mapping[str, float]]],
+    instances: list[dict[str, Any]],
+    *,
+    traces: int = 50,
+    pools: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The answer of ``usage`` / ``/v1/usage``, whether the daemon's book or one read back from
+    the event log fills it: per agent (with its budgets: ``agent → scope → ceilings``, one row
+    per agent named there), per conversation instance (lasting, from ``instances``, the rows
+    of :func:`orchestrator.state_dir.list_instances`), per trace (the latest ``traces``), and
+    each rate-limit pool."""
+    snapshot = book.snapshot(traces=traces)
+    agents = [
+        {"agent": name, "usage": snapshot["agents"].get(name, Usage().to_json()), "budgets": b}
+        for name, b in budgets.items()
+    ]
+    rows = []
+    for row in instances:
+        agent = str(row.get("agentName"))
+        used = Usage.from_json(row.get("usage"))
+        entry: dict[str, Any] = {
+            "agent": agent,
+            "instanceKey": row.get("instanceKey"),
+            "usage": used.to_json(),
+        }
+        ceilings = budgets.get(agent, {}).get("instance")
+        if ceilings:
+            entry["budget"] = dict(ceilings)
+            entry["remaining"] = remaining(ceilings, used)
+        rows.append(entry)
+    return {
+        "total": snapshot["total"],
+        "agents": agents,
+        "instances": rows,
+        "traces": snapshot["traces"],
+        "pools": pools or [],
+    }
 
 
 Key = TypeVar("Key")

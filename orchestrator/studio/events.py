@@ -22,6 +22,7 @@ from typing import Any
 
 from goondan.usage import Usage
 from orchestrator.eventlog import FILE_NAME, read_events
+from orchestrator.usage import trace_root
 
 MAX_EVENTS = 100_000
 """Newest events the index keeps in memory (older ones stay in the file only)."""
@@ -234,6 +235,8 @@ class Trace:
     """What the trace's Steps used, every agent's together (one call per Step with usage)."""
     marks: list[dict[str, Any]] = field(default_factory=list)
     """Its :data:`MARK_TYPES` events: budgets reached, waits for a model permit."""
+    root_span_id: str | None = None
+    """The span of the Turn that began the trace (:func:`orchestrator.usage.trace_root`)."""
 
     def add(self, event: dict[str, Any]) -> None:
         """Fold one event of this trace into its spans."""
@@ -253,6 +256,8 @@ class Trace:
         span_id = event.get("spanId")
         if kind not in ("turn", "step", "tool", "approval") or not isinstance(span_id, str):
             return
+        if self.root_span_id is None and trace_root(event) is not None:
+            self.root_span_id = span_id
         span = self.spans.get(span_id)
         if span is None:
             span = self.spans[span_id] = Span(span_id, kind)
@@ -333,7 +338,10 @@ class Trace:
         return next((span.error for span, _ in self.ordered() if span.error), None)
 
     def root(self) -> Span | None:
-        """The span that began the trace: the earliest one without a parent in it."""
+        """The span that began the trace: its first Turn started by no caller; when the log no
+        longer holds that Turn's start, the earliest span without a parent in it."""
+        if self.root_span_id in self.spans:
+            return self.spans[self.root_span_id]
         roots = [s for s in self.spans.values() if s.parent_span_id not in self.spans]
         turns = [s for s in roots if s.kind == "turn"] or roots
         return min(turns, key=lambda s: s.start or float("inf"), default=None)
