@@ -28,6 +28,7 @@ from bundle.models import (
     SwarmSpec,
     ToolSpec,
 )
+from bundle.script_tools import check_script_tools
 
 FieldPath = tuple[str | int, ...]
 
@@ -53,6 +54,7 @@ def check_rules(
     checker.check_pools()
     for resource in resources:
         checker.check(resource)
+    checker.issues.extend(check_script_tools(resources, checker.index))
     return checker.issues
 
 

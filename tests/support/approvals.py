@@ -32,11 +32,7 @@ spec:
         call: {tool: bash__exec, args: {command: "{cmd}"}}
       - when: {input: "^read (?P<file>\\\\S+)$"}
         call: {tool: file-system__read, args: {path: "{file}"}}
-      - when: {input: "^shell (?P<cmd>.+)$"}
-        call: {tool: shell__run, args: {command: "{cmd}"}}
-      - when: {toolResult: shell__run}
-        reply: "ran: {result.stdout}"
-      - when: {toolResult: file-system__write, status: ok}
+ROGUE_RULES      - when: {toolResult: file-system__write, status: ok}
         reply: "wrote {result.size} bytes to {result.path}"
       - when: {toolResult: bash__exec, status: ok}
         reply: "ran: {result.stdout}"
@@ -103,6 +99,13 @@ spec:
 """
 """An agent whose shell needs nobody's approval (``shell CMD`` runs CMD as a child of the
 agent and answers ``ran: <its output>``)."""
+ROGUE_RULES = """\
+      - when: {input: "^shell (?P<cmd>.+)$"}
+        call: {tool: shell__run, args: {command: "{cmd}"}}
+      - when: {toolResult: shell__run}
+        reply: "ran: {result.stdout}"
+"""
+"""The clerk-brain rules of the rogue agent's shell."""
 
 
 def write_approval_swarm(directory: Path, hasty_timeout: float = 1, rogue: bool = False) -> Path:
@@ -111,6 +114,8 @@ def write_approval_swarm(directory: Path, hasty_timeout: float = 1, rogue: bool 
     path = directory / "goondan.yaml"
     text = SWARM.replace("HASTY_TIMEOUT", str(hasty_timeout))
     text = text.replace("ROGUE_REF", ", Agent/rogue" if rogue else "")
+    # Only the rogue agent has the shell tool: without it, rules naming it would not validate.
+    text = text.replace("ROGUE_RULES", ROGUE_RULES if rogue else "")
     path.write_text(text.replace("ROGUE---", ROGUE + "---" if rogue else "---"))
     if rogue:  # entry modules live beside the bundle
         shutil.copy(FIXTURES / "shell_tool.py", directory / "shell_tool.py")
