@@ -205,6 +205,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             return _fail(args, ExitCode.USAGE, f"--input-file {args.input_file}: {exc}")
         args.input = text
+    from orchestrator.terminal import TerminalRequired, check_interactive
+
+    try:
+        check_interactive(args.interactive, one_shot=args.input is not None, detach=args.detach)
+    except TerminalRequired as exc:
+        return _fail(args, ExitCode.USAGE, str(exc))
     detached = _detached_run(args)
     if detached is not None:
         return detached
@@ -245,7 +251,9 @@ def _serve(
     private umask, uvloop."""
     from ipc.logs import configure_logging
     from orchestrator.envfiles import EnvFileMissing, load_env_files
+    from orchestrator.terminal import ignore_terminal_stops
 
+    ignore_terminal_stops()  # before any child starts: they inherit it
     path = _bundle_path(args)
     env_file = getattr(args, "env_file", None)
     try:
@@ -316,6 +324,7 @@ async def _run(args: argparse.Namespace) -> int:
     from orchestrator.daemon import Orchestrator
     from orchestrator.http_api import ApiRefused, DaemonAlreadyRunning
     from orchestrator.telemetry import TelemetryUnavailable, otlp_settings
+    from orchestrator.terminal import offers_prompt, prompt_loop
 
     path = _bundle_path(args)
     try:
@@ -338,6 +347,8 @@ async def _run(args: argparse.Namespace) -> int:
         for issue in exc.errors:
             print(issue.format(), file=sys.stderr)
         return _config_exit(exc.errors)
+    if args.interactive and orchestrator.connections.read_stdin:
+        return _fail(args, ExitCode.USAGE, "--interactive: a `cli` Connection reads stdin")
     missing = _missing_keys(orchestrator.bundle, args.swarm)
     if missing:
         for line in missing[1:]:
@@ -368,8 +379,8 @@ async def _run(args: argparse.Namespace) -> int:
             from orchestrator.watch import Watcher
 
             orchestrator.start_soon(Watcher(orchestrator).run(), "watch")
-        if sys.stdin is not None and sys.stdin.isatty() and not orchestrator.connections.read_stdin:
-            await _interactive(orchestrator, args)
+        if offers_prompt(args.interactive) and not orchestrator.connections.read_stdin:
+            await prompt_loop(orchestrator, args.agent or orchestrator.entry_agent, args.instance)
         else:
             await orchestrator.wait_stopped()
         return 0
@@ -500,51 +511,6 @@ async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
     else:
         print("error: the request failed (ERROR)", file=sys.stderr)
     return code
-
-
-async def _interactive(orchestrator: Any, args: argparse.Namespace) -> None:
-    """A prompt to the entry agent; EOF (Ctrl-D) stops the daemon gracefully."""
-    import asyncio
-    import threading
-
-    loop = asyncio.get_running_loop()
-    lines: asyncio.Queue[str | None] = asyncio.Queue()
-
-    def read() -> None:  # a daemon thread: a blocked readline must not hold up exit
-        while True:
-            line = sys.stdin.readline()
-            loop.call_soon_threadsafe(lines.put_nowait, line if line else None)
-            if not line:
-                return
-
-    threading.Thread(target=read, name="stdin", daemon=True).start()
-    agent = args.agent or orchestrator.entry_agent
-    stopped = asyncio.ensure_future(orchestrator.wait_stopped())
-    try:
-        while True:
-            print(f"{agent}> ", end="", flush=True)
-            next_line = asyncio.ensure_future(lines.get())
-            await asyncio.wait({next_line, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            if stopped.done() or next_line.result() is None:
-                next_line.cancel()
-                print()
-                return
-            text = (next_line.result() or "").strip()
-            if text:
-                await _prompt_answer(orchestrator, text, agent, args.instance)
-    finally:
-        stopped.cancel()
-
-
-async def _prompt_answer(orchestrator: Any, text: str, agent: str, instance: str) -> None:
-    from ipc import IpcError
-
-    answer: DelegateAnswer = await orchestrator.request(text, agent=agent, instance_key=instance)
-    if answer.ok:
-        print(answer.output if answer.output is not None else "")
-    else:
-        error = answer.error or IpcError("the request failed", code="ERROR")
-        print(f"error: {error.message} ({error.code})")
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -1365,6 +1331,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             action="store_true",
             help="start the daemon in the background, wait until it is ready, print its pid "
             "(a live one of the same state is used instead)",
+        )
+        run.add_argument(
+            "--interactive",
+            action="store_true",
+            help="prompt on the terminal even when started in the background: the prompt "
+            "shows once the job is in the foreground (fg). Without it the daemon prompts only "
+            "when it owns the terminal's foreground at start. Needs a terminal on stdin and "
+            "the daemon mode (exit 2 otherwise)",
         )
         run.add_argument("--json", action="store_true", help="print the answer as JSON")
         run.add_argument(
