@@ -14,17 +14,18 @@ Before a model call the governor
    ``E_MODEL_PERMIT_TIMEOUT``.
 
 After it, the reservation is given back and the call's tokens (and cost, by the Model's
-``pricing``) are added to the Turn and the instance instead; a call that failed or was given up
-gives its reservation back whole. An agent that asks permits reports the call to the
-Orchestrator at once (``model_usage``), which settles the trace's reservation and returns the
-permit. A 429 from the provider of a Model with limits is reported with its ``retry-after``,
-which pauses every agent of the pool, and the call is tried again through a new permit, up to
-``maxRetries`` times.
+``pricing``, else the genai-prices catalogue: :mod:`bundle.prices`) are added to the Turn and
+the instance instead; a call that failed or was given up gives its reservation back whole. An
+agent that asks permits reports the call to the Orchestrator at once (``model_usage``), which
+settles the trace's reservation and returns the permit. A 429 from the provider of a Model
+with limits is reported with its ``retry-after``, which pauses every agent of the pool, and the
+call is tried again through a new permit, up to ``maxRetries`` times.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -43,6 +44,7 @@ from agent_process.runtime import OrchestratorLink
 from agent_process.scope import TurnScope
 from agent_process.tools.catalog import ToolCatalogItem
 from bundle.plan import AgentPlan
+from bundle.prices import ModelPrice, model_price
 from goondan.defaults import ANSWER_SAFETY_MARGIN_SECONDS, MODEL_MAX_TOKENS
 from goondan.usage import NOTHING, Reached, Usage, first_short
 from ipc import protocol as wire
@@ -85,6 +87,14 @@ class ModelGovernor:
         """Writes out what is queued for the Orchestrator now. A permit goes back the moment
         its call ends, not when the Turn next yields (after its fsync, say): a pool of
         ``maxConcurrent: 1`` must not stay taken while this agent writes to disk."""
+
+    @functools.cached_property
+    def price(self) -> ModelPrice | None:
+        """What the Model's calls cost: its ``pricing``, else the catalogue's, else ``None``.
+
+        Looked up at the first call, so an agent that never calls its model never loads the
+        catalogue."""
+        return model_price(self.model, self.model.base_url)
 
     async def complete(
         self, model: ChatModel, request: ModelRequest, turn: TurnScope
@@ -132,8 +142,8 @@ class ModelGovernor:
         price."""
         input_tokens = self.sizes.tokens(instance_key, request.messages, request.tools)
         output_tokens = request.max_tokens or MODEL_MAX_TOKENS
-        pricing = self.model.pricing
-        cost = pricing.cost(input_tokens, output_tokens) if pricing is not None else 0.0
+        price = self.price
+        cost = price.cost(input_tokens, output_tokens) if price is not None else 0.0
         return Usage(input_tokens, output_tokens, cost, 1)
 
     def _scopes(self, turn: TurnScope) -> tuple[tuple[str, dict[str, float], Usage, str], ...]:
@@ -244,14 +254,14 @@ class ModelGovernor:
         usage = response.usage
         input_tokens = usage.prompt_tokens if usage is not None else 0
         output_tokens = usage.completion_tokens if usage is not None else 0
-        pricing = self.model.pricing
-        cost = pricing.cost(input_tokens, output_tokens) if pricing is not None else 0.0
+        price = self.price
+        cost = price.cost(input_tokens, output_tokens) if price is not None else 0.0
         turn.usage.add(input_tokens, output_tokens, cost)
         turn.instance_usage.add(input_tokens, output_tokens, cost)
         if self.instance_limits and self.on_instance_usage is not None:
             self.on_instance_usage(turn.instance_key)
         self._report(turn, permit_id, input_tokens, output_tokens, cost)
-        if usage is not None and pricing is not None:
+        if usage is not None and price is not None:
             response = replace(response, usage=replace(usage, cost=cost))
         return response
 

@@ -28,6 +28,7 @@ from bundle.models import (
     SwarmSpec,
     ToolSpec,
 )
+from bundle.prices import model_price
 from bundle.script_tools import check_script_tools
 
 FieldPath = tuple[str | int, ...]
@@ -258,14 +259,16 @@ class _Checker:
     def check_budget_pricing(
         self, resource: Resource, budgets: Budgets | None, agents: list[Resource]
     ) -> None:
-        """A cost ceiling needs a price for every model it counts."""
-        if budgets is None:
+        """A cost ceiling needs a price for every model it counts: the Model's ``pricing``, or
+        the genai-prices catalogue's (looked up only when a cost ceiling is set)."""
+        if budgets is None or all(c.cost is None for c in budgets.scopes().values()):
             return
         unpriced = sorted(
             {
                 model.ref_string
                 for agent in agents
-                if (model := self._model_of(agent)) is not None and model.spec.pricing is None
+                if (model := self._model_of(agent)) is not None
+                and model_price(model.spec, model.spec.base_url or model.spec.endpoint) is None
             }
         )
         if not unpriced:
@@ -279,7 +282,7 @@ class _Checker:
                     f"{'has' if len(unpriced) == 1 else 'have'} none",
                     ("spec", "budgets", scope, "cost"),
                     suggestion="add spec.pricing {inputPerMillionTokens, outputPerMillionTokens}"
-                    " to the Model, or cap tokens instead",
+                    " to the Model (genai-prices lists no price for it), or cap tokens instead",
                 )
 
     def _model_of(self, agent: Resource) -> Resource | None:

@@ -16,6 +16,7 @@ import structlog
 
 from bundle import Bundle, load_bundle
 from bundle.plan import AgentPlan, ConnectionPlan
+from bundle.prices import PriceSource, model_price
 from goondan.time import utc_timestamp
 from ipc import (
     DEFAULT_INSTANCE_KEY,
@@ -668,16 +669,20 @@ class Orchestrator:
         started, with its budgets), per conversation instance (lasting, from its metadata), per
         trace (the latest ``traces``), and each rate-limit pool as it stands."""
         budgets: dict[str, dict[str, Any]] = {}
+        price_sources: dict[str, PriceSource | None] = {}
         for name in sorted(self.supervisor.handles):
             plan = self._agent_plan(name)
             if plan is not None:
                 budgets[name] = {k: c.limits() for k, c in plan.budgets.scopes().items()}
+                price = model_price(plan.model, plan.model.base_url)
+                price_sources[name] = price.source if price is not None else None
         return usage_report(
             self.broker.usage,
             budgets,
             list_instances(self.state_dir),
             traces=traces,
             pools=self.broker.snapshot(),
+            price_sources=price_sources,
         )
 
     def start_soon(self, coro: Coroutine[Any, Any, Any], name: str) -> None:

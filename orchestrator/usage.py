@@ -194,17 +194,23 @@ def usage_report(
     *,
     traces: int = 50,
     pools: list[dict[str, Any]] | None = None,
+    price_sources: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """The answer of ``usage`` / ``/v1/usage``, whether the daemon's book or one read back from
     the event log fills it: per agent (with its budgets: ``agent → scope → ceilings``, one row
     per agent named there), per conversation instance (lasting, from ``instances``, the rows
     of :func:`orchestrator.state_dir.list_instances`), per trace (the latest ``traces``), and
-    each rate-limit pool."""
+    each rate-limit pool. ``price_sources`` (``agent → "model" | "genai-prices" | None``, see
+    :mod:`bundle.prices`) adds ``priceSource`` to the agents it names."""
     snapshot = book.snapshot(traces=traces)
-    agents = [
+    agents: list[dict[str, Any]] = [
         {"agent": name, "usage": snapshot["agents"].get(name, Usage().to_json()), "budgets": b}
         for name, b in budgets.items()
     ]
+    if price_sources is not None:
+        for row in agents:
+            if row["agent"] in price_sources:
+                row["priceSource"] = price_sources[row["agent"]]
     rows = []
     for row in instances:
         agent = str(row.get("agentName"))

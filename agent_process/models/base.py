@@ -45,7 +45,8 @@ class TokenUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float | None = None
-    """What the tokens cost, by the Model's ``pricing`` (``None`` without one)."""
+    """What the tokens cost, by the Model's price (``None`` without one, see
+    :mod:`bundle.prices`)."""
 
     @property
     def total_tokens(self) -> int:
