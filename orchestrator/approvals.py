@@ -71,15 +71,51 @@ def approval_line(row: dict[str, Any]) -> str:
     if len(arguments) > 200:
         arguments = arguments[:200] + "…"
     line = f"{row.get('approvalId')}  {where}  {row.get('toolName')}  {arguments}"
+    return f"{line}  {approval_state(row)}"
+
+
+def approval_state(row: dict[str, Any]) -> str:
+    """``expires <when>`` of a pending approval, else ``<status> [by <who>] [at <when>]``."""
     if row.get("status") == "pending":
-        return f"{line}  expires {row.get('expiresAt')}"
-    line += f"  {row.get('status')}"
+        return f"expires {row.get('expiresAt')}"
+    state = str(row.get("status"))
     decided_by = row.get("decidedBy")
     if isinstance(decided_by, dict):
-        line += f" by {describe_decider(decided_by)}"
+        state += f" by {describe_decider(decided_by)}"
     if row.get("decidedAt"):
-        line += f" at {row.get('decidedAt')}"
-    return line
+        state += f" at {row.get('decidedAt')}"
+    return state
+
+
+def print_approvals(rows: list[dict[str, Any]]) -> None:
+    """``approvals``: one :func:`approval_line` each through a pipe, a table on a terminal
+    (arguments cut to its width)."""
+    import sys
+
+    from orchestrator.tables import Column, Table
+
+    if not sys.stdout.isatty():
+        for row in rows:
+            print(approval_line(row))
+        return
+    table = Table(
+        (
+            Column("APPROVAL", 20, cut=False),
+            Column("WHERE", 20),
+            Column("TOOL", 16),
+            Column("STATE", 24),
+            Column("ARGUMENTS"),
+        )
+    )
+    for row in rows:
+        table.add_row(
+            row.get("approvalId"),
+            f"{row.get('agentName')}@{row.get('instanceKey')}",
+            row.get("toolName"),
+            approval_state(row),
+            json.dumps(row.get("arguments"), ensure_ascii=False),
+        )
+    table.print()
 
 
 def describe_decider(decided_by: dict[str, Any]) -> str:

@@ -578,161 +578,110 @@ def cmd_status(args: argparse.Namespace) -> int:
     cluster = answer.get("cluster")
     if cluster:
         _print_cluster(cluster)
-    header = f"{'AGENT':<20} {'PID':>7} {'STATUS':<17} {'INST':>4} {'RESTARTS':>8} {'CRASHES':>7} {'UPTIME':>9} {'PENDING':>7} {'WAIT':>4} {'TOKENS':>9}  LAST EXIT"
-    if cluster:
-        header = f"{'NODE':<14} " + header
-    print(header)
+    from orchestrator.tables import Column, Table
+    from orchestrator.usage_cli import print_pools
+
+    node_column = (Column("NODE", 14),) if cluster else ()
+    agents = Table(
+        (
+            *node_column,
+            Column("AGENT", 20),
+            Column("PID", 7, ">"),
+            Column("STATUS", 17),
+            Column("INST", 4, ">"),
+            Column("RESTARTS", 8, ">"),
+            Column("CRASHES", 7, ">"),
+            Column("UPTIME", 9, ">"),
+            Column("PENDING", 7, ">"),
+            Column("WAIT", 4, ">"),
+            Column("TOKENS", 9, ">"),
+            Column("LAST EXIT", gap="  "),
+        )
+    )
     for row in answer.get("agents", []):
         uptime = f"{row['uptimeSeconds']:.0f}s" if row.get("uptimeSeconds") is not None else "-"
-        last = (row.get("lastExit") or {}).get("reason") or "-"
-        node = f"{row.get('node') or '(leader)':<14} " if cluster else ""
-        tokens = (row.get("usage") or {}).get("totalTokens", 0)
-        print(
-            f"{node}{row['agent']:<20} {row.get('pid') or '-':>7} {row['status']:<17} {len(row.get('instances', [])):>4} "
-            f"{row['restarts']:>8} {row['crashes']:>7} {uptime:>9} {row.get('pendingDelegates', 0):>7} "
-            f"{row.get('permitsWaiting', 0):>4} {tokens:>9}  {last}"
+        node = (row.get("node") or "(leader)",) if cluster else ()
+        agents.add_row(
+            *node,
+            row["agent"],
+            row.get("pid") or "-",
+            row["status"],
+            len(row.get("instances", [])),
+            row["restarts"],
+            row["crashes"],
+            uptime,
+            row.get("pendingDelegates", 0),
+            row.get("permitsWaiting", 0),
+            (row.get("usage") or {}).get("totalTokens", 0),
+            (row.get("lastExit") or {}).get("reason") or "-",
         )
-    _print_pools(answer.get("pools") or [])
+    agents.print()
+    print_pools(answer.get("pools") or [])
     connections = answer.get("connections") or []
     if connections:
         print()
-        print(
-            f"{'CONNECTION':<20} {'PID':>7} {'STATUS':<17} {'CONNECTOR':<14} {'RESTARTS':>8}  WHY"
+        table = Table(
+            (
+                Column("CONNECTION", 20),
+                Column("PID", 7, ">"),
+                Column("STATUS", 17),
+                Column("CONNECTOR", 14),
+                Column("RESTARTS", 8, ">"),
+                Column("WHY", gap="  "),
+            )
         )
         for row in connections:
             why = row.get("bootError") or ((row.get("lastExit") or {}).get("reason")) or "-"
-            print(
-                f"{row['connection']:<20} {row.get('pid') or '-':>7} {row['status']:<17} "
-                f"{row['connector']:<14} {row['restarts']:>8}  {why}"
+            table.add_row(
+                row["connection"],
+                row.get("pid") or "-",
+                row["status"],
+                row["connector"],
+                row["restarts"],
+                why,
             )
+        table.print()
     return 0
-
-
-def _print_pools(pools: list[dict[str, Any]]) -> None:
-    """The rate-limit pools (nothing without any): permits in use and waiting, what the buckets
-    hold, pauses."""
-    if not pools:
-        return
-    print()
-    print(
-        f"{'POOL':<20} {'IN USE':>9} {'WAITING':>7} {'REQ LEFT':>9} {'TOK LEFT':>9} "
-        f"{'PAUSED':>7} {'WAITED':>7} {'TIMEOUTS':>8}"
-    )
-    for pool in pools:
-        limit = pool.get("maxConcurrent")
-        in_use = f"{pool.get('inUse', 0)}/{limit if limit is not None else '-'}"
-        requests = pool.get("requestsAvailable")
-        tokens = pool.get("tokensAvailable")
-        paused = pool.get("pausedForSeconds") or 0
-        print(
-            f"{pool['pool']:<20} {in_use:>9} {pool.get('waiting', 0):>7} "
-            f"{'-' if requests is None else f'{requests:.0f}':>9} "
-            f"{'-' if tokens is None else tokens:>9} "
-            f"{f'{paused:.1f}s' if paused else '-':>7} {pool.get('waited', 0):>7} "
-            f"{pool.get('timedOut', 0):>8}"
-        )
-
-
-def _money(value: float) -> str:
-    return f"{value:.4f}" if value else "-"
-
-
-def _left(remaining: dict[str, Any] | None) -> str:
-    """``totalTokens 120, cost 0.0100`` of what a budget has left (``-`` without one)."""
-    if not remaining:
-        return "-"
-    return ", ".join(
-        f"{name} {_money(value) if name == 'cost' else value}" for name, value in remaining.items()
-    )
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
-    """Tokens and cost per agent, instance and trace, what budgets have left, and the pools."""
-    from orchestrator.api_client import path_segment
+    """Tokens and cost per agent, instance and trace, what budgets have left, and the pools
+    (from the state directory when no daemon runs)."""
+    from orchestrator.usage_cli import run_usage
 
-    query = f"trace={path_segment(args.trace)}" if args.trace else f"traces={args.traces}"
-    answer = _accepted(args, "GET", f"/v1/usage?{query}")
-    if answer is None:
-        return 1
-    if args.json:
-        print(json.dumps(answer, indent=2))
-    elif args.trace:
-        _print_trace_usage(answer)
-    else:
-        _print_usage(answer)
-    return 0
-
-
-def _print_trace_usage(answer: dict[str, Any]) -> None:
-    used = answer.get("usage", {})
-    print(f"trace {answer.get('traceId')} (entered at {answer.get('root')})")
-    print(f"  agents: {', '.join(answer.get('agents', []))}")
-    print(
-        f"  calls {used.get('calls', 0)}, tokens {used.get('inputTokens', 0)} in / "
-        f"{used.get('outputTokens', 0)} out, cost {_money(used.get('cost', 0))}"
+    return run_usage(
+        args,
+        lambda: _state_dir(args),
+        lambda: _bundle_path(args),
+        lambda code, message: _fail(args, code, message),
     )
-    print(f"  budget left: {_left(answer.get('remaining'))}")
-    if answer.get("exceeded"):
-        print(f"  exceeded: {answer['exceeded']}")
-
-
-def _print_usage(answer: dict[str, Any]) -> None:
-    total = answer.get("total", {})
-    print(
-        f"since start: {total.get('calls', 0)} model calls, {total.get('inputTokens', 0)} tokens "
-        f"in, {total.get('outputTokens', 0)} out, cost {_money(total.get('cost', 0))}"
-    )
-    print()
-    print(f"{'AGENT':<20} {'CALLS':>6} {'INPUT':>9} {'OUTPUT':>9} {'COST':>10}  BUDGETS")
-    for row in answer.get("agents", []):
-        used = row.get("usage", {})
-        budgets = "; ".join(
-            f"{scope}: {_left(ceilings)}" for scope, ceilings in (row.get("budgets") or {}).items()
-        )
-        print(
-            f"{row['agent']:<20} {used.get('calls', 0):>6} {used.get('inputTokens', 0):>9} "
-            f"{used.get('outputTokens', 0):>9} {_money(used.get('cost', 0)):>10}  {budgets or '-'}"
-        )
-    instances = [row for row in answer.get("instances", []) if row.get("usage", {}).get("calls")]
-    if instances:
-        print()
-        print(f"{'AGENT':<20} {'INSTANCE':<24} {'TOKENS':>9} {'COST':>10}  LEFT")
-        for row in instances:
-            used = row["usage"]
-            print(
-                f"{row['agent']:<20} {row.get('instanceKey')!s:<24} "
-                f"{used.get('totalTokens', 0):>9} {_money(used.get('cost', 0)):>10}  "
-                f"{_left(row.get('remaining'))}"
-            )
-    traces = answer.get("traces", [])
-    if traces:
-        print()
-        print(f"{'TRACE':<34} {'ROOT':<16} {'TOKENS':>9} {'COST':>10}  LEFT")
-        for row in traces:
-            used = row.get("usage", {})
-            left = (
-                "EXCEEDED " + row["exceeded"]
-                if row.get("exceeded")
-                else _left(row.get("remaining"))
-            )
-            print(
-                f"{row['traceId']:<34} {row.get('root', ''):<16} {used.get('totalTokens', 0):>9} "
-                f"{_money(used.get('cost', 0)):>10}  {left}"
-            )
-    _print_pools(answer.get("pools") or [])
 
 
 def _print_cluster(cluster: dict[str, Any]) -> None:
     print(f"cluster {cluster.get('cluster')} at {cluster.get('server')}")
-    print(f"{'NODE':<14} {'UP':<4} {'BUNDLE':<9} {'HOST':<20} {'PID':>7}  AGENTS")
+    from orchestrator.tables import Column, Table
+
+    table = Table(
+        (
+            Column("NODE", 14),
+            Column("UP", 4),
+            Column("BUNDLE", 9),
+            Column("HOST", 20),
+            Column("PID", 7, ">"),
+            Column("AGENTS", gap="  "),
+        )
+    )
     for node in cluster.get("nodes", []):
         same = node.get("sameBundle")
-        bundle = "-" if same is None else ("same" if same else "DIFFERS")
-        print(
-            f"{node['node']:<14} {'yes' if node.get('up') else 'NO':<4} {bundle:<9} "
-            f"{node.get('host') or '-':<20} {node.get('pid') or '-':>7}  "
-            f"{', '.join(node.get('agents', [])) or '-'}"
+        table.add_row(
+            node["node"],
+            "yes" if node.get("up") else "NO",
+            "-" if same is None else ("same" if same else "DIFFERS"),
+            node.get("host") or "-",
+            node.get("pid") or "-",
+            ", ".join(node.get("agents", [])) or "-",
         )
+    table.print()
     print()
 
 
@@ -805,12 +754,28 @@ def cmd_requests(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'REQUEST':<30} {'TRACE':<32} {'CALLER':<14} {'AGENT':<14} {'INSTANCE':<14} STARTED")
-    for row in rows:
-        print(
-            f"{row['requestId']:<30} {row['traceId']:<32} {row['caller']:<14} "
-            f"{row['agent']:<14} {row['instanceKey']:<14} {row['startedAt']}"
+    from orchestrator.tables import Column, Table
+
+    table = Table(
+        (
+            Column("REQUEST", 30, cut=False),
+            Column("TRACE", 32, cut=False),
+            Column("CALLER", 14),
+            Column("AGENT", 14),
+            Column("INSTANCE", 14),
+            Column("STARTED"),
         )
+    )
+    for row in rows:
+        table.add_row(
+            row["requestId"],
+            row["traceId"],
+            row["caller"],
+            row["agent"],
+            row["instanceKey"],
+            row["startedAt"],
+        )
+    table.print()
     return 0
 
 
@@ -889,13 +854,26 @@ def cmd_instances(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'AGENT':<20} {'INSTANCE':<24} {'STATUS':<11} {'TOKENS':>9}  UPDATED")
-    for row in rows:
-        tokens = (row.get("usage") or {}).get("totalTokens", 0)
-        print(
-            f"{row.get('agentName', '?'):<20} {row.get('instanceKey', '?'):<24} "
-            f"{row.get('status', '?'):<11} {tokens:>9}  {row.get('updatedAt', '')}"
+    from orchestrator.tables import Column, Table
+
+    table = Table(
+        (
+            Column("AGENT", 20),
+            Column("INSTANCE", 24),
+            Column("STATUS", 11),
+            Column("TOKENS", 9, ">"),
+            Column("UPDATED", gap="  "),
         )
+    )
+    for row in rows:
+        table.add_row(
+            row.get("agentName", "?"),
+            row.get("instanceKey", "?"),
+            row.get("status", "?"),
+            (row.get("usage") or {}).get("totalTokens", 0),
+            row.get("updatedAt", ""),
+        )
+    table.print()
     return 0
 
 
@@ -903,7 +881,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
     """Tool calls waiting for an operator's approval (read from the state directory, so no
     daemon is needed; a daemon at ``--api-url`` is asked); ``--all`` shows decided ones too."""
     from orchestrator.api_target import TargetError, remote_rows, remote_url
-    from orchestrator.approvals import approval_line, list_approvals
+    from orchestrator.approvals import list_approvals, print_approvals
 
     try:
         if remote_url(args) is not None:
@@ -918,8 +896,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print("no approvals" if args.all else "nothing waits for approval")
-    for row in rows:
-        print(approval_line(row))
+    print_approvals(rows)
     return 0
 
 
