@@ -1022,17 +1022,25 @@ def _state_dir_unused() -> Path:
 
 
 def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: Any) -> int:
+    from collections import deque
+
     from orchestrator.api_client import DaemonApi
     from orchestrator.eventlog import format_event, log_files, matches, read_events
+    from orchestrator.process_logs_cli import ALL_LINES, FOLLOW_LINES
+
+    # The past is held back to its last --lines events (-f: the last few, as `tail -f`).
+    lines = args.lines if args.lines is not None else (FOLLOW_LINES if args.follow else ALL_LINES)
+    past: deque[str] | None = deque(maxlen=lines) if lines != ALL_LINES else None
 
     def show(event: dict[str, Any]) -> None:
         if event.get("type") == "text.delta":
             return  # streamed text is not kept in the log: -f shows what plain logs shows
         if matches(event, agent=args.agent, trace=args.trace, since=since):
-            print(
-                json.dumps(event, ensure_ascii=False) if args.json else format_event(event),
-                flush=True,
-            )
+            line = json.dumps(event, ensure_ascii=False) if args.json else format_event(event)
+            if past is not None:
+                past.append(line)
+            else:
+                print(line, flush=True)
 
     stream = DaemonApi(state_dir).events() if args.follow else None
     for rotated in [f for f in log_files(state_dir) if f != path]:
@@ -1047,6 +1055,11 @@ def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: An
             offset = end
             show(event)
             recent = [*recent[-999:], json.dumps(event, sort_keys=True, default=str)]
+        if past is not None:  # the past is read: its last lines, then whatever comes
+            for line in past:
+                print(line)
+            sys.stdout.flush()
+            past = None
         if not args.follow:
             return 0
         if stream is not None:  # the daemon pushes what comes next
@@ -1498,7 +1511,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         logs.add_argument("--agent", help="only this agent's events")
         logs.add_argument("--trace", help="only this trace id: one request across every agent")
         logs.add_argument("--since", help="only newer events: 30s, 10m, 2h, 1d or an ISO timestamp")
-        logs.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+        logs.add_argument(
+            "--follow",
+            "-f",
+            action="store_true",
+            help="keep printing new events (after the last 10, as tail -f; see -n)",
+        )
         logs.add_argument("--json", action="store_true", help="one JSON event per line")
         from orchestrator.process_logs_cli import add_arguments as process_options
 
@@ -1631,17 +1649,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ[ALLOW_OUTSIDE_BUNDLE_ENV] = "1"
     command: Command = args.run
     try:
-        return command(args)
+        code = command(args)
+        sys.stdout.flush()  # a reader that left shows here, not at the interpreter's exit
+        return code
+    except BrokenPipeError as exc:
+        if not _stdout_gone():
+            return _internal_error(args, exc)
+        return _reader_gone()
     except _DaemonFailed as failed:
         return failed.exit_code
     except _UsageError as exc:
         return _fail(args, ExitCode.USAGE, str(exc))
     except KeyboardInterrupt:
         return int(ExitCode.INTERRUPTED)
-    except Exception as exc:  # a bug of ours: one line, the traceback only when asked
-        if args.debug:
-            import traceback
+    except Exception as exc:
+        return _internal_error(args, exc)
 
-            traceback.print_exc()
-        print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
-        return 1
+
+def _internal_error(args: argparse.Namespace, exc: Exception) -> int:
+    """A bug of ours: one line, the traceback only when asked."""
+    if args.debug:
+        import traceback
+
+        traceback.print_exception(exc)
+    print(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
+    return 1
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe its reader closed (``logs | head`` once head has its
+    lines), rather than a socket to the daemon breaking."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(flags & select.POLLERR for _, flags in poller.poll(0))
+    except (OSError, ValueError):  # no descriptor: a stand-in stream
+        return False
+
+
+def _reader_gone() -> int:
+    """Stop quietly, as ``git log | head`` does: no message, exit 141 (128 + SIGPIPE)."""
+    import signal
+
+    # The interpreter flushes stdout once more as it exits; what is left goes nowhere.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + int(signal.SIGPIPE)

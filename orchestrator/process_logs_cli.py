@@ -108,16 +108,19 @@ def show(args: argparse.Namespace, state_dir: Path) -> int:
         print(f"error: no process {args.process!r}; known: {listed}", file=sys.stderr)
         return 1
     streams = list(STREAMS) if args.stream == "both" else [args.stream]
+    count = PROCESS_LINES if args.lines is None else args.lines
+    if count == ALL_LINES:
+        count = sys.maxsize
     tails = {
         stream: [
             (*_split(line), stream, line)
-            for line in last_lines(stream_files(state_dir, process, stream), args.lines)
+            for line in last_lines(stream_files(state_dir, process, stream), count)
         ]
         for stream in streams
     }
     # Each stream's lines are in time order already: merge them on their stamps.
     merged = list(heapq.merge(*tails.values(), key=lambda row: row[0]))
-    for _, _, stream, line in merged[-args.lines :] if args.lines > 0 else []:
+    for _, _, stream, line in merged[-count:] if count > 0 else []:
         _print(process, stream, line, args)
     if not args.follow:
         return 0
@@ -157,6 +160,27 @@ def _size(path: Path) -> int:
         return 0
 
 
+PROCESS_LINES = 200
+"""Lines of ``--process`` shown without ``--lines``."""
+FOLLOW_LINES = 10
+"""Events of the past ``logs -f`` shows without ``--lines`` before the new ones (as ``tail -f``)."""
+ALL_LINES = -1
+"""``--lines all``: the whole history."""
+
+
+def line_count(text: str) -> int:
+    """A ``--lines`` value: a count of 0 or more, or ``all`` (:data:`ALL_LINES`)."""
+    if text.strip().lower() == "all":
+        return ALL_LINES
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of lines (0 or more), or all")
+    return count
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--process``, ``--stream`` and ``--lines`` of ``logs``."""
     group = parser.add_argument_group("one process's output (logs/ in the state directory)")
@@ -173,11 +197,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="both",
         help="which stream of --process (default: both, merged by time)",
     )
-    group.add_argument(
+    parser.add_argument(
         "--lines",
+        "-n",
         "-l",
-        type=int,
-        default=200,
+        type=line_count,
+        default=None,
         metavar="N",
-        help="the last N lines of --process (default: 200)",
+        help="the last N events (or lines of --process) only, then -f follows; `all` for "
+        f"every one (default: every event, {FOLLOW_LINES} with -f; {PROCESS_LINES} lines of "
+        "--process)",
     )

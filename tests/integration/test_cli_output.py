@@ -1,8 +1,8 @@
-"""What the command line prints where it prints it: tables on terminals of a given width, or
-piped.
+"""What the command line prints where it prints it: into a pipe its reader closes early, the
+last lines of the event log (``logs -n``), and tables on terminals of a given width or piped.
 
-Every command runs as a real process over a state directory written in the files' own format
-(instances, approvals).
+Every command runs as a real process over a state directory written with the runtime's own
+writers (the event log) or in the files' own format (instances, approvals).
 """
 
 from __future__ import annotations
@@ -21,11 +21,32 @@ from typing import Any
 import pytest
 
 from goondan.defaults import INSTANCE_METADATA_FORMAT
+from orchestrator.eventlog import EventLog
 from tests.support.daemon import run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
 LONG_ARGUMENTS = {"command": "echo " + "x" * 300}
+
+
+def event_log(state: Path, count: int, agent: str = "worker") -> None:
+    """``count`` Turns of ``agent``, each its own trace, written by the daemon's own writer."""
+    log = EventLog(state)
+    try:
+        for index in range(count):
+            log.append(
+                {
+                    "type": "turn.started",
+                    "timestamp": f"2026-01-01T00:00:00.{index % 1000:03d}Z",
+                    "agentName": agent,
+                    "instanceKey": "default",
+                    "traceId": f"trace-{index:06d}",
+                    "spanId": f"span-{index:06d}",
+                    "turnId": f"turn-{index:06d}",
+                }
+            )
+    finally:
+        log.close()
 
 
 def instances(state: Path, count: int) -> None:
@@ -63,6 +84,87 @@ def approvals(state: Path, count: int) -> list[str]:
         (directory / f"{approval_id}.json").write_text(json.dumps(record))
         ids.append(approval_id)
     return ids
+
+
+@pytest.fixture
+def busy_state(tmp_path: Path) -> Path:
+    """A state directory whose listings run far past a pipe's buffer."""
+    state = tmp_path / "state"
+    event_log(state, 3000)
+    instances(state, 1500)
+    approvals(state, 1500)
+    return state
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["logs"],
+        ["logs", "--json"],
+        ["instances"],
+        ["approvals"],
+        ["usage", "--traces", "3000"],
+    ],
+)
+def test_a_reader_that_leaves_early_ends_the_command_quietly(
+    busy_state: Path, tmp_path: Path, command: list[str]
+) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", *command, "--state-dir", str(busy_state)],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    first = child.stdout.readline()  # `| head -1`: one line, then the reader is gone
+    child.stdout.close()
+    try:
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert first.strip()
+    assert stderr.decode() == ""  # no "internal error", no traceback
+    assert child.returncode == 141  # 128 + SIGPIPE, as `git log | head` reports it
+
+
+def test_logs_lines_prints_the_last_events_and_follow_starts_with_ten(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    event_log(state, 50)
+    everything = run_cli("logs", "--state-dir", str(state), "--json", cwd=tmp_path)
+    last_three = run_cli("logs", "--state-dir", str(state), "--json", "-n", "3", cwd=tmp_path)
+    none = run_cli("logs", "--state-dir", str(state), "--lines", "0", cwd=tmp_path)
+    bad = run_cli("logs", "--state-dir", str(state), "-n", "-2", cwd=tmp_path)
+
+    def traces(done: subprocess.CompletedProcess[str]) -> list[str]:
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line)["traceId"] for line in done.stdout.splitlines()]
+
+    assert traces(everything) == [f"trace-{i:06d}" for i in range(50)]
+    assert traces(last_three) == ["trace-000047", "trace-000048", "trace-000049"]
+    assert none.stdout == ""
+    assert bad.returncode == 2
+    assert "--lines" in bad.stderr
+
+    # -f: the last ten, then it waits for more (no daemon: it tails the file).
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "logs", "-f", "--json", "--state-dir", str(state)],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follow.stdout is not None
+        past = [json.loads(follow.stdout.readline())["traceId"] for _ in range(10)]
+        event_log(state, 1, agent="late")  # appended after the past was printed
+        new = json.loads(follow.stdout.readline())
+    finally:
+        follow.kill()
+        follow.communicate(timeout=30)
+    assert past == [f"trace-{i:06d}" for i in range(40, 50)]
+    assert new["agentName"] == "late"
 
 
 def on_terminal(columns: int, *args: str, cwd: Path) -> list[str]:
