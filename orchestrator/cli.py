@@ -1148,12 +1148,11 @@ def cmd_package(args: argparse.Namespace) -> int:
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    """Print the completion script of ``args.shell`` for this command line."""
-    import shtab
+    """Print what to source in ``args.shell`` to complete ``goondan`` and
+    ``python -m orchestrator`` (orchestrator/completion.py)."""
+    from orchestrator.completion import script
 
-    parser = build_parser()
-    parser.prog = "goondan"
-    print(shtab.complete(parser, shell=args.shell))
+    print(script(args.shell))
     return 0
 
 
@@ -1627,6 +1626,10 @@ COMMANDS = frozenset(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
+    if "_ARGCOMPLETE" in os.environ:  # the shell completes a word: answer and exit
+        from orchestrator.completion import complete
+
+        complete(build_parser(), _state_dir)
     # Building every command's arguments is a good part of a short command's time: build
     # those of the command given (all of them for help, or anything unexpected).
     words = list(sys.argv[1:] if argv is None else argv)
