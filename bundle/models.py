@@ -780,6 +780,13 @@ class ConnectorSpec(_Spec):
         min_length=1, description="Events it emits (at least one; names unique)."
     )
     env: EnvNames
+    required_settings: list[str | list[str]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Settings it cannot start without, each a name or a list of names any one "
+        "of which will do, looked up as ctx.setting does: a Connection's secrets, its config, "
+        "then the environment (names in `env` only). `doctor` and `run` check them.",
+    )
 
 
 class IngressMatch(_Spec):

@@ -305,7 +305,9 @@ def _api_token(variable: str | None) -> ApiToken | None:
 
 
 def _missing_keys(bundle: Any, swarm: str | None) -> list[str]:
-    """One line per API key the swarm's Models read from an environment without it."""
+    """One line per API key the swarm's Models, or secret its Connections, read from an
+    environment without it."""
+    from bundle.connection_needs import missing_settings
     from bundle.keys import key_needs
 
     return [
@@ -313,7 +315,7 @@ def _missing_keys(bundle: Any, swarm: str | None) -> list[str]:
         f"{need.variable}, which is not set"
         for need in key_needs(bundle, swarm)
         if not need.present(os.environ)
-    ]
+    ] + [need.problem() for need in missing_settings(bundle, swarm, os.environ)]
 
 
 async def _run(args: argparse.Namespace) -> int:

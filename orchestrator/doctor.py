@@ -1,9 +1,9 @@
 """``doctor``: is this machine ready to run this swarm? Each problem with its fix.
 
 Checks the Python, the installed extras (and which ones the swarm needs), the configuration,
-the API keys its Models read (from the environment after ``.env`` files: names only, never
-values), the state directory, a daemon already running, and the cluster client when the swarm
-places agents on other hosts.
+the API keys its Models read and the secrets its Connections read (from the environment after
+``.env`` files: names only, never values), the state directory, a daemon already running, and
+the cluster client when the swarm places agents on other hosts.
 """
 
 from __future__ import annotations
@@ -180,6 +180,19 @@ def _needs(report: Report, bundle: Any, have: dict[str, bool], env: dict[str, st
                 "or export it",
                 ExitCode.AUTH,
             )
+    _connection_settings(report, bundle, swarm.name, env)
+
+
+def _connection_settings(report: Report, bundle: Any, swarm: str, env: dict[str, str]) -> None:
+    """The variables the swarm's Connections read: a connector without one cannot start."""
+    from bundle.connection_needs import connection_needs
+
+    for need in connection_needs(bundle, swarm):
+        name = f"connection {need.connection} {need.variables[0]}"
+        if need.present(env):
+            report.add(name, "ok", f"set (Connection/{need.connection}, {need.connector})")
+        else:
+            report.add(name, "fail", need.problem(), need.fix(), ExitCode.AUTH)
 
 
 def _sandbox(report: Report, bundle: Any, swarm: str) -> None:
