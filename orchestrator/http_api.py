@@ -263,7 +263,7 @@ def build_app(
     async def readyz(request: Request) -> Response:
         handle = daemon.supervisor.handles.get(daemon.entry_agent)
         ready = handle is not None and handle.ready_now and not daemon.stopping
-        status = handle.status.value if handle is not None else ProcessStatus.TERMINATED.value
+        status = handle.status.value if handle is not None else ProcessStatus.NOT_STARTED.value
         body = {"ready": ready, "entryAgent": daemon.entry_agent, "status": status}
         return JSONResponse(body, status_code=200 if ready else 503)
 

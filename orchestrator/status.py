@@ -19,13 +19,20 @@ __all__ = [
 
 
 class ProcessStatus(enum.StrEnum):
-    """Lifecycle of one AgentProcess (DESIGN.md "Supervision")."""
+    """Lifecycle of one AgentProcess (DESIGN.md "Supervision").
 
+    The seven states of the design, plus :attr:`NOT_STARTED`: agents start on first use, and
+    one that never ran has not terminated.
+    """
+
+    NOT_STARTED = "notStarted"
+    """No process was ever started for it (it starts when first asked)."""
     SPAWNING = "spawning"
     IDLE = "idle"
     PROCESSING = "processing"
     DRAINING = "draining"
     TERMINATED = "terminated"
+    """Its process exited when asked to (a stop, a restart, the daemon stopping)."""
     CRASHED = "crashed"
     CRASH_LOOP_BACK_OFF = "crashLoopBackOff"
 

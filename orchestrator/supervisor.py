@@ -1,9 +1,10 @@
 """The supervisor: one handle per agent, started on demand, restarted when it crashes.
 
-Status per agent: ``spawning → idle ⇄ processing → draining → terminated``, plus ``crashed``
-and ``crashLoopBackOff``. A child's exit is noticed through its process sentinel; the first
-five consecutive crashes restart at once, then the delay doubles from 1 s up to 300 s
-(:func:`~orchestrator.status.next_restart_delay`), and a successful Turn resets the count.
+Status per agent: ``notStarted → spawning → idle ⇄ processing → draining → terminated``, plus
+``crashed`` and ``crashLoopBackOff``. A child's exit is noticed through its process sentinel;
+the first five consecutive crashes restart at once, then the delay doubles from 1 s up to
+300 s (:func:`~orchestrator.status.next_restart_delay`), and a successful Turn resets the
+count.
 :meth:`Supervisor.reconcile` is idempotent: it starts whatever should run and is due, so it
 also repairs anything an event missed.
 """
@@ -56,7 +57,7 @@ class AgentHandle:
 
     name: str
     plan: Plan
-    status: ProcessStatus = ProcessStatus.TERMINATED
+    status: ProcessStatus = ProcessStatus.NOT_STARTED
     worker: Worker | None = None
     wanted: bool = False
     """Started at least once and not stopped on purpose: restart it when it crashes."""
@@ -210,6 +211,7 @@ class Supervisor:
                 details={"retryInSeconds": round(wait, 3)},
             )
         if handle.worker is None or handle.status in (
+            ProcessStatus.NOT_STARTED,
             ProcessStatus.TERMINATED,
             ProcessStatus.CRASHED,
         ):
@@ -436,7 +438,8 @@ class Supervisor:
         handle = self.handles[name]
         worker, watcher = handle.worker, handle.watcher
         if worker is None:
-            self._set_status(handle, ProcessStatus.TERMINATED)
+            if handle.status is not ProcessStatus.NOT_STARTED:  # nothing ran: nothing ended
+                self._set_status(handle, ProcessStatus.TERMINATED)
             return
         handle.stopping = True
         self._set_status(handle, ProcessStatus.DRAINING)

@@ -65,7 +65,7 @@ async def test_health_readiness_and_status(client: httpx2.AsyncClient) -> None:
     assert (ready.status_code, ready.json()["entryAgent"]) == (200, "alpha")
     rows = {r["agent"]: r for r in (await client.get("/v1/agents")).json()["agents"]}
     assert rows["alpha"]["status"] == "idle"
-    assert rows["beta"]["status"] == "terminated"  # started on first use
+    assert rows["beta"]["status"] == "notStarted"  # started on first use
 
 
 async def test_a_request_answers_with_the_turns_answer(client: httpx2.AsyncClient) -> None:

@@ -41,7 +41,7 @@ def test_status_send_and_restart(daemon: Daemon, tmp_path: Path) -> None:
     status = json.loads(cli(tmp_path, "status", "--json").stdout)
     rows = {row["agent"]: row for row in status["agents"]}
     assert rows["alpha"]["status"] == "idle"
-    assert rows["beta"]["status"] == "terminated"  # not started until first use
+    assert rows["beta"]["status"] == "notStarted"  # not started until first use
 
     sent = cli(tmp_path, "send", "beta", "hello there")
     assert sent.returncode == 0, sent.stderr
@@ -176,7 +176,7 @@ def test_an_empty_send_is_refused_before_it_is_queued(
     assert "internal error" not in sent.stderr
     # nothing reached the agent: it was never even started
     rows = {r["agent"]: r for r in json.loads(cli(tmp_path, "status", "--json").stdout)["agents"]}
-    assert rows["beta"]["status"] == "terminated"
+    assert rows["beta"]["status"] == "notStarted"
 
 
 def test_a_delegate_without_text_from_an_agent_is_refused(daemon: Daemon, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@
 import { deciderText } from "./approvals.js";
 
 const STATUS_LABELS = {
+  notStarted: "not started",
   idle: "idle",
   processing: "processing",
   spawning: "spawning",
@@ -17,6 +18,7 @@ const STATUS_LABELS = {
   unknown: "unknown",
 };
 const STATUS_ICONS = {
+  notStarted: "◇",
   idle: "●",
   processing: "◔",
   spawning: "◌",

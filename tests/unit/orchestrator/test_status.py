@@ -44,8 +44,9 @@ def test_exit_info() -> None:
     assert ExitInfo(EXIT_BOOT_FAILURE).boot_failure
 
 
-def test_statuses_are_the_seven_of_the_design() -> None:
+def test_statuses_are_the_seven_of_the_design_and_not_started() -> None:
     assert [s.value for s in ProcessStatus] == [
+        "notStarted",
         "spawning",
         "idle",
         "processing",

@@ -1,9 +1,9 @@
 """Every guarantee of the supervisor's docstring, against fake workers and a fake clock.
 
-Status per agent ``spawning → idle ⇄ processing → draining → terminated``, plus ``crashed`` and
-``crashLoopBackOff``; five crashes in a row restart at once, then the delay doubles from 1 s to
-300 s; a successful Turn resets the count; reconcile starts what should run and is due; a stop
-escalates from ``shutdown`` to SIGTERM to SIGKILL.
+Status per agent ``notStarted → spawning → idle ⇄ processing → draining → terminated``, plus
+``crashed`` and ``crashLoopBackOff``; five crashes in a row restart at once, then the delay
+doubles from 1 s to 300 s; a successful Turn resets the count; reconcile starts what should run
+and is due; a stop escalates from ``shutdown`` to SIGTERM to SIGKILL.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ async def fleet() -> AsyncIterator[Fleet]:
 
 
 async def test_an_agent_starts_on_demand_and_reports_its_status(fleet: Fleet) -> None:
-    assert fleet.handle.status is ProcessStatus.TERMINATED
+    assert fleet.handle.status is ProcessStatus.NOT_STARTED
+    assert [r["status"] for r in fleet.supervisor.status()] == ["notStarted"]
     worker = await fleet.running()
     assert fleet.handle.status is ProcessStatus.IDLE
     assert fleet.handle.pid == worker.pid
@@ -362,6 +363,18 @@ async def test_a_new_plan_during_a_process_start_restarts_the_process_started_wi
     assert workers[1].exited.done()
     assert workers[2].plan is new_plan
     assert fleet.handle.worker is workers[2]
+    assert fleet.handle.status is ProcessStatus.IDLE
+
+
+async def test_an_agent_never_started_stays_not_started_through_a_stop(fleet: Fleet) -> None:
+    # Nothing ran, so nothing terminated: a stop (a shutdown, a removed agent) leaves it as is.
+    await asyncio.wait_for(fleet.supervisor.stop_agent("a", 1.0, "config_change"), 2)
+    assert fleet.handle.status is ProcessStatus.NOT_STARTED
+    worker = await fleet.running()
+    await asyncio.wait_for(fleet.supervisor.stop_agent("a", 1.0, "config_change"), 2)
+    assert worker.exited.done()
+    assert fleet.handle.status is ProcessStatus.TERMINATED
+    await fleet.running()  # a stopped agent starts again when asked
     assert fleet.handle.status is ProcessStatus.IDLE
 
 
