@@ -39,6 +39,7 @@ from orchestrator.environment import withhold
 from orchestrator.eventlog import EventLog
 from orchestrator.events_hub import END_OF_STREAM, EventHub
 from orchestrator.http_api import ApiServer
+from orchestrator.interrupted import interrupted_turn
 from orchestrator.limits import ModelBroker
 from orchestrator.metrics import SwarmMetrics
 from orchestrator.plans import SharedParts
@@ -559,16 +560,13 @@ class Orchestrator:
         await self.api.start()
 
     def _report_unfolded(self) -> None:
-        """After a crash: name the conversations with events not yet folded into their base.
+        """After a crash: name the conversations whose last Turn never ended (its events not
+        folded into the base; a non-empty ``events.jsonl`` alone is normal between Turns).
 
         They are not lost: each resumes from ``base + events`` when its agent next runs it.
         """
         for events in sorted(self.state_dir.glob("agents/*/instances/*/conversation/events.jsonl")):
-            try:
-                pending = events.stat().st_size > 0
-            except OSError:
-                continue
-            if pending:
+            if interrupted_turn(events.parent):
                 agent = events.parents[3].name
                 instance = events.parents[1].name
                 self.log.warning(
