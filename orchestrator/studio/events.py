@@ -75,13 +75,20 @@ def event_key(event: dict[str, Any]) -> str:
     return hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
 
 
+def is_crash(event: dict[str, Any]) -> bool:
+    """Whether a ``process.exited`` event is a crash: an exit nobody asked for, other than
+    exit code 0 (which the daemon restarts at once and counts as no crash)."""
+    clean = event.get("exitCode") == 0 and event.get("signal") is None
+    return event.get("expected") is False and not clean
+
+
 def event_level(event: dict[str, Any]) -> str:
     """``error``, ``warning`` or ``info``: how much an operator should care about ``event``."""
     kind = str(event.get("type", ""))
     if kind.endswith(".failed") or kind in _ERROR_TYPES:
         return "error"
     if kind == "process.exited" and event.get("expected") is False:
-        return "error"
+        return "error" if is_crash(event) else "warning"
     if kind == "tool.completed" and event.get("status") == "error":
         return "error"
     if kind in _WARNING_TYPES or (kind == "approval.decided" and event.get("status") != "approved"):
@@ -140,7 +147,8 @@ class Span:
     finished_ms: float | None = None
     duration_ms: float | None = None
     status: str = "running"
-    """``running`` until its end is recorded, then ``ok``, ``error`` or ``cancelled``."""
+    """``running`` until its end is recorded, then ``ok``, ``error`` or ``cancelled``;
+    ``awaiting`` while a tool call is parked for an operator's decision (no failure)."""
     error: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)
     """What the events said besides the above: ids, tool name, arguments, output, usage."""
@@ -297,7 +305,7 @@ class Trace:
             return  # the tool's own events say when it ran and how it ended
         if phase in ("requested", "resumed"):
             span.started_ms = span.started_ms if span.started_ms is not None else stamp
-            span.error = "waiting for an operator's approval"
+            span.status, span.error = "awaiting", None  # parked, not failed
             return
         span.finished_ms = stamp
         if span.started_ms is not None and stamp is not None:
@@ -418,6 +426,8 @@ class Trace:
         root = self.root()
         if root is not None and root.status != "running":
             status = "error" if "error" in statuses else root.status
+        elif "awaiting" in statuses:
+            status = "awaiting"  # a call waits for an operator: nothing else can move
         elif "running" in statuses:
             status = "running"
         else:
@@ -489,12 +499,16 @@ class AgentRecord:
                 "signal": event.get("signal"),
                 "reason": event.get("reason"),
             }
-            if event.get("expected") is False:
+            if is_crash(event):
                 self.status = "crashed"
                 self.crashes += 1
                 self.last_crash_ms = epoch_ms(event.get("timestamp"))
             else:
+                # Asked to stop (the daemon stopping, a restart), or exit code 0 unasked (the
+                # daemon restarts it and counts no crash): the latest exit is no crash, so an
+                # earlier one is no longer news.
                 self.status = "terminated"
+                self.last_crash_ms = None
         elif kind == "process.backoff":
             self.status = "crashLoopBackOff"
         elif kind == "process.restarting":

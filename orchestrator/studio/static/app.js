@@ -216,8 +216,8 @@ function statusBadge(status) {
 }
 
 function outcomeBadge(status) {
-  const label = { ok: "ok", error: "error", running: "running", cancelled: "cancelled" }[status] || status;
-  const icon = { ok: "✓", error: "✕", running: "…", cancelled: "⊘" }[status] || "?";
+  const label = { ok: "ok", error: "error", running: "running", cancelled: "cancelled", awaiting: "awaiting approval" }[status] || status;
+  const icon = { ok: "✓", error: "✕", running: "…", cancelled: "⊘", awaiting: "⏸" }[status] || "?";
   return h(
     "span",
     { class: `badge outcome-${status}`, dataset: { outcome: status } },
@@ -350,11 +350,18 @@ function connectStream() {
   });
 }
 
-/** What every view learns from a live event: when an agent crashed. */
+/** A `process.exited` event that is a crash: unasked, and not exit code 0 (which the daemon
+ * restarts at once without counting a crash). */
+function isCrash(event) {
+  return event.expected === false && !(event.exitCode === 0 && !event.signal);
+}
+
+/** What every view learns from a live event: when an agent crashed (until it next exits
+ * cleanly: then its latest exit is no crash). */
 function noteLive(event) {
-  if (event.type === "process.exited" && event.expected === false) {
-    state.crashes.set(event.agentName, parseStamp(event.timestamp) ?? Date.now());
-  }
+  if (event.type !== "process.exited") return;
+  if (isCrash(event)) state.crashes.set(event.agentName, parseStamp(event.timestamp) ?? Date.now());
+  else state.crashes.delete(event.agentName);
 }
 
 // ---------------------------------------------------------------- router
@@ -454,8 +461,10 @@ function swarmView(main) {
       if (next) row.status = next;
       if (type === "process.spawned" && event.pid) row.pid = event.pid;
       if (type === "process.exited") {
-        row.status = event.expected === false ? "crashed" : "terminated";
-        if (event.expected === false) {
+        row.status = isCrash(event) ? "crashed" : "terminated";
+        if (!isCrash(event)) {
+          row.lastCrashMs = null;
+        } else {
           row.crashes = (row.crashes || 0) + 1;
           row.lastCrashMs = state.crashes.get(row.agent);
           row.lastExit = { reason: event.reason };
@@ -1330,7 +1339,7 @@ function messageItem(message) {
     const box = h("div", { class: "tool-result" },
       h("div", { class: "tool-call-head" },
         h("span", { class: "kind kind-result", text: "Result" }),
-        outcomeBadge(result.status === "error" ? "error" : result.status === "pending" ? "running" : "ok"),
+        outcomeBadge(result.status === "error" ? "error" : result.status === "pending" ? "awaiting" : "ok"),
         h("span", { class: "muted mono", text: source.toolCallId || result.toolCallId || "" })),
       h("div", { class: "kv" }, h("span", { class: "k", text: "output" }), output));
     if (result.error) {

@@ -124,11 +124,18 @@ def test_a_call_parked_for_approval_is_a_span_until_it_is_decided() -> None:
         event("approval.requested", "28.000", "worker", "apr", "ws0", toolName="bash__exec",
               toolCallId="c9", status="pending", args={"command": "ls"}, approvalId="apr_1"),
     ]  # fmt: skip
-    [*_, waiting] = trace_of(parked).to_json()["spans"]
-    assert (waiting["kind"], waiting["name"], waiting["status"]) == (
+    parked_trace = trace_of(parked)
+    [*_, waiting] = parked_trace.to_json()["spans"]
+    # Parked is no failure: it awaits an operator, and so does the trace.
+    assert (waiting["kind"], waiting["name"], waiting["status"], waiting["error"]) == (
         "approval",
         "bash__exec",
-        "running",
+        "awaiting",
+        None,
+    )
+    assert (parked_trace.summary()["status"], parked_trace.summary()["error"]) == (
+        "awaiting",
+        None,
     )
     who = {"via": "unix", "pid": 4242, "uid": 1000, "gid": 1000, "user": "alice"}
     decided = event("approval.decided", "28.500", "worker", "apr", "ws0", toolName="bash__exec",
@@ -148,6 +155,8 @@ def test_a_call_parked_for_approval_is_a_span_until_it_is_decided() -> None:
         ({"type": "tool.completed", "status": "error"}, "error"),
         ({"type": "tool.completed", "status": "ok"}, "info"),
         ({"type": "process.exited", "expected": False}, "error"),
+        ({"type": "process.exited", "expected": False, "exitCode": 0, "signal": None}, "warning"),
+        ({"type": "process.exited", "expected": True, "exitCode": 0, "signal": None}, "info"),
         ({"type": "process.exited", "expected": True}, "info"),
         ({"type": "process.backoff"}, "warning"),
         ({"type": "approval.requested"}, "warning"),
@@ -431,6 +440,31 @@ def test_the_index_keeps_each_agents_last_recorded_state(tmp_path: Path) -> None
     assert rows["worker"]["lastExit"]["reason"] == "signal SIGKILL"
     assert rows["coordinator"]["status"] == "terminated"
     assert rows["flaky"]["status"] == "crashLoopBackOff"
+
+
+def test_a_clean_exit_after_a_crash_is_no_crash(tmp_path: Path) -> None:
+    def exited(agent: str, second: int, **fields: Any) -> dict[str, Any]:
+        stamp = f"2026-11-23T17:58:{second:02d}.000Z"
+        return {"type": "process.exited", "timestamp": stamp, "agentName": agent, **fields}
+
+    killed = {"expected": False, "exitCode": None, "signal": "SIGKILL", "reason": "signal SIGKILL"}
+    clean = {"exitCode": 0, "signal": None, "reason": "exit code 0"}
+    write_log(
+        tmp_path / "runtime-events.jsonl",
+        [
+            exited("worker", 1, **killed),
+            exited("worker", 2, expected=True, **clean),  # the daemon stopped
+            exited("tool", 3, expected=False, **clean),  # exit 0 nobody asked for
+        ],
+    )
+    index = EventIndex(tmp_path)
+    index.refresh()
+    rows = {name: record.row() for name, record in index.agents.items()}
+    # It crashed once, but its last exit was clean: not "crashed ... exit code 0".
+    assert (rows["worker"]["status"], rows["worker"]["crashes"]) == ("terminated", 1)
+    assert rows["worker"]["lastCrashMs"] is None
+    assert rows["worker"]["lastExit"]["reason"] == "exit code 0"
+    assert (rows["tool"]["status"], rows["tool"]["crashes"]) == ("terminated", 0)
 
 
 def test_event_selection_filters_and_keeps_the_newest(tmp_path: Path) -> None:
