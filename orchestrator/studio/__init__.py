@@ -42,6 +42,14 @@ Routes (JSON unless said otherwise):
                                                the least severe level shown)
 ``GET /api/stream``                            server-sent events: ``event: mode`` (``{live}``),
                                                then each runtime event as it happens (live)
+``GET /api/approvals``                         ``{approvals}``: every tool call parked for an
+                                               operator, pending or decided (from the files)
+``GET /api/session``                           ``{csrfToken, canDecide, why}``: what the page
+                                               sends with a decision
+``POST /api/approvals/{id}/approve``           ``{arguments?}`` / ``{reason}``: the decision,
+``POST /api/approvals/{id}/reject``            through the daemon (its answer and status:
+                                               ``{approval, turn}``); only from the studio's own
+                                               page (see :mod:`orchestrator.studio.decisions`)
 """
 
 from __future__ import annotations

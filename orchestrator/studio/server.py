@@ -28,10 +28,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from goondan.http_server import GuardedServer
 from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR
+from orchestrator.approvals import list_approvals
 from orchestrator.eventlog import parse_since
 from orchestrator.servers import address_family
 from orchestrator.studio import DEFAULT_PORT, STATIC_DIR, is_loopback
 from orchestrator.studio.conversations import conversation, instances
+from orchestrator.studio.decisions import DecisionGate
 from orchestrator.studio.events import LEVELS, EventIndex, wrap
 from orchestrator.studio.live import DaemonEvents, StreamClosed, daemon_status, daemon_usage
 
@@ -64,9 +66,11 @@ T = TypeVar("T")
 class Studio:
     """What the API serves, over one state directory."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, on_loopback: bool = True) -> None:
         self.state_dir = state_dir
         self.index = EventIndex(state_dir)
+        self.decisions = DecisionGate(state_dir, on_loopback)
+        """Decisions on parked tool calls: checked, then carried out by the daemon."""
         self.stopping = asyncio.Event()
         """Set when the server stops: open streams end at once."""
         self._usage_book: tuple[float, int, dict[str, Any]] | None = None
@@ -319,6 +323,19 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
         )
         return JSONResponse({"events": rows})
 
+    async def approvals(request: Request) -> Response:
+        rows = await asyncio.to_thread(list_approvals, studio.state_dir, include_decided=True)
+        return JSONResponse({"approvals": rows})
+
+    async def session(request: Request) -> Response:
+        return JSONResponse(studio.decisions.session(), headers={"Cache-Control": "no-store"})
+
+    async def approve(request: Request) -> Response:
+        return await studio.decisions.decide(request, "approve")
+
+    async def reject(request: Request) -> Response:
+        return await studio.decisions.decide(request, "reject")
+
     async def stream(request: Request) -> Response:
         return StreamingResponse(
             studio.stream(),
@@ -336,6 +353,10 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
         Route("/api/events", events, methods=["GET"]),
         Route("/api/usage", usage, methods=["GET"]),
         Route("/api/stream", stream, methods=["GET"]),
+        Route("/api/session", session, methods=["GET"]),
+        Route("/api/approvals", approvals, methods=["GET"]),
+        Route("/api/approvals/{id}/approve", approve, methods=["POST"]),
+        Route("/api/approvals/{id}/reject", reject, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR, follow_symlink=False)),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
@@ -363,7 +384,7 @@ async def serve_studio(
     Raises ``OSError`` when the address cannot be bound (a port in use).
     """
     log = structlog.get_logger("goondan.studio")
-    studio = Studio(state_dir)
+    studio = Studio(state_dir, on_loopback=is_loopback(host))
     sock = socket.create_server((host, port), family=address_family(host))
     bound = sock.getsockname()[1]
     config = uvicorn.Config(

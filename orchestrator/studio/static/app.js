@@ -4,7 +4,7 @@
 // Every piece of text that comes from the swarm (event fields, messages, tool arguments) is put
 // in the page with textContent or as an attribute value through the `h` helper: never as HTML.
 
-import { deciderText } from "./approvals.js";
+import { approvalsView, deciderText } from "./approvals.js";
 
 const STATUS_LABELS = {
   notStarted: "not started",
@@ -389,7 +389,13 @@ function route(focus = true) {
   }
   const main = document.getElementById("view");
   main.replaceChildren();
-  const views = { swarm: swarmView, traces: tracesView, conversations: conversationsView, logs: logsView };
+  const views = {
+    swarm: swarmView,
+    traces: tracesView,
+    conversations: conversationsView,
+    logs: logsView,
+    approvals: (holder, viewParts) => approvalsView(holder, viewParts, APPROVALS_UI),
+  };
   const render = views[view] || swarmView;
   document.body.dataset.view = views[view] ? view : "swarm";
   current = render(main, parts, query) || null;
@@ -1114,6 +1120,10 @@ function waterfall(body, open) {
           }),
           h("div", { class: "wf-dur-col" }, h("span", { text: formatDuration(span.durationMs) }), " ", span.status !== "ok" ? outcomeBadge(span.status) : null)),
         span.error ? h("p", { class: "span-error", text: `error: ${span.error}` }) : null,
+        span.status === "awaiting" && span.approvalId
+          ? h("p", { class: "span-awaiting" }, "Waiting for an operator: ",
+            h("a", { href: hashFor("approvals", [span.approvalId]), text: "approve or reject it" }))
+          : null,
         markList(own, span),
         details,
       ),
@@ -1503,6 +1513,9 @@ function logRow(item) {
 }
 
 // ---------------------------------------------------------------- start
+
+/** The helpers the Approvals view (approvals.js) draws with. */
+const APPROVALS_UI = { h, api, hashFor, formatTime, foldJson, emptyNote, errorNote, onLive, debounce, state };
 
 document.getElementById("skip").addEventListener("click", () => {
   const main = document.getElementById("view");
