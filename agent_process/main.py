@@ -42,6 +42,7 @@ from agent_process.tools.middleware import MiddlewarePipeline
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
 from bundle.plan import AgentPlan
 from goondan.defaults import MAX_INBOX_PER_INSTANCE
+from goondan.proctitle import name_process
 from goondan.time import utc_timestamp
 from ipc import (
     Channel,
@@ -107,6 +108,7 @@ def serve(conn: Connection, plan_data: AgentPlan | dict[str, Any]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _remember_sigterm)
     plan = plan_data if isinstance(plan_data, AgentPlan) else AgentPlan.model_validate(plan_data)
+    name_process("agent", plan.agent_name)
     # Conversations, metadata and workspace files are the daemon user's alone (0600/0700).
     os.umask(0o077)
     _no_inherited_fds()

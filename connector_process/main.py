@@ -31,6 +31,7 @@ import structlog
 from bundle.entry import load_entry_module
 from bundle.plan import ConnectionPlan
 from bundle.secrets import resolve_value
+from goondan.proctitle import name_process
 from ipc import Channel, EventMessage, IpcMessage, ShutdownMessage
 from ipc import protocol as wire
 from ipc.logs import configure_logging, log_writer
@@ -48,6 +49,7 @@ def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
     """Process entry point (the target the Orchestrator starts)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the Orchestrator's to act on
     plan = ConnectionPlan.model_validate(plan_data)
+    name_process("connector", plan.connection_name)
     os.umask(0o077)
     os.environ[SCOPE_ENV] = new_scope()
     configure_logging(process=f"connector:{plan.connection_name}")

@@ -25,7 +25,10 @@ writes to it.
    stay shared instead of being copied into every child by the collector's bookkeeping writes.
    The collector is off while importing, so no collection leaves freed holes among them for a
    child's allocations to dirty.
-4. **No second ``__main__``.** ``multiprocessing`` makes each child re-run the parent's
+4. **Process names made possible** (:func:`goondan.proctitle.prepare`): a child replaces its
+   environment before its code runs (``_child.run_entry``), after which the memory of its
+   command line can no longer be found to write its name (``goondan agent NAME``) into.
+5. **No second ``__main__``.** ``multiprocessing`` makes each child re-run the parent's
    ``__main__`` script (``python -m`` modules excepted) so that functions defined there can be
    unpickled. The daemon's children run ``orchestrator._child.run_entry`` with a pipe end and
    a plan, and the parent's script is whatever started the daemon: the ``goondan`` console
@@ -46,6 +49,7 @@ from multiprocessing import spawn
 from typing import Any
 
 from bundle.entry import remember_entry_module
+from goondan.proctitle import prepare as prepare_process_names
 
 RUNTIME_MODULES = (
     "multiprocessing.popen_forkserver",
@@ -81,6 +85,7 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 gc.disable()
 _import_runtime()
+prepare_process_names()
 gc.freeze()
 gc.enable()
 spawn.prepare = _prepare_without_main

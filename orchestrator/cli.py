@@ -249,6 +249,10 @@ def _serve(
 ) -> int:
     """Run ``main(args)`` as a process of the swarm: the ``.env`` files, its logging, a
     private umask, uvloop."""
+    from goondan.proctitle import prepare as prepare_process_name
+
+    # Before .env files change the environment, beside which the command line is found.
+    prepare_process_name()
     from ipc.logs import configure_logging
     from orchestrator.envfiles import EnvFileMissing, load_env_files
     from orchestrator.terminal import ignore_terminal_stops
@@ -351,6 +355,9 @@ async def _run(args: argparse.Namespace) -> int:
         return _config_exit(exc.errors)
     if args.interactive and orchestrator.connections.read_stdin:
         return _fail(args, ExitCode.USAGE, "--interactive: a `cli` Connection reads stdin")
+    from goondan.proctitle import name_process
+
+    name_process("daemon", orchestrator.swarm.name)
     missing = _missing_keys(orchestrator.bundle, args.swarm)
     if missing:
         for line in missing[1:]:
@@ -465,6 +472,9 @@ async def _node(args: argparse.Namespace) -> int:
         for issue in exc.errors:
             print(issue.format(), file=sys.stderr)
         return _config_exit(exc.errors)
+    from goondan.proctitle import name_process
+
+    name_process("node", args.name)
     node.install_signal_handlers()
     try:
         try:
