@@ -9,6 +9,15 @@ Tool authors import everything they need from here::
 
     handlers = {"echo": echo}
 
+or let the hints say what the arguments are: ``@tool`` validates them and describes them
+(``goondan tool schema`` prints the ``exports`` entry)::
+
+    from tools_base import ToolContext, tool
+
+    @tool
+    def echo(ctx: ToolContext, text: str, times: int = 1) -> dict:
+        return {"text": text * times}
+
 The built-in tools live in :mod:`tools_base.tools` and are declared by the package manifest
 ``tools_base/goondan.yaml`` (package ``@goondan/base``); the runtime loads them exactly like
 user tools.
@@ -71,6 +80,7 @@ from tools_base._runtime import (
     AgentToolRuntime,
     SpawnedAgentInfo,
 )
+from tools_base._tool import ToolSignatureError, tool, tool_export
 
 PACKAGE_NAME = "@goondan/base"
 """The package name user bundles use to reference the built-in tools."""
@@ -121,8 +131,11 @@ __all__ = [
     "ToolLogger",
     "ToolOutput",
     "ToolResult",
+    "ToolSignatureError",
     "ToolStatus",
     "is_nonblocking",
     "nonblocking",
+    "tool",
+    "tool_export",
     "truncate_error_message",
 ]
