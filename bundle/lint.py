@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from bundle.errors import ConfigIssue
 from bundle.loader import Resource
 from bundle.models import ObjectRef
+from bundle.tool_hints import handler_hint_warnings
 
 if TYPE_CHECKING:
     from bundle.bundle import Bundle
@@ -20,8 +21,13 @@ W_LITERAL_SECRET = "W_CONFIG_LITERAL_SECRET"
 _REFERABLE = ("Model", "Tool", "Extension", "Agent", "Connector")
 
 
-def bundle_warnings(bundle: Bundle) -> list[ConfigIssue]:
-    """Every warning of ``bundle``'s own resources (packages' are not its author's)."""
+def bundle_warnings(bundle: Bundle, *, handlers: bool = False) -> list[ConfigIssue]:
+    """Every warning of ``bundle``'s own resources (packages' are not its author's).
+
+    With ``handlers`` (``validate`` without ``--no-handlers``, which imports the Tools' modules
+    anyway), also each ``@tool`` handler whose hints disagree with its export's YAML
+    (:mod:`bundle.tool_hints`).
+    """
     own = [r for r in bundle.resources if r.package is None]
     used = _referenced(bundle)
     warnings = []
@@ -45,6 +51,8 @@ def bundle_warnings(bundle: Bundle) -> list[ConfigIssue]:
                     "use apiKey.valueFrom.env and keep the key in .env",
                 )
             )
+    if handlers:
+        warnings.extend(handler_hint_warnings(bundle))
     return warnings
 
 

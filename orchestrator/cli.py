@@ -182,7 +182,7 @@ def _validate_here(path: Path, *, check_handlers: bool) -> int:
     except BundleError as exc:
         print(json.dumps({"valid": False, "errors": [e.to_json() for e in exc.errors]}))
         return 1
-    warnings = [w.to_json() for w in bundle_warnings(bundle)]
+    warnings = [w.to_json() for w in bundle_warnings(bundle, handlers=check_handlers)]
     print(
         json.dumps({"valid": True, "errors": [], "warnings": warnings, "summary": bundle.summary()})
     )
