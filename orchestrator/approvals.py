@@ -25,6 +25,11 @@ APPROVAL_ID = re.compile(r"^apr_[0-9a-f]{16}$")
 """What an approval id looks like (anything else names no file, by construction)."""
 MAX_REASON_CHARS = 2000
 """A rejection's reason reaches the model; a longer one is refused (400)."""
+APPROVAL_EVENTS = frozenset(
+    {"approval.requested", "approval.resumed", "approval.decided"}
+    | {"approval.expired", "approval.cancelled"}
+)
+"""The runtime events of how a parked call fares (what a request's caller is told of)."""
 
 
 def _rows(state_dir: Path, pattern: str) -> list[dict[str, Any]]:

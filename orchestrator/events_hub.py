@@ -8,8 +8,9 @@ stream says how many it dropped.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ class EventHub:
 
     def __init__(self) -> None:
         self._subscribers: set[Subscription] = set()
+        self._watchers: list[Callable[[dict[str, Any]], None]] = []
         self.closed = False
 
     def close(self) -> None:
@@ -45,6 +47,9 @@ class EventHub:
 
     def publish(self, event: dict[str, Any]) -> None:
         """Offer ``event`` to every subscriber (dropping a slow one's oldest event)."""
+        for watcher in list(self._watchers):
+            with contextlib.suppress(Exception):  # one bad watcher costs no one else an event
+                watcher(event)
         for subscription in self._subscribers:
             queue = subscription.queue
             if queue.full():
@@ -64,5 +69,18 @@ class EventHub:
         finally:
             self._subscribers.discard(subscription)
 
+    @contextmanager
+    def watching(self, watcher: Callable[[dict[str, Any]], None]) -> Iterator[None]:
+        """Call ``watcher`` with each event as it is published, for the ``with`` block.
+
+        Unlike a subscription it has no queue to fall behind in, so it never loses an event to
+        a busy daemon: it runs on the loop, so it must not block.
+        """
+        self._watchers.append(watcher)
+        try:
+            yield
+        finally:
+            self._watchers.remove(watcher)
+
     def __len__(self) -> int:
-        return len(self._subscribers)
+        return len(self._subscribers)  # text deltas are published for subscribers alone

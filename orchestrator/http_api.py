@@ -30,8 +30,9 @@ Routes (all JSON):
 ``GET  /readyz``                                 200 when the entry agent is ready, else 503
 ``GET  /v1/agents``                              one status row per agent (and per Connection)
 ``POST /v1/agents/{agent}/requests``             ``{input, instanceKey?, timeoutMs?, stream?,
-                                                 relay?}``: run a Turn, answer with the delegate
-                                                 answer (200, or 502 when the request failed)
+                                                 relay?, approvals?}``: run a Turn, answer with
+                                                 the delegate answer (200, or 502 when the
+                                                 request failed)
 ``POST /v1/agents/{agent}/sends``                the same without waiting: 202
 ``POST /v1/agents/{agent}/restart``              stop gracefully, start again (``?fresh=1``:
                                                  its conversations deleted in between)
@@ -72,6 +73,9 @@ delegate answer (plus ``droppedDeltas`` when a slow client lost some). With ``"r
 agents the Turn asks (``agents__request``) stream into it too, each delta naming its ``agent``;
 without it only the target's own text streams, and the agents it asks do not stream at all. A
 request that fails before any text arrives is answered 502 JSON, as without streaming.
+With ``"approvals": true`` the answer is server-sent events too (deltas only with ``stream``):
+``event: approval`` carries each ``approval.*`` runtime event of the request's trace (a call
+parked, resumed, decided, expired or cancelled, in any agent the request reaches) as it happens.
 ``/v1/chat/completions`` with ``"stream": true`` sends standard ``chat.completion.chunk`` deltas
 the same way (``relay`` as an extra body field; each content chunk carries
 ``goondan: {agent, instanceKey, stepId}``), then the chunk with ``finish_reason``, a usage chunk
@@ -120,7 +124,13 @@ from goondan.http_server import GuardedServer
 from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.protocol import DelegateAnswer, TextDelta, new_trace_id
 from orchestrator.api_client import socket_path
-from orchestrator.approvals import BadDecision, decision_from_body, find_approval, list_approvals
+from orchestrator.approvals import (
+    APPROVAL_EVENTS,
+    BadDecision,
+    decision_from_body,
+    find_approval,
+    list_approvals,
+)
 from orchestrator.approvers import vet_decider
 from orchestrator.callers import ApiToken, Identify, connection_app
 from orchestrator.eventlog import matches
@@ -302,9 +312,10 @@ def build_app(
             fields.instance_key(),
             fields.timeout_ms(),
         )
-        stream, relay = fields.flag("stream"), fields.flag("relay")
-        if stream or "text/event-stream" in request.headers.get("accept", ""):
-            turn = _TurnStream(daemon, agent, text, key, timeout, relay)
+        stream = fields.flag("stream") or "text/event-stream" in request.headers.get("accept", "")
+        relay, approvals = fields.flag("relay"), fields.flag("approvals")
+        if stream or approvals:
+            turn = _TurnStream(daemon, agent, text, key, timeout, relay, stream, approvals)
             first = await turn.first()
             if isinstance(first, DelegateAnswer) and not first.ok:
                 return JSONResponse(first.to_wire(), status_code=502)
@@ -455,7 +466,7 @@ STREAM_MAX_CHARS = 4 * 1024 * 1024
 """Characters of text a streamed response holds for a slow client before it drops deltas."""
 
 
-_REQUEST_FIELDS = ("input", "instanceKey", "timeoutMs", "stream", "relay")
+_REQUEST_FIELDS = ("input", "instanceKey", "timeoutMs", "stream", "relay", "approvals")
 """What ``POST /v1/agents/{agent}/requests`` takes."""
 _SEND_FIELDS = ("input", "instanceKey")
 """What ``POST /v1/agents/{agent}/sends`` takes (nobody waits: no timeout, no stream)."""
@@ -483,6 +494,17 @@ class _Piece:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Notice:
+    """An ``approval.*`` runtime event of the streamed request's trace."""
+
+    event: dict[str, Any]
+
+
+_Item = _Piece | _Notice | DelegateAnswer | None
+"""What a streamed request yields: text, an approval event, its answer, or a keepalive."""
+
+
 class _TurnStream:
     """One streamed request: its text as it arrives, then its answer, for one HTTP response.
 
@@ -500,11 +522,14 @@ class _TurnStream:
         instance_key: str,
         timeout_ms: int | None,
         relay: bool,
+        deltas: bool = True,
+        approvals: bool = False,
     ) -> None:
         self.agent = agent
         self.instance_key = instance_key
         self.trace_id = new_trace_id()
-        self.pieces: deque[_Piece] = deque()
+        self.deltas, self.approvals = deltas, approvals
+        self.pieces: deque[_Piece | _Notice] = deque()
         self.chars = 0
         self.dropped = 0
         self.answer: DelegateAnswer | None = None
@@ -521,15 +546,17 @@ class _TurnStream:
         relay: bool,
     ) -> None:
         try:
-            answer = await daemon.router.request(
-                self.agent,
-                text,
-                instance_key=instance_key,
-                timeout_ms=timeout_ms,
-                trace_id=self.trace_id,
-                on_delta=self.put,
-                relay=relay,
-            )
+            # Watched from before the request goes out, so no parked call slips past.
+            with daemon.live.watching(self.notice) if self.approvals else contextlib.nullcontext():
+                answer = await daemon.router.request(
+                    self.agent,
+                    text,
+                    instance_key=instance_key,
+                    timeout_ms=timeout_ms,
+                    trace_id=self.trace_id,
+                    on_delta=self.put if self.deltas else None,
+                    relay=relay,
+                )
         except Exception as exc:  # a bug of ours must still end the stream with an answer
             structlog.get_logger("goondan.api").exception("streamed request failed")
             answer = DelegateAnswer.failure(IpcError(str(exc), code="E_INTERNAL"))
@@ -545,17 +572,27 @@ class _TurnStream:
         if self.chars + size > STREAM_MAX_CHARS:
             self.dropped += 1
             return
+        last, step = (pieces[-1] if pieces else None), delta.step_id
         if len(pieces) < STREAM_MAX_PIECES:
             pieces.append(_Piece(agent, delta, delta.text))
-        elif pieces[-1].agent == agent and pieces[-1].delta.step_id == delta.step_id:
-            pieces[-1].text += delta.text
+        elif isinstance(last, _Piece) and last.agent == agent and last.delta.step_id == step:
+            last.text += delta.text
         else:
             self.dropped += 1
             return
         self.chars += size
         self._wake.set()
 
-    async def first(self) -> _Piece | DelegateAnswer | None:
+    def notice(self, event: dict[str, Any]) -> None:
+        """Take an ``approval.*`` event of this request's trace from the daemon's live events
+        (never blocks; never dropped: a request parks few calls)."""
+        if event.get("traceId") != self.trace_id or event.get("type") not in APPROVAL_EVENTS:
+            return
+        if self.answer is None:
+            self.pieces.append(_Notice(event))
+            self._wake.set()
+
+    async def first(self) -> _Item:
         """The first item, before the response starts (so an early failure can be a 502)."""
         try:
             return await anext(self._items)
@@ -563,12 +600,13 @@ class _TurnStream:
             await self.aclose()
             raise
 
-    async def items(self) -> AsyncIterator[_Piece | DelegateAnswer | None]:
+    async def items(self) -> AsyncIterator[_Item]:
         """Pieces in order, then the answer; ``None`` after :data:`KEEPALIVE_SECONDS` idle."""
         while True:
             if self.pieces:
                 piece = self.pieces.popleft()
-                self.chars -= len(piece.text)
+                if isinstance(piece, _Piece):
+                    self.chars -= len(piece.text)
                 yield piece
             elif self.answer is not None:
                 yield self.answer
@@ -581,7 +619,7 @@ class _TurnStream:
                 except TimeoutError:
                     yield None
 
-    async def rest(self) -> AsyncIterator[_Piece | DelegateAnswer | None]:
+    async def rest(self) -> AsyncIterator[_Item]:
         """What :meth:`first` left (the response calls :meth:`aclose` when it ends)."""
         async for item in self._items:
             yield item
@@ -610,16 +648,16 @@ def _sse_event(kind: str, data: object) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-async def _native_events(
-    turn: _TurnStream, first: _Piece | DelegateAnswer | None
-) -> AsyncIterator[bytes]:
+async def _native_events(turn: _TurnStream, first: _Item) -> AsyncIterator[bytes]:
     """``event: delta`` per piece of text, then ``event: answer``."""
 
-    def encode(item: _Piece | DelegateAnswer | None) -> bytes:
+    def encode(item: _Item) -> bytes:
         if item is None:
             return b": keepalive\n\n"
         if isinstance(item, _Piece):
             return _sse_event("delta", _delta_json(item))
+        if isinstance(item, _Notice):
+            return _sse_event("approval", item.event)
         answer = item.to_wire()
         if turn.dropped:
             answer["droppedDeltas"] = turn.dropped
@@ -778,7 +816,7 @@ def _usage(answer: DelegateAnswer) -> tuple[int, int]:
 
 async def _chunk_events(
     turn: _TurnStream,
-    first: _Piece | DelegateAnswer | None,
+    first: _Item,
     created: int,
     include_usage: bool,
 ) -> AsyncIterator[bytes]:
@@ -805,7 +843,7 @@ async def _chunk_events(
         delta = {"content": piece.text}
         return chunk([{"index": 0, "delta": delta, "finish_reason": None}], goondan=mark)
 
-    async def items() -> AsyncIterator[_Piece | DelegateAnswer | None]:
+    async def items() -> AsyncIterator[_Item]:
         yield first
         if not isinstance(first, DelegateAnswer):
             async for item in turn.rest():
@@ -819,6 +857,8 @@ async def _chunk_events(
         async for item in items():
             if item is None:
                 yield b": keepalive\n\n"
+            elif isinstance(item, _Notice):  # never asked for here
+                continue
             elif isinstance(item, _Piece):
                 streamed = True
                 yield content(item)
