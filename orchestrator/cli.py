@@ -1159,6 +1159,13 @@ def cmd_package(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_tool(args: argparse.Namespace) -> int:
+    """``tool schema`` (orchestrator/tool_cli.py)."""
+    from orchestrator.tool_cli import cmd_tool as run
+
+    return run(args)
+
+
 def cmd_completion(args: argparse.Namespace) -> int:
     """Print what to source in ``args.shell`` to complete ``goondan`` and
     ``python -m orchestrator`` (orchestrator/completion.py)."""
@@ -1592,6 +1599,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
         add_arguments(package, common)
 
+    tool = command("tool", "derive a Tool's exports entry from a typed handler", cmd_tool)
+    if tool is not None:
+        from orchestrator.tool_cli import add_arguments as tool_arguments
+
+        tool_arguments(tool, common)
+
     completion = command(
         "completion", "print a shell completion script (bash, zsh, fish)", cmd_completion
     )
@@ -1630,6 +1643,7 @@ COMMANDS = frozenset(
         "init",
         "doctor",
         "package",
+        "tool",
         "completion",
     }
 )
