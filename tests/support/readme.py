@@ -1,0 +1,207 @@
+"""README.md's walkthroughs as data: sections by heading, fenced blocks, shell commands.
+
+Tests run the commands exactly as written, so the README cannot drift from what the runtime
+does. A section is found by its heading text; its fenced blocks keep their language (``sh``,
+``python``, none for shown output). A ``sh`` block becomes :class:`Command` s: ``\\``
+continuations joined, a heredoc kept with its command, full-line comments dropped, a trailing
+comment kept apart (it may show the command's output, see :meth:`Command.output_sample`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+_HEADING = re.compile(r"^(#{1,6}) (.+?)\s*$")
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
+_APPROVAL_ID = re.compile(r"apr_(?:…|[0-9a-f]{16})")
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.]+Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One fenced block: its language (``""`` for none), text, and first line in README.md."""
+
+    lang: str
+    text: str
+    line: int
+
+    def commands(self) -> list[Command]:
+        """The shell commands of a ``sh`` block, in order."""
+        return parse_commands(self.text, self.line)
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """The text under one heading, up to the next heading of the same or a higher level."""
+
+    heading: str
+    level: int
+    blocks: list[Block] = field(default_factory=list)
+
+    def blocks_of(self, lang: str) -> list[Block]:
+        return [b for b in self.blocks if b.lang == lang]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One command of a ``sh`` block."""
+
+    text: str
+    """What the shell runs: continuations joined, a heredoc's body included, without the
+    trailing comment and without a final ``&``."""
+    line: int
+    """Its line in README.md, for failure messages."""
+    comment: str | None = None
+    """The trailing comment of its first line, if any."""
+    background: bool = False
+    """Written with a final ``&``."""
+    notes: tuple[str, ...] = ()
+    """The full-line comments right after it."""
+
+    def parts(self) -> list[str]:
+        """The commands joined by ``&&``, split apart (outside quotes)."""
+        return [p.strip() for p in _split_outside_quotes(self.text, "&&")]
+
+    def output_sample(self) -> re.Pattern[str] | None:
+        """What README shows this command printing, as a pattern, when a comment of it (its
+        trailing one, or one on the next line) starts like the output does: an approval id
+        (``apr_…`` stands for any) or ``approved``. Timestamps stand for any timestamp."""
+        for text in (self.comment, *self.notes):
+            if text is not None and re.match(r"(?:approved )?apr_", text):
+                return sample_pattern(text)
+        return None
+
+
+def sample_pattern(sample: str) -> re.Pattern[str]:
+    """``sample`` as a pattern: approval ids and timestamps stand for any, spaces for any run
+    of whitespace."""
+    pieces = []
+    for token in sample.split():
+        if _TIMESTAMP.fullmatch(token):
+            pieces.append(r"\S+")
+        else:
+            pieces.append(_APPROVAL_ID.sub(r"apr_[0-9a-f]{16}", re.escape(token)))
+    return re.compile(r"\s+".join(pieces))
+
+
+def sections(text: str) -> list[Section]:
+    """Every section of a Markdown text (headings inside fenced blocks are not headings)."""
+    out: list[Section] = []
+    fence: list[str] | None = None
+    lang, start = "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            if fence is None:
+                fence, lang, start = [], line[3:].strip(), number + 1
+            else:
+                block = Block(lang, "\n".join(fence) + "\n", start)
+                for section in out:  # a block belongs to its section and those around it
+                    if _open(section, out):
+                        section.blocks.append(block)
+                fence = None
+            continue
+        if fence is not None:
+            fence.append(line)
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            out.append(Section(heading.group(2), len(heading.group(1))))
+    return out
+
+
+def _open(section: Section, out: list[Section]) -> bool:
+    """Whether ``section`` still holds what comes now: no later heading of its level or higher."""
+    later = out[out.index(section) + 1 :]
+    return all(s.level > section.level for s in later)
+
+
+def section(heading: str, path: Path = README) -> Section:
+    """The section of README.md titled ``heading`` (exactly, less Markdown backquotes)."""
+    found = [s for s in sections(path.read_text()) if s.heading.replace("`", "") == heading]
+    assert len(found) == 1, f"README.md has {len(found)} sections titled {heading!r}"
+    return found[0]
+
+
+def parse_commands(text: str, first_line: int = 1) -> list[Command]:
+    """The commands of a shell script, as :class:`Command` s."""
+    lines = text.splitlines()
+    commands: list[Command] = []
+    i = 0
+    while i < len(lines):
+        line, number = lines[i], first_line + i
+        i += 1
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("#"):
+            if commands and _follows(commands[-1], lines, i - 1, first_line):
+                last = commands[-1]
+                note = line.lstrip()[1:].strip()
+                commands[-1] = Command(
+                    last.text, last.line, last.comment, last.background, (*last.notes, note)
+                )
+            continue
+        code, comment = _split_comment(line)
+        while code.endswith("\\") and i < len(lines):
+            code = code[:-1] + " "
+            more, more_comment = _split_comment(lines[i])
+            code += more.strip()
+            comment = comment or more_comment
+            i += 1
+        heredoc = _HEREDOC.search(code)
+        if heredoc:
+            body = []
+            while i < len(lines) and lines[i].strip() != heredoc.group(2):
+                body.append(lines[i])
+                i += 1
+            i += 1  # the closing tag
+            code = "\n".join([code, *body, heredoc.group(2)])
+        code = code.rstrip()
+        background = code.endswith("&") and not code.endswith("&&")
+        if background:
+            code = code[:-1].rstrip()
+        commands.append(Command(code, number, comment, background))
+    return commands
+
+
+def _follows(command: Command, lines: list[str], index: int, first_line: int) -> bool:
+    """Whether the comment at ``lines[index]`` comes right after ``command`` (no blank line,
+    only other comments, in between)."""
+    j = index - 1
+    while j >= 0 and lines[j].lstrip().startswith("#"):
+        j -= 1
+    return j >= 0 and bool(lines[j].strip()) and first_line + j >= command.line
+
+
+def _split_comment(line: str) -> tuple[str, str | None]:
+    """``line`` without its trailing ``# comment`` (a ``#`` after whitespace, outside quotes),
+    and the comment."""
+    quote: str | None = None
+    for i, char in enumerate(line):
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip(), line[i + 1 :].strip()
+    return line.rstrip(), None
+
+
+def _split_outside_quotes(text: str, separator: str) -> list[str]:
+    parts, quote, start, i = [], None, 0, 0
+    while i < len(text):
+        char = text[i]
+        if quote is not None:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif text.startswith(separator, i):
+            parts.append(text[start:i])
+            start = i = i + len(separator)
+            continue
+        i += 1
+    parts.append(text[start:])
+    return parts
