@@ -16,7 +16,7 @@ import errno
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -276,6 +276,56 @@ class DaemonApi:
         except ValueError as exc:
             raise NoAnswer("the daemon sent an answer that is not JSON") from exc
 
+    def call_with_events(
+        self,
+        path: str,
+        body: dict[str, Any],
+        on_event: Callable[[str, dict[str, Any]], None],
+    ) -> tuple[int, Any]:
+        """``POST path`` with ``body``, for a request that may answer with server-sent events
+        (``"stream"`` or ``"approvals"`` set): ``on_event(kind, data)`` gets each event but the
+        last as it arrives, and the result is ``(status, JSON body)`` as :meth:`call` would
+        answer without events (the ``answer`` event's data, 200 when it is ``ok``, else 502).
+
+        Each read waits at most :attr:`timeout`: an event stream sends a keepalive well within
+        that, so only a daemon that fell silent (or died) raises :class:`NoAnswer`.
+        """
+        import http.client
+
+        headers = {"Content-Type": "application/json"}
+        if self.url is not None:
+            connection = http.client.HTTPConnection(self.url.host, self.url.port)
+            headers["Host"] = self.url.authority
+            if self.token is not None:
+                headers["Authorization"] = f"Bearer {self.token}"
+        else:
+            assert self.path is not None
+            connection = _unix_connection(self.path, self.timeout)
+        try:
+            # Connecting raises NoDaemon itself; past it, a failure means the daemon went away.
+            if self.url is not None:
+                connection.sock = _connect_tcp(self.url, self.timeout)
+            else:
+                connection.connect()
+            connection.request("POST", path, json.dumps(body).encode(), headers)
+            response = connection.getresponse()
+            if not response.getheader("content-type", "").startswith("text/event-stream"):
+                data = response.read()
+                return response.status, json.loads(data) if data else None
+            for kind, event in _sse_events(response):
+                if kind != "answer":
+                    on_event(kind, event)
+                    continue
+                return (200 if event.get("status") == "ok" else 502), event
+            raise NoAnswer("the daemon ended the answer's event stream before the answer")
+        except TimeoutError as exc:
+            raise NoAnswer(f"the daemon fell silent for {self.timeout:g} s") from exc
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else "closed"
+            raise NoAnswer(f"the daemon went away before answering ({detail})") from exc
+        finally:
+            connection.close()
+
     def events(self, query: str = "") -> Iterator[dict[str, Any]] | None:
         """The daemon's live events (``GET /v1/events``), or ``None`` when none serves them.
 
@@ -337,6 +387,23 @@ class DaemonApi:
                 connection.close()
 
         return stream()
+
+
+def _sse_events(response: http.client.HTTPResponse) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(event name, JSON data)`` of each server-sent event of ``response`` as it arrives
+    (comments, such as keepalives, skipped)."""
+    kind, data = "message", list[str]()
+    for raw in response:
+        line = raw.decode("utf-8").rstrip("\r\n")
+        if line.startswith("event:"):
+            kind = line.removeprefix("event:").strip()
+        elif line.startswith("data:"):
+            data.append(line.removeprefix("data:").removeprefix(" "))
+        elif not line and data:
+            event = json.loads("\n".join(data))
+            if isinstance(event, dict):
+                yield kind, event
+            kind, data = "message", []
 
 
 def error_text(body: Any) -> str:

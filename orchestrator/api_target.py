@@ -130,11 +130,38 @@ def ask(
     wait_seconds: float | None = None,
 ) -> tuple[int, Any]:
     """The daemon's ``(status, body)``, or :class:`TargetError` (a 401 included)."""
+    api = _waiting_api(args, state_dir, wait_seconds)
+    return _asked(args, api, lambda: api.call(method, path, body))
+
+
+def ask_with_events(
+    args: argparse.Namespace,
+    state_dir: Callable[[], Path],
+    path: str,
+    body: dict[str, Any],
+    on_event: Callable[[str, dict[str, Any]], None],
+    wait_seconds: float | None = None,
+) -> tuple[int, Any]:
+    """:func:`ask` for a ``POST`` whose answer may come as server-sent events: each event but
+    the answer goes to ``on_event`` as it arrives (see :meth:`DaemonApi.call_with_events`)."""
+    api = _waiting_api(args, state_dir, wait_seconds)
+    return _asked(args, api, lambda: api.call_with_events(path, body, on_event))
+
+
+def _waiting_api(
+    args: argparse.Namespace, state_dir: Callable[[], Path], wait_seconds: float | None
+) -> DaemonApi:
     api = daemon_api(args, state_dir)
     if wait_seconds is not None:
         api.timeout = max(api.timeout, wait_seconds)
+    return api
+
+
+def _asked(
+    args: argparse.Namespace, api: DaemonApi, call: Callable[[], tuple[int, Any]]
+) -> tuple[int, Any]:
     try:
-        status, answer = api.call(method, path, body)
+        status, answer = call()
     except NoDaemon as exc:
         raise TargetError("no-daemon", str(exc)) from exc
     except NoAnswer as exc:

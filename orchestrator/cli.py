@@ -205,6 +205,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         except (OSError, UnicodeDecodeError) as exc:
             return _fail(args, ExitCode.USAGE, f"--input-file {args.input_file}: {exc}")
         args.input = text
+    if args.stream and args.input is None:
+        return _fail(args, ExitCode.USAGE, "--stream prints the answer of --input: give one")
     from orchestrator.terminal import TerminalRequired, check_interactive
 
     try:
@@ -497,9 +499,16 @@ ANSWER_EXITS = {
 
 async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
     agent = args.agent or orchestrator.entry_agent
-    answer: DelegateAnswer = await orchestrator.request(
-        args.input, agent=agent, instance_key=args.instance
-    )
+    if getattr(args, "stream", False):
+        from orchestrator.answer_stream import AnswerPrinter, stream_answer
+
+        printer = AnswerPrinter(args, stream=True)
+        answer: DelegateAnswer = await stream_answer(
+            orchestrator, args.input, agent, args.instance, printer
+        )
+        printer.finish(agent, answer.output if answer.ok else None)
+    else:
+        answer = await orchestrator.request(args.input, agent=agent, instance_key=args.instance)
     error = answer.error
     code = int(ExitCode.OK)
     if not answer.ok:
@@ -517,7 +526,8 @@ async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
             out["error"] = error.to_dict()
         print(json.dumps(out, ensure_ascii=False))
     elif answer.ok:
-        print(answer.output if answer.output is not None else "")
+        if not getattr(args, "stream", False):  # else printed already
+            print(answer.output if answer.output is not None else "")
     elif error is not None:
         print(f"error: {error.message} ({error.code})", file=sys.stderr)
     else:
@@ -698,31 +708,19 @@ def _print_cluster(cluster: dict[str, Any]) -> None:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    """Deliver text to an agent of the running daemon and print its answer."""
+    """Deliver text to an agent of the running daemon and print its answer (``--no-wait``:
+    return once it is accepted)."""
+    from orchestrator.answer_stream import send_and_wait
     from orchestrator.api_client import path_segment
 
-    route = "sends" if args.no_wait else "requests"
+    if not args.no_wait or args.stream:
+        return send_and_wait(args, lambda: _state_dir(args))
     body: dict[str, Any] = {"input": args.text, "instanceKey": args.instance}
-    if args.timeout is not None and not args.no_wait:
-        body["timeoutMs"] = int(args.timeout * 1000)
-    asked = _ask_daemon(
-        args,
-        "POST",
-        f"/v1/agents/{path_segment(args.agent)}/{route}",
-        body,
-        # The daemon answers by the request's timeout; past it (and a margin), it is gone.
-        wait_seconds=None if args.timeout is None else args.timeout + 30,
-    )
-    status, answer = asked
+    status, answer = _ask_daemon(args, "POST", f"/v1/agents/{path_segment(args.agent)}/sends", body)
     if args.json:
         print(json.dumps(answer))
-    elif status == 502:  # the request ran and failed: the answer says why
-        error = answer.get("error") or {}
-        print(f"error: {error.get('message')} ({error.get('code')})", file=sys.stderr)
     elif _refused(status, answer):
         return 1
-    elif not args.no_wait:
-        print(answer.get("output", ""))
     return 0 if status < 400 else 1
 
 
@@ -1232,6 +1230,12 @@ async def _studio(args: argparse.Namespace) -> int:
         return 1
 
 
+def _stream_help() -> str:
+    from orchestrator.answer_stream import STREAM_HELP
+
+    return STREAM_HELP
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser with every subcommand; with ``only``, the arguments of that
     command alone (the others are listed, but parse nothing)."""
@@ -1349,6 +1353,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "the daemon mode (exit 2 otherwise)",
         )
         run.add_argument("--json", action="store_true", help="print the answer as JSON")
+        run.add_argument("--stream", action="store_true", help=f"with --input: {_stream_help()}")
         run.add_argument(
             "--watch",
             action="store_true",
@@ -1452,6 +1457,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
         )
         send.add_argument("--no-wait", action="store_true", help="return once accepted")
+        send.add_argument("--stream", action="store_true", help=_stream_help())
         send.add_argument(
             "--timeout",
             type=float,

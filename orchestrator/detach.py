@@ -46,7 +46,7 @@ TAIL_LINES = 20
 """Lines of the log shown when a detached daemon does not become ready."""
 NOT_FORWARDED = frozenset(
     {"help", "detach", "input", "input_file", "agent", "instance", "json", "file", "config"}
-    | {"state_dir", "state_root", "env_file"}
+    | {"state_dir", "state_root", "env_file", "stream"}
 )
 """Options of ``run`` that concern the command itself, or that are passed on resolved."""
 
@@ -300,25 +300,48 @@ class _LiveSwarm:
 
     async def request(self, text: str, *, agent: str, instance_key: str) -> Any:
         """The daemon's answer to ``text`` for ``agent@instance_key``."""
-        from ipc import IpcError
-        from ipc.protocol import DelegateAnswer
-        from orchestrator.api_client import error_text, path_segment
+        from orchestrator.api_client import path_segment
 
         status, body = self._call(
             "POST",
             f"/v1/agents/{path_segment(agent)}/requests",
             {"input": text, "instanceKey": instance_key},
         )
-        if status in (200, 502):
-            try:
-                return DelegateAnswer.from_wire(body)
-            except IpcError as exc:
-                return DelegateAnswer.failure(exc)
-        error = body.get("error") if isinstance(body, dict) else None
-        code = error.get("code") if isinstance(error, dict) else None
-        return DelegateAnswer.failure(
-            IpcError(error_text(body), code=code if isinstance(code, str) else "ERROR")
-        )
+        return _answer(status, body)
+
+    async def stream(
+        self, text: str, agent: str, instance_key: str, sink: Callable[[str, dict[str, Any]], None]
+    ) -> Any:
+        """:meth:`request` with its text and approvals handed to ``sink`` as they come."""
+        from orchestrator.api_client import NoAnswer, NoDaemon, path_segment
+
+        path = f"/v1/agents/{path_segment(agent)}/requests"
+        body = {"input": text, "instanceKey": instance_key}
+        try:
+            status, answer = self.api.call_with_events(
+                path, {**body, "stream": True, "relay": True, "approvals": True}, sink
+            )
+        except (NoDaemon, NoAnswer) as exc:
+            raise _Gone(str(exc)) from exc
+        return _answer(status, answer)
+
+
+def _answer(status: int, body: Any) -> Any:
+    """The delegate answer of the daemon's ``(status, body)``, a refusal as a failure."""
+    from ipc import IpcError
+    from ipc.protocol import DelegateAnswer
+    from orchestrator.api_client import error_text
+
+    if status in (200, 502):
+        try:
+            return DelegateAnswer.from_wire(body)
+        except IpcError as exc:
+            return DelegateAnswer.failure(exc)
+    error = body.get("error") if isinstance(body, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return DelegateAnswer.failure(
+        IpcError(error_text(body), code=code if isinstance(code, str) else "ERROR")
+    )
 
 
 class _Gone(Exception):
