@@ -102,8 +102,9 @@ async def test_presence_sees_joins_restarts_departures_and_silence(
         # b stops renewing: silent for the expiry, it is lost on the watcher's own clock.
         assert await asyncio.wait_for(seen.get(), 10) == ("silent", "b", "1")
         waited = asyncio.get_running_loop().time() - started
-        # (the watcher's clock and ours differ by a tick: a few ms of slack below)
-        assert settings.expiry_seconds - 0.05 <= waited < settings.expiry_seconds + 1.0
+        # Never lost before its expiry (the watcher's clock and ours differ by a tick: a few
+        # ms of slack); how soon after is the wait_for's bound, not an assertion on speed.
+        assert settings.expiry_seconds - 0.05 <= waited
     finally:
         await presence.stop()
 

@@ -105,9 +105,8 @@ def test_sigterm_ends_open_streams_and_exits_0(tmp_path: Path) -> None:
     stream = RawStream(studio.url)
     try:
         stream.read_until(b'data: {"live": true}')
-        started = time.monotonic()
+        # stop() waits a bounded time: a studio held open by the stream fails it.
         assert studio.stop(signal.SIGTERM) == 0
-        assert time.monotonic() - started < 10
         stream.read_to_end()
     finally:
         stream.close()

