@@ -14,6 +14,7 @@ import jsonschema
 from jsonschema.exceptions import SchemaError
 
 from bundle import errors as E
+from bundle.connector_config import connection_config_issues
 from bundle.entry import EntryLoadError, load_entry_module, resolve_handlers
 from bundle.errors import ConfigIssue
 from bundle.loader import FailedKey, Resource, index, tool_name_too_long
@@ -538,7 +539,15 @@ class _Checker:
                 )
 
     def check_connection(self, resource: Resource, spec: ConnectionSpec) -> None:
-        self.resolve_kind(spec.connector_ref, "Connector", resource, ("spec", "connectorRef"))
+        connector = self.resolve_kind(
+            spec.connector_ref, "Connector", resource, ("spec", "connectorRef")
+        )
+        if connector is not None and self.check_handlers:
+            self.issues.extend(
+                connection_config_issues(
+                    resource, connector, allow_outside_bundle=self.allow_outside_bundle
+                )
+            )
         swarms: list[Resource] | None = None
         if spec.swarm_ref is not None:
             swarm = self.resolve_kind(spec.swarm_ref, "Swarm", resource, ("spec", "swarmRef"))
