@@ -23,10 +23,16 @@ from orchestrator.usage import TRACES_KEPT, UsageBook, usage_report
 log = structlog.get_logger("goondan.usage")
 
 
-def budgets_of(bundle_path: Path, state_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
-    """``agent → scope → ceilings`` of every agent of the configuration's Swarm, as the daemon
-    plans them; empty when the configuration does not load (the usage is still shown)."""
+Budgets = dict[str, dict[str, dict[str, float]]]
+"""``agent → scope → ceilings``."""
+
+
+def planned(bundle_path: Path, state_dir: Path) -> tuple[Budgets, dict[str, str | None]]:
+    """The budgets (``agent → scope → ceilings``) and price sources (``agent → "model" |
+    "genai-prices" | None``) of every agent of the configuration's Swarm, as the daemon plans
+    them; both empty when the configuration does not load (the usage is still shown)."""
     from bundle import BundleError, load_bundle
+    from bundle.prices import model_price
 
     try:
         bundle = load_bundle(bundle_path, check_handlers=False)
@@ -35,11 +41,13 @@ def budgets_of(bundle_path: Path, state_dir: Path) -> dict[str, dict[str, dict[s
         plans = [bundle.agent_plan(name, state_dir) for name in names]
     except (BundleError, OSError, LookupError, ValueError) as exc:
         log.info("budgets not shown: the configuration does not load", reason=str(exc))
-        return {}
-    return {
+        return {}, {}
+    budgets = {
         plan.agent_name: {scope: c.limits() for scope, c in plan.budgets.scopes().items()}
         for plan in plans
     }
+    prices = {plan.agent_name: model_price(plan.model, plan.model.base_url) for plan in plans}
+    return budgets, {name: p.source if p is not None else None for name, p in prices.items()}
 
 
 def replay(state_dir: Path, budgets: Mapping[str, Mapping[str, Mapping[str, float]]]) -> UsageBook:
@@ -60,7 +68,7 @@ def offline_usage(
 ) -> dict[str, Any] | None:
     """What ``/v1/usage`` would answer, from the state directory: the report (``traces``
     latest), or the row of ``trace`` alone (``None`` when the log has no usage of it)."""
-    budgets = budgets_of(bundle_path, state_dir)
+    budgets, price_sources = planned(bundle_path, state_dir)
     book = replay(state_dir, budgets)
     if trace is not None:
         entry = book.traces.get(trace)
@@ -68,6 +76,12 @@ def offline_usage(
     if not budgets:  # no configuration: the agents the log and the instances name
         named = set(book.agents) | {str(r.get("agentName")) for r in list_instances(state_dir)}
         budgets = {name: {} for name in sorted(named)}
-    report = usage_report(book, budgets, list_instances(state_dir), traces=min(traces, TRACES_KEPT))
+    report = usage_report(
+        book,
+        budgets,
+        list_instances(state_dir),
+        traces=min(traces, TRACES_KEPT),
+        price_sources=price_sources or None,
+    )
     report["source"] = "eventLog"
     return report
