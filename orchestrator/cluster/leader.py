@@ -168,6 +168,10 @@ class ClusterTransport:
         """Set when the connection came back: the next heartbeat joins again."""
         self._ready_nodes: set[str] = set()
         """Nodes whose key says they take starts."""
+        self._starts_in_flight: dict[str, set[asyncio.Future[None]]] = {}
+        """By node: one future per start asked of it and not yet answered. Failing one ends
+        that start at once (the node turned out to run another bundle, or was lost), rather
+        than when the start's timeout runs out."""
         self.log = structlog.get_logger("goondan.cluster").bind(
             role="leader", cluster=settings.name
         )
@@ -278,6 +282,8 @@ class ClusterTransport:
         told (agents waiting for it start). It lists the agent processes it runs; any this
         leader does not know of (left from before the node was declared lost) is killed, so
         none runs twice."""
+        if member.value.get("fingerprint") != self.fingerprint:
+            self._abort_starts(member.name, self._different_bundle(member))
         if member.value.get("ready") and member.name not in self._ready_nodes:
             self._ready_nodes.add(member.name)
             if self.on_node_joined is not None:
@@ -304,8 +310,28 @@ class ClusterTransport:
             reason=reason,
             agents=sorted(w.name for w in lost),
         )
+        self._abort_starts(
+            member.name,
+            AgentUnavailable(
+                f"node {member.name!r} was lost ({reason}) before it started the agent",
+                details={"node": member.name},
+            ),
+        )
         for worker in lost:
             worker._exit(ExitInfo(EXIT_NODE_LOST))
+
+    def _different_bundle(self, member: Member) -> AgentUnavailable:
+        return AgentUnavailable(
+            f"node {member.name!r} runs a different bundle than the leader "
+            f"({str(member.value.get('fingerprint'))[:12]} ≠ {self.fingerprint[:12]}); "
+            "deploy the same goondan.yaml to both",
+            details={"node": member.name},
+        )
+
+    def _abort_starts(self, node: str, error: AgentUnavailable) -> None:
+        for abort in self._starts_in_flight.pop(node, set()):
+            if not abort.done():
+                abort.set_exception(error)
 
     def adopt(self, fingerprint: str, placement: dict[str, str]) -> None:
         """An edited bundle (``run --watch``): start agents under its fingerprint and
@@ -368,12 +394,7 @@ class ClusterTransport:
                 details={"node": node},
             )
         if member.value.get("fingerprint") != self.fingerprint:
-            raise AgentUnavailable(
-                f"node {node!r} runs a different bundle than the leader "
-                f"({str(member.value.get('fingerprint'))[:12]} ≠ {self.fingerprint[:12]}); "
-                "deploy the same goondan.yaml to both",
-                details={"node": node},
-            )
+            raise self._different_bundle(member)
         worker = RemoteWorker(
             name,
             node,
@@ -406,12 +427,23 @@ class ClusterTransport:
             "leader": self.incarnation,
         }
         node = worker.node_name
-        try:
-            msg = await self.nc.request(
+        abort: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        abort.add_done_callback(_consume_exception)
+        self._starts_in_flight.setdefault(node, set()).add(abort)
+        asking = asyncio.ensure_future(
+            self.nc.request(
                 self.settings.node_subject(node, "start"),
                 encode_json(request),
                 timeout=START_TIMEOUT_SECONDS,
             )
+        )
+        try:
+            await asyncio.wait({asking, abort}, return_when=asyncio.FIRST_COMPLETED)
+            if abort.done():
+                # The node answers no more for this start (it runs another bundle, or is
+                # gone): say so now; a process it starts anyway is killed as an orphan.
+                abort.result()
+            msg = asking.result()
         except NoRespondersError:
             raise AgentUnavailable(
                 f"node {node!r} is not listening (stopped?)", details={"node": node}
@@ -422,10 +454,15 @@ class ClusterTransport:
                 f"{START_TIMEOUT_SECONDS:g} s",
                 details={"node": node},
             ) from None
+        except AgentUnavailable:
+            raise
         except Exception as exc:
             raise AgentUnavailable(
                 f"cannot reach node {node!r}: {type(exc).__name__}: {exc}", details={"node": node}
             ) from None
+        finally:
+            asking.cancel()
+            self._starts_in_flight.get(node, set()).discard(abort)
         reply = decode_json(msg.data)
         if not reply.get("ok"):
             raise AgentUnavailable(
@@ -473,3 +510,8 @@ class ClusterTransport:
             with contextlib.suppress(Exception):
                 await self.nc.drain()
         await self.local.close()
+
+
+def _consume_exception(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()

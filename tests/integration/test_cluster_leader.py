@@ -1,0 +1,166 @@
+"""The leader's transport against a real NATS server and a scripted node.
+
+The node here is a plain NATS client that holds its key in the cluster's bucket and answers
+(or not) the leader's start requests as the test says: it can do in a fixed order what a real
+node does only by chance (change its bundle while a start is on its way, go silent meanwhile).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bundle import load_bundle
+from bundle.plan import AgentPlan
+from ipc import AgentUnavailable
+from orchestrator.cluster.leader import ClusterTransport
+from orchestrator.cluster.membership import Lease, node_key
+from orchestrator.cluster.settings import START_TIMEOUT_SECONDS, ClusterSettings, decode_json
+from tests.support.cluster import EXAMPLE, NatsServer
+
+pytestmark = pytest.mark.timeout(90)
+HEARTBEAT = 0.2
+LEADER_FINGERPRINT = "a" * 64
+OTHER_FINGERPRINT = "b" * 64
+
+
+@dataclass
+class Leader:
+    transport: ClusterTransport
+    settings: ClusterSettings
+    ready_nodes: asyncio.Queue[str]
+    plan: AgentPlan
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Any:
+    server = NatsServer(tmp_path / "nats")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def leader(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Leader]:
+    settings = ClusterSettings(nats_server.url, "test", heartbeat_seconds=HEARTBEAT)
+    ready: asyncio.Queue[str] = asyncio.Queue()
+    transport = ClusterTransport(
+        settings,
+        placement={"back": "node-x"},
+        fingerprint=LEADER_FINGERPRINT,
+        on_node_joined=ready.put_nowait,
+    )
+    await transport.open()
+    plan = load_bundle(EXAMPLE, check_handlers=False).agent_plan("back", tmp_path, "relay")
+    try:
+        yield Leader(transport, settings, ready, plan)
+    finally:
+        await transport.close()
+
+
+class ScriptedNode:
+    """Node ``node-x`` with the leader's bundle: it heartbeats until told to go silent, and
+    hands each start request to ``on_start(msg, node)``."""
+
+    def __init__(self, leader: Leader, on_start: Any) -> None:
+        self.leader = leader
+        self.on_start = on_start
+        self.client: Any = None
+        self.lease: Lease | None = None
+        self.beating: asyncio.Task[None] | None = None
+
+    async def join(self) -> None:
+        settings = self.leader.settings
+        self.client = await settings.connect("scripted-node")
+        kv = await self.client.jetstream().key_value(settings.bucket)
+        self.lease = Lease(
+            kv,
+            node_key("node-x"),
+            {"incarnation": "n1", "fingerprint": LEADER_FINGERPRINT, "ready": True},
+        )
+
+        async def started(msg: Any) -> None:
+            await self.on_start(msg, self)
+
+        await self.client.subscribe(settings.node_subject("node-x", "start"), cb=started)
+        await self.client.flush()
+        assert await self.lease.acquire() is None
+        self.beating = asyncio.ensure_future(self._beat())
+        assert await asyncio.wait_for(self.leader.ready_nodes.get(), 10) == "node-x"
+
+    async def _beat(self) -> None:
+        assert self.lease is not None
+        while True:
+            await asyncio.sleep(HEARTBEAT)
+            await self.lease.renew()
+
+    async def announce(self, fingerprint: str) -> None:
+        assert self.lease is not None
+        await self.lease.renew({**self.lease.value, "fingerprint": fingerprint})
+
+    def silence(self) -> None:
+        if self.beating is not None:
+            self.beating.cancel()
+
+    async def close(self) -> None:
+        self.silence()
+        if self.client is not None:
+            await self.client.close()
+
+
+async def test_a_start_in_flight_to_a_node_found_to_run_another_bundle_fails_at_once(
+    leader: Leader,
+) -> None:
+    asked = asyncio.Event()
+
+    async def announce_another_bundle(msg: Any, node: ScriptedNode) -> None:
+        # The start was sent while the leader believed both ran one bundle; now the node's
+        # key says otherwise, and the node never answers this start.
+        assert decode_json(msg.data)["agent"] == "back"
+        asked.set()
+        await node.announce(OTHER_FINGERPRINT)
+
+    node = ScriptedNode(leader, announce_another_bundle)
+    try:
+        await node.join()
+        with pytest.raises(AgentUnavailable) as refused:
+            # Bounded below the start's own timeout: the leader must not wait for it.
+            await asyncio.wait_for(
+                leader.transport.start("back", leader.plan, lambda message: None),
+                START_TIMEOUT_SECONDS - 5,
+            )
+        assert asked.is_set()
+        message = refused.value.message
+        assert "different bundle" in message
+        assert OTHER_FINGERPRINT[:12] in message
+        assert LEADER_FINGERPRINT[:12] in message
+        assert refused.value.details == {"node": "node-x"}
+        assert not leader.transport.workers  # nothing left listening for that process
+    finally:
+        await node.close()
+
+
+async def test_a_start_in_flight_to_a_node_that_goes_silent_fails_when_it_is_lost(
+    leader: Leader,
+) -> None:
+    async def freeze(msg: Any, node: ScriptedNode) -> None:
+        # Takes the start, then neither answers nor renews its key: a host frozen or cut off
+        # whose connection the server has not dropped yet.
+        node.silence()
+
+    node = ScriptedNode(leader, freeze)
+    try:
+        await node.join()
+        with pytest.raises(AgentUnavailable) as refused:
+            await asyncio.wait_for(
+                leader.transport.start("back", leader.plan, lambda message: None),
+                START_TIMEOUT_SECONDS - 5,
+            )
+        assert "node 'node-x' was lost" in refused.value.message
+        assert not leader.transport.workers
+    finally:
+        await node.close()
