@@ -92,11 +92,12 @@ class ApprovalNotices:
             if len(shown) > ARGUMENTS_SHOWN:
                 shown = shown[:ARGUMENTS_SHOWN] + "…"
             edit = f"--args {shlex.quote(shown)}" if whole else "--args JSON"
-            print(f"waiting for approval {approval}: {where}  {tool}  {_shown(shown)}", file=out)
-            print(f"  approve: {self.command} approve {approval}{self.where} [{edit}]", file=out)
-            print(
-                f"  reject:  {self.command} reject {approval}{self.where} --reason TEXT", file=out
+            lines = (
+                f"waiting for approval {approval}: {where}  {tool}  {_shown(shown)}",
+                f"  approve: {self.command} approve {approval}{self.where} [{edit}]",
+                f"  reject:  {self.command} reject {approval}{self.where} --reason TEXT",
             )
+            out.write("".join(f"{line}\n" for line in lines))  # one write: no log line between
         elif kind == "approval.decided":
             status = _shown(str(event.get("status")))
             decider = event.get("decidedBy")

@@ -208,7 +208,7 @@ def test_stream_shows_text_and_each_approval_of_the_agents_asked(tmp_path: Path)
         # The console script: the commands it suggests are spelled as it was invoked.
         send = start([str(GOONDAN), "send", "lead", "both echo first", "--stream"], tmp_path)
         stdout, stderr = Pipe(send.stdout), Pipe(send.stderr)
-        [(first, where, tool, arguments)] = WAITING.findall(stderr.read_until(WAITING))
+        [(first, where, tool, arguments)] = WAITING.findall(stderr.read_until(b"TEXT\n"))
         assert (where, tool, arguments) == (
             b"lead@default",
             b"bash__exec",
@@ -218,7 +218,7 @@ def test_stream_shows_text_and_each_approval_of_the_agents_asked(tmp_path: Path)
         approve(tmp_path, first.decode())
 
         # The call parked next is the helper's, which the lead asked: it is told too.
-        second, where, _, arguments = WAITING.findall(stderr.read_until(WAITING, 2))[1]
+        second, where, _, arguments = WAITING.findall(stderr.read_until(b"TEXT\n", 2))[1]
         assert (where, arguments) == (b"helper@default", b'{"command": "echo second"}')
         assert [row["approvalId"] for row in pending(tmp_path)] == [second.decode()]
         # What the helper said before parking is out while the request still waits.
