@@ -169,10 +169,6 @@ def test_approving_a_parked_call_from_another_terminal(shell: Shell) -> None:
     assert daemon.stop() == 0, daemon.text[-4000:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="README's OpenAI client snippet uses os.environ without `import os`",
-)
 def test_the_openai_client_snippet_of_the_http_api(shell: Shell) -> None:
     section = readme.section("The HTTP API")
     [daemon_command] = [
