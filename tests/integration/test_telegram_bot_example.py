@@ -159,3 +159,27 @@ def test_the_example_answers_telegram_messages_in_their_chat(
 def conversation_text(state_dir: Path, agent: str, key: str) -> str:
     [row] = [r for r in list_instances(state_dir, agent) if r["instanceKey"] == key]
     return "".join(p.read_text() for p in Path(row["directory"]).glob("conversation/*.jsonl"))
+
+
+def test_one_api_base_url_in_the_environment_serves_connector_and_tool(
+    tmp_path: Path, server: ChatApiServer
+) -> None:
+    """The example as shipped, with ``TELEGRAM_API_BASE_URL`` set as its README says: the
+    message comes in from the local Bot API and the reply goes back to it, not to
+    api.telegram.org."""
+    updates = BotUpdates(server, [telegram_update(1, "hi bot", chat_id=4242)])
+    server.routes[f"/bot{TOKEN}/getUpdates"] = updates
+    server.routes[f"/bot{TOKEN}/sendMessage"] = send_message(server)
+    directory = tmp_path / "telegram-bot"
+    shutil.copytree(EXAMPLE, directory)
+
+    env = {"TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_API_BASE_URL": server.url}
+    daemon = Daemon(directory, bundle="goondan.yaml", env=env)
+    try:
+        daemon.wait_for("orchestrator started", deadline=WAIT)
+        [first] = sends(server.wait_for(lambda seen: bool(sends(seen)), WAIT))
+        assert first.body == {"chat_id": 4242, "text": ANSWER}
+        server.wait_for(polled_from(2), WAIT)
+    finally:
+        daemon.stop()
+    assert all(r.path.startswith(f"/bot{TOKEN}/") for r in server.requests)

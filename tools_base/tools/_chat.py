@@ -14,7 +14,9 @@ once, every address vetted (loopback, private, link-local and metadata addresses
 the config's ``allowedHosts`` or ``allowPrivateNetworks`` says otherwise), and the connection
 pinned to a vetted address. A configured ``apiBaseUrl`` goes through the same check on every
 call, and a plain ``http:`` base URL is accepted only for a host listed in ``allowedHosts``
-(a token must not cross the internet in clear text). Redirects are not followed. One deadline
+(a token must not cross the internet in clear text). A tool may share settings with its
+connector (:class:`SharedSettings`: ``TELEGRAM_API_BASE_URL``, ...), read from the environment
+at every call like the token, so one setting points the Connection and the tool at one server. Redirects are not followed. One deadline
 (``timeoutMs``) covers connecting, sending and reading the whole answer.
 
 **Downloads** are capped (``maxBytes``, at most config ``maxDownloadBytes``) while they stream;
@@ -37,7 +39,7 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from tools_base import JsonObject, JsonValue, ToolConfigError, ToolContext, ToolError
@@ -53,6 +55,7 @@ from tools_base.tools._sandbox import Workspace
 from tools_base.tools.http_fetch import (
     PinnedConnection,
     Url,
+    is_loopback,
     network_errors,
     parse_host_entry,
     parse_url,
@@ -73,6 +76,7 @@ TOKEN_MISSING = "E_CHAT_TOKEN_MISSING"
 BAD_RESPONSE = "E_CHAT_BAD_RESPONSE"
 FILE_TOO_LARGE = "E_CHAT_FILE_TOO_LARGE"
 OUTSIDE_WORKDIR = "E_CHAT_PATH_OUTSIDE_WORKDIR"
+SETTING_INVALID = "E_CHAT_SETTING_INVALID"
 
 _CHUNK = 64 * 1024
 _TOKEN_CHARS = re.compile(r"^[\x21-\x7e]+$")
@@ -218,14 +222,92 @@ class ChatConfig:
     allow_private_networks: bool = False
     allowed_hosts: frozenset[tuple[str, int | None]] = field(default_factory=frozenset)
     max_download_bytes: int = MAX_DOWNLOAD_BYTES
+    shared: SharedSettings | None = None
+    """Settings read from the environment at every call (:func:`with_shared_settings`)."""
+    base_configured: bool = True
+    """Whether the config named ``apiBaseUrl`` (it then wins over ``shared.base_url``)."""
 
     def allows_host(self, url: Url) -> bool:
         """Whether ``allowedHosts`` lists the URL's host (any port, or its port)."""
         return (url.host, None) in self.allowed_hosts or (url.host, url.port) in self.allowed_hosts
 
 
-def read_chat_config(reader: ConfigReader, tool: str, default_base: str) -> ChatConfig:
-    """Read the shared keys; the caller reads its own and calls ``reader.finish()``."""
+@dataclass(frozen=True, slots=True)
+class SharedSettings:
+    """The environment variables a tool shares with its connector (``TELEGRAM_API_BASE_URL``,
+    ...), so one setting points both at the same API server."""
+
+    base_url: str
+    """The API base URL; the config ``apiBaseUrl`` wins over it."""
+    allowed_hosts: str
+    """``host[:port]`` entries, comma or space separated, added to ``allowedHosts``."""
+    allow_plain_http: str | None = None
+    """A yes/no variable letting ``base_url`` use plain http off this machine."""
+
+
+def _setting_error(tool: str, name: str, detail: str) -> ToolError:
+    return ToolError(
+        f"[{tool}] environment variable {name}: {detail}",
+        code=SETTING_INVALID,
+        suggestion="Ask the operator to fix the setting; do not retry until then.",
+    )
+
+
+def _env_hosts(tool: str, name: str, environ: Mapping[str, str]) -> set[tuple[str, int | None]]:
+    entries = [e for e in re.split(r"[\s,]+", environ.get(name, "")) if e]
+    try:
+        return {parse_host_entry(e) for e in entries}
+    except ValueError as exc:
+        raise _setting_error(tool, name, str(exc)) from None
+
+
+def with_shared_settings(
+    config: ChatConfig, environ: Mapping[str, str] | None = None
+) -> ChatConfig:
+    """``config`` with what its connector reads from the environment added: the hosts of
+    ``shared.allowed_hosts``, and, unless the config names ``apiBaseUrl``, the base URL of
+    ``shared.base_url``, trusted like an ``allowedHosts`` entry when the connector would reach
+    it too (https; plain http to a loopback host, to a listed host, or with
+    ``shared.allow_plain_http``): the operator named that server.
+
+    Read at every call, as the token is: a tool module is loaded before its process gets its
+    own environment. A bad value raises ``E_CHAT_SETTING_INVALID`` naming the variable.
+    """
+    shared = config.shared
+    if shared is None:
+        return config
+    env = os.environ if environ is None else environ
+    hosts = set(config.allowed_hosts) | _env_hosts(config.tool, shared.allowed_hosts, env)
+    base = config.api_base
+    text = env.get(shared.base_url, "").strip().rstrip("/")
+    if text and not config.base_configured:
+        try:
+            base = parse_url(text)
+        except ToolError as exc:
+            raise _setting_error(config.tool, shared.base_url, exc.message) from None
+        listed = (base.host, None) in hosts or (base.host, base.port) in hosts
+        plain = shared.allow_plain_http is not None and env.get(
+            shared.allow_plain_http, ""
+        ).strip().lower() in {"1", "true", "yes", "on"}
+        if base.scheme == "http" and not (listed or plain or is_loopback(base.host)):
+            raise _setting_error(
+                config.tool,
+                shared.base_url,
+                f"{text!r} uses plain http off this machine, so the token would travel "
+                f"unencrypted; use https, or list the host in {shared.allowed_hosts}",
+            )
+        hosts.add((base.host, base.port))
+    return replace(config, api_base=base, allowed_hosts=frozenset(hosts), shared=None)
+
+
+def read_chat_config(
+    reader: ConfigReader, tool: str, default_base: str, shared: SharedSettings | None = None
+) -> ChatConfig:
+    """Read the shared keys; the caller reads its own and calls ``reader.finish()``.
+
+    With ``shared``, what the tool's connector reads from the environment counts at every
+    call too (:func:`with_shared_settings`).
+    """
     raw_token = reader.raw("token")
     token = None if raw_token is None else parse_token_source(tool, raw_token)
     try:
@@ -233,6 +315,7 @@ def read_chat_config(reader: ConfigReader, tool: str, default_base: str) -> Chat
     except ValueError as exc:
         raise ToolConfigError(f"{tool} config 'allowedHosts': {exc}") from exc
     base_text = reader.raw("apiBaseUrl")
+    base_configured = base_text is not None
     base_text = default_base if base_text is None else base_text
     if not isinstance(base_text, str) or not base_text.strip():
         raise ToolConfigError(f"{tool} config 'apiBaseUrl' must be a URL string")
@@ -247,6 +330,8 @@ def read_chat_config(reader: ConfigReader, tool: str, default_base: str) -> Chat
         allow_private_networks=reader.flag("allowPrivateNetworks", False),
         allowed_hosts=allowed,
         max_download_bytes=reader.integer("maxDownloadBytes", MAX_DOWNLOAD_BYTES),
+        shared=shared,
+        base_configured=base_configured,
     )
     if base.scheme == "http" and not config.allows_host(base):
         raise ToolConfigError(
@@ -325,8 +410,13 @@ class ChatHttp:
     """HTTPS requests under the SSRF policy of one tool's config."""
 
     def __init__(self, config: ChatConfig) -> None:
-        self.config = config
+        self._config = config
         self._tls = ssl.create_default_context()
+
+    @property
+    def config(self) -> ChatConfig:
+        """The config with the environment's shared settings of now."""
+        return with_shared_settings(self._config)
 
     def url(self, path: str) -> Url:
         """The API base URL with ``path`` appended (``path`` starts with ``/``)."""
@@ -351,10 +441,9 @@ class ChatHttp:
         Raises ``TooLarge`` past the cap and ToolErrors (``E_HTTP_*``) for refusals and
         network failures. Messages name host and port, never the path (it may hold a token).
         """
+        config = self.config
         addresses = vet_addresses(
-            url,
-            allow_private=self.config.allow_private_networks,
-            allowed_hosts=self.config.allowed_hosts,
+            url, allow_private=config.allow_private_networks, allowed_hosts=config.allowed_hosts
         )
         sent = {"user-agent": USER_AGENT, **headers}
         with network_errors(url):
@@ -373,7 +462,7 @@ class ChatHttp:
                 except ValueError:
                     # http.client quotes the offending value, which may be the token.
                     raise ToolError(
-                        f"[{self.config.tool}] a request header or path is not valid",
+                        f"[{config.tool}] a request header or path is not valid",
                         code="E_HTTP_INVALID_HEADER",
                     ) from None
                 sock.settimeout(remaining(deadline))

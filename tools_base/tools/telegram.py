@@ -23,13 +23,21 @@ Token: config ``token`` (a value source), else the first set of ``TELEGRAM_BOT_T
 ``BOT_TOKEN``, ``TELEGRAM_TOKEN``, ``BRAIN_TELEGRAM_BOT_TOKEN``. Telegram puts the token in the
 URL path, so no message ever names the path (see ``tools_base.tools._chat``).
 
-Config (``configure``): ``token``, ``apiBaseUrl`` (default ``https://api.telegram.org``; a
-local Bot API server works), ``allowedHosts`` and ``allowPrivateNetworks`` (as ``http-fetch``;
-the base URL's host must pass them), ``maxDownloadBytes`` (upper bound of ``maxBytes``).
+Config (``configure``): ``token``, ``apiBaseUrl`` (default ``TELEGRAM_API_BASE_URL``, else
+``https://api.telegram.org``; a local Bot API server works), ``allowedHosts`` and
+``allowPrivateNetworks`` (as ``http-fetch``; the base URL's host must pass them; the entries
+of ``TELEGRAM_ALLOWED_HOSTS`` count too), ``maxDownloadBytes`` (upper bound of ``maxBytes``).
+
+The environment settings are the ``telegram`` connector's, so one ``TELEGRAM_API_BASE_URL``
+serves the Connection that receives and the tool that answers. The tool accepts that URL when
+the connector does (https; plain http to a loopback host, to a host in
+``TELEGRAM_ALLOWED_HOSTS``, or with ``TELEGRAM_ALLOW_PLAIN_HTTP=true``), and then trusts its
+host like an ``allowedHosts`` entry: the operator named that server. They are read at every
+call; a bad one fails the call with ``E_CHAT_SETTING_INVALID`` naming the variable.
 
 Error codes: ``E_TELEGRAM_API_ERROR`` (``ok: false``; the message is
 ``[telegram] <method> failed (code N): <description>``), ``E_TELEGRAM_RATE_LIMITED`` (HTTP 429;
-names ``retry_after``), ``E_CHAT_TOKEN_MISSING``, ``E_CHAT_BAD_RESPONSE``,
+names ``retry_after``), ``E_CHAT_TOKEN_MISSING``, ``E_CHAT_SETTING_INVALID``, ``E_CHAT_BAD_RESPONSE``,
 ``E_CHAT_FILE_TOO_LARGE``, ``E_CHAT_PATH_OUTSIDE_WORKDIR``, the ``E_HTTP_*`` network codes of
 ``http-fetch`` and ``E_TOOL_INVALID_ARGS``.
 
@@ -52,6 +60,7 @@ from tools_base.tools._chat import (
     MAX_API_ANSWER_BYTES,
     ChatConfig,
     ChatHttp,
+    SharedSettings,
     TooLarge,
     call_safely,
     check_save_path,
@@ -79,6 +88,12 @@ DEFAULT_API_BASE = "https://api.telegram.org"
 TOKEN_ENV = ("TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN", "BRAIN_TELEGRAM_BOT_TOKEN")
 API_ERROR = "E_TELEGRAM_API_ERROR"
 RATE_LIMITED = "E_TELEGRAM_RATE_LIMITED"
+SHARED = SharedSettings(
+    base_url="TELEGRAM_API_BASE_URL",
+    allowed_hosts="TELEGRAM_ALLOWED_HOSTS",
+    allow_plain_http="TELEGRAM_ALLOW_PLAIN_HTTP",
+)
+"""What the ``telegram`` connector reads too: one setting points both at a local Bot API."""
 
 PARSE_MODES = {
     "markdown": "Markdown",
@@ -441,7 +456,7 @@ class TelegramTool:
 def configure(config: JsonObject) -> dict[str, ToolHandler]:
     """Handlers for one Tool config; raises ``ToolConfigError`` on a bad one."""
     reader = ConfigReader(TOOL, config)
-    parsed = read_chat_config(reader, TOOL, DEFAULT_API_BASE)
+    parsed = read_chat_config(reader, TOOL, DEFAULT_API_BASE, SHARED)
     reader.finish()
     return TelegramTool(parsed).handlers()
 

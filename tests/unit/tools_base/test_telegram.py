@@ -525,3 +525,64 @@ def test_send_answers_the_chat_the_turn_came_from(ctx: ToolContext, server: Chat
     # Elsewhere there is no chat to default to: the model must name one.
     error = fail(tool(server), "send", ctx, text="hello")
     assert "chatId" in str(error)
+
+
+# -- the settings shared with the telegram connector -----------------------------------------
+
+
+@pytest.fixture
+def no_shared_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TELEGRAM_API_BASE_URL", "TELEGRAM_ALLOWED_HOSTS", "TELEGRAM_ALLOW_PLAIN_HTTP"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("no_shared_settings")
+def test_the_connectors_base_url_setting_serves_the_tool(
+    server: ChatApiServer, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Configured with nothing, the tool answers where ``TELEGRAM_API_BASE_URL`` points, read
+    at call time (a tool module is loaded before its process has its own environment)."""
+    handlers = configure({})
+    server.routes[f"{PATH}/sendMessage"] = telegram_ok(MESSAGE)
+    monkeypatch.setenv("TELEGRAM_API_BASE_URL", server.url + "/")
+    result = call(handlers, "send", ctx, chatId=-100123, text="hello")
+    assert result["messageId"] == 42
+    [request] = server.requests
+    assert request.path == f"{PATH}/sendMessage"
+
+
+@pytest.mark.usefixtures("no_shared_settings")
+def test_the_config_base_url_wins_over_the_shared_setting(
+    server: ChatApiServer, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TELEGRAM_API_BASE_URL", "https://api.invalid")
+    server.routes[f"{PATH}/sendMessage"] = telegram_ok(MESSAGE)
+    assert call(tool(server), "send", ctx, chatId=1, text="hi")["ok"] is True
+
+
+@pytest.mark.usefixtures("no_shared_settings")
+def test_plain_http_off_this_machine_needs_the_host_allowed(
+    ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handlers = configure({})
+    monkeypatch.setenv("TELEGRAM_API_BASE_URL", "http://bot-api.invalid:8081")
+    error = fail(handlers, "send", ctx, chatId=1, text="hi")
+    assert error.code == "E_CHAT_SETTING_INVALID"
+    assert "TELEGRAM_API_BASE_URL" in error.message
+    assert "TELEGRAM_ALLOWED_HOSTS" in error.message
+    assert_no_token(error)
+    # Listed, the host passes the plain-http rule and is then only looked up (no such name).
+    monkeypatch.setenv("TELEGRAM_ALLOWED_HOSTS", "bot-api.invalid:8081, other.invalid")
+    error = fail(handlers, "send", ctx, chatId=1, text="hi")
+    assert error.code == "E_HTTP_DNS_FAILED"
+    assert_no_token(error)
+
+
+@pytest.mark.usefixtures("no_shared_settings")
+def test_a_bad_allowed_hosts_entry_names_the_variable(
+    ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TELEGRAM_ALLOWED_HOSTS", "host:notaport")
+    error = fail(configure({}), "send", ctx, chatId=1, text="hi")
+    assert error.code == "E_CHAT_SETTING_INVALID"
+    assert "TELEGRAM_ALLOWED_HOSTS" in error.message
