@@ -2,8 +2,13 @@
 
 No public URL is needed: the connector asks the Bot API for new updates, waiting up to the poll
 timeout for one to arrive, and confirms each batch by asking from the last ``update_id`` + 1,
-so an update is seen once. (Telegram refuses ``getUpdates`` while the bot has a webhook set:
-``deleteWebhook`` first.) Replies go out through the ``telegram`` tool (``telegram__send``).
+so an update is seen once. Telegram refuses ``getUpdates`` (409, naming the webhook) while the
+bot has a webhook set: the connector then calls ``deleteWebhook`` (a Connection switched back from webhook mode)
+and polls again. Replies go out through the ``telegram`` tool (``telegram__send``), which reads
+the same ``TELEGRAM_API_BASE_URL`` and ``TELEGRAM_ALLOWED_HOSTS``.
+
+``TELEGRAM_MODE=webhook`` receives updates on a listener of its own instead (``setWebhook``
+with a secret token): see :mod:`tools_base.connectors._telegram_webhook` for its settings.
 
 Settings (each looked up in the Connection's ``secrets``, then its ``config``, then the
 environment, see ``ConnectorContext.setting``):
@@ -12,8 +17,11 @@ environment, see ``ConnectorContext.setting``):
     The bot token, first one set; required. Keep it in ``secrets`` (``valueFrom.env``).
 ``TELEGRAM_API_BASE_URL``
     Default ``https://api.telegram.org``; a local Bot API server works. Plain ``http:`` is
-    accepted only for a loopback host, or with ``TELEGRAM_ALLOW_PLAIN_HTTP=true`` (the token
-    would cross the network in clear text).
+    accepted only for a loopback host, a host listed in ``TELEGRAM_ALLOWED_HOSTS``, or with
+    ``TELEGRAM_ALLOW_PLAIN_HTTP=true`` (the token would cross the network in clear text).
+``TELEGRAM_ALLOWED_HOSTS``
+    ``host[:port]`` entries, comma or space separated: servers of the operator's the
+    connector and the ``telegram`` tool may reach (over plain http too).
 ``TELEGRAM_POLL_TIMEOUT_SECONDS``
     How long one ``getUpdates`` may wait for an update; default 30 (0 to 600).
 ``TELEGRAM_REQUEST_TIMEOUT_MS``
@@ -75,7 +83,7 @@ from tools_base import (
     ToolError,
 )
 from tools_base.tools._chat import MAX_API_ANSWER_BYTES, REDACTED, redact
-from tools_base.tools.http_fetch import Url, is_loopback, parse_url
+from tools_base.tools.http_fetch import Url, is_loopback, parse_host_entry, parse_url
 
 EVENT = "telegram_message"
 TOKEN_NAMES = ("TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN")
@@ -128,12 +136,12 @@ def read_settings(ctx: ConnectorContext) -> PollSettings:
         base = parse_url(base_text)
     except ToolError as exc:
         raise ConnectorError(f"telegram: TELEGRAM_API_BASE_URL: {exc.message}") from None
-    allow_http = _flag(ctx, "TELEGRAM_ALLOW_PLAIN_HTTP")
+    allow_http = _flag(ctx, "TELEGRAM_ALLOW_PLAIN_HTTP") or _listed(ctx, base)
     if base.scheme == "http" and not allow_http and not is_loopback(base.host):
         raise ConnectorError(
             f"telegram: TELEGRAM_API_BASE_URL {base_text!r} uses plain http off this machine, "
-            "so the bot token would travel unencrypted; use https, or set "
-            "TELEGRAM_ALLOW_PLAIN_HTTP=true for a trusted network"
+            "so the bot token would travel unencrypted; use https, list the host in "
+            "TELEGRAM_ALLOWED_HOSTS, or set TELEGRAM_ALLOW_PLAIN_HTTP=true for a trusted network"
         )
     poll_timeout = _integer(
         ctx,
@@ -166,6 +174,16 @@ def read_settings(ctx: ConnectorContext) -> PollSettings:
         retry_delay=retry_ms / 1000,
         initial_offset=offset,
     )
+
+
+def _listed(ctx: ConnectorContext, base: Url) -> bool:
+    """Whether ``TELEGRAM_ALLOWED_HOSTS`` (the ``telegram`` tool's too) lists ``base``'s host."""
+    raw = ctx.setting("TELEGRAM_ALLOWED_HOSTS") or ""
+    try:
+        hosts = {parse_host_entry(e) for e in re.split(r"[\s,]+", raw) if e}
+    except ValueError as exc:
+        raise ConnectorError(f"telegram: TELEGRAM_ALLOWED_HOSTS: {exc}") from None
+    return (base.host, None) in hosts or (base.host, base.port) in hosts
 
 
 def _integer(ctx: ConnectorContext, name: str, default: int, low: int, high: int) -> int:
@@ -381,6 +399,27 @@ async def post_json(
     raise RequestFailed(failure)
 
 
+def bot_ok(answer: BotAnswer) -> bool:
+    """Whether ``answer`` is a Bot API success (``{"ok": true, ...}``)."""
+    try:
+        data = json.loads(answer.body)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("ok") is True
+
+
+def method_url(settings: PollSettings, method: str) -> httpx2.URL:
+    """The URL of the Bot API ``method`` (it holds the token: never log it)."""
+    base = settings.api_base
+    prefix = base.target.split("?", 1)[0].rstrip("/")
+    return httpx2.URL(
+        scheme=base.scheme,
+        host=base.host,
+        port=base.port,
+        raw_path=f"{prefix}/bot{settings.token}/{method}".encode(),
+    )
+
+
 def _reason(exc: Exception) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -396,6 +435,8 @@ class PollFailure:
     reason: str
     wait: float
     rate_limited: bool = False
+    webhook_set: bool = False
+    """Telegram answered 409: the bot has a webhook, which blocks ``getUpdates``."""
 
 
 class Poller:
@@ -405,14 +446,7 @@ class Poller:
         self.ctx = ctx
         self.settings = settings
         self.offset = settings.initial_offset
-        base = settings.api_base
-        prefix = base.target.split("?", 1)[0].rstrip("/")
-        self._url = httpx2.URL(
-            scheme=base.scheme,
-            host=base.host,
-            port=base.port,
-            raw_path=f"{prefix}/bot{settings.token}/getUpdates".encode(),
-        )
+        self._url = method_url(settings, "getUpdates")
         self._client = open_client(settings)
 
     async def run(self) -> None:
@@ -427,6 +461,9 @@ class Poller:
         try:
             while True:
                 outcome = await self.poll()
+                if isinstance(outcome, PollFailure) and outcome.webhook_set:
+                    await self.delete_webhook()
+                    continue
                 if isinstance(outcome, PollFailure):
                     self.ctx.logger.warning(
                         "telegram rate limited" if outcome.rate_limited else "telegram poll failed",
@@ -440,6 +477,28 @@ class Poller:
                     await self.deliver(update)
         finally:
             await self._client.aclose()
+
+    async def delete_webhook(self) -> None:
+        """``deleteWebhook``, so ``getUpdates`` works again; a failure waits the retry delay
+        (the next poll tells whether the webhook is still there)."""
+        s = self.settings
+        url = method_url(s, "deleteWebhook")
+        try:
+            async with asyncio.timeout(s.request_timeout):
+                answer = await post_json(self._client, url, b"{}", MAX_API_ANSWER_BYTES)
+            ok = bot_ok(answer)
+            reason = "" if ok else f"HTTP {answer.status}"
+        except TimeoutError:
+            ok, reason = False, f"no answer within {s.request_timeout:g} s"
+        except RequestFailed as exc:
+            ok, reason = False, redact(str(exc), s.token)
+        if ok:
+            self.ctx.logger.warning("telegram webhook deleted to poll for updates")
+            return
+        self.ctx.logger.warning(
+            "telegram deleteWebhook failed", reason=reason, retry_in_seconds=s.retry_delay
+        )
+        await asyncio.sleep(s.retry_delay)
 
     async def poll(self) -> list[Mapping[str, Any]] | PollFailure:
         """One ``getUpdates``: the updates, or why there are none."""
@@ -478,8 +537,11 @@ class Poller:
             return PollFailure(
                 reason, wait if wait is not None else s.retry_delay, rate_limited=True
             )
+        description = data.get("description")
+        if (answer.status == 409 or code == 409) and "webhook" in str(description).lower():
+            # Not every 409: "terminated by other getUpdates request" is another poller.
+            return PollFailure("HTTP 409: a webhook is set", 0.0, webhook_set=True)
         if data.get("ok") is not True:
-            description = data.get("description")
             what = f"HTTP {answer.status}"
             if isinstance(code, int):
                 what += f", error_code {code}"
@@ -513,5 +575,15 @@ class Poller:
 
 
 async def run(ctx: ConnectorContext) -> None:
-    """Poll the Bot API and emit ``telegram_message`` events until cancelled."""
-    await Poller(ctx, read_settings(ctx)).run()
+    """Poll the Bot API (or, with ``TELEGRAM_MODE=webhook``, serve its webhook) and emit
+    ``telegram_message`` events until cancelled."""
+    mode = (ctx.setting("TELEGRAM_MODE", "mode") or "polling").strip().lower()
+    if mode not in ("polling", "webhook"):
+        raise ConnectorError(f"telegram: TELEGRAM_MODE must be polling or webhook, got {mode!r}")
+    settings = read_settings(ctx)
+    if mode == "webhook":
+        from tools_base.connectors import _telegram_webhook
+
+        await _telegram_webhook.run(ctx, settings)
+        return
+    await Poller(ctx, settings).run()
