@@ -13,6 +13,7 @@ from bundle.environment import component_names, connection_names, environment_li
 from bundle.errors import BundleError, ConfigIssue
 from bundle.loader import Resource, index
 from bundle.models import (
+    AgentPlacement,
     AgentSpec,
     Budgets,
     ConnectionSpec,
@@ -340,10 +341,10 @@ class Bundle:
             )
         return plans
 
-    def placement(self, swarm_name: str | None = None) -> dict[str, str]:
-        """``agent → node`` of the agents ``Swarm.spec.placement`` puts on other hosts."""
+    def placement(self, swarm_name: str | None = None) -> dict[str, AgentPlacement]:
+        """Which hosts may run each agent ``Swarm.spec.placement`` puts on other hosts."""
         spec: SwarmSpec = self.swarm(swarm_name).spec
-        return {agent: where.node for agent, where in spec.placement.items()}
+        return dict(spec.placement)
 
     def fingerprint(self) -> str:
         """A digest of what the swarm runs: every resource (built-in packages' too), each

@@ -61,6 +61,10 @@ _REF_STRING_SCHEMA = {
 }
 NODE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$"
 """A cluster node's name: it becomes part of NATS subjects and keys, so no dots or spaces."""
+LABEL_KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,62}$"
+"""A node label's name (``orchestrator node --label KEY=VALUE``)."""
+LABEL_VALUE_PATTERN = r"^[A-Za-z0-9_.-]{1,63}$"
+"""A node label's value."""
 MAX_TOOL_NAME_LENGTH = 64
 """Providers (OpenAI, Anthropic) refuse tool names longer than this."""
 MAX_RESOURCE_NAME_LENGTH = 63
@@ -708,13 +712,79 @@ class SwarmPolicy(_Spec):
     )
 
 
-class AgentPlacement(_Spec):
-    """Where one agent of a clustered swarm runs."""
+def _label_value(value: Any) -> Any:
+    # YAML reads `gpu: true` as a boolean and `rack: 2` as a number; a node's `--label`
+    # is always text, so compare as text.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return value
 
-    node: str = Field(
-        pattern=NODE_NAME_PATTERN,
+
+NodeName = Annotated[str, StringConstraints(pattern=NODE_NAME_PATTERN)]
+LabelKey = Annotated[str, StringConstraints(pattern=LABEL_KEY_PATTERN)]
+LabelValue = Annotated[
+    str, BeforeValidator(_label_value), StringConstraints(pattern=LABEL_VALUE_PATTERN)
+]
+
+
+class AgentPlacement(_Spec):
+    """Which hosts of a clustered swarm may run one agent: a node, any of several nodes, or
+    any node declaring some labels (``orchestrator node --label KEY=VALUE``); the leader's own
+    host too with ``allowLeader``. When the node running it is lost, the leader starts it again
+    on another host that qualifies."""
+
+    node: NodeName | None = Field(
+        default=None,
         description="Name of the node (`orchestrator node --name`) that runs the agent.",
     )
+    nodes: list[NodeName] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Nodes that may run the agent, the first one up preferred, e.g. "
+        "[node-b, node-c].",
+    )
+    labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict,
+        max_length=32,
+        description="Labels a node must declare (every one, with this value) to run the agent, "
+        'e.g. {gpu: "true"}; with `node`/`nodes`, only those nodes that declare them.',
+    )
+    allow_leader: bool = Field(
+        default=False,
+        description="When no node that qualifies is up, run the agent on the leader instead.",
+    )
+
+    @model_validator(mode="after")
+    def _says_where(self) -> AgentPlacement:
+        if self.node is not None and self.nodes is not None:
+            raise ValueError("give `node` or `nodes`, not both")
+        if self.node is None and self.nodes is None and not self.labels:
+            raise ValueError("say which hosts may run the agent: `node`, `nodes` or `labels`")
+        return self
+
+    @property
+    def named_nodes(self) -> tuple[str, ...]:
+        """The nodes named (``node`` or ``nodes``), in order of preference; empty when any
+        node with the labels will do."""
+        if self.node is not None:
+            return (self.node,)
+        return tuple(self.nodes or ())
+
+    def admits(self, node: str, labels: dict[str, str]) -> bool:
+        """Whether node ``node``, declaring ``labels``, may run the agent."""
+        named = self.named_nodes
+        if named and node not in named:
+            return False
+        return all(labels.get(key) == value for key, value in self.labels.items())
+
+    def describe(self) -> str:
+        """The constraint in a few words, for messages and ``status``."""
+        parts = ["|".join(self.named_nodes)] if self.named_nodes else []
+        parts += [f"{key}={value}" for key, value in sorted(self.labels.items())]
+        return ",".join(parts)
 
 
 class SwarmSpec(_Spec):
@@ -731,8 +801,9 @@ class SwarmSpec(_Spec):
     placement: dict[str, AgentPlacement] = Field(
         default_factory=dict,
         description="Agents that run on other hosts when the swarm runs with `--cluster`, by "
-        "agent name, e.g. {worker: {node: gpu-1}}; the others run on the leader. Ignored "
-        "without --cluster.",
+        "agent name, e.g. {worker: {node: gpu-1}}, {worker: {nodes: [gpu-1, gpu-2]}} or "
+        '{worker: {labels: {gpu: "true"}, allowLeader: true}}; the others run on the leader. '
+        "Ignored without --cluster.",
     )
     budgets: Budgets | None = Field(
         default=None,

@@ -467,6 +467,7 @@ async def _node(args: argparse.Namespace) -> int:
             args.name,
             state_dir=_state_dir(args),
             swarm=args.swarm,
+            labels=args.label,
         )
     except ValueError as exc:
         return _fail(args, ExitCode.USAGE, str(exc))
@@ -1419,6 +1420,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         env_file_option(node)
         node.add_argument(
             "--name", required=True, help="this node's name, as Swarm.spec.placement uses it"
+        )
+        node.add_argument(
+            "--label",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a label this node declares, for Swarm.spec.placement's `labels` (repeatable)",
         )
         state_options(node)
         node.add_argument("--swarm", help="which Swarm (default: `default`, or the only one)")

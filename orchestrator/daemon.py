@@ -617,7 +617,10 @@ class Orchestrator:
             and plans.get(name) == handle.plan
         )
         for name in moved:
-            self.log.info("agent moves to another node", agent=name, node=after.get(name))
+            rule = after.get(name)
+            self.log.info(
+                "agent moves to another node", agent=name, node=rule.describe() if rule else None
+            )
             try:
                 await self.supervisor.restart_agent(name, self.grace)
             except (IpcError, TimeoutError) as exc:  # its new node cannot start it yet

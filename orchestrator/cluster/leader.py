@@ -2,17 +2,18 @@
 
 The leader is the Orchestrator of ``run --cluster``: it keeps the router, the pending table,
 the event log and the HTTP API, exactly as on one host. Its supervisor starts workers through
-:class:`ClusterTransport`, which starts an agent placed on a node
-(``Swarm.spec.placement``) by a request to that node, and every other agent through the
-local multiprocessing transport. A remote agent's frames travel on two subjects of its own
+:class:`ClusterTransport`, which starts an agent placed on other hosts
+(``Swarm.spec.placement``: a node, several, or nodes with some labels) by a request to one of
+those nodes that is up, and every other agent through the local multiprocessing transport. A remote agent's frames travel on two subjects of its own
 (:mod:`orchestrator.cluster.relay`), so the supervisor and the router see a
 :class:`RemoteWorker` exactly as they see a local process.
 
-Failures become what they are on one host: a node that is absent, runs another bundle or
-refuses makes the start fail with ``AGENT_UNAVAILABLE``; a node that goes silent for the
-heartbeat expiry makes each of its agents exit (:data:`~ipc.protocol.EXIT_NODE_LOST`), so
-their pending callers get ``AGENT_CRASHED`` and the supervisor restarts them once the node
-is back.
+Failures become what they are on one host: when no node the agent may run on is up with the
+leader's bundle (and it may not run on the leader), or the node refuses, the start fails with
+``AGENT_UNAVAILABLE``; a node that goes silent for the heartbeat expiry makes each of its
+agents exit (:data:`~ipc.protocol.EXIT_NODE_LOST`), so their pending callers get
+``AGENT_CRASHED`` and the supervisor starts them again, on another node that qualifies or
+once theirs is back.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 import structlog
 
+from bundle.models import AgentPlacement
 from bundle.plan import Plan
 from ipc import AgentUnavailable, IpcMessage
 from ipc.codec import FrameDecoder, IpcProtocolError, encode
@@ -141,7 +143,7 @@ class ClusterTransport:
         self,
         settings: ClusterSettings,
         *,
-        placement: dict[str, str],
+        placement: dict[str, AgentPlacement],
         fingerprint: str,
         local: MultiprocessingTransport | None = None,
         on_node_joined: Callable[[str], None] | None = None,
@@ -149,7 +151,7 @@ class ClusterTransport:
     ) -> None:
         self.settings = settings
         self.placement = dict(placement)
-        """``agent → node`` for the agents that run on other hosts."""
+        """Which nodes may run each agent that runs on other hosts."""
         self.fingerprint = fingerprint
         self.local = local or MultiprocessingTransport()
         self.on_node_joined = on_node_joined
@@ -168,6 +170,8 @@ class ClusterTransport:
         """Set when the connection came back: the next heartbeat joins again."""
         self._ready_nodes: set[str] = set()
         """Nodes whose key says they take starts."""
+        self._on_leader: dict[str, Worker] = {}
+        """Placed agents running here for want of a node (``allowLeader``)."""
         self._starts_in_flight: dict[str, set[asyncio.Future[None]]] = {}
         """By node: one future per start asked of it and not yet answered. Failing one ends
         that start at once (the node turned out to run another bundle, or was lost), rather
@@ -213,7 +217,11 @@ class ClusterTransport:
             await self.nc.close()
             raise
         self._heartbeat = asyncio.ensure_future(self._beat())
-        self.log.info("cluster leader", server=self.settings.describe(), placement=self.placement)
+        self.log.info(
+            "cluster leader",
+            server=self.settings.describe(),
+            placement={agent: rule.describe() for agent, rule in self.placement.items()},
+        )
 
     async def _claim(self) -> None:
         assert self._lease is not None
@@ -333,7 +341,7 @@ class ClusterTransport:
             if not abort.done():
                 abort.set_exception(error)
 
-    def adopt(self, fingerprint: str, placement: dict[str, str]) -> None:
+    def adopt(self, fingerprint: str, placement: dict[str, AgentPlacement]) -> None:
         """An edited bundle (``run --watch``): start agents under its fingerprint and
         placement from now on, and tell the nodes which bundle leads."""
         self.fingerprint = fingerprint
@@ -342,16 +350,29 @@ class ClusterTransport:
             self._lease.value = {**self._lease.value, "fingerprint": fingerprint}
 
     def node_of(self, agent: str) -> str | None:
-        """The node ``agent`` is placed on; ``None`` for the leader's own host."""
-        return self.placement.get(agent)
+        """The node ``agent`` runs on (or, while it does not run, where it may:
+        :meth:`AgentPlacement.describe`); ``None`` for the leader's own host."""
+        for worker in self.workers.values():
+            if worker.name == agent and not worker.exited.done():
+                return worker.node_name
+        here = self._on_leader.get(agent)
+        rule = self.placement.get(agent)
+        if rule is None or (here is not None and not here.exited.done()):
+            return None
+        return rule.describe()
 
     def cluster_status(self) -> dict[str, Any]:
-        """The leader and each node: whether it is up and runs the same bundle."""
+        """The leader and each node: whether it is up and runs the same bundle, its labels
+        and the agents it runs."""
         now = time.monotonic()
         members = self.nodes.members if self.nodes is not None else {}
-        placed = sorted(set(self.placement.values()) | set(members))
+        named = {node for rule in self.placement.values() for node in rule.named_nodes}
+        running: dict[str, list[str]] = {}
+        for worker in self.workers.values():
+            if not worker.exited.done():
+                running.setdefault(worker.node_name, []).append(worker.name)
         rows = []
-        for name in placed:
+        for name in sorted(named | set(members)):
             member = members.get(name)
             rows.append(
                 {
@@ -359,10 +380,11 @@ class ClusterTransport:
                     "up": member is not None and name in self._ready_nodes,
                     "host": member.value.get("host") if member else None,
                     "pid": member.value.get("pid") if member else None,
+                    "labels": _labels(member) if member else {},
                     "sameBundle": member.value.get("fingerprint") == self.fingerprint
                     if member
                     else None,
-                    "agents": sorted(a for a, n in self.placement.items() if n == name),
+                    "agents": sorted(running.get(name, [])),
                     "lastHeartbeatSecondsAgo": round(now - member.seen_at, 3) if member else None,
                 }
             )
@@ -373,28 +395,77 @@ class ClusterTransport:
             "nodes": rows,
         }
 
+    def _choose_node(self, agent: str, rule: AgentPlacement) -> Member | None:
+        """The node to start ``agent`` on: of those ``rule`` admits that are up with the
+        leader's bundle, the first named, else the one running fewest of our agents.
+        ``None``: none is, and the agent may run on the leader. Raises ``AgentUnavailable``
+        naming why each node cannot."""
+        members = self.nodes.members if self.nodes is not None else {}
+        refusals: list[AgentUnavailable] = []
+        usable: list[Member] = []
+        for member in members.values():
+            if not rule.admits(member.name, _labels(member)):
+                continue
+            if member.name not in self._ready_nodes:
+                refusals.append(
+                    AgentUnavailable(
+                        f"agent {agent!r} runs on node {member.name!r}, which is still starting",
+                        details={"node": member.name},
+                    )
+                )
+            elif member.value.get("fingerprint") != self.fingerprint:
+                refusals.append(self._different_bundle(member))
+            else:
+                usable.append(member)
+        if usable:
+            order = rule.named_nodes
+
+            def preference(member: Member) -> tuple[int, int, str]:
+                rank = order.index(member.name) if member.name in order else 0
+                return rank, self._load(member.name), member.name
+
+            return min(usable, key=preference)
+        if rule.allow_leader:
+            return None
+        absent = [node for node in rule.named_nodes if node not in members]
+        if rule.node is not None and not rule.labels:
+            if refusals:
+                raise refusals[0]
+            raise AgentUnavailable(
+                f"agent {agent!r} runs on node {rule.node!r}, which is not in the cluster",
+                details={"node": rule.node},
+            )
+        reasons = [refusal.message for refusal in refusals]
+        reasons += [f"node {node!r} is not in the cluster" for node in absent]
+        raise AgentUnavailable(
+            f"agent {agent!r} runs on {rule.describe()}, and no such node can start it now"
+            + (f": {'; '.join(reasons)}" if reasons else " (none is in the cluster)"),
+            details={"placement": rule.describe()},
+        )
+
+    def _load(self, node: str) -> int:
+        return sum(1 for w in self.workers.values() if w.node_name == node and not w.exited.done())
+
     # -- the Transport -----------------------------------------------------------------------
 
     async def start(
         self, name: str, plan: Plan, on_message: Callable[[IpcMessage], None]
     ) -> Worker:
-        """Start ``name`` where it is placed; raises ``AgentUnavailable`` when its node cannot."""
-        node = self.placement.get(name)
-        if node is None:
+        """Start ``name`` on a host its placement admits; raises ``AgentUnavailable`` when
+        none can."""
+        rule = self.placement.get(name)
+        if rule is None:
             return await self.local.start(name, plan, on_message)
-        member = self.nodes.members.get(node) if self.nodes is not None else None
+        member = self._choose_node(name, rule)
         if member is None:
-            raise AgentUnavailable(
-                f"agent {name!r} runs on node {node!r}, which is not in the cluster",
-                details={"node": node},
+            self.log.warning(
+                "no node can run the agent; it runs on the leader",
+                agent=name,
+                placement=rule.describe(),
             )
-        if node not in self._ready_nodes:
-            raise AgentUnavailable(
-                f"agent {name!r} runs on node {node!r}, which is still starting",
-                details={"node": node},
-            )
-        if member.value.get("fingerprint") != self.fingerprint:
-            raise self._different_bundle(member)
+            here = self._on_leader[name] = await self.local.start(name, plan, on_message)
+            return here
+        node = member.name
         worker = RemoteWorker(
             name,
             node,
@@ -515,3 +586,11 @@ class ClusterTransport:
 def _consume_exception(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+def _labels(member: Member) -> dict[str, str]:
+    """The labels a node declares (``orchestrator node --label``)."""
+    labels = member.value.get("labels")
+    if not isinstance(labels, dict):
+        return {}
+    return {str(key): str(value) for key, value in labels.items()}

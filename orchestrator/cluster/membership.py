@@ -134,13 +134,18 @@ class Lease:
                 continue
         return {}
 
-    async def claim(self, patience: float, poll: float) -> dict[str, Any] | None:
+    async def claim(
+        self,
+        patience: float,
+        poll: float,
+        takeover: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> dict[str, Any] | None:
         """:meth:`acquire`, retried every ``poll`` seconds for ``patience`` seconds: a holder
         that just died (its key lapses within the expiry) is waited out. ``None`` once held,
         else the holder still there."""
         deadline = time.monotonic() + patience
         while True:
-            holder = await self.acquire()
+            holder = await self.acquire(takeover)
             if holder is None or time.monotonic() >= deadline:
                 return holder
             await asyncio.sleep(poll)

@@ -23,6 +23,7 @@ import re
 import signal
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import structlog
 
 from bundle import Bundle, load_bundle
-from bundle.models import NODE_NAME_PATTERN
+from bundle.models import LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, NODE_NAME_PATTERN
 from bundle.plan import AgentPlan
 from goondan.defaults import KILL_WAIT_SECONDS
 from ipc import EventMessage
@@ -38,6 +39,7 @@ from ipc import protocol as wire
 from ipc.codec import FrameDecoder, encode
 from ipc.protocol import EventKind
 from ipc.scope import kill_scope
+from orchestrator.cluster.conversations import with_cluster_storage
 from orchestrator.cluster.membership import (
     LEADER_KEY,
     Lease,
@@ -63,6 +65,27 @@ from orchestrator.transport import PIPE_CLOSED_GRACE_SECONDS, MultiprocessingTra
 WAIT_FOR_LEADER_LOG_SECONDS = 30.0
 CATCH_UP_SECONDS = 5.0
 """How long a joining node waits to learn who leads before it takes starts."""
+
+
+def parse_labels(items: Iterable[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items (``--label``, repeatable) as a dict; raises ``ValueError`` naming
+    the item that is not one."""
+    labels: dict[str, str] = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals or not re.match(LABEL_KEY_PATTERN, key):
+            raise ValueError(
+                f"--label {item!r}: expected KEY=VALUE, KEY of letters, digits, '.', '/', '-' "
+                "and '_' (e.g. --label gpu=true)"
+            )
+        if not re.match(LABEL_VALUE_PATTERN, value):
+            raise ValueError(
+                f"--label {item!r}: the value must be 1 to 63 letters, digits, '.', '-' or '_'"
+            )
+        if key in labels and labels[key] != value:
+            raise ValueError(f"--label {key!r} given twice with different values")
+        labels[key] = value
+    return labels
 
 
 class _PipeRelay(asyncio.Protocol):
@@ -144,12 +167,15 @@ class Node:
         state_dir: Path | None = None,
         swarm: str | None = None,
         transport: MultiprocessingTransport | None = None,
+        labels: Iterable[str] = (),
     ) -> None:
         if not re.match(NODE_NAME_PATTERN, name):
             raise ValueError(
                 f"node name {name!r}: letters, digits, '-' and '_' only (it names NATS subjects)"
             )
         self.name = name
+        self.labels = parse_labels(labels)
+        """What this node declares (``--label KEY=VALUE``): placements may ask for them."""
         self.state_dir = (state_dir or default_state_dir(bundle_path)).resolve()
         self.bundle: Bundle = load_bundle(bundle_path, check_handlers=False)
         self.swarm_name = self.bundle.swarm(swarm).name
@@ -224,6 +250,7 @@ class Node:
             server=self.settings.describe(),
             cluster=self.settings.name,
             fingerprint=self.fingerprint[:12],
+            labels=self.labels,
             state_dir=str(self.state_dir),
         )
 
@@ -257,6 +284,7 @@ class Node:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "ready": self._ready.is_set(),
+            "labels": self.labels,
             "workers": sorted(self.agents),
         }
 
@@ -361,7 +389,13 @@ class Node:
             owner_key(agent),
             {"node": self.name, "incarnation": self.incarnation, "worker": worker_id},
         )
-        holder = await lease.acquire(takeover=lambda h: h.get("node") == self.name)
+        # A node just lost still holds the key until it lapses (within the expiry): wait that
+        # out, so the agent moves at once instead of failing its first start here.
+        holder = await lease.claim(
+            self.heartbeat_seconds * (HEARTBEAT_MISSES + 1),
+            self.heartbeat_seconds / 2,
+            takeover=lambda h: h.get("node") == self.name,
+        )
         if holder is not None:
             return self._refusal(
                 f"agent {agent!r} is owned by node {holder.get('node')!r}; it is started "
@@ -403,8 +437,9 @@ class Node:
     def _plan(self, agent: str) -> AgentPlan:
         plan = self._plans.get(agent)
         if plan is None:
-            plan = self._plans[agent] = self.bundle.agent_plan(
-                agent, self.state_dir, self.swarm_name
+            # Conversations in JetStream: they move with the agent if this node is lost.
+            plan = self._plans[agent] = with_cluster_storage(
+                self.bundle.agent_plan(agent, self.state_dir, self.swarm_name), self.settings
             )
         return plan
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bundle import load_bundle
+from bundle.models import AgentPlacement
 from bundle.plan import AgentPlan
 from ipc import AgentUnavailable
 from orchestrator.cluster.leader import ClusterTransport
@@ -50,7 +51,7 @@ async def leader(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Leade
     ready: asyncio.Queue[str] = asyncio.Queue()
     transport = ClusterTransport(
         settings,
-        placement={"back": "node-x"},
+        placement={"back": AgentPlacement(node="node-x")},
         fingerprint=LEADER_FINGERPRINT,
         on_node_joined=ready.put_nowait,
     )

@@ -241,20 +241,26 @@ class Cluster:
         return leader
 
     def start_node(
-        self, name: str, *, bundle_text: str | None = None, env: dict[str, str] | None = None
+        self,
+        name: str,
+        *extra: str,
+        bundle_text: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> Member:
+        """Start node ``name`` (``extra``: more options, ``--label gpu=true`` say)."""
         directory = self.directory(f"node-{name}", bundle_text)
+        args = ["node", "goondan.yaml", "--name", name, "--state-dir", "state"]
         node = Member(
-            ["node", "goondan.yaml", "--name", name, "--state-dir", "state", *self.cluster_args()],
+            [*args, *self.cluster_args(), *extra],
             directory,
             {**(self.env or {}), **(env or {})},
         )
         self.members.append(node)
         return node
 
-    def join(self, name: str, **kwargs: Any) -> Member:
+    def join(self, name: str, *extra: str, **kwargs: Any) -> Member:
         """Start node ``name`` and wait until the leader counts it in."""
-        node = self.start_node(name, **kwargs)
+        node = self.start_node(name, *extra, **kwargs)
         node.log.wait_for("node joined the cluster", 60)
         self.wait_node(name, up=True)
         return node

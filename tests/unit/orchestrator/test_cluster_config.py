@@ -62,11 +62,71 @@ def write(directory: Path, placement: str = "{b: {node: gpu-1}}") -> Path:
 
 def test_placement_maps_agents_to_nodes(tmp_path: Path) -> None:
     bundle = load_bundle(write(tmp_path), check_handlers=False)
-    assert bundle.placement() == {"b": "gpu-1"}
-    assert load_bundle(EXAMPLE, check_handlers=False).placement() == {
+    assert {a: p.named_nodes for a, p in bundle.placement().items()} == {"b": ("gpu-1",)}
+    example = load_bundle(EXAMPLE, check_handlers=False).placement()
+    assert {a: p.describe() for a, p in example.items()} == {
         "middle": "node-a",
         "back": "node-b",
     }
+
+
+def test_placement_by_several_nodes_or_by_labels(tmp_path: Path) -> None:
+    path = write(tmp_path, '{a: {nodes: [n2, n1], allowLeader: true}, b: {labels: {gpu: true}}}')
+    placement = load_bundle(path, check_handlers=False).placement()
+
+    several, labelled = placement["a"], placement["b"]
+    assert several.named_nodes == ("n2", "n1")
+    assert several.allow_leader is True
+    assert several.admits("n1", {})
+    assert not several.admits("n3", {})
+    # YAML's `true` is compared as the text a node's --label gives.
+    assert labelled.labels == {"gpu": "true"}
+    assert labelled.admits("any-node", {"gpu": "true", "rack": "2"})
+    assert not labelled.admits("any-node", {"gpu": "false"})
+    assert not labelled.admits("any-node", {})
+    assert labelled.allow_leader is False
+    assert labelled.describe() == "gpu=true"
+
+
+@pytest.mark.parametrize(
+    ("placement", "field", "words"),
+    [
+        ("{b: {}}", "spec.placement.b", "`node`, `nodes` or `labels`"),
+        ("{b: {node: n1, nodes: [n2]}}", "spec.placement.b", "not both"),
+        ("{b: {nodes: []}}", "spec.placement.b.nodes", "at least 1"),
+        ("{b: {nodes: [ok, 'bad name']}}", "spec.placement.b.nodes[1]", "pattern"),
+        ("{b: {labels: {'bad key': x}}}", "spec.placement.b.labels.bad key", "pattern"),
+        ("{b: {labels: {gpu: 'two words'}}}", "spec.placement.b.labels.gpu", "pattern"),
+        ("{b: {node: n1, allowLeader: maybe}}", "spec.placement.b.allowLeader", "boolean"),
+    ],
+)
+def test_a_bad_placement_names_file_line_resource_and_field(
+    tmp_path: Path, placement: str, field: str, words: str
+) -> None:
+    path = write(tmp_path, placement)
+    with pytest.raises(BundleError) as caught:
+        load_bundle(path, check_handlers=False)
+    [issue] = caught.value.errors
+    assert (issue.file, issue.resource, issue.field) == (path, "Swarm/default", field)
+    assert issue.line == TOOLS.splitlines().index("  placement: PLACEMENT") + 1
+    assert words in issue.message
+
+
+def test_node_labels_are_key_value_pairs_and_bad_ones_are_named() -> None:
+    from orchestrator.cluster.node import parse_labels
+
+    assert parse_labels(["gpu=true", "zone=eu-1", "gpu=true"]) == {"gpu": "true", "zone": "eu-1"}
+    for bad, words in [
+        ("gpu", "expected KEY=VALUE"),
+        ("=x", "expected KEY=VALUE"),
+        ("gpu=", "1 to 63"),
+        ("gpu=a b", "1 to 63"),
+    ]:
+        with pytest.raises(ValueError, match=words) as caught:
+            parse_labels([bad])
+        assert repr(bad) in str(caught.value)
+    with pytest.raises(ValueError, match="'gpu' given twice"):
+        parse_labels(["gpu=true", "gpu=false"])
 
 
 def test_placing_an_agent_outside_the_swarm_names_file_line_and_field(tmp_path: Path) -> None:
@@ -181,7 +241,8 @@ def test_the_compose_example_runs_the_nodes_the_example_places(tmp_path: Path) -
         for service in services.values()
         if " node " in f" {(command := service.get('command', ''))} "
     }
-    placed = set(load_bundle(EXAMPLE, check_handlers=False).placement().values())
+    placement = load_bundle(EXAMPLE, check_handlers=False).placement()
+    placed = {node for rule in placement.values() for node in rule.named_nodes}
     assert nodes == placed == {"node-a", "node-b"}
     assert "--cluster nats://nats:4222" in services["leader"]["command"]
     assert services["leader"]["build"] == "../.."  # the repository's Dockerfile

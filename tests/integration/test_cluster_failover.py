@@ -1,0 +1,105 @@
+"""A cluster that outlives a host: agents placed by constraint move when their node is lost.
+
+A real NATS server, a leader and three nodes, each its own process (examples/cluster with
+its placement rewritten: ``front`` on the leader, ``middle`` and ``back`` on nodes that
+qualify). A node is killed outright (its whole process group, SIGKILL).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.cluster import EXAMPLE, Cluster, Member, descendants, running_cluster
+
+pytestmark = pytest.mark.timeout(180)
+PLACED = "    middle: { node: node-a }\n    back: { node: node-b }\n"
+
+
+def placed(placement: str) -> str:
+    text = EXAMPLE.read_text()
+    assert PLACED in text
+    return text.replace(PLACED, placement)
+
+
+def bundle_with(tmp_path: Path, placement: str) -> Path:
+    path = tmp_path / "bundle" / "goondan.yaml"
+    path.parent.mkdir()
+    path.write_text(placed(placement))
+    return path
+
+
+def kill_and_wait_lost(cluster: Cluster, node: Member, name: str) -> None:
+    """SIGKILL node ``name``'s whole share of the host; until the leader counts it lost."""
+    assert cluster.leader is not None
+    mark = cluster.leader.log.mark
+    node.stop()
+    cluster.leader.log.wait_for("node lost", node=name, since=mark)
+
+
+def test_an_agent_moves_to_another_named_node_and_one_with_none_is_unavailable(
+    tmp_path: Path,
+) -> None:
+    bundle = bundle_with(
+        tmp_path, "    middle: { node: node-a }\n    back: { nodes: [node-b, node-c] }\n"
+    )
+    with running_cluster(tmp_path, bundle) as cluster:
+        cluster.start_leader()
+        node_a, node_b, node_c = (cluster.join(n) for n in ("node-a", "node-b", "node-c"))
+        code, answer = cluster.request("front", "relay one")
+        assert (code, answer["output"]) == (200, "front: middle: back got one")
+        first = cluster.agent("back")
+        assert first["node"] == "node-b"  # the first one named, while it is up
+
+        kill_and_wait_lost(cluster, node_b, "node-b")
+
+        code, answer = cluster.request("front", "relay two")
+        assert (code, answer["output"]) == (200, "front: middle: back got two")
+        moved = cluster.agent("back")
+        assert moved["node"] == "node-c"
+        assert moved["pid"] in descendants(node_c.pid)
+
+        # middle may run on node-a only: refused outright, naming it, not left to time out.
+        kill_and_wait_lost(cluster, node_a, "node-a")
+        code, answer = cluster.request("middle", "relay three")
+        assert code == 502, answer
+        assert answer["error"]["code"] == "AGENT_UNAVAILABLE"
+        assert "node 'node-a'" in answer["error"]["message"]
+        code, answer = cluster.request("back", "relay four")
+        assert (code, answer["output"]) == (200, "back got four")
+
+
+def test_an_agent_placed_by_labels_moves_and_one_allowed_on_the_leader_runs_there(
+    tmp_path: Path,
+) -> None:
+    bundle = bundle_with(
+        tmp_path,
+        "    middle: { labels: { zone: a }, allowLeader: true }\n"
+        '    back: { labels: { gpu: "true" } }\n',
+    )
+    with running_cluster(tmp_path, bundle) as cluster:
+        leader = cluster.start_leader()
+        node_a = cluster.join("node-a", "--label", "zone=a")
+        gpus = {name: cluster.join(name, "--label", "gpu=true") for name in ("node-b", "node-c")}
+        code, answer = cluster.request("front", "relay one")
+        assert (code, answer["output"]) == (200, "front: middle: back got one")
+        assert cluster.agent("middle")["node"] == "node-a"
+        first = cluster.agent("back")["node"]
+        assert first in gpus
+        nodes = {n["node"]: n for n in cluster.status()["cluster"]["nodes"]}
+        assert nodes[first]["labels"] == {"gpu": "true"}
+        assert nodes[first]["agents"] == ["back"]
+
+        kill_and_wait_lost(cluster, gpus[first], first)
+        kill_and_wait_lost(cluster, node_a, "node-a")
+
+        code, answer = cluster.request("front", "relay two")
+        assert (code, answer["output"]) == (200, "front: middle: back got two")
+        [other] = set(gpus) - {first}
+        assert cluster.agent("back")["node"] == other
+        assert cluster.agent("back")["pid"] in descendants(gpus[other].pid)
+        # No node with zone=a is left: middle runs on the leader, as its placement allows.
+        middle = cluster.agent("middle")
+        assert middle["node"] is None
+        assert middle["pid"] in descendants(leader.pid)
