@@ -28,7 +28,13 @@ def declared(kind: str, name: str) -> list[str]:
 
 @pytest.mark.parametrize(("name", "module"), [("telegram", telegram), ("slack", slack)])
 def test_chat_tools_declare_their_token_variables(name: str, module: object) -> None:
-    assert declared("Tool", name) == list(module.TOKEN_ENV)  # type: ignore[attr-defined]
+    """The token variables, then the settings shared with the tool's connector, in order."""
+    expected = list(module.TOKEN_ENV)  # type: ignore[attr-defined]
+    shared = getattr(module, "SHARED", None)
+    if shared is not None:
+        expected += [shared.base_url, shared.allowed_hosts]
+        expected += [shared.allow_plain_http] if shared.allow_plain_http else []
+    assert declared("Tool", name) == expected
 
 
 def settings_read(path: Path) -> set[str]:
@@ -56,4 +62,7 @@ def settings_read(path: Path) -> set[str]:
 @pytest.mark.parametrize("connector", ["webhook", "slack", "github", "discord", "telegram", "cli"])
 def test_connectors_declare_every_setting_they_read(connector: str) -> None:
     path = PACKAGE / "connectors" / f"{connector}.py"
-    assert set(declared("Connector", connector)) == settings_read(path)
+    read = settings_read(path)
+    if connector == "telegram":  # its webhook mode reads its own settings
+        read |= settings_read(PACKAGE / "connectors" / "_telegram_webhook.py")
+    assert set(declared("Connector", connector)) == read
