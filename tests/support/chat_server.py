@@ -1,4 +1,5 @@
-"""A local HTTP server that answers like the Telegram Bot API or the Slack Web API.
+"""A local HTTP server that answers like the Telegram Bot API, the Slack Web API, or the
+Discord and GitHub REST APIs (GET, POST and PATCH).
 
 Runs in a thread on 127.0.0.1 and records every request (method, path, headers, body; JSON and
 form bodies parsed) so tests assert what a tool really sent. Answers come from ``routes``
@@ -95,6 +96,9 @@ class ChatApiServer:
                 self._handle()
 
             def do_POST(self) -> None:
+                self._handle()
+
+            def do_PATCH(self) -> None:
                 self._handle()
 
             def _handle(self) -> None:

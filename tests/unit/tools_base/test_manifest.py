@@ -33,6 +33,8 @@ EXPECTED_EXPORTS = {
     "self-restart": ["request"],
     "telegram": ["send", "edit", "delete", "react", "set_chat_action", "download_file"],
     "slack": ["send", "read", "edit", "delete", "react", "download_file"],
+    "discord": ["edit_original", "followup", "send"],
+    "github": ["comment", "update_comment", "add_labels"],
 }
 EXPECTED_EXTENSIONS = [
     "logging",
@@ -45,7 +47,7 @@ EXPECTED_EXTENSIONS = [
     "mcp",
 ]
 ERROR_MESSAGE_LIMITS = {"bash": 1200, "wait": 600, "file-system": 2000, "agents": 1500}
-CONFIGURABLE = {"bash", "file-system", "http-fetch", "telegram", "slack"}
+CONFIGURABLE = {"bash", "file-system", "http-fetch", "telegram", "slack", "discord", "github"}
 NAME = re.compile(r"^[a-z0-9_-]+$")
 
 

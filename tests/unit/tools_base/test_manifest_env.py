@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools_base.tools import slack, telegram
+from tools_base.tools import discord, github, slack, telegram
 
 PACKAGE = Path(__file__).resolve().parents[3] / "tools_base"
 HTTP_SETTINGS = ("{}_HOST", "{}_PORT", "PORT", "{}_PATH", "{}_MAX_BODY_BYTES")
@@ -26,10 +26,16 @@ def declared(kind: str, name: str) -> list[str]:
     raise AssertionError(f"{kind}/{name} is not in the manifest")
 
 
-@pytest.mark.parametrize(("name", "module"), [("telegram", telegram), ("slack", slack)])
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [("telegram", telegram), ("slack", slack), ("discord", discord), ("github", github)],
+)
 def test_chat_tools_declare_their_token_variables(name: str, module: object) -> None:
-    """The token variables, then the settings shared with the tool's connector, in order."""
+    """The token variables, then the application id (discord), then the settings shared with
+    the tool's connector, in that order."""
     expected = list(module.TOKEN_ENV)  # type: ignore[attr-defined]
+    if hasattr(module, "APPLICATION_ENV"):
+        expected.append(module.APPLICATION_ENV)
     shared = getattr(module, "SHARED", None)
     if shared is not None:
         expected += [shared.base_url, shared.allowed_hosts]
