@@ -49,6 +49,7 @@ import structlog
 from agent_process.conversation import ConversationStorageError, ConversationStore
 from agent_process.events import capped, new_span_id
 from agent_process.scope import StepScope, TurnCancelled
+from agent_process.storage import RecordMirror
 from agent_process.tools.registry import ToolRegistry
 from agent_process.tools.schema import format_issues
 from goondan.defaults import APPROVAL_TIMEOUT_SECONDS
@@ -238,8 +239,11 @@ class ApprovalGate:
         allow_registry_calls: bool = False,
         clock: Callable[[], float] = time.time,
         fsync: bool = True,
+        mirror: RecordMirror | None = None,
     ) -> None:
+        """``mirror`` gets a copy of every record written (a cluster node's agents)."""
         self.agent_name = agent_name
+        self._mirror = mirror
         self.root = instances_root
         self.tools = tools
         self.timeout_seconds = timeout_seconds
@@ -517,10 +521,11 @@ class ApprovalGate:
         """Write the record atomically: temporary file, fsync, rename, fsync the directory."""
         path = approval.path
         tmp = path.with_name(path.name + ".tmp")
+        data = json.dumps(approval.to_json(), ensure_ascii=False).encode("utf-8")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as out:
-                json.dump(approval.to_json(), out, ensure_ascii=False)
+            with open(tmp, "wb") as out:
+                out.write(data)
                 out.flush()
                 if self._fsync:
                     os.fsync(out.fileno())
@@ -531,6 +536,8 @@ class ApprovalGate:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             raise ConversationStorageError(path, exc) from exc
+        if self._mirror is not None:
+            self._mirror.written(path, data)
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -34,6 +34,7 @@ from agent_process.conversation import (
     ConversationStore,
     ConversationUnreadable,
 )
+from agent_process.storage import InstanceStorage, LocalFiles, RecordMirror
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
 from goondan.defaults import INSTANCE_METADATA_FORMAT, MAX_QUEUED_TURNS_PER_INSTANCE
 from goondan.errors import DeliveryError, newer_format
@@ -187,8 +188,14 @@ class StatusRecorder:
     replace each other: a Turn shorter than the window writes at most once.
     """
 
-    def __init__(self, log: Any, window_seconds: float = STATUS_RECORD_SECONDS) -> None:
+    def __init__(
+        self,
+        log: Any,
+        window_seconds: float = STATUS_RECORD_SECONDS,
+        mirror: RecordMirror | None = None,
+    ) -> None:
         self._log = log
+        self._mirror = mirror
         self._window = window_seconds
         self._lock = threading.Lock()
         self._waiting: dict[Path, dict[str, object]] = {}
@@ -236,21 +243,27 @@ class StatusRecorder:
                     return
                 batch, self._waiting = self._waiting, {}
             for directory, metadata in batch.items():
-                write_metadata(directory, metadata, self._log)
+                write_metadata(directory, metadata, self._log, self._mirror)
 
 
-def write_metadata(directory: Path, metadata: dict[str, object], log: Any) -> None:
-    """Replace ``directory``'s ``metadata.json`` atomically; a refusal is logged only (the
-    status is informational, and a directory deleted meanwhile stays deleted)."""
+def write_metadata(
+    directory: Path, metadata: dict[str, object], log: Any, mirror: RecordMirror | None = None
+) -> None:
+    """Replace ``directory``'s ``metadata.json`` atomically (and its copy in ``mirror``); a
+    refusal is logged only (the status is informational, and a directory deleted meanwhile
+    stays deleted)."""
     tmp = directory / "metadata.json.tmp"
+    data = json.dumps(metadata, indent=2).encode("utf-8")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            os.write(fd, json.dumps(metadata, indent=2).encode("utf-8"))
+            os.write(fd, data)
         finally:
             os.close(fd)
         os.replace(tmp, directory / "metadata.json")
-    except OSError as exc:
+        if mirror is not None:
+            mirror.written(directory / "metadata.json", data)
+    except (OSError, ConversationStorageError) as exc:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         log.warning(
@@ -272,9 +285,12 @@ class InstanceManager:
         max_queued: int = MAX_QUEUED_TURNS_PER_INSTANCE,
         on_busy_change: Callable[[bool], None] | None = None,
         check_workdir: Callable[[Path, dict[str, object] | None], None] | None = None,
+        storage: InstanceStorage | None = None,
     ) -> None:
         """``check_workdir(workdir, spawned_by)`` judges a workdir chosen at spawn each time
-        its instance loads, and raises (an error with a ``code``) to refuse it."""
+        its instance loads, and raises (an error with a ``code``) to refuse it. ``storage``
+        keeps the conversations (default: files under ``state_dir``)."""
+        self.storage: InstanceStorage = storage if storage is not None else LocalFiles()
         self.agent_name = agent_name
         self._check_workdir = check_workdir
         self.root = state_dir / "agents" / agent_name / "instances"
@@ -284,7 +300,7 @@ class InstanceManager:
         self._on_busy_change = on_busy_change
         self._busy_count = 0
         self._log = structlog.get_logger("goondan.instances").bind(agent=agent_name)
-        self._status = StatusRecorder(self._log)
+        self._status = StatusRecorder(self._log, mirror=self.storage.records)
 
     def get(self, key: str = DEFAULT_INSTANCE_KEY) -> Instance:
         """The instance ``key``, loading it from disk (or creating it) on first use.
@@ -296,7 +312,7 @@ class InstanceManager:
         instance = self._instances.get(key)
         if instance is None:
             directory = claim_instance_directory(self.root, key)
-            store = ConversationStore(directory / "conversation")
+            store = self.storage.conversation(directory)
             store.load()
             if store.pending_events:
                 self._log.warning(
@@ -359,6 +375,10 @@ class InstanceManager:
             (directory / "metadata.json").write_text(json.dumps(metadata))
         except OSError as exc:
             raise ConversationStorageError(directory, exc) from exc
+        if self.storage.records is not None:
+            self.storage.records.written(
+                directory / "metadata.json", json.dumps(metadata).encode("utf-8")
+            )
         return self.get(key), True
 
     def forget(self, key: str) -> bool:
@@ -387,6 +407,8 @@ class InstanceManager:
         directory = claim_instance_directory(self.root, key)
         existed = directory.exists()
         shutil.rmtree(directory, ignore_errors=True)
+        if self.storage.records is not None:
+            self.storage.records.instance_removed(directory)
         return existed
 
     async def restart(
@@ -581,7 +603,12 @@ class InstanceManager:
                 "instance metadata not written", instance_key=instance.key, error=str(exc)
             )
             return
-        write_metadata(instance.directory, self._metadata(instance, busy=False), self._log)
+        write_metadata(
+            instance.directory,
+            self._metadata(instance, busy=False),
+            self._log,
+            self.storage.records,
+        )
 
     def _metadata(self, instance: Instance, busy: bool) -> dict[str, object]:
         metadata: dict[str, object] = {

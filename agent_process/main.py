@@ -37,6 +37,7 @@ from agent_process.runtime import Correlations, IpcAgentRuntime, OrchestratorLin
 from agent_process.scope import TextSink
 from agent_process.spawn import check_recorded_workdir, spawn_workdir
 from agent_process.step import StepSettings, new_message_id
+from agent_process.storage import InstanceStorage, open_storage
 from agent_process.tools.executor import PendingCompletion, PendingStart, ToolExecutor
 from agent_process.tools.middleware import MiddlewarePipeline
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
@@ -216,12 +217,15 @@ class AgentProcess:
         self.executor: ToolExecutor | None = None
         self.extensions: ExtensionHost | None = None
         self.approvals: ApprovalGate | None = None
+        self.storage: InstanceStorage | None = None
 
     # -- boot ------------------------------------------------------------------------------
 
     def boot(self) -> None:
         """Build registry, model, executor, Turn runner and instance manager from the plan."""
         plan = self.plan
+        storage = self.storage = open_storage(plan)
+        self.pending.mirror = storage.records
         registry = build_registry(plan.tools, plan.registry_tools)
         pipeline = MiddlewarePipeline()
         self.extensions = ExtensionHost(
@@ -247,6 +251,7 @@ class AgentProcess:
             timeout_seconds=plan.approval_timeout_seconds,
             registry=registry,
             allow_registry_calls=plan.allow_registry_calls,
+            mirror=storage.records,
         )
         settings = StepSettings(
             agent_name=self.name,
@@ -280,6 +285,7 @@ class AgentProcess:
             runner,
             on_busy_change=self._report_busy,
             check_workdir=functools.partial(check_recorded_workdir, plan),
+            storage=storage,
         )
         self.governor.on_instance_usage = self.instances.usage_changed
         self.governor.flush = self.channel.write_now
@@ -294,6 +300,8 @@ class AgentProcess:
                 store = self.instances.get(lost.instance_key).store
                 store.append(_inbox_message(lost.completion(), "tool_completion"))
                 ledger.unlink(missing_ok=True)
+                if self.pending.mirror is not None:
+                    self.pending.mirror.removed(ledger)
             except Exception as exc:  # that instance cannot load now; try again next boot
                 self.log.warning(
                     "lost background call not closed",
@@ -780,6 +788,8 @@ class AgentProcess:
         self.correlations.fail_all(ShuttingDown("the agent process is stopping"))
         if self.instances is not None:
             await self.instances.close()
+        if self.storage is not None:
+            self.storage.close()
         if self.executor is not None:
             await self.executor.aclose()
         if self.extensions is not None:

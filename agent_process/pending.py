@@ -18,6 +18,8 @@ from pathlib import Path
 
 import structlog
 
+from agent_process.conversation import ConversationStorageError
+from agent_process.storage import RecordMirror
 from goondan.time import utc_timestamp
 from tools_base import JsonObject, JsonValue
 
@@ -62,6 +64,8 @@ class PendingLedger:
     """Outstanding handles per instance, on disk; recent outcomes in memory."""
 
     def __init__(self) -> None:
+        self.mirror: RecordMirror | None = None
+        """Gets a copy of every ledger written (a cluster node's agents; set at boot)."""
         self._open: dict[str, dict[str, tuple[Path, JsonObject]]] = {}
         """instance key → handle → (the instance's ledger file, its record)."""
         self._outcomes: OrderedDict[tuple[str, str], JsonObject] = OrderedDict()
@@ -105,11 +109,17 @@ class PendingLedger:
         try:
             if not handles:
                 path.unlink(missing_ok=True)
+                if self.mirror is not None:
+                    self.mirror.removed(path)
                 return
             tmp = path.with_name(FILE_NAME + ".tmp")
-            tmp.write_text(json.dumps({"v": 1, "instanceKey": instance_key, "handles": handles}))
+            data = json.dumps({"v": 1, "instanceKey": instance_key, "handles": handles})
+            tmp.write_text(data)
             os.replace(tmp, path)
-        except OSError as exc:  # the work goes on; only a restart could then miss it
+            if self.mirror is not None:
+                self.mirror.written(path, data.encode("utf-8"))
+        except (OSError, ConversationStorageError) as exc:
+            # the work goes on; only a restart could then miss it
             with contextlib.suppress(OSError):
                 path.with_name(FILE_NAME + ".tmp").unlink(missing_ok=True)
             _log.warning("pending handles not recorded", file=str(path), error=str(exc))

@@ -109,6 +109,26 @@ class ExtensionPlan(_Plan):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
+class ClusterStoragePlan(_Plan):
+    """Where an agent on a cluster node keeps its conversations and instance records: the
+    cluster's NATS JetStream (see ``agent_process.jetstream_store``). Secrets never travel
+    here: a password or token reaches the process as an environment variable its plan names,
+    and the files below are paths on the node."""
+
+    url: str = Field(repr=False)
+    """The NATS server(s), as the node was given them (a password in the URL stays out of
+    ``repr``; the agent shows the URL redacted)."""
+    cluster: str
+    """The cluster's name as one subject token: names its streams and buckets."""
+    creds_file: str | None = None
+    nkey_seed_file: str | None = None
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    replicas: int = Field(default=1, ge=1, le=5)
+    """JetStream replicas of the conversation streams and buckets (3 on a NATS cluster)."""
+
+
 class AgentPlan(_Plan):
     """Everything an AgentProcess needs to serve one agent."""
 
@@ -165,6 +185,9 @@ class AgentPlan(_Plan):
     """The environment variables the process gets besides ``BASE_ENVIRONMENT``: names and
     ``PREFIX*`` patterns, sorted (see :mod:`bundle.environment`). Values never travel in a
     plan: they are the daemon's own, taken when the process starts on its host."""
+    cluster_storage: ClusterStoragePlan | None = None
+    """Set by a cluster node: conversations and records live in JetStream, so the agent can
+    move between hosts; ``None`` keeps them in files under ``state_dir``."""
 
 
 class ConnectionPlan(_Plan):
