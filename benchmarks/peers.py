@@ -25,7 +25,8 @@ in its own process), is warmed up first, then measured in interleaved rounds so 
 noise falls on each alike. Per Turn: median and p99 in µs, and each median's ratio to ours in
 process (3, on disk). Any attempt at an IP connection or name lookup fails the run.
 
-Run: ``python benchmarks/peers.py [--turns N] [--json]`` after ``pip install -e '.[bench]'``;
+Run: ``python benchmarks/peers.py [--turns N] [--json] [--quick]`` after ``pip install -e
+'.[bench]'`` (the ``dev`` extra has it); ``--quick`` runs 20 Turns of each, every one checked;
 ``--profile`` prints where our in-process Turn spends its time (cProfile; needs no peer).
 Prints figures; gates nothing.
 """
@@ -331,7 +332,7 @@ def pydantic_ai() -> Contender:
 # -- 3. goondan, one Turn in process -------------------------------------------------------
 
 
-def goondan_inprocess(
+async def goondan_inprocess(
     bundle_path: Path,
     state: Path,
     *,
@@ -341,13 +342,20 @@ def goondan_inprocess(
 ) -> Contender:
     """Turns of the runner the agent would build from ``bundle_path``, each on a fresh
     conversation under ``state`` (``profiler``: enabled for each Turn and nothing else)."""
+    from multiprocessing import Pipe
+
     from agent_process.conversation import ConversationStore
     from agent_process.main import AgentProcess
     from agent_process.turn import TurnInput, TurnRunner
     from bundle import load_bundle
+    from ipc import ORCHESTRATOR, Channel
 
     plan = load_bundle(bundle_path).agent_plan("calc", state, "peers")
     process = AgentProcess(plan)
+    # The agent's pipe to the Orchestrator, as the agent opens it; nobody reads the other end
+    # (a Turn run here reports nothing on it).
+    agent_end, orchestrator_end = Pipe()
+    process.channel = await Channel.open(agent_end, ORCHESTRATOR)
     process.boot()  # the registry, model, executor and Step settings the agent would run
     assert process.turns is not None
     assert process.executor is not None
@@ -374,7 +382,12 @@ def goondan_inprocess(
         expect(on_disk == ["system", "user", "assistant", "tool", "assistant"], on_disk)
         return elapsed
 
-    return Contender(key, label, turn, executor.aclose)
+    async def stop() -> None:
+        await executor.aclose()
+        process.channel.close()
+        orchestrator_end.close()
+
+    return Contender(key, label, turn, stop)
 
 
 BASE_BYTES = 1300
@@ -468,7 +481,7 @@ async def measure(turns: int, warmup: int, rounds: int) -> dict[str, Any]:
         contenders = [
             openai_agents(),
             pydantic_ai(),
-            goondan_inprocess(
+            await goondan_inprocess(
                 bundle_path, directory / "inprocess", key=OURS, label="goondan Turn, in process"
             ),
         ]
@@ -477,7 +490,7 @@ async def measure(turns: int, warmup: int, rounds: int) -> dict[str, Any]:
         if memory is not None:
             on_tmpfs = Path(cleanup.enter_context(tempfile.TemporaryDirectory(dir=memory)))
             contenders.append(
-                goondan_inprocess(
+                await goondan_inprocess(
                     bundle_path, on_tmpfs, key=f"{OURS}_tmpfs", label="  same, on tmpfs (CPU only)"
                 )
             )
@@ -521,10 +534,10 @@ async def profile(turns: int, warmup: int, top: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         bundle_path = write_bundle(directory)
-        warm = goondan_inprocess(bundle_path, directory / "warm", key=OURS, label="")
+        warm = await goondan_inprocess(bundle_path, directory / "warm", key=OURS, label="")
         for n in range(warmup):
             await warm.turn(n)
-        ours = goondan_inprocess(
+        ours = await goondan_inprocess(
             bundle_path, directory / "state", key=OURS, label="", profiler=profiler
         )
         total = 0.0
@@ -576,7 +589,10 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="profile our in-process Turn instead (cProfile)"
     )
+    parser.add_argument("--quick", action="store_true", help="20 Turns each, for CI: some seconds")
     options = parser.parse_args()
+    if options.quick:
+        options.turns, options.warmup, options.rounds = 20, 3, 2
     missing = [dist for module, dist in PEERS.items() if importlib.util.find_spec(module) is None]
     if missing and not options.profile:
         sys.exit(
