@@ -23,6 +23,7 @@ from agent_process.tools.executor import ToolExecutor
 from agent_process.tools.middleware import MiddlewarePipeline
 from agent_process.tools.registry import ToolRegistry
 from agent_process.turn import TurnInput, TurnRunner
+from benchmarks._checks import expect
 from bundle.scripted import ScriptSpec
 from tools_base import JsonObject, JsonValue, MessageEvent, ToolContext
 
@@ -93,5 +94,5 @@ async def inprocess_handoff(swarm_yaml: str, workdir: Path, count: int) -> list[
             "default", alpha_conversation, workdir, TurnInput(text="ask beta hi")
         )
         samples.append(time.perf_counter() - started)
-        assert result.text == "beta got: hi", result
+        expect(result.text == "beta got: hi", result)
     return samples

@@ -80,14 +80,21 @@ def echo(conn: Connection, plan: AgentPlan) -> None:
 
 
 def pinger(conn: Connection, plan: AgentPlan) -> None:
-    """On ``bench_start``, send ``count`` delegates to ``echo`` one after another; report times."""
+    """On ``bench_start``, send ``count`` delegates to ``echo`` one after another; report times,
+    and the first wrong answers if there were any."""
 
     async def main() -> None:
         start: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         waiting: list[asyncio.Future[None]] = []
 
+        wrong: list[dict[str, Any]] = []
+
         def on_message(channel: Channel, message: IpcMessage) -> None:
             if isinstance(message, DelegateResultMessage):
+                # echo answers with the delegate's input: anything else is a wrong answer.
+                answer = message.payload
+                if answer.get("status") != "ok" or answer.get("output") != PAYLOAD["input"]:
+                    wrong.append(answer)
                 waiting.pop().set_result(None)
             elif isinstance(message, EventMessage) and message.kind == "bench_start":
                 start.set_result(int(message.payload["count"]))
@@ -110,7 +117,7 @@ def pinger(conn: Connection, plan: AgentPlan) -> None:
                 EventMessage(
                     sender="pinger",
                     to=ORCHESTRATOR,
-                    payload={"kind": "bench_done", "samples": samples},
+                    payload={"kind": "bench_done", "samples": samples, "wrong": wrong[:3]},
                 )
             )
 

@@ -55,8 +55,18 @@ def probe(conn: Connection, plan: AgentPlan) -> None:
                 channel.send_nowait(wire.event(name, ORCHESTRATOR, question, correlation_id))
                 result = await answer
                 samples.append(time.perf_counter() - began)
-                assert isinstance(result, wire.ModelPermitResult), result
-                assert result.granted, result
+                if not isinstance(result, wire.ModelPermitResult) or not result.granted:
+                    # Not assert (``-O`` skips it): the benchmark's check sees this answer.
+                    refusal = {"message": f"permit not granted: {result!r}", "code": "E_BENCH"}
+                    channel.send_nowait(
+                        DelegateResultMessage(
+                            sender=name,
+                            to=message.sender,
+                            correlation_id=message.correlation_id,
+                            payload={"status": "error", "error": refusal},
+                        )
+                    )
+                    return
                 usage = wire.ModelUsage(
                     trace_id,
                     wire.DEFAULT_INSTANCE_KEY,

@@ -62,6 +62,25 @@ def cpu_ms(pid: int) -> float:
     return total / 1e6
 
 
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it, from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as stat:
+                    parent = int(stat.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(name))
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, ()))
+    return found
+
+
 def minor_faults(pid: int) -> int:
     """Minor page faults of ``pid`` so far (each copy-on-write of a page is one)."""
     with open(f"/proc/{pid}/stat") as stat:

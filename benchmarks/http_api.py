@@ -11,7 +11,8 @@ The offline example swarm (``goondan.yaml.example``: a handoff from ``coordinato
 
 (2–4 against a daemon process, taking turns, each on its own conversation instance.)
 
-Run: ``python benchmarks/http_api.py [--count N] [--json]``. Prints figures; gates nothing.
+Every answer is checked. Run: ``python benchmarks/http_api.py [--count N] [--json] [--quick]``
+(``--quick``: 10 requests per path, for CI). Prints figures; gates nothing.
 """
 
 from __future__ import annotations
@@ -37,11 +38,16 @@ sys.path.insert(0, str(ROOT))  # the repository's packages, not this folder's mo
 
 import httpx2  # noqa: E402
 
+from benchmarks._checks import expect  # noqa: E402
 from ipc.logs import configure_logging  # noqa: E402
 from orchestrator.api_client import DaemonApi  # noqa: E402
 from orchestrator.daemon import Orchestrator  # noqa: E402
 
 TEXT = "write notes.txt hello world"
+ANSWER = "Done. The worker reports: wrote 11 bytes to notes.txt"
+"""What the example swarm answers to :data:`TEXT`: every request's answer is checked."""
+WARM_UP = 5
+"""Requests per path first, not counted: they start agents, create files, open connections."""
 
 
 def free_port() -> int:
@@ -78,11 +84,11 @@ def in_process(count: int) -> list[float]:
             await orchestrator.start()
             try:
                 samples = []
-                for index in range(count + 5):
+                for index in range(count + WARM_UP):
                     started = time.perf_counter()
                     answer = await orchestrator.request(TEXT, agent="coordinator", instance_key="i")
-                    assert answer.ok, answer.error
-                    if index >= 5:  # the first few warm up agents and files
+                    expect(answer.ok and answer.output == ANSWER, answer)
+                    if index >= WARM_UP:
                         samples.append(time.perf_counter() - started)
                 return samples
             finally:
@@ -139,14 +145,15 @@ def measure(count: int) -> dict[str, Any]:
             def over_cli_client() -> None:
                 body = {"input": TEXT, "instanceKey": "c"}
                 status, answer = cli_api.call("POST", "/v1/agents/coordinator/requests", body)
-                assert status == 200, answer
+                expect(status == 200 and answer.get("output") == ANSWER, (status, answer))
 
             def over(client: httpx2.Client, key: str) -> Callable[[], None]:
                 body = {"input": TEXT, "instanceKey": key}
 
                 def call() -> None:
                     answer = client.post("/v1/agents/coordinator/requests", json=body)
-                    assert answer.status_code == 200, answer.text
+                    right = answer.status_code == 200 and answer.json().get("output") == ANSWER
+                    expect(right, answer.text)
 
                 return call
 
@@ -156,7 +163,7 @@ def measure(count: int) -> dict[str, Any]:
                 "http_tcp_loopback": over(tcp, "t"),
             }
             for call in paths.values():
-                timed(call, 5)  # warm up: agents, files, connections
+                timed(call, WARM_UP)
             samples: dict[str, list[float]] = {name: [] for name in paths}
             for _ in range(count):
                 for name, call in paths.items():
@@ -178,7 +185,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=300)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument("--quick", action="store_true", help="10 requests per path, for CI")
     options = parser.parse_args()
+    if options.quick:
+        options.count = 10
     figures = measure(options.count)
     if options.json:
         print(json.dumps(figures))

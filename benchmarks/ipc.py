@@ -14,7 +14,8 @@
 6. throughput: 50 agents, 64 concurrent callers, through the Orchestrator and through the bare
    broker moving the same messages
 
-Run: ``python benchmarks/ipc.py [--count N] [--json]``. Prints figures and ratios; gates nothing.
+Every answer is checked. Run: ``python benchmarks/ipc.py [--count N] [--json] [--quick]``
+(``--quick``: small counts, for CI). Prints figures and ratios; gates nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _ipc_baselines as baselines
+from benchmarks._checks import expect
 from ipc import EventMessage, IpcMessage
 from ipc.logs import configure_logging
 from orchestrator.dispatch import Dispatcher
@@ -50,6 +52,7 @@ async def ping_echo(transport: Any, plans: dict[str, Any], count: int) -> list[f
 
     def on_message(sender: str, message: IpcMessage) -> None:
         if isinstance(message, EventMessage) and message.kind == "bench_done":
+            expect(not message.payload.get("wrong"), message.payload.get("wrong"))
             done.set_result(list(message.payload["samples"]))
         else:
             dispatch(sender, message)
@@ -112,7 +115,7 @@ def ours_throughput(agents: int, callers: int, seconds: float) -> float:
 
         async def ask(index: int, sent: int) -> None:
             answer = await router.request(names[(index + sent) % agents], PAYLOAD_TEXT)
-            assert answer.ok, answer
+            expect(answer.ok and answer.output == PAYLOAD_TEXT, answer)
 
         rate = await baselines.answers_per_second(ask, callers, seconds)
         await supervisor.shutdown(2)
@@ -124,7 +127,11 @@ def ours_throughput(agents: int, callers: int, seconds: float) -> float:
 PAYLOAD_TEXT = "summarise the latest build log please"
 
 
-def handoff_figures(count: int) -> dict[str, Any]:
+HANDOFF_ANSWER = "beta got: hi"
+"""What alpha answers to ``ask beta hi``, from beta's answer."""
+
+
+def handoff_figures(count: int, warm_up: int = 20) -> dict[str, Any]:
     """(4): the full handoff Turn through the daemon, and the parts of its floor measured here."""
     from benchmarks._handoff_floor import inprocess_handoff
     from orchestrator.daemon import Orchestrator
@@ -138,17 +145,18 @@ def handoff_figures(count: int) -> dict[str, Any]:
             orchestrator = Orchestrator(write_swarm(directory), state_dir=directory / "state")
             await orchestrator.start()
             await orchestrator.supervisor.ensure_running("beta")
-            for _ in range(20):  # warm-up: first Turns load conversations and tools
-                await orchestrator.request("ask beta hi")
+            for _ in range(warm_up):  # first Turns load conversations and tools
+                answer = await orchestrator.request("ask beta hi")
+                expect(answer.ok and answer.output == HANDOFF_ANSWER, answer)
             turns = []
             for _ in range(count):
                 started = time.perf_counter()
                 answer = await orchestrator.request("ask beta hi")
                 turns.append(time.perf_counter() - started)
-                assert answer.ok, answer
+                expect(answer.ok and answer.output == HANDOFF_ANSWER, answer)
             await orchestrator.shutdown()
             out["turns"] = turns
-            await inprocess_handoff(SWARM, directory, 20)  # warm-up
+            await inprocess_handoff(SWARM, directory, warm_up)
             out["inprocess"] = await inprocess_handoff(SWARM, directory, count)
             out["fsync"] = baselines.fsync_append_us(tmp, count)
 
@@ -169,7 +177,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="per throughput figure")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     parser.add_argument("--round-trips-only", action="store_true", help="only figures (1) to (3)")
+    parser.add_argument("--quick", action="store_true", help="small counts, for CI: some seconds")
     options = parser.parse_args()
+    if options.quick:
+        options.count, options.turns, options.seconds = 200, 10, 0.5
     n = options.count
     configure_logging("warning")
     # The fork server starts with the first process: give it the daemon's preload before that.
@@ -186,7 +197,7 @@ def main() -> None:
         "delegate_p99_us": delegate[1],
     }
     if not options.round_trips_only:
-        handoff = handoff_figures(options.turns)
+        handoff = handoff_figures(options.turns, 3 if options.quick else 20)
         turn = baselines.summary(handoff["turns"])
         inprocess = baselines.summary(handoff["inprocess"])
         fsync = baselines.summary(handoff["fsync"])
@@ -203,7 +214,7 @@ def main() -> None:
                 },
             }
         )
-        result.update(process_figures())
+        result.update(process_figures(3 if options.quick else 15))
         result["throughput_rps"] = ours_throughput(50, 64, options.seconds)
         result["bare_broker_throughput_rps"] = baselines.broker_throughput(50, 64, options.seconds)
     result = {key: _rounded(value) for key, value in result.items()}
@@ -214,11 +225,11 @@ def main() -> None:
     print_table(result)
 
 
-def process_figures() -> dict[str, float]:
-    """(5), from :mod:`benchmarks._process_figures`."""
+def process_figures(samples: int) -> dict[str, float]:
+    """(5), from :mod:`benchmarks._process_figures`, medians of ``samples`` runs."""
     from benchmarks import _process_figures
 
-    return _process_figures.process_figures()
+    return _process_figures.process_figures(samples)
 
 
 RATIOS = [

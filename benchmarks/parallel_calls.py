@@ -4,7 +4,9 @@ Each call waits 50 ms (like a ``wait`` or an HTTP request); a Turn makes the fou
 Step, then answers. Both runs use the real Turn loop, executor and conversation files, in this
 process, with the offline scripted model.
 
-Run: ``python benchmarks/parallel_calls.py [--turns N] [--json]``. Prints figures; gates nothing.
+Every Turn is checked (its four calls made, its answer). Run: ``python
+benchmarks/parallel_calls.py [--turns N] [--json] [--quick]`` (``--quick``: 5 Turns each, for
+CI). Prints figures; gates nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from agent_process.tools.executor import ToolExecutor  # noqa: E402
 from agent_process.tools.middleware import MiddlewarePipeline  # noqa: E402
 from agent_process.tools.registry import ToolRegistry  # noqa: E402
 from agent_process.turn import TurnInput, TurnRunner  # noqa: E402
+from benchmarks._checks import expect  # noqa: E402
 from bundle.scripted import ScriptSpec  # noqa: E402
 from tools_base import JsonObject, ToolContext  # noqa: E402
 
@@ -41,7 +44,13 @@ RULES: list[dict[str, Any]] = [
 ]
 
 
+calls_made = 0
+"""Calls of :func:`wait` so far: each Turn must make :data:`CALLS` of them."""
+
+
 async def wait(ctx: ToolContext, args: JsonObject) -> JsonObject:
+    global calls_made
+    calls_made += 1
     await asyncio.sleep(WAIT_SECONDS)
     return {"waited": WAIT_SECONDS}
 
@@ -71,9 +80,11 @@ async def turn_ms(parallel: bool, turns: int) -> list[float]:
         turn_runner = runner(parallel)
         samples = []
         for _ in range(turns):
+            before = calls_made
             started = time.perf_counter()
             result = await turn_runner.run("default", store, Path(tmp), TurnInput(text="go"))
-            assert result.text == "done", result
+            made = calls_made - before
+            expect(result.text == "done" and made == CALLS, (result, made))
             samples.append((time.perf_counter() - started) * 1000)
         return samples
 
@@ -94,7 +105,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument("--quick", action="store_true", help="5 Turns each, for CI")
     options = parser.parse_args()
+    if options.quick:
+        options.turns = 5
     figures = asyncio.run(measure(options.turns))
     if options.json:
         print(json.dumps(figures))

@@ -35,7 +35,8 @@ every model call (``model_permit`` → ``model_permit_result``) and give it back
 
 Run: ``python benchmarks/permits.py [--requests N] [--permits N] [--calls N] [--agents K]
 [--call-ms MS] [--seconds S] [--json] [--quick]``. Prints figures and ratios; gates nothing.
-``--quick`` runs small counts (150 Turns per variant, 1000 permits, 2 agents for 2 s).
+``--quick`` runs small counts (20 Turns per variant, 200 permits, 2 agents for 0.5 s). Every
+answer is checked, and that each limited Turn took its permit.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from agent_process.models.base import ModelRequest  # noqa: E402
 from agent_process.models.openai_chat import OpenAIChatModel  # noqa: E402
 from benchmarks import _ipc_baselines as baselines  # noqa: E402
 from benchmarks._chat_server import serve  # noqa: E402
+from benchmarks._checks import expect  # noqa: E402
 from benchmarks._split_transport import SplitTransport  # noqa: E402
 from bundle.models import ModelSpec  # noqa: E402
 from bundle.plan import AgentPlan, ModelPlan  # noqa: E402
@@ -194,7 +196,7 @@ async def model_calls(url: str, model_name: str, calls: int, warm_up: int) -> li
             response = await model.complete(request)
             if index >= warm_up:
                 samples.append(time.perf_counter() - started)
-            assert response.text == "ok", response
+            expect(response.text == "ok", response)
     finally:
         await model.client.close()
     return samples
@@ -205,7 +207,7 @@ async def probe_permits(orchestrator: Orchestrator, pool: str, count: int) -> li
     samples: list[float] = []
     for number in (min(count, 200), count):
         answer = await orchestrator.request(f"{pool} {number} {ESTIMATED_TOKENS}", agent=PROBE)
-        assert answer.ok, answer
+        expect(answer.ok and len(answer.output) == number, answer)
         samples = [float(sample) for sample in answer.output]
     return samples
 
@@ -221,8 +223,7 @@ async def turns(orchestrator: Orchestrator, count: int, warm_up: int) -> dict[st
             started = time.perf_counter()
             answer = await orchestrator.request("hi", agent=agent)
             elapsed = time.perf_counter() - started
-            assert answer.ok, answer
-            assert answer.output == "ok", answer
+            expect(answer.ok and answer.output == "ok", answer)
             if index >= warm_up:
                 samples[agent].append(elapsed)
     return samples
@@ -241,8 +242,7 @@ async def calls_per_second(
     async def ask(index: int, sent: int) -> None:
         agent = f"{prefix}{index}"
         answer = await orchestrator.request("hi", agent=agent, instance_key=f"{agent}-{sent}")
-        assert answer.ok, answer
-        assert answer.output == "ok", answer
+        expect(answer.ok and answer.output == "ok", answer)
 
     await asyncio.to_thread(server.stats)  # counts from here
     rate = await baselines.answers_per_second(ask, agents, seconds)
@@ -265,11 +265,14 @@ async def in_swarm(server: ChatServer, options: argparse.Namespace) -> dict[str,
                 await orchestrator.supervisor.ensure_running(name)
             # Each agent's first Turn builds its provider (the openai SDK's import, for some).
             remote = [name for name in names if name not in LIMITS and name != PROBE]
-            await asyncio.gather(*(orchestrator.request("hi", agent=name) for name in remote))
+            for answer in await asyncio.gather(
+                *(orchestrator.request("hi", agent=name) for name in remote)
+            ):
+                expect(answer.ok and answer.output == "ok", answer)
             for agent in VARIANTS.values():  # only the agents under limits ask
                 plan = orchestrator.supervisor.handles[agent].plan
                 assert isinstance(plan, AgentPlan)
-                assert plan.ask_permits == (agent != "free"), agent
+                expect(plan.ask_permits == (agent != "free"), agent)
             pools = orchestrator.broker.pools
             out["probe"] = {
                 "maxConcurrent": await probe_permits(orchestrator, "capped", options.permits),
@@ -278,9 +281,10 @@ async def in_swarm(server: ChatServer, options: argparse.Namespace) -> dict[str,
             granted = {name: pools[name].granted for name in ("capped", "metered")}
             out["turns"] = await turns(orchestrator, options.requests, options.warm_up)
             for name in ("capped", "metered"):  # every Turn of these took a permit
-                assert pools[name].granted - granted[name] == options.requests + options.warm_up
-                assert pools[name].waited == 0, pools[name].snapshot(0)
-            assert "free" not in pools
+                taken = pools[name].granted - granted[name]
+                expect(taken == options.requests + options.warm_up, (name, taken))
+                expect(pools[name].waited == 0, pools[name].snapshot(0))
+            expect("free" not in pools, sorted(pools))
             serial = pools["serial"]
             before = serial.granted, serial.waited, serial.wait_seconds
             rate, seen = await calls_per_second(
@@ -317,8 +321,10 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
     raw = baselines.summary(baselines.raw_pipe_round_trip(options.permits))
     server = ChatServer()
     try:
-        instant = uvloop.run(model_calls(server.url, INSTANT_MODEL, options.calls, 50))
-        slow = uvloop.run(model_calls(server.url, f"wait-{options.call_ms}", 50, 5))
+        warm_up = min(50, options.calls)
+        instant = uvloop.run(model_calls(server.url, INSTANT_MODEL, options.calls, warm_up))
+        slow_calls = min(50, options.calls)
+        slow = uvloop.run(model_calls(server.url, f"wait-{options.call_ms}", slow_calls, 5))
         swarm = uvloop.run(in_swarm(server, options))
     finally:
         server.close()
@@ -475,11 +481,11 @@ def main() -> None:
     parser.add_argument("--call-ms", type=int, default=50, help="the server's time per call")
     parser.add_argument("--seconds", type=float, default=5.0, help="per contention figure")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
-    parser.add_argument("--quick", action="store_true", help="small counts, for CI: some 30 s")
+    parser.add_argument("--quick", action="store_true", help="small counts, for CI: some seconds")
     options = parser.parse_args()
     if options.quick:
-        options.requests, options.warm_up, options.permits = 150, 10, 1000
-        options.calls, options.agents, options.seconds = 150, 2, 2.0
+        options.requests, options.warm_up, options.permits = 20, 3, 200
+        options.calls, options.agents, options.seconds = 20, 2, 0.5
     result = measure(options)
     if options.json:
         print(json.dumps(result))

@@ -26,7 +26,9 @@ of that size would.
    agents up / median of the two series with only two (one before, one after, so a change in
    the machine's load meanwhile weighs on both sides).
 
-Run: ``python benchmarks/scale.py [--agents 500] [--json]``. Prints figures; gates nothing.
+Every delegate's answer is checked, and a few agents each answer a request once all are up.
+Run: ``python benchmarks/scale.py [--agents 500] [--json] [--quick]`` (``--quick``: 3 agents,
+200 round trips, for CI). Prints figures; gates nothing.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._process_figures import cpu_ms, memory_mib
+from benchmarks._checks import expect
+from benchmarks._process_figures import cpu_ms, descendants, memory_mib
 from benchmarks._split_transport import SplitTransport
 from bundle.plan import AgentPlan
 from ipc import EventMessage, IpcMessage
@@ -54,6 +57,9 @@ from orchestrator.supervisor import AgentHandle, Supervisor
 
 BENCH_AGENTS = ("pinger", "echo")
 STATUS_RUNS = 7
+"""Runs of ``status`` per figure (its median); ``--quick`` makes it 2."""
+CHECKED_AGENTS = 5
+"""About how many of the swarm's agents answer a request, checked, once all are up."""
 
 MODEL = """\
 apiVersion: goondan.ai/v1
@@ -120,22 +126,22 @@ async def _delegate_round_trips(orchestrator: Any, done: dict[str, Any], count: 
     return await asyncio.wait_for(future, 300)
 
 
-async def _status_api_ms(state_dir: Path) -> float:
+async def _status_api_ms(state_dir: Path, runs: int) -> float:
     """Median time of ``GET /v1/agents`` alone (the CLI's request, from a warm client)."""
     from orchestrator.api_client import DaemonApi
 
     api = DaemonApi(state_dir)
     times: list[float] = []
-    for _ in range(STATUS_RUNS):
+    for _ in range(runs):
         started = time.perf_counter()
         status, _ = await asyncio.to_thread(api.call, "GET", "/v1/agents")
         times.append((time.perf_counter() - started) * 1000)
-        assert status == 200, status
+        expect(status == 200, status)
     return statistics.median(times)
 
 
 async def _status_ms(
-    bundle: Path, state_dir: Path, *, bytecode_cache: Path | None
+    bundle: Path, state_dir: Path, runs: int, *, bytecode_cache: Path | None
 ) -> tuple[float, int]:
     """Median wall time of the ``status`` CLI against the running daemon, and its row count.
 
@@ -154,21 +160,21 @@ async def _status_ms(
     command += ["-c", str(bundle), "--state-dir", str(state_dir), "--json"]
     times: list[float] = []
     rows = 0
-    for run in range(STATUS_RUNS + (bytecode_cache is not None)):
+    for run in range(runs + (bytecode_cache is not None)):
         started = time.perf_counter()
         process = await asyncio.create_subprocess_exec(
             *command, stdout=asyncio.subprocess.PIPE, env=env
         )
         output, _ = await process.communicate()
         elapsed = (time.perf_counter() - started) * 1000
-        assert process.returncode == 0, process.returncode
+        expect(process.returncode == 0, process.returncode)
         rows = len(json.loads(output)["agents"])
         if run or bytecode_cache is None:
             times.append(elapsed)
     return statistics.median(times), rows
 
 
-async def _run(agents: int, count: int) -> dict[str, Any]:
+async def _run(agents: int, count: int, status_runs: int) -> dict[str, Any]:
     from orchestrator.daemon import Orchestrator
 
     names = [f"agent-{n:04d}" for n in range(agents)]
@@ -187,6 +193,7 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
 
         def on_message(sender: str, message: IpcMessage) -> None:
             if isinstance(message, EventMessage) and message.kind == "bench_done":
+                expect(not message.payload.get("wrong"), message.payload.get("wrong"))
                 done["future"].set_result(list(message.payload["samples"]))
             else:
                 dispatch(sender, message)
@@ -218,7 +225,7 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
             await asyncio.sleep(1.0)
             # Every process of the swarm: the daemon and all it started (the fork server,
             # multiprocessing's resource tracker, the agents, the spare process).
-            pids = _descendants(os.getpid())
+            pids = descendants(os.getpid())
             memory = {pid: memory_mib(pid) for pid in pids}
             agent_memory = [memory[h.pid] for h in supervisor.handles.values() if h.pid in memory]
             out["total_pss_mib"] = round(sum(m["Pss"] for m in memory.values()), 1)
@@ -233,15 +240,19 @@ async def _run(agents: int, count: int) -> dict[str, Any]:
             out["processes"] = len(pids)
 
             many = await _delegate_round_trips(orchestrator, done, count)
+            # Started is not enough: a few of them (spread over the swarm) run a Turn each.
+            for name in names[:: max(1, agents // CHECKED_AGENTS)]:
+                answer = await orchestrator.request("hello", agent=name, instance_key="check")
+                expect(answer.ok and answer.output == "got: hello", (name, answer))
 
             status_ms, rows = await _status_ms(
-                bundle, state_dir, bytecode_cache=directory / "bytecode"
+                bundle, state_dir, status_runs, bytecode_cache=directory / "bytecode"
             )
             out["status_ms"] = round(status_ms, 1)
             out["status_rows"] = rows
-            uncached_ms, _ = await _status_ms(bundle, state_dir, bytecode_cache=None)
+            uncached_ms, _ = await _status_ms(bundle, state_dir, status_runs, bytecode_cache=None)
             out["status_uncached_ms"] = round(uncached_ms, 1)
-            out["status_api_ms"] = round(await _status_api_ms(state_dir), 1)
+            out["status_api_ms"] = round(await _status_api_ms(state_dir, status_runs), 1)
 
             started = time.perf_counter()
             await asyncio.gather(*(supervisor.stop_agent(n, 10, "benchmark") for n in names))
@@ -275,25 +286,6 @@ def _grow(supervisor: Supervisor, names: list[str]) -> None:
         )
 
 
-def _descendants(root: int) -> list[int]:
-    """``root`` and every process below it, from ``/proc``."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as stat:
-                    parent = int(stat.read().rpartition(")")[2].split()[1])
-            except (OSError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(name))
-    found, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack.extend(children.get(pid, ()))
-    return found
-
-
 def _fork_server_pid() -> int:
     pid = multiprocessing.forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
     assert isinstance(pid, int)
@@ -305,13 +297,17 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=500)
     parser.add_argument("--count", type=int, default=2000, help="delegate round trips per phase")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument("--quick", action="store_true", help="3 agents, 200 round trips, for CI")
     options = parser.parse_args()
+    if options.quick:
+        options.agents, options.count = 3, 200
     from ipc.logs import configure_logging
 
     configure_logging("warning")
     import uvloop
 
-    result = uvloop.run(_run(options.agents, options.count))
+    status_runs = 2 if options.quick else STATUS_RUNS
+    result = uvloop.run(_run(options.agents, options.count, status_runs))
     if options.json:
         print(json.dumps(result))
         return
