@@ -50,19 +50,14 @@ waits for each (at most :data:`STORE_TIMEOUT_SECONDS`), as it waits for a file w
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import re
 import secrets
-import ssl
-import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
@@ -73,134 +68,44 @@ from agent_process.conversation import (
     ConversationUnreadable,
     apply_events,
 )
+from agent_process.jetstream_link import (
+    STORE_TIMEOUT_SECONDS,
+    ClusterStorageError,
+    StoreLoop,
+    StoreNames,
+    as_int,
+    connect_store,
+    decode_object,
+    drop_object,
+    get_entry,
+    live_keys,
+    name_token,
+    redact,
+)
 from bundle.plan import ClusterStoragePlan
 from tools_base import JsonObject, Message, MessageEvent
 
-STORE_TIMEOUT_SECONDS = 10.0
-"""The longest the agent waits for one storage call (a publish, a fold, a load)."""
-FIRST_CONNECT_SECONDS = 5.0
-"""How long an agent waits for its first connection before it fails to boot (and backs off)."""
+__all__ = [
+    "INLINE_BASE_BYTES",
+    "ClusterStorageError",
+    "JetStreamConversation",
+    "JetStreamStorage",
+    "name_token",
+]
+
 INLINE_BASE_BYTES = 256 * 1024
 """A base up to this size is the KV value itself; a larger one goes to the object store."""
 PURGE_AFTER_EVENTS = 64
 """Folded events kept on an instance's subject before a fold purges them (loads skip them
 anyway; purging every fold would cost a request per Turn)."""
 BASE_KEY = "base"
+OBJECT_MARK = b"\x00object:"
+"""Starts a record's KV value body that is in the object store (no JSON file starts so)."""
 RECORDS = "r"
-USER_ENV = "GOONDAN_NATS_USER"
-PASSWORD_ENV = "GOONDAN_NATS_PASSWORD"
-TOKEN_ENV = "GOONDAN_NATS_TOKEN"
-_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,96}$")
 _RECORD_PATH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]*(/[A-Za-z0-9_][A-Za-z0-9_.=-]*)*$")
 
 _log = structlog.get_logger("goondan.conversation")
 T = TypeVar("T")
-
-
-class ClusterStorageError(ConversationStorageError):
-    """JetStream refused or did not answer a write; ``code`` is ``E_STORAGE``."""
-
-    def __init__(self, where: str, reason: str) -> None:
-        Exception.__init__(self, f"cannot write {where}: {reason}")
-        self.path = Path(where)
-        self.errno = None
-
-
-def name_token(name: str) -> str:
-    """``name`` (an agent's, an instance directory's) as one token of a subject, a KV key and
-    a stream name: itself when made of ``[A-Za-z0-9_-]``, else ``=`` and a digest. Injective:
-    no name that stands for itself has a ``=``."""
-    if _TOKEN.match(name):
-        return name
-    return "=" + hashlib.sha256(name.encode()).hexdigest()[:40]
-
-
-def redact(url: str) -> str:
-    """``url`` with any password or token in it shown as ``***``."""
-    shown = []
-    for one in url.split(","):
-        parts = urlsplit(one.strip())
-        if "@" in parts.netloc:
-            host = parts.netloc.rsplit("@", 1)[1]
-            user = f"{parts.username}:***" if parts.password is not None else "***"
-            parts = parts._replace(netloc=f"{user}@{host}")
-        shown.append(urlunsplit(parts))
-    return ",".join(shown)
-
-
-class _Names:
-    """Stream, bucket, subject and key names of one agent in one cluster."""
-
-    def __init__(self, cluster: str, agent: str) -> None:
-        self.agent = name_token(agent)
-        self.stream = f"goondan_{cluster}_conv_{self.agent}"
-        self.subjects = f"goondan.{cluster}.conv.{self.agent}.*"
-        self.bucket = f"goondan_{cluster}_state"
-        self.objects = f"goondan_{cluster}_bases"
-        self._prefix = f"goondan.{cluster}.conv.{self.agent}"
-
-    def subject(self, instance: str) -> str:
-        return f"{self._prefix}.{instance}"
-
-    def key(self, instance: str, *rest: str) -> str:
-        return ".".join((self.agent, instance, *rest))
-
-
-class _Loop:
-    """An event loop on a thread of its own, for a synchronous caller to wait on."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="jetstream-store", daemon=True
-        )
-        self._thread.start()
-
-    def run(self, work: Coroutine[Any, Any, T], where: str) -> T:
-        """``work``'s result; raises :class:`ClusterStorageError` for a timeout, and what
-        ``work`` raised otherwise."""
-        future = asyncio.run_coroutine_threadsafe(work, self.loop)
-        try:
-            return future.result(STORE_TIMEOUT_SECONDS)
-        except TimeoutError:
-            future.cancel()
-            raise ClusterStorageError(
-                where, f"JetStream did not answer within {STORE_TIMEOUT_SECONDS:g} s"
-            ) from None
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(STORE_TIMEOUT_SECONDS)
-        if not self._thread.is_alive():
-            self.loop.close()
-
-
-def _connect_options(plan: ClusterStoragePlan) -> dict[str, Any]:
-    """``nats.connect`` arguments; takes the password or token out of the environment, so
-    no program a tool starts inherits it."""
-    options: dict[str, Any] = {
-        "servers": [one.strip() for one in plan.url.split(",") if one.strip()],
-        "connect_timeout": 2.0,
-        "reconnect_time_wait": 0.5,
-        "max_reconnect_attempts": -1,
-    }
-    if plan.tls_ca_file or plan.tls_cert_file or plan.url.startswith("tls://"):
-        context = ssl.create_default_context(cafile=plan.tls_ca_file)
-        if plan.tls_cert_file:
-            context.load_cert_chain(plan.tls_cert_file, plan.tls_key_file)
-        options["tls"] = context
-    if plan.creds_file:
-        options["user_credentials"] = plan.creds_file
-    if plan.nkey_seed_file:
-        options["nkeys_seed"] = plan.nkey_seed_file
-    user, password, token = (
-        os.environ.pop(name, None) for name in (USER_ENV, PASSWORD_ENV, TOKEN_ENV)
-    )
-    if password:
-        options["user"], options["password"] = user or "", password
-    elif token:
-        options["token"] = token
-    return options
 
 
 class JetStreamStorage:
@@ -209,9 +114,9 @@ class JetStreamStorage:
 
     def __init__(
         self,
-        loop: _Loop,
+        loop: StoreLoop,
         nc: Any,
-        names: _Names,
+        names: StoreNames,
         stores: tuple[Any, Any],
         where: str,
         instances_root: Path,
@@ -223,18 +128,19 @@ class JetStreamStorage:
         self.kv, self.objects = stores
         self.where = where
         """The server and stream, safe to show."""
-        self._root = instances_root
+        self.instances_root = instances_root
+        """The agent's ``instances/`` directory: record files are the files under it."""
 
     @classmethod
     def open(cls, plan: ClusterStoragePlan, agent: str, instances_root: Path) -> JetStreamStorage:
         """Connect and make sure the agent's stream and the cluster's buckets exist; record
         files are those under ``instances_root``. Raises :class:`ClusterStorageError` (the URL
         shown redacted)."""
-        names = _Names(plan.cluster, agent)
+        names = StoreNames(plan.cluster, agent)
         where = f"{redact(plan.url)} stream {names.stream}"
-        loop = _Loop()
+        loop = StoreLoop()
         try:
-            nc, kv, objects = loop.run(_setup(plan, names, agent), where)
+            nc, kv, objects = loop.run(connect_store(plan, names, agent), where)
         except ClusterStorageError:
             loop.stop()
             raise
@@ -248,6 +154,24 @@ class JetStreamStorage:
     def records(self) -> JetStreamStorage:
         """Record files are mirrored by this storage itself."""
         return self
+
+    @property
+    def value_limit(self) -> int:
+        """The largest event, base or record stored inline: under the server's
+        ``max_payload`` (with room for headers) and :data:`INLINE_BASE_BYTES`; a larger one
+        goes to the object store and what is stored inline names it."""
+        return max(4096, min(INLINE_BASE_BYTES, int(self._nc.max_payload) - 8192))
+
+    async def put_object(self, name: str, data: bytes) -> None:
+        """Store ``data`` as object ``name`` in chunks that each fit in a message."""
+        from nats.js.api import ObjectMeta, ObjectMetaOptions
+
+        options = ObjectMetaOptions(max_chunk_size=self.value_limit)
+        await self.objects.put(name, data, meta=ObjectMeta(name=name, options=options))
+
+    def object_name(self, instance: str, *rest: str) -> str:
+        """A name in the object store for a large value of ``instance``."""
+        return "/".join((self.names.agent, instance, *rest))
 
     def run(self, work: Callable[[], Awaitable[T]], where: str) -> T:
         """Run ``work()`` on the storage's loop and wait for it; any failure becomes a
@@ -272,7 +196,7 @@ class JetStreamStorage:
     def _record_key(self, path: Path) -> tuple[str, str] | None:
         """``(KV key, path under instances/)`` of a record file, ``None`` for another file."""
         with contextlib.suppress(ValueError):
-            relative = path.relative_to(self._root).as_posix()
+            relative = path.relative_to(self.instances_root).as_posix()
             instance, _, rest = relative.partition("/")
             if rest and _RECORD_PATH.match(rest):
                 return self.names.key(name_token(instance), RECORDS, rest), relative
@@ -284,15 +208,31 @@ class JetStreamStorage:
         found = self._record_key(path)
         if found is not None:
             key, relative = found
-            value = relative.encode() + b"\n" + data
-            self.run(lambda: self.kv.put(key, value), f"{self.where} key {key}")
+            instance, _, rest = relative.partition("/")
+            stash = self.object_name(name_token(instance), RECORDS, rest)
+
+            async def put() -> None:
+                value = relative.encode() + b"\n" + data
+                if len(value) > self.value_limit:  # a record bigger than a message may be
+                    await self.put_object(stash, data)
+                    value = relative.encode() + b"\n" + OBJECT_MARK + stash.encode()
+                await self.kv.put(key, value)
+
+            self.run(put, f"{self.where} key {key}")
 
     def removed(self, path: Path) -> None:
         """Delete the bucket's copy of the record file ``path``."""
         found = self._record_key(path)
         if found is not None:
             key = found[0]
-            self.run(lambda: self.kv.delete(key), f"{self.where} key {key}")
+
+            async def delete() -> None:
+                entry = await get_entry(self.kv, key)
+                await self.kv.delete(key)
+                if entry is not None:
+                    await drop_object(self.objects, _stashed(bytes(entry.value or b"")))
+
+            self.run(delete, f"{self.where} key {key}")
 
     def instance_removed(self, directory: Path) -> None:
         """Delete everything of the instance in ``directory``: events, base, records."""
@@ -301,12 +241,17 @@ class JetStreamStorage:
 
         async def remove() -> None:
             await self.js.purge_stream(self.names.stream, subject=self.names.subject(instance))
-            head = await _get(self.kv, self.names.key(instance, BASE_KEY))
+            head = await get_entry(self.kv, self.names.key(instance, BASE_KEY))
             if head is not None:
                 await self.kv.delete(self.names.key(instance, BASE_KEY))
-                await _drop_object(self.objects, _decode(head.value).get("object"))
-            for key in await _keys(self.kv, self.names.key(instance, RECORDS, ">")):
+                await drop_object(self.objects, decode_object(head.value).get("object"))
+            for key in await live_keys(self.kv, self.names.key(instance, RECORDS, ">")):
                 await self.kv.delete(key)
+            prefix = self.object_name(instance, "")
+            with contextlib.suppress(Exception):  # none yet (the store is empty), say
+                for info in await self.objects.list(ignore_deletes=True):
+                    if info.name.startswith(prefix):
+                        await drop_object(self.objects, info.name)
 
         self.run(remove, where)
 
@@ -317,10 +262,16 @@ class JetStreamStorage:
 
         async def fetch() -> list[bytes]:
             values = []
-            for key in await _keys(self.kv, self.names.key("*", RECORDS, ">")):
-                entry = await _get(self.kv, key)
-                if entry is not None and entry.value:
-                    values.append(bytes(entry.value))
+            for key in await live_keys(self.kv, self.names.key("*", RECORDS, ">")):
+                entry = await get_entry(self.kv, key)
+                if entry is None or not entry.value:
+                    continue
+                value = bytes(entry.value)
+                stash = _stashed(value)
+                if stash is not None:
+                    body = (await self.objects.get(stash)).data
+                    value = value.partition(b"\n")[0] + b"\n" + bytes(body)
+                values.append(value)
             return values
 
         kept: set[Path] = set()
@@ -351,86 +302,12 @@ class JetStreamStorage:
         self._loop.stop()
 
 
-async def _setup(plan: ClusterStoragePlan, names: _Names, agent: str) -> tuple[Any, Any, Any]:
-    import nats
-    from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType, StreamConfig
-
-    async def quiet(exc: Exception) -> None:
-        _log.debug("cluster storage connection error", error=redact(str(exc)))
-
-    connecting = nats.connect(
-        name=f"goondan-agent-store:{agent}", error_cb=quiet, **_connect_options(plan)
-    )
-    try:
-        nc = await asyncio.wait_for(connecting, FIRST_CONNECT_SECONDS)
-    except TimeoutError:
-        raise TimeoutError(f"no connection within {FIRST_CONNECT_SECONDS:g} s") from None
-    try:
-        js = nc.jetstream()
-        await js.add_stream(
-            StreamConfig(
-                name=names.stream,
-                subjects=[names.subjects],
-                storage=StorageType.FILE,
-                num_replicas=plan.replicas,
-                allow_direct=True,
-            )
-        )
-        kv = await js.create_key_value(
-            KeyValueConfig(
-                bucket=names.bucket, history=1, storage=StorageType.FILE, replicas=plan.replicas
-            )
-        )
-        objects = await js.create_object_store(
-            names.objects,
-            ObjectStoreConfig(storage=StorageType.FILE, replicas=plan.replicas),
-        )
-    except BaseException:
-        await nc.close()
-        raise
-    return nc, kv, objects
-
-
-async def _get(kv: Any, key: str) -> Any:
-    """The entry of ``key``, ``None`` when there is none (or it was deleted)."""
-    from nats.js.errors import KeyNotFoundError
-
-    try:
-        return await kv.get(key)
-    except KeyNotFoundError:
-        return None
-
-
-async def _keys(kv: Any, pattern: str) -> list[str]:
-    """Live keys matching ``pattern`` (a KV watch, which ends at the current state)."""
-    watcher = await kv.watch(pattern, ignore_deletes=True, meta_only=True)
-    keys: list[str] = []
-    try:
-        while True:
-            entry = await watcher.updates(STORE_TIMEOUT_SECONDS)
-            if entry is None:
-                break
-            if entry.operation is None:
-                keys.append(entry.key)
-            if entry.delta == 0:
-                break
-    finally:
-        await watcher.stop()
-    return keys
-
-
-async def _drop_object(objects: Any, name: object) -> None:
-    if isinstance(name, str):
-        with contextlib.suppress(Exception):  # an orphan only costs space
-            await objects.delete(name)
-
-
-def _decode(data: bytes | None) -> JsonObject:
-    try:
-        value = json.loads(data or b"{}")
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) else {}
+def _stashed(value: bytes) -> str | None:
+    """The object a record's KV value names, if its body is in the object store."""
+    body = value.partition(b"\n")[2]
+    if body.startswith(OBJECT_MARK):
+        return body[len(OBJECT_MARK) :].decode(errors="replace")
+    return None
 
 
 def _local_records(root: Path) -> set[Path]:
@@ -469,11 +346,14 @@ class JetStreamConversation(ConversationStore):
         self._folded_stream_seq = 0
         self._unpurged = 0
         self._writer = secrets.token_hex(4)
+        self._event_objects: list[str] = []
+        """Object names of the unfolded events too large for a message."""
 
     def load(self) -> list[Message]:
         """Read the base and the events after it. Raises :class:`ConversationUnreadable` for
         a base of a newer format, :class:`ClusterStorageError` when JetStream cannot answer."""
         self._writer = secrets.token_hex(4)  # a fresh writer: its ids never meet old ones
+        self._event_objects = []
         head, revision, messages, events = self._storage.run(self._read, self._where)
         version = head.get("v", 1)
         if isinstance(version, int) and version > FORMAT_VERSION:
@@ -485,8 +365,8 @@ class JetStreamConversation(ConversationStore):
         self._epoch = str(head.get("epoch", ""))
         name = head.get("object")
         self._object = name if isinstance(name, str) else None
-        self._folded_seq = _int(head.get("foldedSeq"))
-        self._folded_stream_seq = _int(head.get("streamSeq"))
+        self._folded_seq = as_int(head.get("foldedSeq"))
+        self._folded_stream_seq = as_int(head.get("streamSeq"))
         self._base = messages
         self._events = []
         last_seq = self._folded_seq
@@ -519,13 +399,13 @@ class JetStreamConversation(ConversationStore):
         from nats.js.errors import KeyWrongLastSequenceError, NotFoundError
 
         storage = self._storage
-        entry = await _get(storage.kv, self._key)
+        entry = await get_entry(storage.kv, self._key)
         if entry is None:
             empty = {"v": FORMAT_VERSION, "epoch": secrets.token_hex(8), "foldedSeq": 0}
             with contextlib.suppress(KeyWrongLastSequenceError):  # another writer made it
                 await storage.kv.create(self._key, json.dumps(empty).encode())
             entry = await storage.kv.get(self._key)
-        head = _decode(entry.value)
+        head = decode_object(entry.value)
         if isinstance(head.get("object"), str):
             body = (await storage.objects.get(head["object"])).data
             lines = json.loads(body)
@@ -539,7 +419,7 @@ class JetStreamConversation(ConversationStore):
             self._last_stream_seq = last.seq or 0
         except NotFoundError:
             return head, entry.revision, messages, events
-        start = _int(head.get("streamSeq")) + 1
+        start = as_int(head.get("streamSeq")) + 1
         while start <= self._last_stream_seq:
             try:
                 msg = await storage.js.get_msg(
@@ -547,7 +427,11 @@ class JetStreamConversation(ConversationStore):
                 )
             except NotFoundError:
                 break
-            data = _decode(msg.data)
+            data = decode_object(msg.data)
+            stash = data.get("object")
+            if isinstance(stash, str):  # an event larger than a message: its body is there
+                self._event_objects.append(stash)
+                data = decode_object(bytes((await storage.objects.get(stash)).data))
             if data:
                 events.append((msg.seq, data))
             start = msg.seq + 1
@@ -563,20 +447,32 @@ class JetStreamConversation(ConversationStore):
         record = {"v": FORMAT_VERSION, **event.to_json(seq), "head": self._revision}
         payload = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
         msg_id = f"{self._epoch}:{self._writer}:{seq}"
+        stash: str | None = None
+        if len(payload) > self._storage.value_limit:
+            stash = self._storage.object_name(
+                self._instance, "e", f"{self._epoch}-{self._writer}-{seq}"
+            )
         self._last_stream_seq = self._storage.run(
-            lambda: self._publish(payload, msg_id), self._where
+            lambda: self._publish(payload, msg_id, stash), self._where
         )
+        if stash is not None:
+            self._event_objects.append(stash)
         self._next_seq += 1
         self._events.append(event)
         self._apply(event)
 
-    async def _publish(self, payload: bytes, msg_id: str) -> int:
+    async def _publish(self, payload: bytes, msg_id: str, stash: str | None = None) -> int:
         """Append once: expected last sequence and message id; one retry after a lost
-        acknowledgement, which the id makes harmless."""
+        acknowledgement, which the id makes harmless. With ``stash``, the event goes to the
+        object store under that name first and the message only names it."""
         from nats.errors import TimeoutError as NatsTimeout
         from nats.js.errors import APIError, NotFoundError
 
         storage = self._storage
+        if stash is not None:
+            await storage.put_object(stash, payload)
+            pointer = {"v": FORMAT_VERSION, "object": stash}
+            payload = json.dumps(pointer, separators=(",", ":")).encode()
         headers = {
             "Nats-Msg-Id": msg_id,
             "Nats-Expected-Last-Subject-Sequence": str(self._last_stream_seq),
@@ -622,8 +518,8 @@ class JetStreamConversation(ConversationStore):
         }
         body = [m.to_json() for m in self._messages]
         encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-        if len(encoded) > INLINE_BASE_BYTES:
-            head["object"] = f"{self._storage.names.agent}/{self._instance}/{secrets.token_hex(8)}"
+        if len(encoded) > self._storage.value_limit:
+            head["object"] = self._storage.object_name(self._instance, "base", secrets.token_hex(8))
         else:
             head["messages"] = body  # type: ignore[assignment]
         count = len(self._events)
@@ -646,19 +542,22 @@ class JetStreamConversation(ConversationStore):
         storage = self._storage
         name = head.get("object")
         if isinstance(name, str):
-            await storage.objects.put(name, encoded)
+            await storage.put_object(name, encoded)
         try:
             revision = int(
                 await storage.kv.update(self._key, json.dumps(head).encode(), last=self._revision)
             )
         except KeyWrongLastSequenceError:
-            await _drop_object(storage.objects, name)
+            await drop_object(storage.objects, name)
             raise ClusterStorageError(
                 self._where,
                 "the conversation's base was replaced by another writer (it runs elsewhere now)",
             ) from None
-        await _drop_object(storage.objects, self._object)
+        await drop_object(storage.objects, self._object)
         self._object = name if isinstance(name, str) else None
+        for folded in self._event_objects:  # the base holds those events now
+            await drop_object(storage.objects, folded)
+        self._event_objects = []
         return revision
 
     async def _purge(self) -> None:
@@ -666,7 +565,3 @@ class JetStreamConversation(ConversationStore):
         # expects; it is folded, so loads skip it.
         storage = self._storage
         await storage.js.purge_stream(storage.names.stream, subject=self._subject, keep=1)
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

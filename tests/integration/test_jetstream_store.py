@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,8 +20,11 @@ from agent_process.jetstream_store import (
     JetStreamStorage,
 )
 from bundle.plan import ClusterStoragePlan
-from tests.support.cluster import NatsServer
+from tests.support.cluster import NatsServer, nats_server_binary
 from tools_base import Message
+
+ROOT = Path(__file__).resolve().parents[2]
+Opener = Callable[[str], JetStreamStorage]
 
 
 def msg(i: int, text: str | None = None) -> Message:
@@ -36,7 +41,7 @@ def server(tmp_path: Path) -> Iterator[NatsServer]:
 
 
 @pytest.fixture
-def open_storage(server: NatsServer, tmp_path: Path) -> Iterator[object]:
+def open_storage(server: NatsServer, tmp_path: Path) -> Iterator[Opener]:
     """``open_storage(host)``: the agent ``keeper``'s storage as a process on ``host`` would
     open it (its own connection, its own instances directory)."""
     opened: list[JetStreamStorage] = []
@@ -53,13 +58,13 @@ def open_storage(server: NatsServer, tmp_path: Path) -> Iterator[object]:
 
 
 def conversation(storage: JetStreamStorage, instance: str = "default") -> JetStreamConversation:
-    store = storage.conversation(storage._root / instance)
+    store = storage.conversation(storage.instances_root / instance)
     assert isinstance(store, JetStreamConversation)
     store.load()
     return store
 
 
-def test_another_host_reads_base_and_unfolded_events(open_storage) -> None:  # type: ignore[no-untyped-def]
+def test_another_host_reads_base_and_unfolded_events(open_storage: Opener) -> None:
     first = conversation(open_storage("a"))
     first.append(msg(1))
     first.append(msg(2))
@@ -75,7 +80,7 @@ def test_another_host_reads_base_and_unfolded_events(open_storage) -> None:  # t
     assert [m.id for m in conversation(open_storage("c")).messages] == ["m9", "m2", "m3"]
 
 
-def test_two_writers_cannot_both_fold(open_storage) -> None:  # type: ignore[no-untyped-def]
+def test_two_writers_cannot_both_fold(open_storage: Opener) -> None:
     owner = conversation(open_storage("a"))
     owner.append(msg(1))
     stale = conversation(open_storage("b"))  # loaded before the owner's fold
@@ -90,7 +95,7 @@ def test_two_writers_cannot_both_fold(open_storage) -> None:  # type: ignore[no-
     assert any("lost the conversation" in e["event"] for e in logs)
 
 
-def test_an_append_after_another_writers_is_refused(open_storage) -> None:  # type: ignore[no-untyped-def]
+def test_an_append_after_another_writers_is_refused(open_storage: Opener) -> None:
     one = conversation(open_storage("a"))
     two = conversation(open_storage("b"))
     one.append(msg(1))
@@ -100,7 +105,7 @@ def test_an_append_after_another_writers_is_refused(open_storage) -> None:  # ty
     assert [m.id for m in conversation(open_storage("c")).messages] == ["m1"]
 
 
-def test_a_retried_append_is_stored_once(open_storage) -> None:  # type: ignore[no-untyped-def]
+def test_a_retried_append_is_stored_once(open_storage: Opener) -> None:
     storage = open_storage("a")
     store = conversation(storage)
     store.append(msg(1))
@@ -114,7 +119,7 @@ def test_a_retried_append_is_stored_once(open_storage) -> None:  # type: ignore[
     assert [m.id for m in conversation(open_storage("b")).messages] == ["m1", "m2"]
 
 
-def test_a_large_base_goes_to_the_object_store(open_storage) -> None:  # type: ignore[no-untyped-def]
+def test_a_large_base_goes_to_the_object_store(open_storage: Opener) -> None:
     store = conversation(open_storage("a"))
     big = "x" * (INLINE_BASE_BYTES + 1000)
     store.append(msg(1, big))
@@ -124,7 +129,36 @@ def test_a_large_base_goes_to_the_object_store(open_storage) -> None:  # type: i
     assert [len(m.content) for m in conversation(open_storage("b")).messages] == [len(big), 6]
 
 
-def test_folded_events_are_purged_and_still_read_once(open_storage) -> None:  # type: ignore[no-untyped-def]
+def test_values_past_the_servers_max_payload_are_stored_whole(tmp_path: Path) -> None:
+    server = NatsServer(tmp_path / "small", config="max_payload: 65536\n")
+    plan = ClusterStoragePlan(url=server.url, cluster="test")
+    opened = [
+        JetStreamStorage.open(plan, "keeper", tmp_path / host / "instances") for host in "abc"
+    ]
+    try:
+        here, there, third = opened
+        big = "y" * 200_000  # three messages' worth
+        store = conversation(here)
+        store.append(msg(1, big))  # an event larger than a message
+        assert [m.content for m in conversation(there).messages] == [big]
+        store.fold()  # a base larger than a message
+        store.append(msg(2, big))
+        assert [m.id for m in conversation(third).messages] == ["m1", "m2"]
+
+        record = here.instances_root / "k1" / "approvals" / "apr_big.json"
+        record.parent.mkdir(parents=True)
+        text = json.dumps({"arguments": {"content": big}})
+        record.write_text(text)
+        here.written(record, text.encode())
+        there.restore(there.instances_root)
+        assert (there.instances_root / "k1" / "approvals" / "apr_big.json").read_text() == text
+    finally:
+        for storage in opened:
+            storage.close()
+        server.stop()
+
+
+def test_folded_events_are_purged_and_still_read_once(open_storage: Opener) -> None:
     store = conversation(open_storage("a"))
     for i in range(1, 80):
         store.append(msg(i))
@@ -135,7 +169,7 @@ def test_folded_events_are_purged_and_still_read_once(open_storage) -> None:  # 
     assert again.pending_events == 1
 
 
-def test_records_come_back_on_another_host(open_storage, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_records_come_back_on_another_host(open_storage: Opener, tmp_path: Path) -> None:
     here = open_storage("a")
     metadata = tmp_path / "a" / "instances" / "k1" / "metadata.json"
     approval = tmp_path / "a" / "instances" / "k1" / "approvals" / "apr_1.json"
@@ -159,13 +193,13 @@ def test_records_come_back_on_another_host(open_storage, tmp_path: Path) -> None
     assert not stale.exists()  # an earlier stay's record, which the cluster no longer has
 
 
-def test_a_deleted_instance_starts_afresh(open_storage) -> None:  # type: ignore[no-untyped-def]
+def test_a_deleted_instance_starts_afresh(open_storage: Opener) -> None:
     storage = open_storage("a")
     store = conversation(storage)
     store.append(msg(1))
     store.fold()
     store.append(msg(2))
-    storage.instance_removed(storage._root / "default")
+    storage.instance_removed(storage.instances_root / "default")
     fresh = conversation(open_storage("b"))
     assert fresh.messages == []
     fresh.append(msg(3))  # seq 1 again: not taken for a duplicate of the old seq 1
@@ -182,3 +216,25 @@ def test_an_unreachable_server_is_a_clear_error_without_the_password(tmp_path: P
     assert "bob:***@127.0.0.1" in str(refused.value)
     assert "no connection within" in str(refused.value)
     assert "s3cret" not in repr(plan)
+
+
+@pytest.mark.timeout(170)
+def test_the_benchmark_quick_run_prints_every_figure() -> None:
+    nats_server_binary()  # skips, loudly, without one
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "conversation_store.py"), "--quick", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    for kind in ("plain", "tool"):
+        assert isinstance(figures[f"{kind}_ratio"], float)
+        for label in ("local", "jetstream"):
+            row = figures[f"{kind}_{label}"]
+            for key in ("median_us", "p90_us", "early_median_us", "late_median_us", "load_us"):
+                assert isinstance(row[key], float), (kind, label, key)
+            assert row["messages"] == 60 * (2 if kind == "plain" else 4)
