@@ -144,6 +144,20 @@ def _source_kind(sender: str) -> Literal["user", "agent", "connector"]:
     return "agent"
 
 
+MAX_CONNECTION_ANSWER_CHARS = 256 * 1024
+"""The longest answer handed back to a Connection's connector (longer ones are cut)."""
+
+
+def _send_done(sender: str, send_id: str, result: TurnResult) -> wire.SendDone:
+    """The end of send ``send_id``'s Turn; a Connection's send also gets the answer, so its
+    connector can reply where the event came from (other senders never read it)."""
+    if not sender.startswith(wire.CONNECTION_SENDER_PREFIX):
+        return wire.SendDone(send_id)
+    if result.error is not None:
+        return wire.SendDone(send_id, turn_error=f"{result.error.code}: {result.error.message}")
+    return wire.SendDone(send_id, answer=result.text[:MAX_CONNECTION_ANSWER_CHARS])
+
+
 def _limit_memory(mib: int) -> None:
     """Cap the process's data (heap, anonymous mappings, thread stacks) at ``mib`` MiB.
 
@@ -695,7 +709,7 @@ class AgentProcess:
         if correlation_id is not None:
             self._reply(sender, correlation_id, result)
         elif send_id:
-            self._tell(wire.SendDone(send_id))
+            self._tell(_send_done(sender, send_id, result))
         if result.restart_reason is not None:
             # After the answer is out: the restart must not cost the caller its result.
             self.log.info("restart requested by a tool", reason=result.restart_reason)

@@ -37,7 +37,8 @@ from ipc import protocol as wire
 from ipc.logs import configure_logging, log_writer
 from ipc.protocol import EXIT_BOOT_FAILURE, ORCHESTRATOR, EventKind
 from ipc.scope import SCOPE_ENV, new_scope
-from tools_base import ConnectorEvent
+from connector_process.answers import AnswerWaiters
+from tools_base import ConnectorEvent, TurnAnswer
 from tools_base._connector import lookup_setting
 
 EXIT_CRASHED = 1
@@ -111,6 +112,7 @@ class ConnectorHost:
         self._unsettled: set[str] = set()
         self._all_settled = asyncio.Event()
         self._all_settled.set()
+        self.answers = AnswerWaiters()
         self._stopping = asyncio.Event()
         self._counter = 0
 
@@ -134,6 +136,7 @@ class ConnectorHost:
         if body.event_id not in self._unsettled:
             return
         self._unsettled.discard(body.event_id)
+        self.answers.settle(body)
         self._in_flight.release()
         if body.error is not None:
             self.log.warning("event not handled", event_id=body.event_id, error=body.error)
@@ -200,8 +203,8 @@ class ConnectorHost:
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         return entry, RuntimeConnectorContext(self, config, secrets, state_dir)
 
-    async def emit(self, event: ConnectorEvent) -> None:
-        """Send ``event`` to the Orchestrator once a place in flight is free."""
+    async def emit(self, event: ConnectorEvent) -> str:
+        """Send ``event`` to the Orchestrator once a place in flight is free; its id."""
         if event.name not in self.plan.events:
             declared = ", ".join(self.plan.events)
             raise ValueError(
@@ -221,6 +224,12 @@ class ConnectorHost:
                 event_id, event.name, event.text(), event.instance_key, properties
             )
         )
+        return event_id
+
+    async def emit_awaiting_answer(self, event: ConnectorEvent) -> asyncio.Future[TurnAnswer]:
+        """:meth:`emit`, then a future of how the event's Turn ended."""
+        # No await between the send and the registration: the settlement cannot come first.
+        return self.answers.expect(await self.emit(event))
 
     def _tell(self, body: wire.EventBody) -> None:
         self.channel.send_nowait(wire.event(self.name, ORCHESTRATOR, body))
@@ -269,6 +278,10 @@ class RuntimeConnectorContext:
     async def emit(self, event: ConnectorEvent) -> None:
         """Deliver ``event`` into the swarm (waits while too many are in flight)."""
         await self._host.emit(event)
+
+    async def emit_awaiting_answer(self, event: ConnectorEvent) -> asyncio.Future[TurnAnswer]:
+        """Deliver ``event`` as :meth:`emit` does; the future resolves when its Turn ends."""
+        return await self._host.emit_awaiting_answer(event)
 
     def setting(self, *names: str, default: str | None = None) -> str | None:
         """The first of ``names`` in ``secrets``, then ``config``, then the environment."""

@@ -744,17 +744,27 @@ class SendStarted(EventBody):
 @_body
 @dataclass(frozen=True, slots=True)
 class SendDone(EventBody):
-    """The Turn of send ``event_id`` ended."""
+    """The Turn of send ``event_id`` ended. For a send from a Connection it carries the
+    Turn's ``answer`` text, or ``turn_error`` (``"<code>: <message>"``) when the Turn failed,
+    so the connector can answer back where the event came from."""
 
     KIND: ClassVar[EventKind] = EventKind.SEND_DONE
     event_id: str
+    answer: str | None = None
+    turn_error: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        return {"eventId": self.event_id}
+        return _without_none(
+            {"eventId": self.event_id, "answer": self.answer, "turnError": self.turn_error}
+        )
 
     @classmethod
     def read(cls, fields: _Fields) -> SendDone:
-        return cls(fields.text("eventId"))
+        return cls(
+            fields.text("eventId"),
+            fields.optional_text("answer"),
+            fields.optional_text("turnError"),
+        )
 
 
 @_body
@@ -1068,13 +1078,29 @@ class ConnectorEventSettled(EventBody):
     KIND: ClassVar[EventKind] = EventKind.CONNECTOR_EVENT_SETTLED
     event_id: str
     error: str | None = None
+    answer: str | None = None
+    """The answer of the Turn the event started, when it ended with one."""
+    turn_error: str | None = None
+    """Why that Turn failed (``"<code>: <message>"``), when it did."""
 
     def to_wire(self) -> dict[str, Any]:
-        return _without_none({"eventId": self.event_id, "error": self.error})
+        return _without_none(
+            {
+                "eventId": self.event_id,
+                "error": self.error,
+                "answer": self.answer,
+                "turnError": self.turn_error,
+            }
+        )
 
     @classmethod
     def read(cls, fields: _Fields) -> ConnectorEventSettled:
-        return cls(fields.text("eventId"), fields.optional_text("error"))
+        return cls(
+            fields.text("eventId"),
+            fields.optional_text("error"),
+            fields.optional_text("answer"),
+            fields.optional_text("turnError"),
+        )
 
 
 @_body

@@ -84,6 +84,8 @@ class Connections:
             None, self.supervisor.event_handlers, {EventKind.CONNECTOR_EVENT: self._event}
         )
         self.log = structlog.get_logger("goondan.connections")
+        self._answers: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+        """(connection, event id) → the answer of the event's Turn, until it is settled."""
         self._running = False
         """Whether the supervisor's reconcile loop runs (once there is a Connection)."""
 
@@ -190,14 +192,24 @@ class Connections:
             CONNECTION_SENDER_PREFIX + sender,
             handoff,
             on_settled=lambda error: self._settled(sender, body.event_id, error),
+            on_answer=lambda answer, failure: self._answered(
+                sender, body.event_id, answer, failure
+            ),
         )
 
+    def _answered(
+        self, connection: str, event_id: str, answer: str | None, failure: str | None
+    ) -> None:
+        """Keep the answer of an event's Turn for its settlement (which follows at once)."""
+        self._answers[(connection, event_id)] = (answer, failure)
+
     def _settled(self, connection: str, event_id: str, error: IpcError | None) -> None:
+        answer, failure = self._answers.pop((connection, event_id), (None, None))
         handle = self.supervisor.handles.get(connection)
         if handle is None or handle.worker is None:
             return  # it exited: its places in flight went with it
         text = None if error is None else f"{error.code}: {error.message}"
-        settled = wire.ConnectorEventSettled(event_id, text)
+        settled = wire.ConnectorEventSettled(event_id, text, answer, failure)
         try:
             handle.worker.send(wire.event(ORCHESTRATOR, connection, settled))
         except Exception as exc:  # gone meanwhile

@@ -121,6 +121,9 @@ class InFlightSend:
     on_settled: Callable[[IpcError | None], None] | None = None
     """Told once when the send is done with: ``None`` when its Turn ended, else why it was
     not (fully) handled. For senders outside the swarm (connections)."""
+    on_answer: Callable[[str | None, str | None], None] | None = None
+    """Told the answer of the send's Turn (``answer``, ``turn_error``) when it ends, just
+    before ``on_settled``: a Connection hands it back to its connector."""
 
     @property
     def event_id(self) -> str:
@@ -542,6 +545,7 @@ class Router:
         sender: str,
         handoff: Handoff,
         on_settled: Callable[[IpcError | None], None] | None = None,
+        on_answer: Callable[[str | None, str | None], None] | None = None,
     ) -> None:
         """Deliver a fire-and-forget ``handoff`` from ``sender`` (an agent, or a connection);
         ``on_settled`` is told once when it is done with, delivered or not."""
@@ -550,6 +554,7 @@ class Router:
             sender,
             dataclasses.replace(handoff, event_id=event_id, source=sender),
             on_settled=on_settled,
+            on_answer=on_answer,
         )
         if event_id in self.sends:
             self.log.warning("duplicate send dropped", caller=sender, event_id=event_id)
@@ -591,6 +596,8 @@ class Router:
     def _send_done(self, target: str, message: EventMessage, body: wire.SendDone) -> None:
         send = self._tracked_send(target, body.event_id)
         if send is not None:
+            if send.on_answer is not None:
+                send.on_answer(body.answer, body.turn_error)
             self._finish_send(send)
 
     def _send_refused(self, target: str, message: EventMessage, body: wire.SendRefused) -> None:

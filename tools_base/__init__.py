@@ -31,6 +31,7 @@ from tools_base._connector import (
     FileMessage,
     ImageMessage,
     TextMessage,
+    TurnAnswer,
 )
 from tools_base._context import (
     ToolConfigError,
@@ -133,6 +134,7 @@ __all__ = [
     "ToolResult",
     "ToolSignatureError",
     "ToolStatus",
+    "TurnAnswer",
     "is_nonblocking",
     "nonblocking",
     "tool",

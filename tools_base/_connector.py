@@ -21,7 +21,7 @@ in flight (back-pressure), so a fast source slows down instead of losing events.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -78,6 +78,23 @@ class ConnectorEvent:
         if isinstance(message, ImageMessage):
             return f"[image] {message.url}"
         return f"[file:{message.name}] {message.url}"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnAnswer:
+    """How the Turn an event started ended (see
+    :meth:`ConnectorContext.emit_awaiting_answer`)."""
+
+    text: str | None = None
+    """The Turn's answer: the last text the agent produced."""
+    error: str | None = None
+    """Why there is no answer: the Turn failed (``"<code>: <message>"``) or the event was not
+    delivered."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the Turn ended with an answer."""
+        return self.error is None and self.text is not None
 
 
 def lookup_setting(
@@ -146,4 +163,11 @@ class ConnectorContext(Protocol):
     def setting(self, *names: str, default: str | None = None) -> str | None:
         """The first of ``names`` set in ``secrets`` or ``config`` (in that order), else the
         environment, else ``default`` — the lookup every built-in connector uses."""
+        ...
+
+    async def emit_awaiting_answer(self, event: ConnectorEvent) -> Awaitable[TurnAnswer]:
+        """Deliver ``event`` as :meth:`emit` does (waiting for a place in flight); what it
+        returns resolves when the Turn the event started ends, with that Turn's answer (or
+        why there is none), so a connector can answer back where the event came from. An
+        event sent again after a restart of the connector or the daemon resolves no waiter."""
         ...

@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from tools_base import ConnectorEvent
+from tools_base import ConnectorEvent, TurnAnswer
 from tools_base._connector import lookup_setting
 
 
@@ -38,6 +38,9 @@ class RecordingContext:
         self._secrets = dict(secrets or {})
         self.declared = declared
         self.events: asyncio.Queue[ConnectorEvent] = asyncio.Queue(capacity)
+        self.awaiting: list[asyncio.Future[TurnAnswer]] = []
+        """A future per event emitted with ``emit_awaiting_answer``: the test resolves it
+        as the Turn's end."""
         self._logger: Any = structlog.get_logger("test.connector").bind(connection=connection_name)
 
     @property
@@ -72,3 +75,9 @@ class RecordingContext:
         """The next event emitted, waiting at most ``seconds``."""
         async with asyncio.timeout(seconds):
             return await self.events.get()
+
+    async def emit_awaiting_answer(self, event: ConnectorEvent) -> asyncio.Future[TurnAnswer]:
+        await self.emit(event)
+        future: asyncio.Future[TurnAnswer] = asyncio.get_running_loop().create_future()
+        self.awaiting.append(future)
+        return future
