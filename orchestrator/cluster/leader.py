@@ -30,10 +30,11 @@ from typing import Any
 import structlog
 
 from bundle.models import AgentPlacement
-from bundle.plan import Plan
+from bundle.plan import AgentPlan, Plan
 from ipc import AgentUnavailable, IpcMessage
 from ipc.codec import FrameDecoder, IpcProtocolError, encode
 from ipc.protocol import EXIT_NODE_LOST
+from orchestrator.cluster.conversations import with_cluster_storage
 from orchestrator.cluster.membership import (
     LEADER_KEY,
     NODE_KEYS,
@@ -453,6 +454,8 @@ class ClusterTransport:
     ) -> Worker:
         """Start ``name`` on a host its placement admits; raises ``AgentUnavailable`` when
         none can."""
+        if isinstance(plan, AgentPlan):  # here too, conversations live in JetStream
+            plan = with_cluster_storage(plan, self.settings)
         rule = self.placement.get(name)
         if rule is None:
             return await self.local.start(name, plan, on_message)
