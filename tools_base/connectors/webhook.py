@@ -31,6 +31,11 @@ same id or the same signature, is answered 200 ``{"ok": true, "duplicate": true}
 event, so a sender retrying after a lost answer stops. Two deliveries of one body signed in
 the same second are the same signature: give each its own id in the body.
 
+Answers back: with ``WEBHOOK_REPLY_URL`` (or a body's ``replyTo`` under
+``WEBHOOK_REPLY_ALLOWED_URLS``) the answer of the Turn an event started is POSTed there, signed
+with the signing secret; a ``replyTo`` the Connection does not allow is refused (422). See
+:mod:`tools_base.connectors._reply`.
+
 Settings (secrets, then config, then the environment): ``WEBHOOK_HOST`` (127.0.0.1),
 ``WEBHOOK_PORT`` → ``PORT`` → 8788, ``WEBHOOK_PATH`` (``/``), ``WEBHOOK_MAX_BODY_BYTES``
 (1 MiB), ``WEBHOOK_ALLOW_UNSIGNED`` (listening off loopback needs a secret unless true),
@@ -47,7 +52,7 @@ from typing import Any
 from starlette.responses import Response
 
 from tools_base._connector import ConnectorContext, ConnectorEvent, TextMessage
-from tools_base.connectors import _http, _replay
+from tools_base.connectors import _http, _replay, _reply
 
 DEFAULT_PORT = 8788
 DEFAULT_EVENT = "webhook_message"
@@ -143,6 +148,10 @@ async def run(ctx: ConnectorContext) -> None:
         allowed=_http.flag(ctx.setting("WEBHOOK_ALLOW_UNSIGNED")),
     )
     deliveries = _replay.Deliveries.open(ctx)
+    reply_settings = _reply.read_reply_settings(ctx, secret)
+    replier = None
+    if reply_settings is not None and secret is not None:
+        replier = _reply.Replier(ctx, reply_settings, secret, header)
 
     async def handle(request: _http.Inbound) -> Response:
         now = time.time()
@@ -169,6 +178,15 @@ async def run(ctx: ConnectorContext) -> None:
         event = event_from_payload(payload)
         if event is None:
             return _http.answer(422, error="the payload has no text (or message)")
+        try:
+            callback = reply_settings.callback_for(payload) if reply_settings else None
+            if callback is None and _reply.REPLY_FIELD in payload:
+                raise _reply.CallbackRefused("this Connection sends no replies (replyTo)")
+        except _reply.CallbackRefused as exc:
+            ctx.logger.warning("webhook callback refused", reason=str(exc))
+            return _http.answer(422, error=str(exc))
+        if callback is not None and replier is not None and not replier.has_room:
+            return _http.answer(503, error="too many replies waiting; retry later")
         delivery = _http.text_of(request.headers.get(DELIVERY_HEADER))
         if delivery is not None:
             # A sender may retry one id, newly signed, for days; a signature alone needs
@@ -181,7 +199,11 @@ async def run(ctx: ConnectorContext) -> None:
         except _replay.NotRecorded:
             return _replay.not_recorded()
         try:
-            await ctx.emit(event)
+            if callback is not None and replier is not None:
+                answer = await ctx.emit_awaiting_answer(event)
+                replier.start(answer, event, delivery, callback)
+            else:
+                await ctx.emit(event)
         except ValueError as exc:
             await deliveries.release(keys)
             return _http.answer(422, error=str(exc))
@@ -190,4 +212,8 @@ async def run(ctx: ConnectorContext) -> None:
             raise
         return _http.answer(202, event=event.name, instanceKey=event.instance_key)
 
-    await _http.serve(ctx, listen, handle, connector="webhook", signed=secret is not None)
+    try:
+        await _http.serve(ctx, listen, handle, connector="webhook", signed=secret is not None)
+    finally:
+        if replier is not None:
+            await replier.aclose()
