@@ -66,8 +66,9 @@ class Stats:
         return json.dumps(data).encode()
 
 
-class _Http(asyncio.Protocol):
-    """One connection: requests with a ``content-length`` body, answered in order."""
+class HttpConnection(asyncio.Protocol):
+    """One connection: requests with a ``content-length`` body, answered in order (a subclass
+    answers its own way by overriding ``_handle``)."""
 
     def __init__(self, stats: Stats) -> None:
         self.stats = stats
@@ -131,7 +132,9 @@ def serve(ready: Connection) -> None:
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
-        server = await asyncio.get_running_loop().create_server(lambda: _Http(stats), sock=sock)
+        server = await asyncio.get_running_loop().create_server(
+            lambda: HttpConnection(stats), sock=sock
+        )
         ready.send(sock.getsockname()[1])
         ready.close()
         await server.serve_forever()
