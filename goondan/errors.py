@@ -394,7 +394,7 @@ TOOL = Catalogue(
     ),
     ErrorCode(
         "E_CHAT_TOKEN_MISSING",
-        "the telegram or slack tool has no usable bot token (config token or environment)",
+        "a telegram, slack, discord or github tool has no usable token (config or environment)",
         "Ask the operator to set the token; retrying will not help.",
     ),
     ErrorCode(
@@ -411,6 +411,37 @@ TOOL = Catalogue(
         "E_CHAT_PATH_OUTSIDE_WORKDIR",
         "a download's savePath leaves the instance workdir",
         "Use a path relative to the workdir.",
+    ),
+    ErrorCode(
+        "E_CHAT_SETTING_INVALID",
+        "a setting a tool shares with its connector (TELEGRAM_API_BASE_URL, its allowed hosts, "
+        "...) is not valid",
+        "Ask the operator to fix the environment variable named; retrying will not help.",
+    ),
+    ErrorCode(
+        "E_DISCORD_API_ERROR",
+        "the Discord API answered with an error status (the message has its code and message)",
+        "Fix what the message names; an expired interaction (15 minutes) needs discord__send.",
+    ),
+    ErrorCode(
+        "E_DISCORD_RATE_LIMITED",
+        "Discord answered 429; the message names retry_after",
+        "Wait retry_after seconds, then call again.",
+    ),
+    ErrorCode(
+        "E_DISCORD_NO_INTERACTION",
+        "no interaction to answer: the Turn was not started by a Discord interaction",
+        "Post with discord__send and a channelId instead.",
+    ),
+    ErrorCode(
+        "E_GITHUB_API_ERROR",
+        "the GitHub API answered with an error status (the message has GitHub's message)",
+        "Fix what the message names (repo, number, permissions); do not repeat it unchanged.",
+    ),
+    ErrorCode(
+        "E_GITHUB_RATE_LIMITED",
+        "GitHub answered 429, or 403 with the rate limit spent; the message names when to retry",
+        "Wait the time named, then call again.",
     ),
     ErrorCode("E_JSON_PARSE", "the text is not JSON", "Pass valid JSON."),
     ErrorCode(
