@@ -487,6 +487,11 @@ DELIVERY = Catalogue(
     ),
     ErrorCode("SHUTTING_DOWN", "the swarm or the agent is stopping", None),
     ErrorCode(
+        "LEADER_LOST",
+        "the cluster's leader went away before answering; a standby leader takes over",
+        "Ask again through the next leader: whether the request ran is not known.",
+    ),
+    ErrorCode(
         "CANCELLED",
         "an operator cancelled the request; its Turns stopped at their next safe point",
         "Do not retry unless asked again.",

@@ -8,6 +8,11 @@ with was a third of the time ``status`` took to start); the event stream, which 
 as the operator watches, goes through ``http.client``. Every call is bounded: no daemon
 raises :class:`NoDaemon` at once (over TCP: within :data:`TCP_CONNECT_SECONDS`); a daemon
 that takes the request and then dies or falls silent raises :class:`NoAnswer`.
+
+A clustered swarm may have a standby leader: a client given several URLs asks them in order
+until one answers (a standby serves nothing until it leads). A leader that dies after taking
+a request raises :class:`LeaderLost`, unless the request only reads (``GET``): that one is
+asked of the next leader.
 """
 
 from __future__ import annotations
@@ -16,10 +21,10 @@ import errno
 import json
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 if TYPE_CHECKING:
@@ -45,6 +50,16 @@ class NoDaemon(DaemonError, RuntimeError):
 
 class NoAnswer(DaemonError, RuntimeError):
     """The daemon took the request but went away (or fell silent) before answering."""
+
+
+class LeaderLost(NoAnswer):
+    """One of several leaders took the request and went away before answering: whether it
+    ran is not known, so it is not asked again."""
+
+    code = "LEADER_LOST"
+
+
+_T = TypeVar("_T")
 
 
 class EventsRefused(DaemonError, RuntimeError):
@@ -235,11 +250,15 @@ class DaemonApi:
         *,
         url: ApiUrl | None = None,
         token: str | None = None,
+        standby: Sequence[ApiUrl] = (),
     ) -> None:
         if (state_dir is None) == (url is None):
             raise TypeError("DaemonApi wants a state directory or a url, one of them")
         self.state_dir = state_dir
         self.url = url
+        """The daemon asked (of several leaders, the one that answered last)."""
+        self.standby = list(standby)
+        """Other leaders of a cluster, asked in order when :attr:`url` does not answer."""
         self.token = token
         self.path = socket_path(state_dir) if state_dir is not None else None
         self.timeout = timeout
@@ -255,8 +274,41 @@ class DaemonApi:
         assert self.path is not None
         return _connect(self.path, timeout)
 
+    def _each_leader(self, attempt: Callable[[], _T], *, reads_only: bool) -> _T:
+        """``attempt()`` at :attr:`url`, then at each standby leader in turn while nobody
+        answers there (or, for a request that only reads, while one dies before answering)."""
+        if self.url is None or not self.standby:
+            return attempt()
+        leaders = [self.url, *self.standby]
+        failures: list[str] = []
+        for index, url in enumerate(leaders):
+            self.url = url
+            try:
+                result = attempt()
+            except NoDaemon as exc:
+                failures.append(str(exc))
+                continue
+            except NoAnswer as exc:
+                if not reads_only:
+                    raise LeaderLost(
+                        f"LEADER_LOST: the leader at {url} went away before answering ({exc}); "
+                        "whether the request ran is not known: ask again if it is safe to"
+                    ) from exc
+                failures.append(str(exc))
+                continue
+            self.standby = [*leaders[index + 1 :], *leaders[:index]]
+            return result
+        self.url = leaders[0]
+        raise NoDaemon("no leader answers: " + "; ".join(failures))
+
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
-        """``(status, JSON body)`` of one request; raises :class:`NoDaemon` or :class:`NoAnswer`."""
+        """``(status, JSON body)`` of one request; raises :class:`NoDaemon` or :class:`NoAnswer`
+        (:class:`LeaderLost` from one of several leaders)."""
+        return self._each_leader(
+            lambda: self._call(method, path, body), reads_only=method in ("GET", "HEAD")
+        )
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
         payload = None if body is None else json.dumps(body).encode()
         sock = self._open(self.timeout)
         host = self.url.authority if self.url is not None else "goondan"
@@ -290,6 +342,16 @@ class DaemonApi:
         Each read waits at most :attr:`timeout`: an event stream sends a keepalive well within
         that, so only a daemon that fell silent (or died) raises :class:`NoAnswer`.
         """
+        return self._each_leader(
+            lambda: self._call_with_events(path, body, on_event), reads_only=False
+        )
+
+    def _call_with_events(
+        self,
+        path: str,
+        body: dict[str, Any],
+        on_event: Callable[[str, dict[str, Any]], None],
+    ) -> tuple[int, Any]:
         import http.client
 
         headers = {"Content-Type": "application/json"}
@@ -340,6 +402,9 @@ class DaemonApi:
     def open_events(self, query: str = "") -> Iterator[dict[str, Any]]:
         """:meth:`events`, or why not: :class:`NoDaemon`, or :class:`EventsRefused` with the
         daemon's status (401 without the token it wants)."""
+        return self._each_leader(lambda: self._open_events(query), reads_only=True)
+
+    def _open_events(self, query: str) -> Iterator[dict[str, Any]]:
         import http.client
 
         headers = {"Accept": "text/event-stream"}

@@ -11,6 +11,9 @@ Every failure says which of these it was about: a bad URL names ``--api-url`` or
 :data:`API_URL_ENV` (exit 2), a token variable not set names the variable, and a daemon that
 refuses the token (401) says whether one was sent (exit 6); nobody answering is exit 5, as on
 ``api.sock``.
+
+A clustered swarm's leaders (the leader and its standbys) are named together: ``--api-url``
+repeated, or separated by commas. They are asked in order until one answers.
 """
 
 from __future__ import annotations
@@ -60,8 +63,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--api-url",
         metavar="URL",
+        action=_JoinedUrls,
         help="talk to the daemon listening at http://HOST:PORT (run --listen) instead of the "
-        f"state directory's api.sock (default: ${API_URL_ENV})",
+        f"state directory's api.sock (default: ${API_URL_ENV}); a cluster's leaders: repeat "
+        "it or separate them with commas, asked in order until one answers",
     )
     group.add_argument(
         "--api-token-env",
@@ -71,16 +76,42 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def remote_url(args: argparse.Namespace) -> ApiUrl | None:
-    """The URL of the daemon to talk to over TCP, or ``None`` for ``api.sock``."""
+class _JoinedUrls(argparse.Action):
+    """``--api-url`` given again adds to the list (kept as one comma-separated string)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        before = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, f"{before},{values}" if before else values)
+
+
+def remote_urls(args: argparse.Namespace) -> list[ApiUrl]:
+    """The URLs of the daemon (a cluster's leaders, in order) to talk to over TCP; empty for
+    ``api.sock``."""
     given = getattr(args, "api_url", None)
     source, value = ("--api-url", given) if given else (API_URL_ENV, os.environ.get(API_URL_ENV))
     if not value:
-        return None
-    try:
-        return ApiUrl.parse(value)
-    except ValueError as exc:
-        raise TargetError("usage", f"{source}: {exc}") from None
+        return []
+    urls = []
+    for one in value.split(","):
+        if not one.strip():
+            raise TargetError("usage", f"{source}: an empty URL in {value!r}")
+        try:
+            urls.append(ApiUrl.parse(one))
+        except ValueError as exc:
+            raise TargetError("usage", f"{source}: {exc}") from None
+    return urls
+
+
+def remote_url(args: argparse.Namespace) -> ApiUrl | None:
+    """The (first) URL of the daemon to talk to over TCP, or ``None`` for ``api.sock``."""
+    urls = remote_urls(args)
+    return urls[0] if urls else None
 
 
 def _token(args: argparse.Namespace) -> str | None:
@@ -100,10 +131,10 @@ def _token(args: argparse.Namespace) -> str | None:
 def daemon_api(args: argparse.Namespace, state_dir: Callable[[], Path]) -> DaemonApi:
     """The API of the daemon the command's options name (``state_dir`` is asked only for
     ``api.sock``)."""
-    url = remote_url(args)
-    if url is None:
+    urls = remote_urls(args)
+    if not urls:
         return DaemonApi(state_dir())
-    return DaemonApi(url=url, token=_token(args))
+    return DaemonApi(url=urls[0], token=_token(args), standby=urls[1:])
 
 
 def _refused_credential(args: argparse.Namespace, api: DaemonApi, body: Any) -> TargetError:

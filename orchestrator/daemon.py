@@ -130,6 +130,7 @@ class Orchestrator:
                 fingerprint=self.bundle.fingerprint(),
                 on_node_joined=lambda node: self.supervisor.wake(),
                 on_leadership_lost=self.request_stop,
+                on_adopt=lambda name, worker: self.supervisor.adopt(name, worker),
             )
         elif transport is None:
             if placement:
@@ -332,13 +333,16 @@ class Orchestrator:
 
     async def start(self) -> None:
         """Open the API socket, start supervising and the entry agent (the others start
-        on first use). Raises ``DaemonAlreadyRunning`` if another daemon owns the state."""
+        on first use). Raises ``DaemonAlreadyRunning`` if another daemon owns the state.
+        With ``--cluster``, first lead the cluster (waiting as standby while another does)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.cluster is not None:
+            # A standby waits here, serving no API until it leads: a client naming several
+            # leaders finds the one that answers.
+            await self.cluster.open()
         await self._start_api()
         if self.telemetry is not None:  # after the API: a daemon refused starts no exporter
             self.telemetry.start()
-        if self.cluster is not None:
-            await self.cluster.open()
         self._report_unfolded()
         self._resume_approvals()
         gc.freeze()  # keep the loaded bundle out of the collector's way

@@ -255,6 +255,28 @@ class Supervisor:
         self._lifecycle("spawned", handle, pid=worker.pid, **where)
         handle.watcher = self.tasks.start_soon(self._watch(handle, worker), f"watch:{handle.name}")
 
+    def adopt(self, name: str, worker: Worker) -> Callable[[IpcMessage], None] | None:
+        """Take over ``worker``, an agent process that is up and ready though this supervisor
+        did not start it (a cluster's new leader finds what the previous one started). Returns
+        where its messages go; ``None`` when ``name`` is unknown or has a process already."""
+        handle = self.handles.get(name)
+        if handle is None or handle.worker is not None or handle.spawning is not None:
+            return None
+        handle.wanted = True
+        handle.worker = worker
+        handle.started_at = self.clock.now()
+        handle.stopping = False
+        handle.shutdown_acked = asyncio.Event()
+        handle.ready = asyncio.get_running_loop().create_future()
+        handle.ready.add_done_callback(_consume_exception)
+        handle.ready.set_result(None)
+        self._set_status(handle, ProcessStatus.IDLE)
+        where = {"node": worker.node} if worker.node is not None else {}
+        self.log.info("agent process adopted", agent=name, pid=worker.pid, **where)
+        self._lifecycle("adopted", handle, pid=worker.pid, **where)
+        handle.watcher = self.tasks.start_soon(self._watch(handle, worker), f"watch:{name}")
+        return lambda message: self._received(handle, message)
+
     # -- messages from a worker ----------------------------------------------------------------
 
     def _received(self, handle: AgentHandle, message: IpcMessage) -> None:

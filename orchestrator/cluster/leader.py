@@ -14,6 +14,11 @@ leader's bundle (and it may not run on the leader), or the node refuses, the sta
 agents exit (:data:`~ipc.protocol.EXIT_NODE_LOST`), so their pending callers get
 ``AGENT_CRASHED`` and the supervisor starts them again, on another node that qualifies or
 once theirs is back.
+
+Several ``run --cluster`` may wait on one cluster: the one holding the ``leader`` key leads,
+the others wait as standbys (:meth:`ClusterTransport.open`). When the leader dies, its key
+lapses, a standby takes it, and it adopts the agent processes the nodes kept running
+(each node lists them in its key), so none restarts and no conversation is interrupted.
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -32,7 +36,6 @@ import structlog
 from bundle.models import AgentPlacement
 from bundle.plan import AgentPlan, Plan
 from ipc import AgentUnavailable, IpcMessage
-from ipc.codec import FrameDecoder, IpcProtocolError, encode
 from ipc.protocol import EXIT_NODE_LOST
 from orchestrator.cluster.conversations import with_cluster_storage
 from orchestrator.cluster.membership import (
@@ -43,98 +46,17 @@ from orchestrator.cluster.membership import (
     Presence,
     open_bucket,
 )
-from orchestrator.cluster.relay import EXIT_HEADER, Outbox
+from orchestrator.cluster.relay import Outbox
+from orchestrator.cluster.remote import RemoteWorker
 from orchestrator.cluster.settings import (
     START_TIMEOUT_SECONDS,
     ClusterSettings,
-    ClusterTaken,
     decode_json,
     encode_json,
 )
 from orchestrator.status import ExitInfo
 from orchestrator.tasks import TaskOwner
 from orchestrator.transport import MultiprocessingTransport, Worker
-
-
-class WorkerGone(ConnectionError):
-    """The remote agent process has exited; nothing more can be sent to it."""
-
-
-@dataclass(eq=False)
-class RemoteWorker:
-    """An agent process on a node, as the supervisor sees it (:class:`Worker`)."""
-
-    name: str
-    node_name: str
-    worker_id: str
-    transport: ClusterTransport
-    on_message: Callable[[IpcMessage], None]
-    exited: asyncio.Future[ExitInfo] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    remote_pid: int | None = None
-    node_incarnation: str = ""
-    _decoder: FrameDecoder = field(default_factory=FrameDecoder)
-    _outbox: Outbox | None = None
-    _subscription: Any = None
-
-    @property
-    def pid(self) -> int | None:
-        """The process id on its node, while it runs."""
-        return None if self.exited.done() else self.remote_pid
-
-    @property
-    def node(self) -> str:
-        """The node it runs on."""
-        return self.node_name
-
-    def send(self, message: IpcMessage) -> None:
-        """Queue ``message`` to the agent; raises once it has exited."""
-        if self.exited.done() or self._outbox is None:
-            raise WorkerGone(f"agent {self.name!r} on node {self.node_name!r} has exited")
-        self._outbox.write(encode(message))
-
-    def close(self) -> None:
-        """Stop listening to the exited process."""
-        self.transport._forget(self)
-
-    def terminate(self) -> None:
-        """SIGTERM, through its node."""
-        self.transport._signal(self, "TERM")
-
-    def kill(self) -> None:
-        """SIGKILL, through its node."""
-        self.transport._signal(self, "KILL")
-
-    # -- from the node ---------------------------------------------------------------------
-
-    async def _received(self, msg: Any) -> None:
-        headers = msg.headers or {}
-        if EXIT_HEADER in headers:
-            try:
-                code: int | None = int(headers[EXIT_HEADER])
-            except ValueError:
-                code = None
-            self._exit(ExitInfo(code))
-            return
-        for item in self._decoder.feed(msg.data):
-            if isinstance(item, IpcProtocolError):
-                self.transport.log.warning(
-                    "dropped malformed ipc frame",
-                    agent=self.name,
-                    node=self.node_name,
-                    reason=item.reason,
-                    detail=item.detail[:200],
-                )
-                continue
-            try:
-                self.on_message(item)
-            except Exception:
-                self.transport.log.exception("message handler failed", agent=self.name)
-
-    def _exit(self, info: ExitInfo) -> None:
-        if not self.exited.done():
-            self.exited.set_result(info)
 
 
 class ClusterTransport:
@@ -149,6 +71,7 @@ class ClusterTransport:
         local: MultiprocessingTransport | None = None,
         on_node_joined: Callable[[str], None] | None = None,
         on_leadership_lost: Callable[[], None] | None = None,
+        on_adopt: Callable[[str, Worker], Callable[[IpcMessage], None] | None] | None = None,
     ) -> None:
         self.settings = settings
         self.placement = dict(placement)
@@ -157,6 +80,10 @@ class ClusterTransport:
         self.local = local or MultiprocessingTransport()
         self.on_node_joined = on_node_joined
         self.on_leadership_lost = on_leadership_lost
+        self.on_adopt = on_adopt
+        """``(agent, worker)``: offers the supervisor an agent process a previous leader
+        started; it answers where the process's messages go, or ``None`` when it has one for
+        that agent already (then the process is killed)."""
         self.incarnation = os.urandom(8).hex()
         self.workers: dict[str, RemoteWorker] = {}
         """Every remote worker started and not yet closed, by worker id."""
@@ -177,6 +104,8 @@ class ClusterTransport:
         """By node: one future per start asked of it and not yet answered. Failing one ends
         that start at once (the node turned out to run another bundle, or was lost), rather
         than when the start's timeout runs out."""
+        self._adopting: dict[str, asyncio.Task[None]] = {}
+        """Agent processes of a previous leader being taken over, by worker id."""
         self.log = structlog.get_logger("goondan.cluster").bind(
             role="leader", cluster=settings.name
         )
@@ -184,10 +113,12 @@ class ClusterTransport:
     # -- joining ---------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Connect, claim the leadership (waiting out a dead leader's key), watch the nodes.
+        """Connect, claim the leadership, watch the nodes and take over the agent processes a
+        previous leader left running on them.
 
-        Raises :class:`ClusterUnavailable` when NATS cannot be used or another leader holds
-        the cluster.
+        While another leader holds the cluster this waits as its standby, and leads once that
+        leader's key lapses (it died or was cut off). Raises :class:`ClusterUnavailable` when
+        NATS cannot be used.
         """
         self.nc = await self.settings.connect(
             f"goondan-leader:{self.settings.name}", on_reconnected=self._rejoin_soon.set
@@ -214,6 +145,12 @@ class ClusterTransport:
                 on_update=self._node_updated,
             )
             await self.nodes.start()
+            # Every node's agents known (and a previous leader's taken over) before the
+            # supervisor starts anything: none is started twice.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.nodes.caught_up.wait(), self.settings.expiry_seconds)
+            if self._adopting:
+                await asyncio.wait(list(self._adopting.values()), timeout=START_TIMEOUT_SECONDS)
         except BaseException:
             await self.nc.close()
             raise
@@ -225,14 +162,29 @@ class ClusterTransport:
         )
 
     async def _claim(self) -> None:
+        """Hold the ``leader`` key: created only where absent (the key-value store's
+        compare-and-set is the election), so of several waiting, exactly one wins."""
         assert self._lease is not None
         beat = self.settings.heartbeat_seconds
         holder = await self._lease.claim(self.settings.expiry_seconds + beat, beat / 2)
-        if holder is not None:
-            raise ClusterTaken(
-                f"cluster {self.settings.name!r} already has a leader (pid "
-                f"{holder.get('pid')} on {holder.get('host')}); stop it first"
-            )
+        if holder is None:
+            return
+        self.log.info(
+            "standby: the cluster has a leader; taking over if it goes",
+            leader_host=holder.get("host"),
+            leader_pid=holder.get("pid"),
+        )
+        while holder is not None:
+            await asyncio.sleep(beat / 2)
+            try:
+                holder = await self._lease.acquire()
+            except Exception as exc:  # disconnected, or the server lost the bucket
+                self.log.debug("standby cannot read the leader's key", error=str(exc))
+                with contextlib.suppress(Exception):
+                    self.kv = self._lease.kv = await open_bucket(
+                        self.nc.jetstream(), self.settings, create=True
+                    )
+        self.log.warning("the cluster's leader is gone; this standby leads now")
 
     async def _beat(self) -> None:
         assert self._lease is not None
@@ -250,6 +202,7 @@ class ClusterTransport:
                 continue
             if not held:
                 self.log.error("another process took the cluster's leadership; stopping")
+                self._let_go_of_nodes()
                 if self.on_leadership_lost is not None:
                     self.on_leadership_lost()
                 return
@@ -300,10 +253,76 @@ class ClusterTransport:
         running = member.value.get("workers")
         if not isinstance(running, list):
             return
+        described = member.value.get("agents")
+        agents = described if isinstance(described, dict) else {}
         for worker_id in running:
-            if isinstance(worker_id, str) and worker_id not in self.workers:
-                self.log.warning("orphan agent process on node killed", node=member.name)
-                self._request_signal(member.name, worker_id, "KILL")
+            if not isinstance(worker_id, str) or worker_id in self.workers:
+                continue
+            if worker_id in self._adopting:
+                continue
+            about = agents.get(worker_id)
+            if isinstance(about, dict) and about.get("leader") != self.incarnation:
+                # Started by a leader before us: take it over rather than start it again.
+                self._adopting[worker_id] = self._background.start_soon(
+                    self._adopt(member, worker_id, about), f"adopt:{worker_id}"
+                )
+                continue
+            self.log.warning("orphan agent process on node killed", node=member.name)
+            self._request_signal(member.name, worker_id, "KILL")
+
+    async def _adopt(self, member: Member, worker_id: str, about: dict[str, Any]) -> None:
+        """Take over agent process ``worker_id`` that a previous leader started on
+        ``member``: listen to it and hand it to the supervisor, or kill it where it may not
+        stay (another bundle, a placement that no longer admits it, one running already)."""
+        agent = str(about.get("agent", ""))
+        rule = self.placement.get(agent)
+        try:
+            admitted = (
+                rule is not None
+                and member.value.get("fingerprint") == self.fingerprint
+                and rule.admits(member.name, _labels(member))
+                and self.on_adopt is not None
+            )
+            worker = RemoteWorker(
+                agent,
+                member.name,
+                worker_id,
+                self,
+                lambda message: None,
+                node_incarnation=member.incarnation,
+                remote_pid=about.get("pid") if isinstance(about.get("pid"), int) else None,
+            )
+            if admitted:
+                assert self.on_adopt is not None
+                worker._outbox = Outbox(self.nc, self.settings.worker_subject(worker_id, "in"))
+                self.workers[worker_id] = worker
+                on_message = self.on_adopt(agent, worker)
+                if on_message is not None:
+                    worker.on_message = on_message
+                    worker._subscription = await self.nc.subscribe(
+                        self.settings.worker_subject(worker_id, "out"), cb=worker._received
+                    )
+                    self.log.info(
+                        "agent process taken over",
+                        agent=agent,
+                        node=member.name,
+                        pid=worker.remote_pid,
+                    )
+                    return
+                self._forget(worker)
+            self.log.warning("agent process of a previous leader killed", agent=agent)
+            self._request_signal(member.name, worker_id, "KILL")
+        finally:
+            self._adopting.pop(worker_id, None)
+
+    def _let_go_of_nodes(self) -> None:
+        """Leadership lost: the agents on nodes belong to the new leader now. Stop talking to
+        them (nothing of ours may reach them, not even the drain of our own stop) and count
+        them gone here."""
+        for worker in list(self.workers.values()):
+            worker._outbox = None
+            worker._exit(ExitInfo(EXIT_NODE_LOST))
+            self._forget(worker)
 
     def _node_left(self, member: Member, reason: str) -> None:
         self._ready_nodes.discard(member.name)

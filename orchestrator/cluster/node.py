@@ -63,6 +63,9 @@ from orchestrator.tasks import TaskOwner
 from orchestrator.transport import PIPE_CLOSED_GRACE_SECONDS, MultiprocessingTransport
 
 WAIT_FOR_LEADER_LOG_SECONDS = 30.0
+LEADER_GRACE_EXPIRIES = 10
+"""How long a node keeps its agents while no leader answers, in heartbeat expiries (30 s by
+default): a standby leader takes over within one, and adopts them."""
 CATCH_UP_SECONDS = 5.0
 """How long a joining node waits to learn who leads before it takes starts."""
 
@@ -121,6 +124,8 @@ class NodeAgent:
     subscription: Any = None
     scope: str | None = None
     """The agent's process scope, read from its ``ready`` event."""
+    leader: str = ""
+    """The incarnation of the leader that asked for it: a later leader takes it over."""
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     _peek: FrameDecoder | None = field(default_factory=FrameDecoder)
 
@@ -199,6 +204,8 @@ class Node:
         self._rejoin_soon = asyncio.Event()
         """Set when the connection came back: the next heartbeat joins again."""
         self._plans: dict[str, AgentPlan] = {}
+        self._leaderless: asyncio.TimerHandle | None = None
+        """Set while the leader is silent: when it fires, the agents are stopped."""
         self._stopped = asyncio.Event()
         self._ready = asyncio.Event()
         self.log = structlog.get_logger("goondan.cluster").bind(role="node", node=name)
@@ -286,6 +293,10 @@ class Node:
             "ready": self._ready.is_set(),
             "labels": self.labels,
             "workers": sorted(self.agents),
+            "agents": {
+                worker_id: {"agent": a.name, "pid": a.process.pid, "leader": a.leader}
+                for worker_id, a in self.agents.items()
+            },
         }
 
     async def _beat(self) -> None:
@@ -323,6 +334,10 @@ class Node:
 
     def _leader_joined(self, leader: Member) -> None:
         self.leader = leader
+        if self._leaderless is not None:
+            self._leaderless.cancel()
+            self._leaderless = None
+            self.log.info("a leader is back; it takes over this node's agents")
         if leader.value.get("fingerprint") != self.fingerprint:
             self.log.error(
                 "the leader runs a different bundle; this node will refuse its agents",
@@ -335,6 +350,25 @@ class Node:
     def _leader_left(self, leader: Member, reason: str) -> None:
         if self.leader is leader:
             self.leader = None
+        if reason == "left":  # it stopped on purpose, after draining: nobody takes over
+            self._close_agents(reason)
+        elif reason == "silent" and self.agents and self._leaderless is None:
+            # Died or cut off: a standby may take over. The agents keep running (and their
+            # conversations) until one does, or for the grace.
+            grace = self.heartbeat_seconds * HEARTBEAT_MISSES * LEADER_GRACE_EXPIRIES
+            self.log.warning(
+                "leader silent; keeping its agents for a new leader",
+                agents=len(self.agents),
+                grace_seconds=grace,
+            )
+            self._leaderless = asyncio.get_running_loop().call_later(
+                grace, self._close_agents, "no leader within the grace"
+            )
+
+    def _close_agents(self, reason: str) -> None:
+        self._leaderless = None
+        if self.leader is not None:
+            return
         if self.agents:
             self.log.warning(
                 "leader gone; stopping its agents", reason=reason, agents=len(self.agents)
@@ -413,6 +447,7 @@ class Node:
             lease,
             Outbox(self.nc, self.settings.worker_subject(worker_id, "out")),
             self,
+            leader=str(request.get("leader", "")),
         )
         self.agents[worker_id] = running
         running.subscription = await self.nc.subscribe(

@@ -7,11 +7,22 @@ qualify). A node is killed outright (its whole process group, SIGKILL).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.cluster import EXAMPLE, Cluster, Member, descendants, running_cluster
+from orchestrator.api_client import ApiUrl, DaemonApi
+from tests.support.cluster import (
+    EXAMPLE,
+    Cluster,
+    Member,
+    descendants,
+    free_port,
+    running_cluster,
+)
 
 pytestmark = pytest.mark.timeout(180)
 PLACED = "    middle: { node: node-a }\n    back: { node: node-b }\n"
@@ -28,6 +39,16 @@ def bundle_with(tmp_path: Path, placement: str) -> Path:
     path.parent.mkdir()
     path.write_text(placed(placement))
     return path
+
+
+def start_standby(cluster: Cluster, *extra: str) -> Member:
+    """A second ``run --cluster``, in its own directory: it waits as the leader's standby."""
+    standby = Member(
+        ["run", "goondan.yaml", *cluster.cluster_args(), *extra], cluster.directory("standby")
+    )
+    cluster.members.append(standby)
+    standby.log.wait_for("standby: the cluster has a leader; taking over if it goes", 60)
+    return standby
 
 
 def kill_and_wait_lost(cluster: Cluster, node: Member, name: str) -> None:
@@ -103,3 +124,54 @@ def test_an_agent_placed_by_labels_moves_and_one_allowed_on_the_leader_runs_ther
         middle = cluster.agent("middle")
         assert middle["node"] is None
         assert middle["pid"] in descendants(leader.pid)
+
+
+def test_a_standby_leader_takes_over_and_keeps_the_nodes_agents_running(tmp_path: Path) -> None:
+    first_port, second_port = free_port(), free_port()
+    with running_cluster(tmp_path) as cluster:
+        leader = cluster.start_leader("--listen", f"127.0.0.1:{first_port}")
+        node_a, node_b = cluster.join("node-a"), cluster.join("node-b")
+        code, answer = cluster.request("front", "relay one")
+        assert (code, answer["output"]) == (200, "front: middle: back got one")
+        before = {name: cluster.agent(name)["pid"] for name in ("middle", "back")}
+        standby = start_standby(cluster, "--listen", f"127.0.0.1:{second_port}")
+        assert standby.process.poll() is None  # waiting, not refused
+
+        mark = node_b.log.mark
+        leader.stop()  # kill -9: the leader, its fork server and its own agent (front)
+        standby.log.wait_for("the cluster's leader is gone; this standby leads now", 60)
+        taken = standby.log.wait_for("agent process taken over", agent="back")
+        assert taken["pid"] == before["back"]
+        standby.log.wait_for("orchestrator started", 60)
+
+        # A client naming both leaders finds the one that answers.
+        urls = f"http://127.0.0.1:{first_port},http://127.0.0.1:{second_port}"
+        command = ["send", "middle", "relay two", "--api-url", urls, "--json"]
+        sent = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert sent.returncode == 0, sent.stderr
+        assert json.loads(sent.stdout)["output"] == "middle: back got two"
+
+        # Answered by the very processes the old leader started: none was restarted.
+        api = DaemonApi(
+            url=ApiUrl("127.0.0.1", first_port), standby=[ApiUrl("127.0.0.1", second_port)]
+        )
+        code, body = api.call("GET", "/v1/agents")
+        assert code == 200, body
+        rows = {row["agent"]: row for row in body["agents"]}
+        assert {name: rows[name]["pid"] for name in before} == before
+        assert rows["back"]["node"] == "node-b"
+        assert before["middle"] in descendants(node_a.pid)
+        assert before["back"] in descendants(node_b.pid)
+        assert not [
+            r for r in node_b.log.records[mark:] if r.get("event") == "agent process started"
+        ]
+        # The leader's own agent died with it; the new leader starts it again on first use.
+        code, answer = api.call(
+            "POST", "/v1/agents/front/requests", {"input": "relay three", "timeoutMs": 60_000}
+        )
+        assert (code, answer["output"]) == (200, "front: middle: back got three")

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ["goondan", "bundle", "ipc", "tools_base", "agent_process", "orchestrator"]
 CODE = re.compile(
     r"^(E_[A-Z0-9_]+|AGENT_[A-Z_]+|IPC_[A-Z_]+|CIRCULAR_CALL_DETECTED|SHUTTING_DOWN"
-    r"|TOO_MANY_PENDING_REQUESTS|EMPTY_INPUT|CANCELLED)$"
+    r"|TOO_MANY_PENDING_REQUESTS|EMPTY_INPUT|CANCELLED|LEADER_LOST)$"
 )
 README_SECTION = re.compile(
     r"<!-- error-codes:start -->\n(.*)<!-- error-codes:end -->", flags=re.DOTALL

@@ -11,8 +11,16 @@ from pathlib import Path
 import pytest
 
 from goondan.errors import ExitCode
-from orchestrator.api_client import ApiUrl, DaemonApi
-from orchestrator.api_target import API_URL_ENV, TargetError, ask, daemon_api, remote_url
+from orchestrator.api_client import ApiUrl, DaemonApi, LeaderLost
+from orchestrator.api_target import (
+    API_URL_ENV,
+    TargetError,
+    add_options,
+    ask,
+    daemon_api,
+    remote_url,
+    remote_urls,
+)
 
 
 @pytest.mark.parametrize(
@@ -135,3 +143,67 @@ def test_nobody_listening_is_a_network_failure_naming_the_url() -> None:
     with pytest.raises(TargetError, match=f"no daemon answers at http://127.0.0.1:{port}") as info:
         ask(options(api_url=f"http://127.0.0.1:{port}"), Path, "GET", "/healthz")
     assert info.value.exit_code == ExitCode.NETWORK
+
+
+def free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port: int = taken.getsockname()[1]
+        return port
+
+
+def test_a_clusters_leaders_are_named_by_a_repeated_option_or_commas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(API_URL_ENV, raising=False)
+    parser = argparse.ArgumentParser()
+    add_options(parser)
+    args = parser.parse_args(["--api-url", "http://h1:1", "--api-url", "http://h2:2,http://h3:3"])
+    assert remote_urls(args) == [ApiUrl("h1", 1), ApiUrl("h2", 2), ApiUrl("h3", 3)]
+    assert remote_url(args) == ApiUrl("h1", 1)
+    api = daemon_api(args, Path)
+    assert (api.url, api.standby) == (ApiUrl("h1", 1), [ApiUrl("h2", 2), ApiUrl("h3", 3)])
+    with pytest.raises(TargetError, match=r"^--api-url: an empty URL") as info:
+        remote_urls(options(api_url="http://h1:1,,http://h2:2"))
+    assert info.value.exit_code == ExitCode.USAGE
+    with pytest.raises(TargetError, match=r"^--api-url: 'h2:2' is not http://HOST:PORT"):
+        remote_urls(options(api_url="http://h1:1,h2:2"))
+
+
+def ok(body: bytes = b'{"ok": true}') -> bytes:
+    return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def test_the_first_leader_that_answers_is_asked_and_stays_asked() -> None:
+    gone = free_port()  # a leader that died: nobody listens there
+    port, seen = one_answer(ok())
+    api = daemon_api(options(api_url=f"http://127.0.0.1:{gone},http://127.0.0.1:{port}"), Path)
+
+    assert api.call("POST", "/v1/agents/a/requests", {"input": "hi"}) == (200, {"ok": True})
+    assert len(seen) == 1
+    assert api.url == ApiUrl("127.0.0.1", port)  # the next call goes there first
+    with pytest.raises(TargetError, match=f"no leader answers: .*127.0.0.1:{gone}") as info:
+        ask(
+            options(api_url=f"http://127.0.0.1:{gone},http://127.0.0.1:{free_port()}"),
+            Path,
+            "GET",
+            "/",
+        )
+    assert info.value.exit_code == ExitCode.NETWORK
+
+
+def test_a_leader_lost_mid_request_is_leader_lost_unless_the_request_only_reads() -> None:
+    dying, _ = one_answer(b"")  # takes the request, closes without an answer
+    standby, seen = one_answer(ok())
+    api = DaemonApi(
+        url=ApiUrl("127.0.0.1", dying), standby=[ApiUrl("127.0.0.1", standby)], timeout=10
+    )
+    with pytest.raises(LeaderLost, match=f"LEADER_LOST: the leader at http://127.0.0.1:{dying}"):
+        api.call("POST", "/v1/agents/a/requests", {"input": "hi"})
+    assert seen == []  # not asked twice: it may have run
+
+    dying, _ = one_answer(b"")
+    api = DaemonApi(
+        url=ApiUrl("127.0.0.1", dying), standby=[ApiUrl("127.0.0.1", standby)], timeout=10
+    )
+    assert api.call("GET", "/v1/agents") == (200, {"ok": True})
+    assert seen[0].startswith(b"GET /v1/agents ")
