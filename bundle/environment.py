@@ -60,6 +60,7 @@ BASE_ENVIRONMENT = (
     "NO_COLOR",
     "GOONDAN_LOG_LEVEL",
     "GOONDAN_ALLOW_OUTSIDE_BUNDLE",
+    "GOONDAN_CRASHPOINT",
 )
 """What every process the daemon starts gets of its environment, whatever it runs: the fork
 server's whole environment, and the start of every agent's and connector's.
@@ -77,7 +78,9 @@ Each is there because the runtime needs it and none holds a secret by convention
   from where the daemon runs; a proxy URL with a password in it is the operator's choice;
 - ``NO_COLOR``, ``GOONDAN_LOG_LEVEL``: how every process logs (the CLI sets both for its
   children);
-- ``GOONDAN_ALLOW_OUTSIDE_BUNDLE``: whether entry modules may lie outside the bundle.
+- ``GOONDAN_ALLOW_OUTSIDE_BUNDLE``: whether entry modules may lie outside the bundle;
+- ``GOONDAN_CRASHPOINT``: set only by tests, to freeze a process at a named point and kill it
+  there (``goondan.crashpoints``).
 
 Not here, by design: every other ``GOONDAN_*`` variable (the API token's, ``GOONDAN_SECRET_*``,
 the cluster's ``GOONDAN_NATS_*``), ``GOONDAN_AGENT_SCOPE`` (each process makes its own) and
