@@ -3,14 +3,22 @@
 Boot: the connector module is imported, its ``run`` looked up and the Connection's config and
 secrets resolved; any failure there is reported as ``boot_failed`` (exit
 :data:`~ipc.protocol.EXIT_BOOT_FAILURE`) so ``status`` names it and the supervisor backs off.
-Then ``ready``, and ``run(ctx)`` runs until:
+Then the events its ingress journal (:mod:`connector_process.journal`) still owes the daemon
+are sent again, ``ready``, and ``run(ctx)`` runs until:
 
 - a ``shutdown`` arrives (or SIGTERM): ``run`` is cancelled, the process exits 0;
 - ``run`` returns: the source is exhausted; the process waits until its events in flight are
   settled, then exits 0 (the Orchestrator then stops the swarm, as the ``cli`` connector at end
   of input wants);
-- ``run`` raises: logged, exit 1, a crash the supervisor restarts with backoff;
+- ``run`` raises :class:`~tools_base.ConnectorError` (a missing key, a port in use): reported
+  as ``boot_failed``, exit :data:`~ipc.protocol.EXIT_BOOT_FAILURE`, so ``status`` names it;
+- ``run`` raises anything else: reported as ``connector_health`` with the error, logged, exit 1,
+  a crash the supervisor restarts with backoff;
 - the pipe to the Orchestrator closes: the process exits (no orphan connector).
+
+Every event is journaled before ``emit`` (or ``accept``) returns, so before a sender is
+answered; the daemon's settlement removes it. Errors reported to the daemon go through a
+:class:`~connector_process.health.Redactor` first: no secret reaches ``status``.
 """
 
 from __future__ import annotations
@@ -31,19 +39,33 @@ import structlog
 from bundle.entry import load_entry_module
 from bundle.plan import ConnectionPlan
 from bundle.secrets import resolve_value
+from connector_process.answers import AnswerWaiters
+from connector_process.health import Redactor
+from connector_process.journal import (
+    FILE_NAME as JOURNAL_FILE,
+)
+from connector_process.journal import (
+    IngressJournal,
+    JournaledEvent,
+    JournalUnreadable,
+    new_event_id,
+)
+from goondan import crashpoints
 from goondan.proctitle import name_process
 from ipc import Channel, EventMessage, IpcMessage, ShutdownMessage
 from ipc import protocol as wire
 from ipc.logs import configure_logging, log_writer
 from ipc.protocol import EXIT_BOOT_FAILURE, ORCHESTRATOR, EventKind
 from ipc.scope import SCOPE_ENV, new_scope
-from connector_process.answers import AnswerWaiters
 from tools_base import ConnectorEvent, TurnAnswer
-from tools_base._connector import lookup_setting
+from tools_base._connector import ConnectorError, lookup_setting
 
 EXIT_CRASHED = 1
 CONNECTIONS_DIR = "connections"
 """Under the state directory, a directory per Connection for its connector's own state."""
+ACCEPT_BACKLOG = 256
+"""Events ``accept`` took that wait for a place in flight, at most; past it ``accept``
+refuses (the HTTP connectors answer 503, which their senders retry)."""
 
 
 def serve(conn: Connection, plan_data: dict[str, Any]) -> None:
@@ -110,11 +132,18 @@ class ConnectorHost:
         )
         self._in_flight = asyncio.Semaphore(plan.max_events_in_flight)
         self._unsettled: set[str] = set()
+        """Journaled events the daemon has not settled yet (sent or waiting to be)."""
+        self._sent: set[str] = set()
+        """Those of them holding a place in flight."""
         self._all_settled = asyncio.Event()
         self._all_settled.set()
         self.answers = AnswerWaiters()
         self._stopping = asyncio.Event()
-        self._counter = 0
+        self.journal = IngressJournal(None)
+        self.redact = Redactor({}, {}, os.environ)
+        self._failing: bool | None = None
+        """Whether the last health report was a failure (``None``: none sent yet)."""
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- messages from the Orchestrator ----------------------------------------------------
 
@@ -137,9 +166,12 @@ class ConnectorHost:
             return
         self._unsettled.discard(body.event_id)
         self.answers.settle(body)
-        self._in_flight.release()
+        if body.event_id in self._sent:
+            self._sent.discard(body.event_id)
+            self._in_flight.release()
         if body.error is not None:
             self.log.warning("event not handled", event_id=body.event_id, error=body.error)
+        self._spawn(self.journal.settle(body.event_id))
         if not self._unsettled:
             self._all_settled.set()
 
@@ -153,14 +185,16 @@ class ConnectorHost:
         """Boot, report ready, run the connector; returns the exit code."""
         try:
             entry, context = self._boot()
+            await self.journal.open()
         except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            self.log.error("connector cannot start", error=message)
-            self._tell(wire.BootFailed(message))
-            await self.channel.flush()
-            return EXIT_BOOT_FAILURE
+            return await self._cannot_start(exc)
+        owed = self.journal.unsettled()
+        for journaled in owed:  # before any new event, in the order they were accepted
+            self._unsettled.add(journaled.event_id)
+            self._all_settled.clear()
+            self._spawn(self._send(journaled))
         self._tell(wire.Ready(os.getpid(), os.environ.get(SCOPE_ENV)))
-        self.log.info("connector started")
+        self.log.info("connector started", events_owed=len(owed))
         running = asyncio.ensure_future(entry(context))
         stopping = asyncio.ensure_future(self._stopping.wait())
         await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -172,10 +206,13 @@ class ConnectorHost:
             return 0
         stopping.cancel()
         error = running.exception()
+        if isinstance(error, ConnectorError):  # set up wrongly: restarting at once cannot help
+            return await self._cannot_start(error)
         if error is not None:
-            self.log.error(
-                "connector failed", error=f"{type(error).__name__}: {error}", exc_info=error
-            )
+            text = self.redact(f"{type(error).__name__}: {error}")
+            self.log.error("connector failed", error=text)
+            self._tell(wire.ConnectorHealth(text))
+            await self.channel.flush()
             return EXIT_CRASHED
         # The source is exhausted: finish what is in flight (or stop when asked to).
         self.log.info("connector finished; waiting for its events", in_flight=len(self._unsettled))
@@ -185,6 +222,15 @@ class ConnectorHost:
         settled.cancel()
         stopping.cancel()
         return 0
+
+    async def _cannot_start(self, exc: BaseException) -> int:
+        message = self.redact(
+            str(exc) if isinstance(exc, ConnectorError) else f"{type(exc).__name__}: {exc}"
+        )
+        self.log.error("connector cannot start", error=message)
+        self._tell(wire.BootFailed(message))
+        await self.channel.flush()
+        return EXIT_BOOT_FAILURE
 
     def _boot(self) -> tuple[Callable[[Any], Awaitable[None]], RuntimeConnectorContext]:
         module = load_entry_module(Path(self.plan.entry_path))
@@ -199,12 +245,42 @@ class ConnectorHost:
             key: resolve_value(source, field=key).reveal()
             for key, source in self.plan.secrets.items()
         }
+        self.redact = Redactor(secrets, config, os.environ)
         state_dir = Path(self.plan.state_dir) / CONNECTIONS_DIR / self.name
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            self.journal = IngressJournal(state_dir / JOURNAL_FILE)
+        except JournalUnreadable as exc:
+            raise ConnectorError(str(exc)) from None
         return entry, RuntimeConnectorContext(self, config, secrets, state_dir)
 
     async def emit(self, event: ConnectorEvent) -> str:
-        """Send ``event`` to the Orchestrator once a place in flight is free; its id."""
+        """Journal ``event``, then send it to the Orchestrator once a place in flight is free;
+        its id."""
+        journaled = await self._journaled(event)
+        await self._send(journaled)
+        return journaled.event_id
+
+    async def emit_awaiting_answer(self, event: ConnectorEvent) -> asyncio.Future[TurnAnswer]:
+        """:meth:`emit`, then a future of how the event's Turn ended."""
+        # No await between the send and the registration: the settlement cannot come first.
+        return self.answers.expect(await self.emit(event))
+
+    async def accept(self, event: ConnectorEvent) -> bool:
+        """Journal ``event`` and send it in the background; ``False`` (nothing journaled) when
+        :data:`ACCEPT_BACKLOG` events wait already or the journal cannot be written."""
+        if len(self._unsettled) - len(self._sent) >= ACCEPT_BACKLOG:
+            self.log.warning("too many accepted events waiting; event refused", event=event.name)
+            return False
+        try:
+            journaled = await self._journaled(event)
+        except OSError:
+            return False
+        self._spawn(self._send(journaled))
+        return True
+
+    async def _journaled(self, event: ConnectorEvent) -> JournaledEvent:
+        """``event`` checked and on disk in the journal (``OSError`` when it cannot be)."""
         if event.name not in self.plan.events:
             declared = ", ".join(self.plan.events)
             raise ValueError(
@@ -213,23 +289,54 @@ class ConnectorHost:
             )
         if not event.instance_key.strip():
             raise ValueError(f"event {event.name!r} has no instance key")
-        await self._in_flight.acquire()
-        self._counter += 1
-        event_id = f"{self.name}-{os.getpid()}-{self._counter}"
-        self._unsettled.add(event_id)
-        self._all_settled.clear()
         properties = {k: v for k, v in event.properties.items() if isinstance(v, str)}
+        journaled = JournaledEvent(
+            new_event_id(self.name), event.name, event.text(), event.instance_key, properties
+        )
+        try:
+            await self.journal.accept(journaled)
+        except OSError as exc:
+            self.log.error("event not journaled", event=event.name, error=exc.strerror or str(exc))
+            raise
+        self._unsettled.add(journaled.event_id)
+        self._all_settled.clear()
+        crashpoints.point("connector.journaled")
+        return journaled
+
+    async def _send(self, journaled: JournaledEvent) -> None:
+        """Send a journaled event once a place in flight is free."""
+        await self._in_flight.acquire()
+        if journaled.event_id not in self._unsettled:  # settled meanwhile (a replay's twin)
+            self._in_flight.release()
+            return
+        self._sent.add(journaled.event_id)
         self._tell(
             wire.ConnectorEventReport(
-                event_id, event.name, event.text(), event.instance_key, properties
+                journaled.event_id,
+                journaled.name,
+                journaled.text,
+                journaled.instance_key,
+                journaled.properties,
             )
         )
-        return event_id
 
-    async def emit_awaiting_answer(self, event: ConnectorEvent) -> asyncio.Future[TurnAnswer]:
-        """:meth:`emit`, then a future of how the event's Turn ended."""
-        # No await between the send and the registration: the settlement cannot come first.
-        return self.answers.expect(await self.emit(event))
+    # -- health ------------------------------------------------------------------------------
+
+    def report_failure(self, reason: str) -> None:
+        """Tell the daemon the source failed (each failure counts), secrets removed."""
+        self._failing = True
+        self._tell(wire.ConnectorHealth(self.redact(reason)))
+
+    def report_success(self) -> None:
+        """Tell the daemon the source works, when it was failing (or nothing was said yet)."""
+        if self._failing is not False:
+            self._failing = False
+            self._tell(wire.ConnectorHealth(None))
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _tell(self, body: wire.EventBody) -> None:
         self.channel.send_nowait(wire.event(self.name, ORCHESTRATOR, body))
@@ -276,12 +383,26 @@ class RuntimeConnectorContext:
         return self._state_dir
 
     async def emit(self, event: ConnectorEvent) -> None:
-        """Deliver ``event`` into the swarm (waits while too many are in flight)."""
+        """Journal ``event`` and deliver it into the swarm (waits while too many are in
+        flight)."""
         await self._host.emit(event)
 
     async def emit_awaiting_answer(self, event: ConnectorEvent) -> asyncio.Future[TurnAnswer]:
         """Deliver ``event`` as :meth:`emit` does; the future resolves when its Turn ends."""
         return await self._host.emit_awaiting_answer(event)
+
+    async def accept(self, event: ConnectorEvent) -> bool:
+        """Journal ``event`` and deliver it in the background; ``False`` when it cannot be
+        taken now."""
+        return await self._host.accept(event)
+
+    def report_failure(self, reason: str) -> None:
+        """Tell the daemon the source failed: ``status`` shows ``reason`` (secrets removed)."""
+        self._host.report_failure(reason)
+
+    def report_success(self) -> None:
+        """Tell the daemon the source works (resets its count of failures in a row)."""
+        self._host.report_success()
 
     def setting(self, *names: str, default: str | None = None) -> str | None:
         """The first of ``names`` in ``secrets``, then ``config``, then the environment."""

@@ -70,6 +70,8 @@ Event kinds (connector → Orchestrator):
 ``boot_failed``              :class:`BootFailed`: it cannot start (a missing secret, a module
                              without ``run``); the process exits with :data:`EXIT_BOOT_FAILURE`.
 ``connector_event``          :class:`ConnectorEventReport`: an event for the ingress rules.
+``connector_health``         :class:`ConnectorHealth`: its source failed (a poll answered 500,
+                             the network down, a crash on the way out) or works again.
 
 Event kinds (Orchestrator → connector):
 
@@ -170,6 +172,7 @@ class EventKind(enum.StrEnum):
     MODEL_USAGE = "model_usage"
     CONNECTOR_EVENT = "connector_event"
     CONNECTOR_EVENT_SETTLED = "connector_event_settled"
+    CONNECTOR_HEALTH = "connector_health"
 
 
 # -- ids and call chains ---------------------------------------------------------------------
@@ -1105,6 +1108,28 @@ class ConnectorEventSettled(EventBody):
 
 @_body
 @dataclass(frozen=True, slots=True)
+class ConnectorHealth(EventBody):
+    """A connector's source failed (``error``: a short message, no secret in it) or works
+    again (``error`` is ``None``)."""
+
+    KIND: ClassVar[EventKind] = EventKind.CONNECTOR_HEALTH
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """The source works."""
+        return self.error is None
+
+    def to_wire(self) -> dict[str, Any]:
+        return _without_none({"error": self.error})
+
+    @classmethod
+    def read(cls, fields: _Fields) -> ConnectorHealth:
+        return cls(fields.optional_text("error"))
+
+
+@_body
+@dataclass(frozen=True, slots=True)
 class DeleteInstanceResult(EventBody):
     """The answer to :class:`DeleteInstance`: whether files were deleted, or why not."""
 
@@ -1415,7 +1440,12 @@ ORCHESTRATOR_TO_AGENT = frozenset(
 )
 """The kinds an AgentProcess must handle."""
 CONNECTOR_TO_ORCHESTRATOR = frozenset(
-    {EventKind.READY, EventKind.BOOT_FAILED, EventKind.CONNECTOR_EVENT}
+    {
+        EventKind.READY,
+        EventKind.BOOT_FAILED,
+        EventKind.CONNECTOR_EVENT,
+        EventKind.CONNECTOR_HEALTH,
+    }
 )
 """The kinds a connector's process sends."""
 ORCHESTRATOR_TO_CONNECTOR = frozenset({EventKind.CONNECTOR_EVENT_SETTLED})

@@ -650,18 +650,23 @@ def cmd_status(args: argparse.Namespace) -> int:
                 Column("STATUS", 17),
                 Column("CONNECTOR", 14),
                 Column("RESTARTS", 8, ">"),
+                Column("FAILS", 5, ">"),
+                Column("LAST EVENT", 10, ">"),
                 Column("WHY", gap="  "),
             )
         )
+        from orchestrator.connection_health import last_event_cell, why_cell
+
         for row in connections:
-            why = row.get("bootError") or ((row.get("lastExit") or {}).get("reason")) or "-"
             table.add_row(
                 row["connection"],
                 row.get("pid") or "-",
                 row["status"],
                 row["connector"],
                 row["restarts"],
-                why,
+                (row.get("health") or {}).get("consecutiveFailures", 0),
+                last_event_cell(row),
+                why_cell(row),
             )
         table.print()
     return 0

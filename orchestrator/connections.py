@@ -8,11 +8,19 @@ graceful stop as agents). An event a connector emits is routed by the Connection
 flight (back-pressure). A send that cannot be delivered is kept as a ``delivery.lost`` event,
 like any other. A connector whose ``run`` returns (its source is exhausted) stops the swarm
 once its events are settled; one that crashes is restarted with backoff.
+
+No accepted event is lost or run twice: the connector journals each before its sender is
+answered and sends again, after any crash, those the daemon has not settled; the daemon
+records each event it delivered (:mod:`orchestrator.ingress_delivered`) once its Turn started,
+and settles one sent again at once. Each Connection has a health
+(:mod:`orchestrator.connection_health`) fed by its connector's reports, its crashes and its
+events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -20,12 +28,17 @@ import structlog
 from bundle import Bundle
 from bundle.models import ConnectionSpec
 from bundle.plan import ConnectionPlan
+from connector_process.main import CONNECTIONS_DIR
+from goondan import crashpoints
 from ipc import EventMessage, IpcError
 from ipc import protocol as wire
 from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR, EventKind, Handoff
 from orchestrator.clock import Clock
-from orchestrator.dispatch import Dispatcher
+from orchestrator.connection_health import ConnectionHealth
+from orchestrator.dispatch import Dispatcher, EventHandler
 from orchestrator.ingress import IngressTable
+from orchestrator.ingress_delivered import FILE_NAME as DELIVERED_FILE
+from orchestrator.ingress_delivered import DeliveredLog
 from orchestrator.status import ExitInfo, ProcessStatus
 from orchestrator.supervisor import Supervisor
 from orchestrator.tasks import TaskOwner
@@ -80,9 +93,23 @@ class Connections:
             clock=clock,
             tasks=tasks,
         )
+        lifecycle: dict[EventKind, EventHandler] = dict(self.supervisor.event_handlers)
+        boot_failed = lifecycle.pop(EventKind.BOOT_FAILED)
         self.supervisor.on_message = Dispatcher(
-            None, self.supervisor.event_handlers, {EventKind.CONNECTOR_EVENT: self._event}
+            None,
+            lifecycle,
+            {
+                EventKind.BOOT_FAILED: self._boot_failed,
+                EventKind.CONNECTOR_EVENT: self._event,
+                EventKind.CONNECTOR_HEALTH: self._health_report,
+            },
         )
+        self._supervisor_boot_failed = boot_failed
+        self.health: dict[str, ConnectionHealth] = {}
+        """Per Connection, by name (see :mod:`orchestrator.connection_health`)."""
+        self._reported: set[str] = set()
+        """Connections whose running process reported a failure: its exit is not one more."""
+        self._delivered: dict[str, DeliveredLog] = {}
         self.log = structlog.get_logger("goondan.connections")
         self._answers: dict[tuple[str, str], tuple[str | None, str | None]] = {}
         """(connection, event id) → the answer of the event's Turn, until it is settled."""
@@ -140,10 +167,17 @@ class Connections:
         """One row per Connection: its process, as ``status`` shows agents."""
         rows, plans = self.supervisor.status(), self.plans
         for row in rows:
-            plan = plans[row.pop("agent")]
+            name = row.pop("agent")
+            plan = plans[name]
             row["connection"] = plan.connection_name
             row["connector"] = plan.connector_name
+            running = self.supervisor.handles[name].ready_now
+            row["health"] = self.health_of(name).to_json(running)
         return rows
+
+    def health_of(self, name: str) -> ConnectionHealth:
+        """The health of Connection ``name`` (a fresh one until something is reported)."""
+        return self.health.setdefault(name, ConnectionHealth())
 
     def stop_restarting(self) -> None:
         """The swarm is stopping: no connector is (re)started from now on."""
@@ -160,10 +194,18 @@ class Connections:
     # -- events --------------------------------------------------------------------------
 
     def _event(self, sender: str, message: EventMessage, body: wire.ConnectorEventReport) -> None:
+        crashpoints.point("connection.received")
         handle, table = self.supervisor.handles.get(sender), self.ingress.get(sender)
         if handle is None or table is None or not isinstance(handle.plan, ConnectionPlan):
             return
         plan = handle.plan
+        self.health_of(sender).event_received()
+        delivered = self._delivered_log(plan)
+        if body.event_id in delivered:
+            # Sent again by a connector restarted after its Turn had started: not twice.
+            self.log.info("event delivered already", connection=sender, event_id=body.event_id)
+            self._settled(sender, body.event_id, None)
+            return
         properties = {
             **body.properties,
             "connection_name": plan.connection_name,
@@ -195,6 +237,58 @@ class Connections:
             on_answer=lambda answer, failure: self._answered(
                 sender, body.event_id, answer, failure
             ),
+            on_started=lambda: self._mark_delivered(delivered, body.event_id),
+        )
+
+    def _mark_delivered(self, delivered: DeliveredLog, event_id: str) -> None:
+        self.tasks.start_soon(delivered.mark(event_id), f"delivered:{event_id}")
+
+    def _delivered_log(self, plan: ConnectionPlan) -> DeliveredLog:
+        name = plan.connection_name
+        log = self._delivered.get(name)
+        if log is None:
+            path = Path(plan.state_dir) / CONNECTIONS_DIR / name / DELIVERED_FILE
+            log = self._delivered[name] = DeliveredLog(path)
+        return log
+
+    # -- health ------------------------------------------------------------------------------
+
+    def _health_report(
+        self, sender: str, message: EventMessage, body: wire.ConnectorHealth
+    ) -> None:
+        if sender not in self.supervisor.handles:
+            return
+        health = self.health_of(sender)
+        if body.error is not None:
+            self._failure_reported(sender, body.error)
+        elif health.consecutive_failures:
+            health.succeeded()
+            self.log.info("connection recovered", connection=sender)
+            self.events.record("connection.recovered", CONNECTION_SENDER_PREFIX + sender)
+
+    def _boot_failed(self, sender: str, message: EventMessage, body: wire.BootFailed) -> None:
+        self._supervisor_boot_failed(sender, message, body)
+        self._failure_reported(sender, body.error)
+
+    def _failure_reported(self, sender: str, error: str) -> None:
+        if sender in self.supervisor.handles:
+            self._reported.add(sender)
+            self._failed(sender, error)
+
+    def _failed(self, name: str, error: str) -> None:
+        health = self.health_of(name)
+        health.failed(error)
+        self.log.warning(
+            "connection failing",
+            connection=name,
+            error=error,
+            consecutive_failures=health.consecutive_failures,
+        )
+        self.events.record(
+            "connection.failed",
+            CONNECTION_SENDER_PREFIX + name,
+            error=error,
+            consecutiveFailures=health.consecutive_failures,
         )
 
     def _answered(
@@ -217,6 +311,10 @@ class Connections:
 
     def _exited(self, name: str, info: ExitInfo) -> None:
         handle = self.supervisor.handles[name]
+        reported = name in self._reported
+        self._reported.discard(name)
+        if not info.clean and not handle.stopping and not reported:
+            self._failed(name, f"its process ended: {info.describe()}")
         if info.clean and not handle.stopping and handle.status is not ProcessStatus.TERMINATED:
             # Its source is exhausted (stdin at its end, say): not a crash to restart.
             handle.wanted = False

@@ -125,6 +125,7 @@ class SwarmMetrics:
             registry=registry,
         )
         registry.register(_LiveState(orchestrator))
+        registry.register(_ConnectionHealth(orchestrator))
         registry.register(_ModelUsage(orchestrator))
         if orchestrator.telemetry is not None:
             registry.register(_SpanExport(orchestrator.telemetry))
@@ -226,6 +227,49 @@ class _LiveState(Collector):
         sends = GaugeMetricFamily("goondan_sends_in_flight", "Sends delivered but not done.")
         sends.add_metric([], float(len(daemon.router.sends)))
         return [up, restarts, pending, sends]
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
+class _ConnectionHealth(Collector):
+    """Each Connection's health (``status``'s), read at scrape time; labelled by the
+    Connection's name only, a set the configuration fixes."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orchestrator = orchestrator
+
+    def collect(self) -> Iterable[Metric]:
+        connections = self.orchestrator.connections
+        up = GaugeMetricFamily(
+            "goondan_connection_up",
+            "1 while the Connection's connector runs and its last report was no failure.",
+            labels=["connection"],
+        )
+        in_a_row = GaugeMetricFamily(
+            "goondan_connection_consecutive_failures",
+            "Failures of the Connection since its last success.",
+            labels=["connection"],
+        )
+        failures = CounterMetricFamily(
+            "goondan_connection_failures",
+            "Failures of the Connection (boot errors, failures its connector reported, crashes).",
+            labels=["connection"],
+        )
+        last_event = GaugeMetricFamily(
+            "goondan_connection_last_event_timestamp_seconds",
+            "Unix time of the Connection's last event (absent before its first).",
+            labels=["connection"],
+        )
+        for name, handle in connections.supervisor.handles.items():
+            health = connections.health_of(name)
+            running = handle.ready_now and health.consecutive_failures == 0
+            up.add_metric([name], 1.0 if running else 0.0)
+            in_a_row.add_metric([name], float(health.consecutive_failures))
+            failures.add_metric([name], float(health.failures))
+            if health.last_event_at is not None:
+                last_event.add_metric([name], health.last_event_at)
+        return [up, in_a_row, failures, last_event]
 
     def describe(self) -> Iterable[Metric]:
         return []

@@ -34,6 +34,7 @@ from typing import Any
 
 import structlog
 
+from goondan import crashpoints
 from goondan.defaults import (
     AGENT_QUESTION_TIMEOUT_SECONDS,
     MAX_PENDING_PER_CALLER,
@@ -124,6 +125,9 @@ class InFlightSend:
     on_answer: Callable[[str | None, str | None], None] | None = None
     """Told the answer of the send's Turn (``answer``, ``turn_error``) when it ends, just
     before ``on_settled``: a Connection hands it back to its connector."""
+    on_started: Callable[[], None] | None = None
+    """Told once when the target reports the send's Turn started: from then on it is never
+    delivered again (a Connection marks its event delivered then)."""
 
     @property
     def event_id(self) -> str:
@@ -546,15 +550,18 @@ class Router:
         handoff: Handoff,
         on_settled: Callable[[IpcError | None], None] | None = None,
         on_answer: Callable[[str | None, str | None], None] | None = None,
+        on_started: Callable[[], None] | None = None,
     ) -> None:
         """Deliver a fire-and-forget ``handoff`` from ``sender`` (an agent, or a connection);
-        ``on_settled`` is told once when it is done with, delivered or not."""
+        ``on_settled`` is told once when it is done with, delivered or not; ``on_started``
+        once its Turn started."""
         event_id = handoff.event_id or wire.new_event_id()
         send = InFlightSend(
             sender,
             dataclasses.replace(handoff, event_id=event_id, source=sender),
             on_settled=on_settled,
             on_answer=on_answer,
+            on_started=on_started,
         )
         if event_id in self.sends:
             self.log.warning("duplicate send dropped", caller=sender, event_id=event_id)
@@ -579,6 +586,7 @@ class Router:
             return
         if send.event_id not in self.sends:
             return
+        crashpoints.point("send.delivering")
         try:
             worker.send(wire.event(send.sender, send.target, wire.Send(send.handoff)))
         except Exception as exc:
@@ -590,8 +598,10 @@ class Router:
 
     def _send_started(self, target: str, message: EventMessage, body: wire.SendStarted) -> None:
         send = self._tracked_send(target, body.event_id)
-        if send is not None:
+        if send is not None and not send.started:
             send.started = True
+            if send.on_started is not None:
+                send.on_started()
 
     def _send_done(self, target: str, message: EventMessage, body: wire.SendDone) -> None:
         send = self._tracked_send(target, body.event_id)

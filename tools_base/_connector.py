@@ -16,7 +16,10 @@ flight is done.
 
 ``emit`` hands an event to the Orchestrator, which routes it by the Connection's
 ``ingress.rules`` as a send to an agent; it waits while too many of the connection's events are
-in flight (back-pressure), so a fast source slows down instead of losing events.
+in flight (back-pressure), so a fast source slows down instead of losing events. Both ``emit``
+and ``accept`` journal the event first, so one accepted is delivered even if the connector or
+the daemon is killed before its Turn. ``report_failure``/``report_success`` give the
+Connection the health ``status`` shows.
 """
 
 from __future__ import annotations
@@ -157,7 +160,26 @@ class ConnectorContext(Protocol):
 
     async def emit(self, event: ConnectorEvent) -> None:
         """Deliver ``event`` into the swarm; waits while the connection has too many events in
-        flight. Raises ``ValueError`` for an event the Connector does not declare."""
+        flight. The event is journaled (on disk, delivered after a crash of the connector or
+        the daemon) before this returns. Raises ``ValueError`` for an event the Connector does
+        not declare, ``OSError`` when the journal cannot be written."""
+        ...
+
+    async def accept(self, event: ConnectorEvent) -> bool:
+        """Take ``event`` for delivery without waiting for a place in flight: ``True`` once it
+        is journaled (answer the sender now: it will be delivered, after a crash too);
+        ``False``, nothing taken, when too many accepted events wait or the journal cannot be
+        written (ask the sender to retry). Raises ``ValueError`` as :meth:`emit` does."""
+        ...
+
+    def report_failure(self, reason: str) -> None:
+        """Tell the runtime the source failed (a poll answered 500, the network is down):
+        ``status`` shows ``reason`` with secrets removed, and counts failures in a row."""
+        ...
+
+    def report_success(self) -> None:
+        """Tell the runtime the source works again (a poll answered, the listener is up):
+        the count of failures in a row starts over."""
         ...
 
     def setting(self, *names: str, default: str | None = None) -> str | None:

@@ -42,6 +42,8 @@ class RecordingContext:
         """A future per event emitted with ``emit_awaiting_answer``: the test resolves it
         as the Turn's end."""
         self._logger: Any = structlog.get_logger("test.connector").bind(connection=connection_name)
+        self.health: list[str | None] = []
+        """What the connector reported: a failure's reason, or ``None`` for a success."""
 
     @property
     def connection_name(self) -> str:
@@ -67,6 +69,21 @@ class RecordingContext:
         if self.declared is not None and event.name not in self.declared:
             raise ValueError(f"event {event.name!r} is not declared by the Connector")
         await self.events.put(event)
+
+    async def accept(self, event: ConnectorEvent) -> bool:
+        if self.declared is not None and event.name not in self.declared:
+            raise ValueError(f"event {event.name!r} is not declared by the Connector")
+        try:
+            self.events.put_nowait(event)
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    def report_failure(self, reason: str) -> None:
+        self.health.append(reason)
+
+    def report_success(self) -> None:
+        self.health.append(None)
 
     def setting(self, *names: str, default: str | None = None) -> str | None:
         return lookup_setting(names, self._secrets, self._config, os.environ, default)

@@ -18,9 +18,12 @@ Starlette on uvicorn, inside its own connector process:
   ``Retry-After``).
 
 Connectors that must answer fast (Slack, GitHub, Discord give up after a few seconds) hand
-events to an :class:`Outbox`, which feeds ``ctx.emit`` in order from a task of its own: the
-runtime's back-pressure then delays events, not the answer. A full outbox answers 503, which
-those senders retry.
+events to :meth:`Outbox.accept`, which journals each (``ctx.accept``) before the answer and
+leaves its delivery to the runtime: back-pressure then delays events, not the answer, and an
+answered event survives a crash. Too many waiting answers 503, which those senders retry.
+
+The listener reports its health (``ctx.report_success`` once it serves, ``report_failure``
+for a request whose handler failed), which ``status`` shows.
 """
 
 from __future__ import annotations
@@ -193,8 +196,19 @@ class Outbox:
         self._ctx = ctx
         self._queue: asyncio.Queue[ConnectorEvent] = asyncio.Queue(capacity)
 
+    async def accept(self, event: ConnectorEvent) -> bool:
+        """Journal ``event`` for delivery (``ctx.accept``): ``True`` once it is on disk, so the
+        sender may be answered; ``False`` when it cannot be taken now (answer 503: the sender
+        retries). An event the Connector does not declare is logged and dropped."""
+        try:
+            return await self._ctx.accept(event)
+        except ValueError as exc:
+            self._ctx.logger.error("connector event refused", event=event.name, error=str(exc))
+            return True
+
     def offer(self, event: ConnectorEvent) -> bool:
-        """Queue ``event``; ``False`` when the outbox is full (answer 503: the sender retries)."""
+        """Queue ``event`` in memory (lost if the process dies before it is emitted: prefer
+        :meth:`accept`); ``False`` when the outbox is full (answer 503: the sender retries)."""
         try:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
@@ -252,6 +266,7 @@ def build_app(ctx: ConnectorContext, listen: Listen, handle: Handler) -> Starlet
         except Exception as exc:
             # The message only: a traceback could quote the body, which may hold anything.
             ctx.logger.error("connector request failed", error=type(exc).__name__)
+            ctx.report_failure(f"a request failed: {type(exc).__name__}")
             return answer(500, error="internal error")
 
     async def not_found(request: Request, exc: Exception) -> Response:
@@ -326,6 +341,7 @@ async def serve(
                 path=listen.path,
                 **log_fields,
             )
+            ctx.report_success()
             try:
                 # wait() rather than awaiting the task: cancelling us must not cancel uvicorn
                 # mid-request, but tell it to shut down in order.

@@ -175,7 +175,7 @@ async def run(ctx: ConnectorContext) -> None:
                 return Response(status_code=204)
         except _replay.NotRecorded:
             return _replay.not_recorded()
-        if not outbox.offer(event):
+        if not await outbox.accept(event):
             await deliveries.release(keys)
             return _http.answer(503, error="too many events waiting; retry later")
         return _http.answer(202)

@@ -465,6 +465,7 @@ class Poller:
                     await self.delete_webhook()
                     continue
                 if isinstance(outcome, PollFailure):
+                    self.ctx.report_failure(f"telegram getUpdates: {outcome.reason}")
                     self.ctx.logger.warning(
                         "telegram rate limited" if outcome.rate_limited else "telegram poll failed",
                         reason=outcome.reason,
@@ -473,6 +474,7 @@ class Poller:
                     )
                     await asyncio.sleep(outcome.wait)
                     continue
+                self.ctx.report_success()
                 for update in outcome:
                     await self.deliver(update)
         finally:

@@ -846,6 +846,15 @@ function drawEdges(holder, body) {
   );
 }
 
+// A failing connection's last error (secret-free, from its connector), else why it is down.
+function connectionWhy(row) {
+  const health = row.health || {};
+  if (health.consecutiveFailures && health.lastError) {
+    return health.lastErrorAt ? `${health.lastError} (${health.lastErrorAt})` : health.lastError;
+  }
+  return row.bootError || (row.lastExit && row.lastExit.reason) || "–";
+}
+
 function drawConnections(holder, body) {
   if (!body.connections || !body.connections.length) {
     holder.replaceChildren();
@@ -859,7 +868,7 @@ function drawConnections(holder, body) {
       h(
         "table",
         {},
-        h("thead", {}, h("tr", {}, ["Connection", "Connector", "Status", "PID", "Restarts", "Why"].map((t) => h("th", { scope: "col", text: t })))),
+        h("thead", {}, h("tr", {}, ["Connection", "Connector", "Status", "Up", "PID", "Restarts", "Failures in a row", "Last event", "Why"].map((t) => h("th", { scope: "col", text: t })))),
         h(
           "tbody",
           {},
@@ -870,9 +879,12 @@ function drawConnections(holder, body) {
               h("th", { scope: "row", text: row.connection }),
               h("td", { text: row.connector || "–" }),
               h("td", {}, statusBadge(row.status)),
+              h("td", { text: row.health ? (row.health.up ? "yes" : "no") : "–" }),
               h("td", { class: "num", text: row.pid || "–" }),
               h("td", { class: "num", text: row.restarts ?? 0 }),
-              h("td", { text: row.bootError || (row.lastExit && row.lastExit.reason) || "–" }),
+              h("td", { class: "num", text: (row.health && row.health.consecutiveFailures) || 0 }),
+              h("td", { text: (row.health && row.health.lastEventAt) || "–" }),
+              h("td", { text: connectionWhy(row) }),
             ),
           ),
         ),

@@ -102,6 +102,8 @@ BODIES = [
     wire.Cancel("f" * 32, "wrong question"),
     wire.ConnectorEventReport("ev1", "telegram_message", "hi", "telegram:42", {"chat_id": "42"}),
     wire.ConnectorEventSettled("ev1", "AGENT_CRASHED: gone"),
+    wire.ConnectorHealth("telegram getUpdates: HTTP 500"),
+    wire.ConnectorHealth(None),
 ]
 
 
