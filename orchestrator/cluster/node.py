@@ -348,7 +348,8 @@ class Node:
             self.log.info("leader present", host=leader.value.get("host"))
 
     def _leader_left(self, leader: Member, reason: str) -> None:
-        if self.leader is leader:
+        # Each heartbeat makes a new Member: the same leader is the same incarnation.
+        if self.leader is not None and self.leader.incarnation == leader.incarnation:
             self.leader = None
         if reason == "left":  # it stopped on purpose, after draining: nobody takes over
             self._close_agents(reason)

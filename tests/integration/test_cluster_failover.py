@@ -175,3 +175,23 @@ def test_a_standby_leader_takes_over_and_keeps_the_nodes_agents_running(tmp_path
             "POST", "/v1/agents/front/requests", {"input": "relay three", "timeoutMs": 60_000}
         )
         assert (code, answer["output"]) == (200, "front: middle: back got three")
+
+
+def test_without_a_standby_a_node_stops_its_agents_after_the_grace(tmp_path: Path) -> None:
+    with running_cluster(tmp_path) as cluster:
+        leader = cluster.start_leader()
+        node_b = cluster.join("node-b")
+        code, answer = cluster.request("back", "relay one")
+        assert (code, answer["output"]) == (200, "back got one")
+        pid = cluster.agent("back")["pid"]
+        mark = node_b.log.mark
+
+        leader.stop()
+
+        kept = node_b.log.wait_for("leader silent; keeping its agents for a new leader", since=mark)
+        assert kept["grace_seconds"] == 30  # 10 expiries of the 1 s heartbeat
+        assert pid in descendants(node_b.pid)  # still running, for a standby to adopt
+        node_b.log.wait_for("leader gone; stopping its agents", 60, since=mark)
+        exited = node_b.log.wait_for("agent process exited", 30, agent="back", since=mark)
+        assert exited["exitcode"] == 0  # it exited as on one host when its pipe closed
+        assert node_b.process.poll() is None  # the node stays, for the next leader
