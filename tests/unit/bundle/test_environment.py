@@ -94,6 +94,9 @@ def test_built_in_chat_tools_get_their_token_variables_or_their_configured_one(
     assert environment(tmp_path, SCRIPTED, agent("a", "ma", telegram)) == [
         "BOT_TOKEN",
         "BRAIN_TELEGRAM_BOT_TOKEN",
+        "TELEGRAM_ALLOWED_HOSTS",  # what it shares with the telegram connector
+        "TELEGRAM_ALLOW_PLAIN_HTTP",
+        "TELEGRAM_API_BASE_URL",
         "TELEGRAM_BOT_TOKEN",
         "TELEGRAM_TOKEN",
     ]
