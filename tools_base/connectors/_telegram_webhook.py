@@ -26,8 +26,9 @@ A ``setWebhook`` that Telegram refuses (a bad URL or token) stops the connector 
 
 Telegram resends an update until it gets a 2xx, so each ``update_id`` taken is remembered in the
 Connection's state directory (:mod:`tools_base.connectors._replay`): the same update again is
-answered 200 with no second event. Events are the polling mode's (``telegram_message``); they
-go out through an outbox, so Telegram gets its answer at once.
+answered 200 with no second event. Events are the polling mode's (``telegram_message``); each
+is journaled (``ctx.accept``) before Telegram gets its answer, so an answered update is
+delivered even if the connector is killed first.
 """
 
 from __future__ import annotations
@@ -134,6 +135,7 @@ async def set_webhook(ctx: ConnectorContext, poll: PollSettings, hook: WebhookSe
                     wait = float(after)
                 reason = f"HTTP {answer.status}: {description}"
             ctx.logger.warning("telegram setWebhook failed", reason=reason, retry_in_seconds=wait)
+            ctx.report_failure(f"telegram setWebhook: {reason}")
             await asyncio.sleep(wait)
 
 
@@ -172,7 +174,7 @@ async def run(ctx: ConnectorContext, poll: PollSettings) -> None:
                 return _http.answer(200, duplicate=True)
         except _replay.NotRecorded:
             return _replay.not_recorded()
-        if not outbox.offer(event):
+        if not await outbox.accept(event):
             await deliveries.release(keys)
             return _http.answer(503, error="too many events waiting; retry later")
         return _http.answer(200)

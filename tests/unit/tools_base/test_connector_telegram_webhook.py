@@ -171,6 +171,8 @@ async def test_a_set_webhook_failing_for_now_is_retried(server: ChatApiServer) -
     async with serving(run, ctx):
         calls = [r for r in server.requests if r.path.endswith("/setWebhook")]
         assert len(calls) == 2
+    # The failure in between is the Connection's health, as status shows it.
+    assert ctx.health[0] == "telegram setWebhook: HTTP 502: Bad Gateway"
 
 
 @pytest.mark.parametrize(
