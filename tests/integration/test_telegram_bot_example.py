@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import yaml
 
@@ -183,3 +184,45 @@ def test_one_api_base_url_in_the_environment_serves_connector_and_tool(
     finally:
         daemon.stop()
     assert all(r.path.startswith(f"/bot{TOKEN}/") for r in server.requests)
+
+
+def test_webhook_mode_routes_an_update_to_a_turn_that_answers(
+    tmp_path: Path, server: ChatApiServer
+) -> None:
+    """The example switched to webhook mode: setWebhook carries the secret, an update posted
+    with it starts a Turn whose answer reaches the Bot API, and one without it is refused."""
+    server.routes[f"/bot{TOKEN}/setWebhook"] = telegram_ok(True)
+    server.routes[f"/bot{TOKEN}/sendMessage"] = send_message(server)
+    directory = tmp_path / "telegram-bot"
+    shutil.copytree(EXAMPLE, directory)
+    path = directory / "goondan.yaml"
+    documents = list(yaml.safe_load_all(path.read_text()))
+    [connection] = [d for d in documents if d["kind"] == "Connection"]
+    connection["spec"]["config"].update(
+        {
+            "TELEGRAM_MODE": {"value": "webhook"},
+            "TELEGRAM_WEBHOOK_PUBLIC_URL": {"value": "https://bot.example.com/tg"},
+            "TELEGRAM_WEBHOOK_PORT": {"value": "0"},
+        }
+    )
+    connection["spec"]["secrets"]["TELEGRAM_WEBHOOK_SECRET"] = {"valueFrom": {"env": "HOOK_SECRET"}}
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    secret = "hook-secret_for-tests"
+    env = {"TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_API_BASE_URL": server.url, "HOOK_SECRET": secret}
+    daemon = Daemon(directory, bundle="goondan.yaml", env=env)
+    try:
+        daemon.wait_for("orchestrator started", deadline=WAIT)
+        listening = daemon.wait_for("connector listening", WAIT, process="connector:telegram")
+        hook = f"http://127.0.0.1:{listening['port']}/"
+        [call] = [r for r in server.requests if r.path.endswith("/setWebhook")]
+        assert call.body["secret_token"] == secret
+        update = telegram_update(5, "via webhook", chat_id=99)
+        refused = httpx2.post(hook, json=update, timeout=WAIT)
+        assert refused.status_code == 401
+        header = {"X-Telegram-Bot-Api-Secret-Token": secret}
+        assert httpx2.post(hook, json=update, headers=header, timeout=WAIT).status_code == 200
+        [sent] = sends(server.wait_for(lambda seen: bool(sends(seen)), WAIT))
+        assert sent.body == {"chat_id": 99, "text": ANSWER}
+    finally:
+        daemon.stop()
+    assert len(sends(server.requests)) == 1  # the refused copy started nothing
