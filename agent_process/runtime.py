@@ -9,10 +9,11 @@ local deadline a little past the request's own guards against an Orchestrator th
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
+
+import msgspec
 
 from agent_process.events import current_span
 from agent_process.inter_agent import AsyncRequest
@@ -145,7 +146,7 @@ class IpcAgentRuntime:
         handoff = self._handoff(target, event, "agent.request")
         turn = self.turn_input
         relayed = turn.stream_id if turn.relay else ""  # only a caller that asked gets it
-        handoff = dataclasses.replace(
+        handoff = msgspec.structs.replace(
             handoff, timeout_ms=timeout, background=async_, stream_id=relayed, relay=bool(relayed)
         )
         self._send(wire.delegate(self.agent_name, target, correlation_id, handoff))

@@ -2,10 +2,16 @@
 
 Both sides build and read messages only through this module. A message is an
 :class:`~ipc.messages.IpcMessage` envelope ``{type, from, to, payload, correlationId?}``; its
-payload is built with a ``to_wire`` below and read with the matching ``from_wire``, which refuses
-a payload of the wrong shape with :class:`MalformedPayload` (``IPC_MALFORMED_PAYLOAD``) naming the
-field. Decoding is hand-written: it runs for every frame, and a validation library would cost
-about as much again as the msgpack codec.
+payload is a ``msgspec`` struct below, built into the envelope with ``to_wire`` and read back with
+``from_wire``. The envelope decodes on its own and keeps the payload undecoded, so a payload of the
+wrong shape is still answered by its correlation id: ``from_wire`` refuses it with
+:class:`MalformedPayload` (``IPC_MALFORMED_PAYLOAD``) naming the field, as msgspec reports it
+(``delegate.input: Expected `str`, got `int` - at `$.input```).
+
+Every payload struct is ``rename="camel"`` (``instance_key`` is ``instanceKey`` on the wire),
+``frozen`` (derive a changed one with ``msgspec.structs.replace``) and ``omit_defaults``: a field
+at its default is left off the wire, and every reader since the first one reads an absent field as
+that default. Unknown fields are ignored, not refused, so a peer of a newer version may add one.
 
 Message types:
 
@@ -86,10 +92,13 @@ wire; every kind here carries an object. Errors cross as ``{code, message, detai
 from __future__ import annotations
 
 import enum
+import re
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple, Self, TypeAlias, TypeVar
+
+import msgspec
+from msgspec.structs import force_setattr
 
 from goondan.defaults import DEFAULT_INSTANCE_KEY as DEFAULT_INSTANCE_KEY  # part of the wire
 from ipc.messages import (
@@ -198,115 +207,101 @@ def call_node(agent: str, instance_key: str) -> str:
     return f"{agent}@{instance_key}"
 
 
-# -- reading payloads --------------------------------------------------------------------------
+# -- payload structs --------------------------------------------------------------------------
+
+_T = TypeVar("_T", bound="_Payload")
+_FIELD_AT = re.compile(r"at `\$\.(\w+)|missing required field `(\w+)`")
 
 
-class _Fields:
-    """Typed reads of one payload object; a wrong type raises :class:`MalformedPayload`."""
-
-    __slots__ = ("data", "what")
-
-    def __init__(self, data: Any, what: str) -> None:
-        if not isinstance(data, dict):
-            raise MalformedPayload(
-                f"the payload of {what} must be an object, got {type(data).__name__}"
-            )
-        self.data: dict[str, Any] = data
-        self.what = what
-
-    def _wrong(self, name: str, expected: str, value: Any) -> MalformedPayload:
-        return MalformedPayload(
-            f"{self.what}.{name} must be {expected}, got {type(value).__name__}",
-            details={"field": name},
-        )
-
-    def text(self, name: str, default: str = "") -> str:
-        value = self.data.get(name)
-        if value is None:
-            return default
-        if not isinstance(value, str):
-            raise self._wrong(name, "a string", value)
-        return value
-
-    def optional_text(self, name: str) -> str | None:
-        value = self.data.get(name)
-        if value is None or value == "":
-            return None
-        if not isinstance(value, str):
-            raise self._wrong(name, "a string", value)
-        return value
-
-    def instance_key(self, name: str) -> str:
-        return self.text(name) or DEFAULT_INSTANCE_KEY
-
-    def flag(self, name: str) -> bool:
-        value = self.data.get(name, False)
-        if not isinstance(value, bool):
-            raise self._wrong(name, "true or false", value)
-        return value
-
-    def integer(self, name: str) -> int | None:
-        value = self.data.get(name)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self._wrong(name, "a number", value)
-        return int(value)
-
-    def amount(self, name: str) -> float:
-        """A number not below 0 (a cost); absent: 0."""
-        value = self.data.get(name, 0.0)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            raise self._wrong(name, "a number not below 0", value)
-        return float(value)
-
-    def texts(self, name: str) -> tuple[str, ...]:
-        value = self.data.get(name)
-        if value is None:
-            return ()
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise self._wrong(name, "a list of strings", value)
-        return tuple(value)
-
-    def mapping(self, name: str) -> dict[str, Any]:
-        value = self.data.get(name)
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise self._wrong(name, "an object", value)
-        return value
-
-    def rows(self, name: str) -> list[dict[str, Any]]:
-        value = self.data.get(name)
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
-            raise self._wrong(name, "a list of objects", value)
-        return value
-
-    def error(self, name: str = "error") -> IpcError | None:
-        value = self.data.get(name)
-        return None if value is None else IpcError.from_dict(value)
+def _error_from_wire(kind: type, value: Any) -> Any:
+    """msgspec's ``dec_hook``: an error crosses as ``{code, message, details?}``."""
+    if kind is IpcError:
+        return IpcError.from_dict(value)
+    raise NotImplementedError(kind)
 
 
-def _without_none(wire: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in wire.items() if value is not None}
+def _error_to_wire(value: Any) -> Any:
+    """msgspec's ``enc_hook``: the wire form of an error."""
+    if isinstance(value, IpcError):
+        return value.to_dict()
+    raise NotImplementedError(type(value))
 
 
-# -- message payloads ---------------------------------------------------------------------------
+def _malformed(what: str, exc: msgspec.ValidationError) -> MalformedPayload:
+    """``exc`` as the protocol's error, naming the first field of msgspec's path."""
+    found = _FIELD_AT.search(str(exc))
+    if found is None:
+        return MalformedPayload(f"{what}: {exc}")
+    name = found.group(1) or found.group(2)
+    return MalformedPayload(f"{what}.{name}: {exc}", details={"field": name})
 
 
-@dataclass(slots=True, kw_only=True)
-class Handoff:
-    """Input for another agent's Turn: the payload of a ``delegate`` and the body of a ``send``.
+class _Payload(msgspec.Struct, rename="camel", frozen=True, omit_defaults=True):
+    """A payload (or the body of an event): a typed struct, camel-cased on the wire.
 
-    Treat it as immutable (derive a changed one with ``dataclasses.replace``); it is not frozen
-    only because a frozen dataclass costs a microsecond more to build, on every request.
+    Unknown fields are ignored (``forbid_unknown_fields`` stays off): a newer peer may add one
+    and this side must still read the rest, as every reader of this protocol always did.
     """
 
-    target: str
+    def to_wire(self) -> dict[str, Any]:
+        """The payload object (for an event, its fields without ``kind``)."""
+        # any keyword argument costs msgspec a microsecond, even a hook of None
+        if not _rules(type(self)).errors:
+            plain: dict[str, Any] = msgspec.to_builtins(self)
+            return plain
+        wire: dict[str, Any] = msgspec.to_builtins(self, enc_hook=_error_to_wire)
+        return wire
+
+    @classmethod
+    def _convert(cls: type[_T], data: Any, what: str) -> _T:
+        try:
+            if not _rules(cls).errors:  # see to_wire
+                return msgspec.convert(data, cls)._normalised()
+            return msgspec.convert(data, cls, dec_hook=_error_from_wire)._normalised()
+        except msgspec.ValidationError as exc:
+            raise _malformed(what, exc) from None
+
+    def _normalised(self) -> Self:
+        """The payload as the protocol always read it (see :func:`_rules`)."""
+        if_empty, not_negative, _ = _rules(type(self))
+        changes = {name: value for name, value in if_empty if getattr(self, name) == ""}
+        changes.update({name: 0 for name in not_negative if getattr(self, name) < 0})
+        return msgspec.structs.replace(self, **changes) if changes else self
+
+
+class _Rules(NamedTuple):
+    if_empty: tuple[tuple[str, Any], ...]
+    not_negative: tuple[str, ...]
+    errors: bool
+
+
+_RULES: dict[type[_Payload], _Rules] = {}
+
+
+def _rules(cls: type[_Payload]) -> _Rules:
+    """How the protocol always read the fields of ``cls``, found once from their types: an empty
+    text reads as the field's default (an empty instance key is the default one), an empty
+    optional text as ``None``, a negative count as 0. And whether a field holds an
+    :class:`IpcError` (only then does msgspec need the hooks that cost it twice the time)."""
+    rules = _RULES.get(cls)
+    if rules is None:
+        fields = msgspec.structs.fields(cls)
+        rules = _RULES[cls] = _Rules(
+            tuple((f.name, f.default) for f in fields if isinstance(f.default, str) and f.default)
+            + tuple((f.name, None) for f in fields if f.type == str | None),
+            tuple(f.name for f in fields if f.type is int),
+            any(f.type in (IpcError, IpcError | None) for f in fields),
+        )
+    return rules
+
+
+class Handoff(_Payload, frozen=True, kw_only=True):
+    """Input for another agent's Turn: the payload of a ``delegate`` and the body of a ``send``.
+    Derive a changed one with ``msgspec.structs.replace``."""
+
+    target: str = ""
     """The agent that runs the Turn."""
-    input: str
+    input: str = ""
     """The text of the Turn's user message."""
     instance_key: str = DEFAULT_INSTANCE_KEY
     """The target's conversation instance."""
@@ -319,12 +314,12 @@ class Handoff:
     call_chain: tuple[str, ...] = ()
     """Conversations (:func:`call_node`) already waiting on this Turn, outermost first."""
     event_type: str = "agent.request"
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = {}
     event_id: str = ""
     """The caller's id of this request or send (a send is tracked under it until done)."""
     timeout_ms: int | None = None
     """A ``delegate``'s timeout; ``None`` (or not positive) means the swarm's default."""
-    background: bool = False
+    background: bool = msgspec.field(default=False, name="async")
     """A ``delegate`` whose caller does not block on it (``agents__request`` with ``async``)."""
     source: str = ""
     """Who sent a ``send`` (the Orchestrator fills it in on delivery)."""
@@ -340,100 +335,21 @@ class Handoff:
         """The conversation that runs the Turn, as a call-chain node."""
         return call_node(self.target, self.instance_key)
 
-    def to_wire(self) -> dict[str, Any]:
-        """The payload object."""
-        return _without_none(
-            {
-                "target": self.target,
-                "input": self.input,
-                "instanceKey": self.instance_key,
-                "callerInstanceKey": self.caller_instance_key,
-                "traceId": self.trace_id or None,
-                "parentSpanId": self.parent_span_id,
-                "callChain": list(self.call_chain),
-                "eventType": self.event_type,
-                "metadata": self.metadata,
-                "eventId": self.event_id or None,
-                "timeoutMs": self.timeout_ms,
-                "async": self.background or None,
-                "source": self.source or None,
-                "streamId": self.stream_id or None,
-                "relay": self.relay or None,
-            }
-        )
+    def _normalised(self) -> Handoff:
+        # every request passes here: one quick look before the general rule
+        quick = self.instance_key and self.caller_instance_key and self.event_type
+        return self if quick and self.parent_span_id != "" else super()._normalised()
 
     @classmethod
     def from_wire(cls, data: Any, what: str = "delegate") -> Handoff:
         """Read a payload; raises :class:`MalformedPayload`."""
-        # The hot path of every request: plain reads and one combined type check; only a
-        # payload that fails it goes through the field-by-field reader for a precise error.
-        if isinstance(data, dict):
-            get = data.get
-            target, text, chain = get("target"), get("input"), get("callChain")
-            instance_key, caller_key = get("instanceKey"), get("callerInstanceKey")
-            trace_id, parent_span, event_id = get("traceId"), get("parentSpanId"), get("eventId")
-            event_type, metadata, source = get("eventType"), get("metadata"), get("source")
-            timeout, background = get("timeoutMs"), get("async", False)
-            stream_id, relay = get("streamId"), get("relay", False)
-            if (
-                (target is None or type(target) is str)
-                and (text is None or type(text) is str)
-                and (instance_key is None or type(instance_key) is str)
-                and (caller_key is None or type(caller_key) is str)
-                and (trace_id is None or type(trace_id) is str)
-                and (parent_span is None or type(parent_span) is str)
-                and (chain is None or (type(chain) is list and all(type(n) is str for n in chain)))
-                and (event_type is None or type(event_type) is str)
-                and (metadata is None or type(metadata) is dict)
-                and (event_id is None or type(event_id) is str)
-                and (timeout is None or type(timeout) is int)
-                and type(background) is bool
-                and (source is None or type(source) is str)
-                and (stream_id is None or type(stream_id) is str)
-                and type(relay) is bool
-            ):
-                return cls(
-                    target=target or "",
-                    input=text or "",
-                    instance_key=instance_key or DEFAULT_INSTANCE_KEY,
-                    caller_instance_key=caller_key or DEFAULT_INSTANCE_KEY,
-                    trace_id=trace_id or "",
-                    parent_span_id=parent_span or None,
-                    call_chain=tuple(chain) if chain else (),
-                    event_type=event_type or "agent.request",
-                    metadata=metadata if metadata is not None else {},
-                    event_id=event_id or "",
-                    timeout_ms=timeout,
-                    background=background,
-                    source=source or "",
-                    stream_id=stream_id or "",
-                    relay=relay,
-                )
-        return cls._read(_Fields(data, what))
-
-    @classmethod
-    def _read(cls, read: _Fields) -> Handoff:
-        return cls(
-            target=read.text("target"),
-            input=read.text("input"),
-            instance_key=read.instance_key("instanceKey"),
-            caller_instance_key=read.instance_key("callerInstanceKey"),
-            trace_id=read.text("traceId"),
-            parent_span_id=read.optional_text("parentSpanId"),
-            call_chain=read.texts("callChain"),
-            event_type=read.text("eventType") or "agent.request",
-            metadata=read.mapping("metadata"),
-            event_id=read.text("eventId"),
-            timeout_ms=read.integer("timeoutMs"),
-            background=read.flag("async"),
-            source=read.text("source"),
-            stream_id=read.text("streamId"),
-            relay=read.flag("relay"),
-        )
+        try:  # :meth:`_convert` inlined: this runs for every request
+            return msgspec.convert(data, cls)._normalised()
+        except msgspec.ValidationError as exc:
+            raise _malformed(what, exc) from None
 
 
-@dataclass(frozen=True, slots=True)
-class DelegateAnswer:
+class DelegateAnswer(_Payload, frozen=True):
     """The payload of a ``delegate_result``: the Turn's answer, or why there is none."""
 
     status: Literal["ok", "error"]
@@ -453,17 +369,6 @@ class DelegateAnswer:
         """An answer that is only an error."""
         return cls("error", error=error)
 
-    def to_wire(self) -> dict[str, Any]:
-        """The payload object."""
-        wire: dict[str, Any] = {"status": self.status}
-        if self.output is not None:
-            wire["output"] = self.output
-        if self.turn is not None:
-            wire["turn"] = self.turn
-        if self.error is not None:
-            wire["error"] = self.error.to_dict()
-        return wire
-
     @classmethod
     def of(cls, message: DelegateResultMessage) -> DelegateAnswer:
         """The answer ``message`` carries; a malformed one is the error it is (never raises)."""
@@ -475,17 +380,7 @@ class DelegateAnswer:
     @classmethod
     def from_wire(cls, data: Any) -> DelegateAnswer:
         """Read a payload; raises :class:`MalformedPayload`."""
-        read = _Fields(data, "delegate_result")
-        status = read.data.get("status")
-        if status not in ("ok", "error"):
-            raise MalformedPayload(f"delegate_result.status must be ok or error, got {status!r}")
-        turn = read.data.get("turn")
-        return cls(
-            status,
-            output=read.data.get("output"),
-            turn=turn if isinstance(turn, dict) else None,
-            error=read.error() if status == "error" else None,
-        )
+        return cls._convert(data, "delegate_result")
 
 
 ShutdownReason: TypeAlias = str
@@ -493,54 +388,83 @@ ShutdownReason: TypeAlias = str
 agent's own ``sigterm`` and ``broken_fds``."""
 
 
-@dataclass(frozen=True, slots=True)
-class ShutdownRequest:
+class ShutdownRequest(_Payload, frozen=True):
     """The payload of a ``shutdown``: drain within ``grace_ms``, acknowledge, exit."""
 
-    grace_ms: int
-    reason: ShutdownReason
+    grace_ms: int = msgspec.field(name="gracePeriodMs")
+    reason: ShutdownReason = ""
 
     @property
     def grace_seconds(self) -> float:
         """The grace period in seconds."""
         return self.grace_ms / 1000
 
-    def to_wire(self) -> dict[str, Any]:
-        """The payload object."""
-        return {"gracePeriodMs": self.grace_ms, "reason": self.reason}
-
     @classmethod
     def from_wire(cls, data: Any, default_grace_ms: int) -> ShutdownRequest:
-        """Read a payload; raises :class:`MalformedPayload`."""
-        read = _Fields(data, "shutdown")
-        grace = read.integer("gracePeriodMs")
-        return cls(default_grace_ms if grace is None else max(grace, 0), read.text("reason"))
+        """Read a payload (no grace period: ``default_grace_ms``); raises
+        :class:`MalformedPayload`."""
+        if isinstance(data, dict) and data.get("gracePeriodMs") is None:
+            data = {**data, "gracePeriodMs": default_grace_ms}
+        return cls._convert(data, "shutdown")
 
 
 # -- event bodies ----------------------------------------------------------------------------------
 
 
-class EventBody:
+class _Outcome(NamedTuple):
+    """How an answer that is a result or an ``error`` says which on the wire."""
+
+    field: str
+    ok: bool | str
+    """Its value for a result."""
+    failed: bool | str
+    """Its value for an error."""
+    absent: bool | str
+    """What the first readers of this protocol took its absence for."""
+    fallback: str
+    """The error message of a refusal that carries no error."""
+
+
+class EventBody(_Payload, frozen=True):
     """The payload of one event kind (``payload = {"kind": KIND, **to_wire()}``)."""
 
-    __slots__ = ()
     KIND: ClassVar[EventKind]
+    _OUTCOME: ClassVar[_Outcome | None] = None
+    """Set for an answer that holds a result or an ``error``."""
 
     def to_wire(self) -> dict[str, Any]:
         """The payload's fields, without ``kind``."""
-        raise NotImplementedError
+        wire = super().to_wire()
+        if self._OUTCOME is None:
+            return wire
+        said = self._OUTCOME.ok if getattr(self, "error", None) is None else self._OUTCOME.failed
+        return {self._OUTCOME.field: said, **wire}
 
     @classmethod
-    def read(cls, fields: _Fields) -> EventBody:
-        """The body from a payload (``kind`` checked already)."""
-        raise NotImplementedError
+    def from_wire(cls, data: Any, what: str) -> EventBody:
+        """The body from a payload (``kind`` checked already); raises :class:`MalformedPayload`."""
+        body = cls._convert(data, what)
+        if cls._OUTCOME is None:
+            return body
+        field, ok, failed, absent, fallback = cls._OUTCOME
+        said = data.get(field, absent)
+        if type(said) is not type(ok):
+            got = type(said).__name__
+            raise MalformedPayload(
+                f"{what}.{field}: Expected `{type(ok).__name__}`, got `{got}` - at `$.{field}`",
+                details={"field": field},
+            )
+        error = getattr(body, "error", None)
+        if said != failed:  # a result: an error beside it was never read
+            return body if error is None else msgspec.structs.replace(body, error=None)
+        return (
+            body if error is not None else msgspec.structs.replace(body, error=IpcError(fallback))
+        )
 
 
 _BODIES: dict[EventKind, type[EventBody]] = {}
-_BodyT = TypeVar("_BodyT", bound=type[EventBody])
-
-
 _BODIES_BY_NAME: dict[str, type[EventBody]] = {}
+_BodyT = TypeVar("_BodyT", bound=type[EventBody])
 
 
 def _body(cls: _BodyT) -> _BodyT:
@@ -549,114 +473,65 @@ def _body(cls: _BodyT) -> _BodyT:
     return cls
 
 
+_NotNegative = Annotated[float, msgspec.Meta(ge=0)]
+
+
 @_body
-@dataclass(frozen=True, slots=True)
-class Ready(EventBody):
+class Ready(EventBody, frozen=True):
     """The agent booted and serves; ``scope`` is its process scope token (``ipc.scope``)."""
 
     KIND: ClassVar[EventKind] = EventKind.READY
-    pid: int
+    pid: int = 0
     scope: str | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"pid": self.pid, "scope": self.scope}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> Ready:
-        return cls(fields.integer("pid") or 0, fields.optional_text("scope"))
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class BootFailed(EventBody):
+class BootFailed(EventBody, frozen=True):
     """The agent cannot boot, and why."""
 
     KIND: ClassVar[EventKind] = EventKind.BOOT_FAILED
-    error: str
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"error": self.error}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> BootFailed:
-        return cls(fields.text("error") or "boot failed")
+    error: str = "boot failed"
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class StatusChanged(EventBody):
+class StatusChanged(EventBody, frozen=True):
     """The agent became busy (a Turn runs) or idle."""
 
     KIND: ClassVar[EventKind] = EventKind.STATUS
-    status: Literal["idle", "processing"]
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"status": self.status}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> StatusChanged:
-        status = fields.text("status", "idle")
-        if status not in ("idle", "processing"):
-            raise MalformedPayload(f"status.status must be idle or processing, got {status!r}")
-        return cls(status)  # type: ignore[arg-type]  # narrowed by the check above
+    status: Literal["idle", "processing"] = "idle"
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class TurnCompleted(EventBody):
+class TurnCompleted(EventBody, frozen=True):
     """A Turn of ``instance_key`` ended with ``status``."""
 
     KIND: ClassVar[EventKind] = EventKind.TURN_COMPLETED
-    instance_key: str
-    status: str
+    instance_key: str = DEFAULT_INSTANCE_KEY
+    status: str = ""
 
     @property
     def ok(self) -> bool:
         """The Turn succeeded."""
         return self.status == "ok"
 
-    def to_wire(self) -> dict[str, Any]:
-        return {"instanceKey": self.instance_key, "status": self.status}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> TurnCompleted:
-        return cls(fields.instance_key("instanceKey"), fields.text("status"))
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ShutdownAck(EventBody):
+class ShutdownAck(EventBody, frozen=True):
     """The drain is over; the process exits next."""
 
     KIND: ClassVar[EventKind] = EventKind.SHUTDOWN_ACK
 
-    def to_wire(self) -> dict[str, Any]:
-        return {}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ShutdownAck:
-        return cls()
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class RuntimeEventReport(EventBody):
+class RuntimeEventReport(EventBody, frozen=True):
     """One runtime event (``turn.started``, ``tool.completed``, ...) for the event log."""
 
     KIND: ClassVar[EventKind] = EventKind.RUNTIME_EVENT
-    event: dict[str, Any]
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"event": self.event}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> RuntimeEventReport:
-        return cls(fields.mapping("event"))
+    event: dict[str, Any] = {}
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class TextDelta(EventBody):
+class TextDelta(EventBody, frozen=True):
     """A piece of the model text of a streamed Turn, in the order the model produced it.
 
     The agent that produced it is the message's sender; :attr:`stream_id` names the stream of
@@ -664,9 +539,9 @@ class TextDelta(EventBody):
     """
 
     KIND: ClassVar[EventKind] = EventKind.TEXT_DELTA
-    stream_id: str
+    stream_id: str = ""
     """:attr:`Handoff.stream_id` of the Turn."""
-    text: str
+    text: str = ""
     """The new text (never empty)."""
     trace_id: str = ""
     instance_key: str = DEFAULT_INSTANCE_KEY
@@ -674,48 +549,19 @@ class TextDelta(EventBody):
     step_id: str = ""
     """The Step whose model call produced it: text of two Steps is two answers in a row."""
 
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "streamId": self.stream_id,
-            "text": self.text,
-            "traceId": self.trace_id,
-            "instanceKey": self.instance_key,
-            "turnId": self.turn_id,
-            "stepId": self.step_id,
-        }
-
-    @classmethod
-    def read(cls, fields: _Fields) -> TextDelta:
-        return cls(
-            fields.text("streamId"),
-            fields.text("text"),
-            fields.text("traceId"),
-            fields.instance_key("instanceKey"),
-            fields.text("turnId"),
-            fields.text("stepId"),
-        )
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class RestartRequest(EventBody):
+class RestartRequest(EventBody, frozen=True):
     """A tool of the agent asked for the agent's restart."""
 
     KIND: ClassVar[EventKind] = EventKind.RESTART_REQUEST
-    reason: str
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"reason": self.reason}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> RestartRequest:
-        return cls(fields.text("reason") or "tool:self-restart")
+    reason: str = "tool:self-restart"
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class Send(EventBody):
-    """Fire-and-forget input: the sender does not wait for the Turn it starts."""
+class Send(EventBody, frozen=True):
+    """Fire-and-forget input: the sender does not wait for the Turn it starts. On the wire the
+    handoff's fields sit in the payload beside ``kind``."""
 
     KIND: ClassVar[EventKind] = EventKind.SEND
     handoff: Handoff
@@ -724,133 +570,67 @@ class Send(EventBody):
         return self.handoff.to_wire()
 
     @classmethod
-    def read(cls, fields: _Fields) -> Send:
-        return cls(Handoff.from_wire(fields.data, "send"))
+    def from_wire(cls, data: Any, what: str) -> Send:
+        return cls(Handoff.from_wire(data, what))
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class SendStarted(EventBody):
+class SendStarted(EventBody, frozen=True):
     """The Turn of send ``event_id`` started: a crash from now on loses its effect midway."""
 
     KIND: ClassVar[EventKind] = EventKind.SEND_STARTED
-    event_id: str
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"eventId": self.event_id}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> SendStarted:
-        return cls(fields.text("eventId"))
+    event_id: str = ""
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class SendDone(EventBody):
+class SendDone(EventBody, frozen=True):
     """The Turn of send ``event_id`` ended. For a send from a Connection it carries the
     Turn's ``answer`` text, or ``turn_error`` (``"<code>: <message>"``) when the Turn failed,
     so the connector can answer back where the event came from."""
 
     KIND: ClassVar[EventKind] = EventKind.SEND_DONE
-    event_id: str
+    event_id: str = ""
     answer: str | None = None
     turn_error: str | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        return _without_none(
-            {"eventId": self.event_id, "answer": self.answer, "turnError": self.turn_error}
-        )
-
-    @classmethod
-    def read(cls, fields: _Fields) -> SendDone:
-        return cls(
-            fields.text("eventId"),
-            fields.optional_text("answer"),
-            fields.optional_text("turnError"),
-        )
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class SendRefused(EventBody):
+class SendRefused(EventBody, frozen=True):
     """The target could not take send ``event_id`` (draining, queue full, ...)."""
 
     KIND: ClassVar[EventKind] = EventKind.SEND_REFUSED
-    event_id: str
-    error: IpcError
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"eventId": self.event_id, "error": self.error.to_dict()}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> SendRefused:
-        return cls(fields.text("eventId"), fields.error() or IpcError("send refused"))
+    event_id: str = ""
+    error: IpcError = msgspec.field(default_factory=lambda: IpcError("send refused"))
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class SendFailed(EventBody):
+class SendFailed(EventBody, frozen=True):
     """A send of the agent's instance ``instance_key`` was lost, and why."""
 
     KIND: ClassVar[EventKind] = EventKind.SEND_FAILED
-    event_id: str
-    target: str
-    instance_key: str
-    error: IpcError
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "eventId": self.event_id,
-            "target": self.target,
-            "instanceKey": self.instance_key,
-            "error": self.error.to_dict(),
-        }
-
-    @classmethod
-    def read(cls, fields: _Fields) -> SendFailed:
-        return cls(
-            fields.text("eventId"),
-            fields.text("target"),
-            fields.instance_key("instanceKey"),
-            fields.error() or IpcError("send lost"),
-        )
+    event_id: str = ""
+    target: str = ""
+    instance_key: str = DEFAULT_INSTANCE_KEY
+    error: IpcError = msgspec.field(default_factory=lambda: IpcError("send lost"))
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class SpawnRequest(EventBody):
+class SpawnRequest(EventBody, frozen=True):
     """``agents__spawn``: prepare an instance of ``target`` (a generated key when ``None``)."""
 
     KIND: ClassVar[EventKind] = EventKind.SPAWN_REQUEST
-    target: str
-    instance_key: str | None
-    cwd: str | None
-    owner_instance_key: str
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "instanceKey": self.instance_key,
-            "cwd": self.cwd,
-            "ownerInstanceKey": self.owner_instance_key,
-        }
-
-    @classmethod
-    def read(cls, fields: _Fields) -> SpawnRequest:
-        return cls(
-            fields.text("target"),
-            fields.optional_text("instanceKey"),
-            fields.optional_text("cwd"),
-            fields.instance_key("ownerInstanceKey"),
-        )
+    target: str = ""
+    instance_key: str | None = None
+    cwd: str | None = None
+    owner_instance_key: str = DEFAULT_INSTANCE_KEY
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class SpawnResult(EventBody):
+class SpawnResult(EventBody, frozen=True):
     """The answer to a :class:`SpawnRequest`: the instance, or why not."""
 
     KIND: ClassVar[EventKind] = EventKind.SPAWN_RESULT
+    _OUTCOME: ClassVar[_Outcome | None] = _Outcome("status", "ok", "error", "ok", "spawn failed")
     target: str = ""
     instance_key: str = ""
     spawned: bool = False
@@ -858,257 +638,154 @@ class SpawnResult(EventBody):
     cwd: str | None = None
     error: IpcError | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        if self.error is not None:
-            return {"status": "error", "error": self.error.to_dict()}
-        return {
-            "status": "ok",
-            "target": self.target,
-            "instanceKey": self.instance_key,
-            "spawned": self.spawned,
-            "cwd": self.cwd,
-        }
-
-    @classmethod
-    def read(cls, fields: _Fields) -> SpawnResult:
-        if fields.data.get("status") == "error":
-            return cls(error=fields.error() or IpcError("spawn failed"))
-        return cls(
-            fields.text("target"),
-            fields.text("instanceKey"),
-            fields.flag("spawned"),
-            fields.optional_text("cwd"),
-        )
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ListRequest(EventBody):
+class ListRequest(EventBody, frozen=True):
     """``agents__list``: the instances spawned by the caller's instance (or by anyone)."""
 
     KIND: ClassVar[EventKind] = EventKind.LIST_REQUEST
-    owner_instance_key: str
+    owner_instance_key: str = DEFAULT_INSTANCE_KEY
     include_all: bool = False
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"ownerInstanceKey": self.owner_instance_key, "includeAll": self.include_all}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ListRequest:
-        return cls(fields.instance_key("ownerInstanceKey"), fields.flag("includeAll"))
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ListResult(EventBody):
+class ListResult(EventBody, frozen=True):
     """The answer to a :class:`ListRequest`: one row per spawned instance."""
 
     KIND: ClassVar[EventKind] = EventKind.LIST_RESULT
-    agents: list[dict[str, Any]]
+    agents: list[dict[str, Any]] = []
 
     def to_wire(self) -> dict[str, Any]:
-        return {"status": "ok", "agents": self.agents}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ListResult:
-        return cls(fields.rows("agents"))
+        return {"status": "ok", **super().to_wire()}
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ConfigCheck(EventBody):
+class ConfigCheck(EventBody, frozen=True):
     """``self-restart``: would the configuration on disk load? (It is not adopted yet.)"""
 
     KIND: ClassVar[EventKind] = EventKind.CONFIG_CHECK
 
-    def to_wire(self) -> dict[str, Any]:
-        return {}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ConfigCheck:
-        return cls()
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ConfigCheckResult(EventBody):
+class ConfigCheckResult(EventBody, frozen=True):
     """The answer to a :class:`ConfigCheck`: every error found (none: it loads)."""
 
     KIND: ClassVar[EventKind] = EventKind.CONFIG_CHECK_RESULT
     errors: tuple[str, ...] = ()
 
-    def to_wire(self) -> dict[str, Any]:
-        return {"errors": list(self.errors)}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ConfigCheckResult:
-        return cls(fields.texts("errors"))
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class PrepareInstance(EventBody):
+class PrepareInstance(EventBody, frozen=True):
     """Create instance ``instance_key`` (in ``cwd`` if given) unless it exists, for a spawn by
     ``owner``'s instance ``owner_instance_key``."""
 
     KIND: ClassVar[EventKind] = EventKind.PREPARE_INSTANCE
-    instance_key: str
-    cwd: str | None
-    owner: str
-    owner_instance_key: str
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "instanceKey": self.instance_key,
-            "cwd": self.cwd,
-            "owner": self.owner,
-            "ownerInstanceKey": self.owner_instance_key,
-        }
-
-    @classmethod
-    def read(cls, fields: _Fields) -> PrepareInstance:
-        return cls(
-            fields.instance_key("instanceKey"),
-            fields.optional_text("cwd"),
-            fields.text("owner"),
-            fields.instance_key("ownerInstanceKey"),
-        )
+    instance_key: str = DEFAULT_INSTANCE_KEY
+    cwd: str | None = None
+    owner: str = ""
+    owner_instance_key: str = DEFAULT_INSTANCE_KEY
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class PrepareInstanceResult(EventBody):
+class PrepareInstanceResult(EventBody, frozen=True):
     """The answer to :class:`PrepareInstance`: the instance and whether it was created now."""
 
     KIND: ClassVar[EventKind] = EventKind.PREPARE_INSTANCE_RESULT
+    _OUTCOME: ClassVar[_Outcome | None] = _Outcome(
+        "ok", True, False, False, "instance not prepared"
+    )
     instance_key: str = ""
     created: bool = False
     cwd: str | None = None
     error: IpcError | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        if self.error is not None:
-            return {"ok": False, "error": self.error.to_dict()}
-        return {
-            "ok": True,
-            "created": self.created,
-            "instanceKey": self.instance_key,
-            "cwd": self.cwd,
-        }
-
-    @classmethod
-    def read(cls, fields: _Fields) -> PrepareInstanceResult:
-        if not fields.flag("ok"):
-            return cls(error=fields.error() or IpcError("instance not prepared"))
-        return cls(fields.text("instanceKey"), fields.flag("created"), fields.optional_text("cwd"))
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class DeleteInstance(EventBody):
+class DeleteInstance(EventBody, frozen=True):
     """Delete instance ``instance_key`` unless a Turn of it is queued or running."""
 
     KIND: ClassVar[EventKind] = EventKind.DELETE_INSTANCE
-    instance_key: str
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"instanceKey": self.instance_key}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> DeleteInstance:
-        return cls(fields.instance_key("instanceKey"))
+    instance_key: str = DEFAULT_INSTANCE_KEY
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class Cancel(EventBody):
+class DeleteInstanceResult(EventBody, frozen=True):
+    """The answer to :class:`DeleteInstance`: whether files were deleted, or why not."""
+
+    KIND: ClassVar[EventKind] = EventKind.DELETE_INSTANCE_RESULT
+    ok: bool = False
+    deleted: bool = False
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.ok and self.error is None:
+            force_setattr(self, "error", "not deleted")
+
+
+@_body
+class RestartInstance(EventBody, frozen=True):
+    """Restart instance ``instance_key``: its running Turn ends now (its caller is answered
+    ``CANCELLED``), what the agent holds of it is dropped and read again from disk, and its
+    queued Turns then run on the conversation as stored."""
+
+    KIND: ClassVar[EventKind] = EventKind.RESTART_INSTANCE
+    instance_key: str = DEFAULT_INSTANCE_KEY
+
+
+@_body
+class RestartInstanceResult(EventBody, frozen=True):
+    """The answer to :class:`RestartInstance`: whether the instance was loaded (else there was
+    nothing to restart) and how many running Turns were stopped, or why it failed."""
+
+    KIND: ClassVar[EventKind] = EventKind.RESTART_INSTANCE_RESULT
+    ok: bool = False
+    loaded: bool = False
+    stopped_turns: int = 0
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.ok and self.error is None:
+            force_setattr(self, "error", "not restarted")
+
+
+@_body
+class Cancel(EventBody, frozen=True):
     """Stop every Turn of trace ``trace_id``, running or queued, at its next safe point: before
     a model call (one in flight is abandoned) and before each tool call (one running finishes)."""
 
     KIND: ClassVar[EventKind] = EventKind.CANCEL
-    trace_id: str
+    trace_id: str = ""
     reason: str = "cancelled by an operator"
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"traceId": self.trace_id, "reason": self.reason}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> Cancel:
-        return cls(fields.text("traceId"), fields.text("reason") or "cancelled by an operator")
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ConnectorEventReport(EventBody):
+class ConnectorEventReport(EventBody, frozen=True):
     """An event a connector emitted, normalised: its text is the Turn's input."""
 
     KIND: ClassVar[EventKind] = EventKind.CONNECTOR_EVENT
-    event_id: str
-    name: str
-    text: str
-    instance_key: str
-    properties: dict[str, str] = field(default_factory=dict)
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "eventId": self.event_id,
-            "name": self.name,
-            "text": self.text,
-            "instanceKey": self.instance_key,
-            "properties": self.properties,
-        }
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ConnectorEventReport:
-        properties = fields.mapping("properties")
-        if not all(isinstance(v, str) for v in properties.values()):
-            raise fields._wrong("properties", "an object of strings", properties)
-        return cls(
-            fields.text("eventId"),
-            fields.text("name"),
-            fields.text("text"),
-            fields.instance_key("instanceKey"),
-            dict(properties),
-        )
+    event_id: str = ""
+    name: str = ""
+    text: str = ""
+    instance_key: str = DEFAULT_INSTANCE_KEY
+    properties: dict[str, str] = {}
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ConnectorEventSettled(EventBody):
+class ConnectorEventSettled(EventBody, frozen=True):
     """The event ``event_id`` is done with: its Turn ended (``error`` is ``None`` when it
     answered) or it was not delivered."""
 
     KIND: ClassVar[EventKind] = EventKind.CONNECTOR_EVENT_SETTLED
-    event_id: str
+    event_id: str = ""
     error: str | None = None
     answer: str | None = None
     """The answer of the Turn the event started, when it ended with one."""
     turn_error: str | None = None
     """Why that Turn failed (``"<code>: <message>"``), when it did."""
 
-    def to_wire(self) -> dict[str, Any]:
-        return _without_none(
-            {
-                "eventId": self.event_id,
-                "error": self.error,
-                "answer": self.answer,
-                "turnError": self.turn_error,
-            }
-        )
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ConnectorEventSettled:
-        return cls(
-            fields.text("eventId"),
-            fields.optional_text("error"),
-            fields.optional_text("answer"),
-            fields.optional_text("turnError"),
-        )
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ConnectorHealth(EventBody):
+class ConnectorHealth(EventBody, frozen=True):
     """A connector's source failed (``error``: a short message, no secret in it) or works
     again (``error`` is ``None``)."""
 
@@ -1120,78 +797,6 @@ class ConnectorHealth(EventBody):
         """The source works."""
         return self.error is None
 
-    def to_wire(self) -> dict[str, Any]:
-        return _without_none({"error": self.error})
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ConnectorHealth:
-        return cls(fields.optional_text("error"))
-
-
-@_body
-@dataclass(frozen=True, slots=True)
-class DeleteInstanceResult(EventBody):
-    """The answer to :class:`DeleteInstance`: whether files were deleted, or why not."""
-
-    KIND: ClassVar[EventKind] = EventKind.DELETE_INSTANCE_RESULT
-    ok: bool
-    deleted: bool = False
-    error: str | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        if not self.ok:
-            return {"ok": False, "error": self.error or "not deleted"}
-        return {"ok": True, "deleted": self.deleted}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> DeleteInstanceResult:
-        return cls(fields.flag("ok"), fields.flag("deleted"), fields.optional_text("error"))
-
-
-@_body
-@dataclass(frozen=True, slots=True)
-class RestartInstance(EventBody):
-    """Restart instance ``instance_key``: its running Turn ends now (its caller is answered
-    ``CANCELLED``), what the agent holds of it is dropped and read again from disk, and its
-    queued Turns then run on the conversation as stored."""
-
-    KIND: ClassVar[EventKind] = EventKind.RESTART_INSTANCE
-    instance_key: str
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"instanceKey": self.instance_key}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> RestartInstance:
-        return cls(fields.instance_key("instanceKey"))
-
-
-@_body
-@dataclass(frozen=True, slots=True)
-class RestartInstanceResult(EventBody):
-    """The answer to :class:`RestartInstance`: whether the instance was loaded (else there was
-    nothing to restart) and how many running Turns were stopped, or why it failed."""
-
-    KIND: ClassVar[EventKind] = EventKind.RESTART_INSTANCE_RESULT
-    ok: bool
-    loaded: bool = False
-    stopped_turns: int = 0
-    error: str | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        if not self.ok:
-            return {"ok": False, "error": self.error or "not restarted"}
-        return {"ok": True, "loaded": self.loaded, "stoppedTurns": self.stopped_turns}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> RestartInstanceResult:
-        return cls(
-            fields.flag("ok"),
-            fields.flag("loaded"),
-            max(fields.integer("stoppedTurns") or 0, 0),
-            fields.optional_text("error"),
-        )
-
 
 APPROVAL_NOT_FOUND = "APPROVAL_NOT_FOUND"
 """An :class:`ApprovalDecision` names no approval of the agent (HTTP 404)."""
@@ -1202,8 +807,7 @@ APPROVAL_INVALID_ARGUMENTS = "APPROVAL_INVALID_ARGUMENTS"
 
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ApprovalDecision(EventBody):
+class ApprovalDecision(EventBody, frozen=True):
     """An operator's decision on approval ``approval_id``: ``approve`` (with ``arguments`` in
     place of the model's, if given) or ``reject`` (with ``reason`` for the model), made by
     ``decided_by`` (who the daemon found at the other end of the API: recorded with it)."""
@@ -1215,67 +819,27 @@ class ApprovalDecision(EventBody):
     reason: str = ""
     decided_by: dict[str, Any] | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        return _without_none(
-            {
-                "approvalId": self.approval_id,
-                "decision": self.decision,
-                "arguments": self.arguments,
-                "reason": self.reason or None,
-                "decidedBy": self.decided_by,
-            }
-        )
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ApprovalDecision:
-        decision = fields.text("decision")
-        if decision not in ("approve", "reject"):
-            raise MalformedPayload(
-                f"approval_decision.decision must be approve or reject, got {decision!r}"
-            )
-        arguments = fields.data.get("arguments")
-        decided_by = fields.data.get("decidedBy")
-        return cls(
-            fields.text("approvalId"),
-            decision,  # type: ignore[arg-type]  # narrowed by the check above
-            fields.mapping("arguments") if arguments is not None else None,
-            fields.text("reason"),
-            fields.mapping("decidedBy") if decided_by is not None else None,
-        )
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ApprovalDecisionResult(EventBody):
+class ApprovalDecisionResult(EventBody, frozen=True):
     """The answer to :class:`ApprovalDecision`: the approval as it now stands, or why the
     decision was refused (``error.code`` is one of the ``APPROVAL_*`` codes above)."""
 
     KIND: ClassVar[EventKind] = EventKind.APPROVAL_DECISION_RESULT
+    _OUTCOME: ClassVar[_Outcome | None] = _Outcome("ok", True, False, False, "decision refused")
     approval: dict[str, Any] | None = None
     error: IpcError | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        if self.error is not None:
-            return {"ok": False, "error": self.error.to_dict()}
-        return {"ok": True, "approval": self.approval or {}}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ApprovalDecisionResult:
-        if not fields.flag("ok"):
-            return cls(error=fields.error() or IpcError("decision refused"))
-        return cls(fields.mapping("approval"))
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ModelPermitRequest(EventBody):
+class ModelPermitRequest(EventBody, frozen=True):
     """Ask for a permit to start one model call (sent with a correlation id, which is the
     permit's id from then on)."""
 
     KIND: ClassVar[EventKind] = EventKind.MODEL_PERMIT
-    pool: str
+    pool: str = ""
     """The Model's rate-limit pool; empty when only a trace budget needs checking."""
-    trace_id: str
+    trace_id: str = ""
     instance_key: str = DEFAULT_INSTANCE_KEY
     estimated_tokens: int = 0
     """The call's input tokens as estimated before it (``tokensPerMinute`` admits on it)."""
@@ -1283,43 +847,18 @@ class ModelPermitRequest(EventBody):
     """How long the caller waits at most (the model call's timeout); 0: no wait at all."""
     max_output_tokens: int = 0
     """The most output the call may take (its ``maxTokens``, or the default reserve)."""
-    reserved_cost: float = 0.0
+    reserved_cost: _NotNegative = 0.0
     """The price of ``estimated_tokens`` in and ``max_output_tokens`` out. The three are what
     the call reserves against its trace's budget until its ``model_usage`` settles it."""
 
-    def to_wire(self) -> dict[str, Any]:
-        return _without_none(
-            {
-                "pool": self.pool,
-                "traceId": self.trace_id,
-                "instanceKey": self.instance_key,
-                "estimatedTokens": self.estimated_tokens,
-                "waitMs": self.wait_ms,
-                "maxOutputTokens": self.max_output_tokens or None,
-                "reservedCost": self.reserved_cost or None,
-            }
-        )
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ModelPermitRequest:
-        return cls(
-            fields.text("pool"),
-            fields.text("traceId"),
-            fields.instance_key("instanceKey"),
-            max(fields.integer("estimatedTokens") or 0, 0),
-            max(fields.integer("waitMs") or 0, 0),
-            max(fields.integer("maxOutputTokens") or 0, 0),
-            fields.amount("reservedCost"),
-        )
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ModelPermitResult(EventBody):
+class ModelPermitResult(EventBody, frozen=True):
     """The answer to :class:`ModelPermitRequest`: granted after ``waited_ms``, or refused with
     ``error`` (``E_BUDGET_EXCEEDED``, ``E_MODEL_PERMIT_TIMEOUT``)."""
 
     KIND: ClassVar[EventKind] = EventKind.MODEL_PERMIT_RESULT
+    _OUTCOME: ClassVar[_Outcome | None] = _Outcome("granted", True, False, False, "permit refused")
     waited_ms: int = 0
     error: IpcError | None = None
 
@@ -1328,65 +867,25 @@ class ModelPermitResult(EventBody):
         """The call may start."""
         return self.error is None
 
-    def to_wire(self) -> dict[str, Any]:
-        if self.error is not None:
-            return {"granted": False, "waitedMs": self.waited_ms, "error": self.error.to_dict()}
-        return {"granted": True, "waitedMs": self.waited_ms}
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ModelPermitResult:
-        waited = max(fields.integer("waitedMs") or 0, 0)
-        if fields.flag("granted"):
-            return cls(waited)
-        return cls(waited, fields.error() or IpcError("permit refused"))
-
 
 @_body
-@dataclass(frozen=True, slots=True)
-class ModelUsage(EventBody):
+class ModelUsage(EventBody, frozen=True):
     """One model call ended (or was given up): what it used, and its permit, if it had one,
     back to the pool. Sent after every model call of an agent that asks permits, so the
     Orchestrator holds traces to their budgets as calls end (the calls of other agents are
     counted from their ``step.completed`` events)."""
 
     KIND: ClassVar[EventKind] = EventKind.MODEL_USAGE
-    trace_id: str
+    trace_id: str = ""
     instance_key: str = DEFAULT_INSTANCE_KEY
     permit_id: str = ""
     """The correlation id of the permit's request; empty for a call that needed none."""
     pool: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
-    cost: float = 0.0
+    cost: _NotNegative = 0.0
     retry_after_ms: int | None = None
     """Set when the provider answered 429: pause the pool this long."""
-
-    def to_wire(self) -> dict[str, Any]:
-        return _without_none(
-            {
-                "traceId": self.trace_id,
-                "instanceKey": self.instance_key,
-                "permitId": self.permit_id or None,
-                "pool": self.pool or None,
-                "inputTokens": self.input_tokens,
-                "outputTokens": self.output_tokens,
-                "cost": self.cost or None,
-                "retryAfterMs": self.retry_after_ms,
-            }
-        )
-
-    @classmethod
-    def read(cls, fields: _Fields) -> ModelUsage:
-        return cls(
-            fields.text("traceId"),
-            fields.instance_key("instanceKey"),
-            fields.text("permitId"),
-            fields.text("pool"),
-            max(fields.integer("inputTokens") or 0, 0),
-            max(fields.integer("outputTokens") or 0, 0),
-            fields.amount("cost"),
-            fields.integer("retryAfterMs"),
-        )
 
 
 QUESTION_ANSWERS: Mapping[EventKind, EventKind] = {
@@ -1494,13 +993,16 @@ class UnknownEvent(IpcError):
 
 def read_event(message: EventMessage) -> EventBody:
     """The typed body of ``message``; raises :class:`UnknownEvent` or :class:`MalformedPayload`."""
-    fields = _Fields(message.payload, "event")
-    kind = fields.data.get("kind")
+    payload = message.payload
+    if not isinstance(payload, dict):
+        raise MalformedPayload(
+            f"the payload of an event must be an object, got {type(payload).__name__}"
+        )
+    kind = payload.get("kind")
     body = _BODIES_BY_NAME.get(kind) if isinstance(kind, str) else None
     if body is None:
         raise UnknownEvent(f"unknown event kind {kind!r}", details={"kind": kind})
-    fields.what = str(kind)
-    return body.read(fields)
+    return body.from_wire(payload, kind)  # type: ignore[arg-type]  # a str: checked above
 
 
 EVENT_BODIES: Mapping[EventKind, type[EventBody]] = _BODIES

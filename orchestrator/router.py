@@ -24,7 +24,6 @@ request is no longer waiting is dropped. Sinks are called on the loop and must n
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import secrets
 import time
 from collections import Counter
@@ -32,6 +31,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import structlog
 
 from goondan import crashpoints
@@ -558,7 +558,7 @@ class Router:
         event_id = handoff.event_id or wire.new_event_id()
         send = InFlightSend(
             sender,
-            dataclasses.replace(handoff, event_id=event_id, source=sender),
+            msgspec.structs.replace(handoff, event_id=event_id, source=sender),
             on_settled=on_settled,
             on_answer=on_answer,
             on_started=on_started,

@@ -21,6 +21,7 @@ from goondan.defaults import (
 )
 from ipc import DelegateMessage, DelegateResultMessage, EventMessage, IpcError
 from ipc import protocol as wire
+from ipc.codec import FrameDecoder, encode
 from ipc.protocol import DelegateAnswer, Handoff
 from orchestrator.dispatch import Dispatcher
 from orchestrator.router import InFlightSend, Router
@@ -147,6 +148,23 @@ async def test_a_payload_that_is_not_an_object_is_refused(swarm: Swarm) -> None:
     alpha.deliver(DelegateMessage(sender="alpha", to="beta", correlation_id="c1", payload=[1]))
     [answer] = swarm.results_to(alpha)
     assert code_of(answer) == "IPC_MALFORMED_PAYLOAD"
+
+
+async def test_a_payload_field_of_the_wrong_type_is_answered_by_its_correlation_id(
+    swarm: Swarm,
+) -> None:
+    alpha = await swarm.worker("alpha")
+    payload = {"target": "beta", "input": 3}
+    frame = encode(DelegateMessage(sender="alpha", to="beta", correlation_id="c7", payload=payload))
+    [message] = FrameDecoder().feed(frame)  # the envelope decodes though its payload does not
+    assert isinstance(message, DelegateMessage)
+    alpha.deliver(message)
+    [result] = [m for m in alpha.sent if isinstance(m, DelegateResultMessage)]
+    assert result.correlation_id == "c7"
+    error = DelegateAnswer.from_wire(result.payload).error
+    assert error is not None
+    assert (error.code, error.details) == ("IPC_MALFORMED_PAYLOAD", {"field": "input"})
+    assert "Expected `str`, got `int` - at `$.input`" in error.message
 
 
 async def test_a_request_closing_a_cycle_across_requests_is_refused(swarm: Swarm) -> None:
