@@ -173,20 +173,20 @@ def _github_annotation(level: str, issue: dict[str, Any]) -> str:
 
 
 def _validate_here(path: Path, *, check_handlers: bool) -> int:
-    """The child's side of ``validate``: load, check, print the verdict as JSON."""
-    from bundle import BundleError, load_bundle
-    from bundle.lint import bundle_warnings
+    """The child's side of ``validate``: load, check, print the verdict as JSON (alone on
+    stdout: what a module prints while it is imported goes to stderr)."""
+    from orchestrator.validation import verdict_of
 
+    stdout = os.dup(1)
+    os.dup2(2, 1)
     try:
-        bundle = load_bundle(path, check_handlers=check_handlers, check_providers=True)
-    except BundleError as exc:
-        print(json.dumps({"valid": False, "errors": [e.to_json() for e in exc.errors]}))
-        return 1
-    warnings = [w.to_json() for w in bundle_warnings(bundle, handlers=check_handlers)]
-    print(
-        json.dumps({"valid": True, "errors": [], "warnings": warnings, "summary": bundle.summary()})
-    )
-    return 0
+        verdict = verdict_of(path, check_handlers=check_handlers)
+    finally:
+        sys.stdout.flush()
+        os.dup2(stdout, 1)
+        os.close(stdout)
+    print(json.dumps(verdict))
+    return 0 if verdict["valid"] else 1
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -331,20 +331,30 @@ async def _run(args: argparse.Namespace) -> int:
     from ipc import IpcError
     from orchestrator.daemon import Orchestrator
     from orchestrator.http_api import ApiRefused, DaemonAlreadyRunning
+    from orchestrator.preflight import check_soon, refusal
     from orchestrator.telemetry import TelemetryUnavailable, otlp_settings
     from orchestrator.terminal import offers_prompt, prompt_loop
 
     path = _bundle_path(args)
+    # Checked while the Orchestrator loads: the check starts the fork server the agents
+    # start from, and is forked from it.
+    checking = check_soon(path)
     try:
-        orchestrator = Orchestrator(
-            path,
-            state_dir=_state_dir(args),
-            swarm=args.swarm,
-            api_listen=args.listen,
-            api_token=_api_token(args.api_token_env),
-            cluster=_cluster_settings(args),
-            otlp=otlp_settings(args.otlp_endpoint, os.environ),
-        )
+        try:
+            orchestrator = Orchestrator(
+                path,
+                state_dir=_state_dir(args),
+                swarm=args.swarm,
+                api_listen=args.listen,
+                api_token=_api_token(args.api_token_env),
+                cluster=_cluster_settings(args),
+                otlp=otlp_settings(args.otlp_endpoint, os.environ),
+            )
+        except Exception:
+            invalid = await refusal(path, checking, as_json=args.json)
+            if invalid is not None:  # the configuration's errors come first
+                return invalid
+            raise
     except (_MissingCredential, SecretUnavailable) as exc:  # a token variable unset
         return _fail(args, ExitCode.AUTH, str(exc))
     except TelemetryUnavailable as exc:  # --otlp-endpoint without the extra
@@ -355,6 +365,9 @@ async def _run(args: argparse.Namespace) -> int:
         for issue in exc.errors:
             print(issue.format(), file=sys.stderr)
         return _config_exit(exc.errors)
+    invalid = await refusal(path, checking, as_json=args.json)
+    if invalid is not None:
+        return invalid
     if args.interactive and orchestrator.connections.read_stdin:
         return _fail(args, ExitCode.USAGE, "--interactive: a `cli` Connection reads stdin")
     from goondan.proctitle import name_process
@@ -456,8 +469,12 @@ def cmd_node(args: argparse.Namespace) -> int:
 async def _node(args: argparse.Namespace) -> int:
     from bundle import BundleError
     from goondan.errors import DeliveryError
+    from orchestrator.preflight import check_soon, refusal
 
     path = _bundle_path(args)
+    invalid = await refusal(path, check_soon(path), as_json=args.json)
+    if invalid is not None:
+        return invalid
     try:
         from orchestrator.cluster.node import Node
 

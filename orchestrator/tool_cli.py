@@ -20,7 +20,7 @@ import yaml
 
 from goondan.errors import ExitCode
 from orchestrator.cli import _fail
-from orchestrator.validation import _die_with_parent, validate_timeout
+from orchestrator.validation import die_with_parent, validate_timeout
 
 _CHILD_STATUS = {2: ExitCode.USAGE, 3: ExitCode.CONFIG, 4: ExitCode.VALIDATION}
 """The child's exit status (see ``tools_base.tool_schema``) as this command's."""
@@ -84,7 +84,7 @@ def _derive(target: str, bases: list[Path]) -> tuple[dict[str, Any], int]:
             timeout=timeout,
             check=False,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     except subprocess.TimeoutExpired:
         message = f"importing {target} did not finish within {timeout:g} s"

@@ -4,6 +4,8 @@
 anything at import: exit (``os._exit(0)``), loop forever, or corrupt the interpreter. So the
 check runs in a child that dies with its parent, within a deadline, and only an explicit verdict
 it prints counts: an exit without one, or no verdict in time, is a failure of its own.
+``run`` and ``node`` get the same verdict (:func:`verdict_of`) before they start anything, from a
+child of the agents' fork server (``orchestrator.preflight``).
 """
 
 from __future__ import annotations
@@ -36,10 +38,25 @@ CHILD_FLAG = "--verdict-from-child"
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-    """In the child, before ``exec``: SIGKILL when the parent dies (Linux)."""
+def die_with_parent() -> None:
+    """In a child (before ``exec``, or first thing): SIGKILL when its parent dies (Linux)."""
     with contextlib.suppress(OSError, AttributeError):  # not Linux: the timeout still bounds it
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def verdict_of(path: Path, *, check_handlers: bool) -> dict[str, Any]:
+    """What ``validate`` finds in ``path``, here in this process: ``{valid, errors,
+    warnings?, summary?}`` with each issue in its JSON form. Run it where an imported module
+    can do no harm (:func:`validate_in_child`, ``orchestrator.preflight``)."""
+    from bundle import BundleError, load_bundle
+    from bundle.lint import bundle_warnings
+
+    try:
+        bundle = load_bundle(path, check_handlers=check_handlers, check_providers=True)
+    except BundleError as exc:
+        return {"valid": False, "errors": [e.to_json() for e in exc.errors]}
+    warnings = [w.to_json() for w in bundle_warnings(bundle, handlers=check_handlers)]
+    return {"valid": True, "errors": [], "warnings": warnings, "summary": bundle.summary()}
 
 
 def validate_in_child(
@@ -58,31 +75,43 @@ def validate_in_child(
             timeout=timeout,
             check=False,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     except subprocess.TimeoutExpired:  # run() has killed the child
-        return _failure(
-            path,
-            f"the import check did not finish within {timeout:g} s "
-            "(a Tool or Extension module may loop while it is imported)",
-        )
+        return timed_out(path, timeout)
     try:
         verdict = json.loads(done.stdout)
     except ValueError:
         verdict = None
     if not isinstance(verdict, dict) or "valid" not in verdict:
-        how = f"exit code {done.returncode}" if done.returncode >= 0 else "a signal"
         detail = done.stderr.strip().splitlines()[-1:] if done.stderr.strip() else []
-        return _failure(
-            path,
-            f"the import check ended ({how}) without a verdict "
-            "(a Tool or Extension module may exit while it is imported)"
-            + (f": {detail[0]}" if detail else ""),
-        )
+        return ended_without_verdict(path, done.returncode, detail[0] if detail else None)
     return verdict
 
 
-def _failure(path: Path, message: str) -> dict[str, Any]:
+def timed_out(path: Path, timeout: float) -> dict[str, Any]:
+    """The verdict of a check still running after ``timeout`` seconds (and killed)."""
+    return failed_verdict(
+        path,
+        f"the import check did not finish within {timeout:g} s "
+        "(a Tool or Extension module may loop while it is imported)",
+    )
+
+
+def ended_without_verdict(path: Path, exit_code: int, detail: str | None) -> dict[str, Any]:
+    """The verdict of a check that ended (``exit_code``, negative for a signal) without
+    giving one; ``detail`` is the last thing it said."""
+    how = f"exit code {exit_code}" if exit_code >= 0 else "a signal"
+    return failed_verdict(
+        path,
+        f"the import check ended ({how}) without a verdict "
+        "(a Tool or Extension module may exit while it is imported)"
+        + (f": {detail}" if detail else ""),
+    )
+
+
+def failed_verdict(path: Path, message: str) -> dict[str, Any]:
+    """The verdict of a check that ended without one of its own: one error saying why."""
     return {
         "valid": False,
         "errors": [
