@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,38 +15,11 @@ import pytest
 from orchestrator.daemon import Orchestrator
 from orchestrator.state_dir import list_instances
 from orchestrator.status import ProcessStatus
+from tests.support.connections import connection_yaml
 from tests.support.daemon import Daemon, wait_gone
-from tests.support.swarm import FIXTURES, running_swarm
+from tests.support.swarm import running_swarm
 
 pytestmark = pytest.mark.timeout(120)
-
-CONNECTION = """\
-apiVersion: goondan.ai/v1
-kind: Connector
-metadata: {name: feed}
-spec:
-  entry: ./feed_connector.py
-  events:
-    - {name: to_beta}
-    - {name: chatter}
----
-apiVersion: goondan.ai/v1
-kind: Connection
-metadata: {name: line}
-spec:
-  connectorRef: Connector/feed
-  config:
-    feed: {value: FEED}
-  ingress:
-    rules:
-      - match: {event: to_beta}
-        route: {agentRef: Agent/beta, instanceKeyPrefix: "chat:", instanceKeyProperty: chat}
-"""
-
-
-def connection_yaml(directory: Path, feed: Path) -> str:
-    shutil.copy(FIXTURES / "feed_connector.py", directory / "feed_connector.py")
-    return CONNECTION.replace("FEED", str(feed))
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import itertools
 import json
 import os
 import signal
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,6 +31,7 @@ from tests.support.model_server import (
     rate_limited,
     text_reply,
 )
+from tests.support.usage import metadata_usage
 from tests.support.wire_server import Reply
 
 pytestmark = pytest.mark.timeout(120)
@@ -100,21 +100,6 @@ async def calls_matching(
     server: ModelServer, condition: Callable[[list[Call]], bool]
 ) -> list[Call]:
     return await asyncio.to_thread(server.wait_for, condition, 30)
-
-
-def metadata_usage(state_dir: Path, agent: str, *, calls: int) -> None:
-    """Wait (at most 10 s) until ``agent``'s one instance records ``calls`` model calls."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        for path in state_dir.glob(f"agents/{agent}/instances/*/metadata.json"):
-            try:
-                usage = json.loads(path.read_text()).get("usage") or {}
-            except (OSError, ValueError):  # replaced while read
-                continue
-            if usage.get("calls") == calls:
-                return
-        time.sleep(0.01)
-    raise AssertionError(f"{agent}'s instance never recorded {calls} model calls")
 
 
 async def next_event(queue: asyncio.Queue[dict[str, Any]], kind: str) -> dict[str, Any]:

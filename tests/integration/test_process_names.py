@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_connections import connection_yaml
+from tests.support.connections import connection_yaml
 from tests.support.daemon import Daemon
 
 pytestmark = [

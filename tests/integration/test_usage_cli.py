@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from orchestrator.daemon import Orchestrator
-from tests.integration.test_limits import metadata_usage
 from tests.support.daemon import run_cli
+from tests.support.usage import metadata_usage
 
 pytestmark = pytest.mark.timeout(120)
 
