@@ -634,8 +634,8 @@ CLI_EXIT: Mapping[int, str] = {
     ExitCode.VALIDATION: "the configuration is invalid (validate --strict: or has warnings)",
     ExitCode.NETWORK: "nobody answers: no daemon running, a daemon gone silent after taking "
     "the request, a cluster or model provider out of reach",
-    ExitCode.AUTH: "a credential is missing or refused: a Model's API key (doctor names it), "
-    "an API token, the cluster's credentials or certificate",
+    ExitCode.AUTH: "a credential is missing or refused: a Model's API key or a Connection's "
+    "secret (doctor names it), an API token, the cluster's credentials or certificate",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
 }
 """Exit statuses of ``goondan``."""
