@@ -245,34 +245,45 @@ class _Payload(msgspec.Struct, rename="camel", frozen=True, omit_defaults=True):
 
     def to_wire(self) -> dict[str, Any]:
         """The payload object (for an event, its fields without ``kind``)."""
-        # any keyword argument costs msgspec a microsecond, even a hook of None
-        if not _rules(type(self)).errors:
-            plain: dict[str, Any] = msgspec.to_builtins(self)
-            return plain
-        wire: dict[str, Any] = msgspec.to_builtins(self, enc_hook=_error_to_wire)
-        return wire
+        # a hook (any keyword argument, even None) costs msgspec a microsecond: only when needed
+        for name in _rules(type(self)).errors:
+            if getattr(self, name) is not None:
+                wire: dict[str, Any] = msgspec.to_builtins(self, enc_hook=_error_to_wire)
+                return wire
+        plain: dict[str, Any] = msgspec.to_builtins(self)
+        return plain
 
     @classmethod
     def _convert(cls: type[_T], data: Any, what: str) -> _T:
+        rules = _rules(cls)
         try:
-            if not _rules(cls).errors:  # see to_wire
-                return msgspec.convert(data, cls)._normalised()
-            return msgspec.convert(data, cls, dec_hook=_error_from_wire)._normalised()
+            if type(data) is dict and not rules.error_keys.isdisjoint(data):  # see to_wire
+                body = msgspec.convert(data, cls, dec_hook=_error_from_wire)
+            else:
+                body = msgspec.convert(data, cls)
         except msgspec.ValidationError as exc:
             raise _malformed(what, exc) from None
+        return body._normalised() if rules.if_empty or rules.not_negative else body
 
     def _normalised(self) -> Self:
         """The payload as the protocol always read it (see :func:`_rules`)."""
-        if_empty, not_negative, _ = _rules(type(self))
+        if_empty, not_negative, _, _ = _rules(type(self))
         changes = {name: value for name, value in if_empty if getattr(self, name) == ""}
         changes.update({name: 0 for name in not_negative if getattr(self, name) < 0})
         return msgspec.structs.replace(self, **changes) if changes else self
 
 
 class _Rules(NamedTuple):
+    """What :func:`_rules` found for one payload struct."""
+
     if_empty: tuple[tuple[str, Any], ...]
+    """Fields whose empty text reads as another value, and that value."""
     not_negative: tuple[str, ...]
-    errors: bool
+    """Counts that read a negative number as 0."""
+    errors: tuple[str, ...]
+    """The fields that hold an :class:`IpcError`."""
+    error_keys: frozenset[str]
+    """Their names on the wire."""
 
 
 _RULES: dict[type[_Payload], _Rules] = {}
@@ -281,16 +292,18 @@ _RULES: dict[type[_Payload], _Rules] = {}
 def _rules(cls: type[_Payload]) -> _Rules:
     """How the protocol always read the fields of ``cls``, found once from their types: an empty
     text reads as the field's default (an empty instance key is the default one), an empty
-    optional text as ``None``, a negative count as 0. And whether a field holds an
-    :class:`IpcError` (only then does msgspec need the hooks that cost it twice the time)."""
+    optional text as ``None``, a negative count as 0. And the fields that hold an
+    :class:`IpcError` (only one that holds one needs msgspec's hooks, which double its time)."""
     rules = _RULES.get(cls)
     if rules is None:
         fields = msgspec.structs.fields(cls)
+        errors = [f for f in fields if f.type in (IpcError, IpcError | None)]
         rules = _RULES[cls] = _Rules(
             tuple((f.name, f.default) for f in fields if isinstance(f.default, str) and f.default)
             + tuple((f.name, None) for f in fields if f.type == str | None),
             tuple(f.name for f in fields if f.type is int),
-            any(f.type in (IpcError, IpcError | None) for f in fields),
+            tuple(f.name for f in errors),
+            frozenset(f.encode_name for f in errors),
         )
     return rules
 
