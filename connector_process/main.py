@@ -51,6 +51,7 @@ from connector_process.journal import (
     new_event_id,
 )
 from goondan import crashpoints
+from goondan.defaults import CONNECTIONS_DIR
 from goondan.proctitle import name_process
 from ipc import Channel, EventMessage, IpcMessage, ShutdownMessage
 from ipc import protocol as wire
@@ -61,8 +62,6 @@ from tools_base import ConnectorEvent, TurnAnswer
 from tools_base._connector import ConnectorError, lookup_setting
 
 EXIT_CRASHED = 1
-CONNECTIONS_DIR = "connections"
-"""Under the state directory, a directory per Connection for its connector's own state."""
 ACCEPT_BACKLOG = 256
 """Events ``accept`` took that wait for a place in flight, at most; past it ``accept``
 refuses (the HTTP connectors answer 503, which their senders retry)."""

@@ -101,6 +101,9 @@ make the Orchestrator buffer gigabytes."""
 CONNECTOR_EVENTS_IN_FLIGHT = 256
 """Events of one Connection between ``emit`` and the end of their Turn; past it, the
 connector's ``emit`` waits (back-pressure instead of an unbounded queue)."""
+CONNECTIONS_DIR = "connections"
+"""Under the state directory, a directory per Connection for its connector's own state (the
+connector writes it, the Orchestrator reads what was delivered from it)."""
 
 INSTANCE_METADATA_FORMAT = 1
 """``formatVersion`` of an instance's ``metadata.json`` (written by agents, read by the CLI

@@ -28,8 +28,8 @@ import structlog
 from bundle import Bundle
 from bundle.models import ConnectionSpec
 from bundle.plan import ConnectionPlan
-from connector_process.main import CONNECTIONS_DIR
 from goondan import crashpoints
+from goondan.defaults import CONNECTIONS_DIR
 from ipc import EventMessage, IpcError
 from ipc import protocol as wire
 from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR, EventKind, Handoff

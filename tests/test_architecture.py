@@ -1,0 +1,153 @@
+"""The import arrows of DESIGN.md, pinned: each package imports only the packages below it.
+
+``goondan → (none)``; ``tools_base, bundle, ipc → goondan``; ``agent_process`` and
+``connector_process → bundle, ipc, tools_base, goondan``; ``orchestrator → bundle, ipc,
+goondan``. Every module of every package is read with :mod:`ast`, so an import counts wherever
+it is written: at the top, inside a function, under ``if TYPE_CHECKING:``; relative imports are
+resolved against the module's package.
+
+Entry points. The orchestrator starts its children by naming their code, not by importing it:
+``"agent_process.main:serve"`` handed to a child, ``"agent_process.main"`` imported in the fork
+server, ``[sys.executable, "-m", "tools_base.sandbox", ...]``. Such a string is recognised when
+the whole constant is a dotted name, optionally followed by ``:attribute``, whose module exists
+in the repository. It is an arrow like any import, allowed only where :data:`ENTRY_POINTS` lists
+the pair: the code runs in the child process, never in the one that names it. What ``init``
+writes into a user's swarm (``orchestrator/templates/``) is the user's code and not ours.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ARROWS: dict[str, frozenset[str]] = {
+    "goondan": frozenset(),
+    "tools_base": frozenset({"goondan"}),
+    "bundle": frozenset({"goondan"}),
+    "ipc": frozenset({"goondan"}),
+    "agent_process": frozenset({"bundle", "ipc", "tools_base", "goondan"}),
+    "connector_process": frozenset({"bundle", "ipc", "tools_base", "goondan"}),
+    "orchestrator": frozenset({"bundle", "ipc", "goondan"}),
+}
+"""Which packages each package may import (itself always)."""
+
+ENTRY_POINTS: dict[str, frozenset[str]] = {
+    # the agent and connector children, the fork server's preloaded runtime (the agent entry
+    # point and the @goondan/base tools it loads), and the tool runtime's own commands run as
+    # `python -m` children: the sandbox probe and a tool module's schema derivation
+    "orchestrator": frozenset({"agent_process", "connector_process", "tools_base"}),
+}
+"""Which packages each package may start by a named entry point, beyond :data:`ARROWS`."""
+
+EXCEPTED = [ROOT / "orchestrator" / "templates"]
+"""User code that ``init`` writes into a new swarm."""
+
+DOTTED = re.compile(r"^(?P<module>[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+)(?::[A-Za-z_]\w*)?$")
+
+
+def is_module(name: str) -> bool:
+    """Whether ``name`` is a module or package of the repository."""
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def arrows_of(path: Path, source: str) -> list[tuple[int, str, bool]]:
+    """``(line, module, by_entry_point)`` for every module ``source`` (the text of ``path``)
+    imports or names as an entry point."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    package = parts[:-1]  # the same for a module and for a package's __init__
+    found: list[tuple[int, str, bool]] = []
+    for node in ast.walk(ast.parse(source, str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, False) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package[: len(package) - (node.level - 1)]
+                base = ".".join([*parent, base] if base else parent)
+            found.append((node.lineno, base, False))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = DOTTED.match(node.value)
+            if match and is_module(match.group("module")):
+                found.append((node.lineno, match.group("module"), True))
+    return sorted(found)
+
+
+def forbidden(package: str, module: str, by_entry_point: bool) -> str | None:
+    """The arrow ``package → module`` breaks, or ``None`` when DESIGN.md allows it."""
+    target = module.split(".")[0]
+    if target not in ARROWS or target == package or target in ARROWS[package]:
+        return None  # the standard library, a third party, the package itself, or allowed
+    if by_entry_point and target in ENTRY_POINTS.get(package, frozenset()):
+        return None
+    how = "entry point" if by_entry_point else "import"
+    return f"{package} → {target} ({how} of {module})"
+
+
+def modules(package: str) -> list[Path]:
+    return [
+        path
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if not any(path.is_relative_to(excepted) for excepted in EXCEPTED)
+    ]
+
+
+def test_every_package_imports_only_what_its_arrows_allow() -> None:
+    offending: list[str] = []
+    for package in ARROWS:
+        files = modules(package)
+        assert files, f"no module found in {package}/"
+        for path in files:
+            for line, module, by_entry_point in arrows_of(path, path.read_text()):
+                arrow = forbidden(package, module, by_entry_point)
+                if arrow:
+                    offending.append(f"{path.relative_to(ROOT)}:{line}: {arrow}")
+    assert not offending, "imports against the arrows of DESIGN.md:\n" + "\n".join(offending)
+
+
+def test_the_check_sees_each_form_of_import() -> None:
+    here = ROOT / "orchestrator" / "wing" / "probe.py"
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import agent_process.main\n"
+        "from ..connector_process import main\n"
+        "from . import daemon\n"
+        "if TYPE_CHECKING:\n"
+        "    from tools_base import ToolContext\n"
+        "def later():\n"
+        "    from goondan.errors import CONFIG\n"
+        "ENTRY = 'agent_process.main:serve'\n"
+        "COMMAND = ['-m', 'tools_base.sandbox']\n"
+        "NOT_A_MODULE = 'goondan.yaml'\n"
+    )
+    found = arrows_of(here, source)
+    assert found == [
+        (1, "typing", False),
+        (2, "agent_process.main", False),
+        (3, "orchestrator.connector_process", False),
+        (4, "orchestrator.wing", False),
+        (6, "tools_base", False),
+        (8, "goondan.errors", False),
+        (9, "agent_process.main", True),
+        (10, "tools_base.sandbox", True),
+    ]
+    verdicts = [forbidden("orchestrator", module, entry) for _, module, entry in found]
+    assert verdicts == [
+        None,
+        "orchestrator → agent_process (import of agent_process.main)",
+        None,
+        None,
+        "orchestrator → tools_base (import of tools_base)",
+        None,
+        None,
+        None,
+    ]
+    assert forbidden("ipc", "tools_base.sandbox", True) == (
+        "ipc → tools_base (entry point of tools_base.sandbox)"
+    )
+    assert (
+        forbidden("goondan", "bundle.loader", False) == "goondan → bundle (import of bundle.loader)"
+    )
