@@ -56,12 +56,16 @@ class OpenAIChatModel:
         """One Chat Completions call."""
         if self._missing_key:
             raise missing_key_error(self.plan, self.key_source)
-        kwargs: dict[str, Any] = {
-            "model": self.plan.model,
-            "messages": to_openai_messages(request.messages),
-        }
+        # The conversation and the tools go as ``extra_body``, which the SDK sends as it is:
+        # passed as ``messages``/``tools`` they are first walked against the SDK's TypedDicts
+        # (``maybe_transform``), which changes nothing in what we build (no aliases, no dates
+        # or files) yet costs about 0.17 ms of CPU per message on every call (14 ms for 80
+        # messages): more than the rest of the call. ``messages`` must still be given, so it
+        # is given empty; the wire body is the same.
+        wire: dict[str, Any] = {"messages": to_openai_messages(request.messages)}
+        kwargs: dict[str, Any] = {"model": self.plan.model, "messages": (), "extra_body": wire}
         if request.tools:
-            kwargs["tools"] = [
+            wire["tools"] = [
                 {
                     "type": "function",
                     "function": {

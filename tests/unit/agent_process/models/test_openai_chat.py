@@ -165,6 +165,61 @@ def test_tool_results_go_back_as_tool_messages() -> None:
     assert json.loads(str(wire[3]["content"]))["error"]["code"] == "E_TOOL"
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_the_body_is_what_the_sdk_sends_for_the_same_messages_and_tools(
+    server: WireServer, streamed: bool
+) -> None:
+    """The conversation and tools bypass the SDK's parameter walk: the bytes must not change."""
+    assistant = Message(
+        id="a",
+        role="assistant",
+        tool_calls=(ToolCall(id="c1", name="bash__exec", args={"command": "ls é"}),),
+        source=MessageSource(type="assistant"),
+    )
+    result = Message(
+        id="t",
+        role="tool",
+        tool_result={"toolCallId": "c1", "toolName": "bash__exec", "status": "ok"},
+        source=MessageSource(type="tool", tool_call_id="c1", tool_name="bash__exec"),
+    )
+    conversation = [*CONVERSATION, assistant, result]
+    done = {"content": "done"}
+    reply = Reply(events=openai_stream(done)) if streamed else Reply(body=openai_completion(done))
+    server.replies = [reply, reply]  # ours, then the SDK's own
+    provider = model(server)
+    on_text = (lambda text: None) if streamed else None
+    await provider.complete(
+        ModelRequest(messages=conversation, tools=[BASH], temperature=0.5, on_text=on_text)
+    )
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": BASH.name,
+                "description": BASH.description,
+                "parameters": BASH.parameters,
+            },
+        }
+    ]
+    extra: dict[str, Any] = (
+        {"stream": True, "stream_options": {"include_usage": True}} if streamed else {}
+    )
+    sent = await provider.client.chat.completions.create(
+        model="gpt-test",
+        messages=to_openai_messages(conversation),
+        tools=tools,
+        temperature=0.5,
+        **extra,
+    )
+    if streamed:
+        async for _ in sent:
+            pass
+    ours, sdks = server.requests
+    assert ours.body == sdks.body
+    assert ours.body["messages"][2]["content"] is None
+    assert ours.body["tools"] == tools
+
+
 async def test_429_then_success_is_retried_by_the_sdk(server: WireServer) -> None:
     server.replies = [
         Reply(
