@@ -11,7 +11,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from agent_process.models.base import ChatModel, ModelError
+from agent_process.models.base import ChatModel, ModelCallError
 from agent_process.models.scripted import ScriptedModel
 from agent_process.tools.catalog import ToolCatalogItem, ToolSource
 from agent_process.tools.executor import (
@@ -120,7 +120,7 @@ def build_model(plan: ModelPlan, agent_name: str) -> ChatModel:
             from agent_process.models.anthropic_messages import AnthropicMessagesModel
 
             return AnthropicMessagesModel(plan, agent_name)
-        except ModelError as exc:
+        except ModelCallError as exc:
             raise BootError(f"Model/{plan.name}: {exc}") from exc
     raise BootError(
         f"Model/{plan.name}: provider {plan.provider!r} is not available; "

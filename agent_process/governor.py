@@ -36,7 +36,7 @@ import ipc
 from agent_process.models.base import (
     RATE_LIMITED,
     ChatModel,
-    ModelError,
+    ModelCallError,
     ModelRequest,
     ModelResponse,
 )
@@ -99,7 +99,7 @@ class ModelGovernor:
     async def complete(
         self, model: ChatModel, request: ModelRequest, turn: TurnScope
     ) -> ModelResponse:
-        """``model.complete(request)`` inside the budgets and limits; raises ``ModelError``
+        """``model.complete(request)`` inside the budgets and limits; raises ``ModelCallError``
         (``E_BUDGET_EXCEEDED``, ``E_MODEL_PERMIT_TIMEOUT``, or the provider's)."""
         call = self._reservation(turn.instance_key, request) if self.estimates else NOTHING
         if self.reserves:
@@ -110,7 +110,7 @@ class ModelGovernor:
                 permit_id = await self._permit(turn, call) if self.asks else ""
                 try:
                     response = await model.complete(request)
-                except ModelError as exc:
+                except ModelCallError as exc:
                     pause = self._pause_for(exc, retries)
                     self._report(turn, permit_id, 0, 0, 0.0, pause)
                     if pause is not None and retries < self.model.max_retries:
@@ -174,7 +174,7 @@ class ModelGovernor:
                 if not held.calls:
                     del self._held[(budget, key)]
 
-    def _exceeded(self, turn: TurnScope, budget: str, reached: Reached) -> ModelError:
+    def _exceeded(self, turn: TurnScope, budget: str, reached: Reached) -> ModelCallError:
         whose = "this Turn" if budget == "turn" else f"conversation instance {turn.instance_key!r}"
         figures = reached.to_json()
         turn.recorder.emit(
@@ -186,7 +186,7 @@ class ModelGovernor:
             **figures,
         )
         turn.logger.warning("budget exceeded", budget=budget, **figures)
-        return ModelError(
+        return ModelCallError(
             f"{budget} budget exceeded: {reached.describe()} used by {whose} of "
             f"{self.agent_name!r}{reached.shortfall()}; the model was not called",
             code=ipc.BudgetExceeded.code,
@@ -221,7 +221,7 @@ class ModelGovernor:
             link.correlations.forget(correlation_id)
             self._report(turn, correlation_id, 0, 0, 0.0)
             if isinstance(exc, TimeoutError):
-                raise ModelError(
+                raise ModelCallError(
                     f"the Orchestrator answered no permit request of Model/{self.model.name} "
                     f"within {self.wait_ms / 1000:g} s",
                     code=ipc.PermitTimeout.code,
@@ -229,18 +229,18 @@ class ModelGovernor:
             raise
         if isinstance(answer, DelegateAnswer):  # the agent stops: every question is failed
             error = answer.error
-            raise ModelError(
+            raise ModelCallError(
                 error.message if error else "no permit", code=error.code if error else None
             )
         if not isinstance(answer, ModelPermitResult):
-            raise ModelError("unexpected answer to a permit request", code="E_INTERNAL")
+            raise ModelCallError("unexpected answer to a permit request", code="E_INTERNAL")
         if answer.error is not None:
-            raise ModelError(answer.error.message, code=answer.error.code)
+            raise ModelCallError(answer.error.message, code=answer.error.code)
         if answer.waited_ms:
             turn.logger.info("model permit granted after a wait", waited_ms=answer.waited_ms)
         return correlation_id
 
-    def _pause_for(self, exc: ModelError, retries: int) -> float | None:
+    def _pause_for(self, exc: ModelCallError, retries: int) -> float | None:
         """How long a 429 pauses the pool (``None``: not a 429 of a Model with limits)."""
         if exc.code != RATE_LIMITED or not self.pool:
             return None

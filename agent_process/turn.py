@@ -1,7 +1,7 @@
 """One Turn: the user's (or a caller agent's) input, then Steps until the model answers in text.
 
 A Turn ends when a Step makes no tool call (its text is the answer), when the model fails
-(``ModelError``: the Turn fails with its code, the agent stays up), or when
+(``ModelCallError``: the Turn fails with its code, the agent stays up), or when
 ``maxStepsPerTurn`` Steps ran without an answer: never a hang; by ``policy.onMaxSteps`` its
 answer is the last text (``finishReason: max_steps``), or it fails with ``E_MAX_STEPS``.
 The conversation is folded to disk when the Turn ends, whatever the outcome.
@@ -23,7 +23,7 @@ import structlog
 from agent_process.approvals import ApprovalSuspended
 from agent_process.conversation import ConversationStorageError, ConversationStore, MessageEvent
 from agent_process.events import EventSink, capped
-from agent_process.models.base import ModelError, TokenUsage
+from agent_process.models.base import ModelCallError, TokenUsage
 from agent_process.scope import StepScope, TextSink, TurnCancelled, TurnScope
 from agent_process.step import StepResult, StepSettings, new_message_id, resume_calls, run_step
 from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
@@ -501,7 +501,7 @@ class TurnRunner:
             try:
                 scope.cancellation.check()  # the safe point between Steps
                 step = await self._step(step_scope, store, turn_metadata)
-            except ModelError as exc:
+            except ModelCallError as exc:
                 return TurnResult.failed(
                     scope, exc.code, str(exc), steps=step_index + 1, usage=progress.usage
                 )
@@ -540,21 +540,21 @@ class TurnRunner:
         self, scope: StepScope, store: ConversationStore, turn_metadata: dict[str, JsonValue]
     ) -> StepResult:
         """One Step inside its span: ``step.started``, then ``step.completed`` or, when the
-        model fails (:class:`ModelError`, re-raised), ``step.failed``."""
+        model fails (:class:`ModelCallError`, re-raised), ``step.failed``."""
         recorder, parent = scope.turn.recorder, scope.turn.span_id
         step_fields = {"stepId": scope.id, "stepIndex": scope.index, "turnId": scope.turn.turn_id}
         recorder.emit("step.started", scope.span_id, parent, **step_fields)
         started = time.perf_counter()
         try:
             step = await run_step(self.settings, store, scope, turn_metadata)
-        except (ModelError, TurnCancelled) as exc:
+        except (ModelCallError, TurnCancelled) as exc:
             recorder.emit(
                 "step.failed",
                 scope.span_id,
                 parent,
                 **step_fields,
                 duration=round((time.perf_counter() - started) * 1000, 3),
-                errorCode=exc.code if isinstance(exc, ModelError) else "CANCELLED",
+                errorCode=exc.code if isinstance(exc, ModelCallError) else "CANCELLED",
                 errorMessage=str(exc),
             )
             raise

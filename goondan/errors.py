@@ -14,7 +14,7 @@ them (``python -m goondan.errors``).
 
 Exceptions follow the same split (in the style of httpx): :class:`GoondanError` is the root of
 every error raised on purpose, with :class:`ConfigError`, :class:`ToolFailure`,
-:class:`DeliveryError`, :class:`StorageError`, :class:`ModelError` and :class:`DaemonError`
+:class:`DeliveryError`, :class:`StorageError`, :class:`ModelFailure` and :class:`DaemonError`
 below it. Each carries its ``code``.
 """
 
@@ -701,7 +701,7 @@ def newer_format(path: object, record: str, version: object, supported: int) -> 
     return None
 
 
-class ModelError(GoondanError):
+class ModelFailure(GoondanError):
     """The model provider failed; the Turn fails with the code."""
 
     code = "E_MODEL"

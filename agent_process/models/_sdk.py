@@ -1,4 +1,4 @@
-"""What the SDK-backed providers share: API keys, and SDK errors turned into ModelErrors.
+"""What the SDK-backed providers share: API keys, and SDK errors turned into ModelCallErrors.
 
 The official ``openai`` and ``anthropic`` SDKs raise the same family of exceptions
 (``AuthenticationError``, ``RateLimitError``, ``APIStatusError``, ``APIConnectionError``,
@@ -16,12 +16,12 @@ from contextlib import asynccontextmanager
 from types import ModuleType
 from typing import Any
 
-from agent_process.models.base import RATE_LIMITED, ModelError
+from agent_process.models.base import RATE_LIMITED, ModelCallError
 from bundle.plan import ModelPlan
 from bundle.secrets import SecretUnavailable, resolve_value
 
 
-class ProviderUnavailable(ModelError):
+class ProviderUnavailable(ModelCallError):
     """The provider's SDK is not installed."""
 
     code = "E_MODEL_PROVIDER_UNAVAILABLE"
@@ -53,10 +53,10 @@ def resolve_api_key(
     return (value or None), f"env:{default_env}"
 
 
-def missing_key_error(plan: ModelPlan, key_source: str) -> ModelError:
+def missing_key_error(plan: ModelPlan, key_source: str) -> ModelCallError:
     """The error of a call made without any API key."""
     where = key_source.removeprefix("env:")
-    return ModelError(
+    return ModelCallError(
         f"Model/{plan.name}: no API key: set {where} (or apiKey.valueFrom.env in the Model)",
         code="E_MODEL_AUTH",
     )
@@ -64,31 +64,31 @@ def missing_key_error(plan: ModelPlan, key_source: str) -> ModelError:
 
 @asynccontextmanager
 async def sdk_errors(sdk: ModuleType, plan: ModelPlan, key_source: str) -> AsyncIterator[None]:
-    """Turn what the SDK raises (after its own retries) into a :class:`ModelError` with a code."""
+    """Turn what the SDK raises (after its own retries) into a :class:`ModelCallError` with a code."""
     name = f"Model/{plan.name}"
     try:
         yield
     except sdk.AuthenticationError as exc:
-        raise ModelError(
+        raise ModelCallError(
             f"{name}: the API rejected the key from {key_source} (HTTP {exc.status_code})",
             code="E_MODEL_AUTH",
         ) from None
     except sdk.RateLimitError as exc:
-        raise ModelError(
+        raise ModelCallError(
             f"{name}: rate limited after retries (HTTP {exc.status_code})",
             code=RATE_LIMITED,
             retry_after=retry_after(getattr(exc, "response", None)),
         ) from None
     except sdk.APIStatusError as exc:
-        raise ModelError(
+        raise ModelCallError(
             f"{name}: API error HTTP {exc.status_code}: {_short(exc.message)}", code="E_MODEL_API"
         ) from None
     except sdk.APIConnectionError as exc:
-        raise ModelError(
+        raise ModelCallError(
             f"{name}: cannot reach the API: {_short(str(exc))}", code="E_MODEL_CONNECTION"
         ) from None
     except (sdk.APIError, ValueError) as exc:  # ValueError: an unparsable response body
-        raise ModelError(
+        raise ModelCallError(
             f"{name}: invalid API response: {_short(str(exc))}", code="E_MODEL_API"
         ) from None
 

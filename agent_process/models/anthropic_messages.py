@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
-from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
+from agent_process.models.base import ModelCallError, ModelRequest, ModelResponse, TokenUsage
 from bundle.keys import PROVIDER_KEY_ENV
 from bundle.plan import ModelPlan
 from goondan.defaults import MODEL_MAX_TOKENS
@@ -104,7 +104,7 @@ class AnthropicMessagesModel:
             and not calls
             and reply.stop_reason not in ("end_turn", "stop_sequence", "max_tokens")
         ):
-            raise ModelError(
+            raise ModelCallError(
                 f"Model/{self.plan.name}: empty response ({reply.stop_reason})", code="E_MODEL_API"
             )
         usage = reply.usage

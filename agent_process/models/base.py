@@ -23,7 +23,7 @@ RATE_LIMITED = "E_MODEL_RATE_LIMITED"
 """The code of a provider's 429: the governor pauses a Model's pool on it and retries."""
 
 
-class ModelError(goondan.errors.ModelError):
+class ModelCallError(goondan.errors.ModelFailure):
     """A model call failed for good (after the provider's own retries); the Turn ends with it."""
 
     code = "E_MODEL"
@@ -108,5 +108,5 @@ class ChatModel(Protocol):
     """A configured model (provider + model name + options)."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Answer one Step; raise :class:`ModelError` when the call fails for good."""
+        """Answer one Step; raise :class:`ModelCallError` when the call fails for good."""
         ...

@@ -13,7 +13,7 @@ text is passed on as it arrives, and the chunks' parts, last usage and finish re
 together into exactly what the non-streaming call returns.
 
 Retries on 408/429/5xx and connection errors are the SDK's own (``maxRetries``); a failure
-that survives them becomes a :class:`ModelError` with the codes the other providers use.
+that survives them becomes a :class:`ModelCallError` with the codes the other providers use.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from agent_process.models._sdk import (
 )
 from agent_process.models.base import (
     RATE_LIMITED,
-    ModelError,
+    ModelCallError,
     ModelRequest,
     ModelResponse,
     TokenUsage,
@@ -121,7 +121,9 @@ class GeminiModel:
         name = f"Model/{self.plan.name}"
         if not reply.seen_candidate:
             blocked = f" (prompt blocked: {reply.blocked})" if reply.blocked else ""
-            raise ModelError(f"{name}: the response has no candidates{blocked}", code="E_MODEL_API")
+            raise ModelCallError(
+                f"{name}: the response has no candidates{blocked}", code="E_MODEL_API"
+            )
         calls: list[ToolCall] = []
         for index, (call, signature) in enumerate(reply.calls):
             call_id = call.id or (
@@ -136,7 +138,7 @@ class GeminiModel:
         text = "".join(reply.texts)
         finish = reply.finish or "STOP"
         if not text and not calls and finish not in ANSWERED:
-            raise ModelError(f"{name}: empty response ({finish})", code="E_MODEL_API")
+            raise ModelCallError(f"{name}: empty response ({finish})", code="E_MODEL_API")
         latency_ms = (time.perf_counter() - started) * 1000
         return ModelResponse(
             text=text,
@@ -284,7 +286,7 @@ def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[Bas
 
 @asynccontextmanager
 async def gemini_errors(sdk: Any, plan: ModelPlan, key_source: str) -> AsyncIterator[None]:
-    """What the SDK raises (after its own retries) as a :class:`ModelError` with a code."""
+    """What the SDK raises (after its own retries) as a :class:`ModelCallError` with a code."""
     name = f"Model/{plan.name}"
     timeouts, failures = _transport_errors()
     try:
@@ -292,33 +294,33 @@ async def gemini_errors(sdk: Any, plan: ModelPlan, key_source: str) -> AsyncIter
     except sdk.errors.APIError as exc:
         code = int(exc.code or 0)
         if code in (401, 403) or _reason(exc.details) == "API_KEY_INVALID":
-            raise ModelError(
+            raise ModelCallError(
                 f"{name}: the API rejected the key from {key_source} (HTTP {code})",
                 code="E_MODEL_AUTH",
             ) from None
         if code == 429:
-            raise ModelError(
+            raise ModelCallError(
                 f"{name}: rate limited after retries (HTTP 429)",
                 code=RATE_LIMITED,
                 retry_after=retry_after(getattr(exc, "response", None))
                 or _retry_delay(exc.details),
             ) from None
-        raise ModelError(
+        raise ModelCallError(
             f"{name}: API error HTTP {code}: {_short(str(exc.message or exc.status or ''))}",
             code="E_MODEL_API",
         ) from None
     except timeouts:
-        raise ModelError(
+        raise ModelCallError(
             f"{name}: the API did not answer within {plan.timeout_seconds:g}s",
             code="E_MODEL_CONNECTION",
         ) from None
     except failures as exc:
-        raise ModelError(
+        raise ModelCallError(
             f"{name}: cannot reach the API: {_short(str(exc) or type(exc).__name__)}",
             code="E_MODEL_CONNECTION",
         ) from None
     except ValueError as exc:  # an unparsable or unexpected response body
-        raise ModelError(
+        raise ModelCallError(
             f"{name}: invalid API response: {_short(str(exc))}", code="E_MODEL_API"
         ) from None
 

@@ -2,7 +2,7 @@
 
 ``baseUrl`` points it at any OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp).
 Retries on 429/5xx/connection errors are the SDK's own (``maxRetries``, default 2); a failure
-that survives them becomes a :class:`ModelError` with a code, and the Turn ends with it.
+that survives them becomes a :class:`ModelCallError` with a code, and the Turn ends with it.
 
 With ``on_text`` in the request the call streams (``stream=True``, usage asked for with
 ``stream_options.include_usage``); text and tool calls are put together from the chunks into
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
-from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
+from agent_process.models.base import ModelCallError, ModelRequest, ModelResponse, TokenUsage
 from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
 from bundle.keys import PROVIDER_KEY_ENV
 from bundle.plan import ModelPlan
@@ -86,7 +86,7 @@ class OpenAIChatModel:
         async with sdk_errors(self._sdk, self.plan, self.key_source):
             completion = await self.client.chat.completions.create(**kwargs)
         if not completion.choices:
-            raise ModelError(
+            raise ModelCallError(
                 f"Model/{self.plan.name}: the response has no choices", code="E_MODEL_API"
             )
         choice = completion.choices[0]
@@ -134,7 +134,7 @@ class OpenAIChatModel:
                 if choice.finish_reason is not None:
                     finish = choice.finish_reason
         if not seen_choice:
-            raise ModelError(
+            raise ModelCallError(
                 f"Model/{self.plan.name}: the response has no choices", code="E_MODEL_API"
             )
         assembled = tuple(calls[index].tool_call() for index in sorted(calls))

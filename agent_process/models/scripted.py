@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
+from agent_process.models.base import ModelCallError, ModelRequest, ModelResponse, TokenUsage
 from bundle.scripted import (
     ScriptCondition,
     ScriptRule,
@@ -31,13 +31,13 @@ _PATH_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _WORD_BY_WORD = ScriptStream()
 
 
-class UnexpectedModelCall(ModelError):
+class UnexpectedModelCall(ModelCallError):
     """No rule of the script matches the conversation."""
 
     code = "E_MODEL_SCRIPT_NO_MATCH"
 
 
-class ScriptTemplateError(ModelError):
+class ScriptTemplateError(ModelCallError):
     """A template names a value the conversation does not have."""
 
     code = "E_MODEL_SCRIPT_TEMPLATE"
@@ -84,7 +84,7 @@ class ScriptedModel:
         self, rule: ScriptRule, label: str, variables: dict[str, Any], request: ModelRequest
     ) -> ModelResponse:
         if rule.fail is not None:
-            raise ModelError(
+            raise ModelCallError(
                 render_text(rule.fail, variables, label), code="E_MODEL_SCRIPTED_FAILURE"
             )
         text = render_text(rule.reply, variables, label) if rule.reply is not None else ""

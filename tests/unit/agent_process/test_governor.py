@@ -16,7 +16,7 @@ import pytest
 import structlog
 
 from agent_process.governor import ModelGovernor, PromptSizes
-from agent_process.models.base import ModelError, ModelRequest, ModelResponse, TokenUsage
+from agent_process.models.base import ModelCallError, ModelRequest, ModelResponse, TokenUsage
 from agent_process.runtime import Correlations, OrchestratorLink
 from agent_process.scope import TurnScope
 from agent_process.tools.catalog import ToolCatalogItem
@@ -100,16 +100,16 @@ class FakeOrchestrator:
 
 
 class ScriptedCalls:
-    """A model that answers from a list: a response, or a ModelError to raise."""
+    """A model that answers from a list: a response, or a ModelCallError to raise."""
 
-    def __init__(self, *outcomes: ModelResponse | ModelError) -> None:
+    def __init__(self, *outcomes: ModelResponse | ModelCallError) -> None:
         self.outcomes = list(outcomes)
         self.calls = 0
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.calls += 1
         outcome = self.outcomes.pop(0) if len(self.outcomes) > 1 else self.outcomes[0]
-        if isinstance(outcome, ModelError):
+        if isinstance(outcome, ModelCallError):
             raise outcome
         return outcome
 
@@ -153,7 +153,7 @@ async def test_a_turn_stops_before_a_call_whose_reservation_does_not_fit(tmp_pat
     turn = turn_scope(tmp_path)
     for _ in range(2):  # 0 and 120 used before each: 121 more fits under 250
         await governor.complete(model, REQUEST, turn)
-    with pytest.raises(ModelError) as refused:
+    with pytest.raises(ModelCallError) as refused:
         await governor.complete(model, REQUEST, turn)
     assert refused.value.code == "E_BUDGET_EXCEEDED"
     assert str(refused.value) == (
@@ -172,7 +172,7 @@ async def test_a_call_that_uses_more_than_it_reserved_is_charged_all_of_it(
     turn = turn_scope(tmp_path)
     await governor.complete(model, REQUEST, turn)
     assert turn.usage.total_tokens == 320
-    with pytest.raises(ModelError, match=r"^turn budget exceeded: totalTokens 320 of 250 used"):
+    with pytest.raises(ModelCallError, match=r"^turn budget exceeded: totalTokens 320 of 250 used"):
         await governor.complete(model, REQUEST, turn)
     assert model.calls == 1
 
@@ -181,7 +181,7 @@ async def test_without_max_tokens_a_call_reserves_the_default_output(tmp_path: P
     budgets = Budgets(turn=BudgetCeilings(output_tokens=999))
     governor = ModelGovernor(plan(budgets=budgets, max_tokens=None))
     model = ScriptedCalls(answer())
-    with pytest.raises(ModelError, match=r"this call may take up to 1000;"):
+    with pytest.raises(ModelCallError, match=r"this call may take up to 1000;"):
         await governor.complete(model, request(max_tokens=None), turn_scope(tmp_path))
     assert model.calls == 0
 
@@ -197,7 +197,7 @@ async def test_the_turn_budget_names_its_figures_and_is_recorded(tmp_path: Path)
     turn = turn_scope(tmp_path, events=events)
     await governor.complete(model, small, turn)
     await governor.complete(model, small, turn)
-    with pytest.raises(ModelError) as refused:
+    with pytest.raises(ModelCallError) as refused:
         await governor.complete(model, small, turn)
     assert model.calls == 2
     assert str(refused.value) == (
@@ -222,7 +222,7 @@ async def test_an_instance_budget_spans_turns(tmp_path: Path) -> None:
     await governor.complete(model, REQUEST, turn_scope(tmp_path, lasting))
     await governor.complete(model, REQUEST, turn_scope(tmp_path, lasting))
     with pytest.raises(
-        ModelError,
+        ModelCallError,
         match=r"instance budget exceeded: inputTokens 200 of 250 used by conversation instance "
         r"'default' of 'worker', and this call may take up to 101;",
     ):
@@ -241,7 +241,7 @@ async def test_cost_comes_from_the_models_pricing(tmp_path: Path) -> None:
     assert response.usage.cost == pytest.approx(0.00045)
     assert turn.usage.cost == pytest.approx(0.00045)
     with pytest.raises(
-        ModelError, match=r"cost 0\.00045 of 0\.0005 .* this call may take up to 0\.000452;"
+        ModelCallError, match=r"cost 0\.00045 of 0\.0005 .* this call may take up to 0\.000452;"
     ):
         await governor.complete(ScriptedCalls(answer(100, 20)), REQUEST, turn)
 
@@ -276,7 +276,7 @@ async def test_a_429_pauses_the_pool_and_is_retried_through_a_new_permit(
     orchestrator = FakeOrchestrator()
     limits = ModelLimits(max_concurrent=1, pool="key")
     governor = ModelGovernor(plan(limits=limits), orchestrator.link())
-    limited = ModelError("429", code="E_MODEL_RATE_LIMITED", retry_after=2.0)
+    limited = ModelCallError("429", code="E_MODEL_RATE_LIMITED", retry_after=2.0)
     model = ScriptedCalls(limited, answer())
     response = await governor.complete(model, REQUEST, turn_scope(tmp_path))
     assert response.text == "ok"
@@ -293,8 +293,8 @@ async def test_retries_of_a_429_stop_at_max_retries(tmp_path: Path) -> None:
     orchestrator = FakeOrchestrator()
     limits = ModelLimits(max_concurrent=1, pool="key")
     governor = ModelGovernor(plan(limits=limits, max_retries=1), orchestrator.link())
-    model = ScriptedCalls(ModelError("429", code="E_MODEL_RATE_LIMITED"))
-    with pytest.raises(ModelError) as failed:
+    model = ScriptedCalls(ModelCallError("429", code="E_MODEL_RATE_LIMITED"))
+    with pytest.raises(ModelCallError) as failed:
         await governor.complete(model, REQUEST, turn_scope(tmp_path))
     assert failed.value.code == "E_MODEL_RATE_LIMITED"
     assert model.calls == 2
@@ -307,7 +307,7 @@ async def test_a_refused_permit_ends_the_call_with_its_code(tmp_path: Path) -> N
     orchestrator.refuse = IpcError("trace budget exceeded: ...", code="E_BUDGET_EXCEEDED")
     governor = ModelGovernor(plan(ask=True), orchestrator.link())
     model = ScriptedCalls(answer())
-    with pytest.raises(ModelError) as refused:
+    with pytest.raises(ModelCallError) as refused:
         await governor.complete(model, REQUEST, turn_scope(tmp_path))
     assert refused.value.code == "E_BUDGET_EXCEEDED"
     assert model.calls == 0
@@ -362,7 +362,7 @@ async def test_calls_under_way_hold_their_reservations_and_a_failed_one_frees_it
     turn = turn_scope(tmp_path)
     first = asyncio.ensure_future(governor.complete(model, REQUEST, turn))
     under_way = await model.next_call()
-    with pytest.raises(ModelError) as refused:  # the first has used nothing yet, but holds 121
+    with pytest.raises(ModelCallError) as refused:  # the first has used nothing yet, but holds 121
         await governor.complete(model, REQUEST, turn)
     assert refused.value.code == "E_BUDGET_EXCEEDED"
     assert str(refused.value) == (
@@ -370,8 +370,8 @@ async def test_calls_under_way_hold_their_reservations_and_a_failed_one_frees_it
         "reserved by calls not yet settled, and this call may take up to 121; the model was "
         "not called"
     )
-    under_way.set_exception(ModelError("upstream broke", code="E_MODEL_ERROR"))
-    with pytest.raises(ModelError, match="upstream broke"):
+    under_way.set_exception(ModelCallError("upstream broke", code="E_MODEL_ERROR"))
+    with pytest.raises(ModelCallError, match="upstream broke"):
         await first
     assert turn.usage.total_tokens == 0
     second = asyncio.ensure_future(governor.complete(model, REQUEST, turn))

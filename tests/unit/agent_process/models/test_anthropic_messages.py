@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agent_process.models.anthropic_messages import AnthropicMessagesModel, to_anthropic_messages
-from agent_process.models.base import ModelError, ModelRequest
+from agent_process.models.base import ModelCallError, ModelRequest
 from agent_process.tools.catalog import ToolCatalogItem
 from bundle.models import ModelSpec
 from bundle.plan import ModelPlan
@@ -189,7 +189,7 @@ async def test_500_until_failure(server: WireServer) -> None:
             headers={"retry-after-ms": "10"},
         )
     ]
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await model(server, maxRetries=1).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == "E_MODEL_API"
     assert len(server.requests) == 2
@@ -197,7 +197,7 @@ async def test_500_until_failure(server: WireServer) -> None:
 
 async def test_malformed_json_body(server: WireServer) -> None:
     server.replies = [Reply(raw=b"{oops")]
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code.startswith("E_MODEL")
 
@@ -212,7 +212,7 @@ async def test_a_wrong_key_names_its_source_never_the_key(server: WireServer) ->
             },
         )
     ]
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == "E_MODEL_AUTH"
     assert "env:TEST_ANTHROPIC_KEY" in str(raised.value)
@@ -223,7 +223,7 @@ async def test_a_missing_key_names_the_variable() -> None:
     provider = AnthropicMessagesModel(
         ModelPlan.of("c", ModelSpec(provider="anthropic", model="m")), "a", environ={}
     )
-    with pytest.raises(ModelError, match="ANTHROPIC_API_KEY"):
+    with pytest.raises(ModelCallError, match="ANTHROPIC_API_KEY"):
         await provider.complete(ModelRequest(messages=CONVERSATION, tools=[]))
 
 

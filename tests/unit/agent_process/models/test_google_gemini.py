@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agent_process.models.base import RATE_LIMITED, ModelError, ModelRequest
+from agent_process.models.base import RATE_LIMITED, ModelCallError, ModelRequest
 from agent_process.models.google_gemini import GeminiModel, to_gemini_contents
 from agent_process.tools.catalog import ToolCatalogItem
 from bundle import load_bundle
@@ -262,7 +262,7 @@ async def test_a_429_that_outlasts_the_retries_says_how_long_to_wait(
 ) -> None:
     body = error(429, "RESOURCE_EXHAUSTED", "quota", *details)
     server.replies = [Reply(status=429, body=body, headers=headers)]
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == RATE_LIMITED
     assert raised.value.retry_after == wait
@@ -272,7 +272,7 @@ async def test_a_429_that_outlasts_the_retries_says_how_long_to_wait(
 async def test_with_shared_limits_the_sdk_does_not_retry(server: WireServer) -> None:
     server.replies = [Reply(status=429, body=error(429, "RESOURCE_EXHAUSTED", "quota"))]
     limited = model(server, maxRetries=3, limits={"maxConcurrent": 1})
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await limited.complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == RATE_LIMITED
     assert len(server.requests) == 1  # the governor retries, after the pool's pause
@@ -280,7 +280,7 @@ async def test_with_shared_limits_the_sdk_does_not_retry(server: WireServer) -> 
 
 async def test_500_until_failure_is_a_model_error(server: WireServer) -> None:
     server.replies = [Reply(status=500, body=error(500, "INTERNAL", "backend down"))]
-    with pytest.raises(ModelError, match="backend down") as raised:
+    with pytest.raises(ModelCallError, match="backend down") as raised:
         await model(server, maxRetries=1).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == "E_MODEL_API"
     assert len(server.requests) == 2  # one try plus one retry, then it gives up
@@ -289,7 +289,7 @@ async def test_500_until_failure_is_a_model_error(server: WireServer) -> None:
 async def test_a_bad_request_is_an_api_error_with_the_apis_message(server: WireServer) -> None:
     body = error(400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
     server.replies = [Reply(status=400, body=body)]
-    with pytest.raises(ModelError, match="HTTP 400: Invalid JSON payload") as raised:
+    with pytest.raises(ModelCallError, match="HTTP 400: Invalid JSON payload") as raised:
         await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == "E_MODEL_API"
 
@@ -309,7 +309,7 @@ async def test_a_wrong_key_names_its_source_never_the_key(
     server: WireServer, status: int, body: dict[str, Any]
 ) -> None:
     server.replies = [Reply(status=status, body=body)]
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == "E_MODEL_AUTH"
     assert "env:TEST_GEMINI_KEY" in str(raised.value)
@@ -321,7 +321,7 @@ async def test_a_server_that_does_not_answer_in_time(server: WireServer) -> None
     server.on_request = lambda _request: answer.wait(10)
     server.replies = [Reply(body=gemini_response([{"text": "too late"}]))]
     try:
-        with pytest.raises(ModelError, match=r"within 0\.3s") as raised:
+        with pytest.raises(ModelCallError, match=r"within 0\.3s") as raised:
             await model(server, timeoutSeconds=0.3).complete(
                 ModelRequest(messages=CONVERSATION, tools=[])
             )
@@ -345,7 +345,7 @@ async def test_a_server_that_is_not_there_is_a_connection_error(tmp_path: Path) 
             }
         ),
     )
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await GeminiModel(plan, "agent", environ={}).complete(
             ModelRequest(messages=CONVERSATION, tools=[])
         )
@@ -354,7 +354,7 @@ async def test_a_server_that_is_not_there_is_a_connection_error(tmp_path: Path) 
 
 async def test_malformed_json_body_is_a_model_error(server: WireServer) -> None:
     server.replies = [Reply(raw=b"{this is not json")]
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code.startswith("E_MODEL")
 
@@ -369,7 +369,7 @@ async def test_malformed_json_body_is_a_model_error(server: WireServer) -> None:
 )
 async def test_a_refusal_is_a_model_error(server: WireServer, body: dict[str, Any]) -> None:
     server.replies = [Reply(body=body)]
-    with pytest.raises(ModelError, match="SAFETY") as raised:
+    with pytest.raises(ModelCallError, match="SAFETY") as raised:
         await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == "E_MODEL_API"
 
@@ -387,7 +387,7 @@ async def test_the_key_defaults_to_gemini_api_key(server: WireServer) -> None:
 async def test_a_missing_key_fails_at_the_first_call_naming_the_variable() -> None:
     plan = ModelPlan.of("g", ModelSpec(provider="google", model="gemini-test"))
     provider = GeminiModel(plan, "agent", environ={})
-    with pytest.raises(ModelError, match="GEMINI_API_KEY") as raised:
+    with pytest.raises(ModelCallError, match="GEMINI_API_KEY") as raised:
         await provider.complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == "E_MODEL_AUTH"
 
@@ -476,7 +476,7 @@ async def test_a_streamed_answer_is_assembled_as_the_whole_one(
 async def test_a_stream_cut_short_is_a_model_error(server: WireServer) -> None:
     events = gemini_stream([{"text": "half of it"}])
     server.replies = [Reply(events=[events[0], (None, "{broken json")])]
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await model(server).complete(
             ModelRequest(messages=CONVERSATION, tools=[], on_text=lambda text: None)
         )

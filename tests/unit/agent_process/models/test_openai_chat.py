@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent_process.models.base import ModelError, ModelRequest
+from agent_process.models.base import ModelCallError, ModelRequest
 from agent_process.models.openai_chat import OpenAIChatModel, to_openai_messages
 from agent_process.tools.catalog import ToolCatalogItem
 from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
@@ -236,7 +236,7 @@ async def test_500_until_failure_is_a_model_error(server: WireServer) -> None:
     server.replies = [
         Reply(status=500, body={"error": {"message": "down"}}, headers={"retry-after-ms": "10"})
     ]
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await model(server, maxRetries=1).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == "E_MODEL_API"
     assert len(server.requests) == 2  # one try plus one retry, then it gives up
@@ -244,7 +244,7 @@ async def test_500_until_failure_is_a_model_error(server: WireServer) -> None:
 
 async def test_malformed_json_body_is_a_model_error(server: WireServer) -> None:
     server.replies = [Reply(raw=b"{this is not json")]
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code.startswith("E_MODEL")
 
@@ -253,7 +253,7 @@ async def test_a_wrong_key_names_its_source_never_the_key(server: WireServer) ->
     server.replies = [
         Reply(status=401, body={"error": {"message": "invalid api key sk-test-secret"}})
     ]
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == "E_MODEL_AUTH"
     assert "env:TEST_OPENAI_KEY" in str(raised.value)
@@ -263,7 +263,7 @@ async def test_a_wrong_key_names_its_source_never_the_key(server: WireServer) ->
 async def test_a_missing_key_fails_at_the_first_call_naming_the_variable(tmp_path: Path) -> None:
     plan = ModelPlan.of("gpt", ModelSpec(provider="openai", model="gpt-test"))
     provider = OpenAIChatModel(plan, "agent", environ={})
-    with pytest.raises(ModelError, match="OPENAI_API_KEY") as raised:
+    with pytest.raises(ModelCallError, match="OPENAI_API_KEY") as raised:
         await provider.complete(ModelRequest(messages=CONVERSATION, tools=[]))
     assert raised.value.code == "E_MODEL_AUTH"
 
@@ -337,7 +337,7 @@ async def test_a_streamed_answer_is_assembled_as_the_whole_one(
 async def test_a_stream_cut_short_is_a_model_error(server: WireServer) -> None:
     events = openai_stream({"content": "half"})
     server.replies = [Reply(events=[events[0], (None, "{broken json")])]
-    with pytest.raises(ModelError) as raised:
+    with pytest.raises(ModelCallError) as raised:
         await model(server).complete(
             ModelRequest(messages=CONVERSATION, tools=[], on_text=lambda text: None)
         )
