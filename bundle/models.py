@@ -827,8 +827,9 @@ class EventProperty(_Spec):
     optional: bool = Field(default=False, description="Whether events may omit it.")
 
 
-class ConnectorEvent(_Spec):
-    """An event a connector emits."""
+class ConnectorEventDeclaration(_Spec):
+    """An event a Connector declares it emits (its name and properties), as goondan.yaml
+    writes it; what a running connector emits is :class:`tools_base.ConnectorEvent`."""
 
     name: str = Field(description="Event name, unique within the Connector.")
     properties: dict[str, EventProperty] = Field(
@@ -847,7 +848,7 @@ class ConnectorSpec(_Spec):
     """``kind: Connector``: a module that turns outside events into swarm input."""
 
     entry: str = Field(description="Connector module, relative to the declaring file.")
-    events: list[ConnectorEvent] = Field(
+    events: list[ConnectorEventDeclaration] = Field(
         min_length=1, description="Events it emits (at least one; names unique)."
     )
     env: EnvNames
