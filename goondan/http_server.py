@@ -57,6 +57,8 @@ import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from goondan.http_writes import CoalescedWrites
+
 __all__ = [
     "ConnectionLimits",
     "GuardedServer",
@@ -450,6 +452,7 @@ class _GuardedProtocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
+        self.transport = CoalescedWrites(self.transport, self.loop)  # an answer in one send
         if self.refuse:
             self.app = self.guard.refusal_app
         elif self.guard.wrap is not None:
