@@ -961,6 +961,9 @@ class ApiServer:
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=5,
+            # Callers are known by their socket (orchestrator.callers), never by headers: a
+            # loopback peer's X-Forwarded-For must not rewrite who it is, and the layer costs.
+            proxy_headers=False,
         )
         # Deadlines for heads and bodies, bounded connections per peer, bursts queued or
         # refused with 503 (goondan.http_server); each connection's app knows its peer.

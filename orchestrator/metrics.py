@@ -59,6 +59,7 @@ class SwarmMetrics:
     def __init__(self, orchestrator: Orchestrator) -> None:
         self.orchestrator = orchestrator
         self._tool_names: dict[str, tuple[AgentPlan, frozenset[str]]] = {}
+        self._http_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self.registry = CollectorRegistry()
         registry = self.registry
         self.http_requests = Counter(
@@ -132,9 +133,20 @@ class SwarmMetrics:
 
     def observe_http(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one HTTP request: ``route`` is its template (``unmatched`` for none)."""
-        method = method if method in HTTP_METHODS else OTHER
-        self.http_requests.labels(route, method, str(status)).inc()
-        self.http_seconds.labels(route).observe(seconds)
+        key = (route, method if method in HTTP_METHODS else OTHER, status)
+        series = self._http_series.get(key)
+        if series is None:
+            # Found once per route, method and status (each from a fixed set, any method a
+            # client invents being "other"): looking the labelled series up, and locking the
+            # family, on every request is what costs.
+            series = (
+                self.http_requests.labels(route, key[1], str(status)),
+                self.http_seconds.labels(route),
+            )
+            self._http_series[key] = series
+        count, latency = series
+        count.inc()
+        latency.observe(seconds)
 
     def observe(self, event: dict[str, Any]) -> None:
         """Count one runtime or lifecycle event."""
