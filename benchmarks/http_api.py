@@ -1,18 +1,27 @@
-"""The HTTP API's request → answer round trip, against the same request without HTTP.
+"""The HTTP API's request → answer round trip, against the same request without HTTP, and
+against the floor any HTTP server on our stack pays.
 
 The offline example swarm (``goondan.yaml.example``: a handoff from ``coordinator`` to
 ``worker``, which writes a file) answers, one request at a time:
 
 1. in process: ``Orchestrator.request`` called directly, the control path under every front
-   door (router → agent pipes → Turn → answer), with no HTTP at all: the baseline
+   door (router → agent pipes → Turn → answer), with no HTTP at all: the baseline. Also the
+   time to the first streamed text delta, the baseline of a streamed answer's first chunk
 2. the CLI's path: a new connection to ``api.sock`` per request (``DaemonApi``)
-3. the HTTP API over its Unix socket, one keep-alive connection
-4. the HTTP API over TCP loopback, one keep-alive connection
+3. the HTTP API over its Unix socket and over TCP loopback, one keep-alive connection each:
+   ``POST /v1/agents/{agent}/requests``, ``POST /v1/chat/completions``, and the same streamed
+   (time to the first chunk)
+4. the floor: a bare Starlette app on uvicorn (``benchmarks/_http_floor.py``, its own process)
+   answering the bytes the daemon answered, over the same client and the same transports
 
-(2–4 against a daemon process, taking turns, each on its own conversation instance.)
+The in-process Orchestrator runs on a loop thread of this process and is timed on that loop;
+every path, the in-process ones included, takes its turn in each round, so load on a shared
+machine falls on all of them alike. Each HTTP path reports ``added_ms``, its median less the
+in-process median (the cost of the front door), beside ``floor_ms``, the floor's median over
+the same transport; ``over_floor_ms`` is what is ours. Every answer is checked.
 
-Every answer is checked. Run: ``python benchmarks/http_api.py [--count N] [--json] [--quick]``
-(``--quick``: 10 requests per path, for CI). Prints figures; gates nothing.
+Run: ``python benchmarks/http_api.py [--count N] [--json] [--quick]`` (``--quick``: 10
+requests per path, for CI). Prints figures; gates nothing.
 """
 
 from __future__ import annotations
@@ -28,8 +37,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the repository's packages, not this folder's modules
 
 import httpx2  # noqa: E402
+import uvloop  # noqa: E402
 
 from benchmarks._checks import expect  # noqa: E402
 from ipc.logs import configure_logging  # noqa: E402
@@ -48,6 +61,12 @@ ANSWER = "Done. The worker reports: wrote 11 bytes to notes.txt"
 """What the example swarm answers to :data:`TEXT`: every request's answer is checked."""
 WARM_UP = 5
 """Requests per path first, not counted: they start agents, create files, open connections."""
+REQUESTS = "/v1/agents/coordinator/requests"
+CHAT = "/v1/chat/completions"
+TRANSPORTS = ("unix_socket", "tcp_loopback")
+
+Call = Callable[[], float]
+"""One timed request: checks its answer, returns the seconds it took."""
 
 
 def free_port() -> int:
@@ -57,127 +76,272 @@ def free_port() -> int:
         return port
 
 
-def timed(call: Callable[[], None], count: int) -> list[float]:
-    samples = []
-    for _ in range(count):
-        started = time.perf_counter()
-        call()
-        samples.append(time.perf_counter() - started)
-    return samples
-
-
 def summary(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return {"median_ms": statistics.median(ordered) * 1000, "p99_ms": p99 * 1000}
+    median = statistics.median(ordered)
+    return {"median_ms": median * 1000, "p99_ms": p99 * 1000, "p99_to_median": p99 / median}
 
 
-def in_process(count: int) -> list[float]:
-    """The baseline: the same request through an Orchestrator in this process, no HTTP."""
+def chat_body(stream: bool) -> dict[str, Any]:
+    return {
+        "model": "coordinator",
+        "messages": [{"role": "user", "content": TEXT}],
+        "stream": stream,
+    }
 
-    async def run() -> list[float]:
-        configure_logging("warning", process="benchmark")
-        with tempfile.TemporaryDirectory() as tmp:
-            directory = Path(tmp)
-            shutil.copy(ROOT / "goondan.yaml.example", directory / "goondan.yaml")
+
+class _ThreadLoop(uvloop.Loop):
+    """uvloop on a thread other than the main one: no signal handler can be installed there,
+    so removing one (as ``Orchestrator.shutdown`` does) has nothing to do."""
+
+    def remove_signal_handler(self, sig: int) -> bool:
+        return False
+
+
+class InProcess:
+    """An Orchestrator of the example swarm on a loop thread of this process, no HTTP: each
+    call is timed on that loop, so handing it over from this thread is not counted."""
+
+    def __init__(self, directory: Path) -> None:
+        shutil.copy(ROOT / "goondan.yaml.example", directory / "goondan.yaml")
+        self.loop = _ThreadLoop()  # the loop the daemon runs on
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+        async def started() -> Orchestrator:
             orchestrator = Orchestrator(directory / "goondan.yaml")
             await orchestrator.start()
-            try:
-                samples = []
-                for index in range(count + WARM_UP):
-                    started = time.perf_counter()
-                    answer = await orchestrator.request(TEXT, agent="coordinator", instance_key="i")
-                    expect(answer.ok and answer.output == ANSWER, answer)
-                    if index >= WARM_UP:
-                        samples.append(time.perf_counter() - started)
-                return samples
-            finally:
-                await orchestrator.shutdown()
+            return orchestrator
 
-    try:  # the loop the daemon runs on
-        import uvloop
+        self.orchestrator: Orchestrator = self.run(started())
 
-        return uvloop.run(run())
-    except ImportError:
-        return asyncio.run(run())
+    def run(self, work: Coroutine[Any, Any, Any]) -> Any:
+        done: Future[Any] = asyncio.run_coroutine_threadsafe(work, self.loop)
+        return done.result(120)
+
+    def request(self) -> float:
+        async def timed() -> float:
+            started = time.perf_counter()
+            answer = await self.orchestrator.request(TEXT, agent="coordinator", instance_key="i")
+            taken = time.perf_counter() - started
+            expect(answer.ok and answer.output == ANSWER, answer)
+            return taken
+
+        seconds: float = self.run(timed())
+        return seconds
+
+    def first_delta(self) -> float:
+        """Time to the first streamed text delta of a request (then its answer is awaited)."""
+
+        async def timed() -> float:
+            first = asyncio.Event()
+            started = time.perf_counter()
+            taken = 0.0
+
+            def on_delta(agent: str, delta: Any) -> None:
+                nonlocal taken
+                if not first.is_set():
+                    taken = time.perf_counter() - started
+                    first.set()
+
+            answer = await self.orchestrator.router.request(
+                "coordinator", TEXT, instance_key="s", on_delta=on_delta
+            )
+            expect(answer.ok and answer.output == ANSWER and first.is_set(), answer)
+            return taken
+
+        seconds: float = self.run(timed())
+        return seconds
+
+    def close(self) -> None:
+        self.run(self.orchestrator.shutdown())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(60)
+
+
+def wait_ready(client: httpx2.Client) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if client.get("/readyz").status_code == 200:
+                return
+        except httpx2.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("the daemon did not become ready")
+        time.sleep(0.05)
+
+
+def clients(port: int, sock: Path) -> dict[str, httpx2.Client]:
+    return {
+        "unix_socket": httpx2.Client(
+            transport=httpx2.HTTPTransport(uds=str(sock)), base_url="http://goondan", timeout=60
+        ),
+        "tcp_loopback": httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=60),
+    }
+
+
+def requesting(client: httpx2.Client, key: str) -> Call:
+    body = {"input": TEXT, "instanceKey": key}
+
+    def call() -> float:
+        started = time.perf_counter()
+        answer = client.post(REQUESTS, json=body)
+        taken = time.perf_counter() - started
+        expect(answer.status_code == 200 and answer.json().get("output") == ANSWER, answer.text)
+        return taken
+
+    return call
+
+
+def chatting(client: httpx2.Client, key: str) -> Call:
+    body, headers = chat_body(False), {"x-goondan-instance": key}
+
+    def call() -> float:
+        started = time.perf_counter()
+        answer = client.post(CHAT, json=body, headers=headers)
+        taken = time.perf_counter() - started
+        right = answer.status_code == 200
+        expect(right and answer.json()["choices"][0]["message"]["content"] == ANSWER, answer.text)
+        return taken
+
+    return call
+
+
+def first_chunk(client: httpx2.Client, key: str) -> Call:
+    """Time to the first chunk of a streamed chat completion (the rest is read, not timed)."""
+    body, headers = chat_body(True), {"x-goondan-instance": key}
+
+    def call() -> float:
+        started = time.perf_counter()
+        with client.stream("POST", CHAT, json=body, headers=headers) as answer:
+            chunks = answer.iter_bytes()
+            head = next(chunks)
+            taken = time.perf_counter() - started
+            text = head + b"".join(chunks)
+        expect(answer.status_code == 200 and text.endswith(b"data: [DONE]\n\n"), text[-200:])
+        expect(b"chat.completion.chunk" in head, head)
+        return taken
+
+    return call
+
+
+def canned_answers(client: httpx2.Client) -> dict[str, Any]:
+    """The daemon's own answers, for the floor to answer the same bytes."""
+    request = client.post(REQUESTS, json={"input": TEXT, "instanceKey": "canned"}).json()
+    headers = {"x-goondan-instance": "canned"}
+    chat = client.post(CHAT, json=chat_body(False), headers=headers).json()
+    with client.stream("POST", CHAT, json=chat_body(True), headers=headers) as answer:
+        text = answer.read().decode()
+    chunks = [part + "\n\n" for part in text.split("\n\n") if part]
+    expect(request.get("output") == ANSWER and chunks[-1] == "data: [DONE]\n\n", (request, chunks))
+    return {"request": request, "chat": chat, "chunks": chunks}
+
+
+@contextmanager
+def process(command: list[str], cwd: Path, ready_line: bool = False) -> Iterator[None]:
+    child = subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if ready_line else subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        text=True,
+    )
+    try:
+        if ready_line:
+            assert child.stdout is not None
+            expect(child.stdout.readline().strip() == "ready", "the floor did not start")
+        yield
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(60)
 
 
 def measure(count: int) -> dict[str, Any]:
-    baseline = in_process(count)
+    configure_logging("warning", process="benchmark")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        shutil.copy(ROOT / "goondan.yaml.example", directory / "goondan.yaml")
-        port = free_port()
-        daemon = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "orchestrator", "run", "goondan.yaml"),
-                *("--listen", f"127.0.0.1:{port}", "--log-level", "warning"),
-            ],
-            cwd=directory,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        state = directory / ".goondan"
+        (directory / "local").mkdir()
+        (directory / "daemon").mkdir()
+        shutil.copy(ROOT / "goondan.yaml.example", directory / "daemon" / "goondan.yaml")
+        port, floor_port = free_port(), free_port()
+        state = directory / "daemon" / ".goondan"
+        daemon = [
+            *(sys.executable, "-m", "orchestrator", "run", "goondan.yaml"),
+            *("--listen", f"127.0.0.1:{port}", "--log-level", "warning"),
+        ]
+        local = InProcess(directory / "local")
         try:
-            unix = httpx2.Client(
-                transport=httpx2.HTTPTransport(uds=str(state / "api.sock")),
-                base_url="http://goondan",
-                timeout=60,
-            )
-            tcp = httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if unix.get("/readyz").status_code == 200:
-                        break
-                except httpx2.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the daemon did not become ready")
-                time.sleep(0.05)
-
-            # Each path has its own conversation and the calls take turns, so the history
-            # every Turn reads grows alike on every path.
-            cli_api = DaemonApi(state)
-
-            def over_cli_client() -> None:
-                body = {"input": TEXT, "instanceKey": "c"}
-                status, answer = cli_api.call("POST", "/v1/agents/coordinator/requests", body)
-                expect(status == 200 and answer.get("output") == ANSWER, (status, answer))
-
-            def over(client: httpx2.Client, key: str) -> Callable[[], None]:
-                body = {"input": TEXT, "instanceKey": key}
-
-                def call() -> None:
-                    answer = client.post("/v1/agents/coordinator/requests", json=body)
-                    right = answer.status_code == 200 and answer.json().get("output") == ANSWER
-                    expect(right, answer.text)
-
-                return call
-
-            paths = {
-                "cli_client_unix_socket": over_cli_client,
-                "http_unix_socket": over(unix, "u"),
-                "http_tcp_loopback": over(tcp, "t"),
-            }
-            for call in paths.values():
-                timed(call, WARM_UP)
-            samples: dict[str, list[float]] = {name: [] for name in paths}
-            for _ in range(count):
-                for name, call in paths.items():
-                    samples[name] += timed(call, 1)
-            figures = {"in_process": summary(baseline)}
-            figures |= {name: summary(taken) for name, taken in samples.items()}
-            unix.close()
-            tcp.close()
+            with process(daemon, directory / "daemon"):
+                ours = clients(port, state / "api.sock")
+                wait_ready(ours["unix_socket"])
+                answers = directory / "answers.json"
+                answers.write_text(json.dumps(canned_answers(ours["tcp_loopback"])))
+                floor_sock = directory / "floor.sock"
+                floor = [
+                    *(sys.executable, str(ROOT / "benchmarks" / "_http_floor.py")),
+                    *(str(answers), str(floor_port), str(floor_sock)),
+                ]
+                with process(floor, directory, ready_line=True):
+                    floors = clients(floor_port, floor_sock)
+                    figures = run_paths(count, local, ours, floors, DaemonApi(state))
+                    for client in (*ours.values(), *floors.values()):
+                        client.close()
         finally:
-            daemon.send_signal(signal.SIGTERM)
-            daemon.wait(60)
+            local.close()
+    return figures
+
+
+def run_paths(
+    count: int,
+    local: InProcess,
+    ours: dict[str, httpx2.Client],
+    floors: dict[str, httpx2.Client],
+    cli_api: DaemonApi,
+) -> dict[str, Any]:
+    def over_cli_client() -> float:
+        started = time.perf_counter()
+        status, answer = cli_api.call("POST", REQUESTS, {"input": TEXT, "instanceKey": "c"})
+        taken = time.perf_counter() - started
+        expect(status == 200 and answer.get("output") == ANSWER, (status, answer))
+        return taken
+
+    # Each path has its own conversation and the paths take turns, so the history every
+    # Turn reads grows alike on every path.
+    paths: dict[str, Call] = {
+        "in_process": local.request,
+        "in_process_first_delta": local.first_delta,
+        "cli_client_unix_socket": over_cli_client,
+    }
+    for transport in TRANSPORTS:
+        short = transport[0]
+        paths[f"http_{transport}"] = requesting(ours[transport], f"h{short}")
+        paths[f"chat_{transport}"] = chatting(ours[transport], f"c{short}")
+        paths[f"chat_stream_first_chunk_{transport}"] = first_chunk(ours[transport], f"s{short}")
+        paths[f"floor_http_{transport}"] = requesting(floors[transport], "-")
+        paths[f"floor_chat_{transport}"] = chatting(floors[transport], "-")
+        paths[f"floor_chat_stream_first_chunk_{transport}"] = first_chunk(floors[transport], "-")
+    for call in paths.values():
+        for _ in range(WARM_UP):
+            call()
+    samples: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(count):
+        for name, call in paths.items():
+            samples[name].append(call())
+    figures: dict[str, Any] = {name: summary(taken) for name, taken in samples.items()}
     control = figures["in_process"]["median_ms"]
-    for name in ("cli_client_unix_socket", "http_unix_socket", "http_tcp_loopback"):
-        figures[name]["ratio_to_in_process"] = figures[name]["median_ms"] / control
+    for name, row in figures.items():
+        if name.startswith(("in_process", "floor_")):
+            continue
+        row["ratio_to_in_process"] = row["median_ms"] / control
+        baseline = figures["in_process_first_delta" if "stream" in name else "in_process"]
+        row["added_ms"] = row["median_ms"] - baseline["median_ms"]
+        if f"floor_{name}" in figures:
+            row["floor_ms"] = figures[f"floor_{name}"]["median_ms"]
+            row["over_floor_ms"] = row["added_ms"] - row["floor_ms"]
     return figures
 
 
@@ -194,10 +358,12 @@ def main() -> None:
         print(json.dumps(figures))
         return
     print(f"request → answer ({TEXT!r}, handoff + file write), {options.count} requests")
-    print(f"{'path':<24} {'median ms':>10} {'p99 ms':>9} {'vs in process':>14}")
+    header = ("path", "median ms", "p99 ms", "p99/med", "added ms", "floor ms", "ours ms")
+    print(f"{header[0]:<44}" + "".join(f"{cell:>10}" for cell in header[1:]))
     for name, row in figures.items():
-        ratio = f"{row['ratio_to_in_process']:.2f}x" if "ratio_to_in_process" in row else ""
-        print(f"{name:<24} {row['median_ms']:>10.2f} {row['p99_ms']:>9.2f} {ratio:>14}")
+        cells = [row["median_ms"], row["p99_ms"], row["p99_to_median"]]
+        cells += [row.get(key) for key in ("added_ms", "floor_ms", "over_floor_ms")]
+        print(f"{name:<44}" + "".join("" if c is None else f"{c:>10.2f}" for c in cells))
 
 
 if __name__ == "__main__":

@@ -96,11 +96,17 @@ def test_ipc_quick_prints_every_figure_and_ratio() -> None:
 
 
 @pytest.mark.timeout(QUICK_SECONDS + 10)
-def test_http_api_quick_prints_every_path_beside_the_in_process_baseline() -> None:
+def test_http_api_quick_prints_every_path_beside_the_in_process_baseline_and_the_floor() -> None:
     figures = run_quick("http_api.py")
-    numbers(figures["in_process"], "median_ms", "p99_ms")
-    for path in ("cli_client_unix_socket", "http_unix_socket", "http_tcp_loopback"):
-        numbers(figures[path], "median_ms", "p99_ms", "ratio_to_in_process")
+    for baseline in ("in_process", "in_process_first_delta"):
+        numbers(figures[baseline], "median_ms", "p99_ms", "p99_to_median")
+    numbers(figures["cli_client_unix_socket"], "median_ms", "p99_ms", "added_ms")
+    for transport in ("unix_socket", "tcp_loopback"):
+        for kind in ("http", "chat", "chat_stream_first_chunk"):
+            path = f"{kind}_{transport}"
+            numbers(figures[f"floor_{path}"], "median_ms", "p99_ms", "p99_to_median")
+            numbers(figures[path], "median_ms", "p99_ms", "p99_to_median", "ratio_to_in_process")
+            numbers(figures[path], "added_ms", "floor_ms", "over_floor_ms")
 
 
 @pytest.mark.timeout(QUICK_SECONDS + 10)
