@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -190,6 +191,54 @@ class Member:
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:
                 stream.close()
+
+
+class Watched:
+    """A member whose stderr a thread reads to the end, so that its logging never blocks on
+    a full pipe however long it runs, and whose log records can be awaited."""
+
+    def __init__(self, name: str, member: Member) -> None:
+        self.name = name
+        self.member = member
+        self.changed = threading.Condition()
+        self.reader = threading.Thread(target=self._drain, name=f"log-{name}", daemon=True)
+        self.reader.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                more = self.member.log._read(time.monotonic() + 1)
+            except (OSError, ValueError):  # the pipe was closed under us: the member is gone
+                more = False
+            with self.changed:
+                self.changed.notify_all()
+            if not more and self.member.process.poll() is not None:
+                return
+
+    def logged(self, event: str) -> bool:
+        """Whether the member logged ``event`` so far."""
+        return any(r.get("event") == event for r in list(self.member.log.records))
+
+    def wait_logged(self, event: str, deadline: float) -> bool:
+        """Until the member logs ``event`` (True), exits or ``deadline`` s pass (False)."""
+        with self.changed:
+            self.changed.wait_for(
+                lambda: self.logged(event) or self.member.process.poll() is not None, deadline
+            )
+        return self.logged(event)
+
+    @property
+    def serving(self) -> bool:
+        """A leader that leads and serves the API (a standby logs this only once it leads)."""
+        return self.member.process.poll() is None and self.logged("orchestrator started")
+
+    def kill(self) -> None:
+        """SIGKILL its whole process group; returns once it is gone and its log read."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.member.pid, signal.SIGKILL)
+        self.member.process.wait(timeout=10)
+        self.reader.join(10)
+        self.member.stop()
 
 
 class Cluster:
