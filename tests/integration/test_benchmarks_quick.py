@@ -133,6 +133,22 @@ def test_cluster_quick_prints_the_cross_node_delegate_beside_its_floors() -> Non
 
 
 @pytest.mark.timeout(QUICK_SECONDS + 10)
+def test_failover_quick_times_a_node_and_a_leader_lost_and_the_load() -> None:
+    nats_server_binary()
+    figures = run_quick("failover.py")
+    assert figures["runs"] == 1
+    numbers(figures, "heartbeat_s", "expiry_s")
+    for key, count in (
+        ("node_loss_to_answer_s", 1),
+        ("leader_loss_to_serving_s", 1),
+        ("load_before", 3),
+        ("load_after", 3),
+    ):
+        assert len(figures[key]) == count, (key, figures)
+        assert all(isinstance(figure, float | int) for figure in figures[key]), (key, figures)
+
+
+@pytest.mark.timeout(QUICK_SECONDS + 10)
 def test_otel_export_quick_prints_each_setting_against_export_off() -> None:
     figures = run_quick("otel_export.py")
     assert set(figures) == {"off", "on", "unreachable"}
