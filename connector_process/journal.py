@@ -9,7 +9,10 @@ sender hears so, until the daemon says it is done with.
 
 An ``accepted`` line is appended and fsynced before ``emit``/``accept`` returns, so before an
 HTTP connector answers 2xx (a write serves every event that waited for the one before it: a
-group commit). ``settled`` lines follow when the daemon reports the event's Turn over or the
+group commit). An event's id is random, or derived from the delivery that brought it
+(:func:`delivery_event_id`): a delivery accepted again while its event is here is not added
+twice, and one accepted again after its event was settled is dropped by the daemon if its
+Turn had started. ``settled`` lines follow when the daemon reports the event's Turn over or the
 event lost (a ``delivery.lost`` event then keeps it); they are not fsynced, since one lost to a
 crash only makes the event be sent again, and the daemon drops an event it delivered already
 (``ingress-delivered.jsonl``, see :mod:`orchestrator.ingress_delivered`). At start the
@@ -24,6 +27,7 @@ the file.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import secrets
@@ -73,6 +77,14 @@ def new_event_id(connection: str) -> str:
     return f"{connection}-{secrets.token_hex(12)}"
 
 
+def delivery_event_id(connection: str, delivery_id: str) -> str:
+    """The event id of the delivery ``delivery_id`` (``ConnectorEvent.delivery_id``): the same
+    every time that delivery is accepted, so the journal and the daemon's delivered log know a
+    second copy. Hashed: a delivery id is whatever the sender put in a header."""
+    digest = hashlib.sha256(delivery_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{connection}-d{digest[:32]}"
+
+
 class IngressJournal:
     """The accepted events of one Connection not settled yet, and the file that keeps them.
 
@@ -108,15 +120,21 @@ class IngressJournal:
         if self._compact_now:
             await self._commit(None, sync=True)
 
-    async def accept(self, event: JournaledEvent) -> None:
-        """Add ``event``; on disk (fsynced) when this returns. Raises ``OSError``, the event
-        not added."""
+    async def accept(self, event: JournaledEvent) -> bool:
+        """Add ``event``; on disk (fsynced) when this returns ``True``. ``False`` when an event
+        of that id is held already (a delivery accepted twice), once that one is on disk.
+        Raises ``OSError``, the event not added."""
+        if event.event_id in self._unsettled:
+            await self._commit(None, sync=True)  # the first copy's write may be under way
+            if event.event_id in self._unsettled:  # else that write failed: take this one
+                return False
         self._unsettled[event.event_id] = event
         try:
             await self._commit(_accepted_line(event), sync=True)
         except BaseException:
             self._unsettled.pop(event.event_id, None)
             raise
+        return True
 
     async def settle(self, event_id: str) -> None:
         """Forget ``event_id``: the daemon is done with it (logged, not raised, on failure)."""

@@ -48,6 +48,7 @@ from connector_process.journal import (
     IngressJournal,
     JournaledEvent,
     JournalUnreadable,
+    delivery_event_id,
     new_event_id,
 )
 from goondan import crashpoints
@@ -255,9 +256,10 @@ class ConnectorHost:
 
     async def emit(self, event: ConnectorEvent) -> str:
         """Journal ``event``, then send it to the Orchestrator once a place in flight is free;
-        its id."""
-        journaled = await self._journaled(event)
-        await self._send(journaled)
+        its id. A delivery journaled already is not sent again (its first copy is)."""
+        journaled, new = await self._journaled(event)
+        if new:
+            await self._send(journaled)
         return journaled.event_id
 
     async def emit_awaiting_answer(self, event: ConnectorEvent) -> asyncio.Future[TurnAnswer]:
@@ -269,17 +271,21 @@ class ConnectorHost:
         """Journal ``event`` and send it in the background; ``False`` (nothing journaled) when
         :data:`ACCEPT_BACKLOG` events wait already or the journal cannot be written."""
         if len(self._unsettled) - len(self._sent) >= ACCEPT_BACKLOG:
-            self.log.warning("too many accepted events waiting; event refused", event=event.name)
+            self.log.warning(
+                "too many accepted events waiting; event refused", event_name=event.name
+            )
             return False
         try:
-            journaled = await self._journaled(event)
+            journaled, new = await self._journaled(event)
         except OSError:
             return False
-        self._spawn(self._send(journaled))
+        if new:
+            self._spawn(self._send(journaled))
         return True
 
-    async def _journaled(self, event: ConnectorEvent) -> JournaledEvent:
-        """``event`` checked and on disk in the journal (``OSError`` when it cannot be)."""
+    async def _journaled(self, event: ConnectorEvent) -> tuple[JournaledEvent, bool]:
+        """``event`` checked and on disk in the journal (``OSError`` when it cannot be), and
+        whether it is new: ``False`` for a delivery the journal holds already."""
         if event.name not in self.plan.events:
             declared = ", ".join(self.plan.events)
             raise ValueError(
@@ -289,18 +295,28 @@ class ConnectorHost:
         if not event.instance_key.strip():
             raise ValueError(f"event {event.name!r} has no instance key")
         properties = {k: v for k, v in event.properties.items() if isinstance(v, str)}
+        event_id = (
+            new_event_id(self.name)
+            if event.delivery_id is None
+            else delivery_event_id(self.name, event.delivery_id)
+        )
         journaled = JournaledEvent(
-            new_event_id(self.name), event.name, event.text(), event.instance_key, properties
+            event_id, event.name, event.text(), event.instance_key, properties
         )
         try:
-            await self.journal.accept(journaled)
+            new = await self.journal.accept(journaled)
         except OSError as exc:
-            self.log.error("event not journaled", event=event.name, error=exc.strerror or str(exc))
+            self.log.error(
+                "event not journaled", event_name=event.name, error=exc.strerror or str(exc)
+            )
             raise
+        if not new:
+            self.log.info("delivery accepted already", event_name=event.name, event_id=event_id)
+            return journaled, False
         self._unsettled.add(journaled.event_id)
         self._all_settled.clear()
         crashpoints.point("connector.journaled")
-        return journaled
+        return journaled, True
 
     async def _send(self, journaled: JournaledEvent) -> None:
         """Send a journaled event once a place in flight is free."""

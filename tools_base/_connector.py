@@ -65,12 +65,18 @@ class ConnectorEvent:
     ``name`` is one of the Connector's declared ``events``; ``instance_key`` is the conversation
     it belongs to unless an ingress rule says otherwise (``telegram:<chatId>``, say);
     ``properties`` are text values the ingress rules match on.
+
+    ``delivery_id`` is the source's own id for what brought the event (a webhook's delivery id,
+    a Telegram ``update_id``), when it has one: the runtime derives the event's id from it, so
+    the same delivery accepted again (a sender retrying after a lost answer, an update fetched
+    again after a crash) is the same event, journaled and run once.
     """
 
     name: str
     message: ConnectorMessage
     instance_key: str
     properties: Mapping[str, str] = field(default_factory=dict)
+    delivery_id: str | None = None
 
     def text(self) -> str:
         """The input an agent's Turn gets: the text, or ``[image] <url>`` /
@@ -162,14 +168,17 @@ class ConnectorContext(Protocol):
         """Deliver ``event`` into the swarm; waits while the connection has too many events in
         flight. The event is journaled (on disk, delivered after a crash of the connector or
         the daemon) before this returns. Raises ``ValueError`` for an event the Connector does
-        not declare, ``OSError`` when the journal cannot be written."""
+        not declare, ``OSError`` when the journal cannot be written. An event whose
+        ``delivery_id`` was accepted already is not taken twice: this returns once that one is
+        on disk."""
         ...
 
     async def accept(self, event: ConnectorEvent) -> bool:
         """Take ``event`` for delivery without waiting for a place in flight: ``True`` once it
         is journaled (answer the sender now: it will be delivered, after a crash too);
         ``False``, nothing taken, when too many accepted events wait or the journal cannot be
-        written (ask the sender to retry). Raises ``ValueError`` as :meth:`emit` does."""
+        written (ask the sender to retry). Raises ``ValueError`` as :meth:`emit` does. An event
+        whose ``delivery_id`` was accepted already is ``True`` and not taken twice."""
         ...
 
     def report_failure(self, reason: str) -> None:

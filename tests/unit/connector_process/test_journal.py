@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -9,7 +10,12 @@ import pytest
 
 from connector_process import journal as journal_module
 from connector_process.health import MAX_ERROR_CHARS, Redactor
-from connector_process.journal import IngressJournal, JournaledEvent, JournalUnreadable
+from connector_process.journal import (
+    IngressJournal,
+    JournaledEvent,
+    JournalUnreadable,
+    delivery_event_id,
+)
 
 
 def event(n: int) -> JournaledEvent:
@@ -36,6 +42,34 @@ async def test_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
     journal.close()
     path.write_bytes(path.read_bytes() + b'{"v":1,"op":"accepted","id":"hooks-1","ev')
     assert [e.event_id for e in IngressJournal(path).unsettled()] == ["hooks-0"]
+
+
+async def test_a_delivery_accepted_twice_is_one_event(tmp_path: Path) -> None:
+    path = tmp_path / "ingress.jsonl"
+    journal = IngressJournal(path)
+    event_id = delivery_event_id("hooks", "delivery:abc")
+    copies = [
+        JournaledEvent(event_id, "webhook_message", "once", "hooks", accepted_at=f"t{n}")
+        for n in range(5)
+    ]
+    outcomes = await asyncio.gather(*(journal.accept(copy) for copy in copies))
+    assert outcomes.count(True) == 1
+    assert [e.event_id for e in journal.unsettled()] == [event_id]
+    assert len(path.read_text().splitlines()) == 1
+    # Settled, the same delivery again is journaled again: the daemon knows it as delivered.
+    await journal.settle(event_id)
+    assert await journal.accept(copies[0])
+    journal.close()
+    assert [e.event_id for e in IngressJournal(path).unsettled()] == [event_id]
+
+
+def test_a_delivery_id_gives_one_event_id_per_connection() -> None:
+    one = delivery_event_id("hooks", "delivery:abc")
+    assert one == delivery_event_id("hooks", "delivery:abc")
+    assert one.startswith("hooks-")
+    assert "abc" not in one  # whatever the sender put in a header is not echoed
+    assert one != delivery_event_id("hooks", "delivery:abd")
+    assert one != delivery_event_id("other", "delivery:abc")
 
 
 def test_a_newer_format_is_refused_naming_the_file(tmp_path: Path) -> None:
