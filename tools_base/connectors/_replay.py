@@ -14,7 +14,15 @@ A signature proves who sent a request, not that it is sent for the first time: w
 
 The keys live in ``deliveries.json`` in the Connection's state directory
 (``ConnectorContext.state_dir``), rewritten with :func:`goondan.files.write_atomic` before the
-request is answered, so a connector killed and restarted still refuses what it took. A key is
+request is answered, so a connector killed and restarted still refuses what it took.
+
+They are written only once the event is in the ingress journal (:func:`accept_once`): a request
+is first *claimed* in memory (a copy arriving meanwhile is refused), its event journaled, and
+only then its keys *recorded* on disk. A connector killed between the two has journaled the
+event and recorded nothing, so the sender's retry is taken again; the event carries the
+request's delivery id (``ConnectorEvent.delivery_id``), from which the runtime derives the
+event's id, so the retry is the same event and is not run twice. Recorded first, a kill before
+the journal would have refused the retry of an event nobody holds. A key is
 stored hashed (a delivery id is whatever the sender put in a header) with the Unix second after
 which it may go: the schemes' timestamps are Unix seconds, and these are compared with them. At
 most :data:`CAPACITY` are kept; past that the ones expiring first go early (logged once).
@@ -29,11 +37,12 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
-from starlette.responses import Response
-
+from goondan import crashpoints
 from goondan.errors import newer_format
 from goondan.files import write_atomic
 from goondan.time import utc_timestamp
@@ -81,13 +90,49 @@ def window_setting(ctx: ConnectorContext, name: str) -> int:
     return _http._integer(raw, name, 1, MAX_WINDOW_SECONDS)
 
 
-def not_recorded() -> Response:
-    """The answer when a delivery could not be written down: 503, so the sender retries."""
-    return _http.answer(503, error="the delivery could not be recorded; retry later")
+class Outcome(Enum):
+    """What :func:`accept_once` did with a request."""
+
+    ACCEPTED = "accepted"
+    """Its event is journaled and its keys recorded: answer it as taken."""
+    REPLAY = "replay"
+    """Its keys were taken already: answer it as a duplicate, nothing done."""
+    REFUSED = "refused"
+    """Its event could not be journaled now (too many waiting): answer 503, keys forgotten."""
 
 
-class NotRecorded(Exception):
-    """The deliveries file could not be written; the request was not taken."""
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The keys of one request held by :meth:`Deliveries.claim`, hashed."""
+
+    keys: frozenset[str]
+    expiry: int
+
+
+async def accept_once(
+    deliveries: Deliveries,
+    keys: Collection[str],
+    *,
+    until: float,
+    accept: Callable[[], Awaitable[bool]],
+) -> Outcome:
+    """Take one request: refuse it if ``keys`` were taken, else ``accept()`` its event (journal
+    it; ``False``: not now) and only then record ``keys`` on disk, so that no crash can leave a
+    request refused as a replay whose event was never journaled. ``accept`` raising (an event
+    the Connector does not declare) forgets the keys and raises."""
+    claim = deliveries.claim(keys, until=until)
+    if claim is None:
+        return Outcome.REPLAY
+    try:
+        accepted = await accept()
+    except BaseException:
+        await asyncio.shield(deliveries.release(claim))
+        raise
+    if not accepted:
+        await deliveries.release(claim)
+        return Outcome.REFUSED
+    await deliveries.record(claim)
+    return Outcome.ACCEPTED
 
 
 class Deliveries:
@@ -109,6 +154,9 @@ class Deliveries:
         self._capacity = capacity
         self._clock = clock
         self._expiry: dict[str, int] = {} if path is None else _read(path)
+        """Recorded keys (hashed) and the Unix second after which each may go."""
+        self._claimed: dict[str, int] = {}
+        """Keys of requests whose events are being journaled: refused, not yet written."""
         self._version = 0
         """Counts the changes in memory; ``_written`` is the one on disk."""
         self._written = 0
@@ -127,48 +175,53 @@ class Deliveries:
     def __len__(self) -> int:
         return len(self._expiry)
 
-    async def take(self, keys: Collection[str], *, until: float) -> bool:
-        """Remember ``keys`` (one request's) until the Unix second ``until``, on disk before
-        this returns ``True``. ``False``, with nothing remembered, when one of them is
-        remembered already: the request is a replay. Raises :class:`NotRecorded` (logged) when
-        the file cannot be written; nothing is remembered then either."""
+    def claim(self, keys: Collection[str], *, until: float) -> Claim | None:
+        """Hold ``keys`` (one request's) in memory until the Unix second ``until``: a copy of
+        the request arriving meanwhile is refused. ``None``, nothing held, when one of them is
+        held or remembered already: the request is a replay. Nothing is on disk until
+        :meth:`record`."""
         now = self._clock()
-        hashed = {_hash(key) for key in keys}
-        if any(self._expiry.get(key, -1) >= now for key in hashed):
-            return False
-        if not hashed:
-            return True
+        hashed = frozenset(_hash(key) for key in keys)
+        if any(key in self._claimed or self._expiry.get(key, -1) >= now for key in hashed):
+            return None
         expiry = math.ceil(until)
         for key in hashed:
-            self._expiry[key] = expiry
+            self._claimed[key] = expiry
+        return Claim(hashed, expiry)
+
+    async def record(self, claim: Claim) -> None:
+        """Remember ``claim``'s keys on disk (call it once its event is journaled). A write
+        that fails is logged: the keys stay remembered in memory and go to disk with the next
+        write, and until then a retry after a restart is the same event (its delivery id),
+        which the runtime does not run twice."""
+        if not claim.keys:
+            return
+        for key in claim.keys:
+            self._claimed.pop(key, None)
+            self._expiry[key] = claim.expiry
         self._version += 1
-        self._prune(now)
+        self._prune(self._clock())
         try:
             await self._save()
-        except BaseException as exc:
-            # Not on disk, so not taken: the sender's retry must find the keys free.
-            self._forget(hashed)
-            if isinstance(exc, OSError):
-                self._log.error("deliveries not recorded", error=exc.strerror or str(exc))
-                raise NotRecorded(str(exc)) from exc
-            raise
-        return True
+        except OSError as exc:
+            self._log.error("deliveries not recorded", error=exc.strerror or str(exc))
 
-    async def release(self, keys: Collection[str]) -> None:
-        """Forget ``keys`` taken for an event that was not accepted after all (the outbox
-        full, the event refused), so that the sender's retry is taken."""
-        if not keys:
+    async def release(self, claim: Claim) -> None:
+        """Forget ``claim``'s keys: its event was not accepted after all (the journal full, the
+        event refused), so the sender's retry must be taken."""
+        if not claim.keys:
             return
-        self._forget({_hash(key) for key in keys})
+        recorded = False
+        for key in claim.keys:
+            self._claimed.pop(key, None)
+            recorded |= self._expiry.pop(key, None) is not None
+        if not recorded:  # never written: nothing on disk to take back
+            return
+        self._version += 1
         try:
             await self._save()
         except OSError as exc:  # the retry is refused after a restart only
             self._log.warning("released deliveries not recorded", error=exc.strerror or str(exc))
-
-    def _forget(self, hashed: set[str]) -> None:
-        for key in hashed:
-            self._expiry.pop(key, None)
-        self._version += 1
 
     def _prune(self, now: float) -> None:
         """Forget what expired (at most once a minute: it reads every entry), then the entries
@@ -214,6 +267,7 @@ class Deliveries:
             encoded = json.dumps(data, separators=(",", ":")).encode()
             await asyncio.to_thread(write_atomic, self._path, encoded)
             self._written = version
+        crashpoints.point("connector.deliveries-recorded")
 
 
 def _hash(key: str) -> str:

@@ -28,12 +28,15 @@ Telegram resends an update until it gets a 2xx, so each ``update_id`` taken is r
 Connection's state directory (:mod:`tools_base.connectors._replay`): the same update again is
 answered 200 with no second event. Events are the polling mode's (``telegram_message``); each
 is journaled (``ctx.accept``) before Telegram gets its answer, so an answered update is
-delivered even if the connector is killed first.
+delivered even if the connector is killed first, and its id is the polling mode's too (from
+the ``update_id``), so an update Telegram sends again after such a kill is the same event.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
 import re
 import time
@@ -50,6 +53,7 @@ from tools_base.connectors.telegram import (
     method_url,
     open_client,
     post_json,
+    update_delivery_id,
     update_event,
 )
 from tools_base.tools._chat import MAX_API_ANSWER_BYTES, redact
@@ -168,14 +172,18 @@ async def run(ctx: ConnectorContext, poll: PollSettings) -> None:
         if event is None:
             ctx.logger.debug("telegram update skipped", update_id=update_id)
             return _http.answer(200, skipped=True)
-        keys = [f"update:{update_id}"]
-        try:
-            if not await deliveries.take(keys, until=time.time() + _replay.UNTIMED_SECONDS):
-                return _http.answer(200, duplicate=True)
-        except _replay.NotRecorded:
-            return _replay.not_recorded()
-        if not await outbox.accept(event):
-            await deliveries.release(keys)
+        outcome = await _replay.accept_once(
+            deliveries,
+            [f"update:{update_id}"],
+            until=time.time() + _replay.UNTIMED_SECONDS,
+            accept=functools.partial(
+                outbox.accept,
+                dataclasses.replace(event, delivery_id=update_delivery_id(poll, update_id)),
+            ),
+        )
+        if outcome is _replay.Outcome.REPLAY:
+            return _http.answer(200, duplicate=True)
+        if outcome is _replay.Outcome.REFUSED:
             return _http.answer(503, error="too many events waiting; retry later")
         return _http.answer(200)
 

@@ -31,6 +31,8 @@ Settings: ``DISCORD_WEBHOOK_HOST`` (127.0.0.1), ``DISCORD_WEBHOOK_PORT`` → ``P
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -180,13 +182,17 @@ async def run(ctx: ConnectorContext) -> None:
             "interaction:" + interaction_id if interaction_id else "signature:" + signature.lower()
         ]
         until = timestamp + window + _replay.MARGIN_SECONDS
-        try:
-            if not await deliveries.take(keys, until=until):
-                return _http.answer(409, error="interaction already received")
-        except _replay.NotRecorded:
-            return _replay.not_recorded()
-        if not await outbox.accept(event):
-            await deliveries.release(keys)
+        outcome = await _replay.accept_once(
+            deliveries,
+            keys,
+            until=until,
+            accept=functools.partial(
+                outbox.accept, dataclasses.replace(event, delivery_id=keys[0])
+            ),
+        )
+        if outcome is _replay.Outcome.REPLAY:
+            return _http.answer(409, error="interaction already received")
+        if outcome is _replay.Outcome.REFUSED:
             return _http.answer(503, error="too many events waiting; retry later")
         deferred = (
             DEFERRED_CHANNEL_MESSAGE if kind == APPLICATION_COMMAND else DEFERRED_UPDATE_MESSAGE

@@ -38,6 +38,8 @@ Settings: ``GITHUB_WEBHOOK_HOST`` (127.0.0.1), ``GITHUB_WEBHOOK_PORT`` → ``POR
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from typing import Any
 from urllib.parse import parse_qs
@@ -170,13 +172,17 @@ async def run(ctx: ConnectorContext) -> None:
         event = event_from_payload(github_event, payload, delivery)
         if event is None:
             return Response(status_code=204)
-        try:
-            if not await deliveries.take(keys, until=time.time() + _replay.UNTIMED_SECONDS):
-                return Response(status_code=204)
-        except _replay.NotRecorded:
-            return _replay.not_recorded()
-        if not await outbox.accept(event):
-            await deliveries.release(keys)
+        if keys:  # a redelivery keeps its X-GitHub-Delivery: the id, else the signature
+            event = dataclasses.replace(event, delivery_id=keys[-1])
+        outcome = await _replay.accept_once(
+            deliveries,
+            keys,
+            until=time.time() + _replay.UNTIMED_SECONDS,
+            accept=functools.partial(outbox.accept, event),
+        )
+        if outcome is _replay.Outcome.REPLAY:
+            return Response(status_code=204)
+        if outcome is _replay.Outcome.REFUSED:
             return _http.answer(503, error="too many events waiting; retry later")
         return _http.answer(202)
 

@@ -37,6 +37,8 @@ Settings: ``SLACK_WEBHOOK_HOST`` (127.0.0.1), ``SLACK_WEBHOOK_PORT`` → ``PORT`
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -260,13 +262,14 @@ async def run(ctx: ConnectorContext) -> None:
         event_id = _http.text_of(payload.get("event_id"))
         if event_id is not None:
             keys.append("event:" + event_id)
-        try:
-            if not await deliveries.take(keys, until=until):
-                return _http.answer(200, ignored=True)
-        except _replay.NotRecorded:
-            return _replay.not_recorded()
-        if not await outbox.accept(event):
-            await deliveries.release(keys)
+        if keys:  # Slack retries an event_id newly signed: the id, else the signature
+            event = dataclasses.replace(event, delivery_id=keys[-1])
+        outcome = await _replay.accept_once(
+            deliveries, keys, until=until, accept=functools.partial(outbox.accept, event)
+        )
+        if outcome is _replay.Outcome.REPLAY:
+            return _http.answer(200, ignored=True)
+        if outcome is _replay.Outcome.REFUSED:
             return _http.answer(503, error="too many events waiting; retry later")
         return _http.answer(200)
 

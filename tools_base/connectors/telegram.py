@@ -2,9 +2,12 @@
 
 No public URL is needed: the connector asks the Bot API for new updates, waiting up to the poll
 timeout for one to arrive, and confirms each batch by asking from the last ``update_id`` + 1,
-so an update is seen once. Telegram refuses ``getUpdates`` (409, naming the webhook) while the
-bot has a webhook set: the connector then calls ``deleteWebhook`` (a Connection switched back from webhook mode)
-and polls again. Replies go out through the ``telegram`` tool (``telegram__send``), which reads
+so an update is seen once. The offset is kept in memory only: after a crash Telegram sends the
+updates not confirmed yet again, and since an event's id derives from its ``update_id``
+(:func:`update_delivery_id`) such an update is the event journaled already, run once.
+Telegram refuses ``getUpdates`` (409, naming the webhook) while the bot has a webhook set: the
+connector then calls ``deleteWebhook`` (a Connection switched back from webhook mode) and
+polls again. Replies go out through the ``telegram`` tool (``telegram__send``), which reads
 the same ``TELEGRAM_API_BASE_URL`` and ``TELEGRAM_ALLOWED_HOSTS``.
 
 ``TELEGRAM_MODE=webhook`` receives updates on a listener of its own instead (``setWebhook``
@@ -63,6 +66,7 @@ answer streamed and refused past :data:`~tools_base.tools._chat.MAX_API_ANSWER_B
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
@@ -313,6 +317,15 @@ def update_event(update: Mapping[str, Any]) -> ConnectorEvent | None:
     return ConnectorEvent(EVENT, attachment, key, properties)
 
 
+def update_delivery_id(settings: PollSettings, update_id: int) -> str:
+    """The ``delivery_id`` of update ``update_id``: an update fetched or posted again (after
+    a crash before Telegram heard it was taken) is then the same event, run once. Telegram
+    numbers updates per bot, so the bot's id (the token's part before ``:``, which is no
+    secret) keeps two bots of one Connection apart."""
+    bot = settings.token.split(":", 1)[0]
+    return f"telegram-update:{bot}:{update_id}"
+
+
 # -- HTTP --------------------------------------------------------------------------------
 
 _BOT_PATH = re.compile(r"/bot[^/\s\"']+")
@@ -561,7 +574,8 @@ class Poller:
         """Advance the offset past ``update`` and emit its event, if it has one.
 
         An update below the offset was already seen (a server that ignored the offset) and is
-        skipped, so nothing is emitted twice.
+        skipped, so nothing is emitted twice; one seen again after a restart is the same event
+        (:func:`update_delivery_id`), which the runtime runs once.
         """
         update_id = update.get("update_id")
         if not isinstance(update_id, int) or isinstance(update_id, bool):
@@ -573,7 +587,10 @@ class Poller:
         if event is None:
             self.ctx.logger.debug("telegram update skipped", update_id=update_id)
             return
-        await self.ctx.emit(event)
+        # The offset lives in memory: after a crash Telegram sends the update again, and the
+        # delivery id makes that the event already journaled.
+        delivery_id = update_delivery_id(self.settings, update_id)
+        await self.ctx.emit(dataclasses.replace(event, delivery_id=delivery_id))
 
 
 async def run(ctx: ConnectorContext) -> None:

@@ -44,7 +44,7 @@ Settings (secrets, then config, then the environment): ``WEBHOOK_HOST`` (127.0.0
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -193,23 +193,23 @@ async def run(ctx: ConnectorContext) -> None:
             # remembering only while a copy of it would pass the window.
             keys.append("delivery:" + delivery)
             until = max(until, now + _replay.UNTIMED_SECONDS)
-        try:
-            if not await deliveries.take(keys, until=until):
-                return _http.answer(200, duplicate=True)
-        except _replay.NotRecorded:
-            return _replay.not_recorded()
-        try:
+        # The sender's id, else the signature: what its retry after a lost answer carries.
+        taken = dataclasses.replace(event, delivery_id=keys[-1]) if keys else event
+
+        async def accept() -> bool:
             if callback is not None and replier is not None:
-                answer = await ctx.emit_awaiting_answer(event)
-                replier.start(answer, event, delivery, callback)
+                answer = await ctx.emit_awaiting_answer(taken)
+                replier.start(answer, taken, delivery, callback)
             else:
-                await ctx.emit(event)
+                await ctx.emit(taken)
+            return True
+
+        try:
+            outcome = await _replay.accept_once(deliveries, keys, until=until, accept=accept)
         except ValueError as exc:
-            await deliveries.release(keys)
             return _http.answer(422, error=str(exc))
-        except BaseException:
-            await asyncio.shield(deliveries.release(keys))
-            raise
+        if outcome is _replay.Outcome.REPLAY:
+            return _http.answer(200, duplicate=True)
         return _http.answer(202, event=event.name, instanceKey=event.instance_key)
 
     try:

@@ -217,6 +217,8 @@ async def test_event_shape(server: ChatApiServer) -> None:
         "from_username": "ann",
         "from_first_name": "Ann",
     }
+    # Fetched again after a crash, the update is the same delivery: the same event.
+    assert event.delivery_id == "telegram-update:123456:11"
 
 
 # -- images and files ------------------------------------------------------------------------

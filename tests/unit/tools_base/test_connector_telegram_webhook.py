@@ -89,6 +89,7 @@ async def test_webhook_mode_sets_the_webhook_with_its_secret_and_routes_updates(
         assert event.text() == "hello hook"
         assert event.instance_key == "telegram:42"
         assert event.properties["update_id"] == "7"
+        assert event.delivery_id == "telegram-update:123456:7"  # as the polling mode's
     # Neither secret was logged.
     assert SECRET not in ctx.log.text()
     assert TOKEN not in ctx.log.text()
