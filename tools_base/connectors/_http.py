@@ -203,7 +203,7 @@ class Outbox:
         try:
             return await self._ctx.accept(event)
         except ValueError as exc:
-            self._ctx.logger.error("connector event refused", event=event.name, error=str(exc))
+            self._ctx.logger.error("connector event refused", event_name=event.name, error=str(exc))
             return True
 
     def offer(self, event: ConnectorEvent) -> bool:
@@ -212,7 +212,7 @@ class Outbox:
         try:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
-            self._ctx.logger.warning("connector outbox full, event refused", event=event.name)
+            self._ctx.logger.warning("connector outbox full, event refused", event_name=event.name)
             return False
         return True
 
@@ -226,7 +226,7 @@ class Outbox:
                     await self._ctx.emit(event)
                 except ValueError as exc:
                     self._ctx.logger.error(
-                        "connector event refused", event=event.name, error=str(exc)
+                        "connector event refused", event_name=event.name, error=str(exc)
                     )
         finally:
             if not self._queue.empty():
