@@ -452,7 +452,8 @@ class _GuardedProtocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
-        self.transport = CoalescedWrites(self.transport, self.loop)  # an answer in one send
+        self.writes = CoalescedWrites(self.transport, self.loop)  # an answer in one send
+        self.transport = self.writes
         if self.refuse:
             self.app = self.guard.refusal_app
         elif self.guard.wrap is not None:
@@ -498,6 +499,7 @@ class _GuardedProtocol(H11Protocol):
         self._review()
 
     def on_response_complete(self) -> None:
+        self.writes.flush()  # the end of a stream is not held for the loop's turn
         self.answered += 1
         super().on_response_complete()
         self._review()

@@ -1,14 +1,13 @@
-"""One ``send`` per answer: the writes a connection makes in one turn of the event loop, joined.
+"""One ``send`` per answer: a response's head goes out with the first bytes of its body.
 
 uvicorn writes an answer's head and its body separately, so every answer costs two ``send``
 calls, and the client wakes up twice: once for the head, once for the body. On a loopback or
 Unix socket the first ``send`` runs the peer's receive path and wakes it, which makes it the
 costliest line of the whole request (nginx corks its sockets for the same reason).
-:class:`CoalescedWrites` holds what is written until the end of the current turn of the loop,
-then writes it as one: an answer whose body follows its head at once (every JSON answer, and the
-first chunk of a stream sent as soon as the stream starts) leaves in one ``send``. Nothing waits
-longer than that turn: a stream whose next chunk is not ready yet has what was written sent at
-the end of the turn, as before.
+:class:`CoalescedWrites` holds a write made while nothing is held, and sends it with the next
+one, at once: the head of every JSON answer leaves with its body, a stream's with its first
+chunk. Nothing waits longer than the current turn of the event loop: a held write goes out at
+its end, or before the connection is closed or half-closed, or when the answer is complete.
 """
 
 from __future__ import annotations
@@ -19,12 +18,13 @@ from typing import Any
 __all__ = ["HELD_BYTES", "CoalescedWrites"]
 
 HELD_BYTES = 64 * 1024
-"""Held past this, writes go out at once: a body written in one go without yielding to the loop
-still meets the transport's flow control (its high-water mark) as it grows."""
+"""A write this large goes out at once: holding it saves nothing worth its memory, and the
+transport's flow control (its high-water mark) sees it as it is written."""
 
 
 class CoalescedWrites(asyncio.Transport):
-    """``transport``, with the writes of one turn of ``loop`` sent as one.
+    """``transport``, a write held until the next (see the module docstring); ``loop`` sends
+    it at the end of its turn.
 
     Closing, ``write_eof`` and asking for the buffer size see what is held as written: it goes
     out first (or, on :meth:`abort`, is dropped with the rest).
@@ -39,14 +39,20 @@ class CoalescedWrites(asyncio.Transport):
         self._flush_scheduled = False
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Hold ``data`` until the end of this turn of the loop."""
+        """Send ``data`` with what is held, at once; with nothing held, hold it until the next
+        write or the end of this turn of the loop (a large write is never held)."""
         if not data:
+            return
+        if self._held:
+            held, self._held, self._held_bytes = self._held, [], 0
+            self._send(b"".join((*held, data)))
+            return
+        if len(data) >= HELD_BYTES:
+            self._send(data)
             return
         self._held.append(bytes(data))
         self._held_bytes += len(data)
-        if self._held_bytes >= HELD_BYTES:
-            self.flush()
-        elif not self._flush_scheduled:
+        if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_soon)
 
@@ -55,13 +61,16 @@ class CoalescedWrites(asyncio.Transport):
             self.write(data)
 
     def flush(self) -> None:
-        """Write what is held now, as one write."""
+        """Send what is held now."""
         if not self._held:
             return
         held, self._held, self._held_bytes = self._held, [], 0
+        self._send(held[0] if len(held) == 1 else b"".join(held))
+
+    def _send(self, data: bytes | bytearray | memoryview) -> None:
         if self.transport.is_closing():  # gone: what it was owed goes nowhere, as it would
             return
-        self.transport.write(held[0] if len(held) == 1 else b"".join(held))
+        self.transport.write(data)
 
     def _flush_soon(self) -> None:
         self._flush_scheduled = False

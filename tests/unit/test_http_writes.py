@@ -1,5 +1,5 @@
-"""Writes of one turn of the loop go out as one (goondan.http_writes), over real sockets: a
-socket pair under the running loop's own transport, whose writes the test counts."""
+"""A response's head goes out with its body's first bytes (goondan.http_writes), over real
+sockets: a socket pair under the running loop's own transport, whose writes the test counts."""
 
 from __future__ import annotations
 
@@ -68,17 +68,32 @@ def received(peer: socket.socket, size: int) -> bytes:
     return data
 
 
-async def test_writes_of_one_turn_leave_in_one_send_at_its_end(
+async def test_a_head_leaves_with_the_body_in_one_send_at_once(
     pair: tuple[Sends, CoalescedWrites, socket.socket],
 ) -> None:
     sends, coalesced, peer = pair
     coalesced.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
-    coalesced.write(memoryview(b"ok"))
     assert sends.writes == []  # held for now, and counted as buffered
-    assert coalesced.get_write_buffer_size() == 40
-    await next_turn()
+    assert coalesced.get_write_buffer_size() == 38
+    coalesced.write(memoryview(b"ok"))
     assert sends.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"]
+    assert coalesced.get_write_buffer_size() == sends.transport.get_write_buffer_size()
     assert received(peer, 40).endswith(b"\r\n\r\nok")
+    await next_turn()
+    assert len(sends.writes) == 1
+
+
+async def test_a_write_alone_leaves_at_the_end_of_the_turn_or_when_flushed(
+    pair: tuple[Sends, CoalescedWrites, socket.socket],
+) -> None:
+    sends, coalesced, peer = pair
+    coalesced.write(b"head")
+    await next_turn()
+    assert sends.writes == [b"head"]
+    coalesced.write(b"last chunk")
+    coalesced.flush()  # the answer is complete: no waiting for the turn
+    assert sends.writes == [b"head", b"last chunk"]
+    assert received(peer, 14) == b"headlast chunk"
 
 
 async def test_a_later_turn_sends_again_so_a_stream_is_never_held_back(
@@ -128,16 +143,15 @@ async def test_abort_drops_what_is_held(
     assert coalesced.get_write_buffer_size() == 0
 
 
-async def test_a_large_body_is_not_held_so_flow_control_still_applies(
+async def test_a_large_write_is_never_held_so_flow_control_still_applies(
     pair: tuple[Sends, CoalescedWrites, socket.socket],
 ) -> None:
     sends, coalesced, _peer = pair
-    coalesced.write(b"head")
     coalesced.write(b"x" * HELD_BYTES)
-    assert [len(sent) for sent in sends.writes] == [HELD_BYTES + 4]  # at once, not at turn end
-    coalesced.write(b"tail")
-    await next_turn()
-    assert sends.writes[1:] == [b"tail"]
+    assert [len(sent) for sent in sends.writes] == [HELD_BYTES]
+    coalesced.write(b"head")
+    coalesced.write(b"y" * HELD_BYTES)
+    assert [len(sent) for sent in sends.writes] == [HELD_BYTES, HELD_BYTES + 4]
 
 
 async def test_nothing_is_written_to_a_transport_already_closing(
