@@ -16,7 +16,8 @@ The offline example swarm (``goondan.yaml.example``: a handoff from ``coordinato
 
 The in-process Orchestrator runs on a loop thread of this process and is timed on that loop;
 every path, the in-process ones included, takes its turn in each round, so load on a shared
-machine falls on all of them alike. Each HTTP path reports ``added_ms``, its median less the
+machine falls on all of them alike, and each request starts with the swarms idle
+(:data:`PAUSE_SECONDS`). Each HTTP path reports ``added_ms``, its median less the
 in-process median (the cost of the front door), beside ``floor_ms``, the floor's median over
 the same transport; ``over_floor_ms`` is what is ours. Every answer is checked.
 
@@ -61,6 +62,10 @@ ANSWER = "Done. The worker reports: wrote 11 bytes to notes.txt"
 """What the example swarm answers to :data:`TEXT`: every request's answer is checked."""
 WARM_UP = 5
 """Requests per path first, not counted: they start agents, create files, open connections."""
+PAUSE_SECONDS = 0.01
+"""Between two requests, not timed: a Turn's work after its answer (the conversation written
+out) is over before the next request, whichever path it takes. Without it the first path of
+a round to reach the daemon finds its agents idle and the next ones do not."""
 REQUESTS = "/v1/agents/coordinator/requests"
 CHAT = "/v1/chat/completions"
 TRANSPORTS = ("unix_socket", "tcp_loopback")
@@ -330,6 +335,7 @@ def run_paths(
     samples: dict[str, list[float]] = {name: [] for name in paths}
     for _ in range(count):
         for name, call in paths.items():
+            time.sleep(PAUSE_SECONDS)
             samples[name].append(call())
     figures: dict[str, Any] = {name: summary(taken) for name, taken in samples.items()}
     control = figures["in_process"]["median_ms"]
