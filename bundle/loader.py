@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -136,112 +137,47 @@ def _entry_issues(doc: Document, kind: str, name: str) -> list[ConfigIssue]:
     ]
 
 
-def _validate_document(
-    doc: Document, package: str | None
-) -> tuple[Resource | None, list[ConfigIssue]]:
-    data = doc.data
-    if not isinstance(data, dict):
-        return None, [
-            ConfigIssue(
-                code=E.E_SCHEMA_INVALID,
-                message=f"document {doc.index + 1} is a {type(data).__name__}, not a mapping "
-                "with apiVersion, kind, metadata and spec",
-                suggestion="each document must be one resource: apiVersion, kind, metadata, spec",
-                file=doc.file,
-                line=doc.line,
-            )
-        ]
-    kind = data.get("kind")
-    metadata_raw = data.get("metadata")
-    name = metadata_raw.get("name") if isinstance(metadata_raw, dict) else None
-    label = f"{kind}/{name}" if isinstance(kind, str) and isinstance(name, str) else None
-    issues: list[ConfigIssue] = []
+@dataclass(slots=True)
+class _DocumentIssues:
+    """The issues found in one document, each placed at its file, line, resource and field."""
 
-    def issue(code: str, message: str, path: FieldPath, suggestion: str | None = None) -> None:
-        issues.append(
+    doc: Document
+    label: str | None
+    found: list[ConfigIssue]
+
+    def add(self, code: str, message: str, path: FieldPath, suggestion: str | None = None) -> None:
+        self.found.append(
             ConfigIssue(
                 code=code,
                 message=message,
-                file=doc.file,
-                line=doc.line_of(path),
-                resource=label,
+                file=self.doc.file,
+                line=self.doc.line_of(path),
+                resource=self.label,
                 field=format_path(path) or None,
                 suggestion=suggestion,
             )
         )
 
-    api_version = data.get("apiVersion")
-    if api_version != API_VERSION:
-        issue(
-            E.E_UNSUPPORTED_API_VERSION,
-            "apiVersion is missing"
-            if api_version is None
-            else f"apiVersion is {api_version!r}; expected {API_VERSION!r}",
-            ("apiVersion",),
-            f"set `apiVersion: {API_VERSION}`",
-        )
-    if not isinstance(kind, str) or kind not in KINDS:
-        issue(
-            E.E_UNKNOWN_KIND,
-            f"unknown kind {kind!r}",
-            ("kind",),
-            f"use one of: {', '.join(KINDS)}",
-        )
-    unknown = sorted(set(data) - {"apiVersion", "kind", "metadata", "spec"})
-    for key in unknown:
-        issue(E.E_SCHEMA_INVALID, f"unknown top-level field {key!r}", (key,), "remove it")
+    def add_pydantic(self, exc: ValidationError, prefix: FieldPath) -> None:
+        self.found.extend(_pydantic_issues(exc, self.doc, self.label, prefix))
 
-    metadata: Metadata | None = None
-    try:
-        metadata = Metadata.model_validate(metadata_raw if metadata_raw is not None else {})
-    except ValidationError as exc:
-        issues.extend(_pydantic_issues(exc, doc, label, ("metadata",)))
-    if metadata is not None and isinstance(kind, str):
-        pattern = (
-            PACKAGE_NAME if kind == "Package" else TOOL_NAME if kind == "Tool" else RESOURCE_NAME
-        )
-        if not metadata.name.strip():
-            issue(E.E_INVALID_NAME, "metadata.name must not be blank", ("metadata", "name"))
-        elif "__" in metadata.name:
-            issue(
-                E.E_SCHEMA_INVALID if kind == "Tool" else E.E_INVALID_NAME,
-                f"name {metadata.name!r} must not contain '__' (it separates tool and export names)",
-                ("metadata", "name"),
-                "use a single '_' or '-'",
-            )
-        elif kind != "Package" and len(metadata.name) > MAX_RESOURCE_NAME_LENGTH:
-            issue(
-                E.E_INVALID_NAME,
-                f"name of {len(metadata.name)} characters; the limit is "
-                f"{MAX_RESOURCE_NAME_LENGTH} (it names directories and processes)",
-                ("metadata", "name"),
-                "use a shorter name",
-            )
-        elif not pattern.match(metadata.name):
-            allowed = (
-                "lowercase letters, digits, '-' and '_'"
-                if kind == "Tool"
-                else "lowercase letters, digits, '-', '_' and '.'"
-            )
-            issue(
-                E.E_INVALID_NAME,
-                f"name {metadata.name!r} is not valid for a {kind}",
-                ("metadata", "name"),
-                f"use {allowed}, starting and ending with a letter or digit",
-            )
 
-    spec: BaseModel | None = None
-    if isinstance(kind, str) and kind in SPEC_MODELS:
-        raw_spec = data.get("spec")
-        if raw_spec is None and kind != "Package":
-            issue(E.E_SCHEMA_INVALID, f"a {kind} needs a `spec`", ("spec",))
-        else:
-            try:
-                spec = SPEC_MODELS[kind].model_validate(raw_spec if raw_spec is not None else {})
-            except ValidationError as exc:
-                issues.extend(_pydantic_issues(exc, doc, label, ("spec",)))
-    if issues or metadata is None or spec is None or not isinstance(kind, str):
-        return None, issues
+def _validate_document(
+    doc: Document, package: str | None
+) -> tuple[Resource | None, list[ConfigIssue]]:
+    data = doc.data
+    if not isinstance(data, dict):
+        return None, [_not_a_mapping(doc, data)]
+    kind = data.get("kind")
+    metadata_raw = data.get("metadata")
+    name = metadata_raw.get("name") if isinstance(metadata_raw, dict) else None
+    label = f"{kind}/{name}" if isinstance(kind, str) and isinstance(name, str) else None
+    issues = _DocumentIssues(doc, label, [])
+    _check_envelope(data, kind, issues)
+    metadata = _validated_metadata(metadata_raw, kind, issues)
+    spec = _validated_spec(data, kind, issues)
+    if issues.found or metadata is None or spec is None or not isinstance(kind, str):
+        return None, issues.found
     return Resource(
         kind=kind,
         name=metadata.name,
@@ -252,6 +188,109 @@ def _validate_document(
         line=doc.line,
         document=doc,
     ), []
+
+
+def _not_a_mapping(doc: Document, data: object) -> ConfigIssue:
+    return ConfigIssue(
+        code=E.E_SCHEMA_INVALID,
+        message=f"document {doc.index + 1} is a {type(data).__name__}, not a mapping "
+        "with apiVersion, kind, metadata and spec",
+        suggestion="each document must be one resource: apiVersion, kind, metadata, spec",
+        file=doc.file,
+        line=doc.line,
+    )
+
+
+def _check_envelope(data: Mapping[str, Any], kind: object, issues: _DocumentIssues) -> None:
+    """``apiVersion``, ``kind`` and no top-level field besides those, metadata and spec."""
+    api_version = data.get("apiVersion")
+    if api_version != API_VERSION:
+        issues.add(
+            E.E_UNSUPPORTED_API_VERSION,
+            "apiVersion is missing"
+            if api_version is None
+            else f"apiVersion is {api_version!r}; expected {API_VERSION!r}",
+            ("apiVersion",),
+            f"set `apiVersion: {API_VERSION}`",
+        )
+    if not isinstance(kind, str) or kind not in KINDS:
+        issues.add(
+            E.E_UNKNOWN_KIND,
+            f"unknown kind {kind!r}",
+            ("kind",),
+            f"use one of: {', '.join(KINDS)}",
+        )
+    unknown = sorted(set(data) - {"apiVersion", "kind", "metadata", "spec"})
+    for key in unknown:
+        issues.add(E.E_SCHEMA_INVALID, f"unknown top-level field {key!r}", (key,), "remove it")
+
+
+def _validated_metadata(
+    metadata_raw: object, kind: object, issues: _DocumentIssues
+) -> Metadata | None:
+    try:
+        metadata = Metadata.model_validate(metadata_raw if metadata_raw is not None else {})
+    except ValidationError as exc:
+        issues.add_pydantic(exc, ("metadata",))
+        return None
+    if isinstance(kind, str):
+        _check_name(metadata.name, kind, issues)
+    return metadata
+
+
+def _check_name(name: str, kind: str, issues: _DocumentIssues) -> None:
+    """``metadata.name`` of a ``kind``: not blank, no ``__``, not too long, the kind's pattern."""
+    path = ("metadata", "name")
+    if not name.strip():
+        issues.add(E.E_INVALID_NAME, "metadata.name must not be blank", path)
+    elif "__" in name:
+        issues.add(
+            E.E_SCHEMA_INVALID if kind == "Tool" else E.E_INVALID_NAME,
+            f"name {name!r} must not contain '__' (it separates tool and export names)",
+            path,
+            "use a single '_' or '-'",
+        )
+    elif kind != "Package" and len(name) > MAX_RESOURCE_NAME_LENGTH:
+        issues.add(
+            E.E_INVALID_NAME,
+            f"name of {len(name)} characters; the limit is "
+            f"{MAX_RESOURCE_NAME_LENGTH} (it names directories and processes)",
+            path,
+            "use a shorter name",
+        )
+    elif not _name_pattern(kind).match(name):
+        allowed = (
+            "lowercase letters, digits, '-' and '_'"
+            if kind == "Tool"
+            else "lowercase letters, digits, '-', '_' and '.'"
+        )
+        issues.add(
+            E.E_INVALID_NAME,
+            f"name {name!r} is not valid for a {kind}",
+            path,
+            f"use {allowed}, starting and ending with a letter or digit",
+        )
+
+
+def _name_pattern(kind: str) -> re.Pattern[str]:
+    return PACKAGE_NAME if kind == "Package" else TOOL_NAME if kind == "Tool" else RESOURCE_NAME
+
+
+def _validated_spec(
+    data: Mapping[str, Any], kind: object, issues: _DocumentIssues
+) -> BaseModel | None:
+    """The kind's spec model, or ``None`` (with an issue) when there is none or it is invalid."""
+    if not isinstance(kind, str) or kind not in SPEC_MODELS:
+        return None
+    raw_spec = data.get("spec")
+    if raw_spec is None and kind != "Package":
+        issues.add(E.E_SCHEMA_INVALID, f"a {kind} needs a `spec`", ("spec",))
+        return None
+    try:
+        return SPEC_MODELS[kind].model_validate(raw_spec if raw_spec is not None else {})
+    except ValidationError as exc:
+        issues.add_pydantic(exc, ("spec",))
+        return None
 
 
 def _pydantic_issues(

@@ -94,7 +94,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from tools_base import (
     ExtensionApi,
@@ -137,53 +137,74 @@ def parse_servers(config: Mapping[str, Any]) -> list[ServerSpec]:
     specs: list[ServerSpec] = []
     seen: set[str] = set()
     for i, raw in enumerate(servers):
-        at = f"config.servers[{i}]"
-        if not isinstance(raw, dict):
-            raise ExtensionError(f"{at} must be an object")
-        name = raw.get("name")
-        if not isinstance(name, str) or not name or name in seen:
-            raise ExtensionError(f"{at}.name must be a unique, non-empty string")
-        seen.add(name)
-        command, url = raw.get("command"), raw.get("url")
-        if (command is None) == (url is None):
-            raise ExtensionError(f"{at} needs exactly one of `command` (stdio) or `url` (HTTP)")
-        if command is not None and not (isinstance(command, str) and command):
-            raise ExtensionError(f"{at}.command must be a non-empty string")
-        if url is not None and not (
-            isinstance(url, str) and url.startswith(("http://", "https://"))
-        ):
-            raise ExtensionError(f"{at}.url must be an http(s) URL")
-        args = raw.get("args", [])
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ExtensionError(f"{at}.args must be a list of strings")
-        env = raw.get("env")
-        if env is not None and not (
-            isinstance(env, dict) and all(isinstance(v, str) for v in env.values())
-        ):
-            raise ExtensionError(f"{at}.env must map names to strings")
-        cwd = raw.get("cwd")
-        if cwd is not None and not isinstance(cwd, str):
-            raise ExtensionError(f"{at}.cwd must be a string")
-        tools = raw.get("tools")
-        if tools is not None and not (
-            isinstance(tools, list) and all(isinstance(t, str) for t in tools)
-        ):
-            raise ExtensionError(f"{at}.tools must be a list of tool names")
-        specs.append(
-            ServerSpec(
-                name=name,
-                command=command,
-                args=tuple(args),
-                env=env,
-                cwd=cwd,
-                url=url,
-                tools=frozenset(tools) if tools is not None else None,
-                startup_timeout=_seconds(raw, "startupTimeoutSeconds", 20.0, at),
-                call_timeout=_seconds(raw, "callTimeoutSeconds", 60.0, at),
-                sandbox=_sandbox(raw, at, stdio=command is not None),
-            )
-        )
+        spec = _server_spec(raw, f"config.servers[{i}]", seen)
+        seen.add(spec.name)
+        specs.append(spec)
     return specs
+
+
+def _server_spec(raw: object, at: str, seen: set[str]) -> ServerSpec:
+    """One entry of ``config.servers`` (``at`` names it in errors); ``seen``: the names before."""
+    if not isinstance(raw, dict):
+        raise ExtensionError(f"{at} must be an object")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name or name in seen:
+        raise ExtensionError(f"{at}.name must be a unique, non-empty string")
+    command, url = _transport(raw, at)
+    args = raw.get("args", [])
+    if not _is_list_of_strings(args):
+        raise ExtensionError(f"{at}.args must be a list of strings")
+    env = _env(raw, at)
+    cwd = raw.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise ExtensionError(f"{at}.cwd must be a string")
+    return ServerSpec(
+        name=name,
+        command=command,
+        args=tuple(args),
+        env=env,
+        cwd=cwd,
+        url=url,
+        tools=_tools(raw, at),
+        startup_timeout=_seconds(raw, "startupTimeoutSeconds", 20.0, at),
+        call_timeout=_seconds(raw, "callTimeoutSeconds", 60.0, at),
+        sandbox=_sandbox(raw, at, stdio=command is not None),
+    )
+
+
+def _transport(raw: Mapping[str, Any], at: str) -> tuple[str | None, str | None]:
+    """``(command, url)`` of a server: exactly one of them, each well formed."""
+    command, url = raw.get("command"), raw.get("url")
+    if (command is None) == (url is None):
+        raise ExtensionError(f"{at} needs exactly one of `command` (stdio) or `url` (HTTP)")
+    if command is not None and not (isinstance(command, str) and command):
+        raise ExtensionError(f"{at}.command must be a non-empty string")
+    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        raise ExtensionError(f"{at}.url must be an http(s) URL")
+    return command, url
+
+
+def _env(raw: Mapping[str, Any], at: str) -> dict[str, str] | None:
+    env = raw.get("env")
+    if env is not None and not (
+        isinstance(env, dict) and all(isinstance(v, str) for v in env.values())
+    ):
+        raise ExtensionError(f"{at}.env must map names to strings")
+    return env
+
+
+def _tools(raw: Mapping[str, Any], at: str) -> frozenset[str] | None:
+    """The server's tools the agent may see (``None``: all of them)."""
+    tools = raw.get("tools")
+    if tools is None:
+        return None
+    if not _is_list_of_strings(tools):
+        raise ExtensionError(f"{at}.tools must be a list of tool names")
+    return frozenset(tools)
+
+
+def _is_list_of_strings(value: object) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 def _sandbox(raw: Mapping[str, Any], at: str, *, stdio: bool) -> SandboxPolicy | None:
