@@ -14,9 +14,7 @@ from tests.support.studio import EXAMPLE
 
 SECRETS = ("TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN", "DISCORD_PUBLIC_KEY")
 CLEAN_PREFIX = "GOONDAN_SECRET_"
-CLEAN = {
-    k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith(CLEAN_PREFIX)
-}
+CLEAN = {k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith(CLEAN_PREFIX)}
 
 TELEGRAM = """\
 ---
@@ -110,7 +108,7 @@ def test_a_secret_ref_is_satisfied_by_any_variable_it_is_read_from(tmp_path: Pat
     here = swarm_with(
         tmp_path,
         WEBHOOK.replace(
-            "config: {WEBHOOK_PORT: {value: \"0\"}}",
+            'config: {WEBHOOK_PORT: {value: "0"}}',
             "secrets: {signingSecret: {valueFrom: {secretRef: {ref: Secret/hook, key: key}}}}",
         ),
     )

@@ -216,7 +216,7 @@ def test_completion_scripts_register_both_spellings(tmp_path: Path, shell: str) 
     # (tests/integration/test_completion.py completes words with both).
     if shell == "fish":
         assert "complete --command goondan" in done.stdout
-        assert "test \"$words[3]\" = orchestrator" in done.stdout
+        assert 'test "$words[3]" = orchestrator' in done.stdout
     else:
         assert "_python_argcomplete goondan" in done.stdout
         assert "_python_argcomplete_global" in done.stdout

@@ -71,7 +71,7 @@ def test_placement_maps_agents_to_nodes(tmp_path: Path) -> None:
 
 
 def test_placement_by_several_nodes_or_by_labels(tmp_path: Path) -> None:
-    path = write(tmp_path, '{a: {nodes: [n2, n1], allowLeader: true}, b: {labels: {gpu: true}}}')
+    path = write(tmp_path, "{a: {nodes: [n2, n1], allowLeader: true}, b: {labels: {gpu: true}}}")
     placement = load_bundle(path, check_handlers=False).placement()
 
     several, labelled = placement["a"], placement["b"]
