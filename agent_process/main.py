@@ -515,6 +515,7 @@ class AgentProcess:
             EventKind.RESTART_INSTANCE: self._restart_instance,
             EventKind.APPROVAL_DECISION: self._decide_approval,
             EventKind.CANCEL: self._cancel,
+            EventKind.LEADER_CHANGED: self._leader_changed,
         }
 
     def _dispatch(self, message: IpcMessage) -> None:
@@ -620,6 +621,18 @@ class AgentProcess:
         if self.turns is not None:
             running = self.turns.cancel(body.trace_id, body.reason)
             self.log.info("trace cancelled", trace_id=body.trace_id, running_turns=running)
+
+    def _leader_changed(self, message: EventMessage, body: wire.LeaderChanged) -> None:
+        """What the previous leader owed this agent will never come: answer it ourselves."""
+        waiting = len(self.correlations)
+        self.correlations.fail_all(
+            IpcError(
+                "the cluster's leader went away before answering; a standby leads now "
+                "(whether the request ran is not known)",
+                code="LEADER_LOST",
+            )
+        )
+        self.log.warning("taken over by a new leader", leader=body.leader, answers_lost=waiting)
 
     # -- Turns -------------------------------------------------------------------------------
 

@@ -67,6 +67,8 @@ Event kinds (Orchestrator → agent):
                              call parked for approval.
 ``cancel``                   :class:`Cancel`: stop the Turns of a trace at their next safe point.
 ``model_permit_result``      :class:`ModelPermitResult`: the permit, or why there is none.
+``leader_changed``           :class:`LeaderChanged`: a cluster's new leader took this agent
+                             over; what it asked of the previous one is lost.
 
 A Connection's process (its connector) speaks a subset.
 
@@ -101,6 +103,7 @@ import msgspec
 from msgspec.structs import force_setattr
 
 from goondan.defaults import DEFAULT_INSTANCE_KEY as DEFAULT_INSTANCE_KEY  # part of the wire
+from goondan.http_codes import HttpCode
 from ipc.messages import (
     DelegateMessage,
     DelegateResultMessage,
@@ -179,6 +182,7 @@ class EventKind(enum.StrEnum):
     MODEL_PERMIT = "model_permit"
     MODEL_PERMIT_RESULT = "model_permit_result"
     MODEL_USAGE = "model_usage"
+    LEADER_CHANGED = "leader_changed"
     CONNECTOR_EVENT = "connector_event"
     CONNECTOR_EVENT_SETTLED = "connector_event_settled"
     CONNECTOR_HEALTH = "connector_health"
@@ -772,6 +776,18 @@ class Cancel(EventBody, frozen=True):
 
 
 @_body
+class LeaderChanged(EventBody, frozen=True):
+    """A cluster's new leader took this agent process over. Every answer the agent still waits
+    for (a delegate's, a permit's, any question's) was owed by the previous leader, which is
+    gone and whose routes died with it: the agent answers each ``LEADER_LOST`` now instead of
+    letting it wait out its timeout."""
+
+    KIND: ClassVar[EventKind] = EventKind.LEADER_CHANGED
+    leader: str = ""
+    """Who leads now (its host and pid), for the agent's log."""
+
+
+@_body
 class ConnectorEventReport(EventBody, frozen=True):
     """An event a connector emitted, normalised: its text is the Turn's input."""
 
@@ -811,11 +827,11 @@ class ConnectorHealth(EventBody, frozen=True):
         return self.error is None
 
 
-APPROVAL_NOT_FOUND = "APPROVAL_NOT_FOUND"
+APPROVAL_NOT_FOUND = HttpCode.APPROVAL_NOT_FOUND
 """An :class:`ApprovalDecision` names no approval of the agent (HTTP 404)."""
-APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
+APPROVAL_ALREADY_DECIDED = HttpCode.APPROVAL_ALREADY_DECIDED
 """The approval was decided already, or expired (HTTP 409)."""
-APPROVAL_INVALID_ARGUMENTS = "APPROVAL_INVALID_ARGUMENTS"
+APPROVAL_INVALID_ARGUMENTS = HttpCode.APPROVAL_INVALID_ARGUMENTS
 """The edited arguments of an approval fail the tool's JSON Schema (HTTP 400)."""
 
 
@@ -948,6 +964,7 @@ ORCHESTRATOR_TO_AGENT = frozenset(
         EventKind.APPROVAL_DECISION,
         EventKind.CANCEL,
         EventKind.MODEL_PERMIT_RESULT,
+        EventKind.LEADER_CHANGED,
     }
 )
 """The kinds an AgentProcess must handle."""

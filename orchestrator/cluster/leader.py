@@ -36,7 +36,8 @@ import structlog
 from bundle.models import AgentPlacement
 from bundle.plan import AgentPlan, Plan
 from ipc import AgentUnavailable, IpcMessage
-from ipc.protocol import EXIT_NODE_LOST
+from ipc import protocol as wire
+from ipc.protocol import EXIT_NODE_LOST, ORCHESTRATOR
 from orchestrator.cluster.conversations import with_cluster_storage
 from orchestrator.cluster.membership import (
     LEADER_KEY,
@@ -301,6 +302,15 @@ class ClusterTransport:
                     worker.on_message = on_message
                     worker._subscription = await self.nc.subscribe(
                         self.settings.worker_subject(worker_id, "out"), cb=worker._received
+                    )
+                    # Only now, with what it sends next heard: what it still waits for was
+                    # owed by the dead leader and would otherwise wait out its timeout.
+                    worker.send(
+                        wire.event(
+                            ORCHESTRATOR,
+                            agent,
+                            wire.LeaderChanged(f"{socket.gethostname()}:{os.getpid()}"),
+                        )
                     )
                     self.log.info(
                         "agent process taken over",

@@ -7,14 +7,17 @@ qualify). A node is killed outright (its whole process group, SIGKILL).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from orchestrator.api_client import ApiUrl, DaemonApi
+from orchestrator.api_client import ApiUrl, DaemonApi, NoAnswer
 from tests.support.cluster import (
     EXAMPLE,
     Cluster,
@@ -25,6 +28,7 @@ from tests.support.cluster import (
 )
 
 pytestmark = pytest.mark.timeout(180)
+STUCK = {"instanceKey": "stuck", "timeoutMs": 150_000}
 PLACED = "    middle: { node: node-a }\n    back: { node: node-b }\n"
 
 
@@ -195,3 +199,58 @@ def test_without_a_standby_a_node_stops_its_agents_after_the_grace(tmp_path: Pat
         exited = node_b.log.wait_for("agent process exited", 30, agent="back", since=mark)
         assert exited["exitcode"] == 0  # it exited as on one host when its pipe closed
         assert node_b.process.poll() is None  # the node stays, for the next leader
+
+
+def wait_event(cluster: Cluster, kind: str, deadline: float = 60, **fields: str) -> None:
+    """Until the leader's event log holds a ``kind`` event with ``fields``: a bounded poll of
+    a file the leader appends to."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        path = cluster.root / "leader" / ".goondan" / "runtime-events.jsonl"
+        if path.exists() and any(
+            e.get("type") == kind and all(e.get(k) == v for k, v in fields.items())
+            for e in cluster.events()
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {kind} {fields} within {deadline} s")
+
+
+def test_a_delegate_waiting_at_the_dead_leader_is_answered_leader_lost_by_the_next(
+    tmp_path: Path,
+) -> None:
+    second_port = free_port()
+    with running_cluster(tmp_path) as cluster:
+        leader = cluster.start_leader()
+        cluster.join("node-a")
+        cluster.join("node-b")
+        standby = start_standby(cluster, "--listen", f"127.0.0.1:{second_port}")
+
+        def ask_slow() -> None:
+            with contextlib.suppress(NoAnswer):  # its leader dies under it
+                cluster.api.call("POST", "/v1/agents/middle/requests", {**STUCK, "input": "slow"})
+
+        # middle (node-a) asks back (node-b), which waits 120 s: middle's delegate waits at
+        # the leader, the only one that knows where its answer goes.
+        asking = threading.Thread(target=ask_slow, daemon=True)
+        asking.start()
+        wait_event(cluster, "tool.called", agentName="back")
+
+        leader.stop()
+        standby.log.wait_for("agent process taken over", 60, agent="middle")
+        standby.log.wait_for("orchestrator started", 60)
+
+        # The conversation's next Turn runs only once the stuck one ended: it ends at once,
+        # its delegate answered LEADER_LOST by the new leader, not at its 150 s timeout.
+        api = DaemonApi(url=ApiUrl("127.0.0.1", second_port), timeout=90)
+        code, answer = api.call(
+            "POST", "/v1/agents/middle/requests", {**STUCK, "input": "hello", "timeoutMs": 60_000}
+        )
+        assert (code, answer.get("output")) == (200, "middle here"), answer
+        log = (tmp_path / "standby" / ".goondan" / "runtime-events.jsonl").read_text()
+        events = [json.loads(line) for line in log.splitlines() if line.strip()]
+        lost = [
+            e for e in events if e.get("agentName") == "middle" and "LEADER_LOST" in json.dumps(e)
+        ]
+        assert lost, "middle's delegate was not answered LEADER_LOST"
+        asking.join(30)

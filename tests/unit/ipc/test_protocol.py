@@ -100,6 +100,7 @@ BODIES = [
     wire.ModelPermitResult(15),
     wire.ModelUsage("t" * 32, "k", "corr_1", "openai-key", 1200, 80, 0.0038, 2000),
     wire.Cancel("f" * 32, "wrong question"),
+    wire.LeaderChanged("host-2:4242"),
     wire.ConnectorEventReport("ev1", "telegram_message", "hi", "telegram:42", {"chat_id": "42"}),
     wire.ConnectorEventSettled("ev1", "AGENT_CRASHED: gone"),
     wire.ConnectorHealth("telegram getUpdates: HTTP 500"),

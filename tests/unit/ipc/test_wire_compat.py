@@ -321,7 +321,7 @@ OLD_FRAMES = [
     for name, keys, frame in (line.split() for line in OLD_FRAMES_TEXT.strip().splitlines())
 ]
 NAMES = [name for name, _, _ in OLD_FRAMES]
-ADDED_SINCE = {"connector_health"}
+ADDED_SINCE = {"connector_health", "leader_changed"}
 """Event kinds younger than the old frames."""
 
 
