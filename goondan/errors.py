@@ -7,6 +7,9 @@ Codes come in four catalogues, one per audience:
 * :data:`TOOL` — the ``error.code`` of a tool result, what the model reads and acts on;
 * :data:`DELIVERY` — why a request to an agent got no answer from a Turn, or the Turn failed;
   what a calling agent, the CLI or an API client gets;
+* :data:`HTTP` — the ``error.code`` of the HTTP API's and the studio's own refusals (an answer
+  that carries a request's failure uses its :data:`DELIVERY` code); sites name them as
+  :class:`HttpCode` members, so a code outside the catalogue fails the type checker;
 * :data:`CLI_EXIT` — the exit statuses of the ``goondan`` command.
 
 A code outside these catalogues fails the test suite; the README's tables are generated from
@@ -22,67 +25,15 @@ from __future__ import annotations
 
 import enum
 import sys
-from collections.abc import Iterator, Mapping
-from typing import NamedTuple
+from collections.abc import Mapping
 
-HELP_URL = "https://docs.goondan.ai/errors/{code}"
-
-
-class Audience(enum.StrEnum):
-    """Who reads a code."""
-
-    CONFIG = "config"
-    TOOL = "tool"
-    DELIVERY = "delivery"
-
-
-class ErrorCode(NamedTuple):
-    """One code: what it means and what to do about it.
-
-    A named tuple rather than a dataclass: every CLI command imports this module, and
-    ``dataclasses`` (with the ``inspect`` it imports) was a good part of its start.
-    """
-
-    code: str
-    meaning: str
-    suggestion: str | None = None
-
-    @property
-    def help_url(self) -> str:
-        """Where the code is documented."""
-        return HELP_URL.format(code=self.code)
-
-
-class Catalogue(Mapping[str, ErrorCode]):
-    """The codes of one audience, in the order they are documented."""
-
-    def __init__(self, audience: Audience, *codes: ErrorCode) -> None:
-        self.audience = audience
-        self._codes = {entry.code: entry for entry in codes}
-        if len(self._codes) != len(codes):
-            raise ValueError(f"a code is listed twice in the {audience} catalogue")
-
-    def __getitem__(self, code: str) -> ErrorCode:
-        return self._codes[code]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._codes)
-
-    def __len__(self) -> int:
-        return len(self._codes)
-
-    def suggestion(self, code: str) -> str | None:
-        """The catalogue's advice for ``code`` (``None`` for a code of another audience)."""
-        entry = self._codes.get(code)
-        return entry.suggestion if entry is not None else None
-
-    def markdown(self) -> str:
-        """The README table of this catalogue."""
-        rows = ["| code | meaning | what to do |", "|---|---|---|"]
-        for entry in self._codes.values():
-            rows.append(f"| `{entry.code}` | {entry.meaning} | {entry.suggestion or ''} |")
-        return "\n".join(rows)
-
+# re-exported: the catalogues' users import everything about codes from here
+from goondan.catalogue import HELP_URL as HELP_URL
+from goondan.catalogue import Audience as Audience
+from goondan.catalogue import Catalogue as Catalogue
+from goondan.catalogue import ErrorCode as ErrorCode
+from goondan.http_codes import HTTP as HTTP
+from goondan.http_codes import HttpCode as HttpCode
 
 CONFIG = Catalogue(
     Audience.CONFIG,
@@ -640,7 +591,7 @@ CLI_EXIT: Mapping[int, str] = {
 }
 """Exit statuses of ``goondan``."""
 
-CATALOGUES = (CONFIG, TOOL, DELIVERY)
+CATALOGUES = (CONFIG, TOOL, DELIVERY, HTTP)
 
 
 def known(code: str) -> bool:
@@ -719,6 +670,7 @@ def _main() -> None:
         ("Configuration errors", CONFIG),
         ("Tool results", TOOL),
         ("Requests to agents", DELIVERY),
+        ("HTTP API refusals", HTTP),
     ):
         print(f"### {title}\n\n{catalogue.markdown()}\n")
     print("### Exit statuses of `goondan`\n\n| status | meaning |\n|---|---|")

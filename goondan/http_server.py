@@ -57,6 +57,7 @@ import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from goondan.http_codes import HttpCode
 from goondan.http_writes import CoalescedWrites
 
 __all__ = [
@@ -565,12 +566,12 @@ class _GuardedProtocol(H11Protocol):
                 return
             if self.refuse:  # it was to be refused anyway: say why, and when to come back
                 self.admission.counts.refused += 1
-                self._answer(503, "SERVER_BUSY", _BUSY_PEER)
+                self._answer(503, HttpCode.SERVER_BUSY, _BUSY_PEER)
                 self.admission.report()
                 return
             self.admission.counts.head_timeouts += 1
             message = "the request head did not arrive in time"
-        self._answer(408, "REQUEST_TIMEOUT", message)
+        self._answer(408, HttpCode.REQUEST_TIMEOUT, message)
         self.admission.report()
 
     def shed(self, kind: Stall) -> None:
@@ -580,10 +581,12 @@ class _GuardedProtocol(H11Protocol):
             self._close()
         else:
             self._answer(
-                503, "SERVER_BUSY", "too many connections wait for their requests; retry later"
+                503,
+                HttpCode.SERVER_BUSY,
+                "too many connections wait for their requests; retry later",
             )
 
-    def _answer(self, status: int, code: str, message: str) -> None:
+    def _answer(self, status: int, code: HttpCode, message: str) -> None:
         """Write a whole answer of our own (unless one has begun), then close."""
         cycle = self.cycle
         if cycle is None or not cycle.response_started:
@@ -682,7 +685,7 @@ class GuardedServer(uvicorn.Server):
                 break
         self.admission.counts.refused += 1
         self.admission.report()
-        body = json.dumps(self.error_body("SERVER_BUSY", _BUSY_PEER)).encode()
+        body = json.dumps(self.error_body(HttpCode.SERVER_BUSY, _BUSY_PEER)).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -168,7 +168,7 @@ class DecisionOutcome:
         return cls(status, {"error": {"code": code, "message": message}})
 
 
-_STATUS_OF = {
+_STATUS_OF: dict[str, int] = {
     APPROVAL_NOT_FOUND: 404,
     APPROVAL_ALREADY_DECIDED: 409,
     APPROVAL_INVALID_ARGUMENTS: 400,

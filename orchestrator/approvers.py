@@ -51,6 +51,7 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from goondan.errors import HttpCode
 from ipc import ORCHESTRATOR
 from ipc.scope import SCOPE_ENV
 from orchestrator.callers import PEER_KEY, Caller, Peer, caller_of, user_name
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from orchestrator.daemon import Orchestrator
     from orchestrator.supervisor import AgentHandle
 
-APPROVAL_FORBIDDEN = "APPROVAL_FORBIDDEN"
+APPROVAL_FORBIDDEN = HttpCode.APPROVAL_FORBIDDEN
 """The decision came from a process that may not decide (HTTP 403)."""
 MAX_ANCESTORS = 4096
 """Parents followed at most (a chain is never this long; the bound keeps a lie finite)."""

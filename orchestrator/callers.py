@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from goondan.errors import HttpCode
 from orchestrator.approvals import describe_decider
 
 if TYPE_CHECKING:
@@ -214,7 +215,10 @@ class Identify:
                     token = name
             if token is None:
                 body = {
-                    "error": {"code": "UNAUTHORIZED", "message": "a valid bearer token is required"}
+                    "error": {
+                        "code": HttpCode.UNAUTHORIZED,
+                        "message": "a valid bearer token is required",
+                    }
                 }
                 response = JSONResponse(body, status_code=401)
                 response.headers["WWW-Authenticate"] = "Bearer"

@@ -119,7 +119,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from goondan.errors import DaemonError
+from goondan.errors import DaemonError, HttpCode
 from goondan.http_server import GuardedServer
 from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.protocol import DelegateAnswer, TextDelta, new_trace_id
@@ -191,18 +191,18 @@ def error(status: int, code: str, message: str) -> JSONResponse:
 
 
 _STATUS_CODES = {
-    400: "BAD_REQUEST",
-    401: "UNAUTHORIZED",
-    404: "NOT_FOUND",
-    405: "METHOD_NOT_ALLOWED",
-    413: "PAYLOAD_TOO_LARGE",
+    400: HttpCode.BAD_REQUEST,
+    401: HttpCode.UNAUTHORIZED,
+    404: HttpCode.NOT_FOUND,
+    405: HttpCode.METHOD_NOT_ALLOWED,
+    413: HttpCode.PAYLOAD_TOO_LARGE,
     503: "SHUTTING_DOWN",
 }
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    code = _STATUS_CODES.get(exc.status_code, "HTTP_ERROR")
+    code = _STATUS_CODES.get(exc.status_code, HttpCode.HTTP_ERROR)
     response = error(exc.status_code, code, str(exc.detail))
     if exc.headers:
         response.headers.update(exc.headers)
@@ -367,7 +367,7 @@ def build_app(
         answer = await daemon.delete_instance(agent, key)
         if answer.get("ok"):
             return JSONResponse(answer)
-        return error(409, "INSTANCE_NOT_DELETED", str(answer.get("error")))
+        return error(409, HttpCode.INSTANCE_NOT_DELETED, str(answer.get("error")))
 
     async def restart_instance(request: Request) -> Response:
         agent, key = request.path_params["agent"], request.path_params["key"]
@@ -376,7 +376,7 @@ def build_app(
         answer = await daemon.restart_instance(agent, key)
         if answer.get("ok"):
             return JSONResponse({"agent": agent, "instanceKey": key, **answer})
-        return error(409, "INSTANCE_NOT_RESTARTED", str(answer.get("error")))
+        return error(409, HttpCode.INSTANCE_NOT_RESTARTED, str(answer.get("error")))
 
     async def approvals(request: Request) -> Response:
         agent = request.query_params.get("agent")
@@ -390,7 +390,7 @@ def build_app(
         approval_id = request.path_params["id"]
         record = find_approval(daemon.state_dir, approval_id)
         if record is None:
-            return error(404, "APPROVAL_NOT_FOUND", f"no approval {approval_id!r}")
+            return error(404, HttpCode.APPROVAL_NOT_FOUND, f"no approval {approval_id!r}")
         return JSONResponse({"approval": record})
 
     def deciding(decision: Literal["approve", "reject"]) -> Handler:
@@ -404,7 +404,7 @@ def build_app(
                 body = await read_object(request)
                 wanted = decision_from_body(approval_id, decision, body, decider.to_json())
             except BadDecision as exc:
-                return error(400, "BAD_REQUEST", str(exc))
+                return error(400, HttpCode.BAD_REQUEST, str(exc))
             wait = request.query_params.get("wait") not in (None, "", "0", "false")
             outcome = await daemon.decide_approval(wanted, wait=wait)
             return JSONResponse(outcome.body, status_code=outcome.status)
@@ -747,7 +747,7 @@ class _OpenAICompatible:
         try:
             chat = ChatRequest.read(await read_object(request))
         except BadBody as exc:
-            return self._error(400, "BAD_REQUEST", exc.message, param=exc.field)
+            return self._error(400, HttpCode.BAD_REQUEST, exc.message, param=exc.field)
         agent = self._agent(chat.model)
         if agent is None:
             missing = f"no agent named {chat.model!r}"

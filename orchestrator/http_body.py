@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from goondan.defaults import DEFAULT_INSTANCE_KEY, MAX_REQUEST_TIMEOUT_MS
+from goondan.errors import HttpCode
 
 MAX_BODY_BYTES = 1024 * 1024
 """Largest request body accepted (413 past it)."""
@@ -45,7 +46,7 @@ class BadBody(Exception):
 
     def to_json(self) -> dict[str, Any]:
         """``{"code": "BAD_REQUEST", "message", "field"?}``, the ``error`` of the answer."""
-        out: dict[str, Any] = {"code": "BAD_REQUEST", "message": self.message}
+        out: dict[str, Any] = {"code": HttpCode.BAD_REQUEST, "message": self.message}
         if self.field is not None:
             out["field"] = self.field
         return out

@@ -37,6 +37,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from goondan.errors import HttpCode
 from orchestrator.callers import PEER_KEY, Peer
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -51,7 +52,7 @@ _HOST = re.compile(
 
 
 async def _refuse(
-    scope: Scope, receive: Receive, send: Send, status: int, code: str, message: str
+    scope: Scope, receive: Receive, send: Send, status: int, code: HttpCode, message: str
 ) -> None:
     response = JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
     await response(scope, receive, send)
@@ -153,7 +154,7 @@ class HostCheck:
                     f"this daemon does not answer to Host {host!r}: "
                     "list the name in policy.api.allowedHosts to serve it"
                 )
-                await _refuse(scope, receive, send, 421, "MISDIRECTED_REQUEST", message)
+                await _refuse(scope, receive, send, 421, HttpCode.MISDIRECTED_REQUEST, message)
                 return
         await self.app(scope, receive, send)
 
@@ -178,7 +179,7 @@ class OriginCheck:
                     f"requests from the web page at {origin} are refused: "
                     "list its origin in policy.api.corsOrigins to allow it"
                 )
-                await _refuse(scope, receive, send, 403, "ORIGIN_NOT_ALLOWED", message)
+                await _refuse(scope, receive, send, 403, HttpCode.ORIGIN_NOT_ALLOWED, message)
                 return
         await self.app(scope, receive, send)
 
@@ -198,7 +199,7 @@ class JsonOnly:
                 message = f"Content-Type must be application/json on {scope['method']}, " + (
                     f"not {given!r}" if given else "and none was given"
                 )
-                await _refuse(scope, receive, send, 415, "UNSUPPORTED_MEDIA_TYPE", message)
+                await _refuse(scope, receive, send, 415, HttpCode.UNSUPPORTED_MEDIA_TYPE, message)
                 return
         await self.app(scope, receive, send)
 

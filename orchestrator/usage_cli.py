@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from goondan.errors import HttpCode
 from orchestrator.tables import Column, Table
 
 
@@ -58,7 +59,10 @@ def _from_disk(args: argparse.Namespace, state_dir: Path, bundle_path: Path) -> 
     report = offline_usage(state_dir, bundle_path, traces=args.traces, trace=args.trace)
     if report is None:
         return 404, {
-            "error": {"code": "NOT_FOUND", "message": f"no usage recorded for trace {args.trace!r}"}
+            "error": {
+                "code": HttpCode.NOT_FOUND,
+                "message": f"no usage recorded for trace {args.trace!r}",
+            }
         }
     return 200, report
 

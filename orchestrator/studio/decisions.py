@@ -37,7 +37,7 @@ from typing import Any, Literal
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from goondan.errors import DaemonError
+from goondan.errors import DaemonError, HttpCode
 from orchestrator.api_client import DaemonApi, NoDaemon, path_segment, socket_path
 from orchestrator.approvals import APPROVAL_ID, BadDecision, decision_from_body
 from orchestrator.http_body import BadBody, read_object
@@ -50,7 +50,7 @@ DECIDE_TIMEOUT_SECONDS = 120.0
 Decision = Literal["approve", "reject"]
 
 
-def _refusal(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
+def _refusal(status: int, code: HttpCode, message: str, field: str | None = None) -> JSONResponse:
     error: dict[str, Any] = {"code": code, "message": message}
     if field is not None:
         error["field"] = field
@@ -77,22 +77,26 @@ class DecisionGate:
     def refused(self, request: Request) -> JSONResponse | None:
         """The answer refusing ``request`` before its body is read, or ``None``."""
         if not self.on_loopback:
-            return _refusal(403, "STUDIO_NOT_ON_LOOPBACK", _OFF_LOOPBACK)
+            return _refusal(403, HttpCode.STUDIO_NOT_ON_LOOPBACK, _OFF_LOOPBACK)
         origin = request.headers.get("origin")
         own = f"http://{request.headers.get('host', '')}".lower()
         if origin is None or origin.strip().lower().rstrip("/") != own:
             said = f"from {origin}" if origin else "without an Origin"
             return _refusal(
-                403, "ORIGIN_NOT_ALLOWED", f"a decision {said} is refused: only {own} decides"
+                403,
+                HttpCode.ORIGIN_NOT_ALLOWED,
+                f"a decision {said} is refused: only {own} decides",
             )
         media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         if media != "application/json":
-            return _refusal(415, "UNSUPPORTED_MEDIA_TYPE", "Content-Type must be application/json")
+            return _refusal(
+                415, HttpCode.UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"
+            )
         given = request.headers.get(CSRF_HEADER, "").encode()
         if not hmac.compare_digest(given, self.csrf_token.encode()):
             return _refusal(
                 403,
-                "CSRF_TOKEN_INVALID",
+                HttpCode.CSRF_TOKEN_INVALID,
                 f"a decision must carry the studio's token in {CSRF_HEADER} "
                 "(GET /api/session): reload the page",
             )
@@ -105,26 +109,26 @@ class DecisionGate:
             return refusal
         approval_id = request.path_params["id"]
         if not APPROVAL_ID.match(approval_id):
-            return _refusal(404, "APPROVAL_NOT_FOUND", f"no approval {approval_id!r}")
+            return _refusal(404, HttpCode.APPROVAL_NOT_FOUND, f"no approval {approval_id!r}")
         try:
             body = await read_object(request)
             decision_from_body(approval_id, decision, body)
         except BadBody as exc:
             return JSONResponse({"error": exc.to_json()}, status_code=400)
         except BadDecision as exc:
-            return _refusal(400, "BAD_REQUEST", str(exc), _field_of(str(exc)))
+            return _refusal(400, HttpCode.BAD_REQUEST, str(exc), _field_of(str(exc)))
         if not socket_path(self.state_dir).exists():
-            return _refusal(503, "NO_DAEMON", _NO_DAEMON)
+            return _refusal(503, HttpCode.NO_DAEMON, _NO_DAEMON)
         path = f"/v1/approvals/{path_segment(approval_id)}/{decision}?wait=1"
         try:
             status, answer = await asyncio.to_thread(self._ask, path, body)
         except NoDaemon:
-            return _refusal(503, "NO_DAEMON", _NO_DAEMON)
+            return _refusal(503, HttpCode.NO_DAEMON, _NO_DAEMON)
         except DaemonError as exc:
             message = f"{exc}; whether the decision was taken shows in the list once it is"
-            return _refusal(504, "NO_ANSWER", message)
+            return _refusal(504, HttpCode.NO_ANSWER, message)
         if not isinstance(answer, dict):
-            return _refusal(502, "BAD_ANSWER", f"the daemon answered {status} without JSON")
+            return _refusal(502, HttpCode.BAD_ANSWER, f"the daemon answered {status} without JSON")
         return JSONResponse(answer, status_code=status)
 
     def _ask(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:

@@ -11,7 +11,15 @@ import pytest
 from goondan import errors
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["goondan", "bundle", "ipc", "tools_base", "agent_process", "orchestrator"]
+PACKAGES = [
+    "goondan",
+    "bundle",
+    "ipc",
+    "tools_base",
+    "agent_process",
+    "connector_process",
+    "orchestrator",
+]
 CODE = re.compile(
     r"^(E_[A-Z0-9_]+|AGENT_[A-Z_]+|IPC_[A-Z_]+|CIRCULAR_CALL_DETECTED|SHUTTING_DOWN"
     r"|TOO_MANY_PENDING_REQUESTS|EMPTY_INPUT|CANCELLED|LEADER_LOST)$"
@@ -45,9 +53,46 @@ def test_every_code_in_use_is_in_the_catalogue() -> None:
 
 
 def test_every_catalogued_code_is_used() -> None:
-    used = set(codes_used())
+    used = set(codes_used()) | set(http_codes_named())
     unused = [code for catalogue in errors.CATALOGUES for code in catalogue if code not in used]
     assert unused == []
+
+
+def http_codes_named() -> dict[str, list[str]]:
+    """Every ``HttpCode.NAME`` of the packages, with where."""
+    found: dict[str, list[str]] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "HttpCode"
+                ):
+                    where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                    found.setdefault(node.attr, []).append(where)
+    return found
+
+
+def test_the_http_catalogue_is_its_enum() -> None:
+    # built from HttpCode, so a member without its meaning fails the import
+    assert list(errors.HTTP) == list(errors.HttpCode)
+    assert errors.HTTP.audience is errors.Audience.HTTP
+
+
+def test_http_codes_are_named_not_spelled() -> None:
+    # a site that spells "ORIGIN_NOT_ALLOWED" instead of naming HttpCode.ORIGIN_NOT_ALLOWED
+    # escapes the type checker, which is what keeps codes in the catalogue
+    catalogue_module = ROOT / "goondan" / "http_codes.py"
+    spelled = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}"
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path != catalogue_module and "templates" not in path.relative_to(ROOT).parts
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Constant) and node.value in set(errors.HttpCode)
+    ]
+    assert spelled == []
 
 
 def test_a_code_belongs_to_one_audience_and_has_a_help_url() -> None:
