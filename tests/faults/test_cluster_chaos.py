@@ -38,7 +38,7 @@ import pytest
 
 from orchestrator.api_client import ApiUrl, DaemonApi, LeaderLost, NoAnswer, NoDaemon
 from tests.support.cluster import Cluster, Member, Watched, free_port, running_cluster
-from tests.support.model_server import ModelServer, text_reply
+from tests.support.model_server import ModelServer, call_reply, text_reply
 from tests.support.wire_server import Reply
 
 pytestmark = pytest.mark.timeout(420)
@@ -86,7 +86,9 @@ metadata: {{name: {name}}}
 spec:
   modelConfig: {{modelRef: Model/echo}}
   prompt: {{system: You are {name}.}}
-"""
+{tools}"""
+DELEGATES = {"c": "b"}
+"""Agents that ask another agent first: their delegates cross the leader, which may die."""
 
 
 def digest(text: str) -> str:
@@ -94,10 +96,19 @@ def digest(text: str) -> str:
 
 
 def remembered(agent: str, body: dict[str, Any]) -> Reply:
-    """What the conversation holds: its user messages, and a digest of each earlier answer."""
-    messages = body["messages"]
+    """What the conversation holds: its user messages, and a digest of each earlier answer
+    (an agent of :data:`DELEGATES` first asks its target, with the same text)."""
+    messages = body.get("messages", [])  # none: a caller killed while it sent them
+    if agent in DELEGATES and messages and messages[-1].get("role") == "user":
+        text = messages[-1]["content"]
+        arguments = {"target": DELEGATES[agent], "input": text}
+        return call_reply("agents__request", arguments, call_id=f"call_{digest(text)}")
     said = [m["content"] for m in messages if m.get("role") == "user"]
-    answers = [digest(m["content"]) for m in messages if m.get("role") == "assistant"]
+    answers = [
+        digest(m["content"])
+        for m in messages
+        if m.get("role") == "assistant" and isinstance(m.get("content"), str) and m["content"]
+    ]
     return text_reply(json.dumps({"said": said, "answers": answers}))
 
 
@@ -241,7 +252,10 @@ def test_requests_get_one_answer_and_no_acknowledged_turn_is_lost_while_members_
     with ModelServer(remembered) as model:
         bundle = tmp_path / "bundle" / "goondan.yaml"
         bundle.parent.mkdir()
-        agents = "".join(AGENT.format(name=name) for name in AGENTS)
+        tools = '  tools: [{ref: {kind: Tool, name: agents, package: "@goondan/base"}}]\n'
+        agents = "".join(
+            AGENT.format(name=name, tools=tools if name in DELEGATES else "") for name in AGENTS
+        )
         refs = ", ".join(f"Agent/{name}" for name in AGENTS)
         bundle.write_text(SWARM.format(url=model.url, agents=agents, refs=refs))
         with running_cluster(tmp_path, bundle) as cluster:
