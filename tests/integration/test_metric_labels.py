@@ -10,6 +10,7 @@ import secrets
 import string
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -17,6 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.daemon import Daemon
 from tests.support.listening import listening
+from tests.support.model_server import Answer, ModelServer, text_reply
+from tests.support.wire_server import Reply, openai_completion
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -80,21 +83,38 @@ def http_lines(exposition: str) -> int:
     return sum(1 for line in exposition.splitlines() if line.startswith("goondan_http_"))
 
 
-def inventive_swarm(directory: Path, names: list[list[str]]) -> Path:
-    """A swarm whose one agent, asked ``invent N``, calls the tools ``names[N]`` (none of
-    which exists), and asked ``list``, its one real tool."""
-    rules = ['      - when: {input: "^list$"}\n        call: {tool: agents__list}\n']
-    for index, batch in enumerate(names):
-        calls = ", ".join(f"{{tool: {name}}}" for name in batch)
-        rules.append(f'      - when: {{input: "^invent {index}$"}}\n        calls: [{calls}]\n')
-    rules.append('      - reply: "done"\n')
+def inventive(names: list[list[str]]) -> Answer:
+    """A model that, asked ``invent N``, calls the tools ``names[N]`` (none of which exists),
+    asked ``list``, its one real tool, and answers ``done`` once the calls are answered: what a
+    real model making names up does, which a scripted Model's rules may not (validate refuses a
+    rule naming a tool its agents cannot call)."""
+
+    def answer(agent: str, body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] != "user":
+            return text_reply("done")
+        content = last["content"]
+        text = content if isinstance(content, str) else content[0]["text"]
+        batch = ["agents__list"] if text == "list" else names[int(text.split()[1])]
+        calls = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": "{}"}}
+            for i, n in enumerate(batch)
+        ]
+        return Reply(body=openai_completion({"content": None, "tool_calls": calls}, "tool_calls"))
+
+    return answer
+
+
+def inventive_swarm(directory: Path, url: str) -> Path:
+    """A swarm whose one agent talks to the inventive model at ``url``."""
     path = directory / "goondan.yaml"
     path.write_text(
         "apiVersion: goondan.ai/v1\nkind: Model\nmetadata: {name: inventive}\nspec:\n"
-        "  provider: scripted\n  model: rules\n  script:\n    rules:\n"
-        + "".join(rules)
-        + "---\napiVersion: goondan.ai/v1\nkind: Agent\nmetadata: {name: picker}\nspec:\n"
+        f"  provider: openai\n  model: gpt-test\n  baseUrl: {url}\n"
+        "  apiKey: {value: sk-local}\n"
+        "---\napiVersion: goondan.ai/v1\nkind: Agent\nmetadata: {name: picker}\nspec:\n"
         "  modelConfig: {modelRef: Model/inventive}\n"
+        '  prompt: {system: "You are picker."}\n'
         '  tools: [{ref: {kind: Tool, name: agents, package: "@goondan/base"}}]\n'
         "---\napiVersion: goondan.ai/v1\nkind: Swarm\nmetadata: {name: default}\nspec:\n"
         "  entryAgent: Agent/picker\n  agents: [Agent/picker]\n"
@@ -104,19 +124,21 @@ def inventive_swarm(directory: Path, names: list[list[str]]) -> Path:
 
 def test_tool_names_a_model_makes_up_are_counted_as_other(tmp_path: Path) -> None:
     names = [[f"made_up_{secrets.token_hex(4)}__call" for _ in range(30)] for _ in range(10)]
-    inventive_swarm(tmp_path, names)
-    daemon, api = listening(tmp_path, "goondan.yaml")
-    try:
-        with httpx2.Client(base_url=api, timeout=30) as http:
-            for index in range(len(names)):
-                answer = http.post("/v1/agents/picker/requests", json={"input": f"invent {index}"})
-                assert (answer.status_code, answer.json()["output"]) == (200, "done")
-            assert (
-                http.post("/v1/agents/picker/requests", json={"input": "list"}).status_code == 200
-            )
-            text = http.get("/metrics").text
-    finally:
-        daemon.stop()
+    with ModelServer(inventive(names)) as model:
+        inventive_swarm(tmp_path, model.url)
+        daemon, api = listening(tmp_path, "goondan.yaml")
+        try:
+            with httpx2.Client(base_url=api, timeout=30) as http:
+                for index in range(len(names)):
+                    answer = http.post(
+                        "/v1/agents/picker/requests", json={"input": f"invent {index}"}
+                    )
+                    assert (answer.status_code, answer.json()["output"]) == (200, "done")
+                listed = http.post("/v1/agents/picker/requests", json={"input": "list"})
+                assert listed.status_code == 200
+                text = http.get("/metrics").text
+        finally:
+            daemon.stop()
     tools = {row["tool"] for row in series(text, "goondan_tool_calls_total")}
     assert tools == {"agents__list", "other"}
     assert value(text, "goondan_tool_calls_total", agent="picker", tool="other") == 300
