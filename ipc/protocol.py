@@ -738,6 +738,12 @@ class DeleteInstanceResult(EventBody, frozen=True):
         if not self.ok and self.error is None:
             force_setattr(self, "error", "not deleted")
 
+    def to_wire(self) -> dict[str, Any]:
+        # Also the HTTP API's answer to a delete: every field of its outcome, defaults included.
+        if not self.ok:
+            return {"ok": False, "error": self.error}
+        return {"ok": True, "deleted": self.deleted}
+
 
 @_body
 class RestartInstance(EventBody, frozen=True):
@@ -763,6 +769,12 @@ class RestartInstanceResult(EventBody, frozen=True):
     def __post_init__(self) -> None:
         if not self.ok and self.error is None:
             force_setattr(self, "error", "not restarted")
+
+    def to_wire(self) -> dict[str, Any]:
+        # Also the HTTP API's answer to a restart: every field of its outcome, defaults included.
+        if not self.ok:
+            return {"ok": False, "error": self.error}
+        return {"ok": True, "loaded": self.loaded, "stoppedTurns": self.stopped_turns}
 
 
 @_body
