@@ -19,7 +19,15 @@ falls on both alike):
   child and of an idle, freshly started agent, from ``/proc/<pid>/smaps_rollup``;
 * ``floor_child_cpu_ms`` / ``agent_ready_cpu_ms``: CPU time the child used from its fork until
   it was ready (``/proc/<pid>/task/*/schedstat``), which other load on the machine barely
-  changes.
+  changes;
+* ``bare_child_*_uss_mib``: an idle agent's USS taken apart (``benchmarks/_touch_child.py``):
+  a child of the same fork server that does nothing at all (``bare_child_nothing``: no
+  trampoline, no entry, no event loop), and the same child after one ``gc.collect()``, after
+  ``gc.unfreeze()`` and ``gc.collect()`` (what a fork server that had not frozen its preload
+  would cost), and after reading every loaded module's globals once (reference-count writes);
+  ``preload_frozen_objects`` is how many objects the fork server froze;
+  ``agent_uss_over_bare_child`` and ``bare_child_share_of_agent_uss`` set the agent beside the
+  do-nothing child.
 
 Imported by ``benchmarks/ipc.py``; ``python benchmarks/_process_figures.py [--json]`` prints
 the figures alone.
@@ -42,6 +50,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _touch_child
 from orchestrator._child import run_entry
 from orchestrator.status import ProcessStatus
 from orchestrator.supervisor import Supervisor
@@ -123,6 +132,47 @@ class FloorChild:
         self.process.join(5)
 
 
+class TouchChild:
+    """One child of ``benchmarks/_touch_child.py``: started, its action done, ready."""
+
+    def __init__(self, transport: MultiprocessingTransport, action: str) -> None:
+        parent_end, child_end = transport.context.Pipe()
+        self.conn = parent_end
+        self.process = transport.context.Process(  # type: ignore[attr-defined]
+            target=_touch_child.run, args=(child_end, action), daemon=True
+        )
+        self.process.start()
+        child_end.close()
+        if not parent_end.poll(30):
+            raise RuntimeError(f"touch child {action!r} not ready in 30 s")
+        self.frozen = int(parent_end.recv_bytes())
+
+    def close(self) -> None:
+        """Close the pipe: the child exits."""
+        self.conn.close()
+        self.process.join(5)
+
+
+def touch_figures(transport: MultiprocessingTransport, samples: int) -> dict[str, float]:
+    """Median USS of each touch child over ``samples`` starts, and the preload's frozen count."""
+    uss: dict[str, list[float]] = {action: [] for action in _touch_child.ACTIONS}
+    frozen = 0
+    for _ in range(samples):
+        for action in _touch_child.ACTIONS:
+            child = TouchChild(transport, action)
+            try:
+                uss[action].append(memory_mib(child.process.pid)["Uss"])
+                frozen = child.frozen
+            finally:
+                child.close()
+    out = {
+        f"bare_child_{action}_uss_mib": round(statistics.median(values), 2)
+        for action, values in uss.items()
+    }
+    out["preload_frozen_objects"] = frozen
+    return out
+
+
 async def _figures(samples: int) -> dict[str, Any]:
     from orchestrator.daemon import Orchestrator
     from tests.support.swarm import write_swarm
@@ -169,6 +219,7 @@ async def _figures(samples: int) -> dict[str, Any]:
             assert agent_pid is not None
             agent_memory = memory_mib(agent_pid)
             floor.close()
+            out.update(touch_figures(transport, max(3, samples // 3)))
             # The same start without a spare process waiting (every fork on the start's path).
             await transport.close()
             for _ in range(max(3, samples // 3)):
@@ -192,6 +243,9 @@ async def _figures(samples: int) -> dict[str, Any]:
     out["spawn_ready_ratio"] = round(out["spawn_ready_ms"] / out["floor_child_ready_ms"], 2)
     out["crash_ready_ratio"] = round(out["crash_ready_ms"] / out["floor_child_ready_ms"], 2)
     out["agent_uss_ratio"] = round(out["agent_uss_mib"] / out["floor_child_uss_mib"], 2)
+    bare = out["bare_child_nothing_uss_mib"]
+    out["agent_uss_over_bare_child"] = round(out["agent_uss_mib"] / bare, 2)
+    out["bare_child_share_of_agent_uss"] = round(bare / out["agent_uss_mib"], 2)
     return out
 
 
@@ -249,6 +303,20 @@ def print_table(figures: dict[str, Any]) -> None:
         f"{'AgentProcess':<40} {figures['agent_uss_mib']:>10.2f} {figures['agent_pss_mib']:>8.2f}"
         f"   USS {figures['agent_uss_ratio']:.2f}x floor"
     )
+    bare = figures["bare_child_nothing_uss_mib"]
+    print(
+        f"fork-server children, no trampoline ({figures['preload_frozen_objects']} "
+        "preloaded objects frozen):"
+    )
+    for action, label in (
+        ("nothing", "does nothing"),
+        ("collect", "one gc.collect()"),
+        ("unfrozen_collect", "gc.unfreeze(), gc.collect()"),
+        ("refcount_walk", "reads every module global"),
+    ):
+        uss = figures[f"bare_child_{action}_uss_mib"]
+        print(f"{'  ' + label:<40} {uss:>10.2f} {'':>8}   {uss / bare:.2f}x do-nothing")
+    print(f"{'AgentProcess / do-nothing child':<40} {figures['agent_uss_over_bare_child']:>10.2f}")
 
 
 def main() -> None:

@@ -87,7 +87,12 @@ def test_ipc_quick_prints_every_figure_and_ratio() -> None:
         *("handoff_floor_us", "throughput_rps", "bare_broker_throughput_rps"),
         *("floor_child_ready_ms", "spawn_ready_ms", "spawn_unpooled_ms", "crash_ready_ms"),
         *("floor_child_uss_mib", "agent_uss_mib", "agent_pss_mib"),
+        *("bare_child_nothing_uss_mib", "bare_child_collect_uss_mib"),
+        *("bare_child_unfrozen_collect_uss_mib", "bare_child_refcount_walk_uss_mib"),
+        *("agent_uss_over_bare_child", "bare_child_share_of_agent_uss"),
     )
+    # The do-nothing children run under the fork server's frozen preload, as an agent does.
+    assert figures["preload_frozen_objects"] > 0
     numbers(figures["handoff_floor_parts_us"], "ipc_hops", "fsyncs", "inprocess_turn")
     assert len(figures["ratios"]) == 9
     for row in figures["ratios"].values():
