@@ -27,7 +27,10 @@ falls on both alike):
   would cost), and after reading every loaded module's globals once (reference-count writes);
   ``preload_frozen_objects`` is how many objects the fork server froze;
   ``agent_uss_over_bare_child`` and ``bare_child_share_of_agent_uss`` set the agent beside the
-  do-nothing child.
+  do-nothing child;
+* ``agent_copied_mib`` / ``agent_new_mib`` (and ``bare_child_copied_mib`` /
+  ``bare_child_new_mib``): the same private memory by origin (``benchmarks/_page_origin.py``):
+  pages copied from the fork server on write, and pages the child allocated itself.
 
 Imported by ``benchmarks/ipc.py``; ``python benchmarks/_process_figures.py [--json]`` prints
 the figures alone.
@@ -51,6 +54,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _touch_child
+from benchmarks._page_origin import parent_pid, private_origin_mib
 from orchestrator._child import run_entry
 from orchestrator.status import ProcessStatus
 from orchestrator.supervisor import Supervisor
@@ -157,11 +161,16 @@ def touch_figures(transport: MultiprocessingTransport, samples: int) -> dict[str
     """Median USS of each touch child over ``samples`` starts, and the preload's frozen count."""
     uss: dict[str, list[float]] = {action: [] for action in _touch_child.ACTIONS}
     frozen = 0
+    origin: dict[str, list[float]] = {"copied": [], "new": []}
     for _ in range(samples):
         for action in _touch_child.ACTIONS:
             child = TouchChild(transport, action)
             try:
-                uss[action].append(memory_mib(child.process.pid)["Uss"])
+                pid = child.process.pid
+                uss[action].append(memory_mib(pid)["Uss"])
+                if action == _touch_child.NOTHING:
+                    for kind, mib in private_origin_mib(pid, parent_pid(pid)).items():
+                        origin[kind].append(mib)
                 frozen = child.frozen
             finally:
                 child.close()
@@ -169,6 +178,8 @@ def touch_figures(transport: MultiprocessingTransport, samples: int) -> dict[str
         f"bare_child_{action}_uss_mib": round(statistics.median(values), 2)
         for action, values in uss.items()
     }
+    for kind, values in origin.items():
+        out[f"bare_child_{kind}_mib"] = round(statistics.median(values), 2)
     out["preload_frozen_objects"] = frozen
     return out
 
@@ -218,6 +229,7 @@ async def _figures(samples: int) -> dict[str, Any]:
             agent_pid = supervisor.handles[AGENT].pid
             assert agent_pid is not None
             agent_memory = memory_mib(agent_pid)
+            agent_origin = private_origin_mib(agent_pid, parent_pid(agent_pid))
             floor.close()
             out.update(touch_figures(transport, max(3, samples // 3)))
             # The same start without a spare process waiting (every fork on the start's path).
@@ -244,6 +256,8 @@ async def _figures(samples: int) -> dict[str, Any]:
     out["crash_ready_ratio"] = round(out["crash_ready_ms"] / out["floor_child_ready_ms"], 2)
     out["agent_uss_ratio"] = round(out["agent_uss_mib"] / out["floor_child_uss_mib"], 2)
     bare = out["bare_child_nothing_uss_mib"]
+    out["agent_copied_mib"] = round(agent_origin["copied"], 2)
+    out["agent_new_mib"] = round(agent_origin["new"], 2)
     out["agent_uss_over_bare_child"] = round(out["agent_uss_mib"] / bare, 2)
     out["bare_child_share_of_agent_uss"] = round(bare / out["agent_uss_mib"], 2)
     return out
@@ -317,6 +331,12 @@ def print_table(figures: dict[str, Any]) -> None:
         uss = figures[f"bare_child_{action}_uss_mib"]
         print(f"{'  ' + label:<40} {uss:>10.2f} {'':>8}   {uss / bare:.2f}x do-nothing")
     print(f"{'AgentProcess / do-nothing child':<40} {figures['agent_uss_over_bare_child']:>10.2f}")
+    print(f"{'private memory by origin (MiB)':<40} {'copied':>10} {'new':>8}")
+    for who, label in (("bare_child", "do-nothing child"), ("agent", "AgentProcess")):
+        print(
+            f"{'  ' + label:<40} {figures[who + '_copied_mib']:>10.2f} "
+            f"{figures[who + '_new_mib']:>8.2f}"
+        )
 
 
 def main() -> None:

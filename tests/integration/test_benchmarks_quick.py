@@ -90,6 +90,7 @@ def test_ipc_quick_prints_every_figure_and_ratio() -> None:
         *("bare_child_nothing_uss_mib", "bare_child_collect_uss_mib"),
         *("bare_child_unfrozen_collect_uss_mib", "bare_child_refcount_walk_uss_mib"),
         *("agent_uss_over_bare_child", "bare_child_share_of_agent_uss"),
+        *("agent_copied_mib", "agent_new_mib", "bare_child_copied_mib", "bare_child_new_mib"),
     )
     # The do-nothing children run under the fork server's frozen preload, as an agent does.
     assert figures["preload_frozen_objects"] > 0
