@@ -57,6 +57,13 @@ RUNTIME_MODULES = (
     "agent_process.main",
     "connector_process.main",
     "uvloop",
+    # The genai-prices catalogue (its lookup and its data): an agent whose Model declares no
+    # ``pricing`` loads it at its first call, which then waited on the import (tens to hundreds
+    # of milliseconds) and copied about 11 MiB into that agent alone. Here it costs the fork
+    # server about 6 MiB, once, shared by every child.
+    "genai_prices",
+    "genai_prices.data",
+    "genai_prices.data_snapshot",
 )
 """Imported in the fork server, with every module of :data:`RUNTIME_PACKAGES`."""
 RUNTIME_PACKAGES = ("tools_base.tools",)

@@ -1,5 +1,5 @@
-"""The multiprocessing transport with real processes: the spare process a start takes, and
-children that never re-run the parent's ``__main__`` script."""
+"""The multiprocessing transport with real processes: the spare process a start takes,
+children that never re-run the parent's ``__main__`` script, and what they find preloaded."""
 
 from __future__ import annotations
 
@@ -111,3 +111,45 @@ def test_children_do_not_run_the_parents_main_script_again(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stderr
     assert marker.read_text() == "ran\n"  # the parent's run only
+
+
+CATALOGUE_PROBE = """
+import sys
+
+
+def report(conn):
+    conn.send(sorted(name for name in sys.modules if name.startswith("genai_prices")))
+"""
+
+FORK_ONE = """
+from orchestrator.transport import MultiprocessingTransport
+import probe
+
+context = MultiprocessingTransport().context
+parent, child = context.Pipe()
+process = context.Process(target=probe.report, args=(child,))
+process.start()
+child.close()
+print(parent.recv())
+process.join(30)
+"""
+
+
+def test_agents_are_forked_with_the_price_catalogue_already_imported(tmp_path: Path) -> None:
+    """An agent whose Model declares no ``pricing`` looks its price up in the genai-prices
+    catalogue at its first call; imported in the fork server, that first Turn does not wait
+    on the import, and its memory is shared rather than copied into each such agent."""
+    (tmp_path / "probe.py").write_text(CATALOGUE_PROBE)
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_ONE],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.strip()
+    for module in ("'genai_prices'", "'genai_prices.data'", "'genai_prices.data_snapshot'"):
+        assert module in loaded, loaded
