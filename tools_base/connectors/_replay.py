@@ -43,12 +43,12 @@ from enum import Enum
 from pathlib import Path
 
 from goondan import crashpoints
-from goondan.errors import newer_format
 from goondan.files import write_atomic
 from goondan.time import utc_timestamp
 from tools_base._connector import ConnectorContext, ConnectorError
 from tools_base._context import ToolLogger
 from tools_base.connectors import _http
+from tools_base.connectors._state import read_state
 
 WINDOW_SECONDS = 5 * 60
 """How far a signed timestamp may be from now (Slack's and Stripe's five minutes)."""
@@ -282,21 +282,10 @@ def _retrieve(task: asyncio.Future[None]) -> None:
 
 def _read(path: Path) -> dict[str, int]:
     """The entries ``path`` holds (none when it does not exist), or ConnectorError."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    data = read_state(path, "delivery cache", FORMAT_VERSION)
+    if data is None:
         return {}
-    except OSError as exc:
-        raise ConnectorError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        data = None
-    version = data.get("formatVersion") if isinstance(data, dict) else None
-    refusal = newer_format(path, "delivery cache", version, FORMAT_VERSION)
-    if refusal is not None:
-        raise ConnectorError(refusal)
-    entries = data.get("entries") if isinstance(data, dict) else None
+    entries = data.get("entries")
     if not isinstance(entries, dict) or not all(
         isinstance(expiry, int) and not isinstance(expiry, bool) for expiry in entries.values()
     ):

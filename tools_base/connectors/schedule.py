@@ -67,7 +67,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from goondan.errors import newer_format
 from goondan.files import write_atomic
 from goondan.time import utc_timestamp
 from tools_base import ConnectorContext, ConnectorError, ConnectorEvent, TextMessage
@@ -77,6 +76,7 @@ from tools_base.connectors._schedules import (
     check_config,
     parse_schedules,
 )
+from tools_base.connectors._state import read_state
 
 __all__ = ["EVENT", "STATE_FILE", "Schedule", "ScheduleState", "check_config", "run"]
 
@@ -160,21 +160,10 @@ def _iso(moment: datetime) -> str:
 def _read(path: Path) -> tuple[dict[str, datetime], dict[str, datetime]]:
     """The ``through`` and ``lastFired`` times ``path`` holds (none when it does not exist), or
     ConnectorError."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    data = read_state(path, "schedule state", FORMAT_VERSION)
+    if data is None:
         return {}, {}
-    except OSError as exc:
-        raise ConnectorError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        data = None
-    version = data.get("formatVersion") if isinstance(data, dict) else None
-    refusal = newer_format(path, "schedule state", version, FORMAT_VERSION)
-    if refusal is not None:
-        raise ConnectorError(refusal)
-    entries = data.get("schedules") if isinstance(data, dict) else None
+    entries = data.get("schedules")
     through: dict[str, datetime] = {}
     fired: dict[str, datetime] = {}
     try:
