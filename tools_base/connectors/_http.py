@@ -58,8 +58,6 @@ DRAIN_FACTOR = 8
 closed."""
 GRACE_SECONDS = 5.0
 """How long requests in flight may take to finish once the server is told to stop."""
-OUTBOX_CAPACITY = 256
-"""Events accepted but not yet emitted, per connector, before requests are answered 503."""
 
 Handler = Callable[["Inbound"], Awaitable[Response]]
 
@@ -190,11 +188,10 @@ def answer(status: int, **fields: Any) -> JSONResponse:
 
 
 class Outbox:
-    """Events accepted by a request and emitted later, in order, by :meth:`pump`."""
+    """Where a request's events go before its sender is answered: the connector's journal."""
 
-    def __init__(self, ctx: ConnectorContext, capacity: int = OUTBOX_CAPACITY) -> None:
+    def __init__(self, ctx: ConnectorContext) -> None:
         self._ctx = ctx
-        self._queue: asyncio.Queue[ConnectorEvent] = asyncio.Queue(capacity)
 
     async def accept(self, event: ConnectorEvent) -> bool:
         """Journal ``event`` for delivery (``ctx.accept``): ``True`` once it is on disk, so the
@@ -205,34 +202,6 @@ class Outbox:
         except ValueError as exc:
             self._ctx.logger.error("connector event refused", event_name=event.name, error=str(exc))
             return True
-
-    def offer(self, event: ConnectorEvent) -> bool:
-        """Queue ``event`` in memory (lost if the process dies before it is emitted: prefer
-        :meth:`accept`); ``False`` when the outbox is full (answer 503: the sender retries)."""
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
-            self._ctx.logger.warning("connector outbox full, event refused", event_name=event.name)
-            return False
-        return True
-
-    async def pump(self) -> None:
-        """Emit queued events until cancelled; an event ``emit`` refuses is logged and dropped
-        (a request already got its answer, so there is nobody else to tell)."""
-        try:
-            while True:
-                event = await self._queue.get()
-                try:
-                    await self._ctx.emit(event)
-                except ValueError as exc:
-                    self._ctx.logger.error(
-                        "connector event refused", event_name=event.name, error=str(exc)
-                    )
-        finally:
-            if not self._queue.empty():
-                self._ctx.logger.warning(
-                    "connector stopped with events not emitted", count=self._queue.qsize()
-                )
 
 
 async def read_body(request: Request, limit: int) -> bytes | None:
@@ -306,10 +275,9 @@ async def serve(
     handle: Handler,
     *,
     connector: str,
-    outbox: Outbox | None = None,
     **log_fields: Any,
 ) -> None:
-    """Serve ``handle`` on ``listen`` (and pump ``outbox``) until cancelled.
+    """Serve ``handle`` on ``listen`` until cancelled.
 
     Logs one ``connector listening`` line with the host, the port bound and the path (plus
     ``log_fields``, which must hold nothing secret).
@@ -330,8 +298,6 @@ async def serve(
         server = GuardedServer(config, error_body=_error_body, log=ctx.logger)
         port = sock.getsockname()[1]
         async with asyncio.TaskGroup() as tasks:
-            if outbox is not None:
-                pump = tasks.create_task(outbox.pump())
             serving = tasks.create_task(server.serve(sockets=[sock]))
             ctx.logger.info(
                 "connector listening",
@@ -348,11 +314,7 @@ async def serve(
                 await asyncio.wait({serving})
             except asyncio.CancelledError:
                 await _stop(server, serving)
-                if outbox is not None:
-                    pump.cancel()
                 raise
-            if outbox is not None:
-                pump.cancel()
             serving.result()
             raise ConnectorError(f"the {connector} listener on {listen.host}:{port} stopped")
     finally:

@@ -188,4 +188,4 @@ async def run(ctx: ConnectorContext, poll: PollSettings) -> None:
         return _http.answer(200)
 
     await set_webhook(ctx, poll, hook)
-    await _http.serve(ctx, listen, handle, connector="telegram", outbox=outbox, mode="webhook")
+    await _http.serve(ctx, listen, handle, connector="telegram", mode="webhook")

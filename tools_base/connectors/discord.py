@@ -199,4 +199,4 @@ async def run(ctx: ConnectorContext) -> None:
         )
         return JSONResponse({"type": deferred})
 
-    await _http.serve(ctx, listen, handle, connector="discord", outbox=outbox)
+    await _http.serve(ctx, listen, handle, connector="discord")

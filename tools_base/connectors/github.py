@@ -186,6 +186,4 @@ async def run(ctx: ConnectorContext) -> None:
             return _http.answer(503, error="too many events waiting; retry later")
         return _http.answer(202)
 
-    await _http.serve(
-        ctx, listen, handle, connector="github", outbox=outbox, signed=secret is not None
-    )
+    await _http.serve(ctx, listen, handle, connector="github", signed=secret is not None)

@@ -273,6 +273,4 @@ async def run(ctx: ConnectorContext) -> None:
             return _http.answer(503, error="too many events waiting; retry later")
         return _http.answer(200)
 
-    await _http.serve(
-        ctx, listen, handle, connector="slack", outbox=outbox, signed=secret is not None, mode=mode
-    )
+    await _http.serve(ctx, listen, handle, connector="slack", signed=secret is not None, mode=mode)
