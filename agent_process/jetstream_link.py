@@ -5,7 +5,7 @@ The agent's event loop calls the store synchronously (as it writes files); the s
 run on :class:`StoreLoop`, a loop on a thread of its own, and the agent waits for each (at
 most :data:`STORE_TIMEOUT_SECONDS`). Credentials come from the environment the node handed
 over (and are taken out of it) or from files the plan names; the URL is only ever shown
-through :func:`redact`.
+through :func:`goondan.urls.redact_url`.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import threading
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
 from agent_process.conversation import ConversationStorageError
 from bundle.plan import ClusterStoragePlan
+from goondan.urls import redact_url
 from tools_base import JsonObject
 
 STORE_TIMEOUT_SECONDS = 10.0
@@ -59,19 +59,6 @@ def name_token(name: str) -> str:
     if _TOKEN.match(name):
         return name
     return "=" + hashlib.sha256(name.encode()).hexdigest()[:40]
-
-
-def redact(url: str) -> str:
-    """``url`` with any password or token in it shown as ``***``."""
-    shown = []
-    for one in url.split(","):
-        parts = urlsplit(one.strip())
-        if "@" in parts.netloc:
-            host = parts.netloc.rsplit("@", 1)[1]
-            user = f"{parts.username}:***" if parts.password is not None else "***"
-            parts = parts._replace(netloc=f"{user}@{host}")
-        shown.append(urlunsplit(parts))
-    return ",".join(shown)
 
 
 class StoreNames:
@@ -158,7 +145,7 @@ async def connect_store(
     from nats.js.api import KeyValueConfig, ObjectStoreConfig, StorageType, StreamConfig
 
     async def quiet(exc: Exception) -> None:
-        _log.debug("cluster storage connection error", error=redact(str(exc)))
+        _log.debug("cluster storage connection error", error=redact_url(str(exc)))
 
     connecting = asyncio.ensure_future(
         nats.connect(name=f"goondan-agent-store:{agent}", error_cb=quiet, **connect_options(plan))

@@ -86,9 +86,9 @@ from agent_process.jetstream_link import (
     get_entry,
     live_keys,
     name_token,
-    redact,
 )
 from bundle.plan import ClusterStoragePlan
+from goondan.urls import redact_url
 from tools_base import JsonObject, Message, MessageEvent
 
 __all__ = [
@@ -145,7 +145,7 @@ class JetStreamStorage:
         files are those under ``instances_root``. Raises :class:`ClusterStorageError` (the URL
         shown redacted)."""
         names = StoreNames(plan.cluster, agent)
-        where = f"{redact(plan.url)} stream {names.stream}"
+        where = f"{redact_url(plan.url)} stream {names.stream}"
         loop = StoreLoop()
         try:
             nc, kv, objects = loop.run(connect_store(plan, names, agent), where)
@@ -154,7 +154,7 @@ class JetStreamStorage:
             raise
         except Exception as exc:
             loop.stop()
-            reason = redact(str(exc) or type(exc).__name__)
+            reason = redact_url(str(exc) or type(exc).__name__)
             raise ClusterStorageError(where, reason) from None
         return cls(loop, nc, names, (kv, objects), where, instances_root)
 
@@ -193,7 +193,7 @@ class JetStreamStorage:
         except ConversationStorageError:
             raise
         except Exception as exc:
-            raise ClusterStorageError(where, redact(str(exc) or type(exc).__name__)) from None
+            raise ClusterStorageError(where, redact_url(str(exc) or type(exc).__name__)) from None
 
     def conversation(self, directory: Path) -> ConversationStore:
         """The conversation of the instance in ``directory`` (its name identifies it)."""

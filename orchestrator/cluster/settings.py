@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
 from goondan.errors import DeliveryError
+from goondan.urls import redact_url
 
 HEARTBEAT_SECONDS = 1.0
 """How often the leader and each node renew their keys in the cluster's bucket."""
@@ -64,21 +64,6 @@ class ClusterAuthRefused(ClusterUnavailable):
 def cluster_token(name: str) -> str:
     """``name`` as one NATS subject token and bucket name part (no dots, no spaces)."""
     return _NAME_FORBIDDEN.sub("_", name) or "_"
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password (or token) in its user information replaced by ``***``."""
-    redacted = []
-    for one in url.split(","):
-        parts = urlsplit(one.strip())
-        if parts.password is not None or (parts.username and "@" in parts.netloc):
-            host = parts.hostname or ""
-            if parts.port is not None:
-                host = f"{host}:{parts.port}"
-            user = f"{parts.username}:***" if parts.password is not None else "***"
-            parts = parts._replace(netloc=f"{user}@{host}")
-        redacted.append(urlunsplit(parts))
-    return ",".join(redacted)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,10 @@ from agent_process.jetstream_link import (
     USER_ENV,
     connect_options,
     name_token,
-    redact,
 )
 from agent_process.storage import LocalFiles, open_storage
 from bundle.plan import AgentPlan, ClusterStoragePlan, ModelPlan
+from goondan.urls import redact_url
 
 
 def test_names_stand_for_themselves_or_a_digest_that_no_name_can_spell() -> None:
@@ -32,9 +32,10 @@ def test_names_stand_for_themselves_or_a_digest_that_no_name_can_spell() -> None
 
 def test_a_password_in_the_url_is_never_shown() -> None:
     assert (
-        redact("nats://bob:s3cret@h:4222,nats://h2:4222") == "nats://bob:***@h:4222,nats://h2:4222"
+        redact_url("nats://bob:s3cret@h:4222,nats://h2:4222")
+        == "nats://bob:***@h:4222,nats://h2:4222"
     )
-    assert redact("nats://tok3n@h:4222") == "nats://***@h:4222"
+    assert redact_url("nats://tok3n@h:4222") == "nats://***@h:4222"
 
 
 def test_credentials_come_from_the_environment_and_leave_it(
