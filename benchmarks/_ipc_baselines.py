@@ -22,6 +22,7 @@ import msgspec
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder().decode
+_ANSWER_SECONDS = 30.0  # a lost frame ends the run with an error instead of a hang
 
 MESSAGE: dict[str, Any] = {
     "type": "delegate",
@@ -54,9 +55,20 @@ def _ping(conn: Connection, count: int, results: Connection) -> None:
     for _ in range(count):
         started = time.perf_counter()
         conn.send_bytes(_encode(payload))
+        if not conn.poll(_ANSWER_SECONDS):
+            raise TimeoutError(f"no answer within {_ANSWER_SECONDS} s")
         _decode(conn.recv_bytes())
         samples.append(time.perf_counter() - started)
     results.send(samples)
+
+
+def _samples_of(ping: multiprocessing.process.BaseProcess, results: Connection) -> list[float]:
+    """The pinging child's samples, or an error once it has ended without sending them."""
+    while not results.poll(0.5):
+        if not ping.is_alive() and not results.poll(0):
+            raise RuntimeError(f"the pinging child ended (exit code {ping.exitcode}) unanswered")
+    samples: list[float] = results.recv()
+    return samples
 
 
 def raw_pipe_round_trip(count: int) -> list[float]:
@@ -68,7 +80,7 @@ def raw_pipe_round_trip(count: int) -> list[float]:
     ping = ctx.Process(target=_ping, args=(a_end, count, result_send), daemon=True)
     echo.start()
     ping.start()
-    samples: list[float] = result_recv.recv()
+    samples = _samples_of(ping, result_recv)
     ping.join()
     echo.kill()
     echo.join()
@@ -87,12 +99,15 @@ class _Relay(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
+        if self.peer is None or self.peer.transport is None:
+            # The pinging child starts before the broker has linked both ends; hold its first
+            # frame until ``link`` flushes it.
+            self._buffer += data
+            return
         if self._buffer:
             self._buffer += data
             data = bytes(self._buffer)
             self._buffer.clear()
-        assert self.peer is not None
-        assert self.peer.transport is not None
         write = self.peer.transport.write
         offset, size = 0, len(data)
         with memoryview(data) as view:
@@ -120,6 +135,9 @@ async def _broker(a_conn: Connection, b_conn: Connection, done: asyncio.Event) -
         _, relay = await loop.connect_accepted_socket(_Relay, sock)
         relays.append(relay)
     relays[0].peer, relays[1].peer = relays[1], relays[0]
+    for relay in relays:
+        if relay._buffer:
+            relay.data_received(b"")
     await done.wait()
 
 
@@ -139,7 +157,7 @@ def broker_round_trip(count: int, use_uvloop: bool) -> list[float]:
         done = asyncio.Event()
         server = asyncio.ensure_future(_broker(a_broker, b_broker, done))
         loop = asyncio.get_running_loop()
-        samples.extend(await loop.run_in_executor(None, result_recv.recv))
+        samples.extend(await loop.run_in_executor(None, _samples_of, ping, result_recv))
         done.set()
         await server
 
