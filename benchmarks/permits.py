@@ -64,8 +64,8 @@ from benchmarks import _ipc_baselines as baselines  # noqa: E402
 from benchmarks._chat_server import serve  # noqa: E402
 from benchmarks._checks import expect  # noqa: E402
 from benchmarks._split_transport import SplitTransport  # noqa: E402
-from bundle.models import ModelSpec  # noqa: E402
 from bundle.plan import AgentPlan, ModelPlan  # noqa: E402
+from bundle.spec_agent import ModelSpec  # noqa: E402
 from ipc.logs import configure_logging  # noqa: E402
 from orchestrator.daemon import Orchestrator  # noqa: E402
 from orchestrator.transport import MultiprocessingTransport  # noqa: E402

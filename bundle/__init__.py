@@ -10,11 +10,12 @@ from bundle.bundle import Bundle, ResolvedExtension, ResolvedTool
 from bundle.entry import EntryLoadError, load_entry_module, resolve_handlers
 from bundle.errors import BundleError, ConfigIssue
 from bundle.loader import Resource, load_bundle, validate_resources
-from bundle.models import API_VERSION, KINDS, ObjectRef, ValueSource
 from bundle.plan import AgentPlan, ExtensionPlan, ModelPlan, ToolExportPlan, ToolPlan
 from bundle.schema import json_schema
 from bundle.secrets import Secret, SecretUnavailable, resolve_value
 from bundle.source import Document, parse_documents
+from bundle.spec_base import API_VERSION, ObjectRef, ValueSource
+from bundle.spec_kinds import KINDS
 
 __all__ = [
     "API_VERSION",

@@ -12,20 +12,6 @@ from bundle import errors as E
 from bundle.environment import component_names, connection_names, environment_list, model_names
 from bundle.errors import BundleError, ConfigIssue
 from bundle.loader import Resource, index
-from bundle.models import (
-    AgentPlacement,
-    AgentSpec,
-    Budgets,
-    ConnectionSpec,
-    ConnectorSpec,
-    ExtensionSpec,
-    ModelLimits,
-    ModelSpec,
-    ObjectRef,
-    RefItem,
-    SwarmSpec,
-    ToolSpec,
-)
 from bundle.plan import (
     AgentPlan,
     ConnectionPlan,
@@ -34,6 +20,10 @@ from bundle.plan import (
     ToolExportPlan,
     ToolPlan,
 )
+from bundle.spec_agent import AgentSpec, Budgets, ModelLimits, ModelSpec, ToolSpec
+from bundle.spec_base import ObjectRef, RefItem
+from bundle.spec_connector import ConnectionSpec, ConnectorSpec, ExtensionSpec
+from bundle.spec_swarm import AgentPlacement, SwarmSpec
 from goondan.defaults import APPROVAL_TIMEOUT_SECONDS
 
 BASE_PACKAGE = "@goondan/base"

@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bundle.models import ConnectionSpec, ConnectorSpec, ValueSource
 from bundle.secrets import SecretUnavailable, secret_candidates
+from bundle.spec_base import ValueSource
+from bundle.spec_connector import ConnectionSpec, ConnectorSpec
 
 if TYPE_CHECKING:
     from bundle.bundle import Bundle

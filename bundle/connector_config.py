@@ -24,8 +24,8 @@ from bundle import errors as E
 from bundle.entry import EntryLoadError, load_entry_module
 from bundle.errors import ConfigIssue
 from bundle.loader import Resource
-from bundle.models import ConnectionSpec, ConnectorSpec
 from bundle.source import FieldPath, format_path
+from bundle.spec_connector import ConnectionSpec, ConnectorSpec
 
 HOOK = "check_config"
 _BLOCK_LITERAL = re.compile(r"""^\s*["']?value["']?\s*:\s*\|[-+0-9]*\s*(#.*)?$""")

@@ -31,8 +31,10 @@ from pydantic import ValidationError
 
 from bundle.env_names import ENV_NAME
 from bundle.keys import PROVIDER_KEY_ENV, PROVIDER_SETTINGS_ENV
-from bundle.models import ConnectionSpec, ConnectorSpec, ModelSpec, ValueSource
 from bundle.secrets import secret_candidates
+from bundle.spec_agent import ModelSpec
+from bundle.spec_base import ValueSource
+from bundle.spec_connector import ConnectionSpec, ConnectorSpec
 
 BASE_ENVIRONMENT = (
     "PATH",

@@ -21,16 +21,16 @@ from typing import Any
 import yaml
 
 from bundle import errors as E
-from bundle.models import (
+from bundle.scan import source_files
+from bundle.source import parse_documents, read_file
+from bundle.spec_base import (
     API_VERSION,
-    KINDS,
     MAX_RESOURCE_NAME_LENGTH,
     PACKAGE_NAME,
     RESOURCE_NAME,
     TOOL_NAME,
 )
-from bundle.scan import source_files
-from bundle.source import parse_documents, read_file
+from bundle.spec_kinds import KINDS
 
 _UNPARSABLE = {E.E_PARSE_ERROR, E.E_TOO_MANY_DOCUMENTS, E.E_FILE_TOO_LARGE}
 _STR = "tag:yaml.org,2002:str"

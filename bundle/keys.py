@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bundle.models import ModelSpec
+from bundle.spec_agent import ModelSpec
 
 if TYPE_CHECKING:
     from bundle.bundle import Bundle

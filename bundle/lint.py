@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from bundle.errors import ConfigIssue
 from bundle.loader import Resource
-from bundle.models import ObjectRef
+from bundle.spec_base import ObjectRef
 from bundle.tool_hints import handler_hint_warnings
 
 if TYPE_CHECKING:

@@ -23,20 +23,19 @@ from pydantic import BaseModel, ValidationError
 
 from bundle import errors as E
 from bundle.errors import BundleError, ConfigIssue
-from bundle.models import (
+from bundle.packages import builtin_package_manifests
+from bundle.scan import source_files
+from bundle.source import Document, FieldPath, format_path, parse_documents, read_file
+from bundle.spec_base import (
     API_VERSION,
-    KINDS,
     MAX_RESOURCE_NAME_LENGTH,
     MAX_TOOL_NAME_LENGTH,
     PACKAGE_NAME,
     RESOURCE_NAME,
-    SPEC_MODELS,
     TOOL_NAME,
     Metadata,
 )
-from bundle.packages import builtin_package_manifests
-from bundle.scan import source_files
-from bundle.source import Document, FieldPath, format_path, parse_documents, read_file
+from bundle.spec_kinds import KINDS, SPEC_MODELS
 
 if TYPE_CHECKING:
     from bundle.bundle import Bundle

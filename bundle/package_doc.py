@@ -16,7 +16,8 @@ from pathlib import Path
 import yaml
 
 from bundle.errors import BundleError
-from bundle.models import PACKAGE_NAME, PackageSpec
+from bundle.spec_base import PACKAGE_NAME
+from bundle.spec_package import PackageSpec
 from goondan.files import write_atomic
 
 

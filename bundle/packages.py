@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundle.models import PackageDependency
 from bundle.ranges import pep440_specifier
+from bundle.spec_package import PackageDependency
 
 ENTRY_POINT_GROUP = "goondan.packages"
 BUILTIN_PACKAGES = {"@goondan/base": "tools_base"}

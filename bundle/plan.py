@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bundle.models import Budgets, ModelLimits, ModelPricing, ModelSpec, ValueSource
 from bundle.scripted import ScriptSpec
+from bundle.spec_agent import Budgets, ModelLimits, ModelPricing, ModelSpec
+from bundle.spec_base import ValueSource
 from goondan.defaults import (
     APPROVAL_TIMEOUT_SECONDS,
     CONNECTOR_EVENTS_IN_FLIGHT,

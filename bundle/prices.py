@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
-    from bundle.models import ModelPricing
+    from bundle.spec_agent import ModelPricing
 
 PriceSource = Literal["model", "genai-prices"]
 """Where a Model's price comes from: its ``spec.pricing`` or the genai-prices catalogue."""

@@ -18,19 +18,12 @@ from bundle.connector_config import connection_config_issues
 from bundle.entry import EntryLoadError, load_entry_module, resolve_handlers
 from bundle.errors import ConfigIssue
 from bundle.loader import FailedKey, Resource, index, tool_name_too_long
-from bundle.models import (
-    AgentSpec,
-    Budgets,
-    ConnectionSpec,
-    ConnectorSpec,
-    ModelLimits,
-    ModelSpec,
-    ObjectRef,
-    SwarmSpec,
-    ToolSpec,
-)
 from bundle.prices import model_price
 from bundle.script_tools import check_script_tools
+from bundle.spec_agent import AgentSpec, Budgets, ModelLimits, ModelSpec, ToolSpec
+from bundle.spec_base import ObjectRef
+from bundle.spec_connector import ConnectionSpec, ConnectorSpec
+from bundle.spec_swarm import SwarmSpec
 
 FieldPath = tuple[str | int, ...]
 

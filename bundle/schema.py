@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from bundle.models import API_VERSION, SPEC_MODELS, Metadata
+from bundle.spec_base import API_VERSION, Metadata
+from bundle.spec_kinds import SPEC_MODELS
 
 
 def json_schema() -> dict[str, Any]:

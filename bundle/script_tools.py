@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from bundle import errors as E
 from bundle.errors import ConfigIssue
 from bundle.loader import Resource, _Index
-from bundle.models import AgentSpec, ModelSpec, ToolSpec
+from bundle.spec_agent import AgentSpec, ModelSpec, ToolSpec
 
 FieldPath = tuple[str | int, ...]
 

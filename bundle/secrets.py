@@ -6,7 +6,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from bundle.models import SecretRef, ValueSource
+from bundle.spec_base import SecretRef, ValueSource
 from goondan.errors import ConfigError
 
 

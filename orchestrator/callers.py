@@ -33,7 +33,7 @@ from goondan.errors import HttpCode
 from orchestrator.approvals import describe_decider
 
 if TYPE_CHECKING:
-    from bundle.models import ValueFrom
+    from bundle.spec_base import ValueFrom
 
 PEER_KEY = "goondan.peer"
 """The scope key of the connection's :class:`Peer` (``None`` when it could not be read)."""
@@ -66,8 +66,8 @@ class ApiToken:
     def from_policy(cls, source: ValueFrom) -> ApiToken:
         """The Swarm policy's ``tokenFrom``, resolved now (a variable that is not set stops
         the daemon's start); named after the variable, or ``Secret/<name>#<key>``."""
-        from bundle.models import ValueSource
         from bundle.secrets import resolve_value
+        from bundle.spec_base import ValueSource
 
         secret = resolve_value(ValueSource(value_from=source), field="token").reveal()
         if source.env is not None:

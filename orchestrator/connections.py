@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from bundle import Bundle
-from bundle.models import ConnectionSpec
 from bundle.plan import ConnectionPlan
+from bundle.spec_connector import ConnectionSpec
 from goondan import crashpoints
 from goondan.defaults import CONNECTIONS_DIR
 from ipc import EventMessage, IpcError

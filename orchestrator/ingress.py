@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bundle.models import Ingress, IngressRule
+from bundle.spec_connector import Ingress, IngressRule
 
 
 @dataclass(frozen=True, slots=True)

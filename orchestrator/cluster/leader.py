@@ -33,8 +33,8 @@ from typing import Any
 
 import structlog
 
-from bundle.models import AgentPlacement
 from bundle.plan import AgentPlan, Plan
+from bundle.spec_swarm import AgentPlacement
 from ipc import AgentUnavailable, IpcMessage
 from ipc import protocol as wire
 from ipc.protocol import EXIT_NODE_LOST, ORCHESTRATOR

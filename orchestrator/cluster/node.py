@@ -31,8 +31,8 @@ from typing import Any
 import structlog
 
 from bundle import Bundle, load_bundle
-from bundle.models import LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, NODE_NAME_PATTERN
 from bundle.plan import AgentPlan
+from bundle.spec_swarm import LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, NODE_NAME_PATTERN
 from goondan.defaults import KILL_WAIT_SECONDS
 from ipc import EventMessage
 from ipc import protocol as wire

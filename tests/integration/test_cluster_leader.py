@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from bundle import load_bundle
-from bundle.models import AgentPlacement
 from bundle.plan import AgentPlan
+from bundle.spec_swarm import AgentPlacement
 from ipc import AgentUnavailable
 from orchestrator.cluster.leader import ClusterTransport
 from orchestrator.cluster.membership import Lease, node_key

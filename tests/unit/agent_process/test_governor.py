@@ -20,8 +20,8 @@ from agent_process.models.base import ModelCallError, ModelRequest, ModelRespons
 from agent_process.runtime import Correlations, OrchestratorLink
 from agent_process.scope import TurnScope
 from agent_process.tools.catalog import ToolCatalogItem
-from bundle.models import BudgetCeilings, Budgets, ModelLimits, ModelPricing
 from bundle.plan import AgentPlan, ModelPlan
+from bundle.spec_agent import BudgetCeilings, Budgets, ModelLimits, ModelPricing
 from goondan.usage import Usage
 from ipc import IpcError, IpcMessage
 from ipc.protocol import ModelPermitRequest, ModelPermitResult, ModelUsage, read_event

@@ -11,8 +11,8 @@ import pytest
 
 from bundle import BundleError, ConfigIssue, ResolvedTool, load_bundle
 from bundle.bundle import Bundle
-from bundle.models import ObjectRef
 from bundle.packages import BUILTIN_PACKAGES, builtin_package_manifests
+from bundle.spec_base import ObjectRef
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "bundles"

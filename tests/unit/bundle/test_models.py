@@ -8,17 +8,12 @@ import pytest
 from pydantic import ValidationError
 
 from bundle import ObjectRef, ValueSource
-from bundle.models import (
-    SPEC_MODELS,
-    AgentSpec,
-    ConnectionSpec,
-    ConnectorSpec,
-    Metadata,
-    ModelSpec,
-    PackageSpec,
-    SwarmSpec,
-    ToolSpec,
-)
+from bundle.spec_agent import AgentSpec, ModelSpec, ToolSpec
+from bundle.spec_base import Metadata
+from bundle.spec_connector import ConnectionSpec, ConnectorSpec
+from bundle.spec_kinds import SPEC_MODELS
+from bundle.spec_package import PackageSpec
+from bundle.spec_swarm import SwarmSpec
 
 
 def errors(model: type[Any], data: Any) -> list[tuple[tuple[str | int, ...], str]]:

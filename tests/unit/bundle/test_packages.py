@@ -18,10 +18,10 @@ from bundle.lockfile import (
     integrity_hex,
     read_lockfile,
 )
-from bundle.models import PackageDependency
 from bundle.package_doc import read_package, set_dependency
 from bundle.packages import Dependency, distribution_name
 from bundle.ranges import RangeError, pep440_specifier
+from bundle.spec_package import PackageDependency
 
 
 @pytest.mark.parametrize(

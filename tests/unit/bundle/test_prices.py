@@ -22,9 +22,9 @@ from agent_process.models.base import ModelRequest, ModelResponse, TokenUsage
 from agent_process.scope import TurnScope
 from bundle import load_bundle
 from bundle.errors import BundleError
-from bundle.models import Budgets, ModelPricing
 from bundle.plan import AgentPlan, ModelPlan
 from bundle.prices import CataloguePrice, DeclaredPrice, catalogue_price, model_price
+from bundle.spec_agent import Budgets, ModelPricing
 from goondan.usage import Usage
 from tools_base import Message
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bundle.models import Ingress
+from bundle.spec_connector import Ingress
 from orchestrator.ingress import Destination, IngressTable, UnknownIngressAgent, as_text
 
 AGENTS = ("coordinator", "worker", "triage")

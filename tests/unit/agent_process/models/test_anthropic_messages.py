@@ -12,8 +12,8 @@ import pytest
 from agent_process.models.anthropic_messages import AnthropicMessagesModel, to_anthropic_messages
 from agent_process.models.base import ModelCallError, ModelRequest
 from agent_process.tools.catalog import ToolCatalogItem
-from bundle.models import ModelSpec
 from bundle.plan import ModelPlan
+from bundle.spec_agent import ModelSpec
 from tests.support.wire_server import Reply, WireServer, anthropic_stream, serve
 from tools_base import Message, MessageSource, ToolCall
 

@@ -18,8 +18,8 @@ from agent_process.models.google_gemini import GeminiModel, to_gemini_contents
 from agent_process.tools.catalog import ToolCatalogItem
 from bundle import load_bundle
 from bundle.keys import key_needs
-from bundle.models import ModelSpec
 from bundle.plan import ModelPlan
+from bundle.spec_agent import ModelSpec
 from tests.support.wire_server import Reply, WireServer, gemini_response, gemini_stream, serve
 from tools_base import Message, MessageSource, ToolCall
 

@@ -14,8 +14,8 @@ from agent_process.models.base import ModelCallError, ModelRequest
 from agent_process.models.openai_chat import OpenAIChatModel, to_openai_messages
 from agent_process.tools.catalog import ToolCatalogItem
 from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
-from bundle.models import ModelSpec
 from bundle.plan import ModelPlan
+from bundle.spec_agent import ModelSpec
 from tests.support.wire_server import Reply, WireServer, openai_completion, openai_stream, serve
 from tools_base import Message, MessageSource, ToolCall
 

@@ -1,0 +1,23 @@
+"""Every goondan.yaml resource kind, by name, with the model of its ``spec``."""
+
+from __future__ import annotations
+
+from bundle.spec_agent import AgentSpec, ModelSpec, ToolSpec
+from bundle.spec_base import Spec
+from bundle.spec_connector import ConnectionSpec, ConnectorSpec, ExtensionSpec
+from bundle.spec_package import PackageSpec
+from bundle.spec_swarm import SwarmSpec
+
+SPEC_MODELS: dict[str, type[Spec]] = {
+    "Package": PackageSpec,
+    "Model": ModelSpec,
+    "Tool": ToolSpec,
+    "Agent": AgentSpec,
+    "Swarm": SwarmSpec,
+    "Extension": ExtensionSpec,
+    "Connector": ConnectorSpec,
+    "Connection": ConnectionSpec,
+}
+
+KINDS = tuple(SPEC_MODELS)
+"""The kinds' names, in the order error messages list them."""
