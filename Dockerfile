@@ -29,7 +29,7 @@ EXPOSE 8080
 
 # The API's health route, asked over its Unix socket (no token needed there).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import pathlib, sys; from orchestrator.api_client import DaemonApi; sys.exit(DaemonApi(pathlib.Path('/state'), timeout=4).call('GET', '/healthz')[0] != 200)"]
+    CMD ["python", "-c", "import pathlib, sys; from orchestrator.http.client import DaemonApi; sys.exit(DaemonApi(pathlib.Path('/state'), timeout=4).call('GET', '/healthz')[0] != 200)"]
 
 ENTRYPOINT ["tini", "--", "python", "-m", "orchestrator"]
 CMD ["run", "goondan.yaml", "--state-dir", "/state", "--listen", "0.0.0.0:8080", "--api-token-env", "GOONDAN_API_TOKEN"]

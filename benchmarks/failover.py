@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._checks import WrongAnswer, expect
-from orchestrator.api_client import ApiUrl, DaemonApi, NoAnswer, NoDaemon
+from orchestrator.http.client import ApiUrl, DaemonApi, NoAnswer, NoDaemon
 from tests.support.cluster import Cluster, Member, Watched, free_port
 
 POLL_SECONDS = 0.05

@@ -54,8 +54,8 @@ import uvloop  # noqa: E402
 
 from benchmarks._checks import expect  # noqa: E402
 from ipc.logs import configure_logging  # noqa: E402
-from orchestrator.api_client import DaemonApi  # noqa: E402
 from orchestrator.daemon import Orchestrator  # noqa: E402
+from orchestrator.http.client import DaemonApi  # noqa: E402
 
 TEXT = "write notes.txt hello world"
 ANSWER = "Done. The worker reports: wrote 11 bytes to notes.txt"

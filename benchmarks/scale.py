@@ -128,7 +128,7 @@ async def _delegate_round_trips(orchestrator: Any, done: dict[str, Any], count: 
 
 async def _status_api_ms(state_dir: Path, runs: int) -> float:
     """Median time of ``GET /v1/agents`` alone (the CLI's request, from a warm client)."""
-    from orchestrator.api_client import DaemonApi
+    from orchestrator.http.client import DaemonApi
 
     api = DaemonApi(state_dir)
     times: list[float] = []

@@ -37,11 +37,12 @@ from orchestrator.connections import Connections, ingress_tables
 from orchestrator.dispatch import Dispatcher
 from orchestrator.environment import withhold
 from orchestrator.eventlog import EventLog
-from orchestrator.events_hub import END_OF_STREAM, EventHub
-from orchestrator.http_api import ApiServer
+from orchestrator.http.app import ApiServer
+from orchestrator.http.events_hub import END_OF_STREAM, EventHub
+from orchestrator.http.metrics import SwarmMetrics
 from orchestrator.interrupted import interrupted_turn
 from orchestrator.limits import ModelBroker
-from orchestrator.metrics import SwarmMetrics
+from orchestrator.limits.usage import UsageBook, usage_report
 from orchestrator.plans import SharedParts
 from orchestrator.process_logs import ProcessOutput
 from orchestrator.router import InFlightSend, Router, SpawnedInstance
@@ -57,7 +58,6 @@ from orchestrator.systemd import notify
 from orchestrator.tasks import TaskOwner
 from orchestrator.telemetry import OtlpSettings, TelemetryUnavailable, TraceExport
 from orchestrator.transport import MultiprocessingTransport, Transport
-from orchestrator.usage import UsageBook, usage_report
 from orchestrator.watch import check_configuration, reload_configuration
 
 if TYPE_CHECKING:

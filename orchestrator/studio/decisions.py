@@ -38,9 +38,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from goondan.errors import DaemonError, HttpCode
-from orchestrator.api_client import DaemonApi, NoDaemon, path_segment, socket_path
 from orchestrator.approvals import APPROVAL_ID, BadDecision, decision_from_body
-from orchestrator.http_body import BadBody, read_object
+from orchestrator.http.body import BadBody, read_object
+from orchestrator.http.client import DaemonApi, NoDaemon, path_segment, socket_path
 
 CSRF_HEADER = "x-goondan-csrf"
 """The request header that carries the studio's CSRF token."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from goondan.usage import Usage
 from orchestrator.eventlog import FILE_NAME, read_events
-from orchestrator.usage import trace_root
+from orchestrator.limits.usage import trace_root
 
 MAX_EVENTS = 100_000
 """Newest events the index keeps in memory (older ones stay in the file only)."""
@@ -244,7 +244,7 @@ class Trace:
     marks: list[dict[str, Any]] = field(default_factory=list)
     """Its :data:`MARK_TYPES` events: budgets reached, waits for a model permit."""
     root_span_id: str | None = None
-    """The span of the Turn that began the trace (:func:`orchestrator.usage.trace_root`)."""
+    """The span of the Turn that began the trace (:func:`orchestrator.limits.usage.trace_root`)."""
 
     def add(self, event: dict[str, Any]) -> None:
         """Fold one event of this trace into its spans."""

@@ -3,7 +3,7 @@ event stream.
 
 All go through the daemon's HTTP API on ``<state>/api.sock``. Status rows (``GET /v1/agents``)
 and usage (``GET /v1/usage``) are asked with the CLI's client
-(:class:`~orchestrator.api_client.DaemonApi`) off the event loop; the event stream
+(:class:`~orchestrator.http.client.DaemonApi`) off the event loop; the event stream
 (``GET /v1/events``) is read here with asyncio, one connection per browser that watches.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from goondan.errors import DaemonError
-from orchestrator.api_client import DaemonApi, socket_path
+from orchestrator.http.client import DaemonApi, socket_path
 
 STATUS_TIMEOUT_SECONDS = 5.0
 """How long the studio waits for the daemon's status rows before showing it as gone."""

@@ -30,7 +30,7 @@ from goondan.http_server import GuardedServer
 from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR
 from orchestrator.approvals import list_approvals
 from orchestrator.eventlog import parse_since
-from orchestrator.servers import address_family
+from orchestrator.http.servers import address_family
 from orchestrator.studio import DEFAULT_PORT, STATIC_DIR, is_loopback
 from orchestrator.studio.conversations import conversation, instances
 from orchestrator.studio.decisions import DecisionGate

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.api_client import ApiUrl, DaemonApi, LeaderLost, NoAnswer, NoDaemon
+from orchestrator.http.client import ApiUrl, DaemonApi, LeaderLost, NoAnswer, NoDaemon
 from tests.support.cluster import Cluster, Member, Watched, free_port, running_cluster
 from tests.support.model_server import ModelServer, call_reply, text_reply
 from tests.support.wire_server import Reply

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.api_client import ApiUrl, DaemonApi, NoAnswer
+from orchestrator.http.client import ApiUrl, DaemonApi, NoAnswer
 from tests.support.cluster import (
     EXAMPLE,
     Cluster,

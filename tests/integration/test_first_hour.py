@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bundle import load_bundle
-from orchestrator.scaffold import TEMPLATES
+from orchestrator.cli.scaffold import TEMPLATES
 from tests.support.daemon import Daemon, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +116,7 @@ def test_env_files_precedence_and_a_missing_env_file(tmp_path: Path) -> None:
     (tmp_path / ".env.local").write_text("GOONDAN_TEST_B=from-local\nGOONDAN_TEST_C=from-local\n")
     extra = tmp_path / "extra.env"
     extra.write_text("GOONDAN_TEST_C=from-flag\n")
-    from orchestrator.envfiles import load_env_files
+    from orchestrator.cli.envfiles import load_env_files
 
     environ = {"GOONDAN_TEST_A": "from-shell", "GOONDAN_TEST_D": "from-shell"}
     loaded = load_env_files(tmp_path / "goondan.yaml", extra, environ)

@@ -18,7 +18,7 @@ import httpx2
 import pytest
 
 from orchestrator.daemon import Orchestrator
-from orchestrator.http_api import ApiRefused
+from orchestrator.http.app import ApiRefused
 from orchestrator.status import ProcessStatus
 from tests.support.daemon import Daemon, run_cli
 from tests.support.swarm import running_swarm, write_swarm

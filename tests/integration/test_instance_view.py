@@ -10,8 +10,8 @@ from typing import Any
 
 from textual.widgets import DataTable, Static
 
-from orchestrator.api_client import DaemonApi
-from orchestrator.instance_view import ConfirmDelete, InstanceView
+from orchestrator.cli.instance_view import ConfirmDelete, InstanceView
+from orchestrator.http.client import DaemonApi
 from tests.support.daemon import Daemon, run_cli
 
 WAIT = 30

@@ -190,7 +190,7 @@ def test_the_daemon_dying_during_a_send_is_its_own_error(daemon: Daemon, tmp_pat
     import signal
     import time
 
-    from orchestrator.api_client import EXIT_NO_ANSWER
+    from orchestrator.http.client import EXIT_NO_ANSWER
 
     client = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", "send", "beta", "slow 30"],
@@ -224,7 +224,7 @@ def test_the_daemon_dying_during_a_send_is_its_own_error(daemon: Daemon, tmp_pat
 def test_hundreds_of_concurrent_requests_are_all_answered(daemon: Daemon, tmp_path: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from orchestrator.api_client import DaemonApi
+    from orchestrator.http.client import DaemonApi
 
     api = DaemonApi(tmp_path / ".goondan")
     with ThreadPoolExecutor(max_workers=600) as pool:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.api_client import DaemonApi
+from orchestrator.http.client import DaemonApi
 from orchestrator.systemd import notify
 from tests.support.daemon import Daemon
 

@@ -18,7 +18,7 @@ import pytest
 
 from bundle import load_bundle
 from bundle.keys import PROVIDER_KEY_ENV, key_needs
-from orchestrator.scaffold import TEMPLATES
+from orchestrator.cli.scaffold import TEMPLATES
 from tests.support.daemon import run_cli
 
 KEYLESS = {k: v for k, v in os.environ.items() if k not in PROVIDER_KEY_ENV.values()}

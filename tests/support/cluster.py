@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.api_client import DaemonApi
+from orchestrator.http.client import DaemonApi
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster" / "goondan.yaml"
 HEARTBEAT = 1.0

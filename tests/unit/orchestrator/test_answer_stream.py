@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from orchestrator.answer_stream import ARGUMENTS_SHOWN, AnswerPrinter, ApprovalNotices
+from orchestrator.cli.answer_stream import ARGUMENTS_SHOWN, AnswerPrinter, ApprovalNotices
 
 
 def printer(**options: object) -> tuple[AnswerPrinter, io.StringIO]:

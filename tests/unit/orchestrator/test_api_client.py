@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.api_client import DaemonApi, NoAnswer, NoDaemon, socket_path
+from orchestrator.http.client import DaemonApi, NoAnswer, NoDaemon, socket_path
 
 ANSWERS = {
     "length": b'HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\n{"a": [1]}\n',

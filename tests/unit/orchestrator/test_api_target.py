@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from goondan.errors import ExitCode
-from orchestrator.api_client import ApiUrl, DaemonApi, LeaderLost
-from orchestrator.api_target import (
+from orchestrator.cli.api_target import (
     API_URL_ENV,
     TargetError,
     add_options,
@@ -21,6 +20,7 @@ from orchestrator.api_target import (
     remote_url,
     remote_urls,
 )
+from orchestrator.http.client import ApiUrl, DaemonApi, LeaderLost
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ipc.scope import SCOPE_ENV
-from orchestrator.approvers import ProcFs, SwarmProcesses, why_refused
 from orchestrator.callers import Caller, Peer
+from orchestrator.http.approvers import ProcFs, SwarmProcesses, why_refused
 
 DAEMON, AGENT, CONNECTOR = 100, 200, 300
 EUID = 1000

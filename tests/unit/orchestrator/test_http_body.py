@@ -8,7 +8,7 @@ import pytest
 
 from goondan.defaults import MAX_REQUEST_TIMEOUT_MS
 from ipc import DelegateMessage, encode
-from orchestrator.http_body import MAX_DEPTH, BadBody, ChatRequest, Fields, parse_object
+from orchestrator.http.body import MAX_DEPTH, BadBody, ChatRequest, Fields, parse_object
 
 
 def nested(depth: int) -> str:

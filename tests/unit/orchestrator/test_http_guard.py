@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from orchestrator.callers import Peer
-from orchestrator.http_guard import HostAllowList, normalise_origin, split_host
+from orchestrator.http.guard import HostAllowList, normalise_origin, split_host
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from ipc.protocol import DelegateAnswer, TextDelta
-from orchestrator import http_api
-from orchestrator.http_api import _native_events, _Piece, _TurnStream
+from orchestrator.http import app as http_api
+from orchestrator.http.app import _native_events, _Piece, _TurnStream
 from orchestrator.router import DeltaSink
 
 

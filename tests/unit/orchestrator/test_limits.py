@@ -9,8 +9,8 @@ import pytest
 from bundle.models import ModelLimits
 from ipc.protocol import EventBody, ModelPermitRequest, ModelPermitResult, ModelUsage
 from orchestrator.limits import ModelBroker
+from orchestrator.limits.usage import UsageBook
 from orchestrator.testing import FakeClock
-from orchestrator.usage import UsageBook
 
 TRACE = "t" * 32
 

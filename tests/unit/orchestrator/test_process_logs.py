@@ -5,8 +5,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+from orchestrator.cli.logs import known_processes, last_lines, resolve, stream_files
 from orchestrator.process_logs import RotatingFile, file_name
-from orchestrator.process_logs_cli import known_processes, last_lines, resolve, stream_files
 
 
 def test_files_rotate_by_size_and_the_last_lines_span_them(tmp_path: Path) -> None:

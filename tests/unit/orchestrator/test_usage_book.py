@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.limits.usage import UsageBook, trace_root
 from orchestrator.studio.events import Trace
-from orchestrator.usage import UsageBook, trace_root
 
 BUDGETS = {"coordinator": {"totalTokens": 1000.0}}
 

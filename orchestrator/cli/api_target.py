@@ -26,7 +26,7 @@ from typing import Any, Literal
 from urllib.parse import urlencode
 
 from goondan.errors import ExitCode
-from orchestrator.api_client import (
+from orchestrator.http.client import (
     ApiUrl,
     DaemonApi,
     EventsRefused,

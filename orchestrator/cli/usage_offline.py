@@ -2,7 +2,7 @@
 
 The daemon adds up each model call as it is reported; every such call is also in the runtime
 event log (its ``step.completed`` carries the Step's ``tokenUsage``), and each Turn's start
-says which agent began its trace. Replaying the log through a :class:`~orchestrator.usage.UsageBook`
+says which agent began its trace. Replaying the log through a :class:`~orchestrator.limits.usage.UsageBook`
 gives the figures the daemon gave, over the whole log kept on disk rather than since one
 daemon's start; the instances' lasting totals come from their ``metadata.json`` as the daemon
 reads them, and the budgets from the configuration when it loads.
@@ -17,8 +17,8 @@ from typing import Any
 import structlog
 
 from orchestrator.eventlog import log_files, read_events
+from orchestrator.limits.usage import TRACES_KEPT, UsageBook, usage_report
 from orchestrator.state_dir import list_instances
-from orchestrator.usage import TRACES_KEPT, UsageBook, usage_report
 
 log = structlog.get_logger("goondan.usage")
 

@@ -171,9 +171,9 @@ class AnswerPrinter:
 def send_and_wait(args: argparse.Namespace, state_dir: Callable[[], Path]) -> int:
     """``send`` that waits for the answer: approvals it meets are told on stderr as they
     come, and with ``--stream`` the text is printed as it is produced."""
-    from orchestrator.api_client import error_text, path_segment
-    from orchestrator.api_target import TargetError, ask_with_events
     from orchestrator.cli import _fail
+    from orchestrator.cli.api_target import TargetError, ask_with_events
+    from orchestrator.http.client import error_text, path_segment
 
     stream = bool(getattr(args, "stream", False))
     if args.no_wait:

@@ -40,7 +40,7 @@ from ipc import BudgetExceeded, EventMessage, PermitTimeout
 from ipc.protocol import EventBody, EventKind, ModelPermitRequest, ModelPermitResult, ModelUsage
 from orchestrator.clock import Clock, Timer
 from orchestrator.dispatch import EventHandler
-from orchestrator.usage import TraceUsage, UsageBook
+from orchestrator.limits.usage import TraceUsage, UsageBook
 
 WAIT_REASONS = ("paused", "maxConcurrent", "requestsPerMinute", "tokensPerMinute")
 """Why a permit request waits, in the order they are judged."""

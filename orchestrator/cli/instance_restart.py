@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from goondan.errors import ExitCode
-from orchestrator.api_client import error_text, path_segment
-from orchestrator.api_target import TargetError, ask
+from orchestrator.cli.api_target import TargetError, ask
+from orchestrator.http.client import error_text, path_segment
 
 USAGE = "usage: instances restart [AGENT] KEY"
 

@@ -196,7 +196,7 @@ def _connection_settings(report: Report, bundle: Any, swarm: str, env: dict[str,
 
 
 def _sandbox(report: Report, bundle: Any, swarm: str) -> None:
-    from orchestrator import sandbox_check
+    from orchestrator.cli import sandbox_check
 
     finding = sandbox_check.examine(bundle, swarm)
     users = ", ".join(finding.agents) or "no agent of the swarm starts programs"
@@ -221,7 +221,7 @@ def _sandbox(report: Report, bundle: Any, swarm: str) -> None:
 
 
 def _state(report: Report, state_dir: Path) -> None:
-    from orchestrator.api_client import DaemonApi, NoAnswer, NoDaemon
+    from orchestrator.http.client import DaemonApi, NoAnswer, NoDaemon
 
     probe = state_dir if state_dir.exists() else state_dir.parent
     if os.access(probe, os.W_OK | os.X_OK):

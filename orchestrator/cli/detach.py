@@ -245,7 +245,7 @@ def detach(plan: Detach) -> int | None:
 
 
 def _answering_pid(state_dir: Path) -> int | None:
-    from orchestrator.api_client import DaemonApi, NoAnswer, NoDaemon
+    from orchestrator.http.client import DaemonApi, NoAnswer, NoDaemon
 
     try:
         status, body = DaemonApi(state_dir, timeout=5.0).call("GET", "/healthz")
@@ -283,7 +283,7 @@ class _LiveSwarm:
     """The running daemon of a state directory, seen as ``run --input`` sees its own swarm."""
 
     def __init__(self, state_dir: Path) -> None:
-        from orchestrator.api_client import DaemonApi
+        from orchestrator.http.client import DaemonApi
 
         self.api = DaemonApi(state_dir)
         _, ready = self._call("GET", "/readyz")
@@ -291,7 +291,7 @@ class _LiveSwarm:
         self.entry_agent = entry if isinstance(entry, str) else ""
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        from orchestrator.api_client import NoAnswer, NoDaemon
+        from orchestrator.http.client import NoAnswer, NoDaemon
 
         try:
             return self.api.call(method, path, body)
@@ -300,7 +300,7 @@ class _LiveSwarm:
 
     async def request(self, text: str, *, agent: str, instance_key: str) -> Any:
         """The daemon's answer to ``text`` for ``agent@instance_key``."""
-        from orchestrator.api_client import path_segment
+        from orchestrator.http.client import path_segment
 
         status, body = self._call(
             "POST",
@@ -313,7 +313,7 @@ class _LiveSwarm:
         self, text: str, agent: str, instance_key: str, sink: Callable[[str, dict[str, Any]], None]
     ) -> Any:
         """:meth:`request` with its text and approvals handed to ``sink`` as they come."""
-        from orchestrator.api_client import NoAnswer, NoDaemon, path_segment
+        from orchestrator.http.client import NoAnswer, NoDaemon, path_segment
 
         path = f"/v1/agents/{path_segment(agent)}/requests"
         body = {"input": text, "instanceKey": instance_key}
@@ -330,7 +330,7 @@ def _answer(status: int, body: Any) -> Any:
     """The delegate answer of the daemon's ``(status, body)``, a refusal as a failure."""
     from ipc import IpcError
     from ipc.protocol import DelegateAnswer
-    from orchestrator.api_client import error_text
+    from orchestrator.http.client import error_text
 
     if status in (200, 502):
         try:
@@ -404,7 +404,7 @@ def _start(plan: Detach) -> int:
 def _wait_ready(process: subprocess.Popen[bytes], state_dir: Path) -> str | None:
     """``None`` once ``process`` serves the API of ``state_dir`` and its entry agent is ready,
     else why not (it exited, or did not get there within :data:`READY_TIMEOUT_SECONDS`)."""
-    from orchestrator.api_client import DaemonApi, NoAnswer, NoDaemon
+    from orchestrator.http.client import DaemonApi, NoAnswer, NoDaemon
 
     api = DaemonApi(state_dir, timeout=5.0)
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS

@@ -1,7 +1,7 @@
 """``usage``: tokens, cost and budgets left per agent, instance and trace.
 
 The running daemon is asked (``/v1/usage``); with none running, the same report is read back
-from the state directory (:mod:`orchestrator.usage_offline`), as ``approvals``, ``logs`` and the
+from the state directory (:mod:`orchestrator.cli.usage_offline`), as ``approvals``, ``logs`` and the
 studio read it. A daemon at ``--api-url`` is always asked: its state is not here.
 """
 
@@ -25,8 +25,8 @@ def run_usage(
     fail: Callable[[int, str], int],
 ) -> int:
     """The ``usage`` command; ``fail(exit code, message)`` reports a failure."""
-    from orchestrator.api_client import error_text, path_segment
-    from orchestrator.api_target import TargetError, ask, remote_url
+    from orchestrator.cli.api_target import TargetError, ask, remote_url
+    from orchestrator.http.client import error_text, path_segment
 
     query = f"trace={path_segment(args.trace)}" if args.trace else f"traces={args.traces}"
     offline = False
@@ -54,7 +54,7 @@ def run_usage(
 
 def _from_disk(args: argparse.Namespace, state_dir: Path, bundle_path: Path) -> tuple[int, Any]:
     """``(status, body)`` as the daemon would answer, from the state directory."""
-    from orchestrator.usage_offline import offline_usage
+    from orchestrator.cli.usage_offline import offline_usage
 
     report = offline_usage(state_dir, bundle_path, traces=args.traces, trace=args.trace)
     if report is None:

@@ -8,13 +8,13 @@ adds a TCP listener. A TCP listener off loopback
 refuses to start without a bearer token, and with a token every request on TCP must carry it
 (``Authorization: Bearer <token>``), else 401; ``api.sock`` is checked by its mode and the
 peer's credentials instead. Approvals are decided by operators only (see
-:mod:`orchestrator.approvers`): a decision records who made it, and one coming from a process
+:mod:`orchestrator.http.approvers`): a decision records who made it, and one coming from a process
 of the swarm's agents is refused (403).
 
 Every error is JSON ``{"error": {"code", "message"}}``: unknown route 404, wrong method 405,
-body over :data:`~orchestrator.http_body.MAX_BODY_BYTES` 413, a body refused at the door 400 (with ``field`` naming
-what is wrong: see :mod:`orchestrator.http_body`), missing token 401, a decision from an
-agent's process 403. Web pages are kept out by :mod:`orchestrator.http_guard`: a ``Host`` the
+body over :data:`~orchestrator.http.body.MAX_BODY_BYTES` 413, a body refused at the door 400 (with ``field`` naming
+what is wrong: see :mod:`orchestrator.http.body`), missing token 401, a decision from an
+agent's process 403. Web pages are kept out by :mod:`orchestrator.http.guard`: a ``Host`` the
 TCP listener does not answer to 421, an ``Origin`` not allowed 403, a ``POST`` or ``DELETE``
 without ``Content-Type: application/json`` 415.
 
@@ -123,7 +123,6 @@ from goondan.errors import DaemonError, HttpCode
 from goondan.http_server import GuardedServer
 from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.protocol import DelegateAnswer, TextDelta, new_trace_id
-from orchestrator.api_client import socket_path
 from orchestrator.approvals import (
     APPROVAL_EVENTS,
     BadDecision,
@@ -131,20 +130,21 @@ from orchestrator.approvals import (
     find_approval,
     list_approvals,
 )
-from orchestrator.approvers import vet_decider
 from orchestrator.callers import ApiToken, Identify, connection_app
 from orchestrator.eventlog import matches
-from orchestrator.events_hub import END_OF_STREAM
-from orchestrator.http_body import BadBody, ChatRequest, Fields, read_object
-from orchestrator.http_guard import HostAllowList, JsonOnly, guard
-from orchestrator.servers import address_family
+from orchestrator.http.approvers import vet_decider
+from orchestrator.http.body import BadBody, ChatRequest, Fields, read_object
+from orchestrator.http.client import socket_path
+from orchestrator.http.events_hub import END_OF_STREAM
+from orchestrator.http.guard import HostAllowList, JsonOnly, guard
+from orchestrator.http.servers import address_family
+from orchestrator.limits.usage import TRACES_KEPT
 from orchestrator.state_dir import list_instances
 from orchestrator.status import ProcessStatus
-from orchestrator.usage import TRACES_KEPT
 
 if TYPE_CHECKING:
     from orchestrator.daemon import Orchestrator
-    from orchestrator.metrics import SwarmMetrics
+    from orchestrator.http.metrics import SwarmMetrics
 
 API_LISTEN_BACKLOG = 4096
 """Connections the kernel queues before the server accepts them (many CLI calls at once)."""
@@ -412,7 +412,7 @@ def build_app(
         return decide
 
     async def metrics(request: Request) -> Response:
-        from orchestrator.metrics import CONTENT_TYPE
+        from orchestrator.http.metrics import CONTENT_TYPE
 
         assert daemon.metrics is not None
         return Response(daemon.metrics.exposition(), media_type=CONTENT_TYPE)

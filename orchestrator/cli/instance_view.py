@@ -4,7 +4,7 @@ One table, an agent's row followed by the rows of its instances, refreshed every
 :data:`REFRESH_SECONDS`. ↑/↓ move the selection, ``r`` restarts the selected agent (or the agent
 of the selected instance), Delete (or ``d``) deletes the selected instance after a
 confirmation, ``g`` refreshes now, ``q``/Esc quit. It asks the daemon through
-:class:`~orchestrator.api_client.DaemonApi`, as every other command does, from a worker thread
+:class:`~orchestrator.http.client.DaemonApi`, as every other command does, from a worker thread
 so the screen never waits on the daemon. Needs the ``tui`` extra (Textual).
 """
 
@@ -21,7 +21,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Header, Static
 
 from goondan.errors import DaemonError
-from orchestrator.api_client import DaemonApi, error_text, path_segment
+from orchestrator.http.client import DaemonApi, error_text, path_segment
 
 REFRESH_SECONDS = 2.0
 """How often the table is read again from the daemon."""

@@ -22,7 +22,7 @@ gives the start (``goondan.span.start_estimated``). Spans whose end never comes 
 them, as errors marked ``goondan.span.incomplete``: by their Turn's end (a Step cut short), or
 by their agent's exit (a crash mid-Turn).
 
-Nothing here imports OpenTelemetry: :mod:`orchestrator.otlp` (the ``otel`` extra) runs in the
+Nothing here imports OpenTelemetry: :mod:`orchestrator.telemetry.otlp` (the ``otel`` extra) runs in the
 exporter process, started only when an endpoint is configured.
 """
 
@@ -564,12 +564,12 @@ class SpanSink(Protocol):
 
 _BOOTSTRAP = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
-    "from orchestrator.otlp import main; raise SystemExit(main())"
+    "from orchestrator.telemetry.otlp import main; raise SystemExit(main())"
 )
 
 
 class ExporterProcess:
-    """The OpenTelemetry SDK runs in a process of its own (:func:`orchestrator.otlp.main`).
+    """The OpenTelemetry SDK runs in a process of its own (:func:`orchestrator.telemetry.otlp.main`).
 
     Turning events into spans and spans into protobuf costs about a tenth of a millisecond
     per span in the SDK; in the daemon's process that time would be taken from routing (one

@@ -88,7 +88,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     The checks that import Tool and Extension modules run in a child process with a deadline
     (:mod:`orchestrator.validation`), so no module can end or wedge this command.
     """
-    from orchestrator.validate_extras import apply_fixes, list_files
+    from orchestrator.cli.validate_extras import apply_fixes, list_files
     from orchestrator.validation import validate_in_child
 
     path = _bundle_path(args)
@@ -207,7 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.input = text
     if args.stream and args.input is None:
         return _fail(args, ExitCode.USAGE, "--stream prints the answer of --input: give one")
-    from orchestrator.terminal import TerminalRequired, check_interactive
+    from orchestrator.cli.terminal import TerminalRequired, check_interactive
 
     try:
         check_interactive(args.interactive, one_shot=args.input is not None, detach=args.detach)
@@ -225,7 +225,7 @@ def _detached_run(args: argparse.Namespace) -> int | None:
     ``None`` when this process is to run the swarm itself."""
     if not args.detach and args.input is None:
         return None
-    from orchestrator.detach import Detach, detach, run_subparser
+    from orchestrator.cli.detach import Detach, detach, run_subparser
     from orchestrator.state_dir import default_state_dir
 
     try:
@@ -256,8 +256,8 @@ def _serve(
     # Before .env files change the environment, beside which the command line is found.
     prepare_process_name()
     from ipc.logs import configure_logging
-    from orchestrator.envfiles import EnvFileMissing, load_env_files
-    from orchestrator.terminal import ignore_terminal_stops
+    from orchestrator.cli.envfiles import EnvFileMissing, load_env_files
+    from orchestrator.cli.terminal import ignore_terminal_stops
 
     ignore_terminal_stops()  # before any child starts: they inherit it
     path = _bundle_path(args)
@@ -329,11 +329,11 @@ async def _run(args: argparse.Namespace) -> int:
     from bundle.secrets import SecretUnavailable
     from goondan.errors import DeliveryError
     from ipc import IpcError
+    from orchestrator.cli.terminal import offers_prompt, prompt_loop
     from orchestrator.daemon import Orchestrator
-    from orchestrator.http_api import ApiRefused, DaemonAlreadyRunning
+    from orchestrator.http.app import ApiRefused, DaemonAlreadyRunning
     from orchestrator.preflight import check_soon, refusal
     from orchestrator.telemetry import TelemetryUnavailable, otlp_settings
-    from orchestrator.terminal import offers_prompt, prompt_loop
 
     path = _bundle_path(args)
     # Checked while the Orchestrator loads: the check starts the fork server the agents
@@ -417,7 +417,7 @@ async def _sandbox_refusal(bundle: Any, swarm: str | None) -> tuple[str, str] | 
     or ``None``."""
     import asyncio
 
-    from orchestrator import sandbox_check
+    from orchestrator.cli import sandbox_check
 
     finding = await asyncio.to_thread(sandbox_check.examine, bundle, swarm)
     return (finding.refusal(), finding.fix) if finding.refused else None
@@ -518,7 +518,7 @@ ANSWER_EXITS = {
 async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
     agent = args.agent or orchestrator.entry_agent
     if getattr(args, "stream", False):
-        from orchestrator.answer_stream import AnswerPrinter, stream_answer
+        from orchestrator.cli.answer_stream import AnswerPrinter, stream_answer
 
         printer = AnswerPrinter(args, stream=True)
         answer: DelegateAnswer = await stream_answer(
@@ -580,7 +580,7 @@ def _ask_daemon(
 ) -> tuple[int, Any]:
     """The daemon's ``(status, body)`` (on api.sock, or at ``--api-url``); exit 5 (network)
     when none runs, or when it takes the request and never answers; 6 when it wants a token."""
-    from orchestrator.api_target import TargetError, ask
+    from orchestrator.cli.api_target import TargetError, ask
 
     try:
         return ask(args, lambda: _state_dir(args), method, path, body, wait_seconds)
@@ -590,7 +590,7 @@ def _ask_daemon(
 
 def _refused(status: int, body: Any) -> bool:
     """Print the API's error and say so, when ``status`` is one."""
-    from orchestrator.api_client import error_text
+    from orchestrator.http.client import error_text
 
     if status < 400:
         return False
@@ -618,8 +618,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     cluster = answer.get("cluster")
     if cluster:
         _print_cluster(cluster)
+    from orchestrator.cli.usage import print_pools
     from orchestrator.tables import Column, Table
-    from orchestrator.usage_cli import print_pools
 
     node_column = (Column("NODE", 14),) if cluster else ()
     agents = Table(
@@ -692,7 +692,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_usage(args: argparse.Namespace) -> int:
     """Tokens and cost per agent, instance and trace, what budgets have left, and the pools
     (from the state directory when no daemon runs)."""
-    from orchestrator.usage_cli import run_usage
+    from orchestrator.cli.usage import run_usage
 
     return run_usage(
         args,
@@ -733,8 +733,8 @@ def _print_cluster(cluster: dict[str, Any]) -> None:
 def cmd_send(args: argparse.Namespace) -> int:
     """Deliver text to an agent of the running daemon and print its answer (``--no-wait``:
     return once it is accepted)."""
-    from orchestrator.answer_stream import send_and_wait
-    from orchestrator.api_client import path_segment
+    from orchestrator.cli.answer_stream import send_and_wait
+    from orchestrator.http.client import path_segment
 
     if not args.no_wait or args.stream:
         return send_and_wait(args, lambda: _state_dir(args))
@@ -749,7 +749,7 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 def cmd_restart(args: argparse.Namespace) -> int:
     """Gracefully restart one agent (or --all); conversations survive, unless ``--fresh``."""
-    from orchestrator.api_client import path_segment
+    from orchestrator.http.client import path_segment
 
     if not args.all and not args.agent:
         print("error: name an agent, or pass --all", file=sys.stderr)
@@ -814,7 +814,7 @@ def cmd_requests(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel a running request by request id or trace id; its caller is answered CANCELLED."""
-    from orchestrator.api_client import path_segment
+    from orchestrator.http.client import path_segment
 
     asked = _ask_daemon(
         args, "POST", f"/v1/requests/{path_segment(args.id)}/cancel", {"reason": args.reason}
@@ -830,19 +830,19 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_instances(args: argparse.Namespace) -> int:
     """``instances [AGENT]`` lists conversation instances; ``instances delete AGENT KEY`` removes one."""
-    from orchestrator.api_client import error_text, path_segment
-    from orchestrator.api_target import TargetError, ask, remote_rows, remote_url
+    from orchestrator.cli.api_target import TargetError, ask, remote_rows, remote_url
+    from orchestrator.http.client import error_text, path_segment
     from orchestrator.state_dir import delete_instance_dir, list_instances
 
     words = list(args.words)
     if not words and getattr(args, "command", None) == "instance":  # bare: the terminal view
-        from orchestrator.instance_cli import view
+        from orchestrator.cli.instance import view
 
         shown = view(args, lambda: _state_dir(args))
         if shown is not None:
             return shown
     if words and words[0] == "restart":
-        from orchestrator.instance_restart import restart_instances
+        from orchestrator.cli.instance_restart import restart_instances
 
         return restart_instances(args, words[1:], lambda: _state_dir(args))
     if words and words[0] == "delete":
@@ -913,8 +913,8 @@ def cmd_instances(args: argparse.Namespace) -> int:
 def cmd_approvals(args: argparse.Namespace) -> int:
     """Tool calls waiting for an operator's approval (read from the state directory, so no
     daemon is needed; a daemon at ``--api-url`` is asked); ``--all`` shows decided ones too."""
-    from orchestrator.api_target import TargetError, remote_rows, remote_url
     from orchestrator.approvals import list_approvals, print_approvals
+    from orchestrator.cli.api_target import TargetError, remote_rows, remote_url
 
     try:
         if remote_url(args) is not None:
@@ -935,7 +935,7 @@ def cmd_approvals(args: argparse.Namespace) -> int:
 
 def _decide(args: argparse.Namespace, decision: str, body: dict[str, Any]) -> int:
     """``approve``/``reject``: the decision through the daemon; exit 1 when refused."""
-    from orchestrator.api_client import path_segment
+    from orchestrator.http.client import path_segment
 
     query = "?wait=1" if args.wait else ""
     path = f"/v1/approvals/{path_segment(args.id)}/{decision}{query}"
@@ -985,14 +985,14 @@ def cmd_reject(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     """Print the runtime event log, filtered; ``--follow`` keeps printing new events."""
     if args.process is not None:  # one process's output files instead of the event log
-        from orchestrator.process_logs_cli import show
+        from orchestrator.cli.logs import show
 
         if getattr(args, "api_url", None):
             raise _UsageError(
                 "logs --process reads the state directory's files: not with --api-url"
             )
         return show(args, _state_dir(args))
-    from orchestrator.api_target import TargetError, remote_url
+    from orchestrator.cli.api_target import TargetError, remote_url
     from orchestrator.eventlog import (
         FILE_NAME,
         EventLogTooNew,
@@ -1026,7 +1026,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def _follow_remote(args: argparse.Namespace, since: Any) -> int:
     """``logs -f`` of the daemon at ``--api-url``: its live events (its log file is its own)."""
-    from orchestrator.api_target import TargetError, daemon_api, open_events
+    from orchestrator.cli.api_target import TargetError, daemon_api, open_events
     from orchestrator.eventlog import format_event, matches
 
     if not args.follow:
@@ -1057,9 +1057,9 @@ def _state_dir_unused() -> Path:
 def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: Any) -> int:
     from collections import deque
 
-    from orchestrator.api_client import DaemonApi
+    from orchestrator.cli.logs import ALL_LINES, FOLLOW_LINES
     from orchestrator.eventlog import format_event, log_files, matches, read_events
-    from orchestrator.process_logs_cli import ALL_LINES, FOLLOW_LINES
+    from orchestrator.http.client import DaemonApi
 
     # The past is held back to its last --lines events (-f: the last few, as `tail -f`).
     lines = args.lines if args.lines is not None else (FOLLOW_LINES if args.follow else ALL_LINES)
@@ -1117,7 +1117,7 @@ TEMPLATE_NAMES = ("offline", "openai", "anthropic", "multi-agent")
 
 def cmd_init(args: argparse.Namespace) -> int:
     """Write a runnable swarm from a template; refuses to overwrite without ``--force``."""
-    from orchestrator.scaffold import ScaffoldRefused, scaffold
+    from orchestrator.cli.scaffold import ScaffoldRefused, scaffold
 
     target = Path(args.path)
     try:
@@ -1147,8 +1147,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check this machine and configuration; exit 0 when all is well, else the status of
     the first problem (each printed with its fix)."""
-    from orchestrator.doctor import examine
-    from orchestrator.envfiles import EnvFileMissing, load_env_files
+    from orchestrator.cli.doctor import examine
+    from orchestrator.cli.envfiles import EnvFileMissing, load_env_files
 
     path = _bundle_path(args)
     environ = dict(os.environ)
@@ -1174,23 +1174,23 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_package(args: argparse.Namespace) -> int:
-    """``package add|install|update|publish`` (orchestrator/packages_cli.py)."""
-    from orchestrator.packages_cli import cmd_package as run
+    """``package add|install|update|publish`` (orchestrator/cli/packages.py)."""
+    from orchestrator.cli.packages import cmd_package as run
 
     return run(args)
 
 
 def cmd_tool(args: argparse.Namespace) -> int:
-    """``tool schema`` (orchestrator/tool_cli.py)."""
-    from orchestrator.tool_cli import cmd_tool as run
+    """``tool schema`` (orchestrator/cli/tool.py)."""
+    from orchestrator.cli.tool import cmd_tool as run
 
     return run(args)
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
     """Print what to source in ``args.shell`` to complete ``goondan`` and
-    ``python -m orchestrator`` (orchestrator/completion.py)."""
-    from orchestrator.completion import script
+    ``python -m orchestrator`` (orchestrator/cli/completion.py)."""
+    from orchestrator.cli.completion import script
 
     print(script(args.shell))
     return 0
@@ -1254,7 +1254,7 @@ async def _studio(args: argparse.Namespace) -> int:
 
 
 def _stream_help() -> str:
-    from orchestrator.answer_stream import STREAM_HELP
+    from orchestrator.cli.answer_stream import STREAM_HELP
 
     return STREAM_HELP
 
@@ -1456,7 +1456,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         cluster_options(node, required=True)
 
     def daemon_options(sub: argparse.ArgumentParser) -> None:
-        from orchestrator.api_target import add_options
+        from orchestrator.cli.api_target import add_options
 
         sub.add_argument(
             "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
@@ -1572,10 +1572,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             help="keep printing new events (after the last 10, as tail -f; see -n)",
         )
         logs.add_argument("--json", action="store_true", help="one JSON event per line")
-        from orchestrator.process_logs_cli import add_arguments as process_options
+        from orchestrator.cli.logs import add_arguments as process_options
 
         process_options(logs)
-        from orchestrator.api_target import add_options
+        from orchestrator.cli.api_target import add_options
 
         add_options(logs)
 
@@ -1631,13 +1631,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     package = command("package", "add, install, update or publish Goondan packages", cmd_package)
     if package is not None:
-        from orchestrator.packages_cli import add_arguments
+        from orchestrator.cli.packages import add_arguments
 
         add_arguments(package, common)
 
     tool = command("tool", "derive a Tool's exports entry from a typed handler", cmd_tool)
     if tool is not None:
-        from orchestrator.tool_cli import add_arguments as tool_arguments
+        from orchestrator.cli.tool import add_arguments as tool_arguments
 
         tool_arguments(tool, common)
 
@@ -1689,7 +1689,7 @@ COMMANDS = frozenset(
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     if "_ARGCOMPLETE" in os.environ:  # the shell completes a word: answer and exit
-        from orchestrator.completion import complete
+        from orchestrator.cli.completion import complete
 
         complete(build_parser(), _state_dir)
     # Building every command's arguments is a good part of a short command's time: build

@@ -1,4 +1,4 @@
-"""Bare ``instance``: the terminal view of :mod:`orchestrator.instance_view`, where it can run.
+"""Bare ``instance``: the terminal view of :mod:`orchestrator.cli.instance_view`, where it can run.
 
 It runs when standard input and output are a terminal, ``--json`` is not given, and Textual
 (the ``tui`` extra) is installed; otherwise the command prints the list ``instances`` prints,
@@ -33,8 +33,8 @@ def view(args: argparse.Namespace, state_dir: Callable[[], Path]) -> int | None:
         if not getattr(args, "json", False):
             print(f"instance: {reason}: listing the instances instead", file=sys.stderr)
         return None
-    from orchestrator.api_target import TargetError, daemon_api
-    from orchestrator.instance_view import InstanceView
+    from orchestrator.cli.api_target import TargetError, daemon_api
+    from orchestrator.cli.instance_view import InstanceView
 
     try:
         api = daemon_api(args, state_dir)
