@@ -1,5 +1,6 @@
-"""The guarded HTTP server (goondan.http_server) with short limits, in this process: real
-sockets on loopback, real clients (asyncio streams); every wait bounded."""
+"""The guarded HTTP server (goondan.http_server, with goondan.http_admission) under short
+limits, in this process: real sockets on loopback, real clients (asyncio streams); every wait
+bounded."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from typing import Any
 import pytest
 import uvicorn
 
-from goondan.http_server import ConnectionLimits, GuardedServer
+from goondan.http_admission import ConnectionLimits
+from goondan.http_server import GuardedServer
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -327,7 +329,7 @@ def test_the_capacity_follows_the_descriptor_limit_and_the_limit_is_raised() -> 
     if hard != resource.RLIM_INFINITY and hard < 2048:
         pytest.skip(f"SKIPPED LOUDLY: a hard descriptor limit of {hard} leaves nothing to raise")
     code = (
-        "from goondan.http_server import connection_capacity, raise_open_file_limit;"
+        "from goondan.http_admission import connection_capacity, raise_open_file_limit;"
         "print(connection_capacity()); print(raise_open_file_limit()); print(connection_capacity())"
     )
     before, raised, after = limits_in_child(code, 1024).split()

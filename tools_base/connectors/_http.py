@@ -44,7 +44,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from goondan.http_server import ConnectionLimits, GuardedServer
+from goondan.http_admission import ConnectionLimits
+from goondan.http_server import GuardedServer
 from tools_base._connector import ConnectorContext, ConnectorError, ConnectorEvent
 from tools_base.tools.http_fetch import is_loopback
 
