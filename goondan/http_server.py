@@ -49,12 +49,11 @@ from goondan.http_admission import (
     ConnectionLimits,
     Log,
     Stall,
-    raise_open_file_limit,  # re-exported until its last caller imports it from there
 )
 from goondan.http_codes import HttpCode
 from goondan.http_writes import CoalescedWrites
 
-__all__ = ["GuardedServer", "api_error_body", "raise_open_file_limit"]
+__all__ = ["GuardedServer", "api_error_body"]
 
 REFUSED_BODY_BYTES = 64 * 1024
 """Body a refused request may still send, read and dropped so its 503 is not lost to a reset."""

@@ -280,7 +280,7 @@ def _serve(
         )
     # A daemon's files are its user's alone; agent processes inherit this (and set it again).
     os.umask(0o077)
-    from goondan.http_server import raise_open_file_limit
+    from goondan.http_admission import raise_open_file_limit
 
     raise_open_file_limit()  # each connection costs a descriptor: serve as many as allowed
     try:

@@ -220,10 +220,11 @@ def _update(args: argparse.Namespace, config: Path) -> int:
 def _add(args: argparse.Namespace, config: Path) -> int:
     from bundle.installer import install, latest_version, resolve
     from bundle.lockfile import LOCKFILE, read_lockfile
-    from bundle.models import PACKAGE_NAME, PackageDependency
     from bundle.package_doc import set_dependency
     from bundle.packages import Dependency
     from bundle.ranges import caret
+    from bundle.spec_base import PACKAGE_NAME
+    from bundle.spec_package import PackageDependency
 
     at = args.spec.find("@", 1)  # a scope's @ is the first character
     name, range_ = (args.spec, "") if at < 0 else (args.spec[:at], args.spec[at + 1 :])

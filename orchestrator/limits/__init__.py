@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from bundle.models import ModelLimits
+from bundle.spec_agent import ModelLimits
 from goondan.usage import Reached, Usage
 from ipc import BudgetExceeded, EventMessage, PermitTimeout
 from ipc.protocol import EventBody, EventKind, ModelPermitRequest, ModelPermitResult, ModelUsage

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from bundle.models import ModelLimits
+from bundle.spec_agent import ModelLimits
 from ipc.protocol import EventBody, ModelPermitRequest, ModelPermitResult, ModelUsage
 from orchestrator.limits import ModelBroker
 from orchestrator.limits.usage import UsageBook
