@@ -48,7 +48,10 @@ from bundle.prices import ModelPrice, model_price
 from goondan.defaults import ANSWER_SAFETY_MARGIN_SECONDS, MODEL_MAX_TOKENS
 from goondan.usage import NOTHING, Reached, Usage, first_short
 from ipc import protocol as wire
-from ipc.protocol import ORCHESTRATOR, DelegateAnswer, ModelPermitResult
+from ipc.delegation import DelegateAnswer
+from ipc.events import ModelUsage
+from ipc.protocol import ORCHESTRATOR
+from ipc.questions import ModelPermitRequest, ModelPermitResult
 from tools_base import Message
 
 FALLBACK_PAUSE_SECONDS = 1.0
@@ -200,7 +203,7 @@ class ModelGovernor:
         link = self.link
         assert link is not None
         correlation_id, future = link.correlations.create()
-        question = wire.ModelPermitRequest(
+        question = ModelPermitRequest(
             self.pool,
             turn.trace_id,
             turn.instance_key,
@@ -279,7 +282,7 @@ class ModelGovernor:
         ``step.completed`` events, so a call without limits costs no message of its own."""
         if self.link is None or not self.asks:
             return
-        report = wire.ModelUsage(
+        report = ModelUsage(
             turn.trace_id,
             turn.instance_key,
             permit_id,

@@ -22,7 +22,7 @@ from typing import Any
 
 from agent_process.step import new_message_id
 from goondan.time import utc_timestamp
-from ipc.protocol import DelegateAnswer
+from ipc.delegation import DelegateAnswer
 from tools_base import JsonObject, Message, MessageSource
 
 KIND = "inter_agent_response"

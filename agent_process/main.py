@@ -60,18 +60,44 @@ from ipc import (
 )
 from ipc import protocol as wire
 from ipc.codec import Unencodable
+from ipc.delegation import DelegateAnswer, Handoff, ShutdownRequest
+from ipc.events import (
+    BootFailed,
+    Cancel,
+    LeaderChanged,
+    Ready,
+    RestartRequest,
+    RuntimeEventReport,
+    Send,
+    SendDone,
+    SendFailed,
+    SendRefused,
+    SendStarted,
+    ShutdownAck,
+    StatusChanged,
+    TextDelta,
+    TurnCompleted,
+    read_event,
+)
 from ipc.logs import configure_logging, log_writer
+from ipc.payload import EventBody
 from ipc.protocol import (
     EXIT_BOOT_FAILURE,
     EXIT_BROKEN_FDS,
     EXIT_MEMORY_LIMIT,
     EXTERNAL_CALLER,
     ORCHESTRATOR,
-    DelegateAnswer,
-    EventBody,
     EventKind,
-    Handoff,
-    ShutdownRequest,
+)
+from ipc.questions import (
+    ApprovalDecision,
+    ApprovalDecisionResult,
+    DeleteInstance,
+    DeleteInstanceResult,
+    PrepareInstance,
+    PrepareInstanceResult,
+    RestartInstance,
+    RestartInstanceResult,
 )
 from ipc.scope import SCOPE_ENV, kill_scope, new_scope
 from tools_base import AgentInfo, Message, MessageSource, sandbox
@@ -148,14 +174,14 @@ MAX_CONNECTION_ANSWER_CHARS = 256 * 1024
 """The longest answer handed back to a Connection's connector (longer ones are cut)."""
 
 
-def _send_done(sender: str, send_id: str, result: TurnResult) -> wire.SendDone:
+def _send_done(sender: str, send_id: str, result: TurnResult) -> SendDone:
     """The end of send ``send_id``'s Turn; a Connection's send also gets the answer, so its
     connector can reply where the event came from (other senders never read it)."""
     if not sender.startswith(wire.CONNECTION_SENDER_PREFIX):
-        return wire.SendDone(send_id)
+        return SendDone(send_id)
     if result.error is not None:
-        return wire.SendDone(send_id, turn_error=f"{result.error.code}: {result.error.message}")
-    return wire.SendDone(send_id, answer=result.text[:MAX_CONNECTION_ANSWER_CHARS])
+        return SendDone(send_id, turn_error=f"{result.error.code}: {result.error.message}")
+    return SendDone(send_id, answer=result.text[:MAX_CONNECTION_ANSWER_CHARS])
 
 
 def _limit_memory(mib: int) -> None:
@@ -383,15 +409,15 @@ class AgentProcess:
                     trace_id=result.trace_id,
                     status=result.status,
                 )
-                self._tell(wire.TurnCompleted(key, result.status))
+                self._tell(TurnCompleted(key, result.status))
                 self._check_standard_fds()
 
             future.add_done_callback(finished)
 
-    def _decide_approval(self, message: EventMessage, body: wire.ApprovalDecision) -> None:
+    def _decide_approval(self, message: EventMessage, body: ApprovalDecision) -> None:
         """An operator's decision on a parked call: recorded, the Turn woken, answered."""
         assert self.approvals is not None
-        answer: wire.ApprovalDecisionResult
+        answer: ApprovalDecisionResult
         try:
             approval = self.approvals.decide(
                 body.approval_id,
@@ -400,11 +426,11 @@ class AgentProcess:
                 reason=body.reason,
                 decided_by=body.decided_by,
             )
-            answer = wire.ApprovalDecisionResult(approval.to_json())
+            answer = ApprovalDecisionResult(approval.to_json())
         except DecisionRefused as exc:
-            answer = wire.ApprovalDecisionResult(error=IpcError(str(exc), code=exc.code))
+            answer = ApprovalDecisionResult(error=IpcError(str(exc), code=exc.code))
         except ConversationStorageError as exc:
-            answer = wire.ApprovalDecisionResult(error=IpcError(str(exc), code=exc.code))
+            answer = ApprovalDecisionResult(error=IpcError(str(exc), code=exc.code))
         self._tell(answer, message.correlation_id)
 
     def _runtime_for(self, instance_key: str, turn_input: TurnInput) -> IpcAgentRuntime:
@@ -422,11 +448,11 @@ class AgentProcess:
             self.log.error("agent failed to boot", error=str(exc))
             if self.extensions is not None:
                 await self.extensions.aclose()
-            self._tell(wire.BootFailed(str(exc)))
+            self._tell(BootFailed(str(exc)))
             await self.channel.flush()
             return EXIT_BOOT_FAILURE
         try:
-            self._send(self._event(wire.Ready(os.getpid(), os.environ.get(SCOPE_ENV))))
+            self._send(self._event(Ready(os.getpid(), os.environ.get(SCOPE_ENV))))
         except Exception:  # the Orchestrator left while we booted: nobody to serve
             self.log.info("orchestrator gone before the agent was ready; exiting")
             await self._stop()
@@ -528,7 +554,7 @@ class AgentProcess:
                 )
         elif isinstance(message, EventMessage):
             try:
-                body = wire.read_event(message)
+                body = read_event(message)
             except IpcError as exc:
                 self.log.warning("event refused", kind=message.kind, code=exc.code, error=str(exc))
                 return
@@ -563,22 +589,22 @@ class AgentProcess:
     def _on_answer(self, message: EventMessage, body: EventBody) -> None:
         self.correlations.resolve(message.correlation_id, body)
 
-    def _delete_instance(self, message: EventMessage, body: wire.DeleteInstance) -> None:
+    def _delete_instance(self, message: EventMessage, body: DeleteInstance) -> None:
         """Delete a conversation unless a Turn of it is queued or running; answer either way."""
         assert self.instances is not None
         key = body.instance_key
-        answer: wire.DeleteInstanceResult
+        answer: DeleteInstanceResult
         try:
             conversation = self.instances.conversation_directory(key)
             deleted = self.instances.delete(key)
         except Exception as exc:  # a key whose directory is another's, say
-            answer = wire.DeleteInstanceResult(False, error=str(exc))
+            answer = DeleteInstanceResult(False, error=str(exc))
         else:
             if deleted is None:
                 why = f"instance {key!r} has a Turn queued or running"
-                answer = wire.DeleteInstanceResult(False, error=why)
+                answer = DeleteInstanceResult(False, error=why)
             else:
-                answer = wire.DeleteInstanceResult(True, deleted)
+                answer = DeleteInstanceResult(True, deleted)
                 self.inboxes.pop(key, None)
                 if self.approvals is not None:
                     self.approvals.forget_instance(key)
@@ -586,7 +612,7 @@ class AgentProcess:
                     self.extensions.forget_instance(conversation)
         self._tell(answer, message.correlation_id)
 
-    def _restart_instance(self, message: EventMessage, body: wire.RestartInstance) -> None:
+    def _restart_instance(self, message: EventMessage, body: RestartInstance) -> None:
         """Restart one conversation (see :meth:`InstanceManager.restart`); the other instances
         keep running. Answered once it is reloaded."""
         task = asyncio.ensure_future(self._restart(body.instance_key, message.correlation_id))
@@ -600,29 +626,29 @@ class AgentProcess:
         def stopped(turn_input: TurnInput) -> TurnResult:
             return TurnResult.cancelled(turn_input, reason, steps=0, usage=TokenUsage())
 
-        answer: wire.RestartInstanceResult
+        answer: RestartInstanceResult
         try:
             conversation = self.instances.conversation_directory(key)
             # Within the Orchestrator's patience for an answer, so it never times out first.
             loaded, count = await self.instances.restart(key, stopped, wait_seconds=5.0)
         except Exception as exc:  # the Turn would not stop, the conversation is unreadable
-            answer = wire.RestartInstanceResult(False, error=str(exc) or type(exc).__name__)
+            answer = RestartInstanceResult(False, error=str(exc) or type(exc).__name__)
         else:
             if loaded and self.extensions is not None:
                 self.extensions.forget_instance(conversation)  # read again from disk too
             self.log.info(
                 "instance restarted", instance_key=key, loaded=loaded, stopped_turns=count
             )
-            answer = wire.RestartInstanceResult(True, loaded, count)
+            answer = RestartInstanceResult(True, loaded, count)
         self._tell(answer, correlation_id)
 
-    def _cancel(self, message: EventMessage, body: wire.Cancel) -> None:
+    def _cancel(self, message: EventMessage, body: Cancel) -> None:
         """Stop the Turns of a cancelled trace at their next safe point (queued ones too)."""
         if self.turns is not None:
             running = self.turns.cancel(body.trace_id, body.reason)
             self.log.info("trace cancelled", trace_id=body.trace_id, running_turns=running)
 
-    def _leader_changed(self, message: EventMessage, body: wire.LeaderChanged) -> None:
+    def _leader_changed(self, message: EventMessage, body: LeaderChanged) -> None:
         """What the previous leader owed this agent will never come: answer it ourselves."""
         waiting = len(self.correlations)
         self.correlations.fail_all(
@@ -644,7 +670,7 @@ class AgentProcess:
             return
         self._start_turn(message.sender, handoff, message.correlation_id)
 
-    def _on_send(self, message: EventMessage, body: wire.Send) -> None:
+    def _on_send(self, message: EventMessage, body: Send) -> None:
         self._start_turn(body.handoff.source or message.sender, body.handoff, None)
 
     def _start_turn(self, sender: str, handoff: Handoff, correlation_id: str | None) -> None:
@@ -663,7 +689,7 @@ class AgentProcess:
             def on_start() -> None:
                 # Out now, before the Turn can have any effect: a send whose Turn never
                 # started is delivered again, one that started never is.
-                self._tell(wire.SendStarted(send_id))
+                self._tell(SendStarted(send_id))
                 self.channel.write_now()
 
         try:
@@ -718,7 +744,7 @@ class AgentProcess:
         send_id: str,
         result: TurnResult,
     ) -> None:
-        self._tell(wire.TurnCompleted(instance_key, result.status))
+        self._tell(TurnCompleted(instance_key, result.status))
         if correlation_id is not None:
             self._reply(sender, correlation_id, result)
         elif send_id:
@@ -726,7 +752,7 @@ class AgentProcess:
         if result.restart_reason is not None:
             # After the answer is out: the restart must not cost the caller its result.
             self.log.info("restart requested by a tool", reason=result.restart_reason)
-            self._tell(wire.RestartRequest(result.restart_reason))
+            self._tell(RestartRequest(result.restart_reason))
         self._check_standard_fds()
 
     def _reply(self, sender: str, correlation_id: str, result: TurnResult) -> None:
@@ -769,19 +795,19 @@ class AgentProcess:
         if correlation_id is None:
             self.log.warning("event refused", error=error.message, code=error.code)
             if send_id:
-                self._tell(wire.SendRefused(send_id, error))
+                self._tell(SendRefused(send_id, error))
             return
         self._send_quietly(
             wire.delegate_result(self.name, sender, correlation_id, DelegateAnswer.failure(error))
         )
 
-    def _prepare_instance(self, message: EventMessage, body: wire.PrepareInstance) -> None:
+    def _prepare_instance(self, message: EventMessage, body: PrepareInstance) -> None:
         """``agents__spawn``: create the instance (in its own workdir if asked, which must lie
         in the asking instance's workspace: :mod:`agent_process.spawn` says why the check is
         here) unless it exists, whoever asks; answer with the instance or why not."""
         assert self.instances is not None
         key = body.instance_key
-        answer: wire.PrepareInstanceResult
+        answer: PrepareInstanceResult
         try:
             workdir = spawn_workdir(body.cwd, self.plan, body.owner, body.owner_instance_key)
             spawned_by = {
@@ -790,11 +816,11 @@ class AgentProcess:
                 "at": utc_timestamp(),
             }
             instance, created = self.instances.prepare(key, workdir=workdir, spawned_by=spawned_by)
-            answer = wire.PrepareInstanceResult(key, created, str(instance.workdir))
+            answer = PrepareInstanceResult(key, created, str(instance.workdir))
         except Exception as exc:
             code = getattr(exc, "code", None)
             error = IpcError(str(exc), code=code if isinstance(code, str) else "E_INTERNAL")
-            answer = wire.PrepareInstanceResult(error=error)
+            answer = PrepareInstanceResult(error=error)
         self._tell(answer, message.correlation_id)
 
     async def _shutdown(self, request: ShutdownRequest) -> None:
@@ -808,7 +834,7 @@ class AgentProcess:
                 await self.instances.drain()
         except TimeoutError:
             self.log.warning("turns still running at the end of the grace period")
-        self._tell(wire.ShutdownAck())
+        self._tell(ShutdownAck())
         await self.channel.flush()
 
     async def _stop(self) -> None:
@@ -830,7 +856,7 @@ class AgentProcess:
     # -- reporting -----------------------------------------------------------------------
 
     def _report_event(self, runtime_event: dict[str, Any]) -> None:
-        self._tell(wire.RuntimeEventReport(runtime_event))
+        self._tell(RuntimeEventReport(runtime_event))
 
     def _text_sink(self, instance_key: str, turn_id: str, turn_input: TurnInput) -> TextSink:
         """Where a streamed Turn's model text goes: a ``text_delta`` event per piece, queued
@@ -839,12 +865,12 @@ class AgentProcess:
         stream_id, trace_id = turn_input.stream_id, turn_input.trace_id
 
         def sink(step_id: str, text: str) -> None:
-            self._tell(wire.TextDelta(stream_id, text, trace_id, instance_key, turn_id, step_id))
+            self._tell(TextDelta(stream_id, text, trace_id, instance_key, turn_id, step_id))
 
         return sink
 
     def _report_busy(self, busy: bool) -> None:
-        self._tell(wire.StatusChanged("processing" if busy else "idle"))
+        self._tell(StatusChanged("processing" if busy else "idle"))
 
     def _event(self, body: EventBody, correlation_id: str | None = None) -> EventMessage:
         return wire.event(self.name, ORCHESTRATOR, body, correlation_id)
@@ -870,7 +896,7 @@ class AgentProcess:
     def _on_async_result(self, instance_key: str, message: Message) -> None:
         self._enqueue(instance_key, message, "inter_agent_response", wake=True)
 
-    def _on_send_failed(self, message: EventMessage, body: wire.SendFailed) -> None:
+    def _on_send_failed(self, message: EventMessage, body: SendFailed) -> None:
         """A send of ours was lost (its target crashed mid-Turn, or refused it): tell the
         instance that sent it, in its next Step."""
         self.log.warning(

@@ -20,9 +20,19 @@ from agent_process.inter_agent import AsyncRequest
 from agent_process.turn import TurnInput
 from goondan.defaults import ANSWER_SAFETY_MARGIN_SECONDS
 from goondan.errors import DELIVERY
-from ipc import DelegateResultMessage, IpcError, IpcMessage
+from ipc import DelegateResultMessage, IpcError, IpcMessage, events
 from ipc import protocol as wire
-from ipc.protocol import ORCHESTRATOR, DelegateAnswer, EventBody, Handoff, call_node
+from ipc.delegation import DelegateAnswer, Handoff
+from ipc.payload import EventBody
+from ipc.protocol import ORCHESTRATOR, call_node
+from ipc.questions import (
+    ConfigCheck,
+    ConfigCheckResult,
+    ListRequest,
+    ListResult,
+    SpawnRequest,
+    SpawnResult,
+)
 from tools_base import (
     AgentCatalogResult,
     AgentEvent,
@@ -184,15 +194,15 @@ class IpcAgentRuntime:
     async def send(self, target: str, event_: AgentEvent) -> AgentSendResult:
         """Fire-and-forget: the Orchestrator delivers it (spawning the target if needed)."""
         handoff = self._handoff(target, event_, "agent.send")
-        self._send(wire.event(self.agent_name, ORCHESTRATOR, wire.Send(handoff)))
+        self._send(wire.event(self.agent_name, ORCHESTRATOR, events.Send(handoff)))
         return {"target": target, "eventId": handoff.event_id, "accepted": True}
 
     async def spawn(
         self, target: str, *, instance_key: str | None = None, cwd: str | None = None
     ) -> AgentSpawnResult:
         """Ask the Orchestrator to prepare an instance of ``target``."""
-        request = wire.SpawnRequest(target, instance_key, cwd, self.instance_key)
-        answer = await self._ask(request, wire.SpawnResult)
+        request = SpawnRequest(target, instance_key, cwd, self.instance_key)
+        answer = await self._ask(request, SpawnResult)
         if answer.error is not None:
             raise ToolError(answer.error.message, code=answer.error.code)
         return {
@@ -204,7 +214,7 @@ class IpcAgentRuntime:
 
     async def list(self, *, include_all: bool = False) -> AgentListResult:
         """Instances spawned by this agent instance (or by anyone)."""
-        answer = await self._ask(wire.ListRequest(self.instance_key, include_all), wire.ListResult)
+        answer = await self._ask(ListRequest(self.instance_key, include_all), ListResult)
         return {"agents": cast(list[SpawnedAgentInfo], answer.agents)}
 
     async def catalog(self) -> AgentCatalogResult:
@@ -220,7 +230,7 @@ class IpcAgentRuntime:
     async def check_config(self) -> tuple[str, ...]:
         """The errors of the swarm's configuration on disk as the Orchestrator would load it
         now (none: it loads); ``self-restart`` asks before it promises a restart."""
-        answer = await self._ask(wire.ConfigCheck(), wire.ConfigCheckResult)
+        answer = await self._ask(ConfigCheck(), ConfigCheckResult)
         return answer.errors
 
     async def _wait(self, future: asyncio.Future[Any], seconds: float) -> Any:

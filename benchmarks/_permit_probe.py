@@ -26,6 +26,9 @@ from ipc import (
     IpcMessage,
 )
 from ipc import protocol as wire
+from ipc.events import ModelUsage, read_event
+from ipc.payload import EventBody
+from ipc.questions import ModelPermitRequest, ModelPermitResult
 
 WAIT_MS = 60_000
 OUTPUT_TOKENS = 7
@@ -37,7 +40,7 @@ def probe(conn: Connection, plan: AgentPlan) -> None:
     async def main() -> None:
         name = plan.agent_name
         loop = asyncio.get_running_loop()
-        waiting: dict[str, asyncio.Future[wire.EventBody]] = {}
+        waiting: dict[str, asyncio.Future[EventBody]] = {}
         running: set[asyncio.Task[None]] = set()
 
         async def permits(channel: Channel, message: DelegateMessage) -> None:
@@ -46,16 +49,16 @@ def probe(conn: Connection, plan: AgentPlan) -> None:
             samples: list[float] = []
             for n in range(int(count)):
                 correlation_id = f"{message.correlation_id}-{n}"
-                question = wire.ModelPermitRequest(
+                question = ModelPermitRequest(
                     pool, trace_id, wire.DEFAULT_INSTANCE_KEY, int(estimate), WAIT_MS
                 )
-                answer: asyncio.Future[wire.EventBody] = loop.create_future()
+                answer: asyncio.Future[EventBody] = loop.create_future()
                 waiting[correlation_id] = answer
                 began = time.perf_counter()
                 channel.send_nowait(wire.event(name, ORCHESTRATOR, question, correlation_id))
                 result = await answer
                 samples.append(time.perf_counter() - began)
-                if not isinstance(result, wire.ModelPermitResult) or not result.granted:
+                if not isinstance(result, ModelPermitResult) or not result.granted:
                     # Not assert (``-O`` skips it): the benchmark's check sees this answer.
                     refusal = {"message": f"permit not granted: {result!r}", "code": "E_BENCH"}
                     channel.send_nowait(
@@ -67,7 +70,7 @@ def probe(conn: Connection, plan: AgentPlan) -> None:
                         )
                     )
                     return
-                usage = wire.ModelUsage(
+                usage = ModelUsage(
                     trace_id,
                     wire.DEFAULT_INSTANCE_KEY,
                     correlation_id,
@@ -88,7 +91,7 @@ def probe(conn: Connection, plan: AgentPlan) -> None:
 
         def on_message(channel: Channel, message: IpcMessage) -> None:
             if isinstance(message, EventMessage) and message.correlation_id in waiting:
-                waiting.pop(message.correlation_id).set_result(wire.read_event(message))
+                waiting.pop(message.correlation_id).set_result(read_event(message))
             elif isinstance(message, DelegateMessage):
                 task = loop.create_task(permits(channel, message))
                 running.add(task)

@@ -431,8 +431,8 @@ def memory_directory() -> Path | None:
 
 
 async def goondan_daemon(bundle_path: Path, state: Path) -> Contender:
-    from ipc import protocol as wire
     from ipc.protocol import ORCHESTRATOR
+    from ipc.questions import PrepareInstance
     from orchestrator.daemon import Orchestrator
 
     orchestrator = Orchestrator(bundle_path, state_dir=state)
@@ -442,7 +442,7 @@ async def goondan_daemon(bundle_path: Path, state: Path) -> Contender:
         text, expected = question(n)
         key = f"turn-{n}"
         # A fresh conversation, loaded beforehand as the in-process one is.
-        await orchestrator.router.ask("calc", wire.PrepareInstance(key, None, ORCHESTRATOR, key))
+        await orchestrator.router.ask("calc", PrepareInstance(key, None, ORCHESTRATOR, key))
         started = time.perf_counter()
         answer = await orchestrator.request(text, instance_key=key)
         elapsed = time.perf_counter() - started

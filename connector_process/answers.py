@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ipc import protocol as wire
+from ipc.events import ConnectorEventSettled
 from tools_base import TurnAnswer
 
 
@@ -37,7 +37,7 @@ class AnswerWaiters:
         if self._waiting.get(event_id) is future:
             del self._waiting[event_id]
 
-    def settle(self, body: wire.ConnectorEventSettled) -> None:
+    def settle(self, body: ConnectorEventSettled) -> None:
         """Resolve the waiter of the settled event, if one waits."""
         future = self._waiting.pop(body.event_id, None)
         if future is None or future.done():

@@ -56,7 +56,16 @@ from goondan.defaults import CONNECTIONS_DIR
 from goondan.proctitle import name_process
 from ipc import Channel, EventMessage, IpcMessage, ShutdownMessage
 from ipc import protocol as wire
+from ipc.events import (
+    BootFailed,
+    ConnectorEventReport,
+    ConnectorEventSettled,
+    ConnectorHealth,
+    Ready,
+    read_event,
+)
 from ipc.logs import configure_logging, log_writer
+from ipc.payload import EventBody
 from ipc.protocol import EXIT_BOOT_FAILURE, ORCHESTRATOR, EventKind
 from ipc.scope import SCOPE_ENV, new_scope
 from tools_base import ConnectorEvent, TurnAnswer
@@ -154,14 +163,14 @@ class ConnectorHost:
             isinstance(message, EventMessage) and message.kind == EventKind.CONNECTOR_EVENT_SETTLED
         ):
             try:
-                body = wire.read_event(message)
+                body = read_event(message)
             except Exception as exc:
                 self.log.warning("event refused", kind=message.kind, error=str(exc))
                 return
-            assert isinstance(body, wire.ConnectorEventSettled)
+            assert isinstance(body, ConnectorEventSettled)
             self._settled(body)
 
-    def _settled(self, body: wire.ConnectorEventSettled) -> None:
+    def _settled(self, body: ConnectorEventSettled) -> None:
         if body.event_id not in self._unsettled:
             return
         self._unsettled.discard(body.event_id)
@@ -193,7 +202,7 @@ class ConnectorHost:
             self._unsettled.add(journaled.event_id)
             self._all_settled.clear()
             self._spawn(self._send(journaled))
-        self._tell(wire.Ready(os.getpid(), os.environ.get(SCOPE_ENV)))
+        self._tell(Ready(os.getpid(), os.environ.get(SCOPE_ENV)))
         self.log.info("connector started", events_owed=len(owed))
         running = asyncio.ensure_future(entry(context))
         stopping = asyncio.ensure_future(self._stopping.wait())
@@ -211,7 +220,7 @@ class ConnectorHost:
         if error is not None:
             text = self.redact(f"{type(error).__name__}: {error}")
             self.log.error("connector failed", error=text)
-            self._tell(wire.ConnectorHealth(text))
+            self._tell(ConnectorHealth(text))
             await self.channel.flush()
             return EXIT_CRASHED
         # The source is exhausted: finish what is in flight (or stop when asked to).
@@ -228,7 +237,7 @@ class ConnectorHost:
             str(exc) if isinstance(exc, ConnectorError) else f"{type(exc).__name__}: {exc}"
         )
         self.log.error("connector cannot start", error=message)
-        self._tell(wire.BootFailed(message))
+        self._tell(BootFailed(message))
         await self.channel.flush()
         return EXIT_BOOT_FAILURE
 
@@ -326,7 +335,7 @@ class ConnectorHost:
             return
         self._sent.add(journaled.event_id)
         self._tell(
-            wire.ConnectorEventReport(
+            ConnectorEventReport(
                 journaled.event_id,
                 journaled.name,
                 journaled.text,
@@ -340,20 +349,20 @@ class ConnectorHost:
     def report_failure(self, reason: str) -> None:
         """Tell the daemon the source failed (each failure counts), secrets removed."""
         self._failing = True
-        self._tell(wire.ConnectorHealth(self.redact(reason)))
+        self._tell(ConnectorHealth(self.redact(reason)))
 
     def report_success(self) -> None:
         """Tell the daemon the source works, when it was failing (or nothing was said yet)."""
         if self._failing is not False:
             self._failing = False
-            self._tell(wire.ConnectorHealth(None))
+            self._tell(ConnectorHealth(None))
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _tell(self, body: wire.EventBody) -> None:
+    def _tell(self, body: EventBody) -> None:
         self.channel.send_nowait(wire.event(self.name, ORCHESTRATOR, body))
 
 

@@ -1,6 +1,7 @@
 """The wire between the Orchestrator and its AgentProcesses: messages, frames, channels.
 
-:mod:`ipc.protocol` is the protocol both sides speak (kinds, payloads, ids, shared constants);
+:mod:`ipc.protocol` is the protocol both sides speak (kinds, ids, shared constants, building
+messages), its payloads typed in :mod:`ipc.delegation`, :mod:`ipc.events` and :mod:`ipc.questions`;
 :mod:`ipc.messages` the envelope and the errors that cross the pipe; :mod:`ipc.codec` the frames;
 :mod:`ipc.channel` an asyncio channel over one end of a pipe.
 """

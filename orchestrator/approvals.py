@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ipc import IpcError
-from ipc import protocol as wire
 from ipc.protocol import APPROVAL_ALREADY_DECIDED, APPROVAL_INVALID_ARGUMENTS, APPROVAL_NOT_FOUND
+from ipc.questions import ApprovalDecision, ApprovalDecisionResult
 
 APPROVAL_ID = re.compile(r"^apr_[0-9a-f]{16}$")
 """What an approval id looks like (anything else names no file, by construction)."""
@@ -180,7 +180,7 @@ def decision_from_body(
     decision: Literal["approve", "reject"],
     body: dict[str, Any],
     decided_by: dict[str, Any] | None = None,
-) -> wire.ApprovalDecision:
+) -> ApprovalDecision:
     """The decision an HTTP body asks for, made by ``decided_by`` (recorded with it); raises
     :class:`BadDecision`.
 
@@ -194,7 +194,7 @@ def decision_from_body(
             raise BadDecision("arguments must be a JSON object")
         if unknown:
             raise BadDecision(f"unknown fields: {', '.join(sorted(unknown))}")
-        return wire.ApprovalDecision(approval_id, "approve", arguments, decided_by=decided_by)
+        return ApprovalDecision(approval_id, "approve", arguments, decided_by=decided_by)
     unknown = set(body) - {"reason"}
     reason = body.get("reason")
     if not isinstance(reason, str) or not reason.strip():
@@ -203,12 +203,10 @@ def decision_from_body(
         raise BadDecision(f"reason must be at most {MAX_REASON_CHARS} characters")
     if unknown:
         raise BadDecision(f"unknown fields: {', '.join(sorted(unknown))}")
-    return wire.ApprovalDecision(
-        approval_id, "reject", reason=reason.strip(), decided_by=decided_by
-    )
+    return ApprovalDecision(approval_id, "reject", reason=reason.strip(), decided_by=decided_by)
 
 
-def outcome_of(answer: wire.ApprovalDecisionResult) -> DecisionOutcome:
+def outcome_of(answer: ApprovalDecisionResult) -> DecisionOutcome:
     """The HTTP outcome of the agent's answer."""
     error = answer.error
     if error is None:

@@ -32,7 +32,9 @@ from goondan import crashpoints
 from goondan.defaults import CONNECTIONS_DIR
 from ipc import EventMessage, IpcError
 from ipc import protocol as wire
-from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR, EventKind, Handoff
+from ipc.delegation import Handoff
+from ipc.events import BootFailed, ConnectorEventReport, ConnectorEventSettled, ConnectorHealth
+from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR, EventKind
 from orchestrator.clock import Clock
 from orchestrator.connection_health import ConnectionHealth
 from orchestrator.dispatch import Dispatcher, EventHandler
@@ -193,7 +195,7 @@ class Connections:
 
     # -- events --------------------------------------------------------------------------
 
-    def _event(self, sender: str, message: EventMessage, body: wire.ConnectorEventReport) -> None:
+    def _event(self, sender: str, message: EventMessage, body: ConnectorEventReport) -> None:
         crashpoints.point("connection.received")
         handle, table = self.supervisor.handles.get(sender), self.ingress.get(sender)
         if handle is None or table is None or not isinstance(handle.plan, ConnectionPlan):
@@ -253,9 +255,7 @@ class Connections:
 
     # -- health ------------------------------------------------------------------------------
 
-    def _health_report(
-        self, sender: str, message: EventMessage, body: wire.ConnectorHealth
-    ) -> None:
+    def _health_report(self, sender: str, message: EventMessage, body: ConnectorHealth) -> None:
         if sender not in self.supervisor.handles:
             return
         health = self.health_of(sender)
@@ -266,7 +266,7 @@ class Connections:
             self.log.info("connection recovered", connection=sender)
             self.events.record("connection.recovered", CONNECTION_SENDER_PREFIX + sender)
 
-    def _boot_failed(self, sender: str, message: EventMessage, body: wire.BootFailed) -> None:
+    def _boot_failed(self, sender: str, message: EventMessage, body: BootFailed) -> None:
         self._supervisor_boot_failed(sender, message, body)
         self._failure_reported(sender, body.error)
 
@@ -303,7 +303,7 @@ class Connections:
         if handle is None or handle.worker is None:
             return  # it exited: its places in flight went with it
         text = None if error is None else f"{error.code}: {error.message}"
-        settled = wire.ConnectorEventSettled(event_id, text, answer, failure)
+        settled = ConnectorEventSettled(event_id, text, answer, failure)
         try:
             handle.worker.send(wire.event(ORCHESTRATOR, connection, settled))
         except Exception as exc:  # gone meanwhile

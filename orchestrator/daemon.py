@@ -27,8 +27,20 @@ from ipc import (
     IpcError,
 )
 from ipc import protocol as wire
+from ipc.delegation import DelegateAnswer
+from ipc.events import RestartRequest, RuntimeEventReport, TextDelta
 from ipc.logs import log_writer
-from ipc.protocol import DelegateAnswer, EventKind
+from ipc.protocol import EventKind
+from ipc.questions import (
+    ApprovalDecision,
+    ApprovalDecisionResult,
+    ConfigCheck,
+    ConfigCheckResult,
+    DeleteInstance,
+    DeleteInstanceResult,
+    RestartInstance,
+    RestartInstanceResult,
+)
 from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals, outcome_of
 from orchestrator.approvals import unavailable as approval_unavailable
 from orchestrator.callers import ApiToken
@@ -266,11 +278,11 @@ class Orchestrator:
         return (plan.model.provider, plan.model.model) if plan is not None else None
 
     def _record_runtime_event(
-        self, sender: str, message: EventMessage, body: wire.RuntimeEventReport
+        self, sender: str, message: EventMessage, body: RuntimeEventReport
     ) -> None:
         self.events.append(body.event)
 
-    def _publish_text_delta(self, sender: str, delta: wire.TextDelta) -> None:
+    def _publish_text_delta(self, sender: str, delta: TextDelta) -> None:
         """Show a streamed Turn's text on the live event stream (never in the event log: it
         is the answer again, piece by piece)."""
         if len(self.live):
@@ -287,9 +299,7 @@ class Orchestrator:
                 }
             )
 
-    def _restart_requested(
-        self, sender: str, message: EventMessage, body: wire.RestartRequest
-    ) -> None:
+    def _restart_requested(self, sender: str, message: EventMessage, body: RestartRequest) -> None:
         """A tool asked for a restart after its Turn (``self-restart``): the configuration on
         disk is read again and adopted as ``--watch`` adopts an edit, and the asking agent
         restarts even if its own plan did not change. An invalid one changes nothing."""
@@ -297,9 +307,7 @@ class Orchestrator:
         self.events.lifecycle("restart_requested", sender, reason=body.reason)
         self.start_soon(reload_configuration(self, restart=sender), f"restart:{sender}")
 
-    def _check_configuration(
-        self, sender: str, message: EventMessage, body: wire.ConfigCheck
-    ) -> None:
+    def _check_configuration(self, sender: str, message: EventMessage, body: ConfigCheck) -> None:
         """``self-restart`` asks, before it promises a restart, whether the configuration on
         disk would load."""
 
@@ -308,7 +316,7 @@ class Orchestrator:
                 checked = await check_configuration(self)
             errors = checked if isinstance(checked, list) else []
             self.router.answer(
-                sender, message.correlation_id or "", wire.ConfigCheckResult(tuple(errors))
+                sender, message.correlation_id or "", ConfigCheckResult(tuple(errors))
             )
 
         self.start_soon(check(), f"config-check:{sender}")
@@ -416,15 +424,15 @@ class Orchestrator:
         if handle.worker is None:
             return {"ok": True, "deleted": delete_instance_dir(self.state_dir, agent, key)}
         try:
-            answer = await self.router.ask(agent, wire.DeleteInstance(key))
+            answer = await self.router.ask(agent, DeleteInstance(key))
         except IpcError as exc:
             return {"ok": False, "error": f"{exc.message}; nothing was deleted, retry"}
-        assert isinstance(answer, wire.DeleteInstanceResult)
+        assert isinstance(answer, DeleteInstanceResult)
         return answer.to_wire()
 
     async def restart_instance(self, agent: str, key: str) -> dict[str, Any]:
         """Restart one conversation of ``agent`` in its running process (see
-        :class:`~ipc.protocol.RestartInstance`); the agent's other instances are untouched.
+        :class:`~ipc.questions.RestartInstance`); the agent's other instances are untouched.
         An agent that is not running holds nothing of it: nothing to do."""
         handle = self.supervisor.handles.get(agent)
         if handle is None:
@@ -432,10 +440,10 @@ class Orchestrator:
         if handle.worker is None:
             return {"ok": True, "loaded": False, "stoppedTurns": 0}
         try:
-            answer = await self.router.ask(agent, wire.RestartInstance(key))
+            answer = await self.router.ask(agent, RestartInstance(key))
         except IpcError as exc:
             return {"ok": False, "error": exc.message}
-        assert isinstance(answer, wire.RestartInstanceResult)
+        assert isinstance(answer, RestartInstanceResult)
         return answer.to_wire()
 
     async def restart_fresh(self, agent: str) -> tuple[AgentHandle, list[str]]:
@@ -464,7 +472,7 @@ class Orchestrator:
         return await self.supervisor.restart_agent(agent, self.grace), deleted
 
     async def decide_approval(
-        self, decision: wire.ApprovalDecision, *, wait: bool = False
+        self, decision: ApprovalDecision, *, wait: bool = False
     ) -> DecisionOutcome:
         """Carry out an operator's decision on a parked tool call, through the agent that owns
         it (started first if need be: it takes up its parked Turns when it boots).
@@ -504,7 +512,7 @@ class Orchestrator:
             except IpcError as exc:
                 log.warning("approval decision not delivered", code=exc.code, error=exc.message)
                 return approval_unavailable(exc)
-            assert isinstance(answer, wire.ApprovalDecisionResult)
+            assert isinstance(answer, ApprovalDecisionResult)
             outcome = outcome_of(answer)
             log.info("approval decision", decision=decision.decision, status=outcome.status)
             if wait and outcome.status == 200:

@@ -20,14 +20,15 @@ from ipc import (
     IpcError,
     IpcMessage,
 )
-from ipc.protocol import EventKind, read_event
+from ipc.events import read_event
+from ipc.protocol import EventKind
 
 if TYPE_CHECKING:
     from orchestrator.router import Router
 
 EventHandler = Callable[[str, EventMessage, Any], None]
 """``(sender, message, body)``: one entry of a dispatch table (``body`` is the message's typed
-body, of the class :data:`ipc.protocol.EVENT_BODIES` names for the kind)."""
+body, of the class :data:`ipc.events.EVENT_BODIES` names for the kind)."""
 
 
 class Dispatcher:

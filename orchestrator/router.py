@@ -61,14 +61,17 @@ from ipc import (
 )
 from ipc import protocol as wire
 from ipc.codec import FrameTooLarge, Unencodable
-from ipc.protocol import (
-    EXTERNAL_CALLER,
-    ORCHESTRATOR,
-    DelegateAnswer,
-    EventBody,
-    EventKind,
-    Handoff,
-    MalformedPayload,
+from ipc.delegation import DelegateAnswer, Handoff
+from ipc.events import Cancel, Send, SendDone, SendFailed, SendRefused, SendStarted, TextDelta
+from ipc.payload import EventBody
+from ipc.protocol import EXTERNAL_CALLER, ORCHESTRATOR, EventKind, MalformedPayload
+from ipc.questions import (
+    ListRequest,
+    ListResult,
+    PrepareInstance,
+    PrepareInstanceResult,
+    SpawnRequest,
+    SpawnResult,
 )
 from orchestrator.clock import Clock, LoopClock, Timer, wait_for
 from orchestrator.dispatch import EventHandler
@@ -142,7 +145,7 @@ class InFlightSend:
 
 DeliveryLost = Callable[[InFlightSend, IpcError], None]
 
-DeltaSink = Callable[[str, wire.TextDelta], None]
+DeltaSink = Callable[[str, TextDelta], None]
 """``(agent, delta)``: where the text of a streamed request goes (``agent`` produced it)."""
 
 
@@ -319,7 +322,7 @@ class Router:
                 if handle.worker is not None:
                     self._send_to(
                         handle.name,
-                        wire.event(ORCHESTRATOR, handle.name, wire.Cancel(trace_id, reason)),
+                        wire.event(ORCHESTRATOR, handle.name, Cancel(trace_id, reason)),
                     )
             for pending in [p for p in self.pending.values() if p.trace_id == trace_id]:
                 self._fail(pending, Cancelled(f"the request was cancelled: {reason}"))
@@ -532,7 +535,7 @@ class Router:
             text = f"Agent request to {pending.target!r} timed out after {timeout_ms}ms"
             self._fail(pending, RequestTimeout(text))
 
-    def _text_delta(self, sender: str, message: EventMessage, body: wire.TextDelta) -> None:
+    def _text_delta(self, sender: str, message: EventMessage, body: TextDelta) -> None:
         sink = self.streams.get(body.stream_id)
         if sink is not None:
             sink(sender, body)
@@ -541,7 +544,7 @@ class Router:
 
     # -- fire-and-forget ----------------------------------------------------------------------------
 
-    def _accept_send(self, sender: str, message: EventMessage, body: wire.Send) -> None:
+    def _accept_send(self, sender: str, message: EventMessage, body: Send) -> None:
         self.send(sender, body.handoff)
 
     def send(
@@ -588,7 +591,7 @@ class Router:
             return
         crashpoints.point("send.delivering")
         try:
-            worker.send(wire.event(send.sender, send.target, wire.Send(send.handoff)))
+            worker.send(wire.event(send.sender, send.target, Send(send.handoff)))
         except Exception as exc:
             self._send_lost(send, _not_delivered(send.target, "send", exc))
 
@@ -596,21 +599,21 @@ class Router:
         send = self.sends.get(event_id)
         return send if send is not None and send.target == target else None
 
-    def _send_started(self, target: str, message: EventMessage, body: wire.SendStarted) -> None:
+    def _send_started(self, target: str, message: EventMessage, body: SendStarted) -> None:
         send = self._tracked_send(target, body.event_id)
         if send is not None and not send.started:
             send.started = True
             if send.on_started is not None:
                 send.on_started()
 
-    def _send_done(self, target: str, message: EventMessage, body: wire.SendDone) -> None:
+    def _send_done(self, target: str, message: EventMessage, body: SendDone) -> None:
         send = self._tracked_send(target, body.event_id)
         if send is not None:
             if send.on_answer is not None:
                 send.on_answer(body.answer, body.turn_error)
             self._finish_send(send)
 
-    def _send_refused(self, target: str, message: EventMessage, body: wire.SendRefused) -> None:
+    def _send_refused(self, target: str, message: EventMessage, body: SendRefused) -> None:
         send = self._tracked_send(target, body.event_id)
         if send is not None:
             self._send_lost(send, body.error)
@@ -636,30 +639,28 @@ class Router:
         )
         if self.on_delivery_lost is not None:
             self.on_delivery_lost(send, error)
-        report = wire.SendFailed(
-            send.event_id, send.target, send.handoff.caller_instance_key, error
-        )
+        report = SendFailed(send.event_id, send.target, send.handoff.caller_instance_key, error)
         # A sender outside the swarm, or gone: the log and the event log keep it.
         self._send_to(send.sender, wire.event(ORCHESTRATOR, send.sender, report))
 
     # -- spawn, list, questions --------------------------------------------------------------------
 
-    def _spawn_request(self, sender: str, message: EventMessage, body: wire.SpawnRequest) -> None:
+    def _spawn_request(self, sender: str, message: EventMessage, body: SpawnRequest) -> None:
         self._start_task(self._spawn(sender, message, body), f"spawn:{sender}")
 
-    async def _spawn(self, sender: str, message: EventMessage, body: wire.SpawnRequest) -> None:
+    async def _spawn(self, sender: str, message: EventMessage, body: SpawnRequest) -> None:
         """``agents__spawn``: the target agent creates the instance unless it exists (it owns
         the instance directories, so ``spawned`` is true only for the one that made it)."""
         target = body.target
         instance_key = body.instance_key or f"{target}-instance-{secrets.token_hex(4)}"
-        reply: wire.SpawnResult
+        reply: SpawnResult
         try:
             await self.supervisor.ensure_running(target)
             answer = await self.ask(
                 target,
-                wire.PrepareInstance(instance_key, body.cwd, sender, body.owner_instance_key),
+                PrepareInstance(instance_key, body.cwd, sender, body.owner_instance_key),
             )
-            assert isinstance(answer, wire.PrepareInstanceResult)
+            assert isinstance(answer, PrepareInstanceResult)
             if answer.error is not None:
                 raise answer.error
             if answer.created:
@@ -672,12 +673,12 @@ class Router:
                     created_at=utc_timestamp(),
                     cwd=answer.cwd,
                 )
-            reply = wire.SpawnResult(target, instance_key, answer.created, answer.cwd)
+            reply = SpawnResult(target, instance_key, answer.created, answer.cwd)
         except IpcError as exc:
-            reply = wire.SpawnResult(error=exc)
+            reply = SpawnResult(error=exc)
         self._reply(sender, message, reply)
 
-    def _list_request(self, sender: str, message: EventMessage, body: wire.ListRequest) -> None:
+    def _list_request(self, sender: str, message: EventMessage, body: ListRequest) -> None:
         rows = sorted(
             (
                 r
@@ -687,7 +688,7 @@ class Router:
             ),
             key=lambda r: r.created_at,
         )
-        self._reply(sender, message, wire.ListResult([r.to_json() for r in rows]))
+        self._reply(sender, message, ListResult([r.to_json() for r in rows]))
 
     async def ask(self, agent: str, question: EventBody) -> EventBody:
         """Send the running ``agent`` a question and wait for its answer (the body of the kind

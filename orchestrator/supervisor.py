@@ -37,6 +37,8 @@ from ipc import (
     IpcMessage,
 )
 from ipc import protocol as wire
+from ipc.delegation import ShutdownRequest
+from ipc.events import BootFailed, Ready, ShutdownAck, StatusChanged, TurnCompleted
 from ipc.protocol import EventKind
 from ipc.scope import kill_scope
 from orchestrator.clock import Clock, LoopClock, wait_for
@@ -285,7 +287,7 @@ class Supervisor:
         except Exception:
             self.log.exception("failed to route message", agent=handle.name, type=message.type)
 
-    def _ready(self, agent: str, message: EventMessage, body: wire.Ready) -> None:
+    def _ready(self, agent: str, message: EventMessage, body: Ready) -> None:
         handle = self.handles.get(agent)
         if handle is None:
             return
@@ -297,23 +299,23 @@ class Supervisor:
         self.log.info("agent ready", agent=agent, pid=handle.pid)
         self._lifecycle("ready", handle, pid=handle.pid)
 
-    def _status_changed(self, agent: str, message: EventMessage, body: wire.StatusChanged) -> None:
+    def _status_changed(self, agent: str, message: EventMessage, body: StatusChanged) -> None:
         handle = self.handles.get(agent)
         if handle is not None and handle.status in (ProcessStatus.IDLE, ProcessStatus.PROCESSING):
             self._set_status(handle, ProcessStatus(body.status))
 
-    def _turn_completed(self, agent: str, message: EventMessage, body: wire.TurnCompleted) -> None:
+    def _turn_completed(self, agent: str, message: EventMessage, body: TurnCompleted) -> None:
         handle = self.handles.get(agent)
         if handle is not None and body.ok:
             handle.consecutive_crashes = 0  # a successful Turn proves the agent healthy
             handle.quick_clean_exits = 0
 
-    def _boot_failed(self, agent: str, message: EventMessage, body: wire.BootFailed) -> None:
+    def _boot_failed(self, agent: str, message: EventMessage, body: BootFailed) -> None:
         handle = self.handles.get(agent)
         if handle is not None:
             handle.boot_error = body.error
 
-    def _shutdown_acked(self, agent: str, message: EventMessage, body: wire.ShutdownAck) -> None:
+    def _shutdown_acked(self, agent: str, message: EventMessage, body: ShutdownAck) -> None:
         handle = self.handles.get(agent)
         if handle is not None:
             handle.shutdown_acked.set()
@@ -467,7 +469,7 @@ class Supervisor:
         self._set_status(handle, ProcessStatus.DRAINING)
         exited = asyncio.shield(worker.exited)
         try:
-            worker.send(wire.shutdown(name, wire.ShutdownRequest(int(grace * 1000), reason)))
+            worker.send(wire.shutdown(name, ShutdownRequest(int(grace * 1000), reason)))
             await wait_for(self.clock, exited, grace + 1.0)
         except TimeoutError:
             self.log.warning("agent ignored shutdown; terminating", agent=name, pid=worker.pid)

@@ -39,7 +39,10 @@ from ipc import (
 )
 from ipc import protocol as wire
 from ipc.codec import encode
-from ipc.protocol import ORCHESTRATOR, DelegateAnswer, EventBody
+from ipc.delegation import DelegateAnswer
+from ipc.events import Ready, ShutdownAck, read_event
+from ipc.payload import EventBody
+from ipc.protocol import ORCHESTRATOR
 from orchestrator.status import ExitInfo
 
 BodyT = TypeVar("BodyT", bound=EventBody)
@@ -165,7 +168,7 @@ class FakeWorker:
         self._arrived.set()
         if isinstance(message, ShutdownMessage) and self.obeys_shutdown:
             loop = asyncio.get_running_loop()
-            loop.call_soon(self.report, wire.ShutdownAck())
+            loop.call_soon(self.report, ShutdownAck())
             loop.call_soon(self.exit, 0)
 
     def close(self) -> None:
@@ -197,7 +200,7 @@ class FakeWorker:
 
     def ready(self) -> None:
         """Report ready."""
-        self.report(wire.Ready(self._pid))
+        self.report(Ready(self._pid))
 
     def answer(self, delegate: DelegateMessage, answer: DelegateAnswer | str) -> None:
         """Answer ``delegate`` (a string is an ``ok`` answer with that output)."""
@@ -227,7 +230,7 @@ class FakeWorker:
         found = []
         for message in self.sent:
             if isinstance(message, EventMessage):
-                body = wire.read_event(message)
+                body = read_event(message)
                 if isinstance(body, body_type):
                     found.append((message, body))
         return found

@@ -20,7 +20,7 @@ from goondan.defaults import DEFAULT_INSTANCE_KEY
 from goondan.errors import ExitCode
 
 if TYPE_CHECKING:
-    from ipc.protocol import DelegateAnswer
+    from ipc.delegation import DelegateAnswer
     from orchestrator.callers import ApiToken
 
 Command = Callable[[argparse.Namespace], int]

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from goondan.errors import ExitCode
 
 if TYPE_CHECKING:
-    from ipc.protocol import DelegateAnswer, TextDelta
+    from ipc.delegation import DelegateAnswer
+    from ipc.events import TextDelta
 
 EventSink = Callable[[str, dict[str, Any]], None]
 """Takes ``(kind, data)``: ``delta`` (a piece of text) or ``approval`` (a runtime event)."""

@@ -329,7 +329,7 @@ class _LiveSwarm:
 def _answer(status: int, body: Any) -> Any:
     """The delegate answer of the daemon's ``(status, body)``, a refusal as a failure."""
     from ipc import IpcError
-    from ipc.protocol import DelegateAnswer
+    from ipc.delegation import DelegateAnswer
     from orchestrator.http.client import error_text
 
     if status in (200, 502):

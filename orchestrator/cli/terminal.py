@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import structlog
 
 if TYPE_CHECKING:
-    from ipc.protocol import DelegateAnswer
+    from ipc.delegation import DelegateAnswer
 
 FOREGROUND_POLL_SECONDS = 0.5
 """How often a waiting prompt looks whether its job came to the foreground (the kernel tells

@@ -37,6 +37,7 @@ from bundle.plan import AgentPlan, Plan
 from bundle.spec_swarm import AgentPlacement
 from ipc import AgentUnavailable, IpcMessage
 from ipc import protocol as wire
+from ipc.events import LeaderChanged
 from ipc.protocol import EXIT_NODE_LOST, ORCHESTRATOR
 from orchestrator.cluster.conversations import with_cluster_storage
 from orchestrator.cluster.membership import (
@@ -309,7 +310,7 @@ class ClusterTransport:
                         wire.event(
                             ORCHESTRATOR,
                             agent,
-                            wire.LeaderChanged(f"{socket.gethostname()}:{os.getpid()}"),
+                            LeaderChanged(f"{socket.gethostname()}:{os.getpid()}"),
                         )
                     )
                     self.log.info(

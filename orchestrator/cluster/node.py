@@ -37,6 +37,7 @@ from goondan.defaults import KILL_WAIT_SECONDS
 from ipc import EventMessage
 from ipc import protocol as wire
 from ipc.codec import FrameDecoder, encode
+from ipc.delegation import ShutdownRequest
 from ipc.protocol import EventKind
 from ipc.scope import kill_scope
 from orchestrator.cluster.conversations import with_cluster_storage
@@ -541,7 +542,7 @@ class Node:
         agents = list(self.agents.values())
         for agent in agents:
             if agent.pipe is not None and not agent.pipe.is_closing():
-                request = wire.ShutdownRequest(int(self.grace * 1000), "node_shutdown")
+                request = ShutdownRequest(int(self.grace * 1000), "node_shutdown")
                 agent.pipe.write(encode(wire.shutdown(agent.name, request)))
 
         async def stopped(agent: NodeAgent) -> None:

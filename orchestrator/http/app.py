@@ -122,7 +122,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from goondan.errors import DaemonError, HttpCode
 from goondan.http_server import GuardedServer
 from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
-from ipc.protocol import DelegateAnswer, TextDelta, new_trace_id
+from ipc.delegation import DelegateAnswer
+from ipc.events import TextDelta
+from ipc.protocol import new_trace_id
 from orchestrator.approvals import (
     APPROVAL_EVENTS,
     BadDecision,

@@ -37,7 +37,10 @@ import structlog
 from bundle.spec_agent import ModelLimits
 from goondan.usage import Reached, Usage
 from ipc import BudgetExceeded, EventMessage, PermitTimeout
-from ipc.protocol import EventBody, EventKind, ModelPermitRequest, ModelPermitResult, ModelUsage
+from ipc.events import ModelUsage
+from ipc.payload import EventBody
+from ipc.protocol import EventKind
+from ipc.questions import ModelPermitRequest, ModelPermitResult
 from orchestrator.clock import Clock, Timer
 from orchestrator.dispatch import EventHandler
 from orchestrator.limits.usage import TraceUsage, UsageBook

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ipc.protocol import DelegateAnswer
+from ipc.delegation import DelegateAnswer
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
 from tests.support.swarm import running_swarm

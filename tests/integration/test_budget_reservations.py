@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ipc.protocol import DelegateAnswer
+from ipc.delegation import DelegateAnswer
 from orchestrator.daemon import Orchestrator
 from tests.support.model_server import Call, ModelServer, text_reply
 from tests.support.wire_server import Reply, openai_completion

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bundle.plan import AgentPlan
-from ipc.protocol import DelegateAnswer
+from ipc.delegation import DelegateAnswer
 from orchestrator.daemon import Orchestrator
 from tests.support.daemon import run_cli
 from tests.support.model_server import (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ipc.protocol import DelegateAnswer
+from ipc.delegation import DelegateAnswer
 from orchestrator.daemon import Orchestrator
 from tests.support.pair import running_pair
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ipc.protocol import DelegateAnswer
+from ipc.delegation import DelegateAnswer
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
 from tests.support.swarm import running_swarm, write_swarm

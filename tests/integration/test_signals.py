@@ -18,7 +18,7 @@ import pytest
 
 from bundle import load_bundle
 from ipc import EventMessage, IpcMessage
-from ipc.protocol import DeleteInstance, DeleteInstanceResult
+from ipc.questions import DeleteInstance, DeleteInstanceResult
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
 from orchestrator.transport import MultiprocessingTransport

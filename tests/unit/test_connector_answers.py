@@ -9,35 +9,37 @@ import pytest
 
 from connector_process.answers import AnswerWaiters
 from ipc import protocol as wire
+from ipc.events import ConnectorEventSettled, SendDone, read_event
+from ipc.payload import EventBody
 from tools_base import TurnAnswer
 
 
 @pytest.mark.parametrize(
     "body",
     [
-        wire.SendDone("e1"),
-        wire.SendDone("e1", answer="the answer"),
-        wire.SendDone("e1", turn_error="E_MAX_STEPS: too many steps"),
-        wire.ConnectorEventSettled("e1"),
-        wire.ConnectorEventSettled("e1", None, "the answer"),
-        wire.ConnectorEventSettled("e1", "AGENT_UNAVAILABLE: gone"),
-        wire.ConnectorEventSettled("e1", None, None, "E_MODEL: refused"),
+        SendDone("e1"),
+        SendDone("e1", answer="the answer"),
+        SendDone("e1", turn_error="E_MAX_STEPS: too many steps"),
+        ConnectorEventSettled("e1"),
+        ConnectorEventSettled("e1", None, "the answer"),
+        ConnectorEventSettled("e1", "AGENT_UNAVAILABLE: gone"),
+        ConnectorEventSettled("e1", None, None, "E_MODEL: refused"),
     ],
 )
-def test_answers_survive_the_wire(body: wire.EventBody) -> None:
+def test_answers_survive_the_wire(body: EventBody) -> None:
     message = wire.event("a", "b", body)
-    assert wire.read_event(message) == body
+    assert read_event(message) == body
 
 
 async def test_a_settlement_resolves_its_own_waiter_with_the_answer() -> None:
     waiters = AnswerWaiters()
     first, second = waiters.expect("e1"), waiters.expect("e2")
-    waiters.settle(wire.ConnectorEventSettled("e2", None, "two"))
-    waiters.settle(wire.ConnectorEventSettled("unknown", None, "nobody waits"))
+    waiters.settle(ConnectorEventSettled("e2", None, "two"))
+    waiters.settle(ConnectorEventSettled("unknown", None, "nobody waits"))
     assert second.result() == TurnAnswer(text="two")
     assert second.result().ok
     assert not first.done()
-    waiters.settle(wire.ConnectorEventSettled("e1", None, None, "E_MAX_STEPS: stopped"))
+    waiters.settle(ConnectorEventSettled("e1", None, None, "E_MAX_STEPS: stopped"))
     assert first.result() == TurnAnswer(error="E_MAX_STEPS: stopped")
     assert not first.result().ok
     assert len(waiters) == 0
@@ -46,8 +48,8 @@ async def test_a_settlement_resolves_its_own_waiter_with_the_answer() -> None:
 async def test_an_undelivered_event_or_a_turn_without_answer_says_why() -> None:
     waiters = AnswerWaiters()
     lost, empty = waiters.expect("lost"), waiters.expect("empty")
-    waiters.settle(wire.ConnectorEventSettled("lost", "SHUTTING_DOWN: stopping"))
-    waiters.settle(wire.ConnectorEventSettled("empty"))
+    waiters.settle(ConnectorEventSettled("lost", "SHUTTING_DOWN: stopping"))
+    waiters.settle(ConnectorEventSettled("empty"))
     assert lost.result().error == "SHUTTING_DOWN: stopping"
     assert empty.result().error == "the Turn ended without an answer"
 
@@ -58,4 +60,4 @@ async def test_a_waiter_that_gives_up_is_forgotten() -> None:
     future.cancel()
     await asyncio.sleep(0)  # the done callbacks run on the loop's next turn
     assert len(waiters) == 0
-    waiters.settle(wire.ConnectorEventSettled("e1", None, "late"))  # nothing to resolve
+    waiters.settle(ConnectorEventSettled("e1", None, "late"))  # nothing to resolve

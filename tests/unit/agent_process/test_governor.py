@@ -24,7 +24,8 @@ from bundle.plan import AgentPlan, ModelPlan
 from bundle.spec_agent import BudgetCeilings, Budgets, ModelLimits, ModelPricing
 from goondan.usage import Usage
 from ipc import IpcError, IpcMessage
-from ipc.protocol import ModelPermitRequest, ModelPermitResult, ModelUsage, read_event
+from ipc.events import ModelUsage, read_event
+from ipc.questions import ModelPermitRequest, ModelPermitResult
 from tools_base import Message
 
 TRACE = "f" * 32

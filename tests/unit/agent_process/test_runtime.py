@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent_process.runtime import _unwrap
-from ipc.protocol import DelegateAnswer
+from ipc.delegation import DelegateAnswer
 from tools_base import ToolError
 
 

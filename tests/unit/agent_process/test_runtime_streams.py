@@ -8,7 +8,7 @@ import pytest
 from agent_process.runtime import Correlations, IpcAgentRuntime, OrchestratorLink
 from agent_process.turn import TurnInput
 from ipc import DelegateMessage, EventMessage, IpcMessage
-from ipc.protocol import Handoff
+from ipc.delegation import Handoff
 
 
 def runtime(turn_input: TurnInput) -> tuple[IpcAgentRuntime, list[IpcMessage]]:

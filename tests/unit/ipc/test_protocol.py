@@ -13,7 +13,50 @@ from agent_process.main import AgentProcess
 from bundle import load_bundle
 from ipc import EventMessage, IpcError
 from ipc import protocol as wire
-from ipc.protocol import EVENT_BODIES, EventKind, Handoff
+from ipc.delegation import Handoff
+from ipc.events import (
+    EVENT_BODIES,
+    BootFailed,
+    Cancel,
+    ConnectorEventReport,
+    ConnectorEventSettled,
+    ConnectorHealth,
+    LeaderChanged,
+    ModelUsage,
+    Ready,
+    RestartRequest,
+    RuntimeEventReport,
+    Send,
+    SendDone,
+    SendFailed,
+    SendRefused,
+    SendStarted,
+    ShutdownAck,
+    StatusChanged,
+    TextDelta,
+    TurnCompleted,
+    read_event,
+)
+from ipc.payload import EventBody
+from ipc.protocol import EventKind
+from ipc.questions import (
+    ApprovalDecision,
+    ApprovalDecisionResult,
+    ConfigCheck,
+    ConfigCheckResult,
+    DeleteInstance,
+    DeleteInstanceResult,
+    ListRequest,
+    ListResult,
+    ModelPermitRequest,
+    ModelPermitResult,
+    PrepareInstance,
+    PrepareInstanceResult,
+    RestartInstance,
+    RestartInstanceResult,
+    SpawnRequest,
+    SpawnResult,
+)
 from orchestrator.daemon import Orchestrator
 from orchestrator.dispatch import Dispatcher
 from orchestrator.router import Router
@@ -66,52 +109,52 @@ def test_an_agent_handles_every_kind_the_orchestrator_sends(tmp_path: Path) -> N
 
 
 BODIES = [
-    wire.Ready(12, "scope"),
-    wire.BootFailed("bad"),
-    wire.StatusChanged("processing"),
-    wire.TurnCompleted("k", "ok"),
-    wire.ShutdownAck(),
-    wire.RuntimeEventReport({"type": "turn.started"}),
-    wire.RestartRequest("tool"),
-    wire.TextDelta("corr_1", "hel", "t" * 32, "k", "turn-1", "turn-1-step-0"),
-    wire.Send(Handoff(target="b", input="hi", event_id="e", call_chain=("a@k",), source="a")),
-    wire.SendStarted("e"),
-    wire.SendDone("e"),
-    wire.SendRefused("e", IpcError("no", code="X")),
-    wire.SendFailed("e", "b", "k", IpcError("no", code="X")),
-    wire.SpawnRequest("b", None, "/w", "k"),
-    wire.SpawnResult("b", "k2", True, "/w"),
-    wire.ListRequest("k", True),
-    wire.ListResult([{"target": "b"}]),
-    wire.ConfigCheck(),
-    wire.ConfigCheckResult(("goondan.yaml:3: Swarm/s: spec: bad (E_CONFIG_SCHEMA_INVALID)",)),
-    wire.PrepareInstance("k2", None, "a", "k"),
-    wire.PrepareInstanceResult("k2", False, "/w"),
-    wire.DeleteInstance("k2"),
-    wire.DeleteInstanceResult(False, error="busy"),
-    wire.RestartInstance("k3"),
-    wire.RestartInstanceResult(True, loaded=True, stopped_turns=1),
-    wire.ApprovalDecision("apr_1", "approve", {"command": "ls"}),
-    wire.ApprovalDecision("apr_1", "reject", reason="no"),
-    wire.ApprovalDecision("apr_1", "approve", decided_by={"via": "unix", "pid": 7, "uid": 0}),
-    wire.ApprovalDecisionResult({"approvalId": "apr_1", "status": "approved"}),
-    wire.ModelPermitRequest("openai-key", "t" * 32, "k", 1200, 60_000),
-    wire.ModelPermitRequest("", "t" * 32, "k", 1200, 60_000, 500, 0.0045),
-    wire.ModelPermitResult(15),
-    wire.ModelUsage("t" * 32, "k", "corr_1", "openai-key", 1200, 80, 0.0038, 2000),
-    wire.Cancel("f" * 32, "wrong question"),
-    wire.LeaderChanged("host-2:4242"),
-    wire.ConnectorEventReport("ev1", "telegram_message", "hi", "telegram:42", {"chat_id": "42"}),
-    wire.ConnectorEventSettled("ev1", "AGENT_CRASHED: gone"),
-    wire.ConnectorHealth("telegram getUpdates: HTTP 500"),
-    wire.ConnectorHealth(None),
+    Ready(12, "scope"),
+    BootFailed("bad"),
+    StatusChanged("processing"),
+    TurnCompleted("k", "ok"),
+    ShutdownAck(),
+    RuntimeEventReport({"type": "turn.started"}),
+    RestartRequest("tool"),
+    TextDelta("corr_1", "hel", "t" * 32, "k", "turn-1", "turn-1-step-0"),
+    Send(Handoff(target="b", input="hi", event_id="e", call_chain=("a@k",), source="a")),
+    SendStarted("e"),
+    SendDone("e"),
+    SendRefused("e", IpcError("no", code="X")),
+    SendFailed("e", "b", "k", IpcError("no", code="X")),
+    SpawnRequest("b", None, "/w", "k"),
+    SpawnResult("b", "k2", True, "/w"),
+    ListRequest("k", True),
+    ListResult([{"target": "b"}]),
+    ConfigCheck(),
+    ConfigCheckResult(("goondan.yaml:3: Swarm/s: spec: bad (E_CONFIG_SCHEMA_INVALID)",)),
+    PrepareInstance("k2", None, "a", "k"),
+    PrepareInstanceResult("k2", False, "/w"),
+    DeleteInstance("k2"),
+    DeleteInstanceResult(False, error="busy"),
+    RestartInstance("k3"),
+    RestartInstanceResult(True, loaded=True, stopped_turns=1),
+    ApprovalDecision("apr_1", "approve", {"command": "ls"}),
+    ApprovalDecision("apr_1", "reject", reason="no"),
+    ApprovalDecision("apr_1", "approve", decided_by={"via": "unix", "pid": 7, "uid": 0}),
+    ApprovalDecisionResult({"approvalId": "apr_1", "status": "approved"}),
+    ModelPermitRequest("openai-key", "t" * 32, "k", 1200, 60_000),
+    ModelPermitRequest("", "t" * 32, "k", 1200, 60_000, 500, 0.0045),
+    ModelPermitResult(15),
+    ModelUsage("t" * 32, "k", "corr_1", "openai-key", 1200, 80, 0.0038, 2000),
+    Cancel("f" * 32, "wrong question"),
+    LeaderChanged("host-2:4242"),
+    ConnectorEventReport("ev1", "telegram_message", "hi", "telegram:42", {"chat_id": "42"}),
+    ConnectorEventSettled("ev1", "AGENT_CRASHED: gone"),
+    ConnectorHealth("telegram getUpdates: HTTP 500"),
+    ConnectorHealth(None),
 ]
 
 
 def test_a_refused_permit_keeps_its_code_across_the_pipe() -> None:
     error = IpcError("trace budget exceeded", code="E_BUDGET_EXCEEDED", details={"used": 5})
-    decoded = wire.read_event(wire.event("a", "b", wire.ModelPermitResult(3, error)))
-    assert isinstance(decoded, wire.ModelPermitResult)
+    decoded = read_event(wire.event("a", "b", ModelPermitResult(3, error)))
+    assert isinstance(decoded, ModelPermitResult)
     assert not decoded.granted
     assert decoded.waited_ms == 3
     assert decoded.error is not None
@@ -119,17 +162,17 @@ def test_a_refused_permit_keeps_its_code_across_the_pipe() -> None:
 
 
 def test_a_usage_report_with_a_negative_cost_is_refused() -> None:
-    message = wire.event("a", "b", wire.ModelUsage("t", cost=1.0))
+    message = wire.event("a", "b", ModelUsage("t", cost=1.0))
     bad = msgspec.structs.replace(message, payload={**message.payload, "cost": -1})
     with pytest.raises(wire.MalformedPayload, match="cost"):
-        wire.read_event(bad)
+        read_event(bad)
 
 
 def test_a_decision_whose_maker_is_not_an_object_is_refused() -> None:
-    message = wire.event("a", "b", wire.ApprovalDecision("apr_1", "approve"))
+    message = wire.event("a", "b", ApprovalDecision("apr_1", "approve"))
     bad = msgspec.structs.replace(message, payload={**message.payload, "decidedBy": "root"})
     with pytest.raises(wire.MalformedPayload, match="decidedBy"):
-        wire.read_event(bad)
+        read_event(bad)
 
 
 def test_every_kind_has_a_body_in_this_test() -> None:
@@ -137,9 +180,9 @@ def test_every_kind_has_a_body_in_this_test() -> None:
 
 
 @pytest.mark.parametrize("body", BODIES, ids=lambda b: b.KIND.value)
-def test_every_body_survives_the_round_trip(body: wire.EventBody) -> None:
-    decoded = wire.read_event(wire.event("a", "b", body))
-    if isinstance(body, wire.SendRefused | wire.SendFailed):
+def test_every_body_survives_the_round_trip(body: EventBody) -> None:
+    decoded = read_event(wire.event("a", "b", body))
+    if isinstance(body, SendRefused | SendFailed):
         assert decoded.to_wire() == body.to_wire()  # errors compare by their wire form
     else:
         assert decoded == body
@@ -169,11 +212,11 @@ def test_a_payload_of_the_wrong_shape_is_refused_naming_the_field(
 
 def test_an_unknown_or_malformed_event_is_refused() -> None:
     with pytest.raises(wire.UnknownEvent):
-        wire.read_event(EventMessage(sender="a", to="b", payload={"kind": "bogus"}))
+        read_event(EventMessage(sender="a", to="b", payload={"kind": "bogus"}))
     with pytest.raises(wire.MalformedPayload):
-        wire.read_event(EventMessage(sender="a", to="b", payload=[1, 2]))
+        read_event(EventMessage(sender="a", to="b", payload=[1, 2]))
     with pytest.raises(wire.MalformedPayload):
-        wire.read_event(EventMessage(sender="a", to="b", payload={"kind": "status", "status": "x"}))
+        read_event(EventMessage(sender="a", to="b", payload={"kind": "status", "status": "x"}))
 
 
 def test_missing_optional_fields_take_the_protocol_defaults() -> None:

@@ -18,6 +18,45 @@ from ipc import DelegateMessage, DelegateResultMessage, EventMessage, IpcMessage
 from ipc import messages as m
 from ipc import protocol as wire
 from ipc.codec import HEADER_SIZE, FrameDecoder, encode
+from ipc.delegation import DelegateAnswer, Handoff, ShutdownRequest
+from ipc.events import (
+    BootFailed,
+    Cancel,
+    ConnectorEventReport,
+    ConnectorEventSettled,
+    ModelUsage,
+    Ready,
+    RestartRequest,
+    RuntimeEventReport,
+    Send,
+    SendDone,
+    SendFailed,
+    SendRefused,
+    SendStarted,
+    ShutdownAck,
+    StatusChanged,
+    TextDelta,
+    TurnCompleted,
+    read_event,
+)
+from ipc.questions import (
+    ApprovalDecision,
+    ApprovalDecisionResult,
+    ConfigCheck,
+    ConfigCheckResult,
+    DeleteInstance,
+    DeleteInstanceResult,
+    ListRequest,
+    ListResult,
+    ModelPermitRequest,
+    ModelPermitResult,
+    PrepareInstance,
+    PrepareInstanceResult,
+    RestartInstance,
+    RestartInstanceResult,
+    SpawnRequest,
+    SpawnResult,
+)
 
 A, B, ORC, T = "alpha", "beta", wire.ORCHESTRATOR, "telegram"
 
@@ -31,7 +70,7 @@ SAMPLES: dict[str, IpcMessage] = {
         A,
         B,
         "corr_1",
-        wire.Handoff(
+        Handoff(
             target="beta",
             input="hello",
             instance_key="room-1",
@@ -49,30 +88,26 @@ SAMPLES: dict[str, IpcMessage] = {
             relay=True,
         ),
     ),
-    "delegate_minimal": wire.delegate(A, B, "corr_2", wire.Handoff(target="beta", input="hi")),
+    "delegate_minimal": wire.delegate(A, B, "corr_2", Handoff(target="beta", input="hi")),
     "delegate_result_ok": wire.delegate_result(
         B,
         A,
         "corr_1",
-        wire.DelegateAnswer("ok", output="answer", turn={"turnId": "turn_1", "steps": 2}),
+        DelegateAnswer("ok", output="answer", turn={"turnId": "turn_1", "steps": 2}),
     ),
-    "delegate_result_error": wire.delegate_result(
-        B, A, "corr_1", wire.DelegateAnswer.failure(_err())
-    ),
-    "shutdown": wire.shutdown("alpha", wire.ShutdownRequest(5000, "restart")),
-    "ready": wire.event(A, ORC, wire.Ready(pid=41, scope="scope-1")),
-    "ready_no_scope": wire.event(A, ORC, wire.Ready(pid=41)),
-    "boot_failed": wire.event(A, ORC, wire.BootFailed(error="no key")),
-    "status": wire.event(A, ORC, wire.StatusChanged(status="processing")),
-    "turn_completed": wire.event(A, ORC, wire.TurnCompleted(instance_key="k", status="ok")),
-    "shutdown_ack": wire.event(A, ORC, wire.ShutdownAck()),
-    "runtime_event": wire.event(
-        A, ORC, wire.RuntimeEventReport(event={"type": "turn.started", "n": 1})
-    ),
+    "delegate_result_error": wire.delegate_result(B, A, "corr_1", DelegateAnswer.failure(_err())),
+    "shutdown": wire.shutdown("alpha", ShutdownRequest(5000, "restart")),
+    "ready": wire.event(A, ORC, Ready(pid=41, scope="scope-1")),
+    "ready_no_scope": wire.event(A, ORC, Ready(pid=41)),
+    "boot_failed": wire.event(A, ORC, BootFailed(error="no key")),
+    "status": wire.event(A, ORC, StatusChanged(status="processing")),
+    "turn_completed": wire.event(A, ORC, TurnCompleted(instance_key="k", status="ok")),
+    "shutdown_ack": wire.event(A, ORC, ShutdownAck()),
+    "runtime_event": wire.event(A, ORC, RuntimeEventReport(event={"type": "turn.started", "n": 1})),
     "text_delta": wire.event(
         A,
         ORC,
-        wire.TextDelta(
+        TextDelta(
             stream_id="s-1",
             text="pie",
             trace_id="t1",
@@ -81,13 +116,13 @@ SAMPLES: dict[str, IpcMessage] = {
             step_id="step_1",
         ),
     ),
-    "text_delta_defaults": wire.event(A, ORC, wire.TextDelta(stream_id="s-1", text="pie")),
-    "restart_request": wire.event(A, ORC, wire.RestartRequest(reason="tool:self-restart")),
+    "text_delta_defaults": wire.event(A, ORC, TextDelta(stream_id="s-1", text="pie")),
+    "restart_request": wire.event(A, ORC, RestartRequest(reason="tool:self-restart")),
     "send": wire.event(
         A,
         ORC,
-        wire.Send(
-            wire.Handoff(
+        Send(
+            Handoff(
                 target="beta",
                 input="fyi",
                 event_type="agent.send",
@@ -96,15 +131,15 @@ SAMPLES: dict[str, IpcMessage] = {
             )
         ),
     ),
-    "send_started": wire.event(B, ORC, wire.SendStarted(event_id="agent_event_2")),
-    "send_done": wire.event(B, ORC, wire.SendDone(event_id="agent_event_2")),
+    "send_started": wire.event(B, ORC, SendStarted(event_id="agent_event_2")),
+    "send_done": wire.event(B, ORC, SendDone(event_id="agent_event_2")),
     "send_refused": wire.event(
-        B, ORC, wire.SendRefused(event_id="agent_event_2", error=m.ShuttingDown("draining"))
+        B, ORC, SendRefused(event_id="agent_event_2", error=m.ShuttingDown("draining"))
     ),
     "send_failed": wire.event(
         ORC,
         A,
-        wire.SendFailed(
+        SendFailed(
             event_id="agent_event_2",
             target="beta",
             instance_key="k",
@@ -114,60 +149,48 @@ SAMPLES: dict[str, IpcMessage] = {
     "spawn_request": wire.event(
         A,
         ORC,
-        wire.SpawnRequest(
-            target="beta", instance_key="k2", cwd="/tmp/w", owner_instance_key="desk"
-        ),
+        SpawnRequest(target="beta", instance_key="k2", cwd="/tmp/w", owner_instance_key="desk"),
     ),
     "spawn_request_defaults": wire.event(
         A,
         ORC,
-        wire.SpawnRequest(target="beta", instance_key=None, cwd=None, owner_instance_key="default"),
+        SpawnRequest(target="beta", instance_key=None, cwd=None, owner_instance_key="default"),
     ),
     "spawn_result": wire.event(
-        ORC, A, wire.SpawnResult(target="beta", instance_key="k2", spawned=True, cwd="/tmp/w")
+        ORC, A, SpawnResult(target="beta", instance_key="k2", spawned=True, cwd="/tmp/w")
     ),
-    "spawn_result_error": wire.event(
-        ORC, A, wire.SpawnResult(error=m.AgentNotFound("no such agent"))
-    ),
-    "list_request": wire.event(
-        A, ORC, wire.ListRequest(owner_instance_key="desk", include_all=True)
-    ),
-    "list_result": wire.event(
-        ORC, A, wire.ListResult(agents=[{"agent": "beta", "instanceKey": "k2"}])
-    ),
-    "config_check": wire.event(A, ORC, wire.ConfigCheck()),
-    "config_check_result": wire.event(
-        ORC, A, wire.ConfigCheckResult(errors=("bad: x", "worse: y"))
-    ),
+    "spawn_result_error": wire.event(ORC, A, SpawnResult(error=m.AgentNotFound("no such agent"))),
+    "list_request": wire.event(A, ORC, ListRequest(owner_instance_key="desk", include_all=True)),
+    "list_result": wire.event(ORC, A, ListResult(agents=[{"agent": "beta", "instanceKey": "k2"}])),
+    "config_check": wire.event(A, ORC, ConfigCheck()),
+    "config_check_result": wire.event(ORC, A, ConfigCheckResult(errors=("bad: x", "worse: y"))),
     "prepare_instance": wire.event(
         ORC,
         B,
-        wire.PrepareInstance(
-            instance_key="k2", cwd="/tmp/w", owner="alpha", owner_instance_key="desk"
-        ),
+        PrepareInstance(instance_key="k2", cwd="/tmp/w", owner="alpha", owner_instance_key="desk"),
     ),
     "prepare_instance_result": wire.event(
-        B, ORC, wire.PrepareInstanceResult(instance_key="k2", created=True, cwd="/tmp/w")
+        B, ORC, PrepareInstanceResult(instance_key="k2", created=True, cwd="/tmp/w")
     ),
     "prepare_instance_result_error": wire.event(
-        B, ORC, wire.PrepareInstanceResult(error=m.IpcError("disk full", code="E_DISK"))
+        B, ORC, PrepareInstanceResult(error=m.IpcError("disk full", code="E_DISK"))
     ),
-    "delete_instance": wire.event(ORC, B, wire.DeleteInstance(instance_key="k2")),
-    "delete_instance_result": wire.event(B, ORC, wire.DeleteInstanceResult(ok=True, deleted=True)),
+    "delete_instance": wire.event(ORC, B, DeleteInstance(instance_key="k2")),
+    "delete_instance_result": wire.event(B, ORC, DeleteInstanceResult(ok=True, deleted=True)),
     "delete_instance_result_error": wire.event(
-        B, ORC, wire.DeleteInstanceResult(ok=False, error="busy")
+        B, ORC, DeleteInstanceResult(ok=False, error="busy")
     ),
-    "restart_instance": wire.event(ORC, B, wire.RestartInstance(instance_key="k2")),
+    "restart_instance": wire.event(ORC, B, RestartInstance(instance_key="k2")),
     "restart_instance_result": wire.event(
-        B, ORC, wire.RestartInstanceResult(ok=True, loaded=True, stopped_turns=2)
+        B, ORC, RestartInstanceResult(ok=True, loaded=True, stopped_turns=2)
     ),
     "restart_instance_result_error": wire.event(
-        B, ORC, wire.RestartInstanceResult(ok=False, error="gone")
+        B, ORC, RestartInstanceResult(ok=False, error="gone")
     ),
     "approval_decision": wire.event(
         ORC,
         B,
-        wire.ApprovalDecision(
+        ApprovalDecision(
             approval_id="appr_1",
             decision="approve",
             arguments={"path": "a.txt"},
@@ -176,23 +199,21 @@ SAMPLES: dict[str, IpcMessage] = {
         ),
     ),
     "approval_decision_reject": wire.event(
-        ORC, B, wire.ApprovalDecision(approval_id="appr_1", decision="reject")
+        ORC, B, ApprovalDecision(approval_id="appr_1", decision="reject")
     ),
     "approval_decision_result": wire.event(
-        B, ORC, wire.ApprovalDecisionResult(approval={"id": "appr_1", "state": "approved"})
+        B, ORC, ApprovalDecisionResult(approval={"id": "appr_1", "state": "approved"})
     ),
     "approval_decision_result_error": wire.event(
         B,
         ORC,
-        wire.ApprovalDecisionResult(
-            error=m.IpcError("no such approval", code=wire.APPROVAL_NOT_FOUND)
-        ),
+        ApprovalDecisionResult(error=m.IpcError("no such approval", code=wire.APPROVAL_NOT_FOUND)),
     ),
-    "cancel": wire.event(ORC, B, wire.Cancel(trace_id="t1", reason="stop")),
+    "cancel": wire.event(ORC, B, Cancel(trace_id="t1", reason="stop")),
     "model_permit": wire.event(
         B,
         ORC,
-        wire.ModelPermitRequest(
+        ModelPermitRequest(
             pool="openai/gpt",
             trace_id="t1",
             instance_key="k",
@@ -204,19 +225,19 @@ SAMPLES: dict[str, IpcMessage] = {
         "corr_p1",
     ),
     "model_permit_defaults": wire.event(
-        B, ORC, wire.ModelPermitRequest(pool="", trace_id="t1"), "corr_p2"
+        B, ORC, ModelPermitRequest(pool="", trace_id="t1"), "corr_p2"
     ),
-    "model_permit_result": wire.event(ORC, B, wire.ModelPermitResult(waited_ms=12), "corr_p1"),
+    "model_permit_result": wire.event(ORC, B, ModelPermitResult(waited_ms=12), "corr_p1"),
     "model_permit_result_refused": wire.event(
         ORC,
         B,
-        wire.ModelPermitResult(waited_ms=3000, error=m.PermitTimeout("no permit in 3s")),
+        ModelPermitResult(waited_ms=3000, error=m.PermitTimeout("no permit in 3s")),
         "corr_p1",
     ),
     "model_usage": wire.event(
         B,
         ORC,
-        wire.ModelUsage(
+        ModelUsage(
             trace_id="t1",
             instance_key="k",
             permit_id="corr_p1",
@@ -227,11 +248,11 @@ SAMPLES: dict[str, IpcMessage] = {
             retry_after_ms=2000,
         ),
     ),
-    "model_usage_defaults": wire.event(B, ORC, wire.ModelUsage(trace_id="t1")),
+    "model_usage_defaults": wire.event(B, ORC, ModelUsage(trace_id="t1")),
     "connector_event": wire.event(
         T,
         ORC,
-        wire.ConnectorEventReport(
+        ConnectorEventReport(
             event_id="ev_1",
             name="message",
             text="hi bot",
@@ -239,19 +260,19 @@ SAMPLES: dict[str, IpcMessage] = {
             properties={"chat": "9"},
         ),
     ),
-    "connector_event_settled": wire.event(ORC, T, wire.ConnectorEventSettled(event_id="ev_1")),
+    "connector_event_settled": wire.event(ORC, T, ConnectorEventSettled(event_id="ev_1")),
     "connector_event_settled_error": wire.event(
-        ORC, T, wire.ConnectorEventSettled(event_id="ev_1", error="lost")
+        ORC, T, ConnectorEventSettled(event_id="ev_1", error="lost")
     ),
-    "send_done_answer": wire.event(B, ORC, wire.SendDone(event_id="agent_event_2", answer="done")),
+    "send_done_answer": wire.event(B, ORC, SendDone(event_id="agent_event_2", answer="done")),
     "send_done_turn_error": wire.event(
-        B, ORC, wire.SendDone(event_id="agent_event_2", turn_error="AGENT_TURN_FAILED: boom")
+        B, ORC, SendDone(event_id="agent_event_2", turn_error="AGENT_TURN_FAILED: boom")
     ),
     "connector_event_settled_answer": wire.event(
-        ORC, T, wire.ConnectorEventSettled(event_id="ev_1", answer="hello back", turn_error=None)
+        ORC, T, ConnectorEventSettled(event_id="ev_1", answer="hello back", turn_error=None)
     ),
     "connector_event_settled_turn_error": wire.event(
-        ORC, T, wire.ConnectorEventSettled(event_id="ev_1", turn_error="AGENT_TURN_FAILED: boom")
+        ORC, T, ConnectorEventSettled(event_id="ev_1", turn_error="AGENT_TURN_FAILED: boom")
     ),
 }
 """Each message as the code of both versions builds it (builders and constructors are the same)."""
@@ -328,13 +349,13 @@ ADDED_SINCE = {"connector_health", "leader_changed"}
 def _read(message: IpcMessage) -> Any:
     """The typed payload of ``message``, read as its receiver reads it."""
     if isinstance(message, DelegateMessage):
-        return wire.Handoff.from_wire(message.payload)
+        return Handoff.from_wire(message.payload)
     if isinstance(message, DelegateResultMessage):
-        return wire.DelegateAnswer.from_wire(message.payload)
+        return DelegateAnswer.from_wire(message.payload)
     if isinstance(message, ShutdownMessage):
-        return wire.ShutdownRequest.from_wire(message.payload, 1234)
+        return ShutdownRequest.from_wire(message.payload, 1234)
     assert isinstance(message, EventMessage)
-    return wire.read_event(message)
+    return read_event(message)
 
 
 def _fields(body: msgspec.Struct) -> tuple[type, dict[str, Any]]:
@@ -395,12 +416,12 @@ def test_a_delegate_with_a_field_of_the_wrong_type_decodes_and_names_the_field()
     assert isinstance(decoded, DelegateMessage)
     assert decoded.correlation_id == "c7"  # the envelope decoded: the caller can be answered
     with pytest.raises(wire.MalformedPayload) as refused:
-        wire.Handoff.from_wire(decoded.payload)
+        Handoff.from_wire(decoded.payload)
     assert refused.value.code == "IPC_MALFORMED_PAYLOAD"
     assert refused.value.details == {"field": "input"}
     assert "Expected `str`, got `int` - at `$.input`" in refused.value.message
 
 
 def test_a_field_added_by_a_newer_peer_is_ignored() -> None:
-    payload = {**wire.Handoff(target="b", input="hi").to_wire(), "priority": 3}
-    assert wire.Handoff.from_wire(payload) == wire.Handoff(target="b", input="hi")
+    payload = {**Handoff(target="b", input="hi").to_wire(), "priority": 3}
+    assert Handoff.from_wire(payload) == Handoff(target="b", input="hi")

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from ipc.protocol import DelegateAnswer, TextDelta
+from ipc.delegation import DelegateAnswer
+from ipc.events import TextDelta
 from orchestrator.http import app as http_api
 from orchestrator.http.app import _native_events, _Piece, _TurnStream
 from orchestrator.router import DeltaSink

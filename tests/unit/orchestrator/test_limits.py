@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from bundle.spec_agent import ModelLimits
-from ipc.protocol import EventBody, ModelPermitRequest, ModelPermitResult, ModelUsage
+from ipc.events import ModelUsage
+from ipc.payload import EventBody
+from ipc.questions import ModelPermitRequest, ModelPermitResult
 from orchestrator.limits import ModelBroker
 from orchestrator.limits.usage import UsageBook
 from orchestrator.testing import FakeClock

@@ -22,7 +22,18 @@ from goondan.defaults import (
 from ipc import DelegateMessage, DelegateResultMessage, EventMessage, IpcError
 from ipc import protocol as wire
 from ipc.codec import FrameDecoder, encode
-from ipc.protocol import DelegateAnswer, Handoff
+from ipc.delegation import DelegateAnswer, Handoff
+from ipc.events import Send, SendDone, SendFailed, SendRefused, SendStarted, TextDelta
+from ipc.questions import (
+    DeleteInstance,
+    DeleteInstanceResult,
+    ListRequest,
+    ListResult,
+    PrepareInstance,
+    PrepareInstanceResult,
+    SpawnRequest,
+    SpawnResult,
+)
 from orchestrator.dispatch import Dispatcher
 from orchestrator.router import InFlightSend, Router
 from orchestrator.status import ProcessStatus
@@ -315,8 +326,8 @@ async def test_a_dead_callers_requests_are_forgotten(swarm: Swarm) -> None:
 # -- sends -------------------------------------------------------------------------------------------
 
 
-def send(target: str, text: str = "note", event_id: str = "e1") -> wire.Send:
-    return wire.Send(Handoff(target=target, input=text, event_id=event_id, caller_instance_key="k"))
+def send(target: str, text: str = "note", event_id: str = "e1") -> Send:
+    return Send(Handoff(target=target, input=text, event_id=event_id, caller_instance_key="k"))
 
 
 async def test_a_send_is_delivered_with_its_source_and_tracked_until_done(swarm: Swarm) -> None:
@@ -324,11 +335,11 @@ async def test_a_send_is_delivered_with_its_source_and_tracked_until_done(swarm:
     alpha.report(send("beta"))
     beta = await swarm.transport.started("beta")
     await beta.received(1)
-    [(_, delivered)] = beta.events(wire.Send)
+    [(_, delivered)] = beta.events(Send)
     assert (delivered.handoff.source, delivered.handoff.input) == ("alpha", "note")
     assert "e1" in swarm.router.sends
-    beta.report(wire.SendStarted("e1"))
-    beta.report(wire.SendDone("e1"))
+    beta.report(SendStarted("e1"))
+    beta.report(SendDone("e1"))
     assert not swarm.router.sends
 
 
@@ -340,11 +351,11 @@ async def test_a_send_lost_before_its_turn_started_is_delivered_once_more(swarm:
     first.crash()
     second = await swarm.transport.started("beta", count=2)
     await second.received(1)
-    assert len(second.events(wire.Send)) == 1
+    assert len(second.events(Send)) == 1
     assert swarm.lost == []
     second.crash()  # twice before starting: reported
     await alpha.received(1)
-    [(_, failed)] = alpha.events(wire.SendFailed)
+    [(_, failed)] = alpha.events(SendFailed)
     assert (failed.event_id, failed.instance_key, failed.error.code) == ("e1", "k", "AGENT_CRASHED")
     assert [error.code for _, error in swarm.lost] == ["AGENT_CRASHED"]
 
@@ -354,10 +365,10 @@ async def test_a_send_whose_turn_started_is_reported_when_its_target_dies(swarm:
     alpha.report(send("beta"))
     beta = await swarm.transport.started("beta")
     await beta.received(1)
-    beta.report(wire.SendStarted("e1"))
+    beta.report(SendStarted("e1"))
     beta.crash()
     await alpha.received(1)
-    [(_, failed)] = alpha.events(wire.SendFailed)
+    [(_, failed)] = alpha.events(SendFailed)
     assert "during the Turn it started" in failed.error.message
     assert len(swarm.transport.of("beta")) == 1 or not swarm.transport.current("beta").sent
 
@@ -367,8 +378,8 @@ async def test_a_refused_send_is_reported_to_its_sender(swarm: Swarm) -> None:
     alpha.report(send("beta"))
     beta = await swarm.transport.started("beta")
     await beta.received(1)
-    beta.report(wire.SendRefused("e1", IpcError("full", code="E_INSTANCE_QUEUE_FULL")))
-    [(_, failed)] = alpha.events(wire.SendFailed)
+    beta.report(SendRefused("e1", IpcError("full", code="E_INSTANCE_QUEUE_FULL")))
+    [(_, failed)] = alpha.events(SendFailed)
     assert failed.error.code == "E_INSTANCE_QUEUE_FULL"
 
 
@@ -379,7 +390,7 @@ async def test_a_send_that_cannot_be_delivered_is_reported(
     alpha = await swarm.worker("alpha")
     alpha.report(send("beta" if text == " " else "nobody", text))
     await alpha.received(1)
-    [(_, failed)] = alpha.events(wire.SendFailed)
+    [(_, failed)] = alpha.events(SendFailed)
     assert failed.error.code == code
     assert not swarm.router.sends
 
@@ -392,7 +403,7 @@ async def test_sends_stopped_by_the_shutdown_are_reported_as_such(swarm: Swarm) 
     swarm.router.closing = True
     beta.crash()
     await alpha.received(1)
-    [(_, failed)] = alpha.events(wire.SendFailed)
+    [(_, failed)] = alpha.events(SendFailed)
     assert failed.error.code == "SHUTTING_DOWN"
 
 
@@ -401,26 +412,26 @@ async def test_sends_stopped_by_the_shutdown_are_reported_as_such(swarm: Swarm) 
 
 async def test_spawn_prepares_the_instance_in_the_target_and_lists_it(swarm: Swarm) -> None:
     alpha = await swarm.worker("alpha")
-    alpha.report(wire.SpawnRequest("beta", "job-1", None, "default"), correlation_id="s1")
+    alpha.report(SpawnRequest("beta", "job-1", None, "default"), correlation_id="s1")
     beta = await swarm.transport.started("beta")
     await beta.received(1)
-    [(question, prepare)] = beta.events(wire.PrepareInstance)
+    [(question, prepare)] = beta.events(PrepareInstance)
     assert (prepare.instance_key, prepare.owner) == ("job-1", "alpha")
-    beta.report(wire.PrepareInstanceResult("job-1", True, "/w"), question.correlation_id)
+    beta.report(PrepareInstanceResult("job-1", True, "/w"), question.correlation_id)
     await alpha.received(1)
-    [(reply, spawned)] = alpha.events(wire.SpawnResult)
+    [(reply, spawned)] = alpha.events(SpawnResult)
     assert reply.correlation_id == "s1"
     assert (spawned.instance_key, spawned.spawned, spawned.cwd) == ("job-1", True, "/w")
-    alpha.report(wire.ListRequest("default"), correlation_id="l1")
-    [(_, listed)] = alpha.events(wire.ListResult)
+    alpha.report(ListRequest("default"), correlation_id="l1")
+    [(_, listed)] = alpha.events(ListResult)
     assert [row["instanceKey"] for row in listed.agents] == ["job-1"]
-    alpha.report(wire.ListRequest("other"), correlation_id="l2")
-    assert alpha.events(wire.ListResult)[1][1].agents == []
+    alpha.report(ListRequest("other"), correlation_id="l2")
+    assert alpha.events(ListResult)[1][1].agents == []
 
 
 async def test_a_question_the_agent_never_answers_times_out(swarm: Swarm) -> None:
     await swarm.worker("beta")
-    asked = asyncio.ensure_future(swarm.router.ask("beta", wire.DeleteInstance("k")))
+    asked = asyncio.ensure_future(swarm.router.ask("beta", DeleteInstance("k")))
     beta = swarm.transport.current("beta")
     await beta.received(1)
     swarm.clock.advance(AGENT_QUESTION_TIMEOUT_SECONDS + 0.1)
@@ -431,7 +442,7 @@ async def test_a_question_the_agent_never_answers_times_out(swarm: Swarm) -> Non
 
 async def test_a_question_to_an_agent_that_dies_fails_with_agent_crashed(swarm: Swarm) -> None:
     await swarm.worker("beta")
-    asked = asyncio.ensure_future(swarm.router.ask("beta", wire.DeleteInstance("k")))
+    asked = asyncio.ensure_future(swarm.router.ask("beta", DeleteInstance("k")))
     beta = swarm.transport.current("beta")
     await beta.received(1)
     beta.crash()
@@ -442,13 +453,13 @@ async def test_a_question_to_an_agent_that_dies_fails_with_agent_crashed(swarm: 
 
 async def test_an_answer_from_another_agent_is_not_taken_for_the_questions(swarm: Swarm) -> None:
     alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
-    asked = asyncio.ensure_future(swarm.router.ask("beta", wire.DeleteInstance("k")))
-    [(question, _)] = [*(await beta.received(1) and beta.events(wire.DeleteInstance))]
-    alpha.report(wire.DeleteInstanceResult(True, True), question.correlation_id)
+    asked = asyncio.ensure_future(swarm.router.ask("beta", DeleteInstance("k")))
+    [(question, _)] = [*(await beta.received(1) and beta.events(DeleteInstance))]
+    alpha.report(DeleteInstanceResult(True, True), question.correlation_id)
     assert not asked.done()
-    beta.report(wire.DeleteInstanceResult(True, True), question.correlation_id)
+    beta.report(DeleteInstanceResult(True, True), question.correlation_id)
     answer = await asyncio.wait_for(asked, 2)
-    assert isinstance(answer, wire.DeleteInstanceResult)
+    assert isinstance(answer, DeleteInstanceResult)
     assert answer.deleted
 
 
@@ -499,14 +510,14 @@ async def test_a_streamed_requests_text_reaches_its_sink_until_it_is_answered(
     handoff = Handoff.from_wire(delegate.payload)
     assert handoff.stream_id == delegate.correlation_id  # deltas find the request by it
     assert handoff.relay is False
-    beta.report(wire.TextDelta(handoff.stream_id, "hi ", handoff.trace_id))
-    beta.report(wire.TextDelta("corr_someone_else", "not mine"))
-    beta.report(wire.TextDelta(handoff.stream_id, "back", handoff.trace_id))
+    beta.report(TextDelta(handoff.stream_id, "hi ", handoff.trace_id))
+    beta.report(TextDelta("corr_someone_else", "not mine"))
+    beta.report(TextDelta(handoff.stream_id, "back", handoff.trace_id))
     beta.answer(delegate, "hi back")
     assert (await answer_of(request)).output == "hi back"
     assert seen == [("beta", "hi "), ("beta", "back")]
     assert swarm.router.streams == {}
-    beta.report(wire.TextDelta(handoff.stream_id, "late"))  # dropped: nobody waits
+    beta.report(TextDelta(handoff.stream_id, "late"))  # dropped: nobody waits
     assert len(seen) == 2
 
 
@@ -537,9 +548,9 @@ async def test_a_relayed_stream_reaches_the_caller_from_the_agents_it_asks(swarm
         )
     )
     [asked] = beta.delegates()
-    beta.report(wire.TextDelta(handoff.stream_id, "from beta"))
+    beta.report(TextDelta(handoff.stream_id, "from beta"))
     beta.answer(asked, "from beta")
-    alpha.report(wire.TextDelta(handoff.stream_id, "from alpha"))
+    alpha.report(TextDelta(handoff.stream_id, "from alpha"))
     alpha.answer(delegate, "from alpha")
     await answer_of(request)
     assert seen == [("beta", "from beta"), ("alpha", "from alpha")]
@@ -556,7 +567,7 @@ async def test_a_streamed_request_given_up_leaves_no_sink(swarm: Swarm) -> None:
     with pytest.raises(asyncio.CancelledError):
         await request
     assert swarm.router.streams == {}
-    beta.report(wire.TextDelta(Handoff.from_wire(delegate.payload).stream_id, "into the void"))
+    beta.report(TextDelta(Handoff.from_wire(delegate.payload).stream_id, "into the void"))
     beta.answer(delegate, "nobody listens")  # the Turn still gets its one answer, dropped
     assert not swarm.router.pending
 

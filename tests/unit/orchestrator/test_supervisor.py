@@ -22,7 +22,8 @@ from goondan.defaults import (
     READY_TIMEOUT_SECONDS,
 )
 from ipc import AgentCrashed, AgentNotFound, AgentUnavailable, ShutdownMessage
-from ipc import protocol as wire
+from ipc.delegation import ShutdownRequest
+from ipc.events import BootFailed, StatusChanged, TurnCompleted
 from orchestrator.status import EXIT_BOOT_FAILURE, ProcessStatus
 from orchestrator.supervisor import Supervisor
 from orchestrator.testing import FakeClock, FakeTransport, FakeWorker, fake_plans
@@ -77,9 +78,9 @@ async def test_an_agent_starts_on_demand_and_reports_its_status(fleet: Fleet) ->
     worker = await fleet.running()
     assert fleet.handle.status is ProcessStatus.IDLE
     assert fleet.handle.pid == worker.pid
-    worker.report(wire.StatusChanged("processing"))
+    worker.report(StatusChanged("processing"))
     assert fleet.handle.status is ProcessStatus.PROCESSING
-    worker.report(wire.StatusChanged("idle"))
+    worker.report(StatusChanged("idle"))
     assert fleet.handle.status is ProcessStatus.IDLE
     assert fleet.kinds() == ["spawned", "ready"]
     assert [r["status"] for r in fleet.supervisor.status()] == ["idle"]
@@ -165,9 +166,9 @@ async def test_a_successful_turn_resets_the_crash_count(fleet: Fleet) -> None:
         await fleet.supervisor.reconcile()
         worker = await fleet.running()
     assert fleet.handle.consecutive_crashes == 3
-    worker.report(wire.TurnCompleted("default", "error"))
+    worker.report(TurnCompleted("default", "error"))
     assert fleet.handle.consecutive_crashes == 3
-    worker.report(wire.TurnCompleted("default", "ok"))
+    worker.report(TurnCompleted("default", "ok"))
     assert fleet.handle.consecutive_crashes == 0
     assert fleet.handle.crashes == 3
 
@@ -176,7 +177,7 @@ async def test_a_boot_failure_backs_off_at_once_and_says_why(fleet: Fleet) -> No
     fleet.transport.ready_on_start = False
     starting = asyncio.ensure_future(fleet.supervisor.ensure_running("a"))
     worker = await fleet.transport.started("a")
-    worker.report(wire.BootFailed("tool module x failed to import"))
+    worker.report(BootFailed("tool module x failed to import"))
     worker.exit(EXIT_BOOT_FAILURE)
     with pytest.raises(AgentUnavailable) as failed:
         await asyncio.wait_for(starting, 2)
@@ -267,7 +268,7 @@ async def test_a_stop_sends_shutdown_with_the_grace_and_waits_for_the_exit(fleet
     worker = await fleet.running()
     await asyncio.wait_for(fleet.supervisor.stop_agent("a", 7.5, "restart"), 2)
     [shutdown] = [m for m in worker.sent if isinstance(m, ShutdownMessage)]
-    request = wire.ShutdownRequest.from_wire(shutdown.payload, 0)
+    request = ShutdownRequest.from_wire(shutdown.payload, 0)
     assert (request.grace_ms, request.reason) == (7500, "restart")
     assert fleet.handle.status is ProcessStatus.TERMINATED
     assert fleet.handle.worker is None
@@ -328,7 +329,7 @@ async def test_a_new_plan_leaves_an_agent_never_started_to_start_on_first_use(
 
 async def test_a_new_plan_starts_a_backing_off_agent_afresh(fleet: Fleet) -> None:
     worker = await fleet.running()
-    worker.report(wire.BootFailed("boom at register"))
+    worker.report(BootFailed("boom at register"))
     await fleet.crash(worker, EXIT_BOOT_FAILURE)
     assert fleet.handle.status is ProcessStatus.CRASH_LOOP_BACK_OFF
     new_plan = fake_plans("a", "b")["b"]
