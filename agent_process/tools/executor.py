@@ -26,17 +26,17 @@ import dataclasses
 import difflib
 import functools
 import math
-import types
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeGuard, cast
+from typing import Any, TypeAlias, cast
 
 from structlog.typing import FilteringBoundLogger
 
 from agent_process.scope import StepScope
 from agent_process.tools.constructors import slot_constructor
+from agent_process.tools.deadline import HandlerTimeout, may_await, with_deadline
 from agent_process.tools.middleware import (
     Layers,
     MiddlewarePipeline,
@@ -285,15 +285,15 @@ class ToolExecutor:
             # coroutine: one frame less on every call.
             if tool.runs_inline:
                 output = tool.handler(tool_ctx, args)  # cannot be interrupted: no deadline to arm
-                if _may_await(output):
-                    output = await _with_deadline(output, timeout)
+                if may_await(output):
+                    output = await with_deadline(output, timeout)
             elif tool.is_coroutine:
-                output = await _with_deadline(tool.handler(tool_ctx, args), timeout)  # type: ignore[arg-type]
+                output = await with_deadline(tool.handler(tool_ctx, args), timeout)  # type: ignore[arg-type]
             else:
                 output = await self._run_in_thread(tool, tool_ctx, args, timeout)
         except _PoolSaturated as busy:
             return _busy_result(ctx, tool, timeout, busy.threads)
-        except _HandlerTimeout:
+        except HandlerTimeout:
             return error_result(
                 ctx.tool_call_id,
                 ctx.tool_name,
@@ -367,13 +367,13 @@ class ToolExecutor:
         # The deadline counts the handler's own running time, not the wait for a free thread
         # (other conversations' slow tools); a wait as long as the deadline is an error of its own.
         try:
-            await _with_deadline(asyncio.shield(started), seconds)
-        except _HandlerTimeout:
+            await with_deadline(asyncio.shield(started), seconds)
+        except HandlerTimeout:
             if work.cancel():
                 raise _PoolSaturated(self._pool_size) from None
-        output = await _with_deadline(work, seconds)
-        if _may_await(output):
-            output = await _with_deadline(output, seconds)
+        output = await with_deadline(work, seconds)
+        if may_await(output):
+            output = await with_deadline(output, seconds)
         return output
 
     def _to_result(
@@ -477,10 +477,6 @@ class ToolExecutor:
         return tool.error_message_limit if tool is not None else DEFAULT_ERROR_MESSAGE_LIMIT
 
 
-class _HandlerTimeout(Exception):
-    """The handler's deadline passed."""
-
-
 class _PoolSaturated(Exception):
     """No tool thread became free within the call's deadline."""
 
@@ -489,88 +485,9 @@ class _PoolSaturated(Exception):
         self.threads = threads
 
 
-_PLAIN_OUTPUTS = frozenset({dict, list, str, int, float, bool, type(None)})
-
-
-def _may_await(output: object) -> TypeGuard[Awaitable[Any]]:
-    """Whether a sync handler handed back a coroutine or future to await, not a value."""
-    # The plain types first: asyncio.iscoroutine of a dict is an ABC check, slow per call.
-    if type(output) in _PLAIN_OUTPUTS:
-        return False
-    return asyncio.iscoroutine(output) or isinstance(output, asyncio.Future)
-
-
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-class _Deadline:
-    __slots__ = ("expired", "task")
-
-    def __init__(self, task: asyncio.Task[Any]) -> None:
-        self.task = task
-        self.expired = False
-
-    def expire(self) -> None:
-        self.expired = True
-        self.task.cancel()
-
-
-async def _with_deadline(awaitable: Awaitable[Any], seconds: float) -> Any:
-    """Await ``awaitable``, raising :class:`_HandlerTimeout` ``seconds`` after the call.
-
-    A coroutine is stepped once by hand first: one that finishes without suspending (most
-    quick handlers) never needs its deadline, and a timer could not have fired before it
-    finished anyway, since it held the loop throughout. One that suspends arms its deadline
-    then, at the instant it would have been armed up front, and is awaited on as usual.
-    """
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    if type(awaitable) is types.CoroutineType:
-        try:
-            suspended_on = awaitable.send(None)
-        except StopIteration as finished:
-            return finished.value
-        awaitable = _resume(awaitable, suspended_on)
-    task = asyncio.current_task()
-    assert task is not None
-    deadline = _Deadline(task)
-    handle = loop.call_at(started + seconds, deadline.expire)
-    try:
-        return await awaitable
-    except asyncio.CancelledError:
-        if deadline.expired and task.uncancel() == 0:
-            raise _HandlerTimeout from None
-        raise
-    finally:
-        handle.cancel()
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, Any], suspended_on: Any) -> Generator[Any, Any, Any]:
-    """Await the rest of ``coro``, already stepped once and suspended on ``suspended_on``.
-
-    ``await coro`` itself (``yield from``), minus the first step: what the task sends or
-    throws goes on to ``coro``, what ``coro`` yields goes up to the task.
-    """
-    yielded = suspended_on
-    while True:
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:  # the task's cancellation, passed on like any other
-            try:
-                yielded = coro.throw(exc)
-            except StopIteration as finished:
-                return finished.value
-        else:
-            try:
-                yielded = coro.send(sent)
-            except StopIteration as finished:
-                return finished.value
 
 
 def _not_found(ctx: ToolCallMiddlewareContext) -> ToolCallResult:
