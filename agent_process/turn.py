@@ -9,14 +9,13 @@ The conversation is folded to disk when the Turn ends, whatever the outcome.
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 
@@ -27,13 +26,18 @@ from agent_process.models.base import ModelCallError, TokenUsage
 from agent_process.scope import StepScope, TextSink, TurnCancelled, TurnScope
 from agent_process.step import StepResult, StepSettings, new_message_id, resume_calls, run_step
 from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
+from agent_process.turn_types import EMPTY_OUTPUT_NOTICE, MAX_STEPS_NOTICE
+
+# The Turn's values, importable from here as from their own module.
+from agent_process.turn_types import FinishReason as FinishReason
+from agent_process.turn_types import TurnError as TurnError
+from agent_process.turn_types import TurnInput as TurnInput
+from agent_process.turn_types import TurnResult as TurnResult
 from goondan.defaults import MAX_STEPS_PER_TURN, ON_MAX_STEPS
 from goondan.time import utc_timestamp
 from goondan.usage import Usage
-from ipc.protocol import new_trace_id
 from tools_base import (
     AgentToolRuntime,
-    JsonObject,
     JsonValue,
     Message,
     MessageSource,
@@ -43,8 +47,6 @@ from tools_base import (
 
 DEFAULT_MAX_STEPS_PER_TURN = MAX_STEPS_PER_TURN
 
-FinishReason = Literal["text_response", "max_steps", "cancelled", "error"]
-
 CANCELLED_TRACES_KEPT = 1024
 """Cancelled trace ids an agent remembers, so their queued Turns end when they come up."""
 MAX_EMPTY_OUTPUT_RETRIES = 2
@@ -52,194 +54,6 @@ MAX_EMPTY_OUTPUT_RETRIES = 2
 EMPTY_OUTPUT_CORRECTION = (
     "Your last answer was empty. Reply with text for the user, or call one of the tools."
 )
-EMPTY_OUTPUT_NOTICE = "The model did not produce a response."
-MAX_STEPS_NOTICE = "Turn stopped: reached maxStepsPerTurn ({}) without a final answer."
-"""The answer of a Turn that used up its Steps without any text (upstream's notice)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnInput:
-    """What starts a Turn."""
-
-    text: str
-    """Becomes the Turn's user message."""
-    trace_id: str = field(default_factory=new_trace_id)
-    """Kept from the caller across handoffs; a new one for fresh input."""
-    event_type: str = "user.input"
-    source_kind: Literal["user", "agent", "connector"] = "user"
-    source_name: str = "user"
-    metadata: JsonObject = field(default_factory=dict)
-    call_chain: tuple[str, ...] = ()
-    """Agents already waiting on this Turn, outermost first (cycle detection)."""
-    parent_span_id: str | None = None
-    """The caller's tool span, for a delegated Turn; ``None`` for fresh input."""
-    stream_id: str = ""
-    """The caller's stream (:attr:`ipc.delegation.Handoff.stream_id`); empty when it does not
-    stream."""
-    relay: bool = False
-    """With ``stream_id``: this Turn's requests to other agents stream into it too."""
-    resume: bool = False
-    """No new input: take up the calls a Turn cut short left parked for approval (after a
-    restart), then go on to an answer. ``text`` is not appended."""
-    message_metadata: JsonObject = field(default_factory=dict)
-    """More metadata of the Turn's user message: an inbox message's own, for a Turn it wakes."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnError:
-    """Why a Turn failed."""
-
-    code: str
-    message: str
-
-    def to_json(self) -> JsonObject:
-        """``{code, message}``."""
-        return {"code": self.code, "message": self.message}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnResult:
-    """The outcome of one Turn; build it with :meth:`answered`, :meth:`failed`,
-    :meth:`no_answer` or :meth:`out_of_steps`."""
-
-    turn_id: str
-    trace_id: str
-    status: Literal["ok", "error"]
-    text: str
-    """The answer (the last text the model produced)."""
-    finish_reason: FinishReason
-    step_count: int
-    duration_ms: float
-    error: TurnError | None = None
-    usage: TokenUsage = field(default_factory=TokenUsage)
-    restart_reason: str | None = None
-    """Set when a tool asked for a restart of this agent (``restartRequested: true``)."""
-
-    @classmethod
-    def answered(
-        cls,
-        scope: TurnScope,
-        text: str,
-        *,
-        steps: int,
-        usage: TokenUsage,
-        restart_reason: str | None,
-    ) -> TurnResult:
-        """The model answered ``text`` in Step ``steps``."""
-        return cls(
-            turn_id=scope.turn_id,
-            trace_id=scope.trace_id,
-            status="ok",
-            text=text,
-            finish_reason="text_response",
-            step_count=steps,
-            duration_ms=scope.elapsed_ms(),
-            usage=usage,
-            restart_reason=restart_reason,
-        )
-
-    @classmethod
-    def failed(
-        cls,
-        origin: TurnScope | TurnInput,
-        code: str,
-        message: str,
-        *,
-        steps: int = 0,
-        usage: TokenUsage | None = None,
-    ) -> TurnResult:
-        """The Turn failed with ``code``.
-
-        ``origin`` is the Turn's scope, or only its input when the Turn failed before it got
-        one: the result then has no Turn id and no duration.
-        """
-        if isinstance(origin, TurnScope):
-            turn_id, duration_ms = origin.turn_id, origin.elapsed_ms()
-        else:
-            turn_id, duration_ms = "", 0.0
-        return cls(
-            turn_id=turn_id,
-            trace_id=origin.trace_id,
-            status="error",
-            text="",
-            finish_reason="error",
-            step_count=steps,
-            duration_ms=duration_ms,
-            error=TurnError(code=code, message=message),
-            usage=usage or TokenUsage(),
-        )
-
-    @classmethod
-    def no_answer(
-        cls, scope: TurnScope, *, steps: int, usage: TokenUsage, restart_reason: str | None
-    ) -> TurnResult:
-        """The model answered nothing, even when asked again (``E_MODEL_EMPTY_OUTPUT``); the
-        text is the notice the conversation got in place of an answer."""
-        return cls(
-            turn_id=scope.turn_id,
-            trace_id=scope.trace_id,
-            status="error",
-            text=EMPTY_OUTPUT_NOTICE,
-            finish_reason="error",
-            step_count=steps,
-            duration_ms=scope.elapsed_ms(),
-            error=TurnError(code="E_MODEL_EMPTY_OUTPUT", message=EMPTY_OUTPUT_NOTICE),
-            usage=usage,
-            restart_reason=restart_reason,
-        )
-
-    @classmethod
-    def out_of_steps(
-        cls,
-        scope: TurnScope,
-        *,
-        max_steps: int,
-        text: str,
-        usage: TokenUsage,
-        restart_reason: str | None,
-        as_error: bool = True,
-    ) -> TurnResult:
-        """``max_steps`` Steps ran without an answer; ``text`` is the last text the model
-        produced, if any, else the notice is the answer. ``as_error``: the Turn fails with
-        ``E_MAX_STEPS`` (``onMaxSteps: error``) instead of answering."""
-        notice = MAX_STEPS_NOTICE.format(max_steps)
-        return cls(
-            turn_id=scope.turn_id,
-            trace_id=scope.trace_id,
-            status="error" if as_error else "ok",
-            text=text or notice,
-            finish_reason="max_steps",
-            step_count=max_steps,
-            duration_ms=scope.elapsed_ms(),
-            error=TurnError(code="E_MAX_STEPS", message=notice) if as_error else None,
-            usage=usage,
-            restart_reason=restart_reason,
-        )
-
-    @classmethod
-    def cancelled(
-        cls, origin: TurnScope | TurnInput, reason: str, *, steps: int, usage: TokenUsage
-    ) -> TurnResult:
-        """The Turn's request was cancelled (``CANCELLED``); it stopped at a safe point after
-        ``steps`` Steps (``origin`` is only the input when it was cancelled before it began)."""
-        failed = cls.failed(origin, "CANCELLED", f"cancelled: {reason}", steps=steps, usage=usage)
-        return dataclasses.replace(failed, finish_reason="cancelled")
-
-    def to_json(self) -> JsonObject:
-        """The wire form (a ``delegate_result`` payload carries it)."""
-        out: JsonObject = {
-            "turnId": self.turn_id,
-            "traceId": self.trace_id,
-            "status": self.status,
-            "output": self.text,
-            "finishReason": self.finish_reason,
-            "stepCount": self.step_count,
-            "durationMs": round(self.duration_ms, 3),
-            "tokenUsage": self.usage.to_json(),
-        }
-        if self.error is not None:
-            out["error"] = self.error.to_json()
-        return out
 
 
 class TurnMiddlewareContext(TurnIdentity, MiddlewareContext[TurnResult]):
