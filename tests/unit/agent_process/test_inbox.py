@@ -18,10 +18,10 @@ def test_an_overflowing_inbox_drops_with_a_clear_error(tmp_path: Path) -> None:
     process = AgentProcess(plan)
     with capture_logs() as logs:
         for n in range(MAX_INBOX_PER_INSTANCE + 3):
-            process._deliver("k", {"type": "tool_completion", "n": n}, "tool_completion")
+            process.inbox.deliver("k", {"type": "tool_completion", "n": n}, "tool_completion")
     assert MAX_INBOX_PER_INSTANCE == 256
-    assert len(process.inboxes["k"]) == MAX_INBOX_PER_INSTANCE
+    assert len(process.inbox.messages["k"]) == MAX_INBOX_PER_INSTANCE
     dropped = [log for log in logs if log.get("code") == "E_INBOX_FULL"]
     assert len(dropped) == 3
     assert dropped[0]["log_level"] == "error"
-    assert '"n": 0' in process.inboxes["k"][0].content  # the oldest are kept, in order
+    assert '"n": 0' in process.inbox.messages["k"][0].content  # the oldest are kept, in order
