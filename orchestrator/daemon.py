@@ -57,7 +57,8 @@ from orchestrator.limits import ModelBroker
 from orchestrator.limits.usage import UsageBook, usage_report
 from orchestrator.plans import SharedParts
 from orchestrator.process_logs import ProcessOutput
-from orchestrator.router import InFlightSend, Router, SpawnedInstance
+from orchestrator.router import InFlightSend, Router
+from orchestrator.spawns import SpawnedInstance
 from orchestrator.state_dir import (
     default_state_dir,
     delete_instance_dir,

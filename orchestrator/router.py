@@ -19,12 +19,15 @@ carries a stream id (its correlation id), the target's Turn sends its model text
 request waits. With ``relay`` the target passes the stream on to the agents it asks, so their
 text reaches the same sink, each piece marked with the agent that produced it. A delta whose
 request is no longer waiting is dropped. Sinks are called on the loop and must not block.
+
+The rows of the pending-request table, and the call cycles they would close, are
+:mod:`orchestrator.pending`'s; what ``agents__spawn`` prepared, and ``agents__list`` lists,
+:mod:`orchestrator.spawns`'.
 """
 
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
@@ -43,12 +46,10 @@ from goondan.defaults import (
     REQUEST_TIMEOUT_MS,
     SEND_DELIVERY_ATTEMPTS,
 )
-from goondan.time import utc_timestamp
 from ipc import (
     AgentCrashed,
     AgentUnavailable,
     Cancelled,
-    CircularCall,
     DelegateMessage,
     DelegateResultMessage,
     EmptyInput,
@@ -65,52 +66,14 @@ from ipc.delegation import DelegateAnswer, Handoff
 from ipc.events import Cancel, Send, SendDone, SendFailed, SendRefused, SendStarted, TextDelta
 from ipc.payload import EventBody
 from ipc.protocol import EXTERNAL_CALLER, ORCHESTRATOR, EventKind, MalformedPayload
-from ipc.questions import (
-    ListRequest,
-    ListResult,
-    PrepareInstance,
-    PrepareInstanceResult,
-    SpawnRequest,
-    SpawnResult,
-)
-from orchestrator.clock import Clock, LoopClock, Timer, wait_for
+from ipc.questions import ListRequest, SpawnRequest
+from orchestrator.clock import Clock, LoopClock, wait_for
 from orchestrator.dispatch import EventHandler
+from orchestrator.pending import Pending, chain_cycle, wait_cycle
+from orchestrator.spawns import SpawnedInstance, SpawnKey, Spawns
 from orchestrator.supervisor import Supervisor
 from orchestrator.tasks import TaskOwner
 from orchestrator.transport import Worker
-
-
-@dataclass(eq=False)
-class Pending:
-    """A request waiting for its answer."""
-
-    correlation_id: str
-    caller: str
-    target: str
-    timer: Timer | None = None
-    future: asyncio.Future[DelegateAnswer] | None = None
-    """Set for external callers: resolved with the answer."""
-    waiter: str | None = None
-    """The conversation (:func:`~ipc.protocol.call_node`) whose Turn is blocked on this answer:
-    the caller's, for a synchronous request from an agent; ``None`` otherwise."""
-    awaited: str = ""
-    """The conversation that must run the Turn answering it."""
-    trace_id: str = ""
-    instance_key: str = ""
-    started_at: float = 0.0
-    """When it was admitted (``time.time()``; formatted only when listed: this is the hot
-    path of every request)."""
-
-    def to_json(self) -> dict[str, Any]:
-        """A row of ``GET /v1/requests``."""
-        return {
-            "requestId": self.correlation_id,
-            "traceId": self.trace_id,
-            "caller": self.caller,
-            "agent": self.target,
-            "instanceKey": self.instance_key,
-            "startedAt": utc_timestamp(self.started_at),
-        }
 
 
 @dataclass(eq=False)
@@ -149,29 +112,6 @@ DeltaSink = Callable[[str, TextDelta], None]
 """``(agent, delta)``: where the text of a streamed request goes (``agent`` produced it)."""
 
 
-@dataclass
-class SpawnedInstance:
-    """An instance prepared with ``agents__spawn``: one ``agents__list`` row."""
-
-    target: str
-    instance_key: str
-    owner_agent: str
-    owner_instance_key: str
-    created_at: str
-    cwd: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``agents__list`` row."""
-        return {
-            "target": self.target,
-            "instanceKey": self.instance_key,
-            "ownerAgent": self.owner_agent,
-            "ownerInstanceKey": self.owner_instance_key,
-            "createdAt": self.created_at,
-            "cwd": self.cwd,
-        }
-
-
 class Router:
     """Routes requests, sends and questions between agents through the supervisor."""
 
@@ -193,7 +133,7 @@ class Router:
         self._owns_tasks = tasks is None
         self.pending: dict[str, Pending] = {}
         self.sends: dict[str, InFlightSend] = {}
-        self.spawned: dict[tuple[str, str, str, str], SpawnedInstance] = {}
+        self.spawns = Spawns(supervisor, self.ask)
         self.closing = False
         self._per_caller: Counter[str] = Counter()
         self._sends_per_caller: Counter[str] = Counter()
@@ -204,6 +144,11 @@ class Router:
         self.on_text_delta: DeltaSink | None = None
         """Told of every text delta (the daemon's live event stream shows them)."""
         self.log = structlog.get_logger("goondan.router")
+
+    @property
+    def spawned(self) -> dict[SpawnKey, SpawnedInstance]:
+        """The instances prepared with ``agents__spawn`` (the daemon puts back earlier runs')."""
+        return self.spawns.records
 
     @property
     def event_handlers(self) -> dict[EventKind, EventHandler]:
@@ -416,47 +361,15 @@ class Router:
         node = wire.call_node(pending.target, handoff.instance_key)
         chain = handoff.call_chain
         if node in chain:
-            cycle = [*chain, node]
-            message_text = "Circular call detected: " + " -> ".join(cycle)
-            return CircularCall(message_text, details={"chain": cycle}), None
+            return chain_cycle(chain, node), None
         pending.awaited = node
         if chain and not handoff.background:
             pending.waiter = chain[-1]
             # Across requests: does the target (transitively) wait for the caller already?
-            # Instance queues are serial, so that would deadlock until both time out.
-            loop = self._wait_path(node, chain[-1])
-            if loop is not None:
-                cycle = [chain[-1], *loop]
-                text = "Circular call detected across requests: " + " -> ".join(cycle)
-                return CircularCall(text, details={"chain": cycle}), None
+            cycle = wait_cycle(node, chain[-1], self.pending.values())
+            if cycle is not None:
+                return cycle, None
         return None, handoff
-
-    def _wait_path(self, start: str, goal: str) -> list[str] | None:
-        """The conversations from ``start`` to ``goal`` along "blocked waiting for" edges of
-        the requests now pending, or ``None`` when ``start`` does not wait for ``goal``."""
-        edges: dict[str, list[str]] = {}
-        for pending in self.pending.values():
-            if pending.waiter is not None and pending.awaited:
-                edges.setdefault(pending.waiter, []).append(pending.awaited)
-        if start not in edges:
-            return None
-        trail: dict[str, str | None] = {start: None}
-        frontier = [start]
-        while frontier:
-            current = frontier.pop()
-            for following in edges.get(current, ()):
-                if following in trail:
-                    continue
-                trail[following] = current
-                if following == goal:
-                    path = [following]
-                    step: str | None = current
-                    while step is not None:
-                        path.append(step)
-                        step = trail[step]
-                    return path[::-1]
-                frontier.append(following)
-        return None
 
     async def _running_worker(self, target: str) -> Worker | IpcError:
         """The target's worker once it is ready (starting it if needed), or why it is not."""
@@ -649,46 +562,10 @@ class Router:
         self._start_task(self._spawn(sender, message, body), f"spawn:{sender}")
 
     async def _spawn(self, sender: str, message: EventMessage, body: SpawnRequest) -> None:
-        """``agents__spawn``: the target agent creates the instance unless it exists (it owns
-        the instance directories, so ``spawned`` is true only for the one that made it)."""
-        target = body.target
-        instance_key = body.instance_key or f"{target}-instance-{secrets.token_hex(4)}"
-        reply: SpawnResult
-        try:
-            await self.supervisor.ensure_running(target)
-            answer = await self.ask(
-                target,
-                PrepareInstance(instance_key, body.cwd, sender, body.owner_instance_key),
-            )
-            assert isinstance(answer, PrepareInstanceResult)
-            if answer.error is not None:
-                raise answer.error
-            if answer.created:
-                owner_key = body.owner_instance_key
-                self.spawned[(sender, owner_key, target, instance_key)] = SpawnedInstance(
-                    target=target,
-                    instance_key=instance_key,
-                    owner_agent=sender,
-                    owner_instance_key=owner_key,
-                    created_at=utc_timestamp(),
-                    cwd=answer.cwd,
-                )
-            reply = SpawnResult(target, instance_key, answer.created, answer.cwd)
-        except IpcError as exc:
-            reply = SpawnResult(error=exc)
-        self._reply(sender, message, reply)
+        self._reply(sender, message, await self.spawns.spawn(sender, body))
 
     def _list_request(self, sender: str, message: EventMessage, body: ListRequest) -> None:
-        rows = sorted(
-            (
-                r
-                for r in self.spawned.values()
-                if body.include_all
-                or (r.owner_agent == sender and r.owner_instance_key == body.owner_instance_key)
-            ),
-            key=lambda r: r.created_at,
-        )
-        self._reply(sender, message, ListResult([r.to_json() for r in rows]))
+        self._reply(sender, message, self.spawns.listed(sender, body))
 
     async def ask(self, agent: str, question: EventBody) -> EventBody:
         """Send the running ``agent`` a question and wait for its answer (the body of the kind
