@@ -21,7 +21,7 @@ from agent_process.turn_types import TurnInput, TurnResult
 from goondan.defaults import MAX_INBOX_PER_INSTANCE
 from goondan.time import utc_timestamp
 from ipc import EventMessage
-from ipc import protocol as wire
+from ipc.events import SendFailed
 from tools_base import Message, MessageSource
 
 
@@ -54,7 +54,7 @@ class Inboxes:
         """The answer of an async request to another agent: the instance is woken for it."""
         self._enqueue(instance_key, message, "inter_agent_response", wake=True)
 
-    def on_send_failed(self, message: EventMessage, body: wire.SendFailed) -> None:
+    def on_send_failed(self, message: EventMessage, body: SendFailed) -> None:
         """A send of ours was lost (its target crashed mid-Turn, or refused it): tell the
         instance that sent it, in its next Step."""
         self._log.warning(

@@ -54,15 +54,10 @@ from ipc import (
     ShutdownMessage,
     ShuttingDown,
 )
-from ipc import protocol as wire
+from ipc.events import BootFailed, LeaderChanged, Ready, read_event
 from ipc.logs import configure_logging, log_writer
-from ipc.protocol import (
-    EXIT_BOOT_FAILURE,
-    EXIT_MEMORY_LIMIT,
-    ORCHESTRATOR,
-    EventBody,
-    EventKind,
-)
+from ipc.payload import EventBody
+from ipc.protocol import EXIT_BOOT_FAILURE, EXIT_MEMORY_LIMIT, ORCHESTRATOR, EventKind
 from ipc.scope import SCOPE_ENV, kill_scope, new_scope
 from tools_base import AgentInfo, sandbox
 
@@ -293,11 +288,11 @@ class AgentProcess:
             self.log.error("agent failed to boot", error=str(exc))
             if self.extensions is not None:
                 await self.extensions.aclose()
-            self.outbox.tell(wire.BootFailed(str(exc)))
+            self.outbox.tell(BootFailed(str(exc)))
             await self.channel.flush()
             return EXIT_BOOT_FAILURE
         try:
-            self.outbox.send(self.outbox.event(wire.Ready(os.getpid(), os.environ.get(SCOPE_ENV))))
+            self.outbox.send(self.outbox.event(Ready(os.getpid(), os.environ.get(SCOPE_ENV))))
         except Exception:  # the Orchestrator left while we booted: nobody to serve
             self.log.info("orchestrator gone before the agent was ready; exiting")
             await self._stop()
@@ -367,7 +362,7 @@ class AgentProcess:
                 )
         elif isinstance(message, EventMessage):
             try:
-                body = wire.read_event(message)
+                body = read_event(message)
             except IpcError as exc:
                 self.log.warning("event refused", kind=message.kind, code=exc.code, error=str(exc))
                 return
@@ -382,7 +377,7 @@ class AgentProcess:
     def _on_answer(self, message: EventMessage, body: EventBody) -> None:
         self.correlations.resolve(message.correlation_id, body)
 
-    def _leader_changed(self, message: EventMessage, body: wire.LeaderChanged) -> None:
+    def _leader_changed(self, message: EventMessage, body: LeaderChanged) -> None:
         """What the previous leader owed this agent will never come: answer it ourselves."""
         waiting = len(self.correlations)
         self.correlations.fail_all(

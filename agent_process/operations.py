@@ -23,7 +23,18 @@ from bundle.plan import AgentPlan
 from goondan.time import utc_timestamp
 from ipc import EventMessage, IpcError
 from ipc import protocol as wire
+from ipc.events import Cancel, TurnCompleted
 from ipc.protocol import ORCHESTRATOR
+from ipc.questions import (
+    ApprovalDecision,
+    ApprovalDecisionResult,
+    DeleteInstance,
+    DeleteInstanceResult,
+    PrepareInstance,
+    PrepareInstanceResult,
+    RestartInstance,
+    RestartInstanceResult,
+)
 
 
 class InstanceOperations:
@@ -59,12 +70,12 @@ class InstanceOperations:
         self._approvals = approvals
         self._extensions = extensions
 
-    def prepare(self, message: EventMessage, body: wire.PrepareInstance) -> None:
+    def prepare(self, message: EventMessage, body: PrepareInstance) -> None:
         """``agents__spawn``: create the instance (in its own workdir if asked, which must lie
         in the asking instance's workspace: :mod:`agent_process.spawn` says why the check is
         here) unless it exists, whoever asks; answer with the instance or why not."""
         key = body.instance_key
-        answer: wire.PrepareInstanceResult
+        answer: PrepareInstanceResult
         try:
             workdir = spawn_workdir(body.cwd, self.plan, body.owner, body.owner_instance_key)
             spawned_by = {
@@ -73,34 +84,34 @@ class InstanceOperations:
                 "at": utc_timestamp(),
             }
             instance, created = self._instances.prepare(key, workdir=workdir, spawned_by=spawned_by)
-            answer = wire.PrepareInstanceResult(key, created, str(instance.workdir))
+            answer = PrepareInstanceResult(key, created, str(instance.workdir))
         except Exception as exc:
             code = getattr(exc, "code", None)
             error = IpcError(str(exc), code=code if isinstance(code, str) else "E_INTERNAL")
-            answer = wire.PrepareInstanceResult(error=error)
+            answer = PrepareInstanceResult(error=error)
         self._outbox.tell(answer, message.correlation_id)
 
-    def delete(self, message: EventMessage, body: wire.DeleteInstance) -> None:
+    def delete(self, message: EventMessage, body: DeleteInstance) -> None:
         """Delete a conversation unless a Turn of it is queued or running; answer either way."""
         key = body.instance_key
-        answer: wire.DeleteInstanceResult
+        answer: DeleteInstanceResult
         try:
             conversation = self._instances.conversation_directory(key)
             deleted = self._instances.delete(key)
         except Exception as exc:  # a key whose directory is another's, say
-            answer = wire.DeleteInstanceResult(False, error=str(exc))
+            answer = DeleteInstanceResult(False, error=str(exc))
         else:
             if deleted is None:
                 why = f"instance {key!r} has a Turn queued or running"
-                answer = wire.DeleteInstanceResult(False, error=why)
+                answer = DeleteInstanceResult(False, error=why)
             else:
-                answer = wire.DeleteInstanceResult(True, deleted)
+                answer = DeleteInstanceResult(True, deleted)
                 self._inboxes.forget(key)
                 self._approvals.forget_instance(key)
                 self._extensions.forget_instance(conversation)
         self._outbox.tell(answer, message.correlation_id)
 
-    def restart(self, message: EventMessage, body: wire.RestartInstance) -> None:
+    def restart(self, message: EventMessage, body: RestartInstance) -> None:
         """Restart one conversation (see :meth:`InstanceManager.restart`); the other instances
         keep running. Answered once it is reloaded."""
         task = asyncio.ensure_future(self._restart(body.instance_key, message.correlation_id))
@@ -113,30 +124,30 @@ class InstanceOperations:
         def stopped(turn_input: TurnInput) -> TurnResult:
             return TurnResult.cancelled(turn_input, reason, steps=0, usage=TokenUsage())
 
-        answer: wire.RestartInstanceResult
+        answer: RestartInstanceResult
         try:
             conversation = self._instances.conversation_directory(key)
             # Within the Orchestrator's patience for an answer, so it never times out first.
             loaded, count = await self._instances.restart(key, stopped, wait_seconds=5.0)
         except Exception as exc:  # the Turn would not stop, the conversation is unreadable
-            answer = wire.RestartInstanceResult(False, error=str(exc) or type(exc).__name__)
+            answer = RestartInstanceResult(False, error=str(exc) or type(exc).__name__)
         else:
             if loaded:
                 self._extensions.forget_instance(conversation)  # read again from disk too
             self._log.info(
                 "instance restarted", instance_key=key, loaded=loaded, stopped_turns=count
             )
-            answer = wire.RestartInstanceResult(True, loaded, count)
+            answer = RestartInstanceResult(True, loaded, count)
         self._outbox.tell(answer, correlation_id)
 
-    def cancel(self, message: EventMessage, body: wire.Cancel) -> None:
+    def cancel(self, message: EventMessage, body: Cancel) -> None:
         """Stop the Turns of a cancelled trace at their next safe point (queued ones too)."""
         running = self._turns.cancel(body.trace_id, body.reason)
         self._log.info("trace cancelled", trace_id=body.trace_id, running_turns=running)
 
-    def decide_approval(self, message: EventMessage, body: wire.ApprovalDecision) -> None:
+    def decide_approval(self, message: EventMessage, body: ApprovalDecision) -> None:
         """An operator's decision on a parked call: recorded, the Turn woken, answered."""
-        answer: wire.ApprovalDecisionResult
+        answer: ApprovalDecisionResult
         try:
             approval = self._approvals.decide(
                 body.approval_id,
@@ -145,11 +156,11 @@ class InstanceOperations:
                 reason=body.reason,
                 decided_by=body.decided_by,
             )
-            answer = wire.ApprovalDecisionResult(approval.to_json())
+            answer = ApprovalDecisionResult(approval.to_json())
         except DecisionRefused as exc:
-            answer = wire.ApprovalDecisionResult(error=IpcError(str(exc), code=exc.code))
+            answer = ApprovalDecisionResult(error=IpcError(str(exc), code=exc.code))
         except ConversationStorageError as exc:
-            answer = wire.ApprovalDecisionResult(error=IpcError(str(exc), code=exc.code))
+            answer = ApprovalDecisionResult(error=IpcError(str(exc), code=exc.code))
         self._outbox.tell(answer, message.correlation_id)
 
     def resume_parked_turns(self) -> None:
@@ -202,7 +213,7 @@ class InstanceOperations:
                     trace_id=result.trace_id,
                     status=result.status,
                 )
-                self._outbox.tell(wire.TurnCompleted(key, result.status))
+                self._outbox.tell(TurnCompleted(key, result.status))
                 self._shutdown.check_standard_fds()
 
             future.add_done_callback(finished)

@@ -14,7 +14,10 @@ from agent_process.turn_types import TurnInput, TurnResult
 from ipc import Channel, EventMessage, FrameTooLarge, IpcError, IpcMessage, PeerGone, TurnFailed
 from ipc import protocol as wire
 from ipc.codec import Unencodable
-from ipc.protocol import ORCHESTRATOR, DelegateAnswer, EventBody
+from ipc.delegation import DelegateAnswer
+from ipc.events import RuntimeEventReport, SendRefused, StatusChanged, TextDelta
+from ipc.payload import EventBody
+from ipc.protocol import ORCHESTRATOR
 
 
 class Outbox:
@@ -50,11 +53,11 @@ class Outbox:
 
     def report_event(self, runtime_event: dict[str, Any]) -> None:
         """Hand the Orchestrator a runtime event for its event log."""
-        self.tell(wire.RuntimeEventReport(runtime_event))
+        self.tell(RuntimeEventReport(runtime_event))
 
     def report_busy(self, busy: bool) -> None:
         """The agent started its first running Turn, or finished its last."""
-        self.tell(wire.StatusChanged("processing" if busy else "idle"))
+        self.tell(StatusChanged("processing" if busy else "idle"))
 
     def text_sink(self, instance_key: str, turn_id: str, turn_input: TurnInput) -> TextSink:
         """Where a streamed Turn's model text goes: a ``text_delta`` event per piece, queued
@@ -63,7 +66,7 @@ class Outbox:
         stream_id, trace_id = turn_input.stream_id, turn_input.trace_id
 
         def sink(step_id: str, text: str) -> None:
-            self.tell(wire.TextDelta(stream_id, text, trace_id, instance_key, turn_id, step_id))
+            self.tell(TextDelta(stream_id, text, trace_id, instance_key, turn_id, step_id))
 
         return sink
 
@@ -109,7 +112,7 @@ class Outbox:
         if correlation_id is None:
             self._log.warning("event refused", error=error.message, code=error.code)
             if send_id:
-                self.tell(wire.SendRefused(send_id, error))
+                self.tell(SendRefused(send_id, error))
             return
         answer = DelegateAnswer.failure(error)
         self.send_quietly(wire.delegate_result(self.agent_name, sender, correlation_id, answer))

@@ -18,9 +18,10 @@ from agent_process.instances import InstanceManager
 from agent_process.outbox import Outbox
 from goondan.time import utc_timestamp
 from ipc import IpcError
-from ipc import protocol as wire
+from ipc.delegation import ShutdownRequest
+from ipc.events import ShutdownAck
 from ipc.logs import log_writer
-from ipc.protocol import EXIT_BROKEN_FDS, ShutdownRequest
+from ipc.protocol import EXIT_BROKEN_FDS
 
 
 def standard_fd_identities() -> tuple[tuple[int, int] | None, ...]:
@@ -92,7 +93,7 @@ class Shutdown:
                 await self.instances.drain()
         except TimeoutError:
             self._log.warning("turns still running at the end of the grace period")
-        self._outbox.tell(wire.ShutdownAck())
+        self._outbox.tell(ShutdownAck())
         await self._outbox.channel.flush()
 
     def on_sigterm(self) -> None:

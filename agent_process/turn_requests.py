@@ -14,7 +14,9 @@ from agent_process.shutdown import Shutdown
 from agent_process.turn_types import TurnInput, TurnResult
 from ipc import DelegateMessage, EventMessage, IpcError, ShuttingDown
 from ipc import protocol as wire
-from ipc.protocol import EXTERNAL_CALLER, ORCHESTRATOR, Handoff
+from ipc.delegation import Handoff
+from ipc.events import RestartRequest, Send, SendDone, SendStarted, TurnCompleted
+from ipc.protocol import EXTERNAL_CALLER, ORCHESTRATOR
 
 MAX_CONNECTION_ANSWER_CHARS = 256 * 1024
 """The longest answer handed back to a Connection's connector (longer ones are cut)."""
@@ -41,7 +43,7 @@ class TurnRequests:
             return
         self.start(message.sender, handoff, message.correlation_id)
 
-    def on_send(self, message: EventMessage, body: wire.Send) -> None:
+    def on_send(self, message: EventMessage, body: Send) -> None:
         """A fire-and-forget event for a Turn (from an agent, a user or a connector)."""
         self.start(body.handoff.source or message.sender, body.handoff, None)
 
@@ -62,7 +64,7 @@ class TurnRequests:
             def on_start() -> None:
                 # Out now, before the Turn can have any effect: a send whose Turn never
                 # started is delivered again, one that started never is.
-                outbox.tell(wire.SendStarted(send_id))
+                outbox.tell(SendStarted(send_id))
                 outbox.channel.write_now()
 
         try:
@@ -103,7 +105,7 @@ class TurnRequests:
         result: TurnResult,
     ) -> None:
         outbox = self._outbox
-        outbox.tell(wire.TurnCompleted(instance_key, result.status))
+        outbox.tell(TurnCompleted(instance_key, result.status))
         if correlation_id is not None:
             outbox.reply(sender, correlation_id, result)
         elif send_id:
@@ -111,7 +113,7 @@ class TurnRequests:
         if result.restart_reason is not None:
             # After the answer is out: the restart must not cost the caller its result.
             self._log.info("restart requested by a tool", reason=result.restart_reason)
-            outbox.tell(wire.RestartRequest(result.restart_reason))
+            outbox.tell(RestartRequest(result.restart_reason))
         self._shutdown.check_standard_fds()
 
 
@@ -140,11 +142,11 @@ def source_kind(sender: str) -> Literal["user", "agent", "connector"]:
     return "agent"
 
 
-def send_done(sender: str, send_id: str, result: TurnResult) -> wire.SendDone:
+def send_done(sender: str, send_id: str, result: TurnResult) -> SendDone:
     """The end of send ``send_id``'s Turn; a Connection's send also gets the answer, so its
     connector can reply where the event came from (other senders never read it)."""
     if not sender.startswith(wire.CONNECTION_SENDER_PREFIX):
-        return wire.SendDone(send_id)
+        return SendDone(send_id)
     if result.error is not None:
-        return wire.SendDone(send_id, turn_error=f"{result.error.code}: {result.error.message}")
-    return wire.SendDone(send_id, answer=result.text[:MAX_CONNECTION_ANSWER_CHARS])
+        return SendDone(send_id, turn_error=f"{result.error.code}: {result.error.message}")
+    return SendDone(send_id, answer=result.text[:MAX_CONNECTION_ANSWER_CHARS])

@@ -39,7 +39,7 @@ class TurnInput:
     parent_span_id: str | None = None
     """The caller's tool span, for a delegated Turn; ``None`` for fresh input."""
     stream_id: str = ""
-    """The caller's stream (:attr:`ipc.protocol.Handoff.stream_id`); empty when it does not
+    """The caller's stream (:attr:`ipc.delegation.Handoff.stream_id`); empty when it does not
     stream."""
     relay: bool = False
     """With ``stream_id``: this Turn's requests to other agents stream into it too."""
