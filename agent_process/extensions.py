@@ -18,7 +18,6 @@ import contextvars
 import copy
 import inspect
 import json
-import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from agent_process.tools.registry import ToolRegistrationError, ToolRegistry
 from bundle.entry import load_entry_module
 from bundle.plan import ExtensionPlan
 from goondan.errors import ConfigError
+from goondan.files import write_atomic
 from tools_base import (
     DEFAULT_ERROR_MESSAGE_LIMIT,
     AgentInfo,
@@ -90,16 +90,12 @@ class InstanceStates:
         self._dirty.add(extension)
 
     def save(self) -> None:
-        """Write every changed state (temporary file, then rename: never a torn file)."""
+        """Write every changed state, each with :func:`goondan.files.write_atomic`."""
         for extension in sorted(self._dirty):
             self.directory.mkdir(parents=True, exist_ok=True)
             path = self.directory / f"{extension}.json"
-            tmp = path.with_suffix(".json.tmp")
-            tmp.write_text(
-                json.dumps(self._values[extension], ensure_ascii=False, indent=2),
-                encoding="utf-8",
-            )
-            os.replace(tmp, path)
+            data = json.dumps(self._values[extension], ensure_ascii=False, indent=2)
+            write_atomic(path, data.encode("utf-8"))
         self._dirty.clear()
 
     def _read(self, extension: str) -> JsonObject | None:

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import secrets
 from collections.abc import Awaitable, Callable
@@ -88,6 +87,7 @@ from agent_process.jetstream_link import (
     name_token,
 )
 from bundle.plan import ClusterStoragePlan
+from goondan.files import write_atomic
 from goondan.urls import redact_url
 from tools_base import JsonObject, Message, MessageEvent
 
@@ -294,9 +294,7 @@ class JetStreamStorage:
             path = instances_root / instance / rest
             try:
                 path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.restore")
-                tmp.write_bytes(data)
-                os.replace(tmp, path)
+                write_atomic(path, data)
             except OSError as exc:
                 raise ConversationStorageError(path, exc) from exc
             kept.add(path)

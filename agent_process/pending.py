@@ -9,7 +9,6 @@ remembers recent outcomes, so the model can poll a handle (``pending__status``).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections import OrderedDict
@@ -20,6 +19,7 @@ import structlog
 
 from agent_process.conversation import ConversationStorageError
 from agent_process.storage import RecordMirror
+from goondan.files import write_atomic
 from goondan.time import utc_timestamp
 from tools_base import JsonObject, JsonValue
 
@@ -112,16 +112,12 @@ class PendingLedger:
                 if self.mirror is not None:
                     self.mirror.removed(path)
                 return
-            tmp = path.with_name(FILE_NAME + ".tmp")
             data = json.dumps({"v": 1, "instanceKey": instance_key, "handles": handles})
-            tmp.write_text(data)
-            os.replace(tmp, path)
+            write_atomic(path, data.encode("utf-8"))
             if self.mirror is not None:
                 self.mirror.written(path, data.encode("utf-8"))
         except (OSError, ConversationStorageError) as exc:
             # the work goes on; only a restart could then miss it
-            with contextlib.suppress(OSError):
-                path.with_name(FILE_NAME + ".tmp").unlink(missing_ok=True)
             _log.warning("pending handles not recorded", file=str(path), error=str(exc))
 
 

@@ -64,7 +64,7 @@ def set_dependency(path: Path, name: str, version: str, distribution: str | None
     entry = next((d for d in spec.dependencies if d.name == name), None)
     if entry is None or entry.version != version:  # pragma: no cover - a bug of the editor
         raise PackageDocumentError(f"editing {path} did not record {name} {version}")
-    write_atomic(path, edited.replace("\n", newline).encode(), fsync=False)
+    write_atomic(path, edited.replace("\n", newline).encode())
 
 
 def read_package_text(text: str, path: Path) -> PackageSpec:

@@ -1,4 +1,18 @@
-"""Writing a file under the state directory whole or not at all."""
+"""Writing a file under the state directory whole or not at all: the one atomic write.
+
+Every file the runtime replaces in the state directory (instance metadata, approval records,
+pending handles, extension state, a conversation's rewritten base, connector journals, ...)
+goes through :func:`write_atomic`, so all of them share one durability rule:
+
+1. the bytes go to a temporary file in the same directory (a rename never crosses a file
+   system, and a reader never sees the temporary file under the final name);
+2. the temporary file is fsynced, so the new content is on disk before its name is;
+3. it is renamed over the final name (atomic on POSIX: the old content or the new);
+4. the directory is fsynced, so the rename itself survives a power loss.
+
+Append-only files (a conversation's ``events.jsonl``, the runtime event log, journals) are not
+replaced and follow their own format's rule; see their modules.
+"""
 
 from __future__ import annotations
 
@@ -8,31 +22,35 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: Path, data: bytes, *, fsync: bool = True) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: a reader, or a process started after a crash, finds the
     old content or the new, never a part of either.
 
     The bytes go to a temporary file beside ``path`` (mode 0600, a name of its own, so two
     writers never share one), which is fsynced and renamed over ``path``; then the directory is
-    fsynced so the rename itself survives a power loss. ``fsync=False`` skips both fsyncs (the
-    file is still never torn, only possibly older after a crash of the machine). Raises
-    ``OSError``, the temporary file removed.
+    fsynced so the rename itself survives a power loss. Raises ``OSError``, the temporary file
+    removed; a failure to sync the directory after the rename raises too (the new content is in
+    place, only its survival of a power loss is not known).
     """
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
-            if fsync:
-                os.fsync(out.fileno())
+            os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    if fsync:
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+    sync_directory(path.parent)
+
+
+def sync_directory(directory: Path) -> None:
+    """Force ``directory``'s entries (a file created or renamed in it) to stable storage;
+    raises ``OSError``."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
