@@ -60,7 +60,8 @@ async def refusal(path: Path, checking: Awaitable[dict[str, Any]], *, as_json: b
     that has to be right first.
     """
     from goondan.errors import ExitCode
-    from orchestrator.cli import _config_exit, _issue
+    from orchestrator.cli.common import _config_exit
+    from orchestrator.cli.validate import _issue
 
     verdict = await checking
     errors = list(verdict.get("errors") or [])

@@ -172,8 +172,8 @@ class AnswerPrinter:
 def send_and_wait(args: argparse.Namespace, state_dir: Callable[[], Path]) -> int:
     """``send`` that waits for the answer: approvals it meets are told on stderr as they
     come, and with ``--stream`` the text is printed as it is produced."""
-    from orchestrator.cli import _fail
     from orchestrator.cli.api_target import TargetError, ask_with_events
+    from orchestrator.cli.common import _fail
     from orchestrator.http.client import error_text, path_segment
 
     stream = bool(getattr(args, "stream", False))

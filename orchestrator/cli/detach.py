@@ -271,7 +271,8 @@ def _send(plan: Detach) -> int:
     """``--input`` to the live daemon, answered as ``run --input`` answers (output, exit)."""
     import asyncio
 
-    from orchestrator.cli import _fail, _one_request
+    from orchestrator.cli.common import _fail
+    from orchestrator.cli.run import _one_request
 
     try:
         return asyncio.run(_one_request(_LiveSwarm(plan.state_dir), plan.args))

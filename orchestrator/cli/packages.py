@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from goondan.errors import ExitCode
-from orchestrator.cli import _bundle_path, _fail
+from orchestrator.cli.common import _bundle_path, _fail
 
 
 def add_arguments(package: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:

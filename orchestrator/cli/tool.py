@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from goondan.errors import ExitCode
-from orchestrator.cli import _fail
+from orchestrator.cli.common import _fail
 from orchestrator.validation import die_with_parent, validate_timeout
 
 _CHILD_STATUS = {2: ExitCode.USAGE, 3: ExitCode.CONFIG, 4: ExitCode.VALIDATION}
@@ -109,7 +109,7 @@ def _check(
     is ``file``; print what differs."""
     from bundle import BundleError, load_bundle
     from bundle.tool_hints import parameter_differences
-    from orchestrator.cli import _config_exit
+    from orchestrator.cli.common import _config_exit
 
     try:
         bundle = load_bundle(config, check_handlers=False)

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from orchestrator.cli import COMMANDS, _command_in, build_parser
+from orchestrator.cli.parser import COMMANDS, _command_in, build_parser
 
 
 def test_the_command_names_are_the_parsers() -> None:

@@ -1,0 +1,83 @@
+"""``approvals``, ``approve`` and ``reject``: the tool calls parked for an operator's
+decision."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from orchestrator.cli.common import _ask_daemon, _fail, _refused, _state_dir
+
+
+def cmd_approvals(args: argparse.Namespace) -> int:
+    """Tool calls waiting for an operator's approval (read from the state directory, so no
+    daemon is needed; a daemon at ``--api-url`` is asked); ``--all`` shows decided ones too."""
+    from orchestrator.approvals import list_approvals, print_approvals
+    from orchestrator.cli.api_target import TargetError, remote_rows, remote_url
+
+    try:
+        if remote_url(args) is not None:
+            decided = "1" if args.all else None
+            rows = remote_rows(args, "/v1/approvals", "approvals", agent=args.agent, all=decided)
+        else:
+            rows = list_approvals(_state_dir(args), agent=args.agent, include_decided=args.all)
+    except TargetError as exc:
+        return _fail(args, exc.exit_code, str(exc))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no approvals" if args.all else "nothing waits for approval")
+    print_approvals(rows)
+    return 0
+
+
+def _decide(args: argparse.Namespace, decision: str, body: dict[str, Any]) -> int:
+    """``approve``/``reject``: the decision through the daemon; exit 1 when refused."""
+    from orchestrator.http.client import path_segment
+
+    query = "?wait=1" if args.wait else ""
+    path = f"/v1/approvals/{path_segment(args.id)}/{decision}{query}"
+    status, answer = _ask_daemon(args, "POST", path, body)
+    if args.json:
+        print(json.dumps(answer))
+        return 0 if status < 400 else 1
+    if _refused(status, answer):
+        return 1
+    approval = answer.get("approval") or {}
+    print(f"{approval.get('status')} {approval.get('approvalId')} ({approval.get('toolName')})")
+    if not args.wait:
+        return 0
+    turn = answer.get("turn")
+    if turn is None:
+        print("error: the Turn did not answer within the request timeout", file=sys.stderr)
+        return 1
+    if turn.get("status") == "ok":
+        print(turn.get("output") or "")
+        return 0
+    error = turn.get("error") or {}
+    print(f"error: {error.get('message')} ({error.get('code')})", file=sys.stderr)
+    return 1
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    """Approve a parked tool call: it runs (with ``--args`` in place of the model's)."""
+    body: dict[str, Any] = {}
+    if args.args is not None:
+        try:
+            arguments = json.loads(args.args)
+        except ValueError as exc:
+            print(f"error: --args is not JSON: {exc}", file=sys.stderr)
+            return 2
+        if not isinstance(arguments, dict):
+            print("error: --args must be a JSON object", file=sys.stderr)
+            return 2
+        body["arguments"] = arguments
+    return _decide(args, "approve", body)
+
+
+def cmd_reject(args: argparse.Namespace) -> int:
+    """Reject a parked tool call: the model gets ``E_TOOL_REJECTED`` with the reason."""
+    return _decide(args, "reject", {"reason": args.reason})

@@ -1,0 +1,181 @@
+"""What every command of the command line shares: how a failure is reported, where the
+configuration and the state directory are, how the daemon is asked, and how a command runs
+as a process of the swarm.
+
+Kept light, as the parser imports every command module: what a command needs beyond this is
+imported when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any
+
+from goondan.errors import ExitCode
+
+Command = Callable[[argparse.Namespace], int]
+
+
+DEFAULT_CONFIG = "goondan.yaml"
+
+
+def _fail(args: argparse.Namespace, code: int, message: str, suggestion: str | None = None) -> int:
+    """Report a failure as the command's output calls for (one JSON object on stdout with
+    ``--json``, else ``error: ...`` on stderr) and return its exit status."""
+    if getattr(args, "json", False):
+        error: dict[str, Any] = {"code": ExitCode(code).error_name, "message": message}
+        if suggestion:
+            error["suggestion"] = suggestion
+        print(json.dumps({"error": error, "exitCode": int(code)}))
+    else:
+        print(f"error: {message}", file=sys.stderr)
+        if suggestion:
+            print(f"  hint: {suggestion}", file=sys.stderr)
+    return int(code)
+
+
+def _bundle_path(args: argparse.Namespace) -> Path:
+    """The configuration a command works on: its FILE argument or ``-c/--config`` (the same
+    option on every command), else goondan.yaml here. Either may name a bundle directory."""
+    given = getattr(args, "file", None)
+    config = getattr(args, "config", None)
+    if given and config and Path(given) != Path(config):
+        raise _UsageError(f"two configurations given: {given} and -c {config}")
+    return Path(given or config or DEFAULT_CONFIG)
+
+
+class _UsageError(ValueError):
+    """A command line that cannot mean anything (exit 2)."""
+
+
+def _log_level(args: argparse.Namespace, one_shot: bool = False) -> str | None:
+    """``--log-level`` if given; else ``-v`` debug, ``-q`` error; a one-shot command printing
+    to a terminal keeps its answer readable: warning (info with ``-v``)."""
+    if getattr(args, "log_level", None):
+        return str(args.log_level)
+    verbose, quiet = getattr(args, "verbose", 0), getattr(args, "quiet", False)
+    if quiet:
+        return "error"
+    if verbose >= (2 if one_shot else 1):
+        return "debug"
+    if one_shot and sys.stdout.isatty():
+        return "info" if verbose else "warning"
+    return None
+
+
+def _config_exit(errors: Sequence[Any]) -> int:
+    """CONFIG when the configuration could not be read at all, else VALIDATION."""
+    unread = {"E_CONFIG_FILE_NOT_FOUND", "E_CONFIG_FILE_TOO_LARGE", "E_CONFIG_PARSE_ERROR"}
+    codes = {
+        getattr(e, "code", None) or (e.get("code") if isinstance(e, dict) else None) for e in errors
+    }
+    return ExitCode.CONFIG if codes and codes <= unread else ExitCode.VALIDATION
+
+
+def _serve(
+    args: argparse.Namespace,
+    process: str,
+    main: Callable[[argparse.Namespace], Coroutine[Any, Any, int]],
+    *,
+    one_shot: bool = False,
+) -> int:
+    """Run ``main(args)`` as a process of the swarm: the ``.env`` files, its logging, a
+    private umask, uvloop."""
+    from goondan.proctitle import prepare as prepare_process_name
+
+    # Before .env files change the environment, beside which the command line is found.
+    prepare_process_name()
+    from ipc.logs import configure_logging
+    from orchestrator.cli.envfiles import EnvFileMissing, load_env_files
+    from orchestrator.cli.terminal import ignore_terminal_stops
+
+    ignore_terminal_stops()  # before any child starts: they inherit it
+    path = _bundle_path(args)
+    env_file = getattr(args, "env_file", None)
+    try:
+        loaded = load_env_files(path, Path(env_file) if env_file else None)
+    except EnvFileMissing as exc:
+        return _fail(args, ExitCode.USAGE, str(exc))
+    level = _log_level(args, one_shot)
+    if level:
+        os.environ["GOONDAN_LOG_LEVEL"] = level  # agent processes inherit it
+    configure_logging(level, process=process)
+    if loaded.files:
+        import structlog
+
+        structlog.get_logger("goondan.cli").info(
+            "environment files loaded",
+            files=[str(f) for f in loaded.files],
+            variables=sorted(loaded.names),  # names only: values never reach a log
+        )
+    # A daemon's files are its user's alone; agent processes inherit this (and set it again).
+    os.umask(0o077)
+    from goondan.http_admission import raise_open_file_limit
+
+    raise_open_file_limit()  # each connection costs a descriptor: serve as many as allowed
+    try:
+        import uvloop
+
+        return uvloop.run(main(args))
+    except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+        import asyncio
+
+        return asyncio.run(main(args))
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    """``--state-dir``, else the bundle's directory under ``--state-root`` or
+    ``$GOONDAN_STATE_ROOT``, else ``.goondan/`` beside the configuration."""
+    from orchestrator.state_dir import resolve_state_dir
+
+    return resolve_state_dir(
+        _bundle_path(args), state_dir=args.state_dir, state_root=getattr(args, "state_root", None)
+    )
+
+
+class _DaemonFailed(Exception):
+    """The daemon could not be asked or did not answer; carries the exit code."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
+def _ask_daemon(
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    wait_seconds: float | None = None,
+) -> tuple[int, Any]:
+    """The daemon's ``(status, body)`` (on api.sock, or at ``--api-url``); exit 5 (network)
+    when none runs, or when it takes the request and never answers; 6 when it wants a token."""
+    from orchestrator.cli.api_target import TargetError, ask
+
+    try:
+        return ask(args, lambda: _state_dir(args), method, path, body, wait_seconds)
+    except TargetError as exc:
+        raise _DaemonFailed(_fail(args, exc.exit_code, str(exc))) from exc
+
+
+def _refused(status: int, body: Any) -> bool:
+    """Print the API's error and say so, when ``status`` is one."""
+    from orchestrator.http.client import error_text
+
+    if status < 400:
+        return False
+    print(f"error: {error_text(body)}", file=sys.stderr)
+    return True
+
+
+def _accepted(args: argparse.Namespace, method: str, path: str) -> Any | None:
+    """The daemon's answer when it took the request; ``None`` (error printed) otherwise."""
+    asked = _ask_daemon(args, method, path)
+    if _refused(*asked):
+        return None
+    return asked[1]

@@ -1,0 +1,142 @@
+"""``logs``: the runtime event log, filtered, and followed with ``-f`` (``--process`` reads a
+process's own output files instead: :mod:`orchestrator.cli.logs`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestrator.cli.common import _fail, _state_dir, _UsageError
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    """Print the runtime event log, filtered; ``--follow`` keeps printing new events."""
+    if args.process is not None:  # one process's output files instead of the event log
+        from orchestrator.cli.logs import show
+
+        if getattr(args, "api_url", None):
+            raise _UsageError(
+                "logs --process reads the state directory's files: not with --api-url"
+            )
+        return show(args, _state_dir(args))
+    from orchestrator.cli.api_target import TargetError, remote_url
+    from orchestrator.eventlog import (
+        FILE_NAME,
+        EventLogTooNew,
+        parse_since,
+    )
+
+    try:
+        since = parse_since(args.since) if args.since else None
+    except ValueError:
+        print(
+            f"error: --since {args.since!r}: use 30s, 10m, 2h, 1d or an ISO timestamp",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        if remote_url(args) is not None:
+            return _follow_remote(args, since)
+    except TargetError as exc:
+        return _fail(args, exc.exit_code, str(exc))
+    state_dir = _state_dir(args)
+    path = state_dir / FILE_NAME
+    if not path.exists() and not args.follow:
+        print(f"no runtime events yet at {path}", file=sys.stderr)
+        return 1
+    try:
+        return _print_logs(args, state_dir, path, since)
+    except EventLogTooNew as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _follow_remote(args: argparse.Namespace, since: Any) -> int:
+    """``logs -f`` of the daemon at ``--api-url``: its live events (its log file is its own)."""
+    from orchestrator.cli.api_target import TargetError, daemon_api, open_events
+    from orchestrator.eventlog import format_event, matches
+
+    if not args.follow:
+        raise _UsageError(
+            "logs reads the event log in the state directory; with --api-url only -f "
+            "(the daemon's live events)"
+        )
+    api = daemon_api(args, _state_dir_unused)
+    stream = open_events(args, api)
+    # It has no past to print first: say the stream is open, so a silence means no events.
+    print(f"following the events of the daemon at {api.where}", file=sys.stderr, flush=True)
+    try:
+        for event in stream:
+            if event.get("type") != "text.delta" and matches(
+                event, agent=args.agent, trace=args.trace, since=since
+            ):
+                line = json.dumps(event, ensure_ascii=False) if args.json else format_event(event)
+                print(line, flush=True)
+    except KeyboardInterrupt:
+        return 0
+    raise TargetError("no-answer", f"the daemon at {api.where} closed its event stream")
+
+
+def _state_dir_unused() -> Path:
+    raise AssertionError("no state directory with --api-url")
+
+
+def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: Any) -> int:
+    from collections import deque
+
+    from orchestrator.cli.logs import ALL_LINES, FOLLOW_LINES
+    from orchestrator.eventlog import format_event, log_files, matches, read_events
+    from orchestrator.http.client import DaemonApi
+
+    # The past is held back to its last --lines events (-f: the last few, as `tail -f`).
+    lines = args.lines if args.lines is not None else (FOLLOW_LINES if args.follow else ALL_LINES)
+    past: deque[str] | None = deque(maxlen=lines) if lines != ALL_LINES else None
+
+    def show(event: dict[str, Any]) -> None:
+        if event.get("type") == "text.delta":
+            return  # streamed text is not kept in the log: -f shows what plain logs shows
+        if matches(event, agent=args.agent, trace=args.trace, since=since):
+            line = json.dumps(event, ensure_ascii=False) if args.json else format_event(event)
+            if past is not None:
+                past.append(line)
+            else:
+                print(line, flush=True)
+
+    stream = DaemonApi(state_dir).events() if args.follow else None
+    for rotated in [f for f in log_files(state_dir) if f != path]:
+        for _, event in read_events(rotated):
+            show(event)
+    offset = 0
+    recent: list[str] = []
+    while True:
+        if path.exists() and path.stat().st_size < offset:
+            offset = 0  # it rotated: the new file starts from the top
+        for end, event in read_events(path, offset):
+            offset = end
+            show(event)
+            recent = [*recent[-999:], json.dumps(event, sort_keys=True, default=str)]
+        if past is not None:  # the past is read: its last lines, then whatever comes
+            for line in past:
+                print(line)
+            sys.stdout.flush()
+            past = None
+        if not args.follow:
+            return 0
+        if stream is not None:  # the daemon pushes what comes next
+            try:
+                for event in stream:
+                    if json.dumps(event, sort_keys=True, default=str) not in recent:
+                        show(event)
+            except KeyboardInterrupt:
+                return 0
+            # The daemon stopped: tail the file from here, for whatever runs next.
+            stream = None
+            offset = path.stat().st_size if path.exists() else 0
+        try:
+            time.sleep(0.25)  # no daemon API to push events: tail the file
+        except KeyboardInterrupt:
+            return 0

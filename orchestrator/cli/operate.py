@@ -1,0 +1,322 @@
+"""The commands that operate the running daemon: ``status``, ``usage``, ``send``,
+``restart``, ``requests``, ``cancel`` and ``instances``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from orchestrator.cli.common import (
+    _accepted,
+    _ask_daemon,
+    _bundle_path,
+    _fail,
+    _refused,
+    _state_dir,
+)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """One row per agent of the running daemon; exit 1 when none runs."""
+    answer = _accepted(args, "GET", "/v1/agents")
+    if answer is None:
+        return 1
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return 0
+    print(f"swarm {answer.get('swarm')} (orchestrator pid {answer.get('pid')})")
+    cluster = answer.get("cluster")
+    if cluster:
+        _print_cluster(cluster)
+    from orchestrator.cli.usage import print_pools
+    from orchestrator.tables import Column, Table
+
+    node_column = (Column("NODE", 14),) if cluster else ()
+    agents = Table(
+        (
+            *node_column,
+            Column("AGENT", 20),
+            Column("PID", 7, ">"),
+            Column("STATUS", 17),
+            Column("INST", 4, ">"),
+            Column("RESTARTS", 8, ">"),
+            Column("CRASHES", 7, ">"),
+            Column("UPTIME", 9, ">"),
+            Column("PENDING", 7, ">"),
+            Column("WAIT", 4, ">"),
+            Column("TOKENS", 9, ">"),
+            Column("LAST EXIT", gap="  "),
+        )
+    )
+    for row in answer.get("agents", []):
+        uptime = f"{row['uptimeSeconds']:.0f}s" if row.get("uptimeSeconds") is not None else "-"
+        node = (row.get("node") or "(leader)",) if cluster else ()
+        agents.add_row(
+            *node,
+            row["agent"],
+            row.get("pid") or "-",
+            row["status"],
+            len(row.get("instances", [])),
+            row["restarts"],
+            row["crashes"],
+            uptime,
+            row.get("pendingDelegates", 0),
+            row.get("permitsWaiting", 0),
+            (row.get("usage") or {}).get("totalTokens", 0),
+            (row.get("lastExit") or {}).get("reason") or "-",
+        )
+    agents.print()
+    print_pools(answer.get("pools") or [])
+    connections = answer.get("connections") or []
+    if connections:
+        print()
+        table = Table(
+            (
+                Column("CONNECTION", 20),
+                Column("PID", 7, ">"),
+                Column("STATUS", 17),
+                Column("CONNECTOR", 14),
+                Column("RESTARTS", 8, ">"),
+                Column("FAILS", 5, ">"),
+                Column("LAST EVENT", 10, ">"),
+                Column("WHY", gap="  "),
+            )
+        )
+        from orchestrator.connection_health import last_event_cell, why_cell
+
+        for row in connections:
+            table.add_row(
+                row["connection"],
+                row.get("pid") or "-",
+                row["status"],
+                row["connector"],
+                row["restarts"],
+                (row.get("health") or {}).get("consecutiveFailures", 0),
+                last_event_cell(row),
+                why_cell(row),
+            )
+        table.print()
+    return 0
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    """Tokens and cost per agent, instance and trace, what budgets have left, and the pools
+    (from the state directory when no daemon runs)."""
+    from orchestrator.cli.usage import run_usage
+
+    return run_usage(
+        args,
+        lambda: _state_dir(args),
+        lambda: _bundle_path(args),
+        lambda code, message: _fail(args, code, message),
+    )
+
+
+def _print_cluster(cluster: dict[str, Any]) -> None:
+    print(f"cluster {cluster.get('cluster')} at {cluster.get('server')}")
+    from orchestrator.tables import Column, Table
+
+    table = Table(
+        (
+            Column("NODE", 14),
+            Column("UP", 4),
+            Column("BUNDLE", 9),
+            Column("HOST", 20),
+            Column("PID", 7, ">"),
+            Column("AGENTS", gap="  "),
+        )
+    )
+    for node in cluster.get("nodes", []):
+        same = node.get("sameBundle")
+        table.add_row(
+            node["node"],
+            "yes" if node.get("up") else "NO",
+            "-" if same is None else ("same" if same else "DIFFERS"),
+            node.get("host") or "-",
+            node.get("pid") or "-",
+            ", ".join(node.get("agents", [])) or "-",
+        )
+    table.print()
+    print()
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    """Deliver text to an agent of the running daemon and print its answer (``--no-wait``:
+    return once it is accepted)."""
+    from orchestrator.cli.answer_stream import send_and_wait
+    from orchestrator.http.client import path_segment
+
+    if not args.no_wait or args.stream:
+        return send_and_wait(args, lambda: _state_dir(args))
+    body: dict[str, Any] = {"input": args.text, "instanceKey": args.instance}
+    status, answer = _ask_daemon(args, "POST", f"/v1/agents/{path_segment(args.agent)}/sends", body)
+    if args.json:
+        print(json.dumps(answer))
+    elif _refused(status, answer):
+        return 1
+    return 0 if status < 400 else 1
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    """Gracefully restart one agent (or --all); conversations survive, unless ``--fresh``."""
+    from orchestrator.http.client import path_segment
+
+    if not args.all and not args.agent:
+        print("error: name an agent, or pass --all", file=sys.stderr)
+        return 2
+    names = [args.agent]
+    if args.all:
+        answer = _accepted(args, "GET", "/v1/agents")
+        if answer is None:
+            return 1
+        names = [row["agent"] for row in answer.get("agents", [])]
+    restarted = []
+    query = "?fresh=1" if args.fresh else ""
+    for name in names:
+        answer = _accepted(args, "POST", f"/v1/agents/{path_segment(name)}/restart{query}")
+        if answer is None:
+            return 1
+        restarted.append(answer)
+        if not args.json:
+            fresh = ""
+            if args.fresh:
+                count = len(answer.get("deletedInstances", []))
+                fresh = f", {count} conversation{'s' if count != 1 else ''} deleted"
+            print(f"{answer['agent']}: restarted (pid {answer['pid']}{fresh})")
+    if args.json:
+        print(json.dumps({"restarted": restarted}))
+    return 0
+
+
+def cmd_requests(args: argparse.Namespace) -> int:
+    """The requests of the running daemon waiting for an answer (ids for ``cancel``)."""
+    answer = _accepted(args, "GET", "/v1/requests")
+    if answer is None:
+        return 1
+    rows = answer.get("requests", [])
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    from orchestrator.tables import Column, Table
+
+    table = Table(
+        (
+            Column("REQUEST", 30, cut=False),
+            Column("TRACE", 32, cut=False),
+            Column("CALLER", 14),
+            Column("AGENT", 14),
+            Column("INSTANCE", 14),
+            Column("STARTED"),
+        )
+    )
+    for row in rows:
+        table.add_row(
+            row["requestId"],
+            row["traceId"],
+            row["caller"],
+            row["agent"],
+            row["instanceKey"],
+            row["startedAt"],
+        )
+    table.print()
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """Cancel a running request by request id or trace id; its caller is answered CANCELLED."""
+    from orchestrator.http.client import path_segment
+
+    asked = _ask_daemon(
+        args, "POST", f"/v1/requests/{path_segment(args.id)}/cancel", {"reason": args.reason}
+    )
+    status, answer = asked
+    if args.json:
+        print(json.dumps(answer))
+    elif not _refused(status, answer):
+        for trace_id in answer.get("cancelled", []):
+            print(f"cancelled trace {trace_id}")
+    return 0 if status < 400 else 1
+
+
+def cmd_instances(args: argparse.Namespace) -> int:
+    """``instances [AGENT]`` lists conversation instances; ``instances delete AGENT KEY`` removes one."""
+    from orchestrator.cli.api_target import TargetError, ask, remote_rows, remote_url
+    from orchestrator.http.client import error_text, path_segment
+    from orchestrator.state_dir import delete_instance_dir, list_instances
+
+    words = list(args.words)
+    if not words and getattr(args, "command", None) == "instance":  # bare: the terminal view
+        from orchestrator.cli.instance import view
+
+        shown = view(args, lambda: _state_dir(args))
+        if shown is not None:
+            return shown
+    if words and words[0] == "restart":
+        from orchestrator.cli.instance_restart import restart_instances
+
+        return restart_instances(args, words[1:], lambda: _state_dir(args))
+    if words and words[0] == "delete":
+        if len(words) != 3:
+            print("usage: instances delete AGENT KEY", file=sys.stderr)
+            return 2
+        _, agent, key = words
+        try:  # through the daemon, so a running agent forgets the instance too
+            status, answer = ask(
+                args,
+                lambda: _state_dir(args),
+                "DELETE",
+                f"/v1/agents/{path_segment(agent)}/instances/{path_segment(key)}",
+            )
+        except TargetError as exc:
+            if exc.failure != "no-daemon" or remote_url(args) is not None:
+                return _fail(args, exc.exit_code, str(exc))
+            state_dir = _state_dir(args)
+            status, answer = (
+                200,
+                {"ok": True, "deleted": delete_instance_dir(state_dir, agent, key)},
+            )
+        if args.json:
+            print(json.dumps(answer))
+        elif status >= 400:
+            print(f"error: {error_text(answer)}", file=sys.stderr)
+        else:
+            print("deleted" if answer.get("deleted") else "not found")
+        return 0 if status < 400 else 1
+    if len(words) > 1:
+        print("usage: instances [AGENT] | instances delete AGENT KEY", file=sys.stderr)
+        return 2
+    # Read from disk: the listing needs no daemon (a daemon at --api-url is asked).
+    agent = words[0] if words else None
+    try:
+        if remote_url(args) is not None:
+            rows = remote_rows(args, "/v1/instances", "instances", agent=agent)
+        else:
+            rows = list_instances(_state_dir(args), agent)
+    except TargetError as exc:
+        return _fail(args, exc.exit_code, str(exc))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    from orchestrator.tables import Column, Table
+
+    table = Table(
+        (
+            Column("AGENT", 20),
+            Column("INSTANCE", 24),
+            Column("STATUS", 11),
+            Column("TOKENS", 9, ">"),
+            Column("UPDATED", gap="  "),
+        )
+    )
+    for row in rows:
+        table.add_row(
+            row.get("agentName", "?"),
+            row.get("instanceKey", "?"),
+            row.get("status", "?"),
+            (row.get("usage") or {}).get("totalTokens", 0),
+            row.get("updatedAt", ""),
+        )
+    table.print()
+    return 0

@@ -1,0 +1,463 @@
+"""The argument parser of every command (also what shell completion reads).
+
+Parsing imports nothing heavy: each command module imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from goondan.defaults import DEFAULT_INSTANCE_KEY
+from orchestrator.cli.approvals import cmd_approvals, cmd_approve, cmd_reject
+from orchestrator.cli.common import Command
+from orchestrator.cli.events import cmd_logs
+from orchestrator.cli.operate import (
+    cmd_cancel,
+    cmd_instances,
+    cmd_requests,
+    cmd_restart,
+    cmd_send,
+    cmd_status,
+    cmd_usage,
+)
+from orchestrator.cli.project import cmd_completion, cmd_doctor, cmd_init, cmd_package, cmd_tool
+from orchestrator.cli.run import cmd_node, cmd_run
+from orchestrator.cli.studio import cmd_studio
+from orchestrator.cli.validate import cmd_schema, cmd_validate
+
+TEMPLATE_NAMES = ("offline", "openai", "anthropic", "multi-agent")
+"""``init`` templates (orchestrator/templates; kept here so parsing imports nothing)."""
+
+
+def _stream_help() -> str:
+    from orchestrator.cli.answer_stream import STREAM_HELP
+
+    return STREAM_HELP
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every subcommand; with ``only``, the arguments of that
+    command alone (the others are listed, but parse nothing)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m orchestrator",
+        description="Run and manage Goondan agent swarms.",
+        epilog="Exit statuses: 0 ok, 1 internal or failed, 2 usage, 3 configuration unreadable, "
+        "4 configuration invalid, 5 network (no daemon, a peer out of reach), 6 a credential "
+        "missing or refused, 130 interrupted.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    parser.add_argument(
+        "--version", action="store_true", help="print the version (as JSON with --json)"
+    )
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("output")
+    group.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log lines (-vv: debug)"
+    )
+    group.add_argument("-q", "--quiet", action="store_true", help="errors only in the log")
+    group.add_argument("--no-color", action="store_true", help="no colours on a terminal")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, help: str, run: Command) -> argparse.ArgumentParser | None:
+        """Add command ``name``; its parser when its arguments are wanted, else ``None``."""
+        sub = commands.add_parser(name, help=help, parents=[common])
+        sub.set_defaults(run=run)
+        return sub if only in (None, name) else None
+
+    def config_option(sub: argparse.ArgumentParser, what: str = "the configuration") -> None:
+        sub.add_argument(
+            "file",
+            nargs="?",
+            metavar="FILE",
+            help=f"{what}: goondan.yaml or a bundle directory (default: goondan.yaml here)",
+        )
+        sub.add_argument("-c", "--config", metavar="FILE", help="the same, as an option")
+
+    def state_options(sub: argparse.ArgumentParser) -> None:
+        from orchestrator.state_dir import add_state_options
+
+        add_state_options(sub)
+
+    def env_file_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--env-file",
+            metavar="PATH",
+            help="variables to load after .env and .env.local beside the configuration (they "
+            "win over the environment; a missing file is an error)",
+        )
+
+    validate = command("validate", "check a configuration and report every error", cmd_validate)
+    if validate is not None:
+        config_option(validate)
+        validate.add_argument("--json", action="store_true", help="print the result as JSON")
+        validate.add_argument(
+            "--format",
+            choices=("text", "json", "github"),
+            default="text",
+            help="text (default), json, or github (workflow annotations ::error file=...)",
+        )
+        validate.add_argument(
+            "--strict", action="store_true", help="warnings count as errors (exit 4)"
+        )
+        validate.add_argument(
+            "--fix",
+            action="store_true",
+            help="first repair in place what needs no judgement (name case, a missing "
+            "apiVersion, trailing whitespace), printing each change",
+        )
+        validate.add_argument(
+            "--no-handlers",
+            action="store_true",
+            help="do not import tool modules to check handlers",
+        )
+        validate.add_argument(
+            "--allow-outside-bundle",
+            action="store_true",
+            help="let entry modules and systemRef files lie outside the bundle directory",
+        )
+        validate.add_argument(
+            "--verdict-from-child", action="store_true", help=argparse.SUPPRESS
+        )  # internal: the child process that runs the checks
+
+    run = command("run", "run a swarm (one --input, or as a daemon)", cmd_run)
+    if run is not None:
+        config_option(run)
+        env_file_option(run)
+        given = run.add_mutually_exclusive_group()
+        given.add_argument(
+            "--input", help="send this text to the entry agent, print the answer, exit"
+        )
+        given.add_argument(
+            "--input-file", metavar="PATH", help="the same with a file's text (- for stdin)"
+        )
+        run.add_argument("--agent", help="send --input to this agent instead of the entry agent")
+        run.add_argument(
+            "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
+        )
+        state_options(run)
+        run.add_argument("--swarm", help="which Swarm to run (default: `default`, or the only one)")
+        run.add_argument(
+            "--detach",
+            action="store_true",
+            help="start the daemon in the background, wait until it is ready, print its pid "
+            "(a live one of the same state is used instead)",
+        )
+        run.add_argument(
+            "--interactive",
+            action="store_true",
+            help="prompt on the terminal even when started in the background: the prompt "
+            "shows once the job is in the foreground (fg). Without it the daemon prompts only "
+            "when it owns the terminal's foreground at start. Needs a terminal on stdin and "
+            "the daemon mode (exit 2 otherwise)",
+        )
+        run.add_argument("--json", action="store_true", help="print the answer as JSON")
+        run.add_argument("--stream", action="store_true", help=f"with --input: {_stream_help()}")
+        run.add_argument(
+            "--watch",
+            action="store_true",
+            help="apply edits of the configuration live (daemon mode)",
+        )
+        run.add_argument("--log-level", help="debug, info, warning, error (default: info)")
+        run.add_argument(
+            "--allow-outside-bundle",
+            action="store_true",
+            help="let entry modules and systemRef files lie outside the bundle directory",
+        )
+        run.add_argument(
+            "--listen",
+            metavar="HOST:PORT",
+            help="serve the HTTP API on TCP too (besides .goondan/api.sock); off loopback it needs "
+            "--api-token-env",
+        )
+        run.add_argument(
+            "--api-token-env",
+            metavar="NAME",
+            help="environment variable holding the bearer token every HTTP request must carry",
+        )
+        run.add_argument(
+            "--otlp-endpoint",
+            metavar="URL",
+            help="export every Turn, Step and tool call as OpenTelemetry spans over OTLP/HTTP, e.g. "
+            "http://127.0.0.1:4318 (extra `otel`; default: OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)",
+        )
+
+    def cluster_options(sub: argparse.ArgumentParser, required: bool) -> None:
+        group = sub.add_argument_group(
+            "cluster",
+            "several hosts over NATS (extra `cluster`); a password or token comes from "
+            "GOONDAN_NATS_PASSWORD (with GOONDAN_NATS_USER) or GOONDAN_NATS_TOKEN",
+        )
+        group.add_argument(
+            "--cluster",
+            metavar="URL",
+            required=required,
+            help="NATS server(s) of the cluster, e.g. nats://10.0.0.5:4222 (JetStream enabled)"
+            + ("" if required else "; this daemon becomes the cluster's leader"),
+        )
+        group.add_argument("--cluster-name", help="the cluster's name (default: the Swarm's name)")
+        group.add_argument("--cluster-creds", metavar="FILE", help="a NATS .creds file")
+        group.add_argument("--cluster-nkey", metavar="FILE", help="a file holding an nkey seed")
+        group.add_argument("--cluster-tls-ca", metavar="FILE", help="CA bundle for tls://")
+        group.add_argument("--cluster-tls-cert", metavar="FILE", help="client certificate")
+        group.add_argument("--cluster-tls-key", metavar="FILE", help="client certificate key")
+        group.add_argument(
+            "--heartbeat-seconds",
+            type=float,
+            default=1.0,
+            help="membership heartbeat; a member silent for 3 of them is lost (default: 1; "
+            "the leader's value applies to every node)",
+        )
+
+    if run is not None:
+        cluster_options(run, required=False)
+
+    node = command("node", "run agents of a clustered swarm on this host", cmd_node)
+    if node is not None:
+        config_option(node, "the same configuration as the leader's")
+        env_file_option(node)
+        node.add_argument(
+            "--name", required=True, help="this node's name, as Swarm.spec.placement uses it"
+        )
+        node.add_argument(
+            "--label",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a label this node declares, for Swarm.spec.placement's `labels` (repeatable)",
+        )
+        state_options(node)
+        node.add_argument("--swarm", help="which Swarm (default: `default`, or the only one)")
+        node.add_argument("--log-level", help="debug, info, warning, error (default: info)")
+        cluster_options(node, required=True)
+
+    def daemon_options(sub: argparse.ArgumentParser) -> None:
+        from orchestrator.cli.api_target import add_options
+
+        sub.add_argument(
+            "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
+        )
+        state_options(sub)
+        sub.add_argument("--json", action="store_true", help="print JSON")
+        add_options(sub)
+
+    status = command("status", "show every agent of the running daemon", cmd_status)
+    if status is not None:
+        daemon_options(status)
+
+    usage = command(
+        "usage", "tokens, cost and budgets left per agent, instance and trace", cmd_usage
+    )
+    if usage is not None:
+        usage.add_argument("--trace", metavar="TRACE_ID", help="one trace (see `logs`)")
+        usage.add_argument(
+            "--traces", type=int, default=20, metavar="N", help="latest traces shown (default: 20)"
+        )
+        daemon_options(usage)
+
+    send = command("send", "deliver text to an agent of the running daemon", cmd_send)
+    if send is not None:
+        send.add_argument("agent", help="target agent")
+        send.add_argument("text", help="the input")
+        send.add_argument(
+            "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
+        )
+        send.add_argument("--no-wait", action="store_true", help="return once accepted")
+        send.add_argument("--stream", action="store_true", help=_stream_help())
+        send.add_argument(
+            "--timeout",
+            type=float,
+            metavar="SECONDS",
+            help="how long the request may take (default: the swarm's requestTimeoutSeconds)",
+        )
+        daemon_options(send)
+
+    restart = command("restart", "gracefully restart an agent (or --all)", cmd_restart)
+    if restart is not None:
+        restart.add_argument("agent", nargs="?", help="agent to restart")
+        restart.add_argument("--all", action="store_true", help="restart every agent")
+        restart.add_argument(
+            "--fresh",
+            action="store_true",
+            help="delete the agent's conversations (every instance) before it starts again",
+        )
+        daemon_options(restart)
+
+    requests = command(
+        "requests", "the requests waiting for an answer (their ids, for cancel)", cmd_requests
+    )
+    if requests is not None:
+        daemon_options(requests)
+
+    cancel = command("cancel", "cancel a running request (by request id or trace id)", cmd_cancel)
+    if cancel is not None:
+        cancel.add_argument("id", metavar="TRACE_OR_REQUEST_ID", help="see `requests` or `logs`")
+        cancel.add_argument(
+            "--reason", default="cancelled by an operator", help="told to the caller"
+        )
+        daemon_options(cancel)
+
+    for name in ("instances", "instance"):  # `instance`: the original runtime's name
+        instances = command(
+            name,
+            "list conversation instances; `instances delete AGENT KEY`, "
+            "`instances restart [AGENT] KEY`",
+            cmd_instances,
+        )
+        if instances is not None:
+            instances.add_argument(
+                "words",
+                nargs="*",
+                metavar="[AGENT] | delete AGENT KEY | restart [AGENT] KEY",
+            )
+            daemon_options(instances)
+
+    approvals = command(
+        "approvals", "list tool calls waiting for an operator's approval", cmd_approvals
+    )
+    if approvals is not None:
+        approvals.add_argument("--agent", help="only this agent's")
+        approvals.add_argument("--all", action="store_true", help="decided ones too")
+        daemon_options(approvals)
+
+    approve = command("approve", "approve a parked tool call: it runs", cmd_approve)
+    if approve is not None:
+        approve.add_argument("id", help="the approval id (apr_...)")
+        approve.add_argument("--args", help="JSON object of arguments to run it with instead")
+        approve.add_argument("--wait", action="store_true", help="print the Turn's answer too")
+        daemon_options(approve)
+
+    reject = command("reject", "reject a parked tool call: the model is told why", cmd_reject)
+    if reject is not None:
+        reject.add_argument("id", help="the approval id (apr_...)")
+        reject.add_argument("--reason", required=True, help="why (the model reads it)")
+        reject.add_argument("--wait", action="store_true", help="print the Turn's answer too")
+        daemon_options(reject)
+
+    logs = command("logs", "show the runtime event log (Turns, Steps, tools, processes)", cmd_logs)
+    if logs is not None:
+        config_option(logs, "locates the state")
+        state_options(logs)
+        logs.add_argument("--agent", help="only this agent's events")
+        logs.add_argument("--trace", help="only this trace id: one request across every agent")
+        logs.add_argument("--since", help="only newer events: 30s, 10m, 2h, 1d or an ISO timestamp")
+        logs.add_argument(
+            "--follow",
+            "-f",
+            action="store_true",
+            help="keep printing new events (after the last 10, as tail -f; see -n)",
+        )
+        logs.add_argument("--json", action="store_true", help="one JSON event per line")
+        from orchestrator.cli.logs import add_arguments as process_options
+
+        process_options(logs)
+        from orchestrator.cli.api_target import add_options
+
+        add_options(logs)
+
+    studio = command("studio", "a local web app: agents, traces, conversations, logs", cmd_studio)
+    if studio is not None:
+        from orchestrator.studio import DEFAULT_PORT
+
+        studio.add_argument(
+            "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
+        )
+        state_options(studio)
+        studio.add_argument(
+            "--host",
+            default="127.0.0.1",
+            help="address to listen on (default: 127.0.0.1; anything else is reachable by others)",
+        )
+        studio.add_argument(
+            "--port",
+            type=int,
+            default=DEFAULT_PORT,
+            help=f"port to listen on (default: {DEFAULT_PORT}; 0 picks a free one)",
+        )
+        studio.add_argument(
+            "--open",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="open a browser tab (default: only when the output is a terminal)",
+        )
+        studio.add_argument("--log-level", help="debug, info, warning, error (default: info)")
+
+    command("schema", "print the JSON Schema of goondan.yaml resources", cmd_schema)
+
+    init = command("init", "start a swarm of your own from a template", cmd_init)
+    if init is not None:
+        init.add_argument("path", nargs="?", default=".", help="where (default: here)")
+        init.add_argument(
+            "-t",
+            "--template",
+            choices=TEMPLATE_NAMES,
+            default="offline",
+            help="offline (default: runs with no key), openai, anthropic, multi-agent",
+        )
+        init.add_argument("-n", "--name", help="the Package name (default: the directory's)")
+        init.add_argument("-f", "--force", action="store_true", help="overwrite existing files")
+        init.add_argument("--json", action="store_true", help="print what was written as JSON")
+
+    doctor = command("doctor", "check this machine is ready to run the swarm", cmd_doctor)
+    if doctor is not None:
+        config_option(doctor)
+        env_file_option(doctor)
+        state_options(doctor)
+        doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    package = command("package", "add, install, update or publish Goondan packages", cmd_package)
+    if package is not None:
+        from orchestrator.cli.packages import add_arguments
+
+        add_arguments(package, common)
+
+    tool = command("tool", "derive a Tool's exports entry from a typed handler", cmd_tool)
+    if tool is not None:
+        from orchestrator.cli.tool import add_arguments as tool_arguments
+
+        tool_arguments(tool, common)
+
+    completion = command(
+        "completion", "print a shell completion script (bash, zsh, fish)", cmd_completion
+    )
+    if completion is not None:
+        completion.add_argument("shell", choices=("bash", "zsh", "fish"))
+    return parser
+
+
+def _command_in(words: Sequence[str]) -> str | None:
+    """The command ``words`` name (the first word that is not ``--debug``), if it is one."""
+    for word in words:
+        if word != "--debug":
+            return word if word in COMMANDS else None
+    return None
+
+
+COMMANDS = frozenset(
+    {
+        "validate",
+        "run",
+        "node",
+        "status",
+        "usage",
+        "send",
+        "restart",
+        "requests",
+        "cancel",
+        "instances",
+        "instance",
+        "approvals",
+        "approve",
+        "reject",
+        "logs",
+        "studio",
+        "schema",
+        "init",
+        "doctor",
+        "package",
+        "tool",
+        "completion",
+    }
+)
+"""Every command name (a test checks it against the parser's)."""

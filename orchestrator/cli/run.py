@@ -1,0 +1,324 @@
+"""``run`` and ``node``: the swarm (a daemon, or one ``--input`` answered) and a host's share
+of a clustered swarm."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from goondan.errors import ExitCode
+from orchestrator.cli.common import _bundle_path, _config_exit, _fail, _serve, _state_dir
+
+if TYPE_CHECKING:
+    from ipc.delegation import DelegateAnswer
+    from orchestrator.callers import ApiToken
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the swarm: one request with ``--input``, else a daemon until SIGINT/SIGTERM."""
+    if args.input_file is not None:
+        try:
+            text = sys.stdin.read() if args.input_file == "-" else Path(args.input_file).read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            return _fail(args, ExitCode.USAGE, f"--input-file {args.input_file}: {exc}")
+        args.input = text
+    if args.stream and args.input is None:
+        return _fail(args, ExitCode.USAGE, "--stream prints the answer of --input: give one")
+    from orchestrator.cli.terminal import TerminalRequired, check_interactive
+
+    try:
+        check_interactive(args.interactive, one_shot=args.input is not None, detach=args.detach)
+    except TerminalRequired as exc:
+        return _fail(args, ExitCode.USAGE, str(exc))
+    detached = _detached_run(args)
+    if detached is not None:
+        return detached
+    one_shot = args.input is not None
+    return _serve(args, "orchestrator", _run, one_shot=one_shot)
+
+
+def _detached_run(args: argparse.Namespace) -> int | None:
+    """``run --detach``, or ``run --input`` while a detached daemon runs: the exit status;
+    ``None`` when this process is to run the swarm itself."""
+    if not args.detach and args.input is None:
+        return None
+    from orchestrator.cli.detach import Detach, detach, run_subparser
+    from orchestrator.cli.parser import build_parser
+    from orchestrator.state_dir import default_state_dir
+
+    try:
+        return detach(
+            Detach(
+                args,
+                _bundle_path(args),
+                _state_dir(args),
+                default_state=_state_dir(args) == default_state_dir(_bundle_path(args)),
+                run_parser=lambda: run_subparser(build_parser("run")),
+            )
+        )
+    except OSError as exc:  # the state directory cannot be written
+        return _fail(args, ExitCode.INTERNAL, str(exc))
+
+
+class _MissingCredential(LookupError):
+    """A credential the command line points at is not there (exit 6)."""
+
+
+def _api_token(variable: str | None) -> ApiToken | None:
+    """The bearer token from the environment variable ``variable`` (never from the command line,
+    where other users could read it), named after the variable."""
+    from orchestrator.callers import ApiToken
+
+    if variable is None:
+        return None
+    token = os.environ.get(variable, "")
+    if not token:
+        raise _MissingCredential(f"--api-token-env {variable}: the variable is not set or empty")
+    return ApiToken(variable, token)
+
+
+def _missing_keys(bundle: Any, swarm: str | None) -> list[str]:
+    """One line per API key the swarm's Models, or secret its Connections, read from an
+    environment without it."""
+    from bundle.connection_needs import missing_settings
+    from bundle.keys import key_needs
+
+    return [
+        f"Model/{need.model} ({need.provider}, used by {', '.join(need.agents)}) needs "
+        f"{need.variable}, which is not set"
+        for need in key_needs(bundle, swarm)
+        if not need.present(os.environ)
+    ] + [need.problem() for need in missing_settings(bundle, swarm, os.environ)]
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from bundle import BundleError
+    from bundle.secrets import SecretUnavailable
+    from goondan.errors import DeliveryError
+    from ipc import IpcError
+    from orchestrator.cli.terminal import offers_prompt, prompt_loop
+    from orchestrator.daemon import Orchestrator
+    from orchestrator.http.app import ApiRefused, DaemonAlreadyRunning
+    from orchestrator.preflight import check_soon, refusal
+    from orchestrator.telemetry import TelemetryUnavailable, otlp_settings
+
+    path = _bundle_path(args)
+    # Checked while the Orchestrator loads: the check starts the fork server the agents
+    # start from, and is forked from it.
+    checking = check_soon(path)
+    try:
+        try:
+            orchestrator = Orchestrator(
+                path,
+                state_dir=_state_dir(args),
+                swarm=args.swarm,
+                api_listen=args.listen,
+                api_token=_api_token(args.api_token_env),
+                cluster=_cluster_settings(args),
+                otlp=otlp_settings(args.otlp_endpoint, os.environ),
+            )
+        except Exception:
+            invalid = await refusal(path, checking, as_json=args.json)
+            if invalid is not None:  # the configuration's errors come first
+                return invalid
+            raise
+    except (_MissingCredential, SecretUnavailable) as exc:  # a token variable unset
+        return _fail(args, ExitCode.AUTH, str(exc))
+    except TelemetryUnavailable as exc:  # --otlp-endpoint without the extra
+        return _fail(args, ExitCode.CONFIG, str(exc))
+    except ValueError as exc:  # a --listen not HOST:PORT, a bad cluster option
+        return _fail(args, ExitCode.USAGE, str(exc))
+    except BundleError as exc:
+        for issue in exc.errors:
+            print(issue.format(), file=sys.stderr)
+        return _config_exit(exc.errors)
+    invalid = await refusal(path, checking, as_json=args.json)
+    if invalid is not None:
+        return invalid
+    if args.interactive and orchestrator.connections.read_stdin:
+        return _fail(args, ExitCode.USAGE, "--interactive: a `cli` Connection reads stdin")
+    from goondan.proctitle import name_process
+
+    name_process("daemon", orchestrator.swarm.name)
+    missing = _missing_keys(orchestrator.bundle, args.swarm)
+    if missing:
+        for line in missing[1:]:
+            print(f"error: {line}", file=sys.stderr)
+        return _fail(
+            args,
+            ExitCode.AUTH,
+            missing[0],
+            "put it in .env beside goondan.yaml (see .env.example), or export it; "
+            "`doctor` checks every key",
+        )
+    refused = await _sandbox_refusal(orchestrator.bundle, args.swarm)
+    if refused is not None:
+        return _fail(args, ExitCode.INTERNAL, *refused)
+    orchestrator.install_signal_handlers()
+    try:
+        try:
+            await orchestrator.start()
+        except DeliveryError as exc:  # the cluster (NATS) cannot be used
+            return _fail(args, _cluster_exit(exc), str(exc))
+        except (DaemonAlreadyRunning, ApiRefused, OSError) as exc:
+            return _fail(args, ExitCode.INTERNAL, str(exc))
+        except (IpcError, TimeoutError) as exc:
+            return _fail(args, ExitCode.INTERNAL, f"the entry agent could not start: {exc}")
+        if args.input is not None:
+            return await _one_request(orchestrator, args)
+        if args.watch:
+            from orchestrator.watch import Watcher
+
+            orchestrator.start_soon(Watcher(orchestrator).run(), "watch")
+        if offers_prompt(args.interactive) and not orchestrator.connections.read_stdin:
+            await prompt_loop(orchestrator, args.agent or orchestrator.entry_agent, args.instance)
+        else:
+            await orchestrator.wait_stopped()
+        return 0
+    finally:
+        await orchestrator.shutdown()
+
+
+async def _sandbox_refusal(bundle: Any, swarm: str | None) -> tuple[str, str] | None:
+    """Why the swarm's tool programs cannot run here (no sandbox, not turned off) and the fix,
+    or ``None``."""
+    import asyncio
+
+    from orchestrator.cli import sandbox_check
+
+    finding = await asyncio.to_thread(sandbox_check.examine, bundle, swarm)
+    return (finding.refusal(), finding.fix) if finding.refused else None
+
+
+def _cluster_exit(exc: Exception) -> int:
+    """AUTH for refused credentials, INTERNAL for a cluster held by another process,
+    NETWORK for anything else the cluster cannot do."""
+    from orchestrator.cluster.settings import ClusterAuthRefused, ClusterTaken
+
+    if isinstance(exc, ClusterAuthRefused):
+        return ExitCode.AUTH
+    return ExitCode.INTERNAL if isinstance(exc, ClusterTaken) else ExitCode.NETWORK
+
+
+def _cluster_settings(args: argparse.Namespace) -> Any:
+    """The ``ClusterSettings`` of ``--cluster`` and its options; ``None`` without it."""
+    if not getattr(args, "cluster", None):
+        return None
+    try:
+        from orchestrator.cluster.settings import ClusterSettings
+    except ImportError:  # pragma: no cover - the extra is missing
+        raise ValueError(
+            "--cluster needs the `cluster` extra: pip install 'goondan-py[cluster]'"
+        ) from None
+    if args.heartbeat_seconds <= 0:
+        raise ValueError("--heartbeat-seconds must be positive")
+
+    def path(value: str | None) -> Path | None:
+        return Path(value) if value else None
+
+    return ClusterSettings(
+        url=args.cluster,
+        name=args.cluster_name or "",
+        creds_file=path(args.cluster_creds),
+        nkey_seed_file=path(args.cluster_nkey),
+        tls_ca_file=path(args.cluster_tls_ca),
+        tls_cert_file=path(args.cluster_tls_cert),
+        tls_key_file=path(args.cluster_tls_key),
+        heartbeat_seconds=args.heartbeat_seconds,
+    )
+
+
+def cmd_node(args: argparse.Namespace) -> int:
+    """Run this host's share of a clustered swarm until SIGINT/SIGTERM."""
+    return _serve(args, "node", _node)
+
+
+async def _node(args: argparse.Namespace) -> int:
+    from bundle import BundleError
+    from goondan.errors import DeliveryError
+    from orchestrator.preflight import check_soon, refusal
+
+    path = _bundle_path(args)
+    invalid = await refusal(path, check_soon(path), as_json=args.json)
+    if invalid is not None:
+        return invalid
+    try:
+        from orchestrator.cluster.node import Node
+
+        node = Node(
+            path,
+            _cluster_settings(args),
+            args.name,
+            state_dir=_state_dir(args),
+            swarm=args.swarm,
+            labels=args.label,
+        )
+    except ValueError as exc:
+        return _fail(args, ExitCode.USAGE, str(exc))
+    except BundleError as exc:
+        for issue in exc.errors:
+            print(issue.format(), file=sys.stderr)
+        return _config_exit(exc.errors)
+    from goondan.proctitle import name_process
+
+    name_process("node", args.name)
+    node.install_signal_handlers()
+    try:
+        try:
+            await node.start()
+        except DeliveryError as exc:
+            return _fail(args, _cluster_exit(exc), str(exc))
+        await node.wait_stopped()
+        return 0
+    finally:
+        await node.shutdown()
+
+
+ANSWER_EXITS = {
+    "E_MODEL_AUTH": ExitCode.AUTH,
+    "E_MODEL_CONNECTION": ExitCode.NETWORK,
+    "E_MODEL_PROVIDER_UNAVAILABLE": ExitCode.CONFIG,
+}
+"""A failed answer's exit status, by its error code (1 otherwise)."""
+
+
+async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
+    agent = args.agent or orchestrator.entry_agent
+    if getattr(args, "stream", False):
+        from orchestrator.cli.answer_stream import AnswerPrinter, stream_answer
+
+        printer = AnswerPrinter(args, stream=True)
+        answer: DelegateAnswer = await stream_answer(
+            orchestrator, args.input, agent, args.instance, printer
+        )
+        printer.finish(agent, answer.output if answer.ok else None)
+    else:
+        answer = await orchestrator.request(args.input, agent=agent, instance_key=args.instance)
+    error = answer.error
+    code = int(ExitCode.OK)
+    if not answer.ok:
+        code = int(ANSWER_EXITS.get(error.code if error else "", ExitCode.INTERNAL))
+    if args.json:
+        out: dict[str, Any] = {
+            "output": answer.output,
+            "status": answer.status,
+            "traceId": (answer.turn or {}).get("traceId"),
+            "agent": agent,
+            "instanceKey": args.instance,
+            "exitCode": code,
+        }
+        if error is not None:
+            out["error"] = error.to_dict()
+        print(json.dumps(out, ensure_ascii=False))
+    elif answer.ok:
+        if not getattr(args, "stream", False):  # else printed already
+            print(answer.output if answer.output is not None else "")
+    elif error is not None:
+        print(f"error: {error.message} ({error.code})", file=sys.stderr)
+    else:
+        print("error: the request failed (ERROR)", file=sys.stderr)
+    return code

@@ -1,0 +1,131 @@
+"""``validate`` and ``schema``: a configuration checked, and the JSON Schema it is checked
+against."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from goondan.errors import ExitCode
+from orchestrator.cli.common import _bundle_path, _config_exit
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Validate a configuration: exit 0 with a summary, or list every error and exit 4 (3
+    when it cannot be read at all). Warnings are shown too, and count as errors with
+    ``--strict``. ``--format github`` prints workflow annotations.
+
+    The checks that import Tool and Extension modules run in a child process with a deadline
+    (:mod:`orchestrator.validation`), so no module can end or wedge this command.
+    """
+    from orchestrator.cli.validate_extras import apply_fixes, list_files
+    from orchestrator.validation import validate_in_child
+
+    path = _bundle_path(args)
+    if args.verdict_from_child:
+        return _validate_here(path, check_handlers=not args.no_handlers)
+    form = "json" if args.json else args.format
+    added = apply_fixes(path, form) if args.fix else {}
+    added.update(list_files(path, form, verbose=args.verbose > 0))
+    verdict = {**validate_in_child(path, check_handlers=not args.no_handlers), **added}
+    errors = list(verdict.get("errors") or [])
+    warnings = list(verdict.get("warnings") or [])
+    if args.strict:
+        errors, warnings = errors + warnings, []
+    code = int(ExitCode.OK) if not errors else _config_exit(errors)
+    if form == "json":
+        print(
+            json.dumps(
+                {
+                    **verdict,
+                    "valid": not errors,
+                    "errors": errors,
+                    "warnings": warnings,
+                    "exitCode": code,
+                },
+                indent=2,
+            )
+        )
+        return code
+    if form == "github":
+        for level, issues in (("error", errors), ("warning", warnings)):
+            for issue in issues:
+                print(_github_annotation(level, issue))
+        return code
+    for issue in warnings:
+        print("warning: " + _issue(issue).format(), file=sys.stderr)
+    if not errors:
+        print(f"{path}: valid ({verdict.get('summary')})")
+        return code
+    for issue in errors:
+        print(_issue(issue).format(), file=sys.stderr)
+    print(f"{len(errors)} error{'s' if len(errors) != 1 else ''} in {path}", file=sys.stderr)
+    return code
+
+
+def _issue(data: dict[str, Any]) -> Any:
+    from bundle import ConfigIssue
+
+    return ConfigIssue(
+        code=str(data.get("code")),
+        message=str(data.get("message")),
+        file=Path(data["file"]) if data.get("file") else None,
+        line=data.get("line"),
+        column=data.get("column"),
+        resource=data.get("resource"),
+        field=data.get("field"),
+        suggestion=data.get("suggestion"),
+    )
+
+
+def _github_annotation(level: str, issue: dict[str, Any]) -> str:
+    """``::error file=F,line=N,title=CODE::message`` (a GitHub Actions workflow command)."""
+
+    def escape(text: str, in_property: bool = False) -> str:
+        text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return text.replace(":", "%3A").replace(",", "%2C") if in_property else text
+
+    properties = []
+    if issue.get("file"):
+        try:
+            shown = str(Path(issue["file"]).resolve().relative_to(Path.cwd()))
+        except ValueError:
+            shown = str(issue["file"])
+        properties.append(f"file={escape(shown, True)}")
+    if issue.get("line"):
+        properties.append(f"line={issue['line']}")
+    properties.append(f"title={escape(str(issue.get('code')), True)}")
+    where = " ".join(str(issue[k]) for k in ("resource", "field") if issue.get(k))
+    message = f"{where}: {issue.get('message')}" if where else str(issue.get("message"))
+    if issue.get("suggestion"):
+        message += f" (hint: {issue['suggestion']})"
+    return f"::{level} {','.join(properties)}::{escape(message)}"
+
+
+def _validate_here(path: Path, *, check_handlers: bool) -> int:
+    """The child's side of ``validate``: load, check, print the verdict as JSON (alone on
+    stdout: what a module prints while it is imported goes to stderr)."""
+    from orchestrator.validation import verdict_of
+
+    stdout = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        verdict = verdict_of(path, check_handlers=check_handlers)
+    finally:
+        sys.stdout.flush()
+        os.dup2(stdout, 1)
+        os.close(stdout)
+    print(json.dumps(verdict))
+    return 0 if verdict["valid"] else 1
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Print the JSON Schema of goondan.yaml documents."""
+    from bundle import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+    return 0
