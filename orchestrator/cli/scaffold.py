@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 TEMPLATES = ("offline", "openai", "anthropic", "multi-agent")
 COMMON = "_common"
 RENAMED = {"env.example": ".env.example", "gitignore": ".gitignore"}
