@@ -1,15 +1,8 @@
 """Conversation state as message event sourcing, durable across SIGKILL.
 
-On disk, per instance::
-
-    base.jsonl     line 1: {"kind": "header", "version": 2, "foldedSeq": N}
-                   then one message per line (the folded conversation), then any number of
-                   appended segments: {"kind": "fold", "foldedSeq": M, "count": k} and k messages
-    events.jsonl   one message event per line, appended as it happens during a Turn:
-                   {"seq": n, "type": "append", "message": {...}}
-                   {"seq": n, "type": "replace", "targetId": "...", "message": {...}}
-                   {"seq": n, "type": "remove", "targetId": "..."}
-                   {"seq": n, "type": "truncate"}
+The files (``base.jsonl`` + ``events.jsonl``), their lines and their durability are the
+format's, in :mod:`goondan.state_files.conversation`; this module keeps one instance's
+conversation in memory and decides how a Turn's events are folded into the base.
 
 The messages of the conversation are ``base + fold(events)``. At the end of a Turn the events
 are folded into the base, and only then is ``events.jsonl`` emptied:
@@ -18,8 +11,8 @@ are folded into the base, and only then is ``events.jsonl`` emptied:
   base as one segment, which is fsynced. The segment's first line names how many messages
   follow, so a segment cut short by a kill is recognised and ignored as a whole (its events
   are still in ``events.jsonl``), and the next fold rewrites the base;
-* otherwise (a replace, a remove, a truncate, or a base that is not clean) the new base is
-  written to a temporary file, fsynced and renamed over the old one (atomic).
+* otherwise (a replace, a remove, a truncate, or a base that is not clean) the new base
+  replaces the old one atomically (:func:`goondan.files.write_atomic`).
 
 A Turn's fold therefore costs what the Turn added, not the whole conversation. The header's and
 each segment's ``foldedSeq`` say which events the base already holds, and events up to it are
@@ -32,17 +25,19 @@ A torn last line (a kill mid-write) is skipped with a warning.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import structlog
 
-from goondan.errors import StorageError, newer_format
-from tools_base import JsonObject, Message, MessageEvent
+from goondan.state_files import ConversationStorageError, ConversationUnreadable
+from goondan.state_files import conversation as files
+from goondan.state_files.conversation import FORMAT_VERSION
+from tools_base import Message, MessageEvent
 
 __all__ = [
+    "FORMAT_VERSION",
     "ConversationStorageError",
     "ConversationStore",
     "ConversationUnreadable",
@@ -52,33 +47,6 @@ __all__ = [
 
 EVENTS_COMPACT_BYTES = 1 << 20
 """Past this size, ``events.jsonl`` is emptied at the next fold even when the fold appends."""
-FORMAT_VERSION = 2
-"""Version of the stored lines: the base header's ``version`` and each event's ``v``. Lines
-without one are from version 1; a newer version than this runtime knows is refused. Version 2
-added appended fold segments to the base; a version 1 base is read as before and rewritten at
-its next fold before any segment is appended to it."""
-
-
-class ConversationStorageError(StorageError):
-    """Writing the conversation failed (disk full, read-only, ...); nothing on disk is torn.
-
-    The message names the file and the OS error; ``code`` is ``E_STORAGE``.
-    """
-
-    code = "E_STORAGE"
-
-    def __init__(self, path: Path, error: OSError) -> None:
-        super().__init__(f"cannot write {path}: {error.strerror or error}")
-        self.path = path
-        self.errno = error.errno
-
-
-class ConversationUnreadable(StorageError):
-    """The conversation's files cannot be read or are of an unknown newer format."""
-
-    code = "E_CONVERSATION_UNREADABLE"
-
-
 _log = structlog.get_logger("goondan.conversation")
 
 
@@ -113,8 +81,8 @@ class ConversationStore:
 
     def __init__(self, directory: Path, *, fsync: bool = True) -> None:
         self.directory = directory
-        self.base_path = directory / "base.jsonl"
-        self.events_path = directory / "events.jsonl"
+        self.base_path = directory / files.BASE_FILE
+        self.events_path = directory / files.EVENTS_FILE
         self._fsync = fsync
         self._base: list[Message] = []
         self._events: list[MessageEvent] = []
@@ -157,11 +125,9 @@ class ConversationStore:
         self._base, self._folded_seq = self._read_base()
         self._events = []
         last_seq = self._folded_seq
-        for data in self._read_lines(self.events_path):
-            _check_version(data.get("v", 1), self.events_path)
-            seq = data.get("seq")
-            if not isinstance(seq, int) or seq <= self._folded_seq:
-                continue  # already folded into the base before a crash emptied events.jsonl
+        # events up to the base's foldedSeq are skipped: folded before a crash emptied the file
+        for data in files.read_events(self.events_path, self._folded_seq, log=_log):
+            seq: int = data["seq"]
             try:
                 self._events.append(MessageEvent.from_json(data))
             except (ValueError, KeyError) as exc:
@@ -174,7 +140,7 @@ class ConversationStore:
         self._messages = apply_events(self._base, self._events)
         self._recount_calls()
         try:
-            _end_with_newline(self.events_path)  # the next event never glues onto a torn line
+            files.end_with_newline(self.events_path)  # the next event never glues onto a torn line
         except OSError as exc:
             raise ConversationStorageError(self.events_path, exc) from exc
         try:
@@ -197,12 +163,10 @@ class ConversationStore:
         is then cut back to where it was and the event is not applied, so memory and disk
         agree and a later write (once there is room) starts on a clean line.
         """
-        record = {"v": FORMAT_VERSION, **event.to_json(self._next_seq)}
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        data = line.encode("utf-8")
+        data = files.event_bytes(event.to_json(self._next_seq))
         if self._events_fd is None:
-            self._events_fd = _open_for_append(self.events_path)
-        _write_whole(self._events_fd, data, self._events_bytes, self.events_path)
+            self._events_fd = files.open_for_append(self.events_path)
+        files.write_whole(self._events_fd, data, self._events_bytes, self.events_path)
         self._events_bytes += len(data)
         self._next_seq += 1
         self._events.append(event)
@@ -246,17 +210,8 @@ class ConversationStore:
         point where the rest of the system relies on them, like a tool call parked for an
         operator's approval. Raises :class:`ConversationStorageError`.
         """
-        if not self._fsync or not self.events_path.exists():
-            return
-        try:
-            fd = os.open(self.events_path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            _fsync_directory(self.directory)
-        except OSError as exc:
-            raise ConversationStorageError(self.events_path, exc) from exc
+        if self._fsync:
+            files.sync_appended(self.events_path)
 
     def fold(self) -> None:
         """Fold the events into the base (see the module docstring), then empty the events.
@@ -293,203 +248,24 @@ class ConversationStore:
     def _append_segment(self, folded_seq: int) -> None:
         """Append this Turn's messages to the base as one fsynced segment."""
         added = self._messages[len(self._base) :]
-        lines = [json.dumps({"kind": "fold", "foldedSeq": folded_seq, "count": len(added)})]
-        lines.extend(_message_line(message) for message in added)
-        data = ("\n".join(lines) + "\n").encode("utf-8")
+        data = files.segment_bytes(folded_seq, [message.to_json() for message in added])
         try:
-            _append_whole(self.base_path, data, fsync=self._fsync)
+            files.append_whole(self.base_path, data, fsync=self._fsync)
         except ConversationStorageError:
-            # _append_whole cut the file back; should even that have failed, a rewrite is safe
+            # append_whole cut the file back; should even that have failed, a rewrite is safe
             self._base_appendable = False
             raise
 
     def _rewrite_base(self, folded_seq: int) -> None:
-        """Write the whole conversation as a new base: temporary file, fsync, rename."""
-        tmp = self.base_path.with_suffix(".jsonl.tmp")
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as out:
-                header = {"kind": "header", "version": FORMAT_VERSION, "foldedSeq": folded_seq}
-                out.write(json.dumps(header) + "\n")
-                for message in self._messages:
-                    out.write(_message_line(message) + "\n")
-                out.flush()
-                if self._fsync:
-                    os.fsync(out.fileno())
-            os.replace(tmp, self.base_path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            failed = Path(exc.filename) if isinstance(exc.filename, str) else tmp
-            raise ConversationStorageError(failed, exc) from exc
+        """Write the whole conversation as a new base, atomically (whatever ``fsync`` says:
+        a replaced file follows the state directory's one rule)."""
+        files.write_base(
+            self.base_path, folded_seq, (message.to_json() for message in self._messages)
+        )
         self._base_appendable = True
-        try:
-            if self._fsync:
-                _fsync_directory(self.directory)
-        except OSError as exc:
-            _log.warning("directory not synced", file=str(self.directory), error=str(exc))
 
     def _read_base(self) -> tuple[list[Message], int]:
         """The base's messages and ``foldedSeq``; notes whether a segment may be appended."""
-        messages: list[Message] = []
-        folded_seq = 0
-        version = 0
-        segment: list[Message] | None = None
-        """Messages of the segment being read, while fewer than its ``count``."""
-        expected, segment_seq = 0, 0
-        complete = True
-        for data in self._read_lines(self.base_path):
-            kind = data.get("kind")
-            if kind in ("header", "fold") and segment is not None:
-                complete = False  # a segment cut short: ignored, its events are still there
-                segment = None
-            if kind == "header":
-                version = data.get("version", 1)  # type: ignore[assignment]
-                _check_version(version, self.base_path)
-                seq = data.get("foldedSeq")
-                folded_seq = seq if isinstance(seq, int) else 0
-                continue
-            if kind == "fold":
-                count, seq = data.get("count"), data.get("foldedSeq")
-                if not isinstance(count, int) or not isinstance(seq, int) or count < 0:
-                    _log.warning("skipping malformed fold segment", file=str(self.base_path))
-                    complete = False
-                    continue
-                segment, expected, segment_seq = [], count, seq
-            else:
-                try:
-                    message = Message.from_json(data)
-                except (ValueError, KeyError) as exc:
-                    _log.warning(
-                        "skipping malformed message", file=str(self.base_path), error=str(exc)
-                    )
-                    complete = False
-                    continue
-                if segment is None:
-                    messages.append(message)
-                    continue
-                segment.append(message)
-            if segment is not None and len(segment) == expected:
-                messages.extend(segment)
-                folded_seq = max(folded_seq, segment_seq)
-                segment = None
-        if segment is not None:
-            _log.warning(
-                "ignoring a fold segment cut short", file=str(self.base_path), found=len(segment)
-            )
-            complete = False
-        self._base_appendable = (
-            complete and version == FORMAT_VERSION and _ends_with_newline(self.base_path)
-        )
-        return messages, folded_seq
-
-    @staticmethod
-    def _read_lines(path: Path) -> Iterable[JsonObject]:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return
-        except OSError as exc:  # a directory in its place, no permission, an I/O error
-            raise ConversationUnreadable(f"cannot read {path}: {exc.strerror or exc}") from exc
-        lines = text.split("\n")
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
-                torn = number == len(lines)  # no trailing newline: the write was cut short
-                _log.warning(
-                    "skipping torn line" if torn else "skipping unparsable line",
-                    file=str(path),
-                    line=number,
-                )
-                continue
-            if isinstance(data, dict):
-                yield data
-
-
-def _check_version(version: object, path: Path) -> None:
-    refusal = newer_format(path, "conversation", version, FORMAT_VERSION)
-    if refusal is not None:
-        raise ConversationUnreadable(refusal)
-
-
-def _message_line(message: Message) -> str:
-    return json.dumps(message.to_json(), ensure_ascii=False, separators=(",", ":"))
-
-
-def _open_for_append(path: Path) -> int:
-    """``path`` opened for appending (created, with its directory, if missing)."""
-    try:
-        try:
-            return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        except FileNotFoundError:
-            # Only now the directory is (re)made: a mkdir before every append costs a tenth
-            # of a Turn's CPU, and the directory is nearly always there.
-            path.parent.mkdir(parents=True, exist_ok=True)
-            return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise ConversationStorageError(path, exc) from exc
-
-
-def _write_whole(fd: int, data: bytes, size: int, path: Path, *, fsync: bool = False) -> None:
-    """Append ``data`` in full to ``fd`` (whose file is ``size`` bytes long) and, with
-    ``fsync``, force it to disk; or cut the file back to ``size`` and raise."""
-    written = 0
-    try:
-        while written < len(data):
-            written += os.write(fd, data[written:])
-        if fsync:
-            os.fsync(fd)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, size)  # no torn line for the next write to glue onto
-        raise ConversationStorageError(path, exc) from exc
-
-
-def _append_whole(path: Path, data: bytes, *, fsync: bool = False) -> None:
-    """Append ``data`` in full to ``path`` (and force it to disk with ``fsync``), or leave the
-    file as it was and raise."""
-    fd = _open_for_append(path)
-    try:
-        try:
-            size = os.fstat(fd).st_size
-        except OSError as exc:
-            raise ConversationStorageError(path, exc) from exc
-        _write_whole(fd, data, size, path, fsync=fsync)
-    finally:
-        os.close(fd)
-
-
-def _ends_with_newline(path: Path) -> bool:
-    try:
-        with open(path, "rb") as file:
-            file.seek(0, os.SEEK_END)
-            if file.tell() == 0:
-                return False
-            file.seek(-1, os.SEEK_END)
-            return file.read(1) == b"\n"
-    except OSError:
-        return False
-
-
-def _end_with_newline(path: Path) -> None:
-    try:
-        with open(path, "rb+") as file:
-            file.seek(0, os.SEEK_END)
-            if file.tell() == 0:
-                return
-            file.seek(-1, os.SEEK_END)
-            if file.read(1) != b"\n":
-                file.write(b"\n")
-    except FileNotFoundError:
-        return
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        base = files.read_base(self.base_path, Message.from_json, log=_log)
+        self._base_appendable = base.appendable
+        return base.messages, base.folded_seq

@@ -17,6 +17,7 @@ import structlog
 from bundle import Bundle, load_bundle
 from bundle.plan import AgentPlan, ConnectionPlan
 from bundle.prices import PriceSource, model_price
+from goondan.state_files.conversation import interrupted_turn
 from goondan.time import utc_timestamp
 from ipc import (
     DEFAULT_INSTANCE_KEY,
@@ -52,7 +53,6 @@ from orchestrator.eventlog import EventLog
 from orchestrator.http.app import ApiServer
 from orchestrator.http.events_hub import END_OF_STREAM, EventHub
 from orchestrator.http.metrics import SwarmMetrics
-from orchestrator.interrupted import interrupted_turn
 from orchestrator.limits import ModelBroker
 from orchestrator.limits.usage import UsageBook, usage_report
 from orchestrator.plans import SharedParts

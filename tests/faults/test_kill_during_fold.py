@@ -23,6 +23,7 @@ PRELUDE = textwrap.dedent(
     """
     import builtins, os, signal, sys
     import agent_process.conversation as conversation
+    import goondan.files as files
     from agent_process.conversation import ConversationStore
     from tools_base import Message, MessageEvent
 
@@ -51,26 +52,21 @@ CHILD = PRELUDE + textwrap.dedent(
             events.write('{"seq": 99, "type": "append", "message": {"id": "ha')
         die()
     if point == "mid-write":
-        real_open = builtins.open
-        def opening(path, mode="r", *args, **kwargs):
-            file = real_open(path, mode, *args, **kwargs)
-            if str(path).endswith(".tmp"):
-                real_write = file.write
-                count = [0]
-                def write(text):
-                    count[0] += 1
-                    if count[0] == 3:
-                        real_write(text[: len(text) // 2])
-                        file.flush()
-                        die()
-                    return real_write(text)
-                file.write = write
+        real_fdopen = os.fdopen
+        def opening(fd, *args, **kwargs):
+            file = real_fdopen(fd, *args, **kwargs)
+            real_write = file.write
+            def write(data):
+                real_write(data[: len(data) // 2])
+                file.flush()
+                die()
+            file.write = write
             return file
-        builtins.open = opening
+        os.fdopen = opening
     elif point == "before-rename":
-        conversation.os.replace = die
+        os.replace = die
     elif point == "after-rename":
-        conversation._fsync_directory = die
+        files.sync_directory = die
     store.fold()
     die()                                   # "after-fold": killed right after a complete fold
     """
@@ -92,7 +88,7 @@ def test_a_kill_during_the_fold_loses_and_repeats_nothing(tmp_path: Path, point:
     )
     assert done.returncode == -signal.SIGKILL, done.stderr
     # the kill happened where it was meant to
-    tmp_left = (directory / "base.jsonl.tmp").exists()
+    tmp_left = any(directory.glob(".base.jsonl.*.tmp"))
     events_left = (directory / "events.jsonl").stat().st_size > 0
     assert tmp_left == (point in ("mid-write", "before-rename"))
     assert events_left == (point != "after-fold")

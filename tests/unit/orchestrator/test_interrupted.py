@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from agent_process.conversation import EVENTS_COMPACT_BYTES, ConversationStore, MessageEvent
-from orchestrator.interrupted import interrupted_turn
+from goondan.state_files.conversation import interrupted_turn
 from tools_base import Message
 
 
