@@ -217,7 +217,7 @@ async def _figures(samples: int) -> dict[str, Any]:
                 await supervisor.stop_agent(AGENT, 5, "benchmark")
                 await asyncio.sleep(SETTLE_SECONDS)  # a start comes a while after the last
                 spawn_ready.append(await _spawn_ms(supervisor))
-                handle = supervisor.handles[AGENT]
+                handle = supervisor.handle(AGENT)
                 assert handle.pid is not None
                 agent_cpu.append(cpu_ms(handle.pid))
                 agent_faults.append(minor_faults(handle.pid))
@@ -226,7 +226,7 @@ async def _figures(samples: int) -> dict[str, Any]:
             floor = FloorChild(transport)
             await asyncio.sleep(SETTLE_SECONDS)
             floor_memory = memory_mib(floor.process.pid)
-            agent_pid = supervisor.handles[AGENT].pid
+            agent_pid = supervisor.handle(AGENT).pid
             assert agent_pid is not None
             agent_memory = memory_mib(agent_pid)
             agent_origin = private_origin_mib(agent_pid, parent_pid(agent_pid))
@@ -272,7 +272,7 @@ async def _spawn_ms(supervisor: Supervisor) -> float:
 
 async def _crash_to_ready(supervisor: Supervisor) -> float:
     """SIGKILL the idle agent, wait until its restart is ready; milliseconds."""
-    handle = supervisor.handles[AGENT]
+    handle = supervisor.handle(AGENT)
     pid = handle.pid
     assert pid is not None
     started = time.perf_counter()

@@ -270,7 +270,7 @@ async def in_swarm(server: ChatServer, options: argparse.Namespace) -> dict[str,
             ):
                 expect(answer.ok and answer.output == "ok", answer)
             for agent in VARIANTS.values():  # only the agents under limits ask
-                plan = orchestrator.supervisor.handles[agent].plan
+                plan = orchestrator.supervisor.handle(agent).plan
                 assert isinstance(plan, AgentPlan)
                 expect(plan.ask_permits == (agent != "free"), agent)
             pools = orchestrator.broker.pools

@@ -53,7 +53,7 @@ from benchmarks._split_transport import SplitTransport
 from bundle.plan import AgentPlan
 from ipc import EventMessage, IpcMessage
 from orchestrator.plans import SharedParts
-from orchestrator.supervisor import AgentHandle, Supervisor
+from orchestrator.supervisor import Supervisor
 
 BENCH_AGENTS = ("pinger", "echo")
 STATUS_RUNS = 7
@@ -115,7 +115,7 @@ async def _delegate_round_trips(orchestrator: Any, done: dict[str, Any], count: 
     A pinger times one series and then only waits for its shutdown: each series gets a new one.
     """
     supervisor = orchestrator.supervisor
-    if supervisor.handles["pinger"].worker is not None:
+    if supervisor.handle("pinger").worker is not None:
         await supervisor.stop_agent("pinger", 5, "benchmark")
     pinger = await supervisor.ensure_running("pinger")
     future: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
@@ -187,7 +187,7 @@ async def _run(agents: int, count: int, status_runs: int) -> dict[str, Any]:
             {name: f"benchmarks._ipc_agents:{name}" for name in BENCH_AGENTS}
         )
         orchestrator = Orchestrator(bundle, state_dir=state_dir, transport=transport)
-        _grow(orchestrator.supervisor, names)
+        await _grow(orchestrator.supervisor, names)
         done: dict[str, Any] = {}
         dispatch = orchestrator.dispatch
 
@@ -216,7 +216,7 @@ async def _run(agents: int, count: int, status_runs: int) -> dict[str, Any]:
                 "fork_server": round((cpu_ms(fork_server) - fork_server_cpu) / agents, 2),
                 "agent": round(
                     statistics.median(
-                        cpu_ms(pid) for n in names if (pid := supervisor.handles[n].pid)
+                        cpu_ms(pid) for n in names if (pid := supervisor.handle(n).pid)
                     ),
                     2,
                 ),
@@ -227,7 +227,7 @@ async def _run(agents: int, count: int, status_runs: int) -> dict[str, Any]:
             # multiprocessing's resource tracker, the agents, the spare process).
             pids = descendants(os.getpid())
             memory = {pid: memory_mib(pid) for pid in pids}
-            agent_memory = [memory[h.pid] for h in supervisor.handles.values() if h.pid in memory]
+            agent_memory = [memory[h.pid] for h in supervisor.handles() if h.pid in memory]
             out["total_pss_mib"] = round(sum(m["Pss"] for m in memory.values()), 1)
             out["daemon_pss_mib"] = round(memory[os.getpid()]["Pss"], 1)
             out["fork_server_pss_mib"] = round(memory[_fork_server_pid()]["Pss"], 1)
@@ -268,22 +268,25 @@ async def _run(agents: int, count: int, status_runs: int) -> dict[str, Any]:
     return out
 
 
-def _grow(supervisor: Supervisor, names: list[str]) -> None:
+async def _grow(supervisor: Supervisor, names: list[str]) -> None:
     """Give the supervisor every agent of ``names``, each with the plan ``Orchestrator``
     would build for it were it declared like the first: a plan of its own (a deep copy, with
     its own list of the swarm's agents), its common parts shared as ``build_plans`` shares
-    them."""
-    everyone = sorted({*supervisor.handles, *names})
-    template = supervisor.handles[names[0]].plan
+    them. Nothing runs yet, so adopting the plans starts nothing."""
+    everyone = sorted({*supervisor.names(), *names})
+    first = supervisor.handle(names[0])
+    assert first is not None
+    template = first.plan
     assert isinstance(template, AgentPlan)
     parts = SharedParts()
+    plans: dict[str, AgentPlan] = {}
     for name in everyone:
-        plan = supervisor.handles[name].plan if name in supervisor.handles else template
+        handle = supervisor.handle(name)
+        plan = handle.plan if handle is not None else template
         assert isinstance(plan, AgentPlan)
         update = {"agents": list(everyone), "agent_name": name}
-        supervisor.handles[name] = AgentHandle(
-            name, parts.share(plan.model_copy(update=update, deep=True))
-        )
+        plans[name] = parts.share(plan.model_copy(update=update, deep=True))
+    await supervisor.replace_plans(plans, grace=0)
 
 
 def _fork_server_pid() -> int:

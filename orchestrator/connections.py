@@ -144,8 +144,8 @@ class Connections:
     def plans(self) -> dict[str, ConnectionPlan]:
         """The plan of each Connection, as its process was (or will be) started from."""
         return {
-            name: handle.plan
-            for name, handle in self.supervisor.handles.items()
+            handle.name: handle.plan
+            for handle in self.supervisor.handles()
             if isinstance(handle.plan, ConnectionPlan)
         }
 
@@ -173,7 +173,8 @@ class Connections:
             plan = plans[name]
             row["connection"] = plan.connection_name
             row["connector"] = plan.connector_name
-            running = self.supervisor.handles[name].ready_now
+            handle = self.supervisor.handle(name)
+            running = handle is not None and handle.ready_now
             row["health"] = self.health_of(name).to_json(running)
         return rows
 
@@ -197,7 +198,7 @@ class Connections:
 
     def _event(self, sender: str, message: EventMessage, body: ConnectorEventReport) -> None:
         crashpoints.point("connection.received")
-        handle, table = self.supervisor.handles.get(sender), self.ingress.get(sender)
+        handle, table = self.supervisor.handle(sender), self.ingress.get(sender)
         if handle is None or table is None or not isinstance(handle.plan, ConnectionPlan):
             return
         plan = handle.plan
@@ -256,7 +257,7 @@ class Connections:
     # -- health ------------------------------------------------------------------------------
 
     def _health_report(self, sender: str, message: EventMessage, body: ConnectorHealth) -> None:
-        if sender not in self.supervisor.handles:
+        if sender not in self.supervisor.names():
             return
         health = self.health_of(sender)
         if body.error is not None:
@@ -271,7 +272,7 @@ class Connections:
         self._failure_reported(sender, body.error)
 
     def _failure_reported(self, sender: str, error: str) -> None:
-        if sender in self.supervisor.handles:
+        if sender in self.supervisor.names():
             self._reported.add(sender)
             self._failed(sender, error)
 
@@ -299,7 +300,7 @@ class Connections:
 
     def _settled(self, connection: str, event_id: str, error: IpcError | None) -> None:
         answer, failure = self._answers.pop((connection, event_id), (None, None))
-        handle = self.supervisor.handles.get(connection)
+        handle = self.supervisor.handle(connection)
         if handle is None or handle.worker is None:
             return  # it exited: its places in flight went with it
         text = None if error is None else f"{error.code}: {error.message}"
@@ -310,7 +311,9 @@ class Connections:
             self.log.info("settlement not delivered", connection=connection, error=str(exc))
 
     def _exited(self, name: str, info: ExitInfo) -> None:
-        handle = self.supervisor.handles[name]
+        handle = self.supervisor.handle(name)
+        if handle is None:
+            return
         reported = name in self._reported
         self._reported.discard(name)
         if not info.clean and not handle.stopping and not reported:

@@ -8,7 +8,8 @@ import os
 import shutil
 import signal
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Mapping
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from bundle.plan import AgentPlan, ConnectionPlan
 from bundle.prices import PriceSource, model_price
 from goondan.state_files.conversation import interrupted_turn
 from goondan.time import utc_timestamp
+from goondan.usage import Usage
 from ipc import (
     DEFAULT_INSTANCE_KEY,
     EXTERNAL_CALLER,
@@ -50,11 +52,16 @@ from orchestrator.connections import Connections, ingress_tables
 from orchestrator.dispatch import Dispatcher
 from orchestrator.environment import withhold
 from orchestrator.eventlog import EventLog
-from orchestrator.http.app import ApiServer
-from orchestrator.http.events_hub import END_OF_STREAM, EventHub
-from orchestrator.http.metrics import SwarmMetrics
+from orchestrator.http.events_hub import END_OF_STREAM, EventHub, Subscription
 from orchestrator.limits import ModelBroker
 from orchestrator.limits.usage import UsageBook, usage_report
+from orchestrator.operations import (
+    ConnectionState,
+    DeltaSink,
+    EventListener,
+    OperationRefused,
+    SwarmProcesses,
+)
 from orchestrator.plans import SharedParts
 from orchestrator.process_logs import ProcessOutput
 from orchestrator.router import InFlightSend, Router
@@ -76,6 +83,8 @@ from orchestrator.watch import check_configuration, reload_configuration
 if TYPE_CHECKING:
     from orchestrator.cluster.leader import ClusterTransport
     from orchestrator.cluster.settings import ClusterSettings
+    from orchestrator.http.app import ApiServer
+    from orchestrator.http.metrics import SwarmMetrics
 
 
 def prepare_state_dir(state_dir: Path) -> None:
@@ -176,7 +185,7 @@ class Orchestrator:
         self.connections = Connections(
             connection_plans,
             ingress_tables(
-                self.bundle, connection_plans, self.entry_agent, sorted(self.supervisor.handles)
+                self.bundle, connection_plans, self.entry_agent, sorted(self.supervisor.names())
             ),
             transport,
             router=self.router,
@@ -243,7 +252,7 @@ class Orchestrator:
         """``agents__list`` rows from the instances on disk, so a restarted daemon still lists
         what was spawned before (of agents the swarm still has)."""
         for row in spawn_records(self.state_dir):
-            if row["target"] not in self.supervisor.handles:
+            if row["target"] not in self.supervisor.names():
                 continue
             record = SpawnedInstance(
                 target=row["target"],
@@ -258,7 +267,7 @@ class Orchestrator:
 
     def _agent_plan(self, agent: str) -> AgentPlan | None:
         """``agent``'s plan (``None`` for a name that is not an agent of the swarm)."""
-        handle = self.supervisor.handles.get(agent)
+        handle = self.supervisor.handle(agent)
         plan = handle.plan if handle is not None else None
         return plan if isinstance(plan, AgentPlan) else None
 
@@ -365,11 +374,115 @@ class Orchestrator:
         self.log.info("a connection's source is exhausted; stopping the swarm", connection=name)
         self.request_stop()
 
+    # -- operations (orchestrator.operations.SwarmOperations) --------------------------------
+
+    @property
+    def name(self) -> str:
+        """The swarm's name."""
+        return self.swarm.name
+
+    def agent_names(self) -> Collection[str]:
+        """The swarm's agents (a reload may change them)."""
+        return self.supervisor.names()
+
+    def agent(self, name: str) -> AgentHandle | None:
+        """Agent ``name``'s process as the supervisor sees it (``None``: no such agent)."""
+        return self.supervisor.handle(name)
+
+    def connection_names(self) -> Collection[str]:
+        """The swarm's Connections."""
+        return self.connections.supervisor.names()
+
+    def connection_states(self) -> list[ConnectionState]:
+        """Each Connection's readiness and health."""
+        return [
+            ConnectionState(handle.name, handle.ready_now, self.connections.health_of(handle.name))
+            for handle in self.connections.supervisor.handles()
+        ]
+
     async def request(
-        self, text: str, *, agent: str | None = None, instance_key: str = DEFAULT_INSTANCE_KEY
+        self,
+        text: str,
+        *,
+        agent: str | None = None,
+        instance_key: str = DEFAULT_INSTANCE_KEY,
+        timeout_ms: int | None = None,
+        trace_id: str | None = None,
+        on_delta: DeltaSink | None = None,
+        relay: bool = False,
     ) -> DelegateAnswer:
-        """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer."""
-        return await self.router.request(agent or self.entry_agent, text, instance_key=instance_key)
+        """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer
+        (see :meth:`Router.request` for streaming)."""
+        return await self.router.request(
+            agent or self.entry_agent,
+            text,
+            instance_key=instance_key,
+            timeout_ms=timeout_ms,
+            trace_id=trace_id,
+            on_delta=on_delta,
+            relay=relay,
+        )
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The requests waiting for an answer (rows of ``GET /v1/requests``)."""
+        return [pending.to_json() for pending in self.router.pending.values()]
+
+    def sends_in_flight(self) -> int:
+        """Agents' sends delivered but not yet done."""
+        return len(self.router.sends)
+
+    def instances(self, agent: str | None = None) -> list[dict[str, Any]]:
+        """The conversation instances on disk (of ``agent``, or of every agent)."""
+        return list_instances(self.state_dir, agent)
+
+    def approvals(self, *, agent: str | None, include_decided: bool) -> list[dict[str, Any]]:
+        """Tool calls parked for approval (pending ones, or every one)."""
+        return list_approvals(self.state_dir, agent=agent, include_decided=include_decided)
+
+    def approval(self, approval_id: str) -> dict[str, Any] | None:
+        """One approval's record, ``None`` for an unknown id."""
+        return find_approval(self.state_dir, approval_id)
+
+    def record(self, kind: str, agent: str, **fields: Any) -> None:
+        """Record a runtime event (the event log, the live stream, the metrics)."""
+        self.events.record(kind, agent, **fields)
+
+    def processes(self) -> SwarmProcesses:
+        """The agent and connector processes running on this host right now."""
+        pids: dict[int, str] = {}
+        scopes: dict[str, str] = {}
+        for kind, supervisor in (
+            ("agent", self.supervisor),
+            ("connection", self.connections.supervisor),
+        ):
+            for handle in supervisor.handles():
+                label = f"{kind} {handle.name!r}"
+                if handle.worker is not None and handle.worker.node is None and handle.pid:
+                    pids[handle.pid] = label
+                if handle.scope:
+                    scopes[handle.scope] = label
+        return SwarmProcesses(pids, scopes, os.getpid(), os.geteuid())
+
+    def subscribe(self) -> AbstractAsyncContextManager[Subscription]:
+        """A queue of the runtime events published during the ``async with``."""
+        return self.live.subscribe()
+
+    def watching(self, listener: EventListener) -> AbstractContextManager[None]:
+        """Call ``listener`` with each runtime event published during the ``with``."""
+        return self.live.watching(listener)
+
+    def trace_usage(self, trace_id: str) -> dict[str, Any] | None:
+        """One trace's usage, ``None`` when none was recorded for it."""
+        entry = self.broker.usage.traces.get(trace_id)
+        return entry.to_json() if entry is not None else None
+
+    def model_usage(self) -> Mapping[str, Usage]:
+        """Model calls' usage per agent since the daemon started."""
+        return self.broker.usage.agents
+
+    def pools(self) -> list[dict[str, Any]]:
+        """Each rate-limit pool as it stands."""
+        return self.broker.snapshot()
 
     def cancel(
         self, request_or_trace_id: str, reason: str = "cancelled by an operator"
@@ -381,9 +494,9 @@ class Orchestrator:
             self.events.record("request.cancelled", ORCHESTRATOR, traceId=trace_id, reason=reason)
         return traces
 
-    def send_unwaited(self, text: str, agent: str, instance_key: str) -> None:
-        """Deliver ``text`` to ``agent`` without waiting: nobody waits for the answer, so a
-        failure is logged and kept as a ``delivery.lost`` event."""
+    def send(self, text: str, *, agent: str, instance_key: str) -> None:
+        """Deliver ``text`` to ``agent`` as a request nobody waits for: a failure is logged
+        and kept as a ``delivery.lost`` event."""
         self.start_soon(self._send_unwaited(text, agent, instance_key), f"send:{agent}")
 
     async def _send_unwaited(self, text: str, agent: str, instance_key: str) -> None:
@@ -412,7 +525,7 @@ class Orchestrator:
         A running agent deletes it itself, on its own loop, and refuses while a Turn of the
         instance is queued or running; otherwise the files are removed here.
         """
-        handle = self.supervisor.handles.get(agent)
+        handle = self.supervisor.handle(agent)
         if handle is None:
             return {"ok": False, "error": f"unknown agent {agent!r}"}
         if handle.worker is None and self.cluster is not None and self.cluster.node_of(agent):
@@ -435,7 +548,7 @@ class Orchestrator:
         """Restart one conversation of ``agent`` in its running process (see
         :class:`~ipc.questions.RestartInstance`); the agent's other instances are untouched.
         An agent that is not running holds nothing of it: nothing to do."""
-        handle = self.supervisor.handles.get(agent)
+        handle = self.supervisor.handle(agent)
         if handle is None:
             return {"ok": False, "error": f"unknown agent {agent!r}"}
         if handle.worker is None:
@@ -447,18 +560,24 @@ class Orchestrator:
         assert isinstance(answer, RestartInstanceResult)
         return answer.to_wire()
 
+    async def restart(self, agent: str, *, fresh: bool = False) -> dict[str, Any]:
+        """Stop ``agent`` gracefully and start it again (``fresh``: its conversations deleted
+        in between): ``{agent, pid[, deletedInstances]}``."""
+        if fresh:
+            handle, deleted = await self.restart_fresh(agent)
+            return {"agent": agent, "pid": handle.pid, "deletedInstances": deleted}
+        handle = await self.supervisor.restart_agent(agent, self.grace)
+        return {"agent": agent, "pid": handle.pid}
+
     async def restart_fresh(self, agent: str) -> tuple[AgentHandle, list[str]]:
         """Stop ``agent`` gracefully, delete every conversation of it, start it again;
         returns its handle and the instance keys deleted. An agent on a cluster node keeps
-        its conversations there: refused (409)."""
-        from starlette.exceptions import HTTPException
-
+        its conversations there: refused (:class:`OperationRefused`)."""
         node = self.cluster.node_of(agent) if self.cluster is not None else None
         if node:
-            raise HTTPException(
-                409,
+            raise OperationRefused(
                 f"agent {agent!r} runs on node {node!r}, which keeps "
-                "its conversations: restart it without --fresh, or clear them there",
+                "its conversations: restart it without --fresh, or clear them there"
             )
         await self.supervisor.stop_agent(agent, self.grace, "restart")
         deleted = []
@@ -472,9 +591,7 @@ class Orchestrator:
         )
         return await self.supervisor.restart_agent(agent, self.grace), deleted
 
-    async def decide_approval(
-        self, decision: ApprovalDecision, *, wait: bool = False
-    ) -> DecisionOutcome:
+    async def decide(self, decision: ApprovalDecision, *, wait: bool = False) -> DecisionOutcome:
         """Carry out an operator's decision on a parked tool call, through the agent that owns
         it (started first if need be: it takes up its parked Turns when it boots).
 
@@ -551,7 +668,7 @@ class Orchestrator:
         """Start the agents that have calls parked for approval: each takes up its parked
         Turns at boot, so their deadlines are kept even if nothing else starts them."""
         parked = {str(row.get("agentName")) for row in list_approvals(self.state_dir)}
-        for agent in sorted(parked & set(self.supervisor.handles)):
+        for agent in sorted(parked & set(self.supervisor.names())):
             self.log.info("agent has calls waiting for approval; starting it", agent=agent)
             self.start_soon(self._start_quietly(agent), f"approvals:{agent}")
 
@@ -567,9 +684,22 @@ class Orchestrator:
     async def _start_api(self) -> None:
         """Serve the HTTP API on ``api.sock`` (and TCP when asked). Raises
         ``DaemonAlreadyRunning`` if another daemon serves the state directory."""
-        self.metrics = SwarmMetrics(self)
+        from orchestrator.http.app import ApiServer
+        from orchestrator.http.metrics import SwarmMetrics
+
+        self.metrics = SwarmMetrics(self, telemetry=self.telemetry)
         self.events.listeners.append(self.metrics.observe)
-        self.api = ApiServer(self, listen=self.api_listen, token=self.api_token)
+        policy = self.swarm.spec.policy.api
+        self.api = ApiServer(
+            self,
+            self.state_dir,
+            listen=self.api_listen,
+            token=self.api_token,
+            allowed_hosts=policy.allowed_hosts,
+            cors_origins=policy.cors_origins,
+            metrics=self.metrics,
+            tasks=self.tasks,
+        )
         await self.api.start()
 
     def _report_unfolded(self) -> None:
@@ -609,7 +739,7 @@ class Orchestrator:
         """Adopt the Connections of ``bundle`` (see :meth:`Connections.apply`); raises
         ``UnknownIngressAgent`` (nothing applied) for a rule routing outside the swarm."""
         plans = self.build_connection_plans(bundle)
-        ingress = ingress_tables(bundle, plans, self.entry_agent, sorted(self.supervisor.handles))
+        ingress = ingress_tables(bundle, plans, self.entry_agent, sorted(self.supervisor.names()))
         return await self.connections.apply(plans, ingress, self.grace)
 
     async def adopt_cluster_bundle(self, bundle: Bundle, plans: dict[str, AgentPlan]) -> list[str]:
@@ -623,11 +753,11 @@ class Orchestrator:
         after = bundle.placement(self.swarm_name)
         self.cluster.adopt(bundle.fingerprint(), after)
         moved = sorted(
-            name
-            for name, handle in self.supervisor.handles.items()
-            if before.get(name) != after.get(name)
+            handle.name
+            for handle in self.supervisor.handles()
+            if before.get(handle.name) != after.get(handle.name)
             and handle.worker is not None
-            and plans.get(name) == handle.plan
+            and plans.get(handle.name) == handle.plan
         )
         for name in moved:
             rule = after.get(name)
@@ -650,7 +780,21 @@ class Orchestrator:
         """Adopt the rate-limit pools of an edited bundle (their permits and queues stay)."""
         self.broker.configure(bundle.model_pools())
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> dict[str, Any]:
+        """The swarm, a row per agent (:meth:`agent_rows`) and per Connection, the cluster
+        and the rate-limit pools when there are any."""
+        body: dict[str, Any] = {
+            "swarm": self.swarm.name,
+            "agents": self.agent_rows(),
+            "connections": self.connections.status(),
+        }
+        if self.cluster is not None:
+            body["cluster"] = self.cluster.cluster_status()
+        if self.broker.pools:
+            body["pools"] = self.broker.snapshot()
+        return body
+
+    def agent_rows(self) -> list[dict[str, Any]]:
         """One row per agent: process state, instances on disk, requests waiting for its
         answer (``pendingDelegates``) and sends it has not finished (``sendsInFlight``).
 
@@ -684,7 +828,7 @@ class Orchestrator:
         trace (the latest ``traces``), and each rate-limit pool as it stands."""
         budgets: dict[str, dict[str, Any]] = {}
         price_sources: dict[str, PriceSource | None] = {}
-        for name in sorted(self.supervisor.handles):
+        for name in sorted(self.supervisor.names()):
             plan = self._agent_plan(name)
             if plan is not None:
                 budgets[name] = {k: c.limits() for k, c in plan.budgets.scopes().items()}

@@ -181,7 +181,7 @@ class Router:
         if admitted is None:
             return
         pending = admitted
-        handle = self.supervisor.handles.get(pending.target)
+        handle = self.supervisor.handle(pending.target)
         if handle is not None and handle.ready_now and handle.worker is not None:
             self._forward(pending, message, handle.worker)  # the hot path: no task, no await
         else:
@@ -263,7 +263,7 @@ class Router:
             self.log.info("request cancelled", trace_id=trace_id, reason=reason)
             # Agents hear of it before any CANCELLED answer reaches them (one pipe, in order),
             # so a Turn whose delegate is answered CANCELLED stops instead of carrying on.
-            for handle in self.supervisor.handles.values():
+            for handle in self.supervisor.handles():
                 if handle.worker is not None:
                     self._send_to(
                         handle.name,
@@ -574,7 +574,7 @@ class Router:
         Raises ``AgentUnavailable`` when it is not running, ``AgentCrashed`` when it exits
         first, ``RequestTimeout`` after ``AGENT_QUESTION_TIMEOUT_SECONDS``.
         """
-        handle = self.supervisor.handles.get(agent)
+        handle = self.supervisor.handle(agent)
         if handle is None or handle.worker is None:
             raise AgentUnavailable(f"agent {agent!r} is not running")
         correlation_id = wire.new_correlation_id()
@@ -616,7 +616,7 @@ class Router:
 
     def _send_to(self, agent: str, message: IpcMessage) -> bool:
         """Queue ``message`` to ``agent``'s running worker; ``False`` when it has none."""
-        handle = self.supervisor.handles.get(agent)
+        handle = self.supervisor.handle(agent)
         if handle is None or handle.worker is None:
             return False
         try:

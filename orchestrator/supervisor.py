@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, KeysView, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,7 +135,7 @@ class Supervisor:
         reconcile_interval: float = RECONCILE_INTERVAL_SECONDS,
     ) -> None:
         # Keyword-only past the transport: each is one seam (listeners, clock, task owner).
-        self.handles: dict[str, AgentHandle] = {
+        self._handles: dict[str, AgentHandle] = {
             name: AgentHandle(name, plan) for name, plan in plans.items()
         }
         self.transport = transport
@@ -152,6 +152,18 @@ class Supervisor:
         self._changed = asyncio.Event()
         self._on_lifecycle = on_lifecycle
         self.log = structlog.get_logger("goondan.supervisor")
+
+    def handle(self, name: str) -> AgentHandle | None:
+        """The handle of process ``name`` (``None`` for a name the swarm does not have)."""
+        return self._handles.get(name)
+
+    def names(self) -> KeysView[str]:
+        """The names of the processes supervised, live (a reload may add or remove some)."""
+        return self._handles.keys()
+
+    def handles(self) -> list[AgentHandle]:
+        """Every handle, as of now (a list of its own: a reload may change the set)."""
+        return list(self._handles.values())
 
     @property
     def event_handlers(self) -> dict[EventKind, EventHandler]:
@@ -179,7 +191,7 @@ class Supervisor:
 
     async def wait_for_status(self, name: str, *statuses: ProcessStatus) -> AgentHandle:
         """Wait (without polling) until agent ``name`` is in one of ``statuses``."""
-        handle = self.handles[name]
+        handle = self._handles[name]
         await self.wait_until(lambda: handle.status in statuses)
         return handle
 
@@ -196,7 +208,7 @@ class Supervisor:
         Raises ``AgentNotFound`` for a name outside the swarm, ``AgentUnavailable`` while it
         backs off after crashes (or cannot boot), ``AgentCrashed`` if it dies while starting.
         """
-        handle = self.handles.get(name)
+        handle = self._handles.get(name)
         if handle is None:
             raise AgentNotFound(f"agent {name!r} is not part of the swarm")
         if self._closing:
@@ -261,7 +273,7 @@ class Supervisor:
         """Take over ``worker``, an agent process that is up and ready though this supervisor
         did not start it (a cluster's new leader finds what the previous one started). Returns
         where its messages go; ``None`` when ``name`` is unknown or has a process already."""
-        handle = self.handles.get(name)
+        handle = self._handles.get(name)
         if handle is None or handle.worker is not None or handle.spawning is not None:
             return None
         handle.wanted = True
@@ -288,7 +300,7 @@ class Supervisor:
             self.log.exception("failed to route message", agent=handle.name, type=message.type)
 
     def _ready(self, agent: str, message: EventMessage, body: Ready) -> None:
-        handle = self.handles.get(agent)
+        handle = self._handles.get(agent)
         if handle is None:
             return
         self._set_status(handle, ProcessStatus.IDLE)
@@ -300,23 +312,23 @@ class Supervisor:
         self._lifecycle("ready", handle, pid=handle.pid)
 
     def _status_changed(self, agent: str, message: EventMessage, body: StatusChanged) -> None:
-        handle = self.handles.get(agent)
+        handle = self._handles.get(agent)
         if handle is not None and handle.status in (ProcessStatus.IDLE, ProcessStatus.PROCESSING):
             self._set_status(handle, ProcessStatus(body.status))
 
     def _turn_completed(self, agent: str, message: EventMessage, body: TurnCompleted) -> None:
-        handle = self.handles.get(agent)
+        handle = self._handles.get(agent)
         if handle is not None and body.ok:
             handle.consecutive_crashes = 0  # a successful Turn proves the agent healthy
             handle.quick_clean_exits = 0
 
     def _boot_failed(self, agent: str, message: EventMessage, body: BootFailed) -> None:
-        handle = self.handles.get(agent)
+        handle = self._handles.get(agent)
         if handle is not None:
             handle.boot_error = body.error
 
     def _shutdown_acked(self, agent: str, message: EventMessage, body: ShutdownAck) -> None:
-        handle = self.handles.get(agent)
+        handle = self._handles.get(agent)
         if handle is not None:
             handle.shutdown_acked.set()
 
@@ -422,7 +434,7 @@ class Supervisor:
         if self._closing:
             return
         now = self.clock.now()
-        for handle in self.handles.values():
+        for handle in self._handles.values():
             down = handle.worker is None and handle.status in (
                 ProcessStatus.CRASHED,
                 ProcessStatus.CRASH_LOOP_BACK_OFF,
@@ -437,7 +449,7 @@ class Supervisor:
         """Seconds until the earliest backoff ends, if any agent waits."""
         waits = [
             h.next_start_at - self.clock.now()
-            for h in self.handles.values()
+            for h in self._handles.values()
             if h.wanted and h.worker is None and h.status is ProcessStatus.CRASH_LOOP_BACK_OFF
         ]
         return max(0.0, min(waits)) if waits else None
@@ -459,7 +471,7 @@ class Supervisor:
     async def stop_agent(self, name: str, grace: float, reason: str) -> None:
         """Graceful stop: ``shutdown``, wait for the exit (Turns finish within ``grace``), then
         SIGTERM, then SIGKILL. Returns once the exit is recorded."""
-        handle = self.handles[name]
+        handle = self._handles[name]
         worker, watcher = handle.worker, handle.watcher
         if worker is None:
             if handle.status is not ProcessStatus.NOT_STARTED:  # nothing ran: nothing ended
@@ -488,7 +500,7 @@ class Supervisor:
     async def restart_agent(self, name: str, grace: float) -> AgentHandle:
         """Stop ``name`` gracefully and start it again; crash counters reset."""
         await self.stop_agent(name, grace, "restart")
-        handle = self.handles[name]
+        handle = self._handles[name]
         handle.consecutive_crashes = 0
         handle.restarts += 1
         return await self.ensure_running(name)
@@ -497,7 +509,7 @@ class Supervisor:
         """Give ``name`` a new plan. A running agent restarts gracefully with it, a down one
         starts afresh, one not running starts with it on first use. Returns whether the agent
         was (re)started; a start that fails backs off like any boot failure."""
-        handle = self.handles[name]
+        handle = self._handles[name]
         handle.plan = plan
         if handle.spawning is not None:  # a process is being started with the old plan
             await asyncio.shield(handle.spawning)
@@ -524,27 +536,27 @@ class Supervisor:
         is stopped and forgotten. Returns ``(added, restarted)``."""
         added, restarted = [], []
         for name, plan in plans.items():
-            handle = self.handles.get(name)
+            handle = self._handles.get(name)
             if handle is None:
-                self.handles[name] = AgentHandle(name, plan)
+                self._handles[name] = AgentHandle(name, plan)
                 added.append(name)
             elif handle.plan != plan and await self.adopt_plan(name, plan, grace):
                 restarted.append(name)
-        for name in [n for n in self.handles if n not in plans]:
+        for name in [n for n in self._handles if n not in plans]:
             await self.stop_agent(name, grace, "config_change")
-            del self.handles[name]
+            del self._handles[name]
         return added, restarted
 
     def is_down(self, name: str) -> bool:
         """Crashed or backing off, waiting to be restarted."""
-        return self.handles[name].status in (
+        return self._handles[name].status in (
             ProcessStatus.CRASHED,
             ProcessStatus.CRASH_LOOP_BACK_OFF,
         )
 
     async def start_afresh(self, name: str) -> AgentHandle:
         """Start a down agent now, its crash count and backoff forgotten (its plan changed)."""
-        handle = self.handles[name]
+        handle = self._handles[name]
         handle.consecutive_crashes = 0
         handle.next_start_at = self.clock.now()
         handle.boot_error = None
@@ -569,7 +581,7 @@ class Supervisor:
         await asyncio.gather(
             *(
                 self.stop_agent(h.name, grace, "orchestrator_shutdown")
-                for h in self.handles.values()
+                for h in self._handles.values()
             ),
             return_exceptions=True,
         )
@@ -578,14 +590,14 @@ class Supervisor:
 
     def kill_all(self) -> None:
         """Last resort (a second Ctrl-C): SIGKILL every worker."""
-        for handle in self.handles.values():
+        for handle in self._handles.values():
             if handle.worker is not None:
                 handle.worker.kill()
 
     def _running_pids(self) -> set[int]:
         return {
             pid
-            for h in self.handles.values()
+            for h in self._handles.values()
             if h.worker is not None and h.worker.node is None and (pid := h.pid)
         }
 
@@ -596,7 +608,7 @@ class Supervisor:
     def status(self) -> list[dict[str, Any]]:
         """One row per agent."""
         now = self.clock.now()
-        return [handle.snapshot(now) for handle in self.handles.values()]
+        return [handle.snapshot(now) for handle in self._handles.values()]
 
 
 def _consume_exception(future: asyncio.Future[None]) -> None:

@@ -151,3 +151,76 @@ def test_the_check_sees_each_form_of_import() -> None:
     assert (
         forbidden("goondan", "bundle.loader", False) == "goondan → bundle (import of bundle.loader)"
     )
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def orchestrator_modules_in(source: str) -> set[str]:
+    """The modules of ``orchestrator/`` that ``source`` imports, in any form and wherever
+    (``from orchestrator.http import metrics`` counts as ``orchestrator.http.metrics``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        found |= {n for n in names if n.startswith("orchestrator") and is_module(n)}
+    return found
+
+
+def orchestrator_imports() -> dict[str, set[str]]:
+    """Each module of ``orchestrator/`` → the modules of ``orchestrator/`` it imports."""
+    return {
+        _module_name(p): orchestrator_modules_in(p.read_text()) for p in modules("orchestrator")
+    }
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), set()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_faces_reach_the_daemon_only_through_its_operations() -> None:
+    """The HTTP API, its metrics and the studio see the swarm as ``SwarmOperations``: none of
+    their modules imports the daemon, not even under ``TYPE_CHECKING`` nor through another
+    module, so ``daemon → http`` is the only arrow between them (no import cycle)."""
+    graph = orchestrator_imports()
+    faces = [m for m in graph if m.startswith(("orchestrator.http", "orchestrator.studio"))]
+    assert {"orchestrator.http.app", "orchestrator.http.metrics"} <= set(faces)
+    offending = sorted(m for m in faces if "orchestrator.daemon" in reachable(graph, m))
+    assert not offending, f"modules reaching orchestrator.daemon: {offending}"
+    assert "orchestrator.daemon" not in reachable(graph, "orchestrator.operations")
+
+
+def test_the_cycle_check_sees_every_form_of_import() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from orchestrator import daemon\n"
+        "def later():\n"
+        "    import orchestrator.watch\n"
+        "from orchestrator.http.metrics import SwarmMetrics\n"
+    )
+    assert orchestrator_modules_in(source) == {
+        "orchestrator",
+        "orchestrator.daemon",
+        "orchestrator.watch",
+        "orchestrator.http.metrics",
+    }
+    graph = {
+        "orchestrator.daemon": {"orchestrator.http.app"},
+        "orchestrator.http.app": {"orchestrator.watch"},
+        "orchestrator.watch": {"orchestrator.daemon"},
+    }
+    assert "orchestrator.daemon" in reachable(graph, "orchestrator.http.app")

@@ -125,13 +125,7 @@ from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
 from ipc.protocol import new_trace_id
-from orchestrator.approvals import (
-    APPROVAL_EVENTS,
-    BadDecision,
-    decision_from_body,
-    find_approval,
-    list_approvals,
-)
+from orchestrator.approvals import APPROVAL_EVENTS, BadDecision, decision_from_body
 from orchestrator.callers import ApiToken, Identify, connection_app
 from orchestrator.eventlog import matches
 from orchestrator.http.approvers import vet_decider
@@ -141,11 +135,11 @@ from orchestrator.http.events_hub import END_OF_STREAM
 from orchestrator.http.guard import HostAllowList, JsonOnly, guard
 from orchestrator.http.servers import address_family
 from orchestrator.limits.usage import TRACES_KEPT
-from orchestrator.state_dir import list_instances
+from orchestrator.operations import OperationRefused, SwarmOperations
 from orchestrator.status import ProcessStatus
+from orchestrator.tasks import TaskOwner
 
 if TYPE_CHECKING:
-    from orchestrator.daemon import Orchestrator
     from orchestrator.http.metrics import SwarmMetrics
 
 API_LISTEN_BACKLOG = 4096
@@ -249,20 +243,21 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 
 def build_app(
-    orchestrator: Orchestrator,
+    swarm: SwarmOperations,
     tokens: Sequence[ApiToken] = (),
     *,
+    metrics: SwarmMetrics | None = None,
     hosts: HostAllowList | None = None,
     cors_origins: Sequence[str] = (),
 ) -> ASGIApp:
-    """The API of ``orchestrator`` as an ASGI app (on TCP, token-checked when there are
-    ``tokens``, and served only to the names in ``hosts``); pages of ``cors_origins`` may use
-    it from a browser, no other page may. Every request knows its
-    :class:`~orchestrator.callers.Caller`."""
-    daemon = orchestrator
+    """The API of ``swarm`` as an ASGI app (on TCP, token-checked when there are ``tokens``,
+    and served only to the names in ``hosts``); pages of ``cors_origins`` may use it from a
+    browser, no other page may. With ``metrics``, ``/metrics`` serves them and every request
+    is counted. Every request knows its :class:`~orchestrator.callers.Caller`."""
+    daemon = swarm
 
     def known(agent: str) -> None:
-        if agent not in daemon.supervisor.handles:
+        if agent not in daemon.agent_names():
             raise HTTPException(404, f"unknown agent {agent!r}")
 
     def accepting() -> None:
@@ -273,32 +268,23 @@ def build_app(
         return JSONResponse({"ok": True, "pid": os.getpid()})
 
     async def readyz(request: Request) -> Response:
-        handle = daemon.supervisor.handles.get(daemon.entry_agent)
+        handle = daemon.agent(daemon.entry_agent)
         ready = handle is not None and handle.ready_now and not daemon.stopping
         status = handle.status.value if handle is not None else ProcessStatus.NOT_STARTED.value
         body = {"ready": ready, "entryAgent": daemon.entry_agent, "status": status}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def agents(request: Request) -> Response:
-        body = {
-            "swarm": daemon.swarm.name,
-            "pid": os.getpid(),
-            "agents": daemon.status(),
-            "connections": daemon.connections.status(),
-        }
-        if daemon.cluster is not None:
-            body["cluster"] = daemon.cluster.cluster_status()
-        if daemon.broker.pools:
-            body["pools"] = daemon.broker.snapshot()
-        return JSONResponse(body)
+        status = daemon.status()
+        return JSONResponse({"swarm": status.pop("swarm"), "pid": os.getpid(), **status})
 
     async def usage(request: Request) -> Response:
         trace_id = request.query_params.get("trace")
         if trace_id is not None:
-            entry = daemon.broker.usage.traces.get(trace_id)
+            entry = daemon.trace_usage(trace_id)
             if entry is None:
                 raise HTTPException(404, f"no usage recorded for trace {trace_id!r}")
-            return JSONResponse(entry.to_json())
+            return JSONResponse(entry)
         count = request.query_params.get("traces", "50")
         if not count.isdigit():
             raise HTTPException(400, "traces must be a whole number")
@@ -322,7 +308,7 @@ def build_app(
             if isinstance(first, DelegateAnswer) and not first.ok:
                 return JSONResponse(first.to_wire(), status_code=502)
             return _sse(_native_events(turn, first), turn.aclose)
-        answer = await daemon.router.request(agent, text, instance_key=key, timeout_ms=timeout)
+        answer = await daemon.request(text, agent=agent, instance_key=key, timeout_ms=timeout)
         return JSONResponse(answer.to_wire(), status_code=200 if answer.ok else 502)
 
     async def send(request: Request) -> Response:
@@ -331,22 +317,21 @@ def build_app(
         accepting()
         fields = Fields(await read_object(request), _SEND_FIELDS)
         text, key = fields.required_text("input"), fields.instance_key()
-        daemon.send_unwaited(text, agent, key)
+        daemon.send(text, agent=agent, instance_key=key)
         return JSONResponse({"accepted": True, "agent": agent, "instanceKey": key}, 202)
 
     async def restart(request: Request) -> Response:
         agent = request.path_params["agent"]
         known(agent)
         accepting()
-        if request.query_params.get("fresh") in ("1", "true"):
-            handle, deleted = await daemon.restart_fresh(agent)
-            return JSONResponse({"agent": agent, "pid": handle.pid, "deletedInstances": deleted})
-        handle = await daemon.supervisor.restart_agent(agent, daemon.grace)
-        return JSONResponse({"agent": agent, "pid": handle.pid})
+        fresh = request.query_params.get("fresh") in ("1", "true")
+        try:
+            return JSONResponse(await daemon.restart(agent, fresh=fresh))
+        except OperationRefused as exc:
+            raise HTTPException(409, str(exc)) from None
 
     async def requests(request: Request) -> Response:
-        rows = [pending.to_json() for pending in daemon.router.pending.values()]
-        return JSONResponse({"requests": rows})
+        return JSONResponse({"requests": daemon.pending()})
 
     async def cancel(request: Request) -> Response:
         identifier = request.path_params["id"]
@@ -361,7 +346,7 @@ def build_app(
         agent = request.query_params.get("agent")
         if agent is not None:
             known(agent)
-        return JSONResponse({"instances": list_instances(daemon.state_dir, agent)})
+        return JSONResponse({"instances": daemon.instances(agent)})
 
     async def delete_instance(request: Request) -> Response:
         agent, key = request.path_params["agent"], request.path_params["key"]
@@ -385,12 +370,12 @@ def build_app(
         if agent is not None:
             known(agent)
         include_decided = request.query_params.get("all") not in (None, "", "0", "false")
-        rows = list_approvals(daemon.state_dir, agent=agent, include_decided=include_decided)
+        rows = daemon.approvals(agent=agent, include_decided=include_decided)
         return JSONResponse({"approvals": rows})
 
     async def approval(request: Request) -> Response:
         approval_id = request.path_params["id"]
-        record = find_approval(daemon.state_dir, approval_id)
+        record = daemon.approval(approval_id)
         if record is None:
             return error(404, HttpCode.APPROVAL_NOT_FOUND, f"no approval {approval_id!r}")
         return JSONResponse({"approval": record})
@@ -408,16 +393,17 @@ def build_app(
             except BadDecision as exc:
                 return error(400, HttpCode.BAD_REQUEST, str(exc))
             wait = request.query_params.get("wait") not in (None, "", "0", "false")
-            outcome = await daemon.decide_approval(wanted, wait=wait)
+            outcome = await daemon.decide(wanted, wait=wait)
             return JSONResponse(outcome.body, status_code=outcome.status)
 
         return decide
 
-    async def metrics(request: Request) -> Response:
+    async def scrape(request: Request) -> Response:
         from orchestrator.http.metrics import CONTENT_TYPE
 
-        assert daemon.metrics is not None
-        return Response(daemon.metrics.exposition(), media_type=CONTENT_TYPE)
+        if metrics is None:
+            raise HTTPException(404, "no metrics are kept")
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     async def events(request: Request) -> Response:
         agent = request.query_params.get("agent")
@@ -429,7 +415,7 @@ def build_app(
     openai = _OpenAICompatible(daemon)
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
+        Route("/metrics", scrape, methods=["GET"]),
         Route("/v1/models", openai.models, methods=["GET"]),
         Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
         Route("/readyz", readyz, methods=["GET"]),
@@ -454,8 +440,8 @@ def build_app(
     handlers = {HTTPException: _http_error, BadBody: _bad_body}
     app: ASGIApp = Starlette(routes=routes, exception_handlers=handlers)
     app = guard(Identify(JsonOnly(app), tokens), hosts=hosts, cors_origins=cors_origins)
-    if daemon.metrics is not None:  # outermost: refusals are counted too
-        app = _Measured(app, daemon.metrics)
+    if metrics is not None:  # outermost: refusals are counted too
+        app = _Measured(app, metrics)
     return app
 
 
@@ -518,7 +504,7 @@ class _TurnStream:
 
     def __init__(
         self,
-        daemon: Orchestrator,
+        daemon: SwarmOperations,
         agent: str,
         text: str,
         instance_key: str,
@@ -541,7 +527,7 @@ class _TurnStream:
 
     async def _run(
         self,
-        daemon: Orchestrator,
+        daemon: SwarmOperations,
         text: str,
         instance_key: str,
         timeout_ms: int | None,
@@ -549,10 +535,10 @@ class _TurnStream:
     ) -> None:
         try:
             # Watched from before the request goes out, so no parked call slips past.
-            with daemon.live.watching(self.notice) if self.approvals else contextlib.nullcontext():
-                answer = await daemon.router.request(
-                    self.agent,
+            with daemon.watching(self.notice) if self.approvals else contextlib.nullcontext():
+                answer = await daemon.request(
                     text,
+                    agent=self.agent,
                     instance_key=instance_key,
                     timeout_ms=timeout_ms,
                     trace_id=self.trace_id,
@@ -676,11 +662,11 @@ async def _native_events(turn: _TurnStream, first: _Item) -> AsyncIterator[bytes
 
 
 async def _event_stream(
-    daemon: Orchestrator, request: Request, agent: str | None, trace: str | None
+    daemon: SwarmOperations, request: Request, agent: str | None, trace: str | None
 ) -> AsyncIterator[bytes]:
     """Server-sent events: one ``data:`` line per runtime event that passes the filters, as it
     happens, until the client leaves or the daemon stops."""
-    async with daemon.live.subscribe() as subscription:
+    async with daemon.subscribe() as subscription:
         yield b": connected\n\n"
         reported = 0
         while True:
@@ -713,7 +699,7 @@ class _OpenAICompatible:
     docstring).
     """
 
-    def __init__(self, daemon: Orchestrator) -> None:
+    def __init__(self, daemon: SwarmOperations) -> None:
         self.daemon = daemon
         self.created = int(time.time())
 
@@ -730,18 +716,18 @@ class _OpenAICompatible:
         return JSONResponse(body, status_code=status)
 
     async def models(self, request: Request) -> Response:
-        owner = self.daemon.swarm.name
+        owner = self.daemon.name
         data = [
             {"id": name, "object": "model", "created": self.created, "owned_by": owner}
-            for name in self.daemon.supervisor.handles
+            for name in self.daemon.agent_names()
         ]
         return JSONResponse({"object": "list", "data": data})
 
     def _agent(self, model: str) -> str | None:
         daemon = self.daemon
-        if model in daemon.supervisor.handles:
+        if model in daemon.agent_names():
             return model
-        if model in (daemon.swarm.name, "goondan"):
+        if model in (daemon.name, "goondan"):
             return daemon.entry_agent
         return None
 
@@ -760,7 +746,7 @@ class _OpenAICompatible:
         text = chat.text
         if chat.stream:
             return await self._streamed(chat, agent, key)
-        answer = await self.daemon.router.request(agent, text, instance_key=key)
+        answer = await self.daemon.request(text, agent=agent, instance_key=key)
         if not answer.ok:
             return self._failed(answer)
         turn = answer.turn or {}
@@ -914,13 +900,22 @@ class ApiServer:
 
     def __init__(
         self,
-        orchestrator: Orchestrator,
+        swarm: SwarmOperations,
+        state_dir: Path,
         *,
         listen: str | None = None,
         token: ApiToken | None = None,
+        allowed_hosts: Sequence[str] = (),
+        cors_origins: Sequence[str] = (),
+        metrics: SwarmMetrics | None = None,
+        tasks: TaskOwner,
     ) -> None:
-        self.orchestrator = orchestrator
-        self.path = socket_path(orchestrator.state_dir)
+        self.swarm = swarm
+        self.path = socket_path(state_dir)
+        self.allowed_hosts, self.cors_origins = allowed_hosts, cors_origins
+        self.metrics = metrics
+        self.tasks = tasks
+        """Owns the server's task (the daemon's, cancelled last at shutdown)."""
         self.tcp = parse_listen(listen) if listen else None
         if self.tcp is not None and not is_loopback(self.tcp[0]) and not token:
             raise ApiRefused(
@@ -936,11 +931,10 @@ class ApiServer:
 
     async def start(self) -> None:
         """Bind the sockets and serve in the background (owned by the daemon's tasks)."""
-        policy = self.orchestrator.swarm.spec.policy.api
         hosts = None
         if self.tcp is not None:
             try:  # before binding: a bad entry leaves nothing to clean up
-                hosts = HostAllowList.of(self.tcp[0], self.tcp[1], policy.allowed_hosts)
+                hosts = HostAllowList.of(self.tcp[0], self.tcp[1], self.allowed_hosts)
             except ValueError as exc:
                 raise ApiRefused(str(exc)) from None
         sockets = [self._unix_socket()]
@@ -952,10 +946,11 @@ class ApiServer:
             hosts = dataclasses.replace(hosts, port=self.port)  # port 0: the one bound
             sockets.append(tcp)
         app = build_app(
-            self.orchestrator,
+            self.swarm,
             [self.token] if self.token else [],
+            metrics=self.metrics,
             hosts=hosts,
-            cors_origins=policy.cors_origins,
+            cors_origins=self.cors_origins,
         )
         config = uvicorn.Config(
             app,
@@ -970,7 +965,7 @@ class ApiServer:
         # Deadlines for heads and bodies, bounded connections per peer, bursts queued or
         # refused with 503 (goondan.http_server); each connection's app knows its peer.
         self._server = GuardedServer(config, wrap=connection_app, log=self.log)
-        self.orchestrator.tasks.start_soon(self._server.serve(sockets=sockets), "http-api")
+        self.tasks.start_soon(self._server.serve(sockets=sockets), "http-api")
         self.log.info("http api listening", socket=str(self.path), tcp=self.tcp, port=self.port)
 
     def _unix_socket(self) -> socket.socket:

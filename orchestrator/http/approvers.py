@@ -43,9 +43,8 @@ import contextlib
 import ipaddress
 import os
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import structlog
 from starlette.requests import Request
@@ -55,10 +54,7 @@ from goondan.errors import HttpCode
 from ipc import ORCHESTRATOR
 from ipc.scope import SCOPE_ENV
 from orchestrator.callers import PEER_KEY, Caller, Peer, caller_of, user_name
-
-if TYPE_CHECKING:
-    from orchestrator.daemon import Orchestrator
-    from orchestrator.supervisor import AgentHandle
+from orchestrator.operations import SwarmOperations, SwarmProcesses
 
 APPROVAL_FORBIDDEN = HttpCode.APPROVAL_FORBIDDEN
 """The decision came from a process that may not decide (HTTP 403)."""
@@ -67,37 +63,6 @@ MAX_ANCESTORS = 4096
 
 _SCOPE_MARKER = f"{SCOPE_ENV}=".encode()
 _log = structlog.get_logger("goondan.approvals")
-
-
-@dataclass(frozen=True, slots=True)
-class SwarmProcesses:
-    """The swarm's processes on this host, as the daemon knows them."""
-
-    pids: dict[int, str]
-    """Agent and connector pids → what they are (``agent 'worker'``)."""
-    scopes: dict[str, str]
-    """Their process scope tokens → the same."""
-    daemon_pid: int
-    euid: int
-    """The daemon's user, as whom agents and their programs run."""
-
-
-def swarm_processes(daemon: Orchestrator) -> SwarmProcesses:
-    """The agent and connector processes ``daemon`` runs on this host right now."""
-    pids: dict[int, str] = {}
-    scopes: dict[str, str] = {}
-
-    def note(handles: dict[str, AgentHandle], kind: str) -> None:
-        for name, handle in handles.items():
-            label = f"{kind} {name!r}"
-            if handle.worker is not None and handle.worker.node is None and handle.pid:
-                pids[handle.pid] = label
-            if handle.scope:
-                scopes[handle.scope] = label
-
-    note(daemon.supervisor.handles, "agent")
-    note(daemon.connections.supervisor.handles, "connection")
-    return SwarmProcesses(pids, scopes, os.getpid(), os.geteuid())
 
 
 class ProcFs:
@@ -301,27 +266,25 @@ def _scope_in(environ: bytes) -> str | None:
 
 
 async def vet_decider(
-    daemon: Orchestrator, request: Request, approval_id: str
+    daemon: SwarmOperations, request: Request, approval_id: str
 ) -> Caller | JSONResponse:
     """The :class:`Caller` deciding ``approval_id`` through ``request``, or the 403 refusing
     it (logged, and recorded as an ``approval.refused`` runtime event)."""
-    from orchestrator.approvals import find_approval
-
     caller, peer = caller_of(request), request.scope.get(PEER_KEY)
-    swarm = swarm_processes(daemon)
+    swarm = daemon.processes()
     caller, why = await asyncio.to_thread(
         why_refused, caller, peer if isinstance(peer, Peer) else None, swarm
     )
     if why is None:
         return caller
-    record = find_approval(daemon.state_dir, approval_id) or {}
+    record = daemon.approval(approval_id) or {}
     _log.warning(
         "approval decision refused",
         approval_id=approval_id,
         decided_by=caller.to_json(),
         reason=why,
     )
-    daemon.events.record(
+    daemon.record(
         "approval.refused",
         str(record.get("agentName") or ORCHESTRATOR),
         approvalId=approval_id,

@@ -15,6 +15,7 @@ unknown to the swarm are all counted as :data:`OTHER`; routes are their template
 
 from __future__ import annotations
 
+from collections import Counter as Tally
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +25,9 @@ from prometheus_client.registry import Collector
 
 from bundle.plan import AgentPlan
 from ipc.protocol import CONNECTION_SENDER_PREFIX
+from orchestrator.operations import SwarmOperations
 
 if TYPE_CHECKING:
-    from orchestrator.daemon import Orchestrator
     from orchestrator.telemetry import TraceExport
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -56,8 +57,8 @@ _LIFECYCLE = frozenset(
 class SwarmMetrics:
     """The swarm's counters and histograms, fed by :meth:`observe`."""
 
-    def __init__(self, orchestrator: Orchestrator) -> None:
-        self.orchestrator = orchestrator
+    def __init__(self, swarm: SwarmOperations, *, telemetry: TraceExport | None = None) -> None:
+        self.swarm = swarm
         self._tool_names: dict[str, tuple[AgentPlan, frozenset[str]]] = {}
         self._http_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self.registry = CollectorRegistry()
@@ -125,11 +126,11 @@ class SwarmMetrics:
             ["budget", "agent"],
             registry=registry,
         )
-        registry.register(_LiveState(orchestrator))
-        registry.register(_ConnectionHealth(orchestrator))
-        registry.register(_ModelUsage(orchestrator))
-        if orchestrator.telemetry is not None:
-            registry.register(_SpanExport(orchestrator.telemetry))
+        registry.register(_LiveState(swarm))
+        registry.register(_ConnectionHealth(swarm))
+        registry.register(_ModelUsage(swarm))
+        if telemetry is not None:
+            registry.register(_SpanExport(telemetry))
 
     def observe_http(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one HTTP request: ``route`` is its template (``unmatched`` for none)."""
@@ -185,18 +186,18 @@ class SwarmMetrics:
         """``name`` when it is an agent or a Connection of the swarm, or the daemon itself."""
         if not isinstance(name, str):
             return OTHER
-        daemon = self.orchestrator
-        if name in daemon.supervisor.handles or name == "orchestrator":
+        swarm = self.swarm
+        if name in swarm.agent_names() or name == "orchestrator":
             return name
         connection = name.removeprefix(CONNECTION_SENDER_PREFIX)
-        if connection != name and connection in daemon.connections.supervisor.handles:
+        if connection != name and connection in swarm.connection_names():
             return name
         return OTHER
 
     def _tool(self, agent: str, name: object) -> str:
         """``name`` when ``agent`` may call it: one of its own tools, or of the bundle's Tools
         it reaches through the registry (a model may name any tool at all)."""
-        handle = self.orchestrator.supervisor.handles.get(agent)
+        handle = self.swarm.agent(agent)
         plan = handle.plan if handle is not None else None
         if not isinstance(name, str) or not isinstance(plan, AgentPlan):
             return OTHER
@@ -215,11 +216,11 @@ def _known(value: object, allowed: frozenset[str]) -> str:
 class _LiveState(Collector):
     """Gauges read from the supervisor and the router at scrape time."""
 
-    def __init__(self, orchestrator: Orchestrator) -> None:
-        self.orchestrator = orchestrator
+    def __init__(self, swarm: SwarmOperations) -> None:
+        self.swarm = swarm
 
     def collect(self) -> Iterable[Metric]:
-        daemon = self.orchestrator
+        swarm = self.swarm
         up = GaugeMetricFamily(
             "goondan_agent_up", "1 while the agent process is ready.", labels=["agent", "status"]
         )
@@ -231,13 +232,16 @@ class _LiveState(Collector):
             "Requests waiting for their answer, by target.",
             labels=["agent"],
         )
-        for name, handle in daemon.supervisor.handles.items():
+        waiting = Tally(row["agent"] for row in swarm.pending())
+        for name in list(swarm.agent_names()):
+            handle = swarm.agent(name)
+            if handle is None:
+                continue
             up.add_metric([name, handle.status.value], 1.0 if handle.ready_now else 0.0)
             restarts.add_metric([name], float(handle.restarts))
-            waiting = sum(1 for p in daemon.router.pending.values() if p.target == name)
-            pending.add_metric([name], float(waiting))
+            pending.add_metric([name], float(waiting[name]))
         sends = GaugeMetricFamily("goondan_sends_in_flight", "Sends delivered but not done.")
-        sends.add_metric([], float(len(daemon.router.sends)))
+        sends.add_metric([], float(swarm.sends_in_flight()))
         return [up, restarts, pending, sends]
 
     def describe(self) -> Iterable[Metric]:
@@ -248,11 +252,10 @@ class _ConnectionHealth(Collector):
     """Each Connection's health (``status``'s), read at scrape time; labelled by the
     Connection's name only, a set the configuration fixes."""
 
-    def __init__(self, orchestrator: Orchestrator) -> None:
-        self.orchestrator = orchestrator
+    def __init__(self, swarm: SwarmOperations) -> None:
+        self.swarm = swarm
 
     def collect(self) -> Iterable[Metric]:
-        connections = self.orchestrator.connections
         up = GaugeMetricFamily(
             "goondan_connection_up",
             "1 while the Connection's connector runs and its last report was no failure.",
@@ -273,9 +276,9 @@ class _ConnectionHealth(Collector):
             "Unix time of the Connection's last event (absent before its first).",
             labels=["connection"],
         )
-        for name, handle in connections.supervisor.handles.items():
-            health = connections.health_of(name)
-            running = handle.ready_now and health.consecutive_failures == 0
+        for connection in self.swarm.connection_states():
+            name, health = connection.name, connection.health
+            running = connection.ready and health.consecutive_failures == 0
             up.add_metric([name], 1.0 if running else 0.0)
             in_a_row.add_metric([name], float(health.consecutive_failures))
             failures.add_metric([name], float(health.failures))
@@ -334,11 +337,10 @@ class _ModelUsage(Collector):
     """Model usage and the rate-limit pools, read from the broker at scrape time (usage is
     counted as the agents report each call; nothing more is counted per call here)."""
 
-    def __init__(self, orchestrator: Orchestrator) -> None:
-        self.broker = orchestrator.broker
+    def __init__(self, swarm: SwarmOperations) -> None:
+        self.swarm = swarm
 
     def collect(self) -> Iterable[Metric]:
-        book = self.broker.usage
         calls = CounterMetricFamily(
             "goondan_model_calls", "Model calls, by agent.", labels=["agent"]
         )
@@ -352,12 +354,12 @@ class _ModelUsage(Collector):
             "Cost of model calls by the Models' pricing (their currency), by agent.",
             labels=["agent"],
         )
-        for agent, used in sorted(book.agents.items()):
+        for agent, used in sorted(self.swarm.model_usage().items()):
             calls.add_metric([agent], float(used.calls))
             tokens.add_metric([agent, "input"], float(used.input_tokens))
             tokens.add_metric([agent, "output"], float(used.output_tokens))
             cost.add_metric([agent], used.cost)
-        pools = self.broker.snapshot()
+        pools = self.swarm.pools()
         families: list[Metric] = [calls, tokens, cost]
         for name, documentation, family, key in _POOL_FIGURES:
             metric = family(name, documentation, labels=["pool"])

@@ -134,7 +134,7 @@ async def test_chaos(tmp_path: Path) -> None:
         kills = 0
         while kills < KILLS:
             await asyncio.sleep(rng.uniform(0.05, 0.3))
-            victim = supervisor.handles[rng.choice(["a", "b", "c"])]
+            victim = supervisor.handle(rng.choice(["a", "b", "c"]))
             if victim.pid is not None and victim.status in (
                 ProcessStatus.IDLE,
                 ProcessStatus.PROCESSING,
@@ -164,7 +164,7 @@ async def test_chaos(tmp_path: Path) -> None:
             for name in ("a", "b", "c"):
                 await supervisor.ensure_running(name)
                 await supervisor.wait_for_status(name, ProcessStatus.IDLE)
-        for handle in supervisor.handles.values():
+        for handle in supervisor.handles():
             if handle.pid is not None:
                 seen_pids.add(handle.pid)
     finally:

@@ -30,9 +30,9 @@ async def test_an_answer_over_the_frame_limit_becomes_an_error_for_its_caller(
         assert answer.error.code == "E_RESULT_TOO_LARGE"
         assert str(MAX_FRAME_BYTES) in answer.error.message
         # the agent is still the same process, and still answers
-        pid = swarm.supervisor.handles["beta"].pid
+        pid = swarm.supervisor.handle("beta").pid
         assert (await swarm.request("hello", agent="beta")).output == "beta got: hello"
-        assert swarm.supervisor.handles["beta"].pid == pid
+        assert swarm.supervisor.handle("beta").pid == pid
 
 
 async def test_a_delegated_answer_over_the_limit_reaches_the_calling_agent_as_a_tool_error(

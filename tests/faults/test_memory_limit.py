@@ -71,11 +71,11 @@ async def test_a_runaway_allocation_fails_inside_the_limit_and_the_agent_stays(
         await orchestrator.start()
         try:
             assert (await orchestrator.request("hog 32")).output == "held 32 MiB"
-            pid = orchestrator.supervisor.handles["hungry"].pid
+            pid = orchestrator.supervisor.handle("hungry").pid
             refused = await orchestrator.request("hog 4096")  # 4 GiB: far past the limit
             assert refused.output.startswith("ERROR E_TOOL"), refused
             assert "MemoryError" in refused.output or "memory" in refused.output.lower()
-            assert orchestrator.supervisor.handles["hungry"].pid == pid
+            assert orchestrator.supervisor.handle("hungry").pid == pid
             assert (await orchestrator.request("hog 32")).output == "held 32 MiB"
         finally:
             await orchestrator.shutdown()

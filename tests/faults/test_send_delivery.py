@@ -96,7 +96,7 @@ async def test_a_queued_send_of_a_killed_agent_is_delivered_once_after_the_resta
         assert (await swarm.request("tell beta queued behind")).status == "ok"
     [send] = swarm.router.sends.values()
     assert not send.started  # beta's only instance is busy with the slow Turn
-    pid = swarm.supervisor.handles["beta"].pid
+    pid = swarm.supervisor.handle("beta").pid
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
     async with asyncio.timeout(30):
@@ -106,7 +106,7 @@ async def test_a_queued_send_of_a_killed_agent_is_delivered_once_after_the_resta
     assert runtime_events(swarm, "delivery.lost") == []
     users = [m.content for m in conversation(swarm, "beta") if m.role == "user"]
     assert users.count("queued behind") == 1
-    assert swarm.supervisor.handles["beta"].pid != pid
+    assert swarm.supervisor.handle("beta").pid != pid
 
 
 async def test_a_send_to_an_agent_that_cannot_start_is_reported(tmp_path: Path) -> None:
@@ -116,7 +116,7 @@ async def test_a_send_to_an_agent_that_cannot_start_is_reported(tmp_path: Path) 
         await orchestrator.start()
     try:
         # A beta that can never boot: its model provider is unknown.
-        handle = orchestrator.supervisor.handles["beta"]
+        handle = orchestrator.supervisor.handle("beta")
         nowhere = handle.plan.model.model_copy(update={"provider": "nowhere"})
         handle.plan = handle.plan.model_copy(update={"model": nowhere})
         async with asyncio.timeout(30):

@@ -59,14 +59,14 @@ async def test_tool_programs_see_only_the_standard_descriptors(tmp_path: Path) -
             listed = await orchestrator.request("run ls /proc/self/fd")
             # 3 is the directory ls itself opened to list them
             assert listed.output.split() == ["0", "1", "2", "3"], listed
-            shell_pid = orchestrator.supervisor.handles["shell"].pid
+            shell_pid = orchestrator.supervisor.handle("shell").pid
             # The attack that used to kill the fork server: write to every other descriptor.
             attack = "for fd in $(seq 3 64); do (printf x >&$fd) 2>/dev/null; done; echo done"
             assert (await orchestrator.request(f"run {attack}")).output.strip() == "done"
             # The fork server still starts agents, and no agent was seen to exit.
             assert (await orchestrator.request("hi", agent="other")).output == "other here"
-            assert orchestrator.supervisor.handles["shell"].pid == shell_pid
-            assert orchestrator.supervisor.handles["shell"].last_exit is None
+            assert orchestrator.supervisor.handle("shell").pid == shell_pid
+            assert orchestrator.supervisor.handle("shell").last_exit is None
         finally:
             await orchestrator.shutdown()
 
@@ -161,7 +161,7 @@ async def test_no_program_a_tool_started_outlives_its_agent(tmp_path: Path) -> N
     (tmp_path / "goondan.yaml").write_text(UNSANDBOXED)
     orchestrator = Orchestrator(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
     workspace = tmp_path / "state" / "agents" / "shell" / "instances" / "default" / "workspace"
-    shell = orchestrator.supervisor.handles["shell"]
+    shell = orchestrator.supervisor.handle("shell")
     async with asyncio.timeout(60):
         await orchestrator.start()
         try:

@@ -184,7 +184,7 @@ async def test_a_parked_call_survives_a_sigkill_of_its_agent(
 ) -> None:
     request, requested = await parked_request(swarm, "write kept.txt still here")
     approval_id = requested["approvalId"]
-    handle = swarm.supervisor.handles["clerk"]
+    handle = swarm.supervisor.handle("clerk")
     old_pid = handle.pid
     assert old_pid is not None
     async with watching(swarm) as events:
@@ -235,7 +235,7 @@ async def test_a_parked_call_survives_a_daemon_restart(tmp_path: Path) -> None:
             done = await events.next("turn.completed", traceId=requested["traceId"])
         assert done["output"] == "wrote 9 bytes to after.txt"
         assert (workspace(second) / "after.txt").read_text() == "restarted"
-        handle = second.supervisor.handles["clerk"]
+        handle = second.supervisor.handle("clerk")
         assert handle.status in (ProcessStatus.IDLE, ProcessStatus.PROCESSING)
     types = [e["type"] for e in runtime_events(tmp_path / "state") if e.get("approvalId")]
     assert types == [

@@ -127,7 +127,7 @@ async def test_an_agents_shell_cannot_approve_another_agents_parked_call(
         assert (refused["agentName"], refused["toolName"]) == ("clerk", "bash__exec")
         curl = refused["decidedBy"]
         assert (curl["via"], curl["uid"]) == ("unix", os.getuid())
-        assert curl["pid"] not in (os.getpid(), swarm.supervisor.handles["rogue"].pid)
+        assert curl["pid"] not in (os.getpid(), swarm.supervisor.handle("rogue").pid)
 
         decided = await still_parked_then_rejected(swarm, request, approval_id)
         assert decided["decidedBy"] == {"via": "unix", "gid": os.getgid(), **ME}
@@ -182,7 +182,7 @@ async def test_a_process_carrying_an_agents_scope_is_refused(tmp_path: Path) -> 
     async with approval_swarm(tmp_path, rogue=True) as swarm:
         request, approval_id = await parked_run(swarm)
         await swarm.supervisor.ensure_running("rogue")
-        scope = swarm.supervisor.handles["rogue"].scope
+        scope = swarm.supervisor.handle("rogue").scope
         assert scope
         client = (
             "import http.client, socket, sys\n"

@@ -80,9 +80,7 @@ async def test_a_connection_set_up_wrongly_says_why(
         supervisor = swarm.connections.supervisor
         async with asyncio.timeout(30):  # the exit is recorded too: back off, not a loop
             await supervisor.wait_until(
-                lambda: all(
-                    h.status.value == "crashLoopBackOff" for h in supervisor.handles.values()
-                )
+                lambda: all(h.status.value == "crashLoopBackOff" for h in supervisor.handles())
             )
         now = rows(swarm)
         for name, wanted in (("discord-nokey", "DISCORD_PUBLIC_KEY"), ("hooks-taken", "in use")):

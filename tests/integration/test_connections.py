@@ -85,7 +85,7 @@ async def test_events_are_routed_by_ingress_into_turns(swarm: Orchestrator, feed
 
 
 async def test_a_connector_crash_is_restarted_with_backoff(swarm: Orchestrator, feed: Path) -> None:
-    handle = swarm.connections.supervisor.handles["line"]
+    handle = swarm.connections.supervisor.handle("line")
     first_pid = handle.pid
     async with swarm.live.subscribe() as subscription:
         lines = await writer(feed)
@@ -111,7 +111,7 @@ async def test_a_connector_that_cannot_start_is_named_in_status(
         supervisor = swarm.connections.supervisor
         async with asyncio.timeout(30):
             await supervisor.wait_until(
-                lambda: supervisor.handles["line"].status is ProcessStatus.CRASH_LOOP_BACK_OFF
+                lambda: supervisor.handle("line").status is ProcessStatus.CRASH_LOOP_BACK_OFF
             )
         [row] = swarm.connections.status()
         assert "FEED_TOKEN_UNSET is not set" in row["bootError"]
@@ -223,12 +223,12 @@ async def test_watch_adds_reroutes_refuses_and_removes_a_connection(
             routed = await next_event(subscription, "connector.event", connection="line")
             assert routed["agentName"] == "beta"
             # Only the routing changes: the connector keeps running, events go to alpha now.
-            pid = swarm.connections.supervisor.handles["line"].pid
+            pid = swarm.connections.supervisor.handle("line").pid
             rerouted = await edited(
                 base + "---\n" + connection.replace("Agent/beta", "Agent/alpha")
             )
             assert rerouted == {"valid": True, "errors": [], "restarted": []}
-            assert swarm.connections.supervisor.handles["line"].pid == pid
+            assert swarm.connections.supervisor.handle("line").pid == pid
             lines.write(json.dumps({"name": "to_beta", "text": "two"}) + "\n")
             lines.flush()
             routed = await next_event(subscription, "connector.event", connection="line")
@@ -238,7 +238,7 @@ async def test_watch_adds_reroutes_refuses_and_removes_a_connection(
         # Removed while it still reads its open feed: stopped, not finished.
         removed = await edited(base)
         assert removed["valid"] is True
-        assert "line" not in swarm.connections.supervisor.handles
+        assert "line" not in swarm.connections.supervisor.names()
         assert pid is not None
         assert wait_gone(pid)
         lines.close()

@@ -70,19 +70,19 @@ async def test_extension_middleware_tools_and_state_survive_a_kill(tmp_path: Pat
         try:
             assert (await orchestrator.request("count", agent="beta")).output == "turns=1"
             # the toolCall layer refuses the crash tool before it runs: beta stays up
-            pid = orchestrator.supervisor.handles["beta"].pid
+            pid = orchestrator.supervisor.handle("beta").pid
             refused = await orchestrator.request("crash", agent="beta")
             assert refused.output == "ERROR E_REFUSED"
-            assert orchestrator.supervisor.handles["beta"].pid == pid
+            assert orchestrator.supervisor.handle("beta").pid == pid
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
-            handle = orchestrator.supervisor.handles["beta"]
+            handle = orchestrator.supervisor.handle("beta")
             await orchestrator.supervisor.wait_until(
                 lambda: handle.pid not in (None, pid) and handle.status is ProcessStatus.IDLE
             )
             answer = await orchestrator.request("count", agent="beta")
             assert answer.output == "turns=3"  # two Turns before the kill, on disk
-            assert orchestrator.supervisor.handles["beta"].pid != pid
+            assert orchestrator.supervisor.handle("beta").pid != pid
         finally:
             await orchestrator.shutdown()
     state = tmp_path / "s" / "agents" / "beta" / "instances" / "default" / "extensions"
@@ -97,7 +97,7 @@ async def test_a_failing_register_is_a_boot_failure_naming_the_extension(tmp_pat
         try:
             answer = await orchestrator.request("count", agent="beta")
             assert answer.status == "error"
-            handle = orchestrator.supervisor.handles["beta"]
+            handle = orchestrator.supervisor.handle("beta")
             assert handle.boot_error is not None
             assert "Extension/broken" in handle.boot_error
             assert "E_EXT_INIT" in handle.boot_error
@@ -162,7 +162,7 @@ async def test_mcp_tools_in_an_agent_process_and_no_server_outlives_a_killed_age
             # The server runs in the sandbox: its pid there means nothing here, its mark does.
             server_pids = processes_marked(token)
             assert server_pids
-            handle = orchestrator.supervisor.handles["bridge"]
+            handle = orchestrator.supervisor.handle("bridge")
             agent_pid = handle.pid
             assert agent_pid is not None
             os.kill(agent_pid, signal.SIGKILL)

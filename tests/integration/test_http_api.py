@@ -114,7 +114,7 @@ async def test_instances_are_listed_and_deleted(client: httpx2.AsyncClient) -> N
 async def test_a_restart_starts_a_new_process(
     client: httpx2.AsyncClient, swarm: Orchestrator
 ) -> None:
-    before = swarm.supervisor.handles["alpha"].pid
+    before = swarm.supervisor.handle("alpha").pid
     restarted = await client.post("/v1/agents/alpha/restart", headers=JSON)
     assert restarted.status_code == 200
     assert restarted.json()["pid"] not in (None, before)

@@ -234,7 +234,7 @@ async def test_an_agent_killed_while_it_holds_a_permit_does_not_keep_it(tmp_path
                 waiting = asyncio.ensure_future(orchestrator.request("go", agent="beta"))
                 queued = await next_event(events.queue, "model.permit.waiting")
             assert queued["agentName"] == "beta"
-            pid = orchestrator.supervisor.handles["alpha"].pid
+            pid = orchestrator.supervisor.handle("alpha").pid
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
             crashed: DelegateAnswer = await held
@@ -388,7 +388,7 @@ async def test_calls_without_limits_are_counted_too(tmp_path: Path) -> None:
     try:
         answer = await orchestrator.request("write notes.txt hello world")
         report = orchestrator.usage_report()
-        plan = orchestrator.supervisor.handles["worker"].plan
+        plan = orchestrator.supervisor.handle("worker").plan
         assert isinstance(plan, AgentPlan)
     finally:
         await orchestrator.shutdown()

@@ -36,7 +36,7 @@ async def ask(
 
 
 def pid_of(swarm: Orchestrator, name: str) -> int | None:
-    return swarm.supervisor.handles[name].pid
+    return swarm.supervisor.handle(name).pid
 
 
 async def test_agents_run_in_distinct_processes_and_b_spawns_on_first_delegate(
@@ -69,7 +69,7 @@ async def test_a_crash_mid_request_answers_at_once_and_the_agent_comes_back(
     second_pid = pid_of(swarm, "beta")
     assert second_pid is not None
     assert second_pid != first_pid
-    handle = swarm.supervisor.handles["beta"]
+    handle = swarm.supervisor.handle("beta")
     assert handle.last_exit is not None
     assert handle.last_exit.exitcode == 1
 
@@ -80,7 +80,7 @@ async def test_a_good_turn_of_a_restarted_agent_resets_its_crash_count(
     """What only a real process shows: its crashes are counted and its successful Turn
     reports back. The backoff schedule itself is tested against the fake transport
     (tests/unit/orchestrator/test_supervisor.py)."""
-    handle = swarm.supervisor.handles["beta"]
+    handle = swarm.supervisor.handle("beta")
     for crash in range(1, 3):
         answer = await ask(swarm, "crash", agent="beta", wait=20)
         assert answer.error.code == "AGENT_CRASHED", (crash, answer)
@@ -94,7 +94,7 @@ async def test_a_good_turn_of_a_restarted_agent_resets_its_crash_count(
 
 async def test_clean_exits_nobody_asked_for_restart_without_backoff(swarm: Orchestrator) -> None:
     """A process that exits 0 unasked is restarted at once and not counted as a crash."""
-    handle = swarm.supervisor.handles["beta"]
+    handle = swarm.supervisor.handle("beta")
     assert (await ask(swarm, "crash", agent="beta", wait=20)).error.code == "AGENT_CRASHED"
     async with asyncio.timeout(10):
         await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
@@ -139,7 +139,7 @@ async def test_a_cycle_is_refused_fast(swarm: Orchestrator) -> None:
 async def test_garbage_in_a_pipe_does_not_stop_the_orchestrator(swarm: Orchestrator) -> None:
     assert (await ask(swarm, "ask beta garbage")).output == "garbage written"
     assert (await ask(swarm, "ask beta still there?")).output == "beta got: still there?"
-    assert swarm.supervisor.handles["beta"].status is ProcessStatus.IDLE
+    assert swarm.supervisor.handle("beta").status is ProcessStatus.IDLE
 
 
 async def test_graceful_shutdown_lets_an_in_flight_turn_finish(tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ async def test_graceful_shutdown_lets_an_in_flight_turn_finish(tmp_path: Path) -
         answer = await request
     assert answer.status == "ok"
     assert answer.output == "slow done"
-    beta = orchestrator.supervisor.handles["beta"]
+    beta = orchestrator.supervisor.handle("beta")
     assert beta.status is ProcessStatus.TERMINATED
     assert beta.last_exit is not None
     assert beta.last_exit.exitcode == 0
@@ -171,7 +171,7 @@ async def test_a_turn_that_ignores_shutdown_is_killed_after_the_grace_period(
         # Bounded by the timeout above, half the Turn's 60 s: only the grace period ends it.
         await orchestrator.shutdown()
         answer = await request
-    beta = orchestrator.supervisor.handles["beta"]
+    beta = orchestrator.supervisor.handle("beta")
     assert beta.status is ProcessStatus.TERMINATED
     assert beta.last_exit is not None
     assert beta.last_exit.signal is not None  # SIGTERM (or SIGKILL): it did not exit by itself
@@ -210,7 +210,7 @@ async def test_catalog_spawn_list_and_send(swarm: Orchestrator, tmp_path: Path) 
 async def test_a_child_whose_pipe_closes_is_treated_as_exited(swarm: Orchestrator) -> None:
     answer = await ask(swarm, "ask beta closepipe", wait=15)
     assert answer.output.startswith("ERROR AGENT_CRASHED")
-    beta = swarm.supervisor.handles["beta"]
+    beta = swarm.supervisor.handle("beta")
     assert beta.last_exit is not None
     assert beta.last_exit.signal_name == "SIGKILL"
     async with asyncio.timeout(10):
@@ -221,7 +221,7 @@ async def test_a_child_whose_pipe_closes_is_treated_as_exited(swarm: Orchestrato
 async def test_self_restart_restarts_the_agent_after_its_turn(swarm: Orchestrator) -> None:
     answer = await ask(swarm, "restart yourself", agent="beta")
     assert answer.output == "restarting soon"  # the Turn finished and answered first
-    beta = swarm.supervisor.handles["beta"]
+    beta = swarm.supervisor.handle("beta")
     old_pid = beta.pid
     async with asyncio.timeout(20):
         await swarm.supervisor.wait_for_status(

@@ -56,7 +56,7 @@ async def test_work_lost_in_a_restart_is_answered_pending_lost(
     swarm: Orchestrator, how: str
 ) -> None:
     assert (await ask(swarm, "bg 60", "k2")).startswith("started")
-    beta = swarm.supervisor.handles["beta"]
+    beta = swarm.supervisor.handle("beta")
     old_pid = beta.pid
     assert old_pid is not None
     if how == "SIGKILL":

@@ -34,7 +34,7 @@ async def test_a_restart_adopts_the_edited_configuration_and_keeps_history(
 ) -> None:
     async with running_swarm(tmp_path) as swarm:
         assert await ask(swarm, "before", "beta") == "beta got: before"
-        alpha_pid = swarm.supervisor.handles["alpha"].pid
+        alpha_pid = swarm.supervisor.handle("alpha").pid
         edit(swarm.bundle_path, 'reply: "beta got: {input}"', 'reply: "beta v2: {input}"')
         edit(swarm.bundle_path, 'reply: "alpha got: {input}"', 'reply: "alpha v2: {input}"')
         async with swarm.live.subscribe() as subscription, asyncio.timeout(60):
@@ -45,7 +45,7 @@ async def test_a_restart_adopts_the_edited_configuration_and_keeps_history(
                     break
         assert event["type"] == "process.config_applied"
         assert sorted(event["restarted"]) == ["alpha", "beta"]
-        assert swarm.supervisor.handles["alpha"].pid != alpha_pid
+        assert swarm.supervisor.handle("alpha").pid != alpha_pid
         assert await ask(swarm, "after", "beta") == "beta v2: after"
         assert await ask(swarm, "hi", "alpha") == "alpha v2: hi"
         directory = swarm.state_dir / "agents" / "beta" / "instances" / "default"
@@ -58,7 +58,7 @@ async def test_an_invalid_configuration_refuses_the_restart_and_says_why(
 ) -> None:
     async with running_swarm(tmp_path) as swarm:
         await ask(swarm, "hello", "beta")
-        beta_pid = swarm.supervisor.handles["beta"].pid
+        beta_pid = swarm.supervisor.handle("beta").pid
         good = swarm.bundle_path.read_text()
         edit(swarm.bundle_path, "kind: Swarm", "kind: Swarm\n  broken: [")
         answer = await ask(swarm, "restart yourself", "beta")
@@ -67,6 +67,6 @@ async def test_an_invalid_configuration_refuses_the_restart_and_says_why(
         swarm.bundle_path.write_text(good)
         # the Turn that refused asked for nothing: the same process serves on
         assert await ask(swarm, "still there?", "beta") == "beta got: still there?"
-        assert swarm.supervisor.handles["beta"].pid == beta_pid
+        assert swarm.supervisor.handle("beta").pid == beta_pid
         lines = (swarm.state_dir / "runtime-events.jsonl").read_text()
         assert "process.restart_requested" not in lines

@@ -304,7 +304,7 @@ async def test_the_supervisors_sigterm_ends_an_agent_that_cannot_stop_within_the
         await orchestrator.supervisor.wait_for_status("beta", ProcessStatus.PROCESSING)
         await orchestrator.shutdown()
         answer = await request
-    beta = orchestrator.supervisor.handles["beta"]
+    beta = orchestrator.supervisor.handle("beta")
     assert beta.status is ProcessStatus.TERMINATED
     assert beta.last_exit is not None
     assert beta.last_exit.signal == signal.SIGTERM, beta.last_exit.describe()
@@ -319,7 +319,7 @@ async def test_a_sigterm_during_a_restarts_drain_lets_the_turn_finish(tmp_path: 
         await supervisor.ensure_running("beta")
         request = asyncio.ensure_future(orchestrator.request("slow 3", agent="beta"))
         await supervisor.wait_for_status("beta", ProcessStatus.PROCESSING)
-        pid = supervisor.handles["beta"].pid
+        pid = supervisor.handle("beta").pid
         assert pid is not None
         restart = asyncio.ensure_future(supervisor.restart_agent("beta", orchestrator.grace))
         await supervisor.wait_for_status("beta", ProcessStatus.DRAINING)
@@ -333,7 +333,7 @@ async def test_a_sigterm_during_a_restarts_drain_lets_the_turn_finish(tmp_path: 
         await restart
     assert result.status == "ok", result
     assert result.output == "slow done"
-    beta = orchestrator.supervisor.handles["beta"]
+    beta = orchestrator.supervisor.handle("beta")
     assert beta.crashes == 0
     assert beta.last_exit is not None
     assert beta.last_exit.exitcode == 0  # it drained to the end: the SIGTERM did not end it
@@ -421,6 +421,6 @@ async def test_a_turn_cut_short_by_the_end_of_the_grace_period_is_answered_as_su
         assert answer.status == "error"
         assert answer.error.code == "SHUTTING_DOWN", answer
         assert "grace period" in answer.error.message
-    beta = orchestrator.supervisor.handles["beta"]
+    beta = orchestrator.supervisor.handle("beta")
     assert beta.last_exit is not None
     assert beta.last_exit.exitcode == 0

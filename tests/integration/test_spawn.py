@@ -55,7 +55,7 @@ async def test_spawn_workdirs_stay_in_the_state_and_survive_restarts(
     again = json.loads(await ask(swarm, "spawn beta job-a", key="other"))
     assert (again["spawned"], again["cwd"]) == (False, spawned["cwd"])
 
-    beta = swarm.supervisor.handles["beta"]
+    beta = swarm.supervisor.handle("beta")
     assert beta.pid is not None
     os.kill(beta.pid, signal.SIGKILL)
     async with asyncio.timeout(20):

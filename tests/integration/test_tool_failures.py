@@ -39,7 +39,7 @@ async def test_a_tool_that_exits_is_an_error_result_and_the_agent_stays_up(
     for _ in range(3):  # a model that retries must not crash-loop the agent
         answer = await ask(swarm, f"exit {how}")
         assert answer.startswith("ERROR E_TOOL:"), answer
-    handle = swarm.supervisor.handles["beta"]
+    handle = swarm.supervisor.handle("beta")
     async with asyncio.timeout(10):
         await swarm.supervisor.wait_for_status("beta", ProcessStatus.IDLE)
     assert handle.pid == pid
@@ -61,7 +61,7 @@ async def test_a_delegate_whose_payload_is_not_an_object_is_refused_at_once(
 async def test_an_agent_whose_standard_fds_a_tool_closed_restarts_clean(
     swarm: Orchestrator, fd: int
 ) -> None:
-    beta = swarm.supervisor.handles["beta"]
+    beta = swarm.supervisor.handle("beta")
     pid = int(await ask(swarm, "pid"))
     assert await ask(swarm, f"closefd {fd}") == "closed"  # the Turn still answers
     async with asyncio.timeout(30):

@@ -40,14 +40,14 @@ async def test_an_edit_restarts_only_the_changed_agent(
     watched: tuple[Orchestrator, Watcher, Path],
 ) -> None:
     orchestrator, watcher, path = watched
-    alpha_pid = orchestrator.supervisor.handles["alpha"].pid
-    beta_pid = orchestrator.supervisor.handles["beta"].pid
+    alpha_pid = orchestrator.supervisor.handle("alpha").pid
+    beta_pid = orchestrator.supervisor.handle("beta").pid
     edit(path, 'reply: "beta got: {input}"', 'reply: "beta v2: {input}"')
     async with asyncio.timeout(30):
         outcome = await watcher.outcomes.get()
     assert outcome == {"valid": True, "errors": [], "restarted": ["beta"]}
-    assert orchestrator.supervisor.handles["alpha"].pid == alpha_pid
-    assert orchestrator.supervisor.handles["beta"].pid != beta_pid
+    assert orchestrator.supervisor.handle("alpha").pid == alpha_pid
+    assert orchestrator.supervisor.handle("beta").pid != beta_pid
     async with asyncio.timeout(30):
         answer = await orchestrator.request("hi", agent="beta")
     assert answer.output == "beta v2: hi"
@@ -57,13 +57,13 @@ async def test_a_broken_edit_keeps_the_old_configuration_running(
     watched: tuple[Orchestrator, Watcher, Path],
 ) -> None:
     orchestrator, watcher, path = watched
-    beta_pid = orchestrator.supervisor.handles["beta"].pid
+    beta_pid = orchestrator.supervisor.handle("beta").pid
     edit(path, "kind: Swarm", "kind: Swarm\n  broken: [")
     async with asyncio.timeout(30):
         outcome = await watcher.outcomes.get()
     assert outcome["valid"] is False
     assert any("E_CONFIG_PARSE_ERROR" in e for e in outcome["errors"])
-    assert orchestrator.supervisor.handles["beta"].pid == beta_pid
+    assert orchestrator.supervisor.handle("beta").pid == beta_pid
     async with asyncio.timeout(30):
         answer = await orchestrator.request("still?", agent="beta")
     assert answer.output == "beta got: still?"
@@ -89,7 +89,7 @@ async def test_an_edit_that_cannot_boot_is_survived_and_its_revert_applied(
     async with asyncio.timeout(60):
         broken = await watcher.outcomes.get()
     assert broken["valid"] is True  # it validates: register() only runs at boot
-    beta = orchestrator.supervisor.handles["beta"]
+    beta = orchestrator.supervisor.handle("beta")
     assert beta.boot_error is not None
     assert "boom at register" in beta.boot_error
     path.write_text(original)  # the operator reverts

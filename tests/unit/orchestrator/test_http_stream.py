@@ -26,7 +26,7 @@ class FakeRouter:
     )
     asked: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def request(self, agent: str, text: str, **options: Any) -> DelegateAnswer:
+    async def request(self, text: str, **options: Any) -> DelegateAnswer:
         self.sink = options["on_delta"]
         self.asked.set()
         return await self.answer
@@ -35,6 +35,9 @@ class FakeRouter:
 @dataclass
 class FakeDaemon:
     router: FakeRouter
+
+    async def request(self, text: str, **options: Any) -> DelegateAnswer:
+        return await self.router.request(text, **options)
 
 
 async def stream(relay: bool = False) -> tuple[_TurnStream, FakeRouter]:

@@ -227,7 +227,7 @@ async def test_a_request_the_wire_cannot_carry_is_refused_and_its_target_lives_o
     assert code_of(answer) == "IPC_MALFORMED_PAYLOAD"  # not AGENT_CRASHED: nothing died
     assert not swarm.router.pending
     assert not beta.exited.done()
-    assert swarm.supervisor.handles["beta"].worker is beta
+    assert swarm.supervisor.handle("beta").worker is beta
     fine = asyncio.ensure_future(swarm.router.request("beta", "hello"))
     [delegate] = (await beta.received(1)) and beta.delegates()
     beta.answer(delegate, "still here")
@@ -270,7 +270,7 @@ async def test_a_request_without_timeout_gets_the_swarms_default(swarm: Swarm) -
 
 async def test_a_target_backing_off_is_unavailable(swarm: Swarm) -> None:
     alpha = await swarm.worker("alpha")
-    handle = swarm.supervisor.handles["beta"]
+    handle = swarm.supervisor.handle("beta")
     handle.wanted, handle.status = True, ProcessStatus.CRASH_LOOP_BACK_OFF
     handle.consecutive_crashes, handle.next_start_at = 6, swarm.clock.now() + 10
     alpha.deliver(swarm.delegate("alpha", "beta"))
@@ -317,7 +317,7 @@ async def test_a_dead_callers_requests_are_forgotten(swarm: Swarm) -> None:
     alpha.deliver(swarm.delegate("alpha", "beta"))
     alpha.crash()
     await asyncio.wait_for(asyncio.shield(alpha.exited), 2)
-    await swarm.supervisor.wait_until(lambda: swarm.supervisor.handles["alpha"].worker is None)
+    await swarm.supervisor.wait_until(lambda: swarm.supervisor.handle("alpha").worker is None)
     assert not swarm.router.pending
     [delegate] = beta.delegates()
     beta.answer(delegate, "nobody listens")  # dropped without error
@@ -481,7 +481,7 @@ async def test_an_event_of_unknown_kind_or_wrong_shape_is_dropped(
     alpha = await swarm.worker("alpha")
     alpha.deliver(EventMessage(sender="alpha", to="orchestrator", payload=payload))
     assert not swarm.router.sends
-    assert swarm.supervisor.handles["alpha"].status is ProcessStatus.IDLE
+    assert swarm.supervisor.handle("alpha").status is ProcessStatus.IDLE
     # and the daemon routes on as before
     alpha.deliver(swarm.delegate("alpha", "nobody"))
     await alpha.received(1)

@@ -38,7 +38,7 @@ class Fleet:
 
     @property
     def handle(self) -> Any:
-        return self.supervisor.handles["a"]
+        return self.supervisor.handle("a")
 
     async def running(self) -> FakeWorker:
         await asyncio.wait_for(self.supervisor.ensure_running("a"), 2)

@@ -1,0 +1,206 @@
+"""What the daemon's faces may ask of a running swarm: one narrow protocol.
+
+The HTTP API (:mod:`orchestrator.http.app`) and the metrics (:mod:`orchestrator.http.metrics`)
+see the swarm through :class:`SwarmOperations` alone, never through the Orchestrator's
+collaborators (its supervisor, router, broker, event log): the Orchestrator implements it, and
+a test may hand the faces anything else that does. The arrows point one way: the daemon knows
+its faces, the faces know this module.
+
+Two words are kept apart. A *request* runs a Turn and is answered; a *send* (``POST
+.../sends``) is a request nobody waits for. Neither is an agent's ``agents__send`` delivery,
+which the router tracks as its sends in flight (``sendsInFlight`` in the status rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from goondan.defaults import DEFAULT_INSTANCE_KEY
+from goondan.errors import DaemonError
+
+if TYPE_CHECKING:
+    from goondan.usage import Usage
+    from ipc.delegation import DelegateAnswer
+    from ipc.events import TextDelta
+    from ipc.questions import ApprovalDecision
+    from orchestrator.approvals import DecisionOutcome
+    from orchestrator.connection_health import ConnectionHealth
+    from orchestrator.http.events_hub import Subscription
+    from orchestrator.supervisor import AgentHandle
+
+DeltaSink = Callable[[str, "TextDelta"], None]
+"""Takes each piece of a streamed Turn's text: ``(agent, delta)``; it must not block."""
+EventListener = Callable[[dict[str, Any]], None]
+"""Takes each runtime event as it is published; it must not block."""
+
+
+class OperationRefused(DaemonError, RuntimeError):
+    """The swarm cannot do what was asked as things stand (the HTTP API answers 409)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SwarmProcesses:
+    """The swarm's processes on this host, as the daemon knows them."""
+
+    pids: dict[int, str]
+    """Agent and connector pids → what they are (``agent 'worker'``)."""
+    scopes: dict[str, str]
+    """Their process scope tokens → the same."""
+    daemon_pid: int
+    euid: int
+    """The daemon's user, as whom agents and their programs run."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionState:
+    """One Connection as the metrics show it."""
+
+    name: str
+    ready: bool
+    """Its connector process is ready."""
+    health: ConnectionHealth
+
+
+class SwarmOperations(Protocol):
+    """The running swarm as the HTTP API and the metrics use it."""
+
+    entry_agent: str
+    """The agent a request goes to when it names none."""
+    stopping: bool
+    """Shutting down: requests that would start work are refused."""
+
+    @property
+    def name(self) -> str:
+        """The swarm's name."""
+        ...
+
+    # -- agents ------------------------------------------------------------------------------
+
+    def agent_names(self) -> Collection[str]:
+        """The swarm's agents (a reload may change them)."""
+        ...
+
+    def agent(self, name: str) -> AgentHandle | None:
+        """Agent ``name``'s process as the supervisor sees it (``None``: no such agent).
+        Read it; never change it."""
+        ...
+
+    def status(self) -> dict[str, Any]:
+        """``GET /v1/agents`` without its ``pid``: the swarm, a row per agent and per
+        Connection, the cluster and the rate-limit pools when there are any."""
+        ...
+
+    async def restart(self, agent: str, *, fresh: bool = False) -> dict[str, Any]:
+        """Stop ``agent`` gracefully and start it again (``fresh``: its conversations deleted
+        in between): ``{agent, pid[, deletedInstances]}``. Raises :class:`OperationRefused`
+        when it cannot be done as asked."""
+        ...
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def request(
+        self,
+        text: str,
+        *,
+        agent: str | None = None,
+        instance_key: str = DEFAULT_INSTANCE_KEY,
+        timeout_ms: int | None = None,
+        trace_id: str | None = None,
+        on_delta: DeltaSink | None = None,
+        relay: bool = False,
+    ) -> DelegateAnswer:
+        """Run a Turn of ``agent`` (default: the entry agent) on ``text`` and wait for its
+        answer; with ``on_delta`` its text streams there as it is produced."""
+        ...
+
+    def send(self, text: str, *, agent: str, instance_key: str) -> None:
+        """Deliver ``text`` to ``agent`` as a request nobody waits for."""
+        ...
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The requests waiting for an answer (rows of ``GET /v1/requests``)."""
+        ...
+
+    def sends_in_flight(self) -> int:
+        """Agents' sends delivered but not yet done."""
+        ...
+
+    def cancel(self, request_or_trace_id: str, reason: str) -> list[str]:
+        """Cancel a running request by request id or trace id; the traces cancelled."""
+        ...
+
+    # -- conversations and usage -------------------------------------------------------------
+
+    def instances(self, agent: str | None = None) -> list[dict[str, Any]]:
+        """The conversation instances on disk (of ``agent``, or of every agent)."""
+        ...
+
+    async def delete_instance(self, agent: str, key: str) -> dict[str, Any]:
+        """Delete one conversation: ``{ok, ...}``, ``error`` when it was not deleted."""
+        ...
+
+    async def restart_instance(self, agent: str, key: str) -> dict[str, Any]:
+        """Reload one conversation from disk: ``{ok, ...}``, ``error`` when it was not."""
+        ...
+
+    def usage_report(self, *, traces: int = 50) -> dict[str, Any]:
+        """What model calls used and what budgets are left (``GET /v1/usage``)."""
+        ...
+
+    def trace_usage(self, trace_id: str) -> dict[str, Any] | None:
+        """One trace's usage, ``None`` when none was recorded for it."""
+        ...
+
+    def model_usage(self) -> Mapping[str, Usage]:
+        """Model calls' usage per agent since the daemon started."""
+        ...
+
+    def pools(self) -> list[dict[str, Any]]:
+        """Each rate-limit pool as it stands."""
+        ...
+
+    # -- approvals ---------------------------------------------------------------------------
+
+    def approvals(self, *, agent: str | None, include_decided: bool) -> list[dict[str, Any]]:
+        """Tool calls parked for approval (pending ones, or every one)."""
+        ...
+
+    def approval(self, approval_id: str) -> dict[str, Any] | None:
+        """One approval's record, ``None`` for an unknown id."""
+        ...
+
+    async def decide(self, decision: ApprovalDecision, *, wait: bool = False) -> DecisionOutcome:
+        """Carry out an operator's decision on a parked tool call."""
+        ...
+
+    def processes(self) -> SwarmProcesses:
+        """The agent and connector processes the swarm runs on this host right now (who may
+        not decide an approval)."""
+        ...
+
+    def record(self, kind: str, agent: str, **fields: Any) -> None:
+        """Record a runtime event (the event log, the live stream, the metrics)."""
+        ...
+
+    # -- Connections -------------------------------------------------------------------------
+
+    def connection_names(self) -> Collection[str]:
+        """The swarm's Connections."""
+        ...
+
+    def connection_states(self) -> list[ConnectionState]:
+        """Each Connection's readiness and health."""
+        ...
+
+    # -- live events -------------------------------------------------------------------------
+
+    def subscribe(self) -> AbstractAsyncContextManager[Subscription]:
+        """A queue of the runtime events published during the ``async with``."""
+        ...
+
+    def watching(self, listener: EventListener) -> AbstractContextManager[None]:
+        """Call ``listener`` with each runtime event published during the ``with``."""
+        ...
