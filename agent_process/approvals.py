@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import structlog
 
@@ -55,6 +55,14 @@ from agent_process.tools.schema import format_issues
 from goondan.defaults import APPROVAL_TIMEOUT_SECONDS
 from goondan.time import utc_timestamp
 from ipc.protocol import APPROVAL_ALREADY_DECIDED, APPROVAL_INVALID_ARGUMENTS, APPROVAL_NOT_FOUND
+from ipc.runtime_events import (
+    ApprovalCancelledEvent,
+    ApprovalDecidedEvent,
+    ApprovalEvent,
+    ApprovalExpiredEvent,
+    ApprovalRequestedEvent,
+    ApprovalResumedEvent,
+)
 from tools_base import JsonObject, ToolCall
 
 DIRECTORY = "approvals"
@@ -327,13 +335,9 @@ class ApprovalGate:
             approval.path = directory / DIRECTORY / f"{approval.approval_id}.json"
             self._write(approval)
             self._records[approval.approval_id] = approval
-            turn.recorder.emit(
-                "approval.requested",
-                span,
-                scope.span_id,
-                **_event_fields(approval),
-                args=capped(approval.arguments),
-            )
+            requested = _event(ApprovalRequestedEvent, approval)
+            requested.args = capped(approval.arguments)
+            turn.recorder.emit(requested, span, scope.span_id)
             turn.logger.warning(
                 "tool call waits for approval",
                 approval_id=approval.approval_id,
@@ -342,7 +346,7 @@ class ApprovalGate:
                 expires_at=utc_timestamp(approval.expires_at_unix),
             )
         else:
-            turn.recorder.emit("approval.resumed", span, scope.span_id, **_event_fields(approval))
+            turn.recorder.emit(_event(ApprovalResumedEvent, approval), span, scope.span_id)
             turn.logger.info(
                 "resuming a call parked for approval",
                 approval_id=approval.approval_id,
@@ -350,15 +354,11 @@ class ApprovalGate:
             )
         await self._wait(approval, scope, span)
         if approval.status in ("approved", "rejected"):
-            turn.recorder.emit(
-                "approval.decided",
-                span,
-                scope.span_id,
-                **_event_fields(approval),
-                reason=approval.reason,
-                editedArgs=capped(approval.decided_arguments),
-                decidedBy=approval.decided_by,
-            )
+            decided = _event(ApprovalDecidedEvent, approval)
+            decided.reason = approval.reason
+            decided.edited_args = capped(approval.decided_arguments)
+            decided.decided_by = approval.decided_by
+            turn.recorder.emit(decided, span, scope.span_id)
         if approval.status == "approved":
             return Decision("interrupted" if approval.started else "approved", approval)
         return Decision(approval.status, approval)  # type: ignore[arg-type]  # not pending
@@ -373,7 +373,7 @@ class ApprovalGate:
             if remaining <= 0:
                 self._close(approval, "expired", None)
                 scope.turn.recorder.emit(
-                    "approval.expired", span, scope.span_id, **_event_fields(approval)
+                    _event(ApprovalExpiredEvent, approval), span, scope.span_id
                 )
                 scope.turn.logger.warning(
                     "approval expired", approval_id=approval.approval_id, tool=approval.tool_name
@@ -389,7 +389,7 @@ class ApprovalGate:
             except TurnCancelled as cancelled:  # an operator cancelled the request: no decision
                 self._close(approval, "cancelled", str(cancelled))
                 scope.turn.recorder.emit(
-                    "approval.cancelled", span, scope.span_id, **_event_fields(approval)
+                    _event(ApprovalCancelledEvent, approval), span, scope.span_id
                 )
                 return
             finally:
@@ -549,12 +549,16 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _event_fields(approval: Approval) -> dict[str, Any]:
-    return {
-        "approvalId": approval.approval_id,
-        "toolCallId": approval.tool_call_id,
-        "toolName": approval.tool_name,
-        "turnId": approval.turn_id,
-        "status": approval.status,
-        "expiresAt": utc_timestamp(approval.expires_at_unix),
-    }
+ApprovalEventT = TypeVar("ApprovalEventT", bound=ApprovalEvent)
+
+
+def _event(kind: type[ApprovalEventT], approval: Approval) -> ApprovalEventT:
+    """The ``approval.*`` event of ``kind`` about ``approval``, with the fields all share."""
+    return kind(
+        approval_id=approval.approval_id,
+        tool_call_id=approval.tool_call_id,
+        tool_name=approval.tool_name,
+        turn_id=approval.turn_id,
+        status=approval.status,
+        expires_at=utc_timestamp(approval.expires_at_unix),
+    )

@@ -8,6 +8,8 @@ that starts a trace; a delegated Turn's parent is the caller's tool span, so one
 the whole causal chain across agents). Step spans hang under their Turn, tool spans under their
 Step. Tool arguments and outputs are cut to :data:`MAX_FIELD_CHARS` characters.
 
+Producers build the typed event of :mod:`ipc.runtime_events` (the fields of its family); the
+recorder stamps it and hands the sink its JSON object, the form it crosses the pipe in.
 The sink contract: ``emit`` never blocks and never raises.
 """
 
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from goondan.time import utc_timestamp
+from ipc.runtime_events import RuntimeEvent, read_event
 
 MAX_FIELD_CHARS = 2000
 
@@ -57,7 +60,7 @@ class EventRecorder:
         self, sink: EventSink | None, *, agent_name: str, instance_key: str, trace_id: str
     ) -> None:
         self._sink = sink
-        self._identity = {"agentName": agent_name, "instanceKey": instance_key, "traceId": trace_id}
+        self._identity = (agent_name, instance_key, trace_id)
 
     @property
     def active(self) -> bool:
@@ -65,19 +68,25 @@ class EventRecorder:
         return self._sink is not None
 
     def emit(
-        self, event_type: str, span_id: str, parent_span_id: str | None, **fields: Any
+        self,
+        event: RuntimeEvent | str,
+        span_id: str,
+        parent_span_id: str | None,
+        **fields: Any,
     ) -> None:
-        """Record one event; a failing sink is ignored (events must never break a Turn)."""
+        """Stamp and record one event; a failing sink is ignored (events must never break a
+        Turn). ``event`` is typed, or a type named with its ``fields`` in their JSON spelling."""
         if self._sink is None:
             return
-        event: dict[str, Any] = {
-            "type": event_type,
-            "timestamp": utc_timestamp(),
-            **self._identity,
-            "spanId": span_id,
-        }
-        if parent_span_id:
-            event["parentSpanId"] = parent_span_id
-        event.update(fields)
         with contextlib.suppress(Exception):
-            self._sink(event)
+            if isinstance(event, str):
+                typed = read_event({"type": event, **fields})
+                if not isinstance(typed, RuntimeEvent):
+                    return  # not an event this runtime writes
+                event = typed
+            event.timestamp = utc_timestamp()
+            event.agent_name, event.instance_key, event.trace_id = self._identity
+            event.span_id = span_id
+            if parent_span_id:
+                event.parent_span_id = parent_span_id
+            self._sink(event.to_builtins())

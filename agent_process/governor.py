@@ -52,6 +52,7 @@ from ipc.delegation import DelegateAnswer
 from ipc.events import ModelUsage
 from ipc.protocol import ORCHESTRATOR
 from ipc.questions import ModelPermitRequest, ModelPermitResult
+from ipc.runtime_events import BudgetExceededEvent
 from tools_base import Message
 
 FALLBACK_PAUSE_SECONDS = 1.0
@@ -180,14 +181,9 @@ class ModelGovernor:
     def _exceeded(self, turn: TurnScope, budget: str, reached: Reached) -> ModelCallError:
         whose = "this Turn" if budget == "turn" else f"conversation instance {turn.instance_key!r}"
         figures = reached.to_json()
-        turn.recorder.emit(
-            "budget.exceeded",
-            turn.span_id,
-            turn.parent_span_id,
-            turnId=turn.turn_id,
-            budget=budget,
-            **figures,
-        )
+        exceeded = BudgetExceededEvent.of(reached, budget)
+        exceeded.turn_id = turn.turn_id
+        turn.recorder.emit(exceeded, turn.span_id, turn.parent_span_id)
         turn.logger.warning("budget exceeded", budget=budget, **figures)
         return ModelCallError(
             f"{budget} budget exceeded: {reached.describe()} used by {whose} of "

@@ -22,6 +22,7 @@ from goondan.defaults import MAX_INBOX_PER_INSTANCE
 from goondan.time import utc_timestamp
 from ipc import EventMessage
 from ipc.events import SendFailed
+from ipc.runtime_events import InboxOverflowEvent
 from tools_base import Message, MessageSource
 
 
@@ -131,16 +132,14 @@ class Inboxes:
                 kind=kind,
                 limit=MAX_INBOX_PER_INSTANCE,
             )
-            self._outbox.report_event(
-                {
-                    "type": "inbox.overflow",
-                    "timestamp": utc_timestamp(),
-                    "agentName": self.agent_name,
-                    "instanceKey": instance_key,
-                    "kind": kind,
-                    "code": "E_INBOX_FULL",
-                }
+            overflow = InboxOverflowEvent(
+                timestamp=utc_timestamp(),
+                agent_name=self.agent_name,
+                instance_key=instance_key,
+                kind=kind,
+                code="E_INBOX_FULL",
             )
+            self._outbox.report_event(overflow.to_builtins())
             return
         inbox.append(message)
         if wake:

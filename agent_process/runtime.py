@@ -33,6 +33,7 @@ from ipc.questions import (
     SpawnRequest,
     SpawnResult,
 )
+from ipc.runtime_events import EventType
 from tools_base import (
     AgentCatalogResult,
     AgentEvent,
@@ -133,17 +134,18 @@ class IpcAgentRuntime:
     def _chain(self) -> tuple[str, ...]:
         return (*self.turn_input.call_chain, call_node(self.agent_name, self.instance_key))
 
-    def _handoff(self, target: str, event: AgentEvent, default_type: str) -> Handoff:
+    def _handoff(self, target: str, asked: AgentEvent, default_type: EventType) -> Handoff:
+        """The handoff of what a tool asked (a tool's dict, all of whose keys are optional)."""
         return Handoff(
             target=target,
-            input=str(event.get("input", "")),
-            instance_key=event.get("instanceKey") or self.instance_key,
+            input=str(asked.get("input", "")),
+            instance_key=asked.get("instanceKey") or self.instance_key,
             caller_instance_key=self.instance_key,
             trace_id=self.turn_input.trace_id,
             parent_span_id=current_span.get(),
             call_chain=self._chain(),
-            event_type=event.get("eventType") or default_type,
-            metadata=dict(event.get("metadata") or {}),
+            event_type=asked.get("eventType") or default_type.value,
+            metadata=dict(asked.get("metadata") or {}),
             event_id=wire.new_event_id(),
         )
 
@@ -153,7 +155,7 @@ class IpcAgentRuntime:
         """Send a ``delegate`` and (unless ``async_``) wait for its ``delegate_result``."""
         timeout = timeout_ms or self.default_timeout_ms
         correlation_id, future = self._correlations.create()
-        handoff = self._handoff(target, event, "agent.request")
+        handoff = self._handoff(target, event, EventType.AGENT_REQUEST)
         turn = self.turn_input
         relayed = turn.stream_id if turn.relay else ""  # only a caller that asked gets it
         handoff = msgspec.structs.replace(
@@ -193,7 +195,7 @@ class IpcAgentRuntime:
 
     async def send(self, target: str, event_: AgentEvent) -> AgentSendResult:
         """Fire-and-forget: the Orchestrator delivers it (spawning the target if needed)."""
-        handoff = self._handoff(target, event_, "agent.send")
+        handoff = self._handoff(target, event_, EventType.AGENT_SEND)
         self._send(wire.event(self.agent_name, ORCHESTRATOR, events.Send(handoff)))
         return {"target": target, "eventId": handoff.event_id, "accepted": True}
 

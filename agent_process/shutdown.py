@@ -22,6 +22,7 @@ from ipc.delegation import ShutdownRequest
 from ipc.events import ShutdownAck
 from ipc.logs import log_writer
 from ipc.protocol import EXIT_BROKEN_FDS
+from ipc.runtime_events import ProcessBrokenFdsEvent
 
 
 def standard_fd_identities() -> tuple[tuple[int, int] | None, ...]:
@@ -133,14 +134,10 @@ class Shutdown:
         if now == self._standard_fds:
             return
         broken = [fd for fd in (0, 1, 2) if now[fd] != self._standard_fds[fd]]
-        self._outbox.report_event(
-            {
-                "type": "process.broken_fds",
-                "timestamp": utc_timestamp(),
-                "agentName": self._outbox.agent_name,
-                "fds": broken,
-            }
+        report = ProcessBrokenFdsEvent(
+            timestamp=utc_timestamp(), agent_name=self._outbox.agent_name, fds=broken
         )
+        self._outbox.report_event(report.to_builtins())
         self.exit_code = EXIT_BROKEN_FDS
         if not self.draining:  # let the other conversations' running Turns finish first
             self.begin(self.own("broken_fds"))

@@ -28,6 +28,7 @@ from agent_process.tools.registry import ToolRegistry
 from goondan.defaults import MAX_TOOL_CALLS_PER_STEP
 from goondan.errors import TOOL
 from goondan.time import utc_timestamp
+from ipc.runtime_events import ToolCalledEvent, ToolCompletedEvent, ToolFailedEvent
 from tools_base import (
     JsonValue,
     Message,
@@ -397,32 +398,40 @@ async def _run_tool(
     if not recorder.active:
         return await _in_span(settings, call, scope, assistant, new_span_id())
     span = new_span_id()
-    fields = {
-        "toolCallId": call.id,
-        "toolName": call.name,
-        "stepId": scope.id,
-        "turnId": scope.turn.turn_id,
-    }
-    recorder.emit("tool.called", span, scope.span_id, **fields, args=capped(call.args))
+    call_id, tool, step_id, turn_id = call.id, call.name, scope.id, scope.turn.turn_id
+    called = ToolCalledEvent(
+        tool_call_id=call_id,
+        tool_name=tool,
+        step_id=step_id,
+        turn_id=turn_id,
+        args=capped(call.args),
+    )
+    recorder.emit(called, span, scope.span_id)
     started = time.perf_counter()
     try:
         result = await _in_span(settings, call, scope, assistant, span)
     except BaseException as exc:
-        duration = round((time.perf_counter() - started) * 1000, 3)
-        recorder.emit(
-            "tool.failed", span, scope.span_id, **fields, duration=duration, errorMessage=repr(exc)
+        failed = ToolFailedEvent(
+            tool_call_id=call_id,
+            tool_name=tool,
+            step_id=step_id,
+            turn_id=turn_id,
+            duration=round((time.perf_counter() - started) * 1000, 3),
+            error_message=repr(exc),
         )
+        recorder.emit(failed, span, scope.span_id)
         raise
-    recorder.emit(
-        "tool.completed",
-        span,
-        scope.span_id,
-        **fields,
+    completed = ToolCompletedEvent(
+        tool_call_id=call_id,
+        tool_name=tool,
+        step_id=step_id,
+        turn_id=turn_id,
         status=result.status,
         duration=round((time.perf_counter() - started) * 1000, 3),
         output=capped(result.output),
         error=result.error.to_json() if result.error else None,
     )
+    recorder.emit(completed, span, scope.span_id)
     return result
 
 

@@ -36,6 +36,17 @@ from agent_process.turn_types import TurnResult as TurnResult
 from goondan.defaults import MAX_STEPS_PER_TURN, ON_MAX_STEPS
 from goondan.time import utc_timestamp
 from goondan.usage import Usage
+from ipc.runtime_events import (
+    UNSET,
+    StepCompletedEvent,
+    StepFailedEvent,
+    StepStartedEvent,
+    TurnCancellingEvent,
+    TurnCompletedEvent,
+    TurnEvent,
+    TurnFailedEvent,
+    TurnStartedEvent,
+)
 from tools_base import (
     AgentToolRuntime,
     JsonValue,
@@ -187,11 +198,9 @@ class TurnRunner:
             # Said at once, so operators (and tests) know the agent heard it before the
             # Turn reaches its safe point.
             scope.recorder.emit(
-                "turn.cancelling",
+                TurnCancellingEvent(turn_id=scope.turn_id, reason=reason),
                 scope.span_id,
                 scope.parent_span_id,
-                turnId=scope.turn_id,
-                reason=reason,
             )
         return len(running)
 
@@ -225,7 +234,7 @@ class TurnRunner:
         self, scope: TurnScope, store: ConversationStore, turn_input: TurnInput
     ) -> TurnResult:
         scope.recorder.emit(
-            "turn.started", scope.span_id, scope.parent_span_id, turnId=scope.turn_id
+            TurnStartedEvent(turn_id=scope.turn_id), scope.span_id, scope.parent_span_id
         )
         self._ensure_system_prompt(store)
         gate = self.settings.approvals
@@ -356,31 +365,35 @@ class TurnRunner:
         """One Step inside its span: ``step.started``, then ``step.completed`` or, when the
         model fails (:class:`ModelCallError`, re-raised), ``step.failed``."""
         recorder, parent = scope.turn.recorder, scope.turn.span_id
-        step_fields = {"stepId": scope.id, "stepIndex": scope.index, "turnId": scope.turn.turn_id}
-        recorder.emit("step.started", scope.span_id, parent, **step_fields)
+        step_id, index, turn_id = scope.id, scope.index, scope.turn.turn_id
+        recorder.emit(
+            StepStartedEvent(step_id=step_id, step_index=index, turn_id=turn_id),
+            scope.span_id,
+            parent,
+        )
         started = time.perf_counter()
         try:
             step = await run_step(self.settings, store, scope, turn_metadata)
         except (ModelCallError, TurnCancelled) as exc:
-            recorder.emit(
-                "step.failed",
-                scope.span_id,
-                parent,
-                **step_fields,
+            failed = StepFailedEvent(
+                step_id=step_id,
+                step_index=index,
+                turn_id=turn_id,
                 duration=round((time.perf_counter() - started) * 1000, 3),
-                errorCode=exc.code if isinstance(exc, ModelCallError) else "CANCELLED",
-                errorMessage=str(exc),
+                error_code=exc.code if isinstance(exc, ModelCallError) else "CANCELLED",
+                error_message=str(exc),
             )
+            recorder.emit(failed, scope.span_id, parent)
             raise
-        recorder.emit(
-            "step.completed",
-            scope.span_id,
-            parent,
-            **step_fields,
-            toolCallCount=len(step.tool_calls),
+        completed = StepCompletedEvent(
+            step_id=step_id,
+            step_index=index,
+            turn_id=turn_id,
+            tool_call_count=len(step.tool_calls),
             duration=round(step.duration_ms, 3),
-            tokenUsage=step.usage.to_json() if step.usage else None,
+            token_usage=step.usage.counts() if step.usage else None,
         )
+        recorder.emit(completed, scope.span_id, parent)
         return step
 
     def _ensure_system_prompt(self, store: ConversationStore) -> None:
@@ -435,30 +448,26 @@ def _report(scope: TurnScope, result: TurnResult, *, with_output: bool = False) 
     approval, whose caller may have given up, or that has no caller at all (resumed).
     """
     duration = round(result.duration_ms, 3)
-    common: dict[str, Any] = {
-        "turnId": scope.turn_id,
-        "stepCount": result.step_count,
-        "duration": duration,
-    }
-    if with_output:
-        common["output"] = capped(result.text)
+    output = capped(result.text) if with_output else UNSET
+    ended: TurnEvent
     if result.status == "ok":
-        scope.recorder.emit(
-            "turn.completed",
-            scope.span_id,
-            scope.parent_span_id,
-            **common,
-            tokenUsage=result.usage.to_json(),
+        ended = TurnCompletedEvent(
+            turn_id=scope.turn_id,
+            step_count=result.step_count,
+            duration=duration,
+            output=output,
+            token_usage=result.usage.counts(),
         )
     else:
-        scope.recorder.emit(
-            "turn.failed",
-            scope.span_id,
-            scope.parent_span_id,
-            **common,
-            errorCode=result.error.code if result.error else None,
-            errorMessage=result.error.message if result.error else None,
+        ended = TurnFailedEvent(
+            turn_id=scope.turn_id,
+            step_count=result.step_count,
+            duration=duration,
+            output=output,
+            error_code=result.error.code if result.error else None,
+            error_message=result.error.message if result.error else None,
         )
+    scope.recorder.emit(ended, scope.span_id, scope.parent_span_id)
     scope.logger.info(
         "turn finished",
         status=result.status,

@@ -22,6 +22,8 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from goondan.usage import Reached
+
 __all__ = [
     "UNSET",
     "AnyEvent",
@@ -435,6 +437,15 @@ class BudgetExceededEvent(RuntimeEvent, tag=EventType.BUDGET_EXCEEDED.value):
     limit: Number | UnsetType = UNSET
     reserved: Number | UnsetType = UNSET
     needed: Number | UnsetType = UNSET
+
+    @classmethod
+    def of(cls, reached: Reached, budget: str) -> BudgetExceededEvent:
+        """The event of ``budget`` reaching ``reached`` (``reserved`` and ``needed`` only when
+        the ceiling itself is not reached: the call would not fit under it)."""
+        event = cls(budget=budget, figure=reached.figure, used=reached.used, limit=reached.limit)
+        if not reached.reached:
+            event.reserved, event.needed = reached.reserved, reached.needed
+        return event
 
 
 class DeliveryLostEvent(RuntimeEvent, tag=EventType.DELIVERY_LOST.value):

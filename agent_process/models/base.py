@@ -15,8 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import msgspec
+
 import goondan.errors
 from agent_process.tools.catalog import ToolCatalogItem
+from ipc.runtime_events import UNSET, TokenCounts
 from tools_base import JsonObject, Message, ToolCall
 
 RATE_LIMITED = "E_MODEL_RATE_LIMITED"
@@ -65,15 +68,18 @@ class TokenUsage:
             cost=cost,
         )
 
+    def counts(self) -> TokenCounts:
+        """The runtime events' token counts (``cost`` only when priced)."""
+        return TokenCounts(
+            input_tokens=self.prompt_tokens,
+            output_tokens=self.completion_tokens,
+            total_tokens=self.total_tokens,
+            cost=UNSET if self.cost is None else round(self.cost, 6),
+        )
+
     def to_json(self) -> JsonObject:
-        """The runtime-event form (``cost`` only when priced)."""
-        out: JsonObject = {
-            "promptTokens": self.prompt_tokens,
-            "completionTokens": self.completion_tokens,
-            "totalTokens": self.total_tokens,
-        }
-        if self.cost is not None:
-            out["cost"] = round(self.cost, 6)
+        """The runtime-event form of :meth:`counts`."""
+        out: JsonObject = msgspec.to_builtins(self.counts())
         return out
 
 
