@@ -4,9 +4,7 @@ Turns of one instance run one after another in arrival order; different instance
 concurrently. On disk, under the state directory::
 
     agents/<agent>/instances/<instance-dir>/
-        metadata.json          {formatVersion, agentName, instanceKey, status, createdAt, updatedAt,
-                                workdir? (chosen at spawn), spawnedBy? {agent, instanceKey, at},
-                                usage? {inputTokens, outputTokens, totalTokens, cost, calls}}
+        metadata.json          see goondan.state_files.metadata
         conversation/          base.jsonl + events.jsonl (see agent_process.conversation)
         workspace/             ctx.workdir of the instance's tools
 """
@@ -16,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
-import os
 import re
 import shutil
 import threading
@@ -37,7 +33,8 @@ from agent_process.conversation import (
 from agent_process.storage import InstanceStorage, LocalFiles, RecordMirror
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
 from goondan.defaults import INSTANCE_METADATA_FORMAT, MAX_QUEUED_TURNS_PER_INSTANCE
-from goondan.errors import DeliveryError, newer_format
+from goondan.errors import DeliveryError
+from goondan.state_files import metadata as metadata_file
 from goondan.time import utc_timestamp
 from goondan.usage import Usage
 from ipc.protocol import DEFAULT_INSTANCE_KEY
@@ -85,17 +82,7 @@ def _read_metadata(directory: Path) -> dict[str, object]:
     """An instance's ``metadata.json`` (empty when missing or unreadable); raises
     ``ConversationUnreadable`` for a newer format than this runtime knows, rather than
     misreading it."""
-    path = directory / "metadata.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    refusal = newer_format(path, "metadata", data.get("formatVersion"), INSTANCE_METADATA_FORMAT)
-    if refusal is not None:
-        raise ConversationUnreadable(refusal)
-    return data
+    return metadata_file.read_metadata(directory)
 
 
 def recorded_key(directory: Path) -> str | None:
@@ -252,20 +239,11 @@ def write_metadata(
     """Replace ``directory``'s ``metadata.json`` atomically (and its copy in ``mirror``); a
     refusal is logged only (the status is informational, and a directory deleted meanwhile
     stays deleted)."""
-    tmp = directory / "metadata.json.tmp"
-    data = json.dumps(metadata, indent=2).encode("utf-8")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, directory / "metadata.json")
+        data = metadata_file.write_metadata(directory, metadata)
         if mirror is not None:
-            mirror.written(directory / "metadata.json", data)
-    except (OSError, ConversationStorageError) as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+            mirror.written(directory / metadata_file.FILE_NAME, data)
+    except ConversationStorageError as exc:
         log.warning(
             "instance metadata not written",
             instance_key=metadata.get("instanceKey"),
@@ -372,13 +350,11 @@ class InstanceManager:
             metadata["workdir"] = str(workdir)
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            (directory / "metadata.json").write_text(json.dumps(metadata))
         except OSError as exc:
             raise ConversationStorageError(directory, exc) from exc
+        data = metadata_file.write_metadata(directory, metadata)
         if self.storage.records is not None:
-            self.storage.records.written(
-                directory / "metadata.json", json.dumps(metadata).encode("utf-8")
-            )
+            self.storage.records.written(directory / metadata_file.FILE_NAME, data)
         return self.get(key), True
 
     def forget(self, key: str) -> bool:

@@ -1,4 +1,5 @@
-"""The state directory on disk: where it is, and the conversation instances in it.
+"""The state directory on disk: where it is, and the conversation instances in it (read with
+:func:`goondan.state_files.metadata.list_instances`, re-exported here).
 
 Imported by the CLI as well as the daemon, so it stays light: no third-party imports."""
 
@@ -6,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -14,8 +14,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from goondan.defaults import INSTANCE_METADATA_FORMAT
-from goondan.errors import newer_format
+from goondan.state_files.metadata import list_instances
+
+__all__ = [
+    "add_state_options",
+    "bundle_directory",
+    "default_state_dir",
+    "delete_instance_dir",
+    "list_instances",
+    "resolve_state_dir",
+    "spawn_records",
+    "state_dir_under_root",
+]
 
 
 def default_state_dir(bundle_path: Path) -> Path:
@@ -75,31 +85,6 @@ def add_state_options(sub: argparse.ArgumentParser) -> None:
         help="keep the state under DIR/workspaces/<bundle>-<digest> instead "
         "(default: $GOONDAN_STATE_ROOT; --state-dir wins)",
     )
-
-
-def list_instances(state_dir: Path, agent: str | None = None) -> list[dict[str, Any]]:
-    """Every conversation instance on disk (from each instance's ``metadata.json``)."""
-    rows = []
-    for metadata in sorted((state_dir / "agents").glob("*/instances/*/metadata.json")):
-        try:
-            data = json.loads(metadata.read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict):
-            continue
-        refusal = newer_format(
-            metadata, "metadata", data.get("formatVersion"), INSTANCE_METADATA_FORMAT
-        )
-        if refusal is not None:  # not misread: named, with what to do
-            data = {
-                "agentName": metadata.parents[2].name,
-                "instanceKey": None,
-                "error": refusal,
-            }
-        if agent is None or data.get("agentName") == agent:
-            data["directory"] = str(metadata.parent)
-            rows.append(data)
-    return rows
 
 
 def spawn_records(state_dir: Path) -> list[dict[str, Any]]:
