@@ -201,7 +201,7 @@ async def _figures(samples: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        orchestrator = Orchestrator(
+        orchestrator = Orchestrator.from_bundle(
             write_swarm(directory), state_dir=directory / "state", transport=transport
         )
         await orchestrator.start()

@@ -115,7 +115,7 @@ class InProcess:
         self.thread.start()
 
         async def started() -> Orchestrator:
-            orchestrator = Orchestrator(directory / "goondan.yaml")
+            orchestrator = Orchestrator.from_bundle(directory / "goondan.yaml")
             await orchestrator.start()
             return orchestrator
 

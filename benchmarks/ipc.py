@@ -142,7 +142,9 @@ def handoff_figures(count: int, warm_up: int = 20) -> dict[str, Any]:
     async def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             directory = Path(tmp)
-            orchestrator = Orchestrator(write_swarm(directory), state_dir=directory / "state")
+            orchestrator = Orchestrator.from_bundle(
+                write_swarm(directory), state_dir=directory / "state"
+            )
             await orchestrator.start()
             await orchestrator.supervisor.ensure_running("beta")
             for _ in range(warm_up):  # first Turns load conversations and tools

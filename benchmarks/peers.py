@@ -435,7 +435,7 @@ async def goondan_daemon(bundle_path: Path, state: Path) -> Contender:
     from ipc.questions import PrepareInstance
     from orchestrator.daemon import Orchestrator
 
-    orchestrator = Orchestrator(bundle_path, state_dir=state)
+    orchestrator = Orchestrator.from_bundle(bundle_path, state_dir=state)
     await orchestrator.start()  # the fork server's cold start and the agent's spawn, once
 
     async def turn(n: int) -> float:

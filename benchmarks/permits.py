@@ -258,7 +258,9 @@ async def in_swarm(server: ChatServer, options: argparse.Namespace) -> dict[str,
         path = directory / "goondan.yaml"
         path.write_text(text)
         transport = SplitTransport({PROBE: PROBE_ENTRY})
-        orchestrator = Orchestrator(path, state_dir=directory / "state", transport=transport)
+        orchestrator = Orchestrator.from_bundle(
+            path, state_dir=directory / "state", transport=transport
+        )
         await orchestrator.start()
         try:
             for name in names:

@@ -186,7 +186,7 @@ async def _run(agents: int, count: int, status_runs: int) -> dict[str, Any]:
         transport = SplitTransport(
             {name: f"benchmarks._ipc_agents:{name}" for name in BENCH_AGENTS}
         )
-        orchestrator = Orchestrator(bundle, state_dir=state_dir, transport=transport)
+        orchestrator = Orchestrator.from_bundle(bundle, state_dir=state_dir, transport=transport)
         await _grow(orchestrator.supervisor, names)
         done: dict[str, Any] = {}
         dispatch = orchestrator.dispatch

@@ -15,28 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from bundle import Bundle, load_bundle
+from bundle import Bundle
 from bundle.plan import AgentPlan, ConnectionPlan
 from bundle.prices import PriceSource, model_price
 from goondan.state_files.conversation import interrupted_turn
 from goondan.time import utc_timestamp
 from goondan.usage import Usage
-from ipc import (
-    DEFAULT_INSTANCE_KEY,
-    EXTERNAL_CALLER,
-    ORCHESTRATOR,
-    AgentUnavailable,
-    EventMessage,
-    IpcError,
-)
-from ipc import protocol as wire
+from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, ORCHESTRATOR, EventMessage, IpcError
 from ipc.delegation import DelegateAnswer
 from ipc.events import RestartRequest, RuntimeEventReport, TextDelta
 from ipc.logs import log_writer
 from ipc.protocol import EventKind
 from ipc.questions import (
     ApprovalDecision,
-    ApprovalDecisionResult,
     ConfigCheck,
     ConfigCheckResult,
     DeleteInstance,
@@ -44,17 +35,15 @@ from ipc.questions import (
     RestartInstance,
     RestartInstanceResult,
 )
-from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals, outcome_of
-from orchestrator.approvals import unavailable as approval_unavailable
+from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals
+from orchestrator.assembly import SwarmParts, agent_plan, agent_plans, assemble, connection_plans
 from orchestrator.callers import ApiToken
-from orchestrator.clock import Clock, LoopClock
-from orchestrator.connections import Connections, ingress_tables
+from orchestrator.clock import Clock
+from orchestrator.connections import ingress_tables
+from orchestrator.deciding import ApprovalDesk
 from orchestrator.dispatch import Dispatcher
-from orchestrator.environment import withhold
-from orchestrator.eventlog import EventLog
-from orchestrator.http.events_hub import END_OF_STREAM, EventHub, Subscription
-from orchestrator.limits import ModelBroker
-from orchestrator.limits.usage import UsageBook, usage_report
+from orchestrator.http.events_hub import Subscription
+from orchestrator.limits.usage import usage_report
 from orchestrator.operations import (
     ConnectionState,
     DeltaSink,
@@ -62,148 +51,67 @@ from orchestrator.operations import (
     OperationRefused,
     SwarmProcesses,
 )
-from orchestrator.plans import SharedParts
-from orchestrator.process_logs import ProcessOutput
-from orchestrator.router import InFlightSend, Router
-from orchestrator.spawns import SpawnedInstance
-from orchestrator.state_dir import (
-    default_state_dir,
-    delete_instance_dir,
-    list_instances,
-    spawn_records,
-)
+from orchestrator.router import InFlightSend
+from orchestrator.state_dir import delete_instance_dir, list_instances
 from orchestrator.status import ExitInfo
-from orchestrator.supervisor import AgentHandle, Supervisor
+from orchestrator.supervisor import AgentHandle
 from orchestrator.systemd import notify
-from orchestrator.tasks import TaskOwner
-from orchestrator.telemetry import OtlpSettings, TelemetryUnavailable, TraceExport
-from orchestrator.transport import MultiprocessingTransport, Transport
+from orchestrator.telemetry import OtlpSettings
+from orchestrator.transport import Transport
 from orchestrator.watch import check_configuration, reload_configuration
 
 if TYPE_CHECKING:
-    from orchestrator.cluster.leader import ClusterTransport
     from orchestrator.cluster.settings import ClusterSettings
     from orchestrator.http.app import ApiServer
     from orchestrator.http.metrics import SwarmMetrics
 
 
-def prepare_state_dir(state_dir: Path) -> None:
-    """Create the state directory private to the daemon's user (0700), tightening an older one.
-
-    Conversations, tool workspaces and runtime events live under it; with the directory itself
-    closed to others, nothing inside is readable by them whatever its own mode.
-    """
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if state_dir.stat().st_uid == os.geteuid():
-        state_dir.chmod(0o700)
-
-
 class Orchestrator:
     """One swarm, running."""
 
-    def __init__(
-        self,
-        bundle_path: Path,
-        *,
-        state_dir: Path | None = None,
-        swarm: str | None = None,
-        transport: Transport | None = None,
-        clock: Clock | None = None,
-        api_listen: str | None = None,
-        api_token: str | ApiToken | None = None,
-        cluster: ClusterSettings | None = None,
-        otlp: OtlpSettings | None = None,
-    ) -> None:
-        self.bundle_path = bundle_path
-        self.state_dir = (state_dir or default_state_dir(bundle_path)).resolve()
-        self.bundle: Bundle = load_bundle(bundle_path, check_handlers=False)
-        self.swarm_name = swarm
-        self.swarm = self.bundle.swarm(swarm)
+    def __init__(self, parts: SwarmParts) -> None:
+        """Run the swarm of ``parts`` (see :meth:`from_bundle`): its collaborators are taken
+        as they are, and linked to this Orchestrator where they report to it."""
+        self.bundle_path = parts.bundle_path
+        self.bundle = parts.bundle
+        self.swarm_choice = parts.swarm_choice
+        self.state_dir = parts.state_dir
+        self.swarm = self.bundle.swarm(self.swarm_choice)
         self.entry_agent: str = self.swarm.spec.entry_agent.name
-        plans = self.build_plans(self.bundle)
         self.grace: float = float(self.swarm.spec.policy.shutdown.grace_period_seconds)
-        timeout_ms = int(self.swarm.spec.policy.request_timeout_seconds * 1000)
-        prepare_state_dir(self.state_dir)
-        self.events = EventLog(self.state_dir)
-        self.output = ProcessOutput(self.state_dir)
-        """``logs/<process>.<stream>.log``: each agent's and connector's output, and ours."""
-        self._own_lines = log_writer().mirror = self.output.own_lines()
-        self.live = EventHub()
-        """Runtime events as they happen, for the HTTP API's event stream."""
-        self.events.listeners.append(self.live.publish)
-        self.tasks = TaskOwner()
+        self.events, self.output, self.live = parts.events, parts.output, parts.live
+        self._own_lines = parts.own_lines
+        self.tasks = parts.tasks
         """Owns the tasks of supervision and routing: cancelled and awaited last at shutdown."""
-        self.helpers = TaskOwner()
+        self.helpers = parts.helpers
         """Owns the work started on an operator's or agent's behalf (config watch, restarts,
         unwaited sends): cancelled first at shutdown, so none starts anything new meanwhile."""
-        clock = clock or LoopClock()
         self.log = structlog.get_logger("goondan.orchestrator").bind(swarm=self.swarm.name)
-        self._own_transport: MultiprocessingTransport | ClusterTransport | None = None
-        """The transport this Orchestrator made (and closes), when it was given none."""
-        self.cluster: ClusterTransport | None = None
+        self._own_transport = parts.own_transport
+        self.cluster = parts.cluster
         """With ``--cluster``: the transport that starts placed agents on other hosts."""
-        placement = self.bundle.placement(swarm)
-        if transport is None and cluster is not None:
-            from orchestrator.cluster.leader import ClusterTransport
-
-            transport = self._own_transport = self.cluster = ClusterTransport(
-                cluster.named_for(self.swarm.name),
-                placement=placement,
-                fingerprint=self.bundle.fingerprint(),
-                on_node_joined=lambda node: self.supervisor.wake(),
-                on_leadership_lost=self.request_stop,
-                on_adopt=lambda name, worker: self.supervisor.adopt(name, worker),
-            )
-        elif transport is None:
-            if placement:
-                self.log.warning(
-                    "Swarm.spec.placement is ignored without --cluster; every agent runs here",
-                    placed=sorted(placement),
-                )
-            transport = self._own_transport = MultiprocessingTransport(output=self.output)
-        self.supervisor = Supervisor(
-            plans,
-            transport,
-            on_exit=self._on_exit,
-            on_lifecycle=self.events.lifecycle,
-            clock=clock,
-            tasks=self.tasks,
-        )
-        self.telemetry: TraceExport | None = None
+        self.supervisor, self.router = parts.supervisor, parts.router
+        self.connections, self.broker = parts.connections, parts.broker
+        self.telemetry = parts.telemetry
         """With an OTLP endpoint: every Turn, Step and tool call exported as a span."""
-        if otlp is not None:
-            self.telemetry = self._open_telemetry(otlp)
-        self.router = Router(
-            self.supervisor,
-            default_timeout_ms=timeout_ms,
-            on_delivery_lost=self._on_delivery_lost,
-            clock=clock,
-            tasks=self.tasks,
-        )
-        self._recall_spawned()
-        connection_plans = self.build_connection_plans(self.bundle)
-        self.connections = Connections(
-            connection_plans,
-            ingress_tables(
-                self.bundle, connection_plans, self.entry_agent, sorted(self.supervisor.names())
-            ),
-            transport,
-            router=self.router,
-            events=self.events,
-            on_finished=self._connection_finished,
-            clock=clock,
-            tasks=self.tasks,
-        )
-        self.broker = ModelBroker(
-            self.bundle.model_pools(),
-            usage=UsageBook(self._trace_budget_of),
-            reply=self.router.answer,
-            record=self.events.record,
-            clock=clock,
-            reports=self._reports_usage,
-        )
-        """Shared rate limits and trace budgets: a permit before each model call."""
-        self.events.listeners.append(self.broker.observe)
+        self.api_listen = parts.api_listen
+        """``HOST:PORT`` of a TCP listener for the HTTP API, besides its Unix socket."""
+        self.api_token = parts.api_token
+        self.api: ApiServer | None = None
+        self.metrics: SwarmMetrics | None = None
+        self.config_lock = asyncio.Lock()
+        """Held while an edited configuration is checked and adopted (``--watch``,
+        ``self-restart``): one at a time."""
+        self._stopped = asyncio.Event()
+        self._signals = 0
+        self.stopping = False
+        """Shutting down: API requests that would start work are refused."""
+        self.supervisor.on_exit = self._on_exit
+        self.router.on_delivery_lost = self._on_delivery_lost
+        self.router.on_text_delta = self._publish_text_delta
+        self.connections.on_finished = self._connection_finished
+        if self.cluster is not None:
+            self.cluster.on_leadership_lost = self.request_stop
         self.dispatch = Dispatcher(
             self.router,
             self.supervisor.event_handlers,
@@ -215,77 +123,54 @@ class Orchestrator:
             },
         )
         self.supervisor.on_message = self.dispatch
-        self.router.on_text_delta = self._publish_text_delta
-        api_policy = self.swarm.spec.policy.api
-        self.api_listen = api_listen or api_policy.listen
-        """``HOST:PORT`` of a TCP listener for the HTTP API, besides its Unix socket."""
-        if api_token is None and api_policy.token_from is not None:
-            # Resolved now, so a token variable that is not set stops the start, loudly.
-            api_token = ApiToken.from_policy(api_policy.token_from)
-        self.api_token = ApiToken.named(api_token)
-        withhold(self.api_token.secret if self.api_token else None)  # no agent or connector gets it
-        self.api: ApiServer | None = None
-        self.metrics: SwarmMetrics | None = None
-        self.config_lock = asyncio.Lock()
-        """Held while an edited configuration is checked and adopted (``--watch``,
-        ``self-restart``): one at a time."""
-        self._stopped = asyncio.Event()
-        self._signals = 0
-        self.stopping = False
-        """Shutting down: API requests that would start work are refused."""
+        self.desk = ApprovalDesk(
+            self.state_dir,
+            self.supervisor,
+            self.connections.supervisor,
+            self.router,
+            self.live,
+            float(self.swarm.spec.policy.request_timeout_seconds),
+            self.log,
+        )
+        """Operators' decisions on parked tool calls."""
 
-    def _open_telemetry(self, otlp: OtlpSettings) -> TraceExport | None:
-        """Span export, fed by the event log. Without the ``otel`` extra, ``--otlp-endpoint``
-        stops the start (``TelemetryUnavailable``) while an endpoint from the environment,
-        perhaps set for other programs, only costs a warning."""
-        try:
-            telemetry = TraceExport.open(otlp, swarm=self.swarm.name, model_of=self._model_of)
-        except TelemetryUnavailable as exc:
-            if otlp.from_flag:
-                raise
-            self.log.warning("spans are not exported", reason=str(exc))
-            return None
-        self.events.listeners.append(telemetry.observe)
-        return telemetry
-
-    def _recall_spawned(self) -> None:
-        """``agents__list`` rows from the instances on disk, so a restarted daemon still lists
-        what was spawned before (of agents the swarm still has)."""
-        for row in spawn_records(self.state_dir):
-            if row["target"] not in self.supervisor.names():
-                continue
-            record = SpawnedInstance(
-                target=row["target"],
-                instance_key=row["instanceKey"],
-                owner_agent=row["ownerAgent"],
-                owner_instance_key=row["ownerInstanceKey"],
-                created_at=row["createdAt"],
-                cwd=row["cwd"],
+    @classmethod
+    def from_bundle(
+        cls,
+        bundle_path: Path,
+        *,
+        state_dir: Path | None = None,
+        swarm: str | None = None,
+        transport: Transport | None = None,
+        clock: Clock | None = None,
+        api_listen: str | None = None,
+        api_token: str | ApiToken | None = None,
+        cluster: ClusterSettings | None = None,
+        otlp: OtlpSettings | None = None,
+    ) -> Orchestrator:
+        """Load the bundle at ``bundle_path`` and get its swarm (``swarm``, or the only or
+        default one) ready to :meth:`start`: its state under ``state_dir`` (default: beside
+        the bundle), its agents started through ``transport`` (default: processes here, or
+        on the cluster's nodes with ``cluster``), its HTTP API on ``api.sock`` and on
+        ``api_listen`` with ``api_token``, its spans exported with ``otlp``. Raises
+        ``BundleError`` for an invalid bundle."""
+        return cls(
+            assemble(
+                bundle_path,
+                state_dir=state_dir,
+                swarm=swarm,
+                transport=transport,
+                clock=clock,
+                api_listen=api_listen,
+                api_token=api_token,
+                cluster=cluster,
+                otlp=otlp,
             )
-            key = (record.owner_agent, record.owner_instance_key, record.target)
-            self.router.spawned[(*key, record.instance_key)] = record
+        )
 
     def _agent_plan(self, agent: str) -> AgentPlan | None:
         """``agent``'s plan (``None`` for a name that is not an agent of the swarm)."""
-        handle = self.supervisor.handle(agent)
-        plan = handle.plan if handle is not None else None
-        return plan if isinstance(plan, AgentPlan) else None
-
-    def _reports_usage(self, agent: str) -> bool:
-        """Whether ``agent`` reports each model call's usage itself (it asks permits)."""
-        plan = self._agent_plan(agent)
-        return plan is not None and plan.ask_permits
-
-    def _trace_budget_of(self, agent: str) -> dict[str, float]:
-        """The trace budget of requests entering the swarm at ``agent`` (figure → limit)."""
-        plan = self._agent_plan(agent)
-        trace = plan.budgets.trace if plan is not None else None
-        return trace.limits() if trace is not None else {}
-
-    def _model_of(self, agent: str) -> tuple[str, str] | None:
-        """``(provider, model)`` of ``agent``'s plan, for the spans of its Turns and Steps."""
-        plan = self._agent_plan(agent)
-        return (plan.model.provider, plan.model.model) if plan is not None else None
+        return agent_plan(self.supervisor, agent)
 
     def _record_runtime_event(
         self, sender: str, message: EventMessage, body: RuntimeEventReport
@@ -362,7 +247,7 @@ class Orchestrator:
         if self.telemetry is not None:  # after the API: a daemon refused starts no exporter
             self.telemetry.start()
         self._report_unfolded()
-        self._resume_approvals()
+        self.desk.resume(self.start_soon)
         gc.freeze()  # keep the loaded bundle out of the collector's way
         self.tasks.start_soon(self.supervisor.run(), "reconcile")
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
@@ -449,19 +334,7 @@ class Orchestrator:
 
     def processes(self) -> SwarmProcesses:
         """The agent and connector processes running on this host right now."""
-        pids: dict[int, str] = {}
-        scopes: dict[str, str] = {}
-        for kind, supervisor in (
-            ("agent", self.supervisor),
-            ("connection", self.connections.supervisor),
-        ):
-            for handle in supervisor.handles():
-                label = f"{kind} {handle.name!r}"
-                if handle.worker is not None and handle.worker.node is None and handle.pid:
-                    pids[handle.pid] = label
-                if handle.scope:
-                    scopes[handle.scope] = label
-        return SwarmProcesses(pids, scopes, os.getpid(), os.geteuid())
+        return self.desk.processes()
 
     def subscribe(self) -> AbstractAsyncContextManager[Subscription]:
         """A queue of the runtime events published during the ``async with``."""
@@ -592,94 +465,9 @@ class Orchestrator:
         return await self.supervisor.restart_agent(agent, self.grace), deleted
 
     async def decide(self, decision: ApprovalDecision, *, wait: bool = False) -> DecisionOutcome:
-        """Carry out an operator's decision on a parked tool call, through the agent that owns
-        it (started first if need be: it takes up its parked Turns when it boots).
-
-        404 for an unknown id, 409 when it was decided already or expired, 400 for edited
-        arguments that do not fit the tool, 503 when the agent cannot be reached. With
-        ``wait``, a 200 also carries the Turn's answer (``turn``: ``{status, output, error?}``)
-        once the Turn ends, or ``null`` if it does not end within the swarm's request timeout.
-        """
-        record = find_approval(self.state_dir, decision.approval_id)
-        if record is None:
-            return DecisionOutcome.refused(
-                404, wire.APPROVAL_NOT_FOUND, f"no approval {decision.approval_id!r}"
-            )
-        if record.get("status") != "pending":
-            return DecisionOutcome.refused(
-                409,
-                wire.APPROVAL_ALREADY_DECIDED,
-                f"approval {decision.approval_id!r} is {record.get('status')} already",
-            )
-        agent = str(record.get("agentName"))
-        log = self.log.bind(
-            agent=agent,
-            instance_key=record.get("instanceKey"),
-            trace_id=record.get("traceId"),
-            approval_id=decision.approval_id,
-        )
-        # Subscribed before the decision goes out, so the Turn's end cannot slip past.
-        async with self.live.subscribe() as subscription:
-            try:
-                await self.supervisor.ensure_running(agent)
-                answer = await self.router.ask(agent, decision)
-            except TimeoutError:
-                exc = AgentUnavailable(f"agent {agent!r} did not become ready")
-                log.warning("approval decision not delivered", code=exc.code, error=exc.message)
-                return approval_unavailable(exc)
-            except IpcError as exc:
-                log.warning("approval decision not delivered", code=exc.code, error=exc.message)
-                return approval_unavailable(exc)
-            assert isinstance(answer, ApprovalDecisionResult)
-            outcome = outcome_of(answer)
-            log.info("approval decision", decision=decision.decision, status=outcome.status)
-            if wait and outcome.status == 200:
-                outcome.body["turn"] = await self._turn_end(subscription.queue, record)
-        return outcome
-
-    async def _turn_end(
-        self, queue: asyncio.Queue[dict[str, Any]], record: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """The answer of the Turn parked on ``record`` (its ``turn.completed`` or
-        ``turn.failed``), or ``None`` past the swarm's request timeout."""
-        identity = {k: record.get(k) for k in ("agentName", "instanceKey", "traceId")}
-        try:
-            async with asyncio.timeout(self.swarm.spec.policy.request_timeout_seconds):
-                while True:
-                    event = await queue.get()
-                    if event is END_OF_STREAM:
-                        return None
-                    if event.get("type") not in ("turn.completed", "turn.failed"):
-                        continue
-                    if all(event.get(k) == v for k, v in identity.items()):
-                        break
-        except TimeoutError:
-            return None
-        turn: dict[str, Any] = {
-            "status": "ok" if event["type"] == "turn.completed" else "error",
-            "output": event.get("output"),
-            "turnId": event.get("turnId"),
-        }
-        if event.get("errorCode") is not None:
-            turn["error"] = {"code": event["errorCode"], "message": event.get("errorMessage")}
-        return turn
-
-    def _resume_approvals(self) -> None:
-        """Start the agents that have calls parked for approval: each takes up its parked
-        Turns at boot, so their deadlines are kept even if nothing else starts them."""
-        parked = {str(row.get("agentName")) for row in list_approvals(self.state_dir)}
-        for agent in sorted(parked & set(self.supervisor.names())):
-            self.log.info("agent has calls waiting for approval; starting it", agent=agent)
-            self.start_soon(self._start_quietly(agent), f"approvals:{agent}")
-
-    async def _start_quietly(self, agent: str) -> None:
-        try:
-            await self.supervisor.ensure_running(agent)
-        except (
-            IpcError,
-            TimeoutError,
-        ) as exc:  # it backs off; the reconcile loop and the next use retry
-            self.log.warning("agent not started", agent=agent, error=str(exc))
+        """Carry out an operator's decision on a parked tool call (see
+        :meth:`ApprovalDesk.decide`)."""
+        return await self.desk.decide(decision, wait=wait)
 
     async def _start_api(self) -> None:
         """Serve the HTTP API on ``api.sock`` (and TCP when asked). Raises
@@ -719,21 +507,11 @@ class Orchestrator:
 
     def build_plans(self, bundle: Bundle) -> dict[str, AgentPlan]:
         """The plan of every agent of the swarm (their common parts held once)."""
-        swarm = bundle.swarm(self.swarm_name)
-        parts = SharedParts()
-        return {
-            agent.name: parts.share(bundle.agent_plan(agent.name, self.state_dir, swarm.name))
-            for agent in bundle.swarm_agents(swarm)
-        }
+        return agent_plans(bundle, self.swarm_choice, self.state_dir)
 
     def build_connection_plans(self, bundle: Bundle) -> list[ConnectionPlan]:
         """The plan of every Connection bound to the swarm."""
-        stdin = Path(f"/proc/{os.getpid()}/fd/0")
-        return [
-            # Connectors inherit the daemon's standard input, as any child process would.
-            plan.model_copy(update={"stdin_path": str(stdin) if stdin.exists() else None})
-            for plan in bundle.connection_plans(self.state_dir, self.swarm_name)
-        ]
+        return connection_plans(bundle, self.swarm_choice, self.state_dir)
 
     async def apply_connections(self, bundle: Bundle) -> list[str]:
         """Adopt the Connections of ``bundle`` (see :meth:`Connections.apply`); raises
@@ -750,7 +528,7 @@ class Orchestrator:
         if self.cluster is None:
             return []
         before = self.cluster.placement
-        after = bundle.placement(self.swarm_name)
+        after = bundle.placement(self.swarm_choice)
         self.cluster.adopt(bundle.fingerprint(), after)
         moved = sorted(
             handle.name

@@ -112,7 +112,7 @@ async def _run(args: argparse.Namespace) -> int:
     checking = check_soon(path)
     try:
         try:
-            orchestrator = Orchestrator(
+            orchestrator = Orchestrator.from_bundle(
                 path,
                 state_dir=_state_dir(args),
                 swarm=args.swarm,

@@ -114,7 +114,7 @@ async def test_chaos(tmp_path: Path) -> None:
     rng = random.Random(20261122)
     path = tmp_path / "goondan.yaml"
     path.write_text(SWARM)
-    orchestrator = Orchestrator(path, state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
     supervisor = orchestrator.supervisor
     seen_pids: set[int] = set()
     async with asyncio.timeout(30):

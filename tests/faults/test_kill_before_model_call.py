@@ -62,7 +62,7 @@ async def test_a_kill_during_the_model_call_is_answered_and_resumed(
     ]
     path = tmp_path / "goondan.yaml"
     path.write_text(SWARM.format(url=server.url))
-    orchestrator = Orchestrator(path, state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
     handle = orchestrator.supervisor.handle("solo")
     killed: list[int] = []
 

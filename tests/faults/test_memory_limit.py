@@ -66,7 +66,7 @@ async def test_a_runaway_allocation_fails_inside_the_limit_and_the_agent_stays(
 ) -> None:
     (tmp_path / "hog.py").write_text(HOG)
     (tmp_path / "goondan.yaml").write_text(SWARM)
-    orchestrator = Orchestrator(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
     async with asyncio.timeout(60):
         await orchestrator.start()
         try:

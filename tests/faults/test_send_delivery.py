@@ -111,7 +111,7 @@ async def test_a_queued_send_of_a_killed_agent_is_delivered_once_after_the_resta
 
 async def test_a_send_to_an_agent_that_cannot_start_is_reported(tmp_path: Path) -> None:
     path = write_swarm(tmp_path)
-    orchestrator = Orchestrator(path, state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
     async with asyncio.timeout(30):
         await orchestrator.start()
     try:

@@ -52,7 +52,7 @@ spec:
 
 async def test_tool_programs_see_only_the_standard_descriptors(tmp_path: Path) -> None:
     (tmp_path / "goondan.yaml").write_text(SWARM)
-    orchestrator = Orchestrator(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
     async with asyncio.timeout(60):
         await orchestrator.start()
         try:
@@ -117,7 +117,7 @@ async def test_a_detached_program_ends_with_its_sandboxed_call(tmp_path: Path) -
     tool = '{ref: {kind: Tool, name: bash, package: "@goondan/base"}}'
     visible = f'{{{tool[1:-1]}, config: {{sandbox: {{readWritePaths: ["{fifos}"]}}}}}}'
     (tmp_path / "goondan.yaml").write_text(SWARM.replace(f"tools: [{tool}]", f"tools: [{visible}]"))
-    orchestrator = Orchestrator(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
     token = secrets.token_hex(8)
     # The detached program says it runs itself: only once it has been exec'd with the exported
     # marker does its environment (what the test finds it by) hold it.
@@ -159,7 +159,7 @@ async def test_no_program_a_tool_started_outlives_its_agent(tmp_path: Path) -> N
     import signal
 
     (tmp_path / "goondan.yaml").write_text(UNSANDBOXED)
-    orchestrator = Orchestrator(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
     workspace = tmp_path / "state" / "agents" / "shell" / "instances" / "default" / "workspace"
     shell = orchestrator.supervisor.handle("shell")
     async with asyncio.timeout(60):

@@ -105,7 +105,7 @@ async def running(tmp_path: Path, docs: list[str]) -> AsyncIterator[Orchestrator
     (tmp_path / "relay.py").write_text(RELAY_MODULE)
     path = tmp_path / "goondan.yaml"
     path.write_text("---\n".join(docs))
-    orchestrator = Orchestrator(path, state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
     await orchestrator.start()
     try:
         yield orchestrator

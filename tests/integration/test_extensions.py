@@ -62,7 +62,7 @@ def swarm_with(tmp_path: Path, beta_extensions: str) -> Path:
 
 
 async def test_extension_middleware_tools_and_state_survive_a_kill(tmp_path: Path) -> None:
-    orchestrator = Orchestrator(
+    orchestrator = Orchestrator.from_bundle(
         swarm_with(tmp_path, "[Extension/counter]"), state_dir=tmp_path / "s"
     )
     async with asyncio.timeout(60):
@@ -91,7 +91,7 @@ async def test_extension_middleware_tools_and_state_survive_a_kill(tmp_path: Pat
 
 async def test_a_failing_register_is_a_boot_failure_naming_the_extension(tmp_path: Path) -> None:
     path = swarm_with(tmp_path, "[Extension/counter, Extension/broken]")
-    orchestrator = Orchestrator(path, state_dir=tmp_path / "s")
+    orchestrator = Orchestrator.from_bundle(path, state_dir=tmp_path / "s")
     async with asyncio.timeout(60):
         await orchestrator.start()
         try:
@@ -154,7 +154,7 @@ async def test_mcp_tools_in_an_agent_process_and_no_server_outlives_a_killed_age
     path.write_text(
         MCP_SWARM.format(python=sys.executable, server=MCP_SERVER, mark=MARK, token=token)
     )
-    orchestrator = Orchestrator(path, state_dir=tmp_path / "s")
+    orchestrator = Orchestrator.from_bundle(path, state_dir=tmp_path / "s")
     async with asyncio.timeout(60):
         await orchestrator.start()
         try:

@@ -66,7 +66,7 @@ async def test_handoff_between_two_gemini_agents(server: WireServer, tmp_path: P
     ]
     path = tmp_path / "goondan.yaml"
     path.write_text(SWARM.format(url=server.url))
-    orchestrator = Orchestrator(path, state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
     async with asyncio.timeout(60):
         await orchestrator.start()
         try:

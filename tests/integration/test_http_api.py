@@ -154,7 +154,7 @@ async def test_bad_requests_get_a_json_error_and_the_daemon_serves_on(
 
 
 async def test_a_tcp_listener_requires_its_token(tmp_path: Path) -> None:
-    orchestrator = Orchestrator(
+    orchestrator = Orchestrator.from_bundle(
         write_swarm(tmp_path),
         state_dir=tmp_path / "state",
         api_listen="127.0.0.1:0",
@@ -185,7 +185,7 @@ async def test_a_tcp_listener_requires_its_token(tmp_path: Path) -> None:
 
 
 async def test_a_public_listener_without_a_token_refuses_to_start(tmp_path: Path) -> None:
-    orchestrator = Orchestrator(
+    orchestrator = Orchestrator.from_bundle(
         write_swarm(tmp_path), state_dir=tmp_path / "state", api_listen="0.0.0.0:0"
     )
     try:
@@ -208,7 +208,7 @@ async def test_the_swarm_policy_names_the_listener_and_where_its_token_comes_fro
 ) -> None:
     monkeypatch.setenv("SWARM_API_TOKEN", "from-the-environment")
     policy = "{listen: '127.0.0.1:0', tokenFrom: {env: SWARM_API_TOKEN}}"
-    orchestrator = Orchestrator(
+    orchestrator = Orchestrator.from_bundle(
         with_api_policy(write_swarm(tmp_path), policy), state_dir=tmp_path / "state"
     )
     async with asyncio.timeout(30):
@@ -237,7 +237,7 @@ def test_a_token_variable_that_is_not_set_stops_the_start(tmp_path: Path) -> Non
 
 @pytest.fixture
 async def tcp_swarm(tmp_path: Path) -> AsyncIterator[tuple[Orchestrator, str]]:
-    orchestrator = Orchestrator(
+    orchestrator = Orchestrator.from_bundle(
         write_swarm(tmp_path),
         state_dir=tmp_path / "state",
         api_listen="127.0.0.1:0",

@@ -88,7 +88,7 @@ def swarm(url: str, agents: dict[str, str], *, limits: str, budgets: str = "") -
 async def running(tmp_path: Path, text: str) -> AsyncIterator[Orchestrator]:
     path = tmp_path / "goondan.yaml"
     path.write_text(text)
-    orchestrator = Orchestrator(path, state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
     await orchestrator.start()
     try:
         yield orchestrator
@@ -352,7 +352,7 @@ async def test_an_openai_client_gets_a_429_it_does_not_retry_for_a_used_up_budge
         ]
         path = tmp_path / "goondan.yaml"
         path.write_text("---\n".join(docs))
-        orchestrator = Orchestrator(
+        orchestrator = Orchestrator.from_bundle(
             path, state_dir=tmp_path / "state", api_listen="127.0.0.1:0", api_token="sk-swarm"
         )
         await orchestrator.start()
@@ -383,7 +383,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "goondan.yaml.example"
 
 
 async def test_calls_without_limits_are_counted_too(tmp_path: Path) -> None:
-    orchestrator = Orchestrator(EXAMPLE, state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(EXAMPLE, state_dir=tmp_path / "state")
     await orchestrator.start()
     try:
         answer = await orchestrator.request("write notes.txt hello world")

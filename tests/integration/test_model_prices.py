@@ -65,7 +65,7 @@ spec:
 async def running(tmp_path: Path, text: str) -> AsyncIterator[Orchestrator]:
     path = tmp_path / "goondan.yaml"
     path.write_text(text)
-    orchestrator = Orchestrator(path, state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
     await orchestrator.start()
     try:
         yield orchestrator

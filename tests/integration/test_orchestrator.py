@@ -143,7 +143,9 @@ async def test_garbage_in_a_pipe_does_not_stop_the_orchestrator(swarm: Orchestra
 
 
 async def test_graceful_shutdown_lets_an_in_flight_turn_finish(tmp_path: Path) -> None:
-    orchestrator = Orchestrator(write_swarm(tmp_path, grace=10), state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(
+        write_swarm(tmp_path, grace=10), state_dir=tmp_path / "state"
+    )
     async with asyncio.timeout(30):
         await orchestrator.start()
         await orchestrator.supervisor.ensure_running("beta")
@@ -162,7 +164,9 @@ async def test_graceful_shutdown_lets_an_in_flight_turn_finish(tmp_path: Path) -
 async def test_a_turn_that_ignores_shutdown_is_killed_after_the_grace_period(
     tmp_path: Path,
 ) -> None:
-    orchestrator = Orchestrator(write_swarm(tmp_path, grace=0.5), state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(
+        write_swarm(tmp_path, grace=0.5), state_dir=tmp_path / "state"
+    )
     async with asyncio.timeout(30):
         await orchestrator.start()
         await orchestrator.supervisor.ensure_running("beta")
@@ -250,7 +254,7 @@ async def test_a_restart_after_a_crash_reports_and_resumes_unfolded_conversation
     store.load()
     store.append(Message(id="m-before-crash", role="user", content="written before the crash"))
     assert (conversation / "events.jsonl").stat().st_size > 0  # never folded: the "crash"
-    orchestrator = Orchestrator(write_swarm(tmp_path), state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(write_swarm(tmp_path), state_dir=tmp_path / "state")
     async with asyncio.timeout(30):
         await orchestrator.start()
         try:

@@ -73,7 +73,7 @@ async def test_duplicate_tools_boot_and_step_middleware_offers_any_registry_tool
 ) -> None:
     (tmp_path / "offer.py").write_text(OFFER)
     (tmp_path / "goondan.yaml").write_text(SWARM)
-    orchestrator = Orchestrator(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(tmp_path / "goondan.yaml", state_dir=tmp_path / "state")
     async with asyncio.timeout(30):
         await orchestrator.start()
     try:

@@ -296,7 +296,9 @@ async def test_the_supervisors_sigterm_ends_an_agent_that_cannot_stop_within_the
 ) -> None:
     """Escalation: past the grace period the supervisor's SIGTERM ends a draining agent at once
     (its Turn's tool takes 30 s to give in), rather than waiting for the SIGKILL after it."""
-    orchestrator = Orchestrator(write_swarm(tmp_path, grace=0.5), state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(
+        write_swarm(tmp_path, grace=0.5), state_dir=tmp_path / "state"
+    )
     async with asyncio.timeout(60):
         await orchestrator.start()
         await orchestrator.supervisor.ensure_running("beta")
@@ -404,7 +406,9 @@ async def test_a_turn_cut_short_by_the_end_of_the_grace_period_is_answered_as_su
 ) -> None:
     """Not AGENT_CRASHED: the agent stopped as asked; the caller is told the Turn was cut
     short by the shutdown, and so is the one queued behind it."""
-    orchestrator = Orchestrator(write_swarm(tmp_path, grace=0.5), state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(
+        write_swarm(tmp_path, grace=0.5), state_dir=tmp_path / "state"
+    )
     async with asyncio.timeout(60):
         await orchestrator.start()
         await orchestrator.supervisor.ensure_running("beta")

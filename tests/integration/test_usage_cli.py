@@ -35,7 +35,7 @@ async def test_a_handoff_traces_root_is_the_agent_it_entered_at_with_or_without_
     config = tmp_path / "goondan.yaml"
     shutil.copy(EXAMPLE, config)
     state = tmp_path / "state"
-    orchestrator = Orchestrator(config, state_dir=state)
+    orchestrator = Orchestrator.from_bundle(config, state_dir=state)
     await orchestrator.start()
     try:
         answer = await orchestrator.request("write notes.txt hello world")

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 async def watched(tmp_path: Path) -> AsyncIterator[tuple[Orchestrator, Watcher, Path]]:
     path = write_swarm(tmp_path)
-    orchestrator = Orchestrator(path, state_dir=tmp_path / "state")
+    orchestrator = Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
     async with asyncio.timeout(30):
         await orchestrator.start()
         await orchestrator.supervisor.ensure_running("beta")

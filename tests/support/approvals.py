@@ -129,7 +129,7 @@ async def approval_swarm(
     """The approval swarm running in this event loop (state under ``directory/state``);
     ``options`` go to the :class:`Orchestrator` (``api_listen``, ``api_token``)."""
     path = write_approval_swarm(directory, hasty_timeout, rogue)
-    orchestrator = Orchestrator(path, state_dir=directory / "state", **options)
+    orchestrator = Orchestrator.from_bundle(path, state_dir=directory / "state", **options)
     async with asyncio.timeout(30):
         await orchestrator.start()
     try:

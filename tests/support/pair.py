@@ -110,7 +110,9 @@ def write_pair(directory: Path, policy: str = "") -> Path:
 @asynccontextmanager
 async def running_pair(directory: Path, policy: str = "") -> AsyncIterator[Orchestrator]:
     """The pair running in this event loop (state under ``directory/state``)."""
-    orchestrator = Orchestrator(write_pair(directory, policy), state_dir=directory / "state")
+    orchestrator = Orchestrator.from_bundle(
+        write_pair(directory, policy), state_dir=directory / "state"
+    )
     async with asyncio.timeout(30):
         await orchestrator.start()
     try:

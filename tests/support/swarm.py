@@ -219,7 +219,9 @@ async def running_swarm(
     directory: Path, grace: float = 5, extra: str = ""
 ) -> AsyncIterator[Orchestrator]:
     """The test swarm running in this event loop (state under ``directory/state``)."""
-    orchestrator = Orchestrator(write_swarm(directory, grace, extra), state_dir=directory / "state")
+    orchestrator = Orchestrator.from_bundle(
+        write_swarm(directory, grace, extra), state_dir=directory / "state"
+    )
     async with asyncio.timeout(30):
         await orchestrator.start()
     try:

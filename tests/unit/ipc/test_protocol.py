@@ -88,7 +88,7 @@ def test_the_docstring_lists_exactly_the_kinds_of_each_direction() -> None:
 
 
 async def test_the_orchestrator_handles_every_kind_an_agent_sends(tmp_path: Path) -> None:
-    daemon = Orchestrator(ROOT / "goondan.yaml.example", state_dir=tmp_path)
+    daemon = Orchestrator.from_bundle(ROOT / "goondan.yaml.example", state_dir=tmp_path)
     daemon.events.close()
     assert set(daemon.dispatch.events) == wire.AGENT_TO_ORCHESTRATOR
     supervisor = Supervisor(fake_plans("a"), FakeTransport())
