@@ -10,18 +10,9 @@ operator decides (``approval_decision`` from the Orchestrator) or the deadline p
 - reject: the model gets ``E_TOOL_REJECTED`` with the operator's reason;
 - deadline: the model gets ``E_TOOL_APPROVAL_TIMEOUT``.
 
-On disk, per instance (``agents/<agent>/instances/<instance>/approvals/<approvalId>.json``)::
-
-    {"v": 1, "approvalId", "toolCallId", "toolName", "arguments", "agentName", "instanceKey",
-     "traceId", "turnId", "requestedAt", "expiresAt", "expiresAtUnix",
-     "status": "pending" | "approved" | "rejected" | "expired" | "cancelled",
-     "decidedAt"?, "decidedArguments"?, "reason"?, "decidedBy"?,
-     "started": false, "settled": false}
-
-``decidedBy`` is who decided, as the daemon found them at the other end of its API
-(``{"via": "unix", "pid", "uid", "gid", "user"?}`` on ``api.sock``, ``{"via": "tcp",
-"address", "token" | "anonymous"}`` on TCP); records written before it was kept have none,
-and are read as they are.
+On disk, per instance, one record per parked call
+(``agents/<agent>/instances/<instance>/approvals/<approvalId>.json``; the format is
+:mod:`goondan.state_files.approvals`).
 
 ``started`` is set (durably) right before an approved call runs, ``settled`` once its result
 is in the conversation. A process that dies with a record unsettled resumes it when it starts
@@ -34,15 +25,12 @@ runs at most once). Decided records stay on disk, so deciding twice is refused (
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import os
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import structlog
 
@@ -53,6 +41,13 @@ from agent_process.storage import RecordMirror
 from agent_process.tools.registry import ToolRegistry
 from agent_process.tools.schema import format_issues
 from goondan.defaults import APPROVAL_TIMEOUT_SECONDS
+from goondan.state_files.approvals import (
+    DIRECTORY,
+    Approval,
+    Status,
+    read_approvals,
+    write_approval,
+)
 from goondan.time import utc_timestamp
 from ipc.protocol import APPROVAL_ALREADY_DECIDED, APPROVAL_INVALID_ARGUMENTS, APPROVAL_NOT_FOUND
 from ipc.runtime_events import (
@@ -65,11 +60,6 @@ from ipc.runtime_events import (
 )
 from tools_base import JsonObject, ToolCall
 
-DIRECTORY = "approvals"
-FORMAT_VERSION = 1
-
-Status = Literal["pending", "approved", "rejected", "expired", "cancelled"]
-
 _log = structlog.get_logger("goondan.approvals")
 
 
@@ -77,131 +67,6 @@ def new_approval_id() -> str:
     """Unique across agents and restarts (a model's tool call ids are not: the scripted
     model counts from 1 in every process)."""
     return f"apr_{secrets.token_hex(8)}"
-
-
-@dataclass(kw_only=True, slots=True)
-class Approval:
-    """One parked tool call, as stored."""
-
-    approval_id: str
-    tool_call_id: str
-    tool_name: str
-    arguments: JsonObject
-    agent_name: str
-    instance_key: str
-    trace_id: str
-    turn_id: str
-    requested_at: str
-    expires_at_unix: float
-    status: Status = "pending"
-    decided_at: str | None = None
-    decided_arguments: JsonObject | None = None
-    """The operator's arguments, when an approval edited them."""
-    reason: str | None = None
-    decided_by: JsonObject | None = None
-    """Who decided (an approval or a rejection), as the daemon identified them."""
-    started: bool = False
-    settled: bool = False
-    path: Path = field(default=Path(), compare=False)
-    """The record's file (not stored in it)."""
-
-    @property
-    def run_arguments(self) -> JsonObject:
-        """The arguments an approved call runs with."""
-        return self.decided_arguments if self.decided_arguments is not None else self.arguments
-
-    def to_json(self) -> JsonObject:
-        """The stored (and listed) form."""
-        out: JsonObject = {
-            "v": FORMAT_VERSION,
-            "approvalId": self.approval_id,
-            "toolCallId": self.tool_call_id,
-            "toolName": self.tool_name,
-            "arguments": self.arguments,
-            "agentName": self.agent_name,
-            "instanceKey": self.instance_key,
-            "traceId": self.trace_id,
-            "turnId": self.turn_id,
-            "requestedAt": self.requested_at,
-            "expiresAt": utc_timestamp(self.expires_at_unix),
-            "expiresAtUnix": self.expires_at_unix,
-            "status": self.status,
-            "started": self.started,
-            "settled": self.settled,
-        }
-        if self.decided_at is not None:
-            out["decidedAt"] = self.decided_at
-        if self.decided_arguments is not None:
-            out["decidedArguments"] = self.decided_arguments
-        if self.reason is not None:
-            out["reason"] = self.reason
-        if self.decided_by is not None:
-            out["decidedBy"] = self.decided_by
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any], path: Path) -> Approval:
-        """Read a stored record; raises ``KeyError``/``TypeError``/``ValueError`` when it is
-        not one."""
-        status = data.get("status", "pending")
-        if status not in ("pending", "approved", "rejected", "expired", "cancelled"):
-            raise ValueError(f"unknown status {status!r}")
-        arguments = data.get("arguments")
-        decided = data.get("decidedArguments")
-        decided_by = data.get("decidedBy")
-        return cls(
-            approval_id=str(data["approvalId"]),
-            tool_call_id=str(data["toolCallId"]),
-            tool_name=str(data["toolName"]),
-            arguments=arguments if isinstance(arguments, dict) else {},
-            agent_name=str(data.get("agentName", "")),
-            instance_key=str(data["instanceKey"]),
-            trace_id=str(data.get("traceId", "")),
-            turn_id=str(data.get("turnId", "")),
-            requested_at=str(data.get("requestedAt", "")),
-            expires_at_unix=float(data["expiresAtUnix"]),
-            status=status,
-            decided_at=data.get("decidedAt"),
-            decided_arguments=decided if isinstance(decided, dict) else None,
-            reason=data.get("reason"),
-            decided_by=decided_by if isinstance(decided_by, dict) else None,
-            started=bool(data.get("started", False)),
-            settled=bool(data.get("settled", False)),
-            path=path,
-        )
-
-
-def read_approvals(instances_root: Path) -> list[Approval]:
-    """Every readable record under ``instances_root`` (an unreadable one is logged, skipped)."""
-    found: list[Approval] = []
-    for path in _record_files(instances_root):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            found.append(Approval.from_json(data, path))
-        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
-            _log.warning("unreadable approval record skipped", file=str(path), error=str(exc))
-    return found
-
-
-def _record_files(instances_root: Path) -> list[Path]:
-    """``instances_root/*/approvals/apr_*.json``, sorted (no glob: its pattern machinery was a
-    good part of an agent's boot)."""
-    found: list[str] = []
-    try:
-        instances = [entry.path for entry in os.scandir(instances_root) if entry.is_dir()]
-    except OSError:  # no instance yet
-        return []
-    for instance in instances:
-        try:
-            with os.scandir(os.path.join(instance, DIRECTORY)) as records:
-                found += [
-                    r.path
-                    for r in records
-                    if r.name.startswith("apr_") and r.name.endswith(".json") and r.is_file()
-                ]
-        except OSError:
-            continue
-    return sorted(Path(path) for path in found)
 
 
 class ApprovalSuspended(Exception):
@@ -246,7 +111,6 @@ class ApprovalGate:
         registry: ToolRegistry | None = None,
         allow_registry_calls: bool = False,
         clock: Callable[[], float] = time.time,
-        fsync: bool = True,
         mirror: RecordMirror | None = None,
     ) -> None:
         """``mirror`` gets a copy of every record written (a cluster node's agents)."""
@@ -258,7 +122,6 @@ class ApprovalGate:
         self._registry = registry
         self._allow_registry_calls = allow_registry_calls
         self._clock = clock
-        self._fsync = fsync
         self._records: dict[str, Approval] = {}
         self._waiters: dict[str, asyncio.Future[None]] = {}
         self._suspended = False
@@ -271,7 +134,7 @@ class ApprovalGate:
     def load(self) -> list[str]:
         """Read the records left on disk; the instance keys that have unsettled ones (each
         needs a Turn that resumes it)."""
-        self._records = {a.approval_id: a for a in read_approvals(self.root)}
+        self._records = {a.approval_id: a for a in read_approvals(self.root, _log)}
         keys = {a.instance_key for a in self._records.values() if not a.settled}
         return sorted(keys)
 
@@ -518,35 +381,10 @@ class ApprovalGate:
     # -- disk ------------------------------------------------------------------------------------
 
     def _write(self, approval: Approval) -> None:
-        """Write the record atomically: temporary file, fsync, rename, fsync the directory."""
-        path = approval.path
-        tmp = path.with_name(path.name + ".tmp")
-        data = json.dumps(approval.to_json(), ensure_ascii=False).encode("utf-8")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as out:
-                out.write(data)
-                out.flush()
-                if self._fsync:
-                    os.fsync(out.fileno())
-            os.replace(tmp, path)
-            if self._fsync:
-                _fsync_directory(path.parent)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            raise ConversationStorageError(path, exc) from exc
+        """Write the record (atomically and durably), then its copy in the mirror."""
+        data = write_approval(approval)
         if self._mirror is not None:
-            self._mirror.written(path, data)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+            self._mirror.written(approval.path, data)
 
 
 ApprovalEventT = TypeVar("ApprovalEventT", bound=ApprovalEvent)

@@ -3,8 +3,8 @@ agent that owns them.
 
 Each agent writes its parked calls under its instances
 (``agents/<agent>/instances/<instance>/approvals/<approvalId>.json``, format in
-``agent_process.approvals``); the daemon only reads them, so listing works whether or not the
-agent runs. A decision goes to the agent (started first if it is not running: at boot it takes
+``goondan.state_files.approvals``); the daemon only reads them, so listing works whether or
+not the agent runs. A decision goes to the agent (started first if it is not running: at boot it takes
 up its parked Turns), which records it and wakes the Turn: one writer per file.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from goondan.state_files import approvals as approval_files
 from ipc import IpcError
 from ipc.protocol import APPROVAL_ALREADY_DECIDED, APPROVAL_INVALID_ARGUMENTS, APPROVAL_NOT_FOUND
 from ipc.questions import ApprovalDecision, ApprovalDecisionResult
@@ -32,17 +33,8 @@ APPROVAL_EVENTS = frozenset(
 """The runtime events of how a parked call fares (what a request's caller is told of)."""
 
 
-def _rows(state_dir: Path, pattern: str) -> list[dict[str, Any]]:
-    rows = []
-    for path in sorted((state_dir / "agents").glob(f"*/instances/*/approvals/{pattern}.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            continue  # being replaced right now, or damaged: the agent logs the latter
-        if isinstance(data, dict) and isinstance(data.get("approvalId"), str):
-            data.pop("v", None)
-            rows.append(_shown(data))
-    return rows
+def _rows(state_dir: Path, approval_id: str | None = None) -> list[dict[str, Any]]:
+    return [_shown(row) for row in approval_files.read_rows(state_dir, approval_id)]
 
 
 def _shown(data: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +53,7 @@ def list_approvals(
     """The approvals on disk, oldest request first: the pending ones, or every one."""
     rows = [
         row
-        for row in _rows(state_dir, "apr_*")
+        for row in _rows(state_dir)
         if (agent is None or row.get("agentName") == agent)
         and (include_decided or row.get("status") == "pending")
     ]
