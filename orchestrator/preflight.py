@@ -60,21 +60,21 @@ async def refusal(path: Path, checking: Awaitable[dict[str, Any]], *, as_json: b
     that has to be right first.
     """
     from goondan.errors import ExitCode
-    from orchestrator.cli.common import _config_exit
-    from orchestrator.cli.validate import _issue
+    from orchestrator.cli.common import config_exit
+    from orchestrator.cli.validate import config_issue
 
     verdict = await checking
     errors = list(verdict.get("errors") or [])
     if not errors:
         return None
-    code = _config_exit(errors)
+    code = config_exit(errors)
     counted = f"{len(errors)} error{'s' if len(errors) != 1 else ''} in {path}"
     if as_json:
         error = {"code": ExitCode(code).error_name, "message": counted}
         print(json.dumps({"error": error, "errors": errors, "exitCode": code}))
         return code
     for issue in errors:
-        print(_issue(issue).format(), file=sys.stderr)
+        print(config_issue(issue).format(), file=sys.stderr)
     print(counted, file=sys.stderr)
     return code
 

@@ -18,8 +18,8 @@ import sys
 from collections.abc import Sequence
 
 from goondan.errors import ExitCode
-from orchestrator.cli.common import Command, _DaemonFailed, _fail, _state_dir, _UsageError
-from orchestrator.cli.parser import _command_in, build_parser
+from orchestrator.cli.common import Command, DaemonFailed, UsageError, fail, state_dir_of
+from orchestrator.cli.parser import build_parser, command_in
 
 
 def version_text() -> str:
@@ -37,11 +37,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "_ARGCOMPLETE" in os.environ:  # the shell completes a word: answer and exit
         from orchestrator.cli.completion import complete
 
-        complete(build_parser(), _state_dir)
+        complete(build_parser(), state_dir_of)
     # Building every command's arguments is a good part of a short command's time: build
     # those of the command given (all of them for help, or anything unexpected).
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_command_in(words))
+    parser = build_parser(command_in(words))
     args = parser.parse_args(words)
     if args.version:
         version = version_text()
@@ -67,10 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not _stdout_gone():
             return _internal_error(args, exc)
         return _reader_gone()
-    except _DaemonFailed as failed:
+    except DaemonFailed as failed:
         return failed.exit_code
-    except _UsageError as exc:
-        return _fail(args, ExitCode.USAGE, str(exc))
+    except UsageError as exc:
+        return fail(args, ExitCode.USAGE, str(exc))
     except KeyboardInterrupt:
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:

@@ -173,12 +173,12 @@ def send_and_wait(args: argparse.Namespace, state_dir: Callable[[], Path]) -> in
     """``send`` that waits for the answer: approvals it meets are told on stderr as they
     come, and with ``--stream`` the text is printed as it is produced."""
     from orchestrator.cli.api_target import TargetError, ask_with_events
-    from orchestrator.cli.common import _fail
+    from orchestrator.cli.common import fail
     from orchestrator.http.client import error_text, path_segment
 
     stream = bool(getattr(args, "stream", False))
     if args.no_wait:
-        return _fail(args, ExitCode.USAGE, "--stream waits for the answer: not with --no-wait")
+        return fail(args, ExitCode.USAGE, "--stream waits for the answer: not with --no-wait")
     body: dict[str, Any] = {"input": args.text, "instanceKey": args.instance, "approvals": True}
     if stream:
         body.update(stream=True, relay=True)
@@ -197,7 +197,7 @@ def send_and_wait(args: argparse.Namespace, state_dir: Callable[[], Path]) -> in
         )
     except TargetError as exc:
         printer.finish(args.agent, None)
-        return _fail(args, exc.exit_code, str(exc))
+        return fail(args, exc.exit_code, str(exc))
     ok = status < 400 and isinstance(answer, dict)
     printer.finish(args.agent, answer.get("output", "") if ok else None)
     if args.json:

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from orchestrator.cli.common import _ask_daemon, _fail, _refused, _state_dir
+from orchestrator.cli.common import ask_daemon, fail, refused, state_dir_of
 
 
 def cmd_approvals(args: argparse.Namespace) -> int:
@@ -22,9 +22,9 @@ def cmd_approvals(args: argparse.Namespace) -> int:
             decided = "1" if args.all else None
             rows = remote_rows(args, "/v1/approvals", "approvals", agent=args.agent, all=decided)
         else:
-            rows = list_approvals(_state_dir(args), agent=args.agent, include_decided=args.all)
+            rows = list_approvals(state_dir_of(args), agent=args.agent, include_decided=args.all)
     except TargetError as exc:
-        return _fail(args, exc.exit_code, str(exc))
+        return fail(args, exc.exit_code, str(exc))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -40,11 +40,11 @@ def _decide(args: argparse.Namespace, decision: str, body: dict[str, Any]) -> in
 
     query = "?wait=1" if args.wait else ""
     path = f"/v1/approvals/{path_segment(args.id)}/{decision}{query}"
-    status, answer = _ask_daemon(args, "POST", path, body)
+    status, answer = ask_daemon(args, "POST", path, body)
     if args.json:
         print(json.dumps(answer))
         return 0 if status < 400 else 1
-    if _refused(status, answer):
+    if refused(status, answer):
         return 1
     approval = answer.get("approval") or {}
     print(f"{approval.get('status')} {approval.get('approvalId')} ({approval.get('toolName')})")

@@ -24,7 +24,7 @@ Command = Callable[[argparse.Namespace], int]
 DEFAULT_CONFIG = "goondan.yaml"
 
 
-def _fail(args: argparse.Namespace, code: int, message: str, suggestion: str | None = None) -> int:
+def fail(args: argparse.Namespace, code: int, message: str, suggestion: str | None = None) -> int:
     """Report a failure as the command's output calls for (one JSON object on stdout with
     ``--json``, else ``error: ...`` on stderr) and return its exit status."""
     if getattr(args, "json", False):
@@ -39,21 +39,21 @@ def _fail(args: argparse.Namespace, code: int, message: str, suggestion: str | N
     return int(code)
 
 
-def _bundle_path(args: argparse.Namespace) -> Path:
+def bundle_path(args: argparse.Namespace) -> Path:
     """The configuration a command works on: its FILE argument or ``-c/--config`` (the same
     option on every command), else goondan.yaml here. Either may name a bundle directory."""
     given = getattr(args, "file", None)
     config = getattr(args, "config", None)
     if given and config and Path(given) != Path(config):
-        raise _UsageError(f"two configurations given: {given} and -c {config}")
+        raise UsageError(f"two configurations given: {given} and -c {config}")
     return Path(given or config or DEFAULT_CONFIG)
 
 
-class _UsageError(ValueError):
+class UsageError(ValueError):
     """A command line that cannot mean anything (exit 2)."""
 
 
-def _log_level(args: argparse.Namespace, one_shot: bool = False) -> str | None:
+def log_level(args: argparse.Namespace, one_shot: bool = False) -> str | None:
     """``--log-level`` if given; else ``-v`` debug, ``-q`` error; a one-shot command printing
     to a terminal keeps its answer readable: warning (info with ``-v``)."""
     if getattr(args, "log_level", None):
@@ -68,7 +68,7 @@ def _log_level(args: argparse.Namespace, one_shot: bool = False) -> str | None:
     return None
 
 
-def _config_exit(errors: Sequence[Any]) -> int:
+def config_exit(errors: Sequence[Any]) -> int:
     """CONFIG when the configuration could not be read at all, else VALIDATION."""
     unread = {"E_CONFIG_FILE_NOT_FOUND", "E_CONFIG_FILE_TOO_LARGE", "E_CONFIG_PARSE_ERROR"}
     codes = {
@@ -77,7 +77,7 @@ def _config_exit(errors: Sequence[Any]) -> int:
     return ExitCode.CONFIG if codes and codes <= unread else ExitCode.VALIDATION
 
 
-def _serve(
+def serve(
     args: argparse.Namespace,
     process: str,
     main: Callable[[argparse.Namespace], Coroutine[Any, Any, int]],
@@ -95,13 +95,13 @@ def _serve(
     from orchestrator.cli.terminal import ignore_terminal_stops
 
     ignore_terminal_stops()  # before any child starts: they inherit it
-    path = _bundle_path(args)
+    path = bundle_path(args)
     env_file = getattr(args, "env_file", None)
     try:
         loaded = load_env_files(path, Path(env_file) if env_file else None)
     except EnvFileMissing as exc:
-        return _fail(args, ExitCode.USAGE, str(exc))
-    level = _log_level(args, one_shot)
+        return fail(args, ExitCode.USAGE, str(exc))
+    level = log_level(args, one_shot)
     if level:
         os.environ["GOONDAN_LOG_LEVEL"] = level  # agent processes inherit it
     configure_logging(level, process=process)
@@ -128,17 +128,17 @@ def _serve(
         return asyncio.run(main(args))
 
 
-def _state_dir(args: argparse.Namespace) -> Path:
+def state_dir_of(args: argparse.Namespace) -> Path:
     """``--state-dir``, else the bundle's directory under ``--state-root`` or
     ``$GOONDAN_STATE_ROOT``, else ``.goondan/`` beside the configuration."""
     from orchestrator.state_dir import resolve_state_dir
 
     return resolve_state_dir(
-        _bundle_path(args), state_dir=args.state_dir, state_root=getattr(args, "state_root", None)
+        bundle_path(args), state_dir=args.state_dir, state_root=getattr(args, "state_root", None)
     )
 
 
-class _DaemonFailed(Exception):
+class DaemonFailed(Exception):
     """The daemon could not be asked or did not answer; carries the exit code."""
 
     def __init__(self, exit_code: int) -> None:
@@ -146,7 +146,7 @@ class _DaemonFailed(Exception):
         self.exit_code = exit_code
 
 
-def _ask_daemon(
+def ask_daemon(
     args: argparse.Namespace,
     method: str,
     path: str,
@@ -158,12 +158,12 @@ def _ask_daemon(
     from orchestrator.cli.api_target import TargetError, ask
 
     try:
-        return ask(args, lambda: _state_dir(args), method, path, body, wait_seconds)
+        return ask(args, lambda: state_dir_of(args), method, path, body, wait_seconds)
     except TargetError as exc:
-        raise _DaemonFailed(_fail(args, exc.exit_code, str(exc))) from exc
+        raise DaemonFailed(fail(args, exc.exit_code, str(exc))) from exc
 
 
-def _refused(status: int, body: Any) -> bool:
+def refused(status: int, body: Any) -> bool:
     """Print the API's error and say so, when ``status`` is one."""
     from orchestrator.http.client import error_text
 
@@ -173,9 +173,9 @@ def _refused(status: int, body: Any) -> bool:
     return True
 
 
-def _accepted(args: argparse.Namespace, method: str, path: str) -> Any | None:
+def accepted(args: argparse.Namespace, method: str, path: str) -> Any | None:
     """The daemon's answer when it took the request; ``None`` (error printed) otherwise."""
-    asked = _ask_daemon(args, method, path)
-    if _refused(*asked):
+    asked = ask_daemon(args, method, path)
+    if refused(*asked):
         return None
     return asked[1]

@@ -271,13 +271,13 @@ def _send(plan: Detach) -> int:
     """``--input`` to the live daemon, answered as ``run --input`` answers (output, exit)."""
     import asyncio
 
-    from orchestrator.cli.common import _fail
-    from orchestrator.cli.run import _one_request
+    from orchestrator.cli.common import fail
+    from orchestrator.cli.run import answer_one_request
 
     try:
-        return asyncio.run(_one_request(_LiveSwarm(plan.state_dir), plan.args))
+        return asyncio.run(answer_one_request(_LiveSwarm(plan.state_dir), plan.args))
     except _Gone as exc:  # it stopped meanwhile, or took the request and went away
-        return _fail(plan.args, ExitCode.NETWORK, str(exc))
+        return fail(plan.args, ExitCode.NETWORK, str(exc))
 
 
 class _LiveSwarm:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.cli.common import _fail, _state_dir, _UsageError
+from orchestrator.cli.common import UsageError, fail, state_dir_of
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -19,10 +19,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         from orchestrator.cli.logs import show
 
         if getattr(args, "api_url", None):
-            raise _UsageError(
-                "logs --process reads the state directory's files: not with --api-url"
-            )
-        return show(args, _state_dir(args))
+            raise UsageError("logs --process reads the state directory's files: not with --api-url")
+        return show(args, state_dir_of(args))
     from orchestrator.cli.api_target import TargetError, remote_url
     from orchestrator.eventlog import (
         FILE_NAME,
@@ -42,8 +40,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if remote_url(args) is not None:
             return _follow_remote(args, since)
     except TargetError as exc:
-        return _fail(args, exc.exit_code, str(exc))
-    state_dir = _state_dir(args)
+        return fail(args, exc.exit_code, str(exc))
+    state_dir = state_dir_of(args)
     path = state_dir / FILE_NAME
     if not path.exists() and not args.follow:
         print(f"no runtime events yet at {path}", file=sys.stderr)
@@ -61,7 +59,7 @@ def _follow_remote(args: argparse.Namespace, since: Any) -> int:
     from orchestrator.eventlog import format_event, matches
 
     if not args.follow:
-        raise _UsageError(
+        raise UsageError(
             "logs reads the event log in the state directory; with --api-url only -f "
             "(the daemon's live events)"
         )

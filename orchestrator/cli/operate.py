@@ -9,18 +9,18 @@ import sys
 from typing import Any
 
 from orchestrator.cli.common import (
-    _accepted,
-    _ask_daemon,
-    _bundle_path,
-    _fail,
-    _refused,
-    _state_dir,
+    accepted,
+    ask_daemon,
+    bundle_path,
+    fail,
+    refused,
+    state_dir_of,
 )
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     """One row per agent of the running daemon; exit 1 when none runs."""
-    answer = _accepted(args, "GET", "/v1/agents")
+    answer = accepted(args, "GET", "/v1/agents")
     if answer is None:
         return 1
     if args.json:
@@ -108,9 +108,9 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
     return run_usage(
         args,
-        lambda: _state_dir(args),
-        lambda: _bundle_path(args),
-        lambda code, message: _fail(args, code, message),
+        lambda: state_dir_of(args),
+        lambda: bundle_path(args),
+        lambda code, message: fail(args, code, message),
     )
 
 
@@ -149,12 +149,12 @@ def cmd_send(args: argparse.Namespace) -> int:
     from orchestrator.http.client import path_segment
 
     if not args.no_wait or args.stream:
-        return send_and_wait(args, lambda: _state_dir(args))
+        return send_and_wait(args, lambda: state_dir_of(args))
     body: dict[str, Any] = {"input": args.text, "instanceKey": args.instance}
-    status, answer = _ask_daemon(args, "POST", f"/v1/agents/{path_segment(args.agent)}/sends", body)
+    status, answer = ask_daemon(args, "POST", f"/v1/agents/{path_segment(args.agent)}/sends", body)
     if args.json:
         print(json.dumps(answer))
-    elif _refused(status, answer):
+    elif refused(status, answer):
         return 1
     return 0 if status < 400 else 1
 
@@ -168,14 +168,14 @@ def cmd_restart(args: argparse.Namespace) -> int:
         return 2
     names = [args.agent]
     if args.all:
-        answer = _accepted(args, "GET", "/v1/agents")
+        answer = accepted(args, "GET", "/v1/agents")
         if answer is None:
             return 1
         names = [row["agent"] for row in answer.get("agents", [])]
     restarted = []
     query = "?fresh=1" if args.fresh else ""
     for name in names:
-        answer = _accepted(args, "POST", f"/v1/agents/{path_segment(name)}/restart{query}")
+        answer = accepted(args, "POST", f"/v1/agents/{path_segment(name)}/restart{query}")
         if answer is None:
             return 1
         restarted.append(answer)
@@ -192,7 +192,7 @@ def cmd_restart(args: argparse.Namespace) -> int:
 
 def cmd_requests(args: argparse.Namespace) -> int:
     """The requests of the running daemon waiting for an answer (ids for ``cancel``)."""
-    answer = _accepted(args, "GET", "/v1/requests")
+    answer = accepted(args, "GET", "/v1/requests")
     if answer is None:
         return 1
     rows = answer.get("requests", [])
@@ -228,13 +228,13 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel a running request by request id or trace id; its caller is answered CANCELLED."""
     from orchestrator.http.client import path_segment
 
-    asked = _ask_daemon(
+    asked = ask_daemon(
         args, "POST", f"/v1/requests/{path_segment(args.id)}/cancel", {"reason": args.reason}
     )
     status, answer = asked
     if args.json:
         print(json.dumps(answer))
-    elif not _refused(status, answer):
+    elif not refused(status, answer):
         for trace_id in answer.get("cancelled", []):
             print(f"cancelled trace {trace_id}")
     return 0 if status < 400 else 1
@@ -250,13 +250,13 @@ def cmd_instances(args: argparse.Namespace) -> int:
     if not words and getattr(args, "command", None) == "instance":  # bare: the terminal view
         from orchestrator.cli.instance import view
 
-        shown = view(args, lambda: _state_dir(args))
+        shown = view(args, lambda: state_dir_of(args))
         if shown is not None:
             return shown
     if words and words[0] == "restart":
         from orchestrator.cli.instance_restart import restart_instances
 
-        return restart_instances(args, words[1:], lambda: _state_dir(args))
+        return restart_instances(args, words[1:], lambda: state_dir_of(args))
     if words and words[0] == "delete":
         if len(words) != 3:
             print("usage: instances delete AGENT KEY", file=sys.stderr)
@@ -265,14 +265,14 @@ def cmd_instances(args: argparse.Namespace) -> int:
         try:  # through the daemon, so a running agent forgets the instance too
             status, answer = ask(
                 args,
-                lambda: _state_dir(args),
+                lambda: state_dir_of(args),
                 "DELETE",
                 f"/v1/agents/{path_segment(agent)}/instances/{path_segment(key)}",
             )
         except TargetError as exc:
             if exc.failure != "no-daemon" or remote_url(args) is not None:
-                return _fail(args, exc.exit_code, str(exc))
-            state_dir = _state_dir(args)
+                return fail(args, exc.exit_code, str(exc))
+            state_dir = state_dir_of(args)
             status, answer = (
                 200,
                 {"ok": True, "deleted": delete_instance_dir(state_dir, agent, key)},
@@ -293,9 +293,9 @@ def cmd_instances(args: argparse.Namespace) -> int:
         if remote_url(args) is not None:
             rows = remote_rows(args, "/v1/instances", "instances", agent=agent)
         else:
-            rows = list_instances(_state_dir(args), agent)
+            rows = list_instances(state_dir_of(args), agent)
     except TargetError as exc:
-        return _fail(args, exc.exit_code, str(exc))
+        return fail(args, exc.exit_code, str(exc))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from goondan.errors import ExitCode
-from orchestrator.cli.common import _bundle_path, _fail
+from orchestrator.cli.common import bundle_path, fail
 
 
 def add_arguments(package: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
@@ -86,15 +86,15 @@ def cmd_package(args: argparse.Namespace) -> int:
             print(issue.format(), file=sys.stderr)
         return int(ExitCode.CONFIG)
     except (RangeError, PackageDocumentError) as exc:
-        return _fail(args, ExitCode.VALIDATION, str(exc))
+        return fail(args, ExitCode.VALIDATION, str(exc))
     except LockfileError as exc:
-        return _fail(args, ExitCode.CONFIG, str(exc), "delete it and run `goondan package install`")
+        return fail(args, ExitCode.CONFIG, str(exc), "delete it and run `goondan package install`")
     except PackageInstallError as exc:
-        return _fail(args, ExitCode.INTERNAL, str(exc))
+        return fail(args, ExitCode.INTERNAL, str(exc))
 
 
 def _config(args: argparse.Namespace) -> Path:
-    path = _bundle_path(args)
+    path = bundle_path(args)
     return path / "goondan.yaml" if path.is_dir() else path
 
 
@@ -157,7 +157,7 @@ def _install(args: argparse.Namespace, config: Path) -> int:
         if lockfile is None and not dependencies:
             return _report(args, Lockfile(()), None)
         if lockfile is None:
-            return _fail(
+            return fail(
                 args,
                 ExitCode.VALIDATION,
                 f"--frozen-lockfile: there is no {path}",
@@ -165,7 +165,7 @@ def _install(args: argparse.Namespace, config: Path) -> int:
             )
         found = differences(dependencies, lockfile)
         if found:
-            return _fail(
+            return fail(
                 args,
                 ExitCode.VALIDATION,
                 f"--frozen-lockfile: {LOCKFILE} differs from the Package document:\n  "
@@ -202,7 +202,7 @@ def _update(args: argparse.Namespace, config: Path) -> int:
 
     dependencies, document = _dependencies(config)
     if args.name is not None and args.name not in {d.name for d in dependencies}:
-        return _fail(
+        return fail(
             args,
             ExitCode.USAGE,
             f"{args.name} is not a dependency of {config}",
@@ -229,7 +229,7 @@ def _add(args: argparse.Namespace, config: Path) -> int:
     at = args.spec.find("@", 1)  # a scope's @ is the first character
     name, range_ = (args.spec, "") if at < 0 else (args.spec[:at], args.spec[at + 1 :])
     if not PACKAGE_NAME.match(name):
-        return _fail(
+        return fail(
             args,
             ExitCode.USAGE,
             f"{name!r} is not a package name",
@@ -284,7 +284,7 @@ def _publish(args: argparse.Namespace) -> int:
                 return 0
             upload(files, args.registry, os.environ)
     except PublishError as exc:
-        return _fail(args, exits.get(exc.kind, ExitCode.INTERNAL), str(exc))
+        return fail(args, exits.get(exc.kind, ExitCode.INTERNAL), str(exc))
     if args.json:
         print(json.dumps({"packages": packages, "files": names.split(", ")}))
     else:

@@ -426,7 +426,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _command_in(words: Sequence[str]) -> str | None:
+def command_in(words: Sequence[str]) -> str | None:
     """The command ``words`` name (the first word that is not ``--debug``), if it is one."""
     for word in words:
         if word != "--debug":

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from goondan.errors import ExitCode
-from orchestrator.cli.common import _bundle_path, _fail, _state_dir
+from orchestrator.cli.common import bundle_path, fail, state_dir_of
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -20,9 +20,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     try:
         done = scaffold(target, args.template, name=args.name, force=args.force)
     except ScaffoldRefused as exc:
-        return _fail(args, ExitCode.USAGE, str(exc))
+        return fail(args, ExitCode.USAGE, str(exc))
     except OSError as exc:
-        return _fail(args, ExitCode.CONFIG, f"cannot write {target}: {exc}")
+        return fail(args, ExitCode.CONFIG, f"cannot write {target}: {exc}")
     files = [str(f.relative_to(target)) for f in done.files]
     if args.json:
         print(json.dumps({"directory": str(target), "template": done.template, "files": files}))
@@ -47,13 +47,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from orchestrator.cli.doctor import examine
     from orchestrator.cli.envfiles import EnvFileMissing, load_env_files
 
-    path = _bundle_path(args)
+    path = bundle_path(args)
     environ = dict(os.environ)
     try:
         loaded = load_env_files(path, Path(args.env_file) if args.env_file else None, environ)
     except EnvFileMissing as exc:
-        return _fail(args, ExitCode.USAGE, str(exc))
-    state_dir = _state_dir(args)
+        return fail(args, ExitCode.USAGE, str(exc))
+    state_dir = state_dir_of(args)
     report = examine(path, state_dir, environ)
     if args.json:
         print(json.dumps({**report.to_json(), "envFiles": [str(f) for f in loaded.files]}))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from goondan.errors import ExitCode
-from orchestrator.cli.common import _bundle_path, _config_exit, _fail, _serve, _state_dir
+from orchestrator.cli.common import bundle_path, config_exit, fail, serve, state_dir_of
 
 if TYPE_CHECKING:
     from ipc.delegation import DelegateAnswer
@@ -24,21 +24,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             text = sys.stdin.read() if args.input_file == "-" else Path(args.input_file).read_text()
         except (OSError, UnicodeDecodeError) as exc:
-            return _fail(args, ExitCode.USAGE, f"--input-file {args.input_file}: {exc}")
+            return fail(args, ExitCode.USAGE, f"--input-file {args.input_file}: {exc}")
         args.input = text
     if args.stream and args.input is None:
-        return _fail(args, ExitCode.USAGE, "--stream prints the answer of --input: give one")
+        return fail(args, ExitCode.USAGE, "--stream prints the answer of --input: give one")
     from orchestrator.cli.terminal import TerminalRequired, check_interactive
 
     try:
         check_interactive(args.interactive, one_shot=args.input is not None, detach=args.detach)
     except TerminalRequired as exc:
-        return _fail(args, ExitCode.USAGE, str(exc))
+        return fail(args, ExitCode.USAGE, str(exc))
     detached = _detached_run(args)
     if detached is not None:
         return detached
     one_shot = args.input is not None
-    return _serve(args, "orchestrator", _run, one_shot=one_shot)
+    return serve(args, "orchestrator", _run, one_shot=one_shot)
 
 
 def _detached_run(args: argparse.Namespace) -> int | None:
@@ -54,14 +54,14 @@ def _detached_run(args: argparse.Namespace) -> int | None:
         return detach(
             Detach(
                 args,
-                _bundle_path(args),
-                _state_dir(args),
-                default_state=_state_dir(args) == default_state_dir(_bundle_path(args)),
+                bundle_path(args),
+                state_dir_of(args),
+                default_state=state_dir_of(args) == default_state_dir(bundle_path(args)),
                 run_parser=lambda: run_subparser(build_parser("run")),
             )
         )
     except OSError as exc:  # the state directory cannot be written
-        return _fail(args, ExitCode.INTERNAL, str(exc))
+        return fail(args, ExitCode.INTERNAL, str(exc))
 
 
 class _MissingCredential(LookupError):
@@ -106,7 +106,7 @@ async def _run(args: argparse.Namespace) -> int:
     from orchestrator.preflight import check_soon, refusal
     from orchestrator.telemetry import TelemetryUnavailable, otlp_settings
 
-    path = _bundle_path(args)
+    path = bundle_path(args)
     # Checked while the Orchestrator loads: the check starts the fork server the agents
     # start from, and is forked from it.
     checking = check_soon(path)
@@ -114,7 +114,7 @@ async def _run(args: argparse.Namespace) -> int:
         try:
             orchestrator = Orchestrator.from_bundle(
                 path,
-                state_dir=_state_dir(args),
+                state_dir=state_dir_of(args),
                 swarm=args.swarm,
                 api_listen=args.listen,
                 api_token=_api_token(args.api_token_env),
@@ -127,20 +127,20 @@ async def _run(args: argparse.Namespace) -> int:
                 return invalid
             raise
     except (_MissingCredential, SecretUnavailable) as exc:  # a token variable unset
-        return _fail(args, ExitCode.AUTH, str(exc))
+        return fail(args, ExitCode.AUTH, str(exc))
     except TelemetryUnavailable as exc:  # --otlp-endpoint without the extra
-        return _fail(args, ExitCode.CONFIG, str(exc))
+        return fail(args, ExitCode.CONFIG, str(exc))
     except ValueError as exc:  # a --listen not HOST:PORT, a bad cluster option
-        return _fail(args, ExitCode.USAGE, str(exc))
+        return fail(args, ExitCode.USAGE, str(exc))
     except BundleError as exc:
         for issue in exc.errors:
             print(issue.format(), file=sys.stderr)
-        return _config_exit(exc.errors)
+        return config_exit(exc.errors)
     invalid = await refusal(path, checking, as_json=args.json)
     if invalid is not None:
         return invalid
     if args.interactive and orchestrator.connections.read_stdin:
-        return _fail(args, ExitCode.USAGE, "--interactive: a `cli` Connection reads stdin")
+        return fail(args, ExitCode.USAGE, "--interactive: a `cli` Connection reads stdin")
     from goondan.proctitle import name_process
 
     name_process("daemon", orchestrator.swarm.name)
@@ -148,7 +148,7 @@ async def _run(args: argparse.Namespace) -> int:
     if missing:
         for line in missing[1:]:
             print(f"error: {line}", file=sys.stderr)
-        return _fail(
+        return fail(
             args,
             ExitCode.AUTH,
             missing[0],
@@ -157,19 +157,19 @@ async def _run(args: argparse.Namespace) -> int:
         )
     refused = await _sandbox_refusal(orchestrator.bundle, args.swarm)
     if refused is not None:
-        return _fail(args, ExitCode.INTERNAL, *refused)
+        return fail(args, ExitCode.INTERNAL, *refused)
     orchestrator.install_signal_handlers()
     try:
         try:
             await orchestrator.start()
         except DeliveryError as exc:  # the cluster (NATS) cannot be used
-            return _fail(args, _cluster_exit(exc), str(exc))
+            return fail(args, _cluster_exit(exc), str(exc))
         except (DaemonAlreadyRunning, ApiRefused, OSError) as exc:
-            return _fail(args, ExitCode.INTERNAL, str(exc))
+            return fail(args, ExitCode.INTERNAL, str(exc))
         except (IpcError, TimeoutError) as exc:
-            return _fail(args, ExitCode.INTERNAL, f"the entry agent could not start: {exc}")
+            return fail(args, ExitCode.INTERNAL, f"the entry agent could not start: {exc}")
         if args.input is not None:
-            return await _one_request(orchestrator, args)
+            return await answer_one_request(orchestrator, args)
         if args.watch:
             from orchestrator.watch import Watcher
 
@@ -234,7 +234,7 @@ def _cluster_settings(args: argparse.Namespace) -> Any:
 
 def cmd_node(args: argparse.Namespace) -> int:
     """Run this host's share of a clustered swarm until SIGINT/SIGTERM."""
-    return _serve(args, "node", _node)
+    return serve(args, "node", _node)
 
 
 async def _node(args: argparse.Namespace) -> int:
@@ -242,7 +242,7 @@ async def _node(args: argparse.Namespace) -> int:
     from goondan.errors import DeliveryError
     from orchestrator.preflight import check_soon, refusal
 
-    path = _bundle_path(args)
+    path = bundle_path(args)
     invalid = await refusal(path, check_soon(path), as_json=args.json)
     if invalid is not None:
         return invalid
@@ -253,16 +253,16 @@ async def _node(args: argparse.Namespace) -> int:
             path,
             _cluster_settings(args),
             args.name,
-            state_dir=_state_dir(args),
+            state_dir=state_dir_of(args),
             swarm=args.swarm,
             labels=args.label,
         )
     except ValueError as exc:
-        return _fail(args, ExitCode.USAGE, str(exc))
+        return fail(args, ExitCode.USAGE, str(exc))
     except BundleError as exc:
         for issue in exc.errors:
             print(issue.format(), file=sys.stderr)
-        return _config_exit(exc.errors)
+        return config_exit(exc.errors)
     from goondan.proctitle import name_process
 
     name_process("node", args.name)
@@ -271,7 +271,7 @@ async def _node(args: argparse.Namespace) -> int:
         try:
             await node.start()
         except DeliveryError as exc:
-            return _fail(args, _cluster_exit(exc), str(exc))
+            return fail(args, _cluster_exit(exc), str(exc))
         await node.wait_stopped()
         return 0
     finally:
@@ -286,7 +286,7 @@ ANSWER_EXITS = {
 """A failed answer's exit status, by its error code (1 otherwise)."""
 
 
-async def _one_request(orchestrator: Any, args: argparse.Namespace) -> int:
+async def answer_one_request(orchestrator: Any, args: argparse.Namespace) -> int:
     agent = args.agent or orchestrator.entry_agent
     if getattr(args, "stream", False):
         from orchestrator.cli.answer_stream import AnswerPrinter, stream_answer

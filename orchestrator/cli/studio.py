@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from orchestrator.cli.common import _serve, _state_dir
+from orchestrator.cli.common import serve, state_dir_of
 
 
 def cmd_studio(args: argparse.Namespace) -> int:
     """Serve the studio (a local web app) over the running daemon or a state directory."""
     from orchestrator.studio import is_loopback
 
-    state_dir = _state_dir(args)
+    state_dir = state_dir_of(args)
     if not state_dir.is_dir():
         print(
             f"error: no state directory at {state_dir} (run the swarm first, or pass --state-dir)",
@@ -30,7 +30,7 @@ def cmd_studio(args: argparse.Namespace) -> int:
         )
     if args.open is None:
         args.open = sys.stdout.isatty()
-    return _serve(args, "studio", _studio)
+    return serve(args, "studio", _studio)
 
 
 async def _studio(args: argparse.Namespace) -> int:
@@ -41,7 +41,7 @@ async def _studio(args: argparse.Namespace) -> int:
 
     try:
         return await serve_studio(
-            _state_dir(args),
+            state_dir_of(args),
             host=args.host,
             port=args.port,
             open_browser=args.open,

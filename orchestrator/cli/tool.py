@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from goondan.errors import ExitCode
-from orchestrator.cli.common import _fail
+from orchestrator.cli.common import fail
 from orchestrator.validation import die_with_parent, validate_timeout
 
 _CHILD_STATUS = {2: ExitCode.USAGE, 3: ExitCode.CONFIG, 4: ExitCode.VALIDATION}
@@ -55,7 +55,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
     bases = [_bundle_dir(Path(args.check))] if args.check else []
     answer, status = _derive(args.target, bases)
     if "error" in answer:
-        return _fail(args, status, str(answer["error"].get("message")))
+        return fail(args, status, str(answer["error"].get("message")))
     exports: list[dict[str, Any]] = answer["exports"]
     if args.check:
         return _check(args, Path(args.check), Path(str(answer.get("file"))), exports)
@@ -109,18 +109,18 @@ def _check(
     is ``file``; print what differs."""
     from bundle import BundleError, load_bundle
     from bundle.tool_hints import parameter_differences
-    from orchestrator.cli.common import _config_exit
+    from orchestrator.cli.common import config_exit
 
     try:
         bundle = load_bundle(config, check_handlers=False)
     except BundleError as exc:
         first = exc.errors[0].format() if exc.errors else str(exc)
-        return _fail(args, _config_exit(exc.errors), f"{config} is not valid: {first}")
+        return fail(args, config_exit(exc.errors), f"{config} is not valid: {first}")
     tools = [
         r for r in bundle.of_kind("Tool") if (r.base_dir / r.spec.entry).resolve() == file.resolve()
     ]
     if not tools:
-        return _fail(
+        return fail(
             args,
             ExitCode.VALIDATION,
             f"no Tool in {config} has the entry {args.target.partition(':')[0]}",

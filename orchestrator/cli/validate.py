@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from goondan.errors import ExitCode
-from orchestrator.cli.common import _bundle_path, _config_exit
+from orchestrator.cli.common import bundle_path, config_exit
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -25,7 +25,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from orchestrator.cli.validate_extras import apply_fixes, list_files
     from orchestrator.validation import validate_in_child
 
-    path = _bundle_path(args)
+    path = bundle_path(args)
     if args.verdict_from_child:
         return _validate_here(path, check_handlers=not args.no_handlers)
     form = "json" if args.json else args.format
@@ -36,7 +36,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     warnings = list(verdict.get("warnings") or [])
     if args.strict:
         errors, warnings = errors + warnings, []
-    code = int(ExitCode.OK) if not errors else _config_exit(errors)
+    code = int(ExitCode.OK) if not errors else config_exit(errors)
     if form == "json":
         print(
             json.dumps(
@@ -57,17 +57,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 print(_github_annotation(level, issue))
         return code
     for issue in warnings:
-        print("warning: " + _issue(issue).format(), file=sys.stderr)
+        print("warning: " + config_issue(issue).format(), file=sys.stderr)
     if not errors:
         print(f"{path}: valid ({verdict.get('summary')})")
         return code
     for issue in errors:
-        print(_issue(issue).format(), file=sys.stderr)
+        print(config_issue(issue).format(), file=sys.stderr)
     print(f"{len(errors)} error{'s' if len(errors) != 1 else ''} in {path}", file=sys.stderr)
     return code
 
 
-def _issue(data: dict[str, Any]) -> Any:
+def config_issue(data: dict[str, Any]) -> Any:
     from bundle import ConfigIssue
 
     return ConfigIssue(

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from orchestrator.cli.parser import COMMANDS, _command_in, build_parser
+from orchestrator.cli.parser import COMMANDS, build_parser, command_in
 
 
 def test_the_command_names_are_the_parsers() -> None:
@@ -32,11 +32,11 @@ def test_the_command_names_are_the_parsers() -> None:
     ],
 )
 def test_a_command_parses_as_with_every_command_built(words: list[str]) -> None:
-    only = _command_in(words)
+    only = command_in(words)
     assert only is not None
     assert vars(build_parser(only).parse_args(words)) == vars(build_parser().parse_args(words))
 
 
 @pytest.mark.parametrize("words", [[], ["--help"], ["nonsense"], ["--debug"]])
 def test_no_known_command_builds_them_all(words: list[str]) -> None:
-    assert _command_in(words) is None
+    assert command_in(words) is None
