@@ -287,6 +287,9 @@ ANSWER_EXITS = {
 
 
 async def answer_one_request(orchestrator: Any, args: argparse.Namespace) -> int:
+    """Send ``args.input`` to ``args.agent`` (else the entry agent) of ``orchestrator``, print
+    the answer (streamed with ``--stream``, as JSON with ``--json``) and return the exit
+    status: 0, or the failed answer's from :data:`ANSWER_EXITS`."""
     agent = args.agent or orchestrator.entry_agent
     if getattr(args, "stream", False):
         from orchestrator.cli.answer_stream import AnswerPrinter, stream_answer

@@ -68,6 +68,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def config_issue(data: dict[str, Any]) -> Any:
+    """The ``ConfigIssue`` of one error or warning of a verdict (as the child printed it in
+    JSON), for printing as ``validate`` prints it."""
     from bundle import ConfigIssue
 
     return ConfigIssue(
