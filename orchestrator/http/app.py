@@ -66,74 +66,43 @@ Routes (all JSON):
 ``GET  /v1/models``, ``POST /v1/chat/completions`` the OpenAI-compatible front door (the agent
                                                  is the model)
 
-Streaming. A request with ``"stream": true`` (or ``Accept: text/event-stream``) answers with
-server-sent events: ``event: delta`` with ``{agent, instanceKey, traceId, turnId, stepId, text}``
-for each piece of model text as the model produces it, then one ``event: answer`` with the
-delegate answer (plus ``droppedDeltas`` when a slow client lost some). With ``"relay": true`` the
-agents the Turn asks (``agents__request``) stream into it too, each delta naming its ``agent``;
-without it only the target's own text streams, and the agents it asks do not stream at all. A
-request that fails before any text arrives is answered 502 JSON, as without streaming.
-With ``"approvals": true`` the answer is server-sent events too (deltas only with ``stream``):
-``event: approval`` carries each ``approval.*`` runtime event of the request's trace (a call
-parked, resumed, decided, expired or cancelled, in any agent the request reaches) as it happens.
-``/v1/chat/completions`` with ``"stream": true`` sends standard ``chat.completion.chunk`` deltas
-the same way (``relay`` as an extra body field; each content chunk carries
-``goondan: {agent, instanceKey, stepId}``), then the chunk with ``finish_reason``, a usage chunk
-when ``stream_options.include_usage`` is set, and ``data: [DONE]``. The text of every Step
-streams, so a Turn whose model talks before calling a tool streams more than its final answer.
-Streamed text also appears on ``/v1/events`` as ``text.delta`` events.
-
-Bounds: the agent never waits for a client (deltas are queued on its pipe and read at once by
-the Orchestrator, whose loop never waits either). Each streamed response holds at most
-:data:`STREAM_MAX_PIECES` pieces for a slow client; past that, new text joins the last piece of
-the same agent's Step (the client gets fewer, bigger chunks, nothing lost), and past
-:data:`STREAM_MAX_CHARS` characters waiting, or when it cannot be joined, a delta is dropped and
-counted. A client that disconnects mid-stream stops only its stream: the Turn runs to its end
-and is kept in the conversation, and the stream's sink is removed.
+Streamed answers are served by :mod:`orchestrator.http.streams`, the OpenAI-compatible front
+door by :mod:`orchestrator.http.openai`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import ipaddress
-import json
 import os
-import secrets
 import socket
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import structlog
 import uvicorn
 from starlette.applications import Starlette
-from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from goondan.errors import DaemonError, HttpCode
 from goondan.http_server import GuardedServer
-from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.delegation import DelegateAnswer
-from ipc.events import TextDelta
-from ipc.protocol import new_trace_id
-from orchestrator.approvals import APPROVAL_EVENTS, BadDecision, decision_from_body
+from orchestrator.approvals import BadDecision, decision_from_body
 from orchestrator.callers import ApiToken, Identify, connection_app
-from orchestrator.eventlog import matches
 from orchestrator.http.approvers import vet_decider
-from orchestrator.http.body import BadBody, ChatRequest, Fields, read_object
+from orchestrator.http.body import BadBody, Fields, read_object
 from orchestrator.http.client import socket_path
-from orchestrator.http.events_hub import END_OF_STREAM
 from orchestrator.http.guard import HostAllowList, JsonOnly, guard
+from orchestrator.http.openai import OpenAICompatible
 from orchestrator.http.servers import address_family
+from orchestrator.http.streams import TurnStream, event_stream, native_events, sse
 from orchestrator.limits.usage import TRACES_KEPT
 from orchestrator.operations import OperationRefused, SwarmOperations
 from orchestrator.status import ProcessStatus
@@ -303,11 +272,11 @@ def build_app(
         stream = fields.flag("stream") or "text/event-stream" in request.headers.get("accept", "")
         relay, approvals = fields.flag("relay"), fields.flag("approvals")
         if stream or approvals:
-            turn = _TurnStream(daemon, agent, text, key, timeout, relay, stream, approvals)
+            turn = TurnStream(daemon, agent, text, key, timeout, relay, stream, approvals)
             first = await turn.first()
             if isinstance(first, DelegateAnswer) and not first.ok:
                 return JSONResponse(first.to_wire(), status_code=502)
-            return _sse(_native_events(turn, first), turn.aclose)
+            return sse(native_events(turn, first), turn.aclose)
         answer = await daemon.request(text, agent=agent, instance_key=key, timeout_ms=timeout)
         return JSONResponse(answer.to_wire(), status_code=200 if answer.ok else 502)
 
@@ -410,9 +379,9 @@ def build_app(
         trace = request.query_params.get("trace")
         if agent is not None:
             known(agent)
-        return _sse(_event_stream(daemon, request, agent, trace))
+        return sse(event_stream(daemon, request, agent, trace))
 
-    openai = _OpenAICompatible(daemon)
+    openai = OpenAICompatible(daemon)
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", scrape, methods=["GET"]),
@@ -445,435 +414,10 @@ def build_app(
     return app
 
 
-KEEPALIVE_SECONDS = 15.0
-"""An idle event stream sends a comment this often, so proxies and clients keep it open."""
-STREAM_MAX_PIECES = 256
-"""Pieces of text a streamed response holds for a slow client before it joins new text to the
-last piece of the same Step."""
-STREAM_MAX_CHARS = 4 * 1024 * 1024
-"""Characters of text a streamed response holds for a slow client before it drops deltas."""
-
-
 _REQUEST_FIELDS = ("input", "instanceKey", "timeoutMs", "stream", "relay", "approvals")
 """What ``POST /v1/agents/{agent}/requests`` takes."""
 _SEND_FIELDS = ("input", "instanceKey")
 """What ``POST /v1/agents/{agent}/sends`` takes (nobody waits: no timeout, no stream)."""
-
-
-def _sse(
-    events: AsyncIterator[bytes], after: Callable[[], Awaitable[None]] | None = None
-) -> StreamingResponse:
-    """An SSE response of ``events``; ``after`` runs once it ends, however it ends (a client
-    that leaves cancels the body, possibly before the body's own ``finally`` could run)."""
-    return StreamingResponse(
-        events,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        background=BackgroundTask(after) if after is not None else None,
-    )
-
-
-@dataclass(eq=False, slots=True)
-class _Piece:
-    """Text of one agent's Step waiting for the client (deltas joined while it is slow)."""
-
-    agent: str
-    delta: TextDelta
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Notice:
-    """An ``approval.*`` runtime event of the streamed request's trace."""
-
-    event: dict[str, Any]
-
-
-_Item = _Piece | _Notice | DelegateAnswer | None
-"""What a streamed request yields: text, an approval event, its answer, or a keepalive."""
-
-
-class _TurnStream:
-    """One streamed request: its text as it arrives, then its answer, for one HTTP response.
-
-    The router calls :meth:`put` on the loop; it never waits (see the bounds in the module
-    docstring). The handler awaits :meth:`first`, the response body iterates :meth:`rest`, and
-    the response calls :meth:`aclose` when it ends, however it ends: a client that leaves stops
-    the request's wait (the router then removes the sink), never the Turn itself.
-    """
-
-    def __init__(
-        self,
-        daemon: SwarmOperations,
-        agent: str,
-        text: str,
-        instance_key: str,
-        timeout_ms: int | None,
-        relay: bool,
-        deltas: bool = True,
-        approvals: bool = False,
-    ) -> None:
-        self.agent = agent
-        self.instance_key = instance_key
-        self.trace_id = new_trace_id()
-        self.deltas, self.approvals = deltas, approvals
-        self.pieces: deque[_Piece | _Notice] = deque()
-        self.chars = 0
-        self.dropped = 0
-        self.answer: DelegateAnswer | None = None
-        self._wake = asyncio.Event()
-        self._task = asyncio.ensure_future(self._run(daemon, text, instance_key, timeout_ms, relay))
-        self._items = self.items()
-
-    async def _run(
-        self,
-        daemon: SwarmOperations,
-        text: str,
-        instance_key: str,
-        timeout_ms: int | None,
-        relay: bool,
-    ) -> None:
-        try:
-            # Watched from before the request goes out, so no parked call slips past.
-            with daemon.watching(self.notice) if self.approvals else contextlib.nullcontext():
-                answer = await daemon.request(
-                    text,
-                    agent=self.agent,
-                    instance_key=instance_key,
-                    timeout_ms=timeout_ms,
-                    trace_id=self.trace_id,
-                    on_delta=self.put if self.deltas else None,
-                    relay=relay,
-                )
-        except Exception as exc:  # a bug of ours must still end the stream with an answer
-            structlog.get_logger("goondan.api").exception("streamed request failed")
-            answer = DelegateAnswer.failure(IpcError(str(exc), code="E_INTERNAL"))
-        self.answer = answer
-        self._wake.set()
-
-    def put(self, agent: str, delta: TextDelta) -> None:
-        """Take one delta from the router (never blocks)."""
-        size = len(delta.text)
-        if self.answer is not None or not size:
-            return
-        pieces = self.pieces
-        if self.chars + size > STREAM_MAX_CHARS:
-            self.dropped += 1
-            return
-        last, step = (pieces[-1] if pieces else None), delta.step_id
-        if len(pieces) < STREAM_MAX_PIECES:
-            pieces.append(_Piece(agent, delta, delta.text))
-        elif isinstance(last, _Piece) and last.agent == agent and last.delta.step_id == step:
-            last.text += delta.text
-        else:
-            self.dropped += 1
-            return
-        self.chars += size
-        self._wake.set()
-
-    def notice(self, event: dict[str, Any]) -> None:
-        """Take an ``approval.*`` event of this request's trace from the daemon's live events
-        (never blocks; never dropped: a request parks few calls)."""
-        if event.get("traceId") != self.trace_id or event.get("type") not in APPROVAL_EVENTS:
-            return
-        if self.answer is None:
-            self.pieces.append(_Notice(event))
-            self._wake.set()
-
-    async def first(self) -> _Item:
-        """The first item, before the response starts (so an early failure can be a 502)."""
-        try:
-            return await anext(self._items)
-        except BaseException:
-            await self.aclose()
-            raise
-
-    async def items(self) -> AsyncIterator[_Item]:
-        """Pieces in order, then the answer; ``None`` after :data:`KEEPALIVE_SECONDS` idle."""
-        while True:
-            if self.pieces:
-                piece = self.pieces.popleft()
-                if isinstance(piece, _Piece):
-                    self.chars -= len(piece.text)
-                yield piece
-            elif self.answer is not None:
-                yield self.answer
-                return
-            else:
-                self._wake.clear()
-                try:
-                    async with asyncio.timeout(KEEPALIVE_SECONDS):
-                        await self._wake.wait()
-                except TimeoutError:
-                    yield None
-
-    async def rest(self) -> AsyncIterator[_Item]:
-        """What :meth:`first` left (the response calls :meth:`aclose` when it ends)."""
-        async for item in self._items:
-            yield item
-
-    async def aclose(self) -> None:
-        """Stop waiting for the request (the Turn runs on); idempotent."""
-        if not self._task.done():
-            self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-
-
-def _delta_json(piece: _Piece) -> dict[str, Any]:
-    delta = piece.delta
-    return {
-        "agent": piece.agent,
-        "instanceKey": delta.instance_key,
-        "traceId": delta.trace_id,
-        "turnId": delta.turn_id,
-        "stepId": delta.step_id,
-        "text": piece.text,
-    }
-
-
-def _sse_event(kind: str, data: object) -> bytes:
-    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-
-
-async def _native_events(turn: _TurnStream, first: _Item) -> AsyncIterator[bytes]:
-    """``event: delta`` per piece of text, then ``event: answer``."""
-
-    def encode(item: _Item) -> bytes:
-        if item is None:
-            return b": keepalive\n\n"
-        if isinstance(item, _Piece):
-            return _sse_event("delta", _delta_json(item))
-        if isinstance(item, _Notice):
-            return _sse_event("approval", item.event)
-        answer = item.to_wire()
-        if turn.dropped:
-            answer["droppedDeltas"] = turn.dropped
-        return _sse_event("answer", answer)
-
-    try:
-        yield encode(first)
-        if isinstance(first, DelegateAnswer):
-            return
-        async for item in turn.rest():
-            yield encode(item)
-    finally:
-        await turn.aclose()
-
-
-async def _event_stream(
-    daemon: SwarmOperations, request: Request, agent: str | None, trace: str | None
-) -> AsyncIterator[bytes]:
-    """Server-sent events: one ``data:`` line per runtime event that passes the filters, as it
-    happens, until the client leaves or the daemon stops."""
-    async with daemon.subscribe() as subscription:
-        yield b": connected\n\n"
-        reported = 0
-        while True:
-            try:
-                async with asyncio.timeout(KEEPALIVE_SECONDS):
-                    event = await subscription.queue.get()
-            except TimeoutError:
-                if await request.is_disconnected():
-                    return
-                yield b": keepalive\n\n"
-                continue
-            if event is END_OF_STREAM:
-                return
-            if subscription.dropped > reported:
-                lost = subscription.dropped - reported
-                reported = subscription.dropped
-                yield f"event: dropped\ndata: {lost}\n\n".encode()
-            if matches(event, agent=agent, trace=trace, since=None):
-                line = json.dumps(event, ensure_ascii=False, default=str)
-                yield f"event: {event.get('type', 'event')}\ndata: {line}\n\n".encode()
-
-
-class _OpenAICompatible:
-    """``/v1/models`` and ``/v1/chat/completions``: the swarm as an OpenAI-compatible server.
-
-    ``model`` names the agent (the swarm's name, or ``goondan``, names the entry agent); the last
-    user message is the input; the ``X-Goondan-Instance`` header, else ``user``, selects the
-    instance key. ``stream: true`` answers with the standard ``chat.completion.chunk`` SSE
-    stream of the model's text as it is produced, ending in ``data: [DONE]`` (see the module
-    docstring).
-    """
-
-    def __init__(self, daemon: SwarmOperations) -> None:
-        self.daemon = daemon
-        self.created = int(time.time())
-
-    def _error(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        kind: str = "invalid_request_error",
-        param: str | None = None,
-    ) -> JSONResponse:
-        # OpenAI clients read error.message, error.type and error.param; code stays ours.
-        body = {"error": {"code": code, "message": message, "type": kind, "param": param}}
-        return JSONResponse(body, status_code=status)
-
-    async def models(self, request: Request) -> Response:
-        owner = self.daemon.name
-        data = [
-            {"id": name, "object": "model", "created": self.created, "owned_by": owner}
-            for name in self.daemon.agent_names()
-        ]
-        return JSONResponse({"object": "list", "data": data})
-
-    def _agent(self, model: str) -> str | None:
-        daemon = self.daemon
-        if model in daemon.agent_names():
-            return model
-        if model in (daemon.name, "goondan"):
-            return daemon.entry_agent
-        return None
-
-    async def chat_completions(self, request: Request) -> Response:
-        try:
-            chat = ChatRequest.read(await read_object(request))
-        except BadBody as exc:
-            return self._error(400, HttpCode.BAD_REQUEST, exc.message, param=exc.field)
-        agent = self._agent(chat.model)
-        if agent is None:
-            missing = f"no agent named {chat.model!r}"
-            return self._error(404, "AGENT_NOT_FOUND", missing, param="model")
-        if self.daemon.stopping:
-            return self._error(503, "SHUTTING_DOWN", "the daemon is shutting down")
-        key = request.headers.get("x-goondan-instance") or chat.user or DEFAULT_INSTANCE_KEY
-        text = chat.text
-        if chat.stream:
-            return await self._streamed(chat, agent, key)
-        answer = await self.daemon.request(text, agent=agent, instance_key=key)
-        if not answer.ok:
-            return self._failed(answer)
-        turn = answer.turn or {}
-        completion_id = f"chatcmpl-{turn.get('traceId') or secrets.token_hex(16)}"
-        content = answer.output if isinstance(answer.output, str) else json.dumps(answer.output)
-        prompt, completion = _usage(answer)
-        return JSONResponse(
-            {
-                "id": completion_id,
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": agent,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": completion,
-                    "total_tokens": prompt + completion,
-                },
-            }
-        )
-
-    def _failed(self, answer: DelegateAnswer) -> JSONResponse:
-        error = answer.error
-        code = error.code if error is not None else "AGENT_TURN_FAILED"
-        message = error.message if error is not None else "the request failed"
-        if code == BudgetExceeded.code:
-            # As OpenAI answers a used-up quota; retrying the same request cannot help, and
-            # the SDKs honour x-should-retry.
-            response = self._error(429, code, message, "insufficient_quota")
-            response.headers["x-should-retry"] = "false"
-            return response
-        if code in ("E_MODEL_RATE_LIMITED", PermitTimeout.code):
-            return self._error(429, code, message, "rate_limit_exceeded")  # clients back off
-        return self._error(502, code, message)
-
-    async def _streamed(self, chat: ChatRequest, agent: str, key: str) -> Response:
-        turn = _TurnStream(self.daemon, agent, chat.text, key, None, chat.relay)
-        first = await turn.first()
-        if isinstance(first, DelegateAnswer) and not first.ok:
-            return self._failed(first)
-        return _sse(_chunk_events(turn, first, self.created, chat.include_usage), turn.aclose)
-
-
-def _usage(answer: DelegateAnswer) -> tuple[int, int]:
-    """``(prompt, completion)`` tokens of the answer's Turn."""
-    usage = (answer.turn or {}).get("tokenUsage") or {}
-    return int(usage.get("promptTokens", 0)), int(usage.get("completionTokens", 0))
-
-
-async def _chunk_events(
-    turn: _TurnStream,
-    first: _Item,
-    created: int,
-    include_usage: bool,
-) -> AsyncIterator[bytes]:
-    """The standard SSE stream of ``chat.completion.chunk`` objects, then ``[DONE]``."""
-    completion_id = f"chatcmpl-{turn.trace_id}"
-
-    def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
-        body = {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": turn.agent,
-            "choices": choices,
-            **extra,
-        }
-        return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
-
-    def content(piece: _Piece) -> bytes:
-        mark = {
-            "agent": piece.agent,
-            "instanceKey": piece.delta.instance_key,
-            "stepId": piece.delta.step_id,
-        }
-        delta = {"content": piece.text}
-        return chunk([{"index": 0, "delta": delta, "finish_reason": None}], goondan=mark)
-
-    async def items() -> AsyncIterator[_Item]:
-        yield first
-        if not isinstance(first, DelegateAnswer):
-            async for item in turn.rest():
-                yield item
-
-    try:
-        yield chunk(
-            [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]
-        )
-        streamed = False
-        async for item in items():
-            if item is None:
-                yield b": keepalive\n\n"
-            elif isinstance(item, _Notice):  # never asked for here
-                continue
-            elif isinstance(item, _Piece):
-                streamed = True
-                yield content(item)
-            elif not item.ok:  # the response has started: the error goes in the stream
-                error = item.error or IpcError("the request failed", code="AGENT_TURN_FAILED")
-                failure = {"code": error.code, "message": error.message, "type": "api_error"}
-                yield b"data: " + json.dumps({"error": failure}).encode() + b"\n\n"
-            else:
-                if not streamed:  # a Turn whose model did not stream still answers
-                    text = item.output if isinstance(item.output, str) else json.dumps(item.output)
-                    yield chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
-                yield chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
-                if include_usage:
-                    prompt, completion = _usage(item)
-                    usage = {
-                        "prompt_tokens": prompt,
-                        "completion_tokens": completion,
-                        "total_tokens": prompt + completion,
-                    }
-                    yield chunk([], usage=usage)
-        if turn.dropped:
-            structlog.get_logger("goondan.api").warning(
-                "streamed deltas dropped for a slow client", agent=turn.agent, dropped=turn.dropped
-            )
-        yield b"data: [DONE]\n\n"
-    finally:
-        await turn.aclose()
 
 
 def parse_listen(value: str) -> tuple[str, int]:

@@ -11,8 +11,8 @@ import pytest
 
 from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
-from orchestrator.http import app as http_api
-from orchestrator.http.app import _native_events, _Piece, _TurnStream
+from orchestrator.http import streams
+from orchestrator.http.streams import Piece, TurnStream, native_events
 from orchestrator.router import DeltaSink
 
 
@@ -40,9 +40,9 @@ class FakeDaemon:
         return await self.router.request(text, **options)
 
 
-async def stream(relay: bool = False) -> tuple[_TurnStream, FakeRouter]:
+async def stream(relay: bool = False) -> tuple[TurnStream, FakeRouter]:
     router = FakeRouter()
-    turn = _TurnStream(FakeDaemon(router), "alpha", "hi", "default", None, relay)  # type: ignore[arg-type]
+    turn = TurnStream(FakeDaemon(router), "alpha", "hi", "default", None, relay)  # type: ignore[arg-type]
     async with asyncio.timeout(2):
         await router.asked.wait()
     return turn, router
@@ -52,7 +52,7 @@ def delta(text: str, step: str = "s0") -> TextDelta:
     return TextDelta("corr_1", text, "t", "default", "turn-1", step)
 
 
-async def drain(turn: _TurnStream) -> list[_Piece | DelegateAnswer | None]:
+async def drain(turn: TurnStream) -> list[Piece | DelegateAnswer | None]:
     async with asyncio.timeout(2):
         return [item async for item in turn.rest()]
 
@@ -63,11 +63,11 @@ async def test_a_slow_client_gets_the_same_text_in_fewer_pieces() -> None:
     words = [f"w{i} " for i in range(1000)]
     for word in words:
         router.sink("alpha", delta(word))  # the client reads nothing meanwhile
-    assert len(turn.pieces) == http_api.STREAM_MAX_PIECES
+    assert len(turn.pieces) == streams.STREAM_MAX_PIECES
     router.answer.set_result(DelegateAnswer("ok", "".join(words)))
     items = await drain(turn)
     assert isinstance(items[-1], DelegateAnswer)
-    pieces = [i for i in items if isinstance(i, _Piece)]
+    pieces = [i for i in items if isinstance(i, Piece)]
     assert "".join(p.text for p in pieces) == "".join(words)
     assert turn.dropped == 0
     assert turn.chars == 0
@@ -76,8 +76,8 @@ async def test_a_slow_client_gets_the_same_text_in_fewer_pieces() -> None:
 async def test_text_that_cannot_be_joined_or_is_too_much_is_dropped_and_counted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(http_api, "STREAM_MAX_PIECES", 2)
-    monkeypatch.setattr(http_api, "STREAM_MAX_CHARS", 10)
+    monkeypatch.setattr(streams, "STREAM_MAX_PIECES", 2)
+    monkeypatch.setattr(streams, "STREAM_MAX_CHARS", 10)
     turn, router = await stream()
     assert router.sink is not None
     router.sink("alpha", delta("ab"))
@@ -97,8 +97,8 @@ async def test_a_client_that_leaves_stops_the_wait_not_the_turn() -> None:
     assert router.sink is not None
     router.sink("alpha", delta("first"))
     first = await turn.first()
-    assert isinstance(first, _Piece)
-    body = _native_events(turn, first)
+    assert isinstance(first, Piece)
+    body = native_events(turn, first)
     assert (await anext(body)).startswith(b"event: delta")
     async with asyncio.timeout(2):
         await body.aclose()  # the response's body closed mid-stream: the client left

@@ -1,0 +1,208 @@
+"""The swarm as an OpenAI-compatible server: ``GET /v1/models`` and ``POST /v1/chat/completions``
+(see :class:`OpenAICompatible`; streaming as :mod:`orchestrator.http.streams` describes)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from goondan.errors import HttpCode
+from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
+from ipc.delegation import DelegateAnswer
+from orchestrator.http.body import BadBody, ChatRequest, read_object
+from orchestrator.http.streams import Item, Notice, Piece, TurnStream, sse
+from orchestrator.operations import SwarmOperations
+
+
+class OpenAICompatible:
+    """``/v1/models`` and ``/v1/chat/completions``: the swarm as an OpenAI-compatible server.
+
+    ``model`` names the agent (the swarm's name, or ``goondan``, names the entry agent); the last
+    user message is the input; the ``X-Goondan-Instance`` header, else ``user``, selects the
+    instance key. ``stream: true`` answers with the standard ``chat.completion.chunk`` SSE
+    stream of the model's text as it is produced, ending in ``data: [DONE]`` (see the module
+    docstring).
+    """
+
+    def __init__(self, daemon: SwarmOperations) -> None:
+        self.daemon = daemon
+        self.created = int(time.time())
+
+    def _error(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
+    ) -> JSONResponse:
+        # OpenAI clients read error.message, error.type and error.param; code stays ours.
+        body = {"error": {"code": code, "message": message, "type": kind, "param": param}}
+        return JSONResponse(body, status_code=status)
+
+    async def models(self, request: Request) -> Response:
+        owner = self.daemon.name
+        data = [
+            {"id": name, "object": "model", "created": self.created, "owned_by": owner}
+            for name in self.daemon.agent_names()
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    def _agent(self, model: str) -> str | None:
+        daemon = self.daemon
+        if model in daemon.agent_names():
+            return model
+        if model in (daemon.name, "goondan"):
+            return daemon.entry_agent
+        return None
+
+    async def chat_completions(self, request: Request) -> Response:
+        try:
+            chat = ChatRequest.read(await read_object(request))
+        except BadBody as exc:
+            return self._error(400, HttpCode.BAD_REQUEST, exc.message, param=exc.field)
+        agent = self._agent(chat.model)
+        if agent is None:
+            missing = f"no agent named {chat.model!r}"
+            return self._error(404, "AGENT_NOT_FOUND", missing, param="model")
+        if self.daemon.stopping:
+            return self._error(503, "SHUTTING_DOWN", "the daemon is shutting down")
+        key = request.headers.get("x-goondan-instance") or chat.user or DEFAULT_INSTANCE_KEY
+        text = chat.text
+        if chat.stream:
+            return await self._streamed(chat, agent, key)
+        answer = await self.daemon.request(text, agent=agent, instance_key=key)
+        if not answer.ok:
+            return self._failed(answer)
+        turn = answer.turn or {}
+        completion_id = f"chatcmpl-{turn.get('traceId') or secrets.token_hex(16)}"
+        content = answer.output if isinstance(answer.output, str) else json.dumps(answer.output)
+        prompt, completion = _usage(answer)
+        return JSONResponse(
+            {
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": agent,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            }
+        )
+
+    def _failed(self, answer: DelegateAnswer) -> JSONResponse:
+        error = answer.error
+        code = error.code if error is not None else "AGENT_TURN_FAILED"
+        message = error.message if error is not None else "the request failed"
+        if code == BudgetExceeded.code:
+            # As OpenAI answers a used-up quota; retrying the same request cannot help, and
+            # the SDKs honour x-should-retry.
+            response = self._error(429, code, message, "insufficient_quota")
+            response.headers["x-should-retry"] = "false"
+            return response
+        if code in ("E_MODEL_RATE_LIMITED", PermitTimeout.code):
+            return self._error(429, code, message, "rate_limit_exceeded")  # clients back off
+        return self._error(502, code, message)
+
+    async def _streamed(self, chat: ChatRequest, agent: str, key: str) -> Response:
+        turn = TurnStream(self.daemon, agent, chat.text, key, None, chat.relay)
+        first = await turn.first()
+        if isinstance(first, DelegateAnswer) and not first.ok:
+            return self._failed(first)
+        return sse(_chunk_events(turn, first, self.created, chat.include_usage), turn.aclose)
+
+
+def _usage(answer: DelegateAnswer) -> tuple[int, int]:
+    """``(prompt, completion)`` tokens of the answer's Turn."""
+    usage = (answer.turn or {}).get("tokenUsage") or {}
+    return int(usage.get("promptTokens", 0)), int(usage.get("completionTokens", 0))
+
+
+async def _chunk_events(
+    turn: TurnStream,
+    first: Item,
+    created: int,
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
+    """The standard SSE stream of ``chat.completion.chunk`` objects, then ``[DONE]``."""
+    completion_id = f"chatcmpl-{turn.trace_id}"
+
+    def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        body = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": turn.agent,
+            "choices": choices,
+            **extra,
+        }
+        return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+
+    def content(piece: Piece) -> bytes:
+        mark = {
+            "agent": piece.agent,
+            "instanceKey": piece.delta.instance_key,
+            "stepId": piece.delta.step_id,
+        }
+        delta = {"content": piece.text}
+        return chunk([{"index": 0, "delta": delta, "finish_reason": None}], goondan=mark)
+
+    async def items() -> AsyncIterator[Item]:
+        yield first
+        if not isinstance(first, DelegateAnswer):
+            async for item in turn.rest():
+                yield item
+
+    try:
+        yield chunk(
+            [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]
+        )
+        streamed = False
+        async for item in items():
+            if item is None:
+                yield b": keepalive\n\n"
+            elif isinstance(item, Notice):  # never asked for here
+                continue
+            elif isinstance(item, Piece):
+                streamed = True
+                yield content(item)
+            elif not item.ok:  # the response has started: the error goes in the stream
+                error = item.error or IpcError("the request failed", code="AGENT_TURN_FAILED")
+                failure = {"code": error.code, "message": error.message, "type": "api_error"}
+                yield b"data: " + json.dumps({"error": failure}).encode() + b"\n\n"
+            else:
+                if not streamed:  # a Turn whose model did not stream still answers
+                    text = item.output if isinstance(item.output, str) else json.dumps(item.output)
+                    yield chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
+                yield chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+                if include_usage:
+                    prompt, completion = _usage(item)
+                    usage = {
+                        "prompt_tokens": prompt,
+                        "completion_tokens": completion,
+                        "total_tokens": prompt + completion,
+                    }
+                    yield chunk([], usage=usage)
+        if turn.dropped:
+            structlog.get_logger("goondan.api").warning(
+                "streamed deltas dropped for a slow client", agent=turn.agent, dropped=turn.dropped
+            )
+        yield b"data: [DONE]\n\n"
+    finally:
+        await turn.aclose()

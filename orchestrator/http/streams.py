@@ -1,0 +1,289 @@
+"""Streamed answers of the HTTP API: server-sent events of a request's text as it is produced,
+and of the runtime events as they happen.
+
+Streaming. A request with ``"stream": true`` (or ``Accept: text/event-stream``) answers with
+server-sent events: ``event: delta`` with ``{agent, instanceKey, traceId, turnId, stepId, text}``
+for each piece of model text as the model produces it, then one ``event: answer`` with the
+delegate answer (plus ``droppedDeltas`` when a slow client lost some). With ``"relay": true`` the
+agents the Turn asks (``agents__request``) stream into it too, each delta naming its ``agent``;
+without it only the target's own text streams, and the agents it asks do not stream at all. A
+request that fails before any text arrives is answered 502 JSON, as without streaming.
+With ``"approvals": true`` the answer is server-sent events too (deltas only with ``stream``):
+``event: approval`` carries each ``approval.*`` runtime event of the request's trace (a call
+parked, resumed, decided, expired or cancelled, in any agent the request reaches) as it happens.
+``/v1/chat/completions`` with ``"stream": true`` sends standard ``chat.completion.chunk`` deltas
+the same way (``relay`` as an extra body field; each content chunk carries
+``goondan: {agent, instanceKey, stepId}``), then the chunk with ``finish_reason``, a usage chunk
+when ``stream_options.include_usage`` is set, and ``data: [DONE]``. The text of every Step
+streams, so a Turn whose model talks before calling a tool streams more than its final answer.
+Streamed text also appears on ``/v1/events`` as ``text.delta`` events.
+
+Bounds: the agent never waits for a client (deltas are queued on its pipe and read at once by
+the Orchestrator, whose loop never waits either). Each streamed response holds at most
+:data:`STREAM_MAX_PIECES` pieces for a slow client; past that, new text joins the last piece of
+the same agent's Step (the client gets fewer, bigger chunks, nothing lost), and past
+:data:`STREAM_MAX_CHARS` characters waiting, or when it cannot be joined, a delta is dropped and
+counted. A client that disconnects mid-stream stops only its stream: the Turn runs to its end
+and is kept in the conversation, and the stream's sink is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+
+from ipc import IpcError
+from ipc.delegation import DelegateAnswer
+from ipc.events import TextDelta
+from ipc.protocol import new_trace_id
+from orchestrator.approvals import APPROVAL_EVENTS
+from orchestrator.eventlog import matches
+from orchestrator.http.events_hub import END_OF_STREAM
+from orchestrator.operations import SwarmOperations
+
+KEEPALIVE_SECONDS = 15.0
+"""An idle event stream sends a comment this often, so proxies and clients keep it open."""
+STREAM_MAX_PIECES = 256
+"""Pieces of text a streamed response holds for a slow client before it joins new text to the
+last piece of the same Step."""
+STREAM_MAX_CHARS = 4 * 1024 * 1024
+"""Characters of text a streamed response holds for a slow client before it drops deltas."""
+
+
+def sse(
+    events: AsyncIterator[bytes], after: Callable[[], Awaitable[None]] | None = None
+) -> StreamingResponse:
+    """An SSE response of ``events``; ``after`` runs once it ends, however it ends (a client
+    that leaves cancels the body, possibly before the body's own ``finally`` could run)."""
+    return StreamingResponse(
+        events,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        background=BackgroundTask(after) if after is not None else None,
+    )
+
+
+@dataclass(eq=False, slots=True)
+class Piece:
+    """Text of one agent's Step waiting for the client (deltas joined while it is slow)."""
+
+    agent: str
+    delta: TextDelta
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """An ``approval.*`` runtime event of the streamed request's trace."""
+
+    event: dict[str, Any]
+
+
+Item = Piece | Notice | DelegateAnswer | None
+"""What a streamed request yields: text, an approval event, its answer, or a keepalive."""
+
+
+class TurnStream:
+    """One streamed request: its text as it arrives, then its answer, for one HTTP response.
+
+    The router calls :meth:`put` on the loop; it never waits (see the bounds in the module
+    docstring). The handler awaits :meth:`first`, the response body iterates :meth:`rest`, and
+    the response calls :meth:`aclose` when it ends, however it ends: a client that leaves stops
+    the request's wait (the router then removes the sink), never the Turn itself.
+    """
+
+    def __init__(
+        self,
+        swarm: SwarmOperations,
+        agent: str,
+        text: str,
+        instance_key: str,
+        timeout_ms: int | None,
+        relay: bool,
+        deltas: bool = True,
+        approvals: bool = False,
+    ) -> None:
+        self.agent = agent
+        self.instance_key = instance_key
+        self.trace_id = new_trace_id()
+        self.deltas, self.approvals = deltas, approvals
+        self.pieces: deque[Piece | Notice] = deque()
+        self.chars = 0
+        self.dropped = 0
+        self.answer: DelegateAnswer | None = None
+        self._wake = asyncio.Event()
+        self._task = asyncio.ensure_future(self._run(swarm, text, instance_key, timeout_ms, relay))
+        self._items = self.items()
+
+    async def _run(
+        self,
+        swarm: SwarmOperations,
+        text: str,
+        instance_key: str,
+        timeout_ms: int | None,
+        relay: bool,
+    ) -> None:
+        try:
+            # Watched from before the request goes out, so no parked call slips past.
+            with swarm.watching(self.notice) if self.approvals else contextlib.nullcontext():
+                answer = await swarm.request(
+                    text,
+                    agent=self.agent,
+                    instance_key=instance_key,
+                    timeout_ms=timeout_ms,
+                    trace_id=self.trace_id,
+                    on_delta=self.put if self.deltas else None,
+                    relay=relay,
+                )
+        except Exception as exc:  # a bug of ours must still end the stream with an answer
+            structlog.get_logger("goondan.api").exception("streamed request failed")
+            answer = DelegateAnswer.failure(IpcError(str(exc), code="E_INTERNAL"))
+        self.answer = answer
+        self._wake.set()
+
+    def put(self, agent: str, delta: TextDelta) -> None:
+        """Take one delta from the router (never blocks)."""
+        size = len(delta.text)
+        if self.answer is not None or not size:
+            return
+        pieces = self.pieces
+        if self.chars + size > STREAM_MAX_CHARS:
+            self.dropped += 1
+            return
+        last, step = (pieces[-1] if pieces else None), delta.step_id
+        if len(pieces) < STREAM_MAX_PIECES:
+            pieces.append(Piece(agent, delta, delta.text))
+        elif isinstance(last, Piece) and last.agent == agent and last.delta.step_id == step:
+            last.text += delta.text
+        else:
+            self.dropped += 1
+            return
+        self.chars += size
+        self._wake.set()
+
+    def notice(self, event: dict[str, Any]) -> None:
+        """Take an ``approval.*`` event of this request's trace from the daemon's live events
+        (never blocks; never dropped: a request parks few calls)."""
+        if event.get("traceId") != self.trace_id or event.get("type") not in APPROVAL_EVENTS:
+            return
+        if self.answer is None:
+            self.pieces.append(Notice(event))
+            self._wake.set()
+
+    async def first(self) -> Item:
+        """The first item, before the response starts (so an early failure can be a 502)."""
+        try:
+            return await anext(self._items)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def items(self) -> AsyncIterator[Item]:
+        """Pieces in order, then the answer; ``None`` after :data:`KEEPALIVE_SECONDS` idle."""
+        while True:
+            if self.pieces:
+                piece = self.pieces.popleft()
+                if isinstance(piece, Piece):
+                    self.chars -= len(piece.text)
+                yield piece
+            elif self.answer is not None:
+                yield self.answer
+                return
+            else:
+                self._wake.clear()
+                try:
+                    async with asyncio.timeout(KEEPALIVE_SECONDS):
+                        await self._wake.wait()
+                except TimeoutError:
+                    yield None
+
+    async def rest(self) -> AsyncIterator[Item]:
+        """What :meth:`first` left (the response calls :meth:`aclose` when it ends)."""
+        async for item in self._items:
+            yield item
+
+    async def aclose(self) -> None:
+        """Stop waiting for the request (the Turn runs on); idempotent."""
+        if not self._task.done():
+            self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+def delta_json(piece: Piece) -> dict[str, Any]:
+    delta = piece.delta
+    return {
+        "agent": piece.agent,
+        "instanceKey": delta.instance_key,
+        "traceId": delta.trace_id,
+        "turnId": delta.turn_id,
+        "stepId": delta.step_id,
+        "text": piece.text,
+    }
+
+
+def sse_event(kind: str, data: object) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+async def native_events(turn: TurnStream, first: Item) -> AsyncIterator[bytes]:
+    """``event: delta`` per piece of text, then ``event: answer``."""
+
+    def encode(item: Item) -> bytes:
+        if item is None:
+            return b": keepalive\n\n"
+        if isinstance(item, Piece):
+            return sse_event("delta", delta_json(item))
+        if isinstance(item, Notice):
+            return sse_event("approval", item.event)
+        answer = item.to_wire()
+        if turn.dropped:
+            answer["droppedDeltas"] = turn.dropped
+        return sse_event("answer", answer)
+
+    try:
+        yield encode(first)
+        if isinstance(first, DelegateAnswer):
+            return
+        async for item in turn.rest():
+            yield encode(item)
+    finally:
+        await turn.aclose()
+
+
+async def event_stream(
+    swarm: SwarmOperations, request: Request, agent: str | None, trace: str | None
+) -> AsyncIterator[bytes]:
+    """Server-sent events: one ``data:`` line per runtime event that passes the filters, as it
+    happens, until the client leaves or the daemon stops."""
+    async with swarm.subscribe() as subscription:
+        yield b": connected\n\n"
+        reported = 0
+        while True:
+            try:
+                async with asyncio.timeout(KEEPALIVE_SECONDS):
+                    event = await subscription.queue.get()
+            except TimeoutError:
+                if await request.is_disconnected():
+                    return
+                yield b": keepalive\n\n"
+                continue
+            if event is END_OF_STREAM:
+                return
+            if subscription.dropped > reported:
+                lost = subscription.dropped - reported
+                reported = subscription.dropped
+                yield f"event: dropped\ndata: {lost}\n\n".encode()
+            if matches(event, agent=agent, trace=trace, since=None):
+                line = json.dumps(event, ensure_ascii=False, default=str)
+                yield f"event: {event.get('type', 'event')}\ndata: {line}\n\n".encode()
