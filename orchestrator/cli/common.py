@@ -19,9 +19,9 @@ from typing import Any
 from goondan.errors import ExitCode
 
 Command = Callable[[argparse.Namespace], int]
-
-
+"""What runs a command: its parsed arguments in, its exit status out."""
 DEFAULT_CONFIG = "goondan.yaml"
+"""The configuration a command reads when given none."""
 
 
 def fail(args: argparse.Namespace, code: int, message: str, suggestion: str | None = None) -> int:
