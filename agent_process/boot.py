@@ -26,14 +26,14 @@ from agent_process.tools.naming import build_tool_name
 from agent_process.tools.registry import ToolRegistrationError, ToolRegistry
 from bundle.entry import load_entry_module, resolve_handlers
 from bundle.plan import AgentPlan, ModelPlan, ToolPlan
-from goondan.errors import ConfigError
+from goondan.errors import ConfigCode, ConfigError
 from tools_base import ToolHandler
 
 
 class BootError(ConfigError):
     """The agent cannot start: its plan names something that does not load."""
 
-    code = "E_AGENT_BOOT"
+    code = ConfigCode.E_AGENT_BOOT
 
 
 def build_registry(tools: list[ToolPlan], registry_tools: Sequence[ToolPlan] = ()) -> ToolRegistry:

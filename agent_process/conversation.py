@@ -31,6 +31,7 @@ from pathlib import Path
 
 import structlog
 
+from goondan.errors import DeliveryCode
 from goondan.state_files import ConversationStorageError, ConversationUnreadable
 from goondan.state_files import conversation as files
 from goondan.state_files.conversation import FORMAT_VERSION
@@ -64,7 +65,7 @@ def apply_events(base: Sequence[Message], events: Iterable[MessageEvent]) -> lis
             if position is None:
                 _log.warning(
                     "message event target not found",
-                    code="E_MESSAGE_TARGET_NOT_FOUND",
+                    code=DeliveryCode.E_MESSAGE_TARGET_NOT_FOUND,
                     event_index=index,
                     target_id=event.target_id,
                 )

@@ -30,7 +30,7 @@ from agent_process.tools.middleware import MiddlewareError, MiddlewarePipeline
 from agent_process.tools.registry import ToolRegistrationError, ToolRegistry
 from bundle.entry import load_entry_module
 from bundle.plan import ExtensionPlan
-from goondan.errors import ConfigError
+from goondan.errors import ConfigCode, ConfigError
 from goondan.files import write_atomic
 from tools_base import (
     DEFAULT_ERROR_MESSAGE_LIMIT,
@@ -305,14 +305,14 @@ class ExtensionHost:
             module = load_entry_module(Path(plan.entry_path))
         except Exception as exc:
             raise ExtensionLoadError(
-                plan.name, f"cannot import {plan.entry_path}: {exc}", code="E_EXT_INIT"
+                plan.name, f"cannot import {plan.entry_path}: {exc}", code=ConfigCode.E_EXT_INIT
             ) from exc
         register = getattr(module, "register", None)
         if not callable(register):
             raise ExtensionLoadError(
                 plan.name,
                 f"{plan.entry_path} has no `register(api)` function",
-                code="E_EXT_LOAD",
+                code=ConfigCode.E_EXT_LOAD,
             )
         api = ExtensionApiImpl(
             name=plan.name,
@@ -331,7 +331,9 @@ class ExtensionHost:
         except Exception as exc:
             self.loaded.append(api)  # its stop callbacks still run
             raise ExtensionLoadError(
-                plan.name, f"register failed: {type(exc).__name__}: {exc}", code="E_EXT_INIT"
+                plan.name,
+                f"register failed: {type(exc).__name__}: {exc}",
+                code=ConfigCode.E_EXT_INIT,
             ) from exc
         self.loaded.append(api)
         self._log.info("extension registered", extension=plan.name)

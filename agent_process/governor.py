@@ -46,6 +46,7 @@ from agent_process.tools.catalog import ToolCatalogItem
 from bundle.plan import AgentPlan
 from bundle.prices import ModelPrice, model_price
 from goondan.defaults import ANSWER_SAFETY_MARGIN_SECONDS, MODEL_MAX_TOKENS
+from goondan.errors import DeliveryCode
 from goondan.usage import NOTHING, Reached, Usage, first_short
 from ipc import protocol as wire
 from ipc.delegation import DelegateAnswer
@@ -232,7 +233,9 @@ class ModelGovernor:
                 error.message if error else "no permit", code=error.code if error else None
             )
         if not isinstance(answer, ModelPermitResult):
-            raise ModelCallError("unexpected answer to a permit request", code="E_INTERNAL")
+            raise ModelCallError(
+                "unexpected answer to a permit request", code=DeliveryCode.E_INTERNAL
+            )
         if answer.error is not None:
             raise ModelCallError(answer.error.message, code=answer.error.code)
         if answer.waited_ms:

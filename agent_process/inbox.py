@@ -19,6 +19,7 @@ from agent_process.step import new_message_id
 from agent_process.tools.executor import PendingCompletion, PendingStart
 from agent_process.turn_types import TurnInput, TurnResult
 from goondan.defaults import MAX_INBOX_PER_INSTANCE
+from goondan.errors import DeliveryCode
 from goondan.time import utc_timestamp
 from ipc import EventMessage
 from ipc.events import SendFailed
@@ -127,7 +128,7 @@ class Inboxes:
         if len(inbox) >= MAX_INBOX_PER_INSTANCE:
             self._log.error(
                 "inbox full; message dropped",
-                code="E_INBOX_FULL",
+                code=DeliveryCode.E_INBOX_FULL,
                 instance_key=instance_key,
                 kind=kind,
                 limit=MAX_INBOX_PER_INSTANCE,
@@ -137,7 +138,7 @@ class Inboxes:
                 agent_name=self.agent_name,
                 instance_key=instance_key,
                 kind=kind,
-                code="E_INBOX_FULL",
+                code=DeliveryCode.E_INBOX_FULL,
             )
             self._outbox.report_event(overflow.to_builtins())
             return

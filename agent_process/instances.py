@@ -33,7 +33,7 @@ from agent_process.conversation import (
 from agent_process.storage import InstanceStorage, LocalFiles, RecordMirror
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
 from goondan.defaults import INSTANCE_METADATA_FORMAT, MAX_QUEUED_TURNS_PER_INSTANCE
-from goondan.errors import DeliveryError
+from goondan.errors import DeliveryCode, DeliveryError
 from goondan.state_files import metadata as metadata_file
 from goondan.time import utc_timestamp
 from goondan.usage import Usage
@@ -45,13 +45,13 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 class InstanceQueueFull(DeliveryError):
     """The instance already has the maximum number of queued Turns."""
 
-    code = "E_INSTANCE_QUEUE_FULL"
+    code = DeliveryCode.E_INSTANCE_QUEUE_FULL
 
 
 class InstanceKeyConflict(DeliveryError):
     """The instance's directory on disk belongs to a different instance key."""
 
-    code = "E_INSTANCE_KEY_CONFLICT"
+    code = DeliveryCode.E_INSTANCE_KEY_CONFLICT
 
 
 def instance_dir_name(instance_key: str) -> str:
@@ -431,7 +431,7 @@ class InstanceManager:
                     turn.future.set_result(
                         TurnResult.failed(
                             turn.turn_input,
-                            code if isinstance(code, str) else "E_INTERNAL",
+                            code if isinstance(code, str) else DeliveryCode.E_INTERNAL,
                             str(exc) or type(exc).__name__,
                         )
                     )
@@ -557,7 +557,7 @@ class InstanceManager:
                 del self._instances[instance.key]
         return TurnResult.failed(
             turn_input,
-            code if isinstance(code, str) else "E_INTERNAL",
+            code if isinstance(code, str) else DeliveryCode.E_INTERNAL,
             str(exc) or type(exc).__name__,
         )
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_process.step import new_message_id
+from goondan.errors import DeliveryCode
 from goondan.time import utc_timestamp
 from ipc.delegation import DelegateAnswer
 from tools_base import JsonObject, Message, MessageSource
@@ -28,7 +29,7 @@ from tools_base import JsonObject, Message, MessageSource
 KIND = "inter_agent_response"
 METADATA_KEY = "__goondanInterAgentResponse"
 INBOX_KEY = "__goondanInbox"
-TIMEOUT_CODE = "AGENT_REQUEST_TIMEOUT"
+TIMEOUT_CODE = DeliveryCode.AGENT_REQUEST_TIMEOUT
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,7 +52,7 @@ class AsyncRequest:
         error: dict[str, str] | None = None
         status = "ok"
         if not answer.ok:
-            code = answer.error.code if answer.error is not None else "AGENT_TURN_FAILED"
+            code = answer.error.code if answer.error is not None else DeliveryCode.AGENT_TURN_FAILED
             text = answer.error.message if answer.error is not None else "agent request failed"
             partial = answer.output
             # A Turn that failed after writing something: the requester keeps that work.

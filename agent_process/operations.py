@@ -20,6 +20,7 @@ from agent_process.spawn import spawn_workdir
 from agent_process.turn import TurnRunner
 from agent_process.turn_types import TurnInput, TurnResult
 from bundle.plan import AgentPlan
+from goondan.errors import DeliveryCode
 from goondan.time import utc_timestamp
 from ipc import EventMessage, IpcError
 from ipc import protocol as wire
@@ -87,7 +88,9 @@ class InstanceOperations:
             answer = PrepareInstanceResult(key, created, str(instance.workdir))
         except Exception as exc:
             code = getattr(exc, "code", None)
-            error = IpcError(str(exc), code=code if isinstance(code, str) else "E_INTERNAL")
+            error = IpcError(
+                str(exc), code=code if isinstance(code, str) else DeliveryCode.E_INTERNAL
+            )
             answer = PrepareInstanceResult(error=error)
         self._outbox.tell(answer, message.correlation_id)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from agent_process.scope import TextSink
 from agent_process.turn_types import TurnInput, TurnResult
+from goondan.errors import DeliveryCode
 from ipc import Channel, EventMessage, FrameTooLarge, IpcError, IpcMessage, PeerGone, TurnFailed
 from ipc import protocol as wire
 from ipc.codec import Unencodable
@@ -91,7 +92,7 @@ class Outbox:
             self._log.warning("answer too large for one frame", error=str(exc))
             too_large = IpcError(
                 f"the answer of {name!r} is too large to send ({exc})",
-                code="E_RESULT_TOO_LARGE",
+                code=DeliveryCode.E_RESULT_TOO_LARGE,
             )
             self.refuse(sender, correlation_id, too_large)
         except Unencodable as exc:
@@ -99,7 +100,7 @@ class Outbox:
             self._log.warning("answer cannot be encoded", error=str(exc))
             unencodable = IpcError(
                 f"the answer of {name!r} cannot be sent: {exc}",
-                code="IPC_MALFORMED_PAYLOAD",
+                code=DeliveryCode.IPC_MALFORMED_PAYLOAD,
             )
             self.refuse(sender, correlation_id, unencodable)
         except Exception as exc:  # the Orchestrator is gone: nothing to tell

@@ -19,6 +19,7 @@ import structlog
 
 from agent_process.conversation import ConversationStorageError
 from agent_process.storage import RecordMirror
+from goondan.errors import ToolCode
 from goondan.files import write_atomic
 from goondan.time import utc_timestamp
 from tools_base import JsonObject, JsonValue
@@ -26,7 +27,7 @@ from tools_base import JsonObject, JsonValue
 FILE_NAME = "pending.json"
 RECENT_OUTCOMES = 256
 """Completed handles per agent whose outcome ``pending__status`` still reports."""
-LOST_CODE = "E_TOOL_PENDING_LOST"
+LOST_CODE = ToolCode.E_TOOL_PENDING_LOST
 
 _log = structlog.get_logger("goondan.pending")
 

@@ -19,7 +19,7 @@ from agent_process.events import current_span
 from agent_process.inter_agent import AsyncRequest
 from agent_process.turn import TurnInput
 from goondan.defaults import ANSWER_SAFETY_MARGIN_SECONDS
-from goondan.errors import DELIVERY
+from goondan.errors import DELIVERY, DeliveryCode
 from ipc import DelegateResultMessage, IpcError, IpcMessage, events
 from ipc import protocol as wire
 from ipc.delegation import DelegateAnswer, Handoff
@@ -185,7 +185,7 @@ class IpcAgentRuntime:
         except TimeoutError:
             raise ToolError(
                 f"Agent request to {target!r} got no answer within {timeout} ms",
-                code="AGENT_REQUEST_TIMEOUT",
+                code=DeliveryCode.AGENT_REQUEST_TIMEOUT,
                 suggestion="Retry later, or raise timeoutMs.",
             ) from None
         finally:
@@ -248,14 +248,15 @@ class IpcAgentRuntime:
             answer = await self._wait(future, self.default_timeout_ms / 1000)
         except TimeoutError:
             raise ToolError(
-                f"the Orchestrator did not answer {question.KIND}", code="AGENT_REQUEST_TIMEOUT"
+                f"the Orchestrator did not answer {question.KIND}",
+                code=DeliveryCode.AGENT_REQUEST_TIMEOUT,
             ) from None
         finally:
             self._correlations.forget(correlation_id)
         if isinstance(answer, DelegateAnswer) and answer.error is not None:  # fail_all's
             raise ToolError(answer.error.message, code=answer.error.code)
         if not isinstance(answer, answer_type):
-            raise ToolError(f"unexpected answer to {question.KIND}", code="E_INTERNAL")
+            raise ToolError(f"unexpected answer to {question.KIND}", code=DeliveryCode.E_INTERNAL)
         return answer
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from agent_process.conversation import ConversationStorageError
 from agent_process.instances import recorded_workdir
 from bundle.plan import AgentPlan
-from goondan.errors import DeliveryError
+from goondan.errors import DeliveryCode, DeliveryError
 
 _DIR_FLAGS = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_PATH", os.O_RDONLY)
 
@@ -45,7 +45,7 @@ _DIR_FLAGS = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_PATH
 class SpawnRefused(DeliveryError):
     """An ``agents__spawn`` asked for a workdir the rules above do not allow."""
 
-    code = "E_SPAWN_CWD_REFUSED"
+    code = DeliveryCode.E_SPAWN_CWD_REFUSED
 
 
 def caller_workspace(plan: AgentPlan, owner: str, owner_instance_key: str) -> Path | None:

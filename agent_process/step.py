@@ -26,7 +26,7 @@ from agent_process.tools.executor import ToolExecutor, error_result
 from agent_process.tools.middleware import MiddlewarePipeline, StepMiddlewareContext
 from agent_process.tools.registry import ToolRegistry
 from goondan.defaults import MAX_TOOL_CALLS_PER_STEP
-from goondan.errors import TOOL
+from goondan.errors import TOOL, ToolCode
 from goondan.time import utc_timestamp
 from ipc.runtime_events import ToolCalledEvent, ToolCompletedEvent, ToolFailedEvent
 from tools_base import (
@@ -337,9 +337,9 @@ async def _decided(
             call.id,
             call.name,
             message=f"An operator rejected this call of {call.name!r}: {reason}",
-            code="E_TOOL_REJECTED",
+            code=ToolCode.E_TOOL_REJECTED,
             name="ToolRejectedError",
-            suggestion=TOOL.suggestion("E_TOOL_REJECTED"),
+            suggestion=TOOL.suggestion(ToolCode.E_TOOL_REJECTED),
         )
     if decision.outcome == "cancelled":
         return _cancelled(call, approval.reason)
@@ -351,17 +351,17 @@ async def _decided(
                 f"This call of {call.name!r} needed an operator's approval and got no decision "
                 f"by {utc_timestamp(approval.expires_at_unix)}; it did not run."
             ),
-            code="E_TOOL_APPROVAL_TIMEOUT",
+            code=ToolCode.E_TOOL_APPROVAL_TIMEOUT,
             name="ToolApprovalTimeoutError",
-            suggestion=TOOL.suggestion("E_TOOL_APPROVAL_TIMEOUT"),
+            suggestion=TOOL.suggestion(ToolCode.E_TOOL_APPROVAL_TIMEOUT),
         )
     return error_result(
         call.id,
         call.name,
         message="The agent process stopped while this approved call ran; it may or may not have run.",
-        code="E_TOOL_INTERRUPTED",
+        code=ToolCode.E_TOOL_INTERRUPTED,
         name="ToolInterruptedError",
-        suggestion=TOOL.suggestion("E_TOOL_INTERRUPTED"),
+        suggestion=TOOL.suggestion(ToolCode.E_TOOL_INTERRUPTED),
     )
 
 
@@ -371,7 +371,7 @@ def _cancelled(call: ToolCall, reason: str | None) -> ToolCallResult:
         call.id,
         call.name,
         message=f"Not run: the request was cancelled ({reason}).",
-        code="E_TOOL_CANCELLED",
+        code=ToolCode.E_TOOL_CANCELLED,
         name="ToolCancelledError",
     )
 
@@ -384,7 +384,7 @@ def _over_limit(call: ToolCall, limit: int, made: int) -> ToolCallResult:
         message=(
             f"Not run: one response may make at most {limit} tool calls (this one made {made})."
         ),
-        code="E_TOOL_CALL_LIMIT",
+        code=ToolCode.E_TOOL_CALL_LIMIT,
         name="ToolLimitError",
         suggestion=f"Make at most {limit} calls per response.",
     )

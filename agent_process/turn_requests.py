@@ -12,6 +12,7 @@ from agent_process.instances import InstanceKeyConflict, InstanceManager, Instan
 from agent_process.outbox import Outbox
 from agent_process.shutdown import Shutdown
 from agent_process.turn_types import TurnInput, TurnResult
+from goondan.errors import DeliveryCode
 from ipc import DelegateMessage, EventMessage, IpcError, ShuttingDown
 from ipc import protocol as wire
 from ipc.delegation import Handoff
@@ -79,7 +80,7 @@ class TurnRequests:
                 )
             error = IpcError(
                 str(exc) or type(exc).__name__,
-                code=code if isinstance(code, str) else "E_INTERNAL",
+                code=code if isinstance(code, str) else DeliveryCode.E_INTERNAL,
             )
             outbox.refuse(sender, correlation_id, error, send_id)
             return

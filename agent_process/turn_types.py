@@ -12,6 +12,7 @@ from typing import Literal
 
 from agent_process.models.base import TokenUsage
 from agent_process.scope import TurnScope
+from goondan.errors import DeliveryCode
 from ipc.protocol import new_trace_id
 from tools_base import JsonObject
 
@@ -148,7 +149,7 @@ class TurnResult:
             finish_reason="error",
             step_count=steps,
             duration_ms=scope.elapsed_ms(),
-            error=TurnError(code="E_MODEL_EMPTY_OUTPUT", message=EMPTY_OUTPUT_NOTICE),
+            error=TurnError(code=DeliveryCode.E_MODEL_EMPTY_OUTPUT, message=EMPTY_OUTPUT_NOTICE),
             usage=usage,
             restart_reason=restart_reason,
         )
@@ -176,7 +177,7 @@ class TurnResult:
             finish_reason="max_steps",
             step_count=max_steps,
             duration_ms=scope.elapsed_ms(),
-            error=TurnError(code="E_MAX_STEPS", message=notice) if as_error else None,
+            error=TurnError(code=DeliveryCode.E_MAX_STEPS, message=notice) if as_error else None,
             usage=usage,
             restart_reason=restart_reason,
         )
@@ -187,7 +188,9 @@ class TurnResult:
     ) -> TurnResult:
         """The Turn's request was cancelled (``CANCELLED``); it stopped at a safe point after
         ``steps`` Steps (``origin`` is only the input when it was cancelled before it began)."""
-        failed = cls.failed(origin, "CANCELLED", f"cancelled: {reason}", steps=steps, usage=usage)
+        failed = cls.failed(
+            origin, DeliveryCode.CANCELLED, f"cancelled: {reason}", steps=steps, usage=usage
+        )
         return dataclasses.replace(failed, finish_reason="cancelled")
 
     def to_json(self) -> JsonObject:

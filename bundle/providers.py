@@ -12,9 +12,10 @@ from collections.abc import Iterable
 from bundle import errors as E
 from bundle.errors import ConfigIssue
 from bundle.loader import Resource
+from goondan.errors import DeliveryCode
 from goondan.providers import known_names, provider, sdk_installed
 
-E_PROVIDER_UNAVAILABLE = "E_MODEL_PROVIDER_UNAVAILABLE"
+E_PROVIDER_UNAVAILABLE = DeliveryCode.E_MODEL_PROVIDER_UNAVAILABLE
 """The code an agent process fails to start with when the SDK is missing."""
 
 

@@ -7,13 +7,13 @@ import re
 from collections.abc import Mapping
 
 from bundle.spec_base import SecretRef, ValueSource
-from goondan.errors import ConfigError
+from goondan.errors import ConfigCode, ConfigError
 
 
 class SecretUnavailable(ConfigError, LookupError):
     """A ``valueFrom`` reference points at nothing; the message names the variable, not a value."""
 
-    code = "E_CONFIG_SECRET_UNAVAILABLE"
+    code = ConfigCode.E_CONFIG_SECRET_UNAVAILABLE
 
 
 class Secret:

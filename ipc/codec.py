@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from goondan.defaults import MAX_FRAME_BYTES
-from goondan.errors import DeliveryError
+from goondan.errors import DeliveryCode, DeliveryError
 from ipc.messages import MESSAGE_DECODER, MESSAGE_ENCODER, IpcMessage
 
 MAGIC = b"\xc0\xda"
@@ -36,7 +36,7 @@ __all__ = [
 class FrameTooLarge(DeliveryError, ValueError):
     """The encoded message is over :data:`MAX_FRAME_BYTES`; it was not sent."""
 
-    code = "E_RESULT_TOO_LARGE"
+    code = DeliveryCode.E_RESULT_TOO_LARGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class Unencodable(DeliveryError, ValueError):
     integer outside 64 bits, nesting past the encoder's stack); it was not sent. The peer is
     as well as before: this is the message's fault, never a sign that the peer died."""
 
-    code = "IPC_MALFORMED_PAYLOAD"
+    code = DeliveryCode.IPC_MALFORMED_PAYLOAD
 
 
 def encode(message: IpcMessage) -> bytes:

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Self, TypeAlias
 
 import msgspec
 
-from goondan.errors import DeliveryError
+from goondan.errors import DeliveryCode, DeliveryError
 
 Name = Annotated[str, msgspec.Meta(min_length=1)]
 """An agent name or ``orchestrator``."""
@@ -104,7 +104,7 @@ def parse_message(data: Any) -> IpcMessage:
 class IpcError(DeliveryError):
     """An error that crosses the pipe as ``{code, message, details}``."""
 
-    code = "IPC_ERROR"
+    code: str = DeliveryCode.IPC_ERROR
 
     def __init__(
         self, message: str, *, details: dict[str, Any] | None = None, code: str | None = None
@@ -127,7 +127,7 @@ class IpcError(DeliveryError):
         """The registered class for ``data["code"]``; an unknown code keeps it on the base."""
         if not isinstance(data, dict):
             return IpcError(f"malformed error: {data!r}")
-        code = str(data.get("code") or "IPC_ERROR")
+        code = str(data.get("code") or DeliveryCode.IPC_ERROR)
         message = str(data.get("message") or code)
         details = data.get("details") if isinstance(data.get("details"), dict) else None
         known = _ERRORS.get(code)
@@ -139,73 +139,73 @@ class IpcError(DeliveryError):
 class AgentNotFound(IpcError):
     """The target is not an agent of the Swarm."""
 
-    code = "AGENT_NOT_FOUND"
+    code = DeliveryCode.AGENT_NOT_FOUND
 
 
 class AgentCrashed(IpcError):
     """The target process died before it answered."""
 
-    code = "AGENT_CRASHED"
+    code = DeliveryCode.AGENT_CRASHED
 
 
 class AgentUnavailable(IpcError):
     """The target cannot run now (crash-loop backoff, or it fails to boot)."""
 
-    code = "AGENT_UNAVAILABLE"
+    code = DeliveryCode.AGENT_UNAVAILABLE
 
 
 class RequestTimeout(IpcError):
     """No answer within the request's timeout."""
 
-    code = "AGENT_REQUEST_TIMEOUT"
+    code = DeliveryCode.AGENT_REQUEST_TIMEOUT
 
 
 class CircularCall(IpcError):
     """The request would close a cycle (A → B → A) and deadlock."""
 
-    code = "CIRCULAR_CALL_DETECTED"
+    code = DeliveryCode.CIRCULAR_CALL_DETECTED
 
 
 class ShuttingDown(IpcError):
     """The swarm is shutting down; no new work is accepted."""
 
-    code = "SHUTTING_DOWN"
+    code = DeliveryCode.SHUTTING_DOWN
 
 
 class Cancelled(IpcError):
     """An operator cancelled the request (``cancel``); its Turns stop at their next safe point."""
 
-    code = "CANCELLED"
+    code = DeliveryCode.CANCELLED
 
 
 class TooManyPending(IpcError):
     """The caller already waits on the maximum number of requests."""
 
-    code = "TOO_MANY_PENDING_REQUESTS"
+    code = DeliveryCode.TOO_MANY_PENDING_REQUESTS
 
 
 class EmptyInput(IpcError):
     """The request's text is empty or only white space: no model accepts that as a message."""
 
-    code = "EMPTY_INPUT"
+    code = DeliveryCode.EMPTY_INPUT
 
 
 class BudgetExceeded(IpcError):
     """A token or cost budget is used up (the Orchestrator refuses a trace's next model call)."""
 
-    code = "E_BUDGET_EXCEEDED"
+    code = DeliveryCode.E_BUDGET_EXCEEDED
 
 
 class PermitTimeout(IpcError):
     """The shared rate limits of a Model's pool gave no permit within the call's timeout."""
 
-    code = "E_MODEL_PERMIT_TIMEOUT"
+    code = DeliveryCode.E_MODEL_PERMIT_TIMEOUT
 
 
 class TurnFailed(IpcError):
     """The target ran the Turn, and the Turn failed (model error, max steps, ...)."""
 
-    code = "AGENT_TURN_FAILED"
+    code = DeliveryCode.AGENT_TURN_FAILED
 
 
 _ERRORS: dict[str, type[IpcError]] = {

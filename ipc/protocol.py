@@ -103,6 +103,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from goondan.defaults import DEFAULT_INSTANCE_KEY as DEFAULT_INSTANCE_KEY  # part of the wire
+from goondan.errors import DeliveryCode
 from goondan.http_codes import HttpCode
 from ipc.messages import (
     DelegateMessage,
@@ -143,7 +144,7 @@ EXIT_REASONS = {
 }
 """What the exit codes AgentProcesses reserve mean (shown in ``status`` as the last exit)."""
 
-MALFORMED_PAYLOAD = "IPC_MALFORMED_PAYLOAD"
+MALFORMED_PAYLOAD = DeliveryCode.IPC_MALFORMED_PAYLOAD
 
 
 class MalformedPayload(IpcError):
@@ -155,7 +156,7 @@ class MalformedPayload(IpcError):
 class UnknownEvent(IpcError):
     """An ``event`` whose kind this protocol does not have."""
 
-    code = "IPC_UNKNOWN_EVENT"
+    code = DeliveryCode.IPC_UNKNOWN_EVENT
 
 
 APPROVAL_NOT_FOUND = HttpCode.APPROVAL_NOT_FOUND

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from goondan.errors import ConfigCode
+
 VALIDATE_TIMEOUT_SECONDS = 60.0
 """How long the import checks of one validation may take (``GOONDAN_VALIDATE_TIMEOUT``)."""
 
@@ -116,7 +118,7 @@ def failed_verdict(path: Path, message: str) -> dict[str, Any]:
         "valid": False,
         "errors": [
             {
-                "code": "E_CONFIG_ENTRY_LOAD_FAILED",
+                "code": ConfigCode.E_CONFIG_ENTRY_LOAD_FAILED,
                 "message": message,
                 "file": str(path),
                 "line": None,

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from goondan.errors import ConfigError
+from goondan.errors import ConfigCode, ConfigError
 from tools_base._context import ToolLogger
 
 
@@ -130,7 +130,7 @@ class ConnectorError(ConfigError, ValueError):
     """A connector was set up wrongly (a missing secret, a bad port, ...): the process does
     not start, and ``status`` shows why."""
 
-    code = "E_CONNECTOR_CONFIG"
+    code = ConfigCode.E_CONNECTOR_CONFIG
 
 
 class ConnectorContext(Protocol):

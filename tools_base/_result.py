@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from goondan.defaults import ERROR_MESSAGE_LIMIT
-from goondan.errors import ToolFailure
+from goondan.errors import ToolCode, ToolFailure
 from tools_base._json import JsonObject, JsonValue
 
 ToolStatus = Literal["ok", "error", "pending"]
@@ -145,7 +145,7 @@ class ToolError(ToolFailure):
         self,
         message: str,
         *,
-        code: str = "E_TOOL",
+        code: str = ToolCode.E_TOOL,
         suggestion: str | None = None,
         help_url: str | None = None,
         name: str | None = None,

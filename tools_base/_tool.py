@@ -19,6 +19,7 @@ from typing import Any, TypeVar, Union, overload
 
 import pydantic
 
+from goondan.errors import ToolCode
 from tools_base._context import ToolContext
 from tools_base._docstring import parse_docstring
 from tools_base._json import JsonObject, JsonValue
@@ -272,7 +273,7 @@ def _invalid(exc: pydantic.ValidationError, parameters: JsonValue) -> ToolError:
     allowed = list(schema.get("properties") or {})  # type: ignore[arg-type]
     return ToolError(
         f"Invalid arguments: {shown}",
-        code="E_TOOL_INVALID_ARGS",
+        code=ToolCode.E_TOOL_INVALID_ARGS,
         name="ToolInputValidationError",
         suggestion="Call the tool again with arguments that match its parameters: "
         f"required={required}, allowed={allowed}",

@@ -19,12 +19,13 @@ from typing import Any
 from agent_process.models.base import RATE_LIMITED, ModelCallError
 from bundle.plan import ModelPlan
 from bundle.secrets import SecretUnavailable, resolve_value
+from goondan.errors import DeliveryCode
 
 
 class ProviderUnavailable(ModelCallError):
     """The provider's SDK is not installed."""
 
-    code = "E_MODEL_PROVIDER_UNAVAILABLE"
+    code = DeliveryCode.E_MODEL_PROVIDER_UNAVAILABLE
 
 
 def import_sdk(name: str, provider: str, extra: str | None = None) -> ModuleType:
@@ -58,7 +59,7 @@ def missing_key_error(plan: ModelPlan, key_source: str) -> ModelCallError:
     where = key_source.removeprefix("env:")
     return ModelCallError(
         f"Model/{plan.name}: no API key: set {where} (or apiKey.valueFrom.env in the Model)",
-        code="E_MODEL_AUTH",
+        code=DeliveryCode.E_MODEL_AUTH,
     )
 
 
@@ -71,7 +72,7 @@ async def sdk_errors(sdk: ModuleType, plan: ModelPlan, key_source: str) -> Async
     except sdk.AuthenticationError as exc:
         raise ModelCallError(
             f"{name}: the API rejected the key from {key_source} (HTTP {exc.status_code})",
-            code="E_MODEL_AUTH",
+            code=DeliveryCode.E_MODEL_AUTH,
         ) from None
     except sdk.RateLimitError as exc:
         raise ModelCallError(
@@ -81,15 +82,17 @@ async def sdk_errors(sdk: ModuleType, plan: ModelPlan, key_source: str) -> Async
         ) from None
     except sdk.APIStatusError as exc:
         raise ModelCallError(
-            f"{name}: API error HTTP {exc.status_code}: {_short(exc.message)}", code="E_MODEL_API"
+            f"{name}: API error HTTP {exc.status_code}: {_short(exc.message)}",
+            code=DeliveryCode.E_MODEL_API,
         ) from None
     except sdk.APIConnectionError as exc:
         raise ModelCallError(
-            f"{name}: cannot reach the API: {_short(str(exc))}", code="E_MODEL_CONNECTION"
+            f"{name}: cannot reach the API: {_short(str(exc))}",
+            code=DeliveryCode.E_MODEL_CONNECTION,
         ) from None
     except (sdk.APIError, ValueError) as exc:  # ValueError: an unparsable response body
         raise ModelCallError(
-            f"{name}: invalid API response: {_short(str(exc))}", code="E_MODEL_API"
+            f"{name}: invalid API response: {_short(str(exc))}", code=DeliveryCode.E_MODEL_API
         ) from None
 
 

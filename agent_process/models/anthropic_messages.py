@@ -21,6 +21,7 @@ from agent_process.models.base import ModelCallError, ModelRequest, ModelRespons
 from bundle.keys import PROVIDER_KEY_ENV
 from bundle.plan import ModelPlan
 from goondan.defaults import MODEL_MAX_TOKENS
+from goondan.errors import DeliveryCode
 from tools_base import JsonObject, Message, ToolCall
 
 DEFAULT_KEY_ENV = PROVIDER_KEY_ENV["anthropic"]
@@ -105,7 +106,8 @@ class AnthropicMessagesModel:
             and reply.stop_reason not in ("end_turn", "stop_sequence", "max_tokens")
         ):
             raise ModelCallError(
-                f"Model/{self.plan.name}: empty response ({reply.stop_reason})", code="E_MODEL_API"
+                f"Model/{self.plan.name}: empty response ({reply.stop_reason})",
+                code=DeliveryCode.E_MODEL_API,
             )
         usage = reply.usage
         return ModelResponse(

@@ -19,17 +19,18 @@ import msgspec
 
 import goondan.errors
 from agent_process.tools.catalog import ToolCatalogItem
+from goondan.errors import DeliveryCode
 from ipc.runtime_events import UNSET, TokenCounts
 from tools_base import JsonObject, Message, ToolCall
 
-RATE_LIMITED = "E_MODEL_RATE_LIMITED"
+RATE_LIMITED = DeliveryCode.E_MODEL_RATE_LIMITED
 """The code of a provider's 429: the governor pauses a Model's pool on it and retries."""
 
 
 class ModelCallError(goondan.errors.ModelFailure):
     """A model call failed for good (after the provider's own retries); the Turn ends with it."""
 
-    code = "E_MODEL"
+    code: str = DeliveryCode.E_MODEL
 
     def __init__(
         self, message: str, *, code: str | None = None, retry_after: float | None = None

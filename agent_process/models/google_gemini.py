@@ -45,6 +45,7 @@ from agent_process.models.base import (
 from agent_process.models.gemini_schema import function_declaration
 from bundle.keys import PROVIDER_KEY_ENV
 from bundle.plan import ModelPlan
+from goondan.errors import DeliveryCode
 from tools_base import JsonObject, Message, ToolCall
 
 DEFAULT_KEY_ENV = PROVIDER_KEY_ENV["google"]
@@ -122,7 +123,7 @@ class GeminiModel:
         if not reply.seen_candidate:
             blocked = f" (prompt blocked: {reply.blocked})" if reply.blocked else ""
             raise ModelCallError(
-                f"{name}: the response has no candidates{blocked}", code="E_MODEL_API"
+                f"{name}: the response has no candidates{blocked}", code=DeliveryCode.E_MODEL_API
             )
         calls: list[ToolCall] = []
         for index, (call, signature) in enumerate(reply.calls):
@@ -138,7 +139,9 @@ class GeminiModel:
         text = "".join(reply.texts)
         finish = reply.finish or "STOP"
         if not text and not calls and finish not in ANSWERED:
-            raise ModelCallError(f"{name}: empty response ({finish})", code="E_MODEL_API")
+            raise ModelCallError(
+                f"{name}: empty response ({finish})", code=DeliveryCode.E_MODEL_API
+            )
         latency_ms = (time.perf_counter() - started) * 1000
         return ModelResponse(
             text=text,
@@ -296,7 +299,7 @@ async def gemini_errors(sdk: Any, plan: ModelPlan, key_source: str) -> AsyncIter
         if code in (401, 403) or _reason(exc.details) == "API_KEY_INVALID":
             raise ModelCallError(
                 f"{name}: the API rejected the key from {key_source} (HTTP {code})",
-                code="E_MODEL_AUTH",
+                code=DeliveryCode.E_MODEL_AUTH,
             ) from None
         if code == 429:
             raise ModelCallError(
@@ -307,21 +310,21 @@ async def gemini_errors(sdk: Any, plan: ModelPlan, key_source: str) -> AsyncIter
             ) from None
         raise ModelCallError(
             f"{name}: API error HTTP {code}: {_short(str(exc.message or exc.status or ''))}",
-            code="E_MODEL_API",
+            code=DeliveryCode.E_MODEL_API,
         ) from None
     except timeouts:
         raise ModelCallError(
             f"{name}: the API did not answer within {plan.timeout_seconds:g}s",
-            code="E_MODEL_CONNECTION",
+            code=DeliveryCode.E_MODEL_CONNECTION,
         ) from None
     except failures as exc:
         raise ModelCallError(
             f"{name}: cannot reach the API: {_short(str(exc) or type(exc).__name__)}",
-            code="E_MODEL_CONNECTION",
+            code=DeliveryCode.E_MODEL_CONNECTION,
         ) from None
     except ValueError as exc:  # an unparsable or unexpected response body
         raise ModelCallError(
-            f"{name}: invalid API response: {_short(str(exc))}", code="E_MODEL_API"
+            f"{name}: invalid API response: {_short(str(exc))}", code=DeliveryCode.E_MODEL_API
         ) from None
 
 

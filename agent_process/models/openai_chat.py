@@ -25,6 +25,7 @@ from agent_process.models.base import ModelCallError, ModelRequest, ModelRespons
 from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
 from bundle.keys import PROVIDER_KEY_ENV
 from bundle.plan import ModelPlan
+from goondan.errors import DeliveryCode
 from tools_base import JsonObject, Message, ToolCall
 
 DEFAULT_KEY_ENV = PROVIDER_KEY_ENV["openai"]
@@ -87,7 +88,8 @@ class OpenAIChatModel:
             completion = await self.client.chat.completions.create(**kwargs)
         if not completion.choices:
             raise ModelCallError(
-                f"Model/{self.plan.name}: the response has no choices", code="E_MODEL_API"
+                f"Model/{self.plan.name}: the response has no choices",
+                code=DeliveryCode.E_MODEL_API,
             )
         choice = completion.choices[0]
         message = choice.message
@@ -135,7 +137,8 @@ class OpenAIChatModel:
                     finish = choice.finish_reason
         if not seen_choice:
             raise ModelCallError(
-                f"Model/{self.plan.name}: the response has no choices", code="E_MODEL_API"
+                f"Model/{self.plan.name}: the response has no choices",
+                code=DeliveryCode.E_MODEL_API,
             )
         assembled = tuple(calls[index].tool_call() for index in sorted(calls))
         return self._response("".join(texts), assembled, finish, usage, model, started)

@@ -24,6 +24,7 @@ from bundle.scripted import (
     ScriptStream,
     ScriptToolCall,
 )
+from goondan.errors import DeliveryCode
 from tools_base import JsonValue, Message, ToolCall
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]+)\}")
@@ -34,13 +35,13 @@ _WORD_BY_WORD = ScriptStream()
 class UnexpectedModelCall(ModelCallError):
     """No rule of the script matches the conversation."""
 
-    code = "E_MODEL_SCRIPT_NO_MATCH"
+    code = DeliveryCode.E_MODEL_SCRIPT_NO_MATCH
 
 
 class ScriptTemplateError(ModelCallError):
     """A template names a value the conversation does not have."""
 
-    code = "E_MODEL_SCRIPT_TEMPLATE"
+    code = DeliveryCode.E_MODEL_SCRIPT_TEMPLATE
 
 
 class ScriptedModel:
@@ -85,7 +86,7 @@ class ScriptedModel:
     ) -> ModelResponse:
         if rule.fail is not None:
             raise ModelCallError(
-                render_text(rule.fail, variables, label), code="E_MODEL_SCRIPTED_FAILURE"
+                render_text(rule.fail, variables, label), code=DeliveryCode.E_MODEL_SCRIPTED_FAILURE
             )
         text = render_text(rule.reply, variables, label) if rule.reply is not None else ""
         planned = rule.calls if rule.calls is not None else [rule.call] if rule.call else []

@@ -15,7 +15,7 @@ from typing import Any
 from agent_process.tools.catalog import ToolCatalogItem, ToolSource
 from agent_process.tools.naming import is_valid_tool_name
 from agent_process.tools.schema import ArgsValidator, compile_args_validator
-from goondan.errors import ConfigError, ToolFailure
+from goondan.errors import ConfigError, ToolCode, ToolFailure
 from tools_base import DEFAULT_ERROR_MESSAGE_LIMIT, ToolHandler, is_nonblocking
 
 
@@ -264,7 +264,7 @@ class ToolRegistry:
 class ToolUnavailable(ToolFailure):
     """A Tool of the bundle whose handlers could not be loaded when it was first called."""
 
-    code = "E_TOOL_LOAD_FAILED"
+    code = ToolCode.E_TOOL_LOAD_FAILED
 
 
 def _unavailable(name: str, reason: str) -> ToolHandler:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from goondan.errors import StorageError
+from goondan.errors import DeliveryCode, StorageError
 
 
 class ConversationStorageError(StorageError):
@@ -26,7 +26,7 @@ class ConversationStorageError(StorageError):
     The message names the file and the OS error; ``code`` is ``E_STORAGE``.
     """
 
-    code = "E_STORAGE"
+    code = DeliveryCode.E_STORAGE
 
     def __init__(self, path: Path, error: OSError) -> None:
         super().__init__(f"cannot write {path}: {error.strerror or error}")
@@ -37,4 +37,4 @@ class ConversationStorageError(StorageError):
 class ConversationUnreadable(StorageError):
     """A state file cannot be read or is of an unknown newer format (the message names it)."""
 
-    code = "E_CONVERSATION_UNREADABLE"
+    code = DeliveryCode.E_CONVERSATION_UNREADABLE

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from goondan.errors import ExitCode
+from goondan.errors import ConfigCode, ExitCode
 from goondan.providers import provider, sdk_installed
 
 Level = Literal["ok", "warn", "fail", "info"]
@@ -118,7 +118,7 @@ def _bundle(report: Report, bundle_path: Path) -> Any:
     try:
         bundle = load_bundle(bundle_path)
     except BundleError as exc:
-        missing = all(i.code == "E_CONFIG_FILE_NOT_FOUND" for i in exc.errors)
+        missing = all(i.code == ConfigCode.E_CONFIG_FILE_NOT_FOUND for i in exc.errors)
         first = exc.errors[0].format().splitlines()[0] if exc.errors else str(exc)
         report.add(
             "configuration",

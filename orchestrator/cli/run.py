@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from goondan.errors import ExitCode
+from goondan.errors import DeliveryCode, ExitCode
 from orchestrator.cli.common import bundle_path, config_exit, fail, serve, state_dir_of
 
 if TYPE_CHECKING:
@@ -278,10 +278,10 @@ async def _node(args: argparse.Namespace) -> int:
         await node.shutdown()
 
 
-ANSWER_EXITS = {
-    "E_MODEL_AUTH": ExitCode.AUTH,
-    "E_MODEL_CONNECTION": ExitCode.NETWORK,
-    "E_MODEL_PROVIDER_UNAVAILABLE": ExitCode.CONFIG,
+ANSWER_EXITS: dict[str, ExitCode] = {
+    DeliveryCode.E_MODEL_AUTH: ExitCode.AUTH,
+    DeliveryCode.E_MODEL_CONNECTION: ExitCode.NETWORK,
+    DeliveryCode.E_MODEL_PROVIDER_UNAVAILABLE: ExitCode.CONFIG,
 }
 """A failed answer's exit status, by its error code (1 otherwise)."""
 

@@ -91,7 +91,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from goondan.errors import DaemonError, HttpCode
+from goondan.errors import DaemonError, DeliveryCode, HttpCode
 from goondan.http_server import GuardedServer
 from ipc.delegation import DelegateAnswer
 from orchestrator.approvals import BadDecision, decision_from_body
@@ -161,7 +161,7 @@ _STATUS_CODES = {
     404: HttpCode.NOT_FOUND,
     405: HttpCode.METHOD_NOT_ALLOWED,
     413: HttpCode.PAYLOAD_TOO_LARGE,
-    503: "SHUTTING_DOWN",
+    503: DeliveryCode.SHUTTING_DOWN,
 }
 
 

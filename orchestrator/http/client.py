@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlsplit
 
+from goondan.errors import DeliveryCode
+
 if TYPE_CHECKING:
     import http.client
 
@@ -56,7 +58,7 @@ class LeaderLost(NoAnswer):
     """One of several leaders took the request and went away before answering: whether it
     ran is not known, so it is not asked again."""
 
-    code = "LEADER_LOST"
+    code = DeliveryCode.LEADER_LOST
 
 
 _T = TypeVar("_T")

@@ -13,7 +13,7 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from goondan.errors import HttpCode
+from goondan.errors import DeliveryCode, HttpCode
 from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.delegation import DelegateAnswer
 from orchestrator.http.body import BadBody, ChatRequest, read_object
@@ -71,9 +71,9 @@ class OpenAICompatible:
         agent = self._agent(chat.model)
         if agent is None:
             missing = f"no agent named {chat.model!r}"
-            return self._error(404, "AGENT_NOT_FOUND", missing, param="model")
+            return self._error(404, DeliveryCode.AGENT_NOT_FOUND, missing, param="model")
         if self.daemon.stopping:
-            return self._error(503, "SHUTTING_DOWN", "the daemon is shutting down")
+            return self._error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
         key = request.headers.get("x-goondan-instance") or chat.user or DEFAULT_INSTANCE_KEY
         text = chat.text
         if chat.stream:
@@ -108,7 +108,7 @@ class OpenAICompatible:
 
     def _failed(self, answer: DelegateAnswer) -> JSONResponse:
         error = answer.error
-        code = error.code if error is not None else "AGENT_TURN_FAILED"
+        code = error.code if error is not None else DeliveryCode.AGENT_TURN_FAILED
         message = error.message if error is not None else "the request failed"
         if code == BudgetExceeded.code:
             # As OpenAI answers a used-up quota; retrying the same request cannot help, and
@@ -116,7 +116,7 @@ class OpenAICompatible:
             response = self._error(429, code, message, "insufficient_quota")
             response.headers["x-should-retry"] = "false"
             return response
-        if code in ("E_MODEL_RATE_LIMITED", PermitTimeout.code):
+        if code in (DeliveryCode.E_MODEL_RATE_LIMITED, PermitTimeout.code):
             return self._error(429, code, message, "rate_limit_exceeded")  # clients back off
         return self._error(502, code, message)
 
@@ -183,7 +183,9 @@ async def _chunk_events(
                 streamed = True
                 yield content(item)
             elif not item.ok:  # the response has started: the error goes in the stream
-                error = item.error or IpcError("the request failed", code="AGENT_TURN_FAILED")
+                error = item.error or IpcError(
+                    "the request failed", code=DeliveryCode.AGENT_TURN_FAILED
+                )
                 failure = {"code": error.code, "message": error.message, "type": "api_error"}
                 yield b"data: " + json.dumps({"error": failure}).encode() + b"\n\n"
             else:

@@ -42,6 +42,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
+from goondan.errors import DeliveryCode
 from ipc import IpcError
 from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
@@ -147,7 +148,7 @@ class TurnStream:
                 )
         except Exception as exc:  # a bug of ours must still end the stream with an answer
             structlog.get_logger("goondan.api").exception("streamed request failed")
-            answer = DelegateAnswer.failure(IpcError(str(exc), code="E_INTERNAL"))
+            answer = DelegateAnswer.failure(IpcError(str(exc), code=DeliveryCode.E_INTERNAL))
         self.answer = answer
         self._wake.set()
 

@@ -34,6 +34,7 @@ import dataclasses
 import json
 from typing import Any
 
+from goondan.errors import DeliveryCode
 from tools_base import ExtensionApi, JsonObject, Message, MessageEvent
 from tools_base.extensions._common import config_bool
 
@@ -100,7 +101,7 @@ def formatted(message: Message, include_metadata: bool = False) -> str | None:
     else:
         error = report.get("error") if isinstance(report, dict) else None
         error = error if isinstance(error, dict) else {}
-        code = fields.get("errorCode") or error.get("code") or "AGENT_TURN_FAILED"
+        code = fields.get("errorCode") or error.get("code") or DeliveryCode.AGENT_TURN_FAILED
         reason = fields.get("errorMessage") or error.get("message") or "agent request failed"
         lines.append(f"error({code}): {reason}")
     request_metadata = fields.get("requestMetadata")

@@ -96,6 +96,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
+from goondan.errors import ToolCode
 from tools_base import (
     ExtensionApi,
     ExtensionError,
@@ -397,7 +398,7 @@ class McpServer:
         except Exception as exc:
             raise ToolError(
                 f"MCP server {server!r} is not available: {_describe(exc)}",
-                code="E_MCP_SERVER_UNAVAILABLE",
+                code=ToolCode.E_MCP_SERVER_UNAVAILABLE,
                 suggestion="Retry later; the server is started again on the next call.",
             ) from None
         try:
@@ -406,24 +407,24 @@ class McpServer:
         except TimeoutError:
             raise ToolError(
                 f"MCP tool {name!r} of {server!r} gave no answer within {self.spec.call_timeout:g} s",
-                code="E_MCP_TIMEOUT",
+                code=ToolCode.E_MCP_TIMEOUT,
             ) from None
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 await self.mark_dead()
                 raise ToolError(
                     f"MCP server {server!r} closed the connection during {name!r}",
-                    code="E_MCP_SERVER_UNAVAILABLE",
+                    code=ToolCode.E_MCP_SERVER_UNAVAILABLE,
                     suggestion="Retry: the server is started again on the next call.",
                 ) from None
             raise ToolError(
-                f"MCP server {server!r} refused {name!r}: {exc.message}", code="E_MCP_ERROR"
+                f"MCP server {server!r} refused {name!r}: {exc.message}", code=ToolCode.E_MCP_ERROR
             ) from None
         except Exception as exc:
             await self.mark_dead()
             raise ToolError(
                 f"MCP server {server!r} failed during {name!r}: {_describe(exc)}",
-                code="E_MCP_SERVER_UNAVAILABLE",
+                code=ToolCode.E_MCP_SERVER_UNAVAILABLE,
                 suggestion="Retry: the server is started again on the next call.",
             ) from None
         text = "\n".join(
@@ -431,7 +432,7 @@ class McpServer:
             for block in result.content
         )
         if result.is_error:
-            raise ToolError(text or f"MCP tool {name!r} failed", code="E_MCP_TOOL_ERROR")
+            raise ToolError(text or f"MCP tool {name!r} failed", code=ToolCode.E_MCP_TOOL_ERROR)
         if result.structured_content is not None:
             structured: JsonValue = result.structured_content
             return structured

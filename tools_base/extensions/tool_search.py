@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from goondan.errors import ToolCode
 from tools_base import ExtensionApi, ExtensionError, JsonValue, ToolContext, ToolError
 from tools_base.extensions._common import config_bool, config_int, config_str
 
@@ -59,7 +60,7 @@ def register(api: ExtensionApi) -> None:
         if len(query) < min_query:
             raise ToolError(
                 f"query must be at least {min_query} characters",
-                code="E_TOOL_SEARCH_QUERY",
+                code=ToolCode.E_TOOL_SEARCH_QUERY,
                 suggestion="Search with a word from the tool's name or purpose.",
             )
         limit = args.get("limit")

@@ -40,12 +40,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from goondan.errors import ToolCode
 from tools_base._context import ToolConfigError
 from tools_base._result import ToolError
 from tools_base.sandbox import _launch
 from tools_base.sandbox._cgroup import PidsCgroup, find_pids_parent
 
-UNAVAILABLE = "E_SANDBOX_UNAVAILABLE"
+UNAVAILABLE = ToolCode.E_SANDBOX_UNAVAILABLE
 LAUNCHER = str(Path(_launch.__file__).resolve())
 PROBE_TIMEOUT_SECONDS = 10.0
 SYSTEM_PATHS: tuple[str, ...] = _launch.SYSTEM_PATHS

@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
+from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolConfigError, ToolContext, ToolError
 from tools_base.tools._common import (
     ConfigReader,
@@ -72,11 +73,11 @@ MAX_API_ANSWER_BYTES = 10 * 1024 * 1024
 USER_AGENT = "goondan-chat-tools/0.1"
 REDACTED = "[REDACTED]"
 
-TOKEN_MISSING = "E_CHAT_TOKEN_MISSING"
-BAD_RESPONSE = "E_CHAT_BAD_RESPONSE"
-FILE_TOO_LARGE = "E_CHAT_FILE_TOO_LARGE"
-OUTSIDE_WORKDIR = "E_CHAT_PATH_OUTSIDE_WORKDIR"
-SETTING_INVALID = "E_CHAT_SETTING_INVALID"
+TOKEN_MISSING = ToolCode.E_CHAT_TOKEN_MISSING
+BAD_RESPONSE = ToolCode.E_CHAT_BAD_RESPONSE
+FILE_TOO_LARGE = ToolCode.E_CHAT_FILE_TOO_LARGE
+OUTSIDE_WORKDIR = ToolCode.E_CHAT_PATH_OUTSIDE_WORKDIR
+SETTING_INVALID = ToolCode.E_CHAT_SETTING_INVALID
 
 _CHUNK = 64 * 1024
 _TOKEN_CHARS = re.compile(r"^[\x21-\x7e]+$")
@@ -463,7 +464,7 @@ class ChatHttp:
                     # http.client quotes the offending value, which may be the token.
                     raise ToolError(
                         f"[{config.tool}] a request header or path is not valid",
-                        code="E_HTTP_INVALID_HEADER",
+                        code=ToolCode.E_HTTP_INVALID_HEADER,
                     ) from None
                 sock.settimeout(remaining(deadline))
                 response = conn.getresponse()
@@ -574,12 +575,14 @@ def save_file(ctx: ToolContext, path: str, data: bytes) -> str:
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a FIFO nobody reads (the open does not wait for one)
             raise ToolError(
-                f"not a regular file: {target.display!r}", code="E_FS_NOT_A_FILE"
+                f"not a regular file: {target.display!r}", code=ToolCode.E_FS_NOT_A_FILE
             ) from None
         reason = exc.strerror or str(exc)
         if exc.errno == errno.ELOOP:
             reason = "it is a symlink"
-        raise ToolError(f"cannot write {target.display!r}: {reason}", code="E_FS_IO") from None
+        raise ToolError(
+            f"cannot write {target.display!r}: {reason}", code=ToolCode.E_FS_IO
+        ) from None
     return target.display
 
 
@@ -601,6 +604,6 @@ def call_safely(tool: str, secret: str, fn: Callable[[], T]) -> T:
         )
     except Exception as exc:
         message = redact(f"[{tool}] {type(exc).__name__}: {exc}", secret)
-        clean = ToolError(message, code="E_TOOL", name=type(exc).__name__)
+        clean = ToolError(message, code=ToolCode.E_TOOL, name=type(exc).__name__)
     # Raised outside the except clauses, so Python attaches no __context__.
     raise clean

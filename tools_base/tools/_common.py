@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 
+from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolConfigError, ToolError
 
-INVALID_ARGS = "E_TOOL_INVALID_ARGS"
+INVALID_ARGS = ToolCode.E_TOOL_INVALID_ARGS
 
 
 def invalid_arg(message: str, suggestion: str | None = None) -> ToolError:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from goondan.errors import ToolCode
 from tools_base import ToolError
 from tools_base.tools._common import invalid_arg
 
@@ -177,7 +178,7 @@ class Workspace:
             if not stat.S_ISREG(info.st_mode):
                 raise ToolError(
                     f"not a regular file: {target.display!r}",
-                    code="E_FS_NOT_A_FILE",
+                    code=ToolCode.E_FS_NOT_A_FILE,
                     suggestion="Only regular files can be read or written (not FIFOs, sockets "
                     "or devices).",
                 )

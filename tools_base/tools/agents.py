@@ -38,6 +38,7 @@ import asyncio
 import os
 
 from goondan.defaults import MAX_REQUEST_TIMEOUT_MS, REQUEST_TIMEOUT_MS
+from goondan.errors import ToolCode
 from tools_base import (
     AgentEvent,
     AgentToolRuntime,
@@ -61,7 +62,7 @@ def _runtime(ctx: ToolContext) -> AgentToolRuntime:
     if ctx.runtime is None:
         raise ToolError(
             "agent runtime interface not available",
-            code="E_AGENT_RUNTIME_UNAVAILABLE",
+            code=ToolCode.E_AGENT_RUNTIME_UNAVAILABLE,
             suggestion=(
                 "Inter-agent calls need the Goondan runtime (an Orchestrator); this agent runs "
                 "without one. Do the work without delegating."

@@ -74,6 +74,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler, sandbox
 from tools_base.sandbox import SandboxPolicy
 from tools_base.tools._common import (
@@ -96,7 +97,7 @@ DRAIN_GRACE_SECONDS = 0.2
 """How long output is still collected after the command exits."""
 REAP_GRACE_SECONDS = 1.0
 """How long a cancelled call waits for the killed process to be reaped."""
-OUTSIDE_WORKDIR = "E_BASH_PATH_OUTSIDE_WORKDIR"
+OUTSIDE_WORKDIR = ToolCode.E_BASH_PATH_OUTSIDE_WORKDIR
 _SIGNALS = frozenset(int(s) for s in signal.valid_signals())
 
 
@@ -286,7 +287,7 @@ async def _run_launch(
         except OSError as exc:
             raise ToolError(
                 f"could not start {launch.argv[0]!r}: {exc.strerror or exc}",
-                code="E_BASH_SPAWN_FAILED",
+                code=ToolCode.E_BASH_SPAWN_FAILED,
                 suggestion="Check that the shell exists and is executable.",
             ) from exc
         finally:
@@ -396,7 +397,7 @@ class BashTool:
         if not os.path.isdir(cwd):
             raise ToolError(
                 f"cwd {cwd_input or cwd!r} is not an existing directory",
-                code="E_BASH_CWD_NOT_FOUND",
+                code=ToolCode.E_BASH_CWD_NOT_FOUND,
                 suggestion="Create it first (mkdir -p) or omit cwd to run in the workdir.",
             )
         return cwd
@@ -406,7 +407,7 @@ class BashTool:
         if not os.path.isfile(script_path):
             raise ToolError(
                 f"script {path!r} does not exist",
-                code="E_BASH_SCRIPT_NOT_FOUND",
+                code=ToolCode.E_BASH_SCRIPT_NOT_FOUND,
                 suggestion="Write the script first (file-system__write), or check the path.",
             )
         self._cwd(ctx, None)
@@ -442,7 +443,7 @@ class BashTool:
         if shutil.which(shell, path=env.get("PATH")) is None:
             raise ToolError(
                 f"could not start {shell!r}: not an executable file",
-                code="E_BASH_SPAWN_FAILED",
+                code=ToolCode.E_BASH_SPAWN_FAILED,
                 suggestion="Check that the shell exists and is executable.",
             )
         result = await run_process(

@@ -42,6 +42,7 @@ from __future__ import annotations
 import os
 import re
 
+from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
 from tools_base.tools._chat import (
     BAD_RESPONSE,
@@ -60,9 +61,9 @@ DEFAULT_API_BASE = "https://discord.com/api/v10"
 TOKEN_ENV = ("DISCORD_BOT_TOKEN",)
 APPLICATION_ENV = "DISCORD_APPLICATION_ID"
 SHARED = SharedSettings(base_url="DISCORD_API_BASE_URL", allowed_hosts="DISCORD_ALLOWED_HOSTS")
-API_ERROR = "E_DISCORD_API_ERROR"
-RATE_LIMITED = "E_DISCORD_RATE_LIMITED"
-NO_INTERACTION = "E_DISCORD_NO_INTERACTION"
+API_ERROR = ToolCode.E_DISCORD_API_ERROR
+RATE_LIMITED = ToolCode.E_DISCORD_RATE_LIMITED
+NO_INTERACTION = ToolCode.E_DISCORD_NO_INTERACTION
 MAX_CONTENT = 2000
 EPHEMERAL = 1 << 6
 """The message flag that shows a follow-up to the invoking user only."""

@@ -61,6 +61,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
 from tools_base.tools._common import (
     ConfigReader,
@@ -72,25 +73,29 @@ from tools_base.tools._common import (
 )
 from tools_base.tools._sandbox import Target, Workspace
 
-OUTSIDE_WORKDIR = "E_FS_PATH_OUTSIDE_WORKDIR"
+OUTSIDE_WORKDIR = ToolCode.E_FS_PATH_OUTSIDE_WORKDIR
 DEFAULT_READ_BYTES = 100_000
 MAX_LIST_DEPTH = 100
 _MIB = 1024 * 1024
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 _ERRNO_CODES = {
-    errno.ENOENT: ("E_FS_NOT_FOUND", "no such file or directory", "Check the path with list."),
-    errno.ENOTDIR: ("E_FS_NOT_A_DIRECTORY", "not a directory", None),
-    errno.EISDIR: ("E_FS_IS_A_DIRECTORY", "is a directory", "Use list for directories."),
-    errno.EEXIST: ("E_FS_ALREADY_EXISTS", "already exists", None),
+    errno.ENOENT: (
+        ToolCode.E_FS_NOT_FOUND,
+        "no such file or directory",
+        "Check the path with list.",
+    ),
+    errno.ENOTDIR: (ToolCode.E_FS_NOT_A_DIRECTORY, "not a directory", None),
+    errno.EISDIR: (ToolCode.E_FS_IS_A_DIRECTORY, "is a directory", "Use list for directories."),
+    errno.EEXIST: (ToolCode.E_FS_ALREADY_EXISTS, "already exists", None),
     errno.ENOTEMPTY: (
-        "E_FS_NOT_EMPTY",
+        ToolCode.E_FS_NOT_EMPTY,
         "directory is not empty",
         "Pass recursive: true to delete it with its contents.",
     ),
-    errno.EACCES: ("E_FS_PERMISSION_DENIED", "permission denied", None),
-    errno.EPERM: ("E_FS_PERMISSION_DENIED", "operation not permitted", None),
-    errno.ENXIO: ("E_FS_NOT_A_FILE", "not a regular file", None),
+    errno.EACCES: (ToolCode.E_FS_PERMISSION_DENIED, "permission denied", None),
+    errno.EPERM: (ToolCode.E_FS_PERMISSION_DENIED, "operation not permitted", None),
+    errno.ENXIO: (ToolCode.E_FS_NOT_A_FILE, "not a regular file", None),
     errno.ELOOP: (
         OUTSIDE_WORKDIR,
         "a symlink appeared in the path while it was in use",
@@ -106,7 +111,7 @@ def _os_errors(display: str) -> Iterator[None]:
         yield
     except OSError as exc:
         code, what, suggestion = _ERRNO_CODES.get(
-            exc.errno or 0, ("E_FS_IO", exc.strerror or str(exc), None)
+            exc.errno or 0, (ToolCode.E_FS_IO, exc.strerror or str(exc), None)
         )
         raise ToolError(f"{what}: {display!r}", code=code, suggestion=suggestion) from exc
 
@@ -161,7 +166,7 @@ class FileSystemTool:
         if not target.parts:
             raise ToolError(
                 f"is a directory: {path!r}",
-                code="E_FS_IS_A_DIRECTORY",
+                code=ToolCode.E_FS_IS_A_DIRECTORY,
                 suggestion="Use list for directories.",
             )
         parent_fd = self._open_parent(ws, target)
@@ -204,13 +209,13 @@ class FileSystemTool:
         if len(data) > self.config.max_write_bytes:
             raise ToolError(
                 f"content is {len(data)} bytes; the limit is {self.config.max_write_bytes}",
-                code="E_FS_WRITE_TOO_LARGE",
+                code=ToolCode.E_FS_WRITE_TOO_LARGE,
                 suggestion="Write the file in smaller parts with append: true.",
             )
         ws = self._workspace(ctx)
         target = ws.resolve(path)
         if not target.parts:
-            raise ToolError(f"is a directory: {path!r}", code="E_FS_IS_A_DIRECTORY")
+            raise ToolError(f"is a directory: {path!r}", code=ToolCode.E_FS_IS_A_DIRECTORY)
         parent_fd = self._open_parent(ws, target, create=True)
         # No O_TRUNC: an existing file is truncated only once its descriptor passed the checks.
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)
@@ -323,7 +328,7 @@ class FileSystemTool:
         if not target.parts or target.real == ws.root:
             raise ToolError(
                 f"refusing to delete {path!r}: it is the workdir itself",
-                code="E_FS_REFUSED",
+                code=ToolCode.E_FS_REFUSED,
                 suggestion="Delete the entries inside it instead.",
             )
         parent_fd = self._open_parent(ws, target)
@@ -360,7 +365,7 @@ class FileSystemTool:
                     finally:
                         os.close(parent_fd)
         except ToolError as exc:
-            if exc.code == "E_FS_NOT_FOUND":
+            if exc.code == ToolCode.E_FS_NOT_FOUND:
                 return {"path": target.display, "exists": False}
             raise
         out: JsonObject = {

@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import time
 
+from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
 from tools_base.tools._chat import (
     BAD_RESPONSE,
@@ -56,8 +57,8 @@ TOOL = "github"
 DEFAULT_API_BASE = "https://api.github.com"
 TOKEN_ENV = ("GITHUB_TOKEN", "GH_TOKEN")
 SHARED = SharedSettings(base_url="GITHUB_API_URL", allowed_hosts="GITHUB_ALLOWED_HOSTS")
-API_ERROR = "E_GITHUB_API_ERROR"
-RATE_LIMITED = "E_GITHUB_RATE_LIMITED"
+API_ERROR = ToolCode.E_GITHUB_API_ERROR
+RATE_LIMITED = ToolCode.E_GITHUB_RATE_LIMITED
 API_VERSION = "2022-11-28"
 MAX_BODY = 65_536
 """GitHub's limit of a comment, in characters."""

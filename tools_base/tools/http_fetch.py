@@ -63,6 +63,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import SplitResult, quote, urljoin, urlsplit
 
+from goondan.errors import ToolCode
 from tools_base import (
     JsonObject,
     JsonValue,
@@ -194,20 +195,20 @@ def parse_url(raw: str) -> Url:
         parts: SplitResult = urlsplit(raw.strip())
         port = parts.port
     except ValueError as exc:
-        raise ToolError(f"Invalid URL: {raw}", code="E_HTTP_INVALID_URL") from exc
+        raise ToolError(f"Invalid URL: {raw}", code=ToolCode.E_HTTP_INVALID_URL) from exc
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         raise ToolError(
             f"Unsupported protocol '{scheme}:'. Only http: and https: are allowed.",
-            code="E_HTTP_UNSUPPORTED_PROTOCOL",
+            code=ToolCode.E_HTTP_UNSUPPORTED_PROTOCOL,
             suggestion="Use an http:// or https:// URL.",
         )
     if not parts.hostname:
-        raise ToolError(f"Invalid URL (no host): {raw}", code="E_HTTP_INVALID_URL")
+        raise ToolError(f"Invalid URL (no host): {raw}", code=ToolCode.E_HTTP_INVALID_URL)
     if parts.username is not None or parts.password is not None:
         raise ToolError(
             f"Invalid URL (credentials are not allowed in the URL): {raw}",
-            code="E_HTTP_INVALID_URL",
+            code=ToolCode.E_HTTP_INVALID_URL,
             suggestion="Send credentials in an Authorization header instead.",
         )
     target = parts.path or "/"
@@ -245,7 +246,7 @@ def vet_addresses(
     except (socket.gaierror, UnicodeError) as exc:
         raise ToolError(
             f"could not resolve host {url.host!r}: {exc}",
-            code="E_HTTP_DNS_FAILED",
+            code=ToolCode.E_HTTP_DNS_FAILED,
             suggestion="Check the host name in the URL.",
         ) from exc
     if (url.host, None) in allowed_hosts or (url.host, url.port) in allowed_hosts:
@@ -258,7 +259,7 @@ def vet_addresses(
             resolved = "" if address == url.host else f" (resolves to {address})"
             raise ToolError(
                 f"refusing to connect to {url.host!r}{resolved}: {reason}",
-                code="E_HTTP_FORBIDDEN_ADDRESS",
+                code=ToolCode.E_HTTP_FORBIDDEN_ADDRESS,
                 suggestion=(
                     "Only public internet addresses can be reached. An operator can allow "
                     "a host with the Tool config allowedHosts (host or host:port)."
@@ -372,7 +373,7 @@ class HttpFetchTool:
             if redirects > self.config.max_redirects:
                 raise ToolError(
                     f"too many redirects (more than {self.config.max_redirects}) from {raw_url}",
-                    code="E_HTTP_TOO_MANY_REDIRECTS",
+                    code=ToolCode.E_HTTP_TOO_MANY_REDIRECTS,
                 )
             next_url = parse_url(urljoin(_url_text(url), str(location)))
             if next_url.origin != url.origin:
@@ -411,7 +412,9 @@ class HttpFetchTool:
         try:
             conn.request(method, url.target, body=body, headers=headers)
         except ValueError as exc:
-            raise ToolError(f"invalid request header: {exc}", code="E_HTTP_INVALID_HEADER") from exc
+            raise ToolError(
+                f"invalid request header: {exc}", code=ToolCode.E_HTTP_INVALID_HEADER
+            ) from exc
         sock.settimeout(remaining(deadline))
         return conn.getresponse(), sock
 
@@ -516,28 +519,28 @@ def network_errors(url: Url) -> Iterator[None]:
     except TimeoutError as exc:
         raise ToolError(
             f"request timed out{where}",
-            code="E_HTTP_TIMEOUT",
+            code=ToolCode.E_HTTP_TIMEOUT,
             suggestion="Retry later, or raise timeoutMs (at most 300000).",
         ) from exc
     except (ssl.SSLError, ssl.CertificateError) as exc:
-        raise ToolError(f"TLS error{where}: {exc}", code="E_HTTP_TLS_ERROR") from exc
+        raise ToolError(f"TLS error{where}: {exc}", code=ToolCode.E_HTTP_TLS_ERROR) from exc
     except http.client.InvalidURL as exc:
-        raise ToolError(f"Invalid URL: {exc}", code="E_HTTP_INVALID_URL") from exc
+        raise ToolError(f"Invalid URL: {exc}", code=ToolCode.E_HTTP_INVALID_URL) from exc
     except http.client.RemoteDisconnected as exc:
         raise ToolError(
             f"connection failed{where}: the server closed it without answering",
-            code="E_HTTP_CONNECTION_FAILED",
+            code=ToolCode.E_HTTP_CONNECTION_FAILED,
             suggestion="Retry later.",
         ) from exc
     except http.client.HTTPException as exc:
         raise ToolError(
             f"malformed HTTP response{where}: {type(exc).__name__} {exc}",
-            code="E_HTTP_PROTOCOL_ERROR",
+            code=ToolCode.E_HTTP_PROTOCOL_ERROR,
         ) from exc
     except OSError as exc:
         raise ToolError(
             f"connection failed{where}: {exc.strerror or exc}",
-            code="E_HTTP_CONNECTION_FAILED",
+            code=ToolCode.E_HTTP_CONNECTION_FAILED,
         ) from exc
 
 

@@ -31,6 +31,7 @@ import json
 import re
 from typing import Final
 
+from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler, nonblocking
 from tools_base.tools._common import invalid_arg, optional_number, optional_string, require_string
 
@@ -55,7 +56,7 @@ def parse_data(raw: str) -> JsonValue:
         detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise ToolError(
             f"Failed to parse input as JSON: {detail}",
-            code="E_JSON_PARSE",
+            code=ToolCode.E_JSON_PARSE,
             suggestion='Pass data as a JSON string, for example "{\\"a\\": [1, 2]}".',
         ) from exc
     return value
@@ -134,7 +135,7 @@ def pick(ctx: ToolContext, input: JsonObject) -> JsonValue:
     if not isinstance(data, dict):
         raise ToolError(
             "Input data must be a JSON object for pick operation",
-            code="E_JSON_TYPE_MISMATCH",
+            code=ToolCode.E_JSON_TYPE_MISMATCH,
         )
     result: JsonObject = {key: data[key] for key in keys if key in data}
     keys_out: list[JsonValue] = list(keys)
@@ -179,12 +180,12 @@ def flatten(ctx: ToolContext, input: JsonObject) -> JsonValue:
     if not isinstance(data, list):
         raise ToolError(
             "Input data must be a JSON array for flatten operation",
-            code="E_JSON_TYPE_MISMATCH",
+            code=ToolCode.E_JSON_TYPE_MISMATCH,
         )
     try:
         result = _flatten(data, depth)
     except RecursionError as exc:  # only reachable with absurd nesting and depth
-        raise ToolError("data is nested too deeply to flatten", code="E_JSON_PARSE") from exc
+        raise ToolError("data is nested too deeply to flatten", code=ToolCode.E_JSON_PARSE) from exc
     return {"depth": depth, "count": len(result), "result": result}
 
 

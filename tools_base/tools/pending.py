@@ -11,6 +11,7 @@ without it). No config.
 
 from __future__ import annotations
 
+from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
 from tools_base.tools._common import require_string
 
@@ -22,7 +23,7 @@ async def status(ctx: ToolContext, input: JsonObject) -> JsonValue:
     if lookup is None:
         raise ToolError(
             "background calls can only be looked up inside a running agent",
-            code="E_NO_RUNTIME",
+            code=ToolCode.E_NO_RUNTIME,
         )
     answer: JsonObject = lookup(handle)
     return answer

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
 from tools_base.tools._common import optional_string
 
@@ -37,7 +38,7 @@ async def request(ctx: ToolContext, input: JsonObject) -> JsonValue:
         raise ToolError(
             f"restart refused: the configuration on disk has {len(errors)} error(s); the swarm "
             f"keeps running on the configuration it has.\n{listed}",
-            code=found.group(1) if found else "E_TOOL",
+            code=found.group(1) if found else ToolCode.E_TOOL,
             suggestion="Fix the configuration files, then ask for the restart again.",
         )
     return {"ok": True, "restartRequested": True, "restartReason": reason or DEFAULT_REASON}

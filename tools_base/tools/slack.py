@@ -46,6 +46,7 @@ import posixpath
 from collections.abc import Callable
 from urllib.parse import unquote, urlencode
 
+from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolConfigError, ToolContext, ToolError, ToolHandler
 from tools_base.tools._chat import (
     BAD_RESPONSE,
@@ -80,9 +81,9 @@ TOOL = "slack"
 DEFAULT_API_BASE = "https://slack.com/api"
 TOKEN_ENV = ("SLACK_BOT_TOKEN", "SLACK_TOKEN", "BRAIN_SLACK_BOT_TOKEN")
 DEFAULT_FILE_HOSTS = ("files.slack.com",)
-API_ERROR = "E_SLACK_API_ERROR"
-RATE_LIMITED = "E_SLACK_RATE_LIMITED"
-FILE_URL_REFUSED = "E_SLACK_FILE_URL_REFUSED"
+API_ERROR = ToolCode.E_SLACK_API_ERROR
+RATE_LIMITED = ToolCode.E_SLACK_RATE_LIMITED
+FILE_URL_REFUSED = ToolCode.E_SLACK_FILE_URL_REFUSED
 DEFAULT_READ_LIMIT = 20
 MAX_READ_LIMIT = 1000
 

@@ -54,6 +54,7 @@ import posixpath
 from collections.abc import Callable
 from urllib.parse import quote
 
+from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
 from tools_base.tools._chat import (
     BAD_RESPONSE,
@@ -86,8 +87,8 @@ from tools_base.tools._common import (
 TOOL = "telegram"
 DEFAULT_API_BASE = "https://api.telegram.org"
 TOKEN_ENV = ("TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN", "BRAIN_TELEGRAM_BOT_TOKEN")
-API_ERROR = "E_TELEGRAM_API_ERROR"
-RATE_LIMITED = "E_TELEGRAM_RATE_LIMITED"
+API_ERROR = ToolCode.E_TELEGRAM_API_ERROR
+RATE_LIMITED = ToolCode.E_TELEGRAM_RATE_LIMITED
 SHARED = SharedSettings(
     base_url="TELEGRAM_API_BASE_URL",
     allowed_hosts="TELEGRAM_ALLOWED_HOSTS",
