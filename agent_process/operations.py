@@ -26,6 +26,7 @@ from ipc import EventMessage, IpcError
 from ipc import protocol as wire
 from ipc.events import Cancel, TurnCompleted
 from ipc.protocol import ORCHESTRATOR
+from ipc.runtime_events import EventType
 from ipc.questions import (
     ApprovalDecision,
     ApprovalDecisionResult,
@@ -194,7 +195,7 @@ class InstanceOperations:
             turn_input = TurnInput(
                 text="",
                 trace_id=trace_id,
-                event_type="approval.resume",
+                event_type=EventType.APPROVAL_RESUME.value,
                 source_kind="user",
                 source_name=ORCHESTRATOR,
                 resume=True,

@@ -11,6 +11,7 @@ import msgspec
 from ipc.messages import DelegateResultMessage, IpcError
 from ipc.payload import Payload, malformed
 from ipc.protocol import DEFAULT_INSTANCE_KEY, call_node
+from ipc.runtime_events import EventType
 
 
 class Handoff(Payload, frozen=True, kw_only=True):
@@ -31,7 +32,7 @@ class Handoff(Payload, frozen=True, kw_only=True):
     """The caller's tool span."""
     call_chain: tuple[str, ...] = ()
     """Conversations (:func:`call_node`) already waiting on this Turn, outermost first."""
-    event_type: str = "agent.request"
+    event_type: str = EventType.AGENT_REQUEST.value
     metadata: dict[str, Any] = {}  # noqa: RUF012  # a msgspec struct: each instance gets its own copy
     event_id: str = ""
     """The caller's id of this request or send (a send is tracked under it until done)."""

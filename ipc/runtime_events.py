@@ -20,71 +20,10 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET as UNSET
+from msgspec import UnsetType
 
 from goondan.usage import Reached
-
-__all__ = [
-    "UNSET",
-    "AnyEvent",
-    "ApprovalCancelledEvent",
-    "ApprovalDecidedEvent",
-    "ApprovalEvent",
-    "ApprovalExpiredEvent",
-    "ApprovalRefusedEvent",
-    "ApprovalRequestedEvent",
-    "ApprovalResumedEvent",
-    "BudgetExceededEvent",
-    "ConnectionEvent",
-    "ConnectionFailedEvent",
-    "ConnectionFinishedEvent",
-    "ConnectionRecoveredEvent",
-    "ConnectorEventEvent",
-    "DeliveryLostEvent",
-    "EventLogOpenedEvent",
-    "EventType",
-    "InboxOverflowEvent",
-    "ModelPermitEvent",
-    "ModelPermitGrantedEvent",
-    "ModelPermitTimeoutEvent",
-    "ModelPermitWaitingEvent",
-    "ModelRateLimitedEvent",
-    "ProcessAdoptedEvent",
-    "ProcessBackoffEvent",
-    "ProcessBrokenFdsEvent",
-    "ProcessConfigAppliedEvent",
-    "ProcessConfigRejectedEvent",
-    "ProcessEvent",
-    "ProcessExitedEvent",
-    "ProcessReadyEvent",
-    "ProcessRestartRequestedEvent",
-    "ProcessRestartingEvent",
-    "ProcessResumePendingEvent",
-    "ProcessSpawnedEvent",
-    "RawEvent",
-    "RequestCancelledEvent",
-    "RuntimeEvent",
-    "StepCompletedEvent",
-    "StepEvent",
-    "StepFailedEvent",
-    "StepStartedEvent",
-    "StreamEndEvent",
-    "TextDeltaEvent",
-    "TokenCounts",
-    "ToolCalledEvent",
-    "ToolCompletedEvent",
-    "ToolEvent",
-    "ToolFailedEvent",
-    "TurnCancellingEvent",
-    "TurnCompletedEvent",
-    "TurnEvent",
-    "TurnFailedEvent",
-    "TurnStartedEvent",
-    "decode_line",
-    "encode_event",
-    "given",
-    "read_event",
-]
 
 T = TypeVar("T")
 
@@ -140,27 +79,32 @@ class EventType(enum.StrEnum):
     """The event type of a handoff one agent asks another to answer (not a logged event)."""
     AGENT_SEND = "agent.send"
     """The event type of a handoff one agent sends without waiting (not a logged event)."""
+    APPROVAL_RESUME = "approval.resume"
+    """The event type of the Turn that takes up calls parked for approval (not logged)."""
 
+
+LIVE_ONLY = frozenset({EventType.TEXT_DELTA, EventType.STREAM_END})
+"""Types the live event stream carries and the event log never holds."""
 
 Number = int | float
 """A figure as its producer wrote it (``3`` stays ``3``, ``3.0`` stays ``3.0``)."""
 
 
-def given(value: T | UnsetType) -> T | None:
+def given(value: T | UnsetType | None) -> T | None:
     """``value``, or ``None`` when the event did not carry it."""
     return None if isinstance(value, UnsetType) else value
 
 
-class TokenCounts(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+class TokenCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Tokens of one model call (a Step) or of a Turn's calls, in the event log's words.
 
     The runtime counts input and output tokens; an event spells them ``promptTokens`` and
     ``completionTokens`` as it always has.
     """
 
-    input_tokens: int = msgspec.field(name="promptTokens")
-    output_tokens: int = msgspec.field(name="completionTokens")
-    total_tokens: int = msgspec.field(name="totalTokens")
+    input_tokens: int = msgspec.field(default=0, name="promptTokens")
+    output_tokens: int = msgspec.field(default=0, name="completionTokens")
+    total_tokens: int = msgspec.field(default=0, name="totalTokens")
     cost: Number | UnsetType = UNSET
     """What the tokens cost (absent without a price)."""
 
@@ -327,6 +271,8 @@ class ApprovalEvent(RuntimeEvent):
     reason: str | UnsetType | None = UNSET
     edited_args: Any = UNSET
     decided_by: Any = UNSET
+    error_message: str | UnsetType = UNSET
+    """Why the runtime ended the wait for it (its end never came)."""
 
 
 class ApprovalRequestedEvent(ApprovalEvent, tag=EventType.APPROVAL_REQUESTED.value):
@@ -510,7 +456,8 @@ class ConnectionEvent(RuntimeEvent):
 
     connection: str | UnsetType = UNSET
     event: str | UnsetType = UNSET
-    rule: str | UnsetType | None = UNSET
+    rule: int | UnsetType | None = UNSET
+    """The index of the ingress rule that matched (``null``: the Connection's default)."""
     error: str | UnsetType = UNSET
     consecutive_failures: int | UnsetType = UNSET
 
@@ -655,6 +602,10 @@ class RawEvent:
         """Its parent span, if any."""
         return _text(self.data.get("parentSpanId"))
 
+    def field(self, name: str) -> Any:
+        """The value of its JSON key ``name``, ``None`` when absent."""
+        return self.data.get(name)
+
     def to_builtins(self) -> dict[str, Any]:
         """The event's JSON object, as read."""
         return self.data
@@ -668,8 +619,8 @@ class RawEvent:
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dict it holds
 
 
-AnyEvent = TypedEvent | RawEvent
-"""An event as read: typed, or kept raw."""
+AnyEvent = RuntimeEvent | RawEvent
+"""An event as read: typed (one of :data:`TypedEvent`), or kept raw."""
 
 _ENCODER = msgspec.json.Encoder(enc_hook=str)
 _DECODER: msgspec.json.Decoder[TypedEvent] = msgspec.json.Decoder(TypedEvent)
@@ -690,6 +641,34 @@ def read_event(data: Mapping[str, Any]) -> AnyEvent:
     except msgspec.ValidationError:
         return RawEvent(dict(data))
     return event
+
+
+def as_event(event: AnyEvent | Mapping[str, Any]) -> AnyEvent:
+    """``event`` typed: as it is when it is an event already, else read from its JSON object."""
+    if isinstance(event, RuntimeEvent | RawEvent):
+        return event
+    return read_event(event)
+
+
+PROCESS_FAMILY = "process"
+"""The family of the lifecycle events (``process.<kind>``)."""
+
+
+def event_family(event_type: str) -> str:
+    """The family an event type belongs to: ``process`` for ``process.exited``."""
+    return event_type.partition(".")[0]
+
+
+_PROCESS_KINDS = {
+    kind.value.partition(".")[2]: kind for kind in EventType if event_family(kind) == PROCESS_FAMILY
+}
+
+
+def process_event(kind: str, timestamp: str, agent: str, fields: Mapping[str, Any]) -> AnyEvent:
+    """The ``process.<kind>`` event about ``agent`` from the supervisor's report of it
+    (``fields`` in their JSON spelling); a kind this runtime does not know is kept raw."""
+    event_type = _PROCESS_KINDS.get(kind, f"{PROCESS_FAMILY}.{kind}")
+    return read_event({"type": event_type, "timestamp": timestamp, "agentName": agent, **fields})
 
 
 def decode_line(line: bytes | str) -> AnyEvent | None:

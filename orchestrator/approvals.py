@@ -21,14 +21,15 @@ from goondan.state_files import approvals as approval_files
 from ipc import IpcError
 from ipc.protocol import APPROVAL_ALREADY_DECIDED, APPROVAL_INVALID_ARGUMENTS, APPROVAL_NOT_FOUND
 from ipc.questions import ApprovalDecision, ApprovalDecisionResult
+from ipc.runtime_events import EventType
 
 APPROVAL_ID = re.compile(r"^apr_[0-9a-f]{16}$")
 """What an approval id looks like (anything else names no file, by construction)."""
 MAX_REASON_CHARS = 2000
 """A rejection's reason reaches the model; a longer one is refused (400)."""
-APPROVAL_EVENTS = frozenset(
-    {"approval.requested", "approval.resumed", "approval.decided"}
-    | {"approval.expired", "approval.cancelled"}
+APPROVAL_EVENTS: frozenset[str] = frozenset(
+    {EventType.APPROVAL_REQUESTED, EventType.APPROVAL_RESUMED, EventType.APPROVAL_DECIDED}
+    | {EventType.APPROVAL_EXPIRED, EventType.APPROVAL_CANCELLED}
 )
 """The runtime events of how a parked call fares (what a request's caller is told of)."""
 

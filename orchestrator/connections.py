@@ -35,6 +35,12 @@ from ipc import protocol as wire
 from ipc.delegation import Handoff
 from ipc.events import BootFailed, ConnectorEventReport, ConnectorEventSettled, ConnectorHealth
 from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR, EventKind
+from ipc.runtime_events import (
+    ConnectionFailedEvent,
+    ConnectionFinishedEvent,
+    ConnectionRecoveredEvent,
+    ConnectorEventEvent,
+)
 from orchestrator.clock import Clock
 from orchestrator.connection_health import ConnectionHealth
 from orchestrator.dispatch import Dispatcher, EventHandler
@@ -224,15 +230,15 @@ class Connections:
             metadata={"connection": plan.connection_name, "properties": properties},
             event_id=body.event_id,
         )
-        self.events.record(
-            "connector.event",
-            destination.agent,
+        routed = ConnectorEventEvent(
+            agent_name=destination.agent,
+            instance_key=destination.instance_key,
+            trace_id=handoff.trace_id,
             connection=plan.connection_name,
             event=body.name,
-            instanceKey=destination.instance_key,
-            traceId=handoff.trace_id,
             rule=destination.rule,
         )
+        self.events.emit(routed)
         self.router.send(
             CONNECTION_SENDER_PREFIX + sender,
             handoff,
@@ -265,7 +271,8 @@ class Connections:
         elif health.consecutive_failures:
             health.succeeded()
             self.log.info("connection recovered", connection=sender)
-            self.events.record("connection.recovered", CONNECTION_SENDER_PREFIX + sender)
+            recovered = ConnectionRecoveredEvent(agent_name=CONNECTION_SENDER_PREFIX + sender)
+            self.events.emit(recovered)
 
     def _boot_failed(self, sender: str, message: EventMessage, body: BootFailed) -> None:
         self._supervisor_boot_failed(sender, message, body)
@@ -285,12 +292,12 @@ class Connections:
             error=error,
             consecutive_failures=health.consecutive_failures,
         )
-        self.events.record(
-            "connection.failed",
-            CONNECTION_SENDER_PREFIX + name,
+        failed = ConnectionFailedEvent(
+            agent_name=CONNECTION_SENDER_PREFIX + name,
             error=error,
-            consecutiveFailures=health.consecutive_failures,
+            consecutive_failures=health.consecutive_failures,
         )
+        self.events.emit(failed)
 
     def _answered(
         self, connection: str, event_id: str, answer: str | None, failure: str | None
@@ -322,5 +329,6 @@ class Connections:
             # Its source is exhausted (stdin at its end, say): not a crash to restart.
             handle.wanted = False
             self.log.info("connection finished", connection=name)
-            self.events.record("connection.finished", CONNECTION_SENDER_PREFIX + name)
+            finished = ConnectionFinishedEvent(agent_name=CONNECTION_SENDER_PREFIX + name)
+            self.events.emit(finished)
             self.on_finished(name)

@@ -35,6 +35,7 @@ from ipc.questions import (
     RestartInstance,
     RestartInstanceResult,
 )
+from ipc.runtime_events import DeliveryLostEvent, RequestCancelledEvent, TextDeltaEvent
 from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals
 from orchestrator.assembly import SwarmParts, agent_plan, agent_plans, assemble, connection_plans
 from orchestrator.callers import ApiToken
@@ -182,16 +183,15 @@ class Orchestrator:
         is the answer again, piece by piece)."""
         if len(self.live):
             self.live.publish(
-                {
-                    "type": "text.delta",
-                    "timestamp": utc_timestamp(),
-                    "agentName": sender,
-                    "instanceKey": delta.instance_key,
-                    "traceId": delta.trace_id,
-                    "turnId": delta.turn_id,
-                    "stepId": delta.step_id,
-                    "text": delta.text,
-                }
+                TextDeltaEvent(
+                    timestamp=utc_timestamp(),
+                    agent_name=sender,
+                    instance_key=delta.instance_key,
+                    trace_id=delta.trace_id,
+                    turn_id=delta.turn_id,
+                    step_id=delta.step_id,
+                    text=delta.text,
+                )
             )
 
     def _restart_requested(self, sender: str, message: EventMessage, body: RestartRequest) -> None:
@@ -217,18 +217,18 @@ class Orchestrator:
         self.start_soon(check(), f"config-check:{sender}")
 
     def _on_delivery_lost(self, send: InFlightSend, error: IpcError) -> None:
-        self.events.record(
-            "delivery.lost",
-            send.target,
-            instanceKey=send.handoff.instance_key,
-            traceId=send.handoff.trace_id or None,
-            eventId=send.event_id,
+        lost = DeliveryLostEvent(
+            agent_name=send.target,
+            instance_key=send.handoff.instance_key,
+            trace_id=send.handoff.trace_id or None,
+            event_id=send.event_id,
             sender=send.sender,
-            senderInstanceKey=send.handoff.caller_instance_key,
+            sender_instance_key=send.handoff.caller_instance_key,
             started=send.started,
             attempts=send.attempts,
             error=error.to_dict(),
         )
+        self.events.emit(lost)
 
     def _on_exit(self, name: str, info: ExitInfo) -> None:
         self.router.on_agent_exit(name)
@@ -364,7 +364,10 @@ class Orchestrator:
         each trace cancelled is recorded as a ``request.cancelled`` event. Returns the traces."""
         traces = self.router.cancel(request_or_trace_id, reason)
         for trace_id in traces:
-            self.events.record("request.cancelled", ORCHESTRATOR, traceId=trace_id, reason=reason)
+            cancelled = RequestCancelledEvent(
+                agent_name=ORCHESTRATOR, trace_id=trace_id, reason=reason
+            )
+            self.events.emit(cancelled)
         return traces
 
     def send(self, text: str, *, agent: str, instance_key: str) -> None:
@@ -384,13 +387,13 @@ class Orchestrator:
             code=error.code,
             error=error.message,
         )
-        self.events.record(
-            "delivery.lost",
-            agent,
-            instanceKey=instance_key,
+        lost = DeliveryLostEvent(
+            agent_name=agent,
+            instance_key=instance_key,
             sender=EXTERNAL_CALLER,
             error=error.to_dict(),
         )
+        self.events.emit(lost)
 
     async def delete_instance(self, agent: str, key: str) -> dict[str, Any]:
         """Delete one conversation; never reports success while its history could come back.

@@ -19,6 +19,7 @@ import structlog
 from ipc import AgentUnavailable, IpcError
 from ipc import protocol as wire
 from ipc.questions import ApprovalDecision, ApprovalDecisionResult
+from ipc.runtime_events import TurnCompletedEvent, TurnFailedEvent, as_event, given
 from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals, outcome_of
 from orchestrator.approvals import unavailable as approval_unavailable
 from orchestrator.http.events_hub import END_OF_STREAM, EventHub
@@ -93,26 +94,32 @@ class ApprovalDesk:
     ) -> dict[str, Any] | None:
         """The answer of the Turn parked on ``record`` (its ``turn.completed`` or
         ``turn.failed``), or ``None`` past :attr:`turn_timeout`."""
-        identity = {k: record.get(k) for k in ("agentName", "instanceKey", "traceId")}
+        identity = tuple(record.get(k) for k in ("agentName", "instanceKey", "traceId"))
         try:
             async with asyncio.timeout(self.turn_timeout):
                 while True:
-                    event = await queue.get()
-                    if event is END_OF_STREAM:
+                    data = await queue.get()
+                    if data is END_OF_STREAM:
                         return None
-                    if event.get("type") not in ("turn.completed", "turn.failed"):
+                    event = as_event(data)
+                    if not isinstance(event, TurnCompletedEvent | TurnFailedEvent):
                         continue
-                    if all(event.get(k) == v for k, v in identity.items()):
+                    if (
+                        event.agent_name,
+                        given(event.instance_key),
+                        given(event.trace_id),
+                    ) == identity:
                         break
         except TimeoutError:
             return None
         turn: dict[str, Any] = {
-            "status": "ok" if event["type"] == "turn.completed" else "error",
-            "output": event.get("output"),
-            "turnId": event.get("turnId"),
+            "status": "ok" if isinstance(event, TurnCompletedEvent) else "error",
+            "output": given(event.output),
+            "turnId": given(event.turn_id),
         }
-        if event.get("errorCode") is not None:
-            turn["error"] = {"code": event["errorCode"], "message": event.get("errorMessage")}
+        code = given(event.error_code)
+        if code is not None:
+            turn["error"] = {"code": code, "message": given(event.error_message)}
         return turn
 
     def resume(self, start_soon: StartSoon) -> None:

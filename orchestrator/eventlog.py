@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,21 +27,29 @@ import msgspec
 from goondan.defaults import EVENT_LOG_FORMAT
 from goondan.errors import newer_format
 from goondan.time import utc_timestamp
+from ipc.runtime_events import (
+    AnyEvent,
+    EventLogOpenedEvent,
+    EventType,
+    RawEvent,
+    RuntimeEvent,
+    as_event,
+    decode_line,
+    encode_event,
+    process_event,
+    read_event,
+)
 
 FILE_NAME = "runtime-events.jsonl"
 EVENTS_MAX_BYTES = 64 * 1024 * 1024
 """Size past which the event log rotates."""
 EVENTS_KEPT = 5
 """Rotated files kept besides the current one (``runtime-events.jsonl.1`` … ``.5``)."""
-HEADER_TYPE = "eventlog.opened"
+HEADER_TYPE = EventType.EVENTLOG_OPENED
 
 
 class EventLogTooNew(ValueError):
     """An event log file written by a newer runtime, in a format this one does not read."""
-
-
-_ENCODER = msgspec.json.Encoder(enc_hook=str)
-"""Events are JSON objects from agents; anything else in them is written as its ``str``."""
 
 
 class EventLog:
@@ -57,7 +65,7 @@ class EventLog:
         self._fd: int | None = None
         self._size = 0
         self._open()
-        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        self.listeners: list[Callable[[AnyEvent], None]] = []
         """Told of every event as it is appended (the metrics count them)."""
 
     def _open(self) -> None:
@@ -68,17 +76,13 @@ class EventLog:
         self._size = os.fstat(fd).st_size
         if self._size == 0:
             self._write(
-                {
-                    "type": HEADER_TYPE,
-                    "timestamp": utc_timestamp(),
-                    "formatVersion": EVENT_LOG_FORMAT,
-                }
+                EventLogOpenedEvent(timestamp=utc_timestamp(), format_version=EVENT_LOG_FORMAT)
             )
 
-    def _write(self, event: dict[str, Any]) -> None:
+    def _write(self, event: AnyEvent) -> None:
         if self._fd is None:
             return
-        line = _ENCODER.encode(event) + b"\n"
+        line = encode_event(event) + b"\n"
         if self._size + len(line) > self.max_bytes and self._size > 0:
             self._rotate()
         # One write per line, unbuffered: a line is in the file as soon as it is appended
@@ -100,23 +104,31 @@ class EventLog:
                 newer.rename(older)
         self._open()
 
-    def append(self, event: dict[str, Any]) -> None:
-        """Write one event (a failure to write is never fatal to routing)."""
+    def append(self, event: AnyEvent | Mapping[str, Any]) -> None:
+        """Write one event, typed or as its JSON object (a failure to write is never fatal to
+        routing); the listeners are told of it typed."""
+        event = as_event(event)
         for listener in self.listeners:
             with contextlib.suppress(Exception):  # a listener never costs the log its line
                 listener(event)
         with contextlib.suppress(OSError, TypeError, ValueError, msgspec.EncodeError):
             self._write(event)
 
+    def emit(self, event: RuntimeEvent) -> None:
+        """An event of the Orchestrator's own, stamped now."""
+        event.timestamp = utc_timestamp()
+        self.append(event)
+
     def record(self, event_type: str, agent: str, **fields: Any) -> None:
-        """An event of the Orchestrator's own, stamped now, about ``agent``."""
-        self.append(
-            {"type": event_type, "timestamp": utc_timestamp(), "agentName": agent, **fields}
-        )
+        """An event of the Orchestrator's own, stamped now, about ``agent``, from its type and
+        its fields in their JSON spelling (how the model broker reports)."""
+        stamped = {"type": event_type, "timestamp": utc_timestamp(), "agentName": agent}
+        self.append(read_event({**stamped, **fields}))
 
     def lifecycle(self, kind: str, agent: str, **fields: Any) -> None:
-        """A process lifecycle event (``process.<kind>``)."""
-        self.record(f"process.{kind}", agent, **fields)
+        """A process lifecycle event (``process.<kind>``, its ``fields`` in their JSON
+        spelling, as the supervisor reports them)."""
+        self.append(process_event(kind, utc_timestamp(), agent, fields))
 
     def close(self) -> None:
         """Close the file."""
@@ -145,20 +157,21 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 
 def matches(
-    event: dict[str, Any], *, agent: str | None, trace: str | None, since: datetime | None
+    event: AnyEvent | Mapping[str, Any],
+    *,
+    agent: str | None,
+    trace: str | None,
+    since: datetime | None,
 ) -> bool:
     """Whether ``event`` passes the filters."""
-    if agent is not None and event.get("agentName") != agent:
+    event = as_event(event)
+    if agent is not None and event.agent_name != agent:
         return False
-    if trace is not None and event.get("traceId") != trace:
+    if trace is not None and event.trace != trace:
         return False
     if since is not None:
-        stamp = event.get("timestamp")
         try:
-            if (
-                not isinstance(stamp, str)
-                or datetime.fromisoformat(stamp.replace("Z", "+00:00")) < since
-            ):
+            if datetime.fromisoformat(event.timestamp.replace("Z", "+00:00")) < since:
                 return False
         except ValueError:
             return False
@@ -180,7 +193,7 @@ EVENTS_KEPT_READ = 99
 """How many rotated files a reader looks for (a daemon may have kept more than the default)."""
 
 
-def read_events(path: Path, offset: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_typed(path: Path, offset: int = 0) -> Iterator[tuple[int, AnyEvent]]:
     """``(offset after the line, event)`` for each complete, parsable line from ``offset``.
 
     The ``eventlog.opened`` heading is not an event: it is checked (a newer format raises
@@ -193,16 +206,16 @@ def read_events(path: Path, offset: int = 0) -> Iterator[tuple[int, dict[str, An
                 if not raw.endswith(b"\n"):
                     return  # a line still being written
                 offset += len(raw)
-                try:
-                    event = json.loads(raw)
-                except ValueError:
+                event = decode_line(raw)
+                if event is None:
                     continue
-                if not isinstance(event, dict):
-                    continue
-                if event.get("type") == HEADER_TYPE:
-                    refusal = newer_format(
-                        path, "event log", event.get("formatVersion"), EVENT_LOG_FORMAT
+                if event.type == HEADER_TYPE:
+                    version = (
+                        event.field("formatVersion")
+                        if isinstance(event, RawEvent)
+                        else event.to_builtins().get("formatVersion")
                     )
+                    refusal = newer_format(path, "event log", version, EVENT_LOG_FORMAT)
                     if refusal is not None:
                         raise EventLogTooNew(refusal)
                     continue
@@ -211,21 +224,30 @@ def read_events(path: Path, offset: int = 0) -> Iterator[tuple[int, dict[str, An
         return
 
 
+def read_events(path: Path, offset: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+    """:func:`read_typed`, each event as its JSON object."""
+    for end, event in read_typed(path, offset):
+        yield end, event.to_builtins()
+
+
 def read_all(state_dir: Path) -> Iterator[dict[str, Any]]:
-    """Every event of the log, across its rotated files, oldest first."""
+    """Every event of the log, across its rotated files, oldest first, as its JSON object."""
     for path in log_files(state_dir):
         for _, event in read_events(path):
             yield event
 
 
-def format_event(event: dict[str, Any]) -> str:
+def format_event(event: AnyEvent | Mapping[str, Any]) -> str:
     """One readable line: time, agent/instance, type, trace, and the interesting fields."""
+    event = as_event(event)
     skip = {"timestamp", "type", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId"}
     extras = " ".join(
-        f"{k}={json.dumps(v, ensure_ascii=False)[:120]}" for k, v in event.items() if k not in skip
+        f"{k}={json.dumps(v, ensure_ascii=False)[:120]}"
+        for k, v in event.to_builtins().items()
+        if k not in skip
     )
-    who = str(event.get("agentName", "?"))
-    if event.get("instanceKey"):
-        who += f"@{event['instanceKey']}"
-    trace = f" trace={str(event['traceId'])[:12]}" if event.get("traceId") else ""
-    return f"{event.get('timestamp', '')} {who:<24} {event.get('type', ''):<16}{trace} {extras}".rstrip()
+    who = event.agent_name or "?"
+    if event.instance:
+        who += f"@{event.instance}"
+    trace = f" trace={event.trace[:12]}" if event.trace else ""
+    return f"{event.timestamp} {who:<24} {event.type:<16}{trace} {extras}".rstrip()

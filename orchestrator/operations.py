@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from goondan.defaults import DEFAULT_INSTANCE_KEY
 from goondan.errors import DaemonError
+from ipc.runtime_events import AnyEvent
 
 if TYPE_CHECKING:
     from goondan.usage import Usage
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 DeltaSink = Callable[[str, "TextDelta"], None]
 """Takes each piece of a streamed Turn's text: ``(agent, delta)``; it must not block."""
-EventListener = Callable[[dict[str, Any]], None]
+EventListener = Callable[[AnyEvent], None]
 """Takes each runtime event as it is published; it must not block."""
 
 

@@ -19,11 +19,12 @@ import argparse
 import json
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from goondan.errors import ExitCode
+from ipc.runtime_events import AnyEvent, ApprovalEvent, EventType, as_event, given
 
 if TYPE_CHECKING:
     from ipc.delegation import DelegateAnswer
@@ -76,14 +77,17 @@ class ApprovalNotices:
         self.where = _locating(args)
         self.out = out
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: AnyEvent | Mapping[str, Any]) -> None:
         out = self.out or sys.stderr
-        kind = event.get("type")
-        approval = _shown(str(event.get("approvalId")))
-        tool = _shown(str(event.get("toolName")))
-        if kind in ("approval.requested", "approval.resumed"):
-            where = _shown(f"{event.get('agentName')}@{event.get('instanceKey')}")
-            arguments = event.get("args")
+        event = as_event(event)
+        if not isinstance(event, ApprovalEvent):
+            return
+        kind = event.type
+        approval = _shown(str(given(event.approval_id)))
+        tool = _shown(str(given(event.tool_name)))
+        if kind in (EventType.APPROVAL_REQUESTED, EventType.APPROVAL_RESUMED):
+            where = _shown(f"{event.agent_name or None}@{given(event.instance_key)}")
+            arguments = given(event.args)
             shown = (
                 arguments
                 if isinstance(arguments, str)
@@ -99,22 +103,23 @@ class ApprovalNotices:
                 f"  reject:  {self.command} reject {approval}{self.where} --reason TEXT",
             )
             out.write("".join(f"{line}\n" for line in lines))  # one write: no log line between
-        elif kind == "approval.decided":
-            status = _shown(str(event.get("status")))
-            decider = event.get("decidedBy")
+        elif kind == EventType.APPROVAL_DECIDED:
+            status = _shown(str(given(event.status)))
+            decider = given(event.decided_by)
             line = f"{approval} ({tool}) {status}"
             if isinstance(decider, dict):
                 from orchestrator.approvals import describe_decider
 
                 line += f" by {_shown(describe_decider(decider))}"
-            if event.get("reason"):
-                line += f": {_shown(str(event['reason']))}"
-            elif event.get("editedArgs") is not None:
-                line += f" with arguments {_shown(json.dumps(event['editedArgs']))}"
+            reason, edited = given(event.reason), given(event.edited_args)
+            if reason:
+                line += f": {_shown(str(reason))}"
+            elif edited is not None:
+                line += f" with arguments {_shown(json.dumps(edited))}"
             print(line, file=out)
-        elif kind == "approval.expired":
+        elif kind == EventType.APPROVAL_EXPIRED:
             print(f"{approval} ({tool}) expired: nobody decided in time", file=out)
-        elif kind == "approval.cancelled":
+        elif kind == EventType.APPROVAL_CANCELLED:
             print(f"{approval} ({tool}) cancelled with the request", file=out)
         out.flush()
 
@@ -248,9 +253,9 @@ async def stream_in_process(
             },
         )
 
-    def approval(event: dict[str, Any]) -> None:
-        if event.get("traceId") == trace_id and event.get("type") in APPROVAL_EVENTS:
-            sink("approval", event)
+    def approval(event: AnyEvent) -> None:
+        if event.trace == trace_id and event.type in APPROVAL_EVENTS:
+            sink("approval", event.to_builtins())
 
     with orchestrator.live.watching(approval):
         answer: DelegateAnswer = await orchestrator.router.request(

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ipc.runtime_events import AnyEvent, EventType, as_event
 from orchestrator.cli.common import UsageError, fail, state_dir_of
 
 
@@ -68,11 +69,16 @@ def _follow_remote(args: argparse.Namespace, since: Any) -> int:
     # It has no past to print first: say the stream is open, so a silence means no events.
     print(f"following the events of the daemon at {api.where}", file=sys.stderr, flush=True)
     try:
-        for event in stream:
-            if event.get("type") != "text.delta" and matches(
+        for data in stream:
+            event = as_event(data)
+            if event.type != EventType.TEXT_DELTA and matches(
                 event, agent=args.agent, trace=args.trace, since=since
             ):
-                line = json.dumps(event, ensure_ascii=False) if args.json else format_event(event)
+                line = (
+                    json.dumps(event.to_builtins(), ensure_ascii=False)
+                    if args.json
+                    else format_event(event)
+                )
                 print(line, flush=True)
     except KeyboardInterrupt:
         return 0
@@ -87,18 +93,19 @@ def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: An
     from collections import deque
 
     from orchestrator.cli.logs import ALL_LINES, FOLLOW_LINES
-    from orchestrator.eventlog import format_event, log_files, matches, read_events
+    from orchestrator.eventlog import format_event, log_files, matches, read_typed
     from orchestrator.http.client import DaemonApi
 
     # The past is held back to its last --lines events (-f: the last few, as `tail -f`).
     lines = args.lines if args.lines is not None else (FOLLOW_LINES if args.follow else ALL_LINES)
     past: deque[str] | None = deque(maxlen=lines) if lines != ALL_LINES else None
 
-    def show(event: dict[str, Any]) -> None:
-        if event.get("type") == "text.delta":
+    def show(event: AnyEvent) -> None:
+        if event.type == EventType.TEXT_DELTA:
             return  # streamed text is not kept in the log: -f shows what plain logs shows
         if matches(event, agent=args.agent, trace=args.trace, since=since):
-            line = json.dumps(event, ensure_ascii=False) if args.json else format_event(event)
+            data = event.to_builtins()
+            line = json.dumps(data, ensure_ascii=False) if args.json else format_event(event)
             if past is not None:
                 past.append(line)
             else:
@@ -106,17 +113,18 @@ def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: An
 
     stream = DaemonApi(state_dir).events() if args.follow else None
     for rotated in [f for f in log_files(state_dir) if f != path]:
-        for _, event in read_events(rotated):
+        for _, event in read_typed(rotated):
             show(event)
     offset = 0
     recent: list[str] = []
     while True:
         if path.exists() and path.stat().st_size < offset:
             offset = 0  # it rotated: the new file starts from the top
-        for end, event in read_events(path, offset):
+        for end, event in read_typed(path, offset):
             offset = end
             show(event)
-            recent = [*recent[-999:], json.dumps(event, sort_keys=True, default=str)]
+            seen = json.dumps(event.to_builtins(), sort_keys=True, default=str)
+            recent = [*recent[-999:], seen]
         if past is not None:  # the past is read: its last lines, then whatever comes
             for line in past:
                 print(line)
@@ -126,9 +134,9 @@ def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: An
             return 0
         if stream is not None:  # the daemon pushes what comes next
             try:
-                for event in stream:
-                    if json.dumps(event, sort_keys=True, default=str) not in recent:
-                        show(event)
+                for data in stream:
+                    if json.dumps(data, sort_keys=True, default=str) not in recent:
+                        show(as_event(data))
             except KeyboardInterrupt:
                 return 0
             # The daemon stopped: tail the file from here, for whatever runs next.

@@ -52,6 +52,7 @@ from starlette.responses import JSONResponse
 
 from goondan.errors import HttpCode
 from ipc import ORCHESTRATOR
+from ipc.runtime_events import EventType
 from ipc.scope import SCOPE_ENV
 from orchestrator.callers import PEER_KEY, Caller, Peer, caller_of, user_name
 from orchestrator.operations import SwarmOperations, SwarmProcesses
@@ -285,7 +286,7 @@ async def vet_decider(
         reason=why,
     )
     daemon.record(
-        "approval.refused",
+        EventType.APPROVAL_REFUSED,
         str(record.get("agentName") or ORCHESTRATOR),
         approvalId=approval_id,
         instanceKey=record.get("instanceKey"),

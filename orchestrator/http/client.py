@@ -376,11 +376,11 @@ class DaemonApi:
             if not response.getheader("content-type", "").startswith("text/event-stream"):
                 data = response.read()
                 return response.status, json.loads(data) if data else None
-            for kind, event in _sse_events(response):
+            for kind, item in _sse_events(response):
                 if kind != "answer":
-                    on_event(kind, event)
+                    on_event(kind, item)
                     continue
-                return (200 if event.get("status") == "ok" else 502), event
+                return (200 if item.get("status") == "ok" else 502), item
             raise NoAnswer("the daemon ended the answer's event stream before the answer")
         except TimeoutError as exc:
             raise NoAnswer(f"the daemon fell silent for {self.timeout:g} s") from exc

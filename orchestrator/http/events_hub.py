@@ -1,6 +1,7 @@
 """Live runtime events for whoever listens (the HTTP API's event stream).
 
-Every event the daemon logs is offered to each subscriber's bounded queue. A subscriber that
+Every event the daemon logs is offered to each subscriber's bounded queue as its JSON object
+(what the event stream sends); watchers in this process are told of it typed. A subscriber that
 falls behind loses its oldest events, never the daemon's time: publishing never blocks, and the
 stream says how many it dropped.
 """
@@ -13,6 +14,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from ipc.runtime_events import AnyEvent, StreamEndEvent
 
 SUBSCRIBER_QUEUE = 1000
 """Events one subscriber may fall behind by before the oldest are dropped."""
@@ -28,7 +31,8 @@ class Subscription:
     dropped: int = 0
 
 
-END_OF_STREAM: dict[str, Any] = {"type": "stream.end"}
+_STREAM_END = StreamEndEvent()
+END_OF_STREAM: dict[str, Any] = _STREAM_END.to_builtins()
 """The last item every subscriber gets when the hub closes (the daemon stops)."""
 
 
@@ -37,25 +41,28 @@ class EventHub:
 
     def __init__(self) -> None:
         self._subscribers: set[Subscription] = set()
-        self._watchers: list[Callable[[dict[str, Any]], None]] = []
+        self._watchers: list[Callable[[AnyEvent], None]] = []
         self.closed = False
 
     def close(self) -> None:
         """End every subscription: each gets :data:`END_OF_STREAM` (after what it has queued)."""
-        self.publish(END_OF_STREAM)
+        self.publish(_STREAM_END)
         self.closed = True
 
-    def publish(self, event: dict[str, Any]) -> None:
+    def publish(self, event: AnyEvent) -> None:
         """Offer ``event`` to every subscriber (dropping a slow one's oldest event)."""
         for watcher in list(self._watchers):
             with contextlib.suppress(Exception):  # one bad watcher costs no one else an event
                 watcher(event)
+        if not self._subscribers:
+            return
+        data = END_OF_STREAM if event is _STREAM_END else event.to_builtins()
         for subscription in self._subscribers:
             queue = subscription.queue
             if queue.full():
                 queue.get_nowait()
                 subscription.dropped += 1
-            queue.put_nowait(event)
+            queue.put_nowait(data)
 
     @asynccontextmanager
     async def subscribe(self) -> AsyncIterator[Subscription]:
@@ -70,7 +77,7 @@ class EventHub:
             self._subscribers.discard(subscription)
 
     @contextmanager
-    def watching(self, watcher: Callable[[dict[str, Any]], None]) -> Iterator[None]:
+    def watching(self, watcher: Callable[[AnyEvent], None]) -> Iterator[None]:
         """Call ``watcher`` with each event as it is published, for the ``with`` block.
 
         Unlike a subscription it has no queue to fall behind in, so it never loses an event to

@@ -16,7 +16,7 @@ unknown to the swarm are all counted as :data:`OTHER`; routes are their template
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -25,6 +25,21 @@ from prometheus_client.registry import Collector
 
 from bundle.plan import AgentPlan
 from ipc.protocol import CONNECTION_SENDER_PREFIX
+from ipc.runtime_events import (
+    PROCESS_FAMILY,
+    AnyEvent,
+    BudgetExceededEvent,
+    ProcessEvent,
+    StepCompletedEvent,
+    StepFailedEvent,
+    ToolCompletedEvent,
+    ToolFailedEvent,
+    TurnCompletedEvent,
+    TurnFailedEvent,
+    as_event,
+    event_family,
+    given,
+)
 from orchestrator.operations import SwarmOperations
 
 if TYPE_CHECKING:
@@ -149,33 +164,39 @@ class SwarmMetrics:
         count.inc()
         latency.observe(seconds)
 
-    def observe(self, event: dict[str, Any]) -> None:
+    def observe(self, event: AnyEvent | Mapping[str, Any]) -> None:
         """Count one runtime or lifecycle event."""
-        kind = event.get("type")
-        agent = self._agent(event.get("agentName"))
-        if kind in ("turn.completed", "turn.failed"):
-            self.turns.labels(agent, "ok" if kind == "turn.completed" else "error").inc()
-            duration = event.get("duration")
-            if isinstance(duration, int | float):
+        event = as_event(event)
+        agent = self._agent(event.agent_name)
+        if isinstance(event, TurnCompletedEvent | TurnFailedEvent):
+            ok = isinstance(event, TurnCompletedEvent)
+            self.turns.labels(agent, "ok" if ok else "error").inc()
+            duration = given(event.duration)
+            if duration is not None:
                 self.turn_seconds.labels(agent).observe(duration / 1000)
-            usage = event.get("tokenUsage")
-            if isinstance(usage, dict):
-                for key, label in (("promptTokens", "prompt"), ("completionTokens", "completion")):
-                    value = usage.get(key)
-                    if isinstance(value, int) and value > 0:
+            usage = given(event.token_usage)
+            if usage is not None:
+                for value, label in (
+                    (usage.input_tokens, "prompt"),
+                    (usage.output_tokens, "completion"),
+                ):
+                    if value > 0:
                         self.tokens.labels(agent, label).inc(value)
-        elif kind in ("step.completed", "step.failed"):
-            self.steps.labels(agent, "ok" if kind == "step.completed" else "error").inc()
-        elif kind in ("tool.completed", "tool.failed"):
-            status = (event.get("status") or "ok") if kind == "tool.completed" else "raised"
-            tool = self._tool(agent, event.get("toolName"))
+        elif isinstance(event, StepCompletedEvent | StepFailedEvent):
+            ok = isinstance(event, StepCompletedEvent)
+            self.steps.labels(agent, "ok" if ok else "error").inc()
+        elif isinstance(event, ToolCompletedEvent | ToolFailedEvent):
+            completed = isinstance(event, ToolCompletedEvent)
+            status = (given(event.status) or "ok") if completed else "raised"
+            tool = self._tool(agent, given(event.tool_name))
             self.tool_calls.labels(agent, tool, _known(status, _TOOL_STATUSES)).inc()
-        elif kind == "budget.exceeded":
-            self.budgets_exceeded.labels(_known(event.get("budget"), _BUDGETS), agent).inc()
-        elif isinstance(kind, str) and kind.startswith("process."):
-            name = _known(kind.removeprefix("process."), _LIFECYCLE)
+        elif isinstance(event, BudgetExceededEvent):
+            self.budgets_exceeded.labels(_known(given(event.budget), _BUDGETS), agent).inc()
+        elif isinstance(event, ProcessEvent) or event_family(event.type) == PROCESS_FAMILY:
+            name = _known(event.type.removeprefix(PROCESS_FAMILY + "."), _LIFECYCLE)
             self.process_events.labels(agent, name).inc()
-            if name == "exited" and not event.get("expected"):
+            expected = isinstance(event, ProcessEvent) and event.expected is True
+            if name == "exited" and not expected:
                 self.crashes.labels(agent).inc()
 
     def exposition(self) -> bytes:

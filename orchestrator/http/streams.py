@@ -47,6 +47,7 @@ from ipc import IpcError
 from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
 from ipc.protocol import new_trace_id
+from ipc.runtime_events import AnyEvent, as_event
 from orchestrator.approvals import APPROVAL_EVENTS
 from orchestrator.eventlog import matches
 from orchestrator.http.events_hub import END_OF_STREAM
@@ -87,7 +88,7 @@ class Piece:
 class Notice:
     """An ``approval.*`` runtime event of the streamed request's trace."""
 
-    event: dict[str, Any]
+    event: AnyEvent
 
 
 Item = Piece | Notice | DelegateAnswer | None
@@ -172,10 +173,10 @@ class TurnStream:
         self.chars += size
         self._wake.set()
 
-    def notice(self, event: dict[str, Any]) -> None:
+    def notice(self, event: AnyEvent) -> None:
         """Take an ``approval.*`` event of this request's trace from the daemon's live events
         (never blocks; never dropped: a request parks few calls)."""
-        if event.get("traceId") != self.trace_id or event.get("type") not in APPROVAL_EVENTS:
+        if event.trace != self.trace_id or event.type not in APPROVAL_EVENTS:
             return
         if self.answer is None:
             self.pieces.append(Notice(event))
@@ -246,7 +247,7 @@ async def native_events(turn: TurnStream, first: Item) -> AsyncIterator[bytes]:
         if isinstance(item, Piece):
             return sse_event("delta", delta_json(item))
         if isinstance(item, Notice):
-            return sse_event("approval", item.event)
+            return sse_event("approval", item.event.to_builtins())
         answer = item.to_wire()
         if turn.dropped:
             answer["droppedDeltas"] = turn.dropped
@@ -285,6 +286,7 @@ async def event_stream(
                 lost = subscription.dropped - reported
                 reported = subscription.dropped
                 yield f"event: dropped\ndata: {lost}\n\n".encode()
-            if matches(event, agent=agent, trace=trace, since=None):
+            typed = as_event(event)
+            if matches(typed, agent=agent, trace=trace, since=None):
                 line = json.dumps(event, ensure_ascii=False, default=str)
-                yield f"event: {event.get('type', 'event')}\ndata: {line}\n\n".encode()
+                yield f"event: {typed.type or 'event'}\ndata: {line}\n\n".encode()

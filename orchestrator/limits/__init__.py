@@ -41,6 +41,7 @@ from ipc.events import ModelUsage
 from ipc.payload import EventBody
 from ipc.protocol import EventKind
 from ipc.questions import ModelPermitRequest, ModelPermitResult
+from ipc.runtime_events import AnyEvent, EventType
 from orchestrator.clock import Clock, Timer
 from orchestrator.dispatch import EventHandler
 from orchestrator.limits.usage import TraceUsage, UsageBook
@@ -289,7 +290,7 @@ class ModelBroker:
         if request in pool.waiting:  # still waiting after the queue moved: say why
             request.reason = request.reason or pool.waiting[0].reason
             self._note(
-                "model.permit.waiting",
+                EventType.MODEL_PERMIT_WAITING,
                 agent,
                 body,
                 pool,
@@ -320,11 +321,15 @@ class ModelBroker:
                     seconds=seconds,
                 )
                 self._note(
-                    "model.rate_limited", agent, body, pool, retryAfterMs=body.retry_after_ms
+                    EventType.MODEL_RATE_LIMITED,
+                    agent,
+                    body,
+                    pool,
+                    retryAfterMs=body.retry_after_ms,
                 )
         self._serve(pool)
 
-    def observe(self, event: dict[str, Any]) -> None:
+    def observe(self, event: AnyEvent | Mapping[str, Any]) -> None:
         """Take in a runtime event: the Turn that began a trace names its root, and a
         ``step.completed`` counts the model call of an agent that reports no usage of its own
         (one that asks no permits: no limits and no trace budget)."""
@@ -416,7 +421,7 @@ class ModelBroker:
             waited_ms = round(waited * 1000)
             self._reply(head.agent, head.permit_id, ModelPermitResult(waited_ms))
             self._note(
-                "model.permit.granted",
+                EventType.MODEL_PERMIT_GRANTED,
                 head.agent,
                 head.request,
                 pool,
@@ -445,7 +450,7 @@ class ModelBroker:
             request.agent, request.permit_id, ModelPermitResult(round(waited * 1000), error)
         )
         self._note(
-            "model.permit.timeout",
+            EventType.MODEL_PERMIT_TIMEOUT,
             request.agent,
             request.request,
             pool,
@@ -513,7 +518,7 @@ class ModelBroker:
         )
         self._reply(agent, correlation_id, ModelPermitResult(0, error))
         self._record(
-            "budget.exceeded",
+            EventType.BUDGET_EXCEEDED,
             agent,
             instanceKey=body.instance_key,
             traceId=body.trace_id,

@@ -20,6 +20,13 @@ from typing import Any, TypeVar
 
 from goondan.time import utc_timestamp
 from goondan.usage import Reached, Usage, first_reached, first_short, remaining
+from ipc.runtime_events import (
+    AnyEvent,
+    StepCompletedEvent,
+    TurnStartedEvent,
+    as_event,
+    given,
+)
 
 TRACES_KEPT = 10_000
 """Traces whose usage is remembered (the least recently active are forgotten first)."""
@@ -28,7 +35,7 @@ BudgetOf = Callable[[str], Mapping[str, float]]
 """``agent → ceilings`` (figure → limit) of the traces that enter the swarm at that agent."""
 
 
-def trace_root(event: Mapping[str, Any]) -> str | None:
+def trace_root(event: AnyEvent | Mapping[str, Any]) -> str | None:
     """The agent whose Turn began its trace, when ``event`` is that Turn's ``turn.started``;
     else ``None``.
 
@@ -37,32 +44,28 @@ def trace_root(event: Mapping[str, Any]) -> str | None:
     with none is the one the request entered the swarm with. The first agent to call a model
     is no guide: a delegate's Step ends before its caller's Step that waits for it.
     """
-    if event.get("type") != "turn.started" or event.get("parentSpanId"):
+    event = as_event(event)
+    if not isinstance(event, TurnStartedEvent) or event.parent_span:
         return None
-    agent = event.get("agentName")
-    return agent if isinstance(agent, str) and agent else None
+    return event.agent_name or None
 
 
-def step_call(event: Mapping[str, Any]) -> tuple[str, int, int, float] | None:
+def step_call(event: AnyEvent | Mapping[str, Any]) -> tuple[str, int, int, float] | None:
     """``(agent, input tokens, output tokens, cost)`` of the model call a ``step.completed``
     event records (``None`` for any other event)."""
-    agent = event.get("agentName")
-    usage = event.get("tokenUsage")
-    if event.get("type") != "step.completed" or not isinstance(agent, str):
+    event = as_event(event)
+    if not isinstance(event, StepCompletedEvent):
         return None
-    if not isinstance(usage, dict):
+    usage = given(event.token_usage)
+    if usage is None:
         return None
-    cost = usage.get("cost")
+    cost = given(usage.cost) or 0.0
     return (
-        agent,
-        _count(usage.get("promptTokens")),
-        _count(usage.get("completionTokens")),
-        float(cost) if isinstance(cost, int | float) and cost > 0 else 0.0,
+        event.agent_name,
+        max(usage.input_tokens, 0),
+        max(usage.output_tokens, 0),
+        float(cost) if cost > 0 else 0.0,
     )
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 @dataclass(slots=True)
@@ -141,15 +144,15 @@ class UsageBook:
         entry.agents.add(agent)
         return entry
 
-    def observe(self, event: Mapping[str, Any], *, count: Callable[[str], bool]) -> None:
+    def observe(self, event: AnyEvent | Mapping[str, Any], *, count: Callable[[str], bool]) -> None:
         """Take in one runtime event: a trace's root from its first Turn's start, and the
         model call of a ``step.completed`` of an agent ``count`` says to count (one that does
         not report its calls itself)."""
+        event = as_event(event)
         root = trace_root(event)
-        trace_id = event.get("traceId")
-        stamp = event.get("timestamp")
-        at = stamp if isinstance(stamp, str) else None
-        if root is not None and isinstance(trace_id, str) and trace_id:
+        trace_id = event.trace
+        at = event.timestamp or None
+        if root is not None and trace_id:
             entry = self.trace(trace_id, root, at)
             if entry.root != root:  # a delegate's call was seen first: the root is known now
                 entry.root = root
@@ -159,7 +162,7 @@ class UsageBook:
         call = step_call(event)
         if call is not None and count(call[0]):
             agent, input_tokens, output_tokens, cost = call
-            self.add(agent, str(event.get("traceId") or ""), input_tokens, output_tokens, cost, at)
+            self.add(agent, trace_id or "", input_tokens, output_tokens, cost, at)
 
     def add(
         self,

@@ -275,7 +275,7 @@ LINES = [
         traceId="t",
         connection="cli",
         event="message",
-        rule=None,
+        rule=0,
     ),
     line("connection.recovered", agentName="connection:cli"),
     line("connection.failed", agentName="connection:cli", error="x", consecutiveFailures=3),
@@ -307,7 +307,9 @@ def test_every_line_reads_typed_and_writes_back_key_for_key(data: dict[str, obje
 
 def test_the_enum_names_every_typed_event() -> None:
     typed = {str(data["type"]) for data in LINES}
-    assert typed | {"stream.end", "agent.request", "agent.send"} == {str(t) for t in EventType}
+    assert typed | {"stream.end", "agent.request", "agent.send", "approval.resume"} == {
+        str(t) for t in EventType
+    }
 
 
 def first(event_type: str) -> dict[str, object]:
