@@ -14,15 +14,35 @@ import hashlib
 import json
 import os
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from goondan.usage import Usage
-from orchestrator.eventlog import FILE_NAME, read_events
+from ipc.runtime_events import (
+    AnyEvent,
+    ApprovalDecidedEvent,
+    BudgetExceededEvent,
+    EventType,
+    ModelPermitEvent,
+    ProcessEvent,
+    ProcessExitedEvent,
+    RuntimeEvent,
+    StepCompletedEvent,
+    StepFailedEvent,
+    ToolCalledEvent,
+    ToolCompletedEvent,
+    TurnEvent,
+    TurnStartedEvent,
+    as_event,
+    given,
+)
+from orchestrator.eventlog import FILE_NAME, read_typed
 from orchestrator.limits.usage import trace_root
+from orchestrator.telemetry.spans import Span, epoch_ms, fold
+
+__all__ = ["Span", "epoch_ms"]
 
 MAX_EVENTS = 100_000
 """Newest events the index keeps in memory (older ones stay in the file only)."""
@@ -32,11 +52,11 @@ HANDOFF_TOOLS = frozenset({"agents__request", "agents__send", "agents__spawn"})
 """Tools whose ``args.target`` names the agent a call hands work to."""
 MARK_TYPES = frozenset(
     {
-        "budget.exceeded",
-        "model.permit.waiting",
-        "model.permit.granted",
-        "model.permit.timeout",
-        "model.rate_limited",
+        EventType.BUDGET_EXCEEDED,
+        EventType.MODEL_PERMIT_WAITING,
+        EventType.MODEL_PERMIT_GRANTED,
+        EventType.MODEL_PERMIT_TIMEOUT,
+        EventType.MODEL_RATE_LIMITED,
     }
 )
 """Events of a trace that are moments, not spans: shown on the span they happened in."""
@@ -44,74 +64,76 @@ MAX_MARKS = 1_000
 """Marks one trace keeps (a trace that waits for permits all day keeps its first ones)."""
 
 _ERROR_TYPES = frozenset(
-    {"delivery.lost", "inbox.overflow", "process.broken_fds", "approval.refused"}
+    {
+        EventType.DELIVERY_LOST,
+        EventType.INBOX_OVERFLOW,
+        EventType.PROCESS_BROKEN_FDS,
+        EventType.APPROVAL_REFUSED,
+    }
 )
 _WARNING_TYPES = frozenset(
     {
-        "process.backoff",
-        "process.restarting",
-        "process.restart_requested",
-        "process.config_rejected",
-        "turn.cancelling",
-        "request.cancelled",
-        "approval.requested",
-        "approval.resumed",
-        "approval.expired",
-        "approval.cancelled",
-        "budget.exceeded",
-        "model.permit.timeout",
-        "model.rate_limited",
+        EventType.PROCESS_BACKOFF,
+        EventType.PROCESS_RESTARTING,
+        EventType.PROCESS_RESTART_REQUESTED,
+        EventType.PROCESS_CONFIG_REJECTED,
+        EventType.TURN_CANCELLING,
+        EventType.REQUEST_CANCELLED,
+        EventType.APPROVAL_REQUESTED,
+        EventType.APPROVAL_RESUMED,
+        EventType.APPROVAL_EXPIRED,
+        EventType.APPROVAL_CANCELLED,
+        EventType.BUDGET_EXCEEDED,
+        EventType.MODEL_PERMIT_TIMEOUT,
+        EventType.MODEL_RATE_LIMITED,
     }
 )
+_FAILED_SUFFIX = ".failed"
+"""Every ``*.failed`` event is an error, of a type this runtime knows or not."""
 
 
 LEVELS = ("info", "warning", "error")
 """Event levels, least to most severe; a level filter keeps that level and those above it."""
 
 
-def event_key(event: dict[str, Any]) -> str:
+def event_key(event: AnyEvent | Mapping[str, Any]) -> str:
     """A stable id of ``event``: the same whether it was read from the file or pushed live."""
-    canonical = json.dumps(event, sort_keys=True, ensure_ascii=False, default=str)
+    data = as_event(event).to_builtins()
+    canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
 
 
-def is_crash(event: dict[str, Any]) -> bool:
+def is_crash(event: AnyEvent | Mapping[str, Any]) -> bool:
     """Whether a ``process.exited`` event is a crash: an exit nobody asked for, other than
     exit code 0 (which the daemon restarts at once and counts as no crash)."""
-    clean = event.get("exitCode") == 0 and event.get("signal") is None
-    return event.get("expected") is False and not clean
+    event = as_event(event)
+    if not isinstance(event, ProcessEvent):
+        return False
+    clean = event.exit_code == 0 and given(event.signal) is None
+    return event.expected is False and not clean
 
 
-def event_level(event: dict[str, Any]) -> str:
+def event_level(event: AnyEvent | Mapping[str, Any]) -> str:
     """``error``, ``warning`` or ``info``: how much an operator should care about ``event``."""
-    kind = str(event.get("type", ""))
-    if kind.endswith(".failed") or kind in _ERROR_TYPES:
+    event = as_event(event)
+    kind = event.type
+    if kind.endswith(_FAILED_SUFFIX) or kind in _ERROR_TYPES:
         return "error"
-    if kind == "process.exited" and event.get("expected") is False:
+    if isinstance(event, ProcessExitedEvent) and event.expected is False:
         return "error" if is_crash(event) else "warning"
-    if kind == "tool.completed" and event.get("status") == "error":
+    if isinstance(event, ToolCompletedEvent) and event.status == "error":
         return "error"
-    if kind in _WARNING_TYPES or (kind == "approval.decided" and event.get("status") != "approved"):
+    if kind in _WARNING_TYPES or (
+        isinstance(event, ApprovalDecidedEvent) and event.status != "approved"
+    ):
         return "warning"
     return "info"
 
 
-def wrap(event: dict[str, Any]) -> dict[str, Any]:
+def wrap(event: AnyEvent | Mapping[str, Any]) -> dict[str, Any]:
     """The form the studio's API hands out: ``{key, level, event}``."""
-    return {"key": event_key(event), "level": event_level(event), "event": event}
-
-
-def epoch_ms(stamp: object) -> float | None:
-    """Milliseconds since the epoch of an ISO 8601 timestamp, ``None`` if it is none."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp() * 1000
+    event = as_event(event)
+    return {"key": event_key(event), "level": event_level(event), "event": event.to_builtins()}
 
 
 def _number(value: object) -> float | None:
@@ -120,114 +142,22 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def step_usage(event: dict[str, Any]) -> tuple[int, int, float] | None:
+def step_usage(event: AnyEvent | Mapping[str, Any]) -> tuple[int, int, float] | None:
     """Input tokens, output tokens and cost of one model-calling Step, from the ``tokenUsage``
     of its ``step.completed`` (``None`` for any other event, or one without usage)."""
-    if event.get("type") not in ("step.completed", "step.failed"):
+    event = as_event(event)
+    if not isinstance(event, StepCompletedEvent | StepFailedEvent):
         return None
-    usage = event.get("tokenUsage")
-    if not isinstance(usage, dict):
+    usage = given(event.token_usage)
+    if usage is None:
         return None
-    prompt = _number(usage.get("promptTokens")) or 0.0
-    completion = _number(usage.get("completionTokens")) or 0.0
-    return int(prompt), int(completion), _number(usage.get("cost")) or 0.0
-
-
-@dataclass(slots=True)
-class Span:
-    """One Turn, Step or tool call of a trace, from its started and finished events."""
-
-    span_id: str
-    kind: str
-    """``turn``, ``step``, ``tool``, or ``approval`` (a tool call waiting for an operator)."""
-    agent: str = ""
-    instance_key: str = ""
-    parent_span_id: str | None = None
-    started_ms: float | None = None
-    finished_ms: float | None = None
-    duration_ms: float | None = None
-    status: str = "running"
-    """``running`` until its end is recorded, then ``ok``, ``error`` or ``cancelled``;
-    ``awaiting`` while a tool call is parked for an operator's decision (no failure)."""
-    error: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)
-    """What the events said besides the above: ids, tool name, arguments, output, usage."""
-
-    @property
-    def start(self) -> float | None:
-        """When it began: its started event, else its end less its duration."""
-        if self.started_ms is not None:
-            return self.started_ms
-        if self.finished_ms is not None and self.duration_ms is not None:
-            return self.finished_ms - self.duration_ms
-        return self.finished_ms
-
-    @property
-    def end(self) -> float | None:
-        """When it ended (its start plus the measured duration, which is finer than stamps)."""
-        start = self.start
-        if start is not None and self.duration_ms is not None:
-            return start + self.duration_ms
-        return self.finished_ms
-
-    def name(self) -> str:
-        """What the waterfall calls it."""
-        if self.kind == "turn":
-            return f"{self.agent} turn"
-        if self.kind == "step":
-            return f"step {self.fields.get('stepIndex', '?')}"
-        if self.kind == "approval":
-            return str(self.fields.get("toolName") or "approval")
-        return str(self.fields.get("toolName") or "tool")
-
-    def to_json(self, depth: int = 0) -> dict[str, Any]:
-        """The span as the API hands it out."""
-        return {
-            "spanId": self.span_id,
-            "parentSpanId": self.parent_span_id,
-            "kind": self.kind,
-            "name": self.name(),
-            "agent": self.agent,
-            "instanceKey": self.instance_key,
-            "startMs": self.start,
-            "endMs": self.end,
-            "durationMs": self.duration_ms,
-            "status": self.status,
-            "error": self.error,
-            "depth": depth,
-            **self.fields,
-        }
+    return usage.input_tokens, usage.output_tokens, float(given(usage.cost) or 0.0)
 
 
 _MARK_SKIP = frozenset(
     {"type", "timestamp", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId"}
 )
 """Fields of a mark's event said in the mark's own keys (or not at all)."""
-
-_SPAN_FIELDS = (
-    "turnId",
-    "stepId",
-    "stepIndex",
-    "toolCallId",
-    "toolName",
-    "args",
-    "output",
-    "tokenUsage",
-    "toolCallCount",
-    "stepCount",
-)
-
-
-def _error_text(event: dict[str, Any]) -> str | None:
-    message = event.get("errorMessage")
-    code = event.get("errorCode")
-    error = event.get("error")
-    if isinstance(error, dict):
-        message = message or error.get("message")
-        code = code or error.get("code")
-    if message is None and code is None:
-        return None
-    return f"{message} ({code})" if message and code else str(message or code)
 
 
 @dataclass(slots=True)
@@ -241,86 +171,29 @@ class Trace:
     last_ms: float | None = None
     usage: Usage = field(default_factory=Usage)
     """What the trace's Steps used, every agent's together (one call per Step with usage)."""
-    marks: list[dict[str, Any]] = field(default_factory=list)
+    marks: list[RuntimeEvent] = field(default_factory=list)
     """Its :data:`MARK_TYPES` events: budgets reached, waits for a model permit."""
     root_span_id: str | None = None
     """The span of the Turn that began the trace (:func:`orchestrator.limits.usage.trace_root`)."""
 
-    def add(self, event: dict[str, Any]) -> None:
+    def add(self, event: AnyEvent | Mapping[str, Any]) -> None:
         """Fold one event of this trace into its spans."""
+        event = as_event(event)
         self.event_count += 1
-        stamp = epoch_ms(event.get("timestamp"))
+        stamp = epoch_ms(event.timestamp)
         if stamp is not None:
             self.first_ms = stamp if self.first_ms is None else min(self.first_ms, stamp)
             self.last_ms = stamp if self.last_ms is None else max(self.last_ms, stamp)
         used = step_usage(event)
         if used is not None:
             self.usage.add(*used)
-        if event.get("type") in MARK_TYPES:
+        if event.type in MARK_TYPES and isinstance(event, RuntimeEvent):
             if len(self.marks) < MAX_MARKS:
                 self.marks.append(event)
             return
-        kind, _, phase = str(event.get("type", "")).partition(".")
-        span_id = event.get("spanId")
-        if kind not in ("turn", "step", "tool", "approval") or not isinstance(span_id, str):
-            return
-        if self.root_span_id is None and trace_root(event) is not None:
-            self.root_span_id = span_id
-        span = self.spans.get(span_id)
-        if span is None:
-            span = self.spans[span_id] = Span(span_id, kind)
-        elif kind == "tool" and span.kind == "approval":
-            span.kind = "tool"  # the approved call runs in the span that waited for it
-        span.agent = str(event.get("agentName") or span.agent)
-        span.instance_key = str(event.get("instanceKey") or span.instance_key)
-        parent = event.get("parentSpanId")
-        if isinstance(parent, str) and parent:
-            span.parent_span_id = parent
-        for name in _SPAN_FIELDS:
-            if name in event and event[name] is not None:
-                span.fields[name] = event[name]
-        if kind == "approval":
-            self._approval(span, phase, stamp, event)
-        elif phase in ("started", "called"):
-            span.started_ms = stamp
-        elif phase in ("completed", "failed"):
-            span.finished_ms = stamp
-            span.duration_ms = _number(event.get("duration"))
-            failed = phase == "failed" or event.get("status") == "error"
-            cancelled = event.get("errorCode") == "CANCELLED"
-            span.status = "cancelled" if cancelled else "error" if failed else "ok"
-            span.error = _error_text(event) if failed else None
-        elif phase == "cancelling" and span.status == "running":
-            span.error = f"cancelling: {event.get('reason')}"
-
-    @staticmethod
-    def _approval(span: Span, phase: str, stamp: float | None, event: dict[str, Any]) -> None:
-        """A tool call parked for an operator: a span of its own while it waits (the call's
-        own span when it then runs)."""
-        span.fields["approvalId"] = event.get("approvalId")
-        span.fields["approvalStatus"] = event.get("status")
-        if isinstance(event.get("decidedBy"), dict):
-            span.fields["decidedBy"] = event["decidedBy"]
-        if span.kind != "approval":
-            return  # the tool's own events say when it ran and how it ended
-        if phase in ("requested", "resumed"):
-            span.started_ms = span.started_ms if span.started_ms is not None else stamp
-            span.status, span.error = "awaiting", None  # parked, not failed
-            return
-        span.finished_ms = stamp
-        if span.started_ms is not None and stamp is not None:
-            span.duration_ms = stamp - span.started_ms
-        status = event.get("status")
-        if phase == "decided" and status == "approved":
-            span.status, span.error = "ok", None
-        elif phase == "decided":
-            span.status = "error"
-            span.error = f"rejected by an operator: {event.get('reason')} (E_TOOL_REJECTED)"
-        elif phase == "expired":
-            span.status = "error"
-            span.error = "no decision before the approval expired (E_TOOL_APPROVAL_TIMEOUT)"
-        elif phase == "cancelled":
-            span.status, span.error = "cancelled", "the request was cancelled (E_TOOL_CANCELLED)"
+        span = fold(self.spans, event)
+        if span is not None and self.root_span_id is None and trace_root(event) is not None:
+            self.root_span_id = span.span_id
 
     def ordered(self) -> list[tuple[Span, int]]:
         """Every span with its depth, parents before children, siblings by start time."""
@@ -354,13 +227,13 @@ class Trace:
         turns = [s for s in roots if s.kind == "turn"] or roots
         return min(turns, key=lambda s: s.start or float("inf"), default=None)
 
-    def _span_of(self, mark: dict[str, Any], stamp: float | None) -> str | None:
+    def _span_of(self, mark: RuntimeEvent, stamp: float | None) -> str | None:
         """The span a mark happened in: the one its event names, else the agent's Step that
         had begun by then (the latest such), else its first Step or its Turn."""
-        named = mark.get("spanId")
-        if isinstance(named, str) and named in self.spans:
+        named = mark.span
+        if named is not None and named in self.spans:
             return named
-        agent, key = mark.get("agentName"), mark.get("instanceKey")
+        agent, key = mark.agent_name, mark.instance
         mine = [
             s
             for s in self.spans.values()
@@ -381,15 +254,16 @@ class Trace:
         """The marks as the API hands them out, each with the span it happened in."""
         rows = []
         for mark in self.marks:
-            stamp = epoch_ms(mark.get("timestamp"))
+            stamp = epoch_ms(mark.timestamp)
+            data = mark.to_builtins()
             rows.append(
                 {
-                    "type": mark.get("type"),
+                    "type": mark.type,
                     "atMs": stamp,
-                    "agent": mark.get("agentName"),
-                    "instanceKey": mark.get("instanceKey"),
+                    "agent": data.get("agentName"),
+                    "instanceKey": data.get("instanceKey"),
                     "spanId": self._span_of(mark, stamp),
-                    **{k: v for k, v in mark.items() if k not in _MARK_SKIP},
+                    **{k: v for k, v in data.items() if k not in _MARK_SKIP},
                 }
             )
         return rows
@@ -398,22 +272,23 @@ class Trace:
         """The budgets the trace reached: ``{budget, figure, used, limit, agent}`` each."""
         return [
             {
-                "budget": mark.get("budget"),
-                "figure": mark.get("figure"),
-                "used": mark.get("used"),
-                "limit": mark.get("limit"),
-                "agent": mark.get("agentName"),
+                "budget": given(mark.budget),
+                "figure": given(mark.figure),
+                "used": given(mark.used),
+                "limit": given(mark.limit),
+                "agent": mark.agent_name or None,
             }
             for mark in self.marks
-            if mark.get("type") == "budget.exceeded"
+            if isinstance(mark, BudgetExceededEvent)
         ]
 
     def waited_ms(self) -> float:
         """How long its model calls waited for permits, all together."""
         return sum(
-            _number(mark.get("waitedMs")) or 0.0
+            float(given(mark.waited_ms) or 0)
             for mark in self.marks
-            if mark.get("type") in ("model.permit.granted", "model.permit.timeout")
+            if isinstance(mark, ModelPermitEvent)
+            and mark.type in (EventType.MODEL_PERMIT_GRANTED, EventType.MODEL_PERMIT_TIMEOUT)
         )
 
     def summary(self) -> dict[str, Any]:
@@ -485,42 +360,53 @@ class AgentRecord:
     running_turns: int = 0
     last_crash_ms: float | None = None
 
-    def add(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "process.spawned":
+    def add(self, event: AnyEvent) -> None:
+        """Fold one event about this agent into its state."""
+        kind = event.type
+        if isinstance(event, ProcessEvent):
+            self._process(event)
+        elif isinstance(event, TurnStartedEvent):
+            self.running_turns += 1
+            self.status = "processing"
+        elif (
+            kind in (EventType.TURN_COMPLETED, EventType.TURN_FAILED)
+            and isinstance(event, TurnEvent)
+            and self.running_turns
+        ):
+            self.running_turns -= 1
+            if not self.running_turns and self.status == "processing":
+                self.status = "idle"
+
+    def _process(self, event: ProcessEvent) -> None:
+        kind = event.type
+        if kind == EventType.PROCESS_SPAWNED:
             self.status, self.running_turns = "spawning", 0
-            self.pid = event.get("pid") if isinstance(event.get("pid"), int) else self.pid
-        elif kind == "process.ready":
+            pid = given(event.pid)
+            self.pid = pid if pid is not None else self.pid
+        elif kind == EventType.PROCESS_READY:
             self.status = "idle"
-        elif kind == "process.exited":
+        elif kind == EventType.PROCESS_EXITED:
             self.running_turns = 0
             self.last_exit = {
-                "exitCode": event.get("exitCode"),
-                "signal": event.get("signal"),
-                "reason": event.get("reason"),
+                "exitCode": given(event.exit_code),
+                "signal": given(event.signal),
+                "reason": given(event.reason),
             }
             if is_crash(event):
                 self.status = "crashed"
                 self.crashes += 1
-                self.last_crash_ms = epoch_ms(event.get("timestamp"))
+                self.last_crash_ms = epoch_ms(event.timestamp)
             else:
                 # Asked to stop (the daemon stopping, a restart), or exit code 0 unasked (the
                 # daemon restarts it and counts no crash): the latest exit is no crash, so an
                 # earlier one is no longer news.
                 self.status = "terminated"
                 self.last_crash_ms = None
-        elif kind == "process.backoff":
+        elif kind == EventType.PROCESS_BACKOFF:
             self.status = "crashLoopBackOff"
-        elif kind == "process.restarting":
-            restarts = event.get("restarts")
-            self.restarts = restarts if isinstance(restarts, int) else self.restarts + 1
-        elif kind == "turn.started":
-            self.running_turns += 1
-            self.status = "processing"
-        elif kind in ("turn.completed", "turn.failed") and self.running_turns:
-            self.running_turns -= 1
-            if not self.running_turns and self.status == "processing":
-                self.status = "idle"
+        elif kind == EventType.PROCESS_RESTARTING:
+            restarts = given(event.restarts)
+            self.restarts = restarts if restarts is not None else self.restarts + 1
 
     def row(self) -> dict[str, Any]:
         """A row shaped like the daemon's ``/v1/agents`` rows."""
@@ -553,7 +439,7 @@ class EventIndex:
     def _reset(self) -> None:
         self.offset = 0
         self._identity: tuple[int, int] | None = None
-        self.events: deque[dict[str, Any]] = deque(maxlen=self.max_events)
+        self.events: deque[AnyEvent] = deque(maxlen=self.max_events)
         self.traces: OrderedDict[str, Trace] = OrderedDict()
         self.agents: dict[str, AgentRecord] = {}
         self.edges: dict[tuple[str, str], dict[str, Any]] = {}
@@ -575,59 +461,57 @@ class EventIndex:
             self._identity = identity
         if stat.st_size == self.offset:
             return
-        for end, event in read_events(self.path, self.offset):
+        for end, event in read_typed(self.path, self.offset):
             self.offset = end
             self.add(event)
 
-    def add(self, event: dict[str, Any]) -> None:
+    def add(self, event: AnyEvent | Mapping[str, Any]) -> None:
         """Fold one event into the index."""
-        if event.get("type") == "text.delta":
+        event = as_event(event)
+        if event.type == EventType.TEXT_DELTA:
             return  # streamed text is never in the log: the live view skips it too
         self.events.append(event)
-        agent = event.get("agentName")
-        kind = str(event.get("type", ""))
+        agent = event.agent_name
         used = step_usage(event)
-        if used is not None and isinstance(agent, str) and agent:
+        if used is not None and agent:
             self.usage.setdefault(agent, Usage()).add(*used)
-        if isinstance(agent, str) and agent and (kind.startswith(("process.", "turn."))):
+        if agent and isinstance(event, ProcessEvent | TurnEvent):
             record = self.agents.get(agent)
             if record is None:
                 record = self.agents[agent] = AgentRecord(agent)
             record.add(event)
-        trace_id = event.get("traceId")
-        if isinstance(trace_id, str) and trace_id:
+        trace_id = event.trace
+        if trace_id:
             trace = self.traces.get(trace_id)
             if trace is None:
                 trace = self.traces[trace_id] = Trace(trace_id)
                 while len(self.traces) > MAX_TRACES:
                     self.traces.popitem(last=False)
             trace.add(event)
-        self._note_handoff(event)
+        if isinstance(event, RuntimeEvent):
+            self._note_handoff(event)
 
-    def _note_handoff(self, event: dict[str, Any]) -> None:
+    def _note_handoff(self, event: RuntimeEvent) -> None:
         """An edge between two agents, from a handoff tool call or a Turn another agent's
         tool call started."""
-        kind = event.get("type")
-        agent = event.get("agentName")
-        span = event.get("spanId")
-        if not isinstance(agent, str):
-            return
-        if isinstance(span, str) and kind in ("tool.called", "turn.started"):
+        agent = event.agent_name
+        span = event.span
+        if span is not None and isinstance(event, ToolCalledEvent | TurnStartedEvent):
             self._span_agents[span] = agent
             if len(self._span_agents) > 4 * self.max_events:
                 self._span_agents.clear()  # bounded: an old caller is simply not linked
-        if kind == "tool.called" and event.get("toolName") in HANDOFF_TOOLS:
-            args = event.get("args")
+        if isinstance(event, ToolCalledEvent) and event.tool_name in HANDOFF_TOOLS:
+            args = event.args
             target = args.get("target") if isinstance(args, dict) else None
             if isinstance(target, str) and target:
-                tool = str(event.get("toolName"))
+                tool = str(event.tool_name)
                 self._edge(agent, target, tool.removeprefix("agents__"), event)
-        elif kind == "turn.started":
-            caller = self._span_agents.get(str(event.get("parentSpanId")))
+        elif isinstance(event, TurnStartedEvent):
+            caller = self._span_agents.get(str(event.parent_span))
             if caller is not None and caller != agent:
                 self._edge(caller, agent, None, event)
 
-    def _edge(self, source: str, target: str, kind: str | None, event: dict[str, Any]) -> None:
+    def _edge(self, source: str, target: str, kind: str | None, event: RuntimeEvent) -> None:
         edge = self.edges.get((source, target))
         if edge is None:
             edge = self.edges[(source, target)] = {
@@ -641,7 +525,7 @@ class EventIndex:
             edge["calls"] += 1
             if kind not in edge["kinds"]:
                 edge["kinds"].append(kind)
-        edge["lastAt"] = event.get("timestamp") or edge["lastAt"]
+        edge["lastAt"] = event.timestamp or edge["lastAt"]
 
     def trace_list(self, agent: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         """The newest traces first (those ``agent`` took part in, if given)."""
@@ -670,16 +554,16 @@ class EventIndex:
         prefixes = tuple(t for t in types if t)
         picked: list[dict[str, Any]] = []
         for event in reversed(self.events):
-            if agent and event.get("agentName") != agent:
+            if agent and event.agent_name != agent:
                 continue
-            if trace and event.get("traceId") != trace:
+            if trace and event.trace != trace:
                 continue
-            if prefixes and not str(event.get("type", "")).startswith(prefixes):
+            if prefixes and not event.type.startswith(prefixes):
                 continue
             if level and LEVELS.index(event_level(event)) < LEVELS.index(level):
                 continue
             if since_ms is not None:
-                stamp = epoch_ms(event.get("timestamp"))
+                stamp = epoch_ms(event.timestamp)
                 if stamp is None or stamp < since_ms:
                     continue
             picked.append(wrap(event))

@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from goondan.http_server import GuardedServer
 from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR
+from ipc.runtime_events import LIVE_ONLY, as_event
 from orchestrator.approvals import list_approvals
 from orchestrator.eventlog import parse_since
 from orchestrator.http.servers import address_family
@@ -169,8 +170,8 @@ class Studio:
                 kind, value = item
                 if kind == "dropped":
                     yield _sse("dropped", {"count": value})
-                elif value.get("type") not in ("text.delta", "stream.end"):
-                    yield _sse(None, wrap(value))
+                elif (event := as_event(value)).type not in LIVE_ONLY:
+                    yield _sse(None, wrap(event))
             if not self.stopping.is_set():
                 yield _sse("mode", {"live": False})  # the daemon stopped
         finally:

@@ -37,14 +37,36 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 import structlog
+
+from ipc.runtime_events import AnyEvent
+from orchestrator.telemetry.spans import (
+    MAX_OPEN_SPANS,
+    AttributeValue,
+    FinishedSpan,
+    ModelOf,
+    SpanAssembler,
+    SpanData,
+    SpanKindName,
+    build_span,
+)
+
+__all__ = [
+    "MAX_OPEN_SPANS",
+    "AttributeValue",
+    "FinishedSpan",
+    "ModelOf",
+    "SpanAssembler",
+    "SpanData",
+    "SpanKindName",
+    "build_span",
+]
 
 TRACES_PATH = "/v1/traces"
 """Appended to a base endpoint (``--otlp-endpoint``, ``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
@@ -55,8 +77,6 @@ SHUTDOWN_SECONDS = 2.0
 DEFAULT_MAX_QUEUE_SIZE = 2048
 DEFAULT_MAX_EXPORT_BATCH_SIZE = 512
 DEFAULT_SCHEDULE_DELAY_MS = 5000
-MAX_OPEN_SPANS = 10_000
-"""Spans started and not yet ended that are remembered; past it the oldest is forgotten."""
 
 DROP_REASONS = ("queue_full", "export_failed", "shutdown", "never_ended", "invalid")
 """Why a span was not exported: the queue was full; the collector refused it or could not be
@@ -64,9 +84,6 @@ reached (after the exporter's retries); it was still queued when closing ran out
 was forgotten as one of too many open spans; its event lacked usable ids or times."""
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
-
-SpanKindName = Literal["internal", "client"]
-AttributeValue = str | bool | int | float
 
 
 class TelemetryUnavailable(ValueError):
@@ -163,332 +180,6 @@ def redacted(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-# --- from events to spans -----------------------------------------------------------------
-
-ModelOf = Callable[[str], tuple[str, str] | None]
-"""``(provider, model)`` of an agent, when known."""
-
-_STARTS = {
-    "turn.started": "turn",
-    "step.started": "step",
-    "tool.called": "tool",
-    "approval.requested": "approval",
-    "approval.resumed": "approval",
-}
-_ENDS = {
-    "turn.completed": "turn",
-    "turn.failed": "turn",
-    "step.completed": "step",
-    "step.failed": "step",
-    "tool.completed": "tool",
-    "tool.failed": "tool",
-    "approval.decided": "approval",
-    "approval.expired": "approval",
-    "approval.cancelled": "approval",
-}
-_INCOMPLETE_END = {
-    "turn": "turn.failed",
-    "step": "step.failed",
-    "tool": "tool.failed",
-    "approval": "approval.cancelled",
-}
-"""The end event's type given to a span whose own end never came."""
-_FAILED_APPROVALS = {
-    "approval.expired": ("E_TOOL_APPROVAL_TIMEOUT", "nobody decided before the approval expired"),
-    "approval.cancelled": ("E_TOOL_CANCELLED", "the request was cancelled while the call waited"),
-}
-
-
-@dataclass(slots=True)
-class _Open:
-    event: dict[str, Any]
-    model: tuple[str, str] | None
-
-
-@dataclass(frozen=True, slots=True)
-class FinishedSpan:
-    """A span's end event and, when it was seen, its start event: all a span is made of."""
-
-    start: dict[str, Any] | None
-    end: dict[str, Any]
-    model: tuple[str, str] | None
-    incomplete: str | None = None
-    """Why it was ended for it (its end event never came); ``None`` for an ordinary end."""
-
-
-class SpanAssembler:
-    """Pairs start and end events as they are appended (on the event loop: dict work only).
-
-    Every finished span goes to ``emit``; open spans are kept by span id, with an index of the
-    Steps and tool calls of each open Turn so the Turn's end closes what it left open.
-    """
-
-    def __init__(
-        self,
-        emit: Callable[[FinishedSpan], None],
-        *,
-        model_of: ModelOf,
-        on_forgotten: Callable[[], None],
-        max_open: int = MAX_OPEN_SPANS,
-    ) -> None:
-        self._emit = emit
-        self._model_of = model_of
-        self._on_forgotten = on_forgotten
-        self._max_open = max_open
-        self._open: dict[str, _Open] = {}
-        self._turn_children: dict[tuple[object, object], dict[str, None]] = {}
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    def observe(self, event: dict[str, Any]) -> None:
-        """Take one runtime event (an ``EventLog`` listener)."""
-        kind = event.get("type")
-        if kind in _STARTS:
-            self._started(_STARTS[kind], event)
-        elif kind in _ENDS:
-            self._ended(_ENDS[kind], event)
-        elif kind == "process.exited":
-            self._agent_exited(event)
-
-    def _started(self, kind: str, event: dict[str, Any]) -> None:
-        span_id = event.get("spanId")
-        if not isinstance(span_id, str):
-            return
-        if len(self._open) >= self._max_open:
-            oldest = next(iter(self._open))
-            self._forget(oldest)
-            self._on_forgotten()
-        agent = str(event.get("agentName") or "")
-        model = self._model_of(agent) if kind in ("turn", "step") else None
-        self._open[span_id] = _Open(event, model)
-        if kind != "turn":
-            key = (event.get("agentName"), event.get("turnId"))
-            self._turn_children.setdefault(key, {})[span_id] = None
-
-    def _forget(self, span_id: str) -> _Open | None:
-        opened = self._open.pop(span_id, None)
-        if opened is not None and opened.event.get("type") != "turn.started":
-            key = (opened.event.get("agentName"), opened.event.get("turnId"))
-            children = self._turn_children.get(key)
-            if children is not None:
-                children.pop(span_id, None)
-                if not children:
-                    del self._turn_children[key]
-        return opened
-
-    def _ended(self, kind: str, event: dict[str, Any]) -> None:
-        span_id = event.get("spanId")
-        opened = self._forget(span_id) if isinstance(span_id, str) else None
-        if opened is not None:
-            model = opened.model
-        else:
-            agent = str(event.get("agentName") or "")
-            model = self._model_of(agent) if kind in ("turn", "step") else None
-        self._emit(FinishedSpan(opened.event if opened else None, event, model))
-        if kind == "turn":
-            children = self._turn_children.pop((event.get("agentName"), event.get("turnId")), {})
-            # The latest started first: a tool call ends before its Step, as it would have.
-            for child in reversed(list(children)):
-                self._end_for_it(child, event, "its Turn ended before it did")
-
-    def _agent_exited(self, event: dict[str, Any]) -> None:
-        agent = event.get("agentName")
-        left = [s for s, o in self._open.items() if o.event.get("agentName") == agent]
-        reason = f"its agent's process exited ({event.get('reason') or 'no reason given'})"
-        for span_id in reversed(left):  # the innermost (latest started) first
-            self._end_for_it(span_id, event, reason)
-
-    def _end_for_it(self, span_id: str, cause: dict[str, Any], reason: str) -> None:
-        opened = self._forget(span_id)
-        if opened is None:
-            return
-        start = opened.event
-        end = {
-            **start,
-            "type": _INCOMPLETE_END[_STARTS[start["type"]]],
-            "timestamp": cause.get("timestamp"),
-            "errorMessage": reason,
-        }
-        self._emit(FinishedSpan(start, end, opened.model, incomplete=reason))
-
-
-@dataclass(frozen=True, slots=True)
-class SpanData:
-    """One span, ready for an exporter: plain values, no OpenTelemetry types."""
-
-    name: str
-    kind: SpanKindName
-    trace_id: int
-    span_id: int
-    parent_span_id: int | None
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, AttributeValue]
-    error: str | None = None
-    """The status message of a failed span; ``None``: status unset (it did not fail)."""
-
-
-def build_span(finished: FinishedSpan) -> SpanData | None:
-    """The span of ``finished``, named and attributed after the OpenTelemetry GenAI semantic
-    conventions; ``None`` when its events lack usable ids or a timestamp."""
-    end, start = finished.end, finished.start
-    trace_id = _hex_id(end.get("traceId"), 32)
-    span_id = _hex_id(end.get("spanId"), 16)
-    end_ns = _nanoseconds(end.get("timestamp"))
-    if trace_id is None or span_id is None or end_ns is None:
-        return None
-    parent = end.get("parentSpanId") or (start or {}).get("parentSpanId")
-    agent = str(end.get("agentName") or "")
-    attributes: dict[str, AttributeValue] = {
-        "gen_ai.agent.name": agent,
-        "goondan.agent": agent,
-        "goondan.instance_key": str(end.get("instanceKey") or ""),
-    }
-    start_ns = _nanoseconds(start.get("timestamp")) if start is not None else None
-    if start_ns is None:
-        duration = end.get("duration", end.get("durationMs"))
-        milliseconds = duration if isinstance(duration, int | float) else 0
-        start_ns = end_ns - int(milliseconds * 1_000_000)
-        attributes["goondan.span.start_estimated"] = True
-    _put(attributes, "goondan.turn_id", end.get("turnId"))
-    if finished.model is not None:
-        attributes["gen_ai.provider.name"], attributes["gen_ai.request.model"] = finished.model
-    name, span_kind = _DESCRIBE[_ENDS[str(end.get("type"))]](finished, attributes)
-    usage = end.get("tokenUsage")
-    if isinstance(usage, dict):
-        _put(attributes, "gen_ai.usage.input_tokens", usage.get("promptTokens"))
-        _put(attributes, "gen_ai.usage.output_tokens", usage.get("completionTokens"))
-        _put(attributes, "goondan.usage.cost", usage.get("cost"))  # by the Model's pricing
-    failure = _failure(finished)
-    if failure is not None:
-        attributes["error.type"] = failure[0]
-    if finished.incomplete is not None:
-        attributes["goondan.span.incomplete"] = finished.incomplete
-    return SpanData(
-        name=name,
-        kind=span_kind,
-        trace_id=trace_id,
-        span_id=span_id,
-        parent_span_id=_hex_id(parent, 16),
-        start_ns=min(start_ns, end_ns),
-        end_ns=end_ns,
-        attributes=attributes,
-        error=None if failure is None else failure[1],
-    )
-
-
-Describe = Callable[[FinishedSpan, dict[str, AttributeValue]], tuple[str, SpanKindName]]
-
-
-def _turn(
-    finished: FinishedSpan, attributes: dict[str, AttributeValue]
-) -> tuple[str, SpanKindName]:
-    attributes["gen_ai.operation.name"] = "invoke_agent"
-    _put(attributes, "goondan.step_count", finished.end.get("stepCount"))
-    return f"invoke_agent {attributes['goondan.agent']}", "internal"
-
-
-def _step(
-    finished: FinishedSpan, attributes: dict[str, AttributeValue]
-) -> tuple[str, SpanKindName]:
-    end = finished.end
-    attributes["gen_ai.operation.name"] = "chat"
-    _put(attributes, "goondan.step_id", end.get("stepId"))
-    _put(attributes, "goondan.step_index", end.get("stepIndex"))
-    _put(attributes, "goondan.tool_call_count", end.get("toolCallCount"))
-    model = finished.model[1] if finished.model else ""
-    return f"chat {model}".rstrip(), "client"  # a call to the model's provider
-
-
-def _tool(
-    finished: FinishedSpan, attributes: dict[str, AttributeValue]
-) -> tuple[str, SpanKindName]:
-    end = finished.end
-    tool = str(end.get("toolName") or "")
-    attributes["gen_ai.operation.name"] = "execute_tool"
-    attributes["gen_ai.tool.name"] = tool
-    attributes["gen_ai.tool.type"] = "function"
-    _put(attributes, "gen_ai.tool.call.id", end.get("toolCallId"))
-    _put(attributes, "goondan.step_id", end.get("stepId"))
-    _put(attributes, "goondan.tool.status", end.get("status"))
-    return f"execute_tool {tool}".rstrip(), "internal"
-
-
-def _approval(
-    finished: FinishedSpan, attributes: dict[str, AttributeValue]
-) -> tuple[str, SpanKindName]:
-    """The wait for an operator's decision on a tool call (no GenAI operation: the runtime's)."""
-    end = finished.end
-    tool = str(end.get("toolName") or "")
-    attributes["gen_ai.tool.name"] = tool
-    _put(attributes, "gen_ai.tool.call.id", end.get("toolCallId"))
-    _put(attributes, "goondan.approval.id", end.get("approvalId"))
-    _put(attributes, "goondan.approval.status", end.get("status"))
-    return f"await_approval {tool}".rstrip(), "internal"
-
-
-_DESCRIBE: dict[str, Describe] = {
-    "turn": _turn,
-    "step": _step,
-    "tool": _tool,
-    "approval": _approval,
-}
-
-
-def _failure(finished: FinishedSpan) -> tuple[str, str] | None:
-    """``(error.type, status message)`` of a span that failed; ``None`` for one that did not."""
-    end = finished.end
-    kind = end.get("type")
-    if finished.incomplete is not None:
-        return "incomplete", finished.incomplete
-    if kind in ("turn.failed", "step.failed", "tool.failed"):
-        code = end.get("errorCode")
-        return str(code or "exception"), str(end.get("errorMessage") or code or "failed")
-    if kind == "tool.completed" and end.get("status") == "error":
-        error = end.get("error")
-        error = error if isinstance(error, dict) else {}
-        code = error.get("code")
-        return str(code or "tool_error"), str(error.get("message") or code or "the tool failed")
-    if kind in _FAILED_APPROVALS:
-        return _FAILED_APPROVALS[kind]
-    return None
-
-
-def _put(attributes: dict[str, AttributeValue], key: str, value: object) -> None:
-    if isinstance(value, str | bool | int | float):
-        attributes[key] = value
-
-
-def _hex_id(value: object, digits: int) -> int | None:
-    """The id ``value`` (``digits`` hex digits, not all zero) as an integer."""
-    if not isinstance(value, str) or len(value) != digits:
-        return None
-    try:
-        number = int(value, 16)
-    except ValueError:
-        return None
-    return number or None
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def _nanoseconds(stamp: object) -> int | None:
-    """An event's ISO 8601 timestamp as nanoseconds since the epoch."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    # Whole microseconds, exactly (a float of seconds since 1970 loses some).
-    return (moment - _EPOCH) // _MICROSECOND * 1000
 
 
 # --- the exporter process ----------------------------------------------------------------
@@ -746,7 +437,7 @@ class TraceExport:
             max_queue_size=self.settings.max_queue_size,
         )
 
-    def observe(self, event: dict[str, Any]) -> None:
+    def observe(self, event: AnyEvent | Mapping[str, Any]) -> None:
         """An ``EventLog`` listener: every runtime event passes here."""
         self.assembler.observe(event)
 

@@ -1,0 +1,563 @@
+"""Spans from runtime events: one model, read by the studio's waterfall and the OTLP exporter.
+
+A span is a Turn, a Step, a tool call, or a tool call's wait for an operator's approval. Which
+event opens and which ends each kind is said once here (:data:`SPAN_STARTS`, :data:`SPAN_ENDS`),
+and so is how an ended span failed (:func:`failure`). Two readers fold events into spans:
+
+- :class:`SpanAssembler` pairs each end event with its start as the daemon appends them, for the
+  exporter (:func:`build_span` then names and attributes the span after the OpenTelemetry GenAI
+  conventions, in the exporter process); spans left open are ended for them when their Turn ends
+  or their agent exits.
+- :func:`fold` folds every event of a trace into its :class:`Span` rows as the studio shows them
+  (a span still running, an approval still awaited).
+
+Trace and span ids are the runtime's own (``traceId``, ``spanId``, ``parentSpanId``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from ipc.runtime_events import (
+    AnyEvent,
+    ApprovalDecidedEvent,
+    ApprovalEvent,
+    EventType,
+    ProcessExitedEvent,
+    RawEvent,
+    RuntimeEvent,
+    StepEvent,
+    ToolCompletedEvent,
+    ToolEvent,
+    TurnCancellingEvent,
+    TurnEvent,
+    as_event,
+    given,
+)
+
+SpanKind = Literal["turn", "step", "tool", "approval"]
+SpanKindName = Literal["internal", "client"]
+AttributeValue = str | bool | int | float
+MAX_OPEN_SPANS = 10_000
+"""Spans started and not yet ended that are remembered; past it the oldest is forgotten."""
+
+SPAN_STARTS: dict[str, SpanKind] = {
+    EventType.TURN_STARTED: "turn",
+    EventType.STEP_STARTED: "step",
+    EventType.TOOL_CALLED: "tool",
+    EventType.APPROVAL_REQUESTED: "approval",
+    EventType.APPROVAL_RESUMED: "approval",
+}
+"""The events that open a span, and its kind."""
+SPAN_ENDS: dict[str, SpanKind] = {
+    EventType.TURN_COMPLETED: "turn",
+    EventType.TURN_FAILED: "turn",
+    EventType.STEP_COMPLETED: "step",
+    EventType.STEP_FAILED: "step",
+    EventType.TOOL_COMPLETED: "tool",
+    EventType.TOOL_FAILED: "tool",
+    EventType.APPROVAL_DECIDED: "approval",
+    EventType.APPROVAL_EXPIRED: "approval",
+    EventType.APPROVAL_CANCELLED: "approval",
+}
+"""The events that end a span, and its kind."""
+FAILED_ENDS = frozenset({EventType.TURN_FAILED, EventType.STEP_FAILED, EventType.TOOL_FAILED})
+"""Ends that say the span failed, whatever else they carry."""
+INCOMPLETE_END: dict[SpanKind, EventType] = {
+    "turn": EventType.TURN_FAILED,
+    "step": EventType.STEP_FAILED,
+    "tool": EventType.TOOL_FAILED,
+    "approval": EventType.APPROVAL_CANCELLED,
+}
+"""The end event's type given to a span whose own end never came."""
+FAILED_APPROVALS = {
+    EventType.APPROVAL_EXPIRED: (
+        "E_TOOL_APPROVAL_TIMEOUT",
+        "nobody decided before the approval expired",
+    ),
+    EventType.APPROVAL_CANCELLED: (
+        "E_TOOL_CANCELLED",
+        "the request was cancelled while the call waited",
+    ),
+}
+"""How an approval's wait ends without a decision: ``(code, message)``."""
+CANCELLED = "CANCELLED"
+"""The error code of a Step cut short by a cancellation."""
+
+
+def span_kind(event: AnyEvent) -> SpanKind | None:
+    """The kind of span ``event`` opens, ends or speaks of; ``None`` for no span's event."""
+    kind = SPAN_STARTS.get(event.type) or SPAN_ENDS.get(event.type)
+    if kind is None and isinstance(event, TurnCancellingEvent):
+        return "turn"
+    return kind
+
+
+def _error_object(end: RuntimeEvent) -> dict[str, Any]:
+    error = end.error if isinstance(end, ToolEvent) else None
+    return error if isinstance(error, dict) else {}
+
+
+def failure(end: RuntimeEvent) -> tuple[str, str] | None:
+    """``(code, message)`` of a span that ``end`` says failed; ``None`` when it did not (an
+    approval an operator decided, either way, is no failure of the wait)."""
+    if end.type in FAILED_ENDS:
+        code = given(end.error_code) if isinstance(end, TurnEvent | StepEvent) else None
+        message = (
+            given(end.error_message) if isinstance(end, TurnEvent | StepEvent | ToolEvent) else None
+        )
+        return str(code or "exception"), str(message or code or "failed")
+    if isinstance(end, ToolCompletedEvent) and end.status == "error":
+        error = _error_object(end)
+        code = error.get("code")
+        return str(code or "tool_error"), str(error.get("message") or code or "the tool failed")
+    return FAILED_APPROVALS.get(EventType(end.type))
+
+
+# --- pairs of events, for the exporter --------------------------------------------------------
+
+ModelOf = Callable[[str], tuple[str, str] | None]
+"""``(provider, model)`` of an agent, when known."""
+
+
+@dataclass(slots=True)
+class _Open:
+    event: RuntimeEvent
+    model: tuple[str, str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedSpan:
+    """A span's end event and, when it was seen, its start event, as their JSON objects: all a
+    span is made of, and what crosses to the exporter process."""
+
+    start: dict[str, Any] | None
+    end: dict[str, Any]
+    model: tuple[str, str] | None
+    incomplete: str | None = None
+    """Why it was ended for it (its end event never came); ``None`` for an ordinary end."""
+
+
+def _turn_of(event: RuntimeEvent) -> str | None:
+    if isinstance(event, TurnEvent | StepEvent | ToolEvent | ApprovalEvent):
+        return given(event.turn_id)
+    return None
+
+
+class SpanAssembler:
+    """Pairs start and end events as they are appended (on the event loop: little work).
+
+    Every finished span goes to ``emit``; open spans are kept by span id, with an index of the
+    Steps and tool calls of each open Turn so the Turn's end closes what it left open.
+    """
+
+    def __init__(
+        self,
+        emit: Callable[[FinishedSpan], None],
+        *,
+        model_of: ModelOf,
+        on_forgotten: Callable[[], None],
+        max_open: int = MAX_OPEN_SPANS,
+    ) -> None:
+        self._emit = emit
+        self._model_of = model_of
+        self._on_forgotten = on_forgotten
+        self._max_open = max_open
+        self._open: dict[str, _Open] = {}
+        self._turn_children: dict[tuple[str, str | None], dict[str, None]] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def observe(self, event: AnyEvent | Mapping[str, Any]) -> None:
+        """Take one runtime event (an ``EventLog`` listener)."""
+        event = as_event(event)
+        if isinstance(event, RawEvent):
+            return
+        if event.type in SPAN_STARTS:
+            self._started(SPAN_STARTS[event.type], event)
+        elif event.type in SPAN_ENDS:
+            self._ended(SPAN_ENDS[event.type], event)
+        elif isinstance(event, ProcessExitedEvent):
+            self._agent_exited(event)
+
+    def _started(self, kind: SpanKind, event: RuntimeEvent) -> None:
+        span_id = event.span
+        if span_id is None:
+            return
+        if len(self._open) >= self._max_open:
+            oldest = next(iter(self._open))
+            self._forget(oldest)
+            self._on_forgotten()
+        model = self._model_of(event.agent_name) if kind in ("turn", "step") else None
+        self._open[span_id] = _Open(event, model)
+        if kind != "turn":
+            key = (event.agent_name, _turn_of(event))
+            self._turn_children.setdefault(key, {})[span_id] = None
+
+    def _forget(self, span_id: str) -> _Open | None:
+        opened = self._open.pop(span_id, None)
+        if opened is not None and opened.event.type != EventType.TURN_STARTED:
+            key = (opened.event.agent_name, _turn_of(opened.event))
+            children = self._turn_children.get(key)
+            if children is not None:
+                children.pop(span_id, None)
+                if not children:
+                    del self._turn_children[key]
+        return opened
+
+    def _ended(self, kind: SpanKind, event: RuntimeEvent) -> None:
+        span_id = event.span
+        opened = self._forget(span_id) if span_id is not None else None
+        if opened is not None:
+            model = opened.model
+        else:
+            model = self._model_of(event.agent_name) if kind in ("turn", "step") else None
+        start = opened.event.to_builtins() if opened else None
+        self._emit(FinishedSpan(start, event.to_builtins(), model))
+        if kind == "turn":
+            children = self._turn_children.pop((event.agent_name, _turn_of(event)), {})
+            # The latest started first: a tool call ends before its Step, as it would have.
+            for child in reversed(list(children)):
+                self._end_for_it(child, event, "its Turn ended before it did")
+
+    def _agent_exited(self, event: ProcessExitedEvent) -> None:
+        agent = event.agent_name
+        left = [s for s, o in self._open.items() if o.event.agent_name == agent]
+        reason = f"its agent's process exited ({given(event.reason) or 'no reason given'})"
+        for span_id in reversed(left):  # the innermost (latest started) first
+            self._end_for_it(span_id, event, reason)
+
+    def _end_for_it(self, span_id: str, cause: RuntimeEvent, reason: str) -> None:
+        opened = self._forget(span_id)
+        if opened is None:
+            return
+        start = opened.event.to_builtins()
+        end = {
+            **start,
+            "type": INCOMPLETE_END[SPAN_STARTS[opened.event.type]].value,
+            "timestamp": cause.timestamp,
+            "errorMessage": reason,
+        }
+        self._emit(FinishedSpan(start, end, opened.model, incomplete=reason))
+
+
+@dataclass(frozen=True, slots=True)
+class SpanData:
+    """One span, ready for an exporter: plain values, no OpenTelemetry types."""
+
+    name: str
+    kind: SpanKindName
+    trace_id: int
+    span_id: int
+    parent_span_id: int | None
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, AttributeValue]
+    error: str | None = None
+    """The status message of a failed span; ``None``: status unset (it did not fail)."""
+
+
+def build_span(finished: FinishedSpan) -> SpanData | None:
+    """The span of ``finished``, named and attributed after the OpenTelemetry GenAI semantic
+    conventions; ``None`` when its events lack usable ids or a timestamp."""
+    end = as_event(finished.end)
+    start = as_event(finished.start) if finished.start is not None else None
+    if isinstance(end, RawEvent) or end.type not in SPAN_ENDS:
+        return None
+    trace_id = _hex_id(end.trace_id, 32)
+    span_id = _hex_id(end.span_id, 16)
+    end_ns = _nanoseconds(end.timestamp)
+    if trace_id is None or span_id is None or end_ns is None:
+        return None
+    parent = end.parent_span or (start.parent_span if start is not None else None)
+    agent = end.agent_name
+    attributes: dict[str, AttributeValue] = {
+        "gen_ai.agent.name": agent,
+        "goondan.agent": agent,
+        "goondan.instance_key": end.instance or "",
+    }
+    start_ns = _nanoseconds(start.timestamp) if start is not None else None
+    if start_ns is None:
+        duration = (
+            given(end.duration) if isinstance(end, TurnEvent | StepEvent | ToolEvent) else None
+        )
+        start_ns = end_ns - int((duration or 0) * 1_000_000)
+        attributes["goondan.span.start_estimated"] = True
+    _put(attributes, "goondan.turn_id", _turn_of(end))
+    if finished.model is not None:
+        attributes["gen_ai.provider.name"], attributes["gen_ai.request.model"] = finished.model
+    name, span_kind_name = _describe(end, finished.model, attributes)
+    usage = given(end.token_usage) if isinstance(end, TurnEvent | StepEvent) else None
+    if usage is not None:
+        _put(attributes, "gen_ai.usage.input_tokens", usage.input_tokens)
+        _put(attributes, "gen_ai.usage.output_tokens", usage.output_tokens)
+        _put(attributes, "goondan.usage.cost", given(usage.cost))  # by the Model's pricing
+    failed = ("incomplete", finished.incomplete) if finished.incomplete else failure(end)
+    if failed is not None:
+        attributes["error.type"] = failed[0]
+    if finished.incomplete is not None:
+        attributes["goondan.span.incomplete"] = finished.incomplete
+    return SpanData(
+        name=name,
+        kind=span_kind_name,
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=_hex_id(parent, 16),
+        start_ns=min(start_ns, end_ns),
+        end_ns=end_ns,
+        attributes=attributes,
+        error=None if failed is None else failed[1],
+    )
+
+
+def _describe(
+    end: RuntimeEvent, model: tuple[str, str] | None, attributes: dict[str, AttributeValue]
+) -> tuple[str, SpanKindName]:
+    """The span's name and kind, and the attributes of its kind."""
+    if isinstance(end, TurnEvent):
+        attributes["gen_ai.operation.name"] = "invoke_agent"
+        _put(attributes, "goondan.step_count", given(end.step_count))
+        return f"invoke_agent {attributes['goondan.agent']}", "internal"
+    if isinstance(end, StepEvent):
+        attributes["gen_ai.operation.name"] = "chat"
+        _put(attributes, "goondan.step_id", given(end.step_id))
+        _put(attributes, "goondan.step_index", given(end.step_index))
+        _put(attributes, "goondan.tool_call_count", given(end.tool_call_count))
+        return f"chat {model[1] if model else ''}".rstrip(), "client"  # a call to the provider
+    if isinstance(end, ToolEvent):
+        tool = given(end.tool_name) or ""
+        attributes["gen_ai.operation.name"] = "execute_tool"
+        attributes["gen_ai.tool.name"] = tool
+        attributes["gen_ai.tool.type"] = "function"
+        _put(attributes, "gen_ai.tool.call.id", given(end.tool_call_id))
+        _put(attributes, "goondan.step_id", given(end.step_id))
+        _put(attributes, "goondan.tool.status", given(end.status))
+        return f"execute_tool {tool}".rstrip(), "internal"
+    # The wait for an operator's decision on a tool call (no GenAI operation: the runtime's).
+    assert isinstance(end, ApprovalEvent)
+    tool = given(end.tool_name) or ""
+    attributes["gen_ai.tool.name"] = tool
+    _put(attributes, "gen_ai.tool.call.id", given(end.tool_call_id))
+    _put(attributes, "goondan.approval.id", given(end.approval_id))
+    _put(attributes, "goondan.approval.status", given(end.status))
+    return f"await_approval {tool}".rstrip(), "internal"
+
+
+def _put(attributes: dict[str, AttributeValue], key: str, value: object) -> None:
+    if isinstance(value, str | bool | int | float):
+        attributes[key] = value
+
+
+def _hex_id(value: object, digits: int) -> int | None:
+    """The id ``value`` (``digits`` hex digits, not all zero) as an integer."""
+    if not isinstance(value, str) or len(value) != digits:
+        return None
+    try:
+        number = int(value, 16)
+    except ValueError:
+        return None
+    return number or None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _nanoseconds(stamp: object) -> int | None:
+    """An event's ISO 8601 timestamp as nanoseconds since the epoch."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    # Whole microseconds, exactly (a float of seconds since 1970 loses some).
+    return (moment - _EPOCH) // _MICROSECOND * 1000
+
+
+# --- every event of a trace, for the studio ---------------------------------------------------
+
+
+def epoch_ms(stamp: object) -> float | None:
+    """Milliseconds since the epoch of an ISO 8601 timestamp, ``None`` if it is none."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp() * 1000
+
+
+@dataclass(slots=True)
+class Span:
+    """One Turn, Step or tool call of a trace, from its started and finished events."""
+
+    span_id: str
+    kind: str
+    """``turn``, ``step``, ``tool``, or ``approval`` (a tool call waiting for an operator)."""
+    agent: str = ""
+    instance_key: str = ""
+    parent_span_id: str | None = None
+    started_ms: float | None = None
+    finished_ms: float | None = None
+    duration_ms: float | None = None
+    status: str = "running"
+    """``running`` until its end is recorded, then ``ok``, ``error`` or ``cancelled``;
+    ``awaiting`` while a tool call is parked for an operator's decision (no failure)."""
+    error: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    """What the events said besides the above: ids, tool name, arguments, output, usage."""
+
+    @property
+    def start(self) -> float | None:
+        """When it began: its started event, else its end less its duration."""
+        if self.started_ms is not None:
+            return self.started_ms
+        if self.finished_ms is not None and self.duration_ms is not None:
+            return self.finished_ms - self.duration_ms
+        return self.finished_ms
+
+    @property
+    def end(self) -> float | None:
+        """When it ended (its start plus the measured duration, which is finer than stamps)."""
+        start = self.start
+        if start is not None and self.duration_ms is not None:
+            return start + self.duration_ms
+        return self.finished_ms
+
+    def name(self) -> str:
+        """What the waterfall calls it."""
+        if self.kind == "turn":
+            return f"{self.agent} turn"
+        if self.kind == "step":
+            return f"step {self.fields.get('stepIndex', '?')}"
+        if self.kind == "approval":
+            return str(self.fields.get("toolName") or "approval")
+        return str(self.fields.get("toolName") or "tool")
+
+    def to_json(self, depth: int = 0) -> dict[str, Any]:
+        """The span as the studio's API hands it out."""
+        return {
+            "spanId": self.span_id,
+            "parentSpanId": self.parent_span_id,
+            "kind": self.kind,
+            "name": self.name(),
+            "agent": self.agent,
+            "instanceKey": self.instance_key,
+            "startMs": self.start,
+            "endMs": self.end,
+            "durationMs": self.duration_ms,
+            "status": self.status,
+            "error": self.error,
+            "depth": depth,
+            **self.fields,
+        }
+
+
+SPAN_FIELDS = (
+    "turnId",
+    "stepId",
+    "stepIndex",
+    "toolCallId",
+    "toolName",
+    "args",
+    "output",
+    "tokenUsage",
+    "toolCallCount",
+    "stepCount",
+)
+"""The JSON fields of a span's events that its row shows."""
+
+
+def _error_text(end: RuntimeEvent) -> str | None:
+    """``message (code)`` of what an end event says went wrong, ``None`` when nothing did."""
+    message = (
+        given(end.error_message) if isinstance(end, TurnEvent | StepEvent | ToolEvent) else None
+    )
+    code = given(end.error_code) if isinstance(end, TurnEvent | StepEvent) else None
+    error = _error_object(end)
+    if error:
+        message = message or error.get("message")
+        code = code or error.get("code")
+    if message is None and code is None:
+        return None
+    return f"{message} ({code})" if message and code else str(message or code)
+
+
+def fold(spans: dict[str, Span], event: AnyEvent) -> Span | None:
+    """Fold one event of a trace into its spans (``spans``, by id): the span it opened, ended
+    or spoke of, ``None`` when it is no span's event."""
+    kind = span_kind(event)
+    span_id = event.span
+    if kind is None or span_id is None or isinstance(event, RawEvent):
+        return None
+    span = spans.get(span_id)
+    if span is None:
+        span = spans[span_id] = Span(span_id, kind)
+    elif kind == "tool" and span.kind == "approval":
+        span.kind = "tool"  # the approved call runs in the span that waited for it
+    span.agent = event.agent_name or span.agent
+    span.instance_key = event.instance or span.instance_key
+    if event.parent_span:
+        span.parent_span_id = event.parent_span
+    data = event.to_builtins()
+    for name in SPAN_FIELDS:
+        if data.get(name) is not None:
+            span.fields[name] = data[name]
+    stamp = epoch_ms(event.timestamp)
+    if isinstance(event, ApprovalEvent):
+        _approval(span, stamp, event)
+    elif event.type in SPAN_STARTS:
+        span.started_ms = stamp
+    elif event.type in SPAN_ENDS:
+        span.finished_ms = stamp
+        duration = (
+            given(event.duration) if isinstance(event, TurnEvent | StepEvent | ToolEvent) else None
+        )
+        span.duration_ms = float(duration) if duration is not None else None
+        failed = failure(event) is not None
+        code = given(event.error_code) if isinstance(event, TurnEvent | StepEvent) else None
+        span.status = "cancelled" if code == CANCELLED else "error" if failed else "ok"
+        span.error = _error_text(event) if failed else None
+    elif isinstance(event, TurnCancellingEvent) and span.status == "running":
+        span.error = f"cancelling: {given(event.reason)}"
+    return span
+
+
+def _approval(span: Span, stamp: float | None, event: ApprovalEvent) -> None:
+    """A tool call parked for an operator: a span of its own while it waits (the call's own
+    span when it then runs)."""
+    span.fields["approvalId"] = given(event.approval_id)
+    span.fields["approvalStatus"] = given(event.status)
+    if isinstance(event.decided_by, dict):
+        span.fields["decidedBy"] = event.decided_by
+    if span.kind != "approval":
+        return  # the tool's own events say when it ran and how it ended
+    if event.type in SPAN_STARTS:
+        span.started_ms = span.started_ms if span.started_ms is not None else stamp
+        span.status, span.error = "awaiting", None  # parked, not failed
+        return
+    if event.type not in SPAN_ENDS:
+        return
+    span.finished_ms = stamp
+    if span.started_ms is not None and stamp is not None:
+        span.duration_ms = stamp - span.started_ms
+    if isinstance(event, ApprovalDecidedEvent) and event.status == "approved":
+        span.status, span.error = "ok", None
+    elif isinstance(event, ApprovalDecidedEvent):
+        span.status = "error"
+        span.error = f"rejected by an operator: {given(event.reason)} (E_TOOL_REJECTED)"
+    elif event.type == EventType.APPROVAL_EXPIRED:
+        span.status = "error"
+        span.error = "no decision before the approval expired (E_TOOL_APPROVAL_TIMEOUT)"
+    else:
+        span.status, span.error = "cancelled", "the request was cancelled (E_TOOL_CANCELLED)"
