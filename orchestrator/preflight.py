@@ -60,8 +60,7 @@ async def refusal(path: Path, checking: Awaitable[dict[str, Any]], *, as_json: b
     that has to be right first.
     """
     from goondan.errors import ExitCode
-    from orchestrator.cli.common import config_exit
-    from orchestrator.cli.validate import config_issue
+    from orchestrator.validation import config_exit, config_issue
 
     verdict = await checking
     errors = list(verdict.get("errors") or [])

@@ -17,10 +17,11 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from goondan.errors import ConfigCode
+from goondan.errors import ConfigCode, ExitCode
 
 VALIDATE_TIMEOUT_SECONDS = 60.0
 """How long the import checks of one validation may take (``GOONDAN_VALIDATE_TIMEOUT``)."""
@@ -128,3 +129,29 @@ def failed_verdict(path: Path, message: str) -> dict[str, Any]:
             }
         ],
     }
+
+
+def config_exit(errors: Sequence[Any]) -> int:
+    """CONFIG when the configuration could not be read at all, else VALIDATION."""
+    unread = {"E_CONFIG_FILE_NOT_FOUND", "E_CONFIG_FILE_TOO_LARGE", "E_CONFIG_PARSE_ERROR"}
+    codes = {
+        getattr(e, "code", None) or (e.get("code") if isinstance(e, dict) else None) for e in errors
+    }
+    return ExitCode.CONFIG if codes and codes <= unread else ExitCode.VALIDATION
+
+
+def config_issue(data: dict[str, Any]) -> Any:
+    """The ``ConfigIssue`` of one error or warning of a verdict (as the child printed it in
+    JSON), for printing as ``validate`` prints it."""
+    from bundle import ConfigIssue
+
+    return ConfigIssue(
+        code=str(data.get("code")),
+        message=str(data.get("message")),
+        file=Path(data["file"]) if data.get("file") else None,
+        line=data.get("line"),
+        column=data.get("column"),
+        resource=data.get("resource"),
+        field=data.get("field"),
+        suggestion=data.get("suggestion"),
+    )

@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -66,15 +66,6 @@ def log_level(args: argparse.Namespace, one_shot: bool = False) -> str | None:
     if one_shot and sys.stdout.isatty():
         return "info" if verbose else "warning"
     return None
-
-
-def config_exit(errors: Sequence[Any]) -> int:
-    """CONFIG when the configuration could not be read at all, else VALIDATION."""
-    unread = {"E_CONFIG_FILE_NOT_FOUND", "E_CONFIG_FILE_TOO_LARGE", "E_CONFIG_PARSE_ERROR"}
-    codes = {
-        getattr(e, "code", None) or (e.get("code") if isinstance(e, dict) else None) for e in errors
-    }
-    return ExitCode.CONFIG if codes and codes <= unread else ExitCode.VALIDATION
 
 
 def serve(

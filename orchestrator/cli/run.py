@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from goondan.errors import DeliveryCode, ExitCode
-from orchestrator.cli.common import bundle_path, config_exit, fail, serve, state_dir_of
+from orchestrator.cli.common import bundle_path, fail, serve, state_dir_of
+from orchestrator.validation import config_exit
 
 if TYPE_CHECKING:
     from ipc.delegation import DelegateAnswer

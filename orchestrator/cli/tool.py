@@ -109,7 +109,7 @@ def _check(
     is ``file``; print what differs."""
     from bundle import BundleError, load_bundle
     from bundle.tool_hints import parameter_differences
-    from orchestrator.cli.common import config_exit
+    from orchestrator.validation import config_exit
 
     try:
         bundle = load_bundle(config, check_handlers=False)

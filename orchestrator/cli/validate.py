@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from goondan.errors import ExitCode
-from orchestrator.cli.common import bundle_path, config_exit
+from orchestrator.cli.common import bundle_path
+from orchestrator.validation import config_exit, config_issue
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -65,23 +66,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(config_issue(issue).format(), file=sys.stderr)
     print(f"{len(errors)} error{'s' if len(errors) != 1 else ''} in {path}", file=sys.stderr)
     return code
-
-
-def config_issue(data: dict[str, Any]) -> Any:
-    """The ``ConfigIssue`` of one error or warning of a verdict (as the child printed it in
-    JSON), for printing as ``validate`` prints it."""
-    from bundle import ConfigIssue
-
-    return ConfigIssue(
-        code=str(data.get("code")),
-        message=str(data.get("message")),
-        file=Path(data["file"]) if data.get("file") else None,
-        line=data.get("line"),
-        column=data.get("column"),
-        resource=data.get("resource"),
-        field=data.get("field"),
-        suggestion=data.get("suggestion"),
-    )
 
 
 def _github_annotation(level: str, issue: dict[str, Any]) -> str:
