@@ -4,18 +4,16 @@ The Orchestrator is its only writer: agents send their Turn/Step/tool events ove
 supervisor adds process lifecycle events (``process.spawned|ready|exited|restarting|backoff``),
 so one file, in arrival order, holds the whole causal chain of a trace across agents.
 
-Each file starts with an ``eventlog.opened`` line naming its ``formatVersion``; a reader that
-meets a newer one refuses it (:class:`EventLogTooNew`) instead of misreading it. The file
-rotates by size: past :data:`EVENTS_MAX_BYTES` it becomes ``runtime-events.jsonl.1`` (the
-older ones shift up to ``.{EVENTS_KEPT}``, the oldest is dropped), and :func:`log_files` lists
-them oldest first, so ``logs`` reads across them.
+The files (the ``eventlog.opened`` heading with its ``formatVersion``, rotation by size, the
+list of rotated files, complete lines read from an offset, and why lines are not fsynced) are
+:mod:`goondan.state_files.eventlog`'s; this module is what an event is to them: typed events
+encoded one a line, and read back typed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
@@ -25,7 +23,16 @@ from typing import Any
 import msgspec
 
 from goondan.defaults import EVENT_LOG_FORMAT
-from goondan.errors import newer_format
+from goondan.state_files.eventlog import (
+    EVENTS_KEPT,
+    EVENTS_MAX_BYTES,
+    FILE_NAME,
+    EventLogFile,
+    EventLogTooNew,
+    check_header,
+    log_files,
+    read_lines,
+)
 from goondan.time import utc_timestamp
 from ipc.runtime_events import (
     AnyEvent,
@@ -40,16 +47,22 @@ from ipc.runtime_events import (
     read_event,
 )
 
-FILE_NAME = "runtime-events.jsonl"
-EVENTS_MAX_BYTES = 64 * 1024 * 1024
-"""Size past which the event log rotates."""
-EVENTS_KEPT = 5
-"""Rotated files kept besides the current one (``runtime-events.jsonl.1`` … ``.5``)."""
 HEADER_TYPE = EventType.EVENTLOG_OPENED
 
-
-class EventLogTooNew(ValueError):
-    """An event log file written by a newer runtime, in a format this one does not read."""
+__all__ = [
+    "EVENTS_KEPT",
+    "EVENTS_MAX_BYTES",
+    "FILE_NAME",
+    "EventLog",
+    "EventLogTooNew",
+    "format_event",
+    "log_files",
+    "matches",
+    "parse_since",
+    "read_all",
+    "read_events",
+    "read_typed",
+]
 
 
 class EventLog:
@@ -58,51 +71,13 @@ class EventLog:
     def __init__(
         self, state_dir: Path, max_bytes: int = EVENTS_MAX_BYTES, kept: int = EVENTS_KEPT
     ) -> None:
-        self.path = state_dir / FILE_NAME
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.max_bytes = max_bytes
-        self.kept = kept
-        self._fd: int | None = None
-        self._size = 0
-        self._open()
+        self._file = EventLogFile(state_dir, _heading, max_bytes, kept)
+        self.path = self._file.path
         self.listeners: list[Callable[[AnyEvent], None]] = []
         """Told of every event as it is appended (the metrics count them)."""
 
-    def _open(self) -> None:
-        # Created owner-only whatever the umask: events carry tool arguments and answers.
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        os.fchmod(fd, 0o600)  # an older log may have been created world-readable
-        self._fd = fd
-        self._size = os.fstat(fd).st_size
-        if self._size == 0:
-            self._write(
-                EventLogOpenedEvent(timestamp=utc_timestamp(), format_version=EVENT_LOG_FORMAT)
-            )
-
     def _write(self, event: AnyEvent) -> None:
-        if self._fd is None:
-            return
-        line = encode_event(event) + b"\n"
-        if self._size + len(line) > self.max_bytes and self._size > 0:
-            self._rotate()
-        # One write per line, unbuffered: a line is in the file as soon as it is appended
-        # (``logs -f`` reads it, a daemon killed next loses nothing).
-        os.write(self._fd, line)
-        self._size += len(line)
-
-    def _rotate(self) -> None:
-        """The current file becomes ``.1``, ``.1`` becomes ``.2``, …; a new one starts."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        for index in range(self.kept, 0, -1):
-            older = self.path.with_name(f"{FILE_NAME}.{index}")
-            newer = self.path if index == 1 else self.path.with_name(f"{FILE_NAME}.{index - 1}")
-            with contextlib.suppress(FileNotFoundError):
-                if index == self.kept:
-                    older.unlink(missing_ok=True)
-                newer.rename(older)
-        self._open()
+        self._file.append(encode_event(event) + b"\n")
 
     def append(self, event: AnyEvent | Mapping[str, Any]) -> None:
         """Write one event, typed or as its JSON object (a failure to write is never fatal to
@@ -132,9 +107,13 @@ class EventLog:
 
     def close(self) -> None:
         """Close the file."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._file.close()
+
+
+def _heading() -> bytes:
+    """The ``eventlog.opened`` line that heads each file."""
+    opened = EventLogOpenedEvent(timestamp=utc_timestamp(), format_version=EVENT_LOG_FORMAT)
+    return encode_event(opened) + b"\n"
 
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
@@ -178,50 +157,25 @@ def matches(
     return True
 
 
-def log_files(state_dir: Path) -> list[Path]:
-    """The event log's files that exist, oldest first (rotated ones, then the current)."""
-    current = state_dir / FILE_NAME
-    rotated = [
-        state_dir / f"{FILE_NAME}.{index}"
-        for index in range(EVENTS_KEPT_READ, 0, -1)
-        if (state_dir / f"{FILE_NAME}.{index}").exists()
-    ]
-    return [*rotated, *([current] if current.exists() else [])]
-
-
-EVENTS_KEPT_READ = 99
-"""How many rotated files a reader looks for (a daemon may have kept more than the default)."""
-
-
 def read_typed(path: Path, offset: int = 0) -> Iterator[tuple[int, AnyEvent]]:
     """``(offset after the line, event)`` for each complete, parsable line from ``offset``.
 
     The ``eventlog.opened`` heading is not an event: it is checked (a newer format raises
     :class:`EventLogTooNew`) and skipped.
     """
-    try:
-        with open(path, "rb") as source:
-            source.seek(offset)
-            for raw in source:
-                if not raw.endswith(b"\n"):
-                    return  # a line still being written
-                offset += len(raw)
-                event = decode_line(raw)
-                if event is None:
-                    continue
-                if event.type == HEADER_TYPE:
-                    version = (
-                        event.field("formatVersion")
-                        if isinstance(event, RawEvent)
-                        else event.to_builtins().get("formatVersion")
-                    )
-                    refusal = newer_format(path, "event log", version, EVENT_LOG_FORMAT)
-                    if refusal is not None:
-                        raise EventLogTooNew(refusal)
-                    continue
-                yield offset, event
-    except FileNotFoundError:
-        return
+    for end, raw in read_lines(path, offset):
+        event = decode_line(raw)
+        if event is None:
+            continue
+        if event.type == HEADER_TYPE:
+            version = (
+                event.field("formatVersion")
+                if isinstance(event, RawEvent)
+                else event.to_builtins().get("formatVersion")
+            )
+            check_header(path, version, EVENT_LOG_FORMAT)
+            continue
+        yield end, event
 
 
 def read_events(path: Path, offset: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
