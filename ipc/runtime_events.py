@@ -108,6 +108,15 @@ class TokenCounts(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     cost: Number | UnsetType = UNSET
     """What the tokens cost (absent without a price)."""
 
+    @classmethod
+    def read(cls, data: object) -> TokenCounts:
+        """The counts of a ``tokenUsage`` object (a Turn's answer carries one too); none for
+        anything that is not one."""
+        try:
+            return msgspec.convert(data, cls)
+        except msgspec.ValidationError:
+            return cls()
+
 
 class RuntimeEvent(
     msgspec.Struct,

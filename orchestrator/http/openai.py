@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from goondan.errors import DeliveryCode, HttpCode
 from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.delegation import DelegateAnswer
+from ipc.runtime_events import TokenCounts
 from orchestrator.http.body import BadBody, ChatRequest, read_object
 from orchestrator.http.streams import Item, Notice, Piece, TurnStream, sse
 from orchestrator.operations import SwarmOperations
@@ -130,8 +131,8 @@ class OpenAICompatible:
 
 def _usage(answer: DelegateAnswer) -> tuple[int, int]:
     """``(prompt, completion)`` tokens of the answer's Turn."""
-    usage = (answer.turn or {}).get("tokenUsage") or {}
-    return int(usage.get("promptTokens", 0)), int(usage.get("completionTokens", 0))
+    counts = TokenCounts.read((answer.turn or {}).get("tokenUsage"))
+    return counts.input_tokens, counts.output_tokens
 
 
 async def _chunk_events(
