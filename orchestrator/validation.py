@@ -133,7 +133,11 @@ def failed_verdict(path: Path, message: str) -> dict[str, Any]:
 
 def config_exit(errors: Sequence[Any]) -> int:
     """CONFIG when the configuration could not be read at all, else VALIDATION."""
-    unread = {"E_CONFIG_FILE_NOT_FOUND", "E_CONFIG_FILE_TOO_LARGE", "E_CONFIG_PARSE_ERROR"}
+    unread = {
+        ConfigCode.E_CONFIG_FILE_NOT_FOUND,
+        ConfigCode.E_CONFIG_FILE_TOO_LARGE,
+        ConfigCode.E_CONFIG_PARSE_ERROR,
+    }
     codes = {
         getattr(e, "code", None) or (e.get("code") if isinstance(e, dict) else None) for e in errors
     }

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from goondan.errors import DeliveryCode, ToolCode
 from ipc.runtime_events import (
     AnyEvent,
     ApprovalDecidedEvent,
@@ -75,16 +76,16 @@ INCOMPLETE_END: dict[SpanKind, EventType] = {
 """The end event's type given to a span whose own end never came."""
 FAILED_APPROVALS = {
     EventType.APPROVAL_EXPIRED: (
-        "E_TOOL_APPROVAL_TIMEOUT",
+        ToolCode.E_TOOL_APPROVAL_TIMEOUT,
         "nobody decided before the approval expired",
     ),
     EventType.APPROVAL_CANCELLED: (
-        "E_TOOL_CANCELLED",
+        ToolCode.E_TOOL_CANCELLED,
         "the request was cancelled while the call waited",
     ),
 }
 """How an approval's wait ends without a decision: ``(code, message)``."""
-CANCELLED = "CANCELLED"
+CANCELLED = DeliveryCode.CANCELLED
 """The error code of a Step cut short by a cancellation."""
 
 
