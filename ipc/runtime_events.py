@@ -554,14 +554,18 @@ TypedEvent = (
 )
 
 
-def _stamp_types() -> None:
+def _stamp_types() -> dict[str, type[RuntimeEvent]]:
     """Give each tagged class its :class:`EventType` as ``type`` (msgspec keeps the tag a
-    plain string)."""
+    plain string); the classes by type."""
+    classes: dict[str, type[RuntimeEvent]] = {}
     for cls in TypedEvent.__args__:
         cls.type = EventType(cls.__struct_config__.tag)
+        classes[cls.type] = cls
+    return classes
 
 
-_stamp_types()
+_CLASSES = _stamp_types()
+"""Each type's class: converting to one class is ~70 times faster than to the union."""
 
 
 def _text(value: object) -> str | None:
@@ -645,11 +649,14 @@ def encode_event(event: AnyEvent) -> bytes:
 def read_event(data: Mapping[str, Any]) -> AnyEvent:
     """The typed event of a JSON object (an agent's report, a line of an older log), or the
     object kept raw when it does not fit a known type."""
+    kind = data.get("type")
+    cls = _CLASSES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return RawEvent(dict(data))
     try:
-        event: TypedEvent = msgspec.convert(data, TypedEvent)
+        return msgspec.convert(data, cls)
     except msgspec.ValidationError:
         return RawEvent(dict(data))
-    return event
 
 
 def as_event(event: AnyEvent | Mapping[str, Any]) -> AnyEvent:
