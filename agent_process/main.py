@@ -43,6 +43,7 @@ from agent_process.tools.middleware import MiddlewarePipeline
 from agent_process.turn import TurnInput, TurnRunner
 from agent_process.turn_requests import TurnRequests
 from bundle.plan import AgentPlan
+from goondan.errors import DeliveryCode
 from goondan.proctitle import name_process
 from ipc import (
     Channel,
@@ -327,7 +328,9 @@ class AgentProcess:
             self._dispatch(message)
         except Exception as exc:  # a bug in dispatch must not kill the agent, nor hang a caller
             self.log.exception("failed to handle message", type=message.type)
-            error = IpcError(f"the agent could not take the request: {exc!r}", code="E_INTERNAL")
+            error = IpcError(
+                f"the agent could not take the request: {exc!r}", code=DeliveryCode.E_INTERNAL
+            )
             if isinstance(message, DelegateMessage):
                 self.outbox.refuse(message.sender, message.correlation_id, error)
 
@@ -384,7 +387,7 @@ class AgentProcess:
             IpcError(
                 "the cluster's leader went away before answering; a standby leads now "
                 "(whether the request ran is not known)",
-                code="LEADER_LOST",
+                code=DeliveryCode.LEADER_LOST,
             )
         )
         self.log.warning("taken over by a new leader", leader=body.leader, answers_lost=waiting)

@@ -34,6 +34,7 @@ from agent_process.turn_types import TurnError as TurnError
 from agent_process.turn_types import TurnInput as TurnInput
 from agent_process.turn_types import TurnResult as TurnResult
 from goondan.defaults import MAX_STEPS_PER_TURN, ON_MAX_STEPS
+from goondan.errors import DeliveryCode, ToolCode
 from goondan.time import utc_timestamp
 from goondan.usage import Usage
 from ipc.runtime_events import (
@@ -252,7 +253,7 @@ class TurnRunner:
             result = await ctx.next()
         except ApprovalSuspended as exc:  # the agent stops; the call stays parked on disk
             scope.logger.info("turn suspended while waiting for approval", error=str(exc))
-            result = TurnResult.failed(scope, "SHUTTING_DOWN", str(exc))
+            result = TurnResult.failed(scope, DeliveryCode.SHUTTING_DOWN, str(exc))
         except TurnCancelled as cancelled:  # raised by a middleware's own safe point
             result = TurnResult.cancelled(scope, str(cancelled), steps=0, usage=TokenUsage())
         except ConversationStorageError as exc:  # the disk is full or read-only
@@ -260,7 +261,7 @@ class TurnRunner:
             result = TurnResult.failed(scope, exc.code, str(exc))
         except Exception as exc:  # a turn/step middleware bug must not take the agent down
             scope.logger.exception("turn failed")
-            result = TurnResult.failed(scope, "E_TURN", f"{type(exc).__name__}: {exc}")
+            result = TurnResult.failed(scope, DeliveryCode.E_TURN, f"{type(exc).__name__}: {exc}")
         finally:
             _fold(store, scope.logger)
         parked = gate is not None and gate.turn_done(scope.turn_id)
@@ -380,7 +381,7 @@ class TurnRunner:
                 step_index=index,
                 turn_id=turn_id,
                 duration=round((time.perf_counter() - started) * 1000, 3),
-                error_code=exc.code if isinstance(exc, ModelCallError) else "CANCELLED",
+                error_code=exc.code if isinstance(exc, ModelCallError) else DeliveryCode.CANCELLED,
                 error_message=str(exc),
             )
             recorder.emit(failed, scope.span_id, parent)
@@ -571,7 +572,7 @@ def _close_interrupted_calls(store: ConversationStore, parked: set[str]) -> None
                 error=ToolErrorInfo(
                     message="The agent process stopped before this call finished; it may or may not have run.",
                     name="ToolInterruptedError",
-                    code="E_TOOL_INTERRUPTED",
+                    code=ToolCode.E_TOOL_INTERRUPTED,
                     suggestion="Check whether its effect happened before calling it again.",
                 ),
             )

@@ -45,7 +45,7 @@ from agent_process.tools.middleware import (
 from agent_process.tools.registry import RegisteredTool, ToolRegistry
 from agent_process.tools.schema import format_issues
 from goondan.defaults import MAX_BACKGROUND_CALLS_PER_INSTANCE, TOOL_TIMEOUT_SECONDS
-from goondan.errors import HELP_URL, TOOL
+from goondan.errors import HELP_URL, TOOL, ToolCode
 from ipc.protocol import DEFAULT_INSTANCE_KEY
 from tools_base import (
     DEFAULT_ERROR_MESSAGE_LIMIT,
@@ -67,9 +67,9 @@ MALFORMED_ARGUMENTS_KEY = "__malformed_arguments__"
 """A provider that gets tool-call arguments it cannot parse passes the raw text under this key;
 the executor refuses the call with ``E_TOOL_INVALID_ARGS`` instead of guessing (no silent ``{}``)."""
 
-TOOL_FAILURE_SUGGESTION = TOOL.suggestion("E_TOOL")
+TOOL_FAILURE_SUGGESTION = TOOL.suggestion(ToolCode.E_TOOL)
 """The suggestion of a generic ``E_TOOL`` error whose exception names none."""
-NOT_IN_CATALOG_SUGGESTION = TOOL.suggestion("E_TOOL_NOT_IN_CATALOG") or ""
+NOT_IN_CATALOG_SUGGESTION = TOOL.suggestion(ToolCode.E_TOOL_NOT_IN_CATALOG) or ""
 
 
 # Built on every call: the cheaper constructors (same arguments, same objects).
@@ -154,7 +154,7 @@ def exception_result(
     tool_name: str,
     exc: BaseException,
     *,
-    default_code: str = "E_TOOL",
+    default_code: str = ToolCode.E_TOOL,
     limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
 ) -> ToolCallResult:
     """Turn an exception into an error result, keeping a ``code``/``suggestion`` it carries."""
@@ -163,7 +163,7 @@ def exception_result(
     code = code if isinstance(code, str) and code else default_code
     suggestion = getattr(exc, "suggestion", None)
     if not isinstance(suggestion, str):
-        suggestion = TOOL_FAILURE_SUGGESTION if code == "E_TOOL" else None
+        suggestion = TOOL_FAILURE_SUGGESTION if code == ToolCode.E_TOOL else None
     help_url = getattr(exc, "help_url", None)
     name = exc.name if isinstance(exc, ToolError) else type(exc).__name__
     message = str(exc)
@@ -226,7 +226,7 @@ class ToolExecutor:
                 call.id,
                 call.name,
                 exc,
-                default_code="E_TOOL_MIDDLEWARE",
+                default_code=ToolCode.E_TOOL_MIDDLEWARE,
                 limit=self._limit(call.name),
             )
         if not isinstance(result, ToolCallResult):
@@ -234,7 +234,7 @@ class ToolExecutor:
                 call.id,
                 call.name,
                 message=f"toolCall middleware returned {type(result).__name__}, not a ToolCallResult",
-                code="E_TOOL_MIDDLEWARE",
+                code=ToolCode.E_TOOL_MIDDLEWARE,
                 name="MiddlewareResultError",
                 limit=self._limit(call.name),
             )
@@ -298,7 +298,7 @@ class ToolExecutor:
                 ctx.tool_call_id,
                 ctx.tool_name,
                 message=f"Tool {ctx.tool_name!r} did not finish within {_seconds(timeout)}.",
-                code="E_TOOL_TIMEOUT",
+                code=ToolCode.E_TOOL_TIMEOUT,
                 name="ToolTimeoutError",
                 suggestion="Retry with a smaller task, or raise the Tool's timeoutSeconds.",
                 limit=tool.error_message_limit,
@@ -323,7 +323,7 @@ class ToolExecutor:
                 ctx.tool_call_id,
                 name,
                 message=f"Tool {name!r} is not available in the current Tool Catalog.",
-                code="E_TOOL_NOT_IN_CATALOG",
+                code=ToolCode.E_TOOL_NOT_IN_CATALOG,
                 name="ToolNotInCatalogError",
                 suggestion=_did_you_mean(name, allowlist) + NOT_IN_CATALOG_SUGGESTION,
                 limit=tool.error_message_limit if tool is not None else DEFAULT_ERROR_MESSAGE_LIMIT,
@@ -344,7 +344,7 @@ class ToolExecutor:
             ctx.tool_call_id,
             name,
             message=f"Invalid arguments for tool {name!r}: {format_issues(issues)}",
-            code="E_TOOL_INVALID_ARGS",
+            code=ToolCode.E_TOOL_INVALID_ARGS,
             name="ToolInputValidationError",
             suggestion=tool.validator.suggestion(),
             limit=tool.error_message_limit,
@@ -391,7 +391,7 @@ class ToolExecutor:
                             f"{limit} calls of this conversation are still running in the "
                             f"background; {ctx.tool_name!r} was not started."
                         ),
-                        code="E_TOOL_TOO_MANY_PENDING",
+                        code=ToolCode.E_TOOL_TOO_MANY_PENDING,
                         name="ToolLimitError",
                         suggestion="Wait for the running calls to complete, then retry.",
                         limit=tool.error_message_limit,
@@ -445,7 +445,7 @@ class ToolExecutor:
                     call_id,
                     name,
                     message=f"Pending work {handle!r} of {name!r} did not finish within {_seconds(timeout)}.",
-                    code="E_TOOL_TIMEOUT",
+                    code=ToolCode.E_TOOL_TIMEOUT,
                     name="ToolTimeoutError",
                     limit=tool.error_message_limit,
                 )
@@ -498,7 +498,7 @@ def _not_found(ctx: ToolCallMiddlewareContext) -> ToolCallResult:
         ctx.tool_call_id,
         name,
         message=f"Tool {name!r} does not exist.",
-        code="E_TOOL_NOT_FOUND",
+        code=ToolCode.E_TOOL_NOT_FOUND,
         name="ToolNotFoundError",
         suggestion=f"{_did_you_mean(name, allowlist)}Call one of the available tools: {available}.",
     )
@@ -514,7 +514,7 @@ def _busy_result(
             f"Tool {ctx.tool_name!r} could not start within {_seconds(timeout)}: all "
             f"{threads} tool threads of this agent are busy with other calls."
         ),
-        code="E_TOOL_BUSY",
+        code=ToolCode.E_TOOL_BUSY,
         name="ToolBusyError",
         suggestion="Retry later; the agent is running many slow tools at once.",
         limit=tool.error_message_limit,

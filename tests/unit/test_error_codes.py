@@ -33,13 +33,6 @@ ENUMS = {"ConfigCode", "ToolCode", "DeliveryCode", "HttpCode"}
 """The names sites spell codes with: a misspelled member fails mypy."""
 HOMES = {ROOT / "goondan" / "error_codes.py", ROOT / "goondan" / "http_codes.py"}
 """Where the codes are defined (and so spelled)."""
-STILL_SPELLED = {
-    ROOT / "agent_process" / "main.py",
-    ROOT / "agent_process" / "turn.py",
-    ROOT / "agent_process" / "tools" / "executor.py",
-}
-"""Modules being split while the codes became names; each still spells a few codes, to be
-named like everywhere else once the split lands (then removed from here)."""
 
 
 def modules() -> list[tuple[Path, ast.Module]]:
@@ -54,8 +47,7 @@ def modules() -> list[tuple[Path, ast.Module]]:
 
 
 def codes_named() -> dict[str, list[str]]:
-    """Every ``ToolCode.NAME`` (and the other enums') of the packages, with where; and the
-    codes the modules of :data:`STILL_SPELLED` spell."""
+    """Every ``ToolCode.NAME`` (and the other enums') of the packages, with where."""
     found: dict[str, list[str]] = {}
     for path, tree in modules():
         for node in ast.walk(tree):
@@ -66,13 +58,6 @@ def codes_named() -> dict[str, list[str]]:
                 and node.value.id in ENUMS
             ):
                 found.setdefault(node.attr, []).append(where)
-            elif (
-                path in STILL_SPELLED
-                and isinstance(node, ast.Constant)
-                and isinstance(node.value, str)
-                and errors.known(node.value)
-            ):
-                found.setdefault(node.value, []).append(where)
     return found
 
 
@@ -89,7 +74,7 @@ def test_codes_are_named_not_spelled() -> None:
     spelled = [
         f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}"
         for path, tree in modules()
-        if path not in HOMES | STILL_SPELLED
+        if path not in HOMES
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant)
         and isinstance(node.value, str)
