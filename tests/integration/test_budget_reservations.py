@@ -165,8 +165,8 @@ async def test_parallel_requests_keep_a_trace_within_its_budget(tmp_path: Path) 
             async with asyncio.timeout(60):
                 result: DelegateAnswer = await orchestrator.request("go", agent="coordinator")
             [trace] = orchestrator.usage_report()["traces"]
-            assert orchestrator.http.metrics is not None
-            metrics = orchestrator.http.metrics.exposition().decode()
+            assert orchestrator.metrics is not None
+            metrics = orchestrator.metrics.exposition().decode()
     workers = [c for c in server.calls if c.agent == "worker"]
     # With 50 used, a worker call reserving ~235 (its estimate and maxTokens 60) fits twice
     # under 600, whatever the order in which the calls start and end; the eight others are

@@ -199,8 +199,8 @@ async def test_a_trace_budget_stops_a_handoff_chain_midway(tmp_path: Path) -> No
             answer_ = await orchestrator.request("start", agent="front")
             trace = next(iter(orchestrator.broker.usage.traces.values()))
             report = orchestrator.usage_report()
-            assert orchestrator.http.metrics is not None
-            metrics = orchestrator.http.metrics.exposition().decode()
+            assert orchestrator.metrics is not None
+            metrics = orchestrator.metrics.exposition().decode()
     assert answer_.status == "error"
     assert answer_.error is not None
     assert answer_.error.code == "E_BUDGET_EXCEEDED"
@@ -304,8 +304,8 @@ async def test_operators_see_usage_budgets_and_pools(tmp_path: Path) -> None:
             one = await asyncio.to_thread(
                 run_cli, "usage", "--state-dir", state, "--trace", trace_id, cwd=tmp_path
             )
-            assert orchestrator.http.metrics is not None
-            metrics = orchestrator.http.metrics.exposition().decode()
+            assert orchestrator.metrics is not None
+            metrics = orchestrator.metrics.exposition().decode()
     assert first.output == "fine"
     assert usage.returncode == 0, usage.stderr
     report = json.loads(usage.stdout)
