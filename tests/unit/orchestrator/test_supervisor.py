@@ -384,3 +384,19 @@ async def test_shutdown_stops_every_agent(fleet: Fleet) -> None:
     await asyncio.wait_for(fleet.supervisor.shutdown(1.0), 2)
     assert worker.exited.done()
     assert fleet.handle.status is ProcessStatus.TERMINATED
+
+
+async def test_its_handles_are_read_through_accessors_that_follow_a_reload(fleet: Fleet) -> None:
+    supervisor = fleet.supervisor
+    names = supervisor.names()
+    before = supervisor.handles()
+    assert (list(names), [h.name for h in before]) == (["a"], ["a"])
+    assert supervisor.handle("nobody") is None
+    added, _ = await supervisor.replace_plans(fake_plans("b"), 0)
+    assert added == ["b"]
+    assert list(names) == ["b"]  # a live view: "a" was removed, "b" added
+    assert supervisor.handle("a") is None
+    assert [h.name for h in before] == ["a"]  # a list of its own, kept as it was
+    b = supervisor.handle("b")
+    assert b is not None
+    assert b.status is ProcessStatus.NOT_STARTED
