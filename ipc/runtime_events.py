@@ -653,6 +653,8 @@ def read_event(data: Mapping[str, Any]) -> AnyEvent:
     cls = _CLASSES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         return RawEvent(dict(data))
+    if type(kind) is not str:  # an EventType member: msgspec reads a tag from a plain str
+        data = {**data, "type": str(kind)}
     try:
         return msgspec.convert(data, cls)
     except msgspec.ValidationError:

@@ -353,6 +353,13 @@ def test_built_events_write_only_what_was_set() -> None:
     assert failed.error_message is UNSET
 
 
+def test_a_type_named_by_its_enum_member_reads_typed() -> None:
+    data = {**first("budget.exceeded"), "type": EventType.BUDGET_EXCEEDED}
+    event = read_event(data)
+    assert not isinstance(event, RawEvent)
+    assert json.loads(encode_event(event)) == first("budget.exceeded")
+
+
 def test_a_newer_type_is_kept_whole() -> None:
     data = {"type": "turn.paused", "timestamp": STAMP, "agentName": "a", "traceId": "t", "x": [1]}
     for event in (decode_line(json.dumps(data)), read_event(data)):
