@@ -1,16 +1,17 @@
 """The floor under ``benchmarks/http_api.py``: a bare Starlette app on uvicorn, in a process of
 its own, answering what the daemon answers and doing nothing else.
 
-It runs on the same server stack as the daemon's API (uvicorn's HTTP/1.1 protocol, uvloop) with
-none of ours: no connection guard, no middleware, no metrics, no agents. Each route reads the
+It runs on the same server stack as the daemon's API (uvicorn's HTTP/1.1 protocol on the same
+parser, uvloop) with none of ours: no connection guard, no middleware, no metrics, no agents. Each route reads the
 request's JSON and answers the body the daemon gave to the same request (canned by the benchmark
 in the file named on the command line), so the bytes in and out match and only our own work is
 missing. ``POST /v1/chat/completions`` with ``"stream": true`` answers the daemon's chunks as an
 SSE stream.
 
-Run: ``python benchmarks/_http_floor.py ANSWERS.json PORT SOCKET``; prints ``ready`` once both
-listeners accept. ``FLOOR_HTTP=httptools`` (with ``httptools`` installed) serves it on uvicorn's
-other HTTP/1.1 parser, to see what the parser costs.
+Run: ``python benchmarks/_http_floor.py ANSWERS.json PORT SOCKET``; prints ``ready PARSER`` once
+both listeners accept. It serves on the parser uvicorn picks, as the daemon does (httptools where
+installed, h11 otherwise); ``FLOOR_HTTP=h11`` (or ``httptools``) asks for one, to see what the
+parser costs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 
 def build(answers: dict[str, Any]) -> Starlette:
@@ -68,7 +70,7 @@ async def serve(answers: dict[str, Any], port: int, path: str) -> None:
     unix.listen(128)
     config = uvicorn.Config(
         build(answers),
-        http=os.environ.get("FLOOR_HTTP", "h11"),
+        http=os.environ.get("FLOOR_HTTP", "auto"),
         log_config=None,
         access_log=False,
         lifespan="off",
@@ -77,7 +79,8 @@ async def serve(answers: dict[str, Any], port: int, path: str) -> None:
     server = uvicorn.Server(config)  # no signal handlers: SIGTERM ends the process
     server.lifespan = config.lifespan_class(config)
     await server.startup(sockets=[tcp, unix])
-    print("ready", flush=True)
+    parser = "h11" if config.http_protocol_class is H11Protocol else "httptools"
+    print("ready", parser, flush=True)
     await server.main_loop()
 
 

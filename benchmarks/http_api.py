@@ -12,7 +12,8 @@ The offline example swarm (``goondan.yaml.example``: a handoff from ``coordinato
    ``POST /v1/agents/{agent}/requests``, ``POST /v1/chat/completions``, and the same streamed
    (time to the first chunk)
 4. the floor: a bare Starlette app on uvicorn (``benchmarks/_http_floor.py``, its own process)
-   answering the bytes the daemon answered, over the same client and the same transports
+   answering the bytes the daemon answered, over the same client and the same transports, on
+   the same HTTP/1.1 parser (``parsers`` in the JSON names the daemon's and the floor's)
 
 The in-process Orchestrator runs on a loop thread of this process and is timed on that loop;
 every path, the in-process ones included, takes its turn in each round, so load on a shared
@@ -53,6 +54,7 @@ import httpx2  # noqa: E402
 import uvloop  # noqa: E402
 
 from benchmarks._checks import expect  # noqa: E402
+from goondan.http_server import http_parser  # noqa: E402
 from ipc.logs import configure_logging  # noqa: E402
 from orchestrator.daemon import Orchestrator  # noqa: E402
 from orchestrator.http.client import DaemonApi  # noqa: E402
@@ -245,7 +247,9 @@ def canned_answers(client: httpx2.Client) -> dict[str, Any]:
 
 
 @contextmanager
-def process(command: list[str], cwd: Path, ready_line: bool = False) -> Iterator[None]:
+def process(command: list[str], cwd: Path, ready_line: bool = False) -> Iterator[list[str]]:
+    """``command`` running in ``cwd`` until the block ends (then SIGTERM); with ``ready_line``,
+    once it printed ``ready``, the words after it."""
     child = subprocess.Popen(
         command,
         cwd=cwd,
@@ -256,10 +260,12 @@ def process(command: list[str], cwd: Path, ready_line: bool = False) -> Iterator
         text=True,
     )
     try:
+        said: list[str] = []
         if ready_line:
             assert child.stdout is not None
-            expect(child.stdout.readline().strip() == "ready", "the floor did not start")
-        yield
+            ready, *said = child.stdout.readline().split() or [""]
+            expect(ready == "ready", "the floor did not start")
+        yield said
     finally:
         child.send_signal(signal.SIGTERM)
         child.wait(60)
@@ -290,9 +296,10 @@ def measure(count: int) -> dict[str, Any]:
                     *(sys.executable, str(ROOT / "benchmarks" / "_http_floor.py")),
                     *(str(answers), str(floor_port), str(floor_sock)),
                 ]
-                with process(floor, directory, ready_line=True):
+                with process(floor, directory, ready_line=True) as (floor_parser,):
                     floors = clients(floor_port, floor_sock)
                     figures = run_paths(count, local, ours, floors, DaemonApi(state))
+                    figures["parsers"] = {"api": http_parser(), "floor": floor_parser}
                     for client in (*ours.values(), *floors.values()):
                         client.close()
         finally:
@@ -363,7 +370,9 @@ def main() -> None:
     if options.json:
         print(json.dumps(figures))
         return
+    parsers = figures.pop("parsers")
     print(f"request → answer ({TEXT!r}, handoff + file write), {options.count} requests")
+    print(f"HTTP/1.1 parser: the API's {parsers['api']}, the floor's {parsers['floor']}")
     header = ("path", "median ms", "p99 ms", "p99/med", "added ms", "floor ms", "ours ms")
     print(f"{header[0]:<44}" + "".join(f"{cell:>10}" for cell in header[1:]))
     for name, row in figures.items():

@@ -104,6 +104,8 @@ def test_ipc_quick_prints_every_figure_and_ratio() -> None:
 @pytest.mark.timeout(QUICK_SECONDS + 10)
 def test_http_api_quick_prints_every_path_beside_the_in_process_baseline_and_the_floor() -> None:
     figures = run_quick("http_api.py")
+    # The floor runs on the parser the daemon's API runs on (httptools, a core dependency).
+    assert figures["parsers"] == {"api": "httptools", "floor": "httptools"}
     for baseline in ("in_process", "in_process_first_delta"):
         numbers(figures[baseline], "median_ms", "p99_ms", "p99_to_median")
     numbers(figures["cli_client_unix_socket"], "median_ms", "p99_ms", "added_ms")
