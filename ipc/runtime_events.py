@@ -1,9 +1,6 @@
-"""Runtime events: what agents and the Orchestrator report about Turns, Steps, tools, approvals,
-processes, budgets, deliveries and model permits, typed.
-
-One :class:`EventType` names every event; each family (turn, step, tool, approval, process,
-budget, delivery, model permit, connection, request) is one msgspec struct whose subclasses are
-its types, tagged by ``type``. An event encodes as the JSON line the event log holds and the
+"""Runtime events, typed: one :class:`EventType` names every event; each family (turn, step,
+tool, approval, process, budget, delivery, model permit, connection, request) is one msgspec
+struct whose subclasses are its types, tagged by ``type``. An event encodes as the JSON line the event log holds and the
 event stream sends (``{"type": "turn.started", "timestamp": ..., "agentName": ..., ...}``):
 fields left :data:`~msgspec.UNSET` are absent from it, a field set to ``None`` is ``null``, so a
 producer's line keeps exactly the keys it always had.
