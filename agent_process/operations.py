@@ -26,7 +26,6 @@ from ipc import EventMessage, IpcError
 from ipc import protocol as wire
 from ipc.events import Cancel, TurnCompleted
 from ipc.protocol import ORCHESTRATOR
-from ipc.runtime_events import EventType
 from ipc.questions import (
     ApprovalDecision,
     ApprovalDecisionResult,
@@ -37,6 +36,7 @@ from ipc.questions import (
     RestartInstance,
     RestartInstanceResult,
 )
+from ipc.runtime_events import EventType
 
 
 class InstanceOperations:
