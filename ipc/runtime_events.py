@@ -20,6 +20,8 @@ import msgspec
 from msgspec import UNSET as UNSET
 from msgspec import UnsetType
 
+from goondan import handoff_events
+from goondan.state_files.eventlog import HEADER_TYPE
 from goondan.usage import Reached
 
 T = TypeVar("T")
@@ -28,7 +30,7 @@ T = TypeVar("T")
 class EventType(enum.StrEnum):
     """Every runtime event type, as the event log and the event stream spell it."""
 
-    EVENTLOG_OPENED = "eventlog.opened"
+    EVENTLOG_OPENED = HEADER_TYPE
     TURN_STARTED = "turn.started"
     TURN_COMPLETED = "turn.completed"
     TURN_FAILED = "turn.failed"
@@ -72,9 +74,9 @@ class EventType(enum.StrEnum):
     """A piece of streamed model text: on the live event stream only, never in the log."""
     STREAM_END = "stream.end"
     """The live event stream ends (the daemon stops)."""
-    AGENT_REQUEST = "agent.request"
+    AGENT_REQUEST = handoff_events.AGENT_REQUEST
     """The event type of a handoff one agent asks another to answer (not a logged event)."""
-    AGENT_SEND = "agent.send"
+    AGENT_SEND = handoff_events.AGENT_SEND
     """The event type of a handoff one agent sends without waiting (not a logged event)."""
     APPROVAL_RESUME = "approval.resume"
     """The event type of the Turn that takes up calls parked for approval (not logged)."""

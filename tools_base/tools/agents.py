@@ -39,6 +39,7 @@ import os
 
 from goondan.defaults import MAX_REQUEST_TIMEOUT_MS, REQUEST_TIMEOUT_MS
 from goondan.errors import ToolCode
+from goondan.handoff_events import AGENT_REQUEST, AGENT_SEND
 from tools_base import (
     AgentEvent,
     AgentToolRuntime,
@@ -97,7 +98,7 @@ async def request(ctx: ToolContext, input: JsonObject) -> JsonValue:
     """``request``: ask another agent and (unless async) wait for its answer."""
     runtime = _runtime(ctx)
     target = require_string(input, "target")
-    event = _event(ctx, input, "agent.request")
+    event = _event(ctx, input, AGENT_REQUEST)
     async_ = optional_bool(input, "async", False)
     result = await runtime.request(
         target, event, timeout_ms=request_timeout_ms(input.get("timeoutMs")), async_=async_
@@ -116,7 +117,7 @@ async def send(ctx: ToolContext, input: JsonObject) -> JsonValue:
     """``send``: deliver an event to another agent without waiting."""
     runtime = _runtime(ctx)
     target = require_string(input, "target")
-    result = await runtime.send(target, _event(ctx, input, "agent.send"))
+    result = await runtime.send(target, _event(ctx, input, AGENT_SEND))
     return {"target": target, "eventId": result["eventId"], "accepted": result["accepted"]}
 
 
