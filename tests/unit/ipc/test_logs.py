@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
+import ipc.logs
 from ipc.logs import LineWriter, configure_logging, log_writer
 
 
@@ -23,7 +24,15 @@ def _fail() -> None:
     raise ValueError("the disk said no")
 
 
+@pytest.fixture
+def fresh_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer made under this test's captured stderr: the process's writer keeps to the file
+    stderr was when it was made, and an earlier test may have made it under another capture."""
+    monkeypatch.setattr(ipc.logs, "_writer", None)
+
+
 @pytest.mark.parametrize("as_json", [True, False])
+@pytest.mark.usefixtures("fresh_writer")
 def test_an_exception_is_logged_with_its_type_message_and_traceback(
     capfd: pytest.CaptureFixture[str], as_json: bool
 ) -> None:
