@@ -48,8 +48,6 @@ class LineWriter:
         self._dropped = 0
         self._unreported = 0
         self._lock = threading.Lock()
-        self._idle = threading.Event()
-        self._idle.set()
         self._thread: threading.Thread | None = None
         self.mirror: Callable[[bytes], None] | None = None
         """Also given each line, by the writer's thread (the daemon's own log file)."""
@@ -64,7 +62,6 @@ class LineWriter:
         if self._thread is None:
             self._start()
         try:
-            self._idle.clear()
             self._lines.put_nowait(text)
         except queue.Full:
             self._count_drop()
@@ -86,11 +83,16 @@ class LineWriter:
 
     def drain(self, timeout: float = DRAIN_SECONDS) -> bool:
         """Wait up to ``timeout`` for the queued lines to be written; ``True`` when done."""
+        # A line counts as done once written, not once taken off the queue: the queue's own
+        # count of unfinished lines is what the writer's thread settles after each write.
         deadline = time.monotonic() + timeout
-        while not (self._lines.empty() and self._idle.is_set()):
-            if time.monotonic() >= deadline:
-                return False
-            self._idle.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+        done = self._lines.all_tasks_done
+        with done:
+            while self._lines.unfinished_tasks:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                done.wait(remaining)
         return True
 
     def _run(self) -> None:
@@ -111,8 +113,7 @@ class LineWriter:
                     mirror(data)
                 except Exception:  # a copy that fails never costs stderr its lines
                     self._count_drop()
-            if self._lines.empty():
-                self._idle.set()
+            self._lines.task_done()
 
     def _write(self, data: bytes) -> None:
         if _identity(self._fd) != self._identity:
