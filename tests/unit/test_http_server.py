@@ -397,6 +397,43 @@ async def test_a_head_past_the_size_limit_is_answered_431_and_others_are_served(
     assert served == 200
 
 
+async def test_an_oversized_head_pipelined_behind_a_long_request_is_431_after_its_answer(
+    http: str,
+) -> None:
+    app = Held()
+    async with serving(app, ConnectionLimits(), http=http) as (_, connect, _, _):
+        reader, writer = await connect()
+        writer.write(b"GET /held HTTP/1.1\r\nHost: t\r\n\r\n")
+        await app.until_entered(1)
+        # While the app works no deadline runs, but the head is not read past its limit.
+        writer.write(b"GET / HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 40_000)
+        await writer.drain()
+        app.release.set()
+        first = await next_answer(reader)
+        second = await next_answer(reader)
+        writer.close()
+    assert first is not None
+    assert first[0] == 200
+    assert second is not None
+    assert (second[0], json.loads(second[2])["error"]["code"]) == (431, "BAD_REQUEST")
+
+
+async def test_a_malformed_request_is_answered_400_and_others_are_served(http: str) -> None:
+    app = Held()
+    app.release.set()
+    async with serving(app, ConnectionLimits(), http=http) as (_, connect, _, _):
+        reader, writer = await connect()
+        writer.write(b"GET / HTTP/1.1\r\nHost: t\r\nBad Header\r\n\r\n")
+        status, _, _ = await answer_of(reader)
+        writer.close()
+        reader, writer = await connect()
+        writer.write(b"GET /quick HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        served, _, _ = await answer_of(reader)
+        writer.close()
+    assert (status, served) == (400, 200)
+    assert app.entered == 1
+
+
 async def test_pipelined_requests_with_bodies_are_answered_in_order(http: str) -> None:
     app = Held()
     app.release.set()
