@@ -56,16 +56,26 @@ def value(text: str, name: str, **labels: str) -> float:
 def test_random_http_methods_leave_the_metrics_bounded(test_swarm: tuple[Daemon, str]) -> None:
     _, api = test_swarm
     methods = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
+    # Methods the HTTP parser knows but the API does not serve reach the app (405, counted as
+    # "other"); names no parser knows may be refused before it (400 on httptools), uncounted.
+    unusual = ["PROPFIND", "MKCOL", "LOCK", "UNLOCK", "PURGE", "SEARCH", "REPORT", "MOVE"]
     with httpx2.Client(base_url=api, timeout=30) as http:
         # Their series exist before the count starts, and the scrape's own.
-        assert http.request("BREW", "/healthz").status_code == 405
+        assert http.request("PROPFIND", "/healthz").status_code == 405
         assert http.get("/nowhere").status_code == 404
         http.get("/metrics")
         before = http.get("/metrics").text
         chosen = random.Random(7)
-        for _ in range(2000):
-            method = "".join(chosen.choices(string.ascii_uppercase, k=10))
-            assert http.request(method, "/healthz").status_code == 405
+        reached_the_app = 1
+        for n in range(2000):
+            if n % 2:
+                assert http.request(unusual[n % len(unusual)], "/healthz").status_code == 405
+                reached_the_app += 1
+            else:
+                method = "".join(chosen.choices(string.ascii_uppercase, k=10))
+                status = http.request(method, "/healthz").status_code
+                assert status in (400, 405)
+                reached_the_app += status == 405
         for _ in range(200):
             path = "/" + "".join(chosen.choices(string.ascii_lowercase, k=12))
             assert http.get(path).status_code == 404
@@ -73,7 +83,8 @@ def test_random_http_methods_leave_the_metrics_bounded(test_swarm: tuple[Daemon,
     labels = series(after, "goondan_http_requests_total")
     assert {row["method"] for row in labels} <= methods
     assert {row["route"] for row in labels} == {"/healthz", "/metrics", "unmatched"}
-    assert value(after, "goondan_http_requests_total", route="/healthz", method="other") == 2001
+    other = value(after, "goondan_http_requests_total", route="/healthz", method="other")
+    assert other == reached_the_app
     assert value(after, "goondan_http_requests_total", route="unmatched", method="GET") == 201
     assert http_lines(after) == http_lines(before), "HTTP metrics grew with what clients chose"
 
