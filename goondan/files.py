@@ -54,3 +54,15 @@ def sync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def shift_rotated(path: Path, kept: int) -> None:
+    """Rotate ``path`` by name: ``path`` becomes ``path.1``, ``.1`` becomes ``.2``, …, and what
+    was ``.{kept}`` is dropped. The caller has closed ``path`` and opens a new one after."""
+    for index in range(kept, 0, -1):
+        older = path.with_name(f"{path.name}.{index}")
+        newer = path if index == 1 else path.with_name(f"{path.name}.{index - 1}")
+        with contextlib.suppress(FileNotFoundError):
+            if index == kept:
+                older.unlink(missing_ok=True)
+            newer.rename(older)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from goondan.files import shift_rotated
 from orchestrator.eventlog import EVENTS_KEPT, EVENTS_MAX_BYTES
 
 LOGS_DIR = "logs"
@@ -94,15 +95,7 @@ class RotatingFile:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        for index in range(self.kept, 0, -1):
-            older = self.path.with_name(f"{self.path.name}.{index}")
-            newer = (
-                self.path if index == 1 else self.path.with_name(f"{self.path.name}.{index - 1}")
-            )
-            with contextlib.suppress(FileNotFoundError):
-                if index == self.kept:
-                    older.unlink(missing_ok=True)
-                newer.rename(older)
+        shift_rotated(self.path, self.kept)
         self._open()
 
     def close(self) -> None:

@@ -20,12 +20,12 @@ record that is for operators, and a power loss can at most cost the log's last l
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from goondan.errors import newer_format
+from goondan.files import shift_rotated
 
 FILE_NAME = "runtime-events.jsonl"
 EVENTS_MAX_BYTES = 64 * 1024 * 1024
@@ -94,13 +94,7 @@ class EventLogFile:
     def _rotate(self) -> None:
         """The current file becomes ``.1``, ``.1`` becomes ``.2``, …; a new one starts."""
         self.close()
-        for index in range(self.kept, 0, -1):
-            older = self.path.with_name(f"{FILE_NAME}.{index}")
-            newer = self.path if index == 1 else self.path.with_name(f"{FILE_NAME}.{index - 1}")
-            with contextlib.suppress(FileNotFoundError):
-                if index == self.kept:
-                    older.unlink(missing_ok=True)
-                newer.rename(older)
+        shift_rotated(self.path, self.kept)
         self._open()
 
     def close(self) -> None:

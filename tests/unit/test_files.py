@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from goondan.files import write_atomic
+from goondan.files import shift_rotated, write_atomic
 
 SIZE = 4 * 1024 * 1024
 """Big enough that a write takes many system calls, so a kill lands inside one."""
@@ -97,3 +97,25 @@ def test_a_reader_never_sees_a_partial_file(tmp_path: Path) -> None:
         reader.join(timeout=30)
     assert seen == {SIZE}
     assert os.listdir(tmp_path) == ["state.json"]
+
+
+def test_rotation_shifts_each_file_up_and_drops_the_oldest(tmp_path: Path) -> None:
+    log = tmp_path / "events.jsonl"
+    for name, text in (
+        ("events.jsonl", "now"),
+        ("events.jsonl.1", "one"),
+        ("events.jsonl.2", "two"),
+    ):
+        (tmp_path / name).write_text(text)
+    shift_rotated(log, kept=2)
+    assert not log.exists()
+    assert (tmp_path / "events.jsonl.1").read_text() == "now"
+    assert (tmp_path / "events.jsonl.2").read_text() == "one"
+    assert not (tmp_path / "events.jsonl.3").exists()
+
+
+def test_rotation_with_gaps_moves_what_exists(tmp_path: Path) -> None:
+    log = tmp_path / "out.log"
+    log.write_text("now")
+    shift_rotated(log, kept=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.log.1"]
