@@ -116,6 +116,17 @@ def _rules(cls: type[Payload]) -> _Rules:
     return rules
 
 
+def find_every_rule() -> None:
+    """Find the rules of every payload struct defined so far. The agents' fork server calls it
+    before it freezes its heap, so each child reads them shared instead of finding them again on
+    its first messages (about 1 ms of an agent's start) and copying the pages they land on."""
+    pending: list[type[Payload]] = [Payload]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        _rules(cls)
+
+
 class Outcome(NamedTuple):
     """How an answer that is a result or an ``error`` says which on the wire."""
 

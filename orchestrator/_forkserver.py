@@ -50,6 +50,7 @@ from typing import Any
 
 from bundle.entry import remember_entry_module
 from goondan.proctitle import prepare as prepare_process_names
+from ipc.payload import find_every_rule
 
 RUNTIME_MODULES = (
     "multiprocessing.popen_forkserver",
@@ -78,6 +79,7 @@ def _import_runtime() -> None:
         package = importlib.import_module(package_name)
         for module in pkgutil.iter_modules(package.__path__):
             remember_entry_module(importlib.import_module(f"{package_name}.{module.name}"))
+    find_every_rule()
 
 
 _prepare = spawn.prepare
