@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import httpx2
@@ -14,24 +13,14 @@ import pytest
 
 from orchestrator.state_dir import list_instances
 from tests.support.daemon import Daemon, wait_gone
-from tests.support.http_connector import hmac_hex
+from tests.support.http_connector import hmac_hex, signed_webhook, webhook_connection
 
 pytestmark = pytest.mark.timeout(120)
 
 SECRET = "replay-test-secret-5d1c"
-CONNECTIONS = """\
-apiVersion: goondan.ai/v1
-kind: Connection
-metadata: {name: hooks}
-spec:
-  connectorRef: {kind: Connector, name: webhook, package: "@goondan/base"}
-  config:
-    WEBHOOK_PORT: {value: "0"}
-  secrets:
-    signingSecret: {valueFrom: {env: REPLAY_TEST_SECRET}}
-  ingress:
-    rules:
-      - route: {agentRef: Agent/beta, instanceKey: hooks}
+CONNECTIONS = (
+    webhook_connection("REPLAY_TEST_SECRET")
+    + """\
 ---
 apiVersion: goondan.ai/v1
 kind: Connection
@@ -46,13 +35,11 @@ spec:
     rules:
       - route: {agentRef: Agent/beta, instanceKey: repo}
 """
+)
 
 
 def webhook_request(text: str) -> tuple[bytes, dict[str, str]]:
-    body = json.dumps({"text": text}).encode()
-    timestamp = str(int(time.time()))
-    signature = hmac_hex(SECRET, timestamp.encode() + b"." + body)
-    return body, {"X-Goondan-Timestamp": timestamp, "X-Goondan-Signature": f"sha256={signature}"}
+    return signed_webhook(SECRET, text)
 
 
 def github_request(title: str, delivery: str) -> tuple[bytes, dict[str, str]]:

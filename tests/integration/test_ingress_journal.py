@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -24,25 +23,12 @@ import pytest
 
 from tests.support.crashpoints import Crashpoint
 from tests.support.daemon import Daemon, wait_gone
-from tests.support.http_connector import hmac_hex
+from tests.support.http_connector import signed_webhook, webhook_connection
 
 pytestmark = pytest.mark.timeout(180)
 
 SECRET = "journal-test-secret-41ab"
-CONNECTION = """\
-apiVersion: goondan.ai/v1
-kind: Connection
-metadata: {name: hooks}
-spec:
-  connectorRef: {kind: Connector, name: webhook, package: "@goondan/base"}
-  config:
-    WEBHOOK_PORT: {value: "0"}
-  secrets:
-    signingSecret: {valueFrom: {env: JOURNAL_TEST_SECRET}}
-  ingress:
-    rules:
-      - route: {agentRef: Agent/beta, instanceKey: hooks}
-"""
+CONNECTION = webhook_connection("JOURNAL_TEST_SECRET")
 
 
 @pytest.fixture
@@ -52,14 +38,7 @@ def pool() -> Iterator[ThreadPoolExecutor]:
 
 
 def request(text: str, delivery: str) -> tuple[bytes, dict[str, str]]:
-    body = json.dumps({"text": text}).encode()
-    timestamp = str(int(time.time()))
-    signature = hmac_hex(SECRET, timestamp.encode() + b"." + body)
-    return body, {
-        "X-Goondan-Timestamp": timestamp,
-        "X-Goondan-Signature": f"sha256={signature}",
-        "X-Goondan-Delivery": delivery,
-    }
+    return signed_webhook(SECRET, text, delivery)
 
 
 def post(port: object, body: bytes, headers: dict[str, str]) -> httpx2.Response:

@@ -9,10 +9,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import resource
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import openai
 import pytest
 
 from tests.support.daemon import Daemon
-from tests.support.http_connector import hmac_hex
+from tests.support.http_connector import signed_webhook, webhook_connection
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -173,26 +171,10 @@ async def test_partial_heads_past_the_descriptor_limit_leave_healthz_answered(
 
 
 def webhook_request(text: str) -> tuple[bytes, dict[str, str]]:
-    body = json.dumps({"text": text}).encode()
-    timestamp = str(int(time.time()))
-    signature = hmac_hex(SECRET, timestamp.encode() + b"." + body)
-    return body, {"X-Goondan-Timestamp": timestamp, "X-Goondan-Signature": f"sha256={signature}"}
+    return signed_webhook(SECRET, text)
 
 
-WEBHOOK = """\
-apiVersion: goondan.ai/v1
-kind: Connection
-metadata: {name: hooks}
-spec:
-  connectorRef: {kind: Connector, name: webhook, package: "@goondan/base"}
-  config:
-    WEBHOOK_PORT: {value: "0"}
-  secrets:
-    signingSecret: {valueFrom: {env: NETWORK_FACE_SECRET}}
-  ingress:
-    rules:
-      - route: {agentRef: Agent/beta, instanceKey: hooks}
-"""
+WEBHOOK = webhook_connection("NETWORK_FACE_SECRET")
 
 
 async def test_partial_heads_leave_a_webhook_listener_taking_signed_events(tmp_path: Path) -> None:

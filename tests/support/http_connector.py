@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import json
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -121,3 +123,36 @@ def hmac_hex(secret: str, body: bytes) -> str:
     """Hex HMAC-SHA256 of ``body`` under ``secret`` (what ``openssl dgst -sha256 -hmac``
     prints)."""
     return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def webhook_connection(secret_env: str) -> str:
+    """A ``webhook`` Connection ``hooks`` on a free port, signed with the secret in the
+    environment variable ``secret_env``, routing to ``Agent/beta`` instance ``hooks``."""
+    return f"""\
+apiVersion: goondan.ai/v1
+kind: Connection
+metadata: {{name: hooks}}
+spec:
+  connectorRef: {{kind: Connector, name: webhook, package: "@goondan/base"}}
+  config:
+    WEBHOOK_PORT: {{value: "0"}}
+  secrets:
+    signingSecret: {{valueFrom: {{env: {secret_env}}}}}
+  ingress:
+    rules:
+      - route: {{agentRef: Agent/beta, instanceKey: hooks}}
+"""
+
+
+def signed_webhook(
+    secret: str, text: str, delivery: str | None = None
+) -> tuple[bytes, dict[str, str]]:
+    """A ``webhook`` delivery of ``text`` signed now with ``secret`` (its body and headers),
+    with ``X-Goondan-Delivery`` when ``delivery`` is given."""
+    body = json.dumps({"text": text}).encode()
+    timestamp = str(int(time.time()))
+    signature = hmac_hex(secret, timestamp.encode() + b"." + body)
+    headers = {"X-Goondan-Timestamp": timestamp, "X-Goondan-Signature": f"sha256={signature}"}
+    if delivery is not None:
+        headers["X-Goondan-Delivery"] = delivery
+    return body, headers
