@@ -47,8 +47,6 @@ from ipc.runtime_events import (
     read_event,
 )
 
-HEADER_TYPE = EventType.EVENTLOG_OPENED
-
 __all__ = [
     "EVENTS_KEPT",
     "EVENTS_MAX_BYTES",
@@ -167,7 +165,7 @@ def read_typed(path: Path, offset: int = 0) -> Iterator[tuple[int, AnyEvent]]:
         event = decode_line(raw)
         if event is None:
             continue
-        if event.type == HEADER_TYPE:
+        if event.type == EventType.EVENTLOG_OPENED:
             version = (
                 event.field("formatVersion")
                 if isinstance(event, RawEvent)
