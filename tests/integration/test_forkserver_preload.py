@@ -2,36 +2,26 @@
 
 from __future__ import annotations
 
-import multiprocessing
-from multiprocessing.connection import Connection
+from pathlib import Path
 
-from orchestrator.transport import PRELOAD
+from tests.support.fork_server import fork_one_child
+
+RULES_PROBE = """
+from ipc import payload
 
 
-def _report_rules(conn: Connection) -> None:
-    from ipc import payload
-
-    found = dict(payload._RULES)
-    classes: list[type[payload.Payload]] = [payload.Payload]
-    every = []
+def report(conn):
+    found = sorted(cls.__qualname__ for cls in payload._RULES)
+    classes, every = [payload.Payload], []
     while classes:
         cls = classes.pop()
         classes.extend(cls.__subclasses__())
         every.append(cls.__qualname__)
-    conn.send((sorted(c.__qualname__ for c in found), sorted(every)))
-    conn.close()
+    conn.send((found, sorted(every)))
+"""
 
 
-def test_a_child_finds_every_payload_rule_already_found() -> None:
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
-    ours, theirs = context.Pipe()
-    child = context.Process(target=_report_rules, args=(theirs,), daemon=True)
-    child.start()
-    try:
-        assert ours.poll(60), "the child did not report"
-        found, every = ours.recv()
-    finally:
-        child.join(10)
+def test_a_child_finds_every_payload_rule_already_found(tmp_path: Path) -> None:
+    found, every = fork_one_child(tmp_path, RULES_PROBE)
     assert len(every) > 30
     assert found == every

@@ -23,6 +23,7 @@ from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
 from orchestrator.transport import MultiprocessingTransport
 from tests.support.daemon import read_log_until, run_cli, wait_until_processing
+from tests.support.fork_server import fork_one_child
 from tests.support.swarm import running_swarm, write_swarm
 
 pytestmark = pytest.mark.timeout(120)
@@ -350,36 +351,11 @@ def report(conn):
                signal.getsignal(signal.SIGTERM) == signal.SIG_IGN])
 """
 
-FORK_ONE = """
-import sys
-from orchestrator.transport import MultiprocessingTransport
-import probe
-
-context = MultiprocessingTransport().context
-parent, child = context.Pipe()
-process = context.Process(target=probe.report, args=(child,))
-process.start()
-child.close()
-print(parent.recv())
-process.join(30)
-"""
-
 
 def test_agents_are_forked_with_sigint_and_sigterm_ignored(tmp_path: Path) -> None:
     """Before an agent's own code sets its dispositions, a child of the fork server already
     ignores both signals, so a Ctrl-C at the moment an agent starts cannot kill it."""
-    (tmp_path / "probe.py").write_text(PROBE)
-    done = subprocess.run(
-        [sys.executable, "-c", FORK_ONE],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[True, True]"
+    assert fork_one_child(tmp_path, PROBE) == [True, True]
 
 
 async def test_a_sigterm_before_the_agents_loop_runs_starts_its_drain(tmp_path: Path) -> None:

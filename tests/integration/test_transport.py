@@ -17,6 +17,7 @@ import pytest
 from orchestrator.supervisor import Supervisor
 from orchestrator.testing import fake_plans
 from orchestrator.transport import MultiprocessingTransport
+from tests.support.fork_server import fork_one_child
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -121,35 +122,11 @@ def report(conn):
     conn.send(sorted(name for name in sys.modules if name.startswith("genai_prices")))
 """
 
-FORK_ONE = """
-from orchestrator.transport import MultiprocessingTransport
-import probe
-
-context = MultiprocessingTransport().context
-parent, child = context.Pipe()
-process = context.Process(target=probe.report, args=(child,))
-process.start()
-child.close()
-print(parent.recv())
-process.join(30)
-"""
-
 
 def test_agents_are_forked_with_the_price_catalogue_already_imported(tmp_path: Path) -> None:
     """An agent whose Model declares no ``pricing`` looks its price up in the genai-prices
     catalogue at its first call; imported in the fork server, that first Turn does not wait
     on the import, and its memory is shared rather than copied into each such agent."""
-    (tmp_path / "probe.py").write_text(CATALOGUE_PROBE)
-    done = subprocess.run(
-        [sys.executable, "-c", FORK_ONE],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    loaded = done.stdout.strip()
-    for module in ("'genai_prices'", "'genai_prices.data'", "'genai_prices.data_snapshot'"):
+    loaded = fork_one_child(tmp_path, CATALOGUE_PROBE)
+    for module in ("genai_prices", "genai_prices.data", "genai_prices.data_snapshot"):
         assert module in loaded, loaded
