@@ -187,7 +187,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         group = sub.add_argument_group(
             "cluster",
             "several hosts over NATS (extra `cluster`); a password or token comes from "
-            "GOONDAN_NATS_PASSWORD (with GOONDAN_NATS_USER) or GOONDAN_NATS_TOKEN",
+            "GOONDAN_NATS_PASSWORD (with GOONDAN_NATS_USER) or GOONDAN_NATS_TOKEN, the key "
+            "every member shares (signing leadership records) from GOONDAN_CLUSTER_KEY",
         )
         group.add_argument(
             "--cluster",
@@ -202,6 +203,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         group.add_argument("--cluster-tls-ca", metavar="FILE", help="CA bundle for tls://")
         group.add_argument("--cluster-tls-cert", metavar="FILE", help="client certificate")
         group.add_argument("--cluster-tls-key", metavar="FILE", help="client certificate key")
+        group.add_argument(
+            "--insecure-nats",
+            action="store_true",
+            help="accept a NATS server that admits clients without credentials, and run "
+            "without GOONDAN_CLUSTER_KEY (only on a network no one else reaches)",
+        )
         group.add_argument(
             "--heartbeat-seconds",
             type=float,

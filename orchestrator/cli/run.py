@@ -217,6 +217,10 @@ def _cluster_settings(args: argparse.Namespace) -> Any:
         ) from None
     if args.heartbeat_seconds <= 0:
         raise ValueError("--heartbeat-seconds must be positive")
+    from orchestrator.cluster.settings import CLUSTER_KEY_ENV
+
+    # Checked when the member connects (ClusterSettings.check_leader_key), after the usage.
+    leader_key = os.environ.get(CLUSTER_KEY_ENV, "").encode() or None
 
     def path(value: str | None) -> Path | None:
         return Path(value) if value else None
@@ -230,6 +234,8 @@ def _cluster_settings(args: argparse.Namespace) -> Any:
         tls_cert_file=path(args.cluster_tls_cert),
         tls_key_file=path(args.cluster_tls_key),
         heartbeat_seconds=args.heartbeat_seconds,
+        insecure=args.insecure_nats,
+        leader_key=leader_key,
     )
 
 

@@ -8,6 +8,11 @@ Secrets never come from the command line, where other users of the host could re
 password or token comes from ``GOONDAN_NATS_PASSWORD`` / ``GOONDAN_NATS_TOKEN`` (or the URL's
 user information, which is redacted wherever the URL is shown), an nkey seed or a ``.creds``
 file from a file path.
+
+A member refuses a server that also admits clients without credentials
+(:mod:`~orchestrator.cluster.anonymous`), unless told it runs on a trusted network
+(``insecure``), and signs the leadership records it writes with the key the members share
+(:mod:`~orchestrator.cluster.leadership`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import os
 import re
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +49,9 @@ RECONNECT_WAIT_SECONDS = 0.5
 PASSWORD_ENV = "GOONDAN_NATS_PASSWORD"
 USER_ENV = "GOONDAN_NATS_USER"
 TOKEN_ENV = "GOONDAN_NATS_TOKEN"
+CLUSTER_KEY_ENV = "GOONDAN_CLUSTER_KEY"
+"""The key every member of a cluster shares, signing the leadership records."""
+MIN_KEY_CHARACTERS = 16
 _NAME_FORBIDDEN = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -59,6 +67,10 @@ class ClusterTaken(ClusterUnavailable):
 
 class ClusterAuthRefused(ClusterUnavailable):
     """NATS refused our credentials, or its certificate could not be verified."""
+
+
+class ClusterServerOpen(ClusterAuthRefused):
+    """The NATS server admits clients without credentials (and ``insecure`` is off)."""
 
 
 def cluster_token(name: str) -> str:
@@ -83,6 +95,13 @@ class ClusterSettings:
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     heartbeat_seconds: float = HEARTBEAT_SECONDS
+    insecure: bool = False
+    """Use a server that admits clients without credentials (``--insecure-nats``); by
+    default such a server is refused (:class:`ClusterServerOpen`)."""
+    leader_key: bytes | None = field(default=None, repr=False)
+    """The key the members share (``GOONDAN_CLUSTER_KEY``): leadership records are signed
+    with it, and one without a valid signature is never obeyed. ``None``: records unsigned
+    (only with ``insecure``)."""
 
     def named_for(self, swarm: str) -> ClusterSettings:
         """These settings, with the Swarm's name when no cluster name was given."""
@@ -127,6 +146,23 @@ class ClusterSettings:
             )
         return context
 
+    def check_leader_key(self) -> None:
+        """Raise :class:`ClusterAuthRefused` naming the fix when the members' key is missing
+        (allowed only with ``insecure``) or too short to be a secret."""
+        if self.leader_key is None:
+            if self.insecure:
+                return
+            raise ClusterAuthRefused(
+                f"{CLUSTER_KEY_ENV} is not set: every member of the cluster (leaders and "
+                "nodes) needs the same secret key, which signs the leadership records; make "
+                f"one with `openssl rand -hex 32` and give it to each member as {CLUSTER_KEY_ENV}"
+            )
+        if len(self.leader_key) < MIN_KEY_CHARACTERS:
+            raise ClusterAuthRefused(
+                f"{CLUSTER_KEY_ENV} is too short: give at least {MIN_KEY_CHARACTERS} characters "
+                "(e.g. `openssl rand -hex 32`)"
+            )
+
     def connect_options(self) -> dict[str, Any]:
         """Keyword arguments of ``nats.connect`` for these settings (secrets included: never
         log them)."""
@@ -166,6 +202,12 @@ class ClusterSettings:
         import nats
 
         log = structlog.get_logger("goondan.cluster").bind(server=self.describe())
+        self.check_leader_key()
+        if self.insecure:
+            log.warning(
+                "insecure NATS: the server is not checked for clients without credentials"
+                + ("; leadership records are not signed" if self.leader_key is None else "")
+            )
         state = {"connected": True}
 
         client: list[Any] = []
@@ -215,6 +257,14 @@ class ClusterSettings:
         refused.cancel()
         if connecting.done() and connecting.exception() is None:
             client.append(connecting.result())
+            if not self.insecure:
+                from orchestrator.cluster.anonymous import refuse_open_server
+
+                try:
+                    await refuse_open_server(self)
+                except BaseException:
+                    await client[0].close()
+                    raise
             return client[0]
         connecting.cancel()
         with contextlib.suppress(BaseException):
