@@ -40,10 +40,10 @@ from ipc import protocol as wire
 from ipc.events import LeaderChanged
 from ipc.protocol import EXIT_NODE_LOST, ORCHESTRATOR
 from orchestrator.cluster.conversations import with_cluster_storage
+from orchestrator.cluster.leadership import LeaderLease, LeaderSeal
 from orchestrator.cluster.membership import (
     LEADER_KEY,
     NODE_KEYS,
-    Lease,
     Member,
     Presence,
     open_bucket,
@@ -92,7 +92,7 @@ class ClusterTransport:
         self.nc: Any = None
         self.kv: Any = None
         self.nodes: Presence | None = None
-        self._lease: Lease | None = None
+        self._lease: LeaderLease | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         self._background = TaskOwner(structlog.get_logger("goondan.cluster"))
         """Signals to nodes and unsubscriptions, sent without waiting."""
@@ -127,7 +127,7 @@ class ClusterTransport:
         )
         try:
             self.kv = await open_bucket(self.nc.jetstream(), self.settings, create=True)
-            self._lease = Lease(
+            self._lease = LeaderLease(
                 self.kv,
                 LEADER_KEY,
                 {
@@ -136,6 +136,8 @@ class ClusterTransport:
                     "host": socket.gethostname(),
                     "pid": os.getpid(),
                 },
+                seal=LeaderSeal(self.settings.leader_key, self.settings.bucket),
+                patience=self.settings.expiry_seconds,
             )
             await self._claim()
             self.nodes = Presence(

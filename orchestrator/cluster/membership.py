@@ -100,6 +100,10 @@ class Lease:
     value: dict[str, Any]
     revision: int | None = None
 
+    def _encoded(self) -> bytes:
+        """The value to write."""
+        return encode_json(self.value)
+
     async def acquire(
         self, takeover: Callable[[dict[str, Any]], bool] | None = None
     ) -> dict[str, Any] | None:
@@ -109,7 +113,7 @@ class Lease:
         """
         from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
-        data = encode_json(self.value)
+        data = self._encoded()
         for _ in range(3):  # a key expiring between our create and get: try again
             try:
                 self.revision = await self.kv.create(self.key, data)
@@ -158,9 +162,7 @@ class Lease:
         if value is not None:
             self.value = value
         try:
-            self.revision = await self.kv.update(
-                self.key, encode_json(self.value), last=self.revision
-            )
+            self.revision = await self.kv.update(self.key, self._encoded(), last=self.revision)
             return True
         except KeyWrongLastSequenceError:
             return await self.acquire() is None

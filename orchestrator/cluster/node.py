@@ -41,11 +41,11 @@ from ipc.delegation import ShutdownRequest
 from ipc.protocol import EventKind
 from ipc.scope import kill_scope
 from orchestrator.cluster.conversations import with_cluster_storage
+from orchestrator.cluster.leadership import LeaderSeal, LeaderWatch
 from orchestrator.cluster.membership import (
     LEADER_KEY,
     Lease,
     Member,
-    Presence,
     bucket_expiry,
     node_key,
     open_bucket,
@@ -198,7 +198,7 @@ class Node:
         self.kv: Any = None
         self.heartbeat_seconds = settings.heartbeat_seconds
         self._lease: Lease | None = None
-        self._leader_watch: Presence | None = None
+        self._leader_watch: LeaderWatch | None = None
         self._tasks = TaskOwner(structlog.get_logger("goondan.cluster"))
         """Starts of agents and the reports of their exits, run beside the loop's callbacks."""
         self._heartbeat: asyncio.Task[None] | None = None
@@ -228,10 +228,10 @@ class Node:
                 self.heartbeat_seconds = expiry / HEARTBEAT_MISSES
             self._lease = Lease(self.kv, node_key(self.name), self._heartbeat_value())
             await self._claim_name(expiry or self.settings.expiry_seconds)
-            self._leader_watch = Presence(
+            self._leader_watch = LeaderWatch(
                 self.kv,
-                LEADER_KEY,
                 expiry or self.settings.expiry_seconds,
+                LeaderSeal(self.settings.leader_key, self.settings.bucket),
                 on_join=self._leader_joined,
                 on_leave=self._leader_left,
             )
@@ -469,7 +469,9 @@ class Node:
             entry = await self.kv.get(LEADER_KEY)
         except Exception:  # none now, or the bucket unreachable
             return {}
-        return decode_json(entry.value or b"")
+        record = decode_json(entry.value or b"")
+        admitted = self._leader_watch is not None and self._leader_watch.admits(record)
+        return record if admitted else {}  # a forged or replayed record names no leader
 
     def _plan(self, agent: str) -> AgentPlan:
         plan = self._plans.get(agent)
