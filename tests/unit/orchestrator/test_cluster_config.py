@@ -230,3 +230,22 @@ def test_the_compose_example_runs_the_nodes_the_example_places(tmp_path: Path) -
     assert nodes == placed == {"node-a", "node-b"}
     assert "--cluster nats://nats:4222" in services["leader"]["command"]
     assert services["leader"]["build"] == "../.."  # the repository's Dockerfile
+
+
+def test_the_compose_example_gives_each_member_its_own_user_of_the_nats_conf() -> None:
+    import re
+
+    import yaml
+
+    compose = yaml.safe_load((EXAMPLE.parent / "docker-compose.yaml").read_text())
+    services = compose["services"]
+    conf = (EXAMPLE.parent / "nats.conf").read_text()
+    users = dict(re.findall(r"\{ user: ([\w-]+), password: \$(\w+),", conf))
+    members = {name: s["environment"] for name, s in services.items() if name != "nats"}
+    assert {env["GOONDAN_NATS_USER"] for env in members.values()} == {"leader", "node-a", "node-b"}
+    for env in members.values():
+        # Its own password variable, the one nats.conf reads for its user.
+        assert env["GOONDAN_NATS_PASSWORD"].startswith("${" + users[env["GOONDAN_NATS_USER"]])
+        assert env["GOONDAN_CLUSTER_KEY"].startswith("${GOONDAN_CLUSTER_KEY:?")
+    assert set(services["nats"]["environment"]) == set(users.values())
+    assert "no_auth_user" not in conf  # nobody gets in without credentials
