@@ -44,7 +44,7 @@ async def node(url: str, bundle: str, name: str, state_dir: str, heartbeat: str)
     from orchestrator.transport import MultiprocessingTransport
 
     swarm = load_bundle(Path(bundle), check_handlers=False).swarm().name
-    settings = ClusterSettings(url, swarm, heartbeat_seconds=float(heartbeat))
+    settings = ClusterSettings(url, swarm, heartbeat_seconds=float(heartbeat), insecure=True)
     member = Node(
         Path(bundle),
         settings,

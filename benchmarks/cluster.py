@@ -147,7 +147,7 @@ def cross_node_delegate(url: str, directory: Path, count: int) -> list[float]:
         nonlocal node
         joined = asyncio.Event()
         transport = ClusterTransport(
-            ClusterSettings(url, "bench", heartbeat_seconds=HEARTBEAT),
+            ClusterSettings(url, "bench", heartbeat_seconds=HEARTBEAT, insecure=True),
             placement=bundle.placement(),
             fingerprint=bundle.fingerprint(),
             local=MultiprocessingTransport(entry="benchmarks._ipc_agents:pinger"),

@@ -82,7 +82,9 @@ class Bench:
         if name in self.ports:
             args = ["run", "goondan.yaml", *cluster.cluster_args()]
             member = Member(
-                [*args, "--listen", f"127.0.0.1:{self.ports[name]}"], cluster.directory(name)
+                [*args, "--listen", f"127.0.0.1:{self.ports[name]}"],
+                cluster.directory(name),
+                cluster.member_env(name),
             )
             cluster.members.append(member)
         else:

@@ -151,7 +151,7 @@ class Chaos:
         if name in self.ports:
             args = ["run", "goondan.yaml", *cluster.cluster_args()]
             args += ["--listen", f"127.0.0.1:{self.ports[name]}"]
-            member = Member(args, cluster.directory(name))
+            member = Member(args, cluster.directory(name), cluster.member_env(name))
             cluster.members.append(member)
         else:
             member = cluster.start_node(name, *NODE_LABELS[name])

@@ -171,22 +171,24 @@ def test_a_node_with_another_bundle_is_refused(tmp_path: Path) -> None:
         assert cluster.agent("back")["pid"] is None
 
         # The node refuses on its own too, whoever asks.
-        refusal = _ask_node(cluster.nats.url, "relay", "node-b", {"agent": "back", "worker": "w1"})
+        refusal = _ask_node(cluster, "node-b", {"agent": "back", "worker": "w1"})
         assert refusal["ok"] is False
         assert "different bundle" in refusal["message"]
 
 
-def _ask_node(url: str, cluster: str, node: str, request: dict[str, object]) -> dict[str, object]:
+def _ask_node(cluster: Cluster, node: str, request: dict[str, object]) -> dict[str, object]:
+    """Ask ``node`` to start an agent, as another user of the cluster's NATS account."""
     import asyncio
 
     import nats
 
     async def ask() -> dict[str, object]:
-        client = await nats.connect(url)
+        password = cluster.passwords["stranger"]
+        client = await nats.connect(cluster.nats.url, user="stranger", password=password)
         try:
             body = {"fingerprint": "0" * 64, "leader": "someone", **request}
             reply = await client.request(
-                f"goondan.{cluster}.node.{node}.start", json.dumps(body).encode(), timeout=10
+                f"goondan.relay.node.{node}.start", json.dumps(body).encode(), timeout=10
             )
             result: dict[str, object] = json.loads(reply.data)
             return result
@@ -220,7 +222,9 @@ def test_a_second_leader_waits_as_standby_and_serves_nothing_meanwhile(tmp_path:
     with running_cluster(tmp_path) as cluster:
         cluster.start_leader()
         second = Member(
-            ["run", "goondan.yaml", *cluster.cluster_args()], cluster.directory("second")
+            ["run", "goondan.yaml", *cluster.cluster_args()],
+            cluster.directory("second"),
+            cluster.member_env("second"),
         )
         cluster.members.append(second)
         second.log.wait_for("standby: the cluster has a leader; taking over if it goes", 60)
@@ -231,13 +235,9 @@ def test_a_second_leader_waits_as_standby_and_serves_nothing_meanwhile(tmp_path:
 
 
 def test_credentials_are_required_and_never_shown(tmp_path: Path) -> None:
-    secret = "s3cret-Pass-42"
-    with running_cluster(
-        tmp_path,
-        nats_args=["--user", "goondan", "--pass", secret],
-        env={"GOONDAN_NATS_USER": "goondan", "GOONDAN_NATS_PASSWORD": secret},
-    ) as cluster:
+    with running_cluster(tmp_path) as cluster:
         cluster.start_leader()
+        secret = cluster.passwords["node-a"]
         wrong = "wrong-Pass-17"
         refused = cluster.start_node("node-a", env={"GOONDAN_NATS_PASSWORD": wrong})
         assert refused.wait(30) == 6  # a credential refused
@@ -251,7 +251,8 @@ def test_credentials_are_required_and_never_shown(tmp_path: Path) -> None:
         code, answer = cluster.request("front", "relay hello")
         assert (code, answer["output"]) == (200, "front: middle: back got hello")
         for member in cluster.members:
-            assert secret.encode() not in member.log.data
+            for hidden in [*cluster.passwords.values(), cluster.cluster_key]:
+                assert hidden.encode() not in member.log.data
 
 
 def test_frames_larger_than_the_servers_max_payload_cross_whole(tmp_path: Path) -> None:

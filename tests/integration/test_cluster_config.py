@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tests.support.daemon import run_cli
@@ -18,6 +19,7 @@ def test_an_unreachable_cluster_is_an_error_naming_it_without_its_password(
         "--cluster",
         "nats://admin:hunter2@127.0.0.1:9",  # the discard port: nothing listens
         cwd=tmp_path,
+        env={**os.environ, "GOONDAN_CLUSTER_KEY": "k" * 32},
     )
     assert done.returncode == 5  # network
     assert "cannot connect to the cluster at nats://admin:***@127.0.0.1:9" in done.stderr

@@ -48,7 +48,9 @@ def bundle_with(tmp_path: Path, placement: str) -> Path:
 def start_standby(cluster: Cluster, *extra: str) -> Member:
     """A second ``run --cluster``, in its own directory: it waits as the leader's standby."""
     standby = Member(
-        ["run", "goondan.yaml", *cluster.cluster_args(), *extra], cluster.directory("standby")
+        ["run", "goondan.yaml", *cluster.cluster_args(), *extra],
+        cluster.directory("standby"),
+        cluster.member_env("standby"),
     )
     cluster.members.append(standby)
     standby.log.wait_for("standby: the cluster has a leader; taking over if it goes", 60)

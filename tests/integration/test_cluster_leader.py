@@ -28,6 +28,8 @@ pytestmark = pytest.mark.timeout(90)
 HEARTBEAT = 0.2
 LEADER_FINGERPRINT = "a" * 64
 OTHER_FINGERPRINT = "b" * 64
+KEY = b"the members shared key, 32 bytes"
+"""The members' key: the leader signs its records with it."""
 
 
 @dataclass
@@ -47,7 +49,9 @@ def nats_server(tmp_path: Path) -> Any:
 
 @pytest.fixture
 async def leader(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Leader]:
-    settings = ClusterSettings(nats_server.url, "test", heartbeat_seconds=HEARTBEAT)
+    settings = ClusterSettings(
+        nats_server.url, "test", heartbeat_seconds=HEARTBEAT, insecure=True, leader_key=KEY
+    )
     ready: asyncio.Queue[str] = asyncio.Queue()
     transport = ClusterTransport(
         settings,

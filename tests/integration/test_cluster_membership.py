@@ -27,7 +27,7 @@ def nats_server(tmp_path: Path) -> Any:
 
 @pytest.fixture
 async def bucket(nats_server: NatsServer) -> AsyncIterator[tuple[ClusterSettings, Any, Any]]:
-    settings = ClusterSettings(nats_server.url, "test", heartbeat_seconds=HEARTBEAT)
+    settings = ClusterSettings(nats_server.url, "test", heartbeat_seconds=HEARTBEAT, insecure=True)
     client = await settings.connect("test")
     kv = await open_bucket(client.jetstream(), settings, create=True)
     yield settings, client, kv
@@ -139,7 +139,7 @@ async def test_an_outbox_keeps_order_and_splits_at_the_servers_max_payload(
 async def test_a_server_without_jetstream_is_named(tmp_path: Path) -> None:
     plain = NatsServer(tmp_path / "plain", jetstream=False)
     try:
-        settings = ClusterSettings(plain.url, "x")
+        settings = ClusterSettings(plain.url, "x", insecure=True)
         client = await settings.connect("test")
         try:
             with pytest.raises(ClusterUnavailable, match="has no JetStream"):
@@ -154,4 +154,4 @@ async def test_no_server_is_an_error_naming_the_address(tmp_path: Path) -> None:
     gone = NatsServer(tmp_path / "gone")
     gone.stop()
     with pytest.raises(ClusterUnavailable, match=f"cannot connect to the cluster at {gone.url}"):
-        await ClusterSettings(gone.url, "x").connect("test")
+        await ClusterSettings(gone.url, "x", insecure=True).connect("test")

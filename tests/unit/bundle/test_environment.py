@@ -205,6 +205,7 @@ def test_select_takes_exact_names_and_prefixes_only() -> None:
         "GOONDAN_API_TOKEN",
         "GOONDAN_SECRET_BOT_TOKEN",
         "GOONDAN_NATS_PASSWORD",
+        "GOONDAN_CLUSTER_KEY",
         "GOONDAN_AGENT_SCOPE",
         "NOTIFY_SOCKET",
         "OPENAI_API_KEY",
