@@ -73,7 +73,8 @@ CLI_EXIT: Mapping[int, str] = {
     ExitCode.NETWORK: "nobody answers: no daemon running, a daemon gone silent after taking "
     "the request, a cluster or model provider out of reach",
     ExitCode.AUTH: "a credential is missing or refused: a Model's API key or a Connection's "
-    "secret (doctor names it), an API token, the cluster's credentials or certificate",
+    "secret (doctor names it), an API token, the cluster's credentials, key or certificate, "
+    "a NATS server admitting clients without credentials",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
 }
 """Exit statuses of ``goondan``."""
