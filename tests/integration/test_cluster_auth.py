@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster, Member, NatsServer, running_cluster
+from tests.support.cluster import Cluster, Member, NatsServer, running_cluster, start_standby
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -206,25 +206,23 @@ def test_a_stranger_writing_the_leader_key_neither_takes_nor_stops_the_leadershi
         # For two expiries: long past the moment the leader would have stopped before.
         assert "written" in stranger_writes(cluster, records, repeat_for=2 * cluster.heartbeat * 3)
 
-        node_a.log.wait_for("leadership record without a valid signature ignored", since=mark)
-        node_a.log.wait_for("leader key deleted without a signed record; ignored", since=mark)
-        leader.log.wait_for("leadership record without a valid signature ignored")
+        assert leader.process.poll() is None
         code, answer = cluster.request("front", "relay after the forgery")
         assert (code, answer["output"]) == (200, "front: middle: back got after the forgery")
-        assert leader.process.poll() is None
         assert not any(
             r.get("event") == "another process took the cluster's leadership; stopping"
             for r in leader.log.records
         )
         wait_leader_record(cluster, real["incarnation"])
         assert node_b.process.poll() is None
+        node_a.log.wait_for("leadership record without a valid signature ignored", since=mark)
+        node_a.log.wait_for("leader key deleted without a signed record; ignored", since=mark)
+        leader.log.wait_for("leadership record without a valid signature ignored")
 
 
 def test_a_replayed_record_of_a_dead_leader_does_not_unseat_its_successor(
     tmp_path: Path,
 ) -> None:
-    from tests.integration.test_cluster_failover import start_standby
-
     with running_cluster(tmp_path) as cluster:
         first = cluster.start_leader()
         node_a = cluster.join("node-a")
@@ -241,14 +239,14 @@ def test_a_replayed_record_of_a_dead_leader_does_not_unseat_its_successor(
         replay = json.dumps(old).encode()
         assert "written" in stranger_writes(cluster, [replay], repeat_for=2 * cluster.heartbeat * 3)
 
-        standby.log.wait_for("replayed leadership record overwritten", since=mark)
-        node_a.log.wait_for("replayed leadership record ignored", since=node_mark)
         assert standby.process.poll() is None
         assert not any(
             r.get("event") == "another process took the cluster's leadership; stopping"
             for r in standby.log.records
         )
         wait_leader_record(cluster, new["incarnation"])
+        standby.log.wait_for("replayed leadership record overwritten", since=mark)
+        node_a.log.wait_for("replayed leadership record ignored", since=node_mark)
         # The nodes still take the successor's starts: a request crosses both.
         api = cluster.root / "standby" / ".goondan"
         from orchestrator.http.client import DaemonApi

@@ -25,6 +25,7 @@ from tests.support.cluster import (
     descendants,
     free_port,
     running_cluster,
+    start_standby,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -43,18 +44,6 @@ def bundle_with(tmp_path: Path, placement: str) -> Path:
     path.parent.mkdir()
     path.write_text(placed(placement))
     return path
-
-
-def start_standby(cluster: Cluster, *extra: str) -> Member:
-    """A second ``run --cluster``, in its own directory: it waits as the leader's standby."""
-    standby = Member(
-        ["run", "goondan.yaml", *cluster.cluster_args(), *extra],
-        cluster.directory("standby"),
-        cluster.member_env("standby"),
-    )
-    cluster.members.append(standby)
-    standby.log.wait_for("standby: the cluster has a leader; taking over if it goes", 60)
-    return standby
 
 
 def kill_and_wait_lost(cluster: Cluster, node: Member, name: str) -> None:

@@ -431,6 +431,18 @@ class Cluster:
         self.nats.stop()
 
 
+def start_standby(cluster: Cluster, *extra: str) -> Member:
+    """A second ``run --cluster``, in its own directory: it waits as the leader's standby."""
+    standby = Member(
+        ["run", "goondan.yaml", *cluster.cluster_args(), *extra],
+        cluster.directory("standby"),
+        cluster.member_env("standby"),
+    )
+    cluster.members.append(standby)
+    standby.log.wait_for("standby: the cluster has a leader; taking over if it goes", 60)
+    return standby
+
+
 def _swarm_name(bundle_text: str) -> str:
     """The name of the (first) Swarm of a bundle: its bucket is ``goondan_<name>``."""
     import yaml
