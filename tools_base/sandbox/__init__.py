@@ -43,7 +43,7 @@ from typing import Any
 from goondan.errors import ToolCode
 from tools_base._context import ToolConfigError
 from tools_base._result import ToolError
-from tools_base.sandbox import _launch
+from tools_base.sandbox import _hardening, _launch
 from tools_base.sandbox._cgroup import PidsCgroup, find_pids_parent
 
 UNAVAILABLE = ToolCode.E_SANDBOX_UNAVAILABLE
@@ -284,8 +284,8 @@ def keep_standard_fds_only() -> None:
 
 @dataclass
 class Launch:
-    """A program made ready to start in the sandbox: start ``argv`` with ``env`` and
-    ``preexec_fn=preexec`` (or, where no ``preexec_fn`` can be given, ``launcher_argv`` with
+    """A program made ready to start in the sandbox: start ``argv`` with ``env``,
+    ``preexec_fn=preexec`` and ``pass_fds=fds`` (or, where no ``preexec_fn`` can be given, ``launcher_argv`` with
     ``env``), then :meth:`close` once it has ended."""
 
     argv: list[str]
@@ -294,9 +294,16 @@ class Launch:
     launcher_argv: list[str]
     backend: SandboxMode
     cgroup: PidsCgroup | None = None
+    fds: tuple[int, ...] = ()
+    """Descriptors ``argv`` names (bubblewrap's seccomp filter): start ``argv`` with
+    ``pass_fds=fds``."""
 
     def close(self) -> None:
-        """Remove the call's cgroup (its processes are gone)."""
+        """Remove the call's cgroup (its processes are gone) and close :attr:`fds`."""
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = ()
         if self.cgroup is not None:
             self.cgroup.remove()
 
@@ -315,12 +322,12 @@ def _bwrap_argv(
     bwrap: str, argv: Sequence[str], *, cwd: str, workdir: str, policy: SandboxPolicy
 ) -> list[str]:
     uid = str(_launch.SANDBOX_UID)
-    args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    args = [bwrap, *_hardening.user_args(), "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     args += ["--unshare-cgroup-try"]
     if not policy.network:
         args.append("--unshare-net")
     args += ["--uid", uid, "--gid", uid, "--hostname", "sandbox", "--die-with-parent"]
-    args += ["--cap-drop", "ALL", *_system_args()]
+    args += ["--cap-drop", "ALL", *_system_args(), *_hardening.bwrap_args()]
     args += ["--proc", "/proc", "--dev", "/dev"]
     if _bwrap_supports_size(bwrap):
         args += ["--size", str(policy.limits.tmp_mib * _MIB)]
@@ -386,6 +393,7 @@ def _prepare(
             cgroup.remove()
         raise
     cgroup_path = cgroup.path if cgroup is not None else None
+    passed: tuple[int, ...] = ()
 
     def preexec() -> None:
         keep_standard_fds_only()
@@ -393,6 +401,10 @@ def _prepare(
 
     # The launcher is started with ``env`` and reads the values from its own environment.
     spec: dict[str, Any] = {"limits": limits, "cgroup": cgroup_path, "envNames": sorted(env)}
+    if backend is not SandboxMode.OFF:
+        spec.update(_hardening.launcher_spec(backend is SandboxMode.NAMESPACES))
+        spec.update(workdir=workdir, readOnly=list(policy.read_only))
+        spec.update(readWrite=list(policy.read_write))
     if backend is SandboxMode.BWRAP:
         bwrap = bwrap_path()
         assert bwrap is not None
@@ -413,6 +425,9 @@ def _prepare(
         if backend is SandboxMode.NAMESPACES
         else [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec)]
     )
+    if backend is SandboxMode.BWRAP:
+        # Under root only the launcher can make the user namespace bubblewrap is to enter.
+        run, passed = (launcher, ()) if "hostIds" in spec else _hardening.direct_argv(run)
     return Launch(
         argv=run,
         env=dict(env),
@@ -420,6 +435,7 @@ def _prepare(
         launcher_argv=launcher,
         backend=backend,
         cgroup=cgroup,
+        fds=passed,
     )
 
 
@@ -442,6 +458,7 @@ def _try(backend: SandboxMode) -> str | None:
                 capture_output=True,
                 timeout=PROBE_TIMEOUT_SECONDS,
                 preexec_fn=launch.preexec,
+                pass_fds=launch.fds,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return str(exc)

@@ -283,6 +283,7 @@ async def _run_launch(
                 stderr=err_w,
                 start_new_session=True,
                 preexec_fn=launch.preexec,
+                pass_fds=launch.fds,
             )
         except OSError as exc:
             raise ToolError(

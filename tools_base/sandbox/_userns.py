@@ -1,0 +1,303 @@
+"""No host root inside the sandbox: the user namespace of a program started by a root daemon.
+
+A program always runs as :data:`SANDBOX_UID` of a user namespace of its own. Under a daemon of
+an ordinary user that id maps onto the daemon's own (an unprivileged process can map nothing
+else). Under a root daemon, mapping it onto root would hand the program host root's files and
+``/proc/sys``; instead it maps onto an unprivileged host id (:func:`host_ids`): root's first
+subordinate id from ``/etc/subuid``/``/etc/subgid`` where there is one, else ``nobody``
+(65534, mapped even in most containers). Root may write another process's ``uid_map``, so a
+helper process makes the namespace and the launcher writes its map (:func:`make`), as
+``newuidmap`` does.
+
+The workspace stays root's on disk (mode 0700, files 0600), yet the program must read and write
+it and the agent must read what it wrote. It is bound as an **idmapped mount**: disk id 0
+appears as the host id, so the sandbox sees it as its own, and what the program creates is
+written to disk as root's (:func:`idmapped_tree`). Where the workspace's file system cannot be
+idmapped, the map falls back to host root as before (the other protections still hold:
+``/proc/sys`` read-only, the seccomp filter, masked ``/etc`` files); ``probe`` says which.
+
+Files under ``/etc`` that root can read but others cannot (``/etc/shadow``, host keys,
+``sudoers``...) are masked when the daemon is root (:func:`private_etc`).
+
+Standard library only: the launcher imports it under ``python -I -S``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import stat
+from collections.abc import Iterable
+
+SANDBOX_UID = 1000
+"""The user (and group) a sandboxed program runs as inside its user namespace."""
+NOBODY = 65534
+"""The host id used under a root daemon where root has no subordinate ids."""
+MASK_LIMIT = 256
+"""At most this many ``/etc`` entries are masked (each is a mount)."""
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNS = 0x00020000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+_AT_FDCWD = -100
+_AT_EMPTY_PATH = 0x1000
+_OPEN_TREE_CLONE = 1
+_MOUNT_ATTR_IDMAP = 0x00100000
+_MOVE_MOUNT_F_EMPTY_PATH = 0x4
+_OPEN_TREE = 428  # the same number on x86_64 and aarch64 (new calls share one numbering)
+_MOVE_MOUNT = 429
+_MOUNT_SETATTR = 442
+_PR_SET_KEEPCAPS = 8
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def _fail(what: str) -> OSError:
+    code = ctypes.get_errno()
+    return OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _subordinate(path: str, names: Iterable[str]) -> int | None:
+    """The first id of the first range ``path`` gives any of ``names``."""
+    wanted = set(names)
+    with contextlib.suppress(OSError, ValueError), open(path) as table:
+        for line in table:
+            fields = line.strip().split(":")
+            if len(fields) == 3 and fields[0] in wanted and int(fields[2]) >= 1:
+                return int(fields[1])
+    return None
+
+
+def host_ids() -> tuple[int, int]:
+    """``(uid, gid)`` on the host that the program's user maps onto under a root daemon."""
+    uid = _subordinate("/etc/subuid", ("root", "0"))
+    gid = _subordinate("/etc/subgid", ("root", "0"))
+    return (NOBODY if uid is None else uid), (NOBODY if gid is None else gid)
+
+
+def make(uid_map: str, gid_map: str) -> int:
+    """A new user namespace with these maps, as a descriptor (``/proc/PID/ns/user``).
+
+    A child makes it with ``unshare`` and waits; this process, privileged in its own namespace,
+    writes the child's maps, then keeps the namespace by its descriptor and lets the child go.
+    Only from a single-threaded process (it forks).
+    """
+    libc = _libc()
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports only through its pipes
+        os.close(ready_r)
+        os.close(go_w)
+        made = libc.unshare(CLONE_NEWUSER) == 0
+        os.write(ready_w, b"1" if made else b"0")
+        os.read(go_r, 1)
+        os._exit(0)
+    os.close(ready_w)
+    os.close(go_r)
+    try:
+        if os.read(ready_r, 1) != b"1":
+            raise OSError(errno.EPERM, "unshare(CLONE_NEWUSER) failed in the helper")
+        proc = f"/proc/{child}"
+        for name, text in (("setgroups", "deny"), ("uid_map", uid_map), ("gid_map", gid_map)):
+            fd = os.open(f"{proc}/{name}", os.O_WRONLY)
+            try:
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
+        return os.open(f"{proc}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(ready_r)
+        os.close(go_w)
+        os.waitpid(child, 0)
+
+
+def sandbox_userns(uid: int, gid: int) -> int:
+    """The namespace the program runs in: :data:`SANDBOX_UID` is host ``uid``/``gid``."""
+    return make(f"{SANDBOX_UID} {uid} 1", f"{SANDBOX_UID} {gid} 1")
+
+
+def idmap_userns(uid: int, gid: int) -> int:
+    """The namespace an idmapped mount reads ids through: disk id 0 is host ``uid``/``gid``."""
+    return make(f"0 {uid} 1", f"0 {gid} 1")
+
+
+def private_mounts() -> None:
+    """A mount namespace of this process's own, nothing shared back (root only)."""
+    libc = _libc()
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise _fail("unshare(CLONE_NEWNS)")
+    if libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+        raise _fail("mount --make-rprivate /")
+
+
+def idmapped_tree(path: str, userns_fd: int) -> int:
+    """A detached copy of the mount at ``path`` whose ids read through ``userns_fd``."""
+    libc = _libc()
+    tree = libc.syscall(_OPEN_TREE, _AT_FDCWD, os.fsencode(path), _OPEN_TREE_CLONE | os.O_CLOEXEC)
+    if tree < 0:
+        raise _fail(f"open_tree({path})")
+    attr = _MountAttr(_MOUNT_ATTR_IDMAP, 0, 0, userns_fd)
+    if libc.syscall(_MOUNT_SETATTR, tree, b"", _AT_EMPTY_PATH, ctypes.byref(attr),
+                    ctypes.sizeof(attr)) != 0:  # fmt: skip
+        failure = _fail(f"idmapped mount of {path}")
+        os.close(tree)
+        raise failure
+    return int(tree)
+
+
+def attach(tree: int, path: str) -> None:
+    """Mount the detached ``tree`` on ``path`` (in this process's mount namespace)."""
+    libc = _libc()
+    if libc.syscall(_MOVE_MOUNT, tree, b"", _AT_FDCWD, os.fsencode(path),
+                    _MOVE_MOUNT_F_EMPTY_PATH) != 0:  # fmt: skip
+        raise _fail(f"move_mount onto {path}")
+
+
+def idmap_over(paths: Iterable[str], uid: int, gid: int) -> str | None:
+    """In a private mount namespace made by :func:`private_mounts`: each of ``paths`` covered
+    by an idmapped copy of itself, disk id 0 read as host ``uid``/``gid``. ``None`` when done,
+    else why not (nothing is left half done that matters: the caller then maps onto root)."""
+    try:
+        userns = idmap_userns(uid, gid)
+    except OSError as exc:
+        return str(exc)
+    trees: list[tuple[int, str]] = []
+    try:
+        for path in paths:
+            trees.append((idmapped_tree(path, userns), path))
+        for tree, path in trees:
+            attach(tree, path)
+    except OSError as exc:
+        return str(exc)
+    finally:
+        os.close(userns)
+        for tree, _ in trees:
+            os.close(tree)
+    return None
+
+
+STAGES = ("/dev/shm", "/mnt", "/tmp")
+"""Where :func:`stage` mounts its tmpfs (in a private mount namespace; the first that exists)."""
+
+
+def _clone(path: str, userns_fd: int | None) -> int:
+    if userns_fd is not None:
+        return idmapped_tree(path, userns_fd)
+    libc = _libc()
+    tree = libc.syscall(_OPEN_TREE, _AT_FDCWD, os.fsencode(path), _OPEN_TREE_CLONE | os.O_CLOEXEC)
+    if tree < 0:
+        raise _fail(f"open_tree({path})")
+    return int(tree)
+
+
+def stage(
+    writable: Iterable[str], read_only: Iterable[str], uid: int, gid: int
+) -> tuple[dict[str, str], bool]:
+    """In a private mount namespace made by :func:`private_mounts`: copies of the paths a
+    sandbox binds, under a fresh world-searchable tmpfs, so a process that may not search the
+    directories above them (a workspace under ``/root``) can still bind them. The writable ones
+    are idmapped (disk id 0 read as host ``uid``/``gid``) where every one of them can be.
+
+    Returns ``{path: staged path}`` and whether the writable paths are idmapped.
+    """
+    writable, read_only = list(writable), [p for p in read_only if os.path.exists(p)]
+    trees: dict[str, int] = {}
+    try:
+        idmapped = True
+        try:
+            userns = idmap_userns(uid, gid)
+        except OSError:
+            idmapped = False
+        else:
+            try:
+                for path in writable:
+                    trees[path] = _clone(path, userns)
+            except OSError:
+                idmapped = False
+            finally:
+                os.close(userns)
+        if not idmapped:
+            for tree in trees.values():
+                os.close(tree)
+            trees = {path: _clone(path, None) for path in writable}
+        for path in read_only:
+            with contextlib.suppress(OSError):
+                trees.setdefault(path, _clone(path, None))
+        where = next(p for p in STAGES if os.path.isdir(p))
+        libc = _libc()
+        if libc.mount(b"tmpfs", os.fsencode(where), b"tmpfs", ctypes.c_ulong(0x2 | 0x4),
+                      b"mode=0755,size=65536") != 0:  # fmt: skip
+            raise _fail(f"mount tmpfs on {where}")
+        staged: dict[str, str] = {}
+        for number, (path, tree) in enumerate(trees.items()):
+            target = f"{where}/{number}"
+            if os.path.isdir(path):
+                os.mkdir(target)
+            else:
+                os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
+            attach(tree, target)
+            staged[path] = target
+        return staged, idmapped
+    finally:
+        for tree in trees.values():
+            os.close(tree)
+
+
+def private_etc(root: str = "/etc", limit: int = MASK_LIMIT) -> list[str]:
+    """Entries under ``root`` only their owner or group may read: files not world-readable,
+    directories not world-searchable (not descended into). Symlinks are left alone (they lead
+    to what is masked or to a path outside the sandbox)."""
+    found: list[str] = []
+    stack = [root]
+    while stack and len(found) < limit:
+        directory = stack.pop()
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode):
+                if mode & stat.S_IXOTH and mode & stat.S_IROTH:
+                    stack.append(entry.path)
+                else:
+                    found.append(entry.path)
+            elif stat.S_ISREG(mode) and not mode & stat.S_IROTH:
+                found.append(entry.path)
+    return sorted(found[:limit])
+
+
+def become_sandbox_user() -> None:
+    """In the program's process, before ``exec``: be :data:`SANDBOX_UID` (a no-op where that is
+    already who this is; under a root daemon the launcher is uid 0 of the namespace until
+    here, with no host privilege)."""
+    if os.getuid() != SANDBOX_UID or os.getgid() != SANDBOX_UID:
+        os.setresgid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+        os.setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID)
+
+
+def set_fs_ids(uid: int) -> None:
+    """Create files as ``uid`` of this namespace (lookups already made keep their access)."""
+    libc = _libc()
+    libc.setfsgid(uid)
+    libc.setfsuid(uid)
