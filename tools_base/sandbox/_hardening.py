@@ -80,10 +80,19 @@ def direct_argv(argv: list[str]) -> tuple[list[str], tuple[int, ...]]:
     return [str(fd) if a == SECCOMP_FD else a for a in argv], (fd,)
 
 
-def describe() -> str:
-    """For ``probe``: the filter, and under root the map's host ids."""
+def describe(uid_map: str) -> str:
+    """For ``probe``: who the program is on the host (from the ``uid_map`` it saw; under a root
+    daemon its one line reads ``1000 HOST 1``), and whether the filter is installed."""
     said = "seccomp filter" if seccomp_filter() is not None else "no seccomp filter (arch)"
-    if root_daemon():
-        uid, gid = _userns.host_ids()
-        said += f"; root daemon: the program's user is host {uid}:{gid}"
-    return said
+    if not root_daemon():
+        return f"the program's user is this user; {said}"
+    fields = uid_map.split()
+    host = fields[1] if len(fields) >= 3 else "?"
+    if host == "0":
+        user = (
+            "the program's user is host root: the workspace's file system has no idmapped "
+            "mounts (/proc/sys read-only, private /etc files masked)"
+        )
+    else:
+        user = f"the program's user is host uid {host}, the workspace idmapped"
+    return f"{user}; {said}"
