@@ -19,7 +19,9 @@ take turns call by call, so drift and load hit them alike; the call's ``env`` se
 the workspace in every mode, as the sandbox does, so the floor's shell reads the same start-up
 files. Beside them, two bare floors spawned with ``subprocess.run`` (no handler, no limits, no
 cgroup): ``/bin/sh -lc true``, and the same under bubblewrap with the argv the sandbox builds;
-their difference is what bubblewrap itself costs here.
+their difference is what bubblewrap itself costs here (under a root daemon, with the launcher
+that makes its user namespace); and the bare shell with the sandbox's seccomp filter installed
+before its ``exec``, whose difference from the bare shell is what the filter costs.
 
 Run: ``python benchmarks/tool_call.py [--calls N] [--repeats R] [--sandbox-calls N]
 [--loop asyncio|uvloop] [--json] [--quick]``. Prints median microseconds per call, the
@@ -73,7 +75,8 @@ from tools_base import (
     nonblocking,
     sandbox,
 )
-from tools_base.sandbox import SandboxMode, SandboxPolicy
+from tools_base.sandbox import SandboxMode, SandboxPolicy, _seccomp
+from tools_base.sandbox._hardening import seccomp_filter
 from tools_base.tools import bash
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -196,6 +199,11 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
 
 
+def install_seccomp() -> None:
+    """In the bare shell's child before ``exec``: the sandbox's filter, nothing else of it."""
+    _seccomp.install(seccomp_filter())
+
+
 async def sandbox_costs(
     executor: ToolExecutor, scope: StepScope, message: Message, calls: int
 ) -> dict[str, Any]:
@@ -218,12 +226,15 @@ async def sandbox_costs(
     )
     bare_env = {"PATH": os.defpath, "HOME": workdir}
     bare: dict[str, list[str]] = {"sh": SHELL_ARGV}
+    if seccomp_filter() is not None:
+        bare["seccomp"] = SHELL_ARGV  # the same shell, the filter installed before its exec
+    launch = None
     if SandboxMode.BWRAP in measured:
         launch = sandbox.prepare(
             SHELL_ARGV, env=bare_env, cwd=workdir, workdir=workdir,
             policy=SandboxPolicy(), mode=SandboxMode.BWRAP,
         )  # fmt: skip
-        launch.close()  # only its argv is used: bubblewrap alone, no limits, no cgroup
+        # Only its argv (and the filter's descriptor) is used: no limits, no cgroup.
         bare["bwrap"] = launch.argv
 
     async def through_bash(mode: SandboxMode) -> float:
@@ -238,7 +249,8 @@ async def sandbox_costs(
         started = time.perf_counter()
         done = subprocess.run(
             argv, cwd=workdir, env=bare_env, stdin=subprocess.DEVNULL, capture_output=True,
-            check=False,
+            check=False, preexec_fn=install_seccomp if name == "seccomp" else None,
+            pass_fds=launch.fds if launch is not None and name == "bwrap" else (),
         )  # fmt: skip
         elapsed = time.perf_counter() - started
         if done.returncode != 0:
@@ -263,6 +275,8 @@ async def sandbox_costs(
                     samples[f"bare_{name}"].append(ms)
     finally:
         sandbox.configure(previous)
+        if launch is not None:
+            launch.close()
 
     def median(key: str) -> float | None:
         got = samples.get(key)
@@ -283,6 +297,8 @@ async def sandbox_costs(
     figures["bare_sh_ms"] = median("bare_sh")
     figures["bare_bwrap_ms"] = median("bare_bwrap")
     figures["bare_bwrap_added_ms"] = added("bare_bwrap", "bare_sh")
+    figures["bare_seccomp_ms"] = median("bare_seccomp")
+    figures["seccomp_added_ms"] = added("bare_seccomp", "bare_sh")
     figures["backends"] = backends
     figures["skipped"] = skipped
     return figures
@@ -317,13 +333,18 @@ def print_sandbox(figures: dict[str, Any]) -> None:
             f" (bubblewrap itself {figures['bare_bwrap_added_ms']:+.2f})"
         )
     print(line)
+    if figures["bare_seccomp_ms"] is not None:
+        print(
+            f"seccomp filter: the same shell under it {figures['bare_seccomp_ms']:.2f}"
+            f" (the filter {figures['seccomp_added_ms']:+.2f})"
+        )
     for key, reason in figures["skipped"].items():
         print(f"skipped {key}: {reason}")
 
 
 SANDBOX_KEYS = [
     "command", "calls", "backends", "skipped", "bare_sh_ms", "bare_bwrap_ms",
-    "bare_bwrap_added_ms",
+    "bare_bwrap_added_ms", "bare_seccomp_ms", "seccomp_added_ms",
     *(f"{mode}_{figure}" for mode in SANDBOX_MODES for figure in ("ms", "p90_ms", "p99_ms")),
     *(f"{mode}_added_ms" for mode in SANDBOX_MODES if mode is not SandboxMode.OFF),
 ]  # fmt: skip
