@@ -397,6 +397,8 @@ def _prepare(
 
     def preexec() -> None:
         keep_standard_fds_only()
+        for fd in passed:  # after the line above, which also marked these close-on-exec
+            os.set_inheritable(fd, True)
         _launch.apply_limits(limits, cgroup_path)
 
     # The launcher is started with ``env`` and reads the values from its own environment.

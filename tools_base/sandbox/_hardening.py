@@ -71,7 +71,11 @@ def launcher_spec(namespaces: bool) -> dict[str, Any]:
 
 def direct_argv(argv: list[str]) -> tuple[list[str], tuple[int, ...]]:
     """bubblewrap's arguments to ``exec`` without the launcher (not under root): the filter's
-    placeholder made a descriptor of this process, which the caller passes on and closes."""
+    placeholder made a descriptor of this process, which the caller passes on and closes.
+
+    Under root the launcher starts bubblewrap: it makes the user namespace, and closes its
+    descriptor before the program runs (bubblewrap keeps ``--userns FD`` open).
+    """
     if SECCOMP_FD not in argv:
         return argv, ()
     data = seccomp_filter()

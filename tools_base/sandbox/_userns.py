@@ -114,18 +114,23 @@ def make(uid_map: str, gid_map: str) -> int:
     try:
         if os.read(ready_r, 1) != b"1":
             raise OSError(errno.EPERM, "unshare(CLONE_NEWUSER) failed in the helper")
-        proc = f"/proc/{child}"
-        for name, text in (("setgroups", "deny"), ("uid_map", uid_map), ("gid_map", gid_map)):
-            fd = os.open(f"{proc}/{name}", os.O_WRONLY)
-            try:
-                os.write(fd, text.encode())
-            finally:
-                os.close(fd)
-        return os.open(f"{proc}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        return map_helper(child, uid_map, gid_map)
     finally:
         os.close(ready_r)
         os.close(go_w)
         os.waitpid(child, 0)
+
+
+def map_helper(pid: int, uid_map: str, gid_map: str) -> int:
+    """Write the maps of process ``pid``'s new user namespace; that namespace's descriptor."""
+    proc = f"/proc/{pid}"
+    for name, text in (("setgroups", "deny"), ("uid_map", uid_map), ("gid_map", gid_map)):
+        fd = os.open(f"{proc}/{name}", os.O_WRONLY)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+    return os.open(f"{proc}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
 
 
 def sandbox_userns(uid: int, gid: int) -> int:
@@ -207,54 +212,84 @@ def _clone(path: str, userns_fd: int | None) -> int:
     return int(tree)
 
 
+def clone_sources(
+    writable: Iterable[str], read_only: Iterable[str], userns_fd: int | None
+) -> tuple[dict[str, int], bool]:
+    """Detached copies of the paths a sandbox binds: the writable ones idmapped through
+    ``userns_fd`` where every one of them can be (else none is), the read-only ones as they
+    are. Returns ``{path: tree descriptor}`` and whether the writable ones are idmapped."""
+    writable = list(writable)
+    trees: dict[str, int] = {}
+    idmapped = userns_fd is not None
+    try:
+        if userns_fd is not None:
+            try:
+                for path in writable:
+                    trees[path] = _clone(path, userns_fd)
+            except OSError:
+                idmapped = False
+                for tree in trees.values():
+                    os.close(tree)
+                trees = {}
+        if not idmapped:
+            trees = {path: _clone(path, None) for path in writable}
+        for path in read_only:
+            if os.path.exists(path) and path not in trees:
+                with contextlib.suppress(OSError):
+                    trees[path] = _clone(path, None)
+    except BaseException:
+        for tree in trees.values():
+            os.close(tree)
+        raise
+    return trees, idmapped
+
+
+def stage_dir() -> str:
+    """Where :func:`mount_stage` mounts its tmpfs."""
+    return next(p for p in STAGES if os.path.isdir(p))
+
+
+def staged_paths(trees: dict[str, int]) -> dict[str, str]:
+    """``{path: where mount_stage attaches its copy}``."""
+    where = stage_dir()
+    return {path: f"{where}/{number}" for number, path in enumerate(trees)}
+
+
+def mount_stage(trees: dict[str, int], kinds: dict[str, bool]) -> None:
+    """In a private mount namespace made by :func:`private_mounts`: a fresh world-searchable
+    tmpfs holding ``trees`` at :func:`staged_paths`, so a process that may not search the
+    directories above them (a workspace under ``/root``) can still bind them. ``kinds`` says
+    which paths are directories."""
+    where = stage_dir()
+    libc = _libc()
+    if libc.mount(b"tmpfs", os.fsencode(where), b"tmpfs", ctypes.c_ulong(0x2 | 0x4),
+                  b"mode=0755,size=65536") != 0:  # fmt: skip
+        raise _fail(f"mount tmpfs on {where}")
+    for path, target in staged_paths(trees).items():
+        if kinds[path]:
+            os.mkdir(target)
+        else:
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
+        attach(trees[path], target)
+
+
 def stage(
     writable: Iterable[str], read_only: Iterable[str], uid: int, gid: int
 ) -> tuple[dict[str, str], bool]:
-    """In a private mount namespace made by :func:`private_mounts`: copies of the paths a
-    sandbox binds, under a fresh world-searchable tmpfs, so a process that may not search the
-    directories above them (a workspace under ``/root``) can still bind them. The writable ones
-    are idmapped (disk id 0 read as host ``uid``/``gid``) where every one of them can be.
-
-    Returns ``{path: staged path}`` and whether the writable paths are idmapped.
-    """
-    writable, read_only = list(writable), [p for p in read_only if os.path.exists(p)]
-    trees: dict[str, int] = {}
+    """:func:`clone_sources` then :func:`mount_stage`, from a single-threaded process.
+    Returns ``{path: staged path}`` and whether the writable paths are idmapped."""
     try:
-        idmapped = True
-        try:
-            userns = idmap_userns(uid, gid)
-        except OSError:
-            idmapped = False
-        else:
-            try:
-                for path in writable:
-                    trees[path] = _clone(path, userns)
-            except OSError:
-                idmapped = False
-            finally:
-                os.close(userns)
-        if not idmapped:
-            for tree in trees.values():
-                os.close(tree)
-            trees = {path: _clone(path, None) for path in writable}
-        for path in read_only:
-            with contextlib.suppress(OSError):
-                trees.setdefault(path, _clone(path, None))
-        where = next(p for p in STAGES if os.path.isdir(p))
-        libc = _libc()
-        if libc.mount(b"tmpfs", os.fsencode(where), b"tmpfs", ctypes.c_ulong(0x2 | 0x4),
-                      b"mode=0755,size=65536") != 0:  # fmt: skip
-            raise _fail(f"mount tmpfs on {where}")
-        staged: dict[str, str] = {}
-        for number, (path, tree) in enumerate(trees.items()):
-            target = f"{where}/{number}"
-            if os.path.isdir(path):
-                os.mkdir(target)
-            else:
-                os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o600))
-            attach(tree, target)
-            staged[path] = target
-        return staged, idmapped
+        userns: int | None = idmap_userns(uid, gid)
+    except OSError:
+        userns = None
+    try:
+        trees, idmapped = clone_sources(writable, read_only, userns)
+    finally:
+        if userns is not None:
+            os.close(userns)
+    try:
+        mount_stage(trees, {path: os.path.isdir(path) for path in trees})
+        return staged_paths(trees), idmapped
     finally:
         for tree in trees.values():
             os.close(tree)

@@ -238,3 +238,35 @@ def test_as_an_ordinary_user(
         "perf_event_open": 1,
     }
     assert (workspace / "made").stat().st_uid == NOBODY
+
+
+def test_bubblewrap_started_directly_gets_the_filter_and_no_other_descriptor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not under root, bubblewrap starts from the caller's child (no launcher): the filter's
+    descriptor goes with ``pass_fds`` and through ``preexec``, and stops at bubblewrap."""
+    _backend(SandboxMode.BWRAP)
+    from tools_base.sandbox import _hardening
+
+    monkeypatch.setattr(_hardening, "root_daemon", lambda: False)
+    launch = sandbox.prepare(
+        ["/bin/sh", "-c", "grep Seccomp: /proc/self/status; ls /proc/self/fd"],
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=str(tmp_path),
+        workdir=str(tmp_path),
+        policy=SandboxPolicy(),
+        mode=SandboxMode.BWRAP,
+    )
+    assert launch.argv[0] == sandbox.bwrap_path()
+    assert launch.fds
+    try:
+        done = subprocess.run(
+            launch.argv, env=launch.env, capture_output=True, text=True, timeout=60,
+            preexec_fn=launch.preexec, pass_fds=launch.fds,
+        )  # fmt: skip
+    finally:
+        launch.close()
+    assert done.returncode == 0, done.stderr
+    status, *fds = done.stdout.split("\n", 1)[0:1] + done.stdout.split("\n", 1)[1].split()
+    assert status.split() == ["Seccomp:", "2"]
+    assert set(fds) <= {"0", "1", "2", "3"}
