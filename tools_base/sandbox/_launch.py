@@ -9,7 +9,9 @@ time they cost) out.
 What the ``namespaces`` backend builds, as bubblewrap does:
 
 1. ``unshare`` of the user, mount, PID, IPC and UTS namespaces (and the network one when the
-   program has no network); the caller's user becomes :data:`SANDBOX_UID` inside.
+   program has no network); the caller's user becomes :data:`SANDBOX_UID` inside. Under a
+   root daemon the user namespace is made by a helper whose map the launcher writes (to an
+   unprivileged host id, the workspace idmapped: see ``_userns``), and the launcher joins it.
 2. A fork: the child is PID 1 of the new PID namespace, the parent (the *monitor*) stays in the
    agent's namespace, relays signals to it and ends as it ends (by the same signal, so the
    agent reads ``exitCode``/``signal`` as for an unsandboxed program).
@@ -19,6 +21,8 @@ What the ``namespaces`` backend builds, as bubblewrap does:
    machine (the state directory, ``api.sock``, other instances) has a name inside.
 4. PID 1 forks the program (PID 2) and reaps everything, so a program that ignores the signals
    only PID 1 may ignore still gets them, and everything in the namespace dies with PID 1.
+   The program becomes :data:`SANDBOX_UID` and installs the seccomp filter just before its
+   ``exec``.
 """
 
 from __future__ import annotations
