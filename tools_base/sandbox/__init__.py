@@ -331,7 +331,7 @@ def _bwrap_argv(
         args.append("--unshare-net")
     args += ["--uid", uid, "--gid", uid, "--hostname", "sandbox", "--die-with-parent"]
     args += ["--cap-drop", "ALL", *_system_args(), *_hardening.bwrap_args()]
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--proc", "/proc", *_hardening.proc_args(), "--dev", "/dev"]
     if _bwrap_supports_size(bwrap):
         args += ["--size", str(policy.limits.tmp_mib * _MIB)]
     # /tmp before the binds: a workspace under /tmp must stay visible over the private one.

@@ -13,7 +13,7 @@ import functools
 import os
 from typing import Any
 
-from tools_base.sandbox import _seccomp, _userns
+from tools_base.sandbox import _launch, _seccomp, _userns
 
 SECCOMP_FD = "@seccomp"
 """The placeholder of bubblewrap's ``--seccomp`` descriptor in an argument list."""
@@ -54,6 +54,17 @@ def bwrap_args() -> list[str]:
                 args += ["--ro-bind", "/dev/null", path]
     if seccomp_filter() is not None:
         args += ["--seccomp", SECCOMP_FD]
+    return args
+
+
+def proc_args() -> list[str]:
+    """After bubblewrap's ``--proc``: its kernel knobs read-only. bubblewrap covers them only
+    where it finds them writable at setup, and in a namespace of its own it finds the
+    directory not writable, though the files in it are to a user mapped onto root. What a
+    sysctl file shows and sets is the reader's namespace's, so the host's binds serve."""
+    args: list[str] = []
+    for name in _launch.PROC_READ_ONLY:
+        args += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
     return args
 
 
