@@ -298,15 +298,17 @@ class Launch:
     backend: SandboxMode
     cgroup: PidsCgroup | None = None
     fds: tuple[int, ...] = ()
-    """Descriptors ``argv`` names (bubblewrap's seccomp filter): start ``argv`` with
-    ``pass_fds=fds``."""
+    """Descriptors ``argv`` names (bubblewrap's seccomp filter and user namespace): start
+    ``argv`` with ``pass_fds=fds``."""
+    owned: tuple[int, ...] = ()
+    """This call's own descriptors, which :meth:`close` closes."""
 
     def close(self) -> None:
-        """Remove the call's cgroup (its processes are gone) and close :attr:`fds`."""
-        for fd in self.fds:
+        """Remove the call's cgroup (its processes are gone) and close :attr:`owned`."""
+        for fd in self.owned:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self.fds = ()
+        self.owned = ()
         if self.cgroup is not None:
             self.cgroup.remove()
 
@@ -397,11 +399,15 @@ def _prepare(
         raise
     cgroup_path = cgroup.path if cgroup is not None else None
     passed: tuple[int, ...] = ()
+    owned: tuple[int, ...] = ()
+    in_child: Callable[[], None] | None = None
 
     def preexec() -> None:
         keep_standard_fds_only()
         for fd in passed:  # after the line above, which also marked these close-on-exec
             os.set_inheritable(fd, True)
+        if in_child is not None:
+            in_child()
         _launch.apply_limits(limits, cgroup_path)
 
     # The launcher is started with ``env`` and reads the values from its own environment.
@@ -431,8 +437,11 @@ def _prepare(
         else [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec)]
     )
     if backend is SandboxMode.BWRAP:
-        # Under root only the launcher can make the user namespace bubblewrap is to enter.
-        run, passed = (launcher, ()) if "hostIds" in spec else _hardening.direct_argv(run)
+        direct = _hardening.direct(run, spec)
+        if direct is None:
+            run = launcher
+        else:
+            run, passed, owned, in_child = direct.argv, direct.passed, direct.owned, direct.in_child
     return Launch(
         argv=run,
         env=dict(env),
@@ -441,6 +450,7 @@ def _prepare(
         backend=backend,
         cgroup=cgroup,
         fds=passed,
+        owned=owned,
     )
 
 

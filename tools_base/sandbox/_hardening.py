@@ -9,8 +9,11 @@ seccomp filter: ``--seccomp FD`` for bubblewrap, ``prctl`` by the ``namespaces``
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
+import subprocess
+from dataclasses import dataclass, field
 from typing import Any
 
 from tools_base.sandbox import _launch, _seccomp, _userns
@@ -80,19 +83,104 @@ def launcher_spec(namespaces: bool) -> dict[str, Any]:
     return spec
 
 
-def direct_argv(argv: list[str]) -> tuple[list[str], tuple[int, ...]]:
-    """bubblewrap's arguments to ``exec`` without the launcher (not under root): the filter's
-    placeholder made a descriptor of this process, which the caller passes on and closes.
+CLOSER = "/bin/bash"
+"""Closes the user namespace's descriptor before the program (``dash`` closes only 0-9)."""
 
-    Under root the launcher starts bubblewrap: it makes the user namespace, and closes its
-    descriptor before the program runs (bubblewrap keeps ``--userns FD`` open).
-    """
-    if SECCOMP_FD not in argv:
-        return argv, ()
-    data = seccomp_filter()
-    assert data is not None
-    fd = _seccomp.memfd(data)
-    return [str(fd) if a == SECCOMP_FD else a for a in argv], (fd,)
+
+@dataclass
+class Direct:
+    """bubblewrap made ready to ``exec`` from the caller's child, without the launcher."""
+
+    argv: list[str]
+    passed: tuple[int, ...] = ()
+    """Descriptors ``argv`` names: start it with ``pass_fds=passed``."""
+    owned: tuple[int, ...] = ()
+    """Descriptors of this call, to close once the program has started."""
+    trees: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, bool] = field(default_factory=dict)
+
+    def in_child(self) -> None:
+        """In the forked child before ``exec`` (root only): no supplementary groups (they would
+        stay root's inside), and the staged copies bubblewrap binds (see ``_userns``)."""
+        if self.trees:
+            os.setgroups([])
+            _userns.private_mounts()
+            _userns.mount_stage(self.trees, self.kinds)
+
+
+def direct(argv: list[str], spec: dict[str, Any]) -> Direct | None:
+    """bubblewrap's arguments to ``exec`` from this process's child: the filter's placeholder
+    made a descriptor; under root also the user namespace's (made once per process) and the
+    bind sources rewritten to staged copies, as the launcher does when it starts bubblewrap,
+    without starting a Python. ``None`` where only the launcher can (root without ``bash``
+    to close the namespace's descriptor, which bubblewrap keeps open into the program)."""
+    if "hostIds" in spec and not os.access(CLOSER, os.X_OK):
+        return None
+    made = Direct(list(argv))
+    try:
+        if "hostIds" in spec:
+            _root(made, spec)
+        if SECCOMP_FD in made.argv:
+            data = seccomp_filter()
+            assert data is not None
+            fd = _seccomp.memfd(data)
+            made.owned += (fd,)
+            made.passed += (fd,)
+            made.argv = [str(fd) if a == SECCOMP_FD else a for a in made.argv]
+    except BaseException:
+        for fd in made.owned:
+            os.close(fd)
+        raise
+    return made
+
+
+def _root(made: Direct, spec: dict[str, Any]) -> None:
+    uid, gid = spec["hostIds"]
+    try:
+        idmap: int | None = _namespace(os.getpid(), 0, uid, gid)
+    except OSError:
+        idmap = None
+    writable = [spec["workdir"], *spec.get("readWrite", ())]
+    made.trees, idmapped = _userns.clone_sources(writable, spec.get("readOnly", ()), idmap)
+    made.owned += tuple(made.trees.values())
+    made.kinds = {path: os.path.isdir(path) for path in made.trees}
+    if not idmapped:
+        uid, gid = 0, 0
+    userns = _namespace(os.getpid(), _userns.SANDBOX_UID, uid, gid)
+    made.passed += (userns,)
+    staged = _userns.staged_paths(made.trees)
+    out = [str(userns) if a == USERNS_FD else a for a in made.argv]
+    for at in range(len(out) - 1):
+        if out[at] in ("--bind", "--ro-bind-try") and out[at + 1] in staged:
+            out[at + 1] = staged[out[at + 1]]
+    at = out.index("--") + 1
+    out[at:at] = [CLOSER, "-c", f'exec {userns}<&-; exec "$@"', "bash"]
+    made.argv = out
+
+
+@functools.cache
+def _namespace(pid: int, inside: int, uid: int, gid: int) -> int:
+    """A user namespace mapping ``inside`` onto host ``uid``/``gid``, made once per process
+    (``pid`` keys the cache: a forked child makes its own). A ``cat`` unshares it before its
+    ``exec`` and this process writes its maps: a process with threads must not fork bare."""
+    del pid
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def enter() -> None:
+        if libc.unshare(_userns.CLONE_NEWUSER) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+
+    helper = subprocess.Popen(
+        ["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, preexec_fn=enter,
+    )  # fmt: skip
+    try:
+        return _userns.map_helper(helper.pid, f"{inside} {uid} 1", f"{inside} {gid} 1")
+    finally:
+        assert helper.stdin is not None
+        helper.stdin.close()
+        helper.wait()
 
 
 def describe(uid_map: str) -> str:
