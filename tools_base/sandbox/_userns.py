@@ -152,19 +152,30 @@ def private_mounts() -> None:
         raise _fail("mount --make-rprivate /")
 
 
-def idmapped_tree(path: str, userns_fd: int) -> int:
-    """A detached copy of the mount at ``path`` whose ids read through ``userns_fd``."""
+def open_tree(source: str | int) -> int:
+    """A detached copy of the mount at ``source``: a path, or an open directory (a workspace
+    pinned by descriptor is copied from the descriptor, never looked up again by name)."""
     libc = _libc()
-    tree = libc.syscall(_OPEN_TREE, _AT_FDCWD, os.fsencode(path), _OPEN_TREE_CLONE | os.O_CLOEXEC)
+    if isinstance(source, int):
+        where, name, flags = source, b"", _AT_EMPTY_PATH
+    else:
+        where, name, flags = _AT_FDCWD, os.fsencode(source), 0
+    tree = libc.syscall(_OPEN_TREE, where, name, _OPEN_TREE_CLONE | os.O_CLOEXEC | flags)
     if tree < 0:
-        raise _fail(f"open_tree({path})")
+        raise _fail(f"open_tree({source})")
+    return int(tree)
+
+
+def idmapped_tree(source: str | int, userns_fd: int) -> int:
+    """A detached copy of the mount at ``source`` whose ids read through ``userns_fd``."""
+    tree = open_tree(source)
     attr = _MountAttr(_MOUNT_ATTR_IDMAP, 0, 0, userns_fd)
-    if libc.syscall(_MOUNT_SETATTR, tree, b"", _AT_EMPTY_PATH, ctypes.byref(attr),
-                    ctypes.sizeof(attr)) != 0:  # fmt: skip
-        failure = _fail(f"idmapped mount of {path}")
+    if _libc().syscall(_MOUNT_SETATTR, tree, b"", _AT_EMPTY_PATH, ctypes.byref(attr),
+                       ctypes.sizeof(attr)) != 0:  # fmt: skip
+        failure = _fail(f"idmapped mount of {source}")
         os.close(tree)
         raise failure
-    return int(tree)
+    return tree
 
 
 def attach(tree: int, path: str) -> None:
@@ -203,13 +214,7 @@ STAGES = ("/dev/shm", "/mnt", "/tmp")
 
 
 def _clone(path: str, userns_fd: int | None) -> int:
-    if userns_fd is not None:
-        return idmapped_tree(path, userns_fd)
-    libc = _libc()
-    tree = libc.syscall(_OPEN_TREE, _AT_FDCWD, os.fsencode(path), _OPEN_TREE_CLONE | os.O_CLOEXEC)
-    if tree < 0:
-        raise _fail(f"open_tree({path})")
-    return int(tree)
+    return open_tree(path) if userns_fd is None else idmapped_tree(path, userns_fd)
 
 
 def clone_sources(
