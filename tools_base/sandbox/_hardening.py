@@ -10,6 +10,7 @@ seccomp filter: ``--seccomp FD`` for bubblewrap, ``prctl`` by the ``namespaces``
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import os
 import subprocess
@@ -119,7 +120,12 @@ def direct(argv: list[str], spec: dict[str, Any]) -> Direct | None:
     made = Direct(list(argv))
     try:
         if "hostIds" in spec:
-            _root(made, spec)
+            try:
+                _root(made, spec)
+            except OSError:  # a root in a user namespace of few ids: as for any user
+                for fd in made.owned:
+                    os.close(fd)
+                made = Direct(_unshare_user(list(argv)))
         if SECCOMP_FD in made.argv:
             data = seccomp_filter()
             assert data is not None
@@ -134,7 +140,16 @@ def direct(argv: list[str], spec: dict[str, Any]) -> Direct | None:
     return made
 
 
+def _unshare_user(argv: list[str]) -> list[str]:
+    at = argv.index(USERNS_FD)
+    argv[at - 1 : at + 1] = ["--unshare-user"]
+    return argv
+
+
 def _root(made: Direct, spec: dict[str, Any]) -> None:
+    with open("/proc/self/setgroups") as setgroups:
+        if setgroups.read().strip() != "allow":  # the child could not drop root's groups
+            raise OSError(errno.EPERM, "setgroups is denied in this user namespace")
     uid, gid = spec["hostIds"]
     try:
         idmap: int | None = _namespace(os.getpid(), 0, uid, gid)
@@ -171,10 +186,13 @@ def _namespace(pid: int, inside: int, uid: int, gid: int) -> int:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code))
 
-    helper = subprocess.Popen(
-        ["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, preexec_fn=enter,
-    )  # fmt: skip
+    try:
+        helper = subprocess.Popen(
+            ["/bin/cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, preexec_fn=enter,
+        )  # fmt: skip
+    except subprocess.SubprocessError as exc:  # what a failing preexec_fn raises
+        raise OSError(errno.EPERM, "cannot make a user namespace (unshare failed)") from exc
     try:
         return _userns.map_helper(helper.pid, f"{inside} {uid} 1", f"{inside} {gid} 1")
     finally:
@@ -193,8 +211,9 @@ def describe(uid_map: str) -> str:
     host = fields[1] if len(fields) >= 3 else "?"
     if host == "0":
         user = (
-            "the program's user is host root: the workspace's file system has no idmapped "
-            "mounts (/proc/sys read-only, private /etc files masked)"
+            "the program's user maps onto root: no unprivileged map here (the workspace's "
+            "file system has no idmapped mounts, or this root is itself in a user namespace); "
+            "/proc/sys read-only, private /etc files masked"
         )
     else:
         user = f"the program's user is host uid {host}, the workspace idmapped"

@@ -371,8 +371,9 @@ def run_in_namespaces(spec: Mapping[str, Any]) -> None:
     flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
     if not spec.get("network"):
         flags |= CLONE_NEWNET
-    if spec.get("hostIds"):  # a root daemon: join a namespace mapped to an unprivileged id
-        _check(libc.setns(enter_root_userns(spec), CLONE_NEWUSER), "setns(user namespace)")
+    userns = _root_userns_or_none(spec)
+    if userns is not None:  # a root daemon: join a namespace mapped to an unprivileged id
+        _check(libc.setns(userns, CLONE_NEWUSER), "setns(user namespace)")
         _check(libc.unshare(flags), "unshare the namespaces")
     else:
         _check(libc.unshare(flags | CLONE_NEWUSER), "unshare the namespaces")
@@ -425,13 +426,28 @@ def enter_root_userns(spec: Mapping[str, Any], argv: list[str] | None = None) ->
     return _userns.sandbox_userns(uid, gid)
 
 
+def _root_userns_or_none(spec: Mapping[str, Any], argv: list[str] | None = None) -> int | None:
+    """:func:`enter_root_userns` under a root daemon; ``None`` otherwise, or where a root that
+    is itself in a user namespace of few ids cannot (a rootless container's root: mapping onto
+    it, as for any user, gives nothing of the host's)."""
+    if not spec.get("hostIds"):
+        return None
+    try:
+        return enter_root_userns(spec, argv)
+    except OSError:
+        return None
+
+
 def _exec(spec: Mapping[str, Any]) -> None:
     """``exec`` the command ``spec["exec"]`` (bubblewrap, or the program where the sandbox is
     off), its ``@userns``/``@seccomp`` arguments made descriptors here."""
     argv = list(spec["exec"])
     filled: dict[str, int] = {}
-    if spec.get("hostIds"):
-        userns = enter_root_userns(spec, argv)
+    userns = _root_userns_or_none(spec, argv)
+    if userns is None and "@userns" in argv:  # bubblewrap makes its own, as for any user
+        at = argv.index("@userns")
+        argv[at - 1 : at + 1] = ["--unshare-user"]
+    if userns is not None:
         # bubblewrap keeps the descriptor open into the program: a shell closes it first.
         os.dup2(userns, USERNS_FD)
         os.close(userns)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import struct
 
 # struct seccomp_data: nr (u32), arch (u32), instruction_pointer (u64), args[6] (u64 each).
@@ -92,7 +91,7 @@ DENIED = (
 
 def machine() -> str:
     """This machine's name as :data:`AUDIT_ARCH` knows it (``arm64`` is ``aarch64``)."""
-    name = platform.machine()
+    name = os.uname().machine
     return "aarch64" if name == "arm64" else name
 
 
