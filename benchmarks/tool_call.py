@@ -19,9 +19,10 @@ take turns call by call, so drift and load hit them alike; the call's ``env`` se
 the workspace in every mode, as the sandbox does, so the floor's shell reads the same start-up
 files. Beside them, two bare floors spawned with ``subprocess.run`` (no handler, no limits, no
 cgroup): ``/bin/sh -lc true``, and the same under bubblewrap with the argv the sandbox builds;
-their difference is what bubblewrap itself costs here (under a root daemon, with the launcher
-that makes its user namespace); and the bare shell with the sandbox's seccomp filter installed
-before its ``exec``, whose difference from the bare shell is what the filter costs.
+their difference is what bubblewrap itself costs here (under a root daemon with the staged,
+idmapped workspace its child mounts); and the bare shell forked with a ``preexec_fn`` that does
+nothing, then with one installing the sandbox's seccomp filter: their difference is what the
+filter costs a shell.
 
 Run: ``python benchmarks/tool_call.py [--calls N] [--repeats R] [--sandbox-calls N]
 [--loop asyncio|uvloop] [--json] [--quick]``. Prints median microseconds per call, the
@@ -75,7 +76,7 @@ from tools_base import (
     nonblocking,
     sandbox,
 )
-from tools_base.sandbox import SandboxMode, SandboxPolicy, _seccomp
+from tools_base.sandbox import SandboxLimits, SandboxMode, SandboxPolicy, _seccomp
 from tools_base.sandbox._hardening import seccomp_filter
 from tools_base.tools import bash
 
@@ -204,6 +205,15 @@ def install_seccomp() -> None:
     _seccomp.install(seccomp_filter())
 
 
+def nothing() -> None:
+    """A ``preexec_fn`` that does nothing: the seccomp floor's own floor (any ``preexec_fn``
+    makes ``subprocess`` fork instead of ``vfork``, which costs more than the filter)."""
+
+
+BARE_PREEXEC: dict[str, Callable[[], None]] = {"seccomp": install_seccomp, "preexec": nothing}
+"""What a bare floor's child runs before its ``exec``."""
+
+
 async def sandbox_costs(
     executor: ToolExecutor, scope: StepScope, message: Message, calls: int
 ) -> dict[str, Any]:
@@ -227,15 +237,19 @@ async def sandbox_costs(
     bare_env = {"PATH": os.defpath, "HOME": workdir}
     bare: dict[str, list[str]] = {"sh": SHELL_ARGV}
     if seccomp_filter() is not None:
-        bare["seccomp"] = SHELL_ARGV  # the same shell, the filter installed before its exec
-    launch = None
+        bare["preexec"] = SHELL_ARGV  # the same shell, forked with a preexec_fn
+        bare["seccomp"] = SHELL_ARGV  # and with that preexec_fn installing the filter
     if SandboxMode.BWRAP in measured:
-        launch = sandbox.prepare(
+        bare["bwrap"] = []  # prepared afresh for each spawn, as each call is
+    unlimited = SandboxLimits(cpu_seconds=None, memory_mib=None, processes=None, file_size_mib=None)
+
+    def bwrap_launch() -> sandbox.Launch:
+        """bubblewrap as the sandbox starts it (its descriptors; under root the staged
+        workspace its child mounts), without limits or a cgroup."""
+        return sandbox.prepare(
             SHELL_ARGV, env=bare_env, cwd=workdir, workdir=workdir,
-            policy=SandboxPolicy(), mode=SandboxMode.BWRAP,
+            policy=SandboxPolicy(limits=unlimited), mode=SandboxMode.BWRAP,
         )  # fmt: skip
-        # Only its argv (and the filter's descriptor) is used: no limits, no cgroup.
-        bare["bwrap"] = launch.argv
 
     async def through_bash(mode: SandboxMode) -> float:
         sandbox.configure(mode)
@@ -247,11 +261,17 @@ async def sandbox_costs(
 
     def spawn_bare(name: str, argv: list[str]) -> float:
         started = time.perf_counter()
-        done = subprocess.run(
-            argv, cwd=workdir, env=bare_env, stdin=subprocess.DEVNULL, capture_output=True,
-            check=False, preexec_fn=install_seccomp if name == "seccomp" else None,
-            pass_fds=launch.fds if launch is not None and name == "bwrap" else (),
-        )  # fmt: skip
+        launch = bwrap_launch() if name == "bwrap" else None
+        try:
+            done = subprocess.run(
+                launch.argv if launch else argv, cwd=workdir, env=bare_env,
+                stdin=subprocess.DEVNULL, capture_output=True, check=False,
+                preexec_fn=launch.preexec if launch else BARE_PREEXEC.get(name),
+                pass_fds=launch.fds if launch else (),
+            )  # fmt: skip
+        finally:
+            if launch is not None:
+                launch.close()
         elapsed = time.perf_counter() - started
         if done.returncode != 0:
             raise WrongResult(f"bare {name}: exit {done.returncode}: {done.stderr!r}")
@@ -275,8 +295,6 @@ async def sandbox_costs(
                     samples[f"bare_{name}"].append(ms)
     finally:
         sandbox.configure(previous)
-        if launch is not None:
-            launch.close()
 
     def median(key: str) -> float | None:
         got = samples.get(key)
@@ -297,8 +315,9 @@ async def sandbox_costs(
     figures["bare_sh_ms"] = median("bare_sh")
     figures["bare_bwrap_ms"] = median("bare_bwrap")
     figures["bare_bwrap_added_ms"] = added("bare_bwrap", "bare_sh")
+    figures["bare_preexec_ms"] = median("bare_preexec")
     figures["bare_seccomp_ms"] = median("bare_seccomp")
-    figures["seccomp_added_ms"] = added("bare_seccomp", "bare_sh")
+    figures["seccomp_added_ms"] = added("bare_seccomp", "bare_preexec")
     figures["backends"] = backends
     figures["skipped"] = skipped
     return figures
@@ -335,7 +354,8 @@ def print_sandbox(figures: dict[str, Any]) -> None:
     print(line)
     if figures["bare_seccomp_ms"] is not None:
         print(
-            f"seccomp filter: the same shell under it {figures['bare_seccomp_ms']:.2f}"
+            f"seccomp filter: the same shell forked with a preexec_fn "
+            f"{figures['bare_preexec_ms']:.2f}, under the filter {figures['bare_seccomp_ms']:.2f}"
             f" (the filter {figures['seccomp_added_ms']:+.2f})"
         )
     for key, reason in figures["skipped"].items():
@@ -344,7 +364,7 @@ def print_sandbox(figures: dict[str, Any]) -> None:
 
 SANDBOX_KEYS = [
     "command", "calls", "backends", "skipped", "bare_sh_ms", "bare_bwrap_ms",
-    "bare_bwrap_added_ms", "bare_seccomp_ms", "seccomp_added_ms",
+    "bare_bwrap_added_ms", "bare_preexec_ms", "bare_seccomp_ms", "seccomp_added_ms",
     *(f"{mode}_{figure}" for mode in SANDBOX_MODES for figure in ("ms", "p90_ms", "p99_ms")),
     *(f"{mode}_added_ms" for mode in SANDBOX_MODES if mode is not SandboxMode.OFF),
 ]  # fmt: skip

@@ -287,7 +287,7 @@ def keep_standard_fds_only() -> None:
 
 @dataclass
 class Launch:
-    """A program made ready to start in the sandbox: start ``argv`` with ``env``,
+    """A program made ready to start in the sandbox, once: start ``argv`` with ``env``,
     ``preexec_fn=preexec`` and ``pass_fds=fds`` (or, where no ``preexec_fn`` can be given, ``launcher_argv`` with
     ``env``), then :meth:`close` once it has ended."""
 
