@@ -14,6 +14,7 @@ import errno
 import functools
 import os
 import subprocess
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,7 +153,8 @@ def _root(made: Direct, spec: dict[str, Any]) -> None:
             raise OSError(errno.EPERM, "setgroups is denied in this user namespace")
     uid, gid = spec["hostIds"]
     try:
-        idmap: int | None = _namespace(os.getpid(), 0, uid, gid)
+        with _making:
+            idmap: int | None = _namespace(os.getpid(), 0, uid, gid)
     except OSError:
         idmap = None
     writable = [spec["workdir"], *spec.get("readWrite", ())]
@@ -161,7 +163,8 @@ def _root(made: Direct, spec: dict[str, Any]) -> None:
     made.kinds = {path: os.path.isdir(path) for path in made.trees}
     if not idmapped:
         uid, gid = 0, 0
-    userns = _namespace(os.getpid(), _userns.SANDBOX_UID, uid, gid)
+    with _making:
+        userns = _namespace(os.getpid(), _userns.SANDBOX_UID, uid, gid)
     made.passed += (userns,)
     staged = _userns.staged_paths(made.trees)
     out = [str(userns) if a == USERNS_FD else a for a in made.argv]
@@ -171,6 +174,10 @@ def _root(made: Direct, spec: dict[str, Any]) -> None:
     at = out.index("--") + 1
     out[at:at] = [CLOSER, "-c", f'exec {userns}<&-; exec "$@"', "bash"]
     made.argv = out
+
+
+_making = threading.Lock()
+"""Calls are prepared on worker threads: one namespace of each kind per process."""
 
 
 @functools.cache
