@@ -32,10 +32,10 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from tools_base.sandbox import SYSTEM_PATHS
+from tools_base.sandbox import SYSTEM_PATHS, ConnectionSink
 from tools_base.sandbox._cgroup import process_alive
 
 DIRECTORY_PREFIX = "goondan-mcp-"
@@ -203,3 +203,18 @@ def sweep_directories(parent: str | None = None) -> None:
 def path_of(env: Mapping[str, str]) -> str:
     """The ``PATH`` a server's command is looked up on."""
     return env.get("PATH") or os.defpath
+
+
+@contextlib.contextmanager
+def recording_on(sinks: list[ConnectionSink], sink: ConnectionSink | None) -> Iterator[None]:
+    """While a call runs, the server's proxy (whichever it has, across restarts) records the
+    connections it makes on the call's ``sink`` (the newest call's, when several run)."""
+    if sink is None:
+        yield
+        return
+    sinks.append(sink)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sinks.remove(sink)

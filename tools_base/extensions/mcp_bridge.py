@@ -57,8 +57,10 @@ source: ``readOnlyPaths``). A server must be given what it reads in ``env`` or t
 
 ``sandbox`` (stdio servers only) is ``false`` to run the server unconfined, as the agent's
 user with its view of the machine (a server that drives Docker, say), or an object:
-``network`` (**true** for MCP servers: they are the operator's choice, not a model's, and
-most need it; false gives it no network at all, not even loopback), ``memoryMiB`` (4096, the
+``network`` (**on** for MCP servers: they are the operator's choice, not a model's, and
+most need it; on means public addresses only, through a proxy the agent runs for as long as
+the server does, each connection recorded on the span of the call it happened in; an object
+``{allow, deny, hosts}`` narrows it; off gives it no network at all, not even loopback), ``memoryMiB`` (4096, the
 address space of each process), ``processes`` (256), ``fileSizeMiB`` (1024), ``tmpMiB``
 (256), ``cpuSeconds`` (none: a long-lived server would use up any bound), ``readOnlyPaths``
 and ``readWritePaths`` (absolute paths). Where no sandbox can be made, a sandboxed server
@@ -264,6 +266,10 @@ class McpServer:
     """The sandboxed server's own directory (its ``HOME``), kept across its restarts."""
     backend: str = "none"
     """The sandbox the server runs in (``bwrap``, ``namespaces``, ``off``), or ``none``."""
+    proxy: sandbox.NetworkProxy | None = None
+    """The network proxy of a sandboxed server with network, for as long as it runs."""
+    call_sinks: list[sandbox.ConnectionSink] = field(default_factory=list)
+    """Where the calls running now record connections (the newest call gets each)."""
 
     @property
     def running(self) -> bool:
@@ -299,6 +305,7 @@ class McpServer:
 
         target: Any = self.spec.url
         launch: sandbox.Launch | None = None
+        proxy: sandbox.NetworkProxy | None = None
         try:
             if self.spec.url is None:
                 assert self.spec.command is not None
@@ -310,7 +317,14 @@ class McpServer:
                         cwd=self.spec.cwd,
                     )
                 else:
-                    launch = await self._prepare(self.spec.sandbox)
+                    if self.spec.sandbox.network:
+                        proxy = sandbox.NetworkProxy(
+                            self.spec.sandbox.network_rules, label=f"mcp:{self.spec.name}"
+                        )
+                        proxy.sinks = self.call_sinks
+                        self.proxy = proxy
+                        await proxy.start()
+                    launch = await self._prepare(self.spec.sandbox, proxy)
                     target = StdioServerParameters(
                         command=launch.launcher_argv[0],
                         args=launch.launcher_argv[1:],
@@ -343,6 +357,10 @@ class McpServer:
             self._client = None
             if launch is not None:
                 launch.close()
+            if proxy is not None:
+                if self.proxy is proxy:
+                    self.proxy = None
+                await proxy.close()
 
     def _cwd(self) -> str:
         """Where the server starts: ``cwd`` (relative to the agent's, as unsandboxed), else its
@@ -352,21 +370,26 @@ class McpServer:
             return self.directory
         return os.path.realpath(self.spec.cwd)
 
-    async def _prepare(self, policy: SandboxPolicy) -> sandbox.Launch:
+    async def _prepare(
+        self, policy: SandboxPolicy, proxy: sandbox.NetworkProxy | None
+    ) -> sandbox.Launch:
         """The server's program made ready to start in the sandbox. Off the loop (probing the
         sandbox runs a program once per process; the call's cgroup is made in the file
         system); a launch made after a cancelled start is closed, not leaked."""
         from mcp.client.stdio import get_default_environment
 
         env = get_default_environment() | dict(self.spec.env or {})
-        done = asyncio.ensure_future(asyncio.to_thread(self._launch, policy, env))
+        handoff = proxy.handoff if proxy is not None else None
+        done = asyncio.ensure_future(asyncio.to_thread(self._launch, policy, env, handoff))
         try:
             return await asyncio.shield(done)
         except asyncio.CancelledError:
             done.add_done_callback(_close_launch)
             raise
 
-    def _launch(self, policy: SandboxPolicy, env: dict[str, str]) -> sandbox.Launch:
+    def _launch(
+        self, policy: SandboxPolicy, env: dict[str, str], handoff: str | None
+    ) -> sandbox.Launch:
         assert self.spec.command is not None
         if self.directory is None:
             self.directory = _mcp_sandbox.make_directory()
@@ -383,12 +406,18 @@ class McpServer:
             cwd=cwd,
             workdir=self.directory,
             policy=replace(policy, read_only=(*shown, *policy.read_only)),
+            proxy=handoff,
         )
         self.backend = str(launch.backend)
         return launch
 
     async def call(self, name: str, args: dict[str, Any]) -> JsonValue:
         """Call the MCP tool ``name``; every failure is a :class:`ToolError`."""
+        # The server's connections while this call runs are recorded on its span.
+        with _mcp_sandbox.recording_on(self.call_sinks, sandbox.connection_sink.get()):
+            return await self._call(name, args)
+
+    async def _call(self, name: str, args: dict[str, Any]) -> JsonValue:
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
 

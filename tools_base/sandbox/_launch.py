@@ -8,8 +8,9 @@ time they cost) out.
 
 What the ``namespaces`` backend builds, as bubblewrap does:
 
-1. ``unshare`` of the user, mount, PID, IPC and UTS namespaces (and the network one when the
-   program has no network); the caller's user becomes :data:`SANDBOX_UID` inside.
+1. ``unshare`` of the user, mount, PID, IPC, UTS and network namespaces (with network on, the
+   proxy's listeners are made in the new one, see ``_netns``); the caller's user becomes
+   :data:`SANDBOX_UID` inside.
 2. A fork: the child is PID 1 of the new PID namespace, the parent (the *monitor*) stays in the
    agent's namespace, relays signals to it and ends as it ends (by the same signal, so the
    agent reads ``exitCode``/``signal`` as for an unsandboxed program).
@@ -290,16 +291,34 @@ def _forward(child: int) -> None:
         signal.signal(sig, relay)
 
 
+def _netns() -> Any:
+    """:mod:`tools_base.sandbox._netns`, loaded by path (under ``-I`` this directory is not on
+    ``sys.path``)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_netns.py")
+    found = importlib.util.spec_from_file_location("_goondan_netns", path)
+    assert found is not None
+    assert found.loader is not None
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
+
+
 def run_in_namespaces(spec: Mapping[str, Any]) -> None:
     """The ``namespaces`` backend, from the launcher's process (never returns)."""
     libc = _libc()
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
-    if not spec.get("network"):
-        flags |= CLONE_NEWNET
+    # Always a network namespace of its own: with network on, the proxy's listeners are its
+    # only way out (see _netns).
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
+    netns = _netns() if spec.get("proxy") else None
+    handoff = netns.connect_handoff(spec["proxy"]) if netns is not None else None
     _check(libc.unshare(flags), "unshare the namespaces")
     _map_user(uid, gid)
+    if netns is not None:
+        netns.hand_over_from_here(handoff)
     status_r, status_w = os.pipe()
     child = os.fork()
     if child == 0:
@@ -355,6 +374,8 @@ def main(argv: Sequence[str]) -> None:
     spec["env"] = environment(spec)
     try:
         apply_limits(spec.get("limits", {}), spec.get("cgroup"))
+        if spec.get("exec") and spec.get("proxy"):
+            _netns().exec_bwrap(spec["exec"], spec["env"], spec["proxy"])
         if spec.get("exec"):
             os.execvpe(spec["exec"][0], spec["exec"], spec["env"])
         run_in_namespaces(spec)

@@ -36,7 +36,9 @@ Behaviour:
   plus the names config ``passEnv`` lists, plus the call's ``env``.
 * The command runs in the tool sandbox (:mod:`tools_base.sandbox`): its own user, PID, mount,
   IPC and UTS namespaces, the workdir read-write (and its ``HOME``), the system's directories
-  read-only, a private ``/tmp``; no network unless config ``sandbox.network``; per-call limits.
+  read-only, a private ``/tmp``; a network namespace of its own: no network unless config
+  ``sandbox.network``, and then only through the call's proxy (``HTTP_PROXY``, ``HTTPS_PROXY``,
+  ``ALL_PROXY`` name it), which reaches public addresses only; per-call limits.
   A pid it prints is its own PID namespace's. bubblewrap reports a program's death by signal N
   as exit status 128 + N, which is read back as that signal.
 * ``cwd`` and ``path`` must stay inside the workdir (symlinks resolved) unless config
@@ -49,7 +51,8 @@ Config (``configure``):
 ``maxOutputBytes`` (int, default 1048576) bytes kept per stream.
 ``passEnv`` (list of names, default none) more variables of the agent's environment the
     command gets; a name ending in ``*`` passes every variable with that prefix (``AWS_*``).
-``sandbox`` (object) ``network`` (bool, default false), ``cpuSeconds``, ``memoryMiB``,
+``sandbox`` (object) ``network`` (``off`` (default), ``on``, or ``{allow, deny, hosts}``; see
+    :mod:`tools_base.sandbox._netpolicy`), ``cpuSeconds``, ``memoryMiB``,
     ``processes``, ``fileSizeMiB``, ``tmpMiB`` (limits; ``null`` lifts one),
     ``readOnlyPaths``/``readWritePaths`` (absolute host paths made visible): see
     :class:`tools_base.sandbox.SandboxPolicy`.
@@ -246,21 +249,34 @@ async def run_process(
     wait for background grandchildren that inherited them.
     """
     started = time.monotonic()
-    # Probing and the call's cgroup touch the file system: off the loop.
-    launch = await asyncio.to_thread(
-        sandbox.prepare,
-        argv,
-        env=env,
-        cwd=cwd,
-        workdir=workdir or cwd,
-        policy=policy or SandboxPolicy(),
-    )
-    try:
-        return await _run_launch(
-            launch, cwd=cwd, timeout_ms=timeout_ms, limit=limit, started=started
+    policy = policy or SandboxPolicy()
+    # Network on: the program's only way out is this call's proxy, recorded on its span.
+    proxy = None
+    if policy.network:
+        proxy = sandbox.NetworkProxy(
+            policy.network_rules, sink=sandbox.connection_sink.get(), label=argv[0]
         )
+        await proxy.start()
+    try:
+        # Probing and the call's cgroup touch the file system: off the loop.
+        launch = await asyncio.to_thread(
+            sandbox.prepare,
+            argv,
+            env=env,
+            cwd=cwd,
+            workdir=workdir or cwd,
+            policy=policy,
+            proxy=proxy.handoff if proxy is not None else None,
+        )
+        try:
+            return await _run_launch(
+                launch, cwd=cwd, timeout_ms=timeout_ms, limit=limit, started=started
+            )
+        finally:
+            launch.close()
     finally:
-        launch.close()
+        if proxy is not None:
+            await proxy.close()
 
 
 async def _run_launch(

@@ -324,11 +324,18 @@ def test_the_sandbox_config_of_a_server_is_checked() -> None:
     assert tuned.sandbox.limits.memory_mib == 512
     assert tuned.sandbox.limits.cpu_seconds is None
     assert tuned.sandbox.read_only == ("/srv/d",)
+    [narrowed] = parse(sandbox={"network": {"allow": ["*.Example.com"], "deny": ["x.example.com"]}})
+    assert narrowed.sandbox is not None
+    assert narrowed.sandbox.network
+    assert narrowed.sandbox.network_rules.allow == ("*.example.com",)
+    assert narrowed.sandbox.network_rules.refused_host("x.example.com")
+    assert narrowed.sandbox.network_rules.refused_host("api.example.com") is None
 
     at = "config.servers[0].sandbox"
     for bad, said in [
         (True, f"{at} must be false or an object, got True"),
-        ({"network": "yes"}, f"{at}.network must be a boolean"),
+        ({"network": "yes"}, f"{at}.network must be off, on (or false/true) or an object"),
+        ({"network": {"allow": ["a b"]}}, f"{at}.network.allow has 'a b', which is not a host"),
         ({"memoryMiB": 0}, f"{at}.memoryMiB must be an integer >= 1 or null, got 0"),
         ({"readWritePaths": ["data"]}, f"{at}.readWritePaths must be a list of absolute paths"),
         ({"netwrk": True}, f"{at} has unknown key(s) 'netwrk'"),
