@@ -391,6 +391,7 @@ class NetworkProxy:
             if request.tunnel:
                 writer.write(wire.http_answer(200, ""))
             else:
+                record.bytes_up += len(head)
                 up_writer.write(request.forward)
             await self._relay(reader, writer, up_reader, up_writer, record, started)
         finally:
