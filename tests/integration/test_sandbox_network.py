@@ -12,7 +12,6 @@ and reached by a name the Tool's ``sandbox.network.hosts`` maps.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import select
 import shutil
@@ -127,7 +126,8 @@ def public_host() -> Iterator[PublicHost]:
         )
         assert server.stdout is not None
         ready, _, _ = select.select([server.stdout], [], [], 30)
-        assert ready and server.stdout.readline() == b"ready\n", "the stand-in did not start"
+        assert ready, "the stand-in did not start"
+        assert server.stdout.readline() == b"ready\n"
         yield PublicHost(address, own, 8080)
     finally:
         if server is not None:
