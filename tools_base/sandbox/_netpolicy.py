@@ -212,9 +212,9 @@ def _hosts(tool: str, value: object) -> dict[str, str]:
 def parse_network(tool: str, raw: object) -> tuple[bool, NetworkRules]:
     """``sandbox.network`` as ``(on, rules)``: ``off``/``false``, ``on``/``true`` or an object
     ``{allow, deny, hosts}`` (which is on); a mistake is a :class:`ToolConfigError`."""
-    if raw in (False, "off"):
+    if raw is False or raw == "off":
         return False, NetworkRules()
-    if raw in (True, "on"):
+    if raw is True or raw == "on":
         return True, NetworkRules()
     if not isinstance(raw, dict):
         raise ToolConfigError(
