@@ -325,7 +325,8 @@ class NetworkProxy:
     def _record(self, connection: Connection) -> None:
         if len(self.connections) < MAX_KEPT:
             self.connections.append(connection)
-        _log.info(
+        # The event log has every connection on its call's span; the log, the refusals.
+        (_log.debug if connection.allowed else _log.info)(
             "sandbox network connection" if connection.allowed else "sandbox network refused",
             program=self.label,
             **connection.to_json(),
