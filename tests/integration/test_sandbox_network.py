@@ -32,6 +32,7 @@ from tests.support.studio import StudioProcess
 pytestmark = pytest.mark.timeout(240)
 
 IP = shutil.which("ip") or "/usr/sbin/ip"
+MCP_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_server.py"
 BODY = "public-standin-ok"
 SERVER = f"""
 import http.server, sys
@@ -60,8 +61,12 @@ spec:
     rules:
       - when: {input: "^run (?P<command>[\\\\s\\\\S]+)$"}
         call: {tool: bash__exec, args: {command: "{command}", timeoutMs: 60000}}
+      - when: {input: "^fetch (?P<url>.+)$"}
+        call: {tool: mcp__fetch, args: {url: "{url}"}}
       - when: {toolResult: bash__exec, status: ok}
         reply: "{result}"
+      - when: {toolResult: mcp__fetch, status: ok}
+        reply: "{result.result}"
       - when: {status: error}
         reply: "refused {errorCode}"
       - reply: "idle"
@@ -79,11 +84,26 @@ spec:
             hosts: {public.test: "%(public)s", rebind.test: 127.0.0.1, own.test: "%(own)s"}
 ---
 apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {name: courier}
+spec:
+  modelConfig: {modelRef: Model/brain}
+  extensions:
+    - ref: {kind: Extension, name: mcp, package: "@goondan/base"}
+      config:
+        servers:
+          - name: local
+            command: "%(python)s"
+            args: ["%(server)s"]
+            sandbox:
+              network: {hosts: {public.test: "%(public)s", rebind.test: 127.0.0.1}}
+---
+apiVersion: goondan.ai/v1
 kind: Swarm
 metadata: {name: default}
 spec:
   entryAgent: Agent/mallory
-  agents: [Agent/mallory]
+  agents: [Agent/mallory, Agent/courier]
   policy: {sandbox: %(backend)s}
 """
 
@@ -151,6 +171,11 @@ class Swarm:
     def events(self) -> Path:
         return self.directory / ".goondan" / "runtime-events.jsonl"
 
+    def send(self, agent: str, text: str) -> str:
+        done = run_cli("send", agent, text, cwd=self.directory, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
     def bash(self, command: str) -> dict[str, Any]:
         done = run_cli("send", "mallory", f"run {command}", cwd=self.directory, timeout=120)
         assert done.returncode == 0, done.stderr
@@ -173,13 +198,19 @@ class Swarm:
                 return found
             time.sleep(0.05)
 
-    def tool_span(self, tool_call_id: str) -> str:
+    def tool_span(self, connection: dict[str, Any]) -> str:
+        """The span of the tool call ``connection`` (an event) names."""
         with self.events.open("rb") as log:
             for line in log:
                 event = json.loads(line)
-                if event.get("type") == "tool.called" and event.get("toolCallId") == tool_call_id:
+                if (
+                    event.get("type") == "tool.called"
+                    and event.get("toolCallId") == connection["toolCallId"]
+                    and event.get("agentName") == connection["agentName"]
+                    and event.get("traceId") == connection["traceId"]
+                ):
                     return str(event["spanId"])
-        raise AssertionError(f"no tool.called for {tool_call_id}")
+        raise AssertionError(f"no tool.called for {connection}")
 
 
 def _free_port() -> int:
@@ -197,7 +228,14 @@ def swarm(
 ) -> Iterator[Swarm]:
     directory = tmp_path_factory.mktemp(f"network-{request.param}")
     (directory / "goondan.yaml").write_text(
-        SWARM % {"backend": request.param, "public": public_host.address, "own": public_host.own}
+        SWARM
+        % {
+            "backend": request.param,
+            "public": public_host.address,
+            "own": public_host.own,
+            "python": sys.executable,
+            "server": MCP_SERVER,
+        }
     )
     port = _free_port()
     daemon = Daemon(directory, bundle="goondan.yaml", args=["--listen", f"127.0.0.1:{port}"])
@@ -234,7 +272,7 @@ def test_a_public_host_is_reached_through_the_proxy_and_recorded(
         assert event["bytesDown"] > len(BODY)
         assert event["toolName"] == "bash__exec"
         # On the call's span: the tool span of the bash call, under its Step.
-        assert event["spanId"] == swarm.tool_span(event["toolCallId"])
+        assert event["spanId"] == swarm.tool_span(event)
 
 
 def test_this_machine_is_refused_and_every_refusal_recorded(
@@ -299,3 +337,29 @@ def test_the_hosts_abstract_unix_sockets_are_out_of_reach(swarm: Swarm) -> None:
         listener.setblocking(False)
         with pytest.raises(BlockingIOError):
             listener.accept()
+
+
+def test_an_mcp_server_reaches_the_public_host_and_nothing_of_this_machine(
+    swarm: Swarm, public_host: PublicHost
+) -> None:
+    # An MCP server has network by default, through its own proxy, for as long as it runs.
+    url = f"http://public.test:{public_host.port}/"
+    assert swarm.send("courier", f"fetch {url}") == BODY
+    for target in (
+        f"http://rebind.test:{swarm.port}/healthz",
+        f"http://127.0.0.1:{swarm.port}/healthz",  # direct: the sandbox's own loopback
+        "http://169.254.169.254/latest/meta-data/",
+    ):
+        said = swarm.send("courier", f"fetch {target}")
+        assert said.startswith(("refused 403", "failed")), said
+        assert "healthz" not in said
+    [reached] = [
+        e for e in swarm.connections("public.test", count=1) if e["agentName"] == "courier"
+    ]
+    assert reached["allowed"] is True
+    assert reached["toolName"] == "mcp__fetch"
+    assert reached["spanId"] == swarm.tool_span(reached)
+    refused = [e for e in swarm.connections("rebind.test") if e["agentName"] == "courier"]
+    assert refused
+    assert refused[0]["allowed"] is False
+    assert any(e["agentName"] == "courier" for e in swarm.connections("169.254.169.254"))

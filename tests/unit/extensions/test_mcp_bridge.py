@@ -26,7 +26,9 @@ from tools_base.sandbox import Probe, SandboxMode, SandboxPolicy
 pytestmark = pytest.mark.timeout(120)
 
 SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "mcp_server.py"
-FIXTURE_TOOLS = ("add", "echo", "fail", "crash", "pid", "slow", "read", "write", "getenv", "cwd")
+FIXTURE_TOOLS = (
+    "add", "echo", "fail", "crash", "pid", "slow", "read", "write", "getenv", "cwd", "fetch",
+)  # fmt: skip
 
 RULES: list[dict[str, Any]] = [
     {"when": {"input": "^add$"}, "call": {"tool": "mcp__add", "args": {"a": 2, "b": 40}}},
