@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from tools_base.sandbox import SYSTEM_PATHS, ConnectionSink
+from tools_base.sandbox import SYSTEM_PATHS, ConnectionSink, NetworkProxy, SandboxPolicy
 from tools_base.sandbox._cgroup import process_alive
 
 DIRECTORY_PREFIX = "goondan-mcp-"
@@ -218,3 +218,16 @@ def recording_on(sinks: list[ConnectionSink], sink: ConnectionSink | None) -> It
     finally:
         with contextlib.suppress(ValueError):
             sinks.remove(sink)
+
+
+async def start_proxy(
+    policy: SandboxPolicy, server: str, sinks: list[ConnectionSink]
+) -> NetworkProxy | None:
+    """The network proxy of a server with network (it lives as long as the server), recording
+    on ``sinks`` (see :func:`recording_on`); ``None`` without network."""
+    if not policy.network:
+        return None
+    proxy = NetworkProxy(policy.network_rules, label=f"mcp:{server}")
+    proxy.sinks = sinks
+    await proxy.start()
+    return proxy

@@ -60,9 +60,9 @@ user with its view of the machine (a server that drives Docker, say), or an obje
 ``network`` (**on** for MCP servers: they are the operator's choice, not a model's, and
 most need it; on means public addresses only, through a proxy the agent runs for as long as
 the server does, each connection recorded on the span of the call it happened in; an object
-``{allow, deny, hosts}`` narrows it; off gives it no network at all, not even loopback), ``memoryMiB`` (4096, the
-address space of each process), ``processes`` (256), ``fileSizeMiB`` (1024), ``tmpMiB``
-(256), ``cpuSeconds`` (none: a long-lived server would use up any bound), ``readOnlyPaths``
+``{allow, deny, hosts}`` narrows it; off gives it no network at all, not even loopback),
+``memoryMiB`` (4096, the address space of each process), ``processes`` (256),
+``fileSizeMiB`` (1024), ``tmpMiB`` (256), ``cpuSeconds`` (none: a long-lived server would use up any bound), ``readOnlyPaths``
 and ``readWritePaths`` (absolute paths). Where no sandbox can be made, a sandboxed server
 does not start (logged and retried like any server that cannot start; its calls fail with
 ``E_MCP_SERVER_UNAVAILABLE`` and the reason), unless the Swarm's ``policy.sandbox`` is
@@ -266,8 +266,6 @@ class McpServer:
     """The sandboxed server's own directory (its ``HOME``), kept across its restarts."""
     backend: str = "none"
     """The sandbox the server runs in (``bwrap``, ``namespaces``, ``off``), or ``none``."""
-    proxy: sandbox.NetworkProxy | None = None
-    """The network proxy of a sandboxed server with network, for as long as it runs."""
     call_sinks: list[sandbox.ConnectionSink] = field(default_factory=list)
     """Where the calls running now record connections (the newest call gets each)."""
 
@@ -317,14 +315,12 @@ class McpServer:
                         cwd=self.spec.cwd,
                     )
                 else:
-                    if self.spec.sandbox.network:
-                        proxy = sandbox.NetworkProxy(
-                            self.spec.sandbox.network_rules, label=f"mcp:{self.spec.name}"
-                        )
-                        proxy.sinks = self.call_sinks
-                        self.proxy = proxy
-                        await proxy.start()
+                    proxy = await _mcp_sandbox.start_proxy(
+                        self.spec.sandbox, self.spec.name, self.call_sinks
+                    )
                     launch = await self._prepare(self.spec.sandbox, proxy)
+                    if proxy is not None and launch.backend is sandbox.SandboxMode.OFF:
+                        await proxy.close()  # policy.sandbox off: the host's own network
                     target = StdioServerParameters(
                         command=launch.launcher_argv[0],
                         args=launch.launcher_argv[1:],
@@ -358,8 +354,6 @@ class McpServer:
             if launch is not None:
                 launch.close()
             if proxy is not None:
-                if self.proxy is proxy:
-                    self.proxy = None
                 await proxy.close()
 
     def _cwd(self) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import ipaddress
 import os
 import secrets
@@ -115,8 +116,9 @@ class Unreachable(Exception):
         self.socks = socks
 
 
+@functools.cache
 def _handoff_directory() -> str:
-    """A directory only this user can enter, for the handoff sockets (made once)."""
+    """A directory only this user can enter, for the handoff sockets (made once a process)."""
     base = os.path.join(tempfile.gettempdir(), f"goondan-proxy-{os.geteuid()}")
     with contextlib.suppress(FileExistsError):
         os.mkdir(base, 0o700)
@@ -164,7 +166,12 @@ class NetworkProxy:
         )
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.bind(path)
+            try:
+                sock.bind(path)
+            except FileNotFoundError:  # the directory was cleaned away: make it again
+                _handoff_directory.cache_clear()
+                path = os.path.join(_handoff_directory(), os.path.basename(path))
+                sock.bind(path)
             os.chmod(path, 0o600)
             sock.listen(1)
             sock.setblocking(False)

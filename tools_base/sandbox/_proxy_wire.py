@@ -95,6 +95,9 @@ def parse_head(head: bytes) -> ProxyRequest:
     lines = head.split(b"\r\n")
     if len(lines) < 3 or lines[-1] or lines[-2]:
         raise WireError(400, "request head does not end with an empty line")
+    if any(b"\r" in line or b"\n" in line or b"\0" in line for line in lines):
+        # A bare CR or LF is a line end to some servers and not to others: never forwarded.
+        raise WireError(400, "a bare CR, LF or NUL in the request head")
     parts = lines[0].split(b" ")
     if len(parts) != 3 or not parts[0] or not set(parts[0]) <= _TOKEN:
         raise WireError(400, "malformed request line")

@@ -268,6 +268,9 @@ async def run_process(
             policy=policy,
             proxy=proxy.handoff if proxy is not None else None,
         )
+        if proxy is not None and launch.backend is sandbox.SandboxMode.OFF:
+            await proxy.close()  # no sandbox (policy.sandbox: off): the host's network
+            proxy = None
         try:
             return await _run_launch(
                 launch, cwd=cwd, timeout_ms=timeout_ms, limit=limit, started=started

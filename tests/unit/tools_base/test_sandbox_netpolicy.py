@@ -167,6 +167,8 @@ def test_a_malformed_authority_is_400(authority: str) -> None:
         (("GET http://example.com/ HTTP/1.1", "Bad Name: x"), 400),
         (("G\x00T http://example.com/ HTTP/1.1",), 400),
         (("GET http://exämple.com/ HTTP/1.1",), 400),
+        (("GET http://example.com/ HTTP/1.1", "X: a\nHost: elsewhere.test"), 400),  # bare LF
+        (("GET http://example.com/ HTTP/1.1", "X: a\rb"), 400),
     ],
 )
 def test_a_hostile_head_is_refused(lines: tuple[str, ...], status: int) -> None:
