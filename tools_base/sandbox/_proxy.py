@@ -54,8 +54,10 @@ HANDOFF_SECONDS = 30.0
 """How long the launcher may take to hand the listeners over."""
 MAX_CONNECTIONS = 256
 """Connections one program may hold open through the proxy at once."""
-MAX_KEPT = 1000
-"""Connection records a proxy keeps for its summary (the sink sees every one)."""
+MAX_RECORDED = 1000
+"""Connections a proxy records one by one (kept, logged, handed to the sink); past it, a
+program looping over refused requests cannot flood the event log: the rest are counted, and
+the count logged when the proxy closes."""
 _CHUNK = 64 * 1024
 _log = structlog.get_logger("goondan.sandbox.proxy")
 
@@ -150,6 +152,8 @@ class NetworkProxy:
         self.handoff = ""
         """The Unix socket path the launcher hands the listeners to."""
         self.connections: list[Connection] = []
+        self.unrecorded = 0
+        """Connections past :data:`MAX_RECORDED`, counted only."""
         self.listening = asyncio.Event()
         """Set once the listeners arrived (a program's connections are then served)."""
         self._handoff_sock: socket.socket | None = None
@@ -254,6 +258,13 @@ class NetworkProxy:
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await server.wait_closed()
+        if self.unrecorded:
+            _log.warning(
+                "sandbox network connections past the record limit",
+                program=self.label,
+                recorded=len(self.connections),
+                unrecorded=self.unrecorded,
+            )
 
     def summary(self) -> dict[str, int]:
         """Connections made and refused, bytes each way."""
@@ -330,8 +341,10 @@ class NetworkProxy:
         raise last
 
     def _record(self, connection: Connection) -> None:
-        if len(self.connections) < MAX_KEPT:
-            self.connections.append(connection)
+        if len(self.connections) >= MAX_RECORDED:
+            self.unrecorded += 1
+            return
+        self.connections.append(connection)
         # The event log has every connection on its call's span; the log, the refusals.
         (_log.debug if connection.allowed else _log.info)(
             "sandbox network connection" if connection.allowed else "sandbox network refused",

@@ -319,3 +319,18 @@ async def test_a_handoff_without_listeners_serves_nothing() -> None:
             await proxy._receiver  # it gave up on this handoff
     assert not proxy.listening.is_set()
     await proxy.close()
+
+
+async def test_a_flood_of_refusals_is_recorded_up_to_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(proxy_module, "MAX_RECORDED", 3)
+    running = await start(public_only)
+    try:
+        for _ in range(5):
+            answer = await running.http_exchange(b"CONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n")
+            assert answer.startswith(b"HTTP/1.1 403")  # every one still answered
+    finally:
+        await running.proxy.close()
+    assert len(running.records) == 3
+    assert running.proxy.unrecorded == 2
