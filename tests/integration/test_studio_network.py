@@ -96,5 +96,14 @@ def test_a_calls_connections_show_on_its_span(page: Page, tmp_path: Path) -> Non
         expect(marks.nth(1)).to_have_class("wf-mark mark-net-refused")
         # The Step above has none: they belong to the call.
         expect(page.locator('li.wf-row[data-span-id="s0"] > ul li.wf-mark')).to_have_count(0)
+
+        page.goto(studio.url + "#/logs?type=network.")
+        rows = page.locator("table.logs tbody tr")
+        expect(rows).to_have_count(2, timeout=WAIT_MS)
+        assert rows.evaluate_all("rs => rs.map(r => [r.dataset.type, r.dataset.level])") == [
+            ["network.connection", "warning"],  # the refusal, newest first
+            ["network.connection", "info"],
+        ]
+        expect(rows.first.locator(".log-sentence")).to_contain_text("169.254.169.254:80 refused")
     finally:
         assert studio.stop() == 0

@@ -1410,6 +1410,7 @@ const TYPE_FILTERS = [
   ["connector.", "Connectors"],
   ["model.", "Model permits and rate limits"],
   ["budget.", "Budgets"],
+  ["network.", "Sandboxed programs' connections"],
 ];
 const LEVEL_FILTERS = [
   ["", "All levels"],
