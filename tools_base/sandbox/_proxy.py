@@ -194,6 +194,7 @@ class NetworkProxy:
         sock = self._handoff_sock
         assert sock is not None
         fds: list[int] = []
+        listeners: list[socket.socket] = []
         try:
             async with asyncio.timeout(HANDOFF_SECONDS):
                 conn, _ = await loop.sock_accept(sock)
@@ -230,6 +231,9 @@ class NetworkProxy:
             self.listening.set()
         except Exception as exc:
             _log.warning("sandbox network proxy not set up", program=self.label, error=repr(exc))
+            if not self._servers:
+                for listener in listeners:
+                    listener.close()
         finally:
             for fd in fds:
                 os.close(fd)
@@ -253,6 +257,8 @@ class NetworkProxy:
             server.close()
         for writer in list(self._writers):
             writer.transport.abort()
+        for task in list(self._tasks):
+            task.cancel()  # one still connecting upstream, too: the program is gone
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=5)
         for server in self._servers:
