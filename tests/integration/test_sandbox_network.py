@@ -304,6 +304,9 @@ def test_this_machine_is_refused_and_every_refusal_recorded(
             "echo socks=$?",
             "curl -s -m 20 --noproxy '' -x socks5://127.0.0.1:1080 http://[::1]:80/ -o /dev/null; "
             "echo socks6=$?",
+            # A program that ignores the proxy: the host's listeners are not in its namespace.
+            "python3 -c 'import socket; s = socket.socket(); "
+            f'print("python=%s" % s.connect_ex(("127.0.0.1", {swarm.port})))\'',
         ]
     )
     out = swarm.bash(command)
@@ -313,6 +316,7 @@ def test_this_machine_is_refused_and_every_refusal_recorded(
     assert said.count("direct=7") == len(direct), out
     assert "socks=97" in said  # curl: the SOCKS5 server refused (connection not allowed)
     assert "socks6=97" in said
+    assert "python=111" in said  # ECONNREFUSED, while the daemon listens on the host's
     for host in [*targets, "::1"]:
         [refused, *_] = swarm.connections(host)
         assert refused["allowed"] is False, refused
