@@ -208,3 +208,56 @@ def test_a_studio_beyond_loopback_takes_no_decision(tmp_path: Path) -> None:
     finally:
         assert studio.stop() == 0
         daemon.stop()
+
+
+ELSEWHERE = """async (studio) => {
+  const tried = async (url, init) => {
+    try {
+      const answer = await fetch(url, init);
+      return `${answer.type} ${answer.status}`;
+    } catch (error) {
+      return `failed: ${error.name}`;
+    }
+  };
+  return [
+    localStorage.getItem("goondan-csrf"),
+    await tried(`${studio}/api/session`, {credentials: "include"}),
+    await tried(`${studio}/api/approvals/${window.approvalId}/approve`, {
+      method: "POST", mode: "no-cors", credentials: "include",
+      headers: {"Content-Type": "text/plain"}, body: "{}",
+    }),
+    await tried(`${studio}/api/approvals/${window.approvalId}/approve`, {
+      method: "POST", credentials: "include",
+      headers: {"Content-Type": "application/json", "X-Goondan-Csrf": "guess"}, body: "{}",
+    }),
+  ];
+}"""
+"""What a page on another loopback port tries, in the browser that holds a studio session:
+the browser sends it the studio's cookie (cookies do not separate ports), not its token."""
+
+
+def test_a_page_on_another_loopback_port_in_the_same_browser_cannot_decide(
+    swarm: tuple[Path, Daemon, StudioProcess],
+) -> None:
+    from tests.support.pages import page_elsewhere
+    from tests.support.studio import chromium
+
+    directory, _, studio = swarm
+    approval_id = park(directory, "ls")
+    with page_elsewhere() as elsewhere, chromium() as browser:
+        context = browser.new_context()
+        own = context.new_page()
+        own.goto(studio.link + "#/approvals")  # the operator's session, in this browser
+        own.wait_for_url(lambda url: "key=" not in url)
+        assert own.evaluate("localStorage.getItem('goondan-csrf')")
+        cookies = [c for c in context.cookies() if c["name"].startswith("goondan-studio-")]
+        assert [(c["httpOnly"], c["sameSite"]) for c in cookies] == [(True, "Strict")]
+        other = context.new_page()
+        other.goto(elsewhere)
+        other.evaluate(f"window.approvalId = {approval_id!r}")
+        outcomes = other.evaluate(ELSEWHERE, studio.url.rstrip("/"))
+        context.close()
+    # No token in its storage, the session route unreadable, the simple POST sent (with the
+    # cookie) and refused, the JSON one stopped at its preflight.
+    assert outcomes == [None, "failed: TypeError", "opaque 0", "failed: TypeError"], outcomes
+    assert approval(directory, approval_id)["status"] == "pending"
