@@ -62,30 +62,29 @@ def test_a_program_that_reads_every_page_gets_no_decision_accepted(
     directory, _, studio = swarm
     approval_id = park(directory, "ls")
     approve = f"/api/approvals/{approval_id}/approve"
-    assert "key=" in studio.link
-    assert "key=" not in studio.url
-
-    # Everything a program can read: the page sets no cookie and embeds no token, and the
-    # session route says no (the attack of before: the token came from GET /api/session).
-    status, headers, page = fetch(studio.url, FORGED)
-    assert status == 200
-    assert headers["set-cookie"] == ""
-    assert TOKEN_META.search(page) is None
+    # The attack of before: the token from GET /api/session, then a decision sent with every
+    # header the studio's own page would send.
     facts = session_facts(studio)
-    assert facts["canDecide"] is False
-    assert "open the link the studio printed" in facts["why"]
     token = str(facts.get("csrfToken") or "")
-    assert token == ""
-    for path in ("api/agents", "api/approvals", "api/events", "static/app.js"):
-        status, _, body = fetch(studio.url + path)
-        assert status == 200, path
-        assert studio.link.partition("key=")[2] not in body, path
-
-    # A decision sent with every header a page of the studio's would send, but no session.
     assert code(post(studio, approve, {}, token=token, headers=FORGED)) == (
         403,
         "STUDIO_SESSION_INVALID",
     )
+    assert token == ""
+    assert facts["canDecide"] is False
+    assert "open the link the studio printed" in facts["why"]
+    # Everything else a program can read: the page sets no cookie and embeds no token, and
+    # no route shows the key.
+    assert "key=" in studio.link
+    assert "key=" not in studio.url
+    status, headers, page = fetch(studio.url, FORGED)
+    assert status == 200
+    assert headers["set-cookie"] == ""
+    assert TOKEN_META.search(page) is None
+    for path in ("api/agents", "api/approvals", "api/events", "static/app.js"):
+        status, _, body = fetch(studio.url + path)
+        assert status == 200, path
+        assert studio.link.partition("key=")[2] not in body, path
     guessed = (f"goondan-studio-{port_of(studio)}", "x." + secrets.token_urlsafe(32))
     assert code(post(studio, approve, {}, token="x", cookie=guessed, headers=FORGED)) == (
         403,
