@@ -149,3 +149,16 @@ def test_one_host_is_served_and_so_is_an_absolute_target_naming_it(faces: Faces)
         )
         status, answer = exchange(faces.hook_port, raw)
         assert status in (200, 202), (target, answer)
+
+
+def test_an_absolute_target_agreeing_with_a_foreign_host_meets_the_host_check(
+    faces: Faces,
+) -> None:
+    # Target and Host agree, so the head passes; the name is then held to the listener's own
+    # names, as a plain request under that Host is (the API's allow-list, the studio's loopback).
+    for name, address, path in faces.all():
+        if name not in ("api tcp", "studio"):
+            continue
+        line = f"GET http://evil.example{path} HTTP/1.1"
+        status, body = exchange(address, head(line, "Host: evil.example"))
+        assert status == 421, (name, body)
