@@ -43,7 +43,7 @@ from typing import Any
 from goondan.errors import ToolCode
 from tools_base._context import ToolConfigError
 from tools_base._result import ToolError
-from tools_base.sandbox import _launch
+from tools_base.sandbox import _devices, _launch
 from tools_base.sandbox._cgroup import PidsCgroup, find_pids_parent
 
 UNAVAILABLE = ToolCode.E_SANDBOX_UNAVAILABLE
@@ -321,11 +321,11 @@ def _bwrap_argv(
         args.append("--unshare-net")
     args += ["--uid", uid, "--gid", uid, "--hostname", "sandbox", "--die-with-parent"]
     args += ["--cap-drop", "ALL", *_system_args()]
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--proc", "/proc", *_devices.bwrap_dev()]
     if _bwrap_supports_size(bwrap):
         args += ["--size", str(policy.limits.tmp_mib * _MIB)]
     # /tmp before the binds: a workspace under /tmp must stay visible over the private one.
-    args += ["--tmpfs", "/tmp"]
+    args += ["--tmpfs", "/tmp", *_devices.bwrap_shm()]
     for path in policy.read_only:
         args += ["--ro-bind-try", path, path]
     for path in (workdir, *policy.read_write):

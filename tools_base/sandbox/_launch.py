@@ -39,6 +39,8 @@ SANDBOX_UID = 1000
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 """What a sandboxed program sees of the machine, read-only (symlinks kept as symlinks)."""
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+SHM_DIR = "/tmp/.shm"
+"""Where ``/dev/shm`` points: on the private ``/tmp`` (the same as ``_devices.SHM_DIR``)."""
 SETUP_FAILED = 125
 """Exit status of the launcher when it could not build the sandbox (like ``env``'s 125)."""
 
@@ -224,7 +226,11 @@ def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
         os.symlink(target, f"{new}/dev/{name}")
-    os.makedirs(new + "/dev/shm")
+    # /dev/shm lives on the private /tmp: shared memory counts in tmpMiB (see _devices.py).
+    os.mkdir(new + SHM_DIR)
+    os.chmod(new + SHM_DIR, 0o1777)
+    os.symlink(SHM_DIR, new + "/dev/shm")
+    _mount(libc, None, new + "/dev", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
     os.makedirs(new + "/proc")
     _mount(libc, "proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _check(libc.umount2(b"/oldroot", MNT_DETACH), "umount the old root")
