@@ -45,6 +45,7 @@ from tools_base._context import ToolConfigError
 from tools_base._result import ToolError
 from tools_base.sandbox import _devices, _launch
 from tools_base.sandbox._cgroup import PidsCgroup, find_pids_parent
+from tools_base.sandbox._quota import DEFAULT_DISK_MIB
 
 UNAVAILABLE = ToolCode.E_SANDBOX_UNAVAILABLE
 LAUNCHER = str(Path(_launch.__file__).resolve())
@@ -80,7 +81,9 @@ class SandboxLimits:
     file_size_mib: int | None = 1024
     """The largest file a process may write (``RLIMIT_FSIZE``; SIGXFSZ / EFBIG past it)."""
     tmp_mib: int = 256
-    """Size of the private ``/tmp`` (memory-backed)."""
+    """Size of the private ``/tmp`` (memory-backed), ``/dev/shm`` included."""
+    disk_mib: int | None = DEFAULT_DISK_MIB
+    """The workspace's disk quota (measured: see :mod:`tools_base.sandbox._quota`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +111,7 @@ class SandboxPolicy:
             raise ToolConfigError(f"{tool} config 'sandbox' must be an object, got {raw!r}")
         known = {
             "network", "cpuSeconds", "memoryMiB", "processes", "fileSizeMiB", "tmpMiB",
-            "readOnlyPaths", "readWritePaths",
+            "readOnlyPaths", "readWritePaths", "diskMiB",
         }  # fmt: skip
         unknown = sorted(set(raw) - known)
         if unknown:
@@ -150,6 +153,7 @@ class SandboxPolicy:
                 processes=limit("processes", d.processes),
                 file_size_mib=limit("fileSizeMiB", d.file_size_mib),
                 tmp_mib=tmp if tmp is not None else d.tmp_mib,
+                disk_mib=limit("diskMiB", d.disk_mib),
             ),
             read_only=paths("readOnlyPaths"),
             read_write=paths("readWritePaths"),

@@ -50,13 +50,16 @@ Config (``configure``):
 ``passEnv`` (list of names, default none) more variables of the agent's environment the
     command gets; a name ending in ``*`` passes every variable with that prefix (``AWS_*``).
 ``sandbox`` (object) ``network`` (bool, default false), ``cpuSeconds``, ``memoryMiB``,
-    ``processes``, ``fileSizeMiB``, ``tmpMiB`` (limits; ``null`` lifts one),
+    ``processes``, ``fileSizeMiB``, ``tmpMiB`` (``/tmp`` and ``/dev/shm`` together),
+    ``diskMiB`` (the workspace's disk quota, default 1024) (limits; ``null`` lifts one),
     ``readOnlyPaths``/``readWritePaths`` (absolute host paths made visible): see
     :class:`tools_base.sandbox.SandboxPolicy`.
 
 Error codes: ``E_BASH_PATH_OUTSIDE_WORKDIR``, ``E_BASH_CWD_NOT_FOUND``,
 ``E_BASH_SCRIPT_NOT_FOUND``, ``E_BASH_SPAWN_FAILED`` (shell missing or not executable),
-``E_SANDBOX_UNAVAILABLE`` (no sandbox can be made here), ``E_TOOL_INVALID_ARGS``.
+``E_SANDBOX_UNAVAILABLE`` (no sandbox can be made here), ``E_WORKSPACE_QUOTA`` (the
+workspace passed ``sandbox.diskMiB``, or its disk fell below 64 MiB free: the command was
+ended, or not started), ``E_TOOL_INVALID_ARGS``.
 
 Handlers are coroutines: they run on the agent's event loop and never block it.
 """
@@ -77,6 +80,7 @@ from dataclasses import dataclass, field, replace
 from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler, sandbox
 from tools_base.sandbox import SandboxPolicy
+from tools_base.sandbox._quota import Guard
 from tools_base.tools._common import (
     ConfigReader,
     invalid_arg,
@@ -97,6 +101,8 @@ DRAIN_GRACE_SECONDS = 0.2
 """How long output is still collected after the command exits."""
 REAP_GRACE_SECONDS = 1.0
 """How long a cancelled call waits for the killed process to be reaped."""
+QUOTA_OUTPUT_CHARS = 300
+"""How much of its stderr a call ended by the disk quota reports."""
 OUTSIDE_WORKDIR = ToolCode.E_BASH_PATH_OUTSIDE_WORKDIR
 _SIGNALS = frozenset(int(s) for s in signal.valid_signals())
 
@@ -246,25 +252,34 @@ async def run_process(
     wait for background grandchildren that inherited them.
     """
     started = time.monotonic()
+    policy = policy or SandboxPolicy()
+    # The workspace's disk quota: looked at before, while and after the program runs.
+    guard = Guard(workdir or cwd, policy.limits.disk_mib)
+    await guard.before()
     # Probing and the call's cgroup touch the file system: off the loop.
     launch = await asyncio.to_thread(
-        sandbox.prepare,
-        argv,
-        env=env,
-        cwd=cwd,
-        workdir=workdir or cwd,
-        policy=policy or SandboxPolicy(),
+        sandbox.prepare, argv, env=env, cwd=cwd, workdir=workdir or cwd, policy=policy
     )
     try:
-        return await _run_launch(
-            launch, cwd=cwd, timeout_ms=timeout_ms, limit=limit, started=started
+        result = await _run_launch(
+            launch, cwd=cwd, timeout_ms=timeout_ms, limit=limit, started=started, guard=guard
         )
     finally:
         launch.close()
+    await guard.after()
+    if guard.exceeded is not None:
+        raise guard.error(result.stderr[-QUOTA_OUTPUT_CHARS:].strip())
+    return result
 
 
 async def _run_launch(
-    launch: sandbox.Launch, *, cwd: str, timeout_ms: float, limit: int, started: float
+    launch: sandbox.Launch,
+    *,
+    cwd: str,
+    timeout_ms: float,
+    limit: int,
+    started: float,
+    guard: Guard | None = None,
 ) -> RunResult:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -294,6 +309,11 @@ async def _run_launch(
             while unowned_write:
                 os.close(unowned_write.pop())
         timed_out = False
+        watcher = (
+            asyncio.create_task(guard.watch(lambda: _terminate_group(proc, launch.backend)))
+            if guard is not None
+            else None
+        )
         try:
             try:
                 async with asyncio.timeout(timeout_ms / 1000 if timeout_ms > 0 else None):
@@ -311,6 +331,9 @@ async def _run_launch(
                     async with asyncio.timeout(REAP_GRACE_SECONDS):
                         await proc.wait()
             raise
+        finally:
+            if watcher is not None:
+                watcher.cancel()
     finally:
         for fd in unowned_read + unowned_write:
             os.close(fd)

@@ -40,11 +40,15 @@ Config (``configure``):
 ``maxReadBytes`` (int, default 10485760) upper bound for ``read``'s ``maxBytes``.
 ``maxWriteBytes`` (int, default 10485760) largest ``write`` content in bytes.
 ``maxListEntries`` (int, default 10000) entries ``list`` returns before ``truncated``.
+``diskMiB`` (int or null, default 1024) the workspace's disk quota: a ``write`` or ``mkdir``
+    that would take the workspace past it, or leave its disk with less than 64 MiB free, is
+    refused with ``E_WORKSPACE_QUOTA`` (``delete`` never is); ``null`` lifts the quota.
 
 Error codes: ``E_FS_PATH_OUTSIDE_WORKDIR`` (also a hard-linked file), ``E_FS_NOT_FOUND``, ``E_FS_NOT_A_DIRECTORY``,
 ``E_FS_IS_A_DIRECTORY``, ``E_FS_NOT_A_FILE`` (FIFO, device, socket), ``E_FS_ALREADY_EXISTS``,
 ``E_FS_NOT_EMPTY``, ``E_FS_PERMISSION_DENIED``, ``E_FS_WRITE_TOO_LARGE``, ``E_FS_REFUSED``
-(deleting the workdir), ``E_FS_IO`` (any other OS error), ``E_TOOL_INVALID_ARGS``.
+(deleting the workdir), ``E_FS_IO`` (any other OS error), ``E_WORKSPACE_QUOTA`` (the disk
+quota), ``E_TOOL_INVALID_ARGS``.
 
 Handlers are synchronous: the executor runs them in a worker thread.
 """
@@ -63,6 +67,7 @@ from datetime import UTC, datetime
 
 from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
+from tools_base.sandbox._quota import DEFAULT_DISK_MIB, check_write, parse_disk_mib
 from tools_base.tools._common import (
     ConfigReader,
     invalid_arg,
@@ -78,6 +83,8 @@ DEFAULT_READ_BYTES = 100_000
 MAX_LIST_DEPTH = 100
 _MIB = 1024 * 1024
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIRECTORY_BYTES = 4096
+"""What a new directory is counted as against the disk quota."""
 
 _ERRNO_CODES = {
     errno.ENOENT: (
@@ -138,6 +145,8 @@ class FileSystemConfig:
     max_read_bytes: int = 10 * _MIB
     max_write_bytes: int = 10 * _MIB
     max_list_entries: int = 10_000
+    disk_mib: int | None = DEFAULT_DISK_MIB
+    """The workspace's disk quota; ``None``: none."""
 
 
 class FileSystemTool:
@@ -216,6 +225,7 @@ class FileSystemTool:
         target = ws.resolve(path)
         if not target.parts:
             raise ToolError(f"is a directory: {path!r}", code=ToolCode.E_FS_IS_A_DIRECTORY)
+        check_write(ws.root, len(data), self.config.disk_mib)
         parent_fd = self._open_parent(ws, target, create=True)
         # No O_TRUNC: an existing file is truncated only once its descriptor passed the checks.
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)
@@ -307,6 +317,7 @@ class FileSystemTool:
                 if not recursive:
                     raise OSError(errno.EEXIST, "exists")
             else:
+                check_write(ws.root, _DIRECTORY_BYTES, self.config.disk_mib)
                 parent_fd = ws.open_dir(target.base, target.parent_parts, create=recursive)
                 try:
                     os.mkdir(target.name, dir_fd=parent_fd)
@@ -400,6 +411,7 @@ def configure(config: JsonObject) -> dict[str, ToolHandler]:
         max_read_bytes=reader.integer("maxReadBytes", 10 * _MIB),
         max_write_bytes=reader.integer("maxWriteBytes", 10 * _MIB),
         max_list_entries=reader.integer("maxListEntries", 10_000),
+        disk_mib=parse_disk_mib("file-system", reader.raw("diskMiB"), present="diskMiB" in config),
     )
     reader.finish()
     return FileSystemTool(parsed).handlers()

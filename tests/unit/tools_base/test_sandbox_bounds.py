@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from tests.support.tool_context import acall
 from tests.unit.tools_base.test_sandbox import BACKENDS, run
+from tools_base import ToolConfigError, ToolContext, ToolError, sandbox
 from tools_base.sandbox import SandboxLimits, SandboxMode, SandboxPolicy
+from tools_base.sandbox._quota import measure
+from tools_base.tools import bash, file_system
 
 TMP_MIB = 16
 
@@ -57,3 +62,68 @@ def test_the_rest_of_dev_is_read_only(tmp_path: Path, mode: SandboxMode) -> None
     )
     assert done.stderr.count("Read-only file system") == 2, done.stderr
     assert done.stdout.strip() == "null-ok"
+
+
+QUOTA_MIB = 4
+
+
+def test_disk_mib_from_config() -> None:
+    assert SandboxPolicy.from_config("bash", None).limits.disk_mib == 1024
+    assert SandboxPolicy.from_config("bash", {"diskMiB": 8}).limits.disk_mib == 8
+    assert SandboxPolicy.from_config("bash", {"diskMiB": None}).limits.disk_mib is None
+    with pytest.raises(ToolConfigError, match="diskMiB"):
+        SandboxPolicy.from_config("bash", {"diskMiB": 0})
+    assert file_system.configure({"diskMiB": None})  # null lifts it
+    with pytest.raises(ToolConfigError, match="diskMiB"):
+        file_system.configure({"diskMiB": "1G"})
+
+
+def test_the_measure_counts_blocks_and_a_hard_link_once(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a").write_bytes(os.urandom(1024 * 1024))
+    os.link(tmp_path / "sub" / "a", tmp_path / "b")
+    with open(tmp_path / "sparse", "wb") as sparse:
+        sparse.truncate(1 << 30)  # a gigabyte of holes takes no disk
+    used = measure(str(tmp_path))
+    assert 1024 * 1024 <= used < 2 * 1024 * 1024
+
+
+@pytest.mark.parametrize("mode", BACKENDS)
+async def test_bash_past_the_quota_is_ended(
+    ctx: ToolContext, workdir: Path, mode: SandboxMode
+) -> None:
+    sandbox.configure(mode)
+    try:
+        handlers = bash.configure({"sandbox": {"diskMiB": QUOTA_MIB}})
+        with pytest.raises(ToolError) as refused:
+            await acall(
+                handlers["exec"],
+                ctx,
+                {"command": "while :; do head -c 1M /dev/zero >> fill.bin; done",
+                 "timeoutMs": 30000},
+            )  # fmt: skip
+        assert refused.value.code == "E_WORKSPACE_QUOTA"
+        assert "ended" in str(refused.value)
+        # The next write of either Tool is refused too.
+        write = file_system.configure({"diskMiB": QUOTA_MIB})["write"]
+        with pytest.raises(ToolError) as again:
+            write(ctx, {"path": "more.txt", "content": "x" * 1000})
+        assert again.value.code == "E_WORKSPACE_QUOTA"
+        # Over the quota, a call may still delete, and then the workspace takes writes again.
+        out = await acall(handlers["exec"], ctx, {"command": "rm fill.bin && echo freed"})
+        assert isinstance(out, dict) and out["stdout"] == "freed\n"
+        written = write(ctx, {"path": "more.txt", "content": "x" * 1000})
+        assert isinstance(written, dict) and written["written"] is True
+    finally:
+        sandbox.configure(SandboxMode.AUTO)
+
+
+def test_file_system_refuses_a_write_past_the_quota(ctx: ToolContext, workdir: Path) -> None:
+    write = file_system.configure({"diskMiB": 1})["write"]
+    write(ctx, {"path": "a.txt", "content": "a" * 600_000})
+    with pytest.raises(ToolError) as refused:
+        write(ctx, {"path": "b.txt", "content": "b" * 600_000})
+    assert refused.value.code == "E_WORKSPACE_QUOTA"
+    assert not (workdir / "b.txt").exists()
+    # Lifted, the same write goes through.
+    file_system.configure({"diskMiB": None})["write"](ctx, {"path": "b.txt", "content": "b"})
