@@ -10,9 +10,9 @@ happening:
 - the daemon holds a **reserve file** of :data:`DEFAULT_RESERVE_MIB` in the state directory
   (``.space-reserve``, allocated with ``posix_fallocate``; ``GOONDAN_STATE_RESERVE_MIB``
   changes its size, ``0`` turns it off). When a write of a state file fails for want of space
-  (``ENOSPC``), the writer, in whichever process, removes the reserve and retries once (see
-  :func:`retrying`); the daemon makes the reserve again once the disk has room for it twice
-  over (:func:`keep`). Whatever filled the disk from outside the runtime, the Turns under way
+  (``ENOSPC``), the writer, in whichever process, gives :data:`RELEASE_MIB` of the reserve
+  back to the disk and retries once (see :func:`retrying`); the daemon makes the reserve whole
+  again once the disk has room for it twice over (:func:`keep`). Whatever filled the disk from outside the runtime, the Turns under way
   still write what they must.
 """
 
@@ -32,6 +32,8 @@ RESERVE_NAME = ".space-reserve"
 """The reserve file's name, in the state directory."""
 DEFAULT_RESERVE_MIB = 64
 """The reserve's size unless ``GOONDAN_STATE_RESERVE_MIB`` says otherwise."""
+RELEASE_MIB = 4
+"""What one write that ran out of space gives back of the reserve."""
 TOOLS_FLOOR_MIB = 64
 """Free space on a workspace's disk that no tool call may take."""
 CHECK_SECONDS = 10.0
@@ -96,18 +98,27 @@ def _allocate(fd: int, size: int) -> None:
 
 
 def release(near: Path) -> bool:
-    """Give the reserve back to the disk: remove the reserve file of the state directory that
-    holds ``near`` (looked for in ``near`` and the directories above it). ``True`` when one
-    was removed, so a write that ran out of space is worth trying again."""
+    """Give part of the reserve back to the disk: cut :data:`RELEASE_MIB` off the reserve file
+    of the state directory that holds ``near`` (looked for in ``near`` and the directories
+    above it), or remove its last part. ``True`` when space was given back, so a write that
+    ran out of it is worth trying again. A part at a time: whatever took the disk may take
+    what was given back, and the next writer then still finds some."""
     for directory in [near, *near.parents][:_SEARCH_DEPTH]:
+        path = directory / RESERVE_NAME
         try:
-            os.unlink(directory / RESERVE_NAME)
+            size = path.stat().st_size
+            if size > RELEASE_MIB * _MIB:
+                os.truncate(path, size - RELEASE_MIB * _MIB)
+            else:
+                os.unlink(path)
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError:
             return False
         _log.warning(
-            "state reserve released: the disk is full", state_dir=str(directory), near=str(near)
+            "state reserve released: the disk is full",
+            state_dir=str(directory),
+            left_mib=max(0, size - RELEASE_MIB * _MIB) // _MIB,
         )
         return True
     return False

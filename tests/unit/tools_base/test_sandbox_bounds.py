@@ -111,9 +111,11 @@ async def test_bash_past_the_quota_is_ended(
         assert again.value.code == "E_WORKSPACE_QUOTA"
         # Over the quota, a call may still delete, and then the workspace takes writes again.
         out = await acall(handlers["exec"], ctx, {"command": "rm fill.bin && echo freed"})
-        assert isinstance(out, dict) and out["stdout"] == "freed\n"
+        assert isinstance(out, dict)
+        assert out["stdout"] == "freed\n"
         written = write(ctx, {"path": "more.txt", "content": "x" * 1000})
-        assert isinstance(written, dict) and written["written"] is True
+        assert isinstance(written, dict)
+        assert written["written"] is True
     finally:
         sandbox.configure(SandboxMode.AUTO)
 
