@@ -213,3 +213,10 @@ def test_a_full_disk_still_takes_the_other_agents_turns(backend: str) -> None:
             swarm.victim_answers("hello again")
         finally:
             swarm.daemon.stop()
+
+
+def test_doctor_says_how_the_disk_quota_holds(swarm: Swarm) -> None:
+    done = run_cli("doctor", cwd=swarm.directory, timeout=120)
+    line = next(ln for ln in done.stdout.splitlines() if "sandbox disk" in ln)
+    assert "measured" in line
+    assert "project quotas" in line
