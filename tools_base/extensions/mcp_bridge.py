@@ -60,8 +60,9 @@ user with its view of the machine (a server that drives Docker, say), or an obje
 ``network`` (**true** for MCP servers: they are the operator's choice, not a model's, and
 most need it; false gives it no network at all, not even loopback), ``memoryMiB`` (4096, the
 address space of each process), ``processes`` (256), ``fileSizeMiB`` (1024), ``tmpMiB``
-(256), ``cpuSeconds`` (none: a long-lived server would use up any bound), ``readOnlyPaths``
-and ``readWritePaths`` (absolute paths). Where no sandbox can be made, a sandboxed server
+(256, ``/dev/shm`` included), ``diskMiB`` (1024: its own directory's disk quota; past it
+the server is stopped, and started again by the next call), ``cpuSeconds`` (none: a
+long-lived server would use up any bound), ``readOnlyPaths`` and ``readWritePaths``. Where no sandbox can be made, a sandboxed server
 does not start (logged and retried like any server that cannot start; its calls fail with
 ``E_MCP_SERVER_UNAVAILABLE`` and the reason), unless the Swarm's ``policy.sandbox`` is
 ``off``.
@@ -89,10 +90,11 @@ Needs the SDK: ``pip install 'goondan-py[mcp]'``. Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
@@ -108,6 +110,7 @@ from tools_base import (
 )
 from tools_base.extensions import _mcp_sandbox
 from tools_base.sandbox import SandboxPolicy
+from tools_base.sandbox._quota import Guard
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 STOP_TIMEOUT_SECONDS = 3.0
@@ -299,6 +302,7 @@ class McpServer:
 
         target: Any = self.spec.url
         launch: sandbox.Launch | None = None
+        guard: Guard | None = None
         try:
             if self.spec.url is None:
                 assert self.spec.command is not None
@@ -311,13 +315,17 @@ class McpServer:
                     )
                 else:
                     launch = await self._prepare(self.spec.sandbox)
+                    # Its own directory is on the agent's disk: bounded like a workspace.
+                    assert self.directory is not None
+                    guard = Guard(self.directory, self.spec.sandbox.limits.disk_mib)
+                    await guard.before()
                     target = StdioServerParameters(
                         command=launch.launcher_argv[0],
                         args=launch.launcher_argv[1:],
                         env=launch.env,
                         cwd=self._cwd(),
                     )
-            async with Client(target) as client:
+            async with Client(target) as client, self._watching(guard):
                 tools: list[Any] = []
                 cursor: str | None = None
                 while True:
@@ -343,6 +351,23 @@ class McpServer:
             self._client = None
             if launch is not None:
                 launch.close()
+
+    @contextlib.asynccontextmanager
+    async def _watching(self, guard: Guard | None) -> AsyncIterator[None]:
+        """While the server runs: past its disk quota, it is stopped (the next call starts it
+        again, and it may then only shrink its directory)."""
+
+        async def over() -> None:
+            why = guard.exceeded if guard is not None else None
+            self.logger.warning("mcp server stopped", server=self.spec.name, why=why)
+            self._stop.set()
+
+        watcher = asyncio.create_task(guard.watch(over)) if guard is not None else None
+        try:
+            yield
+        finally:
+            if watcher is not None:
+                watcher.cancel()
 
     def _cwd(self) -> str:
         """Where the server starts: ``cwd`` (relative to the agent's, as unsandboxed), else its
