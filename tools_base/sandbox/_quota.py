@@ -165,7 +165,10 @@ class Guard:
         if free_bytes(self.root) < floor_bytes():
             raise _disk_full(self.root)
         if self.disk_mib is not None:
-            self.allowance = max(self.disk_mib * _MIB, measure(self.root))
+            known = _figures.get(self.root)
+            fresh = known is not None and time.monotonic() - known[1] < FRESH_SECONDS
+            used = known[0] if known is not None and fresh else measure(self.root)
+            self.allowance = max(self.disk_mib * _MIB, used)
 
     def _look(self) -> bool:
         """One look; True (with :attr:`exceeded` said) when the call passed a bound."""
@@ -188,13 +191,14 @@ class Guard:
     async def watch(self, end_call: Callable[[], Awaitable[None]]) -> None:
         """While the call runs: look every :data:`WATCH_INTERVAL_SECONDS` (or ten walks' time,
         if longer); past a bound, ``end_call()`` and return."""
+        spent = 0.0  # the first look one interval in: the workspace was just measured
         while True:
+            await asyncio.sleep(max(WATCH_INTERVAL_SECONDS, spent * 10))
             started = time.monotonic()
             if await asyncio.to_thread(self._look):
                 await end_call()
                 return
             spent = time.monotonic() - started
-            await asyncio.sleep(max(WATCH_INTERVAL_SECONDS, spent * 10))
 
     async def after(self) -> None:
         """The last look, once the program has ended."""
