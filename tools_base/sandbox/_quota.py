@@ -17,8 +17,10 @@ agent's Turn then failed to write its conversation. So the Tools that write a wo
   (the quota was lowered, or a burst between two looks) may still run a call, to delete
   files, but that call may not make it any larger;
 - whatever the quota, no call may leave its file system with less than
-  :data:`goondan.reserve.TOOLS_FLOOR_MIB` free: the last of the disk is the runtime's, for
-  conversations, approvals and the event log.
+  :data:`goondan.reserve.TOOLS_FLOOR_MIB` free, or fewer than :data:`FLOOR_INODES` free
+  inodes: the last of the disk is the runtime's, for conversations, approvals and the event
+  log. This also bounds what the walk cannot see (a file deleted while a program holds it
+  open).
 
 Project quotas (ext4's ``prjquota``, XFS's ``pquota``) would bound the writes in the kernel;
 :func:`quota_kind` says whether the file system holding a path has them, and ``doctor`` and
@@ -49,6 +51,8 @@ WATCH_INTERVAL_SECONDS = 0.5
 """How often a running call's workspace is measured (at least ten walks' time apart)."""
 FRESH_SECONDS = 1.0
 """How long a measured figure stands for a write's check (a write adds its own bytes)."""
+FLOOR_INODES = 10_000
+"""Free inodes no call may take (a disk out of inodes refuses new files as a full one does)."""
 _MIB = 1024 * 1024
 _SUGGESTION = (
     "Delete files the workspace no longer needs (a call may delete while over the quota), or "
@@ -91,18 +95,26 @@ def measure(root: str, *, stop_above: int | None = None) -> int:
     return total
 
 
-def free_bytes(path: str) -> int:
-    """Bytes an unprivileged writer may still take on ``path``'s file system."""
+def shortage(path: str, adding: int = 0) -> str | None:
+    """Why ``path``'s disk is too full for a call (``adding`` bytes more): under
+    :data:`~goondan.reserve.TOOLS_FLOOR_MIB` free, or under :data:`FLOOR_INODES` free inodes
+    (a state file needs one too); ``None`` when it is not."""
     try:
         fs = os.statvfs(path)
     except OSError:
-        return 1 << 62
-    return fs.f_bavail * fs.f_frsize
-
-
-def floor_bytes() -> int:
-    """Free space no call may take: the runtime's, for its state files."""
-    return TOOLS_FLOOR_MIB * _MIB
+        return None
+    free = fs.f_bavail * fs.f_frsize
+    if free - adding < TOOLS_FLOOR_MIB * _MIB:
+        return (
+            f"the disk holding the workspace has {_mib(free)} free; the last "
+            f"{TOOLS_FLOOR_MIB} MiB are kept for the runtime's own files"
+        )
+    if fs.f_files and fs.f_favail < FLOOR_INODES:  # f_files 0: no fixed inode table
+        return (
+            f"the disk holding the workspace has {fs.f_favail} free inodes; the last "
+            f"{FLOOR_INODES} are kept for the runtime's own files"
+        )
+    return None
 
 
 def _mib(size: int) -> str:
@@ -115,8 +127,9 @@ def check_write(root: str, adding: int, disk_mib: int | None) -> None:
     the floor. A figure measured in the last :data:`FRESH_SECONDS` is reused and grows by the
     write, so writes in a row walk the workspace once."""
     root = os.path.realpath(root)
-    if free_bytes(root) - adding < floor_bytes():
-        raise _disk_full(root)
+    short = shortage(root, adding)
+    if short is not None:
+        raise _disk_full(short)
     if disk_mib is None:
         return
     limit = disk_mib * _MIB
@@ -135,10 +148,9 @@ def check_write(root: str, adding: int, disk_mib: int | None) -> None:
     _figures[root] = (used + adding, known[1] if known is not None else time.monotonic())
 
 
-def _disk_full(root: str) -> ToolError:
+def _disk_full(why: str) -> ToolError:
     return ToolError(
-        f"the disk holding the workspace has {_mib(free_bytes(root))} free; the last "
-        f"{TOOLS_FLOOR_MIB} MiB are kept for the runtime's own files",
+        why,
         code=QUOTA,
         suggestion="Delete files the workspace no longer needs, or ask the operator to free "
         "space on the disk.",
@@ -162,8 +174,9 @@ class Guard:
 
     def _before(self) -> None:
         self.root = os.path.realpath(self.root)
-        if free_bytes(self.root) < floor_bytes():
-            raise _disk_full(self.root)
+        short = shortage(self.root)
+        if short is not None:
+            raise _disk_full(short)
         if self.disk_mib is not None:
             known = _figures.get(self.root)
             fresh = known is not None and time.monotonic() - known[1] < FRESH_SECONDS
@@ -172,12 +185,8 @@ class Guard:
 
     def _look(self) -> bool:
         """One look; True (with :attr:`exceeded` said) when the call passed a bound."""
-        free = free_bytes(self.root)
-        if free < floor_bytes():
-            self.exceeded = (
-                f"the disk holding the workspace fell to {_mib(free)} free; the last "
-                f"{TOOLS_FLOOR_MIB} MiB are kept for the runtime's own files"
-            )
+        self.exceeded = shortage(self.root)
+        if self.exceeded is not None:
             return True
         if self.disk_mib is None:
             return False

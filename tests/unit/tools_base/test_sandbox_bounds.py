@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support.tool_context import acall
+from tests.support.tool_context import acall, make_ctx
 from tests.unit.tools_base.test_sandbox import BACKENDS, run
 from tools_base import ToolConfigError, ToolContext, ToolError, sandbox
 from tools_base.sandbox import SandboxLimits, SandboxMode, SandboxPolicy
@@ -129,3 +130,24 @@ def test_file_system_refuses_a_write_past_the_quota(ctx: ToolContext, workdir: P
     assert not (workdir / "b.txt").exists()
     # Lifted, the same write goes through.
     file_system.configure({"diskMiB": None})["write"](ctx, {"path": "b.txt", "content": "b"})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small disk needs root (as CI runs)")
+def test_a_disk_out_of_inodes_counts_as_full(tmp_path: Path) -> None:
+    point = tmp_path / "disk"
+    point.mkdir()
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=128m,nr_inodes=12000", "tmpfs", str(point)],
+        check=True,
+    )
+    try:
+        ctx = make_ctx(point)
+        write = file_system.configure({"diskMiB": None})["write"]
+        write(ctx, {"path": "first.txt", "content": "fine"})
+        for index in range(2500):  # empty files: no blocks, only inodes
+            (point / f"empty-{index}").touch()
+        with pytest.raises(ToolError, match="free inodes") as refused:
+            write(ctx, {"path": "second.txt", "content": "refused"})
+        assert refused.value.code == "E_WORKSPACE_QUOTA"
+    finally:
+        subprocess.run(["umount", "-l", str(point)], check=False)
