@@ -10,13 +10,39 @@ from pathlib import Path
 import pytest
 
 from tests.support.tool_context import acall, make_ctx
-from tests.unit.tools_base.test_sandbox import BACKENDS, run
 from tools_base import ToolConfigError, ToolContext, ToolError, sandbox
 from tools_base.sandbox import SandboxLimits, SandboxMode, SandboxPolicy
 from tools_base.sandbox._quota import measure
 from tools_base.tools import bash, file_system
 
 TMP_MIB = 16
+BACKENDS = [SandboxMode.BWRAP, SandboxMode.NAMESPACES]
+
+
+def run(
+    command: str, workdir: Path, mode: SandboxMode, policy: SandboxPolicy | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``command`` in ``mode``'s sandbox, ``workdir`` its workspace; its output captured."""
+    launch = sandbox.prepare(
+        ["/bin/sh", "-c", command],
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=str(workdir),
+        workdir=str(workdir),
+        policy=policy or SandboxPolicy(),
+        mode=mode,
+    )
+    try:
+        return subprocess.run(
+            launch.argv,
+            env=launch.env,
+            preexec_fn=launch.preexec,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            start_new_session=True,
+        )
+    finally:
+        launch.close()
 
 
 @pytest.mark.parametrize("mode", BACKENDS)
