@@ -39,6 +39,10 @@ Behaviour:
   read-only, a private ``/tmp``; no network unless config ``sandbox.network``; per-call limits.
   A pid it prints is its own PID namespace's. bubblewrap reports a program's death by signal N
   as exit status 128 + N, which is read back as that signal.
+* The workdir has a disk quota (config ``sandbox.diskMiB``, see
+  :mod:`tools_base.sandbox._quota`), measured before, while and after the command runs: past
+  it, or with its disk down to its last 64 MiB, the command's group is ended as on timeout and
+  the call fails with ``E_WORKSPACE_QUOTA``.
 * ``cwd`` and ``path`` must stay inside the workdir (symlinks resolved) unless config
   ``allowOutsideWorkdir`` is true; such a directory (or the script's) is then made visible in
   the sandbox too.
