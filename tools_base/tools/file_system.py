@@ -44,11 +44,16 @@ Config (``configure``):
     that would take the workspace past it, or leave its disk with less than 64 MiB free, is
     refused with ``E_WORKSPACE_QUOTA`` (``delete`` never is); ``null`` lifts the quota.
 
+The workdir itself is the directory the instance was given, opened once: each call works
+beneath that descriptor (no symlink followed on the way) after checking that the workdir's path
+still names it; a workdir since replaced (by a symlink, another directory) or moved is refused
+with ``E_SPAWN_CWD_REFUSED``.
+
 Error codes: ``E_FS_PATH_OUTSIDE_WORKDIR`` (also a hard-linked file), ``E_FS_NOT_FOUND``, ``E_FS_NOT_A_DIRECTORY``,
 ``E_FS_IS_A_DIRECTORY``, ``E_FS_NOT_A_FILE`` (FIFO, device, socket), ``E_FS_ALREADY_EXISTS``,
 ``E_FS_NOT_EMPTY``, ``E_FS_PERMISSION_DENIED``, ``E_FS_WRITE_TOO_LARGE``, ``E_FS_REFUSED``
 (deleting the workdir), ``E_FS_IO`` (any other OS error), ``E_WORKSPACE_QUOTA`` (the disk
-quota), ``E_TOOL_INVALID_ARGS``.
+quota), ``E_TOOL_INVALID_ARGS``, ``E_SPAWN_CWD_REFUSED`` (the workdir was swapped).
 
 Handlers are synchronous: the executor runs them in a worker thread.
 """
@@ -58,10 +63,11 @@ from __future__ import annotations
 import codecs
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import stat as stat_mod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -76,7 +82,7 @@ from tools_base.tools._common import (
     positive_int,
     require_string,
 )
-from tools_base.tools._sandbox import Target, Workspace
+from tools_base.tools._sandbox import Target, Workspace, pinned_workspace
 
 OUTSIDE_WORKDIR = ToolCode.E_FS_PATH_OUTSIDE_WORKDIR
 DEFAULT_READ_BYTES = 100_000
@@ -155,22 +161,32 @@ class FileSystemTool:
     def __init__(self, config: FileSystemConfig) -> None:
         self.config = config
 
-    def _workspace(self, ctx: ToolContext) -> Workspace:
-        return Workspace(
-            ctx.workdir, allow_outside=self.config.allow_outside_workdir, code=OUTSIDE_WORKDIR
-        )
+    def _bind(self, export: Callable[[Workspace, JsonObject], JsonValue]) -> ToolHandler:
+        """The handler of ``export``: it works beneath the workdir's descriptor, checked to be
+        the instance's own directory first (``E_SPAWN_CWD_REFUSED`` otherwise)."""
+
+        @functools.wraps(export)
+        def handler(ctx: ToolContext, input: JsonObject) -> JsonValue:
+            allow = self.config.allow_outside_workdir
+            with contextlib.ExitStack() as stack:
+                with _os_errors("."):
+                    ws = stack.enter_context(
+                        pinned_workspace(ctx, allow_outside=allow, code=OUTSIDE_WORKDIR)
+                    )
+                return export(ws, input)
+
+        return handler
 
     def _open_parent(self, ws: Workspace, target: Target, *, create: bool = False) -> int:
         with _os_errors(target.display):
             return ws.open_dir(target.base, target.parent_parts, create=create)
 
-    def read(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def read(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``read``: the first ``maxBytes`` bytes of a file."""
         path = require_string(input, "path")
         max_bytes = min(
             positive_int(input, "maxBytes", DEFAULT_READ_BYTES), self.config.max_read_bytes
         )
-        ws = self._workspace(ctx)
         target = ws.resolve(path)
         if not target.parts:
             raise ToolError(
@@ -206,7 +222,7 @@ class FileSystemTool:
             "content": decoder.decode(data, final=not truncated),
         }
 
-    def write(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def write(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``write``: create or overwrite (or append to) a file."""
         path = require_string(input, "path")
         content = require_string(input, "content")
@@ -221,7 +237,6 @@ class FileSystemTool:
                 code=ToolCode.E_FS_WRITE_TOO_LARGE,
                 suggestion="Write the file in smaller parts with append: true.",
             )
-        ws = self._workspace(ctx)
         target = ws.resolve(path)
         if not target.parts:
             raise ToolError(f"is a directory: {path!r}", code=ToolCode.E_FS_IS_A_DIRECTORY)
@@ -245,13 +260,12 @@ class FileSystemTool:
                 os.close(fd)
         return {"path": target.display, "size": size, "written": True, "append": append}
 
-    def list(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def list(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``list``: directory entries, optionally recursive."""
         path = optional_string(input, "path") or "."
         recursive = optional_bool(input, "recursive", False)
         include_dirs = optional_bool(input, "includeDirs", True)
         include_files = optional_bool(input, "includeFiles", True)
-        ws = self._workspace(ctx)
         target = ws.resolve(path)
         limit = self.config.max_list_entries
         entries: list[tuple[str, JsonValue]] = []
@@ -305,11 +319,10 @@ class FileSystemTool:
             "entries": [row for _, row in entries],
         }
 
-    def mkdir(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def mkdir(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``mkdir``: create a directory (and its parents by default)."""
         path = require_string(input, "path")
         recursive = optional_bool(input, "recursive", True)
-        ws = self._workspace(ctx)
         target = ws.resolve(path)
         created = False
         with _os_errors(target.display):
@@ -330,11 +343,10 @@ class FileSystemTool:
                     os.close(parent_fd)
         return {"path": target.display, "created": created, "recursive": recursive}
 
-    def delete(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def delete(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``delete``: remove a file, a symlink, or a directory."""
         path = require_string(input, "path")
         recursive = optional_bool(input, "recursive", False)
-        ws = self._workspace(ctx)
         target = ws.resolve(path, follow_final=False)
         if not target.parts or target.real == ws.root:
             raise ToolError(
@@ -357,16 +369,15 @@ class FileSystemTool:
                 os.close(parent_fd)
         return {"path": target.display, "deleted": True, "type": kind}
 
-    def stat(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def stat(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``stat``: whether a path exists, and what it is."""
         path = require_string(input, "path")
-        ws = self._workspace(ctx)
         target = ws.resolve(path, follow_final=False)
         link_target: str | None = None
         try:
             with _os_errors(target.display):
                 if not target.parts:
-                    info = os.stat(target.base)
+                    info = ws.stat_root() if target.base == ws.root else os.stat(target.base)
                 else:
                     parent_fd = ws.open_dir(target.base, target.parent_parts)
                     try:
@@ -394,12 +405,12 @@ class FileSystemTool:
     def handlers(self) -> dict[str, ToolHandler]:
         """Export name → handler."""
         return {
-            "read": self.read,
-            "write": self.write,
-            "list": self.list,
-            "mkdir": self.mkdir,
-            "delete": self.delete,
-            "stat": self.stat,
+            "read": self._bind(self.read),
+            "write": self._bind(self.write),
+            "list": self._bind(self.list),
+            "mkdir": self._bind(self.mkdir),
+            "delete": self._bind(self.delete),
+            "stat": self._bind(self.stat),
         }
 
 
