@@ -35,7 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -274,8 +274,9 @@ def _own_process_count() -> int:
     return count
 
 
-def keep_standard_fds_only() -> None:
-    """In the forked child, before ``exec``: every descriptor but 0–2 closes on ``exec``.
+def keep_standard_fds_only(keep: Collection[int] = ()) -> None:
+    """In the forked child, before ``exec``: every descriptor but 0–2 (and ``keep``, the
+    pinned workdir handed to the sandbox) closes on ``exec``.
 
     ``close_fds`` is not honoured by every event loop (uvloop passes the parent's descriptors
     on), and a program must never reach the agent's IPC pipe or the fork server's and resource
@@ -283,7 +284,7 @@ def keep_standard_fds_only() -> None:
     """
     for fd in _launch.descriptors_above_stdio():
         with contextlib.suppress(OSError):
-            os.set_inheritable(fd, False)
+            os.set_inheritable(fd, fd in keep)
 
 
 @dataclass
@@ -298,6 +299,8 @@ class Launch:
     launcher_argv: list[str]
     backend: SandboxMode
     cgroup: PidsCgroup | None = None
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the program must inherit (the pinned workdir): give them as ``pass_fds``."""
 
     def close(self) -> None:
         """Remove the call's cgroup (its processes are gone)."""
@@ -316,7 +319,13 @@ def _system_args() -> list[str]:
 
 
 def _bwrap_argv(
-    bwrap: str, argv: Sequence[str], *, cwd: str, workdir: str, policy: SandboxPolicy
+    bwrap: str,
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    workdir: str,
+    policy: SandboxPolicy,
+    workdir_fd: int | None = None,
 ) -> list[str]:
     uid = str(_launch.SANDBOX_UID)
     args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
@@ -332,7 +341,10 @@ def _bwrap_argv(
     args += ["--tmpfs", "/tmp", *_devices.bwrap_shm()]
     for path in policy.read_only:
         args += ["--ro-bind-try", path, path]
-    for path in (workdir, *policy.read_write):
+    # The pinned workdir is bound from its descriptor: a path swapped meanwhile binds nothing.
+    args += ["--bind", workdir] if workdir_fd is None else ["--bind-fd", str(workdir_fd)]
+    args.append(workdir)
+    for path in policy.read_write:
         args += ["--bind", path, path]
     args += ["--remount-ro", "/", "--chdir", cwd, "--", *argv]
     return args
@@ -357,14 +369,21 @@ def prepare(
     workdir: str,
     policy: SandboxPolicy,
     mode: SandboxMode | None = None,
+    workdir_fd: int | None = None,
 ) -> Launch:
     """Make ``argv`` ready to run in the sandbox of ``mode`` (default: this process's), with
-    ``workdir`` read-write and ``cwd`` its directory. Raises :class:`SandboxUnavailable` where
-    no sandbox can be made (and the mode is not ``off``)."""
+    ``workdir`` read-write and ``cwd`` its directory. ``workdir_fd``, a descriptor of the
+    workdir (pinned, see :mod:`tools_base._pinned`), is what is bound then, at ``workdir``,
+    rather than what the path names; the caller keeps it open until the program started
+    (start it with ``pass_fds=launch.pass_fds``). Raises :class:`SandboxUnavailable` where no
+    sandbox can be made (and the mode is not ``off``)."""
     found = probe(mode or _mode)
     if found.backend is None:
         raise SandboxUnavailable(found)
-    return _prepare(argv, env=env, cwd=cwd, workdir=workdir, policy=policy, backend=found.backend)
+    return _prepare(
+        argv, env=env, cwd=cwd, workdir=workdir, policy=policy, backend=found.backend,
+        workdir_fd=workdir_fd,
+    )  # fmt: skip
 
 
 def _prepare(
@@ -375,9 +394,12 @@ def _prepare(
     workdir: str,
     policy: SandboxPolicy,
     backend: SandboxMode,
+    workdir_fd: int | None = None,
 ) -> Launch:
-    workdir = os.path.realpath(workdir)
-    cwd = os.path.realpath(cwd)
+    if workdir_fd is None:  # a pinned workdir's path is the instance's, symlink-free
+        workdir = os.path.realpath(workdir)
+        cwd = os.path.realpath(cwd)
+    keep = () if workdir_fd is None else (workdir_fd,)
     if backend is not SandboxMode.OFF:
         # The program's home is its workspace: the agent's own is not visible inside.
         env = {**env, "HOME": workdir, "TMPDIR": "/tmp"}
@@ -392,15 +414,19 @@ def _prepare(
     cgroup_path = cgroup.path if cgroup is not None else None
 
     def preexec() -> None:
-        keep_standard_fds_only()
+        keep_standard_fds_only(keep)
         _launch.apply_limits(limits, cgroup_path)
 
     # The launcher is started with ``env`` and reads the values from its own environment.
     spec: dict[str, Any] = {"limits": limits, "cgroup": cgroup_path, "envNames": sorted(env)}
+    if workdir_fd is not None:
+        spec["workdirFd"] = workdir_fd
     if backend is SandboxMode.BWRAP:
         bwrap = bwrap_path()
         assert bwrap is not None
-        run = _bwrap_argv(bwrap, argv, cwd=cwd, workdir=workdir, policy=policy)
+        run = _bwrap_argv(
+            bwrap, argv, cwd=cwd, workdir=workdir, policy=policy, workdir_fd=workdir_fd
+        )
         spec["exec"] = run
     elif backend is SandboxMode.NAMESPACES:
         spec.update(
@@ -424,6 +450,7 @@ def _prepare(
         launcher_argv=launcher,
         backend=backend,
         cgroup=cgroup,
+        pass_fds=keep,
     )
 
 

@@ -193,6 +193,9 @@ def _pivot_root(libc: Any, new_root: bytes, put_old: bytes) -> None:
 
 def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
     """In the new mount namespace, as PID 1: the sandbox's root, then ``pivot_root`` into it."""
+    # The pinned workdir is the working directory (see run_in_namespaces), on this namespace's
+    # copy of its mount: bound from there, it is the directory itself, whatever its path names.
+    here = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if _pinned(spec) else None
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
     # A tmpfs to stand on: the old root moves under it, so binds read from /oldroot.
     _mount(libc, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
@@ -216,7 +219,11 @@ def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
     for path in spec.get("readOnly", ()):
         if os.path.exists("/oldroot" + path):
             _bind(libc, "/oldroot" + path, new + path, writable=False)
-    for path in [spec["workdir"], *spec.get("readWrite", ())]:
+    if here is not None:
+        os.fchdir(here)
+    workdir = spec["workdir"]
+    _bind(libc, "." if here is not None else "/oldroot" + workdir, new + workdir, writable=True)
+    for path in spec.get("readWrite", ()):
         _bind(libc, "/oldroot" + path, new + path, writable=True)
     os.makedirs(new + "/dev", exist_ok=True)
     _mount(libc, "tmpfs", new + "/dev", "tmpfs", MS_NOSUID, "mode=0755,size=65536")
@@ -301,6 +308,9 @@ def run_in_namespaces(spec: Mapping[str, Any]) -> None:
     libc = _libc()
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
     uid, gid = os.getuid(), os.getgid()
+    if _pinned(spec):  # unshare moves the working directory onto the new namespace's mounts
+        os.fchdir(spec["workdirFd"])
+        os.close(spec["workdirFd"])
     flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
     if not spec.get("network"):
         flags |= CLONE_NEWNET
@@ -337,13 +347,19 @@ def descriptors_above_stdio() -> list[int]:
     return [fd for fd in map(int, names) if fd > 2]
 
 
-def close_inherited_fds() -> None:
-    """Close every descriptor but 0–2. Whoever starts the launcher cannot always keep its own
-    from being inherited (uvloop passes them on whatever ``close_fds`` says), and neither the
-    launcher nor the program may hold the agent's pipes."""
+def close_inherited_fds(keep: Sequence[int] = ()) -> None:
+    """Close every descriptor but 0–2 and ``keep``. Whoever starts the launcher cannot always
+    keep its own from being inherited (uvloop passes them on whatever ``close_fds`` says), and
+    neither the launcher nor the program may hold the agent's pipes."""
     for fd in descriptors_above_stdio():
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _pinned(spec: Mapping[str, Any]) -> bool:
+    """Whether the spec hands over the workdir as a descriptor (``workdirFd``)."""
+    return isinstance(spec.get("workdirFd"), int)
 
 
 def environment(spec: Mapping[str, Any]) -> dict[str, str]:
@@ -356,8 +372,8 @@ def environment(spec: Mapping[str, Any]) -> dict[str, str]:
 def main(argv: Sequence[str]) -> None:
     """``_launch.py SPEC_JSON``: join the call's cgroup, apply the limits, then run the program
     in namespaces, or ``exec`` the command ``spec["exec"]`` (bubblewrap) when given."""
-    close_inherited_fds()
     spec = json.loads(argv[1])
+    close_inherited_fds([spec["workdirFd"]] if _pinned(spec) else [])
     spec["env"] = environment(spec)
     try:
         apply_limits(spec.get("limits", {}), spec.get("cgroup"))
