@@ -35,6 +35,18 @@ def trusted_root(workdir: Path, state_dir: Path) -> str:
     return os.sep
 
 
+def checked_path(workdir: Path, state_dir: Path) -> Path | None:
+    """``workdir`` as it is now, when it exists with no symlink on its way below its trusted
+    root; ``None`` otherwise (a workspace swapped for a link lends nothing)."""
+    workdir = Path(os.path.abspath(workdir))
+    try:
+        pin = PinnedDir.open(workdir, root=trusted_root(workdir, state_dir))
+    except (WorkdirRefused, OSError):
+        return None
+    pin.close()
+    return Path(pin.path)
+
+
 def open_workdir(workdir: Path, state_dir: Path) -> PinnedDir:
     """The pinned ``workdir`` (made if missing). Raises :class:`WorkdirNotPinned` when a
     symlink or a file is on its way, ``ConversationStorageError`` when it cannot be made."""

@@ -251,3 +251,20 @@ def test_a_loaded_instance_holds_its_workdir_pinned_until_unloaded(
         pin.verify()  # what every tool call of the loaded instance does first
     assert worker.forget("job")
     assert pin.closed
+
+
+def test_a_spawner_whose_workdir_was_swapped_lends_nothing_it_points_at(
+    state: Path, worker: InstanceManager
+) -> None:
+    """The second step of the attack: the swapped instance spawns again, into the state
+    directory its workdir now points at (it would be "its own workspace" by the link)."""
+    mine = workspace(worker, "mallory")
+    job = spawn_workdir(str(mine / "job"), plan(state), "worker", "mallory")
+    assert job is not None
+    worker.prepare("job", workdir=job, spawned_by={"agent": "worker", "instanceKey": "mallory"})
+    job.rename(mine / "job.old")
+    job.symlink_to(state, target_is_directory=True)
+    assert caller_workspace(plan(state), "worker", "job") is None
+    alice = state / "agents" / "worker" / "instances" / "alice" / "workspace"
+    with pytest.raises(SpawnRefused):
+        spawn_workdir(str(alice), plan(state), "worker", "job")
