@@ -587,8 +587,11 @@ _DELIVERY_MEANINGS: dict[DeliveryCode, tuple[str, str | None]] = {
     DeliveryCode.E_SPAWN_CWD_REFUSED: (
         "agents__spawn asked for a workdir outside the caller's own workspace: the state "
         "directory, anything else in it or a directory holding it (always), or any other path "
-        "unless the Swarm's policy.allowSpawnOutsideState is true",
-        "Use a directory inside your own workspace (a relative cwd is taken from it).",
+        "unless the Swarm's policy.allowSpawnOutsideState is true; or an instance's workdir is "
+        "no longer the directory it was given (swapped for a symlink, replaced or moved), "
+        "refused at each tool call and on load",
+        "Use a directory inside your own workspace (a relative cwd is taken from it); restore "
+        "a swapped workdir, or delete the instance.",
     ),
     DeliveryCode.E_RESULT_TOO_LARGE: (
         "the answer is over the 16 MiB frame limit",
