@@ -223,6 +223,8 @@ def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
         os.fchdir(here)
     workdir = spec["workdir"]
     _bind(libc, "." if here is not None else "/oldroot" + workdir, new + workdir, writable=True)
+    if here is not None:
+        os.close(here)
     for path in spec.get("readWrite", ()):
         _bind(libc, "/oldroot" + path, new + path, writable=True)
     os.makedirs(new + "/dev", exist_ok=True)
