@@ -8,7 +8,8 @@ each such program gets
   its own namespace, sees only its own processes (``/proc`` is its namespace's), and cannot
   name, signal or ``ptrace`` the agent, the daemon or the fork server;
 - a **file system of its own**: the system's directories read-only, its workspace (and the
-  paths the Tool's config adds) read-write at their own paths, a private ``/tmp`` and
+  paths the Tool's config adds) read-write at their own paths (the workspace bound from the
+  descriptor its instance pinned, ``prepare(workdir_fd=...)``), a private ``/tmp`` and
   ``/dev``; the state directory, ``api.sock``, other instances' workspaces, the bundle and the
   users' homes have no name inside;
 - **limits** per call (:class:`SandboxLimits`): CPU seconds, address space, file size and

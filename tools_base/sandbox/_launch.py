@@ -14,7 +14,8 @@ What the ``namespaces`` backend builds, as bubblewrap does:
    agent's namespace, relays signals to it and ends as it ends (by the same signal, so the
    agent reads ``exitCode``/``signal`` as for an unsandboxed program).
 3. PID 1 mounts a fresh root: the system's directories read-only, the workspace (and any
-   further paths) at their own paths, a private ``/tmp``, ``/dev`` with the harmless devices
+   further paths) at their own paths (a pinned workspace from its descriptor, made the
+   working directory before ``unshare``), a private ``/tmp``, ``/dev`` with the harmless devices
    only, and a ``/proc`` of its own namespace; the old root is detached, so nothing else of the
    machine (the state directory, ``api.sock``, other instances) has a name inside.
 4. PID 1 forks the program (PID 2) and reaps everything, so a program that ignores the signals
@@ -195,6 +196,7 @@ def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
     """In the new mount namespace, as PID 1: the sandbox's root, then ``pivot_root`` into it."""
     # The pinned workdir is the working directory (see run_in_namespaces), on this namespace's
     # copy of its mount: bound from there, it is the directory itself, whatever its path names.
+    # (Its descriptor, or /proc/self/fd/N, names the agent's namespace's mount: EINVAL to bind.)
     here = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if _pinned(spec) else None
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
     # A tmpfs to stand on: the old root moves under it, so binds read from /oldroot.
