@@ -69,6 +69,7 @@ spec:
   modelConfig: {modelRef: Model/brain}
   tools:
     - {ref: {kind: Tool, name: bash, package: "@goondan/base"}}
+    - {ref: {kind: Tool, name: agents, package: "@goondan/base"}}
     - {ref: {kind: Tool, name: file-system, package: "@goondan/base"}}
 ---
 apiVersion: goondan.ai/v1
@@ -173,8 +174,14 @@ def test_a_workdir_swapped_for_a_link_to_the_state_directory_is_refused(swarm: S
         "worker", f"head -c 200 runtime-events.jsonl; echo overwritten > {note}", "job-state"
     )
     assert ran == REFUSED
+    # Nor does it lend the state directory to an instance it spawns.
+    deeper = swarm.send(
+        "worker", "spawn job-deeper cwd=agents/worker/instances/victim", "job-state"
+    )
+    assert deeper == REFUSED
     assert (victim / "note.txt").read_text() == VICTIM_NOTE
     assert not (swarm.state / "planted.txt").exists()
+    assert not (swarm.state / "agents" / "worker" / "instances" / "job-deeper").exists()
 
 
 def test_a_workdir_replaced_by_another_directory_is_refused(swarm: Swarm) -> None:
