@@ -62,7 +62,9 @@ most need it; on means public addresses only, through a proxy the agent runs for
 the server does, each connection recorded on the span of the call it happened in; an object
 ``{allow, deny, hosts}`` narrows it; off gives it no network at all, not even loopback),
 ``memoryMiB`` (4096, the address space of each process), ``processes`` (256),
-``fileSizeMiB`` (1024), ``tmpMiB`` (256), ``cpuSeconds`` (none: a long-lived server would use up any bound), ``readOnlyPaths``
+``fileSizeMiB`` (1024), ``tmpMiB`` (256, ``/dev/shm`` included), ``diskMiB`` (1024: its own
+directory's disk quota; past it the server is stopped, and started again by the next call),
+``cpuSeconds`` (none: a long-lived server would use up any bound), ``readOnlyPaths``
 and ``readWritePaths`` (absolute paths). Where no sandbox can be made, a sandboxed server
 does not start (logged and retried like any server that cannot start; its calls fail with
 ``E_MCP_SERVER_UNAVAILABLE`` and the reason), unless the Swarm's ``policy.sandbox`` is
@@ -91,10 +93,11 @@ Needs the SDK: ``pip install 'goondan-py[mcp]'``. Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
@@ -110,6 +113,7 @@ from tools_base import (
 )
 from tools_base.extensions import _mcp_sandbox
 from tools_base.sandbox import SandboxPolicy
+from tools_base.sandbox._quota import Guard
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 STOP_TIMEOUT_SECONDS = 3.0
@@ -304,6 +308,7 @@ class McpServer:
         target: Any = self.spec.url
         launch: sandbox.Launch | None = None
         proxy: sandbox.NetworkProxy | None = None
+        guard: Guard | None = None
         try:
             if self.spec.url is None:
                 assert self.spec.command is not None
@@ -321,13 +326,17 @@ class McpServer:
                     launch = await self._prepare(self.spec.sandbox, proxy)
                     if proxy is not None and launch.backend is sandbox.SandboxMode.OFF:
                         await proxy.close()  # policy.sandbox off: the host's own network
+                    # Its own directory is on the agent's disk: bounded like a workspace.
+                    assert self.directory is not None
+                    guard = Guard(self.directory, self.spec.sandbox.limits.disk_mib)
+                    await guard.before()
                     target = StdioServerParameters(
                         command=launch.launcher_argv[0],
                         args=launch.launcher_argv[1:],
                         env=launch.env,
                         cwd=self._cwd(),
                     )
-            async with Client(target) as client:
+            async with Client(target) as client, self._watching(guard):
                 tools: list[Any] = []
                 cursor: str | None = None
                 while True:
@@ -355,6 +364,23 @@ class McpServer:
                 launch.close()
             if proxy is not None:
                 await proxy.close()
+
+    @contextlib.asynccontextmanager
+    async def _watching(self, guard: Guard | None) -> AsyncIterator[None]:
+        """While the server runs: past its disk quota, it is stopped (the next call starts it
+        again, and it may then only shrink its directory)."""
+
+        async def over() -> None:
+            why = guard.exceeded if guard is not None else None
+            self.logger.warning("mcp server stopped", server=self.spec.name, why=why)
+            self._stop.set()
+
+        watcher = asyncio.create_task(guard.watch(over)) if guard is not None else None
+        try:
+            yield
+        finally:
+            if watcher is not None:
+                watcher.cancel()
 
     def _cwd(self) -> str:
         """Where the server starts: ``cwd`` (relative to the agent's, as unsandboxed), else its

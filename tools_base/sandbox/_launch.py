@@ -15,7 +15,8 @@ What the ``namespaces`` backend builds, as bubblewrap does:
    agent's namespace, relays signals to it and ends as it ends (by the same signal, so the
    agent reads ``exitCode``/``signal`` as for an unsandboxed program).
 3. PID 1 mounts a fresh root: the system's directories read-only, the workspace (and any
-   further paths) at their own paths, a private ``/tmp``, ``/dev`` with the harmless devices
+   further paths) at their own paths (a pinned workspace from its descriptor, made the
+   working directory before ``unshare``), a private ``/tmp``, ``/dev`` with the harmless devices
    only, and a ``/proc`` of its own namespace; the old root is detached, so nothing else of the
    machine (the state directory, ``api.sock``, other instances) has a name inside.
 4. PID 1 forks the program (PID 2) and reaps everything, so a program that ignores the signals
@@ -40,6 +41,8 @@ SANDBOX_UID = 1000
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 """What a sandboxed program sees of the machine, read-only (symlinks kept as symlinks)."""
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+SHM_DIR = "/tmp/.shm"
+"""Where ``/dev/shm`` points: on the private ``/tmp`` (the same as ``_devices.SHM_DIR``)."""
 SETUP_FAILED = 125
 """Exit status of the launcher when it could not build the sandbox (like ``env``'s 125)."""
 
@@ -192,6 +195,10 @@ def _pivot_root(libc: Any, new_root: bytes, put_old: bytes) -> None:
 
 def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
     """In the new mount namespace, as PID 1: the sandbox's root, then ``pivot_root`` into it."""
+    # The pinned workdir is the working directory (see run_in_namespaces), on this namespace's
+    # copy of its mount: bound from there, it is the directory itself, whatever its path names.
+    # (Its descriptor, or /proc/self/fd/N, names the agent's namespace's mount: EINVAL to bind.)
+    here = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if _pinned(spec) else None
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
     # A tmpfs to stand on: the old root moves under it, so binds read from /oldroot.
     _mount(libc, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
@@ -215,7 +222,13 @@ def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
     for path in spec.get("readOnly", ()):
         if os.path.exists("/oldroot" + path):
             _bind(libc, "/oldroot" + path, new + path, writable=False)
-    for path in [spec["workdir"], *spec.get("readWrite", ())]:
+    if here is not None:
+        os.fchdir(here)
+    workdir = spec["workdir"]
+    _bind(libc, "." if here is not None else "/oldroot" + workdir, new + workdir, writable=True)
+    if here is not None:
+        os.close(here)
+    for path in spec.get("readWrite", ()):
         _bind(libc, "/oldroot" + path, new + path, writable=True)
     os.makedirs(new + "/dev", exist_ok=True)
     _mount(libc, "tmpfs", new + "/dev", "tmpfs", MS_NOSUID, "mode=0755,size=65536")
@@ -225,7 +238,11 @@ def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
         os.symlink(target, f"{new}/dev/{name}")
-    os.makedirs(new + "/dev/shm")
+    # /dev/shm lives on the private /tmp: shared memory counts in tmpMiB (see _devices.py).
+    os.mkdir(new + SHM_DIR)
+    os.chmod(new + SHM_DIR, 0o1777)
+    os.symlink(SHM_DIR, new + "/dev/shm")
+    _mount(libc, None, new + "/dev", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
     os.makedirs(new + "/proc")
     _mount(libc, "proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _check(libc.umount2(b"/oldroot", MNT_DETACH), "umount the old root")
@@ -310,6 +327,9 @@ def run_in_namespaces(spec: Mapping[str, Any]) -> None:
     libc = _libc()
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
     uid, gid = os.getuid(), os.getgid()
+    if _pinned(spec):  # unshare moves the working directory onto the new namespace's mounts
+        os.fchdir(spec["workdirFd"])
+        os.close(spec["workdirFd"])
     # Always a network namespace of its own: with network on, the proxy's listeners are its
     # only way out (see _netns).
     flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
@@ -350,13 +370,19 @@ def descriptors_above_stdio() -> list[int]:
     return [fd for fd in map(int, names) if fd > 2]
 
 
-def close_inherited_fds() -> None:
-    """Close every descriptor but 0–2. Whoever starts the launcher cannot always keep its own
-    from being inherited (uvloop passes them on whatever ``close_fds`` says), and neither the
-    launcher nor the program may hold the agent's pipes."""
+def close_inherited_fds(keep: Sequence[int] = ()) -> None:
+    """Close every descriptor but 0–2 and ``keep``. Whoever starts the launcher cannot always
+    keep its own from being inherited (uvloop passes them on whatever ``close_fds`` says), and
+    neither the launcher nor the program may hold the agent's pipes."""
     for fd in descriptors_above_stdio():
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _pinned(spec: Mapping[str, Any]) -> bool:
+    """Whether the spec hands over the workdir as a descriptor (``workdirFd``)."""
+    return isinstance(spec.get("workdirFd"), int)
 
 
 def environment(spec: Mapping[str, Any]) -> dict[str, str]:
@@ -369,8 +395,8 @@ def environment(spec: Mapping[str, Any]) -> dict[str, str]:
 def main(argv: Sequence[str]) -> None:
     """``_launch.py SPEC_JSON``: join the call's cgroup, apply the limits, then run the program
     in namespaces, or ``exec`` the command ``spec["exec"]`` (bubblewrap) when given."""
-    close_inherited_fds()
     spec = json.loads(argv[1])
+    close_inherited_fds([spec["workdirFd"]] if _pinned(spec) else [])
     spec["env"] = environment(spec)
     try:
         apply_limits(spec.get("limits", {}), spec.get("cgroup"))

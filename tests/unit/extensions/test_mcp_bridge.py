@@ -347,3 +347,25 @@ def test_the_sandbox_config_of_a_server_is_checked() -> None:
     http = {"name": "h", "url": "http://127.0.0.1:1/mcp", "sandbox": {}}
     with pytest.raises(ExtensionError, match=re.escape(f"{at} applies to stdio servers")):
         parse_servers({"servers": [http]})
+
+
+async def test_a_server_past_its_disk_quota_is_stopped(
+    tmp_path: Path, backend: SandboxMode, token: str
+) -> None:
+    server = stdio(token, sandbox={"diskMiB": 1})
+    harness = await ExtensionHarness.start(
+        tmp_path / "agent", rules=RULES, extensions=[base_extension("mcp", servers=[server])]
+    )
+    try:
+        home = (await harness.turn("getenv HOME")).text
+        first = processes_marked(token)
+        assert first
+        big = "x" * (3 * 1024 * 1024)
+        await harness.turn(f"write {home}/big.txt {big}")  # its answer may be cut short
+        assert os.path.getsize(Path(home) / "big.txt") == len(big)  # noqa: ASYNC240
+        assert await gone(first)  # stopped by its quota, not by a call
+        # Started again by the next call; it may delete what it holds, then write again.
+        assert (await harness.turn("getenv HOME")).text == home
+        assert processes_marked(token)
+    finally:
+        await harness.close()
