@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import re
 import secrets
 import socket
@@ -93,10 +94,11 @@ def backend(request: pytest.FixtureRequest) -> Iterator[SandboxMode]:
 
 
 async def gone(pids: Iterable[int]) -> bool:
-    """Whether every one of ``pids`` ended within a few seconds (bounded polling of the
-    process table)."""
+    """Whether every one of ``pids`` ended within 30 s (bounded polling of the process table:
+    a loaded machine may take seconds to notice a quota and stop a server)."""
     left = set(pids)
-    for _ in range(200):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
         for pid in list(left):
             try:
                 os.kill(pid, 0)
