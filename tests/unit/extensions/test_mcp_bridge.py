@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import re
 import secrets
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
