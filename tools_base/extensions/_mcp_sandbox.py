@@ -26,17 +26,27 @@ swept by the next agent that starts one if its agent died first.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import glob
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 
-from tools_base.sandbox import SYSTEM_PATHS, ConnectionSink, NetworkProxy, SandboxPolicy
+from tools_base.sandbox import SYSTEM_PATHS, ConnectionSink, Launch, NetworkProxy, SandboxPolicy
 from tools_base.sandbox._cgroup import process_alive
+from tools_base.sandbox._quota import Guard
 
 DIRECTORY_PREFIX = "goondan-mcp-"
 _HIDDEN_ANYWAY = ("/proc", "/dev", "/sys")
@@ -231,3 +241,33 @@ async def start_proxy(
     proxy.sinks = sinks
     await proxy.start()
     return proxy
+
+
+@contextlib.asynccontextmanager
+async def watching_quota(
+    guard: Guard | None, over: Callable[[], Awaitable[None]]
+) -> AsyncIterator[None]:
+    """While a server runs, its directory's disk quota is watched: past it, ``over`` runs."""
+    watcher = asyncio.create_task(guard.watch(over)) if guard is not None else None
+    try:
+        yield
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+
+
+async def launch_off_loop(make: Callable[[], Launch]) -> Launch:
+    """``make()`` run off the loop (probing the sandbox runs a program; a call's cgroup is made
+    in the file system); a launch finished after its start was cancelled is closed, not
+    leaked."""
+    done = asyncio.ensure_future(asyncio.to_thread(make))
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        done.add_done_callback(_close_launch)
+        raise
+
+
+def _close_launch(done: asyncio.Future[Launch]) -> None:
+    if not done.cancelled() and done.exception() is None:
+        done.result().close()

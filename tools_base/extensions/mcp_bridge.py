@@ -97,7 +97,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeGuard
 
@@ -365,8 +365,7 @@ class McpServer:
             if proxy is not None:
                 await proxy.close()
 
-    @contextlib.asynccontextmanager
-    async def _watching(self, guard: Guard | None) -> AsyncIterator[None]:
+    def _watching(self, guard: Guard | None) -> contextlib.AbstractAsyncContextManager[None]:
         """While the server runs: past its disk quota, it is stopped (the next call starts it
         again, and it may then only shrink its directory)."""
 
@@ -375,12 +374,7 @@ class McpServer:
             self.logger.warning("mcp server stopped", server=self.spec.name, why=why)
             self._stop.set()
 
-        watcher = asyncio.create_task(guard.watch(over)) if guard is not None else None
-        try:
-            yield
-        finally:
-            if watcher is not None:
-                watcher.cancel()
+        return _mcp_sandbox.watching_quota(guard, over)
 
     def _cwd(self) -> str:
         """Where the server starts: ``cwd`` (relative to the agent's, as unsandboxed), else its
@@ -393,19 +387,12 @@ class McpServer:
     async def _prepare(
         self, policy: SandboxPolicy, proxy: sandbox.NetworkProxy | None
     ) -> sandbox.Launch:
-        """The server's program made ready to start in the sandbox. Off the loop (probing the
-        sandbox runs a program once per process; the call's cgroup is made in the file
-        system); a launch made after a cancelled start is closed, not leaked."""
+        """The server's program made ready to start in the sandbox, off the loop."""
         from mcp.client.stdio import get_default_environment
 
         env = get_default_environment() | dict(self.spec.env or {})
         handoff = proxy.handoff if proxy is not None else None
-        done = asyncio.ensure_future(asyncio.to_thread(self._launch, policy, env, handoff))
-        try:
-            return await asyncio.shield(done)
-        except asyncio.CancelledError:
-            done.add_done_callback(_close_launch)
-            raise
+        return await _mcp_sandbox.launch_off_loop(lambda: self._launch(policy, env, handoff))
 
     def _launch(
         self, policy: SandboxPolicy, env: dict[str, str], handoff: str | None
@@ -513,11 +500,6 @@ class McpServer:
             directory, self.directory = self.directory, None
             if directory is not None:
                 await asyncio.to_thread(_mcp_sandbox.remove_directory, directory)
-
-
-def _close_launch(done: asyncio.Future[sandbox.Launch]) -> None:
-    if not done.cancelled() and done.exception() is None:
-        done.result().close()
 
 
 def _describe(exc: BaseException) -> str:
