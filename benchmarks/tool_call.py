@@ -34,6 +34,9 @@ mode and the median each adds over the floor. ``--json`` prints one object whose
 ``*_p99_ms`` beside; ``null`` for a mode skipped, named with its reason in ``skipped``) and the
 bare floors, and ``targets`` the goals. ``--quick`` runs small counts, prints the JSON and checks
 its keys (every call is checked in every mode: the handlers' echo, ``true``'s exit code 0).
+Then the sandbox's network proxy (``benchmarks/_proxy_cost.py``): an HTTPS request to a local
+TLS server directly and through the proxy (``CONNECT``); ``proxy`` holds ``direct_ms``,
+``proxied_ms``, ``added_ms`` (medians) and their p90s (``--proxy-requests N`` each way).
 Not a test: no figure gates anything.
 """
 
@@ -65,6 +68,9 @@ from agent_process.tools.catalog import ToolCatalogItem, ToolSource
 from agent_process.tools.executor import ToolExecutor
 from agent_process.tools.middleware import MiddlewarePipeline, ToolCallMiddlewareContext
 from agent_process.tools.registry import ToolRegistry
+from benchmarks._proxy_cost import KEYS as PROXY_KEYS
+from benchmarks._proxy_cost import TARGET_ADDED_MS as PROXY_TARGET_MS
+from benchmarks._proxy_cost import print_proxy, proxy_costs
 from tools_base import (
     JsonObject,
     JsonValue,
@@ -99,7 +105,7 @@ SANDBOX_TARGETS_MS = {SandboxMode.BWRAP: 10.0}
 BASH_COMMAND = "true"
 SHELL_ARGV = ["/bin/sh", "-lc", BASH_COMMAND]
 """What ``bash__exec`` runs for ``BASH_COMMAND``: the bare floors run the same."""
-QUICK = {"calls": 200, "repeats": 1, "sandbox_calls": 5}
+QUICK = {"calls": 200, "repeats": 1, "sandbox_calls": 5, "proxy_requests": 5}
 
 
 async def async_handler(ctx: ToolContext, args: JsonObject) -> JsonValue:
@@ -267,7 +273,7 @@ async def sandbox_costs(
                 launch.argv if launch else argv, cwd=workdir, env=bare_env,
                 stdin=subprocess.DEVNULL, capture_output=True, check=False,
                 preexec_fn=launch.preexec if launch else BARE_PREEXEC.get(name),
-                pass_fds=launch.fds if launch else (),
+                pass_fds=launch.pass_fds if launch else (),
             )  # fmt: skip
         finally:
             if launch is not None:
@@ -384,19 +390,28 @@ def missing_keys(figures: dict[str, Any]) -> list[str]:
         ]
     box = figures.get("sandbox", {})
     missing += [f"sandbox.{key}" for key in SANDBOX_KEYS if key not in box]
+    missing += [f"proxy.{key}" for key in PROXY_KEYS if key not in figures.get("proxy", {})]
     for mode in SANDBOX_MODES:
         if str(mode) not in box.get("skipped", {}) and box.get(f"{mode}_ms") is None:
             missing.append(f"sandbox.{mode}_ms (not skipped)")
     return missing
 
 
-async def run(calls: int, repeats: int, sandbox_calls: int, as_json: bool, quick: bool) -> None:
+async def run(
+    calls: int, repeats: int, sandbox_calls: int, as_json: bool, quick: bool, proxy_requests: int
+) -> None:
     with tempfile.TemporaryDirectory(prefix="goondan-bench-") as workdir:
-        await measure(Path(workdir), calls, repeats, sandbox_calls, as_json, quick)
+        await measure(Path(workdir), calls, repeats, sandbox_calls, as_json, quick, proxy_requests)
 
 
 async def measure(
-    workdir: Path, calls: int, repeats: int, sandbox_calls: int, as_json: bool, quick: bool
+    workdir: Path,
+    calls: int,
+    repeats: int,
+    sandbox_calls: int,
+    as_json: bool,
+    quick: bool,
+    proxy_requests: int,
 ) -> None:
     executor, scope, message, pool = build(workdir)
     loop = asyncio.get_running_loop()
@@ -462,10 +477,15 @@ async def measure(
     figures["sandbox"] = await sandbox_costs(executor, scope, message, sandbox_calls)
     if not as_json:
         print_sandbox(figures["sandbox"])
+    # A sandboxed program's network proxy: an HTTPS request through it and without.
+    figures["proxy"] = await proxy_costs(proxy_requests)
+    if not as_json:
+        print_proxy(figures["proxy"])
     figures["targets"] = {f"{label}_overhead_us": us for label, us in TARGETS_US.items()}
     figures["targets"].update(
         {f"sandbox_{mode}_added_ms": ms for mode, ms in SANDBOX_TARGETS_MS.items()}
     )
+    figures["targets"]["proxy_added_ms"] = PROXY_TARGET_MS
     if as_json:
         print(json.dumps(figures))
     await executor.aclose()
@@ -481,6 +501,9 @@ def main() -> None:
     parser.add_argument(
         "--sandbox-calls", type=int, default=200, help="bash__exec calls per sandbox mode"
     )
+    parser.add_argument(
+        "--proxy-requests", type=int, default=300, help="HTTPS requests each way (proxy cost)"
+    )
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     parser.add_argument(
@@ -493,7 +516,14 @@ def main() -> None:
         for name, value in QUICK.items():
             setattr(options, name, value)
         options.json = True
-    job = run(options.calls, options.repeats, options.sandbox_calls, options.json, options.quick)
+    job = run(
+        options.calls,
+        options.repeats,
+        options.sandbox_calls,
+        options.json,
+        options.quick,
+        options.proxy_requests,
+    )
     try:
         if options.loop == "uvloop":
             import uvloop

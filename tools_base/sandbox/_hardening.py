@@ -158,19 +158,17 @@ def _root(made: Direct, spec: dict[str, Any]) -> None:
     except OSError:
         idmap = None
     writable = [spec["workdir"], *spec.get("readWrite", ())]
-    made.trees, idmapped = _userns.clone_sources(writable, spec.get("readOnly", ()), idmap)
+    pinned = {spec["workdir"]: spec["workdirFd"]} if "workdirFd" in spec else {}
+    made.trees, idmapped = _userns.clone_sources(writable, spec.get("readOnly", ()), idmap, pinned)
     made.owned += tuple(made.trees.values())
-    made.kinds = {path: os.path.isdir(path) for path in made.trees}
+    made.kinds = {path: path in pinned or os.path.isdir(path) for path in made.trees}
     if not idmapped:
         uid, gid = 0, 0
     with _making:
         userns = _namespace(os.getpid(), _userns.SANDBOX_UID, uid, gid)
     made.passed += (userns,)
     staged = _userns.staged_paths(made.trees)
-    out = [str(userns) if a == USERNS_FD else a for a in made.argv]
-    for at in range(len(out) - 1):
-        if out[at] in ("--bind", "--ro-bind-try") and out[at + 1] in staged:
-            out[at + 1] = staged[out[at + 1]]
+    out = _userns.rebind([str(userns) if a == USERNS_FD else a for a in made.argv], staged)
     at = out.index("--") + 1
     out[at:at] = [CLOSER, "-c", f'exec {userns}<&-; exec "$@"', "bash"]
     made.argv = out

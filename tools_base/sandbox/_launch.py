@@ -8,15 +8,17 @@ time they cost) out.
 
 What the ``namespaces`` backend builds, as bubblewrap does:
 
-1. ``unshare`` of the user, mount, PID, IPC and UTS namespaces (and the network one when the
-   program has no network); the caller's user becomes :data:`SANDBOX_UID` inside. Under a
-   root daemon the user namespace is made by a helper whose map the launcher writes (to an
-   unprivileged host id, the workspace idmapped: see ``_userns``), and the launcher joins it.
+1. ``unshare`` of the user, mount, PID, IPC, UTS and network namespaces (with network on, the
+   proxy's listeners are made in the new one, see ``_netns``); the caller's user becomes
+   :data:`SANDBOX_UID` inside. Under a root daemon the user namespace is made by a helper whose
+   map the launcher writes (to an unprivileged host id, the workspace idmapped: see
+   ``_userns``), and the launcher joins it.
 2. A fork: the child is PID 1 of the new PID namespace, the parent (the *monitor*) stays in the
    agent's namespace, relays signals to it and ends as it ends (by the same signal, so the
    agent reads ``exitCode``/``signal`` as for an unsandboxed program).
 3. PID 1 mounts a fresh root: the system's directories read-only, the workspace (and any
-   further paths) at their own paths, a private ``/tmp``, ``/dev`` with the harmless devices
+   further paths) at their own paths (a pinned workspace from its descriptor, made the
+   working directory before ``unshare``), a private ``/tmp``, ``/dev`` with the harmless devices
    only, and a ``/proc`` of its own namespace; the old root is detached, so nothing else of the
    machine (the state directory, ``api.sock``, other instances) has a name inside.
 4. PID 1 forks the program (PID 2) and reaps everything, so a program that ignores the signals
@@ -69,6 +71,8 @@ PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 USERNS_FD = 9
 """Where bubblewrap gets its user namespace under a root daemon (one digit: ``sh`` closes it)."""
+SHM_DIR = "/tmp/.shm"
+"""Where ``/dev/shm`` points: on the private ``/tmp`` (the same as ``_devices.SHM_DIR``)."""
 SETUP_FAILED = 125
 """Exit status of the launcher when it could not build the sandbox (like ``env``'s 125)."""
 
@@ -225,13 +229,17 @@ def _open_sources(spec: Mapping[str, Any]) -> dict[str, int]:
     user may not search the directories above a workspace (``/root`` is 0700)."""
     wanted = [p for p in SYSTEM_PATHS if not os.path.islink(p) and os.path.isdir(p)]
     wanted += [p for p in spec.get("readOnly", ()) if os.path.exists(p)]
-    wanted += [spec["workdir"], *spec.get("readWrite", ())]
+    wanted += [*([] if _pinned(spec) else [spec["workdir"]]), *spec.get("readWrite", ())]
     wanted += ["/dev/" + name for name in DEVICES if os.path.exists("/dev/" + name)]
     return {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in wanted}
 
 
 def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
     """In the new mount namespace, as PID 1: the sandbox's root, then ``pivot_root`` into it."""
+    # The pinned workdir is the working directory (see run_in_namespaces), on this namespace's
+    # copy of its mount: bound from there, it is the directory itself, whatever its path names.
+    # (Its descriptor, or /proc/self/fd/N, names the agent's namespace's mount: EINVAL to bind.)
+    here = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if _pinned(spec) else None
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
     opened = _open_sources(spec)
     if os.getuid() != SANDBOX_UID:  # uid 0 of the namespace, mapped to nothing (root daemon)
@@ -265,7 +273,13 @@ def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
     for path in spec.get("readOnly", ()):
         if path in opened:
             _bind(libc, source(path), new + path, writable=False)
-    for path in [spec["workdir"], *spec.get("readWrite", ())]:
+    if here is not None:
+        os.fchdir(here)
+        _bind(libc, ".", new + spec["workdir"], writable=True)
+        os.close(here)
+    else:
+        _bind(libc, source(spec["workdir"]), new + spec["workdir"], writable=True)
+    for path in spec.get("readWrite", ()):
         _bind(libc, source(path), new + path, writable=True)
     os.makedirs(new + "/dev", exist_ok=True)
     _mount(libc, "tmpfs", new + "/dev", "tmpfs", MS_NOSUID, "mode=0755,size=65536")
@@ -275,7 +289,11 @@ def _build_root(libc: Any, spec: Mapping[str, Any]) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
         os.symlink(target, f"{new}/dev/{name}")
-    os.makedirs(new + "/dev/shm")
+    # /dev/shm lives on the private /tmp: shared memory counts in tmpMiB (see _devices.py).
+    os.mkdir(new + SHM_DIR)
+    os.chmod(new + SHM_DIR, 0o1777)
+    os.symlink(SHM_DIR, new + "/dev/shm")
+    _mount(libc, None, new + "/dev", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
     os.makedirs(new + "/proc")
     _mount(libc, "proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     # What bubblewrap makes read-only of its /proc: the kernel's knobs (sysctls, SysRq, IRQs).
@@ -363,21 +381,45 @@ def _forward(child: int) -> None:
         signal.signal(sig, relay)
 
 
+def _netns() -> Any:
+    """:mod:`tools_base.sandbox._netns`, loaded by path (under ``-I`` this directory is not on
+    ``sys.path``)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_netns.py")
+    found = importlib.util.spec_from_file_location("_goondan_netns", path)
+    assert found is not None
+    assert found.loader is not None
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
+
+
 def run_in_namespaces(spec: Mapping[str, Any]) -> None:
     """The ``namespaces`` backend, from the launcher's process (never returns)."""
     libc = _libc()
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
-    if not spec.get("network"):
-        flags |= CLONE_NEWNET
+    pinned = spec["workdirFd"] if _pinned(spec) else None
+    if pinned is not None:  # unshare moves the working directory onto the new namespace's mounts
+        os.fchdir(pinned)
+    # Always a network namespace of its own: with network on, the proxy's listeners are its
+    # only way out (see _netns).
+    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
+    netns = _netns() if spec.get("proxy") else None
+    handoff = netns.connect_handoff(spec["proxy"]) if netns is not None else None
+    # Under root the workdir's idmapped copy is mounted over it and becomes the working directory.
     userns = _root_userns_or_none(spec)
+    if pinned is not None:
+        os.close(pinned)
     if userns is not None:  # a root daemon: join a namespace mapped to an unprivileged id
         _check(libc.setns(userns, CLONE_NEWUSER), "setns(user namespace)")
         _check(libc.unshare(flags), "unshare the namespaces")
     else:
         _check(libc.unshare(flags | CLONE_NEWUSER), "unshare the namespaces")
         _map_user(uid, gid)
+    if netns is not None:
+        netns.hand_over_from_here(handoff)
     status_r, status_w = os.pipe()
     child = os.fork()
     if child == 0:
@@ -413,14 +455,13 @@ def enter_root_userns(spec: Mapping[str, Any], argv: list[str] | None = None) ->
     os.setgroups([])  # supplementary groups would stay host root's groups in the namespace
     uid, gid = spec["hostIds"]
     writable = [spec["workdir"], *spec.get("readWrite", ())]
+    pinned = {spec["workdir"]: spec["workdirFd"]} if _pinned(spec) else {}
     _userns.private_mounts()
     if argv is None:
-        idmapped = _userns.idmap_over(writable, uid, gid) is None
+        idmapped = _userns.idmap_over(writable, uid, gid, pinned) is None
     else:
-        staged, idmapped = _userns.stage(writable, spec.get("readOnly", ()), uid, gid)
-        for at in range(len(argv) - 1):
-            if argv[at] in ("--bind", "--ro-bind-try") and argv[at + 1] in staged:
-                argv[at + 1] = staged[argv[at + 1]]
+        staged, idmapped = _userns.stage(writable, spec.get("readOnly", ()), uid, gid, pinned)
+        argv[:] = _userns.rebind(argv, staged)
     if not idmapped:
         uid, gid = 0, 0
     return _userns.sandbox_userns(uid, gid)
@@ -438,12 +479,14 @@ def _root_userns_or_none(spec: Mapping[str, Any], argv: list[str] | None = None)
         return None
 
 
-def _exec(spec: Mapping[str, Any]) -> None:
-    """``exec`` the command ``spec["exec"]`` (bubblewrap, or the program where the sandbox is
-    off), its ``@userns``/``@seccomp`` arguments made descriptors here."""
+def _filled(spec: Mapping[str, Any]) -> list[str]:
+    """The command ``spec["exec"]`` (bubblewrap, or the program where the sandbox is off), its
+    ``@userns``/``@seccomp`` arguments made descriptors here (inheritable)."""
     argv = list(spec["exec"])
     filled: dict[str, int] = {}
     userns = _root_userns_or_none(spec, argv)
+    if _pinned(spec) and "--bind-fd" not in argv:  # bound from its staged copy: not inherited
+        os.close(spec["workdirFd"])
     if userns is None and "@userns" in argv:  # bubblewrap makes its own, as for any user
         at = argv.index("@userns")
         argv[at - 1 : at + 1] = ["--unshare-user"]
@@ -458,8 +501,7 @@ def _exec(spec: Mapping[str, Any]) -> None:
         filled["@seccomp"] = _seccomp.memfd()
     for fd in filled.values():
         os.set_inheritable(fd, True)
-    argv = [str(filled[a]) if a in filled else a for a in argv]
-    os.execvpe(argv[0], argv, spec["env"])
+    return [str(filled[a]) if a in filled else a for a in argv]
 
 
 def descriptors_above_stdio() -> list[int]:
@@ -471,13 +513,19 @@ def descriptors_above_stdio() -> list[int]:
     return [fd for fd in map(int, names) if fd > 2]
 
 
-def close_inherited_fds() -> None:
-    """Close every descriptor but 0–2. Whoever starts the launcher cannot always keep its own
-    from being inherited (uvloop passes them on whatever ``close_fds`` says), and neither the
-    launcher nor the program may hold the agent's pipes."""
+def close_inherited_fds(keep: Sequence[int] = ()) -> None:
+    """Close every descriptor but 0–2 and ``keep``. Whoever starts the launcher cannot always
+    keep its own from being inherited (uvloop passes them on whatever ``close_fds`` says), and
+    neither the launcher nor the program may hold the agent's pipes."""
     for fd in descriptors_above_stdio():
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _pinned(spec: Mapping[str, Any]) -> bool:
+    """Whether the spec hands over the workdir as a descriptor (``workdirFd``)."""
+    return isinstance(spec.get("workdirFd"), int)
 
 
 def environment(spec: Mapping[str, Any]) -> dict[str, str]:
@@ -490,13 +538,16 @@ def environment(spec: Mapping[str, Any]) -> dict[str, str]:
 def main(argv: Sequence[str]) -> None:
     """``_launch.py SPEC_JSON``: join the call's cgroup, apply the limits, then run the program
     in namespaces, or ``exec`` the command ``spec["exec"]`` (bubblewrap) when given."""
-    close_inherited_fds()
     spec = json.loads(argv[1])
+    close_inherited_fds([spec["workdirFd"]] if _pinned(spec) else [])
     spec["env"] = environment(spec)
     try:
         apply_limits(spec.get("limits", {}), spec.get("cgroup"))
         if spec.get("exec"):
-            _exec(spec)
+            command = _filled(spec)
+            if spec.get("proxy"):
+                _netns().exec_bwrap(command, spec["env"], spec["proxy"])
+            os.execvpe(command[0], command, spec["env"])
         run_in_namespaces(spec)
     except (SetupError, OSError) as exc:
         os.write(2, f"sandbox: {exc}\n".encode())

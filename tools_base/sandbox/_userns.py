@@ -29,7 +29,7 @@ import ctypes
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 SANDBOX_UID = 1000
 """The user (and group) a sandboxed program runs as inside its user namespace."""
@@ -47,6 +47,7 @@ _AT_EMPTY_PATH = 0x1000
 _OPEN_TREE_CLONE = 1
 _MOUNT_ATTR_IDMAP = 0x00100000
 _MOVE_MOUNT_F_EMPTY_PATH = 0x4
+_MOVE_MOUNT_T_EMPTY_PATH = 0x40
 _OPEN_TREE = 428  # the same number on x86_64 and aarch64 (new calls share one numbering)
 _MOVE_MOUNT = 429
 _MOUNT_SETATTR = 442
@@ -186,10 +187,22 @@ def attach(tree: int, path: str) -> None:
         raise _fail(f"move_mount onto {path}")
 
 
-def idmap_over(paths: Iterable[str], uid: int, gid: int) -> str | None:
+def attach_over(tree: int, directory: int) -> None:
+    """Mount the detached ``tree`` over the open ``directory`` (no path looked up)."""
+    if _libc().syscall(_MOVE_MOUNT, tree, b"", directory, b"",
+                       _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH) != 0:  # fmt: skip
+        raise _fail("move_mount onto the pinned workdir")
+
+
+def idmap_over(
+    paths: Iterable[str], uid: int, gid: int, pinned: Mapping[str, int] | None = None
+) -> str | None:
     """In a private mount namespace made by :func:`private_mounts`: each of ``paths`` covered
-    by an idmapped copy of itself, disk id 0 read as host ``uid``/``gid``. ``None`` when done,
+    by an idmapped copy of itself, disk id 0 read as host ``uid``/``gid``. A path ``pinned``
+    names (the workdir, as an open directory) is copied from and mounted over its descriptor,
+    never looked up, and becomes the working directory: the copy's root. ``None`` when done,
     else why not (nothing is left half done that matters: the caller then maps onto root)."""
+    pinned = pinned or {}
     try:
         userns = idmap_userns(uid, gid)
     except OSError as exc:
@@ -197,9 +210,13 @@ def idmap_over(paths: Iterable[str], uid: int, gid: int) -> str | None:
     trees: list[tuple[int, str]] = []
     try:
         for path in paths:
-            trees.append((idmapped_tree(path, userns), path))
+            trees.append((idmapped_tree(pinned.get(path, path), userns), path))
         for tree, path in trees:
-            attach(tree, path)
+            if path in pinned:
+                attach_over(tree, pinned[path])
+                os.fchdir(tree)
+            else:
+                attach(tree, path)
     except OSError as exc:
         return str(exc)
     finally:
@@ -213,31 +230,36 @@ STAGES = ("/dev/shm", "/mnt", "/tmp")
 """Where :func:`stage` mounts its tmpfs (in a private mount namespace; the first that exists)."""
 
 
-def _clone(path: str, userns_fd: int | None) -> int:
+def _clone(path: str | int, userns_fd: int | None) -> int:
     return open_tree(path) if userns_fd is None else idmapped_tree(path, userns_fd)
 
 
 def clone_sources(
-    writable: Iterable[str], read_only: Iterable[str], userns_fd: int | None
+    writable: Iterable[str],
+    read_only: Iterable[str],
+    userns_fd: int | None,
+    pinned: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, int], bool]:
     """Detached copies of the paths a sandbox binds: the writable ones idmapped through
     ``userns_fd`` where every one of them can be (else none is), the read-only ones as they
-    are. Returns ``{path: tree descriptor}`` and whether the writable ones are idmapped."""
+    are; a path ``pinned`` names is copied from its open directory, never looked up. Returns
+    ``{path: tree descriptor}`` and whether the writable ones are idmapped."""
     writable = list(writable)
+    pinned = pinned or {}
     trees: dict[str, int] = {}
     idmapped = userns_fd is not None
     try:
         if userns_fd is not None:
             try:
                 for path in writable:
-                    trees[path] = _clone(path, userns_fd)
+                    trees[path] = _clone(pinned.get(path, path), userns_fd)
             except OSError:
                 idmapped = False
                 for tree in trees.values():
                     os.close(tree)
                 trees = {}
         if not idmapped:
-            trees = {path: _clone(path, None) for path in writable}
+            trees = {path: _clone(pinned.get(path, path), None) for path in writable}
         for path in read_only:
             if os.path.exists(path) and path not in trees:
                 with contextlib.suppress(OSError):
@@ -279,21 +301,26 @@ def mount_stage(trees: dict[str, int], kinds: dict[str, bool]) -> None:
 
 
 def stage(
-    writable: Iterable[str], read_only: Iterable[str], uid: int, gid: int
+    writable: Iterable[str],
+    read_only: Iterable[str],
+    uid: int,
+    gid: int,
+    pinned: Mapping[str, int] | None = None,
 ) -> tuple[dict[str, str], bool]:
     """:func:`clone_sources` then :func:`mount_stage`, from a single-threaded process.
     Returns ``{path: staged path}`` and whether the writable paths are idmapped."""
+    pinned = pinned or {}
     try:
         userns: int | None = idmap_userns(uid, gid)
     except OSError:
         userns = None
     try:
-        trees, idmapped = clone_sources(writable, read_only, userns)
+        trees, idmapped = clone_sources(writable, read_only, userns, pinned)
     finally:
         if userns is not None:
             os.close(userns)
     try:
-        mount_stage(trees, {path: os.path.isdir(path) for path in trees})
+        mount_stage(trees, {path: path in pinned or os.path.isdir(path) for path in trees})
         return staged_paths(trees), idmapped
     finally:
         for tree in trees.values():
@@ -341,3 +368,16 @@ def set_fs_ids(uid: int) -> None:
     libc = _libc()
     libc.setfsgid(uid)
     libc.setfsuid(uid)
+
+
+def rebind(argv: Sequence[str], staged: Mapping[str, str]) -> list[str]:
+    """bubblewrap's ``argv`` with each bind of a staged path made a bind of its copy: a bind
+    by path (``--bind``, ``--ro-bind-try``) or by descriptor (``--bind-fd N DEST``, the pinned
+    workdir, whose copy was made from that descriptor)."""
+    out = list(argv)
+    for at in range(len(out) - 2):
+        if out[at] in ("--bind", "--ro-bind-try") and out[at + 1] in staged:
+            out[at + 1] = staged[out[at + 1]]
+        elif out[at] == "--bind-fd" and out[at + 2] in staged:
+            out[at : at + 2] = ["--bind", staged[out[at + 2]]]
+    return out

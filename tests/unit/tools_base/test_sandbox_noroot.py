@@ -97,7 +97,7 @@ def _run(
             text=True,
             timeout=60,
             preexec_fn=launch.preexec,
-            pass_fds=launch.fds,
+            pass_fds=launch.pass_fds,
         )
     finally:
         launch.close()
@@ -291,11 +291,11 @@ def test_bubblewrap_started_directly_gets_the_filter_and_no_other_descriptor(
         mode=SandboxMode.BWRAP,
     )
     assert launch.argv[0] == sandbox.bwrap_path()
-    assert launch.fds
+    assert launch.pass_fds
     try:
         done = subprocess.run(
             launch.argv, env=launch.env, capture_output=True, text=True, timeout=60,
-            preexec_fn=launch.preexec, pass_fds=launch.fds,
+            preexec_fn=launch.preexec, pass_fds=launch.pass_fds,
         )  # fmt: skip
     finally:
         launch.close()
