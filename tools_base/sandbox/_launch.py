@@ -455,13 +455,20 @@ def enter_root_userns(spec: Mapping[str, Any], argv: list[str] | None = None) ->
     os.setgroups([])  # supplementary groups would stay host root's groups in the namespace
     uid, gid = spec["hostIds"]
     writable = [spec["workdir"], *spec.get("readWrite", ())]
-    pinned = {spec["workdir"]: spec["workdirFd"]} if _pinned(spec) else {}
+    if _pinned(spec):  # the private namespace moves the working directory onto its copy
+        os.fchdir(spec["workdirFd"])
     _userns.private_mounts()
+    # The pinned workdir, as this namespace's copy of its mount (a descriptor opened in the
+    # agent's namespace names a mount open_tree and move_mount refuse from here).
+    here = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if _pinned(spec) else None
+    pinned = {spec["workdir"]: here} if here is not None else {}
     if argv is None:
         idmapped = _userns.idmap_over(writable, uid, gid, pinned) is None
     else:
         staged, idmapped = _userns.stage(writable, spec.get("readOnly", ()), uid, gid, pinned)
         argv[:] = _userns.rebind(argv, staged)
+    if here is not None:
+        os.close(here)
     if not idmapped:
         uid, gid = 0, 0
     return _userns.sandbox_userns(uid, gid)

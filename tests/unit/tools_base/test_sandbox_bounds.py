@@ -36,6 +36,7 @@ def run(
             launch.argv,
             env=launch.env,
             preexec_fn=launch.preexec,
+            pass_fds=launch.pass_fds,
             capture_output=True,
             text=True,
             timeout=60,

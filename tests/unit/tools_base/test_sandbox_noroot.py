@@ -303,3 +303,36 @@ def test_bubblewrap_started_directly_gets_the_filter_and_no_other_descriptor(
     status, *fds = done.stdout.split("\n", 1)[0:1] + done.stdout.split("\n", 1)[1].split()
     assert status.split() == ["Seccomp:", "2"]
     assert set(fds) <= {"0", "1", "2", "3"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the map differs only under a root daemon")
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_pinned_workdir_with_network_is_not_host_root(
+    tmp_path: Path, mode: SandboxMode
+) -> None:
+    """The launcher's path (network on: it makes the proxy's listeners) under root: the pinned
+    workdir's idmapped copy is made from its descriptor, so the map stays unprivileged and the
+    program writes its workspace."""
+    from tools_base.tools.bash import run_process
+
+    work = tmp_path / "ws"
+    work.mkdir(mode=0o700)
+    fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    sandbox.configure(mode)
+    try:
+        result = await run_process(
+            ["/bin/sh", "-c", "cat /proc/self/uid_map; echo made > made.txt"],
+            cwd=str(work),
+            env={"PATH": "/usr/bin:/bin"},
+            timeout_ms=30_000,
+            limit=65536,
+            workdir=str(work),
+            policy=SandboxPolicy.from_config("bash", {"network": "on"}),
+            workdir_fd=fd,
+        )
+    finally:
+        sandbox.configure(SandboxMode.AUTO)
+        os.close(fd)
+    inside, host, _ = result.stdout.split()
+    assert (inside, host) == ("1000", str(_userns.host_ids()[0])), result
+    assert (work / "made.txt").read_text() == "made\n"
