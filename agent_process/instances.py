@@ -32,12 +32,14 @@ from agent_process.conversation import (
 )
 from agent_process.storage import InstanceStorage, LocalFiles, RecordMirror
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
+from agent_process.workdirs import open_workdir
 from goondan.defaults import INSTANCE_METADATA_FORMAT, MAX_QUEUED_TURNS_PER_INSTANCE
 from goondan.errors import DeliveryCode, DeliveryError
 from goondan.state_files import metadata as metadata_file
 from goondan.time import utc_timestamp
 from goondan.usage import Usage
 from ipc.protocol import DEFAULT_INSTANCE_KEY
+from tools_base._pinned import PinnedDir
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -52,6 +54,11 @@ class InstanceKeyConflict(DeliveryError):
     """The instance's directory on disk belongs to a different instance key."""
 
     code = DeliveryCode.E_INSTANCE_KEY_CONFLICT
+
+
+def _release(instance: Instance) -> None:
+    if instance.pin is not None:  # a tool still running holds a duplicate of its own
+        instance.pin.close()
 
 
 def instance_dir_name(instance_key: str) -> str:
@@ -158,6 +165,8 @@ class Instance:
     """The Turn running now, if any."""
     restarting: bool = False
     """Its worker is being stopped for a restart: the queued Turns stay for the reloaded one."""
+    pin: PinnedDir | None = None
+    """``workdir`` opened once (see :mod:`agent_process.workdirs`); released when unloaded."""
 
 
 STATUS_RECORD_SECONDS = 0.2
@@ -271,6 +280,7 @@ class InstanceManager:
         self.storage: InstanceStorage = storage if storage is not None else LocalFiles()
         self.agent_name = agent_name
         self._check_workdir = check_workdir
+        self.state_dir = state_dir
         self.root = state_dir / "agents" / agent_name / "instances"
         self.runner = runner
         self.max_queued = max_queued
@@ -304,10 +314,7 @@ class InstanceManager:
             spawned_by = recorded.get("spawnedBy")
             if isinstance(custom, str) and self._check_workdir is not None:
                 self._check_workdir(workdir, spawned_by if isinstance(spawned_by, dict) else None)
-            try:
-                workdir.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise ConversationStorageError(workdir, exc) from exc
+            pin = open_workdir(workdir, self.state_dir)
             created_at = recorded.get("createdAt")
             instance = Instance(
                 key=key,
@@ -318,6 +325,7 @@ class InstanceManager:
                 spawned_by=spawned_by if isinstance(spawned_by, dict) else None,
                 custom_workdir=isinstance(custom, str),
                 usage=Usage.from_json(recorded.get("usage")),
+                pin=pin,
             )
             self._instances[key] = instance
             self._write_metadata(instance)
@@ -367,6 +375,7 @@ class InstanceManager:
         if instance.worker is not None:
             instance.worker.cancel()
         instance.store.close()
+        _release(instance)
         del self._instances[key]
         return True
 
@@ -420,6 +429,7 @@ class InstanceManager:
         while not instance.queue.empty():
             queued.append(instance.queue.get_nowait())
         instance.store.close()
+        _release(instance)
         if self._instances.get(key) is instance:
             del self._instances[key]
         try:
@@ -518,6 +528,7 @@ class InstanceManager:
                         instance.workdir,
                         queued.turn_input,
                         usage=instance.usage,
+                        workdir_pin=instance.pin,
                     )
                 except Exception as exc:  # the caller is answered now, never left to time out
                     result = self._failed_turn(instance, queued.turn_input, exc)

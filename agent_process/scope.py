@@ -20,6 +20,7 @@ from structlog.typing import FilteringBoundLogger
 from agent_process.events import EventRecorder, EventSink, new_span_id
 from goondan.usage import Usage
 from tools_base import AgentToolRuntime
+from tools_base._pinned import PinnedDir
 
 T = TypeVar("T")
 
@@ -97,6 +98,8 @@ class TurnScope:
     """32-hex trace id, kept across every handoff of one causal chain."""
     workdir: Path
     """The instance workspace; file-system tools resolve relative paths against it."""
+    workdir_pin: PinnedDir | None = None
+    """``workdir`` opened once when the instance loaded: the tools work through it."""
     logger: FilteringBoundLogger
     """Structured logger bound to agent, instance, trace and Turn."""
     runtime: AgentToolRuntime | None = None

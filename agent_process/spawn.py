@@ -23,8 +23,9 @@ of its own instances, whose workspaces it already serves.)
 A workdir is judged again each time its instance loads (:func:`check_recorded_workdir`, given
 to the ``InstanceManager``), by the rules that guard other conversations: an instance spawned
 into the state directory before these rules, or whose workdir was since swapped for a symlink
-into it (a program in the spawner's workspace can do that), does not load. That check cannot
-see a swap made while the instance is loaded: its tools resolve the workdir on every call.
+into it (a program in the spawner's workspace can do that), does not load. A swap made while the
+instance is loaded is caught by its pinned workdir (:mod:`agent_process.workdirs`) at the
+next tool call, and a spawner whose own workspace was swapped lends nothing through it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from agent_process.conversation import ConversationStorageError
 from agent_process.instances import recorded_workdir
+from agent_process.workdirs import checked_path
 from bundle.plan import AgentPlan
 from goondan.errors import DeliveryCode, DeliveryError
 
@@ -49,13 +51,14 @@ class SpawnRefused(DeliveryError):
 
 
 def caller_workspace(plan: AgentPlan, owner: str, owner_instance_key: str) -> Path | None:
-    """The workspace of the spawning instance, symlinks resolved; ``None`` when ``owner`` is
-    not an agent of the swarm (the Orchestrator itself) or has no such instance on disk."""
+    """The workspace of the spawning instance, its root resolved; ``None`` when ``owner`` is
+    not an agent of the swarm (the Orchestrator itself), has no such instance on disk, or its
+    workspace has a symlink on its way (one swapped for a link lends nothing it points at)."""
     if owner not in plan.agents:
         return None
     root = Path(plan.state_dir) / "agents" / owner / "instances"
     workdir = recorded_workdir(root, owner_instance_key)
-    return None if workdir is None else Path(os.path.realpath(workdir))
+    return None if workdir is None else checked_path(workdir, Path(plan.state_dir))
 
 
 def spawn_workdir(

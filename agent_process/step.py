@@ -20,6 +20,7 @@ from agent_process.approvals import ApprovalGate, Decision
 from agent_process.conversation import ConversationStore
 from agent_process.events import capped, current_span, new_span_id
 from agent_process.models.base import ChatModel, ModelRequest, TokenUsage
+from agent_process.network_events import connection_recorder
 from agent_process.scope import StepScope
 from agent_process.tools.catalog import ToolCatalogItem, build_catalog, catalog_names
 from agent_process.tools.executor import ToolExecutor, error_result
@@ -37,6 +38,7 @@ from tools_base import (
     ToolCall,
     ToolCallResult,
 )
+from tools_base.sandbox import ConnectionSink, connection_sink
 
 if TYPE_CHECKING:
     from agent_process.governor import ModelGovernor
@@ -408,8 +410,11 @@ async def _run_tool(
     )
     recorder.emit(called, span, scope.span_id)
     started = time.perf_counter()
+    sink = connection_recorder(
+        recorder, call, span=span, step_span=scope.span_id, step_id=step_id, turn_id=turn_id
+    )
     try:
-        result = await _in_span(settings, call, scope, assistant, span)
+        result = await _in_span(settings, call, scope, assistant, span, sink)
     except BaseException as exc:
         failed = ToolFailedEvent(
             tool_call_id=call_id,
@@ -436,13 +441,21 @@ async def _run_tool(
 
 
 async def _in_span(
-    settings: StepSettings, call: ToolCall, scope: StepScope, assistant: Message, span: str
+    settings: StepSettings,
+    call: ToolCall,
+    scope: StepScope,
+    assistant: Message,
+    span: str,
+    sink: ConnectionSink | None = None,
 ) -> ToolCallResult:
-    """The call with ``span`` as the current span, so what the tool starts hangs under it."""
+    """The call with ``span`` as the current span, so what the tool starts hangs under it (and
+    the connections its sandboxed programs make are recorded on it, through ``sink``)."""
     if settings.before_tool_call is not None:
         settings.before_tool_call()
     token = current_span.set(span)
+    sink_token = connection_sink.set(sink)
     try:
         return await settings.executor.execute(call, scope, assistant)
     finally:
+        connection_sink.reset(sink_token)
         current_span.reset(token)

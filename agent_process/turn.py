@@ -56,6 +56,7 @@ from tools_base import (
     ToolCallResult,
     ToolErrorInfo,
 )
+from tools_base._pinned import PinnedDir
 
 DEFAULT_MAX_STEPS_PER_TURN = MAX_STEPS_PER_TURN
 
@@ -213,15 +214,17 @@ class TurnRunner:
         turn_input: TurnInput,
         *,
         usage: Usage | None = None,
+        workdir_pin: PinnedDir | None = None,
     ) -> TurnResult:
         """Run one Turn of ``instance_key``; never raises for model or tool failures.
 
         ``usage`` is the instance's lasting tally: the Turn's model calls add to it.
+        ``workdir_pin`` is ``workdir`` opened once, which the tools work through.
         """
         reason = self._cancelled.get(turn_input.trace_id)
         if reason is not None:  # cancelled while it waited in the queue: nothing was done
             return TurnResult.cancelled(turn_input, reason, steps=0, usage=TokenUsage())
-        scope = self._scope(instance_key, workdir, turn_input, usage or Usage())
+        scope = self._scope(instance_key, workdir, turn_input, usage or Usage(), workdir_pin)
         running = self._running.setdefault(scope.trace_id, [])
         running.append(scope)
         try:
@@ -269,7 +272,12 @@ class TurnRunner:
         return result
 
     def _scope(
-        self, instance_key: str, workdir: Path, turn_input: TurnInput, usage: Usage
+        self,
+        instance_key: str,
+        workdir: Path,
+        turn_input: TurnInput,
+        usage: Usage,
+        workdir_pin: PinnedDir | None = None,
     ) -> TurnScope:
         turn_id = f"turn-{secrets.token_hex(6)}"
         agent_name = self.settings.agent_name
@@ -280,6 +288,7 @@ class TurnRunner:
             turn_id=turn_id,
             trace_id=turn_input.trace_id,
             workdir=workdir,
+            workdir_pin=workdir_pin,
             logger=self._log.bind(
                 agent=agent_name,
                 instance_key=instance_key,

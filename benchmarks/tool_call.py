@@ -19,7 +19,10 @@ take turns call by call, so drift and load hit them alike; the call's ``env`` se
 the workspace in every mode, as the sandbox does, so the floor's shell reads the same start-up
 files. Beside them, two bare floors spawned with ``subprocess.run`` (no handler, no limits, no
 cgroup): ``/bin/sh -lc true``, and the same under bubblewrap with the argv the sandbox builds;
-their difference is what bubblewrap itself costs here.
+their difference is what bubblewrap itself costs here (under a root daemon with the staged,
+idmapped workspace its child mounts); and the bare shell forked with a ``preexec_fn`` that does
+nothing, then with one installing the sandbox's seccomp filter: their difference is what the
+filter costs a shell.
 
 Run: ``python benchmarks/tool_call.py [--calls N] [--repeats R] [--sandbox-calls N]
 [--loop asyncio|uvloop] [--json] [--quick]``. Prints median microseconds per call, the
@@ -31,6 +34,9 @@ mode and the median each adds over the floor. ``--json`` prints one object whose
 ``*_p99_ms`` beside; ``null`` for a mode skipped, named with its reason in ``skipped``) and the
 bare floors, and ``targets`` the goals. ``--quick`` runs small counts, prints the JSON and checks
 its keys (every call is checked in every mode: the handlers' echo, ``true``'s exit code 0).
+Then the sandbox's network proxy (``benchmarks/_proxy_cost.py``): an HTTPS request to a local
+TLS server directly and through the proxy (``CONNECT``); ``proxy`` holds ``direct_ms``,
+``proxied_ms``, ``added_ms`` (medians) and their p90s (``--proxy-requests N`` each way).
 Not a test: no figure gates anything.
 """
 
@@ -62,6 +68,9 @@ from agent_process.tools.catalog import ToolCatalogItem, ToolSource
 from agent_process.tools.executor import ToolExecutor
 from agent_process.tools.middleware import MiddlewarePipeline, ToolCallMiddlewareContext
 from agent_process.tools.registry import ToolRegistry
+from benchmarks._proxy_cost import KEYS as PROXY_KEYS
+from benchmarks._proxy_cost import TARGET_ADDED_MS as PROXY_TARGET_MS
+from benchmarks._proxy_cost import print_proxy, proxy_costs
 from tools_base import (
     JsonObject,
     JsonValue,
@@ -73,7 +82,8 @@ from tools_base import (
     nonblocking,
     sandbox,
 )
-from tools_base.sandbox import SandboxMode, SandboxPolicy
+from tools_base.sandbox import SandboxLimits, SandboxMode, SandboxPolicy, _seccomp
+from tools_base.sandbox._hardening import seccomp_filter
 from tools_base.tools import bash
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,7 +105,7 @@ SANDBOX_TARGETS_MS = {SandboxMode.BWRAP: 10.0}
 BASH_COMMAND = "true"
 SHELL_ARGV = ["/bin/sh", "-lc", BASH_COMMAND]
 """What ``bash__exec`` runs for ``BASH_COMMAND``: the bare floors run the same."""
-QUICK = {"calls": 200, "repeats": 1, "sandbox_calls": 5}
+QUICK = {"calls": 200, "repeats": 1, "sandbox_calls": 5, "proxy_requests": 5}
 
 
 async def async_handler(ctx: ToolContext, args: JsonObject) -> JsonValue:
@@ -196,6 +206,20 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
 
 
+def install_seccomp() -> None:
+    """In the bare shell's child before ``exec``: the sandbox's filter, nothing else of it."""
+    _seccomp.install(seccomp_filter())
+
+
+def nothing() -> None:
+    """A ``preexec_fn`` that does nothing: the seccomp floor's own floor (any ``preexec_fn``
+    makes ``subprocess`` fork instead of ``vfork``, which costs more than the filter)."""
+
+
+BARE_PREEXEC: dict[str, Callable[[], None]] = {"seccomp": install_seccomp, "preexec": nothing}
+"""What a bare floor's child runs before its ``exec``."""
+
+
 async def sandbox_costs(
     executor: ToolExecutor, scope: StepScope, message: Message, calls: int
 ) -> dict[str, Any]:
@@ -218,13 +242,20 @@ async def sandbox_costs(
     )
     bare_env = {"PATH": os.defpath, "HOME": workdir}
     bare: dict[str, list[str]] = {"sh": SHELL_ARGV}
+    if seccomp_filter() is not None:
+        bare["preexec"] = SHELL_ARGV  # the same shell, forked with a preexec_fn
+        bare["seccomp"] = SHELL_ARGV  # and with that preexec_fn installing the filter
     if SandboxMode.BWRAP in measured:
-        launch = sandbox.prepare(
+        bare["bwrap"] = []  # prepared afresh for each spawn, as each call is
+    unlimited = SandboxLimits(cpu_seconds=None, memory_mib=None, processes=None, file_size_mib=None)
+
+    def bwrap_launch() -> sandbox.Launch:
+        """bubblewrap as the sandbox starts it (its descriptors; under root the staged
+        workspace its child mounts), without limits or a cgroup."""
+        return sandbox.prepare(
             SHELL_ARGV, env=bare_env, cwd=workdir, workdir=workdir,
-            policy=SandboxPolicy(), mode=SandboxMode.BWRAP,
+            policy=SandboxPolicy(limits=unlimited), mode=SandboxMode.BWRAP,
         )  # fmt: skip
-        launch.close()  # only its argv is used: bubblewrap alone, no limits, no cgroup
-        bare["bwrap"] = launch.argv
 
     async def through_bash(mode: SandboxMode) -> float:
         sandbox.configure(mode)
@@ -236,10 +267,17 @@ async def sandbox_costs(
 
     def spawn_bare(name: str, argv: list[str]) -> float:
         started = time.perf_counter()
-        done = subprocess.run(
-            argv, cwd=workdir, env=bare_env, stdin=subprocess.DEVNULL, capture_output=True,
-            check=False,
-        )  # fmt: skip
+        launch = bwrap_launch() if name == "bwrap" else None
+        try:
+            done = subprocess.run(
+                launch.argv if launch else argv, cwd=workdir, env=bare_env,
+                stdin=subprocess.DEVNULL, capture_output=True, check=False,
+                preexec_fn=launch.preexec if launch else BARE_PREEXEC.get(name),
+                pass_fds=launch.pass_fds if launch else (),
+            )  # fmt: skip
+        finally:
+            if launch is not None:
+                launch.close()
         elapsed = time.perf_counter() - started
         if done.returncode != 0:
             raise WrongResult(f"bare {name}: exit {done.returncode}: {done.stderr!r}")
@@ -283,6 +321,9 @@ async def sandbox_costs(
     figures["bare_sh_ms"] = median("bare_sh")
     figures["bare_bwrap_ms"] = median("bare_bwrap")
     figures["bare_bwrap_added_ms"] = added("bare_bwrap", "bare_sh")
+    figures["bare_preexec_ms"] = median("bare_preexec")
+    figures["bare_seccomp_ms"] = median("bare_seccomp")
+    figures["seccomp_added_ms"] = added("bare_seccomp", "bare_preexec")
     figures["backends"] = backends
     figures["skipped"] = skipped
     return figures
@@ -317,13 +358,19 @@ def print_sandbox(figures: dict[str, Any]) -> None:
             f" (bubblewrap itself {figures['bare_bwrap_added_ms']:+.2f})"
         )
     print(line)
+    if figures["bare_seccomp_ms"] is not None:
+        print(
+            f"seccomp filter: the same shell forked with a preexec_fn "
+            f"{figures['bare_preexec_ms']:.2f}, under the filter {figures['bare_seccomp_ms']:.2f}"
+            f" (the filter {figures['seccomp_added_ms']:+.2f})"
+        )
     for key, reason in figures["skipped"].items():
         print(f"skipped {key}: {reason}")
 
 
 SANDBOX_KEYS = [
     "command", "calls", "backends", "skipped", "bare_sh_ms", "bare_bwrap_ms",
-    "bare_bwrap_added_ms",
+    "bare_bwrap_added_ms", "bare_preexec_ms", "bare_seccomp_ms", "seccomp_added_ms",
     *(f"{mode}_{figure}" for mode in SANDBOX_MODES for figure in ("ms", "p90_ms", "p99_ms")),
     *(f"{mode}_added_ms" for mode in SANDBOX_MODES if mode is not SandboxMode.OFF),
 ]  # fmt: skip
@@ -343,19 +390,28 @@ def missing_keys(figures: dict[str, Any]) -> list[str]:
         ]
     box = figures.get("sandbox", {})
     missing += [f"sandbox.{key}" for key in SANDBOX_KEYS if key not in box]
+    missing += [f"proxy.{key}" for key in PROXY_KEYS if key not in figures.get("proxy", {})]
     for mode in SANDBOX_MODES:
         if str(mode) not in box.get("skipped", {}) and box.get(f"{mode}_ms") is None:
             missing.append(f"sandbox.{mode}_ms (not skipped)")
     return missing
 
 
-async def run(calls: int, repeats: int, sandbox_calls: int, as_json: bool, quick: bool) -> None:
+async def run(
+    calls: int, repeats: int, sandbox_calls: int, as_json: bool, quick: bool, proxy_requests: int
+) -> None:
     with tempfile.TemporaryDirectory(prefix="goondan-bench-") as workdir:
-        await measure(Path(workdir), calls, repeats, sandbox_calls, as_json, quick)
+        await measure(Path(workdir), calls, repeats, sandbox_calls, as_json, quick, proxy_requests)
 
 
 async def measure(
-    workdir: Path, calls: int, repeats: int, sandbox_calls: int, as_json: bool, quick: bool
+    workdir: Path,
+    calls: int,
+    repeats: int,
+    sandbox_calls: int,
+    as_json: bool,
+    quick: bool,
+    proxy_requests: int,
 ) -> None:
     executor, scope, message, pool = build(workdir)
     loop = asyncio.get_running_loop()
@@ -421,10 +477,15 @@ async def measure(
     figures["sandbox"] = await sandbox_costs(executor, scope, message, sandbox_calls)
     if not as_json:
         print_sandbox(figures["sandbox"])
+    # A sandboxed program's network proxy: an HTTPS request through it and without.
+    figures["proxy"] = await proxy_costs(proxy_requests)
+    if not as_json:
+        print_proxy(figures["proxy"])
     figures["targets"] = {f"{label}_overhead_us": us for label, us in TARGETS_US.items()}
     figures["targets"].update(
         {f"sandbox_{mode}_added_ms": ms for mode, ms in SANDBOX_TARGETS_MS.items()}
     )
+    figures["targets"]["proxy_added_ms"] = PROXY_TARGET_MS
     if as_json:
         print(json.dumps(figures))
     await executor.aclose()
@@ -440,6 +501,9 @@ def main() -> None:
     parser.add_argument(
         "--sandbox-calls", type=int, default=200, help="bash__exec calls per sandbox mode"
     )
+    parser.add_argument(
+        "--proxy-requests", type=int, default=300, help="HTTPS requests each way (proxy cost)"
+    )
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="uvloop")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     parser.add_argument(
@@ -452,7 +516,14 @@ def main() -> None:
         for name, value in QUICK.items():
             setattr(options, name, value)
         options.json = True
-    job = run(options.calls, options.repeats, options.sandbox_calls, options.json, options.quick)
+    job = run(
+        options.calls,
+        options.repeats,
+        options.sandbox_calls,
+        options.json,
+        options.quick,
+        options.proxy_requests,
+    )
     try:
         if options.loop == "uvloop":
             import uvloop

@@ -175,6 +175,7 @@ class ToolCode(enum.StrEnum):
     E_BASH_SCRIPT_NOT_FOUND = "E_BASH_SCRIPT_NOT_FOUND"
     E_BASH_SPAWN_FAILED = "E_BASH_SPAWN_FAILED"
     E_SANDBOX_UNAVAILABLE = "E_SANDBOX_UNAVAILABLE"
+    E_WORKSPACE_QUOTA = "E_WORKSPACE_QUOTA"
     E_FS_PATH_OUTSIDE_WORKDIR = "E_FS_PATH_OUTSIDE_WORKDIR"
     E_FS_NOT_FOUND = "E_FS_NOT_FOUND"
     E_FS_NOT_A_DIRECTORY = "E_FS_NOT_A_DIRECTORY"
@@ -312,6 +313,11 @@ _TOOL_MEANINGS: dict[ToolCode, tuple[str, str | None]] = {
         "bubblewrap that runs, no user namespaces)",
         "Ask the operator to allow unprivileged user namespaces, or to set the Swarm's "
         "spec.policy.sandbox: off.",
+    ),
+    ToolCode.E_WORKSPACE_QUOTA: (
+        "the workspace is over the Tool's disk quota (sandbox.diskMiB), or its disk is nearly "
+        "full: the write was refused, or the running program was ended",
+        "Delete files the workspace no longer needs, or ask the operator to raise diskMiB.",
     ),
     ToolCode.E_FS_PATH_OUTSIDE_WORKDIR: (
         "the path leaves the instance workdir, or names a file with more than one hard link "
@@ -581,8 +587,11 @@ _DELIVERY_MEANINGS: dict[DeliveryCode, tuple[str, str | None]] = {
     DeliveryCode.E_SPAWN_CWD_REFUSED: (
         "agents__spawn asked for a workdir outside the caller's own workspace: the state "
         "directory, anything else in it or a directory holding it (always), or any other path "
-        "unless the Swarm's policy.allowSpawnOutsideState is true",
-        "Use a directory inside your own workspace (a relative cwd is taken from it).",
+        "unless the Swarm's policy.allowSpawnOutsideState is true; or an instance's workdir is "
+        "no longer the directory it was given (swapped for a symlink, replaced or moved), "
+        "refused at each tool call and on load",
+        "Use a directory inside your own workspace (a relative cwd is taken from it); restore "
+        "a swapped workdir, or delete the instance.",
     ),
     DeliveryCode.E_RESULT_TOO_LARGE: (
         "the answer is over the 16 MiB frame limit",

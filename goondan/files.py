@@ -21,6 +21,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from goondan.reserve import retrying
+
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data``: a reader, or a process started after a crash, finds the
@@ -32,6 +34,11 @@ def write_atomic(path: Path, data: bytes) -> None:
     removed; a failure to sync the directory after the rename raises too (the new content is in
     place, only its survival of a power loss is not known).
     """
+    # A full disk releases the state directory's reserve, and the write is tried once more.
+    retrying(path.parent, lambda: _write_atomic(path, data))
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:

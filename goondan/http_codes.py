@@ -20,6 +20,7 @@ class HttpCode(enum.StrEnum):
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
     UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
     MISDIRECTED_REQUEST = "MISDIRECTED_REQUEST"
+    HOST_INVALID = "HOST_INVALID"
     ORIGIN_NOT_ALLOWED = "ORIGIN_NOT_ALLOWED"
     REQUEST_TIMEOUT = "REQUEST_TIMEOUT"
     SERVER_BUSY = "SERVER_BUSY"
@@ -32,6 +33,7 @@ class HttpCode(enum.StrEnum):
     APPROVAL_FORBIDDEN = "APPROVAL_FORBIDDEN"
     STUDIO_NOT_ON_LOOPBACK = "STUDIO_NOT_ON_LOOPBACK"
     CSRF_TOKEN_INVALID = "CSRF_TOKEN_INVALID"
+    STUDIO_SESSION_INVALID = "STUDIO_SESSION_INVALID"
     NO_DAEMON = "NO_DAEMON"
     NO_ANSWER = "NO_ANSWER"
     BAD_ANSWER = "BAD_ANSWER"
@@ -62,6 +64,11 @@ _MEANINGS: dict[HttpCode, tuple[str, str | None]] = {
     HttpCode.MISDIRECTED_REQUEST: (
         "the `Host` header is not one the daemon serves (a DNS-rebinding guard)",
         "Call the daemon by an address it listens on, or add the name to its allowed hosts.",
+    ),
+    HttpCode.HOST_INVALID: (
+        "two `Host` headers, none on HTTP/1.1, or a request target that is not a path or "
+        "names another host than `Host` (400, on every server)",
+        "Send one `Host` and the path alone as the target.",
     ),
     HttpCode.ORIGIN_NOT_ALLOWED: (
         "a browser request from an `Origin` the daemon does not allow",
@@ -107,6 +114,11 @@ _MEANINGS: dict[HttpCode, tuple[str, str | None]] = {
     HttpCode.CSRF_TOKEN_INVALID: (
         "a studio decision without the page's CSRF token",
         "Reload the studio page and decide again.",
+    ),
+    HttpCode.STUDIO_SESSION_INVALID: (
+        "a studio decision without the session cookie its printed link sets, or a link whose "
+        "key is not the studio's",
+        "Open the link the studio printed when it started (with `?key=`), then decide.",
     ),
     HttpCode.NO_DAEMON: (
         "no daemon serves the state directory, so the studio cannot pass the decision on",

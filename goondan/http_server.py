@@ -21,6 +21,9 @@ and watches each one (numbers in :class:`goondan.http_admission.ConnectionLimits
   own limit, kept on httptools, which has none); at most :data:`PIPELINED_MAX` pipelined requests
   wait their turn, past which the client is told 503 once they are answered.
 
+* **One host**: each request head is checked by :mod:`goondan.http_target` before the app
+  sees it (two ``Host`` headers, or a target naming another host, are answered 400).
+
 It serves on uvicorn's httptools protocol where ``httptools`` is installed (a parser in C, less
 CPU per request than h11's pure Python) and on its h11 protocol otherwise, under the same
 guards (:func:`http_parser`; ``uvicorn.Config(http="h11")`` asks for h11).
@@ -60,6 +63,7 @@ from goondan.http_admission import (
     Stall,
 )
 from goondan.http_codes import HttpCode
+from goondan.http_target import CheckedH11Connection, check_request
 from goondan.http_writes import CoalescedWrites
 
 try:
@@ -90,6 +94,7 @@ _INT = struct.Struct("i")
 _BUSY_PEER = "too many connections from this address; retry later"
 _TOO_MANY_PIPELINED = f"more than {PIPELINED_MAX} requests were sent ahead of their answers"
 _REASONS = {
+    400: b"Bad Request",
     408: b"Request Timeout",
     431: b"Request Header Fields Too Large",
     503: b"Service Unavailable",
@@ -150,6 +155,8 @@ class _Guard(asyncio.Protocol):
         """More requests were pipelined than are queued: the rest is dropped, and the client
         told 503 once the queued ones are answered."""
         self.fd = -1
+        self.refusal: str | None = None
+        """Why the parser was stopped, when :mod:`goondan.http_target` refused the head."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -302,6 +309,15 @@ class _Guard(asyncio.Protocol):
                 "too many connections wait for their requests; retry later",
             )
 
+    def send_400_response(self, msg: str) -> None:
+        """A head the parser or :mod:`goondan.http_target` refused: 400 in the server's JSON,
+        naming the problem where it is known."""
+        refusal, self.refusal = self.refusal, None
+        if refusal is not None:
+            self._answer(400, HttpCode.HOST_INVALID, refusal)
+        else:
+            self._answer(400, HttpCode.BAD_REQUEST, "the request is not valid HTTP/1.1")
+
     def _answer(self, status: int, code: HttpCode, message: str) -> None:
         """Write a whole answer of our own (unless the app's is under way), then close."""
         cycle = self.cycle
@@ -348,6 +364,12 @@ class _Guard(asyncio.Protocol):
 class _GuardedH11(_Guard, H11Protocol):
     """uvicorn's HTTP/1.1 protocol on h11 (pure Python) under the server's deadlines and
     admission: the fallback where httptools is not installed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        limit = self.config.h11_max_incomplete_event_size or HEAD_MAX_BYTES + READ_MAX_BYTES
+        self.conn = CheckedH11Connection(h11.SERVER, limit)
+        self.conn.protocol = self
 
     def _before_read(self, data: bytes) -> None:
         if self.conn.their_state is h11.SEND_BODY:
@@ -415,6 +437,11 @@ if HttpToolsProtocol is not None:
 
         def on_headers_complete(self) -> None:
             self.parsing, self.head_read = "body", 0
+            checked = check_request(self.url, self.headers, self.parser.get_http_version())
+            if checked.refusal is not None:
+                self.refusal = checked.refusal
+                raise ValueError(checked.refusal)  # the parser stops: send_400_response
+            self.url = checked.target
             if not self.overflowing:
                 super().on_headers_complete()
 

@@ -70,6 +70,8 @@ class EventType(enum.StrEnum):
     CONNECTION_RECOVERED = "connection.recovered"
     CONNECTION_FAILED = "connection.failed"
     CONNECTION_FINISHED = "connection.finished"
+    NETWORK_CONNECTION = "network.connection"
+    """An outbound connection a sandboxed program asked the network proxy for."""
     TEXT_DELTA = "text.delta"
     """A piece of streamed model text: on the live event stream only, never in the log."""
     STREAM_END = "stream.end"
@@ -261,6 +263,29 @@ class ToolCompletedEvent(ToolEvent, tag=EventType.TOOL_COMPLETED.value):
 
 class ToolFailedEvent(ToolEvent, tag=EventType.TOOL_FAILED.value):
     """A tool call raised."""
+
+
+class NetworkConnectionEvent(RuntimeEvent, tag=EventType.NETWORK_CONNECTION.value):
+    """A connection a tool call's sandboxed program asked the network proxy for, recorded on
+    the call's span (``spanId`` is the tool span) when it ended or was refused."""
+
+    tool_call_id: str | UnsetType = UNSET
+    tool_name: str | UnsetType = UNSET
+    step_id: str | UnsetType = UNSET
+    turn_id: str | UnsetType = UNSET
+    protocol: str | UnsetType = UNSET
+    """``http``, ``connect`` (HTTP CONNECT) or ``socks5``."""
+    host: str | UnsetType = UNSET
+    port: int | UnsetType = UNSET
+    address: str | UnsetType | None = UNSET
+    """The address connected to, after the policy checked it."""
+    allowed: bool | UnsetType = UNSET
+    reason: str | UnsetType | None = UNSET
+    """Why it was refused (or failed)."""
+    bytes_up: int | UnsetType = UNSET
+    bytes_down: int | UnsetType = UNSET
+    duration: Number | UnsetType = UNSET
+    """Milliseconds the connection was open."""
 
 
 # -- approvals --------------------------------------------------------------------------------
@@ -518,6 +543,7 @@ TypedEvent = (
     | ToolCalledEvent
     | ToolCompletedEvent
     | ToolFailedEvent
+    | NetworkConnectionEvent
     | ApprovalRequestedEvent
     | ApprovalResumedEvent
     | ApprovalDecidedEvent

@@ -18,6 +18,7 @@ import structlog
 from bundle import Bundle
 from bundle.plan import AgentPlan, ConnectionPlan
 from bundle.prices import PriceSource, model_price
+from goondan import reserve
 from goondan.state_files.conversation import interrupted_turn
 from goondan.time import utc_timestamp
 from goondan.usage import Usage
@@ -250,6 +251,7 @@ class Orchestrator:
         self.desk.resume(self.start_soon)
         gc.freeze()  # keep the loaded bundle out of the collector's way
         self.tasks.start_soon(self.supervisor.run(), "reconcile")
+        self.tasks.start_soon(reserve.keep(self.state_dir, log=self.log), "state-reserve")
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
         await self.supervisor.ensure_running(self.entry_agent)
         self.connections.start()

@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypeAlias, TypeVar
 from goondan.errors import ConfigError
 from tools_base._json import JsonObject, JsonValue
 from tools_base._message import Message
+from tools_base._pinned import PinnedDir
 from tools_base._result import PendingResult
 from tools_base._runtime import AgentToolRuntime
 
@@ -52,6 +53,10 @@ class ToolContext:
     """Properties of the outside event that started the Turn, for a Turn a Connection started
     (``connection_name``, ``connector_name`` and the connector's own, such as ``chat_id``);
     empty otherwise. The chat tools answer the chat the Turn came from by them."""
+    workdir_pin: PinnedDir | None = None
+    """``workdir`` opened once when the instance loaded; tools that touch it use this
+    descriptor, verified at each call (``None`` where no runtime pinned it: then the workdir is
+    opened per call)."""
 
 
 ToolOutput: TypeAlias = "JsonValue | PendingResult"

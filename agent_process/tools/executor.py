@@ -274,6 +274,7 @@ class ToolExecutor:
             tool_call_id=ctx.tool_call_id,
             message=ctx.message,
             workdir=turn.workdir,
+            workdir_pin=turn.workdir_pin,
             logger=_CallLogger(turn.logger, ctx.tool_name, ctx.tool_call_id),
             runtime=turn.runtime,
             inbound=turn.inbound,

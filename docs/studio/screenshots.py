@@ -153,7 +153,8 @@ def main() -> None:
                 text=True,
             )
             assert studio.stdout is not None
-            url = studio.stdout.readline().strip().removeprefix("studio: ")
+            link = studio.stdout.readline().strip().removeprefix("studio: ")
+            url = link.partition("?")[0]  # the views shown take no decision: no key needed
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=args.chromium, args=ARGS)
                 page = browser.new_page(viewport={"width": 1280, "height": 800})

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from goondan import reserve
 from goondan.errors import newer_format
 from goondan.files import sync_directory, write_atomic
 from goondan.state_files import ConversationStorageError, ConversationUnreadable
@@ -204,7 +205,7 @@ def write_base(path: Path, folded_seq: int, messages: Iterable[JsonObject]) -> N
     lines = [json.dumps(header)]
     lines.extend(message_line(message) for message in messages)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        reserve.retrying(path.parent, lambda: path.parent.mkdir(parents=True, exist_ok=True))
         write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
     except OSError as exc:
         raise ConversationStorageError(path, exc) from exc
@@ -213,7 +214,8 @@ def write_base(path: Path, folded_seq: int, messages: Iterable[JsonObject]) -> N
 def open_for_append(path: Path) -> int:
     """``path`` opened for appending (created, with its directory, if missing); raises
     :class:`ConversationStorageError`."""
-    try:
+
+    def opened() -> int:
         try:
             return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         except FileNotFoundError:
@@ -221,6 +223,9 @@ def open_for_append(path: Path) -> int:
             # of a Turn's CPU, and the directory is nearly always there.
             path.parent.mkdir(parents=True, exist_ok=True)
             return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    try:
+        return reserve.retrying(path.parent, opened)
     except OSError as exc:
         raise ConversationStorageError(path, exc) from exc
 
@@ -229,16 +234,21 @@ def write_whole(fd: int, data: bytes, size: int, path: Path, *, fsync: bool = Fa
     """Append ``data`` in full to ``fd`` (whose file ``path`` is ``size`` bytes long) and, with
     ``fsync``, force it to disk; or cut the file back to ``size`` and raise
     :class:`ConversationStorageError`."""
-    written = 0
-    try:
-        while written < len(data):
-            written += os.write(fd, data[written:])
-        if fsync:
-            os.fsync(fd)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, size)  # no torn line for the next write to glue onto
-        raise ConversationStorageError(path, exc) from exc
+    for attempt in (1, 2):
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            if fsync:
+                os.fsync(fd)
+            return
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)  # no torn line for the next write to glue onto
+            # A full disk: the state directory's reserve is released, and one more try.
+            if attempt == 1 and reserve.out_of_space(exc) and reserve.release(path.parent):
+                continue
+            raise ConversationStorageError(path, exc) from exc
 
 
 def append_whole(path: Path, data: bytes, *, fsync: bool = False) -> None:

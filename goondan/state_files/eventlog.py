@@ -24,6 +24,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from goondan import reserve
 from goondan.errors import newer_format
 from goondan.files import shift_rotated
 
@@ -88,7 +89,8 @@ class EventLogFile:
             self._rotate()
         # One write per line, unbuffered: a line is in the file as soon as it is appended
         # (``logs -f`` reads it, a daemon killed next loses nothing).
-        os.write(self._fd, line)
+        fd = self._fd
+        reserve.retrying(self.path.parent, lambda: os.write(fd, line))
         self._size += len(line)
 
     def _rotate(self) -> None:

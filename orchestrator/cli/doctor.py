@@ -210,6 +210,8 @@ def _sandbox(report: Report, bundle: Any, swarm: str) -> None:
                    "remove the Swarm's spec.policy.sandbox: off")  # fmt: skip
     else:
         report.add("sandbox", "ok", f"{finding.backend}: {finding.reason}; for {users}")
+    if finding.disk:
+        report.add("sandbox disk", "ok", f"workspace disk quotas (diskMiB): {finding.disk}")
     if finding.backend not in (None, "off") and finding.processes == "none":
         report.add(
             "sandbox processes",

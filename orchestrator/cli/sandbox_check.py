@@ -35,6 +35,8 @@ class SandboxFinding:
     """The agents whose Tools start programs in it."""
     fix: str = ""
     """What an operator can do where none can be made (the sandbox's own words)."""
+    disk: str = ""
+    """How a workspace's disk quota (``diskMiB``) is enforced here."""
 
     @property
     def refused(self) -> bool:
@@ -98,4 +100,5 @@ def examine(bundle: Any, swarm_name: str | None) -> SandboxFinding:
         str(found.get("processes", "none")),
         agents,
         str(found.get("fix") or PROBE_FAILED_FIX),
+        str(found.get("disk", "")),
     )

@@ -18,6 +18,10 @@ conversations).
 Routes (JSON unless said otherwise):
 
 ``GET /``                                      the app (``/static/*``: its files)
+``GET /?key=KEY``                              the app opened from the link the studio printed:
+                                               a session cookie for this browser and its token
+                                               in the page (403 for another key; see
+                                               :mod:`orchestrator.studio.session`)
 ``GET /api/agents``                            ``{mode, swarm, pid, agents, edges, connections,
                                                pools}``: each agent's row with its ``usage``
                                                (``{inputTokens, outputTokens, totalTokens, cost,
@@ -44,12 +48,13 @@ Routes (JSON unless said otherwise):
                                                then each runtime event as it happens (live)
 ``GET /api/approvals``                         ``{approvals}``: every tool call parked for an
                                                operator, pending or decided (from the files)
-``GET /api/session``                           ``{csrfToken, canDecide, why}``: what the page
-                                               sends with a decision
+``GET /api/session``                           ``{canDecide, why}``: whether this browser's
+                                               session may decide (never a token)
 ``POST /api/approvals/{id}/approve``           ``{arguments?}`` / ``{reason}``: the decision,
 ``POST /api/approvals/{id}/reject``            through the daemon (its answer and status:
                                                ``{approval, turn}``); only from the studio's own
-                                               page (see :mod:`orchestrator.studio.decisions`)
+                                               page with its session (see
+                                               :mod:`orchestrator.studio.decisions`)
 """
 
 from __future__ import annotations

@@ -8,18 +8,22 @@ The socket needs no token, so the page never holds one: the studio's server asks
 behalf.
 
 The studio has no login, so before it asks, a request must show it comes from the studio's
-own page (a page elsewhere can make a browser send requests to 127.0.0.1):
+own page, opened from the link the studio printed, in a browser: the scheme, and why each
+check is there, is :mod:`orchestrator.studio.session`'s. In order:
 
 - the studio listens on loopback (off it, whoever reaches the address could approve: it only
   shows there);
+- ``Sec-Fetch-Site: same-origin`` and ``Sec-Fetch-Mode`` ``cors`` or ``same-origin``, when
+  sent (browsers send them, and no page can forge them);
 - ``Origin`` names the studio itself (``http://`` + the ``Host`` it was asked at, which
   :class:`~orchestrator.studio.server` already holds to loopback names): browsers send it on
   every ``POST``, so a request without one came from no page of ours;
 - ``Content-Type: application/json``, which a page elsewhere can send only after a CORS
   preflight the studio never grants;
-- the header :data:`CSRF_HEADER` carrying the studio's :attr:`DecisionGate.csrf_token`, a
-  secret made when it starts and handed out only by ``GET /api/session``, which a page
-  elsewhere cannot read (no CORS).
+- the session cookie (``HttpOnly``, ``SameSite=Strict``) set only when the printed link (its
+  key) is opened;
+- the header :data:`CSRF_HEADER` carrying the token bound to that cookie, which the page got
+  embedded in the answer that set the cookie: no route serves it.
 
 Each refusal says which check failed; the body is checked as the daemon checks it (the same
 :func:`~orchestrator.approvals.decision_from_body`), naming the field that is wrong.
@@ -29,18 +33,19 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from goondan.errors import DaemonError, HttpCode
 from orchestrator.approvals import APPROVAL_ID, BadDecision, decision_from_body
 from orchestrator.http.body import BadBody, read_object
 from orchestrator.http.client import DaemonApi, NoDaemon, path_segment, socket_path
+from orchestrator.studio import STATIC_DIR
+from orchestrator.studio.session import KEY_PARAM, TOKEN_META, StudioSession
 
 CSRF_HEADER = "x-goondan-csrf"
 """The request header that carries the studio's CSRF token."""
@@ -64,20 +69,63 @@ class DecisionGate:
     state_dir: Path
     on_loopback: bool
     """Whether the studio listens on loopback only (decisions are refused otherwise)."""
-    csrf_token: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
+    session: StudioSession = field(default_factory=StudioSession)
+    """The key of the printed link, and the cookies and tokens it leads to."""
 
-    def session(self) -> dict[str, Any]:
-        """``GET /api/session``: the CSRF token, and whether this studio may decide."""
-        return {
-            "csrfToken": self.csrf_token,
-            "canDecide": self.on_loopback,
-            "why": None if self.on_loopback else _OFF_LOOPBACK,
-        }
+    def link(self, url: str) -> str:
+        """The address to print and open: ``url`` with the key (on loopback only)."""
+        return self.session.link(url) if self.on_loopback else url
+
+    def facts(self, request: Request) -> dict[str, Any]:
+        """``GET /api/session``: whether this browser may decide, and why not (never a token)."""
+        if not self.on_loopback:
+            return {"canDecide": False, "why": _OFF_LOOPBACK}
+        if self._token(request) is None:
+            return {"canDecide": False, "why": _NO_SESSION}
+        return {"canDecide": True, "why": None}
+
+    def open_link(self, request: Request, key: str) -> Response:
+        """``GET /?key=``: the page with a new session (its cookie, its token embedded) when
+        ``key`` is the studio's; 403 otherwise."""
+        if not self.on_loopback:
+            return _refusal(403, HttpCode.STUDIO_NOT_ON_LOOPBACK, _OFF_LOOPBACK)
+        if not self.session.key_matches(key):
+            return _refusal(403, HttpCode.STUDIO_SESSION_INVALID, _WRONG_KEY)
+        cookie, token = self.session.mint()
+        page = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
+        charset = '<meta charset="utf-8">'
+        assert charset in page, "index.html lost its charset"
+        page = page.replace(charset, f'{charset}\n  <meta name="{TOKEN_META}" content="{token}">')
+        answer = HTMLResponse(page, headers={"Cache-Control": "no-store"})
+        answer.set_cookie(
+            self.session.cookie_name(_port(request)),
+            cookie,
+            path="/",
+            httponly=True,
+            samesite="strict",
+        )
+        return answer
+
+    def _token(self, request: Request) -> str | None:
+        """The token of the session cookie ``request`` carries, if it is one of ours."""
+        cookie = request.cookies.get(self.session.cookie_name(_port(request)))
+        return self.session.token_of(cookie)
 
     def refused(self, request: Request) -> JSONResponse | None:
         """The answer refusing ``request`` before its body is read, or ``None``."""
         if not self.on_loopback:
             return _refusal(403, HttpCode.STUDIO_NOT_ON_LOOPBACK, _OFF_LOOPBACK)
+        site = request.headers.get("sec-fetch-site")
+        mode = request.headers.get("sec-fetch-mode")
+        if (site is not None and site != "same-origin") or (
+            mode is not None and mode not in ("cors", "same-origin")
+        ):
+            return _refusal(
+                403,
+                HttpCode.ORIGIN_NOT_ALLOWED,
+                f"a decision sent with Sec-Fetch-Site {site!r} and Sec-Fetch-Mode {mode!r} is "
+                "refused: only the studio's own page decides",
+            )
         origin = request.headers.get("origin")
         own = f"http://{request.headers.get('host', '')}".lower()
         if origin is None or origin.strip().lower().rstrip("/") != own:
@@ -92,13 +140,16 @@ class DecisionGate:
             return _refusal(
                 415, HttpCode.UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"
             )
+        token = self._token(request)
+        if token is None:
+            return _refusal(403, HttpCode.STUDIO_SESSION_INVALID, _NO_SESSION)
         given = request.headers.get(CSRF_HEADER, "").encode()
-        if not hmac.compare_digest(given, self.csrf_token.encode()):
+        if not hmac.compare_digest(given, token.encode()):
             return _refusal(
                 403,
                 HttpCode.CSRF_TOKEN_INVALID,
-                f"a decision must carry the studio's token in {CSRF_HEADER} "
-                "(GET /api/session): reload the page",
+                f"a decision must carry, in {CSRF_HEADER}, the token of this browser's session "
+                "(the page holds it): open the studio's link again",
             )
         return None
 
@@ -135,6 +186,12 @@ class DecisionGate:
         return DaemonApi(self.state_dir, timeout=DECIDE_TIMEOUT_SECONDS).call("POST", path, body)
 
 
+def _port(request: Request) -> int:
+    """The port the studio was reached on (its socket's, not the client's ``Host``)."""
+    server = request.scope.get("server")
+    return int(server[1]) if server and server[1] is not None else 0
+
+
 def _field_of(message: str) -> str | None:
     """The field a refusal of :func:`decision_from_body` is about (it names it first)."""
     name = message.partition(" ")[0]
@@ -144,5 +201,13 @@ def _field_of(message: str) -> str | None:
 _OFF_LOOPBACK = (
     "this studio listens beyond loopback and has no login, so it takes no decisions: "
     "decide from a studio on 127.0.0.1, or with the CLI (approve / reject)"
+)
+_NO_SESSION = (
+    "this browser has no session of this studio: open the link the studio printed when it "
+    f"started (it carries ?{KEY_PARAM}=), then decide"
+)
+_WRONG_KEY = (
+    "this link's key is not this studio's (was it restarted?): open the link it printed "
+    "when it started"
 )
 _NO_DAEMON = "no daemon serves this state directory: a decision needs one (start the swarm)"

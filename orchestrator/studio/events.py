@@ -26,6 +26,7 @@ from ipc.runtime_events import (
     BudgetExceededEvent,
     EventType,
     ModelPermitEvent,
+    NetworkConnectionEvent,
     ProcessEvent,
     ProcessExitedEvent,
     RuntimeEvent,
@@ -57,9 +58,11 @@ MARK_TYPES = frozenset(
         EventType.MODEL_PERMIT_GRANTED,
         EventType.MODEL_PERMIT_TIMEOUT,
         EventType.MODEL_RATE_LIMITED,
+        EventType.NETWORK_CONNECTION,
     }
 )
-"""Events of a trace that are moments, not spans: shown on the span they happened in."""
+"""Events of a trace that are moments, not spans: shown on the span they happened in (a
+sandboxed program's connections on the tool call's span)."""
 MAX_MARKS = 1_000
 """Marks one trace keeps (a trace that waits for permits all day keeps its first ones)."""
 
@@ -123,8 +126,10 @@ def event_level(event: AnyEvent | Mapping[str, Any]) -> str:
         return "error" if is_crash(event) else "warning"
     if isinstance(event, ToolCompletedEvent) and event.status == "error":
         return "error"
-    if kind in _WARNING_TYPES or (
-        isinstance(event, ApprovalDecidedEvent) and event.status != "approved"
+    if (
+        kind in _WARNING_TYPES
+        or (isinstance(event, ApprovalDecidedEvent) and event.status != "approved")
+        or (isinstance(event, NetworkConnectionEvent) and event.allowed is False)
     ):
         return "warning"
     return "info"

@@ -37,6 +37,7 @@ from orchestrator.studio.conversations import conversation, instances
 from orchestrator.studio.decisions import DecisionGate
 from orchestrator.studio.events import LEVELS, EventIndex, wrap
 from orchestrator.studio.live import DaemonEvents, StreamClosed, daemon_status, daemon_usage
+from orchestrator.studio.session import KEY_PARAM
 
 __all__ = ["Studio", "build_app", "serve_studio", "url_of"]
 KEEPALIVE_SECONDS = 15.0
@@ -255,7 +256,8 @@ class _Guarded:
 
 
 def _addressed_to_loopback(scope: Scope) -> bool:
-    host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+    # One Host at most: goondan.http_target refused two before this runs.
+    host = next((v for k, v in scope.get("headers") or [] if k == b"host"), b"").decode("latin-1")
     if host.startswith("["):
         name = host[1:].partition("]")[0]
     else:
@@ -267,6 +269,9 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
     """The studio's ASGI app over ``studio``."""
 
     async def index(request: Request) -> Response:
+        key = request.query_params.get(KEY_PARAM)
+        if key is not None:  # the printed link: a session for this browser
+            return studio.decisions.open_link(request, key)
         return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
 
     async def agents(request: Request) -> Response:
@@ -329,7 +334,8 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
         return JSONResponse({"approvals": rows})
 
     async def session(request: Request) -> Response:
-        return JSONResponse(studio.decisions.session(), headers={"Cache-Control": "no-store"})
+        facts = studio.decisions.facts(request)
+        return JSONResponse(facts, headers={"Cache-Control": "no-store"})
 
     async def approve(request: Request) -> Response:
         return await studio.decisions.decide(request, "approve")
@@ -380,7 +386,8 @@ async def serve_studio(
     open_browser: bool = False,
     announce: Callable[[str], None] = print,
 ) -> int:
-    """Serve the studio until SIGINT/SIGTERM; ``announce`` is told its URL once it listens.
+    """Serve the studio until SIGINT/SIGTERM; ``announce`` is told its link once it listens
+    (its URL with the key that gives a browser opening it the right to decide, on loopback).
 
     Raises ``OSError`` when the address cannot be bound (a port in use).
     """
@@ -407,10 +414,11 @@ async def serve_studio(
         loop.add_signal_handler(sig, stop, sig)
     url = url_of(host, bound)
     live = await daemon_status(state_dir) is not None
-    log.info("studio listening", url=url, state_dir=str(state_dir), live=live)
-    announce(url)
+    log.info("studio listening", url=url, state_dir=str(state_dir), live=live)  # no key
+    link = studio.decisions.link(url)
+    announce(link)
     if open_browser:  # a browser may take a while to start: never on the loop
-        threading.Thread(target=webbrowser.open, args=(url,), name="browser", daemon=True).start()
+        threading.Thread(target=webbrowser.open, args=(link,), name="browser", daemon=True).start()
     try:
         await server.serve(sockets=[sock])
     finally:

@@ -75,6 +75,12 @@ def test_tool_call_quick_prints_every_figure_with_the_sandbox_beside_its_floor()
     assert ("bwrap" in box["skipped"]) == (box["bare_bwrap_ms"] is None)
     assert "bare_bwrap_added_ms" in box
     assert figures["targets"]["sandbox_bwrap_added_ms"] == 10.0
+    # The network proxy: an HTTPS request through it and without (printed, never gated).
+    proxy = figures["proxy"]
+    assert proxy["requests"] >= 1
+    for key in ("direct_ms", "proxied_ms", "added_ms", "direct_p90_ms", "proxied_p90_ms"):
+        assert isinstance(proxy[key], float), key
+    assert figures["targets"]["proxy_added_ms"] == 5.0
 
 
 @pytest.mark.timeout(QUICK_SECONDS + 10)

@@ -4,8 +4,9 @@ driven by Playwright as an operator would click.
 
 The example's ``bash__exec`` waits for an operator. The studio hands a decision to the
 daemon's own route on ``api.sock``, so the daemon records the studio's process as who decided;
-the studio itself only takes decisions from its own page (Origin, Content-Type, its CSRF
-token) and only on loopback.
+the studio itself only takes decisions from its own page, opened from the link the studio
+printed (its session cookie and token), and only on loopback: requests forged by a program
+are tried in ``test_studio_sessions.py``.
 """
 
 from __future__ import annotations
@@ -14,22 +15,15 @@ import json
 import os
 import re
 import signal
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.daemon import Daemon, run_cli, wait_gone
-from tests.support.studio import (
-    StudioProcess,
-    agent_rows,
-    chromium,
-    example_daemon,
-    wait_for_approval,
-)
+from tests.support.daemon import Daemon, wait_gone
+from tests.support.studio import StudioProcess, agent_rows, chromium, example_daemon
+from tests.support.studio_sessions import approval, park
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -38,55 +32,6 @@ pytestmark = pytest.mark.timeout(240)
 
 WAIT_MS = 20_000
 """Longest any expectation waits for the page (the machine may be busy)."""
-
-
-def park(directory: Path, command: str) -> str:
-    """Ask the worker to run ``command`` (it parks for approval); the approval's id."""
-    sent = run_cli("send", "worker", f"run {command}", "--no-wait", cwd=directory)
-    assert sent.returncode == 0, sent.stderr
-    return wait_for_approval(directory)
-
-
-def approval(directory: Path, approval_id: str) -> dict[str, Any]:
-    listed = run_cli("approvals", "--all", "--json", cwd=directory)
-    assert listed.returncode == 0, listed.stderr
-    rows = {row["approvalId"]: row for row in json.loads(listed.stdout)}
-    found: dict[str, Any] = rows[approval_id]
-    return found
-
-
-def post(
-    studio: StudioProcess,
-    path: str,
-    body: object,
-    *,
-    origin: str | None = "own",
-    token: str | None = None,
-    content_type: str = "application/json",
-    method: str = "POST",
-) -> tuple[int, dict[str, Any]]:
-    """``method path`` to the studio with ``body``; ``origin`` ``"own"`` is the studio's."""
-    url = studio.url.rstrip("/")
-    request = urllib.request.Request(
-        url + path, data=json.dumps(body).encode(), method=method, headers={}
-    )
-    request.add_header("Content-Type", content_type)
-    if origin is not None:
-        request.add_header("Origin", url if origin == "own" else origin)
-    if token is not None:
-        request.add_header("X-Goondan-Csrf", token)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return answer.status, json.loads(answer.read() or b"null")
-    except urllib.error.HTTPError as refused:
-        raw = refused.read()
-        return refused.code, json.loads(raw) if raw.startswith(b"{") else {}
-
-
-def session(studio: StudioProcess) -> dict[str, Any]:
-    with urllib.request.urlopen(studio.url + "api/session", timeout=10) as answer:
-        body: dict[str, Any] = json.loads(answer.read())
-    return body
 
 
 @pytest.fixture(scope="module")
@@ -120,80 +65,6 @@ def swarm(tmp_path: Path) -> Iterator[tuple[Path, Daemon, StudioProcess]]:
         daemon.stop()
 
 
-def test_a_decision_from_anywhere_but_the_studios_page_is_refused(
-    swarm: tuple[Path, Daemon, StudioProcess],
-) -> None:
-    directory, _, studio = swarm
-    approval_id = park(directory, "ls")
-    token = str(session(studio)["csrfToken"])
-    reject = f"/api/approvals/{approval_id}/reject"
-    approve = f"/api/approvals/{approval_id}/approve"
-    reason = {"reason": "not from there"}
-
-    status, body = post(studio, reject, reason, origin="http://attacker.example", token=token)
-    assert (status, body["error"]["code"]) == (403, "ORIGIN_NOT_ALLOWED")
-    status, body = post(studio, reject, reason, origin=None, token=token)
-    assert (status, body["error"]["code"]) == (403, "ORIGIN_NOT_ALLOWED")
-    status, body = post(studio, reject, reason)  # the page's token missing
-    assert (status, body["error"]["code"]) == (403, "CSRF_TOKEN_INVALID")
-    status, body = post(studio, reject, reason, token=token[:-1] + "x")
-    assert (status, body["error"]["code"]) == (403, "CSRF_TOKEN_INVALID")
-    status, _ = post(studio, reject, reason, token=token, content_type="text/plain")
-    assert status == 415
-    # A cross-origin page's preflight gets no CORS grant, so its browser sends nothing.
-    status, _ = post(studio, reject, reason, origin="http://attacker.example", method="OPTIONS")
-    assert status >= 400
-    for arguments in ([], ["ls"], "ls", 7):
-        status, body = post(studio, approve, {"arguments": arguments}, token=token)
-        assert status == 400, arguments
-        assert body["error"]["field"] == "arguments"
-        assert "arguments must be a JSON object" in body["error"]["message"]
-    status, body = post(studio, reject, {"reason": "  "}, token=token)
-    assert (status, body["error"]["field"]) == (400, "reason")
-    status, body = post(studio, approve, {"argumnets": {}}, token=token)
-    assert status == 400
-    assert "argumnets" in body["error"]["message"]
-    status, body = post(studio, "/api/approvals/apr_0123456789abcdef/approve", {}, token=token)
-    assert (status, body["error"]["code"]) == (404, "APPROVAL_NOT_FOUND")
-    status, _ = post(studio, "/api/approvals/..%2f..%2fx/approve", {}, token=token)
-    assert status == 404
-    assert approval(directory, approval_id)["status"] == "pending"  # none of it acted
-
-    status, body = post(studio, reject, reason, token=token)
-    assert status == 200, body
-    decided = body["approval"]
-    assert (decided["status"], decided["reason"]) == ("rejected", "not from there")
-    # Decided by the daemon's route, which recorded the studio's own process.
-    who = decided["decidedBy"]
-    assert (who["via"], who["uid"], who["pid"]) == ("unix", os.getuid(), studio.process.pid)
-    assert body["turn"]["status"] == "ok"  # the model was told, and answered
-    assert approval(directory, approval_id)["decidedBy"] == who
-    status, body = post(studio, reject, reason, token=token)
-    assert (status, body["error"]["code"]) == (409, "APPROVAL_ALREADY_DECIDED")
-
-
-def test_a_studio_beyond_loopback_takes_no_decision(tmp_path: Path) -> None:
-    directory = tmp_path / "swarm"
-    daemon = example_daemon(directory)
-    studio = StudioProcess("--host", "0.0.0.0", cwd=directory)
-    try:
-        approval_id = park(directory, "ls")
-        facts = session(studio)
-        assert facts["canDecide"] is False
-        assert "loopback" in facts["why"]
-        status, body = post(
-            studio,
-            f"/api/approvals/{approval_id}/approve",
-            {},
-            token=str(facts["csrfToken"]),
-        )
-        assert (status, body["error"]["code"]) == (403, "STUDIO_NOT_ON_LOOPBACK")
-        assert approval(directory, approval_id)["status"] == "pending"
-    finally:
-        assert studio.stop() == 0
-        daemon.stop()
-
-
 def test_an_operator_edits_the_arguments_approves_and_reads_the_answer(
     page: Page, swarm: tuple[Path, Daemon, StudioProcess]
 ) -> None:
@@ -202,7 +73,10 @@ def test_an_operator_edits_the_arguments_approves_and_reads_the_answer(
     directory, _, studio = swarm
     # The worker runs only when first asked: not started, and not "terminated".
     assert agent_rows(directory)["worker"]["status"] == "notStarted"
-    page.goto(studio.url + "#/swarm")
+    page.goto(studio.link + "#/swarm")  # the printed link: this browser may decide
+    page.wait_for_url(re.compile(r"/#/swarm$"))  # and the key left the address bar
+    assert "key=" not in page.url
+    assert page.evaluate("document.cookie") == ""  # HttpOnly: no script reads it
     node = page.locator('a.node[data-agent="worker"]')
     expect(node).to_have_attribute("data-status", "notStarted", timeout=WAIT_MS)
     expect(node).to_contain_text("not started")
@@ -264,9 +138,15 @@ def test_an_operator_rejects_with_a_reason_and_a_clean_stop_is_no_crash(
 
     directory, daemon, studio = swarm
     approval_id = park(directory, "rm -rf build")
+    # Opened at the bare address, the page shows the call but cannot decide, and says why.
     page.goto(studio.url + f"#/approvals/{approval_id}")
     item = page.locator(f'li.approval[data-approval-id="{approval_id}"]')
     expect(item).to_have_attribute("data-status", "pending", timeout=WAIT_MS)
+    expect(item.get_by_role("button", name="Reject")).to_be_disabled()
+    expect(page.locator("#view")).to_contain_text("open the link the studio printed")
+    page.goto(studio.link + f"#/approvals/{approval_id}")
+    expect(item).to_have_attribute("data-status", "pending", timeout=WAIT_MS)
+    expect(item.get_by_role("button", name="Reject")).to_be_enabled()
     item.get_by_role("button", name="Reject").click()
     expect(item.locator(".approval-problem")).to_contain_text("Give a reason")
     assert approval(directory, approval_id)["status"] == "pending"

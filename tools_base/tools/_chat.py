@@ -52,7 +52,7 @@ from tools_base.tools._common import (
     optional_string,
     positive_int,
 )
-from tools_base.tools._sandbox import Workspace
+from tools_base.tools._sandbox import Workspace, pinned_workspace
 from tools_base.tools.http_fetch import (
     PinnedConnection,
     Url,
@@ -554,7 +554,11 @@ def _workspace(ctx: ToolContext) -> Workspace:
 
 def save_file(ctx: ToolContext, path: str, data: bytes) -> str:
     """Write ``data`` to ``path`` inside the workdir (parents created); its workdir path."""
-    ws = _workspace(ctx)
+    with pinned_workspace(ctx, allow_outside=False, code=OUTSIDE_WORKDIR) as ws:
+        return _save(ws, path, data)
+
+
+def _save(ws: Workspace, path: str, data: bytes) -> str:
     target = ws.resolve(path)
     if not target.parts:
         raise invalid_arg("'savePath' names the workdir itself; give a file name")

@@ -19,6 +19,12 @@ outside the workdir (another conversation's files, the state directory), so it c
 outside; a FIFO, socket or device is no file to read or write. The open is non-blocking, so a
 FIFO cannot hang it, and nothing is truncated before the check (a write opens without
 ``O_TRUNC`` and truncates the checked descriptor).
+
+The walk starts from the workdir's *pinned descriptor* (:mod:`tools_base._pinned`), never from
+its path: :func:`pinned_workspace` checks that the path still names the directory the instance
+was given (``E_SPAWN_CWD_REFUSED`` otherwise) and opens every path beneath the descriptor
+(``openat2`` with ``RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS``, or a component-by-component walk).
+So a workdir swapped for a symlink after the instance loaded leads nowhere.
 """
 
 from __future__ import annotations
@@ -27,12 +33,13 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from goondan.errors import ToolCode
-from tools_base import ToolError
+from tools_base import ToolContext, ToolError
+from tools_base._pinned import PIN_FLAGS, open_dir_beneath
 from tools_base.tools._common import invalid_arg
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -73,8 +80,12 @@ class Workspace:
         allow_outside: bool,
         code: str,
         setting: str = "allowOutsideWorkdir",
+        root_fd: int | None = None,
     ) -> None:
+        """``root_fd``: the workdir's descriptor (see :func:`pinned_workspace`); paths inside
+        the workdir are then opened beneath it, never through ``workdir``'s path."""
         self.root = os.path.realpath(workdir)
+        self.root_fd = root_fd
         self.allow_outside = allow_outside
         self._code = code
         self._setting = setting
@@ -129,6 +140,8 @@ class Workspace:
         reports it, except when a component turns out to be a symlink: that one appeared
         after the path was checked, and becomes the Tool's outside-the-workdir error.
         """
+        if self.root_fd is not None and base == self.root:
+            return self._open_beneath(parts, create=create)
         fd = os.open(base, _DIR_FLAGS)
         try:
             for part in parts:
@@ -153,6 +166,24 @@ class Workspace:
             os.close(fd)
             raise
         return fd
+
+    def _open_beneath(self, parts: Sequence[str], *, create: bool) -> int:
+        assert self.root_fd is not None
+        try:
+            return open_dir_beneath(self.root_fd, parts, create=create)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EXDEV):
+                raise ToolError(
+                    f"a symlink appeared in {os.path.join(self.root, *parts)!r} while it was in "
+                    "use",
+                    code=self._code,
+                    suggestion="Retry; do not replace directories with symlinks meanwhile.",
+                ) from exc
+            raise
+
+    def stat_root(self) -> os.stat_result:
+        """The workdir's own ``stat`` (of the pinned descriptor where there is one)."""
+        return os.stat(self.root) if self.root_fd is None else os.fstat(self.root_fd)
 
     def open_file(
         self, dir_fd: int, target: Target, flags: int, mode: int = 0o666
@@ -203,3 +234,34 @@ def _is_symlink(name: str, dir_fd: int) -> bool:
         return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def acquire_workdir(ctx: ToolContext) -> Iterator[tuple[str, int]]:
+    """The workdir's path and a descriptor of it for one call (closed after).
+
+    The instance's pinned workdir (``ctx.workdir_pin``) is verified first: a workdir that is no
+    longer the directory the instance was given raises ``WorkdirRefused``
+    (``E_SPAWN_CWD_REFUSED``). Where no runtime pinned one (a script, a test), ``ctx.workdir``
+    is opened now, as it resolves, and that descriptor serves the whole call.
+    """
+    pin = ctx.workdir_pin
+    if pin is None:
+        path = os.path.realpath(ctx.workdir)
+        fd = os.open(path, PIN_FLAGS)
+    else:
+        path, fd = pin.path, pin.acquire()
+    try:
+        yield path, fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def pinned_workspace(
+    ctx: ToolContext, *, allow_outside: bool, code: str, setting: str = "allowOutsideWorkdir"
+) -> Iterator[Workspace]:
+    """A :class:`Workspace` for one call that opens paths beneath the workdir's descriptor
+    (see :func:`acquire_workdir`)."""
+    with acquire_workdir(ctx) as (path, fd):
+        yield Workspace(path, allow_outside=allow_outside, code=code, setting=setting, root_fd=fd)

@@ -144,6 +144,8 @@ def _from_workdir(ctx: ToolContext, cwd: str | None) -> str | None:
     caller's process could send any path)."""
     if not cwd:
         return None
+    if ctx.workdir_pin is not None:  # a workdir swapped for a link is no base to lend from
+        ctx.workdir_pin.verify()
     # Resolved as the kernel would (symlinks before `..`), so what is checked is what is used.
     return os.path.realpath(os.path.join(ctx.workdir, cwd))
 

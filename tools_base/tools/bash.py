@@ -36,9 +36,19 @@ Behaviour:
   plus the names config ``passEnv`` lists, plus the call's ``env``.
 * The command runs in the tool sandbox (:mod:`tools_base.sandbox`): its own user, PID, mount,
   IPC and UTS namespaces, the workdir read-write (and its ``HOME``), the system's directories
-  read-only, a private ``/tmp``; no network unless config ``sandbox.network``; per-call limits.
+  read-only, a private ``/tmp``; a network namespace of its own: no network unless config
+  ``sandbox.network``, and then only through the call's proxy (``HTTP_PROXY``, ``HTTPS_PROXY``,
+  ``ALL_PROXY`` name it), which reaches public addresses only; per-call limits.
   A pid it prints is its own PID namespace's. bubblewrap reports a program's death by signal N
   as exit status 128 + N, which is read back as that signal.
+* The workdir has a disk quota (config ``sandbox.diskMiB``, see
+  :mod:`tools_base.sandbox._quota`), measured before, while and after the command runs: past
+  it, or with its disk down to its last 64 MiB, the command's group is ended as on timeout and
+  the call fails with ``E_WORKSPACE_QUOTA``.
+* The workdir is the directory the instance was given, opened once: the sandbox binds that
+  descriptor, not a path, and each call first checks the workdir's path still names it (a
+  workdir since replaced by a symlink or another directory, or moved, is refused with
+  ``E_SPAWN_CWD_REFUSED``).
 * ``cwd`` and ``path`` must stay inside the workdir (symlinks resolved) unless config
   ``allowOutsideWorkdir`` is true; such a directory (or the script's) is then made visible in
   the sandbox too.
@@ -49,14 +59,19 @@ Config (``configure``):
 ``maxOutputBytes`` (int, default 1048576) bytes kept per stream.
 ``passEnv`` (list of names, default none) more variables of the agent's environment the
     command gets; a name ending in ``*`` passes every variable with that prefix (``AWS_*``).
-``sandbox`` (object) ``network`` (bool, default false), ``cpuSeconds``, ``memoryMiB``,
-    ``processes``, ``fileSizeMiB``, ``tmpMiB`` (limits; ``null`` lifts one),
+``sandbox`` (object) ``network`` (``off`` (default), ``on``, or ``{allow, deny, hosts}``; see
+    :mod:`tools_base.sandbox._netpolicy`), ``cpuSeconds``, ``memoryMiB``,
+    ``processes``, ``fileSizeMiB``, ``tmpMiB`` (``/tmp`` and ``/dev/shm`` together),
+    ``diskMiB`` (the workspace's disk quota, default 1024) (limits; ``null`` lifts one),
     ``readOnlyPaths``/``readWritePaths`` (absolute host paths made visible): see
     :class:`tools_base.sandbox.SandboxPolicy`.
 
 Error codes: ``E_BASH_PATH_OUTSIDE_WORKDIR``, ``E_BASH_CWD_NOT_FOUND``,
 ``E_BASH_SCRIPT_NOT_FOUND``, ``E_BASH_SPAWN_FAILED`` (shell missing or not executable),
-``E_SANDBOX_UNAVAILABLE`` (no sandbox can be made here), ``E_TOOL_INVALID_ARGS``.
+``E_SANDBOX_UNAVAILABLE`` (no sandbox can be made here), ``E_WORKSPACE_QUOTA`` (the
+workspace passed ``sandbox.diskMiB``, or its disk fell below 64 MiB free: the command was
+ended, or not started), ``E_SPAWN_CWD_REFUSED`` (the workdir was swapped),
+``E_TOOL_INVALID_ARGS``.
 
 Handlers are coroutines: they run on the agent's event loop and never block it.
 """
@@ -71,12 +86,13 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler, sandbox
 from tools_base.sandbox import SandboxPolicy
+from tools_base.sandbox._quota import Guard
 from tools_base.tools._common import (
     ConfigReader,
     invalid_arg,
@@ -87,7 +103,7 @@ from tools_base.tools._common import (
     primitive_to_string,
     require_string,
 )
-from tools_base.tools._sandbox import Workspace
+from tools_base.tools._sandbox import Workspace, acquire_workdir
 
 DEFAULT_TIMEOUT_MS = 30_000
 DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024
@@ -97,6 +113,8 @@ DRAIN_GRACE_SECONDS = 0.2
 """How long output is still collected after the command exits."""
 REAP_GRACE_SECONDS = 1.0
 """How long a cancelled call waits for the killed process to be reaped."""
+QUOTA_OUTPUT_CHARS = 300
+"""How much of its stderr a call ended by the disk quota reports."""
 OUTSIDE_WORKDIR = ToolCode.E_BASH_PATH_OUTSIDE_WORKDIR
 _SIGNALS = frozenset(int(s) for s in signal.valid_signals())
 
@@ -238,33 +256,65 @@ async def run_process(
     limit: int,
     workdir: str | None = None,
     policy: SandboxPolicy | None = None,
+    workdir_fd: int | None = None,
 ) -> RunResult:
     """Run ``argv`` in the sandbox (see :mod:`tools_base.sandbox`; ``workdir`` read-write, the
-    workdir ``cwd`` when not given), in its own process group, with bounded output capture.
+    workdir ``cwd`` when not given, bound from ``workdir_fd`` when given), in its own process
+    group, with bounded output capture.
 
     The pipes are ours, not the subprocess transport's, so waiting for the exit does not also
     wait for background grandchildren that inherited them.
     """
     started = time.monotonic()
-    # Probing and the call's cgroup touch the file system: off the loop.
-    launch = await asyncio.to_thread(
-        sandbox.prepare,
-        argv,
-        env=env,
-        cwd=cwd,
-        workdir=workdir or cwd,
-        policy=policy or SandboxPolicy(),
-    )
-    try:
-        return await _run_launch(
-            launch, cwd=cwd, timeout_ms=timeout_ms, limit=limit, started=started
+    policy = policy or SandboxPolicy()
+    # The workspace's disk quota: looked at before, while and after the program runs.
+    guard = Guard(workdir or cwd, policy.limits.disk_mib)
+    await guard.before()
+    # Network on: the program's only way out is this call's proxy, recorded on its span.
+    proxy = None
+    if policy.network:
+        proxy = sandbox.NetworkProxy(
+            policy.network_rules, sink=sandbox.connection_sink.get(), label=argv[0]
         )
+        await proxy.start()
+    try:
+        # Probing and the call's cgroup touch the file system: off the loop.
+        launch = await asyncio.to_thread(
+            sandbox.prepare,
+            argv,
+            env=env,
+            cwd=cwd,
+            workdir=workdir or cwd,
+            policy=policy,
+            workdir_fd=workdir_fd,
+            proxy=proxy.handoff if proxy is not None else None,
+        )
+        if proxy is not None and launch.backend is sandbox.SandboxMode.OFF:
+            await proxy.close()  # no sandbox (policy.sandbox: off): the host's network
+            proxy = None
+        try:
+            result = await _run_launch(
+                launch, cwd=cwd, timeout_ms=timeout_ms, limit=limit, started=started, guard=guard
+            )
+        finally:
+            launch.close()
     finally:
-        launch.close()
+        if proxy is not None:
+            await proxy.close()
+    await guard.after()
+    if guard.exceeded is not None:
+        raise guard.error(result.stderr[-QUOTA_OUTPUT_CHARS:].strip())
+    return result
 
 
 async def _run_launch(
-    launch: sandbox.Launch, *, cwd: str, timeout_ms: float, limit: int, started: float
+    launch: sandbox.Launch,
+    *,
+    cwd: str,
+    timeout_ms: float,
+    limit: int,
+    started: float,
+    guard: Guard | None = None,
 ) -> RunResult:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -283,6 +333,7 @@ async def _run_launch(
                 stderr=err_w,
                 start_new_session=True,
                 preexec_fn=launch.preexec,
+                pass_fds=launch.pass_fds,
             )
         except OSError as exc:
             raise ToolError(
@@ -294,6 +345,11 @@ async def _run_launch(
             while unowned_write:
                 os.close(unowned_write.pop())
         timed_out = False
+        watcher = (
+            asyncio.create_task(guard.watch(lambda: _terminate_group(proc, launch.backend)))
+            if guard is not None
+            else None
+        )
         try:
             try:
                 async with asyncio.timeout(timeout_ms / 1000 if timeout_ms > 0 else None):
@@ -311,6 +367,9 @@ async def _run_launch(
                     async with asyncio.timeout(REAP_GRACE_SECONDS):
                         await proc.wait()
             raise
+        finally:
+            if watcher is not None:
+                watcher.cancel()
     finally:
         for fd in unowned_read + unowned_write:
             os.close(fd)
@@ -331,6 +390,24 @@ async def _run_launch(
         timed_out=timed_out,
         duration_ms=round((time.monotonic() - started) * 1000),
     )
+
+
+@contextlib.asynccontextmanager
+async def _pinned_workdir(ctx: ToolContext) -> AsyncIterator[tuple[str, int]]:
+    """The workdir's path and descriptor for one call, checked to be the instance's own
+    directory (``E_SPAWN_CWD_REFUSED`` otherwise): the sandbox binds the descriptor."""
+    pinned = acquire_workdir(ctx)
+    try:
+        workdir = await asyncio.to_thread(pinned.__enter__)
+    except FileNotFoundError as exc:
+        raise ToolError(
+            f"the workdir {str(ctx.workdir)!r} does not exist",
+            code=ToolCode.E_BASH_CWD_NOT_FOUND,
+        ) from exc
+    try:
+        yield workdir
+    finally:
+        pinned.__exit__(None, None, None)
 
 
 def inherited_environment(
@@ -392,8 +469,8 @@ class BashTool:
             return replace(policy, read_only=(*policy.read_only, path))
         return replace(policy, read_write=(*policy.read_write, path))
 
-    def _cwd(self, ctx: ToolContext, cwd_input: str | None) -> str:
-        cwd = self._workspace(ctx).resolve(cwd_input).real if cwd_input else str(ctx.workdir)
+    def _cwd(self, ctx: ToolContext, cwd_input: str | None, workdir: str) -> str:
+        cwd = self._workspace(ctx).resolve(cwd_input).real if cwd_input else workdir
         if not os.path.isdir(cwd):
             raise ToolError(
                 f"cwd {cwd_input or cwd!r} is not an existing directory",
@@ -402,7 +479,7 @@ class BashTool:
             )
         return cwd
 
-    def _script_path(self, ctx: ToolContext, path: str) -> str:
+    def _script_path(self, ctx: ToolContext, path: str, workdir: str) -> str:
         script_path = self._workspace(ctx).resolve(path).real
         if not os.path.isfile(script_path):
             raise ToolError(
@@ -410,7 +487,7 @@ class BashTool:
                 code=ToolCode.E_BASH_SCRIPT_NOT_FOUND,
                 suggestion="Write the script first (file-system__write), or check the path.",
             )
-        self._cwd(ctx, None)
+        self._cwd(ctx, None, workdir)
         return script_path
 
     async def exec(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
@@ -419,17 +496,19 @@ class BashTool:
         cwd_input = optional_string(input, "cwd")
         timeout_ms = _timeout_ms(input)
         env = self._env(input)
-        # realpath/stat may block on a slow file system: off the loop.
-        cwd = await asyncio.to_thread(self._cwd, ctx, cwd_input)
-        result = await run_process(
-            ["/bin/sh", "-lc", command],
-            cwd=cwd,
-            env=env,
-            timeout_ms=timeout_ms,
-            limit=self.config.max_output_bytes,
-            workdir=str(ctx.workdir),
-            policy=self._policy(ctx, cwd),
-        )
+        async with _pinned_workdir(ctx) as (workdir, workdir_fd):
+            # realpath/stat may block on a slow file system: off the loop.
+            cwd = await asyncio.to_thread(self._cwd, ctx, cwd_input, workdir)
+            result = await run_process(
+                ["/bin/sh", "-lc", command],
+                cwd=cwd,
+                env=env,
+                timeout_ms=timeout_ms,
+                limit=self.config.max_output_bytes,
+                workdir=workdir,
+                policy=self._policy(ctx, cwd),
+                workdir_fd=workdir_fd,
+            )
         return {"command": command, "cwd": cwd, **result.to_json()}
 
     async def script(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
@@ -439,22 +518,24 @@ class BashTool:
         shell = optional_string(input, "shell") or "/bin/bash"
         timeout_ms = _timeout_ms(input)
         env = self._env(input)
-        script_path = await asyncio.to_thread(self._script_path, ctx, path)
-        if shutil.which(shell, path=env.get("PATH")) is None:
-            raise ToolError(
-                f"could not start {shell!r}: not an executable file",
-                code=ToolCode.E_BASH_SPAWN_FAILED,
-                suggestion="Check that the shell exists and is executable.",
+        async with _pinned_workdir(ctx) as (workdir, workdir_fd):
+            script_path = await asyncio.to_thread(self._script_path, ctx, path, workdir)
+            if shutil.which(shell, path=env.get("PATH")) is None:
+                raise ToolError(
+                    f"could not start {shell!r}: not an executable file",
+                    code=ToolCode.E_BASH_SPAWN_FAILED,
+                    suggestion="Check that the shell exists and is executable.",
+                )
+            result = await run_process(
+                [shell, script_path, *args],
+                cwd=workdir,
+                env=env,
+                timeout_ms=timeout_ms,
+                limit=self.config.max_output_bytes,
+                workdir=workdir,
+                policy=self._policy(ctx, os.path.dirname(script_path), read_only=True),
+                workdir_fd=workdir_fd,
             )
-        result = await run_process(
-            [shell, script_path, *args],
-            cwd=str(ctx.workdir),
-            env=env,
-            timeout_ms=timeout_ms,
-            limit=self.config.max_output_bytes,
-            workdir=str(ctx.workdir),
-            policy=self._policy(ctx, os.path.dirname(script_path), read_only=True),
-        )
         args_out: list[JsonValue] = list(args)
         return {"path": script_path, "shell": shell, "args": args_out, **result.to_json()}
 

@@ -40,11 +40,20 @@ Config (``configure``):
 ``maxReadBytes`` (int, default 10485760) upper bound for ``read``'s ``maxBytes``.
 ``maxWriteBytes`` (int, default 10485760) largest ``write`` content in bytes.
 ``maxListEntries`` (int, default 10000) entries ``list`` returns before ``truncated``.
+``diskMiB`` (int or null, default 1024) the workspace's disk quota: a ``write`` or ``mkdir``
+    that would take the workspace past it, or leave its disk with less than 64 MiB free, is
+    refused with ``E_WORKSPACE_QUOTA`` (``delete`` never is); ``null`` lifts the quota.
+
+The workdir itself is the directory the instance was given, opened once: each call works
+beneath that descriptor (no symlink followed on the way) after checking that the workdir's path
+still names it; a workdir since replaced (by a symlink, another directory) or moved is refused
+with ``E_SPAWN_CWD_REFUSED``.
 
 Error codes: ``E_FS_PATH_OUTSIDE_WORKDIR`` (also a hard-linked file), ``E_FS_NOT_FOUND``, ``E_FS_NOT_A_DIRECTORY``,
 ``E_FS_IS_A_DIRECTORY``, ``E_FS_NOT_A_FILE`` (FIFO, device, socket), ``E_FS_ALREADY_EXISTS``,
 ``E_FS_NOT_EMPTY``, ``E_FS_PERMISSION_DENIED``, ``E_FS_WRITE_TOO_LARGE``, ``E_FS_REFUSED``
-(deleting the workdir), ``E_FS_IO`` (any other OS error), ``E_TOOL_INVALID_ARGS``.
+(deleting the workdir), ``E_FS_IO`` (any other OS error), ``E_WORKSPACE_QUOTA`` (the disk
+quota), ``E_TOOL_INVALID_ARGS``, ``E_SPAWN_CWD_REFUSED`` (the workdir was swapped).
 
 Handlers are synchronous: the executor runs them in a worker thread.
 """
@@ -54,15 +63,17 @@ from __future__ import annotations
 import codecs
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import stat as stat_mod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
+from tools_base.sandbox._quota import DEFAULT_DISK_MIB, check_write, parse_disk_mib
 from tools_base.tools._common import (
     ConfigReader,
     invalid_arg,
@@ -71,13 +82,15 @@ from tools_base.tools._common import (
     positive_int,
     require_string,
 )
-from tools_base.tools._sandbox import Target, Workspace
+from tools_base.tools._sandbox import Target, Workspace, pinned_workspace
 
 OUTSIDE_WORKDIR = ToolCode.E_FS_PATH_OUTSIDE_WORKDIR
 DEFAULT_READ_BYTES = 100_000
 MAX_LIST_DEPTH = 100
 _MIB = 1024 * 1024
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIRECTORY_BYTES = 4096
+"""What a new directory is counted as against the disk quota."""
 
 _ERRNO_CODES = {
     errno.ENOENT: (
@@ -138,6 +151,8 @@ class FileSystemConfig:
     max_read_bytes: int = 10 * _MIB
     max_write_bytes: int = 10 * _MIB
     max_list_entries: int = 10_000
+    disk_mib: int | None = DEFAULT_DISK_MIB
+    """The workspace's disk quota; ``None``: none."""
 
 
 class FileSystemTool:
@@ -146,22 +161,32 @@ class FileSystemTool:
     def __init__(self, config: FileSystemConfig) -> None:
         self.config = config
 
-    def _workspace(self, ctx: ToolContext) -> Workspace:
-        return Workspace(
-            ctx.workdir, allow_outside=self.config.allow_outside_workdir, code=OUTSIDE_WORKDIR
-        )
+    def _bind(self, export: Callable[[Workspace, JsonObject], JsonValue]) -> ToolHandler:
+        """The handler of ``export``: it works beneath the workdir's descriptor, checked to be
+        the instance's own directory first (``E_SPAWN_CWD_REFUSED`` otherwise)."""
+
+        @functools.wraps(export)
+        def handler(ctx: ToolContext, input: JsonObject) -> JsonValue:
+            allow = self.config.allow_outside_workdir
+            with contextlib.ExitStack() as stack:
+                with _os_errors("."):
+                    ws = stack.enter_context(
+                        pinned_workspace(ctx, allow_outside=allow, code=OUTSIDE_WORKDIR)
+                    )
+                return export(ws, input)
+
+        return handler
 
     def _open_parent(self, ws: Workspace, target: Target, *, create: bool = False) -> int:
         with _os_errors(target.display):
             return ws.open_dir(target.base, target.parent_parts, create=create)
 
-    def read(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def read(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``read``: the first ``maxBytes`` bytes of a file."""
         path = require_string(input, "path")
         max_bytes = min(
             positive_int(input, "maxBytes", DEFAULT_READ_BYTES), self.config.max_read_bytes
         )
-        ws = self._workspace(ctx)
         target = ws.resolve(path)
         if not target.parts:
             raise ToolError(
@@ -197,7 +222,7 @@ class FileSystemTool:
             "content": decoder.decode(data, final=not truncated),
         }
 
-    def write(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def write(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``write``: create or overwrite (or append to) a file."""
         path = require_string(input, "path")
         content = require_string(input, "content")
@@ -212,10 +237,10 @@ class FileSystemTool:
                 code=ToolCode.E_FS_WRITE_TOO_LARGE,
                 suggestion="Write the file in smaller parts with append: true.",
             )
-        ws = self._workspace(ctx)
         target = ws.resolve(path)
         if not target.parts:
             raise ToolError(f"is a directory: {path!r}", code=ToolCode.E_FS_IS_A_DIRECTORY)
+        check_write(ws.root, len(data), self.config.disk_mib)
         parent_fd = self._open_parent(ws, target, create=True)
         # No O_TRUNC: an existing file is truncated only once its descriptor passed the checks.
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)
@@ -235,13 +260,12 @@ class FileSystemTool:
                 os.close(fd)
         return {"path": target.display, "size": size, "written": True, "append": append}
 
-    def list(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def list(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``list``: directory entries, optionally recursive."""
         path = optional_string(input, "path") or "."
         recursive = optional_bool(input, "recursive", False)
         include_dirs = optional_bool(input, "includeDirs", True)
         include_files = optional_bool(input, "includeFiles", True)
-        ws = self._workspace(ctx)
         target = ws.resolve(path)
         limit = self.config.max_list_entries
         entries: list[tuple[str, JsonValue]] = []
@@ -295,11 +319,10 @@ class FileSystemTool:
             "entries": [row for _, row in entries],
         }
 
-    def mkdir(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def mkdir(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``mkdir``: create a directory (and its parents by default)."""
         path = require_string(input, "path")
         recursive = optional_bool(input, "recursive", True)
-        ws = self._workspace(ctx)
         target = ws.resolve(path)
         created = False
         with _os_errors(target.display):
@@ -307,6 +330,7 @@ class FileSystemTool:
                 if not recursive:
                     raise OSError(errno.EEXIST, "exists")
             else:
+                check_write(ws.root, _DIRECTORY_BYTES, self.config.disk_mib)
                 parent_fd = ws.open_dir(target.base, target.parent_parts, create=recursive)
                 try:
                     os.mkdir(target.name, dir_fd=parent_fd)
@@ -319,11 +343,10 @@ class FileSystemTool:
                     os.close(parent_fd)
         return {"path": target.display, "created": created, "recursive": recursive}
 
-    def delete(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def delete(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``delete``: remove a file, a symlink, or a directory."""
         path = require_string(input, "path")
         recursive = optional_bool(input, "recursive", False)
-        ws = self._workspace(ctx)
         target = ws.resolve(path, follow_final=False)
         if not target.parts or target.real == ws.root:
             raise ToolError(
@@ -346,16 +369,15 @@ class FileSystemTool:
                 os.close(parent_fd)
         return {"path": target.display, "deleted": True, "type": kind}
 
-    def stat(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
+    def stat(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``stat``: whether a path exists, and what it is."""
         path = require_string(input, "path")
-        ws = self._workspace(ctx)
         target = ws.resolve(path, follow_final=False)
         link_target: str | None = None
         try:
             with _os_errors(target.display):
                 if not target.parts:
-                    info = os.stat(target.base)
+                    info = ws.stat_root() if target.base == ws.root else os.stat(target.base)
                 else:
                     parent_fd = ws.open_dir(target.base, target.parent_parts)
                     try:
@@ -383,12 +405,12 @@ class FileSystemTool:
     def handlers(self) -> dict[str, ToolHandler]:
         """Export name → handler."""
         return {
-            "read": self.read,
-            "write": self.write,
-            "list": self.list,
-            "mkdir": self.mkdir,
-            "delete": self.delete,
-            "stat": self.stat,
+            "read": self._bind(self.read),
+            "write": self._bind(self.write),
+            "list": self._bind(self.list),
+            "mkdir": self._bind(self.mkdir),
+            "delete": self._bind(self.delete),
+            "stat": self._bind(self.stat),
         }
 
 
@@ -400,6 +422,7 @@ def configure(config: JsonObject) -> dict[str, ToolHandler]:
         max_read_bytes=reader.integer("maxReadBytes", 10 * _MIB),
         max_write_bytes=reader.integer("maxWriteBytes", 10 * _MIB),
         max_list_entries=reader.integer("maxListEntries", 10_000),
+        disk_mib=parse_disk_mib("file-system", reader.raw("diskMiB"), present="diskMiB" in config),
     )
     reader.finish()
     return FileSystemTool(parsed).handlers()

@@ -185,6 +185,12 @@ function describeEvent(event) {
   if (type === "model.rate_limited") {
     return `pool ${event.pool} paused by the provider's rate limit for ${formatTokens(event.retryAfterMs)} ms`;
   }
+  if (type === "network.connection") {
+    const where = `${event.protocol} ${event.host}:${event.port}`;
+    if (!event.allowed) return `network ${where} refused: ${event.reason}`;
+    const failed = event.reason ? ` failed: ${event.reason}` : "";
+    return `network ${where} → ${event.address}${failed}, ${formatTokens(event.bytesUp)} B up, ${formatTokens(event.bytesDown)} B down`;
+  }
   if (type === "approval.decided" && event.decidedBy) {
     return `${event.status} by ${deciderText(event.decidedBy)}`;
   }
@@ -1147,6 +1153,7 @@ function waterfall(body, open) {
 }
 
 function markClass(mark) {
+  if (mark.type === "network.connection") return mark.allowed ? "mark-net" : "mark-net-refused";
   if (mark.type === "budget.exceeded") return "mark-budget";
   if (mark.type === "model.rate_limited" || mark.type === "model.permit.timeout") return "mark-limit";
   return "mark-wait";
@@ -1173,7 +1180,7 @@ function markList(marks, span) {
   return h("ul", { class: "wf-marks" }, marks.map((mark) => {
     const who = !span || mark.agent !== span.agent ? `${mark.agent || "?"}: ` : "";
     return h("li", { class: `wf-mark ${markClass(mark)}`, dataset: { type: mark.type } },
-      h("span", { class: "icon", "aria-hidden": "true", text: { "mark-budget": "⚠", "mark-limit": "⊘", "mark-wait": "◔" }[markClass(mark)] }),
+      h("span", { class: "icon", "aria-hidden": "true", text: { "mark-budget": "⚠", "mark-limit": "⊘", "mark-wait": "◔", "mark-net": "⇄", "mark-net-refused": "⊘" }[markClass(mark)] }),
       ` ${who}${describeEvent(mark)}`,
       mark.atMs ? h("span", { class: "muted", text: ` at ${formatTime(mark.atMs)}` }) : null);
   }));
@@ -1403,6 +1410,7 @@ const TYPE_FILTERS = [
   ["connector.", "Connectors"],
   ["model.", "Model permits and rate limits"],
   ["budget.", "Budgets"],
+  ["network.", "Sandboxed programs' connections"],
 ];
 const LEVEL_FILTERS = [
   ["", "All levels"],

@@ -4,8 +4,37 @@
 // edited) or rejected with a reason.
 //
 // A decision goes to the studio's server, which checks that it comes from this page (its
-// Origin and the CSRF token of /api/session) and hands it to the daemon: the daemon records
-// who decided and answers with the Turn's end. The page never holds a daemon token.
+// Origin, the session cookie the studio's printed link set, and the token bound to it) and
+// hands it to the daemon: the daemon records who decided and answers with the Turn's end.
+// The page never holds a daemon token.
+//
+// The token comes once, embedded in the page the printed link (`/?key=…`) answers: it is kept
+// in this origin's localStorage (per port, unlike the cookie) and the key leaves the address
+// bar. No route serves it; /api/session only says whether this browser may decide.
+const TOKEN_KEY = "goondan-csrf";
+
+function takeToken() {
+  const meta = document.querySelector('meta[name="goondan-csrf"]');
+  if (!meta) return;
+  try {
+    localStorage.setItem(TOKEN_KEY, meta.content);
+  } catch (error) {
+    // no storage (a private window's policy): this page cannot decide, and says so
+  }
+  meta.remove();
+  if (new URLSearchParams(location.search).has("key")) {
+    history.replaceState(history.state, "", location.pathname + location.hash);
+  }
+}
+takeToken();
+
+function storedToken() {
+  try {
+    return localStorage.getItem(TOKEN_KEY);
+  } catch (error) {
+    return null;
+  }
+}
 
 /** Who decided an approval, in words: "uid 1000 (alice) pid 4242 on api.sock",
  * "token GOONDAN_API_TOKEN from 10.0.0.7:50000", "anonymous ... from 127.0.0.1:5". */
@@ -47,13 +76,19 @@ export function parseArguments(text) {
 let session = null; // the studio's /api/session answer, asked once
 
 async function studioSession(api) {
-  if (!session) session = await api("/api/session");
+  if (!session) {
+    const facts = await api("/api/session");
+    session = facts.canDecide && !storedToken()
+      ? { canDecide: false, why: "this page holds no token of the studio's session: open the link the studio printed when it started (it carries ?key=)" }
+      : facts;
+  }
   return session;
 }
 
 /** POST a decision; its answer, or an Error with the studio's or the daemon's message. */
 async function send(api, approvalId, decision, body) {
-  const { csrfToken } = await studioSession(api);
+  await studioSession(api);
+  const csrfToken = storedToken() || "";
   const response = await fetch(`/api/approvals/${encodeURIComponent(approvalId)}/${decision}`, {
     method: "POST",
     headers: { "Content-Type": "application/json", Accept: "application/json", "X-Goondan-Csrf": csrfToken },

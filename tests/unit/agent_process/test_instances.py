@@ -30,6 +30,7 @@ class RecordingRunner:
         turn_input: TurnInput,
         *,
         usage: Usage | None = None,
+        workdir_pin: object = None,
     ) -> TurnResult:
         self.started.append((key, turn_input.text))
         gate = self.gates.get(turn_input.text)

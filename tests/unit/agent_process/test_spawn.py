@@ -20,8 +20,10 @@ from agent_process.spawn import (
     check_recorded_workdir,
     spawn_workdir,
 )
+from agent_process.workdirs import WorkdirNotPinned
 from bundle.plan import AgentPlan, ModelPlan
 from ipc.protocol import ORCHESTRATOR
+from tools_base._pinned import WorkdirRefused
 
 
 def plan(state: Path, *, allow_outside_state: bool = False) -> AgentPlan:
@@ -209,3 +211,60 @@ def test_a_workdir_swapped_for_a_symlink_into_the_state_does_not_load(
     job.symlink_to(state, target_is_directory=True)  # what a program in mallory's workspace can do
     with pytest.raises(SpawnRefused, match=f"resolves to {state}"):
         restarted(state).get("job")
+
+
+def test_a_workdir_swapped_for_a_symlink_to_any_host_folder_does_not_load(
+    state: Path, worker: InstanceManager, tmp_path: Path
+) -> None:
+    """The rules above let a link to a folder outside the state directory through; the pin
+    does not: no symlink is followed below the state directory."""
+    mine = workspace(worker, "mallory")
+    job = spawn_workdir(str(mine / "job"), plan(state), "worker", "mallory")
+    assert job is not None
+    worker.prepare("job", workdir=job, spawned_by={"agent": "worker", "instanceKey": "mallory"})
+    outside = tmp_path / "host-folder"
+    outside.mkdir()
+    job.rmdir()
+    job.symlink_to(outside)
+    with pytest.raises(WorkdirNotPinned, match="symlink") as info:
+        restarted(state).get("job")
+    assert info.value.code == "E_SPAWN_CWD_REFUSED"
+    assert list(outside.iterdir()) == []
+
+
+def test_a_loaded_instance_holds_its_workdir_pinned_until_unloaded(
+    state: Path, worker: InstanceManager
+) -> None:
+    mine = workspace(worker, "mallory")
+    job = spawn_workdir(str(mine / "job"), plan(state), "worker", "mallory")
+    assert job is not None
+    loaded, _ = worker.prepare(
+        "job", workdir=job, spawned_by={"agent": "worker", "instanceKey": "mallory"}
+    )
+    pin = loaded.pin
+    assert pin is not None
+    assert pin.path == str(job)
+    pin.verify()
+    job.rename(mine / "job.old")
+    job.symlink_to(state, target_is_directory=True)
+    with pytest.raises(WorkdirRefused):
+        pin.verify()  # what every tool call of the loaded instance does first
+    assert worker.forget("job")
+    assert pin.closed
+
+
+def test_a_spawner_whose_workdir_was_swapped_lends_nothing_it_points_at(
+    state: Path, worker: InstanceManager
+) -> None:
+    """The second step of the attack: the swapped instance spawns again, into the state
+    directory its workdir now points at (it would be "its own workspace" by the link)."""
+    mine = workspace(worker, "mallory")
+    job = spawn_workdir(str(mine / "job"), plan(state), "worker", "mallory")
+    assert job is not None
+    worker.prepare("job", workdir=job, spawned_by={"agent": "worker", "instanceKey": "mallory"})
+    job.rename(mine / "job.old")
+    job.symlink_to(state, target_is_directory=True)
+    assert caller_workspace(plan(state), "worker", "job") is None
+    alice = state / "agents" / "worker" / "instances" / "alice" / "workspace"
+    with pytest.raises(SpawnRefused):
+        spawn_workdir(str(alice), plan(state), "worker", "job")

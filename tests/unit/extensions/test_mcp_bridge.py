@@ -10,6 +10,7 @@ import re
 import secrets
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,9 @@ from tools_base.sandbox import Probe, SandboxMode, SandboxPolicy
 pytestmark = pytest.mark.timeout(120)
 
 SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "mcp_server.py"
-FIXTURE_TOOLS = ("add", "echo", "fail", "crash", "pid", "slow", "read", "write", "getenv", "cwd")
+FIXTURE_TOOLS = (
+    "add", "echo", "fail", "crash", "pid", "slow", "read", "write", "getenv", "cwd", "fetch",
+)  # fmt: skip
 
 RULES: list[dict[str, Any]] = [
     {"when": {"input": "^add$"}, "call": {"tool": "mcp__add", "args": {"a": 2, "b": 40}}},
@@ -91,10 +94,11 @@ def backend(request: pytest.FixtureRequest) -> Iterator[SandboxMode]:
 
 
 async def gone(pids: Iterable[int]) -> bool:
-    """Whether every one of ``pids`` ended within a few seconds (bounded polling of the
-    process table)."""
+    """Whether every one of ``pids`` ended within 30 s (bounded polling of the process table:
+    a loaded machine may take seconds to notice a quota and stop a server)."""
     left = set(pids)
-    for _ in range(200):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
         for pid in list(left):
             try:
                 os.kill(pid, 0)
@@ -324,11 +328,18 @@ def test_the_sandbox_config_of_a_server_is_checked() -> None:
     assert tuned.sandbox.limits.memory_mib == 512
     assert tuned.sandbox.limits.cpu_seconds is None
     assert tuned.sandbox.read_only == ("/srv/d",)
+    [narrowed] = parse(sandbox={"network": {"allow": ["*.Example.com"], "deny": ["x.example.com"]}})
+    assert narrowed.sandbox is not None
+    assert narrowed.sandbox.network
+    assert narrowed.sandbox.network_rules.allow == ("*.example.com",)
+    assert narrowed.sandbox.network_rules.refused_host("x.example.com")
+    assert narrowed.sandbox.network_rules.refused_host("api.example.com") is None
 
     at = "config.servers[0].sandbox"
     for bad, said in [
         (True, f"{at} must be false or an object, got True"),
-        ({"network": "yes"}, f"{at}.network must be a boolean"),
+        ({"network": "yes"}, f"{at}.network must be off, on (or false/true) or an object"),
+        ({"network": {"allow": ["a b"]}}, f"{at}.network.allow has 'a b', which is not a host"),
         ({"memoryMiB": 0}, f"{at}.memoryMiB must be an integer >= 1 or null, got 0"),
         ({"readWritePaths": ["data"]}, f"{at}.readWritePaths must be a list of absolute paths"),
         ({"netwrk": True}, f"{at} has unknown key(s) 'netwrk'"),
@@ -338,3 +349,25 @@ def test_the_sandbox_config_of_a_server_is_checked() -> None:
     http = {"name": "h", "url": "http://127.0.0.1:1/mcp", "sandbox": {}}
     with pytest.raises(ExtensionError, match=re.escape(f"{at} applies to stdio servers")):
         parse_servers({"servers": [http]})
+
+
+async def test_a_server_past_its_disk_quota_is_stopped(
+    tmp_path: Path, backend: SandboxMode, token: str
+) -> None:
+    server = stdio(token, sandbox={"diskMiB": 1})
+    harness = await ExtensionHarness.start(
+        tmp_path / "agent", rules=RULES, extensions=[base_extension("mcp", servers=[server])]
+    )
+    try:
+        home = (await harness.turn("getenv HOME")).text
+        first = processes_marked(token)
+        assert first
+        big = "x" * (3 * 1024 * 1024)
+        await harness.turn(f"write {home}/big.txt {big}")  # its answer may be cut short
+        assert os.path.getsize(Path(home) / "big.txt") == len(big)  # noqa: ASYNC240
+        assert await gone(first)  # stopped by its quota, not by a call
+        # Started again by the next call; it may delete what it holds, then write again.
+        assert (await harness.turn("getenv HOME")).text == home
+        assert processes_marked(token)
+    finally:
+        await harness.close()

@@ -169,6 +169,8 @@ def test_a_call_parked_for_approval_is_a_span_until_it_is_decided() -> None:
         ({"type": "model.rate_limited"}, "warning"),
         ({"type": "model.permit.waiting"}, "info"),
         ({"type": "model.permit.granted"}, "info"),
+        ({"type": "network.connection", "allowed": True}, "info"),
+        ({"type": "network.connection", "allowed": False}, "warning"),
     ],
 )
 def test_event_levels(item: dict[str, Any], level: str) -> None:
@@ -559,3 +561,26 @@ def test_instances_and_their_conversations_by_agent_and_key(tmp_path: Path) -> N
     assert (found["agent"], found["instanceKey"], found["usage"]) == ("worker", "u/42", used)
     assert conversation(tmp_path, "worker", "u+4f2a") is None  # keys, not directory names
     assert conversation(tmp_path, "coordinator", "u/42") is None
+
+
+def test_a_programs_connections_are_marks_on_its_tool_span() -> None:
+    connection = {"toolCallId": "call_1", "toolName": "bash__exec", "protocol": "connect"}
+    events = [
+        *HANDOFF[:6],
+        event("network.connection", "27.849", "worker", "wtool", "ws0", **connection,
+              host="api.example.com", port=443, address="93.184.216.34", allowed=True,
+              reason=None, bytesUp=517, bytesDown=4120, duration=31.5),
+        event("network.connection", "27.849", "worker", "wtool", "ws0", **connection,
+              host="169.254.169.254", port=80, address=None, allowed=False,
+              reason="169.254.169.254 is in 169.254.0.0/16, not the public internet",
+              bytesUp=0, bytesDown=0, duration=0.0),
+        *HANDOFF[6:],
+    ]  # fmt: skip
+    body = trace_of(events).to_json()
+    assert len(body["spans"]) == 8  # no span of their own
+    marks = [(m["type"], m["spanId"], m["host"], m["allowed"]) for m in body["marks"]]
+    assert marks == [
+        ("network.connection", "wtool", "api.example.com", True),
+        ("network.connection", "wtool", "169.254.169.254", False),
+    ]
+    assert body["marks"][0]["bytesDown"] == 4120

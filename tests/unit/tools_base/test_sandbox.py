@@ -36,6 +36,7 @@ def run(
             launch.argv,
             env=launch.env,
             preexec_fn=launch.preexec,
+            pass_fds=launch.pass_fds,
             capture_output=True,
             text=True,
             timeout=60,
@@ -163,7 +164,9 @@ def test_the_exit_status_and_the_signal_come_through(tmp_path: Path, mode: Sandb
 
 
 @pytest.mark.parametrize("mode", BACKENDS)
-def test_network_off_and_on(tmp_path: Path, mode: SandboxMode) -> None:
+def test_network_off_or_on_never_shares_the_hosts_namespace(
+    tmp_path: Path, mode: SandboxMode
+) -> None:
     import socket
 
     with socket.socket() as server:
@@ -178,7 +181,9 @@ def test_network_off_and_on(tmp_path: Path, mode: SandboxMode) -> None:
         off = run(probe, tmp_path, mode)
         on = run(probe, tmp_path, mode, SandboxPolicy(network=True))
     assert off.stdout.strip() == "refused"
-    assert on.stdout.strip() == "connected"
+    # On, the program's way out is the proxy (tests/unit/tools_base/test_sandbox_proxy.py):
+    # the host's loopback is never its own.
+    assert on.stdout.strip() == "refused"
 
 
 @pytest.mark.parametrize("mode", BACKENDS)

@@ -506,6 +506,7 @@ def test_tool_context_has_no_bundle_or_oauth() -> None:
         "logger",
         "runtime",
         "inbound",  # the connector event's properties, for a Turn a Connection started
+        "workdir_pin",  # the workdir opened once: the tools work through it
     }
 
 
