@@ -67,13 +67,18 @@ def stranger_writes(
 
 
 def leader_record(cluster: Cluster, user: str = "stranger") -> dict[str, Any]:
-    """The ``leader`` key's record as it is now, read as ``user``."""
+    """The ``leader`` key's record as it is now, read as ``user`` (``{}`` while deleted)."""
     import nats
+    from nats.js.errors import KeyNotFoundError
 
     async def read() -> dict[str, Any]:
         client = await nats.connect(cluster.nats.url, user=user, password=cluster.passwords[user])
         try:
-            entry = await (await client.jetstream().key_value("goondan_relay")).get("leader")
+            bucket = await client.jetstream().key_value("goondan_relay")
+            try:
+                entry = await bucket.get("leader")
+            except KeyNotFoundError:  # deleted (by the stranger) and not yet written back
+                return {}
             value: dict[str, Any] = json.loads(entry.value or b"{}")
             return value
         finally:
@@ -82,7 +87,7 @@ def leader_record(cluster: Cluster, user: str = "stranger") -> dict[str, Any]:
     return asyncio.run(read())
 
 
-def wait_leader_record(cluster: Cluster, incarnation: str, deadline: float = 10) -> None:
+def wait_leader_record(cluster: Cluster, incarnation: str, deadline: float = 30) -> None:
     """Until the ``leader`` key holds ``incarnation``'s record again (the leader writes it
     back over the stranger's last write at its next heartbeat): a bounded poll of the key."""
     end = time.monotonic() + deadline
