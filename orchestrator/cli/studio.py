@@ -10,7 +10,7 @@ from orchestrator.cli.common import serve, state_dir_of
 
 def cmd_studio(args: argparse.Namespace) -> int:
     """Serve the studio (a local web app) over the running daemon or a state directory."""
-    from orchestrator.studio import is_loopback
+    from goondan.loopback import is_loopback
 
     state_dir = state_dir_of(args)
     if not state_dir.is_dir():

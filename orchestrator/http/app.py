@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import ipaddress
 import os
 import socket
 import time
@@ -93,6 +92,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from goondan.errors import DaemonError, DeliveryCode, HttpCode
 from goondan.http_server import GuardedServer
+from goondan.loopback import is_loopback
 from ipc.delegation import DelegateAnswer
 from orchestrator.approvals import BadDecision, decision_from_body
 from orchestrator.callers import ApiToken, Identify, connection_app
@@ -427,16 +427,6 @@ def parse_listen(value: str) -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"--listen wants HOST:PORT, got {value!r}")
     return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class ApiServer:

@@ -51,6 +51,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from goondan.errors import HttpCode
+from goondan.loopback import is_loopback
 from ipc import ORCHESTRATOR
 from ipc.runtime_events import EventType
 from ipc.scope import SCOPE_ENV
@@ -160,13 +161,6 @@ def _endpoint(text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address,
     return _normal(str(ipaddress.ip_address(raw))), int(port, 16)
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return _normal(host).is_loopback
-    except ValueError:
-        return False
-
-
 def why_refused(
     caller: Caller, peer: Peer | None, swarm: SwarmProcesses, proc: ProcFs | None = None
 ) -> tuple[Caller, str | None]:
@@ -190,7 +184,7 @@ def why_refused(
     # addresses), and its process can be looked at.
     found = proc.tcp_socket(peer.address, peer.local)
     if found is None:
-        if caller.token or not _is_loopback(peer.address[0]):
+        if caller.token or not is_loopback(peer.address[0]):
             return caller, None  # another host: the token is the check, and agents hold none
         unknown = "the caller's socket is not listed in /proc/net/tcp"
         return caller, f"{unknown}, so it cannot be told apart from an agent's"

@@ -59,23 +59,12 @@ Routes (JSON unless said otherwise):
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 
-__all__ = ["DEFAULT_PORT", "STATIC_DIR", "is_loopback"]
+__all__ = ["DEFAULT_PORT", "STATIC_DIR"]
 
 DEFAULT_PORT = 7711
 """The studio's port when none is given: clear of the daemon's usual 8080 and of OTLP's
 4317/4318."""
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 """The app's files; nothing outside this directory is ever served."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False

@@ -27,12 +27,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from goondan.http_server import GuardedServer
+from goondan.loopback import is_loopback
 from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR
 from ipc.runtime_events import LIVE_ONLY, as_event
 from orchestrator.approvals import list_approvals
 from orchestrator.eventlog import parse_since
 from orchestrator.http.servers import address_family
-from orchestrator.studio import DEFAULT_PORT, STATIC_DIR, is_loopback
+from orchestrator.studio import DEFAULT_PORT, STATIC_DIR
 from orchestrator.studio.conversations import conversation, instances
 from orchestrator.studio.decisions import DecisionGate
 from orchestrator.studio.events import LEVELS, EventIndex, wrap

@@ -46,8 +46,8 @@ from starlette.routing import Route
 
 from goondan.http_admission import ConnectionLimits
 from goondan.http_server import GuardedServer
+from goondan.loopback import is_loopback
 from tools_base._connector import ConnectorContext, ConnectorError, ConnectorEvent
-from tools_base.tools.http_fetch import is_loopback
 
 DEFAULT_HOST = "127.0.0.1"
 """Where a connector listens unless told otherwise: loopback, behind a tunnel or proxy."""

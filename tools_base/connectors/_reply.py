@@ -51,9 +51,9 @@ from urllib.parse import SplitResult, urlsplit
 
 import httpx2
 
+from goondan.loopback import is_loopback
 from tools_base._connector import ConnectorContext, ConnectorError, ConnectorEvent, TurnAnswer
 from tools_base.connectors import _http
-from tools_base.tools.http_fetch import is_loopback
 
 MAX_PENDING = 256
 """Replies waiting for their Turn or their callback, per Connection."""

@@ -77,6 +77,7 @@ from typing import Any
 
 import httpx2
 
+from goondan.loopback import is_loopback
 from tools_base import (
     ConnectorContext,
     ConnectorError,
@@ -87,7 +88,7 @@ from tools_base import (
     ToolError,
 )
 from tools_base.tools._chat import MAX_API_ANSWER_BYTES, REDACTED, redact
-from tools_base.tools.http_fetch import Url, is_loopback, parse_host_entry, parse_url
+from tools_base.tools.http_fetch import Url, parse_host_entry, parse_url
 
 EVENT = "telegram_message"
 TOKEN_NAMES = ("TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN")

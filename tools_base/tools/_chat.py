@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from goondan.errors import ToolCode
+from goondan.loopback import is_loopback
 from tools_base import JsonObject, JsonValue, ToolConfigError, ToolContext, ToolError
 from tools_base.tools._common import (
     ConfigReader,
@@ -56,7 +57,6 @@ from tools_base.tools._sandbox import Workspace, pinned_workspace
 from tools_base.tools.http_fetch import (
     PinnedConnection,
     Url,
-    is_loopback,
     network_errors,
     parse_host_entry,
     parse_url,

@@ -135,16 +135,6 @@ def forbidden_reason(ip: IPAddress, *, allow_private: bool = False) -> str | Non
     return next((reason for hit, reason in checks if hit), None)
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, ``127.0.0.1``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 @dataclass(frozen=True, slots=True)
 class HttpFetchConfig:
     """Parsed Tool config."""
