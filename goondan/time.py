@@ -1,8 +1,10 @@
-"""The one timestamp format of everything written under the state directory and on the wire."""
+"""The one timestamp format of everything written under the state directory and on the wire,
+and the one way to read a timestamp back."""
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 
 def utc_timestamp(seconds: float | None = None) -> str:
@@ -13,3 +15,21 @@ def utc_timestamp(seconds: float | None = None) -> str:
         time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
         + f".{int((now - whole) * 1000):03d}Z"
     )
+
+
+def parse_timestamp(text: str, *, naive_is_utc: bool = False) -> datetime:
+    """An ISO 8601 timestamp (``Z`` or a ``+hh:mm`` offset) as an aware datetime in UTC.
+
+    One without an offset is refused, unless ``naive_is_utc`` reads it as UTC (for what a person
+    types, or a record written before offsets were). ``ValueError`` for anything else, a moment
+    that leaves the years 1 to 9999 once in UTC included.
+    """
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        if not naive_is_utc:
+            raise ValueError(f"{text!r} has no offset")
+        return moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{text!r} is out of range in UTC") from None

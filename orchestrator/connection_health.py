@@ -9,12 +9,11 @@ daemon adds what it sees: a crash, and each event that arrives (a success too). 
 
 from __future__ import annotations
 
-import calendar
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from goondan.time import utc_timestamp
+from goondan.time import parse_timestamp, utc_timestamp
 
 
 @dataclass(slots=True)
@@ -78,7 +77,7 @@ def last_event_cell(row: dict[str, Any], now: float | None = None) -> str:
     if not isinstance(at, str):
         return "-"
     try:
-        then = calendar.timegm(time.strptime(at[:19], "%Y-%m-%dT%H:%M:%S"))
+        then = int(parse_timestamp(at, naive_is_utc=True).timestamp())
     except ValueError:
         return "-"
     seconds = max(0, int((time.time() if now is None else now) - then))

@@ -33,7 +33,7 @@ from goondan.state_files.eventlog import (
     log_files,
     read_lines,
 )
-from goondan.time import utc_timestamp
+from goondan.time import parse_timestamp, utc_timestamp
 from ipc.runtime_events import (
     AnyEvent,
     EventLogOpenedEvent,
@@ -129,8 +129,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
             return now - timedelta(**{unit: amount})
         except OverflowError:
             raise ValueError(f"{text!r} reaches before the year 1") from None
-    moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return parse_timestamp(text.strip(), naive_is_utc=True)
 
 
 def matches(
@@ -148,7 +147,7 @@ def matches(
         return False
     if since is not None:
         try:
-            if datetime.fromisoformat(event.timestamp.replace("Z", "+00:00")) < since:
+            if parse_timestamp(event.timestamp, naive_is_utc=True) < since:
                 return False
         except ValueError:
             return False

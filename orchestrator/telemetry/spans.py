@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from goondan.errors import DeliveryCode, ToolCode
+from goondan.time import parse_timestamp
 from ipc.runtime_events import (
     AnyEvent,
     ApprovalDecidedEvent,
@@ -373,10 +374,8 @@ def _nanoseconds(stamp: object) -> int | None:
     if not isinstance(stamp, str):
         return None
     try:
-        moment = datetime.fromisoformat(stamp)
+        moment = parse_timestamp(stamp)
     except ValueError:
-        return None
-    if moment.tzinfo is None:
         return None
     # Whole microseconds, exactly (a float of seconds since 1970 loses some).
     return (moment - _EPOCH) // _MICROSECOND * 1000
@@ -390,11 +389,9 @@ def epoch_ms(stamp: object) -> float | None:
     if not isinstance(stamp, str):
         return None
     try:
-        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        moment = parse_timestamp(stamp, naive_is_utc=True)
     except ValueError:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
     return moment.timestamp() * 1000
 
 

@@ -68,7 +68,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from goondan.files import write_atomic
-from goondan.time import utc_timestamp
+from goondan.time import parse_timestamp, utc_timestamp
 from tools_base import ConnectorContext, ConnectorError, ConnectorEvent, TextMessage
 from tools_base.connectors._schedules import (
     SETTING,
@@ -182,10 +182,7 @@ def _read(path: Path) -> tuple[dict[str, datetime], dict[str, datetime]]:
 
 
 def _moment(text: str) -> datetime:
-    moment = datetime.fromisoformat(text)
-    if moment.tzinfo is None:
-        raise ValueError("a time without its offset")
-    return moment.astimezone(UTC)
+    return parse_timestamp(text)
 
 
 async def run(ctx: ConnectorContext) -> None:
