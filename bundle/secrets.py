@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 
 from bundle.spec_base import SecretRef, ValueSource
 from goondan.errors import ConfigCode, ConfigError
+from goondan.secret_env import secret_env_names
 
 
 class SecretUnavailable(ConfigError, LookupError):
@@ -34,10 +34,6 @@ class Secret:
         return f"Secret({self.source}, '********')"
 
     __str__ = __repr__
-
-
-def _normalise(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").upper()
 
 
 def resolve_value(
@@ -70,13 +66,4 @@ def secret_candidates(ref: SecretRef, field: str = "value") -> list[str]:
     kind, _, secret = ref.ref.partition("/")
     if kind != "Secret" or not secret:
         raise SecretUnavailable(f"secretRef {ref.ref!r} must look like 'Secret/<name>'")
-    s, k, f = _normalise(secret), _normalise(ref.key or field), _normalise(field)
-    candidates = [
-        f"GOONDAN_SECRET_{s}_{k}",
-        f"GOONDAN_SECRET_{s}_{f}",
-        f"GOONDAN_SECRET_{s}",
-        f"SECRET_{s}_{k}",
-        f"SECRET_{s}_{f}",
-        f"SECRET_{s}",
-    ]
-    return list(dict.fromkeys(candidates))
+    return secret_env_names(secret, ref.key, field)

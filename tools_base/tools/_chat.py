@@ -44,6 +44,7 @@ from typing import TypeVar
 
 from goondan.errors import ToolCode
 from goondan.loopback import is_loopback
+from goondan.secret_env import secret_env_names
 from tools_base import JsonObject, JsonValue, ToolConfigError, ToolContext, ToolError
 from tools_base.tools._common import (
     ConfigReader,
@@ -103,20 +104,7 @@ class TokenSource:
             return [self.env]
         if self.secret is None:
             return []
-        s, k, f = _normalise(self.secret), _normalise(self.key or "token"), _normalise("token")
-        names = [
-            f"GOONDAN_SECRET_{s}_{k}",
-            f"GOONDAN_SECRET_{s}_{f}",
-            f"GOONDAN_SECRET_{s}",
-            f"SECRET_{s}_{k}",
-            f"SECRET_{s}_{f}",
-            f"SECRET_{s}",
-        ]
-        return list(dict.fromkeys(names))
-
-
-def _normalise(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").upper()
+        return secret_env_names(self.secret, self.key, "token")
 
 
 def parse_token_source(tool: str, raw: JsonValue) -> TokenSource:
