@@ -53,6 +53,20 @@ def new_message_id(prefix: str) -> str:
     return f"{prefix}-{time.time_ns():x}-{next(_message_ids)}"
 
 
+def tool_message(
+    call: ToolCall, result: ToolCallResult, metadata: dict[str, JsonValue] | None = None
+) -> Message:
+    """The conversation's ``tool`` message carrying ``result`` of ``call``."""
+    return Message(
+        id=new_message_id("msg"),
+        role="tool",
+        tool_result=result.to_json(),
+        created_at=utc_timestamp(),
+        source=MessageSource(type="tool", tool_call_id=call.id, tool_name=call.name),
+        metadata=metadata or {},
+    )
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StepResult:
     """What one Step produced."""
@@ -304,16 +318,7 @@ def _record(
             "arguments": approval.decided_arguments,
             "reason": approval.reason,
         }
-    store.append(
-        Message(
-            id=new_message_id("msg"),
-            role="tool",
-            tool_result=result.to_json(),
-            created_at=utc_timestamp(),
-            source=MessageSource(type="tool", tool_call_id=call.id, tool_name=call.name),
-            metadata=metadata,
-        )
-    )
+    store.append(tool_message(call, result, metadata))
     if decision is not None and settings.approvals is not None:
         settings.approvals.settle(decision.approval)
     return result

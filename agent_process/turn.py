@@ -24,7 +24,14 @@ from agent_process.conversation import ConversationStorageError, ConversationSto
 from agent_process.events import EventSink, capped
 from agent_process.models.base import ModelCallError, TokenUsage
 from agent_process.scope import StepScope, TextSink, TurnCancelled, TurnScope
-from agent_process.step import StepResult, StepSettings, new_message_id, resume_calls, run_step
+from agent_process.step import (
+    StepResult,
+    StepSettings,
+    new_message_id,
+    resume_calls,
+    run_step,
+    tool_message,
+)
 from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
 from agent_process.turn_types import EMPTY_OUTPUT_NOTICE, MAX_STEPS_NOTICE
 
@@ -585,15 +592,7 @@ def _close_interrupted_calls(store: ConversationStore, parked: set[str]) -> None
                     suggestion="Check whether its effect happened before calling it again.",
                 ),
             )
-            store.append(
-                Message(
-                    id=new_message_id("msg"),
-                    role="tool",
-                    tool_result=result.to_json(),
-                    created_at=utc_timestamp(),
-                    source=MessageSource(type="tool", tool_call_id=call.id, tool_name=call.name),
-                )
-            )
+            store.append(tool_message(call, result))
 
 
 RESTART_FLAG = "restartRequested"
