@@ -26,6 +26,12 @@ import structlog
 
 from agent_process.conversation import ConversationStorageError
 from bundle.plan import ClusterStoragePlan
+from goondan.secret_env import (
+    NATS_CREDENTIAL_ENVS,
+    NATS_PASSWORD_ENV,
+    NATS_TOKEN_ENV,
+    NATS_USER_ENV,
+)
 from goondan.urls import redact_url
 from tools_base import JsonObject
 
@@ -33,9 +39,9 @@ STORE_TIMEOUT_SECONDS = 10.0
 """The longest the agent waits for one storage call (a publish, a fold, a load)."""
 FIRST_CONNECT_SECONDS = 5.0
 """How long an agent waits for its first connection before it fails to boot (and backs off)."""
-USER_ENV = "GOONDAN_NATS_USER"
-PASSWORD_ENV = "GOONDAN_NATS_PASSWORD"
-TOKEN_ENV = "GOONDAN_NATS_TOKEN"
+USER_ENV = NATS_USER_ENV
+PASSWORD_ENV = NATS_PASSWORD_ENV
+TOKEN_ENV = NATS_TOKEN_ENV
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,96}$")
 
 _log = structlog.get_logger("goondan.conversation")
@@ -128,9 +134,7 @@ def connect_options(plan: ClusterStoragePlan) -> dict[str, Any]:
         options["user_credentials"] = plan.creds_file
     if plan.nkey_seed_file:
         options["nkeys_seed"] = plan.nkey_seed_file
-    user, password, token = (
-        os.environ.pop(name, None) for name in (USER_ENV, PASSWORD_ENV, TOKEN_ENV)
-    )
+    user, password, token = (os.environ.pop(name, None) for name in NATS_CREDENTIAL_ENVS)
     if password:
         options["user"], options["password"] = user or "", password
     elif token:

@@ -26,3 +26,11 @@ def secret_env_names(secret: str, key: str | None, field: str) -> list[str]:
         f"SECRET_{s}",
     ]
     return list(dict.fromkeys(names))
+
+
+NATS_USER_ENV = "GOONDAN_NATS_USER"
+NATS_PASSWORD_ENV = "GOONDAN_NATS_PASSWORD"
+NATS_TOKEN_ENV = "GOONDAN_NATS_TOKEN"
+NATS_CREDENTIAL_ENVS = (NATS_USER_ENV, NATS_PASSWORD_ENV, NATS_TOKEN_ENV)
+"""The cluster's NATS user information: the daemon reads them and hands them to each agent
+process, which takes them out of its environment once read (tools never see them)."""

@@ -13,13 +13,8 @@ nkey and TLS files are paths on the node.
 from __future__ import annotations
 
 from bundle.plan import AgentPlan, ClusterStoragePlan
-from orchestrator.cluster.settings import (
-    PASSWORD_ENV,
-    TOKEN_ENV,
-    USER_ENV,
-    ClusterSettings,
-    cluster_token,
-)
+from goondan.secret_env import NATS_CREDENTIAL_ENVS
+from orchestrator.cluster.settings import ClusterSettings, cluster_token
 
 
 def _path(value: object) -> str | None:
@@ -43,7 +38,7 @@ def storage_plan(settings: ClusterSettings, replicas: int = 1) -> ClusterStorage
 def with_cluster_storage(plan: AgentPlan, settings: ClusterSettings) -> AgentPlan:
     """``plan`` with its conversations in the cluster's JetStream (and the NATS credential
     variables among those its process gets)."""
-    environment = sorted({*plan.environment, USER_ENV, PASSWORD_ENV, TOKEN_ENV})
+    environment = sorted({*plan.environment, *NATS_CREDENTIAL_ENVS})
     return plan.model_copy(
         update={"cluster_storage": storage_plan(settings), "environment": environment}
     )

@@ -32,6 +32,7 @@ from typing import Any
 import structlog
 
 from goondan.errors import DeliveryError
+from goondan.secret_env import NATS_PASSWORD_ENV, NATS_TOKEN_ENV, NATS_USER_ENV
 from goondan.urls import redact_url
 
 HEARTBEAT_SECONDS = 1.0
@@ -46,9 +47,9 @@ CONNECT_TIMEOUT_SECONDS = 2.0
 FIRST_CONNECT_SECONDS = 5.0
 """How long the leader or a node waits for its first connection before giving up."""
 RECONNECT_WAIT_SECONDS = 0.5
-PASSWORD_ENV = "GOONDAN_NATS_PASSWORD"
-USER_ENV = "GOONDAN_NATS_USER"
-TOKEN_ENV = "GOONDAN_NATS_TOKEN"
+PASSWORD_ENV = NATS_PASSWORD_ENV
+USER_ENV = NATS_USER_ENV
+TOKEN_ENV = NATS_TOKEN_ENV
 CLUSTER_KEY_ENV = "GOONDAN_CLUSTER_KEY"
 """The key every member of a cluster shares, signing the leadership records."""
 MIN_KEY_CHARACTERS = 16
