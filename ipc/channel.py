@@ -203,16 +203,6 @@ class Channel:
             raise PeerGone(f"{self.peer_name} closed the pipe") from self._gone
         return cast(IpcMessage, item)
 
-    def receive_nowait(self) -> IpcMessage | None:
-        """A message if one is waiting, else ``None``."""
-        if self._inbox.empty():
-            return None
-        item = self._inbox.get_nowait()
-        if item is _EOF:
-            self._inbox.put_nowait(_EOF)
-            raise PeerGone(f"{self.peer_name} closed the pipe") from self._gone
-        return cast(IpcMessage, item)
-
     def __aiter__(self) -> AsyncIterator[IpcMessage]:
         return self._iterate()
 

@@ -114,12 +114,6 @@ class FakeClock:
         self._now = end
         return ran
 
-    @property
-    def next_deadline(self) -> float | None:
-        """When the earliest live timer falls due, if any."""
-        live = [t.deadline for t in self._timers if not t.cancelled]
-        return min(live) if live else None
-
 
 # -- workers ----------------------------------------------------------------------------------------
 

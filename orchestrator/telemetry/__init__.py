@@ -83,8 +83,6 @@ DROP_REASONS = ("queue_full", "export_failed", "shutdown", "never_ended", "inval
 reached (after the exporter's retries); it was still queued when closing ran out of time; it
 was forgotten as one of too many open spans; its event lacked usable ids or times."""
 
-ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
-
 
 class TelemetryUnavailable(ValueError):
     """Export was asked for but cannot be set up (a bad endpoint, the extra not installed)."""
