@@ -1,7 +1,7 @@
 """The HTTP API's routes, served in-process from a fake swarm through httpx's ASGI transport:
 status codes, bodies, errors naming the field, what reaches the swarm, and the doors (token,
 origin, content type). What must cross a real socket (peers, hostile clients, listeners) is in
-tests/integration."""
+tests/integration/http."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from bundle import BundleError, load_bundle
 from orchestrator.cluster.settings import ClusterSettings, cluster_token, redact_url
 from tests.support.daemon import run_cli
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 EXAMPLE = ROOT / "examples" / "cluster" / "goondan.yaml"
 
 TOOLS = """\
