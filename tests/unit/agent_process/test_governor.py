@@ -1,8 +1,8 @@
 """The governor of model calls: turn and instance budgets, permits, 429 pauses, usage reports.
 
 The Orchestrator's side is a small fake that answers permit requests the way the broker does;
-the broker itself is tested in ``tests/unit/orchestrator/test_limits.py``, and both together
-across real processes in ``tests/integration/test_limits.py``.
+the broker itself is tested in ``tests/unit/orchestrator/limits/test_limits.py``, and both together
+across real processes in ``tests/integration/limits/test_limits.py``.
 """
 
 from __future__ import annotations

@@ -7,5 +7,5 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _fixture_modules_live_outside_the_bundle(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The operator's opt-out (see tests/integration/test_confinement.py for the default, which refuses)."""
+    """The operator's opt-out (see tests/integration/bundle/test_confinement.py for the default, which refuses)."""
     monkeypatch.setenv("GOONDAN_ALLOW_OUTSIDE_BUNDLE", "1")

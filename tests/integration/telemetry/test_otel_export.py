@@ -29,7 +29,7 @@ from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receive
 
 pytestmark = pytest.mark.timeout(120)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SPANS_PER_HANDOFF = 8
 """Two Turns, two Steps each, a tool call in each first Step."""
 CLOSE_BOUND = 2.0

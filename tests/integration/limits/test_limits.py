@@ -379,7 +379,7 @@ async def test_an_openai_client_gets_a_429_it_does_not_retry_for_a_used_up_budge
     assert len(server.calls) == 1  # the model was called once; the SDK did not retry
 
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "goondan.yaml.example"
+EXAMPLE = Path(__file__).resolve().parents[3] / "goondan.yaml.example"
 
 
 async def test_calls_without_limits_are_counted_too(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from bundle.plan import ClusterStoragePlan
 from tests.support.cluster import NatsServer, nats_server_binary
 from tools_base import Message
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 Opener = Callable[[str], JetStreamStorage]
 
 

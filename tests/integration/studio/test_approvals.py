@@ -6,7 +6,7 @@ The example's ``bash__exec`` waits for an operator. The studio hands a decision 
 daemon's own route on ``api.sock``, so the daemon records the studio's process as who decided;
 the studio itself only takes decisions from its own page, opened from the link the studio
 printed (its session cookie and token), and only on loopback: requests forged by a program
-are tried in ``test_studio_sessions.py``.
+are tried in ``test_sessions.py``.
 """
 
 from __future__ import annotations

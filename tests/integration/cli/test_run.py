@@ -18,7 +18,7 @@ from tests.support.daemon import Daemon, run_cli, wait_gone
 from tests.support.swarm import write_swarm
 
 pytestmark = pytest.mark.timeout(120)
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_example_hands_off_to_the_worker_and_answers(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ def test_every_provider_with_an_sdk_names_its_extra() -> None:
     assert PROVIDERS["google"].install == "pip install 'goondan-py[google]'"
     assert PROVIDERS["scripted"].install is None
     assert sdk_installed(PROVIDERS["scripted"])
-    extras = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    extras = (Path(__file__).parents[3] / "pyproject.toml").read_text()
     for known in PROVIDERS.values():
         if known.extra is not None:
             assert f'\n{known.extra} = ["{known.sdk}' in extras, known

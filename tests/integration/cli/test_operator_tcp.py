@@ -26,7 +26,7 @@ from tests.support.daemon import Daemon, run_cli
 
 pytestmark = pytest.mark.timeout(180)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "operator-tcp-token-77a1"
 TOKEN_ENV = "OPERATOR_TCP_TOKEN"
 

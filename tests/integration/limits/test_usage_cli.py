@@ -21,7 +21,7 @@ from tests.support.usage import metadata_usage
 
 pytestmark = pytest.mark.timeout(120)
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "goondan.yaml.example"
+EXAMPLE = Path(__file__).resolve().parents[3] / "goondan.yaml.example"
 
 
 def figures(report: dict[str, Any]) -> dict[str, Any]:

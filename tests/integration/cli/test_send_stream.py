@@ -25,7 +25,7 @@ from tests.support.daemon import read_log_until, run_cli
 
 pytestmark = pytest.mark.timeout(240)
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "goondan.yaml.example"
+EXAMPLE = Path(__file__).resolve().parents[3] / "goondan.yaml.example"
 GOONDAN = Path(sys.executable).with_name("goondan")
 """The console script, beside the interpreter running the tests."""
 WAITING = re.compile(rb"waiting for approval (apr_[0-9a-f]{16}): (\S+)  (\S+)  (.*)\n")

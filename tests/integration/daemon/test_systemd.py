@@ -13,7 +13,7 @@ from orchestrator.http.client import DaemonApi
 from orchestrator.systemd import notify
 from tests.support.daemon import Daemon
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def receive(sock: socket.socket, deadline: float = 60) -> dict[str, str]:

@@ -108,7 +108,7 @@ async def test_a_failing_register_is_a_boot_failure_naming_the_extension(tmp_pat
             await orchestrator.shutdown()
 
 
-MCP_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_server.py"
+MCP_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "mcp_server.py"
 MCP_SWARM = """\
 apiVersion: goondan.ai/v1
 kind: Model

@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(120)
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "goondan.yaml.example"
+EXAMPLE = Path(__file__).resolve().parents[3] / "goondan.yaml.example"
 
 
 def without_user_namespaces(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:

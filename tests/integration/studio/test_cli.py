@@ -1,5 +1,5 @@
 """``python -m orchestrator studio`` as a process: its options, its exits, and its event stream
-relayed from a real daemon (no browser: the browser tests are in test_studio.py)."""
+relayed from a real daemon (no browser: the browser tests are in test_browser.py)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from tests.support.daemon import Daemon, run_cli
 
 pytestmark = pytest.mark.timeout(300)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WARNING = "resuming an interrupted conversation"
 
 

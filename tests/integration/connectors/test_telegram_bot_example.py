@@ -29,7 +29,7 @@ from tests.support.wire_server import Reply
 
 pytestmark = pytest.mark.timeout(120)
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "telegram-bot"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "telegram-bot"
 TOKEN = "123456789:FAKE-token_for-tests_only"
 """Shaped like a real token; it must never show in the log."""
 ANSWER = "Hello from a goondan swarm (scripted model). I got your message."

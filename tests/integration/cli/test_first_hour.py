@@ -16,7 +16,7 @@ from bundle import load_bundle
 from orchestrator.cli.scaffold import TEMPLATES
 from tests.support.daemon import Daemon, run_cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KEYLESS = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
 
 
@@ -213,7 +213,7 @@ def test_completion_scripts_register_both_spellings(tmp_path: Path, shell: str) 
     done = cli("completion", shell, cwd=tmp_path)
     assert done.returncode == 0
     # `goondan` is registered by name; `python -m orchestrator` through the interpreter's hook
-    # (tests/integration/test_completion.py completes words with both).
+    # (tests/integration/cli/test_completion.py completes words with both).
     if shell == "fish":
         assert "complete --command goondan" in done.stdout
         assert 'test "$words[3]" = orchestrator' in done.stdout

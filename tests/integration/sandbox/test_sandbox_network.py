@@ -32,7 +32,7 @@ from tests.support.studio import StudioProcess
 pytestmark = pytest.mark.timeout(240)
 
 IP = shutil.which("ip") or "/usr/sbin/ip"
-MCP_SERVER = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_server.py"
+MCP_SERVER = Path(__file__).resolve().parents[2] / "fixtures" / "mcp_server.py"
 BODY = "public-standin-ok"
 SERVER = f"""
 import http.server, sys

@@ -21,7 +21,7 @@ from tests.support.fork_server import fork_one_child
 
 pytestmark = pytest.mark.timeout(120)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ENTRY = "tests.support.agent_entries:ready_until_closed"
 
 

@@ -105,7 +105,7 @@ def test_a_server_that_admits_anonymous_clients_is_refused_naming_the_fix(
         directory = tmp_path / "member"
         directory.mkdir()
         (directory / "goondan.yaml").write_text(
-            (Path(__file__).parents[2] / "examples" / "cluster" / "goondan.yaml").read_text()
+            (Path(__file__).parents[3] / "examples" / "cluster" / "goondan.yaml").read_text()
         )
         args = [command, "goondan.yaml", "--cluster", server.url, "--state-dir", "state"]
         if command == "node":

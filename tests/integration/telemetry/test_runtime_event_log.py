@@ -11,7 +11,7 @@ from pathlib import Path
 from ipc.runtime_events import EventType, RawEvent, decode_line, encode_event
 from tests.support.daemon import run_cli
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_offline_example_writes_only_typed_events(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from tests.support.terminal import TerminalJob
 
 pytestmark = pytest.mark.timeout(180)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUN = [sys.executable, "-m", "orchestrator", "run", "goondan.yaml"]
 
 
