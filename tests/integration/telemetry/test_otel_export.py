@@ -326,7 +326,7 @@ def test_the_standard_variables_configure_it_and_a_last_batch_leaves_at_exit(
     )
     assert done.returncode == 0, done.stderr
     trace = json.loads(done.stdout)["traceId"]
-    spans = receiver.wait_for(of_trace(trace), timeout=5)
+    spans = receiver.wait_for(of_trace(trace), timeout=30)
     assert len(spans) == SPANS_PER_HANDOFF
     assert {s.resource["service.name"] for s in spans} == {"notes-swarm"}
     assert {r.get("x-tenant") for r in receiver.requests} == {"acme-7f3c"}
