@@ -6,6 +6,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -184,3 +185,11 @@ def read_log_until(
             raise AssertionError(f"no {events} in the log: {data.decode()}")
         data += chunk
     return data
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a daemon's ``--listen``)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import Daemon, run_cli
+from tests.support.daemon import Daemon, free_port, run_cli
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -107,13 +107,6 @@ class Swarm:
         assert done.returncode == 0, done.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module", params=["bwrap", "namespaces"])
 def swarm(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -122,7 +115,7 @@ def swarm(
     (directory / "goondan.yaml").write_text(
         SWARM % {"backend": request.param, "file_limit": FILE_LIMIT_MIB}
     )
-    port = _free_port()
+    port = free_port()
     daemon = Daemon(
         directory,
         bundle="goondan.yaml",

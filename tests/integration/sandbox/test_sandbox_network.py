@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.daemon import Daemon, run_cli
+from tests.support.daemon import Daemon, free_port, run_cli
 from tests.support.studio import StudioProcess
 
 pytestmark = pytest.mark.timeout(240)
@@ -213,13 +213,6 @@ class Swarm:
         raise AssertionError(f"no tool.called for {connection}")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module", params=["bwrap", "namespaces"])
 def swarm(
     request: pytest.FixtureRequest,
@@ -237,7 +230,7 @@ def swarm(
             "server": MCP_SERVER,
         }
     )
-    port = _free_port()
+    port = free_port()
     daemon = Daemon(directory, bundle="goondan.yaml", args=["--listen", f"127.0.0.1:{port}"])
     studio: StudioProcess | None = None
     try:
@@ -280,7 +273,7 @@ def test_this_machine_is_refused_and_every_refusal_recorded(
 ) -> None:
     studio_port = int(swarm.studio.url.rstrip("/").rsplit(":", 1)[1])
     targets = {
-        "127.0.0.1": f"http://127.0.0.1:{_free_port()}/",
+        "127.0.0.1": f"http://127.0.0.1:{free_port()}/",
         "127.0.0.2": f"http://127.0.0.2:{studio_port}/api/session",
         "169.254.169.254": "http://169.254.169.254/latest/meta-data/",
         "localhost": f"http://localhost:{swarm.port}/healthz",

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import Daemon, run_cli
+from tests.support.daemon import Daemon, free_port, run_cli
 from tools_base.sandbox import _seccomp, _userns
 
 pytestmark = pytest.mark.timeout(180)
@@ -95,13 +94,6 @@ class Swarm:
         return output
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module", params=["bwrap", "namespaces"])
 def swarm(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -110,9 +102,7 @@ def swarm(
         pytest.skip("the daemon must run as root for this attack (CI runs as root)")
     directory = tmp_path_factory.mktemp(f"noroot-{request.param}")
     (directory / "goondan.yaml").write_text(SWARM % {"backend": request.param})
-    daemon = Daemon(
-        directory, bundle="goondan.yaml", args=["--listen", f"127.0.0.1:{_free_port()}"]
-    )
+    daemon = Daemon(directory, bundle="goondan.yaml", args=["--listen", f"127.0.0.1:{free_port()}"])
     try:
         daemon.wait_for("orchestrator started", deadline=60)
         yield Swarm(directory, daemon, request.param)
