@@ -1,4 +1,4 @@
-"""Runtime event types are spelled once: in ``ipc.runtime_events``, or in the ground-floor
+"""Runtime event types are spelled once: in ``ipc.runtime_events.types``, or in the ground-floor
 module whose constant its enum member names (the event log's header line, a handoff's type).
 Everywhere else the code names an ``EventType`` member, so a misspelled type is a type error."""
 
@@ -12,7 +12,7 @@ from ipc.runtime_events import EventType
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("goondan", "bundle", "ipc", "tools_base", "agent_process", "connector_process")
 HOMES = {
-    ROOT / "ipc" / "runtime_events.py",
+    ROOT / "ipc" / "runtime_events" / "types.py",
     ROOT / "goondan" / "state_files" / "eventlog.py",  # the log's header line is its format's
     ROOT / "goondan" / "handoff_events.py",  # tools_base builds handoffs and may not import ipc
 }
