@@ -38,13 +38,12 @@ from ipc.runtime_events import (
     AnyEvent,
     EventLogOpenedEvent,
     EventType,
+    ProcessEvent,
     RawEvent,
     RuntimeEvent,
     as_event,
     decode_line,
     encode_event,
-    process_event,
-    read_event,
 )
 
 __all__ = [
@@ -92,16 +91,15 @@ class EventLog:
         event.timestamp = utc_timestamp()
         self.append(event)
 
-    def record(self, event_type: str, agent: str, **fields: Any) -> None:
-        """An event of the Orchestrator's own, stamped now, about ``agent``, from its type and
-        its fields in their JSON spelling (how the model broker reports)."""
-        stamped = {"type": event_type, "timestamp": utc_timestamp(), "agentName": agent}
-        self.append(read_event({**stamped, **fields}))
+    def record(self, event: RuntimeEvent, agent: str) -> None:
+        """An event of the Orchestrator's own about ``agent``, stamped now."""
+        event.agent_name = agent
+        self.emit(event)
 
-    def lifecycle(self, kind: str, agent: str, **fields: Any) -> None:
-        """A process lifecycle event (``process.<kind>``, its ``fields`` in their JSON
-        spelling, as the supervisor reports them)."""
-        self.append(process_event(kind, utc_timestamp(), agent, fields))
+    def lifecycle(self, event: ProcessEvent, agent: str) -> None:
+        """A process lifecycle event about ``agent`` (or a connection's process, or the
+        configuration), stamped now."""
+        self.record(event, agent)
 
     def close(self) -> None:
         """Close the file."""

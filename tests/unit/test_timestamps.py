@@ -9,6 +9,7 @@ from typing import Any
 
 from agent_process.events import EventRecorder
 from goondan.time import utc_timestamp
+from ipc.runtime_events import ProcessSpawnedEvent
 from orchestrator.eventlog import EventLog, read_events
 
 FORMAT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -27,7 +28,7 @@ def test_runtime_and_lifecycle_events_use_it(tmp_path: Path) -> None:
     )
     log = EventLog(tmp_path)
     log.append(seen[0])
-    log.lifecycle("spawned", "a", pid=1)
+    log.lifecycle(ProcessSpawnedEvent(pid=1), "a")
     log.close()
     stamps = [event["timestamp"] for _, event in read_events(log.path)]
     assert len(stamps) == 2

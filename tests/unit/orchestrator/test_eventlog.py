@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from ipc.runtime_events import ProcessSpawnedEvent
 from orchestrator.eventlog import EventLog, matches, parse_since, read_events
+from orchestrator.status import ExitInfo
 
 
 def test_append_and_read_back_skipping_a_line_still_being_written(tmp_path: Path) -> None:
     log = EventLog(tmp_path)
     log.append({"type": "turn.started", "agentName": "a", "traceId": "t1"})
-    log.lifecycle("spawned", "b", pid=7)
+    log.lifecycle(ProcessSpawnedEvent(pid=7), "b")
     log.close()
     with open(log.path, "a") as f:
         f.write('{"type": "turn.comp')  # torn: no newline yet
@@ -123,3 +126,18 @@ def test_logs_reads_across_rotated_files(tmp_path: Path) -> None:
     traces = [json.loads(line)["traceId"] for line in shown.stdout.splitlines()]
     assert traces == [f"t{n:02d}" for n in range(30)]
     assert (tmp_path / "runtime-events.jsonl.1").exists()  # they did not fit in one file
+
+
+def test_a_lifecycle_event_keeps_its_line(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    log.lifecycle(ExitInfo(-9).event(expected=False, consecutive_crashes=2), "a")
+    log.lifecycle(ProcessSpawnedEvent(pid=5, node="n1"), "connection:c")
+    log.close()
+    lines = log.path.read_text().splitlines()[1:]
+    stamps = [json.loads(line)["timestamp"] for line in lines]
+    unstamped = [line.replace(stamp, "T", 1) for line, stamp in zip(lines, stamps, strict=True)]
+    assert unstamped == [
+        '{"type":"process.exited","timestamp":"T","agentName":"a","expected":false,'
+        '"consecutiveCrashes":2,"exitCode":null,"signal":"SIGKILL","reason":"signal SIGKILL"}',
+        '{"type":"process.spawned","timestamp":"T","agentName":"connection:c","pid":5,"node":"n1"}',
+    ]

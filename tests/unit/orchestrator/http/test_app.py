@@ -16,6 +16,7 @@ from starlette.types import ASGIApp
 
 from ipc import IpcError
 from ipc.delegation import DelegateAnswer
+from ipc.runtime_events import ApprovalRefusedEvent
 from orchestrator.callers import ApiToken, Peer, with_peer
 from orchestrator.http.app import build_app
 from orchestrator.http.metrics import SwarmMetrics
@@ -334,8 +335,9 @@ async def test_a_decision_from_an_agents_process_is_refused_and_recorded(
     refused = await client.post("/v1/approvals/a1/approve", headers=JSON)
     assert (refused.status_code, error_of(refused)["code"]) == (403, "APPROVAL_FORBIDDEN")
     assert swarm.decisions == []
-    [(kind, agent, fields)] = swarm.recorded
-    assert (kind, agent, fields["approvalId"]) == ("approval.refused", "alpha", "a1")
+    [(event, agent)] = swarm.recorded
+    assert isinstance(event, ApprovalRefusedEvent)
+    assert (agent, event.approval_id) == ("alpha", "a1")
 
 
 async def test_a_listener_with_tokens_wants_one_where_the_peer_is_not_api_sock(

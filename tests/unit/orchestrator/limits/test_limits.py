@@ -31,9 +31,7 @@ class Harness:
             pools,
             usage=UsageBook(lambda agent: (budgets or {}).get(agent, {})),
             reply=self._reply,
-            record=lambda kind, agent, **fields: self.events.append(
-                {"type": kind, "agent": agent, **fields}
-            ),
+            record=lambda event, agent: self.events.append({"agent": agent, **event.to_builtins()}),
             clock=self.clock,
             reports=lambda agent: not agent.startswith("quiet"),
         )
