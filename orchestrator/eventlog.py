@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,6 @@ from ipc.runtime_events import (
     ProcessEvent,
     RawEvent,
     RuntimeEvent,
-    as_event,
     decode_line,
     encode_event,
 )
@@ -76,10 +75,9 @@ class EventLog:
     def _write(self, event: AnyEvent) -> None:
         self._file.append(encode_event(event) + b"\n")
 
-    def append(self, event: AnyEvent | Mapping[str, Any]) -> None:
-        """Write one event, typed or as its JSON object (a failure to write is never fatal to
-        routing); the listeners are told of it typed."""
-        event = as_event(event)
+    def append(self, event: AnyEvent) -> None:
+        """Write one event, typed or kept raw (a failure to write is never fatal to routing);
+        the listeners are told of it first."""
         for listener in self.listeners:
             with contextlib.suppress(Exception):  # a listener never costs the log its line
                 listener(event)
@@ -131,14 +129,13 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 
 def matches(
-    event: AnyEvent | Mapping[str, Any],
+    event: AnyEvent,
     *,
     agent: str | None,
     trace: str | None,
     since: datetime | None,
 ) -> bool:
     """Whether ``event`` passes the filters."""
-    event = as_event(event)
     if agent is not None and event.agent_name != agent:
         return False
     if trace is not None and event.trace != trace:
@@ -186,9 +183,8 @@ def read_all(state_dir: Path) -> Iterator[dict[str, Any]]:
             yield event
 
 
-def format_event(event: AnyEvent | Mapping[str, Any]) -> str:
+def format_event(event: AnyEvent) -> str:
     """One readable line: time, agent/instance, type, trace, and the interesting fields."""
-    event = as_event(event)
     skip = {"timestamp", "type", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId"}
     extras = " ".join(
         f"{k}={json.dumps(v, ensure_ascii=False)[:120]}"

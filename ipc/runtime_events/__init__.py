@@ -70,11 +70,9 @@ from ipc.runtime_events.reading import (
     AnyEvent,
     RawEvent,
     TypedEvent,
-    as_event,
     decode_line,
     encode_event,
     event_family,
-    process_event,
     read_event,
 )
 from ipc.runtime_events.stream import (
@@ -164,11 +162,9 @@ __all__ = [
     "TurnFailedEvent",
     "TurnStartedEvent",
     "TypedEvent",
-    "as_event",
     "decode_line",
     "encode_event",
     "event_family",
     "given",
-    "process_event",
     "read_event",
 ]

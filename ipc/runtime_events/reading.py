@@ -221,13 +221,6 @@ def read_event(data: Mapping[str, Any]) -> AnyEvent:
         return RawEvent(dict(data))
 
 
-def as_event(event: AnyEvent | Mapping[str, Any]) -> AnyEvent:
-    """``event`` typed: as it is when it is an event already, else read from its JSON object."""
-    if isinstance(event, RuntimeEvent | RawEvent):
-        return event
-    return read_event(event)
-
-
 PROCESS_FAMILY = "process"
 """The family of the lifecycle events (``process.<kind>``)."""
 
@@ -235,18 +228,6 @@ PROCESS_FAMILY = "process"
 def event_family(event_type: str) -> str:
     """The family an event type belongs to: ``process`` for ``process.exited``."""
     return event_type.partition(".")[0]
-
-
-_PROCESS_KINDS = {
-    kind.value.partition(".")[2]: kind for kind in EventType if event_family(kind) == PROCESS_FAMILY
-}
-
-
-def process_event(kind: str, timestamp: str, agent: str, fields: Mapping[str, Any]) -> AnyEvent:
-    """The ``process.<kind>`` event about ``agent`` from the supervisor's report of it
-    (``fields`` in their JSON spelling); a kind this runtime does not know is kept raw."""
-    event_type = _PROCESS_KINDS.get(kind, f"{PROCESS_FAMILY}.{kind}")
-    return read_event({"type": event_type, "timestamp": timestamp, "agentName": agent, **fields})
 
 
 def decode_line(line: bytes | str) -> AnyEvent | None:

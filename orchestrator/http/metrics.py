@@ -16,8 +16,8 @@ unknown to the swarm are all counted as :data:`OTHER`; routes are their template
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -36,7 +36,6 @@ from ipc.runtime_events import (
     ToolFailedEvent,
     TurnCompletedEvent,
     TurnFailedEvent,
-    as_event,
     event_family,
     given,
 )
@@ -164,9 +163,8 @@ class SwarmMetrics:
         count.inc()
         latency.observe(seconds)
 
-    def observe(self, event: AnyEvent | Mapping[str, Any]) -> None:
+    def observe(self, event: AnyEvent) -> None:
         """Count one runtime or lifecycle event."""
-        event = as_event(event)
         agent = self._agent(event.agent_name)
         if isinstance(event, TurnCompletedEvent | TurnFailedEvent):
             ok = isinstance(event, TurnCompletedEvent)

@@ -330,7 +330,7 @@ class ModelBroker:
                 self._note(limited, agent, body, pool)
         self._serve(pool)
 
-    def observe(self, event: AnyEvent | Mapping[str, Any]) -> None:
+    def observe(self, event: AnyEvent) -> None:
         """Take in a runtime event: the Turn that began a trace names its root, and a
         ``step.completed`` counts the model call of an agent that reports no usage of its own
         (one that asks no permits: no limits and no trace budget)."""

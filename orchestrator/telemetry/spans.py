@@ -16,7 +16,7 @@ Trace and span ids are the runtime's own (``traceId``, ``spanId``, ``parentSpanI
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -34,8 +34,8 @@ from ipc.runtime_events import (
     ToolEvent,
     TurnCancellingEvent,
     TurnEvent,
-    as_event,
     given,
+    read_event,
 )
 from ipc.runtime_events.spans import (
     CANCELLED,
@@ -109,9 +109,8 @@ class SpanAssembler:
     def __len__(self) -> int:
         return len(self._open)
 
-    def observe(self, event: AnyEvent | Mapping[str, Any]) -> None:
+    def observe(self, event: AnyEvent) -> None:
         """Take one runtime event (an ``EventLog`` listener)."""
-        event = as_event(event)
         if isinstance(event, RawEvent):
             return
         if event.type in SPAN_STARTS:
@@ -201,8 +200,8 @@ class SpanData:
 def build_span(finished: FinishedSpan) -> SpanData | None:
     """The span of ``finished``, named and attributed after the OpenTelemetry GenAI semantic
     conventions; ``None`` when its events lack usable ids or a timestamp."""
-    end = as_event(finished.end)
-    start = as_event(finished.start) if finished.start is not None else None
+    end = read_event(finished.end)
+    start = read_event(finished.start) if finished.start is not None else None
     if isinstance(end, RawEvent) or end.type not in SPAN_ENDS:
         return None
     trace_id = _hex_id(end.trace_id, 32)

@@ -54,8 +54,8 @@ def test_the_log_types_what_it_appends_and_keeps_what_it_cannot(tmp_path: Path) 
     heard: list[AnyEvent] = []
     log.listeners.append(heard.append)
     newer = {"type": "turn.paused", "timestamp": "t", "agentName": "a", "why": [1, 2]}
-    log.append(tool_completed("ok", None))
-    log.append(newer)
+    log.append(read_event(tool_completed("ok", None)))
+    log.append(read_event(newer))
     log.emit(TurnStartedEvent(agent_name="a", trace_id=TRACE, turn_id="turn-1"))
     log.lifecycle(ProcessSpawnedEvent(pid=7), "b")
     log.close()
