@@ -91,6 +91,8 @@ class EventLog:
 
     def record(self, event: RuntimeEvent, agent: str) -> None:
         """An event of the Orchestrator's own about ``agent``, stamped now."""
+        if not isinstance(event, RuntimeEvent):  # a bare kind or an object: a typo fails here
+            raise TypeError(f"not a runtime event struct: {event!r}")
         event.agent_name = agent
         self.emit(event)
 

@@ -73,6 +73,7 @@ from ipc.runtime_events.reading import (
     decode_line,
     encode_event,
     event_family,
+    lifecycle_kind,
     read_event,
 )
 from ipc.runtime_events.stream import (
@@ -166,5 +167,6 @@ __all__ = [
     "encode_event",
     "event_family",
     "given",
+    "lifecycle_kind",
     "read_event",
 ]

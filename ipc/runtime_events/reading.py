@@ -230,6 +230,11 @@ def event_family(event_type: str) -> str:
     return event_type.partition(".")[0]
 
 
+def lifecycle_kind(event_type: str) -> str:
+    """The kind of a lifecycle event type: ``exited`` for ``process.exited``."""
+    return event_type.removeprefix(PROCESS_FAMILY + ".")
+
+
 def decode_line(line: bytes | str) -> AnyEvent | None:
     """The event of one JSON line; ``None`` when the line is not a JSON object."""
     try:

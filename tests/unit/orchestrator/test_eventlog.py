@@ -143,3 +143,11 @@ def test_a_lifecycle_event_keeps_its_line(tmp_path: Path) -> None:
         '"consecutiveCrashes":2,"exitCode":null,"signal":"SIGKILL","reason":"signal SIGKILL"}',
         '{"type":"process.spawned","timestamp":"T","agentName":"connection:c","pid":5,"node":"n1"}',
     ]
+
+
+def test_a_bare_kind_is_refused_not_logged_as_a_raw_event(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    with pytest.raises(TypeError, match="not a runtime event struct"):
+        log.lifecycle("spawnd", "a")  # type: ignore[arg-type]  # the misspelling under test
+    log.close()
+    assert not log.path.exists() or list(read_events(log.path)) == []

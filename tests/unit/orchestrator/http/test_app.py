@@ -16,11 +16,17 @@ from starlette.types import ASGIApp
 
 from ipc import IpcError
 from ipc.delegation import DelegateAnswer
-from ipc.runtime_events import ApprovalRefusedEvent
+from ipc.runtime_events import (
+    ApprovalRefusedEvent,
+    ProcessAdoptedEvent,
+    ProcessConfigAppliedEvent,
+    ProcessSpawnedEvent,
+)
 from orchestrator.callers import ApiToken, Peer, with_peer
 from orchestrator.http.app import build_app
 from orchestrator.http.metrics import SwarmMetrics
 from orchestrator.limits.usage import TRACES_KEPT
+from orchestrator.status import ExitInfo
 from tests.support.fake_swarm import FakeSwarm
 
 JSON = {"Content-Type": "application/json"}
@@ -452,3 +458,25 @@ async def test_metrics_count_each_request_by_route_template(swarm: FakeSwarm) ->
 async def test_without_metrics_there_is_no_metrics_route(client: httpx2.AsyncClient) -> None:
     response = await client.get("/metrics")
     assert (response.status_code, error_of(response)["code"]) == (404, "NOT_FOUND")
+
+
+def test_metrics_label_lifecycle_events_by_kind_and_count_crashes(swarm: FakeSwarm) -> None:
+    metrics = SwarmMetrics(swarm)
+    for event in (
+        ProcessSpawnedEvent(agent_name="alpha", pid=7),
+        ProcessAdoptedEvent(agent_name="alpha", pid=7),
+        ExitInfo(-9).event(expected=False, consecutive_crashes=1),
+        ProcessConfigAppliedEvent(agent_name="orchestrator", restarted=[]),
+    ):
+        if not event.agent_name:
+            event.agent_name = "alpha"
+        metrics.observe(event)
+    scraped = metrics.exposition().decode()
+    for agent, kind in [
+        ("alpha", "spawned"),
+        ("alpha", "other"),  # an adoption is not one of the kinds labelled by name
+        ("alpha", "exited"),
+        ("orchestrator", "config_applied"),
+    ]:
+        assert f'goondan_process_events_total{{agent="{agent}",event="{kind}"}} 1.0' in scraped
+    assert 'goondan_agent_crashes_total{agent="alpha"} 1.0' in scraped
