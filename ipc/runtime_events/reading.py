@@ -9,109 +9,57 @@ from typing import Any
 
 import msgspec
 
-from ipc.runtime_events.approvals import (
-    ApprovalCancelledEvent,
-    ApprovalDecidedEvent,
-    ApprovalExpiredEvent,
-    ApprovalRefusedEvent,
-    ApprovalRequestedEvent,
-    ApprovalResumedEvent,
-)
+from ipc.runtime_events import approvals, connections, limits, processes, stream, work
 from ipc.runtime_events.base import RuntimeEvent
-from ipc.runtime_events.connections import (
-    ConnectionFailedEvent,
-    ConnectionFinishedEvent,
-    ConnectionRecoveredEvent,
-    ConnectorEventEvent,
-)
-from ipc.runtime_events.limits import (
-    BudgetExceededEvent,
-    DeliveryLostEvent,
-    InboxOverflowEvent,
-    ModelPermitGrantedEvent,
-    ModelPermitTimeoutEvent,
-    ModelPermitWaitingEvent,
-    ModelRateLimitedEvent,
-    RequestCancelledEvent,
-)
-from ipc.runtime_events.processes import (
-    ProcessAdoptedEvent,
-    ProcessBackoffEvent,
-    ProcessBrokenFdsEvent,
-    ProcessConfigAppliedEvent,
-    ProcessConfigRejectedEvent,
-    ProcessExitedEvent,
-    ProcessReadyEvent,
-    ProcessRestartingEvent,
-    ProcessRestartRequestedEvent,
-    ProcessResumePendingEvent,
-    ProcessSpawnedEvent,
-)
-from ipc.runtime_events.stream import (
-    EventLogOpenedEvent,
-    StreamEndEvent,
-    TextDeltaEvent,
-)
 from ipc.runtime_events.types import EventType
-from ipc.runtime_events.work import (
-    NetworkConnectionEvent,
-    StepCompletedEvent,
-    StepFailedEvent,
-    StepStartedEvent,
-    ToolCalledEvent,
-    ToolCompletedEvent,
-    ToolFailedEvent,
-    TurnCancellingEvent,
-    TurnCompletedEvent,
-    TurnFailedEvent,
-    TurnStartedEvent,
-)
 
 TypedEvent = (
-    TurnStartedEvent
-    | TurnCompletedEvent
-    | TurnFailedEvent
-    | TurnCancellingEvent
-    | StepStartedEvent
-    | StepCompletedEvent
-    | StepFailedEvent
-    | ToolCalledEvent
-    | ToolCompletedEvent
-    | ToolFailedEvent
-    | NetworkConnectionEvent
-    | ApprovalRequestedEvent
-    | ApprovalResumedEvent
-    | ApprovalDecidedEvent
-    | ApprovalExpiredEvent
-    | ApprovalCancelledEvent
-    | ApprovalRefusedEvent
-    | ProcessSpawnedEvent
-    | ProcessAdoptedEvent
-    | ProcessReadyEvent
-    | ProcessExitedEvent
-    | ProcessBackoffEvent
-    | ProcessRestartingEvent
-    | ProcessRestartRequestedEvent
-    | ProcessConfigRejectedEvent
-    | ProcessConfigAppliedEvent
-    | ProcessResumePendingEvent
-    | ProcessBrokenFdsEvent
-    | BudgetExceededEvent
-    | DeliveryLostEvent
-    | InboxOverflowEvent
-    | RequestCancelledEvent
-    | ModelPermitWaitingEvent
-    | ModelPermitGrantedEvent
-    | ModelPermitTimeoutEvent
-    | ModelRateLimitedEvent
-    | ConnectorEventEvent
-    | ConnectionRecoveredEvent
-    | ConnectionFailedEvent
-    | ConnectionFinishedEvent
-    | EventLogOpenedEvent
-    | TextDeltaEvent
-    | StreamEndEvent
+    work.TurnStartedEvent
+    | work.TurnCompletedEvent
+    | work.TurnFailedEvent
+    | work.TurnCancellingEvent
+    | work.StepStartedEvent
+    | work.StepCompletedEvent
+    | work.StepFailedEvent
+    | work.ToolCalledEvent
+    | work.ToolCompletedEvent
+    | work.ToolFailedEvent
+    | work.NetworkConnectionEvent
+    | approvals.ApprovalRequestedEvent
+    | approvals.ApprovalResumedEvent
+    | approvals.ApprovalDecidedEvent
+    | approvals.ApprovalExpiredEvent
+    | approvals.ApprovalCancelledEvent
+    | approvals.ApprovalRefusedEvent
+    | processes.ProcessSpawnedEvent
+    | processes.ProcessAdoptedEvent
+    | processes.ProcessReadyEvent
+    | processes.ProcessExitedEvent
+    | processes.ProcessBackoffEvent
+    | processes.ProcessRestartingEvent
+    | processes.ProcessRestartRequestedEvent
+    | processes.ProcessConfigRejectedEvent
+    | processes.ProcessConfigAppliedEvent
+    | processes.ProcessResumePendingEvent
+    | processes.ProcessBrokenFdsEvent
+    | limits.BudgetExceededEvent
+    | limits.DeliveryLostEvent
+    | limits.InboxOverflowEvent
+    | limits.RequestCancelledEvent
+    | limits.ModelPermitWaitingEvent
+    | limits.ModelPermitGrantedEvent
+    | limits.ModelPermitTimeoutEvent
+    | limits.ModelRateLimitedEvent
+    | connections.ConnectorEventEvent
+    | connections.ConnectionRecoveredEvent
+    | connections.ConnectionFailedEvent
+    | connections.ConnectionFinishedEvent
+    | stream.EventLogOpenedEvent
+    | stream.TextDeltaEvent
+    | stream.StreamEndEvent
 )
+"""Every event this runtime types: a new type is an :class:`EventType` member, its struct in its
+family's module, and a line here (a test finds a tagged struct missing from it)."""
 
 
 def _stamp_types() -> dict[str, type[RuntimeEvent]]:
