@@ -9,7 +9,7 @@ the whole causal chain across agents). Step spans hang under their Turn, tool sp
 Step. Tool arguments and outputs are cut to :data:`MAX_FIELD_CHARS` characters.
 
 Producers build the typed event of :mod:`ipc.runtime_events` (the fields of its family); the
-recorder stamps it and hands the sink its JSON object, the form it crosses the pipe in.
+recorder stamps it and hands it to the sink (the outbox, which reports it to the Orchestrator).
 The sink contract: ``emit`` never blocks and never raises.
 """
 
@@ -23,11 +23,11 @@ from collections.abc import Callable
 from typing import Any
 
 from goondan.time import utc_timestamp
-from ipc.runtime_events import RuntimeEvent, read_event
+from ipc.runtime_events import RuntimeEvent
 
 MAX_FIELD_CHARS = 2000
 
-EventSink = Callable[[dict[str, Any]], None]
+EventSink = Callable[[RuntimeEvent], None]
 
 current_span: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "goondan_span", default=None
@@ -67,26 +67,15 @@ class EventRecorder:
         """Whether events go anywhere; callers skip building costly fields when not."""
         return self._sink is not None
 
-    def emit(
-        self,
-        event: RuntimeEvent | str,
-        span_id: str,
-        parent_span_id: str | None,
-        **fields: Any,
-    ) -> None:
+    def emit(self, event: RuntimeEvent, span_id: str, parent_span_id: str | None) -> None:
         """Stamp and record one event; a failing sink is ignored (events must never break a
-        Turn). ``event`` is typed, or a type named with its ``fields`` in their JSON spelling."""
+        Turn)."""
         if self._sink is None:
             return
         with contextlib.suppress(Exception):
-            if isinstance(event, str):
-                typed = read_event({"type": event, **fields})
-                if not isinstance(typed, RuntimeEvent):
-                    return  # not an event this runtime writes
-                event = typed
             event.timestamp = utc_timestamp()
             event.agent_name, event.instance_key, event.trace_id = self._identity
             event.span_id = span_id
             if parent_span_id:
                 event.parent_span_id = parent_span_id
-            self._sink(event.to_builtins())
+            self._sink(event)

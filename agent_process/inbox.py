@@ -140,7 +140,7 @@ class Inboxes:
                 kind=kind,
                 code=DeliveryCode.E_INBOX_FULL,
             )
-            self._outbox.report_event(overflow.to_builtins())
+            self._outbox.report_event(overflow)
             return
         inbox.append(message)
         if wake:

@@ -19,6 +19,7 @@ from ipc.delegation import DelegateAnswer
 from ipc.events import RuntimeEventReport, SendRefused, StatusChanged, TextDelta
 from ipc.payload import EventBody
 from ipc.protocol import ORCHESTRATOR
+from ipc.runtime_events import RuntimeEvent
 
 
 class Outbox:
@@ -52,7 +53,7 @@ class Outbox:
 
     # -- reports ----------------------------------------------------------------------------
 
-    def report_event(self, runtime_event: dict[str, Any]) -> None:
+    def report_event(self, runtime_event: RuntimeEvent) -> None:
         """Hand the Orchestrator a runtime event for its event log."""
         self.tell(RuntimeEventReport(runtime_event))
 

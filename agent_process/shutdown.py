@@ -137,7 +137,7 @@ class Shutdown:
         report = ProcessBrokenFdsEvent(
             timestamp=utc_timestamp(), agent_name=self._outbox.agent_name, fds=broken
         )
-        self._outbox.report_event(report.to_builtins())
+        self._outbox.report_event(report)
         self.exit_code = EXIT_BROKEN_FDS
         if not self.draining:  # let the other conversations' running Turns finish first
             self.begin(self.own("broken_fds"))

@@ -14,9 +14,11 @@ import msgspec
 
 from ipc.delegation import Handoff
 from ipc.messages import EventMessage, IpcError
-from ipc.payload import EventBody, NotNegative
+from ipc.payload import EventBody, NotNegative, Payload
 from ipc.protocol import DEFAULT_INSTANCE_KEY, EventKind, MalformedPayload, UnknownEvent
 from ipc.questions import QUESTION_BODIES
+from ipc.runtime_events import AnyEvent, RawEvent
+from ipc.runtime_events import read_event as read_runtime_event
 
 
 class Ready(EventBody, frozen=True):
@@ -61,9 +63,31 @@ class ShutdownAck(EventBody, frozen=True):
 
 
 class RuntimeEventReport(EventBody, frozen=True):
-    """One runtime event (``turn.started``, ``tool.completed``, ...) for the event log."""
+    """One runtime event (``turn.started``, ``tool.completed``, ...) for the event log.
+
+    It crosses the pipe as the event's JSON object (``{"event": {...}}``) and is read back typed;
+    an event of a type or field this runtime does not know (a newer agent's) is kept whole as a
+    :class:`~ipc.runtime_events.RawEvent`.
+    """
 
     KIND: ClassVar[EventKind] = EventKind.RUNTIME_EVENT
+    event: AnyEvent = msgspec.field(default_factory=lambda: RawEvent({}))
+
+    def to_wire(self) -> dict[str, Any]:
+        """``{"event": <the event's JSON object>}`` (nothing for an empty one)."""
+        built = self.event.to_builtins()
+        return {"event": built} if built else {}
+
+    @classmethod
+    def from_wire(cls, data: Any, what: str) -> RuntimeEventReport:
+        """The report of a payload, its event typed; raises :class:`MalformedPayload` when
+        ``event`` is not an object."""
+        return cls(read_runtime_event(_EventObject._convert(data, what).event))
+
+
+class _EventObject(Payload, frozen=True):
+    """What :class:`RuntimeEventReport` checks a payload against before typing its event."""
+
     event: dict[str, Any] = {}  # noqa: RUF012  # a msgspec struct: each instance gets its own copy
 
 

@@ -95,8 +95,8 @@ class Connections:
             {plan.connection_name: plan for plan in plans},
             transport,
             on_exit=self._exited,
-            on_lifecycle=lambda kind, name, **fields: events.lifecycle(
-                kind, CONNECTION_SENDER_PREFIX + name, **fields
+            on_lifecycle=lambda event, name: events.lifecycle(
+                event, CONNECTION_SENDER_PREFIX + name
             ),
             clock=clock,
             tasks=tasks,

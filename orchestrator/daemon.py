@@ -36,7 +36,14 @@ from ipc.questions import (
     RestartInstance,
     RestartInstanceResult,
 )
-from ipc.runtime_events import DeliveryLostEvent, RequestCancelledEvent, TextDeltaEvent
+from ipc.runtime_events import (
+    DeliveryLostEvent,
+    ProcessRestartRequestedEvent,
+    ProcessResumePendingEvent,
+    RequestCancelledEvent,
+    RuntimeEvent,
+    TextDeltaEvent,
+)
 from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals
 from orchestrator.assembly import SwarmParts, agent_plan, agent_plans, assemble, connection_plans
 from orchestrator.callers import ApiToken
@@ -200,7 +207,7 @@ class Orchestrator:
         disk is read again and adopted as ``--watch`` adopts an edit, and the asking agent
         restarts even if its own plan did not change. An invalid one changes nothing."""
         self.log.info("agent asked for a restart", agent=sender, reason=body.reason)
-        self.events.lifecycle("restart_requested", sender, reason=body.reason)
+        self.events.lifecycle(ProcessRestartRequestedEvent(reason=body.reason), sender)
         self.start_soon(reload_configuration(self, restart=sender), f"restart:{sender}")
 
     def _check_configuration(self, sender: str, message: EventMessage, body: ConfigCheck) -> None:
@@ -330,9 +337,10 @@ class Orchestrator:
         """One approval's record, ``None`` for an unknown id."""
         return find_approval(self.state_dir, approval_id)
 
-    def record(self, kind: str, agent: str, **fields: Any) -> None:
-        """Record a runtime event (the event log, the live stream, the metrics)."""
-        self.events.record(kind, agent, **fields)
+    def record(self, event: RuntimeEvent, agent: str) -> None:
+        """Record a runtime event about ``agent``, stamped now (the event log, the live
+        stream, the metrics)."""
+        self.events.record(event, agent)
 
     def processes(self) -> SwarmProcesses:
         """The agent and connector processes running on this host right now."""
@@ -508,7 +516,7 @@ class Orchestrator:
                 self.log.warning(
                     "resuming an interrupted conversation", agent=agent, instance=instance
                 )
-                self.events.lifecycle("resume_pending", agent, instance=instance)
+                self.events.lifecycle(ProcessResumePendingEvent(resumed_instance=instance), agent)
 
     def build_plans(self, bundle: Bundle) -> dict[str, AgentPlan]:
         """The plan of every agent of the swarm (their common parts held once)."""

@@ -19,7 +19,7 @@ import structlog
 from ipc import AgentUnavailable, IpcError
 from ipc import protocol as wire
 from ipc.questions import ApprovalDecision, ApprovalDecisionResult
-from ipc.runtime_events import TurnCompletedEvent, TurnFailedEvent, as_event, given
+from ipc.runtime_events import TurnCompletedEvent, TurnFailedEvent, given, read_event
 from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals, outcome_of
 from orchestrator.approvals import unavailable as approval_unavailable
 from orchestrator.http.events_hub import END_OF_STREAM, EventHub
@@ -101,7 +101,7 @@ class ApprovalDesk:
                     data = await queue.get()
                     if data is END_OF_STREAM:
                         return None
-                    event = as_event(data)
+                    event = read_event(data)
                     if not isinstance(event, TurnCompletedEvent | TurnFailedEvent):
                         continue
                     if (

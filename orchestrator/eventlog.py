@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,13 +38,11 @@ from ipc.runtime_events import (
     AnyEvent,
     EventLogOpenedEvent,
     EventType,
+    ProcessEvent,
     RawEvent,
     RuntimeEvent,
-    as_event,
     decode_line,
     encode_event,
-    process_event,
-    read_event,
 )
 
 __all__ = [
@@ -77,10 +75,9 @@ class EventLog:
     def _write(self, event: AnyEvent) -> None:
         self._file.append(encode_event(event) + b"\n")
 
-    def append(self, event: AnyEvent | Mapping[str, Any]) -> None:
-        """Write one event, typed or as its JSON object (a failure to write is never fatal to
-        routing); the listeners are told of it typed."""
-        event = as_event(event)
+    def append(self, event: AnyEvent) -> None:
+        """Write one event, typed or kept raw (a failure to write is never fatal to routing);
+        the listeners are told of it first."""
         for listener in self.listeners:
             with contextlib.suppress(Exception):  # a listener never costs the log its line
                 listener(event)
@@ -92,16 +89,17 @@ class EventLog:
         event.timestamp = utc_timestamp()
         self.append(event)
 
-    def record(self, event_type: str, agent: str, **fields: Any) -> None:
-        """An event of the Orchestrator's own, stamped now, about ``agent``, from its type and
-        its fields in their JSON spelling (how the model broker reports)."""
-        stamped = {"type": event_type, "timestamp": utc_timestamp(), "agentName": agent}
-        self.append(read_event({**stamped, **fields}))
+    def record(self, event: RuntimeEvent, agent: str) -> None:
+        """An event of the Orchestrator's own about ``agent``, stamped now."""
+        if not isinstance(event, RuntimeEvent):  # a bare kind or an object: a typo fails here
+            raise TypeError(f"not a runtime event struct: {event!r}")
+        event.agent_name = agent
+        self.emit(event)
 
-    def lifecycle(self, kind: str, agent: str, **fields: Any) -> None:
-        """A process lifecycle event (``process.<kind>``, its ``fields`` in their JSON
-        spelling, as the supervisor reports them)."""
-        self.append(process_event(kind, utc_timestamp(), agent, fields))
+    def lifecycle(self, event: ProcessEvent, agent: str) -> None:
+        """A process lifecycle event about ``agent`` (or a connection's process, or the
+        configuration), stamped now."""
+        self.record(event, agent)
 
     def close(self) -> None:
         """Close the file."""
@@ -133,14 +131,13 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 
 def matches(
-    event: AnyEvent | Mapping[str, Any],
+    event: AnyEvent,
     *,
     agent: str | None,
     trace: str | None,
     since: datetime | None,
 ) -> bool:
     """Whether ``event`` passes the filters."""
-    event = as_event(event)
     if agent is not None and event.agent_name != agent:
         return False
     if trace is not None and event.trace != trace:
@@ -188,9 +185,8 @@ def read_all(state_dir: Path) -> Iterator[dict[str, Any]]:
             yield event
 
 
-def format_event(event: AnyEvent | Mapping[str, Any]) -> str:
+def format_event(event: AnyEvent) -> str:
     """One readable line: time, agent/instance, type, trace, and the interesting fields."""
-    event = as_event(event)
     skip = {"timestamp", "type", "agentName", "instanceKey", "traceId", "spanId", "parentSpanId"}
     extras = " ".join(
         f"{k}={json.dumps(v, ensure_ascii=False)[:120]}"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from goondan.defaults import DEFAULT_INSTANCE_KEY
 from goondan.errors import DaemonError
-from ipc.runtime_events import AnyEvent
+from ipc.runtime_events import AnyEvent, RuntimeEvent
 
 if TYPE_CHECKING:
     from goondan.usage import Usage
@@ -182,8 +182,9 @@ class SwarmOperations(Protocol):
         not decide an approval)."""
         ...
 
-    def record(self, kind: str, agent: str, **fields: Any) -> None:
-        """Record a runtime event (the event log, the live stream, the metrics)."""
+    def record(self, event: RuntimeEvent, agent: str) -> None:
+        """Record a runtime event about ``agent``, stamped now (the event log, the live
+        stream, the metrics)."""
         ...
 
     # -- Connections -------------------------------------------------------------------------

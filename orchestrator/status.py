@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from goondan.defaults import CRASH_THRESHOLD, INITIAL_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS
 from ipc.protocol import EXIT_BOOT_FAILURE, EXIT_REASONS
+from ipc.runtime_events import ProcessExitedEvent
 
 __all__ = [
     "EXIT_BOOT_FAILURE",
@@ -77,6 +78,16 @@ class ExitInfo:
             return signal.Signals(sig).name
         except ValueError:
             return str(sig)
+
+    def event(self, expected: bool, consecutive_crashes: int) -> ProcessExitedEvent:
+        """The ``process.exited`` event of this exit (``expected``: it was asked for)."""
+        return ProcessExitedEvent(
+            expected=expected,
+            consecutive_crashes=consecutive_crashes,
+            exit_code=self.exitcode if self.signal is None else None,
+            signal=self.signal_name,
+            reason=self.describe(),
+        )
 
     def to_json(self) -> dict[str, int | str | None]:
         """``{exitCode, signal, reason}``."""

@@ -40,6 +40,15 @@ from ipc import protocol as wire
 from ipc.delegation import ShutdownRequest
 from ipc.events import BootFailed, Ready, ShutdownAck, StatusChanged, TurnCompleted
 from ipc.protocol import EventKind
+from ipc.runtime_events import (
+    UNSET,
+    ProcessAdoptedEvent,
+    ProcessBackoffEvent,
+    ProcessEvent,
+    ProcessReadyEvent,
+    ProcessRestartingEvent,
+    ProcessSpawnedEvent,
+)
 from ipc.scope import kill_scope
 from orchestrator.clock import Clock, LoopClock, wait_for
 from orchestrator.dispatch import Dispatcher, EventHandler
@@ -49,8 +58,8 @@ from orchestrator.transport import Transport, Worker
 
 MessageHandler = Callable[[str, IpcMessage], None]
 ExitHandler = Callable[[str, ExitInfo], None]
-LifecycleListener = Callable[..., None]
-"""``(kind, agent, **fields)``: told of every spawn, ready, exit, backoff and restart."""
+LifecycleListener = Callable[[ProcessEvent, str], None]
+"""``(event, process name)``: told of every spawn, ready, exit, backoff and restart."""
 
 
 @dataclass(eq=False)
@@ -176,12 +185,12 @@ class Supervisor:
             EventKind.SHUTDOWN_ACK: self._shutdown_acked,
         }
 
-    def _lifecycle(self, kind: str, handle: AgentHandle, **fields: Any) -> None:
+    def _lifecycle(self, event: ProcessEvent, handle: AgentHandle) -> None:
         if self._on_lifecycle is not None:
             try:
-                self._on_lifecycle(kind, handle.name, **fields)
+                self._on_lifecycle(event, handle.name)
             except Exception:
-                self.log.exception("lifecycle listener failed", kind=kind)
+                self.log.exception("lifecycle listener failed", kind=event.type)
 
     def _set_status(self, handle: AgentHandle, status: ProcessStatus) -> None:
         if handle.status is not status:
@@ -266,7 +275,8 @@ class Supervisor:
         handle.started_at = self.clock.now()
         where = {"node": worker.node} if worker.node is not None else {}
         self.log.info("agent process spawned", agent=handle.name, pid=worker.pid, **where)
-        self._lifecycle("spawned", handle, pid=worker.pid, **where)
+        node = worker.node if worker.node is not None else UNSET
+        self._lifecycle(ProcessSpawnedEvent(pid=worker.pid, node=node), handle)
         handle.watcher = self.tasks.start_soon(self._watch(handle, worker), f"watch:{handle.name}")
 
     def adopt(self, name: str, worker: Worker) -> Callable[[IpcMessage], None] | None:
@@ -287,7 +297,8 @@ class Supervisor:
         self._set_status(handle, ProcessStatus.IDLE)
         where = {"node": worker.node} if worker.node is not None else {}
         self.log.info("agent process adopted", agent=name, pid=worker.pid, **where)
-        self._lifecycle("adopted", handle, pid=worker.pid, **where)
+        node = worker.node if worker.node is not None else UNSET
+        self._lifecycle(ProcessAdoptedEvent(pid=worker.pid, node=node), handle)
         handle.watcher = self.tasks.start_soon(self._watch(handle, worker), f"watch:{name}")
         return lambda message: self._received(handle, message)
 
@@ -309,7 +320,7 @@ class Supervisor:
         if handle.ready is not None and not handle.ready.done():
             handle.ready.set_result(None)
         self.log.info("agent ready", agent=agent, pid=handle.pid)
-        self._lifecycle("ready", handle, pid=handle.pid)
+        self._lifecycle(ProcessReadyEvent(pid=handle.pid), handle)
 
     def _status_changed(self, agent: str, message: EventMessage, body: StatusChanged) -> None:
         handle = self._handles.get(agent)
@@ -354,16 +365,10 @@ class Supervisor:
         handle.last_exit = info
         expected = handle.stopping or self._closing
         self._classify_exit(handle, info, expected)
-        self._lifecycle(
-            "exited",
-            handle,
-            expected=expected,
-            consecutiveCrashes=handle.consecutive_crashes,
-            **info.to_json(),
-        )
+        self._lifecycle(info.event(expected, handle.consecutive_crashes), handle)
         if handle.status is ProcessStatus.CRASH_LOOP_BACK_OFF:
             delay = round(handle.next_start_at - self.clock.now(), 3)
-            self._lifecycle("backoff", handle, delaySeconds=delay)
+            self._lifecycle(ProcessBackoffEvent(delay_seconds=delay), handle)
         if handle.ready is not None and not handle.ready.done():
             error = (
                 AgentUnavailable(f"agent {handle.name!r} cannot boot: {handle.boot_error}")
@@ -442,7 +447,7 @@ class Supervisor:
             if handle.wanted and down and now >= handle.next_start_at:
                 handle.restarts += 1
                 self.log.info("restarting agent", agent=handle.name, restarts=handle.restarts)
-                self._lifecycle("restarting", handle, restarts=handle.restarts)
+                self._lifecycle(ProcessRestartingEvent(restarts=handle.restarts), handle)
                 await self._start(handle)
 
     def next_due(self) -> float | None:

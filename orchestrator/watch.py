@@ -22,7 +22,8 @@ import structlog
 from bundle import Bundle, BundleError, load_bundle
 from bundle.plan import AgentPlan
 from bundle.scan import bundle_candidates
-from ipc import IpcError
+from ipc import ORCHESTRATOR, IpcError
+from ipc.runtime_events import ProcessConfigAppliedEvent, ProcessConfigRejectedEvent
 from orchestrator.connections import ingress_tables
 from orchestrator.ingress import UnknownIngressAgent
 from orchestrator.validation import validate_timeout
@@ -139,7 +140,7 @@ async def reload_configuration(
         if not isinstance(checked, Reload):
             for error in checked:
                 log.error("configuration change rejected", issue=error)
-            orchestrator.events.lifecycle("config_rejected", "orchestrator", errors=checked)
+            orchestrator.events.lifecycle(ProcessConfigRejectedEvent(errors=checked), ORCHESTRATOR)
             return {"valid": False, "errors": checked, "restarted": []}
         bundle, plans = checked.bundle, checked.plans
         orchestrator.bundle = bundle
@@ -154,7 +155,7 @@ async def reload_configuration(
             except (IpcError, TimeoutError) as exc:  # it backs off like any boot failure
                 log.error("agent did not start again", agent=restart, error=str(exc))
     log.info("configuration change applied", restarted=restarted)
-    orchestrator.events.lifecycle("config_applied", "orchestrator", restarted=restarted)
+    orchestrator.events.lifecycle(ProcessConfigAppliedEvent(restarted=restarted), ORCHESTRATOR)
     return {"valid": True, "errors": [], "restarted": restarted}
 
 

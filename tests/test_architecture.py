@@ -21,6 +21,8 @@ import ast
 import re
 from pathlib import Path
 
+from ipc.runtime_events import PROCESS_FAMILY, EventType, event_family, lifecycle_kind
+
 ROOT = Path(__file__).resolve().parents[1]
 
 ARROWS: dict[str, frozenset[str]] = {
@@ -224,3 +226,95 @@ def test_the_cycle_check_sees_every_form_of_import() -> None:
         "orchestrator.watch": {"orchestrator.daemon"},
     }
     assert "orchestrator.daemon" in reachable(graph, "orchestrator.http.app")
+
+
+# -- event types are named, never spelled --------------------------------------------------------
+
+EVENT_HOMES = frozenset(
+    {
+        ROOT / "ipc" / "runtime_events" / "types.py",
+        ROOT / "goondan" / "state_files" / "eventlog.py",  # the log's header line is its format's
+        ROOT / "goondan" / "handoff_events.py",  # tools_base builds handoffs, may not import ipc
+    }
+)
+"""Where an event type is spelled: ``EventType`` and the ground-floor constants it names."""
+EVENT_DOORS = frozenset({"lifecycle", "_lifecycle", "record", "emit", "_note"})
+"""Calls that take an event: a lifecycle kind spelled among their arguments names one."""
+
+
+def _called(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _kinds_spelled(node: ast.AST, kinds: set[str]) -> list[ast.Constant]:
+    """The lifecycle kinds ``node`` spells where only an event's kind can be meant."""
+    if isinstance(node, ast.Call) and _called(node) in EVENT_DOORS:
+        near: list[ast.expr] = [*node.args, *(keyword.value for keyword in node.keywords)]
+    elif isinstance(node, ast.Set | ast.List | ast.Tuple):
+        near = list(node.elts)
+    elif isinstance(node, ast.Compare) and any(
+        isinstance(side, ast.Attribute) and side.attr == "type"
+        for side in (node.left, *node.comparators)
+    ):
+        near = [node.left, *node.comparators]
+    else:
+        return []
+    spelled = [n for n in near if isinstance(n, ast.Constant) and n.value in kinds]
+    table = isinstance(node, ast.Set | ast.List | ast.Tuple)
+    return spelled if len(spelled) > 1 or not table else []
+
+
+def bare_event_types(paths: list[Path]) -> list[str]:
+    """``path:line: text`` for each event type spelled in ``paths`` (outside its home): a whole
+    type (``"turn.started"``); or a lifecycle kind (``"spawned"`` of ``process.spawned``) handed
+    to an event door, gathered in a table with another, or compared with an event's ``type``.
+    A kind alone elsewhere (``"ready"`` is also an IPC kind) is some other word."""
+    types = {member.value for member in EventType}
+    kinds = {lifecycle_kind(t) for t in EventType if event_family(t) == PROCESS_FAMILY}
+    found: list[str] = []
+    for path in paths:
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else Path(path.name)
+        spelled: dict[int, ast.Constant] = {}
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and node.value in types:
+                spelled[id(node)] = node
+            spelled.update((id(kind), kind) for kind in _kinds_spelled(node, kinds))
+        ordered = sorted(spelled.values(), key=lambda n: (n.lineno, n.col_offset))
+        found += [f"{where}:{node.lineno}: {node.value}" for node in ordered]
+    return found
+
+
+def test_event_types_are_named_not_spelled_lifecycle_kinds_included() -> None:
+    """A runtime event type is an ``EventType`` member and a lifecycle event a struct of
+    ``ipc.runtime_events``: a misspelt one is a type error, never a ``RawEvent`` in the log."""
+    paths = [path for package in ARROWS for path in modules(package) if path not in EVENT_HOMES]
+    assert len(paths) > 100
+    assert bare_event_types(paths) == []
+
+
+def test_the_event_type_check_finds_each_spelling(tmp_path: Path) -> None:
+    planted = tmp_path / "emitter.py"
+    planted.write_text(
+        'record("turn.started", agent)\n'
+        'self.events.lifecycle("config_applied", "orchestrator", restarted=[])\n'
+        'self._lifecycle("exited", handle, expected=True)\n'
+        'COUNTED = frozenset({"spawned", "ready"})\n'
+        'crashed = event.type == "process.exited" or event.type == "exited"\n'
+    )
+    clean = tmp_path / "named.py"
+    clean.write_text(
+        "record(EventType.TURN_STARTED, agent)\n"
+        'self.events.lifecycle(ProcessConfigAppliedEvent(restarted=[]), "orchestrator")\n'
+        'if handle.status == "ready" and body.kind == "ready":\n'
+        '    row = {"spawned": answer.spawned}\n'
+    )
+    assert bare_event_types([planted, clean]) == [
+        "emitter.py:1: turn.started",
+        "emitter.py:2: config_applied",
+        "emitter.py:3: exited",
+        "emitter.py:4: spawned",
+        "emitter.py:4: ready",
+        "emitter.py:5: process.exited",
+        "emitter.py:5: exited",
+    ]

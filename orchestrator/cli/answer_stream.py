@@ -19,12 +19,12 @@ import argparse
 import json
 import shlex
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from goondan.errors import ExitCode
-from ipc.runtime_events import AnyEvent, ApprovalEvent, EventType, as_event, given
+from ipc.runtime_events import AnyEvent, ApprovalEvent, EventType, given, read_event
 
 if TYPE_CHECKING:
     from ipc.delegation import DelegateAnswer
@@ -77,9 +77,8 @@ class ApprovalNotices:
         self.where = _locating(args)
         self.out = out
 
-    def __call__(self, event: AnyEvent | Mapping[str, Any]) -> None:
+    def __call__(self, event: AnyEvent) -> None:
         out = self.out or sys.stderr
-        event = as_event(event)
         if not isinstance(event, ApprovalEvent):
             return
         kind = event.type
@@ -144,7 +143,7 @@ class AnswerPrinter:
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "approval":
-            self.notices(data)
+            self.notices(read_event(data))
         if not self.stream or kind not in ("delta", "approval"):
             return
         if self.json:

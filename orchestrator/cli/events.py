@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ipc.runtime_events import AnyEvent, EventType, as_event
+from ipc.runtime_events import AnyEvent, EventType, read_event
 from orchestrator.cli.common import UsageError, fail, state_dir_of
 
 
@@ -70,7 +70,7 @@ def _follow_remote(args: argparse.Namespace, since: Any) -> int:
     print(f"following the events of the daemon at {api.where}", file=sys.stderr, flush=True)
     try:
         for data in stream:
-            event = as_event(data)
+            event = read_event(data)
             if event.type != EventType.TEXT_DELTA and matches(
                 event, agent=args.agent, trace=args.trace, since=since
             ):
@@ -136,7 +136,7 @@ def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: An
             try:
                 for data in stream:
                     if json.dumps(data, sort_keys=True, default=str) not in recent:
-                        show(as_event(data))
+                        show(read_event(data))
             except KeyboardInterrupt:
                 return 0
             # The daemon stopped: tail the file from here, for whatever runs next.

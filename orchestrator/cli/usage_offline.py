@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from orchestrator.eventlog import log_files, read_events
+from orchestrator.eventlog import log_files, read_typed
 from orchestrator.limits.usage import TRACES_KEPT, UsageBook, usage_report
 from orchestrator.state_dir import list_instances
 
@@ -58,7 +58,7 @@ def replay(state_dir: Path, budgets: Mapping[str, Mapping[str, Mapping[str, floa
 
     book = UsageBook(trace_budget)
     for path in log_files(state_dir):
-        for _, event in read_events(path):
+        for _, event in read_typed(path):
             book.observe(event, count=lambda agent: True)
     return book
 

@@ -34,10 +34,11 @@ from bundle import Bundle, load_bundle
 from bundle.plan import AgentPlan
 from bundle.spec_swarm import LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, NODE_NAME_PATTERN
 from goondan.defaults import KILL_WAIT_SECONDS
-from ipc import EventMessage
+from ipc import EventMessage, IpcError
 from ipc import protocol as wire
 from ipc.codec import FrameDecoder, encode
 from ipc.delegation import ShutdownRequest
+from ipc.events import Ready, read_event
 from ipc.protocol import EventKind
 from ipc.scope import kill_scope
 from orchestrator.cluster.conversations import with_cluster_storage
@@ -111,6 +112,16 @@ class _PipeRelay(asyncio.Protocol):
         self.agent.pipe_closed()
 
 
+def ready_scope(message: EventMessage) -> str | None:
+    """The process scope an agent's ``ready`` event names (``None``: none, or a ``ready`` this
+    protocol cannot read)."""
+    try:
+        body = read_event(message)
+    except IpcError:
+        return None
+    return body.scope if isinstance(body, Ready) else None
+
+
 @dataclass(eq=False)
 class NodeAgent:
     """One agent process this node runs for the leader."""
@@ -135,7 +146,7 @@ class NodeAgent:
         if self._peek is not None:  # only until the agent is ready: then it says its scope
             for item in self._peek.feed(data):
                 if isinstance(item, EventMessage) and item.kind == EventKind.READY.value:
-                    self.scope = str(item.payload.get("scope") or "") or None
+                    self.scope = ready_scope(item)
                     self._peek = None
                     break
 

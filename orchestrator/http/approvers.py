@@ -53,7 +53,7 @@ from starlette.responses import JSONResponse
 from goondan.errors import HttpCode
 from goondan.loopback import is_loopback
 from ipc import ORCHESTRATOR
-from ipc.runtime_events import EventType
+from ipc.runtime_events import ApprovalRefusedEvent
 from ipc.scope import SCOPE_ENV
 from orchestrator.callers import PEER_KEY, Caller, Peer, caller_of, user_name
 from orchestrator.operations import SwarmOperations, SwarmProcesses
@@ -279,15 +279,14 @@ async def vet_decider(
         decided_by=caller.to_json(),
         reason=why,
     )
-    daemon.record(
-        EventType.APPROVAL_REFUSED,
-        str(record.get("agentName") or ORCHESTRATOR),
-        approvalId=approval_id,
-        instanceKey=record.get("instanceKey"),
-        traceId=record.get("traceId"),
-        toolName=record.get("toolName"),
-        decidedBy=caller.to_json(),
+    refused = ApprovalRefusedEvent(
+        approval_id=approval_id,
+        instance_key=record.get("instanceKey"),
+        trace_id=record.get("traceId"),
+        tool_name=record.get("toolName"),
+        decided_by=caller.to_json(),
         reason=why,
     )
+    daemon.record(refused, str(record.get("agentName") or ORCHESTRATOR))
     message = f"approvals are decided by an operator, not by the swarm's agents: {why}"
     return JSONResponse({"error": {"code": APPROVAL_FORBIDDEN, "message": message}}, 403)

@@ -16,8 +16,8 @@ unknown to the swarm are all counted as :data:`OTHER`; routes are their template
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -29,6 +29,7 @@ from ipc.runtime_events import (
     PROCESS_FAMILY,
     AnyEvent,
     BudgetExceededEvent,
+    EventType,
     ProcessEvent,
     StepCompletedEvent,
     StepFailedEvent,
@@ -36,9 +37,9 @@ from ipc.runtime_events import (
     ToolFailedEvent,
     TurnCompletedEvent,
     TurnFailedEvent,
-    as_event,
     event_family,
     given,
+    lifecycle_kind,
 )
 from orchestrator.operations import SwarmOperations
 
@@ -54,19 +55,21 @@ HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTI
 _TOOL_STATUSES = frozenset({"ok", "error", "pending", "raised"})
 _BUDGETS = frozenset({"turn", "instance", "trace"})
 _LIFECYCLE = frozenset(
-    {
-        "spawned",
-        "ready",
-        "exited",
-        "backoff",
-        "restarting",
-        "restart_requested",
-        "resume_pending",
-        "broken_fds",
-        "config_applied",
-        "config_rejected",
-    }
+    lifecycle_kind(kind)
+    for kind in (
+        EventType.PROCESS_SPAWNED,
+        EventType.PROCESS_READY,
+        EventType.PROCESS_EXITED,
+        EventType.PROCESS_BACKOFF,
+        EventType.PROCESS_RESTARTING,
+        EventType.PROCESS_RESTART_REQUESTED,
+        EventType.PROCESS_RESUME_PENDING,
+        EventType.PROCESS_BROKEN_FDS,
+        EventType.PROCESS_CONFIG_APPLIED,
+        EventType.PROCESS_CONFIG_REJECTED,
+    )
 )
+"""The lifecycle kinds labelled by name (an adoption is counted as ``other``)."""
 
 
 class SwarmMetrics:
@@ -164,9 +167,8 @@ class SwarmMetrics:
         count.inc()
         latency.observe(seconds)
 
-    def observe(self, event: AnyEvent | Mapping[str, Any]) -> None:
+    def observe(self, event: AnyEvent) -> None:
         """Count one runtime or lifecycle event."""
-        event = as_event(event)
         agent = self._agent(event.agent_name)
         if isinstance(event, TurnCompletedEvent | TurnFailedEvent):
             ok = isinstance(event, TurnCompletedEvent)
@@ -193,10 +195,10 @@ class SwarmMetrics:
         elif isinstance(event, BudgetExceededEvent):
             self.budgets_exceeded.labels(_known(given(event.budget), _BUDGETS), agent).inc()
         elif isinstance(event, ProcessEvent) or event_family(event.type) == PROCESS_FAMILY:
-            name = _known(event.type.removeprefix(PROCESS_FAMILY + "."), _LIFECYCLE)
+            name = _known(lifecycle_kind(event.type), _LIFECYCLE)
             self.process_events.labels(agent, name).inc()
             expected = isinstance(event, ProcessEvent) and event.expected is True
-            if name == "exited" and not expected:
+            if event.type == EventType.PROCESS_EXITED and not expected:
                 self.crashes.labels(agent).inc()
 
     def exposition(self) -> bytes:

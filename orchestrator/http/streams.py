@@ -47,7 +47,7 @@ from ipc import IpcError
 from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
 from ipc.protocol import new_trace_id
-from ipc.runtime_events import AnyEvent, as_event
+from ipc.runtime_events import AnyEvent, read_event
 from orchestrator.approvals import APPROVAL_EVENTS
 from orchestrator.eventlog import matches
 from orchestrator.http.events_hub import END_OF_STREAM
@@ -286,7 +286,7 @@ async def event_stream(
                 lost = subscription.dropped - reported
                 reported = subscription.dropped
                 yield f"event: dropped\ndata: {lost}\n\n".encode()
-            typed = as_event(event)
+            typed = read_event(event)
             if matches(typed, agent=agent, trace=trace, since=None):
                 line = json.dumps(event, ensure_ascii=False, default=str)
                 yield f"event: {typed.type or 'event'}\ndata: {line}\n\n".encode()

@@ -41,7 +41,16 @@ from ipc.events import ModelUsage
 from ipc.payload import EventBody
 from ipc.protocol import EventKind
 from ipc.questions import ModelPermitRequest, ModelPermitResult
-from ipc.runtime_events import AnyEvent, EventType
+from ipc.runtime_events import (
+    AnyEvent,
+    BudgetExceededEvent,
+    ModelPermitEvent,
+    ModelPermitGrantedEvent,
+    ModelPermitTimeoutEvent,
+    ModelPermitWaitingEvent,
+    ModelRateLimitedEvent,
+    RuntimeEvent,
+)
 from orchestrator.clock import Clock, Timer
 from orchestrator.dispatch import EventHandler
 from orchestrator.limits.usage import TraceUsage, UsageBook
@@ -52,8 +61,8 @@ SECONDS_PER_MINUTE = 60.0
 
 Reply = Callable[[str, str, EventBody], None]
 """``(agent, correlation id, answer)``: send an agent the answer to its permit request."""
-Record = Callable[..., None]
-"""``(event type, agent, **fields)``: a runtime event for the event log."""
+Record = Callable[[RuntimeEvent, str], None]
+"""``(event, agent)``: a runtime event about ``agent`` for the event log, stamped there."""
 
 
 @dataclass(slots=True, eq=False)
@@ -289,15 +298,12 @@ class ModelBroker:
         self._serve(pool)
         if request in pool.waiting:  # still waiting after the queue moved: say why
             request.reason = request.reason or pool.waiting[0].reason
-            self._note(
-                EventType.MODEL_PERMIT_WAITING,
-                agent,
-                body,
-                pool,
+            waiting = ModelPermitWaitingEvent(
                 reason=request.reason,
                 position=pool.waiting.index(request) + 1,
-                inUse=len(pool.in_use),
+                in_use=len(pool.in_use),
             )
+            self._note(waiting, agent, body, pool)
 
     def usage_reported(self, agent: str, body: ModelUsage) -> None:
         """A ``model_usage``: count it, settle its reservation, take the permit back, pause the
@@ -320,16 +326,11 @@ class ModelBroker:
                     agent=agent,
                     seconds=seconds,
                 )
-                self._note(
-                    EventType.MODEL_RATE_LIMITED,
-                    agent,
-                    body,
-                    pool,
-                    retryAfterMs=body.retry_after_ms,
-                )
+                limited = ModelRateLimitedEvent(retry_after_ms=body.retry_after_ms)
+                self._note(limited, agent, body, pool)
         self._serve(pool)
 
-    def observe(self, event: AnyEvent | Mapping[str, Any]) -> None:
+    def observe(self, event: AnyEvent) -> None:
         """Take in a runtime event: the Turn that began a trace names its root, and a
         ``step.completed`` counts the model call of an agent that reports no usage of its own
         (one that asks no permits: no limits and no trace budget)."""
@@ -420,14 +421,8 @@ class ModelBroker:
             pool.wait_seconds += waited
             waited_ms = round(waited * 1000)
             self._reply(head.agent, head.permit_id, ModelPermitResult(waited_ms))
-            self._note(
-                EventType.MODEL_PERMIT_GRANTED,
-                head.agent,
-                head.request,
-                pool,
-                waitedMs=waited_ms,
-                reason=head.reason or None,
-            )
+            granted = ModelPermitGrantedEvent(waited_ms=waited_ms, reason=head.reason or None)
+            self._note(granted, head.agent, head.request, pool)
 
     def _expired(self, pool: RatePool, request: PermitRequest) -> None:
         if request not in pool.waiting:
@@ -449,14 +444,8 @@ class ModelBroker:
         self._reply(
             request.agent, request.permit_id, ModelPermitResult(round(waited * 1000), error)
         )
-        self._note(
-            EventType.MODEL_PERMIT_TIMEOUT,
-            request.agent,
-            request.request,
-            pool,
-            reason=reason,
-            waitedMs=round(waited * 1000),
-        )
+        timeout = ModelPermitTimeoutEvent(reason=reason, waited_ms=round(waited * 1000))
+        self._note(timeout, request.agent, request.request, pool)
 
     def _free(self, agent: str, permit_id: str) -> None:
         """``agent``'s call of ``permit_id`` is settled or will not be made: its reservation,
@@ -480,21 +469,15 @@ class ModelBroker:
 
     def _note(
         self,
-        kind: str,
+        event: ModelPermitEvent,
         agent: str,
         about: ModelPermitRequest | ModelUsage,
         pool: RatePool,
-        **fields: Any,
     ) -> None:
-        """A runtime event about one model call of ``agent`` in ``pool``."""
-        self._record(
-            kind,
-            agent,
-            instanceKey=about.instance_key,
-            traceId=about.trace_id or None,
-            pool=pool.name,
-            **fields,
-        )
+        """Record ``event`` about one model call of ``agent`` in ``pool``."""
+        event.instance_key, event.trace_id = about.instance_key, about.trace_id or None
+        event.pool = pool.name
+        self._record(event, agent)
 
     @staticmethod
     def _cancel_timer(request: PermitRequest) -> None:
@@ -510,19 +493,16 @@ class ModelBroker:
         root: str,
         reached: Reached,
     ) -> None:
-        figures = reached.to_json()
         error = BudgetExceeded(
             f"trace budget exceeded: {reached.describe()} used by this request across the swarm"
             f"{reached.shortfall()} (the trace budget of {root!r}); the model was not called",
-            details={"budget": "trace", "traceId": body.trace_id, **figures},
+            details={"budget": "trace", "traceId": body.trace_id, **reached.to_json()},
         )
         self._reply(agent, correlation_id, ModelPermitResult(0, error))
-        self._record(
-            EventType.BUDGET_EXCEEDED,
-            agent,
-            instanceKey=body.instance_key,
-            traceId=body.trace_id,
-            budget="trace",
-            root=root,
-            **figures,
+        exceeded = BudgetExceededEvent.of(reached, "trace")
+        exceeded.instance_key, exceeded.trace_id, exceeded.root = (
+            body.instance_key,
+            body.trace_id,
+            root,
         )
+        self._record(exceeded, agent)

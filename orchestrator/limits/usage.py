@@ -24,7 +24,6 @@ from ipc.runtime_events import (
     AnyEvent,
     StepCompletedEvent,
     TurnStartedEvent,
-    as_event,
     given,
 )
 
@@ -35,7 +34,7 @@ BudgetOf = Callable[[str], Mapping[str, float]]
 """``agent → ceilings`` (figure → limit) of the traces that enter the swarm at that agent."""
 
 
-def trace_root(event: AnyEvent | Mapping[str, Any]) -> str | None:
+def trace_root(event: AnyEvent) -> str | None:
     """The agent whose Turn began its trace, when ``event`` is that Turn's ``turn.started``;
     else ``None``.
 
@@ -44,16 +43,14 @@ def trace_root(event: AnyEvent | Mapping[str, Any]) -> str | None:
     with none is the one the request entered the swarm with. The first agent to call a model
     is no guide: a delegate's Step ends before its caller's Step that waits for it.
     """
-    event = as_event(event)
     if not isinstance(event, TurnStartedEvent) or event.parent_span:
         return None
     return event.agent_name or None
 
 
-def step_call(event: AnyEvent | Mapping[str, Any]) -> tuple[str, int, int, float] | None:
+def step_call(event: AnyEvent) -> tuple[str, int, int, float] | None:
     """``(agent, input tokens, output tokens, cost)`` of the model call a ``step.completed``
     event records (``None`` for any other event)."""
-    event = as_event(event)
     if not isinstance(event, StepCompletedEvent):
         return None
     usage = given(event.token_usage)
@@ -144,11 +141,10 @@ class UsageBook:
         entry.agents.add(agent)
         return entry
 
-    def observe(self, event: AnyEvent | Mapping[str, Any], *, count: Callable[[str], bool]) -> None:
+    def observe(self, event: AnyEvent, *, count: Callable[[str], bool]) -> None:
         """Take in one runtime event: a trace's root from its first Turn's start, and the
         model call of a ``step.completed`` of an agent ``count`` says to count (one that does
         not report its calls itself)."""
-        event = as_event(event)
         root = trace_root(event)
         trace_id = event.trace
         at = event.timestamp or None

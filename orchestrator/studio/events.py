@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,6 @@ from ipc.runtime_events import (
     ToolCompletedEvent,
     TurnEvent,
     TurnStartedEvent,
-    as_event,
     given,
 )
 from orchestrator.eventlog import FILE_NAME, read_typed
@@ -99,26 +98,28 @@ LEVELS = ("info", "warning", "error")
 """Event levels, least to most severe; a level filter keeps that level and those above it."""
 
 
-def event_key(event: AnyEvent | Mapping[str, Any]) -> str:
+def event_key(event: AnyEvent) -> str:
     """A stable id of ``event``: the same whether it was read from the file or pushed live."""
-    data = as_event(event).to_builtins()
+    return _key_of(event.to_builtins())
+
+
+def _key_of(data: dict[str, Any]) -> str:
+    """:func:`event_key` of an event's JSON object."""
     canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
 
 
-def is_crash(event: AnyEvent | Mapping[str, Any]) -> bool:
+def is_crash(event: AnyEvent) -> bool:
     """Whether a ``process.exited`` event is a crash: an exit nobody asked for, other than
     exit code 0 (which the daemon restarts at once and counts as no crash)."""
-    event = as_event(event)
     if not isinstance(event, ProcessEvent):
         return False
     clean = event.exit_code == 0 and given(event.signal) is None
     return event.expected is False and not clean
 
 
-def event_level(event: AnyEvent | Mapping[str, Any]) -> str:
+def event_level(event: AnyEvent) -> str:
     """``error``, ``warning`` or ``info``: how much an operator should care about ``event``."""
-    event = as_event(event)
     kind = event.type
     if kind.endswith(_FAILED_SUFFIX) or kind in _ERROR_TYPES:
         return "error"
@@ -135,10 +136,10 @@ def event_level(event: AnyEvent | Mapping[str, Any]) -> str:
     return "info"
 
 
-def wrap(event: AnyEvent | Mapping[str, Any]) -> dict[str, Any]:
+def wrap(event: AnyEvent) -> dict[str, Any]:
     """The form the studio's API hands out: ``{key, level, event}``."""
-    event = as_event(event)
-    return {"key": event_key(event), "level": event_level(event), "event": event.to_builtins()}
+    data = event.to_builtins()
+    return {"key": _key_of(data), "level": event_level(event), "event": data}
 
 
 def _number(value: object) -> float | None:
@@ -147,10 +148,9 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def step_usage(event: AnyEvent | Mapping[str, Any]) -> tuple[int, int, float] | None:
+def step_usage(event: AnyEvent) -> tuple[int, int, float] | None:
     """Input tokens, output tokens and cost of one model-calling Step, from the ``tokenUsage``
     of its ``step.completed`` (``None`` for any other event, or one without usage)."""
-    event = as_event(event)
     if not isinstance(event, StepCompletedEvent | StepFailedEvent):
         return None
     usage = given(event.token_usage)
@@ -181,9 +181,8 @@ class Trace:
     root_span_id: str | None = None
     """The span of the Turn that began the trace (:func:`orchestrator.limits.usage.trace_root`)."""
 
-    def add(self, event: AnyEvent | Mapping[str, Any]) -> None:
+    def add(self, event: AnyEvent) -> None:
         """Fold one event of this trace into its spans."""
-        event = as_event(event)
         self.event_count += 1
         stamp = epoch_ms(event.timestamp)
         if stamp is not None:
@@ -470,9 +469,8 @@ class EventIndex:
             self.offset = end
             self.add(event)
 
-    def add(self, event: AnyEvent | Mapping[str, Any]) -> None:
+    def add(self, event: AnyEvent) -> None:
         """Fold one event into the index."""
-        event = as_event(event)
         if event.type == EventType.TEXT_DELTA:
             return  # streamed text is never in the log: the live view skips it too
         self.events.append(event)

@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from goondan.http_server import GuardedServer
 from goondan.loopback import is_loopback
 from ipc.protocol import CONNECTION_SENDER_PREFIX, ORCHESTRATOR
-from ipc.runtime_events import LIVE_ONLY, as_event
+from ipc.runtime_events import LIVE_ONLY, read_event
 from orchestrator.approvals import list_approvals
 from orchestrator.eventlog import parse_since
 from orchestrator.http.servers import address_family
@@ -172,7 +172,7 @@ class Studio:
                 kind, value = item
                 if kind == "dropped":
                     yield _sse("dropped", {"count": value})
-                elif (event := as_event(value)).type not in LIVE_ONLY:
+                elif (event := read_event(value)).type not in LIVE_ONLY:
                     yield _sse(None, wrap(event))
             if not self.stopping.is_set():
                 yield _sse("mode", {"live": False})  # the daemon stopped

@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
@@ -435,7 +435,7 @@ class TraceExport:
             max_queue_size=self.settings.max_queue_size,
         )
 
-    def observe(self, event: AnyEvent | Mapping[str, Any]) -> None:
+    def observe(self, event: AnyEvent) -> None:
         """An ``EventLog`` listener: every runtime event passes here."""
         self.assembler.observe(event)
 

@@ -1,8 +1,8 @@
 """Spans from runtime events: one model, read by the studio's waterfall and the OTLP exporter.
 
 A span is a Turn, a Step, a tool call, or a tool call's wait for an operator's approval. Which
-event opens and which ends each kind is said once here (:data:`SPAN_STARTS`, :data:`SPAN_ENDS`),
-and so is how an ended span failed (:func:`failure`). Two readers fold events into spans:
+event opens and which ends each kind, and how an ended span failed, are the events' own rules
+(:mod:`ipc.runtime_events.spans`). Two readers fold events into spans:
 
 - :class:`SpanAssembler` pairs each end event with its start as the daemon appends them, for the
   exporter (:func:`build_span` then names and attributes the span after the OpenTelemetry GenAI
@@ -16,12 +16,11 @@ Trace and span ids are the runtime's own (``traceId``, ``spanId``, ``parentSpanI
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from goondan.errors import DeliveryCode, ToolCode
 from goondan.time import parse_timestamp
 from ipc.runtime_events import (
     AnyEvent,
@@ -32,91 +31,27 @@ from ipc.runtime_events import (
     RawEvent,
     RuntimeEvent,
     StepEvent,
-    ToolCompletedEvent,
     ToolEvent,
     TurnCancellingEvent,
     TurnEvent,
-    as_event,
     given,
+    read_event,
+)
+from ipc.runtime_events.spans import (
+    CANCELLED,
+    INCOMPLETE_END,
+    SPAN_ENDS,
+    SPAN_STARTS,
+    SpanKind,
+    error_object,
+    failure,
+    span_kind,
 )
 
-SpanKind = Literal["turn", "step", "tool", "approval"]
 SpanKindName = Literal["internal", "client"]
 AttributeValue = str | bool | int | float
 MAX_OPEN_SPANS = 10_000
 """Spans started and not yet ended that are remembered; past it the oldest is forgotten."""
-
-SPAN_STARTS: dict[str, SpanKind] = {
-    EventType.TURN_STARTED: "turn",
-    EventType.STEP_STARTED: "step",
-    EventType.TOOL_CALLED: "tool",
-    EventType.APPROVAL_REQUESTED: "approval",
-    EventType.APPROVAL_RESUMED: "approval",
-}
-"""The events that open a span, and its kind."""
-SPAN_ENDS: dict[str, SpanKind] = {
-    EventType.TURN_COMPLETED: "turn",
-    EventType.TURN_FAILED: "turn",
-    EventType.STEP_COMPLETED: "step",
-    EventType.STEP_FAILED: "step",
-    EventType.TOOL_COMPLETED: "tool",
-    EventType.TOOL_FAILED: "tool",
-    EventType.APPROVAL_DECIDED: "approval",
-    EventType.APPROVAL_EXPIRED: "approval",
-    EventType.APPROVAL_CANCELLED: "approval",
-}
-"""The events that end a span, and its kind."""
-FAILED_ENDS = frozenset({EventType.TURN_FAILED, EventType.STEP_FAILED, EventType.TOOL_FAILED})
-"""Ends that say the span failed, whatever else they carry."""
-INCOMPLETE_END: dict[SpanKind, EventType] = {
-    "turn": EventType.TURN_FAILED,
-    "step": EventType.STEP_FAILED,
-    "tool": EventType.TOOL_FAILED,
-    "approval": EventType.APPROVAL_CANCELLED,
-}
-"""The end event's type given to a span whose own end never came."""
-FAILED_APPROVALS = {
-    EventType.APPROVAL_EXPIRED: (
-        ToolCode.E_TOOL_APPROVAL_TIMEOUT,
-        "nobody decided before the approval expired",
-    ),
-    EventType.APPROVAL_CANCELLED: (
-        ToolCode.E_TOOL_CANCELLED,
-        "the request was cancelled while the call waited",
-    ),
-}
-"""How an approval's wait ends without a decision: ``(code, message)``."""
-CANCELLED = DeliveryCode.CANCELLED
-"""The error code of a Step cut short by a cancellation."""
-
-
-def span_kind(event: AnyEvent) -> SpanKind | None:
-    """The kind of span ``event`` opens, ends or speaks of; ``None`` for no span's event."""
-    kind = SPAN_STARTS.get(event.type) or SPAN_ENDS.get(event.type)
-    if kind is None and isinstance(event, TurnCancellingEvent):
-        return "turn"
-    return kind
-
-
-def _error_object(end: RuntimeEvent) -> dict[str, Any]:
-    error = end.error if isinstance(end, ToolEvent) else None
-    return error if isinstance(error, dict) else {}
-
-
-def failure(end: RuntimeEvent) -> tuple[str, str] | None:
-    """``(code, message)`` of a span that ``end`` says failed; ``None`` when it did not (an
-    approval an operator decided, either way, is no failure of the wait)."""
-    if end.type in FAILED_ENDS:
-        code = given(end.error_code) if isinstance(end, TurnEvent | StepEvent) else None
-        message = (
-            given(end.error_message) if isinstance(end, TurnEvent | StepEvent | ToolEvent) else None
-        )
-        return str(code or "exception"), str(message or code or "failed")
-    if isinstance(end, ToolCompletedEvent) and end.status == "error":
-        error = _error_object(end)
-        code = error.get("code")
-        return str(code or "tool_error"), str(error.get("message") or code or "the tool failed")
-    return FAILED_APPROVALS.get(EventType(end.type))
 
 
 # --- pairs of events, for the exporter --------------------------------------------------------
@@ -174,9 +109,8 @@ class SpanAssembler:
     def __len__(self) -> int:
         return len(self._open)
 
-    def observe(self, event: AnyEvent | Mapping[str, Any]) -> None:
+    def observe(self, event: AnyEvent) -> None:
         """Take one runtime event (an ``EventLog`` listener)."""
-        event = as_event(event)
         if isinstance(event, RawEvent):
             return
         if event.type in SPAN_STARTS:
@@ -266,8 +200,8 @@ class SpanData:
 def build_span(finished: FinishedSpan) -> SpanData | None:
     """The span of ``finished``, named and attributed after the OpenTelemetry GenAI semantic
     conventions; ``None`` when its events lack usable ids or a timestamp."""
-    end = as_event(finished.end)
-    start = as_event(finished.start) if finished.start is not None else None
+    end = read_event(finished.end)
+    start = read_event(finished.start) if finished.start is not None else None
     if isinstance(end, RawEvent) or end.type not in SPAN_ENDS:
         return None
     trace_id = _hex_id(end.trace_id, 32)
@@ -482,7 +416,7 @@ def _error_text(end: RuntimeEvent) -> str | None:
         given(end.error_message) if isinstance(end, TurnEvent | StepEvent | ToolEvent) else None
     )
     code = given(end.error_code) if isinstance(end, TurnEvent | StepEvent) else None
-    error = _error_object(end)
+    error = error_object(end)
     if error:
         message = message or error.get("message")
         code = code or error.get("code")

@@ -16,6 +16,7 @@ from goondan.usage import Usage
 from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
 from ipc.questions import ApprovalDecision
+from ipc.runtime_events import RuntimeEvent
 from orchestrator.approvals import DecisionOutcome
 from orchestrator.http.events_hub import EventHub, Subscription
 from orchestrator.operations import (
@@ -67,7 +68,7 @@ class FakeSwarm:
     """Pids the swarm runs as agents (none may decide an approval)."""
     daemon_pid: int = field(default_factory=os.getpid)
     """The daemon's pid: this process, as when a test runs the daemon in its own loop."""
-    recorded: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    recorded: list[tuple[RuntimeEvent, str]] = field(default_factory=list)
     live: EventHub = field(default_factory=EventHub)
 
     def agent_names(self) -> Collection[str]:
@@ -167,8 +168,8 @@ class FakeSwarm:
     def processes(self) -> SwarmProcesses:
         return SwarmProcesses(dict(self.agent_pids), {}, self.daemon_pid, os.geteuid())
 
-    def record(self, kind: str, agent: str, **fields: Any) -> None:
-        self.recorded.append((kind, agent, fields))
+    def record(self, event: RuntimeEvent, agent: str) -> None:
+        self.recorded.append((event, agent))
 
     def connection_names(self) -> Collection[str]:
         return ()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from agent_process.events import EventRecorder
 from goondan.time import utc_timestamp
+from ipc.runtime_events import ProcessSpawnedEvent, RuntimeEvent, TurnStartedEvent
 from orchestrator.eventlog import EventLog, read_events
 
 FORMAT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -21,13 +21,13 @@ def test_the_format_is_iso_utc_with_milliseconds() -> None:
 
 
 def test_runtime_and_lifecycle_events_use_it(tmp_path: Path) -> None:
-    seen: list[dict[str, Any]] = []
+    seen: list[RuntimeEvent] = []
     EventRecorder(seen.append, agent_name="a", instance_key="k", trace_id="t").emit(
-        "turn.started", "s1", None
+        TurnStartedEvent(), "s1", None
     )
     log = EventLog(tmp_path)
     log.append(seen[0])
-    log.lifecycle("spawned", "a", pid=1)
+    log.lifecycle(ProcessSpawnedEvent(pid=1), "a")
     log.close()
     stamps = [event["timestamp"] for _, event in read_events(log.path)]
     assert len(stamps) == 2

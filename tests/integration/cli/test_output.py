@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from goondan.defaults import INSTANCE_METADATA_FORMAT
+from ipc.runtime_events import TurnStartedEvent
 from orchestrator.eventlog import EventLog
 from tests.support.daemon import run_cli
 
@@ -35,15 +36,14 @@ def event_log(state: Path, count: int, agent: str = "worker") -> None:
     try:
         for index in range(count):
             log.append(
-                {
-                    "type": "turn.started",
-                    "timestamp": f"2026-01-01T00:00:00.{index % 1000:03d}Z",
-                    "agentName": agent,
-                    "instanceKey": "default",
-                    "traceId": f"trace-{index:06d}",
-                    "spanId": f"span-{index:06d}",
-                    "turnId": f"turn-{index:06d}",
-                }
+                TurnStartedEvent(
+                    timestamp=f"2026-01-01T00:00:00.{index % 1000:03d}Z",
+                    agent_name=agent,
+                    instance_key="default",
+                    trace_id=f"trace-{index:06d}",
+                    span_id=f"span-{index:06d}",
+                    turn_id=f"turn-{index:06d}",
+                )
             )
     finally:
         log.close()

@@ -96,7 +96,9 @@ class Fixture:
             config_tool_names=("notes__write", "notes__echo"),
             approvals=self.gate,
         )
-        self.runner = TurnRunner(self.settings, events=self.events.append)
+        self.runner = TurnRunner(
+            self.settings, events=lambda event: self.events.append(event.to_builtins())
+        )
         self.store = ConversationStore(self.root / "default" / "conversation")
         self.store.load()
 

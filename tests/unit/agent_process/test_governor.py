@@ -132,7 +132,7 @@ def turn_scope(
         trace_id=TRACE,
         workdir=tmp_path,
         logger=structlog.get_logger(),
-        events=seen.append,
+        events=lambda event: seen.append(event.to_builtins()),
         instance_usage=instance_usage or Usage(),
     )
 

@@ -23,6 +23,7 @@ from agent_process.tools.middleware import (
 from agent_process.tools.registry import ToolRegistry
 from agent_process.turn import TurnInput, TurnMiddlewareContext, TurnResult, TurnRunner
 from bundle.scripted import ScriptSpec
+from ipc.runtime_events import TurnStartedEvent
 from tools_base import JsonObject, ToolCallResult, ToolContext
 
 
@@ -34,7 +35,7 @@ def turn_scope(tmp_path: Path, events: list[dict[str, Any]] | None = None) -> Tu
         trace_id="a" * 32,
         workdir=tmp_path,
         logger=structlog.get_logger(),
-        events=events.append if events is not None else None,
+        events=(lambda event: events.append(event.to_builtins())) if events is not None else None,
     )
 
 
@@ -52,7 +53,7 @@ def test_the_recorder_stamps_events_with_the_scope_identity(tmp_path: Path) -> N
     events: list[dict[str, Any]] = []
     scope = turn_scope(tmp_path, events)
     assert scope.recorder.active
-    scope.recorder.emit("turn.started", scope.span_id, None, turnId=scope.turn_id)
+    scope.recorder.emit(TurnStartedEvent(turn_id=scope.turn_id), scope.span_id, None)
     [event] = events
     assert event["agentName"] == "agent"
     assert event["instanceKey"] == "key"

@@ -11,8 +11,9 @@ import pytest
 
 from agent_process.main import AgentProcess
 from bundle import load_bundle
-from ipc import EventMessage, IpcError
+from ipc import ORCHESTRATOR, EventMessage, IpcError
 from ipc import protocol as wire
+from ipc.codec import FrameDecoder, encode
 from ipc.delegation import Handoff
 from ipc.events import (
     EVENT_BODIES,
@@ -57,6 +58,7 @@ from ipc.questions import (
     SpawnRequest,
     SpawnResult,
 )
+from ipc.runtime_events import RawEvent, TurnStartedEvent
 from orchestrator.daemon import Orchestrator
 from orchestrator.dispatch import Dispatcher
 from orchestrator.router import Router
@@ -114,7 +116,8 @@ BODIES = [
     StatusChanged("processing"),
     TurnCompleted("k", "ok"),
     ShutdownAck(),
-    RuntimeEventReport({"type": "turn.started"}),
+    RuntimeEventReport(TurnStartedEvent()),
+    RuntimeEventReport(RawEvent({"type": "turn.paused", "why": 1})),
     RestartRequest("tool"),
     TextDelta("corr_1", "hel", "t" * 32, "k", "turn-1", "turn-1-step-0"),
     Send(Handoff(target="b", input="hi", event_id="e", call_chain=("a@k",), source="a")),
@@ -233,3 +236,30 @@ def test_a_streamed_handoff_survives_the_round_trip_and_a_plain_one_says_nothing
     plain = Handoff(target="b", input="hi").to_wire()
     assert "streamId" not in plain
     assert "relay" not in plain
+
+
+def test_a_runtime_event_crosses_the_pipe_typed_in_the_frame_its_json_object_made() -> None:
+    started = TurnStartedEvent(
+        timestamp="t", agent_name="a", trace_id="x" * 32, span_id="s1", turn_id="turn-1"
+    )
+    typed = wire.event("a", ORCHESTRATOR, RuntimeEventReport(started))
+    payload = {"kind": "runtime_event", "event": started.to_builtins()}
+    assert encode(typed) == encode(EventMessage(sender="a", to=ORCHESTRATOR, payload=payload))
+    [decoded] = FrameDecoder().feed(encode(typed))
+    assert isinstance(decoded, EventMessage)
+    body = read_event(decoded)
+    assert isinstance(body, RuntimeEventReport)
+    assert isinstance(body.event, TurnStartedEvent)
+    assert body.event == started
+
+
+def test_a_runtime_event_of_a_newer_agent_is_kept_whole_and_a_non_object_refused() -> None:
+    newer = {"type": "turn.paused", "agentName": "a", "why": [1]}
+    payload = {"kind": "runtime_event", "event": newer}
+    body = read_event(EventMessage(sender="a", to="b", payload=payload))
+    assert isinstance(body, RuntimeEventReport)
+    assert body.event == RawEvent(newer)
+    assert body.to_wire() == {"event": newer}
+    with pytest.raises(wire.MalformedPayload) as refused:
+        read_event(EventMessage(sender="a", to="b", payload={"kind": "runtime_event", "event": 1}))
+    assert refused.value.details == {"field": "event"}

@@ -13,11 +13,13 @@ from ipc.runtime_events import (
     EventType,
     ProcessExitedEvent,
     RawEvent,
+    RuntimeEvent,
     StepCompletedEvent,
     TokenCounts,
     ToolCompletedEvent,
     TurnFailedEvent,
     TurnStartedEvent,
+    TypedEvent,
     decode_line,
     encode_event,
     given,
@@ -417,3 +419,24 @@ def test_figures_keep_their_number_type() -> None:
 
 def test_the_tag_is_the_enum_value() -> None:
     assert msgspec.json.encode(StepCompletedEvent()).startswith(b'{"type":"step.completed"')
+
+
+def test_every_tagged_event_struct_is_read_typed() -> None:
+    """A struct given a tag but left out of ``TypedEvent`` would be read back as a RawEvent."""
+
+    types = {member.value for member in EventType}
+
+    def tagged(cls: type[RuntimeEvent]) -> set[type[RuntimeEvent]]:
+        # a family's base has its class name as msgspec's tag, no event type
+        found = {cls} if cls.__struct_config__.tag in types else set()
+        for sub in cls.__subclasses__():
+            found |= tagged(sub)
+        return found
+
+    structs = tagged(RuntimeEvent)
+    assert len(structs) > 40
+    assert structs == set(TypedEvent.__args__)
+    for cls in structs:
+        assert cls.type == cls.__struct_config__.tag
+        event = read_event({"type": cls.type})
+        assert type(event) is cls

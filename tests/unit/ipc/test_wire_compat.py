@@ -57,6 +57,7 @@ from ipc.questions import (
     SpawnRequest,
     SpawnResult,
 )
+from ipc.runtime_events import RawEvent
 
 A, B, ORC, T = "alpha", "beta", wire.ORCHESTRATOR, "telegram"
 
@@ -103,7 +104,9 @@ SAMPLES: dict[str, IpcMessage] = {
     "status": wire.event(A, ORC, StatusChanged(status="processing")),
     "turn_completed": wire.event(A, ORC, TurnCompleted(instance_key="k", status="ok")),
     "shutdown_ack": wire.event(A, ORC, ShutdownAck()),
-    "runtime_event": wire.event(A, ORC, RuntimeEventReport(event={"type": "turn.started", "n": 1})),
+    "runtime_event": wire.event(
+        A, ORC, RuntimeEventReport(RawEvent({"type": "turn.started", "n": 1}))
+    ),
     "text_delta": wire.event(
         A,
         ORC,

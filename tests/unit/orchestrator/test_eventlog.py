@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from ipc.runtime_events import ProcessSpawnedEvent, read_event
 from orchestrator.eventlog import EventLog, matches, parse_since, read_events
+from orchestrator.status import ExitInfo
 
 
 def test_append_and_read_back_skipping_a_line_still_being_written(tmp_path: Path) -> None:
     log = EventLog(tmp_path)
-    log.append({"type": "turn.started", "agentName": "a", "traceId": "t1"})
-    log.lifecycle("spawned", "b", pid=7)
+    log.append(read_event({"type": "turn.started", "agentName": "a", "traceId": "t1"}))
+    log.lifecycle(ProcessSpawnedEvent(pid=7), "b")
     log.close()
     with open(log.path, "a") as f:
         f.write('{"type": "turn.comp')  # torn: no newline yet
@@ -49,7 +52,9 @@ def test_since_refuses_what_it_cannot_place_with_a_value_error(text: str, match:
 
 def test_since_timestamp_and_filters() -> None:
     since = parse_since("2026-01-01T00:00:00Z")
-    event = {"agentName": "a", "traceId": "t", "timestamp": "2026-01-01T00:00:01.000+00:00"}
+    event = read_event(
+        {"agentName": "a", "traceId": "t", "timestamp": "2026-01-01T00:00:01.000+00:00"}
+    )
     assert matches(event, agent="a", trace="t", since=since)
     assert not matches(event, agent="b", trace=None, since=None)
     assert not matches(event, agent=None, trace="u", since=None)
@@ -63,7 +68,7 @@ def test_each_file_opens_with_its_format_and_rotates_by_size(tmp_path: Path) -> 
 
     log = EventLog(tmp_path, max_bytes=2_000, kept=2)
     for n in range(100):
-        log.append({"type": "tool.called", "agentName": "a", "n": n, "pad": "x" * 40})
+        log.append(read_event({"type": "tool.called", "agentName": "a", "n": n, "pad": "x" * 40}))
     log.close()
 
     files = log_files(tmp_path)
@@ -109,7 +114,7 @@ def test_logs_reads_across_rotated_files(tmp_path: Path) -> None:
 
     log = EventLog(tmp_path, max_bytes=1_500, kept=3)
     for n in range(30):
-        log.append({"type": "turn.started", "agentName": "a", "traceId": f"t{n:02d}"})
+        log.append(read_event({"type": "turn.started", "agentName": "a", "traceId": f"t{n:02d}"}))
     log.close()
     shown = subprocess.run(
         [sys.executable, "-m", "orchestrator", "logs", "--state-dir", str(tmp_path), "--json"],
@@ -123,3 +128,26 @@ def test_logs_reads_across_rotated_files(tmp_path: Path) -> None:
     traces = [json.loads(line)["traceId"] for line in shown.stdout.splitlines()]
     assert traces == [f"t{n:02d}" for n in range(30)]
     assert (tmp_path / "runtime-events.jsonl.1").exists()  # they did not fit in one file
+
+
+def test_a_lifecycle_event_keeps_its_line(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    log.lifecycle(ExitInfo(-9).event(expected=False, consecutive_crashes=2), "a")
+    log.lifecycle(ProcessSpawnedEvent(pid=5, node="n1"), "connection:c")
+    log.close()
+    lines = log.path.read_text().splitlines()[1:]
+    stamps = [json.loads(line)["timestamp"] for line in lines]
+    unstamped = [line.replace(stamp, "T", 1) for line, stamp in zip(lines, stamps, strict=True)]
+    assert unstamped == [
+        '{"type":"process.exited","timestamp":"T","agentName":"a","expected":false,'
+        '"consecutiveCrashes":2,"exitCode":null,"signal":"SIGKILL","reason":"signal SIGKILL"}',
+        '{"type":"process.spawned","timestamp":"T","agentName":"connection:c","pid":5,"node":"n1"}',
+    ]
+
+
+def test_a_bare_kind_is_refused_not_logged_as_a_raw_event(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    with pytest.raises(TypeError, match="not a runtime event struct"):
+        log.lifecycle("spawnd", "a")  # type: ignore[arg-type]  # the misspelling under test
+    log.close()
+    assert not log.path.exists() or list(read_events(log.path)) == []

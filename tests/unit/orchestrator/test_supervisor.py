@@ -24,6 +24,7 @@ from goondan.defaults import (
 from ipc import AgentCrashed, AgentNotFound, AgentUnavailable, ShutdownMessage
 from ipc.delegation import ShutdownRequest
 from ipc.events import BootFailed, StatusChanged, TurnCompleted
+from ipc.runtime_events import EventType, ProcessEvent
 from orchestrator.status import EXIT_BOOT_FAILURE, ProcessStatus
 from orchestrator.supervisor import Supervisor
 from orchestrator.testing import FakeClock, FakeTransport, FakeWorker, fake_plans
@@ -34,7 +35,7 @@ class Fleet:
     clock: FakeClock
     transport: FakeTransport
     supervisor: Supervisor
-    lifecycle: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    lifecycle: list[tuple[ProcessEvent, str]] = field(default_factory=list)
 
     @property
     def handle(self) -> Any:
@@ -54,19 +55,19 @@ class Fleet:
         await self.exit_recorded(worker)
 
     def kinds(self) -> list[str]:
-        return [kind for kind, _, _ in self.lifecycle]
+        return [event.type for event, _ in self.lifecycle]
 
 
 @pytest.fixture
 async def fleet() -> AsyncIterator[Fleet]:
     clock = FakeClock()
     transport = FakeTransport()
-    record: list[tuple[str, str, dict[str, Any]]] = []
+    record: list[tuple[ProcessEvent, str]] = []
     supervisor = Supervisor(
         fake_plans("a"),
         transport,
         clock=clock,
-        on_lifecycle=lambda kind, agent, **fields: record.append((kind, agent, fields)),
+        on_lifecycle=lambda event, agent: record.append((event, agent)),
     )
     yield Fleet(clock, transport, supervisor, record)
     await supervisor.shutdown(0)
@@ -82,7 +83,7 @@ async def test_an_agent_starts_on_demand_and_reports_its_status(fleet: Fleet) ->
     assert fleet.handle.status is ProcessStatus.PROCESSING
     worker.report(StatusChanged("idle"))
     assert fleet.handle.status is ProcessStatus.IDLE
-    assert fleet.kinds() == ["spawned", "ready"]
+    assert fleet.kinds() == [EventType.PROCESS_SPAWNED, EventType.PROCESS_READY]
     assert [r["status"] for r in fleet.supervisor.status()] == ["idle"]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from ipc.runtime_events import (
     AnyEvent,
     EventType,
+    ProcessSpawnedEvent,
     RawEvent,
     StepCompletedEvent,
     TextDeltaEvent,
@@ -53,18 +54,16 @@ def test_the_log_types_what_it_appends_and_keeps_what_it_cannot(tmp_path: Path) 
     heard: list[AnyEvent] = []
     log.listeners.append(heard.append)
     newer = {"type": "turn.paused", "timestamp": "t", "agentName": "a", "why": [1, 2]}
-    log.append(tool_completed("ok", None))
-    log.append(newer)
+    log.append(read_event(tool_completed("ok", None)))
+    log.append(read_event(newer))
     log.emit(TurnStartedEvent(agent_name="a", trace_id=TRACE, turn_id="turn-1"))
-    log.lifecycle("spawned", "b", pid=7)
-    log.lifecycle("hibernated", "b", seconds=3)  # a kind this runtime does not know
+    log.lifecycle(ProcessSpawnedEvent(pid=7), "b")
     log.close()
     assert [type(event) for event in heard] == [
         ToolCompletedEvent,
         RawEvent,
         TurnStartedEvent,
-        type(heard[3]),
-        RawEvent,
+        ProcessSpawnedEvent,
     ]
     assert heard[3].type is EventType.PROCESS_SPAWNED
     lines = [json.loads(line) for line in log.path.read_text().splitlines()]
@@ -72,7 +71,7 @@ def test_the_log_types_what_it_appends_and_keeps_what_it_cannot(tmp_path: Path) 
     assert lines[1] == tool_completed("ok", None)
     assert lines[2] == newer  # written back whole
     assert lines[3]["timestamp"]  # stamped when emitted
-    assert lines[5] == {**lines[5], "type": "process.hibernated", "seconds": 3}
+    assert lines[4] == {**lines[4], "type": "process.spawned", "agentName": "b", "pid": 7}
     typed = [event for _, event in read_typed(log.path)]
     assert [event.to_builtins() for event in typed] == [e for _, e in read_events(log.path)]
     assert isinstance(typed[0], ToolCompletedEvent)

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from ipc.runtime_events import AnyEvent, read_event
 from orchestrator.cli.answer_stream import ARGUMENTS_SHOWN, AnswerPrinter, ApprovalNotices
 
 
@@ -65,15 +66,17 @@ def test_json_prints_one_object_per_event(capsys: pytest.CaptureFixture[str]) ->
     assert "apr_1 (t__x) expired" in capsys.readouterr().err  # and told on stderr too
 
 
-def requested(arguments: object) -> dict[str, object]:
-    return {
-        "type": "approval.requested",
-        "approvalId": "apr_00000000000000aa",
-        "agentName": "worker",
-        "instanceKey": "u1",
-        "toolName": "bash__exec",
-        "args": arguments,
-    }
+def requested(arguments: object) -> AnyEvent:
+    return read_event(
+        {
+            "type": "approval.requested",
+            "approvalId": "apr_00000000000000aa",
+            "agentName": "worker",
+            "instanceKey": "u1",
+            "toolName": "bash__exec",
+            "args": arguments,
+        }
+    )
 
 
 def test_a_parked_call_is_told_with_the_commands_as_invoked(
@@ -105,14 +108,20 @@ def test_a_decision_names_who_made_it_and_why() -> None:
     err = io.StringIO()
     notices = ApprovalNotices(argparse.Namespace(), out=err)
     decided = {"type": "approval.decided", "approvalId": "apr_1", "toolName": "bash__exec"}
-    notices({**decided, "status": "rejected", "reason": "not\x1b[2J here", "decidedBy": None})
     notices(
-        {
-            **decided,
-            "status": "approved",
-            "editedArgs": {"command": "true"},
-            "decidedBy": {"via": "unix", "uid": 1000, "user": "alice", "pid": 42},
-        }
+        read_event(
+            {**decided, "status": "rejected", "reason": "not\x1b[2J here", "decidedBy": None}
+        )
+    )
+    notices(
+        read_event(
+            {
+                **decided,
+                "status": "approved",
+                "editedArgs": {"command": "true"},
+                "decidedBy": {"via": "unix", "uid": 1000, "user": "alice", "pid": 42},
+            }
+        )
     )
     assert err.getvalue().splitlines() == [
         "apr_1 (bash__exec) rejected: not\\x1b[2J here",  # no terminal control from a reason

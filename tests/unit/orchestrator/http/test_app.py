@@ -16,10 +16,17 @@ from starlette.types import ASGIApp
 
 from ipc import IpcError
 from ipc.delegation import DelegateAnswer
+from ipc.runtime_events import (
+    ApprovalRefusedEvent,
+    ProcessAdoptedEvent,
+    ProcessConfigAppliedEvent,
+    ProcessSpawnedEvent,
+)
 from orchestrator.callers import ApiToken, Peer, with_peer
 from orchestrator.http.app import build_app
 from orchestrator.http.metrics import SwarmMetrics
 from orchestrator.limits.usage import TRACES_KEPT
+from orchestrator.status import ExitInfo
 from tests.support.fake_swarm import FakeSwarm
 
 JSON = {"Content-Type": "application/json"}
@@ -334,8 +341,9 @@ async def test_a_decision_from_an_agents_process_is_refused_and_recorded(
     refused = await client.post("/v1/approvals/a1/approve", headers=JSON)
     assert (refused.status_code, error_of(refused)["code"]) == (403, "APPROVAL_FORBIDDEN")
     assert swarm.decisions == []
-    [(kind, agent, fields)] = swarm.recorded
-    assert (kind, agent, fields["approvalId"]) == ("approval.refused", "alpha", "a1")
+    [(event, agent)] = swarm.recorded
+    assert isinstance(event, ApprovalRefusedEvent)
+    assert (agent, event.approval_id) == ("alpha", "a1")
 
 
 async def test_a_listener_with_tokens_wants_one_where_the_peer_is_not_api_sock(
@@ -450,3 +458,25 @@ async def test_metrics_count_each_request_by_route_template(swarm: FakeSwarm) ->
 async def test_without_metrics_there_is_no_metrics_route(client: httpx2.AsyncClient) -> None:
     response = await client.get("/metrics")
     assert (response.status_code, error_of(response)["code"]) == (404, "NOT_FOUND")
+
+
+def test_metrics_label_lifecycle_events_by_kind_and_count_crashes(swarm: FakeSwarm) -> None:
+    metrics = SwarmMetrics(swarm)
+    for event in (
+        ProcessSpawnedEvent(agent_name="alpha", pid=7),
+        ProcessAdoptedEvent(agent_name="alpha", pid=7),
+        ExitInfo(-9).event(expected=False, consecutive_crashes=1),
+        ProcessConfigAppliedEvent(agent_name="orchestrator", restarted=[]),
+    ):
+        if not event.agent_name:
+            event.agent_name = "alpha"
+        metrics.observe(event)
+    scraped = metrics.exposition().decode()
+    for agent, kind in [
+        ("alpha", "spawned"),
+        ("alpha", "other"),  # an adoption is not one of the kinds labelled by name
+        ("alpha", "exited"),
+        ("orchestrator", "config_applied"),
+    ]:
+        assert f'goondan_process_events_total{{agent="{agent}",event="{kind}"}} 1.0' in scraped
+    assert 'goondan_agent_crashes_total{agent="alpha"} 1.0' in scraped

@@ -10,6 +10,7 @@ from bundle.spec_agent import ModelLimits
 from ipc.events import ModelUsage
 from ipc.payload import EventBody
 from ipc.questions import ModelPermitRequest, ModelPermitResult
+from ipc.runtime_events import read_event
 from orchestrator.limits import ModelBroker
 from orchestrator.limits.usage import UsageBook
 from orchestrator.testing import FakeClock
@@ -31,9 +32,7 @@ class Harness:
             pools,
             usage=UsageBook(lambda agent: (budgets or {}).get(agent, {})),
             reply=self._reply,
-            record=lambda kind, agent, **fields: self.events.append(
-                {"type": kind, "agent": agent, **fields}
-            ),
+            record=lambda event, agent: self.events.append({"agent": agent, **event.to_builtins()}),
             clock=self.clock,
             reports=lambda agent: not agent.startswith("quiet"),
         )
@@ -315,9 +314,9 @@ def test_the_calls_of_agents_that_ask_no_permits_are_counted_from_their_steps() 
             "tokenUsage": usage,
         }
 
-    h.broker.observe(step("quiet", promptTokens=40, completionTokens=2, cost=0.5))
-    h.broker.observe(step("loud", promptTokens=999, completionTokens=9))  # reports itself
-    h.broker.observe({"type": "step.failed", "agentName": "quiet", "tokenUsage": None})
+    h.broker.observe(read_event(step("quiet", promptTokens=40, completionTokens=2, cost=0.5)))
+    h.broker.observe(read_event(step("loud", promptTokens=999, completionTokens=9)))  # its own
+    h.broker.observe(read_event({"type": "step.failed", "agentName": "quiet", "tokenUsage": None}))
     book = h.broker.usage.snapshot()
     assert book["agents"] == {
         "quiet": {

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from ipc.runtime_events import AnyEvent, read_event
 from orchestrator.limits.usage import UsageBook, trace_root
 from orchestrator.studio.events import Trace
 
 BUDGETS = {"coordinator": {"totalTokens": 1000.0}}
 
 
-def turn_started(agent: str, span: str, parent: str | None = None) -> dict[str, Any]:
+def turn_started(agent: str, span: str, parent: str | None = None) -> AnyEvent:
     event = {
         "type": "turn.started",
         "timestamp": "2026-01-01T00:00:00.000Z",
@@ -18,21 +17,23 @@ def turn_started(agent: str, span: str, parent: str | None = None) -> dict[str, 
         "traceId": "t1",
         "spanId": span,
     }
-    return {**event, "parentSpanId": parent} if parent else event
+    return read_event({**event, "parentSpanId": parent} if parent else event)
 
 
-def step_completed(agent: str, tokens: int) -> dict[str, Any]:
-    return {
-        "type": "step.completed",
-        "timestamp": "2026-01-01T00:00:01.000Z",
-        "agentName": agent,
-        "traceId": "t1",
-        "spanId": f"step-{agent}",
-        "tokenUsage": {"promptTokens": tokens, "completionTokens": 1},
-    }
+def step_completed(agent: str, tokens: int) -> AnyEvent:
+    return read_event(
+        {
+            "type": "step.completed",
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "agentName": agent,
+            "traceId": "t1",
+            "spanId": f"step-{agent}",
+            "tokenUsage": {"promptTokens": tokens, "completionTokens": 1},
+        }
+    )
 
 
-def handoff() -> list[dict[str, Any]]:
+def handoff() -> list[AnyEvent]:
     """A coordinator's Turn hands work to a worker, whose Step ends before the coordinator's."""
     return [
         turn_started("coordinator", "turn-c"),

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agent_process.conversation import ConversationStore
+from ipc.runtime_events import read_event
 from orchestrator.studio import live
 from orchestrator.studio.conversations import conversation, instances, read_messages
 from orchestrator.studio.events import EventIndex, Trace, epoch_ms, event_key, event_level
@@ -65,7 +66,7 @@ HANDOFF = [
 def trace_of(events: list[dict[str, Any]]) -> Trace:
     trace = Trace(TRACE)
     for item in events:
-        trace.add(item)
+        trace.add(read_event(item))
     return trace
 
 
@@ -174,7 +175,7 @@ def test_a_call_parked_for_approval_is_a_span_until_it_is_decided() -> None:
     ],
 )
 def test_event_levels(item: dict[str, Any], level: str) -> None:
-    assert event_level(item) == level
+    assert event_level(read_event(item)) == level
 
 
 def tokens(prompt: int, completion: int, cost: float | None = None) -> dict[str, Any]:
@@ -361,8 +362,8 @@ def test_an_event_has_the_same_key_from_the_file_and_from_the_stream() -> None:
     item = HANDOFF[6]
     from_file = json.loads(json.dumps(item, separators=(",", ":")))
     pushed = json.loads(json.dumps(dict(reversed(list(item.items())))))
-    assert event_key(from_file) == event_key(pushed)
-    assert event_key(item) != event_key(HANDOFF[5])
+    assert event_key(read_event(from_file)) == event_key(read_event(pushed))
+    assert event_key(read_event(item)) != event_key(read_event(HANDOFF[5]))
 
 
 def write_log(path: Path, events: list[dict[str, Any]], mode: str = "a") -> None:

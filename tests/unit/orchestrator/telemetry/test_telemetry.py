@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from ipc.runtime_events import read_event
 from orchestrator.telemetry import (
     FinishedSpan,
     SpanAssembler,
@@ -71,7 +72,7 @@ class Spans:
 
     def feed(self, *events: dict[str, Any]) -> None:
         for one in events:
-            self.assembler.observe(one)
+            self.assembler.observe(read_event(one))
 
     def built(self) -> dict[int, SpanData]:
         spans = [build_span(f) for f in self.finished]
