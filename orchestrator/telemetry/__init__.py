@@ -189,6 +189,12 @@ STOP_SECONDS = 0.25
 """How long the exporter process gets to leave after its input closes before it is killed."""
 RESPAWN_SECONDS = 10.0
 """An exporter process that died is started again, at most once in this many seconds."""
+STARTUP_SECONDS = 10.0
+"""How long closing also waits for an exporter process still loading the SDK (a loaded host
+can take seconds): its start is not the collector's slowness, and a one-shot run's spans would
+otherwise never leave."""
+READY_FRAME = b"ready"
+"""The exporter process's first answer: the SDK is loaded and batches can be sent."""
 
 
 def write_frame(stream: IO[bytes], payload: bytes) -> None:
@@ -250,6 +256,9 @@ class SpanSink(Protocol):
     def shutdown(self, wait: float) -> None:
         """Stop, giving a batch in progress ``wait`` seconds at most."""
 
+    def wait_started(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until the sink can send; whether it can."""
+
 
 _BOOTSTRAP = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
@@ -275,6 +284,7 @@ class ExporterProcess:
         self._process: subprocess.Popen[bytes] | None = None
         self._spawned_at = -RESPAWN_SECONDS
         self._stopping = False
+        self._started = threading.Event()
         self._log = structlog.get_logger("goondan.otlp").bind(endpoint=redacted(endpoint))
 
     def start(self) -> None:
@@ -282,6 +292,7 @@ class ExporterProcess:
 
     def _spawn(self) -> None:
         self._spawned_at = time.monotonic()
+        self._started.clear()
         # The daemon's module path, as multiprocessing gives its children: the process runs
         # this very code, however the daemon found it (installed, a source tree, PYTHONPATH).
         process = subprocess.Popen(
@@ -316,6 +327,10 @@ class ExporterProcess:
         assert process.stdin is not None
         assert process.stdout is not None
         try:
+            if not self._started.is_set():
+                if read_frame(process.stdout) != READY_FRAME:
+                    raise ValueError("no ready frame")
+                self._started.set()
             write_frame(process.stdin, encode_batch(batch))
             answer = read_frame(process.stdout)
         except (OSError, ValueError):  # its pipes closed under us (it died, or shutdown)
@@ -326,6 +341,9 @@ class ExporterProcess:
             return msgspec.json.decode(answer, type=ExportOutcome)
         except msgspec.DecodeError:
             return ExportOutcome(0, 0, "the span exporter process answered nonsense")
+
+    def wait_started(self, timeout: float) -> bool:
+        return self._started.wait(timeout)
 
     def shutdown(self, wait: float) -> None:
         self._stopping = True
@@ -530,7 +548,8 @@ class TraceExport:
     def close(self, timeout: float = SHUTDOWN_SECONDS) -> None:
         """Send what is queued, then stop, within ``timeout`` seconds in all.
 
-        Up to ``timeout`` less a moment goes to sending what is queued; then a batch still in
+        Up to ``timeout`` less a moment goes to sending what is queued (and, while the exporter
+        process is still starting, up to :data:`STARTUP_SECONDS` more); then a batch still in
         progress (a collector too slow or gone) is given up: the exporter process has
         :data:`STOP_SECONDS` to finish it before it is killed. Spans still queued or in that
         batch are dropped (``shutdown``). Spans ending after this are ignored.
@@ -541,6 +560,11 @@ class TraceExport:
         self._wake.set()
         began = time.monotonic()
         if self._thread.is_alive():
+            self._thread.join(max(0.0, timeout - 2 * STOP_SECONDS))
+        # A batch waiting for an exporter process still starting: give it its start, then the
+        # collector its share again.
+        starting = self._thread.is_alive() and not self._sink.wait_started(0)
+        if starting and self._sink.wait_started(STARTUP_SECONDS):
             self._thread.join(max(0.0, timeout - 2 * STOP_SECONDS))
         if self._thread.is_alive():
             self._aborted = True

@@ -30,6 +30,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from orchestrator.telemetry import (
     DEFAULT_SERVICE_NAME,
+    READY_FRAME,
     ExportOutcome,
     SpanData,
     build_span,
@@ -167,6 +168,7 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
         return
     setup = msgspec.json.decode(setup_frame, type=_Setup)
     sink = OtlpSink(setup.endpoint, swarm=setup.swarm)
+    write_frame(answers, READY_FRAME)
     batches: queue.SimpleQueue[bytes] = queue.SimpleQueue()
 
     def send() -> None:

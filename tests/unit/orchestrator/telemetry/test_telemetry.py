@@ -4,6 +4,8 @@ becomes of spans whose start or end never comes."""
 from __future__ import annotations
 
 import io
+import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,10 +13,14 @@ import pytest
 
 from ipc.runtime_events import read_event
 from orchestrator.telemetry import (
+    DROP_REASONS,
+    SHUTDOWN_SECONDS,
+    ExportOutcome,
     FinishedSpan,
     SpanAssembler,
     SpanData,
     TelemetryUnavailable,
+    TraceExport,
     build_span,
     decode_batch,
     encode_batch,
@@ -395,3 +401,40 @@ def test_an_approval_that_expires_is_an_error_and_one_cut_short_ends_with_its_tu
     cut = spans.built()[int(CALLER, 16)]
     assert cut.attributes["error.type"] == "incomplete"
     assert cut.end_ns == nanos("21.000")
+
+
+class SlowStartingSink:
+    """An exporter process still loading the SDK when closing begins (a loaded host)."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.sent: list[FinishedSpan] = []
+
+    def start(self) -> None:
+        pass
+
+    def export(self, batch: Sequence[FinishedSpan]) -> ExportOutcome:
+        assert self.ready.wait(30)
+        self.sent.extend(batch)
+        return ExportOutcome(len(batch))
+
+    def shutdown(self, wait: float) -> None:
+        pass
+
+    def wait_started(self, timeout: float) -> bool:
+        return self.ready.wait(timeout)
+
+
+def test_closing_waits_for_an_exporter_still_starting_and_its_last_batch_leaves() -> None:
+    """A one-shot run ends before its exporter process is up: the start is not counted
+    against the collector, so the spans leave instead of being dropped (``shutdown``)."""
+    sink = SlowStartingSink()
+    export = TraceExport(otlp_settings("http://127.0.0.1:4318", environ={}), sink)
+    export.start()
+    export.observe(read_event(event("turn.started", TURN, CALLER, "09.000")))
+    export.observe(read_event(event("turn.completed", TURN, CALLER, "09.500", duration=500.0)))
+    # Started only once closing has used up its share for the collector.
+    threading.Timer(SHUTDOWN_SECONDS + 0.5, sink.ready.set).start()
+    export.close()
+    assert [build_span(span).span_id for span in sink.sent] == [int(TURN, 16)]  # type: ignore[union-attr]
+    assert export.counts.snapshot() == (1, dict.fromkeys(DROP_REASONS, 0))
