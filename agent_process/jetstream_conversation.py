@@ -106,6 +106,17 @@ class JetStreamConversation(ConversationStore):
         self._writer = secrets.token_hex(4)  # a fresh writer: its ids never meet old ones
         self._event_objects = []
         head, revision, snapshot, events = self._storage.run(self._read, self._where)
+        self._adopt(head, revision)
+        tail, last_seq = self._sort(events, as_int(head.get("streamSeq")))
+        self._tail = len(tail)
+        self._next_seq = last_seq + 1
+        self._base = apply_events(snapshot, tail)
+        self._messages = apply_events(self._base, self._events)
+        self._recount_calls()
+        return self.messages
+
+    def _adopt(self, head: JsonObject, revision: int) -> None:
+        """Take the base ``head`` (at KV ``revision``) as this writer's own."""
         version = head.get("v", 1)
         if isinstance(version, int) and version > FORMAT_VERSION:
             raise ConversationUnreadable(
@@ -117,70 +128,96 @@ class JetStreamConversation(ConversationStore):
         ref = head.get("snapshot")
         self._snapshot = ref if isinstance(ref, dict) else {}
         self._folded_seq = as_int(head.get("foldedSeq"))
-        folded_stream_seq = as_int(head.get("streamSeq"))
         self._snapshot_seq = as_int(head.get("snapshotSeq"))
         self._appendable = bool(revision)
+
+    def _sort(
+        self, events: list[tuple[int, JsonObject]], folded_stream_seq: int
+    ) -> tuple[list[MessageEvent], int]:
+        """The events up to ``folded_stream_seq`` (the base's appended segments), returned with
+        the last sequence read; the later ones become the unfolded ``_events``."""
         tail: list[MessageEvent] = []
         self._events = []
         last_seq = self._folded_seq
         for stream_seq, data in events:
-            seq = data.get("seq")
             folded = stream_seq <= folded_stream_seq
-            if not isinstance(seq, int) or (not folded and seq <= self._folded_seq):
-                continue
-            if not folded and data.get("head") != revision:
-                _log.warning(
-                    "skipping an event of a writer that lost the conversation",
-                    where=self._where,
-                    seq=seq,
-                )
-                self._appendable = False  # the next fold writes a snapshot past it
-                continue
-            try:
-                event = MessageEvent.from_json(data)
-            except (ValueError, KeyError) as exc:
-                _log.warning("skipping malformed message event", where=self._where, error=str(exc))
-                self._appendable = False
+            event = self._event(data, folded=folded)
+            if event is None:
                 continue
             (tail if folded else self._events).append(event)
-            if not folded:
+            seq = data.get("seq")
+            if not folded and isinstance(seq, int):  # always an int once the event is read
                 last_seq = max(last_seq, seq)
-        self._tail = len(tail)
-        self._next_seq = last_seq + 1
-        self._base = apply_events(snapshot, tail)
-        self._messages = apply_events(self._base, self._events)
-        self._recount_calls()
-        return self.messages
+        return tail, last_seq
+
+    def _event(self, data: JsonObject, *, folded: bool) -> MessageEvent | None:
+        """The event ``data`` holds; ``None`` for one to skip: already folded, of a writer
+        that lost the conversation, or malformed (the next fold then writes a snapshot past
+        the last two)."""
+        seq = data.get("seq")
+        if not isinstance(seq, int) or (not folded and seq <= self._folded_seq):
+            return None
+        if not folded and data.get("head") != self._revision:
+            _log.warning(
+                "skipping an event of a writer that lost the conversation",
+                where=self._where,
+                seq=seq,
+            )
+            self._appendable = False
+            return None
+        try:
+            return MessageEvent.from_json(data)
+        except (ValueError, KeyError) as exc:
+            _log.warning("skipping malformed message event", where=self._where, error=str(exc))
+            self._appendable = False
+            return None
 
     async def _read(self) -> tuple[JsonObject, int, list[Message], list[tuple[int, JsonObject]]]:
         """The base (created empty if there is none), its revision, the snapshot's messages,
         and the events on the subject after the snapshot, with their stream sequences."""
-        from nats.js.errors import KeyWrongLastSequenceError, NotFoundError
+        from nats.js.errors import NotFoundError
 
         storage = self._storage
-        entry = await get_entry(storage.kv, self._key)
-        if entry is None:
-            empty = {"v": FORMAT_VERSION, "epoch": secrets.token_hex(8), "foldedSeq": 0}
-            with contextlib.suppress(KeyWrongLastSequenceError):  # another writer made it
-                await storage.kv.create(self._key, json.dumps(empty).encode())
-            entry = await storage.kv.get(self._key)
+        entry = await self._base_entry()
         head = decode_object(entry.value)
-        ref = head.get("snapshot")
-        body = b"[]"
-        if isinstance(ref, dict) and isinstance(ref.get("object"), str):
-            body = bytes((await storage.objects.get(ref["object"])).data)
-        elif isinstance(ref, dict) and isinstance(ref.get("key"), str):
-            body = bytes((await storage.kv.get(ref["key"])).value or b"[]")
-        lines = json.loads(body)
-        snapshot = [Message.from_json(m) for m in lines if isinstance(m, dict)]
-        events: list[tuple[int, JsonObject]] = []
+        snapshot = await self._read_snapshot(head.get("snapshot"))
         self._last_stream_seq = 0
         try:
             last = await storage.js.get_last_msg(storage.names.stream, self._subject)
             self._last_stream_seq = last.seq or 0
         except NotFoundError:
-            return head, entry.revision, snapshot, events
-        start = as_int(head.get("snapshotSeq")) + 1
+            return head, entry.revision, snapshot, []
+        events = await self._read_events(as_int(head.get("snapshotSeq")) + 1)
+        return head, entry.revision, snapshot, events
+
+    async def _base_entry(self) -> Any:
+        """The base's KV entry, created empty if there is none."""
+        from nats.js.errors import KeyWrongLastSequenceError
+
+        kv = self._storage.kv
+        entry = await get_entry(kv, self._key)
+        if entry is not None:
+            return entry
+        empty = {"v": FORMAT_VERSION, "epoch": secrets.token_hex(8), "foldedSeq": 0}
+        with contextlib.suppress(KeyWrongLastSequenceError):  # another writer made it
+            await kv.create(self._key, json.dumps(empty).encode())
+        return await kv.get(self._key)
+
+    async def _read_snapshot(self, ref: Any) -> list[Message]:
+        """The messages of the snapshot ``ref`` names (none when it names nothing)."""
+        body = b"[]"
+        if isinstance(ref, dict) and isinstance(ref.get("object"), str):
+            body = bytes((await self._storage.objects.get(ref["object"])).data)
+        elif isinstance(ref, dict) and isinstance(ref.get("key"), str):
+            body = bytes((await self._storage.kv.get(ref["key"])).value or b"[]")
+        return [Message.from_json(m) for m in json.loads(body) if isinstance(m, dict)]
+
+    async def _read_events(self, start: int) -> list[tuple[int, JsonObject]]:
+        """The events on the subject from stream sequence ``start`` to the last one known."""
+        from nats.js.errors import NotFoundError
+
+        storage = self._storage
+        events: list[tuple[int, JsonObject]] = []
         while start <= self._last_stream_seq:
             try:
                 msg = await storage.js.get_msg(
@@ -196,7 +233,7 @@ class JetStreamConversation(ConversationStore):
             if data:
                 events.append((msg.seq, data))
             start = msg.seq + 1
-        return head, entry.revision, snapshot, events
+        return events
 
     def close(self) -> None:
         """Nothing is held open per conversation."""
@@ -274,31 +311,8 @@ class JetStreamConversation(ConversationStore):
         if not self._events and self._revision:
             return
         folded_seq = self._next_seq - 1
-        head: JsonObject = {
-            "v": FORMAT_VERSION,
-            "epoch": self._epoch,
-            "foldedSeq": folded_seq,
-            "streamSeq": self._last_stream_seq,
-        }
-        appended = (
-            self._appendable
-            and all(e.type == "append" for e in self._events)
-            and self._tail + len(self._events) <= SNAPSHOT_AFTER_EVENTS
-        )
-        body = b""
-        if appended:
-            head["snapshot"], head["snapshotSeq"] = self._snapshot, self._snapshot_seq
-        else:
-            messages = [m.to_json() for m in self._messages]
-            body = json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
-            where = "object" if len(body) > self._storage.value_limit else "key"
-            token = secrets.token_hex(8)
-            head["snapshot"] = {
-                where: self._storage.object_name(self._instance, "snap", token)
-                if where == "object"
-                else self._storage.names.key(self._instance, "snap", token)
-            }
-            head["snapshotSeq"] = self._last_stream_seq
+        appended = self._only_appended()
+        head, body = self._next_head(folded_seq, appended=appended)
         self._revision = self._storage.run(lambda: self._replace(head, body), self._where)
         self._tail = self._tail + len(self._events) if appended else 0
         self._appendable = True
@@ -310,6 +324,36 @@ class JetStreamConversation(ConversationStore):
                 self._storage.run(self._purge, self._where)
             except ConversationStorageError as exc:  # loads skip them anyway
                 _log.warning("folded events not purged", where=self._where, error=str(exc))
+
+    def _only_appended(self) -> bool:
+        """Whether this fold may just move the base's marks past the Turn's events."""
+        return (
+            self._appendable
+            and all(e.type == "append" for e in self._events)
+            and self._tail + len(self._events) <= SNAPSHOT_AFTER_EVENTS
+        )
+
+    def _next_head(self, folded_seq: int, *, appended: bool) -> tuple[JsonObject, bytes]:
+        """The base after this fold, and the new snapshot's body (empty when ``appended``:
+        the snapshot stays and the events become segments of the base)."""
+        head: JsonObject = {
+            "v": FORMAT_VERSION,
+            "epoch": self._epoch,
+            "foldedSeq": folded_seq,
+            "streamSeq": self._last_stream_seq,
+        }
+        if appended:
+            head["snapshot"], head["snapshotSeq"] = self._snapshot, self._snapshot_seq
+            return head, b""
+        messages = [m.to_json() for m in self._messages]
+        body = json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
+        token = secrets.token_hex(8)
+        if len(body) > self._storage.value_limit:
+            head["snapshot"] = {"object": self._storage.object_name(self._instance, "snap", token)}
+        else:
+            head["snapshot"] = {"key": self._storage.names.key(self._instance, "snap", token)}
+        head["snapshotSeq"] = self._last_stream_seq
+        return head, body
 
     async def _replace(self, head: JsonObject, body: bytes) -> int:
         """Write the new snapshot (if any) under a fresh name, then compare-and-set the base;
