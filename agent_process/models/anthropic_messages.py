@@ -16,7 +16,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
+from agent_process.models._sdk import (
+    client_options,
+    import_sdk,
+    missing_key_error,
+    resolve_api_key,
+    sdk_errors,
+)
 from agent_process.models.base import ModelCallError, ModelRequest, ModelResponse, TokenUsage
 from bundle.keys import PROVIDER_KEY_ENV
 from bundle.plan import ModelPlan
@@ -38,16 +44,9 @@ class AnthropicMessagesModel:
         self._sdk = import_sdk("anthropic", "anthropic")
         self.plan = plan
         self.agent_name = agent_name
-        base_url = plan.base_url
         key, self.key_source = resolve_api_key(plan, DEFAULT_KEY_ENV, environ)
         self._missing_key = key is None
-        self.client = self._sdk.AsyncAnthropic(
-            api_key=key or "unset",
-            base_url=base_url,
-            timeout=plan.timeout_seconds,
-            # With shared limits the governor retries a 429 itself, after the pool's pause.
-            max_retries=0 if plan.limits is not None else plan.max_retries,
-        )
+        self.client = self._sdk.AsyncAnthropic(**client_options(plan, key or "unset"))
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One Messages API call."""

@@ -20,7 +20,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
+from agent_process.models._sdk import (
+    client_options,
+    import_sdk,
+    missing_key_error,
+    resolve_api_key,
+    sdk_errors,
+)
 from agent_process.models.base import ModelCallError, ModelRequest, ModelResponse, TokenUsage
 from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
 from bundle.keys import PROVIDER_KEY_ENV
@@ -41,17 +47,10 @@ class OpenAIChatModel:
         self._sdk = openai
         self.plan = plan
         self.agent_name = agent_name
-        base_url = plan.base_url
         key, self.key_source = resolve_api_key(plan, DEFAULT_KEY_ENV, environ)
-        self._missing_key = key is None and base_url is None
-        self.client = openai.AsyncOpenAI(
-            # A local OpenAI-compatible server usually ignores the key, but the SDK wants one.
-            api_key=key or "unused",
-            base_url=base_url,
-            timeout=plan.timeout_seconds,
-            # With shared limits the governor retries a 429 itself, after the pool's pause.
-            max_retries=0 if plan.limits is not None else plan.max_retries,
-        )
+        self._missing_key = key is None and plan.base_url is None
+        # A local OpenAI-compatible server usually ignores the key, but the SDK wants one.
+        self.client = openai.AsyncOpenAI(**client_options(plan, key or "unused"))
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One Chat Completions call."""
