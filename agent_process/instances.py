@@ -59,6 +59,20 @@ class InstanceQueueFull(DeliveryError):
     code = DeliveryCode.E_INSTANCE_QUEUE_FULL
 
 
+def _fail_queued(queued: list[QueuedTurn], exc: Exception) -> None:
+    """Answer the callers of ``queued`` Turns with the error ``exc`` (and its code)."""
+    code = getattr(exc, "code", None)
+    for turn in queued:
+        if not turn.future.done():
+            turn.future.set_result(
+                TurnResult.failed(
+                    turn.turn_input,
+                    code if isinstance(code, str) else DeliveryCode.E_INTERNAL,
+                    str(exc) or type(exc).__name__,
+                )
+            )
+
+
 def _release(instance: Instance) -> None:
     if instance.pin is not None:  # a tool still running holds a duplicate of its own
         instance.pin.close()
@@ -251,19 +265,7 @@ class InstanceManager:
         instance = self._instances.get(key)
         if instance is None:
             return False, 0
-        count = 0
-        worker = instance.worker
-        if worker is not None and not worker.done():
-            current = instance.current
-            if current is not None and not current.future.done():
-                current.future.set_result(stopped(current.turn_input))
-                count = 1
-            instance.restarting = True
-            worker.cancel()
-            await asyncio.wait({worker}, timeout=wait_seconds)
-            if not worker.done():
-                instance.restarting = False
-                raise TimeoutError(f"the Turn of instance {key!r} did not stop")
+        count = await self._stop_worker(instance, stopped, wait_seconds)
         queued: list[QueuedTurn] = []
         while not instance.queue.empty():
             queued.append(instance.queue.get_nowait())
@@ -274,16 +276,7 @@ class InstanceManager:
         try:
             fresh = self.get(key)
         except Exception as exc:  # unreadable now: the queued callers are told, not left
-            code = getattr(exc, "code", None)
-            for turn in queued:
-                if not turn.future.done():
-                    turn.future.set_result(
-                        TurnResult.failed(
-                            turn.turn_input,
-                            code if isinstance(code, str) else DeliveryCode.E_INTERNAL,
-                            str(exc) or type(exc).__name__,
-                        )
-                    )
+            _fail_queued(queued, exc)
             raise
         for turn in queued:
             fresh.queue.put_nowait(turn)
@@ -292,6 +285,28 @@ class InstanceManager:
                 self._serve(fresh), name=f"instance:{self.agent_name}:{key}"
             )
         return True, count
+
+    @staticmethod
+    async def _stop_worker(
+        instance: Instance, stopped: Callable[[TurnInput], TurnResult], wait_seconds: float
+    ) -> int:
+        """Cancel ``instance``'s worker, its running Turn's caller answered ``stopped(input)``;
+        how many Turns were stopped. Raises ``TimeoutError`` when it does not stop in time."""
+        worker = instance.worker
+        if worker is None or worker.done():
+            return 0
+        count = 0
+        current = instance.current
+        if current is not None and not current.future.done():
+            current.future.set_result(stopped(current.turn_input))
+            count = 1
+        instance.restarting = True
+        worker.cancel()
+        await asyncio.wait({worker}, timeout=wait_seconds)
+        if not worker.done():
+            instance.restarting = False
+            raise TimeoutError(f"the Turn of instance {instance.key!r} did not stop")
+        return count
 
     def conversation_directory(self, key: str) -> Path:
         """Where the conversation of instance ``key`` lives (loaded or not)."""
