@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from agent_process.models._roles import add_merged
 from agent_process.models._sdk import (
     MAX_RETRY_AFTER_SECONDS,
     _short,
@@ -247,18 +248,8 @@ def to_gemini_contents(
             continue
         role, parts = _content_of(message, signatures or {})
         if parts:
-            _add_content(out, role, parts)
+            add_merged(out, role, "parts", parts)
     return "\n\n".join(system_parts), out
-
-
-def _add_content(out: list[JsonObject], role: str, parts: list[Any]) -> None:
-    """Add ``parts`` to the last content when it has ``role``, else as a new content."""
-    if out and out[-1]["role"] == role:
-        existing = out[-1]["parts"]
-        assert isinstance(existing, list)
-        existing.extend(parts)
-    else:
-        out.append({"role": role, "parts": parts})
 
 
 def _content_of(message: Message, signatures: Mapping[str, bytes]) -> tuple[str, list[Any]]:
