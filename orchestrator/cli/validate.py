@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return code
 
 
-Issues = list[dict[str, Any]]
+Issues = list[Any]
+"""Issues as the verdict holds them (read back from the checking child's JSON)."""
 
 
 def _print_json(
-    path: Path, verdict: dict[str, Any], errors: Issues, warnings: Issues, code: int
+    path: Path, verdict: Mapping[str, Any], errors: Issues, warnings: Issues, code: int
 ) -> None:
     body = {
         **verdict,
@@ -59,7 +61,7 @@ def _print_json(
 
 
 def _print_github(
-    path: Path, verdict: dict[str, Any], errors: Issues, warnings: Issues, code: int
+    path: Path, verdict: Mapping[str, Any], errors: Issues, warnings: Issues, code: int
 ) -> None:
     for level, issues in (("error", errors), ("warning", warnings)):
         for issue in issues:
@@ -67,7 +69,7 @@ def _print_github(
 
 
 def _print_text(
-    path: Path, verdict: dict[str, Any], errors: Issues, warnings: Issues, code: int
+    path: Path, verdict: Mapping[str, Any], errors: Issues, warnings: Issues, code: int
 ) -> None:
     for issue in warnings:
         print("warning: " + config_issue(issue).format(), file=sys.stderr)
