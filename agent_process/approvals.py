@@ -317,27 +317,9 @@ class ApprovalGate:
         Raises :class:`DecisionRefused`: no such approval, already decided or expired, or
         edited arguments that fail the tool's JSON Schema.
         """
-        approval = self._records.get(approval_id)
-        if approval is None:
-            raise DecisionRefused(
-                APPROVAL_NOT_FOUND, f"agent {self.agent_name!r} has no approval {approval_id!r}"
-            )
-        if approval.status == "pending" and approval.expires_at_unix <= self._clock():
-            raise DecisionRefused(
-                APPROVAL_ALREADY_DECIDED, f"approval {approval_id!r} expired; the call did not run"
-            )
-        if approval.status != "pending":
-            raise DecisionRefused(
-                APPROVAL_ALREADY_DECIDED, f"approval {approval_id!r} is {approval.status} already"
-            )
+        approval = self._pending(approval_id)
         if decision == "approve" and arguments is not None:
-            tool = self._registry.get(approval.tool_name) if self._registry is not None else None
-            issues = tool.validator.validate(arguments) if tool is not None else []
-            if issues:
-                raise DecisionRefused(
-                    APPROVAL_INVALID_ARGUMENTS,
-                    f"the arguments do not fit {approval.tool_name!r}: {format_issues(issues)}",
-                )
+            self._check_arguments(approval, arguments)
         approval.status = "approved" if decision == "approve" else "rejected"
         approval.decided_at = utc_timestamp(self._clock())
         approval.decided_arguments = arguments if decision == "approve" else None
@@ -363,6 +345,34 @@ class ApprovalGate:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
         return approval
+
+    def _pending(self, approval_id: str) -> Approval:
+        """The approval ``approval_id``, still waiting for a decision; else
+        :class:`DecisionRefused` says why not."""
+        approval = self._records.get(approval_id)
+        if approval is None:
+            raise DecisionRefused(
+                APPROVAL_NOT_FOUND, f"agent {self.agent_name!r} has no approval {approval_id!r}"
+            )
+        if approval.status == "pending" and approval.expires_at_unix <= self._clock():
+            raise DecisionRefused(
+                APPROVAL_ALREADY_DECIDED, f"approval {approval_id!r} expired; the call did not run"
+            )
+        if approval.status != "pending":
+            raise DecisionRefused(
+                APPROVAL_ALREADY_DECIDED, f"approval {approval_id!r} is {approval.status} already"
+            )
+        return approval
+
+    def _check_arguments(self, approval: Approval, arguments: JsonObject) -> None:
+        """Refuse edited ``arguments`` that fail the tool's JSON Schema."""
+        tool = self._registry.get(approval.tool_name) if self._registry is not None else None
+        issues = tool.validator.validate(arguments) if tool is not None else []
+        if issues:
+            raise DecisionRefused(
+                APPROVAL_INVALID_ARGUMENTS,
+                f"the arguments do not fit {approval.tool_name!r}: {format_issues(issues)}",
+            )
 
     def suspend_all(self) -> None:
         """The agent stops: every parked Turn ends now (its call stays parked on disk)."""

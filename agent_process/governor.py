@@ -110,35 +110,45 @@ class ModelGovernor:
         if self.reserves:
             self._hold(turn, call)
         try:
-            retries = 0
-            while True:
-                permit_id = await self._permit(turn, call) if self.asks else ""
-                try:
-                    response = await model.complete(request)
-                except ModelCallError as exc:
-                    pause = self._pause_for(exc, retries)
-                    self._report(turn, permit_id, 0, 0, 0.0, pause)
-                    if pause is not None and retries < self.model.max_retries:
-                        retries += 1
-                        turn.logger.warning(
-                            "model rate limited; pool paused, retrying",
-                            pool=self.pool,
-                            pause_seconds=pause,
-                            retry=retries,
-                        )
-                        if not self.asks:  # no Orchestrator holds the pool: wait here instead
-                            await asyncio.sleep(pause)
-                        continue
-                    raise
-                except BaseException:  # cancelled: the permit goes back, nothing was used
-                    self._report(turn, permit_id, 0, 0, 0.0)
-                    raise
-                # Settled and released with no await between: no other call sees the usage
-                # counted and the reservation still held.
-                return self._settle(turn, permit_id, response)
+            # Settled in _attempts and released here with no await between: no other call
+            # sees the usage counted and the reservation still held.
+            return await self._attempts(model, request, turn, call)
         finally:
             if self.reserves:
                 self._release(turn, call)
+
+    async def _attempts(
+        self, model: ChatModel, request: ModelRequest, turn: TurnScope, call: Usage
+    ) -> ModelResponse:
+        """The call, each attempt under a permit when the pool is shared, tried again after a
+        429 while the Model's retries last."""
+        retries = 0
+        while True:
+            permit_id = await self._permit(turn, call) if self.asks else ""
+            try:
+                response = await model.complete(request)
+            except ModelCallError as exc:
+                pause = self._pause_for(exc, retries)
+                self._report(turn, permit_id, 0, 0, 0.0, pause)
+                if pause is None or retries >= self.model.max_retries:
+                    raise
+                retries += 1
+                await self._rate_limited(turn, pause, retries)
+                continue
+            except BaseException:  # cancelled: the permit goes back, nothing was used
+                self._report(turn, permit_id, 0, 0, 0.0)
+                raise
+            return self._settle(turn, permit_id, response)
+
+    async def _rate_limited(self, turn: TurnScope, pause: float, retries: int) -> None:
+        turn.logger.warning(
+            "model rate limited; pool paused, retrying",
+            pool=self.pool,
+            pause_seconds=pause,
+            retry=retries,
+        )
+        if not self.asks:  # no Orchestrator holds the pool: wait here instead
+            await asyncio.sleep(pause)
 
     # -- budgets ---------------------------------------------------------------------------
 
@@ -227,19 +237,9 @@ class ModelGovernor:
                     code=ipc.PermitTimeout.code,
                 ) from None
             raise
-        if isinstance(answer, DelegateAnswer):  # the agent stops: every question is failed
-            error = answer.error
-            raise ModelCallError(
-                error.message if error else "no permit", code=error.code if error else None
-            )
-        if not isinstance(answer, ModelPermitResult):
-            raise ModelCallError(
-                "unexpected answer to a permit request", code=DeliveryCode.E_INTERNAL
-            )
-        if answer.error is not None:
-            raise ModelCallError(answer.error.message, code=answer.error.code)
-        if answer.waited_ms:
-            turn.logger.info("model permit granted after a wait", waited_ms=answer.waited_ms)
+        waited_ms = _granted(answer).waited_ms
+        if waited_ms:
+            turn.logger.info("model permit granted after a wait", waited_ms=waited_ms)
         return correlation_id
 
     def _pause_for(self, exc: ModelCallError, retries: int) -> float | None:
@@ -354,3 +354,18 @@ def _tool_chars(tool: ToolCatalogItem) -> int:
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _granted(answer: object) -> ModelPermitResult:
+    """The answer to a permit request when it grants the permit; else its ``ModelCallError``
+    is raised."""
+    if isinstance(answer, DelegateAnswer):  # the agent stops: every question is failed
+        error = answer.error
+        raise ModelCallError(
+            error.message if error else "no permit", code=error.code if error else None
+        )
+    if not isinstance(answer, ModelPermitResult):
+        raise ModelCallError("unexpected answer to a permit request", code=DeliveryCode.E_INTERNAL)
+    if answer.error is not None:
+        raise ModelCallError(answer.error.message, code=answer.error.code)
+    return answer

@@ -8,14 +8,13 @@ A message the model waits for also wakes an idle instance, whose new Turn takes 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from agent_process.instances import InstanceManager
+from agent_process.inter_agent import INBOX_KEY, inbox_message
 from agent_process.outbox import Outbox
 from agent_process.pending import LOST_CODE, PendingLedger, lost_handles
 from agent_process.shutdown import Shutdown
-from agent_process.step import new_message_id
 from agent_process.tools.executor import PendingCompletion, PendingStart
 from agent_process.turn_types import TurnInput, TurnResult
 from goondan.defaults import MAX_INBOX_PER_INSTANCE
@@ -24,7 +23,7 @@ from goondan.time import utc_timestamp
 from ipc import EventMessage
 from ipc.events import SendFailed
 from ipc.runtime_events import InboxOverflowEvent
-from tools_base import Message, MessageSource
+from tools_base import Message
 
 
 class Inboxes:
@@ -154,13 +153,13 @@ class Inboxes:
         if not self.instances.is_idle(instance_key):
             return  # the running or queued Turn takes it at its next Step
         first = inbox.pop(0)
-        kind = first.metadata.get("__goondanInbox")
+        kind = first.metadata.get(INBOX_KEY)
         turn_input = TurnInput(
             text=first.content,
             event_type=f"inbox.{kind}",
             source_kind="agent",
             source_name=self.agent_name,
-            metadata={"__goondanInbox": kind},
+            metadata={INBOX_KEY: kind},
             message_metadata=first.metadata,
         )
         try:
@@ -175,15 +174,3 @@ class Inboxes:
                 self._wake(instance_key)  # more may have arrived meanwhile
 
         future.add_done_callback(done)
-
-
-def inbox_message(payload: dict[str, Any], kind: str) -> Message:
-    """An inbox message: ``payload`` as JSON, marked with its ``kind``."""
-    return Message(
-        id=new_message_id("inbox"),
-        role="user",
-        content=json.dumps(payload, ensure_ascii=False),
-        created_at=utc_timestamp(),
-        source=MessageSource(type="system"),
-        metadata={"__goondanInbox": kind},
-    )

@@ -17,6 +17,7 @@ tool result reported), ``requestEventId`` its ``eventId``. The message also carr
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,17 +50,8 @@ class AsyncRequest:
 
     def response_message(self, answer: DelegateAnswer) -> Message:
         """The conversation message carrying ``answer``."""
-        error: dict[str, str] | None = None
-        status = "ok"
-        if not answer.ok:
-            code = answer.error.code if answer.error is not None else DeliveryCode.AGENT_TURN_FAILED
-            text = answer.error.message if answer.error is not None else "agent request failed"
-            partial = answer.output
-            # A Turn that failed after writing something: the requester keeps that work.
-            if isinstance(partial, str) and partial:
-                text = f"{text} Its last text: {partial}"
-            error = {"code": code, "message": text}
-            status = "timeout" if code == TIMEOUT_CODE else "error"
+        error = _answer_error(answer)
+        status = "ok" if error is None else "timeout" if error["code"] == TIMEOUT_CODE else "error"
         content: dict[str, Any] = {
             "type": KIND,
             "requestId": self.request_id,
@@ -67,6 +59,19 @@ class AsyncRequest:
             "toAgentId": self.to_agent,
             "status": status,
         }
+        about = self._about(status)
+        if error is None:
+            content["response"] = answer.output
+        else:
+            content["error"] = error
+            about.update(errorCode=error["code"], errorMessage=error["message"])
+        extra: dict[str, Any] = {METADATA_KEY: about}
+        if self.trace_id:
+            extra["traceId"] = self.trace_id
+        return inbox_message(content, KIND, extra)
+
+    def _about(self, status: str) -> dict[str, Any]:
+        """What the answer's message says of the request (its ``METADATA_KEY`` metadata)."""
         about: dict[str, Any] = {
             "kind": KIND,
             "version": 1,
@@ -78,25 +83,39 @@ class AsyncRequest:
             "status": status,
             "receivedAt": utc_timestamp(),
         }
-        if self.trace_id:
-            about["traceId"] = self.trace_id
-        if self.event_type:
-            about["requestEventType"] = self.event_type
-        if self.metadata:
-            about["requestMetadata"] = self.metadata
-        if error is None:
-            content["response"] = answer.output
-        else:
-            content["error"] = error
-            about.update(errorCode=error["code"], errorMessage=error["message"])
-        metadata: dict[str, Any] = {INBOX_KEY: KIND, METADATA_KEY: about}
-        if self.trace_id:
-            metadata["traceId"] = self.trace_id
-        return Message(
-            id=new_message_id("inbox"),
-            role="user",
-            content=json.dumps(content, ensure_ascii=False),
-            created_at=utc_timestamp(),
-            source=MessageSource(type="system"),
-            metadata=metadata,
-        )
+        optional = {
+            "traceId": self.trace_id,
+            "requestEventType": self.event_type,
+            "requestMetadata": self.metadata,
+        }
+        about.update({key: value for key, value in optional.items() if value})
+        return about
+
+
+def _answer_error(answer: DelegateAnswer) -> dict[str, str] | None:
+    """The ``{code, message}`` of a failed answer; ``None`` for one that succeeded."""
+    if answer.ok:
+        return None
+    code: str = DeliveryCode.AGENT_TURN_FAILED
+    text = "agent request failed"
+    if answer.error is not None:
+        code, text = answer.error.code, answer.error.message
+    partial = answer.output
+    # A Turn that failed after writing something: the requester keeps that work.
+    if isinstance(partial, str) and partial:
+        text = f"{text} Its last text: {partial}"
+    return {"code": code, "message": text}
+
+
+def inbox_message(
+    payload: Mapping[str, Any], kind: str, metadata: Mapping[str, Any] | None = None
+) -> Message:
+    """An inbox message: ``payload`` as JSON, marked with its ``kind`` (and ``metadata``)."""
+    return Message(
+        id=new_message_id("inbox"),
+        role="user",
+        content=json.dumps(payload, ensure_ascii=False),
+        created_at=utc_timestamp(),
+        source=MessageSource(type="system"),
+        metadata={INBOX_KEY: kind, **(metadata or {})},
+    )

@@ -126,10 +126,22 @@ def connect_options(plan: ClusterStoragePlan) -> dict[str, Any]:
         "max_reconnect_attempts": -1,
     }
     if plan.tls_ca_file or plan.tls_cert_file or plan.url.startswith("tls://"):
-        context = ssl.create_default_context(cafile=plan.tls_ca_file)
-        if plan.tls_cert_file:
-            context.load_cert_chain(plan.tls_cert_file, plan.tls_key_file)
-        options["tls"] = context
+        options["tls"] = _tls_context(plan)
+    options.update(_credentials(plan))
+    return options
+
+
+def _tls_context(plan: ClusterStoragePlan) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=plan.tls_ca_file)
+    if plan.tls_cert_file:
+        context.load_cert_chain(plan.tls_cert_file, plan.tls_key_file)
+    return context
+
+
+def _credentials(plan: ClusterStoragePlan) -> dict[str, Any]:
+    """The ``nats.connect`` arguments that authenticate: files the plan names, then a user
+    and password or a token taken out of the environment."""
+    options: dict[str, Any] = {}
     if plan.creds_file:
         options["user_credentials"] = plan.creds_file
     if plan.nkey_seed_file:

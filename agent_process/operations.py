@@ -6,6 +6,7 @@ on a parked call; and, at start, take up the Turns an earlier process left parke
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 from agent_process.approvals import ApprovalGate, DecisionRefused
@@ -21,6 +22,7 @@ from agent_process.turn import TurnRunner
 from agent_process.turn_types import TurnInput, TurnResult
 from bundle.plan import AgentPlan
 from goondan.errors import DeliveryCode
+from goondan.state_files.approvals import Approval
 from goondan.time import utc_timestamp
 from ipc import EventMessage, IpcError
 from ipc import protocol as wire
@@ -171,53 +173,56 @@ class InstanceOperations:
         """Take up the Turns an earlier process of this agent left parked on an approval: one
         resuming Turn per instance, first in its queue, so the instance waits for the decision
         (or the deadline on disk) exactly as the cut Turn did."""
+        for key in self._approvals.load():
+            parked = self._still_parked(key)
+            if parked:
+                self._resume(key, parked)
+
+    def _still_parked(self, key: str) -> list[Approval]:
+        """The approvals of instance ``key`` a Turn still waits on; those whose result reached
+        the conversation (the process died before it marked them settled) are settled now."""
         approvals = self._approvals
-        for key in approvals.load():
-            try:
-                messages = self._instances.get(key).store.messages
-            except Exception as exc:  # the instance cannot load now; the next start tries again
-                self._log.error("parked Turn not resumed", instance_key=key, error=str(exc))
-                continue
-            # A record whose result reached the conversation (the process died before it
-            # marked it settled) has nothing left to resume.
-            answered = {m.source.tool_call_id for m in messages if m.role == "tool"}
-            for approval in approvals.unsettled(key):
-                if approval.tool_call_id in answered:
-                    approvals.settle(approval)
-            parked = approvals.unsettled(key)
-            if not parked:
-                continue
-            trace_id = parked[0].trace_id or wire.new_trace_id()
-            log = self._log.bind(instance_key=key, trace_id=trace_id)
-            log.info(
-                "resuming a Turn parked for approval", approvals=[a.approval_id for a in parked]
-            )
-            turn_input = TurnInput(
-                text="",
-                trace_id=trace_id,
-                event_type=EventType.APPROVAL_RESUME.value,
-                source_kind="user",
-                source_name=ORCHESTRATOR,
-                resume=True,
-            )
-            try:
-                future = self._instances.submit(key, turn_input)
-            except Exception as exc:  # the instance cannot load now; the next start tries again
-                log.error("parked Turn not resumed", error=str(exc))
-                continue
+        try:
+            messages = self._instances.get(key).store.messages
+        except Exception as exc:  # the instance cannot load now; the next start tries again
+            self._log.error("parked Turn not resumed", instance_key=key, error=str(exc))
+            return []
+        answered = {m.source.tool_call_id for m in messages if m.role == "tool"}
+        for approval in approvals.unsettled(key):
+            if approval.tool_call_id in answered:
+                approvals.settle(approval)
+        return approvals.unsettled(key)
 
-            def finished(done: asyncio.Future[TurnResult], key: str = key) -> None:
-                if done.cancelled():
-                    return
-                result = done.result()
-                # Nobody waits for this answer: it is in the conversation and the event log.
-                self._log.info(
-                    "resumed turn answered",
-                    instance_key=key,
-                    trace_id=result.trace_id,
-                    status=result.status,
-                )
-                self._outbox.tell(TurnCompleted(key, result.status))
-                self._shutdown.check_standard_fds()
+    def _resume(self, key: str, parked: list[Approval]) -> None:
+        """Queue the Turn that takes up the ``parked`` calls of instance ``key``."""
+        trace_id = parked[0].trace_id or wire.new_trace_id()
+        log = self._log.bind(instance_key=key, trace_id=trace_id)
+        log.info("resuming a Turn parked for approval", approvals=[a.approval_id for a in parked])
+        turn_input = TurnInput(
+            text="",
+            trace_id=trace_id,
+            event_type=EventType.APPROVAL_RESUME.value,
+            source_kind="user",
+            source_name=ORCHESTRATOR,
+            resume=True,
+        )
+        try:
+            future = self._instances.submit(key, turn_input)
+        except Exception as exc:  # the instance cannot load now; the next start tries again
+            log.error("parked Turn not resumed", error=str(exc))
+            return
+        future.add_done_callback(functools.partial(self._resumed, key))
 
-            future.add_done_callback(finished)
+    def _resumed(self, key: str, done: asyncio.Future[TurnResult]) -> None:
+        if done.cancelled():
+            return
+        result = done.result()
+        # Nobody waits for this answer: it is in the conversation and the event log.
+        self._log.info(
+            "resumed turn answered",
+            instance_key=key,
+            trace_id=result.trace_id,
+            status=result.status,
+        )
+        self._outbox.tell(TurnCompleted(key, result.status))
+        self._shutdown.check_standard_fds()

@@ -88,24 +88,26 @@ class Outbox:
         name = self.agent_name
         try:
             self.channel.send_nowait(wire.delegate_result(name, sender, correlation_id, answer))
-        except FrameTooLarge as exc:
-            # The caller still gets its one answer: an error instead of the oversize result.
+        except (FrameTooLarge, Unencodable) as exc:
+            # The caller still gets its one answer: an error instead of the one that cannot go.
+            self.refuse(sender, correlation_id, self._unsendable(exc))
+        except Exception as exc:  # the Orchestrator is gone: nothing to tell
+            self._log.debug("answer not sent", error=str(exc))
+
+    def _unsendable(self, exc: FrameTooLarge | Unencodable) -> IpcError:
+        """The error answered in place of a result the pipe cannot carry."""
+        name = self.agent_name
+        if isinstance(exc, FrameTooLarge):
             self._log.warning("answer too large for one frame", error=str(exc))
-            too_large = IpcError(
+            return IpcError(
                 f"the answer of {name!r} is too large to send ({exc})",
                 code=DeliveryCode.E_RESULT_TOO_LARGE,
             )
-            self.refuse(sender, correlation_id, too_large)
-        except Unencodable as exc:
-            # A lone surrogate a model wrote, say: the caller still gets its one answer.
-            self._log.warning("answer cannot be encoded", error=str(exc))
-            unencodable = IpcError(
-                f"the answer of {name!r} cannot be sent: {exc}",
-                code=DeliveryCode.IPC_MALFORMED_PAYLOAD,
-            )
-            self.refuse(sender, correlation_id, unencodable)
-        except Exception as exc:  # the Orchestrator is gone: nothing to tell
-            self._log.debug("answer not sent", error=str(exc))
+        # A lone surrogate a model wrote, say.
+        self._log.warning("answer cannot be encoded", error=str(exc))
+        return IpcError(
+            f"the answer of {name!r} cannot be sent: {exc}", code=DeliveryCode.IPC_MALFORMED_PAYLOAD
+        )
 
     def refuse(
         self, sender: str, correlation_id: str | None, error: IpcError, send_id: str = ""

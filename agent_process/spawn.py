@@ -36,7 +36,7 @@ import os
 from pathlib import Path
 
 from agent_process.conversation import ConversationStorageError
-from agent_process.instances import recorded_workdir
+from agent_process.instance_files import recorded_workdir
 from agent_process.workdirs import checked_path
 from bundle.plan import AgentPlan
 from goondan.errors import DeliveryCode, DeliveryError

@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Literal
 
-from agent_process.instances import InstanceKeyConflict, InstanceManager, InstanceQueueFull
+from agent_process.instance_files import InstanceKeyConflict
+from agent_process.instances import InstanceManager, InstanceQueueFull
 from agent_process.outbox import Outbox
 from agent_process.shutdown import Shutdown
 from agent_process.turn_types import TurnInput, TurnResult

@@ -92,16 +92,8 @@ class TurnResult:
         restart_reason: str | None,
     ) -> TurnResult:
         """The model answered ``text`` in Step ``steps``."""
-        return cls(
-            turn_id=scope.turn_id,
-            trace_id=scope.trace_id,
-            status="ok",
-            text=text,
-            finish_reason="text_response",
-            step_count=steps,
-            duration_ms=scope.elapsed_ms(),
-            usage=usage,
-            restart_reason=restart_reason,
+        return cls._ended(
+            scope, "ok", text, "text_response", steps=steps, usage=usage, reason=restart_reason
         )
 
     @classmethod
@@ -141,17 +133,16 @@ class TurnResult:
     ) -> TurnResult:
         """The model answered nothing, even when asked again (``E_MODEL_EMPTY_OUTPUT``); the
         text is the notice the conversation got in place of an answer."""
-        return cls(
-            turn_id=scope.turn_id,
-            trace_id=scope.trace_id,
-            status="error",
-            text=EMPTY_OUTPUT_NOTICE,
-            finish_reason="error",
-            step_count=steps,
-            duration_ms=scope.elapsed_ms(),
-            error=TurnError(code=DeliveryCode.E_MODEL_EMPTY_OUTPUT, message=EMPTY_OUTPUT_NOTICE),
+        error = TurnError(code=DeliveryCode.E_MODEL_EMPTY_OUTPUT, message=EMPTY_OUTPUT_NOTICE)
+        return cls._ended(
+            scope,
+            "error",
+            EMPTY_OUTPUT_NOTICE,
+            "error",
+            steps=steps,
             usage=usage,
-            restart_reason=restart_reason,
+            reason=restart_reason,
+            error=error,
         )
 
     @classmethod
@@ -169,17 +160,42 @@ class TurnResult:
         produced, if any, else the notice is the answer. ``as_error``: the Turn fails with
         ``E_MAX_STEPS`` (``onMaxSteps: error``) instead of answering."""
         notice = MAX_STEPS_NOTICE.format(max_steps)
+        return cls._ended(
+            scope,
+            "error" if as_error else "ok",
+            text or notice,
+            "max_steps",
+            steps=max_steps,
+            usage=usage,
+            reason=restart_reason,
+            error=TurnError(code=DeliveryCode.E_MAX_STEPS, message=notice) if as_error else None,
+        )
+
+    @classmethod
+    def _ended(
+        cls,
+        scope: TurnScope,
+        status: Literal["ok", "error"],
+        text: str,
+        finish_reason: FinishReason,
+        *,
+        steps: int,
+        usage: TokenUsage,
+        reason: str | None,
+        error: TurnError | None = None,
+    ) -> TurnResult:
+        """A Turn that ran in ``scope`` and ended now; ``reason``: the restart a tool asked."""
         return cls(
             turn_id=scope.turn_id,
             trace_id=scope.trace_id,
-            status="error" if as_error else "ok",
-            text=text or notice,
-            finish_reason="max_steps",
-            step_count=max_steps,
+            status=status,
+            text=text,
+            finish_reason=finish_reason,
+            step_count=steps,
             duration_ms=scope.elapsed_ms(),
-            error=TurnError(code=DeliveryCode.E_MAX_STEPS, message=notice) if as_error else None,
+            error=error,
             usage=usage,
-            restart_reason=restart_reason,
+            restart_reason=reason,
         )
 
     @classmethod

@@ -63,37 +63,49 @@ def missing_key_error(plan: ModelPlan, key_source: str) -> ModelCallError:
     )
 
 
+def client_options(plan: ModelPlan, api_key: str) -> dict[str, Any]:
+    """The options both SDKs' async clients take, from the Model's plan."""
+    return {
+        "api_key": api_key,
+        "base_url": plan.base_url,
+        "timeout": plan.timeout_seconds,
+        # With shared limits the governor retries a 429 itself, after the pool's pause.
+        "max_retries": 0 if plan.limits is not None else plan.max_retries,
+    }
+
+
 @asynccontextmanager
 async def sdk_errors(sdk: ModuleType, plan: ModelPlan, key_source: str) -> AsyncIterator[None]:
     """Turn what the SDK raises (after its own retries) into a :class:`ModelCallError` with a code."""
-    name = f"Model/{plan.name}"
     try:
         yield
-    except sdk.AuthenticationError as exc:
-        raise ModelCallError(
-            f"{name}: the API rejected the key from {key_source} (HTTP {exc.status_code})",
-            code=DeliveryCode.E_MODEL_AUTH,
-        ) from None
-    except sdk.RateLimitError as exc:
-        raise ModelCallError(
-            f"{name}: rate limited after retries (HTTP {exc.status_code})",
-            code=RATE_LIMITED,
-            retry_after=retry_after(getattr(exc, "response", None)),
-        ) from None
-    except sdk.APIStatusError as exc:
-        raise ModelCallError(
-            f"{name}: API error HTTP {exc.status_code}: {_short(exc.message)}",
-            code=DeliveryCode.E_MODEL_API,
-        ) from None
-    except sdk.APIConnectionError as exc:
-        raise ModelCallError(
-            f"{name}: cannot reach the API: {_short(str(exc))}",
-            code=DeliveryCode.E_MODEL_CONNECTION,
-        ) from None
     except (sdk.APIError, ValueError) as exc:  # ValueError: an unparsable response body
-        raise ModelCallError(
-            f"{name}: invalid API response: {_short(str(exc))}", code=DeliveryCode.E_MODEL_API
-        ) from None
+        raise _call_error(sdk, exc, f"Model/{plan.name}", key_source) from None
+
+
+_SDK_ERRORS = (
+    ("AuthenticationError", DeliveryCode.E_MODEL_AUTH, "the API rejected the key from {source} (HTTP {status})"),
+    ("RateLimitError", RATE_LIMITED, "rate limited after retries (HTTP {status})"),
+    ("APIStatusError", DeliveryCode.E_MODEL_API, "API error HTTP {status}: {message}"),
+    ("APIConnectionError", DeliveryCode.E_MODEL_CONNECTION, "cannot reach the API: {text}"),
+)  # fmt: skip
+"""The SDK's exception classes, most specific first, each with its code and message."""
+_INVALID_RESPONSE = ("", DeliveryCode.E_MODEL_API, "invalid API response: {text}")
+
+
+def _call_error(sdk: ModuleType, exc: Exception, name: str, key_source: str) -> ModelCallError:
+    """The :class:`ModelCallError` of ``exc``, which the SDK of ``name`` raised."""
+    _, code, template = next(
+        (row for row in _SDK_ERRORS if isinstance(exc, getattr(sdk, row[0]))), _INVALID_RESPONSE
+    )
+    message = template.format(
+        source=key_source,
+        status=getattr(exc, "status_code", None),
+        message=_short(str(getattr(exc, "message", ""))),
+        text=_short(str(exc)),
+    )
+    waits = retry_after(getattr(exc, "response", None)) if code == RATE_LIMITED else None
+    return ModelCallError(f"{name}: {message}", code=code, retry_after=waits)
 
 
 MAX_RETRY_AFTER_SECONDS = 600.0

@@ -16,7 +16,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
+from agent_process.models._roles import add_merged
+from agent_process.models._sdk import (
+    client_options,
+    import_sdk,
+    missing_key_error,
+    resolve_api_key,
+    sdk_errors,
+)
 from agent_process.models.base import ModelCallError, ModelRequest, ModelResponse, TokenUsage
 from bundle.keys import PROVIDER_KEY_ENV
 from bundle.plan import ModelPlan
@@ -38,16 +45,9 @@ class AnthropicMessagesModel:
         self._sdk = import_sdk("anthropic", "anthropic")
         self.plan = plan
         self.agent_name = agent_name
-        base_url = plan.base_url
         key, self.key_source = resolve_api_key(plan, DEFAULT_KEY_ENV, environ)
         self._missing_key = key is None
-        self.client = self._sdk.AsyncAnthropic(
-            api_key=key or "unset",
-            base_url=base_url,
-            timeout=plan.timeout_seconds,
-            # With shared limits the governor retries a 429 itself, after the pool's pause.
-            max_retries=0 if plan.limits is not None else plan.max_retries,
-        )
+        self.client = self._sdk.AsyncAnthropic(**client_options(plan, key or "unset"))
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One Messages API call."""
@@ -92,14 +92,7 @@ class AnthropicMessagesModel:
 
     def _response(self, reply: Any, started: float) -> ModelResponse:
         latency_ms = (time.perf_counter() - started) * 1000
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        for block in reply.content or ():
-            if block.type == "text":
-                texts.append(block.text)
-            elif block.type == "tool_use":
-                args = block.input if isinstance(block.input, dict) else {}
-                calls.append(ToolCall(id=block.id, name=block.name, args=args))
+        texts, calls = _read_blocks(reply.content or ())
         if (
             not texts
             and not calls
@@ -109,59 +102,66 @@ class AnthropicMessagesModel:
                 f"Model/{self.plan.name}: empty response ({reply.stop_reason})",
                 code=DeliveryCode.E_MODEL_API,
             )
-        usage = reply.usage
         return ModelResponse(
             text="".join(texts),
             tool_calls=tuple(calls),
             finish_reason=str(reply.stop_reason or ("tool_use" if calls else "end_turn")),
-            usage=TokenUsage(
-                prompt_tokens=usage.input_tokens, completion_tokens=usage.output_tokens
-            )
-            if usage is not None
-            else None,
+            usage=_usage(reply.usage),
             metadata={"latencyMs": round(latency_ms, 3), "model": reply.model},
         )
 
 
+def _read_blocks(content: Any) -> tuple[list[str], list[ToolCall]]:
+    """The texts and tool calls among a reply's content blocks."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in content:
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use":
+            args = block.input if isinstance(block.input, dict) else {}
+            calls.append(ToolCall(id=block.id, name=block.name, args=args))
+    return texts, calls
+
+
+def _usage(usage: Any) -> TokenUsage | None:
+    if usage is None:
+        return None
+    return TokenUsage(prompt_tokens=usage.input_tokens, completion_tokens=usage.output_tokens)
+
+
 def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[JsonObject]]:
     """``(system, messages)`` in Messages API form, roles alternating."""
-    system_parts: list[str] = []
+    system_parts = [m.content for m in messages if m.role == "system"]
     out: list[JsonObject] = []
-
-    def add(role: str, blocks: list[JsonObject]) -> None:
-        if out and out[-1]["role"] == role:
-            content = out[-1]["content"]
-            assert isinstance(content, list)
-            content.extend(blocks)
-        else:
-            out.append({"role": role, "content": list(blocks)})
-
     for message in messages:
         if message.role == "system":
-            system_parts.append(message.content)
-        elif message.role == "tool":
-            result = message.tool_result or {}
-            add(
-                "user",
-                [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": message.source.tool_call_id or "",
-                        "content": json.dumps(result, ensure_ascii=False),
-                        "is_error": result.get("status") == "error",
-                    }
-                ],
-            )
-        elif message.role == "assistant":
-            blocks: list[JsonObject] = []
-            if message.content:
-                blocks.append({"type": "text", "text": message.content})
-            blocks.extend(
-                {"type": "tool_use", "id": call.id, "name": call.name, "input": call.args}
-                for call in message.tool_calls
-            )
-            if blocks:
-                add("assistant", blocks)
-        elif message.content:
-            add("user", [{"type": "text", "text": message.content}])
+            continue
+        role, blocks = _blocks_of(message)
+        if blocks:
+            add_merged(out, role, "content", blocks)
     return "\n\n".join(system_parts), out
+
+
+def _blocks_of(message: Message) -> tuple[str, list[JsonObject]]:
+    """The role and content blocks of a message other than a system one (no blocks:
+    nothing to send)."""
+    if message.role == "tool":
+        result = message.tool_result or {}
+        block: JsonObject = {
+            "type": "tool_result",
+            "tool_use_id": message.source.tool_call_id or "",
+            "content": json.dumps(result, ensure_ascii=False),
+            "is_error": result.get("status") == "error",
+        }
+        return "user", [block]
+    if message.role != "assistant":
+        return "user", [{"type": "text", "text": message.content}] if message.content else []
+    blocks: list[JsonObject] = []
+    if message.content:
+        blocks.append({"type": "text", "text": message.content})
+    blocks.extend(
+        {"type": "tool_use", "id": call.id, "name": call.name, "input": call.args}
+        for call in message.tool_calls
+    )
+    return "assistant", blocks

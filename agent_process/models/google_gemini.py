@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from agent_process.models._roles import add_merged
 from agent_process.models._sdk import (
     MAX_RETRY_AFTER_SECONDS,
     _short,
@@ -125,17 +126,7 @@ class GeminiModel:
             raise ModelCallError(
                 f"{name}: the response has no candidates{blocked}", code=DeliveryCode.E_MODEL_API
             )
-        calls: list[ToolCall] = []
-        for index, (call, signature) in enumerate(reply.calls):
-            call_id = call.id or (
-                f"call_{reply.response_id}_{index}"
-                if reply.response_id
-                else f"call_{uuid.uuid4().hex[:24]}"
-            )
-            args = dict(call.args) if isinstance(call.args, Mapping) else {}
-            calls.append(ToolCall(id=call_id, name=call.name or "", args=args))
-            if signature:
-                self._remember(call_id, signature)
+        calls = self._tool_calls(reply)
         text = "".join(reply.texts)
         finish = reply.finish or "STOP"
         if not text and not calls and finish not in ANSWERED:
@@ -153,6 +144,22 @@ class GeminiModel:
                 "model": reply.model or self.plan.model,
             },
         )
+
+    def _tool_calls(self, reply: _Reply) -> list[ToolCall]:
+        """The reply's function calls, each with an id (Gemini may give none), their thought
+        signatures remembered to be sent back."""
+        calls: list[ToolCall] = []
+        for index, (call, signature) in enumerate(reply.calls):
+            call_id = call.id or (
+                f"call_{reply.response_id}_{index}"
+                if reply.response_id
+                else f"call_{uuid.uuid4().hex[:24]}"
+            )
+            args = dict(call.args) if isinstance(call.args, Mapping) else {}
+            calls.append(ToolCall(id=call_id, name=call.name or "", args=args))
+            if signature:
+                self._remember(call_id, signature)
+        return calls
 
     def _remember(self, call_id: str, signature: bytes) -> None:
         self._signatures[call_id] = signature
@@ -200,8 +207,11 @@ class _Reply:
         candidate = response.candidates[0]
         if candidate.finish_reason is not None:
             self.finish = _enum_name(candidate.finish_reason)
-        content = candidate.content
-        for part in (content.parts if content is not None else None) or ():
+        if candidate.content is not None:
+            self._add_parts(candidate.content.parts or (), on_text)
+
+    def _add_parts(self, parts: Any, on_text: Callable[[str], None] | None) -> None:
+        for part in parts:
             if part.function_call is not None:
                 self.calls.append((part.function_call, part.thought_signature))
             elif part.text and not part.thought:  # thought summaries are not the answer
@@ -231,44 +241,39 @@ def to_gemini_contents(
     """``(system instruction, contents)`` in ``generateContent`` form; consecutive messages
     of one role share a content. ``signatures``: thought signatures by call id, sent back
     with their function calls."""
-    system_parts: list[str] = []
+    system_parts = [m.content for m in messages if m.role == "system" and m.content]
     out: list[JsonObject] = []
-
-    def add(role: str, parts: list[Any]) -> None:
-        if out and out[-1]["role"] == role:
-            existing = out[-1]["parts"]
-            assert isinstance(existing, list)
-            existing.extend(parts)
-        else:
-            out.append({"role": role, "parts": list(parts)})
-
     for message in messages:
         if message.role == "system":
-            if message.content:
-                system_parts.append(message.content)
-        elif message.role == "tool":
-            result = message.tool_result or {}
-            response = {
-                "id": message.source.tool_call_id or "",
-                "name": message.source.tool_name or str(result.get("toolName", "")),
-                "response": result,
-            }
-            add("user", [{"function_response": response}])
-        elif message.role == "assistant":
-            parts: list[Any] = [{"text": message.content}] if message.content else []
-            for call in message.tool_calls:
-                part: dict[str, Any] = {
-                    "function_call": {"id": call.id, "name": call.name, "args": call.args}
-                }
-                signature = (signatures or {}).get(call.id)
-                if signature:
-                    part["thought_signature"] = signature
-                parts.append(part)
-            if parts:
-                add("model", parts)
-        elif message.content:
-            add("user", [{"text": message.content}])
+            continue
+        role, parts = _content_of(message, signatures or {})
+        if parts:
+            add_merged(out, role, "parts", parts)
     return "\n\n".join(system_parts), out
+
+
+def _content_of(message: Message, signatures: Mapping[str, bytes]) -> tuple[str, list[Any]]:
+    """The role and parts of a message other than a system one (no parts: nothing to send)."""
+    if message.role == "tool":
+        result = message.tool_result or {}
+        response = {
+            "id": message.source.tool_call_id or "",
+            "name": message.source.tool_name or str(result.get("toolName", "")),
+            "response": result,
+        }
+        return "user", [{"function_response": response}]
+    if message.role != "assistant":
+        return "user", [{"text": message.content}] if message.content else []
+    parts: list[Any] = [{"text": message.content}] if message.content else []
+    for call in message.tool_calls:
+        part: dict[str, Any] = {
+            "function_call": {"id": call.id, "name": call.name, "args": call.args}
+        }
+        signature = signatures.get(call.id)
+        if signature:
+            part["thought_signature"] = signature
+        parts.append(part)
+    return "model", parts
 
 
 def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
@@ -287,6 +292,26 @@ def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[Bas
     return tuple(timeouts), tuple(failures)
 
 
+def _api_error(exc: Any, name: str, key_source: str) -> ModelCallError:
+    """The :class:`ModelCallError` of the SDK's ``APIError`` ``exc``, by its HTTP status."""
+    code = int(exc.code or 0)
+    if code in (401, 403) or _reason(exc.details) == "API_KEY_INVALID":
+        return ModelCallError(
+            f"{name}: the API rejected the key from {key_source} (HTTP {code})",
+            code=DeliveryCode.E_MODEL_AUTH,
+        )
+    if code == 429:
+        return ModelCallError(
+            f"{name}: rate limited after retries (HTTP 429)",
+            code=RATE_LIMITED,
+            retry_after=retry_after(getattr(exc, "response", None)) or _retry_delay(exc.details),
+        )
+    return ModelCallError(
+        f"{name}: API error HTTP {code}: {_short(str(exc.message or exc.status or ''))}",
+        code=DeliveryCode.E_MODEL_API,
+    )
+
+
 @asynccontextmanager
 async def gemini_errors(sdk: Any, plan: ModelPlan, key_source: str) -> AsyncIterator[None]:
     """What the SDK raises (after its own retries) as a :class:`ModelCallError` with a code."""
@@ -295,23 +320,7 @@ async def gemini_errors(sdk: Any, plan: ModelPlan, key_source: str) -> AsyncIter
     try:
         yield
     except sdk.errors.APIError as exc:
-        code = int(exc.code or 0)
-        if code in (401, 403) or _reason(exc.details) == "API_KEY_INVALID":
-            raise ModelCallError(
-                f"{name}: the API rejected the key from {key_source} (HTTP {code})",
-                code=DeliveryCode.E_MODEL_AUTH,
-            ) from None
-        if code == 429:
-            raise ModelCallError(
-                f"{name}: rate limited after retries (HTTP 429)",
-                code=RATE_LIMITED,
-                retry_after=retry_after(getattr(exc, "response", None))
-                or _retry_delay(exc.details),
-            ) from None
-        raise ModelCallError(
-            f"{name}: API error HTTP {code}: {_short(str(exc.message or exc.status or ''))}",
-            code=DeliveryCode.E_MODEL_API,
-        ) from None
+        raise _api_error(exc, name, key_source) from None
     except timeouts:
         raise ModelCallError(
             f"{name}: the API did not answer within {plan.timeout_seconds:g}s",

@@ -20,7 +20,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_process.models._sdk import import_sdk, missing_key_error, resolve_api_key, sdk_errors
+from agent_process.models._sdk import (
+    client_options,
+    import_sdk,
+    missing_key_error,
+    resolve_api_key,
+    sdk_errors,
+)
 from agent_process.models.base import ModelCallError, ModelRequest, ModelResponse, TokenUsage
 from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
 from bundle.keys import PROVIDER_KEY_ENV
@@ -41,46 +47,16 @@ class OpenAIChatModel:
         self._sdk = openai
         self.plan = plan
         self.agent_name = agent_name
-        base_url = plan.base_url
         key, self.key_source = resolve_api_key(plan, DEFAULT_KEY_ENV, environ)
-        self._missing_key = key is None and base_url is None
-        self.client = openai.AsyncOpenAI(
-            # A local OpenAI-compatible server usually ignores the key, but the SDK wants one.
-            api_key=key or "unused",
-            base_url=base_url,
-            timeout=plan.timeout_seconds,
-            # With shared limits the governor retries a 429 itself, after the pool's pause.
-            max_retries=0 if plan.limits is not None else plan.max_retries,
-        )
+        self._missing_key = key is None and plan.base_url is None
+        # A local OpenAI-compatible server usually ignores the key, but the SDK wants one.
+        self.client = openai.AsyncOpenAI(**client_options(plan, key or "unused"))
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One Chat Completions call."""
         if self._missing_key:
             raise missing_key_error(self.plan, self.key_source)
-        # The conversation and the tools go as ``extra_body``, which the SDK sends as it is:
-        # passed as ``messages``/``tools`` they are first walked against the SDK's TypedDicts
-        # (``maybe_transform``), which changes nothing in what we build (no aliases, no dates
-        # or files) yet costs about 0.17 ms of CPU per message on every call (14 ms for 80
-        # messages): more than the rest of the call. ``messages`` must still be given, so it
-        # is given empty; the wire body is the same.
-        wire: dict[str, Any] = {"messages": to_openai_messages(request.messages)}
-        kwargs: dict[str, Any] = {"model": self.plan.model, "messages": (), "extra_body": wire}
-        if request.tools:
-            wire["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": item.name,
-                        "description": item.description or "",
-                        "parameters": item.parameters,
-                    },
-                }
-                for item in request.tools
-            ]
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
-        if request.max_tokens is not None:
-            kwargs["max_tokens"] = request.max_tokens
+        kwargs = _call_options(self.plan.model, request)
         started = time.perf_counter()
         if request.on_text is not None:
             return await self._streamed(kwargs, request.on_text, started)
@@ -108,40 +84,23 @@ class OpenAIChatModel:
     ) -> ModelResponse:
         """The same call with ``stream=True``: text goes to ``on_text`` as it arrives, tool
         calls are put together from their deltas by ``index``, usage comes in the last chunk."""
-        texts: list[str] = []
-        calls: dict[int, _CallParts] = {}
-        finish: str | None = None
-        usage: Any = None
-        model = self.plan.model
-        seen_choice = False
+        reply = _StreamedReply(self.plan.model)
         async with sdk_errors(self._sdk, self.plan, self.key_source):
             stream = await self.client.chat.completions.create(
                 **kwargs, stream=True, stream_options={"include_usage": True}
             )
             async for chunk in stream:
-                model = chunk.model or model
-                if chunk.usage is not None:
-                    usage = chunk.usage
-                if not chunk.choices:
-                    continue
-                seen_choice = True
-                choice = chunk.choices[0]
-                delta = choice.delta
-                if delta is not None and delta.content:
-                    texts.append(delta.content)
-                    on_text(delta.content)
-                for part in (delta.tool_calls if delta is not None else None) or ():
-                    parts = calls.setdefault(part.index, _CallParts())
-                    parts.add(part)
-                if choice.finish_reason is not None:
-                    finish = choice.finish_reason
-        if not seen_choice:
+                reply.add(chunk, on_text)
+        if not reply.seen_choice:
             raise ModelCallError(
                 f"Model/{self.plan.name}: the response has no choices",
                 code=DeliveryCode.E_MODEL_API,
             )
+        calls = reply.calls
         assembled = tuple(calls[index].tool_call() for index in sorted(calls))
-        return self._response("".join(texts), assembled, finish, usage, model, started)
+        return self._response(
+            "".join(reply.texts), assembled, reply.finish, reply.usage, reply.model, started
+        )
 
     def _response(
         self,
@@ -164,6 +123,72 @@ class OpenAIChatModel:
             else None,
             metadata={"latencyMs": round(latency_ms, 3), "model": model},
         )
+
+
+def _call_options(model: str, request: ModelRequest) -> dict[str, Any]:
+    """The ``chat.completions.create`` arguments of ``request``.
+
+    The conversation and the tools go as ``extra_body``, which the SDK sends as it is: passed
+    as ``messages``/``tools`` they are first walked against the SDK's TypedDicts
+    (``maybe_transform``), which changes nothing in what we build (no aliases, no dates or
+    files) yet costs about 0.17 ms of CPU per message on every call (14 ms for 80 messages):
+    more than the rest of the call. ``messages`` must still be given, so it is given empty;
+    the wire body is the same.
+    """
+    wire: dict[str, Any] = {"messages": to_openai_messages(request.messages)}
+    kwargs: dict[str, Any] = {"model": model, "messages": (), "extra_body": wire}
+    if request.tools:
+        wire["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": item.name,
+                    "description": item.description or "",
+                    "parameters": item.parameters,
+                },
+            }
+            for item in request.tools
+        ]
+    if request.temperature is not None:
+        kwargs["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        kwargs["max_tokens"] = request.max_tokens
+    return kwargs
+
+
+class _StreamedReply:
+    """One answer put together from a stream's chunks: text in order, tool calls from their
+    deltas by ``index``, the last finish reason, usage (in the last chunk) and model."""
+
+    __slots__ = ("calls", "finish", "model", "seen_choice", "texts", "usage")
+
+    def __init__(self, model: str) -> None:
+        self.texts: list[str] = []
+        self.calls: dict[int, _CallParts] = {}
+        self.finish: str | None = None
+        self.usage: Any = None
+        self.model = model
+        self.seen_choice = False
+
+    def add(self, chunk: Any, on_text: Callable[[str], None]) -> None:
+        self.model = chunk.model or self.model
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        if not chunk.choices:
+            return
+        self.seen_choice = True
+        choice = chunk.choices[0]
+        if choice.delta is not None:
+            self._add_delta(choice.delta, on_text)
+        if choice.finish_reason is not None:
+            self.finish = choice.finish_reason
+
+    def _add_delta(self, delta: Any, on_text: Callable[[str], None]) -> None:
+        if delta.content:
+            self.texts.append(delta.content)
+            on_text(delta.content)
+        for part in delta.tool_calls or ():
+            self.calls.setdefault(part.index, _CallParts()).add(part)
 
 
 class _CallParts:

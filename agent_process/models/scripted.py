@@ -128,28 +128,39 @@ def _match(when: ScriptCondition | None, newest: Message | None) -> dict[str, An
         if newest is not None and newest.role == "tool":
             _add_result(variables, newest)
         return variables
-    if when.input is not None:
-        if newest is None or newest.role != "user":
-            return None
-        found = re.search(when.input, newest.content)
-        if found is None:
-            return None
-        _add_groups(variables, found)
-    if when.tool_result is not None or when.status is not None or when.output is not None:
-        if newest is None or newest.role != "tool":
-            return None
-        if when.tool_result is not None and newest.source.tool_name != when.tool_result:
-            return None
-        result = newest.tool_result or {}
-        if when.status is not None and result.get("status") != when.status:
-            return None
-        _add_result(variables, newest)
-        if when.output is not None:
-            found = re.search(when.output, _as_text(result.get("output")))
-            if found is None:
-                return None
-            _add_groups(variables, found)
+    if when.input is not None and not _match_input(when.input, newest, variables):
+        return None
+    asks_result = when.tool_result is not None or when.status is not None
+    if (asks_result or when.output is not None) and not _match_result(when, newest, variables):
+        return None
     return variables
+
+
+def _match_input(pattern: str, newest: Message | None, variables: dict[str, Any]) -> bool:
+    """Whether ``newest`` is a user message ``pattern`` finds (its groups then added)."""
+    if newest is None or newest.role != "user":
+        return False
+    return _search(pattern, newest.content, variables)
+
+
+def _match_result(when: ScriptCondition, newest: Message | None, variables: dict[str, Any]) -> bool:
+    """Whether ``newest`` is the tool result ``when`` asks for (its fields then added)."""
+    if newest is None or newest.role != "tool":
+        return False
+    if when.tool_result is not None and newest.source.tool_name != when.tool_result:
+        return False
+    result = newest.tool_result or {}
+    if when.status is not None and result.get("status") != when.status:
+        return False
+    _add_result(variables, newest)
+    return when.output is None or _search(when.output, _as_text(result.get("output")), variables)
+
+
+def _search(pattern: str, text: str, variables: dict[str, Any]) -> bool:
+    found = re.search(pattern, text)
+    if found is not None:
+        _add_groups(variables, found)
+    return found is not None
 
 
 def _add_groups(variables: dict[str, Any], found: re.Match[str]) -> None:
@@ -213,16 +224,27 @@ def _resolve(expression: str, variables: Mapping[str, Any], label: str) -> Any:
         )
     value = variables[head]
     for key, index in segments[1:]:
-        if key and isinstance(value, dict) and key in value:
-            value = value[key]
-        elif index and isinstance(value, list) and int(index) < len(value):
-            value = value[int(index)]
-        else:
+        child = _child(value, key, index)
+        if child is _MISSING:
             raise ScriptTemplateError(
                 f"script rule {label}: '{{{expression}}}' does not resolve "
                 f"(no {key or '[' + index + ']'!s} in {_as_text(value)[:200]})"
             )
+        value = child
     return value
+
+
+_MISSING = object()
+
+
+def _child(value: Any, key: str, index: str) -> Any:
+    """``value[key]`` or ``value[index]`` (one path segment names one); :data:`_MISSING`
+    when there is no such member."""
+    if key and isinstance(value, dict) and key in value:
+        return value[key]
+    if index and isinstance(value, list) and int(index) < len(value):
+        return value[int(index)]
+    return _MISSING
 
 
 def render_text(template: str, variables: Mapping[str, Any], label: str) -> str:

@@ -38,37 +38,58 @@ def slot_constructor(cls: Callable[P, T]) -> Callable[P, T]:
     """
     if not isinstance(cls, type):
         raise TypeError(f"{cls!r} is not a class")
-    params = getattr(cls, "__dataclass_params__", None)
-    if params is None or not (params.frozen and params.init) or "__slots__" not in vars(cls):
-        raise TypeError(f"{cls.__qualname__} is not a frozen dataclass with slots and __init__")
-    if hasattr(cls, "__post_init__") or "__new__" in vars(cls):
-        raise TypeError(f"{cls.__qualname__}: __post_init__ or __new__ is not supported")
+    _check_adoptable(cls)
     namespace: dict[str, Any] = {"_FACTORY": _FACTORY, "_new": object.__new__, "_cls": cls}
     positional: list[str] = []
     keyword: list[str] = []
     body = ["    self = _new(_cls)"]
     for index, field in enumerate(dataclasses.fields(cls)):
-        if not field.init:
-            raise TypeError(f"{cls.__qualname__}.{field.name}: init=False is not supported")
-        name = param = field.name
-        if name == "self" or name.startswith("_"):  # would clash with the names used below
-            raise TypeError(f"{cls.__qualname__}.{name}: field name not supported")
-        if field.default is not dataclasses.MISSING:
-            namespace[f"_default_{index}"] = field.default
-            param = f"{name}=_default_{index}"
-        elif field.default_factory is not dataclasses.MISSING:
-            namespace[f"_factory_{index}"] = field.default_factory
-            param = f"{name}=_FACTORY"
-            body.append(f"    if {name} is _FACTORY:\n        {name} = _factory_{index}()")
+        param = _field_source(cls, index, field, namespace, body)
         (keyword if field.kw_only else positional).append(param)
-        namespace[f"_set_{index}"] = _slot(cls, name).__set__
-        body.append(f"    _set_{index}(self, {name})")
     body.append("    return self")
     signature = ", ".join([*positional, *(["*", *keyword] if keyword else [])])
     # The source is made of the field names only; it runs once, when the class is adopted.
     exec(f"def new({signature}):\n" + "\n".join(body), namespace)
     constructor: Callable[P, T] = namespace["new"]
-    init = vars(cls)["__init__"]  # the one dataclasses wrote
+    _dress_as_init(constructor, cls)
+    return constructor
+
+
+def _check_adoptable(cls: type) -> None:
+    """Raise ``TypeError`` unless :func:`slot_constructor` can build ``cls``."""
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not (params.frozen and params.init) or "__slots__" not in vars(cls):
+        raise TypeError(f"{cls.__qualname__} is not a frozen dataclass with slots and __init__")
+    if hasattr(cls, "__post_init__") or "__new__" in vars(cls):
+        raise TypeError(f"{cls.__qualname__}: __post_init__ or __new__ is not supported")
+
+
+def _field_source(
+    cls: type, index: int, field: dataclasses.Field[Any], namespace: dict[str, Any], body: list[str]
+) -> str:
+    """The parameter of ``field`` (number ``index``); the lines that store it are added to
+    ``body``, the defaults and slot setter they use to ``namespace``."""
+    if not field.init:
+        raise TypeError(f"{cls.__qualname__}.{field.name}: init=False is not supported")
+    name = param = field.name
+    if name == "self" or name.startswith("_"):  # would clash with the names used below
+        raise TypeError(f"{cls.__qualname__}.{name}: field name not supported")
+    if field.default is not dataclasses.MISSING:
+        namespace[f"_default_{index}"] = field.default
+        param = f"{name}=_default_{index}"
+    elif field.default_factory is not dataclasses.MISSING:
+        namespace[f"_factory_{index}"] = field.default_factory
+        param = f"{name}=_FACTORY"
+        body.append(f"    if {name} is _FACTORY:\n        {name} = _factory_{index}()")
+    namespace[f"_set_{index}"] = _slot(cls, name).__set__
+    body.append(f"    _set_{index}(self, {name})")
+    return param
+
+
+def _dress_as_init(constructor: Callable[..., Any], cls: type) -> None:
+    """Give ``constructor`` the annotations, name and doc of a constructor of ``cls``, and
+    check its signature is that of the ``__init__`` ``dataclasses`` wrote."""
+    init = vars(cls)["__init__"]
     annotations = dict(init.__annotations__)
     annotations.pop("return", None)
     constructor.__annotations__ = annotations
@@ -77,7 +98,6 @@ def slot_constructor(cls: Callable[P, T]) -> Callable[P, T]:
     wanted = [str(p) for p in inspect.signature(init).parameters.values()][1:]  # without self
     if [str(p) for p in inspect.signature(constructor).parameters.values()] != wanted:
         raise TypeError(f"{cls.__qualname__}: cannot reproduce the signature of __init__")
-    return constructor
 
 
 def _slot(cls: type, name: str) -> types.MemberDescriptorType:

@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
@@ -110,16 +110,18 @@ def _is_compilable(schema: JsonValue) -> bool:
         return True
     if not isinstance(schema, dict):
         return False
-    for key, value in schema.items():
-        if key in _ANNOTATIONS:
-            continue
-        if key not in _COMPILED:
-            return False
-        if key == "properties":
-            if not isinstance(value, dict) or not all(_is_compilable(s) for s in value.values()):
-                return False
-        elif key in ("items", "additionalProperties") and not _is_compilable(value):
-            return False
+    return all(_is_compilable_keyword(key, value) for key, value in schema.items())
+
+
+def _is_compilable_keyword(key: str, value: JsonValue) -> bool:
+    if key in _ANNOTATIONS:
+        return True
+    if key not in _COMPILED:
+        return False
+    if key == "properties":
+        return isinstance(value, dict) and all(_is_compilable(s) for s in value.values())
+    if key in ("items", "additionalProperties"):
+        return _is_compilable(value)
     return True
 
 
@@ -141,24 +143,34 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _matches_type(value: Any, expected: str) -> bool:
-    if expected == "string":
-        return isinstance(value, str)
-    if expected == "object":
-        return isinstance(value, dict)
-    if expected == "array":
-        return isinstance(value, list)
-    if expected == "boolean":
-        return isinstance(value, bool)
-    if expected == "null":
-        return value is None
+def _is_integer(value: Any) -> bool:
     if isinstance(value, bool):
         return False
-    if expected == "integer":
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if expected == "number":
-        return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
-    return True  # unknown type names pass, as upstream's validator does
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
+_TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda value: isinstance(value, str),
+    "object": lambda value: isinstance(value, dict),
+    "array": lambda value: isinstance(value, list),
+    "boolean": lambda value: isinstance(value, bool),
+    "null": lambda value: value is None,
+    "integer": _is_integer,
+    "number": _is_number,
+}
+
+
+def _matches_type(value: Any, expected: str) -> bool:
+    test = _TYPE_TESTS.get(expected)
+    return (
+        True if test is None else test(value)
+    )  # unknown type names pass, as upstream's validator does
 
 
 _CLASS_OF_TYPE = {"string": "str", "object": "dict", "array": "list", "boolean": "bool"}
@@ -245,14 +257,7 @@ class _Codegen:
         if schema is False:
             return [f"{pad}issues.append({path} + ': no value is allowed here')"]
         assert isinstance(schema, dict)
-        raw_type = schema.get("type")
-        types = (
-            (raw_type,)
-            if isinstance(raw_type, str)
-            else tuple(t for t in raw_type if isinstance(t, str))
-            if isinstance(raw_type, list)
-            else ()
-        )
+        types = _type_names(schema.get("type"))
         rest = self._value_checks(schema, value, path, depth + (1 if types else 0))
         if not types:
             return rest
@@ -264,67 +269,72 @@ class _Codegen:
         return lines + ([f"{pad}else:", *rest] if rest else [])
 
     def _value_checks(self, schema: JsonObject, value: str, path: str, depth: int) -> list[str]:
-        pad = "    " * depth
-        lines: list[str] = []
+        lines = [
+            *self._enum_checks(schema, value, path, depth),
+            *self._bound_checks(schema, value, path, depth),
+            *self._pattern_checks(schema.get("pattern"), value, path, depth),
+        ]
+        if any(key in schema for key in _OBJECT_KEYWORDS):
+            lines.extend(self._object_checks(schema, value, path, depth))
+        if "items" in schema:
+            lines.extend(self._items_checks(schema["items"], value, path, depth))
+        return lines
 
-        def issue(test: str, message: str) -> None:
-            lines.extend([f"{pad}if {test}:", f"{pad}    issues.append({path} + {message!r})"])
-
+    def _enum_checks(self, schema: JsonObject, value: str, path: str, depth: int) -> list[str]:
         enums = []
         if "enum" in schema and isinstance(schema["enum"], list):
             enums.append(schema["enum"])
         if "const" in schema:
             enums.append([schema["const"]])
+        lines: list[str] = []
         for options in enums:
             rendered = ", ".join(_short_json(o) for o in options)
             test = f"not _enum_has({self._constant(options)}, {value})"
             if all(type(o) is str for o in options):  # the usual enum: a set lookup
                 strings = self._constant(frozenset(options))
                 test = f"not ({value} in {strings} if type({value}) is str else _enum_has({self._constant(options)}, {value}))"
-            issue(test, f": value must be one of [{rendered}]")
+            lines += _issue(depth, path, test, f": value must be one of [{rendered}]")
+        return lines
+
+    def _bound_checks(self, schema: JsonObject, value: str, path: str, depth: int) -> list[str]:
+        lines: list[str] = []
         for key, fails, words in _NUMBER_BOUNDS:
             limit = schema.get(key)
             if isinstance(limit, int | float) and not isinstance(limit, bool):
                 bound = self._constant(float(limit))
-                issue(
+                test = (
                     f"isinstance({value}, int | float) and not isinstance({value}, bool) "
-                    f"and {value} {fails} {bound}",
-                    f": must be {words} {limit}",
+                    f"and {value} {fails} {bound}"
                 )
+                lines += _issue(depth, path, test, f": must be {words} {limit}")
         for key, kind, fails, words, unit in _LENGTH_BOUNDS:
             limit = schema.get(key)
             if isinstance(limit, int) and not isinstance(limit, bool):
-                issue(
-                    f"isinstance({value}, {kind}) and len({value}) {fails} {limit}",
-                    f": must have {words} {limit} {unit}",
-                )
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            try:
-                compiled = self._constant(re.compile(pattern))
-            except re.error:
-                pass  # the config plane rejects invalid patterns; never fail a call on it
-            else:
-                issue(
-                    f"isinstance({value}, str) and {compiled}.search({value}) is None",
-                    f": must match pattern {pattern!r}",
-                )
-        if any(key in schema for key in _OBJECT_KEYWORDS):
-            lines.extend(self._object_checks(schema, value, path, depth))
-        if "items" in schema:
-            item, index = self._name("item"), self._name("index")
-            item_lines = self._sub_checks(
-                schema["items"], item, f"{path} + '[' + str({index}) + ']'", depth + 2
-            )
-            if item_lines:
-                lines.extend(
-                    [
-                        f"{pad}if isinstance({value}, list):",
-                        f"{pad}    for {index}, {item} in enumerate({value}):",
-                        *item_lines,
-                    ]
-                )
+                test = f"isinstance({value}, {kind}) and len({value}) {fails} {limit}"
+                lines += _issue(depth, path, test, f": must have {words} {limit} {unit}")
         return lines
+
+    def _pattern_checks(self, pattern: JsonValue, value: str, path: str, depth: int) -> list[str]:
+        if not isinstance(pattern, str):
+            return []
+        try:
+            compiled = self._constant(re.compile(pattern))
+        except re.error:
+            return []  # the config plane rejects invalid patterns; never fail a call on it
+        test = f"isinstance({value}, str) and {compiled}.search({value}) is None"
+        return _issue(depth, path, test, f": must match pattern {pattern!r}")
+
+    def _items_checks(self, items: JsonValue, value: str, path: str, depth: int) -> list[str]:
+        pad = "    " * depth
+        item, index = self._name("item"), self._name("index")
+        item_lines = self._sub_checks(items, item, f"{path} + '[' + str({index}) + ']'", depth + 2)
+        if not item_lines:
+            return []
+        return [
+            f"{pad}if isinstance({value}, list):",
+            f"{pad}    for {index}, {item} in enumerate({value}):",
+            *item_lines,
+        ]
 
     def _object_checks(self, schema: JsonObject, value: str, path: str, depth: int) -> list[str]:
         pad = "    " * depth
@@ -348,39 +358,51 @@ class _Codegen:
             other = [f"{'    ' * inner}issues.append({other_path} + ': unexpected property')"]
         else:
             other = self._sub_checks(additional, item, other_path, inner)
-        loop = [f"{pad}    for {key}, {item} in {value}.items():"]
+        loop = _Loop(pad, key, item, value, path)
         if chained:
-            branches = [
-                (name, self._sub_checks(sub, item, f"{path} + {'.' + name!r}", depth + 3))
-                for name, sub in props
-            ]
-            if not other:  # a property without checks needs no branch of its own then
-                branches = [(name, checks) for name, checks in branches if checks]
-            for number, (name, checks) in enumerate(branches):
-                loop.append(f"{pad}        {'elif' if number else 'if'} {key} == {name!r}:")
-                loop += checks or [f"{pad}            pass"]
-            if other and branches:
-                loop.append(f"{pad}        else:")
-            if other or branches:
-                lines += loop + other
+            lines += self._chained_dispatch(props, other, loop, depth)
         else:
-            functions = {
-                name: "None" if sub is True or sub == {} else self._function(sub)
-                for name, sub in props
-            }
-            table = self._name("_properties")  # defined after the functions it names
-            entries = ", ".join(f"{name!r}: {function}" for name, function in functions.items())
-            self.sources.append(f"{table} = {{{entries}}}")
-            check = self._name("check")
-            lines += [
-                *loop,
-                f"{pad}        {check} = {table}.get({key}, _OTHER)",
-                f"{pad}        if {check} is _OTHER:",
-                *(other or [f"{pad}            pass"]),
-                f"{pad}        elif {check} is not None:",
-                f"{pad}            {check}({item}, {path} + '.' + {key}, issues)",
-            ]
+            lines += self._table_dispatch(props, other, loop)
         return [f"{pad}if isinstance({value}, dict):", *lines] if lines else []
+
+    def _chained_dispatch(
+        self, props: list[tuple[str, JsonValue]], other: list[str], loop: _Loop, depth: int
+    ) -> list[str]:
+        """The loop over a value's keys picking each property's checks by ``if key == ...``."""
+        pad, path = loop.pad, loop.path
+        branches = [
+            (name, self._sub_checks(sub, loop.item, f"{path} + {'.' + name!r}", depth + 3))
+            for name, sub in props
+        ]
+        if not other:  # a property without checks needs no branch of its own then
+            branches = [(name, checks) for name, checks in branches if checks]
+        if not other and not branches:
+            return []
+        lines = [loop.header(), *_key_branches(branches, loop)]
+        if other and branches:
+            lines.append(f"{pad}        else:")
+        return lines + other
+
+    def _table_dispatch(
+        self, props: list[tuple[str, JsonValue]], other: list[str], loop: _Loop
+    ) -> list[str]:
+        """The loop over a value's keys finding each property's function in a dict."""
+        pad, key, item = loop.pad, loop.key, loop.item
+        functions = {
+            name: "None" if sub is True or sub == {} else self._function(sub) for name, sub in props
+        }
+        table = self._name("_properties")  # defined after the functions it names
+        entries = ", ".join(f"{name!r}: {function}" for name, function in functions.items())
+        self.sources.append(f"{table} = {{{entries}}}")
+        check = self._name("check")
+        return [
+            loop.header(),
+            f"{pad}        {check} = {table}.get({key}, _OTHER)",
+            f"{pad}        if {check} is _OTHER:",
+            *(other or [f"{pad}            pass"]),
+            f"{pad}        elif {check} is not None:",
+            f"{pad}            {check}({item}, {loop.path} + '.' + {key}, issues)",
+        ]
 
     def _sub_checks(self, schema: JsonValue, value: str, path: str, depth: int) -> list[str]:
         """A subschema's checks: written in place when flat, else a call to its own function."""
@@ -389,6 +411,42 @@ class _Codegen:
         ):
             return [f"{'    ' * depth}{self._function(schema)}({value}, {path}, issues)"]
         return self._checks(schema, value, path, depth)
+
+
+def _key_branches(branches: list[tuple[str, list[str]]], loop: _Loop) -> list[str]:
+    """An ``if``/``elif`` on the key per property, each followed by that property's checks."""
+    lines = []
+    for number, (name, checks) in enumerate(branches):
+        lines.append(f"{loop.pad}        {'elif' if number else 'if'} {loop.key} == {name!r}:")
+        lines += checks or [f"{loop.pad}            pass"]
+    return lines
+
+
+def _type_names(raw_type: JsonValue) -> tuple[str, ...]:
+    if isinstance(raw_type, str):
+        return (raw_type,)
+    if isinstance(raw_type, list):
+        return tuple(t for t in raw_type if isinstance(t, str))
+    return ()
+
+
+def _issue(depth: int, path: str, test: str, message: str) -> list[str]:
+    """Lines appending ``message`` (after the value's path) to the issues when ``test`` holds."""
+    pad = "    " * depth
+    return [f"{pad}if {test}:", f"{pad}    issues.append({path} + {message!r})"]
+
+
+class _Loop(NamedTuple):
+    """The generated loop over an object value's keys: names of its variables, and where."""
+
+    pad: str
+    key: str
+    item: str
+    value: str
+    path: str
+
+    def header(self) -> str:
+        return f"{self.pad}    for {self.key}, {self.item} in {self.value}.items():"
 
 
 def _type_test(name: str, value: str) -> str:

@@ -85,6 +85,17 @@ def examine(bundle_path: Path, state_dir: Path, environ: dict[str, str] | None =
     """Every check, in order (``environ``: the environment after the ``.env`` files)."""
     env = dict(os.environ) if environ is None else environ
     report = Report()
+    _python(report)
+    _distribution(report)
+    have = _extras(report)
+    bundle = _bundle(report, bundle_path)
+    if bundle is not None:
+        _needs(report, bundle, have, env)
+    _state(report, state_dir)
+    return report
+
+
+def _python(report: Report) -> None:
     version = sys.version_info
     if version >= (3, 11):
         report.add("python", "ok", f"Python {version.major}.{version.minor}.{version.micro}")
@@ -92,10 +103,17 @@ def examine(bundle_path: Path, state_dir: Path, environ: dict[str, str] | None =
         report.add(
             "python", "fail", f"Python {version.major}.{version.minor}", "use Python 3.11 or newer"
         )
+
+
+def _distribution(report: Report) -> None:
     try:
         report.add("goondan", "ok", f"{DISTRIBUTION} {importlib.metadata.version(DISTRIBUTION)}")
     except importlib.metadata.PackageNotFoundError:
         report.add("goondan", "info", "running from a source tree (not installed)")
+
+
+def _extras(report: Report) -> dict[str, bool]:
+    """Which extras are installed, by name (and reported)."""
     have = {extra: installed(module) for extra, (module, _) in EXTRAS.items()}
     report.add(
         "extras",
@@ -105,11 +123,7 @@ def examine(bundle_path: Path, state_dir: Path, environ: dict[str, str] | None =
         + "; not installed: "
         + (", ".join(e for e, ok in have.items() if not ok) or "none"),
     )
-    bundle = _bundle(report, bundle_path)
-    if bundle is not None:
-        _needs(report, bundle, have, env)
-    _state(report, state_dir)
-    return report
+    return have
 
 
 def _bundle(report: Report, bundle_path: Path) -> Any:
@@ -135,13 +149,27 @@ def _bundle(report: Report, bundle_path: Path) -> Any:
 
 
 def _needs(report: Report, bundle: Any, have: dict[str, bool], env: dict[str, str]) -> None:
-    from bundle.keys import key_needs
-
+    """What the swarm needs of this host: SDKs, extras, the sandbox, keys and settings."""
     try:
         swarm = bundle.swarm()
     except Exception as exc:  # several swarms and none is `default`
         report.add("swarm", "fail", str(exc), "name one `default`", ExitCode.VALIDATION)
         return
+    _provider_sdks(report, bundle, swarm)
+    if swarm.spec.placement and not have["cluster"]:
+        report.add(
+            "extra cluster",
+            "warn",
+            "the Swarm places agents on other hosts; --cluster needs the NATS client",
+            f"pip install '{DISTRIBUTION}[cluster]'",
+        )
+    _sandbox(report, bundle, swarm.name)
+    _keys(report, bundle, swarm.name, env)
+    _connection_settings(report, bundle, swarm.name, env)
+
+
+def _provider_sdks(report: Report, bundle: Any, swarm: Any) -> None:
+    """The SDK of each provider a Model of the swarm uses."""
     providers = {
         bundle.resolve_ref(agent.spec.model_config_.model_ref, agent).spec.provider
         for agent in bundle.swarm_agents(swarm)
@@ -156,15 +184,13 @@ def _needs(report: Report, bundle: Any, have: dict[str, bool], env: dict[str, st
                 found.install,
                 ExitCode.CONFIG,
             )
-    if swarm.spec.placement and not have["cluster"]:
-        report.add(
-            "extra cluster",
-            "warn",
-            "the Swarm places agents on other hosts; --cluster needs the NATS client",
-            f"pip install '{DISTRIBUTION}[cluster]'",
-        )
-    _sandbox(report, bundle, swarm.name)
-    needs = key_needs(bundle, swarm.name)
+
+
+def _keys(report: Report, bundle: Any, swarm: str, env: dict[str, str]) -> None:
+    """The API keys the swarm's Models read from the environment."""
+    from bundle.keys import key_needs
+
+    needs = key_needs(bundle, swarm)
     if not needs:
         report.add("keys", "ok", "no Model of the swarm needs an API key from the environment")
     for need in needs:
@@ -180,7 +206,6 @@ def _needs(report: Report, bundle: Any, have: dict[str, bool], env: dict[str, st
                 "or export it",
                 ExitCode.AUTH,
             )
-    _connection_settings(report, bundle, swarm.name, env)
 
 
 def _connection_settings(report: Report, bundle: Any, swarm: str, env: dict[str, str]) -> None:

@@ -57,26 +57,34 @@ def last_lines(paths: list[Path], count: int) -> list[bytes]:
     of the newest file backwards: a long log costs only what is printed."""
     found: list[bytes] = []
     for path in reversed(paths):
-        try:
-            with open(path, "rb") as source:
-                end = source.seek(0, os.SEEK_END)
-                tail = b""
-                position = end
-                while position > 0 and tail.count(b"\n") <= count - len(found):
-                    step = min(_BLOCK, position)
-                    position -= step
-                    source.seek(position)
-                    tail = source.read(step) + tail
-        except FileNotFoundError:  # rotated away while reading
+        lines = _tail_lines(path, count - len(found))
+        if lines is None:  # rotated away while reading
             continue
-        lines = tail.split(b"\n")
-        if position > 0:
-            lines = lines[1:]  # the first one is cut
-        lines = [line + b"\n" for line in lines if line]
         found = lines[-(count - len(found)) :] + found if count > len(found) else found
         if len(found) >= count:
             break
     return found[-count:] if count > 0 else []
+
+
+def _tail_lines(path: Path, wanted: int) -> list[bytes] | None:
+    """At least ``wanted`` complete lines from the end of ``path`` when it has them (all it
+    has otherwise), each with its newline; ``None`` when the file is gone."""
+    try:
+        with open(path, "rb") as source:
+            end = source.seek(0, os.SEEK_END)
+            tail = b""
+            position = end
+            while position > 0 and tail.count(b"\n") <= wanted:
+                step = min(_BLOCK, position)
+                position -= step
+                source.seek(position)
+                tail = source.read(step) + tail
+    except FileNotFoundError:
+        return None
+    lines = tail.split(b"\n")
+    if position > 0:
+        lines = lines[1:]  # the first one is cut
+    return [line + b"\n" for line in lines if line]
 
 
 def _split(line: bytes) -> tuple[str, str]:
@@ -111,6 +119,18 @@ def show(args: argparse.Namespace, state_dir: Path) -> int:
     count = PROCESS_LINES if args.lines is None else args.lines
     if count == ALL_LINES:
         count = sys.maxsize
+    for _, _, stream, line in _last_merged(state_dir, process, streams, count):
+        _print(process, stream, line, args)
+    if not args.follow:
+        return 0
+    return _follow(args, state_dir, process, streams)
+
+
+def _last_merged(
+    state_dir: Path, process: str, streams: list[str], count: int
+) -> list[tuple[str, str, str, bytes]]:
+    """The last ``count`` lines of ``streams``, as ``(time, text, stream, line)`` in time
+    order."""
     tails = {
         stream: [
             (*_split(line), stream, line)
@@ -120,11 +140,7 @@ def show(args: argparse.Namespace, state_dir: Path) -> int:
     }
     # Each stream's lines are in time order already: merge them on their stamps.
     merged = list(heapq.merge(*tails.values(), key=lambda row: row[0]))
-    for _, _, stream, line in merged[-count:] if count > 0 else []:
-        _print(process, stream, line, args)
-    if not args.follow:
-        return 0
-    return _follow(args, state_dir, process, streams)
+    return merged[-count:] if count > 0 else []
 
 
 def _follow(args: argparse.Namespace, state_dir: Path, process: str, streams: list[str]) -> int:

@@ -130,11 +130,9 @@ def _report(args: argparse.Namespace, lockfile: Any, path: Path | None, before: 
         )
         return 0
     for locked in direct:
-        old = before.direct(locked.name) if before is not None else None
-        change = (
-            f" (was {old.version})" if old is not None and old.version != locked.version else ""
+        print(
+            f"installed {locked.name} {locked.version}{_was(locked, before)} ({locked.distribution})"
         )
-        print(f"installed {locked.name} {locked.version}{change} ({locked.distribution})")
     pulled = len(lockfile.packages) - len(direct)
     if pulled:
         print(f"installed {pulled} more distribution(s) they depend on")
@@ -143,6 +141,12 @@ def _report(args: argparse.Namespace, lockfile: Any, path: Path | None, before: 
     if path is not None:
         print(f"wrote {path}")
     return 0
+
+
+def _was(locked: Any, before: Any) -> str:
+    """`` (was V)`` when the lockfile ``before`` had another version of ``locked``."""
+    old = before.direct(locked.name) if before is not None else None
+    return f" (was {old.version})" if old is not None and old.version != locked.version else ""
 
 
 def _install(args: argparse.Namespace, config: Path) -> int:
@@ -218,11 +222,10 @@ def _update(args: argparse.Namespace, config: Path) -> int:
 
 
 def _add(args: argparse.Namespace, config: Path) -> int:
-    from bundle.installer import install, latest_version, resolve
+    from bundle.installer import install, resolve
     from bundle.lockfile import LOCKFILE, read_lockfile
     from bundle.package_doc import set_dependency
     from bundle.packages import Dependency
-    from bundle.ranges import caret
     from bundle.spec_base import PACKAGE_NAME
     from bundle.spec_package import PackageDependency
 
@@ -237,14 +240,11 @@ def _add(args: argparse.Namespace, config: Path) -> int:
         )
     dependencies, document = _dependencies(config)
     pip = _pip(args, document)
-    given = PackageDependency(name=name, version=range_ or "*", distribution=args.distribution)
     if not range_ or args.exact:
-        version = latest_version(Dependency.of(given), pip)
-        range_ = version if args.exact else caret(version)
+        range_ = _latest_range(args, name, range_, pip)
     distribution = args.distribution
     if distribution is None:  # keep a distribution the document already names
-        old = next((d for d in document.spec.dependencies if d.name == name), None)
-        distribution = old.distribution if old is not None else None
+        distribution = _named_distribution(document, name)
     dependency = Dependency.of(
         PackageDependency(name=name, version=range_, distribution=distribution)
     )
@@ -259,6 +259,25 @@ def _add(args: argparse.Namespace, config: Path) -> int:
     resolved.write(path)
     install(resolved, pip)
     return _report(args, resolved, path, lockfile)
+
+
+def _named_distribution(document: Any, name: str) -> str | None:
+    """The distribution the document already names for dependency ``name``, if any."""
+    old = next((d for d in document.spec.dependencies if d.name == name), None)
+    return old.distribution if old is not None else None
+
+
+def _latest_range(args: argparse.Namespace, name: str, range_: str, pip: Any) -> str:
+    """The range ``add`` writes for the newest version in ``range_``: that version with
+    ``--exact``, else a caret range from it."""
+    from bundle.installer import latest_version
+    from bundle.packages import Dependency
+    from bundle.ranges import caret
+    from bundle.spec_package import PackageDependency
+
+    given = PackageDependency(name=name, version=range_ or "*", distribution=args.distribution)
+    version = latest_version(Dependency.of(given), pip)
+    return version if args.exact else caret(version)
 
 
 _ACTIONS = {"add": _add, "install": _install, "update": _update}
@@ -276,11 +295,7 @@ def _publish(args: argparse.Namespace) -> int:
             packages = [p for f in files if f.suffix == ".whl" for p in goondan_packages(f)]
             names = ", ".join(f.name for f in files)
             if args.dry_run:
-                where = args.registry or os.environ.get("TWINE_REPOSITORY_URL") or "PyPI"
-                if args.json:
-                    print(json.dumps({"packages": packages, "files": names.split(", ")}))
-                else:
-                    print(f"would upload {names} ({', '.join(packages)}) to {where}")
+                _show_dry_run(args, packages, names)
                 return 0
             upload(files, args.registry, os.environ)
     except PublishError as exc:
@@ -290,3 +305,11 @@ def _publish(args: argparse.Namespace) -> int:
     else:
         print(f"published {', '.join(packages)}: {names}")
     return 0
+
+
+def _show_dry_run(args: argparse.Namespace, packages: list[str], names: str) -> None:
+    where = args.registry or os.environ.get("TWINE_REPOSITORY_URL") or "PyPI"
+    if args.json:
+        print(json.dumps({"packages": packages, "files": names.split(", ")}))
+    else:
+        print(f"would upload {names} ({', '.join(packages)}) to {where}")

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,34 +39,50 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.strict:
         errors, warnings = errors + warnings, []
     code = int(ExitCode.OK) if not errors else config_exit(errors)
-    if form == "json":
-        print(
-            json.dumps(
-                {
-                    **verdict,
-                    "valid": not errors,
-                    "errors": errors,
-                    "warnings": warnings,
-                    "exitCode": code,
-                },
-                indent=2,
-            )
-        )
-        return code
-    if form == "github":
-        for level, issues in (("error", errors), ("warning", warnings)):
-            for issue in issues:
-                print(_github_annotation(level, issue))
-        return code
+    _PRINTERS.get(form, _print_text)(path, verdict, errors, warnings, code)
+    return code
+
+
+Issues = list[Any]
+"""Issues as the verdict holds them (read back from the checking child's JSON)."""
+
+
+def _print_json(
+    path: Path, verdict: Mapping[str, Any], errors: Issues, warnings: Issues, code: int
+) -> None:
+    body = {
+        **verdict,
+        "valid": not errors,
+        "errors": errors,
+        "warnings": warnings,
+        "exitCode": code,
+    }
+    print(json.dumps(body, indent=2))
+
+
+def _print_github(
+    path: Path, verdict: Mapping[str, Any], errors: Issues, warnings: Issues, code: int
+) -> None:
+    for level, issues in (("error", errors), ("warning", warnings)):
+        for issue in issues:
+            print(_github_annotation(level, issue))
+
+
+def _print_text(
+    path: Path, verdict: Mapping[str, Any], errors: Issues, warnings: Issues, code: int
+) -> None:
     for issue in warnings:
         print("warning: " + config_issue(issue).format(), file=sys.stderr)
     if not errors:
         print(f"{path}: valid ({verdict.get('summary')})")
-        return code
+        return
     for issue in errors:
         print(config_issue(issue).format(), file=sys.stderr)
     print(f"{len(errors)} error{'s' if len(errors) != 1 else ''} in {path}", file=sys.stderr)
-    return code
+
+
+_PRINTERS = {"json": _print_json, "github": _print_github}
+"""How each ``--format`` shows the verdict; any other is the text form."""
 
 
 def _github_annotation(level: str, issue: dict[str, Any]) -> str:
