@@ -44,7 +44,6 @@ from orchestrator.clock import Clock
 from orchestrator.connections import ingress_tables
 from orchestrator.deciding import ApprovalDesk
 from orchestrator.dispatch import Dispatcher
-from orchestrator.http.events_hub import Subscription
 from orchestrator.limits.usage import usage_report
 from orchestrator.operations import (
     ConnectionState,
@@ -53,6 +52,7 @@ from orchestrator.operations import (
     OperationRefused,
     SwarmProcesses,
 )
+from orchestrator.operations.live import Subscription
 from orchestrator.router import InFlightSend
 from orchestrator.state_dir import delete_instance_dir, list_instances
 from orchestrator.status import ExitInfo

@@ -22,8 +22,8 @@ from ipc.questions import ApprovalDecision, ApprovalDecisionResult
 from ipc.runtime_events import TurnCompletedEvent, TurnFailedEvent, as_event, given
 from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals, outcome_of
 from orchestrator.approvals import unavailable as approval_unavailable
-from orchestrator.http.events_hub import END_OF_STREAM, EventHub
 from orchestrator.operations import SwarmProcesses
+from orchestrator.operations.live import END_OF_STREAM, EventHub
 from orchestrator.router import Router
 from orchestrator.supervisor import Supervisor
 

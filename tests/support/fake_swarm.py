@@ -17,7 +17,6 @@ from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
 from ipc.questions import ApprovalDecision
 from orchestrator.approvals import DecisionOutcome
-from orchestrator.http.events_hub import EventHub, Subscription
 from orchestrator.operations import (
     ConnectionState,
     DeltaSink,
@@ -26,6 +25,7 @@ from orchestrator.operations import (
     SwarmOperations,
     SwarmProcesses,
 )
+from orchestrator.operations.live import EventHub, Subscription
 from orchestrator.status import ProcessStatus
 from orchestrator.supervisor import AgentHandle
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ipc.questions import ApprovalDecision
     from orchestrator.approvals import DecisionOutcome
     from orchestrator.connection_health import ConnectionHealth
-    from orchestrator.http.events_hub import Subscription
+    from orchestrator.operations.live import Subscription
     from orchestrator.supervisor import AgentHandle
 
 DeltaSink = Callable[[str, "TextDelta"], None]
