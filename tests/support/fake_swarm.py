@@ -162,7 +162,11 @@ class FakeSwarm:
 
     async def decide(self, decision: ApprovalDecision, *, wait: bool = False) -> DecisionOutcome:
         self.decisions.append((decision, wait))
-        return DecisionOutcome(200, {"approval": {"approvalId": decision.approval_id}})
+        row = self.approval_rows.get(decision.approval_id)
+        if row is None:
+            return DecisionOutcome.refused(404, "APPROVAL_NOT_FOUND", "no such approval")
+        status = "approved" if decision.decision == "approve" else "rejected"
+        return DecisionOutcome(200, {"approval": {**row, "status": status}})
 
     def processes(self) -> SwarmProcesses:
         return SwarmProcesses(dict(self.agent_pids), {}, self.daemon_pid, os.geteuid())

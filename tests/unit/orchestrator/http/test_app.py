@@ -298,6 +298,7 @@ async def test_approvals_are_listed_and_shown(client: httpx2.AsyncClient, swarm:
 async def test_an_operators_decision_reaches_the_swarm_with_who_made_it(
     client: httpx2.AsyncClient, swarm: FakeSwarm
 ) -> None:
+    swarm.approval_rows = {"a1": parked("a1"), "a2": parked("a2")}
     approved = await client.post("/v1/approvals/a1/approve?wait=1", json={"arguments": {"n": 1}})
     assert approved.status_code == 200
     rejected = await client.post("/v1/approvals/a2/reject", json={"reason": " too risky "})

@@ -168,6 +168,25 @@ async def fake() -> AsyncIterator[httpx2.AsyncClient]:
             }
         ],
         running={"t-1": ["t-1"]},
+        approval_rows={
+            "apr_0000000000000001": {
+                "v": 1,
+                "approvalId": "apr_0000000000000001",
+                "toolCallId": "call-1",
+                "toolName": "bash__exec",
+                "arguments": {"command": "ls"},
+                "agentName": "alpha",
+                "instanceKey": "main",
+                "traceId": "t-1",
+                "turnId": "turn-1",
+                "requestedAt": "2026-01-02T03:04:05.000Z",
+                "expiresAt": "2100-01-01T00:00:00.000Z",
+                "expiresAtUnix": FAR,
+                "status": "pending",
+                "started": False,
+                "settled": False,
+            }
+        },
     )
     app = with_peer(build_app(swarm), OPERATOR)
     transport = httpx2.ASGITransport(app=app)
@@ -205,6 +224,7 @@ FAKE = [
     ("cancel", "POST", "/v1/requests/t-1/cancel", {"reason": "enough"}),
     ("cancel-unknown", "POST", "/v1/requests/t-9/cancel", {}),
     ("approve", "POST", "/v1/approvals/apr_0000000000000001/approve", {}),
+    ("approve-unknown", "POST", "/v1/approvals/apr_0000000000000009/approve", {}),
     ("reject-bad", "POST", "/v1/approvals/apr_0000000000000001/reject", {}),
     (
         "chat-completion",
