@@ -6,7 +6,9 @@ The public names are re-exported here: ``from orchestrator.operations import Swa
 """
 
 from orchestrator.operations.protocol import (
+    AgentView,
     ConnectionState,
+    DecisionOutcome,
     DeltaSink,
     EventListener,
     OperationRefused,
@@ -15,7 +17,9 @@ from orchestrator.operations.protocol import (
 )
 
 __all__ = [
+    "AgentView",
     "ConnectionState",
+    "DecisionOutcome",
     "DeltaSink",
     "EventListener",
     "OperationRefused",

@@ -33,6 +33,7 @@ from ipc.runtime_events import LIVE_ONLY, as_event
 from orchestrator.approvals import list_approvals
 from orchestrator.eventlog import parse_since
 from orchestrator.http.servers import address_family
+from orchestrator.operations.encoding import plain
 from orchestrator.studio import DEFAULT_PORT, STATIC_DIR
 from orchestrator.studio.conversations import conversation, instances
 from orchestrator.studio.decisions import DecisionGate
@@ -332,7 +333,7 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
 
     async def approvals(request: Request) -> Response:
         rows = await asyncio.to_thread(list_approvals, studio.state_dir, include_decided=True)
-        return JSONResponse({"approvals": rows})
+        return JSONResponse({"approvals": plain(rows)})
 
     async def session(request: Request) -> Response:
         facts = studio.decisions.facts(request)

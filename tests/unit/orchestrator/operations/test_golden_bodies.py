@@ -29,6 +29,8 @@ from ipc.delegation import DelegateAnswer
 from orchestrator.callers import Peer, with_peer
 from orchestrator.daemon import Orchestrator
 from orchestrator.http.app import build_app
+from orchestrator.operations.answers import ApprovalRow, PendingRow
+from orchestrator.operations.encoding import convert
 from tests.support.connections import FEED_CONNECTION
 from tests.support.fake_swarm import FakeSwarm
 from tests.support.swarm import FIXTURES
@@ -145,7 +147,7 @@ async def real(tmp_path: Path) -> AsyncIterator[httpx2.AsyncClient]:
     book.add("beta", "trace-1", 7, 3, 0.0, "2026-01-02T03:04:06.000Z")
     book.add("alpha", "trace-2", 1, 2, 2e-06, "2026-01-02T03:04:07.000Z")  # "2e-06", not "2e-6"
     book.add("beta", "trace-3", 0, 0, 1e20, "2026-01-02T03:04:08.000Z")  # "1e+20"
-    app = with_peer(build_app(daemon), OPERATOR)
+    app = with_peer(build_app(daemon.operations), OPERATOR)
     transport = httpx2.ASGITransport(app=app)
     async with httpx2.AsyncClient(transport=transport, base_url="http://goondan") as http:
         ROOTS[id(http)] = str(tmp_path)
@@ -158,34 +160,37 @@ async def fake() -> AsyncIterator[httpx2.AsyncClient]:
     swarm = FakeSwarm(
         answer=DelegateAnswer("ok", "done, ünïcode", {"turnId": "turn-1", "steps": 1}),
         pending_rows=[
-            {
-                "requestId": "r-1",
-                "traceId": "t-1",
-                "caller": "external",
-                "agent": "alpha",
-                "instanceKey": "default",
-                "startedAt": "2026-01-02T03:04:05.000Z",
-            }
+            PendingRow(
+                request_id="r-1",
+                trace_id="t-1",
+                caller="external",
+                agent="alpha",
+                instance_key="default",
+                started_at="2026-01-02T03:04:05.000Z",
+            )
         ],
         running={"t-1": ["t-1"]},
         approval_rows={
-            "apr_0000000000000001": {
-                "v": 1,
-                "approvalId": "apr_0000000000000001",
-                "toolCallId": "call-1",
-                "toolName": "bash__exec",
-                "arguments": {"command": "ls"},
-                "agentName": "alpha",
-                "instanceKey": "main",
-                "traceId": "t-1",
-                "turnId": "turn-1",
-                "requestedAt": "2026-01-02T03:04:05.000Z",
-                "expiresAt": "2100-01-01T00:00:00.000Z",
-                "expiresAtUnix": FAR,
-                "status": "pending",
-                "started": False,
-                "settled": False,
-            }
+            "apr_0000000000000001": convert(
+                {
+                    "v": 1,
+                    "approvalId": "apr_0000000000000001",
+                    "toolCallId": "call-1",
+                    "toolName": "bash__exec",
+                    "arguments": {"command": "ls"},
+                    "agentName": "alpha",
+                    "instanceKey": "main",
+                    "traceId": "t-1",
+                    "turnId": "turn-1",
+                    "requestedAt": "2026-01-02T03:04:05.000Z",
+                    "expiresAt": "2100-01-01T00:00:00.000Z",
+                    "expiresAtUnix": FAR,
+                    "status": "pending",
+                    "started": False,
+                    "settled": False,
+                },
+                ApprovalRow,
+            )
         },
     )
     app = with_peer(build_app(swarm), OPERATOR)
