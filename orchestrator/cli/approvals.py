@@ -53,19 +53,28 @@ def _decide(args: argparse.Namespace, decision: str, body: dict[str, Any]) -> in
         return 0 if status < 400 else 1
     if refused(status, answer):
         return 1
-    approval = answer.get("approval") or {}
-    print(f"{approval.get('status')} {approval.get('approvalId')} ({approval.get('toolName')})")
+    from msgspec import UnsetType
+
+    from orchestrator.cli.common import read_as
+    from orchestrator.operations.answers import ApprovalAnswer
+
+    decided = read_as(args, answer, ApprovalAnswer)
+    if decided is None:
+        return 1
+    approval = decided.approval
+    print(f"{approval.status} {approval.approval_id} ({approval.tool_name})")
     if not args.wait:
         return 0
-    turn = answer.get("turn")
-    if turn is None:
+    turn = decided.turn
+    if turn is None or isinstance(turn, UnsetType):
         print("error: the Turn did not answer within the request timeout", file=sys.stderr)
         return 1
-    if turn.get("status") == "ok":
-        print(turn.get("output") or "")
+    if turn.status == "ok":
+        print(turn.output or "")
         return 0
-    error = turn.get("error") or {}
-    print(f"error: {error.get('message')} ({error.get('code')})", file=sys.stderr)
+    error = turn.error
+    code, message = (None, None) if isinstance(error, UnsetType) else (error.code, error.message)
+    print(f"error: {message} ({code})", file=sys.stderr)
     return 1
 
 
