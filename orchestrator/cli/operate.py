@@ -328,6 +328,12 @@ def cmd_instances(args: argparse.Namespace) -> int:
     instances = read_as(args, rows, list[InstanceRow])
     if instances is None:
         return 1
+    _print_instances(instances)
+    return 0
+
+
+def _print_instances(instances: list[InstanceRow]) -> None:
+    """The table of ``instances``."""
     from orchestrator.tables import Column, Table
 
     table = Table(
@@ -348,4 +354,3 @@ def cmd_instances(args: argparse.Namespace) -> int:
             _shown(row.updated_at, ""),
         )
     table.print()
-    return 0

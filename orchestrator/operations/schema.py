@@ -80,26 +80,29 @@ def _describe(definition: dict[str, object], fields: dict[str, str]) -> None:
 
 @functools.cache
 def _docstrings() -> dict[str, dict[str, str]]:
-    """Struct name → wire name of each field → the first line of its docstring, read from
-    the source of :mod:`orchestrator.operations.answers` (msgspec does not keep them)."""
+    """Struct name → wire name of each field → its docstring, read from the source of
+    :mod:`orchestrator.operations.answers` (msgspec does not keep them)."""
     tree = ast.parse(inspect.getsource(answers))
     found: dict[str, dict[str, str]] = {}
     for node in tree.body:
         kind = getattr(answers, node.name, None) if isinstance(node, ast.ClassDef) else None
-        if not isinstance(node, ast.ClassDef) or not isinstance(kind, type):
-            continue
-        wire = {f.name: f.encode_name for f in msgspec.structs.fields(kind)}
-        fields = found.setdefault(node.name, {})
-        for field, doc in zip(node.body, node.body[1:], strict=False):
-            if (
-                isinstance(field, ast.AnnAssign)
-                and isinstance(field.target, ast.Name)
-                and isinstance(doc, ast.Expr)
-                and isinstance(doc.value, ast.Constant)
-                and isinstance(doc.value.value, str)
-            ):
-                fields[wire.get(field.target.id, field.target.id)] = doc.value.value.strip()
+        if isinstance(node, ast.ClassDef) and isinstance(kind, type):
+            wire = {f.name: f.encode_name for f in msgspec.structs.fields(kind)}
+            found[node.name] = {wire.get(name, name): text for name, text in _field_docs(node)}
     return found
+
+
+def _field_docs(node: ast.ClassDef) -> list[tuple[str, str]]:
+    """``(field, docstring)`` of each annotated field of ``node`` followed by a string."""
+    docs = []
+    for field, doc in zip(node.body, node.body[1:], strict=False):
+        if not isinstance(field, ast.AnnAssign) or not isinstance(field.target, ast.Name):
+            continue
+        constant = doc.value if isinstance(doc, ast.Expr) else None
+        text = constant.value if isinstance(constant, ast.Constant) else None
+        if isinstance(text, str):
+            docs.append((field.target.id, text.strip()))
+    return docs
 
 
 def answer_schemas() -> dict[str, dict[str, object]]:
