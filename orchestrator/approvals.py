@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UnsetType
 
 from goondan.errors import DeliveryCode
 from goondan.state_files import approvals as approval_files
-from goondan.state_files.approvals import Approval
-from goondan.time import utc_timestamp
 from ipc import IpcError
 from ipc.protocol import APPROVAL_ALREADY_DECIDED, APPROVAL_INVALID_ARGUMENTS, APPROVAL_NOT_FOUND
 from ipc.questions import ApprovalDecision, ApprovalDecisionResult
@@ -44,42 +42,25 @@ APPROVAL_EVENTS: frozenset[str] = frozenset(
 """The runtime events of how a parked call fares (what a request's caller is told of)."""
 
 
-def approval_row(record: Approval) -> ApprovalRow:
-    """``record`` as the API lists it. A pending record past its deadline is shown
-    ``expired``: the agent records it so as soon as it runs (it may be stopped right now), and
-    a decision is refused either way."""
-    status = record.status
-    if status == "pending" and record.expires_at_unix <= time.time():
-        status = "expired"
-    return ApprovalRow(
-        approval_id=record.approval_id,
-        tool_call_id=record.tool_call_id,
-        tool_name=record.tool_name,
-        arguments=record.arguments,
-        agent_name=record.agent_name,
-        instance_key=record.instance_key,
-        trace_id=record.trace_id,
-        turn_id=record.turn_id,
-        requested_at=record.requested_at,
-        expires_at=utc_timestamp(record.expires_at_unix),
-        expires_at_unix=record.expires_at_unix,
-        status=status,
-        started=record.started,
-        settled=record.settled,
-        decided_at=_given(record.decided_at),
-        decided_arguments=_given(record.decided_arguments),
-        reason=_given(record.reason),
-        decided_by=_given(record.decided_by),
-    )
+def _rows(state_dir: Path, approval_id: str | None = None) -> list[ApprovalRow]:
+    """The records as stored, read into rows (one that is not a record is left out)."""
+    rows = []
+    for data in approval_files.read_rows(state_dir, approval_id):
+        try:
+            rows.append(_shown(convert(data, ApprovalRow)))
+        except msgspec.ValidationError:
+            continue
+    return rows
 
 
-def _given(value: T | None) -> T | UnsetType:
-    return UNSET if value is None else value
+def _given(value: T | UnsetType) -> T | None:
+    """``value``, or ``None`` for a field the record lacks (as it was always shown)."""
+    return None if isinstance(value, UnsetType) else value
 
 
 def _shown(row: ApprovalRow) -> ApprovalRow:
-    """``row`` with a pending status past its deadline shown ``expired`` (see
-    :func:`approval_row`)."""
+    """``row``, a pending one past its deadline shown ``expired``: the agent records it so as
+    soon as it runs (it may be stopped right now), and a decision is refused either way."""
     if row.status == "pending" and row.expires_at_unix <= time.time():
         return msgspec.structs.replace(row, status="expired")
     return row
@@ -90,19 +71,19 @@ def list_approvals(
 ) -> list[ApprovalRow]:
     """The approvals on disk, oldest request first: the pending ones, or every one."""
     rows = [
-        approval_row(record)
-        for record in approval_files.read_records(state_dir)
-        if agent is None or record.agent_name == agent
+        row
+        for row in _rows(state_dir)
+        if (agent is None or row.agent_name == agent)
+        and (include_decided or row.status == "pending")
     ]
-    shown = [row for row in rows if include_decided or row.status == "pending"]
-    return sorted(shown, key=lambda row: row.requested_at)
+    return sorted(rows, key=lambda row: str(_given(row.requested_at) or ""))
 
 
 def approval_line(row: ApprovalRow) -> str:
     """One line of ``approvals``: id, where, tool, arguments, then when it expires or how it
     was decided and by whom (records from before decisions named their maker have no one)."""
     where = f"{row.agent_name}@{row.instance_key}"
-    arguments = json.dumps(row.arguments, ensure_ascii=False)
+    arguments = json.dumps(_given(row.arguments), ensure_ascii=False)
     if len(arguments) > 200:
         arguments = arguments[:200] + "…"
     line = f"{row.approval_id}  {where}  {row.tool_name}  {arguments}"
@@ -112,7 +93,7 @@ def approval_line(row: ApprovalRow) -> str:
 def approval_state(row: ApprovalRow) -> str:
     """``expires <when>`` of a pending approval, else ``<status> [by <who>] [at <when>]``."""
     if row.status == "pending":
-        return f"expires {row.expires_at}"
+        return f"expires {_given(row.expires_at)}"
     state = str(row.status)
     if isinstance(row.decided_by, dict):
         state += f" by {describe_decider(row.decided_by)}"
@@ -147,7 +128,7 @@ def print_approvals(rows: list[ApprovalRow]) -> None:
             f"{row.agent_name}@{row.instance_key}",
             row.tool_name,
             approval_state(row),
-            json.dumps(row.arguments, ensure_ascii=False),
+            json.dumps(_given(row.arguments), ensure_ascii=False),
         )
     table.print()
 
@@ -176,8 +157,8 @@ def find_approval(state_dir: Path, approval_id: str) -> ApprovalRow | None:
     """The record of ``approval_id``, or ``None``."""
     if not APPROVAL_ID.match(approval_id):
         return None
-    records = approval_files.read_records(state_dir, approval_id)
-    return approval_row(records[0]) if records else None
+    rows = _rows(state_dir, approval_id)
+    return rows[0] if rows else None
 
 
 class BadDecision(ValueError):

@@ -68,7 +68,7 @@ class ApprovalDesk:
         log = self.log.bind(
             agent=agent,
             instance_key=record.instance_key,
-            trace_id=record.trace_id,
+            trace_id=record.trace_id or None,
             approval_id=decision.approval_id,
         )
         # Subscribed before the decision goes out, so the Turn's end cannot slip past.
@@ -95,7 +95,7 @@ class ApprovalDesk:
     ) -> TurnEnd | None:
         """The answer of the Turn parked on ``record`` (its ``turn.completed`` or
         ``turn.failed``), or ``None`` past :attr:`turn_timeout`."""
-        identity = (record.agent_name, record.instance_key, record.trace_id)
+        identity = (record.agent_name, record.instance_key, record.trace_id or None)
         try:
             async with asyncio.timeout(self.turn_timeout):
                 while True:

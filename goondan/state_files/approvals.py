@@ -18,7 +18,7 @@ approval gate).
 
 The agent that parked the call is the only writer (:func:`write_approval`, through
 :func:`goondan.files.write_atomic`, so a record is whole and durable before anyone is told of
-it); the daemon, the CLI and the studio read the records (:func:`read_records`) to list them,
+it); the daemon, the CLI and the studio read the records (:func:`read_rows`) to list them,
 whether or not the agent runs.
 """
 
@@ -187,18 +187,20 @@ def write_approval(approval: Approval) -> bytes:
     return data
 
 
-def read_records(state_dir: Path, approval_id: str | None = None) -> list[Approval]:
-    """The records of every agent under ``state_dir``, or of ``approval_id`` only, in the
-    order of their paths; a record being replaced right now, or damaged, is left out (its
-    agent logs the latter)."""
-    records = []
+def read_rows(state_dir: Path, approval_id: str | None = None) -> list[JsonObject]:
+    """The records of every agent under ``state_dir`` as stored (without their ``v``), or
+    of ``approval_id`` only, in the order of their paths; a record being replaced right now,
+    or damaged, is left out (its agent logs the latter)."""
+    rows = []
     for path in record_files_under(state_dir, approval_id):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            records.append(Approval.from_json(data, path))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        except (OSError, ValueError, RecursionError):
             continue
-    return records
+        if isinstance(data, dict) and isinstance(data.get("approvalId"), str):
+            data.pop("v", None)
+            rows.append(data)
+    return rows
 
 
 def record_files_under(state_dir: Path, approval_id: str | None = None) -> list[Path]:

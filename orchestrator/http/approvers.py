@@ -284,7 +284,7 @@ async def vet_decider(
         record.agent_name if record is not None and record.agent_name else ORCHESTRATOR,
         approvalId=approval_id,
         instanceKey=record.instance_key if record is not None else None,
-        traceId=record.trace_id if record is not None else None,
+        traceId=(record.trace_id or None) if record is not None else None,
         toolName=record.tool_name if record is not None else None,
         decidedBy=caller.to_json(),
         reason=why,

@@ -79,15 +79,15 @@ class Readiness(Answer):
 class UsageTally(Answer):
     """What model calls used."""
 
-    input_tokens: int
+    input_tokens: int = 0
     """Tokens sent to models."""
-    output_tokens: int
+    output_tokens: int = 0
     """Tokens models produced."""
-    total_tokens: int
+    total_tokens: int = 0
     """Both."""
-    cost: Number
+    cost: Number = 0
     """What they cost (rounded to 1e-6), in the prices' currency."""
-    calls: int
+    calls: int = 0
     """Model calls."""
 
 
@@ -480,37 +480,39 @@ ApprovalStatus = Literal["pending", "approved", "rejected", "expired", "cancelle
 
 
 class ApprovalRow(Answer, kw_only=True):
-    """One tool call parked for an operator's approval (``goondan.state_files.approvals``)."""
+    """One tool call parked for an operator's approval, as its record on disk holds it
+    (``goondan.state_files.approvals``; the fields its agent may not have written yet are
+    left out when absent)."""
 
     v: int | UnsetType = UNSET
     """The record's format (only in a decision's answer, as the agent sends it)."""
     approval_id: str
     """The approval's id (``apr_`` and 16 hex digits)."""
-    tool_call_id: str
+    tool_call_id: str | UnsetType = UNSET
     """The model's id of the call."""
     tool_name: str
     """The tool (``bash__exec``)."""
-    arguments: dict[str, Json]
+    arguments: dict[str, Json] | UnsetType = UNSET
     """The model's arguments."""
     agent_name: str
     """The agent whose Turn waits."""
     instance_key: str
     """Its conversation."""
-    trace_id: str
+    trace_id: str | UnsetType = UNSET
     """The trace of the Turn."""
-    turn_id: str
+    turn_id: str | UnsetType = UNSET
     """The Turn."""
-    requested_at: str
+    requested_at: str | UnsetType = UNSET
     """When it was parked (UTC, ISO 8601)."""
-    expires_at: str
+    expires_at: str | UnsetType = UNSET
     """When it expires undecided."""
     expires_at_unix: Number
     """The same, in seconds since the epoch."""
     status: ApprovalStatus
     """Where it stands (a pending one past its deadline is shown ``expired``)."""
-    started: bool
+    started: bool | UnsetType = UNSET
     """The agent began carrying the decision out."""
-    settled: bool
+    settled: bool | UnsetType = UNSET
     """The agent finished carrying it out."""
     decided_at: str | UnsetType = UNSET
     """When it was decided."""

@@ -35,7 +35,6 @@ def state(tmp_path: Path) -> Path:
     (instance / "metadata.json").write_text(json.dumps({**metadata, "instanceKey": "default"}))
     approval = {
         "approvalId": APPROVAL_ID,
-        "toolCallId": "call-1",
         "status": "pending",
         "agentName": "worker",
         "instanceKey": "default",
