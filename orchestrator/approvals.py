@@ -13,15 +13,23 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+import msgspec
+from msgspec import UnsetType
+
+from goondan.errors import DeliveryCode
 from goondan.state_files import approvals as approval_files
 from ipc import IpcError
 from ipc.protocol import APPROVAL_ALREADY_DECIDED, APPROVAL_INVALID_ARGUMENTS, APPROVAL_NOT_FOUND
 from ipc.questions import ApprovalDecision, ApprovalDecisionResult
 from ipc.runtime_events import EventType
+from orchestrator.operations.answers import ApprovalAnswer, ApprovalRow
+from orchestrator.operations.encoding import convert
+from orchestrator.operations.protocol import DecisionOutcome
+
+T = TypeVar("T")
 
 APPROVAL_ID = re.compile(r"^apr_[0-9a-f]{16}$")
 """What an approval id looks like (anything else names no file, by construction)."""
@@ -34,58 +42,67 @@ APPROVAL_EVENTS: frozenset[str] = frozenset(
 """The runtime events of how a parked call fares (what a request's caller is told of)."""
 
 
-def _rows(state_dir: Path, approval_id: str | None = None) -> list[dict[str, Any]]:
-    return [_shown(row) for row in approval_files.read_rows(state_dir, approval_id)]
+def _rows(state_dir: Path, approval_id: str | None = None) -> list[ApprovalRow]:
+    """The records as stored, read into rows (one that is not a record is left out)."""
+    rows = []
+    for data in approval_files.read_rows(state_dir, approval_id):
+        try:
+            rows.append(_shown(convert(data, ApprovalRow)))
+        except msgspec.ValidationError:
+            continue
+    return rows
 
 
-def _shown(data: dict[str, Any]) -> dict[str, Any]:
-    """A pending record past its deadline is shown ``expired``: the agent records it so as
+def _given(value: T | UnsetType) -> T | None:
+    """``value``, or ``None`` for a field the record lacks (as it was always shown)."""
+    return None if isinstance(value, UnsetType) else value
+
+
+def _shown(row: ApprovalRow) -> ApprovalRow:
+    """``row``, a pending one past its deadline shown ``expired``: the agent records it so as
     soon as it runs (it may be stopped right now), and a decision is refused either way."""
-    expires = data.get("expiresAtUnix")
-    pending = data.get("status") == "pending"
-    if pending and isinstance(expires, int | float) and expires <= time.time():
-        data["status"] = "expired"
-    return data
+    if row.status == "pending" and row.expires_at_unix <= time.time():
+        return msgspec.structs.replace(row, status="expired")
+    return row
 
 
 def list_approvals(
     state_dir: Path, *, agent: str | None = None, include_decided: bool = False
-) -> list[dict[str, Any]]:
+) -> list[ApprovalRow]:
     """The approvals on disk, oldest request first: the pending ones, or every one."""
     rows = [
         row
         for row in _rows(state_dir)
-        if (agent is None or row.get("agentName") == agent)
-        and (include_decided or row.get("status") == "pending")
+        if (agent is None or row.agent_name == agent)
+        and (include_decided or row.status == "pending")
     ]
-    return sorted(rows, key=lambda row: str(row.get("requestedAt", "")))
+    return sorted(rows, key=lambda row: str(_given(row.requested_at) or ""))
 
 
-def approval_line(row: dict[str, Any]) -> str:
+def approval_line(row: ApprovalRow) -> str:
     """One line of ``approvals``: id, where, tool, arguments, then when it expires or how it
     was decided and by whom (records from before decisions named their maker have no one)."""
-    where = f"{row.get('agentName')}@{row.get('instanceKey')}"
-    arguments = json.dumps(row.get("arguments"), ensure_ascii=False)
+    where = f"{row.agent_name}@{row.instance_key}"
+    arguments = json.dumps(_given(row.arguments), ensure_ascii=False)
     if len(arguments) > 200:
         arguments = arguments[:200] + "…"
-    line = f"{row.get('approvalId')}  {where}  {row.get('toolName')}  {arguments}"
+    line = f"{row.approval_id}  {where}  {row.tool_name}  {arguments}"
     return f"{line}  {approval_state(row)}"
 
 
-def approval_state(row: dict[str, Any]) -> str:
+def approval_state(row: ApprovalRow) -> str:
     """``expires <when>`` of a pending approval, else ``<status> [by <who>] [at <when>]``."""
-    if row.get("status") == "pending":
-        return f"expires {row.get('expiresAt')}"
-    state = str(row.get("status"))
-    decided_by = row.get("decidedBy")
-    if isinstance(decided_by, dict):
-        state += f" by {describe_decider(decided_by)}"
-    if row.get("decidedAt"):
-        state += f" at {row.get('decidedAt')}"
+    if row.status == "pending":
+        return f"expires {_given(row.expires_at)}"
+    state = str(row.status)
+    if isinstance(row.decided_by, dict):
+        state += f" by {describe_decider(row.decided_by)}"
+    if row.decided_at:
+        state += f" at {row.decided_at}"
     return state
 
 
-def print_approvals(rows: list[dict[str, Any]]) -> None:
+def print_approvals(rows: list[ApprovalRow]) -> None:
     """``approvals``: one :func:`approval_line` each through a pipe, a table on a terminal
     (arguments cut to its width)."""
     import sys
@@ -107,11 +124,11 @@ def print_approvals(rows: list[dict[str, Any]]) -> None:
     )
     for row in rows:
         table.add_row(
-            row.get("approvalId"),
-            f"{row.get('agentName')}@{row.get('instanceKey')}",
-            row.get("toolName"),
+            row.approval_id,
+            f"{row.agent_name}@{row.instance_key}",
+            row.tool_name,
             approval_state(row),
-            json.dumps(row.get("arguments"), ensure_ascii=False),
+            json.dumps(_given(row.arguments), ensure_ascii=False),
         )
     table.print()
 
@@ -136,7 +153,7 @@ def describe_decider(decided_by: dict[str, Any]) -> str:
     return " ".join(parts) or "unknown"
 
 
-def find_approval(state_dir: Path, approval_id: str) -> dict[str, Any] | None:
+def find_approval(state_dir: Path, approval_id: str) -> ApprovalRow | None:
     """The record of ``approval_id``, or ``None``."""
     if not APPROVAL_ID.match(approval_id):
         return None
@@ -146,19 +163,6 @@ def find_approval(state_dir: Path, approval_id: str) -> dict[str, Any] | None:
 
 class BadDecision(ValueError):
     """A decision body that is not what the route takes (HTTP 400)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DecisionOutcome:
-    """What deciding came to: an HTTP status and the JSON body to answer with."""
-
-    status: int
-    body: dict[str, Any]
-
-    @classmethod
-    def refused(cls, status: int, code: str, message: str) -> DecisionOutcome:
-        """A refusal, in the API's error shape."""
-        return cls(status, {"error": {"code": code, "message": message}})
 
 
 _STATUS_OF: dict[str, int] = {
@@ -203,7 +207,13 @@ def outcome_of(answer: ApprovalDecisionResult) -> DecisionOutcome:
     """The HTTP outcome of the agent's answer."""
     error = answer.error
     if error is None:
-        return DecisionOutcome(200, {"approval": _shown(dict(answer.approval or {}))})
+        try:
+            row = convert(answer.approval or {}, ApprovalRow)
+        except msgspec.ValidationError as exc:  # an agent of another version
+            return DecisionOutcome.refused(
+                503, DeliveryCode.AGENT_UNAVAILABLE, f"unreadable answer: {exc}"
+            )
+        return DecisionOutcome(200, ApprovalAnswer(approval=_shown(row)))
     return DecisionOutcome.refused(_STATUS_OF.get(error.code, 503), error.code, error.message)
 
 

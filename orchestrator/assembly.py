@@ -25,9 +25,9 @@ from orchestrator.clock import Clock, LoopClock
 from orchestrator.connections import Connections, ingress_tables
 from orchestrator.environment import withhold
 from orchestrator.eventlog import EventLog
-from orchestrator.http.events_hub import EventHub
 from orchestrator.limits import ModelBroker
 from orchestrator.limits.usage import UsageBook
+from orchestrator.operations.live import EventHub
 from orchestrator.plans import SharedParts
 from orchestrator.process_logs import ProcessOutput
 from orchestrator.router import Router

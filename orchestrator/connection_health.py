@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from goondan.time import parse_timestamp, utc_timestamp
+
+if TYPE_CHECKING:
+    from orchestrator.operations.answers import ConnectionRow
 
 
 @dataclass(slots=True)
@@ -62,19 +65,20 @@ def _time(at: float | None) -> str | None:
     return None if at is None else utc_timestamp(at)
 
 
-def why_cell(row: dict[str, Any]) -> str:
+def why_cell(row: ConnectionRow) -> str:
     """The ``WHY`` of a ``status`` row of a Connection: its last error while it is failing,
     else its boot error or last exit."""
-    health = row.get("health") or {}
-    if health.get("consecutiveFailures") and health.get("lastError"):
-        return str(health["lastError"])
-    return str(row.get("bootError") or (row.get("lastExit") or {}).get("reason") or "-")
+    health = row.health
+    if health.consecutive_failures and health.last_error:
+        return health.last_error
+    exit_reason = row.last_exit.reason if row.last_exit is not None else None
+    return row.boot_error or exit_reason or "-"
 
 
-def last_event_cell(row: dict[str, Any], now: float | None = None) -> str:
+def last_event_cell(row: ConnectionRow, now: float | None = None) -> str:
     """How long ago the Connection's last event came: ``12s ago``, ``5m ago``, ``-`` for none."""
-    at = (row.get("health") or {}).get("lastEventAt")
-    if not isinstance(at, str):
+    at = row.health.last_event_at
+    if at is None:
         return "-"
     try:
         then = int(parse_timestamp(at, naive_is_utc=True).timestamp())

@@ -5,11 +5,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import shutil
 import signal
-from collections import Counter
-from collections.abc import Callable, Collection, Coroutine, Mapping
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,53 +14,33 @@ import structlog
 
 from bundle import Bundle
 from bundle.plan import AgentPlan, ConnectionPlan
-from bundle.prices import PriceSource, model_price
 from goondan import reserve
 from goondan.state_files.conversation import interrupted_turn
 from goondan.time import utc_timestamp
-from goondan.usage import Usage
-from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, ORCHESTRATOR, EventMessage, IpcError
+from ipc import DEFAULT_INSTANCE_KEY, EventMessage, IpcError
 from ipc.delegation import DelegateAnswer
 from ipc.events import RestartRequest, RuntimeEventReport, TextDelta
 from ipc.logs import log_writer
 from ipc.protocol import EventKind
 from ipc.questions import (
-    ApprovalDecision,
     ConfigCheck,
     ConfigCheckResult,
-    DeleteInstance,
-    DeleteInstanceResult,
-    RestartInstance,
-    RestartInstanceResult,
 )
 from ipc.runtime_events import (
     DeliveryLostEvent,
     ProcessRestartRequestedEvent,
     ProcessResumePendingEvent,
-    RequestCancelledEvent,
-    RuntimeEvent,
     TextDeltaEvent,
 )
-from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals
-from orchestrator.assembly import SwarmParts, agent_plan, agent_plans, assemble, connection_plans
+from orchestrator.assembly import SwarmParts, agent_plans, assemble, connection_plans
 from orchestrator.callers import ApiToken
 from orchestrator.clock import Clock
 from orchestrator.connections import ingress_tables
 from orchestrator.deciding import ApprovalDesk
 from orchestrator.dispatch import Dispatcher
-from orchestrator.http.events_hub import Subscription
-from orchestrator.limits.usage import usage_report
-from orchestrator.operations import (
-    ConnectionState,
-    DeltaSink,
-    EventListener,
-    OperationRefused,
-    SwarmProcesses,
-)
+from orchestrator.operations.service import SwarmService
 from orchestrator.router import InFlightSend
-from orchestrator.state_dir import delete_instance_dir, list_instances
 from orchestrator.status import ExitInfo
-from orchestrator.supervisor import AgentHandle
 from orchestrator.systemd import notify
 from orchestrator.telemetry import OtlpSettings
 from orchestrator.transport import Transport
@@ -113,8 +90,6 @@ class Orchestrator:
         ``self-restart``): one at a time."""
         self._stopped = asyncio.Event()
         self._signals = 0
-        self.stopping = False
-        """Shutting down: API requests that would start work are refused."""
         self.supervisor.on_exit = self._on_exit
         self.router.on_delivery_lost = self._on_delivery_lost
         self.router.on_text_delta = self._publish_text_delta
@@ -142,6 +117,23 @@ class Orchestrator:
             self.log,
         )
         """Operators' decisions on parked tool calls."""
+        self.operations = SwarmService(
+            name=self.swarm.name,
+            entry_agent=self.entry_agent,
+            grace=self.grace,
+            state_dir=self.state_dir,
+            supervisor=self.supervisor,
+            router=self.router,
+            broker=self.broker,
+            connections=self.connections,
+            events=self.events,
+            live=self.live,
+            desk=self.desk,
+            helpers=self.helpers,
+            cluster=self.cluster,
+            log=self.log,
+        )
+        """What the faces may ask of the swarm (the HTTP API, its metrics)."""
 
     @classmethod
     def from_bundle(
@@ -176,10 +168,6 @@ class Orchestrator:
                 otlp=otlp,
             )
         )
-
-    def _agent_plan(self, agent: str) -> AgentPlan | None:
-        """``agent``'s plan (``None`` for a name that is not an agent of the swarm)."""
-        return agent_plan(self.supervisor, agent)
 
     def _record_runtime_event(
         self, sender: str, message: EventMessage, body: RuntimeEventReport
@@ -268,31 +256,7 @@ class Orchestrator:
         self.log.info("a connection's source is exhausted; stopping the swarm", connection=name)
         self.request_stop()
 
-    # -- operations (orchestrator.operations.SwarmOperations) --------------------------------
-
-    @property
-    def name(self) -> str:
-        """The swarm's name."""
-        return self.swarm.name
-
-    def agent_names(self) -> Collection[str]:
-        """The swarm's agents (a reload may change them)."""
-        return self.supervisor.names()
-
-    def agent(self, name: str) -> AgentHandle | None:
-        """Agent ``name``'s process as the supervisor sees it (``None``: no such agent)."""
-        return self.supervisor.handle(name)
-
-    def connection_names(self) -> Collection[str]:
-        """The swarm's Connections."""
-        return self.connections.supervisor.names()
-
-    def connection_states(self) -> list[ConnectionState]:
-        """Each Connection's readiness and health."""
-        return [
-            ConnectionState(handle.name, handle.ready_now, self.connections.health_of(handle.name))
-            for handle in self.connections.supervisor.handles()
-        ]
+    # -- operations (orchestrator.operations.service.SwarmService) ---------------------------
 
     async def request(
         self,
@@ -301,186 +265,13 @@ class Orchestrator:
         agent: str | None = None,
         instance_key: str = DEFAULT_INSTANCE_KEY,
         timeout_ms: int | None = None,
-        trace_id: str | None = None,
-        on_delta: DeltaSink | None = None,
-        relay: bool = False,
     ) -> DelegateAnswer:
-        """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer
-        (see :meth:`Router.request` for streaming)."""
-        return await self.router.request(
-            agent or self.entry_agent,
-            text,
-            instance_key=instance_key,
-            timeout_ms=timeout_ms,
-            trace_id=trace_id,
-            on_delta=on_delta,
-            relay=relay,
+        """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer: the
+        operations' :meth:`~SwarmService.request`, for callers in this process (``run
+        --input``, the terminal)."""
+        return await self.operations.request(
+            text, agent=agent, instance_key=instance_key, timeout_ms=timeout_ms
         )
-
-    def pending(self) -> list[dict[str, Any]]:
-        """The requests waiting for an answer (rows of ``GET /v1/requests``)."""
-        return [pending.to_json() for pending in self.router.pending.values()]
-
-    def sends_in_flight(self) -> int:
-        """Agents' sends delivered but not yet done."""
-        return len(self.router.sends)
-
-    def instances(self, agent: str | None = None) -> list[dict[str, Any]]:
-        """The conversation instances on disk (of ``agent``, or of every agent)."""
-        return list_instances(self.state_dir, agent)
-
-    def approvals(self, *, agent: str | None, include_decided: bool) -> list[dict[str, Any]]:
-        """Tool calls parked for approval (pending ones, or every one)."""
-        return list_approvals(self.state_dir, agent=agent, include_decided=include_decided)
-
-    def approval(self, approval_id: str) -> dict[str, Any] | None:
-        """One approval's record, ``None`` for an unknown id."""
-        return find_approval(self.state_dir, approval_id)
-
-    def record(self, event: RuntimeEvent, agent: str) -> None:
-        """Record a runtime event about ``agent``, stamped now (the event log, the live
-        stream, the metrics)."""
-        self.events.record(event, agent)
-
-    def processes(self) -> SwarmProcesses:
-        """The agent and connector processes running on this host right now."""
-        return self.desk.processes()
-
-    def subscribe(self) -> AbstractAsyncContextManager[Subscription]:
-        """A queue of the runtime events published during the ``async with``."""
-        return self.live.subscribe()
-
-    def watching(self, listener: EventListener) -> AbstractContextManager[None]:
-        """Call ``listener`` with each runtime event published during the ``with``."""
-        return self.live.watching(listener)
-
-    def trace_usage(self, trace_id: str) -> dict[str, Any] | None:
-        """One trace's usage, ``None`` when none was recorded for it."""
-        entry = self.broker.usage.traces.get(trace_id)
-        return entry.to_json() if entry is not None else None
-
-    def model_usage(self) -> Mapping[str, Usage]:
-        """Model calls' usage per agent since the daemon started."""
-        return self.broker.usage.agents
-
-    def pools(self) -> list[dict[str, Any]]:
-        """Each rate-limit pool as it stands."""
-        return self.broker.snapshot()
-
-    def cancel(
-        self, request_or_trace_id: str, reason: str = "cancelled by an operator"
-    ) -> list[str]:
-        """Cancel a running request by request id or trace id (see :meth:`Router.cancel`);
-        each trace cancelled is recorded as a ``request.cancelled`` event. Returns the traces."""
-        traces = self.router.cancel(request_or_trace_id, reason)
-        for trace_id in traces:
-            cancelled = RequestCancelledEvent(
-                agent_name=ORCHESTRATOR, trace_id=trace_id, reason=reason
-            )
-            self.events.emit(cancelled)
-        return traces
-
-    def send(self, text: str, *, agent: str, instance_key: str) -> None:
-        """Deliver ``text`` to ``agent`` as a request nobody waits for: a failure is logged
-        and kept as a ``delivery.lost`` event."""
-        self.start_soon(self._send_unwaited(text, agent, instance_key), f"send:{agent}")
-
-    async def _send_unwaited(self, text: str, agent: str, instance_key: str) -> None:
-        answer = await self.request(text, agent=agent, instance_key=instance_key)
-        if answer.ok:
-            return
-        error = answer.error or IpcError("the request failed")
-        self.log.warning(
-            "unwaited send failed",
-            agent=agent,
-            instance_key=instance_key,
-            code=error.code,
-            error=error.message,
-        )
-        lost = DeliveryLostEvent(
-            agent_name=agent,
-            instance_key=instance_key,
-            sender=EXTERNAL_CALLER,
-            error=error.to_dict(),
-        )
-        self.events.emit(lost)
-
-    async def delete_instance(self, agent: str, key: str) -> dict[str, Any]:
-        """Delete one conversation; never reports success while its history could come back.
-
-        A running agent deletes it itself, on its own loop, and refuses while a Turn of the
-        instance is queued or running; otherwise the files are removed here.
-        """
-        handle = self.supervisor.handle(agent)
-        if handle is None:
-            return {"ok": False, "error": f"unknown agent {agent!r}"}
-        if handle.worker is None and self.cluster is not None and self.cluster.node_of(agent):
-            node = self.cluster.node_of(agent)
-            return {
-                "ok": False,
-                "error": f"agent {agent!r} runs on node {node!r}, which keeps its conversations;"
-                " send it something to start it, then delete again",
-            }
-        if handle.worker is None:
-            return {"ok": True, "deleted": delete_instance_dir(self.state_dir, agent, key)}
-        try:
-            answer = await self.router.ask(agent, DeleteInstance(key))
-        except IpcError as exc:
-            return {"ok": False, "error": f"{exc.message}; nothing was deleted, retry"}
-        assert isinstance(answer, DeleteInstanceResult)
-        return answer.to_wire()
-
-    async def restart_instance(self, agent: str, key: str) -> dict[str, Any]:
-        """Restart one conversation of ``agent`` in its running process (see
-        :class:`~ipc.questions.RestartInstance`); the agent's other instances are untouched.
-        An agent that is not running holds nothing of it: nothing to do."""
-        handle = self.supervisor.handle(agent)
-        if handle is None:
-            return {"ok": False, "error": f"unknown agent {agent!r}"}
-        if handle.worker is None:
-            return {"ok": True, "loaded": False, "stoppedTurns": 0}
-        try:
-            answer = await self.router.ask(agent, RestartInstance(key))
-        except IpcError as exc:
-            return {"ok": False, "error": exc.message}
-        assert isinstance(answer, RestartInstanceResult)
-        return answer.to_wire()
-
-    async def restart(self, agent: str, *, fresh: bool = False) -> dict[str, Any]:
-        """Stop ``agent`` gracefully and start it again (``fresh``: its conversations deleted
-        in between): ``{agent, pid[, deletedInstances]}``."""
-        if fresh:
-            handle, deleted = await self.restart_fresh(agent)
-            return {"agent": agent, "pid": handle.pid, "deletedInstances": deleted}
-        handle = await self.supervisor.restart_agent(agent, self.grace)
-        return {"agent": agent, "pid": handle.pid}
-
-    async def restart_fresh(self, agent: str) -> tuple[AgentHandle, list[str]]:
-        """Stop ``agent`` gracefully, delete every conversation of it, start it again;
-        returns its handle and the instance keys deleted. An agent on a cluster node keeps
-        its conversations there: refused (:class:`OperationRefused`)."""
-        node = self.cluster.node_of(agent) if self.cluster is not None else None
-        if node:
-            raise OperationRefused(
-                f"agent {agent!r} runs on node {node!r}, which keeps "
-                "its conversations: restart it without --fresh, or clear them there"
-            )
-        await self.supervisor.stop_agent(agent, self.grace, "restart")
-        deleted = []
-        for row in list_instances(self.state_dir, agent):
-            key = row.get("instanceKey")
-            if isinstance(key, str):  # not one in a format newer than this runtime reads
-                shutil.rmtree(row["directory"], ignore_errors=True)
-                deleted.append(key)
-        self.log.info(
-            "agent conversations deleted for a fresh start", agent=agent, count=len(deleted)
-        )
-        return await self.supervisor.restart_agent(agent, self.grace), deleted
-
-    async def decide(self, decision: ApprovalDecision, *, wait: bool = False) -> DecisionOutcome:
-        """Carry out an operator's decision on a parked tool call (see
-        :meth:`ApprovalDesk.decide`)."""
-        return await self.desk.decide(decision, wait=wait)
 
     async def _start_api(self) -> None:
         """Serve the HTTP API on ``api.sock`` (and TCP when asked). Raises
@@ -488,11 +279,11 @@ class Orchestrator:
         from orchestrator.http.app import ApiServer
         from orchestrator.http.metrics import SwarmMetrics
 
-        self.metrics = SwarmMetrics(self, telemetry=self.telemetry)
+        self.metrics = SwarmMetrics(self.operations, telemetry=self.telemetry)
         self.events.listeners.append(self.metrics.observe)
         policy = self.swarm.spec.policy.api
         self.api = ApiServer(
-            self,
+            self.operations,
             self.state_dir,
             listen=self.api_listen,
             token=self.api_token,
@@ -571,69 +362,6 @@ class Orchestrator:
         """Adopt the rate-limit pools of an edited bundle (their permits and queues stay)."""
         self.broker.configure(bundle.model_pools())
 
-    def status(self) -> dict[str, Any]:
-        """The swarm, a row per agent (:meth:`agent_rows`) and per Connection, the cluster
-        and the rate-limit pools when there are any."""
-        body: dict[str, Any] = {
-            "swarm": self.swarm.name,
-            "agents": self.agent_rows(),
-            "connections": self.connections.status(),
-        }
-        if self.cluster is not None:
-            body["cluster"] = self.cluster.cluster_status()
-        if self.broker.pools:
-            body["pools"] = self.broker.snapshot()
-        return body
-
-    def agent_rows(self) -> list[dict[str, Any]]:
-        """One row per agent: process state, instances on disk, requests waiting for its
-        answer (``pendingDelegates``) and sends it has not finished (``sendsInFlight``).
-
-        Kept to one directory read per agent and one pass over the pending requests and the
-        waiting permit requests, so the table of a swarm of hundreds of agents is still there at
-        once.
-        """
-        rows = self.supervisor.status()
-        pending = Counter(p.target for p in self.router.pending.values())
-        sends = Counter(s.target for s in self.router.sends.values())
-        permits = self.broker.waiting_by_agent()
-        agents = os.path.join(self.state_dir, "agents")
-        for row in rows:
-            name = row["agent"]
-            try:
-                row["instances"] = sorted(os.listdir(os.path.join(agents, name, "instances")))
-            except (FileNotFoundError, NotADirectoryError):
-                row["instances"] = []
-            row["pendingDelegates"] = pending[name]
-            row["sendsInFlight"] = sends[name]
-            row["permitsWaiting"] = permits[name]
-            used = self.broker.usage.agents.get(name)
-            row["usage"] = used.to_json() if used is not None else None
-            if self.cluster is not None and row.get("node") is None:
-                row["node"] = self.cluster.node_of(name)
-        return rows
-
-    def usage_report(self, *, traces: int = 50) -> dict[str, Any]:
-        """What model calls used and what budgets are left: per agent (since the daemon
-        started, with its budgets), per conversation instance (lasting, from its metadata), per
-        trace (the latest ``traces``), and each rate-limit pool as it stands."""
-        budgets: dict[str, dict[str, Any]] = {}
-        price_sources: dict[str, PriceSource | None] = {}
-        for name in sorted(self.supervisor.names()):
-            plan = self._agent_plan(name)
-            if plan is not None:
-                budgets[name] = {k: c.limits() for k, c in plan.budgets.scopes().items()}
-                price = model_price(plan.model, plan.model.base_url)
-                price_sources[name] = price.source if price is not None else None
-        return usage_report(
-            self.broker.usage,
-            budgets,
-            list_instances(self.state_dir),
-            traces=traces,
-            pools=self.broker.snapshot(),
-            price_sources=price_sources,
-        )
-
     def start_soon(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         """Run ``coro`` in the background for an operator or an agent; shutdown cancels it
         before it stops the agents."""
@@ -677,7 +405,7 @@ class Orchestrator:
         would let the CLI delete the files itself under a Turn that then writes them back, and
         let a second daemon start on the same state.
         """
-        self.stopping = True
+        self.operations.stopping = True
         notify("STOPPING=1", "STATUS=draining agents")
         await self.connections.shutdown(self.grace)  # no new events while the agents drain
         await self.helpers.aclose()

@@ -20,10 +20,11 @@ from ipc import AgentUnavailable, IpcError
 from ipc import protocol as wire
 from ipc.questions import ApprovalDecision, ApprovalDecisionResult
 from ipc.runtime_events import TurnCompletedEvent, TurnFailedEvent, given, read_event
-from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals, outcome_of
+from orchestrator.approvals import find_approval, list_approvals, outcome_of
 from orchestrator.approvals import unavailable as approval_unavailable
-from orchestrator.http.events_hub import END_OF_STREAM, EventHub
-from orchestrator.operations import SwarmProcesses
+from orchestrator.operations import DecisionOutcome, SwarmProcesses
+from orchestrator.operations.answers import ApprovalAnswer, ApprovalRow, TurnEnd, TurnError
+from orchestrator.operations.live import END_OF_STREAM, EventHub
 from orchestrator.router import Router
 from orchestrator.supervisor import Supervisor
 
@@ -57,17 +58,17 @@ class ApprovalDesk:
             return DecisionOutcome.refused(
                 404, wire.APPROVAL_NOT_FOUND, f"no approval {decision.approval_id!r}"
             )
-        if record.get("status") != "pending":
+        if record.status != "pending":
             return DecisionOutcome.refused(
                 409,
                 wire.APPROVAL_ALREADY_DECIDED,
-                f"approval {decision.approval_id!r} is {record.get('status')} already",
+                f"approval {decision.approval_id!r} is {record.status} already",
             )
-        agent = str(record.get("agentName"))
+        agent = record.agent_name
         log = self.log.bind(
             agent=agent,
-            instance_key=record.get("instanceKey"),
-            trace_id=record.get("traceId"),
+            instance_key=record.instance_key,
+            trace_id=record.trace_id or None,
             approval_id=decision.approval_id,
         )
         # Subscribed before the decision goes out, so the Turn's end cannot slip past.
@@ -85,16 +86,16 @@ class ApprovalDesk:
             assert isinstance(answer, ApprovalDecisionResult)
             outcome = outcome_of(answer)
             log.info("approval decision", decision=decision.decision, status=outcome.status)
-            if wait and outcome.status == 200:
-                outcome.body["turn"] = await self._turn_end(subscription.queue, record)
+            if wait and isinstance(outcome.body, ApprovalAnswer):
+                outcome.body.turn = await self._turn_end(subscription.queue, record)
         return outcome
 
     async def _turn_end(
-        self, queue: asyncio.Queue[dict[str, Any]], record: dict[str, Any]
-    ) -> dict[str, Any] | None:
+        self, queue: asyncio.Queue[dict[str, Any]], record: ApprovalRow
+    ) -> TurnEnd | None:
         """The answer of the Turn parked on ``record`` (its ``turn.completed`` or
         ``turn.failed``), or ``None`` past :attr:`turn_timeout`."""
-        identity = tuple(record.get(k) for k in ("agentName", "instanceKey", "traceId"))
+        identity = (record.agent_name, record.instance_key, record.trace_id or None)
         try:
             async with asyncio.timeout(self.turn_timeout):
                 while True:
@@ -112,20 +113,20 @@ class ApprovalDesk:
                         break
         except TimeoutError:
             return None
-        turn: dict[str, Any] = {
-            "status": "ok" if isinstance(event, TurnCompletedEvent) else "error",
-            "output": given(event.output),
-            "turnId": given(event.turn_id),
-        }
+        turn = TurnEnd(
+            status="ok" if isinstance(event, TurnCompletedEvent) else "error",
+            output=given(event.output),
+            turn_id=given(event.turn_id),
+        )
         code = given(event.error_code)
         if code is not None:
-            turn["error"] = {"code": code, "message": given(event.error_message)}
+            turn.error = TurnError(code=code, message=given(event.error_message))
         return turn
 
     def resume(self, start_soon: StartSoon) -> None:
         """Start the agents that have calls parked for approval: each takes up its parked
         Turns at boot, so their deadlines are kept even if nothing else starts them."""
-        parked = {str(row.get("agentName")) for row in list_approvals(self.state_dir)}
+        parked = {row.agent_name for row in list_approvals(self.state_dir)}
         for agent in sorted(parked & set(self.agents.names())):
             self.log.info("agent has calls waiting for approval; starting it", agent=agent)
             start_soon(self._start_quietly(agent), f"approvals:{agent}")

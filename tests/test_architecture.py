@@ -318,3 +318,53 @@ def test_the_event_type_check_finds_each_spelling(tmp_path: Path) -> None:
         "emitter.py:5: process.exited",
         "emitter.py:5: exited",
     ]
+
+
+def any_in_signatures(source: str) -> list[str]:
+    """Where ``Any`` (or ``typing.Any``) appears in an annotation of ``source``: a parameter,
+    a return type or an attribute."""
+    found: list[str] = []
+
+    def names_any(annotation: ast.expr | None) -> bool:
+        if annotation is None:
+            return False
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            return bool(re.search(r"\bAny\b", annotation.value))
+        return any(
+            (isinstance(node, ast.Name) and node.id == "Any")
+            or (isinstance(node, ast.Attribute) and node.attr == "Any")
+            for node in ast.walk(annotation)
+        )
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            arguments = node.args
+            every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+            every += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+            if names_any(node.returns) or any(names_any(a.annotation) for a in every):
+                found.append(f"line {node.lineno}: {node.name}")
+        elif isinstance(node, ast.AnnAssign) and names_any(node.annotation):
+            found.append(f"line {node.lineno}: {ast.unparse(node.target)}")
+    return found
+
+
+def test_the_operations_protocol_and_its_answers_name_no_any() -> None:
+    """What the faces may ask of the swarm, and what it answers, is typed: no ``Any`` in any
+    signature of the protocol, nor in any field of an answer."""
+    for name in ("protocol.py", "answers.py"):
+        source = (ROOT / "orchestrator" / "operations" / name).read_text()
+        assert any_in_signatures(source) == [], name
+
+
+def test_the_any_check_sees_each_place_of_an_annotation() -> None:
+    planted = (
+        "from typing import Any\n"
+        "import typing\n"
+        "class P:\n"
+        "    field: dict[str, Any]\n"
+        "    def a(self, x: 'list[Any]') -> None: ...\n"
+        "    def b(self, **fields: typing.Any) -> None: ...\n"
+        "    async def c(self) -> Any: ...\n"
+        "    def d(self, x: int) -> dict[str, object]: ...\n"
+    )
+    assert [hit.split(": ")[1] for hit in any_in_signatures(planted)] == ["field", "a", "b", "c"]

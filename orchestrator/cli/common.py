@@ -14,12 +14,13 @@ import os
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from goondan.errors import ExitCode
 
 Command = Callable[[argparse.Namespace], int]
 """What runs a command: its parsed arguments in, its exit status out."""
+AnswerT = TypeVar("AnswerT")
 DEFAULT_CONFIG = "goondan.yaml"
 """The configuration a command reads when given none."""
 
@@ -170,3 +171,29 @@ def accepted(args: argparse.Namespace, method: str, path: str) -> Any | None:
     if refused(*asked):
         return None
     return asked[1]
+
+
+def accepted_as(
+    args: argparse.Namespace, method: str, path: str, kind: type[AnswerT]
+) -> tuple[object, AnswerT] | None:
+    """The daemon's answer when it took the request, as it came (what ``--json`` prints) and
+    read into ``kind``; ``None`` (error printed) when refused or not understood."""
+    answer = accepted(args, method, path)
+    if answer is None:
+        return None
+    typed = read_as(args, answer, kind)
+    return None if typed is None else (answer, typed)
+
+
+def read_as(args: argparse.Namespace, data: object, kind: type[AnswerT]) -> AnswerT | None:
+    """``data`` (a body of the daemon's) read into ``kind``; ``None`` (error printed) when it
+    is not one: a daemon of another version."""
+    import msgspec
+
+    from orchestrator.operations.encoding import convert
+
+    try:
+        return convert(data, kind)
+    except msgspec.ValidationError as exc:
+        fail(args, 1, f"the daemon's answer is not understood: {exc}")
+        return None

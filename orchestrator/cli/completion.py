@@ -161,7 +161,7 @@ class Names:
             rows = list_approvals(state)
         except OSError:
             return []
-        return [str(r["approvalId"]) for r in rows if str(r["approvalId"]).startswith(prefix)]
+        return [r.approval_id for r in rows if r.approval_id.startswith(prefix)]
 
     def instance_words(self, prefix: str, parsed_args: Any = None, **_: Any) -> list[str]:
         """``instances [AGENT] | delete AGENT KEY | restart [AGENT] KEY``, word by word."""

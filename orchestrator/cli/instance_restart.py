@@ -17,9 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from goondan.errors import ExitCode
 from orchestrator.cli.api_target import TargetError, ask
 from orchestrator.http.client import error_text, path_segment
+from orchestrator.operations.answers import InstanceRestarted, SwarmStatus
+from orchestrator.operations.encoding import convert
 
 USAGE = "usage: instances restart [AGENT] KEY"
 
@@ -39,7 +43,8 @@ def restart_instances(
             if status >= 400:
                 print(f"error: {error_text(body)}", file=sys.stderr)
                 return 1
-            agents = [row["agent"] for row in body.get("agents", []) if row.get("pid")]
+            swarm = convert(body, SwarmStatus)
+            agents = [row.agent for row in swarm.agents if row.pid]
         key = words[-1]
         done: list[dict[str, Any]] = []
         for agent in agents:
@@ -52,6 +57,10 @@ def restart_instances(
                     print(f"error: {agent}: {error_text(body)}", file=sys.stderr)
                 return 1
             done.append(body)
+        restarted = convert(done, list[InstanceRestarted])
+    except msgspec.ValidationError as exc:
+        print(f"error: the daemon's answer is not understood: {exc}", file=sys.stderr)
+        return 1
     except TargetError as exc:
         if args.json:
             error = {"code": ExitCode(exc.exit_code).error_name, "message": str(exc)}
@@ -62,11 +71,11 @@ def restart_instances(
     if args.json:
         print(json.dumps({"restarted": done}))
         return 0
-    loaded = [row for row in done if row.get("loaded")]
+    loaded = [row for row in restarted if row.loaded]
     for row in loaded:
-        count = int(row.get("stoppedTurns") or 0)
+        count = row.stopped_turns
         stopped = f"; {count} running Turn stopped" if count else ""
-        print(f"{row['agent']}@{row['instanceKey']}: restarted{stopped}")
+        print(f"{row.agent}@{row.instance_key}: restarted{stopped}")
     if not loaded:
         print(f"{key}: no running agent holds it (nothing to restart)")
     return 0

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
+from msgspec import UnsetType
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -22,6 +23,25 @@ from textual.widgets import Button, DataTable, Footer, Header, Static
 
 from goondan.errors import DaemonError
 from orchestrator.http.client import DaemonApi, error_text, path_segment
+from orchestrator.operations.answers import (
+    Answer,
+    ErrorBody,
+    InstanceDeleted,
+    InstanceRow,
+    Instances,
+    Restarted,
+    SwarmStatus,
+)
+from orchestrator.operations.encoding import plain
+
+_A = TypeVar("_A")
+T = TypeVar("T")
+
+
+def _or(value: T | UnsetType, missing: T) -> T:
+    """``value``, or ``missing`` for a field the body left out."""
+    return missing if isinstance(value, UnsetType) else value
+
 
 REFRESH_SECONDS = 2.0
 """How often the table is read again from the daemon."""
@@ -128,56 +148,61 @@ class InstanceView(App[int]):
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         return self.rows.get(key or "")
 
-    async def _call(self, method: str, path: str) -> tuple[int, Any]:
+    async def _call(self, method: str, path: str, kind: type[_A]) -> _A | str:
+        """The answer of ``kind``, or what went wrong in words."""
         try:
-            return await asyncio.to_thread(self.api.call, method, path)
+            status, answer = await asyncio.to_thread(self.api.answer, method, path, kind)
         except DaemonError as exc:
-            return 0, {"error": {"message": str(exc)}}
+            return str(exc)
+        if isinstance(answer, ErrorBody) or status >= 300:
+            return error_text(plain(answer)) if isinstance(answer, Answer) else str(status)
+        return answer
 
     def action_refresh(self) -> None:
         """Read agents and instances again."""
         self.run_worker(self._refresh(), group="api")
 
     async def _refresh(self) -> None:
-        status, agents = await self._call("GET", "/v1/agents")
-        if status != 200:
-            self.say(f"error: {error_text(agents)}")
+        status = await self._call("GET", "/v1/agents", SwarmStatus)
+        if isinstance(status, str):
+            self.say(f"error: {status}")
             return
-        status, listed = await self._call("GET", "/v1/instances")
-        instances = listed.get("instances", []) if status == 200 else []
-        by_agent: dict[str, list[dict[str, Any]]] = {}
+        listed = await self._call("GET", "/v1/instances", Instances)
+        instances = listed.instances if not isinstance(listed, str) else []
+        by_agent: dict[str, list[InstanceRow]] = {}
         for row in instances:
-            by_agent.setdefault(str(row.get("agentName")), []).append(row)
+            by_agent.setdefault(str(_or(row.agent_name, None)), []).append(row)
         table = self.query_one(DataTable)
         chosen = self.selected
         table.clear()
         self.rows.clear()
-        for agent in agents.get("agents", []):
-            name = str(agent["agent"])
-            tokens = (agent.get("usage") or {}).get("totalTokens", 0)
+        for agent in status.agents:
+            name = agent.agent
+            tokens = agent.usage.total_tokens if agent.usage is not None else 0
             self._add(
                 table,
                 Row(name),
                 name,
                 "",
-                agent.get("status", "?"),
-                agent.get("pid") or "-",
-                agent.get("restarts", 0),
+                agent.status,
+                agent.pid or "-",
+                agent.restarts,
                 tokens,
                 "",
             )
             for row in by_agent.get(name, []):
-                key = str(row.get("instanceKey"))
+                key = str(_or(row.instance_key, None))
+                used = row.usage.total_tokens if not isinstance(row.usage, UnsetType) else 0
                 self._add(
                     table,
                     Row(name, key),
                     "",
                     key,
-                    row.get("status", "?"),
+                    _or(row.status, "?"),
                     "",
                     "",
-                    (row.get("usage") or {}).get("totalTokens", 0),
-                    row.get("updatedAt", ""),
+                    used,
+                    _or(row.updated_at, ""),
                 )
         if chosen is not None and chosen.key in self.rows:
             table.move_cursor(row=table.get_row_index(chosen.key))
@@ -195,11 +220,11 @@ class InstanceView(App[int]):
         self.run_worker(self._restart(row.agent), group="api")
 
     async def _restart(self, agent: str) -> None:
-        status, answer = await self._call("POST", f"/v1/agents/{path_segment(agent)}/restart")
-        if status == 200:
-            self.say(f"{agent}: restarted (pid {answer.get('pid')})")
+        answer = await self._call("POST", f"/v1/agents/{path_segment(agent)}/restart", Restarted)
+        if isinstance(answer, str):
+            self.say(f"error: {answer}")
         else:
-            self.say(f"error: {error_text(answer)}")
+            self.say(f"{agent}: restarted (pid {answer.pid})")
         await self._refresh()
 
     def action_delete(self) -> None:
@@ -220,12 +245,12 @@ class InstanceView(App[int]):
     async def _delete(self, row: Row) -> None:
         assert row.instance is not None
         path = f"/v1/agents/{path_segment(row.agent)}/instances/{path_segment(row.instance)}"
-        status, answer = await self._call("DELETE", path)
-        if status == 200:
-            gone = "deleted" if answer.get("deleted") else "not found"
-            self.say(f"{row.agent}/{row.instance}: {gone}")
+        answer = await self._call("DELETE", path, InstanceDeleted)
+        if isinstance(answer, str):
+            self.say(f"error: {answer}")
         else:
-            self.say(f"error: {error_text(answer)}")
+            gone = "deleted" if answer.deleted else "not found"
+            self.say(f"{row.agent}/{row.instance}: {gone}")
         await self._refresh()
 
     def action_quit_view(self) -> None:

@@ -8,27 +8,40 @@ import json
 import sys
 from typing import Any
 
+from msgspec import UnsetType
+
 from orchestrator.cli.common import (
-    accepted,
+    accepted_as,
     ask_daemon,
     bundle_path,
     fail,
+    read_as,
     refused,
     state_dir_of,
+)
+from orchestrator.operations.answers import (
+    Cancelled,
+    Cluster,
+    InstanceDeleted,
+    InstanceRow,
+    Requests,
+    Restarted,
+    SwarmStatus,
 )
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     """One row per agent of the running daemon; exit 1 when none runs."""
-    answer = accepted(args, "GET", "/v1/agents")
-    if answer is None:
+    found = accepted_as(args, "GET", "/v1/agents", SwarmStatus)
+    if found is None:
         return 1
+    answer, status = found
     if args.json:
         print(json.dumps(answer, indent=2))
         return 0
-    print(f"swarm {answer.get('swarm')} (orchestrator pid {answer.get('pid')})")
-    cluster = answer.get("cluster")
-    if cluster:
+    print(f"swarm {status.swarm} (orchestrator pid {_given(status.pid)})")
+    cluster = status.cluster if not isinstance(status.cluster, UnsetType) else None
+    if cluster is not None:
         _print_cluster(cluster)
     from orchestrator.cli.usage import print_pools
     from orchestrator.tables import Column, Table
@@ -50,27 +63,26 @@ def cmd_status(args: argparse.Namespace) -> int:
             Column("LAST EXIT", gap="  "),
         )
     )
-    for row in answer.get("agents", []):
-        uptime = f"{row['uptimeSeconds']:.0f}s" if row.get("uptimeSeconds") is not None else "-"
-        node = (row.get("node") or "(leader)",) if cluster else ()
+    for row in status.agents:
+        uptime = f"{row.uptime_seconds:.0f}s" if row.uptime_seconds is not None else "-"
+        node = (row.node or "(leader)",) if cluster else ()
         agents.add_row(
             *node,
-            row["agent"],
-            row.get("pid") or "-",
-            row["status"],
-            len(row.get("instances", [])),
-            row["restarts"],
-            row["crashes"],
+            row.agent,
+            row.pid or "-",
+            row.status,
+            len(row.instances),
+            row.restarts,
+            row.crashes,
             uptime,
-            row.get("pendingDelegates", 0),
-            row.get("permitsWaiting", 0),
-            (row.get("usage") or {}).get("totalTokens", 0),
-            (row.get("lastExit") or {}).get("reason") or "-",
+            row.pending_delegates,
+            row.permits_waiting,
+            row.usage.total_tokens if row.usage is not None else 0,
+            (row.last_exit.reason if row.last_exit is not None else None) or "-",
         )
     agents.print()
-    print_pools(answer.get("pools") or [])
-    connections = answer.get("connections") or []
-    if connections:
+    print_pools(status.pools if not isinstance(status.pools, UnsetType) else [])
+    if status.connections:
         print()
         table = Table(
             (
@@ -86,19 +98,29 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
         from orchestrator.connection_health import last_event_cell, why_cell
 
-        for row in connections:
+        for connection in status.connections:
             table.add_row(
-                row["connection"],
-                row.get("pid") or "-",
-                row["status"],
-                row["connector"],
-                row["restarts"],
-                (row.get("health") or {}).get("consecutiveFailures", 0),
-                last_event_cell(row),
-                why_cell(row),
+                connection.connection,
+                connection.pid or "-",
+                connection.status,
+                connection.connector,
+                connection.restarts,
+                connection.health.consecutive_failures,
+                last_event_cell(connection),
+                why_cell(connection),
             )
         table.print()
     return 0
+
+
+def _shown(value: object, missing: str) -> object:
+    """``value`` of a row read from disk, or ``missing`` for a field its record lacks."""
+    return missing if isinstance(value, UnsetType) else value
+
+
+def _given(value: object) -> object:
+    """``value``, or ``None`` for a field the daemon left out."""
+    return None if isinstance(value, UnsetType) else value
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
@@ -114,8 +136,8 @@ def cmd_usage(args: argparse.Namespace) -> int:
     )
 
 
-def _print_cluster(cluster: dict[str, Any]) -> None:
-    print(f"cluster {cluster.get('cluster')} at {cluster.get('server')}")
+def _print_cluster(cluster: Cluster) -> None:
+    print(f"cluster {cluster.cluster} at {cluster.server}")
     from orchestrator.tables import Column, Table
 
     table = Table(
@@ -128,15 +150,15 @@ def _print_cluster(cluster: dict[str, Any]) -> None:
             Column("AGENTS", gap="  "),
         )
     )
-    for node in cluster.get("nodes", []):
-        same = node.get("sameBundle")
+    for node in cluster.nodes:
+        same = node.same_bundle
         table.add_row(
-            node["node"],
-            "yes" if node.get("up") else "NO",
+            node.node,
+            "yes" if node.up else "NO",
             "-" if same is None else ("same" if same else "DIFFERS"),
-            node.get("host") or "-",
-            node.get("pid") or "-",
-            ", ".join(node.get("agents", [])) or "-",
+            node.host or "-",
+            node.pid or "-",
+            ", ".join(node.agents) or "-",
         )
     table.print()
     print()
@@ -168,23 +190,26 @@ def cmd_restart(args: argparse.Namespace) -> int:
         return 2
     names = [args.agent]
     if args.all:
-        answer = accepted(args, "GET", "/v1/agents")
-        if answer is None:
+        swarm = accepted_as(args, "GET", "/v1/agents", SwarmStatus)
+        if swarm is None:
             return 1
-        names = [row["agent"] for row in answer.get("agents", [])]
+        names = [row.agent for row in swarm[1].agents]
     restarted = []
     query = "?fresh=1" if args.fresh else ""
     for name in names:
-        answer = accepted(args, "POST", f"/v1/agents/{path_segment(name)}/restart{query}")
-        if answer is None:
+        path = f"/v1/agents/{path_segment(name)}/restart{query}"
+        found = accepted_as(args, "POST", path, Restarted)
+        if found is None:
             return 1
+        answer, done = found
         restarted.append(answer)
         if not args.json:
             fresh = ""
             if args.fresh:
-                count = len(answer.get("deletedInstances", []))
+                deleted = done.deleted_instances
+                count = 0 if isinstance(deleted, UnsetType) else len(deleted)
                 fresh = f", {count} conversation{'s' if count != 1 else ''} deleted"
-            print(f"{answer['agent']}: restarted (pid {answer['pid']}{fresh})")
+            print(f"{done.agent}: restarted (pid {done.pid}{fresh})")
     if args.json:
         print(json.dumps({"restarted": restarted}))
     return 0
@@ -192,12 +217,12 @@ def cmd_restart(args: argparse.Namespace) -> int:
 
 def cmd_requests(args: argparse.Namespace) -> int:
     """The requests of the running daemon waiting for an answer (ids for ``cancel``)."""
-    answer = accepted(args, "GET", "/v1/requests")
-    if answer is None:
+    found = accepted_as(args, "GET", "/v1/requests", Requests)
+    if found is None:
         return 1
-    rows = answer.get("requests", [])
+    answer, pending = found
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(answer["requests"] if isinstance(answer, dict) else [], indent=2))
         return 0
     from orchestrator.tables import Column, Table
 
@@ -211,14 +236,9 @@ def cmd_requests(args: argparse.Namespace) -> int:
             Column("STARTED"),
         )
     )
-    for row in rows:
+    for row in pending.requests:
         table.add_row(
-            row["requestId"],
-            row["traceId"],
-            row["caller"],
-            row["agent"],
-            row["instanceKey"],
-            row["startedAt"],
+            row.request_id, row.trace_id, row.caller, row.agent, row.instance_key, row.started_at
         )
     table.print()
     return 0
@@ -235,7 +255,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(answer))
     elif not refused(status, answer):
-        for trace_id in answer.get("cancelled", []):
+        cancelled = read_as(args, answer, Cancelled)
+        if cancelled is None:
+            return 1
+        for trace_id in cancelled.cancelled:
             print(f"cancelled trace {trace_id}")
     return 0 if status < 400 else 1
 
@@ -282,7 +305,10 @@ def cmd_instances(args: argparse.Namespace) -> int:
         elif status >= 400:
             print(f"error: {error_text(answer)}", file=sys.stderr)
         else:
-            print("deleted" if answer.get("deleted") else "not found")
+            deleted = read_as(args, answer, InstanceDeleted)
+            if deleted is None:
+                return 1
+            print("deleted" if deleted.deleted else "not found")
         return 0 if status < 400 else 1
     if len(words) > 1:
         print("usage: instances [AGENT] | instances delete AGENT KEY", file=sys.stderr)
@@ -299,6 +325,15 @@ def cmd_instances(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    instances = read_as(args, rows, list[InstanceRow])
+    if instances is None:
+        return 1
+    _print_instances(instances)
+    return 0
+
+
+def _print_instances(instances: list[InstanceRow]) -> None:
+    """The table of ``instances``."""
     from orchestrator.tables import Column, Table
 
     table = Table(
@@ -310,13 +345,12 @@ def cmd_instances(args: argparse.Namespace) -> int:
             Column("UPDATED", gap="  "),
         )
     )
-    for row in rows:
+    for row in instances:
         table.add_row(
-            row.get("agentName", "?"),
-            row.get("instanceKey", "?"),
-            row.get("status", "?"),
-            (row.get("usage") or {}).get("totalTokens", 0),
-            row.get("updatedAt", ""),
+            _shown(row.agent_name, "?"),
+            _shown(row.instance_key, "?"),
+            _shown(row.status, "?"),
+            row.usage.total_tokens if not isinstance(row.usage, UnsetType) else 0,
+            _shown(row.updated_at, ""),
         )
     table.print()
-    return 0

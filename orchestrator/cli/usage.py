@@ -14,7 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from msgspec import UnsetType
+
 from goondan.errors import HttpCode
+from orchestrator.operations.answers import Ceilings, PoolRow, TraceUsage, UsageReport
 from orchestrator.tables import Column, Table
 
 
@@ -45,10 +48,18 @@ def run_usage(
         return 1
     if args.json:
         print(json.dumps(answer, indent=2))
-    elif args.trace:
-        print_trace_usage(answer)
-    else:
-        print_usage(answer, offline=offline)
+        return 0
+    import msgspec
+
+    from orchestrator.operations.encoding import convert
+
+    try:
+        if args.trace:
+            print_trace_usage(convert(answer, TraceUsage))
+        else:
+            print_usage(convert(answer, UsageReport), offline=offline)
+    except msgspec.ValidationError as exc:
+        return fail(1, f"the daemon's answer is not understood: {exc}")
     return 0
 
 
@@ -72,37 +83,37 @@ def money(value: float) -> str:
     return f"{value:.4f}" if value else "-"
 
 
-def left(remaining: dict[str, Any] | None) -> str:
+def left(remaining: Ceilings | UnsetType) -> str:
     """``totalTokens 120, cost 0.0100`` of what a budget has left (``-`` without one)."""
-    if not remaining:
+    if isinstance(remaining, UnsetType) or not remaining:
         return "-"
     return ", ".join(
         f"{name} {money(value) if name == 'cost' else value}" for name, value in remaining.items()
     )
 
 
-def print_trace_usage(answer: dict[str, Any]) -> None:
+def print_trace_usage(answer: TraceUsage) -> None:
     """``usage --trace ID``."""
-    used = answer.get("usage", {})
-    print(f"trace {answer.get('traceId')} (entered at {answer.get('root')})")
-    print(f"  agents: {', '.join(answer.get('agents', []))}")
+    used = answer.usage
+    print(f"trace {answer.trace_id} (entered at {answer.root})")
+    print(f"  agents: {', '.join(answer.agents)}")
     print(
-        f"  calls {used.get('calls', 0)}, tokens {used.get('inputTokens', 0)} in / "
-        f"{used.get('outputTokens', 0)} out, cost {money(used.get('cost', 0))}"
+        f"  calls {used.calls}, tokens {used.input_tokens} in / "
+        f"{used.output_tokens} out, cost {money(used.cost)}"
     )
-    print(f"  budget left: {left(answer.get('remaining'))}")
-    if answer.get("exceeded"):
-        print(f"  exceeded: {answer['exceeded']}")
+    print(f"  budget left: {left(answer.remaining)}")
+    if not isinstance(answer.exceeded, UnsetType) and answer.exceeded:
+        print(f"  exceeded: {answer.exceeded}")
 
 
-def print_usage(answer: dict[str, Any], *, offline: bool = False) -> None:
+def print_usage(answer: UsageReport, *, offline: bool = False) -> None:
     """``usage``: the totals, then a table per agent, instance and trace, and the pools."""
-    total = answer.get("total", {})
+    total = answer.total
     # The daemon counts since it started; the event log holds every run it kept.
     since = "in the event log (no daemon running)" if offline else "since start"
     print(
-        f"{since}: {total.get('calls', 0)} model calls, {total.get('inputTokens', 0)} tokens "
-        f"in, {total.get('outputTokens', 0)} out, cost {money(total.get('cost', 0))}"
+        f"{since}: {total.calls} model calls, {total.input_tokens} tokens "
+        f"in, {total.output_tokens} out, cost {money(total.cost)}"
     )
     print()
     agents = Table(
@@ -115,21 +126,21 @@ def print_usage(answer: dict[str, Any], *, offline: bool = False) -> None:
             Column("BUDGETS", gap="  "),
         )
     )
-    for row in answer.get("agents", []):
-        used = row.get("usage", {})
+    for agent in answer.agents:
+        used = agent.usage
         budgets = "; ".join(
-            f"{scope}: {left(ceilings)}" for scope, ceilings in (row.get("budgets") or {}).items()
+            f"{scope}: {left(ceilings)}" for scope, ceilings in agent.budgets.items()
         )
         agents.add_row(
-            row["agent"],
-            used.get("calls", 0),
-            used.get("inputTokens", 0),
-            used.get("outputTokens", 0),
-            money(used.get("cost", 0)),
+            agent.agent,
+            used.calls,
+            used.input_tokens,
+            used.output_tokens,
+            money(used.cost),
             budgets or "-",
         )
     agents.print()
-    instances = [row for row in answer.get("instances", []) if row.get("usage", {}).get("calls")]
+    instances = [row for row in answer.instances if row.usage.calls]
     if instances:
         print()
         table = Table(
@@ -142,17 +153,15 @@ def print_usage(answer: dict[str, Any], *, offline: bool = False) -> None:
             )
         )
         for row in instances:
-            used = row["usage"]
             table.add_row(
-                row["agent"],
-                row.get("instanceKey"),
-                used.get("totalTokens", 0),
-                money(used.get("cost", 0)),
-                left(row.get("remaining")),
+                row.agent,
+                row.instance_key,
+                row.usage.total_tokens,
+                money(row.usage.cost),
+                left(row.remaining),
             )
         table.print()
-    traces = answer.get("traces", [])
-    if traces:
+    if answer.traces:
         print()
         table = Table(
             (
@@ -163,23 +172,21 @@ def print_usage(answer: dict[str, Any], *, offline: bool = False) -> None:
                 Column("LEFT", gap="  "),
             )
         )
-        for row in traces:
-            used = row.get("usage", {})
-            budget = (
-                "EXCEEDED " + row["exceeded"] if row.get("exceeded") else left(row.get("remaining"))
-            )
+        for trace in answer.traces:
+            exceeded = trace.exceeded if not isinstance(trace.exceeded, UnsetType) else None
+            budget = "EXCEEDED " + exceeded if exceeded else left(trace.remaining)
             table.add_row(
-                row["traceId"],
-                row.get("root", ""),
-                used.get("totalTokens", 0),
-                money(used.get("cost", 0)),
+                trace.trace_id,
+                trace.root,
+                trace.usage.total_tokens,
+                money(trace.usage.cost),
                 budget,
             )
         table.print()
-    print_pools(answer.get("pools") or [])
+    print_pools(answer.pools)
 
 
-def print_pools(pools: list[dict[str, Any]]) -> None:
+def print_pools(pools: list[PoolRow]) -> None:
     """The rate-limit pools (nothing without any): permits in use and waiting, what the buckets
     hold, pauses."""
     if not pools:
@@ -198,18 +205,17 @@ def print_pools(pools: list[dict[str, Any]]) -> None:
         )
     )
     for pool in pools:
-        limit = pool.get("maxConcurrent")
-        requests = pool.get("requestsAvailable")
-        tokens = pool.get("tokensAvailable")
-        paused = pool.get("pausedForSeconds") or 0
+        limit = pool.max_concurrent
+        requests, tokens = pool.requests_available, pool.tokens_available
+        paused = pool.paused_for_seconds
         table.add_row(
-            pool["pool"],
-            f"{pool.get('inUse', 0)}/{limit if limit is not None else '-'}",
-            pool.get("waiting", 0),
-            "-" if requests is None else f"{requests:.0f}",
-            "-" if tokens is None else tokens,
+            pool.pool,
+            f"{pool.in_use}/{limit if limit is not None else '-'}",
+            pool.waiting,
+            "-" if isinstance(requests, UnsetType) else f"{requests:.0f}",
+            "-" if isinstance(tokens, UnsetType) else tokens,
             f"{paused:.1f}s" if paused else "-",
-            pool.get("waited", 0),
-            pool.get("timedOut", 0),
+            pool.waited,
+            pool.timed_out,
         )
     table.print()

@@ -86,7 +86,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -101,10 +101,25 @@ from orchestrator.http.body import BadBody, Fields, read_object
 from orchestrator.http.client import socket_path
 from orchestrator.http.guard import HostAllowList, JsonOnly, guard
 from orchestrator.http.openai import OpenAICompatible
+from orchestrator.http.responses import AnswerResponse, error
 from orchestrator.http.servers import address_family
 from orchestrator.http.streams import TurnStream, event_stream, native_events, sse
 from orchestrator.limits.usage import TRACES_KEPT
 from orchestrator.operations import OperationRefused, SwarmOperations
+from orchestrator.operations.answers import (
+    Accepted,
+    ApprovalAnswer,
+    Approvals,
+    Cancelled,
+    ErrorBody,
+    ErrorDetail,
+    Health,
+    InstanceDeleted,
+    InstanceRestarted,
+    Instances,
+    Readiness,
+    Requests,
+)
 from orchestrator.status import ProcessStatus
 from orchestrator.tasks import TaskOwner
 
@@ -150,11 +165,6 @@ def _answers(path: Path) -> bool:
     return True
 
 
-def error(status: int, code: str, message: str) -> JSONResponse:
-    """The JSON error body every failure of the API answers with."""
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-
-
 _STATUS_CODES = {
     400: HttpCode.BAD_REQUEST,
     401: HttpCode.UNAUTHORIZED,
@@ -176,7 +186,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _bad_body(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, BadBody)
-    return JSONResponse({"error": exc.to_json()}, status_code=400)
+    detail = ErrorDetail(code=HttpCode.BAD_REQUEST, message=exc.message)
+    if exc.field is not None:
+        detail.field = exc.field
+    return AnswerResponse(ErrorBody(error=detail), 400)
 
 
 class _Measured:
@@ -234,18 +247,19 @@ def build_app(
             raise HTTPException(503, "the daemon is shutting down")
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"ok": True, "pid": os.getpid()})
+        return AnswerResponse(Health(ok=True, pid=os.getpid()))
 
     async def readyz(request: Request) -> Response:
-        handle = daemon.agent(daemon.entry_agent)
-        ready = handle is not None and handle.ready_now and not daemon.stopping
-        status = handle.status.value if handle is not None else ProcessStatus.NOT_STARTED.value
-        body = {"ready": ready, "entryAgent": daemon.entry_agent, "status": status}
-        return JSONResponse(body, status_code=200 if ready else 503)
+        entry = daemon.agent(daemon.entry_agent)
+        ready = entry is not None and entry.ready and not daemon.stopping
+        status = entry.status if entry is not None else ProcessStatus.NOT_STARTED
+        body = Readiness(ready=ready, entry_agent=daemon.entry_agent, status=status.value)
+        return AnswerResponse(body, 200 if ready else 503)
 
     async def agents(request: Request) -> Response:
         status = daemon.status()
-        return JSONResponse({"swarm": status.pop("swarm"), "pid": os.getpid(), **status})
+        status.pid = os.getpid()
+        return AnswerResponse(status)
 
     async def usage(request: Request) -> Response:
         trace_id = request.query_params.get("trace")
@@ -253,11 +267,11 @@ def build_app(
             entry = daemon.trace_usage(trace_id)
             if entry is None:
                 raise HTTPException(404, f"no usage recorded for trace {trace_id!r}")
-            return JSONResponse(entry)
+            return AnswerResponse(entry)
         count = request.query_params.get("traces", "50")
         if not count.isdigit():
             raise HTTPException(400, "traces must be a whole number")
-        return JSONResponse(daemon.usage_report(traces=min(int(count), TRACES_KEPT)))
+        return AnswerResponse(daemon.usage_report(traces=min(int(count), TRACES_KEPT)))
 
     async def request_turn(request: Request) -> Response:
         agent = request.path_params["agent"]
@@ -275,10 +289,10 @@ def build_app(
             turn = TurnStream(daemon, agent, text, key, timeout, relay, stream, approvals)
             first = await turn.first()
             if isinstance(first, DelegateAnswer) and not first.ok:
-                return JSONResponse(first.to_wire(), status_code=502)
+                return AnswerResponse(first, 502)
             return sse(native_events(turn, first), turn.aclose)
         answer = await daemon.request(text, agent=agent, instance_key=key, timeout_ms=timeout)
-        return JSONResponse(answer.to_wire(), status_code=200 if answer.ok else 502)
+        return AnswerResponse(answer, 200 if answer.ok else 502)
 
     async def send(request: Request) -> Response:
         agent = request.path_params["agent"]
@@ -287,7 +301,7 @@ def build_app(
         fields = Fields(await read_object(request), _SEND_FIELDS)
         text, key = fields.required_text("input"), fields.instance_key()
         daemon.send(text, agent=agent, instance_key=key)
-        return JSONResponse({"accepted": True, "agent": agent, "instanceKey": key}, 202)
+        return AnswerResponse(Accepted(accepted=True, agent=agent, instance_key=key), 202)
 
     async def restart(request: Request) -> Response:
         agent = request.path_params["agent"]
@@ -295,12 +309,12 @@ def build_app(
         accepting()
         fresh = request.query_params.get("fresh") in ("1", "true")
         try:
-            return JSONResponse(await daemon.restart(agent, fresh=fresh))
+            return AnswerResponse(await daemon.restart(agent, fresh=fresh))
         except OperationRefused as exc:
             raise HTTPException(409, str(exc)) from None
 
     async def requests(request: Request) -> Response:
-        return JSONResponse({"requests": daemon.pending()})
+        return AnswerResponse(Requests(requests=daemon.pending()))
 
     async def cancel(request: Request) -> Response:
         identifier = request.path_params["id"]
@@ -309,30 +323,37 @@ def build_app(
         traces = daemon.cancel(identifier, reason)
         if not traces:
             raise HTTPException(404, f"no running request or trace {identifier!r}")
-        return JSONResponse({"cancelled": traces, "reason": reason})
+        return AnswerResponse(Cancelled(cancelled=traces, reason=reason))
 
     async def instances(request: Request) -> Response:
         agent = request.query_params.get("agent")
         if agent is not None:
             known(agent)
-        return JSONResponse({"instances": daemon.instances(agent)})
+        return AnswerResponse(Instances(instances=daemon.instances(agent)))
 
     async def delete_instance(request: Request) -> Response:
         agent, key = request.path_params["agent"], request.path_params["key"]
         known(agent)
         answer = await daemon.delete_instance(agent, key)
-        if answer.get("ok"):
-            return JSONResponse(answer)
-        return error(409, HttpCode.INSTANCE_NOT_DELETED, str(answer.get("error")))
+        if answer.ok:
+            return AnswerResponse(InstanceDeleted(ok=True, deleted=answer.deleted))
+        return error(409, HttpCode.INSTANCE_NOT_DELETED, str(answer.error))
 
     async def restart_instance(request: Request) -> Response:
         agent, key = request.path_params["agent"], request.path_params["key"]
         known(agent)
         accepting()
         answer = await daemon.restart_instance(agent, key)
-        if answer.get("ok"):
-            return JSONResponse({"agent": agent, "instanceKey": key, **answer})
-        return error(409, HttpCode.INSTANCE_NOT_RESTARTED, str(answer.get("error")))
+        if answer.ok:
+            restarted = InstanceRestarted(
+                agent=agent,
+                instance_key=key,
+                ok=True,
+                loaded=answer.loaded,
+                stopped_turns=answer.stopped_turns,
+            )
+            return AnswerResponse(restarted)
+        return error(409, HttpCode.INSTANCE_NOT_RESTARTED, str(answer.error))
 
     async def approvals(request: Request) -> Response:
         agent = request.query_params.get("agent")
@@ -340,14 +361,14 @@ def build_app(
             known(agent)
         include_decided = request.query_params.get("all") not in (None, "", "0", "false")
         rows = daemon.approvals(agent=agent, include_decided=include_decided)
-        return JSONResponse({"approvals": rows})
+        return AnswerResponse(Approvals(approvals=rows))
 
     async def approval(request: Request) -> Response:
         approval_id = request.path_params["id"]
         record = daemon.approval(approval_id)
         if record is None:
             return error(404, HttpCode.APPROVAL_NOT_FOUND, f"no approval {approval_id!r}")
-        return JSONResponse({"approval": record})
+        return AnswerResponse(ApprovalAnswer(approval=record))
 
     def deciding(decision: Literal["approve", "reject"]) -> Handler:
         async def decide(request: Request) -> Response:
@@ -363,7 +384,7 @@ def build_app(
                 return error(400, HttpCode.BAD_REQUEST, str(exc))
             wait = request.query_params.get("wait") not in (None, "", "0", "false")
             outcome = await daemon.decide(wanted, wait=wait)
-            return JSONResponse(outcome.body, status_code=outcome.status)
+            return AnswerResponse(outcome.body, outcome.status)
 
         return decide
 

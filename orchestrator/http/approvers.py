@@ -48,7 +48,6 @@ from pathlib import Path
 
 import structlog
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from goondan.errors import HttpCode
 from goondan.loopback import is_loopback
@@ -56,6 +55,7 @@ from ipc import ORCHESTRATOR
 from ipc.runtime_events import ApprovalRefusedEvent
 from ipc.scope import SCOPE_ENV
 from orchestrator.callers import PEER_KEY, Caller, Peer, caller_of, user_name
+from orchestrator.http.responses import AnswerResponse, error
 from orchestrator.operations import SwarmOperations, SwarmProcesses
 
 APPROVAL_FORBIDDEN = HttpCode.APPROVAL_FORBIDDEN
@@ -262,7 +262,7 @@ def _scope_in(environ: bytes) -> str | None:
 
 async def vet_decider(
     daemon: SwarmOperations, request: Request, approval_id: str
-) -> Caller | JSONResponse:
+) -> Caller | AnswerResponse:
     """The :class:`Caller` deciding ``approval_id`` through ``request``, or the 403 refusing
     it (logged, and recorded as an ``approval.refused`` runtime event)."""
     caller, peer = caller_of(request), request.scope.get(PEER_KEY)
@@ -272,7 +272,7 @@ async def vet_decider(
     )
     if why is None:
         return caller
-    record = daemon.approval(approval_id) or {}
+    record = daemon.approval(approval_id)
     _log.warning(
         "approval decision refused",
         approval_id=approval_id,
@@ -281,12 +281,13 @@ async def vet_decider(
     )
     refused = ApprovalRefusedEvent(
         approval_id=approval_id,
-        instance_key=record.get("instanceKey"),
-        trace_id=record.get("traceId"),
-        tool_name=record.get("toolName"),
+        instance_key=record.instance_key if record is not None else None,
+        trace_id=(record.trace_id or None) if record is not None else None,
+        tool_name=record.tool_name if record is not None else None,
         decided_by=caller.to_json(),
         reason=why,
     )
-    daemon.record(refused, str(record.get("agentName") or ORCHESTRATOR))
+    agent = record.agent_name if record is not None and record.agent_name else ORCHESTRATOR
+    daemon.record(refused, agent)
     message = f"approvals are decided by an operator, not by the swarm's agents: {why}"
-    return JSONResponse({"error": {"code": APPROVAL_FORBIDDEN, "message": message}}, 403)
+    return error(403, APPROVAL_FORBIDDEN, message)

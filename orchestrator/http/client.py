@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 
 from goondan.errors import DaemonError
 
+if TYPE_CHECKING:
+    from orchestrator.operations.answers import ErrorBody
+
+_A = TypeVar("_A")
+
 SOCKET_NAME = "api.sock"
 CONNECT_RETRY_SECONDS = 10.0
 """How long a client retries a connect the kernel refused for a full backlog."""
@@ -309,6 +314,26 @@ class DaemonApi:
         return self._each_leader(
             lambda: self._call(method, path, body), reads_only=method in ("GET", "HEAD")
         )
+
+    def answer(
+        self, method: str, path: str, kind: type[_A], body: dict[str, Any] | None = None
+    ) -> tuple[int, _A | ErrorBody]:
+        """``(status, answer)`` of one request: its body read into ``kind``
+        (:mod:`orchestrator.operations.answers`), or into the error body past a 400;
+        raises as :meth:`call` does, and :class:`NoAnswer` for a body that is not one (a
+        daemon of another version)."""
+        import msgspec
+
+        from orchestrator.operations.answers import ErrorBody
+        from orchestrator.operations.encoding import convert
+
+        status, data = self.call(method, path, body)
+        try:
+            if status >= 400:
+                return status, convert(data, ErrorBody)
+            return status, convert(data, kind)
+        except msgspec.ValidationError as exc:
+            raise NoAnswer(f"the daemon's answer is not understood: {exc}") from exc
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None) -> tuple[int, Any]:
         payload = None if body is None else json.dumps(body).encode()

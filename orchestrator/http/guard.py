@@ -34,11 +34,11 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from starlette.middleware.cors import CORSMiddleware
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from goondan.errors import HttpCode
 from orchestrator.callers import PEER_KEY, Peer
+from orchestrator.http.responses import error
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 """Methods that must carry a JSON body's Content-Type."""
@@ -54,8 +54,7 @@ _HOST = re.compile(
 async def _refuse(
     scope: Scope, receive: Receive, send: Send, status: int, code: HttpCode, message: str
 ) -> None:
-    response = JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-    await response(scope, receive, send)
+    await error(status, code, message)(scope, receive, send)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -255,12 +255,12 @@ class _LiveState(Collector):
             "Requests waiting for their answer, by target.",
             labels=["agent"],
         )
-        waiting = Tally(row["agent"] for row in swarm.pending())
+        waiting = Tally(row.agent for row in swarm.pending())
         for name in list(swarm.agent_names()):
             handle = swarm.agent(name)
             if handle is None:
                 continue
-            up.add_metric([name, handle.status.value], 1.0 if handle.ready_now else 0.0)
+            up.add_metric([name, handle.status.value], 1.0 if handle.ready else 0.0)
             restarts.add_metric([name], float(handle.restarts))
             pending.add_metric([name], float(waiting[name]))
         sends = GaugeMetricFamily("goondan_sends_in_flight", "Sends delivered but not done.")
@@ -314,7 +314,12 @@ class _ConnectionHealth(Collector):
 
 
 _POOL_FIGURES: tuple[tuple[str, str, type[GaugeMetricFamily | CounterMetricFamily], str], ...] = (
-    ("goondan_model_permits_in_use", "Model calls under way, by pool.", GaugeMetricFamily, "inUse"),
+    (
+        "goondan_model_permits_in_use",
+        "Model calls under way, by pool.",
+        GaugeMetricFamily,
+        "in_use",
+    ),
     (
         "goondan_model_permits_waiting",
         "Model calls waiting for a permit, by pool.",
@@ -325,7 +330,7 @@ _POOL_FIGURES: tuple[tuple[str, str, type[GaugeMetricFamily | CounterMetricFamil
         "goondan_model_pool_paused_seconds",
         "Seconds left of a pool's pause after a provider's 429.",
         GaugeMetricFamily,
-        "pausedForSeconds",
+        "paused_for_seconds",
     ),
     ("goondan_model_permits_granted", "Permits granted, by pool.", CounterMetricFamily, "granted"),
     (
@@ -338,13 +343,13 @@ _POOL_FIGURES: tuple[tuple[str, str, type[GaugeMetricFamily | CounterMetricFamil
         "goondan_model_permit_wait_seconds",
         "Time permits waited before their grant, by pool.",
         CounterMetricFamily,
-        "waitSeconds",
+        "wait_seconds",
     ),
     (
         "goondan_model_permit_timeouts",
         "Permit requests refused E_MODEL_PERMIT_TIMEOUT, by pool.",
         CounterMetricFamily,
-        "timedOut",
+        "timed_out",
     ),
     (
         "goondan_model_rate_limit_pauses",
@@ -387,7 +392,7 @@ class _ModelUsage(Collector):
         for name, documentation, family, key in _POOL_FIGURES:
             metric = family(name, documentation, labels=["pool"])
             for row in pools:
-                metric.add_metric([row["pool"]], float(row[key]))
+                metric.add_metric([row.pool], float(getattr(row, key)))
             families.append(metric)
         return families
 

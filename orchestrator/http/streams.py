@@ -50,8 +50,8 @@ from ipc.protocol import new_trace_id
 from ipc.runtime_events import AnyEvent, read_event
 from orchestrator.approvals import APPROVAL_EVENTS
 from orchestrator.eventlog import matches
-from orchestrator.http.events_hub import END_OF_STREAM
 from orchestrator.operations import SwarmOperations
+from orchestrator.operations.live import END_OF_STREAM
 
 KEEPALIVE_SECONDS = 15.0
 """An idle event stream sends a comment this often, so proxies and clients keep it open."""

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 from goondan.errors import DaemonError
 from orchestrator.http.client import DaemonApi, socket_path
+from orchestrator.operations.answers import SwarmStatus
 
 STATUS_TIMEOUT_SECONDS = 5.0
 """How long the studio waits for the daemon's status rows before showing it as gone."""
@@ -37,15 +38,16 @@ def _get(state_dir: Path, path: str) -> tuple[int, Any] | None:
         return None
 
 
-def _status(state_dir: Path) -> dict[str, Any] | None:
-    answer = _get(state_dir, "/v1/agents")
-    if answer is None:
+def _status(state_dir: Path) -> SwarmStatus | None:
+    try:
+        api = DaemonApi(state_dir, timeout=STATUS_TIMEOUT_SECONDS)
+        status, body = api.answer("GET", "/v1/agents", SwarmStatus)
+    except DaemonError:
         return None
-    status, body = answer
-    return body if status == 200 and isinstance(body, dict) else None
+    return body if status == 200 and isinstance(body, SwarmStatus) else None
 
 
-async def daemon_status(state_dir: Path) -> dict[str, Any] | None:
+async def daemon_status(state_dir: Path) -> SwarmStatus | None:
     """The daemon's ``/v1/agents`` body, or ``None`` when no daemon serves ``state_dir``."""
     if not socket_path(state_dir).exists():
         return None

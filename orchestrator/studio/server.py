@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import structlog
 import uvicorn
+from msgspec import UnsetType
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -33,6 +34,8 @@ from ipc.runtime_events import LIVE_ONLY, read_event
 from orchestrator.approvals import list_approvals
 from orchestrator.eventlog import parse_since
 from orchestrator.http.servers import address_family
+from orchestrator.operations.answers import AgentRow
+from orchestrator.operations.encoding import plain
 from orchestrator.studio import DEFAULT_PORT, STATIC_DIR
 from orchestrator.studio.conversations import conversation, instances
 from orchestrator.studio.decisions import DecisionGate
@@ -89,18 +92,19 @@ class Studio:
         index = self.refreshed()
         live = await daemon_status(self.state_dir)
         if live is not None:
-            rows = [dict(row) for row in live.get("agents") or [] if isinstance(row, dict)]
-            for row in rows:
-                record = index.agents.get(str(row.get("agent")))
-                row["lastCrashMs"] = record.last_crash_ms if record is not None else None
+            rows: list[dict[str, Any]] = []
+            for agent in live.agents:
+                record = index.agents.get(agent.agent)
+                last_crash = record.last_crash_ms if record is not None else None
+                rows.append({**_plain_row(agent), "lastCrashMs": last_crash})
             body: dict[str, Any] = {
                 "mode": "live",
-                "swarm": live.get("swarm"),
-                "pid": live.get("pid"),
+                "swarm": live.swarm,
+                "pid": _or_none(live.pid),
                 "agents": rows,
-                "connections": live.get("connections") or [],
-                "cluster": live.get("cluster"),
-                "pools": live.get("pools") or [],
+                "connections": plain(live.connections),
+                "cluster": plain(live.cluster) if not isinstance(live.cluster, UnsetType) else None,
+                "pools": plain(live.pools) if not isinstance(live.pools, UnsetType) else [],
             }
         else:
             names = set(index.agents)
@@ -110,7 +114,9 @@ class Studio:
             rows, connections = [], []
             for name in sorted(names):
                 record = index.agents.get(name)
-                row = record.row() if record is not None else {"agent": name, "status": "unknown"}
+                row: dict[str, Any] = (
+                    record.row() if record is not None else {"agent": name, "status": "unknown"}
+                )
                 used = index.usage.get(name)
                 row["usage"] = used.to_json() if used is not None else None
                 row["permitsWaiting"] = None  # only the daemon knows
@@ -128,7 +134,7 @@ class Studio:
                 "cluster": None,
                 "pools": None,  # the daemon's alone: unknown after the fact
             }
-        known = {row.get("agent") for row in rows}
+        known = {row["agent"] for row in rows}
         body["edges"] = [
             edge for edge in index.edges.values() if edge["from"] in known and edge["to"] in known
         ]
@@ -208,6 +214,17 @@ class Studio:
                 upcoming.cancel()
                 with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
                     await upcoming
+
+
+def _plain_row(row: AgentRow) -> dict[str, object]:
+    """An agent's status row as the page reads it (the daemon's JSON)."""
+    data = plain(row)
+    assert isinstance(data, dict)
+    return data
+
+
+def _or_none(value: T | UnsetType) -> T | None:
+    return None if isinstance(value, UnsetType) else value
 
 
 def _sse(kind: str | None, data: object) -> bytes:
@@ -332,7 +349,7 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
 
     async def approvals(request: Request) -> Response:
         rows = await asyncio.to_thread(list_approvals, studio.state_dir, include_decided=True)
-        return JSONResponse({"approvals": rows})
+        return JSONResponse({"approvals": plain(rows)})
 
     async def session(request: Request) -> Response:
         facts = studio.decisions.facts(request)

@@ -135,8 +135,8 @@ async def test_a_full_disk_answers_at_once_and_the_agent_serves_again_after(
     assert "first words" in text
     assert "room again" in text
     assert "while full" not in text  # refused, not half-kept
-    deleted = await swarm.delete_instance("beta", "k")
-    assert deleted == {"ok": True, "deleted": True}
+    deleted = await swarm.operations.delete_instance("beta", "k")
+    assert deleted.to_wire() == {"ok": True, "deleted": True}
 
 
 async def test_a_read_only_disk_answers_at_once_then_recovers(

@@ -11,22 +11,40 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import msgspec
+
 from goondan.defaults import DEFAULT_INSTANCE_KEY
 from goondan.usage import Usage
 from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
-from ipc.questions import ApprovalDecision
+from ipc.questions import ApprovalDecision, DeleteInstanceResult, RestartInstanceResult
 from ipc.runtime_events import RuntimeEvent
-from orchestrator.approvals import DecisionOutcome
-from orchestrator.http.events_hub import EventHub, Subscription
 from orchestrator.operations import (
+    AgentView,
     ConnectionState,
+    DecisionOutcome,
     DeltaSink,
     EventListener,
     OperationRefused,
     SwarmOperations,
     SwarmProcesses,
 )
+from orchestrator.operations.answers import (
+    AgentRow,
+    ApprovalAnswer,
+    ApprovalRow,
+    ApprovalStatus,
+    InstanceRow,
+    PendingRow,
+    PoolRow,
+    Restarted,
+    SwarmStatus,
+    TraceUsage,
+    UsageReport,
+    UsageTally,
+)
+from orchestrator.operations.encoding import convert
+from orchestrator.operations.live import EventHub, Subscription
 from orchestrator.status import ProcessStatus
 from orchestrator.supervisor import AgentHandle
 
@@ -37,6 +55,33 @@ def ready_handle(name: str, pid: int = 4242) -> AgentHandle:
     handle.worker = SimpleNamespace(pid=pid, node=None)  # no process: a pid alone
     handle.status = ProcessStatus.IDLE
     return handle
+
+
+def agent_row(handle: AgentHandle) -> AgentRow:
+    """``handle``'s status row, as the daemon shows an agent without conversations."""
+    extra = {"instances": [], "pendingDelegates": 0, "sendsInFlight": 0, "permitsWaiting": 0}
+    return convert({**handle.snapshot(0.0), **extra, "usage": None}, AgentRow)
+
+
+def approval(approval_id: str, status: ApprovalStatus = "pending", **fields: object) -> ApprovalRow:
+    """A parked call of ``alpha`` (``fields`` in camelCase replace its defaults)."""
+    row: dict[str, object] = {
+        "approvalId": approval_id,
+        "toolCallId": "call-1",
+        "toolName": "bash__exec",
+        "arguments": {"command": "ls"},
+        "agentName": "alpha",
+        "instanceKey": "main",
+        "traceId": "t-1",
+        "turnId": "turn-1",
+        "requestedAt": "2026-01-02T03:04:05.000Z",
+        "expiresAt": "2100-01-01T00:00:00.000Z",
+        "expiresAtUnix": 4102444800.0,
+        "status": status,
+        "started": False,
+        "settled": False,
+    }
+    return convert({**row, **fields}, ApprovalRow)
 
 
 @dataclass
@@ -58,11 +103,12 @@ class FakeSwarm:
     restart_refusal: str | None = None
     running: dict[str, list[str]] = field(default_factory=dict)
     """Request or trace id → the traces :meth:`cancel` cancels."""
-    pending_rows: list[dict[str, Any]] = field(default_factory=list)
-    traces: dict[str, dict[str, Any]] = field(default_factory=dict)
-    instance_rows: list[dict[str, Any]] = field(default_factory=list)
-    instance_answer: dict[str, Any] = field(default_factory=lambda: {"ok": True, "deleted": True})
-    approval_rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pending_rows: list[PendingRow] = field(default_factory=list)
+    traces: dict[str, TraceUsage] = field(default_factory=dict)
+    instance_rows: list[InstanceRow] = field(default_factory=list)
+    instance_refusal: str | None = None
+    """Why deleting or restarting an instance is refused (``None``: it is done)."""
+    approval_rows: dict[str, ApprovalRow] = field(default_factory=dict)
     decisions: list[tuple[ApprovalDecision, bool]] = field(default_factory=list)
     agent_pids: dict[int, str] = field(default_factory=dict)
     """Pids the swarm runs as agents (none may decide an approval)."""
@@ -74,19 +120,23 @@ class FakeSwarm:
     def agent_names(self) -> Collection[str]:
         return self.handles.keys()
 
-    def agent(self, name: str) -> AgentHandle | None:
-        return self.handles.get(name)
+    def agent(self, name: str) -> AgentView | None:
+        handle = self.handles.get(name)
+        if handle is None:
+            return None
+        return AgentView(name, handle.status, handle.ready_now, handle.restarts, None)
 
-    def status(self) -> dict[str, Any]:
-        rows = [handle.snapshot(0.0) for handle in self.handles.values()]
-        return {"swarm": self.name, "agents": rows, "connections": []}
+    def status(self) -> SwarmStatus:
+        rows = [agent_row(handle) for handle in self.handles.values()]
+        return SwarmStatus(swarm=self.name, agents=rows, connections=[])
 
-    async def restart(self, agent: str, *, fresh: bool = False) -> dict[str, Any]:
+    async def restart(self, agent: str, *, fresh: bool = False) -> Restarted:
         if self.restart_refusal is not None:
             raise OperationRefused(self.restart_refusal)
         self.asked.append({"restart": agent, "fresh": fresh})
-        body: dict[str, Any] = {"agent": agent, "pid": 5151}
-        return {**body, "deletedInstances": ["default"]} if fresh else body
+        if fresh:
+            return Restarted(agent=agent, pid=5151, deleted_instances=["default"])
+        return Restarted(agent=agent, pid=5151)
 
     async def request(
         self,
@@ -120,7 +170,7 @@ class FakeSwarm:
     def send(self, text: str, *, agent: str, instance_key: str) -> None:
         self.asked.append({"send": text, "agent": agent, "instanceKey": instance_key})
 
-    def pending(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[PendingRow]:
         return self.pending_rows
 
     def sends_in_flight(self) -> int:
@@ -129,41 +179,57 @@ class FakeSwarm:
     def cancel(self, request_or_trace_id: str, reason: str) -> list[str]:
         return self.running.pop(request_or_trace_id, [])
 
-    def instances(self, agent: str | None = None) -> list[dict[str, Any]]:
-        return [r for r in self.instance_rows if agent is None or r["agentName"] == agent]
+    def instances(self, agent: str | None = None) -> list[InstanceRow]:
+        return [r for r in self.instance_rows if agent is None or r.agent_name == agent]
 
-    async def delete_instance(self, agent: str, key: str) -> dict[str, Any]:
-        return self.instance_answer
+    async def delete_instance(self, agent: str, key: str) -> DeleteInstanceResult:
+        if self.instance_refusal is not None:
+            return DeleteInstanceResult(error=self.instance_refusal)
+        return DeleteInstanceResult(ok=True, deleted=True)
 
-    async def restart_instance(self, agent: str, key: str) -> dict[str, Any]:
-        return self.instance_answer
+    async def restart_instance(self, agent: str, key: str) -> RestartInstanceResult:
+        if self.instance_refusal is not None:
+            return RestartInstanceResult(error=self.instance_refusal)
+        return RestartInstanceResult(ok=True, loaded=True, stopped_turns=1)
 
-    def usage_report(self, *, traces: int = 50) -> dict[str, Any]:
-        return {"traces": traces}
+    def usage_report(self, *, traces: int = 50) -> UsageReport:
+        """An empty report, but for the traces it was asked for: ``traces`` of them."""
+        nothing = UsageTally(input_tokens=0, output_tokens=0, total_tokens=0, cost=0, calls=0)
+        rows = [
+            TraceUsage(trace_id=f"t{n}", root="alpha", agents=[], started_at=None, usage=nothing)
+            for n in range(traces)
+        ]
+        return UsageReport(total=nothing, agents=[], instances=[], traces=rows, pools=[])
 
-    def trace_usage(self, trace_id: str) -> dict[str, Any] | None:
+    def trace_usage(self, trace_id: str) -> TraceUsage | None:
         return self.traces.get(trace_id)
 
     def model_usage(self) -> Mapping[str, Usage]:
         return {}
 
-    def pools(self) -> list[dict[str, Any]]:
+    def pools(self) -> list[PoolRow]:
         return []
 
-    def approvals(self, *, agent: str | None, include_decided: bool) -> list[dict[str, Any]]:
+    def approvals(self, *, agent: str | None, include_decided: bool) -> list[ApprovalRow]:
         return [
             row
             for row in self.approval_rows.values()
-            if (agent is None or row["agentName"] == agent)
-            and (include_decided or row["status"] == "pending")
+            if (agent is None or row.agent_name == agent)
+            and (include_decided or row.status == "pending")
         ]
 
-    def approval(self, approval_id: str) -> dict[str, Any] | None:
+    def approval(self, approval_id: str) -> ApprovalRow | None:
         return self.approval_rows.get(approval_id)
 
     async def decide(self, decision: ApprovalDecision, *, wait: bool = False) -> DecisionOutcome:
         self.decisions.append((decision, wait))
-        return DecisionOutcome(200, {"approval": {"approvalId": decision.approval_id}})
+        row = self.approval_rows.get(decision.approval_id)
+        if row is None:
+            return DecisionOutcome.refused(404, "APPROVAL_NOT_FOUND", "no such approval")
+        status: ApprovalStatus = "approved" if decision.decision == "approve" else "rejected"
+        return DecisionOutcome(
+            200, ApprovalAnswer(approval=msgspec.structs.replace(row, status=status))
+        )
 
     def processes(self) -> SwarmProcesses:
         return SwarmProcesses(dict(self.agent_pids), {}, self.daemon_pid, os.geteuid())

@@ -33,7 +33,8 @@ def history(swarm: Orchestrator, key: str) -> str:
 
 
 async def delete(swarm: Orchestrator, key: str) -> dict[str, object]:
-    return await swarm.delete_instance("beta", key)
+    answer = await swarm.operations.delete_instance("beta", key)
+    return answer.to_wire()
 
 
 @pytest.mark.parametrize("delay_steps", [0, 1, 3, 10, 30])

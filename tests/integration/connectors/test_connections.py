@@ -242,4 +242,4 @@ async def test_watch_adds_reroutes_refuses_and_removes_a_connection(
         assert pid is not None
         assert wait_gone(pid)
         lines.close()
-        assert not swarm.stopping
+        assert not swarm.operations.stopping

@@ -20,6 +20,7 @@ import pytest
 
 from ipc.delegation import DelegateAnswer
 from orchestrator.daemon import Orchestrator
+from orchestrator.operations.encoding import plain
 from tests.support.model_server import Call, ModelServer, text_reply
 from tests.support.wire_server import Reply, openai_completion
 
@@ -144,6 +145,13 @@ def reported(call: Call) -> int:
     return sum(usage) if call.status == 200 else 0
 
 
+def usage_of(orchestrator: Orchestrator) -> dict[str, Any]:
+    """The daemon's usage report, as ``GET /v1/usage`` shows it."""
+    report = plain(orchestrator.operations.usage_report())
+    assert isinstance(report, dict)
+    return report
+
+
 async def test_parallel_requests_keep_a_trace_within_its_budget(tmp_path: Path) -> None:
     def answer(agent: str, body: dict[str, Any]) -> Reply:
         if agent == "worker":
@@ -164,7 +172,7 @@ async def test_parallel_requests_keep_a_trace_within_its_budget(tmp_path: Path) 
         async with running(tmp_path, docs) as orchestrator:
             async with asyncio.timeout(60):
                 result: DelegateAnswer = await orchestrator.request("go", agent="coordinator")
-            [trace] = orchestrator.usage_report()["traces"]
+            [trace] = usage_of(orchestrator)["traces"]
             assert orchestrator.metrics is not None
             metrics = orchestrator.metrics.exposition().decode()
     workers = [c for c in server.calls if c.agent == "worker"]
@@ -204,11 +212,11 @@ async def test_a_failed_call_returns_its_reservation(tmp_path: Path) -> None:
         async with running(tmp_path, docs) as orchestrator:
             call = asyncio.ensure_future(orchestrator.request("go", agent="alpha"))
             await asyncio.to_thread(server.wait_for, lambda calls: len(calls) == 1, 30)
-            [during] = orchestrator.usage_report()["traces"]
+            [during] = usage_of(orchestrator)["traces"]
             server.release("alpha")
             async with asyncio.timeout(30):
                 first: DelegateAnswer = await call
-            [after] = orchestrator.usage_report()["traces"]
+            [after] = usage_of(orchestrator)["traces"]
             async with asyncio.timeout(30):
                 second = await orchestrator.request("again", agent="alpha")
     reserved = during["reserved"]

@@ -23,6 +23,7 @@ import pytest
 from bundle.plan import AgentPlan
 from ipc.delegation import DelegateAnswer
 from orchestrator.daemon import Orchestrator
+from orchestrator.operations.encoding import plain
 from tests.support.daemon import run_cli
 from tests.support.model_server import (
     Call,
@@ -96,6 +97,13 @@ async def running(tmp_path: Path, text: str) -> AsyncIterator[Orchestrator]:
         await orchestrator.shutdown()
 
 
+def usage_of(orchestrator: Orchestrator) -> dict[str, Any]:
+    """The daemon's usage report, as ``GET /v1/usage`` shows it."""
+    report = plain(orchestrator.operations.usage_report())
+    assert isinstance(report, dict)
+    return report
+
+
 async def calls_matching(
     server: ModelServer, condition: Callable[[list[Call]], bool]
 ) -> list[Call]:
@@ -162,7 +170,7 @@ async def test_a_429_with_retry_after_pauses_every_agent_of_the_pool(tmp_path: P
                     orchestrator.request("go", agent="gamma"),
                 )
                 alpha = await first
-            usage = orchestrator.usage_report()
+            usage = usage_of(orchestrator)
     assert paused["pool"] == "gpt"
     assert paused["retryAfterMs"] == 2000
     assert alpha.output == "alpha done"
@@ -198,7 +206,7 @@ async def test_a_trace_budget_stops_a_handoff_chain_midway(tmp_path: Path) -> No
         async with running(tmp_path, text) as orchestrator:
             answer_ = await orchestrator.request("start", agent="front")
             trace = next(iter(orchestrator.broker.usage.traces.values()))
-            report = orchestrator.usage_report()
+            report = usage_of(orchestrator)
             assert orchestrator.metrics is not None
             metrics = orchestrator.metrics.exposition().decode()
     assert answer_.status == "error"
@@ -387,7 +395,7 @@ async def test_calls_without_limits_are_counted_too(tmp_path: Path) -> None:
     await orchestrator.start()
     try:
         answer = await orchestrator.request("write notes.txt hello world")
-        report = orchestrator.usage_report()
+        report = usage_of(orchestrator)
         plan = orchestrator.supervisor.handle("worker").plan
         assert isinstance(plan, AgentPlan)
     finally:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from msgspec import UNSET
+
 from orchestrator.approvals import approval_line, describe_decider
 from orchestrator.callers import ApiToken, Caller
+from tests.support.fake_swarm import approval
 
 
 def test_an_api_token_is_named_and_never_shown() -> None:
@@ -37,19 +40,17 @@ def test_who_decided_in_words() -> None:
 
 
 def test_the_approvals_line_names_who_decided() -> None:
-    row = {
-        "approvalId": "apr_1f2e3d4c5b6a7980",
-        "agentName": "worker",
-        "instanceKey": "default",
-        "toolName": "bash__exec",
-        "arguments": {"command": "ls"},
-        "status": "approved",
-        "decidedAt": "2026-01-31T12:00:00.000Z",
-        "decidedBy": {"via": "unix", "pid": 4242, "uid": 1000, "gid": 1000, "user": "alice"},
-    }
+    row = approval(
+        "apr_1f2e3d4c5b6a7980",
+        "approved",
+        agentName="worker",
+        instanceKey="default",
+        decidedAt="2026-01-31T12:00:00.000Z",
+        decidedBy={"via": "unix", "pid": 4242, "uid": 1000, "gid": 1000, "user": "alice"},
+    )
     assert approval_line(row) == (
         'apr_1f2e3d4c5b6a7980  worker@default  bash__exec  {"command": "ls"}  approved by '
         "uid 1000 (alice) pid 4242 on api.sock at 2026-01-31T12:00:00.000Z"
     )
-    del row["decidedBy"]  # decided before decisions named their maker
+    row.decided_by = UNSET  # decided before decisions named their maker
     assert approval_line(row).endswith('{"command": "ls"}  approved at 2026-01-31T12:00:00.000Z')

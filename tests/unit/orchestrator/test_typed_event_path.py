@@ -22,7 +22,7 @@ from ipc.runtime_events import (
     read_event,
 )
 from orchestrator.eventlog import EventLog, read_events, read_typed
-from orchestrator.http.events_hub import END_OF_STREAM, EventHub
+from orchestrator.operations.live import END_OF_STREAM, EventHub
 from orchestrator.telemetry.spans import FinishedSpan, build_span, fold
 
 TRACE = "4de2e69222be64696d7a1756bb520517"

@@ -26,8 +26,16 @@ from orchestrator.callers import ApiToken, Peer, with_peer
 from orchestrator.http.app import build_app
 from orchestrator.http.metrics import SwarmMetrics
 from orchestrator.limits.usage import TRACES_KEPT
+from orchestrator.operations.answers import (
+    ApprovalRow,
+    ApprovalStatus,
+    InstanceRow,
+    PendingRow,
+    TraceUsage,
+)
+from orchestrator.operations.encoding import convert, plain
 from orchestrator.status import ExitInfo
-from tests.support.fake_swarm import FakeSwarm
+from tests.support.fake_swarm import FakeSwarm, approval
 
 JSON = {"Content-Type": "application/json"}
 """What every POST and DELETE says, a body or not."""
@@ -239,8 +247,15 @@ async def test_a_restart_the_swarm_refuses_is_a_409_saying_why(
 async def test_requests_are_listed_and_cancelled(
     client: httpx2.AsyncClient, swarm: FakeSwarm
 ) -> None:
-    row = {"requestId": "r1", "traceId": "t1", "agent": "alpha"}
-    swarm.pending_rows.append(row)
+    row = {
+        "requestId": "r1",
+        "traceId": "t1",
+        "caller": "external",
+        "agent": "alpha",
+        "instanceKey": "default",
+        "startedAt": "2026-01-02T03:04:05.000Z",
+    }
+    swarm.pending_rows.append(convert(row, PendingRow))
     assert (await client.get("/v1/requests")).json() == {"requests": [row]}
     swarm.running["r1"] = ["t1"]
     cancelled = await client.post("/v1/requests/r1/cancel", json={"reason": "enough"})
@@ -257,27 +272,40 @@ async def test_requests_are_listed_and_cancelled(
 async def test_usage_of_a_trace_and_of_the_latest_ones(
     client: httpx2.AsyncClient, swarm: FakeSwarm
 ) -> None:
-    swarm.traces["t1"] = {"traceId": "t1", "calls": 2}
-    assert (await client.get("/v1/usage?trace=t1")).json() == {"traceId": "t1", "calls": 2}
+    trace = {
+        "traceId": "t1",
+        "root": "alpha",
+        "agents": ["alpha"],
+        "startedAt": None,
+        "usage": {"inputTokens": 1, "outputTokens": 2, "totalTokens": 3, "cost": 0, "calls": 2},
+    }
+    swarm.traces["t1"] = convert(trace, TraceUsage)
+    assert (await client.get("/v1/usage?trace=t1")).json() == trace
     unknown = await client.get("/v1/usage?trace=t2")
     assert (unknown.status_code, error_of(unknown)["code"]) == (404, "NOT_FOUND")
-    assert (await client.get("/v1/usage")).json() == {"traces": 50}
+    assert len((await client.get("/v1/usage")).json()["traces"]) == 50
     capped = await client.get(f"/v1/usage?traces={TRACES_KEPT + 1}")
-    assert capped.json() == {"traces": TRACES_KEPT}
+    assert len(capped.json()["traces"]) == TRACES_KEPT
 
 
 async def test_instances_are_listed_deleted_and_restarted(
     client: httpx2.AsyncClient, swarm: FakeSwarm
 ) -> None:
     swarm.instance_rows = [
-        {"agentName": "alpha", "instanceKey": "a1"},
-        {"agentName": "beta", "instanceKey": "b1"},
+        InstanceRow(agent_name="alpha", instance_key="a1", directory="/a1"),
+        InstanceRow(agent_name="beta", instance_key="b1", directory="/b1"),
     ]
     listed = (await client.get("/v1/instances", params={"agent": "beta"})).json()
-    assert listed == {"instances": [{"agentName": "beta", "instanceKey": "b1"}]}
+    row = {"agentName": "beta", "instanceKey": "b1", "directory": "/b1"}
+    assert listed == {"instances": [row]}
     deleted = await client.delete("/v1/agents/beta/instances/b1", headers=JSON)
     assert (deleted.status_code, deleted.json()) == (200, {"ok": True, "deleted": True})
-    swarm.instance_answer = {"ok": False, "error": "a Turn of it runs"}
+    restarted = await client.post("/v1/agents/beta/instances/b1/restart", headers=JSON)
+    assert (restarted.status_code, restarted.json()) == (
+        200,
+        {"agent": "beta", "instanceKey": "b1", "ok": True, "loaded": True, "stoppedTurns": 1},
+    )
+    swarm.instance_refusal = "a Turn of it runs"
     refused = await client.delete("/v1/agents/beta/instances/b1", headers=JSON)
     assert (refused.status_code, error_of(refused)) == (
         409,
@@ -287,8 +315,8 @@ async def test_instances_are_listed_deleted_and_restarted(
     assert (restart.status_code, error_of(restart)["code"]) == (409, "INSTANCE_NOT_RESTARTED")
 
 
-def parked(approval_id: str, status: str = "pending") -> dict[str, str]:
-    return {"approvalId": approval_id, "agentName": "alpha", "status": status}
+def parked(approval_id: str, status: ApprovalStatus = "pending") -> ApprovalRow:
+    return approval(approval_id, status)
 
 
 async def test_approvals_are_listed_and_shown(client: httpx2.AsyncClient, swarm: FakeSwarm) -> None:
@@ -297,7 +325,8 @@ async def test_approvals_are_listed_and_shown(client: httpx2.AsyncClient, swarm:
     assert [row["approvalId"] for row in pending] == ["a1"]
     every = (await client.get("/v1/approvals?all=1")).json()["approvals"]
     assert [row["approvalId"] for row in every] == ["a1", "a2"]
-    assert (await client.get("/v1/approvals/a2")).json() == {"approval": parked("a2", "approved")}
+    shown = (await client.get("/v1/approvals/a2")).json()
+    assert shown == {"approval": plain(parked("a2", "approved"))}
     unknown = await client.get("/v1/approvals/a3")
     assert (unknown.status_code, error_of(unknown)["code"]) == (404, "APPROVAL_NOT_FOUND")
 
@@ -305,6 +334,7 @@ async def test_approvals_are_listed_and_shown(client: httpx2.AsyncClient, swarm:
 async def test_an_operators_decision_reaches_the_swarm_with_who_made_it(
     client: httpx2.AsyncClient, swarm: FakeSwarm
 ) -> None:
+    swarm.approval_rows = {"a1": parked("a1"), "a2": parked("a2")}
     approved = await client.post("/v1/approvals/a1/approve?wait=1", json={"arguments": {"n": 1}})
     assert approved.status_code == 200
     rejected = await client.post("/v1/approvals/a2/reject", json={"reason": " too risky "})

@@ -2,9 +2,10 @@
 
 The HTTP API (:mod:`orchestrator.http.app`) and the metrics (:mod:`orchestrator.http.metrics`)
 see the swarm through :class:`SwarmOperations` alone, never through the Orchestrator's
-collaborators (its supervisor, router, broker, event log): the Orchestrator implements it, and
-a test may hand the faces anything else that does. The arrows point one way: the daemon knows
-its faces, the faces know this module.
+collaborators (its supervisor, router, broker, event log): the daemon's
+:class:`~orchestrator.operations.service.SwarmService` implements it, and a test may hand the
+faces anything else that does. The arrows point one way: the daemon knows its faces, the faces
+know this package. Every answer is typed (:mod:`orchestrator.operations.answers`).
 
 Two words are kept apart. A *request* runs a Turn and is answered; a *send* (``POST
 .../sends``) is a request nobody waits for. Neither is an agent's ``agents__send`` delivery,
@@ -16,21 +17,34 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from goondan.defaults import DEFAULT_INSTANCE_KEY
 from goondan.errors import DaemonError
 from ipc.runtime_events import AnyEvent, RuntimeEvent
+from orchestrator.operations.answers import (
+    ApprovalAnswer,
+    ApprovalRow,
+    ErrorBody,
+    ErrorDetail,
+    InstanceRow,
+    PendingRow,
+    PoolRow,
+    Restarted,
+    SwarmStatus,
+    TraceUsage,
+    UsageReport,
+)
+from orchestrator.status import ProcessStatus
 
 if TYPE_CHECKING:
+    from bundle.plan import AgentPlan
     from goondan.usage import Usage
     from ipc.delegation import DelegateAnswer
     from ipc.events import TextDelta
-    from ipc.questions import ApprovalDecision
-    from orchestrator.approvals import DecisionOutcome
+    from ipc.questions import ApprovalDecision, DeleteInstanceResult, RestartInstanceResult
     from orchestrator.connection_health import ConnectionHealth
-    from orchestrator.http.events_hub import Subscription
-    from orchestrator.supervisor import AgentHandle
+    from orchestrator.operations.live import Subscription
 
 DeltaSink = Callable[[str, "TextDelta"], None]
 """Takes each piece of a streamed Turn's text: ``(agent, delta)``; it must not block."""
@@ -53,6 +67,33 @@ class SwarmProcesses:
     daemon_pid: int
     euid: int
     """The daemon's user, as whom agents and their programs run."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentView:
+    """One agent's process as the faces may see it: read-only, taken when asked."""
+
+    name: str
+    status: ProcessStatus
+    ready: bool
+    """Its process runs and takes requests."""
+    restarts: int
+    """Times it was restarted."""
+    plan: AgentPlan | None
+    """What it runs (its tools: the metrics label a tool call by them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionOutcome:
+    """What deciding came to: an HTTP status and the body to answer with."""
+
+    status: int
+    body: ApprovalAnswer | ErrorBody
+
+    @classmethod
+    def refused(cls, status: int, code: str, message: str) -> DecisionOutcome:
+        """A refusal, in the API's error shape."""
+        return cls(status, ErrorBody(error=ErrorDetail(code=code, message=message)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,19 +125,18 @@ class SwarmOperations(Protocol):
         """The swarm's agents (a reload may change them)."""
         ...
 
-    def agent(self, name: str) -> AgentHandle | None:
-        """Agent ``name``'s process as the supervisor sees it (``None``: no such agent).
-        Read it; never change it."""
+    def agent(self, name: str) -> AgentView | None:
+        """Agent ``name``'s process as it stands (``None``: no such agent)."""
         ...
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> SwarmStatus:
         """``GET /v1/agents`` without its ``pid``: the swarm, a row per agent and per
         Connection, the cluster and the rate-limit pools when there are any."""
         ...
 
-    async def restart(self, agent: str, *, fresh: bool = False) -> dict[str, Any]:
+    async def restart(self, agent: str, *, fresh: bool = False) -> Restarted:
         """Stop ``agent`` gracefully and start it again (``fresh``: its conversations deleted
-        in between): ``{agent, pid[, deletedInstances]}``. Raises :class:`OperationRefused`
+        in between). Raises :class:`OperationRefused`
         when it cannot be done as asked."""
         ...
 
@@ -121,7 +161,7 @@ class SwarmOperations(Protocol):
         """Deliver ``text`` to ``agent`` as a request nobody waits for."""
         ...
 
-    def pending(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[PendingRow]:
         """The requests waiting for an answer (rows of ``GET /v1/requests``)."""
         ...
 
@@ -135,23 +175,23 @@ class SwarmOperations(Protocol):
 
     # -- conversations and usage -------------------------------------------------------------
 
-    def instances(self, agent: str | None = None) -> list[dict[str, Any]]:
+    def instances(self, agent: str | None = None) -> list[InstanceRow]:
         """The conversation instances on disk (of ``agent``, or of every agent)."""
         ...
 
-    async def delete_instance(self, agent: str, key: str) -> dict[str, Any]:
-        """Delete one conversation: ``{ok, ...}``, ``error`` when it was not deleted."""
+    async def delete_instance(self, agent: str, key: str) -> DeleteInstanceResult:
+        """Delete one conversation (``error`` when it was not deleted)."""
         ...
 
-    async def restart_instance(self, agent: str, key: str) -> dict[str, Any]:
-        """Reload one conversation from disk: ``{ok, ...}``, ``error`` when it was not."""
+    async def restart_instance(self, agent: str, key: str) -> RestartInstanceResult:
+        """Reload one conversation from disk (``error`` when it was not)."""
         ...
 
-    def usage_report(self, *, traces: int = 50) -> dict[str, Any]:
+    def usage_report(self, *, traces: int = 50) -> UsageReport:
         """What model calls used and what budgets are left (``GET /v1/usage``)."""
         ...
 
-    def trace_usage(self, trace_id: str) -> dict[str, Any] | None:
+    def trace_usage(self, trace_id: str) -> TraceUsage | None:
         """One trace's usage, ``None`` when none was recorded for it."""
         ...
 
@@ -159,17 +199,17 @@ class SwarmOperations(Protocol):
         """Model calls' usage per agent since the daemon started."""
         ...
 
-    def pools(self) -> list[dict[str, Any]]:
+    def pools(self) -> list[PoolRow]:
         """Each rate-limit pool as it stands."""
         ...
 
     # -- approvals ---------------------------------------------------------------------------
 
-    def approvals(self, *, agent: str | None, include_decided: bool) -> list[dict[str, Any]]:
+    def approvals(self, *, agent: str | None, include_decided: bool) -> list[ApprovalRow]:
         """Tool calls parked for approval (pending ones, or every one)."""
         ...
 
-    def approval(self, approval_id: str) -> dict[str, Any] | None:
+    def approval(self, approval_id: str) -> ApprovalRow | None:
         """One approval's record, ``None`` for an unknown id."""
         ...
 
