@@ -20,7 +20,7 @@ from agent_process.inter_agent import AsyncRequest
 from agent_process.turn import TurnInput
 from goondan.defaults import ANSWER_SAFETY_MARGIN_SECONDS
 from goondan.errors import DELIVERY, DeliveryCode
-from ipc import DelegateResultMessage, IpcError, IpcMessage, events
+from ipc import DelegateResultMessage, IpcError, IpcMessage, build, events
 from ipc import protocol as wire
 from ipc.delegation import DelegateAnswer, Handoff
 from ipc.payload import EventBody
@@ -161,7 +161,7 @@ class IpcAgentRuntime:
         handoff = msgspec.structs.replace(
             handoff, timeout_ms=timeout, background=async_, stream_id=relayed, relay=bool(relayed)
         )
-        self._send(wire.delegate(self.agent_name, target, correlation_id, handoff))
+        self._send(build.delegate(self.agent_name, target, correlation_id, handoff))
         ids = {"target": target, "eventId": handoff.event_id, "correlationId": correlation_id}
         if async_:
             if self.link.on_async_result is not None:
@@ -196,7 +196,7 @@ class IpcAgentRuntime:
     async def send(self, target: str, event_: AgentEvent) -> AgentSendResult:
         """Fire-and-forget: the Orchestrator delivers it (spawning the target if needed)."""
         handoff = self._handoff(target, event_, EventType.AGENT_SEND)
-        self._send(wire.event(self.agent_name, ORCHESTRATOR, events.Send(handoff)))
+        self._send(build.event(self.agent_name, ORCHESTRATOR, events.Send(handoff)))
         return {"target": target, "eventId": handoff.event_id, "accepted": True}
 
     async def spawn(
@@ -243,7 +243,7 @@ class IpcAgentRuntime:
     async def _ask(self, question: EventBody, answer_type: type[AnswerT]) -> AnswerT:
         """Ask the Orchestrator ``question``; its answer, or a ``ToolError`` saying why not."""
         correlation_id, future = self._correlations.create()
-        self._send(wire.event(self.agent_name, ORCHESTRATOR, question, correlation_id))
+        self._send(build.event(self.agent_name, ORCHESTRATOR, question, correlation_id))
         try:
             answer = await self._wait(future, self.default_timeout_ms / 1000)
         except TimeoutError:

@@ -59,6 +59,7 @@ from ipc import (
     RequestTimeout,
     ShuttingDown,
     TooManyPending,
+    build,
 )
 from ipc import protocol as wire
 from ipc.codec import FrameTooLarge, Unencodable
@@ -232,7 +233,7 @@ class Router:
             stream_id=stream_id,
             relay=relay and on_delta is not None,
         )
-        message = wire.delegate(EXTERNAL_CALLER, target, correlation_id, handoff)
+        message = build.delegate(EXTERNAL_CALLER, target, correlation_id, handoff)
         if on_delta is not None:
             self.streams[stream_id] = on_delta
         try:
@@ -267,7 +268,7 @@ class Router:
                 if handle.worker is not None:
                     self._send_to(
                         handle.name,
-                        wire.event(ORCHESTRATOR, handle.name, Cancel(trace_id, reason)),
+                        build.event(ORCHESTRATOR, handle.name, Cancel(trace_id, reason)),
                     )
             for pending in [p for p in self.pending.values() if p.trace_id == trace_id]:
                 self._fail(pending, Cancelled(f"the request was cancelled: {reason}"))
@@ -413,7 +414,7 @@ class Router:
             return
         self._deliver(
             pending,
-            wire.delegate_result(
+            build.delegate_result(
                 pending.target or ORCHESTRATOR,  # a request naming no target
                 pending.caller,
                 pending.correlation_id,
@@ -504,7 +505,7 @@ class Router:
             return
         crashpoints.point("send.delivering")
         try:
-            worker.send(wire.event(send.sender, send.target, Send(send.handoff)))
+            worker.send(build.event(send.sender, send.target, Send(send.handoff)))
         except Exception as exc:
             self._send_lost(send, _not_delivered(send.target, "send", exc))
 
@@ -554,7 +555,7 @@ class Router:
             self.on_delivery_lost(send, error)
         report = SendFailed(send.event_id, send.target, send.handoff.caller_instance_key, error)
         # A sender outside the swarm, or gone: the log and the event log keep it.
-        self._send_to(send.sender, wire.event(ORCHESTRATOR, send.sender, report))
+        self._send_to(send.sender, build.event(ORCHESTRATOR, send.sender, report))
 
     # -- spawn, list, questions --------------------------------------------------------------------
 
@@ -581,7 +582,7 @@ class Router:
         answer: asyncio.Future[EventBody] = asyncio.get_running_loop().create_future()
         self._questions[correlation_id] = (agent, answer)
         try:
-            handle.worker.send(wire.event(ORCHESTRATOR, agent, question, correlation_id))
+            handle.worker.send(build.event(ORCHESTRATOR, agent, question, correlation_id))
             return await wait_for(
                 self.clock, asyncio.shield(answer), AGENT_QUESTION_TIMEOUT_SECONDS
             )
@@ -605,12 +606,12 @@ class Router:
     def answer(self, agent: str, correlation_id: str, body: EventBody) -> None:
         """Send ``agent`` the answer ``body`` to its question ``correlation_id`` (dropped when
         the agent is gone: its question went with it)."""
-        reply = wire.event(ORCHESTRATOR, agent, body, correlation_id)
+        reply = build.event(ORCHESTRATOR, agent, body, correlation_id)
         if not self._send_to(agent, reply):
             self.log.info("answer not delivered", agent=agent, kind=body.KIND)
 
     def _reply(self, sender: str, message: EventMessage, body: EventBody) -> None:
-        reply = wire.event(ORCHESTRATOR, sender, body, message.correlation_id)
+        reply = build.event(ORCHESTRATOR, sender, body, message.correlation_id)
         if not self._send_to(sender, reply):
             self.log.info("reply not delivered", agent=sender, kind=body.KIND)
 

@@ -35,8 +35,8 @@ from ipc import (
     EventMessage,
     IpcError,
     IpcMessage,
+    build,
 )
-from ipc import protocol as wire
 from ipc.delegation import ShutdownRequest
 from ipc.events import BootFailed, Ready, ShutdownAck, StatusChanged, TurnCompleted
 from ipc.protocol import EventKind
@@ -481,7 +481,7 @@ class Supervisor:
         self._set_status(handle, ProcessStatus.DRAINING)
         exited = asyncio.shield(worker.exited)
         try:
-            worker.send(wire.shutdown(name, ShutdownRequest(int(grace * 1000), reason)))
+            worker.send(build.shutdown(name, ShutdownRequest(int(grace * 1000), reason)))
             await wait_for(self.clock, exited, grace + 1.0)
         except TimeoutError:
             self.log.warning("agent ignored shutdown; terminating", agent=name, pid=worker.pid)

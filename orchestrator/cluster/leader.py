@@ -35,8 +35,7 @@ import structlog
 
 from bundle.plan import AgentPlan, Plan
 from bundle.spec_swarm import AgentPlacement
-from ipc import AgentUnavailable, IpcMessage
-from ipc import protocol as wire
+from ipc import AgentUnavailable, IpcMessage, build
 from ipc.events import LeaderChanged
 from ipc.protocol import EXIT_NODE_LOST, ORCHESTRATOR
 from orchestrator.cluster.conversations import with_cluster_storage
@@ -309,7 +308,7 @@ class ClusterTransport:
                     # Only now, with what it sends next heard: what it still waits for was
                     # owed by the dead leader and would otherwise wait out its timeout.
                     worker.send(
-                        wire.event(
+                        build.event(
                             ORCHESTRATOR,
                             agent,
                             LeaderChanged(f"{socket.gethostname()}:{os.getpid()}"),
