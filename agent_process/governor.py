@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 import ipc
+from agent_process.link import OrchestratorLink
 from agent_process.models.base import (
     RATE_LIMITED,
     ChatModel,
@@ -40,7 +41,6 @@ from agent_process.models.base import (
     ModelRequest,
     ModelResponse,
 )
-from agent_process.runtime import OrchestratorLink
 from agent_process.scope import TurnScope
 from agent_process.tools.catalog import ToolCatalogItem
 from bundle.plan import AgentPlan

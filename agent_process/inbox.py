@@ -11,11 +11,11 @@ import asyncio
 import json
 from typing import Any
 
+from agent_process.conversation import new_message_id
 from agent_process.instances import InstanceManager
 from agent_process.outbox import Outbox
 from agent_process.pending import LOST_CODE, PendingLedger, lost_handles
 from agent_process.shutdown import Shutdown
-from agent_process.step import new_message_id
 from agent_process.tools.executor import PendingCompletion, PendingStart
 from agent_process.turn_types import TurnInput, TurnResult
 from goondan.defaults import MAX_INBOX_PER_INSTANCE

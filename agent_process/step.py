@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_process.approvals import ApprovalGate, Decision
-from agent_process.conversation import ConversationStore
+from agent_process.conversation import ConversationStore, new_message_id
 from agent_process.events import capped, current_span, new_span_id
 from agent_process.models.base import ChatModel, ModelRequest, TokenUsage
 from agent_process.network_events import connection_recorder
@@ -43,14 +42,8 @@ from tools_base.sandbox import ConnectionSink, connection_sink
 if TYPE_CHECKING:
     from agent_process.governor import ModelGovernor
 
-_message_ids = itertools.count(1)
 
 DEFAULT_MAX_TOOL_CALLS_PER_STEP = MAX_TOOL_CALLS_PER_STEP
-
-
-def new_message_id(prefix: str) -> str:
-    """A process-unique, stable message id."""
-    return f"{prefix}-{time.time_ns():x}-{next(_message_ids)}"
 
 
 def tool_message(

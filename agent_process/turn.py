@@ -20,14 +20,18 @@ from typing import Any
 import structlog
 
 from agent_process.approvals import ApprovalSuspended
-from agent_process.conversation import ConversationStorageError, ConversationStore, MessageEvent
+from agent_process.conversation import (
+    ConversationStorageError,
+    ConversationStore,
+    MessageEvent,
+    new_message_id,
+)
 from agent_process.events import EventSink, capped
 from agent_process.models.base import ModelCallError, TokenUsage
 from agent_process.scope import StepScope, TextSink, TurnCancelled, TurnScope
 from agent_process.step import (
     StepResult,
     StepSettings,
-    new_message_id,
     resume_calls,
     run_step,
     tool_message,
