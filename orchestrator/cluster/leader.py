@@ -321,7 +321,7 @@ class ClusterTransport:
                         pid=worker.remote_pid,
                     )
                     return
-                self._forget(worker)
+                self.forget(worker)
             self.log.warning("agent process of a previous leader killed", agent=agent)
             self._request_signal(member.name, worker_id, "KILL")
         finally:
@@ -334,7 +334,7 @@ class ClusterTransport:
         for worker in list(self.workers.values()):
             worker._outbox = None
             worker._exit(ExitInfo(EXIT_NODE_LOST))
-            self._forget(worker)
+            self.forget(worker)
 
     def _node_left(self, member: Member, reason: str) -> None:
         self._ready_nodes.discard(member.name)
@@ -516,7 +516,7 @@ class ClusterTransport:
         try:
             reply = await self._ask_start(worker)
         except BaseException:
-            self._forget(worker)
+            self.forget(worker)
             raise
         worker.remote_pid = reply.get("pid")
         worker._outbox = Outbox(self.nc, self.settings.worker_subject(worker.worker_id, "in"))
@@ -576,13 +576,15 @@ class ClusterTransport:
             )
         return reply
 
-    def _forget(self, worker: RemoteWorker) -> None:
+    def forget(self, worker: RemoteWorker) -> None:
+        """Stop listening to ``worker``, which has exited or is given up."""
         self.workers.pop(worker.worker_id, None)
         subscription, worker._subscription = worker._subscription, None
         if subscription is not None:
             self._background.start_soon(subscription.unsubscribe(), "unsubscribe")
 
-    def _signal(self, worker: RemoteWorker, signal_name: str) -> None:
+    def signal(self, worker: RemoteWorker, signal_name: str) -> None:
+        """Ask ``worker``'s node to send it ``SIG<signal_name>``."""
         if not worker.exited.done():
             self._request_signal(worker.node_name, worker.worker_id, signal_name)
 
