@@ -123,6 +123,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     run = command("run", "run a swarm (one --input, or as a daemon)", cmd_run)
     if run is not None:
+        run.set_defaults(run_parser=run)  # what run --detach forwards, without importing us
         config_option(run)
         env_file_option(run)
         given = run.add_mutually_exclusive_group()
