@@ -63,10 +63,6 @@ from tools_base import (
 
 DEFAULT_HANDLER_TIMEOUT_SECONDS = TOOL_TIMEOUT_SECONDS
 
-MALFORMED_ARGUMENTS_KEY = "__malformed_arguments__"
-"""A provider that gets tool-call arguments it cannot parse passes the raw text under this key;
-the executor refuses the call with ``E_TOOL_INVALID_ARGS`` instead of guessing (no silent ``{}``)."""
-
 TOOL_FAILURE_SUGGESTION = TOOL.suggestion(ToolCode.E_TOOL)
 """The suggestion of a generic ``E_TOOL`` error whose exception names none."""
 NOT_IN_CATALOG_SUGGESTION = TOOL.suggestion(ToolCode.E_TOOL_NOT_IN_CATALOG) or ""
@@ -334,9 +330,8 @@ class ToolExecutor:
         args = ctx.args
         if not isinstance(args, dict):
             issues = [f"args: expected object but got {type(args).__name__}"]
-        elif MALFORMED_ARGUMENTS_KEY in args:
-            raw = str(args[MALFORMED_ARGUMENTS_KEY])[:200]
-            issues = [f"args: not a JSON object: {raw!r}"]
+        elif ctx.malformed_arguments is not None:  # the provider could not parse them
+            issues = [f"args: not a JSON object: {ctx.malformed_arguments[:200]!r}"]
         else:
             issues = tool.validator.validate(args)
         if not issues:
