@@ -17,13 +17,13 @@ import structlog
 from agent_process.tools.catalog import build_catalog, catalog_names
 from agent_process.tools.executor import (
     NOT_IN_CATALOG_SUGGESTION,
-    TOOL_FAILURE_SUGGESTION,
     PendingCompletion,
     ToolCallPolicy,
     ToolExecutor,
     to_json_value,
 )
 from agent_process.tools.middleware import StepMiddlewareContext
+from agent_process.tools.results import TOOL_FAILURE_SUGGESTION
 from tests.support.tool_harness import ASSISTANT, Harness, item
 from tools_base import (
     JsonObject,
