@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Coroutine, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import structlog
 
@@ -38,9 +38,14 @@ from ipc.questions import (
 )
 from ipc.runtime_events import DeliveryLostEvent, RequestCancelledEvent, TextDeltaEvent
 from orchestrator.approvals import DecisionOutcome, find_approval, list_approvals
-from orchestrator.assembly import SwarmParts, agent_plan, agent_plans, assemble, connection_plans
-from orchestrator.callers import ApiToken
-from orchestrator.clock import Clock
+from orchestrator.assembly import (
+    SwarmOptions,
+    SwarmParts,
+    agent_plan,
+    agent_plans,
+    assemble,
+    connection_plans,
+)
 from orchestrator.connections import ingress_tables
 from orchestrator.deciding import ApprovalDesk
 from orchestrator.dispatch import Dispatcher
@@ -58,12 +63,9 @@ from orchestrator.state_dir import delete_instance_dir, list_instances
 from orchestrator.status import ExitInfo
 from orchestrator.supervisor import AgentHandle
 from orchestrator.systemd import notify
-from orchestrator.telemetry import OtlpSettings
-from orchestrator.transport import Transport
 from orchestrator.watch import check_configuration, reload_configuration
 
 if TYPE_CHECKING:
-    from orchestrator.cluster.settings import ClusterSettings
     from orchestrator.http.app import ApiServer
     from orchestrator.http.metrics import SwarmMetrics
 
@@ -137,38 +139,14 @@ class Orchestrator:
         """Operators' decisions on parked tool calls."""
 
     @classmethod
-    def from_bundle(
-        cls,
-        bundle_path: Path,
-        *,
-        state_dir: Path | None = None,
-        swarm: str | None = None,
-        transport: Transport | None = None,
-        clock: Clock | None = None,
-        api_listen: str | None = None,
-        api_token: str | ApiToken | None = None,
-        cluster: ClusterSettings | None = None,
-        otlp: OtlpSettings | None = None,
-    ) -> Orchestrator:
+    def from_bundle(cls, bundle_path: Path, **options: Unpack[SwarmOptions]) -> Orchestrator:
         """Load the bundle at ``bundle_path`` and get its swarm (``swarm``, or the only or
         default one) ready to :meth:`start`: its state under ``state_dir`` (default: beside
         the bundle), its agents started through ``transport`` (default: processes here, or
         on the cluster's nodes with ``cluster``), its HTTP API on ``api.sock`` and on
         ``api_listen`` with ``api_token``, its spans exported with ``otlp``. Raises
         ``BundleError`` for an invalid bundle."""
-        return cls(
-            assemble(
-                bundle_path,
-                state_dir=state_dir,
-                swarm=swarm,
-                transport=transport,
-                clock=clock,
-                api_listen=api_listen,
-                api_token=api_token,
-                cluster=cluster,
-                otlp=otlp,
-            )
-        )
+        return cls(assemble(bundle_path, **options))
 
     def _agent_plan(self, agent: str) -> AgentPlan | None:
         """``agent``'s plan (``None`` for a name that is not an agent of the swarm)."""
