@@ -47,6 +47,7 @@ from orchestrator.cluster.membership import (
     Presence,
     open_bucket,
 )
+from orchestrator.cluster.placing import choose_node, different_bundle, labels_of
 from orchestrator.cluster.relay import Outbox
 from orchestrator.cluster.remote import RemoteWorker
 from orchestrator.cluster.settings import (
@@ -248,7 +249,7 @@ class ClusterTransport:
         leader does not know of (left from before the node was declared lost) is killed, so
         none runs twice."""
         if member.value.get("fingerprint") != self.fingerprint:
-            self._abort_starts(member.name, self._different_bundle(member))
+            self._abort_starts(member.name, different_bundle(member, self.fingerprint))
         if member.value.get("ready") and member.name not in self._ready_nodes:
             self._ready_nodes.add(member.name)
             if self.on_node_joined is not None:
@@ -283,7 +284,7 @@ class ClusterTransport:
             admitted = (
                 rule is not None
                 and member.value.get("fingerprint") == self.fingerprint
-                and rule.admits(member.name, _labels(member))
+                and rule.admits(member.name, labels_of(member))
                 and self.on_adopt is not None
             )
             worker = RemoteWorker(
@@ -360,14 +361,6 @@ class ClusterTransport:
         for worker in lost:
             worker._exit(ExitInfo(EXIT_NODE_LOST))
 
-    def _different_bundle(self, member: Member) -> AgentUnavailable:
-        return AgentUnavailable(
-            f"node {member.name!r} runs a different bundle than the leader "
-            f"({str(member.value.get('fingerprint'))[:12]} ≠ {self.fingerprint[:12]}); "
-            "deploy the same goondan.yaml to both",
-            details={"node": member.name},
-        )
-
     def _abort_starts(self, node: str, error: AgentUnavailable) -> None:
         for abort in self._starts_in_flight.pop(node, set()):
             if not abort.done():
@@ -412,7 +405,7 @@ class ClusterTransport:
                     "up": member is not None and name in self._ready_nodes,
                     "host": member.value.get("host") if member else None,
                     "pid": member.value.get("pid") if member else None,
-                    "labels": _labels(member) if member else {},
+                    "labels": labels_of(member) if member else {},
                     "sameBundle": member.value.get("fingerprint") == self.fingerprint
                     if member
                     else None,
@@ -427,58 +420,11 @@ class ClusterTransport:
             "nodes": rows,
         }
 
-    def _choose_node(self, agent: str, rule: AgentPlacement) -> Member | None:
-        """The node to start ``agent`` on: of those ``rule`` admits that are up with the
-        leader's bundle, the first named, else the one running fewest of our agents.
-        ``None``: none is, and the agent may run on the leader. Raises ``AgentUnavailable``
-        naming why each node cannot."""
-        members = self.nodes.members if self.nodes is not None else {}
-        refusals: list[AgentUnavailable] = []
-        usable: list[Member] = []
-        for member in members.values():
-            if not rule.admits(member.name, _labels(member)):
-                continue
-            if member.name not in self._ready_nodes:
-                refusals.append(
-                    AgentUnavailable(
-                        f"agent {agent!r} runs on node {member.name!r}, which is still starting",
-                        details={"node": member.name},
-                    )
-                )
-            elif member.value.get("fingerprint") != self.fingerprint:
-                refusals.append(self._different_bundle(member))
-            else:
-                usable.append(member)
-        if usable:
-            order = rule.named_nodes
-
-            def preference(member: Member) -> tuple[int, int, str]:
-                rank = order.index(member.name) if member.name in order else 0
-                return rank, self._load(member.name), member.name
-
-            return min(usable, key=preference)
-        if rule.allow_leader:
-            return None
-        absent = [node for node in rule.named_nodes if node not in members]
-        if rule.node is not None and not rule.labels:
-            if refusals:
-                raise refusals[0]
-            raise AgentUnavailable(
-                f"agent {agent!r} runs on node {rule.node!r}, which is not in the cluster",
-                details={"node": rule.node},
-            )
-        reasons = [refusal.message for refusal in refusals]
-        reasons += [f"node {node!r} is not in the cluster" for node in absent]
-        raise AgentUnavailable(
-            f"agent {agent!r} runs on {rule.describe()}, and no such node can start it now"
-            + (f": {'; '.join(reasons)}" if reasons else " (none is in the cluster)"),
-            details={"placement": rule.describe()},
-        )
+    # -- the Transport -----------------------------------------------------------------------
 
     def _load(self, node: str) -> int:
+        """How many of our agents run on ``node``."""
         return sum(1 for w in self.workers.values() if w.node_name == node and not w.exited.done())
-
-    # -- the Transport -----------------------------------------------------------------------
 
     async def start(
         self, name: str, plan: Plan, on_message: Callable[[IpcMessage], None]
@@ -490,7 +436,14 @@ class ClusterTransport:
         rule = self.placement.get(name)
         if rule is None:
             return await self.local.start(name, plan, on_message)
-        member = self._choose_node(name, rule)
+        member = choose_node(
+            name,
+            rule,
+            self.nodes.members if self.nodes is not None else {},
+            self._ready_nodes,
+            self.fingerprint,
+            self._load,
+        )
         if member is None:
             self.log.warning(
                 "no node can run the agent; it runs on the leader",
@@ -622,11 +575,3 @@ class ClusterTransport:
 def _consume_exception(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()
-
-
-def _labels(member: Member) -> dict[str, str]:
-    """The labels a node declares (``orchestrator node --label``)."""
-    labels = member.value.get("labels")
-    if not isinstance(labels, dict):
-        return {}
-    return {str(key): str(value) for key, value in labels.items()}
