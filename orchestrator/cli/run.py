@@ -55,7 +55,7 @@ def _detached_run(args: argparse.Namespace) -> int | None:
                 bundle_path(args),
                 state_dir_of(args),
                 default_state=state_dir_of(args) == default_state_dir(bundle_path(args)),
-                run_parser=lambda: args.run_parser,  # set by the parser, which imports us
+                run_parser=args.run_parser,  # set by the parser, which imports us
             )
         )
     except OSError as exc:  # the state directory cannot be written
