@@ -25,7 +25,9 @@ A torn last line (a kill mid-write) is skipped with a warning.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -49,6 +51,14 @@ __all__ = [
 EVENTS_COMPACT_BYTES = 1 << 20
 """Past this size, ``events.jsonl`` is emptied at the next fold even when the fold appends."""
 _log = structlog.get_logger("goondan.conversation")
+
+
+_message_ids = itertools.count(1)
+
+
+def new_message_id(prefix: str) -> str:
+    """A process-unique, stable message id."""
+    return f"{prefix}-{time.time_ns():x}-{next(_message_ids)}"
 
 
 def apply_events(base: Sequence[Message], events: Iterable[MessageEvent]) -> list[Message]:

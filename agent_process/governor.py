@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 import ipc
+from agent_process.link import OrchestratorLink
 from agent_process.models.base import (
     RATE_LIMITED,
     ChatModel,
@@ -40,7 +41,6 @@ from agent_process.models.base import (
     ModelRequest,
     ModelResponse,
 )
-from agent_process.runtime import OrchestratorLink
 from agent_process.scope import TurnScope
 from agent_process.tools.catalog import ToolCatalogItem
 from bundle.plan import AgentPlan
@@ -48,7 +48,7 @@ from bundle.prices import ModelPrice, model_price
 from goondan.defaults import ANSWER_SAFETY_MARGIN_SECONDS, MODEL_MAX_TOKENS
 from goondan.errors import DeliveryCode
 from goondan.usage import NOTHING, Reached, Usage, first_short
-from ipc import protocol as wire
+from ipc import build
 from ipc.delegation import DelegateAnswer
 from ipc.events import ModelUsage
 from ipc.protocol import ORCHESTRATOR
@@ -219,7 +219,7 @@ class ModelGovernor:
             call.output_tokens if self.trace_budgets else 0,
             call.cost if self.trace_budgets else 0.0,
         )
-        link.send(wire.event(self.agent_name, ORCHESTRATOR, question, correlation_id))
+        link.send(build.event(self.agent_name, ORCHESTRATOR, question, correlation_id))
         try:
             # The Orchestrator answers by the wait's end; a little more guards against one
             # that vanished.
@@ -292,7 +292,7 @@ class ModelGovernor:
             round(pause * 1000) if pause is not None else None,
         )
         try:
-            self.link.send(wire.event(self.agent_name, ORCHESTRATOR, report))
+            self.link.send(build.event(self.agent_name, ORCHESTRATOR, report))
             if permit_id and self.flush is not None:
                 self.flush()
         except Exception as exc:  # the Orchestrator is gone; nothing holds the permit now

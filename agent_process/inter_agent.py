@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent_process.step import new_message_id
+from agent_process.conversation import new_message_id
 from goondan.errors import DeliveryCode
 from goondan.time import utc_timestamp
 from ipc.delegation import DelegateAnswer

@@ -30,10 +30,11 @@ from agent_process.extensions import ExtensionHost, ExtensionLoadError
 from agent_process.governor import ModelGovernor
 from agent_process.inbox import Inboxes
 from agent_process.instances import InstanceManager
+from agent_process.link import Correlations, OrchestratorLink
 from agent_process.operations import InstanceOperations
 from agent_process.outbox import Outbox
 from agent_process.pending import PendingLedger
-from agent_process.runtime import Correlations, IpcAgentRuntime, OrchestratorLink
+from agent_process.runtime import IpcAgentRuntime
 from agent_process.shutdown import Shutdown
 from agent_process.spawn import check_recorded_workdir
 from agent_process.step import StepSettings

@@ -12,8 +12,16 @@ from typing import Any
 from agent_process.scope import TextSink
 from agent_process.turn_types import TurnInput, TurnResult
 from goondan.errors import DeliveryCode
-from ipc import Channel, EventMessage, FrameTooLarge, IpcError, IpcMessage, PeerGone, TurnFailed
-from ipc import protocol as wire
+from ipc import (
+    Channel,
+    EventMessage,
+    FrameTooLarge,
+    IpcError,
+    IpcMessage,
+    PeerGone,
+    TurnFailed,
+    build,
+)
 from ipc.codec import Unencodable
 from ipc.delegation import DelegateAnswer
 from ipc.events import RuntimeEventReport, SendRefused, StatusChanged, TextDelta
@@ -34,11 +42,11 @@ class Outbox:
 
     def event(self, body: EventBody, correlation_id: str | None = None) -> EventMessage:
         """The event message carrying ``body`` to the Orchestrator."""
-        return wire.event(self.agent_name, ORCHESTRATOR, body, correlation_id)
+        return build.event(self.agent_name, ORCHESTRATOR, body, correlation_id)
 
     def tell(self, body: EventBody, correlation_id: str | None = None) -> None:
         """Send the Orchestrator an event; nothing happens if it is gone."""
-        self.send_quietly(wire.event(self.agent_name, ORCHESTRATOR, body, correlation_id))
+        self.send_quietly(build.event(self.agent_name, ORCHESTRATOR, body, correlation_id))
 
     def send(self, message: IpcMessage) -> None:
         """Queue ``message`` on the pipe; raises when it cannot be sent."""
@@ -87,7 +95,7 @@ class Outbox:
         answer = DelegateAnswer(result.status, result.text, result.to_json(), error)
         name = self.agent_name
         try:
-            self.channel.send_nowait(wire.delegate_result(name, sender, correlation_id, answer))
+            self.channel.send_nowait(build.delegate_result(name, sender, correlation_id, answer))
         except (FrameTooLarge, Unencodable) as exc:
             # The caller still gets its one answer: an error instead of the one that cannot go.
             self.refuse(sender, correlation_id, self._unsendable(exc))
@@ -119,4 +127,4 @@ class Outbox:
                 self.tell(SendRefused(send_id, error))
             return
         answer = DelegateAnswer.failure(error)
-        self.send_quietly(wire.delegate_result(self.agent_name, sender, correlation_id, answer))
+        self.send_quietly(build.delegate_result(self.agent_name, sender, correlation_id, answer))

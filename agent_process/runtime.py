@@ -9,18 +9,17 @@ local deadline a little past the request's own guards against an Orchestrator th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import msgspec
 
 from agent_process.events import current_span
 from agent_process.inter_agent import AsyncRequest
-from agent_process.turn import TurnInput
+from agent_process.link import OrchestratorLink
+from agent_process.turn_types import TurnInput
 from goondan.defaults import ANSWER_SAFETY_MARGIN_SECONDS
 from goondan.errors import DELIVERY, DeliveryCode
-from ipc import DelegateResultMessage, IpcError, IpcMessage, events
+from ipc import IpcError, build, events
 from ipc import protocol as wire
 from ipc.delegation import DelegateAnswer, Handoff
 from ipc.payload import EventBody
@@ -42,74 +41,11 @@ from tools_base import (
     AgentSendResult,
     AgentSpawnResult,
     JsonObject,
-    Message,
     SpawnedAgentInfo,
     ToolError,
 )
 
-Send = Callable[[IpcMessage], None]
 AnswerT = TypeVar("AnswerT")
-
-
-class Correlations:
-    """Futures waiting for answers (a :class:`DelegateAnswer`, or an answer event's body), by
-    correlation id."""
-
-    def __init__(self) -> None:
-        self._waiting: dict[str, asyncio.Future[Any]] = {}
-
-    def create(self) -> tuple[str, asyncio.Future[Any]]:
-        """A fresh correlation id and the future its answer resolves."""
-        correlation_id = wire.new_correlation_id()
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting[correlation_id] = future
-        return correlation_id, future
-
-    def resolve(self, correlation_id: str | None, answer: DelegateAnswer | EventBody) -> bool:
-        """Deliver an answer; ``False`` when nobody waits for it (late or unknown)."""
-        future = self._waiting.pop(correlation_id or "", None)
-        if future is None or future.done():
-            return False
-        future.set_result(answer)
-        return True
-
-    def resolve_answer(self, message: DelegateResultMessage) -> bool:
-        """Deliver a ``delegate_result`` (a malformed one as the error it is)."""
-        return self.resolve(message.correlation_id, DelegateAnswer.of(message))
-
-    def forget(self, correlation_id: str) -> None:
-        """Stop waiting (the caller timed out or was cancelled)."""
-        self._waiting.pop(correlation_id, None)
-
-    def fail_all(self, error: IpcError) -> None:
-        """Answer everybody with ``error`` (the Orchestrator is gone, or the agent stops)."""
-        for future in self._waiting.values():
-            if not future.done():
-                future.set_result(DelegateAnswer.failure(error))
-        self._waiting.clear()
-
-    def __len__(self) -> int:
-        return len(self._waiting)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OrchestratorLink:
-    """What every Turn's runtime of one agent shares: who the agent is in its swarm, and the
-    way to the Orchestrator (built once per process)."""
-
-    agent_name: str
-    swarm_name: str
-    entry_agent: str
-    agents: list[str]
-    default_timeout_ms: int
-    send: Send
-    """Queue a message to the Orchestrator."""
-    correlations: Correlations
-    on_async_result: Callable[[str, Message], None] | None = None
-    """``(instance_key, message)``: where the answer of a background request goes (the
-    message :class:`~agent_process.inter_agent.AsyncRequest` makes of it)."""
-    pending_status: Callable[[str, str], JsonObject] | None = None
-    """``(instance_key, handle)``: where a background tool call stands."""
 
 
 class IpcAgentRuntime:
@@ -161,7 +97,7 @@ class IpcAgentRuntime:
         handoff = msgspec.structs.replace(
             handoff, timeout_ms=timeout, background=async_, stream_id=relayed, relay=bool(relayed)
         )
-        self._send(wire.delegate(self.agent_name, target, correlation_id, handoff))
+        self._send(build.delegate(self.agent_name, target, correlation_id, handoff))
         ids = {"target": target, "eventId": handoff.event_id, "correlationId": correlation_id}
         if async_:
             if self.link.on_async_result is not None:
@@ -196,7 +132,7 @@ class IpcAgentRuntime:
     async def send(self, target: str, event_: AgentEvent) -> AgentSendResult:
         """Fire-and-forget: the Orchestrator delivers it (spawning the target if needed)."""
         handoff = self._handoff(target, event_, EventType.AGENT_SEND)
-        self._send(wire.event(self.agent_name, ORCHESTRATOR, events.Send(handoff)))
+        self._send(build.event(self.agent_name, ORCHESTRATOR, events.Send(handoff)))
         return {"target": target, "eventId": handoff.event_id, "accepted": True}
 
     async def spawn(
@@ -243,7 +179,7 @@ class IpcAgentRuntime:
     async def _ask(self, question: EventBody, answer_type: type[AnswerT]) -> AnswerT:
         """Ask the Orchestrator ``question``; its answer, or a ``ToolError`` saying why not."""
         correlation_id, future = self._correlations.create()
-        self._send(wire.event(self.agent_name, ORCHESTRATOR, question, correlation_id))
+        self._send(build.event(self.agent_name, ORCHESTRATOR, question, correlation_id))
         try:
             answer = await self._wait(future, self.default_timeout_ms / 1000)
         except TimeoutError:

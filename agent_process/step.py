@@ -10,24 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent_process.approvals import ApprovalGate, Decision
-from agent_process.conversation import ConversationStore
+from agent_process.conversation import ConversationStore, new_message_id
 from agent_process.events import capped, current_span, new_span_id
 from agent_process.models.base import ChatModel, ModelRequest, TokenUsage
 from agent_process.network_events import connection_recorder
 from agent_process.scope import StepScope
+from agent_process.tools import results
 from agent_process.tools.catalog import ToolCatalogItem, build_catalog, catalog_names
-from agent_process.tools.executor import ToolExecutor, error_result
+from agent_process.tools.executor import ToolExecutor
 from agent_process.tools.middleware import MiddlewarePipeline, StepMiddlewareContext
 from agent_process.tools.registry import ToolRegistry
 from goondan.defaults import MAX_TOOL_CALLS_PER_STEP
-from goondan.errors import TOOL, ToolCode
 from goondan.time import utc_timestamp
 from ipc.runtime_events import ToolCalledEvent, ToolCompletedEvent, ToolFailedEvent
 from tools_base import (
@@ -43,14 +42,8 @@ from tools_base.sandbox import ConnectionSink, connection_sink
 if TYPE_CHECKING:
     from agent_process.governor import ModelGovernor
 
-_message_ids = itertools.count(1)
 
 DEFAULT_MAX_TOOL_CALLS_PER_STEP = MAX_TOOL_CALLS_PER_STEP
-
-
-def new_message_id(prefix: str) -> str:
-    """A process-unique, stable message id."""
-    return f"{prefix}-{time.time_ns():x}-{next(_message_ids)}"
 
 
 def tool_message(
@@ -292,9 +285,9 @@ async def _outcome(
         withdrawn = gate.withdraw(call, scope, cancellation.reason) if gate else None
         # A resumed call whose request is cancelled closes its approval too.
         decision = Decision("cancelled", withdrawn) if withdrawn is not None else None
-        return _cancelled(call, cancellation.reason), decision
+        return results.cancelled(call, cancellation.reason), decision
     if index >= limit:
-        return _over_limit(call, limit, len(assistant.tool_calls)), None
+        return results.over_limit(call, limit, len(assistant.tool_calls)), None
     if gate is not None and gate.needs_approval(call, scope.allowlist, scope.turn.instance_key):
         decision = await gate.review(call, scope, store.directory.parent, store)
         return await _decided(settings, decision, call, scope, assistant), decision
@@ -339,62 +332,12 @@ async def _decided(
         approved = ToolCall(id=call.id, name=call.name, args=approval.run_arguments)
         return await _run_tool(settings, approved, scope, assistant)
     if decision.outcome == "rejected":
-        reason = approval.reason or "no reason given"
-        return error_result(
-            call.id,
-            call.name,
-            message=f"An operator rejected this call of {call.name!r}: {reason}",
-            code=ToolCode.E_TOOL_REJECTED,
-            name="ToolRejectedError",
-            suggestion=TOOL.suggestion(ToolCode.E_TOOL_REJECTED),
-        )
+        return results.rejected(call, approval.reason)
     if decision.outcome == "cancelled":
-        return _cancelled(call, approval.reason)
+        return results.cancelled(call, approval.reason)
     if decision.outcome == "expired":
-        return error_result(
-            call.id,
-            call.name,
-            message=(
-                f"This call of {call.name!r} needed an operator's approval and got no decision "
-                f"by {utc_timestamp(approval.expires_at_unix)}; it did not run."
-            ),
-            code=ToolCode.E_TOOL_APPROVAL_TIMEOUT,
-            name="ToolApprovalTimeoutError",
-            suggestion=TOOL.suggestion(ToolCode.E_TOOL_APPROVAL_TIMEOUT),
-        )
-    return error_result(
-        call.id,
-        call.name,
-        message="The agent process stopped while this approved call ran; it may or may not have run.",
-        code=ToolCode.E_TOOL_INTERRUPTED,
-        name="ToolInterruptedError",
-        suggestion=TOOL.suggestion(ToolCode.E_TOOL_INTERRUPTED),
-    )
-
-
-def _cancelled(call: ToolCall, reason: str | None) -> ToolCallResult:
-    # Every call still gets its result: providers refuse a call left unanswered.
-    return error_result(
-        call.id,
-        call.name,
-        message=f"Not run: the request was cancelled ({reason}).",
-        code=ToolCode.E_TOOL_CANCELLED,
-        name="ToolCancelledError",
-    )
-
-
-def _over_limit(call: ToolCall, limit: int, made: int) -> ToolCallResult:
-    # Every call still gets its result: providers refuse a call left unanswered.
-    return error_result(
-        call.id,
-        call.name,
-        message=(
-            f"Not run: one response may make at most {limit} tool calls (this one made {made})."
-        ),
-        code=ToolCode.E_TOOL_CALL_LIMIT,
-        name="ToolLimitError",
-        suggestion=f"Make at most {limit} calls per response.",
-    )
+        return results.approval_expired(call, approval.expires_at_unix)
+    return results.interrupted(call)
 
 
 async def _run_tool(

@@ -19,18 +19,21 @@ from typing import Any
 
 import structlog
 
+from agent_process import turn_messages
 from agent_process.approvals import ApprovalSuspended
-from agent_process.conversation import ConversationStorageError, ConversationStore, MessageEvent
+from agent_process.conversation import (
+    ConversationStorageError,
+    ConversationStore,
+    MessageEvent,
+)
 from agent_process.events import EventSink, capped
 from agent_process.models.base import ModelCallError, TokenUsage
 from agent_process.scope import StepScope, TextSink, TurnCancelled, TurnScope
 from agent_process.step import (
     StepResult,
     StepSettings,
-    new_message_id,
     resume_calls,
     run_step,
-    tool_message,
 )
 from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
 from agent_process.turn_types import EMPTY_OUTPUT_NOTICE, MAX_STEPS_NOTICE
@@ -41,8 +44,7 @@ from agent_process.turn_types import TurnError as TurnError
 from agent_process.turn_types import TurnInput as TurnInput
 from agent_process.turn_types import TurnResult as TurnResult
 from goondan.defaults import MAX_STEPS_PER_TURN, ON_MAX_STEPS
-from goondan.errors import DeliveryCode, ToolCode
-from goondan.time import utc_timestamp
+from goondan.errors import DeliveryCode
 from goondan.usage import Usage
 from ipc.runtime_events import (
     UNSET,
@@ -59,9 +61,6 @@ from tools_base import (
     AgentToolRuntime,
     JsonValue,
     Message,
-    MessageSource,
-    ToolCallResult,
-    ToolErrorInfo,
 )
 from tools_base._pinned import PinnedDir
 
@@ -71,9 +70,6 @@ CANCELLED_TRACES_KEPT = 1024
 """Cancelled trace ids an agent remembers, so their queued Turns end when they come up."""
 MAX_EMPTY_OUTPUT_RETRIES = 2
 """Empty model answers (no text, no tool call) asked again before the Turn gives up."""
-EMPTY_OUTPUT_CORRECTION = (
-    "Your last answer was empty. Reply with text for the user, or call one of the tools."
-)
 
 
 class TurnMiddlewareContext(TurnIdentity, MiddlewareContext[TurnResult]):
@@ -249,9 +245,11 @@ class TurnRunner:
         )
         self._ensure_system_prompt(store)
         gate = self.settings.approvals
-        _close_interrupted_calls(store, gate.open_call_ids(scope.instance_key) if gate else set())
+        turn_messages.close_interrupted_calls(
+            store, gate.open_call_ids(scope.instance_key) if gate else set()
+        )
         if not turn_input.resume:
-            store.append(_user_message(turn_input))
+            store.append(turn_messages.user_message(turn_input))
         ctx = TurnMiddlewareContext(
             self.settings.pipeline.chain("turn"),
             self._core,
@@ -310,7 +308,7 @@ class TurnRunner:
                 if self._text_sinks is not None and turn_input.stream_id
                 else None
             ),
-            inbound=_inbound_properties(turn_input),
+            inbound=turn_messages.inbound_properties(turn_input),
             instance_usage=usage,
         )
 
@@ -359,14 +357,16 @@ class TurnRunner:
                 scope.logger.warning(
                     "empty model answer; asking again", retry=progress.empty_retries
                 )
-                store.append(_corrective_message())
+                store.append(turn_messages.corrective_message())
                 continue
             progress.after_tools = bool(step.tool_calls)
             if not step.should_continue:
                 return _final(step_scope, store, progress, empty=empty_unprompted)
         if not progress.last_text:  # the conversation shows why the Turn has no answer
             notice = MAX_STEPS_NOTICE.format(self.max_steps)
-            store.append(_notice_message(notice, f"{scope.turn_id}-step-limit", "max_steps"))
+            store.append(
+                turn_messages.notice_message(notice, f"{scope.turn_id}-step-limit", "max_steps")
+            )
         return TurnResult.out_of_steps(
             scope,
             max_steps=self.max_steps,
@@ -422,9 +422,9 @@ class TurnRunner:
         first = messages[0] if messages else None
         if first is not None and first.role == "system" and first.source.type == "system":
             if first.content != prompt:
-                store.emit(MessageEvent.replace(first.id, _system_message(prompt)))
+                store.emit(MessageEvent.replace(first.id, turn_messages.system_message(prompt)))
             return
-        system = _system_message(prompt)
+        system = turn_messages.system_message(prompt)
         if messages:
             # Rebuild so the prompt stays first: the store has no insert event.
             store.emit(MessageEvent.truncate())
@@ -447,7 +447,7 @@ def _final(
     text = progress.last_text
     if not text:
         text = EMPTY_OUTPUT_NOTICE
-        store.append(_notice_message(text, scope.id))
+        store.append(turn_messages.notice_message(text, scope.id))
     steps = scope.index + 1
     if failed:
         return TurnResult.no_answer(
@@ -494,59 +494,6 @@ def _report(scope: TurnScope, result: TurnResult, *, with_output: bool = False) 
     )
 
 
-def _inbound_properties(turn_input: TurnInput) -> dict[str, str]:
-    """The properties of the connector event behind ``turn_input`` (text values only)."""
-    if turn_input.source_kind != "connector":
-        return {}
-    properties = turn_input.metadata.get("properties")
-    if not isinstance(properties, dict):
-        return {}
-    return {k: v for k, v in properties.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _user_message(turn_input: TurnInput) -> Message:
-    return Message(
-        id=new_message_id("msg"),
-        role="user",
-        content=turn_input.text,
-        created_at=utc_timestamp(),
-        source=MessageSource(type="user"),
-        metadata={
-            **turn_input.message_metadata,
-            "__goondanInbound": {
-                "sourceKind": turn_input.source_kind,
-                "sourceName": turn_input.source_name,
-                "eventType": turn_input.event_type,
-                "traceId": turn_input.trace_id,
-                # A connector's event: its connection and properties (chat id, thread, ...).
-                **({"metadata": turn_input.metadata} if turn_input.metadata else {}),
-            },
-        },
-    )
-
-
-def _corrective_message() -> Message:
-    return Message(
-        id=new_message_id("msg"),
-        role="user",
-        content=EMPTY_OUTPUT_CORRECTION,
-        created_at=utc_timestamp(),
-        source=MessageSource(type="system"),
-        metadata={"__goondanCorrection": "empty_output"},
-    )
-
-
-def _notice_message(text: str, step_id: str, kind: str = "empty_output") -> Message:
-    return Message(
-        id=new_message_id("msg"),
-        role="assistant",
-        content=text,
-        created_at=utc_timestamp(),
-        source=MessageSource(type="assistant", step_id=step_id),
-        metadata={"__goondanNotice": kind},
-    )
-
-
 def _fold(store: ConversationStore, log: Any) -> None:
     try:
         store.fold()
@@ -554,45 +501,6 @@ def _fold(store: ConversationStore, log: Any) -> None:
         # Every event of the Turn is in events.jsonl already: the answer stands, and the next
         # Turn's end folds again.
         log.warning("conversation not folded; kept as events", error=str(exc))
-
-
-def _close_interrupted_calls(store: ConversationStore, parked: set[str]) -> None:
-    """Answer tool calls a killed process never finished, so the conversation stays valid.
-
-    Providers refuse an assistant tool call without its result; after a crash between two tool
-    calls, the unfinished ones get an error result saying so (``E_TOOL_INTERRUPTED``). Calls
-    parked for approval (``parked``), and the calls after them in the same message, are left
-    to the Turn that resumes them.
-    """
-    if not store.has_unanswered_calls:
-        return
-    answered: set[str | None] = set()
-    calling: list[Message] = []
-    for message in store.messages:  # one pass: this runs at every Turn's start
-        if message.role == "tool":
-            answered.add(message.source.tool_call_id)
-        elif message.tool_calls:
-            calling.append(message)
-    for message in calling:
-        if all(call.id in answered for call in message.tool_calls):
-            continue
-        if any(call.id in parked and call.id not in answered for call in message.tool_calls):
-            continue
-        for call in message.tool_calls:
-            if call.id in answered:
-                continue
-            result = ToolCallResult(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                status="error",
-                error=ToolErrorInfo(
-                    message="The agent process stopped before this call finished; it may or may not have run.",
-                    name="ToolInterruptedError",
-                    code=ToolCode.E_TOOL_INTERRUPTED,
-                    suggestion="Check whether its effect happened before calling it again.",
-                ),
-            )
-            store.append(tool_message(call, result))
 
 
 RESTART_FLAG = "restartRequested"
@@ -607,13 +515,3 @@ def _restart_reason(step: StepResult) -> str | None:
         if result.status == "ok" and isinstance(output, dict) and output.get(RESTART_FLAG) is True:
             return str(output.get("restartReason") or "tool:restart-signal")
     return None
-
-
-def _system_message(prompt: str) -> Message:
-    return Message(
-        id=new_message_id("sys"),
-        role="system",
-        content=prompt,
-        created_at=utc_timestamp(),
-        source=MessageSource(type="system"),
-    )

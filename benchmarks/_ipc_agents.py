@@ -22,8 +22,8 @@ from ipc import (
     DelegateResultMessage,
     EventMessage,
     IpcMessage,
+    build,
 )
-from ipc import protocol as wire
 from ipc.events import Ready, ShutdownAck
 
 PAYLOAD: dict[str, Any] = {
@@ -50,13 +50,13 @@ async def serve(
 
     def receive(message: IpcMessage) -> None:
         if message.type == "shutdown":
-            channel.send_nowait(wire.event(name, ORCHESTRATOR, ShutdownAck()))
+            channel.send_nowait(build.event(name, ORCHESTRATOR, ShutdownAck()))
             done.set()
         else:
             on_message(channel, message)
 
     channel = await Channel.open(conn, ORCHESTRATOR, on_message=receive, on_close=done.set)
-    channel.send_nowait(wire.event(name, ORCHESTRATOR, Ready(os.getpid())))
+    channel.send_nowait(build.event(name, ORCHESTRATOR, Ready(os.getpid())))
     if after_ready is not None:
         await after_ready(channel)
     await done.wait()

@@ -24,6 +24,7 @@ from ipc import (
     DelegateResultMessage,
     EventMessage,
     IpcMessage,
+    build,
 )
 from ipc import protocol as wire
 from ipc.events import ModelUsage, read_event
@@ -55,7 +56,7 @@ def probe(conn: Connection, plan: AgentPlan) -> None:
                 answer: asyncio.Future[EventBody] = loop.create_future()
                 waiting[correlation_id] = answer
                 began = time.perf_counter()
-                channel.send_nowait(wire.event(name, ORCHESTRATOR, question, correlation_id))
+                channel.send_nowait(build.event(name, ORCHESTRATOR, question, correlation_id))
                 result = await answer
                 samples.append(time.perf_counter() - began)
                 if not isinstance(result, ModelPermitResult) or not result.granted:
@@ -79,7 +80,7 @@ def probe(conn: Connection, plan: AgentPlan) -> None:
                     OUTPUT_TOKENS,
                     0.0,
                 )
-                channel.send_nowait(wire.event(name, ORCHESTRATOR, usage))
+                channel.send_nowait(build.event(name, ORCHESTRATOR, usage))
             channel.send_nowait(
                 DelegateResultMessage(
                     sender=name,

@@ -9,7 +9,8 @@ under it are public too: :func:`parse_documents` (YAML text → documents with l
 from bundle.bundle import Bundle, ResolvedExtension, ResolvedTool
 from bundle.entry import EntryLoadError, load_entry_module, resolve_handlers
 from bundle.errors import BundleError, ConfigIssue
-from bundle.loader import Resource, load_bundle, validate_resources
+from bundle.loader import Resource, validate_resources
+from bundle.loading import load_bundle
 from bundle.plan import AgentPlan, ExtensionPlan, ModelPlan, ToolExportPlan, ToolPlan
 from bundle.schema import json_schema
 from bundle.secrets import Secret, SecretUnavailable, resolve_value

@@ -9,7 +9,7 @@ runs:
 - its **Model**: the variable of ``apiKey.valueFrom.env``, or the candidates of
   ``apiKey.valueFrom.secretRef``; with no ``apiKey``, the provider's key variable
   (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``); and the provider's other settings
-  (``bundle.keys.PROVIDER_SETTINGS_ENV``);
+  (``bundle.provider_env.PROVIDER_SETTINGS_ENV``);
 - its **Tools and Extensions**: their ``spec.env``, every ``{valueFrom: ...}`` anywhere in
   their config, and the names of a config ``passEnv`` list (the ``bash`` tool's);
 - the **Agent**'s own ``spec.env``, for what a tool reads that it does not declare;
@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from bundle.env_names import ENV_NAME
-from bundle.keys import PROVIDER_KEY_ENV, PROVIDER_SETTINGS_ENV
+from bundle.provider_env import PROVIDER_KEY_ENV, PROVIDER_SETTINGS_ENV
 from bundle.secrets import secret_candidates
 from bundle.spec_agent import ModelSpec
 from bundle.spec_base import ValueSource

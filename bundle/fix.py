@@ -107,7 +107,7 @@ _Edit = tuple[int, int, str]
 
 
 def fix_bundle(path: Path) -> FixReport:
-    """Repair the files :func:`bundle.loader.load_bundle` reads for ``path``, in place."""
+    """Repair the files :func:`bundle.loading.load_bundle` reads for ``path``, in place."""
     report = FixReport()
     sources: list[_Source] = []
     for file in source_files(path):

@@ -98,7 +98,7 @@ def bundle_candidates(directory: Path) -> list[Path]:
 
 
 def source_files(path: Path) -> list[Path]:
-    """The files :func:`bundle.loader.load_bundle` reads for ``path``: the file itself, or
+    """The files :func:`bundle.loading.load_bundle` reads for ``path``: the file itself, or
     those of a bundle directory (its ``goondan.yaml``, absent, when it has none)."""
     if path.is_dir():
         return bundle_files(path) or [path / "goondan.yaml"]

@@ -54,8 +54,7 @@ from connector_process.journal import (
 from goondan import crashpoints
 from goondan.defaults import CONNECTIONS_DIR
 from goondan.proctitle import name_process
-from ipc import Channel, EventMessage, IpcMessage, ShutdownMessage
-from ipc import protocol as wire
+from ipc import Channel, EventMessage, IpcMessage, ShutdownMessage, build
 from ipc.events import (
     BootFailed,
     ConnectorEventReport,
@@ -363,7 +362,7 @@ class ConnectorHost:
         task.add_done_callback(self._tasks.discard)
 
     def _tell(self, body: EventBody) -> None:
-        self.channel.send_nowait(wire.event(self.name, ORCHESTRATOR, body))
+        self.channel.send_nowait(build.event(self.name, ORCHESTRATOR, body))
 
 
 class RuntimeConnectorContext:

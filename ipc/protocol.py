@@ -1,8 +1,8 @@
 """The protocol between the Orchestrator and its AgentProcesses: every kind, every payload, typed.
 
 Both sides build and read messages only through this protocol: this module holds its vocabulary
-(names, exit codes, error codes, event kinds and who sends each, ids) and builds the messages; the
-payloads are typed in :mod:`ipc.delegation` (``delegate``, ``delegate_result``, ``shutdown``),
+(names, exit codes, error codes, event kinds and who sends each, ids), :mod:`ipc.build` builds
+the messages; the payloads are typed in :mod:`ipc.delegation` (``delegate``, ``delegate_result``, ``shutdown``),
 :mod:`ipc.events` (what a process reports or is told, and :func:`~ipc.events.read_event`) and
 :mod:`ipc.questions` (what one side asks the other, and each answer), on the base of
 :mod:`ipc.payload`. A message is an :class:`~ipc.messages.IpcMessage` envelope
@@ -100,22 +100,13 @@ from __future__ import annotations
 import enum
 import secrets
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from goondan.defaults import DEFAULT_INSTANCE_KEY as DEFAULT_INSTANCE_KEY  # part of the wire
 from goondan.errors import DeliveryCode
 from goondan.http_codes import HttpCode
 from ipc.messages import (
-    DelegateMessage,
-    DelegateResultMessage,
-    EventMessage,
     IpcError,
-    ShutdownMessage,
 )
-
-if TYPE_CHECKING:  # the payloads build on this module: the builders below only take them
-    from ipc.delegation import DelegateAnswer, Handoff, ShutdownRequest
-    from ipc.payload import EventBody
 
 ORCHESTRATOR = "orchestrator"
 """The ``from``/``to`` name of the Orchestrator itself."""
@@ -294,37 +285,3 @@ CONNECTOR_TO_ORCHESTRATOR = frozenset(
 """The kinds a connector's process sends."""
 ORCHESTRATOR_TO_CONNECTOR = frozenset({EventKind.CONNECTOR_EVENT_SETTLED})
 """The kinds a connector's process must handle."""
-
-
-# -- building messages ---------------------------------------------------------------------------
-
-
-def delegate(sender: str, to: str, correlation_id: str, handoff: Handoff) -> DelegateMessage:
-    """A ``delegate`` carrying ``handoff``."""
-    return DelegateMessage(
-        sender=sender, to=to, correlation_id=correlation_id, payload=handoff.to_wire()
-    )
-
-
-def delegate_result(
-    sender: str, to: str, correlation_id: str, answer: DelegateAnswer
-) -> DelegateResultMessage:
-    """The ``delegate_result`` answering ``correlation_id``."""
-    return DelegateResultMessage(
-        sender=sender, to=to, correlation_id=correlation_id, payload=answer.to_wire()
-    )
-
-
-def shutdown(to: str, request: ShutdownRequest) -> ShutdownMessage:
-    """A ``shutdown`` from the Orchestrator."""
-    return ShutdownMessage(sender=ORCHESTRATOR, to=to, payload=request.to_wire())
-
-
-def event(sender: str, to: str, body: EventBody, correlation_id: str | None = None) -> EventMessage:
-    """An ``event`` carrying ``body``."""
-    return EventMessage(
-        sender=sender,
-        to=to,
-        payload={"kind": body.KIND.value, **body.to_wire()},
-        correlation_id=correlation_id,
-    )

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 import structlog
 
@@ -114,20 +114,39 @@ class SwarmParts:
     api_token: ApiToken | None
 
 
-def assemble(
-    bundle_path: Path,
-    *,
-    state_dir: Path | None = None,
-    swarm: str | None = None,
-    transport: Transport | None = None,
-    clock: Clock | None = None,
-    api_listen: str | None = None,
-    api_token: str | ApiToken | None = None,
-    cluster: ClusterSettings | None = None,
-    otlp: OtlpSettings | None = None,
-) -> SwarmParts:
+class SwarmOptions(TypedDict, total=False):
+    """How a swarm is run, beyond its bundle: the keyword arguments of :func:`assemble` and of
+    :meth:`Orchestrator.from_bundle <orchestrator.daemon.Orchestrator.from_bundle>` (written
+    once, here). Every one may be left out."""
+
+    state_dir: Path | None
+    """Where its state lives (default: beside the bundle)."""
+    swarm: str | None
+    """Which Swarm of the bundle (default: ``default``, or the only one)."""
+    transport: Transport | None
+    """How agents are started (default: processes here, or on the cluster's nodes)."""
+    clock: Clock | None
+    """The time source of deadlines and backoffs (default: the event loop's)."""
+    api_listen: str | None
+    """A TCP ``HOST:PORT`` to serve the HTTP API on besides ``api.sock``."""
+    api_token: str | ApiToken | None
+    """The bearer token every HTTP request must carry."""
+    cluster: ClusterSettings | None
+    """Run as the leader of the cluster these settings reach."""
+    otlp: OtlpSettings | None
+    """Export spans over OTLP/HTTP."""
+
+
+def assemble(bundle_path: Path, **options: Unpack[SwarmOptions]) -> SwarmParts:
     """Load ``bundle_path`` and build its swarm's collaborators (see
     :meth:`Orchestrator.from_bundle <orchestrator.daemon.Orchestrator.from_bundle>`)."""
+    unknown = options.keys() - SwarmOptions.__optional_keys__
+    if unknown:  # what a signature of keywords refused: a misspelt option is no default
+        raise TypeError(f"unexpected options: {', '.join(sorted(unknown))}")
+    state_dir, swarm = options.get("state_dir"), options.get("swarm")
+    transport, clock = options.get("transport"), options.get("clock")
+    api_listen, api_token = options.get("api_listen"), options.get("api_token")
+    cluster, otlp = options.get("cluster"), options.get("otlp")
     state = (state_dir or default_state_dir(bundle_path)).resolve()
     bundle = load_bundle(bundle_path, check_handlers=False)
     resource = bundle.swarm(swarm)

@@ -30,7 +30,7 @@ from bundle.plan import ConnectionPlan
 from bundle.spec_connector import ConnectionSpec
 from goondan import crashpoints
 from goondan.defaults import CONNECTIONS_DIR
-from ipc import EventMessage, IpcError
+from ipc import EventMessage, IpcError, build
 from ipc import protocol as wire
 from ipc.delegation import Handoff
 from ipc.events import BootFailed, ConnectorEventReport, ConnectorEventSettled, ConnectorHealth
@@ -313,7 +313,7 @@ class Connections:
         text = None if error is None else f"{error.code}: {error.message}"
         settled = ConnectorEventSettled(event_id, text, answer, failure)
         try:
-            handle.worker.send(wire.event(ORCHESTRATOR, connection, settled))
+            handle.worker.send(build.event(ORCHESTRATOR, connection, settled))
         except Exception as exc:  # gone meanwhile
             self.log.info("settlement not delivered", connection=connection, error=str(exc))
 

@@ -8,7 +8,7 @@ import os
 import signal
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import structlog
 
@@ -32,9 +32,13 @@ from ipc.runtime_events import (
     ProcessResumePendingEvent,
     TextDeltaEvent,
 )
-from orchestrator.assembly import SwarmParts, agent_plans, assemble, connection_plans
-from orchestrator.callers import ApiToken
-from orchestrator.clock import Clock
+from orchestrator.assembly import (
+    SwarmOptions,
+    SwarmParts,
+    agent_plans,
+    assemble,
+    connection_plans,
+)
 from orchestrator.connections import ingress_tables
 from orchestrator.deciding import ApprovalDesk
 from orchestrator.dispatch import Dispatcher
@@ -42,12 +46,9 @@ from orchestrator.operations.service import SwarmService
 from orchestrator.router import InFlightSend
 from orchestrator.status import ExitInfo
 from orchestrator.systemd import notify
-from orchestrator.telemetry import OtlpSettings
-from orchestrator.transport import Transport
 from orchestrator.watch import check_configuration, reload_configuration
 
 if TYPE_CHECKING:
-    from orchestrator.cluster.settings import ClusterSettings
     from orchestrator.http.app import ApiServer
     from orchestrator.http.metrics import SwarmMetrics
 
@@ -136,38 +137,14 @@ class Orchestrator:
         """What the faces may ask of the swarm (the HTTP API, its metrics)."""
 
     @classmethod
-    def from_bundle(
-        cls,
-        bundle_path: Path,
-        *,
-        state_dir: Path | None = None,
-        swarm: str | None = None,
-        transport: Transport | None = None,
-        clock: Clock | None = None,
-        api_listen: str | None = None,
-        api_token: str | ApiToken | None = None,
-        cluster: ClusterSettings | None = None,
-        otlp: OtlpSettings | None = None,
-    ) -> Orchestrator:
+    def from_bundle(cls, bundle_path: Path, **options: Unpack[SwarmOptions]) -> Orchestrator:
         """Load the bundle at ``bundle_path`` and get its swarm (``swarm``, or the only or
         default one) ready to :meth:`start`: its state under ``state_dir`` (default: beside
         the bundle), its agents started through ``transport`` (default: processes here, or
         on the cluster's nodes with ``cluster``), its HTTP API on ``api.sock`` and on
         ``api_listen`` with ``api_token``, its spans exported with ``otlp``. Raises
         ``BundleError`` for an invalid bundle."""
-        return cls(
-            assemble(
-                bundle_path,
-                state_dir=state_dir,
-                swarm=swarm,
-                transport=transport,
-                clock=clock,
-                api_listen=api_listen,
-                api_token=api_token,
-                cluster=cluster,
-                otlp=otlp,
-            )
-        )
+        return cls(assemble(bundle_path, **options))
 
     def _record_runtime_event(
         self, sender: str, message: EventMessage, body: RuntimeEventReport

@@ -9,7 +9,7 @@ dropped: nothing an agent sends can raise into the channel.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -23,12 +23,24 @@ from ipc import (
 from ipc.events import read_event
 from ipc.protocol import EventKind
 
-if TYPE_CHECKING:
-    from orchestrator.router import Router
-
 EventHandler = Callable[[str, EventMessage, Any], None]
 """``(sender, message, body)``: one entry of a dispatch table (``body`` is the message's typed
 body, of the class :data:`ipc.events.EVENT_BODIES` names for the kind)."""
+
+
+class Router(Protocol):
+    """What the dispatch table hands to the router (:class:`orchestrator.router.Router`, which
+    builds on the supervisor that builds on this module, so it is named by this shape)."""
+
+    @property
+    def event_handlers(self) -> Mapping[EventKind, EventHandler]:
+        """The event kinds the router handles."""
+
+    def route_delegate(self, caller: str, message: DelegateMessage) -> None:
+        """Admit and forward a request."""
+
+    def take_result(self, sender: str, message: DelegateResultMessage) -> None:
+        """Hand a target's answer to its caller."""
 
 
 class Dispatcher:

@@ -31,18 +31,14 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import structlog
 
-from goondan import crashpoints
 from goondan.defaults import (
     AGENT_QUESTION_TIMEOUT_SECONDS,
     MAX_PENDING_PER_CALLER,
     MAX_REQUEST_TIMEOUT_MS,
-    MAX_SENDS_IN_FLIGHT_PER_CALLER,
     REQUEST_TIMEOUT_MS,
     SEND_DELIVERY_ATTEMPTS,
 )
@@ -59,60 +55,29 @@ from ipc import (
     RequestTimeout,
     ShuttingDown,
     TooManyPending,
+    build,
 )
 from ipc import protocol as wire
-from ipc.codec import FrameTooLarge, Unencodable
 from ipc.delegation import DelegateAnswer, Handoff
-from ipc.events import Cancel, Send, SendDone, SendFailed, SendRefused, SendStarted, TextDelta
+from ipc.events import Cancel, TextDelta
 from ipc.payload import EventBody
-from ipc.protocol import EXTERNAL_CALLER, ORCHESTRATOR, EventKind, MalformedPayload
+from ipc.protocol import EXTERNAL_CALLER, ORCHESTRATOR, EventKind
 from ipc.questions import ListRequest, SpawnRequest
 from orchestrator.clock import Clock, LoopClock, wait_for
 from orchestrator.dispatch import EventHandler
 from orchestrator.pending import Pending, chain_cycle, wait_cycle
+from orchestrator.router_sends import DeliveryLost, SendRouting, not_delivered
+from orchestrator.router_sends import InFlightSend as InFlightSend
 from orchestrator.spawns import SpawnedInstance, SpawnKey, Spawns
 from orchestrator.supervisor import Supervisor
 from orchestrator.tasks import TaskOwner
 from orchestrator.transport import Worker
 
-
-@dataclass(eq=False)
-class InFlightSend:
-    """A fire-and-forget send between delivery and the end of the Turn it started."""
-
-    sender: str
-    handoff: Handoff
-    """As the target receives it (``source`` filled in; kept for a redelivery)."""
-    started: bool = False
-    attempts: int = 0
-    on_settled: Callable[[IpcError | None], None] | None = None
-    """Told once when the send is done with: ``None`` when its Turn ended, else why it was
-    not (fully) handled. For senders outside the swarm (connections)."""
-    on_answer: Callable[[str | None, str | None], None] | None = None
-    """Told the answer of the send's Turn (``answer``, ``turn_error``) when it ends, just
-    before ``on_settled``: a Connection hands it back to its connector."""
-    on_started: Callable[[], None] | None = None
-    """Told once when the target reports the send's Turn started: from then on it is never
-    delivered again (a Connection marks its event delivered then)."""
-
-    @property
-    def event_id(self) -> str:
-        """The send's id, as its sender's tool result reported it."""
-        return self.handoff.event_id
-
-    @property
-    def target(self) -> str:
-        """The agent that runs the Turn."""
-        return self.handoff.target
-
-
-DeliveryLost = Callable[[InFlightSend, IpcError], None]
-
 DeltaSink = Callable[[str, TextDelta], None]
 """``(agent, delta)``: where the text of a streamed request goes (``agent`` produced it)."""
 
 
-class Router:
+class Router(SendRouting):
     """Routes requests, sends and questions between agents through the supervisor."""
 
     def __init__(
@@ -232,7 +197,7 @@ class Router:
             stream_id=stream_id,
             relay=relay and on_delta is not None,
         )
-        message = wire.delegate(EXTERNAL_CALLER, target, correlation_id, handoff)
+        message = build.delegate(EXTERNAL_CALLER, target, correlation_id, handoff)
         if on_delta is not None:
             self.streams[stream_id] = on_delta
         try:
@@ -267,7 +232,7 @@ class Router:
                 if handle.worker is not None:
                     self._send_to(
                         handle.name,
-                        wire.event(ORCHESTRATOR, handle.name, Cancel(trace_id, reason)),
+                        build.event(ORCHESTRATOR, handle.name, Cancel(trace_id, reason)),
                     )
             for pending in [p for p in self.pending.values() if p.trace_id == trace_id]:
                 self._fail(pending, Cancelled(f"the request was cancelled: {reason}"))
@@ -395,7 +360,7 @@ class Router:
         try:
             worker.send(forwarded)
         except Exception as exc:
-            self._fail(pending, _not_delivered(pending.target, "request", exc))
+            self._fail(pending, not_delivered(pending.target, "request", exc))
 
     def _take(self, correlation_id: str) -> Pending | None:
         """Remove a pending request (it is being answered or forgotten) and its timer."""
@@ -413,7 +378,7 @@ class Router:
             return
         self._deliver(
             pending,
-            wire.delegate_result(
+            build.delegate_result(
                 pending.target or ORCHESTRATOR,  # a request naming no target
                 pending.caller,
                 pending.correlation_id,
@@ -455,107 +420,6 @@ class Router:
         if self.on_text_delta is not None:
             self.on_text_delta(sender, body)
 
-    # -- fire-and-forget ----------------------------------------------------------------------------
-
-    def _accept_send(self, sender: str, message: EventMessage, body: Send) -> None:
-        self.send(sender, body.handoff)
-
-    def send(
-        self,
-        sender: str,
-        handoff: Handoff,
-        on_settled: Callable[[IpcError | None], None] | None = None,
-        on_answer: Callable[[str | None, str | None], None] | None = None,
-        on_started: Callable[[], None] | None = None,
-    ) -> None:
-        """Deliver a fire-and-forget ``handoff`` from ``sender`` (an agent, or a connection);
-        ``on_settled`` is told once when it is done with, delivered or not; ``on_started``
-        once its Turn started."""
-        event_id = handoff.event_id or wire.new_event_id()
-        send = InFlightSend(
-            sender,
-            msgspec.structs.replace(handoff, event_id=event_id, source=sender),
-            on_settled=on_settled,
-            on_answer=on_answer,
-            on_started=on_started,
-        )
-        if event_id in self.sends:
-            self.log.warning("duplicate send dropped", caller=sender, event_id=event_id)
-            return
-        self.sends[event_id] = send
-        self._sends_per_caller[sender] += 1
-        if self.closing:
-            self._send_lost(send, ShuttingDown("the swarm is shutting down"))
-        elif not handoff.input.strip():
-            self._send_lost(send, EmptyInput(f"the send to {handoff.target!r} has no text"))
-        elif self._sends_per_caller[sender] > MAX_SENDS_IN_FLIGHT_PER_CALLER:
-            limit = MAX_SENDS_IN_FLIGHT_PER_CALLER
-            self._send_lost(send, TooManyPending(f"{sender!r} already has {limit} sends in flight"))
-        else:
-            self._start_task(self._deliver_send(send), f"send:{event_id}")
-
-    async def _deliver_send(self, send: InFlightSend) -> None:
-        send.attempts += 1
-        worker = await self._running_worker(send.target)
-        if isinstance(worker, IpcError):
-            self._send_lost(send, worker)
-            return
-        if send.event_id not in self.sends:
-            return
-        crashpoints.point("send.delivering")
-        try:
-            worker.send(wire.event(send.sender, send.target, Send(send.handoff)))
-        except Exception as exc:
-            self._send_lost(send, _not_delivered(send.target, "send", exc))
-
-    def _tracked_send(self, target: str, event_id: str) -> InFlightSend | None:
-        send = self.sends.get(event_id)
-        return send if send is not None and send.target == target else None
-
-    def _send_started(self, target: str, message: EventMessage, body: SendStarted) -> None:
-        send = self._tracked_send(target, body.event_id)
-        if send is not None and not send.started:
-            send.started = True
-            if send.on_started is not None:
-                send.on_started()
-
-    def _send_done(self, target: str, message: EventMessage, body: SendDone) -> None:
-        send = self._tracked_send(target, body.event_id)
-        if send is not None:
-            if send.on_answer is not None:
-                send.on_answer(body.answer, body.turn_error)
-            self._finish_send(send)
-
-    def _send_refused(self, target: str, message: EventMessage, body: SendRefused) -> None:
-        send = self._tracked_send(target, body.event_id)
-        if send is not None:
-            self._send_lost(send, body.error)
-
-    def _finish_send(self, send: InFlightSend, error: IpcError | None = None) -> None:
-        if self.sends.pop(send.event_id, None) is not None:
-            self._sends_per_caller[send.sender] -= 1
-            if send.on_settled is not None:
-                send.on_settled(error)
-
-    def _send_lost(self, send: InFlightSend, error: IpcError) -> None:
-        """Report a send that will not be (fully) handled to whoever sent it."""
-        if self.sends.get(send.event_id) is not send:
-            return
-        self._finish_send(send, error)
-        self.log.warning(
-            "send not delivered",
-            caller=send.sender,
-            target=send.target,
-            event_id=send.event_id,
-            code=error.code,
-            error=error.message,
-        )
-        if self.on_delivery_lost is not None:
-            self.on_delivery_lost(send, error)
-        report = SendFailed(send.event_id, send.target, send.handoff.caller_instance_key, error)
-        # A sender outside the swarm, or gone: the log and the event log keep it.
-        self._send_to(send.sender, wire.event(ORCHESTRATOR, send.sender, report))
-
     # -- spawn, list, questions --------------------------------------------------------------------
 
     def _spawn_request(self, sender: str, message: EventMessage, body: SpawnRequest) -> None:
@@ -581,7 +445,7 @@ class Router:
         answer: asyncio.Future[EventBody] = asyncio.get_running_loop().create_future()
         self._questions[correlation_id] = (agent, answer)
         try:
-            handle.worker.send(wire.event(ORCHESTRATOR, agent, question, correlation_id))
+            handle.worker.send(build.event(ORCHESTRATOR, agent, question, correlation_id))
             return await wait_for(
                 self.clock, asyncio.shield(answer), AGENT_QUESTION_TIMEOUT_SECONDS
             )
@@ -605,12 +469,12 @@ class Router:
     def answer(self, agent: str, correlation_id: str, body: EventBody) -> None:
         """Send ``agent`` the answer ``body`` to its question ``correlation_id`` (dropped when
         the agent is gone: its question went with it)."""
-        reply = wire.event(ORCHESTRATOR, agent, body, correlation_id)
+        reply = build.event(ORCHESTRATOR, agent, body, correlation_id)
         if not self._send_to(agent, reply):
             self.log.info("answer not delivered", agent=agent, kind=body.KIND)
 
     def _reply(self, sender: str, message: EventMessage, body: EventBody) -> None:
-        reply = wire.event(ORCHESTRATOR, sender, body, message.correlation_id)
+        reply = build.event(ORCHESTRATOR, sender, body, message.correlation_id)
         if not self._send_to(sender, reply):
             self.log.info("reply not delivered", agent=sender, kind=body.KIND)
 
@@ -628,13 +492,3 @@ class Router:
 
     def _start_task(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         self.tasks.start_soon(coro, name)
-
-
-def _not_delivered(target: str, what: str, exc: Exception) -> IpcError:
-    """Why a message could not be handed to ``target``'s worker: one it cannot encode is the
-    message's fault (the agent is as alive as before), anything else means the agent is gone."""
-    if isinstance(exc, Unencodable):
-        return MalformedPayload(f"the {what} to {target!r} cannot be sent: {exc}")
-    if isinstance(exc, FrameTooLarge):
-        return IpcError(f"the {what} to {target!r} is too large to send: {exc}", code=exc.code)
-    return AgentCrashed(f"agent {target!r} is gone: {exc}")

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable, KeysView, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -35,8 +34,8 @@ from ipc import (
     EventMessage,
     IpcError,
     IpcMessage,
+    build,
 )
-from ipc import protocol as wire
 from ipc.delegation import ShutdownRequest
 from ipc.events import BootFailed, Ready, ShutdownAck, StatusChanged, TurnCompleted
 from ipc.protocol import EventKind
@@ -50,6 +49,7 @@ from ipc.runtime_events import (
     ProcessSpawnedEvent,
 )
 from ipc.scope import kill_scope
+from orchestrator.agent_handle import AgentHandle as AgentHandle
 from orchestrator.clock import Clock, LoopClock, wait_for
 from orchestrator.dispatch import Dispatcher, EventHandler
 from orchestrator.status import ExitInfo, ProcessStatus, next_restart_delay
@@ -60,68 +60,6 @@ MessageHandler = Callable[[str, IpcMessage], None]
 ExitHandler = Callable[[str, ExitInfo], None]
 LifecycleListener = Callable[[ProcessEvent, str], None]
 """``(event, process name)``: told of every spawn, ready, exit, backoff and restart."""
-
-
-@dataclass(eq=False)
-class AgentHandle:
-    """Everything the supervisor knows about one agent."""
-
-    name: str
-    plan: Plan
-    status: ProcessStatus = ProcessStatus.NOT_STARTED
-    worker: Worker | None = None
-    wanted: bool = False
-    """Started at least once and not stopped on purpose: restart it when it crashes."""
-    restarts: int = 0
-    crashes: int = 0
-    consecutive_crashes: int = 0
-    next_start_at: float = 0.0
-    last_exit: ExitInfo | None = None
-    boot_error: str | None = None
-    started_at: float | None = None
-    ready: asyncio.Future[None] | None = None
-    stopping: bool = False
-    shutdown_acked: asyncio.Event = field(default_factory=asyncio.Event)
-    scope: str | None = None
-    """The agent's process scope (``ipc.scope``), reported when it is ready."""
-    watcher: asyncio.Task[None] | None = None
-    """Waits for the current worker's exit and records it."""
-    quick_clean_exits: int = 0
-    """Clean exits nobody asked for, each soon after ready, in a row."""
-    spawning: asyncio.Future[None] | None = None
-    """Set while the transport starts a process (with the plan of that moment)."""
-
-    @property
-    def ready_now(self) -> bool:
-        """Running and ready to take messages (idle or processing)."""
-        return self.worker is not None and (
-            self.status is ProcessStatus.IDLE or self.status is ProcessStatus.PROCESSING
-        )
-
-    @property
-    def pid(self) -> int | None:
-        """The worker's pid, while there is one."""
-        return self.worker.pid if self.worker is not None else None
-
-    def snapshot(self, now: float) -> dict[str, Any]:
-        """A JSON row for ``status``."""
-        return {
-            "agent": self.name,
-            "pid": self.pid,
-            "status": self.status.value,
-            "restarts": self.restarts,
-            "crashes": self.crashes,
-            "consecutiveCrashes": self.consecutive_crashes,
-            "uptimeSeconds": round(now - self.started_at, 3)
-            if self.started_at and self.worker
-            else None,
-            "node": self.worker.node if self.worker is not None else None,
-            "lastExit": self.last_exit.to_json() if self.last_exit else None,
-            "bootError": self.boot_error,
-            "nextStartInSeconds": round(max(0.0, self.next_start_at - now), 3)
-            if self.status is ProcessStatus.CRASH_LOOP_BACK_OFF
-            else None,
-        }
 
 
 class Supervisor:
@@ -486,7 +424,7 @@ class Supervisor:
         self._set_status(handle, ProcessStatus.DRAINING)
         exited = asyncio.shield(worker.exited)
         try:
-            worker.send(wire.shutdown(name, ShutdownRequest(int(grace * 1000), reason)))
+            worker.send(build.shutdown(name, ShutdownRequest(int(grace * 1000), reason)))
             await wait_for(self.clock, exited, grace + 1.0)
         except TimeoutError:
             self.log.warning("agent ignored shutdown; terminating", agent=name, pid=worker.pid)

@@ -36,8 +36,8 @@ from ipc import (
     IpcMessage,
     PeerGone,
     ShutdownMessage,
+    build,
 )
-from ipc import protocol as wire
 from ipc.codec import encode
 from ipc.delegation import DelegateAnswer
 from ipc.events import Ready, ShutdownAck, read_event
@@ -190,7 +190,7 @@ class FakeWorker:
 
     def report(self, body: EventBody, correlation_id: str | None = None) -> None:
         """Send the Orchestrator an event."""
-        self.deliver(wire.event(self.name, ORCHESTRATOR, body, correlation_id))
+        self.deliver(build.event(self.name, ORCHESTRATOR, body, correlation_id))
 
     def ready(self) -> None:
         """Report ready."""
@@ -201,7 +201,7 @@ class FakeWorker:
         if isinstance(answer, str):
             answer = DelegateAnswer("ok", answer)
         self.deliver(
-            wire.delegate_result(self.name, delegate.sender, delegate.correlation_id, answer)
+            build.delegate_result(self.name, delegate.sender, delegate.correlation_id, answer)
         )
 
     def exit(self, code: int) -> None:

@@ -15,21 +15,70 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 
 from bundle import Bundle, BundleError, load_bundle
-from bundle.plan import AgentPlan
+from bundle.plan import AgentPlan, ConnectionPlan
 from bundle.scan import bundle_candidates
 from ipc import ORCHESTRATOR, IpcError
 from ipc.runtime_events import ProcessConfigAppliedEvent, ProcessConfigRejectedEvent
 from orchestrator.connections import ingress_tables
+from orchestrator.eventlog import EventLog
 from orchestrator.ingress import UnknownIngressAgent
+from orchestrator.supervisor import Supervisor
 from orchestrator.validation import validate_timeout
 
-if TYPE_CHECKING:
-    from orchestrator.daemon import Orchestrator
+
+class Orchestrator(Protocol):
+    """What a reload reads and changes of the daemon (:class:`orchestrator.daemon.Orchestrator`,
+    which reloads through this module, so it is named by this shape)."""
+
+    bundle: Bundle
+    """The configuration the swarm runs; a valid reload replaces it."""
+
+    @property
+    def bundle_path(self) -> Path:
+        """The configuration on disk."""
+
+    @property
+    def entry_agent(self) -> str:
+        """The Swarm's entry agent."""
+
+    @property
+    def grace(self) -> float:
+        """How long a restarted agent may take to stop."""
+
+    @property
+    def config_lock(self) -> asyncio.Lock:
+        """Held while a configuration is checked and adopted."""
+
+    @property
+    def events(self) -> EventLog:
+        """Where a reload's outcome is recorded."""
+
+    @property
+    def supervisor(self) -> Supervisor:
+        """The agents' processes."""
+
+    def build_plans(self, bundle: Bundle) -> dict[str, AgentPlan]:
+        """Every agent's plan under ``bundle``."""
+
+    def build_connection_plans(self, bundle: Bundle) -> list[ConnectionPlan]:
+        """Every Connection's plan under ``bundle``."""
+
+    async def adopt_cluster_bundle(self, bundle: Bundle, plans: dict[str, AgentPlan]) -> list[str]:
+        """Hand ``bundle`` to the cluster's nodes; the agents restarted for it."""
+
+    def apply_limits(self, bundle: Bundle) -> None:
+        """Adopt ``bundle``'s limits."""
+
+    async def apply_plans(self, plans: dict[str, AgentPlan]) -> list[str]:
+        """Adopt ``plans``; the agents restarted for them."""
+
+    async def apply_connections(self, bundle: Bundle) -> list[str]:
+        """Adopt ``bundle``'s Connections; the ones restarted."""
 
 
 def watched_files(bundle: Bundle) -> set[Path]:

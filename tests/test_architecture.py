@@ -368,3 +368,125 @@ def test_the_any_check_sees_each_place_of_an_annotation() -> None:
         "    def d(self, x: int) -> dict[str, object]: ...\n"
     )
     assert [hit.split(": ")[1] for hit in any_in_signatures(planted)] == ["field", "a", "b", "c"]
+
+
+def imports_of(name: str, is_package: bool, source: str, known: set[str]) -> set[str]:
+    """The modules of ``known`` that module ``name`` (a package's ``__init__`` when
+    ``is_package``) imports, in any form and wherever it is written (under ``TYPE_CHECKING``,
+    inside a function, relative): ``from a import b`` counts as ``a.b`` when that is a module,
+    else as ``a``; any other name counts as the longest module of ``known`` it lies in."""
+
+    def within(dotted: str) -> str | None:
+        while dotted and dotted not in known:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str | None] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {within(alias.name) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parent = parts[: len(parts) - (node.level - 1)]
+                base = ".".join([*parent, base] if base else parent)
+            for alias in node.names:
+                whole = f"{base}.{alias.name}"
+                found.add(whole if whole in known else within(base))
+    return {module for module in found if module is not None and module != name}
+
+
+def circles_in(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle of ``graph`` (a strongly connected set of two modules or more),
+    each sorted, found by Tarjan's algorithm without recursion."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            module, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph.get(target, set())))))
+                elif target in on_stack:
+                    low[module] = min(low[module], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[module])
+            if low[module] == index[module]:
+                component: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == module:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def runtime_import_graph() -> dict[str, set[str]]:
+    """Each module of every package of :data:`ARROWS` → the modules of those packages it
+    imports."""
+    files = {_module_name(path): path for package in ARROWS for path in modules(package)}
+    known = set(files)
+    return {
+        name: imports_of(name, path.name == "__init__.py", path.read_text(), known)
+        for name, path in files.items()
+    }
+
+
+def test_no_import_circle_even_counting_type_only_imports() -> None:
+    """No module reaches itself through its imports, not even through one written under
+    ``TYPE_CHECKING`` or inside a function: a circle is a layer that is not one (a protocol
+    in the lower module, or a third module both import, breaks it)."""
+    found = circles_in(runtime_import_graph())
+    assert not found, "import circles:\n" + "\n".join(" ↔ ".join(c) for c in found)
+
+
+def test_the_circle_check_sees_a_planted_circle() -> None:
+    sources = {
+        "pkg": (True, ""),
+        "pkg.low": (False, "import os\nfrom pkg import high\n"),
+        "pkg.high": (
+            False,
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .mid.deep import X\n",
+        ),
+        "pkg.mid": (True, "from . import deep\n"),
+        "pkg.mid.deep": (False, "def later():\n    from ..low import thing\n"),
+        "pkg.top": (False, "import pkg.low\nfrom pkg.mid.deep import Y\n"),
+        "pkg.pair": (False, "from pkg.single import Z\n"),
+        "pkg.single": (False, "from pkg.pair import W\n"),
+    }
+    known = set(sources)
+    graph = {
+        name: imports_of(name, is_package, source, known)
+        for name, (is_package, source) in sources.items()
+    }
+    assert graph["pkg.low"] == {"pkg.high"}
+    assert graph["pkg.high"] == {"pkg.mid.deep"}
+    assert graph["pkg.mid"] == {"pkg.mid.deep"}
+    assert graph["pkg.mid.deep"] == {"pkg.low"}
+    assert circles_in(graph) == [
+        ["pkg.high", "pkg.low", "pkg.mid.deep"],
+        ["pkg.pair", "pkg.single"],
+    ]
+    del graph["pkg.mid.deep"]
+    graph["pkg.pair"] = set()
+    assert circles_in(graph) == []

@@ -27,19 +27,27 @@ class ToolCall:
     """Full tool name, ``{resource}__{export}`` (for example ``bash__exec``)."""
     args: JsonObject
     """Arguments as the model sent them, already parsed from JSON."""
+    malformed_arguments: str | None = None
+    """The provider's raw argument text when it does not parse as a JSON object (``args`` is
+    then empty): the executor refuses the call with ``E_TOOL_INVALID_ARGS`` instead of guessing."""
 
     def to_json(self) -> JsonObject:
-        """The wire form: ``{id, name, args}``."""
-        return {"id": self.id, "name": self.name, "args": self.args}
+        """The wire form: ``{id, name, args}``, with ``malformedArguments`` when set."""
+        out: JsonObject = {"id": self.id, "name": self.name, "args": self.args}
+        if self.malformed_arguments is not None:
+            out["malformedArguments"] = self.malformed_arguments
+        return out
 
     @classmethod
     def from_json(cls, data: JsonObject) -> ToolCall:
         """Inverse of :meth:`to_json`."""
         args = data.get("args")
+        malformed = data.get("malformedArguments")
         return cls(
             id=str(data["id"]),
             name=str(data["name"]),
             args=args if isinstance(args, dict) else {},
+            malformed_arguments=malformed if isinstance(malformed, str) else None,
         )
 
 

@@ -28,7 +28,6 @@ from agent_process.models._sdk import (
     sdk_errors,
 )
 from agent_process.models.base import ModelCallError, ModelRequest, ModelResponse, TokenUsage
-from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
 from bundle.keys import PROVIDER_KEY_ENV
 from bundle.plan import ModelPlan
 from goondan.errors import DeliveryCode
@@ -236,7 +235,7 @@ def to_openai_messages(messages: Sequence[Message]) -> list[JsonObject]:
                         "type": "function",
                         "function": {
                             "name": call.name,
-                            "arguments": json.dumps(call.args, ensure_ascii=False),
+                            "arguments": _arguments(call),
                         },
                     }
                     for call in message.tool_calls
@@ -245,6 +244,13 @@ def to_openai_messages(messages: Sequence[Message]) -> list[JsonObject]:
         else:
             out.append({"role": message.role, "content": message.content})
     return out
+
+
+def _arguments(call: ToolCall) -> str:
+    """A call's arguments as the model wrote them: its JSON, or the text that did not parse."""
+    if call.malformed_arguments is not None:
+        return call.malformed_arguments
+    return json.dumps(call.args, ensure_ascii=False)
 
 
 def _tool_call(call: Any) -> ToolCall:
@@ -256,7 +262,7 @@ def _parse_call(call_id: str, name: str, arguments: str | None) -> ToolCall:
     try:
         args = json.loads(raw)
     except json.JSONDecodeError:
-        args = {MALFORMED_ARGUMENTS_KEY: raw}
-    if not isinstance(args, dict):
-        args = {MALFORMED_ARGUMENTS_KEY: raw}
+        args = None
+    if not isinstance(args, dict):  # refused by the executor, never guessed as {}
+        return ToolCall(id=call_id, name=name, args={}, malformed_arguments=raw)
     return ToolCall(id=call_id, name=name, args=args)

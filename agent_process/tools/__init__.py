@@ -16,8 +16,6 @@ from agent_process.tools.executor import (
     PendingCompletion,
     ToolCallPolicy,
     ToolExecutor,
-    error_result,
-    exception_result,
     to_json_value,
 )
 from agent_process.tools.middleware import (
@@ -34,6 +32,7 @@ from agent_process.tools.naming import (
     parse_tool_name,
 )
 from agent_process.tools.registry import RegisteredTool, ToolRegistrationError, ToolRegistry
+from agent_process.tools.results import error_result, exception_result
 
 __all__ = [
     "McpSource",

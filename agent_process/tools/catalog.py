@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from tools_base import JsonObject
-
-if TYPE_CHECKING:
-    from agent_process.tools.registry import ToolRegistry
 
 ToolSourceType = Literal["config", "extension", "mcp"]
 
@@ -73,8 +70,27 @@ class ToolCatalogItem:
         return out
 
 
+class CatalogEntry(Protocol):
+    """A registry entry as the catalog reads it: its item."""
+
+    @property
+    def item(self) -> ToolCatalogItem:
+        """What the model sees of the tool."""
+
+
+class CatalogSource(Protocol):
+    """What the catalog reads of the tool registry (the registry imports the catalog's types,
+    so the catalog names the registry by this shape, not by its class)."""
+
+    def get(self, name: str) -> CatalogEntry | None:
+        """The entry registered under ``name``, or ``None``."""
+
+    def dynamic_tools(self) -> Iterable[CatalogEntry]:
+        """Entries registered by extensions and MCP bridges, in order."""
+
+
 def build_catalog(
-    registry: ToolRegistry, config_tool_names: Sequence[str]
+    registry: CatalogSource, config_tool_names: Sequence[str]
 ) -> list[ToolCatalogItem]:
     """A new Step's catalog: the agent's configured tools, then every dynamic tool.
 

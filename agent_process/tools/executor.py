@@ -43,9 +43,10 @@ from agent_process.tools.middleware import (
     ToolCallMiddlewareContext,
 )
 from agent_process.tools.registry import RegisteredTool, ToolRegistry
+from agent_process.tools.results import error_result, exception_result
 from agent_process.tools.schema import format_issues
 from goondan.defaults import MAX_BACKGROUND_CALLS_PER_INSTANCE, TOOL_TIMEOUT_SECONDS
-from goondan.errors import HELP_URL, TOOL, ToolCode
+from goondan.errors import TOOL, ToolCode
 from ipc.protocol import DEFAULT_INSTANCE_KEY
 from tools_base import (
     DEFAULT_ERROR_MESSAGE_LIMIT,
@@ -55,20 +56,11 @@ from tools_base import (
     ToolCall,
     ToolCallResult,
     ToolContext,
-    ToolError,
-    ToolErrorInfo,
     ToolLogger,
-    truncate_error_message,
 )
 
 DEFAULT_HANDLER_TIMEOUT_SECONDS = TOOL_TIMEOUT_SECONDS
 
-MALFORMED_ARGUMENTS_KEY = "__malformed_arguments__"
-"""A provider that gets tool-call arguments it cannot parse passes the raw text under this key;
-the executor refuses the call with ``E_TOOL_INVALID_ARGS`` instead of guessing (no silent ``{}``)."""
-
-TOOL_FAILURE_SUGGESTION = TOOL.suggestion(ToolCode.E_TOOL)
-"""The suggestion of a generic ``E_TOOL`` error whose exception names none."""
 NOT_IN_CATALOG_SUGGESTION = TOOL.suggestion(ToolCode.E_TOOL_NOT_IN_CATALOG) or ""
 
 
@@ -120,67 +112,6 @@ class PendingStart:
 
 
 PendingStartListener = Callable[[PendingStart], None]
-
-
-# Eight parameters: one per field of the error a call gets, all keyword-only past the first two.
-def error_result(
-    call_id: str,
-    tool_name: str,
-    *,
-    message: str,
-    code: str,
-    name: str,
-    suggestion: str | None = None,
-    help_url: str | None = None,
-    limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
-) -> ToolCallResult:
-    """The one way this package builds an error result: message cut to ``limit``."""
-    return ToolCallResult(
-        tool_call_id=call_id,
-        tool_name=tool_name,
-        status="error",
-        error=ToolErrorInfo(
-            message=truncate_error_message(message, limit),
-            name=name,
-            code=code,
-            suggestion=suggestion,
-            help_url=help_url or HELP_URL.format(code=code),
-        ),
-    )
-
-
-def exception_result(
-    call_id: str,
-    tool_name: str,
-    exc: BaseException,
-    *,
-    default_code: str = ToolCode.E_TOOL,
-    limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
-) -> ToolCallResult:
-    """Turn an exception into an error result, keeping a ``code``/``suggestion`` it carries."""
-    # SystemExit.code is the exit status, not an error code.
-    code = None if isinstance(exc, SystemExit) else getattr(exc, "code", None)
-    code = code if isinstance(code, str) and code else default_code
-    suggestion = getattr(exc, "suggestion", None)
-    if not isinstance(suggestion, str):
-        suggestion = TOOL_FAILURE_SUGGESTION if code == ToolCode.E_TOOL else None
-    help_url = getattr(exc, "help_url", None)
-    name = exc.name if isinstance(exc, ToolError) else type(exc).__name__
-    message = str(exc)
-    if isinstance(exc, SystemExit):  # sys.exit(3) reads better as what it was than as "3"
-        message = f"the tool called sys.exit({exc.code!r})"
-    elif isinstance(exc, MemoryError) and not message:
-        message = "out of memory (the agent's limits.memoryMiB, or the host's memory)"
-    return error_result(
-        call_id,
-        tool_name,
-        message=message or "Unknown tool execution error",
-        code=code,
-        name=name,
-        suggestion=suggestion,
-        help_url=help_url if isinstance(help_url, str) else None,
-        limit=limit,
-    )
 
 
 class ToolExecutor:
@@ -334,9 +265,8 @@ class ToolExecutor:
         args = ctx.args
         if not isinstance(args, dict):
             issues = [f"args: expected object but got {type(args).__name__}"]
-        elif MALFORMED_ARGUMENTS_KEY in args:
-            raw = str(args[MALFORMED_ARGUMENTS_KEY])[:200]
-            issues = [f"args: not a JSON object: {raw!r}"]
+        elif ctx.malformed_arguments is not None:  # the provider could not parse them
+            issues = [f"args: not a JSON object: {ctx.malformed_arguments[:200]!r}"]
         else:
             issues = tool.validator.validate(args)
         if not issues:

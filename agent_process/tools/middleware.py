@@ -134,7 +134,15 @@ class ToolCallMiddlewareContext(StepIdentity, MiddlewareContext[ToolCallResult])
     instance, Turn, trace, Step) is read-only and comes from the Step's :class:`StepScope`.
     """
 
-    __slots__ = ("args", "message", "metadata", "scope", "tool_call_id", "tool_name")
+    __slots__ = (
+        "args",
+        "malformed_arguments",
+        "message",
+        "metadata",
+        "scope",
+        "tool_call_id",
+        "tool_name",
+    )
 
     def __init__(
         self, layers: Layers[ToolCallResult], scope: StepScope, call: ToolCall, message: Message
@@ -153,6 +161,9 @@ class ToolCallMiddlewareContext(StepIdentity, MiddlewareContext[ToolCallResult])
         self.args: JsonObject = dict(call.args)
         """Arguments (a copy of the model's); replace or edit them before ``next()`` to change
         what the tool gets."""
+        self.malformed_arguments = call.malformed_arguments
+        """The provider's argument text that did not parse as a JSON object (the call is then
+        refused); a layer that repairs ``args`` sets it to ``None``."""
         self.metadata: dict[str, JsonValue] = {}
         """Scratch space shared by the layers of this call."""
         self.message = message

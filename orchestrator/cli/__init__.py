@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "no_color", False):
         os.environ["NO_COLOR"] = "1"  # the convention; agent processes inherit it
     if getattr(args, "allow_outside_bundle", False):
-        from bundle.loader import ALLOW_OUTSIDE_BUNDLE_ENV
+        from bundle.loading import ALLOW_OUTSIDE_BUNDLE_ENV
 
         # Through the environment, so the validators `run --watch` starts agree.
         os.environ[ALLOW_OUTSIDE_BUNDLE_ENV] = "1"

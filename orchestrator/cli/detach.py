@@ -199,16 +199,6 @@ def forwarded_options(args: argparse.Namespace, run_parser: argparse.ArgumentPar
     return words
 
 
-def run_subparser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The parser of ``run`` among ``parser``'s subcommands."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            sub = action.choices["run"]
-            assert isinstance(sub, argparse.ArgumentParser)
-            return sub
-    raise LookupError("no run command")
-
-
 @dataclass(frozen=True, slots=True)
 class Detach:
     """What ``run --detach`` (or ``run --input``) works with."""
@@ -272,7 +262,7 @@ def _send(plan: Detach) -> int:
     import asyncio
 
     from orchestrator.cli.common import fail
-    from orchestrator.cli.run import answer_one_request
+    from orchestrator.cli.one_request import answer_one_request
 
     try:
         return asyncio.run(answer_one_request(_LiveSwarm(plan.state_dir), plan.args))

@@ -36,6 +36,16 @@ def _stream_help() -> str:
     return STREAM_HELP
 
 
+def run_parser() -> argparse.ArgumentParser:
+    """The parser of ``run`` alone (its options are what ``run --detach`` hands the daemon)."""
+    for action in build_parser("run")._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices["run"]
+            assert isinstance(sub, argparse.ArgumentParser)
+            return sub
+    raise LookupError("no run command")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser with every subcommand; with ``only``, the arguments of that
     command alone (the others are listed, but parse nothing)."""
@@ -123,6 +133,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     run = command("run", "run a swarm (one --input, or as a daemon)", cmd_run)
     if run is not None:
+        run.set_defaults(run_parser=run_parser)  # what run --detach forwards; run imports not us
         config_option(run)
         env_file_option(run)
         given = run.add_mutually_exclusive_group()

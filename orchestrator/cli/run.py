@@ -4,18 +4,16 @@ of a clustered swarm."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from goondan.errors import DeliveryCode, ExitCode
+from goondan.errors import ExitCode
 from orchestrator.cli.common import bundle_path, fail, serve, state_dir_of
 from orchestrator.validation import config_exit
 
 if TYPE_CHECKING:
-    from ipc.delegation import DelegateAnswer
     from orchestrator.callers import ApiToken
 
 
@@ -47,8 +45,7 @@ def _detached_run(args: argparse.Namespace) -> int | None:
     ``None`` when this process is to run the swarm itself."""
     if not args.detach and args.input is None:
         return None
-    from orchestrator.cli.detach import Detach, detach, run_subparser
-    from orchestrator.cli.parser import build_parser
+    from orchestrator.cli.detach import Detach, detach
     from orchestrator.state_dir import default_state_dir
 
     try:
@@ -58,7 +55,7 @@ def _detached_run(args: argparse.Namespace) -> int | None:
                 bundle_path(args),
                 state_dir_of(args),
                 default_state=state_dir_of(args) == default_state_dir(bundle_path(args)),
-                run_parser=lambda: run_subparser(build_parser("run")),
+                run_parser=args.run_parser,  # set by the parser, which imports us
             )
         )
     except OSError as exc:  # the state directory cannot be written
@@ -170,6 +167,8 @@ async def _run(args: argparse.Namespace) -> int:
         except (IpcError, TimeoutError) as exc:
             return fail(args, ExitCode.INTERNAL, f"the entry agent could not start: {exc}")
         if args.input is not None:
+            from orchestrator.cli.one_request import answer_one_request
+
             return await answer_one_request(orchestrator, args)
         if args.watch:
             from orchestrator.watch import Watcher
@@ -283,52 +282,3 @@ async def _node(args: argparse.Namespace) -> int:
         return 0
     finally:
         await node.shutdown()
-
-
-ANSWER_EXITS: dict[str, ExitCode] = {
-    DeliveryCode.E_MODEL_AUTH: ExitCode.AUTH,
-    DeliveryCode.E_MODEL_CONNECTION: ExitCode.NETWORK,
-    DeliveryCode.E_MODEL_PROVIDER_UNAVAILABLE: ExitCode.CONFIG,
-}
-"""A failed answer's exit status, by its error code (1 otherwise)."""
-
-
-async def answer_one_request(orchestrator: Any, args: argparse.Namespace) -> int:
-    """Send ``args.input`` to ``args.agent`` (else the entry agent) of ``orchestrator``, print
-    the answer (streamed with ``--stream``, as JSON with ``--json``) and return the exit
-    status: 0, or the failed answer's from :data:`ANSWER_EXITS`."""
-    agent = args.agent or orchestrator.entry_agent
-    if getattr(args, "stream", False):
-        from orchestrator.cli.answer_stream import AnswerPrinter, stream_answer
-
-        printer = AnswerPrinter(args, stream=True)
-        answer: DelegateAnswer = await stream_answer(
-            orchestrator, args.input, agent, args.instance, printer
-        )
-        printer.finish(agent, answer.output if answer.ok else None)
-    else:
-        answer = await orchestrator.request(args.input, agent=agent, instance_key=args.instance)
-    error = answer.error
-    code = int(ExitCode.OK)
-    if not answer.ok:
-        code = int(ANSWER_EXITS.get(error.code if error else "", ExitCode.INTERNAL))
-    if args.json:
-        out: dict[str, Any] = {
-            "output": answer.output,
-            "status": answer.status,
-            "traceId": (answer.turn or {}).get("traceId"),
-            "agent": agent,
-            "instanceKey": args.instance,
-            "exitCode": code,
-        }
-        if error is not None:
-            out["error"] = error.to_dict()
-        print(json.dumps(out, ensure_ascii=False))
-    elif answer.ok:
-        if not getattr(args, "stream", False):  # else printed already
-            print(answer.output if answer.output is not None else "")
-    elif error is not None:
-        print(f"error: {error.message} ({error.code})", file=sys.stderr)
-    else:
-        print("error: the request failed (ERROR)", file=sys.stderr)
-    return code

@@ -16,20 +16,34 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
-from orchestrator.cluster.settings import (
-    PASSWORD_ENV,
-    TOKEN_ENV,
-    USER_ENV,
-    ClusterServerOpen,
-)
+from goondan.secret_env import NATS_PASSWORD_ENV as PASSWORD_ENV
+from goondan.secret_env import NATS_TOKEN_ENV as TOKEN_ENV
+from goondan.secret_env import NATS_USER_ENV as USER_ENV
+from orchestrator.cluster.errors import ClusterServerOpen
 
-if TYPE_CHECKING:
-    from orchestrator.cluster.settings import ClusterSettings
+
+class ClusterSettings(Protocol):
+    """What the probe reads of :class:`orchestrator.cluster.settings.ClusterSettings` (which
+    runs the probe once connected, so it is named by this shape)."""
+
+    @property
+    def url(self) -> str:
+        """The servers, comma-separated."""
+
+    @property
+    def tls_ca_file(self) -> Path | None:
+        """The CA that signs the servers' certificates."""
+
+    @property
+    def tls_cert_file(self) -> Path | None:
+        """The member's client certificate."""
+
 
 PROBE_TIMEOUT_SECONDS = 2.0
 """How long the anonymous probe of one server may take."""

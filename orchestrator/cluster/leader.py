@@ -35,8 +35,7 @@ import structlog
 
 from bundle.plan import AgentPlan, Plan
 from bundle.spec_swarm import AgentPlacement
-from ipc import AgentUnavailable, IpcMessage
-from ipc import protocol as wire
+from ipc import AgentUnavailable, IpcMessage, build
 from ipc.events import LeaderChanged
 from ipc.protocol import EXIT_NODE_LOST, ORCHESTRATOR
 from orchestrator.cluster.conversations import with_cluster_storage
@@ -48,6 +47,7 @@ from orchestrator.cluster.membership import (
     Presence,
     open_bucket,
 )
+from orchestrator.cluster.placing import choose_node, different_bundle, labels_of
 from orchestrator.cluster.relay import Outbox
 from orchestrator.cluster.remote import RemoteWorker
 from orchestrator.cluster.settings import (
@@ -249,7 +249,7 @@ class ClusterTransport:
         leader does not know of (left from before the node was declared lost) is killed, so
         none runs twice."""
         if member.value.get("fingerprint") != self.fingerprint:
-            self._abort_starts(member.name, self._different_bundle(member))
+            self._abort_starts(member.name, different_bundle(member, self.fingerprint))
         if member.value.get("ready") and member.name not in self._ready_nodes:
             self._ready_nodes.add(member.name)
             if self.on_node_joined is not None:
@@ -284,7 +284,7 @@ class ClusterTransport:
             admitted = (
                 rule is not None
                 and member.value.get("fingerprint") == self.fingerprint
-                and rule.admits(member.name, _labels(member))
+                and rule.admits(member.name, labels_of(member))
                 and self.on_adopt is not None
             )
             worker = RemoteWorker(
@@ -309,7 +309,7 @@ class ClusterTransport:
                     # Only now, with what it sends next heard: what it still waits for was
                     # owed by the dead leader and would otherwise wait out its timeout.
                     worker.send(
-                        wire.event(
+                        build.event(
                             ORCHESTRATOR,
                             agent,
                             LeaderChanged(f"{socket.gethostname()}:{os.getpid()}"),
@@ -322,7 +322,7 @@ class ClusterTransport:
                         pid=worker.remote_pid,
                     )
                     return
-                self._forget(worker)
+                self.forget(worker)
             self.log.warning("agent process of a previous leader killed", agent=agent)
             self._request_signal(member.name, worker_id, "KILL")
         finally:
@@ -335,7 +335,7 @@ class ClusterTransport:
         for worker in list(self.workers.values()):
             worker._outbox = None
             worker._exit(ExitInfo(EXIT_NODE_LOST))
-            self._forget(worker)
+            self.forget(worker)
 
     def _node_left(self, member: Member, reason: str) -> None:
         self._ready_nodes.discard(member.name)
@@ -360,14 +360,6 @@ class ClusterTransport:
         )
         for worker in lost:
             worker._exit(ExitInfo(EXIT_NODE_LOST))
-
-    def _different_bundle(self, member: Member) -> AgentUnavailable:
-        return AgentUnavailable(
-            f"node {member.name!r} runs a different bundle than the leader "
-            f"({str(member.value.get('fingerprint'))[:12]} ≠ {self.fingerprint[:12]}); "
-            "deploy the same goondan.yaml to both",
-            details={"node": member.name},
-        )
 
     def _abort_starts(self, node: str, error: AgentUnavailable) -> None:
         for abort in self._starts_in_flight.pop(node, set()):
@@ -413,7 +405,7 @@ class ClusterTransport:
                     "up": member is not None and name in self._ready_nodes,
                     "host": member.value.get("host") if member else None,
                     "pid": member.value.get("pid") if member else None,
-                    "labels": _labels(member) if member else {},
+                    "labels": labels_of(member) if member else {},
                     "sameBundle": member.value.get("fingerprint") == self.fingerprint
                     if member
                     else None,
@@ -428,58 +420,11 @@ class ClusterTransport:
             "nodes": rows,
         }
 
-    def _choose_node(self, agent: str, rule: AgentPlacement) -> Member | None:
-        """The node to start ``agent`` on: of those ``rule`` admits that are up with the
-        leader's bundle, the first named, else the one running fewest of our agents.
-        ``None``: none is, and the agent may run on the leader. Raises ``AgentUnavailable``
-        naming why each node cannot."""
-        members = self.nodes.members if self.nodes is not None else {}
-        refusals: list[AgentUnavailable] = []
-        usable: list[Member] = []
-        for member in members.values():
-            if not rule.admits(member.name, _labels(member)):
-                continue
-            if member.name not in self._ready_nodes:
-                refusals.append(
-                    AgentUnavailable(
-                        f"agent {agent!r} runs on node {member.name!r}, which is still starting",
-                        details={"node": member.name},
-                    )
-                )
-            elif member.value.get("fingerprint") != self.fingerprint:
-                refusals.append(self._different_bundle(member))
-            else:
-                usable.append(member)
-        if usable:
-            order = rule.named_nodes
-
-            def preference(member: Member) -> tuple[int, int, str]:
-                rank = order.index(member.name) if member.name in order else 0
-                return rank, self._load(member.name), member.name
-
-            return min(usable, key=preference)
-        if rule.allow_leader:
-            return None
-        absent = [node for node in rule.named_nodes if node not in members]
-        if rule.node is not None and not rule.labels:
-            if refusals:
-                raise refusals[0]
-            raise AgentUnavailable(
-                f"agent {agent!r} runs on node {rule.node!r}, which is not in the cluster",
-                details={"node": rule.node},
-            )
-        reasons = [refusal.message for refusal in refusals]
-        reasons += [f"node {node!r} is not in the cluster" for node in absent]
-        raise AgentUnavailable(
-            f"agent {agent!r} runs on {rule.describe()}, and no such node can start it now"
-            + (f": {'; '.join(reasons)}" if reasons else " (none is in the cluster)"),
-            details={"placement": rule.describe()},
-        )
+    # -- the Transport -----------------------------------------------------------------------
 
     def _load(self, node: str) -> int:
+        """How many of our agents run on ``node``."""
         return sum(1 for w in self.workers.values() if w.node_name == node and not w.exited.done())
-
-    # -- the Transport -----------------------------------------------------------------------
 
     async def start(
         self, name: str, plan: Plan, on_message: Callable[[IpcMessage], None]
@@ -491,7 +436,14 @@ class ClusterTransport:
         rule = self.placement.get(name)
         if rule is None:
             return await self.local.start(name, plan, on_message)
-        member = self._choose_node(name, rule)
+        member = choose_node(
+            name,
+            rule,
+            self.nodes.members if self.nodes is not None else {},
+            self._ready_nodes,
+            self.fingerprint,
+            self._load,
+        )
         if member is None:
             self.log.warning(
                 "no node can run the agent; it runs on the leader",
@@ -517,7 +469,7 @@ class ClusterTransport:
         try:
             reply = await self._ask_start(worker)
         except BaseException:
-            self._forget(worker)
+            self.forget(worker)
             raise
         worker.remote_pid = reply.get("pid")
         worker._outbox = Outbox(self.nc, self.settings.worker_subject(worker.worker_id, "in"))
@@ -577,13 +529,15 @@ class ClusterTransport:
             )
         return reply
 
-    def _forget(self, worker: RemoteWorker) -> None:
+    def forget(self, worker: RemoteWorker) -> None:
+        """Stop listening to ``worker``, which has exited or is given up."""
         self.workers.pop(worker.worker_id, None)
         subscription, worker._subscription = worker._subscription, None
         if subscription is not None:
             self._background.start_soon(subscription.unsubscribe(), "unsubscribe")
 
-    def _signal(self, worker: RemoteWorker, signal_name: str) -> None:
+    def signal(self, worker: RemoteWorker, signal_name: str) -> None:
+        """Ask ``worker``'s node to send it ``SIG<signal_name>``."""
         if not worker.exited.done():
             self._request_signal(worker.node_name, worker.worker_id, signal_name)
 
@@ -621,11 +575,3 @@ class ClusterTransport:
 def _consume_exception(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()
-
-
-def _labels(member: Member) -> dict[str, str]:
-    """The labels a node declares (``orchestrator node --label``)."""
-    labels = member.value.get("labels")
-    if not isinstance(labels, dict):
-        return {}
-    return {str(key): str(value) for key, value in labels.items()}

@@ -34,8 +34,7 @@ from bundle import Bundle, load_bundle
 from bundle.plan import AgentPlan
 from bundle.spec_swarm import LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, NODE_NAME_PATTERN
 from goondan.defaults import KILL_WAIT_SECONDS
-from ipc import EventMessage, IpcError
-from ipc import protocol as wire
+from ipc import EventMessage, IpcError, build
 from ipc.codec import FrameDecoder, encode
 from ipc.delegation import ShutdownRequest
 from ipc.events import Ready, read_event
@@ -556,7 +555,7 @@ class Node:
         for agent in agents:
             if agent.pipe is not None and not agent.pipe.is_closing():
                 request = ShutdownRequest(int(self.grace * 1000), "node_shutdown")
-                agent.pipe.write(encode(wire.shutdown(agent.name, request)))
+                agent.pipe.write(encode(build.shutdown(agent.name, request)))
 
         async def stopped(agent: NodeAgent) -> None:
             for wait, then in ((self.grace + 1.0, "TERM"), (KILL_WAIT_SECONDS, "KILL")):

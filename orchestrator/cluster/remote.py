@@ -6,15 +6,27 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ipc import IpcMessage
 from ipc.codec import FrameDecoder, IpcProtocolError, encode
 from orchestrator.cluster.relay import EXIT_HEADER, Outbox
 from orchestrator.status import ExitInfo
 
-if TYPE_CHECKING:
-    from orchestrator.cluster.leader import ClusterTransport
+
+class ClusterTransport(Protocol):
+    """What a remote worker asks of the leader's transport that started it (passed in, since
+    :class:`orchestrator.cluster.leader.ClusterTransport` builds on this module)."""
+
+    @property
+    def log(self) -> Any:
+        """The cluster's structlog logger."""
+
+    def forget(self, worker: RemoteWorker) -> None:
+        """Stop listening to ``worker``."""
+
+    def signal(self, worker: RemoteWorker, signal_name: str) -> None:
+        """Ask ``worker``'s node to send it ``SIG<signal_name>``."""
 
 
 class WorkerGone(ConnectionError):
@@ -57,15 +69,15 @@ class RemoteWorker:
 
     def close(self) -> None:
         """Stop listening to the exited process."""
-        self.transport._forget(self)
+        self.transport.forget(self)
 
     def terminate(self) -> None:
         """SIGTERM, through its node."""
-        self.transport._signal(self, "TERM")
+        self.transport.signal(self, "TERM")
 
     def kill(self) -> None:
         """SIGKILL, through its node."""
-        self.transport._signal(self, "KILL")
+        self.transport.signal(self, "KILL")
 
     # -- from the node ---------------------------------------------------------------------
 

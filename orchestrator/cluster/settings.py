@@ -31,9 +31,12 @@ from typing import Any
 
 import structlog
 
-from goondan.errors import DeliveryError
 from goondan.secret_env import NATS_PASSWORD_ENV, NATS_TOKEN_ENV, NATS_USER_ENV
 from goondan.urls import redact_url
+from orchestrator.cluster.errors import ClusterAuthRefused as ClusterAuthRefused
+from orchestrator.cluster.errors import ClusterServerOpen as ClusterServerOpen
+from orchestrator.cluster.errors import ClusterTaken as ClusterTaken
+from orchestrator.cluster.errors import ClusterUnavailable as ClusterUnavailable
 
 HEARTBEAT_SECONDS = 1.0
 """How often the leader and each node renew their keys in the cluster's bucket."""
@@ -54,24 +57,6 @@ CLUSTER_KEY_ENV = "GOONDAN_CLUSTER_KEY"
 """The key every member of a cluster shares, signing the leadership records."""
 MIN_KEY_CHARACTERS = 16
 _NAME_FORBIDDEN = re.compile(r"[^A-Za-z0-9_-]")
-
-
-class ClusterUnavailable(DeliveryError):
-    """NATS cannot be reached, refuses our credentials, or lacks JetStream."""
-
-    code = "CLUSTER_UNAVAILABLE"
-
-
-class ClusterTaken(ClusterUnavailable):
-    """Another live process holds the cluster's leadership, or this node's name."""
-
-
-class ClusterAuthRefused(ClusterUnavailable):
-    """NATS refused our credentials, or its certificate could not be verified."""
-
-
-class ClusterServerOpen(ClusterAuthRefused):
-    """The NATS server admits clients without credentials (and ``insecure`` is off)."""
 
 
 def cluster_token(name: str) -> str:

@@ -30,8 +30,7 @@ def ready_until_closed(conn: Connection, plan: AgentPlan) -> None:
     the supervisor and transport can drive with no agent runtime behind it."""
     import asyncio
 
-    from ipc import ORCHESTRATOR, Channel
-    from ipc import protocol as wire
+    from ipc import ORCHESTRATOR, Channel, build
     from ipc.events import Ready, ShutdownAck
 
     async def main() -> None:
@@ -40,11 +39,11 @@ def ready_until_closed(conn: Connection, plan: AgentPlan) -> None:
 
         def on_message(message: Any) -> None:
             if message.type == "shutdown":
-                channel.send_nowait(wire.event(plan.agent_name, ORCHESTRATOR, ShutdownAck()))
+                channel.send_nowait(build.event(plan.agent_name, ORCHESTRATOR, ShutdownAck()))
                 done.set()
 
         channel = await Channel.open(conn, ORCHESTRATOR, on_message=on_message, on_close=done.set)
-        channel.send_nowait(wire.event(plan.agent_name, ORCHESTRATOR, Ready(os.getpid())))
+        channel.send_nowait(build.event(plan.agent_name, ORCHESTRATOR, Ready(os.getpid())))
         await done.wait()
         await channel.flush()
 

@@ -74,7 +74,17 @@ class Harness:
         return StepScope(turn=turn, index=0, allowlist=allowlist)
 
     async def call(
-        self, name: str, args: JsonObject | None = None, call_id: str = "call-1"
+        self,
+        name: str,
+        args: JsonObject | None = None,
+        call_id: str = "call-1",
+        *,
+        malformed_arguments: str | None = None,
     ) -> ToolCallResult:
-        call = ToolCall(id=call_id, name=name, args=args if args is not None else {"text": "hi"})
+        call = ToolCall(
+            id=call_id,
+            name=name,
+            args=args if args is not None else {"text": "hi"},
+            malformed_arguments=malformed_arguments,
+        )
         return await self.executor.execute(call, self.scope(), ASSISTANT)

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from connector_process.answers import AnswerWaiters
-from ipc import protocol as wire
+from ipc import build
 from ipc.events import ConnectorEventSettled, SendDone, read_event
 from ipc.payload import EventBody
 from tools_base import TurnAnswer
@@ -27,7 +27,7 @@ from tools_base import TurnAnswer
     ],
 )
 def test_answers_survive_the_wire(body: EventBody) -> None:
-    message = wire.event("a", "b", body)
+    message = build.event("a", "b", body)
     assert read_event(message) == body
 
 

@@ -46,7 +46,7 @@ from starlette.responses import Response
 
 from tools_base import ConnectorContext, ConnectorError
 from tools_base.connectors import _http, _replay
-from tools_base.connectors.telegram import (
+from tools_base.connectors._telegram_api import (
     PollSettings,
     RequestFailed,
     bot_ok,

@@ -16,8 +16,8 @@ import pytest
 import structlog
 
 from agent_process.governor import ModelGovernor, PromptSizes
+from agent_process.link import Correlations, OrchestratorLink
 from agent_process.models.base import ModelCallError, ModelRequest, ModelResponse, TokenUsage
-from agent_process.runtime import Correlations, OrchestratorLink
 from agent_process.scope import TurnScope
 from agent_process.tools.catalog import ToolCatalogItem
 from bundle.plan import AgentPlan, ModelPlan

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent_process.runtime import Correlations, IpcAgentRuntime, OrchestratorLink
+from agent_process.link import Correlations, OrchestratorLink
+from agent_process.runtime import IpcAgentRuntime
 from agent_process.turn import TurnInput
 from ipc import DelegateMessage, EventMessage, IpcMessage
 from ipc.delegation import Handoff

@@ -230,7 +230,7 @@ async def test_each_step_records_token_usage_and_the_model_call(tmp_path: Path) 
     store.load()
     import structlog
 
-    from agent_process.step import new_message_id
+    from agent_process.conversation import new_message_id
     from tools_base import Message
 
     store.append(Message(id=new_message_id("m"), role="user", content="shout hi"))

@@ -30,7 +30,7 @@ def register(api, config):
     async def tool_call(ctx):
         note("call:pre")
         if config.get("refuse"):
-            from agent_process.tools.executor import error_result
+            from agent_process.tools.results import error_result
             return error_result(ctx.tool_call_id, ctx.tool_name, message=f"refused by {api.name}",
                                 code="E_REFUSED", name="Refused")
         result = await ctx.next()

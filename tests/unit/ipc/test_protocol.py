@@ -11,7 +11,7 @@ import pytest
 
 from agent_process.main import AgentProcess
 from bundle import load_bundle
-from ipc import ORCHESTRATOR, EventMessage, IpcError
+from ipc import ORCHESTRATOR, EventMessage, IpcError, build
 from ipc import protocol as wire
 from ipc.codec import FrameDecoder, encode
 from ipc.delegation import Handoff
@@ -156,7 +156,7 @@ BODIES = [
 
 def test_a_refused_permit_keeps_its_code_across_the_pipe() -> None:
     error = IpcError("trace budget exceeded", code="E_BUDGET_EXCEEDED", details={"used": 5})
-    decoded = read_event(wire.event("a", "b", ModelPermitResult(3, error)))
+    decoded = read_event(build.event("a", "b", ModelPermitResult(3, error)))
     assert isinstance(decoded, ModelPermitResult)
     assert not decoded.granted
     assert decoded.waited_ms == 3
@@ -165,14 +165,14 @@ def test_a_refused_permit_keeps_its_code_across_the_pipe() -> None:
 
 
 def test_a_usage_report_with_a_negative_cost_is_refused() -> None:
-    message = wire.event("a", "b", ModelUsage("t", cost=1.0))
+    message = build.event("a", "b", ModelUsage("t", cost=1.0))
     bad = msgspec.structs.replace(message, payload={**message.payload, "cost": -1})
     with pytest.raises(wire.MalformedPayload, match="cost"):
         read_event(bad)
 
 
 def test_a_decision_whose_maker_is_not_an_object_is_refused() -> None:
-    message = wire.event("a", "b", ApprovalDecision("apr_1", "approve"))
+    message = build.event("a", "b", ApprovalDecision("apr_1", "approve"))
     bad = msgspec.structs.replace(message, payload={**message.payload, "decidedBy": "root"})
     with pytest.raises(wire.MalformedPayload, match="decidedBy"):
         read_event(bad)
@@ -184,7 +184,7 @@ def test_every_kind_has_a_body_in_this_test() -> None:
 
 @pytest.mark.parametrize("body", BODIES, ids=lambda b: b.KIND.value)
 def test_every_body_survives_the_round_trip(body: EventBody) -> None:
-    decoded = read_event(wire.event("a", "b", body))
+    decoded = read_event(build.event("a", "b", body))
     if isinstance(body, SendRefused | SendFailed):
         assert decoded.to_wire() == body.to_wire()  # errors compare by their wire form
     else:
@@ -242,7 +242,7 @@ def test_a_runtime_event_crosses_the_pipe_typed_in_the_frame_its_json_object_mad
     started = TurnStartedEvent(
         timestamp="t", agent_name="a", trace_id="x" * 32, span_id="s1", turn_id="turn-1"
     )
-    typed = wire.event("a", ORCHESTRATOR, RuntimeEventReport(started))
+    typed = build.event("a", ORCHESTRATOR, RuntimeEventReport(started))
     payload = {"kind": "runtime_event", "event": started.to_builtins()}
     assert encode(typed) == encode(EventMessage(sender="a", to=ORCHESTRATOR, payload=payload))
     [decoded] = FrameDecoder().feed(encode(typed))

@@ -14,7 +14,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from ipc import DelegateMessage, DelegateResultMessage, EventMessage, IpcMessage, ShutdownMessage
+from ipc import (
+    DelegateMessage,
+    DelegateResultMessage,
+    EventMessage,
+    IpcMessage,
+    ShutdownMessage,
+    build,
+)
 from ipc import messages as m
 from ipc import protocol as wire
 from ipc.codec import HEADER_SIZE, FrameDecoder, encode
@@ -67,7 +74,7 @@ def _err() -> m.IpcError:
 
 
 SAMPLES: dict[str, IpcMessage] = {
-    "delegate_full": wire.delegate(
+    "delegate_full": build.delegate(
         A,
         B,
         "corr_1",
@@ -89,25 +96,25 @@ SAMPLES: dict[str, IpcMessage] = {
             relay=True,
         ),
     ),
-    "delegate_minimal": wire.delegate(A, B, "corr_2", Handoff(target="beta", input="hi")),
-    "delegate_result_ok": wire.delegate_result(
+    "delegate_minimal": build.delegate(A, B, "corr_2", Handoff(target="beta", input="hi")),
+    "delegate_result_ok": build.delegate_result(
         B,
         A,
         "corr_1",
         DelegateAnswer("ok", output="answer", turn={"turnId": "turn_1", "steps": 2}),
     ),
-    "delegate_result_error": wire.delegate_result(B, A, "corr_1", DelegateAnswer.failure(_err())),
-    "shutdown": wire.shutdown("alpha", ShutdownRequest(5000, "restart")),
-    "ready": wire.event(A, ORC, Ready(pid=41, scope="scope-1")),
-    "ready_no_scope": wire.event(A, ORC, Ready(pid=41)),
-    "boot_failed": wire.event(A, ORC, BootFailed(error="no key")),
-    "status": wire.event(A, ORC, StatusChanged(status="processing")),
-    "turn_completed": wire.event(A, ORC, TurnCompleted(instance_key="k", status="ok")),
-    "shutdown_ack": wire.event(A, ORC, ShutdownAck()),
-    "runtime_event": wire.event(
+    "delegate_result_error": build.delegate_result(B, A, "corr_1", DelegateAnswer.failure(_err())),
+    "shutdown": build.shutdown("alpha", ShutdownRequest(5000, "restart")),
+    "ready": build.event(A, ORC, Ready(pid=41, scope="scope-1")),
+    "ready_no_scope": build.event(A, ORC, Ready(pid=41)),
+    "boot_failed": build.event(A, ORC, BootFailed(error="no key")),
+    "status": build.event(A, ORC, StatusChanged(status="processing")),
+    "turn_completed": build.event(A, ORC, TurnCompleted(instance_key="k", status="ok")),
+    "shutdown_ack": build.event(A, ORC, ShutdownAck()),
+    "runtime_event": build.event(
         A, ORC, RuntimeEventReport(RawEvent({"type": "turn.started", "n": 1}))
     ),
-    "text_delta": wire.event(
+    "text_delta": build.event(
         A,
         ORC,
         TextDelta(
@@ -119,9 +126,9 @@ SAMPLES: dict[str, IpcMessage] = {
             step_id="step_1",
         ),
     ),
-    "text_delta_defaults": wire.event(A, ORC, TextDelta(stream_id="s-1", text="pie")),
-    "restart_request": wire.event(A, ORC, RestartRequest(reason="tool:self-restart")),
-    "send": wire.event(
+    "text_delta_defaults": build.event(A, ORC, TextDelta(stream_id="s-1", text="pie")),
+    "restart_request": build.event(A, ORC, RestartRequest(reason="tool:self-restart")),
+    "send": build.event(
         A,
         ORC,
         Send(
@@ -134,12 +141,12 @@ SAMPLES: dict[str, IpcMessage] = {
             )
         ),
     ),
-    "send_started": wire.event(B, ORC, SendStarted(event_id="agent_event_2")),
-    "send_done": wire.event(B, ORC, SendDone(event_id="agent_event_2")),
-    "send_refused": wire.event(
+    "send_started": build.event(B, ORC, SendStarted(event_id="agent_event_2")),
+    "send_done": build.event(B, ORC, SendDone(event_id="agent_event_2")),
+    "send_refused": build.event(
         B, ORC, SendRefused(event_id="agent_event_2", error=m.ShuttingDown("draining"))
     ),
-    "send_failed": wire.event(
+    "send_failed": build.event(
         ORC,
         A,
         SendFailed(
@@ -149,48 +156,48 @@ SAMPLES: dict[str, IpcMessage] = {
             error=m.AgentCrashed("died", details={"exitCode": 1}),
         ),
     ),
-    "spawn_request": wire.event(
+    "spawn_request": build.event(
         A,
         ORC,
         SpawnRequest(target="beta", instance_key="k2", cwd="/tmp/w", owner_instance_key="desk"),
     ),
-    "spawn_request_defaults": wire.event(
+    "spawn_request_defaults": build.event(
         A,
         ORC,
         SpawnRequest(target="beta", instance_key=None, cwd=None, owner_instance_key="default"),
     ),
-    "spawn_result": wire.event(
+    "spawn_result": build.event(
         ORC, A, SpawnResult(target="beta", instance_key="k2", spawned=True, cwd="/tmp/w")
     ),
-    "spawn_result_error": wire.event(ORC, A, SpawnResult(error=m.AgentNotFound("no such agent"))),
-    "list_request": wire.event(A, ORC, ListRequest(owner_instance_key="desk", include_all=True)),
-    "list_result": wire.event(ORC, A, ListResult(agents=[{"agent": "beta", "instanceKey": "k2"}])),
-    "config_check": wire.event(A, ORC, ConfigCheck()),
-    "config_check_result": wire.event(ORC, A, ConfigCheckResult(errors=("bad: x", "worse: y"))),
-    "prepare_instance": wire.event(
+    "spawn_result_error": build.event(ORC, A, SpawnResult(error=m.AgentNotFound("no such agent"))),
+    "list_request": build.event(A, ORC, ListRequest(owner_instance_key="desk", include_all=True)),
+    "list_result": build.event(ORC, A, ListResult(agents=[{"agent": "beta", "instanceKey": "k2"}])),
+    "config_check": build.event(A, ORC, ConfigCheck()),
+    "config_check_result": build.event(ORC, A, ConfigCheckResult(errors=("bad: x", "worse: y"))),
+    "prepare_instance": build.event(
         ORC,
         B,
         PrepareInstance(instance_key="k2", cwd="/tmp/w", owner="alpha", owner_instance_key="desk"),
     ),
-    "prepare_instance_result": wire.event(
+    "prepare_instance_result": build.event(
         B, ORC, PrepareInstanceResult(instance_key="k2", created=True, cwd="/tmp/w")
     ),
-    "prepare_instance_result_error": wire.event(
+    "prepare_instance_result_error": build.event(
         B, ORC, PrepareInstanceResult(error=m.IpcError("disk full", code="E_DISK"))
     ),
-    "delete_instance": wire.event(ORC, B, DeleteInstance(instance_key="k2")),
-    "delete_instance_result": wire.event(B, ORC, DeleteInstanceResult(ok=True, deleted=True)),
-    "delete_instance_result_error": wire.event(
+    "delete_instance": build.event(ORC, B, DeleteInstance(instance_key="k2")),
+    "delete_instance_result": build.event(B, ORC, DeleteInstanceResult(ok=True, deleted=True)),
+    "delete_instance_result_error": build.event(
         B, ORC, DeleteInstanceResult(ok=False, error="busy")
     ),
-    "restart_instance": wire.event(ORC, B, RestartInstance(instance_key="k2")),
-    "restart_instance_result": wire.event(
+    "restart_instance": build.event(ORC, B, RestartInstance(instance_key="k2")),
+    "restart_instance_result": build.event(
         B, ORC, RestartInstanceResult(ok=True, loaded=True, stopped_turns=2)
     ),
-    "restart_instance_result_error": wire.event(
+    "restart_instance_result_error": build.event(
         B, ORC, RestartInstanceResult(ok=False, error="gone")
     ),
-    "approval_decision": wire.event(
+    "approval_decision": build.event(
         ORC,
         B,
         ApprovalDecision(
@@ -201,19 +208,19 @@ SAMPLES: dict[str, IpcMessage] = {
             decided_by={"uid": 1000},
         ),
     ),
-    "approval_decision_reject": wire.event(
+    "approval_decision_reject": build.event(
         ORC, B, ApprovalDecision(approval_id="appr_1", decision="reject")
     ),
-    "approval_decision_result": wire.event(
+    "approval_decision_result": build.event(
         B, ORC, ApprovalDecisionResult(approval={"id": "appr_1", "state": "approved"})
     ),
-    "approval_decision_result_error": wire.event(
+    "approval_decision_result_error": build.event(
         B,
         ORC,
         ApprovalDecisionResult(error=m.IpcError("no such approval", code=wire.APPROVAL_NOT_FOUND)),
     ),
-    "cancel": wire.event(ORC, B, Cancel(trace_id="t1", reason="stop")),
-    "model_permit": wire.event(
+    "cancel": build.event(ORC, B, Cancel(trace_id="t1", reason="stop")),
+    "model_permit": build.event(
         B,
         ORC,
         ModelPermitRequest(
@@ -227,17 +234,17 @@ SAMPLES: dict[str, IpcMessage] = {
         ),
         "corr_p1",
     ),
-    "model_permit_defaults": wire.event(
+    "model_permit_defaults": build.event(
         B, ORC, ModelPermitRequest(pool="", trace_id="t1"), "corr_p2"
     ),
-    "model_permit_result": wire.event(ORC, B, ModelPermitResult(waited_ms=12), "corr_p1"),
-    "model_permit_result_refused": wire.event(
+    "model_permit_result": build.event(ORC, B, ModelPermitResult(waited_ms=12), "corr_p1"),
+    "model_permit_result_refused": build.event(
         ORC,
         B,
         ModelPermitResult(waited_ms=3000, error=m.PermitTimeout("no permit in 3s")),
         "corr_p1",
     ),
-    "model_usage": wire.event(
+    "model_usage": build.event(
         B,
         ORC,
         ModelUsage(
@@ -251,8 +258,8 @@ SAMPLES: dict[str, IpcMessage] = {
             retry_after_ms=2000,
         ),
     ),
-    "model_usage_defaults": wire.event(B, ORC, ModelUsage(trace_id="t1")),
-    "connector_event": wire.event(
+    "model_usage_defaults": build.event(B, ORC, ModelUsage(trace_id="t1")),
+    "connector_event": build.event(
         T,
         ORC,
         ConnectorEventReport(
@@ -263,18 +270,18 @@ SAMPLES: dict[str, IpcMessage] = {
             properties={"chat": "9"},
         ),
     ),
-    "connector_event_settled": wire.event(ORC, T, ConnectorEventSettled(event_id="ev_1")),
-    "connector_event_settled_error": wire.event(
+    "connector_event_settled": build.event(ORC, T, ConnectorEventSettled(event_id="ev_1")),
+    "connector_event_settled_error": build.event(
         ORC, T, ConnectorEventSettled(event_id="ev_1", error="lost")
     ),
-    "send_done_answer": wire.event(B, ORC, SendDone(event_id="agent_event_2", answer="done")),
-    "send_done_turn_error": wire.event(
+    "send_done_answer": build.event(B, ORC, SendDone(event_id="agent_event_2", answer="done")),
+    "send_done_turn_error": build.event(
         B, ORC, SendDone(event_id="agent_event_2", turn_error="AGENT_TURN_FAILED: boom")
     ),
-    "connector_event_settled_answer": wire.event(
+    "connector_event_settled_answer": build.event(
         ORC, T, ConnectorEventSettled(event_id="ev_1", answer="hello back", turn_error=None)
     ),
-    "connector_event_settled_turn_error": wire.event(
+    "connector_event_settled_turn_error": build.event(
         ORC, T, ConnectorEventSettled(event_id="ev_1", turn_error="AGENT_TURN_FAILED: boom")
     ),
 }

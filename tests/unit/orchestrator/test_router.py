@@ -19,8 +19,7 @@ from goondan.defaults import (
     MAX_PENDING_PER_CALLER,
     MAX_REQUEST_TIMEOUT_MS,
 )
-from ipc import DelegateMessage, DelegateResultMessage, EventMessage, IpcError
-from ipc import protocol as wire
+from ipc import DelegateMessage, DelegateResultMessage, EventMessage, IpcError, build
 from ipc.codec import FrameDecoder, encode
 from ipc.delegation import DelegateAnswer, Handoff
 from ipc.events import Send, SendDone, SendFailed, SendRefused, SendStarted, TextDelta
@@ -65,7 +64,7 @@ class Swarm:
     ) -> DelegateMessage:
         """A delegate as agent ``caller`` writes it."""
         handoff = Handoff(target=target, input=text, **fields)  # type: ignore[arg-type]
-        return wire.delegate(caller, target, correlation_id, handoff)
+        return build.delegate(caller, target, correlation_id, handoff)
 
     def results_to(self, worker: FakeWorker) -> list[DelegateAnswer]:
         return [

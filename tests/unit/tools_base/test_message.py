@@ -64,3 +64,17 @@ def test_tool_results_carry_call_id_name_and_error_flag() -> None:
     part = ok.data["content"][0]  # type: ignore[index]
     assert part["toolCallId"] == "c2"  # falls back to the result's own ids
     assert "isError" not in part
+
+
+def test_a_parse_failure_survives_the_conversation_file_beside_the_arguments() -> None:
+    call = ToolCall(id="c1", name="bash__exec", args={}, malformed_arguments="{not json")
+    assert call.to_json() == {
+        "id": "c1",
+        "name": "bash__exec",
+        "args": {},
+        "malformedArguments": "{not json",
+    }
+    assert ToolCall.from_json(call.to_json()) == call
+    parsed = ToolCall(id="c2", name="bash__exec", args={"command": "ls"})
+    assert "malformedArguments" not in parsed.to_json()  # the wire of a parsed call is as before
+    assert ToolCall.from_json(parsed.to_json()) == parsed

@@ -13,7 +13,6 @@ import pytest
 from agent_process.models.base import ModelCallError, ModelRequest
 from agent_process.models.openai_chat import OpenAIChatModel, to_openai_messages
 from agent_process.tools.catalog import ToolCatalogItem
-from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
 from bundle.plan import ModelPlan
 from bundle.spec_agent import ModelSpec
 from tests.support.wire_server import Reply, WireServer, openai_completion, openai_stream, serve
@@ -127,7 +126,8 @@ async def test_unparsable_arguments_are_passed_on_for_the_executor_to_refuse(
         Reply(body=openai_completion({"content": None, "tool_calls": calls}, "tool_calls"))
     ]
     response = await model(server).complete(ModelRequest(messages=CONVERSATION, tools=[BASH]))
-    assert response.tool_calls[0].args == {MALFORMED_ARGUMENTS_KEY: "{not json"}
+    assert response.tool_calls[0].args == {}
+    assert response.tool_calls[0].malformed_arguments == "{not json"
 
 
 def test_tool_results_go_back_as_tool_messages() -> None:

@@ -17,13 +17,13 @@ import structlog
 from agent_process.tools.catalog import build_catalog, catalog_names
 from agent_process.tools.executor import (
     NOT_IN_CATALOG_SUGGESTION,
-    TOOL_FAILURE_SUGGESTION,
     PendingCompletion,
     ToolCallPolicy,
     ToolExecutor,
     to_json_value,
 )
 from agent_process.tools.middleware import StepMiddlewareContext
+from agent_process.tools.results import TOOL_FAILURE_SUGGESTION
 from tests.support.tool_harness import ASSISTANT, Harness, item
 from tools_base import (
     JsonObject,
@@ -673,16 +673,29 @@ async def test_executor_with_default_pipeline_and_policy(tmp_path: Path) -> None
 
 
 async def test_arguments_a_provider_could_not_parse_are_refused(harness: Harness) -> None:
-    """No silent ``{}``: unparsable arguments fail validation before the handler runs."""
-    from agent_process.tools.executor import MALFORMED_ARGUMENTS_KEY
-
+    """No silent ``{}``: unparsable arguments fail validation before the handler runs, even
+    when the tool takes no required argument (so ``{}`` alone would pass)."""
     ran: list[bool] = []
     harness.add("echo__say", lambda ctx, args: ran.append(True))
-    result = await harness.call("echo__say", {MALFORMED_ARGUMENTS_KEY: "{not json"})
+    result = await harness.call("echo__say", {}, malformed_arguments="{not json")
     assert result.error is not None
     assert result.error.code == "E_TOOL_INVALID_ARGS"
-    assert "not a JSON object" in result.error.message
+    assert "not a JSON object: '{not json'" in result.error.message
     assert ran == []
+
+
+async def test_arguments_that_only_look_like_the_old_marker_are_plain_arguments(
+    harness: Harness,
+) -> None:
+    """A parse failure travels beside the arguments, never inside them: an argument named like
+    a marker is the model's, validated like any other."""
+    seen: list[object] = []
+    open_schema = {"type": "object", "additionalProperties": True}
+    harness.add("echo__say", lambda ctx, args: seen.append(args), parameters=open_schema)
+    arguments = {"text": "hi", "__malformed_arguments__": "x"}
+    result = await harness.call("echo__say", arguments)
+    assert result.error is None
+    assert seen == [arguments]
 
 
 # -- the thread pool: a call's timeout counts its own running time ------------------------------
