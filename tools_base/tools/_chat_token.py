@@ -39,41 +39,55 @@ class TokenSource:
 
 def parse_token_source(tool: str, raw: JsonValue) -> TokenSource:
     """The config ``token`` (a value source object); raises ``ToolConfigError``."""
-
-    def bad(detail: str) -> ToolConfigError:
+    problem, found = _token_source(raw)
+    if found is None:
         # Never echo the value: a literal token may be in it.
-        return ToolConfigError(
-            f"{tool} config 'token' {detail}; use {{valueFrom: {{env: NAME}}}}, "
+        raise ToolConfigError(
+            f"{tool} config 'token' {problem}; use {{valueFrom: {{env: NAME}}}}, "
             "{valueFrom: {secretRef: {ref: Secret/<name>, key: <key>}}} or {value: ...}"
         )
+    return found
 
+
+_Parsed = tuple[str, TokenSource | None]
+"""A parsed source, or what is wrong with the config (and ``None``)."""
+
+
+def _token_source(raw: JsonValue) -> _Parsed:
     if not isinstance(raw, dict):
-        raise bad("must be an object")
+        return "must be an object", None
     if set(raw) - {"value", "valueFrom"} or len(raw) != 1:
-        raise bad("needs exactly one of 'value' or 'valueFrom'")
-    if "value" in raw:
-        value = raw["value"]
-        if not isinstance(value, str) or not value:
-            raise bad("'value' must be a non-empty string")
-        return TokenSource(value=value)
-    source = raw["valueFrom"]
+        return "needs exactly one of 'value' or 'valueFrom'", None
+    if "value" not in raw:
+        return _value_from(raw["valueFrom"])
+    value = raw["value"]
+    if not isinstance(value, str) or not value:
+        return "'value' must be a non-empty string", None
+    return "", TokenSource(value=value)
+
+
+def _value_from(source: JsonValue) -> _Parsed:
     if not isinstance(source, dict) or len(source) != 1 or set(source) - {"env", "secretRef"}:
-        raise bad("'valueFrom' needs exactly one of 'env' or 'secretRef'")
-    if "env" in source:
-        env = source["env"]
-        if not isinstance(env, str) or not env:
-            raise bad("'valueFrom.env' must name an environment variable")
-        return TokenSource(env=env)
-    ref = source["secretRef"]
+        return "'valueFrom' needs exactly one of 'env' or 'secretRef'", None
+    if "env" not in source:
+        return _secret_ref(source["secretRef"])
+    env = source["env"]
+    if not isinstance(env, str) or not env:
+        return "'valueFrom.env' must name an environment variable", None
+    return "", TokenSource(env=env)
+
+
+def _secret_ref(ref: JsonValue) -> _Parsed:
+    """The source a ``secretRef`` names, or what is wrong with it."""
     if not isinstance(ref, dict) or set(ref) - {"ref", "key"}:
-        raise bad("'valueFrom.secretRef' must be {ref, key}")
+        return "'valueFrom.secretRef' must be {ref, key}", None
     kind, _, name = str(ref.get("ref", "")).partition("/")
     key = ref.get("key")
     if kind != "Secret" or not name.strip() or "/" in name:
-        raise bad("'valueFrom.secretRef.ref' must look like 'Secret/<name>'")
+        return "'valueFrom.secretRef.ref' must look like 'Secret/<name>'", None
     if key is not None and (not isinstance(key, str) or not key):
-        raise bad("'valueFrom.secretRef.key' must be a non-empty string")
-    return TokenSource(secret=name, key=key)
+        return "'valueFrom.secretRef.key' must be a non-empty string", None
+    return "", TokenSource(secret=name, key=key)
 
 
 def resolve_token(
@@ -85,27 +99,9 @@ def resolve_token(
     """The bot token: the configured source, else the first non-empty of ``env_names``."""
     env = os.environ if environ is None else environ
     if configured is not None:
-        if configured.value is not None:
-            token: str | None = configured.value
-        else:
-            names = configured.candidates()
-            token = next((env[n] for n in names if env.get(n)), None)
-            if token is None:
-                raise ToolError(
-                    f"[{tool}] the configured token is not set: define {' or '.join(names)}",
-                    code=TOKEN_MISSING,
-                    suggestion="Ask the operator to set the bot token; do not retry until then.",
-                )
+        token = _configured_token(tool, configured, env)
     else:
-        token = next((env[n] for n in env_names if env.get(n)), None)
-        if token is None:
-            raise ToolError(
-                f"[{tool}] no bot token: set one of {', '.join(env_names)} "
-                "or the Tool config 'token'",
-                code=TOKEN_MISSING,
-                suggestion="Ask the operator to set the bot token; do not retry until then.",
-            )
-    assert token is not None
+        token = _first_set(tool, env_names, env)
     token = token.strip()
     if not _TOKEN_CHARS.match(token):
         # The token goes into a URL or a header; http.client would quote it back in its error.
@@ -115,6 +111,33 @@ def resolve_token(
             suggestion="Ask the operator to fix the bot token.",
         )
     return token
+
+
+def _configured_token(tool: str, configured: TokenSource, env: Mapping[str, str]) -> str:
+    if configured.value is not None:
+        return configured.value
+    names = configured.candidates()
+    token = next((env[n] for n in names if env.get(n)), None)
+    if token is None:
+        raise _missing(f"[{tool}] the configured token is not set: define {' or '.join(names)}")
+    return token
+
+
+def _first_set(tool: str, env_names: tuple[str, ...], env: Mapping[str, str]) -> str:
+    token = next((env[n] for n in env_names if env.get(n)), None)
+    if token is None:
+        raise _missing(
+            f"[{tool}] no bot token: set one of {', '.join(env_names)} or the Tool config 'token'"
+        )
+    return token
+
+
+def _missing(message: str) -> ToolError:
+    return ToolError(
+        message,
+        code=TOKEN_MISSING,
+        suggestion="Ask the operator to set the bot token; do not retry until then.",
+    )
 
 
 def redact(text: str, secret: str) -> str:
