@@ -41,30 +41,8 @@ class PollSettings:
 
 def read_settings(ctx: ConnectorContext) -> PollSettings:
     """The settings of this connection; raises :class:`ConnectorError` for a bad one."""
-    token = (ctx.setting(*TOKEN_NAMES) or "").strip()
-    if not token:
-        raise ConnectorError(
-            f"telegram: no bot token; set one of {', '.join(TOKEN_NAMES)} in the "
-            "Connection's secrets (valueFrom: {env: ...}) or the environment"
-        )
-    if not _TOKEN.match(token):
-        # It goes into the request path; never echo it.
-        raise ConnectorError(
-            "telegram: the bot token holds characters a Telegram token never has "
-            "(a token looks like 123456:ABC-def_...)"
-        )
-    base_text = (ctx.setting("TELEGRAM_API_BASE_URL") or DEFAULT_API_BASE).strip().rstrip("/")
-    try:
-        base = parse_url(base_text)
-    except ToolError as exc:
-        raise ConnectorError(f"telegram: TELEGRAM_API_BASE_URL: {exc.message}") from None
-    allow_http = _flag(ctx, "TELEGRAM_ALLOW_PLAIN_HTTP") or _listed(ctx, base)
-    if base.scheme == "http" and not allow_http and not is_loopback(base.host):
-        raise ConnectorError(
-            f"telegram: TELEGRAM_API_BASE_URL {base_text!r} uses plain http off this machine, "
-            "so the bot token would travel unencrypted; use https, list the host in "
-            "TELEGRAM_ALLOWED_HOSTS, or set TELEGRAM_ALLOW_PLAIN_HTTP=true for a trusted network"
-        )
+    token = _token(ctx)
+    base = _api_base(ctx)
     poll_timeout = _integer(
         ctx,
         "TELEGRAM_POLL_TIMEOUT_SECONDS",
@@ -96,6 +74,39 @@ def read_settings(ctx: ConnectorContext) -> PollSettings:
         retry_delay=retry_ms / 1000,
         initial_offset=offset,
     )
+
+
+def _token(ctx: ConnectorContext) -> str:
+    token = (ctx.setting(*TOKEN_NAMES) or "").strip()
+    if not token:
+        raise ConnectorError(
+            f"telegram: no bot token; set one of {', '.join(TOKEN_NAMES)} in the "
+            "Connection's secrets (valueFrom: {env: ...}) or the environment"
+        )
+    if not _TOKEN.match(token):
+        # It goes into the request path; never echo it.
+        raise ConnectorError(
+            "telegram: the bot token holds characters a Telegram token never has "
+            "(a token looks like 123456:ABC-def_...)"
+        )
+    return token
+
+
+def _api_base(ctx: ConnectorContext) -> Url:
+    """``TELEGRAM_API_BASE_URL``, refused in plain http off this machine unless allowed."""
+    base_text = (ctx.setting("TELEGRAM_API_BASE_URL") or DEFAULT_API_BASE).strip().rstrip("/")
+    try:
+        base = parse_url(base_text)
+    except ToolError as exc:
+        raise ConnectorError(f"telegram: TELEGRAM_API_BASE_URL: {exc.message}") from None
+    allow_http = _flag(ctx, "TELEGRAM_ALLOW_PLAIN_HTTP") or _listed(ctx, base)
+    if base.scheme == "http" and not allow_http and not is_loopback(base.host):
+        raise ConnectorError(
+            f"telegram: TELEGRAM_API_BASE_URL {base_text!r} uses plain http off this machine, "
+            "so the bot token would travel unencrypted; use https, list the host in "
+            "TELEGRAM_ALLOWED_HOSTS, or set TELEGRAM_ALLOW_PLAIN_HTTP=true for a trusted network"
+        )
+    return base
 
 
 def _listed(ctx: ConnectorContext, base: Url) -> bool:
