@@ -158,23 +158,36 @@ def with_shared_settings(
     base = config.api_base
     text = env.get(shared.base_url, "").strip().rstrip("/")
     if text and not config.base_configured:
-        try:
-            base = parse_url(text)
-        except ToolError as exc:
-            raise _setting_error(config.tool, shared.base_url, exc.message) from None
-        listed = (base.host, None) in hosts or (base.host, base.port) in hosts
-        plain = shared.allow_plain_http is not None and env.get(
-            shared.allow_plain_http, ""
-        ).strip().lower() in {"1", "true", "yes", "on"}
-        if base.scheme == "http" and not (listed or plain or is_loopback(base.host)):
-            raise _setting_error(
-                config.tool,
-                shared.base_url,
-                f"{text!r} uses plain http off this machine, so the token would travel "
-                f"unencrypted; use https, or list the host in {shared.allowed_hosts}",
-            )
+        base = _shared_base(config, shared, text, hosts, env)
         hosts.add((base.host, base.port))
     return replace(config, api_base=base, allowed_hosts=frozenset(hosts), shared=None)
+
+
+def _shared_base(
+    config: ChatConfig,
+    shared: SharedSettings,
+    text: str,
+    hosts: set[tuple[str, int | None]],
+    env: Mapping[str, str],
+) -> Url:
+    """The connector's base URL ``text``, refused in plain http off this machine unless
+    ``hosts`` lists it or the connector's plain-http setting allows it."""
+    try:
+        base = parse_url(text)
+    except ToolError as exc:
+        raise _setting_error(config.tool, shared.base_url, exc.message) from None
+    listed = (base.host, None) in hosts or (base.host, base.port) in hosts
+    plain = shared.allow_plain_http is not None and env.get(
+        shared.allow_plain_http, ""
+    ).strip().lower() in {"1", "true", "yes", "on"}
+    if base.scheme == "http" and not (listed or plain or is_loopback(base.host)):
+        raise _setting_error(
+            config.tool,
+            shared.base_url,
+            f"{text!r} uses plain http off this machine, so the token would travel "
+            f"unencrypted; use https, or list the host in {shared.allowed_hosts}",
+        )
+    return base
 
 
 def read_chat_config(
