@@ -77,6 +77,7 @@ from typing import Any
 
 import httpx2
 
+from goondan.loopback import is_loopback
 from tools_base import (
     ConnectorContext,
     ConnectorError,
@@ -84,15 +85,132 @@ from tools_base import (
     FileMessage,
     ImageMessage,
     TextMessage,
+    ToolError,
 )
-from tools_base.connectors._telegram_settings import TOKEN_NAMES as TOKEN_NAMES
-from tools_base.connectors._telegram_settings import PollSettings as PollSettings
-from tools_base.connectors._telegram_settings import read_settings as read_settings
 from tools_base.tools._chat import MAX_API_ANSWER_BYTES, REDACTED, redact
+from tools_base.tools.http_fetch import Url, parse_host_entry, parse_url
 
 EVENT = "telegram_message"
+TOKEN_NAMES = ("TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN")
+DEFAULT_API_BASE = "https://api.telegram.org"
+DEFAULT_POLL_TIMEOUT_SECONDS = 30
+MAX_POLL_TIMEOUT_SECONDS = 600
+DEFAULT_RETRY_DELAY_MS = 1000
+REQUEST_SLACK_SECONDS = 5
+"""The request deadline's margin over the poll timeout, by default."""
+MAX_DELAY_MS = 7 * 24 * 3600 * 1000
 FILE_URL_SCHEME = "telegram-file:"
 USER_AGENT = "goondan-connectors/0.1"
+
+_TOKEN = re.compile(r"^[A-Za-z0-9:_.~-]+$")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+@dataclass(frozen=True, slots=True)
+class PollSettings:
+    """What ``run`` polls with, read once from the context."""
+
+    token: str
+    api_base: Url
+    poll_timeout: int
+    """Seconds one ``getUpdates`` may wait."""
+    request_timeout: float
+    """Seconds one request may take."""
+    retry_delay: float
+    """Seconds to wait after a failed poll."""
+    initial_offset: int
+
+
+def read_settings(ctx: ConnectorContext) -> PollSettings:
+    """The settings of this connection; raises :class:`ConnectorError` for a bad one."""
+    token = (ctx.setting(*TOKEN_NAMES) or "").strip()
+    if not token:
+        raise ConnectorError(
+            f"telegram: no bot token; set one of {', '.join(TOKEN_NAMES)} in the "
+            "Connection's secrets (valueFrom: {env: ...}) or the environment"
+        )
+    if not _TOKEN.match(token):
+        # It goes into the request path; never echo it.
+        raise ConnectorError(
+            "telegram: the bot token holds characters a Telegram token never has "
+            "(a token looks like 123456:ABC-def_...)"
+        )
+    base_text = (ctx.setting("TELEGRAM_API_BASE_URL") or DEFAULT_API_BASE).strip().rstrip("/")
+    try:
+        base = parse_url(base_text)
+    except ToolError as exc:
+        raise ConnectorError(f"telegram: TELEGRAM_API_BASE_URL: {exc.message}") from None
+    allow_http = _flag(ctx, "TELEGRAM_ALLOW_PLAIN_HTTP") or _listed(ctx, base)
+    if base.scheme == "http" and not allow_http and not is_loopback(base.host):
+        raise ConnectorError(
+            f"telegram: TELEGRAM_API_BASE_URL {base_text!r} uses plain http off this machine, "
+            "so the bot token would travel unencrypted; use https, list the host in "
+            "TELEGRAM_ALLOWED_HOSTS, or set TELEGRAM_ALLOW_PLAIN_HTTP=true for a trusted network"
+        )
+    poll_timeout = _integer(
+        ctx,
+        "TELEGRAM_POLL_TIMEOUT_SECONDS",
+        DEFAULT_POLL_TIMEOUT_SECONDS,
+        0,
+        MAX_POLL_TIMEOUT_SECONDS,
+    )
+    request_ms = _integer(
+        ctx,
+        "TELEGRAM_REQUEST_TIMEOUT_MS",
+        (poll_timeout + REQUEST_SLACK_SECONDS) * 1000,
+        1,
+        MAX_DELAY_MS,
+    )
+    retry_ms = _integer(ctx, "TELEGRAM_RETRY_DELAY_MS", DEFAULT_RETRY_DELAY_MS, 0, MAX_DELAY_MS)
+    offset = _integer(ctx, "TELEGRAM_INITIAL_OFFSET", 0, -(2**53), 2**53)
+    if request_ms <= poll_timeout * 1000:
+        ctx.logger.warning(
+            "telegram request timeout is not longer than the poll timeout; quiet polls will "
+            "time out",
+            request_timeout_ms=request_ms,
+            poll_timeout_seconds=poll_timeout,
+        )
+    return PollSettings(
+        token=token,
+        api_base=base,
+        poll_timeout=poll_timeout,
+        request_timeout=request_ms / 1000,
+        retry_delay=retry_ms / 1000,
+        initial_offset=offset,
+    )
+
+
+def _listed(ctx: ConnectorContext, base: Url) -> bool:
+    """Whether ``TELEGRAM_ALLOWED_HOSTS`` (the ``telegram`` tool's too) lists ``base``'s host."""
+    raw = ctx.setting("TELEGRAM_ALLOWED_HOSTS") or ""
+    try:
+        hosts = {parse_host_entry(e) for e in re.split(r"[\s,]+", raw) if e}
+    except ValueError as exc:
+        raise ConnectorError(f"telegram: TELEGRAM_ALLOWED_HOSTS: {exc}") from None
+    return (base.host, None) in hosts or (base.host, base.port) in hosts
+
+
+def _integer(ctx: ConnectorContext, name: str, default: int, low: int, high: int) -> int:
+    raw = ctx.setting(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConnectorError(f"telegram: {name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise ConnectorError(f"telegram: {name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _flag(ctx: ConnectorContext, name: str) -> bool:
+    raw = (ctx.setting(name) or "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ConnectorError(f"telegram: {name} must be true or false, got {raw!r}")
 
 
 # -- updates -> events ---------------------------------------------------------------------
