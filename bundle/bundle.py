@@ -217,18 +217,11 @@ class Bundle:
         model = self.resolve_ref(spec.model_config_.model_ref, agent)
         model_spec: ModelSpec = model.spec
         tools = self.agent_tools(agent)
-        params = spec.model_config_.params
-        temperature = (
-            params.temperature if params.temperature is not None else model_spec.temperature
-        )
-        max_tokens = params.max_tokens if params.max_tokens is not None else model_spec.max_tokens
-        approval = spec.tool_policy.approval
+        temperature, max_tokens = _sampling(spec, model_spec)
+        approval_tools, approval_timeout = _approval(spec)
         pool = model_pool(model.name, model_spec)
         swarm_budgets = swarm_spec.budgets or Budgets()
         registry = self.registry_tools(agent)
-        # Registry tools run only when the model may call any tool; middleware that offers
-        # one otherwise has the Agent's spec.env name what it reads.
-        callable_tools = [*tools, *(registry if spec.tool_policy.allow_registry_calls else [])]
         extensions = self.agent_extensions(agent)
         return AgentPlan(
             swarm_name=swarm.name,
@@ -241,7 +234,7 @@ class Bundle:
             max_tokens=max_tokens,
             tools=[_tool_plan(t) for t in tools],
             registry_tools=[_tool_plan(t) for t in registry],
-            catalog_tools=[f"{t.name}__{e.name}" for t in tools for e in t.spec.exports],
+            catalog_tools=_catalog(tools),
             required_tools=list(spec.required_tools),
             extensions=[
                 ExtensionPlan(name=x.name, entry_path=str(x.entry_path), config=x.config)
@@ -252,10 +245,8 @@ class Bundle:
             handler_timeout_seconds=spec.tool_policy.handler_timeout_seconds,
             max_tool_calls_per_step=spec.tool_policy.max_tool_calls_per_step,
             max_pending_calls=spec.tool_policy.max_pending_calls,
-            approval_tools=list(approval.tools) if approval is not None else [],
-            approval_timeout_seconds=(
-                approval.timeout_seconds if approval is not None else APPROVAL_TIMEOUT_SECONDS
-            ),
+            approval_tools=approval_tools,
+            approval_timeout_seconds=approval_timeout,
             max_steps_per_turn=swarm_spec.policy.max_steps_per_turn,
             on_max_steps=swarm_spec.policy.on_max_steps,
             request_timeout_seconds=swarm_spec.policy.request_timeout_seconds,
@@ -263,16 +254,11 @@ class Bundle:
             allow_spawn_outside_state=swarm_spec.policy.allow_spawn_outside_state,
             sandbox=swarm_spec.policy.sandbox,
             memory_limit_mib=spec.limits.memory_mib,
-            budgets=spec.budgets.over(swarm_budgets) if spec.budgets else swarm_budgets,
+            budgets=_budgets(spec, swarm_budgets),
             ask_permits=pool is not None or self.has_trace_budget(swarm),
             trace_budgets=self.has_trace_budget(swarm),
             state_dir=str(state_dir),
-            environment=environment_list(
-                model_names(model_spec),
-                *(component_names(t.spec.env, t.config) for t in callable_tools),
-                *(component_names(x.spec.env, x.config) for x in extensions),
-                spec.env,
-            ),
+            environment=_environment(spec, model_spec, tools, registry, extensions),
         )
 
     def model_pools(self) -> dict[str, ModelLimits]:
@@ -391,6 +377,52 @@ def _resolved_tool(tool: Resource, config: dict[str, Any]) -> ResolvedTool:
         config=config,
         declared_in=tool.file,
     )
+
+
+def _environment(
+    spec: AgentSpec,
+    model: ModelSpec,
+    tools: list[ResolvedTool],
+    registry: list[ResolvedTool],
+    extensions: list[ResolvedExtension],
+) -> list[str]:
+    """The environment variables the agent's process reads: its model's, its tools', its
+    extensions' and its own ``spec.env``."""
+    # Registry tools run only when the model may call any tool; middleware that offers
+    # one otherwise has the Agent's spec.env name what it reads.
+    callable_tools = [*tools, *(registry if spec.tool_policy.allow_registry_calls else [])]
+    return environment_list(
+        model_names(model),
+        *(component_names(t.spec.env, t.config) for t in callable_tools),
+        *(component_names(x.spec.env, x.config) for x in extensions),
+        spec.env,
+    )
+
+
+def _catalog(tools: list[ResolvedTool]) -> list[str]:
+    """The ``{tool}__{export}`` names of ``tools``' exports."""
+    return [f"{t.name}__{e.name}" for t in tools for e in t.spec.exports]
+
+
+def _budgets(spec: AgentSpec, swarm_budgets: Budgets) -> Budgets:
+    """The Agent's budgets over the swarm's (the swarm's alone when it has none)."""
+    return spec.budgets.over(swarm_budgets) if spec.budgets else swarm_budgets
+
+
+def _sampling(spec: AgentSpec, model: ModelSpec) -> tuple[float | None, int | None]:
+    """The temperature and max tokens: the Agent's params, else the Model's."""
+    params = spec.model_config_.params
+    temperature = params.temperature if params.temperature is not None else model.temperature
+    max_tokens = params.max_tokens if params.max_tokens is not None else model.max_tokens
+    return temperature, max_tokens
+
+
+def _approval(spec: AgentSpec) -> tuple[list[str], float]:
+    """The tools that wait for approval, and how long they wait."""
+    approval = spec.tool_policy.approval
+    if approval is None:
+        return [], APPROVAL_TIMEOUT_SECONDS
+    return list(approval.tools), approval.timeout_seconds
 
 
 def _tool_plan(tool: ResolvedTool) -> ToolPlan:

@@ -93,11 +93,16 @@ def _needs_of(
             variables = _variables(source, key)
             if variables:
                 needs.append((variables, f"{section}.{key}"))
-    given = {
-        key
-        for key, source in [*spec.config.items(), *spec.secrets.items()]
-        if source.value_from is not None or source.value
-    }
+    return needs + _required_needs(spec, connector)
+
+
+def _required_needs(
+    spec: ConnectionSpec, connector: ConnectorSpec
+) -> list[tuple[tuple[str, ...], str | None]]:
+    """The Connector's required settings the Connection does not give: the variables each
+    may be read from (those the Connector declares, else all its names)."""
+    needs: list[tuple[tuple[str, ...], str | None]] = []
+    given = _given(spec)
     for entry in connector.required_settings:
         names = (entry,) if isinstance(entry, str) else tuple(entry)
         if any(name in given for name in names):
@@ -105,6 +110,15 @@ def _needs_of(
         readable = tuple(n for n in names if _declared(n, connector.env))
         needs.append((readable or names, None))
     return needs
+
+
+def _given(spec: ConnectionSpec) -> set[str]:
+    """The keys the Connection gives a value or a ``valueFrom``."""
+    return {
+        key
+        for key, source in [*spec.config.items(), *spec.secrets.items()]
+        if source.value_from is not None or source.value
+    }
 
 
 def missing_settings(

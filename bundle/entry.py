@@ -8,11 +8,9 @@ pickling inside it work.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import importlib.util
-import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,6 +24,7 @@ from bundle.errors import (
     E_SCHEMA_INVALID,
 )
 from goondan.errors import ConfigError
+from goondan.modules import dotted_name
 
 SYNTHETIC_PREFIX = "goondan_entry_"
 """Prefix of the ``sys.modules`` name of an entry loaded from its path."""
@@ -45,26 +44,7 @@ class EntryLoadError(ConfigError):
 
 def module_name_for(path: Path) -> str | None:
     """The dotted name of ``path`` if it lies in a package importable from ``sys.path``."""
-    return _dotted_name(path.resolve())
-
-
-def _dotted_name(path: Path) -> str | None:
-    """:func:`module_name_for` of a resolved ``path``."""
-    parts = [path.stem]
-    directory = path.parent
-    while (directory / "__init__.py").exists():
-        parts.insert(0, directory.name)
-        directory = directory.parent
-    if len(parts) == 1:
-        return None
-    return ".".join(parts) if directory in _import_roots(tuple(sys.path), os.getcwd()) else None
-
-
-@functools.lru_cache(maxsize=8)
-def _import_roots(search_path: tuple[str, ...], cwd: str) -> frozenset[Path]:
-    """The directories of ``sys.path``, resolved. Resolving them again for every entry module
-    (a ``lstat`` per path component) was most of the cost of loading an agent's tools."""
-    return frozenset(Path(cwd, p).resolve() for p in search_path)
+    return dotted_name(path.resolve())
 
 
 _loaded: dict[Path, ModuleType] = {}
@@ -96,7 +76,7 @@ def remember_entry_module(module: ModuleType) -> None:
 
 
 def _import_file(path: Path) -> ModuleType:
-    dotted = _dotted_name(path)
+    dotted = dotted_name(path)
     if dotted is not None:
         try:
             module = importlib.import_module(dotted)

@@ -127,38 +127,55 @@ def fix_bundle(path: Path) -> FixReport:
             )
         )
         renames = []
+    rewrites = _settled_rewrites(sources, renames)
+    for source in sources:
+        _write_one(source, rewrites[source.file], report)
+    return report
+
+
+def _settled_rewrites(
+    sources: list[_Source], renames: list[_Rename]
+) -> dict[Path, tuple[str, list[Change]] | Refusal]:
+    """Each file's rewrite, once no rename is left whose file cannot be rewritten."""
     while True:
         rewrites = {s.file: _rewrite(s, renames) for s in sources}
         failed = {file for file, done in rewrites.items() if isinstance(done, Refusal)}
         kept = [r for r in renames if r.file not in failed]
         if len(kept) == len(renames):
-            break
+            return rewrites
         renames = kept  # a file that cannot be rewritten keeps its names, so do their refs
-    for source in sources:
-        done = rewrites[source.file]
-        if isinstance(done, Refusal):
-            report.refused.append(done)
-            continue
-        text, changes = done
-        if not changes:
-            continue
-        refusal = _write(source, text)
-        if refusal is not None:
-            report.refused.append(refusal)
-        else:
-            report.changes.extend(changes)
-    return report
+
+
+def _write_one(
+    source: _Source, done: tuple[str, list[Change]] | Refusal, report: FixReport
+) -> None:
+    if isinstance(done, Refusal):
+        report.refused.append(done)
+        return
+    text, changes = done
+    if not changes:
+        return
+    refusal = _write(source, text)
+    if refusal is not None:
+        report.refused.append(refusal)
+    else:
+        report.changes.extend(changes)
 
 
 def _read(file: Path) -> _Source | Refusal:
     text, issues = read_file(file)
     if text is None:
         return Refusal(file, issues[0].message if issues else "cannot read it")
+    return _parsed(file, text)
+
+
+def _parsed(file: Path, text: str) -> _Source | Refusal:
+    """The file's documents, as data and as nodes, when the two can be told apart."""
     documents, issues = parse_documents(text, file)
-    unparsable = [i for i in issues if i.code in _UNPARSABLE]
-    if unparsable:
-        where = f" (line {unparsable[0].line})" if unparsable[0].line else ""
-        return Refusal(file, f"cannot parse it: {unparsable[0].message}{where}")
+    unparsable = next((i for i in issues if i.code in _UNPARSABLE), None)
+    if unparsable is not None:
+        where = f" (line {unparsable.line})" if unparsable.line else ""
+        return Refusal(file, f"cannot parse it: {unparsable.message}{where}")
     try:
         roots = [r for r in yaml.compose_all(text, Loader=yaml.SafeLoader) if not _blank(r)]
         raw = file.read_bytes()
@@ -208,65 +225,97 @@ def _identity(data: Any) -> tuple[str, str] | None:
 
 def _renames(sources: list[_Source]) -> list[_Rename]:
     names = {ident for s in sources for d in s.data if (ident := _identity(d)) is not None}
-    found = []
-    for source in sources:
-        for data in source.data:
-            ident = _identity(data)
-            new = _case_fix(*ident) if ident is not None else None
-            if ident is not None and new is not None:
-                found.append(_Rename(ident[0], ident[1], new, source.file))
+    found = [r for s in sources for d in s.data if (r := _rename_of(d, s.file)) is not None]
     # Lower-casing onto a name already taken, or two names onto one, would only trade one
     # error for another.
-    return [
-        r
-        for r in found
-        if (r.kind, r.new) not in names
-        and len({o.old for o in found if (o.kind, o.new) == (r.kind, r.new)}) == 1
-    ]
+    return [r for r in found if (r.kind, r.new) not in names and _alone(r, found)]
+
+
+def _alone(rename: _Rename, found: list[_Rename]) -> bool:
+    """Whether no other name is lower-cased onto ``rename``'s new one."""
+    target = (rename.kind, rename.new)
+    return len({o.old for o in found if (o.kind, o.new) == target}) == 1
+
+
+def _rename_of(data: Any, file: Path) -> _Rename | None:
+    ident = _identity(data)
+    new = _case_fix(*ident) if ident is not None else None
+    if ident is None or new is None:
+        return None
+    return _Rename(ident[0], ident[1], new, file)
 
 
 def _rewrite(source: _Source, renames: list[_Rename]) -> tuple[str, list[Change]] | Refusal:
     """The repaired text and its changes, or why the file is left alone."""
     by_key = {(r.kind, r.old): r.new for r in renames}
-    text = source.text
     edits: list[_Edit] = []
     changes: list[Change] = []
     expected = copy.deepcopy(source.data)
     for root, data in zip(source.roots, expected, strict=True):
-        ident = _identity(data)
-        metadata = _child(root, "metadata")
-        name_node = _child(metadata, "name") if metadata is not None else None
-        if ident is not None and ident in by_key:
-            new = by_key[ident]
-            if not isinstance(name_node, yaml.ScalarNode) or not _replace(
-                text, name_node, new, edits
-            ):
-                return Refusal(source.file, f"the name {ident[1]!r} is not written plainly")
-            data["metadata"]["name"] = new
-            changes.append(
-                Change(
-                    source.file,
-                    name_node.start_mark.line + 1,
-                    f"{ident[0]} name {ident[1]!r} → {new!r} (names are lower-case)",
-                )
-            )
-        spec = _child(root, "spec")
-        if spec is not None and isinstance(data, dict) and by_key:
-            for node, old, new, value in _refs(spec, by_key):
-                if _replace(text, node, value, edits):
-                    changes.append(
-                        Change(source.file, node.start_mark.line + 1, f"ref {old} → {new}")
-                    )
-            data["spec"] = _renamed_refs(data.get("spec"), by_key)
+        renamed = _rename_resource(source, root, data, by_key, edits)
+        if isinstance(renamed, Refusal):
+            return renamed
+        changes += renamed
+        changes += _rename_refs(source, root, data, by_key, edits)
         change = _add_api_version(source, root, data, edits)
         if change is not None:
             changes.append(change)
     changes.extend(_strip_trailing(source, edits))
-    new_text = _apply(text, edits)
+    return _checked(source, _apply(source.text, edits), expected, changes)
+
+
+def _rename_resource(
+    source: _Source,
+    root: yaml.Node,
+    data: Any,
+    by_key: dict[tuple[str, str], str],
+    edits: list[_Edit],
+) -> list[Change] | Refusal:
+    """Lower-case the document's own name, if it is renamed."""
+    ident = _identity(data)
+    if ident is None or ident not in by_key:
+        return []
+    metadata = _child(root, "metadata")
+    name_node = _child(metadata, "name") if metadata is not None else None
+    new = by_key[ident]
+    if not isinstance(name_node, yaml.ScalarNode) or not _replace(
+        source.text, name_node, new, edits
+    ):
+        return Refusal(source.file, f"the name {ident[1]!r} is not written plainly")
+    data["metadata"]["name"] = new
+    line = name_node.start_mark.line + 1
+    what = f"{ident[0]} name {ident[1]!r} → {new!r} (names are lower-case)"
+    return [Change(source.file, line, what)]
+
+
+def _rename_refs(
+    source: _Source,
+    root: yaml.Node,
+    data: Any,
+    by_key: dict[tuple[str, str], str],
+    edits: list[_Edit],
+) -> list[Change]:
+    """Point the refs of the document's spec at the renamed resources."""
+    spec = _child(root, "spec")
+    if spec is None or not isinstance(data, dict) or not by_key:
+        return []
+    changes = [
+        Change(source.file, node.start_mark.line + 1, f"ref {old} → {new}")
+        for node, old, new, value in _refs(spec, by_key)
+        if _replace(source.text, node, value, edits)
+    ]
+    data["spec"] = _renamed_refs(data.get("spec"), by_key)
+    return changes
+
+
+def _checked(
+    source: _Source, new_text: str | None, expected: list[Any], changes: list[Change]
+) -> tuple[str, list[Change]] | Refusal:
+    """The rewrite, when it parses to exactly what was intended."""
     if new_text is None:
         return Refusal(source.file, "two repairs would overlap; fix it by hand")
-    if new_text == text:
-        return text, []
+    if new_text == source.text:
+        return source.text, []
     documents, issues = parse_documents(new_text, source.file)
     if any(i.code in _UNPARSABLE for i in issues) or [d.data for d in documents] != expected:
         return Refusal(
@@ -302,29 +351,33 @@ def _refs(
             continue
         seen.add(id(current))
         if isinstance(current, yaml.ScalarNode) and current.tag == _STR:
-            kind, slash, name = current.value.partition("/")
-            if slash and (kind, name) in renames:
-                new = f"{kind}/{renames[kind, name]}"
+            new = _renamed_refs(current.value, renames)
+            if new != current.value:
                 yield current, current.value, new, new
         elif isinstance(current, yaml.MappingNode):
-            kind_node, name_node = _child(current, "kind"), _child(current, "name")
-            if (
-                isinstance(kind_node, yaml.ScalarNode)
-                and isinstance(name_node, yaml.ScalarNode)
-                and _child(current, "package") is None
-                and (kind_node.value, name_node.value) in renames
-            ):
-                kind, name = kind_node.value, name_node.value
-                yield (
-                    name_node,
-                    f"{kind}/{name}",
-                    f"{kind}/{renames[kind, name]}",
-                    renames[kind, name],
-                )
-                seen.add(id(name_node))
+            found = _mapping_ref(current, renames)
+            if found is not None:
+                yield found
+                seen.add(id(found[0]))
             pending.extend(value for _, value in reversed(current.value))
         elif isinstance(current, yaml.SequenceNode):
             pending.extend(reversed(current.value))
+
+
+def _mapping_ref(
+    node: yaml.MappingNode, renames: dict[tuple[str, str], str]
+) -> tuple[Any, str, str, str] | None:
+    """A ``{kind, name}`` ref (no package) to a renamed resource, as :func:`_refs` gives it."""
+    kind_node, name_node = _child(node, "kind"), _child(node, "name")
+    if not (
+        isinstance(kind_node, yaml.ScalarNode)
+        and isinstance(name_node, yaml.ScalarNode)
+        and _child(node, "package") is None
+        and (kind_node.value, name_node.value) in renames
+    ):
+        return None
+    kind, name = kind_node.value, name_node.value
+    return name_node, f"{kind}/{name}", f"{kind}/{renames[kind, name]}", renames[kind, name]
 
 
 def _renamed_refs(data: Any, renames: dict[tuple[str, str], str]) -> Any:
@@ -335,12 +388,16 @@ def _renamed_refs(data: Any, renames: dict[tuple[str, str], str]) -> Any:
     if isinstance(data, list):
         return [_renamed_refs(item, renames) for item in data]
     if isinstance(data, dict):
-        out = {key: _renamed_refs(value, renames) for key, value in data.items()}
-        ref_kind, ref_name = data.get("kind"), data.get("name")
-        if "package" not in data and isinstance(ref_kind, str) and isinstance(ref_name, str):
-            out["name"] = renames.get((ref_kind, ref_name), out["name"])
-        return out
+        return _renamed_mapping(data, renames)
     return data
+
+
+def _renamed_mapping(data: dict[str, Any], renames: dict[tuple[str, str], str]) -> Any:
+    out = {key: _renamed_refs(value, renames) for key, value in data.items()}
+    ref_kind, ref_name = data.get("kind"), data.get("name")
+    if "package" not in data and isinstance(ref_kind, str) and isinstance(ref_name, str):
+        out["name"] = renames.get((ref_kind, ref_name), out["name"])
+    return out
 
 
 def _add_api_version(
@@ -382,17 +439,23 @@ def _protected_lines(roots: list[yaml.Node]) -> set[int]:
             continue
         seen.add(id(node))
         if isinstance(node, yaml.ScalarNode):
-            start, end = node.start_mark, node.end_mark
-            if node.style in ("|", ">"):
-                last = end.line if end.column else end.line - 1
-                lines.update(range(start.line + 1, last + 1))
-            elif node.style in ("'", '"') and end.line > start.line:
-                lines.update(range(start.line, end.line))
+            lines.update(_scalar_lines(node))
         elif isinstance(node, yaml.MappingNode):
             pending.extend(n for pair in node.value for n in pair)
         elif isinstance(node, yaml.SequenceNode):
             pending.extend(node.value)
     return lines
+
+
+def _scalar_lines(node: yaml.ScalarNode) -> range:
+    """The lines of a block scalar's body, or of a multi-line quoted scalar but its last."""
+    start, end = node.start_mark, node.end_mark
+    if node.style in ("|", ">"):
+        last = end.line if end.column else end.line - 1
+        return range(start.line + 1, last + 1)
+    if node.style in ("'", '"') and end.line > start.line:
+        return range(start.line, end.line)
+    return range(0)
 
 
 def _strip_trailing(source: _Source, edits: list[_Edit]) -> list[Change]:

@@ -92,7 +92,35 @@ def resolve(
     direct = [d for d in dependencies if not d.builtin]
     if not direct:
         return Lockfile(())
-    pins = pins or {}
+    chosen = _chosen(direct, pip, pins or {})
+    pinned = [f"{d.distribution}=={chosen[d.distribution]['metadata']['version']}" for d in direct]
+    # what the direct ones need, at the versions pip picks for them
+    added = {
+        name: item
+        for item in pip.report(pinned)
+        if (name := canonicalize_name(item["metadata"]["name"])) not in chosen
+    }
+    return Lockfile(_locked_all(direct, chosen, added))
+
+
+def _locked_all(
+    direct: list[Dependency], chosen: dict[str, dict[str, Any]], added: dict[str, dict[str, Any]]
+) -> tuple[LockedPackage, ...]:
+    """The direct dependencies (``chosen``) then what they need (``added``), locked."""
+    versions = {
+        name: str(item["metadata"]["version"]) for name, item in {**chosen, **added}.items()
+    }
+    packages = [_locked(chosen[d.distribution], d.name, versions, d.range) for d in direct] + [
+        _locked(item, name, versions, None) for name, item in sorted(added.items())
+    ]
+    return tuple(packages)
+
+
+def _chosen(
+    direct: list[Dependency], pip: Pip, pins: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """pip's report of each direct dependency (by canonical name): at its pin while that is
+    within its range, else the newest within it."""
     wanted = [
         f"{d.distribution}=={pins[d.distribution]}"
         if d.distribution in pins and d.allows(pins[d.distribution])
@@ -106,19 +134,7 @@ def resolve(
     missing = [d.distribution for d in direct if d.distribution not in chosen]
     if missing:
         raise PackageInstallError(f"pip resolved no version of {', '.join(missing)}")
-    pinned = [f"{d.distribution}=={chosen[d.distribution]['metadata']['version']}" for d in direct]
-    added = {
-        canonicalize_name(item["metadata"]["name"]): item
-        for item in pip.report(pinned)
-        if canonicalize_name(item["metadata"]["name"]) not in chosen
-    }
-    versions = {
-        name: str(item["metadata"]["version"]) for name, item in {**chosen, **added}.items()
-    }
-    packages = [_locked(chosen[d.distribution], d.name, versions, d.range) for d in direct] + [
-        _locked(item, name, versions, None) for name, item in sorted(added.items())
-    ]
-    return Lockfile(tuple(packages))
+    return chosen
 
 
 def _locked(

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from bundle.errors import BundleError
+from bundle.errors import BundleError, ConfigIssue
 from bundle.spec_base import PACKAGE_NAME
 from bundle.spec_package import PackageSpec
 from goondan.files import write_atomic
@@ -43,13 +44,19 @@ def read_package(path: Path) -> PackageDocument:
     if not path.exists():
         return PackageDocument(path, None, PackageSpec())
     resources, issues, failed = load_documents(path, None)
+    _refuse_invalid(issues, failed)
+    package = next((r for r in resources if r.kind == "Package"), None)
+    if package is None:
+        return PackageDocument(path, None, PackageSpec())
+    return PackageDocument(path, package.name, package.spec)
+
+
+def _refuse_invalid(issues: list[ConfigIssue], failed: Set[tuple[str | None, str, str]]) -> None:
+    """:class:`BundleError` when the file, or its Package document, is invalid (what is wrong
+    with the other documents is not the Package reader's to report)."""
     problems = [i for i in issues if i.resource is None or i.resource.startswith("Package/")]
     if problems or any(kind == "Package" for _, kind, _ in failed):
         raise BundleError(problems or issues)
-    for resource in resources:
-        if resource.kind == "Package":
-            return PackageDocument(path, resource.name, resource.spec)
-    return PackageDocument(path, None, PackageSpec())
 
 
 def set_dependency(path: Path, name: str, version: str, distribution: str | None = None) -> None:
@@ -175,7 +182,19 @@ def _edited(text: str, name: str, version: str, distribution: str | None, path: 
         return _insert_lines(
             text, root, f"{' ' * column}spec:\n{' ' * (column + 2)}dependencies:\n{block}"
         )
-    key, value = spec
+    return _edit_spec(text, *spec, name, version, distribution, path)
+
+
+def _edit_spec(
+    text: str,
+    key: yaml.Node,
+    value: yaml.Node,
+    name: str,
+    version: str,
+    distribution: str | None,
+    path: Path,
+) -> str:
+    """``text`` with the entry recorded under the ``spec:`` at ``key``."""
     if _is_empty(value):
         column = key.start_mark.column + 2
         block = _entry_lines(" " * (column + 2), name, version, distribution)
@@ -190,7 +209,19 @@ def _edited(text: str, name: str, version: str, distribution: str | None, path: 
         column = value.value[0][0].start_mark.column
         block = _entry_lines(" " * (column + 2), name, version, distribution)
         return _insert_lines(text, value, f"{' ' * column}dependencies:\n{block}")
-    deps_key, items = dependencies
+    return _edit_dependencies(text, *dependencies, name, version, distribution, path)
+
+
+def _edit_dependencies(
+    text: str,
+    deps_key: yaml.Node,
+    items: yaml.Node,
+    name: str,
+    version: str,
+    distribution: str | None,
+    path: Path,
+) -> str:
+    """``text`` with the entry recorded in the ``dependencies:`` under ``deps_key``."""
     if _is_empty(items) or (isinstance(items, yaml.SequenceNode) and not items.value):
         column = deps_key.start_mark.column + 2
         block = _entry_lines(" " * column, name, version, distribution)
@@ -215,42 +246,56 @@ def _edit_list(
     distribution: str | None,
     path: Path,
 ) -> str:
-    for item in items.value:
-        if not isinstance(item, yaml.MappingNode):
-            continue
-        found = _get(item, "name")
-        if found is None or found[1].value != name:
-            continue
-        if item.flow_style:
-            fields = {"name": name, "version": version}
-            old = _get(item, "distribution")
-            if distribution is not None:
-                fields["distribution"] = distribution
-            elif old is not None:
-                fields["distribution"] = str(old[1].value)
-            return _replace(text, item, json.dumps(fields, ensure_ascii=False))
-        # replace the later field first, so the earlier one's offsets still hold
-        edits: list[tuple[yaml.Node, str]] = []
-        old_version = _get(item, "version")
-        old_distribution = _get(item, "distribution")
-        if distribution is not None and old_distribution is not None:
-            edits.append((old_distribution[1], _q(distribution)))
-        if old_version is not None:
-            edits.append((old_version[1], _q(version)))
-        for node, value in sorted(edits, key=lambda e: -e[0].start_mark.index):
-            text = _replace(text, node, value)
-        extra = []
-        column = " " * item.value[0][0].start_mark.column
-        if old_version is None:
-            extra.append(f"{column}version: {_q(version)}\n")
-        if distribution is not None and old_distribution is None:
-            extra.append(f"{column}distribution: {_q(distribution)}\n")
-        if extra:
-            # the item's end moved by the replacements above: compose the result again
-            return _set_missing_fields(text, name, "".join(extra), path)
-        return text
-    indent = " " * items.start_mark.column
-    return _insert_lines(text, items, _entry_lines(indent, name, version, distribution))
+    item = next((i for i in items.value if _names(i, name)), None)
+    if item is None:
+        indent = " " * items.start_mark.column
+        return _insert_lines(text, items, _entry_lines(indent, name, version, distribution))
+    assert isinstance(item, yaml.MappingNode)
+    if item.flow_style:
+        fields = {"name": name, "version": version}
+        old = _get(item, "distribution")
+        if distribution is not None:
+            fields["distribution"] = distribution
+        elif old is not None:
+            fields["distribution"] = str(old[1].value)
+        return _replace(text, item, json.dumps(fields, ensure_ascii=False))
+    return _edit_block_item(text, item, name, version, distribution, path)
+
+
+def _names(item: yaml.Node, name: str) -> bool:
+    """Whether ``item`` is a mapping whose ``name`` is ``name``."""
+    found = _get(item, "name") if isinstance(item, yaml.MappingNode) else None
+    return found is not None and found[1].value == name
+
+
+def _edit_block_item(
+    text: str,
+    item: yaml.MappingNode,
+    name: str,
+    version: str,
+    distribution: str | None,
+    path: Path,
+) -> str:
+    # replace the later field first, so the earlier one's offsets still hold
+    edits: list[tuple[yaml.Node, str]] = []
+    old_version = _get(item, "version")
+    old_distribution = _get(item, "distribution")
+    if distribution is not None and old_distribution is not None:
+        edits.append((old_distribution[1], _q(distribution)))
+    if old_version is not None:
+        edits.append((old_version[1], _q(version)))
+    for node, value in sorted(edits, key=lambda e: -e[0].start_mark.index):
+        text = _replace(text, node, value)
+    extra = []
+    column = " " * item.value[0][0].start_mark.column
+    if old_version is None:
+        extra.append(f"{column}version: {_q(version)}\n")
+    if distribution is not None and old_distribution is None:
+        extra.append(f"{column}distribution: {_q(distribution)}\n")
+    if extra:
+        # the item's end moved by the replacements above: compose the result again
+        return _set_missing_fields(text, name, "".join(extra), path)
+    return text
 
 
 def _set_missing_fields(text: str, name: str, lines: str, path: Path) -> str:

@@ -5,27 +5,21 @@ Each rule appends :class:`ConfigIssue` s; none stops the others, so one run repo
 
 from __future__ import annotations
 
-import json
-import math
-import threading
 from pathlib import Path
-
-import jsonschema
-from jsonschema.exceptions import SchemaError
 
 from bundle import errors as E
 from bundle.connector_config import connection_config_issues
 from bundle.entry import EntryLoadError, load_entry_module, resolve_handlers
 from bundle.errors import ConfigIssue
-from bundle.loader import FailedKey, Resource, index, tool_name_too_long
+from bundle.loader import FailedKey, Resource, tool_name_too_long
 from bundle.prices import model_price
+from bundle.rule_base import FieldPath, RuleChecker, item_path
+from bundle.schema_check import schema_problem
 from bundle.script_tools import check_script_tools
 from bundle.spec_agent import AgentSpec, Budgets, ModelLimits, ModelSpec, ToolSpec
 from bundle.spec_base import ObjectRef
 from bundle.spec_connector import ConnectionSpec, ConnectorSpec
 from bundle.spec_swarm import SwarmSpec
-
-FieldPath = tuple[str | int, ...]
 
 
 def check_rules(
@@ -53,52 +47,8 @@ def check_rules(
     return checker.issues
 
 
-class _Checker:
-    """Holds the index and the collected issues while the rules run."""
-
-    def __init__(
-        self,
-        resources: list[Resource],
-        failed: set[FailedKey],
-        check_handlers: bool,
-        allow_outside_bundle: bool = False,
-    ) -> None:
-        self.resources = resources
-        self.files = {r.file for r in resources if r.package is None}
-        """The bundle's own files (several for a bundle directory)."""
-        self.index = index(resources)
-        self.failed = failed
-        self.check_handlers = check_handlers
-        self.allow_outside_bundle = allow_outside_bundle
-        self.issues: list[ConfigIssue] = []
-        self.missing_packages: set[str] = set()
-        """Dependencies reported not installed: refs into them are not reported again."""
-
-    def confined(self, resource: Resource, path: Path, field: FieldPath, what: str) -> bool:
-        """Whether ``path`` (resolved) may be used: inside the resource's own directory, or
-        anywhere when the operator allowed it; reports it otherwise."""
-        root = resource.base_dir.resolve()
-        if self.allow_outside_bundle or path.is_relative_to(root):
-            return True
-        self.report(
-            resource,
-            E.E_OUTSIDE_BUNDLE,
-            f"{what} {path} is outside the bundle directory {root}",
-            field,
-            suggestion="move it beside goondan.yaml, or run with --allow-outside-bundle "
-            "(GOONDAN_ALLOW_OUTSIDE_BUNDLE=1) if that is intended",
-        )
-        return False
-
-    def report(
-        self,
-        resource: Resource,
-        code: str,
-        message: str,
-        path: FieldPath,
-        suggestion: str | None = None,
-    ) -> None:
-        self.issues.append(resource.issue(code, message, path, suggestion))
+class _Checker(RuleChecker):
+    """The rules, run over one bundle's resources."""
 
     def check(self, resource: Resource) -> None:
         if resource.kind == "Tool":
@@ -116,48 +66,32 @@ class _Checker:
         elif resource.kind == "Connection":
             self.check_connection(resource, resource.spec)
 
-    # -- refs ------------------------------------------------------------------------------
-
-    def resolve(self, ref: ObjectRef, referrer: Resource, path: FieldPath) -> Resource | None:
-        """The resource ``ref`` names, looked up in ``ref.package`` or the referrer's package."""
-        package = ref.package if ref.package is not None else referrer.package
-        target = self.index.get(package, ref.kind, ref.name)
-        if (
-            target is None
-            and (package, ref.kind, ref.name) not in self.failed
-            and package not in self.missing_packages
-        ):
-            elsewhere = self.index.packages_with(ref.kind, ref.name)
-            hint = (
-                f"it exists in package {elsewhere[0]!r}: write {{kind: {ref.kind}, name: "
-                f'{ref.name}, package: "{elsewhere[0]}"}}'
-                if elsewhere
-                else f"declare the {ref.kind} {ref.name!r}, or fix the reference"
-            )
-            scope = f"package {package!r}" if package else "this bundle"
-            self.report(
-                referrer, E.E_REF_NOT_FOUND, f"{ref} not found in {scope}", path, suggestion=hint
-            )
-        return target
-
-    def resolve_kind(
-        self, ref: ObjectRef, kind: str, referrer: Resource, path: FieldPath
-    ) -> Resource | None:
-        """Like :meth:`resolve`, but the ref must name a ``kind``."""
-        if ref.kind != kind:
-            self.report(
-                referrer,
-                E.E_SCHEMA_INVALID,
-                f"expected a reference to a {kind}, got {ref}",
-                path,
-                suggestion=f'write "{kind}/<name>"',
-            )
-            return None
-        return self.resolve(ref, referrer, path)
-
     # -- whole-bundle rules ------------------------------------------------------------------
 
     def check_packages(self) -> None:
+        packages = self._placed_packages()
+        for extra in packages[1:]:
+            self.report(
+                extra,
+                E.E_PACKAGE_DOC_DUPLICATED,
+                "a file may declare at most one Package",
+                ("kind",),
+                suggestion="keep a single Package document, first in the file",
+            )
+        if not packages:
+            return
+        if packages[0].document.index != 0:
+            self.report(
+                packages[0],
+                E.E_PACKAGE_DOC_POSITION,
+                "the Package document must be the first document of the file",
+                ("kind",),
+                suggestion="move it to the top",
+            )
+        self.check_dependencies(packages[0])
+
+    def _placed_packages(self) -> list[Resource]:
+        """The bundle's own Package documents, but those outside goondan.yaml (reported)."""
         local = [r for r in self.resources if r.package is None]
         packages = [r for r in local if r.kind == "Package"]
         for stray in [p for p in packages if p.file.stem != "goondan" and len(self.files) > 1]:
@@ -169,24 +103,7 @@ class _Checker:
                 suggestion="move it to the top of goondan.yaml",
             )
             packages.remove(stray)
-        for extra in packages[1:]:
-            self.report(
-                extra,
-                E.E_PACKAGE_DOC_DUPLICATED,
-                "a file may declare at most one Package",
-                ("kind",),
-                suggestion="keep a single Package document, first in the file",
-            )
-        if packages and packages[0].document.index != 0:
-            self.report(
-                packages[0],
-                E.E_PACKAGE_DOC_POSITION,
-                "the Package document must be the first document of the file",
-                ("kind",),
-                suggestion="move it to the top",
-            )
-        if packages:
-            self.check_dependencies(packages[0])
+        return packages
 
     def check_dependencies(self, package: Resource) -> None:
         """Every dependency installed, within its range, providing its Goondan package."""
@@ -257,14 +174,7 @@ class _Checker:
         the genai-prices catalogue's (looked up only when a cost ceiling is set)."""
         if budgets is None or all(c.cost is None for c in budgets.scopes().values()):
             return
-        unpriced = sorted(
-            {
-                model.ref_string
-                for agent in agents
-                if (model := self._model_of(agent)) is not None
-                and model_price(model.spec, model.spec.base_url or model.spec.endpoint) is None
-            }
-        )
+        unpriced = self._unpriced(agents)
         if not unpriced:
             return
         for scope, ceilings in budgets.scopes().items():
@@ -278,6 +188,17 @@ class _Checker:
                     suggestion="add spec.pricing {inputPerMillionTokens, outputPerMillionTokens}"
                     " to the Model (genai-prices lists no price for it), or cap tokens instead",
                 )
+
+    def _unpriced(self, agents: list[Resource]) -> list[str]:
+        """The Models of ``agents`` with no price, sorted."""
+        models = [model for agent in agents if (model := self._model_of(agent)) is not None]
+        return sorted(
+            {
+                model.ref_string
+                for model in models
+                if model_price(model.spec, model.spec.base_url or model.spec.endpoint) is None
+            }
+        )
 
     def _model_of(self, agent: Resource) -> Resource | None:
         spec: AgentSpec = agent.spec
@@ -420,38 +341,11 @@ class _Checker:
             spec.model_config_.model_ref, "Model", resource, ("spec", "modelConfig", "modelRef")
         )
         self.check_budget_pricing(resource, spec.budgets, [resource])
-        if spec.prompt is not None and spec.prompt.system_ref is not None:
-            prompt_path = (resource.base_dir / spec.prompt.system_ref).resolve()
-            field: FieldPath = ("spec", "prompt", "systemRef")
-            if self.confined(resource, prompt_path, field, "systemRef file") and (
-                not prompt_path.is_file()
-            ):
-                self.report(
-                    resource,
-                    E.E_ENTRY_NOT_FOUND,
-                    f"systemRef file {spec.prompt.system_ref!r} not found (looked at {prompt_path})",
-                    ("spec", "prompt", "systemRef"),
-                    suggestion="the path is relative to the YAML file that declares the Agent",
-                )
-        tool_names: set[str] = set()
-        all_tools_resolved = True
-        for i, item in enumerate(spec.tools):
-            tool = self.resolve_kind(item.ref, "Tool", resource, _item_path(resource, "tools", i))
-            if tool is None:
-                all_tools_resolved = False
-                continue
-            tool_spec: ToolSpec = tool.spec
-            tool_names.update(f"{tool.name}__{e.name}" for e in tool_spec.exports)
-            if item.config and self.check_handlers:
-                entry = (tool.base_dir / tool_spec.entry).resolve()
-                if entry.is_file():
-                    merged = {**tool_spec.config, **item.config}
-                    self.check_handlers_of(resource, entry, tool_spec, merged, ("spec", "tools", i))
+        self.check_system_ref(resource, spec)
+        tool_names = self.check_agent_tools(resource, spec)
         for i, item in enumerate(spec.extensions):
-            self.resolve_kind(
-                item.ref, "Extension", resource, _item_path(resource, "extensions", i)
-            )
-        if not all_tools_resolved:
+            self.resolve_kind(item.ref, "Extension", resource, item_path(resource, "extensions", i))
+        if tool_names is None:
             return  # an unresolved tool already failed; its exports are unknown
         if spec.tool_policy.approval is not None:
             self.check_approval_tools(resource, spec, tool_names)
@@ -462,9 +356,44 @@ class _Checker:
                     E.E_SCHEMA_INVALID,
                     f"required tool {required!r} is not among the agent's tools",
                     ("spec", "requiredTools", i),
-                    suggestion="use one of: "
-                    + (", ".join(sorted(tool_names)) or "(the agent has no tools)"),
+                    suggestion=_use_one_of(tool_names),
                 )
+
+    def check_system_ref(self, resource: Resource, spec: AgentSpec) -> None:
+        if spec.prompt is None or spec.prompt.system_ref is None:
+            return
+        prompt_path = (resource.base_dir / spec.prompt.system_ref).resolve()
+        field: FieldPath = ("spec", "prompt", "systemRef")
+        if self.confined(resource, prompt_path, field, "systemRef file") and (
+            not prompt_path.is_file()
+        ):
+            self.report(
+                resource,
+                E.E_ENTRY_NOT_FOUND,
+                f"systemRef file {spec.prompt.system_ref!r} not found (looked at {prompt_path})",
+                field,
+                suggestion="the path is relative to the YAML file that declares the Agent",
+            )
+
+    def check_agent_tools(self, resource: Resource, spec: AgentSpec) -> set[str] | None:
+        """The names of the agent's tools (``None`` when one does not resolve), each item's
+        config checked against its Tool's handlers."""
+        tool_names: set[str] = set()
+        all_tools_resolved = True
+        for i, item in enumerate(spec.tools):
+            tool = self.resolve_kind(item.ref, "Tool", resource, item_path(resource, "tools", i))
+            if tool is None:
+                all_tools_resolved = False
+                continue
+            tool_spec: ToolSpec = tool.spec
+            tool_names.update(f"{tool.name}__{e.name}" for e in tool_spec.exports)
+            if not item.config or not self.check_handlers:
+                continue
+            entry = (tool.base_dir / tool_spec.entry).resolve()
+            if entry.is_file():
+                merged = {**tool_spec.config, **item.config}
+                self.check_handlers_of(resource, entry, tool_spec, merged, ("spec", "tools", i))
+        return tool_names if all_tools_resolved else None
 
     def check_approval_tools(
         self, resource: Resource, spec: AgentSpec, tool_names: set[str]
@@ -476,9 +405,7 @@ class _Checker:
         extensions = {item.ref.name for item in spec.extensions}
         callable_names = set(tool_names)
         if spec.tool_policy.allow_registry_calls:
-            for other in self.resources:
-                if other.kind == "Tool":
-                    callable_names.update(f"{other.name}__{e.name}" for e in other.spec.exports)
+            callable_names.update(self.exports())
         for i, name in enumerate(spec.tool_policy.approval.tools):
             if name in callable_names or name.split("__", 1)[0] in extensions:
                 continue
@@ -487,19 +414,36 @@ class _Checker:
                 E.E_SCHEMA_INVALID,
                 f"approval tool {name!r} is not among the agent's tools",
                 ("spec", "toolPolicy", "approval", "tools", i),
-                suggestion="use one of: "
-                + (", ".join(sorted(tool_names)) or "(the agent has no tools)"),
+                suggestion=_use_one_of(tool_names),
             )
+
+    def exports(self) -> set[str]:
+        """Every Tool export of the bundle, as ``{tool}__{export}``."""
+        tools = [r for r in self.resources if r.kind == "Tool"]
+        return {f"{tool.name}__{e.name}" for tool in tools for e in tool.spec.exports}
 
     def check_swarm(self, resource: Resource, spec: SwarmSpec) -> None:
         resolved = []
         for i, item in enumerate(spec.agents):
-            found = self.resolve_kind(
-                item.ref, "Agent", resource, _item_path(resource, "agents", i)
-            )
+            found = self.resolve_kind(item.ref, "Agent", resource, item_path(resource, "agents", i))
             if found is not None:
                 resolved.append(found)
         self.check_budget_pricing(resource, spec.budgets, resolved)
+        if not self.check_entry_agent(resource, spec):
+            return  # not an Agent ref: nothing to place beside it
+        members = {item.ref.name for item in spec.agents}
+        for agent in spec.placement:
+            if agent not in members:
+                self.report(
+                    resource,
+                    E.E_SCHEMA_INVALID,
+                    f"placement names {agent!r}, which is not one of the swarm's agents",
+                    ("spec", "placement", agent),
+                    suggestion="place one of: " + ", ".join(sorted(members)),
+                )
+
+    def check_entry_agent(self, resource: Resource, spec: SwarmSpec) -> bool:
+        """Whether ``entryAgent`` is an Agent ref (and so worth checking further)."""
         entry = spec.entry_agent
         if entry.kind != "Agent":
             self.report(
@@ -509,7 +453,7 @@ class _Checker:
                 ("spec", "entryAgent"),
                 suggestion='write "Agent/<name>"',
             )
-            return
+            return False
         listed = [item.ref for item in spec.agents]
         if not any(_same_agent(entry, ref) for ref in listed):
             self.report(
@@ -520,16 +464,7 @@ class _Checker:
                 suggestion=f"add {entry} to spec.agents, or pick one of: "
                 + ", ".join(sorted({ref.name for ref in listed})),
             )
-        members = {ref.name for ref in listed}
-        for agent in spec.placement:
-            if agent not in members:
-                self.report(
-                    resource,
-                    E.E_SCHEMA_INVALID,
-                    f"placement names {agent!r}, which is not one of the swarm's agents",
-                    ("spec", "placement", agent),
-                    suggestion="place one of: " + ", ".join(sorted(members)),
-                )
+        return True
 
     def check_connection(self, resource: Resource, spec: ConnectionSpec) -> None:
         connector = self.resolve_kind(
@@ -541,14 +476,7 @@ class _Checker:
                     resource, connector, allow_outside_bundle=self.allow_outside_bundle
                 )
             )
-        swarms: list[Resource] | None = None
-        if spec.swarm_ref is not None:
-            swarm = self.resolve_kind(spec.swarm_ref, "Swarm", resource, ("spec", "swarmRef"))
-            swarms = [swarm] if swarm is not None else None
-        else:
-            swarms = [
-                r for r in self.resources if r.kind == "Swarm" and r.package == resource.package
-            ]
+        swarms = self._connection_swarms(resource, spec)
         for i, rule in enumerate(spec.ingress.rules):
             ref = rule.route.agent_ref
             if ref is None:
@@ -567,18 +495,22 @@ class _Checker:
                     suggestion="route to one of the swarm's agents, or add it to spec.agents",
                 )
 
+    def _connection_swarms(self, resource: Resource, spec: ConnectionSpec) -> list[Resource] | None:
+        """The swarms a Connection routes into: its ``swarmRef``'s (``None`` when that does not
+        resolve), else every Swarm of its package."""
+        if spec.swarm_ref is None:
+            return [
+                r for r in self.resources if r.kind == "Swarm" and r.package == resource.package
+            ]
+        swarm = self.resolve_kind(spec.swarm_ref, "Swarm", resource, ("spec", "swarmRef"))
+        return [swarm] if swarm is not None else None
+
     def _swarm_has(self, swarm: Resource, agent: Resource) -> bool:
         spec: SwarmSpec = swarm.spec
         return any(
             (item.ref.package or swarm.package, item.ref.name) == (agent.package, agent.name)
             for item in spec.agents
         )
-
-
-def _item_path(resource: Resource, key: str, i: int) -> FieldPath:
-    """``spec.<key>[i].ref`` when the item was written as ``{ref: ...}``, else ``spec.<key>[i]``."""
-    path: FieldPath = ("spec", key, i)
-    return (*path, "ref") if (*path, "ref") in resource.document.lines else path
 
 
 def _same_agent(a: ObjectRef, b: ObjectRef) -> bool:
@@ -588,6 +520,10 @@ def _same_agent(a: ObjectRef, b: ObjectRef) -> bool:
     return a.package is None or b.package is None or a.package == b.package
 
 
+def _use_one_of(tool_names: set[str]) -> str:
+    return "use one of: " + (", ".join(sorted(tool_names)) or "(the agent has no tools)")
+
+
 def _entry_hint(code: str) -> str | None:
     if code == E.E_ENTRY_LOAD_FAILED:
         return "fix the module: importing it, and its configure(config), must not raise"
@@ -595,51 +531,4 @@ def _entry_hint(code: str) -> str | None:
         return "fix the config the module rejected (see its configure(config))"
     if code == E.E_HANDLER_MISSING:
         return "export `handlers = {'<export>': function}` (and `configure(config)` to take config)"
-    return None
-
-
-def schema_problem(schema: dict[str, object]) -> str | None:
-    """Why ``schema`` is not a valid JSON Schema (with where), or ``None`` if it is one.
-
-    Checking a schema against its metaschema costs milliseconds, and every bundle load checks
-    the built-in packages' schemas again, so verdicts are kept per schema: keyed by its JSON
-    text, for schemas that are plain JSON data (string keys; YAML can hold more, and those are
-    checked every time), so one text always stands for one value.
-    """
-    if not _plain_json(schema):
-        return _check_schema(schema)
-    text = json.dumps(schema, allow_nan=False)
-    with _schema_lock:
-        if text in _schema_problems:
-            return _schema_problems[text]
-    problem = _check_schema(schema)
-    with _schema_lock:
-        if len(_schema_problems) >= 4096:
-            _schema_problems.clear()
-        _schema_problems[text] = problem
-    return problem
-
-
-_schema_problems: dict[str, str | None] = {}
-_schema_lock = threading.Lock()
-
-
-def _plain_json(value: object) -> bool:
-    if value is None or isinstance(value, str | bool | int):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, list):
-        return all(_plain_json(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain_json(v) for k, v in value.items())
-    return False
-
-
-def _check_schema(schema: dict[str, object]) -> str | None:
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except SchemaError as exc:
-        where = ".".join(str(p) for p in exc.absolute_path)
-        return exc.message + (f" (at {where})" if where else "")
     return None

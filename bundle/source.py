@@ -129,43 +129,11 @@ def parse_documents(text: str, file: Path) -> tuple[list[Document], list[ConfigI
                     )
                 )
                 break
-            line = node.start_mark.line + 1
-            problem = _complexity_problem(node, file)
-            if problem is not None:
-                issues.append(problem)
-                continue
-            try:
-                data = loader.construct_document(node)
-            except ValueError as exc:  # an integer of thousands of digits, say
-                issues.append(
-                    ConfigIssue(
-                        code=E_PARSE_ERROR,
-                        message=f"a value cannot be read: {exc}",
-                        file=file,
-                        line=_huge_number_line(node) or line,
-                        suggestion="use a number of ordinary size",
-                    )
-                )
-                continue
-            lines: dict[FieldPath, int] = {}
-            duplicates: list[ConfigIssue] = []
-            _walk(node, (), lines, duplicates, file)
-            issues.extend(duplicates)
-            documents.append(
-                Document(file=file, index=len(documents), line=line, data=data, lines=lines)
-            )
+            document = _document(loader, node, file, len(documents), issues)
+            if document is not None:
+                documents.append(document)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        issues.append(
-            ConfigIssue(
-                code=E_PARSE_ERROR,
-                message=f"invalid YAML: {exc.problem or exc.context}",
-                file=file,
-                line=mark.line + 1 if mark else None,
-                column=mark.column + 1 if mark else None,
-                suggestion="fix the YAML syntax at this position (indentation, quotes, colons)",
-            )
-        )
+        issues.append(_syntax_issue(exc, file))
     except yaml.YAMLError as exc:
         issues.append(ConfigIssue(code=E_PARSE_ERROR, message=f"invalid YAML: {exc}", file=file))
     except RecursionError:
@@ -197,6 +165,49 @@ def _huge_number_line(node: yaml.Node) -> int | None:
             for key, value in reversed(current.value):
                 pending.extend((value, key))
     return None
+
+
+def _syntax_issue(exc: yaml.MarkedYAMLError, file: Path) -> ConfigIssue:
+    """A YAML syntax error, at its position when it has one."""
+    mark = exc.problem_mark or exc.context_mark
+    return ConfigIssue(
+        code=E_PARSE_ERROR,
+        message=f"invalid YAML: {exc.problem or exc.context}",
+        file=file,
+        line=mark.line + 1 if mark else None,
+        column=mark.column + 1 if mark else None,
+        suggestion="fix the YAML syntax at this position (indentation, quotes, colons)",
+    )
+
+
+def _document(
+    loader: yaml.SafeLoader, node: yaml.Node, file: Path, index: int, issues: list[ConfigIssue]
+) -> Document | None:
+    """The document ``node`` holds, or ``None`` when it cannot be read (said in ``issues``,
+    as its duplicate keys are)."""
+    line = node.start_mark.line + 1
+    problem = _complexity_problem(node, file)
+    if problem is not None:
+        issues.append(problem)
+        return None
+    try:
+        data = loader.construct_document(node)
+    except ValueError as exc:  # an integer of thousands of digits, say
+        issues.append(
+            ConfigIssue(
+                code=E_PARSE_ERROR,
+                message=f"a value cannot be read: {exc}",
+                file=file,
+                line=_huge_number_line(node) or line,
+                suggestion="use a number of ordinary size",
+            )
+        )
+        return None
+    lines: dict[FieldPath, int] = {}
+    duplicates: list[ConfigIssue] = []
+    _walk(node, (), lines, duplicates, file)
+    issues.extend(duplicates)
+    return Document(file=file, index=index, line=line, data=data, lines=lines)
 
 
 def _is_blank(node: yaml.Node) -> bool:

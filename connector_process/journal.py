@@ -232,11 +232,8 @@ def _read(path: Path) -> dict[str, JournaledEvent]:
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        try:
-            data = json.loads(line)
-        except (ValueError, RecursionError):
-            data = None
-        if not isinstance(data, dict):
+        data = _record(line)
+        if data is None:
             if number < len(lines):  # not the torn last line of a kill mid-write
                 structlog.get_logger("goondan.connector.journal").warning(
                     "unreadable journal line skipped", file=str(path), line=number
@@ -245,16 +242,30 @@ def _read(path: Path) -> dict[str, JournaledEvent]:
         refusal = newer_format(path, "ingress journal", data.get("v"), FORMAT_VERSION)
         if refusal is not None:
             raise JournalUnreadable(refusal)
-        event_id, op = data.get("id"), data.get("op")
-        if not isinstance(event_id, str):
-            continue
-        if op == "settled":
-            events.pop(event_id, None)
-        elif op == "accepted":
-            event = _event(event_id, data.get("event"), data.get("at"))
-            if event is not None:
-                events[event_id] = event
+        _apply_record(events, data)
     return events
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    """The JSON object ``line`` holds, or ``None``."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _apply_record(events: dict[str, JournaledEvent], data: dict[str, Any]) -> None:
+    """``events`` after one record: an accepted event added, a settled one dropped."""
+    event_id, op = data.get("id"), data.get("op")
+    if not isinstance(event_id, str):
+        return
+    if op == "settled":
+        events.pop(event_id, None)
+    elif op == "accepted":
+        event = _event(event_id, data.get("event"), data.get("at"))
+        if event is not None:
+            events[event_id] = event
 
 
 def _event(event_id: str, data: object, at: object) -> JournaledEvent | None:

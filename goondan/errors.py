@@ -32,12 +32,12 @@ from goondan.catalogue import HELP_URL as HELP_URL
 from goondan.catalogue import Audience as Audience
 from goondan.catalogue import Catalogue as Catalogue
 from goondan.catalogue import ErrorCode as ErrorCode
-from goondan.error_codes import CONFIG as CONFIG
-from goondan.error_codes import DELIVERY as DELIVERY
-from goondan.error_codes import TOOL as TOOL
 from goondan.error_codes import ConfigCode as ConfigCode
 from goondan.error_codes import DeliveryCode as DeliveryCode
 from goondan.error_codes import ToolCode as ToolCode
+from goondan.error_meanings import CONFIG as CONFIG
+from goondan.error_meanings import DELIVERY as DELIVERY
+from goondan.error_meanings import TOOL as TOOL
 from goondan.http_codes import HTTP as HTTP
 from goondan.http_codes import HttpCode as HttpCode
 

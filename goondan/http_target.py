@@ -55,6 +55,12 @@ def check_request(
         return Checked(NO_HOST, target)
     if target.startswith(b"/"):
         return Checked(None, target)
+    return _absolute(target, hosts[0].strip() if hosts else b"")
+
+
+def _absolute(target: bytes, host: bytes) -> Checked:
+    """An absolute-form ``target``: served as its path when it names this server's scheme
+    and the request's ``host``."""
     scheme, sep, rest = target.partition(b"://")
     if not sep or not scheme.isalpha():
         shown = _shown(target)
@@ -66,7 +72,6 @@ def check_request(
         (i for i in (rest.find(b"/"), rest.find(b"?"), rest.find(b"#")) if i >= 0), default=-1
     )
     authority, tail = (rest, b"") if end < 0 else (rest[:end], rest[end:])
-    host = hosts[0].strip() if hosts else b""
     if not host or authority.lower() != host.lower():
         return Checked(
             f"the request target names {_shown(authority)} but its Host is {_shown(host)}: "

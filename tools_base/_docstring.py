@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 _GOOGLE_PARAMS = frozenset(
@@ -74,38 +75,62 @@ def parse_docstring(text: str | None) -> Docstring:
     body_end = len(lines)
     i = 0
     while i < len(lines):
-        line = lines[i]
-        stripped = line.strip()
-        indent = len(line) - len(line.lstrip())
-        next_line = lines[i + 1] if i + 1 < len(lines) else ""
-        title = stripped.lower()
-        if _NUMPY_RULE.match(next_line.strip()) and title in _SECTION_TITLES:
-            body_end = min(body_end, i)
-            end = _block_end(lines, i + 2, indent, numpy=True)
-            if title in _GOOGLE_PARAMS:
-                parameters.update(_numpy_entries(lines[i + 2 : end]))
-            i = end
+        section = _section_at(lines, i)
+        if section is None:
+            i += 1
             continue
-        header = _GOOGLE_HEADER.match(stripped)
-        if header and header["title"].lower() in _SECTION_TITLES:
-            body_end = min(body_end, i)
-            end = _block_end(lines, i + 1, indent, numpy=False)
-            if header["title"].lower() in _GOOGLE_PARAMS:
-                parameters.update(_google_entries(lines[i + 1 : end]))
-            i = end
-            continue
-        sphinx = _SPHINX_FIELD.match(stripped)
-        if sphinx:
-            body_end = min(body_end, i)
-            end = _block_end(lines, i + 1, indent, numpy=False)
-            words = sphinx["args"].split()
-            if sphinx["kind"] in _SPHINX_PARAM_KINDS and words:
-                rest = [sphinx["text"], *(x.strip() for x in lines[i + 1 : end])]
-                parameters[words[-1]] = _join(rest)
-            i = end
-            continue
-        i += 1
+        body_end = min(body_end, i)
+        i, entries = section
+        parameters.update(entries)
     return Docstring(_paragraphs(lines[:body_end]), parameters)
+
+
+_Section = tuple[int, dict[str, str]]
+"""Where a section ends, and the parameters it describes."""
+
+
+def _section_at(lines: list[str], i: int) -> _Section | None:
+    """The section (NumPy, Google) or Sphinx field starting at line ``i``, or ``None`` when
+    none starts there."""
+    for reader in (_numpy_section, _google_section, _sphinx_field):
+        found = reader(lines, i)
+        if found is not None:
+            return found
+    return None
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _numpy_section(lines: list[str], i: int) -> _Section | None:
+    next_line = lines[i + 1] if i + 1 < len(lines) else ""
+    title = lines[i].strip().lower()
+    if not _NUMPY_RULE.match(next_line.strip()) or title not in _SECTION_TITLES:
+        return None
+    end = _block_end(lines, i + 2, _indent(lines[i]), numpy=True)
+    return end, _numpy_entries(lines[i + 2 : end]) if title in _GOOGLE_PARAMS else {}
+
+
+def _google_section(lines: list[str], i: int) -> _Section | None:
+    header = _GOOGLE_HEADER.match(lines[i].strip())
+    if not header or header["title"].lower() not in _SECTION_TITLES:
+        return None
+    end = _block_end(lines, i + 1, _indent(lines[i]), numpy=False)
+    wanted = header["title"].lower() in _GOOGLE_PARAMS
+    return end, _google_entries(lines[i + 1 : end]) if wanted else {}
+
+
+def _sphinx_field(lines: list[str], i: int) -> _Section | None:
+    sphinx = _SPHINX_FIELD.match(lines[i].strip())
+    if not sphinx:
+        return None
+    end = _block_end(lines, i + 1, _indent(lines[i]), numpy=False)
+    words = sphinx["args"].split()
+    if sphinx["kind"] not in _SPHINX_PARAM_KINDS or not words:
+        return end, {}
+    rest = [sphinx["text"], *(x.strip() for x in lines[i + 1 : end])]
+    return end, {words[-1]: _join(rest)}
 
 
 def _block_end(lines: list[str], start: int, indent: int, *, numpy: bool) -> int:
@@ -128,41 +153,42 @@ def _block_end(lines: list[str], start: int, indent: int, *, numpy: bool) -> int
 
 def _google_entries(lines: list[str]) -> dict[str, str]:
     found: dict[str, list[str]] = {}
-    entry_indent: int | None = None
     current: list[str] | None = None
-    for line in lines:
-        if not line.strip():
-            continue
-        indent = len(line) - len(line.lstrip())
-        if entry_indent is None:
-            entry_indent = indent
-        match = _GOOGLE_ENTRY.match(line.strip()) if indent == entry_indent else None
+    for line, at_entry in _entry_lines(lines):
+        match = _GOOGLE_ENTRY.match(line) if at_entry else None
         if match:
             current = found.setdefault(match["name"], [])
             current.append(match["text"])
         elif current is not None:
-            current.append(line.strip())
+            current.append(line)
     return {name: _join(text) for name, text in found.items()}
 
 
 def _numpy_entries(lines: list[str]) -> dict[str, str]:
     found: dict[str, list[str]] = {}
-    entry_indent: int | None = None
     current: list[list[str]] = []
+    for line, at_entry in _entry_lines(lines):
+        match = _NUMPY_ENTRY.match(line) if at_entry else None
+        if match:
+            names = [n.strip() for n in match["names"].split(",")]
+            current = [found.setdefault(name, []) for name in names]
+        else:
+            for text in current:
+                text.append(line)
+    return {name: _join(text) for name, text in found.items()}
+
+
+def _entry_lines(lines: list[str]) -> Iterator[tuple[str, bool]]:
+    """A section's lines but blank ones, stripped, each with whether it sits at the indent
+    of the first (where an entry may begin)."""
+    entry_indent: int | None = None
     for line in lines:
         if not line.strip():
             continue
         indent = len(line) - len(line.lstrip())
         if entry_indent is None:
             entry_indent = indent
-        match = _NUMPY_ENTRY.match(line.strip()) if indent == entry_indent else None
-        if match:
-            names = [n.strip() for n in match["names"].split(",")]
-            current = [found.setdefault(name, []) for name in names]
-        else:
-            for text in current:
-                text.append(line.strip())
-    return {name: _join(text) for name, text in found.items()}
+        yield line.strip(), indent == entry_indent
 
 
 def _join(parts: list[str]) -> str:

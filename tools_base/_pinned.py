@@ -27,7 +27,7 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from goondan.errors import DeliveryCode
@@ -175,14 +175,24 @@ def open_dir_beneath(dir_fd: int, parts: Sequence[str], *, create: bool = False)
     ``create`` makes missing directories like ``mkdir -p``, each one beneath the last."""
     if not create:
         return open_beneath(dir_fd, "/".join(parts), os.O_RDONLY | os.O_DIRECTORY)
-    fd = os.dup(dir_fd)
+
+    def step(fd: int, part: str) -> int:
+        if part in ("", ".", "..") or "/" in part:
+            raise OSError(errno.EXDEV, "not a single component", part)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(part, dir_fd=fd)
+        return open_beneath(fd, part, os.O_RDONLY | os.O_DIRECTORY)
+
+    return descend(os.dup(dir_fd), parts, step)
+
+
+def descend(fd: int, parts: Iterable[str], step: Callable[[int, str], int]) -> int:
+    """The directory ``parts`` leads to from ``fd``, each one opened by ``step(parent, part)``:
+    ``fd`` is this call's, and every descriptor but the last is closed (all of them when a
+    step fails)."""
     try:
         for part in parts:
-            if part in ("", ".", "..") or "/" in part:
-                raise OSError(errno.EXDEV, "not a single component", part)
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, dir_fd=fd)
-            next_fd = open_beneath(fd, part, os.O_RDONLY | os.O_DIRECTORY)
+            next_fd = step(fd, part)
             os.close(fd)
             fd = next_fd
     except BaseException:

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from goondan.modules import dotted_name
 from tools_base._tool import EXPORT_ATTR, ToolSignatureError, tool_export
 
 TARGET_MALFORMED = 2
@@ -100,7 +101,7 @@ def _import_failed(module_part: str, exc: BaseException) -> str:
 def _load_file(path: Path) -> ModuleType:
     """As the runtime loads a Tool's entry: by its dotted name when it lies in a package on
     ``sys.path``, else under a name of its own."""
-    dotted = _dotted_name(path)
+    dotted = dotted_name(path)
     if dotted is not None:
         module = importlib.import_module(dotted)
         if Path(str(module.__file__)).resolve() == path:
@@ -113,16 +114,6 @@ def _load_file(path: Path) -> ModuleType:
     sys.modules[name] = module  # dataclasses and pydantic models look their module up
     spec.loader.exec_module(module)
     return module
-
-
-def _dotted_name(path: Path) -> str | None:
-    parts = [path.stem]
-    directory = path.parent
-    while (directory / "__init__.py").exists():
-        parts.insert(0, directory.name)
-        directory = directory.parent
-    roots = {Path(p or ".").resolve() for p in sys.path}
-    return ".".join(parts) if len(parts) > 1 and directory in roots else None
 
 
 def _attribute(module: ModuleType, module_part: str, function_part: str) -> Any:

@@ -115,55 +115,88 @@ def read_base(
     """The base's messages (each made by ``parse``, which raises ``ValueError``/``KeyError``
     for a line that is not a message: skipped) and ``foldedSeq``. ``strict`` refuses a newer
     format (:class:`ConversationUnreadable`) instead of showing what can be read."""
-    messages: list[T] = []
-    folded_seq = 0
-    version: object = 0
-    segment: list[T] | None = None
-    """Messages of the segment being read, while fewer than its ``count``."""
-    expected, segment_seq = 0, 0
-    complete = True
+    reader = _BaseReader(path, parse, log, strict)
     for data in read_lines(path, log):
+        reader.line(data)
+    return reader.finish()
+
+
+class _BaseReader(Generic[T]):
+    """What :func:`read_base` has read so far, one line at a time: the messages, the header's
+    fields, and the fold segment being read."""
+
+    def __init__(
+        self, path: Path, parse: Callable[[JsonObject], T], log: Any, strict: bool
+    ) -> None:
+        self.path, self.parse, self.log, self.strict = path, parse, log, strict
+        self.messages: list[T] = []
+        self.folded_seq = 0
+        self.version: object = 0
+        self.segment: list[T] | None = None
+        """Messages of the segment being read, while fewer than its ``count``."""
+        self.expected, self.segment_seq = 0, 0
+        self.complete = True
+
+    def line(self, data: JsonObject) -> None:
         kind = data.get("kind")
-        if kind in ("header", "fold") and segment is not None:
-            complete = False  # a segment cut short: ignored, its events are still there
-            segment = None
+        if kind in ("header", "fold") and self.segment is not None:
+            self.complete = False  # a segment cut short: ignored, its events are still there
+            self.segment = None
         if kind == "header":
-            version = data.get("version", 1)
-            if strict:
-                check_version(version, path)
-            seq = data.get("foldedSeq")
-            folded_seq = seq if isinstance(seq, int) else 0
-            continue
-        if kind == "fold":
-            count, seq = data.get("count"), data.get("foldedSeq")
-            if not isinstance(count, int) or not isinstance(seq, int) or count < 0:
-                if log is not None:
-                    log.warning("skipping malformed fold segment", file=str(path))
-                complete = False
-                continue
-            segment, expected, segment_seq = [], count, seq
+            self._header(data)
+        elif kind == "fold":
+            self._fold(data)
         else:
-            try:
-                message = parse(data)
-            except (ValueError, KeyError) as exc:
-                if log is not None:
-                    log.warning("skipping malformed message", file=str(path), error=str(exc))
-                complete = False
-                continue
-            if segment is None:
-                messages.append(message)
-                continue
-            segment.append(message)
-        if segment is not None and len(segment) == expected:
-            messages.extend(segment)
-            folded_seq = max(folded_seq, segment_seq)
-            segment = None
-    if segment is not None:
-        if log is not None:
-            log.warning("ignoring a fold segment cut short", file=str(path), found=len(segment))
-        complete = False
-    appendable = complete and version == FORMAT_VERSION and ends_with_newline(path)
-    return Base(messages, folded_seq, appendable)
+            self._message(data)
+
+    def _header(self, data: JsonObject) -> None:
+        self.version = data.get("version", 1)
+        if self.strict:
+            check_version(self.version, self.path)
+        seq = data.get("foldedSeq")
+        self.folded_seq = seq if isinstance(seq, int) else 0
+
+    def _fold(self, data: JsonObject) -> None:
+        count, seq = data.get("count"), data.get("foldedSeq")
+        if not isinstance(count, int) or not isinstance(seq, int) or count < 0:
+            self._warn("skipping malformed fold segment")
+            self.complete = False
+            return
+        self.segment, self.expected, self.segment_seq = [], count, seq
+        self._end_full_segment()
+
+    def _message(self, data: JsonObject) -> None:
+        try:
+            message = self.parse(data)
+        except (ValueError, KeyError) as exc:
+            self._warn("skipping malformed message", error=str(exc))
+            self.complete = False
+            return
+        if self.segment is None:
+            self.messages.append(message)
+            return
+        self.segment.append(message)
+        self._end_full_segment()
+
+    def _end_full_segment(self) -> None:
+        """A segment with all its ``count`` messages joins the base."""
+        if self.segment is not None and len(self.segment) == self.expected:
+            self.messages.extend(self.segment)
+            self.folded_seq = max(self.folded_seq, self.segment_seq)
+            self.segment = None
+
+    def finish(self) -> Base[T]:
+        if self.segment is not None:
+            self._warn("ignoring a fold segment cut short", found=len(self.segment))
+            self.complete = False
+        appendable = (
+            self.complete and self.version == FORMAT_VERSION and ends_with_newline(self.path)
+        )
+        return Base(self.messages, self.folded_seq, appendable)
+
+    def _warn(self, event: str, **fields: object) -> None:
+        if self.log is not None:
+            self.log.warning(event, file=str(self.path), **fields)
 
 
 def read_events(
@@ -335,22 +368,36 @@ def read_messages(conversation_dir: Path) -> list[JsonObject]:
         base = read_base(conversation_dir / BASE_FILE, _message, strict=False)
         messages = base.messages
         for data in read_events(conversation_dir / EVENTS_FILE, base.folded_seq, strict=False):
-            kind, message, target = data.get("type"), data.get("message"), data.get("targetId")
-            if kind == "append" and isinstance(message, dict) and _is_message(message):
-                messages.append(message)
-            elif kind == "truncate":
-                messages.clear()
-            elif kind in ("replace", "remove") and isinstance(target, str):
-                position = next((i for i, m in enumerate(messages) if m.get("id") == target), None)
-                if position is None:
-                    continue
-                if kind == "remove":
-                    del messages[position]
-                elif isinstance(message, dict) and _is_message(message):
-                    messages[position] = message
+            _apply_event(messages, data)
     except ConversationUnreadable:
         return []
     return messages
+
+
+def _apply_event(messages: list[JsonObject], data: JsonObject) -> None:
+    """``messages`` after one event record (one that does not fit them changes nothing)."""
+    kind, target = data.get("type"), data.get("targetId")
+    message = data.get("message")
+    message = message if isinstance(message, dict) and _is_message(message) else None
+    if kind == "append" and message is not None:
+        messages.append(message)
+    elif kind == "truncate":
+        messages.clear()
+    elif kind in ("replace", "remove") and isinstance(target, str):
+        _change(messages, target, message, remove=kind == "remove")
+
+
+def _change(
+    messages: list[JsonObject], target: str, message: JsonObject | None, *, remove: bool
+) -> None:
+    """Remove the message ``target`` names, or replace it with ``message`` (if any)."""
+    position = next((i for i, m in enumerate(messages) if m.get("id") == target), None)
+    if position is None:
+        return
+    if remove:
+        del messages[position]
+    elif message is not None:
+        messages[position] = message
 
 
 def interrupted_turn(conversation_dir: Path) -> bool:
@@ -411,19 +458,28 @@ def _folded_seq_from_end(base: Path) -> int | None:
             return None  # the last line is torn: a fold was cut short
         if not line.strip():
             continue
-        if not line.startswith(_STRUCTURE):
-            messages += 1
-            continue
-        try:
-            data = json.loads(line)
-        except (ValueError, RecursionError):
-            return None
-        seq = data.get("foldedSeq") if isinstance(data, dict) else None
-        kind = data.get("kind") if isinstance(data, dict) else None
-        if kind == "header":
-            return seq if isinstance(seq, int) else 0
-        if kind == "fold":
-            whole = isinstance(seq, int) and data.get("count") == messages
-            return seq if whole else None
+        if line.startswith(_STRUCTURE):
+            structure, seq = _structure_seq(line, messages)
+            if structure:
+                return seq
         messages += 1
     return 0  # no header: nothing was ever folded
+
+
+def _structure_seq(line: bytes, messages: int) -> tuple[bool, int | None]:
+    """For a header or fold line, ``(True, foldedSeq)``: the header's, or the fold's when its
+    segment holds ``messages`` (else ``None``, as for a line that does not parse); for a line
+    that is a message after all, ``(False, None)``."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return True, None
+    if not isinstance(data, dict):
+        return False, None
+    seq, kind = data.get("foldedSeq"), data.get("kind")
+    if kind == "header":
+        return True, seq if isinstance(seq, int) else 0
+    if kind == "fold":
+        whole = isinstance(seq, int) and data.get("count") == messages
+        return True, seq if whole else None
+    return False, None

@@ -44,7 +44,7 @@ import re
 import ssl
 import time
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
@@ -103,19 +103,43 @@ def parse_callback(raw: str, what: str) -> SplitResult:
         url.port  # noqa: B018 (raises ValueError for a bad port)
     except ValueError:
         raise CallbackRefused(f"{what} is not a valid URL") from None
-    if url.scheme not in ("http", "https") or not url.hostname:
-        raise CallbackRefused(f"{what} must be an http(s) URL with a host")
-    if url.username is not None or url.password is not None or "@" in url.netloc:
-        raise CallbackRefused(f"{what} must not hold user info")
-    if url.fragment or any(ord(c) < 0x21 for c in text):
-        raise CallbackRefused(f"{what} must not hold a fragment, spaces or control characters")
-    if _SUSPICIOUS_PATH.search(url.path):
-        raise CallbackRefused(
-            f"{what} must not hold '.' or '..' segments, encoded dots or slashes, or backslashes"
-        )
-    if url.scheme == "http" and not is_loopback(url.hostname):
-        raise CallbackRefused(f"{what} uses plain http off this machine; use https")
+    for refuses, why in _CALLBACK_RULES:
+        if refuses(url, text):
+            raise CallbackRefused(f"{what} {why}")
     return url
+
+
+def _not_web(url: SplitResult, text: str) -> bool:
+    return url.scheme not in ("http", "https") or not url.hostname
+
+
+def _user_info(url: SplitResult, text: str) -> bool:
+    return url.username is not None or url.password is not None or "@" in url.netloc
+
+
+def _fragment_or_controls(url: SplitResult, text: str) -> bool:
+    return bool(url.fragment) or any(ord(c) < 0x21 for c in text)
+
+
+def _suspicious_path(url: SplitResult, text: str) -> bool:
+    return _SUSPICIOUS_PATH.search(url.path) is not None
+
+
+def _plain_http_off_machine(url: SplitResult, text: str) -> bool:
+    return url.scheme == "http" and not is_loopback(url.hostname or "")
+
+
+_CALLBACK_RULES: tuple[tuple[Callable[[SplitResult, str], bool], str], ...] = (
+    (_not_web, "must be an http(s) URL with a host"),
+    (_user_info, "must not hold user info"),
+    (_fragment_or_controls, "must not hold a fragment, spaces or control characters"),
+    (
+        _suspicious_path,
+        "must not hold '.' or '..' segments, encoded dots or slashes, or backslashes",
+    ),
+    (_plain_http_off_machine, "uses plain http off this machine; use https"),
+)
+"""What refuses a callback URL, in the order checked, with why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +172,7 @@ class ReplySettings:
 def read_reply_settings(ctx: ConnectorContext, secret: str | None) -> ReplySettings | None:
     """The reply settings, ``None`` when the Connection asks for no replies; raises
     :class:`ConnectorError` naming a bad setting."""
-    default = (ctx.setting("WEBHOOK_REPLY_URL") or "").strip() or None
-    allowed = [e for e in re.split(r"[\s,]+", ctx.setting("WEBHOOK_REPLY_ALLOWED_URLS") or "") if e]
+    default, allowed = _reply_urls(ctx)
     if default is None and not allowed:
         return None
     if not secret:
@@ -160,13 +183,7 @@ def read_reply_settings(ctx: ConnectorContext, secret: str | None) -> ReplySetti
     try:
         if default is not None:
             default = parse_callback(default, "WEBHOOK_REPLY_URL").geturl()
-        prefixes = []
-        for entry in allowed:
-            url = parse_callback(entry, "WEBHOOK_REPLY_ALLOWED_URLS")
-            if url.query:
-                raise CallbackRefused("WEBHOOK_REPLY_ALLOWED_URLS entries must have no query")
-            assert url.hostname is not None
-            prefixes.append(Prefix(url.scheme, url.hostname, _port(url), url.path or "/"))
+        prefixes = [_prefix(entry) for entry in allowed]
     except CallbackRefused as exc:
         raise ConnectorError(f"webhook: {exc}") from None
     return ReplySettings(
@@ -176,6 +193,22 @@ def read_reply_settings(ctx: ConnectorContext, secret: str | None) -> ReplySetti
         retry_delay=_integer(ctx, "WEBHOOK_REPLY_RETRY_DELAY_MS", 1000, 0, 600_000) / 1000,
         timeout=_integer(ctx, "WEBHOOK_REPLY_TIMEOUT_MS", 10_000, 1, 600_000) / 1000,
     )
+
+
+def _reply_urls(ctx: ConnectorContext) -> tuple[str | None, list[str]]:
+    """``WEBHOOK_REPLY_URL`` and the entries of ``WEBHOOK_REPLY_ALLOWED_URLS``, as written."""
+    default = (ctx.setting("WEBHOOK_REPLY_URL") or "").strip() or None
+    allowed = [e for e in re.split(r"[\s,]+", ctx.setting("WEBHOOK_REPLY_ALLOWED_URLS") or "") if e]
+    return default, allowed
+
+
+def _prefix(entry: str) -> Prefix:
+    """One ``WEBHOOK_REPLY_ALLOWED_URLS`` entry."""
+    url = parse_callback(entry, "WEBHOOK_REPLY_ALLOWED_URLS")
+    if url.query:
+        raise CallbackRefused("WEBHOOK_REPLY_ALLOWED_URLS entries must have no query")
+    assert url.hostname is not None
+    return Prefix(url.scheme, url.hostname, _port(url), url.path or "/")
 
 
 def _integer(ctx: ConnectorContext, name: str, default: int, low: int, high: int) -> int:

@@ -121,19 +121,9 @@ def _has_seconds(cron: str) -> bool:
 def parse_schedules(text: str | None) -> tuple[list[Schedule], list[Problem]]:
     """The schedules ``text`` declares (a YAML or JSON list), and every problem found; the
     schedules are only usable when there are no problems."""
-    if text is None or not text.strip():
-        return [], [Problem(SETTING, "no schedules: set config.schedules to a list of schedules")]
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1} of the value)" if mark is not None else ""
-        reason = getattr(exc, "problem", None) or "not YAML"
-        return [], [Problem(SETTING, f"cannot be read as YAML{where}: {reason}")]
-    if not isinstance(data, list) or not data:
-        return [], [Problem(SETTING, "must be a non-empty list of schedules")]
-    if len(data) > MAX_SCHEDULES:
-        return [], [Problem(SETTING, f"at most {MAX_SCHEDULES} schedules, got {len(data)}")]
+    data = _schedule_list(text)
+    if isinstance(data, Problem):
+        return [], [data]
     schedules: list[Schedule] = []
     problems: list[Problem] = []
     seen: set[str] = set()
@@ -151,65 +141,39 @@ def parse_schedules(text: str | None) -> tuple[list[Schedule], list[Problem]]:
     return schedules, problems
 
 
+def _schedule_list(text: str | None) -> list[Any] | Problem:
+    """The list ``text`` holds, or why it holds none."""
+    if text is None or not text.strip():
+        return Problem(SETTING, "no schedules: set config.schedules to a list of schedules")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1} of the value)" if mark is not None else ""
+        reason = getattr(exc, "problem", None) or "not YAML"
+        return Problem(SETTING, f"cannot be read as YAML{where}: {reason}")
+    if not isinstance(data, list) or not data:
+        return Problem(SETTING, "must be a non-empty list of schedules")
+    if len(data) > MAX_SCHEDULES:
+        return Problem(SETTING, f"at most {MAX_SCHEDULES} schedules, got {len(data)}")
+    return data
+
+
 def _parse_one(item: Any, at: str) -> tuple[Schedule | None, list[Problem]]:
-    problems: list[Problem] = []
     if not isinstance(item, dict):
         return None, [Problem(at, "must be a mapping (name, cron, text, ...)")]
-
-    def bad(key: str, message: str) -> None:
-        label = item.get("name")
-        owner = f"schedule {label!r}: " if isinstance(label, str) and label else ""
-        problems.append(Problem(f"{at}.{key}", owner + message))
-
-    for key in sorted(set(item) - FIELDS, key=str):
-        bad(str(key), f"unknown field; the fields are {', '.join(sorted(FIELDS))}")
-    name = item.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        bad(
-            "name",
-            "required: 1 to 63 letters, digits, '_', '.' or '-', starting with one of the first two",
-        )
-    text = item.get("text")
-    if not isinstance(text, str) or not text.strip():
-        bad("text", "required: the input the agent's Turn gets")
-    zone = _zone(item.get("timezone", DEFAULT_TIMEZONE), bad)
-    cron = item.get("cron")
-    if not isinstance(cron, str) or not cron.strip():
-        bad("cron", "required: a cron expression such as '0 9 * * 1-5'")
-    else:
-        cron = " ".join(cron.split())
-        reason = cron_problem(cron, str(name), zone or ZoneInfo(DEFAULT_TIMEZONE))
-        if reason is not None:
-            bad("cron", reason)
-    jitter = item.get("jitterSeconds", 0)
-    if not _number(jitter) or not 0 <= jitter <= MAX_JITTER_SECONDS:
-        bad(
-            "jitterSeconds",
-            f"must be a number of seconds from 0 to {MAX_JITTER_SECONDS}, got {jitter!r}",
-        )
-    missed = item.get("missed", DEFAULT_POLICY)
-    if missed not in POLICIES:
-        bad("missed", f"must be one of {', '.join(POLICIES)}, got {missed!r}")
-    max_catch_up = item.get("maxCatchUp", DEFAULT_MAX_CATCH_UP)
-    if "maxCatchUp" in item and missed != "all":
-        bad("maxCatchUp", "only applies with missed: all")
-    elif not _integer(max_catch_up) or not 1 <= max_catch_up <= MAX_CATCH_UP:
-        bad("maxCatchUp", f"must be a whole number from 1 to {MAX_CATCH_UP}, got {max_catch_up!r}")
-    default_key = f"schedule:{name}"
-    instance_key = item.get("instanceKey", default_key)
-    if not isinstance(instance_key, str) or not instance_key.strip():
-        bad("instanceKey", "must be a non-empty string")
-    properties = item.get("properties", {})
-    if not isinstance(properties, dict):
-        bad("properties", "must be a mapping of names to strings")
-        properties = {}
-    for key, value in properties.items():
-        if key in BUILT_IN_PROPERTIES:
-            bad(f"properties.{key}", "is set by the connector on every event; use another name")
-        elif not isinstance(key, str) or not isinstance(value, str):
-            bad(f"properties.{key}", f"must be a string (quote it), got {value!r}")
-    if problems:
-        return None, problems
+    fields = _Fields(item, at)
+    fields.unknown()
+    name = fields.name()
+    text = fields.text()
+    zone = _zone(item.get("timezone", DEFAULT_TIMEZONE), fields.bad)
+    cron = fields.cron(name, zone)
+    jitter = fields.jitter()
+    missed, max_catch_up = fields.catch_up()
+    instance_key = fields.instance_key(name)
+    properties = fields.properties()
+    if fields.problems:
+        return None, fields.problems
     assert zone is not None
     assert isinstance(name, str)
     assert isinstance(cron, str)
@@ -228,6 +192,96 @@ def _parse_one(item: Any, at: str) -> tuple[Schedule | None, list[Problem]]:
         ),
         [],
     )
+
+
+class _Fields:
+    """The fields of one schedule item, each read and checked by its own method; the problems
+    found, in the order the fields are read."""
+
+    def __init__(self, item: dict[Any, Any], at: str) -> None:
+        self.item = item
+        self.at = at
+        self.problems: list[Problem] = []
+
+    def bad(self, key: str, message: str) -> None:
+        label = self.item.get("name")
+        owner = f"schedule {label!r}: " if isinstance(label, str) and label else ""
+        self.problems.append(Problem(f"{self.at}.{key}", owner + message))
+
+    def unknown(self) -> None:
+        for key in sorted(set(self.item) - FIELDS, key=str):
+            self.bad(str(key), f"unknown field; the fields are {', '.join(sorted(FIELDS))}")
+
+    def name(self) -> Any:
+        name = self.item.get("name")
+        if not isinstance(name, str) or not _NAME.match(name):
+            self.bad(
+                "name",
+                "required: 1 to 63 letters, digits, '_', '.' or '-', "
+                "starting with one of the first two",
+            )
+        return name
+
+    def text(self) -> Any:
+        text = self.item.get("text")
+        if not isinstance(text, str) or not text.strip():
+            self.bad("text", "required: the input the agent's Turn gets")
+        return text
+
+    def cron(self, name: Any, zone: ZoneInfo | None) -> Any:
+        cron = self.item.get("cron")
+        if not isinstance(cron, str) or not cron.strip():
+            self.bad("cron", "required: a cron expression such as '0 9 * * 1-5'")
+            return cron
+        cron = " ".join(cron.split())
+        reason = cron_problem(cron, str(name), zone or ZoneInfo(DEFAULT_TIMEZONE))
+        if reason is not None:
+            self.bad("cron", reason)
+        return cron
+
+    def jitter(self) -> Any:
+        jitter = self.item.get("jitterSeconds", 0)
+        if not _number(jitter) or not 0 <= jitter <= MAX_JITTER_SECONDS:
+            self.bad(
+                "jitterSeconds",
+                f"must be a number of seconds from 0 to {MAX_JITTER_SECONDS}, got {jitter!r}",
+            )
+        return jitter
+
+    def catch_up(self) -> tuple[Any, Any]:
+        """``missed`` and ``maxCatchUp``, which only goes with ``missed: all``."""
+        missed = self.item.get("missed", DEFAULT_POLICY)
+        if missed not in POLICIES:
+            self.bad("missed", f"must be one of {', '.join(POLICIES)}, got {missed!r}")
+        max_catch_up = self.item.get("maxCatchUp", DEFAULT_MAX_CATCH_UP)
+        if "maxCatchUp" in self.item and missed != "all":
+            self.bad("maxCatchUp", "only applies with missed: all")
+        elif not _integer(max_catch_up) or not 1 <= max_catch_up <= MAX_CATCH_UP:
+            self.bad(
+                "maxCatchUp",
+                f"must be a whole number from 1 to {MAX_CATCH_UP}, got {max_catch_up!r}",
+            )
+        return missed, max_catch_up
+
+    def instance_key(self, name: Any) -> Any:
+        instance_key = self.item.get("instanceKey", f"schedule:{name}")
+        if not isinstance(instance_key, str) or not instance_key.strip():
+            self.bad("instanceKey", "must be a non-empty string")
+        return instance_key
+
+    def properties(self) -> dict[Any, Any]:
+        properties = self.item.get("properties", {})
+        if not isinstance(properties, dict):
+            self.bad("properties", "must be a mapping of names to strings")
+            return {}
+        for key, value in properties.items():
+            if key in BUILT_IN_PROPERTIES:
+                self.bad(
+                    f"properties.{key}", "is set by the connector on every event; use another name"
+                )
+            elif not isinstance(key, str) or not isinstance(value, str):
+                self.bad(f"properties.{key}", f"must be a string (quote it), got {value!r}")
+        return properties
 
 
 def cron_problem(cron: str, name: str, zone: ZoneInfo) -> str | None:

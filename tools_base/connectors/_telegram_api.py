@@ -12,9 +12,7 @@ import json
 import logging
 import re
 import ssl
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import httpx2
 
@@ -22,16 +20,14 @@ from goondan.loopback import is_loopback
 from tools_base import (
     ConnectorContext,
     ConnectorError,
-    ConnectorEvent,
-    FileMessage,
-    ImageMessage,
-    TextMessage,
     ToolError,
 )
+from tools_base.connectors._telegram_updates import EVENT as EVENT
+from tools_base.connectors._telegram_updates import FILE_URL_SCHEME as FILE_URL_SCHEME
+from tools_base.connectors._telegram_updates import update_event as update_event
 from tools_base.tools._chat import REDACTED
 from tools_base.tools.http_fetch import Url, parse_host_entry, parse_url
 
-EVENT = "telegram_message"
 TOKEN_NAMES = ("TELEGRAM_BOT_TOKEN", "BOT_TOKEN", "TELEGRAM_TOKEN")
 DEFAULT_API_BASE = "https://api.telegram.org"
 DEFAULT_POLL_TIMEOUT_SECONDS = 30
@@ -40,7 +36,6 @@ DEFAULT_RETRY_DELAY_MS = 1000
 REQUEST_SLACK_SECONDS = 5
 """The request deadline's margin over the poll timeout, by default."""
 MAX_DELAY_MS = 7 * 24 * 3600 * 1000
-FILE_URL_SCHEME = "telegram-file:"
 USER_AGENT = "goondan-connectors/0.1"
 
 _TOKEN = re.compile(r"^[A-Za-z0-9:_.~-]+$")
@@ -152,111 +147,6 @@ def _flag(ctx: ConnectorContext, name: str) -> bool:
     if raw in _FALSE:
         return False
     raise ConnectorError(f"telegram: {name} must be true or false, got {raw!r}")
-
-
-# -- updates -> events ---------------------------------------------------------------------
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _identifier(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return str(value)
-    return _text(value)
-
-
-def _put(properties: dict[str, str], key: str, value: Any) -> None:
-    text = _identifier(value)
-    if text is not None:
-        properties[key] = text
-
-
-def _largest_photo(sizes: list[Any]) -> Mapping[str, Any] | None:
-    photos = [p for p in sizes if isinstance(p, dict) and _text(p.get("file_id"))]
-    if not photos:
-        return None
-
-    def area(photo: Mapping[str, Any]) -> tuple[int, int]:
-        width, height, size = photo.get("width"), photo.get("height"), photo.get("file_size")
-        pixels = width * height if isinstance(width, int) and isinstance(height, int) else 0
-        return pixels, size if isinstance(size, int) else 0
-
-    return max(photos, key=area)
-
-
-def update_event(update: Mapping[str, Any]) -> ConnectorEvent | None:
-    """The event of one update, or ``None`` when it is not a message for the swarm."""
-    message = update.get("message")
-    if not isinstance(message, dict):
-        return None
-    chat = message.get("chat")
-    sender = message.get("from")
-    chat_id = _identifier(chat.get("id")) if isinstance(chat, dict) else None
-    if chat_id is None or not isinstance(chat, dict):
-        return None
-    if isinstance(sender, dict) and sender.get("is_bot") is True:
-        return None
-    properties: dict[str, str] = {"chat_id": chat_id}
-    _put(properties, "update_id", update.get("update_id"))
-    _put(properties, "chat_type", chat.get("type"))
-    _put(properties, "chat_title", chat.get("title"))
-    _put(properties, "chat_username", chat.get("username"))
-    _put(properties, "message_id", message.get("message_id"))
-    _put(properties, "date", message.get("date"))
-    if isinstance(sender, dict):
-        _put(properties, "from_id", sender.get("id"))
-        _put(properties, "from_username", sender.get("username"))
-        _put(properties, "from_first_name", sender.get("first_name"))
-        _put(properties, "from_last_name", sender.get("last_name"))
-    caption = _text(message.get("caption"))
-    if caption is not None:
-        properties["caption"] = caption
-
-    attachment: ImageMessage | FileMessage | None = None
-    photo = message.get("photo")
-    document = message.get("document")
-    largest = _largest_photo(photo) if isinstance(photo, list) else None
-    if largest is not None:
-        properties["image_source"] = "photo"
-        _put(properties, "image_file_id", largest.get("file_id"))
-        _put(properties, "image_file_unique_id", largest.get("file_unique_id"))
-        _put(properties, "image_width", largest.get("width"))
-        _put(properties, "image_height", largest.get("height"))
-        _put(properties, "image_file_size", largest.get("file_size"))
-        attachment = ImageMessage(FILE_URL_SCHEME + properties["image_file_id"])
-    elif isinstance(document, dict) and _text(document.get("file_id")):
-        mime = _text(document.get("mime_type")) or ""
-        prefix = "image_" if mime.lower().startswith("image/") else ""
-        _put(properties, f"{prefix}file_id", document.get("file_id"))
-        _put(properties, f"{prefix}file_unique_id", document.get("file_unique_id"))
-        _put(properties, f"{prefix}file_name", document.get("file_name"))
-        _put(properties, f"{prefix}file_size", document.get("file_size"))
-        _put(properties, f"{prefix}mime_type" if prefix else "file_mime_type", mime)
-        url = FILE_URL_SCHEME + str(document["file_id"])
-        if prefix:
-            properties["image_source"] = "document"
-            _put(properties, "image_width", document.get("width"))
-            _put(properties, "image_height", document.get("height"))
-            attachment = ImageMessage(url)
-        else:
-            attachment = FileMessage(url, _text(document.get("file_name")) or "document")
-
-    key = f"telegram:{chat_id}"
-    text = _text(message.get("text"))
-    if text is not None:
-        return ConnectorEvent(EVENT, TextMessage(text), key, properties)
-    if attachment is None:
-        if caption is None:
-            return None
-        return ConnectorEvent(EVENT, TextMessage(caption), key, properties)
-    if caption is not None:
-        marker = ConnectorEvent(EVENT, attachment, key).text()
-        return ConnectorEvent(EVENT, TextMessage(f"{caption}\n{marker}"), key, properties)
-    return ConnectorEvent(EVENT, attachment, key, properties)
 
 
 def update_delivery_id(settings: PollSettings, update_id: int) -> str:

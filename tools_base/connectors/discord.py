@@ -104,15 +104,32 @@ def event_from_interaction(interaction: dict[str, Any]) -> ConnectorEvent | None
     kind = interaction.get("type")
     if kind not in (APPLICATION_COMMAND, MESSAGE_COMPONENT):
         return None
-    text = _http.text_of
     data = _http.mapping_of(interaction.get("data"))
+    channel, found = _interaction_fields(interaction)
+    properties = {key: value for key, value in found.items() if value is not None}
+    if kind == APPLICATION_COMMAND:
+        event_name, message = "slash_command", _command(data, properties)
+    else:
+        event_name, message = "component_interaction", _component(data, properties)
+    key = channel or found["interaction_id"] or "unknown"
+    return ConnectorEvent(
+        name=event_name,
+        message=TextMessage(message or event_name),
+        instance_key=f"discord:{key}",
+        properties=properties,
+    )
+
+
+def _interaction_fields(interaction: dict[str, Any]) -> tuple[str | None, dict[str, str | None]]:
+    """The channel, and the fields every interaction may give."""
+    text = _http.text_of
     channel = text(interaction.get("channel_id")) or text(
         _http.mapping_of(interaction.get("channel")).get("id")
     )
     user = _http.mapping_of(interaction.get("user")) or _http.mapping_of(
         _http.mapping_of(interaction.get("member")).get("user")
     )
-    found = {
+    return channel, {
         "interaction_id": text(interaction.get("id")),
         "interaction_token": text(interaction.get("token")),
         "application_id": text(interaction.get("application_id")),
@@ -121,28 +138,27 @@ def event_from_interaction(interaction: dict[str, Any]) -> ConnectorEvent | None
         "user_id": text(user.get("id")),
         "username": text(user.get("username")),
     }
-    properties = {key: value for key, value in found.items() if value is not None}
-    if kind == APPLICATION_COMMAND:
-        name = text(data.get("name")) or "command"
-        properties["command_name"] = name
-        words = [f"/{name}"]
-        _options(data.get("options"), words, properties)
-        event_name, message = "slash_command", " ".join(words)
-    else:
-        custom_id = text(data.get("custom_id")) or ""
-        properties["custom_id"] = custom_id
-        values = [str(v) for v in data.get("values") or [] if isinstance(v, str | int | float)]
-        if values:
-            properties["values"] = ",".join(values)
-        event_name = "component_interaction"
-        message = custom_id + (f" {' '.join(values)}" if values else "")
-    key = channel or found["interaction_id"] or "unknown"
-    return ConnectorEvent(
-        name=event_name,
-        message=TextMessage(message or event_name),
-        instance_key=f"discord:{key}",
-        properties=properties,
-    )
+
+
+def _command(data: dict[str, Any], properties: dict[str, str]) -> str:
+    """A slash command's text (``/name word option:value``); its name and options added to
+    ``properties``."""
+    name = _http.text_of(data.get("name")) or "command"
+    properties["command_name"] = name
+    words = [f"/{name}"]
+    _options(data.get("options"), words, properties)
+    return " ".join(words)
+
+
+def _component(data: dict[str, Any], properties: dict[str, str]) -> str:
+    """A component interaction's text (its ``custom_id`` and values); both added to
+    ``properties``."""
+    custom_id = _http.text_of(data.get("custom_id")) or ""
+    properties["custom_id"] = custom_id
+    values = [str(v) for v in data.get("values") or [] if isinstance(v, str | int | float)]
+    if values:
+        properties["values"] = ",".join(values)
+    return custom_id + (f" {' '.join(values)}" if values else "")
 
 
 async def run(ctx: ConnectorContext) -> None:

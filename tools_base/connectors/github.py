@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs
 
 from starlette.responses import Response
@@ -81,6 +81,15 @@ def _number(value: object) -> str | None:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+class _Summary(NamedTuple):
+    """One delivery's line of text and the fields it gives."""
+
+    text: str
+    url: str | None
+    number: str | None = None
+    ref: str | None = None
+
+
 def event_from_payload(
     github_event: str, payload: dict[str, Any], delivery: str | None = None
 ) -> ConnectorEvent | None:
@@ -93,48 +102,62 @@ def event_from_payload(
     sender = text(_http.mapping_of(payload.get("sender")).get("login"))
     action = text(payload.get("action"))
     by = f" by {sender}" if sender else ""
-    number: str | None = None
-    url: str | None = None
-    ref: str | None = None
     if github_event == "push":
-        ref = text(payload.get("ref"))
-        head = _http.mapping_of(payload.get("head_commit"))
-        url = text(payload.get("compare")) or text(head.get("url"))
-        message = text(head.get("message"))
-        summary = f"push to {ref or 'unknown ref'}{by}" + (f": {message}" if message else "")
+        summary = _push(payload, by)
     elif github_event == "issue_comment":
-        issue = _http.mapping_of(payload.get("issue"))
-        comment = _http.mapping_of(payload.get("comment"))
-        number = _number(issue.get("number"))
-        url = text(comment.get("html_url")) or text(issue.get("html_url"))
-        body = text(comment.get("body"))
-        summary = f"comment on #{number or '?'}{by}" + (f": {body}" if body else "")
+        summary = _comment(payload, by)
     else:
-        key = "pull_request" if github_event == "pull_request" else "issue"
-        item = _http.mapping_of(payload.get(key))
-        number = _number(item.get("number"))
-        url = text(item.get("html_url"))
-        title = text(item.get("title"))
-        noun = "pull request" if key == "pull_request" else "issue"
-        summary = f"{noun} #{number or '?'} {action or 'updated'}{by}" + (
-            f": {title}" if title else ""
-        )
+        summary = _item(github_event, payload, action, by)
     found = {
         "event": github_event,
         "action": action,
         "repo": repo,
         "sender": sender,
-        "number": number,
-        "ref": ref,
-        "url": url,
+        "number": summary.number,
+        "ref": summary.ref,
+        "url": summary.url,
         "delivery": delivery,
     }
+    url = summary.url
     return ConnectorEvent(
         name=name,
-        message=TextMessage(summary + (f"\n{url}" if url else "")),
+        message=TextMessage(summary.text + (f"\n{url}" if url else "")),
         instance_key=f"github:{repo or github_event}",
         properties={key: value for key, value in found.items() if value is not None},
     )
+
+
+def _push(payload: dict[str, Any], by: str) -> _Summary:
+    text = _http.text_of
+    ref = text(payload.get("ref"))
+    head = _http.mapping_of(payload.get("head_commit"))
+    url = text(payload.get("compare")) or text(head.get("url"))
+    message = text(head.get("message"))
+    summary = f"push to {ref or 'unknown ref'}{by}" + (f": {message}" if message else "")
+    return _Summary(summary, url, ref=ref)
+
+
+def _comment(payload: dict[str, Any], by: str) -> _Summary:
+    text = _http.text_of
+    issue = _http.mapping_of(payload.get("issue"))
+    comment = _http.mapping_of(payload.get("comment"))
+    number = _number(issue.get("number"))
+    url = text(comment.get("html_url")) or text(issue.get("html_url"))
+    body = text(comment.get("body"))
+    summary = f"comment on #{number or '?'}{by}" + (f": {body}" if body else "")
+    return _Summary(summary, url, number=number)
+
+
+def _item(github_event: str, payload: dict[str, Any], action: str | None, by: str) -> _Summary:
+    """An issue or pull request event."""
+    text = _http.text_of
+    key = "pull_request" if github_event == "pull_request" else "issue"
+    item = _http.mapping_of(payload.get(key))
+    number = _number(item.get("number"))
+    title = text(item.get("title"))
+    noun = "pull request" if key == "pull_request" else "issue"
+    summary = f"{noun} #{number or '?'} {action or 'updated'}{by}" + (f": {title}" if title else "")
+    return _Summary(summary, text(item.get("html_url")), number=number)
 
 
 async def run(ctx: ConnectorContext) -> None:

@@ -117,32 +117,48 @@ def _name(record: dict[str, Any], fallback: str) -> str:
 
 def _attachments(event: dict[str, Any]) -> list[_Attachment]:
     """Files, legacy attachments and image blocks, each once."""
+    found = [
+        *_files(_records(event.get("files"))),
+        *_legacy(_records(event.get("attachments"))),
+        *_image_blocks(_records(event.get("blocks"))),
+    ]
+    unique: dict[tuple[str, str], _Attachment] = {}
+    for attachment in found:
+        unique.setdefault((attachment.kind, attachment.url), attachment)
+    return list(unique.values())
+
+
+def _files(items: list[dict[str, Any]]) -> list[_Attachment]:
     found: list[_Attachment] = []
-    for item in _records(event.get("files")):
+    for item in items:
         url = _url(item)
         if url is not None:
             mimetype = str(item.get("mimetype") or "").lower()
             filetype = str(item.get("filetype") or "").lower()
             image = mimetype.startswith("image/") or filetype in _IMAGE_TYPES
-            found.append(
-                _Attachment(
-                    "image" if image else "file", url, _name(item, "image" if image else "file")
-                )
-            )
-    for item in _records(event.get("attachments")):
+            found.append(_kind_of(image, url, _name(item, "image" if image else "file")))
+    return found
+
+
+def _legacy(items: list[dict[str, Any]]) -> list[_Attachment]:
+    found: list[_Attachment] = []
+    for item in items:
         url = _url(item)
         if url is not None:
             image = bool(
                 _http.text_of(item.get("image_url")) or _http.text_of(item.get("thumb_url"))
             )
-            found.append(
-                _Attachment(
-                    "image" if image else "file",
-                    url,
-                    _name(item, "image" if image else "attachment"),
-                )
-            )
-    for block in _records(event.get("blocks")):
+            found.append(_kind_of(image, url, _name(item, "image" if image else "attachment")))
+    return found
+
+
+def _kind_of(image: bool, url: str, name: str) -> _Attachment:
+    return _Attachment("image" if image else "file", url, name)
+
+
+def _image_blocks(blocks: list[dict[str, Any]]) -> list[_Attachment]:
+    found: list[_Attachment] = []
+    for block in blocks:
         if block.get("type") != "image":
             continue
         direct = _http.text_of(block.get("image_url"))
@@ -153,10 +169,7 @@ def _attachments(event: dict[str, Any]) -> list[_Attachment]:
         url = _url(slack_file)
         if url is not None:
             found.append(_Attachment("image", url, _name(slack_file, "image")))
-    unique: dict[tuple[str, str], _Attachment] = {}
-    for attachment in found:
-        unique.setdefault((attachment.kind, attachment.url), attachment)
-    return list(unique.values())
+    return found
 
 
 def _records(value: object) -> list[dict[str, Any]]:
@@ -167,45 +180,70 @@ def event_from_callback(payload: dict[str, Any], mode: MessageMode) -> Connector
     """The event an Events API callback carries, or ``None`` when it is to be ignored."""
     event = _http.mapping_of(payload.get("event"))
     kind = event.get("type")
-    if kind not in ("app_mention", "message") or (mode == "mention" and kind != "app_mention"):
-        return None
-    subtype = _http.text_of(event.get("subtype"))
-    if subtype == "bot_message" or _http.text_of(event.get("bot_id")):
+    if not _wanted(event, kind, mode):
         return None
     channel = _http.text_of(event.get("channel"))
     ts = _http.text_of(event.get("ts"))
     attachments = _attachments(event)
-    lines = [_http.text_of(event.get("text")) or ""]
-    lines += [f"[{item.kind}:{item.name}] {item.url}" for item in attachments]
-    text = "\n".join(line for line in lines if line)
+    text = _message_text(event, attachments)
     if channel is None or ts is None or not text:
         return None
     thread_ts = _http.text_of(event.get("thread_ts"))
-    properties = {"channel_id": channel, "ts": ts}
-    optional = {
-        "thread_ts": thread_ts,
-        "user_id": _http.text_of(event.get("user")),
-        "team_id": _http.text_of(payload.get("team_id")) or _http.text_of(event.get("team")),
-        "channel_type": _http.text_of(event.get("channel_type")),
-        "subtype": subtype,
-        "event_id": _http.text_of(payload.get("event_id")),
+    properties = {
+        "channel_id": channel,
+        "ts": ts,
+        **_optional_properties(payload, event),
+        **_attachment_properties(attachments),
     }
-    properties.update({key: value for key, value in optional.items() if value is not None})
-    if attachments:
-        properties["attachment_count"] = str(len(attachments))
-        image = next((item for item in attachments if item.kind == "image"), None)
-        file = next((item for item in attachments if item.kind == "file"), None)
-        if image is not None:
-            properties["image_url"] = image.url
-        if file is not None:
-            properties["file_url"] = file.url
-            properties["file_name"] = file.name
     return ConnectorEvent(
         name="app_mention" if kind == "app_mention" else "message_im",
         message=TextMessage(text),
         instance_key=f"slack:{channel}:{thread_ts or ts}",
         properties=properties,
     )
+
+
+def _message_text(event: dict[str, Any], attachments: list[_Attachment]) -> str:
+    """The event's text, then a line per attachment."""
+    lines = [_http.text_of(event.get("text")) or ""]
+    lines += [f"[{item.kind}:{item.name}] {item.url}" for item in attachments]
+    return "\n".join(line for line in lines if line)
+
+
+def _optional_properties(payload: dict[str, Any], event: dict[str, Any]) -> dict[str, str]:
+    """The properties the callback may lack, those it has."""
+    optional = {
+        "thread_ts": _http.text_of(event.get("thread_ts")),
+        "user_id": _http.text_of(event.get("user")),
+        "team_id": _http.text_of(payload.get("team_id")) or _http.text_of(event.get("team")),
+        "channel_type": _http.text_of(event.get("channel_type")),
+        "subtype": _http.text_of(event.get("subtype")),
+        "event_id": _http.text_of(payload.get("event_id")),
+    }
+    return {key: value for key, value in optional.items() if value is not None}
+
+
+def _wanted(event: dict[str, Any], kind: object, mode: MessageMode) -> bool:
+    """Whether the mode takes this kind of event, and a person (not a bot) wrote it."""
+    if kind not in ("app_mention", "message") or (mode == "mention" and kind != "app_mention"):
+        return False
+    subtype = _http.text_of(event.get("subtype"))
+    return subtype != "bot_message" and not _http.text_of(event.get("bot_id"))
+
+
+def _attachment_properties(attachments: list[_Attachment]) -> dict[str, str]:
+    """How many attachments, and the first image's and the first file's URL (and name)."""
+    if not attachments:
+        return {}
+    properties = {"attachment_count": str(len(attachments))}
+    image = next((item for item in attachments if item.kind == "image"), None)
+    file = next((item for item in attachments if item.kind == "file"), None)
+    if image is not None:
+        properties["image_url"] = image.url
+    if file is not None:
+        properties["file_url"] = file.url
+        properties["file_name"] = file.name
+    return properties
 
 
 def message_mode(value: str | None) -> MessageMode:

@@ -71,18 +71,24 @@ def formatted(message: Message, include_metadata: bool = False) -> str | None:
         report = json.loads(message.content)
     except ValueError:
         report = None
+    report = report if isinstance(report, dict) else None
     if kind == "send_failed":
-        if not isinstance(report, dict):
-            return None
-        return (
-            f"[inter-agent send failed] -> {report.get('target')} "
-            f"eventId={report.get('eventId')}\n{_error_line(report)}"
-        )
+        return _send_failed(report)
+    return _response(report, about if isinstance(about, dict) else {}, include_metadata)
+
+
+def _send_failed(report: JsonObject | None) -> str | None:
+    if report is None:
+        return None
+    return (
+        f"[inter-agent send failed] -> {report.get('target')} "
+        f"eventId={report.get('eventId')}\n{_error_line(report)}"
+    )
+
+
+def _response(report: JsonObject | None, about: JsonObject, include_metadata: bool) -> str | None:
     # Upstream's metadata first; the content fills in (and stands alone without it).
-    fields: JsonObject = {
-        **(report if isinstance(report, dict) else {}),
-        **(about if isinstance(about, dict) else {}),
-    }
+    fields: JsonObject = {**(report or {}), **about}
     if fields.get("requestId") is None or fields.get("fromAgentId") is None:
         return None
     status = fields.get("status", "ok")
@@ -94,20 +100,28 @@ def formatted(message: Message, include_metadata: bool = False) -> str | None:
         lines.append(f"eventId={fields.get('requestEventId')}")
         lines.append(f"traceId={fields.get('traceId')}")
     if status == "ok":
-        response = report.get("response") if isinstance(report, dict) else None
-        text = response if isinstance(response, str) else json.dumps(response, indent=2)
-        if response is not None and text:
-            lines.append(text)
+        lines += _answer_lines(report)
     else:
-        error = report.get("error") if isinstance(report, dict) else None
-        error = error if isinstance(error, dict) else {}
-        code = fields.get("errorCode") or error.get("code") or DeliveryCode.AGENT_TURN_FAILED
-        reason = fields.get("errorMessage") or error.get("message") or "agent request failed"
-        lines.append(f"error({code}): {reason}")
+        lines.append(_failure_line(report, fields))
     request_metadata = fields.get("requestMetadata")
     if include_metadata and isinstance(request_metadata, dict):
         lines.append(f"requestMetadata={json.dumps(request_metadata, indent=2)}")
     return "\n".join(lines)
+
+
+def _answer_lines(report: JsonObject | None) -> list[str]:
+    """The answer's text (JSON other than a string, indented), if there is one."""
+    response = report.get("response") if report is not None else None
+    text = response if isinstance(response, str) else json.dumps(response, indent=2)
+    return [text] if response is not None and text else []
+
+
+def _failure_line(report: JsonObject | None, fields: JsonObject) -> str:
+    error = report.get("error") if report is not None else None
+    error = error if isinstance(error, dict) else {}
+    code = fields.get("errorCode") or error.get("code") or DeliveryCode.AGENT_TURN_FAILED
+    reason = fields.get("errorMessage") or error.get("message") or "agent request failed"
+    return f"error({code}): {reason}"
 
 
 def _error_line(report: JsonObject) -> str:

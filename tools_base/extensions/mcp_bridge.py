@@ -448,21 +448,14 @@ class McpServer:
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 await self.mark_dead()
-                raise ToolError(
-                    f"MCP server {server!r} closed the connection during {name!r}",
-                    code=ToolCode.E_MCP_SERVER_UNAVAILABLE,
-                    suggestion="Retry: the server is started again on the next call.",
-                ) from None
+                what = f"MCP server {server!r} closed the connection during {name!r}"
+                raise _lost(what) from None
             raise ToolError(
                 f"MCP server {server!r} refused {name!r}: {exc.message}", code=ToolCode.E_MCP_ERROR
             ) from None
         except Exception as exc:
             await self.mark_dead()
-            raise ToolError(
-                f"MCP server {server!r} failed during {name!r}: {_describe(exc)}",
-                code=ToolCode.E_MCP_SERVER_UNAVAILABLE,
-                suggestion="Retry: the server is started again on the next call.",
-            ) from None
+            raise _lost(f"MCP server {server!r} failed during {name!r}: {_describe(exc)}") from None
         text = "\n".join(
             block.text if getattr(block, "type", None) == "text" else f"[{block.type}]"
             for block in result.content
@@ -597,3 +590,11 @@ def _handler(server: McpServer, mcp_name: str) -> Any:
         return await server.call(mcp_name, dict(args))
 
     return call
+
+
+def _lost(message: str) -> ToolError:
+    """The error of a call whose server died under it (marked dead: the next call starts it)."""
+    return ToolError(message, code=ToolCode.E_MCP_SERVER_UNAVAILABLE, suggestion=_RESTARTS)
+
+
+_RESTARTS = "Retry: the server is started again on the next call."

@@ -29,6 +29,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tools_base import ExtensionApi, ExtensionError, Message, MessageEvent
@@ -104,8 +105,6 @@ def plan_compaction(
 ) -> CompactionPlan:
     """Decide which messages go so the conversation fits, keeping it valid."""
     counted = [m for m in messages if not is_system_prompt(m)]
-    count = len(counted)
-    chars = sum(text_size(m) for m in counted)
     tail = {id(m) for m in counted[-retain:]}
 
     def protected(unit: list[Message]) -> bool:
@@ -113,6 +112,25 @@ def plan_compaction(
             is_system_prompt(m) or m.metadata.get("pinned") is True or id(m) in tail for m in unit
         )
 
+    removed, still_over = _drop_until_fits(
+        messages, counted, protected, max_messages, max_characters
+    )
+    if mode == "truncate" and still_over:
+        return _truncation(messages, protected)
+    return CompactionPlan(removed, [], False)
+
+
+def _drop_until_fits(
+    messages: list[Message],
+    counted: list[Message],
+    protected: Callable[[list[Message]], bool],
+    max_messages: int,
+    max_characters: int,
+) -> tuple[list[Message], bool]:
+    """The unprotected units to drop, oldest first, until the ``counted`` messages fit; and
+    whether they are still over a limit then."""
+    count = len(counted)
+    chars = sum(text_size(m) for m in counted)
     removed: list[Message] = []
     for unit in removal_units(messages):
         if count <= max_messages and chars <= max_characters:
@@ -122,10 +140,14 @@ def plan_compaction(
         removed.extend(unit)
         count -= len(unit)
         chars -= sum(text_size(m) for m in unit)
-    still_over = count > max_messages or chars > max_characters
-    if mode == "truncate" and still_over:
-        kept_units = [u for u in removal_units(messages) if protected(u)]
-        kept = [m for u in kept_units for m in u]
-        kept_ids = {id(m) for m in kept}
-        return CompactionPlan([m for m in messages if id(m) not in kept_ids], kept, True)
-    return CompactionPlan(removed, [], False)
+    return removed, count > max_messages or chars > max_characters
+
+
+def _truncation(
+    messages: list[Message], protected: Callable[[list[Message]], bool]
+) -> CompactionPlan:
+    """Keep only the protected units: what dropping unprotected ones could not make fit."""
+    kept_units = [u for u in removal_units(messages) if protected(u)]
+    kept = [m for u in kept_units for m in u]
+    kept_ids = {id(m) for m in kept}
+    return CompactionPlan([m for m in messages if id(m) not in kept_ids], kept, True)

@@ -33,7 +33,6 @@ the kernel's namespaces by :mod:`tools_base.sandbox._launch` (``unshare(2)`` thr
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import json
 import os
@@ -42,19 +41,20 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from goondan.errors import ToolCode
-from tools_base._context import ToolConfigError
 from tools_base._result import ToolError
 from tools_base.sandbox import _devices, _hardening, _launch
 from tools_base.sandbox._cgroup import PidsCgroup, find_pids_parent
 from tools_base.sandbox._netns import PROXY_ENV
-from tools_base.sandbox._netpolicy import NetworkRules, parse_network
+from tools_base.sandbox._netpolicy import NetworkRules
+from tools_base.sandbox._policy import SandboxLimits as SandboxLimits
+from tools_base.sandbox._policy import SandboxMode as SandboxMode
+from tools_base.sandbox._policy import SandboxPolicy as SandboxPolicy
 from tools_base.sandbox._proxy import Connection, ConnectionSink, NetworkProxy, connection_sink
-from tools_base.sandbox._quota import DEFAULT_DISK_MIB
 
 UNAVAILABLE = ToolCode.E_SANDBOX_UNAVAILABLE
 LAUNCHER = str(Path(_launch.__file__).resolve())
@@ -62,113 +62,6 @@ PROBE_TIMEOUT_SECONDS = 10.0
 SYSTEM_PATHS: tuple[str, ...] = _launch.SYSTEM_PATHS
 """The system's directories every sandboxed program sees read-only."""
 _MIB = 1024 * 1024
-
-
-class SandboxMode(enum.StrEnum):
-    """``Swarm.spec.policy.sandbox``: which sandbox tool programs run in."""
-
-    AUTO = "auto"
-    """bubblewrap where it runs, else the kernel's namespaces, else refuse."""
-    BWRAP = "bwrap"
-    """bubblewrap only."""
-    NAMESPACES = "namespaces"
-    """The kernel's namespaces directly (no bubblewrap)."""
-    OFF = "off"
-    """No sandbox: programs run as the agent, with its view of the machine (limits still hold)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SandboxLimits:
-    """Per-call limits; ``None`` leaves one unbounded."""
-
-    cpu_seconds: int | None = 300
-    """CPU time of each process (``RLIMIT_CPU``): SIGXCPU, then SIGKILL a second later."""
-    memory_mib: int | None = 4096
-    """Address space of each process (``RLIMIT_AS``)."""
-    processes: int | None = 256
-    """Processes and threads at once, everything the program starts included."""
-    file_size_mib: int | None = 1024
-    """The largest file a process may write (``RLIMIT_FSIZE``; SIGXFSZ / EFBIG past it)."""
-    tmp_mib: int = 256
-    """Size of the private ``/tmp`` (memory-backed), ``/dev/shm`` included."""
-    disk_mib: int | None = DEFAULT_DISK_MIB
-    """The workspace's disk quota (measured: see :mod:`tools_base.sandbox._quota`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SandboxPolicy:
-    """What one Tool's programs may do, from its config (``sandbox:`` key)."""
-
-    network: bool = False
-    """Whether the program may reach the public internet, through the proxy only."""
-    network_rules: NetworkRules = field(default_factory=NetworkRules)
-    """Host-name rules of ``sandbox.network``'s object form (``allow``, ``deny``, ``hosts``)."""
-    limits: SandboxLimits = field(default_factory=SandboxLimits)
-    read_only: tuple[str, ...] = ()
-    """Further host paths visible read-only (absolute)."""
-    read_write: tuple[str, ...] = ()
-    """Further host paths visible read-write (absolute)."""
-
-    @classmethod
-    def from_config(
-        cls, tool: str, raw: object, *, network: bool = False, cpu: bool = True
-    ) -> SandboxPolicy:
-        """Parse a Tool's ``sandbox`` config object; a mistake is a :class:`ToolConfigError`
-        naming the key. ``network`` is the Tool's default; ``cpu=False`` drops the CPU limit
-        (a long-lived server accumulates CPU time over its whole life)."""
-        base = cls(network=network, limits=SandboxLimits(cpu_seconds=300 if cpu else None))
-        if raw is None:
-            return base
-        if not isinstance(raw, dict):
-            raise ToolConfigError(f"{tool} config 'sandbox' must be an object, got {raw!r}")
-        known = {
-            "network", "cpuSeconds", "memoryMiB", "processes", "fileSizeMiB", "tmpMiB",
-            "readOnlyPaths", "readWritePaths", "diskMiB",
-        }  # fmt: skip
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ToolConfigError(
-                f"{tool} config 'sandbox' has unknown key(s) {', '.join(map(repr, unknown))}; "
-                f"known keys: {', '.join(sorted(known))}"
-            )
-
-        def limit(key: str, default: int | None) -> int | None:
-            value = raw.get(key, default)
-            if value is None:
-                return None
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ToolConfigError(
-                    f"{tool} config 'sandbox.{key}' must be an integer >= 1 or null, got {value!r}"
-                )
-            return value
-
-        def paths(key: str) -> tuple[str, ...]:
-            value = raw.get(key, [])
-            if not isinstance(value, list) or not all(
-                isinstance(p, str) and os.path.isabs(p) for p in value
-            ):
-                raise ToolConfigError(
-                    f"{tool} config 'sandbox.{key}' must be a list of absolute paths"
-                )
-            return tuple(os.path.normpath(p) for p in value)
-
-        flag, rules = parse_network(tool, raw.get("network", network))
-        d = base.limits
-        tmp = limit("tmpMiB", d.tmp_mib)
-        return cls(
-            network=flag,
-            network_rules=rules,
-            limits=SandboxLimits(
-                cpu_seconds=limit("cpuSeconds", d.cpu_seconds),
-                memory_mib=limit("memoryMiB", d.memory_mib),
-                processes=limit("processes", d.processes),
-                file_size_mib=limit("fileSizeMiB", d.file_size_mib),
-                tmp_mib=tmp if tmp is not None else d.tmp_mib,
-                disk_mib=limit("diskMiB", d.disk_mib),
-            ),
-            read_only=paths("readOnlyPaths"),
-            read_write=paths("readWritePaths"),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,78 +319,124 @@ def _prepare(
     if backend is not SandboxMode.OFF:
         # The program's home is its workspace: the agent's own is not visible inside.
         env = {**env, "HOME": workdir, "TMPDIR": "/tmp", **(PROXY_ENV if proxy else {})}
-    parent = _pids_parent() if policy.limits.processes else None
-    cgroup = PidsCgroup(parent, policy.limits.processes or 0) if parent else None
-    try:
-        limits = _limits_json(policy.limits, cgroup)
-    except BaseException:
-        if cgroup is not None:
-            cgroup.remove()
-        raise
+    cgroup, limits = _cgroup_and_limits(policy.limits)
     cgroup_path = cgroup.path if cgroup is not None else None
-    passed: tuple[int, ...] = ()
-    owned: tuple[int, ...] = ()
-    in_child: Callable[[], None] | None = None
-
-    def preexec() -> None:
-        # Everything above 2 closes on exec but the descriptors the program is given.
-        keep_standard_fds_only((*keep, *passed))
-        if in_child is not None:
-            in_child()
-        _launch.apply_limits(limits, cgroup_path)
-
     # The launcher is started with ``env`` and reads the values from its own environment.
     spec: dict[str, Any] = {"limits": limits, "cgroup": cgroup_path, "envNames": sorted(env)}
     if workdir_fd is not None:
         spec["workdirFd"] = workdir_fd
-    if proxy and backend is not SandboxMode.OFF:
-        spec["proxy"] = proxy
     if backend is not SandboxMode.OFF:
+        if proxy:
+            spec["proxy"] = proxy
         spec.update(_hardening.launcher_spec(backend is SandboxMode.NAMESPACES))
         spec.update(workdir=workdir, readOnly=list(policy.read_only))
         spec.update(readWrite=list(policy.read_write))
-    if backend is SandboxMode.BWRAP:
-        bwrap = bwrap_path()
-        assert bwrap is not None
-        run = _bwrap_argv(
-            bwrap, argv, cwd=cwd, workdir=workdir, policy=policy, workdir_fd=workdir_fd
-        )
-        spec["exec"] = run
-    elif backend is SandboxMode.NAMESPACES:
-        spec.update(
-            argv=list(argv), cwd=cwd, workdir=workdir, network=policy.network,
-            readOnly=list(policy.read_only), readWrite=list(policy.read_write),
-            tmpMiB=policy.limits.tmp_mib,
-        )  # fmt: skip
-        run = [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec)]
-    else:
-        run = list(argv)
-        spec["exec"] = run
+    run = _program(argv, spec, cwd=cwd, workdir=workdir, policy=policy, backend=backend)
     launcher = (
         run
         if backend is SandboxMode.NAMESPACES
         else [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec)]
     )
-    if "proxy" in spec:
-        run = launcher  # the launcher makes the proxy's listeners in bwrap's namespace
-    elif backend is SandboxMode.BWRAP:
-        direct = _hardening.direct(run, spec)
-        if direct is None:
-            run = launcher
-        else:
-            run, passed, owned, in_child = direct.argv, direct.passed, direct.owned, direct.in_child
-            if "--bind-fd" not in run:  # bound from its staged copy: the program must not hold it
-                keep = ()
+    start = _start(backend, run, launcher, spec, keep)
+
+    def preexec() -> None:
+        # Everything above 2 closes on exec but the descriptors the program is given.
+        keep_standard_fds_only((*start.keep, *start.passed))
+        if start.in_child is not None:
+            start.in_child()
+        _launch.apply_limits(limits, cgroup_path)
+
     return Launch(
-        argv=run,
+        argv=start.argv,
         env=dict(env),
         preexec=preexec,
         launcher_argv=launcher,
         backend=backend,
         cgroup=cgroup,
-        pass_fds=(*keep, *passed),
-        owned=owned,
+        pass_fds=(*start.keep, *start.passed),
+        owned=start.owned,
     )
+
+
+def _cgroup_and_limits(limits: SandboxLimits) -> tuple[PidsCgroup | None, dict[str, Any]]:
+    """The process-count cgroup (when there is a limit and a parent to make it in), and the
+    limits as the launcher reads them; the cgroup is removed again if that fails."""
+    parent = _pids_parent() if limits.processes else None
+    cgroup = PidsCgroup(parent, limits.processes or 0) if parent else None
+    try:
+        return cgroup, _limits_json(limits, cgroup)
+    except BaseException:
+        if cgroup is not None:
+            cgroup.remove()
+        raise
+
+
+def _program(
+    argv: Sequence[str],
+    spec: dict[str, Any],
+    *,
+    cwd: str,
+    workdir: str,
+    policy: SandboxPolicy,
+    backend: SandboxMode,
+) -> list[str]:
+    """What starts the program under ``backend``; adds to ``spec`` what the launcher needs to
+    start it in turn."""
+    if backend is SandboxMode.NAMESPACES:
+        spec.update(
+            argv=list(argv), cwd=cwd, workdir=workdir, network=policy.network,
+            readOnly=list(policy.read_only), readWrite=list(policy.read_write),
+            tmpMiB=policy.limits.tmp_mib,
+        )  # fmt: skip
+        return [sys.executable, "-I", "-S", LAUNCHER, json.dumps(spec)]
+    if backend is SandboxMode.BWRAP:
+        bwrap = bwrap_path()
+        assert bwrap is not None
+        run = _bwrap_argv(
+            bwrap,
+            argv,
+            cwd=cwd,
+            workdir=workdir,
+            policy=policy,
+            workdir_fd=spec.get("workdirFd"),
+        )
+    else:
+        run = list(argv)
+    spec["exec"] = run
+    return run
+
+
+@dataclass(frozen=True, slots=True)
+class _Start:
+    """How the program is started: the argv, the descriptors it keeps and is passed, those
+    of this call to close once it started, and what runs in the child before ``exec``."""
+
+    argv: list[str]
+    keep: tuple[int, ...]
+    passed: tuple[int, ...] = ()
+    owned: tuple[int, ...] = ()
+    in_child: Callable[[], None] | None = None
+
+
+def _start(
+    backend: SandboxMode,
+    run: list[str],
+    launcher: list[str],
+    spec: dict[str, Any],
+    keep: tuple[int, ...],
+) -> _Start:
+    if "proxy" in spec:
+        return _Start(
+            launcher, keep
+        )  # the launcher makes the proxy's listeners in bwrap's namespace
+    if backend is not SandboxMode.BWRAP:
+        return _Start(run, keep)
+    direct = _hardening.direct(run, spec)
+    if direct is None:
+        return _Start(launcher, keep)
+    # Bound from its staged copy, the workdir's descriptor is not the program's to hold.
+    kept = keep if "--bind-fd" in direct.argv else ()
+    return _Start(direct.argv, kept, direct.passed, direct.owned, direct.in_child)
 
 
 _uid_maps: dict[SandboxMode, str] = {}

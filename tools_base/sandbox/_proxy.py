@@ -422,10 +422,14 @@ class NetworkProxy:
                 up_writer.write(request.forward)
             await self._relay(reader, writer, up_reader, up_writer, record, started)
         finally:
-            self._writers.discard(writer)
-            with contextlib.suppress(Exception):
-                await writer.drain()
-            writer.close()
+            await self._hang_up(writer)
+
+    async def _hang_up(self, writer: asyncio.StreamWriter) -> None:
+        """Flush what is left for the client, then close its connection."""
+        self._writers.discard(writer)
+        with contextlib.suppress(Exception):
+            await writer.drain()
+        writer.close()
 
     async def _serve_socks(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -460,10 +464,7 @@ class NetworkProxy:
             writer.write(wire.socks_reply(wire.Socks.SUCCEEDED))
             await self._relay(reader, writer, up_reader, up_writer, record, started)
         finally:
-            self._writers.discard(writer)
-            with contextlib.suppress(Exception):
-                await writer.drain()
-            writer.close()
+            await self._hang_up(writer)
 
     async def _socks_request(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

@@ -57,20 +57,36 @@ def split_authority(text: str, default_port: int | None = None) -> tuple[str, in
     """``host:port`` (``[v6]:port``) as ``(host, port)``; :class:`WireError` when malformed."""
     if not text or any(c in text for c in " /?#@\\\t"):
         raise WireError(400, f"malformed authority {text[:80]!r}")
-    if text.startswith("["):
-        end = text.find("]")
-        host, rest = text[1:end], text[end + 1 :]
-        literal = parse_address(host) if end > 0 else None
-        if literal is None or literal.version != 6:
-            raise WireError(400, f"malformed IPv6 literal in {text[:80]!r}")
-    else:
-        host, sep, port_text = text.rpartition(":")
-        if not sep:
-            host, rest = text, ""
-        elif ":" in host:
-            raise WireError(400, f"an IPv6 literal must be in brackets: {text[:80]!r}")
-        else:
-            rest = ":" + port_text
+    host, rest = _bracketed(text) if text.startswith("[") else _unbracketed(text)
+    port = _port(text, rest, default_port)
+    host = host.lower()
+    if not valid_host_name(host):
+        raise WireError(400, f"{host[:80]!r} is not a host name")
+    return host.rstrip(".") if parse_address(host) is None else host, port
+
+
+def _bracketed(text: str) -> tuple[str, str]:
+    """``[v6]`` and what follows it."""
+    end = text.find("]")
+    host, rest = text[1:end], text[end + 1 :]
+    literal = parse_address(host) if end > 0 else None
+    if literal is None or literal.version != 6:
+        raise WireError(400, f"malformed IPv6 literal in {text[:80]!r}")
+    return host, rest
+
+
+def _unbracketed(text: str) -> tuple[str, str]:
+    """A name or IPv4 address and its ``:port``, if any."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        return text, ""
+    if ":" in host:
+        raise WireError(400, f"an IPv6 literal must be in brackets: {text[:80]!r}")
+    return host, ":" + port_text
+
+
+def _port(text: str, rest: str, default_port: int | None) -> int:
+    """The port ``rest`` (``:digits`` or empty) gives, else ``default_port``."""
     if rest:
         digits = rest[1:]
         if not rest.startswith(":") or not digits.isdigit() or len(digits) > 5:
@@ -82,14 +98,22 @@ def split_authority(text: str, default_port: int | None = None) -> tuple[str, in
         raise WireError(400, f"no port in {text[:80]!r}")
     if not 0 < port < 65536:
         raise WireError(400, f"port {port} is out of range")
-    host = host.lower()
-    if not valid_host_name(host):
-        raise WireError(400, f"{host[:80]!r} is not a host name")
-    return host.rstrip(".") if parse_address(host) is None else host, port
+    return port
 
 
 def parse_head(head: bytes) -> ProxyRequest:
     """A request head (through its blank line) as a :class:`ProxyRequest`."""
+    lines = _head_lines(head)
+    method, target, version = _request_line(lines[0])
+    headers = _header_fields(lines[1:-2])
+    if method == b"CONNECT":
+        host, port = split_authority(target)
+        return ProxyRequest(tunnel=True, host=host, port=port)
+    return _plain_http(method, target, version, headers)
+
+
+def _head_lines(head: bytes) -> list[bytes]:
+    """The head's lines, the two empty ones at its end included."""
     if len(head) > MAX_HEAD_BYTES:
         raise WireError(431, "request head too large")
     lines = head.split(b"\r\n")
@@ -98,7 +122,12 @@ def parse_head(head: bytes) -> ProxyRequest:
     if any(b"\r" in line or b"\n" in line or b"\0" in line for line in lines):
         # A bare CR or LF is a line end to some servers and not to others: never forwarded.
         raise WireError(400, "a bare CR, LF or NUL in the request head")
-    parts = lines[0].split(b" ")
+    return lines
+
+
+def _request_line(line: bytes) -> tuple[bytes, str, bytes]:
+    """The method, the target (ASCII) and the version of the request line."""
+    parts = line.split(b" ")
     if len(parts) != 3 or not parts[0] or not set(parts[0]) <= _TOKEN:
         raise WireError(400, "malformed request line")
     method, target_b, version = parts
@@ -108,15 +137,23 @@ def parse_head(head: bytes) -> ProxyRequest:
         target = target_b.decode("ascii")
     except UnicodeDecodeError:
         raise WireError(400, "request target is not ASCII") from None
+    return method, target, version
+
+
+def _header_fields(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
     headers = []
-    for line in lines[1:-2]:
+    for line in lines:
         name, colon, value = line.partition(b":")
         if not colon or not name or not set(name) <= _TOKEN:
             raise WireError(400, "malformed header line")
         headers.append((name, value.strip()))
-    if method == b"CONNECT":
-        host, port = split_authority(target)
-        return ProxyRequest(tunnel=True, host=host, port=port)
+    return headers
+
+
+def _plain_http(
+    method: bytes, target: str, version: bytes, headers: list[tuple[bytes, bytes]]
+) -> ProxyRequest:
+    """An absolute-form ``http://`` request, as the origin-form head to send upstream."""
     if not target.lower().startswith("http://"):
         raise WireError(
             400,

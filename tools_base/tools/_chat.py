@@ -44,8 +44,12 @@ from typing import TypeVar
 
 from goondan.errors import ToolCode
 from goondan.loopback import is_loopback
-from goondan.secret_env import secret_env_names
-from tools_base import JsonObject, JsonValue, ToolConfigError, ToolContext, ToolError
+from tools_base import JsonObject, ToolConfigError, ToolContext, ToolError
+from tools_base.tools._chat_token import REDACTED as REDACTED
+from tools_base.tools._chat_token import TokenSource as TokenSource
+from tools_base.tools._chat_token import parse_token_source
+from tools_base.tools._chat_token import redact as redact
+from tools_base.tools._chat_token import resolve_token as resolve_token
 from tools_base.tools._common import (
     ConfigReader,
     invalid_arg,
@@ -72,130 +76,14 @@ MAX_DOWNLOAD_BYTES = 20_000_000
 MAX_API_ANSWER_BYTES = 10 * 1024 * 1024
 """An API answer larger than this is not read (a 1000-message history is far below it)."""
 USER_AGENT = "goondan-chat-tools/0.1"
-REDACTED = "[REDACTED]"
 
-TOKEN_MISSING = ToolCode.E_CHAT_TOKEN_MISSING
 BAD_RESPONSE = ToolCode.E_CHAT_BAD_RESPONSE
 FILE_TOO_LARGE = ToolCode.E_CHAT_FILE_TOO_LARGE
 OUTSIDE_WORKDIR = ToolCode.E_CHAT_PATH_OUTSIDE_WORKDIR
 SETTING_INVALID = ToolCode.E_CHAT_SETTING_INVALID
 
 _CHUNK = 64 * 1024
-_TOKEN_CHARS = re.compile(r"^[\x21-\x7e]+$")
 T = TypeVar("T")
-
-
-# -- the token ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TokenSource:
-    """Where a configured token comes from; :meth:`resolve` reads it at call time."""
-
-    value: str | None = None
-    env: str | None = None
-    secret: str | None = None
-    """The ``<name>`` of ``secretRef.ref: Secret/<name>``."""
-    key: str | None = None
-
-    def candidates(self) -> list[str]:
-        """Environment variables tried, in order (the rule of ``bundle.secrets``)."""
-        if self.env is not None:
-            return [self.env]
-        if self.secret is None:
-            return []
-        return secret_env_names(self.secret, self.key, "token")
-
-
-def parse_token_source(tool: str, raw: JsonValue) -> TokenSource:
-    """The config ``token`` (a value source object); raises ``ToolConfigError``."""
-
-    def bad(detail: str) -> ToolConfigError:
-        # Never echo the value: a literal token may be in it.
-        return ToolConfigError(
-            f"{tool} config 'token' {detail}; use {{valueFrom: {{env: NAME}}}}, "
-            "{valueFrom: {secretRef: {ref: Secret/<name>, key: <key>}}} or {value: ...}"
-        )
-
-    if not isinstance(raw, dict):
-        raise bad("must be an object")
-    if set(raw) - {"value", "valueFrom"} or len(raw) != 1:
-        raise bad("needs exactly one of 'value' or 'valueFrom'")
-    if "value" in raw:
-        value = raw["value"]
-        if not isinstance(value, str) or not value:
-            raise bad("'value' must be a non-empty string")
-        return TokenSource(value=value)
-    source = raw["valueFrom"]
-    if not isinstance(source, dict) or len(source) != 1 or set(source) - {"env", "secretRef"}:
-        raise bad("'valueFrom' needs exactly one of 'env' or 'secretRef'")
-    if "env" in source:
-        env = source["env"]
-        if not isinstance(env, str) or not env:
-            raise bad("'valueFrom.env' must name an environment variable")
-        return TokenSource(env=env)
-    ref = source["secretRef"]
-    if not isinstance(ref, dict) or set(ref) - {"ref", "key"}:
-        raise bad("'valueFrom.secretRef' must be {ref, key}")
-    kind, _, name = str(ref.get("ref", "")).partition("/")
-    key = ref.get("key")
-    if kind != "Secret" or not name.strip() or "/" in name:
-        raise bad("'valueFrom.secretRef.ref' must look like 'Secret/<name>'")
-    if key is not None and (not isinstance(key, str) or not key):
-        raise bad("'valueFrom.secretRef.key' must be a non-empty string")
-    return TokenSource(secret=name, key=key)
-
-
-def resolve_token(
-    tool: str,
-    configured: TokenSource | None,
-    env_names: tuple[str, ...],
-    environ: Mapping[str, str] | None = None,
-) -> str:
-    """The bot token: the configured source, else the first non-empty of ``env_names``."""
-    env = os.environ if environ is None else environ
-    if configured is not None:
-        if configured.value is not None:
-            token: str | None = configured.value
-        else:
-            names = configured.candidates()
-            token = next((env[n] for n in names if env.get(n)), None)
-            if token is None:
-                raise ToolError(
-                    f"[{tool}] the configured token is not set: define {' or '.join(names)}",
-                    code=TOKEN_MISSING,
-                    suggestion="Ask the operator to set the bot token; do not retry until then.",
-                )
-    else:
-        token = next((env[n] for n in env_names if env.get(n)), None)
-        if token is None:
-            raise ToolError(
-                f"[{tool}] no bot token: set one of {', '.join(env_names)} "
-                "or the Tool config 'token'",
-                code=TOKEN_MISSING,
-                suggestion="Ask the operator to set the bot token; do not retry until then.",
-            )
-    assert token is not None
-    token = token.strip()
-    if not _TOKEN_CHARS.match(token):
-        # The token goes into a URL or a header; http.client would quote it back in its error.
-        raise ToolError(
-            f"[{tool}] the bot token contains spaces or control characters",
-            code=TOKEN_MISSING,
-            suggestion="Ask the operator to fix the bot token.",
-        )
-    return token
-
-
-def redact(text: str, secret: str) -> str:
-    """``text`` with every occurrence of ``secret`` (and its URL-quoted form) masked."""
-    if not secret:
-        return text
-    from urllib.parse import quote
-
-    for form in {secret, quote(secret, safe=""), quote(secret, safe=":")}:
-        text = text.replace(form, REDACTED)
-    return text
 
 
 # -- config ---------------------------------------------------------------------------------
@@ -270,23 +158,36 @@ def with_shared_settings(
     base = config.api_base
     text = env.get(shared.base_url, "").strip().rstrip("/")
     if text and not config.base_configured:
-        try:
-            base = parse_url(text)
-        except ToolError as exc:
-            raise _setting_error(config.tool, shared.base_url, exc.message) from None
-        listed = (base.host, None) in hosts or (base.host, base.port) in hosts
-        plain = shared.allow_plain_http is not None and env.get(
-            shared.allow_plain_http, ""
-        ).strip().lower() in {"1", "true", "yes", "on"}
-        if base.scheme == "http" and not (listed or plain or is_loopback(base.host)):
-            raise _setting_error(
-                config.tool,
-                shared.base_url,
-                f"{text!r} uses plain http off this machine, so the token would travel "
-                f"unencrypted; use https, or list the host in {shared.allowed_hosts}",
-            )
+        base = _shared_base(config, shared, text, hosts, env)
         hosts.add((base.host, base.port))
     return replace(config, api_base=base, allowed_hosts=frozenset(hosts), shared=None)
+
+
+def _shared_base(
+    config: ChatConfig,
+    shared: SharedSettings,
+    text: str,
+    hosts: set[tuple[str, int | None]],
+    env: Mapping[str, str],
+) -> Url:
+    """The connector's base URL ``text``, refused in plain http off this machine unless
+    ``hosts`` lists it or the connector's plain-http setting allows it."""
+    try:
+        base = parse_url(text)
+    except ToolError as exc:
+        raise _setting_error(config.tool, shared.base_url, exc.message) from None
+    listed = (base.host, None) in hosts or (base.host, base.port) in hosts
+    plain = shared.allow_plain_http is not None and env.get(
+        shared.allow_plain_http, ""
+    ).strip().lower() in {"1", "true", "yes", "on"}
+    if base.scheme == "http" and not (listed or plain or is_loopback(base.host)):
+        raise _setting_error(
+            config.tool,
+            shared.base_url,
+            f"{text!r} uses plain http off this machine, so the token would travel "
+            f"unencrypted; use https, or list the host in {shared.allowed_hosts}",
+        )
+    return base
 
 
 def read_chat_config(

@@ -9,6 +9,8 @@ upstream's wording (``'<key>' must be ...``). Every input problem raises
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TypeVar
 
 from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolConfigError, ToolError
@@ -31,52 +33,69 @@ def require_string(data: JsonObject, key: str) -> str:
 
 def optional_string(data: JsonObject, key: str) -> str | None:
     """``data[key]`` as a string, or ``None`` when absent or null."""
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise invalid_arg(f"{key!r} must be a string")
-    return value
+    return _optional(data, key, _as_string, "a string")
 
 
 def optional_number(data: JsonObject, key: str) -> float | int | None:
     """``data[key]`` as a finite number (``bool`` is not a number), or ``None``."""
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise invalid_arg(f"{key!r} must be a valid number")
-    return value
+    return _optional(data, key, _as_number, "a valid number")
 
 
 def optional_bool(data: JsonObject, key: str, default: bool) -> bool:
     """``data[key]`` as a boolean, or ``default`` when absent or null."""
-    value = data.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise invalid_arg(f"{key!r} must be a boolean")
-    return value
+    value = _optional(data, key, _as_bool, "a boolean")
+    return default if value is None else value
 
 
 def optional_string_list(data: JsonObject, key: str) -> list[str] | None:
     """``data[key]`` as a list of strings, or ``None``."""
-    value = data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise invalid_arg(f"{key!r} must be an array of strings")
-    return [item for item in value if isinstance(item, str)]
+    return _optional(data, key, _as_string_list, "an array of strings")
 
 
 def optional_object(data: JsonObject, key: str) -> JsonObject | None:
     """``data[key]`` as a JSON object, or ``None``."""
+    return _optional(data, key, _as_object, "a JSON object")
+
+
+_T = TypeVar("_T")
+
+
+def _optional(
+    data: JsonObject, key: str, read: Callable[[JsonValue], _T | None], kind: str
+) -> _T | None:
+    """``data[key]`` as ``read`` takes it, ``None`` when absent or null; the error saying it
+    must be ``kind`` when ``read`` does not take it."""
     value = data.get(key)
     if value is None:
         return None
-    if not isinstance(value, dict):
-        raise invalid_arg(f"{key!r} must be a JSON object")
+    found = read(value)
+    if found is None:
+        raise invalid_arg(f"{key!r} must be {kind}")
+    return found
+
+
+def _as_string(value: JsonValue) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _as_number(value: JsonValue) -> float | int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
     return value
+
+
+def _as_bool(value: JsonValue) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _as_string_list(value: JsonValue) -> list[str] | None:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return None
+    return [item for item in value if isinstance(item, str)]
+
+
+def _as_object(value: JsonValue) -> JsonObject | None:
+    return value if isinstance(value, dict) else None
 
 
 def positive_int(data: JsonObject, key: str, default: int) -> int:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from goondan.errors import ToolCode
 from tools_base import ToolContext, ToolError
-from tools_base._pinned import PIN_FLAGS, open_dir_beneath
+from tools_base._pinned import PIN_FLAGS, descend, open_dir_beneath
 from tools_base.tools._common import invalid_arg
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -142,30 +142,24 @@ class Workspace:
         """
         if self.root_fd is not None and base == self.root:
             return self._open_beneath(parts, create=create)
-        fd = os.open(base, _DIR_FLAGS)
-        try:
-            for part in parts:
-                if create:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, dir_fd=fd)
-                try:
-                    next_fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    # Linux says ENOTDIR, others ELOOP, for O_DIRECTORY|O_NOFOLLOW on a symlink.
-                    if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_symlink(part, fd):
-                        raise ToolError(
-                            f"a symlink appeared in {os.path.join(base, *parts)!r} while it "
-                            "was in use",
-                            code=self._code,
-                            suggestion="Retry; do not replace directories with symlinks meanwhile.",
-                        ) from exc
-                    raise
-                os.close(fd)
-                fd = next_fd
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+
+        def step(fd: int, part: str) -> int:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+            try:
+                return os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                # Linux says ENOTDIR, others ELOOP, for O_DIRECTORY|O_NOFOLLOW on a symlink.
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_symlink(part, fd):
+                    raise ToolError(
+                        f"a symlink appeared in {os.path.join(base, *parts)!r} while it was in use",
+                        code=self._code,
+                        suggestion="Retry; do not replace directories with symlinks meanwhile.",
+                    ) from exc
+                raise
+
+        return descend(os.open(base, _DIR_FLAGS), parts, step)
 
     def _open_beneath(self, parts: Sequence[str], *, create: bool) -> int:
         assert self.root_fd is not None

@@ -324,61 +324,17 @@ async def _run_launch(
         while unowned_read:
             captures.append(await _open_capture(unowned_read.pop(0), limit))
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *launch.argv,
-                cwd=cwd,
-                env=launch.env,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                start_new_session=True,
-                preexec_fn=launch.preexec,
-                pass_fds=launch.pass_fds,
-            )
-        except OSError as exc:
-            raise ToolError(
-                f"could not start {launch.argv[0]!r}: {exc.strerror or exc}",
-                code=ToolCode.E_BASH_SPAWN_FAILED,
-                suggestion="Check that the shell exists and is executable.",
-            ) from exc
+            proc = await _spawn(launch, cwd, out_w, err_w)
         finally:
             while unowned_write:
                 os.close(unowned_write.pop())
-        timed_out = False
-        watcher = (
-            asyncio.create_task(guard.watch(lambda: _terminate_group(proc, launch.backend)))
-            if guard is not None
-            else None
-        )
-        try:
-            try:
-                async with asyncio.timeout(timeout_ms / 1000 if timeout_ms > 0 else None):
-                    await proc.wait()
-            except TimeoutError:
-                timed_out = True
-                await _terminate_group(proc, launch.backend)
-            await asyncio.wait([c.closed for c in captures], timeout=DRAIN_GRACE_SECONDS)
-            # The call is over: so are the jobs it left in its group (`cmd &`, `nohup cmd &`).
-            _signal_group(proc.pid, signal.SIGKILL)
-        except BaseException:  # cancelled (the executor's timeout) or a bug: leave nothing behind
-            if proc.returncode is None:
-                _signal_group(proc.pid, signal.SIGKILL)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(REAP_GRACE_SECONDS):
-                        await proc.wait()
-            raise
-        finally:
-            if watcher is not None:
-                watcher.cancel()
+        timed_out = await _wait(proc, launch, captures, timeout_ms, guard)
     finally:
         for fd in unowned_read + unowned_write:
             os.close(fd)
         for capture in captures:
             capture.close()
-    code = proc.returncode if proc.returncode is not None else -1
-    if launch.backend is sandbox.SandboxMode.BWRAP and code > 128 and code - 128 in _SIGNALS:
-        code = 128 - code  # bubblewrap exits 128+N when its program died of signal N
-    sig = signal.Signals(-code).name if code < 0 and -code in signal.valid_signals() else None
+    code, sig = _exit_status(proc, launch.backend)
     stdout, stderr = captures
     return RunResult(
         stdout=stdout.text(),
@@ -390,6 +346,77 @@ async def _run_launch(
         timed_out=timed_out,
         duration_ms=round((time.monotonic() - started) * 1000),
     )
+
+
+async def _spawn(
+    launch: sandbox.Launch, cwd: str, out_w: int, err_w: int
+) -> asyncio.subprocess.Process:
+    try:
+        return await asyncio.create_subprocess_exec(
+            *launch.argv,
+            cwd=cwd,
+            env=launch.env,
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=err_w,
+            start_new_session=True,
+            preexec_fn=launch.preexec,
+            pass_fds=launch.pass_fds,
+        )
+    except OSError as exc:
+        raise ToolError(
+            f"could not start {launch.argv[0]!r}: {exc.strerror or exc}",
+            code=ToolCode.E_BASH_SPAWN_FAILED,
+            suggestion="Check that the shell exists and is executable.",
+        ) from exc
+
+
+async def _wait(
+    proc: asyncio.subprocess.Process,
+    launch: sandbox.Launch,
+    captures: list[_Capture],
+    timeout_ms: float,
+    guard: Guard | None,
+) -> bool:
+    """Wait for the program and its output, then end its group; whether it timed out."""
+    timed_out = False
+    watcher = (
+        asyncio.create_task(guard.watch(lambda: _terminate_group(proc, launch.backend)))
+        if guard is not None
+        else None
+    )
+    try:
+        try:
+            async with asyncio.timeout(timeout_ms / 1000 if timeout_ms > 0 else None):
+                await proc.wait()
+        except TimeoutError:
+            timed_out = True
+            await _terminate_group(proc, launch.backend)
+        await asyncio.wait([c.closed for c in captures], timeout=DRAIN_GRACE_SECONDS)
+        # The call is over: so are the jobs it left in its group (`cmd &`, `nohup cmd &`).
+        _signal_group(proc.pid, signal.SIGKILL)
+    except BaseException:  # cancelled (the executor's timeout) or a bug: leave nothing behind
+        if proc.returncode is None:
+            _signal_group(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(REAP_GRACE_SECONDS):
+                    await proc.wait()
+        raise
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+    return timed_out
+
+
+def _exit_status(
+    proc: asyncio.subprocess.Process, backend: sandbox.SandboxMode
+) -> tuple[int, str | None]:
+    """The exit code (negative for a signal) and the signal's name, if one ended it."""
+    code = proc.returncode if proc.returncode is not None else -1
+    if backend is sandbox.SandboxMode.BWRAP and code > 128 and code - 128 in _SIGNALS:
+        code = 128 - code  # bubblewrap exits 128+N when its program died of signal N
+    sig = signal.Signals(-code).name if code < 0 and -code in signal.valid_signals() else None
+    return code, sig
 
 
 @contextlib.asynccontextmanager

@@ -107,13 +107,18 @@ def resolve(data: JsonValue, path: str) -> JsonValue | _Missing:
     return current
 
 
-@nonblocking
-def query(ctx: ToolContext, input: JsonObject) -> JsonValue:
-    """``query``: the value at a path."""
+def _at_path(input: JsonObject) -> tuple[str, JsonValue | _Missing]:
+    """The call's ``path`` (default ``.``) and what ``data`` holds there (``_MISSING``: none)."""
     raw = require_string(input, "data")
     path = optional_string(input, "path")
     path = "." if path is None else path
-    found = resolve(parse_data(raw), path)
+    return path, resolve(parse_data(raw), path)
+
+
+@nonblocking
+def query(ctx: ToolContext, input: JsonObject) -> JsonValue:
+    """``query``: the value at a path."""
+    path, found = _at_path(input)
     if found is _MISSING:
         return {"path": path, "found": False, "value": None}
     return {"path": path, "found": True, "value": found}
@@ -145,10 +150,7 @@ def pick(ctx: ToolContext, input: JsonObject) -> JsonValue:
 @nonblocking
 def count(ctx: ToolContext, input: JsonObject) -> JsonValue:
     """``count``: the size of the value at a path."""
-    raw = require_string(input, "data")
-    path = optional_string(input, "path")
-    path = "." if path is None else path
-    found = resolve(parse_data(raw), path)
+    path, found = _at_path(input)
     if found is _MISSING or found is None:
         return {"path": path, "count": 0, "type": "null"}
     if isinstance(found, list):

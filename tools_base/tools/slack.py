@@ -334,31 +334,29 @@ class SlackTool:
         """``edit``: ``chat.update``."""
         channel, ts = _channel(input, ctx), require_string(input, "messageTs")
         payload: JsonObject = {"channel": channel, "ts": ts, "text": require_string(input, "text")}
-        deadline = deadline_of(input)
-
-        def run(token: str) -> JsonValue:
-            data = self.api(ctx, token, "chat.update", payload, deadline)
-            return {
-                "ok": True,
-                "channelId": data.get("channel", channel),
-                "ts": data.get("ts", ts),
-                "edited": True,
-            }
-
-        return self._run(ctx, run)
+        return self._on_message(ctx, input, "chat.update", payload, "edited")
 
     def delete(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``delete``: ``chat.delete``."""
         channel, ts = _channel(input, ctx), require_string(input, "messageTs")
+        return self._on_message(
+            ctx, input, "chat.delete", {"channel": channel, "ts": ts}, "deleted"
+        )
+
+    def _on_message(
+        self, ctx: ToolContext, input: JsonObject, method: str, payload: JsonObject, done: str
+    ) -> JsonValue:
+        """Call ``method`` on the message ``payload`` names (its ``channel`` and ``ts``); the
+        result says ``done``."""
         deadline = deadline_of(input)
 
         def run(token: str) -> JsonValue:
-            data = self.api(ctx, token, "chat.delete", {"channel": channel, "ts": ts}, deadline)
+            data = self.api(ctx, token, method, payload, deadline)
             return {
                 "ok": True,
-                "channelId": data.get("channel", channel),
-                "ts": data.get("ts", ts),
-                "deleted": True,
+                "channelId": data.get("channel", payload["channel"]),
+                "ts": data.get("ts", payload["ts"]),
+                done: True,
             }
 
         return self._run(ctx, run)

@@ -65,7 +65,10 @@ def settings_read(path: Path) -> set[str]:
     return (names - prefixes - NOT_SETTINGS) | expanded
 
 
-HELPERS = {"telegram": ["_telegram_webhook.py"], "webhook": ["_reply.py"]}
+HELPERS = {
+    "telegram": ["_telegram_api.py", "_telegram_webhook.py"],
+    "webhook": ["_reply.py"],
+}
 """Modules of a connector's own that read settings too."""
 
 
