@@ -432,11 +432,32 @@ def fold(spans: dict[str, Span], event: AnyEvent) -> Span | None:
     span_id = event.span
     if kind is None or span_id is None or isinstance(event, RawEvent):
         return None
+    span = _span_for(spans, span_id, kind)
+    _identify(span, event)
+    stamp = epoch_ms(event.timestamp)
+    if isinstance(event, ApprovalEvent):
+        _approval(span, stamp, event)
+    elif event.type in SPAN_STARTS:
+        span.started_ms = stamp
+    elif event.type in SPAN_ENDS:
+        _close(span, stamp, event)
+    elif isinstance(event, TurnCancellingEvent) and span.status == "running":
+        span.error = f"cancelling: {given(event.reason)}"
+    return span
+
+
+def _span_for(spans: dict[str, Span], span_id: str, kind: str) -> Span:
+    """The span ``span_id`` of ``spans``, opened when it is new."""
     span = spans.get(span_id)
     if span is None:
         span = spans[span_id] = Span(span_id, kind)
     elif kind == "tool" and span.kind == "approval":
         span.kind = "tool"  # the approved call runs in the span that waited for it
+    return span
+
+
+def _identify(span: Span, event: RuntimeEvent) -> None:
+    """What ``event`` says of ``span``'s agent, instance, parent and fields."""
     span.agent = event.agent_name or span.agent
     span.instance_key = event.instance or span.instance_key
     if event.parent_span:
@@ -445,24 +466,19 @@ def fold(spans: dict[str, Span], event: AnyEvent) -> Span | None:
     for name in SPAN_FIELDS:
         if data.get(name) is not None:
             span.fields[name] = data[name]
-    stamp = epoch_ms(event.timestamp)
-    if isinstance(event, ApprovalEvent):
-        _approval(span, stamp, event)
-    elif event.type in SPAN_STARTS:
-        span.started_ms = stamp
-    elif event.type in SPAN_ENDS:
-        span.finished_ms = stamp
-        duration = (
-            given(event.duration) if isinstance(event, TurnEvent | StepEvent | ToolEvent) else None
-        )
-        span.duration_ms = float(duration) if duration is not None else None
-        failed = failure(event) is not None
-        code = given(event.error_code) if isinstance(event, TurnEvent | StepEvent) else None
-        span.status = "cancelled" if code == CANCELLED else "error" if failed else "ok"
-        span.error = _error_text(event) if failed else None
-    elif isinstance(event, TurnCancellingEvent) and span.status == "running":
-        span.error = f"cancelling: {given(event.reason)}"
-    return span
+
+
+def _close(span: Span, stamp: float | None, event: RuntimeEvent) -> None:
+    """``span`` ended by ``event``: when, how long, and how it went."""
+    span.finished_ms = stamp
+    duration = (
+        given(event.duration) if isinstance(event, TurnEvent | StepEvent | ToolEvent) else None
+    )
+    span.duration_ms = float(duration) if duration is not None else None
+    failed = failure(event) is not None
+    code = given(event.error_code) if isinstance(event, TurnEvent | StepEvent) else None
+    span.status = "cancelled" if code == CANCELLED else "error" if failed else "ok"
+    span.error = _error_text(event) if failed else None
 
 
 def _approval(span: Span, stamp: float | None, event: ApprovalEvent) -> None:
