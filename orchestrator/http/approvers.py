@@ -171,23 +171,37 @@ def why_refused(
     """
     proc = proc or ProcFs()
     if caller.via == "unix":
-        if not caller.pid:
-            return caller, (
-                "the caller's process cannot be seen from the daemon (SO_PEERCRED reports pid "
-                "0: another PID namespace), so it cannot be told apart from an agent's; decide "
-                "from the daemon's PID namespace, or over TCP with a token"
-            )
-        return caller, _agent_process(caller.pid, caller.uid, swarm, proc)
+        return caller, _unix_refusal(caller, swarm, proc)
     if caller.via != "tcp" or peer is None or peer.address is None or peer.local is None:
         return caller, None if caller.token else "the caller cannot be identified"
+    return _tcp_refusal(caller, peer.address, peer.local, swarm, proc)
+
+
+def _unix_refusal(caller: Caller, swarm: SwarmProcesses, proc: ProcFs) -> str | None:
+    """Why a caller over the Unix socket may not decide, or ``None``."""
+    if not caller.pid:
+        return (
+            "the caller's process cannot be seen from the daemon (SO_PEERCRED reports pid "
+            "0: another PID namespace), so it cannot be told apart from an agent's; decide "
+            "from the daemon's PID namespace, or over TCP with a token"
+        )
+    return _agent_process(caller.pid, caller.uid, swarm, proc)
+
+
+def _tcp_refusal(
+    caller: Caller,
+    address: tuple[str, int],
+    local: tuple[str, int],
+    swarm: SwarmProcesses,
+    proc: ProcFs,
+) -> tuple[Caller, str | None]:
+    """Why a caller over TCP from ``address`` to ``local`` may not decide, or ``None``; with
+    the caller completed by the process holding its socket, when it is on this host."""
     # Listed in /proc/net/tcp: the peer is on this host (over loopback, or one of its own
     # addresses), and its process can be looked at.
-    found = proc.tcp_socket(peer.address, peer.local)
+    found = proc.tcp_socket(address, local)
     if found is None:
-        if caller.token or not is_loopback(peer.address[0]):
-            return caller, None  # another host: the token is the check, and agents hold none
-        unknown = "the caller's socket is not listed in /proc/net/tcp"
-        return caller, f"{unknown}, so it cannot be told apart from an agent's"
+        return caller, _unlisted(caller, address)
     uid, inode = found
     holders = proc.holders(inode)
     caller = replace(caller, uid=uid, user=user_name(uid), pid=holders[0] if holders else None)
@@ -202,6 +216,15 @@ def why_refused(
             "cannot be told apart from an agent's"
         )
     return caller, None
+
+
+def _unlisted(caller: Caller, address: tuple[str, int]) -> str | None:
+    """Why a TCP caller whose socket ``/proc/net/tcp`` does not list may not decide, or
+    ``None``."""
+    if caller.token or not is_loopback(address[0]):
+        return None  # another host: the token is the check, and agents hold none
+    unknown = "the caller's socket is not listed in /proc/net/tcp"
+    return f"{unknown}, so it cannot be told apart from an agent's"
 
 
 def _agent_process(pid: int, uid: int | None, swarm: SwarmProcesses, proc: ProcFs) -> str | None:
