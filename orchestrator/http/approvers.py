@@ -236,41 +236,62 @@ def _agent_process(pid: int, uid: int | None, swarm: SwarmProcesses, proc: ProcF
             return None  # the daemon, or what it started itself and not through an agent
         label = swarm.pids.get(current)
         if label is not None:
-            if current == pid:
-                return f"the caller (pid {pid}) is the process of {label}"
-            return f"the caller (pid {pid}) was started by {label} (pid {current})"
+            return _started_by(pid, current, label)
         parent = proc.parent(current)
-        if parent is None and child is not None:
+        if parent is None:
+            if child is None:
+                return _unreadable(pid, current)
             # Gone (its child was handed to another parent), or alive and hidden from the
             # daemon (another user's, under /proc's hidepid): agents run as the daemon's
             # user and are never hidden from it, so the walk ends there.
             again = proc.parent(child)
             if again == current:
                 return None
-            if again is not None:
-                current = again
-                continue
-            current = child  # gone itself meanwhile
-        if parent is None:
-            return (
-                f"the caller (pid {pid}) cannot be checked: /proc/{current}/stat cannot be "
-                "read (did it exit?)"
-            )
-        environ = proc.environ(current)
-        if environ is None and current == pid and (uid == swarm.euid or swarm.euid == 0):
-            return (
-                f"the caller's environment (pid {pid}) cannot be read, so whether it carries "
-                "an agent's process scope cannot be told"
-            )
-        scope = _scope_in(environ or b"")
-        if scope is not None:
-            owner = swarm.scopes.get(scope, "an agent of another swarm")
-            whose = "the caller" if current == pid else f"its ancestor (pid {current})"
-            return f"{whose} carries the process scope of {owner} ({SCOPE_ENV}; pid {pid})"
+            if again is None:
+                return _unreadable(pid, child)  # gone itself meanwhile
+            current = again
+            continue
+        why = _scope_refusal(pid, uid, current, swarm, proc)
+        if why is not None:
+            return why
         if parent <= 1:
             return None  # reached init (or a process of a namespace's own)
         child, current = current, parent
     return f"the caller's (pid {pid}) chain of parents is too long to check"
+
+
+def _started_by(pid: int, current: int, label: str) -> str:
+    """The caller ``pid`` is, or descends from, the agent process ``current`` (``label``)."""
+    if current == pid:
+        return f"the caller (pid {pid}) is the process of {label}"
+    return f"the caller (pid {pid}) was started by {label} (pid {current})"
+
+
+def _unreadable(pid: int, current: int) -> str:
+    """The caller ``pid`` cannot be checked: its ancestor ``current`` cannot be read."""
+    return (
+        f"the caller (pid {pid}) cannot be checked: /proc/{current}/stat cannot be "
+        "read (did it exit?)"
+    )
+
+
+def _scope_refusal(
+    pid: int, uid: int | None, current: int, swarm: SwarmProcesses, proc: ProcFs
+) -> str | None:
+    """Why the environment of ``current`` (the caller ``pid`` or an ancestor) makes it an
+    agent's (it carries a process scope, or the caller's own cannot be read), or ``None``."""
+    environ = proc.environ(current)
+    if environ is None and current == pid and (uid == swarm.euid or swarm.euid == 0):
+        return (
+            f"the caller's environment (pid {pid}) cannot be read, so whether it carries "
+            "an agent's process scope cannot be told"
+        )
+    scope = _scope_in(environ or b"")
+    if scope is None:
+        return None
+    owner = swarm.scopes.get(scope, "an agent of another swarm")
+    whose = "the caller" if current == pid else f"its ancestor (pid {current})"
+    return f"{whose} carries the process scope of {owner} ({SCOPE_ENV}; pid {pid})"
 
 
 def _scope_in(environ: bytes) -> str | None:
