@@ -515,24 +515,42 @@ def to_json_value(value: Any) -> JsonValue:
         return cast(JsonValue, value)
     # The common outputs, a dict or list of plain values, without a call per plain item.
     if kind is dict:
-        out: dict[str, JsonValue] = {}
-        for k, v in value.items():  # a loop costs less than a comprehension's own frame
-            out[k if type(k) is str else str(k)] = (
-                v if type(v) in _JSON_LEAVES else to_json_value(v)
-            )
-        return out
+        return _plain_dict(value)
     if kind is list:
         return [v if type(v) in _JSON_LEAVES else to_json_value(v) for v in value]
+    return _coerce(value)
+
+
+def _plain_dict(value: dict[Any, Any]) -> JsonValue:
+    """A ``dict`` (exactly) with string keys, its plain values as they are."""
+    out: dict[str, JsonValue] = {}
+    for k, v in value.items():  # a loop costs less than a comprehension's own frame
+        out[k if type(k) is str else str(k)] = v if type(v) in _JSON_LEAVES else to_json_value(v)
+    return out
+
+
+def _coerce(value: Any) -> JsonValue:
+    """The long way of :func:`to_json_value`: subclasses of the leaves, floats, the rest."""
     if value is None or isinstance(value, str | bool | int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
+    return _coerce_container(value)
+
+
+def _coerce_container(value: Any) -> JsonValue:
+    """Mappings with string keys, other collections as lists, anything else an object."""
     if isinstance(value, dict):
         return {str(k): to_json_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [to_json_value(v) for v in value]
     if isinstance(value, Mapping):
         return {str(k): to_json_value(v) for k, v in value.items()}
+    return _coerce_object(value)
+
+
+def _coerce_object(value: Any) -> JsonValue:
+    """A dataclass or pydantic model as its fields, bytes as text, anything else its ``str()``."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_json_value(dataclasses.asdict(value))
     dump = getattr(value, "model_dump", None)

@@ -7,6 +7,9 @@ import argparse
 import json
 import sys
 import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,54 +93,20 @@ def _state_dir_unused() -> Path:
 
 
 def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: Any) -> int:
-    from collections import deque
-
-    from orchestrator.cli.logs import ALL_LINES, FOLLOW_LINES
-    from orchestrator.eventlog import format_event, log_files, matches, read_typed
     from orchestrator.http.client import DaemonApi
 
-    # The past is held back to its last --lines events (-f: the last few, as `tail -f`).
-    lines = args.lines if args.lines is not None else (FOLLOW_LINES if args.follow else ALL_LINES)
-    past: deque[str] | None = deque(maxlen=lines) if lines != ALL_LINES else None
-
-    def show(event: AnyEvent) -> None:
-        if event.type == EventType.TEXT_DELTA:
-            return  # streamed text is not kept in the log: -f shows what plain logs shows
-        if matches(event, agent=args.agent, trace=args.trace, since=since):
-            data = event.to_builtins()
-            line = json.dumps(data, ensure_ascii=False) if args.json else format_event(event)
-            if past is not None:
-                past.append(line)
-            else:
-                print(line, flush=True)
-
+    printer = _Printer(args, since, _held_past(args))
     stream = DaemonApi(state_dir).events() if args.follow else None
-    for rotated in [f for f in log_files(state_dir) if f != path]:
-        for _, event in read_typed(rotated):
-            show(event)
+    _show_rotated(printer, state_dir, path)
     offset = 0
     recent: list[str] = []
     while True:
-        if path.exists() and path.stat().st_size < offset:
-            offset = 0  # it rotated: the new file starts from the top
-        for end, event in read_typed(path, offset):
-            offset = end
-            show(event)
-            seen = json.dumps(event.to_builtins(), sort_keys=True, default=str)
-            recent = [*recent[-999:], seen]
-        if past is not None:  # the past is read: its last lines, then whatever comes
-            for line in past:
-                print(line)
-            sys.stdout.flush()
-            past = None
+        offset, recent = _read_from(printer, path, offset, recent)
+        printer.release()
         if not args.follow:
             return 0
         if stream is not None:  # the daemon pushes what comes next
-            try:
-                for data in stream:
-                    if json.dumps(data, sort_keys=True, default=str) not in recent:
-                        show(read_event(data))
-            except KeyboardInterrupt:
+            if _relay(printer, stream, recent):
                 return 0
             # The daemon stopped: tail the file from here, for whatever runs next.
             stream = None
@@ -146,3 +115,84 @@ def _print_logs(args: argparse.Namespace, state_dir: Path, path: Path, since: An
             time.sleep(0.25)  # no daemon API to push events: tail the file
         except KeyboardInterrupt:
             return 0
+
+
+def _held_past(args: argparse.Namespace) -> deque[str] | None:
+    """Where the past is held back to its last --lines events (-f: the last few, as
+    `tail -f`); ``None``: all of it, printed as read."""
+    from orchestrator.cli.logs import ALL_LINES, FOLLOW_LINES
+
+    lines = args.lines if args.lines is not None else (FOLLOW_LINES if args.follow else ALL_LINES)
+    return deque(maxlen=lines) if lines != ALL_LINES else None
+
+
+def _show_rotated(printer: _Printer, state_dir: Path, path: Path) -> None:
+    """Show the events of the log's rotated files (all but ``path``)."""
+    from orchestrator.eventlog import log_files, read_typed
+
+    for rotated in [f for f in log_files(state_dir) if f != path]:
+        for _, event in read_typed(rotated):
+            printer.show(event)
+
+
+@dataclass
+class _Printer:
+    """Prints the events that pass ``logs``' filters, holding the past back to its last lines
+    (``past``) until :meth:`release`."""
+
+    args: argparse.Namespace
+    since: Any
+    past: deque[str] | None
+
+    def show(self, event: AnyEvent) -> None:
+        """Print ``event`` (or hold it back with the past) if it passes the filters."""
+        from orchestrator.eventlog import format_event, matches
+
+        if event.type == EventType.TEXT_DELTA:
+            return  # streamed text is not kept in the log: -f shows what plain logs shows
+        args = self.args
+        if matches(event, agent=args.agent, trace=args.trace, since=self.since):
+            data = event.to_builtins()
+            line = json.dumps(data, ensure_ascii=False) if args.json else format_event(event)
+            if self.past is not None:
+                self.past.append(line)
+            else:
+                print(line, flush=True)
+
+    def release(self) -> None:
+        """The past is read: print its last lines; from now on, whatever comes."""
+        if self.past is None:
+            return
+        for line in self.past:
+            print(line)
+        sys.stdout.flush()
+        self.past = None
+
+
+def _read_from(
+    printer: _Printer, path: Path, offset: int, recent: list[str]
+) -> tuple[int, list[str]]:
+    """Show the events of the log file ``path`` from ``offset``: the offset reached, and the
+    last events read (to tell them from the same ones pushed by the daemon)."""
+    from orchestrator.eventlog import read_typed
+
+    if path.exists() and path.stat().st_size < offset:
+        offset = 0  # it rotated: the new file starts from the top
+    for end, event in read_typed(path, offset):
+        offset = end
+        printer.show(event)
+        seen = json.dumps(event.to_builtins(), sort_keys=True, default=str)
+        recent = [*recent[-999:], seen]
+    return offset, recent
+
+
+def _relay(printer: _Printer, stream: Iterable[Any], recent: list[str]) -> bool:
+    """Show the events the daemon pushes, but those already read, until it stops; ``True``
+    when the user stopped first (Ctrl-C)."""
+    try:
+        for data in stream:
+            if json.dumps(data, sort_keys=True, default=str) not in recent:
+                printer.show(read_event(data))
+    except KeyboardInterrupt:
+        return True
+    return False

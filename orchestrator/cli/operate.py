@@ -265,10 +265,6 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_instances(args: argparse.Namespace) -> int:
     """``instances [AGENT]`` lists conversation instances; ``instances delete AGENT KEY`` removes one."""
-    from orchestrator.cli.api_target import TargetError, ask, remote_rows, remote_url
-    from orchestrator.http.client import error_text, path_segment
-    from orchestrator.state_dir import delete_instance_dir, list_instances
-
     words = list(args.words)
     if not words and getattr(args, "command", None) == "instance":  # bare: the terminal view
         from orchestrator.cli.instance import view
@@ -281,40 +277,56 @@ def cmd_instances(args: argparse.Namespace) -> int:
 
         return restart_instances(args, words[1:], lambda: state_dir_of(args))
     if words and words[0] == "delete":
-        if len(words) != 3:
-            print("usage: instances delete AGENT KEY", file=sys.stderr)
-            return 2
-        _, agent, key = words
-        try:  # through the daemon, so a running agent forgets the instance too
-            status, answer = ask(
-                args,
-                lambda: state_dir_of(args),
-                "DELETE",
-                f"/v1/agents/{path_segment(agent)}/instances/{path_segment(key)}",
-            )
-        except TargetError as exc:
-            if exc.failure != "no-daemon" or remote_url(args) is not None:
-                return fail(args, exc.exit_code, str(exc))
-            state_dir = state_dir_of(args)
-            status, answer = (
-                200,
-                {"ok": True, "deleted": delete_instance_dir(state_dir, agent, key)},
-            )
-        if args.json:
-            print(json.dumps(answer))
-        elif status >= 400:
-            print(f"error: {error_text(answer)}", file=sys.stderr)
-        else:
-            deleted = read_as(args, answer, InstanceDeleted)
-            if deleted is None:
-                return 1
-            print("deleted" if deleted.deleted else "not found")
-        return 0 if status < 400 else 1
+        return _delete_instance(args, words)
     if len(words) > 1:
         print("usage: instances [AGENT] | instances delete AGENT KEY", file=sys.stderr)
         return 2
-    # Read from disk: the listing needs no daemon (a daemon at --api-url is asked).
-    agent = words[0] if words else None
+    return _list_instances(args, words[0] if words else None)
+
+
+def _delete_instance(args: argparse.Namespace, words: list[str]) -> int:
+    """``instances delete AGENT KEY``: through the daemon, else (none running) on disk."""
+    from orchestrator.cli.api_target import TargetError, ask, remote_url
+    from orchestrator.http.client import error_text, path_segment
+    from orchestrator.state_dir import delete_instance_dir
+
+    if len(words) != 3:
+        print("usage: instances delete AGENT KEY", file=sys.stderr)
+        return 2
+    _, agent, key = words
+    try:  # through the daemon, so a running agent forgets the instance too
+        status, answer = ask(
+            args,
+            lambda: state_dir_of(args),
+            "DELETE",
+            f"/v1/agents/{path_segment(agent)}/instances/{path_segment(key)}",
+        )
+    except TargetError as exc:
+        if exc.failure != "no-daemon" or remote_url(args) is not None:
+            return fail(args, exc.exit_code, str(exc))
+        state_dir = state_dir_of(args)
+        status, answer = (
+            200,
+            {"ok": True, "deleted": delete_instance_dir(state_dir, agent, key)},
+        )
+    if args.json:
+        print(json.dumps(answer))
+    elif status >= 400:
+        print(f"error: {error_text(answer)}", file=sys.stderr)
+    else:
+        deleted = read_as(args, answer, InstanceDeleted)
+        if deleted is None:
+            return 1
+        print("deleted" if deleted.deleted else "not found")
+    return 0 if status < 400 else 1
+
+
+def _list_instances(args: argparse.Namespace, agent: str | None) -> int:
+    """``instances [AGENT]``: read from disk, as the listing needs no daemon (a daemon at
+    ``--api-url`` is asked)."""
+    from orchestrator.cli.api_target import TargetError, remote_rows, remote_url
+    from orchestrator.state_dir import list_instances
+
     try:
         if remote_url(args) is not None:
             rows = remote_rows(args, "/v1/instances", "instances", agent=agent)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from goondan.defaults import DEFAULT_INSTANCE_KEY
 from orchestrator.cli.approvals import cmd_approvals, cmd_approve, cmd_reject
@@ -69,38 +70,105 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     group.add_argument("-q", "--quiet", action="store_true", help="errors only in the log")
     group.add_argument("--no-color", action="store_true", help="no colours on a terminal")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    cmds = _Commands(commands, common, only)
+    for add in _GROUPS:
+        add(cmds)
+    return parser
 
-    def command(name: str, help: str, run: Command) -> argparse.ArgumentParser | None:
+
+@dataclass(frozen=True)
+class _Commands:
+    """The subcommands being added; ``only``: the command whose arguments are wanted (``None``:
+    every command's)."""
+
+    commands: argparse._SubParsersAction[argparse.ArgumentParser]
+    common: argparse.ArgumentParser
+    """The output options every command shares."""
+    only: str | None
+
+    def add(self, name: str, help: str, run: Command) -> argparse.ArgumentParser | None:
         """Add command ``name``; its parser when its arguments are wanted, else ``None``."""
-        sub = commands.add_parser(name, help=help, parents=[common])
+        sub = self.commands.add_parser(name, help=help, parents=[self.common])
         sub.set_defaults(run=run)
-        return sub if only in (None, name) else None
+        return sub if self.only in (None, name) else None
 
-    def config_option(sub: argparse.ArgumentParser, what: str = "the configuration") -> None:
-        sub.add_argument(
-            "file",
-            nargs="?",
-            metavar="FILE",
-            help=f"{what}: goondan.yaml or a bundle directory (default: goondan.yaml here)",
-        )
-        sub.add_argument("-c", "--config", metavar="FILE", help="the same, as an option")
 
-    def state_options(sub: argparse.ArgumentParser) -> None:
-        from orchestrator.state_dir import add_state_options
+def _config_option(sub: argparse.ArgumentParser, what: str = "the configuration") -> None:
+    sub.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help=f"{what}: goondan.yaml or a bundle directory (default: goondan.yaml here)",
+    )
+    sub.add_argument("-c", "--config", metavar="FILE", help="the same, as an option")
 
-        add_state_options(sub)
 
-    def env_file_option(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--env-file",
-            metavar="PATH",
-            help="variables to load after .env and .env.local beside the configuration (they "
-            "win over the environment; a missing file is an error)",
-        )
+def _state_options(sub: argparse.ArgumentParser) -> None:
+    from orchestrator.state_dir import add_state_options
 
-    validate = command("validate", "check a configuration and report every error", cmd_validate)
+    add_state_options(sub)
+
+
+def _env_file_option(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--env-file",
+        metavar="PATH",
+        help="variables to load after .env and .env.local beside the configuration (they "
+        "win over the environment; a missing file is an error)",
+    )
+
+
+def _cluster_options(sub: argparse.ArgumentParser, required: bool) -> None:
+    group = sub.add_argument_group(
+        "cluster",
+        "several hosts over NATS (extra `cluster`); a password or token comes from "
+        "GOONDAN_NATS_PASSWORD (with GOONDAN_NATS_USER) or GOONDAN_NATS_TOKEN, the key "
+        "every member shares (signing leadership records) from GOONDAN_CLUSTER_KEY",
+    )
+    group.add_argument(
+        "--cluster",
+        metavar="URL",
+        required=required,
+        help="NATS server(s) of the cluster, e.g. nats://10.0.0.5:4222 (JetStream enabled)"
+        + ("" if required else "; this daemon becomes the cluster's leader"),
+    )
+    group.add_argument("--cluster-name", help="the cluster's name (default: the Swarm's name)")
+    group.add_argument("--cluster-creds", metavar="FILE", help="a NATS .creds file")
+    group.add_argument("--cluster-nkey", metavar="FILE", help="a file holding an nkey seed")
+    group.add_argument("--cluster-tls-ca", metavar="FILE", help="CA bundle for tls://")
+    group.add_argument("--cluster-tls-cert", metavar="FILE", help="client certificate")
+    group.add_argument("--cluster-tls-key", metavar="FILE", help="client certificate key")
+    group.add_argument(
+        "--insecure-nats",
+        action="store_true",
+        help="accept a NATS server that admits clients without credentials, and run "
+        "without GOONDAN_CLUSTER_KEY (only on a network no one else reaches)",
+    )
+    group.add_argument(
+        "--heartbeat-seconds",
+        type=float,
+        default=1.0,
+        help="membership heartbeat; a member silent for 3 of them is lost (default: 1; "
+        "the leader's value applies to every node)",
+    )
+
+
+def _daemon_options(sub: argparse.ArgumentParser) -> None:
+    from orchestrator.cli.api_target import add_options
+
+    sub.add_argument(
+        "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
+    )
+    _state_options(sub)
+    sub.add_argument("--json", action="store_true", help="print JSON")
+    add_options(sub)
+
+
+def _add_validate(cmds: _Commands) -> None:
+    """``validate``."""
+    validate = cmds.add("validate", "check a configuration and report every error", cmd_validate)
     if validate is not None:
-        config_option(validate)
+        _config_option(validate)
         validate.add_argument("--json", action="store_true", help="print the result as JSON")
         validate.add_argument(
             "--format",
@@ -131,11 +199,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "--verdict-from-child", action="store_true", help=argparse.SUPPRESS
         )  # internal: the child process that runs the checks
 
-    run = command("run", "run a swarm (one --input, or as a daemon)", cmd_run)
+
+def _add_run(cmds: _Commands) -> None:
+    """``run``."""
+    run = cmds.add("run", "run a swarm (one --input, or as a daemon)", cmd_run)
     if run is not None:
         run.set_defaults(run_parser=run_parser)  # what run --detach forwards; run imports not us
-        config_option(run)
-        env_file_option(run)
+        _config_option(run)
+        _env_file_option(run)
         given = run.add_mutually_exclusive_group()
         given.add_argument(
             "--input", help="send this text to the entry agent, print the answer, exit"
@@ -147,7 +218,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         run.add_argument(
             "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
         )
-        state_options(run)
+        _state_options(run)
         run.add_argument("--swarm", help="which Swarm to run (default: `default`, or the only one)")
         run.add_argument(
             "--detach",
@@ -193,48 +264,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             help="export every Turn, Step and tool call as OpenTelemetry spans over OTLP/HTTP, e.g. "
             "http://127.0.0.1:4318 (extra `otel`; default: OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT)",
         )
+        _cluster_options(run, required=False)
 
-    def cluster_options(sub: argparse.ArgumentParser, required: bool) -> None:
-        group = sub.add_argument_group(
-            "cluster",
-            "several hosts over NATS (extra `cluster`); a password or token comes from "
-            "GOONDAN_NATS_PASSWORD (with GOONDAN_NATS_USER) or GOONDAN_NATS_TOKEN, the key "
-            "every member shares (signing leadership records) from GOONDAN_CLUSTER_KEY",
-        )
-        group.add_argument(
-            "--cluster",
-            metavar="URL",
-            required=required,
-            help="NATS server(s) of the cluster, e.g. nats://10.0.0.5:4222 (JetStream enabled)"
-            + ("" if required else "; this daemon becomes the cluster's leader"),
-        )
-        group.add_argument("--cluster-name", help="the cluster's name (default: the Swarm's name)")
-        group.add_argument("--cluster-creds", metavar="FILE", help="a NATS .creds file")
-        group.add_argument("--cluster-nkey", metavar="FILE", help="a file holding an nkey seed")
-        group.add_argument("--cluster-tls-ca", metavar="FILE", help="CA bundle for tls://")
-        group.add_argument("--cluster-tls-cert", metavar="FILE", help="client certificate")
-        group.add_argument("--cluster-tls-key", metavar="FILE", help="client certificate key")
-        group.add_argument(
-            "--insecure-nats",
-            action="store_true",
-            help="accept a NATS server that admits clients without credentials, and run "
-            "without GOONDAN_CLUSTER_KEY (only on a network no one else reaches)",
-        )
-        group.add_argument(
-            "--heartbeat-seconds",
-            type=float,
-            default=1.0,
-            help="membership heartbeat; a member silent for 3 of them is lost (default: 1; "
-            "the leader's value applies to every node)",
-        )
 
-    if run is not None:
-        cluster_options(run, required=False)
-
-    node = command("node", "run agents of a clustered swarm on this host", cmd_node)
+def _add_node(cmds: _Commands) -> None:
+    """``node``."""
+    node = cmds.add("node", "run agents of a clustered swarm on this host", cmd_node)
     if node is not None:
-        config_option(node, "the same configuration as the leader's")
-        env_file_option(node)
+        _config_option(node, "the same configuration as the leader's")
+        _env_file_option(node)
         node.add_argument(
             "--name", required=True, help="this node's name, as Swarm.spec.placement uses it"
         )
@@ -245,26 +283,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             metavar="KEY=VALUE",
             help="a label this node declares, for Swarm.spec.placement's `labels` (repeatable)",
         )
-        state_options(node)
+        _state_options(node)
         node.add_argument("--swarm", help="which Swarm (default: `default`, or the only one)")
         node.add_argument("--log-level", help="debug, info, warning, error (default: info)")
-        cluster_options(node, required=True)
+        _cluster_options(node, required=True)
 
-    def daemon_options(sub: argparse.ArgumentParser) -> None:
-        from orchestrator.cli.api_target import add_options
 
-        sub.add_argument(
-            "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
-        )
-        state_options(sub)
-        sub.add_argument("--json", action="store_true", help="print JSON")
-        add_options(sub)
-
-    status = command("status", "show every agent of the running daemon", cmd_status)
+def _add_operate(cmds: _Commands) -> None:
+    """The commands that operate the running daemon (``status`` ... ``instances``)."""
+    status = cmds.add("status", "show every agent of the running daemon", cmd_status)
     if status is not None:
-        daemon_options(status)
+        _daemon_options(status)
 
-    usage = command(
+    usage = cmds.add(
         "usage", "tokens, cost and budgets left per agent, instance and trace", cmd_usage
     )
     if usage is not None:
@@ -272,9 +303,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         usage.add_argument(
             "--traces", type=int, default=20, metavar="N", help="latest traces shown (default: 20)"
         )
-        daemon_options(usage)
+        _daemon_options(usage)
 
-    send = command("send", "deliver text to an agent of the running daemon", cmd_send)
+    send = cmds.add("send", "deliver text to an agent of the running daemon", cmd_send)
     if send is not None:
         send.add_argument("agent", help="target agent")
         send.add_argument("text", help="the input")
@@ -289,9 +320,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             metavar="SECONDS",
             help="how long the request may take (default: the swarm's requestTimeoutSeconds)",
         )
-        daemon_options(send)
+        _daemon_options(send)
 
-    restart = command("restart", "gracefully restart an agent (or --all)", cmd_restart)
+    restart = cmds.add("restart", "gracefully restart an agent (or --all)", cmd_restart)
     if restart is not None:
         restart.add_argument("agent", nargs="?", help="agent to restart")
         restart.add_argument("--all", action="store_true", help="restart every agent")
@@ -300,24 +331,24 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             action="store_true",
             help="delete the agent's conversations (every instance) before it starts again",
         )
-        daemon_options(restart)
+        _daemon_options(restart)
 
-    requests = command(
+    requests = cmds.add(
         "requests", "the requests waiting for an answer (their ids, for cancel)", cmd_requests
     )
     if requests is not None:
-        daemon_options(requests)
+        _daemon_options(requests)
 
-    cancel = command("cancel", "cancel a running request (by request id or trace id)", cmd_cancel)
+    cancel = cmds.add("cancel", "cancel a running request (by request id or trace id)", cmd_cancel)
     if cancel is not None:
         cancel.add_argument("id", metavar="TRACE_OR_REQUEST_ID", help="see `requests` or `logs`")
         cancel.add_argument(
             "--reason", default="cancelled by an operator", help="told to the caller"
         )
-        daemon_options(cancel)
+        _daemon_options(cancel)
 
     for name in ("instances", "instance"):  # `instance`: the original runtime's name
-        instances = command(
+        instances = cmds.add(
             name,
             "list conversation instances; `instances delete AGENT KEY`, "
             "`instances restart [AGENT] KEY`",
@@ -329,34 +360,40 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 nargs="*",
                 metavar="[AGENT] | delete AGENT KEY | restart [AGENT] KEY",
             )
-            daemon_options(instances)
+            _daemon_options(instances)
 
-    approvals = command(
+
+def _add_approvals(cmds: _Commands) -> None:
+    """``approvals``, ``approve`` and ``reject``."""
+    approvals = cmds.add(
         "approvals", "list tool calls waiting for an operator's approval", cmd_approvals
     )
     if approvals is not None:
         approvals.add_argument("--agent", help="only this agent's")
         approvals.add_argument("--all", action="store_true", help="decided ones too")
-        daemon_options(approvals)
+        _daemon_options(approvals)
 
-    approve = command("approve", "approve a parked tool call: it runs", cmd_approve)
+    approve = cmds.add("approve", "approve a parked tool call: it runs", cmd_approve)
     if approve is not None:
         approve.add_argument("id", help="the approval id (apr_...)")
         approve.add_argument("--args", help="JSON object of arguments to run it with instead")
         approve.add_argument("--wait", action="store_true", help="print the Turn's answer too")
-        daemon_options(approve)
+        _daemon_options(approve)
 
-    reject = command("reject", "reject a parked tool call: the model is told why", cmd_reject)
+    reject = cmds.add("reject", "reject a parked tool call: the model is told why", cmd_reject)
     if reject is not None:
         reject.add_argument("id", help="the approval id (apr_...)")
         reject.add_argument("--reason", required=True, help="why (the model reads it)")
         reject.add_argument("--wait", action="store_true", help="print the Turn's answer too")
-        daemon_options(reject)
+        _daemon_options(reject)
 
-    logs = command("logs", "show the runtime event log (Turns, Steps, tools, processes)", cmd_logs)
+
+def _add_logs(cmds: _Commands) -> None:
+    """``logs``."""
+    logs = cmds.add("logs", "show the runtime event log (Turns, Steps, tools, processes)", cmd_logs)
     if logs is not None:
-        config_option(logs, "locates the state")
-        state_options(logs)
+        _config_option(logs, "locates the state")
+        _state_options(logs)
         logs.add_argument("--agent", help="only this agent's events")
         logs.add_argument("--trace", help="only this trace id: one request across every agent")
         logs.add_argument("--since", help="only newer events: 30s, 10m, 2h, 1d or an ISO timestamp")
@@ -374,14 +411,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
         add_options(logs)
 
-    studio = command("studio", "a local web app: agents, traces, conversations, logs", cmd_studio)
+
+def _add_studio(cmds: _Commands) -> None:
+    """``studio``."""
+    studio = cmds.add("studio", "a local web app: agents, traces, conversations, logs", cmd_studio)
     if studio is not None:
         from orchestrator.studio import DEFAULT_PORT
 
         studio.add_argument(
             "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
         )
-        state_options(studio)
+        _state_options(studio)
         studio.add_argument(
             "--host",
             default="127.0.0.1",
@@ -401,9 +441,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         studio.add_argument("--log-level", help="debug, info, warning, error (default: info)")
 
-    command("schema", "print the JSON Schema of goondan.yaml resources", cmd_schema)
 
-    init = command("init", "start a swarm of your own from a template", cmd_init)
+def _add_project(cmds: _Commands) -> None:
+    """The commands of a project: ``schema``, ``init``, ``doctor``, ``package``, ``tool``, ``completion``."""
+    cmds.add("schema", "print the JSON Schema of goondan.yaml resources", cmd_schema)
+
+    init = cmds.add("init", "start a swarm of your own from a template", cmd_init)
     if init is not None:
         init.add_argument("path", nargs="?", default=".", help="where (default: here)")
         init.add_argument(
@@ -417,31 +460,43 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         init.add_argument("-f", "--force", action="store_true", help="overwrite existing files")
         init.add_argument("--json", action="store_true", help="print what was written as JSON")
 
-    doctor = command("doctor", "check this machine is ready to run the swarm", cmd_doctor)
+    doctor = cmds.add("doctor", "check this machine is ready to run the swarm", cmd_doctor)
     if doctor is not None:
-        config_option(doctor)
-        env_file_option(doctor)
-        state_options(doctor)
+        _config_option(doctor)
+        _env_file_option(doctor)
+        _state_options(doctor)
         doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
 
-    package = command("package", "add, install, update or publish Goondan packages", cmd_package)
+    package = cmds.add("package", "add, install, update or publish Goondan packages", cmd_package)
     if package is not None:
         from orchestrator.cli.packages import add_arguments
 
-        add_arguments(package, common)
+        add_arguments(package, cmds.common)
 
-    tool = command("tool", "derive a Tool's exports entry from a typed handler", cmd_tool)
+    tool = cmds.add("tool", "derive a Tool's exports entry from a typed handler", cmd_tool)
     if tool is not None:
         from orchestrator.cli.tool import add_arguments as tool_arguments
 
-        tool_arguments(tool, common)
+        tool_arguments(tool, cmds.common)
 
-    completion = command(
+    completion = cmds.add(
         "completion", "print a shell completion script (bash, zsh, fish)", cmd_completion
     )
     if completion is not None:
         completion.add_argument("shell", choices=("bash", "zsh", "fish"))
-    return parser
+
+
+_GROUPS = (
+    _add_validate,
+    _add_run,
+    _add_node,
+    _add_operate,
+    _add_approvals,
+    _add_logs,
+    _add_studio,
+    _add_project,
+)
+"""Who adds each command, in the order ``--help`` lists them."""
 
 
 def command_in(words: Sequence[str]) -> str | None:

@@ -14,7 +14,10 @@ from orchestrator.cli.common import bundle_path, fail, serve, state_dir_of
 from orchestrator.validation import config_exit
 
 if TYPE_CHECKING:
+    import asyncio
+
     from orchestrator.callers import ApiToken
+    from orchestrator.daemon import Orchestrator
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -94,23 +97,35 @@ def _missing_keys(bundle: Any, swarm: str | None) -> list[str]:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from bundle import BundleError
-    from bundle.secrets import SecretUnavailable
-    from goondan.errors import DeliveryError
-    from ipc import IpcError
-    from orchestrator.cli.terminal import offers_prompt, prompt_loop
-    from orchestrator.daemon import Orchestrator
-    from orchestrator.http.app import ApiRefused, DaemonAlreadyRunning
-    from orchestrator.preflight import check_soon, refusal
-    from orchestrator.telemetry import TelemetryUnavailable, otlp_settings
+    from orchestrator.preflight import check_soon
 
     path = bundle_path(args)
     # Checked while the Orchestrator loads: the check starts the fork server the agents
     # start from, and is forked from it.
     checking = check_soon(path)
+    loaded = await _load(args, path, checking)
+    if isinstance(loaded, int):
+        return loaded
+    refused = await _refusal(args, loaded, path, checking)
+    if refused is not None:
+        return refused
+    return await _serve(args, loaded)
+
+
+async def _load(
+    args: argparse.Namespace, path: Path, checking: asyncio.Future[dict[str, Any]]
+) -> Orchestrator | int:
+    """The swarm's Orchestrator, or the exit code of why it cannot be made (the configuration's
+    own errors first)."""
+    from bundle import BundleError
+    from bundle.secrets import SecretUnavailable
+    from orchestrator.daemon import Orchestrator
+    from orchestrator.preflight import refusal
+    from orchestrator.telemetry import TelemetryUnavailable, otlp_settings
+
     try:
         try:
-            orchestrator = Orchestrator.from_bundle(
+            return Orchestrator.from_bundle(
                 path,
                 state_dir=state_dir_of(args),
                 swarm=args.swarm,
@@ -134,6 +149,18 @@ async def _run(args: argparse.Namespace) -> int:
         for issue in exc.errors:
             print(issue.format(), file=sys.stderr)
         return config_exit(exc.errors)
+
+
+async def _refusal(
+    args: argparse.Namespace,
+    orchestrator: Orchestrator,
+    path: Path,
+    checking: asyncio.Future[dict[str, Any]],
+) -> int | None:
+    """The exit code of why the loaded swarm must not start (the configuration's check, stdin
+    wanted twice, a key unset, no sandbox), ``None`` when it may."""
+    from orchestrator.preflight import refusal
+
     invalid = await refusal(path, checking, as_json=args.json)
     if invalid is not None:
         return invalid
@@ -156,6 +183,17 @@ async def _run(args: argparse.Namespace) -> int:
     refused = await _sandbox_refusal(orchestrator.bundle, args.swarm)
     if refused is not None:
         return fail(args, ExitCode.INTERNAL, *refused)
+    return None
+
+
+async def _serve(args: argparse.Namespace, orchestrator: Orchestrator) -> int:
+    """Start the swarm and answer ``--input``, prompt, or serve until stopped; shut down
+    whatever happens."""
+    from goondan.errors import DeliveryError
+    from ipc import IpcError
+    from orchestrator.cli.terminal import offers_prompt, prompt_loop
+    from orchestrator.http.app import ApiRefused, DaemonAlreadyRunning
+
     orchestrator.install_signal_handlers()
     try:
         try:

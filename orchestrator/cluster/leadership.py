@@ -162,43 +162,73 @@ class LeaderLease(Lease):
     ) -> tuple[dict[str, Any] | None, int | None]:
         """``(holder, None)``: refused, held by ``holder``; ``(None, last)``: take the key,
         over revision ``last`` (``None``: create it)."""
-        signed = self.seal is not None and self.seal.key is not None
         now = time.monotonic()
         record = decode_json(entry.value or b"") if entry is not None else {}
-        if entry is None and not (deleted and signed):
+        if entry is None and not (deleted and self._signed()):
             return None, None  # lapsed, never written (or, unsigned, deleted)
-        if entry is None or (self.seal is not None and not self.seal.check(record)):
-            log.warning(
-                "leadership record without a valid signature ignored",
-                deleted=entry is None,
-                revision=getattr(entry, "revision", None),
-            )
-            alive = self._changed_at is not None and now - self._changed_at < self.patience
-            if held is not None or (
-                self._doubted_at is not None and now - self._doubted_at >= self.patience
-            ):
-                return None, entry.revision if entry is not None else None
-            if self._doubted_at is None:
-                self._doubted_at = now
-            return (self._last_holder() if alive else {}), None
+        if entry is None or not self._valid(record):
+            return self._judge_invalid(entry, held, now)
         self._doubted_at = None
-        if record.get("incarnation") == self.value.get("incarnation"):
-            return None, entry.revision  # ours (from before a reconnection, or replayed)
-        if takeover is not None and takeover(record):
+        if self._ours(record) or self._given(record, takeover):
             return None, entry.revision
+        return self._judge_other(record, entry.revision, held, now)
+
+    def _ours(self, record: Mapping[str, Any]) -> bool:
+        """Whether ``record`` is this process's (from before a reconnection, or replayed)."""
+        return bool(record.get("incarnation") == self.value.get("incarnation"))
+
+    @staticmethod
+    def _given(record: dict[str, Any], takeover: Callable[[dict[str, Any]], bool] | None) -> bool:
+        """Whether the caller's ``takeover`` rule hands it the key held by ``record``."""
+        return takeover is not None and takeover(record)
+
+    def _signed(self) -> bool:
+        return self.seal is not None and self.seal.key is not None
+
+    def _valid(self, record: Mapping[str, Any]) -> bool:
+        return self.seal is None or self.seal.check(record)
+
+    def _judge_invalid(
+        self, entry: Any, held: tuple[int, int] | None, now: float
+    ) -> tuple[dict[str, Any] | None, int | None]:
+        """A deletion or a record without a valid signature: taken over once doubted for
+        the expiry (at once when we led), else the last holder seen advancing stands."""
+        log.warning(
+            "leadership record without a valid signature ignored",
+            deleted=entry is None,
+            revision=getattr(entry, "revision", None),
+        )
+        alive = self._changed_at is not None and now - self._changed_at < self.patience
+        if held is not None or (
+            self._doubted_at is not None and now - self._doubted_at >= self.patience
+        ):
+            return None, entry.revision if entry is not None else None
+        if self._doubted_at is None:
+            self._doubted_at = now
+        return (self._last_holder() if alive else {}), None
+
+    def _judge_other(
+        self,
+        record: dict[str, Any],
+        revision: int,
+        held: tuple[int, int] | None,
+        now: float,
+    ) -> tuple[dict[str, Any] | None, int | None]:
+        """Another leader's valid record: overwritten when older than our own term, taken
+        when it left or stopped advancing for the expiry, else obeyed."""
         epoch, term, _ = rank(record)
         if held is not None and (epoch, term) < held:
             log.warning("replayed leadership record overwritten", term=term, ours=held[1])
-            return None, entry.revision
+            return None, revision
         if rank(record) > self._newest:
             self._newest, self._changed_at, self._holder = rank(record), now, record
             if record.get("leaving"):
-                return None, entry.revision  # it gave the key up
+                return None, revision  # it gave the key up
         elif self._changed_at is None:
             self._changed_at, self._holder = now, record
         if now - self._changed_at >= self.patience:
             log.warning("leadership record unchanged for the expiry; taking the key", term=term)
-            return None, entry.revision
+            return None, revision
         return record, None
 
     def _last_holder(self) -> dict[str, Any]:

@@ -171,23 +171,37 @@ def why_refused(
     """
     proc = proc or ProcFs()
     if caller.via == "unix":
-        if not caller.pid:
-            return caller, (
-                "the caller's process cannot be seen from the daemon (SO_PEERCRED reports pid "
-                "0: another PID namespace), so it cannot be told apart from an agent's; decide "
-                "from the daemon's PID namespace, or over TCP with a token"
-            )
-        return caller, _agent_process(caller.pid, caller.uid, swarm, proc)
+        return caller, _unix_refusal(caller, swarm, proc)
     if caller.via != "tcp" or peer is None or peer.address is None or peer.local is None:
         return caller, None if caller.token else "the caller cannot be identified"
+    return _tcp_refusal(caller, peer.address, peer.local, swarm, proc)
+
+
+def _unix_refusal(caller: Caller, swarm: SwarmProcesses, proc: ProcFs) -> str | None:
+    """Why a caller over the Unix socket may not decide, or ``None``."""
+    if not caller.pid:
+        return (
+            "the caller's process cannot be seen from the daemon (SO_PEERCRED reports pid "
+            "0: another PID namespace), so it cannot be told apart from an agent's; decide "
+            "from the daemon's PID namespace, or over TCP with a token"
+        )
+    return _agent_process(caller.pid, caller.uid, swarm, proc)
+
+
+def _tcp_refusal(
+    caller: Caller,
+    address: tuple[str, int],
+    local: tuple[str, int],
+    swarm: SwarmProcesses,
+    proc: ProcFs,
+) -> tuple[Caller, str | None]:
+    """Why a caller over TCP from ``address`` to ``local`` may not decide, or ``None``; with
+    the caller completed by the process holding its socket, when it is on this host."""
     # Listed in /proc/net/tcp: the peer is on this host (over loopback, or one of its own
     # addresses), and its process can be looked at.
-    found = proc.tcp_socket(peer.address, peer.local)
+    found = proc.tcp_socket(address, local)
     if found is None:
-        if caller.token or not is_loopback(peer.address[0]):
-            return caller, None  # another host: the token is the check, and agents hold none
-        unknown = "the caller's socket is not listed in /proc/net/tcp"
-        return caller, f"{unknown}, so it cannot be told apart from an agent's"
+        return caller, _unlisted(caller, address)
     uid, inode = found
     holders = proc.holders(inode)
     caller = replace(caller, uid=uid, user=user_name(uid), pid=holders[0] if holders else None)
@@ -204,6 +218,15 @@ def why_refused(
     return caller, None
 
 
+def _unlisted(caller: Caller, address: tuple[str, int]) -> str | None:
+    """Why a TCP caller whose socket ``/proc/net/tcp`` does not list may not decide, or
+    ``None``."""
+    if caller.token or not is_loopback(address[0]):
+        return None  # another host: the token is the check, and agents hold none
+    unknown = "the caller's socket is not listed in /proc/net/tcp"
+    return f"{unknown}, so it cannot be told apart from an agent's"
+
+
 def _agent_process(pid: int, uid: int | None, swarm: SwarmProcesses, proc: ProcFs) -> str | None:
     """Why process ``pid`` (running as ``uid``) counts as an agent's, or ``None``."""
     child: int | None = None
@@ -213,41 +236,62 @@ def _agent_process(pid: int, uid: int | None, swarm: SwarmProcesses, proc: ProcF
             return None  # the daemon, or what it started itself and not through an agent
         label = swarm.pids.get(current)
         if label is not None:
-            if current == pid:
-                return f"the caller (pid {pid}) is the process of {label}"
-            return f"the caller (pid {pid}) was started by {label} (pid {current})"
+            return _started_by(pid, current, label)
         parent = proc.parent(current)
-        if parent is None and child is not None:
+        if parent is None:
+            if child is None:
+                return _unreadable(pid, current)
             # Gone (its child was handed to another parent), or alive and hidden from the
             # daemon (another user's, under /proc's hidepid): agents run as the daemon's
             # user and are never hidden from it, so the walk ends there.
             again = proc.parent(child)
             if again == current:
                 return None
-            if again is not None:
-                current = again
-                continue
-            current = child  # gone itself meanwhile
-        if parent is None:
-            return (
-                f"the caller (pid {pid}) cannot be checked: /proc/{current}/stat cannot be "
-                "read (did it exit?)"
-            )
-        environ = proc.environ(current)
-        if environ is None and current == pid and (uid == swarm.euid or swarm.euid == 0):
-            return (
-                f"the caller's environment (pid {pid}) cannot be read, so whether it carries "
-                "an agent's process scope cannot be told"
-            )
-        scope = _scope_in(environ or b"")
-        if scope is not None:
-            owner = swarm.scopes.get(scope, "an agent of another swarm")
-            whose = "the caller" if current == pid else f"its ancestor (pid {current})"
-            return f"{whose} carries the process scope of {owner} ({SCOPE_ENV}; pid {pid})"
+            if again is None:
+                return _unreadable(pid, child)  # gone itself meanwhile
+            current = again
+            continue
+        why = _scope_refusal(pid, uid, current, swarm, proc)
+        if why is not None:
+            return why
         if parent <= 1:
             return None  # reached init (or a process of a namespace's own)
         child, current = current, parent
     return f"the caller's (pid {pid}) chain of parents is too long to check"
+
+
+def _started_by(pid: int, current: int, label: str) -> str:
+    """The caller ``pid`` is, or descends from, the agent process ``current`` (``label``)."""
+    if current == pid:
+        return f"the caller (pid {pid}) is the process of {label}"
+    return f"the caller (pid {pid}) was started by {label} (pid {current})"
+
+
+def _unreadable(pid: int, current: int) -> str:
+    """The caller ``pid`` cannot be checked: its ancestor ``current`` cannot be read."""
+    return (
+        f"the caller (pid {pid}) cannot be checked: /proc/{current}/stat cannot be "
+        "read (did it exit?)"
+    )
+
+
+def _scope_refusal(
+    pid: int, uid: int | None, current: int, swarm: SwarmProcesses, proc: ProcFs
+) -> str | None:
+    """Why the environment of ``current`` (the caller ``pid`` or an ancestor) makes it an
+    agent's (it carries a process scope, or the caller's own cannot be read), or ``None``."""
+    environ = proc.environ(current)
+    if environ is None and current == pid and (uid == swarm.euid or swarm.euid == 0):
+        return (
+            f"the caller's environment (pid {pid}) cannot be read, so whether it carries "
+            "an agent's process scope cannot be told"
+        )
+    scope = _scope_in(environ or b"")
+    if scope is None:
+        return None
+    owner = swarm.scopes.get(scope, "an agent of another swarm")
+    whose = "the caller" if current == pid else f"its ancestor (pid {current})"
+    return f"{whose} carries the process scope of {owner} ({SCOPE_ENV}; pid {pid})"
 
 
 def _scope_in(environ: bytes) -> str | None:

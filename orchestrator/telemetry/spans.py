@@ -204,11 +204,10 @@ def build_span(finished: FinishedSpan) -> SpanData | None:
     start = read_event(finished.start) if finished.start is not None else None
     if isinstance(end, RawEvent) or end.type not in SPAN_ENDS:
         return None
-    trace_id = _hex_id(end.trace_id, 32)
-    span_id = _hex_id(end.span_id, 16)
-    end_ns = _nanoseconds(end.timestamp)
-    if trace_id is None or span_id is None or end_ns is None:
+    ids = _ids(end)
+    if ids is None:
         return None
+    trace_id, span_id, end_ns = ids
     parent = end.parent_span or (start.parent_span if start is not None else None)
     agent = end.agent_name
     attributes: dict[str, AttributeValue] = {
@@ -216,27 +215,13 @@ def build_span(finished: FinishedSpan) -> SpanData | None:
         "goondan.agent": agent,
         "goondan.instance_key": end.instance or "",
     }
-    start_ns = _nanoseconds(start.timestamp) if start is not None else None
-    if start_ns is None:
-        duration = (
-            given(end.duration) if isinstance(end, TurnEvent | StepEvent | ToolEvent) else None
-        )
-        start_ns = end_ns - int((duration or 0) * 1_000_000)
-        attributes["goondan.span.start_estimated"] = True
+    start_ns = _start_ns(start, end, end_ns, attributes)
     _put(attributes, "goondan.turn_id", _turn_of(end))
     if finished.model is not None:
         attributes["gen_ai.provider.name"], attributes["gen_ai.request.model"] = finished.model
     name, span_kind_name = _describe(end, finished.model, attributes)
-    usage = given(end.token_usage) if isinstance(end, TurnEvent | StepEvent) else None
-    if usage is not None:
-        _put(attributes, "gen_ai.usage.input_tokens", usage.input_tokens)
-        _put(attributes, "gen_ai.usage.output_tokens", usage.output_tokens)
-        _put(attributes, "goondan.usage.cost", given(usage.cost))  # by the Model's pricing
-    failed = ("incomplete", finished.incomplete) if finished.incomplete else failure(end)
-    if failed is not None:
-        attributes["error.type"] = failed[0]
-    if finished.incomplete is not None:
-        attributes["goondan.span.incomplete"] = finished.incomplete
+    _put_usage(attributes, end)
+    failed = _put_failure(attributes, finished, end)
     return SpanData(
         name=name,
         kind=span_kind_name,
@@ -248,6 +233,54 @@ def build_span(finished: FinishedSpan) -> SpanData | None:
         attributes=attributes,
         error=None if failed is None else failed[1],
     )
+
+
+def _ids(end: RuntimeEvent) -> tuple[int, int, int] | None:
+    """The trace id, span id and end (ns) of an end event, ``None`` if one is unusable."""
+    trace_id = _hex_id(end.trace_id, 32)
+    span_id = _hex_id(end.span_id, 16)
+    end_ns = _nanoseconds(end.timestamp)
+    if trace_id is None or span_id is None or end_ns is None:
+        return None
+    return trace_id, span_id, end_ns
+
+
+def _start_ns(
+    start: AnyEvent | None,
+    end: RuntimeEvent,
+    end_ns: int,
+    attributes: dict[str, AttributeValue],
+) -> int:
+    """When the span began: its start event's stamp, else its end less its duration (and
+    the span says it was estimated)."""
+    start_ns = _nanoseconds(start.timestamp) if start is not None else None
+    if start_ns is not None:
+        return start_ns
+    duration = given(end.duration) if isinstance(end, TurnEvent | StepEvent | ToolEvent) else None
+    attributes["goondan.span.start_estimated"] = True
+    return end_ns - int((duration or 0) * 1_000_000)
+
+
+def _put_usage(attributes: dict[str, AttributeValue], end: RuntimeEvent) -> None:
+    """The tokens (and cost, by the Model's pricing) of a Turn or Step."""
+    usage = given(end.token_usage) if isinstance(end, TurnEvent | StepEvent) else None
+    if usage is not None:
+        _put(attributes, "gen_ai.usage.input_tokens", usage.input_tokens)
+        _put(attributes, "gen_ai.usage.output_tokens", usage.output_tokens)
+        _put(attributes, "goondan.usage.cost", given(usage.cost))
+
+
+def _put_failure(
+    attributes: dict[str, AttributeValue], finished: FinishedSpan, end: RuntimeEvent
+) -> tuple[str, str] | None:
+    """How the span failed (type, message), if it did, put in ``attributes``; a span left
+    incomplete fails as such."""
+    failed = ("incomplete", finished.incomplete) if finished.incomplete else failure(end)
+    if failed is not None:
+        attributes["error.type"] = failed[0]
+    if finished.incomplete is not None:
+        attributes["goondan.span.incomplete"] = finished.incomplete
+    return failed
 
 
 def _describe(
@@ -432,11 +465,32 @@ def fold(spans: dict[str, Span], event: AnyEvent) -> Span | None:
     span_id = event.span
     if kind is None or span_id is None or isinstance(event, RawEvent):
         return None
+    span = _span_for(spans, span_id, kind)
+    _identify(span, event)
+    stamp = epoch_ms(event.timestamp)
+    if isinstance(event, ApprovalEvent):
+        _approval(span, stamp, event)
+    elif event.type in SPAN_STARTS:
+        span.started_ms = stamp
+    elif event.type in SPAN_ENDS:
+        _close(span, stamp, event)
+    elif isinstance(event, TurnCancellingEvent) and span.status == "running":
+        span.error = f"cancelling: {given(event.reason)}"
+    return span
+
+
+def _span_for(spans: dict[str, Span], span_id: str, kind: str) -> Span:
+    """The span ``span_id`` of ``spans``, opened when it is new."""
     span = spans.get(span_id)
     if span is None:
         span = spans[span_id] = Span(span_id, kind)
     elif kind == "tool" and span.kind == "approval":
         span.kind = "tool"  # the approved call runs in the span that waited for it
+    return span
+
+
+def _identify(span: Span, event: RuntimeEvent) -> None:
+    """What ``event`` says of ``span``'s agent, instance, parent and fields."""
     span.agent = event.agent_name or span.agent
     span.instance_key = event.instance or span.instance_key
     if event.parent_span:
@@ -445,24 +499,19 @@ def fold(spans: dict[str, Span], event: AnyEvent) -> Span | None:
     for name in SPAN_FIELDS:
         if data.get(name) is not None:
             span.fields[name] = data[name]
-    stamp = epoch_ms(event.timestamp)
-    if isinstance(event, ApprovalEvent):
-        _approval(span, stamp, event)
-    elif event.type in SPAN_STARTS:
-        span.started_ms = stamp
-    elif event.type in SPAN_ENDS:
-        span.finished_ms = stamp
-        duration = (
-            given(event.duration) if isinstance(event, TurnEvent | StepEvent | ToolEvent) else None
-        )
-        span.duration_ms = float(duration) if duration is not None else None
-        failed = failure(event) is not None
-        code = given(event.error_code) if isinstance(event, TurnEvent | StepEvent) else None
-        span.status = "cancelled" if code == CANCELLED else "error" if failed else "ok"
-        span.error = _error_text(event) if failed else None
-    elif isinstance(event, TurnCancellingEvent) and span.status == "running":
-        span.error = f"cancelling: {given(event.reason)}"
-    return span
+
+
+def _close(span: Span, stamp: float | None, event: RuntimeEvent) -> None:
+    """``span`` ended by ``event``: when, how long, and how it went."""
+    span.finished_ms = stamp
+    duration = (
+        given(event.duration) if isinstance(event, TurnEvent | StepEvent | ToolEvent) else None
+    )
+    span.duration_ms = float(duration) if duration is not None else None
+    failed = failure(event) is not None
+    code = given(event.error_code) if isinstance(event, TurnEvent | StepEvent) else None
+    span.status = "cancelled" if code == CANCELLED else "error" if failed else "ok"
+    span.error = _error_text(event) if failed else None
 
 
 def _approval(span: Span, stamp: float | None, event: ApprovalEvent) -> None:

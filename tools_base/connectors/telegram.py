@@ -183,41 +183,33 @@ class Poller:
 
     def _updates(self, answer: BotAnswer) -> list[Mapping[str, Any]] | PollFailure:
         s = self.settings
-        try:
-            data = json.loads(answer.body)
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            data = {}
+        data = _answer_json(answer)
         code = data.get("error_code")
         if answer.status == 429 or code == 429:
-            parameters = data.get("parameters")
-            after = parameters.get("retry_after") if isinstance(parameters, dict) else None
-            header = answer.headers.get("retry-after", "")
-            if not isinstance(after, int | float) and header.isdigit():
-                after = int(header)
-            wait = float(after) if isinstance(after, int | float) and after >= 0 else None
-            reason = "HTTP 429" + (f", retry_after={after}" if wait is not None else "")
-            return PollFailure(
-                reason, wait if wait is not None else s.retry_delay, rate_limited=True
-            )
+            return self._rate_limited(answer, data)
         description = data.get("description")
         if (answer.status == 409 or code == 409) and "webhook" in str(description).lower():
             # Not every 409: "terminated by other getUpdates request" is another poller.
             return PollFailure("HTTP 409: a webhook is set", 0.0, webhook_set=True)
         if data.get("ok") is not True:
-            what = f"HTTP {answer.status}"
-            if isinstance(code, int):
-                what += f", error_code {code}"
-            if isinstance(description, str) and description:
-                what += f": {description[:300]}"
-            elif not data:
-                what += ": the answer is not Bot API JSON"
-            return PollFailure(redact(what, s.token), s.retry_delay)
+            return PollFailure(redact(_refusal(answer, data), s.token), s.retry_delay)
         result = data.get("result")
         if not isinstance(result, list):
             return PollFailure("getUpdates gave no list of updates", s.retry_delay)
         return [u for u in result if isinstance(u, dict)]
+
+    def _rate_limited(self, answer: BotAnswer, data: Mapping[str, Any]) -> PollFailure:
+        """HTTP 429: wait as long as the answer's ``retry_after`` (or header) says."""
+        parameters = data.get("parameters")
+        after = parameters.get("retry_after") if isinstance(parameters, dict) else None
+        header = answer.headers.get("retry-after", "")
+        if not isinstance(after, int | float) and header.isdigit():
+            after = int(header)
+        wait = float(after) if isinstance(after, int | float) and after >= 0 else None
+        reason = "HTTP 429" + (f", retry_after={after}" if wait is not None else "")
+        return PollFailure(
+            reason, wait if wait is not None else self.settings.retry_delay, rate_limited=True
+        )
 
     async def deliver(self, update: Mapping[str, Any]) -> None:
         """Advance the offset past ``update`` and emit its event, if it has one.
@@ -255,3 +247,26 @@ async def run(ctx: ConnectorContext) -> None:
         await _telegram_webhook.run(ctx, settings)
         return
     await Poller(ctx, settings).run()
+
+
+def _answer_json(answer: BotAnswer) -> dict[str, Any]:
+    """The answer's JSON object, empty when it is none."""
+    try:
+        data = json.loads(answer.body)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _refusal(answer: BotAnswer, data: Mapping[str, Any]) -> str:
+    """What an answer that is not ``ok`` says went wrong (status, error code, description)."""
+    code = data.get("error_code")
+    description = data.get("description")
+    what = f"HTTP {answer.status}"
+    if isinstance(code, int):
+        what += f", error_code {code}"
+    if isinstance(description, str) and description:
+        what += f": {description[:300]}"
+    elif not data:
+        what += ": the answer is not Bot API JSON"
+    return what
