@@ -48,6 +48,13 @@ import structlog
 from orchestrator.cluster.membership import LEADER_KEY, Lease, Member, Presence
 from orchestrator.cluster.settings import decode_json, encode_json
 
+LeaderRecord = dict[str, Any]
+"""The leader key's value as stored in the KV bucket (JSON any member may have written)."""
+Takeover = Callable[[LeaderRecord], bool]
+"""Whether a standby may take over from the holder of this record."""
+Verdict = tuple[LeaderRecord | None, int | None]
+"""A judged record: the holder's record (``None``: nobody holds it) and its revision."""
+
 SIGNATURE = "sig"
 
 log = structlog.get_logger("goondan.cluster")
@@ -67,7 +74,7 @@ class LeaderSeal:
         message = f"{self.bucket}\n{LEADER_KEY}\n{text}".encode()
         return hmac.new(self.key, message, hashlib.sha256).hexdigest()
 
-    def sign(self, record: dict[str, Any]) -> dict[str, Any]:
+    def sign(self, record: LeaderRecord) -> LeaderRecord:
         """``record`` with its signature (unchanged without a key)."""
         if self.key is None:
             return record
@@ -107,7 +114,7 @@ class LeaderLease(Lease):
     _newest: tuple[int, int, int] = (0, 0, 0)
     """The newest valid record of another leader seen, and when (our own clock)."""
     _changed_at: float | None = None
-    _holder: dict[str, Any] = field(default_factory=dict)
+    _holder: LeaderRecord = field(default_factory=dict)
     """The record of the other leader last seen advancing."""
     _doubted_at: float | None = None
     """Since when the key has held no valid record (a forgery, a deletion) while no other
@@ -124,9 +131,7 @@ class LeaderLease(Lease):
         epoch = int(created.timestamp() * 1_000_000) if created is not None else 0
         return epoch, int(info.state.last_seq or 0) + 1  # never 0: "never led"
 
-    async def acquire(
-        self, takeover: Callable[[dict[str, Any]], bool] | None = None
-    ) -> dict[str, Any] | None:
+    async def acquire(self, takeover: Takeover | None = None) -> LeaderRecord | None:
         """Take the key: ``None`` once held, else the record of the leader that holds it."""
         from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
@@ -158,8 +163,8 @@ class LeaderLease(Lease):
         entry: Any,
         deleted: bool,
         held: tuple[int, int] | None,
-        takeover: Callable[[dict[str, Any]], bool] | None,
-    ) -> tuple[dict[str, Any] | None, int | None]:
+        takeover: Takeover | None,
+    ) -> Verdict:
         """``(holder, None)``: refused, held by ``holder``; ``(None, last)``: take the key,
         over revision ``last`` (``None``: create it)."""
         now = time.monotonic()
@@ -178,7 +183,7 @@ class LeaderLease(Lease):
         return bool(record.get("incarnation") == self.value.get("incarnation"))
 
     @staticmethod
-    def _given(record: dict[str, Any], takeover: Callable[[dict[str, Any]], bool] | None) -> bool:
+    def _given(record: LeaderRecord, takeover: Takeover | None) -> bool:
         """Whether the caller's ``takeover`` rule hands it the key held by ``record``."""
         return takeover is not None and takeover(record)
 
@@ -188,9 +193,7 @@ class LeaderLease(Lease):
     def _valid(self, record: Mapping[str, Any]) -> bool:
         return self.seal is None or self.seal.check(record)
 
-    def _judge_invalid(
-        self, entry: Any, held: tuple[int, int] | None, now: float
-    ) -> tuple[dict[str, Any] | None, int | None]:
+    def _judge_invalid(self, entry: Any, held: tuple[int, int] | None, now: float) -> Verdict:
         """A deletion or a record without a valid signature: taken over once doubted for
         the expiry (at once when we led), else the last holder seen advancing stands."""
         log.warning(
@@ -209,11 +212,11 @@ class LeaderLease(Lease):
 
     def _judge_other(
         self,
-        record: dict[str, Any],
+        record: LeaderRecord,
         revision: int,
         held: tuple[int, int] | None,
         now: float,
-    ) -> tuple[dict[str, Any] | None, int | None]:
+    ) -> Verdict:
         """Another leader's valid record: overwritten when older than our own term, taken
         when it left or stopped advancing for the expiry, else obeyed."""
         epoch, term, _ = rank(record)
@@ -231,7 +234,7 @@ class LeaderLease(Lease):
             return None, revision
         return record, None
 
-    def _last_holder(self) -> dict[str, Any]:
+    def _last_holder(self) -> LeaderRecord:
         return self._holder
 
     async def release(self) -> None:
