@@ -3,8 +3,7 @@ its pipe, read as the protocol's typed ``Ready`` body."""
 
 from __future__ import annotations
 
-from ipc import ORCHESTRATOR, EventMessage
-from ipc import protocol as wire
+from ipc import ORCHESTRATOR, EventMessage, build
 from ipc.codec import FrameDecoder, encode
 from ipc.events import Ready
 from orchestrator.cluster.node import ready_scope
@@ -17,9 +16,9 @@ def through_the_pipe(message: EventMessage) -> EventMessage:
 
 
 def test_the_scope_of_a_ready_frame_is_read_typed() -> None:
-    ready = wire.event("worker", ORCHESTRATOR, Ready(pid=41, scope="scope-1"))
+    ready = build.event("worker", ORCHESTRATOR, Ready(pid=41, scope="scope-1"))
     assert ready_scope(through_the_pipe(ready)) == "scope-1"
-    bare = wire.event("worker", ORCHESTRATOR, Ready(pid=41))
+    bare = build.event("worker", ORCHESTRATOR, Ready(pid=41))
     assert ready_scope(through_the_pipe(bare)) is None
 
 
