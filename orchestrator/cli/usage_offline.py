@@ -55,7 +55,7 @@ def replay(state_dir: Path, budgets: Mapping[str, Mapping[str, Mapping[str, floa
     """A usage book filled from the event log's files, oldest first."""
 
     def trace_budget(agent: str) -> Mapping[str, float]:
-        return budgets.get(agent, {}).get("trace", {})
+        return budgets.get(agent, {}).get("trace", {})  # the plans' mapping, not JSON
 
     book = UsageBook(trace_budget)
     for path in log_files(state_dir):
