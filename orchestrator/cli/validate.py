@@ -56,6 +56,8 @@ class _Verdict(msgspec.Struct):
     """The errors, each in its JSON form (``ConfigIssue.to_json``)."""
     warnings: Issues | None = None
     """The warnings, in the same form."""
+    summary: object = None
+    """What the configuration holds, for a valid one (``Bundle.summary``)."""
 
 
 class _Issue(msgspec.Struct, rename="camel"):
@@ -104,7 +106,7 @@ def _print_text(
     for issue in warnings:
         print("warning: " + config_issue(issue).format(), file=sys.stderr)
     if not errors:
-        print(f"{path}: valid ({verdict.get('summary')})")
+        print(f"{path}: valid ({msgspec.convert(verdict, _Verdict).summary})")
         return
     for issue in errors:
         print(config_issue(issue).format(), file=sys.stderr)
