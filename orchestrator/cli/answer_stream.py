@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+import msgspec
+
 from goondan.errors import ExitCode
 from ipc.runtime_events import AnyEvent, ApprovalEvent, EventType, given, read_event
 
@@ -149,15 +151,18 @@ class AnswerPrinter:
         if self.json:
             self._write(json.dumps({"event": kind, **data}, ensure_ascii=False) + "\n")
             return
-        if kind != "delta" or not isinstance(data.get("text"), str):
+        if kind != "delta":
             return
-        step = (data.get("agent"), data.get("stepId"))
+        delta = msgspec.convert(data, _Delta)
+        if not isinstance(delta.text, str):
+            return
+        step = (delta.agent, delta.step_id)
         if self.step is not None and step != self.step:
             self._write("\n")
             self.step_text = ""
         self.step = step
-        self.step_text += data["text"]
-        self._write(data["text"])
+        self.step_text += delta.text
+        self._write(delta.text)
 
     def finish(self, agent: str, output: Any | None) -> None:
         """End the streamed text: ``output`` (the answer of ``agent``, ``None`` when it failed)
@@ -202,19 +207,44 @@ def send_and_wait(args: argparse.Namespace, state_dir: Callable[[], Path]) -> in
     except TargetError as exc:
         printer.finish(args.agent, None)
         return fail(args, exc.exit_code, str(exc))
-    ok = status < 400 and isinstance(answer, dict)
-    printer.finish(args.agent, answer.get("output", "") if ok else None)
+    read = _read_answer(answer)
+    output = "" if read is None or read.output is None else read.output
+    printer.finish(args.agent, output if status < 400 and isinstance(answer, dict) else None)
     if args.json:
         print(json.dumps(answer))
     elif status == 502:  # the request ran and failed: the answer says why
-        error = (answer.get("error") if isinstance(answer, dict) else None) or {}
-        print(f"error: {error.get('message')} ({error.get('code')})", file=sys.stderr)
+        error = read.error if read is not None else None
+        message, code = (error.message, error.code) if error is not None else (None, None)
+        print(f"error: {message} ({code})", file=sys.stderr)
     elif status >= 400:
         print(f"error: {error_text(answer)}", file=sys.stderr)
         return 1
     elif not stream:
-        print(answer.get("output", ""))
+        print(output)
     return 0 if status < 400 else 1
+
+
+class _Delta(msgspec.Struct, rename="camel"):
+    """The data of an ``event: delta`` (``orchestrator.http.streams.delta_json``), as the
+    printer reads it: any value goes, a piece without text is passed over."""
+
+    agent: object = None
+    """The agent whose text this is."""
+    step_id: object = None
+    """The Step that produced it."""
+    text: object = None
+    """The piece of text."""
+
+
+def _read_answer(body: object) -> DelegateAnswer | None:
+    """The Turn's answer in a request's body (its wire form); ``None`` when it is not one."""
+    from ipc.delegation import DelegateAnswer
+    from ipc.messages import IpcError
+
+    try:
+        return DelegateAnswer.from_wire(body)
+    except IpcError:
+        return None
 
 
 async def stream_answer(

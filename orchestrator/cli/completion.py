@@ -137,6 +137,7 @@ class Names:
 
     def instances(self, prefix: str, parsed_args: Any = None, **_: Any) -> list[str]:
         """Instance keys (of ``--agent``/the agent named, when one is)."""
+        from orchestrator.metadata_rows import metadata_row
         from orchestrator.state_dir import list_instances
 
         state = self._state(parsed_args)
@@ -147,7 +148,8 @@ class Names:
             rows = list_instances(state, agent)
         except OSError:
             return []
-        keys = {str(row["instanceKey"]) for row in rows if row.get("instanceKey")}
+        read = [metadata_row(row) for row in rows]
+        keys = {str(row.instance_key) for row in read if row.instance_key}
         return sorted(key for key in keys if key.startswith(prefix))
 
     def approvals(self, prefix: str, parsed_args: Any = None, **_: Any) -> list[str]:

@@ -24,7 +24,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
+
+import msgspec
 
 from goondan.errors import ExitCode, newer_format
 from goondan.files import write_atomic
@@ -81,29 +83,17 @@ class RunnerRecord:
     @classmethod
     def from_json(cls, data: Any) -> RunnerRecord | None:
         """The record ``data`` holds, or ``None`` when it is not one."""
-        if not isinstance(data, dict):
+        read = _read(data, _RecordFile)
+        if read is None:
             return None
-        pid, start = data.get("pid"), data.get("processStart")
-        started, bundle, state_dir, log = (
-            data.get(name) for name in ("startedAt", "bundle", "stateDir", "log")
-        )
-        if not isinstance(pid, int) or pid <= 0:
-            return None
-        if not (
-            isinstance(started, str)
-            and isinstance(bundle, str)
-            and isinstance(state_dir, str)
-            and isinstance(log, str)
-        ):
-            return None
-        swarm = data.get("swarm")
+        start, swarm = read.process_start, read.swarm
         return cls(
-            pid,
+            read.pid,
             start if isinstance(start, int) else None,
-            started,
-            bundle,
-            state_dir,
-            log,
+            read.started_at,
+            read.bundle,
+            read.state_dir,
+            read.log,
             swarm=swarm if isinstance(swarm, str) else None,
         )
 
@@ -120,6 +110,44 @@ class RunnerRecord:
             return False
         start = _start_ticks(stat)
         return self.process_start is None or start is None or start == self.process_start
+
+
+class _RecordFile(msgspec.Struct, rename="camel"):
+    """``runner.json`` as it is read back: the fields a record needs must be there and of
+    their type; the optional ones are taken only when they are (a hand edit loses them)."""
+
+    pid: Annotated[int, msgspec.Meta(gt=0)]
+    """The daemon's pid."""
+    started_at: str
+    """When it started."""
+    bundle: str
+    """The configuration it runs."""
+    state_dir: str
+    """Its state directory."""
+    log: str
+    """Where its output goes."""
+    process_start: object = None
+    """The kernel's start time of the process, in clock ticks since boot."""
+    swarm: object = None
+    """The Swarm it runs."""
+
+
+class _Versioned(msgspec.Struct, rename="camel"):
+    """Only the format of a record, read before the rest (a newer one may differ)."""
+
+    format_version: object = None
+    """The record's format (:data:`RECORD_FORMAT`)."""
+
+
+_S = TypeVar("_S", bound=msgspec.Struct)
+
+
+def _read(data: object, kind: type[_S]) -> _S | None:
+    """``data`` (JSON this program wrote) as ``kind``, or ``None`` when it is not one."""
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError:
+        return None
 
 
 def process_start(pid: int) -> int | None:
@@ -151,8 +179,10 @@ def read_record(state_dir: Path) -> RunnerRecord | None:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if isinstance(data, dict):
-        refusal = newer_format(path, "runner record", data.get("formatVersion"), RECORD_FORMAT)
+    versioned = _read(data, _Versioned)
+    if versioned is not None:
+        version = versioned.format_version
+        refusal = newer_format(path, "runner record", version, RECORD_FORMAT)
         if refusal is not None:
             print(f"warning: {refusal}", file=sys.stderr)
             return None
@@ -236,13 +266,13 @@ def detach(plan: Detach) -> int | None:
 
 def _answering_pid(state_dir: Path) -> int | None:
     from orchestrator.http.client import DaemonApi, NoAnswer, NoDaemon
+    from orchestrator.operations.answers import Health
 
     try:
-        status, body = DaemonApi(state_dir, timeout=5.0).call("GET", "/healthz")
+        status, body = DaemonApi(state_dir, timeout=5.0).answer("GET", "/healthz", Health)
     except (NoDaemon, NoAnswer):
         return None
-    pid = body.get("pid") if status == 200 and isinstance(body, dict) else None
-    return pid if isinstance(pid, int) else None
+    return body.pid if status == 200 and isinstance(body, Health) else None
 
 
 def _reuse(plan: Detach, pid: int) -> int:
@@ -275,11 +305,11 @@ class _LiveSwarm:
 
     def __init__(self, state_dir: Path) -> None:
         from orchestrator.http.client import DaemonApi
+        from orchestrator.operations.answers import Readiness
 
         self.api = DaemonApi(state_dir)
-        _, ready = self._call("GET", "/readyz")
-        entry = ready.get("entryAgent") if isinstance(ready, dict) else None
-        self.entry_agent = entry if isinstance(entry, str) else ""
+        ready = _read(self._call("GET", "/readyz")[1], Readiness)  # 503 while not ready
+        self.entry_agent = ready.entry_agent if ready is not None else ""
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         from orchestrator.http.client import NoAnswer, NoDaemon
@@ -322,16 +352,16 @@ def _answer(status: int, body: Any) -> Any:
     from ipc import IpcError
     from ipc.delegation import DelegateAnswer
     from orchestrator.http.client import error_text
+    from orchestrator.operations.answers import ErrorBody
 
     if status in (200, 502):
         try:
             return DelegateAnswer.from_wire(body)
         except IpcError as exc:
             return DelegateAnswer.failure(exc)
-    error = body.get("error") if isinstance(body, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
+    refused = _read(body, ErrorBody)
     return DelegateAnswer.failure(
-        IpcError(error_text(body), code=code if isinstance(code, str) else "ERROR")
+        IpcError(error_text(body), code=refused.error.code if refused is not None else "ERROR")
     )
 
 
@@ -396,6 +426,7 @@ def _wait_ready(process: subprocess.Popen[bytes], state_dir: Path) -> str | None
     """``None`` once ``process`` serves the API of ``state_dir`` and its entry agent is ready,
     else why not (it exited, or did not get there within :data:`READY_TIMEOUT_SECONDS`)."""
     from orchestrator.http.client import DaemonApi, NoAnswer, NoDaemon
+    from orchestrator.operations.answers import Health
 
     api = DaemonApi(state_dir, timeout=5.0)
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS
@@ -406,8 +437,8 @@ def _wait_ready(process: subprocess.Popen[bytes], state_dir: Path) -> str | None
             return f"exited with status {code} before it was ready"
         try:
             if not ours:  # another daemon might hold the socket: it must be this one
-                status, body = api.call("GET", "/healthz")
-                ours = status == 200 and isinstance(body, dict) and body.get("pid") == process.pid
+                status, body = api.answer("GET", "/healthz", Health)
+                ours = status == 200 and isinstance(body, Health) and body.pid == process.pid
             if ours and api.call("GET", "/readyz")[0] == 200:
                 return None
         except (NoDaemon, NoAnswer):

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 from goondan.errors import ConfigCode, ExitCode
 from goondan.providers import provider, sdk_installed
 
@@ -268,4 +270,15 @@ def _state(report: Report, state_dir: Path) -> None:
         report.add("daemon", "info", "none running on this state directory")
         return
     if status == 200 and isinstance(body, dict):
-        report.add("daemon", "info", f"running (pid {body.get('pid')}, swarm {body.get('swarm')})")
+        running = msgspec.convert(body, _Running)
+        report.add("daemon", "info", f"running (pid {running.pid}, swarm {running.swarm})")
+
+
+class _Running(msgspec.Struct):
+    """What ``doctor`` shows of our daemon's ``/v1/agents`` (``SwarmStatus``); a daemon of
+    another version may leave out either."""
+
+    pid: object = None
+    """The daemon's pid."""
+    swarm: object = None
+    """The Swarm it runs."""

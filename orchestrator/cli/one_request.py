@@ -11,6 +11,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from goondan.errors import DeliveryCode, ExitCode
 
 if TYPE_CHECKING:
@@ -23,6 +25,13 @@ ANSWER_EXITS: dict[str, ExitCode] = {
     DeliveryCode.E_MODEL_PROVIDER_UNAVAILABLE: ExitCode.CONFIG,
 }
 """A failed answer's exit status, by its error code (1 otherwise)."""
+
+
+class _TurnIds(msgspec.Struct, rename="camel"):
+    """The ids of the Turn summary an answer carries (``TurnResult.to_json``), as read here."""
+
+    trace_id: object = None
+    """The trace the Turn ran in."""
 
 
 async def answer_one_request(orchestrator: Any, args: argparse.Namespace) -> int:
@@ -48,7 +57,7 @@ async def answer_one_request(orchestrator: Any, args: argparse.Namespace) -> int
         out: dict[str, Any] = {
             "output": answer.output,
             "status": answer.status,
-            "traceId": (answer.turn or {}).get("traceId"),
+            "traceId": msgspec.convert(answer.turn or {}, _TurnIds).trace_id,
             "agent": agent,
             "instanceKey": args.instance,
             "exitCode": code,

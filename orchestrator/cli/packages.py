@@ -112,6 +112,7 @@ def _dependencies(config: Path) -> tuple[list[Any], Any]:
 def _pip(args: argparse.Namespace, document: Any) -> Any:
     from bundle.installer import Pip
 
+    # spec.registry is the user's manifest, any shape: a url only when it is a string
     url = args.registry or (document.spec.registry or {}).get("url")
     return Pip(index_url=url if isinstance(url, str) else None)
 
@@ -308,7 +309,7 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _show_dry_run(args: argparse.Namespace, packages: list[str], names: str) -> None:
-    where = args.registry or os.environ.get("TWINE_REPOSITORY_URL") or "PyPI"
+    where = args.registry or os.environ.get("TWINE_REPOSITORY_URL") or "PyPI"  # environment
     if args.json:
         print(json.dumps({"packages": packages, "files": names.split(", ")}))
     else:

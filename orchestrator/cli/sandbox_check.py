@@ -15,6 +15,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 PROBE_TIMEOUT_SECONDS = 60.0
 PROBE_FAILED_FIX = "run `python -m tools_base.sandbox probe` to see why it fails"
 """The fix when the probe itself could not answer (its own answer names the real one)."""
@@ -65,7 +67,23 @@ def sandboxed_agents(bundle: Any, swarm_name: str | None) -> list[str]:
     return sorted(needing)
 
 
-def probe(mode: str) -> dict[str, Any]:
+class ProbeAnswer(msgspec.Struct):
+    """What ``python -m tools_base.sandbox probe --json`` prints (``Sandbox.to_json`` and the
+    disk quota's enforcement), as this side reads it."""
+
+    backend: str | None = None
+    """``bwrap`` or ``namespaces``; ``None`` when none can be made."""
+    reason: object = ""
+    """Why this backend (or why none)."""
+    processes: object = "none"
+    """How the per-call process limit holds."""
+    fix: object = None
+    """What an operator can do where none can be made."""
+    disk: object = ""
+    """How a workspace's disk quota is enforced here."""
+
+
+def probe(mode: str) -> ProbeAnswer:
     """``python -m tools_base.sandbox probe --mode MODE --json`` in a child process."""
     try:
         done = subprocess.run(
@@ -75,15 +93,10 @@ def probe(mode: str) -> dict[str, Any]:
             timeout=PROBE_TIMEOUT_SECONDS,
             stdin=subprocess.DEVNULL,
         )
-        found: dict[str, Any] = json.loads(done.stdout)
+        # json's own message for output that is not JSON, as the failure always said
+        return msgspec.convert(json.loads(done.stdout), ProbeAnswer)
     except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-        return {
-            "backend": None,
-            "reason": f"the sandbox probe failed: {exc}",
-            "processes": "none",
-            "fix": PROBE_FAILED_FIX,
-        }
-    return found
+        return ProbeAnswer(reason=f"the sandbox probe failed: {exc}", fix=PROBE_FAILED_FIX)
 
 
 def examine(bundle: Any, swarm_name: str | None) -> SandboxFinding:
@@ -95,10 +108,10 @@ def examine(bundle: Any, swarm_name: str | None) -> SandboxFinding:
     found = probe(mode)
     return SandboxFinding(
         mode,
-        found.get("backend"),
-        str(found.get("reason", "")),
-        str(found.get("processes", "none")),
+        found.backend,
+        str(found.reason),
+        str(found.processes),
         agents,
-        str(found.get("fix") or PROBE_FAILED_FIX),
-        str(found.get("disk", "")),
+        str(found.fix or PROBE_FAILED_FIX),
+        str(found.disk),
     )

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from goondan.errors import ExitCode
@@ -54,11 +55,11 @@ def cmd_tool(args: argparse.Namespace) -> int:
     """Run ``tool ACTION`` (``schema`` is the only one)."""
     bases = [_bundle_dir(Path(args.check))] if args.check else []
     answer, status = _derive(args.target, bases)
-    if "error" in answer:
-        return fail(args, status, str(answer["error"].get("message")))
-    exports: list[dict[str, Any]] = answer["exports"]
+    if answer.error is not None or answer.exports is None:
+        return fail(args, status, str(answer.error.message if answer.error else None))
+    exports = answer.exports
     if args.check:
-        return _check(args, Path(args.check), Path(str(answer.get("file"))), exports)
+        return _check(args, Path(args.check), Path(str(answer.file)), exports)
     if args.json:
         print(json.dumps(exports, indent=2))
     else:
@@ -70,7 +71,29 @@ def _bundle_dir(path: Path) -> Path:
     return (path if path.is_dir() else path.parent).resolve()
 
 
-def _derive(target: str, bases: list[Path]) -> tuple[dict[str, Any], int]:
+class _Refusal(msgspec.Struct):
+    """Why the child derived no entries."""
+
+    message: object = None
+    """What went wrong."""
+
+
+class _Derived(msgspec.Struct):
+    """The answer ``python -m tools_base.tool_schema`` prints: the entries, or a refusal."""
+
+    exports: list[dict[str, Any]] | None = None
+    """One Tool export entry per handler."""
+    file: object = None
+    """The module's file."""
+    error: _Refusal | None = None
+    """Why there are none."""
+
+
+def _refused(message: str) -> _Derived:
+    return _Derived(error=_Refusal(message))
+
+
+def _derive(target: str, bases: list[Path]) -> tuple[_Derived, int]:
     """The child's answer and this command's exit status for it."""
     command = [sys.executable, "-m", "tools_base.tool_schema", target]
     for base in bases:
@@ -88,17 +111,15 @@ def _derive(target: str, bases: list[Path]) -> tuple[dict[str, Any], int]:
         )
     except subprocess.TimeoutExpired:
         message = f"importing {target} did not finish within {timeout:g} s"
-        return {"error": {"message": message}}, int(ExitCode.CONFIG)
+        return _refused(message), int(ExitCode.CONFIG)
     try:
-        answer = json.loads(done.stdout)
-    except ValueError:
+        answer: _Derived | None = msgspec.json.decode(done.stdout, type=_Derived)
+    except (msgspec.DecodeError, msgspec.ValidationError):
         answer = None
-    if not isinstance(answer, dict) or not ({"error", "exports"} & answer.keys()):
+    if answer is None or (answer.error is None and answer.exports is None):
         last = done.stderr.strip().splitlines()[-1:] if done.stderr.strip() else []
         message = f"importing {target} ended (exit code {done.returncode}) without an answer"
-        return {"error": {"message": message + (f": {last[0]}" if last else "")}}, int(
-            ExitCode.CONFIG
-        )
+        return _refused(message + (f": {last[0]}" if last else "")), int(ExitCode.CONFIG)
     return answer, int(_CHILD_STATUS.get(done.returncode, ExitCode.OK))
 
 

@@ -18,6 +18,7 @@ import structlog
 
 from orchestrator.eventlog import log_files, read_typed
 from orchestrator.limits.usage import TRACES_KEPT, UsageBook, usage_report
+from orchestrator.metadata_rows import metadata_row
 from orchestrator.state_dir import list_instances
 
 log = structlog.get_logger("goondan.usage")
@@ -54,7 +55,7 @@ def replay(state_dir: Path, budgets: Mapping[str, Mapping[str, Mapping[str, floa
     """A usage book filled from the event log's files, oldest first."""
 
     def trace_budget(agent: str) -> Mapping[str, float]:
-        return budgets.get(agent, {}).get("trace", {})
+        return budgets.get(agent, {}).get("trace", {})  # the plans' mapping, not JSON
 
     book = UsageBook(trace_budget)
     for path in log_files(state_dir):
@@ -74,7 +75,8 @@ def offline_usage(
         entry = book.traces.get(trace)
         return entry.to_json() if entry is not None else None
     if not budgets:  # no configuration: the agents the log and the instances name
-        named = set(book.agents) | {str(r.get("agentName")) for r in list_instances(state_dir)}
+        rows = [metadata_row(row) for row in list_instances(state_dir)]
+        named = set(book.agents) | {str(row.agent_name) for row in rows}
         budgets = {name: {} for name in sorted(named)}
     report = usage_report(
         book,

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from goondan.errors import ExitCode
 from orchestrator.cli.common import bundle_path
 from orchestrator.validation import config_exit, config_issue
@@ -34,8 +36,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     added = apply_fixes(path, form) if args.fix else {}
     added.update(list_files(path, form, verbose=args.verbose > 0))
     verdict = {**validate_in_child(path, check_handlers=not args.no_handlers), **added}
-    errors = list(verdict.get("errors") or [])
-    warnings = list(verdict.get("warnings") or [])
+    read = msgspec.convert(verdict, _Verdict)
+    errors, warnings = list(read.errors or []), list(read.warnings or [])
     if args.strict:
         errors, warnings = errors + warnings, []
     code = int(ExitCode.OK) if not errors else config_exit(errors)
@@ -45,6 +47,36 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 Issues = list[Any]
 """Issues as the verdict holds them (read back from the checking child's JSON)."""
+
+
+class _Verdict(msgspec.Struct):
+    """The lists of the checking child's verdict (``verdict_of``), as ``validate`` reads them."""
+
+    errors: Issues | None = None
+    """The errors, each in its JSON form (``ConfigIssue.to_json``)."""
+    warnings: Issues | None = None
+    """The warnings, in the same form."""
+    summary: object = None
+    """What the configuration holds, for a valid one (``Bundle.summary``)."""
+
+
+class _Issue(msgspec.Struct, rename="camel"):
+    """One issue of the verdict, read for an annotation (any value the child printed goes)."""
+
+    code: object = None
+    """The issue's code."""
+    message: object = None
+    """What is wrong."""
+    file: object = None
+    """The file it is in, when known."""
+    line: object = None
+    """Its 1-based line, when known."""
+    resource: object = None
+    """``Kind/name`` of the resource, when known."""
+    field: object = None
+    """The path inside the resource, when known."""
+    suggestion: object = None
+    """What to do about it, when known."""
 
 
 def _print_json(
@@ -74,7 +106,7 @@ def _print_text(
     for issue in warnings:
         print("warning: " + config_issue(issue).format(), file=sys.stderr)
     if not errors:
-        print(f"{path}: valid ({verdict.get('summary')})")
+        print(f"{path}: valid ({msgspec.convert(verdict, _Verdict).summary})")
         return
     for issue in errors:
         print(config_issue(issue).format(), file=sys.stderr)
@@ -92,20 +124,21 @@ def _github_annotation(level: str, issue: dict[str, Any]) -> str:
         text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
         return text.replace(":", "%3A").replace(",", "%2C") if in_property else text
 
+    read = msgspec.convert(issue, _Issue)
     properties = []
-    if issue.get("file"):
+    if read.file:
         try:
-            shown = str(Path(issue["file"]).resolve().relative_to(Path.cwd()))
+            shown = str(Path(str(read.file)).resolve().relative_to(Path.cwd()))
         except ValueError:
-            shown = str(issue["file"])
+            shown = str(read.file)
         properties.append(f"file={escape(shown, True)}")
-    if issue.get("line"):
-        properties.append(f"line={issue['line']}")
-    properties.append(f"title={escape(str(issue.get('code')), True)}")
-    where = " ".join(str(issue[k]) for k in ("resource", "field") if issue.get(k))
-    message = f"{where}: {issue.get('message')}" if where else str(issue.get("message"))
-    if issue.get("suggestion"):
-        message += f" (hint: {issue['suggestion']})"
+    if read.line:
+        properties.append(f"line={read.line}")
+    properties.append(f"title={escape(str(read.code), True)}")
+    where = " ".join(str(v) for v in (read.resource, read.field) if v)
+    message = f"{where}: {read.message}" if where else str(read.message)
+    if read.suggestion:
+        message += f" (hint: {read.suggestion})"
     return f"::{level} {','.join(properties)}::{escape(message)}"
 
 

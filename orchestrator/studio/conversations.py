@@ -8,6 +8,7 @@ from typing import Any
 
 from goondan.state_files import conversation as conversation_files
 from goondan.usage import Usage
+from orchestrator.metadata_rows import MetadataRow, metadata_row
 from orchestrator.state_dir import list_instances
 
 MAX_MESSAGES = 5_000
@@ -20,20 +21,20 @@ def read_messages(conversation_dir: Path) -> list[dict[str, Any]]:
     return conversation_files.read_messages(conversation_dir)[-MAX_MESSAGES:]
 
 
-def instance_usage(metadata: dict[str, Any]) -> dict[str, Any] | None:
+def instance_usage(metadata: MetadataRow) -> dict[str, Any] | None:
     """What an instance's model calls ever used, as its agent keeps it in ``metadata.json``
     (``{inputTokens, outputTokens, totalTokens, cost, calls}``); ``None`` before any call."""
-    usage = metadata.get("usage")
+    usage = metadata.usage
     return Usage.from_json(usage).to_json() if isinstance(usage, dict) else None
 
 
-def _row(metadata: dict[str, Any]) -> dict[str, Any]:
+def _row(metadata: MetadataRow) -> dict[str, Any]:
     return {
-        "agent": metadata.get("agentName"),
-        "instanceKey": metadata.get("instanceKey"),
-        "status": metadata.get("status"),
-        "createdAt": metadata.get("createdAt"),
-        "updatedAt": metadata.get("updatedAt"),
+        "agent": metadata.agent_name,
+        "instanceKey": metadata.instance_key,
+        "status": metadata.status,
+        "createdAt": metadata.created_at,
+        "updatedAt": metadata.updated_at,
         "usage": instance_usage(metadata),
     }
 
@@ -41,9 +42,8 @@ def _row(metadata: dict[str, Any]) -> dict[str, Any]:
 def instances(state_dir: Path, agent: str | None = None) -> list[dict[str, Any]]:
     """Every conversation instance on disk (per agent, by key), without file paths."""
     rows = []
-    for row in list_instances(state_dir, agent):
-        name, key = row.get("agentName"), row.get("instanceKey")
-        if not isinstance(name, str) or not isinstance(key, str):
+    for row in map(metadata_row, list_instances(state_dir, agent)):
+        if not isinstance(row.agent_name, str) or not isinstance(row.instance_key, str):
             continue
         rows.append(_row(row))
     rows.sort(key=lambda r: (r["agent"], r["instanceKey"]))
@@ -53,8 +53,8 @@ def instances(state_dir: Path, agent: str | None = None) -> list[dict[str, Any]]
 def conversation(state_dir: Path, agent: str, key: str) -> dict[str, Any] | None:
     """``agent``'s instance ``key``: its row (as :func:`instances` gives it) and its
     ``messages``; ``None`` when there is no such instance."""
-    for row in list_instances(state_dir, agent):
-        if row.get("instanceKey") == key:  # list_instances kept only agent's rows
-            messages = read_messages(Path(row["directory"]) / "conversation")
+    for row in map(metadata_row, list_instances(state_dir, agent)):
+        if row.instance_key == key:  # list_instances kept only agent's rows
+            messages = read_messages(Path(row.directory) / "conversation")
             return {**_row(row), "messages": messages}
     return None

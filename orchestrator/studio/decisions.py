@@ -115,6 +115,7 @@ class DecisionGate:
         """The answer refusing ``request`` before its body is read, or ``None``."""
         if not self.on_loopback:
             return _refusal(403, HttpCode.STUDIO_NOT_ON_LOOPBACK, _OFF_LOOPBACK)
+        # request headers, from outside: read as the browser sent them
         site = request.headers.get("sec-fetch-site")
         mode = request.headers.get("sec-fetch-mode")
         if (site is not None and site != "same-origin") or (
@@ -188,7 +189,7 @@ class DecisionGate:
 
 def _port(request: Request) -> int:
     """The port the studio was reached on (its socket's, not the client's ``Host``)."""
-    server = request.scope.get("server")
+    server = request.scope.get("server")  # ASGI scope, the server's; may be absent
     return int(server[1]) if server and server[1] is not None else 0
 
 

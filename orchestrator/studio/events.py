@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msgspec import UNSET
+
 from goondan.usage import Usage
 from ipc.runtime_events import (
     AnyEvent,
@@ -264,8 +266,8 @@ class Trace:
                 {
                     "type": mark.type,
                     "atMs": stamp,
-                    "agent": data.get("agentName"),
-                    "instanceKey": data.get("instanceKey"),
+                    "agent": mark.agent_name or None,
+                    "instanceKey": None if mark.instance_key is UNSET else mark.instance_key,
                     "spanId": self._span_of(mark, stamp),
                     **{k: v for k, v in data.items() if k not in _MARK_SKIP},
                 }
@@ -504,7 +506,7 @@ class EventIndex:
             if len(self._span_agents) > 4 * self.max_events:
                 self._span_agents.clear()  # bounded: an old caller is simply not linked
         if isinstance(event, ToolCalledEvent) and event.tool_name in HANDOFF_TOOLS:
-            args = event.args
+            args = event.args  # the model's JSON, not ours: any shape may come
             target = args.get("target") if isinstance(args, dict) else None
             if isinstance(target, str) and target:
                 tool = str(event.tool_name)

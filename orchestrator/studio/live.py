@@ -127,6 +127,7 @@ class DaemonEvents:
         if status != 200:
             await self.close()
             raise StreamClosed(f"the daemon answered {status} for its event stream")
+        # HTTP response headers, as the wire had them
         self._chunked = headers.get("transfer-encoding", "").lower() == "chunked"
 
     async def items(self) -> AsyncIterator[tuple[str, Any]]:

@@ -234,7 +234,7 @@ def _sse(kind: str | None, data: object) -> bytes:
 
 
 def _limit(request: Request, default: int, maximum: int) -> int:
-    raw = request.query_params.get("limit")
+    raw = request.query_params.get("limit")  # query parameters, from outside
     if raw is None:
         return default
     if not raw.isdigit() or int(raw) < 1:
@@ -267,6 +267,7 @@ class _Guarded:
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
+                # an ASGI message (headers optional), not JSON
                 message["headers"] = [*message.get("headers", []), *_SECURITY_HEADERS]
             await send(message)
 
@@ -274,7 +275,8 @@ class _Guarded:
 
 
 def _addressed_to_loopback(scope: Scope) -> bool:
-    # One Host at most: goondan.http_target refused two before this runs.
+    # The client's headers in the ASGI scope. One Host at most: goondan.http_target refused
+    # two before this runs.
     host = next((v for k, v in scope.get("headers") or [] if k == b"host"), b"").decode("latin-1")
     if host.startswith("["):
         name = host[1:].partition("]")[0]
@@ -296,7 +298,7 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
         return JSONResponse(await studio.agents())
 
     async def traces(request: Request) -> Response:
-        agent = request.query_params.get("agent") or None
+        agent = request.query_params.get("agent") or None  # query parameters, from outside
         rows = studio.refreshed().trace_list(agent, _limit(request, 200, 5000))
         return JSONResponse({"traces": rows})
 
@@ -307,7 +309,7 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
         return JSONResponse(found.to_json())
 
     async def instance_list(request: Request) -> Response:
-        agent = request.query_params.get("agent") or None
+        agent = request.query_params.get("agent") or None  # query parameters, from outside
         return JSONResponse({"instances": instances(studio.state_dir, agent)})
 
     async def messages(request: Request) -> Response:
@@ -318,6 +320,7 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
         return JSONResponse(found)
 
     async def usage(request: Request) -> Response:
+        # query parameters, from outside: checked here
         trace_id = request.query_params.get("trace")
         if trace_id is not None and not TRACE_ID.match(trace_id):
             raise HTTPException(400, "trace must be a trace id")
@@ -327,7 +330,7 @@ def build_app(studio: Studio, *, loopback_only: bool = True) -> ASGIApp:
         return JSONResponse(await studio.usage(trace_id, min(int(traces), 5000)))
 
     async def events(request: Request) -> Response:
-        query = request.query_params
+        query = request.query_params  # from outside: each parameter checked below
         level = query.get("level") or None
         if level is not None and level not in LEVELS:
             raise HTTPException(400, f"level must be one of {', '.join(LEVELS)}")
