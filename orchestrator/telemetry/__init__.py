@@ -257,7 +257,8 @@ class SpanSink(Protocol):
         """Stop, giving a batch in progress ``wait`` seconds at most."""
 
     def wait_started(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds until the sink can send; whether it can."""
+        """Wait up to ``timeout`` seconds until the sink can send, or has failed to start;
+        whether it can."""
 
 
 _BOOTSTRAP = (
@@ -285,6 +286,8 @@ class ExporterProcess:
         self._spawned_at = -RESPAWN_SECONDS
         self._stopping = False
         self._started = threading.Event()
+        self._settled = threading.Event()
+        """Set once the process started, or died before it did: nobody waits past either."""
         self._log = structlog.get_logger("goondan.otlp").bind(endpoint=redacted(endpoint))
 
     def start(self) -> None:
@@ -293,6 +296,7 @@ class ExporterProcess:
     def _spawn(self) -> None:
         self._spawned_at = time.monotonic()
         self._started.clear()
+        self._settled.clear()
         # The daemon's module path, as multiprocessing gives its children: the process runs
         # this very code, however the daemon found it (installed, a source tree, PYTHONPATH).
         process = subprocess.Popen(
@@ -331,10 +335,12 @@ class ExporterProcess:
                 if read_frame(process.stdout) != READY_FRAME:
                     raise ValueError("no ready frame")
                 self._started.set()
+                self._settled.set()
             write_frame(process.stdin, encode_batch(batch))
             answer = read_frame(process.stdout)
         except (OSError, ValueError):  # its pipes closed under us (it died, or shutdown)
             answer = None
+            self._settled.set()
         if answer is None:
             return ExportOutcome(0, 0, f"the span exporter process exited ({process.poll()})")
         try:
@@ -343,7 +349,8 @@ class ExporterProcess:
             return ExportOutcome(0, 0, "the span exporter process answered nonsense")
 
     def wait_started(self, timeout: float) -> bool:
-        return self._started.wait(timeout)
+        self._settled.wait(timeout)
+        return self._started.is_set()
 
     def shutdown(self, wait: float) -> None:
         self._stopping = True

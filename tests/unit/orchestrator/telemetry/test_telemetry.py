@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 
 from ipc.runtime_events import read_event
+from orchestrator import telemetry
 from orchestrator.telemetry import (
     DROP_REASONS,
     SHUTDOWN_SECONDS,
+    STARTUP_SECONDS,
+    ExporterProcess,
     ExportOutcome,
     FinishedSpan,
     SpanAssembler,
@@ -438,3 +441,25 @@ def test_closing_waits_for_an_exporter_still_starting_and_its_last_batch_leaves(
     export.close()
     assert [build_span(span).span_id for span in sink.sent] == [int(TURN, 16)]  # type: ignore[union-attr]
     assert export.counts.snapshot() == (1, dict.fromkeys(DROP_REASONS, 0))
+
+
+def test_an_exporter_that_dies_before_it_is_ready_holds_nobody_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Closing waits for an exporter process still starting, but not for one already dead:
+    its failed start ends the wait at once instead of after the whole start allowance."""
+    monkeypatch.setattr(telemetry, "_BOOTSTRAP", "raise SystemExit(3)")
+    sink = ExporterProcess("http://127.0.0.1:4318", swarm="default")
+    sink.start()
+    try:
+        outcome = sink.export([])
+        assert outcome.exported == 0
+        assert outcome.problem is not None
+        assert "exited" in outcome.problem
+        answers: list[bool] = []
+        waiter = threading.Thread(target=lambda: answers.append(sink.wait_started(600)))
+        waiter.start()
+        waiter.join(STARTUP_SECONDS * 3)  # a bound far past the allowance it must not use
+        assert answers == [False]
+    finally:
+        sink.shutdown(1)
