@@ -1,6 +1,8 @@
 """The Turns callers ask this agent for: a ``delegate`` (a request, answered when its Turn
 ends) or a ``send`` (reported started and done, so the Orchestrator can redeliver one lost
-before it started). Each is queued on its instance; none starts once the agent drains.
+before it started). Each is admitted on its instance by the agent's ``policy.concurrency``
+(queued, refused ``INSTANCE_BUSY`` or interrupting the running Turn); none starts once the
+agent drains.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import asyncio
 from typing import Any, Literal
 
 from agent_process.instance_files import InstanceKeyConflict
-from agent_process.instances import InstanceManager, InstanceQueueFull
+from agent_process.instances import InstanceBusy, InstanceManager, InstanceQueueFull
 from agent_process.outbox import Outbox
 from agent_process.shutdown import Shutdown
 from agent_process.turn_types import TurnInput, TurnResult
@@ -70,12 +72,12 @@ class TurnRequests:
                 outbox.channel.write_now()
 
         try:
-            future = self.instances.submit(
+            future = self.instances.admit(
                 instance_key, turn_input(sender, handoff), on_start=on_start
             )
         except Exception as exc:  # a full queue, an unreadable conversation, a full disk, ...
             code = getattr(exc, "code", None)
-            if not isinstance(exc, InstanceQueueFull | InstanceKeyConflict):
+            if not isinstance(exc, InstanceQueueFull | InstanceKeyConflict | InstanceBusy):
                 self._log.error(
                     "instance unavailable", instance_key=instance_key, code=code, error=str(exc)
                 )
