@@ -351,10 +351,16 @@ class InstanceManager:
         # Each admitted Turn supersedes the one before it, so a chain leads every interrupted
         # caller to the newest Turn's answer.
         previous, instance.last_admitted = instance.last_admitted, turn
-        interrupt = busy and self.concurrency == "interrupt" and previous is not None
-        if interrupt and previous is not None and supersede(previous, turn):
-            self._log.info("turn interrupted by a newer message", instance_key=key)
+        if busy and self.concurrency == "interrupt" and previous is not None:
+            self._interrupt(previous, turn)
         return future
+
+    def _interrupt(self, previous: QueuedTurn, newer: QueuedTurn) -> None:
+        if not supersede(previous, newer):
+            return
+        # Said at once (a running Turn's turn.cancelling event), before its Step ends.
+        if not self.runner.interrupting(previous.cancellation):
+            self._log.info("queued turn superseded by a newer message")
 
     @staticmethod
     def _future() -> asyncio.Future[TurnResult]:

@@ -209,6 +209,21 @@ class TurnRunner:
             )
         return len(running)
 
+    def interrupting(self, cancellation: Cancellation) -> bool:
+        """Say (a ``turn.cancelling`` event) that the running Turn holding ``cancellation`` was
+        interrupted and will stop at its next Step boundary; ``False`` when none runs."""
+        for scopes in self._running.values():
+            for scope in scopes:
+                if scope.cancellation is cancellation and cancellation.boundary is not None:
+                    scope.logger.info("turn interrupted", reason=cancellation.boundary)
+                    scope.recorder.emit(
+                        TurnCancellingEvent(turn_id=scope.turn_id, reason=cancellation.boundary),
+                        scope.span_id,
+                        scope.parent_span_id,
+                    )
+                    return True
+        return False
+
     async def run(
         self,
         instance_key: str,
