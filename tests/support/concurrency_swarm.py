@@ -2,8 +2,8 @@
 default, ``enqueue``), ``rejecter`` (``reject``) and ``interrupter`` (``interrupt``).
 
 Each answers ``hold PATH`` by calling ``fault__hold`` (which runs until PATH exists) and then
-``held: <result>``, ``ask AGENT TEXT`` by a request to that agent, and anything else with
-``got: <the newest user message>``.
+``held: <result>``; ``... slow`` by calling ``fault__slow`` (20 ms) and then, like anything
+else, ``got: <the newest user message>``; ``ask AGENT TEXT`` by a request to that agent.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ spec:
   exports:
     - name: hold
       parameters: {type: object, properties: {path: {type: string}}, required: [path]}
+    - name: slow
+      parameters: {type: object, properties: {seconds: {type: number}}}
 ---
 apiVersion: goondan.ai/v1
 kind: Model
@@ -37,6 +39,10 @@ spec:
         call: {tool: fault__hold, args: {path: "{path}"}}
       - when: {toolResult: fault__hold}
         reply: "held: {result}"
+      - when: {input: " slow$"}
+        call: {tool: fault__slow, args: {seconds: 0.02}}
+      - when: {toolResult: fault__slow}
+        reply: "got: {input}"
       - when: {input: "^ask (?P<target>\\\\S+) (?P<text>.+)$"}
         call: {tool: agents__request, args: {target: "{target}", input: "{text}"}}
       - when: {toolResult: agents__request, status: ok}
@@ -72,14 +78,15 @@ spec:
 
 
 def write_concurrency_swarm(directory: Path, swarm_policy: str = "") -> Path:
-    """goondan.yaml of the swarm in ``directory``; ``swarm_policy`` (e.g. ``concurrency:
-    reject``) is added to the Swarm's policy, which ``queuer`` follows."""
+    """goondan.yaml of the swarm in ``directory``; ``swarm_policy`` (lines such as
+    ``concurrency: reject``) is added to the Swarm's policy, whose concurrency ``queuer``
+    follows."""
     documents = [HEAD]
     for name, mode in MODES.items():
         own = "" if name == "queuer" else f"  policy: {{concurrency: {mode}}}\n"
         documents.append(AGENT.format(name=name, policy=own))
     agents = ", ".join(f"Agent/{name}" for name in MODES)
-    extra = f"    {swarm_policy}\n" if swarm_policy else ""
+    extra = "".join(f"    {line}\n" for line in swarm_policy.splitlines())
     documents.append(SWARM.format(agents=agents, extra=extra))
     path = directory / "goondan.yaml"
     path.write_text("".join(documents))
