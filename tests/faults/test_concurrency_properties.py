@@ -45,7 +45,9 @@ MESSAGES = int(os.environ.get("GOONDAN_CONCURRENCY_MESSAGES", "600"))
 SEED = int(os.environ.get("GOONDAN_CONCURRENCY_SEED", "20261202"))
 IN_FLIGHT = 200
 """Messages under way at once (the router refuses a caller past 1024)."""
-KILLS = max(8, MESSAGES // 75)
+KILLS = max(8, MESSAGES // 300)
+"""SIGKILLs, spread over the time the messages take: a bigger run is killed less densely, so
+each agent still finishes Turns between kills (a successful Turn resets its crash count)."""
 AGENTS = list(MODES)
 SENDER = CONNECTION_SENDER_PREFIX + "fuzz"
 
