@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from agent_process.conversation import ConversationStore
+from agent_process.instance_policy import QueuedTurn, settle, supersede
 from agent_process.instances import InstanceBusy, InstanceManager
+from agent_process.models.base import TokenUsage
 from agent_process.models.scripted import ScriptedModel
 from agent_process.scope import Cancellation, TurnCancelled
 from agent_process.step import StepSettings
@@ -27,6 +29,7 @@ from bundle.scripted import ScriptSpec
 from tools_base import JsonObject, ToolContext
 
 WAIT = 10.0
+USAGE = TokenUsage()
 
 RULES: list[dict[str, Any]] = [
     {"when": {"input": "^work (?P<w>.+)$"}, "call": {"tool": "gate__hold", "args": {"w": "{w}"}}},
@@ -195,3 +198,46 @@ async def test_an_interrupt_lets_the_abortable_wait_finish() -> None:
     assert not cancellation.requested  # tool calls not yet started still run
     with pytest.raises(TurnCancelled, match="newer message"):
         cancellation.check()
+
+
+def turn(text: str) -> QueuedTurn:
+    return QueuedTurn(TurnInput(text=text), asyncio.get_running_loop().create_future())
+
+
+def answered(text: str) -> TurnResult:
+    return TurnResult(
+        turn_id="t",
+        trace_id="0" * 32,
+        status="ok",
+        text=text,
+        finish_reason="text_response",
+        step_count=1,
+        duration_ms=0,
+    )
+
+
+async def test_a_superseded_turn_that_answers_first_keeps_its_answer() -> None:
+    first, second = turn("one"), turn("two")
+    assert supersede(first, second)
+    settle(first, answered("own answer"))  # it ended before reaching a Step boundary
+    assert first.future.result().text == "own answer"
+    assert not supersede(first, turn("three"))  # answered already: nothing to interrupt
+
+
+async def test_an_interrupted_turn_follows_the_chain_to_the_newest_answer() -> None:
+    first, second, third = turn("one"), turn("two"), turn("three")
+    supersede(first, second)
+    supersede(second, third)
+    for stopped in (first, second):
+        settle(stopped, TurnResult.cancelled(stopped.turn_input, "newer", steps=0, usage=USAGE))
+    assert not first.future.done()
+    settle(third, answered("for all"))
+    await asyncio.wait_for(asyncio.gather(first.future, second.future), WAIT)
+    assert first.future.result().text == second.future.result().text == "for all"
+
+
+async def test_an_operators_cancel_is_not_forwarded_without_an_interrupt() -> None:
+    first, second = turn("one"), turn("two")
+    first.superseded_by = second  # linked, but never asked to stop at a boundary
+    settle(first, TurnResult.cancelled(first.turn_input, "operator", steps=0, usage=USAGE))
+    assert first.future.result().error is not None
