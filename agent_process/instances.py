@@ -1,7 +1,9 @@
 """Conversation instances of one agent: a FIFO queue, a conversation and a workdir each.
 
 Turns of one instance run one after another in arrival order; different instances run
-concurrently. On disk, under the state directory::
+concurrently. A message that arrives while its instance is busy is queued, refused or
+interrupts the running Turn, by the agent's ``policy.concurrency`` (see
+:mod:`agent_process.instance_policy` and :meth:`InstanceManager.admit`). On disk, under the state directory::
 
     agents/<agent>/instances/<instance-dir>/
         metadata.json          see goondan.state_files.metadata
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 __all__ = [
     "Instance",
+    "InstanceBusy",
     "InstanceKeyConflict",
     "InstanceManager",
     "InstanceQueueFull",
@@ -25,6 +28,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 import structlog
 
@@ -41,10 +45,12 @@ from agent_process.instance_files import (
     recorded_key,
     write_metadata,
 )
+from agent_process.instance_policy import InstanceBusy, QueuedTurn, settle, supersede
 from agent_process.storage import InstanceStorage, LocalFiles
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
 from agent_process.workdirs import open_workdir
-from goondan.defaults import INSTANCE_METADATA_FORMAT, MAX_QUEUED_TURNS_PER_INSTANCE
+from bundle.spec_agent import Concurrency
+from goondan.defaults import CONCURRENCY, INSTANCE_METADATA_FORMAT, MAX_QUEUED_TURNS_PER_INSTANCE
 from goondan.errors import DeliveryCode, DeliveryError
 from goondan.state_files import metadata as metadata_file
 from goondan.time import utc_timestamp
@@ -78,15 +84,6 @@ def _release(instance: Instance) -> None:
         instance.pin.close()
 
 
-@dataclass(frozen=True, slots=True)
-class QueuedTurn:
-    """A Turn waiting in an instance's queue."""
-
-    turn_input: TurnInput
-    future: asyncio.Future[TurnResult]
-    on_start: Callable[[], None] | None = None
-
-
 @dataclass(eq=False)
 class Instance:
     """One conversation of the agent."""
@@ -109,6 +106,8 @@ class Instance:
     """The Turn running now, if any."""
     restarting: bool = False
     """Its worker is being stopped for a restart: the queued Turns stay for the reloaded one."""
+    last_admitted: QueuedTurn | None = None
+    """The newest caller's message admitted (see :meth:`InstanceManager.admit`)."""
     pin: PinnedDir | None = None
     """``workdir`` opened once (see :mod:`agent_process.workdirs`); released when unloaded."""
 
@@ -126,10 +125,15 @@ class InstanceManager:
         on_busy_change: Callable[[bool], None] | None = None,
         check_workdir: Callable[[Path, dict[str, object] | None], None] | None = None,
         storage: InstanceStorage | None = None,
+        concurrency: Concurrency = CONCURRENCY,
     ) -> None:
         """``check_workdir(workdir, spawned_by)`` judges a workdir chosen at spawn each time
         its instance loads, and raises (an error with a ``code``) to refuse it. ``storage``
-        keeps the conversations (default: files under ``state_dir``)."""
+        keeps the conversations (default: files under ``state_dir``). ``concurrency`` is the
+        agent's ``policy.concurrency``, which :meth:`admit` applies."""
+        if concurrency not in get_args(Concurrency):
+            raise ValueError(f"unknown concurrency policy {concurrency!r}")
+        self.concurrency: Concurrency = concurrency
         self.storage: InstanceStorage = storage if storage is not None else LocalFiles()
         self.agent_name = agent_name
         self._check_workdir = check_workdir
@@ -322,16 +326,55 @@ class InstanceManager:
         """Queue a Turn on instance ``key``; the future resolves with its result (never raises).
 
         ``on_start`` is called when the Turn leaves the queue and begins: until then, the Turn
-        has had no effect and could be delivered again elsewhere.
+        has had no effect and could be delivered again elsewhere. The Turn waits its turn
+        whatever the agent's policy: see :meth:`admit` for a caller's message.
         """
+        return self._enqueue(self.get(key), QueuedTurn(turn_input, self._future(), on_start))
+
+    def admit(
+        self, key: str, turn_input: TurnInput, *, on_start: Callable[[], None] | None = None
+    ) -> asyncio.Future[TurnResult]:
+        """Like :meth:`submit`, for a caller's message, by the agent's ``policy.concurrency``
+        when instance ``key`` is running or has queued a Turn: ``enqueue`` queues it,
+        ``reject`` raises :class:`InstanceBusy`, ``interrupt`` queues it and has every earlier
+        admitted Turn stop at its next Step boundary, its caller answered with this Turn's
+        answer (see :mod:`agent_process.instance_policy`)."""
         instance = self.get(key)
+        busy = instance.current is not None or not instance.queue.empty()
+        if busy and self.concurrency == "reject":
+            raise InstanceBusy(
+                f"instance {key!r} of agent {self.agent_name!r} is running a Turn "
+                "(policy.concurrency: reject); retry once it has answered"
+            )
+        turn = QueuedTurn(turn_input, self._future(), on_start)
+        future = self._enqueue(instance, turn)
+        # Each admitted Turn supersedes the one before it, so a chain leads every interrupted
+        # caller to the newest Turn's answer.
+        previous, instance.last_admitted = instance.last_admitted, turn
+        if busy and self.concurrency == "interrupt" and previous is not None:
+            self._interrupt(previous, turn)
+        return future
+
+    def _interrupt(self, previous: QueuedTurn, newer: QueuedTurn) -> None:
+        if not supersede(previous, newer):
+            return
+        # Said at once (a running Turn's turn.cancelling event), before its Step ends.
+        if not self.runner.interrupting(previous.cancellation):
+            self._log.info("queued turn superseded by a newer message")
+
+    @staticmethod
+    def _future() -> asyncio.Future[TurnResult]:
+        return asyncio.get_running_loop().create_future()
+
+    def _enqueue(self, instance: Instance, turn: QueuedTurn) -> asyncio.Future[TurnResult]:
+        key = instance.key
         if instance.queue.qsize() >= self.max_queued:
             raise InstanceQueueFull(
                 f"instance {key!r} of agent {self.agent_name!r} already has "
                 f"{self.max_queued} queued turns"
             )
-        future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
-        instance.queue.put_nowait(QueuedTurn(turn_input, future, on_start))
+        future = turn.future
+        instance.queue.put_nowait(turn)
         if instance.worker is None or instance.worker.done():
             instance.worker = asyncio.get_running_loop().create_task(
                 self._serve(instance), name=f"instance:{self.agent_name}:{key}"
@@ -383,6 +426,7 @@ class InstanceManager:
                         queued.turn_input,
                         usage=instance.usage,
                         workdir_pin=instance.pin,
+                        cancellation=queued.cancellation,
                     )
                 except Exception as exc:  # the caller is answered now, never left to time out
                     result = self._failed_turn(instance, queued.turn_input, exc)
@@ -392,8 +436,7 @@ class InstanceManager:
                 finally:
                     instance.current = None
                     self._set_busy(instance, False)
-                if not future.done():
-                    future.set_result(result)
+                settle(queued, result)
         finally:
             while not instance.queue.empty() and not instance.restarting:
                 instance.queue.get_nowait().future.cancel()

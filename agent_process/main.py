@@ -262,6 +262,7 @@ class AgentProcess:
             on_busy_change=self.outbox.report_busy,
             check_workdir=functools.partial(check_recorded_workdir, plan),
             storage=storage,
+            concurrency=plan.concurrency,
         )
         self.governor.on_instance_usage = instances.usage_changed
         self.governor.flush = self.channel.write_now

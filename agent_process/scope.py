@@ -38,17 +38,30 @@ class Cancellation:
     abandoned midway: see :meth:`abortable`.
     """
 
-    __slots__ = ("_abortable", "reason")
+    __slots__ = ("_abortable", "boundary", "reason")
 
     def __init__(self) -> None:
         self.reason: str | None = None
         """Why it was cancelled; ``None`` while it was not."""
+        self.boundary: str | None = None
+        """Why it should stop at its next Step boundary (see :meth:`interrupt`)."""
         self._abortable: asyncio.Task[object] | None = None
 
     @property
     def requested(self) -> bool:
         """The Turn should stop at its next safe point."""
         return self.reason is not None
+
+    @property
+    def interrupted(self) -> bool:
+        """The Turn was asked to stop at its next Step boundary."""
+        return self.boundary is not None
+
+    def interrupt(self, reason: str) -> None:
+        """Stop at the next Step boundary only: unlike :meth:`request`, the Step under way
+        finishes whole (its model call, its tool calls, an approval it waits for)."""
+        if self.boundary is None:
+            self.boundary = reason
 
     def request(self, reason: str) -> None:
         """Cancel: abandon the abortable wait under way, if any."""
@@ -58,14 +71,18 @@ class Cancellation:
                 self._abortable.cancel()
 
     def check(self) -> None:
-        """A safe point: raise :class:`TurnCancelled` if cancelled."""
-        if self.reason is not None:
-            raise TurnCancelled(self.reason)
+        """A safe point between Steps: raise :class:`TurnCancelled` if cancelled or
+        interrupted."""
+        reason = self.reason if self.reason is not None else self.boundary
+        if reason is not None:
+            raise TurnCancelled(reason)
 
     async def abortable(self, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable``, abandoned (:class:`TurnCancelled`) if the Turn is cancelled
-        meanwhile. Only for work whose abandonment leaves nothing half done."""
-        self.check()
+        meanwhile. Only for work whose abandonment leaves nothing half done. An interrupt
+        does not abandon it: the Step it belongs to finishes."""
+        if self.reason is not None:
+            raise TurnCancelled(self.reason)
         task = asyncio.current_task()
         self._abortable = task
         try:

@@ -28,7 +28,7 @@ from agent_process.conversation import (
 )
 from agent_process.events import EventSink, capped
 from agent_process.models.base import ModelCallError, TokenUsage
-from agent_process.scope import StepScope, TextSink, TurnCancelled, TurnScope
+from agent_process.scope import Cancellation, StepScope, TextSink, TurnCancelled, TurnScope
 from agent_process.step import (
     StepResult,
     StepSettings,
@@ -209,6 +209,21 @@ class TurnRunner:
             )
         return len(running)
 
+    def interrupting(self, cancellation: Cancellation) -> bool:
+        """Say (a ``turn.cancelling`` event) that the running Turn holding ``cancellation`` was
+        interrupted and will stop at its next Step boundary; ``False`` when none runs."""
+        for scopes in self._running.values():
+            for scope in scopes:
+                if scope.cancellation is cancellation and cancellation.boundary is not None:
+                    scope.logger.info("turn interrupted", reason=cancellation.boundary)
+                    scope.recorder.emit(
+                        TurnCancellingEvent(turn_id=scope.turn_id, reason=cancellation.boundary),
+                        scope.span_id,
+                        scope.parent_span_id,
+                    )
+                    return True
+        return False
+
     async def run(
         self,
         instance_key: str,
@@ -218,16 +233,21 @@ class TurnRunner:
         *,
         usage: Usage | None = None,
         workdir_pin: PinnedDir | None = None,
+        cancellation: Cancellation | None = None,
     ) -> TurnResult:
         """Run one Turn of ``instance_key``; never raises for model or tool failures.
 
         ``usage`` is the instance's lasting tally: the Turn's model calls add to it.
         ``workdir_pin`` is ``workdir`` opened once, which the tools work through.
+        ``cancellation`` is the Turn's own, when its instance may stop it (see
+        :mod:`agent_process.instance_policy`).
         """
         reason = self._cancelled.get(turn_input.trace_id)
         if reason is not None:  # cancelled while it waited in the queue: nothing was done
             return TurnResult.cancelled(turn_input, reason, steps=0, usage=TokenUsage())
-        scope = self._scope(instance_key, workdir, turn_input, usage or Usage(), workdir_pin)
+        scope = self._scope(
+            instance_key, workdir, turn_input, usage or Usage(), workdir_pin, cancellation
+        )
         running = self._running.setdefault(scope.trace_id, [])
         running.append(scope)
         try:
@@ -283,6 +303,7 @@ class TurnRunner:
         turn_input: TurnInput,
         usage: Usage,
         workdir_pin: PinnedDir | None = None,
+        cancellation: Cancellation | None = None,
     ) -> TurnScope:
         turn_id = f"turn-{secrets.token_hex(6)}"
         agent_name = self.settings.agent_name
@@ -310,6 +331,7 @@ class TurnRunner:
             ),
             inbound=turn_messages.inbound_properties(turn_input),
             instance_usage=usage,
+            cancellation=cancellation or Cancellation(),
         )
 
     async def _core(self, ctx: TurnMiddlewareContext) -> TurnResult:

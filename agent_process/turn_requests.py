@@ -1,16 +1,21 @@
 """The Turns callers ask this agent for: a ``delegate`` (a request, answered when its Turn
 ends) or a ``send`` (reported started and done, so the Orchestrator can redeliver one lost
-before it started). Each is queued on its instance; none starts once the agent drains.
+before it started). Each is admitted on its instance by the agent's ``policy.concurrency``
+(queued, refused ``INSTANCE_BUSY`` or interrupting the running Turn); none starts once the
+agent drains.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections.abc import Callable
 from typing import Any, Literal
 
 from agent_process.instance_files import InstanceKeyConflict
-from agent_process.instances import InstanceManager, InstanceQueueFull
+from agent_process.instances import InstanceBusy, InstanceManager, InstanceQueueFull
 from agent_process.outbox import Outbox
+from agent_process.redelivery import EarlierDelivery, earlier_delivery, send_metadata
 from agent_process.shutdown import Shutdown
 from agent_process.turn_types import TurnInput, TurnResult
 from goondan.errors import DeliveryCode
@@ -35,6 +40,8 @@ class TurnRequests:
         self._outbox = outbox
         self._shutdown = shutdown
         self._log = log
+        self._sends_running: set[str] = set()
+        """Event ids of the sends whose Turns are queued or running here."""
 
     def on_delegate(self, message: DelegateMessage) -> None:
         """A request for a Turn, answered with its result."""
@@ -60,33 +67,20 @@ class TurnRequests:
             outbox.refuse(sender, correlation_id, refusal, send_id)
             return
         instance_key = handoff.instance_key
-        on_start = None
-        if send_id:
-
-            def on_start() -> None:
-                # Out now, before the Turn can have any effect: a send whose Turn never
-                # started is delivered again, one that started never is.
-                outbox.tell(SendStarted(send_id))
-                outbox.channel.write_now()
-
+        on_start = self._reporting_start(send_id) if send_id else None
         try:
-            future = self.instances.submit(
-                instance_key, turn_input(sender, handoff), on_start=on_start
-            )
+            asked = self._fresh_input(sender, handoff, send_id)
+            if asked is None:
+                return
+            future = self.instances.admit(instance_key, asked, on_start=on_start)
+            if send_id:
+                self._sends_running.add(send_id)
         except Exception as exc:  # a full queue, an unreadable conversation, a full disk, ...
-            code = getattr(exc, "code", None)
-            if not isinstance(exc, InstanceQueueFull | InstanceKeyConflict):
-                self._log.error(
-                    "instance unavailable", instance_key=instance_key, code=code, error=str(exc)
-                )
-            error = IpcError(
-                str(exc) or type(exc).__name__,
-                code=code if isinstance(code, str) else DeliveryCode.E_INTERNAL,
-            )
-            outbox.refuse(sender, correlation_id, error, send_id)
+            outbox.refuse(sender, correlation_id, self._unavailable(instance_key, exc), send_id)
             return
 
         def finished(done: asyncio.Future[TurnResult]) -> None:
+            self._sends_running.discard(send_id)
             if done.cancelled():  # queued or running when the agent stopped
                 stopped = ShuttingDown(
                     f"agent {self.agent_name!r} stopped before the Turn finished "
@@ -97,6 +91,72 @@ class TurnRequests:
             self._finished(sender, instance_key, correlation_id, send_id, done.result())
 
         future.add_done_callback(finished)
+
+    def _reporting_start(self, send_id: str) -> Callable[[], None]:
+        outbox = self._outbox
+
+        def on_start() -> None:
+            # Out now, before the Turn can have any effect: a send whose Turn never started
+            # is delivered again, one that started never is.
+            outbox.tell(SendStarted(send_id))
+            outbox.channel.write_now()
+
+        return on_start
+
+    def _unavailable(self, instance_key: str, exc: Exception) -> IpcError:
+        """The refusal of a Turn its instance could not take (``exc`` says why)."""
+        code = getattr(exc, "code", None)
+        if not isinstance(exc, InstanceQueueFull | InstanceKeyConflict | InstanceBusy):
+            self._log.error(
+                "instance unavailable", instance_key=instance_key, code=code, error=str(exc)
+            )
+        return IpcError(
+            str(exc) or type(exc).__name__,
+            code=code if isinstance(code, str) else DeliveryCode.E_INTERNAL,
+        )
+
+    def _fresh_input(self, sender: str, handoff: Handoff, send_id: str) -> TurnInput | None:
+        """The input of the Turn ``handoff`` asks for; ``None`` (answered here) for a send
+        delivered again whose Turn is running, or started before a restart."""
+        asked = turn_input(sender, handoff)
+        if not send_id:
+            return asked
+        if send_id in self._sends_running:
+            # Delivered twice to this process (a redelivery racing the first delivery): the
+            # first one's Turn answers for both (the Orchestrator tracks one send).
+            self._log.info("send delivered twice; taken once", event_id=send_id)
+            return None
+        assert self.instances is not None
+        messages = self.instances.get(handoff.instance_key).store.messages
+        earlier = earlier_delivery(messages, send_id)
+        if earlier is not None:
+            self._delivered_again(sender, handoff.instance_key, send_id, earlier)
+            return None
+        return dataclasses.replace(asked, message_metadata=send_metadata(send_id))
+
+    def _delivered_again(
+        self, sender: str, instance_key: str, send_id: str, earlier: EarlierDelivery
+    ) -> None:
+        """Report a send whose Turn started before the agent restarted as started and done,
+        without a second Turn (see :mod:`agent_process.redelivery`)."""
+        self._log.info(
+            "send delivered again after a restart; its Turn had started",
+            instance_key=instance_key,
+            event_id=send_id,
+            answered=earlier.answer is not None,
+        )
+        self._outbox.tell(SendStarted(send_id))
+        if not sender.startswith(wire.CONNECTION_SENDER_PREFIX):
+            self._outbox.tell(SendDone(send_id))
+        elif earlier.answer is not None:
+            self._outbox.tell(
+                SendDone(send_id, answer=earlier.answer[:MAX_CONNECTION_ANSWER_CHARS])
+            )
+        else:
+            stopped = "the agent stopped during this event's Turn; its message is kept"
+            self._outbox.tell(
+                SendDone(send_id, turn_error=f"{DeliveryCode.AGENT_CRASHED}: {stopped}")
+            )
 
     def _finished(
         self,

@@ -249,6 +249,7 @@ class Bundle:
             approval_timeout_seconds=approval_timeout,
             max_steps_per_turn=swarm_spec.policy.max_steps_per_turn,
             on_max_steps=swarm_spec.policy.on_max_steps,
+            concurrency=spec.policy.concurrency or swarm_spec.policy.concurrency,
             request_timeout_seconds=swarm_spec.policy.request_timeout_seconds,
             shutdown_grace_seconds=swarm_spec.policy.shutdown.grace_period_seconds,
             allow_spawn_outside_state=swarm_spec.policy.allow_spawn_outside_state,

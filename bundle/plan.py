@@ -12,10 +12,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bundle.scripted import ScriptSpec
-from bundle.spec_agent import Budgets, ModelLimits, ModelPricing, ModelSpec
+from bundle.spec_agent import Budgets, Concurrency, ModelLimits, ModelPricing, ModelSpec
 from bundle.spec_base import ValueSource
 from goondan.defaults import (
     APPROVAL_TIMEOUT_SECONDS,
+    CONCURRENCY,
     CONNECTOR_EVENTS_IN_FLIGHT,
     ERROR_MESSAGE_LIMIT,
     MAX_BACKGROUND_CALLS_PER_INSTANCE,
@@ -163,6 +164,9 @@ class AgentPlan(_Plan):
     max_steps_per_turn: int = MAX_STEPS_PER_TURN
     on_max_steps: Literal["answer", "error"] = ON_MAX_STEPS
     """``Swarm.spec.policy.onMaxSteps``: what a Turn that used up its Steps is."""
+    concurrency: Concurrency = CONCURRENCY
+    """``policy.concurrency`` of the Agent, else of the Swarm: what a message for an instance
+    whose Turn is running does."""
     request_timeout_seconds: float = REQUEST_TIMEOUT_SECONDS
     shutdown_grace_seconds: float = SHUTDOWN_GRACE_SECONDS
     memory_limit_mib: int | None = None

@@ -4,7 +4,7 @@ tool policies an Agent's model calls and tool calls obey."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -17,6 +17,16 @@ from goondan.defaults import (
     ERROR_MESSAGE_LIMIT,
     MAX_BACKGROUND_CALLS_PER_INSTANCE,
     MAX_TOOL_CALLS_PER_STEP,
+)
+
+Concurrency = Literal["enqueue", "reject", "interrupt"]
+"""``policy.concurrency``: what a message for a conversation whose Turn is running does."""
+
+CONCURRENCY_DESCRIPTION = (
+    "A message for a conversation (instance) whose Turn is running: enqueue (waits; Turns "
+    "of one instance run one after another), reject (refused at once with INSTANCE_BUSY, "
+    "409 over HTTP) or interrupt (the running Turn stops at its next Step boundary and a new "
+    "Turn answers both messages; each caller gets that answer)."
 )
 
 EXPORT_NAME = re.compile(r"^[a-z0-9_-]+$")
@@ -349,6 +359,14 @@ class ToolPolicy(Spec):
     )
 
 
+class AgentPolicy(Spec):
+    """How the agent's conversations take messages; unset fields follow the Swarm's policy."""
+
+    concurrency: Concurrency | None = Field(
+        default=None, description=CONCURRENCY_DESCRIPTION + " Default: the Swarm's."
+    )
+
+
 class AgentSpec(Spec):
     """``kind: Agent``."""
 
@@ -360,6 +378,9 @@ class AgentSpec(Spec):
         default_factory=list, description="Full tool names; one must succeed in every Turn."
     )
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy, description="Tool-call policy.")
+    policy: AgentPolicy = Field(
+        default_factory=AgentPolicy, description="Conversation policy, over the Swarm's."
+    )
     budgets: Budgets | None = Field(
         default=None, description="Token and cost ceilings, over the Swarm's figure by figure."
     )

@@ -7,9 +7,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 
-from bundle.spec_agent import Budgets
+from bundle.spec_agent import CONCURRENCY_DESCRIPTION, Budgets, Concurrency
 from bundle.spec_base import MAX_SECONDS, ObjectRef, RefItemLike, Spec, ValueFrom
 from goondan.defaults import (
+    CONCURRENCY,
     MAX_STEPS_PER_TURN,
     ON_MAX_STEPS,
     REQUEST_TIMEOUT_SECONDS,
@@ -104,6 +105,10 @@ class SwarmPolicy(Spec):
         default=ON_MAX_STEPS,
         description="A Turn that used up its Steps: answer (its last text, or a notice; "
         "finishReason max_steps) or error (E_MAX_STEPS, which fails its caller).",
+    )
+    concurrency: Concurrency = Field(
+        default=CONCURRENCY,
+        description=CONCURRENCY_DESCRIPTION + " An Agent's policy.concurrency overrides it.",
     )
     request_timeout_seconds: float = Field(
         default=REQUEST_TIMEOUT_SECONDS,

@@ -19,6 +19,11 @@ ON_MAX_STEPS: Final = "answer"
 """What a Turn that used up its Steps is (``Swarm.spec.policy.onMaxSteps``): ``answer``, its
 last text (or a notice) with ``finishReason: max_steps``, as upstream; or ``error``
 (``E_MAX_STEPS``)."""
+CONCURRENCY: Final = "enqueue"
+"""What a message for a conversation whose Turn is running does (``policy.concurrency`` of
+the Agent, else of the Swarm): ``enqueue`` (waits its turn), ``reject`` (refused
+``INSTANCE_BUSY``) or ``interrupt`` (the running Turn stops at its next Step boundary and the
+new one sees both messages)."""
 MAX_TOOL_CALLS_PER_STEP = 32
 """Calls of one model response that run; the rest are answered ``E_TOOL_CALL_LIMIT``
 (``Agent.spec.maxToolCallsPerStep``)."""

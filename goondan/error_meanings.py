@@ -414,6 +414,11 @@ _DELIVERY_MEANINGS: dict[DeliveryCode, tuple[str, str | None]] = {
         "256 Turns already wait in the instance's queue",
         "Retry later.",
     ),
+    DeliveryCode.INSTANCE_BUSY: (
+        "the conversation is running a Turn and its agent's policy.concurrency is reject "
+        "(409 over HTTP)",
+        "Retry once the running Turn has answered.",
+    ),
     DeliveryCode.E_INSTANCE_KEY_CONFLICT: (
         "the instance key maps onto another instance's directory",
         "Use another key.",

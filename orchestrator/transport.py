@@ -44,6 +44,10 @@ PRELOAD = ["orchestrator._forkserver"]
 uvloop, the built-in tools) and freezes it, so every child starts with it loaded and shared."""
 PIPE_CLOSED_GRACE_SECONDS = 2.0
 """How long a child may live on after closing its pipe before it is terminated."""
+PIPE_DRAIN_SECONDS = 1.0
+"""How long an exit waits for the rest of what the child wrote before it died to be read (its
+pipe's end): a child that outlives its own process through an inherited pipe end is not
+waited for longer."""
 SPARE_PROCESSES = 1
 """Processes forked ahead and waiting for a plan (``forkserver`` only): an agent started or
 restarted while one waits is ready sooner by the fork and the child's start-up. Each costs
@@ -104,6 +108,11 @@ class ProcessWorker:
     exited: asyncio.Future[ExitInfo] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    """Resolved once the process ended and everything it wrote was read (its pipe reached
+    its end), or :data:`PIPE_DRAIN_SECONDS` after it ended: a message the child sent just
+    before it died (a send's ``send_started``, an answer) is heard before its exit is."""
+    _pipe_ended: bool = field(default=False, init=False, repr=False)
+    _ended: ExitInfo | None = field(default=None, init=False, repr=False)
 
     @property
     def pid(self) -> int | None:
@@ -127,8 +136,23 @@ class ProcessWorker:
     def pipe_closed(self) -> None:
         """The pipe closed: the child is exiting, or broken. One that lingers is killed, so a
         closed pipe always ends in an exit the supervisor sees."""
-        if not self.exited.done():
+        self._pipe_ended = True
+        if self._ended is not None:
+            self._report_exit()
+        elif not self.exited.done():
             asyncio.get_running_loop().call_later(PIPE_CLOSED_GRACE_SECONDS, self._linger_check)
+
+    def process_ended(self, info: ExitInfo) -> None:
+        """The process ended: its exit is reported once what it wrote has been read."""
+        self._ended = info
+        if self._pipe_ended:
+            self._report_exit()
+        else:
+            asyncio.get_running_loop().call_later(PIPE_DRAIN_SECONDS, self._report_exit)
+
+    def _report_exit(self) -> None:
+        if self._ended is not None and not self.exited.done():
+            self.exited.set_result(self._ended)
 
     def _linger_check(self) -> None:
         # SIGKILL, not SIGTERM: an agent answers SIGTERM by draining its Turns, which is
@@ -251,8 +275,7 @@ class MultiprocessingTransport:
         def on_sentinel() -> None:
             loop.remove_reader(process.sentinel)
             process.join(timeout=0)
-            if not worker.exited.done():
-                worker.exited.set_result(ExitInfo(process.exitcode))
+            worker.process_ended(ExitInfo(process.exitcode))
 
         loop.add_reader(process.sentinel, on_sentinel)
         return worker

@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import json
 import re
+import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -54,6 +55,9 @@ class ScriptedModel:
         self.agent_name = agent_name
         self.model_name = model_name
         self._call_ids = itertools.count(1)
+        # Unique across processes: a conversation outlives its process, and a call id that
+        # comes again after a restart would pass for the older call's (answered) id.
+        self._call_prefix = f"call_scripted_{secrets.token_hex(4)}_"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer from the first matching rule."""
@@ -104,7 +108,7 @@ class ScriptedModel:
         self, call: ScriptToolCall, variables: Mapping[str, Any], label: str
     ) -> ToolCall:
         args = {key: render_value(value, variables, label) for key, value in call.args.items()}
-        return ToolCall(id=f"call_scripted_{next(self._call_ids)}", name=call.tool, args=args)
+        return ToolCall(id=f"{self._call_prefix}{next(self._call_ids)}", name=call.tool, args=args)
 
 
 def _newest_non_system(messages: Sequence[Message]) -> Message | None:

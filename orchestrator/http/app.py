@@ -32,7 +32,9 @@ Routes (all JSON):
 ``POST /v1/agents/{agent}/requests``             ``{input, instanceKey?, timeoutMs?, stream?,
                                                  relay?, approvals?}``: run a Turn, answer with
                                                  the delegate answer (200, or 502 when the
-                                                 request failed)
+                                                 request failed; 409 ``INSTANCE_BUSY`` when the
+                                                 conversation's Turn runs and the agent's
+                                                 ``policy.concurrency`` is ``reject``)
 ``POST /v1/agents/{agent}/sends``                the same without waiting: 202
 ``POST /v1/agents/{agent}/restart``              stop gracefully, start again (``?fresh=1``:
                                                  its conversations deleted in between)
@@ -101,7 +103,7 @@ from orchestrator.http.body import BadBody, Fields, read_object
 from orchestrator.http.client import socket_path
 from orchestrator.http.guard import HostAllowList, JsonOnly, guard
 from orchestrator.http.openai import OpenAICompatible
-from orchestrator.http.responses import AnswerResponse, error
+from orchestrator.http.responses import AnswerResponse, answer_status, error
 from orchestrator.http.servers import address_family
 from orchestrator.http.streams import TurnStream, event_stream, native_events, sse
 from orchestrator.limits.usage import TRACES_KEPT
@@ -289,10 +291,10 @@ def build_app(
             turn = TurnStream(daemon, agent, text, key, timeout, relay, stream, approvals)
             first = await turn.first()
             if isinstance(first, DelegateAnswer) and not first.ok:
-                return AnswerResponse(first, 502)
+                return AnswerResponse(first, answer_status(first))
             return sse(native_events(turn, first), turn.aclose)
         answer = await daemon.request(text, agent=agent, instance_key=key, timeout_ms=timeout)
-        return AnswerResponse(answer, 200 if answer.ok else 502)
+        return AnswerResponse(answer, answer_status(answer))
 
     async def send(request: Request) -> Response:
         agent = request.path_params["agent"]

@@ -119,6 +119,8 @@ class OpenAICompatible:
             return response
         if code in (DeliveryCode.E_MODEL_RATE_LIMITED, PermitTimeout.code):
             return self._error(429, code, message, "rate_limit_exceeded")  # clients back off
+        if code == DeliveryCode.INSTANCE_BUSY:  # policy.concurrency: reject
+            return self._error(409, code, message, "conflict_error")
         return self._error(502, code, message)
 
     async def _streamed(self, chat: ChatRequest, agent: str, key: str) -> Response:

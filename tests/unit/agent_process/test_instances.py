@@ -31,6 +31,7 @@ class RecordingRunner:
         *,
         usage: Usage | None = None,
         workdir_pin: object = None,
+        cancellation: object = None,
     ) -> TurnResult:
         self.started.append((key, turn_input.text))
         gate = self.gates.get(turn_input.text)
