@@ -118,7 +118,12 @@ class Orchestrator:
             self.log,
         )
         """Operators' decisions on parked tool calls."""
-        self.operations = SwarmService(
+        service = SwarmService
+        if self.cluster is not None:  # a leader journals requests for the next one
+            from orchestrator.cluster.journaled import JournaledService
+
+            service = JournaledService
+        self.operations = service(
             name=self.swarm.name,
             entry_agent=self.entry_agent,
             grace=self.grace,
@@ -223,6 +228,10 @@ class Orchestrator:
             if not await unless_stopped(self.cluster.open(), self._stopped):
                 self.log.info("standby stopped before leading")
                 return False
+            from orchestrator.cluster.journaled import open_journal
+
+            timeout_ms = int(self.swarm.spec.policy.request_timeout_seconds * 1000)
+            await open_journal(self.operations, self.cluster, timeout_ms)
         await self._start_api()
         if self.telemetry is not None:  # after the API: a daemon refused starts no exporter
             self.telemetry.start()
@@ -234,6 +243,10 @@ class Orchestrator:
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
         await self.supervisor.ensure_running(self.entry_agent)
         self.connections.start()
+        if self.cluster is not None:  # what a dead leader accepted, finished here
+            from orchestrator.cluster.journaled import finish_unanswered
+
+            self.start_soon(finish_unanswered(self.operations), "finish-unanswered")
         notify("READY=1", f"STATUS=serving swarm {self.swarm.name}")
         return True
 
