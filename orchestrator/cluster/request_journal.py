@@ -42,8 +42,9 @@ from orchestrator.cluster.settings import ClusterSettings
 DEFAULT_RETENTION_SECONDS = 24 * 3600.0
 """How long a journaled request (and its answer) is kept."""
 INLINE_BYTES = 256 * 1024
-"""A request encoded larger than this goes to the object store (NATS's ``max_payload`` is
-1 MiB by default; an input may be that large by itself)."""
+"""A request encoded larger than this, or than the server's ``max_payload`` leaves room for,
+goes to the object store, in chunks of that size (``max_payload`` is 1 MiB by default; an
+input may be that large by itself)."""
 STORE_TIMEOUT_SECONDS = 10.0
 
 State = Literal["running", "done"]
@@ -96,9 +97,11 @@ def requests_bucket(settings: ClusterSettings) -> str:
 class RequestJournal:
     """The journaled requests of one cluster (see the module docstring)."""
 
-    def __init__(self, kv: Any, objects: Any) -> None:
+    def __init__(self, kv: Any, objects: Any, max_payload: int = 1024 * 1024) -> None:
         self.kv = kv
         self.objects = objects
+        self.inline = max(4096, min(INLINE_BYTES, max_payload - 8192))
+        """The largest value written as one message (room left for headers)."""
 
     @classmethod
     async def open(
@@ -121,17 +124,20 @@ class RequestJournal:
         objects = await js.create_object_store(
             f"{bucket}_big", ObjectStoreConfig(ttl=retention, storage=StorageType.FILE)
         )
-        return cls(kv, objects)
+        return cls(kv, objects, int(nc.max_payload))
 
     # -- writing -----------------------------------------------------------------------------
 
     async def accept(self, request: JournaledRequest) -> tuple[JournaledRequest, bool]:
-        """Journal ``request`` before it is accepted: ``(request, True)``; or, when its
-        idempotency key names a journaled request already, ``(that one, False)``. Raises
+        """Journal ``request`` before it is accepted: ``(request, True)``; or, when its id
+        or its idempotency key names a journaled request already, ``(that one, False)``. Raises
         :class:`KeyReused` when that one was asked with another body, and the server's
         error when it cannot be written (then nothing may be accepted)."""
         from nats.js.errors import KeyWrongLastSequenceError
 
+        journaled = await self.get(request.request_id)
+        if journaled is not None:  # routed again (a takeover), or journaled by its front door
+            return journaled, False
         if request.key_digest:
             key = f"k.{request.key_digest}"
             try:
@@ -169,8 +175,12 @@ class RequestJournal:
 
     async def _write(self, request: JournaledRequest) -> None:
         data = msgspec.json.encode(request)
-        if len(data) > INLINE_BYTES:
-            await self.objects.put(request.request_id, data)
+        if len(data) > self.inline:
+            from nats.js.api import ObjectMeta, ObjectMetaOptions
+
+            options = ObjectMetaOptions(max_chunk_size=self.inline)
+            meta = ObjectMeta(name=request.request_id, options=options)
+            await self.objects.put(request.request_id, data, meta=meta)
             data = msgspec.json.encode(_Pointer(request.request_id))
         await self.kv.put(f"r.{request.request_id}", data)
 

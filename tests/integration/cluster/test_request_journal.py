@@ -94,6 +94,9 @@ def test_what_a_leader_accepted_the_next_finds_unanswered_then_answered(
         found = await (await leader()).get("req_a")
         assert found is not None
         assert (found.state, found.answer) == ("done", {"status": "ok", "output": "two"})
+        # The same request routed again (its id journaled): nothing is written over it.
+        same, fresh = await second.accept(request("req_a", input="changed"))
+        assert (same.input, same.state, fresh) == ("one", "done", False)
         assert await second.get("req_unknown") is None
         assert await second.finish("req_unknown", {"status": "ok"}) is None
 
@@ -181,3 +184,21 @@ def test_what_something_else_wrote_is_never_trusted(server: NatsServer) -> None:
             assert await journal.by_key(hostile) is None
 
     run(server, body)
+
+
+def test_a_server_with_small_messages_takes_large_requests_in_pieces(tmp_path: Path) -> None:
+    small = NatsServer(tmp_path / "small", config="max_payload: 65536\n")
+    text = "y" * 320_000  # five messages' worth
+
+    async def body(leader: Leader) -> None:
+        await (await leader()).accept(request("req_large", input=text))
+        await (await leader()).accept(request("req_little", input="z" * 60_000))
+        for request_id, wanted in (("req_large", text), ("req_little", "z" * 60_000)):
+            found = await (await leader()).get(request_id)
+            assert found is not None
+            assert found.input == wanted
+
+    try:
+        run(small, body)
+    finally:
+        small.stop()
