@@ -22,8 +22,9 @@ async def unless_stopped(joining: Coroutine[Any, Any, None], stopped: asyncio.Ev
     stop = asyncio.ensure_future(stopped.wait())
     try:
         done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:  # we are cancelled ourselves: so is the join
+    except BaseException:  # we are cancelled ourselves: so is the join, cleaned up first
         task.cancel()
+        await asyncio.wait({task})
         raise
     finally:
         stop.cancel()
