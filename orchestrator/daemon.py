@@ -118,7 +118,12 @@ class Orchestrator:
             self.log,
         )
         """Operators' decisions on parked tool calls."""
-        self.operations = SwarmService(
+        service = SwarmService
+        if self.cluster is not None:  # a leader journals requests for the next one
+            from orchestrator.cluster.journaled import JournaledService
+
+            service = JournaledService
+        self.operations = service(
             name=self.swarm.name,
             entry_agent=self.entry_agent,
             grace=self.grace,
@@ -207,15 +212,26 @@ class Orchestrator:
         self.router.on_agent_exit(name)
         self.broker.agent_exited(name)
 
-    async def start(self) -> None:
+    async def start(self) -> bool:
         """Open the API socket, start supervising and the entry agent (the others start
         on first use). Raises ``DaemonAlreadyRunning`` if another daemon owns the state.
-        With ``--cluster``, first lead the cluster (waiting as standby while another does)."""
+        With ``--cluster``, first lead the cluster (waiting as standby while another does).
+
+        ``False`` when a stop was asked for before this process led its cluster: nothing was
+        started, and there is nothing to serve (:meth:`shutdown` still ends it)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         if self.cluster is not None:
+            from orchestrator.cluster.stopping import unless_stopped
+
             # A standby waits here, serving no API until it leads: a client naming several
-            # leaders finds the one that answers.
-            await self.cluster.open()
+            # leaders finds the one that answers. A stop ends the wait (SIGTERM on a standby).
+            if not await unless_stopped(self.cluster.open(), self._stopped):
+                self.log.info("standby stopped before leading")
+                return False
+            from orchestrator.cluster.journaled import open_journal
+
+            timeout_ms = int(self.swarm.spec.policy.request_timeout_seconds * 1000)
+            await open_journal(self.operations, self.cluster, timeout_ms)
         await self._start_api()
         if self.telemetry is not None:  # after the API: a daemon refused starts no exporter
             self.telemetry.start()
@@ -227,7 +243,12 @@ class Orchestrator:
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
         await self.supervisor.ensure_running(self.entry_agent)
         self.connections.start()
+        if self.cluster is not None:  # what a dead leader accepted, finished here
+            from orchestrator.cluster.journaled import finish_unanswered
+
+            self.start_soon(finish_unanswered(self.operations), "finish-unanswered")
         notify("READY=1", f"STATUS=serving swarm {self.swarm.name}")
+        return True
 
     def _connection_finished(self, name: str) -> None:
         self.log.info("a connection's source is exhausted; stopping the swarm", connection=name)

@@ -13,7 +13,9 @@ refuses the token (401) says whether one was sent (exit 6); nobody answering is 
 ``api.sock``.
 
 A clustered swarm's leaders (the leader and its standbys) are named together: ``--api-url``
-repeated, or separated by commas. They are asked in order until one answers.
+repeated, or separated by commas. They are asked in order until one answers; a request with
+an idempotency key (``send``: always) is asked again on the next leader when its leader is
+lost, until its timeout (:mod:`orchestrator.http.retry`).
 """
 
 from __future__ import annotations
@@ -132,9 +134,13 @@ def daemon_api(args: argparse.Namespace, state_dir: Callable[[], Path]) -> Daemo
     """The API of the daemon the command's options name (``state_dir`` is asked only for
     ``api.sock``)."""
     urls = remote_urls(args)
-    if not urls:
-        return DaemonApi(state_dir())
-    return DaemonApi(url=urls[0], token=_token(args), standby=urls[1:])
+    key = getattr(args, "idempotency_key", None)
+    try:
+        if not urls:
+            return DaemonApi(state_dir(), idempotency_key=key)
+        return DaemonApi(url=urls[0], token=_token(args), standby=urls[1:], idempotency_key=key)
+    except ValueError as exc:  # a key that may not be sent
+        raise TargetError("usage", f"--idempotency-key: {exc}") from None
 
 
 def _refused_credential(args: argparse.Namespace, api: DaemonApi, body: Any) -> TargetError:

@@ -169,7 +169,10 @@ def cmd_send(args: argparse.Namespace) -> int:
     return once it is accepted)."""
     from orchestrator.cli.answer_stream import send_and_wait
     from orchestrator.http.client import path_segment
+    from orchestrator.http.retry import new_key
 
+    if args.idempotency_key is None:  # one per invocation: its own retries reuse it
+        args.idempotency_key = new_key()
     if not args.no_wait or args.stream:
         return send_and_wait(args, lambda: state_dir_of(args))
     body: dict[str, Any] = {"input": args.text, "instanceKey": args.instance}

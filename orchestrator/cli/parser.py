@@ -320,6 +320,13 @@ def _add_operate(cmds: _Commands) -> None:
             metavar="SECONDS",
             help="how long the request may take (default: the swarm's requestTimeoutSeconds)",
         )
+        send.add_argument(
+            "--idempotency-key",
+            metavar="KEY",
+            help="sent as Idempotency-Key: the daemon runs one Turn per key, however often it "
+            "is asked (default: a fresh one, kept across this command's own retries on the "
+            "next --api-url leader)",
+        )
         _daemon_options(send)
 
     restart = cmds.add("restart", "gracefully restart an agent (or --all)", cmd_restart)

@@ -197,13 +197,15 @@ async def _serve(args: argparse.Namespace, orchestrator: Orchestrator) -> int:
     orchestrator.install_signal_handlers()
     try:
         try:
-            await orchestrator.start()
+            started = await orchestrator.start()
         except DeliveryError as exc:  # the cluster (NATS) cannot be used
             return fail(args, _cluster_exit(exc), str(exc))
         except (DaemonAlreadyRunning, ApiRefused, OSError) as exc:
             return fail(args, ExitCode.INTERNAL, str(exc))
         except (IpcError, TimeoutError) as exc:
             return fail(args, ExitCode.INTERNAL, f"the entry agent could not start: {exc}")
+        if not started:  # stopped while waiting to lead the cluster: nothing to serve
+            return 0
         if args.input is not None:
             from orchestrator.cli.one_request import answer_one_request
 
@@ -313,10 +315,11 @@ async def _node(args: argparse.Namespace) -> int:
     node.install_signal_handlers()
     try:
         try:
-            await node.start()
+            joined = await node.start()
         except DeliveryError as exc:
             return fail(args, _cluster_exit(exc), str(exc))
-        await node.wait_stopped()
+        if joined:
+            await node.wait_stopped()
         return 0
     finally:
         await node.shutdown()

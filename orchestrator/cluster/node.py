@@ -59,6 +59,7 @@ from orchestrator.cluster.settings import (
     decode_json,
     encode_json,
 )
+from orchestrator.cluster.stopping import unless_stopped
 from orchestrator.state_dir import default_state_dir
 from orchestrator.tasks import TaskOwner
 from orchestrator.transport import PIPE_CLOSED_GRACE_SECONDS, MultiprocessingTransport
@@ -223,10 +224,17 @@ class Node:
 
     # -- joining ---------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self) -> bool:
         """Connect, wait for the cluster's bucket (the leader makes it), take this node's
         name, listen for starts. Raises :class:`ClusterUnavailable` when NATS cannot be used
-        or a live node holds the name."""
+        or a live node holds the name. ``False`` when a stop was asked for before the node
+        joined (it waits for a leader indefinitely): it never joined, nothing to serve."""
+        if await unless_stopped(self._join(), self._stopped):
+            return True
+        self.log.info("node stopped before joining")
+        return False
+
+    async def _join(self) -> None:
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.nc = await self.settings.connect(
             f"goondan-node:{self.name}", on_reconnected=self._rejoin_soon.set

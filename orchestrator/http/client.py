@@ -12,7 +12,8 @@ that takes the request and then dies or falls silent raises :class:`NoAnswer`.
 A clustered swarm may have a standby leader: a client given several URLs asks them in order
 until one answers (a standby serves nothing until it leads). A leader that dies after taking
 a request raises :class:`LeaderLost`, unless the request only reads (``GET``): that one is
-asked of the next leader.
+asked of the next leader. So is a request with an idempotency key, again and again until its
+timeout (:mod:`orchestrator.http.retry`): the daemon runs it once however often it is asked.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 from goondan.errors import DeliveryCode
+from orchestrator.http.retry import IDEMPOTENCY_HEADER, check_key, leader_lost, until_answered
 
 if TYPE_CHECKING:
     import http.client
@@ -181,10 +183,12 @@ def _request_bytes(
     payload: bytes | None,
     host: str = "goondan",
     token: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> bytes:
     lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", "Connection: close"]
     if token is not None:
         lines.append(f"Authorization: Bearer {token}")
+    lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
     if payload is not None or method in ("POST", "PUT", "PATCH", "DELETE"):
         # The daemon takes no state-changing request without it, a body or not.
         lines.append("Content-Type: application/json")
@@ -258,9 +262,13 @@ class DaemonApi:
         url: ApiUrl | None = None,
         token: str | None = None,
         standby: Sequence[ApiUrl] = (),
+        idempotency_key: str | None = None,
     ) -> None:
         if (state_dir is None) == (url is None):
             raise TypeError("DaemonApi wants a state directory or a url, one of them")
+        self.idempotency_key = None if idempotency_key is None else check_key(idempotency_key)
+        """Sent as ``Idempotency-Key`` with every request that changes something; with
+        several leaders, such a request is asked again until answered (see the module)."""
         self.state_dir = state_dir
         self.url = url
         """The daemon asked (of several leaders, the one that answered last)."""
@@ -281,11 +289,38 @@ class DaemonApi:
         assert self.path is not None
         return _connect(self.path, timeout)
 
+    def _headers(self, method: str) -> dict[str, str]:
+        """The headers a request of ``method`` carries besides the usual ones."""
+        if self.idempotency_key is None or method in ("GET", "HEAD"):
+            return {}
+        return {IDEMPOTENCY_HEADER: self.idempotency_key}
+
     def _each_leader(self, attempt: Callable[[], _T], *, reads_only: bool) -> _T:
         """``attempt()`` at :attr:`url`, then at each standby leader in turn while nobody
-        answers there (or, for a request that only reads, while one dies before answering)."""
+        answers there (or, for a request that only reads, while one dies before answering).
+        A keyed request that changes something goes round the leaders until answered, within
+        :attr:`timeout`."""
         if self.url is None or not self.standby:
             return attempt()
+        if reads_only or self.idempotency_key is None:
+            return self._leaders_once(attempt, reads_only=reads_only)
+        whole = self.timeout
+
+        def once(left: float) -> _T:
+            self.timeout = min(whole, left)
+            try:  # keyed: a leader lost under it is as safe to leave as a read
+                result = self._leaders_once(attempt, reads_only=True)
+            finally:
+                self.timeout = whole
+            if leader_lost(result):  # the next time, the next leader first
+                assert self.url is not None
+                self.url, self.standby = self.standby[0], [*self.standby[1:], self.url]
+            return result
+
+        return until_answered(once, whole, (NoDaemon,))
+
+    def _leaders_once(self, attempt: Callable[[], _T], *, reads_only: bool) -> _T:
+        assert self.url is not None
         leaders = [self.url, *self.standby]
         failures: list[str] = []
         for index, url in enumerate(leaders):
@@ -340,7 +375,8 @@ class DaemonApi:
         sock = self._open(self.timeout)
         host = self.url.authority if self.url is not None else "goondan"
         try:
-            sock.sendall(_request_bytes(method, path, payload, host, self.token))
+            extra = self._headers(method)
+            sock.sendall(_request_bytes(method, path, payload, host, self.token, extra))
             status, data = _read_answer(sock)
         except TimeoutError as exc:
             raise NoAnswer(f"the daemon did not answer within {self.timeout:g} s") from exc
@@ -381,7 +417,7 @@ class DaemonApi:
     ) -> tuple[int, Any]:
         import http.client
 
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **self._headers("POST")}
         if self.url is not None:
             connection = http.client.HTTPConnection(self.url.host, self.url.port)
             headers["Host"] = self.url.authority

@@ -5,17 +5,20 @@ loopback. Every agent has at least two places it may run (two nodes, a label two
 plus the leader, or either leader). One client thread per agent sends requests through the
 HTTP API naming both leaders, one after another, while the test SIGKILLs a random member
 (a node's whole process group, or the leader serving) every few seconds and restarts it at
-the next kill.
+the next kill. Each request carries an ``Idempotency-Key`` of its own, and the client asks
+the other leader again with it when its leader is lost or none answers (as ``send`` does),
+within its own bound.
 
 The agents' Model is a local Chat Completions server that answers with what the conversation
 holds (the user messages, and a digest of each earlier answer), so the conversation itself is
 read back through the agent. Asserted:
 
-- every request ends with exactly one outcome within its bound: an answer, an allowed error
-  (``AGENT_CRASHED``, ``AGENT_UNAVAILABLE``), ``LEADER_LOST`` only when a leader was killed
-  while it waited, or no leader listening (nothing was taken);
-- no acknowledged Turn is lost: each later answer of the conversation, and the last one, holds
-  every message and answer acknowledged before it, and no Turn is stored twice;
+- every request ends with exactly one outcome within its bound: an answer, or an allowed
+  error (``AGENT_CRASHED``, ``AGENT_UNAVAILABLE``); never ``LEADER_LOST`` nor "no leader"
+  (the client asked the next leader again), and at least :data:`ANSWERED_SHARE` answered;
+- no acknowledged Turn is lost and none runs twice for its key: each later answer of the
+  conversation, and the last one, holds every message and answer acknowledged before it, and
+  each message is in the conversation at most once, however often its request was asked;
 - every conversation continues: a last request to each agent succeeds.
 
 ``GOONDAN_CHAOS_SEED`` replays a run (the seed is printed, and named in every failure).
@@ -29,6 +32,7 @@ import os
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +55,8 @@ REQUEST_TIMEOUT_MS = 20_000
 CLIENT_SECONDS = 60.0
 """The client's own bound on one request: past the request's timeout, so only a hang hits it."""
 ALLOWED = {"AGENT_CRASHED", "AGENT_UNAVAILABLE"}
+ANSWERED_SHARE = 0.99
+"""Of all requests, the share answered ok: a crash or a failover is a delay, not an error."""
 NODES = ("node-a", "node-b", "node-c")
 NODE_LABELS = {"node-a": ("--label", "pool=x"), "node-b": (), "node-c": ("--label", "pool=x")}
 AGENTS = ("front", "a", "b", "c")
@@ -121,7 +127,8 @@ class Outcome:
     began: float
     ended: float
     status: str
-    """``ok``, an error code, ``LEADER_LOST``, ``NO_LEADER`` or ``HUNG: …``."""
+    """``ok``, an error code, ``LEADER_LOST``, ``NO_LEADER`` or ``HUNG: …`` (the last three
+    never expected: a keyed request is asked of the next leader until answered)."""
     output: str | None = None
     said: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
@@ -136,15 +143,15 @@ class Chaos:
         self.random = random.Random(seed)
         self.ports = {"leader-1": free_port(), "leader-2": free_port()}
         self.members: dict[str, Watched] = {}
-        self.leader_kills: list[tuple[float, float]] = []
-        """When each leader was killed: from the signal until it was gone."""
         self.outcomes: list[Outcome] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
 
-    def api(self, timeout: float = CLIENT_SECONDS) -> DaemonApi:
+    def api(self, key: str, timeout: float = CLIENT_SECONDS) -> DaemonApi:
+        """Both leaders, the request's ``Idempotency-Key`` sent with it: asked again of the
+        next leader until answered, within ``timeout``."""
         first, second = (ApiUrl("127.0.0.1", port) for port in self.ports.values())
-        return DaemonApi(url=first, standby=[second], timeout=timeout)
+        return DaemonApi(url=first, standby=[second], timeout=timeout, idempotency_key=key)
 
     def start(self, name: str) -> Watched:
         cluster = self.cluster
@@ -178,19 +185,20 @@ class Chaos:
         began = time.monotonic()
         status, output, parsed = "ok", None, {}
         try:
-            code, body = self.api().call(
+            code, body = self.api(uuid.uuid4().hex).call(
                 "POST",
                 f"/v1/agents/{agent}/requests",
                 {"input": text, "instanceKey": "chaos", "timeoutMs": REQUEST_TIMEOUT_MS},
             )
-        except LeaderLost as exc:
-            # A leader that died under the request, unless what it did was fall silent.
-            silent = isinstance(exc.__cause__ and exc.__cause__.__cause__, TimeoutError)
-            status = f"HUNG: {exc}" if silent else "LEADER_LOST"
+        except LeaderLost:  # not with a key: it is asked of the next leader instead
+            status = "LEADER_LOST"
         except NoAnswer as exc:
             status = f"HUNG: {exc}"
-        except NoDaemon:
-            status = "NO_LEADER"
+        except NoDaemon as exc:
+            # Asked of every leader until the bound; a leader that fell silent (rather than
+            # died) under the request is a hang.
+            silent = "did not answer within" in str(exc) or "fell silent" in str(exc)
+            status = f"HUNG: {exc}" if silent else "NO_LEADER"
         else:
             if code == 200:
                 output = body["output"]
@@ -234,10 +242,7 @@ class Chaos:
                 deck = self.random.sample([*NODES, "leader"], 4)
             target = deck.pop()
             victim = self.leader() if target == "leader" else self.members[target]
-            began = time.monotonic()
             victim.kill()
-            if target == "leader":
-                self.leader_kills.append((began, time.monotonic()))
             down = victim.name
             on_kill(down)
         if down is not None:
@@ -310,18 +315,8 @@ def check(chaos: Chaos, last: dict[str, Outcome]) -> None:
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
     print(f"outcomes: {counts}")
     for outcome in chaos.outcomes:
-        assert not outcome.status.startswith("HUNG"), (outcome, why)
-        if outcome.status == "LEADER_LOST":
-            # Only a request the dead leader had taken may end so.
-            assert any(
-                outcome.began <= gone and killed <= outcome.ended
-                for killed, gone in chaos.leader_kills
-            ), (
-                outcome,
-                why,
-            )
-        elif outcome.status != "ok":
-            assert outcome.status in {*ALLOWED, "NO_LEADER"}, (outcome, why)
+        # Never LEADER_LOST nor NO_LEADER: asked again of the next leader, with its key.
+        assert outcome.status == "ok" or outcome.status in ALLOWED, (outcome, why)
     assert counts.get("ok", 0) >= len(AGENTS), (counts, why)
 
     for agent in AGENTS:
@@ -342,3 +337,5 @@ def check(chaos: Chaos, last: dict[str, Outcome]) -> None:
         assert not twice, (agent, sorted(twice), why)
         assert len(final.answers) == len(set(final.answers)), (agent, final.answers, why)
         print(f"{agent}: {len(acked)} Turns acknowledged, {len(final.said)} in the conversation")
+    answered = counts.get("ok", 0) / len(chaos.outcomes)
+    assert answered >= ANSWERED_SHARE, (f"{answered:.1%} answered", counts, why)

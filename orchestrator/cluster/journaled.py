@@ -1,0 +1,195 @@
+"""The operations of a cluster's leader: every external request journaled before it runs, and
+those a dead leader accepted finished by the next (:mod:`orchestrator.cluster.request_journal`).
+
+Each request from outside the swarm (the HTTP API's front doors, ``send`` included) is
+written to the journal before its Turn starts; nothing is accepted that could not be
+written (``E_STORAGE``). Its Turn then runs in a task of its own, so a caller that leaves
+stops waiting, never the recording of the answer. A leader that takes the cluster over
+routes every journaled request still unanswered again, with its request id and what is
+left of its timeout, and records the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from goondan.errors import DeliveryCode
+from ipc import DEFAULT_INSTANCE_KEY, IpcError
+from ipc.delegation import DelegateAnswer
+from orchestrator.cluster.errors import ClusterUnavailable
+from orchestrator.cluster.request_journal import JournaledRequest, RequestJournal
+from orchestrator.operations.service import SwarmService
+
+if TYPE_CHECKING:
+    from orchestrator.cluster.leader import ClusterTransport
+from orchestrator.operations.protocol import DeltaSink
+
+
+def new_request_id() -> str:
+    """A request id: 128 random bits, so one caller cannot guess another's."""
+    return f"req_{secrets.token_hex(16)}"
+
+
+@dataclass(eq=False)
+class JournaledService(SwarmService):
+    """:class:`SwarmService` of a cluster's leader (see the module docstring)."""
+
+    journal: RequestJournal | None = None
+    """Set once this process leads (a standby journals nothing)."""
+    incarnation: str = ""
+    """This leader's incarnation, recorded with each request it accepts."""
+    request_timeout_ms: int = 300_000
+    """The swarm's ``requestTimeoutSeconds``: how long a request without its own may take."""
+    _runs: set[asyncio.Task[DelegateAnswer]] = field(default_factory=set)
+    """The Turns of journaled requests running now."""
+
+    async def request(
+        self,
+        text: str,
+        *,
+        agent: str | None = None,
+        instance_key: str = DEFAULT_INSTANCE_KEY,
+        timeout_ms: int | None = None,
+        trace_id: str | None = None,
+        on_delta: DeltaSink | None = None,
+        relay: bool = False,
+        request_id: str = "",
+    ) -> DelegateAnswer:
+        """Journal the request, then run it as :meth:`SwarmService.request` does; its answer
+        is recorded whether or not its caller still waits."""
+        journal = self.journal
+        if journal is None:
+            return await super().request(
+                text,
+                agent=agent,
+                instance_key=instance_key,
+                timeout_ms=timeout_ms,
+                trace_id=trace_id,
+                on_delta=on_delta,
+                relay=relay,
+                request_id=request_id,
+            )
+        entry = JournaledRequest(
+            request_id=request_id or new_request_id(),
+            agent=agent or self.entry_agent,
+            instance_key=instance_key,
+            input=text,
+            timeout_ms=timeout_ms,
+            relay=relay,
+            trace_id=trace_id or "",
+            accepted_at=time.time(),
+            leader=self.incarnation,
+        )
+        try:
+            entry, fresh = await journal.accept(entry)
+        except Exception as exc:  # the server refused or is away: nothing may start
+            self.log.error("request not journaled; refused", error=str(exc))
+            return DelegateAnswer.failure(
+                IpcError(
+                    "the request could not be journaled in the cluster, so it was not started",
+                    code=DeliveryCode.E_STORAGE,
+                )
+            )
+        self.log.debug(
+            "request journaled", request_id=entry.request_id, agent=entry.agent, fresh=fresh
+        )
+        if not fresh and entry.answer is not None:
+            return DelegateAnswer.from_wire(entry.answer)
+        running = self._start(self._run(journal, entry, timeout_ms, on_delta))
+        return await asyncio.shield(running)
+
+    def _start(self, run: Coroutine[Any, Any, DelegateAnswer]) -> asyncio.Task[DelegateAnswer]:
+        """Run ``run`` beside its caller. Not among the helpers, which shutdown cancels
+        first: a request's Turn drains and answers as on one host (the router answers
+        whatever is still pending when it closes)."""
+        task = asyncio.ensure_future(run)
+        self._runs.add(task)
+        task.add_done_callback(self._runs.discard)
+        return task
+
+    async def _run(
+        self,
+        journal: RequestJournal,
+        entry: JournaledRequest,
+        timeout_ms: int | None,
+        on_delta: DeltaSink | None = None,
+    ) -> DelegateAnswer:
+        answer = await super().request(
+            entry.input,
+            agent=entry.agent,
+            instance_key=entry.instance_key,
+            timeout_ms=timeout_ms,
+            trace_id=entry.trace_id or None,
+            on_delta=on_delta,
+            relay=entry.relay,
+            request_id=entry.request_id,
+        )
+        try:
+            await journal.finish(entry.request_id, answer.to_wire())
+            if entry.leader != self.incarnation:
+                self.log.info(
+                    "request of the previous leader answered",
+                    request_id=entry.request_id,
+                    status=answer.status,
+                )
+        except Exception as exc:  # its caller still gets it; a later leader runs it again
+            self.log.warning("answer not journaled", request_id=entry.request_id, error=str(exc))
+        return answer
+
+    async def finish_unanswered(self) -> int:
+        """Route again every journaled request a previous leader accepted and never
+        answered, each with what is left of its timeout; how many were found."""
+        journal = self.journal
+        if journal is None:
+            return 0
+        unanswered = [r for r in await journal.unanswered() if r.leader != self.incarnation]
+        for entry in unanswered:
+            self.log.info(
+                "finishing a request the previous leader accepted",
+                request_id=entry.request_id,
+                agent=entry.agent,
+                instance_key=entry.instance_key,
+            )
+            allowed = entry.timeout_ms or self.request_timeout_ms
+            left = int(entry.accepted_at * 1000 + allowed - time.time() * 1000)
+            if left <= 0:
+                timed_out = DelegateAnswer.failure(
+                    IpcError(
+                        f"no answer within the request's timeout ({allowed} ms): its leader "
+                        "went away",
+                        code=DeliveryCode.AGENT_REQUEST_TIMEOUT,
+                    )
+                )
+                await journal.finish(entry.request_id, timed_out.to_wire())
+                continue
+            self._start(self._run(journal, entry, left))
+        return len(unanswered)
+
+
+async def open_journal(service: SwarmService, cluster: ClusterTransport, timeout_ms: int) -> None:
+    """Once ``cluster`` leads: journal ``service``'s requests there from now on. Raises
+    :class:`ClusterUnavailable` when the journal cannot be opened."""
+    if not isinstance(service, JournaledService):
+        return
+    try:
+        service.journal = await RequestJournal.open(cluster.nc, cluster.settings)
+    except Exception as exc:
+        raise ClusterUnavailable(f"the cluster's request journal cannot be opened: {exc}") from None
+    service.incarnation = cluster.incarnation
+    service.request_timeout_ms = timeout_ms
+
+
+async def finish_unanswered(service: SwarmService) -> None:
+    """:meth:`JournaledService.finish_unanswered`, its failure logged (the requests stay
+    journaled for the next leader)."""
+    if not isinstance(service, JournaledService):
+        return
+    try:
+        await service.finish_unanswered()
+    except Exception as exc:
+        service.log.error("journaled requests not read", error=str(exc))
