@@ -62,6 +62,22 @@ def verdict_of(path: Path, *, check_handlers: bool) -> dict[str, Any]:
     return {"valid": True, "errors": [], "warnings": warnings, "summary": bundle.summary()}
 
 
+def validate(path: Path, *, check_handlers: bool, timeout: float | None = None) -> dict[str, Any]:
+    """The verdict of ``validate`` on ``path``: from a child (:func:`validate_in_child`) when
+    the check imports a module the configuration names, else found here, where nothing but
+    the runtime's own code is imported (no child's start-up to wait for)."""
+    from bundle.user_code import user_code
+
+    if check_handlers:
+        try:
+            needs_child = bool(user_code(path))
+        except Exception:  # whatever reading it found, the child reports it as it would
+            needs_child = True
+        if needs_child:
+            return validate_in_child(path, check_handlers=True, timeout=timeout)
+    return verdict_of(path, check_handlers=check_handlers)
+
+
 def validate_in_child(
     path: Path, *, check_handlers: bool, timeout: float | None = None
 ) -> dict[str, Any]:

@@ -23,11 +23,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     when it cannot be read at all). Warnings are shown too, and count as errors with
     ``--strict``. ``--format github`` prints workflow annotations.
 
-    The checks that import Tool and Extension modules run in a child process with a deadline
-    (:mod:`orchestrator.validation`), so no module can end or wedge this command.
+    The checks that import Tool, Extension and Connector modules the configuration names run
+    in a child process with a deadline (:mod:`orchestrator.validation`), so no module can end
+    or wedge this command; a configuration naming none is checked here.
     """
     from orchestrator.cli.validate_extras import apply_fixes, list_files
-    from orchestrator.validation import validate_in_child
+    from orchestrator.validation import validate
 
     path = bundle_path(args)
     if args.verdict_from_child:
@@ -35,7 +36,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     form = "json" if args.json else args.format
     added = apply_fixes(path, form) if args.fix else {}
     added.update(list_files(path, form, verbose=args.verbose > 0))
-    verdict = {**validate_in_child(path, check_handlers=not args.no_handlers), **added}
+    verdict = {**validate(path, check_handlers=not args.no_handlers), **added}
     read = msgspec.convert(verdict, _Verdict)
     errors, warnings = list(read.errors or []), list(read.warnings or [])
     if args.strict:
