@@ -143,6 +143,18 @@ _CALLBACK_RULES: tuple[tuple[Callable[[SplitResult, str], bool], str], ...] = (
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyTo:
+    """What a Turn's answer is delivered as, and where."""
+
+    event: ConnectorEvent
+    """The event the Turn answers."""
+    delivery: str | None
+    """The sender's delivery id, when it gave one."""
+    callback: str
+    """The URL the answer is posted to."""
+
+
+@dataclass(frozen=True, slots=True)
 class ReplySettings:
     """Where and how answers go back."""
 
@@ -278,15 +290,9 @@ class Replier:
         """Whether another reply may wait (else the delivery is answered 503)."""
         return len(self._tasks) < MAX_PENDING
 
-    def start(
-        self,
-        answer: Awaitable[TurnAnswer],
-        event: ConnectorEvent,
-        delivery: str | None,
-        callback: str,
-    ) -> None:
-        """Wait for ``answer`` in the background, then deliver it to ``callback``."""
-        task = asyncio.ensure_future(self._reply(answer, event, delivery, callback))
+    def start(self, answer: Awaitable[TurnAnswer], to: ReplyTo) -> None:
+        """Wait for ``answer`` in the background, then deliver it to ``to.callback``."""
+        task = asyncio.ensure_future(self._reply(answer, to))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -318,16 +324,11 @@ class Replier:
             )
         return self._client
 
-    async def _reply(
-        self,
-        answer: Awaitable[TurnAnswer],
-        event: ConnectorEvent,
-        delivery: str | None,
-        callback: str,
-    ) -> None:
+    async def _reply(self, answer: Awaitable[TurnAnswer], to: ReplyTo) -> None:
         outcome = await answer
-        body = reply_body(event, delivery, outcome)
+        body = reply_body(to.event, to.delivery, outcome)
         reply_id = uuid.uuid4().hex
+        callback = to.callback
         origin = _origin(callback)
         delay = self.settings.retry_delay
         for attempt in range(1, self.settings.attempts + 1):
