@@ -329,7 +329,9 @@ class Replier:
         body = reply_body(to.event, to.delivery, outcome)
         reply_id = uuid.uuid4().hex
         callback = to.callback
-        origin = _origin(callback)
+        # What every line about this reply names (the callback's origin only: its query may
+        # hold a token).
+        about = {"callback": _origin(callback), "reply_id": reply_id}
         delay = self.settings.retry_delay
         for attempt in range(1, self.settings.attempts + 1):
             headers = signed_headers(
@@ -338,29 +340,17 @@ class Replier:
             status, reason = await self._post(callback, body, headers)
             if status is not None and 200 <= status < 300:
                 self.ctx.logger.info(
-                    "webhook reply delivered",
-                    callback=origin,
-                    reply_id=reply_id,
-                    status=status,
-                    attempt=attempt,
+                    "webhook reply delivered", **about, status=status, attempt=attempt
                 )
                 return
             retry = status is None or status in RETRIED_STATUSES or status >= 500
             if not retry or attempt == self.settings.attempts:
                 self.ctx.logger.warning(
-                    "webhook reply failed",
-                    callback=origin,
-                    reply_id=reply_id,
-                    reason=reason,
-                    attempts=attempt,
+                    "webhook reply failed", **about, reason=reason, attempts=attempt
                 )
                 return
             self.ctx.logger.info(
-                "webhook reply retried",
-                callback=origin,
-                reply_id=reply_id,
-                reason=reason,
-                retry_in_seconds=delay,
+                "webhook reply retried", **about, reason=reason, retry_in_seconds=delay
             )
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_DELAY_SECONDS)
