@@ -61,25 +61,6 @@ class _Verdict(msgspec.Struct):
     """What the configuration holds, for a valid one (``Bundle.summary``)."""
 
 
-class _Issue(msgspec.Struct, rename="camel"):
-    """One issue of the verdict, read for an annotation (any value the child printed goes)."""
-
-    code: object = None
-    """The issue's code."""
-    message: object = None
-    """What is wrong."""
-    file: object = None
-    """The file it is in, when known."""
-    line: object = None
-    """Its 1-based line, when known."""
-    resource: object = None
-    """``Kind/name`` of the resource, when known."""
-    field: object = None
-    """The path inside the resource, when known."""
-    suggestion: object = None
-    """What to do about it, when known."""
-
-
 def _print_json(
     path: Path, verdict: Mapping[str, Any], errors: Issues, warnings: Issues, code: int
 ) -> None:
@@ -125,19 +106,19 @@ def _github_annotation(level: str, issue: dict[str, Any]) -> str:
         text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
         return text.replace(":", "%3A").replace(",", "%2C") if in_property else text
 
-    read = msgspec.convert(issue, _Issue)
+    read = config_issue(issue)
     properties = []
     if read.file:
         try:
-            shown = str(Path(str(read.file)).resolve().relative_to(Path.cwd()))
+            shown = str(read.file.resolve().relative_to(Path.cwd()))
         except ValueError:
             shown = str(read.file)
         properties.append(f"file={escape(shown, True)}")
     if read.line:
         properties.append(f"line={read.line}")
-    properties.append(f"title={escape(str(read.code), True)}")
+    properties.append(f"title={escape(read.code, True)}")
     where = " ".join(str(v) for v in (read.resource, read.field) if v)
-    message = f"{where}: {read.message}" if where else str(read.message)
+    message = f"{where}: {read.message}" if where else read.message
     if read.suggestion:
         message += f" (hint: {read.suggestion})"
     return f"::{level} {','.join(properties)}::{escape(message)}"
