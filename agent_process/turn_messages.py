@@ -10,7 +10,7 @@ from agent_process.step import tool_message
 from agent_process.turn_types import TurnInput
 from goondan.errors import ToolCode
 from goondan.time import utc_timestamp
-from tools_base import Message, MessageSource, ToolCallResult, ToolErrorInfo
+from tools_base import JsonValue, Message, MessageRole, MessageSource, ToolCallResult, ToolErrorInfo
 
 EMPTY_OUTPUT_CORRECTION = (
     "Your last answer was empty. Reply with text for the user, or call one of the tools."
@@ -50,15 +50,24 @@ def user_message(turn_input: TurnInput) -> Message:
     )
 
 
-def corrective_message() -> Message:
-    """Asks the model again after an empty answer."""
+def _from_the_runtime(
+    prefix: str, role: MessageRole, content: str, **metadata: JsonValue
+) -> Message:
+    """A message the runtime writes itself (not the model, a caller or a tool), made now."""
     return Message(
-        id=new_message_id("msg"),
-        role="user",
-        content=EMPTY_OUTPUT_CORRECTION,
+        id=new_message_id(prefix),
+        role=role,
+        content=content,
         created_at=utc_timestamp(),
         source=MessageSource(type="system"),
-        metadata={"__goondanCorrection": "empty_output"},
+        metadata=metadata,
+    )
+
+
+def corrective_message() -> Message:
+    """Asks the model again after an empty answer."""
+    return _from_the_runtime(
+        "msg", "user", EMPTY_OUTPUT_CORRECTION, __goondanCorrection="empty_output"
     )
 
 
@@ -115,10 +124,4 @@ def close_interrupted_calls(store: ConversationStore, parked: set[str]) -> None:
 
 def system_message(prompt: str) -> Message:
     """The conversation's system prompt."""
-    return Message(
-        id=new_message_id("sys"),
-        role="system",
-        content=prompt,
-        created_at=utc_timestamp(),
-        source=MessageSource(type="system"),
-    )
+    return _from_the_runtime("sys", "system", prompt)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from bundle import errors as E
@@ -45,6 +46,48 @@ def load_bundle(
     ``check_providers`` every Model of the bundle must name a provider an agent can start with
     here, its SDK installed (:func:`bundle.providers.provider_issues`).
     """
+    read = read_resources(path, packages)
+    resources, issues, failed = read.resources, read.issues, read.failed
+    path = read.path
+    if allow_outside_bundle is None:
+        allow_outside_bundle = os.environ.get(ALLOW_OUTSIDE_BUNDLE_ENV) == "1"
+    issues.extend(
+        check_rules(
+            resources,
+            path,
+            check_handlers=check_handlers,
+            failed=failed,
+            allow_outside_bundle=allow_outside_bundle,
+        )
+    )
+    if check_providers:
+        issues.extend(provider_issues(resources))
+    if issues:
+        raise BundleError(issues)
+    return Bundle(path=path, resources=resources, files=read.files, directory=read.directory)
+
+
+@dataclass(slots=True)
+class ReadResources:
+    """A bundle's files and packages read into resources, before the cross-resource rules."""
+
+    path: Path
+    """The bundle's first file (its only one unless it is a directory)."""
+    files: list[Path]
+    """Every file of the bundle."""
+    directory: Path | None
+    """The bundle's directory when it was given as one."""
+    resources: list[Resource]
+    """The resources that validated, the packages' included."""
+    issues: list[ConfigIssue]
+    """The problems found so far, each naming its file."""
+    failed: set[FailedKey]
+    """The resources that named themselves but did not validate."""
+
+
+def read_resources(path: str | Path, packages: Mapping[str, Path] | None = None) -> ReadResources:
+    """The documents of ``path`` (a file or a bundle directory, as :func:`load_bundle` takes
+    it) and of every available package, read into resources. Imports nothing the bundle names."""
     path = Path(path).absolute()
     files = [path]
     directory = None
@@ -80,19 +123,4 @@ def load_bundle(
         resources.extend(r for r in package_resources if r.kind != "Package")
         issues.extend(package_issues)
         failed |= package_failed
-    if allow_outside_bundle is None:
-        allow_outside_bundle = os.environ.get(ALLOW_OUTSIDE_BUNDLE_ENV) == "1"
-    issues.extend(
-        check_rules(
-            resources,
-            path,
-            check_handlers=check_handlers,
-            failed=failed,
-            allow_outside_bundle=allow_outside_bundle,
-        )
-    )
-    if check_providers:
-        issues.extend(provider_issues(resources))
-    if issues:
-        raise BundleError(issues)
-    return Bundle(path=path, resources=resources, files=files, directory=directory)
+    return ReadResources(path, files, directory, resources, issues, failed)

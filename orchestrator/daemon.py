@@ -17,7 +17,7 @@ from bundle.plan import AgentPlan, ConnectionPlan
 from goondan import reserve
 from goondan.state_files.conversation import interrupted_turn
 from goondan.time import utc_timestamp
-from ipc import DEFAULT_INSTANCE_KEY, EventMessage, IpcError
+from ipc import EventMessage, IpcError
 from ipc.delegation import DelegateAnswer
 from ipc.events import RestartRequest, RuntimeEventReport, TextDelta
 from ipc.logs import log_writer
@@ -51,6 +51,7 @@ from orchestrator.watch import check_configuration, reload_configuration
 if TYPE_CHECKING:
     from orchestrator.http.app import ApiServer
     from orchestrator.http.metrics import SwarmMetrics
+    from orchestrator.operations.protocol import RequestOptions
 
 
 class Orchestrator:
@@ -256,20 +257,11 @@ class Orchestrator:
 
     # -- operations (orchestrator.operations.service.SwarmService) ---------------------------
 
-    async def request(
-        self,
-        text: str,
-        *,
-        agent: str | None = None,
-        instance_key: str = DEFAULT_INSTANCE_KEY,
-        timeout_ms: int | None = None,
-    ) -> DelegateAnswer:
-        """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer: the
-        operations' :meth:`~SwarmService.request`, for callers in this process (``run
-        --input``, the terminal)."""
-        return await self.operations.request(
-            text, agent=agent, instance_key=instance_key, timeout_ms=timeout_ms
-        )
+    async def request(self, text: str, **options: Unpack[RequestOptions]) -> DelegateAnswer:
+        """Send ``text`` to ``options["agent"]`` (default: the entry agent) and wait for the
+        answer: the operations' :meth:`~SwarmService.request`, for callers in this process
+        (``run --input``, the terminal)."""
+        return await self.operations.request(text, **options)
 
     async def _start_api(self) -> None:
         """Serve the HTTP API on ``api.sock`` (and TCP when asked). Raises

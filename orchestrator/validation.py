@@ -62,6 +62,22 @@ def verdict_of(path: Path, *, check_handlers: bool) -> dict[str, Any]:
     return {"valid": True, "errors": [], "warnings": warnings, "summary": bundle.summary()}
 
 
+def validate(path: Path, *, check_handlers: bool, timeout: float | None = None) -> dict[str, Any]:
+    """The verdict of ``validate`` on ``path``: from a child (:func:`validate_in_child`) when
+    the check imports a module the configuration names, else found here, where nothing but
+    the runtime's own code is imported (no child's start-up to wait for)."""
+    from bundle.user_code import user_code
+
+    if check_handlers:
+        try:
+            needs_child = bool(user_code(path))
+        except Exception:  # whatever reading it found, the child reports it as it would
+            needs_child = True
+        if needs_child:
+            return validate_in_child(path, check_handlers=True, timeout=timeout)
+    return verdict_of(path, check_handlers=check_handlers)
+
+
 def validate_in_child(
     path: Path, *, check_handlers: bool, timeout: float | None = None
 ) -> dict[str, Any]:
@@ -71,15 +87,7 @@ def validate_in_child(
     if not check_handlers:
         command.append("--no-handlers")
     try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
-        )
+        done = run_checking_child(command, timeout)
     except subprocess.TimeoutExpired:  # run() has killed the child
         return timed_out(path, timeout)
     try:
@@ -87,9 +95,29 @@ def validate_in_child(
     except ValueError:
         verdict = None
     if not isinstance(verdict, dict) or "valid" not in verdict:
-        detail = done.stderr.strip().splitlines()[-1:] if done.stderr.strip() else []
-        return ended_without_verdict(path, done.returncode, detail[0] if detail else None)
+        return ended_without_verdict(path, done.returncode, last_line(done.stderr))
     return verdict
+
+
+def run_checking_child(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run ``command``, a child that imports modules a user wrote, to its end: its output
+    captured, no input, killed when this process dies or after ``timeout`` seconds
+    (``subprocess.TimeoutExpired``)."""
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,
+    )
+
+
+def last_line(output: str) -> str | None:
+    """The last line a child printed (often why it ended), ``None`` when it printed nothing."""
+    lines = output.strip().splitlines()
+    return lines[-1] if lines else None
 
 
 def timed_out(path: Path, timeout: float) -> dict[str, Any]:

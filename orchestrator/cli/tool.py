@@ -21,7 +21,7 @@ import yaml
 
 from goondan.errors import ExitCode
 from orchestrator.cli.common import fail
-from orchestrator.validation import die_with_parent, validate_timeout
+from orchestrator.validation import last_line, run_checking_child, validate_timeout
 
 _CHILD_STATUS = {2: ExitCode.USAGE, 3: ExitCode.CONFIG, 4: ExitCode.VALIDATION}
 """The child's exit status (see ``tools_base.tool_schema``) as this command's."""
@@ -100,15 +100,7 @@ def _derive(target: str, bases: list[Path]) -> tuple[_Derived, int]:
         command += ["--base", str(base)]
     timeout = validate_timeout()
     try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
-        )
+        done = run_checking_child(command, timeout)
     except subprocess.TimeoutExpired:
         message = f"importing {target} did not finish within {timeout:g} s"
         return _refused(message), int(ExitCode.CONFIG)
@@ -117,9 +109,9 @@ def _derive(target: str, bases: list[Path]) -> tuple[_Derived, int]:
     except (msgspec.DecodeError, msgspec.ValidationError):
         answer = None
     if answer is None or (answer.error is None and answer.exports is None):
-        last = done.stderr.strip().splitlines()[-1:] if done.stderr.strip() else []
+        last = last_line(done.stderr)
         message = f"importing {target} ended (exit code {done.returncode}) without an answer"
-        return _refused(message + (f": {last[0]}" if last else "")), int(ExitCode.CONFIG)
+        return _refused(message + (f": {last}" if last else "")), int(ExitCode.CONFIG)
     return answer, int(_CHILD_STATUS.get(done.returncode, ExitCode.OK))
 
 

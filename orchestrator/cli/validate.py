@@ -23,11 +23,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     when it cannot be read at all). Warnings are shown too, and count as errors with
     ``--strict``. ``--format github`` prints workflow annotations.
 
-    The checks that import Tool and Extension modules run in a child process with a deadline
-    (:mod:`orchestrator.validation`), so no module can end or wedge this command.
+    The checks that import Tool, Extension and Connector modules the configuration names run
+    in a child process with a deadline (:mod:`orchestrator.validation`), so no module can end
+    or wedge this command; a configuration naming none is checked here.
     """
     from orchestrator.cli.validate_extras import apply_fixes, list_files
-    from orchestrator.validation import validate_in_child
+    from orchestrator.validation import validate
 
     path = bundle_path(args)
     if args.verdict_from_child:
@@ -35,7 +36,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     form = "json" if args.json else args.format
     added = apply_fixes(path, form) if args.fix else {}
     added.update(list_files(path, form, verbose=args.verbose > 0))
-    verdict = {**validate_in_child(path, check_handlers=not args.no_handlers), **added}
+    verdict = {**validate(path, check_handlers=not args.no_handlers), **added}
     read = msgspec.convert(verdict, _Verdict)
     errors, warnings = list(read.errors or []), list(read.warnings or [])
     if args.strict:
@@ -58,25 +59,6 @@ class _Verdict(msgspec.Struct):
     """The warnings, in the same form."""
     summary: object = None
     """What the configuration holds, for a valid one (``Bundle.summary``)."""
-
-
-class _Issue(msgspec.Struct, rename="camel"):
-    """One issue of the verdict, read for an annotation (any value the child printed goes)."""
-
-    code: object = None
-    """The issue's code."""
-    message: object = None
-    """What is wrong."""
-    file: object = None
-    """The file it is in, when known."""
-    line: object = None
-    """Its 1-based line, when known."""
-    resource: object = None
-    """``Kind/name`` of the resource, when known."""
-    field: object = None
-    """The path inside the resource, when known."""
-    suggestion: object = None
-    """What to do about it, when known."""
 
 
 def _print_json(
@@ -124,19 +106,19 @@ def _github_annotation(level: str, issue: dict[str, Any]) -> str:
         text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
         return text.replace(":", "%3A").replace(",", "%2C") if in_property else text
 
-    read = msgspec.convert(issue, _Issue)
+    read = config_issue(issue)
     properties = []
     if read.file:
         try:
-            shown = str(Path(str(read.file)).resolve().relative_to(Path.cwd()))
+            shown = str(read.file.resolve().relative_to(Path.cwd()))
         except ValueError:
             shown = str(read.file)
         properties.append(f"file={escape(shown, True)}")
     if read.line:
         properties.append(f"line={read.line}")
-    properties.append(f"title={escape(str(read.code), True)}")
+    properties.append(f"title={escape(read.code, True)}")
     where = " ".join(str(v) for v in (read.resource, read.field) if v)
-    message = f"{where}: {read.message}" if where else str(read.message)
+    message = f"{where}: {read.message}" if where else read.message
     if read.suggestion:
         message += f" (hint: {read.suggestion})"
     return f"::{level} {','.join(properties)}::{escape(message)}"

@@ -17,9 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict, Unpack
 
-from goondan.defaults import DEFAULT_INSTANCE_KEY
 from goondan.errors import DaemonError
 from ipc.runtime_events import AnyEvent, RuntimeEvent
 from orchestrator.operations.answers import (
@@ -50,6 +49,31 @@ DeltaSink = Callable[[str, "TextDelta"], None]
 """Takes each piece of a streamed Turn's text: ``(agent, delta)``; it must not block."""
 EventListener = Callable[[AnyEvent], None]
 """Takes each runtime event as it is published; it must not block."""
+
+
+class TurnOptions(TypedDict, total=False):
+    """How a request's Turn runs (:meth:`SwarmOperations.request`); each may be left out."""
+
+    instance_key: str
+    """The conversation (default: ``default``)."""
+    timeout_ms: int | None
+    """How long to wait for the answer (default: the swarm's policy)."""
+    trace_id: str | None
+    """The trace to run it in (default: a new one)."""
+    on_delta: DeltaSink | None
+    """Where its text streams as it is produced (default: nowhere)."""
+    relay: bool
+    """Stream the text of the agents it asks too (default: no)."""
+    request_id: str
+    """The caller's stable id of the request, the same on every delivery of it (default: the
+    router's correlation id)."""
+
+
+class RequestOptions(TurnOptions, total=False):
+    """:class:`TurnOptions` and the agent to ask."""
+
+    agent: str | None
+    """The agent (default: the entry agent)."""
 
 
 class OperationRefused(DaemonError, RuntimeError):
@@ -143,16 +167,7 @@ class SwarmOperations(Protocol):
     # -- requests ----------------------------------------------------------------------------
 
     async def request(
-        self,
-        text: str,
-        *,
-        agent: str | None = None,
-        instance_key: str = DEFAULT_INSTANCE_KEY,
-        timeout_ms: int | None = None,
-        trace_id: str | None = None,
-        on_delta: DeltaSink | None = None,
-        relay: bool = False,
-        request_id: str = "",
+        self, text: str, *, agent: str | None = None, **options: Unpack[TurnOptions]
     ) -> DelegateAnswer:
         """Run a Turn of ``agent`` (default: the entry agent) on ``text`` and wait for its
         answer; with ``on_delta`` its text streams there as it is produced. ``request_id`` is

@@ -18,12 +18,12 @@ from collections.abc import Collection, Coroutine, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import structlog
 
 from bundle.prices import PriceSource, model_price
-from ipc import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, ORCHESTRATOR, IpcError
+from ipc import EXTERNAL_CALLER, ORCHESTRATOR, IpcError
 from ipc.delegation import DelegateAnswer
 from ipc.questions import (
     ApprovalDecision,
@@ -54,10 +54,10 @@ from orchestrator.operations.protocol import (
     AgentView,
     ConnectionState,
     DecisionOutcome,
-    DeltaSink,
     EventListener,
     OperationRefused,
     SwarmProcesses,
+    TurnOptions,
 )
 from orchestrator.state_dir import delete_instance_dir, list_instances
 
@@ -194,29 +194,11 @@ class SwarmService:
     # -- requests ----------------------------------------------------------------------------
 
     async def request(
-        self,
-        text: str,
-        *,
-        agent: str | None = None,
-        instance_key: str = DEFAULT_INSTANCE_KEY,
-        timeout_ms: int | None = None,
-        trace_id: str | None = None,
-        on_delta: DeltaSink | None = None,
-        relay: bool = False,
-        request_id: str = "",
+        self, text: str, *, agent: str | None = None, **options: Unpack[TurnOptions]
     ) -> DelegateAnswer:
         """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer
         (see :meth:`Router.request` for streaming)."""
-        return await self.router.request(
-            agent or self.entry_agent,
-            text,
-            instance_key=instance_key,
-            timeout_ms=timeout_ms,
-            trace_id=trace_id,
-            on_delta=on_delta,
-            relay=relay,
-            request_id=request_id,
-        )
+        return await self.router.request(agent or self.entry_agent, text, **options)
 
     def send(self, text: str, *, agent: str, instance_key: str) -> None:
         """Deliver ``text`` to ``agent`` as a request nobody waits for: a failure is logged

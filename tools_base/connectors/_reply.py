@@ -143,6 +143,18 @@ _CALLBACK_RULES: tuple[tuple[Callable[[SplitResult, str], bool], str], ...] = (
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyTo:
+    """What a Turn's answer is delivered as, and where."""
+
+    event: ConnectorEvent
+    """The event the Turn answers."""
+    delivery: str | None
+    """The sender's delivery id, when it gave one."""
+    callback: str
+    """The URL the answer is posted to."""
+
+
+@dataclass(frozen=True, slots=True)
 class ReplySettings:
     """Where and how answers go back."""
 
@@ -278,15 +290,9 @@ class Replier:
         """Whether another reply may wait (else the delivery is answered 503)."""
         return len(self._tasks) < MAX_PENDING
 
-    def start(
-        self,
-        answer: Awaitable[TurnAnswer],
-        event: ConnectorEvent,
-        delivery: str | None,
-        callback: str,
-    ) -> None:
-        """Wait for ``answer`` in the background, then deliver it to ``callback``."""
-        task = asyncio.ensure_future(self._reply(answer, event, delivery, callback))
+    def start(self, answer: Awaitable[TurnAnswer], to: ReplyTo) -> None:
+        """Wait for ``answer`` in the background, then deliver it to ``to.callback``."""
+        task = asyncio.ensure_future(self._reply(answer, to))
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
@@ -318,17 +324,14 @@ class Replier:
             )
         return self._client
 
-    async def _reply(
-        self,
-        answer: Awaitable[TurnAnswer],
-        event: ConnectorEvent,
-        delivery: str | None,
-        callback: str,
-    ) -> None:
+    async def _reply(self, answer: Awaitable[TurnAnswer], to: ReplyTo) -> None:
         outcome = await answer
-        body = reply_body(event, delivery, outcome)
+        body = reply_body(to.event, to.delivery, outcome)
         reply_id = uuid.uuid4().hex
-        origin = _origin(callback)
+        callback = to.callback
+        # What every line about this reply names (the callback's origin only: its query may
+        # hold a token).
+        about = {"callback": _origin(callback), "reply_id": reply_id}
         delay = self.settings.retry_delay
         for attempt in range(1, self.settings.attempts + 1):
             headers = signed_headers(
@@ -337,29 +340,17 @@ class Replier:
             status, reason = await self._post(callback, body, headers)
             if status is not None and 200 <= status < 300:
                 self.ctx.logger.info(
-                    "webhook reply delivered",
-                    callback=origin,
-                    reply_id=reply_id,
-                    status=status,
-                    attempt=attempt,
+                    "webhook reply delivered", **about, status=status, attempt=attempt
                 )
                 return
             retry = status is None or status in RETRIED_STATUSES or status >= 500
             if not retry or attempt == self.settings.attempts:
                 self.ctx.logger.warning(
-                    "webhook reply failed",
-                    callback=origin,
-                    reply_id=reply_id,
-                    reason=reason,
-                    attempts=attempt,
+                    "webhook reply failed", **about, reason=reason, attempts=attempt
                 )
                 return
             self.ctx.logger.info(
-                "webhook reply retried",
-                callback=origin,
-                reply_id=reply_id,
-                reason=reason,
-                retry_in_seconds=delay,
+                "webhook reply retried", **about, reason=reason, retry_in_seconds=delay
             )
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_DELAY_SECONDS)

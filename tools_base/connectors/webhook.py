@@ -199,7 +199,7 @@ async def run(ctx: ConnectorContext) -> None:
         async def accept() -> bool:
             if callback is not None and replier is not None:
                 answer = await ctx.emit_awaiting_answer(taken)
-                replier.start(answer, taken, delivery, callback)
+                replier.start(answer, _reply.ReplyTo(taken, delivery, callback))
             else:
                 await ctx.emit(taken)
             return True

@@ -361,6 +361,56 @@ class ChatHttp:
             finally:
                 conn.close()
 
+    def post_api(
+        self,
+        url: Url,
+        headers: Mapping[str, str],
+        body: bytes,
+        deadline: float,
+        method: str,
+        suggestion: str | None = None,
+    ) -> Answer:
+        """POST ``body`` to the API ``method`` at ``url``: its answer, within
+        :data:`MAX_API_ANSWER_BYTES` (past it, a ``BAD_RESPONSE`` error naming ``method``)."""
+        try:
+            return self.exchange(
+                "POST",
+                url,
+                headers=headers,
+                body=body,
+                deadline=deadline,
+                max_bytes=MAX_API_ANSWER_BYTES,
+            )
+        except TooLarge:
+            raise ToolError(
+                f"[{self.config.tool}] {method}: the answer is over {MAX_API_ANSWER_BYTES} bytes",
+                code=BAD_RESPONSE,
+                suggestion=suggestion,
+            ) from None
+
+    def fetch_file(
+        self, url: Url, headers: Mapping[str, str], deadline: float, options: DownloadOptions
+    ) -> Answer:
+        """GET a file within ``options.max_bytes`` (past it, ``E_CHAT_FILE_TOO_LARGE``)."""
+        try:
+            return self.exchange(
+                "GET",
+                url,
+                headers=headers,
+                body=None,
+                deadline=deadline,
+                max_bytes=options.max_bytes,
+            )
+        except TooLarge as exc:
+            raise too_large_error(self.config.tool, "the file", exc, options.max_bytes) from None
+
+    def with_token(self, env_names: tuple[str, ...], fn: Callable[[str], T]) -> T:
+        """``fn`` of the bot token (the config's, else the first of ``env_names`` set), with
+        the token masked in whatever escapes it (:func:`call_safely`)."""
+        tool = self.config.tool
+        token = resolve_token(tool, self.config.token, env_names)
+        return call_safely(tool, token, lambda: fn(token))
+
     @staticmethod
     def _read(
         sock: socket.socket, response: http.client.HTTPResponse, max_bytes: int, deadline: float
@@ -390,6 +440,22 @@ def json_body(answer: Answer) -> JsonObject | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def not_api_json(tool: str, method: str, status: int, api: str) -> ToolError:
+    """The error of an answer to ``method`` that is not JSON of the ``api`` (``Web API``)."""
+    return ToolError(
+        f"[{tool}] {method}: HTTP {status} with an answer that is not {api} JSON",
+        code=BAD_RESPONSE,
+        suggestion="Check the Tool config apiBaseUrl; retry later.",
+    )
+
+
+def retry_suggestion(wait: object) -> str:
+    """What a rate-limited call's error suggests: the wait the API named, when it named one."""
+    if wait is None:
+        return "Wait a few seconds, then call again; the call is safe to retry."
+    return f"Wait {wait} seconds, then call again; the call is safe to retry."
 
 
 def too_large_error(tool: str, what: str, exc: TooLarge, max_bytes: int) -> ToolError:
@@ -428,6 +494,22 @@ def file_result(
         out["dataUrl"] = f"data:{mime};base64,{encoded}"
     if options.save_path is not None:
         out["savedPath"] = save_file(ctx, options.save_path, data)
+    return out
+
+
+def downloaded(
+    ctx: ToolContext,
+    answer: Answer,
+    fields: JsonObject,
+    *,
+    name: str,
+    content_type: str | None,
+    options: DownloadOptions,
+) -> JsonObject:
+    """A download export's result: ``ok``, the export's own ``fields``, and the file
+    (:func:`file_result`)."""
+    out: JsonObject = {"ok": True, **fields}
+    out.update(file_result(ctx, answer.body, name=name, content_type=content_type, options=options))
     return out
 
 

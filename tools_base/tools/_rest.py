@@ -12,17 +12,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
-from tools_base import JsonObject, JsonValue, ToolContext, ToolError
+from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
 from tools_base.tools._chat import (
     BAD_RESPONSE,
     MAX_API_ANSWER_BYTES,
+    ChatConfig,
     ChatHttp,
+    SharedSettings,
     TooLarge,
     call_safely,
+    read_chat_config,
     redact,
 )
+from tools_base.tools._common import ConfigReader
 
 T = TypeVar("T")
 
@@ -119,3 +123,94 @@ def mask(text: str, secrets: tuple[str, ...]) -> str:
 def short(text: str, limit: int = 300) -> str:
     """``text`` cut to ``limit`` characters (an API's message may be long)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class RestTool:
+    """The handlers of a tool over one JSON API, bound to one config: its HTTP client, and one
+    exchange that scrubs the call's secrets from what escapes it and turns a non-2xx answer
+    into the tool's own error (:meth:`refusal`).
+
+    A subclass names its tool in its class line: ``class GitHubTool(RestTool, tool="github",
+    default_base=..., shared=...)``.
+    """
+
+    tool: ClassVar[str]
+    """The tool's name (in messages, and the config's)."""
+    default_base: ClassVar[str]
+    """The API's base URL unless the config's ``apiBaseUrl`` says another."""
+    shared: ClassVar[SharedSettings]
+    """The settings of the environment the tool's connector reads too."""
+
+    def __init_subclass__(cls, *, tool: str, default_base: str, shared: SharedSettings) -> None:
+        super().__init_subclass__()
+        cls.tool, cls.default_base, cls.shared = tool, default_base, shared
+
+    def __init__(self, config: ChatConfig) -> None:
+        self.config = config
+        self.http = ChatHttp(config)
+
+    @classmethod
+    def configure(cls, config: JsonObject) -> dict[str, ToolHandler]:
+        """Handlers for one Tool config; raises ``ToolConfigError`` on a bad one."""
+        reader = ConfigReader(cls.tool, config)
+        parsed = read_chat_config(reader, cls.tool, cls.default_base, cls.shared)
+        reader.finish()
+        return cls(parsed).handlers()
+
+    def handlers(self) -> dict[str, ToolHandler]:
+        """Export name → handler."""
+        raise NotImplementedError
+
+    def authorization(self) -> tuple[dict[str, str], tuple[str, ...]]:
+        """The headers that authenticate a call, and the secrets in them."""
+        raise NotImplementedError
+
+    def refusal(self, export: str, answer: JsonAnswer, text: str) -> ToolError:
+        """The error of a non-2xx ``answer`` to ``export``; ``text`` is its message, masked."""
+        raise NotImplementedError
+
+    def exchange(
+        self,
+        ctx: ToolContext,
+        export: str,
+        method: str,
+        path: str,
+        payload: JsonObject,
+        deadline: float,
+        auth: tuple[dict[str, str], tuple[str, ...]] | None = None,
+    ) -> JsonAnswer:
+        """Send ``payload`` to ``path`` for ``export``: its 2xx answer, else the tool's error.
+        ``auth`` (headers, and the secrets of the call) defaults to :meth:`authorization`; no
+        secret appears in what escapes."""
+        headers, secrets = self.authorization() if auth is None else auth
+
+        def run() -> JsonAnswer:
+            answer = request_json(
+                self.http,
+                method,
+                path,
+                headers=headers,
+                payload=payload,
+                deadline=deadline,
+                action=export,
+            )
+            if answer.ok:
+                return answer
+            message = answer.field("message")
+            # Masked before it is logged: an API may quote what it was sent.
+            text = (
+                short(mask(message, secrets))
+                if isinstance(message, str) and message
+                else "no message"
+            )
+            code = answer.field("code")
+            ctx.logger.warning(
+                f"{self.tool} api error",
+                export=export,
+                status=answer.status,
+                code=code,
+                message=text,
+            )
+            raise self.refusal(export, answer, text)
+
+        return scrubbed(self.tool, secrets, run)

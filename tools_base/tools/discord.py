@@ -46,15 +46,12 @@ from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
 from tools_base.tools._chat import (
     BAD_RESPONSE,
-    ChatConfig,
-    ChatHttp,
     SharedSettings,
     deadline_of,
-    read_chat_config,
     resolve_token,
 )
-from tools_base.tools._common import ConfigReader, invalid_arg, optional_bool, optional_string
-from tools_base.tools._rest import JsonAnswer, inbound, mask, request_json, scrubbed, short
+from tools_base.tools._common import invalid_arg, optional_bool, optional_string
+from tools_base.tools._rest import JsonAnswer, RestTool, inbound
 
 TOOL = "discord"
 DEFAULT_API_BASE = "https://discord.com/api/v10"
@@ -115,41 +112,8 @@ def _interaction(ctx: ToolContext, input: JsonObject) -> tuple[str, str]:
     return application, token
 
 
-def _api_error(
-    ctx: ToolContext, export: str, answer: JsonAnswer, secrets: tuple[str, ...]
-) -> ToolError:
-    message = answer.field("message")
-    code = answer.field("code")
-    # Masked before it is logged: an API may quote what it was sent.
-    text = short(mask(message, secrets)) if isinstance(message, str) and message else "no message"
-    ctx.logger.warning(
-        "discord api error", export=export, status=answer.status, code=code, message=text
-    )
-    if answer.status == 429:
-        after = answer.field("retry_after")
-        header = answer.headers.get("retry-after", "")
-        wait: float | None = None
-        if isinstance(after, int | float) and not isinstance(after, bool):
-            wait = float(after)
-        elif header.replace(".", "", 1).isdigit():
-            wait = float(header)
-        when = f"retry_after={wait:g} s" if wait is not None else "no retry_after given"
-        return ToolError(
-            f"[discord] {export} rate limited (HTTP 429): {text}; {when}",
-            code=RATE_LIMITED,
-            suggestion=f"Wait {wait:g} seconds, then call again."
-            if wait is not None
-            else "Wait a few seconds, then call again.",
-        )
-    what = f"HTTP {answer.status}" + (f", code {code}" if isinstance(code, int) else "")
-    suggestion = "Check the arguments; retry later if Discord itself failed."
-    if answer.status in (401, 404) and export != "send":
-        suggestion = "The interaction token may have expired (15 minutes); use discord__send."
-    elif answer.status in (401, 403):
-        suggestion = "The bot may not post there; ask the operator to check its token and rights."
-    return ToolError(
-        f"[discord] {export} failed ({what}): {text}", code=API_ERROR, suggestion=suggestion
-    )
+_INTERACTION_PATHS = {"edit_original": "/messages/@original", "followup": "?wait=true"}
+"""What follows the interaction's token in the path of each export that answers it."""
 
 
 def _message(answer: JsonAnswer, export: str) -> JsonObject:
@@ -161,57 +125,66 @@ def _message(answer: JsonAnswer, export: str) -> JsonObject:
     return {"ok": True, "messageId": answer.field("id"), "channelId": answer.field("channel_id")}
 
 
-class DiscordTool:
+class DiscordTool(RestTool, tool=TOOL, default_base=DEFAULT_API_BASE, shared=SHARED):
     """The handlers, bound to one config."""
 
-    def __init__(self, config: ChatConfig) -> None:
-        self.config = config
-        self.http = ChatHttp(config)
+    def authorization(self) -> tuple[dict[str, str], tuple[str, ...]]:
+        """The bot's token (``send``; the interaction exports carry theirs in the path)."""
+        bot_token = resolve_token(TOOL, self.config.token, TOKEN_ENV)
+        return {"authorization": f"Bot {bot_token}"}, (bot_token,)
 
-    def _call(
-        self,
-        ctx: ToolContext,
-        export: str,
-        method: str,
-        path: str,
-        payload: JsonObject,
-        deadline: float,
-        headers: dict[str, str],
-        secrets: tuple[str, ...],
-    ) -> JsonValue:
-        def run() -> JsonValue:
-            answer = request_json(
-                self.http,
-                method,
-                path,
-                headers=headers,
-                payload=payload,
-                deadline=deadline,
-                action=export,
+    def refusal(self, export: str, answer: JsonAnswer, text: str) -> ToolError:
+        code = answer.field("code")
+        if answer.status == 429:
+            after = answer.field("retry_after")
+            header = answer.headers.get("retry-after", "")
+            wait: float | None = None
+            if isinstance(after, int | float) and not isinstance(after, bool):
+                wait = float(after)
+            elif header.replace(".", "", 1).isdigit():
+                wait = float(header)
+            when = f"retry_after={wait:g} s" if wait is not None else "no retry_after given"
+            return ToolError(
+                f"[discord] {export} rate limited (HTTP 429): {text}; {when}",
+                code=RATE_LIMITED,
+                suggestion=f"Wait {wait:g} seconds, then call again."
+                if wait is not None
+                else "Wait a few seconds, then call again.",
             )
-            if not answer.ok:
-                raise _api_error(ctx, export, answer, secrets)
-            return _message(answer, export)
+        what = f"HTTP {answer.status}" + (f", code {code}" if isinstance(code, int) else "")
+        suggestion = "Check the arguments; retry later if Discord itself failed."
+        if answer.status in (401, 404) and export != "send":
+            suggestion = "The interaction token may have expired (15 minutes); use discord__send."
+        elif answer.status in (401, 403):
+            suggestion = (
+                "The bot may not post there; ask the operator to check its token and rights."
+            )
+        return ToolError(
+            f"[discord] {export} failed ({what}): {text}", code=API_ERROR, suggestion=suggestion
+        )
 
-        return scrubbed(TOOL, secrets, run)
+    def _to_interaction(
+        self, ctx: ToolContext, input: JsonObject, export: str, method: str, payload: JsonObject
+    ) -> JsonValue:
+        """``payload`` to this call's interaction webhook; its token, in the path, is the call's
+        only secret."""
+        deadline = deadline_of(input)
+        application, token = _interaction(ctx, input)
+        path = f"/webhooks/{application}/{token}" + _INTERACTION_PATHS[export]
+        answer = self.exchange(ctx, export, method, path, payload, deadline, ({}, (token,)))
+        return _message(answer, export)
 
     def edit_original(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``edit_original``: replace the interaction's first answer ("thinking…")."""
         payload: JsonObject = {"content": _content(input), "allowed_mentions": {"parse": []}}
-        deadline = deadline_of(input)
-        application, token = _interaction(ctx, input)
-        path = f"/webhooks/{application}/{token}/messages/@original"
-        return self._call(ctx, "edit_original", "PATCH", path, payload, deadline, {}, (token,))
+        return self._to_interaction(ctx, input, "edit_original", "PATCH", payload)
 
     def followup(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``followup``: one more message in the interaction."""
         payload: JsonObject = {"content": _content(input), "allowed_mentions": {"parse": []}}
         if optional_bool(input, "ephemeral", False):
             payload["flags"] = EPHEMERAL
-        deadline = deadline_of(input)
-        application, token = _interaction(ctx, input)
-        path = f"/webhooks/{application}/{token}?wait=true"
-        return self._call(ctx, "followup", "POST", path, payload, deadline, {}, (token,))
+        return self._to_interaction(ctx, input, "followup", "POST", payload)
 
     def send(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``send``: a message in a channel, as the bot."""
@@ -224,11 +197,10 @@ class DiscordTool:
                 "'channelId' is required (it may be left out only in a Turn a discord "
                 "Connection started)"
             )
-        deadline = deadline_of(input)
-        bot_token = resolve_token(TOOL, self.config.token, TOKEN_ENV)
-        headers = {"authorization": f"Bot {bot_token}"}
         path = f"/channels/{channel}/messages"
-        return self._call(ctx, "send", "POST", path, payload, deadline, headers, (bot_token,))
+        return _message(
+            self.exchange(ctx, "send", "POST", path, payload, deadline_of(input)), "send"
+        )
 
     def handlers(self) -> dict[str, ToolHandler]:
         """Export name → handler."""
@@ -239,12 +211,5 @@ class DiscordTool:
         }
 
 
-def configure(config: JsonObject) -> dict[str, ToolHandler]:
-    """Handlers for one Tool config; raises ``ToolConfigError`` on a bad one."""
-    reader = ConfigReader(TOOL, config)
-    parsed = read_chat_config(reader, TOOL, DEFAULT_API_BASE, SHARED)
-    reader.finish()
-    return DiscordTool(parsed).handlers()
-
-
+configure = DiscordTool.configure
 handlers = configure({})

@@ -177,9 +177,17 @@ class FileSystemTool:
 
         return handler
 
-    def _open_parent(self, ws: Workspace, target: Target, *, create: bool = False) -> int:
+    @contextlib.contextmanager
+    def _in_parent(self, ws: Workspace, target: Target, *, create: bool = False) -> Iterator[int]:
+        """The open directory that holds ``target``, closed after the block; an OS error in
+        the block is reported naming ``target``."""
         with _os_errors(target.display):
-            return ws.open_dir(target.base, target.parent_parts, create=create)
+            parent_fd = ws.open_dir(target.base, target.parent_parts, create=create)
+        try:
+            with _os_errors(target.display):
+                yield parent_fd
+        finally:
+            os.close(parent_fd)
 
     def read(self, ws: Workspace, input: JsonObject) -> JsonValue:
         """``read``: the first ``maxBytes`` bytes of a file."""
@@ -194,12 +202,9 @@ class FileSystemTool:
                 code=ToolCode.E_FS_IS_A_DIRECTORY,
                 suggestion="Use list for directories.",
             )
-        parent_fd = self._open_parent(ws, target)
+        with self._in_parent(ws, target) as parent_fd:
+            fd, info = ws.open_file(parent_fd, target, os.O_RDONLY)
         with _os_errors(target.display):
-            try:
-                fd, info = ws.open_file(parent_fd, target, os.O_RDONLY)
-            finally:
-                os.close(parent_fd)
             try:
                 chunks: list[bytes] = []
                 wanted = max_bytes + 1
@@ -241,14 +246,11 @@ class FileSystemTool:
         if not target.parts:
             raise ToolError(f"is a directory: {path!r}", code=ToolCode.E_FS_IS_A_DIRECTORY)
         check_write(ws.root, len(data), self.config.disk_mib)
-        parent_fd = self._open_parent(ws, target, create=True)
         # No O_TRUNC: an existing file is truncated only once its descriptor passed the checks.
         flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)
+        with self._in_parent(ws, target, create=True) as parent_fd:
+            fd, _ = ws.open_file(parent_fd, target, flags)
         with _os_errors(target.display):
-            try:
-                fd, _ = ws.open_file(parent_fd, target, flags)
-            finally:
-                os.close(parent_fd)
             try:
                 if not append:
                     os.ftruncate(fd, 0)
@@ -354,19 +356,15 @@ class FileSystemTool:
                 code=ToolCode.E_FS_REFUSED,
                 suggestion="Delete the entries inside it instead.",
             )
-        parent_fd = self._open_parent(ws, target)
-        with _os_errors(target.display):
-            try:
-                info = os.stat(target.name, dir_fd=parent_fd, follow_symlinks=False)
-                kind = _kind(info.st_mode)
-                if kind != "dir":
-                    os.unlink(target.name, dir_fd=parent_fd)
-                elif recursive:
-                    shutil.rmtree(target.name, dir_fd=parent_fd)
-                else:
-                    os.rmdir(target.name, dir_fd=parent_fd)
-            finally:
-                os.close(parent_fd)
+        with self._in_parent(ws, target) as parent_fd:
+            info = os.stat(target.name, dir_fd=parent_fd, follow_symlinks=False)
+            kind = _kind(info.st_mode)
+            if kind != "dir":
+                os.unlink(target.name, dir_fd=parent_fd)
+            elif recursive:
+                shutil.rmtree(target.name, dir_fd=parent_fd)
+            else:
+                os.rmdir(target.name, dir_fd=parent_fd)
         return {"path": target.display, "deleted": True, "type": kind}
 
     def stat(self, ws: Workspace, input: JsonObject) -> JsonValue:

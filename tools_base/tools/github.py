@@ -36,22 +36,18 @@ from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
 from tools_base.tools._chat import (
     BAD_RESPONSE,
-    ChatConfig,
-    ChatHttp,
     SharedSettings,
     deadline_of,
-    read_chat_config,
     resolve_token,
 )
 from tools_base.tools._common import (
-    ConfigReader,
     invalid_arg,
     optional_number,
     optional_string,
     optional_string_list,
     require_string,
 )
-from tools_base.tools._rest import JsonAnswer, inbound, mask, request_json, scrubbed, short
+from tools_base.tools._rest import JsonAnswer, RestTool, inbound
 
 TOOL = "github"
 DEFAULT_API_BASE = "https://api.github.com"
@@ -125,74 +121,45 @@ def _rate_limit_wait(answer: JsonAnswer) -> float | None:
     return 60.0
 
 
-def _api_error(
-    ctx: ToolContext, export: str, answer: JsonAnswer, secrets: tuple[str, ...]
-) -> ToolError:
-    message = answer.field("message")
-    # Masked before it is logged: an API may quote what it was sent.
-    text = short(mask(message, secrets)) if isinstance(message, str) and message else "no message"
-    ctx.logger.warning("github api error", export=export, status=answer.status, message=text)
-    wait = _rate_limit_wait(answer)
-    if wait is not None:
-        return ToolError(
-            f"[github] {export} rate limited (HTTP {answer.status}): {text}; retry in {wait:.0f} s",
-            code=RATE_LIMITED,
-            suggestion=f"Wait {wait:.0f} seconds, then call again.",
-        )
-    suggestion = {
-        401: "GitHub refused the token; ask the operator to check GITHUB_TOKEN.",
-        403: "The token may not do this here; ask the operator for its permissions.",
-        404: "Check repo and number (a private repository also answers 404 without access).",
-        422: "GitHub refused the content; check the arguments (label names, body).",
-    }.get(answer.status, "Check the arguments; retry later if GitHub itself failed.")
-    return ToolError(
-        f"[github] {export} failed (HTTP {answer.status}): {text}",
-        code=API_ERROR,
-        suggestion=suggestion,
-    )
-
-
-class GitHubTool:
+class GitHubTool(RestTool, tool=TOOL, default_base=DEFAULT_API_BASE, shared=SHARED):
     """The handlers, bound to one config."""
 
-    def __init__(self, config: ChatConfig) -> None:
-        self.config = config
-        self.http = ChatHttp(config)
-
-    def _call(
-        self,
-        ctx: ToolContext,
-        export: str,
-        method: str,
-        path: str,
-        payload: JsonObject,
-        deadline: float,
-    ) -> JsonAnswer:
+    def authorization(self) -> tuple[dict[str, str], tuple[str, ...]]:
+        """The token, as GitHub's REST API takes it (and the version asked for)."""
         token = resolve_token(TOOL, self.config.token, TOKEN_ENV)
         headers = {
             "authorization": f"Bearer {token}",
             "accept": "application/vnd.github+json",
             "x-github-api-version": API_VERSION,
         }
+        return headers, (token,)
 
-        def run() -> JsonAnswer:
-            answer = request_json(
-                self.http,
-                method,
-                path,
-                headers=headers,
-                payload=payload,
-                deadline=deadline,
-                action=export,
+    def refusal(self, export: str, answer: JsonAnswer, text: str) -> ToolError:
+        wait = _rate_limit_wait(answer)
+        if wait is not None:
+            return ToolError(
+                f"[github] {export} rate limited (HTTP {answer.status}): {text}; retry in {wait:.0f} s",
+                code=RATE_LIMITED,
+                suggestion=f"Wait {wait:.0f} seconds, then call again.",
             )
-            if not answer.ok:
-                raise _api_error(ctx, export, answer, (token,))
-            return answer
+        suggestion = {
+            401: "GitHub refused the token; ask the operator to check GITHUB_TOKEN.",
+            403: "The token may not do this here; ask the operator for its permissions.",
+            404: "Check repo and number (a private repository also answers 404 without access).",
+            422: "GitHub refused the content; check the arguments (label names, body).",
+        }.get(answer.status, "Check the arguments; retry later if GitHub itself failed.")
+        return ToolError(
+            f"[github] {export} failed (HTTP {answer.status}): {text}",
+            code=API_ERROR,
+            suggestion=suggestion,
+        )
 
-        return scrubbed(TOOL, (token,), run)
-
-    @staticmethod
-    def _object(answer: JsonAnswer, export: str) -> JsonObject:
+    def _write_comment(
+        self, ctx: ToolContext, input: JsonObject, export: str, method: str, path: str
+    ) -> JsonObject:
+        """Send the input's ``body`` as a comment to ``path``: the comment GitHub answers."""
+        payload: JsonObject = {"body": _body(input)}
+        answer = self.exchange(ctx, export, method, path, payload, deadline_of(input))
         if not isinstance(answer.data, dict):
             raise ToolError(
                 f"[github] {export}: HTTP {answer.status} with an answer that is not JSON",
@@ -204,10 +171,8 @@ class GitHubTool:
         """``comment``: a new comment on an issue or pull request."""
         owner, name = _repo(ctx, input)
         number = _number(ctx, input)
-        payload: JsonObject = {"body": _body(input)}
         path = f"/repos/{owner}/{name}/issues/{number}/comments"
-        answer = self._call(ctx, "comment", "POST", path, payload, deadline_of(input))
-        data = self._object(answer, "comment")
+        data = self._write_comment(ctx, input, "comment", "POST", path)
         return {
             "ok": True,
             "repo": f"{owner}/{name}",
@@ -220,10 +185,8 @@ class GitHubTool:
         """``update_comment``: replace a comment's body."""
         owner, name = _repo(ctx, input)
         comment_id = _positive(input, "commentId")
-        payload: JsonObject = {"body": _body(input)}
         path = f"/repos/{owner}/{name}/issues/comments/{comment_id}"
-        answer = self._call(ctx, "update_comment", "PATCH", path, payload, deadline_of(input))
-        data = self._object(answer, "update_comment")
+        data = self._write_comment(ctx, input, "update_comment", "PATCH", path)
         return {
             "ok": True,
             "repo": f"{owner}/{name}",
@@ -242,7 +205,7 @@ class GitHubTool:
             raise invalid_arg(f"'labels' must name 1 to {MAX_LABELS} labels")
         payload: JsonObject = {"labels": list(dict.fromkeys(labels))}
         path = f"/repos/{owner}/{name}/issues/{number}/labels"
-        answer = self._call(ctx, "add_labels", "POST", path, payload, deadline_of(input))
+        answer = self.exchange(ctx, "add_labels", "POST", path, payload, deadline_of(input))
         if not isinstance(answer.data, list):
             raise ToolError(
                 f"[github] add_labels: HTTP {answer.status} with an answer that is not a list",
@@ -260,12 +223,5 @@ class GitHubTool:
         }
 
 
-def configure(config: JsonObject) -> dict[str, ToolHandler]:
-    """Handlers for one Tool config; raises ``ToolConfigError`` on a bad one."""
-    reader = ConfigReader(TOOL, config)
-    parsed = read_chat_config(reader, TOOL, DEFAULT_API_BASE, SHARED)
-    reader.finish()
-    return GitHubTool(parsed).handlers()
-
-
+configure = GitHubTool.configure
 handlers = configure({})

@@ -49,22 +49,18 @@ from urllib.parse import unquote, urlencode
 from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolConfigError, ToolContext, ToolError, ToolHandler
 from tools_base.tools._chat import (
-    BAD_RESPONSE,
-    MAX_API_ANSWER_BYTES,
     Answer,
     ChatConfig,
     ChatHttp,
-    TooLarge,
-    call_safely,
     check_save_path,
     deadline_of,
     download_options,
-    file_result,
+    downloaded,
     json_body,
+    not_api_json,
     read_chat_config,
     redact,
-    resolve_token,
-    too_large_error,
+    retry_suggestion,
 )
 from tools_base.tools._common import (
     ConfigReader,
@@ -172,8 +168,7 @@ class SlackTool:
         self.file_hosts = file_hosts | {config.api_base.host}
 
     def _run(self, ctx: ToolContext, fn: Callable[[str], JsonValue]) -> JsonValue:
-        token = resolve_token(TOOL, self.config.token, TOKEN_ENV)
-        return call_safely(TOOL, token, lambda: fn(token))
+        return self.http.with_token(TOKEN_ENV, fn)
 
     def api(
         self,
@@ -197,30 +192,14 @@ class SlackTool:
             body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
             content_type = "application/json; charset=utf-8"
         headers = {"authorization": f"Bearer {token}", "content-type": content_type}
-        try:
-            answer = self.http.exchange(
-                "POST",
-                self.http.url(f"/{method}"),
-                headers=headers,
-                body=body,
-                deadline=deadline,
-                max_bytes=MAX_API_ANSWER_BYTES,
-            )
-        except TooLarge:
-            raise ToolError(
-                f"[slack] {method}: the answer is over {MAX_API_ANSWER_BYTES} bytes",
-                code=BAD_RESPONSE,
-                suggestion="Ask for fewer messages (limit).",
-            ) from None
+        url = self.http.url(f"/{method}")
+        limit_hint = "Ask for fewer messages (limit)."
+        answer = self.http.post_api(url, headers, body, deadline, method, limit_hint)
         data = json_body(answer)
         if answer.status == 429 or (data is not None and data.get("error") == "ratelimited"):
             raise self._rate_limited(ctx, method, answer)
         if data is None:
-            raise ToolError(
-                f"[slack] {method}: HTTP {answer.status} with an answer that is not Web API JSON",
-                code=BAD_RESPONSE,
-                suggestion="Check the Tool config apiBaseUrl; retry later.",
-            )
+            raise not_api_json(TOOL, method, answer.status, "Web API")
         if data.get("ok") is True:
             return data
         error = redact(str(data.get("error") or f"HTTP {answer.status}"), token)
@@ -240,11 +219,7 @@ class SlackTool:
         return ToolError(
             f"[slack] {what} rate limited (HTTP {answer.status}); {when}",
             code=RATE_LIMITED,
-            suggestion=(
-                f"Wait {wait} seconds, then call again; the call is safe to retry."
-                if wait is not None
-                else "Wait a few seconds, then call again; the call is safe to retry."
-            ),
+            suggestion=retry_suggestion(wait),
         )
 
     # -- exports --------------------------------------------------------------------------
@@ -410,17 +385,8 @@ class SlackTool:
         deadline = deadline_of(input)
 
         def run(token: str) -> JsonValue:
-            try:
-                answer = self.http.exchange(
-                    "GET",
-                    url,
-                    headers={"authorization": f"Bearer {token}"},
-                    body=None,
-                    deadline=deadline,
-                    max_bytes=options.max_bytes,
-                )
-            except TooLarge as exc:
-                raise too_large_error(TOOL, "the file", exc, options.max_bytes) from None
+            auth = {"authorization": f"Bearer {token}"}
+            answer = self.http.fetch_file(url, auth, deadline, options)
             if answer.status == 429:
                 raise self._rate_limited(ctx, "file download", answer)
             content_type = answer.headers.get("content-type", "")
@@ -441,21 +407,11 @@ class SlackTool:
                         "operator, or check the url_private."
                     ),
                 )
-            out: JsonObject = {
-                "ok": True,
-                "url": raw_url,
-                "fileName": posixpath.basename(unquote(url.target.split("?", 1)[0])),
-            }
-            out.update(
-                file_result(
-                    ctx,
-                    answer.body,
-                    name=str(out["fileName"]),
-                    content_type=content_type,
-                    options=options,
-                )
+            name = posixpath.basename(unquote(url.target.split("?", 1)[0]))
+            fields: JsonObject = {"url": raw_url, "fileName": name}
+            return downloaded(
+                ctx, answer, fields, name=name, content_type=content_type, options=options
             )
-            return out
 
         return self._run(ctx, run)
 

@@ -58,20 +58,19 @@ from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
 from tools_base.tools._chat import (
     BAD_RESPONSE,
-    MAX_API_ANSWER_BYTES,
     ChatConfig,
     ChatHttp,
     SharedSettings,
     TooLarge,
-    call_safely,
     check_save_path,
     deadline_of,
     download_options,
-    file_result,
+    downloaded,
     json_body,
+    not_api_json,
     read_chat_config,
     redact,
-    resolve_token,
+    retry_suggestion,
     too_large_error,
 )
 from tools_base.tools._common import (
@@ -182,8 +181,7 @@ class TelegramTool:
         self.http = ChatHttp(config)
 
     def _run(self, ctx: ToolContext, fn: Callable[[str], JsonValue]) -> JsonValue:
-        token = resolve_token(TOOL, self.config.token, TOKEN_ENV)
-        return call_safely(TOOL, token, lambda: fn(token))
+        return self.http.with_token(TOKEN_ENV, fn)
 
     def api(
         self, ctx: ToolContext, token: str, method: str, payload: JsonObject, deadline: float
@@ -191,20 +189,8 @@ class TelegramTool:
         """Call ``method`` and return its ``result``; ``ok: false`` raises a ToolError."""
         url = self.http.url(f"/bot{token}/{method}")
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-        try:
-            answer = self.http.exchange(
-                "POST",
-                url,
-                headers={"content-type": "application/json"},
-                body=body,
-                deadline=deadline,
-                max_bytes=MAX_API_ANSWER_BYTES,
-            )
-        except TooLarge:
-            raise ToolError(
-                f"[telegram] {method}: the answer is over {MAX_API_ANSWER_BYTES} bytes",
-                code=BAD_RESPONSE,
-            ) from None
+        headers = {"content-type": "application/json"}
+        answer = self.http.post_api(url, headers, body, deadline, method)
         data = json_body(answer)
         if data is None and answer.status == 429:  # a proxy's 429 page: Retry-After at most
             retry_after = answer.headers.get("retry-after", "")
@@ -212,12 +198,7 @@ class TelegramTool:
             if retry_after.isdigit():
                 data["parameters"] = {"retry_after": int(retry_after)}
         if data is None:
-            raise ToolError(
-                f"[telegram] {method}: HTTP {answer.status} with an answer that is not Bot API "
-                "JSON",
-                code=BAD_RESPONSE,
-                suggestion="Check the Tool config apiBaseUrl; retry later.",
-            )
+            raise not_api_json(TOOL, method, answer.status, "Bot API")
         if data.get("ok") is True:
             return data.get("result")
         raise self._api_error(ctx, token, method, answer.status, data)
@@ -240,11 +221,7 @@ class TelegramTool:
             return ToolError(
                 f"[telegram] {method} rate limited (code 429): {description}; {when}",
                 code=RATE_LIMITED,
-                suggestion=(
-                    f"Wait {wait} seconds, then call again; the call is safe to retry."
-                    if wait is not None
-                    else "Wait a few seconds, then call again; the call is safe to retry."
-                ),
+                suggestion=retry_suggestion(wait),
             )
         return ToolError(
             f"[telegram] {method} failed (code {code}): {description}",
@@ -400,17 +377,7 @@ class TelegramTool:
                     TOOL, "the file", TooLarge(size, announced=True), options.max_bytes
                 )
             url = self.http.url(f"/file/bot{token}/{quote(file_path, safe='/')}")
-            try:
-                answer = self.http.exchange(
-                    "GET",
-                    url,
-                    headers={},
-                    body=None,
-                    deadline=deadline,
-                    max_bytes=options.max_bytes,
-                )
-            except TooLarge as exc:
-                raise too_large_error(TOOL, "the file", exc, options.max_bytes) from None
+            answer = self.http.fetch_file(url, {}, deadline, options)
             if answer.status != 200:
                 data = json_body(answer) or {}
                 description = redact(str(data.get("description") or "no description"), token)
@@ -422,23 +389,16 @@ class TelegramTool:
                     code=RATE_LIMITED if answer.status == 429 else API_ERROR,
                     suggestion="Call getFile again (a file link lasts about an hour) or retry.",
                 )
-            out: JsonObject = {
-                "ok": True,
+            fields: JsonObject = {
                 "fileId": meta.get("file_id", file_id),
                 "fileUniqueId": meta.get("file_unique_id"),
                 "filePath": file_path,
                 "fileName": posixpath.basename(file_path),
             }
-            out.update(
-                file_result(
-                    ctx,
-                    answer.body,
-                    name=file_path,
-                    content_type=answer.headers.get("content-type"),
-                    options=options,
-                )
+            content_type = answer.headers.get("content-type")
+            return downloaded(
+                ctx, answer, fields, name=file_path, content_type=content_type, options=options
             )
-            return out
 
         return self._run(ctx, run)
 

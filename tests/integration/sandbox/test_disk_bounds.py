@@ -17,13 +17,13 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from goondan.state_files.conversation import read_messages
-from tests.support.daemon import Daemon, run_cli
+from tests.support.daemon import run_cli
+from tests.support.sandbox_attack import BACKENDS, AttackSwarm, attack_daemon
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -79,55 +79,27 @@ spec:
 """
 
 
-@dataclass
-class Swarm:
-    directory: Path
-    daemon: Daemon
-
-    @property
-    def state(self) -> Path:
-        return self.directory / ".goondan"
-
-    def send(self, agent: str, text: str) -> str:
-        done = run_cli("send", agent, text, cwd=self.directory, timeout=120)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
-
-    def bash(self, command: str) -> dict[str, object]:
-        answer = self.send("mallory", f"run {command}")
-        assert not answer.startswith("refused"), answer
-        output: dict[str, object] = json.loads(answer)
-        return output
-
+class Swarm(AttackSwarm):
     def victim_answers(self, text: str) -> None:
         """Another agent's Turn answers, and its conversation is on disk."""
         assert self.send("victim", text) == "idle"
-        conversation = self.state / "agents/victim/instances/default/conversation"
+        conversation = self.instance_dir("victim") / "conversation"
         assert text in json.dumps(read_messages(conversation))
 
 
-def _start(directory: Path, backend: str, quota: str) -> Swarm:
-    (directory / "goondan.yaml").write_text(
-        SWARM % {"backend": backend, "quota": quota, "tmp": TMP_MIB}
-    )
-    daemon = Daemon(directory, bundle="goondan.yaml")
-    try:
-        daemon.wait_for("orchestrator started", deadline=60)
-    except BaseException:
-        daemon.stop()
-        raise
-    return Swarm(directory, daemon)
+@contextlib.contextmanager
+def _running(directory: Path, backend: str, quota: str) -> Iterator[Swarm]:
+    config = SWARM % {"backend": backend, "quota": quota, "tmp": TMP_MIB}
+    with attack_daemon(directory, config) as daemon:
+        yield Swarm(directory, daemon, backend)
 
 
-@pytest.fixture(scope="module", params=["bwrap", "namespaces"])
+@pytest.fixture(scope="module", params=BACKENDS)
 def swarm(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Swarm]:
-    started = _start(tmp_path_factory.mktemp(f"bounds-{request.param}"), request.param, "16")
-    try:
-        yield started
-    finally:
-        started.daemon.stop()
+    with _running(tmp_path_factory.mktemp(f"bounds-{request.param}"), request.param, "16") as on:
+        yield on
 
 
 def test_dev_shm_is_bounded_by_tmp_mib(swarm: Swarm) -> None:
@@ -151,7 +123,7 @@ def test_a_call_past_the_disk_quota_is_ended(swarm: Swarm) -> None:
     # The answer is the quota's, not the 60 s timeout's: the watcher ended the call. How far
     # past the quota it got depends on the machine's speed between two looks, so it is not
     # asserted here (the unit tests bound one look's measurement).
-    workspace = swarm.state / "agents/mallory/instances/default/workspace"
+    workspace = swarm.instance_dir() / "workspace"
     assert (workspace / "fill.bin").stat().st_size > QUOTA_MIB * 1024 * 1024
     assert swarm.send("mallory", "write more.txt one more line") == "refused E_WORKSPACE_QUOTA"
     assert not (workspace / "more.txt").exists()
@@ -192,13 +164,12 @@ def _fill(path: Path) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting the small disk needs root (as CI runs)")
-@pytest.mark.parametrize("backend", ["bwrap", "namespaces"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_full_disk_still_takes_the_other_agents_turns(backend: str) -> None:
     with _small_disk() as disk:
         directory = disk / "swarm"
         directory.mkdir()
-        swarm = _start(directory, backend, "null")
-        try:
+        with _running(directory, backend, "null") as swarm:
             swarm.daemon.wait_for("state reserve held", deadline=30)
             assert (swarm.state / ".space-reserve").stat().st_size == 64 * 1024 * 1024
             swarm.victim_answers("hello before")
@@ -213,8 +184,6 @@ def test_a_full_disk_still_takes_the_other_agents_turns(backend: str) -> None:
             # Mallory's next call is refused before it starts: the disk is full.
             assert swarm.send("mallory", "run echo hi") == "refused E_WORKSPACE_QUOTA"
             swarm.victim_answers("hello again")
-        finally:
-            swarm.daemon.stop()
 
 
 def test_doctor_says_how_the_disk_quota_holds(swarm: Swarm) -> None:

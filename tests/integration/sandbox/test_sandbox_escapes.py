@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import Daemon, free_port, run_cli
+from tests.support.daemon import free_port, run_cli
+from tests.support.sandbox_attack import BACKENDS, BASH_AND_READ_MODEL, AttackSwarm, attack_daemon
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -28,26 +29,9 @@ TOKEN = "tok-for-operators-only-7d1f"
 OTHER_SECRET = "sk-other-agents-key-93ab"
 FILE_LIMIT_MIB = 8
 
-SWARM = """\
-apiVersion: goondan.ai/v1
-kind: Model
-metadata: {name: brain}
-spec:
-  provider: scripted
-  model: rules
-  script:
-    rules:
-      - when: {input: "^run (?P<command>[\\\\s\\\\S]+)$"}
-        call: {tool: bash__exec, args: {command: "{command}", timeoutMs: 20000}}
-      - when: {input: "^read (?P<path>.+)$"}
-        call: {tool: file-system__read, args: {path: "{path}"}}
-      - when: {toolResult: bash__exec, status: ok}
-        reply: "{result}"
-      - when: {status: error}
-        reply: "refused {errorCode}"
-      - when: {toolResult: file-system__read}
-        reply: "read {result.content}"
-      - reply: "idle"
+SWARM = (
+    BASH_AND_READ_MODEL
+    + """\
 ---
 apiVersion: goondan.ai/v1
 kind: Agent
@@ -76,29 +60,12 @@ spec:
   agents: [Agent/mallory, Agent/victim]
   policy: {sandbox: %(backend)s}
 """
+)
 
 
 @dataclass
-class Swarm:
-    directory: Path
-    daemon: Daemon
+class Swarm(AttackSwarm):
     port: int
-    backend: str
-
-    @property
-    def state(self) -> Path:
-        return self.directory / ".goondan"
-
-    def send(self, agent: str, text: str) -> str:
-        done = run_cli("send", agent, text, cwd=self.directory, timeout=90)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
-
-    def bash(self, command: str) -> dict[str, object]:
-        """Mallory's ``bash__exec`` of ``command``: its JSON output."""
-        answer = self.send("mallory", f"run {command}")
-        output: dict[str, object] = json.loads(answer)
-        return output
 
     def healthy(self) -> None:
         """The swarm still answers: Mallory, and another agent through the fork server."""
@@ -107,26 +74,20 @@ class Swarm:
         assert done.returncode == 0, done.stderr
 
 
-@pytest.fixture(scope="module", params=["bwrap", "namespaces"])
+@pytest.fixture(scope="module", params=BACKENDS)
 def swarm(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Swarm]:
     directory = tmp_path_factory.mktemp(f"escapes-{request.param}")
-    (directory / "goondan.yaml").write_text(
-        SWARM % {"backend": request.param, "file_limit": FILE_LIMIT_MIB}
-    )
+    config = SWARM % {"backend": request.param, "file_limit": FILE_LIMIT_MIB}
     port = free_port()
-    daemon = Daemon(
+    with attack_daemon(
         directory,
-        bundle="goondan.yaml",
+        config,
         env={"GOONDAN_API_TOKEN": TOKEN, "VICTIM_KEY": OTHER_SECRET},
         args=["--listen", f"127.0.0.1:{port}", "--api-token-env", "GOONDAN_API_TOKEN"],
-    )
-    try:
-        daemon.wait_for("orchestrator started", deadline=60)
-        yield Swarm(directory, daemon, port, request.param)
-    finally:
-        daemon.stop()
+    ) as daemon:
+        yield Swarm(directory, daemon, request.param, port)
 
 
 def test_the_backend_is_the_one_asked_for(swarm: Swarm) -> None:
@@ -176,7 +137,7 @@ def _agents(swarm: Swarm) -> list[dict[str, object]]:
 
 
 def test_the_state_directory_and_other_tenants_have_no_name(swarm: Swarm) -> None:
-    victim_note = swarm.state / "agents" / "victim" / "instances" / "default" / "workspace"
+    victim_note = swarm.instance_dir("victim") / "workspace"
     victim_note.mkdir(parents=True, exist_ok=True)
     (victim_note / "note.txt").write_text("victim's note")
     out = swarm.bash(
@@ -231,7 +192,7 @@ def test_an_approval_cannot_be_decided_from_the_sandbox(swarm: Swarm) -> None:
         if parked.poll() is None:
             parked.kill()
             parked.communicate()
-    workspace = swarm.state / "agents" / "victim" / "instances" / "default" / "workspace"
+    workspace = swarm.instance_dir("victim") / "workspace"
     assert not (workspace / "approved-by-mallory").exists()
 
 

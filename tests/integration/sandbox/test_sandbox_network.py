@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.daemon import Daemon, free_port, run_cli
+from tests.support.daemon import free_port
+from tests.support.sandbox_attack import BACKENDS, AttackSwarm, attack_daemon
 from tests.support.studio import StudioProcess
 
 pytestmark = pytest.mark.timeout(240)
@@ -160,27 +161,13 @@ def public_host() -> Iterator[PublicHost]:
 
 
 @dataclass
-class Swarm:
-    directory: Path
-    daemon: Daemon
+class Swarm(AttackSwarm):
     port: int
     studio: StudioProcess
-    backend: str
 
     @property
     def events(self) -> Path:
         return self.directory / ".goondan" / "runtime-events.jsonl"
-
-    def send(self, agent: str, text: str) -> str:
-        done = run_cli("send", agent, text, cwd=self.directory, timeout=120)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
-
-    def bash(self, command: str) -> dict[str, Any]:
-        done = run_cli("send", "mallory", f"run {command}", cwd=self.directory, timeout=120)
-        assert done.returncode == 0, done.stderr
-        output: dict[str, Any] = json.loads(done.stdout.strip())
-        return output
 
     def connections(self, host: str, count: int = 1, deadline: float = 30) -> list[dict[str, Any]]:
         """The ``network.connection`` events about ``host``, once ``count`` are in the log
@@ -213,34 +200,27 @@ class Swarm:
         raise AssertionError(f"no tool.called for {connection}")
 
 
-@pytest.fixture(scope="module", params=["bwrap", "namespaces"])
+@pytest.fixture(scope="module", params=BACKENDS)
 def swarm(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
     public_host: PublicHost,
 ) -> Iterator[Swarm]:
     directory = tmp_path_factory.mktemp(f"network-{request.param}")
-    (directory / "goondan.yaml").write_text(
-        SWARM
-        % {
-            "backend": request.param,
-            "public": public_host.address,
-            "own": public_host.own,
-            "python": sys.executable,
-            "server": MCP_SERVER,
-        }
-    )
+    config = SWARM % {
+        "backend": request.param,
+        "public": public_host.address,
+        "own": public_host.own,
+        "python": sys.executable,
+        "server": MCP_SERVER,
+    }
     port = free_port()
-    daemon = Daemon(directory, bundle="goondan.yaml", args=["--listen", f"127.0.0.1:{port}"])
-    studio: StudioProcess | None = None
-    try:
-        daemon.wait_for("orchestrator started", deadline=60)
+    with attack_daemon(directory, config, args=["--listen", f"127.0.0.1:{port}"]) as daemon:
         studio = StudioProcess("--state-dir", ".goondan", cwd=directory)
-        yield Swarm(directory, daemon, port, studio, request.param)
-    finally:
-        if studio is not None:
+        try:
+            yield Swarm(directory, daemon, request.param, port, studio)
+        finally:
             studio.stop()
-        daemon.stop()
 
 
 def test_a_public_host_is_reached_through_the_proxy_and_recorded(

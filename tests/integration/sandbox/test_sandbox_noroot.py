@@ -12,36 +12,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import Daemon, free_port, run_cli
+from tests.support.daemon import free_port
+from tests.support.sandbox_attack import BACKENDS, BASH_AND_READ_MODEL, AttackSwarm, attack_daemon
 from tools_base.sandbox import _seccomp, _userns
 
 pytestmark = pytest.mark.timeout(180)
 
-SWARM = """\
-apiVersion: goondan.ai/v1
-kind: Model
-metadata: {name: brain}
-spec:
-  provider: scripted
-  model: rules
-  script:
-    rules:
-      - when: {input: "^run (?P<command>[\\\\s\\\\S]+)$"}
-        call: {tool: bash__exec, args: {command: "{command}", timeoutMs: 20000}}
-      - when: {input: "^read (?P<path>.+)$"}
-        call: {tool: file-system__read, args: {path: "{path}"}}
-      - when: {toolResult: bash__exec, status: ok}
-        reply: "{result}"
-      - when: {status: error}
-        reply: "refused {errorCode}"
-      - when: {toolResult: file-system__read}
-        reply: "read {result.content}"
-      - reply: "idle"
+SWARM = (
+    BASH_AND_READ_MODEL
+    + """\
 ---
 apiVersion: goondan.ai/v1
 kind: Agent
@@ -60,6 +42,7 @@ spec:
   agents: [Agent/mallory]
   policy: {sandbox: %(backend)s}
 """
+)
 
 SYSCALLS = """
 import ctypes, json
@@ -74,43 +57,19 @@ print(json.dumps([call("io_uring_setup", 1, 0), call("keyctl", 0, -3), call("bpf
 """
 
 
-@dataclass
-class Swarm:
-    directory: Path
-    daemon: Daemon
-    backend: str
-
-    @property
-    def workspace(self) -> Path:
-        return self.directory / ".goondan" / "agents" / "mallory" / "instances" / "default"
-
-    def send(self, text: str) -> str:
-        done = run_cli("send", "mallory", text, cwd=self.directory, timeout=90)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
-
-    def bash(self, command: str) -> dict[str, object]:
-        output: dict[str, object] = json.loads(self.send(f"run {command}"))
-        return output
-
-
-@pytest.fixture(scope="module", params=["bwrap", "namespaces"])
+@pytest.fixture(scope="module", params=BACKENDS)
 def swarm(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Swarm]:
+) -> Iterator[AttackSwarm]:
     if os.geteuid() != 0:
         pytest.skip("the daemon must run as root for this attack (CI runs as root)")
     directory = tmp_path_factory.mktemp(f"noroot-{request.param}")
-    (directory / "goondan.yaml").write_text(SWARM % {"backend": request.param})
-    daemon = Daemon(directory, bundle="goondan.yaml", args=["--listen", f"127.0.0.1:{free_port()}"])
-    try:
-        daemon.wait_for("orchestrator started", deadline=60)
-        yield Swarm(directory, daemon, request.param)
-    finally:
-        daemon.stop()
+    config = SWARM % {"backend": request.param}
+    with attack_daemon(directory, config, args=["--listen", f"127.0.0.1:{free_port()}"]) as daemon:
+        yield AttackSwarm(directory, daemon, request.param)
 
 
-def test_the_program_is_an_unprivileged_host_id(swarm: Swarm) -> None:
+def test_the_program_is_an_unprivileged_host_id(swarm: AttackSwarm) -> None:
     out = swarm.bash("cat /proc/self/uid_map; id -u")
     inside, host, count, uid = str(out["stdout"]).split()
     assert (inside, count, uid) == ("1000", "1", "1000")
@@ -118,7 +77,7 @@ def test_the_program_is_an_unprivileged_host_id(swarm: Swarm) -> None:
     assert host != "0"
 
 
-def test_the_kernels_knobs_cannot_be_written(swarm: Swarm) -> None:
+def test_the_kernels_knobs_cannot_be_written(swarm: AttackSwarm) -> None:
     with open("/proc/sys/kernel/core_pattern") as pattern:
         before = pattern.read()
     # Each write puts back the value already there: harmless should it go through.
@@ -135,27 +94,27 @@ def test_the_kernels_knobs_cannot_be_written(swarm: Swarm) -> None:
         assert pattern.read() == before
 
 
-def test_roots_private_files_are_unreadable(swarm: Swarm) -> None:
+def test_roots_private_files_are_unreadable(swarm: AttackSwarm) -> None:
     out = swarm.bash(
         "head -c 4 /etc/shadow && echo SHADOW; head -c 4 /etc/gshadow && echo GSHADOW; echo end"
     )
     assert str(out["stdout"]).split() == ["end"]
 
 
-def test_the_filtered_calls_fail_with_eperm(swarm: Swarm) -> None:
+def test_the_filtered_calls_fail_with_eperm(swarm: AttackSwarm) -> None:
     numbers = json.dumps(_seccomp.SYSCALLS[_seccomp.machine()])
-    (swarm.workspace / "workspace").mkdir(parents=True, exist_ok=True)
+    (swarm.instance_dir() / "workspace").mkdir(parents=True, exist_ok=True)
     script = SYSCALLS % {"numbers": numbers}
-    (swarm.workspace / "workspace" / "probe.py").write_text(script)
+    (swarm.instance_dir() / "workspace" / "probe.py").write_text(script)
     out = swarm.bash("python3 -I probe.py; unshare -U true; echo unshare=$?")
     stdout = str(out["stdout"]).splitlines()
     assert json.loads(stdout[0]) == [1, 1, 1, 1]  # EPERM each
     assert stdout[1] != "unshare=0"
 
 
-def test_a_normal_program_still_works_on_roots_workspace(swarm: Swarm) -> None:
+def test_a_normal_program_still_works_on_roots_workspace(swarm: AttackSwarm) -> None:
     out = swarm.bash("mkdir -p out && echo 'written inside' > out/made.txt && cat out/made.txt")
     assert out["stdout"] == "written inside\n"
-    made = swarm.workspace / "workspace" / "out" / "made.txt"
+    made = swarm.instance_dir() / "workspace" / "out" / "made.txt"
     assert made.stat().st_uid == 0  # root's on disk: the agent's to use
-    assert swarm.send("read out/made.txt") == "read written inside"
+    assert swarm.send("mallory", "read out/made.txt") == "read written inside"

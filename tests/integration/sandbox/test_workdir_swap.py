@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon import Daemon, run_cli
+from tests.support.sandbox_attack import BACKENDS, AttackSwarm, attack_daemon
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -83,27 +83,13 @@ spec:
 
 
 @dataclass
-class Swarm:
-    directory: Path
+class Swarm(AttackSwarm):
     outside: Path
-    daemon: Daemon
-
-    @property
-    def state(self) -> Path:
-        return self.directory / ".goondan"
 
     @property
     def workspace(self) -> Path:
         """Mallory's workspace, where she spawns."""
-        return self.state / "agents" / "mallory" / "instances" / "default" / "workspace"
-
-    def send(self, agent: str, text: str, instance: str = "default") -> str:
-        done = run_cli("send", agent, text, "--instance", instance, cwd=self.directory, timeout=90)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.strip()
-
-    def bash(self, agent: str, command: str, instance: str = "default") -> str:
-        return self.send(agent, f"run {command}", instance)
+        return self.instance_dir() / "workspace"
 
     def spawn_and_swap(self, key: str, target: Path) -> None:
         """Spawn ``worker/key`` into ``jobs/key`` of Mallory's workspace, check it works there,
@@ -113,29 +99,22 @@ class Swarm:
         assert spawned["cwd"] == str((self.workspace / "jobs" / key).resolve())
         # Before the swap the instance works in its workdir, with both tools.
         assert "written" in self.send("worker", "write before.txt mine", key)
-        ran = json.loads(self.bash("worker", "cat before.txt; pwd", key))
+        ran = json.loads(self.run("cat before.txt; pwd", "worker", key))
         assert ran["stdout"] == f"mine{spawned['cwd']}\n", ran
-        swapped = json.loads(
-            self.bash("mallory", f"mv jobs/{key} jobs/{key}.old && ln -s {target} jobs/{key}")
-        )
+        swapped = json.loads(self.run(f"mv jobs/{key} jobs/{key}.old && ln -s {target} jobs/{key}"))
         assert swapped["exitCode"] == 0, swapped
         assert (self.workspace / "jobs" / key).is_symlink()
 
 
-@pytest.fixture(scope="module", params=["bwrap", "namespaces"])
+@pytest.fixture(scope="module", params=BACKENDS)
 def swarm(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Swarm]:
     directory = tmp_path_factory.mktemp(f"swap-{request.param}")
     outside = tmp_path_factory.mktemp(f"host-folder-{request.param}")
     (outside / "secret.txt").write_text(SECRET)
-    (directory / "goondan.yaml").write_text(SWARM.replace("BACKEND", request.param))
-    daemon = Daemon(directory, bundle="goondan.yaml")
-    try:
-        daemon.wait_for("orchestrator started", deadline=60)
-        yield Swarm(directory, outside, daemon)
-    finally:
-        daemon.stop()
+    with attack_daemon(directory, SWARM.replace("BACKEND", request.param)) as daemon:
+        yield Swarm(directory, daemon, request.param, outside)
 
 
 def test_a_workdir_swapped_for_a_link_to_a_host_folder_is_refused(swarm: Swarm) -> None:
@@ -144,18 +123,16 @@ def test_a_workdir_swapped_for_a_link_to_a_host_folder_is_refused(swarm: Swarm) 
     assert swarm.send("worker", "read secret.txt", "job-host") == REFUSED
     assert swarm.send("worker", "write planted.txt by-the-worker", "job-host") == REFUSED
     assert swarm.send("worker", "read before.txt", "job-host") == REFUSED
-    ran = swarm.bash("worker", "cat secret.txt; echo by-bash > planted-by-bash.txt; ls", "job-host")
+    ran = swarm.run("cat secret.txt; echo by-bash > planted-by-bash.txt; ls", "worker", "job-host")
     assert ran == REFUSED
     assert sorted(p.name for p in swarm.outside.iterdir()) == ["secret.txt"]
     assert (swarm.outside / "secret.txt").read_text() == SECRET
 
     # Put back, the directory the instance was given serves it again (the same inode).
-    restored = json.loads(
-        swarm.bash("mallory", "rm jobs/job-host && mv jobs/job-host.old jobs/job-host")
-    )
+    restored = json.loads(swarm.run("rm jobs/job-host && mv jobs/job-host.old jobs/job-host"))
     assert restored["exitCode"] == 0, restored
     assert swarm.send("worker", "read before.txt", "job-host") == "read mine"
-    assert json.loads(swarm.bash("worker", "cat before.txt", "job-host"))["stdout"] == "mine"
+    assert json.loads(swarm.run("cat before.txt", "worker", "job-host"))["stdout"] == "mine"
 
 
 def test_a_workdir_swapped_for_a_link_to_the_state_directory_is_refused(swarm: Swarm) -> None:
@@ -170,8 +147,8 @@ def test_a_workdir_swapped_for_a_link_to_the_state_directory_is_refused(swarm: S
     note = "agents/worker/instances/victim/workspace/note.txt"
     assert swarm.send("worker", f"read {note}", "job-state") == REFUSED
     assert swarm.send("worker", f"write {note} overwritten", "job-state") == REFUSED
-    ran = swarm.bash(
-        "worker", f"head -c 200 runtime-events.jsonl; echo overwritten > {note}", "job-state"
+    ran = swarm.run(
+        f"head -c 200 runtime-events.jsonl; echo overwritten > {note}", "worker", "job-state"
     )
     assert ran == REFUSED
     # Nor does it lend the state directory to an instance it spawns.
@@ -188,10 +165,8 @@ def test_a_workdir_replaced_by_another_directory_is_refused(swarm: Swarm) -> Non
     """Not a symlink: a fresh directory of the same name (the pinned one moved aside)."""
     spawned = json.loads(swarm.send("mallory", "spawn job-moved cwd=jobs/job-moved"))
     assert "written" in swarm.send("worker", "write before.txt mine", "job-moved")
-    moved = json.loads(
-        swarm.bash("mallory", "mv jobs/job-moved jobs/elsewhere && mkdir jobs/job-moved")
-    )
+    moved = json.loads(swarm.run("mv jobs/job-moved jobs/elsewhere && mkdir jobs/job-moved"))
     assert moved["exitCode"] == 0, moved
     assert swarm.send("worker", "write after.txt x", "job-moved") == REFUSED
-    assert swarm.bash("worker", "touch after-bash.txt", "job-moved") == REFUSED
+    assert swarm.run("touch after-bash.txt", "worker", "job-moved") == REFUSED
     assert list(Path(spawned["cwd"]).iterdir()) == []
