@@ -51,12 +51,6 @@ _HOST = re.compile(
 )
 
 
-async def _refuse(
-    scope: Scope, receive: Receive, send: Send, status: int, code: HttpCode, message: str
-) -> None:
-    await error(status, code, message)(scope, receive, send)
-
-
 def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers") or ():
         if key == name:
@@ -137,25 +131,54 @@ class HostAllowList:
         return host in self.names or host == reached
 
 
-class HostCheck:
-    """ASGI middleware: a TCP request whose ``Host`` is not in the allow-list gets 421."""
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The JSON error a check answers a request with instead of serving it."""
 
-    def __init__(self, app: ASGIApp, hosts: HostAllowList) -> None:
+    status: int
+    code: HttpCode
+    message: str
+
+
+class RequestCheck:
+    """ASGI middleware: an HTTP request :meth:`refusal` finds fault with gets that refusal;
+    every other request (and every other scope) goes on to ``app``."""
+
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.hosts = hosts
+
+    def refusal(self, scope: Scope) -> Refusal | None:
+        """Why the HTTP request of ``scope`` is not served; ``None`` when it may be."""
+        raise NotImplementedError
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not _on_unix_socket(scope):
-            host = _header(scope, b"host")
-            peer = scope.get(PEER_KEY)
-            if not self.hosts.allows(host, peer if isinstance(peer, Peer) else None):
-                message = (
-                    f"this daemon does not answer to Host {host!r}: "
-                    "list the name in policy.api.allowedHosts to serve it"
-                )
-                await _refuse(scope, receive, send, 421, HttpCode.MISDIRECTED_REQUEST, message)
-                return
-        await self.app(scope, receive, send)
+        refusal = self.refusal(scope) if scope["type"] == "http" else None
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        await error(refusal.status, refusal.code, refusal.message)(scope, receive, send)
+
+
+class HostCheck(RequestCheck):
+    """A TCP request whose ``Host`` is not in the allow-list gets 421."""
+
+    def __init__(self, app: ASGIApp, hosts: HostAllowList) -> None:
+        super().__init__(app)
+        self.hosts = hosts
+
+    def refusal(self, scope: Scope) -> Refusal | None:
+        """421 for a ``Host`` outside the allow-list (never on the Unix socket)."""
+        if _on_unix_socket(scope):
+            return None
+        host = _header(scope, b"host")
+        peer = scope.get(PEER_KEY)
+        if self.hosts.allows(host, peer if isinstance(peer, Peer) else None):
+            return None
+        message = (
+            f"this daemon does not answer to Host {host!r}: "
+            "list the name in policy.api.allowedHosts to serve it"
+        )
+        return Refusal(421, HttpCode.MISDIRECTED_REQUEST, message)
 
 
 def normalise_origin(origin: str) -> str:
@@ -163,44 +186,41 @@ def normalise_origin(origin: str) -> str:
     return origin.strip().lower().rstrip("/")
 
 
-class OriginCheck:
-    """ASGI middleware: a request whose ``Origin`` is not one of ``origins`` gets 403."""
+class OriginCheck(RequestCheck):
+    """A request whose ``Origin`` is not one of ``origins`` gets 403."""
 
     def __init__(self, app: ASGIApp, origins: Collection[str]) -> None:
-        self.app = app
+        super().__init__(app)
         self.origins = frozenset(normalise_origin(origin) for origin in origins)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            origin = _header(scope, b"origin")
-            if origin is not None and normalise_origin(origin) not in self.origins:
-                message = (
-                    f"requests from the web page at {origin} are refused: "
-                    "list its origin in policy.api.corsOrigins to allow it"
-                )
-                await _refuse(scope, receive, send, 403, HttpCode.ORIGIN_NOT_ALLOWED, message)
-                return
-        await self.app(scope, receive, send)
+    def refusal(self, scope: Scope) -> Refusal | None:
+        """403 for an ``Origin`` not listed (a request without one passes)."""
+        origin = _header(scope, b"origin")
+        if origin is None or normalise_origin(origin) in self.origins:
+            return None
+        message = (
+            f"requests from the web page at {origin} are refused: "
+            "list its origin in policy.api.corsOrigins to allow it"
+        )
+        return Refusal(403, HttpCode.ORIGIN_NOT_ALLOWED, message)
 
 
-class JsonOnly:
-    """ASGI middleware: a state-changing request without ``Content-Type: application/json``
-    gets 415, whatever its body (an empty one included)."""
+class JsonOnly(RequestCheck):
+    """A state-changing request without ``Content-Type: application/json`` gets 415, whatever
+    its body (an empty one included)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] in STATE_CHANGING:
-            given = _header(scope, b"content-type")
-            media = (given or "").partition(";")[0].strip().lower()
-            if media != "application/json":
-                message = f"Content-Type must be application/json on {scope['method']}, " + (
-                    f"not {given!r}" if given else "and none was given"
-                )
-                await _refuse(scope, receive, send, 415, HttpCode.UNSUPPORTED_MEDIA_TYPE, message)
-                return
-        await self.app(scope, receive, send)
+    def refusal(self, scope: Scope) -> Refusal | None:
+        """415 for a state-changing request that does not say it sends JSON."""
+        if scope["method"] not in STATE_CHANGING:
+            return None
+        given = _header(scope, b"content-type")
+        media = (given or "").partition(";")[0].strip().lower()
+        if media == "application/json":
+            return None
+        message = f"Content-Type must be application/json on {scope['method']}, " + (
+            f"not {given!r}" if given else "and none was given"
+        )
+        return Refusal(415, HttpCode.UNSUPPORTED_MEDIA_TYPE, message)
 
 
 def guard(

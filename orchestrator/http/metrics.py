@@ -81,68 +81,51 @@ class SwarmMetrics:
         self._http_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self.registry = CollectorRegistry()
         registry = self.registry
-        self.http_requests = Counter(
+
+        def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
+            return Counter(name, doc, labels, registry=registry)
+
+        def histogram(name: str, doc: str, labels: tuple[str, ...]) -> Histogram:
+            return Histogram(name, doc, labels, buckets=_SECONDS, registry=registry)
+
+        self.http_requests = counter(
             "goondan_http_requests",
             "HTTP API requests, by route and status code.",
-            ["route", "method", "status"],
-            registry=registry,
+            ("route", "method", "status"),
         )
-        self.http_seconds = Histogram(
-            "goondan_http_request_seconds",
-            "HTTP API request latency.",
-            ["route"],
-            buckets=_SECONDS,
-            registry=registry,
+        self.http_seconds = histogram(
+            "goondan_http_request_seconds", "HTTP API request latency.", ("route",)
         )
-        self.turns = Counter(
-            "goondan_turns",
-            "Turns that ended, by agent and outcome.",
-            ["agent", "status"],
-            registry=registry,
+        self.turns = counter(
+            "goondan_turns", "Turns that ended, by agent and outcome.", ("agent", "status")
         )
-        self.turn_seconds = Histogram(
-            "goondan_turn_seconds",
-            "Turn duration.",
-            ["agent"],
-            buckets=_SECONDS,
-            registry=registry,
+        self.turn_seconds = histogram("goondan_turn_seconds", "Turn duration.", ("agent",))
+        self.steps = counter(
+            "goondan_steps", "Steps that ended, by agent and outcome.", ("agent", "status")
         )
-        self.steps = Counter(
-            "goondan_steps",
-            "Steps that ended, by agent and outcome.",
-            ["agent", "status"],
-            registry=registry,
-        )
-        self.tool_calls = Counter(
+        self.tool_calls = counter(
             "goondan_tool_calls",
             "Tool calls, by agent, tool and result status.",
-            ["agent", "tool", "status"],
-            registry=registry,
+            ("agent", "tool", "status"),
         )
-        self.tokens = Counter(
+        self.tokens = counter(
             "goondan_tokens",
             "Model tokens of finished Turns, by agent and kind.",
-            ["agent", "kind"],
-            registry=registry,
+            ("agent", "kind"),
         )
-        self.process_events = Counter(
+        self.process_events = counter(
             "goondan_process_events",
             "Agent process lifecycle events (spawned, ready, exited, backoff, restarting).",
-            ["agent", "event"],
-            registry=registry,
+            ("agent", "event"),
         )
-        self.crashes = Counter(
-            "goondan_agent_crashes",
-            "Unexpected agent process exits.",
-            ["agent"],
-            registry=registry,
+        self.crashes = counter(
+            "goondan_agent_crashes", "Unexpected agent process exits.", ("agent",)
         )
-        self.budgets_exceeded = Counter(
+        self.budgets_exceeded = counter(
             "goondan_budget_exceeded",
             "Model calls refused because a budget was used up, by budget (turn, instance, "
             "trace) and agent.",
-            ["budget", "agent"],
-            registry=registry,
+            ("budget", "agent"),
         )
         registry.register(_LiveState(swarm))
         registry.register(_ConnectionHealth(swarm))

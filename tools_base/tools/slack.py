@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Callable
 from urllib.parse import unquote, urlencode
 
 from goondan.errors import ToolCode
@@ -51,10 +50,8 @@ from tools_base import JsonObject, JsonValue, ToolConfigError, ToolContext, Tool
 from tools_base.tools._chat import (
     Answer,
     ChatConfig,
-    ChatHttp,
-    check_save_path,
+    DownloadOptions,
     deadline_of,
-    download_options,
     downloaded,
     json_body,
     not_api_json,
@@ -62,6 +59,7 @@ from tools_base.tools._chat import (
     redact,
     retry_suggestion,
 )
+from tools_base.tools._chat_bot import ChatBot
 from tools_base.tools._common import (
     ConfigReader,
     invalid_arg,
@@ -159,16 +157,15 @@ def _compact(message: JsonValue) -> JsonObject:
     return out
 
 
-class SlackTool:
+class SlackTool(ChatBot):
     """The handlers, bound to one config."""
 
-    def __init__(self, config: ChatConfig, file_hosts: frozenset[str]) -> None:
-        self.config = config
-        self.http = ChatHttp(config)
-        self.file_hosts = file_hosts | {config.api_base.host}
+    token_env = TOKEN_ENV
+    exports = ("send", "read", "edit", "delete", "react", "download_file")
 
-    def _run(self, ctx: ToolContext, fn: Callable[[str], JsonValue]) -> JsonValue:
-        return self.http.with_token(TOKEN_ENV, fn)
+    def __init__(self, config: ChatConfig, file_hosts: frozenset[str]) -> None:
+        super().__init__(config)
+        self.file_hosts = file_hosts | {config.api_base.host}
 
     def api(
         self,
@@ -260,7 +257,7 @@ class SlackTool:
                 "text": posted.get("text", text),
             }
 
-        return self._run(ctx, run)
+        return self._run(run)
 
     def read(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``read``: ``conversations.replies`` for a thread, else ``conversations.history``."""
@@ -303,7 +300,7 @@ class SlackTool:
                 "nextCursor": cursor or None,
             }
 
-        return self._run(ctx, run)
+        return self._run(run)
 
     def edit(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``edit``: ``chat.update``."""
@@ -334,7 +331,7 @@ class SlackTool:
                 done: True,
             }
 
-        return self._run(ctx, run)
+        return self._run(run)
 
     def react(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``react``: ``reactions.add`` once per distinct emoji name."""
@@ -359,7 +356,7 @@ class SlackTool:
                 "reactionCount": len(names),
             }
 
-        return self._run(ctx, run)
+        return self._run(run)
 
     def download_file(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``download_file``: a file's ``url_private`` with the bot token, within ``maxBytes``."""
@@ -380,11 +377,8 @@ class SlackTool:
                 code=FILE_URL_REFUSED,
                 suggestion="Use the https url_private of the file.",
             )
-        options = download_options(input, self.config)
-        check_save_path(ctx, options.save_path)
-        deadline = deadline_of(input)
 
-        def run(token: str) -> JsonValue:
+        def run(token: str, options: DownloadOptions, deadline: float) -> JsonValue:
             auth = {"authorization": f"Bearer {token}"}
             answer = self.http.fetch_file(url, auth, deadline, options)
             if answer.status == 429:
@@ -413,18 +407,7 @@ class SlackTool:
                 ctx, answer, fields, name=name, content_type=content_type, options=options
             )
 
-        return self._run(ctx, run)
-
-    def handlers(self) -> dict[str, ToolHandler]:
-        """Export name → handler."""
-        return {
-            "send": self.send,
-            "read": self.read,
-            "edit": self.edit,
-            "delete": self.delete,
-            "react": self.react,
-            "download_file": self.download_file,
-        }
+        return self._download(ctx, input, run)
 
 
 def _form_value(value: JsonValue) -> str:

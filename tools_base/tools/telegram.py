@@ -51,20 +51,16 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Callable
 from urllib.parse import quote
 
 from goondan.errors import ToolCode
 from tools_base import JsonObject, JsonValue, ToolContext, ToolError, ToolHandler
 from tools_base.tools._chat import (
     BAD_RESPONSE,
-    ChatConfig,
-    ChatHttp,
+    DownloadOptions,
     SharedSettings,
     TooLarge,
-    check_save_path,
     deadline_of,
-    download_options,
     downloaded,
     json_body,
     not_api_json,
@@ -73,6 +69,7 @@ from tools_base.tools._chat import (
     retry_suggestion,
     too_large_error,
 )
+from tools_base.tools._chat_bot import ChatBot
 from tools_base.tools._common import (
     ConfigReader,
     invalid_arg,
@@ -173,15 +170,11 @@ def _suggestion(code: int, parameters: JsonObject) -> str:
     return "Check the arguments; retry later if Telegram itself failed."
 
 
-class TelegramTool:
+class TelegramTool(ChatBot):
     """The handlers, bound to one config."""
 
-    def __init__(self, config: ChatConfig) -> None:
-        self.config = config
-        self.http = ChatHttp(config)
-
-    def _run(self, ctx: ToolContext, fn: Callable[[str], JsonValue]) -> JsonValue:
-        return self.http.with_token(TOKEN_ENV, fn)
+    token_env = TOKEN_ENV
+    exports = ("send", "edit", "delete", "react", "set_chat_action", "download_file")
 
     def api(
         self, ctx: ToolContext, token: str, method: str, payload: JsonObject, deadline: float
@@ -265,7 +258,7 @@ class TelegramTool:
                 "text": message.get("text", text),
             }
 
-        return self._run(ctx, run)
+        return self._run(run)
 
     def edit(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``edit``: ``editMessageText``."""
@@ -284,7 +277,7 @@ class TelegramTool:
             self.api(ctx, token, "editMessageText", payload, deadline)
             return {"ok": True, "chatId": chat_id, "messageId": message_id, "edited": True}
 
-        return self._run(ctx, run)
+        return self._run(run)
 
     def delete(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``delete``: ``deleteMessage``."""
@@ -296,7 +289,7 @@ class TelegramTool:
             self.api(ctx, token, "deleteMessage", payload, deadline)
             return {"ok": True, "chatId": chat_id, "messageId": message_id, "deleted": True}
 
-        return self._run(ctx, run)
+        return self._run(run)
 
     def react(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``react``: ``setMessageReaction`` (``clear`` removes the bot's reactions)."""
@@ -334,7 +327,7 @@ class TelegramTool:
                 "reactionCount": len(emojis),
             }
 
-        return self._run(ctx, run)
+        return self._run(run)
 
     def set_chat_action(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``set_chat_action``: ``sendChatAction`` (the status shows for about 5 seconds)."""
@@ -352,16 +345,13 @@ class TelegramTool:
             self.api(ctx, token, "sendChatAction", payload, deadline)
             return {"ok": True, "chatId": chat_id, "status": "sent", "action": action}
 
-        return self._run(ctx, run)
+        return self._run(run)
 
     def download_file(self, ctx: ToolContext, input: JsonObject) -> JsonValue:
         """``download_file``: ``getFile``, then the file itself, within ``maxBytes``."""
         file_id = require_string(input, "fileId")
-        options = download_options(input, self.config)
-        check_save_path(ctx, options.save_path)
-        deadline = deadline_of(input)
 
-        def run(token: str) -> JsonValue:
+        def run(token: str, options: DownloadOptions, deadline: float) -> JsonValue:
             info = self.api(ctx, token, "getFile", {"file_id": file_id}, deadline)
             meta = info if isinstance(info, dict) else {}
             file_path = meta.get("file_path")
@@ -400,18 +390,7 @@ class TelegramTool:
                 ctx, answer, fields, name=file_path, content_type=content_type, options=options
             )
 
-        return self._run(ctx, run)
-
-    def handlers(self) -> dict[str, ToolHandler]:
-        """Export name → handler."""
-        return {
-            "send": self.send,
-            "edit": self.edit,
-            "delete": self.delete,
-            "react": self.react,
-            "set_chat_action": self.set_chat_action,
-            "download_file": self.download_file,
-        }
+        return self._download(ctx, input, run)
 
 
 def configure(config: JsonObject) -> dict[str, ToolHandler]:

@@ -1,0 +1,54 @@
+"""What the Slack and Telegram tools share: a bot bound to one config, its token and downloads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
+
+from tools_base import JsonObject, JsonValue, ToolContext, ToolHandler
+from tools_base.tools._chat import (
+    ChatConfig,
+    ChatHttp,
+    DownloadOptions,
+    check_save_path,
+    deadline_of,
+    download_options,
+)
+
+T = TypeVar("T")
+
+
+class ChatBot:
+    """A chat platform's handlers bound to one config: its HTTP client, its bot token (from
+    ``token_env`` when the config names none) and its file downloads."""
+
+    token_env: ClassVar[tuple[str, ...]]
+    """The environment variables that may hold the token, in order."""
+    exports: ClassVar[tuple[str, ...]]
+    """The export names; each is the name of the handler method too."""
+
+    def __init__(self, config: ChatConfig) -> None:
+        self.config = config
+        self.http = ChatHttp(config)
+
+    def _run(self, fn: Callable[[str], T]) -> T:
+        """``fn(token)``; the token never leaves in an error."""
+        return self.http.with_token(self.token_env, fn)
+
+    def _download(
+        self,
+        ctx: ToolContext,
+        input: JsonObject,
+        fetch: Callable[[str, DownloadOptions, float], JsonValue],
+    ) -> JsonValue:
+        """``fetch(token, options, deadline)`` for a ``download_file`` call, once its options
+        are read and its save path is known to be allowed."""
+        options = download_options(input, self.config)
+        check_save_path(ctx, options.save_path)
+        deadline = deadline_of(input)
+        return self._run(lambda token: fetch(token, options, deadline))
+
+    def handlers(self) -> dict[str, ToolHandler]:
+        """Export name → handler."""
+        handlers: dict[str, ToolHandler] = {name: getattr(self, name) for name in self.exports}
+        return handlers
