@@ -177,6 +177,7 @@ class Router(SendRouting):
         trace_id: str | None = None,
         on_delta: DeltaSink | None = None,
         relay: bool = False,
+        request_id: str = "",
     ) -> DelegateAnswer:
         """A request from outside the swarm, answered like any other.
 
@@ -196,6 +197,7 @@ class Router(SendRouting):
             event_type="user.input",
             stream_id=stream_id,
             relay=relay and on_delta is not None,
+            request_id=request_id,
         )
         message = build.delegate(EXTERNAL_CALLER, target, correlation_id, handoff)
         if on_delta is not None:

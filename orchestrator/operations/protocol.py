@@ -152,9 +152,11 @@ class SwarmOperations(Protocol):
         trace_id: str | None = None,
         on_delta: DeltaSink | None = None,
         relay: bool = False,
+        request_id: str = "",
     ) -> DelegateAnswer:
         """Run a Turn of ``agent`` (default: the entry agent) on ``text`` and wait for its
-        answer; with ``on_delta`` its text streams there as it is produced."""
+        answer; with ``on_delta`` its text streams there as it is produced. ``request_id`` is
+        the caller's stable id of the request (the same on every delivery of it)."""
         ...
 
     def send(self, text: str, *, agent: str, instance_key: str) -> None:

@@ -203,6 +203,7 @@ class SwarmService:
         trace_id: str | None = None,
         on_delta: DeltaSink | None = None,
         relay: bool = False,
+        request_id: str = "",
     ) -> DelegateAnswer:
         """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer
         (see :meth:`Router.request` for streaming)."""
@@ -214,6 +215,7 @@ class SwarmService:
             trace_id=trace_id,
             on_delta=on_delta,
             relay=relay,
+            request_id=request_id,
         )
 
     def send(self, text: str, *, agent: str, instance_key: str) -> None:
