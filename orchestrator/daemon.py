@@ -43,6 +43,8 @@ from orchestrator.connections import ingress_tables
 from orchestrator.deciding import ApprovalDesk
 from orchestrator.dispatch import Dispatcher
 from orchestrator.operations.service import SwarmService
+from orchestrator.requests import RequestDesk, RequestStore
+from orchestrator.requests.store import retention_from_env
 from orchestrator.router import InFlightSend
 from orchestrator.status import ExitInfo
 from orchestrator.systemd import notify
@@ -135,6 +137,10 @@ class Orchestrator:
             log=self.log,
         )
         """What the faces may ask of the swarm (the HTTP API, its metrics)."""
+        store = RequestStore(self.state_dir / "requests", retention=retention_from_env())
+        self.requests = RequestDesk(self.operations, store)
+        """The accepted external requests, recorded in ``<state>/requests/`` (read once the
+        API owns the state directory; those still running are routed again on start)."""
 
     @classmethod
     def from_bundle(cls, bundle_path: Path, **options: Unpack[SwarmOptions]) -> Orchestrator:
@@ -217,6 +223,8 @@ class Orchestrator:
             # leaders finds the one that answers.
             await self.cluster.open()
         await self._start_api()
+        # Only now, the API socket ours: another daemon's records are never touched.
+        unanswered = await asyncio.to_thread(self.requests.store.load)
         if self.telemetry is not None:  # after the API: a daemon refused starts no exporter
             self.telemetry.start()
         self._report_unfolded()
@@ -227,6 +235,7 @@ class Orchestrator:
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
         await self.supervisor.ensure_running(self.entry_agent)
         self.connections.start()
+        self.requests.resume(unanswered)
         notify("READY=1", f"STATUS=serving swarm {self.swarm.name}")
 
     def _connection_finished(self, name: str) -> None:
@@ -268,6 +277,7 @@ class Orchestrator:
             cors_origins=policy.cors_origins,
             metrics=self.metrics,
             tasks=self.tasks,
+            desk=self.requests,
         )
         await self.api.start()
 
@@ -390,6 +400,7 @@ class Orchestrator:
         if self._own_transport is not None:
             await self._own_transport.close()  # its spare processes end
         await self.router.close()
+        await self.requests.close()  # those unanswered stay running on disk for the next start
         self.broker.close()
         self.live.close()  # event streams end, so the HTTP server stops without waiting
         if self.api is not None:
