@@ -224,7 +224,7 @@ class Orchestrator:
             await self.cluster.open()
         await self._start_api()
         # Only now, the API socket ours: another daemon's records are never touched.
-        unanswered = await asyncio.to_thread(self.requests.store.load)
+        unanswered = await self.requests.open()
         if self.telemetry is not None:  # after the API: a daemon refused starts no exporter
             self.telemetry.start()
         self._report_unfolded()

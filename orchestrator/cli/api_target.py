@@ -132,9 +132,16 @@ def daemon_api(args: argparse.Namespace, state_dir: Callable[[], Path]) -> Daemo
     """The API of the daemon the command's options name (``state_dir`` is asked only for
     ``api.sock``)."""
     urls = remote_urls(args)
-    if not urls:
-        return DaemonApi(state_dir())
-    return DaemonApi(url=urls[0], token=_token(args), standby=urls[1:])
+    api = (
+        DaemonApi(url=urls[0], token=_token(args), standby=urls[1:])
+        if urls
+        else DaemonApi(state_dir())
+    )
+    key = getattr(args, "idempotency_key", None)
+    if key:  # the same on every try of this invocation: a retry never runs a second Turn
+        api.headers["Idempotency-Key"] = key
+    api.reattach_seconds = float(getattr(args, "reattach", 0.0) or 0.0)
+    return api
 
 
 def _refused_credential(args: argparse.Namespace, api: DaemonApi, body: Any) -> TargetError:

@@ -19,7 +19,15 @@ from ipc.delegation import DelegateAnswer
 from ipc.runtime_events import TokenCounts
 from orchestrator.http.body import BadBody, ChatRequest, read_object
 from orchestrator.http.requests import Refusal, admit, body_digest, id_headers, idempotency_key
-from orchestrator.http.streams import ANSWER_EVENT_ID, Item, Notice, Piece, TurnStream, sse
+from orchestrator.http.streams import (
+    ANSWER_EVENT_ID,
+    Item,
+    Notice,
+    Piece,
+    TurnStream,
+    not_answered_here,
+    sse,
+)
 from orchestrator.operations import SwarmOperations
 from orchestrator.requests import Admission, Intake, RequestDesk, RequestRecord
 
@@ -100,7 +108,7 @@ class OpenAICompatible:
         else:
             answer = await self.desk.answer(admission.request_id)
             if answer is None or not answer.ok:
-                response = self._failed(answer or DelegateAnswer.failure(IpcError("no answer")))
+                response = self._failed(answer or not_answered_here())
             else:
                 response = JSONResponse(self.completion_of(answer, admission.record))
         response.headers.update(id_headers(admission))

@@ -35,6 +35,7 @@ from orchestrator.http.streams import (
     TurnStream,
     answer_json,
     native_events,
+    not_answered_here,
     sse,
     sse_event,
 )
@@ -135,7 +136,7 @@ async def run_turn(desk: RequestDesk, request: Request, agent: str) -> Response:
         deltas=stream,
         approvals=approvals,
         idempotency_key=idempotency_key(request),
-        body_digest=body_digest("request", agent, data, str(stream)),
+        body_digest=body_digest("request", agent, data),
     )
     try:
         admission = await admit(desk, intake)
@@ -150,7 +151,7 @@ async def run_turn(desk: RequestDesk, request: Request, agent: str) -> Response:
         response.headers.update(id_headers(admission))
         return response
     answer = await desk.answer(admission.request_id)
-    return answered(answer or _not_running(), admission)
+    return answered(answer or not_answered_here(), admission)
 
 
 async def hand_over(desk: RequestDesk, request: Request, agent: str) -> Response:
@@ -220,6 +221,7 @@ async def request_state(
     body of a front door whose answer is not the Turn's answer as such."""
     request_id = request.path_params["id"]
     wait = wait_seconds(request)
+    await desk.opened()
     record = desk.record(request_id)
     if record is None:
         return not_found(request_id)
@@ -252,6 +254,7 @@ async def request_events(desk: RequestDesk, request: Request) -> Response:
     """``GET /v1/requests/{id}/events``: the request's events after ``Last-Event-ID``, then
     what comes, until the answer (204 once a client has had the answer)."""
     request_id = request.path_params["id"]
+    await desk.opened()
     record = desk.record(request_id)
     if record is None:
         return not_found(request_id)
@@ -269,15 +272,3 @@ async def request_events(desk: RequestDesk, request: Request) -> Response:
     response = sse(native_events(turn, first), turn.aclose)
     response.headers.update(headers)
     return response
-
-
-def _not_running() -> DelegateAnswer:
-    from ipc import IpcError
-
-    return DelegateAnswer.failure(
-        IpcError(
-            "the daemon stopped before the request was answered: ask for it by its id "
-            "once it runs again",
-            code=DeliveryCode.SHUTTING_DOWN,
-        )
-    )

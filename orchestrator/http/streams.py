@@ -130,6 +130,8 @@ class TurnStream:
         self.chars = 0
         self.dropped = 0
         self.answer: DelegateAnswer | None = None
+        self.ended = False
+        """The request's wait is over (with :attr:`answer`, or without one)."""
         self._wake = asyncio.Event()
         self._feed = desk.feed(request_id)
         if self._feed is not None:
@@ -138,16 +140,10 @@ class TurnStream:
         self._items = self.items()
 
     async def _run(self, desk: RequestDesk) -> None:
-        answer = await desk.answer(self.request_id)
-        if answer is None:  # accepted by a daemon that stopped before answering
-            answer = DelegateAnswer.failure(
-                IpcError(
-                    "the request is not running here: ask for it by its id once the "
-                    "daemon runs again",
-                    code=DeliveryCode.SHUTTING_DOWN,
-                )
-            )
-        self.answer = answer
+        # None: the daemon stops before the answer; the stream ends without one, and the
+        # client picks the request up again by its id once the daemon runs again.
+        self.answer = await desk.answer(self.request_id)
+        self.ended = True
         self._wake.set()
 
     def put(self, agent: str, delta: TextDelta, seq: int = 0) -> None:
@@ -179,9 +175,13 @@ class TurnStream:
             self._wake.set()
 
     async def first(self) -> Item:
-        """The first item, before the response starts (so an early failure can be a 502)."""
+        """The first item, before the response starts (so an early failure can be a 502; a
+        request the daemon stops under first is answered ``SHUTTING_DOWN``)."""
         try:
             return await anext(self._items)
+        except StopAsyncIteration:
+            await self.aclose()
+            return not_answered_here()
         except BaseException:
             await self.aclose()
             raise
@@ -196,6 +196,8 @@ class TurnStream:
                 yield piece
             elif self.answer is not None:
                 yield self.answer
+                return
+            elif self.ended:
                 return
             else:
                 self._wake.clear()
@@ -218,6 +220,18 @@ class TurnStream:
             self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+
+
+def not_answered_here() -> DelegateAnswer:
+    """The answer of a request the daemon stopped under: it is answered after the next start,
+    and can be asked for by its id."""
+    return DelegateAnswer.failure(
+        IpcError(
+            "the daemon stopped before the request was answered: ask for it by its id "
+            "once the daemon runs again",
+            code=DeliveryCode.SHUTTING_DOWN,
+        )
+    )
 
 
 def delta_json(piece: Piece) -> dict[str, Any]:

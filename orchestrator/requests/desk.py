@@ -76,6 +76,8 @@ class Running:
     feed: RequestFeed
     answer: asyncio.Future[DelegateAnswer]
     task: asyncio.Task[None] | None = None
+    final: bool = False
+    """Its answer is the request's (recorded), not the daemon's stopping under it."""
 
 
 @dataclass(eq=False)
@@ -87,14 +89,33 @@ class RequestDesk:
     running: dict[str, Running] = field(default_factory=dict)
     _keys: dict[str, str] = field(default_factory=dict)
     """Key digest → id of a running request (found before its record is on disk)."""
+    _opened: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the store's records on disk are read: no request is taken before (its key
+    could name one of them)."""
     log: structlog.typing.FilteringBoundLogger = field(
         default_factory=lambda: structlog.get_logger("goondan.requests")
     )
+
+    def __post_init__(self) -> None:
+        if self.store.directory is None:  # nothing on disk to read first
+            self._opened.set()
+
+    async def open(self) -> list[RequestRecord]:
+        """Read the store's records on disk (once this daemon owns the state directory);
+        returns those a previous daemon accepted and never answered, for :meth:`resume`."""
+        unanswered = await asyncio.to_thread(self.store.load)
+        self._opened.set()
+        return unanswered
+
+    async def opened(self) -> None:
+        """Until the records on disk are read."""
+        await self._opened.wait()
 
     async def admit(self, intake: Intake) -> Admission:
         """Take ``intake``: the request its idempotency key names, or a new one recorded on
         disk and started. Raises :class:`KeyReused` for a key kept with another body,
         :class:`~orchestrator.requests.store.StoreFull`, or ``OSError`` (nothing accepted)."""
+        await self._opened.wait()
         key_digest = digest("idempotency-key", intake.idempotency_key or "")
         if intake.idempotency_key is not None:
             found = self._find_key(key_digest)
@@ -104,6 +125,8 @@ class RequestDesk:
                         "this Idempotency-Key was used with another request body; "
                         "use a fresh key for a new request"
                     )
+                if found.state == "running":  # a previous daemon's, not routed again yet
+                    self.resume([found])
                 return Admission(found, fresh=False)
         record = RequestRecord(
             request_id=new_request_id(),
@@ -134,6 +157,9 @@ class RequestDesk:
         for record in records:
             if record.request_id in self.running:
                 continue
+            current = self.store.get(record.request_id)
+            if current is None or current.state == "done":  # picked up and answered since
+                continue
             self.log.info(
                 "resuming an accepted request",
                 request_id=record.request_id,
@@ -154,14 +180,20 @@ class RequestDesk:
 
     async def answer(self, request_id: str, wait: float | None = None) -> DelegateAnswer | None:
         """The answer of ``request_id``, waiting for it at most ``wait`` seconds (``None``:
-        until it comes); ``None`` when it is not there by then or the id is unknown."""
+        until it comes); ``None`` when it is not there by then, the id is unknown, or the
+        daemon stopped before it was answered (it is answered after the next start)."""
         running = self.running.get(request_id)
         if running is not None:
             try:
                 async with asyncio.timeout(wait):
-                    return await asyncio.shield(running.answer)
+                    answer = await asyncio.shield(running.answer)
             except TimeoutError:
                 return None
+            except asyncio.CancelledError:
+                if running.answer.cancelled():  # the desk closed: not answered here
+                    return None
+                raise
+            return answer if running.final else None
         record = self.store.get(request_id)
         if record is None or record.answer is None:
             return None
@@ -234,7 +266,8 @@ class RequestDesk:
         """Record the answer (unless the daemon is stopping under it: the request stays
         ``running`` and is routed again on start), then hand it to whoever waits."""
         record = running.record
-        if answer.ok or not self.swarm.stopping:
+        running.final = answer.ok or not self.swarm.stopping
+        if running.final:
             try:
                 done = self.store.finished(record, answer.to_wire())
                 await asyncio.to_thread(self.store.persist, done)

@@ -5,12 +5,14 @@ it, and a retry with the same ``Idempotency-Key`` starts no second Turn."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx2
 import pytest
 
-from tests.support.daemon import Daemon, wait_until_processing
+from tests.support.daemon import Daemon, run_cli, wait_until_processing
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -61,3 +63,38 @@ def test_a_request_accepted_before_a_daemon_sigkill_is_answered_after_restart(
             assert refused.status_code == 422
     finally:
         second.stop()
+
+
+def test_a_cli_send_rides_out_a_daemon_restart_and_a_retry_runs_no_second_turn(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "gate"
+    command = [sys.executable, "-m", "orchestrator", "send", "beta", f"hold {gate}"]
+    command += ["--instance", "c1", "--idempotency-key", "cli-1"]
+    first = Daemon(tmp_path)
+    waiting: subprocess.Popen[str] | None = None
+    try:
+        first.wait_for("orchestrator started")
+        waiting = subprocess.Popen(
+            command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        wait_until_processing(tmp_path, "beta")
+        first.stop()  # SIGKILL mid-Turn: the CLI's connection drops
+        gate.touch()
+        second = Daemon(tmp_path)
+        try:
+            second.wait_for("orchestrator started")
+            out, err = waiting.communicate(timeout=90)  # it picks the request up by its id
+            assert (waiting.returncode, out.strip()) == (0, "released"), err
+            again = run_cli(*command[3:], cwd=tmp_path)  # the same key: the same answer
+            assert (again.returncode, again.stdout.strip()) == (0, "released")
+            other = run_cli("send", "beta", "else", "--idempotency-key", "cli-1", cwd=tmp_path)
+            assert other.returncode == 1
+            assert "IDEMPOTENCY_KEY_REUSED" in other.stderr or "another" in other.stderr
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+        if waiting is not None and waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()

@@ -61,6 +61,7 @@ async def setup(
     swarm = GatedSwarm(answer=DelegateAnswer("ok", "done", {"traceId": "t-9"}))
     swarm.directory = tmp_path / "requests"
     desk = RequestDesk(swarm, RequestStore(swarm.directory))
+    assert await desk.open() == []
     app = with_peer(build_app(swarm, desk=desk), OPERATOR)
     transport = httpx2.ASGITransport(app=app)
     async with httpx2.AsyncClient(transport=transport, base_url="http://goondan") as client:
