@@ -18,13 +18,19 @@ when ``stream_options.include_usage`` is set, and ``data: [DONE]``. The text of 
 streams, so a Turn whose model talks before calling a tool streams more than its final answer.
 Streamed text also appears on ``/v1/events`` as ``text.delta`` events.
 
+Resuming. Each event of a request's stream carries ``id:``, its number in the request's feed
+(:mod:`orchestrator.requests.feed`; the answer's is ``answer``): ``GET
+/v1/requests/{id}/events`` with ``Last-Event-ID`` replays what came after it, then follows (see
+:mod:`orchestrator.http.requests`). A stream whose daemon stops before the answer ends without
+one: the client picks the request up again once a daemon runs.
+
 Bounds: the agent never waits for a client (deltas are queued on its pipe and read at once by
 the Orchestrator, whose loop never waits either). Each streamed response holds at most
 :data:`STREAM_MAX_PIECES` pieces for a slow client; past that, new text joins the last piece of
 the same agent's Step (the client gets fewer, bigger chunks, nothing lost), and past
 :data:`STREAM_MAX_CHARS` characters waiting, or when it cannot be joined, a delta is dropped and
-counted. A client that disconnects mid-stream stops only its stream: the Turn runs to its end
-and is kept in the conversation, and the stream's sink is removed.
+counted. A client that disconnects mid-stream stops only its stream: the Turn runs to its end,
+its answer is recorded, and the stream stops following the request's feed.
 """
 
 from __future__ import annotations
