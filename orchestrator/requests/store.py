@@ -20,6 +20,7 @@ import hashlib
 import os
 import re
 import secrets
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,6 +154,8 @@ class RequestStore:
         if self.directory is None or not self.directory.is_dir():
             return running
         now = time.time()
+        for torn in self.directory.glob(".req_*.tmp"):  # a write a crash cut short
+            torn.unlink(missing_ok=True)
         for path in self.directory.glob("req_*.json"):
             record = self._read_path(path)
             if record is None or record.request_id != path.stem:
@@ -210,14 +213,29 @@ class RequestStore:
         self._index(record)
 
     def persist(self, record: RequestRecord) -> None:
-        """Write ``record`` durably (fsynced before this returns); raises ``OSError``. May run
-        in a worker thread: it touches no index."""
+        """Write ``record`` whole; raises ``OSError``. May run in a worker thread: it touches
+        no index. A new (running) record is synced to disk before this returns; an answer is
+        not (a sync per answer would double what a request costs): a daemon killed after it
+        leaves it in the kernel's cache, and after a power loss the request is found running
+        and routed again, where the agent answers its recorded Turn again."""
         data = self._encoder.encode(record)
         if self.directory is None:
             self._memory[record.request_id] = data
             return
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_atomic(self.directory / f"{record.request_id}.json", data)
+        path = self.directory / f"{record.request_id}.json"
+        if record.state == "running":
+            write_atomic(path, data)
+            return
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def forget(self, request_id: str) -> None:
         """Drop a record whose writing failed (nothing was accepted)."""

@@ -102,8 +102,11 @@ def test_an_unreadable_record_is_set_aside_not_fatal(tmp_path: Path) -> None:
     directory.mkdir()
     torn = directory / f"{new_request_id()}.json"
     torn.write_bytes(b'{"v":1,"requestId"')
+    half_written = directory / f".{torn.name}.abc.tmp"
+    half_written.write_bytes(b"{")
     store = RequestStore(directory)
     assert store.load() == []
+    assert not half_written.exists()
     assert not torn.exists()
     assert torn.with_suffix(".bad").exists()
 
