@@ -278,3 +278,46 @@ async def test_a_stream_resumes_after_its_last_event(setup: Any) -> None:
     assert json.loads(done.text.split("data: ", 1)[1])["requestId"] == request_id
     finished = await client.get(path, headers={"Last-Event-ID": "answer"})
     assert finished.status_code == 204  # EventSource stops reconnecting
+
+
+async def test_a_flood_of_keys_is_bounded_and_refused_once_all_run(tmp_path: Path) -> None:
+    swarm = GatedSwarm()
+    desk = RequestDesk(swarm, RequestStore(tmp_path / "requests", capacity=3))
+    await desk.open()
+    app = with_peer(build_app(swarm, desk=desk), OPERATOR)
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://goondan") as client:
+        sent = [
+            await client.post(
+                "/v1/agents/alpha/sends", json=BODY, headers={"Idempotency-Key": f"flood-{n}"}
+            )
+            for n in range(4)
+        ]
+        assert [r.status_code for r in sent] == [202, 202, 202, 503]
+        assert sent[-1].json()["error"]["code"] == "SERVER_BUSY"
+        swarm.gate.set()  # the three finish: their answers may now make room
+        for response in sent[:3]:
+            request_id = response.json()["requestId"]
+            done = await client.get(f"/v1/requests/{request_id}?wait=5")
+            assert done.json()["state"] == "done"
+        more = await client.post(
+            "/v1/agents/alpha/sends", json=BODY, headers={"Idempotency-Key": "flood-9"}
+        )
+        assert more.status_code == 202
+    assert len(list((tmp_path / "requests").glob("req_*.json"))) == 3
+    await desk.close()
+
+
+async def test_cancel_takes_an_accepted_requests_id(setup: Any) -> None:
+    client, swarm, desk = setup
+    posted = asyncio.create_task(post(client))
+    async with asyncio.timeout(5):
+        await swarm.started.wait()
+    (request_id,) = desk.running
+    trace_id = desk.trace_of(request_id)
+    swarm.running = {trace_id: [trace_id]}
+    cancelled = await client.post(f"/v1/requests/{request_id}/cancel", json={})
+    assert cancelled.json()["cancelled"] == [trace_id]
+    swarm.gate.set()
+    async with asyncio.timeout(5):
+        await posted
