@@ -22,14 +22,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
 from goondan.errors import DeliveryCode, HttpCode
 from ipc.delegation import DelegateAnswer
 from orchestrator.http.body import BadBody, Fields, read_object
-from orchestrator.http.responses import error
+from orchestrator.http.responses import AnswerResponse, error
 from orchestrator.http.streams import (
     ANSWER_EVENT_ID,
     TurnStream,
@@ -39,6 +38,7 @@ from orchestrator.http.streams import (
     sse,
     sse_event,
 )
+from orchestrator.operations.answers import Accepted, RequestState
 from orchestrator.operations.encoding import encode_wire
 from orchestrator.requests import Admission, Intake, KeyReused, RequestDesk, StoreFull
 from orchestrator.requests.store import Kind, digest
@@ -171,20 +171,12 @@ async def hand_over(desk: RequestDesk, request: Request, agent: str) -> Response
         admission = await admit(desk, intake)
     except Refusal as refusal:
         return refusal.response
-    body = {"accepted": True, "agent": agent, "instanceKey": key}
-    body["requestId"] = admission.request_id
-    response = Response(encode_wire(body), 202, media_type="application/json")
+    accepted = Accepted(
+        accepted=True, agent=agent, instance_key=key, request_id=admission.request_id
+    )
+    response = AnswerResponse(accepted, 202)
     response.headers.update(id_headers(admission))
     return response
-
-
-class RequestState(msgspec.Struct, rename="camel", omit_defaults=True):
-    """The body of ``GET /v1/requests/{id}``."""
-
-    request_id: str
-    state: str
-    answer: dict[str, Any] | None = None
-    """The body the request's POST answers (a chat completion for ``/v1/chat/completions``)."""
 
 
 def wait_seconds(request: Request) -> float:
@@ -234,7 +226,7 @@ async def request_state(
         made = render.get(record.kind)
         shown = made(answer, record) if made is not None else answer_json(answer, request_id)
         body = RequestState(request_id=request_id, state="done", answer=shown)
-    response = Response(encode_wire(msgspec.to_builtins(body)), media_type="application/json")
+    response = AnswerResponse(body)
     response.headers[REQUEST_ID_HEADER] = request_id
     return response
 

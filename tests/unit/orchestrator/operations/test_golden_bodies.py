@@ -228,6 +228,7 @@ FAKE = [
     ("restart-fresh", "POST", "/v1/agents/alpha/restart?fresh=1", {}),
     ("cancel", "POST", "/v1/requests/t-1/cancel", {"reason": "enough"}),
     ("cancel-unknown", "POST", "/v1/requests/t-9/cancel", {}),
+    ("request-unknown", "GET", "/v1/requests/req_00000000000000000000000000000000", None),
     ("approve", "POST", "/v1/approvals/apr_0000000000000001/approve", {}),
     ("approve-unknown", "POST", "/v1/approvals/apr_0000000000000009/approve", {}),
     ("reject-bad", "POST", "/v1/approvals/apr_0000000000000001/reject", {}),
