@@ -171,9 +171,6 @@ class FakeSwarm:
                 )
         return self.answer
 
-    def send(self, text: str, *, agent: str, instance_key: str) -> None:
-        self.asked.append({"send": text, "agent": agent, "instanceKey": instance_key})
-
     def pending(self) -> list[PendingRow]:
         return self.pending_rows
 
