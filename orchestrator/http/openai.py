@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import time
@@ -89,13 +90,9 @@ class OpenAICompatible:
         if self.daemon.stopping:
             return self._error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
         key = request.headers.get("x-goondan-instance") or chat.user or DEFAULT_INSTANCE_KEY
-        intake = Intake(
-            kind="chat",
-            agent=agent,
-            text=chat.text,
-            instance_key=key,
-            relay=chat.relay,
-            deltas=chat.stream,
+        asked = Intake("chat", agent, chat.text, key, relay=chat.relay, deltas=chat.stream)
+        intake = dataclasses.replace(
+            asked,
             idempotency_key=key_given,
             body_digest=body_digest("chat", agent, data, key),
         )

@@ -17,6 +17,7 @@ then follows until the answer.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping
@@ -90,6 +91,16 @@ def body_digest(kind: Kind, agent: str, body: Mapping[str, Any], *extra: str) ->
     return digest(kind, agent, canonical, *extra)
 
 
+def intake_of(request: Request, data: Mapping[str, Any], asked: Intake) -> Intake:
+    """``asked`` with the request's ``Idempotency-Key`` and the digest of its body ``data``
+    (raises :class:`BadBody` for a bad key)."""
+    return dataclasses.replace(
+        asked,
+        idempotency_key=idempotency_key(request),
+        body_digest=body_digest(asked.kind, asked.agent, data),
+    )
+
+
 def id_headers(admission: Admission) -> dict[str, str]:
     """The headers that name an accepted request (and say when it was an earlier one's)."""
     headers = {REQUEST_ID_HEADER: admission.request_id}
@@ -126,18 +137,8 @@ async def run_turn(desk: RequestDesk, request: Request, agent: str) -> Response:
     text, key, timeout = fields.required_text("input"), fields.instance_key(), fields.timeout_ms()
     stream = fields.flag("stream") or "text/event-stream" in request.headers.get("accept", "")
     relay, approvals = fields.flag("relay"), fields.flag("approvals")
-    intake = Intake(
-        kind="request",
-        agent=agent,
-        text=text,
-        instance_key=key,
-        timeout_ms=timeout,
-        relay=relay,
-        deltas=stream,
-        approvals=approvals,
-        idempotency_key=idempotency_key(request),
-        body_digest=body_digest("request", agent, data),
-    )
+    asked = Intake("request", agent, text, key, timeout, relay, stream, approvals)
+    intake = intake_of(request, data, asked)
     try:
         admission = await admit(desk, intake)
     except Refusal as refusal:
@@ -158,15 +159,8 @@ async def hand_over(desk: RequestDesk, request: Request, agent: str) -> Response
     """``POST /v1/agents/{agent}/sends``: 202 once the request is recorded."""
     data = await read_object(request)
     fields = Fields(data, SEND_FIELDS)
-    key = fields.instance_key()
-    intake = Intake(
-        kind="send",
-        agent=agent,
-        text=fields.required_text("input"),
-        instance_key=key,
-        idempotency_key=idempotency_key(request),
-        body_digest=body_digest("send", agent, data),
-    )
+    text, key = fields.required_text("input"), fields.instance_key()
+    intake = intake_of(request, data, Intake("send", agent, text, key))
     try:
         admission = await admit(desk, intake)
     except Refusal as refusal:

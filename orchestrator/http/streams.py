@@ -263,9 +263,9 @@ def sse_event(kind: str, data: object, event_id: int | str = 0) -> bytes:
     return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-def answer_json(answer: DelegateAnswer, request_id: str) -> dict[str, Any]:
+def answer_json(answer: DelegateAnswer, request_id: str) -> dict[str, object]:
     """The body a request is answered with: the Turn's answer and the request's id."""
-    body: dict[str, Any] = answer.to_wire()
+    body: dict[str, object] = answer.to_wire()
     body["requestId"] = request_id
     return body
 

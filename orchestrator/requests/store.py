@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 import structlog
@@ -75,7 +75,7 @@ class RequestRecord(msgspec.Struct, rename="camel", kw_only=True):
     body_digest: str = ""
     """SHA-256 of what was asked (front door, agent, body): a key reused with another fails."""
     state: State = "running"
-    answer: dict[str, Any] | None = None
+    answer: dict[str, object] | None = None
     """The Turn's answer in its wire form (:class:`ipc.delegation.DelegateAnswer`)."""
     accepted_at: float = 0.0
     finished_at: float | None = None
@@ -243,7 +243,7 @@ class RequestStore:
             self._drop(request_id)
 
     @staticmethod
-    def finished(record: RequestRecord, answer: dict[str, Any]) -> RequestRecord:
+    def finished(record: RequestRecord, answer: dict[str, object]) -> RequestRecord:
         """``record`` answered with ``answer`` (the Turn's answer in its wire form)."""
         return msgspec.structs.replace(record, state="done", answer=answer, finished_at=time.time())
 
