@@ -31,6 +31,8 @@ class HttpCode(enum.StrEnum):
     APPROVAL_ALREADY_DECIDED = "APPROVAL_ALREADY_DECIDED"
     APPROVAL_INVALID_ARGUMENTS = "APPROVAL_INVALID_ARGUMENTS"
     APPROVAL_FORBIDDEN = "APPROVAL_FORBIDDEN"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    REQUEST_NOT_FOUND = "REQUEST_NOT_FOUND"
     STUDIO_NOT_ON_LOOPBACK = "STUDIO_NOT_ON_LOOPBACK"
     CSRF_TOKEN_INVALID = "CSRF_TOKEN_INVALID"
     STUDIO_SESSION_INVALID = "STUDIO_SESSION_INVALID"
@@ -106,6 +108,14 @@ _MEANINGS: dict[HttpCode, tuple[str, str | None]] = {
     HttpCode.APPROVAL_FORBIDDEN: (
         "the caller may not decide this approval (the agent's approvers do not include it)",
         "Decide as one of the approvers the Agent names.",
+    ),
+    HttpCode.IDEMPOTENCY_KEY_REUSED: (
+        "the `Idempotency-Key` was used with another request body within its retention (422)",
+        "Use a fresh key for a new request; resend the same body to get the first answer.",
+    ),
+    HttpCode.REQUEST_NOT_FOUND: (
+        "no request has this id: never accepted, or answered longer ago than the retention",
+        "Check the id the `X-Goondan-Request-Id` header gave.",
     ),
     HttpCode.STUDIO_NOT_ON_LOOPBACK: (
         "the studio takes decisions only when it listens on loopback",

@@ -43,6 +43,8 @@ from orchestrator.connections import ingress_tables
 from orchestrator.deciding import ApprovalDesk
 from orchestrator.dispatch import Dispatcher
 from orchestrator.operations.service import SwarmService
+from orchestrator.requests import RequestDesk, RequestStore
+from orchestrator.requests.store import retention_from_env
 from orchestrator.router import InFlightSend
 from orchestrator.status import ExitInfo
 from orchestrator.systemd import notify
@@ -141,6 +143,10 @@ class Orchestrator:
             log=self.log,
         )
         """What the faces may ask of the swarm (the HTTP API, its metrics)."""
+        store = RequestStore(self.state_dir / "requests", retention=retention_from_env())
+        self.requests = RequestDesk(self.operations, store)
+        """The accepted external requests, recorded in ``<state>/requests/`` (read once the
+        API owns the state directory; those still running are routed again on start)."""
 
     @classmethod
     def from_bundle(cls, bundle_path: Path, **options: Unpack[SwarmOptions]) -> Orchestrator:
@@ -234,6 +240,8 @@ class Orchestrator:
             timeout_ms = int(self.swarm.spec.policy.request_timeout_seconds * 1000)
             await open_journal(self.operations, self.cluster, timeout_ms)
         await self._start_api()
+        # Only now, the API socket ours: another daemon's records are never touched.
+        unanswered = await self.requests.open()
         if self.telemetry is not None:  # after the API: a daemon refused starts no exporter
             self.telemetry.start()
         self._report_unfolded()
@@ -244,6 +252,7 @@ class Orchestrator:
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
         await self.supervisor.ensure_running(self.entry_agent)
         self.connections.start()
+        self.requests.resume(unanswered)
         if self.cluster is not None:  # what a dead leader accepted, finished here
             from orchestrator.cluster.journaled import finish_unanswered
 
@@ -281,6 +290,7 @@ class Orchestrator:
             cors_origins=policy.cors_origins,
             metrics=self.metrics,
             tasks=self.tasks,
+            desk=self.requests,
         )
         await self.api.start()
 
@@ -403,6 +413,7 @@ class Orchestrator:
         if self._own_transport is not None:
             await self._own_transport.close()  # its spare processes end
         await self.router.close()
+        await self.requests.close()  # those unanswered stay running on disk for the next start
         self.broker.close()
         self.live.close()  # event streams end, so the HTTP server stops without waiting
         if self.api is not None:

@@ -134,13 +134,18 @@ def daemon_api(args: argparse.Namespace, state_dir: Callable[[], Path]) -> Daemo
     """The API of the daemon the command's options name (``state_dir`` is asked only for
     ``api.sock``)."""
     urls = remote_urls(args)
+    # The same key on every try of this invocation: a retry never runs a second Turn.
     key = getattr(args, "idempotency_key", None)
     try:
-        if not urls:
-            return DaemonApi(state_dir(), idempotency_key=key)
-        return DaemonApi(url=urls[0], token=_token(args), standby=urls[1:], idempotency_key=key)
+        api = (
+            DaemonApi(url=urls[0], token=_token(args), standby=urls[1:], idempotency_key=key)
+            if urls
+            else DaemonApi(state_dir(), idempotency_key=key)
+        )
     except ValueError as exc:  # a key that may not be sent
         raise TargetError("usage", f"--idempotency-key: {exc}") from None
+    api.reattach_seconds = float(getattr(args, "reattach", 0.0) or 0.0)
+    return api
 
 
 def _refused_credential(args: argparse.Namespace, api: DaemonApi, body: Any) -> TargetError:

@@ -144,15 +144,22 @@ def ask_daemon(
     path: str,
     body: dict[str, Any] | None = None,
     wait_seconds: float | None = None,
+    *,
+    retries: int = 0,
 ) -> tuple[int, Any]:
     """The daemon's ``(status, body)`` (on api.sock, or at ``--api-url``); exit 5 (network)
-    when none runs, or when it takes the request and never answers; 6 when it wants a token."""
+    when none runs, or when it takes the request and never answers; 6 when it wants a token.
+    With ``retries``, a request whose answer was lost is sent again that many times at most
+    (only safe for one the daemon runs once whatever: one with an ``Idempotency-Key``)."""
     from orchestrator.cli.api_target import TargetError, ask
 
-    try:
-        return ask(args, lambda: state_dir_of(args), method, path, body, wait_seconds)
-    except TargetError as exc:
-        raise DaemonFailed(fail(args, exc.exit_code, str(exc))) from exc
+    for attempt in range(retries + 1):
+        try:
+            return ask(args, lambda: state_dir_of(args), method, path, body, wait_seconds)
+        except TargetError as exc:
+            if exc.failure != "no-answer" or attempt == retries:
+                raise DaemonFailed(fail(args, exc.exit_code, str(exc))) from exc
+    raise AssertionError("unreachable")
 
 
 def refused(status: int, body: Any) -> bool:

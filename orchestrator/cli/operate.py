@@ -164,6 +164,11 @@ def _print_cluster(cluster: Cluster) -> None:
     print()
 
 
+SEND_RETRIES = 3
+"""Times ``send --no-wait`` sends its request again when the daemon took it but its answer was
+lost (the idempotency key makes that safe)."""
+
+
 def cmd_send(args: argparse.Namespace) -> int:
     """Deliver text to an agent of the running daemon and print its answer (``--no-wait``:
     return once it is accepted)."""
@@ -176,7 +181,8 @@ def cmd_send(args: argparse.Namespace) -> int:
     if not args.no_wait or args.stream:
         return send_and_wait(args, lambda: state_dir_of(args))
     body: dict[str, Any] = {"input": args.text, "instanceKey": args.instance}
-    status, answer = ask_daemon(args, "POST", f"/v1/agents/{path_segment(args.agent)}/sends", body)
+    path = f"/v1/agents/{path_segment(args.agent)}/sends"
+    status, answer = ask_daemon(args, "POST", path, body, retries=SEND_RETRIES)
     if args.json:
         print(json.dumps(answer))
     elif refused(status, answer):

@@ -28,6 +28,8 @@ from orchestrator.cli.studio import cmd_studio
 from orchestrator.cli.validate import cmd_schema, cmd_validate
 
 TEMPLATE_NAMES = ("offline", "openai", "anthropic", "multi-agent")
+DEFAULT_REATTACH_SECONDS = 20.0
+"""How long ``send`` waits for a daemon that went away mid-answer to come back."""
 """``init`` templates (orchestrator/templates; kept here so parsing imports nothing)."""
 
 
@@ -323,9 +325,17 @@ def _add_operate(cmds: _Commands) -> None:
         send.add_argument(
             "--idempotency-key",
             metavar="KEY",
-            help="sent as Idempotency-Key: the daemon runs one Turn per key, however often it "
-            "is asked (default: a fresh one, kept across this command's own retries on the "
-            "next --api-url leader)",
+            help="the request's Idempotency-Key: the same key and input within the daemon's "
+            "retention run one Turn, however often sent (default: a fresh key per invocation, "
+            "the same on its retries)",
+        )
+        send.add_argument(
+            "--reattach",
+            type=float,
+            default=DEFAULT_REATTACH_SECONDS,
+            metavar="SECONDS",
+            help="when the daemon goes away mid-answer, wait this long for it to come back "
+            "and pick the request up by its id (default: %(default)g; 0: give up at once)",
         )
         _daemon_options(send)
 

@@ -39,6 +39,10 @@ Routes (all JSON):
 ``POST /v1/agents/{agent}/restart``              stop gracefully, start again (``?fresh=1``:
                                                  its conversations deleted in between)
 ``GET  /v1/requests``                            the requests waiting for an answer
+``GET  /v1/requests/{id}?wait=SECONDS``          an accepted request by its id: ``{requestId,
+                                                 state, answer?}`` (see
+                                                 :mod:`orchestrator.http.requests`)
+``GET  /v1/requests/{id}/events``                its stream again, after ``Last-Event-ID``
 ``POST /v1/requests/{id}/cancel``                ``{reason?}``: cancel a request (by request id
                                                  or trace id): answered ``CANCELLED`` now, its
                                                  Turns stop at their next safe point; 404 when
@@ -95,7 +99,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from goondan.errors import DaemonError, DeliveryCode, HttpCode
 from goondan.http_server import GuardedServer
 from goondan.loopback import is_loopback
-from ipc.delegation import DelegateAnswer
 from orchestrator.approvals import BadDecision, decision_from_body
 from orchestrator.callers import ApiToken, Identify, connection_app
 from orchestrator.http.approvers import vet_decider
@@ -103,13 +106,13 @@ from orchestrator.http.body import BadBody, Fields, read_object
 from orchestrator.http.client import socket_path
 from orchestrator.http.guard import HostAllowList, JsonOnly, guard
 from orchestrator.http.openai import OpenAICompatible
-from orchestrator.http.responses import AnswerResponse, answer_status, error
+from orchestrator.http.requests import hand_over, request_events, request_state, run_turn
+from orchestrator.http.responses import AnswerResponse, error
 from orchestrator.http.servers import address_family
-from orchestrator.http.streams import TurnStream, event_stream, native_events, sse
+from orchestrator.http.streams import event_stream, sse
 from orchestrator.limits.usage import TRACES_KEPT
 from orchestrator.operations import OperationRefused, SwarmOperations
 from orchestrator.operations.answers import (
-    Accepted,
     ApprovalAnswer,
     Approvals,
     Cancelled,
@@ -122,6 +125,7 @@ from orchestrator.operations.answers import (
     Readiness,
     Requests,
 )
+from orchestrator.requests import RequestDesk, RequestStore
 from orchestrator.status import ProcessStatus
 from orchestrator.tasks import TaskOwner
 
@@ -233,12 +237,16 @@ def build_app(
     metrics: SwarmMetrics | None = None,
     hosts: HostAllowList | None = None,
     cors_origins: Sequence[str] = (),
+    desk: RequestDesk | None = None,
 ) -> ASGIApp:
     """The API of ``swarm`` as an ASGI app (on TCP, token-checked when there are ``tokens``,
     and served only to the names in ``hosts``); pages of ``cors_origins`` may use it from a
     browser, no other page may. With ``metrics``, ``/metrics`` serves them and every request
-    is counted. Every request knows its :class:`~orchestrator.callers.Caller`."""
+    is counted. Every request knows its :class:`~orchestrator.callers.Caller`. Requests are
+    accepted through ``desk`` (default: one keeping its records in memory only)."""
     daemon = swarm
+    requests_desk = desk if desk is not None else RequestDesk(swarm, RequestStore(None))
+    openai = OpenAICompatible(daemon, requests_desk)
 
     def known(agent: str) -> None:
         if agent not in daemon.agent_names():
@@ -279,31 +287,19 @@ def build_app(
         agent = request.path_params["agent"]
         known(agent)
         accepting()
-        fields = Fields(await read_object(request), _REQUEST_FIELDS)
-        text, key, timeout = (
-            fields.required_text("input"),
-            fields.instance_key(),
-            fields.timeout_ms(),
-        )
-        stream = fields.flag("stream") or "text/event-stream" in request.headers.get("accept", "")
-        relay, approvals = fields.flag("relay"), fields.flag("approvals")
-        if stream or approvals:
-            turn = TurnStream(daemon, agent, text, key, timeout, relay, stream, approvals)
-            first = await turn.first()
-            if isinstance(first, DelegateAnswer) and not first.ok:
-                return AnswerResponse(first, answer_status(first))
-            return sse(native_events(turn, first), turn.aclose)
-        answer = await daemon.request(text, agent=agent, instance_key=key, timeout_ms=timeout)
-        return AnswerResponse(answer, answer_status(answer))
+        return await run_turn(requests_desk, request, agent)
 
     async def send(request: Request) -> Response:
         agent = request.path_params["agent"]
         known(agent)
         accepting()
-        fields = Fields(await read_object(request), _SEND_FIELDS)
-        text, key = fields.required_text("input"), fields.instance_key()
-        daemon.send(text, agent=agent, instance_key=key)
-        return AnswerResponse(Accepted(accepted=True, agent=agent, instance_key=key), 202)
+        return await hand_over(requests_desk, request, agent)
+
+    async def request_by_id(request: Request) -> Response:
+        return await request_state(requests_desk, request, {"chat": openai.completion_of})
+
+    async def events_by_id(request: Request) -> Response:
+        return await request_events(requests_desk, request)
 
     async def restart(request: Request) -> Response:
         agent = request.path_params["agent"]
@@ -322,7 +318,8 @@ def build_app(
         identifier = request.path_params["id"]
         fields = Fields(await read_object(request), ("reason",))
         reason = fields.text("reason") or "cancelled by an operator"
-        traces = daemon.cancel(identifier, reason)
+        # An accepted request's id names its trace.
+        traces = daemon.cancel(requests_desk.trace_of(identifier) or identifier, reason)
         if not traces:
             raise HTTPException(404, f"no running request or trace {identifier!r}")
         return AnswerResponse(Cancelled(cancelled=traces, reason=reason))
@@ -404,7 +401,6 @@ def build_app(
             known(agent)
         return sse(event_stream(daemon, request, agent, trace))
 
-    openai = OpenAICompatible(daemon)
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", scrape, methods=["GET"]),
@@ -416,6 +412,8 @@ def build_app(
         Route("/v1/agents/{agent}/sends", send, methods=["POST"]),
         Route("/v1/agents/{agent}/restart", restart, methods=["POST"]),
         Route("/v1/requests", requests, methods=["GET"]),
+        Route("/v1/requests/{id}", request_by_id, methods=["GET"]),
+        Route("/v1/requests/{id}/events", events_by_id, methods=["GET"]),
         Route("/v1/requests/{id}/cancel", cancel, methods=["POST"]),
         Route("/v1/instances", instances, methods=["GET"]),
         Route("/v1/usage", usage, methods=["GET"]),
@@ -435,12 +433,6 @@ def build_app(
     if metrics is not None:  # outermost: refusals are counted too
         app = _Measured(app, metrics)
     return app
-
-
-_REQUEST_FIELDS = ("input", "instanceKey", "timeoutMs", "stream", "relay", "approvals")
-"""What ``POST /v1/agents/{agent}/requests`` takes."""
-_SEND_FIELDS = ("input", "instanceKey")
-"""What ``POST /v1/agents/{agent}/sends`` takes (nobody waits: no timeout, no stream)."""
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -466,8 +458,11 @@ class ApiServer:
         cors_origins: Sequence[str] = (),
         metrics: SwarmMetrics | None = None,
         tasks: TaskOwner,
+        desk: RequestDesk | None = None,
     ) -> None:
         self.swarm = swarm
+        self.desk = desk
+        """Where requests are accepted (recorded in the state directory)."""
         self.path = socket_path(state_dir)
         self.allowed_hosts, self.cors_origins = allowed_hosts, cors_origins
         self.metrics = metrics
@@ -508,6 +503,7 @@ class ApiServer:
             metrics=self.metrics,
             hosts=hosts,
             cors_origins=self.cors_origins,
+            desk=self.desk,
         )
         config = uvicorn.Config(
             app,

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     import http.client
 
 from goondan.errors import DaemonError
+from orchestrator.http.client_errors import NoAnswer as NoAnswer
+from orchestrator.http.client_errors import NoDaemon as NoDaemon
 
 if TYPE_CHECKING:
     from orchestrator.operations.answers import ErrorBody
@@ -51,14 +53,6 @@ EXIT_NO_ANSWER = 5
 request."""
 TCP_CONNECT_SECONDS = 10.0
 """How long connecting to a daemon's TCP listener may take (a host that drops packets)."""
-
-
-class NoDaemon(DaemonError, RuntimeError):
-    """No daemon answers on this state directory."""
-
-
-class NoAnswer(DaemonError, RuntimeError):
-    """The daemon took the request but went away (or fell silent) before answering."""
 
 
 class LeaderLost(NoAnswer):
@@ -277,6 +271,9 @@ class DaemonApi:
         self.token = token
         self.path = socket_path(state_dir) if state_dir is not None else None
         self.timeout = timeout
+        self.reattach_seconds = 0.0
+        """How long a streamed request whose daemon went away waits for one to answer again
+        (:mod:`orchestrator.http.reattach`)."""
 
     @property
     def where(self) -> str:
@@ -288,6 +285,11 @@ class DaemonApi:
             return _connect_tcp(self.url, timeout)
         assert self.path is not None
         return _connect(self.path, timeout)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Sent with every request that changes something (the ``Idempotency-Key``)."""
+        return self._headers("POST")
 
     def _headers(self, method: str) -> dict[str, str]:
         """The headers a request of ``method`` carries besides the usual ones."""
@@ -417,39 +419,65 @@ class DaemonApi:
     ) -> tuple[int, Any]:
         import http.client
 
-        headers = {"Content-Type": "application/json", **self._headers("POST")}
-        if self.url is not None:
-            connection = http.client.HTTPConnection(self.url.host, self.url.port)
-            headers["Host"] = self.url.authority
-            if self.token is not None:
-                headers["Authorization"] = f"Bearer {self.token}"
-        else:
-            assert self.path is not None
-            connection = _unix_connection(self.path, self.timeout)
+        from orchestrator.http.reattach import Progress, reattach
+
+        connection = self.http_connection()
+        progress = Progress()
         try:
             # Connecting raises NoDaemon itself; past it, a failure means the daemon went away.
-            if self.url is not None:
-                connection.sock = _connect_tcp(self.url, self.timeout)
-            else:
-                connection.connect()
+            self.connect(connection)
+            headers = {**self.http_headers(), **self.headers, "Content-Type": "application/json"}
             connection.request("POST", path, json.dumps(body).encode(), headers)
             response = connection.getresponse()
+            progress.request_id = response.getheader("x-goondan-request-id") or ""
             if not response.getheader("content-type", "").startswith("text/event-stream"):
                 data = response.read()
                 return response.status, json.loads(data) if data else None
-            for kind, item in _sse_events(response):
-                if kind != "answer":
-                    on_event(kind, item)
-                    continue
-                return (200 if item.get("status") == "ok" else 502), item
-            raise NoAnswer("the daemon ended the answer's event stream before the answer")
+            answer = progress.follow(response, on_event)
+            if answer is not None:
+                return answer
+            failure = NoAnswer("the daemon ended the answer's event stream before the answer")
         except TimeoutError as exc:
-            raise NoAnswer(f"the daemon fell silent for {self.timeout:g} s") from exc
+            failure = NoAnswer(f"the daemon fell silent for {self.timeout:g} s")
+            failure.__cause__ = exc
         except (OSError, ValueError, http.client.HTTPException) as exc:
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else "closed"
-            raise NoAnswer(f"the daemon went away before answering ({detail})") from exc
+            failure = NoAnswer(f"the daemon went away before answering ({detail})")
+            failure.__cause__ = exc
         finally:
             connection.close()
+        if not progress.request_id and self.idempotency_key is None:
+            raise failure
+        # The request was accepted (and recorded), or its key makes sending it again safe:
+        # pick its answer up by its id, or by its key.
+        return reattach(self, progress, on_event, failure, (path, body))
+
+    def http_connection(self, timeout: float | None = -1.0) -> http.client.HTTPConnection:
+        """An ``http.client`` connection to the daemon, not yet connected (``timeout`` for
+        each read; the default: :attr:`timeout`)."""
+        import http.client
+
+        wait = self.timeout if timeout == -1.0 else timeout
+        if self.url is not None:
+            return http.client.HTTPConnection(self.url.host, self.url.port, timeout=wait)
+        assert self.path is not None
+        return _unix_connection(self.path, wait)
+
+    def connect(self, connection: http.client.HTTPConnection) -> None:
+        """Connect ``connection``; raises :class:`NoDaemon` when no daemon is there."""
+        if self.url is not None:
+            connection.sock = _connect_tcp(self.url, self.timeout)
+        else:
+            connection.connect()
+
+    def http_headers(self) -> dict[str, str]:
+        """The headers every ``http.client`` request carries (host, token)."""
+        headers: dict[str, str] = {}
+        if self.url is not None:
+            headers["Host"] = self.url.authority
+            if self.token is not None:
+                headers["Authorization"] = f"Bearer {self.token}"
+        return headers
 
     def events(self, query: str = "") -> Iterator[dict[str, Any]] | None:
         """The daemon's live events (``GET /v1/events``), or ``None`` when none serves them.
@@ -515,23 +543,6 @@ class DaemonApi:
                 connection.close()
 
         return stream()
-
-
-def _sse_events(response: http.client.HTTPResponse) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(event name, JSON data)`` of each server-sent event of ``response`` as it arrives
-    (comments, such as keepalives, skipped)."""
-    kind, data = "message", list[str]()
-    for raw in response:
-        line = raw.decode("utf-8").rstrip("\r\n")
-        if line.startswith("event:"):
-            kind = line.removeprefix("event:").strip()
-        elif line.startswith("data:"):
-            data.append(line.removeprefix("data:").removeprefix(" "))
-        elif not line and data:
-            event = json.loads("\n".join(data))
-            if isinstance(event, dict):
-                yield kind, event
-            kind, data = "message", []
 
 
 def error_text(body: Any) -> str:

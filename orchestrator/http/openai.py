@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import time
@@ -18,8 +19,18 @@ from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.delegation import DelegateAnswer
 from ipc.runtime_events import TokenCounts
 from orchestrator.http.body import BadBody, ChatRequest, read_object
-from orchestrator.http.streams import Item, Notice, Piece, TurnStream, sse
+from orchestrator.http.requests import Refusal, admit, body_digest, id_headers, idempotency_key
+from orchestrator.http.streams import (
+    ANSWER_EVENT_ID,
+    Item,
+    Notice,
+    Piece,
+    TurnStream,
+    not_answered_here,
+    sse,
+)
 from orchestrator.operations import SwarmOperations
+from orchestrator.requests import Admission, Intake, RequestDesk, RequestRecord
 
 
 class OpenAICompatible:
@@ -32,8 +43,9 @@ class OpenAICompatible:
     docstring).
     """
 
-    def __init__(self, daemon: SwarmOperations) -> None:
+    def __init__(self, daemon: SwarmOperations, desk: RequestDesk) -> None:
         self.daemon = daemon
+        self.desk = desk
         self.created = int(time.time())
 
     def _error(
@@ -66,7 +78,9 @@ class OpenAICompatible:
 
     async def chat_completions(self, request: Request) -> Response:
         try:
-            chat = ChatRequest.read(await read_object(request))
+            data = await read_object(request)
+            chat = ChatRequest.read(data)
+            key_given = idempotency_key(request)
         except BadBody as exc:
             return self._error(400, HttpCode.BAD_REQUEST, exc.message, param=exc.field)
         agent = self._agent(chat.model)
@@ -76,36 +90,59 @@ class OpenAICompatible:
         if self.daemon.stopping:
             return self._error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
         key = request.headers.get("x-goondan-instance") or chat.user or DEFAULT_INSTANCE_KEY
-        text = chat.text
+        asked = Intake("chat", agent, chat.text, key, relay=chat.relay, deltas=chat.stream)
+        intake = dataclasses.replace(
+            asked,
+            idempotency_key=key_given,
+            body_digest=body_digest("chat", agent, data, key),
+        )
+        try:
+            admission = await admit(self.desk, intake)
+        except Refusal as refusal:
+            return self._refused(refusal.response)
         if chat.stream:
-            return await self._streamed(chat, agent, key)
-        answer = await self.daemon.request(text, agent=agent, instance_key=key)
+            response = await self._streamed(chat, admission)
+        else:
+            answer = await self.desk.answer(admission.request_id)
+            if answer is None or not answer.ok:
+                response = self._failed(answer or not_answered_here())
+            else:
+                response = JSONResponse(self.completion_of(answer, admission.record))
+        response.headers.update(id_headers(admission))
+        return response
+
+    def completion_of(self, answer: DelegateAnswer, record: RequestRecord) -> dict[str, Any]:
+        """The ``chat.completion`` body of a Turn's answer (an error body when it failed)."""
         if not answer.ok:
-            return self._failed(answer)
+            return json.loads(bytes(self._failed(answer).body))  # type: ignore[no-any-return]
         turn = answer.turn or {}
         completion_id = f"chatcmpl-{turn.get('traceId') or secrets.token_hex(16)}"
         content = answer.output if isinstance(answer.output, str) else json.dumps(answer.output)
         prompt, completion = _usage(answer)
-        return JSONResponse(
-            {
-                "id": completion_id,
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": agent,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt,
-                    "completion_tokens": completion,
-                    "total_tokens": prompt + completion,
-                },
-            }
-        )
+        return {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": record.agent,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
+            "requestId": record.request_id,
+        }
+
+    def _refused(self, refused: Response) -> JSONResponse:
+        """A refusal of the request desk, in the OpenAI error shape."""
+        detail = json.loads(bytes(refused.body))["error"]
+        return self._error(refused.status_code, detail["code"], detail["message"])
 
     def _failed(self, answer: DelegateAnswer) -> JSONResponse:
         error = answer.error
@@ -123,8 +160,8 @@ class OpenAICompatible:
             return self._error(409, code, message, "conflict_error")
         return self._error(502, code, message)
 
-    async def _streamed(self, chat: ChatRequest, agent: str, key: str) -> Response:
-        turn = TurnStream(self.daemon, agent, chat.text, key, None, chat.relay)
+    async def _streamed(self, chat: ChatRequest, admission: Admission) -> Response:
+        turn = TurnStream(self.desk, admission.request_id)
         first = await turn.first()
         if isinstance(first, DelegateAnswer) and not first.ok:
             return self._failed(first)
@@ -164,7 +201,8 @@ async def _chunk_events(
             "stepId": piece.delta.step_id,
         }
         delta = {"content": piece.text}
-        return chunk([{"index": 0, "delta": delta, "finish_reason": None}], goondan=mark)
+        body = chunk([{"index": 0, "delta": delta, "finish_reason": None}], goondan=mark)
+        return f"id: {piece.seq}\n".encode() + body if piece.seq else body
 
     async def items() -> AsyncIterator[Item]:
         yield first
@@ -195,7 +233,8 @@ async def _chunk_events(
                 if not streamed:  # a Turn whose model did not stream still answers
                     text = item.output if isinstance(item.output, str) else json.dumps(item.output)
                     yield chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}])
-                yield chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+                stop = chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+                yield f"id: {ANSWER_EVENT_ID}\n".encode() + stop
                 if include_usage:
                     prompt, completion = _usage(item)
                     usage = {

@@ -18,13 +18,19 @@ when ``stream_options.include_usage`` is set, and ``data: [DONE]``. The text of 
 streams, so a Turn whose model talks before calling a tool streams more than its final answer.
 Streamed text also appears on ``/v1/events`` as ``text.delta`` events.
 
+Resuming. Each event of a request's stream carries ``id:``, its number in the request's feed
+(:mod:`orchestrator.requests.feed`; the answer's is ``answer``): ``GET
+/v1/requests/{id}/events`` with ``Last-Event-ID`` replays what came after it, then follows (see
+:mod:`orchestrator.http.requests`). A stream whose daemon stops before the answer ends without
+one: the client picks the request up again once a daemon runs.
+
 Bounds: the agent never waits for a client (deltas are queued on its pipe and read at once by
 the Orchestrator, whose loop never waits either). Each streamed response holds at most
 :data:`STREAM_MAX_PIECES` pieces for a slow client; past that, new text joins the last piece of
 the same agent's Step (the client gets fewer, bigger chunks, nothing lost), and past
 :data:`STREAM_MAX_CHARS` characters waiting, or when it cannot be joined, a delta is dropped and
-counted. A client that disconnects mid-stream stops only its stream: the Turn runs to its end
-and is kept in the conversation, and the stream's sink is removed.
+counted. A client that disconnects mid-stream stops only its stream: the Turn runs to its end,
+its answer is recorded, and the stream stops following the request's feed.
 """
 
 from __future__ import annotations
@@ -35,9 +41,8 @@ import json
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import structlog
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -46,12 +51,13 @@ from goondan.errors import DeliveryCode
 from ipc import IpcError
 from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
-from ipc.protocol import new_trace_id
 from ipc.runtime_events import AnyEvent, read_event
-from orchestrator.approvals import APPROVAL_EVENTS
 from orchestrator.eventlog import matches
 from orchestrator.operations import SwarmOperations
 from orchestrator.operations.live import END_OF_STREAM
+
+if TYPE_CHECKING:
+    from orchestrator.requests.desk import RequestDesk
 
 KEEPALIVE_SECONDS = 15.0
 """An idle event stream sends a comment this often, so proxies and clients keep it open."""
@@ -82,6 +88,8 @@ class Piece:
     agent: str
     delta: TextDelta
     text: str
+    seq: int = 0
+    """The number of the last delta joined in (its event's ``id:``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +97,8 @@ class Notice:
     """An ``approval.*`` runtime event of the streamed request's trace."""
 
     event: AnyEvent
+    seq: int = 0
+    """Its number in the request's feed (its event's ``id:``)."""
 
 
 Item = Piece | Notice | DelegateAnswer | None
@@ -98,65 +108,54 @@ Item = Piece | Notice | DelegateAnswer | None
 class TurnStream:
     """One streamed request: its text as it arrives, then its answer, for one HTTP response.
 
-    The router calls :meth:`put` on the loop; it never waits (see the bounds in the module
-    docstring). The handler awaits :meth:`first`, the response body iterates :meth:`rest`, and
-    the response calls :meth:`aclose` when it ends, however it ends: a client that leaves stops
-    the request's wait (the router then removes the sink), never the Turn itself.
+    It follows the request's feed (:class:`~orchestrator.requests.feed.RequestFeed`, from the
+    event after ``after``), which calls :meth:`put` and :meth:`notice` on the loop and never
+    waits (see the bounds in the module docstring). The handler awaits :meth:`first`, the
+    response body iterates :meth:`rest`, and the response calls :meth:`aclose` when it ends,
+    however it ends: a client that leaves stops its own wait, never the request (the desk
+    runs it, and records its answer).
     """
 
     def __init__(
         self,
-        swarm: SwarmOperations,
-        agent: str,
-        text: str,
-        instance_key: str,
-        timeout_ms: int | None,
-        relay: bool,
+        desk: RequestDesk,
+        request_id: str,
+        *,
+        after: int = 0,
         deltas: bool = True,
         approvals: bool = False,
     ) -> None:
-        self.agent = agent
-        self.instance_key = instance_key
-        self.trace_id = new_trace_id()
+        record = desk.record(request_id)
+        assert record is not None, "a stream follows a request the desk holds"
+        self.request_id = request_id
+        self.agent = record.agent
+        self.instance_key = record.instance_key
+        self.trace_id = record.trace_id
         self.deltas, self.approvals = deltas, approvals
         self.pieces: deque[Piece | Notice] = deque()
         self.chars = 0
         self.dropped = 0
         self.answer: DelegateAnswer | None = None
+        self.ended = False
+        """The request's wait is over (with :attr:`answer`, or without one)."""
         self._wake = asyncio.Event()
-        self._task = asyncio.ensure_future(self._run(swarm, text, instance_key, timeout_ms, relay))
+        self._feed = desk.feed(request_id)
+        if self._feed is not None:
+            self._feed.follow(self, after)
+        self._task = asyncio.ensure_future(self._run(desk))
         self._items = self.items()
 
-    async def _run(
-        self,
-        swarm: SwarmOperations,
-        text: str,
-        instance_key: str,
-        timeout_ms: int | None,
-        relay: bool,
-    ) -> None:
-        try:
-            # Watched from before the request goes out, so no parked call slips past.
-            with swarm.watching(self.notice) if self.approvals else contextlib.nullcontext():
-                answer = await swarm.request(
-                    text,
-                    agent=self.agent,
-                    instance_key=instance_key,
-                    timeout_ms=timeout_ms,
-                    trace_id=self.trace_id,
-                    on_delta=self.put if self.deltas else None,
-                    relay=relay,
-                )
-        except Exception as exc:  # a bug of ours must still end the stream with an answer
-            structlog.get_logger("goondan.api").exception("streamed request failed")
-            answer = DelegateAnswer.failure(IpcError(str(exc), code=DeliveryCode.E_INTERNAL))
-        self.answer = answer
+    async def _run(self, desk: RequestDesk) -> None:
+        # None: the daemon stops before the answer; the stream ends without one, and the
+        # client picks the request up again by its id once the daemon runs again.
+        self.answer = await desk.answer(self.request_id)
+        self.ended = True
         self._wake.set()
 
-    def put(self, agent: str, delta: TextDelta) -> None:
-        """Take one delta from the router (never blocks)."""
+    def put(self, agent: str, delta: TextDelta, seq: int = 0) -> None:
+        """Take one delta, numbered ``seq``, from the feed (never blocks)."""
         size = len(delta.text)
-        if self.answer is not None or not size:
+        if self.answer is not None or not size or not self.deltas:
             return
         pieces = self.pieces
         if self.chars + size > STREAM_MAX_CHARS:
@@ -164,28 +163,31 @@ class TurnStream:
             return
         last, step = (pieces[-1] if pieces else None), delta.step_id
         if len(pieces) < STREAM_MAX_PIECES:
-            pieces.append(Piece(agent, delta, delta.text))
+            pieces.append(Piece(agent, delta, delta.text, seq))
         elif isinstance(last, Piece) and last.agent == agent and last.delta.step_id == step:
             last.text += delta.text
+            last.seq = seq
         else:
             self.dropped += 1
             return
         self.chars += size
         self._wake.set()
 
-    def notice(self, event: AnyEvent) -> None:
-        """Take an ``approval.*`` event of this request's trace from the daemon's live events
-        (never blocks; never dropped: a request parks few calls)."""
-        if event.trace != self.trace_id or event.type not in APPROVAL_EVENTS:
-            return
-        if self.answer is None:
-            self.pieces.append(Notice(event))
+    def notice(self, event: AnyEvent, seq: int = 0) -> None:
+        """Take an ``approval.*`` event of this request's trace, numbered ``seq``, from the
+        feed (never blocks; never dropped: a request parks few calls)."""
+        if self.answer is None and self.approvals:
+            self.pieces.append(Notice(event, seq))
             self._wake.set()
 
     async def first(self) -> Item:
-        """The first item, before the response starts (so an early failure can be a 502)."""
+        """The first item, before the response starts (so an early failure can be a 502; a
+        request the daemon stops under first is answered ``SHUTTING_DOWN``)."""
         try:
             return await anext(self._items)
+        except StopAsyncIteration:
+            await self.aclose()
+            return not_answered_here()
         except BaseException:
             await self.aclose()
             raise
@@ -200,6 +202,8 @@ class TurnStream:
                 yield piece
             elif self.answer is not None:
                 yield self.answer
+                return
+            elif self.ended:
                 return
             else:
                 self._wake.clear()
@@ -216,10 +220,24 @@ class TurnStream:
 
     async def aclose(self) -> None:
         """Stop waiting for the request (the Turn runs on); idempotent."""
+        if self._feed is not None:
+            self._feed.unfollow(self)
         if not self._task.done():
             self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+
+
+def not_answered_here() -> DelegateAnswer:
+    """The answer of a request the daemon stopped under: it is answered after the next start,
+    and can be asked for by its id."""
+    return DelegateAnswer.failure(
+        IpcError(
+            "the daemon stopped before the request was answered: ask for it by its id "
+            "once the daemon runs again",
+            code=DeliveryCode.SHUTTING_DOWN,
+        )
+    )
 
 
 def delta_json(piece: Piece) -> dict[str, Any]:
@@ -234,24 +252,38 @@ def delta_json(piece: Piece) -> dict[str, Any]:
     }
 
 
-def sse_event(kind: str, data: object) -> bytes:
-    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+ANSWER_EVENT_ID = "answer"
+"""The ``id:`` of a stream's last event, the answer: a client reconnecting with it as its
+``Last-Event-ID`` is told there is nothing more (204)."""
+
+
+def sse_event(kind: str, data: object, event_id: int | str = 0) -> bytes:
+    """One server-sent event (with its ``id:`` when it has one)."""
+    head = f"id: {event_id}\n" if event_id else ""
+    return f"{head}event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def answer_json(answer: DelegateAnswer, request_id: str) -> dict[str, object]:
+    """The body a request is answered with: the Turn's answer and the request's id."""
+    body: dict[str, object] = answer.to_wire()
+    body["requestId"] = request_id
+    return body
 
 
 async def native_events(turn: TurnStream, first: Item) -> AsyncIterator[bytes]:
-    """``event: delta`` per piece of text, then ``event: answer``."""
+    """``event: delta`` per piece of text, then ``event: answer``, each with its ``id:``."""
 
     def encode(item: Item) -> bytes:
         if item is None:
             return b": keepalive\n\n"
         if isinstance(item, Piece):
-            return sse_event("delta", delta_json(item))
+            return sse_event("delta", delta_json(item), item.seq)
         if isinstance(item, Notice):
-            return sse_event("approval", item.event.to_builtins())
-        answer = item.to_wire()
+            return sse_event("approval", item.event.to_builtins(), item.seq)
+        answer = answer_json(item, turn.request_id)
         if turn.dropped:
             answer["droppedDeltas"] = turn.dropped
-        return sse_event("answer", answer)
+        return sse_event("answer", answer, ANSWER_EVENT_ID)
 
     try:
         yield encode(first)

@@ -308,6 +308,17 @@ class Accepted(Answer):
     """The agent it goes to."""
     instance_key: str
     """The conversation it goes to."""
+    request_id: str | None = None
+    """The request's id (``GET /v1/requests/{id}`` answers it)."""
+
+
+class RequestState(Answer, omit_defaults=True):
+    """``GET /v1/requests/{id}``: an accepted request, running or answered."""
+
+    request_id: str
+    state: Literal["running", "done"]
+    answer: dict[str, object] | None = None
+    """Once done: the body its POST answers (a chat completion for ``/v1/chat/completions``)."""
 
 
 class Cancelled(Answer):

@@ -174,10 +174,6 @@ class SwarmOperations(Protocol):
         the caller's stable id of the request (the same on every delivery of it)."""
         ...
 
-    def send(self, text: str, *, agent: str, instance_key: str) -> None:
-        """Deliver ``text`` to ``agent`` as a request nobody waits for."""
-        ...
-
     def pending(self) -> list[PendingRow]:
         """The requests waiting for an answer (rows of ``GET /v1/requests``)."""
         ...

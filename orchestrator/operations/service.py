@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 import structlog
 
 from bundle.prices import PriceSource, model_price
-from ipc import EXTERNAL_CALLER, ORCHESTRATOR, IpcError
+from ipc import ORCHESTRATOR, IpcError
 from ipc.delegation import DelegateAnswer
 from ipc.questions import (
     ApprovalDecision,
@@ -32,7 +32,7 @@ from ipc.questions import (
     RestartInstance,
     RestartInstanceResult,
 )
-from ipc.runtime_events import DeliveryLostEvent, RequestCancelledEvent, RuntimeEvent
+from ipc.runtime_events import RequestCancelledEvent, RuntimeEvent
 from orchestrator.approvals import find_approval, list_approvals
 from orchestrator.assembly import agent_plan
 from orchestrator.limits.usage import usage_report
@@ -93,7 +93,7 @@ class SwarmService:
     live: EventHub
     desk: ApprovalDesk
     helpers: TaskOwner
-    """Owns the work started on an operator's behalf (restarts, unwaited sends): the daemon
+    """Owns the work started on an operator's behalf (restarts): the daemon
     cancels it first at shutdown."""
     cluster: ClusterTransport | None = None
     """With ``--cluster``: where placed agents run, and keep their conversations."""
@@ -199,31 +199,6 @@ class SwarmService:
         """Send ``text`` to ``agent`` (default: the entry agent) and wait for the answer
         (see :meth:`Router.request` for streaming)."""
         return await self.router.request(agent or self.entry_agent, text, **options)
-
-    def send(self, text: str, *, agent: str, instance_key: str) -> None:
-        """Deliver ``text`` to ``agent`` as a request nobody waits for: a failure is logged
-        and kept as a ``delivery.lost`` event."""
-        self.start_soon(self._send_unwaited(text, agent, instance_key), f"send:{agent}")
-
-    async def _send_unwaited(self, text: str, agent: str, instance_key: str) -> None:
-        answer = await self.request(text, agent=agent, instance_key=instance_key)
-        if answer.ok:
-            return
-        error = answer.error or IpcError("the request failed")
-        self.log.warning(
-            "unwaited send failed",
-            agent=agent,
-            instance_key=instance_key,
-            code=error.code,
-            error=error.message,
-        )
-        lost = DeliveryLostEvent(
-            agent_name=agent,
-            instance_key=instance_key,
-            sender=EXTERNAL_CALLER,
-            error=error.to_dict(),
-        )
-        self.events.emit(lost)
 
     def pending(self) -> list[PendingRow]:
         """The requests waiting for an answer (rows of ``GET /v1/requests``)."""

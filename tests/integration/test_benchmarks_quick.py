@@ -128,6 +128,17 @@ def test_http_api_quick_prints_every_path_beside_the_in_process_baseline_and_the
 
 
 @pytest.mark.timeout(QUICK_SECONDS + 10)
+def test_durable_requests_quick_prints_each_path_beside_the_one_without_records() -> None:
+    figures = run_quick("durable_requests.py")
+    assert figures["count"] == 10
+    assert figures["records_on_disk"] > 0  # the durable paths wrote their records
+    for path in ("in_process", "memory", "durable", "durable_key", "durable_key_stream"):
+        numbers(figures[path], "median_ms", "p99_ms", "cpu_ms")
+    for path in ("durable", "durable_key", "durable_key_stream"):
+        numbers(figures[path], "added_ms", "added_pct", "added_cpu_ms")
+
+
+@pytest.mark.timeout(QUICK_SECONDS + 10)
 def test_peers_quick_runs_every_contender() -> None:
     require_peers()
     figures = run_quick("peers.py")

@@ -100,6 +100,8 @@ class FakeSwarm:
     """Text a request streams to its ``on_delta`` before it answers."""
     asked: list[dict[str, Any]] = field(default_factory=list)
     """Every request and send, with its options."""
+    request_ids: list[str] = field(default_factory=list)
+    """The request id of every request, in order."""
     restart_refusal: str | None = None
     running: dict[str, list[str]] = field(default_factory=dict)
     """Request or trace id → the traces :meth:`cancel` cancels."""
@@ -148,6 +150,7 @@ class FakeSwarm:
         trace_id: str | None = None,
         on_delta: DeltaSink | None = None,
         relay: bool = False,
+        request_id: str = "",
     ) -> DelegateAnswer:
         target = agent or self.entry_agent
         self.asked.append(
@@ -160,15 +163,13 @@ class FakeSwarm:
                 "streamed": on_delta is not None,
             }
         )
+        self.request_ids.append(request_id)
         if on_delta is not None:
             for piece in self.deltas:
                 on_delta(
                     target, TextDelta("c", piece, trace_id or "t", instance_key, "turn-1", "s0")
                 )
         return self.answer
-
-    def send(self, text: str, *, agent: str, instance_key: str) -> None:
-        self.asked.append({"send": text, "agent": agent, "instanceKey": instance_key})
 
     def pending(self) -> list[PendingRow]:
         return self.pending_rows

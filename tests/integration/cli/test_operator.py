@@ -193,7 +193,7 @@ def test_the_daemon_dying_during_a_send_is_its_own_error(daemon: Daemon, tmp_pat
     from orchestrator.http.client import EXIT_NO_ANSWER
 
     client = subprocess.Popen(
-        [sys.executable, "-m", "orchestrator", "send", "beta", "slow 30"],
+        [sys.executable, "-m", "orchestrator", "send", "beta", "slow 30", "--reattach", "0"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

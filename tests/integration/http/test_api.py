@@ -91,7 +91,16 @@ async def test_a_send_is_accepted_and_runs_without_anyone_waiting(
         "/v1/agents/beta/sends", json={"input": "remember the milk", "instanceKey": "notes"}
     )
     assert sent.status_code == 202
-    assert sent.json() == {"accepted": True, "agent": "beta", "instanceKey": "notes"}
+    request_id = sent.headers["x-goondan-request-id"]
+    assert sent.json() == {
+        "accepted": True,
+        "agent": "beta",
+        "instanceKey": "notes",
+        "requestId": request_id,
+    }
+    answered = await client.get(f"/v1/requests/{request_id}?wait=30")
+    assert answered.json()["state"] == "done"
+    assert answered.json()["answer"]["status"] == "ok"
     async with asyncio.timeout(30):
         while True:
             listed = (await client.get("/v1/instances", params={"agent": "beta"})).json()

@@ -193,11 +193,24 @@ async def test_a_send_is_accepted_and_handed_over(
 ) -> None:
     body = {"input": "remember the milk", "instanceKey": "notes"}
     sent = await client.post("/v1/agents/beta/sends", json=body)
+    request_id = sent.headers["x-goondan-request-id"]
     assert (sent.status_code, sent.json()) == (
         202,
-        {"accepted": True, "agent": "beta", "instanceKey": "notes"},
+        {"accepted": True, "agent": "beta", "instanceKey": "notes", "requestId": request_id},
     )
-    assert swarm.asked == [{"send": "remember the milk", "agent": "beta", "instanceKey": "notes"}]
+    done = await client.get(f"/v1/requests/{request_id}?wait=5")  # the Turn, once it ran
+    assert done.json()["state"] == "done"
+    assert swarm.asked == [
+        {
+            "text": "remember the milk",
+            "agent": "beta",
+            "instanceKey": "notes",
+            "timeoutMs": None,
+            "relay": False,
+            "streamed": False,
+        }
+    ]
+    assert swarm.request_ids == [request_id]
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ client: it joins text of one Step into fewer pieces, then drops and counts."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
 from orchestrator.http import streams
 from orchestrator.http.streams import Piece, TurnStream, native_events
+from orchestrator.requests import Intake, RequestDesk, RequestStore
 from orchestrator.router import DeltaSink
 
 
@@ -35,6 +37,7 @@ class FakeRouter:
 @dataclass
 class FakeDaemon:
     router: FakeRouter
+    stopping: bool = False
 
     async def request(self, text: str, **options: Any) -> DelegateAnswer:
         return await self.router.request(text, **options)
@@ -42,7 +45,10 @@ class FakeDaemon:
 
 async def stream(relay: bool = False) -> tuple[TurnStream, FakeRouter]:
     router = FakeRouter()
-    turn = TurnStream(FakeDaemon(router), "alpha", "hi", "default", None, relay)  # type: ignore[arg-type]
+    desk = RequestDesk(FakeDaemon(router), RequestStore(None))  # type: ignore[arg-type]
+    intake = Intake(kind="request", agent="alpha", text="hi", instance_key="default", relay=relay)
+    admission = await desk.admit(dataclasses.replace(intake, deltas=True))
+    turn = TurnStream(desk, admission.request_id)
     async with asyncio.timeout(2):
         await router.asked.wait()
     return turn, router
@@ -99,7 +105,7 @@ async def test_a_client_that_leaves_stops_the_wait_not_the_turn() -> None:
     first = await turn.first()
     assert isinstance(first, Piece)
     body = native_events(turn, first)
-    assert (await anext(body)).startswith(b"event: delta")
+    assert (await anext(body)).startswith(b"id: 1\nevent: delta")
     async with asyncio.timeout(2):
         await body.aclose()  # the response's body closed mid-stream: the client left
     assert turn._task.cancelled()  # the request's wait, not the Turn (the router keeps that)

@@ -228,6 +228,7 @@ FAKE = [
     ("restart-fresh", "POST", "/v1/agents/alpha/restart?fresh=1", {}),
     ("cancel", "POST", "/v1/requests/t-1/cancel", {"reason": "enough"}),
     ("cancel-unknown", "POST", "/v1/requests/t-9/cancel", {}),
+    ("request-unknown", "GET", "/v1/requests/req_00000000000000000000000000000000", None),
     ("approve", "POST", "/v1/approvals/apr_0000000000000001/approve", {}),
     ("approve-unknown", "POST", "/v1/approvals/apr_0000000000000009/approve", {}),
     ("reject-bad", "POST", "/v1/approvals/apr_0000000000000001/reject", {}),
@@ -242,13 +243,14 @@ FAKE = [
 
 def normal(body: bytes, root: str | None) -> bytes:
     """The body with what differs from run to run made constant: this process's pid, the
-    temporary directory, the OpenAI front door's ids and clock."""
+    temporary directory, the OpenAI front door's ids and clock, request ids."""
     text = body.decode("utf-8")
     text = text.replace(f'"pid":{os.getpid()}', '"pid":"<pid>"')
     if root is not None:
         text = text.replace(json.dumps(root)[1:-1], "<root>")
     text = re.sub(r'"id":"chatcmpl-[^"]*"', '"id":"<id>"', text)
     text = re.sub(r'"created":\d+', '"created":"<created>"', text)
+    text = re.sub(r'"requestId":"req_[0-9a-f]{32}"', '"requestId":"<request-id>"', text)
     return text.encode("utf-8")
 
 
