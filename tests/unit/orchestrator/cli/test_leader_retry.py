@@ -107,9 +107,9 @@ def test_a_request_its_leader_lost_is_asked_of_the_next_with_the_same_key() -> N
     done = send("--api-url", f"{dying.url},{standby.url}")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "done\n"
-    [first], [second] = dying.keys(), standby.keys()
+    # Asked again (by its id, or by its key) before the next leader answers: one key in all.
+    [first] = set(dying.keys()) | set(standby.keys())
     assert re.fullmatch(rb"[0-9a-f]{32}", first)  # a fresh uuid4 of this invocation
-    assert first == second
     assert standby.requests[0].startswith(b"POST /v1/agents/front/requests ")
 
     # Another invocation: another key.
