@@ -241,6 +241,12 @@ class AgentProcess:
             max_tokens=plan.max_tokens,
             max_tool_calls_per_step=plan.max_tool_calls_per_step,
             parallel_tool_calls=plan.parallel_tool_calls,
+            idempotent_tools=frozenset(
+                f"{tool.name}__{export.name}"
+                for tool in (*plan.tools, *plan.registry_tools)
+                for export in tool.exports
+                if export.idempotent
+            ),
             approvals=self.approvals,
             governor=self.governor,
             before_tool_call=self.channel.write_now,

@@ -9,6 +9,7 @@ The conversation is folded to disk when the Turn ends, whatever the outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections import OrderedDict
@@ -36,6 +37,14 @@ from agent_process.step import (
     run_step,
 )
 from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
+from agent_process.turn_resume import (
+    RecordedTurn,
+    find_turn,
+    mark_attempt,
+    recorded_result,
+    request_record,
+    resumed_event,
+)
 from agent_process.turn_types import EMPTY_OUTPUT_NOTICE, MAX_STEPS_NOTICE
 
 # The Turn's values, importable from here as from their own module.
@@ -243,13 +252,25 @@ class TurnRunner:
         scope.recorder.emit(
             TurnStartedEvent(turn_id=scope.turn_id), scope.span_id, scope.parent_span_id
         )
+        recorded = (
+            find_turn(store.messages, turn_input.request_id) if turn_input.may_resume else None
+        )
+        if recorded is not None and recorded.answer is not None:
+            return self._replay(scope, turn_input, recorded, recorded.answer)
         self._ensure_system_prompt(store)
         gate = self.settings.approvals
-        turn_messages.close_interrupted_calls(
-            store, gate.open_call_ids(scope.instance_key) if gate else set()
-        )
+        awaiting = gate.open_call_ids(scope.instance_key) if gate else set()
+        if recorded is not None and recorded.last:
+            awaiting |= self._take_up(scope, store, turn_input, recorded, awaiting)
+            turn_input = dataclasses.replace(turn_input, resume=True)
+        turn_messages.close_interrupted_calls(store, awaiting)
         if not turn_input.resume:
-            store.append(turn_messages.user_message(turn_input))
+            request = None
+            if turn_input.request_id:
+                request = request_record(
+                    turn_input.request_id, scope.turn_id, scope.span_id, turn_input.attempt
+                )
+            store.append(turn_messages.user_message(turn_input, request))
         ctx = TurnMiddlewareContext(
             self.settings.pipeline.chain("turn"),
             self._core,
@@ -274,6 +295,44 @@ class TurnRunner:
             _fold(store, scope.logger)
         parked = gate is not None and gate.turn_done(scope.turn_id)
         _report(scope, result, with_output=parked or turn_input.resume)
+        return result
+
+    def _take_up(
+        self,
+        scope: TurnScope,
+        store: ConversationStore,
+        turn_input: TurnInput,
+        recorded: RecordedTurn,
+        parked: set[str],
+    ) -> set[str]:
+        """Go on with the Turn ``recorded`` (interrupted by a crash): answer the calls that
+        must not run again ``E_TOOL_INTERRUPTED`` and say so (``turn.resumed``). Returns the
+        ids of the calls left for the resumed Turn to run."""
+        closed = recorded.interrupted_calls(
+            rerun=self.settings.idempotent_tools,
+            parked=parked,
+            sequential=not self.settings.parallel_tool_calls,
+        )
+        for call in closed:
+            store.append(turn_messages.interrupted_message(call))
+        event = resumed_event(scope, turn_input, recorded, replayed=False)
+        scope.recorder.emit(event, scope.span_id, scope.parent_span_id)
+        scope.logger.info("turn resumed", attempt=turn_input.attempt, interrupted_calls=len(closed))
+        mark_attempt(store, recorded, scope.turn_id, scope.span_id, turn_input.attempt)
+        own = {call.id for message in recorded.messages for call in message.tool_calls}
+        return {call.id for call in store.unanswered_calls() if call.id in own}
+
+    def _replay(
+        self, scope: TurnScope, turn_input: TurnInput, recorded: RecordedTurn, answer: Message
+    ) -> TurnResult:
+        """The Turn of this request had ended (its answer never reached the caller): answer
+        the recorded answer again, without a model call."""
+        event = resumed_event(scope, turn_input, recorded, replayed=True)
+        scope.recorder.emit(event, scope.span_id, scope.parent_span_id)
+        result = recorded_result(
+            scope, answer, max_steps=self.max_steps, as_error=self.steps_exhausted_fail
+        )
+        _report(scope, result, with_output=True)
         return result
 
     def _scope(

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 
-from bundle.spec_agent import Budgets
+from bundle.spec_agent import Budgets, CrashPolicy
 from bundle.spec_base import MAX_SECONDS, ObjectRef, RefItemLike, Spec, ValueFrom
 from goondan.defaults import (
     MAX_STEPS_PER_TURN,
@@ -126,6 +126,10 @@ class SwarmPolicy(Spec):
         ),
     )
     api: ApiPolicy = Field(default_factory=ApiPolicy, description="The daemon's HTTP API.")
+    crash: CrashPolicy = Field(
+        default_factory=CrashPolicy,
+        description="Turns whose agent process dies (an Agent's policy.crash overrides it).",
+    )
     sandbox: Literal["auto", "bwrap", "namespaces", "off"] = Field(
         default="auto",
         description="The sandbox of tool programs (bash, MCP stdio servers): auto (bubblewrap, "

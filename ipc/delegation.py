@@ -48,6 +48,12 @@ class Handoff(Payload, frozen=True, kw_only=True):
     relay: bool = False
     """With ``stream_id``: the Turn's own requests to other agents carry the same stream, so
     their text reaches the original caller too (marked with the agent that produced it)."""
+    request_id: str = msgspec.field(default="", name="requestId")
+    """The caller's stable id of the Turn it asks for. A handoff whose request id this
+    instance's conversation already holds resumes that Turn (or, when it already ended,
+    answers again with its recorded answer) instead of starting another."""
+    attempt: int = 1
+    """Which attempt at the Turn this delivery is (2+ after the agent died mid-Turn)."""
 
     @property
     def node(self) -> str:
