@@ -260,6 +260,7 @@ class AgentProcess:
             events=self.outbox.report_event,
             logger=self.log,
             text_sinks=self.outbox.text_sink,
+            max_turn_attempts=plan.max_turn_attempts,
         )
         instances = self.instances = InstanceManager(
             self.name,

@@ -40,6 +40,7 @@ from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
 from agent_process.turn_resume import (
     RecordedTurn,
     find_turn,
+    gave_up,
     mark_attempt,
     recorded_result,
     request_record,
@@ -52,7 +53,7 @@ from agent_process.turn_types import FinishReason as FinishReason
 from agent_process.turn_types import TurnError as TurnError
 from agent_process.turn_types import TurnInput as TurnInput
 from agent_process.turn_types import TurnResult as TurnResult
-from goondan.defaults import MAX_STEPS_PER_TURN, ON_MAX_STEPS
+from goondan.defaults import MAX_STEPS_PER_TURN, MAX_TURN_ATTEMPTS, ON_MAX_STEPS
 from goondan.errors import DeliveryCode
 from goondan.usage import Usage
 from ipc.runtime_events import (
@@ -183,8 +184,11 @@ class TurnRunner:
         events: EventSink | None = None,
         logger: Any = None,
         text_sinks: TextSinkFactory | None = None,
+        max_turn_attempts: int = MAX_TURN_ATTEMPTS,
     ) -> None:
         self.settings = settings
+        self.max_turn_attempts = max_turn_attempts
+        """Attempts that may run one Turn (``policy.crash.maxTurnAttempts``)."""
         self._text_sinks = text_sinks
         self.max_steps = max_steps
         self.steps_exhausted_fail = on_max_steps == "error"
@@ -257,6 +261,11 @@ class TurnRunner:
         )
         if recorded is not None and recorded.answer is not None:
             return self._replay(scope, turn_input, recorded, recorded.answer)
+        if recorded is not None and recorded.runs >= self.max_turn_attempts:
+            reason = gave_up(scope.agent_name, recorded.runs, self.max_turn_attempts)
+            result = TurnResult.failed(scope, DeliveryCode.AGENT_CRASHED, reason)
+            _report(scope, result)
+            return result
         self._ensure_system_prompt(store)
         gate = self.settings.approvals
         awaiting = gate.open_call_ids(scope.instance_key) if gate else set()

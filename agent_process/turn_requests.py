@@ -20,6 +20,7 @@ from ipc.delegation import Handoff
 from ipc.events import RestartRequest, Send, SendDone, SendStarted, TurnCompleted
 from ipc.protocol import EXTERNAL_CALLER, ORCHESTRATOR
 
+AGENT_CRASHED = DeliveryCode.AGENT_CRASHED
 MAX_CONNECTION_ANSWER_CHARS = 256 * 1024
 """The longest answer handed back to a Connection's connector (longer ones are cut)."""
 
@@ -111,6 +112,9 @@ class TurnRequests:
         outbox.tell(TurnCompleted(instance_key, result.status))
         if correlation_id is not None:
             outbox.reply(sender, correlation_id, result)
+        elif send_id and result.error is not None and result.error.code == AGENT_CRASHED:
+            # A send whose Turn kept killing this agent: its sender is told, as for a refusal.
+            outbox.refuse(sender, None, IpcError(result.error.message, code=AGENT_CRASHED), send_id)
         elif send_id:
             outbox.tell(send_done(sender, send_id, result))
         if result.restart_reason is not None:

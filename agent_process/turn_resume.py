@@ -8,6 +8,8 @@ happens. So the new attempt does not start another Turn:
 
 * a Turn that had ended (its last message is the model's answer) answers that answer again,
   without a model call;
+* a Turn under which the agent died ``policy.crash.maxTurnAttempts`` times (the attempts
+  that ran it, counted on its user message) is answered ``AGENT_CRASHED`` instead;
 * otherwise it goes on where it stopped: recorded model answers are never asked for again;
   a call in flight is run again only when its tool is idempotent (``Tool.spec.idempotent``,
   per export too), every other one is answered ``E_TOOL_INTERRUPTED`` ("it may or may not
@@ -59,6 +61,12 @@ class RecordedTurn:
         return final
 
     @property
+    def runs(self) -> int:
+        """The attempts that ran the Turn so far: each died under it."""
+        runs = self.previous.get("runs", 1)
+        return runs if isinstance(runs, int) and runs > 0 else 1
+
+    @property
     def previous(self) -> dict[str, JsonValue]:
         """The request record of the attempt that wrote the user message last."""
         record = self.message.metadata.get(REQUEST_KEY)
@@ -91,9 +99,27 @@ class RecordedTurn:
         return closed
 
 
-def request_record(request_id: str, turn_id: str, span_id: str, attempt: int) -> JsonValue:
-    """The ``__goondanRequest`` metadata of a Turn's user message."""
-    return {"requestId": request_id, "turnId": turn_id, "spanId": span_id, "attempt": attempt}
+def request_record(
+    request_id: str, turn_id: str, span_id: str, attempt: int, runs: int = 1
+) -> JsonValue:
+    """The ``__goondanRequest`` metadata of a Turn's user message: ``runs`` counts the
+    attempts that ran the Turn (a delivery that found it dead and took it up is one)."""
+    return {
+        "requestId": request_id,
+        "turnId": turn_id,
+        "spanId": span_id,
+        "attempt": attempt,
+        "runs": runs,
+    }
+
+
+def gave_up(agent: str, runs: int, limit: int) -> str:
+    """Why a Turn under which ``agent`` died ``runs`` times is not taken up again."""
+    times = "once" if runs == 1 else f"{runs} times"
+    return (
+        f"agent {agent!r} exited before answering: it died under this Turn {times} "
+        f"(policy.crash.maxTurnAttempts: {limit})"
+    )
 
 
 def find_turn(messages: Sequence[Message], request_id: str) -> RecordedTurn | None:
@@ -123,7 +149,7 @@ def mark_attempt(
     has it now, so a later attempt links to this one. Only resumed Turns pay this (a replace
     makes the Turn's fold rewrite the base)."""
     request_id = str(recorded.previous.get("requestId", ""))
-    record = request_record(request_id, turn_id, span_id, attempt)
+    record = request_record(request_id, turn_id, span_id, attempt, recorded.runs + 1)
     metadata = {**recorded.message.metadata, REQUEST_KEY: record}
     store.emit(
         MessageEvent.replace(

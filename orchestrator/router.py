@@ -258,7 +258,7 @@ class Router(SendRouting, TurnCarrying):
             elif pending.caller == name:
                 self._take(pending.correlation_id)
         for send in [s for s in self.sends.values() if s.target == name]:
-            if self.closing:
+            if self.closing or self.supervisor.stopping:
                 self._send_lost(send, ShuttingDown(f"agent {name!r} stopped with the swarm"))
             elif send.started:
                 refusal = self._carry_send(send, name)

@@ -6,9 +6,11 @@ its request id (the caller's, else its correlation id, which the agent recorded 
 user message the first time). The agent takes the Turn up where it stopped (see
 ``agent_process.turn_resume``), so the caller keeps waiting and gets the Turn's one answer.
 A send whose Turn had started is carried the same way. The request's timeout still bounds the
-whole wait. A Turn under which its agent died ``policy.crash.maxTurnAttempts`` times (default
-3) is answered ``AGENT_CRASHED`` naming the attempts, so a poison Turn cannot keep its agent
-crash-looping for the other conversations.
+whole wait. The agent answers ``AGENT_CRASHED`` for a Turn under which it died
+``policy.crash.maxTurnAttempts`` times (default 3), so a poison Turn cannot keep its agent
+crash-looping for the other conversations; deaths while the request only waited in the
+agent's queue do not count there, and the router gives up after
+``maxTurnAttempts + EXTRA_DELIVERIES`` deliveries whatever the cause.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from goondan.defaults import MAX_TURN_ATTEMPTS
+from goondan.defaults import MAX_TURN_ATTEMPTS, SEND_DELIVERY_ATTEMPTS
 from ipc import AgentCrashed, AgentUnavailable, DelegateMessage, IpcError, ShuttingDown
 from orchestrator.clock import Clock
 from orchestrator.pending import Pending
@@ -33,13 +35,18 @@ RETRY_SECONDS = 0.2
 backoff of its own): the request's timeout bounds the waiting."""
 
 
-def crashed_too_often(name: str, attempts: int, limit: int) -> AgentCrashed:
-    """The answer of a Turn under which agent ``name`` died ``attempts`` times."""
-    times = "once" if attempts == 1 else f"{attempts} times"
+EXTRA_DELIVERIES = SEND_DELIVERY_ATTEMPTS
+"""Deliveries of one request beyond ``maxTurnAttempts``: the agent counts the attempts that
+ran the Turn (and answers ``AGENT_CRASHED`` past them); these cover deaths while the request
+was only queued there."""
+
+
+def crashed_too_often(name: str, deliveries: int, limit: int) -> AgentCrashed:
+    """The answer of a request whose target ``name`` died ``deliveries`` times with it."""
     return AgentCrashed(
-        f"agent {name!r} exited before answering: it died under this Turn {times} "
-        f"(policy.crash.maxTurnAttempts: {limit})",
-        details={"attempts": attempts, "maxTurnAttempts": limit},
+        f"agent {name!r} exited before answering: it died {deliveries} times while this "
+        f"request was delivered to it (policy.crash.maxTurnAttempts: {limit})",
+        details={"attempts": deliveries, "maxTurnAttempts": limit},
     )
 
 
@@ -79,14 +86,14 @@ class TurnCarrying:
         agent is back, unless it died under this Turn too often already."""
         if pending.carrier is not None and not pending.carrier.done():
             return  # died again before the request reached it: no attempt of the Turn
-        if self.closing:
-            self._fail(pending, ShuttingDown("the swarm is shutting down"))
+        if self.closing or self.supervisor.stopping:
+            self._fail(pending, ShuttingDown(f"agent {name!r} stopped with the swarm"))
             return
         if pending.message is None or pending.handoff is None:
             self._fail(pending, AgentCrashed(f"agent {name!r} exited before answering"))
             return
         limit = self.max_turn_attempts(name)
-        if pending.attempt >= limit:
+        if pending.attempt >= limit + EXTRA_DELIVERIES:
             self._fail(pending, crashed_too_often(name, pending.attempt, limit))
             return
         pending.attempt += 1
@@ -122,7 +129,10 @@ class TurnCarrying:
                 pending.carrier = None
                 self._forward(pending, message, worker)
                 return
-            if not isinstance(worker, AgentCrashed | AgentUnavailable) or self.closing:
+            if self.closing or self.supervisor.stopping:
+                self._fail(pending, ShuttingDown("the swarm is shutting down"))
+                return
+            if not isinstance(worker, AgentCrashed | AgentUnavailable):
                 self._fail(pending, worker)
                 return
             retry = worker.details.get("retryInSeconds")
@@ -136,7 +146,7 @@ class TurnCarrying:
         next attempt at that Turn; returns why not when it died under it too often."""
         limit = self.max_turn_attempts(name)
         attempt = send.handoff.attempt
-        if attempt >= limit:
+        if attempt >= limit + EXTRA_DELIVERIES:
             return crashed_too_often(name, attempt, limit)
         send.handoff = msgspec.structs.replace(
             send.handoff,

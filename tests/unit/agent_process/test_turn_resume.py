@@ -58,7 +58,7 @@ class Harness:
     """A Turn runner whose ``file`` tool appends a line to a file per call (its effect);
     ``file__note`` is declared idempotent, ``file__append`` is not."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, max_turn_attempts: int = 3) -> None:
         self.effects = tmp_path / "effects.txt"
         self.conversation = tmp_path / "conv"
         self.model = Counting()
@@ -85,7 +85,9 @@ class Harness:
             config_tool_names=("file__append", "file__note"),
             idempotent_tools=frozenset({"file__note"}),
         )
-        self.runner = TurnRunner(settings, events=self.events.append)
+        self.runner = TurnRunner(
+            settings, events=self.events.append, max_turn_attempts=max_turn_attempts
+        )
 
     async def _effect(self, ctx: ToolContext, args: JsonObject) -> JsonObject:
         with self.effects.open("a") as out:
@@ -128,7 +130,8 @@ async def test_the_user_message_records_the_request(tmp_path: Path) -> None:
     result = await harness.run("say hi", "req-1")
     assert (result.status, result.text) == ("ok", "hello")
     recorded = find_turn(harness.store().messages, "req-1")
-    assert recorded is not None and recorded.answer is not None
+    assert recorded is not None
+    assert recorded.answer is not None
     record = recorded.message.metadata[REQUEST_KEY]
     assert isinstance(record, dict)
     assert (record["requestId"], record["turnId"], record["attempt"]) == (
@@ -161,7 +164,8 @@ async def test_a_non_idempotent_call_in_flight_is_answered_interrupted(tmp_path:
     assert (harness.effect_count(), harness.model.calls) == (1, 1)
     result = await harness.run("write x", "req-1", attempt=2)
     assert result.status == "ok"
-    assert result.text.startswith("unsure: ") and "may or may not have run" in result.text
+    assert result.text.startswith("unsure: ")
+    assert "may or may not have run" in result.text
     assert harness.effect_count() == 1  # never run twice
     assert harness.model.calls == 2  # the recorded tool call was not asked for again
     roles = [m.role for m in harness.store().messages]
@@ -209,7 +213,8 @@ async def test_a_later_attempt_links_to_the_one_before_it(tmp_path: Path) -> Non
     result = await harness.run("say hi", "req-1", attempt=3)
     assert result.text == "hello"
     second, third = harness.resumed()
-    assert third.attempt == 3 and third.resumed_turn_id == second.turn_id
+    assert third.attempt == 3
+    assert third.resumed_turn_id == second.turn_id
 
 
 async def test_an_unknown_request_id_starts_a_turn(tmp_path: Path) -> None:
@@ -233,3 +238,30 @@ async def test_a_new_turn_after_a_crash_still_closes_the_dead_calls(tmp_path: Pa
     again = await harness.run("note x", "req-1", attempt=2)
     assert again.status == "ok"
     assert harness.effect_count() == 2
+
+
+async def test_a_turn_that_killed_its_agent_too_often_is_answered_agent_crashed(
+    tmp_path: Path,
+) -> None:
+    harness = Harness(tmp_path, max_turn_attempts=2)
+    harness.model.hang = True
+    for attempt in (1, 2):
+        harness.model.called.clear()
+        task = asyncio.ensure_future(harness.run("say hi", "req-1", attempt=attempt))
+        await asyncio.wait_for(harness.model.called.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    result = await harness.run("say hi", "req-1", attempt=3)
+    assert result.status == "error"
+    assert result.error is not None
+    assert result.error.code == "AGENT_CRASHED"
+    assert "2 times" in result.error.message
+    assert harness.model.calls == 2  # not asked a third time
+
+
+async def test_a_delivery_that_never_ran_the_turn_does_not_count(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, max_turn_attempts=1)
+    # Attempts 1 and 2 died while the request only waited in the queue: attempt 3 runs it.
+    result = await harness.run("say hi", "req-1", attempt=3)
+    assert (result.status, result.text) == ("ok", "hello")
