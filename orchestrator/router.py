@@ -377,7 +377,12 @@ class Router(SendRouting, TurnCarrying):
         try:
             worker.send(forwarded)
         except Exception as exc:
-            self._fail(pending, not_delivered(pending.target, "request", exc))
+            error = not_delivered(pending.target, "request", exc)
+            if isinstance(error, AgentCrashed) and pending.handoff is not None:
+                # The worker is dying and its exit not seen yet: that exit carries the request.
+                self.log.info("request waits for its target's exit", target=pending.target)
+                return
+            self._fail(pending, error)
 
     def _take(self, correlation_id: str) -> Pending | None:
         """Remove a pending request (it is being answered or forgotten) and its timer."""
