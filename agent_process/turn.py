@@ -43,7 +43,6 @@ from agent_process.turn_resume import (
     gave_up,
     mark_attempt,
     recorded_result,
-    request_record,
     resumed_event,
 )
 from agent_process.turn_types import EMPTY_OUTPUT_NOTICE, MAX_STEPS_NOTICE
@@ -259,27 +258,11 @@ class TurnRunner:
         recorded = (
             find_turn(store.messages, turn_input.request_id) if turn_input.may_resume else None
         )
-        if recorded is not None and recorded.answer is not None:
-            return self._replay(scope, turn_input, recorded, recorded.answer)
-        if recorded is not None and recorded.runs >= self.max_turn_attempts:
-            reason = gave_up(scope.agent_name, recorded.runs, self.max_turn_attempts)
-            result = TurnResult.failed(scope, DeliveryCode.AGENT_CRASHED, reason)
-            _report(scope, result)
-            return result
-        self._ensure_system_prompt(store)
-        gate = self.settings.approvals
-        awaiting = gate.open_call_ids(scope.instance_key) if gate else set()
-        if recorded is not None and recorded.last:
-            awaiting |= self._take_up(scope, store, turn_input, recorded, awaiting)
-            turn_input = dataclasses.replace(turn_input, resume=True)
-        turn_messages.close_interrupted_calls(store, awaiting)
-        if not turn_input.resume:
-            request = None
-            if turn_input.request_id:
-                request = request_record(
-                    turn_input.request_id, scope.turn_id, scope.span_id, turn_input.attempt
-                )
-            store.append(turn_messages.user_message(turn_input, request))
+        if recorded is not None:
+            ended = self._ended_already(scope, turn_input, recorded)
+            if ended is not None:
+                return ended
+        turn_input = self._begin(scope, store, turn_input, recorded)
         ctx = TurnMiddlewareContext(
             self.settings.pipeline.chain("turn"),
             self._core,
@@ -302,9 +285,53 @@ class TurnRunner:
             result = TurnResult.failed(scope, DeliveryCode.E_TURN, f"{type(exc).__name__}: {exc}")
         finally:
             _fold(store, scope.logger)
+        gate = self.settings.approvals
         parked = gate is not None and gate.turn_done(scope.turn_id)
         _report(scope, result, with_output=parked or turn_input.resume)
         return result
+
+    def _ended_already(
+        self, scope: TurnScope, turn_input: TurnInput, recorded: RecordedTurn
+    ) -> TurnResult | None:
+        """The answer of a request whose Turn is not to run (again): it had ended (its
+        recorded answer, given again without a model call), or killed its agent too often
+        (``AGENT_CRASHED``)."""
+        limit = self.max_turn_attempts
+        if recorded.answer is not None:
+            event = resumed_event(scope, turn_input, recorded, replayed=True)
+            scope.recorder.emit(event, scope.span_id, scope.parent_span_id)
+            steps_error = self.steps_exhausted_fail
+            result = recorded_result(
+                scope, recorded.answer, max_steps=self.max_steps, as_error=steps_error
+            )
+        elif recorded.runs >= limit:
+            reason = gave_up(scope.agent_name, recorded.runs, limit)
+            result = TurnResult.failed(scope, DeliveryCode.AGENT_CRASHED, reason)
+        else:
+            return None
+        _report(scope, result, with_output=recorded.answer is not None)
+        return result
+
+    def _begin(
+        self,
+        scope: TurnScope,
+        store: ConversationStore,
+        turn_input: TurnInput,
+        recorded: RecordedTurn | None,
+    ) -> TurnInput:
+        """Ready the conversation for the Turn: the system prompt, the calls a dead process
+        left open, then the Turn's user message, or the recorded Turn taken up (returned:
+        the input the Turn runs with)."""
+        self._ensure_system_prompt(store)
+        gate = self.settings.approvals
+        awaiting = gate.open_call_ids(scope.instance_key) if gate else set()
+        if recorded is not None and recorded.last:
+            awaiting |= self._take_up(scope, store, turn_input, recorded, awaiting)
+            turn_input = dataclasses.replace(turn_input, resume=True)
+        turn_messages.close_interrupted_calls(store, awaiting)
+        if not turn_input.resume:
+            store.append(turn_messages.user_message(turn_input, scope.turn_id, scope.span_id))
+        return turn_input
 
     def _take_up(
         self,
@@ -330,19 +357,6 @@ class TurnRunner:
         mark_attempt(store, recorded, scope.turn_id, scope.span_id, turn_input.attempt)
         own = {call.id for message in recorded.messages for call in message.tool_calls}
         return {call.id for call in store.unanswered_calls() if call.id in own}
-
-    def _replay(
-        self, scope: TurnScope, turn_input: TurnInput, recorded: RecordedTurn, answer: Message
-    ) -> TurnResult:
-        """The Turn of this request had ended (its answer never reached the caller): answer
-        the recorded answer again, without a model call."""
-        event = resumed_event(scope, turn_input, recorded, replayed=True)
-        scope.recorder.emit(event, scope.span_id, scope.parent_span_id)
-        result = recorded_result(
-            scope, answer, max_steps=self.max_steps, as_error=self.steps_exhausted_fail
-        )
-        _report(scope, result, with_output=True)
-        return result
 
     def _scope(
         self,

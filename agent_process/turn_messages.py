@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from agent_process.conversation import ConversationStore, new_message_id
 from agent_process.step import tool_message
-from agent_process.turn_resume import REQUEST_KEY
+from agent_process.turn_resume import REQUEST_KEY, request_record
 from agent_process.turn_types import TurnInput
 from goondan.errors import ToolCode
 from goondan.time import utc_timestamp
@@ -29,9 +29,13 @@ def inbound_properties(turn_input: TurnInput) -> dict[str, str]:
     return {k: v for k, v in properties.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def user_message(turn_input: TurnInput, request: JsonValue = None) -> Message:
-    """The user message a Turn starts with, saying where its input came from (and, given
-    ``request``, which request it answers: see :mod:`agent_process.turn_resume`)."""
+def user_message(turn_input: TurnInput, turn_id: str = "", span_id: str = "") -> Message:
+    """The user message a Turn starts with, saying where its input came from and which
+    request it answers, run by Turn ``turn_id`` in span ``span_id`` (see
+    :mod:`agent_process.turn_resume`)."""
+    request: JsonValue = None
+    if turn_input.request_id:
+        request = request_record(turn_input.request_id, turn_id, span_id, turn_input.attempt)
     return Message(
         id=new_message_id("msg"),
         role="user",

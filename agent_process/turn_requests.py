@@ -71,9 +71,10 @@ class TurnRequests:
                 outbox.channel.write_now()
 
         try:
-            request_id = handoff.request_id or correlation_id or send_id
             future = self.instances.submit(
-                instance_key, turn_input(sender, handoff, request_id), on_start=on_start
+                instance_key,
+                turn_input(sender, handoff, correlation_id or send_id),
+                on_start=on_start,
             )
         except Exception as exc:  # a full queue, an unreadable conversation, a full disk, ...
             code = getattr(exc, "code", None)
@@ -125,8 +126,8 @@ class TurnRequests:
 
 
 def turn_input(sender: str, handoff: Handoff, request_id: str = "") -> TurnInput:
-    """The input of the Turn ``handoff`` from ``sender`` asks for; ``request_id`` names it
-    (the handoff's own, else the id its caller tracks it by)."""
+    """The input of the Turn ``handoff`` from ``sender`` asks for; the handoff's own request
+    id names it, else ``request_id`` (the id its caller tracks it by)."""
     return TurnInput(
         text=handoff.input,
         trace_id=handoff.trace_id or wire.new_trace_id(),
@@ -138,7 +139,7 @@ def turn_input(sender: str, handoff: Handoff, request_id: str = "") -> TurnInput
         parent_span_id=handoff.parent_span_id,
         stream_id=handoff.stream_id,
         relay=handoff.relay,
-        request_id=request_id or handoff.request_id,
+        request_id=handoff.request_id or request_id,
         attempt=handoff.attempt,
         # A fresh id on a first delivery cannot be in any conversation yet: no search.
         may_resume=bool(handoff.request_id) or handoff.attempt > 1,

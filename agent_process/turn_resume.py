@@ -80,23 +80,24 @@ class RecordedTurn:
         tool in ``rerun`` (idempotent), calls parked for approval (``parked``) and, when the
         calls of one model answer run one after another (``sequential``), those after the
         first open one (they never started)."""
-        answered = {m.source.tool_call_id for m in self.messages if m.role == "tool"}
-        calling = [
-            [call for call in m.tool_calls if call.id not in answered]
-            for m in self.messages
-            if m.role == "assistant"
-        ]
-        calling = [calls for calls in calling if calls]
-        closed: list[ToolCall] = []
-        for position, calls in enumerate(calling):
-            if position < len(calling) - 1:  # an older Step's: never taken up again
-                closed += calls
-                continue
-            for index, call in enumerate(calls):
-                never_started = sequential and index > 0
-                if not (call.id in parked or call.name in rerun or never_started):
-                    closed.append(call)
+        calling = _open_calls(self.messages)
+        closed = [call for calls in calling[:-1] for call in calls]  # older Steps': never run
+        for index, call in enumerate(calling[-1] if calling else []):
+            never_started = sequential and index > 0
+            if not (call.id in parked or call.name in rerun or never_started):
+                closed.append(call)
         return closed
+
+
+def _open_calls(messages: Sequence[Message]) -> list[list[ToolCall]]:
+    """The calls without a result of each assistant message that has any, in order."""
+    answered = {m.source.tool_call_id for m in messages if m.role == "tool"}
+    calling = [
+        [call for call in m.tool_calls if call.id not in answered]
+        for m in messages
+        if m.role == "assistant"
+    ]
+    return [calls for calls in calling if calls]
 
 
 def request_record(

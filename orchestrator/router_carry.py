@@ -111,35 +111,30 @@ class TurnCarrying:
     async def _deliver_again(self, pending: Pending) -> None:
         """Wait for the target to be back (through any backoff), then deliver the request as
         attempt ``pending.attempt``; until the request is answered or times out."""
-        assert pending.message is not None
-        assert pending.handoff is not None
-        handoff = msgspec.structs.replace(
-            pending.handoff,
-            request_id=pending.handoff.request_id or pending.correlation_id,
-            attempt=pending.attempt,
-        )
-        message = msgspec.structs.replace(
-            pending.message, to=pending.target, payload=handoff.to_wire()
-        )
+        message = _next_attempt(pending)
         while pending.correlation_id in self.pending:
             worker = await self._running_worker(pending.target)
-            if pending.correlation_id not in self.pending:
+            delay = self._deliver_or_wait(pending, message, worker)
+            if delay is None:
                 return
-            if not isinstance(worker, IpcError):
-                pending.carrier = None
-                self._forward(pending, message, worker)
-                return
-            if self.closing or self.supervisor.stopping:
-                self._fail(pending, ShuttingDown("the swarm is shutting down"))
-                return
-            if not isinstance(worker, AgentCrashed | AgentUnavailable):
-                self._fail(pending, worker)
-                return
-            retry = worker.details.get("retryInSeconds")
-            if isinstance(worker, AgentUnavailable) and not isinstance(retry, int | float):
-                self._fail(pending, worker)  # not a backoff: it will not come back by itself
-                return
-            await _pause(self.clock, retry if isinstance(retry, int | float) else RETRY_SECONDS)
+            await _pause(self.clock, delay)
+
+    def _deliver_or_wait(
+        self, pending: Pending, message: DelegateMessage, worker: Worker | IpcError
+    ) -> float | None:
+        """Deliver ``message`` to ``worker``, or answer why it cannot be; returns how soon to
+        ask for the agent again (``None``: done with)."""
+        if pending.correlation_id not in self.pending:
+            return None
+        if not isinstance(worker, IpcError):
+            pending.carrier = None
+            self._forward(pending, message, worker)
+            return None
+        stopping = self.closing or self.supervisor.stopping
+        delay = None if stopping else _retry_delay(worker)
+        if delay is None:
+            self._fail(pending, ShuttingDown("the swarm is shutting down") if stopping else worker)
+        return delay
 
     def _carry_send(self, send: InFlightSend, name: str) -> IpcError | None:
         """A send whose Turn had started lost its target ``name``: deliver it again as the
@@ -161,6 +156,29 @@ class TurnCarrying:
             attempt=attempt + 1,
         )
         return None
+
+
+def _next_attempt(pending: Pending) -> DelegateMessage:
+    """``pending``'s request as its next attempt: the same, named by its request id (the
+    caller's, else its correlation id), with ``attempt`` counted up."""
+    assert pending.message is not None
+    assert pending.handoff is not None
+    handoff = msgspec.structs.replace(
+        pending.handoff,
+        request_id=pending.handoff.request_id or pending.correlation_id,
+        attempt=pending.attempt,
+    )
+    return msgspec.structs.replace(pending.message, to=pending.target, payload=handoff.to_wire())
+
+
+def _retry_delay(error: IpcError) -> float | None:
+    """How soon to ask again for an agent that is not back (``error`` says why); ``None``
+    when it will not come back by itself (unknown, or unavailable for another reason than a
+    crash-loop backoff)."""
+    retry = error.details.get("retryInSeconds")
+    if isinstance(error, AgentUnavailable):
+        return float(retry) if isinstance(retry, int | float) else None
+    return RETRY_SECONDS if isinstance(error, AgentCrashed) else None
 
 
 async def _pause(clock: Clock, seconds: float) -> None:
