@@ -37,7 +37,7 @@ from goondan.errors import DeliveryCode
 from goondan.state_files import ConversationStorageError, ConversationUnreadable
 from goondan.state_files import conversation as files
 from goondan.state_files.conversation import FORMAT_VERSION
-from tools_base import Message, MessageEvent
+from tools_base import Message, MessageEvent, ToolCall
 
 __all__ = [
     "FORMAT_VERSION",
@@ -198,6 +198,17 @@ class ConversationStore:
         """Whether an assistant tool call has no tool result yet (after a crash mid-Turn, or
         while a call waits for an approval); kept as messages come, so asking is free."""
         return bool(self._unanswered)
+
+    def unanswered_calls(self) -> list[ToolCall]:
+        """The assistant tool calls that have no result yet, in the conversation's order."""
+        if not self._unanswered:
+            return []
+        return [
+            call
+            for message in self._messages
+            for call in message.tool_calls
+            if call.id in self._unanswered
+        ]
 
     def _track_calls(self, message: Message) -> None:
         if message.role == "tool":

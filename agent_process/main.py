@@ -241,6 +241,12 @@ class AgentProcess:
             max_tokens=plan.max_tokens,
             max_tool_calls_per_step=plan.max_tool_calls_per_step,
             parallel_tool_calls=plan.parallel_tool_calls,
+            idempotent_tools=frozenset(
+                f"{tool.name}__{export.name}"
+                for tool in (*plan.tools, *plan.registry_tools)
+                for export in tool.exports
+                if export.idempotent
+            ),
             approvals=self.approvals,
             governor=self.governor,
             before_tool_call=self.channel.write_now,
@@ -254,6 +260,7 @@ class AgentProcess:
             events=self.outbox.report_event,
             logger=self.log,
             text_sinks=self.outbox.text_sink,
+            max_turn_attempts=plan.max_turn_attempts,
         )
         instances = self.instances = InstanceManager(
             self.name,

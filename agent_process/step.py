@@ -99,6 +99,9 @@ class StepSettings:
     governor: ModelGovernor | None = None
     """Budgets and shared rate limits around each model call; ``None``: the model is called
     as it is (no budgets, no limits, nothing reported)."""
+    idempotent_tools: frozenset[str] = frozenset()
+    """Full names of the tools (exports) declared ``idempotent``: a call of one the agent
+    process died in runs again when its Turn resumes."""
     before_tool_call: Callable[[], None] | None = None
     """Called right before each tool call runs. The AgentProcess writes out what it has told
     the Orchestrator so far: a tool may block the loop or end the process, and what was said

@@ -9,6 +9,7 @@ The conversation is folded to disk when the Turn ends, whatever the outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections import OrderedDict
@@ -36,6 +37,14 @@ from agent_process.step import (
     run_step,
 )
 from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
+from agent_process.turn_resume import (
+    RecordedTurn,
+    find_turn,
+    gave_up,
+    mark_attempt,
+    recorded_result,
+    resumed_event,
+)
 from agent_process.turn_types import EMPTY_OUTPUT_NOTICE, MAX_STEPS_NOTICE
 
 # The Turn's values, importable from here as from their own module.
@@ -43,7 +52,7 @@ from agent_process.turn_types import FinishReason as FinishReason
 from agent_process.turn_types import TurnError as TurnError
 from agent_process.turn_types import TurnInput as TurnInput
 from agent_process.turn_types import TurnResult as TurnResult
-from goondan.defaults import MAX_STEPS_PER_TURN, ON_MAX_STEPS
+from goondan.defaults import MAX_STEPS_PER_TURN, MAX_TURN_ATTEMPTS, ON_MAX_STEPS
 from goondan.errors import DeliveryCode
 from goondan.usage import Usage
 from ipc.runtime_events import (
@@ -174,8 +183,11 @@ class TurnRunner:
         events: EventSink | None = None,
         logger: Any = None,
         text_sinks: TextSinkFactory | None = None,
+        max_turn_attempts: int = MAX_TURN_ATTEMPTS,
     ) -> None:
         self.settings = settings
+        self.max_turn_attempts = max_turn_attempts
+        """Attempts that may run one Turn (``policy.crash.maxTurnAttempts``)."""
         self._text_sinks = text_sinks
         self.max_steps = max_steps
         self.steps_exhausted_fail = on_max_steps == "error"
@@ -263,13 +275,14 @@ class TurnRunner:
         scope.recorder.emit(
             TurnStartedEvent(turn_id=scope.turn_id), scope.span_id, scope.parent_span_id
         )
-        self._ensure_system_prompt(store)
-        gate = self.settings.approvals
-        turn_messages.close_interrupted_calls(
-            store, gate.open_call_ids(scope.instance_key) if gate else set()
+        recorded = (
+            find_turn(store.messages, turn_input.request_id) if turn_input.may_resume else None
         )
-        if not turn_input.resume:
-            store.append(turn_messages.user_message(turn_input))
+        if recorded is not None:
+            ended = self._ended_already(scope, turn_input, recorded)
+            if ended is not None:
+                return ended
+        turn_input = self._begin(scope, store, turn_input, recorded)
         ctx = TurnMiddlewareContext(
             self.settings.pipeline.chain("turn"),
             self._core,
@@ -292,9 +305,78 @@ class TurnRunner:
             result = TurnResult.failed(scope, DeliveryCode.E_TURN, f"{type(exc).__name__}: {exc}")
         finally:
             _fold(store, scope.logger)
+        gate = self.settings.approvals
         parked = gate is not None and gate.turn_done(scope.turn_id)
         _report(scope, result, with_output=parked or turn_input.resume)
         return result
+
+    def _ended_already(
+        self, scope: TurnScope, turn_input: TurnInput, recorded: RecordedTurn
+    ) -> TurnResult | None:
+        """The answer of a request whose Turn is not to run (again): it had ended (its
+        recorded answer, given again without a model call), or killed its agent too often
+        (``AGENT_CRASHED``)."""
+        limit = self.max_turn_attempts
+        if recorded.answer is not None:
+            event = resumed_event(scope, turn_input, recorded, replayed=True)
+            scope.recorder.emit(event, scope.span_id, scope.parent_span_id)
+            steps_error = self.steps_exhausted_fail
+            result = recorded_result(
+                scope, recorded.answer, max_steps=self.max_steps, as_error=steps_error
+            )
+        elif recorded.runs >= limit:
+            reason = gave_up(scope.agent_name, recorded.runs, limit)
+            result = TurnResult.failed(scope, DeliveryCode.AGENT_CRASHED, reason)
+        else:
+            return None
+        _report(scope, result, with_output=recorded.answer is not None)
+        return result
+
+    def _begin(
+        self,
+        scope: TurnScope,
+        store: ConversationStore,
+        turn_input: TurnInput,
+        recorded: RecordedTurn | None,
+    ) -> TurnInput:
+        """Ready the conversation for the Turn: the system prompt, the calls a dead process
+        left open, then the Turn's user message, or the recorded Turn taken up (returned:
+        the input the Turn runs with)."""
+        self._ensure_system_prompt(store)
+        gate = self.settings.approvals
+        awaiting = gate.open_call_ids(scope.instance_key) if gate else set()
+        if recorded is not None and recorded.last:
+            awaiting |= self._take_up(scope, store, turn_input, recorded, awaiting)
+            turn_input = dataclasses.replace(turn_input, resume=True)
+        turn_messages.close_interrupted_calls(store, awaiting)
+        if not turn_input.resume:
+            store.append(turn_messages.user_message(turn_input, scope.turn_id, scope.span_id))
+        return turn_input
+
+    def _take_up(
+        self,
+        scope: TurnScope,
+        store: ConversationStore,
+        turn_input: TurnInput,
+        recorded: RecordedTurn,
+        parked: set[str],
+    ) -> set[str]:
+        """Go on with the Turn ``recorded`` (interrupted by a crash): answer the calls that
+        must not run again ``E_TOOL_INTERRUPTED`` and say so (``turn.resumed``). Returns the
+        ids of the calls left for the resumed Turn to run."""
+        closed = recorded.interrupted_calls(
+            rerun=self.settings.idempotent_tools,
+            parked=parked,
+            sequential=not self.settings.parallel_tool_calls,
+        )
+        for call in closed:
+            store.append(turn_messages.interrupted_message(call))
+        event = resumed_event(scope, turn_input, recorded, replayed=False)
+        scope.recorder.emit(event, scope.span_id, scope.parent_span_id)
+        scope.logger.info("turn resumed", attempt=turn_input.attempt, interrupted_calls=len(closed))
+        mark_attempt(store, recorded, scope.turn_id, scope.span_id, turn_input.attempt)
+        own = {call.id for message in recorded.messages for call in message.tool_calls}
+        return {call.id for call in store.unanswered_calls() if call.id in own}
 
     def _scope(
         self,

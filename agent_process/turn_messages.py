@@ -7,10 +7,19 @@ from __future__ import annotations
 
 from agent_process.conversation import ConversationStore, new_message_id
 from agent_process.step import tool_message
+from agent_process.turn_resume import REQUEST_KEY, request_record
 from agent_process.turn_types import TurnInput
 from goondan.errors import ToolCode
 from goondan.time import utc_timestamp
-from tools_base import JsonValue, Message, MessageRole, MessageSource, ToolCallResult, ToolErrorInfo
+from tools_base import (
+    JsonValue,
+    Message,
+    MessageRole,
+    MessageSource,
+    ToolCall,
+    ToolCallResult,
+    ToolErrorInfo,
+)
 
 EMPTY_OUTPUT_CORRECTION = (
     "Your last answer was empty. Reply with text for the user, or call one of the tools."
@@ -28,8 +37,13 @@ def inbound_properties(turn_input: TurnInput) -> dict[str, str]:
     return {k: v for k, v in properties.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def user_message(turn_input: TurnInput) -> Message:
-    """The user message a Turn starts with, saying where its input came from."""
+def user_message(turn_input: TurnInput, turn_id: str = "", span_id: str = "") -> Message:
+    """The user message a Turn starts with, saying where its input came from and which
+    request it answers, run by Turn ``turn_id`` in span ``span_id`` (see
+    :mod:`agent_process.turn_resume`)."""
+    request: JsonValue = None
+    if turn_input.request_id:
+        request = request_record(turn_input.request_id, turn_id, span_id, turn_input.attempt)
     return Message(
         id=new_message_id("msg"),
         role="user",
@@ -46,6 +60,7 @@ def user_message(turn_input: TurnInput) -> Message:
                 # A connector's event: its connection and properties (chat id, thread, ...).
                 **({"metadata": turn_input.metadata} if turn_input.metadata else {}),
             },
+            **({REQUEST_KEY: request} if request is not None else {}),
         },
     )
 
@@ -106,20 +121,24 @@ def close_interrupted_calls(store: ConversationStore, parked: set[str]) -> None:
         if any(call.id in parked and call.id not in answered for call in message.tool_calls):
             continue
         for call in message.tool_calls:
-            if call.id in answered:
-                continue
-            result = ToolCallResult(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                status="error",
-                error=ToolErrorInfo(
-                    message="The agent process stopped before this call finished; it may or may not have run.",
-                    name="ToolInterruptedError",
-                    code=ToolCode.E_TOOL_INTERRUPTED,
-                    suggestion="Check whether its effect happened before calling it again.",
-                ),
-            )
-            store.append(tool_message(call, result))
+            if call.id not in answered:
+                store.append(interrupted_message(call))
+
+
+def interrupted_message(call: ToolCall) -> Message:
+    """The result of a call the agent process died in: it may or may not have run."""
+    result = ToolCallResult(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        status="error",
+        error=ToolErrorInfo(
+            message="The agent process stopped before this call finished; it may or may not have run.",
+            name="ToolInterruptedError",
+            code=ToolCode.E_TOOL_INTERRUPTED,
+            suggestion="Check whether its effect happened before calling it again.",
+        ),
+    )
+    return tool_message(call, result)
 
 
 def system_message(prompt: str) -> Message:

@@ -25,6 +25,7 @@ from ipc.delegation import Handoff
 from ipc.events import RestartRequest, Send, SendDone, SendStarted, TurnCompleted
 from ipc.protocol import EXTERNAL_CALLER, ORCHESTRATOR
 
+AGENT_CRASHED = DeliveryCode.AGENT_CRASHED
 MAX_CONNECTION_ANSWER_CHARS = 256 * 1024
 """The longest answer handed back to a Connection's connector (longer ones are cut)."""
 
@@ -69,7 +70,7 @@ class TurnRequests:
         instance_key = handoff.instance_key
         on_start = self._reporting_start(send_id) if send_id else None
         try:
-            asked = self._fresh_input(sender, handoff, send_id)
+            asked = self._fresh_input(sender, handoff, correlation_id, send_id)
             if asked is None:
                 return
             future = self.instances.admit(instance_key, asked, on_start=on_start)
@@ -115,10 +116,12 @@ class TurnRequests:
             code=code if isinstance(code, str) else DeliveryCode.E_INTERNAL,
         )
 
-    def _fresh_input(self, sender: str, handoff: Handoff, send_id: str) -> TurnInput | None:
+    def _fresh_input(
+        self, sender: str, handoff: Handoff, correlation_id: str | None, send_id: str
+    ) -> TurnInput | None:
         """The input of the Turn ``handoff`` asks for; ``None`` (answered here) for a send
         delivered again whose Turn is running, or started before a restart."""
-        asked = turn_input(sender, handoff)
+        asked = turn_input(sender, handoff, correlation_id or send_id)
         if not send_id:
             return asked
         if send_id in self._sends_running:
@@ -126,6 +129,8 @@ class TurnRequests:
             # first one's Turn answers for both (the Orchestrator tracks one send).
             self._log.info("send delivered twice; taken once", event_id=send_id)
             return None
+        if asked.may_resume:  # carried after its Turn started: the Turn takes it up again
+            return dataclasses.replace(asked, message_metadata=send_metadata(send_id))
         assert self.instances is not None
         messages = self.instances.get(handoff.instance_key).store.messages
         earlier = earlier_delivery(messages, send_id)
@@ -170,6 +175,9 @@ class TurnRequests:
         outbox.tell(TurnCompleted(instance_key, result.status))
         if correlation_id is not None:
             outbox.reply(sender, correlation_id, result)
+        elif send_id and result.error is not None and result.error.code == AGENT_CRASHED:
+            # A send whose Turn kept killing this agent: its sender is told, as for a refusal.
+            outbox.refuse(sender, None, IpcError(result.error.message, code=AGENT_CRASHED), send_id)
         elif send_id:
             outbox.tell(send_done(sender, send_id, result))
         if result.restart_reason is not None:
@@ -179,8 +187,9 @@ class TurnRequests:
         self._shutdown.check_standard_fds()
 
 
-def turn_input(sender: str, handoff: Handoff) -> TurnInput:
-    """The input of the Turn ``handoff`` from ``sender`` asks for."""
+def turn_input(sender: str, handoff: Handoff, request_id: str = "") -> TurnInput:
+    """The input of the Turn ``handoff`` from ``sender`` asks for; the handoff's own request
+    id names it, else ``request_id`` (the id its caller tracks it by)."""
     return TurnInput(
         text=handoff.input,
         trace_id=handoff.trace_id or wire.new_trace_id(),
@@ -192,6 +201,10 @@ def turn_input(sender: str, handoff: Handoff) -> TurnInput:
         parent_span_id=handoff.parent_span_id,
         stream_id=handoff.stream_id,
         relay=handoff.relay,
+        request_id=handoff.request_id or request_id,
+        attempt=handoff.attempt,
+        # A fresh id on a first delivery cannot be in any conversation yet: no search.
+        may_resume=bool(handoff.request_id) or handoff.attempt > 1,
     )
 
 

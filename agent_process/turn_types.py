@@ -49,6 +49,15 @@ class TurnInput:
     restart), then go on to an answer. ``text`` is not appended."""
     message_metadata: JsonObject = field(default_factory=dict)
     """More metadata of the Turn's user message: an inbox message's own, for a Turn it wakes."""
+    request_id: str = ""
+    """The caller's id of the Turn (:attr:`ipc.delegation.Handoff.request_id`, else its
+    correlation or event id), recorded on the Turn's user message."""
+    attempt: int = 1
+    """Which delivery of the request this is (2+ after the agent died under the Turn)."""
+    may_resume: bool = False
+    """The request may have run here before (a caller's own request id, or a later attempt):
+    a Turn of the conversation that holds ``request_id`` is taken up instead of starting
+    another (see :mod:`agent_process.turn_resume`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -24,7 +24,7 @@ from bundle.spec_agent import AgentSpec, Budgets, ModelLimits, ModelSpec, ToolSp
 from bundle.spec_base import ObjectRef, RefItem
 from bundle.spec_connector import ConnectionSpec, ConnectorSpec, ExtensionSpec
 from bundle.spec_swarm import AgentPlacement, SwarmSpec
-from goondan.defaults import APPROVAL_TIMEOUT_SECONDS
+from goondan.defaults import APPROVAL_TIMEOUT_SECONDS, MAX_TURN_ATTEMPTS
 
 BASE_PACKAGE = "@goondan/base"
 GUARD = "required-tools-guard"
@@ -252,6 +252,11 @@ class Bundle:
             concurrency=spec.policy.concurrency or swarm_spec.policy.concurrency,
             request_timeout_seconds=swarm_spec.policy.request_timeout_seconds,
             shutdown_grace_seconds=swarm_spec.policy.shutdown.grace_period_seconds,
+            max_turn_attempts=(
+                spec.policy.crash.max_turn_attempts
+                or swarm_spec.policy.crash.max_turn_attempts
+                or MAX_TURN_ATTEMPTS
+            ),
             allow_spawn_outside_state=swarm_spec.policy.allow_spawn_outside_state,
             sandbox=swarm_spec.policy.sandbox,
             memory_limit_mib=spec.limits.memory_mib,
@@ -436,7 +441,12 @@ def _tool_plan(tool: ResolvedTool) -> ToolPlan:
         config=tool.config,
         sandboxed=tool.spec.sandboxed,
         exports=[
-            ToolExportPlan(name=e.name, description=e.description, parameters=e.parameters)
+            ToolExportPlan(
+                name=e.name,
+                description=e.description,
+                parameters=e.parameters,
+                idempotent=tool.spec.idempotent if e.idempotent is None else e.idempotent,
+            )
             for e in tool.spec.exports
         ],
     )

@@ -22,6 +22,7 @@ from goondan.defaults import (
     MAX_BACKGROUND_CALLS_PER_INSTANCE,
     MAX_STEPS_PER_TURN,
     MAX_TOOL_CALLS_PER_STEP,
+    MAX_TURN_ATTEMPTS,
     MODEL_MAX_RETRIES,
     MODEL_TIMEOUT_SECONDS,
     ON_MAX_STEPS,
@@ -40,6 +41,9 @@ class ToolExportPlan(_Plan):
     name: str
     description: str | None = None
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    idempotent: bool = False
+    """Its calls may run again when a Turn resumes after a crash (the export's
+    ``idempotent``, else the Tool's)."""
 
 
 class ToolPlan(_Plan):
@@ -169,6 +173,9 @@ class AgentPlan(_Plan):
     whose Turn is running does."""
     request_timeout_seconds: float = REQUEST_TIMEOUT_SECONDS
     shutdown_grace_seconds: float = SHUTDOWN_GRACE_SECONDS
+    max_turn_attempts: int = MAX_TURN_ATTEMPTS
+    """``policy.crash.maxTurnAttempts`` (the Agent's, else the Swarm's): attempts at a Turn
+    whose agent process dies under it before its caller is answered ``AGENT_CRASHED``."""
     memory_limit_mib: int | None = None
     """``Agent.spec.limits.memoryMiB``: the agent's data limit (``RLIMIT_DATA``)."""
     budgets: Budgets = Field(default_factory=Budgets)

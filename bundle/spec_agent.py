@@ -17,6 +17,7 @@ from goondan.defaults import (
     ERROR_MESSAGE_LIMIT,
     MAX_BACKGROUND_CALLS_PER_INSTANCE,
     MAX_TOOL_CALLS_PER_STEP,
+    MAX_TURN_ATTEMPTS,
 )
 
 Concurrency = Literal["enqueue", "reject", "interrupt"]
@@ -131,6 +132,11 @@ class ToolExport(Spec):
         default_factory=lambda: {"type": "object", "properties": {}},
         description="JSON Schema (type: object) of the arguments.",
     )
+    idempotent: bool | None = Field(
+        default=None,
+        description="This export may run twice with the same effect as once (default: the "
+        "Tool's `idempotent`).",
+    )
 
     @field_validator("name")
     @classmethod
@@ -162,6 +168,12 @@ class ToolSpec(Spec):
         default=False,
         description="Its handlers start programs in the tool sandbox: `run` refuses an agent "
         "holding it where no sandbox can be made (unless the Swarm's policy.sandbox is off).",
+    )
+    idempotent: bool = Field(
+        default=False,
+        description="Its calls may run twice with the same effect as once: a call the agent "
+        "process died in is run again when the Turn resumes. Otherwise such a call is answered "
+        "E_TOOL_INTERRUPTED (it may or may not have run) and never repeated.",
     )
     exports: list[ToolExport] = Field(min_length=1, description="At least one export.")
     env: EnvNames
@@ -359,11 +371,28 @@ class ToolPolicy(Spec):
     )
 
 
+class CrashPolicy(Spec):
+    """What happens to a Turn whose agent process dies under it."""
+
+    max_turn_attempts: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="Attempts at one Turn: when its agent process dies mid-Turn, the Turn "
+        f"resumes once the agent is back, until it has died this many times (default "
+        f"{MAX_TURN_ATTEMPTS}; the Agent's value overrides the Swarm's); then its caller is "
+        "answered AGENT_CRASHED.",
+    )
+
+
 class AgentPolicy(Spec):
-    """How the agent's conversations take messages; unset fields follow the Swarm's policy."""
+    """Policies of one Agent; unset fields follow the Swarm's policy."""
 
     concurrency: Concurrency | None = Field(
         default=None, description=CONCURRENCY_DESCRIPTION + " Default: the Swarm's."
+    )
+    crash: CrashPolicy = Field(
+        default_factory=CrashPolicy, description="Turns whose agent process dies."
     )
 
 
@@ -379,7 +408,8 @@ class AgentSpec(Spec):
     )
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy, description="Tool-call policy.")
     policy: AgentPolicy = Field(
-        default_factory=AgentPolicy, description="Conversation policy, over the Swarm's."
+        default_factory=AgentPolicy,
+        description="Conversation and crash policy, over the Swarm's.",
     )
     budgets: Budgets | None = Field(
         default=None, description="Token and cost ceilings, over the Swarm's figure by figure."

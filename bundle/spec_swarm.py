@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 
-from bundle.spec_agent import CONCURRENCY_DESCRIPTION, Budgets, Concurrency
+from bundle.spec_agent import CONCURRENCY_DESCRIPTION, Budgets, Concurrency, CrashPolicy
 from bundle.spec_base import MAX_SECONDS, ObjectRef, RefItemLike, Spec, ValueFrom
 from goondan.defaults import (
     CONCURRENCY,
@@ -131,6 +131,10 @@ class SwarmPolicy(Spec):
         ),
     )
     api: ApiPolicy = Field(default_factory=ApiPolicy, description="The daemon's HTTP API.")
+    crash: CrashPolicy = Field(
+        default_factory=CrashPolicy,
+        description="Turns whose agent process dies (an Agent's policy.crash overrides it).",
+    )
     sandbox: Literal["auto", "bwrap", "namespaces", "off"] = Field(
         default="auto",
         description="The sandbox of tool programs (bash, MCP stdio servers): auto (bubblewrap, "

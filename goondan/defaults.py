@@ -59,6 +59,9 @@ MAX_SENDS_IN_FLIGHT_PER_CALLER = 1024
 """Sends of one caller delivered but not finished."""
 SEND_DELIVERY_ATTEMPTS = 2
 """A send whose target died before starting its Turn is delivered once more, then reported."""
+MAX_TURN_ATTEMPTS = 3
+"""Attempts at one Turn whose agent dies under it before its caller is answered
+``AGENT_CRASHED`` (``policy.crash.maxTurnAttempts``)."""
 AGENT_QUESTION_TIMEOUT_SECONDS = 10.0
 """How long the Orchestrator waits for an agent's answer to a question of its own (prepare or
 delete an instance)."""

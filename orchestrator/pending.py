@@ -17,7 +17,8 @@ from typing import Any
 
 from goondan.time import utc_timestamp
 from ipc import CircularCall
-from ipc.delegation import DelegateAnswer
+from ipc.delegation import DelegateAnswer, Handoff
+from ipc.messages import DelegateMessage
 from orchestrator.clock import Timer
 
 
@@ -41,6 +42,15 @@ class Pending:
     started_at: float = 0.0
     """When it was admitted (``time.time()``; formatted only when listed: this is the hot
     path of every request)."""
+    message: DelegateMessage | None = None
+    """The request as its caller sent it (delivered again after the target died)."""
+    handoff: Handoff | None = None
+    """Its payload, read once at admission."""
+    attempt: int = 1
+    """Deliveries to the target so far: one more each time the target died under it."""
+    carrier: asyncio.Task[None] | None = None
+    """Set while it waits for its dead target's restart, to be delivered again (it ends by
+    itself once the request is answered: cancelling it could cut a process start short)."""
 
     def to_json(self) -> dict[str, Any]:
         """A row of ``GET /v1/requests``."""

@@ -2,16 +2,18 @@
 
 Every ``delegate`` gets exactly one ``delegate_result``: the target's, or a structured error
 from here when the target is unknown (``AGENT_NOT_FOUND``), would close a cycle
-(``CIRCULAR_CALL_DETECTED``), cannot start (``AGENT_UNAVAILABLE``), dies before answering
-(``AGENT_CRASHED``), takes longer than the request's timeout (``AGENT_REQUEST_TIMEOUT``), or the
-swarm is shutting down (``SHUTTING_DOWN``). A target's answer that arrives after its caller was
-already answered is dropped (and logged).
+(``CIRCULAR_CALL_DETECTED``), cannot start (``AGENT_UNAVAILABLE``), died under the Turn
+``policy.crash.maxTurnAttempts`` times (``AGENT_CRASHED``; a target that dies fewer times is
+waited for and the request delivered again, see :mod:`orchestrator.router_carry`), takes
+longer than the request's timeout (``AGENT_REQUEST_TIMEOUT``), or the swarm is shutting down
+(``SHUTTING_DOWN``). A target's answer that arrives after its caller was already answered is
+dropped (and logged).
 
 A fire-and-forget ``send`` is tracked by its ``eventId`` until the target reports its Turn done.
 If the target dies with the send still queued (its Turn never started, so it had no effect), the
-send is delivered once more to the restarted target; if it dies mid-Turn, or refuses or cannot
-take the send, the sender's instance gets a ``send_failed`` report with the structured error.
-Nothing is dropped silently.
+send is delivered once more to the restarted target; if it dies mid-Turn, the send is carried
+like a request; if it refuses or cannot take the send, the sender's instance gets a
+``send_failed`` report with the structured error. Nothing is dropped silently.
 
 A request from outside may stream (:meth:`Router.request` with ``on_delta``): its handoff
 carries a stream id (its correlation id), the target's Turn sends its model text as
@@ -66,6 +68,7 @@ from ipc.questions import ListRequest, SpawnRequest
 from orchestrator.clock import Clock, LoopClock, wait_for
 from orchestrator.dispatch import EventHandler
 from orchestrator.pending import Pending, chain_cycle, wait_cycle
+from orchestrator.router_carry import TurnCarrying
 from orchestrator.router_sends import DeliveryLost, SendRouting, not_delivered
 from orchestrator.router_sends import InFlightSend as InFlightSend
 from orchestrator.spawns import SpawnedInstance, SpawnKey, Spawns
@@ -77,7 +80,7 @@ DeltaSink = Callable[[str, TextDelta], None]
 """``(agent, delta)``: where the text of a streamed request goes (``agent`` produced it)."""
 
 
-class Router(SendRouting):
+class Router(SendRouting, TurnCarrying):
     """Routes requests, sends and questions between agents through the supervisor."""
 
     def __init__(
@@ -183,7 +186,9 @@ class Router(SendRouting):
 
         With ``on_delta`` the Turn streams: each piece of its model text is handed to
         ``on_delta`` as it arrives, until the answer (with ``relay``, the text of the agents
-        it asks too). The sink is removed when this returns or is cancelled.
+        it asks too). The sink is removed when this returns or is cancelled. ``request_id``
+        names the Turn durably: a request whose Turn the target's conversation holds
+        already takes that Turn up (or answers its recorded answer) instead of starting one.
         """
         future: asyncio.Future[DelegateAnswer] = asyncio.get_running_loop().create_future()
         correlation_id = wire.new_correlation_id()
@@ -241,20 +246,27 @@ class Router(SendRouting):
         return sorted(traces)
 
     def on_agent_exit(self, name: str) -> None:
-        """Answer every request the dead agent owed; forget the ones it was waiting on;
-        redeliver or report the sends it had not finished; fail the questions it owed."""
+        """Carry every request the dead agent owed over its restart (see
+        :mod:`orchestrator.router_carry`); forget the ones it was waiting on; redeliver or
+        carry the sends it had not finished; fail the questions it owed."""
         for agent, answer in list(self._questions.values()):
             if agent == name and not answer.done():
                 answer.set_exception(AgentCrashed(f"agent {name!r} exited before answering"))
         for pending in list(self.pending.values()):
             if pending.target == name:
-                self._fail(pending, AgentCrashed(f"agent {name!r} exited before answering"))
+                self._carry(pending, name)
             elif pending.caller == name:
                 self._take(pending.correlation_id)
         for send in [s for s in self.sends.values() if s.target == name]:
-            if self.closing:
+            if self.closing or self.supervisor.stopping:
                 self._send_lost(send, ShuttingDown(f"agent {name!r} stopped with the swarm"))
-            elif not send.started and send.attempts < SEND_DELIVERY_ATTEMPTS:
+            elif send.started:
+                refusal = self._carry_send(send, name)
+                if refusal is not None:
+                    self._send_lost(send, refusal)
+                else:
+                    self._start_task(self._deliver_send(send), f"carry:{send.event_id}")
+            elif send.attempts < SEND_DELIVERY_ATTEMPTS:
                 self.log.info(
                     "send redelivered after its target exited before starting it",
                     caller=send.sender,
@@ -263,8 +275,9 @@ class Router(SendRouting):
                 )
                 self._start_task(self._deliver_send(send), f"redeliver:{send.event_id}")
             else:
-                what = "during the Turn it started" if send.started else "twice before starting it"
-                self._send_lost(send, AgentCrashed(f"agent {name!r} exited {what}"))
+                self._send_lost(
+                    send, AgentCrashed(f"agent {name!r} exited twice before starting it")
+                )
 
     async def close(self) -> None:
         """Answer every pending request with ``SHUTTING_DOWN``; stop routing (and cancel the
@@ -290,7 +303,7 @@ class Router(SendRouting):
                 "duplicate correlation id dropped", caller=caller, correlation_id=correlation_id
             )
             return None
-        pending = Pending(correlation_id, caller, message.to, future=future)
+        pending = Pending(correlation_id, caller, message.to, future=future, message=message)
         pending.started_at = time.time()
         self.pending[correlation_id] = pending
         self._per_caller[caller] += 1
@@ -321,6 +334,8 @@ class Router(SendRouting):
         except IpcError as exc:
             return exc, None
         pending.trace_id, pending.instance_key = handoff.trace_id, handoff.instance_key
+        pending.handoff = handoff
+        pending.attempt = handoff.attempt
         if message.to == ORCHESTRATOR:  # a request that names its target only in the payload
             pending.target = handoff.target
         if not handoff.input.strip():
@@ -362,7 +377,12 @@ class Router(SendRouting):
         try:
             worker.send(forwarded)
         except Exception as exc:
-            self._fail(pending, not_delivered(pending.target, "request", exc))
+            error = not_delivered(pending.target, "request", exc)
+            if isinstance(error, AgentCrashed) and pending.handoff is not None:
+                # The worker is dying and its exit not seen yet: that exit carries the request.
+                self.log.info("request waits for its target's exit", target=pending.target)
+                return
+            self._fail(pending, error)
 
     def _take(self, correlation_id: str) -> Pending | None:
         """Remove a pending request (it is being answered or forgotten) and its timer."""
@@ -492,5 +512,5 @@ class Router(SendRouting):
             return False
         return True
 
-    def _start_task(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        self.tasks.start_soon(coro, name)
+    def _start_task(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[Any]:
+        return self.tasks.start_soon(coro, name)

@@ -1,10 +1,12 @@
 """The router's fire-and-forget half: a ``send`` tracked by its ``eventId`` until the target
-reports its Turn done, delivered once more to a restarted target whose Turn never started, and
+reports its Turn done, delivered once more to a restarted target whose Turn never started (and
+carried over the restart when it had started, see :mod:`orchestrator.router_carry`), and
 otherwise reported lost to its sender (see :mod:`orchestrator.router`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from abc import abstractmethod
 from collections import Counter
 from collections.abc import Callable, Coroutine
@@ -87,7 +89,7 @@ class SendRouting:
         """Queue ``message`` to ``agent``'s running worker; ``False`` when it has none."""
 
     @abstractmethod
-    def _start_task(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+    def _start_task(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[Any] | None:
         """Run ``coro`` in the background."""
 
     def _accept_send(self, sender: str, message: EventMessage, body: Send) -> None:

@@ -100,6 +100,11 @@ class Supervisor:
         self._on_lifecycle = on_lifecycle
         self.log = structlog.get_logger("goondan.supervisor")
 
+    @property
+    def stopping(self) -> bool:
+        """The swarm is stopping: nothing is (re)started any more."""
+        return self._closing
+
     def handle(self, name: str) -> AgentHandle | None:
         """The handle of process ``name`` (``None`` for a name the swarm does not have)."""
         return self._handles.get(name)

@@ -99,6 +99,7 @@ from ipc.runtime_events.work import (
     TurnCompletedEvent,
     TurnEvent,
     TurnFailedEvent,
+    TurnResumedEvent,
     TurnStartedEvent,
 )
 
@@ -161,6 +162,7 @@ __all__ = [
     "TurnCompletedEvent",
     "TurnEvent",
     "TurnFailedEvent",
+    "TurnResumedEvent",
     "TurnStartedEvent",
     "TypedEvent",
     "decode_line",

@@ -18,6 +18,7 @@ TypedEvent = (
     | work.TurnCompletedEvent
     | work.TurnFailedEvent
     | work.TurnCancellingEvent
+    | work.TurnResumedEvent
     | work.StepStartedEvent
     | work.StepCompletedEvent
     | work.StepFailedEvent

@@ -18,6 +18,7 @@ from ipc.runtime_events.work import (
     ToolEvent,
     TurnCancellingEvent,
     TurnEvent,
+    TurnResumedEvent,
 )
 
 SpanKind = Literal["turn", "step", "tool", "approval"]
@@ -70,7 +71,7 @@ CANCELLED = DeliveryCode.CANCELLED
 def span_kind(event: AnyEvent) -> SpanKind | None:
     """The kind of span ``event`` opens, ends or speaks of; ``None`` for no span's event."""
     kind = SPAN_STARTS.get(event.type) or SPAN_ENDS.get(event.type)
-    if kind is None and isinstance(event, TurnCancellingEvent):
+    if kind is None and isinstance(event, TurnCancellingEvent | TurnResumedEvent):
         return "turn"
     return kind
 

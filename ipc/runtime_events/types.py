@@ -18,6 +18,7 @@ class EventType(enum.StrEnum):
     TURN_COMPLETED = "turn.completed"
     TURN_FAILED = "turn.failed"
     TURN_CANCELLING = "turn.cancelling"
+    TURN_RESUMED = "turn.resumed"
     STEP_STARTED = "step.started"
     STEP_COMPLETED = "step.completed"
     STEP_FAILED = "step.failed"

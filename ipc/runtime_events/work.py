@@ -28,6 +28,16 @@ class TurnEvent(RuntimeEvent):
     token_usage: TokenCounts | UnsetType = UNSET
     error_code: str | UnsetType | None = UNSET
     error_message: str | UnsetType | None = UNSET
+    request_id: str | UnsetType = UNSET
+    """The request the Turn answers (``turn.resumed``)."""
+    attempt: int | UnsetType = UNSET
+    """Which attempt at the Turn this is (``turn.resumed``: 2 or more)."""
+    resumed_turn_id: str | UnsetType = UNSET
+    """The Turn id of the attempt this one takes up (``turn.resumed``)."""
+    resumed_span_id: str | UnsetType = UNSET
+    """The span of the attempt this one takes up (``turn.resumed``): the link between them."""
+    replayed: bool | UnsetType = UNSET
+    """``turn.resumed``: the Turn had ended already; its recorded answer is given again."""
 
 
 class TurnStartedEvent(TurnEvent, tag=EventType.TURN_STARTED.value):
@@ -44,6 +54,12 @@ class TurnFailedEvent(TurnEvent, tag=EventType.TURN_FAILED.value):
 
 class TurnCancellingEvent(TurnEvent, tag=EventType.TURN_CANCELLING.value):
     """The agent heard a cancellation; the Turn stops at its next safe point."""
+
+
+class TurnResumedEvent(TurnEvent, tag=EventType.TURN_RESUMED.value):
+    """A Turn whose agent process died under it is taken up by a new attempt (its own span,
+    linked to the interrupted one): recorded model answers stand, idempotent tool calls in
+    flight run again, others are answered ``E_TOOL_INTERRUPTED``."""
 
 
 # -- steps ------------------------------------------------------------------------------------

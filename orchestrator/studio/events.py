@@ -82,6 +82,7 @@ _WARNING_TYPES = frozenset(
         EventType.PROCESS_RESTART_REQUESTED,
         EventType.PROCESS_CONFIG_REJECTED,
         EventType.TURN_CANCELLING,
+        EventType.TURN_RESUMED,
         EventType.REQUEST_CANCELLED,
         EventType.APPROVAL_REQUESTED,
         EventType.APPROVAL_RESUMED,

@@ -1,4 +1,4 @@
-"""Fire-and-forget sends lost to a crash are redelivered once or reported, never dropped.
+"""Fire-and-forget sends lost to a crash are redelivered, carried or reported, never dropped.
 
 The real Orchestrator with real agent processes: ``alpha`` sends to ``beta`` with
 ``agents__send``, and ``beta`` dies at chosen moments.
@@ -62,9 +62,11 @@ async def sends_settled(router: Router, within: float = 20) -> None:
         del router._finish_send
 
 
-async def test_a_send_whose_turn_crashes_is_reported_to_the_senders_instance(
+async def test_a_send_whose_turn_crashes_past_its_attempts_is_reported_to_the_sender(
     swarm: Orchestrator,
 ) -> None:
+    """The test swarm allows one attempt per Turn (``maxTurnAttempts: 1``): the send is not
+    carried over the restart (that is tests/faults/test_resume_after_kill.py's) but reported."""
     async with asyncio.timeout(30):
         told = await swarm.request("tell beta crash")
     assert told.status == "ok"

@@ -202,13 +202,20 @@ spec:
   agents: [Agent/alpha, Agent/beta]
   policy:
     shutdown: {gracePeriodSeconds: GRACE}
+    crash: {maxTurnAttempts: ATTEMPTS}
 """
 
 
-def write_swarm(directory: Path, grace: float = 5, extra: str = "") -> Path:
-    """goondan.yaml of the test swarm in ``directory`` (``extra``: more YAML documents)."""
+def write_swarm(directory: Path, grace: float = 5, extra: str = "", turn_attempts: int = 1) -> Path:
+    """goondan.yaml of the test swarm in ``directory`` (``extra``: more YAML documents).
+
+    ``turn_attempts`` is ``policy.crash.maxTurnAttempts``: 1 by default, so a Turn whose
+    tool kills its agent is answered ``AGENT_CRASHED`` at once (most tests of this swarm are
+    about the process); a Turn carried over its agent's restart needs more.
+    """
     path = directory / "goondan.yaml"
-    path.write_text(SWARM.replace("GRACE", str(grace)) + (f"---\n{extra}" if extra else ""))
+    text = SWARM.replace("GRACE", str(grace)).replace("ATTEMPTS", str(turn_attempts))
+    path.write_text(text + (f"---\n{extra}" if extra else ""))
     # Entry modules live beside the bundle (they must, unless the operator allows otherwise).
     shutil.copy(FIXTURES / "fault_tools.py", directory / "fault_tools.py")
     return path
@@ -216,11 +223,11 @@ def write_swarm(directory: Path, grace: float = 5, extra: str = "") -> Path:
 
 @asynccontextmanager
 async def running_swarm(
-    directory: Path, grace: float = 5, extra: str = ""
+    directory: Path, grace: float = 5, extra: str = "", turn_attempts: int = 1
 ) -> AsyncIterator[Orchestrator]:
     """The test swarm running in this event loop (state under ``directory/state``)."""
     orchestrator = Orchestrator.from_bundle(
-        write_swarm(directory, grace, extra), state_dir=directory / "state"
+        write_swarm(directory, grace, extra, turn_attempts), state_dir=directory / "state"
     )
     async with asyncio.timeout(30):
         await orchestrator.start()

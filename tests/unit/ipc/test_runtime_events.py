@@ -67,6 +67,16 @@ LINES = [
     line("turn.started", **{**TRACE, "parentSpanId": "ccdd1716cd25a1b5"}, turnId="turn-1"),
     line("turn.cancelling", **TRACE, turnId="turn-1", reason="cancelled by an operator"),
     line(
+        "turn.resumed",
+        **TRACE,
+        turnId="turn-2",
+        requestId="req-1",
+        attempt=2,
+        resumedTurnId="turn-1",
+        resumedSpanId="ccdd1716cd25a1b5",
+        replayed=False,
+    ),
+    line(
         "turn.completed",
         **TRACE,
         turnId="turn-1",

@@ -1,9 +1,11 @@
 """Every guarantee of the router's docstring, against fake workers and a fake clock.
 
 Every ``delegate`` gets exactly one ``delegate_result``: the target's, or a structured error
-when the target is unknown, would close a cycle, cannot start, dies before answering, takes
-longer than the timeout, or the swarm shuts down; a late answer is dropped. Sends are tracked
-until done, redelivered once if their target died before starting them, else reported.
+when the target is unknown, would close a cycle, cannot start, died under the Turn too often,
+takes longer than the timeout, or the swarm shuts down; a late answer is dropped. A target
+that dies is waited for and the request delivered again. Sends are tracked until done,
+redelivered once if their target died before starting them, carried like requests if it died
+mid-Turn, else reported.
 """
 
 from __future__ import annotations
@@ -197,14 +199,74 @@ async def test_a_request_closing_a_cycle_across_requests_is_refused(swarm: Swarm
     assert len(swarm.results_to(alpha)) == 1
 
 
-async def test_a_target_that_dies_answers_its_callers_with_agent_crashed(swarm: Swarm) -> None:
+async def test_a_request_whose_target_dies_is_delivered_again_once_it_is_back(
+    swarm: Swarm,
+) -> None:
     alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
     alpha.deliver(swarm.delegate("alpha", "beta"))
+    await beta.received(1)
     beta.crash()
+    again = await swarm.transport.started("beta", count=2)
+    [delegate] = (await again.received(1)) and again.delegates()
+    handoff = Handoff.from_wire(delegate.payload)
+    # The same request, named by its correlation id, as the next attempt at its Turn.
+    assert (delegate.correlation_id, handoff.request_id, handoff.attempt) == ("c1", "c1", 2)
+    assert swarm.results_to(alpha) == []  # the caller keeps waiting: no AGENT_CRASHED
+    again.answer(delegate, "resumed")
+    await alpha.received(1)
+    [answer] = swarm.results_to(alpha)
+    assert (answer.status, answer.output) == ("ok", "resumed")
+    assert not swarm.router.pending
+
+
+async def test_a_request_keeps_the_request_id_its_caller_gave(swarm: Swarm) -> None:
+    beta = await swarm.worker("beta")
+    request = asyncio.ensure_future(swarm.router.request("beta", "hi", request_id="req-7"))
+    [first] = (await beta.received(1)) and beta.delegates()
+    assert Handoff.from_wire(first.payload).request_id == "req-7"
+    beta.crash()
+    again = await swarm.transport.started("beta", count=2)
+    [delegate] = (await again.received(1)) and again.delegates()
+    handoff = Handoff.from_wire(delegate.payload)
+    assert (handoff.request_id, handoff.attempt) == ("req-7", 2)
+    again.answer(delegate, "done")
+    assert (await answer_of(request)).output == "done"
+
+
+async def test_a_turn_that_kills_its_agent_too_often_is_answered_agent_crashed(
+    swarm: Swarm,
+) -> None:
+    alpha = await swarm.worker("alpha")
+    await swarm.worker("beta")
+    alpha.deliver(swarm.delegate("alpha", "beta"))
+    # The agent answers AGENT_CRASHED itself after maxTurnAttempts (3) runs of the Turn;
+    # the router gives up after two deliveries more, whatever killed the agent.
+    for attempt in (1, 2, 3, 4, 5):
+        worker = await swarm.transport.started("beta", count=attempt)
+        [delegate] = (await worker.received(1)) and worker.delegates()
+        assert Handoff.from_wire(delegate.payload).attempt == attempt
+        worker.crash()
     await alpha.received(1)
     [answer] = swarm.results_to(alpha)
     assert code_of(answer) == "AGENT_CRASHED"
+    assert answer.error is not None
+    assert "5 times" in answer.error.message
+    assert answer.error.details["attempts"] == 5
     assert not swarm.router.pending
+
+
+async def test_a_carried_request_still_times_out(swarm: Swarm) -> None:
+    alpha, beta = await swarm.worker("alpha"), await swarm.worker("beta")
+    alpha.deliver(swarm.delegate("alpha", "beta", timeout_ms=5_000))
+    await beta.received(1)
+    swarm.transport.gate = asyncio.Event()  # the restart takes its time
+    beta.crash()
+    await asyncio.sleep(0)
+    swarm.clock.advance(5)
+    [answer] = swarm.results_to(alpha)
+    assert code_of(answer) == "AGENT_REQUEST_TIMEOUT"
+    assert not swarm.router.pending
+    swarm.transport.gate.set()
 
 
 async def test_no_request_waits_longer_than_a_week(swarm: Swarm) -> None:
@@ -359,17 +421,27 @@ async def test_a_send_lost_before_its_turn_started_is_delivered_once_more(swarm:
     assert [error.code for _, error in swarm.lost] == ["AGENT_CRASHED"]
 
 
-async def test_a_send_whose_turn_started_is_reported_when_its_target_dies(swarm: Swarm) -> None:
+async def test_a_send_whose_turn_started_is_carried_over_its_targets_restart(
+    swarm: Swarm,
+) -> None:
     alpha = await swarm.worker("alpha")
     alpha.report(send("beta"))
-    beta = await swarm.transport.started("beta")
-    await beta.received(1)
-    beta.report(SendStarted("e1"))
-    beta.crash()
+    for attempt in (1, 2, 3, 4, 5):
+        beta = await swarm.transport.started("beta", count=attempt)
+        await beta.received(1)
+        [(_, delivered)] = beta.events(Send)
+        assert (delivered.handoff.attempt, delivered.handoff.request_id) == (
+            attempt,
+            "" if attempt == 1 else "e1",
+        )
+        beta.report(SendStarted("e1"))
+        beta.crash()
+    # Five deaths with it (maxTurnAttempts and two more): reported, naming them.
     await alpha.received(1)
     [(_, failed)] = alpha.events(SendFailed)
-    assert "during the Turn it started" in failed.error.message
-    assert len(swarm.transport.of("beta")) == 1 or not swarm.transport.current("beta").sent
+    assert failed.error.code == "AGENT_CRASHED"
+    assert "5 times" in failed.error.message
+    assert not swarm.router.sends
 
 
 async def test_a_refused_send_is_reported_to_its_sender(swarm: Swarm) -> None:
