@@ -41,7 +41,8 @@ def run_cli(
 class Daemon:
     """A daemon in its own session; its stderr is read line by line.
 
-    By default it runs the test swarm (``write_swarm`` with ``extra``); given ``bundle`` (a
+    By default it runs the test swarm (``write_swarm`` with ``extra`` and ``turn_attempts``);
+    given ``bundle`` (a
     file in ``directory``), it runs that file instead, with ``env`` added to the environment
     and ``args`` (more options of ``run``) on its command line.
     """
@@ -55,9 +56,10 @@ class Daemon:
         env: Mapping[str, str] | None = None,
         grace: float = 5,
         args: Sequence[str] = (),
+        turn_attempts: int = 1,
     ) -> None:
         if bundle is None:
-            write_swarm(directory, grace=grace, extra=extra)
+            write_swarm(directory, grace=grace, extra=extra, turn_attempts=turn_attempts)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "orchestrator", "run", bundle or "goondan.yaml", *args],
             cwd=directory,

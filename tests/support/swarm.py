@@ -25,6 +25,7 @@ spec:
     - name: slow
       parameters: {type: object, properties: {seconds: {type: number}}}
     - name: hold
+      idempotent: true  # waiting for a file again is safe: a resumed Turn waits again
       parameters: {type: object, properties: {path: {type: string}}, required: [path]}
     - name: stubborn
       parameters: {type: object, properties: {seconds: {type: number}}}

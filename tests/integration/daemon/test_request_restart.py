@@ -15,6 +15,9 @@ import pytest
 from tests.support.daemon import Daemon, run_cli, wait_until_processing
 
 pytestmark = pytest.mark.timeout(120)
+RESUMES = 3
+"""``policy.crash.maxTurnAttempts``: the daemon's SIGKILL takes its agents with it, and the
+Turn it interrupted resumes after the restart."""
 
 
 def client(directory: Path) -> httpx2.Client:
@@ -28,7 +31,7 @@ def test_a_request_accepted_before_a_daemon_sigkill_is_answered_after_restart(
     gate = tmp_path / "gate"
     body = {"input": f"hold {gate}", "instanceKey": "r1"}
     headers = {"Idempotency-Key": "restart-1"}
-    first = Daemon(tmp_path)
+    first = Daemon(tmp_path, turn_attempts=RESUMES)
     try:
         first.wait_for("orchestrator started")
         with client(tmp_path) as http:
@@ -43,7 +46,7 @@ def test_a_request_accepted_before_a_daemon_sigkill_is_answered_after_restart(
     record = json.loads((tmp_path / ".goondan" / "requests" / f"{request_id}.json").read_text())
     assert record["state"] == "running"
     gate.touch()  # the Turn, routed again, may now finish
-    second = Daemon(tmp_path)
+    second = Daemon(tmp_path, turn_attempts=RESUMES)
     try:
         second.wait_for("orchestrator started")
         resumed = second.wait_for("resuming an accepted request")
@@ -71,7 +74,7 @@ def test_a_cli_send_rides_out_a_daemon_restart_and_a_retry_runs_no_second_turn(
     gate = tmp_path / "gate"
     command = [sys.executable, "-m", "orchestrator", "send", "beta", f"hold {gate}"]
     command += ["--instance", "c1", "--idempotency-key", "cli-1"]
-    first = Daemon(tmp_path)
+    first = Daemon(tmp_path, turn_attempts=RESUMES)
     waiting: subprocess.Popen[str] | None = None
     try:
         first.wait_for("orchestrator started")
@@ -81,7 +84,7 @@ def test_a_cli_send_rides_out_a_daemon_restart_and_a_retry_runs_no_second_turn(
         wait_until_processing(tmp_path, "beta")
         first.stop()  # SIGKILL mid-Turn: the CLI's connection drops
         gate.touch()
-        second = Daemon(tmp_path)
+        second = Daemon(tmp_path, turn_attempts=RESUMES)
         try:
             second.wait_for("orchestrator started")
             out, err = waiting.communicate(timeout=90)  # it picks the request up by its id
