@@ -43,7 +43,7 @@ from orchestrator.connections import ingress_tables
 from orchestrator.deciding import ApprovalDesk
 from orchestrator.dispatch import Dispatcher
 from orchestrator.operations.service import SwarmService
-from orchestrator.requests import RequestDesk, RequestStore
+from orchestrator.requests import RequestDesk, RequestStore, SharedRequests
 from orchestrator.requests.store import retention_from_env
 from orchestrator.router import InFlightSend
 from orchestrator.status import ExitInfo
@@ -144,7 +144,8 @@ class Orchestrator:
         )
         """What the faces may ask of the swarm (the HTTP API, its metrics)."""
         store = RequestStore(self.state_dir / "requests", retention=retention_from_env())
-        self.requests = RequestDesk(self.operations, store)
+        shared = self.operations if isinstance(self.operations, SharedRequests) else None
+        self.requests = RequestDesk(self.operations, store, shared)
         """The accepted external requests, recorded in ``<state>/requests/`` (read once the
         API owns the state directory; those still running are routed again on start)."""
 

@@ -12,18 +12,23 @@ left of its timeout, and records the answer.
 from __future__ import annotations
 
 import asyncio
+import errno
 import secrets
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from goondan.errors import DeliveryCode
 from ipc import DEFAULT_INSTANCE_KEY, IpcError
 from ipc.delegation import DelegateAnswer
 from orchestrator.cluster.errors import ClusterUnavailable
 from orchestrator.cluster.request_journal import JournaledRequest, RequestJournal
+from orchestrator.cluster.request_journal import KeyReused as JournalKeyReused
 from orchestrator.operations.service import SwarmService
+from orchestrator.requests import KeyReused, RequestRecord
 
 if TYPE_CHECKING:
     from orchestrator.cluster.leader import ClusterTransport
@@ -45,8 +50,32 @@ class JournaledService(SwarmService):
     """This leader's incarnation, recorded with each request it accepts."""
     request_timeout_ms: int = 300_000
     """The swarm's ``requestTimeoutSeconds``: how long a request without its own may take."""
-    _runs: set[asyncio.Task[DelegateAnswer]] = field(default_factory=set)
-    """The Turns of journaled requests running now."""
+    _runs: dict[str, asyncio.Task[DelegateAnswer]] = field(default_factory=dict)
+    """The Turns of journaled requests running now, by request id: one run per request,
+    however many ask for it (its front door, a takeover, a key asked again)."""
+
+    async def claim(self, record: RequestRecord) -> RequestRecord | None:
+        """Journal ``record`` with its idempotency key before the request desk accepts it
+        (see :class:`orchestrator.requests.SharedRequests`)."""
+        journal = self.journal
+        if journal is None:
+            return None
+        entry = msgspec.convert(
+            {**msgspec.to_builtins(record), "leader": self.incarnation}, JournaledRequest
+        )
+        try:
+            journaled, fresh = await journal.accept(entry)
+        except JournalKeyReused as exc:
+            raise KeyReused(str(exc)) from None
+        except Exception as exc:  # the server refused or is away: nothing may start
+            self.log.error("request not journaled; refused", error=str(exc))
+            raise OSError(errno.EIO, "the cluster's request journal cannot be written") from None
+        if fresh:
+            return None
+        self.log.info(
+            "request of another leader asked again by its key", request_id=journaled.request_id
+        )
+        return msgspec.convert(msgspec.to_builtins(journaled), RequestRecord)
 
     async def request(
         self,
@@ -100,16 +129,20 @@ class JournaledService(SwarmService):
         )
         if not fresh and entry.answer is not None:
             return DelegateAnswer.from_wire(entry.answer)
-        running = self._start(self._run(journal, entry, timeout_ms, on_delta))
+        running = self._runs.get(entry.request_id)
+        if running is None:
+            running = self._start(entry.request_id, self._run(journal, entry, timeout_ms, on_delta))
         return await asyncio.shield(running)
 
-    def _start(self, run: Coroutine[Any, Any, DelegateAnswer]) -> asyncio.Task[DelegateAnswer]:
+    def _start(
+        self, request_id: str, run: Coroutine[Any, Any, DelegateAnswer]
+    ) -> asyncio.Task[DelegateAnswer]:
         """Run ``run`` beside its caller. Not among the helpers, which shutdown cancels
         first: a request's Turn drains and answers as on one host (the router answers
         whatever is still pending when it closes)."""
         task = asyncio.ensure_future(run)
-        self._runs.add(task)
-        task.add_done_callback(self._runs.discard)
+        self._runs[request_id] = task
+        task.add_done_callback(lambda _: self._runs.pop(request_id, None))
         return task
 
     async def _run(
@@ -167,7 +200,8 @@ class JournaledService(SwarmService):
                 )
                 await journal.finish(entry.request_id, timed_out.to_wire())
                 continue
-            self._start(self._run(journal, entry, left))
+            if entry.request_id not in self._runs:
+                self._start(entry.request_id, self._run(journal, entry, left))
         return len(unanswered)
 
 

@@ -1,7 +1,7 @@
 """Accepted external requests: recorded durably before they are accepted, run once per
 idempotency key, answered by id (:mod:`.store`, :mod:`.desk`, :mod:`.feed`)."""
 
-from orchestrator.requests.desk import Admission, Intake, RequestDesk
+from orchestrator.requests.desk import Admission, Intake, RequestDesk, SharedRequests
 from orchestrator.requests.feed import RequestFeed
 from orchestrator.requests.store import KeyReused, RequestRecord, RequestStore, StoreFull
 
@@ -13,5 +13,6 @@ __all__ = [
     "RequestFeed",
     "RequestRecord",
     "RequestStore",
+    "SharedRequests",
     "StoreFull",
 ]

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import structlog
 
@@ -34,6 +35,19 @@ from orchestrator.requests.store import (
     digest,
     new_request_id,
 )
+
+
+@runtime_checkable
+class SharedRequests(Protocol):
+    """Where the leaders of a cluster share the requests they accept, so a key asked again
+    of the next leader after a failover finds the request the first one took."""
+
+    async def claim(self, record: RequestRecord) -> RequestRecord | None:
+        """Journal ``record`` (its idempotency key claimed for the whole cluster) before it
+        is accepted: ``None`` when it is now this daemon's, else the request its key names
+        already. Raises :class:`KeyReused` for that key with another body, ``OSError`` when
+        the journal cannot be written (nothing accepted)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +100,8 @@ class RequestDesk:
 
     swarm: SwarmOperations
     store: RequestStore
+    shared: SharedRequests | None = None
+    """A cluster's journal of accepted requests (``None`` on one host)."""
     running: dict[str, Running] = field(default_factory=dict)
     _keys: dict[str, str] = field(default_factory=dict)
     """Key digest → id of a running request (found before its record is on disk)."""
@@ -136,11 +152,16 @@ class RequestDesk:
             input=intake.text,
             timeout_ms=intake.timeout_ms,
             relay=intake.relay,
+            stream=intake.deltas,
             trace_id=new_trace_id(),
             key_digest=key_digest if intake.idempotency_key is not None else "",
             body_digest=intake.body_digest,
             accepted_at=time.time(),
         )
+        if self.shared is not None and record.key_digest:
+            taken = await self.shared.claim(record)
+            if taken is not None:  # another leader took it first: that request is this one
+                return await self._adopt(taken)
         running = self._hold(record)
         try:
             self.store.reserve(record)
@@ -151,6 +172,17 @@ class RequestDesk:
             raise
         self._start(running, intake.deltas, intake.approvals)
         return Admission(record, fresh=True)
+
+    async def _adopt(self, record: RequestRecord) -> Admission:
+        """Keep here the request another leader accepted under the same key: its answer,
+        or its Turn, routed again under its own id (the agent takes that Turn up)."""
+        if record.request_id in self.running or self.store.get(record.request_id) is not None:
+            return Admission(self.record(record.request_id) or record, fresh=False)
+        self.store.reserve(record)
+        await asyncio.to_thread(self.store.persist, record)
+        if record.state == "running":
+            self.resume([record])
+        return Admission(record, fresh=False)
 
     def resume(self, records: list[RequestRecord]) -> None:
         """Route again the requests a previous daemon accepted and never answered."""
@@ -166,7 +198,7 @@ class RequestDesk:
                 agent=record.agent,
                 instance_key=record.instance_key,
             )
-            self._start(self._hold(record), deltas=True, approvals=False)
+            self._start(self._hold(record), deltas=record.stream, approvals=False)
 
     def record(self, request_id: str) -> RequestRecord | None:
         """The record of ``request_id`` (running here or kept); ``None`` when unknown."""

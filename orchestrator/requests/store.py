@@ -69,6 +69,8 @@ class RequestRecord(msgspec.Struct, rename="camel", kw_only=True):
     input: str
     timeout_ms: int | None = None
     relay: bool = False
+    stream: bool = False
+    """Its caller asked for the Turn's text as it is produced (routed again the same way)."""
     trace_id: str = ""
     key_digest: str = ""
     """SHA-256 of the idempotency key (empty: none was given); the key itself is not kept."""

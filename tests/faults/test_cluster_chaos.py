@@ -205,6 +205,7 @@ class Chaos:
                 parsed = json.loads(output)
             else:
                 status = body["error"]["code"]
+                print(f"{agent} {text}: {status}: {body['error'].get('message')}")
         return Outcome(
             agent,
             text,
