@@ -13,7 +13,7 @@ import dataclasses
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,18 +36,19 @@ from agent_process.step import (
     resume_calls,
     run_step,
 )
-from agent_process.tools.middleware import MiddlewareContext, TurnIdentity
+
+# The Turn's values, importable from here as from their own module.
+from agent_process.turn_context import TurnMiddlewareContext as TurnMiddlewareContext
 from agent_process.turn_resume import (
     RecordedTurn,
     find_turn,
     gave_up,
     mark_attempt,
+    move_to_end,
     recorded_result,
     resumed_event,
 )
 from agent_process.turn_types import EMPTY_OUTPUT_NOTICE, MAX_STEPS_NOTICE
-
-# The Turn's values, importable from here as from their own module.
 from agent_process.turn_types import FinishReason as FinishReason
 from agent_process.turn_types import TurnError as TurnError
 from agent_process.turn_types import TurnInput as TurnInput
@@ -79,62 +80,6 @@ CANCELLED_TRACES_KEPT = 1024
 """Cancelled trace ids an agent remembers, so their queued Turns end when they come up."""
 MAX_EMPTY_OUTPUT_RETRIES = 2
 """Empty model answers (no text, no tool call) asked again before the Turn gives up."""
-
-
-class TurnMiddlewareContext(TurnIdentity, MiddlewareContext[TurnResult]):
-    """Context of a ``turn`` middleware.
-
-    ``metadata`` is the layers' to change, and the conversation through
-    ``emit_message_event``; the rest is read-only.
-    """
-
-    __slots__ = ("_input", "_store", "metadata", "scope")
-
-    def __init__(
-        self,
-        chain: Any,
-        core: Any,
-        *,
-        scope: TurnScope,
-        turn_input: TurnInput,
-        store: ConversationStore,
-    ) -> None:
-        super().__init__(chain, core)
-        self.scope = scope
-        """The Turn's identity, logger, runtime and recorder; read-only by convention."""
-        self._input = turn_input
-        self._store = store
-        self.metadata: dict[str, JsonValue] = {}
-        """Scratch space of the Turn, shared with every Step's ``turn_metadata``."""
-
-    @property
-    def input(self) -> TurnInput:
-        """What started the Turn; its user message is already in ``messages``."""
-        return self._input
-
-    @property
-    def store(self) -> ConversationStore:
-        """The conversation store of the instance."""
-        return self._store
-
-    @property
-    def inbound(self) -> Mapping[str, str]:
-        """Properties of the connector event that started the Turn (empty for other input)."""
-        return self.scope.inbound
-
-    @property
-    def turn_scope(self) -> TurnScope:
-        """The Turn's scope."""
-        return self.scope
-
-    @property
-    def messages(self) -> list[Message]:
-        """The conversation as it stands."""
-        return self._store.messages
-
-    def emit_message_event(self, event: MessageEvent) -> None:
-        """Change the conversation (append, replace, remove, truncate); persisted at once."""
-        self._store.emit(event)
 
 
 RuntimeFactory = Callable[[str, TurnInput], AgentToolRuntime | None]
@@ -345,7 +290,9 @@ class TurnRunner:
         self._ensure_system_prompt(store)
         gate = self.settings.approvals
         awaiting = gate.open_call_ids(scope.instance_key) if gate else set()
-        if recorded is not None and recorded.last:
+        if recorded is not None and not recorded.last:
+            recorded = move_to_end(store, recorded)  # other Turns ran while it was down
+        if recorded is not None:
             awaiting |= self._take_up(scope, store, turn_input, recorded, awaiting)
             turn_input = dataclasses.replace(turn_input, resume=True)
         turn_messages.close_interrupted_calls(store, awaiting)

@@ -13,7 +13,9 @@ happens. So the new attempt does not start another Turn:
 * otherwise it goes on where it stopped: recorded model answers are never asked for again;
   a call in flight is run again only when its tool is idempotent (``Tool.spec.idempotent``,
   per export too), every other one is answered ``E_TOOL_INTERRUPTED`` ("it may or may not
-  have run"), and the model then answers what it has.
+  have run"), and the model then answers what it has. When other Turns of the conversation
+  ran while the agent was down, the unfinished Turn's messages move after them first: nothing
+  is asked twice.
 
 A request whose Turn never began here (the agent died while it was queued) simply starts.
 """
@@ -137,6 +139,18 @@ def find_turn(messages: Sequence[Message], request_id: str) -> RecordedTurn | No
             added = after if end is None else after[:end]
             return RecordedTurn(message, tuple(added), last=end is None)
     return None
+
+
+def move_to_end(store: ConversationStore, recorded: RecordedTurn) -> RecordedTurn:
+    """Move the unfinished Turn ``recorded``, whose conversation went on with other Turns
+    while its agent was down, after them: its messages stay together and none is asked twice
+    (the model then sees the later Turns before it)."""
+    moved = (recorded.message, *recorded.messages)
+    for message in moved:
+        store.emit(MessageEvent.remove(message.id))
+    for message in moved:
+        store.emit(MessageEvent.append(message))
+    return dataclasses.replace(recorded, last=True)
 
 
 def _begins_turn(message: Message) -> bool:

@@ -234,10 +234,40 @@ async def test_a_new_turn_after_a_crash_still_closes_the_dead_calls(tmp_path: Pa
     assert harness.effect_count() == 1
     roles = [m.role for m in harness.store().messages]
     assert roles == ["user", "assistant", "tool", "user", "assistant"]
-    # The interrupted request comes back: its Turn asks again after the other one.
+    # The interrupted request comes back: its Turn moves after the other one and goes on
+    # from its closed call; nothing of it is asked or run twice.
     again = await harness.run("note x", "req-1", attempt=2)
     assert again.status == "ok"
-    assert harness.effect_count() == 2
+    assert harness.effect_count() == 1
+    messages = harness.store().messages
+    assert [m.role for m in messages] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert [m.content for m in messages if m.role == "user"] == ["say hi", "note x"]
+
+
+async def test_a_turn_cut_in_its_model_call_moves_after_the_turns_that_ran_meanwhile(
+    tmp_path: Path,
+) -> None:
+    harness = Harness(tmp_path)
+    harness.model.hang = True
+    task = asyncio.ensure_future(harness.run("say hi", "req-1"))
+    await asyncio.wait_for(harness.model.called.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    harness.model.hang = False
+    await harness.run("write a", "req-2")  # the restarted agent took another message first
+    result = await harness.run("say hi", "req-1", attempt=2)
+    assert (result.status, result.text) == ("ok", "hello")
+    users = [m.content for m in harness.store().messages if m.role == "user"]
+    assert users == ["write a", "say hi"]  # asked once, after the Turn that ran meanwhile
+    assert len(harness.resumed()) == 1
 
 
 async def test_a_turn_that_killed_its_agent_too_often_is_answered_agent_crashed(
