@@ -290,8 +290,12 @@ class TurnRunner:
         self._ensure_system_prompt(store)
         gate = self.settings.approvals
         awaiting = gate.open_call_ids(scope.instance_key) if gate else set()
-        if recorded is not None and not recorded.last:
-            recorded = move_to_end(store, recorded)  # other Turns ran while it was down
+        if recorded is not None and not recorded.last:  # other Turns ran while it was down
+            # Their dead calls are closed where they are first: after the move, a result
+            # appended at the end would follow this Turn's messages, not their call.
+            own = {call.id for message in recorded.messages for call in message.tool_calls}
+            turn_messages.close_interrupted_calls(store, awaiting | own)
+            recorded = move_to_end(store, recorded)
         if recorded is not None:
             awaiting |= self._take_up(scope, store, turn_input, recorded, awaiting)
             turn_input = dataclasses.replace(turn_input, resume=True)

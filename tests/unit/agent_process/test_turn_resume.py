@@ -295,3 +295,29 @@ async def test_a_delivery_that_never_ran_the_turn_does_not_count(tmp_path: Path)
     # Attempts 1 and 2 died while the request only waited in the queue: attempt 3 runs it.
     result = await harness.run("say hi", "req-1", attempt=3)
     assert (result.status, result.text) == ("ok", "hello")
+
+
+async def test_a_moved_turn_leaves_every_tool_result_after_its_call(tmp_path: Path) -> None:
+    harness = Harness(tmp_path)
+    harness.model.hang = True  # A dies in its model call
+    task = asyncio.ensure_future(harness.run("say hi", "req-a"))
+    await asyncio.wait_for(harness.model.called.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    harness.model.hang = False
+    await harness.killed_in_tool("write b", "req-b")  # then B, inside its tool
+    await harness.run("say hi", "req-a", attempt=2)  # A comes back first, B after it
+    await harness.run("write b", "req-b", attempt=2)
+    messages = harness.store().messages
+    open_calls: set[str] = set()
+    for message in messages:
+        if message.role == "tool":
+            assert message.source.tool_call_id in open_calls, [m.role for m in messages]
+            open_calls.discard(message.source.tool_call_id or "")
+        elif message.tool_calls:
+            assert not open_calls
+            open_calls = {call.id for call in message.tool_calls}
+    assert not open_calls
+    assert [m.content for m in messages if m.role == "user"] == ["say hi", "write b"]
+    assert harness.effect_count() == 1  # B's call is not run again
