@@ -261,3 +261,14 @@ def test_slow_model_quick_streams_through_a_coordinator_and_times_each_agents_ch
     for delays in ours["chunk_delay_ms"].values():
         numbers(delays, "p50", "p99")
     assert "skipped" in figures["openai_agents"]
+
+
+@pytest.mark.timeout(QUICK_SECONDS + 10)
+def test_resumed_turn_quick_prints_the_kill_to_answer_time_beside_its_floor() -> None:
+    figures = run_quick("resumed_turn.py")
+    assert figures["samples"] == 3
+    numbers(
+        figures,
+        *("turn_ms", "killed_turn_ms", "kill_to_answer_ms", "crash_ready_ms"),
+        "kill_to_answer_over_crash_ready",
+    )
