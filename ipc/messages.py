@@ -154,6 +154,11 @@ class AgentUnavailable(IpcError):
     code = DeliveryCode.AGENT_UNAVAILABLE
 
 
+class NodeAbsent(AgentUnavailable):
+    """The target runs only on cluster nodes none of which is in the cluster now: one lost a
+    moment ago may be back soon (a request waits a little for it before it is refused)."""
+
+
 class RequestTimeout(IpcError):
     """No answer within the request's timeout."""
 

@@ -23,7 +23,14 @@ from typing import Any
 import msgspec
 
 from goondan.defaults import MAX_TURN_ATTEMPTS, SEND_DELIVERY_ATTEMPTS
-from ipc import AgentCrashed, AgentUnavailable, DelegateMessage, IpcError, ShuttingDown
+from ipc import (
+    AgentCrashed,
+    AgentUnavailable,
+    DelegateMessage,
+    IpcError,
+    NodeAbsent,
+    ShuttingDown,
+)
 from orchestrator.clock import Clock
 from orchestrator.pending import Pending
 from orchestrator.router_sends import InFlightSend
@@ -33,6 +40,10 @@ from orchestrator.transport import Worker
 RETRY_SECONDS = 0.2
 """How soon a carried request asks again for an agent that is not back yet (and names no
 backoff of its own): the request's timeout bounds the waiting."""
+NODE_ABSENT_WAIT_SECONDS = 10.0
+"""How long a request waits for a cluster node able to run its agent (:class:`NodeAbsent`:
+none is in the cluster or ready) before it is answered ``AGENT_UNAVAILABLE``: a node lost a
+moment ago is usually back by then, one down for good is named soon enough."""
 
 
 EXTRA_DELIVERIES = SEND_DELIVERY_ATTEMPTS
@@ -112,12 +123,19 @@ class TurnCarrying:
         """Wait for the target to be back (through any backoff), then deliver the request as
         attempt ``pending.attempt``; until the request is answered or times out."""
         message = _next_attempt(pending)
+        absent_until: float | None = None
         while pending.correlation_id in self.pending:
             worker = await self._running_worker(pending.target)
+            if isinstance(worker, NodeAbsent) and not (self.closing or self.supervisor.stopping):
+                if absent_until is None:
+                    absent_until = self.clock.now() + NODE_ABSENT_WAIT_SECONDS
+                if self.clock.now() < absent_until:
+                    await pause(self.clock, RETRY_SECONDS)
+                    continue
             delay = self._deliver_or_wait(pending, message, worker)
             if delay is None:
                 return
-            await _pause(self.clock, delay)
+            await pause(self.clock, delay)
 
     def _deliver_or_wait(
         self, pending: Pending, message: DelegateMessage, worker: Worker | IpcError
@@ -181,7 +199,7 @@ def _retry_delay(error: IpcError) -> float | None:
     return RETRY_SECONDS if isinstance(error, AgentCrashed) else None
 
 
-async def _pause(clock: Clock, seconds: float) -> None:
+async def pause(clock: Clock, seconds: float) -> None:
     """Wait ``seconds`` on ``clock`` (the router's, which tests may drive)."""
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     timer = clock.call_later(seconds, _wake, done)

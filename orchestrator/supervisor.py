@@ -34,6 +34,7 @@ from ipc import (
     EventMessage,
     IpcError,
     IpcMessage,
+    NodeAbsent,
     build,
 )
 from ipc.delegation import ShutdownRequest
@@ -183,6 +184,8 @@ class Supervisor:
         ):
             if handle.status is ProcessStatus.DRAINING:
                 raise AgentUnavailable(f"agent {name!r} is restarting")
+            if handle.status is ProcessStatus.CRASHED:  # a restart, whoever asks for it first
+                self._count_restart(handle)
             await self._start(handle)
         assert handle.ready is not None
         await wait_for(self.clock, asyncio.shield(handle.ready), READY_TIMEOUT_SECONDS)
@@ -209,7 +212,11 @@ class Supervisor:
                 self.log.exception("failed to start agent process", agent=handle.name)
             self._set_status(handle, ProcessStatus.CRASHED)
             if not handle.ready.done():
-                handle.ready.set_exception(AgentUnavailable(f"cannot start {handle.name!r}: {exc}"))
+                # A cluster node away keeps its kind: the router waits a little for it.
+                refusal = NodeAbsent if isinstance(exc, NodeAbsent) else AgentUnavailable
+                details = exc.details if isinstance(exc, IpcError) else {}
+                error = refusal(f"cannot start {handle.name!r}: {exc}", details=details)
+                handle.ready.set_exception(error)
             return
         finally:
             spawning.set_result(None)
@@ -388,10 +395,13 @@ class Supervisor:
                 ProcessStatus.CRASH_LOOP_BACK_OFF,
             )
             if handle.wanted and down and now >= handle.next_start_at:
-                handle.restarts += 1
-                self.log.info("restarting agent", agent=handle.name, restarts=handle.restarts)
-                self._lifecycle(ProcessRestartingEvent(restarts=handle.restarts), handle)
+                self._count_restart(handle)
                 await self._start(handle)
+
+    def _count_restart(self, handle: AgentHandle) -> None:
+        handle.restarts += 1
+        self.log.info("restarting agent", agent=handle.name, restarts=handle.restarts)
+        self._lifecycle(ProcessRestartingEvent(restarts=handle.restarts), handle)
 
     def next_due(self) -> float | None:
         """Seconds until the earliest backoff ends, if any agent waits."""

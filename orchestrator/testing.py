@@ -34,6 +34,7 @@ from ipc import (
     DelegateMessage,
     EventMessage,
     IpcMessage,
+    NodeAbsent,
     PeerGone,
     ShutdownMessage,
     build,
@@ -259,6 +260,8 @@ class FakeTransport:
         """Every worker started, in order."""
         self.ready_on_start = True
         self.refuse: set[str] = set()
+        self.absent: set[str] = set()
+        """Names whose ``start`` raises :class:`~ipc.NodeAbsent` (no cluster node for them)."""
         self.gate: asyncio.Event | None = None
         self._pids = itertools.count(4000)
         self._started = asyncio.Event()
@@ -271,6 +274,8 @@ class FakeTransport:
             await self.gate.wait()
         if name in self.refuse:
             raise OSError(f"cannot start {name}")
+        if name in self.absent:
+            raise NodeAbsent(f"agent {name!r} runs on node 'n1', which is not in the cluster")
         worker = FakeWorker(name, next(self._pids), plan, on_message)
         self.workers.append(worker)
         self._started.set()

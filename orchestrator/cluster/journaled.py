@@ -75,7 +75,23 @@ class JournaledService(SwarmService):
         self.log.info(
             "request of another leader asked again by its key", request_id=journaled.request_id
         )
-        return msgspec.convert(msgspec.to_builtins(journaled), RequestRecord)
+        taken = as_record(journaled)
+        if taken is None:  # a journal entry no front door of ours wrote: keep it out
+            raise OSError(errno.EIO, "the request journaled under this key is unreadable")
+        return taken
+
+    async def lookup(self, request_id: str) -> RequestRecord | None:
+        """The journaled request ``request_id`` (see :class:`orchestrator.requests.SharedRequests`);
+        ``None`` when the journal holds none, or cannot be read now."""
+        journal = self.journal
+        if journal is None:
+            return None
+        try:
+            journaled = await journal.get(request_id)
+        except Exception as exc:  # the server is away: not found here, for now
+            self.log.warning("journal not read", request_id=request_id, error=str(exc))
+            return None
+        return as_record(journaled) if journaled is not None else None
 
     async def request(
         self,
@@ -203,6 +219,14 @@ class JournaledService(SwarmService):
             if entry.request_id not in self._runs:
                 self._start(entry.request_id, self._run(journal, entry, left))
         return len(unanswered)
+
+
+def as_record(journaled: JournaledRequest) -> RequestRecord | None:
+    """A journaled request as the request desk keeps it (``None``: not one it can keep)."""
+    try:
+        return msgspec.convert(msgspec.to_builtins(journaled), RequestRecord)
+    except msgspec.ValidationError:
+        return None
 
 
 async def open_journal(service: SwarmService, cluster: ClusterTransport, timeout_ms: int) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 
 from bundle.spec_swarm import AgentPlacement
-from ipc import AgentUnavailable
+from ipc import AgentUnavailable, NodeAbsent
 from orchestrator.cluster.membership import Member
 
 
@@ -51,7 +51,7 @@ def choose_node(
             continue
         if member.name not in ready:
             refusals.append(
-                AgentUnavailable(
+                NodeAbsent(
                     f"agent {agent!r} runs on node {member.name!r}, which is still starting",
                     details={"node": member.name},
                 )
@@ -74,13 +74,17 @@ def choose_node(
     if rule.node is not None and not rule.labels:
         if refusals:
             raise refusals[0]
-        raise AgentUnavailable(
+        raise NodeAbsent(
             f"agent {agent!r} runs on node {rule.node!r}, which is not in the cluster",
             details={"node": rule.node},
         )
     reasons = [refusal.message for refusal in refusals]
     reasons += [f"node {node!r} is not in the cluster" for node in absent]
-    raise AgentUnavailable(
+    # No node that could run it is in the cluster or ready yet (rather than one refusing it
+    # for good): one lost a moment ago may be back soon.
+    transient = all(isinstance(refusal, NodeAbsent) for refusal in refusals)
+    unavailable = NodeAbsent if transient else AgentUnavailable
+    raise unavailable(
         f"agent {agent!r} runs on {rule.describe()}, and no such node can start it now"
         + (f": {'; '.join(reasons)}" if reasons else " (none is in the cluster)"),
         details={"placement": rule.describe()},

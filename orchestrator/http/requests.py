@@ -209,7 +209,7 @@ async def request_state(
     request_id = request.path_params["id"]
     wait = wait_seconds(request)
     await desk.opened()
-    record = desk.record(request_id)
+    record = await desk.find(request_id)
     if record is None:
         return not_found(request_id)
     answer = await desk.answer(request_id, wait=wait) if record.state == "running" else None
@@ -242,7 +242,7 @@ async def request_events(desk: RequestDesk, request: Request) -> Response:
     what comes, until the answer (204 once a client has had the answer)."""
     request_id = request.path_params["id"]
     await desk.opened()
-    record = desk.record(request_id)
+    record = await desk.find(request_id)
     if record is None:
         return not_found(request_id)
     after = last_event_id(request)

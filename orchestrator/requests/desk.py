@@ -49,6 +49,11 @@ class SharedRequests(Protocol):
         the journal cannot be written (nothing accepted)."""
         ...
 
+    async def lookup(self, request_id: str) -> RequestRecord | None:
+        """The request ``request_id`` as the journal holds it (another leader may have
+        accepted it); ``None`` when it holds none."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Intake:
@@ -199,6 +204,17 @@ class RequestDesk:
                 instance_key=record.instance_key,
             )
             self._start(self._hold(record), deltas=record.stream, approvals=False)
+
+    async def find(self, request_id: str) -> RequestRecord | None:
+        """:meth:`record`, or the request another leader of the cluster accepted under that
+        id (kept here from now on: its answer, or its Turn taken up)."""
+        record = self.record(request_id)
+        if record is not None or self.shared is None:
+            return record
+        journaled = await self.shared.lookup(request_id)
+        if journaled is None:
+            return None
+        return (await self._adopt(journaled)).record
 
     def record(self, request_id: str) -> RequestRecord | None:
         """The record of ``request_id`` (running here or kept); ``None`` when unknown."""

@@ -151,8 +151,13 @@ def test_a_parked_call_outlives_a_killed_daemon(tmp_path: Path) -> None:
         assert (workspace(tmp_path, "hasty") / "kept.txt").read_text() == "across restarts"
         trace = run_cli("logs", "--trace", row["traceId"], "--json", cwd=tmp_path)
         events = [json.loads(line) for line in trace.stdout.splitlines()]
+        # The send the killed daemon had accepted is routed again after the restart: its
+        # Turn had ended meanwhile, so its recorded answer is given again (a replay, no Step).
+        replays = {e["turnId"] for e in events if e["type"] == "turn.resumed" and e["replayed"]}
         answered = [e for e in events if e["type"] == "turn.completed"]
-        assert [e.get("output") for e in answered] == ["wrote 15 bytes to kept.txt"]
+        ran = [e.get("output") for e in answered if e["turnId"] not in replays]
+        assert ran == ["wrote 15 bytes to kept.txt"]  # one Turn ran
+        assert len(answered) - len(ran) <= 1  # at most the one replay
     finally:
         kill_daemon(daemon)
 

@@ -4,7 +4,8 @@ A real NATS server, a leader, a standby and node ``node-b`` (running ``back``), 
 process. A request to ``back`` whose Turn takes a few seconds is accepted by the leader,
 which is then killed outright (SIGKILL of its whole process group). The standby leads, finds
 the request in the cluster's journal, routes it again with its request id, and records the
-answer in the journal, where the next caller asking for it finds it.
+answer in the journal, where the next caller asking for it finds it: by its id
+(``GET /v1/requests/{id}`` of the new leader) or by its idempotency key.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 from orchestrator.cluster.request_journal import JournaledRequest, RequestJournal
 from orchestrator.cluster.settings import ClusterSettings
-from orchestrator.http.client import NoAnswer
+from orchestrator.http.client import DaemonApi, NoAnswer
 from tests.support.cluster import EXAMPLE, Cluster, running_cluster, start_standby
 
 pytestmark = pytest.mark.timeout(180)
@@ -87,3 +88,16 @@ def test_a_request_the_dead_leader_accepted_is_answered_by_the_standby(tmp_path:
         assert found.answer is not None
         assert found.answer["output"] == "back waited"
         asking.join(30)
+
+        # The caller whose connection died re-attaches by id at the new leader.
+        new_leader = DaemonApi(cluster.root / "standby" / ".goondan", timeout=60)
+        code, body = new_leader.call("GET", f"/v1/requests/{request_id}?wait=30")
+        assert code == 200, body
+        assert body["state"] == "done"
+        assert (body["answer"]["output"], body["answer"]["requestId"]) == (
+            "back waited",
+            request_id,
+        )
+        code, body = new_leader.call("GET", "/v1/requests/req_" + "0" * 32)
+        assert code == 404, body  # an id no leader accepted
+        assert body["error"]["code"] == "REQUEST_NOT_FOUND"

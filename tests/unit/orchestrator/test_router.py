@@ -37,6 +37,7 @@ from ipc.questions import (
 )
 from orchestrator.dispatch import Dispatcher
 from orchestrator.router import InFlightSend, Router
+from orchestrator.router_carry import NODE_ABSENT_WAIT_SECONDS
 from orchestrator.status import ProcessStatus
 from orchestrator.supervisor import Supervisor
 from orchestrator.testing import FakeClock, FakeTransport, FakeWorker, fake_plans
@@ -650,3 +651,34 @@ async def test_a_plain_request_does_not_stream(swarm: Swarm) -> None:
     assert "streamId" not in delegate.payload
     beta.answer(delegate, "ok")
     await answer_of(request)
+
+
+async def settle(swarm: Swarm, seconds: float, step: float = 0.2) -> None:
+    """Advance the fake clock ``seconds`` in ``step`` s, letting the loop run between."""
+    for _ in range(round(seconds / step)):
+        swarm.clock.advance(step)
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+
+async def test_a_request_waits_for_a_cluster_node_back_in_a_moment(swarm: Swarm) -> None:
+    swarm.transport.absent.add("beta")
+    asked = asyncio.ensure_future(swarm.router.request("beta", "hi"))
+    await settle(swarm, 3)
+    assert not asked.done()  # a node lost a moment ago: waited for, not refused
+    swarm.transport.absent.discard("beta")  # the node is back
+    await settle(swarm, 0.4)
+    beta = swarm.transport.current("beta")
+    [message] = beta.delegates()
+    beta.answer(message, "hello")
+    answer = await answer_of(asked)
+    assert (answer.status, answer.output) == ("ok", "hello")
+
+
+async def test_a_request_whose_node_stays_away_is_refused_naming_it(swarm: Swarm) -> None:
+    swarm.transport.absent.add("beta")
+    asked = asyncio.ensure_future(swarm.router.request("beta", "hi"))
+    await settle(swarm, NODE_ABSENT_WAIT_SECONDS + 1)
+    answer = await answer_of(asked)
+    assert code_of(answer) == "AGENT_UNAVAILABLE"
+    assert "not in the cluster" in answer.error.message  # type: ignore[union-attr]
