@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import secrets
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -26,18 +25,13 @@ from ipc import DEFAULT_INSTANCE_KEY, IpcError
 from ipc.delegation import DelegateAnswer
 from orchestrator.cluster.errors import ClusterUnavailable
 from orchestrator.cluster.request_journal import JournaledRequest, RequestJournal
-from orchestrator.cluster.request_journal import KeyReused as JournalKeyReused
 from orchestrator.operations.service import SwarmService
 from orchestrator.requests import KeyReused, RequestRecord
+from orchestrator.requests.store import new_request_id
 
 if TYPE_CHECKING:
     from orchestrator.cluster.leader import ClusterTransport
 from orchestrator.operations.protocol import DeltaSink
-
-
-def new_request_id() -> str:
-    """A request id: 128 random bits, so one caller cannot guess another's."""
-    return f"req_{secrets.token_hex(16)}"
 
 
 @dataclass(eq=False)
@@ -65,8 +59,8 @@ class JournaledService(SwarmService):
         )
         try:
             journaled, fresh = await journal.accept(entry)
-        except JournalKeyReused as exc:
-            raise KeyReused(str(exc)) from None
+        except KeyReused:
+            raise
         except Exception as exc:  # the server refused or is away: nothing may start
             self.log.error("request not journaled; refused", error=str(exc))
             raise OSError(errno.EIO, "the cluster's request journal cannot be written") from None

@@ -38,6 +38,7 @@ import msgspec
 import structlog
 
 from orchestrator.cluster.settings import ClusterSettings
+from orchestrator.requests.store import KeyReused
 
 DEFAULT_RETENTION_SECONDS = 24 * 3600.0
 """How long a journaled request (and its answer) is kept."""
@@ -49,10 +50,6 @@ STORE_TIMEOUT_SECONDS = 10.0
 
 State = Literal["running", "done"]
 log = structlog.get_logger("goondan.cluster")
-
-
-class KeyReused(ValueError):
-    """An idempotency key already names a journaled request with another body."""
 
 
 class JournaledRequest(msgspec.Struct, rename="camel", kw_only=True):

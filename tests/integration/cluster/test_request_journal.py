@@ -13,13 +13,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.cluster.request_journal import (
-    INLINE_BYTES,
-    JournaledRequest,
-    KeyReused,
-    RequestJournal,
-)
+from orchestrator.cluster.request_journal import INLINE_BYTES, JournaledRequest, RequestJournal
 from orchestrator.cluster.settings import ClusterSettings
+from orchestrator.requests import KeyReused
 from tests.support.cluster import NatsServer
 
 pytestmark = pytest.mark.timeout(60)
