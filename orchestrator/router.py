@@ -54,7 +54,6 @@ from ipc import (
     EventMessage,
     IpcError,
     IpcMessage,
-    NodeAbsent,
     RequestTimeout,
     ShuttingDown,
     TooManyPending,
@@ -69,7 +68,7 @@ from ipc.questions import ListRequest, SpawnRequest
 from orchestrator.clock import Clock, LoopClock, wait_for
 from orchestrator.dispatch import EventHandler
 from orchestrator.pending import Pending, chain_cycle, wait_cycle
-from orchestrator.router_carry import NODE_ABSENT_WAIT_SECONDS, RETRY_SECONDS, TurnCarrying, pause
+from orchestrator.router_carry import TurnCarrying
 from orchestrator.router_sends import DeliveryLost, SendRouting, not_delivered
 from orchestrator.router_sends import InFlightSend as InFlightSend
 from orchestrator.spawns import SpawnedInstance, SpawnKey, Spawns
@@ -367,17 +366,7 @@ class Router(SendRouting, TurnCarrying):
         return handle.worker
 
     async def _start_and_forward(self, pending: Pending, message: DelegateMessage) -> None:
-        worker = await self._running_worker(pending.target)
-        deadline = self.clock.now() + NODE_ABSENT_WAIT_SECONDS
-        while (
-            isinstance(worker, NodeAbsent)
-            and pending.correlation_id in self.pending
-            and not self.closing
-            and self.clock.now() < deadline
-        ):
-            # A crash is a delay: a node lost a moment ago is usually back within seconds.
-            await pause(self.clock, RETRY_SECONDS)
-            worker = await self._running_worker(pending.target)
+        worker = await self._worker_for(pending)
         if isinstance(worker, IpcError):
             self._fail(pending, worker)  # a no-op if it was answered meanwhile
         elif pending.correlation_id in self.pending:  # not timed out while the target started

@@ -123,19 +123,28 @@ class TurnCarrying:
         """Wait for the target to be back (through any backoff), then deliver the request as
         attempt ``pending.attempt``; until the request is answered or times out."""
         message = _next_attempt(pending)
-        absent_until: float | None = None
         while pending.correlation_id in self.pending:
-            worker = await self._running_worker(pending.target)
-            if isinstance(worker, NodeAbsent) and not (self.closing or self.supervisor.stopping):
-                if absent_until is None:
-                    absent_until = self.clock.now() + NODE_ABSENT_WAIT_SECONDS
-                if self.clock.now() < absent_until:
-                    await pause(self.clock, RETRY_SECONDS)
-                    continue
+            worker = await self._worker_for(pending)
             delay = self._deliver_or_wait(pending, message, worker)
             if delay is None:
                 return
             await pause(self.clock, delay)
+
+    async def _worker_for(self, pending: Pending) -> Worker | IpcError:
+        """The target's worker once it is ready (starting it if needed), or why it is not.
+        While no cluster node able to run it is up (:class:`NodeAbsent`), it is asked again
+        for up to :data:`NODE_ABSENT_WAIT_SECONDS`: a node lost a moment ago is usually back."""
+        worker = await self._running_worker(pending.target)
+        deadline = self.clock.now() + NODE_ABSENT_WAIT_SECONDS
+        while (
+            isinstance(worker, NodeAbsent)
+            and pending.correlation_id in self.pending
+            and not (self.closing or self.supervisor.stopping)
+            and self.clock.now() < deadline
+        ):
+            await pause(self.clock, RETRY_SECONDS)
+            worker = await self._running_worker(pending.target)
+        return worker
 
     def _deliver_or_wait(
         self, pending: Pending, message: DelegateMessage, worker: Worker | IpcError
