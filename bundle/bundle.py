@@ -20,10 +20,18 @@ from bundle.plan import (
     ToolExportPlan,
     ToolPlan,
 )
-from bundle.spec_agent import AgentSpec, Budgets, ModelLimits, ModelSpec, ToolSpec
+from bundle.spec_agent import (
+    FRONT_DOORS,
+    AgentSpec,
+    Budgets,
+    FrontDoor,
+    ModelLimits,
+    ModelSpec,
+    ToolSpec,
+)
 from bundle.spec_base import ObjectRef, RefItem
 from bundle.spec_connector import ConnectionSpec, ConnectorSpec, ExtensionSpec
-from bundle.spec_swarm import AgentPlacement, SwarmSpec
+from bundle.spec_swarm import AgentPlacement, Exposure, SwarmSpec
 from goondan.defaults import APPROVAL_TIMEOUT_SECONDS, MAX_TURN_ATTEMPTS
 
 BASE_PACKAGE = "@goondan/base"
@@ -228,6 +236,8 @@ class Bundle:
             entry_agent=swarm_spec.entry_agent.name,
             agents=sorted(a.name for a in self.swarm_agents(swarm)),
             agent_name=agent.name,
+            description=spec.description,
+            front_doors=_front_doors(agent.name, spec.expose, swarm_spec.expose),
             system_prompt=self.agent_system_prompt(agent),
             model=ModelPlan.of(model.name, model_spec, self.model_pools().get(pool or "")),
             temperature=temperature,
@@ -408,6 +418,17 @@ def _environment(
 def _catalog(tools: list[ResolvedTool]) -> list[str]:
     """The ``{tool}__{export}`` names of ``tools``' exports."""
     return [f"{t.name}__{e.name}" for t in tools for e in t.spec.exports]
+
+
+def _front_doors(agent: str, own: list[FrontDoor] | None, swarm: Exposure) -> list[FrontDoor]:
+    """The front doors that show ``agent``: those its own ``expose`` names (all without one)
+    whose Swarm ``expose`` list, if it has one, names it."""
+    wanted = FRONT_DOORS if own is None else own
+    return [
+        door
+        for door in FRONT_DOORS
+        if door in wanted and ((names := swarm.names(door)) is None or agent in names)
+    ]
 
 
 def _budgets(spec: AgentSpec, swarm_budgets: Budgets) -> Budgets:

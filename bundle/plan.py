@@ -12,7 +12,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bundle.scripted import ScriptSpec
-from bundle.spec_agent import Budgets, Concurrency, ModelLimits, ModelPricing, ModelSpec
+from bundle.spec_agent import (
+    FRONT_DOORS,
+    Budgets,
+    Concurrency,
+    FrontDoor,
+    ModelLimits,
+    ModelPricing,
+    ModelSpec,
+)
 from bundle.spec_base import ValueSource
 from goondan.defaults import (
     APPROVAL_TIMEOUT_SECONDS,
@@ -143,6 +151,10 @@ class AgentPlan(_Plan):
     agents: list[str]
     """Every agent of the Swarm, sorted."""
     agent_name: str
+    description: str | None = None
+    """``Agent.spec.description``: what the front doors tell their callers the agent does."""
+    front_doors: list[FrontDoor] = Field(default_factory=lambda: list(FRONT_DOORS))
+    """The front doors that show the agent (its ``expose`` and the Swarm's)."""
     system_prompt: str | None = None
     model: ModelPlan
     temperature: float | None = None

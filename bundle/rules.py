@@ -16,7 +16,7 @@ from bundle.prices import model_price
 from bundle.rule_base import FieldPath, RuleChecker, item_path
 from bundle.schema_check import schema_problem
 from bundle.script_tools import check_script_tools
-from bundle.spec_agent import AgentSpec, Budgets, ModelLimits, ModelSpec, ToolSpec
+from bundle.spec_agent import FRONT_DOORS, AgentSpec, Budgets, ModelLimits, ModelSpec, ToolSpec
 from bundle.spec_base import ObjectRef
 from bundle.spec_connector import ConnectionSpec, ConnectorSpec
 from bundle.spec_swarm import SwarmSpec
@@ -441,6 +441,16 @@ class _Checker(RuleChecker):
                     ("spec", "placement", agent),
                     suggestion="place one of: " + ", ".join(sorted(members)),
                 )
+        for door in FRONT_DOORS:
+            for i, agent in enumerate(spec.expose.names(door) or ()):
+                if agent not in members:
+                    self.report(
+                        resource,
+                        E.E_SCHEMA_INVALID,
+                        f"expose.{door} names {agent!r}, which is not one of the swarm's agents",
+                        ("spec", "expose", door, i),
+                        suggestion="expose some of: " + ", ".join(sorted(members)),
+                    )
 
     def check_entry_agent(self, resource: Resource, spec: SwarmSpec) -> bool:
         """Whether ``entryAgent`` is an Agent ref (and so worth checking further)."""

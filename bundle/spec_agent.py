@@ -30,6 +30,13 @@ CONCURRENCY_DESCRIPTION = (
     "Turn answers both messages; each caller gets that answer)."
 )
 
+FrontDoor = Literal["openai", "mcp", "a2a", "agUi"]
+"""A protocol the daemon serves agents through besides its own API: ``openai`` (Chat
+Completions, the Responses API and their model list), ``mcp`` (an MCP server), ``a2a`` (A2A
+agent cards and JSON-RPC) and ``agUi`` (AG-UI event streams)."""
+FRONT_DOORS: tuple[FrontDoor, ...] = ("openai", "mcp", "a2a", "agUi")
+MAX_DESCRIPTION_LENGTH = 4096
+
 EXPORT_NAME = re.compile(r"^[a-z0-9_-]+$")
 POOL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
 
@@ -399,6 +406,19 @@ class AgentPolicy(Spec):
 class AgentSpec(Spec):
     """``kind: Agent``."""
 
+    description: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_DESCRIPTION_LENGTH,
+        description="What the agent does, in a sentence or two: the description callers of "
+        "its front doors see (the MCP tool's, the A2A card's, the model list's).",
+    )
+    expose: list[FrontDoor] | None = Field(
+        default=None,
+        description="The front doors that show this agent (openai, mcp, a2a, agUi); default: "
+        "every one the Swarm's `expose` lets it through. `[]` hides it from all of them (its "
+        "own API still reaches it).",
+    )
     model_config_: ModelConfig = Field(alias="modelConfig", description="The agent's model.")
     prompt: Prompt | None = Field(default=None, description="The system prompt.")
     tools: list[RefItemLike] = Field(default_factory=list, description="Tools it may call.")

@@ -7,7 +7,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, StringConstraints, model_validator
 
-from bundle.spec_agent import CONCURRENCY_DESCRIPTION, Budgets, Concurrency, CrashPolicy
+from bundle.spec_agent import (
+    CONCURRENCY_DESCRIPTION,
+    Budgets,
+    Concurrency,
+    CrashPolicy,
+    FrontDoor,
+)
 from bundle.spec_base import MAX_SECONDS, ObjectRef, RefItemLike, Spec, ValueFrom
 from goondan.defaults import (
     CONCURRENCY,
@@ -218,6 +224,22 @@ class AgentPlacement(Spec):
         return ",".join(parts)
 
 
+class Exposure(Spec):
+    """Which agents each front door shows, by agent name; a door left out shows them all."""
+
+    openai: list[str] | None = Field(
+        default=None, description="Agents `/v1/models`, Chat Completions and Responses show."
+    )
+    mcp: list[str] | None = Field(default=None, description="Agents the MCP server offers.")
+    a2a: list[str] | None = Field(default=None, description="Agents with an A2A card.")
+    ag_ui: list[str] | None = Field(default=None, description="Agents served over AG-UI.")
+
+    def names(self, door: FrontDoor) -> list[str] | None:
+        """The agents ``door`` shows (``None``: every one)."""
+        chosen: list[str] | None = getattr(self, "ag_ui" if door == "agUi" else door)
+        return chosen
+
+
 class SwarmSpec(Spec):
     """``kind: Swarm``: the agents that run together."""
 
@@ -235,6 +257,12 @@ class SwarmSpec(Spec):
         "agent name, e.g. {worker: {node: gpu-1}}, {worker: {nodes: [gpu-1, gpu-2]}} or "
         '{worker: {labels: {gpu: "true"}, allowLeader: true}}; the others run on the leader. '
         "Ignored without --cluster.",
+    )
+    expose: Exposure = Field(
+        default_factory=Exposure,
+        description="Which agents each front door (openai, mcp, a2a, agUi) shows, e.g. "
+        "{mcp: [researcher]}; a door left out shows every agent (an Agent's own `expose` can "
+        "still hide it).",
     )
     budgets: Budgets | None = Field(
         default=None,

@@ -104,6 +104,7 @@ from orchestrator.callers import ApiToken, Identify, connection_app
 from orchestrator.http.approvers import vet_decider
 from orchestrator.http.body import BadBody, Fields, read_object
 from orchestrator.http.client import socket_path
+from orchestrator.http.front_doors import front_door_routes
 from orchestrator.http.guard import HostAllowList, JsonOnly, guard
 from orchestrator.http.openai import OpenAICompatible
 from orchestrator.http.requests import hand_over, request_events, request_state, run_turn
@@ -426,6 +427,7 @@ def build_app(
         Route(
             "/v1/agents/{agent}/instances/{key:path}/restart", restart_instance, methods=["POST"]
         ),
+        *front_door_routes(daemon, requests_desk),
     ]
     handlers = {HTTPException: _http_error, BadBody: _bad_body}
     app: ASGIApp = Starlette(routes=routes, exception_handlers=handlers)

@@ -17,7 +17,8 @@ the Turn it asks for. Three checks close that, outermost first:
   Starlette's :class:`~starlette.middleware.cors.CORSMiddleware` answers their preflights and
   adds the CORS headers, so a page the operator trusts can use the API.
 - **Content-Type** (:class:`JsonOnly`): every ``POST``, ``PUT``, ``PATCH`` and ``DELETE``
-  must say ``Content-Type: application/json`` (415 otherwise). A page can send that type to
+  must say ``Content-Type: application/json`` (415 otherwise), except a ``DELETE`` that
+  carries no body (the MCP client ends its session so). A page can send that type to
   another origin only after a preflight, which the Origin check refuses: even a browser that
   sent no ``Origin`` could not make a simple request act.
 
@@ -205,13 +206,20 @@ class OriginCheck(RequestCheck):
         return Refusal(403, HttpCode.ORIGIN_NOT_ALLOWED, message)
 
 
+def _bodiless_delete(scope: Scope) -> bool:
+    """A ``DELETE`` that says it has no body: nothing in it could be read as a form's."""
+    if scope["method"] != "DELETE" or _header(scope, b"transfer-encoding") is not None:
+        return False
+    return _header(scope, b"content-length") in (None, "0") and not _header(scope, b"content-type")
+
+
 class JsonOnly(RequestCheck):
     """A state-changing request without ``Content-Type: application/json`` gets 415, whatever
-    its body (an empty one included)."""
+    its body (an empty one included), but for a ``DELETE`` that declares no body at all."""
 
     def refusal(self, scope: Scope) -> Refusal | None:
         """415 for a state-changing request that does not say it sends JSON."""
-        if scope["method"] not in STATE_CHANGING:
+        if scope["method"] not in STATE_CHANGING or _bodiless_delete(scope):
             return None
         given = _header(scope, b"content-type")
         media = (given or "").partition(";")[0].strip().lower()

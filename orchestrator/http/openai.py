@@ -19,6 +19,7 @@ from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.delegation import DelegateAnswer
 from ipc.runtime_events import TokenCounts
 from orchestrator.http.body import BadBody, ChatRequest, read_object
+from orchestrator.http.front_doors import description, exposed, shown
 from orchestrator.http.requests import Refusal, admit, body_digest, id_headers, idempotency_key
 from orchestrator.http.streams import (
     ANSWER_EVENT_ID,
@@ -63,18 +64,22 @@ class OpenAICompatible:
     async def models(self, request: Request) -> Response:
         owner = self.daemon.name
         data = [
-            {"id": name, "object": "model", "created": self.created, "owned_by": owner}
-            for name in self.daemon.agent_names()
+            {
+                "id": view.name,
+                "object": "model",
+                "created": self.created,
+                "owned_by": owner,
+                "description": description(self.daemon, view.name),
+            }
+            for view in exposed(self.daemon, "openai")
         ]
         return JSONResponse({"object": "list", "data": data})
 
     def _agent(self, model: str) -> str | None:
         daemon = self.daemon
-        if model in daemon.agent_names():
-            return model
-        if model in (daemon.name, "goondan"):
-            return daemon.entry_agent
-        return None
+        if model not in daemon.agent_names() and model in (daemon.name, "goondan"):
+            model = daemon.entry_agent
+        return model if shown(daemon, "openai", model) else None
 
     async def chat_completions(self, request: Request) -> Response:
         try:

@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from orchestrator.callers import Peer
-from orchestrator.http.guard import HostAllowList, normalise_origin, split_host
+from orchestrator.http.guard import HostAllowList, JsonOnly, normalise_origin, split_host
 
 
 @pytest.mark.parametrize(
@@ -69,3 +69,29 @@ def test_the_bound_address_is_a_name_of_the_listener() -> None:
 
 def test_origins_compare_as_browsers_serialise_them() -> None:
     assert normalise_origin("HTTPS://App.Example.com/") == "https://app.example.com"
+
+
+def scope_of(method: str, *headers: tuple[bytes, bytes]) -> dict[str, object]:
+    return {"type": "http", "method": method, "headers": list(headers)}
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "refused"),
+    [
+        ("DELETE", (), False),  # the MCP client ends its session so
+        ("DELETE", ((b"content-length", b"0"),), False),
+        ("DELETE", ((b"content-length", b"7"),), True),
+        ("DELETE", ((b"transfer-encoding", b"chunked"),), True),
+        ("DELETE", ((b"content-type", b"text/plain"),), True),
+        ("POST", (), True),
+        ("POST", ((b"content-length", b"0"),), True),
+        ("POST", ((b"content-type", b"application/json; charset=utf-8"),), False),
+    ],
+)
+def test_only_a_delete_without_a_body_may_omit_the_json_type(
+    method: str, headers: tuple[tuple[bytes, bytes], ...], refused: bool
+) -> None:
+    refusal = JsonOnly(None).refusal(scope_of(method, *headers))  # type: ignore[arg-type]
+    assert (refusal is not None) == refused
+    if refusal is not None:
+        assert refusal.status == 415
