@@ -52,6 +52,7 @@ from ipc import IpcError
 from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
 from ipc.runtime_events import AnyEvent, read_event
+from orchestrator.approvals import APPROVAL_EVENTS
 from orchestrator.eventlog import matches
 from orchestrator.operations import SwarmOperations
 from orchestrator.operations.live import END_OF_STREAM
@@ -94,7 +95,8 @@ class Piece:
 
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """An ``approval.*`` runtime event of the streamed request's trace."""
+    """An ``approval.*`` (or, when asked for, ``step.*`` or ``tool.*``) runtime event of the
+    streamed request's trace."""
 
     event: AnyEvent
     seq: int = 0
@@ -124,6 +126,7 @@ class TurnStream:
         after: int = 0,
         deltas: bool = True,
         approvals: bool = False,
+        activity: bool = False,
     ) -> None:
         record = desk.record(request_id)
         assert record is not None, "a stream follows a request the desk holds"
@@ -131,7 +134,7 @@ class TurnStream:
         self.agent = record.agent
         self.instance_key = record.instance_key
         self.trace_id = record.trace_id
-        self.deltas, self.approvals = deltas, approvals
+        self.deltas, self.approvals, self.activity = deltas, approvals, activity
         self.pieces: deque[Piece | Notice] = deque()
         self.chars = 0
         self.dropped = 0
@@ -174,9 +177,11 @@ class TurnStream:
         self._wake.set()
 
     def notice(self, event: AnyEvent, seq: int = 0) -> None:
-        """Take an ``approval.*`` event of this request's trace, numbered ``seq``, from the
-        feed (never blocks; never dropped: a request parks few calls)."""
-        if self.answer is None and self.approvals:
+        """Take an ``approval.*`` event (with ``approvals``) or a ``step.*`` or ``tool.*``
+        event (with ``activity``) of this request's trace, numbered ``seq``, from the feed
+        (never blocks; never dropped: a Turn's Steps are bounded by its policy)."""
+        wanted = self.approvals if event.type in APPROVAL_EVENTS else self.activity
+        if self.answer is None and wanted:
             self.pieces.append(Notice(event, seq))
             self._wake.set()
 

@@ -69,6 +69,8 @@ class Intake:
     """Stream the Turn's text (to the request's feed)."""
     approvals: bool = False
     """Keep the request trace's ``approval.*`` events in its feed."""
+    activity: bool = False
+    """Keep its ``step.*`` and ``tool.*`` events too (a front door showing the Turn's work)."""
     idempotency_key: str | None = None
     body_digest: str = ""
     """Digest of what was asked (front door, agent, body), compared when a key is reused."""
@@ -175,7 +177,7 @@ class RequestDesk:
             self._release(running)
             self.store.forget(record.request_id)
             raise
-        self._start(running, intake.deltas, intake.approvals)
+        self._start(running, intake.deltas, intake.approvals or intake.activity)
         return Admission(record, fresh=True)
 
     async def _adopt(self, record: RequestRecord) -> Admission:
@@ -203,7 +205,7 @@ class RequestDesk:
                 agent=record.agent,
                 instance_key=record.instance_key,
             )
-            self._start(self._hold(record), deltas=record.stream, approvals=False)
+            self._start(self._hold(record), deltas=record.stream, watch=False)
 
     async def find(self, request_id: str) -> RequestRecord | None:
         """:meth:`record`, or the request another leader of the cluster accepted under that
@@ -281,16 +283,16 @@ class RequestDesk:
         if record.key_digest and self._keys.get(record.key_digest) == record.request_id:
             del self._keys[record.key_digest]
 
-    def _start(self, running: Running, deltas: bool, approvals: bool) -> None:
+    def _start(self, running: Running, deltas: bool, watch: bool) -> None:
         name = f"request:{running.record.request_id}"
-        running.task = asyncio.create_task(self._run(running, deltas, approvals), name=name)
+        running.task = asyncio.create_task(self._run(running, deltas, watch), name=name)
 
-    async def _run(self, running: Running, deltas: bool, approvals: bool) -> None:
+    async def _run(self, running: Running, deltas: bool, watch: bool) -> None:
         record, feed, swarm = running.record, running.feed, self.swarm
         try:
             try:
                 # Watched from before the request goes out, so no parked call slips past.
-                with swarm.watching(feed.notice) if approvals else contextlib.nullcontext():
+                with swarm.watching(feed.notice) if watch else contextlib.nullcontext():
                     answer = await swarm.request(
                         record.input,
                         agent=record.agent,

@@ -1,7 +1,7 @@
 """A running request's stream, kept so a client that lost its connection can pick it up again.
 
-Each piece of streamed text (and each ``approval.*`` event of the request's trace, when they
-were asked for) gets the next number of the request, the ``id:`` of its server-sent event; a
+Each piece of streamed text (and each ``approval.*``, ``step.*`` and ``tool.*`` event of the
+request's trace, when they were asked for) gets the next number of the request, the ``id:`` of its server-sent event; a
 follower (a response streaming the request) gets each event as it is added, never waiting. A
 client reconnecting with ``Last-Event-ID: N`` is replayed what came after ``N``, then follows.
 
@@ -20,13 +20,28 @@ from typing import Protocol
 
 from ipc.delegation import DelegateAnswer
 from ipc.events import TextDelta
-from ipc.runtime_events import AnyEvent
+from ipc.runtime_events import AnyEvent, EventType
 from orchestrator.approvals import APPROVAL_EVENTS
 
 FEED_MAX_CHARS = 4 * 1024 * 1024
 """Characters of streamed text a running request keeps for clients that reconnect."""
 FEED_MAX_EVENTS = 65_536
 """Events a running request keeps for clients that reconnect."""
+ACTIVITY_EVENTS: frozenset[str] = frozenset(
+    kind.value
+    for kind in (
+        EventType.STEP_STARTED,
+        EventType.STEP_COMPLETED,
+        EventType.STEP_FAILED,
+        EventType.TOOL_CALLED,
+        EventType.TOOL_COMPLETED,
+        EventType.TOOL_FAILED,
+    )
+)
+"""The Steps and tool calls of a request's trace, which front doors that show a Turn's work
+(AG-UI, the Responses API) follow."""
+NOTICED_EVENTS = APPROVAL_EVENTS | ACTIVITY_EVENTS
+"""The runtime events a feed keeps beside text."""
 
 
 class Follower(Protocol):
@@ -37,13 +52,13 @@ class Follower(Protocol):
         ...
 
     def notice(self, event: AnyEvent, seq: int = 0) -> None:
-        """An ``approval.*`` event, numbered ``seq``."""
+        """An ``approval.*``, ``step.*`` or ``tool.*`` event, numbered ``seq``."""
         ...
 
 
 @dataclass(frozen=True, slots=True)
 class FeedEvent:
-    """One numbered event: a piece of text of ``agent``, or an approval event."""
+    """One numbered event: a piece of text of ``agent``, or a runtime event."""
 
     seq: int
     agent: str
@@ -76,10 +91,11 @@ class RequestFeed:
             follower.put(agent, delta, self.seq)
 
     def notice(self, event: AnyEvent) -> None:
-        """Add an ``approval.*`` event if it is of this request's trace (never blocks)."""
+        """Add an event of :data:`NOTICED_EVENTS` if it is of this request's trace (never
+        blocks)."""
         if self.answer is not None or event.trace != self.trace_id:
             return
-        if event.type not in APPROVAL_EVENTS:
+        if event.type not in NOTICED_EVENTS:
             return
         self.seq += 1
         self.events.append(FeedEvent(self.seq, event.agent_name or "", event=event))

@@ -58,3 +58,22 @@ async def test_a_flood_of_text_keeps_the_feed_bounded(monkeypatch: pytest.Monkey
     replayed = Seen()
     feed.follow(replayed)  # from the start: only what is kept
     assert [seq for seq, _ in replayed.pieces] == list(range(996, 1001))
+
+
+async def test_the_feed_keeps_the_traces_steps_and_tool_calls_beside_its_approvals() -> None:
+    from ipc.runtime_events.approvals import ApprovalRequestedEvent
+    from ipc.runtime_events.work import (
+        StepStartedEvent,
+        ToolCalledEvent,
+        TurnStartedEvent,
+    )
+
+    feed = RequestFeed("t")
+    seen = Seen()
+    feed.follow(seen)
+    feed.notice(StepStartedEvent(agent_name="alpha", trace_id="t", step_id="s0"))
+    feed.notice(ToolCalledEvent(agent_name="alpha", trace_id="t", tool_name="bash__exec"))
+    feed.notice(ApprovalRequestedEvent(agent_name="alpha", trace_id="t"))
+    feed.notice(TurnStartedEvent(agent_name="alpha", trace_id="t"))  # not followed
+    feed.notice(ToolCalledEvent(agent_name="alpha", trace_id="other"))  # another trace
+    assert seen.pieces == [(1, "step.started"), (2, "tool.called"), (3, "approval.requested")]
