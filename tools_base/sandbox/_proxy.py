@@ -346,7 +346,8 @@ class NetworkProxy:
         assert last is not None
         raise last
 
-    def _record(self, connection: Connection) -> None:
+    def _record(self, connection: Connection, sink: ConnectionSink | None = None) -> None:
+        """Keep ``connection`` and hand it to ``sink`` (default: the current call's)."""
         if len(self.connections) >= MAX_RECORDED:
             self.unrecorded += 1
             return
@@ -357,9 +358,10 @@ class NetworkProxy:
             program=self.label,
             **connection.to_json(),
         )
-        if self.sinks:
+        sink = sink or (self.sinks[-1] if self.sinks else None)
+        if sink is not None:
             with contextlib.suppress(Exception):
-                self.sinks[-1](connection)
+                sink(connection)
 
     def _busy(self) -> str | None:
         if self._closed:
@@ -511,8 +513,11 @@ class NetworkProxy:
         record: Connection,
         started: float,
     ) -> None:
-        """Bytes both ways until both ends are done; the record counts them."""
+        """Bytes both ways until both ends are done; the record counts them, and goes to the
+        sink of the call under way when the connection opened (a long-lived program's
+        connection may outlast its call)."""
         self._writers.add(up_writer)
+        sink = self.sinks[-1] if self.sinks else None
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, up: bool) -> None:
             with contextlib.suppress(ConnectionError, OSError):
@@ -533,4 +538,4 @@ class NetworkProxy:
             self._writers.discard(up_writer)
             up_writer.close()
             record.duration_ms = (time.perf_counter() - started) * 1000
-            self._record(record)
+            self._record(record, sink)

@@ -334,3 +334,33 @@ async def test_a_flood_of_refusals_is_recorded_up_to_the_limit(
         await running.proxy.close()
     assert len(running.records) == 3
     assert running.proxy.unrecorded == 2
+
+
+async def test_a_connection_that_outlives_its_call_is_recorded_on_that_call(
+    admitting: Running, echo: tuple[int, list[bytes]]
+) -> None:
+    # A long-lived program (an MCP server) keeps a connection open past the call that made
+    # it: its record still belongs to that call, not to the next one, nor to nobody.
+    port, _ = echo
+    first: list[Connection] = []
+    later: list[Connection] = []
+    recorded = asyncio.Event()
+
+    def on_first(connection: Connection) -> None:
+        first.append(connection)
+        recorded.set()
+
+    admitting.proxy.sinks.append(on_first)
+    reader, writer = await admitting.open(admitting.http)
+    writer.write(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    async with asyncio.timeout(10):
+        await reader.readuntil(b"\r\n\r\n")
+    admitting.proxy.sinks.remove(on_first)  # the call ended; the connection did not
+    admitting.proxy.sinks.append(later.append)
+    writer.write_eof()
+    async with asyncio.timeout(10):
+        assert await reader.read() == b""
+        await recorded.wait()
+    writer.close()
+    assert [record.port for record in first] == [port]
+    assert later == []
