@@ -42,6 +42,9 @@ HEARTBEAT = 1.0
 machine, where a heartbeat can wait its turn for over a second)."""
 EXPIRY = 3 * HEARTBEAT
 EXAMPLE_NATS = EXAMPLE.parent / "nats.conf"
+STARTUP_DEADLINE = 120.0
+"""How long a member may take to start: bounded, and generous, as a loaded machine starts
+several Python processes and a NATS server per test."""
 LEADER_USERS = ("leader", "standby", "second", "leader-1", "leader-2", "stranger")
 """Users with a leader's permissions; ``stranger`` is one of the account's users that is no
 member of the cluster (it has no ``GOONDAN_CLUSTER_KEY``): the hostile tests write as it."""
@@ -363,7 +366,7 @@ class Cluster:
         )
         self.members.append(leader)
         self.leader = leader
-        leader.log.wait_for("orchestrator started", 60)
+        leader.log.wait_for("orchestrator started", STARTUP_DEADLINE)
         return leader
 
     def start_node(
@@ -387,7 +390,7 @@ class Cluster:
     def join(self, name: str, *extra: str, **kwargs: Any) -> Member:
         """Start node ``name`` and wait until the leader counts it in."""
         node = self.start_node(name, *extra, **kwargs)
-        node.log.wait_for("node joined the cluster", 60)
+        node.log.wait_for("node joined the cluster", STARTUP_DEADLINE)
         self.wait_node(name, up=True)
         return node
 
@@ -439,7 +442,9 @@ def start_standby(cluster: Cluster, *extra: str) -> Member:
         cluster.member_env("standby"),
     )
     cluster.members.append(standby)
-    standby.log.wait_for("standby: the cluster has a leader; taking over if it goes", 60)
+    standby.log.wait_for(
+        "standby: the cluster has a leader; taking over if it goes", STARTUP_DEADLINE
+    )
     return standby
 
 
