@@ -12,8 +12,8 @@ Codes come in four catalogues, one per audience:
   :class:`HttpCode` members, so a code outside the catalogue fails the type checker;
 * :data:`CLI_EXIT` — the exit statuses of the ``goondan`` command.
 
-A code outside these catalogues fails the test suite; the README's tables are generated from
-them (``python -m goondan.errors``).
+A code outside these catalogues fails the test suite; the documentation's tables
+(``docs/reference/error-codes.md``) are generated from them (``python -m goondan.errors``).
 
 Exceptions follow the same split (in the style of httpx): :class:`GoondanError` is the root of
 every error raised on purpose, with :class:`ConfigError`, :class:`ToolFailure`,
@@ -153,15 +153,15 @@ class DaemonError(GoondanError):
 
 
 def _main() -> None:
-    """Print the README tables."""
+    """Print the tables of docs/reference/error-codes.md."""
     for title, catalogue in (
         ("Configuration errors", CONFIG),
         ("Tool results", TOOL),
         ("Requests to agents", DELIVERY),
         ("HTTP API refusals", HTTP),
     ):
-        print(f"### {title}\n\n{catalogue.markdown()}\n")
-    print("### Exit statuses of `goondan`\n\n| status | meaning |\n|---|---|")
+        print(f"## {title}\n\n{catalogue.markdown()}\n")
+    print("## Exit statuses of `goondan`\n\n| status | meaning |\n|---|---|")
     for status, meaning in CLI_EXIT.items():
         print(f"| {status} | {meaning} |")
 

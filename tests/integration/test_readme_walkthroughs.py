@@ -1,4 +1,5 @@
-"""README.md's walkthroughs, run command by command as written there, so they cannot drift.
+"""The walkthroughs of README.md and of the documentation site (``docs/``), run command by
+command as written there, so they cannot drift.
 
 Commands come from the README's fenced blocks, found by their section's heading; none is
 copied here. Only what must change is changed: the daemon's TCP port (``127.0.0.1:8080`` is
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.timeout(600)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "goondan.yaml.example"
+DOCS = ROOT / "docs"
 WORKSPACE = Path(".goondan/agents/worker/instances/default/workspace")
 """Where the example's worker writes (as the Quick start says)."""
 WRITTEN = re.compile(r"\bwrite (\S+\.txt)\b")
@@ -158,7 +160,7 @@ def test_a_first_session_with_the_daemon(shell: Shell) -> None:
 
 
 def test_approving_a_parked_call_from_another_terminal(shell: Shell) -> None:
-    section = readme.section("Human approval of tool calls")
+    section = readme.section("Human approval of tool calls", DOCS / "guides" / "approvals.md")
     block = section.blocks_of("sh")[-1]  # the walk-through; the first block is a listing
     assert shell.run("cp goondan.yaml.example goondan.yaml").returncode == 0  # as set up before
     running = walk(shell, block.commands())
@@ -170,14 +172,14 @@ def test_approving_a_parked_call_from_another_terminal(shell: Shell) -> None:
 
 
 def test_the_openai_client_snippet_of_the_http_api(shell: Shell) -> None:
-    section = readme.section("The HTTP API")
+    section = readme.section("The HTTP API", DOCS / "guides" / "http-api.md")
     [daemon_command] = [
         c for c in section.blocks_of("sh")[0].commands() if c.text.startswith("python ")
     ]
     snippet = section.blocks_of("python")[0].text
     assert shell.run("cp goondan.yaml.example goondan.yaml").returncode == 0
     daemon = start_daemon(shell, daemon_command.text)
-    shell.env["GOONDAN_API_TOKEN"] = "unused-on-loopback"  # the snippet reads it
+    shell.env.pop("GOONDAN_API_TOKEN", None)  # the Quick-start daemon has no token
     done = shell.run(f"python - <<'PY'\n{snippet}PY")
     assert done.returncode == 0, done.stderr
     assert "['coordinator', 'worker']" in done.stdout

@@ -1,5 +1,5 @@
-"""Every error code the runtime uses is a name of a catalogue's enum, and the README shows the
-catalogues."""
+"""Every error code the runtime uses is a name of a catalogue's enum, and the documentation's
+error-code reference shows the catalogues."""
 
 from __future__ import annotations
 
@@ -21,14 +21,17 @@ PACKAGES = [
     "connector_process",
     "orchestrator",
 ]
-README_CODE = re.compile(
+DOC_CODE = re.compile(
     r"^(E_[A-Z0-9_]+|AGENT_[A-Z_]+|IPC_[A-Z_]+|CIRCULAR_CALL_DETECTED|SHUTTING_DOWN"
     r"|TOO_MANY_PENDING_REQUESTS|EMPTY_INPUT|CANCELLED|LEADER_LOST)$"
 )
-"""What a code looks like in the README's prose (the one place codes are text, not names)."""
-README_SECTION = re.compile(
+"""What a code looks like in the documentation's prose (the one place codes are text, not
+names)."""
+REFERENCE_SECTION = re.compile(
     r"<!-- error-codes:start -->\n(.*)<!-- error-codes:end -->", flags=re.DOTALL
 )
+REFERENCE = ROOT / "docs" / "reference" / "error-codes.md"
+"""The documentation's error-code reference, generated from the catalogues."""
 ENUMS = {"ConfigCode", "ToolCode", "DeliveryCode", "HttpCode"}
 """The names sites spell codes with: a misspelled member fails mypy."""
 HOMES = {ROOT / "goondan" / "error_codes.py", ROOT / "goondan" / "http_codes.py"}
@@ -111,21 +114,23 @@ def test_a_code_belongs_to_one_audience_and_has_a_help_url() -> None:
             assert entry.help_url.endswith(f"/{entry.code}")
 
 
-def test_the_readme_reference_is_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_documented_reference_is_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
     errors._main()
     generated = capsys.readouterr().out
-    section = README_SECTION.search((ROOT / "README.md").read_text())
-    assert section is not None, "README.md lacks the error-codes section"
+    section = REFERENCE_SECTION.search(REFERENCE.read_text())
+    assert section is not None, f"{REFERENCE} lacks the error-codes section"
     assert section.group(1).strip() == generated.strip(), (
-        "README.md's error codes differ from goondan/errors.py: "
+        f"{REFERENCE}'s error codes differ from goondan/errors.py: "
         "regenerate them with python -m goondan.errors"
     )
 
 
-def test_every_code_the_readme_mentions_exists() -> None:
-    mentioned = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", (ROOT / "README.md").read_text()))
-    codes = {m for m in mentioned if README_CODE.match(m)}
-    examples = {"E_TEXT", "E_REFUSED"}  # codes of the README's own example tool and extension
+def test_every_code_the_documentation_mentions_exists() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    text = "\n".join(page.read_text() for page in pages)
+    mentioned = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", text))
+    codes = {m for m in mentioned if DOC_CODE.match(m)}
+    examples = {"E_TEXT", "E_REFUSED"}  # the guides' own example tool and extension
     assert {c for c in codes - examples if not errors.known(c)} == set()
 
 
