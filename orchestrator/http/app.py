@@ -69,6 +69,8 @@ Routes (all JSON):
                                                  do not fit the tool, 503 agent unreachable
 ``GET  /v1/events?agent=&trace=``               runtime events as they happen (server-sent events)
 ``GET  /metrics``                                Prometheus metrics
+``GET  /openapi.json``                           this API as an OpenAPI 3.1 document
+                                                 (:mod:`orchestrator.http.openapi`)
 ``GET  /v1/models``, ``POST /v1/chat/completions`` the OpenAI-compatible front door (the agent
                                                  is the model)
 
@@ -107,6 +109,7 @@ from orchestrator.http.client import socket_path
 from orchestrator.http.front_doors import front_door_routes
 from orchestrator.http.guard import HostAllowList, JsonOnly, guard
 from orchestrator.http.openai import OpenAICompatible
+from orchestrator.http.openapi import served_document
 from orchestrator.http.requests import hand_over, request_events, request_state, run_turn
 from orchestrator.http.responses import AnswerResponse, error
 from orchestrator.http.servers import address_family
@@ -395,6 +398,9 @@ def build_app(
             raise HTTPException(404, "no metrics are kept")
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
+    async def openapi(request: Request) -> Response:
+        return Response(served_document(), media_type="application/json")
+
     async def events(request: Request) -> Response:
         agent = request.query_params.get("agent")
         trace = request.query_params.get("trace")
@@ -405,6 +411,7 @@ def build_app(
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", scrape, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/models", openai.models, methods=["GET"]),
         Route("/v1/chat/completions", openai.chat_completions, methods=["POST"]),
         Route("/readyz", readyz, methods=["GET"]),

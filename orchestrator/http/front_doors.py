@@ -9,12 +9,17 @@ door shows (``Agent.spec.expose`` and ``Swarm.spec.expose``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from starlette.routing import BaseRoute
 
 from bundle.spec_agent import FrontDoor
 from orchestrator.operations import SwarmOperations
 from orchestrator.operations.protocol import AgentView
 from orchestrator.requests import RequestDesk
+
+if TYPE_CHECKING:
+    from orchestrator.http.openapi import Operation
 
 
 def exposed(daemon: SwarmOperations, door: FrontDoor) -> list[AgentView]:
@@ -46,3 +51,10 @@ def front_door_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRo
     :mod:`orchestrator.http.openai`)."""
     routes: list[BaseRoute] = []
     return routes
+
+
+def front_door_operations() -> dict[tuple[str, str], Operation]:
+    """What the OpenAPI document says of each front door's routes (by method and path, as
+    :func:`front_door_routes` serves them)."""
+    operations: dict[tuple[str, str], Operation] = {}
+    return operations

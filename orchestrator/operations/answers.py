@@ -316,8 +316,10 @@ class RequestState(Answer, omit_defaults=True):
     """``GET /v1/requests/{id}``: an accepted request, running or answered."""
 
     request_id: str
+    """The request's id."""
     state: Literal["running", "done"]
-    answer: dict[str, object] | None = None
+    """Whether it was answered."""
+    answer: dict[str, Json] | None = None
     """Once done: the body its POST answers (a chat completion for ``/v1/chat/completions``)."""
 
 

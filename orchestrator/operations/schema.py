@@ -10,10 +10,12 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+from types import ModuleType
+from typing import Any
 
 import msgspec
 
-from orchestrator.operations import answers
+from orchestrator.operations import answers, bodies
 from orchestrator.operations.answers import (
     ANSWERS,
     Accepted,
@@ -64,10 +66,19 @@ def answer_schema(kind: type[Answer]) -> dict[str, object]:
     schema: dict[str, object] = msgspec.json.schema(kind)
     definitions = schema.get("$defs")
     if isinstance(definitions, dict):
-        described = _docstrings()
+        described = _docstrings(answers)
         for name, definition in definitions.items():
             _describe(definition, described.get(name, {}))
     return schema
+
+
+def describe_components(components: dict[str, Any]) -> None:
+    """Give each struct's schema among ``components`` (by struct name) the docstrings of its
+    fields, where it has none (structs of :mod:`answers` and of :mod:`bodies`)."""
+    described = {**_docstrings(answers), **_docstrings(bodies)}
+    for name, definition in components.items():
+        if isinstance(definition, dict):
+            _describe(definition, described.get(name, {}))
 
 
 def _describe(definition: dict[str, object], fields: dict[str, str]) -> None:
@@ -81,13 +92,13 @@ def _describe(definition: dict[str, object], fields: dict[str, str]) -> None:
 
 
 @functools.cache
-def _docstrings() -> dict[str, dict[str, str]]:
+def _docstrings(module: ModuleType) -> dict[str, dict[str, str]]:
     """Struct name → wire name of each field → its docstring, read from the source of
-    :mod:`orchestrator.operations.answers` (msgspec does not keep them)."""
-    tree = ast.parse(inspect.getsource(answers))
+    ``module`` (msgspec does not keep them)."""
+    tree = ast.parse(inspect.getsource(module))
     found: dict[str, dict[str, str]] = {}
     for node in tree.body:
-        kind = getattr(answers, node.name, None) if isinstance(node, ast.ClassDef) else None
+        kind = getattr(module, node.name, None) if isinstance(node, ast.ClassDef) else None
         if isinstance(node, ast.ClassDef) and isinstance(kind, type):
             wire = {f.name: f.encode_name for f in msgspec.structs.fields(kind)}
             found[node.name] = {wire.get(name, name): text for name, text in _field_docs(node)}

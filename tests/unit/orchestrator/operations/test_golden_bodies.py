@@ -33,6 +33,7 @@ from orchestrator.operations.answers import ApprovalRow, PendingRow
 from orchestrator.operations.encoding import convert
 from tests.support.connections import FEED_CONNECTION
 from tests.support.fake_swarm import FakeSwarm
+from tests.support.openapi_fit import schema_problem
 from tests.support.swarm import FIXTURES
 
 ROOTS: dict[int, str] = {}
@@ -259,6 +260,8 @@ async def check(http: httpx2.AsyncClient, case: tuple[str, str, str, object]) ->
     content = None if body is None else json.dumps(body).encode()
     headers = JSON if method in ("POST", "DELETE") else {}
     response = await http.request(method, url, content=content, headers=headers)
+    problem = schema_problem(method, url, response.status_code, response.json())
+    assert problem is None, f"{name}: the body does not fit the OpenAPI document: {problem}"
     got = f"{response.status_code}\n".encode() + normal(response.content, ROOTS.get(id(http)))
     path = GOLDEN / f"{name}.json"
     if REGOLD:

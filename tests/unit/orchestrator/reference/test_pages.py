@@ -55,4 +55,20 @@ def test_a_page_prints_from_the_command_line(capsys: object) -> None:
     assert main(["reference/events.md"]) == 0
     assert main(["reference/nothing.md"]) == 2
     assert main([]) == 0
-    assert set(PAGES) == {"reference/resources.md", "reference/cli.md", "reference/events.md"}
+    assert set(PAGES) == {
+        "reference/resources.md",
+        "reference/cli.md",
+        "reference/events.md",
+        "reference/http-api.md",
+    }
+
+
+def test_every_route_has_an_entry() -> None:
+    from orchestrator.http.front_doors import front_door_operations
+    from orchestrator.http.openapi import OPERATIONS, path_template
+    from orchestrator.reference import http_api_page
+
+    page = http_api_page()
+    routes = {**OPERATIONS, **front_door_operations()}
+    missing = [f"{m} {p}" for m, p in routes if f"`{m} {path_template(p)}`" not in page]
+    assert missing == []
