@@ -6,6 +6,8 @@ Parsing imports nothing heavy: each command module imports what it needs when it
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,11 +51,17 @@ def run_parser() -> argparse.ArgumentParser:
     raise LookupError("no run command")
 
 
+def program_name() -> str:
+    """How the user called us, as usage lines should say it: ``goondan`` for the installed
+    command, else ``python -m orchestrator``."""
+    return "goondan" if os.path.basename(sys.argv[0]) == "goondan" else "python -m orchestrator"
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser with every subcommand; with ``only``, the arguments of that
     command alone (the others are listed, but parse nothing)."""
     parser = argparse.ArgumentParser(
-        prog="python -m orchestrator",
+        prog=program_name(),
         description="Run and manage Goondan agent swarms.",
         epilog="Exit statuses: 0 ok, 1 internal or failed, 2 usage, 3 configuration unreadable, "
         "4 configuration invalid, 5 network (no daemon, a peer out of reach), 6 a credential "

@@ -27,7 +27,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"directory": str(target), "template": done.template, "files": files}))
         return 0
-    print(f"wrote a {done.template} swarm ({done.name}) in {target}:")
+    print(f"wrote the {done.template} template's swarm ({done.name}) in {target}:")
     for name in files:
         print(f"  {name}")
     where = "" if target.resolve() == Path.cwd() else f"cd {args.path} && "

@@ -528,7 +528,8 @@ class ApiServer:
         # refused with 503 (goondan.http_server); each connection's app knows its peer.
         self._server = GuardedServer(config, wrap=connection_app, log=self.log)
         self.tasks.start_soon(self._server.serve(sockets=sockets), "http-api")
-        self.log.info("http api listening", socket=str(self.path), tcp=self.tcp, port=self.port)
+        tcp = f"{self.tcp[0]}:{self.port}" if self.tcp is not None else None
+        self.log.info("http api listening", socket=str(self.path), tcp=tcp, port=self.port)
 
     def _unix_socket(self) -> socket.socket:
         """Bind ``api.sock``: refuse if a live daemon owns it, replace it if stale."""

@@ -37,6 +37,7 @@ def test_every_template_validates_and_its_tool_test_passes(tmp_path: Path, templ
     target = tmp_path / "my-swarm"
     made = cli("init", str(target), "--template", template, cwd=tmp_path)
     assert made.returncode == 0, made.stderr
+    assert f"wrote the {template} template's swarm (my-swarm)" in made.stdout
     for name in (
         "goondan.yaml",
         ".env.example",

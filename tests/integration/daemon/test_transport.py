@@ -26,12 +26,12 @@ ENTRY = "tests.support.agent_entries:ready_until_closed"
 
 
 def alive(pid: int) -> bool:
+    # One look at /proc, no check-then-act: the process may go between two looks.
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as stat:  # a zombie is gone for our purpose
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
         return False
-    with open(f"/proc/{pid}/stat") as stat:  # a zombie is gone for our purpose
-        return stat.read().rpartition(")")[2].split()[0] != "Z"
 
 
 async def wait_for(condition: Callable[[], object], seconds: float = 30) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pytest
 
@@ -40,3 +41,17 @@ def test_a_command_parses_as_with_every_command_built(words: list[str]) -> None:
 @pytest.mark.parametrize("words", [[], ["--help"], ["nonsense"], ["--debug"]])
 def test_no_known_command_builds_them_all(words: list[str]) -> None:
     assert command_in(words) is None
+
+
+@pytest.mark.parametrize(
+    ("argv0", "usage"),
+    [
+        ("/usr/local/bin/goondan", "usage: goondan "),
+        ("/x/orchestrator/__main__.py", "usage: python -m orchestrator "),
+    ],
+)
+def test_usage_names_the_command_as_it_was_called(
+    monkeypatch: pytest.MonkeyPatch, argv0: str, usage: str
+) -> None:
+    monkeypatch.setattr(sys, "argv", [argv0, "--help"])
+    assert build_parser().format_usage().startswith(usage)
