@@ -130,7 +130,12 @@ def test_origin_and_content_type_are_checked_on_tcp_and_api_sock(tmp_path: Path)
                     assert "Content-Type" in error["message"]
                 bare = http.post("/v1/agents/coordinator/restart?fresh=1")
                 assert bare.status_code == 415
-                gone = http.delete("/v1/agents/worker/instances/t")
+                # A DELETE with a body must say it is JSON; one with none may not (the MCP
+                # client ends its session so), and a page can send neither cross-origin.
+                gone = http.request(
+                    "DELETE", "/v1/agents/worker/instances/t", content=b"x=1",
+                    headers={"Content-Type": "application/x-www-form-urlencoded"},
+                )  # fmt: skip
                 assert gone.status_code == 415
             assert instance_keys(unix, "worker") == []
             typed = tcp.post("/v1/agents/worker/requests", json={"input": "write ok.txt json"})
