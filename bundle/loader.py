@@ -33,6 +33,7 @@ from bundle.spec_base import (
     Metadata,
 )
 from bundle.spec_kinds import KINDS, SPEC_MODELS
+from bundle.spelling import field_names, nearest
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,8 +296,10 @@ def _pydantic_issues(
         kind = error["type"]
         code = E.E_INVALID_REF if kind == "invalid_ref" else E.E_SCHEMA_INVALID
         message = error["msg"].removeprefix("Value error, ")
+        suggestion = _suggestion_for(kind, loc)
         if kind == "extra_forbidden":
             message = f"unknown field {loc[-1]!r}"
+            suggestion = _spelling_hint(exc.title, loc[len(prefix) :]) or suggestion
         elif kind == "missing":
             message = f"required field {loc[-1]!r} is missing"
         elif kind in ("model_type", "dict_type", "model_attributes_type"):
@@ -311,7 +314,7 @@ def _pydantic_issues(
                 line=doc.line_of(loc),
                 resource=label,
                 field=format_path(loc),
-                suggestion=_suggestion_for(kind, loc),
+                suggestion=suggestion,
             )
         )
     return out
@@ -333,6 +336,16 @@ def _is_union_tag(segment: Any) -> bool:
     return isinstance(segment, str) and (
         "[" in segment or segment in ("str", "int", "float", "bool")
     )
+
+
+def _spelling_hint(model_name: str, inside: FieldPath) -> str | None:
+    """ "did you mean X?" for an unknown field close to one the model at its place has."""
+    models = {m.__name__: m for m in (*SPEC_MODELS.values(), Metadata)}
+    model = models.get(model_name)
+    if model is None or not inside or not isinstance(inside[-1], str):
+        return None
+    near = nearest(inside[-1], field_names(model, inside[:-1]))
+    return f"did you mean `{near}`?" if near is not None else None
 
 
 def _suggestion_for(error_type: str, loc: FieldPath) -> str | None:
@@ -357,6 +370,10 @@ class _Index:
 
     def get(self, package: str | None, kind: str, name: str) -> Resource | None:
         return self.by_key.get((package, kind, name))
+
+    def names_of(self, package: str | None, kind: str) -> list[str]:
+        """The names of the ``kind`` resources of ``package``."""
+        return [n for (p, k, n) in self.by_key if p == package and k == kind]
 
     def packages_with(self, kind: str, name: str) -> list[str]:
         return sorted(p for (p, k, n) in self.by_key if k == kind and n == name and p is not None)

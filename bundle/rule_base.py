@@ -9,6 +9,7 @@ from bundle import errors as E
 from bundle.errors import ConfigIssue
 from bundle.loader import FailedKey, Resource, index
 from bundle.spec_base import ObjectRef
+from bundle.spelling import nearest
 
 FieldPath = tuple[str | int, ...]
 
@@ -72,12 +73,16 @@ class RuleChecker:
             and package not in self.missing_packages
         ):
             elsewhere = self.index.packages_with(ref.kind, ref.name)
-            hint = (
-                f"it exists in package {elsewhere[0]!r}: write {{kind: {ref.kind}, name: "
-                f'{ref.name}, package: "{elsewhere[0]}"}}'
-                if elsewhere
-                else f"declare the {ref.kind} {ref.name!r}, or fix the reference"
-            )
+            near = nearest(ref.name, self.index.names_of(package, ref.kind))
+            if elsewhere:
+                hint = (
+                    f"it exists in package {elsewhere[0]!r}: write {{kind: {ref.kind}, name: "
+                    f'{ref.name}, package: "{elsewhere[0]}"}}'
+                )
+            elif near is not None:
+                hint = f"did you mean {ref.kind}/{near}?"
+            else:
+                hint = f"declare the {ref.kind} {ref.name!r}, or fix the reference"
             scope = f"package {package!r}" if package else "this bundle"
             self.report(
                 referrer, E.E_REF_NOT_FOUND, f"{ref} not found in {scope}", path, suggestion=hint
