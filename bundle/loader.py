@@ -340,7 +340,8 @@ def _is_union_tag(segment: Any) -> bool:
 
 def _spelling_hint(model_name: str, inside: FieldPath) -> str | None:
     """ "did you mean X?" for an unknown field close to one the model at its place has."""
-    models = {m.__name__: m for m in (*SPEC_MODELS.values(), Metadata)}
+    kinds: list[type[BaseModel]] = [*SPEC_MODELS.values(), Metadata]
+    models = {m.__name__: m for m in kinds}
     model = models.get(model_name)
     if model is None or not inside or not isinstance(inside[-1], str):
         return None
