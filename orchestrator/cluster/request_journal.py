@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 import structlog
 
 from goondan.jetstream_kv import get_entry, live_keys
 from orchestrator.cluster.settings import ClusterSettings
-from orchestrator.requests.store import KeyReused
+from orchestrator.requests.store import KeyReused, State
 
 DEFAULT_RETENTION_SECONDS = 24 * 3600.0
 """How long a journaled request (and its answer) is kept."""
@@ -48,7 +48,6 @@ INLINE_BYTES = 256 * 1024
 goes to the object store, in chunks of that size (``max_payload`` is 1 MiB by default; an
 input may be that large by itself)."""
 
-State = Literal["running", "done"]
 log = structlog.get_logger("goondan.cluster")
 
 
@@ -58,7 +57,8 @@ class JournaledRequest(msgspec.Struct, rename="camel", kw_only=True):
     v: int = 1
     request_id: str
     kind: str = "request"
-    """The front door: ``request``, ``send`` or ``chat``."""
+    """The front door it came through (:data:`orchestrator.requests.store.Kind`); any string,
+    so the entry of a door this leader does not know still reads (and is kept from its desk)."""
     agent: str
     instance_key: str
     input: str
