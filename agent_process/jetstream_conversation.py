@@ -21,15 +21,14 @@ from agent_process.conversation import (
     apply_events,
 )
 from agent_process.jetstream_link import (
-    STORE_TIMEOUT_SECONDS,
     ClusterStorageError,
     StoreNames,
     as_int,
     decode_object,
     drop_object,
-    get_entry,
     name_token,
 )
+from goondan.jetstream_kv import STORE_TIMEOUT_SECONDS, get_entry
 from tools_base import JsonObject, Message, MessageEvent
 
 SNAPSHOT_AFTER_EVENTS = 256

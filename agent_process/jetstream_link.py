@@ -26,6 +26,7 @@ import structlog
 
 from agent_process.conversation import ConversationStorageError
 from bundle.plan import ClusterStoragePlan
+from goondan.jetstream_kv import STORE_TIMEOUT_SECONDS
 from goondan.secret_env import (
     NATS_CREDENTIAL_ENVS,
     NATS_PASSWORD_ENV,
@@ -35,8 +36,6 @@ from goondan.secret_env import (
 from goondan.urls import redact_url
 from tools_base import JsonObject
 
-STORE_TIMEOUT_SECONDS = 10.0
-"""The longest the agent waits for one storage call (a publish, a fold, a load)."""
 FIRST_CONNECT_SECONDS = 5.0
 """How long an agent waits for its first connection before it fails to boot (and backs off)."""
 USER_ENV = NATS_USER_ENV
@@ -197,34 +196,6 @@ async def connect_store(
         await nc.close()
         raise
     return nc, kv, objects
-
-
-async def get_entry(kv: Any, key: str) -> Any:
-    """The entry of ``key``, ``None`` when there is none (or it was deleted)."""
-    from nats.js.errors import KeyNotFoundError
-
-    try:
-        return await kv.get(key)
-    except KeyNotFoundError:
-        return None
-
-
-async def live_keys(kv: Any, pattern: str) -> list[str]:
-    """Live keys matching ``pattern`` (a KV watch, which ends at the current state)."""
-    watcher = await kv.watch(pattern, ignore_deletes=True, meta_only=True)
-    keys: list[str] = []
-    try:
-        while True:
-            entry = await watcher.updates(STORE_TIMEOUT_SECONDS)
-            if entry is None:
-                break
-            if entry.operation is None:
-                keys.append(entry.key)
-            if entry.delta == 0:
-                break
-    finally:
-        await watcher.stop()
-    return keys
 
 
 async def drop_object(objects: Any, name: object) -> None:

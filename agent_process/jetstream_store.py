@@ -79,12 +79,11 @@ from agent_process.jetstream_link import (
     StoreNames,
     connect_store,
     drop_object,
-    get_entry,
-    live_keys,
     name_token,
 )
 from bundle.plan import ClusterStoragePlan
 from goondan.files import write_atomic
+from goondan.jetstream_kv import get_entry, live_keys
 from goondan.urls import redact_url
 
 __all__ = [

@@ -166,7 +166,6 @@ class ToolExecutor:
                 call.name,
                 message=f"toolCall middleware returned {type(result).__name__}, not a ToolCallResult",
                 code=ToolCode.E_TOOL_MIDDLEWARE,
-                name="MiddlewareResultError",
                 limit=self._limit(call.name),
             )
         return result
@@ -226,14 +225,12 @@ class ToolExecutor:
         except _PoolSaturated as busy:
             return _busy_result(ctx, tool, timeout, busy.threads)
         except HandlerTimeout:
-            return error_result(
-                ctx.tool_call_id,
-                ctx.tool_name,
+            return _refused(
+                ctx,
+                tool,
                 message=f"Tool {ctx.tool_name!r} did not finish within {_seconds(timeout)}.",
                 code=ToolCode.E_TOOL_TIMEOUT,
-                name="ToolTimeoutError",
                 suggestion="Retry with a smaller task, or raise the Tool's timeoutSeconds.",
-                limit=tool.error_message_limit,
             )
         except asyncio.CancelledError:
             raise
@@ -251,14 +248,12 @@ class ToolExecutor:
         allowlist = ctx.scope.allowlist
         if name not in allowlist and not self.policy.allow_registry_calls:
             # Outside the catalog is outside, whether or not a tool has the name.
-            return error_result(
-                ctx.tool_call_id,
-                name,
+            return _refused(
+                ctx,
+                tool,
                 message=f"Tool {name!r} is not available in the current Tool Catalog.",
                 code=ToolCode.E_TOOL_NOT_IN_CATALOG,
-                name="ToolNotInCatalogError",
                 suggestion=_did_you_mean(name, allowlist) + NOT_IN_CATALOG_SUGGESTION,
-                limit=tool.error_message_limit if tool is not None else DEFAULT_ERROR_MESSAGE_LIMIT,
             )
         if tool is None:
             return _not_found(ctx)
@@ -271,14 +266,12 @@ class ToolExecutor:
             issues = tool.validator.validate(args)
         if not issues:
             return None
-        return error_result(
-            ctx.tool_call_id,
-            name,
+        return _refused(
+            ctx,
+            tool,
             message=f"Invalid arguments for tool {name!r}: {format_issues(issues)}",
             code=ToolCode.E_TOOL_INVALID_ARGS,
-            name="ToolInputValidationError",
             suggestion=tool.validator.suggestion(),
-            limit=tool.error_message_limit,
         )
 
     async def _run_in_thread(
@@ -315,17 +308,15 @@ class ToolExecutor:
                 limit = self.policy.max_pending_calls
                 if self._pending_per_instance[ctx.instance_key] >= limit:
                     _abandon(output.completion)
-                    return error_result(
-                        ctx.tool_call_id,
-                        ctx.tool_name,
+                    return _refused(
+                        ctx,
+                        tool,
                         message=(
                             f"{limit} calls of this conversation are still running in the "
                             f"background; {ctx.tool_name!r} was not started."
                         ),
                         code=ToolCode.E_TOOL_TOO_MANY_PENDING,
-                        name="ToolLimitError",
                         suggestion="Wait for the running calls to complete, then retry.",
-                        limit=tool.error_message_limit,
                     )
                 self._track_completion(ctx, tool, output, timeout)
             return _new_result(
@@ -377,7 +368,6 @@ class ToolExecutor:
                     name,
                     message=f"Pending work {handle!r} of {name!r} did not finish within {_seconds(timeout)}.",
                     code=ToolCode.E_TOOL_TIMEOUT,
-                    name="ToolTimeoutError",
                     limit=tool.error_message_limit,
                 )
             except asyncio.CancelledError:
@@ -421,16 +411,35 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+def _refused(
+    ctx: ToolCallMiddlewareContext,
+    tool: RegisteredTool | None,
+    *,
+    message: str,
+    code: str,
+    suggestion: str | None,
+) -> ToolCallResult:
+    """The error answer to the call ``ctx`` of ``tool``, cut to that tool's message limit."""
+    limit = tool.error_message_limit if tool is not None else DEFAULT_ERROR_MESSAGE_LIMIT
+    return error_result(
+        ctx.tool_call_id,
+        ctx.tool_name,
+        message=message,
+        code=code,
+        suggestion=suggestion,
+        limit=limit,
+    )
+
+
 def _not_found(ctx: ToolCallMiddlewareContext) -> ToolCallResult:
     name = ctx.tool_name
     allowlist = ctx.scope.allowlist
     available = ", ".join(sorted(allowlist)) or "(none)"
-    return error_result(
-        ctx.tool_call_id,
-        name,
+    return _refused(
+        ctx,
+        None,
         message=f"Tool {name!r} does not exist.",
         code=ToolCode.E_TOOL_NOT_FOUND,
-        name="ToolNotFoundError",
         suggestion=f"{_did_you_mean(name, allowlist)}Call one of the available tools: {available}.",
     )
 
@@ -438,17 +447,15 @@ def _not_found(ctx: ToolCallMiddlewareContext) -> ToolCallResult:
 def _busy_result(
     ctx: ToolCallMiddlewareContext, tool: RegisteredTool, timeout: float, threads: int
 ) -> ToolCallResult:
-    return error_result(
-        ctx.tool_call_id,
-        ctx.tool_name,
+    return _refused(
+        ctx,
+        tool,
         message=(
             f"Tool {ctx.tool_name!r} could not start within {_seconds(timeout)}: all "
             f"{threads} tool threads of this agent are busy with other calls."
         ),
         code=ToolCode.E_TOOL_BUSY,
-        name="ToolBusyError",
         suggestion="Retry later; the agent is running many slow tools at once.",
-        limit=tool.error_message_limit,
     )
 
 

@@ -24,6 +24,23 @@ TOOL_FAILURE_SUGGESTION = TOOL.suggestion(ToolCode.E_TOOL)
 """The suggestion of a generic ``E_TOOL`` error whose exception names none."""
 
 
+ERROR_NAMES: dict[str, str] = {
+    ToolCode.E_TOOL_MIDDLEWARE: "MiddlewareResultError",
+    ToolCode.E_TOOL_NOT_IN_CATALOG: "ToolNotInCatalogError",
+    ToolCode.E_TOOL_NOT_FOUND: "ToolNotFoundError",
+    ToolCode.E_TOOL_INVALID_ARGS: "ToolInputValidationError",
+    ToolCode.E_TOOL_TIMEOUT: "ToolTimeoutError",
+    ToolCode.E_TOOL_BUSY: "ToolBusyError",
+    ToolCode.E_TOOL_TOO_MANY_PENDING: "ToolLimitError",
+    ToolCode.E_TOOL_CALL_LIMIT: "ToolLimitError",
+    ToolCode.E_TOOL_CANCELLED: "ToolCancelledError",
+    ToolCode.E_TOOL_REJECTED: "ToolRejectedError",
+    ToolCode.E_TOOL_APPROVAL_TIMEOUT: "ToolApprovalTimeoutError",
+    ToolCode.E_TOOL_INTERRUPTED: "ToolInterruptedError",
+}
+"""The error name (``error.name``) of each code the runtime itself answers a call with."""
+
+
 # Eight parameters: one per field of the error a call gets, all keyword-only past the first two.
 def error_result(
     call_id: str,
@@ -31,19 +48,20 @@ def error_result(
     *,
     message: str,
     code: str,
-    name: str,
+    name: str | None = None,
     suggestion: str | None = None,
     help_url: str | None = None,
     limit: int = DEFAULT_ERROR_MESSAGE_LIMIT,
 ) -> ToolCallResult:
-    """The one way this package builds an error result: message cut to ``limit``."""
+    """The one way this package builds an error result: message cut to ``limit``, ``name``
+    by default the code's in :data:`ERROR_NAMES`."""
     return ToolCallResult(
         tool_call_id=call_id,
         tool_name=tool_name,
         status="error",
         error=ToolErrorInfo(
             message=truncate_error_message(message, limit),
-            name=name,
+            name=name if name is not None else ERROR_NAMES[code],
             code=code,
             suggestion=suggestion,
             help_url=help_url or HELP_URL.format(code=code),
@@ -95,7 +113,6 @@ def cancelled(call: ToolCall, reason: str | None) -> ToolCallResult:
         call.name,
         message=f"Not run: the request was cancelled ({reason}).",
         code=ToolCode.E_TOOL_CANCELLED,
-        name="ToolCancelledError",
     )
 
 
@@ -108,7 +125,6 @@ def over_limit(call: ToolCall, limit: int, made: int) -> ToolCallResult:
             f"Not run: one response may make at most {limit} tool calls (this one made {made})."
         ),
         code=ToolCode.E_TOOL_CALL_LIMIT,
-        name="ToolLimitError",
         suggestion=f"Make at most {limit} calls per response.",
     )
 
@@ -120,7 +136,6 @@ def rejected(call: ToolCall, reason: str | None) -> ToolCallResult:
         call.name,
         message=f"An operator rejected this call of {call.name!r}: {reason or 'no reason given'}",
         code=ToolCode.E_TOOL_REJECTED,
-        name="ToolRejectedError",
         suggestion=TOOL.suggestion(ToolCode.E_TOOL_REJECTED),
     )
 
@@ -135,7 +150,6 @@ def approval_expired(call: ToolCall, expires_at_unix: float) -> ToolCallResult:
             f"by {utc_timestamp(expires_at_unix)}; it did not run."
         ),
         code=ToolCode.E_TOOL_APPROVAL_TIMEOUT,
-        name="ToolApprovalTimeoutError",
         suggestion=TOOL.suggestion(ToolCode.E_TOOL_APPROVAL_TIMEOUT),
     )
 
@@ -147,6 +161,5 @@ def interrupted(call: ToolCall) -> ToolCallResult:
         call.name,
         message="The agent process stopped while this approved call ran; it may or may not have run.",
         code=ToolCode.E_TOOL_INTERRUPTED,
-        name="ToolInterruptedError",
         suggestion=TOOL.suggestion(ToolCode.E_TOOL_INTERRUPTED),
     )

@@ -19,8 +19,8 @@ from typing import Any
 
 import msgspec
 
-from goondan.errors import ExitCode
 from orchestrator.cli.api_target import TargetError, ask
+from orchestrator.cli.common import fail
 from orchestrator.http.client import error_text, path_segment
 from orchestrator.operations.answers import InstanceRestarted, SwarmStatus
 from orchestrator.operations.encoding import convert
@@ -62,12 +62,7 @@ def restart_instances(
         print(f"error: the daemon's answer is not understood: {exc}", file=sys.stderr)
         return 1
     except TargetError as exc:
-        if args.json:
-            error = {"code": ExitCode(exc.exit_code).error_name, "message": str(exc)}
-            print(json.dumps({"error": error, "exitCode": exc.exit_code}))
-        else:
-            print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return fail(args, exc.exit_code, str(exc))
     if args.json:
         print(json.dumps({"restarted": done}))
         return 0

@@ -16,6 +16,7 @@ from orchestrator.validation import config_exit
 if TYPE_CHECKING:
     import asyncio
 
+    from bundle import BundleError
     from orchestrator.callers import ApiToken
     from orchestrator.daemon import Orchestrator
 
@@ -146,9 +147,14 @@ async def _load(
     except ValueError as exc:  # a --listen not HOST:PORT, a bad cluster option
         return fail(args, ExitCode.USAGE, str(exc))
     except BundleError as exc:
-        for issue in exc.errors:
-            print(issue.format(), file=sys.stderr)
-        return config_exit(exc.errors)
+        return _bundle_refused(exc)
+
+
+def _bundle_refused(exc: BundleError) -> int:
+    """Print each of the configuration's errors; the exit status they call for."""
+    for issue in exc.errors:
+        print(issue.format(), file=sys.stderr)
+    return config_exit(exc.errors)
 
 
 async def _refusal(
@@ -306,9 +312,7 @@ async def _node(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(args, ExitCode.USAGE, str(exc))
     except BundleError as exc:
-        for issue in exc.errors:
-            print(issue.format(), file=sys.stderr)
-        return config_exit(exc.errors)
+        return _bundle_refused(exc)
     from goondan.proctitle import name_process
 
     name_process("node", args.name)

@@ -16,7 +16,7 @@ import errno
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import msgspec
 
@@ -31,7 +31,7 @@ from orchestrator.requests.store import new_request_id
 
 if TYPE_CHECKING:
     from orchestrator.cluster.leader import ClusterTransport
-from orchestrator.operations.protocol import DeltaSink
+from orchestrator.operations.protocol import DeltaSink, TurnOptions
 
 
 @dataclass(eq=False)
@@ -88,39 +88,22 @@ class JournaledService(SwarmService):
         return as_record(journaled) if journaled is not None else None
 
     async def request(
-        self,
-        text: str,
-        *,
-        agent: str | None = None,
-        instance_key: str = DEFAULT_INSTANCE_KEY,
-        timeout_ms: int | None = None,
-        trace_id: str | None = None,
-        on_delta: DeltaSink | None = None,
-        relay: bool = False,
-        request_id: str = "",
+        self, text: str, *, agent: str | None = None, **options: Unpack[TurnOptions]
     ) -> DelegateAnswer:
         """Journal the request, then run it as :meth:`SwarmService.request` does; its answer
         is recorded whether or not its caller still waits."""
         journal = self.journal
         if journal is None:
-            return await super().request(
-                text,
-                agent=agent,
-                instance_key=instance_key,
-                timeout_ms=timeout_ms,
-                trace_id=trace_id,
-                on_delta=on_delta,
-                relay=relay,
-                request_id=request_id,
-            )
+            return await super().request(text, agent=agent, **options)
+        timeout_ms = options.get("timeout_ms")
         entry = JournaledRequest(
-            request_id=request_id or new_request_id(),
+            request_id=options.get("request_id") or new_request_id(),
             agent=agent or self.entry_agent,
-            instance_key=instance_key,
+            instance_key=options.get("instance_key", DEFAULT_INSTANCE_KEY),
             input=text,
             timeout_ms=timeout_ms,
-            relay=relay,
-            trace_id=trace_id or "",
+            relay=options.get("relay", False),
+            trace_id=options.get("trace_id") or "",
             accepted_at=time.time(),
             leader=self.incarnation,
         )
@@ -141,7 +124,10 @@ class JournaledService(SwarmService):
             return DelegateAnswer.from_wire(entry.answer)
         running = self._runs.get(entry.request_id)
         if running is None:
-            running = self._start(entry.request_id, self._run(journal, entry, timeout_ms, on_delta))
+            running = self._start(
+                entry.request_id,
+                self._run(journal, entry, timeout_ms, options.get("on_delta")),
+            )
         return await asyncio.shield(running)
 
     def _start(

@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 import structlog
 
+from goondan.jetstream_kv import get_entry, live_keys
 from orchestrator.cluster.settings import ClusterSettings
-from orchestrator.requests.store import KeyReused
+from orchestrator.requests.store import KeyReused, State
 
 DEFAULT_RETENTION_SECONDS = 24 * 3600.0
 """How long a journaled request (and its answer) is kept."""
@@ -46,9 +47,7 @@ INLINE_BYTES = 256 * 1024
 """A request encoded larger than this, or than the server's ``max_payload`` leaves room for,
 goes to the object store, in chunks of that size (``max_payload`` is 1 MiB by default; an
 input may be that large by itself)."""
-STORE_TIMEOUT_SECONDS = 10.0
 
-State = Literal["running", "done"]
 log = structlog.get_logger("goondan.cluster")
 
 
@@ -58,7 +57,8 @@ class JournaledRequest(msgspec.Struct, rename="camel", kw_only=True):
     v: int = 1
     request_id: str
     kind: str = "request"
-    """The front door: ``request``, ``send`` or ``chat``."""
+    """The front door it came through (:data:`orchestrator.requests.store.Kind`); any string,
+    so the entry of a door this leader does not know still reads (and is kept from its desk)."""
     agent: str
     instance_key: str
     input: str
@@ -186,13 +186,10 @@ class RequestJournal:
     async def get(self, request_id: str) -> JournaledRequest | None:
         """The journaled request ``request_id``; ``None`` when there is none (or it is not
         one: a value something else wrote)."""
-        from nats.js.errors import KeyNotFoundError
-
         if not _valid_token(request_id):
             return None
-        try:
-            entry = await self.kv.get(f"r.{request_id}")
-        except KeyNotFoundError:
+        entry = await get_entry(self.kv, f"r.{request_id}")
+        if entry is None:
             return None
         data = bytes(entry.value or b"")
         with contextlib.suppress(msgspec.DecodeError):
@@ -210,28 +207,16 @@ class RequestJournal:
 
     async def by_key(self, key_digest: str) -> JournaledRequest | None:
         """The journaled request the idempotency key (its digest) names, if any."""
-        from nats.js.errors import KeyNotFoundError
-
         if not _valid_token(key_digest):
             return None
-        try:
-            entry = await self.kv.get(f"k.{key_digest}")
-        except KeyNotFoundError:
+        entry = await get_entry(self.kv, f"k.{key_digest}")
+        if entry is None:
             return None
         return await self.get(bytes(entry.value or b"").decode("ascii", "replace"))
 
     async def unanswered(self) -> list[JournaledRequest]:
         """Every journaled request without an answer, oldest first."""
-        keys: list[str] = []
-        watcher = await self.kv.watch("u.>", ignore_deletes=True, meta_only=True)
-        try:  # a watch first delivers what is there, then says it caught up
-            while (entry := await watcher.updates(STORE_TIMEOUT_SECONDS)) is not None:
-                if entry.operation is None:
-                    keys.append(entry.key)
-                if entry.delta == 0:
-                    break
-        finally:
-            await watcher.stop()
+        keys = await live_keys(self.kv, "u.>")
         found = [await self.get(key.removeprefix("u.")) for key in keys]
         running = [r for r in found if r is not None and r.state == "running"]
         return sorted(running, key=lambda r: r.accepted_at)

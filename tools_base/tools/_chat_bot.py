@@ -14,6 +14,7 @@ from tools_base.tools._chat import (
     deadline_of,
     download_options,
 )
+from tools_base.tools._common import optional_string, optional_string_list
 
 T = TypeVar("T")
 
@@ -52,3 +53,15 @@ class ChatBot:
         """Export name → handler."""
         handlers: dict[str, ToolHandler] = {name: getattr(self, name) for name in self.exports}
         return handlers
+
+
+def requested_emojis(input: JsonObject, trim: str = "") -> list[str]:
+    """The distinct emoji a ``react`` call names (``emoji`` first, then ``emojis``), each
+    without the white space and the ``trim`` characters around it; empty ones left out."""
+    wanted = [optional_string(input, "emoji") or "", *(optional_string_list(input, "emojis") or [])]
+    return list(dict.fromkeys(e for e in (w.strip().strip(trim) for w in wanted) if e))
+
+
+def reacted(message: JsonObject, emojis: list[str]) -> JsonObject:
+    """A ``react`` call's answer: the ``message`` reacted to, and the emoji it was given."""
+    return {"ok": True, **message, "emojis": list(emojis), "reactionCount": len(emojis)}

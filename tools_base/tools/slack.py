@@ -59,14 +59,13 @@ from tools_base.tools._chat import (
     redact,
     retry_suggestion,
 )
-from tools_base.tools._chat_bot import ChatBot
+from tools_base.tools._chat_bot import ChatBot, reacted, requested_emojis
 from tools_base.tools._common import (
     ConfigReader,
     invalid_arg,
     optional_bool,
     optional_number,
     optional_string,
-    optional_string_list,
     require_string,
 )
 from tools_base.tools.http_fetch import parse_url
@@ -110,11 +109,7 @@ def _channel(input: JsonObject, ctx: ToolContext) -> str:
 
 
 def _emoji_names(input: JsonObject) -> list[str]:
-    wanted = list(optional_string_list(input, "emojis") or [])
-    single = optional_string(input, "emoji")
-    if single:
-        wanted.insert(0, single)
-    names = list(dict.fromkeys(e.strip().strip(":") for e in wanted if e.strip().strip(":")))
+    names = requested_emojis(input, trim=":")
     if not names:
         raise invalid_arg("give 'emoji' or 'emojis'", "For example emoji: 'thumbsup'.")
     return names
@@ -348,13 +343,7 @@ class SlackTool(ChatBot):
                     # Reacting twice is the state asked for, not a failure.
                     if not exc.message.endswith("failed: already_reacted"):
                         raise
-            return {
-                "ok": True,
-                "channelId": channel,
-                "messageTs": ts,
-                "emojis": list(names),
-                "reactionCount": len(names),
-            }
+            return reacted({"channelId": channel, "messageTs": ts}, names)
 
         return self._run(run)
 

@@ -69,14 +69,13 @@ from tools_base.tools._chat import (
     retry_suggestion,
     too_large_error,
 )
-from tools_base.tools._chat_bot import ChatBot
+from tools_base.tools._chat_bot import ChatBot, reacted, requested_emojis
 from tools_base.tools._common import (
     ConfigReader,
     invalid_arg,
     optional_bool,
     optional_number,
     optional_string,
-    optional_string_list,
     require_string,
 )
 
@@ -295,11 +294,7 @@ class TelegramTool(ChatBot):
         """``react``: ``setMessageReaction`` (``clear`` removes the bot's reactions)."""
         chat_id, message_id = _chat_id(input, ctx), _message_id(input)
         clear = optional_bool(input, "clear", False)
-        wanted = list(optional_string_list(input, "emojis") or [])
-        single = optional_string(input, "emoji")
-        if single:
-            wanted.insert(0, single)
-        emojis = list(dict.fromkeys(e.strip() for e in wanted if e.strip()))
+        emojis = requested_emojis(input)
         if clear:
             emojis = []
         elif not emojis:
@@ -318,14 +313,8 @@ class TelegramTool(ChatBot):
 
         def run(token: str) -> JsonValue:
             self.api(ctx, token, "setMessageReaction", payload, deadline)
-            return {
-                "ok": True,
-                "chatId": chat_id,
-                "messageId": message_id,
-                "cleared": clear,
-                "emojis": list(emojis),
-                "reactionCount": len(emojis),
-            }
+            where: JsonObject = {"chatId": chat_id, "messageId": message_id, "cleared": clear}
+            return reacted(where, emojis)
 
         return self._run(run)
 
