@@ -44,5 +44,8 @@ def description(daemon: SwarmOperations, agent: str) -> str:
 def front_door_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRoute]:
     """The routes of every front door (beside ``/v1/chat/completions``, served by
     :mod:`orchestrator.http.openai`)."""
+    from orchestrator.http.ag_ui import ag_ui_routes
+
     routes: list[BaseRoute] = []
+    routes += ag_ui_routes(daemon, desk)
     return routes

@@ -1,0 +1,610 @@
+"""The swarm's agents as AG-UI agents: ``POST /ag-ui/{agent}`` (the agents the ``agUi`` door
+shows), encoded with the official ``ag-ui-protocol`` types and encoder (the ``agui`` extra,
+imported when a run comes; without it the route answers 501 naming
+``pip install 'goondan-py[agui]'``).
+
+A run. The body is a ``RunAgentInput`` (validated with the package's model; a bad one is 400
+in the API's error shape, ``field`` naming the first wrong field). ``threadId`` is the
+conversation's instance key; the last user message is the Turn's input, with ``context``
+added after it as lines ``description: value``; earlier messages are the front end's copy of
+the conversation, which the agent keeps itself. ``tools`` (front-end tools), ``state`` and
+``forwardedProps`` are accepted and not used: the agent's tools are those goondan.yaml gives
+it. The request is accepted like every other (recorded first; ``Idempotency-Key`` and
+``X-Goondan-Request-Id`` as on ``POST /v1/agents/{agent}/requests``; kind ``agui``).
+
+The answer is the AG-UI event stream (SSE, ``Accept`` honoured: 406 for one that takes no
+``text/event-stream``): ``RUN_STARTED``; ``STEP_STARTED``/``STEP_FINISHED`` per Step of the
+agent (named by the Step's id); ``TEXT_MESSAGE_START``/``CONTENT``/``END`` for its streamed
+text (one message per Step, id ``msg_<stepId>``, so a message keeps its id when the stream
+is picked up again); ``TOOL_CALL_START``/``ARGS``/``END`` and ``TOOL_CALL_RESULT`` for its own
+tool calls; then ``RUN_FINISHED`` with the answer as ``result`` (and token ``usage``), or
+``RUN_ERROR`` with the failure's code. Only the asked agent's own Steps, text and tool calls
+are shown, not those of the agents it delegates to. Keepalives are SSE comments.
+
+Approvals (human in the loop, AG-UI's interrupts). When a tool call of the run's trace is
+parked for approval (in the agent or in one it delegated to: either way the run waits), the
+run ends with ``RUN_FINISHED`` whose ``outcome`` is ``interrupt``: one ``Interrupt`` per
+parked call, its ``id`` the approval's id, ``reason`` ``tool_approval``, ``toolCallId``, and
+``metadata.goondan`` naming the agent, tool, arguments and request. The Turn keeps waiting.
+The front end answers with a new run on the same thread whose ``resume`` holds a
+``ResumeEntry`` per interrupt: ``status: resolved`` with ``payload: {approved: true,
+arguments?}`` (run the call, with these arguments if given) or ``{approved: false, reason?}``
+(the model is told the reason); ``status: cancelled`` rejects it. Each is the operator's
+decision of ``POST /v1/approvals/{id}/approve|reject`` (the same check of who decides; 403
+for an agent's process), and an approval decided already (through another door) is taken as
+it stands. The resumed run streams the rest of the same Turn (what came after the interrupt),
+ending as any run does; it starts no Turn, and its ``messages`` are not read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import structlog
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from goondan.errors import DeliveryCode, HttpCode
+from ipc import IpcError
+from ipc.delegation import DelegateAnswer
+from ipc.runtime_events import (
+    ApprovalEvent,
+    ApprovalRequestedEvent,
+    StepCompletedEvent,
+    StepEvent,
+    StepFailedEvent,
+    StepStartedEvent,
+    TokenCounts,
+    ToolCalledEvent,
+    ToolEvent,
+    given,
+)
+from orchestrator.approvals import BadDecision, decision_from_body
+from orchestrator.http.approvers import vet_decider
+from orchestrator.http.body import BadBody, read_object
+from orchestrator.http.front_doors import shown
+from orchestrator.http.requests import (
+    REQUEST_ID_HEADER,
+    Refusal,
+    admit,
+    id_headers,
+    idempotency_key,
+    intake_of,
+)
+from orchestrator.http.responses import AnswerResponse, error
+from orchestrator.http.streams import Item, Notice, Piece, TurnStream, not_answered_here, sse
+from orchestrator.operations import SwarmOperations
+from orchestrator.requests import Intake, RequestDesk
+
+if TYPE_CHECKING:
+    from ag_ui.core import BaseEvent, Interrupt, ResumeEntry, RunAgentInput, TokenUsage
+    from ag_ui.encoder import EventEncoder
+
+EXTRA = "agui"
+"""The optional extra that brings the ``ag-ui-protocol`` package."""
+INTERRUPT_REASON = "tool_approval"
+"""The ``reason`` of the interrupt a parked tool call becomes."""
+RESUME_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "properties": {
+        "approved": {"type": "boolean"},
+        "arguments": {"type": "object"},
+        "reason": {"type": "string"},
+    },
+    "required": ["approved"],
+}
+"""What a ``ResumeEntry.payload`` answering an approval holds."""
+REMEMBERED_INTERRUPTS = 4096
+"""Interrupts whose run is remembered for a resume (the oldest go first; a resume of one
+forgotten still finds a request that runs, by the approval's trace)."""
+CANCELLED_REASON = "cancelled from the AG-UI front end"
+REJECTED_REASON = "rejected from the AG-UI front end"
+
+_log = structlog.get_logger("goondan.api")
+
+
+def ag_ui_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRoute]:
+    """``POST /ag-ui/{agent}``."""
+    door = AgUiDoor(daemon, desk)
+    return [Route("/ag-ui/{agent}", door.run, methods=["POST"])]
+
+
+@dataclass(frozen=True, slots=True)
+class _Paused:
+    """Where a run stopped on an interrupt: its request, and the feed's number of the
+    approval event (the resumed run streams what came after it)."""
+
+    request_id: str
+    seq: int
+
+
+@dataclass(eq=False)
+class AgUiDoor:
+    """``POST /ag-ui/{agent}``: runs of the swarm's agents as AG-UI event streams (see the
+    module docstring)."""
+
+    daemon: SwarmOperations
+    desk: RequestDesk
+    paused: OrderedDict[str, _Paused] = field(default_factory=OrderedDict)
+    """Approval id → where the run it interrupted stopped."""
+
+    async def run(self, request: Request) -> Response:
+        """A run: a new Turn, or (with ``resume``) the rest of one an interrupt paused."""
+        try:
+            from ag_ui.core import RunAgentInput
+            from ag_ui.encoder import EventEncoder
+        except ImportError:
+            message = (
+                "the AG-UI front door needs the ag-ui-protocol package: "
+                f"pip install 'goondan-py[{EXTRA}]'"
+            )
+            return error(501, HttpCode.HTTP_ERROR, message)
+        agent = request.path_params["agent"]
+        if not shown(self.daemon, "agUi", agent):
+            return error(404, DeliveryCode.AGENT_NOT_FOUND, f"no AG-UI agent named {agent!r}")
+        if self.daemon.stopping:
+            return error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
+        if not accepts_event_stream(request.headers.get("accept")):
+            message = "this route answers text/event-stream (the AG-UI event stream)"
+            return error(406, HttpCode.HTTP_ERROR, message)
+        data = await read_object(request)
+        run_input = read_input(RunAgentInput, data)
+        encoder = EventEncoder(accept=request.headers.get("accept") or "text/event-stream")
+        if run_input.resume:
+            return await self._resume(request, agent, run_input, encoder)
+        text = turn_input(run_input)
+        asked = Intake(
+            "agui",
+            agent,
+            text,
+            run_input.thread_id,
+            deltas=True,
+            approvals=True,
+            activity=True,
+        )
+        try:
+            admission = await admit(self.desk, intake_of(request, data, asked))
+        except Refusal as refusal:
+            return refusal.response
+        turn = TurnStream(
+            self.desk, admission.request_id, deltas=True, approvals=True, activity=True
+        )
+        response = self._stream(turn, run_input, encoder)
+        response.headers.update(id_headers(admission))
+        return response
+
+    def _stream(
+        self, turn: TurnStream, run_input: RunAgentInput, encoder: EventEncoder
+    ) -> Response:
+        mapper = RunEvents(turn, run_input, self._remember)
+        frames = _encoded(mapper.events(), encoder)
+        response = sse(frames, turn.aclose)
+        response.media_type = encoder.get_content_type()
+        return response
+
+    def _remember(self, approval_id: str, paused: _Paused) -> None:
+        self.paused[approval_id] = paused
+        self.paused.move_to_end(approval_id)
+        while len(self.paused) > REMEMBERED_INTERRUPTS:
+            self.paused.popitem(last=False)
+
+    def _paused_run(self, approval_id: str, trace_id: str | None) -> _Paused | None:
+        """The run ``approval_id`` interrupted: remembered, or a request running here on the
+        approval's trace (picked up from its start)."""
+        paused = self.paused.get(approval_id)
+        if paused is not None:
+            return paused
+        for running in self.desk.running.values():
+            if trace_id and running.record.trace_id == trace_id:
+                return _Paused(running.record.request_id, 0)
+        return None
+
+    async def _resume(
+        self, request: Request, agent: str, run_input: RunAgentInput, encoder: EventEncoder
+    ) -> Response:
+        """Decide each interrupt ``resume`` answers, then stream the rest of its run."""
+        idempotency_key(request)  # checked as on every route; a resume is safe to repeat
+        resumed: _Paused | None = None
+        for index, entry in enumerate(run_input.resume or ()):
+            where = f"resume[{index}]"
+            record = self.daemon.approval(entry.interrupt_id)
+            paused = (
+                self._paused_run(entry.interrupt_id, given(record.trace_id))
+                if record is not None
+                else None
+            )
+            if record is None or paused is None:
+                raise BadBody(
+                    f"{where}.interruptId",
+                    f"no interrupt {entry.interrupt_id!r} of a run that can go on here",
+                )
+            found = self.desk.record(paused.request_id)
+            if found is None or (found.agent, found.instance_key) != (agent, run_input.thread_id):
+                raise BadBody(
+                    f"{where}.interruptId",
+                    f"interrupt {entry.interrupt_id!r} is not of this agent's thread",
+                )
+            if resumed is not None and resumed.request_id != paused.request_id:
+                raise BadBody(f"{where}.interruptId", "every entry must answer the same run")
+            resumed = paused if resumed is None else max(resumed, paused, key=lambda p: p.seq)
+            refused = await self._decide(request, entry, where)
+            if refused is not None:
+                return refused
+        assert resumed is not None  # resume is not empty
+        turn = TurnStream(
+            self.desk,
+            resumed.request_id,
+            after=resumed.seq,
+            deltas=True,
+            approvals=True,
+            activity=True,
+        )
+        response = self._stream(turn, run_input, encoder)
+        response.headers[REQUEST_ID_HEADER] = resumed.request_id
+        return response
+
+    async def _decide(self, request: Request, entry: ResumeEntry, where: str) -> Response | None:
+        """Carry out one resume entry as an operator's decision; the response refusing it,
+        or ``None`` once decided (or found decided already)."""
+        approval_id = entry.interrupt_id
+        verdict, body = decision_of(entry, where)
+        decider = await vet_decider(self.daemon, request, approval_id)
+        if isinstance(decider, Response):
+            return decider
+        try:
+            wanted = decision_from_body(approval_id, verdict, body, decider.to_json())
+        except BadDecision as exc:
+            raise BadBody(f"{where}.payload", str(exc)) from None
+        outcome = await self.daemon.decide(wanted, wait=False)
+        if outcome.status == 200:
+            return None
+        if outcome.status == 409:  # decided through another door, or expired: as it stands
+            _log.info("an AG-UI resume found its approval decided", approval_id=approval_id)
+            return None
+        return AnswerResponse(outcome.body, outcome.status)
+
+
+def accepts_event_stream(accept: str | None) -> bool:
+    """Whether an ``Accept`` header takes ``text/event-stream`` (no header takes anything)."""
+    if accept is None or not accept.strip():
+        return True
+    for part in accept.split(","):
+        media, _, params = part.strip().partition(";")
+        if "q=0" in params.replace(" ", "") and "q=0." not in params.replace(" ", ""):
+            continue
+        if media.strip().lower() in ("text/event-stream", "text/*", "*/*"):
+            return True
+    return False
+
+
+def read_input(model: type[RunAgentInput], data: dict[str, Any]) -> RunAgentInput:
+    """``data`` as a ``RunAgentInput``; raises :class:`BadBody` naming the first wrong field
+    (``messages[0].content``) or an empty ``threadId``/``runId``."""
+    from pydantic import ValidationError
+
+    try:
+        run_input = model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        place = _field_path(first["loc"])
+        raise BadBody(place or None, f"{place or 'the body'}: {first['msg']}") from None
+    for name, value in (("threadId", run_input.thread_id), ("runId", run_input.run_id)):
+        if not value.strip():
+            raise BadBody(name, f"{name} must be non-empty text")
+    return run_input
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as the wire names it: ``messages[0].content``."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in ("user", "assistant", "system", "developer", "tool", "activity"):
+            continue  # the member of a tagged union pydantic tried, not a field of the body
+        elif "[" in part or "-" in part:
+            continue  # a union member's name (str, list[...]), not a field either
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+def turn_input(run_input: RunAgentInput) -> str:
+    """The Turn's input: the last user message's text, then the run's ``context``; raises
+    :class:`BadBody` when no user message has text."""
+    from ag_ui.core import TextPart
+
+    text = ""
+    for index in range(len(run_input.messages) - 1, -1, -1):
+        message = run_input.messages[index]
+        if message.role != "user":
+            continue
+        content = message.content
+        if isinstance(content, str):
+            text = content
+        else:
+            text = "\n".join(part.text for part in content if isinstance(part, TextPart))
+        if not text.strip():
+            raise BadBody(f"messages[{index}].content", "the last user message has no text")
+        break
+    else:
+        raise BadBody("messages", "messages must hold a user message: the Turn's input")
+    lines = [f"{item.description}: {item.value}" for item in run_input.context or ()]
+    return "\n\n".join([text, "\n".join(lines)]) if lines else text
+
+
+def decision_of(
+    entry: ResumeEntry, where: str
+) -> tuple[Literal["approve", "reject"], dict[str, Any]]:
+    """``("approve" | "reject", body of the approvals route)`` a resume entry asks for;
+    raises :class:`BadBody` naming the entry's payload when it is not one."""
+    if entry.status == "cancelled":
+        return "reject", {"reason": CANCELLED_REASON}
+    payload = entry.payload
+    if not isinstance(payload, dict) or not isinstance(payload.get("approved"), bool):
+        raise BadBody(f"{where}.payload", "payload must be an object with approved: true or false")
+    unknown = sorted(set(payload) - {"approved", "arguments", "reason"})
+    if unknown:
+        raise BadBody(f"{where}.payload.{unknown[0]}", f"unknown field {unknown[0]!r}")
+    if payload["approved"]:
+        body = {"arguments": payload["arguments"]} if "arguments" in payload else {}
+        return "approve", body
+    reason = payload.get("reason")
+    return "reject", {"reason": reason if isinstance(reason, str) and reason else REJECTED_REASON}
+
+
+async def _encoded(
+    events: AsyncIterator[BaseEvent | None], encoder: EventEncoder
+) -> AsyncIterator[bytes]:
+    async for event in events:
+        if event is None:
+            yield b": keepalive\n\n"
+        else:
+            yield str(encoder.encode(event)).encode()
+
+
+class RunEvents:
+    """The AG-UI events of one run, from the items of its request's :class:`TurnStream`."""
+
+    def __init__(
+        self,
+        turn: TurnStream,
+        run_input: RunAgentInput,
+        remember: Callable[[str, _Paused], None],
+    ) -> None:
+        self.turn = turn
+        self.thread_id, self.run_id = run_input.thread_id, run_input.run_id
+        self.remember = remember
+        self.steps: list[str] = []
+        """Steps started in this run and not finished yet."""
+        self.message: str | None = None
+        """The text message open now."""
+        self.texts = 0
+        """Text messages this run sent."""
+
+    def _own(self, event: StepEvent | ToolEvent) -> bool:
+        """Whether ``event`` is of the asked agent's Turn (not of one it delegated to)."""
+        turn = self.turn
+        return event.agent_name == turn.agent and event.instance == turn.instance_key
+
+    async def events(self) -> AsyncIterator[BaseEvent | None]:
+        """Every event of the run, ``None`` for a keepalive."""
+        from ag_ui.core import PROTOCOL_VERSION, RunStartedEvent
+
+        yield RunStartedEvent(
+            thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION
+        )
+        turn = self.turn
+
+        async def items() -> AsyncIterator[Item]:
+            yield await turn.first()
+            async for rest in turn.rest():
+                yield rest
+
+        async for item in items():
+            if item is None:
+                yield None
+            elif isinstance(item, Piece):
+                for event in self._text(item):
+                    yield event
+            elif isinstance(item, Notice):
+                if isinstance(item.event, ApprovalRequestedEvent):
+                    for event in self._interrupt(item):
+                        yield event
+                    return
+                for event in self._notice(item):
+                    yield event
+            else:
+                for event in self._end(item):
+                    yield event
+                return
+        for event in self._end(not_answered_here()):  # the daemon stops under the request
+            yield event
+
+    def _close_text(self) -> list[BaseEvent]:
+        from ag_ui.core import TextMessageEndEvent
+
+        if self.message is None:
+            return []
+        closed, self.message = self.message, None
+        return [TextMessageEndEvent(message_id=closed)]
+
+    def _text(self, piece: Piece) -> list[BaseEvent]:
+        from ag_ui.core import TextMessageContentEvent, TextMessageStartEvent
+
+        if piece.agent != self.turn.agent:
+            return []
+        message_id = f"msg_{piece.delta.step_id}"
+        out = []
+        if self.message != message_id:
+            out += self._close_text()
+            out.append(TextMessageStartEvent(message_id=message_id, role="assistant"))
+            self.message = message_id
+            self.texts += 1
+        out.append(TextMessageContentEvent(message_id=message_id, delta=piece.text))
+        return out
+
+    def _notice(self, notice: Notice) -> list[BaseEvent]:
+        from ag_ui.core import (
+            CustomEvent,
+            StepFinishedEvent,
+            ToolCallArgsEvent,
+            ToolCallEndEvent,
+            ToolCallResultEvent,
+            ToolCallStartEvent,
+        )
+        from ag_ui.core import StepStartedEvent as StepOpened
+
+        event = notice.event
+        if isinstance(event, ApprovalEvent):
+            return [CustomEvent(name=f"goondan.{event.type.value}", value=event.to_builtins())]
+        if not isinstance(event, StepEvent | ToolEvent) or not self._own(event):
+            return []
+        if isinstance(event, StepEvent):
+            name = given(event.step_id) or ""
+            if isinstance(event, StepStartedEvent):
+                self.steps.append(name)
+                return [StepOpened(step_name=name)]
+            if not isinstance(event, StepCompletedEvent | StepFailedEvent):
+                return []
+            out = self._close_text()
+            if name in self.steps:
+                self.steps.remove(name)
+            else:  # started before this run picked the Turn up
+                out.append(StepOpened(step_name=name))
+            return [*out, StepFinishedEvent(step_name=name)]
+        call_id = given(event.tool_call_id) or ""
+        if isinstance(event, ToolCalledEvent):
+            parent = self.message or f"msg_{given(event.step_id) or ''}"
+            out = self._close_text()
+            args = event.args if given(event.args) is not None else {}
+            return [
+                *out,
+                ToolCallStartEvent(
+                    tool_call_id=call_id,
+                    tool_call_name=given(event.tool_name) or "",
+                    parent_message_id=parent,
+                ),
+                ToolCallArgsEvent(tool_call_id=call_id, delta=_json(args)),
+                ToolCallEndEvent(tool_call_id=call_id),
+            ]
+        if event.type.value == "tool.completed":
+            output = event.output if given(event.status) == "ok" else event.error
+            content = _json(given(output))
+        elif event.type.value == "tool.failed":
+            content = _json({"error": given(event.error_message)})
+        else:
+            return []
+        return [
+            ToolCallResultEvent(
+                message_id=f"result_{call_id}", tool_call_id=call_id, content=content, role="tool"
+            )
+        ]
+
+    def _interrupt(self, first: Notice) -> list[BaseEvent]:
+        """The run ends waiting: every approval parked by now becomes an interrupt."""
+        from ag_ui.core import RunFinishedEvent, RunFinishedInterruptOutcome, StepFinishedEvent
+
+        notices = [first]
+        waiting = self.turn.pieces
+        while waiting and isinstance(waiting[0], Notice):
+            more = waiting[0]
+            if not isinstance(more.event, ApprovalRequestedEvent):
+                break
+            notices.append(more)
+            waiting.popleft()
+        out = self._close_text()
+        out += [StepFinishedEvent(step_name=name) for name in self.steps]
+        self.steps.clear()
+        interrupts = [self._interruption(notice) for notice in notices]
+        outcome = RunFinishedInterruptOutcome(interrupts=interrupts)
+        out.append(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome))
+        return out
+
+    def _interruption(self, notice: Notice) -> Interrupt:
+        from ag_ui.core import Interrupt
+
+        event = notice.event
+        assert isinstance(event, ApprovalRequestedEvent)
+        approval_id = given(event.approval_id) or ""
+        tool = given(event.tool_name) or "a tool"
+        self.remember(approval_id, _Paused(self.turn.request_id, notice.seq))
+        goondan = {
+            "agent": event.agent_name,
+            "instanceKey": event.instance,
+            "tool": tool,
+            "arguments": given(event.args),
+            "requestId": self.turn.request_id,
+        }
+        return Interrupt(
+            id=approval_id,
+            reason=INTERRUPT_REASON,
+            message=f"{event.agent_name} asks to call {tool}",
+            tool_call_id=given(event.tool_call_id),
+            response_schema=RESUME_SCHEMA,
+            expires_at=given(event.expires_at),
+            metadata={"goondan": goondan},
+        )
+
+    def _end(self, answer: DelegateAnswer) -> list[BaseEvent]:
+        from ag_ui.core import (
+            RunErrorEvent,
+            RunFinishedEvent,
+            StepFinishedEvent,
+            TextMessageContentEvent,
+            TextMessageEndEvent,
+            TextMessageStartEvent,
+        )
+
+        out = self._close_text()
+        out += [StepFinishedEvent(step_name=name) for name in self.steps]
+        self.steps.clear()
+        if not answer.ok:
+            failure = answer.error or IpcError(
+                "the request failed", code=DeliveryCode.AGENT_TURN_FAILED
+            )
+            return [*out, RunErrorEvent(message=failure.message, code=failure.code)]
+        text = answer.output if isinstance(answer.output, str) else _json(answer.output)
+        if not self.texts and text:  # a Turn whose model did not stream still answers
+            message_id = f"msg_{self.turn.request_id}"
+            out += [
+                TextMessageStartEvent(message_id=message_id, role="assistant"),
+                TextMessageContentEvent(message_id=message_id, delta=text),
+                TextMessageEndEvent(message_id=message_id),
+            ]
+        finished = RunFinishedEvent(
+            thread_id=self.thread_id,
+            run_id=self.run_id,
+            result=answer.output,
+            usage=_usage(answer),
+        )
+        if self.turn.dropped:
+            _log.warning(
+                "streamed deltas dropped for a slow client",
+                agent=self.turn.agent,
+                dropped=self.turn.dropped,
+            )
+        return [*out, finished]
+
+
+def _usage(answer: DelegateAnswer) -> list[TokenUsage] | None:
+    from ag_ui.core import TokenUsage
+
+    counts = TokenCounts.read((answer.turn or {}).get("tokenUsage"))
+    if not counts.total_tokens and not counts.input_tokens and not counts.output_tokens:
+        return None
+    total = counts.input_tokens + counts.output_tokens
+    return [
+        TokenUsage(
+            input_tokens=counts.input_tokens, output_tokens=counts.output_tokens, total_tokens=total
+        )
+    ]
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
