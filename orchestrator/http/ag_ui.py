@@ -61,7 +61,9 @@ from ipc.runtime_events import (
     StepStartedEvent,
     TokenCounts,
     ToolCalledEvent,
+    ToolCompletedEvent,
     ToolEvent,
+    ToolFailedEvent,
     given,
 )
 from orchestrator.approvals import BadDecision, decision_from_body
@@ -270,15 +272,20 @@ class AgUiDoor:
 
 
 def accepts_event_stream(accept: str | None) -> bool:
-    """Whether an ``Accept`` header takes ``text/event-stream`` (no header takes anything)."""
+    """Whether an ``Accept`` header takes ``text/event-stream`` (no header takes anything;
+    a range given ``q=0`` is refused)."""
     if accept is None or not accept.strip():
         return True
     for part in accept.split(","):
-        media, _, params = part.strip().partition(";")
-        if "q=0" in params.replace(" ", "") and "q=0." not in params.replace(" ", ""):
+        media, *params = (piece.strip() for piece in part.split(";"))
+        if media.lower() not in ("text/event-stream", "text/*", "*/*"):
             continue
-        if media.strip().lower() in ("text/event-stream", "text/*", "*/*"):
-            return True
+        weights = [p.partition("=")[2] for p in params if p.lower().startswith("q=")]
+        try:
+            if not weights or float(weights[0]) > 0:
+                return True
+        except ValueError:
+            continue
     return False
 
 
@@ -299,6 +306,10 @@ def read_input(model: type[RunAgentInput], data: dict[str, Any]) -> RunAgentInpu
     return run_input
 
 
+_TYPE_NAMES = frozenset(("str", "int", "float", "bool", "list", "dict", "none"))
+"""Names pydantic gives the members of a plain union in an error's location."""
+
+
 def _field_path(loc: tuple[int | str, ...]) -> str:
     """A pydantic error location as the wire names it: ``messages[0].content``."""
     path = ""
@@ -307,7 +318,7 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
             path += f"[{part}]"
         elif part in ("user", "assistant", "system", "developer", "tool", "activity"):
             continue  # the member of a tagged union pydantic tried, not a field of the body
-        elif "[" in part or "-" in part:
+        elif "[" in part or part in _TYPE_NAMES:
             continue  # a union member's name (str, list[...]), not a field either
         else:
             path += f".{part}" if path else part
@@ -434,13 +445,23 @@ class RunEvents:
         closed, self.message = self.message, None
         return [TextMessageEndEvent(message_id=closed)]
 
+    def _open(self, step_id: str) -> list[BaseEvent]:
+        """``STEP_STARTED`` for a Step this run has not opened (one that began before the run
+        picked the Turn up), so every run's Steps stay balanced."""
+        from ag_ui.core import StepStartedEvent as StepOpened
+
+        if not step_id or step_id in self.steps:
+            return []
+        self.steps.append(step_id)
+        return [StepOpened(step_name=step_id)]
+
     def _text(self, piece: Piece) -> list[BaseEvent]:
         from ag_ui.core import TextMessageContentEvent, TextMessageStartEvent
 
         if piece.agent != self.turn.agent:
             return []
         message_id = f"msg_{piece.delta.step_id}"
-        out = []
+        out = self._open(piece.delta.step_id)
         if self.message != message_id:
             out += self._close_text()
             out.append(TextMessageStartEvent(message_id=message_id, role="assistant"))
@@ -458,7 +479,6 @@ class RunEvents:
             ToolCallResultEvent,
             ToolCallStartEvent,
         )
-        from ag_ui.core import StepStartedEvent as StepOpened
 
         event = notice.event
         if isinstance(event, ApprovalEvent):
@@ -468,20 +488,18 @@ class RunEvents:
         if isinstance(event, StepEvent):
             name = given(event.step_id) or ""
             if isinstance(event, StepStartedEvent):
-                self.steps.append(name)
-                return [StepOpened(step_name=name)]
+                return self._open(name)
             if not isinstance(event, StepCompletedEvent | StepFailedEvent):
                 return []
-            out = self._close_text()
+            out = [*self._close_text(), *self._open(name)]
             if name in self.steps:
                 self.steps.remove(name)
-            else:  # started before this run picked the Turn up
-                out.append(StepOpened(step_name=name))
             return [*out, StepFinishedEvent(step_name=name)]
         call_id = given(event.tool_call_id) or ""
+        step_id = given(event.step_id) or ""
         if isinstance(event, ToolCalledEvent):
-            parent = self.message or f"msg_{given(event.step_id) or ''}"
-            out = self._close_text()
+            parent = self.message or f"msg_{step_id}"
+            out = [*self._close_text(), *self._open(step_id)]
             args = event.args if given(event.args) is not None else {}
             return [
                 *out,
@@ -493,18 +511,17 @@ class RunEvents:
                 ToolCallArgsEvent(tool_call_id=call_id, delta=_json(args)),
                 ToolCallEndEvent(tool_call_id=call_id),
             ]
-        if event.type.value == "tool.completed":
+        if isinstance(event, ToolCompletedEvent):
             output = event.output if given(event.status) == "ok" else event.error
             content = _json(given(output))
-        elif event.type.value == "tool.failed":
+        elif isinstance(event, ToolFailedEvent):
             content = _json({"error": given(event.error_message)})
         else:
             return []
-        return [
-            ToolCallResultEvent(
-                message_id=f"result_{call_id}", tool_call_id=call_id, content=content, role="tool"
-            )
-        ]
+        result = ToolCallResultEvent(
+            message_id=f"result_{call_id}", tool_call_id=call_id, content=content, role="tool"
+        )
+        return [*self._open(step_id), result]
 
     def _interrupt(self, first: Notice) -> list[BaseEvent]:
         """The run ends waiting: every approval parked by now becomes an interrupt."""
