@@ -7,6 +7,7 @@ not AG-UI."""
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,6 +33,7 @@ from ag_ui.core import (
 
 from orchestrator.daemon import Orchestrator
 from tests.support.agui_swarm import TOKEN, agui_swarm, base_url, run_events
+from tests.support.daemon import Daemon
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -375,3 +377,42 @@ async def test_a_resume_on_another_thread_decides_nothing(http: httpx.AsyncClien
     still = await http.get(f"/v1/approvals/{interrupt.id}")
     assert still.json()["approval"]["status"] == "pending"
     await asyncio.sleep(0)
+
+
+async def test_an_approval_in_a_delegated_agent_interrupts_the_run(
+    http: httpx.AsyncClient,
+) -> None:
+    _, events = await run_events(http, "scribe", asking("ask guarded write deep.txt x", "t-deep"))
+    assert_well_formed(events)
+    finished = events[-1]
+    assert isinstance(finished, RunFinishedEvent)
+    assert isinstance(finished.outcome, RunFinishedInterruptOutcome)
+    [interrupt] = finished.outcome.interrupts
+    assert (interrupt.metadata or {})["goondan"]["agent"] == "guarded"
+    answer = ResumeEntry(interrupt_id=interrupt.id, status="cancelled")
+    _, rest = await run_events(http, "scribe", asking("", "t-deep", resume=[answer]))
+    assert_well_formed(rest)
+    assert str(rest[-1].result).startswith("ERROR E_TOOL_REJECTED")  # type: ignore[attr-defined]
+
+
+def test_without_the_extra_the_route_names_it(tmp_path: Path) -> None:
+    """A daemon whose Python cannot import ``ag_ui`` starts, and the door says what to
+    install."""
+    shadow = tmp_path / "shadow" / "ag_ui"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('ag-ui-protocol is not installed')\n")
+    root = Path(__file__).resolve().parents[3]
+    path = os.pathsep.join([str(shadow.parent), str(root), os.environ.get("PYTHONPATH", "")])
+    daemon = Daemon(tmp_path, env={"PYTHONPATH": path})
+    try:
+        daemon.wait_for("http api listening")
+        transport = httpx.HTTPTransport(uds=str(tmp_path / ".goondan" / "api.sock"))
+        with httpx.Client(transport=transport, base_url="http://goondan", timeout=30) as client:
+            body = asking("hi").model_dump(mode="json", by_alias=True)
+            response = client.post("/ag-ui/alpha", json=body)
+            assert response.status_code == 501
+            assert "pip install 'goondan-py[agui]'" in response.json()["error"]["message"]
+            own = client.post("/v1/agents/alpha/requests", json={"input": "hi"})
+            assert own.json()["output"] == "alpha got: hi"
+    finally:
+        daemon.stop()
