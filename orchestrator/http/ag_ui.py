@@ -69,7 +69,6 @@ from ipc.runtime_events import (
 from orchestrator.approvals import BadDecision, decision_from_body
 from orchestrator.http.approvers import vet_decider
 from orchestrator.http.body import BadBody, read_object
-from orchestrator.http.front_doors import shown
 from orchestrator.http.requests import (
     REQUEST_ID_HEADER,
     Refusal,
@@ -110,9 +109,12 @@ REJECTED_REASON = "rejected from the AG-UI front end"
 _log = structlog.get_logger("goondan.api")
 
 
-def ag_ui_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRoute]:
-    """``POST /ag-ui/{agent}``."""
-    door = AgUiDoor(daemon, desk)
+def ag_ui_routes(
+    daemon: SwarmOperations, desk: RequestDesk, shows: Callable[[str], bool]
+) -> list[BaseRoute]:
+    """``POST /ag-ui/{agent}``, serving the agents ``shows`` says the ``agUi`` door shows
+    (:func:`orchestrator.http.front_doors.shown`, which lists this door's routes)."""
+    door = AgUiDoor(daemon, desk, shows)
     return [Route("/ag-ui/{agent}", door.run, methods=["POST"])]
 
 
@@ -132,6 +134,8 @@ class AgUiDoor:
 
     daemon: SwarmOperations
     desk: RequestDesk
+    shows: Callable[[str], bool]
+    """Whether the door shows an agent."""
     paused: OrderedDict[str, _Paused] = field(default_factory=OrderedDict)
     """Approval id → where the run it interrupted stopped."""
 
@@ -147,7 +151,7 @@ class AgUiDoor:
             )
             return error(501, HttpCode.HTTP_ERROR, message)
         agent = request.path_params["agent"]
-        if not shown(self.daemon, "agUi", agent):
+        if not self.shows(agent):
             return error(404, DeliveryCode.AGENT_NOT_FOUND, f"no AG-UI agent named {agent!r}")
         if self.daemon.stopping:
             return error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")

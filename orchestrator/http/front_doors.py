@@ -12,6 +12,7 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from bundle.spec_agent import FrontDoor
+from orchestrator.http.ag_ui import ag_ui_routes
 from orchestrator.operations import SwarmOperations
 from orchestrator.operations.protocol import AgentView
 from orchestrator.requests import RequestDesk
@@ -44,8 +45,6 @@ def description(daemon: SwarmOperations, agent: str) -> str:
 def front_door_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRoute]:
     """The routes of every front door (beside ``/v1/chat/completions``, served by
     :mod:`orchestrator.http.openai`)."""
-    from orchestrator.http.ag_ui import ag_ui_routes
-
     routes: list[BaseRoute] = []
-    routes += ag_ui_routes(daemon, desk)
+    routes += ag_ui_routes(daemon, desk, lambda agent: shown(daemon, "agUi", agent))
     return routes
