@@ -38,9 +38,8 @@ ending as any run does; it starts no Turn, and its ``messages`` are not read.
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -50,23 +49,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from goondan.errors import DeliveryCode, HttpCode
-from ipc import IpcError
-from ipc.delegation import DelegateAnswer
-from ipc.runtime_events import (
-    ApprovalEvent,
-    ApprovalRequestedEvent,
-    StepCompletedEvent,
-    StepEvent,
-    StepFailedEvent,
-    StepStartedEvent,
-    TokenCounts,
-    ToolCalledEvent,
-    ToolCompletedEvent,
-    ToolEvent,
-    ToolFailedEvent,
-    given,
-)
+from ipc.runtime_events import given
 from orchestrator.approvals import BadDecision, decision_from_body
+from orchestrator.http.ag_ui_events import PausedRun, RunEvents, encoded
 from orchestrator.http.approvers import vet_decider
 from orchestrator.http.body import BadBody, read_object
 from orchestrator.http.requests import (
@@ -78,28 +63,18 @@ from orchestrator.http.requests import (
     intake_of,
 )
 from orchestrator.http.responses import AnswerResponse, error
-from orchestrator.http.streams import Item, Notice, Piece, TurnStream, not_answered_here, sse
+from orchestrator.http.streams import TurnStream, sse
 from orchestrator.operations import SwarmOperations
 from orchestrator.requests import Intake, RequestDesk
 
 if TYPE_CHECKING:
-    from ag_ui.core import BaseEvent, Interrupt, ResumeEntry, RunAgentInput, TokenUsage
+    from ag_ui.core import ResumeEntry, RunAgentInput
     from ag_ui.encoder import EventEncoder
 
+Verdict = Literal["approve", "reject"]
+"""What an answer to an interrupt decides."""
 EXTRA = "agui"
 """The optional extra that brings the ``ag-ui-protocol`` package."""
-INTERRUPT_REASON = "tool_approval"
-"""The ``reason`` of the interrupt a parked tool call becomes."""
-RESUME_SCHEMA: dict[str, object] = {
-    "type": "object",
-    "properties": {
-        "approved": {"type": "boolean"},
-        "arguments": {"type": "object"},
-        "reason": {"type": "string"},
-    },
-    "required": ["approved"],
-}
-"""What a ``ResumeEntry.payload`` answering an approval holds."""
 REMEMBERED_INTERRUPTS = 4096
 """Interrupts whose run is remembered for a resume (the oldest go first; a resume of one
 forgotten still finds a request that runs, by the approval's trace)."""
@@ -118,15 +93,6 @@ def ag_ui_routes(
     return [Route("/ag-ui/{agent}", door.run, methods=["POST"])]
 
 
-@dataclass(frozen=True, slots=True)
-class _Paused:
-    """Where a run stopped on an interrupt: its request, and the feed's number of the
-    approval event (the resumed run streams what came after it)."""
-
-    request_id: str
-    seq: int
-
-
 @dataclass(eq=False)
 class AgUiDoor:
     """``POST /ag-ui/{agent}``: runs of the swarm's agents as AG-UI event streams (see the
@@ -136,7 +102,7 @@ class AgUiDoor:
     desk: RequestDesk
     shows: Callable[[str], bool]
     """Whether the door shows an agent."""
-    paused: OrderedDict[str, _Paused] = field(default_factory=OrderedDict)
+    paused: OrderedDict[str, PausedRun] = field(default_factory=OrderedDict)
     """Approval id → where the run it interrupted stopped."""
 
     async def run(self, request: Request) -> Response:
@@ -188,18 +154,18 @@ class AgUiDoor:
         self, turn: TurnStream, run_input: RunAgentInput, encoder: EventEncoder
     ) -> Response:
         mapper = RunEvents(turn, run_input, self._remember)
-        frames = _encoded(mapper.events(), encoder)
+        frames = encoded(mapper.events(), encoder)
         response = sse(frames, turn.aclose)
         response.media_type = encoder.get_content_type()
         return response
 
-    def _remember(self, approval_id: str, paused: _Paused) -> None:
+    def _remember(self, approval_id: str, paused: PausedRun) -> None:
         self.paused[approval_id] = paused
         self.paused.move_to_end(approval_id)
         while len(self.paused) > REMEMBERED_INTERRUPTS:
             self.paused.popitem(last=False)
 
-    def _paused_run(self, approval_id: str, trace_id: str | None) -> _Paused | None:
+    def _paused_run(self, approval_id: str, trace_id: str | None) -> PausedRun | None:
         """The run ``approval_id`` interrupted: remembered, or a request running here on the
         approval's trace (picked up from its start)."""
         paused = self.paused.get(approval_id)
@@ -207,41 +173,29 @@ class AgUiDoor:
             return paused
         for running in self.desk.running.values():
             if trace_id and running.record.trace_id == trace_id:
-                return _Paused(running.record.request_id, 0)
+                return PausedRun(running.record.request_id, 0)
         return None
 
     async def _resume(
         self, request: Request, agent: str, run_input: RunAgentInput, encoder: EventEncoder
     ) -> Response:
-        """Decide each interrupt ``resume`` answers, then stream the rest of its run."""
+        """Decide each interrupt ``resume`` answers (every entry checked before any is
+        decided), then stream the rest of the run they paused."""
         idempotency_key(request)  # checked as on every route; a resume is safe to repeat
-        resumed: _Paused | None = None
+        resumed: PausedRun | None = None
+        decisions: list[tuple[str, Verdict, dict[str, Any]]] = []
         for index, entry in enumerate(run_input.resume or ()):
             where = f"resume[{index}]"
-            record = self.daemon.approval(entry.interrupt_id)
-            paused = (
-                self._paused_run(entry.interrupt_id, given(record.trace_id))
-                if record is not None
-                else None
-            )
-            if record is None or paused is None:
-                raise BadBody(
-                    f"{where}.interruptId",
-                    f"no interrupt {entry.interrupt_id!r} of a run that can go on here",
-                )
-            found = self.desk.record(paused.request_id)
-            if found is None or (found.agent, found.instance_key) != (agent, run_input.thread_id):
-                raise BadBody(
-                    f"{where}.interruptId",
-                    f"interrupt {entry.interrupt_id!r} is not of this agent's thread",
-                )
+            paused = self._paused_of(entry.interrupt_id, agent, run_input.thread_id, where)
             if resumed is not None and resumed.request_id != paused.request_id:
                 raise BadBody(f"{where}.interruptId", "every entry must answer the same run")
             resumed = paused if resumed is None else max(resumed, paused, key=lambda p: p.seq)
-            refused = await self._decide(request, entry, where)
+            decisions.append((entry.interrupt_id, *decision_of(entry, where)))
+        assert resumed is not None  # resume is not empty
+        for index, (approval_id, verdict, body) in enumerate(decisions):
+            refused = await self._decide(request, approval_id, verdict, body, f"resume[{index}]")
             if refused is not None:
                 return refused
-        assert resumed is not None  # resume is not empty
         turn = TurnStream(
             self.desk,
             resumed.request_id,
@@ -254,11 +208,32 @@ class AgUiDoor:
         response.headers[REQUEST_ID_HEADER] = resumed.request_id
         return response
 
-    async def _decide(self, request: Request, entry: ResumeEntry, where: str) -> Response | None:
-        """Carry out one resume entry as an operator's decision; the response refusing it,
-        or ``None`` once decided (or found decided already)."""
-        approval_id = entry.interrupt_id
-        verdict, body = decision_of(entry, where)
+    def _paused_of(self, approval_id: str, agent: str, thread_id: str, where: str) -> PausedRun:
+        """The run of ``agent``'s thread that interrupt ``approval_id`` paused; raises
+        :class:`BadBody` naming the entry's ``interruptId`` for none."""
+        record = self.daemon.approval(approval_id)
+        paused = self._paused_run(approval_id, given(record.trace_id)) if record else None
+        if paused is None:
+            raise BadBody(
+                f"{where}.interruptId", f"no interrupt {approval_id!r} of a run that can go on"
+            )
+        found = self.desk.record(paused.request_id)
+        if found is None or (found.agent, found.instance_key) != (agent, thread_id):
+            raise BadBody(
+                f"{where}.interruptId", f"interrupt {approval_id!r} is not of this agent's thread"
+            )
+        return paused
+
+    async def _decide(
+        self,
+        request: Request,
+        approval_id: str,
+        verdict: Verdict,
+        body: dict[str, Any],
+        where: str,
+    ) -> Response | None:
+        """Carry out one answer as an operator's decision; the response refusing it, or
+        ``None`` once decided (or found decided already)."""
         decider = await vet_decider(self.daemon, request, approval_id)
         if isinstance(decider, Response):
             return decider
@@ -353,9 +328,7 @@ def turn_input(run_input: RunAgentInput) -> str:
     return "\n\n".join([text, "\n".join(lines)]) if lines else text
 
 
-def decision_of(
-    entry: ResumeEntry, where: str
-) -> tuple[Literal["approve", "reject"], dict[str, Any]]:
+def decision_of(entry: ResumeEntry, where: str) -> tuple[Verdict, dict[str, Any]]:
     """``("approve" | "reject", body of the approvals route)`` a resume entry asks for;
     raises :class:`BadBody` naming the entry's payload when it is not one."""
     if entry.status == "cancelled":
@@ -371,261 +344,3 @@ def decision_of(
         return "approve", body
     reason = payload.get("reason")
     return "reject", {"reason": reason if isinstance(reason, str) and reason else REJECTED_REASON}
-
-
-async def _encoded(
-    events: AsyncIterator[BaseEvent | None], encoder: EventEncoder
-) -> AsyncIterator[bytes]:
-    async for event in events:
-        if event is None:
-            yield b": keepalive\n\n"
-        else:
-            yield str(encoder.encode(event)).encode()
-
-
-class RunEvents:
-    """The AG-UI events of one run, from the items of its request's :class:`TurnStream`."""
-
-    def __init__(
-        self,
-        turn: TurnStream,
-        run_input: RunAgentInput,
-        remember: Callable[[str, _Paused], None],
-    ) -> None:
-        self.turn = turn
-        self.thread_id, self.run_id = run_input.thread_id, run_input.run_id
-        self.remember = remember
-        self.steps: list[str] = []
-        """Steps started in this run and not finished yet."""
-        self.message: str | None = None
-        """The text message open now."""
-        self.texts = 0
-        """Text messages this run sent."""
-
-    def _own(self, event: StepEvent | ToolEvent) -> bool:
-        """Whether ``event`` is of the asked agent's Turn (not of one it delegated to)."""
-        turn = self.turn
-        return event.agent_name == turn.agent and event.instance == turn.instance_key
-
-    async def events(self) -> AsyncIterator[BaseEvent | None]:
-        """Every event of the run, ``None`` for a keepalive."""
-        from ag_ui.core import PROTOCOL_VERSION, RunStartedEvent
-
-        yield RunStartedEvent(
-            thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION
-        )
-        turn = self.turn
-
-        async def items() -> AsyncIterator[Item]:
-            yield await turn.first()
-            async for rest in turn.rest():
-                yield rest
-
-        async for item in items():
-            if item is None:
-                yield None
-            elif isinstance(item, Piece):
-                for event in self._text(item):
-                    yield event
-            elif isinstance(item, Notice):
-                if isinstance(item.event, ApprovalRequestedEvent):
-                    for event in self._interrupt(item):
-                        yield event
-                    return
-                for event in self._notice(item):
-                    yield event
-            else:
-                for event in self._end(item):
-                    yield event
-                return
-        for event in self._end(not_answered_here()):  # the daemon stops under the request
-            yield event
-
-    def _close_text(self) -> list[BaseEvent]:
-        from ag_ui.core import TextMessageEndEvent
-
-        if self.message is None:
-            return []
-        closed, self.message = self.message, None
-        return [TextMessageEndEvent(message_id=closed)]
-
-    def _open(self, step_id: str) -> list[BaseEvent]:
-        """``STEP_STARTED`` for a Step this run has not opened (one that began before the run
-        picked the Turn up), so every run's Steps stay balanced."""
-        from ag_ui.core import StepStartedEvent as StepOpened
-
-        if not step_id or step_id in self.steps:
-            return []
-        self.steps.append(step_id)
-        return [StepOpened(step_name=step_id)]
-
-    def _text(self, piece: Piece) -> list[BaseEvent]:
-        from ag_ui.core import TextMessageContentEvent, TextMessageStartEvent
-
-        if piece.agent != self.turn.agent:
-            return []
-        message_id = f"msg_{piece.delta.step_id}"
-        out = self._open(piece.delta.step_id)
-        if self.message != message_id:
-            out += self._close_text()
-            out.append(TextMessageStartEvent(message_id=message_id, role="assistant"))
-            self.message = message_id
-            self.texts += 1
-        out.append(TextMessageContentEvent(message_id=message_id, delta=piece.text))
-        return out
-
-    def _notice(self, notice: Notice) -> list[BaseEvent]:
-        from ag_ui.core import (
-            CustomEvent,
-            StepFinishedEvent,
-            ToolCallArgsEvent,
-            ToolCallEndEvent,
-            ToolCallResultEvent,
-            ToolCallStartEvent,
-        )
-
-        event = notice.event
-        if isinstance(event, ApprovalEvent):
-            return [CustomEvent(name=f"goondan.{event.type.value}", value=event.to_builtins())]
-        if not isinstance(event, StepEvent | ToolEvent) or not self._own(event):
-            return []
-        if isinstance(event, StepEvent):
-            name = given(event.step_id) or ""
-            if isinstance(event, StepStartedEvent):
-                return self._open(name)
-            if not isinstance(event, StepCompletedEvent | StepFailedEvent):
-                return []
-            out = [*self._close_text(), *self._open(name)]
-            if name in self.steps:
-                self.steps.remove(name)
-            return [*out, StepFinishedEvent(step_name=name)]
-        call_id = given(event.tool_call_id) or ""
-        step_id = given(event.step_id) or ""
-        if isinstance(event, ToolCalledEvent):
-            parent = self.message or f"msg_{step_id}"
-            out = [*self._close_text(), *self._open(step_id)]
-            args = event.args if given(event.args) is not None else {}
-            return [
-                *out,
-                ToolCallStartEvent(
-                    tool_call_id=call_id,
-                    tool_call_name=given(event.tool_name) or "",
-                    parent_message_id=parent,
-                ),
-                ToolCallArgsEvent(tool_call_id=call_id, delta=_json(args)),
-                ToolCallEndEvent(tool_call_id=call_id),
-            ]
-        if isinstance(event, ToolCompletedEvent):
-            output = event.output if given(event.status) == "ok" else event.error
-            content = _json(given(output))
-        elif isinstance(event, ToolFailedEvent):
-            content = _json({"error": given(event.error_message)})
-        else:
-            return []
-        result = ToolCallResultEvent(
-            message_id=f"result_{call_id}", tool_call_id=call_id, content=content, role="tool"
-        )
-        return [*self._open(step_id), result]
-
-    def _interrupt(self, first: Notice) -> list[BaseEvent]:
-        """The run ends waiting: every approval parked by now becomes an interrupt."""
-        from ag_ui.core import RunFinishedEvent, RunFinishedInterruptOutcome, StepFinishedEvent
-
-        notices = [first]
-        waiting = self.turn.pieces
-        while waiting and isinstance(waiting[0], Notice):
-            more = waiting[0]
-            if not isinstance(more.event, ApprovalRequestedEvent):
-                break
-            notices.append(more)
-            waiting.popleft()
-        out = self._close_text()
-        out += [StepFinishedEvent(step_name=name) for name in self.steps]
-        self.steps.clear()
-        interrupts = [self._interruption(notice) for notice in notices]
-        outcome = RunFinishedInterruptOutcome(interrupts=interrupts)
-        out.append(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome))
-        return out
-
-    def _interruption(self, notice: Notice) -> Interrupt:
-        from ag_ui.core import Interrupt
-
-        event = notice.event
-        assert isinstance(event, ApprovalRequestedEvent)
-        approval_id = given(event.approval_id) or ""
-        tool = given(event.tool_name) or "a tool"
-        self.remember(approval_id, _Paused(self.turn.request_id, notice.seq))
-        goondan = {
-            "agent": event.agent_name,
-            "instanceKey": event.instance,
-            "tool": tool,
-            "arguments": given(event.args),
-            "requestId": self.turn.request_id,
-        }
-        return Interrupt(
-            id=approval_id,
-            reason=INTERRUPT_REASON,
-            message=f"{event.agent_name} asks to call {tool}",
-            tool_call_id=given(event.tool_call_id),
-            response_schema=RESUME_SCHEMA,
-            expires_at=given(event.expires_at),
-            metadata={"goondan": goondan},
-        )
-
-    def _end(self, answer: DelegateAnswer) -> list[BaseEvent]:
-        from ag_ui.core import (
-            RunErrorEvent,
-            RunFinishedEvent,
-            StepFinishedEvent,
-            TextMessageContentEvent,
-            TextMessageEndEvent,
-            TextMessageStartEvent,
-        )
-
-        out = self._close_text()
-        out += [StepFinishedEvent(step_name=name) for name in self.steps]
-        self.steps.clear()
-        if not answer.ok:
-            failure = answer.error or IpcError(
-                "the request failed", code=DeliveryCode.AGENT_TURN_FAILED
-            )
-            return [*out, RunErrorEvent(message=failure.message, code=failure.code)]
-        text = answer.output if isinstance(answer.output, str) else _json(answer.output)
-        if not self.texts and text:  # a Turn whose model did not stream still answers
-            message_id = f"msg_{self.turn.request_id}"
-            out += [
-                TextMessageStartEvent(message_id=message_id, role="assistant"),
-                TextMessageContentEvent(message_id=message_id, delta=text),
-                TextMessageEndEvent(message_id=message_id),
-            ]
-        finished = RunFinishedEvent(
-            thread_id=self.thread_id,
-            run_id=self.run_id,
-            result=answer.output,
-            usage=_usage(answer),
-        )
-        if self.turn.dropped:
-            _log.warning(
-                "streamed deltas dropped for a slow client",
-                agent=self.turn.agent,
-                dropped=self.turn.dropped,
-            )
-        return [*out, finished]
-
-
-def _usage(answer: DelegateAnswer) -> list[TokenUsage] | None:
-    from ag_ui.core import TokenUsage
-
-    counts = TokenCounts.read((answer.turn or {}).get("tokenUsage"))
-    if not counts.total_tokens and not counts.input_tokens and not counts.output_tokens:
-        return None
-    total = counts.input_tokens + counts.output_tokens
-    return [
-        TokenUsage(
-            input_tokens=counts.input_tokens, output_tokens=counts.output_tokens, total_tokens=total
-        )
-    ]
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)

@@ -277,6 +277,9 @@ async def test_an_idempotent_retry_replays_the_first_runs_answer(
     assert again.headers["x-goondan-request-id"] == first.headers["x-goondan-request-id"]
     assert replayed[-1].result == events[-1].result  # type: ignore[attr-defined]
     assert_well_formed(replayed)
+    live = [e.message_id for e in events if isinstance(e, TextMessageStartEvent)]
+    again_ids = [e.message_id for e in replayed if isinstance(e, TextMessageStartEvent)]
+    assert again_ids == live[-1:]  # the answer's message keeps its id
     other, _ = await run_events(http, "scribe", asking("something else", "t-once"), key)
     assert other.status_code == 422
     assert other.json()["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
