@@ -19,7 +19,8 @@ text (one message per Step, id ``msg_<stepId>``, so a message keeps its id when 
 is picked up again); ``TOOL_CALL_START``/``ARGS``/``END`` and ``TOOL_CALL_RESULT`` for its own
 tool calls; then ``RUN_FINISHED`` with the answer as ``result`` (and token ``usage``), or
 ``RUN_ERROR`` with the failure's code. Only the asked agent's own Steps, text and tool calls
-are shown, not those of the agents it delegates to. Keepalives are SSE comments.
+are shown, not those of the agents it delegates to. Keepalives are SSE comments. (The
+mapping of a run's items onto events: :mod:`orchestrator.http.ag_ui_events`.)
 
 Approvals (human in the loop, AG-UI's interrupts). When a tool call of the run's trace is
 parked for approval (in the agent or in one it delegated to: either way the run waits), the
@@ -155,9 +156,7 @@ class AgUiDoor:
     ) -> Response:
         mapper = RunEvents(turn, run_input, self._remember)
         frames = encoded(mapper.events(), encoder)
-        response = sse(frames, turn.aclose)
-        response.media_type = encoder.get_content_type()
-        return response
+        return sse(frames, turn.aclose)  # the package's encoder writes SSE only
 
     def _remember(self, approval_id: str, paused: PausedRun) -> None:
         self.paused[approval_id] = paused

@@ -64,11 +64,10 @@ class PausedRun:
 async def encoded(
     events: AsyncIterator[BaseEvent | None], encoder: EventEncoder
 ) -> AsyncIterator[bytes]:
+    """``events`` as the response's bytes: each as the package's encoder writes it, a
+    keepalive (``None``) as an SSE comment."""
     async for event in events:
-        if event is None:
-            yield b": keepalive\n\n"
-        else:
-            yield str(encoder.encode(event)).encode()
+        yield b": keepalive\n\n" if event is None else encoder.encode(event).encode()
 
 
 class RunEvents:
