@@ -256,7 +256,7 @@ async def test_a_failing_turn_ends_the_run_with_run_error(http: httpx.AsyncClien
     assert_well_formed(events)
     failed = events[-1]
     assert isinstance(failed, RunErrorEvent)
-    assert failed.code
+    assert failed.code == "E_MODEL_SCRIPTED_FAILURE"
     assert "the model is down" in failed.message
 
 
