@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from starlette.routing import BaseRoute
 
 from bundle.spec_agent import FrontDoor
+from orchestrator.http.ag_ui import ag_ui_routes
 from orchestrator.operations import SwarmOperations
 from orchestrator.operations.protocol import AgentView
 from orchestrator.requests import RequestDesk
@@ -50,6 +51,7 @@ def front_door_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRo
     """The routes of every front door (beside ``/v1/chat/completions``, served by
     :mod:`orchestrator.http.openai`)."""
     routes: list[BaseRoute] = []
+    routes += ag_ui_routes(daemon, desk, lambda agent: shown(daemon, "agUi", agent))
     return routes
 
 

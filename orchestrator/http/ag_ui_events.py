@@ -1,0 +1,329 @@
+"""The AG-UI events of one run (:mod:`orchestrator.http.ag_ui` says what they mean): the
+items of its request's :class:`~orchestrator.http.streams.TurnStream` (text, the runtime
+events of its Steps, tool calls and approvals, its answer) as ``ag-ui-protocol`` events, and
+those encoded for the response. The package is imported as a run needs it (the ``agui``
+extra)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from goondan.errors import DeliveryCode
+from ipc import IpcError
+from ipc.delegation import DelegateAnswer
+from ipc.runtime_events import (
+    ApprovalEvent,
+    ApprovalRequestedEvent,
+    StepCompletedEvent,
+    StepEvent,
+    StepFailedEvent,
+    StepStartedEvent,
+    TokenCounts,
+    ToolCalledEvent,
+    ToolCompletedEvent,
+    ToolEvent,
+    ToolFailedEvent,
+    given,
+)
+from orchestrator.http.streams import Item, Notice, Piece, TurnStream, not_answered_here
+
+if TYPE_CHECKING:
+    from ag_ui.core import BaseEvent, Interrupt, RunAgentInput, TokenUsage
+    from ag_ui.encoder import EventEncoder
+
+INTERRUPT_REASON = "tool_approval"
+"""The ``reason`` of the interrupt a parked tool call becomes."""
+RESUME_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "properties": {
+        "approved": {"type": "boolean"},
+        "arguments": {"type": "object"},
+        "reason": {"type": "string"},
+    },
+    "required": ["approved"],
+}
+"""What a ``ResumeEntry.payload`` answering an approval holds."""
+
+_log = structlog.get_logger("goondan.api")
+
+
+@dataclass(frozen=True, slots=True)
+class PausedRun:
+    """Where a run stopped on an interrupt: its request, and the feed's number of the
+    approval event (the resumed run streams what came after it)."""
+
+    request_id: str
+    seq: int
+
+
+async def encoded(
+    events: AsyncIterator[BaseEvent | None], encoder: EventEncoder
+) -> AsyncIterator[bytes]:
+    """``events`` as the response's bytes: each as the package's encoder writes it, a
+    keepalive (``None``) as an SSE comment."""
+    async for event in events:
+        yield b": keepalive\n\n" if event is None else encoder.encode(event).encode()
+
+
+class RunEvents:
+    """The AG-UI events of one run, from the items of its request's :class:`TurnStream`."""
+
+    def __init__(
+        self,
+        turn: TurnStream,
+        run_input: RunAgentInput,
+        remember: Callable[[str, PausedRun], None],
+    ) -> None:
+        self.turn = turn
+        self.thread_id, self.run_id = run_input.thread_id, run_input.run_id
+        self.remember = remember
+        self.steps: list[str] = []
+        """Steps started in this run and not finished yet."""
+        self.message: str | None = None
+        """The text message open now."""
+        self.texts = 0
+        """Text messages this run sent."""
+
+    def _own(self, event: StepEvent | ToolEvent) -> bool:
+        """Whether ``event`` is of the asked agent's Turn (not of one it delegated to)."""
+        turn = self.turn
+        return event.agent_name == turn.agent and event.instance == turn.instance_key
+
+    async def events(self) -> AsyncIterator[BaseEvent | None]:
+        """Every event of the run, ``None`` for a keepalive."""
+        from ag_ui.core import PROTOCOL_VERSION, RunStartedEvent
+
+        yield RunStartedEvent(
+            thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION
+        )
+        turn = self.turn
+
+        async def items() -> AsyncIterator[Item]:
+            yield await turn.first()
+            async for rest in turn.rest():
+                yield rest
+
+        async for item in items():
+            if item is None:
+                yield None
+            elif isinstance(item, Piece):
+                for event in self._text(item):
+                    yield event
+            elif isinstance(item, Notice):
+                if isinstance(item.event, ApprovalRequestedEvent):
+                    for event in self._interrupt(item):
+                        yield event
+                    return
+                for event in self._notice(item):
+                    yield event
+            else:
+                for event in self._end(item):
+                    yield event
+                return
+        for event in self._end(not_answered_here()):  # the daemon stops under the request
+            yield event
+
+    def _close_text(self) -> list[BaseEvent]:
+        from ag_ui.core import TextMessageEndEvent
+
+        if self.message is None:
+            return []
+        closed, self.message = self.message, None
+        return [TextMessageEndEvent(message_id=closed)]
+
+    def _open(self, step_id: str) -> list[BaseEvent]:
+        """``STEP_STARTED`` for a Step this run has not opened (one that began before the run
+        picked the Turn up), so every run's Steps stay balanced."""
+        from ag_ui.core import StepStartedEvent as StepOpened
+
+        if not step_id or step_id in self.steps:
+            return []
+        self.steps.append(step_id)
+        return [StepOpened(step_name=step_id)]
+
+    def _text(self, piece: Piece) -> list[BaseEvent]:
+        from ag_ui.core import TextMessageContentEvent, TextMessageStartEvent
+
+        if piece.agent != self.turn.agent:
+            return []
+        message_id = f"msg_{piece.delta.step_id}"
+        out = self._open(piece.delta.step_id)
+        if self.message != message_id:
+            out += self._close_text()
+            out.append(TextMessageStartEvent(message_id=message_id, role="assistant"))
+            self.message = message_id
+            self.texts += 1
+        out.append(TextMessageContentEvent(message_id=message_id, delta=piece.text))
+        return out
+
+    def _notice(self, notice: Notice) -> list[BaseEvent]:
+        from ag_ui.core import (
+            CustomEvent,
+            StepFinishedEvent,
+            ToolCallArgsEvent,
+            ToolCallEndEvent,
+            ToolCallResultEvent,
+            ToolCallStartEvent,
+        )
+
+        event = notice.event
+        if isinstance(event, ApprovalEvent):
+            return [CustomEvent(name=f"goondan.{event.type.value}", value=event.to_builtins())]
+        if not isinstance(event, StepEvent | ToolEvent) or not self._own(event):
+            return []
+        if isinstance(event, StepEvent):
+            name = given(event.step_id) or ""
+            if isinstance(event, StepStartedEvent):
+                return self._open(name)
+            if not isinstance(event, StepCompletedEvent | StepFailedEvent):
+                return []
+            out = [*self._close_text(), *self._open(name)]
+            if name in self.steps:
+                self.steps.remove(name)
+            return [*out, StepFinishedEvent(step_name=name)]
+        call_id = given(event.tool_call_id) or ""
+        step_id = given(event.step_id) or ""
+        if isinstance(event, ToolCalledEvent):
+            parent = self.message or f"msg_{step_id}"
+            out = [*self._close_text(), *self._open(step_id)]
+            args = event.args if given(event.args) is not None else {}
+            return [
+                *out,
+                ToolCallStartEvent(
+                    tool_call_id=call_id,
+                    tool_call_name=given(event.tool_name) or "",
+                    parent_message_id=parent,
+                ),
+                ToolCallArgsEvent(tool_call_id=call_id, delta=_json(args)),
+                ToolCallEndEvent(tool_call_id=call_id),
+            ]
+        if isinstance(event, ToolCompletedEvent):
+            output = event.output if given(event.status) == "ok" else event.error
+            content = _json(given(output))
+        elif isinstance(event, ToolFailedEvent):
+            content = _json({"error": given(event.error_message)})
+        else:
+            return []
+        result = ToolCallResultEvent(
+            message_id=f"result_{call_id}", tool_call_id=call_id, content=content, role="tool"
+        )
+        return [*self._open(step_id), result]
+
+    def _interrupt(self, first: Notice) -> list[BaseEvent]:
+        """The run ends waiting: every approval parked by now becomes an interrupt."""
+        from ag_ui.core import RunFinishedEvent, RunFinishedInterruptOutcome, StepFinishedEvent
+
+        notices = [first]
+        waiting = self.turn.pieces
+        while waiting and isinstance(waiting[0], Notice):
+            more = waiting[0]
+            if not isinstance(more.event, ApprovalRequestedEvent):
+                break
+            notices.append(more)
+            waiting.popleft()
+        out = self._close_text()
+        out += [StepFinishedEvent(step_name=name) for name in self.steps]
+        self.steps.clear()
+        interrupts = [self._interruption(notice) for notice in notices]
+        outcome = RunFinishedInterruptOutcome(interrupts=interrupts)
+        out.append(RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome))
+        return out
+
+    def _interruption(self, notice: Notice) -> Interrupt:
+        from ag_ui.core import Interrupt
+
+        event = notice.event
+        assert isinstance(event, ApprovalRequestedEvent)
+        approval_id = given(event.approval_id) or ""
+        tool = given(event.tool_name) or "a tool"
+        self.remember(approval_id, PausedRun(self.turn.request_id, notice.seq))
+        goondan = {
+            "agent": event.agent_name,
+            "instanceKey": event.instance,
+            "tool": tool,
+            "arguments": given(event.args),
+            "requestId": self.turn.request_id,
+        }
+        return Interrupt(
+            id=approval_id,
+            reason=INTERRUPT_REASON,
+            message=f"{event.agent_name} asks to call {tool}",
+            tool_call_id=given(event.tool_call_id),
+            response_schema=RESUME_SCHEMA,
+            expires_at=given(event.expires_at),
+            metadata={"goondan": goondan},
+        )
+
+    def _end(self, answer: DelegateAnswer) -> list[BaseEvent]:
+        from ag_ui.core import (
+            RunErrorEvent,
+            RunFinishedEvent,
+            StepFinishedEvent,
+            TextMessageContentEvent,
+            TextMessageEndEvent,
+            TextMessageStartEvent,
+        )
+
+        out = self._close_text()
+        out += [StepFinishedEvent(step_name=name) for name in self.steps]
+        self.steps.clear()
+        if not answer.ok:
+            failure = answer.error or IpcError(
+                "the request failed", code=DeliveryCode.AGENT_TURN_FAILED
+            )
+            return [*out, RunErrorEvent(message=failure.message, code=failure.code)]
+        text = answer.output if isinstance(answer.output, str) else _json(answer.output)
+        if not self.texts and text:  # a Turn whose model did not stream still answers
+            message_id = answer_message_id(answer, self.turn.request_id)
+            out += [
+                TextMessageStartEvent(message_id=message_id, role="assistant"),
+                TextMessageContentEvent(message_id=message_id, delta=text),
+                TextMessageEndEvent(message_id=message_id),
+            ]
+        finished = RunFinishedEvent(
+            thread_id=self.thread_id,
+            run_id=self.run_id,
+            result=answer.output,
+            usage=_usage(answer),
+        )
+        if self.turn.dropped:
+            _log.warning(
+                "streamed deltas dropped for a slow client",
+                agent=self.turn.agent,
+                dropped=self.turn.dropped,
+            )
+        return [*out, finished]
+
+
+def answer_message_id(answer: DelegateAnswer, request_id: str) -> str:
+    """The id of the text message that carries a Turn's answer when its text did not stream
+    in this run: that of its last Step (Steps are named ``{turnId}-step-{index}``), so a run
+    replaying a recorded answer names the message as the live run did."""
+    turn = answer.turn or {}
+    turn_id, steps = turn.get("turnId"), turn.get("stepCount")
+    if isinstance(turn_id, str) and turn_id and isinstance(steps, int) and steps > 0:
+        return f"msg_{turn_id}-step-{steps - 1}"
+    return f"msg_{request_id}"
+
+
+def _usage(answer: DelegateAnswer) -> list[TokenUsage] | None:
+    from ag_ui.core import TokenUsage
+
+    counts = TokenCounts.read((answer.turn or {}).get("tokenUsage"))
+    if not counts.total_tokens and not counts.input_tokens and not counts.output_tokens:
+        return None
+    total = counts.input_tokens + counts.output_tokens
+    return [
+        TokenUsage(
+            input_tokens=counts.input_tokens, output_tokens=counts.output_tokens, total_tokens=total
+        )
+    ]
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
