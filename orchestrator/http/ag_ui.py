@@ -55,6 +55,7 @@ from orchestrator.approvals import BadDecision, decision_from_body
 from orchestrator.http.ag_ui_events import PausedRun, RunEvents, encoded
 from orchestrator.http.approvers import vet_decider
 from orchestrator.http.body import BadBody, read_object
+from orchestrator.http.openapi import Operation
 from orchestrator.http.requests import (
     REQUEST_ID_HEADER,
     Refusal,
@@ -83,6 +84,20 @@ CANCELLED_REASON = "cancelled from the AG-UI front end"
 REJECTED_REASON = "rejected from the AG-UI front end"
 
 _log = structlog.get_logger("goondan.api")
+
+
+AG_UI_OPERATIONS: dict[tuple[str, str], Operation] = {
+    ("POST", "/ag-ui/{agent}"): Operation(
+        "Run the agent as an AG-UI agent: a RunAgentInput in, the AG-UI event stream out "
+        "(an approval is an interrupt; a run with resume entries decides it).",
+        body={"type": "object", "required": ["threadId", "runId", "messages"]},
+        stream=True,
+        tag="agui",
+        idempotent_key=True,
+        external="https://docs.ag-ui.com/concepts/events",
+    )
+}
+"""The door's route, as the OpenAPI document describes it."""
 
 
 def ag_ui_routes(

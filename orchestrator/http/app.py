@@ -106,10 +106,9 @@ from orchestrator.callers import ApiToken, Identify, connection_app
 from orchestrator.http.approvers import vet_decider
 from orchestrator.http.body import BadBody, Fields, read_object
 from orchestrator.http.client import socket_path
-from orchestrator.http.front_doors import front_door_routes
+from orchestrator.http.front_doors import api_document, front_door_routes
 from orchestrator.http.guard import HostAllowList, JsonOnly, guard
 from orchestrator.http.openai import OpenAICompatible
-from orchestrator.http.openapi import served_document
 from orchestrator.http.requests import hand_over, request_events, request_state, run_turn
 from orchestrator.http.responses import AnswerResponse, error
 from orchestrator.http.servers import address_family
@@ -399,7 +398,7 @@ def build_app(
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     async def openapi(request: Request) -> Response:
-        return Response(served_document(), media_type="application/json")
+        return Response(api_document(), media_type="application/json")
 
     async def events(request: Request) -> Response:
         agent = request.query_params.get("agent")
@@ -528,8 +527,8 @@ class ApiServer:
         # refused with 503 (goondan.http_server); each connection's app knows its peer.
         self._server = GuardedServer(config, wrap=connection_app, log=self.log)
         self.tasks.start_soon(self._server.serve(sockets=sockets), "http-api")
-        tcp = f"{self.tcp[0]}:{self.port}" if self.tcp is not None else None
-        self.log.info("http api listening", socket=str(self.path), tcp=tcp, port=self.port)
+        address = f"{self.tcp[0]}:{self.port}" if self.tcp is not None else None
+        self.log.info("http api listening", socket=str(self.path), tcp=address, port=self.port)
 
     def _unix_socket(self) -> socket.socket:
         """Bind ``api.sock``: refuse if a live daemon owns it, replace it if stale."""

@@ -3,48 +3,22 @@
 Each door is a module under :mod:`orchestrator.http` that maps its protocol's shapes onto the
 operations (:class:`~orchestrator.operations.SwarmOperations`) and the request desk
 (:class:`~orchestrator.requests.RequestDesk`) and back, with no Turn logic of its own; this
-module lists their routes for :func:`orchestrator.http.app.build_app` and says which agents a
-door shows (``Agent.spec.expose`` and ``Swarm.spec.expose``).
+module lists their routes for :func:`orchestrator.http.app.build_app` and their operations for
+the OpenAPI document. Which agents a door shows: :mod:`orchestrator.http.exposure`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
 
+import msgspec
 from starlette.routing import BaseRoute
 
-from bundle.spec_agent import FrontDoor
-from orchestrator.http.ag_ui import ag_ui_routes
+from orchestrator.http.ag_ui import AG_UI_OPERATIONS, ag_ui_routes
+from orchestrator.http.exposure import shown
+from orchestrator.http.openapi import Operation, document
 from orchestrator.operations import SwarmOperations
-from orchestrator.operations.protocol import AgentView
 from orchestrator.requests import RequestDesk
-
-if TYPE_CHECKING:
-    from orchestrator.http.openapi import Operation
-
-
-def exposed(daemon: SwarmOperations, door: FrontDoor) -> list[AgentView]:
-    """The agents ``door`` shows, by name."""
-    views = (daemon.agent(name) for name in sorted(daemon.agent_names()))
-    return [
-        view
-        for view in views
-        if view is not None and (view.plan is None or door in view.plan.front_doors)
-    ]
-
-
-def shown(daemon: SwarmOperations, door: FrontDoor, agent: str) -> bool:
-    """Whether ``door`` shows ``agent`` (an agent of the swarm it exposes)."""
-    view = daemon.agent(agent)
-    return view is not None and (view.plan is None or door in view.plan.front_doors)
-
-
-def description(daemon: SwarmOperations, agent: str) -> str:
-    """What ``agent`` does, as its callers are told (``Agent.spec.description``, else a line
-    naming it and its swarm)."""
-    view = daemon.agent(agent)
-    described = view.plan.description if view is not None and view.plan is not None else None
-    return described or f"The {agent} agent of the {daemon.name} swarm."
 
 
 def front_door_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRoute]:
@@ -59,4 +33,11 @@ def front_door_operations() -> dict[tuple[str, str], Operation]:
     """What the OpenAPI document says of each front door's routes (by method and path, as
     :func:`front_door_routes` serves them)."""
     operations: dict[tuple[str, str], Operation] = {}
+    operations.update(AG_UI_OPERATIONS)
     return operations
+
+
+@functools.cache
+def api_document() -> bytes:
+    """The OpenAPI document ``/openapi.json`` serves: the API's and the doors' (made once)."""
+    return msgspec.json.encode(document(front_door_operations()))

@@ -10,7 +10,6 @@ Bodies another specification defines (OpenAI's, MCP's, A2A's, AG-UI's) are named
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -230,14 +229,6 @@ def document(extra: Mapping[tuple[str, str], Operation] | None = None) -> Schema
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
-
-
-@functools.cache
-def served_document() -> bytes:
-    """The document as ``/openapi.json`` serves it (made once)."""
-    from orchestrator.http.front_doors import front_door_operations
-
-    return msgspec.json.encode(document(front_door_operations()))
 
 
 def _version() -> str:
