@@ -48,3 +48,12 @@ def test_every_relative_link_of_a_top_level_page_resolves(page: str) -> None:
         if not (path.parent / file).exists():
             broken.append(target)
     assert broken == []
+
+
+def test_every_name_tool_authors_import_has_an_entry() -> None:
+    import tools_base
+
+    page = (ROOT / "docs" / "reference" / "python-api.md").read_text()
+    documented = set(re.findall(r"^::: tools_base\.(\w+)$", page, flags=re.MULTILINE))
+    assert set(tools_base.__all__) - documented == set()
+    assert documented - set(tools_base.__all__) == set()
