@@ -4,6 +4,7 @@ every kind and field of the schema, every runtime event type."""
 from __future__ import annotations
 
 import argparse
+import re
 
 from bundle.schema import json_schema
 from bundle.spec_kinds import SPEC_MODELS
@@ -60,7 +61,27 @@ def test_a_page_prints_from_the_command_line(capsys: object) -> None:
         "reference/cli.md",
         "reference/events.md",
         "reference/http-api.md",
+        "reference/metrics.md",
     }
+
+
+def test_every_metric_served_has_an_entry() -> None:
+    from orchestrator.http.metrics import SwarmMetrics
+    from orchestrator.reference.metrics import declared_metrics, metrics_page
+    from tests.support.fake_swarm import FakeSwarm
+
+    served = re.findall(
+        r"^# TYPE (goondan_\w+) (\w+)$", SwarmMetrics(FakeSwarm()).exposition().decode(), re.M
+    )
+    assert len(served) > 20
+    page = metrics_page()
+    kinds = {name: kind for name, kind, _, _ in declared_metrics()}
+    missing = []
+    for name, kind in served:
+        base = name.removesuffix("_total").removesuffix("_created")
+        if f"`{base}`" not in page or kinds.get(base) != kind:
+            missing.append(f"{name} {kind}")
+    assert missing == []
 
 
 def test_every_route_has_an_entry() -> None:
