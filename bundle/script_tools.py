@@ -5,6 +5,11 @@ time while the Turn answers with the fallback text; a rule whose ``when.toolResu
 misspelled never matches. Both are configuration errors, reported against the rule's field
 (file, line, resource) with the nearest real name as a suggestion.
 
+A call's ``args`` must fit the export it calls: every required parameter given, and no
+argument the export's ``parameters`` do not name (the nearest one is suggested), else each
+call would fail ``E_TOOL_INVALID_ARGS`` at run time. Values are templates, so their types are
+not checked here.
+
 A name counts as callable by an agent when it is an export of one of the agent's tools, when
 one of the agent's extensions may register it (``{extension}__{tool}``), or, when the agent
 has extensions or ``allowRegistryCalls``, when it is an export of any Tool of the bundle
@@ -15,11 +20,13 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 from bundle import errors as E
 from bundle.errors import ConfigIssue
 from bundle.loader import Resource, _Index
 from bundle.spec_agent import AgentSpec, ModelSpec, ToolSpec
+from bundle.spelling import nearest
 
 FieldPath = tuple[str | int, ...]
 
@@ -27,7 +34,9 @@ FieldPath = tuple[str | int, ...]
 def check_script_tools(resources: list[Resource], index: _Index) -> list[ConfigIssue]:
     """An issue for every tool name in a scripted Model's rules that none of the agents using
     that Model can call."""
-    every_tool = _exports(r for r in resources if r.kind == "Tool")
+    tools = [r for r in resources if r.kind == "Tool"]
+    every_tool = _exports(tools)
+    schemas = _parameters(tools)
     users: dict[tuple[str | None, str], list[Resource]] = {}
     for agent in resources:
         if agent.kind != "Agent":
@@ -46,6 +55,69 @@ def check_script_tools(resources: list[Resource], index: _Index) -> list[ConfigI
         callable_by = {agent.name: _callable(agent, index, every_tool) for agent in agents}
         for path, name in _named_tools(spec):
             issues.extend(_check_name(model, path, name, callable_by))
+        for path, name, args in _calls(spec):
+            parameters = schemas.get(name)
+            if parameters is not None:
+                issues.extend(_check_args(model, path, name, args, parameters))
+    return issues
+
+
+def _calls(spec: ModelSpec) -> Iterable[tuple[FieldPath, str, dict[str, Any]]]:
+    """``(field path of its args, tool name, args)`` of every call the script makes."""
+    assert spec.script is not None
+    for i, rule in enumerate(spec.script.rules):
+        rule_path: FieldPath = ("spec", "script", "rules", i)
+        if rule.call is not None:
+            yield (*rule_path, "call", "args"), rule.call.tool, rule.call.args
+        for j, call in enumerate(rule.calls or []):
+            yield (*rule_path, "calls", j, "args"), call.tool, call.args
+
+
+def _parameters(tools: Iterable[Resource]) -> dict[str, dict[str, Any]]:
+    """Each export's full name → its ``parameters`` schema."""
+    found: dict[str, dict[str, Any]] = {}
+    for tool in tools:
+        tool_spec: ToolSpec = tool.spec
+        for export in tool_spec.exports:
+            found[f"{tool.name}__{export.name}"] = export.parameters
+    return found
+
+
+def _check_args(
+    model: Resource,
+    path: FieldPath,
+    name: str,
+    args: dict[str, Any],
+    parameters: dict[str, Any],
+) -> list[ConfigIssue]:
+    properties = parameters.get("properties")
+    if not isinstance(properties, dict):
+        return []
+    issues = []
+    for given in args:
+        if given in properties:
+            continue
+        near = nearest(given, properties)
+        hint = f"did you mean `{near}`?" if near else "its parameters: " + ", ".join(properties)
+        issues.append(
+            model.issue(
+                E.E_SCHEMA_INVALID,
+                f"{name} takes no argument {given!r}",
+                (*path, given),
+                suggestion=hint,
+            )
+        )
+    required = parameters.get("required")
+    for wanted in required if isinstance(required, list) else ():
+        if wanted not in args and isinstance(wanted, str):
+            issues.append(
+                model.issue(
+                    E.E_SCHEMA_INVALID,
+                    f"{name} needs the argument {wanted!r}",
+                    path,
+                    suggestion=f"add `{wanted}` to args",
+                )
+            )
     return issues
 
 

@@ -65,7 +65,8 @@ def test_a_name_far_from_any_tool_lists_the_agents_tools(tmp_path: Path) -> None
 
 def test_a_model_shared_by_agents_with_different_tools_is_valid(tmp_path: Path) -> None:
     text = swarm(
-        "[{when: {input: a}, call: {tool: bash__exec}}, {when: {toolResult: wait__wait},"
+        "[{when: {input: a}, call: {tool: bash__exec, args: {command: ls}}},"
+        " {when: {toolResult: wait__wait},"
         " reply: done}, {reply: nothing}]",
         f"tools: [{BASE % 'bash'}]",
         f"tools: [{BASE % 'wait'}]",
@@ -84,4 +85,25 @@ def test_a_model_shared_by_agents_with_different_tools_is_valid(tmp_path: Path) 
     ],
 )
 def test_tools_an_agent_gets_at_run_time_are_callable(tmp_path: Path, tool: str, spec: str) -> None:
-    assert issues(tmp_path, swarm(f"[{{call: {{tool: {tool}}}}}]", spec)) == []
+    args = "{seconds: 1}" if tool == "wait__wait" else "{}"
+    assert issues(tmp_path, swarm(f"[{{call: {{tool: {tool}, args: {args}}}}}]", spec)) == []
+
+
+def test_a_calls_arguments_must_fit_the_export(tmp_path: Path) -> None:
+    text = swarm(
+        "[{call: {tool: file-system__write, args: {pth: x, content: y}}}]",
+        f"tools: [{BASE % 'file-system'}]",
+    )
+    found = {(issue.field, issue.suggestion) for issue in issues(tmp_path, text)}
+    assert found == {
+        ("spec.script.rules[0].call.args.pth", "did you mean `path`?"),
+        ("spec.script.rules[0].call.args", "add `path` to args"),
+    }
+
+
+def test_arguments_that_fit_are_valid(tmp_path: Path) -> None:
+    text = swarm(
+        "[{calls: [{tool: file-system__write, args: {path: '{x}', content: y}}]}]",
+        f"tools: [{BASE % 'file-system'}]",
+    )
+    assert issues(tmp_path, text) == []
