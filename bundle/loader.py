@@ -297,6 +297,14 @@ def _pydantic_issues(
         code = E.E_INVALID_REF if kind == "invalid_ref" else E.E_SCHEMA_INVALID
         message = error["msg"].removeprefix("Value error, ")
         suggestion = _suggestion_for(kind, loc)
+        entry = (
+            error.get("input", {}).get("entry") if isinstance(error.get("input"), dict) else None
+        )
+        if kind == "legacy_tool" and isinstance(entry, str):
+            suggestion = (
+                f"run `goondan tool schema {entry}` and paste the `exports:` it prints (from a "
+                "typed handler's hints), or declare `exports: [{name, description, parameters}]`"
+            )
         if kind == "extra_forbidden":
             message = f"unknown field {loc[-1]!r}"
             suggestion = _spelling_hint(exc.title, loc[len(prefix) :]) or suggestion

@@ -13,6 +13,7 @@ import argparse
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,12 @@ def cmd_tool(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(exports, indent=2))
     else:
-        print(yaml.dump(exports, Dumper=_EntryDumper, sort_keys=False, allow_unicode=True), end="")
+        # Indented as it stands under a Tool's `spec:`, so it pastes as it is.
+        entry = yaml.dump(
+            {"exports": exports}, Dumper=_EntryDumper, sort_keys=False, allow_unicode=True
+        )
+        print("# the Tool's exports: paste under its `spec:` in goondan.yaml")
+        print(textwrap.indent(entry, "  "), end="")
     return int(ExitCode.OK)
 
 

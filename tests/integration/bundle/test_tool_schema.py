@@ -110,7 +110,8 @@ def test_the_printed_entry_is_the_export_to_paste(tmp_path: Path) -> None:
     write_bundle(tmp_path)
     printed = run_cli("tool", "schema", "tools/greet.py:hello", cwd=tmp_path)
     assert printed.returncode == 0, printed.stderr
-    entries = yaml.safe_load(printed.stdout)
+    assert printed.stdout.splitlines()[1] == "  exports:"  # as it stands under `spec:`
+    entries = yaml.safe_load(printed.stdout)["exports"]
     assert entries == [
         {
             "name": "hello",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from bundle import ObjectRef, ValueSource
+from bundle import BundleError, ObjectRef, ValueSource, load_bundle
 from bundle.spec_agent import AgentSpec, ModelSpec, ToolSpec
 from bundle.spec_base import Metadata
 from bundle.spec_connector import ConnectionSpec, ConnectorSpec
@@ -400,3 +401,15 @@ def test_every_field_of_every_kind_is_described(model: type[Any]) -> None:
                 for inner in [arg, *getattr(arg, "__args__", ())]:
                     if isinstance(inner, type) and hasattr(inner, "model_fields"):
                         pending.append(inner)
+
+
+def test_a_tool_with_only_an_entry_is_pointed_at_tool_schema(tmp_path: Path) -> None:
+    (tmp_path / "goondan.yaml").write_text(
+        "apiVersion: goondan.ai/v1\nkind: Tool\nmetadata: {name: greet}\n"
+        "spec: {entry: ./greet.py}\n"
+    )
+    with pytest.raises(BundleError) as caught:
+        load_bundle(tmp_path / "goondan.yaml", check_handlers=False)
+    [issue] = [e for e in caught.value.errors if e.resource == "Tool/greet"]
+    assert issue.suggestion is not None
+    assert issue.suggestion.startswith("run `goondan tool schema ./greet.py`")
