@@ -410,6 +410,6 @@ def test_a_tool_with_only_an_entry_is_pointed_at_tool_schema(tmp_path: Path) -> 
     )
     with pytest.raises(BundleError) as caught:
         load_bundle(tmp_path / "goondan.yaml", check_handlers=False)
-    [issue] = [e for e in caught.value.errors if e.resource == "Tool/greet"]
+    [issue] = [e for e in caught.value.errors if e.field == "spec"]
     assert issue.suggestion is not None
     assert issue.suggestion.startswith("run `goondan tool schema ./greet.py`")
