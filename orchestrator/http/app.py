@@ -109,6 +109,7 @@ from orchestrator.http.guard import HostAllowList, JsonOnly, guard
 from orchestrator.http.openai import OpenAICompatible
 from orchestrator.http.requests import hand_over, request_events, request_state, run_turn
 from orchestrator.http.responses import AnswerResponse, error
+from orchestrator.http.responses_api import response_of
 from orchestrator.http.servers import address_family
 from orchestrator.http.streams import event_stream, sse
 from orchestrator.limits.usage import TRACES_KEPT
@@ -297,7 +298,9 @@ def build_app(
         return await hand_over(requests_desk, request, agent)
 
     async def request_by_id(request: Request) -> Response:
-        return await request_state(requests_desk, request, {"chat": openai.completion_of})
+        return await request_state(
+            requests_desk, request, {"chat": openai.completion_of, "responses": response_of}
+        )
 
     async def events_by_id(request: Request) -> Response:
         return await request_events(requests_desk, request)

@@ -44,5 +44,9 @@ def description(daemon: SwarmOperations, agent: str) -> str:
 def front_door_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRoute]:
     """The routes of every front door (beside ``/v1/chat/completions``, served by
     :mod:`orchestrator.http.openai`)."""
+    # Imported here: the doors import this module for exposed() and shown().
+    from orchestrator.http.responses_api import responses_routes
+
     routes: list[BaseRoute] = []
+    routes += responses_routes(daemon, desk)
     return routes
