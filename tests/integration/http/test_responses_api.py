@@ -1,0 +1,352 @@
+"""The OpenAI Responses API door against the real in-process Orchestrator on a TCP listener
+(loopback, with a token), driven by the official ``openai`` client and the OpenAI Agents SDK;
+hostile cases send raw HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+
+from orchestrator.daemon import Orchestrator
+from tests.support.approvals import approval_swarm, watching
+from tests.support.swarm import write_swarm
+
+pytestmark = pytest.mark.timeout(90)
+
+TOKEN = "sk-responses-door"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+async def swarm(tmp_path: Path) -> AsyncIterator[Orchestrator]:
+    orchestrator = Orchestrator.from_bundle(
+        write_swarm(tmp_path),
+        state_dir=tmp_path / "state",
+        api_listen="127.0.0.1:0",
+        api_token=TOKEN,
+    )
+    async with asyncio.timeout(30):
+        await orchestrator.start()
+    try:
+        yield orchestrator
+    finally:
+        async with asyncio.timeout(60):
+            await orchestrator.shutdown()
+
+
+def base_of(swarm: Orchestrator) -> str:
+    assert swarm.api is not None
+    assert swarm.api.port
+    return f"http://127.0.0.1:{swarm.api.port}"
+
+
+@pytest.fixture
+async def client(swarm: Orchestrator) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(
+        base_url=base_of(swarm) + "/v1", api_key=TOKEN, max_retries=0, timeout=60
+    ) as made:
+        yield made
+
+
+@pytest.fixture
+async def http(swarm: Orchestrator) -> AsyncIterator[httpx2.AsyncClient]:
+    async with httpx2.AsyncClient(base_url=base_of(swarm), headers=AUTH, timeout=30) as made:
+        yield made
+
+
+async def conversation_of(http: httpx2.AsyncClient, agent: str, key: str) -> str:
+    """The text of an instance's conversation on disk."""
+    rows = (await http.get("/v1/instances")).json()["instances"]
+    [row] = [r for r in rows if r["agentName"] == agent and r["instanceKey"] == key]
+    conversation = Path(row["directory"]) / "conversation"
+    return "".join(p.read_text() for p in sorted(conversation.glob("*.jsonl")))
+
+
+async def test_a_response_is_answered_kept_and_retrieved(
+    client: openai.AsyncOpenAI, http: httpx2.AsyncClient
+) -> None:
+    raw = await client.responses.with_raw_response.create(
+        model="beta", input="hello there", metadata={"ticket": "T-1"}
+    )
+    response = raw.parse()
+    assert response.object == "response"
+    assert response.status == "completed"
+    assert response.model == "beta"
+    assert response.output_text == "beta got: hello there"
+    assert response.metadata == {"ticket": "T-1"}
+    assert response.previous_response_id is None
+    assert response.error is None
+    assert response.usage is not None
+    assert response.usage.total_tokens == response.usage.input_tokens + response.usage.output_tokens
+    [message] = response.output
+    assert message.type == "message"
+    assert message.role == "assistant"
+    request_id = raw.headers["X-Goondan-Request-Id"]
+    assert response.id == "resp_" + request_id.removeprefix("req_")
+
+    again = await client.responses.retrieve(response.id)
+    assert (again.id, again.status, again.output_text) == (
+        response.id,
+        "completed",
+        "beta got: hello there",
+    )
+    assert again.metadata == {"ticket": "T-1"}
+
+    shown = (await http.get(f"/v1/requests/{request_id}")).json()
+    assert shown["state"] == "done"
+    assert shown["answer"]["object"] == "response"
+    assert shown["answer"]["id"] == response.id
+
+
+async def test_the_swarms_name_names_the_entry_agent_and_instructions_come_first(
+    client: openai.AsyncOpenAI,
+) -> None:
+    response = await client.responses.create(
+        model="goondan", input="hi", instructions="Answer in one line."
+    )
+    assert response.model == "alpha"
+    assert response.instructions == "Answer in one line."
+    # The instructions are put before the input, a blank line between.
+    assert response.output_text == "alpha got: Answer in one line.\n\nhi"
+
+
+async def test_previous_response_id_continues_the_same_conversation(
+    client: openai.AsyncOpenAI, http: httpx2.AsyncClient
+) -> None:
+    first = await client.responses.create(model="beta", input="remember the milk", user="kitchen")
+    second = await client.responses.create(
+        model="beta",
+        input=[
+            {"role": "user", "content": "remember the milk"},
+            {"role": "assistant", "content": [{"type": "output_text", "text": first.output_text}]},
+            {"role": "user", "content": [{"type": "input_text", "text": "what did I say?"}]},
+        ],
+        previous_response_id=first.id,
+    )
+    assert second.output_text == "beta got: what did I say?"
+    assert second.previous_response_id == first.id
+    assert (await client.responses.retrieve(second.id)).previous_response_id == first.id
+    # Both Turns ran in the instance of the first: the agent's conversation holds them both.
+    conversation = await conversation_of(http, "beta", "kitchen")
+    assert "remember the milk" in conversation
+    assert "what did I say?" in conversation
+    assert conversation.index("remember the milk") < conversation.index("what did I say?")
+
+
+async def test_a_stream_sends_the_typed_events_in_order(client: openai.AsyncOpenAI) -> None:
+    async with client.responses.stream(model="beta", input="stream these words") as stream:
+        events = [event async for event in stream]
+        final = await stream.get_final_response()
+    kinds = [event.type for event in events]
+    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
+    assert len(deltas) > 1  # the scripted model streams a word a chunk
+    assert kinds == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        *["response.output_text.delta"] * len(deltas),
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    numbers = [event.sequence_number for event in events]
+    assert numbers == list(range(len(events)))
+    assert "".join(deltas) == final.output_text == "beta got: stream these words"
+    assert final.status == "completed"
+    assert (await client.responses.retrieve(final.id)).output_text == final.output_text
+
+
+async def test_create_with_stream_true_yields_the_raw_events(client: openai.AsyncOpenAI) -> None:
+    stream = await client.responses.create(model="beta", input="raw words", stream=True)
+    kinds, text = [], ""
+    async with stream:
+        async for event in stream:
+            kinds.append(event.type)
+            if event.type == "response.output_text.delta":
+                text += event.delta
+            if event.type == "response.completed":
+                assert event.response.output_text == "beta got: raw words"
+    assert kinds[0] == "response.created"
+    assert kinds[-1] == "response.completed"
+    assert text == "beta got: raw words"
+
+
+async def test_the_agents_tool_calls_are_output_items_when_asked_for(
+    client: openai.AsyncOpenAI,
+) -> None:
+    include: Any = ["goondan.tool_calls"]
+    response = await client.responses.create(model="beta", input="slow 0.01", include=include)
+    call, result, message = response.output
+    assert call.type == "function_call"
+    assert result.type == "function_call_output"
+    assert call.name == "fault__slow"
+    assert json.loads(call.arguments) == {"seconds": 0.01}
+    assert result.call_id == call.call_id
+    assert message.type == "message"
+    assert response.output_text == "slow done"
+
+    async with client.responses.stream(model="beta", input="slow 0.01", include=include) as stream:
+        added = [e.item.type async for e in stream if e.type == "response.output_item.added"]
+        final = await stream.get_final_response()
+    assert added == ["function_call", "function_call_output", "message"]
+    assert [item.type for item in final.output] == added
+    # Without asking, only the message: a client would take a function_call as its own to run.
+    plain = await client.responses.create(model="beta", input="slow 0.01")
+    assert [item.type for item in plain.output] == ["message"]
+
+
+async def test_a_background_response_is_in_progress_then_retrieved(
+    client: openai.AsyncOpenAI, http: httpx2.AsyncClient, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    started = await client.responses.create(model="beta", input=f"hold {gate}", background=True)
+    assert (started.status, started.background) == ("in_progress", True)
+    # The Turn waits for the gate: the response stays in progress until it is opened.
+    assert (await client.responses.retrieve(started.id)).status == "in_progress"
+    gate.write_text("open")
+    request_id = "req_" + started.id.removeprefix("resp_")
+    waited = await http.get(f"/v1/requests/{request_id}", params={"wait": 30})
+    assert waited.json()["state"] == "done"
+    found = await client.responses.retrieve(started.id)
+    assert found.status == "completed"
+    assert found.completed_at is not None
+
+
+async def test_an_idempotency_key_answers_a_retry_with_the_first_response(
+    client: openai.AsyncOpenAI,
+) -> None:
+    key = {"Idempotency-Key": "order-42"}
+    first = await client.responses.with_raw_response.create(
+        model="beta", input="once only", extra_headers=key
+    )
+    again = await client.responses.with_raw_response.create(
+        model="beta", input="once only", extra_headers=key
+    )
+    assert again.parse().id == first.parse().id
+    assert again.headers["Idempotent-Replayed"] == "true"
+    with pytest.raises(openai.UnprocessableEntityError) as refused:
+        await client.responses.create(model="beta", input="another body", extra_headers=key)
+    assert refused.value.code == "IDEMPOTENCY_KEY_REUSED"
+
+
+async def test_an_approval_decided_through_another_door_lets_the_response_answer(
+    tmp_path: Path,
+) -> None:
+    options: dict[str, Any] = {"api_listen": "127.0.0.1:0", "api_token": TOKEN}
+    async with approval_swarm(tmp_path, **options) as swarm, watching(swarm) as events:
+        base = base_of(swarm)
+        async with (
+            openai.AsyncOpenAI(base_url=base + "/v1", api_key=TOKEN, max_retries=0) as client,
+            httpx2.AsyncClient(base_url=base, headers=AUTH, timeout=30) as http,
+        ):
+            waiting = asyncio.create_task(
+                client.responses.create(model="clerk", input="write notes.txt hello")
+            )
+            requested = await events.next("approval.requested")
+            assert not waiting.done()
+            approve = f"/v1/approvals/{requested['approvalId']}/approve"
+            decided = await http.post(approve, json={})
+            assert decided.status_code == 200, decided.text
+            async with asyncio.timeout(30):
+                response = await waiting
+    assert response.status == "completed"
+    assert response.output_text.startswith("wrote 5 bytes")
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"input": "no model"}, "model"),
+        ({"model": "beta"}, "input"),
+        ({"model": "beta", "input": 5}, "input"),
+        ({"model": 7, "input": "hi"}, "model"),
+        ({"model": "beta", "input": [{"type": "image_generation_call"}]}, "input[0].type"),
+        ({"model": "beta", "input": [{"role": "user", "content": 3}]}, "input[0].content"),
+        ({"model": "beta", "input": [{"role": "robot", "content": "hi"}]}, "input[0].role"),
+        (
+            {"model": "beta", "input": [{"role": "user", "content": [{"type": "input_image"}]}]},
+            "input[0].content[0].type",
+        ),
+        ({"model": "beta", "input": [{"role": "assistant", "content": "hi"}]}, "input[0]"),
+        ({"model": "beta", "input": "hi", "instructions": ["x"]}, "instructions"),
+        ({"model": "beta", "input": "hi", "stream": "yes"}, "stream"),
+        ({"model": "beta", "input": "hi", "metadata": {"k": 1}}, "metadata.k"),
+        (
+            {"model": "beta", "input": "hi", "metadata": {f"k{i}": "v" for i in range(17)}},
+            "metadata",
+        ),
+        ({"model": "beta", "input": "hi", "tools": [{"type": "function", "name": "f"}]}, "tools"),
+        (
+            {"model": "beta", "input": "hi", "previous_response_id": "resp_nope"},
+            "previous_response_id",
+        ),
+    ],
+)
+async def test_a_bad_body_is_answered_in_the_openai_shape_naming_the_field(
+    client: openai.AsyncOpenAI, body: dict[str, Any], param: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as refused:
+        await client.post("/responses", body=body, cast_to=object)
+    assert refused.value.param == param
+    assert refused.value.type == "invalid_request_error"
+    error = refused.value.body
+    assert isinstance(error, dict)
+    assert set(error) == {"message", "type", "param", "code"}
+
+
+async def test_unknown_models_and_responses_are_404_in_the_openai_shape(
+    client: openai.AsyncOpenAI,
+) -> None:
+    with pytest.raises(openai.NotFoundError) as missing:
+        await client.responses.create(model="gamma", input="hi")
+    assert missing.value.param == "model"
+    with pytest.raises(openai.NotFoundError) as unknown:
+        await client.responses.retrieve("resp_" + "0" * 32)
+    assert unknown.value.code == "REQUEST_NOT_FOUND"
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.retrieve("not-an-id")
+
+
+async def test_a_failed_turn_is_a_502_or_a_failed_event(client: openai.AsyncOpenAI) -> None:
+    with pytest.raises(openai.InternalServerError) as failed:
+        await client.responses.create(model="beta", input="crash")
+    assert failed.value.status_code == 502
+    assert failed.value.code == "AGENT_CRASHED"
+
+
+async def test_a_foreign_origin_and_a_missing_token_are_refused(swarm: Orchestrator) -> None:
+    body = {"model": "beta", "input": "hi"}
+    async with httpx2.AsyncClient(base_url=base_of(swarm), timeout=30) as anonymous:
+        assert (await anonymous.post("/v1/responses", json=body)).status_code == 401
+        foreign = {**AUTH, "Origin": "https://evil.example"}
+        refused = await anonymous.post("/v1/responses", json=body, headers=foreign)
+        assert refused.status_code == 403
+        assert (await anonymous.get("/v1/responses/resp_x", headers=foreign)).status_code == 403
+        big = {"model": "beta", "input": "x" * (2 * 1024 * 1024)}
+        assert (await anonymous.post("/v1/responses", json=big, headers=AUTH)).status_code == 413
+    async with openai.AsyncOpenAI(
+        base_url=base_of(swarm) + "/v1", api_key="wrong", max_retries=0
+    ) as intruder:
+        with pytest.raises(openai.AuthenticationError):
+            await intruder.responses.create(model="beta", input="hi")
+
+
+async def test_the_agents_sdk_runs_with_the_swarm_as_its_model_provider(
+    client: openai.AsyncOpenAI,
+) -> None:
+    from agents import Agent, OpenAIResponsesModel, Runner, set_tracing_disabled
+
+    set_tracing_disabled(True)  # no trace export: nothing leaves this machine
+    model = OpenAIResponsesModel(model="beta", openai_client=client)
+    agent = Agent(name="Assistant", instructions="You are beta.", model=model)
+    result = await Runner.run(agent, "hello from the agents sdk")
+    assert result.final_output == "beta got: You are beta.\n\nhello from the agents sdk"
