@@ -350,3 +350,38 @@ async def test_the_agents_sdk_runs_with_the_swarm_as_its_model_provider(
     agent = Agent(name="Assistant", instructions="You are beta.", model=model)
     result = await Runner.run(agent, "hello from the agents sdk")
     assert result.final_output == "beta got: You are beta.\n\nhello from the agents sdk"
+
+
+async def test_a_turn_failing_mid_stream_ends_in_response_failed(
+    client: openai.AsyncOpenAI,
+) -> None:
+    stream = await client.responses.create(model="beta", input="say bye then crash", stream=True)
+    async with stream:
+        events = [event async for event in stream]
+    kinds = [event.type for event in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert "response.output_text.delta" in kinds
+    assert kinds[-4:-1] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+    ]
+    failed = events[-1]
+    assert failed.type == "response.failed"
+    assert failed.response.status == "failed"
+    assert failed.response.error is not None
+    assert failed.response.error.code == "AGENT_CRASHED"
+
+
+async def test_the_agents_sdk_streams_from_the_swarm(client: openai.AsyncOpenAI) -> None:
+    from agents import Agent, OpenAIResponsesModel, Runner, set_tracing_disabled
+
+    set_tracing_disabled(True)
+    agent = Agent(name="Assistant", model=OpenAIResponsesModel(model="beta", openai_client=client))
+    run = Runner.run_streamed(agent, "stream to the sdk")
+    deltas = [
+        event.data.delta
+        async for event in run.stream_events()
+        if event.type == "raw_response_event" and event.data.type == "response.output_text.delta"
+    ]
+    assert "".join(deltas) == run.final_output == "beta got: stream to the sdk"
