@@ -385,3 +385,30 @@ async def test_the_agents_sdk_streams_from_the_swarm(client: openai.AsyncOpenAI)
         if event.type == "raw_response_event" and event.data.type == "response.output_text.delta"
     ]
     assert "".join(deltas) == run.final_output == "beta got: stream to the sdk"
+
+
+@pytest.mark.parametrize(
+    ("raw", "param"),
+    [
+        (b'{"model": "beta", "input": "\\ud800x"}', "input"),
+        (
+            b'{"model": "beta", "input": "hi", "metadata": ' + b"[" * 100 + b"]" * 100 + b"}",
+            "metadata" + "[0]" * 63,
+        ),
+        (b'{"model": "beta", "input": ', None),
+        (b'["model", "beta"]', None),
+    ],
+)
+async def test_hostile_bytes_are_answered_in_the_openai_shape(
+    http: httpx2.AsyncClient, raw: bytes, param: str | None
+) -> None:
+    headers = {"Content-Type": "application/json"}
+    refused = await http.post("/v1/responses", content=raw, headers=headers)
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+    plain = await http.post(
+        "/v1/responses", content=b"model=beta", headers={"Content-Type": "text/plain"}
+    )
+    assert plain.status_code == 415
