@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,10 +19,14 @@ import pytest
 
 from orchestrator.daemon import Orchestrator
 from tests.support.approvals import approval_swarm, watching
+from tests.support.daemon import Daemon
+from tests.support.readme import section
 from tests.support.swarm import write_swarm
 
 pytestmark = pytest.mark.timeout(90)
 
+REPO = Path(__file__).resolve().parents[3]
+DOCS = REPO / "docs" / "front-doors" / "responses.md"
 TOKEN = "sk-responses-door"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -412,3 +419,31 @@ async def test_hostile_bytes_are_answered_in_the_openai_shape(
         "/v1/responses", content=b"model=beta", headers={"Content-Type": "text/plain"}
     )
     assert plain.status_code == 415
+
+
+def test_the_docs_snippet_runs_against_a_daemon(tmp_path: Path) -> None:
+    """docs/front-doors/responses.md's snippet, as written, against the example swarm run by
+    a daemon process (only its port is the one this test's daemon got)."""
+    shutil.copy(REPO / "goondan.yaml.example", tmp_path / "goondan.yaml")
+    daemon = Daemon(tmp_path, bundle="goondan.yaml", args=["--listen", "127.0.0.1:0"])
+    try:
+        port = daemon.wait_for("http api listening")["port"]
+        [block] = section("Try it", DOCS).blocks_of("python")
+        snippet = block.text.replace("127.0.0.1:8080", f"127.0.0.1:{port}")
+        done = subprocess.run(
+            [sys.executable, "-"],
+            input=snippet,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=tmp_path,
+        )
+    finally:
+        daemon.stop()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "Done. The worker reports: wrote 5 bytes to notes.txt"
+    assert lines[1] == "['function_call', 'function_call_output', 'message']"
+    assert lines[2] == "completed"
+    assert lines[3].startswith("Done. The worker reports: wrote 8 bytes")
