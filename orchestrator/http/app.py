@@ -71,6 +71,8 @@ Routes (all JSON):
 ``GET  /metrics``                                Prometheus metrics
 ``GET  /v1/models``, ``POST /v1/chat/completions`` the OpenAI-compatible front door (the agent
                                                  is the model)
+``POST /v1/responses``, ``GET /v1/responses/{id}`` the OpenAI Responses API
+                                                 (:mod:`orchestrator.http.responses_api`)
 
 Streamed answers are served by :mod:`orchestrator.http.streams`, the OpenAI-compatible front
 door by :mod:`orchestrator.http.openai`.
