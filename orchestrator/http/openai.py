@@ -19,7 +19,7 @@ from ipc import DEFAULT_INSTANCE_KEY, BudgetExceeded, IpcError, PermitTimeout
 from ipc.delegation import DelegateAnswer
 from ipc.runtime_events import TokenCounts
 from orchestrator.http.body import BadBody, ChatRequest, read_object
-from orchestrator.http.front_doors import description, exposed, shown
+from orchestrator.http.exposure import description, exposed, shown
 from orchestrator.http.requests import Refusal, admit, body_digest, id_headers, idempotency_key
 from orchestrator.http.streams import (
     ANSWER_EVENT_ID,

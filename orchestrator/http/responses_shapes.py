@@ -12,6 +12,7 @@ from typing import Any
 from goondan.errors import DeliveryCode
 from ipc import IpcError
 from ipc.delegation import DelegateAnswer
+from ipc.runtime_events import EventType
 from orchestrator.http.body import BadBody, Fields
 from orchestrator.http.openai import turn_tokens
 from orchestrator.requests import RequestRecord
@@ -318,7 +319,7 @@ def tool_items(event: dict[str, Any]) -> list[dict[str, Any]]:
     ``tool.failed`` (its ``function_call_output``) runtime event, as its JSON object."""
     call_id = str(event.get("toolCallId") or "")
     kind = event.get("type")
-    if kind == "tool.called":
+    if kind == EventType.TOOL_CALLED:
         args = event.get("args")
         return [
             {
@@ -330,8 +331,8 @@ def tool_items(event: dict[str, Any]) -> list[dict[str, Any]]:
                 "status": "completed",
             }
         ]
-    if kind in ("tool.completed", "tool.failed"):
-        if kind == "tool.failed":
+    if kind in (EventType.TOOL_COMPLETED, EventType.TOOL_FAILED):
+        if kind == EventType.TOOL_FAILED:
             out: object = {"error": event.get("errorMessage")}
         elif event.get("status") == "error":
             out = {"error": event.get("error")}

@@ -1,0 +1,36 @@
+"""Which agents a front door shows (``Agent.spec.expose`` and ``Swarm.spec.expose``) and how
+they are described to its callers.
+
+Apart from :mod:`orchestrator.http.front_doors`, which imports every door to list its routes, so
+that a door reading these imports no module that imports it back.
+"""
+
+from __future__ import annotations
+
+from bundle.spec_agent import FrontDoor
+from orchestrator.operations import SwarmOperations
+from orchestrator.operations.protocol import AgentView
+
+
+def exposed(daemon: SwarmOperations, door: FrontDoor) -> list[AgentView]:
+    """The agents ``door`` shows, by name."""
+    views = (daemon.agent(name) for name in sorted(daemon.agent_names()))
+    return [
+        view
+        for view in views
+        if view is not None and (view.plan is None or door in view.plan.front_doors)
+    ]
+
+
+def shown(daemon: SwarmOperations, door: FrontDoor, agent: str) -> bool:
+    """Whether ``door`` shows ``agent`` (an agent of the swarm it exposes)."""
+    view = daemon.agent(agent)
+    return view is not None and (view.plan is None or door in view.plan.front_doors)
+
+
+def description(daemon: SwarmOperations, agent: str) -> str:
+    """What ``agent`` does, as its callers are told (``Agent.spec.description``, else a line
+    naming it and its swarm)."""
+    view = daemon.agent(agent)
+    described = view.plan.description if view is not None and view.plan is not None else None
+    return described or f"The {agent} agent of the {daemon.name} swarm."
