@@ -24,7 +24,6 @@ Errors have the OpenAI shape; a failed Turn maps as on chat (429, 409, 502).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -56,7 +55,15 @@ from orchestrator.http.responses_shapes import (
     response_of,
     tool_items,
 )
-from orchestrator.http.streams import Notice, Piece, TurnStream, not_answered_here, sse
+from orchestrator.http.streams import (
+    ANSWER_EVENT_ID,
+    Notice,
+    Piece,
+    TurnStream,
+    not_answered_here,
+    sse,
+    sse_event,
+)
 from orchestrator.operations import SwarmOperations
 from orchestrator.requests import Admission, Intake, RequestDesk, RequestRecord
 
@@ -76,6 +83,11 @@ class ResponseEvents:
     ``response.content_part.done``, ``response.output_item.done``); with tool calls asked for,
     their items as they happen; then ``response.completed`` holding every item, or
     ``response.failed`` with the error.
+
+    Each event's ``id:`` is the number, in the request's feed, of the last piece of the Turn
+    it fully carries (none before the first; ``answer`` for the last event): after a dropped
+    connection, ``GET /v1/requests/{id}/events`` with that ``Last-Event-ID`` streams what came
+    after it (:mod:`orchestrator.http.requests`).
     """
 
     def __init__(self, record: RequestRecord) -> None:
@@ -86,13 +98,14 @@ class ResponseEvents:
         self.text: str | None = None
         """The open message's text so far (``None``: no message is open)."""
         self.messages = 0
+        self.feed_id: int | str = 0
+        """The ``id:`` of the events now: the feed number of the last piece they carry."""
 
     def event(self, kind: str, **fields: Any) -> bytes:
         """One event of ``kind``, numbered."""
         body = {"type": kind, "sequence_number": self.sequence, **fields}
         self.sequence += 1
-        data = json.dumps(body, ensure_ascii=False)
-        return f"id: {body['sequence_number']}\nevent: {kind}\ndata: {data}\n\n".encode()
+        return sse_event(kind, body, self.feed_id)
 
     def start(self) -> list[bytes]:
         """``response.created`` and ``response.in_progress``."""
@@ -105,10 +118,12 @@ class ResponseEvents:
     def _where(self) -> dict[str, Any]:
         return {"item_id": self.output[-1]["id"], "output_index": len(self.output) - 1}
 
-    def delta(self, step: str, text: str) -> list[bytes]:
-        """Text of the agent's Step ``step`` (a new Step opens a new message)."""
+    def delta(self, step: str, text: str, seq: int = 0) -> list[bytes]:
+        """Text of the agent's Step ``step``, number ``seq`` in the feed (a new Step opens a
+        new message)."""
         events = self.close() if step != self.step else []
         self.step = step
+        self.feed_id = seq or self.feed_id
         if self.text is None:
             item = message_item(
                 message_id(self.record.request_id, self.messages), "", "in_progress"
@@ -154,9 +169,11 @@ class ResponseEvents:
             self.event("response.output_item.done", output_index=where["output_index"], item=done),
         ]
 
-    def items(self, items: list[dict[str, Any]]) -> list[bytes]:
-        """Whole items (a tool call, its output): added and done at once."""
+    def items(self, items: list[dict[str, Any]], seq: int = 0) -> list[bytes]:
+        """Whole items (a tool call, its output) of the feed's event ``seq``: added and done
+        at once."""
         events = self.close() if items else []
+        self.feed_id = seq or self.feed_id
         for item in items:
             self.output.append(item)
             index = len(self.output) - 1
@@ -176,6 +193,7 @@ class ResponseEvents:
         events = self.delta("", answer_text(answer)) if streamed_none else []
         events += self.close()
         body = response_json(settled or self.record, answer, self.output)
+        self.feed_id = ANSWER_EVENT_ID
         if answer.ok:
             events.append(self.event("response.completed", response=body))
         else:
@@ -218,10 +236,10 @@ async def stream_events(
                 yield b": keepalive\n\n"
                 continue
             if isinstance(item, Piece):
-                out = events.delta(item.delta.step_id, item.text)
+                out = events.delta(item.delta.step_id, item.text, item.seq)
             elif isinstance(item, Notice):
                 event = _tool_event(item, record.agent)
-                out = events.items(tool_items(event)) if event is not None else []
+                out = events.items(tool_items(event), item.seq) if event is not None else []
             else:
                 out = events.finish(item, settled())
             for chunk in out:

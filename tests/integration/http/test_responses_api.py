@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -357,6 +358,14 @@ async def test_the_agents_sdk_runs_with_the_swarm_as_its_model_provider(
     agent = Agent(name="Assistant", instructions="You are beta.", model=model)
     result = await Runner.run(agent, "hello from the agents sdk")
     assert result.final_output == "beta got: You are beta.\n\nhello from the agents sdk"
+    # The SDK's own way of continuing a conversation: previous_response_id.
+    first = result.last_response_id
+    assert first is not None
+    then = await Runner.run(agent, "and again", previous_response_id=first)
+    assert then.final_output == "beta got: You are beta.\n\nand again"
+    assert then.last_response_id is not None
+    kept = await client.responses.retrieve(then.last_response_id)
+    assert kept.previous_response_id == first
 
 
 async def test_a_turn_failing_mid_stream_ends_in_response_failed(
@@ -447,3 +456,74 @@ def test_the_docs_snippet_runs_against_a_daemon(tmp_path: Path) -> None:
     assert lines[1] == "['function_call', 'function_call_output', 'message']"
     assert lines[2] == "completed"
     assert lines[3].startswith("Done. The worker reports: wrote 8 bytes")
+
+
+async def test_a_dropped_stream_is_resumed_from_its_last_event_id(
+    client: openai.AsyncOpenAI, http: httpx2.AsyncClient, tmp_path: Path
+) -> None:
+    gate = tmp_path / "gate"
+    body: Any = {"model": "beta", "input": f"say hello then hold {gate}", "stream": True}
+    last_id = ""
+    async with client.responses.with_streaming_response.create(**body) as raw:
+        request_id = raw.headers["X-Goondan-Request-Id"]
+        async for line in raw.iter_lines():
+            if line.startswith("id: "):
+                last_id = line.removeprefix("id: ")
+            if line == "event: response.output_text.delta":
+                break  # the connection drops here, mid-Turn
+    assert last_id.isdigit()
+    gate.write_text("open")  # the Turn runs on without its first client
+    resumed = await http.get(
+        f"/v1/requests/{request_id}/events", headers={"Last-Event-ID": last_id}
+    )
+    assert resumed.status_code == 200
+    assert "event: answer" in resumed.text
+    assert "released" in resumed.text
+    assert '"text": "hello' not in resumed.text  # what the client had is not sent again
+    response_id = "resp_" + request_id.removeprefix("req_")
+    found = await client.responses.retrieve(response_id)
+    assert found.status == "completed"
+    assert found.output_text == "released"
+
+
+@asynccontextmanager
+async def served(tmp_path: Path) -> AsyncIterator[tuple[openai.AsyncOpenAI, httpx2.AsyncClient]]:
+    """The test swarm of ``tmp_path`` in a daemon of its own state directory, and its clients."""
+    orchestrator = Orchestrator.from_bundle(
+        tmp_path / "goondan.yaml",
+        state_dir=tmp_path / "state",
+        api_listen="127.0.0.1:0",
+        api_token=TOKEN,
+    )
+    async with asyncio.timeout(30):
+        await orchestrator.start()
+    base = base_of(orchestrator)
+    try:
+        async with (
+            openai.AsyncOpenAI(base_url=base + "/v1", api_key=TOKEN, max_retries=0) as client,
+            httpx2.AsyncClient(base_url=base, headers=AUTH, timeout=30) as http,
+        ):
+            yield client, http
+    finally:
+        async with asyncio.timeout(60):
+            await orchestrator.shutdown()
+
+
+async def test_a_response_outlives_its_daemon(tmp_path: Path) -> None:
+    write_swarm(tmp_path)
+    async with served(tmp_path) as (client, _):
+        first = await client.responses.create(
+            model="beta", input="remember the milk", user="kitchen", metadata={"n": "1"}
+        )
+    async with served(tmp_path) as (client, http):  # a new daemon on the same state
+        found = await client.responses.retrieve(first.id)
+        assert found.status == "completed"
+        assert found.output_text == "beta got: remember the milk"
+        assert (found.metadata, found.user) == ({"n": "1"}, "kitchen")
+        then = await client.responses.create(
+            model="beta", input="what was it?", previous_response_id=first.id
+        )
+        assert then.output_text == "beta got: what was it?"
+        conversation = await conversation_of(http, "beta", "kitchen")
+    assert "remember the milk" in conversation
+    assert "what was it?" in conversation
