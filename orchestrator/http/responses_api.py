@@ -349,8 +349,8 @@ class ResponsesApi:
 
     async def _answer(self, asked: ResponsesRequest, admission: Admission, watch: bool) -> Response:
         record = admission.record
-        if asked.background:
-            return JSONResponse(response_json(record, None))
+        if asked.background:  # (a retry of one done already finds it done)
+            return JSONResponse(standing(self._settled(record)))
         if asked.stream or watch:
             turn = TurnStream(self.desk, record.request_id, deltas=asked.stream, activity=watch)
             first = await turn.first()
@@ -409,13 +409,14 @@ class ResponsesApi:
         if record is None:
             missing = f"no response {wanted!r}: never answered here, or past its retention"
             return openai_error(404, HttpCode.REQUEST_NOT_FOUND, missing, param="response_id")
-        answer = (
-            DelegateAnswer.from_wire(record.answer)
-            if record.state == "done" and record.answer is not None
-            else None
-        )
         headers = {REQUEST_ID_HEADER: record.request_id}
-        return JSONResponse(response_json(record, answer), headers=headers)
+        return JSONResponse(standing(record), headers=headers)
+
+
+def standing(record: RequestRecord) -> dict[str, Any]:
+    """The response of ``record`` as it stands: ``in_progress`` while it runs."""
+    done = record.state == "done" and record.answer is not None
+    return response_json(record, DelegateAnswer.from_wire(record.answer) if done else None)
 
 
 def responses_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRoute]:

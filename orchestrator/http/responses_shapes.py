@@ -135,6 +135,8 @@ def read_input(value: object) -> tuple[str, list[str]]:
         if not isinstance(item, dict):
             raise BadBody(where, f"{where} must be a JSON object")
         kind = item.get("type", "message")
+        if not isinstance(kind, str):  # (a list or an object is no set member either)
+            raise BadBody(f"{where}.type", f"{where}.type must be a string")
         if kind in HISTORY_ITEMS:
             last = (kind, None)
             continue
@@ -144,7 +146,7 @@ def read_input(value: object) -> tuple[str, list[str]]:
                 f"{where}.type", f"unknown item type {kind!r} (this server takes: {known})"
             )
         role = item.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             roles = ", ".join(sorted(ROLES))
             raise BadBody(f"{where}.role", f"{where}.role must be one of {roles}")
         text = content_text(item.get("content"), f"{where}.content")
@@ -170,6 +172,8 @@ def content_text(content: object, where: str) -> str:
         if not isinstance(part, dict):
             raise BadBody(at, f"{at} must be a JSON object")
         kind = part.get("type")
+        if not isinstance(kind, str):
+            raise BadBody(f"{at}.type", f"{at}.type must be a string")
         if kind == "refusal":
             continue
         if kind not in TEXT_PARTS:

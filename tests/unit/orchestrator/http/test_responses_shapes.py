@@ -120,6 +120,12 @@ def test_the_options_are_read() -> None:
             },
             "input[1]",
         ),
+        ({"model": "beta", "input": [{"type": ["message"]}]}, "input[0].type"),
+        ({"model": "beta", "input": [{"role": {"user": 1}, "content": "x"}]}, "input[0].role"),
+        (
+            {"model": "beta", "input": [{"role": "user", "content": [{"type": []}]}]},
+            "input[0].content[0].type",
+        ),
         ({"model": "beta", "input": "x", "include": "all"}, "include"),
         ({"model": "beta", "input": "x", "store": "no"}, "store"),
         ({"model": "beta", "input": "x", "metadata": {"k" * 65: "v"}}, "metadata"),
