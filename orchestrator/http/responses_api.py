@@ -18,7 +18,8 @@ conversation instance that response ran in. Without it the instance is the
 ``function_call`` item (``name``, ``arguments``, ``call_id``) and a ``function_call_output``
 item per call, before the message (the calls already ran: a client has nothing to run).
 ``stream: true`` answers the standard typed events (see :class:`ResponseEvents`);
-``background: true`` answers at once, ``in_progress``, for ``GET /v1/responses/{id}`` later.
+``background: true`` answers at once, ``in_progress``, for ``GET /v1/responses/{id}`` later;
+``POST /v1/responses/{id}/cancel`` stops a Turn still running.
 Errors have the OpenAI shape; a failed Turn maps as on chat (429, 409, 502).
 """
 
@@ -68,6 +69,8 @@ from orchestrator.operations import SwarmOperations
 from orchestrator.requests import Admission, Intake, RequestDesk, RequestRecord
 
 INSTANCE_HEADER = "X-Goondan-Instance"
+CANCEL_WAIT_SECONDS = 30.0
+"""How long a cancel waits for the Turn to stop before it answers (``in_progress`` then)."""
 
 
 # -- streaming ---------------------------------------------------------------------------------
@@ -267,6 +270,7 @@ class ResponsesApi:
         return [
             Route("/v1/responses", self.create, methods=["POST"]),
             Route("/v1/responses/{id}", self.retrieve, methods=["GET"]),
+            Route("/v1/responses/{id}/cancel", self.cancel, methods=["POST"]),
         ]
 
     async def create(self, request: Request) -> Response:
@@ -411,6 +415,20 @@ class ResponsesApi:
             return openai_error(404, HttpCode.REQUEST_NOT_FOUND, missing, param="response_id")
         headers = {REQUEST_ID_HEADER: record.request_id}
         return JSONResponse(standing(record), headers=headers)
+
+    async def cancel(self, request: Request) -> Response:
+        """``POST /v1/responses/{id}/cancel``: stop its Turn (``cancelled`` once it stopped;
+        one that ended already is answered as it stands)."""
+        wanted = request.path_params["id"]
+        record = await self._find(wanted)
+        if record is None:
+            missing = f"no response {wanted!r}: never answered here, or past its retention"
+            return openai_error(404, HttpCode.REQUEST_NOT_FOUND, missing, param="response_id")
+        if record.state == "running":
+            self.daemon.cancel(record.trace_id, "cancelled through the Responses API")
+            await self.desk.answer(record.request_id, wait=CANCEL_WAIT_SECONDS)
+        headers = {REQUEST_ID_HEADER: record.request_id}
+        return JSONResponse(standing(self._settled(record)), headers=headers)
 
 
 def standing(record: RequestRecord) -> dict[str, Any]:

@@ -263,8 +263,10 @@ def response_json(
     output: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The ``response`` object of ``record``: ``in_progress`` without ``answer``, else
-    ``completed`` (``output``, or the answer's message) or ``failed`` with its ``error``."""
+    ``completed`` (``output``, or the answer's message), or ``failed`` (``cancelled`` for a
+    cancelled Turn) with its ``error``."""
     echo = record.echo or {}
+    error: dict[str, str] | None
     if answer is None:
         status, error = "in_progress", None
     elif answer.ok:
@@ -275,7 +277,8 @@ def response_json(
         failure = answer.error or IpcError(
             "the request failed", code=DeliveryCode.AGENT_TURN_FAILED
         )
-        status, error = "failed", {"code": failure.code, "message": failure.message}
+        status = "cancelled" if failure.code == DeliveryCode.CANCELLED else "failed"
+        error = {"code": failure.code, "message": failure.message}
     finished = int(record.finished_at) if record.finished_at is not None else None
     return {
         "id": response_id(record.request_id),

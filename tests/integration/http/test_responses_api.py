@@ -229,6 +229,24 @@ async def test_a_background_response_is_in_progress_then_retrieved(
     assert found.completed_at is not None
 
 
+async def test_a_background_response_can_be_cancelled(
+    client: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    started = await client.responses.create(
+        model="beta", input=f"hold {tmp_path / 'never'}", background=True
+    )
+    cancelled = await client.responses.cancel(started.id)
+    assert cancelled.id == started.id
+    assert cancelled.status == "cancelled"
+    assert cancelled.error is not None
+    assert cancelled.error.code == "CANCELLED"
+    assert (await client.responses.retrieve(started.id)).status == "cancelled"
+    again = await client.responses.cancel(started.id)  # ended already: as it stands
+    assert again.status == "cancelled"
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.cancel("resp_" + "0" * 32)
+
+
 async def test_an_idempotency_key_answers_a_retry_with_the_first_response(
     client: openai.AsyncOpenAI,
 ) -> None:

@@ -172,6 +172,8 @@ def test_the_response_object_in_each_state() -> None:
     assert failed["status"] == "failed"
     assert failed["error"] == {"code": "AGENT_CRASHED", "message": "it broke"}
     assert (failed["metadata"], failed["previous_response_id"]) == ({}, None)
+    stopped = DelegateAnswer.failure(IpcError("stopped", code="CANCELLED"))
+    assert response_json(record(), stopped)["status"] == "cancelled"
 
 
 def test_tool_events_become_a_function_call_and_its_output() -> None:
