@@ -148,6 +148,30 @@ async def test_previous_response_id_continues_the_same_conversation(
     assert conversation.index("remember the milk") < conversation.index("what did I say?")
 
 
+async def test_the_instance_header_names_the_conversation_and_must_agree(
+    client: openai.AsyncOpenAI, http: httpx2.AsyncClient
+) -> None:
+    desk = {"X-Goondan-Instance": "desk-7"}
+    first = await client.responses.create(model="beta", input="on desk seven", extra_headers=desk)
+    assert "on desk seven" in await conversation_of(http, "beta", "desk-7")
+    with pytest.raises(openai.BadRequestError) as other_instance:
+        await client.responses.create(
+            model="beta",
+            input="elsewhere",
+            previous_response_id=first.id,
+            extra_headers={"X-Goondan-Instance": "desk-8"},
+        )
+    assert other_instance.value.param == "user"
+    with pytest.raises(openai.BadRequestError) as other_agent:
+        await client.responses.create(model="alpha", input="hi", previous_response_id=first.id)
+    assert other_agent.value.param == "model"
+    same = await client.responses.create(
+        model="beta", input="still here", previous_response_id=first.id, extra_headers=desk
+    )
+    assert same.status == "completed"
+    assert "still here" in await conversation_of(http, "beta", "desk-7")
+
+
 async def test_a_stream_sends_the_typed_events_in_order(client: openai.AsyncOpenAI) -> None:
     async with client.responses.stream(model="beta", input="stream these words") as stream:
         events = [event async for event in stream]
