@@ -154,11 +154,12 @@ class ResponseEvents:
         )
         return events
 
-    def close(self) -> list[bytes]:
-        """Close the open message, if any."""
+    def close(self, whole: str | None = None) -> list[bytes]:
+        """Close the open message, if any (with ``whole`` as its text: the answer's, when
+        deltas were lost to a slow client)."""
         if self.text is None:
             return []
-        text, self.text, self.step = self.text, None, None
+        text, self.text, self.step = whole or self.text, None, None
         done = message_item(self.output[-1]["id"], text)
         self.output[-1] = done
         where = self._where()
@@ -189,12 +190,15 @@ class ResponseEvents:
             events.append(self.event("response.output_item.done", output_index=index, item=item))
         return events
 
-    def finish(self, answer: DelegateAnswer, settled: RequestRecord | None = None) -> list[bytes]:
+    def finish(
+        self, answer: DelegateAnswer, settled: RequestRecord | None = None, dropped: int = 0
+    ) -> list[bytes]:
         """``response.completed`` (a Turn that streamed no text has its answer as one delta
-        first), or ``response.failed``; ``settled`` is the request's record once answered."""
+        first), or ``response.failed``; ``settled`` is the request's record once answered;
+        ``dropped`` deltas lost to a slow client leave the last message the answer's text."""
         streamed_none = answer.ok and self.messages == 0
         events = self.delta("", answer_text(answer)) if streamed_none else []
-        events += self.close()
+        events += self.close(answer_text(answer) if dropped and answer.ok else None)
         body = response_json(settled or self.record, answer, self.output)
         self.feed_id = ANSWER_EVENT_ID
         if answer.ok:
@@ -244,7 +248,7 @@ async def stream_events(
                 event = _tool_event(item, record.agent)
                 out = events.items(tool_items(event), item.seq) if event is not None else []
             else:
-                out = events.finish(item, settled())
+                out = events.finish(item, settled(), turn.dropped)
             for chunk in out:
                 yield chunk
         if turn.dropped:

@@ -292,3 +292,11 @@ def test_a_failure_closes_the_open_message_then_fails_the_response() -> None:
     assert failed["status"] == "failed"
     assert failed["error"]["code"] == "AGENT_CRASHED"
     assert failed["output"][0]["content"][0]["text"] == "partial"
+
+
+def test_deltas_lost_to_a_slow_client_leave_the_last_message_the_answers_text() -> None:
+    events = ResponseEvents(record())
+    chunks = events.start() + events.delta("s1", "the ans")  # "wer" was dropped
+    bodies = parsed(chunks + events.finish(OK, dropped=1))
+    assert bodies[-4]["text"] == "the answer"
+    assert bodies[-1]["response"]["output"][0]["content"][0]["text"] == "the answer"
