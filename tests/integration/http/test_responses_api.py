@@ -129,14 +129,13 @@ async def test_previous_response_id_continues_the_same_conversation(
     client: openai.AsyncOpenAI, http: httpx2.AsyncClient
 ) -> None:
     first = await client.responses.create(model="beta", input="remember the milk", user="kitchen")
+    history: Any = [  # as a client that keeps the history itself sends it
+        {"role": "user", "content": "remember the milk"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": first.output_text}]},
+        {"role": "user", "content": [{"type": "input_text", "text": "what did I say?"}]},
+    ]
     second = await client.responses.create(
-        model="beta",
-        input=[
-            {"role": "user", "content": "remember the milk"},
-            {"role": "assistant", "content": [{"type": "output_text", "text": first.output_text}]},
-            {"role": "user", "content": [{"type": "input_text", "text": "what did I say?"}]},
-        ],
-        previous_response_id=first.id,
+        model="beta", input=history, previous_response_id=first.id
     )
     assert second.output_text == "beta got: what did I say?"
     assert second.previous_response_id == first.id
@@ -263,7 +262,7 @@ async def test_a_background_response_can_be_cancelled(
     assert cancelled.id == started.id
     assert cancelled.status == "cancelled"
     assert cancelled.error is not None
-    assert cancelled.error.code == "CANCELLED"
+    assert str(cancelled.error.code) == "CANCELLED"  # our code, beyond OpenAI's list
     assert (await client.responses.retrieve(started.id)).status == "cancelled"
     again = await client.responses.cancel(started.id)  # ended already: as it stands
     assert again.status == "cancelled"
@@ -428,7 +427,7 @@ async def test_a_turn_failing_mid_stream_ends_in_response_failed(
     assert failed.type == "response.failed"
     assert failed.response.status == "failed"
     assert failed.response.error is not None
-    assert failed.response.error.code == "AGENT_CRASHED"
+    assert str(failed.response.error.code) == "AGENT_CRASHED"
 
 
 async def test_the_agents_sdk_streams_from_the_swarm(client: openai.AsyncOpenAI) -> None:
