@@ -73,6 +73,8 @@ Routes (all JSON):
                                                  (:mod:`orchestrator.http.openapi`)
 ``GET  /v1/models``, ``POST /v1/chat/completions`` the OpenAI-compatible front door (the agent
                                                  is the model)
+``POST /v1/responses``, ``GET /v1/responses/{id}`` the OpenAI Responses API
+                                                 (:mod:`orchestrator.http.responses_api`)
 
 Streamed answers are served by :mod:`orchestrator.http.streams`, the OpenAI-compatible front
 door by :mod:`orchestrator.http.openai`.
@@ -111,6 +113,7 @@ from orchestrator.http.guard import HostAllowList, JsonOnly, guard
 from orchestrator.http.openai import OpenAICompatible
 from orchestrator.http.requests import hand_over, request_events, request_state, run_turn
 from orchestrator.http.responses import AnswerResponse, error
+from orchestrator.http.responses_api import response_of
 from orchestrator.http.servers import address_family
 from orchestrator.http.streams import event_stream, sse
 from orchestrator.limits.usage import TRACES_KEPT
@@ -299,7 +302,9 @@ def build_app(
         return await hand_over(requests_desk, request, agent)
 
     async def request_by_id(request: Request) -> Response:
-        return await request_state(requests_desk, request, {"chat": openai.completion_of})
+        return await request_state(
+            requests_desk, request, {"chat": openai.completion_of, "responses": response_of}
+        )
 
     async def events_by_id(request: Request) -> Response:
         return await request_events(requests_desk, request)

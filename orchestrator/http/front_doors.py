@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute
 from orchestrator.http.ag_ui import AG_UI_OPERATIONS, ag_ui_routes
 from orchestrator.http.exposure import shown
 from orchestrator.http.openapi import Operation, document
+from orchestrator.http.responses_api import RESPONSES_OPERATIONS, responses_routes
 from orchestrator.operations import SwarmOperations
 from orchestrator.requests import RequestDesk
 
@@ -25,6 +26,7 @@ def front_door_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRo
     """The routes of every front door (beside ``/v1/chat/completions``, served by
     :mod:`orchestrator.http.openai`)."""
     routes: list[BaseRoute] = []
+    routes += responses_routes(daemon, desk)
     routes += ag_ui_routes(daemon, desk, lambda agent: shown(daemon, "agUi", agent))
     return routes
 
@@ -33,6 +35,7 @@ def front_door_operations() -> dict[tuple[str, str], Operation]:
     """What the OpenAPI document says of each front door's routes (by method and path, as
     :func:`front_door_routes` serves them)."""
     operations: dict[tuple[str, str], Operation] = {}
+    operations.update(RESPONSES_OPERATIONS)
     operations.update(AG_UI_OPERATIONS)
     return operations
 

@@ -34,6 +34,59 @@ from orchestrator.operations import SwarmOperations
 from orchestrator.requests import Admission, Intake, RequestDesk, RequestRecord
 
 
+def openai_error(
+    status: int,
+    code: str,
+    message: str,
+    kind: str = "invalid_request_error",
+    param: str | None = None,
+) -> JSONResponse:
+    """An error in the OpenAI shape ``{"error": {message, type, param, code}}``."""
+    # OpenAI clients read error.message, error.type and error.param; code stays ours.
+    body = {"error": {"code": code, "message": message, "type": kind, "param": param}}
+    return JSONResponse(body, status_code=status)
+
+
+def agent_for_model(daemon: SwarmOperations, model: str) -> str | None:
+    """The agent an OpenAI ``model`` names (the swarm's name, or ``goondan``, names the entry
+    agent); ``None`` when the ``openai`` door shows no such agent."""
+    if model not in daemon.agent_names() and model in (daemon.name, "goondan"):
+        model = daemon.entry_agent
+    return model if shown(daemon, "openai", model) else None
+
+
+def refusal_error(refused: Response) -> JSONResponse:
+    """A refusal of the request desk (:class:`~orchestrator.http.requests.Refusal`), in the
+    OpenAI error shape."""
+    detail = json.loads(bytes(refused.body))["error"]
+    return openai_error(refused.status_code, detail["code"], detail["message"])
+
+
+def failure_error(answer: DelegateAnswer) -> JSONResponse:
+    """A failed Turn as OpenAI answers the like: 429 for a used-up budget or a rate limit,
+    409 for a busy instance, else 502."""
+    error = answer.error
+    code = error.code if error is not None else DeliveryCode.AGENT_TURN_FAILED
+    message = error.message if error is not None else "the request failed"
+    if code == BudgetExceeded.code:
+        # As OpenAI answers a used-up quota; retrying the same request cannot help, and
+        # the SDKs honour x-should-retry.
+        response = openai_error(429, code, message, "insufficient_quota")
+        response.headers["x-should-retry"] = "false"
+        return response
+    if code in (DeliveryCode.E_MODEL_RATE_LIMITED, PermitTimeout.code):
+        return openai_error(429, code, message, "rate_limit_exceeded")  # clients back off
+    if code == DeliveryCode.INSTANCE_BUSY:  # policy.concurrency: reject
+        return openai_error(409, code, message, "conflict_error")
+    return openai_error(502, code, message)
+
+
+def turn_tokens(answer: DelegateAnswer) -> tuple[int, int]:
+    """``(input, output)`` tokens of the answer's Turn."""
+    counts = TokenCounts.read((answer.turn or {}).get("tokenUsage"))
+    return counts.input_tokens, counts.output_tokens
+
+
 class OpenAICompatible:
     """``/v1/models`` and ``/v1/chat/completions``: the swarm as an OpenAI-compatible server.
 
@@ -49,18 +102,6 @@ class OpenAICompatible:
         self.desk = desk
         self.created = int(time.time())
 
-    def _error(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        kind: str = "invalid_request_error",
-        param: str | None = None,
-    ) -> JSONResponse:
-        # OpenAI clients read error.message, error.type and error.param; code stays ours.
-        body = {"error": {"code": code, "message": message, "type": kind, "param": param}}
-        return JSONResponse(body, status_code=status)
-
     async def models(self, request: Request) -> Response:
         owner = self.daemon.name
         data = [
@@ -75,25 +116,19 @@ class OpenAICompatible:
         ]
         return JSONResponse({"object": "list", "data": data})
 
-    def _agent(self, model: str) -> str | None:
-        daemon = self.daemon
-        if model not in daemon.agent_names() and model in (daemon.name, "goondan"):
-            model = daemon.entry_agent
-        return model if shown(daemon, "openai", model) else None
-
     async def chat_completions(self, request: Request) -> Response:
         try:
             data = await read_object(request)
             chat = ChatRequest.read(data)
             key_given = idempotency_key(request)
         except BadBody as exc:
-            return self._error(400, HttpCode.BAD_REQUEST, exc.message, param=exc.field)
-        agent = self._agent(chat.model)
+            return openai_error(400, HttpCode.BAD_REQUEST, exc.message, param=exc.field)
+        agent = agent_for_model(self.daemon, chat.model)
         if agent is None:
             missing = f"no agent named {chat.model!r}"
-            return self._error(404, DeliveryCode.AGENT_NOT_FOUND, missing, param="model")
+            return openai_error(404, DeliveryCode.AGENT_NOT_FOUND, missing, param="model")
         if self.daemon.stopping:
-            return self._error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
+            return openai_error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
         key = request.headers.get("x-goondan-instance") or chat.user or DEFAULT_INSTANCE_KEY
         asked = Intake("chat", agent, chat.text, key, relay=chat.relay, deltas=chat.stream)
         intake = dataclasses.replace(
@@ -104,13 +139,13 @@ class OpenAICompatible:
         try:
             admission = await admit(self.desk, intake)
         except Refusal as refusal:
-            return self._refused(refusal.response)
+            return refusal_error(refusal.response)
         if chat.stream:
             response = await self._streamed(chat, admission)
         else:
             answer = await self.desk.answer(admission.request_id)
             if answer is None or not answer.ok:
-                response = self._failed(answer or not_answered_here())
+                response = failure_error(answer or not_answered_here())
             else:
                 response = JSONResponse(self.completion_of(answer, admission.record))
         response.headers.update(id_headers(admission))
@@ -119,11 +154,11 @@ class OpenAICompatible:
     def completion_of(self, answer: DelegateAnswer, record: RequestRecord) -> dict[str, Any]:
         """The ``chat.completion`` body of a Turn's answer (an error body when it failed)."""
         if not answer.ok:
-            return json.loads(bytes(self._failed(answer).body))  # type: ignore[no-any-return]
+            return json.loads(bytes(failure_error(answer).body))  # type: ignore[no-any-return]
         turn = answer.turn or {}
         completion_id = f"chatcmpl-{turn.get('traceId') or secrets.token_hex(16)}"
         content = answer.output if isinstance(answer.output, str) else json.dumps(answer.output)
-        prompt, completion = _usage(answer)
+        prompt, completion = turn_tokens(answer)
         return {
             "id": completion_id,
             "object": "chat.completion",
@@ -144,39 +179,12 @@ class OpenAICompatible:
             "requestId": record.request_id,
         }
 
-    def _refused(self, refused: Response) -> JSONResponse:
-        """A refusal of the request desk, in the OpenAI error shape."""
-        detail = json.loads(bytes(refused.body))["error"]
-        return self._error(refused.status_code, detail["code"], detail["message"])
-
-    def _failed(self, answer: DelegateAnswer) -> JSONResponse:
-        error = answer.error
-        code = error.code if error is not None else DeliveryCode.AGENT_TURN_FAILED
-        message = error.message if error is not None else "the request failed"
-        if code == BudgetExceeded.code:
-            # As OpenAI answers a used-up quota; retrying the same request cannot help, and
-            # the SDKs honour x-should-retry.
-            response = self._error(429, code, message, "insufficient_quota")
-            response.headers["x-should-retry"] = "false"
-            return response
-        if code in (DeliveryCode.E_MODEL_RATE_LIMITED, PermitTimeout.code):
-            return self._error(429, code, message, "rate_limit_exceeded")  # clients back off
-        if code == DeliveryCode.INSTANCE_BUSY:  # policy.concurrency: reject
-            return self._error(409, code, message, "conflict_error")
-        return self._error(502, code, message)
-
     async def _streamed(self, chat: ChatRequest, admission: Admission) -> Response:
         turn = TurnStream(self.desk, admission.request_id)
         first = await turn.first()
         if isinstance(first, DelegateAnswer) and not first.ok:
-            return self._failed(first)
+            return failure_error(first)
         return sse(_chunk_events(turn, first, self.created, chat.include_usage), turn.aclose)
-
-
-def _usage(answer: DelegateAnswer) -> tuple[int, int]:
-    """``(prompt, completion)`` tokens of the answer's Turn."""
-    counts = TokenCounts.read((answer.turn or {}).get("tokenUsage"))
-    return counts.input_tokens, counts.output_tokens
 
 
 async def _chunk_events(
@@ -241,7 +249,7 @@ async def _chunk_events(
                 stop = chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])
                 yield f"id: {ANSWER_EVENT_ID}\n".encode() + stop
                 if include_usage:
-                    prompt, completion = _usage(item)
+                    prompt, completion = turn_tokens(item)
                     usage = {
                         "prompt_tokens": prompt,
                         "completion_tokens": completion,

@@ -74,6 +74,8 @@ class Intake:
     idempotency_key: str | None = None
     body_digest: str = ""
     """Digest of what was asked (front door, agent, body), compared when a key is reused."""
+    echo: dict[str, object] | None = None
+    """What the front door's answer repeats of the request, kept in its record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,7 @@ class RequestDesk:
             trace_id=new_trace_id(),
             key_digest=key_digest if intake.idempotency_key is not None else "",
             body_digest=intake.body_digest,
+            echo=intake.echo,
             accepted_at=time.time(),
         )
         if self.shared is not None and record.key_digest:

@@ -44,9 +44,9 @@ PRUNE_EVERY_SECONDS = 60.0
 _ID = re.compile(r"req_[0-9a-f]{32}")
 """A request id: 128 random bits, so one caller cannot guess another's."""
 
-Kind = Literal["request", "send", "chat", "agui"]
+Kind = Literal["request", "send", "chat", "responses", "mcp", "a2a", "agui"]
 """The front door a request came through: ``POST .../requests``, ``.../sends``,
-``/v1/chat/completions`` or ``/ag-ui/{agent}``."""
+``/v1/chat/completions``, ``/v1/responses``, ``/mcp``, ``/a2a/{agent}`` or ``/ag-ui/{agent}``."""
 State = Literal["running", "done"]
 
 
@@ -76,6 +76,9 @@ class RequestRecord(msgspec.Struct, rename="camel", kw_only=True):
     """SHA-256 of the idempotency key (empty: none was given); the key itself is not kept."""
     body_digest: str = ""
     """SHA-256 of what was asked (front door, agent, body): a key reused with another fails."""
+    echo: dict[str, object] | None = None
+    """What its front door's answer repeats of the request (the Responses door: its
+    ``previous_response_id``, ``instructions``, ``metadata``), so a later look-up answers alike."""
     state: State = "running"
     answer: dict[str, object] | None = None
     """The Turn's answer in its wire form (:class:`ipc.delegation.DelegateAnswer`)."""
