@@ -15,6 +15,7 @@ from bundle.spec_agent import FrontDoor
 from orchestrator.operations import SwarmOperations
 from orchestrator.operations.protocol import AgentView
 from orchestrator.requests import RequestDesk
+from orchestrator.tasks import TaskOwner
 
 
 def exposed(daemon: SwarmOperations, door: FrontDoor) -> list[AgentView]:
@@ -41,8 +42,14 @@ def description(daemon: SwarmOperations, agent: str) -> str:
     return described or f"The {agent} agent of the {daemon.name} swarm."
 
 
-def front_door_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRoute]:
+def front_door_routes(
+    daemon: SwarmOperations, desk: RequestDesk, tasks: TaskOwner | None = None
+) -> list[BaseRoute]:
     """The routes of every front door (beside ``/v1/chat/completions``, served by
-    :mod:`orchestrator.http.openai`)."""
+    :mod:`orchestrator.http.openai`); a door's background work runs in ``tasks`` (the
+    daemon's task owner)."""
+    from orchestrator.http.mcp_server import mcp_routes
+
     routes: list[BaseRoute] = []
+    routes += mcp_routes(daemon, desk, tasks)
     return routes

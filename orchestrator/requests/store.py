@@ -44,9 +44,9 @@ PRUNE_EVERY_SECONDS = 60.0
 _ID = re.compile(r"req_[0-9a-f]{32}")
 """A request id: 128 random bits, so one caller cannot guess another's."""
 
-Kind = Literal["request", "send", "chat"]
-"""The front door a request came through: ``POST .../requests``, ``.../sends`` or
-``/v1/chat/completions``."""
+Kind = Literal["request", "send", "chat", "mcp"]
+"""The front door a request came through: ``POST .../requests``, ``.../sends``,
+``/v1/chat/completions`` or an MCP ``tools/call``."""
 State = Literal["running", "done"]
 
 
