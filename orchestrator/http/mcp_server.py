@@ -26,6 +26,8 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 import structlog
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
@@ -54,8 +56,11 @@ _log = structlog.get_logger("goondan.mcp")
 
 
 def mcp_available() -> bool:
-    """Whether the ``mcp`` extra is installed."""
-    return importlib.util.find_spec("mcp") is not None
+    """Whether the ``mcp`` extra is installed (and not blocked from import)."""
+    try:
+        return importlib.util.find_spec("mcp") is not None
+    except (ImportError, ValueError):  # a module entry of None: import is refused
+        return False
 
 
 def mcp_routes(
@@ -69,8 +74,8 @@ def mcp_routes(
     return [Route(MCP_PATH, door, methods=["GET", "POST", "DELETE"])]
 
 
-async def _extra_missing(scope: Scope, receive: Receive, send: Send) -> None:
-    await error(501, HttpCode.HTTP_ERROR, MCP_EXTRA_MISSING)(scope, receive, send)
+async def _extra_missing(request: Request) -> Response:
+    return error(501, HttpCode.HTTP_ERROR, MCP_EXTRA_MISSING)
 
 
 class McpDoor:
