@@ -313,8 +313,11 @@ class _Call:
                 what += f" with {shown_args[:500]}"
             why_not = await self._why_not_elicit(approval_id)
             if why_not is None:
-                await self._elicit(approval_id, what)
-                return
+                try:
+                    await self._elicit(approval_id, what)
+                    return
+                except Exception as exc:  # the client could not answer after all: wait
+                    why_not = f"the client's elicitation failed ({exc})"
             how = (
                 f"waiting for an operator to decide approval {approval_id} ({what}): "
                 f"`goondan approve {approval_id}` or `goondan reject {approval_id} --reason ...`, "
