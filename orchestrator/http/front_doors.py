@@ -9,6 +9,8 @@ door shows (``Agent.spec.expose`` and ``Swarm.spec.expose``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from starlette.routing import BaseRoute
 
 from bundle.spec_agent import FrontDoor
@@ -42,6 +44,27 @@ def description(daemon: SwarmOperations, agent: str) -> str:
     return described or f"The {agent} agent of the {daemon.name} swarm."
 
 
+@dataclass(frozen=True, slots=True)
+class DoorView:
+    """Which agents one door shows, and how each is described: what a door's module is given,
+    so that it needs no import of this module (which imports it)."""
+
+    daemon: SwarmOperations
+    door: FrontDoor
+
+    def agents(self) -> list[str]:
+        """The agents the door shows, by name."""
+        return [view.name for view in exposed(self.daemon, self.door)]
+
+    def shows(self, agent: str) -> bool:
+        """Whether the door shows ``agent``."""
+        return shown(self.daemon, self.door, agent)
+
+    def describe(self, agent: str) -> str:
+        """What ``agent`` does, as its callers are told."""
+        return description(self.daemon, agent)
+
+
 def front_door_routes(
     daemon: SwarmOperations, desk: RequestDesk, tasks: TaskOwner | None = None
 ) -> list[BaseRoute]:
@@ -51,5 +74,5 @@ def front_door_routes(
     from orchestrator.http.mcp_server import mcp_routes
 
     routes: list[BaseRoute] = []
-    routes += mcp_routes(daemon, desk, tasks)
+    routes += mcp_routes(daemon, desk, DoorView(daemon, "mcp"), tasks)
     return routes

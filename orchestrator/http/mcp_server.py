@@ -41,6 +41,8 @@ from orchestrator.tasks import TaskOwner
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+    from orchestrator.http.mcp_tools import ShownAgents
+
 MCP_PATH = "/mcp"
 """Where the MCP server answers."""
 MCP_EXTRA_MISSING = (
@@ -64,13 +66,16 @@ def mcp_available() -> bool:
 
 
 def mcp_routes(
-    daemon: SwarmOperations, desk: RequestDesk, tasks: TaskOwner | None = None
+    daemon: SwarmOperations,
+    desk: RequestDesk,
+    agents: ShownAgents,
+    tasks: TaskOwner | None = None,
 ) -> list[BaseRoute]:
-    """The ``/mcp`` route: the MCP server of ``daemon``'s agents (its sessions owned by
-    ``tasks``), or a 501 naming the extra when ``mcp`` is not installed."""
+    """The ``/mcp`` route: the MCP server of the ``agents`` the door shows (its sessions
+    owned by ``tasks``), or a 501 naming the extra when ``mcp`` is not installed."""
     if not mcp_available():
         return [Route(MCP_PATH, _extra_missing, methods=["GET", "POST", "DELETE"])]
-    door = McpDoor(daemon, desk, tasks)
+    door = McpDoor(daemon, desk, agents, tasks)
     return [Route(MCP_PATH, door, methods=["GET", "POST", "DELETE"])]
 
 
@@ -82,10 +87,15 @@ class McpDoor:
     """The ASGI app of ``/mcp``: the SDK's session manager, started on first use."""
 
     def __init__(
-        self, daemon: SwarmOperations, desk: RequestDesk, tasks: TaskOwner | None = None
+        self,
+        daemon: SwarmOperations,
+        desk: RequestDesk,
+        agents: ShownAgents,
+        tasks: TaskOwner | None = None,
     ) -> None:
         self.daemon = daemon
         self.desk = desk
+        self.agents = agents
         self.tasks = tasks if tasks is not None else TaskOwner()
         """Owns the session manager's task (the daemon's owner: closed at shutdown)."""
         self._manager: asyncio.Future[StreamableHTTPSessionManager] | None = None
@@ -113,7 +123,7 @@ class McpDoor:
             from orchestrator.http.mcp_tools import AgentTools
 
             manager = StreamableHTTPSessionManager(
-                AgentTools(self.daemon, self.desk).server(),
+                AgentTools(self.daemon, self.desk, self.agents).server(),
                 # The API's guard checks Host and Origin for every route: the SDK's own
                 # check would only refuse what the operator allowed (policy.api).
                 security_settings=None,

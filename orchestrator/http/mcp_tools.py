@@ -2,7 +2,7 @@
 
 Imported only when the ``mcp`` extra is installed (:mod:`orchestrator.http.mcp_server` loads it
 on the first ``/mcp`` request). A tool is named after its agent and described by
-:func:`~orchestrator.http.front_doors.description`; it takes ``{input, instanceKey?}`` and
+:class:`~orchestrator.http.front_doors.DoorView`; it takes ``{input, instanceKey?}`` and
 answers the Turn's text as text content and its answer body (``requestId``, ``status``,
 ``output``, ``turn``) as structured content. A failed Turn is a tool result with ``isError``
 (the error's code and message in both), never a protocol error; a tool nobody shows is the
@@ -25,7 +25,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
@@ -46,7 +46,6 @@ from ipc.runtime_events import AnyEvent
 from ipc.runtime_events.types import EventType
 from orchestrator.approvals import decision_from_body
 from orchestrator.http.approvers import vet_decider
-from orchestrator.http.front_doors import description, exposed, shown
 from orchestrator.http.requests import Refusal, admit, body_digest
 from orchestrator.http.streams import Notice, Piece, TurnStream, answer_json, not_answered_here
 from orchestrator.operations import SwarmOperations
@@ -83,6 +82,23 @@ REJECTED_BY_CLIENT = "rejected by the user of the MCP client ({action})"
 """The reason a rejection through elicitation gives the model."""
 
 _log = structlog.get_logger("goondan.mcp")
+
+
+class ShownAgents(Protocol):
+    """Which agents the ``mcp`` door shows, and how each is described
+    (:class:`orchestrator.http.front_doors.DoorView`)."""
+
+    def agents(self) -> list[str]:
+        """The agents shown, by name."""
+        ...
+
+    def shows(self, agent: str) -> bool:
+        """Whether ``agent`` is shown."""
+        ...
+
+    def describe(self, agent: str) -> str:
+        """What ``agent`` does, as its callers are told."""
+        ...
 
 
 class BadArguments(ValueError):
@@ -166,9 +182,10 @@ def answer_result(answer: DelegateAnswer, request_id: str) -> types.CallToolResu
 class AgentTools:
     """The tools of a swarm for one MCP server (see the module docstring)."""
 
-    def __init__(self, daemon: SwarmOperations, desk: RequestDesk) -> None:
+    def __init__(self, daemon: SwarmOperations, desk: RequestDesk, shown: ShownAgents) -> None:
         self.daemon = daemon
         self.desk = desk
+        self.shown = shown
 
     def server(self) -> Server[Any]:
         """A low-level MCP server answering ``tools/list`` and ``tools/call``."""
@@ -187,12 +204,12 @@ class AgentTools:
         """Every agent the ``mcp`` door shows, as a tool."""
         tools = [
             types.Tool(
-                name=view.name,
-                description=description(self.daemon, view.name),
+                name=agent,
+                description=self.shown.describe(agent),
                 input_schema=INPUT_SCHEMA,
                 output_schema=OUTPUT_SCHEMA,
             )
-            for view in exposed(self.daemon, "mcp")
+            for agent in self.shown.agents()
         ]
         return types.ListToolsResult(tools=tools)
 
@@ -201,7 +218,7 @@ class AgentTools:
     ) -> types.CallToolResult:
         """Run a Turn of the agent the tool names and answer with it."""
         agent = params.name
-        if not shown(self.daemon, "mcp", agent):
+        if not self.shown.shows(agent):
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {agent}", {"tool": agent})
         try:
             arguments = Arguments.read(params.arguments)
