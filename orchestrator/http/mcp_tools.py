@@ -191,6 +191,7 @@ class AgentTools:
         """A low-level MCP server answering ``tools/list`` and ``tools/call``."""
         return Server(
             self.daemon.name,
+            version=_version(),
             title=f"the {self.daemon.name} swarm",
             instructions="Each tool is an agent of the swarm: call it with `input` (and an "
             "`instanceKey` to continue a conversation); the answer is the agent's reply.",
@@ -247,6 +248,16 @@ class AgentTools:
         call = _Call(self, ctx, admission.request_id)
         answer = await call.follow()
         return answer_result(answer, admission.request_id)
+
+
+def _version() -> str:
+    """This runtime's version, as the server names it to clients."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("goondan-py")
+    except importlib.metadata.PackageNotFoundError:
+        return "0+unknown"
 
 
 class _Call:

@@ -246,3 +246,42 @@ async def test_a_foreign_origin_and_a_missing_token_are_refused(served: Served) 
     assert tokenless.status_code == 401
     assert tokenless.json()["error"]["code"] == "UNAUTHORIZED"
     assert form.status_code == 415
+
+
+async def test_shutdown_ends_open_sessions_and_leaves_no_task(tmp_path: Path) -> None:
+    orchestrator = Orchestrator.from_bundle(
+        write_mcp_swarm(tmp_path),
+        state_dir=tmp_path / "state",
+        api_listen="127.0.0.1:0",
+        api_token=TOKEN,
+    )
+    async with asyncio.timeout(30):
+        await orchestrator.start()
+    assert orchestrator.api is not None
+    served = Served(orchestrator, f"http://127.0.0.1:{orchestrator.api.port}")
+    waiting = asyncio.Event()
+
+    async def progressed(progress: float, total: float | None, message: str | None) -> None:
+        if message and message.startswith("waiting for an operator"):
+            waiting.set()
+
+    try:
+        async with session(served) as client, asyncio.timeout(60):
+            call = asyncio.create_task(
+                client.call_tool("clerk", {"input": "write d.txt x"}, progress_callback=progressed)
+            )
+            await waiting.wait()
+            await orchestrator.shutdown()  # a session open, a call waiting on its approval
+            stopped = await call
+    finally:
+        if not orchestrator.operations.stopping:
+            await orchestrator.shutdown()
+    # The call is told the daemon stopped under it, and by which request to ask again.
+    assert stopped.is_error
+    assert text_of(stopped).startswith("SHUTTING_DOWN: ")
+    body = stopped.structured_content
+    assert isinstance(body, dict)
+    assert body["requestId"] in text_of(stopped)
+    assert len(orchestrator.tasks) == 0
+    mcp_tasks = [t for t in asyncio.all_tasks() if t.get_name().startswith("mcp")]
+    assert mcp_tasks == []
