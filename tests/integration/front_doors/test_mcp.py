@@ -57,8 +57,11 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
 
 
 @asynccontextmanager
-async def session(served: Served, **options: Any) -> AsyncIterator[ClientSession]:
-    """An initialized client session with the daemon's MCP server."""
+async def session(
+    served: Served, *, modern: bool = False, **options: Any
+) -> AsyncIterator[ClientSession]:
+    """A client session with the daemon's MCP server, initialized (or, ``modern``, on the
+    2026-07-28 revision, which has no handshake)."""
     timeout = httpx2.Timeout(30, read=120)
     async with (
         httpx2.AsyncClient(headers=AUTH, timeout=timeout) as http,
@@ -66,7 +69,7 @@ async def session(served: Served, **options: Any) -> AsyncIterator[ClientSession
         ClientSession(read, write, **options) as client,
     ):
         async with asyncio.timeout(30):
-            await client.initialize()
+            await (client.discover() if modern else client.initialize())
         yield client
 
 
@@ -199,6 +202,36 @@ async def test_without_elicitation_the_call_waits_for_another_door(served: Serve
     assert any(approval_id in line for line in logged)
 
 
+async def test_an_approval_decided_elsewhere_withdraws_the_question(served: Served) -> None:
+    asked: asyncio.Queue[str] = asyncio.Queue()
+
+    async def unanswered(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.put_nowait(params.message)
+        await asyncio.Event().wait()  # its user never answers
+        raise AssertionError("unreachable")
+
+    async with (
+        session(served, elicitation_callback=unanswered) as client,
+        httpx2.AsyncClient(base_url=served.base, headers=AUTH, timeout=30) as http,
+        asyncio.timeout(60),
+    ):
+        call = asyncio.create_task(client.call_tool("clerk", {"input": "write e.txt hey"}))
+        found = re.search(r"apr_[0-9a-f]{16}", await asked.get())
+        assert found is not None
+        approved = await http.post(f"/v1/approvals/{found.group(0)}/approve", json={})
+        assert approved.status_code == 200
+        result = await call
+    assert text_of(result) == "wrote 3 bytes to e.txt"
+
+
+async def test_a_client_of_the_2026_revision_is_served(served: Served) -> None:
+    async with session(served, modern=True) as client, asyncio.timeout(60):
+        listed = await client.list_tools()
+        result = await client.call_tool("scribe", {"input": "hello from 2026"})
+    assert sorted(tool.name for tool in listed.tools) == ["clerk", "scribe"]
+    assert text_of(result) == "scribe got: hello from 2026"
+
+
 async def test_an_unknown_tool_is_a_protocol_error(served: Served) -> None:
     async with session(served) as client, asyncio.timeout(30):
         with pytest.raises(MCPError) as raised:
@@ -232,7 +265,7 @@ INITIALIZE = (
 RAW = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
-async def test_a_foreign_origin_and_a_missing_token_are_refused(served: Served) -> None:
+async def test_a_foreign_origin_a_missing_token_and_oversize_are_refused(served: Served) -> None:
     async with httpx2.AsyncClient(base_url=served.base, timeout=30) as http:
         foreign = await http.post(
             "/mcp", content=INITIALIZE, headers={**RAW, **AUTH, "Origin": "https://evil.example"}
@@ -241,11 +274,16 @@ async def test_a_foreign_origin_and_a_missing_token_are_refused(served: Served) 
         form = await http.post(
             "/mcp", content=INITIALIZE, headers={**AUTH, "Content-Type": "text/plain"}
         )
+        oversize = await http.post(
+            "/mcp", content=b'{"pad": "' + b"x" * (2 << 20) + b'"}', headers={**RAW, **AUTH}
+        )
     assert foreign.status_code == 403
     assert foreign.json()["error"]["code"] == "ORIGIN_NOT_ALLOWED"
     assert tokenless.status_code == 401
     assert tokenless.json()["error"]["code"] == "UNAUTHORIZED"
     assert form.status_code == 415
+    assert oversize.status_code == 413
+    assert oversize.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
 
 
 async def test_shutdown_ends_open_sessions_and_leaves_no_task(tmp_path: Path) -> None:
