@@ -46,6 +46,7 @@ from ipc.runtime_events import AnyEvent
 from ipc.runtime_events.types import EventType
 from orchestrator.approvals import decision_from_body
 from orchestrator.http.approvers import vet_decider
+from orchestrator.http.body import BadBody, Fields
 from orchestrator.http.requests import Refusal, admit, body_digest
 from orchestrator.http.streams import Notice, Piece, TurnStream, answer_json, not_answered_here
 from orchestrator.operations import SwarmOperations
@@ -76,8 +77,6 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "required": ["requestId", "status"],
 }
 """The answer body a successful call carries as structured content."""
-MAX_INSTANCE_KEY_CHARS = 256
-"""An instance key longer than this is refused (it names a directory)."""
 REJECTED_BY_CLIENT = "rejected by the user of the MCP client ({action})"
 """The reason a rejection through elicitation gives the model."""
 
@@ -101,55 +100,19 @@ class ShownAgents(Protocol):
         ...
 
 
-class BadArguments(ValueError):
-    """Tool arguments that do not fit :data:`INPUT_SCHEMA`; ``field`` names the culprit."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
 @dataclass(frozen=True, slots=True)
 class Arguments:
-    """A tool call's arguments, checked."""
+    """A tool call's arguments, checked as the request API checks its body."""
 
     input: str
     instance_key: str
 
     @classmethod
     def read(cls, arguments: Mapping[str, Any] | None) -> Arguments:
-        """The arguments of a call; raises :class:`BadArguments`."""
-        given = dict(arguments or {})
-        unknown = sorted(set(given) - {"input", "instanceKey"})
-        if unknown:
-            raise BadArguments(
-                unknown[0], f"unknown argument {unknown[0]!r}: takes input, instanceKey"
-            )
-        text = given.get("input")
-        if text is None:
-            raise BadArguments("input", "input is required: the text to ask the agent")
-        if not isinstance(text, str):
-            raise BadArguments("input", f"input must be a string, not {_json_type(text)}")
-        if not text.strip():
-            raise BadArguments("input", "input must not be empty")
-        key = given.get("instanceKey", DEFAULT_INSTANCE_KEY)
-        if not isinstance(key, str):
-            raise BadArguments(
-                "instanceKey", f"instanceKey must be a string, not {_json_type(key)}"
-            )
-        if not key or len(key) > MAX_INSTANCE_KEY_CHARS or not key.isprintable():
-            raise BadArguments(
-                "instanceKey",
-                f"instanceKey must be 1 to {MAX_INSTANCE_KEY_CHARS} printable characters",
-            )
-        return cls(text, key)
-
-
-def _json_type(value: object) -> str:
-    names = {bool: "a boolean", int: "a number", float: "a number", list: "an array"}
-    names |= {dict: "an object", type(None): "null"}
-    return names.get(type(value), "a string")
+        """The arguments of a call; raises :class:`~orchestrator.http.body.BadBody` naming
+        the argument that does not fit."""
+        fields = Fields(dict(arguments or {}), ("input", "instanceKey"))
+        return cls(fields.required_text("input"), fields.instance_key())
 
 
 def error_result(code: str, message: str, **extra: Any) -> types.CallToolResult:
@@ -223,7 +186,7 @@ class AgentTools:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {agent}", {"tool": agent})
         try:
             arguments = Arguments.read(params.arguments)
-        except BadArguments as exc:
+        except BadBody as exc:
             return error_result(HttpCode.BAD_REQUEST, exc.message, field=exc.field)
         if self.daemon.stopping:
             return error_result(DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
