@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from orchestrator.daemon import Orchestrator
+from tests.support.daemon import run_cli
 from tests.support.mcp_swarm import write_mcp_swarm
 
 TOKEN = "stdio-token"
@@ -108,6 +110,36 @@ async def test_stdio_reaches_a_daemon_over_tcp_with_its_token(tmp_path: Path) ->
         async with stdio_session(tmp_path, *args, env=env) as client, asyncio.timeout(60):
             answered = await client.call_tool("scribe", {"input": "over tcp"})
     assert text_of(answered) == "scribe got: over tcp"
+
+
+async def test_a_stdio_call_waits_for_a_decision_made_with_the_cli(tmp_path: Path) -> None:
+    waiting: asyncio.Queue[str] = asyncio.Queue()
+    logged: list[str] = []
+
+    async def progressed(done: float, total: float | None, message: str | None) -> None:
+        if message and message.startswith("waiting for an operator"):
+            waiting.put_nowait(message)
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(str(params.data))
+
+    state = str(tmp_path / "state")
+    async with (
+        daemon(tmp_path),
+        stdio_session(tmp_path, "--state-dir", state, logging_callback=log) as client,
+        asyncio.timeout(90),
+    ):
+        call = asyncio.create_task(
+            client.call_tool("clerk", {"input": "write w.txt cli"}, progress_callback=progressed)
+        )
+        found = re.search(r"approval (apr_[0-9a-f]{16})", await waiting.get())
+        assert found is not None
+        approve = ["approve", found.group(1), "--state-dir", state]
+        done = await asyncio.to_thread(run_cli, *approve, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        result = await call
+    assert text_of(result) == "wrote 3 bytes to w.txt"
+    assert any(found.group(1) in line for line in logged)  # passed on from the daemon
 
 
 def test_stdio_without_a_daemon_says_so(tmp_path: Path) -> None:
