@@ -235,8 +235,6 @@ class _Call:
         self.progress = 0
         self.asking: dict[str, anyio.CancelScope] = {}
         """Elicitations open, by approval id (closed when it is decided elsewhere)."""
-        self._decider: dict[str, Any] | None = None
-        """Who answers elicitations (the caller, as decisions record it)."""
 
     async def report(self, message: str) -> None:
         """One progress notification (nothing without the client's progress token)."""
@@ -302,10 +300,12 @@ class _Call:
             if args is not None and not isinstance(args, UnsetType):
                 shown_args = json.dumps(args, ensure_ascii=False, default=str)
                 what += f" with {shown_args[:500]}"
-            why_not = await self._why_not_elicit(approval_id)
-            if why_not is None:
+            decider = await self._decider(approval_id)
+            if isinstance(decider, str):
+                why_not = decider
+            else:
                 try:
-                    await self._elicit(approval_id, what)
+                    await self._elicit(approval_id, what, decider)
                     return
                 except Exception as exc:  # the client could not answer after all: wait
                     why_not = f"the client's elicitation failed ({exc})"
@@ -319,9 +319,10 @@ class _Call:
             await self.report(how)
             await self._log(how)
 
-    async def _why_not_elicit(self, approval_id: str) -> str | None:
-        """``None`` when the client's user may decide through elicitation; else why not
-        (empty when the client simply did not declare elicitation)."""
+    async def _decider(self, approval_id: str) -> dict[str, Any] | str:
+        """Who decides ``approval_id`` through elicitation (the caller, as the decision
+        records it), or why the client is not asked (empty when it did not declare
+        elicitation)."""
         session = self.ctx.session
         wants = types.ClientCapabilities(elicitation=types.ElicitationCapability())
         if not session.check_client_capability(wants) or not session.can_send_request:
@@ -332,10 +333,10 @@ class _Call:
         decider = await vet_decider(self.tools.daemon, request, approval_id)
         if isinstance(decider, Response):
             return "the caller may not decide approvals (it is one of the swarm's own processes)"
-        self._decider = decider.to_json()
-        return None
+        return decider.to_json()
 
-    async def _elicit(self, approval_id: str, what: str) -> None:
+    async def _elicit(self, approval_id: str, what: str, decider: dict[str, Any]) -> None:
+        """Ask the client's user, and carry out what they answer as ``decider``'s decision."""
         message = f"Approve this tool call? {what} (approval {approval_id})"
         schema: dict[str, Any] = {"type": "object", "properties": {}}
         result = await self.ctx.session.elicit_form(
@@ -343,11 +344,11 @@ class _Call:
         )
         if result.action == "accept":
             body: dict[str, Any] = {}
-            decision = decision_from_body(approval_id, "approve", body, self._decider)
+            decision = decision_from_body(approval_id, "approve", body, decider)
         else:
             reason = REJECTED_BY_CLIENT.format(action=result.action)
             body = {"reason": reason}
-            decision = decision_from_body(approval_id, "reject", body, self._decider)
+            decision = decision_from_body(approval_id, "reject", body, decider)
         outcome = await self.tools.daemon.decide(decision)
         _log.info(
             "approval decided through mcp elicitation",
