@@ -10,6 +10,10 @@ protocol's ``Invalid params`` error, and arguments that do not fit the schema ar
 ``isError`` result naming the field (the SDK's and the 2025-11-25 specification's rule, so a
 model can correct its call).
 
+Each call is one request of the desk, its id in the result; with the ``_meta`` key
+:data:`IDEMPOTENCY_META_KEY` a call made again follows the first one's request instead of
+running another Turn.
+
 While the Turn runs, a client that sent a progress token gets ``notifications/progress`` on
 each Step, tool call and piece of text. A tool call of the agent parked for an operator's
 approval is asked through elicitation when the client declared it (accept approves, decline
@@ -48,6 +52,7 @@ from orchestrator.approvals import decision_from_body
 from orchestrator.http.approvers import vet_decider
 from orchestrator.http.body import BadBody, Fields
 from orchestrator.http.requests import Refusal, admit, body_digest
+from orchestrator.http.retry import check_key
 from orchestrator.http.streams import Notice, Piece, TurnStream, answer_json, not_answered_here
 from orchestrator.operations import SwarmOperations
 from orchestrator.requests import Intake, RequestDesk
@@ -77,6 +82,10 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "required": ["requestId", "status"],
 }
 """The answer body a successful call carries as structured content."""
+IDEMPOTENCY_META_KEY = "goondan.ai/idempotencyKey"
+"""The ``_meta`` key of a call's idempotency key (as ``Idempotency-Key`` on the request API):
+a call again with the same key and arguments within the retention runs no second Turn, it
+follows the first call's request (waiting for it while it runs)."""
 REJECTED_BY_CLIENT = "rejected by the user of the MCP client ({action})"
 """The reason a rejection through elicitation gives the model."""
 
@@ -186,6 +195,7 @@ class AgentTools:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {agent}", {"tool": agent})
         try:
             arguments = Arguments.read(params.arguments)
+            key = _idempotency_key(ctx.meta)
         except BadBody as exc:
             return error_result(HttpCode.BAD_REQUEST, exc.message, field=exc.field)
         if self.daemon.stopping:
@@ -201,7 +211,9 @@ class AgentTools:
         )
         body = {"input": arguments.input, "instanceKey": arguments.instance_key}
         intake = dataclasses.replace(
-            asked, body_digest=body_digest("mcp", agent, body, arguments.instance_key)
+            asked,
+            idempotency_key=key,
+            body_digest=body_digest("mcp", agent, body, arguments.instance_key),
         )
         try:
             admission = await admit(self.desk, intake)
@@ -211,6 +223,21 @@ class AgentTools:
         call = _Call(self, ctx, admission.request_id)
         answer = await call.follow()
         return answer_result(answer, admission.request_id)
+
+
+def _idempotency_key(meta: Mapping[str, Any] | None) -> str | None:
+    """The call's idempotency key from its ``_meta`` (``None`` without one); raises
+    :class:`~orchestrator.http.body.BadBody` naming it when it may not be one."""
+    key = (meta or {}).get(IDEMPOTENCY_META_KEY)
+    if key is None:
+        return None
+    field = f"_meta.{IDEMPOTENCY_META_KEY}"
+    if not isinstance(key, str):
+        raise BadBody(field, f"{field} must be a string")
+    try:
+        return check_key(key)
+    except ValueError as exc:
+        raise BadBody(field, str(exc)) from None
 
 
 def _version() -> str:

@@ -5,6 +5,7 @@ by elicitation and through another door, and what a hostile caller gets."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -230,6 +231,51 @@ async def test_a_client_of_the_2026_revision_is_served(served: Served) -> None:
         result = await client.call_tool("scribe", {"input": "hello from 2026"})
     assert sorted(tool.name for tool in listed.tools) == ["clerk", "scribe"]
     assert text_of(result) == "scribe got: hello from 2026"
+
+
+KEYED = "goondan.ai/idempotencyKey"
+
+
+async def test_a_call_again_with_its_key_reattaches_to_its_request(served: Served) -> None:
+    waiting: asyncio.Queue[str] = asyncio.Queue()
+
+    async def progressed(progress: float, total: float | None, message: str | None) -> None:
+        if message and message.startswith("waiting for an operator"):
+            waiting.put_nowait(message)
+
+    arguments = {"input": "write f.txt once"}
+    async with (
+        session(served) as client,
+        httpx2.AsyncClient(base_url=served.base, headers=AUTH, timeout=30) as http,
+        asyncio.timeout(60),
+    ):
+        first = asyncio.create_task(
+            client.call_tool(
+                "clerk", arguments, progress_callback=progressed, meta={KEYED: "order-1"}
+            )
+        )
+        found = re.search(r"approval (apr_[0-9a-f]{16})", await waiting.get())
+        assert found is not None
+        first.cancel()  # the client gives up on the call; its Turn goes on
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+        again = asyncio.create_task(client.call_tool("clerk", arguments, meta={KEYED: "order-1"}))
+        approved = await http.post(f"/v1/approvals/{found.group(1)}/approve", json={})
+        assert approved.status_code == 200
+        result = await again
+        reused = await client.call_tool(
+            "clerk", {"input": "write g.txt other"}, meta={KEYED: "order-1"}
+        )
+        bad = await client.call_tool("clerk", arguments, meta={KEYED: "line\nbreak"})
+    assert text_of(result) == "wrote 4 bytes to f.txt"
+    approvals = served.orchestrator.operations.approvals(agent="clerk", include_decided=True)
+    assert len(approvals) == 1  # one Turn, however often it was called
+    assert reused.is_error
+    assert isinstance(reused.structured_content, dict)
+    assert reused.structured_content["error"]["code"] == "IDEMPOTENCY_KEY_REUSED"
+    assert bad.is_error
+    assert isinstance(bad.structured_content, dict)
+    assert bad.structured_content["error"]["field"] == f"_meta.{KEYED}"
 
 
 async def test_an_unknown_tool_is_a_protocol_error(served: Served) -> None:
