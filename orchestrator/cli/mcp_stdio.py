@@ -17,7 +17,7 @@ import contextlib
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from goondan.errors import ExitCode
 from orchestrator.cli.common import fail, state_dir_of
@@ -41,6 +41,8 @@ CONNECT_SECONDS = 30.0
 READ_SECONDS = 300.0
 """How long the daemon's stream may stay silent (a call in flight reports progress at least
 every 15 s, as the bridge always asks for it)."""
+_PROGRESS_KEYS = frozenset({"progressToken", "progress_token"})
+"""The ``_meta`` keys of a call's progress token (the bridge sends its own)."""
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -213,7 +215,13 @@ class Bridge:
             await ctx.session.report_progress(progress, total, message)
 
         session = await self._daemon(ctx)
-        return await session.call_tool(params.name, params.arguments, progress_callback=progressed)
+        # The call's own _meta goes on (its idempotency key), but for its progress token:
+        # the daemon reports to the bridge's, which passes it on under the client's.
+        kept = {k: v for k, v in (ctx.meta or {}).items() if k not in _PROGRESS_KEYS}
+        meta = cast("types.RequestParamsMeta", kept) if kept else None
+        return await session.call_tool(
+            params.name, params.arguments, progress_callback=progressed, meta=meta
+        )
 
     async def _elicit(
         self, context: Any, params: types.ElicitRequestParams

@@ -107,9 +107,14 @@ async def test_stdio_reaches_a_daemon_over_tcp_with_its_token(tmp_path: Path) ->
         url = f"http://127.0.0.1:{orchestrator.api.port}"
         args = ("--api-url", url, "--api-token-env", "MCP_TEST_TOKEN")
         env = {"MCP_TEST_TOKEN": TOKEN}
+        keyed = {"goondan.ai/idempotencyKey": "stdio-1"}
         async with stdio_session(tmp_path, *args, env=env) as client, asyncio.timeout(60):
-            answered = await client.call_tool("scribe", {"input": "over tcp"})
+            answered = await client.call_tool("scribe", {"input": "over tcp"}, meta=keyed)
+            again = await client.call_tool("scribe", {"input": "over tcp"}, meta=keyed)
     assert text_of(answered) == "scribe got: over tcp"
+    # The key went on to the daemon: the call made again is the first one's request.
+    assert isinstance(answered.structured_content, dict)
+    assert again.structured_content == answered.structured_content
 
 
 async def test_a_stdio_call_waits_for_a_decision_made_with_the_cli(tmp_path: Path) -> None:
