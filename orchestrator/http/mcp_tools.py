@@ -273,8 +273,8 @@ class _Call:
         turn = TurnStream(
             self.tools.desk, self.request_id, deltas=True, approvals=True, activity=True
         )
-        await self.report(f"accepted as request {self.request_id}")
         try:
+            await self.report(f"accepted as request {self.request_id}")
             async with anyio.create_task_group() as group:
                 answer = await self._follow(turn, group)
                 group.cancel_scope.cancel()  # no question stays open past the answer
