@@ -195,7 +195,7 @@ class AgentTools:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {agent}", {"tool": agent})
         try:
             arguments = Arguments.read(params.arguments)
-            key = _idempotency_key(ctx.meta)
+            key = idempotency_key_of(ctx.meta)
         except BadBody as exc:
             return error_result(HttpCode.BAD_REQUEST, exc.message, field=exc.field)
         if self.daemon.stopping:
@@ -225,7 +225,7 @@ class AgentTools:
         return answer_result(answer, admission.request_id)
 
 
-def _idempotency_key(meta: Mapping[str, Any] | None) -> str | None:
+def idempotency_key_of(meta: Mapping[str, Any] | None) -> str | None:
     """The call's idempotency key from its ``_meta`` (``None`` without one); raises
     :class:`~orchestrator.http.body.BadBody` naming it when it may not be one."""
     key = (meta or {}).get(IDEMPOTENCY_META_KEY)

@@ -13,7 +13,8 @@ import pytest
 from orchestrator.callers import Peer, with_peer
 from orchestrator.http.app import build_app
 from orchestrator.http.body import MAX_BODY_BYTES, BadBody
-from orchestrator.http.mcp_tools import Arguments
+from orchestrator.http.mcp_tools import IDEMPOTENCY_META_KEY as KEY
+from orchestrator.http.mcp_tools import Arguments, idempotency_key_of
 from tests.support.fake_swarm import FakeSwarm
 
 JSON = {"Content-Type": "application/json"}
@@ -43,6 +44,21 @@ def test_bad_arguments_name_their_field(
     with pytest.raises(BadBody, match=words) as raised:
         Arguments.read(given)
     assert raised.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("meta", "key"),
+    [(None, None), ({}, None), ({"progressToken": 1}, None), ({KEY: "order-1"}, "order-1")],
+)
+def test_an_idempotency_key_rides_in_meta(meta: dict[str, object] | None, key: str | None) -> None:
+    assert idempotency_key_of(meta) == key
+
+
+@pytest.mark.parametrize("bad", [7, "", "line\nbreak", "x" * 256])
+def test_a_key_that_may_not_be_one_names_its_field(bad: object) -> None:
+    with pytest.raises(BadBody) as raised:
+        idempotency_key_of({KEY: bad})
+    assert raised.value.field == f"_meta.{KEY}"
 
 
 async def test_without_the_extra_mcp_answers_an_error_naming_it(
