@@ -15,6 +15,8 @@ from goondan.defaults import DEFAULT_INSTANCE_KEY
 from orchestrator.cli.approvals import cmd_approvals, cmd_approve, cmd_reject
 from orchestrator.cli.common import Command
 from orchestrator.cli.events import cmd_logs
+from orchestrator.cli.mcp_stdio import HELP as MCP_HELP
+from orchestrator.cli.mcp_stdio import cmd_mcp
 from orchestrator.cli.operate import (
     cmd_cancel,
     cmd_instances,
@@ -511,12 +513,37 @@ def _add_project(cmds: _Commands) -> None:
         completion.add_argument("shell", choices=("bash", "zsh", "fish"))
 
 
+def _add_mcp(cmds: _Commands) -> None:
+    """``mcp``: the daemon's MCP server over stdio."""
+    mcp = cmds.add("mcp", MCP_HELP, cmd_mcp)
+    if mcp is None:
+        return
+    mcp.description = (
+        "Speak MCP on stdin and stdout, forwarding every request to the /mcp of the daemon "
+        "serving BUNDLE's state directory (over its api.sock), or of the daemon at --api-url "
+        "(with the token held by the variable --api-token-env names). Each agent the daemon "
+        "shows to MCP is a tool taking {input, instanceKey?}. Start the daemon first (run)."
+    )
+    mcp.add_argument(
+        "file",
+        nargs="?",
+        metavar="BUNDLE",
+        help="goondan.yaml or a bundle directory: locates the state (default: goondan.yaml here)",
+    )
+    mcp.add_argument("-c", "--config", metavar="FILE", help="the same, as an option")
+    _state_options(mcp)
+    from orchestrator.cli.api_target import add_options
+
+    add_options(mcp)
+
+
 _GROUPS = (
     _add_validate,
     _add_run,
     _add_node,
     _add_operate,
     _add_approvals,
+    _add_mcp,
     _add_logs,
     _add_studio,
     _add_project,
@@ -548,6 +575,7 @@ COMMANDS = frozenset(
         "approvals",
         "approve",
         "reject",
+        "mcp",
         "logs",
         "studio",
         "schema",

@@ -75,6 +75,8 @@ Routes (all JSON):
                                                  is the model)
 ``POST /v1/responses``, ``GET /v1/responses/{id}`` the OpenAI Responses API
                                                  (:mod:`orchestrator.http.responses_api`)
+``GET|POST|DELETE /mcp``                         the MCP server (Streamable HTTP; each agent a
+                                                 tool: :mod:`orchestrator.http.mcp_server`)
 
 Streamed answers are served by :mod:`orchestrator.http.streams`, the OpenAI-compatible front
 door by :mod:`orchestrator.http.openai`.
@@ -244,12 +246,14 @@ def build_app(
     hosts: HostAllowList | None = None,
     cors_origins: Sequence[str] = (),
     desk: RequestDesk | None = None,
+    tasks: TaskOwner | None = None,
 ) -> ASGIApp:
     """The API of ``swarm`` as an ASGI app (on TCP, token-checked when there are ``tokens``,
     and served only to the names in ``hosts``); pages of ``cors_origins`` may use it from a
     browser, no other page may. With ``metrics``, ``/metrics`` serves them and every request
     is counted. Every request knows its :class:`~orchestrator.callers.Caller`. Requests are
-    accepted through ``desk`` (default: one keeping its records in memory only)."""
+    accepted through ``desk`` (default: one keeping its records in memory only); the front
+    doors' background work (MCP sessions) runs in ``tasks``."""
     daemon = swarm
     requests_desk = desk if desk is not None else RequestDesk(swarm, RequestStore(None))
     openai = OpenAICompatible(daemon, requests_desk)
@@ -438,7 +442,7 @@ def build_app(
         Route(
             "/v1/agents/{agent}/instances/{key:path}/restart", restart_instance, methods=["POST"]
         ),
-        *front_door_routes(daemon, requests_desk),
+        *front_door_routes(daemon, requests_desk, tasks),
     ]
     handlers = {HTTPException: _http_error, BadBody: _bad_body}
     app: ASGIApp = Starlette(routes=routes, exception_handlers=handlers)
@@ -517,6 +521,7 @@ class ApiServer:
             hosts=hosts,
             cors_origins=self.cors_origins,
             desk=self.desk,
+            tasks=self.tasks,
         )
         config = uvicorn.Config(
             app,

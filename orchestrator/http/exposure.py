@@ -4,6 +4,8 @@ before it maps a call onto the operations."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bundle.spec_agent import FrontDoor
 from orchestrator.operations import SwarmOperations
 from orchestrator.operations.protocol import AgentView
@@ -31,3 +33,23 @@ def description(daemon: SwarmOperations, agent: str) -> str:
     view = daemon.agent(agent)
     described = view.plan.description if view is not None and view.plan is not None else None
     return described or f"The {agent} agent of the {daemon.name} swarm."
+
+
+@dataclass(frozen=True, slots=True)
+class DoorView:
+    """Which agents one door shows, and how each is described: what a door's module is given."""
+
+    daemon: SwarmOperations
+    door: FrontDoor
+
+    def agents(self) -> list[str]:
+        """The agents the door shows, by name."""
+        return [view.name for view in exposed(self.daemon, self.door)]
+
+    def shows(self, agent: str) -> bool:
+        """Whether the door shows ``agent``."""
+        return shown(self.daemon, self.door, agent)
+
+    def describe(self, agent: str) -> str:
+        """What ``agent`` does, as its callers are told."""
+        return description(self.daemon, agent)

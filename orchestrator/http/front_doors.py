@@ -4,7 +4,9 @@ Each door is a module under :mod:`orchestrator.http` that maps its protocol's sh
 operations (:class:`~orchestrator.operations.SwarmOperations`) and the request desk
 (:class:`~orchestrator.requests.RequestDesk`) and back, with no Turn logic of its own; this
 module lists their routes for :func:`orchestrator.http.app.build_app` and their operations for
-the OpenAPI document. Which agents a door shows: :mod:`orchestrator.http.exposure`.
+the OpenAPI document. Which agents a door shows: :mod:`orchestrator.http.exposure` (a door is
+handed its :class:`~orchestrator.http.exposure.DoorView`, and never imports this module, which
+imports it).
 """
 
 from __future__ import annotations
@@ -15,29 +17,32 @@ import msgspec
 from starlette.routing import BaseRoute
 
 from orchestrator.http.ag_ui import AG_UI_OPERATIONS, ag_ui_routes
-from orchestrator.http.exposure import shown
+from orchestrator.http.exposure import DoorView
+from orchestrator.http.mcp_server import MCP_OPERATIONS, mcp_routes
 from orchestrator.http.openapi import Operation, document
 from orchestrator.http.responses_api import RESPONSES_OPERATIONS, responses_routes
 from orchestrator.operations import SwarmOperations
 from orchestrator.requests import RequestDesk
+from orchestrator.tasks import TaskOwner
 
 
-def front_door_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRoute]:
+def front_door_routes(
+    daemon: SwarmOperations, desk: RequestDesk, tasks: TaskOwner | None = None
+) -> list[BaseRoute]:
     """The routes of every front door (beside ``/v1/chat/completions``, served by
-    :mod:`orchestrator.http.openai`)."""
+    :mod:`orchestrator.http.openai`); a door's background work runs in ``tasks`` (the
+    daemon's task owner)."""
     routes: list[BaseRoute] = []
     routes += responses_routes(daemon, desk)
-    routes += ag_ui_routes(daemon, desk, lambda agent: shown(daemon, "agUi", agent))
+    routes += mcp_routes(daemon, desk, DoorView(daemon, "mcp"), tasks)
+    routes += ag_ui_routes(daemon, desk, DoorView(daemon, "agUi").shows)
     return routes
 
 
 def front_door_operations() -> dict[tuple[str, str], Operation]:
     """What the OpenAPI document says of each front door's routes (by method and path, as
     :func:`front_door_routes` serves them)."""
-    operations: dict[tuple[str, str], Operation] = {}
-    operations.update(RESPONSES_OPERATIONS)
-    operations.update(AG_UI_OPERATIONS)
-    return operations
+    return {**RESPONSES_OPERATIONS, **MCP_OPERATIONS, **AG_UI_OPERATIONS}
 
 
 @functools.cache
