@@ -45,4 +45,7 @@ def front_door_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRo
     """The routes of every front door (beside ``/v1/chat/completions``, served by
     :mod:`orchestrator.http.openai`)."""
     routes: list[BaseRoute] = []
+    from orchestrator.http.a2a import a2a_routes  # the door imports this module
+
+    routes += a2a_routes(daemon, desk)
     return routes

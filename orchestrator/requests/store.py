@@ -44,9 +44,10 @@ PRUNE_EVERY_SECONDS = 60.0
 _ID = re.compile(r"req_[0-9a-f]{32}")
 """A request id: 128 random bits, so one caller cannot guess another's."""
 
-Kind = Literal["request", "send", "chat"]
+Kind = Literal["request", "send", "chat", "a2a"]
 """The front door a request came through: ``POST .../requests``, ``.../sends`` or
-``/v1/chat/completions``."""
+``/v1/chat/completions``.
+``a2a``: an A2A message (``POST /a2a/{agent}``, :mod:`orchestrator.http.a2a`)."""
 State = Literal["running", "done"]
 
 
