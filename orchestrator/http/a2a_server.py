@@ -149,7 +149,8 @@ class SwarmRequestHandler(RequestHandler):
         intake = dataclasses.replace(
             asked,
             idempotency_key=KEY_PREFIX + message.message_id,
-            body_digest=body_digest("a2a", agent, {"text": text}, key),
+            # The contextId as sent: a retry without one finds the context made for it.
+            body_digest=body_digest("a2a", agent, {"text": text}, message.context_id),
         )
         try:
             admission = await self.desk.admit(intake)

@@ -1,0 +1,377 @@
+"""The A2A front door, driven with the official a2a-sdk client against a daemon serving loopback
+TCP with a token: cards, tasks, conversations, streams, cancelling, approvals, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+from a2a.client import Client
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+
+from orchestrator.daemon import Orchestrator
+from tests.support.a2a_swarm import (
+    TOKEN,
+    a2a_client,
+    a2a_swarm,
+    base_url,
+    http_client,
+    user_says,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+RPC_HEADERS = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
+
+
+@pytest.fixture
+async def swarm(tmp_path: Path) -> AsyncIterator[Orchestrator]:
+    async with a2a_swarm(tmp_path) as orchestrator:
+        yield orchestrator
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with http_client() as client:
+        yield client
+
+
+async def only_task(client: Client, request: SendMessageRequest) -> Task:
+    """The one answer of a non-streaming send: its task."""
+    responses = [response async for response in client.send_message(request)]
+    assert len(responses) == 1
+    assert responses[0].HasField("task"), responses
+    return responses[0].task
+
+
+def answer_of(task: Task) -> str:
+    [artifact] = task.artifacts
+    return "".join(part.text for part in artifact.parts)
+
+
+async def test_the_cards_name_each_agent_its_endpoint_and_its_skills(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    base = base_url(swarm)
+    _, url = await a2a_client(http, f"{base}/a2a/scribe")
+    assert url == f"{base}/a2a/scribe"  # absolute, as the caller reached the daemon
+    from a2a.client import A2ACardResolver
+
+    card = await A2ACardResolver(http, base).get_agent_card()  # the entry agent's
+    assert card.name == "scribe"
+    assert card.description == "Keeps notes in its workspace and reads them back."
+    assert card.version
+    assert card.capabilities.streaming
+    assert list(card.default_input_modes) == ["text/plain"]
+    assert list(card.default_output_modes) == ["text/plain"]
+    skills = {skill.id: skill for skill in card.skills}
+    assert skills["scribe"].description == card.description
+    assert "file-system__write" in skills
+    assert skills["file-system__read"].description.startswith("Read a text file")
+    scheme = card.security_schemes["bearer"].http_auth_security_scheme
+    assert scheme.scheme == "Bearer"
+    assert [list(r.schemes) for r in card.security_requirements] == [["bearer"]]
+
+    clerk = await A2ACardResolver(http, f"{base}/a2a/clerk").get_agent_card()
+    assert clerk.description == "The clerk agent of the notes swarm."  # no description given
+    assert clerk.supported_interfaces[0].url == f"{base}/a2a/clerk"
+
+
+async def test_a_message_completes_a_task_and_its_context_continues_the_conversation(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    client, _ = await a2a_client(http, f"{base_url(swarm)}/a2a/scribe")
+    noted = await only_task(client, user_says("note plan.txt buy milk"))
+    assert noted.status.state == TaskState.TASK_STATE_COMPLETED
+    assert answer_of(noted) == "noted in plan.txt"
+    assert noted.id.startswith("req_")  # the request desk's id
+    assert noted.context_id
+    assert [m.parts[0].text for m in noted.history] == ["note plan.txt buy milk"]
+
+    again = await only_task(client, user_says("read plan.txt", noted.context_id))
+    assert answer_of(again) == "read: buy milk"  # the same conversation's workspace
+    assert again.context_id == noted.context_id
+    elsewhere = await only_task(client, user_says("read plan.txt"))
+    assert elsewhere.context_id != noted.context_id
+    assert answer_of(elsewhere).startswith("ERROR")  # a new conversation has no such note
+    instances = {row.instance_key for row in swarm.operations.instances("scribe")}
+    assert noted.context_id in instances
+
+    fetched = await client.get_task(GetTaskRequest(id=noted.id))
+    assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+    assert answer_of(fetched) == "noted in plan.txt"
+
+
+async def test_a_failed_turn_fails_its_task_with_the_error(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    client, _ = await a2a_client(http, f"{base_url(swarm)}/a2a/scribe")
+    task = await only_task(client, user_says("loop"))  # never answers within its Steps
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert not task.artifacts
+    message = task.status.message
+    assert "maxStepsPerTurn" in message.parts[0].text or "3" in message.parts[0].text
+    assert message.metadata["code"] == "E_MAX_STEPS"
+
+
+async def test_a_stream_shows_the_task_working_then_its_artifact_then_completed(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    client, _ = await a2a_client(http, f"{base_url(swarm)}/a2a/scribe", streaming=True)
+    events = [event async for event in client.send_message(user_says("hello there"))]
+    kinds = [event.WhichOneof("payload") for event in events]
+    assert kinds == ["task", "status_update", "artifact_update", "status_update"]
+    assert events[0].task.status.state == TaskState.TASK_STATE_SUBMITTED
+    assert events[1].status_update.status.state == TaskState.TASK_STATE_WORKING
+    artifact = events[2].artifact_update
+    assert artifact.last_chunk
+    assert artifact.artifact.parts[0].text == "scribe got: hello there"
+    assert events[3].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert {e.task.id or e.status_update.task_id or e.artifact_update.task_id for e in events} == {
+        events[0].task.id
+    }
+
+
+def waiting_approval(task: Task) -> str:
+    """The approval id an ``input-required`` task names."""
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, task
+    message = task.status.message
+    approval_id = str(message.metadata["approvalId"])
+    text = message.parts[0].text
+    assert approval_id in text
+    assert f"/v1/approvals/{approval_id}/approve" in text
+    assert message.metadata["toolName"] == "file-system__write"
+    return approval_id
+
+
+async def test_an_approval_holds_the_task_in_input_required_until_decided_over_http(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    base = base_url(swarm)
+    client, _ = await a2a_client(http, f"{base}/a2a/clerk")
+    task = await only_task(client, user_says("note memo.txt approved text"))
+    approval_id = waiting_approval(task)
+    again = await client.get_task(GetTaskRequest(id=task.id))
+    assert waiting_approval(again) == approval_id  # GetTask sees the wait too
+
+    approved = await http.post(f"{base}/v1/approvals/{approval_id}/approve", json={})
+    assert approved.status_code == 200, approved.text
+    # The task id is the request's: the API waits for its answer, then GetTask has it.
+    done = await http.get(f"{base}/v1/requests/{task.id}", params={"wait": 60})
+    assert done.json()["state"] == "done"
+    finished = await client.get_task(GetTaskRequest(id=task.id))
+    assert finished.status.state == TaskState.TASK_STATE_COMPLETED
+    assert answer_of(finished) == "noted in memo.txt"
+
+
+async def test_a_streamed_task_waits_for_its_approval_then_goes_on_to_completion(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    base = base_url(swarm)
+    client, _ = await a2a_client(http, f"{base}/a2a/clerk", streaming=True)
+    seen: list[StreamResponse] = []
+    async for event in client.send_message(user_says("note log.txt streamed")):
+        seen.append(event)
+        status = event.status_update.status
+        if status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            approval_id = str(status.message.metadata["approvalId"])
+            decided = await http.post(f"{base}/v1/approvals/{approval_id}/approve", json={})
+            assert decided.status_code == 200, decided.text
+    states = [e.status_update.status.state for e in seen if e.HasField("status_update")]
+    assert states == [
+        TaskState.TASK_STATE_WORKING,
+        TaskState.TASK_STATE_INPUT_REQUIRED,
+        TaskState.TASK_STATE_WORKING,
+        TaskState.TASK_STATE_COMPLETED,
+    ]
+    [artifact] = [e.artifact_update for e in seen if e.HasField("artifact_update")]
+    assert artifact.artifact.parts[0].text == "noted in log.txt"
+
+
+async def test_a_task_is_cancelled_and_then_cannot_be_cancelled_again(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    client, _ = await a2a_client(http, f"{base_url(swarm)}/a2a/clerk")
+    task = await only_task(client, user_says("note held.txt never written"))
+    waiting_approval(task)  # its Turn waits: still running
+    cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    fetched = await client.get_task(GetTaskRequest(id=task.id))
+    assert fetched.status.state == TaskState.TASK_STATE_CANCELED
+    assert fetched.status.message.metadata["code"] == "CANCELLED"
+    with pytest.raises(TaskNotCancelableError, match="ended already"):
+        await client.cancel_task(CancelTaskRequest(id=task.id))
+    with pytest.raises(TaskNotFoundError, match="no task"):
+        await client.get_task(GetTaskRequest(id="req_" + "0" * 32))
+    scribe, _ = await a2a_client(http, f"{base_url(swarm)}/a2a/scribe")
+    with pytest.raises(TaskNotFoundError, match="no task"):  # a task of another agent
+        await scribe.get_task(GetTaskRequest(id=task.id))
+
+
+async def test_a_sent_again_message_finds_its_task_instead_of_a_second_turn(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    client, _ = await a2a_client(http, f"{base_url(swarm)}/a2a/scribe")
+    request = user_says("note once.txt one")
+    first = await only_task(client, request)
+    second = await only_task(client, request)  # the same messageId: a retry
+    assert second.id == first.id
+    assert answer_of(second) == "noted in once.txt"
+
+
+async def test_a_task_is_found_after_the_daemon_restarts(tmp_path: Path) -> None:
+    async with a2a_swarm(tmp_path) as first, http_client() as http:
+        client, _ = await a2a_client(http, f"{base_url(first)}/a2a/scribe")
+        task = await only_task(client, user_says("note kept.txt across"))
+    async with a2a_swarm(tmp_path) as second, http_client() as http:
+        client, _ = await a2a_client(http, f"{base_url(second)}/a2a/scribe")
+        found = await client.get_task(GetTaskRequest(id=task.id))
+        assert found.status.state == TaskState.TASK_STATE_COMPLETED
+        assert answer_of(found) == "noted in kept.txt"
+        assert found.context_id == task.context_id
+
+
+async def test_the_0_3_method_names_are_answered_too(swarm: Orchestrator) -> None:
+    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+
+    methods: list[str] = []
+
+    async def record(request: httpx.Request) -> None:
+        if request.method == "POST":
+            methods.append(json.loads(request.content)["method"])
+
+    hooks = {"request": [record]}
+    async with httpx.AsyncClient(headers=RPC_HEADERS, timeout=60, event_hooks=hooks) as http:
+        card = await A2ACardResolver(http, f"{base_url(swarm)}/a2a/scribe").get_agent_card()
+        card.supported_interfaces[0].protocol_version = "0.3"  # a client of the older protocol
+        legacy = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+        task = await only_task(legacy, user_says("hello old friend"))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert answer_of(task) == "scribe got: hello old friend"
+        fetched = await legacy.get_task(GetTaskRequest(id=task.id))
+        assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+    assert methods == ["message/send", "tasks/get"]
+
+
+# -- hostile ---------------------------------------------------------------------------------
+
+
+async def rpc(http: httpx.AsyncClient, url: str, body: bytes, **headers: str) -> httpx.Response:
+    sent = {**RPC_HEADERS, "Content-Type": "application/json", **headers}
+    return await http.post(url, content=body, headers=sent)
+
+
+async def test_a_foreign_page_and_a_caller_without_the_token_are_refused(
+    swarm: Orchestrator,
+) -> None:
+    base = base_url(swarm)
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}'
+    async with httpx.AsyncClient(timeout=30) as bare:
+        foreign = await rpc(bare, f"{base}/a2a/scribe", body, Origin="https://evil.example")
+        assert foreign.status_code == 403
+        assert foreign.json()["error"]["code"] == "ORIGIN_NOT_ALLOWED"
+        for path in ("/.well-known/agent-card.json", "/a2a/scribe/.well-known/agent-card.json"):
+            card = await bare.get(base + path)
+            assert card.status_code == 401
+        tokenless = await bare.post(
+            f"{base}/a2a/scribe", content=body, headers={"Content-Type": "application/json"}
+        )
+        assert tokenless.status_code == 401
+        assert tokenless.json()["error"]["code"] == "UNAUTHORIZED"
+        form = await bare.post(
+            f"{base}/a2a/scribe",
+            content=body,
+            headers={**RPC_HEADERS, "Content-Type": "text/plain"},
+        )
+        assert form.status_code == 415
+
+
+async def test_bad_json_rpc_bodies_get_the_json_rpc_error_shape(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    url = f"{base_url(swarm)}/a2a/scribe"
+
+    async def error_of(body: bytes) -> dict[str, object]:
+        response = await rpc(http, url, body)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        assert answer["jsonrpc"] == "2.0"
+        assert set(answer) == {"jsonrpc", "id", "error"}, answer
+        return dict(answer["error"])
+
+    missing = await error_of(b'{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {}}')
+    assert missing["code"] == -32602
+    assert '"message"' in str(missing["data"]) or "'message'" in str(missing["data"])
+    no_text = await error_of(
+        b'{"jsonrpc": "2.0", "id": 8, "method": "SendMessage", "params": {"message": '
+        b'{"messageId": "m1", "role": "ROLE_USER", "parts": [{"url": "file:///etc/passwd"}]}}}'
+    )
+    assert no_text["code"] == -32602
+    assert "message.parts[0]" in str(no_text["data"])
+    wrong_type = await error_of(
+        b'{"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": {"message": "hi"}}'
+    )
+    assert wrong_type["code"] == -32602
+    assert "message" in str(wrong_type["data"])
+    unknown = await error_of(b'{"jsonrpc": "2.0", "id": 10, "method": "tasks/explode"}')
+    assert unknown["code"] == -32601
+    not_json = await error_of(b'{"jsonrpc": "2.0", ')
+    assert not_json["code"] == -32700
+    surrogate = await error_of(
+        b'{"jsonrpc": "2.0", "id": 11, "method": "SendMessage", "params": {"message": '
+        b'{"messageId": "m2", "role": "ROLE_USER", "parts": [{"text": "\\ud800"}]}}}'
+    )
+    assert surrogate["code"] == -32600
+    assert "params.message.parts[0].text" in str(surrogate["data"])
+    big = await rpc(http, url, b'{"pad": "' + b"x" * (1024 * 1024 + 1) + b'"}')
+    assert big.status_code == 413
+
+
+async def test_an_unknown_or_hidden_agent_is_not_found(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    base = base_url(swarm)
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}'
+    for agent in ("nobody", "backroom"):  # backroom shows only through the OpenAI door
+        card = await http.get(f"{base}/a2a/{agent}/.well-known/agent-card.json")
+        assert card.status_code == 404
+        assert card.json()["error"]["code"] == "AGENT_NOT_FOUND"
+        posted = await rpc(http, f"{base}/a2a/{agent}", body)
+        assert posted.status_code == 404
+
+
+async def test_a_task_of_a_running_turn_survives_its_dropped_stream(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    base = base_url(swarm)
+    client, _ = await a2a_client(http, f"{base}/a2a/clerk", streaming=True)
+    task_id = ""
+    approval_id = ""
+    async for event in client.send_message(user_says("note drop.txt later")):
+        task_id = task_id or event.task.id
+        status = event.status_update.status
+        if status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            approval_id = str(status.message.metadata["approvalId"])
+            break  # the caller goes away mid-stream
+    assert approval_id
+    decided = await http.post(f"{base}/v1/approvals/{approval_id}/approve", json={})
+    assert decided.status_code == 200, decided.text
+    waited = await http.get(f"{base}/v1/requests/{task_id}", params={"wait": 60})
+    assert waited.json()["state"] == "done"
+    async with asyncio.timeout(30):
+        plain, _ = await a2a_client(http, f"{base}/a2a/clerk")
+        found = await plain.get_task(GetTaskRequest(id=task_id))
+    assert found.status.state == TaskState.TASK_STATE_COMPLETED
+    assert answer_of(found) == "noted in drop.txt"
