@@ -49,12 +49,13 @@ from orchestrator.http.a2a_tasks import (
     artifact_event,
     final_status,
     notice_status,
+    progress_status,
     status_event,
     task_of,
     working_status,
 )
 from orchestrator.http.requests import body_digest
-from orchestrator.http.streams import Notice, TurnStream
+from orchestrator.http.streams import Notice, Piece, TurnStream
 from orchestrator.operations import SwarmOperations
 from orchestrator.operations.answers import ApprovalRow
 from orchestrator.requests import Intake, KeyReused, RequestDesk, RequestRecord, StoreFull
@@ -132,10 +133,10 @@ class SwarmRequestHandler(RequestHandler):
     # -- messages ----------------------------------------------------------------------------
 
     async def _admit(
-        self, params: SendMessageRequest, context: ServerCallContext
+        self, params: SendMessageRequest, context: ServerCallContext, stream: bool = False
     ) -> tuple[RequestRecord, TurnStream]:
         """Record the message's request (or find the one its ``messageId`` started) and
-        follow it."""
+        follow it (with its text as it is produced when the caller ``stream`` s)."""
         validate_history_length(params.configuration)
         agent = str(context.state.get(AGENT_STATE, ""))
         message = params.message
@@ -145,7 +146,7 @@ class SwarmRequestHandler(RequestHandler):
                 "its contextId, and decide a task's approval through the approvals API"
             )
         text, key = message_text(message), context_key(message)
-        asked = Intake("a2a", agent, text, key, approvals=True)
+        asked = Intake("a2a", agent, text, key, deltas=stream, approvals=True)
         intake = dataclasses.replace(
             asked,
             idempotency_key=KEY_PREFIX + message.message_id,
@@ -165,7 +166,7 @@ class SwarmRequestHandler(RequestHandler):
                 message=f"the request could not be recorded, so it was not accepted: {exc.strerror}"
             ) from None
         record = admission.record
-        return record, TurnStream(self.desk, record.request_id, deltas=False, approvals=True)
+        return record, TurnStream(self.desk, record.request_id, deltas=stream, approvals=True)
 
     @validate_request_params
     async def on_message_send(
@@ -196,9 +197,10 @@ class SwarmRequestHandler(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
-        """``SendStreamingMessage``: the task, ``working``, each approval wait and its end,
-        then the answer's artifact and the final status."""
-        record, turn = await self._admit(params, context)
+        """``SendStreamingMessage``: the task, ``working`` (then again with each piece of
+        the model's text as it comes), each approval wait and its end, then the answer's
+        artifact and the final status."""
+        record, turn = await self._admit(params, context, stream=True)
         async for event in self._follow(record, turn):
             yield event
 
@@ -209,7 +211,9 @@ class SwarmRequestHandler(RequestHandler):
             yield first
             yield status_event(record, working_status())
             async for item in turn.items():
-                if isinstance(item, Notice):
+                if isinstance(item, Piece):
+                    yield status_event(record, progress_status(record, item))
+                elif isinstance(item, Notice):
                     yield status_event(record, notice_status(record, item.event))
                 elif isinstance(item, DelegateAnswer):
                     done = self.desk.record(record.request_id) or record
@@ -276,7 +280,7 @@ class SwarmRequestHandler(RequestHandler):
             raise UnsupportedOperationError(
                 message=f"task {params.id!r} is not running here: ask for it with GetTask"
             )
-        turn = TurnStream(self.desk, record.request_id, deltas=False, approvals=True)
+        turn = TurnStream(self.desk, record.request_id, deltas=True, approvals=True)
         async for event in self._follow(record, turn):
             yield event
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import time
 
 from a2a.types import (
@@ -21,6 +22,7 @@ from a2a.types import (
 from goondan.errors import DeliveryCode
 from ipc.delegation import DelegateAnswer
 from ipc.runtime_events import AnyEvent, ApprovalEvent, EventType
+from orchestrator.http.streams import Piece
 from orchestrator.operations.answers import ApprovalRow
 from orchestrator.requests import RequestRecord
 
@@ -105,6 +107,15 @@ def waiting_status(record: RequestRecord, approval_id: str, tool: str) -> TaskSt
 def working_status() -> TaskStatus:
     """``working``: the Turn runs."""
     return status(TaskState.TASK_STATE_WORKING)
+
+
+def progress_status(record: RequestRecord, piece: Piece) -> TaskStatus:
+    """``working``, with a piece of the text the Turn's model produces as it comes (the
+    answer itself arrives whole as the artifact)."""
+    made = status(TaskState.TASK_STATE_WORKING)
+    suffix = f"text-{piece.seq}" if piece.seq else f"text-{secrets.token_hex(4)}"
+    made.message.CopyFrom(agent_message(record, piece.text, suffix, agent=piece.agent))
+    return made
 
 
 def notice_status(record: RequestRecord, event: AnyEvent) -> TaskStatus:
