@@ -20,7 +20,8 @@ sent again after a dropped connection finds its task instead of starting a secon
 ``answer``), ``failed`` or ``canceled`` (the error's message and code in the status message),
 or waits for an approval (``input-required``); ``configuration.returnImmediately`` answers
 at once with the task ``working``. ``SendStreamingMessage`` streams the task (``submitted``),
-``working``, each approval wait (``input-required``, then ``working`` once decided), the
+``working`` (again with each piece of the model's text as it is produced, as the status
+message: the answer itself comes whole as the artifact), each approval wait (``input-required``, then ``working`` once decided), the
 answer's artifact and the final status, as server-sent events. ``GetTask`` reads the
 request's record, so a task is found after its connection dropped and after a restart of the
 daemon (within the desk's retention). ``CancelTask`` cancels the request's trace

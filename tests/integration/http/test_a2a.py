@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from a2a.types import (
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
 from orchestrator.daemon import Orchestrator
+from tests.support import readme
 from tests.support.a2a_swarm import (
     TOKEN,
     a2a_client,
@@ -33,6 +36,7 @@ from tests.support.a2a_swarm import (
 
 pytestmark = pytest.mark.timeout(120)
 
+DOC_PAGE = Path(__file__).resolve().parents[3] / "docs" / "front-doors" / "a2a.md"
 RPC_HEADERS = {"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"}
 
 
@@ -394,3 +398,23 @@ async def test_a_task_of_a_running_turn_survives_its_dropped_stream(
         found = await plain.get_task(GetTaskRequest(id=task_id))
     assert found.status.state == TaskState.TASK_STATE_COMPLETED
     assert answer_of(found) == "noted in drop.txt"
+
+
+async def test_the_client_snippet_of_the_docs_runs_against_a_daemon(swarm: Orchestrator) -> None:
+    [snippet] = readme.section("A client in Python", DOC_PAGE).blocks_of("python")
+    env = {**os.environ, "GOONDAN_URL": base_url(swarm), "GOONDAN_API_TOKEN": TOKEN}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        snippet.text,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        out, err = await child.communicate()
+    assert child.returncode == 0, err.decode()
+    first, second = out.decode().splitlines()
+    context = first.split("[")[1].split("]")[0]
+    assert first == f"scribe [{context}]: scribe got: hello"
+    assert second == f"scribe [{context}]: scribe got: hello again"
