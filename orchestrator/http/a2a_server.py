@@ -58,7 +58,14 @@ from orchestrator.http.requests import body_digest
 from orchestrator.http.streams import Notice, Piece, TurnStream
 from orchestrator.operations import SwarmOperations
 from orchestrator.operations.answers import ApprovalRow
-from orchestrator.requests import Intake, KeyReused, RequestDesk, RequestRecord, StoreFull
+from orchestrator.requests import (
+    Admission,
+    Intake,
+    KeyReused,
+    RequestDesk,
+    RequestRecord,
+    StoreFull,
+)
 
 AGENT_STATE = "goondan.agent"
 """Where the call context carries the agent the endpoint's path names."""
@@ -134,7 +141,7 @@ class SwarmRequestHandler(RequestHandler):
 
     async def _admit(
         self, params: SendMessageRequest, context: ServerCallContext, stream: bool = False
-    ) -> tuple[RequestRecord, TurnStream]:
+    ) -> tuple[Admission, TurnStream]:
         """Record the message's request (or find the one its ``messageId`` started) and
         follow it (with its text as it is produced when the caller ``stream`` s)."""
         validate_history_length(params.configuration)
@@ -165,8 +172,8 @@ class SwarmRequestHandler(RequestHandler):
             raise InternalError(
                 message=f"the request could not be recorded, so it was not accepted: {exc.strerror}"
             ) from None
-        record = admission.record
-        return record, TurnStream(self.desk, record.request_id, deltas=stream, approvals=True)
+        turn = TurnStream(self.desk, admission.request_id, deltas=stream, approvals=True)
+        return admission, turn
 
     @validate_request_params
     async def on_message_send(
@@ -174,7 +181,8 @@ class SwarmRequestHandler(RequestHandler):
     ) -> Task | Message:
         """``SendMessage``: the task once it completes, fails, or waits for an approval
         (at once with ``returnImmediately``)."""
-        record, turn = await self._admit(params, context)
+        admission, turn = await self._admit(params, context)
+        record = admission.record
         try:
             if params.configuration.return_immediately:
                 return apply_history_length(await self._now(record), params.configuration)
@@ -200,16 +208,25 @@ class SwarmRequestHandler(RequestHandler):
         """``SendStreamingMessage``: the task, ``working`` (then again with each piece of
         the model's text as it comes), each approval wait and its end, then the answer's
         artifact and the final status."""
-        record, turn = await self._admit(params, context, stream=True)
-        async for event in self._follow(record, turn):
-            yield event
-
-    async def _follow(self, record: RequestRecord, turn: TurnStream) -> AsyncIterator[Event]:
-        try:
+        admission, turn = await self._admit(params, context, stream=True)
+        record = admission.record
+        if admission.fresh:
             first = task_of(record)
             first.status.state = TaskState.TASK_STATE_SUBMITTED
+        else:  # the message sent again: its task as it stands, then what comes
+            first = await self._now(record)
+        async for event in self._follow(record, turn, first, started=admission.fresh):
+            yield event
+
+    async def _follow(
+        self, record: RequestRecord, turn: TurnStream, first: Task, started: bool
+    ) -> AsyncIterator[Event]:
+        """``first``, ``working`` if the task ``started`` now, then its events until its
+        answer."""
+        try:
             yield first
-            yield status_event(record, working_status())
+            if started:
+                yield status_event(record, working_status())
             async for item in turn.items():
                 if isinstance(item, Piece):
                     yield status_event(record, progress_status(record, item))
@@ -276,12 +293,15 @@ class SwarmRequestHandler(RequestHandler):
     ) -> AsyncGenerator[Event]:
         """``SubscribeToTask``: a running task's events again (after a dropped stream)."""
         record = await self._record(params.id, context)
-        if record.state == "done" or self.desk.feed(record.request_id) is None:
+        feed = self.desk.feed(record.request_id)
+        if record.state == "done" or feed is None:
             raise UnsupportedOperationError(
                 message=f"task {params.id!r} is not running here: ask for it with GetTask"
             )
-        turn = TurnStream(self.desk, record.request_id, deltas=True, approvals=True)
-        async for event in self._follow(record, turn):
+        # What came before the snapshot is in it; what comes after follows it.
+        turn = TurnStream(self.desk, record.request_id, after=feed.seq, deltas=True, approvals=True)
+        first = await self._now(record)
+        async for event in self._follow(record, turn, first, started=False):
             yield event
 
     async def on_list_tasks(

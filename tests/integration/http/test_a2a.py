@@ -18,10 +18,15 @@ from a2a.types import (
     GetTaskRequest,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import (
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 
 from orchestrator.daemon import Orchestrator
 from tests.support import readme
@@ -389,15 +394,27 @@ async def test_a_task_of_a_running_turn_survives_its_dropped_stream(
             approval_id = str(status.message.metadata["approvalId"])
             break  # the caller goes away mid-stream
     assert approval_id
-    decided = await http.post(f"{base}/v1/approvals/{approval_id}/approve", json={})
-    assert decided.status_code == 200, decided.text
-    waited = await http.get(f"{base}/v1/requests/{task_id}", params={"wait": 60})
-    assert waited.json()["state"] == "done"
-    async with asyncio.timeout(30):
-        plain, _ = await a2a_client(http, f"{base}/a2a/clerk")
-        found = await plain.get_task(GetTaskRequest(id=task_id))
+    # Back again: the task as it stands, then what comes once an operator decides.
+    again: list[StreamResponse] = []
+    async with asyncio.timeout(60):
+        async for event in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+            again.append(event)
+            if len(again) == 1:
+                assert waiting_approval(event.task) == approval_id
+                decided = await http.post(f"{base}/v1/approvals/{approval_id}/approve", json={})
+                assert decided.status_code == 200, decided.text
+    assert collapsed(again)[0] == ("task", TaskState.TASK_STATE_INPUT_REQUIRED)
+    assert collapsed(again)[-2:] == [
+        ("artifact_update", 0),
+        ("status_update", TaskState.TASK_STATE_COMPLETED),
+    ]
+    plain, _ = await a2a_client(http, f"{base}/a2a/clerk")
+    found = await plain.get_task(GetTaskRequest(id=task_id))
     assert found.status.state == TaskState.TASK_STATE_COMPLETED
     assert answer_of(found) == "noted in drop.txt"
+    with pytest.raises(UnsupportedOperationError, match="not running here"):
+        async for _ in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+            pass
 
 
 async def test_the_client_snippet_of_the_docs_runs_against_a_daemon(swarm: Orchestrator) -> None:
