@@ -70,7 +70,6 @@ from starlette.types import Message
 from goondan.errors import DeliveryCode, HttpCode
 from orchestrator.callers import caller_of
 from orchestrator.http.body import MAX_BODY_BYTES, BadBody, check_value
-from orchestrator.http.front_doors import shown
 from orchestrator.http.responses import error
 from orchestrator.operations import SwarmOperations
 from orchestrator.requests import RequestDesk
@@ -84,10 +83,18 @@ CARD_PATH = "/.well-known/agent-card.json"
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def a2a_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRoute]:
-    """The A2A front door's routes (answering 501 without the ``a2a`` extra)."""
+def a2a_routes(
+    daemon: SwarmOperations,
+    desk: RequestDesk,
+    shows: Callable[[str], bool],
+    describe: Callable[[str], str],
+) -> list[BaseRoute]:
+    """The A2A front door's routes (answering 501 without the ``a2a`` extra), serving the
+    agents ``shows`` says the ``a2a`` door shows, each doing what ``describe`` says
+    (:func:`orchestrator.http.front_doors.shown` and ``description``: that module lists
+    this door's routes, so the door does not import it)."""
     try:
-        door = A2ADoor(daemon, desk)
+        door = A2ADoor(daemon, desk, shows, describe)
     except ImportError:
         return _missing_routes()
     return [
@@ -137,14 +144,21 @@ def replayed(request: Request, body: bytes) -> Request:
 
 class A2ADoor:
     """The A2A front door over ``daemon`` and ``desk`` (raises ``ImportError`` without the
-    ``a2a-sdk``)."""
+    ``a2a-sdk``), serving the agents ``shows`` says it shows."""
 
-    def __init__(self, daemon: SwarmOperations, desk: RequestDesk) -> None:
+    def __init__(
+        self,
+        daemon: SwarmOperations,
+        desk: RequestDesk,
+        shows: Callable[[str], bool],
+        describe: Callable[[str], str],
+    ) -> None:
         from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 
         from orchestrator.http.a2a_server import AgentContextBuilder, SwarmRequestHandler
 
         self.daemon = daemon
+        self.shows, self.describe = shows, describe
         self.handler = SwarmRequestHandler(daemon, desk)
         self.dispatcher = JsonRpcDispatcher(
             self.handler, context_builder=AgentContextBuilder(), enable_v0_3_compat=True
@@ -158,10 +172,10 @@ class A2ADoor:
 
         from orchestrator.http.a2a_card import agent_card
 
-        if not shown(self.daemon, "a2a", agent):
+        if not self.shows(agent):
             return self._unknown(agent)
         bearer = caller_of(request).token is not None
-        card = agent_card(self.daemon, agent, request, bearer)
+        card = agent_card(self.daemon, agent, self.describe(agent), request, bearer)
         return JSONResponse(agent_card_to_dict(card))
 
     async def card(self, request: Request) -> Response:
@@ -175,7 +189,7 @@ class A2ADoor:
     async def rpc(self, request: Request) -> Response:
         """``POST /a2a/{agent}``: one JSON-RPC request, answered by the SDK's dispatcher."""
         agent = request.path_params["agent"]
-        if not shown(self.daemon, "a2a", agent):
+        if not self.shows(agent):
             return self._unknown(agent)
         if self.daemon.stopping:
             return error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")

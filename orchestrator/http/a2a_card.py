@@ -20,7 +20,6 @@ from a2a.types import (
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
 from starlette.requests import Request
 
-from orchestrator.http.front_doors import description
 from orchestrator.operations import SwarmOperations
 
 TEXT_MODE = "text/plain"
@@ -49,14 +48,14 @@ def rpc_url(request: Request, agent: str) -> str:
     return f"{base_url(request)}/a2a/{agent}"
 
 
-def skills_of(daemon: SwarmOperations, agent: str) -> list[AgentSkill]:
-    """The agent itself as a skill (its description), then one skill per function of its
-    Tools (``{tool}__{export}``, as its model sees them)."""
+def skills_of(daemon: SwarmOperations, agent: str, said: str) -> list[AgentSkill]:
+    """The agent itself as a skill (what it does: ``said``), then one skill per function of
+    its Tools (``{tool}__{export}``, as its model sees them)."""
     skills = [
         AgentSkill(
             id=agent,
             name=agent,
-            description=description(daemon, agent),
+            description=said,
             tags=["agent", daemon.name],
             input_modes=[TEXT_MODE],
             output_modes=[TEXT_MODE],
@@ -67,19 +66,21 @@ def skills_of(daemon: SwarmOperations, agent: str) -> list[AgentSkill]:
     for tool in plan.tools if plan is not None else []:
         for export in tool.exports:
             name = f"{tool.name}__{export.name}"
-            said = export.description or f"The {export.name} function of the {tool.name} tool."
+            told = export.description or f"The {export.name} function of the {tool.name} tool."
             skills.append(
-                AgentSkill(id=name, name=name, description=said.strip(), tags=["tool", tool.name])
+                AgentSkill(id=name, name=name, description=told.strip(), tags=["tool", tool.name])
             )
     return skills
 
 
-def agent_card(daemon: SwarmOperations, agent: str, request: Request, bearer: bool) -> AgentCard:
-    """The card of ``agent`` as ``request``'s caller reaches it; with ``bearer``, it says the
-    endpoint takes the daemon's bearer token."""
+def agent_card(
+    daemon: SwarmOperations, agent: str, said: str, request: Request, bearer: bool
+) -> AgentCard:
+    """The card of ``agent`` (which does what ``said`` says) as ``request``'s caller reaches
+    it; with ``bearer``, it says the endpoint takes the daemon's bearer token."""
     card = AgentCard(
         name=agent,
-        description=description(daemon, agent),
+        description=said,
         supported_interfaces=[
             AgentInterface(
                 url=rpc_url(request, agent),
@@ -92,7 +93,7 @@ def agent_card(daemon: SwarmOperations, agent: str, request: Request, bearer: bo
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=[TEXT_MODE],
         default_output_modes=[TEXT_MODE],
-        skills=skills_of(daemon, agent),
+        skills=skills_of(daemon, agent, said),
     )
     if bearer:
         scheme = HTTPAuthSecurityScheme(

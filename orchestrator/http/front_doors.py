@@ -9,9 +9,12 @@ door shows (``Agent.spec.expose`` and ``Swarm.spec.expose``).
 
 from __future__ import annotations
 
+from functools import partial
+
 from starlette.routing import BaseRoute
 
 from bundle.spec_agent import FrontDoor
+from orchestrator.http.a2a import a2a_routes
 from orchestrator.operations import SwarmOperations
 from orchestrator.operations.protocol import AgentView
 from orchestrator.requests import RequestDesk
@@ -45,7 +48,5 @@ def front_door_routes(daemon: SwarmOperations, desk: RequestDesk) -> list[BaseRo
     """The routes of every front door (beside ``/v1/chat/completions``, served by
     :mod:`orchestrator.http.openai`)."""
     routes: list[BaseRoute] = []
-    from orchestrator.http.a2a import a2a_routes  # the door imports this module
-
-    routes += a2a_routes(daemon, desk)
+    routes += a2a_routes(daemon, desk, partial(shown, daemon, "a2a"), partial(description, daemon))
     return routes
