@@ -44,6 +44,7 @@ from a2a.utils.task import apply_history_length, validate_history_length
 from starlette.requests import Request
 
 from ipc.delegation import DelegateAnswer
+from ipc.runtime_events import ApprovalEvent
 from orchestrator.http.a2a_tasks import (
     WAITING,
     artifact_event,
@@ -129,6 +130,21 @@ def context_key(message: Message) -> str:
     return given
 
 
+def _ended(wait: Notice, turn: TurnStream) -> bool:
+    """Whether the approval ``wait`` began is over already in what ``turn`` holds next (a
+    message sent again is replayed its request's events: a wait decided since is no wait)."""
+    begun = wait.event
+    if not isinstance(begun, ApprovalEvent):
+        return False
+    return any(
+        isinstance(later, Notice)
+        and isinstance(later.event, ApprovalEvent)
+        and later.event.type not in WAITING
+        and later.event.approval_id == begun.approval_id
+        for later in turn.pieces
+    )
+
+
 class SwarmRequestHandler(RequestHandler):
     """A2A methods over the request desk: a task is an accepted request (see the door's
     module docstring)."""
@@ -195,7 +211,7 @@ class SwarmRequestHandler(RequestHandler):
         async for item in turn.items():
             if isinstance(item, DelegateAnswer):
                 return task_of(self.desk.record(record.request_id) or record, item)
-            if isinstance(item, Notice) and item.event.type in WAITING:
+            if isinstance(item, Notice) and item.event.type in WAITING and not _ended(item, turn):
                 task = task_of(record)
                 task.status.CopyFrom(notice_status(record, item.event))
                 return task

@@ -3,26 +3,31 @@ the card over ``api.sock``, and the door's answer when the ``a2a`` extra is miss
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import Message, Part, Role, SendMessageRequest, Task, TaskState
 from a2a.utils.errors import InvalidParamsError
 from google.protobuf.struct_pb2 import Value
 
 from goondan.errors import DeliveryCode
 from ipc import IpcError
 from ipc.delegation import DelegateAnswer
+from ipc.runtime_events import ApprovalDecidedEvent, ApprovalRequestedEvent
 from orchestrator.callers import Peer, with_peer
 from orchestrator.http.a2a_server import MAX_CONTEXT_ID, context_key, message_text
 from orchestrator.http.a2a_tasks import task_of
 from orchestrator.http.app import build_app
+from orchestrator.operations.protocol import DeltaSink
 from orchestrator.requests import RequestDesk, RequestRecord, RequestStore
 from tests.support.fake_swarm import FakeSwarm, approval
 
@@ -136,3 +141,55 @@ async def test_without_the_sdk_the_routes_name_the_extra(monkeypatch: pytest.Mon
     for answer in answers:
         assert answer.status_code == 501
         assert "pip install 'goondan-py[a2a]'" in answer.json()["error"]["message"]
+
+
+@dataclass
+class ParkingSwarm(FakeSwarm):
+    """A fake swarm whose Turns wait for :attr:`gate` (the test publishes their approval
+    events meanwhile)."""
+
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    trace_ids: list[str] = field(default_factory=list)
+
+    async def request(  # type: ignore[override]
+        self, text: str, *, on_delta: DeltaSink | None = None, **options: Any
+    ) -> DelegateAnswer:
+        self.trace_ids.append(options["trace_id"])
+        self.started.set()
+        await self.gate.wait()
+        return self.answer
+
+
+async def test_a_message_sent_again_after_its_approval_was_decided_waits_for_the_answer() -> None:
+    swarm = ParkingSwarm(answer=DelegateAnswer("ok", "written"))
+    desk = RequestDesk(swarm, RequestStore(None))
+    app = with_peer(build_app(swarm, desk=desk), OPERATOR)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        httpx.AsyncClient(transport=transport, base_url="http://goondan") as http,
+        asyncio.timeout(30),
+    ):
+        card = await A2ACardResolver(http, "http://goondan/a2a/alpha").get_agent_card()
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+        sent = Message(role=Role.ROLE_USER, message_id="m-park", parts=[Part(text="write")])
+
+        async def send() -> Task:
+            request = SendMessageRequest(message=sent)
+            [response] = [r async for r in client.send_message(request)]
+            return response.task
+
+        first = asyncio.create_task(send())
+        await swarm.started.wait()
+        fields = {"trace_id": swarm.trace_ids[0], "approval_id": "apr_1", "tool_name": "x__y"}
+        swarm.live.publish(ApprovalRequestedEvent(**fields))
+        waiting = await first
+        assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        swarm.live.publish(ApprovalDecidedEvent(**fields))
+        again = asyncio.create_task(send())  # replayed: asked, then decided: no wait now
+        swarm.gate.set()
+        finished = await again
+    assert finished.id == waiting.id
+    assert finished.status.state == TaskState.TASK_STATE_COMPLETED
+    assert finished.artifacts[0].parts[0].text == "written"
+    await desk.close()
