@@ -71,6 +71,10 @@ Routes (all JSON):
 ``GET  /metrics``                                Prometheus metrics
 ``GET  /v1/models``, ``POST /v1/chat/completions`` the OpenAI-compatible front door (the agent
                                                  is the model)
+``GET  /a2a/{agent}/.well-known/agent-card.json`` an agent's A2A card (the entry agent's also
+                                                 at ``/.well-known/agent-card.json``)
+``POST /a2a/{agent}``                            its A2A JSON-RPC endpoint (the A2A front door,
+                                                 :mod:`orchestrator.http.a2a`)
 
 Streamed answers are served by :mod:`orchestrator.http.streams`, the OpenAI-compatible front
 door by :mod:`orchestrator.http.openai`.
