@@ -435,3 +435,25 @@ async def test_the_client_snippet_of_the_docs_runs_against_a_daemon(swarm: Orche
     context = first.split("[")[1].split("]")[0]
     assert first == f"scribe [{context}]: scribe got: hello"
     assert second == f"scribe [{context}]: scribe got: hello again"
+
+
+async def test_a_task_waiting_for_approval_goes_on_after_the_daemon_restarts(
+    tmp_path: Path,
+) -> None:
+    async with a2a_swarm(tmp_path) as first, http_client() as http:
+        client, _ = await a2a_client(http, f"{base_url(first)}/a2a/clerk")
+        task = await only_task(client, user_says("note restart.txt survived"))
+        approval_id = waiting_approval(task)
+    async with a2a_swarm(tmp_path) as second, http_client() as http:
+        base = base_url(second)
+        client, _ = await a2a_client(http, f"{base}/a2a/clerk")
+        found = await client.get_task(GetTaskRequest(id=task.id))
+        assert waiting_approval(found) == approval_id  # still waiting, under the same id
+        decided = await http.post(f"{base}/v1/approvals/{approval_id}/approve", json={})
+        assert decided.status_code == 200, decided.text
+        waited = await http.get(f"{base}/v1/requests/{task.id}", params={"wait": 60})
+        assert waited.json()["state"] == "done"
+        finished = await client.get_task(GetTaskRequest(id=task.id))
+        assert finished.status.state == TaskState.TASK_STATE_COMPLETED
+        assert answer_of(finished) == "noted in restart.txt"
+        assert finished.context_id == task.context_id
