@@ -61,6 +61,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
+import structlog
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -77,6 +78,8 @@ from orchestrator.requests import RequestDesk
 EXTRA_MISSING = (
     "the A2A front door needs the a2a extra: pip install 'goondan-py[a2a]' (the official a2a-sdk)"
 )
+OWN_PACKAGES = frozenset({"goondan", "bundle", "ipc", "orchestrator"})
+"""Packages whose import failing is a fault of the runtime, never a missing extra."""
 CARD_PATH = "/.well-known/agent-card.json"
 """Where A2A clients look for an agent's card, below the agent's base URL."""
 
@@ -95,7 +98,12 @@ def a2a_routes(
     this door's routes, so the door does not import it)."""
     try:
         door = A2ADoor(daemon, desk, shows, describe)
-    except ImportError:
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] in OWN_PACKAGES:
+            raise  # a fault of ours, not a missing extra
+        structlog.get_logger("goondan.api").info(
+            "the A2A front door is off: its extra is not installed", missing=exc.name
+        )
         return _missing_routes()
     return [
         Route(CARD_PATH, door.entry_card, methods=["GET"]),
