@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -326,12 +327,18 @@ async def test_a_foreign_page_and_a_caller_without_the_token_are_refused(
         assert form.status_code == 415
 
 
+def violations(error: dict[str, Any]) -> list[str]:
+    """The fields a JSON-RPC error's ``google.rpc.BadRequest`` detail names."""
+    [bad] = [d for d in error["data"] if d["@type"].endswith("google.rpc.BadRequest")]
+    return [violation["field"] for violation in bad["fieldViolations"]]
+
+
 async def test_bad_json_rpc_bodies_get_the_json_rpc_error_shape(
     swarm: Orchestrator, http: httpx.AsyncClient
 ) -> None:
     url = f"{base_url(swarm)}/a2a/scribe"
 
-    async def error_of(body: bytes) -> dict[str, object]:
+    async def error_of(body: bytes) -> dict[str, Any]:
         response = await rpc(http, url, body)
         assert response.status_code == 200, response.text
         answer = response.json()
@@ -341,18 +348,24 @@ async def test_bad_json_rpc_bodies_get_the_json_rpc_error_shape(
 
     missing = await error_of(b'{"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {}}')
     assert missing["code"] == -32602
-    assert '"message"' in str(missing["data"]) or "'message'" in str(missing["data"])
+    assert violations(missing) == ["message"]
     no_text = await error_of(
         b'{"jsonrpc": "2.0", "id": 8, "method": "SendMessage", "params": {"message": '
         b'{"messageId": "m1", "role": "ROLE_USER", "parts": [{"url": "file:///etc/passwd"}]}}}'
     )
     assert no_text["code"] == -32602
-    assert "message.parts[0]" in str(no_text["data"])
-    wrong_type = await error_of(
+    assert violations(no_text) == ["message.parts[0]"]
+    not_a_message = await error_of(
         b'{"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": {"message": "hi"}}'
     )
+    assert not_a_message["code"] == -32602
+    assert "message.parts" in violations(not_a_message)
+    wrong_type = await error_of(
+        b'{"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": {"message": '
+        b'{"messageId": "m3", "role": "ROLE_USER", "parts": [{"text": 5}]}}}'
+    )
     assert wrong_type["code"] == -32602
-    assert "message" in str(wrong_type["data"])
+    assert "Failed to parse text field" in str(wrong_type["data"])
     unknown = await error_of(b'{"jsonrpc": "2.0", "id": 10, "method": "tasks/explode"}')
     assert unknown["code"] == -32601
     not_json = await error_of(b'{"jsonrpc": "2.0", ')
