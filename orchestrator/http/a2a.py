@@ -9,7 +9,8 @@ Routes (every agent the ``a2a`` door shows: ``Agent.spec.expose``, ``Swarm.spec.
 The card (:mod:`orchestrator.http.a2a_card`) names the agent, its description, the endpoint's
 absolute URL (from the request's scheme and ``Host``), goondan's version, streaming, text in
 and out, a skill for the agent and one per function of its Tools, and the bearer scheme when
-the caller reached the daemon with its token.
+the caller reached the daemon with its token: that is every caller of a TCP listener that has
+one, while a card read on ``api.sock`` (whose URL names the socket's host) needs none.
 
 Mapping. A task is one request of the request desk (:mod:`orchestrator.requests`), kind
 ``a2a``: its id is the request's id, its ``contextId`` the conversation's instance key (a
