@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -38,7 +39,9 @@ from tests.support.a2a_swarm import (
     base_url,
     http_client,
     user_says,
+    write_a2a_swarm,
 )
+from tests.support.daemon import Daemon
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -430,21 +433,23 @@ async def test_a_task_of_a_running_turn_survives_its_dropped_stream(
             pass
 
 
-async def test_the_client_snippet_of_the_docs_runs_against_a_daemon(swarm: Orchestrator) -> None:
+def test_the_client_snippet_of_the_docs_runs_against_a_daemon(tmp_path: Path) -> None:
     [snippet] = readme.section("A client in Python", DOC_PAGE).blocks_of("python")
-    env = {**os.environ, "GOONDAN_URL": base_url(swarm), "GOONDAN_API_TOKEN": TOKEN}
-    child = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        snippet.text,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(60):
-        out, err = await child.communicate()
-    assert child.returncode == 0, err.decode()
-    first, second = out.decode().splitlines()
+    write_a2a_swarm(tmp_path)
+    token = {"GOONDAN_API_TOKEN": TOKEN}
+    args = ["--listen", "127.0.0.1:0", "--api-token-env", "GOONDAN_API_TOKEN"]
+    daemon = Daemon(tmp_path, bundle="goondan.yaml", env=token, args=args)
+    try:
+        port = int(daemon.wait_for("http api listening")["port"])  # type: ignore[call-overload]
+        daemon.wait_for("agent ready")
+        env = {**os.environ, **token, "GOONDAN_URL": f"http://127.0.0.1:{port}"}
+        done = subprocess.run(
+            [sys.executable, "-c", snippet.text], env=env, capture_output=True, timeout=60
+        )
+    finally:
+        daemon.stop()
+    assert done.returncode == 0, done.stderr.decode()
+    first, second = done.stdout.decode().splitlines()
     context = first.split("[")[1].split("]")[0]
     assert first == f"scribe [{context}]: scribe got: hello"
     assert second == f"scribe [{context}]: scribe got: hello again"
