@@ -475,3 +475,19 @@ async def test_a_task_waiting_for_approval_goes_on_after_the_daemon_restarts(
         assert finished.status.state == TaskState.TASK_STATE_COMPLETED
         assert answer_of(finished) == "noted in restart.txt"
         assert finished.context_id == task.context_id
+
+
+async def test_return_immediately_answers_at_once_and_the_task_is_asked_for_later(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    base = base_url(swarm)
+    client, _ = await a2a_client(http, f"{base}/a2a/scribe")
+    request = user_says("note soon.txt later")
+    request.configuration.return_immediately = True
+    task = await only_task(client, request)
+    # At once: working, unless the Turn was even quicker than the answer.
+    assert task.status.state in (TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_COMPLETED)
+    waited = await http.get(f"{base}/v1/requests/{task.id}", params={"wait": 60})
+    assert waited.json()["state"] == "done"
+    finished = await client.get_task(GetTaskRequest(id=task.id))
+    assert answer_of(finished) == "noted in soon.txt"
