@@ -60,7 +60,7 @@ Without the ``a2a`` extra these routes answer 501 naming it.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import structlog
 from starlette.exceptions import HTTPException
@@ -83,8 +83,6 @@ OWN_PACKAGES = frozenset({"goondan", "bundle", "ipc", "orchestrator"})
 """Packages whose import failing is a fault of the runtime, never a missing extra."""
 CARD_PATH = "/.well-known/agent-card.json"
 """Where A2A clients look for an agent's card, below the agent's base URL."""
-
-Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def a2a_routes(
