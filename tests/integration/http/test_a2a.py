@@ -41,7 +41,7 @@ from tests.support.a2a_swarm import (
     user_says,
     write_a2a_swarm,
 )
-from tests.support.daemon import Daemon
+from tests.support.daemon import Daemon, run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -467,8 +467,11 @@ async def test_a_task_waiting_for_approval_goes_on_after_the_daemon_restarts(
         client, _ = await a2a_client(http, f"{base}/a2a/clerk")
         found = await client.get_task(GetTaskRequest(id=task.id))
         assert waiting_approval(found) == approval_id  # still waiting, under the same id
-        decided = await http.post(f"{base}/v1/approvals/{approval_id}/approve", json={})
-        assert decided.status_code == 200, decided.text
+        state = str(tmp_path / "state")  # decided by the operator's CLI this time
+        decided = await asyncio.to_thread(
+            run_cli, "approve", approval_id, "--state-dir", state, cwd=tmp_path
+        )
+        assert decided.returncode == 0, decided.stderr
         waited = await http.get(f"{base}/v1/requests/{task.id}", params={"wait": 60})
         assert waited.json()["state"] == "done"
         finished = await client.get_task(GetTaskRequest(id=task.id))
@@ -491,3 +494,16 @@ async def test_return_immediately_answers_at_once_and_the_task_is_asked_for_late
     assert waited.json()["state"] == "done"
     finished = await client.get_task(GetTaskRequest(id=task.id))
     assert answer_of(finished) == "noted in soon.txt"
+
+
+async def test_a_streamed_task_whose_turn_fails_ends_failed_without_an_artifact(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    client, _ = await a2a_client(http, f"{base_url(swarm)}/a2a/scribe", streaming=True)
+    events = [event async for event in client.send_message(user_says("loop"))]
+    assert collapsed(events) == [
+        ("task", TaskState.TASK_STATE_SUBMITTED),
+        ("status_update", TaskState.TASK_STATE_WORKING),
+        ("status_update", TaskState.TASK_STATE_FAILED),
+    ]
+    assert events[-1].status_update.status.message.metadata["code"] == "E_MAX_STEPS"
