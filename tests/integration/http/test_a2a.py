@@ -507,3 +507,30 @@ async def test_a_streamed_task_whose_turn_fails_ends_failed_without_an_artifact(
         ("status_update", TaskState.TASK_STATE_FAILED),
     ]
     assert events[-1].status_update.status.message.metadata["code"] == "E_MAX_STEPS"
+
+
+async def test_a_daemon_stopping_ends_an_open_stream_and_its_task_waits_for_the_next(
+    tmp_path: Path,
+) -> None:
+    seen: list[StreamResponse] = []
+    parked = asyncio.Event()
+
+    async def follow(base: str) -> None:
+        async with http_client() as http:
+            client, _ = await a2a_client(http, f"{base}/a2a/clerk", streaming=True)
+            async for event in client.send_message(user_says("note stop.txt later")):
+                seen.append(event)
+                if event.status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+                    parked.set()
+
+    async with a2a_swarm(tmp_path) as first:
+        stream = asyncio.create_task(follow(base_url(first)))
+        async with asyncio.timeout(30):
+            await parked.wait()
+    async with asyncio.timeout(30):
+        await stream  # the stream ended with the daemon, without a final status
+    assert collapsed(seen)[-1] == ("status_update", TaskState.TASK_STATE_INPUT_REQUIRED)
+    async with a2a_swarm(tmp_path) as second, http_client() as http:
+        client, _ = await a2a_client(http, f"{base_url(second)}/a2a/clerk")
+        found = await client.get_task(GetTaskRequest(id=seen[0].task.id))
+        waiting_approval(found)
