@@ -77,6 +77,10 @@ Routes (all JSON):
                                                  (:mod:`orchestrator.http.responses_api`)
 ``GET|POST|DELETE /mcp``                         the MCP server (Streamable HTTP; each agent a
                                                  tool: :mod:`orchestrator.http.mcp_server`)
+``GET  /a2a/{agent}/.well-known/agent-card.json`` an agent's A2A card (the entry agent's also
+                                                 at ``/.well-known/agent-card.json``)
+``POST /a2a/{agent}``                            its A2A JSON-RPC endpoint (the A2A front door,
+                                                 :mod:`orchestrator.http.a2a`)
 
 Streamed answers are served by :mod:`orchestrator.http.streams`, the OpenAI-compatible front
 door by :mod:`orchestrator.http.openai`.

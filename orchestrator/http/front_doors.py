@@ -16,6 +16,7 @@ import functools
 import msgspec
 from starlette.routing import BaseRoute
 
+from orchestrator.http.a2a import A2A_OPERATIONS, a2a_routes
 from orchestrator.http.ag_ui import AG_UI_OPERATIONS, ag_ui_routes
 from orchestrator.http.exposure import DoorView
 from orchestrator.http.mcp_server import MCP_OPERATIONS, mcp_routes
@@ -35,6 +36,8 @@ def front_door_routes(
     routes: list[BaseRoute] = []
     routes += responses_routes(daemon, desk)
     routes += mcp_routes(daemon, desk, DoorView(daemon, "mcp"), tasks)
+    a2a = DoorView(daemon, "a2a")
+    routes += a2a_routes(daemon, desk, a2a.shows, a2a.describe)
     routes += ag_ui_routes(daemon, desk, DoorView(daemon, "agUi").shows)
     return routes
 
@@ -42,7 +45,7 @@ def front_door_routes(
 def front_door_operations() -> dict[tuple[str, str], Operation]:
     """What the OpenAPI document says of each front door's routes (by method and path, as
     :func:`front_door_routes` serves them)."""
-    return {**RESPONSES_OPERATIONS, **MCP_OPERATIONS, **AG_UI_OPERATIONS}
+    return {**RESPONSES_OPERATIONS, **MCP_OPERATIONS, **A2A_OPERATIONS, **AG_UI_OPERATIONS}
 
 
 @functools.cache
