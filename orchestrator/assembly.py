@@ -30,6 +30,7 @@ from orchestrator.limits.usage import UsageBook
 from orchestrator.operations.live import EventHub
 from orchestrator.plans import SharedParts
 from orchestrator.process_logs import ProcessOutput
+from orchestrator.remote_agents import RemoteAgents, remote_targets
 from orchestrator.router import Router
 from orchestrator.spawns import SpawnedInstance
 from orchestrator.state_dir import default_state_dir, spawn_records
@@ -188,7 +189,12 @@ def assemble(bundle_path: Path, **options: Unpack[SwarmOptions]) -> SwarmParts:
     supervisor_cell.append(supervisor)
     telemetry = _open_telemetry(otlp, resource.name, supervisor, events, log)
     timeout_ms = int(resource.spec.policy.request_timeout_seconds * 1000)
-    router = Router(supervisor, default_timeout_ms=timeout_ms, clock=clock, tasks=tasks)
+    remote = RemoteAgents(remote_targets(bundle, resource))
+    for secret in remote.secrets():
+        withhold(secret)  # a RemoteAgent's token reaches no agent, connector or tool
+    router = Router(
+        supervisor, default_timeout_ms=timeout_ms, clock=clock, tasks=tasks, remote=remote
+    )
     _recall_spawned(state, supervisor, router)
     connecting = connection_plans(bundle, swarm, state)
     entry_agent = resource.spec.entry_agent.name
