@@ -437,9 +437,10 @@ class _Checker(RuleChecker):
         remote_misuse(self, resource, spec)
         if not self.check_entry_agent(resource, spec):
             return  # not an Agent ref: nothing to place beside it
-        members = {item.ref.name for item in spec.agents} - remote_names(spec)
+        remote = remote_names(spec)  # reported by remote_misuse
+        members = {item.ref.name for item in spec.agents} - remote
         for agent in spec.placement:
-            if agent not in members:
+            if agent not in members | remote:
                 self.report(
                     resource,
                     E.E_SCHEMA_INVALID,
@@ -449,7 +450,7 @@ class _Checker(RuleChecker):
                 )
         for door in FRONT_DOORS:
             for i, agent in enumerate(spec.expose.names(door) or ()):
-                if agent not in members:
+                if agent not in members | remote:
                     self.report(
                         resource,
                         E.E_SCHEMA_INVALID,
