@@ -152,6 +152,10 @@ def assemble(bundle_path: Path, **options: Unpack[SwarmOptions]) -> SwarmParts:
     bundle = load_bundle(bundle_path, check_handlers=False)
     resource = bundle.swarm(swarm)
     plans = agent_plans(bundle, swarm, state)
+    # Tokens resolved before anything opens: one that is not set stops the start, loudly.
+    remote = RemoteAgents(remote_targets(bundle, resource))
+    for secret in remote.secrets():
+        withhold(secret)  # a RemoteAgent's token reaches no agent, connector or tool
     prepare_state_dir(state)
     events = EventLog(state)
     output = ProcessOutput(state)
@@ -189,9 +193,6 @@ def assemble(bundle_path: Path, **options: Unpack[SwarmOptions]) -> SwarmParts:
     supervisor_cell.append(supervisor)
     telemetry = _open_telemetry(otlp, resource.name, supervisor, events, log)
     timeout_ms = int(resource.spec.policy.request_timeout_seconds * 1000)
-    remote = RemoteAgents(remote_targets(bundle, resource))
-    for secret in remote.secrets():
-        withhold(secret)  # a RemoteAgent's token reaches no agent, connector or tool
     router = Router(
         supervisor, default_timeout_ms=timeout_ms, clock=clock, tasks=tasks, remote=remote
     )

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from bundle.secrets import SecretUnavailable
 from orchestrator.daemon import Orchestrator
+from orchestrator.watch import reload_configuration
 from tests.support.a2a_partner import Partner, partner
 
 TOKEN = "partner-token-9f3c1d7e"
@@ -187,3 +189,32 @@ async def test_an_agent_sends_to_the_remote_agent(
             arrived = await remote.executor.arrivals.get()
     assert (arrived.text, arrived.context_id) == ("fire and forget", "room-9")
     assert arrived.authorization == f"Bearer {TOKEN}"
+
+
+async def test_a_reload_adopts_the_swarms_remote_agents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with swarm_with_partner(tmp_path, monkeypatch) as (swarm, _remote):
+        path = tmp_path / "goondan.yaml"
+        edited = path.read_text().replace(
+            "agents: [Agent/alpha, RemoteAgent/partner, RemoteAgent/slowpoke]",
+            "agents: [Agent/alpha, RemoteAgent/partner]",
+        )
+        path.write_text(edited)
+        async with asyncio.timeout(60):
+            outcome = await reload_configuration(swarm)
+        assert outcome["valid"], outcome
+        assert sorted(swarm.router.remote.targets) == ["partner"]
+        assert await ask(swarm, "catalog") == '["partner"]'
+        gone = await ask(swarm, "ask slowpoke hello")
+    assert gone.startswith("ERROR AGENT_NOT_FOUND: ")
+
+
+def test_a_token_that_is_not_set_stops_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PARTNER_A2A_TOKEN", raising=False)
+    path = tmp_path / "goondan.yaml"
+    path.write_text(SWARM.replace("CARD_URL", "http://127.0.0.1:9/card.json"))
+    with pytest.raises(SecretUnavailable, match="environment variable PARTNER_A2A_TOKEN"):
+        Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
