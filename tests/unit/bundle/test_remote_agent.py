@@ -11,8 +11,11 @@ import pytest
 
 from bundle import BundleError, load_bundle
 from bundle.errors import ConfigIssue
+from bundle.spec_remote import RemoteAgentSpec
+from tests.support.readme import section
 
 ROOT = Path(__file__).resolve().parents[3]
+DOCS = ROOT / "docs" / "front-doors" / "a2a-remote.md"
 MODEL_AND_AGENT = """\
 apiVersion: goondan.ai/v1
 kind: Model
@@ -194,3 +197,14 @@ def test_a_remote_agent_without_the_a2a_extra_does_not_validate(tmp_path: Path) 
     assert "kind RemoteAgent is called through the a2a-sdk, which is not installed" in done.stdout
     assert "pip install 'goondan-py[a2a]'" in done.stdout
     assert "RemoteAgent/partner" in done.stdout
+
+
+def test_the_documented_example_validates_and_every_field_is_documented(tmp_path: Path) -> None:
+    (block,) = section("RemoteAgent", DOCS).blocks_of("yaml")
+    path = tmp_path / "goondan.yaml"
+    path.write_text(block.text)
+    bundle = load_bundle(path)
+    assert bundle.agent_plan("desk", tmp_path / "state").agents == ["desk", "researcher"]
+    text = DOCS.read_text()
+    for name, info in RemoteAgentSpec.model_fields.items():
+        assert f"| `{info.alias or name}" in text
