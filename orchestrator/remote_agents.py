@@ -122,6 +122,8 @@ class RemoteAgents:
 
     def __init__(self, targets: dict[str, RemoteTarget] | None = None) -> None:
         self.targets = dict(targets or {})
+        self._calls: set[asyncio.Task[object]] = set()
+        """The tasks waiting in :meth:`ask` (stopped by :meth:`aclose`)."""
         self._cancels: set[asyncio.Task[None]] = set()
 
     def __contains__(self, name: object) -> bool:
@@ -139,6 +141,9 @@ class RemoteAgents:
         target = self.targets[name]
         limit = min(timeout_seconds, target.timeout_seconds or timeout_seconds)
         call = _Call(target, text, context_id)
+        waiting = asyncio.current_task()
+        if waiting is not None:
+            self._calls.add(waiting)
         try:
             async with asyncio.timeout(limit):
                 return await call.run()
@@ -150,6 +155,9 @@ class RemoteAgents:
         except asyncio.CancelledError:
             self._cancel_soon(call)
             raise
+        finally:
+            if waiting is not None:
+                self._calls.discard(waiting)
 
     def _cancel_soon(self, call: _Call) -> None:
         if call.sent:
@@ -158,7 +166,13 @@ class RemoteAgents:
             task.add_done_callback(self._cancels.discard)
 
     async def aclose(self) -> None:
-        """Wait (bounded) for the remote cancellations still under way."""
+        """Stop the calls still waiting, then wait (bounded) for the remote tasks they
+        started to be cancelled."""
+        calls = list(self._calls)
+        for call in calls:
+            call.cancel()
+        if calls:
+            await asyncio.wait(calls, timeout=CANCEL_SECONDS)
         if self._cancels:
             await asyncio.wait(list(self._cancels), timeout=CANCEL_SECONDS)
             for task in self._cancels:

@@ -95,7 +95,9 @@ class RemoteRouting:
     async def _send_remote(self, send: InFlightSend) -> None:
         """Deliver a fire-and-forget send to a RemoteAgent: its answer is told to the sender's
         ``on_answer`` as a local Turn's is, a failure reported like any lost send."""
-        self._remote_calls[send.event_id] = asyncio.current_task()  # type: ignore[assignment]
+        running = asyncio.current_task()
+        assert running is not None  # started as a task by the send's delivery
+        self._remote_calls[send.event_id] = running
         send.started = True
         if send.on_started is not None:
             send.on_started()

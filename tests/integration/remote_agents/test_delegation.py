@@ -218,3 +218,24 @@ def test_a_token_that_is_not_set_stops_the_start(
     path.write_text(SWARM.replace("CARD_URL", "http://127.0.0.1:9/card.json"))
     with pytest.raises(SecretUnavailable, match="environment variable PARTNER_A2A_TOKEN"):
         Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
+
+
+async def test_a_swarm_stopping_answers_the_caller_and_cancels_the_remote_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PARTNER_A2A_TOKEN", TOKEN)
+    async with partner() as remote:
+        path = tmp_path / "goondan.yaml"
+        # A Turn gets its grace period to finish before its agent is stopped: a short one.
+        grace = "  policy: {shutdown: {gracePeriodSeconds: 1}}\n"
+        path.write_text(SWARM.replace("CARD_URL", remote.card_url) + grace)
+        swarm = Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
+        async with asyncio.timeout(45):
+            await swarm.start()
+            asking = asyncio.create_task(swarm.request("ask partner hang on"))
+            await remote.executor.hanging.wait()
+            await swarm.shutdown()
+            answer = await asking
+            await remote.executor.cancelled.wait()
+    assert answer.error is not None
+    assert answer.error.code == "SHUTTING_DOWN"
