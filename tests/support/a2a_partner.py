@@ -12,8 +12,9 @@ What the partner answers depends on the text it is sent:
   go on.
 
 ``seen`` records each message's context and ``Authorization`` header. Besides the agent, the
-app serves hostile cards (:data:`HOSTILE_PATHS`): a redirect, HTML, a huge body, one that
-never ends, a card whose JSON-RPC interface lies on another origin.
+app serves other cards (:data:`HOSTILE_PATHS`): a redirect, HTML, a huge body, one that
+never ends, a card whose JSON-RPC interface lies on another origin, one that does not stream,
+one whose JSON-RPC endpoint answers a huge body.
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ HOSTILE_PATHS = {
     "huge": "/cards/huge.json",
     "slow": "/cards/slow.json",
     "elsewhere": "/cards/elsewhere.json",
+    "blocking": "/cards/blocking.json",
+    "huge-rpc": "/cards/huge-rpc.json",
 }
+HUGE_RPC_PATH = "/rpc/huge"
 
 
 @dataclass
@@ -114,8 +118,8 @@ class PartnerExecutor(AgentExecutor):
             await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-def partner_card(base: str, rpc_url: str | None = None) -> AgentCard:
-    """The partner's card: JSON-RPC at ``rpc_url`` (default its own), streaming."""
+def partner_card(base: str, rpc_url: str | None = None, streaming: bool = True) -> AgentCard:
+    """The partner's card: JSON-RPC at ``rpc_url`` (default its own), streaming unless not."""
     return AgentCard(
         name="partner",
         description="Another team's agent, for tests.",
@@ -127,7 +131,7 @@ def partner_card(base: str, rpc_url: str | None = None) -> AgentCard:
                 protocol_version="1.0",
             )
         ],
-        capabilities=AgentCapabilities(streaming=True),
+        capabilities=AgentCapabilities(streaming=streaming),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[
@@ -185,12 +189,22 @@ def _hostile_routes(base: str, elsewhere: str, other_origin: str) -> list[Route]
         card = partner_card(base, rpc_url=f"{elsewhere}{RPC_PATH}")
         return JSONResponse(MessageToDict(card))
 
+    async def card_blocking(request: Request) -> Response:
+        return JSONResponse(MessageToDict(partner_card(base, streaming=False)))
+
+    async def card_huge_rpc(request: Request) -> Response:
+        card = partner_card(base, rpc_url=f"{base}{HUGE_RPC_PATH}", streaming=False)
+        return JSONResponse(MessageToDict(card))
+
     return [
         Route(HOSTILE_PATHS["redirect"], redirect),
         Route(HOSTILE_PATHS["html"], html),
         Route(HOSTILE_PATHS["huge"], huge),
         Route(HOSTILE_PATHS["slow"], slow),
         Route(HOSTILE_PATHS["elsewhere"], card_elsewhere),
+        Route(HOSTILE_PATHS["blocking"], card_blocking),
+        Route(HOSTILE_PATHS["huge-rpc"], card_huge_rpc),
+        Route(HUGE_RPC_PATH, huge, methods=["POST"]),
     ]
 
 

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from bundle.plan import AgentPlan
 from bundle.secrets import SecretUnavailable
 from orchestrator.daemon import Orchestrator
+from orchestrator.environment import child_environment
 from orchestrator.watch import reload_configuration
 from tests.support.a2a_partner import Partner, partner
 
@@ -49,6 +51,7 @@ kind: Agent
 metadata: {name: alpha}
 spec:
   modelConfig: {modelRef: Model/brain}
+  env: ["PARTNER_*"]  # names the token's variable too: it is withheld all the same
   tools:
     - {ref: {kind: Tool, name: agents, package: "@goondan/base"}}
 ---
@@ -82,6 +85,7 @@ async def swarm_with_partner(
 ) -> AsyncIterator[tuple[Orchestrator, Partner]]:
     """The partner serving, and a swarm that lists it, running in this event loop."""
     monkeypatch.setenv("PARTNER_A2A_TOKEN", TOKEN)
+    monkeypatch.setenv("PARTNER_NOTE", "visible")
     async with partner() as remote:
         path = directory / "goondan.yaml"
         path.write_text(SWARM.replace("CARD_URL", remote.card_url))
@@ -239,3 +243,16 @@ async def test_a_swarm_stopping_answers_the_caller_and_cancels_the_remote_task(
             await remote.executor.cancelled.wait()
     assert answer.error is not None
     assert answer.error.code == "SHUTTING_DOWN"
+
+
+async def test_the_token_reaches_no_agent_process_even_one_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with swarm_with_partner(tmp_path, monkeypatch) as (swarm, _remote):
+        handle = swarm.supervisor.handle("alpha")
+        assert handle is not None
+        assert isinstance(handle.plan, AgentPlan)
+        environment = child_environment(handle.plan)
+    assert environment["PARTNER_NOTE"] == "visible"
+    assert "PARTNER_A2A_TOKEN" not in environment
+    assert TOKEN not in environment.values()

@@ -10,7 +10,7 @@ import pytest
 
 from bundle.secrets import Secret
 from ipc import IpcError
-from orchestrator.remote_agents import MAX_CARD_BYTES, RemoteAgents, RemoteTarget
+from orchestrator.remote_agents import MAX_BODY_BYTES, MAX_CARD_BYTES, RemoteAgents, RemoteTarget
 from tests.support.a2a_partner import partner
 
 TOKEN = "hostile-test-token-51c2"
@@ -80,3 +80,24 @@ async def test_an_unreachable_remote_is_a_clear_error() -> None:
     assert error.code == "REMOTE_AGENT_FAILED"
     assert error.message.startswith(f"the agent card at {closed}/")
     assert "could not be fetched" in error.message
+
+
+async def test_a_remote_that_does_not_stream_is_waited_for() -> None:
+    async with partner() as server:
+        agents = remote(server.hostile("blocking"))
+        async with asyncio.timeout(30):
+            first = await agents.ask("partner", "one", context_id="c", timeout_seconds=10)
+            second = await agents.ask("partner", "two", context_id="c", timeout_seconds=10)
+        error = await refusal(agents, "fail hard")
+    assert (first, second) == (
+        "partner heard: one (message 1 of c)",
+        "partner heard: two (message 2 of c)",
+    )
+    assert error.message == "the remote A2A agent failed the task: partner says no to: fail hard"
+
+
+async def test_a_huge_answer_body_is_refused_once_past_the_limit() -> None:
+    async with partner() as server:
+        error = await refusal(remote(server.hostile("huge-rpc")))
+    assert error.code == "REMOTE_AGENT_FAILED"
+    assert f"the response is larger than {MAX_BODY_BYTES} bytes" in error.message
