@@ -140,8 +140,21 @@ class Bundle:
         key = ("swarm_agents", swarm.package or "", swarm.name)
         if key not in self._memo:
             spec: SwarmSpec = swarm.spec
-            self._memo[key] = [self.resolve_ref(item.ref, swarm) for item in spec.agents]
+            self._memo[key] = [
+                self.resolve_ref(item.ref, swarm)
+                for item in spec.agents
+                if item.ref.kind == "Agent"
+            ]
         return list(self._memo[key])
+
+    def swarm_remote_agents(self, swarm: Resource) -> list[Resource]:
+        """The RemoteAgents of ``swarm`` (delegation targets reached over A2A), in order."""
+        spec: SwarmSpec = swarm.spec
+        return [
+            self.resolve_ref(item.ref, swarm)
+            for item in spec.agents
+            if item.ref.kind == "RemoteAgent"
+        ]
 
     def _resolve_items(
         self, agent: Resource, items: list[RefItem]
@@ -234,7 +247,9 @@ class Bundle:
         return AgentPlan(
             swarm_name=swarm.name,
             entry_agent=swarm_spec.entry_agent.name,
-            agents=sorted(a.name for a in self.swarm_agents(swarm)),
+            agents=sorted(
+                a.name for a in [*self.swarm_agents(swarm), *self.swarm_remote_agents(swarm)]
+            ),
             agent_name=agent.name,
             description=spec.description,
             front_doors=_front_doors(agent.name, spec.expose, swarm_spec.expose),
@@ -372,7 +387,16 @@ class Bundle:
         for resource in self.resources:
             if resource.package is None and resource.kind != "Package":
                 counts[resource.kind] = counts.get(resource.kind, 0) + 1
-        order = ["Swarm", "Agent", "Tool", "Model", "Extension", "Connector", "Connection"]
+        order = [
+            "Swarm",
+            "Agent",
+            "Tool",
+            "Model",
+            "Extension",
+            "Connector",
+            "Connection",
+            "RemoteAgent",
+        ]
         return ", ".join(
             f"{counts[k]} {k}{'s' if counts[k] != 1 else ''}" for k in order if k in counts
         )

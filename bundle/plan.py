@@ -149,7 +149,8 @@ class AgentPlan(_Plan):
     swarm_name: str
     entry_agent: str
     agents: list[str]
-    """Every agent of the Swarm, sorted."""
+    """Every agent of the Swarm, sorted: its own and its RemoteAgents (delegation targets
+    reached over A2A)."""
     agent_name: str
     description: str | None = None
     """``Agent.spec.description``: what the front doors tell their callers the agent does."""

@@ -14,6 +14,13 @@ from bundle.errors import ConfigIssue
 from bundle.loader import FailedKey, Resource, tool_name_too_long
 from bundle.prices import model_price
 from bundle.rule_base import FieldPath, RuleChecker, item_path
+from bundle.rules_remote import (
+    check_remote_agent,
+    remote_entry,
+    remote_misuse,
+    remote_names,
+    swarm_members,
+)
 from bundle.schema_check import schema_problem
 from bundle.script_tools import check_script_tools
 from bundle.spec_agent import FRONT_DOORS, AgentSpec, Budgets, ModelLimits, ModelSpec, ToolSpec
@@ -65,6 +72,8 @@ class _Checker(RuleChecker):
             self.check_swarm(resource, resource.spec)
         elif resource.kind == "Connection":
             self.check_connection(resource, resource.spec)
+        elif resource.kind == "RemoteAgent":
+            check_remote_agent(self, resource)
 
     # -- whole-bundle rules ------------------------------------------------------------------
 
@@ -423,17 +432,15 @@ class _Checker(RuleChecker):
         return {f"{tool.name}__{e.name}" for tool in tools for e in tool.spec.exports}
 
     def check_swarm(self, resource: Resource, spec: SwarmSpec) -> None:
-        resolved = []
-        for i, item in enumerate(spec.agents):
-            found = self.resolve_kind(item.ref, "Agent", resource, item_path(resource, "agents", i))
-            if found is not None:
-                resolved.append(found)
+        resolved = swarm_members(self, resource, spec)
         self.check_budget_pricing(resource, spec.budgets, resolved)
+        remote_misuse(self, resource, spec)
         if not self.check_entry_agent(resource, spec):
             return  # not an Agent ref: nothing to place beside it
-        members = {item.ref.name for item in spec.agents}
+        remote = remote_names(spec)  # reported by remote_misuse
+        members = {item.ref.name for item in spec.agents} - remote
         for agent in spec.placement:
-            if agent not in members:
+            if agent not in members | remote:
                 self.report(
                     resource,
                     E.E_SCHEMA_INVALID,
@@ -443,7 +450,7 @@ class _Checker(RuleChecker):
                 )
         for door in FRONT_DOORS:
             for i, agent in enumerate(spec.expose.names(door) or ()):
-                if agent not in members:
+                if agent not in members | remote:
                     self.report(
                         resource,
                         E.E_SCHEMA_INVALID,
@@ -455,6 +462,8 @@ class _Checker(RuleChecker):
     def check_entry_agent(self, resource: Resource, spec: SwarmSpec) -> bool:
         """Whether ``entryAgent`` is an Agent ref (and so worth checking further)."""
         entry = spec.entry_agent
+        if remote_entry(self, resource, spec):
+            return False
         if entry.kind != "Agent":
             self.report(
                 resource,
@@ -464,7 +473,7 @@ class _Checker(RuleChecker):
                 suggestion='write "Agent/<name>"',
             )
             return False
-        listed = [item.ref for item in spec.agents]
+        listed = [item.ref for item in spec.agents if item.ref.kind == "Agent"]
         if not any(_same_agent(entry, ref) for ref in listed):
             self.report(
                 resource,

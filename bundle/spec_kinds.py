@@ -6,6 +6,7 @@ from bundle.spec_agent import AgentSpec, ModelSpec, ToolSpec
 from bundle.spec_base import Spec
 from bundle.spec_connector import ConnectionSpec, ConnectorSpec, ExtensionSpec
 from bundle.spec_package import PackageSpec
+from bundle.spec_remote import RemoteAgentSpec
 from bundle.spec_swarm import SwarmSpec
 
 SPEC_MODELS: dict[str, type[Spec]] = {
@@ -17,6 +18,7 @@ SPEC_MODELS: dict[str, type[Spec]] = {
     "Extension": ExtensionSpec,
     "Connector": ConnectorSpec,
     "Connection": ConnectionSpec,
+    "RemoteAgent": RemoteAgentSpec,
 }
 
 KINDS = tuple(SPEC_MODELS)

@@ -464,6 +464,11 @@ _DELIVERY_MEANINGS: dict[DeliveryCode, tuple[str, str | None]] = {
         None,
     ),
     DeliveryCode.IPC_UNKNOWN_EVENT: ("an event of a kind the protocol does not have", None),
+    DeliveryCode.REMOTE_AGENT_FAILED: (
+        "the RemoteAgent (an A2A agent elsewhere) could not be reached, or its task failed, was "
+        "rejected, needs other credentials or asks for more input (the message says which)",
+        "Report the failure; retry only if the message says the remote was unreachable.",
+    ),
 }
 
 DELIVERY = Catalogue(

@@ -30,6 +30,7 @@ from orchestrator.limits.usage import UsageBook
 from orchestrator.operations.live import EventHub
 from orchestrator.plans import SharedParts
 from orchestrator.process_logs import ProcessOutput
+from orchestrator.remote_agents import RemoteAgents, remote_targets
 from orchestrator.router import Router
 from orchestrator.spawns import SpawnedInstance
 from orchestrator.state_dir import default_state_dir, spawn_records
@@ -151,6 +152,10 @@ def assemble(bundle_path: Path, **options: Unpack[SwarmOptions]) -> SwarmParts:
     bundle = load_bundle(bundle_path, check_handlers=False)
     resource = bundle.swarm(swarm)
     plans = agent_plans(bundle, swarm, state)
+    # Tokens resolved before anything opens: one that is not set stops the start, loudly.
+    remote = RemoteAgents(remote_targets(bundle, resource))
+    for secret in remote.secrets():
+        withhold(secret)  # a RemoteAgent's token reaches no agent, connector or tool
     prepare_state_dir(state)
     events = EventLog(state)
     output = ProcessOutput(state)
@@ -188,7 +193,9 @@ def assemble(bundle_path: Path, **options: Unpack[SwarmOptions]) -> SwarmParts:
     supervisor_cell.append(supervisor)
     telemetry = _open_telemetry(otlp, resource.name, supervisor, events, log)
     timeout_ms = int(resource.spec.policy.request_timeout_seconds * 1000)
-    router = Router(supervisor, default_timeout_ms=timeout_ms, clock=clock, tasks=tasks)
+    router = Router(
+        supervisor, default_timeout_ms=timeout_ms, clock=clock, tasks=tasks, remote=remote
+    )
     _recall_spawned(state, supervisor, router)
     connecting = connection_plans(bundle, swarm, state)
     entry_agent = resource.spec.entry_agent.name

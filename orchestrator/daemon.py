@@ -42,7 +42,9 @@ from orchestrator.assembly import (
 from orchestrator.connections import ingress_tables
 from orchestrator.deciding import ApprovalDesk
 from orchestrator.dispatch import Dispatcher
+from orchestrator.environment import withhold
 from orchestrator.operations.service import SwarmService
+from orchestrator.remote_agents import RemoteTarget, remote_targets
 from orchestrator.requests import RequestDesk, RequestStore, SharedRequests
 from orchestrator.requests.store import retention_from_env
 from orchestrator.router import InFlightSend
@@ -362,6 +364,18 @@ class Orchestrator:
     def apply_limits(self, bundle: Bundle) -> None:
         """Adopt the rate-limit pools of an edited bundle (their permits and queues stay)."""
         self.broker.configure(bundle.model_pools())
+
+    def build_remote_agents(self, bundle: Bundle) -> dict[str, RemoteTarget]:
+        """The RemoteAgents of the swarm under ``bundle``, their tokens resolved (raises
+        ``SecretUnavailable`` for one that is not set)."""
+        return remote_targets(bundle, bundle.swarm(self.swarm_choice))
+
+    def apply_remote_agents(self, targets: dict[str, RemoteTarget]) -> None:
+        """Adopt the RemoteAgents of an edited bundle (calls under way end as they began)."""
+        for target in targets.values():
+            if target.token is not None:
+                withhold(target.token.reveal())
+        self.router.remote.targets = dict(targets)
 
     def start_soon(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         """Run ``coro`` in the background for an operator or an agent; shutdown cancels it

@@ -68,7 +68,9 @@ from ipc.questions import ListRequest, SpawnRequest
 from orchestrator.clock import Clock, LoopClock, wait_for
 from orchestrator.dispatch import EventHandler
 from orchestrator.pending import Pending, chain_cycle, wait_cycle
+from orchestrator.remote_agents import RemoteAgents
 from orchestrator.router_carry import TurnCarrying
+from orchestrator.router_remote import RemoteRouting
 from orchestrator.router_sends import DeliveryLost, SendRouting, not_delivered
 from orchestrator.router_sends import InFlightSend as InFlightSend
 from orchestrator.spawns import SpawnedInstance, SpawnKey, Spawns
@@ -80,7 +82,7 @@ DeltaSink = Callable[[str, TextDelta], None]
 """``(agent, delta)``: where the text of a streamed request goes (``agent`` produced it)."""
 
 
-class Router(SendRouting, TurnCarrying):
+class Router(SendRouting, TurnCarrying, RemoteRouting):
     """Routes requests, sends and questions between agents through the supervisor."""
 
     def __init__(
@@ -91,8 +93,12 @@ class Router(SendRouting, TurnCarrying):
         on_delivery_lost: DeliveryLost | None = None,
         clock: Clock | None = None,
         tasks: TaskOwner | None = None,
+        remote: RemoteAgents | None = None,
     ) -> None:
         self.supervisor = supervisor
+        self.remote = remote or RemoteAgents()
+        """The swarm's RemoteAgents: targets answered over A2A (:mod:`orchestrator.router_remote`)."""
+        self._remote_calls = {}
         self.default_timeout_ms = default_timeout_ms
         self.on_delivery_lost = on_delivery_lost
         """Told of every send that could not be delivered (the daemon logs it as an event)."""
@@ -149,6 +155,9 @@ class Router(SendRouting, TurnCarrying):
         if admitted is None:
             return
         pending = admitted
+        if pending.target in self.remote:
+            self._route_remote(pending)
+            return
         handle = self.supervisor.handle(pending.target)
         if handle is not None and handle.ready_now and handle.worker is not None:
             self._forward(pending, message, handle.worker)  # the hot path: no task, no await
@@ -243,6 +252,7 @@ class Router(SendRouting, TurnCarrying):
                     )
             for pending in [p for p in self.pending.values() if p.trace_id == trace_id]:
                 self._fail(pending, Cancelled(f"the request was cancelled: {reason}"))
+            self._cancel_remote_sends(trace_id, reason)
         return sorted(traces)
 
     def on_agent_exit(self, name: str) -> None:
@@ -287,6 +297,7 @@ class Router(SendRouting, TurnCarrying):
             self._fail(pending, ShuttingDown("the swarm is shutting down"))
         if self._owns_tasks:
             await self.tasks.aclose()
+        await self.remote.aclose()
 
     # -- delegate / result ---------------------------------------------------------------------
 
@@ -388,6 +399,7 @@ class Router(SendRouting, TurnCarrying):
         """Remove a pending request (it is being answered or forgotten) and its timer."""
         pending = self.pending.pop(correlation_id, None)
         if pending is not None:
+            self._stop_remote_call(correlation_id)
             self._per_caller[pending.caller] -= 1
             if pending.timer is not None:
                 pending.timer.cancel()

@@ -11,7 +11,7 @@ from abc import abstractmethod
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -33,6 +33,9 @@ from ipc.delegation import Handoff
 from ipc.events import Send, SendDone, SendFailed, SendRefused, SendStarted
 from ipc.protocol import ORCHESTRATOR, MalformedPayload
 from orchestrator.transport import Worker
+
+if TYPE_CHECKING:
+    from orchestrator.remote_agents import RemoteAgents
 
 
 @dataclass(eq=False)
@@ -79,6 +82,9 @@ class SendRouting:
     closing: bool
     on_delivery_lost: DeliveryLost | None
     log: Any
+    remote: RemoteAgents
+    _send_remote: Callable[[InFlightSend], Coroutine[Any, Any, None]]
+    """Deliver a send to a RemoteAgent (:class:`~orchestrator.router_remote.RemoteRouting`)."""
 
     @abstractmethod
     async def _running_worker(self, target: str) -> Worker | IpcError:
@@ -131,6 +137,9 @@ class SendRouting:
 
     async def _deliver_send(self, send: InFlightSend) -> None:
         send.attempts += 1
+        if send.target in self.remote:
+            await self._send_remote(send)
+            return
         worker = await self._running_worker(send.target)
         if isinstance(worker, IpcError):
             self._send_lost(send, worker)

@@ -22,11 +22,13 @@ import structlog
 from bundle import Bundle, BundleError, load_bundle
 from bundle.plan import AgentPlan, ConnectionPlan
 from bundle.scan import bundle_candidates
+from goondan.errors import ConfigError
 from ipc import ORCHESTRATOR, IpcError
 from ipc.runtime_events import ProcessConfigAppliedEvent, ProcessConfigRejectedEvent
 from orchestrator.connections import ingress_tables
 from orchestrator.eventlog import EventLog
 from orchestrator.ingress import UnknownIngressAgent
+from orchestrator.remote_agents import RemoteTarget
 from orchestrator.supervisor import Supervisor
 from orchestrator.validation import validate_timeout
 
@@ -73,6 +75,12 @@ class Orchestrator(Protocol):
 
     def apply_limits(self, bundle: Bundle) -> None:
         """Adopt ``bundle``'s limits."""
+
+    def build_remote_agents(self, bundle: Bundle) -> dict[str, RemoteTarget]:
+        """The swarm's RemoteAgents under ``bundle``, their tokens resolved."""
+
+    def apply_remote_agents(self, targets: dict[str, RemoteTarget]) -> None:
+        """Adopt ``targets`` as the swarm's RemoteAgents."""
 
     async def apply_plans(self, plans: dict[str, AgentPlan]) -> list[str]:
         """Adopt ``plans``; the agents restarted for them."""
@@ -152,6 +160,8 @@ class Reload:
 
     bundle: Bundle
     plans: dict[str, AgentPlan]
+    remote: dict[str, RemoteTarget]
+    """Its RemoteAgents, their tokens resolved."""
 
 
 async def check_configuration(orchestrator: Orchestrator) -> Reload | list[str]:
@@ -168,11 +178,14 @@ async def check_configuration(orchestrator: Orchestrator) -> Reload | list[str]:
             orchestrator.entry_agent,
             sorted(plans),
         )
+        remote = orchestrator.build_remote_agents(bundle)
     except BundleError as exc:  # changed again between the two reads
         return [e.format() for e in exc.errors]
     except UnknownIngressAgent as exc:  # routes to an agent the swarm does not have
         return [str(exc)]
-    return Reload(bundle, plans)
+    except ConfigError as exc:  # a RemoteAgent's token is not set
+        return [str(exc)]
+    return Reload(bundle, plans, remote)
 
 
 async def reload_configuration(
@@ -195,6 +208,7 @@ async def reload_configuration(
         orchestrator.bundle = bundle
         restarted = await orchestrator.adopt_cluster_bundle(bundle, plans)
         orchestrator.apply_limits(bundle)
+        orchestrator.apply_remote_agents(checked.remote)
         restarted += await orchestrator.apply_plans(plans)
         restarted += await orchestrator.apply_connections(bundle)
         if restart is not None and restart in plans and restart not in restarted:
