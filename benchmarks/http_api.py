@@ -10,7 +10,9 @@ The offline example swarm (``goondan.yaml.example``: a handoff from ``coordinato
 2. the CLI's path: a new connection to ``api.sock`` per request (``DaemonApi``)
 3. the HTTP API over its Unix socket and over TCP loopback, one keep-alive connection each:
    ``POST /v1/agents/{agent}/requests``, ``POST /v1/chat/completions``, and the same streamed
-   (time to the first chunk)
+   (time to the first chunk); and over TCP the front doors (``benchmarks/_front_doors.py``):
+   the Responses API, MCP ``tools/call``, A2A ``SendMessage``, an AG-UI run, each with
+   ``over_api_ms``, its median less ``POST .../requests``'s (target: at most 0.3 ms)
 4. the floor: a bare Starlette app on uvicorn (``benchmarks/_http_floor.py``, its own process)
    answering the bytes the daemon answered, over the same client and the same transports, on
    the same HTTP/1.1 parser (``parsers`` in the JSON names the daemon's and the floor's)
@@ -54,6 +56,7 @@ import httpx2  # noqa: E402
 import uvloop  # noqa: E402
 
 from benchmarks._checks import expect  # noqa: E402
+from benchmarks._front_doors import DOORS  # noqa: E402
 from goondan.http_server import http_parser  # noqa: E402
 from ipc.logs import configure_logging  # noqa: E402
 from orchestrator.daemon import Orchestrator  # noqa: E402
@@ -336,6 +339,9 @@ def run_paths(
         paths[f"floor_http_{transport}"] = requesting(floors[transport], "-")
         paths[f"floor_chat_{transport}"] = chatting(floors[transport], "-")
         paths[f"floor_chat_stream_first_chunk_{transport}"] = first_chunk(floors[transport], "-")
+    # The front doors over TCP (what their clients use): the same Turn as http_tcp_loopback.
+    for door, path in DOORS.items():
+        paths[f"{door}_tcp_loopback"] = path(ours["tcp_loopback"], f"d-{door}", TEXT, ANSWER)
     for call in paths.values():
         for _ in range(WARM_UP):
             call()
@@ -352,6 +358,8 @@ def run_paths(
         row["ratio_to_in_process"] = row["median_ms"] / control
         baseline = figures["in_process_first_delta" if "stream" in name else "in_process"]
         row["added_ms"] = row["median_ms"] - baseline["median_ms"]
+        if name.endswith("_tcp_loopback") and name.split("_tcp")[0] in DOORS:
+            row["over_api_ms"] = row["median_ms"] - figures["http_tcp_loopback"]["median_ms"]
         if f"floor_{name}" in figures:
             row["floor_ms"] = figures[f"floor_{name}"]["median_ms"]
             row["over_floor_ms"] = row["added_ms"] - row["floor_ms"]
@@ -373,11 +381,11 @@ def main() -> None:
     parsers = figures.pop("parsers")
     print(f"request → answer ({TEXT!r}, handoff + file write), {options.count} requests")
     print(f"HTTP/1.1 parser: the API's {parsers['api']}, the floor's {parsers['floor']}")
-    header = ("path", "median ms", "p99 ms", "p99/med", "added ms", "floor ms", "ours ms")
+    header = ("path", "median ms", "p99 ms", "p99/med", "added ms", "floor ms", "ours ms", "vs API")
     print(f"{header[0]:<44}" + "".join(f"{cell:>10}" for cell in header[1:]))
     for name, row in figures.items():
         cells = [row["median_ms"], row["p99_ms"], row["p99_to_median"]]
-        cells += [row.get(key) for key in ("added_ms", "floor_ms", "over_floor_ms")]
+        cells += [row.get(key) for key in ("added_ms", "floor_ms", "over_floor_ms", "over_api_ms")]
         print(f"{name:<44}" + "".join("" if c is None else f"{c:>10.2f}" for c in cells))
 
 
