@@ -53,17 +53,15 @@ class SettingNeed:
         where = f"its {self.field}" if self.field else f"Connector/{self.connector} requires it"
         return f"Connection/{self.connection} needs {self.names}, which is not set ({where})"
 
-    def fix(self) -> str:
-        """How to give it."""
+    def fix(self, where: str = "put it in .env beside goondan.yaml, or export it") -> str:
+        """How to give it; ``where`` says where a variable goes (``put it ...``)."""
         first = self.variables[0]
         given = (
             ""
             if self.field
             else f", or give it in the Connection's secrets ({first}: {{valueFrom: {{env: ...}}}})"
         )
-        return (
-            f"put {first}=... in .env beside goondan.yaml (see .env.example), or export it{given}"
-        )
+        return where.replace("put it", f"put {first}=...", 1) + given
 
 
 def connection_needs(bundle: Bundle, swarm_name: str | None = None) -> list[SettingNeed]:

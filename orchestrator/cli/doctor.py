@@ -20,6 +20,7 @@ import msgspec
 
 from goondan.errors import ConfigCode, ExitCode
 from goondan.providers import provider, sdk_installed
+from orchestrator.cli.envfiles import key_hint
 
 Level = Literal["ok", "warn", "fail", "info"]
 EXTRAS = {
@@ -204,8 +205,7 @@ def _keys(report: Report, bundle: Any, swarm: str, env: dict[str, str]) -> None:
                 f"key {need.variable}",
                 "fail",
                 f"not set: Model/{need.model} ({need.provider}, used by {users}) reads it",
-                f"put {need.variable}=... in .env beside goondan.yaml (see .env.example), "
-                "or export it",
+                key_hint(bundle.path).replace("put it", f"put {need.variable}=...", 1),
                 ExitCode.AUTH,
             )
 
@@ -219,7 +219,8 @@ def _connection_settings(report: Report, bundle: Any, swarm: str, env: dict[str,
         if need.present(env):
             report.add(name, "ok", f"set (Connection/{need.connection}, {need.connector})")
         else:
-            report.add(name, "fail", need.problem(), need.fix(), ExitCode.AUTH)
+            fix = need.fix(key_hint(bundle.path))
+            report.add(name, "fail", need.problem(), fix, ExitCode.AUTH)
 
 
 def _sandbox(report: Report, bundle: Any, swarm: str) -> None:

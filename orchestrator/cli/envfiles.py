@@ -34,6 +34,14 @@ def bundle_directory(bundle_path: Path) -> Path:
     return resolved if resolved.is_dir() else resolved.parent
 
 
+def key_hint(bundle_path: Path) -> str:
+    """Where to put a missing key: ``.env`` beside the bundle, naming its ``.env.example`` only
+    when there is one."""
+    example = bundle_directory(bundle_path) / ".env.example"
+    see = " (see .env.example)" if example.is_file() else ""
+    return f"put it in .env beside goondan.yaml{see}, or export it"
+
+
 def load_env_files(
     bundle_path: Path,
     env_file: Path | None = None,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from goondan.errors import ExitCode
 from orchestrator.cli.common import bundle_path, fail, serve, state_dir_of
+from orchestrator.cli.envfiles import key_hint
 from orchestrator.validation import config_exit
 
 if TYPE_CHECKING:
@@ -183,8 +184,7 @@ async def _refusal(
             args,
             ExitCode.AUTH,
             missing[0],
-            "put it in .env beside goondan.yaml (see .env.example), or export it; "
-            "`doctor` checks every key",
+            f"{key_hint(orchestrator.bundle.path)}; `doctor` checks every key",
         )
     refused = await _sandbox_refusal(orchestrator.bundle, args.swarm)
     if refused is not None:
