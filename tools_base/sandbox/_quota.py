@@ -90,7 +90,9 @@ def measure(root: str, *, stop_above: int | None = None) -> int:
                     if stat.S_ISDIR(info.st_mode):
                         pending.append(entry.path)
         if stop_above is not None and total > stop_above:
-            break
+            # Only a lower bound: kept as a figure, it would let the next guard that trusts
+            # a fresh one (a server started again at once) allow less than is there.
+            return total
     _figures[root] = (total, time.monotonic())
     return total
 

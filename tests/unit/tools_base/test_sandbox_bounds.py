@@ -178,3 +178,18 @@ def test_a_disk_out_of_inodes_counts_as_full(tmp_path: Path) -> None:
         assert refused.value.code == "E_WORKSPACE_QUOTA"
     finally:
         subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+async def test_a_stopped_walk_leaves_no_figure_a_guard_would_trust(tmp_path: Path) -> None:
+    from tools_base.sandbox._quota import Guard
+
+    for n in range(4):  # a directory each: the walk stops between directories
+        (tmp_path / f"d{n}").mkdir()
+        (tmp_path / f"d{n}" / "f").write_bytes(os.urandom(512 * 1024))
+    whole = measure(str(tmp_path))
+    part = measure(str(tmp_path), stop_above=600 * 1024)  # stops: a lower bound only
+    assert part < whole
+    # A server started again at once is allowed what is there, not the lower bound.
+    guard = Guard(str(tmp_path), disk_mib=1)
+    await guard.before()
+    assert guard.allowance >= whole
