@@ -324,8 +324,9 @@ class TurnRunner:
             store.append(turn_messages.interrupted_message(call))
         event = resumed_event(scope, turn_input, recorded, replayed=False)
         scope.recorder.emit(event, scope.span_id, scope.parent_span_id)
-        scope.logger.info("turn resumed", attempt=turn_input.attempt, interrupted_calls=len(closed))
-        mark_attempt(store, recorded, scope.turn_id, scope.span_id, turn_input.attempt)
+        attempt = recorded.attempt(turn_input.attempt)
+        scope.logger.info("turn resumed", attempt=attempt, interrupted_calls=len(closed))
+        mark_attempt(store, recorded, scope.turn_id, scope.span_id, attempt)
         own = {call.id for message in recorded.messages for call in message.tool_calls}
         return {call.id for call in store.unanswered_calls() if call.id in own}
 
