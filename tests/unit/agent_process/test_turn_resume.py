@@ -187,6 +187,15 @@ async def test_an_idempotent_call_in_flight_runs_again(tmp_path: Path) -> None:
     assert (result.status, result.text) == ("ok", "noted 2")
     assert harness.effect_count() == 2  # run again, as its tool allows
     assert harness.model.calls == 2
+    # It runs in the resumed attempt's Step 0, a span the trace holds.
+    called = [e for e in harness.events if e.type == "tool.called"][-1]
+    steps = [e for e in harness.events if e.type in ("step.started", "step.completed")]
+    opened = [e for e in steps if e.span_id == called.parent_span_id]
+    assert [(e.type, e.step_index) for e in opened] == [
+        ("step.started", 0),
+        ("step.completed", 0),
+    ]
+    assert opened[0].parent_span_id == harness.resumed()[0].span_id
 
 
 async def test_a_turn_killed_during_its_model_call_asks_once_more(tmp_path: Path) -> None:
