@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from goondan.errors import ToolCode
 from orchestrator.telemetry.spans import Span
 
 Row = dict[str, Any]
@@ -133,7 +134,7 @@ def _annotate(attempt: Row, chain: list[Row], number: int, subtrees: dict[str, l
             continue
         if row["kind"] == "tool":
             rerun = row.get("toolCallId") in later_calls
-            row["resumedAs"] = "rerun" if rerun else "E_TOOL_INTERRUPTED"
+            row["resumedAs"] = "rerun" if rerun else ToolCode.E_TOOL_INTERRUPTED.value
             crash["rerun" if rerun else "interrupted"].append(row["name"])
         elif row["kind"] == "step" and not _has_tool_calls(row, subtrees[previous["spanId"]]):
             row["resumedAs"] = "askedAgain"  # cut in its model call: nothing recorded
