@@ -2,8 +2,8 @@
 
 Each attempt at such a Turn is a Turn span of its own (the runtime's ids), the later ones
 carrying what their ``turn.resumed`` event said: ``attempt`` and ``resumedSpanId``, the
-attempt before it, which :func:`orchestrator.telemetry.spans.fold` marks ``interrupted`` with
-whatever it left running. :func:`group_attempts` puts a Turn's attempts one after the other in
+attempt before it, which :func:`mark_interrupted` marks ``interrupted`` with whatever it left
+running. :func:`group_attempts` puts a Turn's attempts one after the other in
 the waterfall, each with its Steps and tool calls, says on every attempt which one it is and
 how many there were, and on every later attempt what became of the work the crash cut short:
 a tool call run again (its tool is idempotent), answered ``E_TOOL_INTERRUPTED`` (it may or
@@ -60,6 +60,26 @@ def group_attempts(rows: list[Row]) -> list[Row]:
                 out.append(member)
                 placed.add(member["spanId"])
     return out
+
+
+def mark_interrupted(spans: dict[str, Span], span_id: str | None) -> None:
+    """The attempt ``span_id`` of a Turn, taken up by a later one (a ``turn.resumed`` event
+    names it): it, and what it left running (its Step, a tool call in flight), were cut short
+    when its agent died."""
+    if span_id is None or span_id not in spans:
+        return
+    agent = spans[span_id].agent  # another agent's Turn it asked for lives on
+    under = {span_id}
+    grew = True
+    while grew:  # its descendants (a Turn holds Steps, a Step tool calls: a few levels)
+        more = {
+            s.span_id for s in spans.values() if s.parent_span_id in under and s.agent == agent
+        } - under
+        under |= more
+        grew = bool(more)
+    for sid in under:
+        if spans[sid].status == "running":
+            spans[sid].status = "interrupted"
 
 
 def latest_attempt(spans: dict[str, Span], span: Span) -> Span:

@@ -37,12 +37,13 @@ from ipc.runtime_events import (
     ToolCalledEvent,
     ToolCompletedEvent,
     TurnEvent,
+    TurnResumedEvent,
     TurnStartedEvent,
     given,
 )
 from orchestrator.eventlog import FILE_NAME, read_typed
 from orchestrator.limits.usage import trace_root
-from orchestrator.studio.attempts import group_attempts, latest_attempt
+from orchestrator.studio.attempts import group_attempts, latest_attempt, mark_interrupted
 from orchestrator.telemetry.spans import Span, epoch_ms, fold
 
 __all__ = ["Span", "epoch_ms"]
@@ -200,6 +201,8 @@ class Trace:
                 self.marks.append(event)
             return
         span = fold(self.spans, event)
+        if isinstance(event, TurnResumedEvent):
+            mark_interrupted(self.spans, given(event.resumed_span_id))
         if span is not None and self.root_span_id is None and trace_root(event) is not None:
             self.root_span_id = span.span_id
 

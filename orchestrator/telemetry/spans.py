@@ -527,28 +527,7 @@ def fold(spans: dict[str, Span], event: AnyEvent) -> Span | None:
         _close(span, stamp, event)
     elif isinstance(event, TurnCancellingEvent) and span.status == "running":
         span.error = f"cancelling: {given(event.reason)}"
-    elif isinstance(event, TurnResumedEvent):
-        _interrupted(spans, given(event.resumed_span_id))
     return span
-
-
-def _interrupted(spans: dict[str, Span], span_id: str | None) -> None:
-    """The attempt ``span_id`` of a Turn, taken up by a later one: it, and what it left
-    running (its Step, a tool call in flight), were cut short when its agent died."""
-    if span_id is None or span_id not in spans:
-        return
-    agent = spans[span_id].agent  # another agent's Turn it asked for lives on
-    under = {span_id}
-    grew = True
-    while grew:  # its descendants (a Turn holds Steps, a Step tool calls: a few levels)
-        more = {
-            s.span_id for s in spans.values() if s.parent_span_id in under and s.agent == agent
-        } - under
-        under |= more
-        grew = bool(more)
-    for sid in under:
-        if spans[sid].status == "running":
-            spans[sid].status = "interrupted"
 
 
 def _span_for(spans: dict[str, Span], span_id: str, kind: str) -> Span:
