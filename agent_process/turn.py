@@ -324,8 +324,9 @@ class TurnRunner:
             store.append(turn_messages.interrupted_message(call))
         event = resumed_event(scope, turn_input, recorded, replayed=False)
         scope.recorder.emit(event, scope.span_id, scope.parent_span_id)
-        scope.logger.info("turn resumed", attempt=turn_input.attempt, interrupted_calls=len(closed))
-        mark_attempt(store, recorded, scope.turn_id, scope.span_id, turn_input.attempt)
+        attempt = recorded.attempt(turn_input.attempt)
+        scope.logger.info("turn resumed", attempt=attempt, interrupted_calls=len(closed))
+        mark_attempt(store, recorded, scope.turn_id, scope.span_id, attempt)
         own = {call.id for message in recorded.messages for call in message.tool_calls}
         return {call.id for call in store.unanswered_calls() if call.id in own}
 
@@ -381,9 +382,9 @@ class TurnRunner:
         progress = _Progress()
         first = 0
         if resume:
-            # The parked calls (and those after them) finish as Step 0, then the model
-            # answers their results.
-            await resume_calls(self.settings, store, StepScope(turn=scope, index=0))
+            # The calls left open (run again, or parked, and those after them) finish as
+            # Step 0, then the model answers their results.
+            await self._resumed_calls(StepScope(turn=scope, index=0), store)
             progress.after_tools = True
             first = 1
         for step_index in range(first, self.max_steps):
@@ -467,6 +468,23 @@ class TurnRunner:
         )
         recorder.emit(completed, scope.span_id, parent)
         return step
+
+    async def _resumed_calls(self, scope: StepScope, store: ConversationStore) -> None:
+        """A resumed Turn's Step 0: the calls it left open run in a span of their own (no
+        model call), so their spans have the parent they name."""
+        if not store.has_unanswered_calls:
+            return
+        recorder, parent = scope.turn.recorder, scope.turn.span_id
+        step_id, turn_id = scope.id, scope.turn.turn_id
+        started_event = StepStartedEvent(step_id=step_id, step_index=scope.index, turn_id=turn_id)
+        recorder.emit(started_event, scope.span_id, parent)
+        started = time.perf_counter()
+        await resume_calls(self.settings, store, scope)
+        duration = round((time.perf_counter() - started) * 1000, 3)
+        completed = StepCompletedEvent(
+            step_id=step_id, step_index=scope.index, turn_id=turn_id, duration=duration
+        )
+        recorder.emit(completed, scope.span_id, parent)
 
     def _ensure_system_prompt(self, store: ConversationStore) -> None:
         """Keep the agent's system prompt as the first message, persisted like any other."""

@@ -74,6 +74,12 @@ class RecordedTurn:
         record = self.message.metadata.get(REQUEST_KEY)
         return record if isinstance(record, dict) else {}
 
+    def attempt(self, delivery: int) -> int:
+        """The number of the attempt that takes the Turn up now, delivered as ``delivery``:
+        past every attempt that ran it, even when a daemon restart began counting its
+        deliveries again from 1."""
+        return max(delivery, self.runs + 1)
+
     def interrupted_calls(
         self, *, rerun: frozenset[str], parked: set[str], sequential: bool
     ) -> list[ToolCall]:
@@ -176,14 +182,14 @@ def mark_attempt(
 def resumed_event(
     scope: TurnScope, turn_input: TurnInput, recorded: RecordedTurn, *, replayed: bool
 ) -> TurnResumedEvent:
-    """``turn.resumed``: attempt ``turn_input.attempt`` takes up ``recorded`` (linked to the
-    span of the attempt before it)."""
+    """``turn.resumed``: the next attempt takes up ``recorded`` (linked to the span of the
+    attempt before it)."""
     previous = recorded.previous
     turn_id, span_id = previous.get("turnId"), previous.get("spanId")
     return TurnResumedEvent(
         turn_id=scope.turn_id,
         request_id=turn_input.request_id,
-        attempt=turn_input.attempt,
+        attempt=recorded.attempt(turn_input.attempt),
         resumed_turn_id=turn_id if isinstance(turn_id, str) else UNSET,
         resumed_span_id=span_id if isinstance(span_id, str) else UNSET,
         replayed=replayed,

@@ -37,11 +37,13 @@ from ipc.runtime_events import (
     ToolCalledEvent,
     ToolCompletedEvent,
     TurnEvent,
+    TurnResumedEvent,
     TurnStartedEvent,
     given,
 )
 from orchestrator.eventlog import FILE_NAME, read_typed
 from orchestrator.limits.usage import trace_root
+from orchestrator.studio.attempts import group_attempts, latest_attempt, mark_interrupted
 from orchestrator.telemetry.spans import Span, epoch_ms, fold
 
 __all__ = ["Span", "epoch_ms"]
@@ -199,6 +201,8 @@ class Trace:
                 self.marks.append(event)
             return
         span = fold(self.spans, event)
+        if isinstance(event, TurnResumedEvent):
+            mark_interrupted(self.spans, given(event.resumed_span_id))
         if span is not None and self.root_span_id is None and trace_root(event) is not None:
             self.root_span_id = span.span_id
 
@@ -304,8 +308,10 @@ class Trace:
         ends = [s.end for s in self.spans.values() if s.end is not None]
         start = min(starts, default=self.first_ms)
         end = max([*ends, *starts], default=self.last_ms)
-        statuses = {s.status for s in self.spans.values()}
+        statuses = {s.status for s in self.spans.values()} - {"interrupted"}
         root = self.root()
+        if root is not None:  # a Turn its agent died under comes to what its last attempt did
+            root = latest_attempt(self.spans, root)
         if root is not None and root.status != "running":
             status = "error" if "error" in statuses else root.status
         elif "awaiting" in statuses:
@@ -351,6 +357,7 @@ class Trace:
                     parent[edge] = (
                         row[edge] if parent[edge] is None else pick(parent[edge], row[edge])
                     )
+        rows = group_attempts(rows)
         return {"trace": self.summary(), "spans": rows, "marks": self.mark_rows()}
 
 

@@ -54,6 +54,7 @@ from orchestrator.telemetry.spans import (
     SpanAssembler,
     SpanData,
     SpanKindName,
+    SpanLink,
     build_span,
 )
 
@@ -65,6 +66,7 @@ __all__ = [
     "SpanAssembler",
     "SpanData",
     "SpanKindName",
+    "SpanLink",
     "build_span",
 ]
 
@@ -217,14 +219,15 @@ def read_frame(stream: IO[bytes]) -> bytes | None:
 
 def encode_batch(batch: Sequence[FinishedSpan]) -> bytes:
     """``batch`` as the exporter process reads it (:func:`decode_batch`)."""
-    return _BATCH_ENCODER.encode([(f.start, f.end, f.model, f.incomplete) for f in batch])
+    rows = [(f.start, f.end, f.model, f.incomplete, f.resumed) for f in batch]
+    return _BATCH_ENCODER.encode(rows)
 
 
 def decode_batch(payload: bytes) -> list[FinishedSpan]:
     rows = msgspec.msgpack.decode(payload)
     return [
-        FinishedSpan(start, end, tuple(model) if model else None, incomplete)
-        for start, end, model, incomplete in rows
+        FinishedSpan(start, end, tuple(model) if model else None, incomplete, resumed)
+        for start, end, model, incomplete, resumed in rows
     ]
 
 

@@ -26,7 +26,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from orchestrator.telemetry import (
     DEFAULT_SERVICE_NAME,
@@ -137,6 +137,10 @@ class OtlpSink:
             if span.error is not None
             else Status(StatusCode.UNSET)
         )
+        links = [
+            Link(SpanContext(link.trace_id, link.span_id, False, _SAMPLED), link.attributes)
+            for link in span.links
+        ]
         return ReadableSpan(
             name=span.name,
             context=context,
@@ -147,6 +151,7 @@ class OtlpSink:
             status=status,
             start_time=span.start_ns,
             end_time=span.end_ns,
+            links=links,
             instrumentation_scope=self._scope,
         )
 

@@ -34,6 +34,7 @@ from ipc.runtime_events import (
     ToolEvent,
     TurnCancellingEvent,
     TurnEvent,
+    TurnResumedEvent,
     given,
     read_event,
 )
@@ -64,6 +65,8 @@ ModelOf = Callable[[str], tuple[str, str] | None]
 class _Open:
     event: RuntimeEvent
     model: tuple[str, str] | None
+    resumed: dict[str, Any] | None = None
+    """A Turn's ``turn.resumed`` event: the attempt before it, which its span links to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,8 @@ class FinishedSpan:
     model: tuple[str, str] | None
     incomplete: str | None = None
     """Why it was ended for it (its end event never came); ``None`` for an ordinary end."""
+    resumed: dict[str, Any] | None = None
+    """A Turn attempt's ``turn.resumed`` event, when it took up an interrupted attempt."""
 
 
 def _turn_of(event: RuntimeEvent) -> str | None:
@@ -119,6 +124,8 @@ class SpanAssembler:
             self._ended(SPAN_ENDS[event.type], event)
         elif isinstance(event, ProcessExitedEvent):
             self._agent_exited(event)
+        elif isinstance(event, TurnResumedEvent) and event.span in self._open:
+            self._open[event.span].resumed = event.to_builtins()
 
     def _started(self, kind: SpanKind, event: RuntimeEvent) -> None:
         span_id = event.span
@@ -153,7 +160,8 @@ class SpanAssembler:
         else:
             model = self._model_of(event.agent_name) if kind in ("turn", "step") else None
         start = opened.event.to_builtins() if opened else None
-        self._emit(FinishedSpan(start, event.to_builtins(), model))
+        resumed = opened.resumed if opened else None
+        self._emit(FinishedSpan(start, event.to_builtins(), model, resumed=resumed))
         if kind == "turn":
             children = self._turn_children.pop((event.agent_name, _turn_of(event)), {})
             # The latest started first: a tool call ends before its Step, as it would have.
@@ -178,7 +186,18 @@ class SpanAssembler:
             "timestamp": cause.timestamp,
             "errorMessage": reason,
         }
-        self._emit(FinishedSpan(start, end, opened.model, incomplete=reason))
+        self._emit(
+            FinishedSpan(start, end, opened.model, incomplete=reason, resumed=opened.resumed)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SpanLink:
+    """A link from a span to another one (of its trace or another), with why it is there."""
+
+    trace_id: int
+    span_id: int
+    attributes: dict[str, AttributeValue]
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +214,8 @@ class SpanData:
     attributes: dict[str, AttributeValue]
     error: str | None = None
     """The status message of a failed span; ``None``: status unset (it did not fail)."""
+    links: tuple[SpanLink, ...] = ()
+    """A resumed Turn attempt's link to the attempt its agent died under."""
 
 
 def build_span(finished: FinishedSpan) -> SpanData | None:
@@ -222,6 +243,7 @@ def build_span(finished: FinishedSpan) -> SpanData | None:
     name, span_kind_name = _describe(end, finished.model, attributes)
     _put_usage(attributes, end)
     failed = _put_failure(attributes, finished, end)
+    links = _resumed_link(finished.resumed, attributes)
     return SpanData(
         name=name,
         kind=span_kind_name,
@@ -232,7 +254,30 @@ def build_span(finished: FinishedSpan) -> SpanData | None:
         end_ns=end_ns,
         attributes=attributes,
         error=None if failed is None else failed[1],
+        links=links,
     )
+
+
+def _resumed_link(
+    resumed: dict[str, Any] | None, attributes: dict[str, AttributeValue]
+) -> tuple[SpanLink, ...]:
+    """A resumed Turn attempt: its number on the span, and a link to the span of the attempt
+    its agent died under (``resumedSpanId``), when that one is named."""
+    event = read_event(resumed) if resumed is not None else None
+    if not isinstance(event, TurnResumedEvent):
+        return ()
+    attempt = given(event.attempt)
+    _put(attributes, "goondan.turn.attempt", attempt)
+    _put(attributes, "goondan.request_id", given(event.request_id))
+    trace_id = _hex_id(event.trace_id, 32)
+    span_id = _hex_id(given(event.resumed_span_id), 16)
+    if trace_id is None or span_id is None:
+        return ()
+    why: dict[str, AttributeValue] = {"goondan.link.type": "resumes"}
+    _put(why, "goondan.turn.attempt", attempt)
+    _put(why, "goondan.turn_id", given(event.resumed_turn_id))
+    _put(why, "goondan.turn.replayed", given(event.replayed))
+    return (SpanLink(trace_id, span_id, why),)
 
 
 def _ids(end: RuntimeEvent) -> tuple[int, int, int] | None:
@@ -377,7 +422,8 @@ class Span:
     duration_ms: float | None = None
     status: str = "running"
     """``running`` until its end is recorded, then ``ok``, ``error`` or ``cancelled``;
-    ``awaiting`` while a tool call is parked for an operator's decision (no failure)."""
+    ``awaiting`` while a tool call is parked for an operator's decision (no failure);
+    ``interrupted``: its agent died under it and a later attempt took its Turn up."""
     error: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)
     """What the events said besides the above: ids, tool name, arguments, output, usage."""
@@ -439,6 +485,11 @@ SPAN_FIELDS = (
     "tokenUsage",
     "toolCallCount",
     "stepCount",
+    "requestId",
+    "attempt",
+    "resumedTurnId",
+    "resumedSpanId",
+    "replayed",
 )
 """The JSON fields of a span's events that its row shows."""
 

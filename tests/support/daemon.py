@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -118,6 +119,27 @@ class Daemon:
                 self.events.append(json.loads(line))
         self._buffer = b""
         return self.log
+
+    def drain(self) -> threading.Thread:
+        """Read its stderr to the end in a background thread (so a full pipe never stalls a
+        daemon nobody waits on), adding its events to :attr:`events`, then close it; join the
+        thread returned before reading them."""
+        stderr = self.process.stderr
+        assert stderr is not None
+
+        def read() -> None:
+            with stderr:
+                for chunk in iter(lambda: os.read(stderr.fileno(), 65536), b""):
+                    self.log += chunk
+                    self._buffer += chunk
+            for line in self._buffer.splitlines():
+                if line.startswith(b"{"):
+                    self.events.append(json.loads(line))
+            self._buffer = b""
+
+        thread = threading.Thread(target=read, daemon=True)
+        thread.start()
+        return thread
 
     def child_pids(self) -> set[int]:
         return {int(e["pid"]) for e in self.events if e.get("event") == "agent process spawned"}  # type: ignore[call-overload]

@@ -24,6 +24,15 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 
 @dataclass(frozen=True)
+class ReceivedLink:
+    """A span's link to another span, ids in hex."""
+
+    trace_id: str
+    span_id: str
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ReceivedSpan:
     """One span as decoded from the wire, ids in hex as the runtime events spell them."""
 
@@ -39,6 +48,7 @@ class ReceivedSpan:
     status_message: str
     resource: dict[str, Any]
     scope: str
+    links: tuple[ReceivedLink, ...] = ()
 
 
 def _value(value: AnyValue) -> Any:
@@ -134,6 +144,14 @@ class OtlpReceiver:
                             status_message=span.status.message,
                             resource=resource,
                             scope=scope_spans.scope.name,
+                            links=tuple(
+                                ReceivedLink(
+                                    link.trace_id.hex(),
+                                    link.span_id.hex(),
+                                    _attributes(link.attributes),
+                                )
+                                for link in span.links
+                            ),
                         )
                     )
         with self._changed:

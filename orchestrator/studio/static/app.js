@@ -222,8 +222,8 @@ function statusBadge(status) {
 }
 
 function outcomeBadge(status) {
-  const label = { ok: "ok", error: "error", running: "running", cancelled: "cancelled", awaiting: "awaiting approval" }[status] || status;
-  const icon = { ok: "✓", error: "✕", running: "…", cancelled: "⊘", awaiting: "⏸" }[status] || "?";
+  const label = { ok: "ok", error: "error", running: "running", cancelled: "cancelled", awaiting: "awaiting approval", interrupted: "interrupted" }[status] || status;
+  const icon = { ok: "✓", error: "✕", running: "…", cancelled: "⊘", awaiting: "⏸", interrupted: "↯" }[status] || "?";
   return h(
     "span",
     { class: `badge outcome-${status}`, dataset: { outcome: status } },
@@ -1111,6 +1111,7 @@ function waterfall(body, open) {
       h("span", { class: `kind kind-${span.kind}`, text: { turn: "Turn", step: "Step", tool: "Tool", approval: "Approval" }[span.kind] || span.kind }),
       h("span", { class: "span-name", text: span.name }),
       span.kind === "turn" ? h("span", { class: "muted", text: ` @${span.instanceKey}` }) : null,
+      span.attempts ? h("span", { class: "attempt-badge", text: `attempt ${span.attempt} of ${span.attempts}` }) : null,
     );
     const own = marks.get(span.spanId) || [];
     const bar = h("div", { class: "wf-track" },
@@ -1124,10 +1125,15 @@ function waterfall(body, open) {
     const tokens = span.tokenUsage;
     const details = spanDetails(span, detailId);
     details.hidden = !expanded;
+    if (span.crash) list.append(crashRow(span));
+    const attemptData = span.attemptOf ? { attempt: span.attempt, attemptOf: span.attemptOf } : {};
     list.append(
       h(
         "li",
-        { class: `wf-row outcome-${span.status}`, dataset: { spanId: span.spanId, kind: span.kind, agent: span.agent, name: span.name, depth: span.depth } },
+        {
+          class: `wf-row outcome-${span.status}${span.attemptOf ? " wf-attempt" : ""}`,
+          dataset: { spanId: span.spanId, kind: span.kind, agent: span.agent, name: span.name, depth: span.depth, ...attemptData },
+        },
         h("div", { class: "wf-line" },
           h("div", { class: "wf-label-col" }, toggle),
           bar,
@@ -1137,7 +1143,8 @@ function waterfall(body, open) {
             title: tokens ? `${formatTokens(tokens.totalTokens)} tokens: ${usageTitle(tokens)}` : null,
           }),
           h("div", { class: "wf-dur-col" }, h("span", { text: formatDuration(span.durationMs) }), " ", span.status !== "ok" ? outcomeBadge(span.status) : null)),
-        span.error ? h("p", { class: "span-error", text: `error: ${span.error}` }) : null,
+        span.error ? h("p", { class: "span-error", text: `${span.status === "interrupted" ? "" : "error: "}${span.error}` }) : null,
+        span.resumedAs ? h("p", { class: "span-resumed", dataset: { resumedAs: span.resumedAs }, text: RESUMED_AS[span.resumedAs] || span.resumedAs }) : null,
         span.status === "awaiting" && span.approvalId
           ? h("p", { class: "span-awaiting" }, "Waiting for an operator: ",
             h("a", { href: hashFor("approvals", [span.approvalId]), text: "approve or reject it" }))
@@ -1150,6 +1157,27 @@ function waterfall(body, open) {
   const loose = marks.get(null) || [];
   return h("div", { class: "waterfall-wrap" }, axis, list,
     loose.length ? h("div", { class: "wf-loose" }, h("h4", { text: "Budgets and permits" }), markList(loose, null)) : null);
+}
+
+const RESUMED_AS = {
+  rerun: "Cut short by the crash; run again in the next attempt (its tool is idempotent).",
+  E_TOOL_INTERRUPTED: "Cut short by the crash; the next attempt answered it E_TOOL_INTERRUPTED: it may or may not have run.",
+  askedAgain: "Cut short in its model call; the next attempt asked the model again.",
+};
+
+/** The divider before a later attempt at a Turn: the crash, and what became of the work it cut. */
+function crashRow(span) {
+  const crash = span.crash;
+  const done = [];
+  if (crash.replayed) done.push("the Turn had ended: its recorded answer was given again");
+  if (crash.rerun.length) done.push(`run again: ${crash.rerun.join(", ")}`);
+  if (crash.interrupted.length) done.push(`answered E_TOOL_INTERRUPTED: ${crash.interrupted.join(", ")}`);
+  if (crash.modelAskedAgain) done.push("the model call in flight was asked again");
+  if (!done.length) done.push("nothing was in flight");
+  return h("li", { class: "wf-crash", dataset: { attempt: span.attempt, attemptOf: span.attemptOf } },
+    h("span", { class: "icon", "aria-hidden": "true", text: "↯" }),
+    ` ${crash.agent}'s process died under attempt ${crash.after}; attempt ${span.attempt} took the Turn up. `,
+    h("span", { class: "crash-outcome", text: `${done.join(" · ")}.` }));
 }
 
 function markClass(mark) {
@@ -1194,6 +1222,8 @@ function spanDetails(span, id) {
     ["Span id", span.spanId],
   ];
   if (span.turnId) facts.push(["Turn id", span.turnId]);
+  if (span.attempts) facts.push(["Attempt", `${span.attempt} of ${span.attempts}`]);
+  if (span.requestId) facts.push(["Request id", span.requestId]);
   if (span.stepId && span.kind !== "turn") facts.push(["Step id", span.stepId]);
   if (span.toolCallId) facts.push(["Tool call id", span.toolCallId]);
   if (span.tokenUsage) facts.push(["Tokens", `${formatTokens(span.tokenUsage.totalTokens)}: ${usageTitle(span.tokenUsage)}`]);
@@ -1336,6 +1366,15 @@ function messageItem(message) {
   }
   if (inbound && inbound.traceId) {
     head.append(h("a", { href: hashFor("traces", [inbound.traceId]), class: "mono", text: `trace ${shortId(inbound.traceId)}` }));
+  }
+  const request = (message.metadata || {}).__goondanRequest;
+  if (request && request.runs > 1) {
+    head.append(h("span", {
+      class: "attempt-badge",
+      dataset: { attempts: request.runs },
+      title: `its agent died under this Turn ${request.runs - 1 === 1 ? "once" : `${request.runs - 1} times`}; each later attempt took it up where it stopped`,
+      text: `${request.runs} attempts`,
+    }));
   }
   if (role === "tool" && source.toolName) head.append(h("span", { class: "tool-name", text: source.toolName }));
   const item = h("li", {

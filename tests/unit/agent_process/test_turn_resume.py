@@ -102,9 +102,13 @@ class Harness:
         store.load()
         return store
 
-    async def run(self, text: str, request_id: str, attempt: int = 1) -> Any:
+    async def run(
+        self, text: str, request_id: str, attempt: int = 1, *, carried: bool = False
+    ) -> Any:
+        """Run a Turn for ``request_id``; ``carried``: routed again by a restarted daemon,
+        which counts its deliveries from 1 again."""
         turn_input = TurnInput(
-            text=text, request_id=request_id, attempt=attempt, may_resume=attempt > 1
+            text=text, request_id=request_id, attempt=attempt, may_resume=attempt > 1 or carried
         )
         return await self.runner.run("default", self.store(), self.conversation, turn_input)
 
@@ -183,6 +187,15 @@ async def test_an_idempotent_call_in_flight_runs_again(tmp_path: Path) -> None:
     assert (result.status, result.text) == ("ok", "noted 2")
     assert harness.effect_count() == 2  # run again, as its tool allows
     assert harness.model.calls == 2
+    # It runs in the resumed attempt's Step 0, a span the trace holds.
+    called = [e for e in harness.events if e.type == "tool.called"][-1]
+    steps = [e for e in harness.events if e.type in ("step.started", "step.completed")]
+    opened = [e for e in steps if e.span_id == called.parent_span_id]
+    assert [(e.type, e.step_index) for e in opened] == [
+        ("step.started", 0),
+        ("step.completed", 0),
+    ]
+    assert opened[0].parent_span_id == harness.resumed()[0].span_id
 
 
 async def test_a_turn_killed_during_its_model_call_asks_once_more(tmp_path: Path) -> None:
@@ -215,6 +228,22 @@ async def test_a_later_attempt_links_to_the_one_before_it(tmp_path: Path) -> Non
     second, third = harness.resumed()
     assert third.attempt == 3
     assert third.resumed_turn_id == second.turn_id
+
+
+async def test_attempts_count_on_across_daemon_restarts(tmp_path: Path) -> None:
+    harness = Harness(tmp_path, max_turn_attempts=5)
+    harness.model.hang = True
+    for _ in range(2):  # two daemons die under the Turn; each delivered it as attempt 1
+        harness.model.called.clear()
+        task = asyncio.ensure_future(harness.run("say hi", "req-1", carried=True))
+        await asyncio.wait_for(harness.model.called.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    harness.model.hang = False
+    result = await harness.run("say hi", "req-1", carried=True)
+    assert result.text == "hello"
+    assert [e.attempt for e in harness.resumed()] == [2, 3]
 
 
 async def test_an_unknown_request_id_starts_a_turn(tmp_path: Path) -> None:

@@ -373,6 +373,37 @@ def test_a_batch_crosses_the_pipe_unchanged() -> None:
     assert read_frame(stream) is None  # the end
 
 
+def test_a_resumed_attempt_links_to_the_one_its_agent_died_under_across_the_pipe() -> None:
+    spans = Spans()
+    resumed = {"attempt": 2, "requestId": "req_1", "resumedTurnId": "turn-1", "replayed": False}
+    spans.feed(
+        event("turn.started", STEP, CALLER, "09.745"),
+        event("turn.resumed", STEP, CALLER, "09.746", **resumed, resumedSpanId=TURN),
+        event("turn.completed", STEP, CALLER, "09.757", stepCount=1),
+        event("turn.started", TOOL, CALLER, "09.760"),  # an attempt that resumed nothing
+        event("turn.completed", TOOL, CALLER, "09.761", stepCount=1),
+    )
+    stream = io.BytesIO()
+    write_frame(stream, encode_batch(spans.finished))
+    stream.seek(0)
+    frame = read_frame(stream)
+    assert frame is not None
+    second, fresh = (build_span(f) for f in decode_batch(frame))
+    assert second is not None
+    assert fresh is not None
+    (link,) = second.links
+    assert (link.trace_id, link.span_id) == (int(TRACE, 16), int(TURN, 16))
+    assert link.attributes == {
+        "goondan.link.type": "resumes",
+        "goondan.turn.attempt": 2,
+        "goondan.turn_id": "turn-1",
+        "goondan.turn.replayed": False,
+    }
+    assert second.attributes["goondan.turn.attempt"] == 2
+    assert fresh.links == ()
+    assert "goondan.turn.attempt" not in fresh.attributes
+
+
 def test_a_frame_cut_short_or_absurd_is_the_end_of_the_stream() -> None:
     stream = io.BytesIO()
     write_frame(stream, b"0123456789")
