@@ -275,8 +275,14 @@ class McpServer:
 
     @property
     def running(self) -> bool:
-        """Connected, as far as we know."""
-        return self._client is not None and self._owner is not None and not self._owner.done()
+        """Connected, as far as we know (a server told to stop, by its quota say, is not: its
+        connection may outlive its process for a moment, and a call must not be sent there)."""
+        return (
+            self._client is not None
+            and self._owner is not None
+            and not self._owner.done()
+            and not self._stop.is_set()
+        )
 
     async def ensure_running(self) -> Any:
         """The connected client, starting the server first if needed."""

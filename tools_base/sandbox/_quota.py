@@ -58,8 +58,10 @@ _SUGGESTION = (
     "Delete files the workspace no longer needs (a call may delete while over the quota), or "
     "ask the operator to raise the Tool's diskMiB."
 )
-_figures: dict[str, tuple[int, float]] = {}
-"""Workspace (real path) → (bytes, when measured): this process's last figure of each."""
+_figures: dict[str, tuple[int, float, bool]] = {}
+"""Workspace (real path) → (bytes, when measured, whether the walk was whole): this process's
+last figure of each. A walk that stopped early gives a lower bound: enough to refuse a write,
+never enough to say how much a call may leave."""
 
 
 def measure(root: str, *, stop_above: int | None = None) -> int:
@@ -90,10 +92,9 @@ def measure(root: str, *, stop_above: int | None = None) -> int:
                     if stat.S_ISDIR(info.st_mode):
                         pending.append(entry.path)
         if stop_above is not None and total > stop_above:
-            # Only a lower bound: kept as a figure, it would let the next guard that trusts
-            # a fresh one (a server started again at once) allow less than is there.
+            _figures[root] = (total, time.monotonic(), False)
             return total
-    _figures[root] = (total, time.monotonic())
+    _figures[root] = (total, time.monotonic(), True)
     return total
 
 
@@ -136,10 +137,10 @@ def check_write(root: str, adding: int, disk_mib: int | None) -> None:
         return
     limit = disk_mib * _MIB
     known = _figures.get(root)
-    if known is not None and time.monotonic() - known[1] < FRESH_SECONDS:
-        used = known[0]
-    else:
-        used = measure(root, stop_above=limit)
+    if known is None or time.monotonic() - known[1] >= FRESH_SECONDS:
+        measure(root, stop_above=limit)
+        known = _figures.get(root, (0, time.monotonic(), True))  # none: nothing there yet
+    used, when, whole = known
     if used + adding > limit:
         raise ToolError(
             f"the workspace holds {_mib(used)}; writing {adding} bytes more would pass its "
@@ -147,7 +148,7 @@ def check_write(root: str, adding: int, disk_mib: int | None) -> None:
             code=QUOTA,
             suggestion=_SUGGESTION,
         )
-    _figures[root] = (used + adding, known[1] if known is not None else time.monotonic())
+    _figures[root] = (used + adding, when, whole)
 
 
 def _disk_full(why: str) -> ToolError:
@@ -181,7 +182,9 @@ class Guard:
             raise _disk_full(short)
         if self.disk_mib is not None:
             known = _figures.get(self.root)
-            fresh = known is not None and time.monotonic() - known[1] < FRESH_SECONDS
+            # Only a whole walk's figure says what the call may leave (a server started again
+            # at once over its quota may keep what it holds).
+            fresh = known is not None and known[2] and time.monotonic() - known[1] < FRESH_SECONDS
             used = known[0] if known is not None and fresh else measure(self.root)
             self.allowance = max(self.disk_mib * _MIB, used)
 
