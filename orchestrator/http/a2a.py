@@ -59,6 +59,7 @@ Without the ``a2a`` extra these routes answer 501 naming it.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Callable
 
@@ -119,15 +120,14 @@ def a2a_routes(
     """The A2A front door's routes (answering 501 without the ``a2a`` extra), serving the
     agents ``shows`` says the ``a2a`` door shows, each doing what ``describe`` says
     (a :class:`~orchestrator.http.exposure.DoorView`'s ``shows`` and ``describe``)."""
-    try:
-        door = A2ADoor(daemon, desk, shows, describe)
-    except ImportError as exc:
-        if (exc.name or "").partition(".")[0] in OWN_PACKAGES:
-            raise  # a fault of ours, not a missing extra
+    if importlib.util.find_spec("a2a") is None:
         structlog.get_logger("goondan.api").info(
-            "the A2A front door is off: its extra is not installed", missing=exc.name
+            "the A2A front door is off: its extra is not installed", missing="a2a"
         )
         return _missing_routes()
+    # The SDK (and the OpenTelemetry API it imports) loads on the first A2A request, not
+    # when the daemon starts: most daemons never see one.
+    door = _FirstUse(lambda: A2ADoor(daemon, desk, shows, describe))
     return [
         Route(CARD_PATH, door.entry_card, methods=["GET"]),
         Route("/a2a/{agent}" + CARD_PATH, door.card, methods=["GET"]),
@@ -135,9 +135,43 @@ def a2a_routes(
     ]
 
 
+class _FirstUse:
+    """The door, made on the first request that needs it."""
+
+    def __init__(self, make: Callable[[], A2ADoor]) -> None:
+        self._make = make
+        self._door: A2ADoor | None = None
+
+    def _get(self) -> A2ADoor | None:
+        if self._door is None:
+            try:
+                self._door = self._make()
+            except ImportError as exc:
+                if (exc.name or "").partition(".")[0] in OWN_PACKAGES:
+                    raise  # a fault of ours, not a missing extra
+                return None
+        return self._door
+
+    async def card(self, request: Request) -> Response:
+        door = self._get()
+        return await door.card(request) if door is not None else _missing()
+
+    async def entry_card(self, request: Request) -> Response:
+        door = self._get()
+        return await door.entry_card(request) if door is not None else _missing()
+
+    async def rpc(self, request: Request) -> Response:
+        door = self._get()
+        return await door.rpc(request) if door is not None else _missing()
+
+
+def _missing() -> Response:
+    return error(501, HttpCode.HTTP_ERROR, EXTRA_MISSING)
+
+
 def _missing_routes() -> list[BaseRoute]:
     async def missing(request: Request) -> Response:
-        return error(501, HttpCode.HTTP_ERROR, EXTRA_MISSING)
+        return _missing()
 
     return [
         Route(CARD_PATH, missing, methods=["GET"]),

@@ -7,7 +7,7 @@ from typing import Any
 
 from ipc.runtime_events import read_event
 from orchestrator.studio.events import Trace
-from tests.unit.orchestrator.studio.test_data import TRACE, event
+from tests.support.studio_events import TRACE, event
 
 
 def resumed(stamp: str, span: str, before: str, attempt: int, **more: Any) -> dict[str, Any]:

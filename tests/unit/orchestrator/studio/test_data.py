@@ -17,26 +17,8 @@ from orchestrator.studio import live
 from orchestrator.studio.conversations import conversation, instances, read_messages
 from orchestrator.studio.events import EventIndex, Trace, epoch_ms, event_key, event_level
 from orchestrator.studio.server import Studio
+from tests.support.studio_events import TRACE, event
 from tools_base import Message, MessageEvent, ToolCall
-
-TRACE = "5f54e149aeb22c42a25b7c35f33acfde"
-
-
-def event(
-    kind: str, stamp: str, agent: str, span: str, parent: str | None = None, **fields: Any
-) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "type": kind,
-        "timestamp": f"2026-11-23T17:57:{stamp}Z",
-        "agentName": agent,
-        "instanceKey": "default",
-        "traceId": TRACE,
-        "spanId": span,
-    }
-    if parent:
-        out["parentSpanId"] = parent
-    return {**out, **fields}
-
 
 # A handoff as the daemon logged it (ids shortened): coordinator → worker → file written.
 HANDOFF = [
