@@ -65,6 +65,10 @@ class _Checker(RuleChecker):
             self.check_swarm(resource, resource.spec)
         elif resource.kind == "Connection":
             self.check_connection(resource, resource.spec)
+        elif resource.kind == "TestSuite":
+            from bundle.testsuite_rules import check_suite
+
+            check_suite(self, resource)
 
     # -- whole-bundle rules ------------------------------------------------------------------
 

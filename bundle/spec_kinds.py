@@ -7,6 +7,7 @@ from bundle.spec_base import Spec
 from bundle.spec_connector import ConnectionSpec, ConnectorSpec, ExtensionSpec
 from bundle.spec_package import PackageSpec
 from bundle.spec_swarm import SwarmSpec
+from bundle.spec_testsuite import TestSuiteSpec
 
 SPEC_MODELS: dict[str, type[Spec]] = {
     "Package": PackageSpec,
@@ -17,6 +18,7 @@ SPEC_MODELS: dict[str, type[Spec]] = {
     "Extension": ExtensionSpec,
     "Connector": ConnectorSpec,
     "Connection": ConnectionSpec,
+    "TestSuite": TestSuiteSpec,
 }
 
 KINDS = tuple(SPEC_MODELS)
