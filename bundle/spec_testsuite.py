@@ -21,7 +21,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from bundle.spec_base import RESOURCE_NAME, Spec
 
-CASE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+CASE_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,98}[A-Za-z0-9])?$"
 """A case's name: it names its cassette file (``<suite>/<case>.yaml``) and its JUnit test."""
 
 

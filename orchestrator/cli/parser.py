@@ -25,6 +25,7 @@ from orchestrator.cli.operate import (
 from orchestrator.cli.project import cmd_completion, cmd_doctor, cmd_init, cmd_package, cmd_tool
 from orchestrator.cli.run import cmd_node, cmd_run
 from orchestrator.cli.studio import cmd_studio
+from orchestrator.cli.test_command import add_test_options, cmd_test
 from orchestrator.cli.validate import cmd_schema, cmd_validate
 
 TEMPLATE_NAMES = ("offline", "openai", "anthropic", "multi-agent")
@@ -503,6 +504,15 @@ def _add_project(cmds: _Commands) -> None:
         completion.add_argument("shell", choices=("bash", "zsh", "fish"))
 
 
+def _add_test(cmds: _Commands) -> None:
+    """``test``."""
+    test = cmds.add("test", "run the bundle's TestSuites, model calls from cassettes", cmd_test)
+    if test is not None:
+        _config_option(test, "the bundle")
+        _env_file_option(test)
+        add_test_options(test)
+
+
 _GROUPS = (
     _add_validate,
     _add_run,
@@ -512,6 +522,7 @@ _GROUPS = (
     _add_logs,
     _add_studio,
     _add_project,
+    _add_test,
 )
 """Who adds each command, in the order ``--help`` lists them."""
 
@@ -548,6 +559,7 @@ COMMANDS = frozenset(
         "package",
         "tool",
         "completion",
+        "test",
     }
 )
 """Every command name (a test checks it against the parser's)."""
