@@ -147,6 +147,8 @@ class SwarmOptions(TypedDict, total=False):
     """Export spans over OTLP/HTTP."""
     cassette: CassettePlan | None
     """Record the model calls to, or answer them from, a test case's cassette."""
+    connections: bool
+    """Run the bundle's Connections (default); ``False`` under test."""
 
 
 def assemble(bundle_path: Path, **options: Unpack[SwarmOptions]) -> SwarmParts:
@@ -202,7 +204,9 @@ def assemble(bundle_path: Path, **options: Unpack[SwarmOptions]) -> SwarmParts:
     timeout_ms = int(resource.spec.policy.request_timeout_seconds * 1000)
     router = Router(supervisor, default_timeout_ms=timeout_ms, clock=clock, tasks=tasks)
     _recall_spawned(state, supervisor, router)
-    connecting = connection_plans(bundle, swarm, state)
+    # Under test the agents alone run: no connector reaches out to its service.
+    connected = options.get("connections", True)
+    connecting = connection_plans(bundle, swarm, state) if connected else []
     entry_agent = resource.spec.entry_agent.name
     connections = Connections(
         connecting,

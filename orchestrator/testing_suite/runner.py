@@ -110,7 +110,7 @@ async def run_case(case: SuiteCase, settings: RunSettings) -> CaseResult:
         if result.failures and result.status == "passed":
             result.status = "failed"
         if settings.record and result.status != "error":
-            _gather(root / "cassette", cassette)
+            gather_recordings(root / "cassette", cassette)
             result.recorded = True
     result.seconds = time.perf_counter() - started
     return result
@@ -125,7 +125,9 @@ async def _run_on_daemon(
     try:
         _place_fixtures(case, state)
         daemon = Orchestrator(
-            assemble(bundle_path, state_dir=state, swarm=case.swarm, cassette=cassette)
+            assemble(
+                bundle_path, state_dir=state, swarm=case.swarm, cassette=cassette, connections=False
+            )
         )
     except (OSError, ValueError) as exc:
         return CaseResult(case, "error", [f"the case could not start: {exc}"], observation=seen)
@@ -177,7 +179,7 @@ def _misses(work_dir: Path) -> list[str]:
     return causes or every
 
 
-def _gather(work_dir: Path, cassette: Path) -> None:
+def gather_recordings(work_dir: Path, cassette: Path) -> None:
     """The agents' recordings as the case's cassette: each agent's calls in order, the agents
     by name (so the file does not change when nothing did)."""
     parts = sorted(work_dir.glob("*.yaml"))

@@ -2,7 +2,8 @@
 Completions server that answers it: for ``goondan test`` recorded and replayed for real.
 
 ``lead`` greets, or (on ``delegate:``) asks ``helper`` through ``agents__request``; ``helper``
-writes a file with ``file-system__write`` and reports. Each agent is told apart by its system
+writes a file with ``file-system__write`` and reports, or (on ``read``) reads the suite's
+fixture ``seed.txt`` with ``file-system__read`` and quotes it. Each agent is told apart by its system
 prompt (``You are NAME.``), as :class:`tests.support.model_server.ModelServer` does.
 """
 
@@ -90,6 +91,11 @@ spec:
       expect:
         answer: {contains: "hi from lead (2)"}
         maxSteps: 2
+    - name: reads-seed
+      agent: helper
+      input: read the seed
+      expect:
+        answer: {equals: "seed says: planted"}
 """
 
 
@@ -102,6 +108,13 @@ def write_bundle(directory: Path, url: str) -> Path:
     return directory
 
 
+def tool_output(message: dict[str, Any]) -> dict[str, Any]:
+    """The output of the tool result ``message`` carries (``{status, output}`` as JSON)."""
+    result = json.loads(message.get("content") or "{}")
+    output = result.get("output", result)
+    return output if isinstance(output, dict) else {}
+
+
 def answer(agent: str, body: dict[str, Any]) -> Reply:
     """What the local server answers ``agent``, from the conversation in ``body``."""
     messages = body.get("messages", [])
@@ -109,11 +122,15 @@ def answer(agent: str, body: dict[str, Any]) -> Reply:
     users = [m for m in messages if m.get("role") == "user"]
     if agent == "lead":
         if last.get("role") == "tool":
-            reported = json.loads(last.get("content") or "{}")
-            return text_reply(f"lead done: {reported.get('response', '?')}")
+            return text_reply(f"lead done: {tool_output(last).get('response', '?')}")
         if str(last.get("content", "")).startswith("delegate:"):
             return call_reply("agents__request", {"target": "helper", "input": "write it"})
         return text_reply(f"hi from lead ({len(users)})")
+    asked = str(users[-1].get("content", "")) if users else ""
+    if asked.startswith("read"):
+        if last.get("role") == "tool":
+            return text_reply(f"seed says: {tool_output(last).get('content', '?')}")
+        return call_reply("file-system__read", {"path": "seed.txt"})
     if last.get("role") == "tool":
         return text_reply("helper wrote report.txt")
     return call_reply("file-system__write", {"path": "report.txt", "content": "report body"})

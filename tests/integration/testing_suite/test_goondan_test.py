@@ -70,12 +70,13 @@ def test_a_recorded_suite_replays_offline_three_times_alike(
     recorded: tuple[Path, int], bundle: Path
 ) -> None:
     _, calls = recorded
-    assert calls >= 7
+    assert calls >= 9
     cassettes = sorted((bundle / "tests" / "cassettes" / "basics").iterdir())
     assert [p.name for p in cassettes] == [
         "greeting.cassette.yaml",
         "handoff.cassette.yaml",
         "helper-alone.cassette.yaml",
+        "reads-seed.cassette.yaml",
         "two-turns.cassette.yaml",
     ]
     for cassette in cassettes:
@@ -92,7 +93,8 @@ def test_a_recorded_suite_replays_offline_three_times_alike(
             reports.append(report)
         assert server.calls == []  # every answer came from the cassettes
     assert stable(reports[0]) == stable(reports[1]) == stable(reports[2])
-    assert reports[0]["passed"] == 4
+    assert reports[0]["passed"] == 5
+    assert by_case(reports[0])["reads-seed"]["answer"] == "seed says: planted"  # the fixture
 
     handoff = by_case(reports[0])["handoff"]
     assert handoff["handoffs"] == ["helper"]
@@ -112,6 +114,7 @@ def test_a_changed_prompt_fails_only_the_cases_of_that_agent(bundle: Path) -> No
         "greeting": "passed",
         "helper-alone": "failed",
         "two-turns": "passed",
+        "reads-seed": "failed",
     }
     first = cases["helper-alone"]["failures"][0]
     assert "no recorded model call of agent 'helper'" in first
@@ -143,7 +146,7 @@ def test_a_wrong_expectation_names_what_was_expected_and_found(bundle: Path) -> 
     root = ET.parse(junit).getroot()
     [suite_element] = root.findall("testsuite")
     assert suite_element.get("name") == "basics"
-    assert (suite_element.get("tests"), suite_element.get("failures")) == ("4", "1")
+    assert (suite_element.get("tests"), suite_element.get("failures")) == ("5", "1")
     assert suite_element.get("errors") == "0"
     failed = [c for c in suite_element.findall("testcase") if c.find("failure") is not None]
     assert [c.get("name") for c in failed] == ["handoff"]
@@ -173,6 +176,6 @@ def test_k_selects_and_update_records_only_the_failing_cases(bundle: Path) -> No
         assert code == 0, report
         assert {c.agent for c in server.calls} >= {"helper"}
     recorded = [c["case"] for c in report["cases"] if c["recorded"]]
-    assert sorted(recorded) == ["handoff", "helper-alone"]
+    assert sorted(recorded) == ["handoff", "helper-alone", "reads-seed"]
     assert (cassettes / "greeting.cassette.yaml").read_text() == untouched
     assert "You write careful files." in (cassettes / "handoff.cassette.yaml").read_text()
