@@ -40,6 +40,9 @@ from tools_base import JsonObject, JsonValue, ToolCall
 MAX_DIFF_LINES = 60
 """Lines of a miss's diff carried in the Turn's error (the whole diff is in the misses file)."""
 
+VOLATILE_METADATA = frozenset({"latencyMs"})
+"""Metadata of an answer a cassette does not keep."""
+
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bcorr_[0-9a-f]{8,}\b"), "corr_<id>"),
     (re.compile(r"\bagent_event_[0-9a-f]{8,}\b"), "agent_event_<id>"),
@@ -137,8 +140,10 @@ def response_document(response: ModelResponse, chunks: list[str] | None) -> Json
         if response.usage.cost is not None:
             usage["cost"] = response.usage.cost
         out["usage"] = usage
-    if response.metadata:
-        out["metadata"] = response.metadata
+    # How long the call took changes on every recording and tells a reviewer nothing.
+    metadata = {k: v for k, v in response.metadata.items() if k not in VOLATILE_METADATA}
+    if metadata:
+        out["metadata"] = metadata
     if chunks is not None:
         out["chunks"] = list(chunks)
     return out
