@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from bundle import errors as E
 from bundle.errors import ConfigIssue
+from bundle.field_hints import field_suggestion
 from bundle.source import Document, FieldPath, format_path, parse_documents, read_file
 from bundle.spec_base import (
     API_VERSION,
@@ -311,10 +312,17 @@ def _pydantic_issues(
                 line=doc.line_of(loc),
                 resource=label,
                 field=format_path(loc),
-                suggestion=_suggestion_for(kind, loc),
+                suggestion=(
+                    field_suggestion(_kind_of(doc), loc) if kind == "extra_forbidden" else None
+                )
+                or _suggestion_for(kind, loc),
             )
         )
     return out
+
+
+def _kind_of(doc: Document) -> object:
+    return doc.data.get("kind") if isinstance(doc.data, dict) else None
 
 
 def _yaml_type(value: Any) -> str:

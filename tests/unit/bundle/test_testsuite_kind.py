@@ -77,11 +77,13 @@ def test_a_suite_loads_with_its_defaults(tmp_path: Path) -> None:
     assert spec.fixtures[0].agents == ["worker"]
 
 
-def test_a_misspelt_field_names_its_line_and_field(tmp_path: Path) -> None:
+def test_a_misspelt_field_names_its_line_field_and_the_field_meant(tmp_path: Path) -> None:
     path = bundle_with(tmp_path, SUITE.replace("maxSteps: 6", "maxStep: 6"))
     [issue] = issues_of(path)
     line = path.read_text().splitlines().index("        maxStep: 6") + 1
-    assert issue.startswith(f"{line} spec.cases[0].expect.maxStep unknown field 'maxStep'")
+    assert issue == (
+        f"{line} spec.cases[0].expect.maxStep unknown field 'maxStep' | did you mean 'maxSteps'?"
+    )
 
 
 def test_an_unknown_agent_gets_a_did_you_mean(tmp_path: Path) -> None:
