@@ -207,8 +207,15 @@ class CassetteModel:
         self._lock = asyncio.Lock()
         self._recorded: dict[str, deque[JsonObject]] = defaultdict(deque)
         self._requests: list[JsonObject] = []
+        self._unreadable: str | None = None
         if plan.mode == "replay":
-            for entry in read_cassette(Path(plan.path)):
+            try:
+                entries = read_cassette(Path(plan.path))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+                # Every call fails with the reason, rather than the agent failing to boot.
+                self._unreadable = f"the cassette {plan.path} cannot be read: {exc}"
+                entries = []
+            for entry in entries:
                 request = entry.get("request")
                 if entry.get("agent") == agent and isinstance(request, dict):
                     self._recorded[request_key(request)].append(entry)
@@ -217,6 +224,8 @@ class CassetteModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Answer from the cassette, or call the provider and record the answer."""
         document = request_document(request)
+        if self._unreadable is not None:
+            raise ModelCallError(self._unreadable)
         if self._provider is None:
             return self._replay(request, document)
         chunks: list[str] | None = None

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import yaml
+
 from bundle.cassette_plan import CassettePlan
 from orchestrator.assembly import assemble
 from orchestrator.testing_suite.cases import SuiteCase
@@ -95,6 +97,9 @@ async def run_case(case: SuiteCase, settings: RunSettings) -> CaseResult:
             "error",
             [f"no cassette {cassette}: record the case first (goondan test --record)"],
         )
+    problem = None if settings.record else _unreadable(cassette)
+    if problem is not None:
+        return CaseResult(case, "error", [problem])
     with tempfile.TemporaryDirectory(prefix="goondan-test-") as scratch:
         root = Path(scratch)
         plan = CassettePlan(
@@ -145,6 +150,16 @@ async def _run_on_daemon(
             await daemon.shutdown()
     found = failures(case.case.expect, seen)
     return CaseResult(case, "failed" if found else "passed", found, observation=seen)
+
+
+def _unreadable(cassette: Path) -> str | None:
+    """Why ``cassette`` cannot be replayed (``None`` when it reads as YAML documents)."""
+    try:
+        for _ in yaml.safe_load_all(cassette.read_text(encoding="utf-8")):
+            pass
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        return f"the cassette {cassette} cannot be read: {exc}; record the case again (--record)"
+    return None
 
 
 def _place_fixtures(case: SuiteCase, state: Path) -> None:

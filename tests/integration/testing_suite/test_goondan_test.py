@@ -179,3 +179,14 @@ def test_k_selects_and_update_records_only_the_failing_cases(bundle: Path) -> No
     assert sorted(recorded) == ["handoff", "helper-alone", "reads-seed"]
     assert (cassettes / "greeting.cassette.yaml").read_text() == untouched
     assert "You write careful files." in (cassettes / "handoff.cassette.yaml").read_text()
+
+
+def test_an_unreadable_cassette_is_an_error_of_its_case(bundle: Path) -> None:
+    broken = bundle / "tests" / "cassettes" / "basics" / "greeting.cassette.yaml"
+    broken.write_text("agent: [unclosed\n")
+    code, report, _ = goondan_test(bundle, "-k", "greeting")
+    assert code == 1
+    [case] = report["cases"]
+    assert case["status"] == "error"
+    assert "greeting.cassette.yaml cannot be read" in case["failures"][0]
+    assert "record the case again (--record)" in case["failures"][0]

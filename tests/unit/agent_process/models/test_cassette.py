@@ -171,3 +171,10 @@ def test_recorded_answers_are_returned_as_they_were(tmp_path: Path) -> None:
     model = cassette(tmp_path, "replay")
     answers = [asyncio.run(model.complete(request)) for _ in range(3)]
     assert {a.text for a in answers} == {first.text} == {"pardon?"}
+
+
+def test_an_unreadable_cassette_fails_each_call_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "case.yaml").write_text("agent: [unclosed\n")
+    model = cassette(tmp_path, "replay")  # the agent still boots
+    with pytest.raises(ModelCallError, match=r"the cassette .*case\.yaml cannot be read"):
+        asyncio.run(model.complete(ModelRequest(messages=conversation("s", "hi"), tools=[])))
