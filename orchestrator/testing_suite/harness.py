@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from bundle.cassette_plan import CassettePlan
 from ipc.delegation import DelegateAnswer
+from ipc.events import TextDelta
 from orchestrator.testing_suite.observe import Observation
 from orchestrator.testing_suite.runner import START_SECONDS, gather_recordings
 
@@ -34,6 +35,11 @@ if TYPE_CHECKING:
     from orchestrator.daemon import Orchestrator
 
 T = TypeVar("T")
+
+
+def _ignored(agent: str, delta: TextDelta) -> None:
+    """Streamed text (the Turn streams, so its cassette keeps the pieces); the answer is
+    returned whole."""
 
 
 class SwarmUnderTest:
@@ -108,7 +114,10 @@ class SwarmUnderTest:
         daemon = self._daemon
         if daemon is None:
             raise RuntimeError("the swarm is not running: call start() first")
-        answer = self._call(daemon.request(text, agent=agent, instance_key=instance_key), timeout)
+        asked = daemon.request(
+            text, agent=agent, instance_key=instance_key, on_delta=_ignored, relay=True
+        )
+        answer = self._call(asked, timeout)
         self.seen.answers.append(answer)
         return answer
 

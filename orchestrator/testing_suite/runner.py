@@ -21,6 +21,7 @@ from typing import Literal
 import yaml
 
 from bundle.cassette_plan import CassettePlan
+from ipc.events import TextDelta
 from orchestrator.assembly import assemble
 from orchestrator.testing_suite.cases import SuiteCase
 from orchestrator.testing_suite.expect import failures
@@ -141,7 +142,13 @@ async def _run_on_daemon(
         async with asyncio.timeout(START_SECONDS):
             await daemon.start()
         for text in case.case.input:
-            answer = await daemon.request(text, agent=case.agent, instance_key=case.instance_key)
+            answer = await daemon.request(
+                text,
+                agent=case.agent,
+                instance_key=case.instance_key,
+                on_delta=_streamed,  # as a chat front door asks: the cassette keeps the pieces
+                relay=True,  # the agents it hands off to stream too
+            )
             seen.answers.append(answer)
             if not answer.ok:
                 break
@@ -160,6 +167,10 @@ def _unreadable(cassette: Path) -> str | None:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         return f"the cassette {cassette} cannot be read: {exc}; record the case again (--record)"
     return None
+
+
+def _streamed(agent: str, delta: TextDelta) -> None:
+    """Where a case's streamed text goes: nowhere (the answer is checked whole)."""
 
 
 def _place_fixtures(case: SuiteCase, state: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.model_server import call_reply, text_reply
-from tests.support.wire_server import Reply
+from tests.support.wire_server import Reply, openai_stream
 
 API_KEY = "sk-local-do-not-record"
 """The Models' key: it must never reach a cassette."""
@@ -115,8 +115,24 @@ def tool_output(message: dict[str, Any]) -> dict[str, Any]:
     return output if isinstance(output, dict) else {}
 
 
+def as_asked(reply: Reply, body: dict[str, Any]) -> Reply:
+    """``reply`` (a whole Chat Completions answer) as an SSE stream when ``body`` asks for one."""
+    if not body.get("stream"):
+        return reply
+    [choice] = reply.body["choices"]
+    return Reply(
+        events=openai_stream(choice["message"], choice["finish_reason"], usage=reply.body["usage"])
+    )
+
+
 def answer(agent: str, body: dict[str, Any]) -> Reply:
-    """What the local server answers ``agent``, from the conversation in ``body``."""
+    """What the local server answers ``agent``, from the conversation in ``body`` (streamed
+    when asked)."""
+    return as_asked(whole_answer(agent, body), body)
+
+
+def whole_answer(agent: str, body: dict[str, Any]) -> Reply:
+    """What the local server answers ``agent``, as one response."""
     messages = body.get("messages", [])
     last = messages[-1] if messages else {}
     users = [m for m in messages if m.get("role") == "user"]

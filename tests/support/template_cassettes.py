@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.model_server import ModelServer, call_reply, text_reply
-from tests.support.wire_server import Reply
+from tests.support.suite_swarm import as_asked
+from tests.support.wire_server import Reply, anthropic_stream, send_reply
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "orchestrator" / "templates"
@@ -33,7 +34,11 @@ KEY = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
 def openai_answer(agent: str, body: dict[str, Any]) -> Reply:
-    """The stand-in's Chat Completions answer."""
+    """The stand-in's Chat Completions answer (streamed when asked)."""
+    return as_asked(_openai_whole(body), body)
+
+
+def _openai_whole(body: dict[str, Any]) -> Reply:
     last = body["messages"][-1]
     if last["role"] == "tool":
         greeting = json.loads(last["content"]).get("output", {}).get("greeting", "?")
@@ -80,12 +85,12 @@ def anthropic_stand_in() -> Iterator[str]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
-            data = json.dumps(anthropic_answer(body)).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            message = anthropic_answer(body)
+            if body.get("stream"):
+                events = anthropic_stream(message["content"], message["stop_reason"])
+                send_reply(self, Reply(events=events))
+            else:
+                send_reply(self, Reply(body=message))
 
         def log_message(self, format: str, *args: Any) -> None:
             return None

@@ -83,6 +83,8 @@ def test_a_recorded_suite_replays_offline_three_times_alike(
         text = cassette.read_text()
         assert API_KEY not in text
         assert "uthorization" not in text
+    greeting = (bundle / "tests" / "cassettes" / "basics" / "greeting.cassette.yaml").read_text()
+    assert "\n  chunks:\n  - hi fro\n  - m lead\n" in greeting  # the Turn streamed: pieces kept
 
     reports = []
     with ModelServer(answer) as server:
