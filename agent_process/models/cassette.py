@@ -7,7 +7,8 @@
   pieces when the call was streamed) are appended to ``<work_dir>/<agent>.yaml``, one YAML
   document per call, multi-line text as block scalars so a changed line shows as one line
   in a diff. Only the request the provider is given is written, never its client's headers or
-  API key.
+  API key, and it is written :func:`masked`, so recording an unchanged case again rewrites
+  its cassette unchanged (but for what the provider itself generates, such as call ids).
 - **replay**: no provider is built and nothing leaves the process. A call is answered by the
   recorded call whose request is the same once :func:`masked`, which blanks what the runtime
   itself generates and shows the model (correlation, event and trace ids, timestamps) and
@@ -77,7 +78,7 @@ def request_document(request: ModelRequest) -> JsonObject:
 def masked(document: JsonObject) -> JsonObject:
     """``document`` with the runtime's generated values blanked and each run of tool results
     in the order of their call ids (parallel calls finish in any order)."""
-    text = json.dumps(document, ensure_ascii=False, sort_keys=True)
+    text = json.dumps(document, ensure_ascii=False)  # in its own order: it is also written
     for pattern, replacement in _MASKS:
         text = pattern.sub(replacement, text)
     out: JsonObject = json.loads(text)
@@ -244,7 +245,8 @@ class CassetteModel:
                 "agent": self.agent,
                 "call": self._calls,
                 "step": _step_of(document),
-                "request": document,
+                # Masked as it is compared: re-recording an unchanged case rewrites it unchanged.
+                "request": masked(document),
                 "response": response_document(response, chunks),
             }
             self.work_dir.mkdir(parents=True, exist_ok=True)

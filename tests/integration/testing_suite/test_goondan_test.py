@@ -121,8 +121,9 @@ def test_a_changed_prompt_fails_only_the_cases_of_that_agent(bundle: Path) -> No
     first = cases["helper-alone"]["failures"][0]
     assert "no recorded model call of agent 'helper'" in first
     assert (
-        "\n-- content: You are helper. You write files.\n"
-        "+- content: You are helper. You write careful files.\n"
+        "\n - role: system\n"
+        "-  content: You are helper. You write files.\n"
+        "+  content: You are helper. You write careful files.\n"
     ) in first
     assert cases["handoff"]["failures"][0].startswith("no recorded model call of agent 'helper'")
 

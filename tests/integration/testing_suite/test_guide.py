@@ -39,6 +39,20 @@ def test_the_guides_example_records_and_replays(tmp_path: Path) -> None:
     [case] = json.loads(done.stdout)["cases"]
     assert case["handoffs"] == ["worker"]
 
+    [shown] = section("Cassettes", GUIDE).blocks_of("")
+    swarm = tmp_path / "goondan.yaml"
+    prompt = "You write files in your workspace."
+    swarm.write_text(
+        swarm.read_text().replace(prompt, "You write files carefully in your workspace.")
+    )
+    missed = run_cli("test", "-k", "delegates", cwd=tmp_path, timeout=240)
+    assert missed.returncode == 1
+    diff = shown.text[shown.text.index("  --- recorded request") : shown.text.index("   tools:")]
+    assert diff in missed.stdout  # the miss reads as the guide shows it
+    swarm.write_text(
+        swarm.read_text().replace("You write files carefully in your workspace.", prompt)
+    )
+
     [python_test] = section("Tests in Python", GUIDE).blocks_of("python")
     (tmp_path / "test_guide_example.py").write_text(python_test.text)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
