@@ -2,9 +2,10 @@
 
 ``goondan test`` runs a swarm whose Models go through :class:`CassetteModel`:
 
-- **record**: each call goes to the real provider; the request (system prompt, messages, tool
-  catalog, sampling) and its answer (text, tool calls, finish reason, usage, and the streamed
-  pieces when the call was streamed) are appended to ``<work_dir>/<agent>.yaml``, one YAML
+- **record**: each call goes to the real provider; the agent, the conversation (its
+  instance key), the Step, the request (system prompt, messages, tool catalog, sampling) and
+  its answer (text, tool calls, finish reason, usage, and the streamed pieces when the call
+  was streamed) are appended to ``<work_dir>/<agent>.yaml``, one YAML
   document per call, multi-line text as block scalars so a changed line shows as one line
   in a diff. Only the request the provider is given is written, never its client's headers or
   API key, and it is written :func:`masked`, so recording an unchanged case again rewrites
@@ -243,6 +244,7 @@ class CassetteModel:
             self._calls += 1
             entry: JsonObject = {
                 "agent": self.agent,
+                "conversation": request.conversation,
                 "call": self._calls,
                 "step": _step_of(document),
                 # Masked as it is compared: re-recording an unchanged case rewrites it unchanged.

@@ -60,12 +60,15 @@ def gather(tmp_path: Path) -> None:
 def test_a_recorded_call_replays_with_its_streamed_pieces(tmp_path: Path) -> None:
     heard: list[str] = []
     request = ModelRequest(
-        messages=conversation("Be kind.", "hello"), tools=TOOLS, on_text=heard.append
+        messages=conversation("Be kind.", "hello"),
+        tools=TOOLS,
+        on_text=heard.append,
+        conversation="chat-1",
     )
     recorded = asyncio.run(cassette(tmp_path, "record").complete(request))
     gather(tmp_path)
     [entry] = read_cassette(tmp_path / "case.yaml")
-    assert entry["agent"] == "greeter"
+    assert (entry["agent"], entry["conversation"], entry["step"]) == ("greeter", "chat-1", 1)
     assert entry["response"]["chunks"] == heard  # type: ignore[index]
     assert "\n    content: Be kind.\n" in (tmp_path / "case.yaml").read_text()
 
