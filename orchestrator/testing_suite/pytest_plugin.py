@@ -41,16 +41,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _declares_suites(path: Path) -> bool:
+def bundle_of(path: Path) -> Path | None:
+    """What to load for the ``goondan.yaml`` at ``path``: the file itself when it declares a
+    TestSuite (as ``goondan test`` reads it), else its directory when a file beside it does
+    (``testsuite.yaml``), else ``None``."""
     from bundle.scan import bundle_files
 
-    files = bundle_files(path.parent) if path.name == BUNDLE_FILE else [path]
-    return any(SUITE_MARK.search(f.read_text(errors="replace")) for f in files)
+    if SUITE_MARK.search(path.read_text(errors="replace")):
+        return path
+    beside = [f for f in bundle_files(path.parent) if f != path]
+    return (
+        path.parent
+        if any(SUITE_MARK.search(f.read_text(errors="replace")) for f in beside)
+        else None
+    )
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    """A ``goondan.yaml`` with TestSuites (beside it or in it) becomes a :class:`SuiteFile`."""
-    if file_path.name != BUNDLE_FILE or not _declares_suites(file_path):
+    """A ``goondan.yaml`` with TestSuites (in it or beside it) becomes a :class:`SuiteFile`."""
+    if file_path.name != BUNDLE_FILE or bundle_of(file_path) is None:
         return None
     suite_file: SuiteFile = SuiteFile.from_parent(parent, path=file_path)
     return suite_file
@@ -63,8 +72,9 @@ class SuiteFile(pytest.File):
         from bundle import BundleError
         from orchestrator.testing_suite.cases import load_cases
 
+        bundle = bundle_of(self.path) or self.path
         try:
-            _, cases = load_cases(self.path.parent)
+            _, cases = load_cases(bundle)
         except BundleError as exc:
             raise self.CollectError("\n".join(issue.format() for issue in exc.errors)) from None
         for case in cases:
@@ -83,10 +93,10 @@ class SuiteCaseItem(pytest.Item):
         from orchestrator.testing_suite.runner import RunSettings, run_case
 
         assert isinstance(self.case, SuiteCase)
-        bundle = self.path.parent
+        bundle = bundle_of(self.path) or self.path
         settings = RunSettings(
             bundle_path=bundle,
-            cassettes=_cassettes(self.config, bundle) or bundle / DEFAULT_CASSETTES,
+            cassettes=_cassettes(self.config) or self.path.parent / DEFAULT_CASSETTES,
             record=bool(self.config.getoption("goondan_record")),
             parallel=1,
         )
@@ -116,7 +126,7 @@ class CaseFailed(AssertionError):
         self.failures = failures
 
 
-def _cassettes(config: pytest.Config, bundle: Path) -> Path | None:
+def _cassettes(config: pytest.Config) -> Path | None:
     given = config.getoption("goondan_cassettes")
     return Path(str(given)) if given else None
 
@@ -142,7 +152,7 @@ def goondan_swarm(request: pytest.FixtureRequest) -> Iterator[SwarmFactory]:
         path = Path(bundle)
         root = path if path.is_dir() else path.parent
         if cassette is None:
-            base = _cassettes(request.config, root) or root / DEFAULT_CASSETTES
+            base = _cassettes(request.config) or root / DEFAULT_CASSETTES
             suffix = f"-{len(started) + 1}" if started else ""
             cassette = base / "python" / f"{name}{suffix}.cassette.yaml"
         under_test = SwarmUnderTest(
