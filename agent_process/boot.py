@@ -100,7 +100,12 @@ def _catalog_items(tool: ToolPlan) -> list[tuple[str, ToolCatalogItem]]:
 
 
 def build_model(plan: ModelPlan, agent_name: str) -> ChatModel:
-    """The provider named by ``Model.spec.provider``."""
+    """The provider named by ``Model.spec.provider`` (behind a cassette under test)."""
+    if plan.cassette is not None:
+        from agent_process.models.cassette import CassetteModel
+
+        bare = plan.model_copy(update={"cassette": None})
+        return CassetteModel(plan.cassette, agent_name, lambda: build_model(bare, agent_name))
     provider = plan.provider.lower()
     if provider == "scripted":
         if plan.script is None:

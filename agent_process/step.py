@@ -183,6 +183,7 @@ async def _model_and_tools(
         temperature=settings.temperature,
         max_tokens=settings.max_tokens,
         on_text=(lambda text: sink(step_id, text)) if sink is not None else None,
+        conversation=ctx.scope.turn.instance_key,
     )
     governor, turn = settings.governor, ctx.scope.turn
     response = await turn.cancellation.abortable(

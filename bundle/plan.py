@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bundle.cassette_plan import CassettePlan
 from bundle.scripted import ScriptSpec
 from bundle.spec_agent import (
     FRONT_DOORS,
@@ -89,6 +90,8 @@ class ModelPlan(_Plan):
     """The limits of the Model's pool (``pool`` always set), merged over the Models sharing it;
     ``None``: calls need no permit."""
     pricing: ModelPricing | None = None
+    cassette: CassettePlan | None = None
+    """Under ``goondan test``: calls recorded to, or answered from, a cassette."""
 
     @property
     def pool(self) -> str | None:

@@ -74,6 +74,10 @@ class _Checker(RuleChecker):
             self.check_connection(resource, resource.spec)
         elif resource.kind == "RemoteAgent":
             check_remote_agent(self, resource)
+        elif resource.kind == "TestSuite":
+            from bundle.testsuite_rules import check_suite
+
+            check_suite(self, resource)
 
     # -- whole-bundle rules ------------------------------------------------------------------
 

@@ -29,6 +29,8 @@ BUNDLE_FILE_STEMS = (
     "swarm",
     "swarms",
     "resources",
+    "testsuite",
+    "testsuites",
 )
 """The base names of a bundle's files, singular and plural; within a directory they are read
 in this order."""

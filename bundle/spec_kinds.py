@@ -8,6 +8,7 @@ from bundle.spec_connector import ConnectionSpec, ConnectorSpec, ExtensionSpec
 from bundle.spec_package import PackageSpec
 from bundle.spec_remote import RemoteAgentSpec
 from bundle.spec_swarm import SwarmSpec
+from bundle.spec_testsuite import TestSuiteSpec
 
 SPEC_MODELS: dict[str, type[Spec]] = {
     "Package": PackageSpec,
@@ -19,6 +20,7 @@ SPEC_MODELS: dict[str, type[Spec]] = {
     "Connector": ConnectorSpec,
     "Connection": ConnectionSpec,
     "RemoteAgent": RemoteAgentSpec,
+    "TestSuite": TestSuiteSpec,
 }
 
 KINDS = tuple(SPEC_MODELS)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypedDict, Unpack
 import structlog
 
 from bundle import Bundle, load_bundle
+from bundle.cassette_plan import CassettePlan
 from bundle.plan import AgentPlan, ConnectionPlan
 from ipc.logs import log_writer
 from orchestrator.callers import ApiToken
@@ -55,14 +56,23 @@ def prepare_state_dir(state_dir: Path) -> None:
         state_dir.chmod(0o700)
 
 
-def agent_plans(bundle: Bundle, swarm: str | None, state_dir: Path) -> dict[str, AgentPlan]:
-    """The plan of every agent of the swarm (their common parts held once)."""
+def agent_plans(
+    bundle: Bundle, swarm: str | None, state_dir: Path, cassette: CassettePlan | None = None
+) -> dict[str, AgentPlan]:
+    """The plan of every agent of the swarm (their common parts held once); with
+    ``cassette``, their model calls are recorded to or answered from it."""
     resource = bundle.swarm(swarm)
     parts = SharedParts()
-    return {
+    plans = {
         agent.name: parts.share(bundle.agent_plan(agent.name, state_dir, resource.name))
         for agent in bundle.swarm_agents(resource)
     }
+    return plans if cassette is None else {n: taped(p, cassette) for n, p in plans.items()}
+
+
+def taped(plan: AgentPlan, cassette: CassettePlan) -> AgentPlan:
+    """``plan`` with its model calls going through ``cassette``."""
+    return plan.model_copy(update={"model": plan.model.model_copy(update={"cassette": cassette})})
 
 
 def connection_plans(bundle: Bundle, swarm: str | None, state_dir: Path) -> list[ConnectionPlan]:
@@ -136,6 +146,10 @@ class SwarmOptions(TypedDict, total=False):
     """Run as the leader of the cluster these settings reach."""
     otlp: OtlpSettings | None
     """Export spans over OTLP/HTTP."""
+    cassette: CassettePlan | None
+    """Record the model calls to, or answer them from, a test case's cassette."""
+    connections: bool
+    """Run the bundle's Connections (default); ``False`` under test."""
 
 
 def assemble(bundle_path: Path, **options: Unpack[SwarmOptions]) -> SwarmParts:
@@ -151,7 +165,7 @@ def assemble(bundle_path: Path, **options: Unpack[SwarmOptions]) -> SwarmParts:
     state = (state_dir or default_state_dir(bundle_path)).resolve()
     bundle = load_bundle(bundle_path, check_handlers=False)
     resource = bundle.swarm(swarm)
-    plans = agent_plans(bundle, swarm, state)
+    plans = agent_plans(bundle, swarm, state, options.get("cassette"))
     # Tokens resolved before anything opens: one that is not set stops the start, loudly.
     remote = RemoteAgents(remote_targets(bundle, resource))
     for secret in remote.secrets():
@@ -197,7 +211,9 @@ def assemble(bundle_path: Path, **options: Unpack[SwarmOptions]) -> SwarmParts:
         supervisor, default_timeout_ms=timeout_ms, clock=clock, tasks=tasks, remote=remote
     )
     _recall_spawned(state, supervisor, router)
-    connecting = connection_plans(bundle, swarm, state)
+    # Under test the agents alone run: no connector reaches out to its service.
+    connected = options.get("connections", True)
+    connecting = connection_plans(bundle, swarm, state) if connected else []
     entry_agent = resource.spec.entry_agent.name
     connections = Connections(
         connecting,

@@ -98,6 +98,9 @@ class ModelRequest:
     on_text: Callable[[str], None] | None = None
     """Set when the caller streams: called with each non-empty piece of the answer's text, in
     order, as it arrives (it must not block or raise). ``None``: one non-streaming call."""
+    conversation: str | None = None
+    """The instance key of the conversation asking (what a cassette files the call under);
+    providers do not send it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -43,6 +43,13 @@ READ_SECONDS = 300.0
 every 15 s, as the bridge always asks for it)."""
 _PROGRESS_KEYS = frozenset({"progressToken", "progress_token"})
 """The ``_meta`` keys of a call's progress token (the bridge sends its own)."""
+DESCRIPTION = (
+    "Speak MCP on stdin and stdout, forwarding every request to the /mcp of the daemon "
+    "serving BUNDLE's state directory (over its api.sock), or of the daemon at --api-url "
+    "(with the token held by the variable --api-token-env names). Each agent the daemon "
+    "shows to MCP is a tool taking {input, instanceKey?}. Start the daemon first (run)."
+)
+"""What ``goondan mcp --help`` says it does."""
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from goondan.defaults import DEFAULT_INSTANCE_KEY
 from orchestrator.cli.approvals import cmd_approvals, cmd_approve, cmd_reject
 from orchestrator.cli.common import Command
 from orchestrator.cli.events import cmd_logs
+from orchestrator.cli.mcp_stdio import DESCRIPTION as MCP_DESCRIPTION
 from orchestrator.cli.mcp_stdio import HELP as MCP_HELP
 from orchestrator.cli.mcp_stdio import cmd_mcp
 from orchestrator.cli.operate import (
@@ -29,6 +30,7 @@ from orchestrator.cli.operate import (
 from orchestrator.cli.project import cmd_completion, cmd_doctor, cmd_init, cmd_package, cmd_tool
 from orchestrator.cli.run import cmd_node, cmd_run
 from orchestrator.cli.studio import cmd_studio
+from orchestrator.cli.test_command import add_test_options, cmd_test
 from orchestrator.cli.validate import cmd_schema, cmd_validate
 
 TEMPLATE_NAMES = ("offline", "openai", "anthropic", "multi-agent")
@@ -518,12 +520,7 @@ def _add_mcp(cmds: _Commands) -> None:
     mcp = cmds.add("mcp", MCP_HELP, cmd_mcp)
     if mcp is None:
         return
-    mcp.description = (
-        "Speak MCP on stdin and stdout, forwarding every request to the /mcp of the daemon "
-        "serving BUNDLE's state directory (over its api.sock), or of the daemon at --api-url "
-        "(with the token held by the variable --api-token-env names). Each agent the daemon "
-        "shows to MCP is a tool taking {input, instanceKey?}. Start the daemon first (run)."
-    )
+    mcp.description = MCP_DESCRIPTION
     mcp.add_argument(
         "file",
         nargs="?",
@@ -537,6 +534,15 @@ def _add_mcp(cmds: _Commands) -> None:
     add_options(mcp)
 
 
+def _add_test(cmds: _Commands) -> None:
+    """``test``."""
+    test = cmds.add("test", "run the bundle's TestSuites, model calls from cassettes", cmd_test)
+    if test is not None:
+        _config_option(test, "the bundle")
+        _env_file_option(test)
+        add_test_options(test)
+
+
 _GROUPS = (
     _add_validate,
     _add_run,
@@ -547,6 +553,7 @@ _GROUPS = (
     _add_logs,
     _add_studio,
     _add_project,
+    _add_test,
 )
 """Who adds each command, in the order ``--help`` lists them."""
 
@@ -584,6 +591,7 @@ COMMANDS = frozenset(
         "package",
         "tool",
         "completion",
+        "test",
     }
 )
 """Every command name (a test checks it against the parser's)."""

@@ -32,7 +32,21 @@ class Reply:
 
 def send_reply(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
     """Write ``reply`` as a whole response: its body (``raw``, or ``body`` as JSON), its headers
-    and a ``content-type`` of JSON unless it names its own."""
+    and a ``content-type`` of JSON unless it names its own; a reply with ``events`` as a
+    server-sent event stream, each event flushed on its own, the connection closed after."""
+    if reply.events is not None:
+        handler.send_response(reply.status)
+        handler.send_header("content-type", "text/event-stream")
+        handler.send_header("cache-control", "no-cache")
+        handler.send_header("connection", "close")
+        handler.end_headers()
+        for name, data in reply.events:
+            text = data if isinstance(data, str) else json.dumps(data)
+            head = f"event: {name}\n" if name else ""
+            handler.wfile.write(f"{head}data: {text}\n\n".encode())
+            handler.wfile.flush()
+        handler.close_connection = True
+        return
     payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
     handler.send_response(reply.status)
     if "content-type" not in {name.lower() for name in reply.headers}:

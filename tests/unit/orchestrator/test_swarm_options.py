@@ -22,6 +22,8 @@ def test_the_options_are_the_ones_from_bundle_takes() -> None:
         "api_token",
         "cluster",
         "otlp",
+        "cassette",
+        "connections",
     }
     assert not SwarmOptions.__required_keys__
 
