@@ -64,7 +64,6 @@ import json
 from collections.abc import Callable
 
 import structlog
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -72,7 +71,7 @@ from starlette.types import Message
 
 from goondan.errors import DeliveryCode, HttpCode
 from orchestrator.callers import caller_of
-from orchestrator.http.body import MAX_BODY_BYTES, BadBody, check_value
+from orchestrator.http.body import BadBody, check_value, read_body
 from orchestrator.http.openapi import Operation
 from orchestrator.http.responses import error
 from orchestrator.operations import SwarmOperations
@@ -180,19 +179,6 @@ def _missing_routes() -> list[BaseRoute]:
     ]
 
 
-async def read_bounded(request: Request) -> bytes:
-    """The body of ``request``, at most :data:`MAX_BODY_BYTES` (413 past it)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise HTTPException(413, f"the body is over {MAX_BODY_BYTES} bytes")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise HTTPException(413, f"the body is over {MAX_BODY_BYTES} bytes")
-    return bytes(body)
-
-
 def replayed(request: Request, body: bytes) -> Request:
     """``request`` again, its body (already read) handed out once more."""
     sent = False
@@ -258,7 +244,7 @@ class A2ADoor:
             return self._unknown(agent)
         if self.daemon.stopping:
             return error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
-        body = await read_bounded(request)
+        body = await read_body(request)
         refusal = _refusal(body)
         if refusal is not None:
             return refusal

@@ -52,9 +52,9 @@ class BadBody(Exception):
         return out
 
 
-async def read_object(request: Request) -> dict[str, Any]:
-    """The body of ``request`` as a checked JSON object (an empty body is ``{}``); raises
-    ``HTTPException(413)`` past :data:`MAX_BODY_BYTES`, :class:`BadBody` for the rest."""
+async def read_body(request: Request) -> bytes:
+    """The body of ``request``, at most :data:`MAX_BODY_BYTES`; raises ``HTTPException(413)``
+    past it (as soon as ``Content-Length`` says so, else once that much has come)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise HTTPException(413, f"the body is over {MAX_BODY_BYTES} bytes")
@@ -63,7 +63,13 @@ async def read_object(request: Request) -> dict[str, Any]:
         body += chunk
         if len(body) > MAX_BODY_BYTES:
             raise HTTPException(413, f"the body is over {MAX_BODY_BYTES} bytes")
-    return parse_object(bytes(body))
+    return bytes(body)
+
+
+async def read_object(request: Request) -> dict[str, Any]:
+    """The body of ``request`` as a checked JSON object (an empty body is ``{}``); raises
+    ``HTTPException(413)`` past :data:`MAX_BODY_BYTES`, :class:`BadBody` for the rest."""
+    return parse_object(await read_body(request))
 
 
 def parse_object(body: bytes) -> dict[str, Any]:

@@ -55,6 +55,18 @@ def agent_for_model(daemon: SwarmOperations, model: str) -> str | None:
     return model if shown(daemon, "openai", model) else None
 
 
+def serving_agent(daemon: SwarmOperations, model: str) -> str | JSONResponse:
+    """The agent ``model`` names, or the OpenAI-shaped refusal: 404 for a model the door does
+    not show, 503 while the daemon stops."""
+    agent = agent_for_model(daemon, model)
+    if agent is None:
+        missing = f"no agent named {model!r}"
+        return openai_error(404, DeliveryCode.AGENT_NOT_FOUND, missing, param="model")
+    if daemon.stopping:
+        return openai_error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
+    return agent
+
+
 def refusal_error(refused: Response) -> JSONResponse:
     """A refusal of the request desk (:class:`~orchestrator.http.requests.Refusal`), in the
     OpenAI error shape."""
@@ -123,12 +135,9 @@ class OpenAICompatible:
             key_given = idempotency_key(request)
         except BadBody as exc:
             return openai_error(400, HttpCode.BAD_REQUEST, exc.message, param=exc.field)
-        agent = agent_for_model(self.daemon, chat.model)
-        if agent is None:
-            missing = f"no agent named {chat.model!r}"
-            return openai_error(404, DeliveryCode.AGENT_NOT_FOUND, missing, param="model")
-        if self.daemon.stopping:
-            return openai_error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
+        agent = serving_agent(self.daemon, chat.model)
+        if isinstance(agent, Response):
+            return agent
         key = request.headers.get("x-goondan-instance") or chat.user or DEFAULT_INSTANCE_KEY
         asked = Intake("chat", agent, chat.text, key, relay=chat.relay, deltas=chat.stream)
         intake = dataclasses.replace(

@@ -33,11 +33,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from goondan.errors import DeliveryCode, HttpCode
+from goondan.errors import HttpCode
 from ipc import DEFAULT_INSTANCE_KEY
 from ipc.delegation import DelegateAnswer
 from orchestrator.http.body import BadBody, read_object
-from orchestrator.http.openai import agent_for_model, failure_error, openai_error, refusal_error
+from orchestrator.http.openai import (
+    failure_error,
+    openai_error,
+    refusal_error,
+    serving_agent,
+)
 from orchestrator.http.openapi import OPENAI_API, Operation
 from orchestrator.http.requests import (
     REQUEST_ID_HEADER,
@@ -286,12 +291,9 @@ class ResponsesApi:
             key_given = idempotency_key(request)
         except BadBody as exc:
             return openai_error(400, HttpCode.BAD_REQUEST, exc.message, param=exc.field)
-        agent = agent_for_model(self.daemon, asked.model)
-        if agent is None:
-            missing = f"no agent named {asked.model!r}"
-            return openai_error(404, DeliveryCode.AGENT_NOT_FOUND, missing, param="model")
-        if self.daemon.stopping:
-            return openai_error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
+        agent = serving_agent(self.daemon, asked.model)
+        if isinstance(agent, Response):
+            return agent
         instance = await self._instance(request, asked, agent)
         if isinstance(instance, Response):
             return instance
