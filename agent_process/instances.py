@@ -48,6 +48,7 @@ from agent_process.instance_files import (
 from agent_process.instance_policy import InstanceBusy, QueuedTurn, settle, supersede
 from agent_process.storage import InstanceStorage, LocalFiles
 from agent_process.turn import TurnInput, TurnResult, TurnRunner
+from agent_process.turn_resume import find_turn
 from agent_process.workdirs import open_workdir
 from bundle.spec_agent import Concurrency
 from goondan.defaults import CONCURRENCY, INSTANCE_METADATA_FORMAT, MAX_QUEUED_TURNS_PER_INSTANCE
@@ -110,6 +111,15 @@ class Instance:
     """The newest caller's message admitted (see :meth:`InstanceManager.admit`)."""
     pin: PinnedDir | None = None
     """``workdir`` opened once (see :mod:`agent_process.workdirs`); released when unloaded."""
+
+
+def _begun_here(instance: Instance, turn_input: TurnInput) -> bool:
+    """Whether ``turn_input``'s request already began a Turn in ``instance`` (delivered again
+    after its agent died): it was admitted then, so no policy refuses it now; it waits its
+    turn and is taken up (:mod:`agent_process.turn_resume`)."""
+    if not turn_input.may_resume or not turn_input.request_id:
+        return False
+    return find_turn(instance.store.messages, turn_input.request_id) is not None
 
 
 class InstanceManager:
@@ -341,7 +351,7 @@ class InstanceManager:
         answer (see :mod:`agent_process.instance_policy`)."""
         instance = self.get(key)
         busy = instance.current is not None or not instance.queue.empty()
-        if busy and self.concurrency == "reject":
+        if busy and self.concurrency == "reject" and not _begun_here(instance, turn_input):
             raise InstanceBusy(
                 f"instance {key!r} of agent {self.agent_name!r} is running a Turn "
                 "(policy.concurrency: reject); retry once it has answered"

@@ -48,6 +48,14 @@ _EXIT_GRACE_SECONDS = 5.0
 def check_soon(path: Path) -> asyncio.Future[dict[str, Any]]:
     """:func:`preflight_verdict` on ``path``, from a thread that starts now: the daemon loads
     the configuration meanwhile."""
+    # What the thread imports is imported here first: two threads importing the runtime's
+    # modules at once (the daemon loads the bundle meanwhile) can deadlock on import locks.
+    import multiprocessing.connection
+    import multiprocessing.forkserver  # noqa: F401
+
+    import orchestrator.environment
+    import orchestrator.transport  # noqa: F401
+
     return asyncio.get_running_loop().run_in_executor(None, preflight_verdict, path)
 
 

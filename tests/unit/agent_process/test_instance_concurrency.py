@@ -122,6 +122,23 @@ async def test_reject_refuses_a_message_while_a_turn_runs(tmp_path: Path) -> Non
     assert users == ["work one", "later"]  # a refused message never reaches the conversation
 
 
+async def test_reject_does_not_refuse_a_request_whose_turn_began_here(tmp_path: Path) -> None:
+    # Delivered again after its agent died (a later attempt), a request that already began
+    # its Turn was admitted then: refusing it now would answer BUSY for a stored message.
+    gate = Gate()
+    manager = instances(tmp_path, gate, "reject")
+    first = manager.admit("k", TurnInput(text="work one", request_id="r1", may_resume=True))
+    await asyncio.wait_for(gate.entered.wait(), WAIT)
+    again = TurnInput(text="work one", request_id="r1", attempt=2, may_resume=True)
+    carried = manager.admit("k", again)
+    with pytest.raises(InstanceBusy):  # another request is still refused
+        manager.admit("k", TurnInput(text="hello", request_id="r2", may_resume=True))
+    gate.open()
+    assert await answers(first, carried) == ["did one", "did one"]
+    users = [text for role, text in conversation(manager) if role == "user"]
+    assert users == ["work one"]
+
+
 async def test_reject_leaves_the_agents_own_turns_queued(tmp_path: Path) -> None:
     gate = Gate()
     manager = instances(tmp_path, gate, "reject")
