@@ -223,7 +223,7 @@ function statusBadge(status) {
 
 function outcomeBadge(status) {
   const label = { ok: "ok", error: "error", running: "running", cancelled: "cancelled", awaiting: "awaiting approval", interrupted: "interrupted" }[status] || status;
-  const icon = { ok: "✓", error: "✕", running: "…", cancelled: "⊘", awaiting: "⏸", interrupted: "↯" }[status] || "?";
+  const icon = { ok: "✓", error: "✕", running: "…", cancelled: "⊘", awaiting: "‖", interrupted: "↯" }[status] || "?";
   return h(
     "span",
     { class: `badge outcome-${status}`, dataset: { outcome: status } },
