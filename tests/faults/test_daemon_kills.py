@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import random
-import shutil
 import signal
 import threading
 from collections import Counter
@@ -41,10 +40,8 @@ import pytest
 
 from agent_process.conversation import ConversationStore
 from tests.support.daemon import Daemon, wait_gone
-from tests.support.ledger import KEY, effects
-from tests.support.model_server import ModelServer, call_reply, serve, text_reply
-from tests.support.swarm import FIXTURES
-from tests.support.wire_server import Reply
+from tests.support.ledger import effects, ledger_model, write_model_ledger_swarm
+from tests.support.model_server import ModelServer, serve
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,76 +50,11 @@ CLIENTS = 4
 REQUEST_BOUND = 150.0
 """Seconds one request may take, kills and restarts included (its Turn's timeout is 120 s)."""
 
-SWARM = """\
-apiVersion: goondan.ai/v1
-kind: Tool
-metadata: {name: ledger}
-spec:
-  entry: ./ledger_tool.py
-  config: {effects: "EFFECTS"}
-  exports:
-    - {name: append, parameters: KEY}
----
-apiVersion: goondan.ai/v1
-kind: Model
-metadata: {name: gpt}
-spec:
-  provider: openai
-  model: gpt-test
-  baseUrl: URL
-  apiKey: {value: sk-local}
-  maxRetries: 0
----
-apiVersion: goondan.ai/v1
-kind: Agent
-metadata: {name: front}
-spec:
-  modelConfig: {modelRef: Model/gpt}
-  prompt: {system: You are front.}
-  tools:
-    - {ref: {kind: Tool, name: agents, package: "@goondan/base"}}
-    - Tool/ledger
----
-apiVersion: goondan.ai/v1
-kind: Agent
-metadata: {name: back}
-spec:
-  modelConfig: {modelRef: Model/gpt}
-  prompt: {system: You are back.}
-  tools: [Tool/ledger]
----
-apiVersion: goondan.ai/v1
-kind: Swarm
-metadata: {name: default}
-spec:
-  entryAgent: Agent/front
-  agents: [Agent/front, Agent/back]
-  policy:
-    requestTimeoutSeconds: 120
-    shutdown: {gracePeriodSeconds: 5}
-"""
-
-
-def answer(agent: str, body: dict[str, Any]) -> Reply:
-    """The model: ``work KEY`` calls the ledger, ``relay KEY`` asks back to; a tool result
-    is answered in text."""
-    if "messages" not in body:
-        return text_reply("")
-    last = body["messages"][-1]
-    if last["role"] == "tool":
-        interrupted = "E_TOOL_INTERRUPTED" in str(last.get("content"))
-        return text_reply(f"{agent}: {'unsure' if interrupted else 'done'}")
-    verb, _, key = str(last.get("content", "")).partition(" ")
-    if verb == "relay":
-        arguments = {"target": "back", "input": f"work {key}"}
-        return call_reply("agents__request", arguments, call_id=f"call_relay_{key}")
-    return call_reply("ledger__append", {"key": key}, call_id=f"call_work_{key}")
-
 
 @pytest.fixture
 def server() -> Iterator[ModelServer]:
     # A model call takes a moment, so a kill often lands in the middle of a Turn.
-    yield from serve(answer, delay=0.2)
+    yield from serve(ledger_model, delay=0.2)
 
 
 class Run:
@@ -239,9 +171,7 @@ async def test_requests_ride_out_daemon_kills(server: ModelServer, tmp_path: Pat
     seed = int(os.environ.get("GOONDAN_CHAOS_SEED") or random.SystemRandom().randrange(10**6))
     print(f"daemon kills: seed {seed} (GOONDAN_CHAOS_SEED={seed} replays the kills)")
     rng = random.Random(seed)
-    text = SWARM.replace("EFFECTS", str(tmp_path / "effects.txt")).replace("URL", server.url)
-    (tmp_path / "goondan.yaml").write_text(text.replace("KEY", json.dumps(KEY)))
-    shutil.copy(FIXTURES / "ledger_tool.py", tmp_path / "ledger_tool.py")
+    write_model_ledger_swarm(tmp_path, server.url)
     run = Run(tmp_path)
     loop = asyncio.get_running_loop()
     results: list[Outcome] = []

@@ -17,12 +17,10 @@ import asyncio
 import json
 import os
 import random
-import shutil
 import signal
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -30,91 +28,23 @@ from agent_process.conversation import ConversationStore
 from ipc.delegation import DelegateAnswer
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
-from tests.support.ledger import KEY, effects, runtime_events
-from tests.support.model_server import ModelServer, call_reply, serve, text_reply
-from tests.support.swarm import FIXTURES
-from tests.support.wire_server import Reply
+from tests.support.ledger import effects, ledger_model, runtime_events, write_model_ledger_swarm
+from tests.support.model_server import ModelServer, serve
 
 pytestmark = pytest.mark.timeout(240)
 
 SECONDS = min(45.0, float(os.environ.get("GOONDAN_DURABLE_SECONDS", "20")))
 CLIENTS = 4
 
-SWARM = """\
-apiVersion: goondan.ai/v1
-kind: Tool
-metadata: {name: ledger}
-spec:
-  entry: ./ledger_tool.py
-  config: {effects: "EFFECTS"}
-  exports:
-    - {name: append, parameters: KEY}
----
-apiVersion: goondan.ai/v1
-kind: Model
-metadata: {name: gpt}
-spec:
-  provider: openai
-  model: gpt-test
-  baseUrl: URL
-  apiKey: {value: sk-local}
-  maxRetries: 0
----
-apiVersion: goondan.ai/v1
-kind: Agent
-metadata: {name: front}
-spec:
-  modelConfig: {modelRef: Model/gpt}
-  prompt: {system: You are front.}
-  tools:
-    - {ref: {kind: Tool, name: agents, package: "@goondan/base"}}
-    - Tool/ledger
----
-apiVersion: goondan.ai/v1
-kind: Agent
-metadata: {name: back}
-spec:
-  modelConfig: {modelRef: Model/gpt}
-  prompt: {system: You are back.}
-  tools: [Tool/ledger]
----
-apiVersion: goondan.ai/v1
-kind: Swarm
-metadata: {name: default}
-spec:
-  entryAgent: Agent/front
-  agents: [Agent/front, Agent/back]
-  policy:
-    requestTimeoutSeconds: 120
-    shutdown: {gracePeriodSeconds: 5}
-"""
-
-
-def answer(agent: str, body: dict[str, Any]) -> Reply:
-    """The model: ``work KEY`` calls the ledger, ``relay KEY`` asks back to; a tool result
-    is answered in text."""
-    last = body["messages"][-1]
-    if last["role"] == "tool":
-        interrupted = "E_TOOL_INTERRUPTED" in str(last.get("content"))
-        return text_reply(f"{agent}: {'unsure' if interrupted else 'done'}")
-    verb, _, key = str(last.get("content", "")).partition(" ")
-    if verb == "relay":
-        arguments = {"target": "back", "input": f"work {key}"}
-        return call_reply("agents__request", arguments, call_id=f"call_relay_{key}")
-    return call_reply("ledger__append", {"key": key}, call_id=f"call_work_{key}")
-
 
 @pytest.fixture
 def server() -> Iterator[ModelServer]:
-    yield from serve(answer)
+    yield from serve(ledger_model)
 
 
 async def test_durable_turns_under_random_kills(server: ModelServer, tmp_path: Path) -> None:
     rng = random.Random(20261202)
-    path = tmp_path / "goondan.yaml"
-    text = SWARM.replace("EFFECTS", str(tmp_path / "effects.txt")).replace("URL", server.url)
-    path.write_text(text.replace("KEY", json.dumps(KEY)))
-    shutil.copy(FIXTURES / "ledger_tool.py", tmp_path / "ledger_tool.py")
+    path = write_model_ledger_swarm(tmp_path, server.url)
     orchestrator = Orchestrator.from_bundle(path, state_dir=tmp_path / "state")
     supervisor = orchestrator.supervisor
     loop = asyncio.get_running_loop()

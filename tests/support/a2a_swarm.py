@@ -4,7 +4,6 @@ token, and driven with the official ``a2a-sdk`` client."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,6 +14,7 @@ from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types import Message, Part, Role, SendMessageRequest
 
 from orchestrator.daemon import Orchestrator
+from tests.support.listening import serving, tcp_url
 
 TOKEN = "sk-a2a-test"
 """The daemon's API token in these tests."""
@@ -95,26 +95,12 @@ def write_a2a_swarm(directory: Path) -> Path:
 @asynccontextmanager
 async def a2a_swarm(directory: Path, token: str | None = TOKEN) -> AsyncIterator[Orchestrator]:
     """The swarm running in this event loop, listening on a loopback port (with ``token``)."""
-    orchestrator = Orchestrator.from_bundle(
-        write_a2a_swarm(directory),
-        state_dir=directory / "state",
-        api_listen="127.0.0.1:0",
-        api_token=token,
-    )
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    try:
+    async with serving(write_a2a_swarm(directory), token) as orchestrator:
         yield orchestrator
-    finally:
-        async with asyncio.timeout(60):
-            await orchestrator.shutdown()
 
 
-def base_url(orchestrator: Orchestrator) -> str:
-    """``http://127.0.0.1:PORT`` of the swarm's TCP listener."""
-    assert orchestrator.api is not None
-    assert orchestrator.api.port
-    return f"http://127.0.0.1:{orchestrator.api.port}"
+base_url = tcp_url
+"""``http://127.0.0.1:PORT`` of the swarm's TCP listener."""
 
 
 def http_client(token: str | None = TOKEN) -> httpx.AsyncClient:

@@ -3,7 +3,6 @@ event streams decoded with the official ``ag-ui-protocol`` types."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +13,7 @@ from ag_ui.core import BaseEvent, Event, RunAgentInput
 from pydantic import TypeAdapter
 
 from orchestrator.daemon import Orchestrator
+from tests.support.listening import serving, tcp_url
 
 TOKEN = "agui-test-token"
 """The daemon's API token (every TCP request carries it)."""
@@ -93,23 +93,12 @@ async def agui_swarm(directory: Path) -> AsyncIterator[Orchestrator]:
     """The swarm running in this event loop, its API on loopback TCP with :data:`TOKEN`."""
     path = directory / "goondan.yaml"
     path.write_text(SWARM)
-    orchestrator = Orchestrator.from_bundle(
-        path, state_dir=directory / "state", api_listen="127.0.0.1:0", api_token=TOKEN
-    )
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    try:
+    async with serving(path, TOKEN) as orchestrator:
         yield orchestrator
-    finally:
-        async with asyncio.timeout(60):
-            await orchestrator.shutdown()
 
 
-def base_url(orchestrator: Orchestrator) -> str:
-    """The daemon's TCP address."""
-    assert orchestrator.api is not None
-    assert orchestrator.api.port
-    return f"http://127.0.0.1:{orchestrator.api.port}"
+base_url = tcp_url
+"""The daemon's TCP address."""
 
 
 async def run_events(

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.daemon import Orchestrator
+from tests.support.model_server import call_reply, text_reply
 from tests.support.swarm import FIXTURES
+from tests.support.wire_server import Reply
 
 KEY = {"type": "object", "properties": {"key": {"type": "string"}}}
 
@@ -130,3 +132,81 @@ async def ledger_swarm(directory: Path, **options: int) -> AsyncIterator[Orchest
     finally:
         async with asyncio.timeout(60):
             await orchestrator.shutdown()
+
+
+MODEL_SWARM = """\
+apiVersion: goondan.ai/v1
+kind: Tool
+metadata: {name: ledger}
+spec:
+  entry: ./ledger_tool.py
+  config: {effects: "EFFECTS"}
+  exports:
+    - {name: append, parameters: KEY}
+---
+apiVersion: goondan.ai/v1
+kind: Model
+metadata: {name: gpt}
+spec:
+  provider: openai
+  model: gpt-test
+  baseUrl: URL
+  apiKey: {value: sk-local}
+  maxRetries: 0
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {name: front}
+spec:
+  modelConfig: {modelRef: Model/gpt}
+  prompt: {system: You are front.}
+  tools:
+    - {ref: {kind: Tool, name: agents, package: "@goondan/base"}}
+    - Tool/ledger
+---
+apiVersion: goondan.ai/v1
+kind: Agent
+metadata: {name: back}
+spec:
+  modelConfig: {modelRef: Model/gpt}
+  prompt: {system: You are back.}
+  tools: [Tool/ledger]
+---
+apiVersion: goondan.ai/v1
+kind: Swarm
+metadata: {name: default}
+spec:
+  entryAgent: Agent/front
+  agents: [Agent/front, Agent/back]
+  policy:
+    requestTimeoutSeconds: 120
+    shutdown: {gracePeriodSeconds: 5}
+"""
+"""The ledger swarm on a local OpenAI-compatible model server (``URL``): a test counts every
+model call, and ``front``'s and ``back``'s Turns go through the non-idempotent ``append``."""
+
+
+def write_model_ledger_swarm(directory: Path, url: str) -> Path:
+    """goondan.yaml of :data:`MODEL_SWARM` on the model server at ``url``, in ``directory``;
+    effects go to ``effects.txt`` beside it."""
+    path = directory / "goondan.yaml"
+    text = MODEL_SWARM.replace("EFFECTS", str(directory / "effects.txt")).replace("URL", url)
+    path.write_text(text.replace("KEY", json.dumps(KEY)))
+    shutil.copy(FIXTURES / "ledger_tool.py", directory / "ledger_tool.py")
+    return path
+
+
+def ledger_model(agent: str, body: dict[str, Any]) -> Reply:
+    """The model of :data:`MODEL_SWARM`: ``work KEY`` calls the ledger, ``relay KEY`` asks back to; a tool result
+    is answered in text."""
+    if "messages" not in body:
+        return text_reply("")
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        interrupted = "E_TOOL_INTERRUPTED" in str(last.get("content"))
+        return text_reply(f"{agent}: {'unsure' if interrupted else 'done'}")
+    verb, _, key = str(last.get("content", "")).partition(" ")
+    if verb == "relay":
+        arguments = {"target": "back", "input": f"work {key}"}
+        return call_reply("agents__request", arguments, call_id=f"call_relay_{key}")
+    return call_reply("ledger__append", {"key": key}, call_id=f"call_work_{key}")

@@ -1,12 +1,17 @@
-"""Daemons listening on loopback TCP with no token, as the README's first walkthrough runs one,
-for real HTTP clients (and browsers) to reach."""
+"""Daemons listening on loopback TCP, for real HTTP clients (and browsers) to reach: as a
+process with no token, as the README's first walkthrough runs one, or in the test's own event
+loop with a token (:func:`serving`), as the front doors' tests drive it."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
 
+from orchestrator.daemon import Orchestrator
 from tests.support.daemon import Daemon
 from tests.support.studio import EXAMPLE
 
@@ -54,3 +59,26 @@ def agent_row(http: httpx2.Client, agent: str) -> dict[str, object]:
 def workspace_files(directory: Path, name: str) -> list[Path]:
     """Every file called ``name`` under ``directory`` (the state's workspaces included)."""
     return sorted(directory.rglob(name))
+
+
+@asynccontextmanager
+async def serving(bundle: Path, token: str | None) -> AsyncIterator[Orchestrator]:
+    """The swarm of ``bundle`` running in this event loop (its state beside it), its API on a
+    free loopback port wanting ``token``; shut down when the block ends."""
+    orchestrator = Orchestrator.from_bundle(
+        bundle, state_dir=bundle.parent / "state", api_listen="127.0.0.1:0", api_token=token
+    )
+    async with asyncio.timeout(30):
+        await orchestrator.start()
+    try:
+        yield orchestrator
+    finally:
+        async with asyncio.timeout(60):
+            await orchestrator.shutdown()
+
+
+def tcp_url(orchestrator: Orchestrator) -> str:
+    """``http://127.0.0.1:PORT`` of a running swarm's TCP listener."""
+    assert orchestrator.api is not None
+    assert orchestrator.api.port
+    return f"http://127.0.0.1:{orchestrator.api.port}"

@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from orchestrator.daemon import Orchestrator
+from tests.support.listening import serving, tcp_url
 from tests.support.mcp_swarm import write_mcp_swarm
 
 TOKEN = "mcp-token"
@@ -41,20 +42,8 @@ class Served:
 
 @pytest.fixture
 async def served(tmp_path: Path) -> AsyncIterator[Served]:
-    orchestrator = Orchestrator.from_bundle(
-        write_mcp_swarm(tmp_path),
-        state_dir=tmp_path / "state",
-        api_listen="127.0.0.1:0",
-        api_token=TOKEN,
-    )
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    try:
-        assert orchestrator.api is not None
-        yield Served(orchestrator, f"http://127.0.0.1:{orchestrator.api.port}")
-    finally:
-        async with asyncio.timeout(60):
-            await orchestrator.shutdown()
+    async with serving(write_mcp_swarm(tmp_path), TOKEN) as orchestrator:
+        yield Served(orchestrator, tcp_url(orchestrator))
 
 
 @asynccontextmanager

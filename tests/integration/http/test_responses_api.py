@@ -21,6 +21,7 @@ import pytest
 from orchestrator.daemon import Orchestrator
 from tests.support.approvals import approval_swarm, watching
 from tests.support.daemon import Daemon
+from tests.support.listening import serving, tcp_url
 from tests.support.readme import section
 from tests.support.swarm import write_swarm
 
@@ -34,25 +35,11 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture
 async def swarm(tmp_path: Path) -> AsyncIterator[Orchestrator]:
-    orchestrator = Orchestrator.from_bundle(
-        write_swarm(tmp_path),
-        state_dir=tmp_path / "state",
-        api_listen="127.0.0.1:0",
-        api_token=TOKEN,
-    )
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    try:
+    async with serving(write_swarm(tmp_path), TOKEN) as orchestrator:
         yield orchestrator
-    finally:
-        async with asyncio.timeout(60):
-            await orchestrator.shutdown()
 
 
-def base_of(swarm: Orchestrator) -> str:
-    assert swarm.api is not None
-    assert swarm.api.port
-    return f"http://127.0.0.1:{swarm.api.port}"
+base_of = tcp_url
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import pytest
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
 from tests.support.concurrency_swarm import write_concurrency_swarm
+from tests.support.listening import serving, tcp_url
 from tests.support.model_server import ModelServer, text_reply
 from tests.support.wire_server import Reply
 
@@ -55,19 +56,10 @@ spec:
 async def served(
     path: Path, retries: int = 0
 ) -> AsyncIterator[tuple[Orchestrator, openai.AsyncOpenAI]]:
-    orchestrator = Orchestrator.from_bundle(
-        path, state_dir=path.parent / "state", api_listen="127.0.0.1:0", api_token=TOKEN
-    )
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    try:
-        assert orchestrator.api is not None
-        base = f"http://127.0.0.1:{orchestrator.api.port}/v1"
+    async with serving(path, TOKEN) as orchestrator:
+        base = f"{tcp_url(orchestrator)}/v1"
         async with openai.AsyncOpenAI(base_url=base, api_key=TOKEN, max_retries=retries) as client:
             yield orchestrator, client
-    finally:
-        async with asyncio.timeout(60):
-            await orchestrator.shutdown()
 
 
 async def test_a_busy_instance_that_rejects_is_a_409(tmp_path: Path) -> None:
