@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import sys
 from collections.abc import Awaitable
@@ -30,6 +32,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+# Imported with this module, never by the checking thread: two threads importing the
+# runtime's modules at once (the daemon loads the bundle meanwhile) can deadlock on import
+# locks.
+from orchestrator.environment import use_clean_launches
+from orchestrator.transport import PRELOAD
 from orchestrator.validation import (
     die_with_parent,
     ended_without_verdict,
@@ -48,14 +55,6 @@ _EXIT_GRACE_SECONDS = 5.0
 def check_soon(path: Path) -> asyncio.Future[dict[str, Any]]:
     """:func:`preflight_verdict` on ``path``, from a thread that starts now: the daemon loads
     the configuration meanwhile."""
-    # What the thread imports is imported here first: two threads importing the runtime's
-    # modules at once (the daemon loads the bundle meanwhile) can deadlock on import locks.
-    import multiprocessing.connection
-    import multiprocessing.forkserver  # noqa: F401
-
-    import orchestrator.environment
-    import orchestrator.transport  # noqa: F401
-
     return asyncio.get_running_loop().run_in_executor(None, preflight_verdict, path)
 
 
@@ -94,11 +93,6 @@ def preflight_verdict(path: Path, *, timeout: float | None = None) -> dict[str, 
     Blocks: call it from a thread. Where the fork server cannot start, the check runs as
     ``validate`` runs it, in a fresh interpreter.
     """
-    import multiprocessing
-
-    from orchestrator.environment import use_clean_launches
-    from orchestrator.transport import PRELOAD
-
     timeout = validate_timeout() if timeout is None else timeout
     path = path.absolute()
     # As the transport sets it up (idempotent): the fork server is the agents' one, exec'd

@@ -11,20 +11,20 @@ from orchestrator.operations import SwarmOperations
 from orchestrator.operations.protocol import AgentView
 
 
+def _shows(view: AgentView | None, door: FrontDoor) -> bool:
+    """Whether ``door`` shows the agent of ``view`` (one with no plan yet: every door)."""
+    return view is not None and (view.plan is None or door in view.plan.front_doors)
+
+
 def exposed(daemon: SwarmOperations, door: FrontDoor) -> list[AgentView]:
     """The agents ``door`` shows, by name."""
     views = (daemon.agent(name) for name in sorted(daemon.agent_names()))
-    return [
-        view
-        for view in views
-        if view is not None and (view.plan is None or door in view.plan.front_doors)
-    ]
+    return [view for view in views if view is not None and _shows(view, door)]
 
 
 def shown(daemon: SwarmOperations, door: FrontDoor, agent: str) -> bool:
     """Whether ``door`` shows ``agent`` (an agent of the swarm it exposes)."""
-    view = daemon.agent(agent)
-    return view is not None and (view.plan is None or door in view.plan.front_doors)
+    return _shows(daemon.agent(agent), door)
 
 
 def description(daemon: SwarmOperations, agent: str) -> str:

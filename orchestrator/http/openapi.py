@@ -61,6 +61,7 @@ class Operation:
 
 
 AGENT_FILTER = Query("agent", "Only this agent's.")
+WAIT_FOR_TURN = Query("wait", "1: also the Turn's answer, once it ends.")
 WAIT = Query("wait", "Also wait up to this many seconds (at most 300).", {"type": "number"})
 
 OPERATIONS: dict[tuple[str, str], Operation] = {
@@ -160,14 +161,14 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "Approve a parked call: it runs.",
         a.ApprovalAnswer,
         body=b.ApproveRequest,
-        query=(Query("wait", "1: also the Turn's answer, once it ends."),),
+        query=(WAIT_FOR_TURN,),
         tag="approvals",
     ),
     ("POST", "/v1/approvals/{id}/reject"): Operation(
         "Reject a parked call: the model gets E_TOOL_REJECTED with the reason.",
         a.ApprovalAnswer,
         body=b.RejectRequest,
-        query=(Query("wait", "1: also the Turn's answer, once it ends."),),
+        query=(WAIT_FOR_TURN,),
         tag="approvals",
     ),
     ("GET", "/v1/models"): Operation(
