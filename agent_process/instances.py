@@ -351,7 +351,12 @@ class InstanceManager:
         answer (see :mod:`agent_process.instance_policy`)."""
         instance = self.get(key)
         busy = instance.current is not None or not instance.queue.empty()
-        if busy and self.concurrency == "reject" and not _begun_here(instance, turn_input):
+        # A request whose Turn began here before its agent died was admitted then: it takes
+        # no part in the policy now (it neither is refused nor interrupts, nor is interrupted).
+        begun = busy and self.concurrency != "enqueue" and _begun_here(instance, turn_input)
+        if begun:
+            return self._enqueue(instance, QueuedTurn(turn_input, self._future(), on_start))
+        if busy and self.concurrency == "reject":
             raise InstanceBusy(
                 f"instance {key!r} of agent {self.agent_name!r} is running a Turn "
                 "(policy.concurrency: reject); retry once it has answered"

@@ -139,6 +139,21 @@ async def test_reject_does_not_refuse_a_request_whose_turn_began_here(tmp_path: 
     assert users == ["work one"]
 
 
+async def test_a_request_whose_turn_began_here_interrupts_nobody(tmp_path: Path) -> None:
+    # Carried to a restarted agent after a newer message came, a request whose Turn had begun
+    # must not pass the newer message an answer to an older one.
+    gate = Gate()
+    manager = instances(tmp_path, gate, "interrupt")
+    first = manager.admit("k", TurnInput(text="work one", request_id="r1", may_resume=True))
+    await asyncio.wait_for(gate.entered.wait(), WAIT)
+    newer = manager.admit("k", TurnInput(text="hello", request_id="r2", may_resume=True))
+    again = TurnInput(text="work one", request_id="r1", attempt=2, may_resume=True)
+    carried = manager.admit("k", again)
+    gate.open()
+    assert await answers(newer, carried) == ["saw hello", "did one"]
+    await answers(first)
+
+
 async def test_reject_leaves_the_agents_own_turns_queued(tmp_path: Path) -> None:
     gate = Gate()
     manager = instances(tmp_path, gate, "reject")
