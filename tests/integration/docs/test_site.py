@@ -30,6 +30,8 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert (tmp_path / "guides" / "http-api" / "index.html").exists()
     changelog = (tmp_path / "changelog" / "index.html").read_text()
     assert "Unreleased" in changelog  # the changelog is included, not copied
+    # The site's build machinery (its hook, the screenshot script, their bytecode) is not published.
+    assert [p.name for p in tmp_path.rglob("*.py*")] == []
 
 
 def test_the_readme_is_short() -> None:
