@@ -38,8 +38,10 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+
+from bundle.spec_base import RegexText
 
 
 class _ScriptModel(BaseModel):
@@ -48,19 +50,10 @@ class _ScriptModel(BaseModel):
     )
 
 
-def _check_regex(value: str | None) -> str | None:
-    if value is not None:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
-    return value
-
-
 class ScriptCondition(_ScriptModel):
     """When a rule applies. Every given field must match; an empty ``when`` always matches."""
 
-    input: str | None = Field(
+    input: RegexText | None = Field(
         default=None,
         description="Regex searched in the user's text; only matches when the newest message "
         "is the user's input (the first Step of a Turn).",
@@ -72,13 +65,11 @@ class ScriptCondition(_ScriptModel):
     status: Literal["ok", "error", "pending"] | None = Field(
         default=None, description="With toolResult: the result's status must be this."
     )
-    output: str | None = Field(
+    output: RegexText | None = Field(
         default=None,
         description="Regex searched in the newest tool result's output rendered as JSON text "
         "(or plain text for a string output).",
     )
-
-    _regexes = field_validator("input", "output")(_check_regex)
 
 
 class ScriptToolCall(_ScriptModel):

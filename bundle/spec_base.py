@@ -14,6 +14,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -43,6 +44,18 @@ MAX_RESOURCE_NAME_LENGTH = 63
 DNS label's length, far inside every file system's name limit."""
 MAX_SECONDS = 7 * 24 * 3600.0
 """The longest timeout or grace period accepted (a week): anything longer is a typo."""
+
+
+def _compiles(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+    return value
+
+
+RegexText = Annotated[str, AfterValidator(_compiles)]
+"""A regular expression as written, refused where Python's ``re`` cannot compile it."""
 
 
 class Spec(BaseModel):

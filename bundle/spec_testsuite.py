@@ -12,14 +12,13 @@ Cross-resource rules (the agents and tools a case names exist in its swarm) are
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from bundle.spec_base import RESOURCE_NAME, Spec
+from bundle.spec_base import RESOURCE_NAME, RegexText, Spec
 
 CASE_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9_.-]{0,98}[A-Za-z0-9])?$"
 """A case's name: it names its cassette file (``<suite>/<case>.yaml``) and its JUnit test."""
@@ -31,7 +30,7 @@ class AnswerExpectation(Spec):
     contains: list[str] | None = Field(
         default=None, description="Text (or texts) the answer contains, case-sensitive."
     )
-    matches: str | None = Field(
+    matches: RegexText | None = Field(
         default=None, description="A regular expression the answer matches (re.search)."
     )
     equals: str | None = Field(default=None, description="The whole answer, exactly.")
@@ -40,16 +39,6 @@ class AnswerExpectation(Spec):
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
-
-    @field_validator("matches")
-    @classmethod
-    def _compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a regular expression: {exc}") from None
-        return value
 
     @model_validator(mode="after")
     def _something(self) -> AnswerExpectation:

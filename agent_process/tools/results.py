@@ -106,60 +106,60 @@ def exception_result(
 # -- what the Step refuses: every call still gets its result (providers refuse one unanswered)
 
 
-def cancelled(call: ToolCall, reason: str | None) -> ToolCallResult:
-    """A call not run because its request was cancelled."""
+def _step_refusal(
+    call: ToolCall, code: str, message: str, suggestion: str | None = None
+) -> ToolCallResult:
+    """The result of ``call`` refused by the Step with ``code``: the catalogue's suggestion for
+    the code unless the refusal has a more precise one."""
     return error_result(
         call.id,
         call.name,
-        message=f"Not run: the request was cancelled ({reason}).",
-        code=ToolCode.E_TOOL_CANCELLED,
+        message=message,
+        code=code,
+        suggestion=suggestion if suggestion is not None else TOOL.suggestion(code),
+    )
+
+
+def cancelled(call: ToolCall, reason: str | None) -> ToolCallResult:
+    """A call not run because its request was cancelled."""
+    return _step_refusal(
+        call, ToolCode.E_TOOL_CANCELLED, f"Not run: the request was cancelled ({reason})."
     )
 
 
 def over_limit(call: ToolCall, limit: int, made: int) -> ToolCallResult:
     """A call past the ``limit`` calls one response may make (it made ``made``)."""
-    return error_result(
-        call.id,
-        call.name,
-        message=(
-            f"Not run: one response may make at most {limit} tool calls (this one made {made})."
-        ),
-        code=ToolCode.E_TOOL_CALL_LIMIT,
+    return _step_refusal(
+        call,
+        ToolCode.E_TOOL_CALL_LIMIT,
+        f"Not run: one response may make at most {limit} tool calls (this one made {made}).",
         suggestion=f"Make at most {limit} calls per response.",
     )
 
 
 def rejected(call: ToolCall, reason: str | None) -> ToolCallResult:
     """A call an operator rejected."""
-    return error_result(
-        call.id,
-        call.name,
-        message=f"An operator rejected this call of {call.name!r}: {reason or 'no reason given'}",
-        code=ToolCode.E_TOOL_REJECTED,
-        suggestion=TOOL.suggestion(ToolCode.E_TOOL_REJECTED),
+    return _step_refusal(
+        call,
+        ToolCode.E_TOOL_REJECTED,
+        f"An operator rejected this call of {call.name!r}: {reason or 'no reason given'}",
     )
 
 
 def approval_expired(call: ToolCall, expires_at_unix: float) -> ToolCallResult:
     """A call that needed an operator's approval and got no decision in time."""
-    return error_result(
-        call.id,
-        call.name,
-        message=(
-            f"This call of {call.name!r} needed an operator's approval and got no decision "
-            f"by {utc_timestamp(expires_at_unix)}; it did not run."
-        ),
-        code=ToolCode.E_TOOL_APPROVAL_TIMEOUT,
-        suggestion=TOOL.suggestion(ToolCode.E_TOOL_APPROVAL_TIMEOUT),
+    return _step_refusal(
+        call,
+        ToolCode.E_TOOL_APPROVAL_TIMEOUT,
+        f"This call of {call.name!r} needed an operator's approval and got no decision "
+        f"by {utc_timestamp(expires_at_unix)}; it did not run.",
     )
 
 
 def interrupted(call: ToolCall) -> ToolCallResult:
     """An approved call the agent process stopped during: it may or may not have run."""
-    return error_result(
-        call.id,
-        call.name,
-        message="The agent process stopped while this approved call ran; it may or may not have run.",
-        code=ToolCode.E_TOOL_INTERRUPTED,
-        suggestion=TOOL.suggestion(ToolCode.E_TOOL_INTERRUPTED),
+    return _step_refusal(
+        call,
+        ToolCode.E_TOOL_INTERRUPTED,
+        "The agent process stopped while this approved call ran; it may or may not have run.",
     )

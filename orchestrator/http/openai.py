@@ -7,8 +7,8 @@ import dataclasses
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 from starlette.requests import Request
@@ -65,6 +65,45 @@ def serving_agent(daemon: SwarmOperations, model: str) -> str | JSONResponse:
     if daemon.stopping:
         return openai_error(503, DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
     return agent
+
+
+class ModelRequest(Protocol):
+    """A body of an OpenAI door, read: it names the ``model`` that answers it."""
+
+    @property
+    def model(self) -> str: ...
+
+
+AskedT = TypeVar("AskedT", bound=ModelRequest)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Asked(Generic[AskedT]):
+    """An OpenAI door's request, read and given an agent to serve it."""
+
+    data: dict[str, Any]
+    """The body as sent (its digest keys a retry with the same Idempotency-Key)."""
+    request: AskedT
+    agent: str
+    """The agent its ``model`` names."""
+    idempotency_key: str | None
+
+
+async def read_asked(
+    request: Request, daemon: SwarmOperations, read: Callable[[dict[str, Any]], AskedT]
+) -> Asked[AskedT] | JSONResponse:
+    """The body of ``request`` read with ``read``, and the agent its model names; or the OpenAI
+    error: 400 for a bad body or Idempotency-Key, else as :func:`serving_agent` refuses."""
+    try:
+        data = await read_object(request)
+        asked = read(data)
+        key = idempotency_key(request)
+    except BadBody as exc:
+        return openai_error(400, HttpCode.BAD_REQUEST, exc.message, param=exc.field)
+    agent = serving_agent(daemon, asked.model)
+    if isinstance(agent, JSONResponse):
+        return agent
+    return Asked(data, asked, agent, key)
 
 
 def refusal_error(refused: Response) -> JSONResponse:
@@ -129,21 +168,16 @@ class OpenAICompatible:
         return JSONResponse({"object": "list", "data": data})
 
     async def chat_completions(self, request: Request) -> Response:
-        try:
-            data = await read_object(request)
-            chat = ChatRequest.read(data)
-            key_given = idempotency_key(request)
-        except BadBody as exc:
-            return openai_error(400, HttpCode.BAD_REQUEST, exc.message, param=exc.field)
-        agent = serving_agent(self.daemon, chat.model)
-        if isinstance(agent, Response):
-            return agent
+        read = await read_asked(request, self.daemon, ChatRequest.read)
+        if isinstance(read, Response):
+            return read
+        chat, agent = read.request, read.agent
         key = request.headers.get("x-goondan-instance") or chat.user or DEFAULT_INSTANCE_KEY
         asked = Intake("chat", agent, chat.text, key, relay=chat.relay, deltas=chat.stream)
         intake = dataclasses.replace(
             asked,
-            idempotency_key=key_given,
-            body_digest=body_digest("chat", agent, data, key),
+            idempotency_key=read.idempotency_key,
+            body_digest=body_digest("chat", agent, read.data, key),
         )
         try:
             admission = await admit(self.desk, intake)

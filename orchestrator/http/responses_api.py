@@ -36,12 +36,11 @@ from starlette.routing import BaseRoute, Route
 from goondan.errors import HttpCode
 from ipc import DEFAULT_INSTANCE_KEY
 from ipc.delegation import DelegateAnswer
-from orchestrator.http.body import BadBody, read_object
 from orchestrator.http.openai import (
     failure_error,
     openai_error,
+    read_asked,
     refusal_error,
-    serving_agent,
 )
 from orchestrator.http.openapi import OPENAI_API, Operation
 from orchestrator.http.requests import (
@@ -50,7 +49,6 @@ from orchestrator.http.requests import (
     admit,
     body_digest,
     id_headers,
-    idempotency_key,
 )
 from orchestrator.http.responses_shapes import (
     ResponsesRequest,
@@ -285,15 +283,10 @@ class ResponsesApi:
 
     async def create(self, request: Request) -> Response:
         """``POST /v1/responses``."""
-        try:
-            data = await read_object(request)
-            asked = ResponsesRequest.read(data)
-            key_given = idempotency_key(request)
-        except BadBody as exc:
-            return openai_error(400, HttpCode.BAD_REQUEST, exc.message, param=exc.field)
-        agent = serving_agent(self.daemon, asked.model)
-        if isinstance(agent, Response):
-            return agent
+        read = await read_asked(request, self.daemon, ResponsesRequest.read)
+        if isinstance(read, Response):
+            return read
+        asked, agent = read.request, read.agent
         instance = await self._instance(request, asked, agent)
         if isinstance(instance, Response):
             return instance
@@ -305,8 +298,8 @@ class ResponsesApi:
             instance,
             deltas=asked.stream,
             activity=watch,
-            idempotency_key=key_given,
-            body_digest=body_digest("responses", agent, data, instance),
+            idempotency_key=read.idempotency_key,
+            body_digest=body_digest("responses", agent, read.data, instance),
             echo=asked.echo(),
         )
         try:

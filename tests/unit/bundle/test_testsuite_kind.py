@@ -136,3 +136,10 @@ def test_a_field_out_of_shape_is_named(
     [issue] = found
     assert f" {field} " in issue, issue
     assert message in issue, issue
+
+
+def test_an_answer_pattern_that_does_not_compile_is_named(tmp_path: Path) -> None:
+    suite = SUITE.replace('answer: {contains: "Done."}', 'answer: {matches: "(unclosed"}')
+    [issue] = issues_of(bundle_with(tmp_path, suite))
+    assert " spec.cases[0].expect.answer.matches " in issue, issue
+    assert "invalid regular expression '(unclosed'" in issue, issue
