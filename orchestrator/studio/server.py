@@ -127,7 +127,7 @@ class Studio:
                     rows.append(row)
             body = {
                 "mode": "offline",
-                "swarm": None,
+                "swarm": index.agents.swarm,
                 "pid": None,
                 "agents": rows,
                 "connections": connections,
