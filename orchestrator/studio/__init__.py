@@ -23,7 +23,11 @@ Routes (JSON unless said otherwise):
                                                in the page (403 for another key; see
                                                :mod:`orchestrator.studio.session`)
 ``GET /api/agents``                            ``{mode, swarm, pid, agents, edges, connections,
-                                               pools}``: each agent's row with its ``usage``
+                                               pools, pendingApprovals}``: each agent's row
+                                               with its ``pendingApprovals`` (its tool calls
+                                               parked for an operator: then its status is
+                                               ``awaitingApproval``, not ``processing``), its
+                                               ``usage``
                                                (``{inputTokens, outputTokens, totalTokens, cost,
                                                calls}``: the daemon's since it started; after
                                                the fact, summed from the Steps in the log) and

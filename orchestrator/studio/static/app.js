@@ -5,7 +5,7 @@
 import { approvalsView } from "./approvals.js";
 import { conversationsView } from "./conversations.js";
 import { logsView } from "./logs.js";
-import { state, renderModeBadge, loadAgents, connectStream, onLive, clearListeners } from "./shell.js";
+import { state, renderModeBadge, loadAgents, refreshApprovalCount, connectStream, onLive, clearListeners } from "./shell.js";
 import { swarmView } from "./swarm.js";
 import { tracesView } from "./traces.js";
 import { h, api, debounce, formatTime, hashFor, foldJson, emptyNote, errorNote } from "./ui.js";
@@ -64,5 +64,6 @@ document.getElementById("skip").addEventListener("click", () => {
 window.addEventListener("hashchange", () => route(true));
 renderModeBadge();
 loadAgents().catch(() => {});
+refreshApprovalCount();
 connectStream(rerender);
 route(false);

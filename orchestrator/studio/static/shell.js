@@ -1,7 +1,7 @@
 // What the views share: whether a daemon runs (the header's badge and the swarm's name), the
 // agents' last rows, and the live event stream with the current view's listener.
 
-import { h, append, api, parseStamp } from "./ui.js";
+import { h, append, api, debounce, parseStamp } from "./ui.js";
 
 export const state = {
   live: null, // true while a daemon serves the state directory
@@ -40,8 +40,29 @@ export async function loadAgents() {
   const body = await api("/api/agents");
   state.agents = body;
   setMode(body.mode === "live");
+  showApprovalCount(body.pendingApprovals ?? 0);
   return body;
 }
+
+/** The Approvals tab's count: tool calls waiting for an operator (none: no count). */
+export function showApprovalCount(count) {
+  const badge = document.getElementById("approvals-count");
+  badge.hidden = !count;
+  badge.replaceChildren(String(count), h("span", { class: "visually-hidden", text: " pending" }));
+  badge.title = `${count} tool call${count === 1 ? "" : "s"} waiting for an operator`;
+}
+
+/** Count the pending approvals again (the files: an agent writes a record before it tells). */
+export async function refreshApprovalCount() {
+  try {
+    const { approvals } = await api("/api/approvals");
+    showApprovalCount(approvals.filter((row) => row.status === "pending").length);
+  } catch (error) {
+    // the count stays as it was: the next event or view asks again
+  }
+}
+
+const refreshApprovalCountSoon = debounce(refreshApprovalCount, 150);
 
 /** Offer every agent of the swarm in `select`, with `selected` chosen (and offered at once,
  * before the list of agents arrives). */
@@ -62,11 +83,15 @@ export function connectStream(onModeChange) {
   const source = new EventSource("/api/stream");
   source.addEventListener("mode", (message) => {
     const { live } = JSON.parse(message.data);
-    if (setMode(live)) onModeChange();
+    if (setMode(live)) {
+      onModeChange();
+      loadAgents().catch(() => {}); // the header: the swarm's name as this mode knows it
+    }
   });
   source.addEventListener("message", (message) => {
     const item = JSON.parse(message.data);
     noteLive(item.event);
+    if (String(item.event.type || "").startsWith("approval.")) refreshApprovalCountSoon();
     for (const listener of listeners) listener(item);
   });
 }

@@ -55,6 +55,8 @@ export function swarmView(main) {
         "process.ready": "idle",
         "process.backoff": "crashLoopBackOff",
         "turn.started": "processing",
+        "approval.requested": "awaitingApproval",
+        "approval.resumed": "awaitingApproval",
       }[type];
       if (next) row.status = next;
       if (type === "process.spawned" && event.pid) row.pid = event.pid;
@@ -73,7 +75,8 @@ export function swarmView(main) {
     }
     if (
       type.startsWith("process.") || type.startsWith("turn.") || type.startsWith("model.") ||
-      type === "tool.called" || type === "step.completed" || type === "budget.exceeded"
+      type.startsWith("approval.") || type === "tool.called" || type === "step.completed" ||
+      type === "budget.exceeded"
     ) {
       refreshSoon(); // statuses, and the tokens, waits and pools the daemon counts
     }
@@ -119,9 +122,13 @@ function queueDepth(row) {
   return (row.pendingDelegates ?? 0) + (row.sendsInFlight ?? 0);
 }
 
-/** Model calls of the agent waiting for a permit of a rate-limit pool (live only). */
+/** What the agent waits for: its tool calls parked for an operator, its model calls waiting
+ * for a permit of a rate-limit pool (live only). */
 function waitText(row) {
-  return row.permitsWaiting ? `${row.permitsWaiting} waiting for a model permit` : null;
+  const waits = [];
+  if (row.pendingApprovals) waits.push(`${plural(row.pendingApprovals, "call")} awaiting approval`);
+  if (row.permitsWaiting) waits.push(`${row.permitsWaiting} waiting for a model permit`);
+  return waits.length ? waits.join(", ") : null;
 }
 
 function nodeLabel(row) {

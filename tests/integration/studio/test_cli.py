@@ -132,6 +132,7 @@ def test_without_a_daemon_the_stream_says_so_and_ends(tmp_path: Path) -> None:
             "cluster": None,
             "pools": None,
             "edges": [],
+            "pendingApprovals": 0,
         }
     finally:
         stream.close()

@@ -1,15 +1,18 @@
 """The studio after the fact: the swarm's name and each agent's restarts as the daemon showed
-them, read from the event log."""
+them, read from the event log; an agent whose call waits for an operator says so."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
+from goondan.state_files.approvals import Approval, write_approval
 from ipc.runtime_events import read_event
 from orchestrator.studio.agents import AgentRecords
 from orchestrator.studio.server import Studio
+from tests.support.studio_events import event
 
 
 def process(kind: str, agent: str, second: int = 0, **fields: Any) -> dict[str, Any]:
@@ -85,3 +88,47 @@ async def test_after_the_fact_the_header_keeps_the_swarm_and_the_restarts(tmp_pa
     assert body["mode"] == "offline"
     assert body["swarm"] == "default"
     assert [(row["agent"], row["restarts"]) for row in body["agents"]] == [("worker", 1)]
+
+
+async def test_an_agent_whose_call_is_parked_awaits_approval_not_processing(
+    tmp_path: Path,
+) -> None:
+    busy = [
+        *OPERATOR_RESTART,
+        event("turn.started", "04.000", "worker", "wt"),
+        process("spawned", "coordinator", 4, pid=12),
+        process("ready", "coordinator", 4, pid=12),
+        event("turn.started", "04.500", "coordinator", "ct"),
+    ]
+    write_log(tmp_path, busy)
+    studio = Studio(tmp_path)
+    before = {row["agent"]: row for row in (await studio.agents())["agents"]}
+    assert before["worker"]["status"] == "processing"
+    instance = tmp_path / "agents" / "worker" / "instances" / "default"
+    write_approval(
+        Approval(
+            approval_id="apr_1f2e3d4c5b6a7980",
+            tool_call_id="call_1",
+            tool_name="bash__exec",
+            arguments={"command": "ls"},
+            agent_name="worker",
+            instance_key="default",
+            trace_id="t",
+            turn_id="wt",
+            requested_at="2026-11-23T17:58:04.100Z",
+            expires_at_unix=time.time() + 3600,
+            path=instance / "approvals" / "apr_1f2e3d4c5b6a7980.json",
+        )
+    )
+    body = await studio.agents()
+    rows = {row["agent"]: row for row in body["agents"]}
+    assert (rows["worker"]["status"], rows["worker"]["pendingApprovals"]) == (
+        "awaitingApproval",
+        1,
+    )
+    # The coordinator works on (its request to the worker waits; that is processing).
+    assert (rows["coordinator"]["status"], rows["coordinator"]["pendingApprovals"]) == (
+        "processing",
+        0,
+    )
+    assert body["pendingApprovals"] == 1
