@@ -45,6 +45,7 @@ from orchestrator.eventlog import FILE_NAME, read_typed
 from orchestrator.limits.usage import trace_root
 from orchestrator.studio.agents import AgentRecords, is_crash
 from orchestrator.studio.attempts import group_attempts, latest_attempt, mark_interrupted
+from orchestrator.studio.phrases import event_sentence
 from orchestrator.telemetry.spans import Span, epoch_ms, fold
 
 __all__ = ["Span", "epoch_ms", "is_crash"]
@@ -134,9 +135,11 @@ def event_level(event: AnyEvent) -> str:
 
 
 def wrap(event: AnyEvent) -> dict[str, Any]:
-    """The form the studio's API hands out: ``{key, level, event}``."""
+    """The form the studio's API hands out: ``{key, level, event, sentence}`` (``sentence``:
+    :func:`~orchestrator.studio.phrases.event_sentence`, or ``None``)."""
     data = event.to_builtins()
-    return {"key": _key_of(data), "level": event_level(event), "event": data}
+    sentence = event_sentence(event, data)
+    return {"key": _key_of(data), "level": event_level(event), "event": data, "sentence": sentence}
 
 
 def _number(value: object) -> float | None:

@@ -125,7 +125,7 @@ function logRow(item) {
     .map(([k, v]) => `${k}=${JSON.stringify(v)}`.slice(0, 160))
     .join(" ");
   const who = `${e.agentName || "?"}${e.instanceKey ? `@${e.instanceKey}` : ""}`;
-  const sentence = describeEvent(e);
+  const sentence = item.sentence || describeEvent(e);
   return h(
     "tr",
     { class: `level-${item.level}`, dataset: { key: item.key, type: e.type || "", agent: e.agentName || "", level: item.level } },

@@ -3,8 +3,6 @@
 // arguments) is put in the page with textContent or as an attribute value through `h`:
 // never as HTML.
 
-import { deciderText } from "./approvals.js";
-
 export const STATUS_LABELS = {
   notStarted: "not started",
   idle: "idle",
@@ -163,7 +161,8 @@ export function usageTitle(usage) {
   return parts.join(" · ");
 }
 
-/** What a budget or model-permit event says, in a sentence. */
+/** What a budget, model-permit or network event says, in a sentence (an approval's sentence
+ * comes from the server with its event: the one `logs` prints too). */
 export function describeEvent(event) {
   const type = event.type || "";
   if (type === "budget.exceeded") {
@@ -188,12 +187,6 @@ export function describeEvent(event) {
     if (!event.allowed) return `network ${where} refused: ${event.reason}`;
     const failed = event.reason ? ` failed: ${event.reason}` : "";
     return `network ${where} → ${event.address}${failed}, ${formatTokens(event.bytesUp)} B up, ${formatTokens(event.bytesDown)} B down`;
-  }
-  if (type === "approval.decided" && event.decidedBy) {
-    return `${event.status} by ${deciderText(event.decidedBy)}`;
-  }
-  if (type === "approval.refused") {
-    return `a decision on ${event.approvalId} refused (${deciderText(event.decidedBy)}): ${event.reason}`;
   }
   if ((type === "step.completed" || type === "turn.completed") && event.tokenUsage) {
     return `${formatTokens(event.tokenUsage.totalTokens)} tokens (${usageTitle(event.tokenUsage)})`;

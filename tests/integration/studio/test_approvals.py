@@ -209,5 +209,10 @@ def test_a_parked_call_awaits_approval_in_the_swarm_and_the_tab_counts_it_live(
     decided = run_cli("approve", approval_id, cwd=directory)
     assert decided.returncode == 0, decided.stderr
     expect(count).to_be_hidden(timeout=WAIT_MS)
+    said = page.locator('table.logs tr[data-type="approval.decided"] .log-sentence')
+    expect(said).to_have_text(
+        re.compile(rf"^{approval_id} \(bash__exec\) approved by uid {os.getuid()} .*on api\.sock$"),
+        timeout=WAIT_MS,
+    )
     page.goto(studio.url + "#/swarm")
     expect(node).to_have_attribute("data-status", "idle", timeout=WAIT_MS)
