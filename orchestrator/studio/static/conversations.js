@@ -7,7 +7,32 @@ export function conversationsView(main, parts, query) {
   const [agent, key] = parts;
   const heading = h("h1", { text: agent ? `Conversation ${agent} @${key}` : "Conversations" });
   const list = h("nav", { class: "instances", "aria-label": "Instances" });
-  const pane = h("section", { class: "messages-pane", "aria-label": "Messages" });
+  // Oldest first, as a conversation reads, opened at its end: the latest message in view, and
+  // a button back to it whenever it is not.
+  const messages = h("div", { class: "messages-body" });
+  const jump = h("button", { type: "button", class: "jump-latest", hidden: true, onclick: () => showLatest(true) }, "Jump to latest");
+  const pane = h("section", { class: "messages-pane", "aria-label": "Messages" }, messages, h("div", { class: "jump-bar" }, jump));
+  let atEnd = true; // the latest message is in view (so a new one is followed)
+  const watcher = new IntersectionObserver((entries) => {
+    for (const entry of entries) atEnd = entry.isIntersecting;
+    jump.hidden = atEnd;
+  });
+  const lastMessage = () => {
+    const items = messages.querySelectorAll("li.msg");
+    return items.length ? items[items.length - 1] : null;
+  };
+  const showLatest = (focus) => {
+    const last = lastMessage();
+    if (!last) return;
+    last.scrollIntoView({ block: "end" });
+    if (focus) last.focus({ preventScroll: true });
+  };
+  const watchLast = () => {
+    watcher.disconnect();
+    const last = lastMessage();
+    if (last) watcher.observe(last);
+    else jump.hidden = true;
+  };
   const usageHolder = h("div", { class: "conversation-usage" });
   append(main, [
     h("div", { class: "view-head" }, heading,
@@ -48,24 +73,30 @@ export function conversationsView(main, parts, query) {
   let firstDraw = true;
   const drawMessages = async () => {
     if (!agent) {
-      pane.replaceChildren(emptyNote("Choose an instance to read its messages."));
+      messages.replaceChildren(emptyNote("Choose an instance to read its messages."));
       return;
     }
     try {
       const body = await api(`/api/conversations/${encodeURIComponent(agent)}/${encodeURIComponent(key)}`);
       drawInstanceUsage(usageHolder, body.usage);
-      const openFolds = new Set([...pane.querySelectorAll("details[open][data-fold-id]")].map((d) => d.dataset.foldId));
-      pane.replaceChildren(messageList(body.messages));
+      const openFolds = new Set([...messages.querySelectorAll("details[open][data-fold-id]")].map((d) => d.dataset.foldId));
+      const following = atEnd;
+      messages.replaceChildren(messageList(body.messages));
       for (const id of openFolds) {
-        const again = pane.querySelector(`details[data-fold-id="${CSS.escape(id)}"]`);
+        const again = messages.querySelector(`details[data-fold-id="${CSS.escape(id)}"]`);
         if (again) again.open = true;
       }
+      watchLast();
       if (firstDraw) {
         firstDraw = false;
-        highlightCall(pane, query.get("call"), query.get("step"));
+        if (query.get("call")) highlightCall(messages, query.get("call"), query.get("step"));
+        else showLatest(false);
+      } else if (following) {
+        showLatest(false); // a reader at the end stays there as messages come
       }
     } catch (error) {
-      pane.replaceChildren(error.status === 404 ? emptyNote(`No instance ${key} of ${agent}.`) : errorNote(error));
+      watchLast();
+      messages.replaceChildren(error.status === 404 ? emptyNote(`No instance ${key} of ${agent}.`) : errorNote(error));
     }
   };
   drawList();
@@ -80,7 +111,12 @@ export function conversationsView(main, parts, query) {
       if (!agent || (event.agentName === agent && event.instanceKey === key) || t === "turn.started") refreshSoon();
     }
   });
-  return { dispose: () => refreshSoon.cancel() };
+  return {
+    dispose: () => {
+      refreshSoon.cancel();
+      watcher.disconnect();
+    },
+  };
 }
 
 /** What the instance's model calls ever used, as its agent keeps it (its metadata). */
