@@ -21,13 +21,14 @@ from ipc import EventMessage, IpcError
 from ipc.delegation import DelegateAnswer
 from ipc.events import RestartRequest, RuntimeEventReport, TextDelta
 from ipc.logs import log_writer
-from ipc.protocol import EventKind
+from ipc.protocol import ORCHESTRATOR, EventKind
 from ipc.questions import (
     ConfigCheck,
     ConfigCheckResult,
 )
 from ipc.runtime_events import (
     DeliveryLostEvent,
+    ProcessReadyEvent,
     ProcessRestartRequestedEvent,
     ProcessResumePendingEvent,
     TextDeltaEvent,
@@ -253,6 +254,11 @@ class Orchestrator:
         self.tasks.start_soon(self.supervisor.run(), "reconcile")
         self.tasks.start_soon(reserve.keep(self.state_dir, log=self.log), "state-reserve")
         self.log.info("orchestrator started", pid=os.getpid(), state_dir=str(self.state_dir))
+        # Marks in the event log where this daemon's life (and its counts) begins, and which
+        # swarm it runs: what the studio shows after the fact.
+        self.events.lifecycle(
+            ProcessReadyEvent(pid=os.getpid(), swarm=self.swarm.name), ORCHESTRATOR
+        )
         await self.supervisor.ensure_running(self.entry_agent)
         self.connections.start()
         self.requests.resume(unanswered)

@@ -32,6 +32,9 @@ class ProcessEvent(RuntimeEvent):
     resumed_instance: str | UnsetType = msgspec.field(default=UNSET, name="instance")
     """The conversation instance resumed (``process.resume_pending``)."""
     fds: list[int] | UnsetType = UNSET
+    swarm: str | UnsetType = UNSET
+    """The swarm a daemon starts to run (the daemon's own ``process.ready``, agent
+    ``orchestrator``): where the log says a daemon's life, and its counts, began."""
 
 
 class ProcessSpawnedEvent(ProcessEvent, tag=EventType.PROCESS_SPAWNED.value):

@@ -60,7 +60,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def _follow_remote(args: argparse.Namespace, since: Any) -> int:
     """``logs -f`` of the daemon at ``--api-url``: its live events (its log file is its own)."""
     from orchestrator.cli.api_target import TargetError, daemon_api, open_events
-    from orchestrator.eventlog import format_event, matches
+    from orchestrator.cli.event_lines import event_line, line_width
+    from orchestrator.eventlog import matches
 
     if not args.follow:
         raise UsageError(
@@ -71,6 +72,7 @@ def _follow_remote(args: argparse.Namespace, since: Any) -> int:
     stream = open_events(args, api)
     # It has no past to print first: say the stream is open, so a silence means no events.
     print(f"following the events of the daemon at {api.where}", file=sys.stderr, flush=True)
+    width = line_width()
     try:
         for data in stream:
             event = read_event(data)
@@ -80,7 +82,7 @@ def _follow_remote(args: argparse.Namespace, since: Any) -> int:
                 line = (
                     json.dumps(event.to_builtins(), ensure_ascii=False)
                     if args.json
-                    else format_event(event)
+                    else event_line(event, width)
                 )
                 print(line, flush=True)
     except KeyboardInterrupt:
@@ -143,17 +145,25 @@ class _Printer:
     args: argparse.Namespace
     since: Any
     past: deque[str] | None
+    width: int | None = None
+    """How long a printed line may be (found when the first one is printed)."""
 
     def show(self, event: AnyEvent) -> None:
         """Print ``event`` (or hold it back with the past) if it passes the filters."""
-        from orchestrator.eventlog import format_event, matches
+        from orchestrator.cli.event_lines import event_line, line_width
+        from orchestrator.eventlog import matches
 
         if event.type == EventType.TEXT_DELTA:
             return  # streamed text is not kept in the log: -f shows what plain logs shows
         args = self.args
         if matches(event, agent=args.agent, trace=args.trace, since=self.since):
             data = event.to_builtins()
-            line = json.dumps(data, ensure_ascii=False) if args.json else format_event(event)
+            if args.json:
+                line = json.dumps(data, ensure_ascii=False)
+            else:
+                if self.width is None:
+                    self.width = line_width()
+                line = event_line(event, self.width)
             if self.past is not None:
                 self.past.append(line)
             else:

@@ -56,6 +56,7 @@ from orchestrator.cluster.settings import (
     decode_json,
     encode_json,
 )
+from orchestrator.cluster.stored_instances import StoredInstances
 from orchestrator.status import ExitInfo
 from orchestrator.tasks import TaskOwner
 from orchestrator.transport import MultiprocessingTransport, Worker
@@ -108,6 +109,8 @@ class ClusterTransport:
         than when the start's timeout runs out."""
         self._adopting: dict[str, asyncio.Task[None]] = {}
         """Agent processes of a previous leader being taken over, by worker id."""
+        self.stored = StoredInstances(settings.name, settings.heartbeat_seconds)
+        """The conversations the agents keep in JetStream, whichever node runs them."""
         self.log = structlog.get_logger("goondan.cluster").bind(
             role="leader", cluster=settings.name
         )
@@ -159,6 +162,7 @@ class ClusterTransport:
             await self.nc.close()
             raise
         self._heartbeat = asyncio.ensure_future(self._beat())
+        self.stored.start(self.nc.jetstream())
         self.log.info(
             "cluster leader",
             server=self.settings.describe(),
@@ -386,6 +390,10 @@ class ClusterTransport:
             return None
         return rule.describe()
 
+    def instances_of(self, agent: str) -> list[str]:
+        """The conversation instances ``agent`` keeps in JetStream (on a node)."""
+        return self.stored.of(agent)
+
     def cluster_status(self) -> dict[str, Any]:
         """The leader and each node: whether it is up and runs the same bundle, its labels
         and the agents it runs."""
@@ -562,6 +570,7 @@ class ClusterTransport:
                 await self._heartbeat
         if self.nodes is not None:
             await self.nodes.stop()
+        await self.stored.stop()
         await self._background.settle(self.settings.heartbeat_seconds)
         await self._background.aclose()
         if self._lease is not None:

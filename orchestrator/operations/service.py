@@ -155,6 +155,10 @@ class SwarmService:
             row["permitsWaiting"] = permits[name]
             used = self.broker.usage.agents.get(name)
             row["usage"] = used.to_json() if used is not None else None
+            if self.cluster is not None:  # a node's agent keeps its conversations in JetStream
+                stored = self.cluster.instances_of(name)
+                if stored:
+                    row["instances"] = sorted({*row["instances"], *stored})
             if self.cluster is not None and row.get("node") is None:
                 row["node"] = self.cluster.node_of(name)
             rows.append(convert(row, AgentRow))

@@ -8,8 +8,8 @@ build step) and a small JSON API for it. The API has the same shape in both mode
 - **live**, while a daemon serves the state directory: agents' status rows come from the
   daemon (``GET /v1/agents`` on ``<state>/api.sock``, always authoritative), events are pushed
   from its event stream (``GET /v1/events``);
-- **after the fact**, when none does: agents' last recorded state is read from the runtime
-  event log, and nothing is pushed.
+- **after the fact**, when none does: agents' last recorded state, and the swarm's name, are
+  read from the runtime event log (:mod:`orchestrator.studio.agents`), and nothing is pushed.
 
 Traces, logs and conversations are read from the state directory's files in both modes (the
 daemon writes each event line as it happens, and its API does not serve past events or
@@ -23,7 +23,11 @@ Routes (JSON unless said otherwise):
                                                in the page (403 for another key; see
                                                :mod:`orchestrator.studio.session`)
 ``GET /api/agents``                            ``{mode, swarm, pid, agents, edges, connections,
-                                               pools}``: each agent's row with its ``usage``
+                                               pools, pendingApprovals}``: each agent's row
+                                               with its ``pendingApprovals`` (its tool calls
+                                               parked for an operator: then its status is
+                                               ``awaitingApproval``, not ``processing``), its
+                                               ``usage``
                                                (``{inputTokens, outputTokens, totalTokens, cost,
                                                calls}``: the daemon's since it started; after
                                                the fact, summed from the Steps in the log) and

@@ -43,10 +43,12 @@ from ipc.runtime_events import (
 )
 from orchestrator.eventlog import FILE_NAME, read_typed
 from orchestrator.limits.usage import trace_root
+from orchestrator.studio.agents import AgentRecords, is_crash
 from orchestrator.studio.attempts import group_attempts, latest_attempt, mark_interrupted
+from orchestrator.studio.phrases import event_sentence
 from orchestrator.telemetry.spans import Span, epoch_ms, fold
 
-__all__ = ["Span", "epoch_ms"]
+__all__ = ["Span", "epoch_ms", "is_crash"]
 
 MAX_EVENTS = 100_000
 """Newest events the index keeps in memory (older ones stay in the file only)."""
@@ -114,15 +116,6 @@ def _key_of(data: dict[str, Any]) -> str:
     return hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
 
 
-def is_crash(event: AnyEvent) -> bool:
-    """Whether a ``process.exited`` event is a crash: an exit nobody asked for, other than
-    exit code 0 (which the daemon restarts at once and counts as no crash)."""
-    if not isinstance(event, ProcessEvent):
-        return False
-    clean = event.exit_code == 0 and given(event.signal) is None
-    return event.expected is False and not clean
-
-
 def event_level(event: AnyEvent) -> str:
     """``error``, ``warning`` or ``info``: how much an operator should care about ``event``."""
     kind = event.type
@@ -142,9 +135,11 @@ def event_level(event: AnyEvent) -> str:
 
 
 def wrap(event: AnyEvent) -> dict[str, Any]:
-    """The form the studio's API hands out: ``{key, level, event}``."""
+    """The form the studio's API hands out: ``{key, level, event, sentence}`` (``sentence``:
+    :func:`~orchestrator.studio.phrases.event_sentence`, or ``None``)."""
     data = event.to_builtins()
-    return {"key": _key_of(data), "level": event_level(event), "event": data}
+    sentence = event_sentence(event, data)
+    return {"key": _key_of(data), "level": event_level(event), "event": data, "sentence": sentence}
 
 
 def _number(value: object) -> float | None:
@@ -361,87 +356,6 @@ class Trace:
         return {"trace": self.summary(), "spans": rows, "marks": self.mark_rows()}
 
 
-@dataclass(slots=True)
-class AgentRecord:
-    """An agent's last recorded state, as the event log tells it (no daemon to ask)."""
-
-    agent: str
-    status: str = "terminated"
-    pid: int | None = None
-    restarts: int = 0
-    crashes: int = 0
-    last_exit: dict[str, Any] | None = None
-    running_turns: int = 0
-    last_crash_ms: float | None = None
-
-    def add(self, event: AnyEvent) -> None:
-        """Fold one event about this agent into its state."""
-        kind = event.type
-        if isinstance(event, ProcessEvent):
-            self._process(event)
-        elif isinstance(event, TurnStartedEvent):
-            self.running_turns += 1
-            self.status = "processing"
-        elif (
-            kind in (EventType.TURN_COMPLETED, EventType.TURN_FAILED)
-            and isinstance(event, TurnEvent)
-            and self.running_turns
-        ):
-            self.running_turns -= 1
-            if not self.running_turns and self.status == "processing":
-                self.status = "idle"
-
-    def _process(self, event: ProcessEvent) -> None:
-        kind = event.type
-        if kind == EventType.PROCESS_SPAWNED:
-            self.status, self.running_turns = "spawning", 0
-            pid = given(event.pid)
-            self.pid = pid if pid is not None else self.pid
-        elif kind == EventType.PROCESS_READY:
-            self.status = "idle"
-        elif kind == EventType.PROCESS_EXITED:
-            self.running_turns = 0
-            self.last_exit = {
-                "exitCode": given(event.exit_code),
-                "signal": given(event.signal),
-                "reason": given(event.reason),
-            }
-            if is_crash(event):
-                self.status = "crashed"
-                self.crashes += 1
-                self.last_crash_ms = epoch_ms(event.timestamp)
-            else:
-                # Asked to stop (the daemon stopping, a restart), or exit code 0 unasked (the
-                # daemon restarts it and counts no crash): the latest exit is no crash, so an
-                # earlier one is no longer news.
-                self.status = "terminated"
-                self.last_crash_ms = None
-        elif kind == EventType.PROCESS_BACKOFF:
-            self.status = "crashLoopBackOff"
-        elif kind == EventType.PROCESS_RESTARTING:
-            restarts = given(event.restarts)
-            self.restarts = restarts if restarts is not None else self.restarts + 1
-
-    def row(self) -> dict[str, Any]:
-        """A row shaped like the daemon's ``/v1/agents`` rows."""
-        return {
-            "agent": self.agent,
-            "pid": self.pid,
-            "status": self.status,
-            "restarts": self.restarts,
-            "crashes": self.crashes,
-            "consecutiveCrashes": None,
-            "uptimeSeconds": None,
-            "node": None,
-            "lastExit": self.last_exit,
-            "bootError": None,
-            "nextStartInSeconds": None,
-            "pendingDelegates": 0,
-            "sendsInFlight": 0,
-            "lastCrashMs": self.last_crash_ms,
-        }
-
-
 class EventIndex:
     """The runtime event log of a state directory, read as it grows."""
 
@@ -455,7 +369,8 @@ class EventIndex:
         self._identity: tuple[int, int] | None = None
         self.events: deque[AnyEvent] = deque(maxlen=self.max_events)
         self.traces: OrderedDict[str, Trace] = OrderedDict()
-        self.agents: dict[str, AgentRecord] = {}
+        self.agents = AgentRecords()
+        """Each agent's last recorded state, and the swarm the last daemon ran."""
         self.edges: dict[tuple[str, str], dict[str, Any]] = {}
         self._span_agents: dict[str, str] = {}
         self.usage: dict[str, Usage] = {}
@@ -489,10 +404,7 @@ class EventIndex:
         if used is not None and agent:
             self.usage.setdefault(agent, Usage()).add(*used)
         if agent and isinstance(event, ProcessEvent | TurnEvent):
-            record = self.agents.get(agent)
-            if record is None:
-                record = self.agents[agent] = AgentRecord(agent)
-            record.add(event)
+            self.agents.add(event)
         trace_id = event.trace
         if trace_id:
             trace = self.traces.get(trace_id)

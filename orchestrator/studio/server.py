@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 import webbrowser
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -65,6 +66,10 @@ _SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
 ]
+
+AWAITING_FROM = frozenset({"processing", "idle"})
+"""Statuses of a running agent that a parked tool call of its turns into ``awaitingApproval``
+(idle: a call parked before a restart still holds its instance)."""
 
 T = TypeVar("T")
 
@@ -127,13 +132,19 @@ class Studio:
                     rows.append(row)
             body = {
                 "mode": "offline",
-                "swarm": None,
+                "swarm": index.agents.swarm,
                 "pid": None,
                 "agents": rows,
                 "connections": connections,
                 "cluster": None,
                 "pools": None,  # the daemon's alone: unknown after the fact
             }
+        parked = Counter(
+            row.agent_name for row in await asyncio.to_thread(list_approvals, self.state_dir)
+        )
+        for row in rows:
+            _note_parked(row, parked[row["agent"]])
+        body["pendingApprovals"] = sum(parked.values())
         known = {row["agent"] for row in rows}
         body["edges"] = [
             edge for edge in index.edges.values() if edge["from"] in known and edge["to"] in known
@@ -214,6 +225,15 @@ class Studio:
                 upcoming.cancel()
                 with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
                     await upcoming
+
+
+def _note_parked(row: dict[str, Any], parked: int) -> None:
+    """An agent's row with its tool calls parked for an operator (``pendingApprovals``); an
+    agent whose work waits on them is ``awaitingApproval``, not ``processing``: nothing moves
+    until someone decides."""
+    row["pendingApprovals"] = parked
+    if parked and row.get("status") in AWAITING_FROM:
+        row["status"] = "awaitingApproval"
 
 
 def _plain_row(row: AgentRow) -> dict[str, object]:

@@ -12,9 +12,13 @@ Each command must exit 0; where the README shows output, the output must match i
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import select
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,11 +42,72 @@ NOT_HERE = ("pip install", "python -m pytest")
 """Steps run elsewhere: installing (done already), and the whole test suite (this is in it)."""
 
 
+RUNNER_RECORD = Path(".goondan/runner.json")
+"""Where ``run --detach`` records the daemon it started (its pid)."""
+RUNNER_LOG = Path(".goondan/runner.log")
+"""Where a detached daemon's output goes (instead of the reader's terminal)."""
+
+
+class Detached:
+    """A daemon started with ``run --detach``: ready once that command returned, found again
+    by its record, stopped with SIGTERM as the reader would (``kill PID``)."""
+
+    def __init__(self, directory: Path, started: str) -> None:
+        self.directory = directory
+        self.started = started
+        """What ``run --detach`` printed: all the reader's terminal gets of the daemon."""
+        record = json.loads((directory / RUNNER_RECORD).read_text())
+        self.pid = int(record["pid"])
+        # Held from now: the daemon is not our child, and its pid could be reused once gone.
+        self.handle = os.pidfd_open(self.pid)
+
+    @property
+    def text(self) -> str:
+        """The daemon's output, from its log file."""
+        return (self.directory / RUNNER_LOG).read_text(errors="replace")
+
+    def stop(self, deadline: float = 60) -> int | None:
+        """SIGTERM, then wait for it to end: 0 when it ended and logged a clean stop, else
+        ``None`` (SIGKILL if it outlives ``deadline``)."""
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self.handle, signal.SIGTERM)
+        ended, _, _ = select.select([self.handle], [], [], deadline)
+        if not ended:
+            self.kill()
+            return None
+        os.close(self.handle)
+        self.handle = -1
+        return 0 if '"orchestrator stopped"' in self.text else None
+
+    def kill(self) -> None:
+        """SIGKILL it, if it still runs (a test that failed half-way)."""
+        if self.handle < 0:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self.handle, signal.SIGKILL)
+        select.select([self.handle], [], [], 30)
+        os.close(self.handle)
+        self.handle = -1
+
+
+class Terminal(Shell):
+    """A :class:`Shell` that also stops, at the end, the daemons started with ``--detach``."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.detached: list[Detached] = []
+
+    def close(self) -> None:
+        super().close()
+        for daemon in self.detached:
+            daemon.kill()
+
+
 @pytest.fixture
-def shell(tmp_path: Path) -> Iterator[Shell]:
+def shell(tmp_path: Path) -> Iterator[Terminal]:
     """A terminal in a directory holding the repository's example swarm."""
     shutil.copy(EXAMPLE, tmp_path / EXAMPLE.name)
-    terminal = Shell(tmp_path)
+    terminal = Terminal(tmp_path)
     try:
         yield terminal
     finally:
@@ -69,8 +134,24 @@ def leaves_running(command: Command) -> bool:
     )
 
 
-def start_daemon(shell: Shell, text: str) -> Background:
+def start_detached(shell: Terminal, text: str) -> Detached:
+    """The daemon ``run --detach`` starts: the command returns once the daemon is ready (its
+    API answers and its entry agent runs), printing where its output goes, and nothing of that
+    output: the reader's terminal stays theirs."""
+    done = shell.run(text)
+    assert done.returncode == 0, f"{text}\n{done.stdout}{done.stderr}"
+    printed = done.stdout + done.stderr
+    assert printed.startswith("started (pid "), printed
+    assert str(RUNNER_LOG) in printed, printed
+    daemon = Detached(shell.directory, printed)
+    shell.detached.append(daemon)
+    return daemon
+
+
+def start_daemon(shell: Terminal, text: str) -> Background | Detached:
     """The daemon of ``text``, on a free port if it listens on TCP, ready for requests."""
+    if "--detach" in text:
+        return start_detached(shell, text)
     daemon = shell.start(text.replace(README_PORT, "127.0.0.1:0"))
     if README_PORT in text:
         port = daemon.json_event("http api listening")["port"]
@@ -96,9 +177,9 @@ def check_answer(command: Command, output: str) -> None:
         assert '"status": "ok"' in final, (command.line, output)
 
 
-def walk(shell: Shell, commands: list[Command]) -> dict[str, Background]:
+def walk(shell: Terminal, commands: list[Command]) -> dict[str, Background | Detached]:
     """Run ``commands`` in order; the ones left running, by their text as written."""
-    running: dict[str, Background] = {}
+    running: dict[str, Background | Detached] = {}
     for command in commands:
         text = steps(command)
         if text is None:
@@ -124,7 +205,7 @@ def walk(shell: Shell, commands: list[Command]) -> dict[str, Background]:
     return running
 
 
-def test_quick_start(shell: Shell) -> None:
+def test_quick_start(shell: Terminal) -> None:
     section = readme.section("Quick start")
     [commands] = [b.commands() for b in section.blocks_of("sh")]
     [shown] = section.blocks_of("")  # the answer of the first line
@@ -139,7 +220,7 @@ def test_quick_start(shell: Shell) -> None:
         assert (shell.directory / WORKSPACE / name).is_file(), name
 
 
-def test_a_first_session_with_the_daemon(shell: Shell) -> None:
+def test_a_first_session_with_the_daemon(shell: Terminal) -> None:
     [block] = readme.section("A first session with the daemon").blocks_of("sh")
     commands = block.commands()
     running = walk(shell, commands)
@@ -147,6 +228,8 @@ def test_a_first_session_with_the_daemon(shell: Shell) -> None:
     [daemon] = [b for text, b in running.items() if is_daemon(text)]
     [follower] = [b for text, b in running.items() if "--follow" in text]
     [waiting] = [b for text, b in running.items() if " send " in f" {text} "]
+    assert isinstance(follower, Background)
+    assert isinstance(waiting, Background)
     assert waiting.wait() == 0, waiting.text  # answered once approved
     assert "approved" in waiting.text
     # Every file the session asks the worker to write is in its workspace.
@@ -159,19 +242,25 @@ def test_a_first_session_with_the_daemon(shell: Shell) -> None:
     assert daemon.stop() == 0, daemon.text[-4000:]
 
 
-def test_approving_a_parked_call_from_another_terminal(shell: Shell) -> None:
+def test_approving_a_parked_call_from_another_terminal(shell: Terminal) -> None:
     section = readme.section("Human approval of tool calls", DOCS / "guides" / "approvals.md")
     block = section.blocks_of("sh")[-1]  # the walk-through; the first block is a listing
     assert shell.run("cp goondan.yaml.example goondan.yaml").returncode == 0  # as set up before
     running = walk(shell, block.commands())
     [daemon] = [b for text, b in running.items() if is_daemon(text)]
     [waiting] = [b for text, b in running.items() if " send " in f" {text} "]
+    assert isinstance(waiting, Background)
     assert waiting.wait() == 0, waiting.text  # "terminal 1 now prints the answer"
     assert "approved" in waiting.text
+    # Terminal 1 holds the request and its answer, never the daemon's log lines: those are in
+    # the daemon's own file.
+    assert isinstance(daemon, Detached), "the walk-through starts the daemon in terminal 1"
+    assert '"event": "agent ready"' in daemon.text
+    assert '"event"' not in daemon.started + waiting.text, daemon.started + waiting.text
     assert daemon.stop() == 0, daemon.text[-4000:]
 
 
-def test_the_openai_client_snippet_of_the_http_api(shell: Shell) -> None:
+def test_the_openai_client_snippet_of_the_http_api(shell: Terminal) -> None:
     section = readme.section("The HTTP API", DOCS / "guides" / "http-api.md")
     [daemon_command] = [
         c for c in section.blocks_of("sh")[0].commands() if c.text.startswith("python ")

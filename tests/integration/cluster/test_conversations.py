@@ -9,12 +9,14 @@ messages it was sent, so each answer shows what the agent remembered.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.cluster import descendants, running_cluster
+from tests.support.cluster import Cluster, descendants, running_cluster
+from tests.support.daemon import run_cli
 from tests.support.model_server import ModelServer, text_reply
 from tests.support.wire_server import Reply
 
@@ -61,6 +63,15 @@ def remembered(agent: str, body: dict[str, Any]) -> Reply:
     return text_reply(json.dumps(said))
 
 
+def wait_instances(cluster: Cluster, agent: str, expected: list[str]) -> None:
+    """Until the leader's status lists ``expected`` as ``agent``'s instances: a bounded poll of
+    the leader's own view (it learns of a stored conversation from a JetStream watch)."""
+    end = time.monotonic() + 30
+    while (shown := cluster.agent(agent)["instances"]) != expected:
+        assert time.monotonic() < end, f"{agent}'s instances stayed {shown}, not {expected}"
+        time.sleep(0.05)
+
+
 def test_a_conversation_continues_on_another_node_after_its_node_is_killed(
     tmp_path: Path,
 ) -> None:
@@ -82,6 +93,14 @@ def test_a_conversation_continues_on_another_node_after_its_node_is_killed(
             assert first["pid"] in descendants(node_a.pid)
             # Nothing of the conversation is on node A's disk, to be lost with it.
             assert not list((tmp_path / "node-node-a" / "state").rglob("events.jsonl"))
+            # Nor on the leader's: its status counts the instance where it is, in JetStream.
+            assert not (cluster.root / "leader" / ".goondan" / "agents" / "keeper").exists()
+            wait_instances(cluster, "keeper", ["default"])
+            table = run_cli("status", cwd=cluster.root / "leader")
+            assert table.returncode == 0, table.stderr
+            [keeper] = [line.split() for line in table.stdout.splitlines() if " keeper " in line]
+            assert keeper[:2] == ["node-a", "keeper"]
+            assert keeper[4] == "1", table.stdout  # INST: the conversation in JetStream
 
             assert cluster.leader is not None
             mark = cluster.leader.log.mark

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.daemon import Daemon, wait_gone
+from tests.support.daemon import Daemon, run_cli, wait_gone
 from tests.support.studio import StudioProcess, agent_rows, chromium, example_daemon
 from tests.support.studio_sessions import approval, park
 
@@ -179,3 +179,40 @@ def test_an_operator_rejects_with_a_reason_and_a_clean_stop_is_no_crash(
     expect(node).to_have_attribute("data-status", "terminated", timeout=WAIT_MS)
     expect(node).to_contain_text("crashes 1")
     expect(node).not_to_contain_text("crashed")
+
+
+def test_a_parked_call_awaits_approval_in_the_swarm_and_the_tab_counts_it_live(
+    page: Page, swarm: tuple[Path, Daemon, StudioProcess]
+) -> None:
+    """While a call waits for an operator its agent says so (not ``processing``), and the
+    Approvals tab counts the calls waiting, as they come and go, on whichever view."""
+    from playwright.sync_api import expect
+
+    directory, _, studio = swarm
+    page.goto(studio.url + "#/swarm")
+    count = page.locator("#approvals-count")
+    node = page.locator('a.node[data-agent="worker"]')
+    expect(node).to_have_attribute("data-status", "notStarted", timeout=WAIT_MS)
+    expect(count).to_be_hidden()
+
+    approval_id = park(directory, "echo parked")
+    expect(node).to_have_attribute("data-status", "awaitingApproval", timeout=WAIT_MS)
+    expect(node.locator(".badge")).to_have_text(re.compile("awaiting approval"))
+    expect(node).to_contain_text("1 call awaiting approval")
+    row = page.locator('table.agents tr[data-agent="worker"]')
+    expect(row.locator(".badge")).to_have_text(re.compile("awaiting approval"))
+    expect(count).to_have_text("1 pending", timeout=WAIT_MS)
+    expect(page.get_by_role("link", name="Approvals 1 pending")).to_be_visible()
+
+    page.goto(studio.url + "#/logs")  # the count is the page's, not the Swarm view's
+    expect(count).to_have_text("1 pending")
+    decided = run_cli("approve", approval_id, cwd=directory)
+    assert decided.returncode == 0, decided.stderr
+    expect(count).to_be_hidden(timeout=WAIT_MS)
+    said = page.locator('table.logs tr[data-type="approval.decided"] .log-sentence')
+    expect(said).to_have_text(
+        re.compile(rf"^{approval_id} \(bash__exec\) approved by uid {os.getuid()} .*on api\.sock$"),
+        timeout=WAIT_MS,
+    )
+    page.goto(studio.url + "#/swarm")
+    expect(node).to_have_attribute("data-status", "idle", timeout=WAIT_MS)

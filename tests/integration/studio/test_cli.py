@@ -132,6 +132,7 @@ def test_without_a_daemon_the_stream_says_so_and_ends(tmp_path: Path) -> None:
             "cluster": None,
             "pools": None,
             "edges": [],
+            "pendingApprovals": 0,
         }
     finally:
         stream.close()
@@ -202,6 +203,37 @@ def test_a_send_not_yet_done_counts_in_its_agents_queue(tmp_path: Path) -> None:
         end = time.monotonic() + 30
         while agent_rows(tmp_path)["beta"]["sendsInFlight"]:
             assert time.monotonic() < end, "the send was never done"
+    finally:
+        assert studio.stop() == 0
+        daemon.stop()
+
+
+def test_after_the_fact_the_studio_shows_the_swarm_and_restarts_it_showed_live(
+    tmp_path: Path,
+) -> None:
+    """The daemon's start is in its event log with its swarm's name; an operator's restart
+    is counted from the exit and the new start it logged."""
+    daemon = example_daemon(tmp_path)
+    studio = StudioProcess(cwd=tmp_path)
+
+    def shown() -> dict[str, object]:
+        with urllib.request.urlopen(studio.url + "api/agents", timeout=10) as answer:
+            body = json.load(answer)
+        rows = {row["agent"]: row for row in body["agents"]}
+        return {
+            "mode": body["mode"],
+            "swarm": body["swarm"],
+            "restarts": rows["coordinator"]["restarts"],
+        }
+
+    try:
+        restarted = run_cli("restart", "coordinator", cwd=tmp_path)
+        assert restarted.returncode == 0, restarted.stderr
+        live = shown()
+        assert live == {"mode": "live", "swarm": "default", "restarts": 1}
+        os.kill(daemon.process.pid, signal.SIGTERM)
+        assert daemon.process.wait(timeout=30) == 0
+        assert shown() == {**live, "mode": "offline"}
     finally:
         assert studio.stop() == 0
         daemon.stop()

@@ -10,14 +10,14 @@ from pathlib import Path
 
 from tests.support.studio import chromium_path
 
-APP = Path(__file__).resolve().parents[3] / "orchestrator" / "studio" / "static" / "app.js"
+STATIC = Path(__file__).resolve().parents[3] / "orchestrator" / "studio" / "static"
 ICON_TABLES = re.compile(r"(?:STATUS_ICONS = \{|const icon = \{)(.*?)\}", re.DOTALL)
 GLYPH = re.compile(r'"([^"\x00-\x7f])"')
 
 
 def icons() -> set[str]:
-    """The non-ASCII characters of the studio's icon tables."""
-    text = APP.read_text()
+    """The non-ASCII characters of the studio's icon tables (in any of its modules)."""
+    text = "\n".join(path.read_text() for path in sorted(STATIC.glob("*.js")))
     return {glyph for table in ICON_TABLES.findall(text) for glyph in GLYPH.findall(table)}
 
 
