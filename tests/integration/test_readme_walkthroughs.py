@@ -161,13 +161,18 @@ def test_a_first_session_with_the_daemon(shell: Shell) -> None:
 
 def test_approving_a_parked_call_from_another_terminal(shell: Shell) -> None:
     section = readme.section("Human approval of tool calls", DOCS / "guides" / "approvals.md")
-    block = section.blocks_of("sh")[-1]  # the walk-through; the first block is a listing
+    listing, block = section.blocks_of("sh")  # the decided calls, then the walk-through
     assert shell.run("cp goondan.yaml.example goondan.yaml").returncode == 0  # as set up before
     running = walk(shell, block.commands())
     [daemon] = [b for text, b in running.items() if is_daemon(text)]
     [waiting] = [b for text, b in running.items() if " send " in f" {text} "]
     assert waiting.wait() == 0, waiting.text  # "terminal 1 now prints the answer"
     assert "approved" in waiting.text
+    # The listing of decided calls shows this one as the page's first line does.
+    [command] = listing.commands()
+    done = shell.run(command.text)
+    assert done.returncode == 0, done.stderr
+    assert readme.decision_pattern(command.notes[0]).fullmatch(done.stdout.strip()), done.stdout
     assert daemon.stop() == 0, daemon.text[-4000:]
 
 

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.walkthrough import Background, Shell
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 _HEADING = re.compile(r"^(#{1,6}) (.+?)\s*$")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
@@ -294,3 +296,27 @@ def blocks_for(test_file: str, test_name: str, fate: str = "run") -> list[PageBl
     found = [b for b in site_blocks() if b.fate == fate and b.note == note]
     assert found, f"no block of the site is annotated `{fate}: {note}`"
     return found
+
+
+def start_listening_daemon(shell: Shell, command: str, written: str) -> Background:
+    """The daemon of ``command``, whose ``--listen`` address ``written`` (``HOST:PORT``) is
+    bound on a free port instead; from now on the shell writes that port where a page wrote
+    ``written``. Returned once the entry agent of the example swarms is ready."""
+    host = written.rsplit(":", 1)[0]
+    # `exec NAME=value program` is no command: bash runs that one as it is (it execs the
+    # program itself, as the last command of -c)
+    assigns = re.match(r"\w+=", command) is not None
+    daemon = shell.start(command.replace(written, f"{host}:0"), exec_=not assigns)
+    port = daemon.json_event("http api listening")["port"]
+    shell.substitutions.append((written, f"{host}:{port}"))
+    daemon.json_event("agent ready", agent="coordinator")
+    return daemon
+
+
+def decision_pattern(sample: str) -> re.Pattern[str]:
+    """A decided approval as a page shows it (``... approved by uid 1000 (alice) pid 4242 on
+    api.sock at ...``), as a pattern: ids and timestamps stand for any (as in
+    :func:`sample_pattern`), and so do the uid, the user's name and the pid."""
+    pieces = re.split(r"uid \d+ \(\S+\) pid \d+", sample)
+    who = r"\s+uid \d+ \(\S+\) pid \d+\s+"
+    return re.compile(who.join(sample_pattern(p).pattern for p in pieces))
