@@ -5,8 +5,9 @@ models, one daemon per page.
 A block is found by its annotation (``<!-- run: tests/integration/docs/test_runs.py::TEST -->``
 right above it), so a block added under one is run too. What is changed is only what must be:
 a written port (``127.0.0.1:8080``) is a free one, a placeholder id (``req_...``) the real one
-once known. Pages: docs/guides/http-api.md, docs/guides/cli.md, docs/guides/connectors.md,
-docs/guides/writing-a-tool.md, docs/guides/writing-an-extension.md.
+once known, a collector's address a free port. Pages: docs/guides/http-api.md,
+docs/guides/cli.md, docs/guides/connectors.md, docs/guides/writing-a-tool.md,
+docs/guides/writing-an-extension.md, docs/guides/opentelemetry.md.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import readme
+from tests.support.otlp_receiver import ReceivedSpan, otlp_receiver
 from tests.support.readme import PageBlock, start_listening_daemon
 from tests.support.walkthrough import Shell
 
@@ -273,3 +275,40 @@ def indent(agent_part: str) -> str:
     """The guide's ``extensions:`` list (comment lines dropped), inside an Agent's spec."""
     lines = [line for line in agent_part.splitlines() if not line.startswith("#")]
     return "".join(f"  {line}\n" for line in lines)
+
+
+def test_spans_reach_a_collector_as_the_guide_sends_them(shell: Shell) -> None:
+    """Each daemon of the OpenTelemetry guide, a real OTLP/HTTP receiver where the guide runs
+    Jaeger: the request's trace arrives as spans (``invoke_agent`` of both agents), and the
+    standard variables name the service."""
+    [block] = blocks("test_spans_reach_a_collector_as_the_guide_sends_them")
+    shell.env["OTEL_BSP_SCHEDULE_DELAY"] = "100"  # a batch leaves at once, not after 5 s
+    with otlp_receiver() as collector:
+        shell.substitutions.append(("127.0.0.1:4318", f"127.0.0.1:{collector.port}"))
+        daemon = None
+        trace = ""
+        for command in block.commands():
+            if " run goondan.yaml" in command.text:
+                if daemon is not None:
+                    assert daemon.stop() == 0, daemon.text[-4000:]
+                daemon = shell.start(command.text, exec_=not command.text.startswith("OTEL"))
+                daemon.json_event("agent ready", agent="coordinator")
+            else:
+                done = shell.run(command.text)
+                assert done.returncode == 0, f"{block.page}:{command.line}\n{done.stderr}"
+                trace = json.loads(done.stdout)["turn"]["traceId"]
+
+        def agents_of(spans: list[ReceivedSpan], trace: str) -> set[str]:
+            return {s.name for s in spans if s.trace_id == trace and s.name.startswith("invoke")}
+
+        wanted = {"invoke_agent coordinator", "invoke_agent worker"}
+        collector.wait_for(lambda spans: agents_of(spans, trace) == wanted, timeout=60)
+        [send] = [c.text for c in block.commands() if " send " in c.text]
+        done = shell.run(send)  # a request to the daemon the variables configured
+        assert done.returncode == 0, done.stderr
+        again = json.loads(done.stdout)["turn"]["traceId"]
+        spans = collector.wait_for(lambda spans: agents_of(spans, again) == wanted, timeout=60)
+        assert {s.resource["service.name"] for s in spans if s.trace_id == again} == {"notes"}
+        assert {s.resource["service.name"] for s in spans if s.trace_id == trace} == {"goondan"}
+        assert daemon is not None
+        assert daemon.stop() == 0, daemon.text[-4000:]
