@@ -7,7 +7,7 @@ right above it), so a block added under one is run too. What is changed is only 
 a written port (``127.0.0.1:8080``) is a free one, a placeholder id (``req_...``) the real one
 once known, a collector's address a free port. Pages: docs/guides/http-api.md,
 docs/guides/cli.md, docs/guides/connectors.md, docs/guides/writing-a-tool.md,
-docs/guides/writing-an-extension.md, docs/guides/opentelemetry.md.
+docs/guides/writing-an-extension.md, docs/guides/opentelemetry.md, docs/guides/studio.md.
 """
 
 from __future__ import annotations
@@ -312,3 +312,24 @@ def test_spans_reach_a_collector_as_the_guide_sends_them(shell: Shell) -> None:
         assert {s.resource["service.name"] for s in spans if s.trace_id == trace} == {"goondan"}
         assert daemon is not None
         assert daemon.stop() == 0, daemon.text[-4000:]
+
+
+def test_each_studio_of_the_guide_serves_its_link(shell: Shell) -> None:
+    """The guide's daemon, then each of its studios in turn: each prints its link (no tab is
+    opened without a terminal) and serves the page there."""
+    [block] = blocks("test_each_studio_of_the_guide_serves_its_link")
+    shell.substitutions += [
+        ("path/to/goondan.yaml", "goondan.yaml"),
+        ("/var/lib/swarm/.goondan", str(shell.directory / ".goondan")),
+    ]
+    daemon, *studios = block.commands()
+    running = shell.start(daemon.text)
+    running.json_event("agent ready", agent="coordinator")
+    for command in studios:
+        studio = shell.start(command.text)
+        [link] = re.findall(r"studio: (http://\S+)", studio.read_until("?key="))
+        status, page = curl(shell, f"curl '{link}'")  # as a browser would open it
+        assert status == 200, f"{block.page}:{command.line}: {status} {page}"
+        assert "<html" in page.lower()
+        assert studio.stop() == 0, studio.text[-4000:]
+    assert running.stop() == 0, running.text[-4000:]
