@@ -333,3 +333,29 @@ def test_each_studio_of_the_guide_serves_its_link(shell: Shell) -> None:
         assert "<html" in page.lower()
         assert studio.stop() == 0, studio.text[-4000:]
     assert running.stop() == 0, running.text[-4000:]
+
+
+MISSPELT_TOOL = """\
+apiVersion: goondan.ai/v1
+kind: Tool
+metadata:
+  name: echo
+spec:
+  entry: ./echo.py
+  timeoutSecond: 60
+  exports:
+    - name: say
+      description: Say it.
+      parameters: {type: object, properties: {}}
+"""
+
+
+def test_a_configuration_error_reads_as_the_guide_shows(shell: Shell) -> None:
+    """The CLI guide's sample error, from ``validate`` of a Tool with a misspelt field on the
+    line it names."""
+    [shown] = blocks("test_a_configuration_error_reads_as_the_guide_shows")
+    (shell.directory / "goondan.yaml").write_text(MISSPELT_TOOL)
+    (shell.directory / "echo.py").write_text("handlers = {}\n")
+    done = shell.run("python -m orchestrator validate goondan.yaml")
+    assert done.returncode == 4, done.stderr
+    assert shown.text in done.stdout + done.stderr
