@@ -8,6 +8,7 @@ example's worker (the example has no reviewer), and the secrets are the test's o
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -73,3 +74,36 @@ def test_signed_requests_reach_each_http_connector(shell: Shell) -> None:
     assert sent.stdout.rstrip().endswith('{"type":1}'), sent.stdout
     daemon.json_event("turn finished", agent="worker", status="ok")  # the pull request's Turn
     assert daemon.stop() == 0, daemon.text[-4000:]
+
+
+FEED_CLIENT = """
+
+# The reader's part, which the guide leaves to them: its feed's client, here two orders.
+from types import SimpleNamespace
+
+
+async def poll_orders(url, token):
+    assert (url, token) == ("https://shop.example/feed", "shop-token-of-the-test")
+    yield SimpleNamespace(id="17", summary="2 mugs", priority="low")
+    yield SimpleNamespace(id="18", summary="a kettle, urgent", priority="high")
+"""
+
+
+def test_the_feed_connector_of_the_guide_routes_its_orders(shell: Shell) -> None:
+    """The guide's ``feed`` Connector and ``shop`` Connection in the example swarm, its
+    ``run`` as written with a feed client of the test's: each order is routed by the first
+    rule it matches, and the swarm stops once the feed is exhausted and the orders answered."""
+    [module] = readme.blocks_for(THIS, "test_the_feed_connector_of_the_guide_routes_its_orders")
+    [declared] = [b for b in readme.page_blocks(PAGE) if "name: feed" in b.text]
+    example = (ROOT / "goondan.yaml.example").read_text()
+    resources = declared.text.replace("Agent/triage", "Agent/worker")  # the example's
+    (shell.directory / "goondan.yaml").write_text(f"{example}---\n{resources}")
+    (shell.directory / "feed.py").write_text(module.text + FEED_CLIENT)
+    shell.env["SHOP_TOKEN"] = "shop-token-of-the-test"
+    done = shell.run("python -m orchestrator run goondan.yaml")
+    assert done.returncode == 0, done.stderr[-4000:]
+    listed = shell.run("python -m orchestrator instances --json")
+    assert listed.returncode == 0, listed.stderr
+    instances = {(i["agentName"], i["instanceKey"]) for i in json.loads(listed.stdout)}
+    # the urgent order by the first rule, the other into the entry agent's shared "orders"
+    assert instances == {("worker", "order:18"), ("coordinator", "orders")}
