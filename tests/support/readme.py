@@ -265,10 +265,11 @@ def site_pages() -> list[str]:
     return ["README.md", *pages]
 
 
-def page_blocks(page: str) -> list[PageBlock]:
-    """The fenced blocks of ``page`` (a top-level fence: the site indents none), annotated."""
+def page_blocks(page: str, text: str | None = None) -> list[PageBlock]:
+    """The fenced blocks of ``page`` (a top-level fence: the site indents none), annotated;
+    of ``text`` when given (a page the site's build generates)."""
     blocks: list[PageBlock] = []
-    lines = (ROOT / page).read_text().splitlines()
+    lines = ((ROOT / page).read_text() if text is None else text).splitlines()
     i = 0
     while i < len(lines):
         opening = _FENCE.match(lines[i])

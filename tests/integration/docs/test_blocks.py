@@ -25,6 +25,7 @@ from bundle.lockfile import LockfileError, read_lockfile
 from bundle.packages import ENTRY_POINT_GROUP
 from bundle.source import parse_documents
 from bundle.spec_kinds import SPEC_MODELS
+from orchestrator.reference import PAGES
 from tests.support import readme
 from tests.support.readme import DATA_LANGS, PageBlock
 
@@ -183,3 +184,17 @@ def test_a_wrong_fragment_is_caught() -> None:
     bad = {"tools": [{"ref": {"kind": "Tool", "name": "bash"}, "confg": {}}]}
     assert fragment_problems(bad, "Agent.spec", "here") != []
     assert fragment_problems({"listen": 8080}, "Swarm.spec.policy.api", "here") != []
+
+
+def test_the_generated_reference_pages_hold_only_checked_blocks() -> None:
+    """The pages the site's build writes from the code: the resources page's examples (the
+    shipped swarms' first document of each kind) validate; the command reference's blocks are
+    checked in test_parsed.py; the other pages have none."""
+    for page, write in PAGES.items():
+        blocks = readme.page_blocks(f"docs/{page}", write())
+        if page == "reference/resources.md":
+            assert {b.lang for b in blocks} == {"yaml"}
+            for block in blocks:
+                assert goondan_yaml_problems(block) == [], block.text
+        elif page != "reference/cli.md":
+            assert blocks == [], page

@@ -17,6 +17,7 @@ import shlex
 import pytest
 
 from orchestrator.cli.parser import build_parser
+from orchestrator.reference import cli_page
 from tests.support import readme
 from tests.support.readme import PageBlock
 
@@ -69,3 +70,17 @@ def test_a_command_the_parser_does_not_know_is_caught() -> None:
     assert parse_error(["approvals", "--all"]) is None
     assert arguments("python -m orchestrator schema > goondan.schema.json") == ["schema"]
     assert arguments("python -m orchestrator usage [--trace ID]") == ["usage", "--trace", "ID"]
+
+
+def test_the_examples_of_the_generated_command_reference_parse() -> None:
+    """docs/reference/cli.md is written by the site's build; its examples (the first line of
+    each command in the guides) parse too, and its other blocks are the parser's own usage."""
+    blocks = readme.page_blocks("docs/reference/cli.md", cli_page())
+    examples = [b for b in blocks if b.lang == "sh"]
+    assert len(examples) >= 10
+    for block in examples:
+        [command] = block.commands()
+        words = arguments(command.text)
+        assert words is not None, command.text
+        assert parse_error(words) is None, (command.text, parse_error(words))
+    assert {b.lang for b in blocks} == {"sh", ""}
