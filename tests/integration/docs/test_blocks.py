@@ -13,6 +13,7 @@ exist or does not read that page.
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,19 @@ def test_every_block_is_run_validated_or_says_why_not() -> None:
     assert all(fate_of(b) != "validated" for b in shell_or_python)
 
 
+def test_every_annotation_is_right_above_a_block() -> None:
+    """An annotation left behind when its block moved would say nothing of any block."""
+    stray = []
+    for page in readme.site_pages():
+        lines = (ROOT / page).read_text().splitlines()
+        for number, line in enumerate(lines):
+            if re.match(r"<!--\s*(" + "|".join(readme.FATES) + r"):", line.strip()):
+                after = next((x for x in lines[number + 1 :] if x.strip()), "")
+                if not after.startswith("```"):
+                    stray.append(f"{page}:{number + 1}")
+    assert stray == []
+
+
 def test_the_blocks_not_run_are_listed_with_their_reason() -> None:
     """The ledger of what is not run, printed with ``-rA``; each reason is a sentence."""
     ledger = [
@@ -92,6 +106,19 @@ def test_the_blocks_not_run_are_listed_with_their_reason() -> None:
     ]
     print("\n".join(ledger))
     assert all(len(line.split(": ", 1)[1]) > 8 for line in ledger)
+
+
+def test_the_scripts_a_block_not_run_names_exist() -> None:
+    """A block not run still names real programs: each ``python PATH.py`` of one is a file of
+    the repository (the benchmarks of the development and performance pages)."""
+    named = [
+        (b.where, path)
+        for b in readme.site_blocks()
+        if fate_of(b) == "not-run" and b.lang in readme.SHELL_LANGS
+        for path in re.findall(r"\bpython (\S+\.py)\b", b.text)
+    ]
+    assert len(named) >= 10
+    assert [(where, path) for where, path in named if not (ROOT / path).is_file()] == []
 
 
 def test_an_unannotated_shell_block_is_caught() -> None:

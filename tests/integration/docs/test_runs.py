@@ -72,7 +72,7 @@ def test_the_http_api_as_the_guide_calls_it(shell: Shell) -> None:
         if "-N " in command.text:  # events as they happen: the stream opens and stays
             events = shell.start(command.text)
             events.read_until(": ")  # the stream's first comment or event
-            assert events.stop() is not None or events.process.returncode is not None
+            events.stop()
             continue
         status, body = curl(shell, command.text)
         where = f"{listing.page}:{command.line}: {command.text}"
