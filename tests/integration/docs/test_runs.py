@@ -109,11 +109,10 @@ def test_the_cli_speaks_to_a_daemon_on_another_host(shell: Shell) -> None:
     """The "daemon elsewhere" block against a daemon on TCP with a token: ``status`` answers,
     ``logs -f`` shows a request made meanwhile."""
     [block] = blocks("test_the_cli_speaks_to_a_daemon_on_another_host")
-    shell.env["GOONDAN_API_TOKEN"] = "a-token-of-the-daemon"
-    daemon = start_listening_daemon(
-        shell,
-        f"python -m orchestrator run goondan.yaml --listen {PAGE_PORT} "
-        "--api-token-env GOONDAN_API_TOKEN",
+    daemon = start_listening_daemon(  # the token in its environment only: the block's
+        shell,  # export gives it to the commands
+        f"GOONDAN_API_TOKEN=a-token-of-the-daemon python -m orchestrator run goondan.yaml "
+        f"--listen {PAGE_PORT} --api-token-env GOONDAN_API_TOKEN",
         PAGE_PORT,
     )
     shell.substitutions.append(("10.0.0.5:8080", shell.prepare(PAGE_PORT)))
