@@ -10,6 +10,7 @@ comment kept apart (it may show the command's output, see :meth:`Command.output_
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -321,3 +322,10 @@ def decision_pattern(sample: str) -> re.Pattern[str]:
     pieces = re.split(r"uid \d+ \(\S+\) pid \d+", sample)
     who = r"\s+uid \d+ \(\S+\) pid \d+\s+"
     return re.compile(who.join(sample_pattern(p).pattern for p in pieces))
+
+
+def exported(command: str) -> dict[str, str]:
+    """The variables an ``export NAME=value ...`` command sets, as a shell would read them."""
+    words = shlex.split(command)
+    assert words[0] == "export", command
+    return dict(word.split("=", 1) for word in words[1:] if "=" in word)

@@ -11,7 +11,6 @@ is a secret of the test's own. Without ``nats-server`` the test skips loudly, un
 from __future__ import annotations
 
 import re
-import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,7 +70,7 @@ def test_a_leader_and_a_node_as_the_page_starts_them(shell: Shell, tmp_path: Pat
         where = f"{block.page}:{command.line}"
         assert "..." not in text, f"{where}: a placeholder left: {text}"
         if text.startswith("export "):
-            shell.env.update(word.split("=", 1) for word in shlex.split(text)[1:])
+            shell.env.update(readme.exported(text))
         elif "nats-server " in text:
             shell.start(text).read_until("Server is ready")
         elif " run goondan.yaml --cluster " in text:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,7 +122,7 @@ def test_the_cli_speaks_to_a_daemon_on_another_host(shell: Shell) -> None:
     for command in block.commands():
         text = shell.prepare(command.text)
         if text.startswith("export "):
-            shell.env.update(word.split("=", 1) for word in shlex.split(text)[1:])
+            shell.env.update(readme.exported(text))
         elif " -f " in f"{text} ":
             following = shell.start(text)
             following.read_until("following")
