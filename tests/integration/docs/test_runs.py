@@ -313,8 +313,8 @@ def test_spans_reach_a_collector_as_the_guide_sends_them(shell: Shell) -> None:
 
 
 def test_each_studio_of_the_guide_serves_its_link(shell: Shell) -> None:
-    """The guide's daemon, then each of its studios in turn: each prints its link (no tab is
-    opened without a terminal) and serves the page there."""
+    """The guide's daemon, then its three studios (started together: they are independent):
+    each prints its link (no tab is opened without a terminal) and serves the page there."""
     [block] = blocks("test_each_studio_of_the_guide_serves_its_link")
     shell.substitutions += [
         ("path/to/goondan.yaml", "goondan.yaml"),
@@ -323,8 +323,8 @@ def test_each_studio_of_the_guide_serves_its_link(shell: Shell) -> None:
     daemon, *studios = block.commands()
     running = shell.start(daemon.text)
     running.json_event("agent ready", agent="coordinator")
-    for command in studios:
-        studio = shell.start(command.text)
+    started = [(command, shell.start(command.text)) for command in studios]
+    for command, studio in started:
         [link] = re.findall(r"studio: (http://\S+)", studio.read_until("?key="))
         status, page = curl(shell, f"curl '{link}'")  # as a browser would open it
         assert status == 200, f"{block.page}:{command.line}: {status} {page}"
