@@ -244,7 +244,7 @@ def test_a_first_session_with_the_daemon(shell: Terminal) -> None:
 
 def test_approving_a_parked_call_from_another_terminal(shell: Terminal) -> None:
     section = readme.section("Human approval of tool calls", DOCS / "guides" / "approvals.md")
-    block = section.blocks_of("sh")[-1]  # the walk-through; the first block is a listing
+    listing, block = section.blocks_of("sh")  # the decided calls, then the walk-through
     assert shell.run("cp goondan.yaml.example goondan.yaml").returncode == 0  # as set up before
     running = walk(shell, block.commands())
     [daemon] = [b for text, b in running.items() if is_daemon(text)]
@@ -257,6 +257,11 @@ def test_approving_a_parked_call_from_another_terminal(shell: Terminal) -> None:
     assert isinstance(daemon, Detached), "the walk-through starts the daemon in terminal 1"
     assert '"event": "agent ready"' in daemon.text
     assert '"event"' not in daemon.started + waiting.text, daemon.started + waiting.text
+    # The listing of decided calls shows this one as the page's first line does.
+    [command] = listing.commands()
+    done = shell.run(command.text)
+    assert done.returncode == 0, done.stderr
+    assert readme.decision_pattern(command.notes[0]).fullmatch(done.stdout.strip()), done.stdout
     assert daemon.stop() == 0, daemon.text[-4000:]
 
 

@@ -10,8 +10,11 @@ comment kept apart (it may show the command's output, see :meth:`Command.output_
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.walkthrough import Background, Shell
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 _HEADING = re.compile(r"^(#{1,6}) (.+?)\s*$")
@@ -205,3 +208,124 @@ def _split_outside_quotes(text: str, separator: str) -> list[str]:
         i += 1
     parts.append(text[start:])
     return parts
+
+
+# Every fenced block of the site, and what becomes of it in the tests.
+
+ROOT = README.parent
+SHELL_LANGS = frozenset({"sh", "bash", "console", "shell"})
+DATA_LANGS = frozenset({"yaml", "json", "toml"})
+FATES = ("run", "parsed", "fragment", "not-run")
+"""What an annotation right above a block (``<!-- FATE: NOTE -->``) says becomes of it:
+
+``run: tests/...py::test_name``
+    that test runs the block (finds it by this annotation or by its section);
+``parsed: tests/...py::test_name``
+    a list of commands, each parsed by goondan's own argument parser, none run (placeholders,
+    daemons, a terminal UI); the note says why not run;
+``fragment: Kind`` or ``fragment: Kind.spec.path``
+    a YAML document without its envelope, or a part of a spec, validated where it goes;
+``not-run: reason``
+    not run, for the reason given (the tests list them).
+
+A ``yaml``, ``json`` or ``toml`` block without one is validated as it is (goondan.yaml
+documents by the bundle's own validation); any other block needs one."""
+_ANNOTATION = re.compile(r"^<!--\s*(" + "|".join(FATES) + r"):\s*(.+?)\s*-->$")
+_FENCE = re.compile(r"^```(\S*)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class PageBlock:
+    """One fenced block of a page of the site, with the annotation above it, if any."""
+
+    page: str
+    """Its page, relative to the repository (``docs/guides/cli.md``)."""
+    lang: str
+    text: str
+    line: int
+    """Its first line (the one after the opening fence)."""
+    fate: str | None = None
+    note: str = ""
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+    def commands(self) -> list[Command]:
+        return parse_commands(self.text, self.line)
+
+    def test(self) -> tuple[str, str]:
+        """The test file and function of a ``run`` or ``parsed`` annotation."""
+        file, _, name = self.note.partition("::")
+        return file, name
+
+
+def site_pages() -> list[str]:
+    """README.md and every Markdown page under docs/, relative to the repository."""
+    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))
+    return ["README.md", *pages]
+
+
+def page_blocks(page: str, text: str | None = None) -> list[PageBlock]:
+    """The fenced blocks of ``page`` (a top-level fence: the site indents none), annotated;
+    of ``text`` when given (a page the site's build generates)."""
+    blocks: list[PageBlock] = []
+    lines = ((ROOT / page).read_text() if text is None else text).splitlines()
+    i = 0
+    while i < len(lines):
+        opening = _FENCE.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+        above = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        annotation = _ANNOTATION.match(above.strip())
+        fate, note = annotation.groups() if annotation else (None, "")
+        text = "\n".join(lines[i + 1 : end]) + "\n"
+        blocks.append(PageBlock(page, opening.group(1), text, i + 2, fate, note))
+        i = end + 1
+    return blocks
+
+
+def site_blocks() -> list[PageBlock]:
+    """Every fenced block of the site."""
+    return [block for page in site_pages() for block in page_blocks(page)]
+
+
+def blocks_for(test_file: str, test_name: str, fate: str = "run") -> list[PageBlock]:
+    """The blocks whose annotation names this test (``fate: test_file::test_name``)."""
+    note = f"{test_file}::{test_name}"
+    found = [b for b in site_blocks() if b.fate == fate and b.note == note]
+    assert found, f"no block of the site is annotated `{fate}: {note}`"
+    return found
+
+
+def start_listening_daemon(shell: Shell, command: str, written: str) -> Background:
+    """The daemon of ``command``, whose ``--listen`` address ``written`` (``HOST:PORT``) is
+    bound on a free port instead; from now on the shell writes that port where a page wrote
+    ``written``. Returned once the entry agent of the example swarms is ready."""
+    host = written.rsplit(":", 1)[0]
+    # `exec NAME=value program` is no command: bash runs that one as it is (it execs the
+    # program itself, as the last command of -c)
+    assigns = re.match(r"\w+=", command) is not None
+    daemon = shell.start(command.replace(written, f"{host}:0"), exec_=not assigns)
+    port = daemon.json_event("http api listening")["port"]
+    shell.substitutions.append((written, f"{host}:{port}"))
+    daemon.json_event("agent ready", agent="coordinator")
+    return daemon
+
+
+def decision_pattern(sample: str) -> re.Pattern[str]:
+    """A decided approval as a page shows it (``... approved by uid 1000 (alice) pid 4242 on
+    api.sock at ...``), as a pattern: ids and timestamps stand for any (as in
+    :func:`sample_pattern`), and so do the uid, the user's name and the pid."""
+    pieces = re.split(r"uid \d+ \(\S+\) pid \d+", sample)
+    who = r"\s+uid \d+ \(\S+\) pid \d+\s+"
+    return re.compile(who.join(sample_pattern(p).pattern for p in pieces))
+
+
+def exported(command: str) -> dict[str, str]:
+    """The variables an ``export NAME=value ...`` command sets, as a shell would read them."""
+    words = shlex.split(command)
+    assert words[0] == "export", command
+    return dict(word.split("=", 1) for word in words[1:] if "=" in word)
