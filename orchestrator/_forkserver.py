@@ -25,10 +25,22 @@ writes to it.
    stay shared instead of being copied into every child by the collector's bookkeeping writes.
    The collector is off while importing, so no collection leaves freed holes among them for a
    child's allocations to dirty.
-4. **Process names made possible** (:func:`goondan.proctitle.prepare`): a child replaces its
+4. **Every class's method-cache tag, assigned** (``_forkserver_memory.tag_every_class``). CPython gives a
+   class its version tag (a number and a flag, written into the class object) the first time an
+   attribute is looked up on it, and most preloaded classes are first used in a child: each
+   such first use wrote into the class's page and copied it. Looking one attribute up on every
+   class here writes them all once, in the fork server, before the fork. (Measured: an idle
+   agent's USS 7.43 → 7.19 MiB, about 60 page faults fewer per start.)
+5. **pymalloc's free blocks, used up** (``_forkserver_memory.fill_free_blocks``). Importing leaves free blocks
+   scattered through partly used pools of every size class, and a child's first small
+   objects go there first: each one it places writes (and copies) a page the fork server's
+   objects live on, plus its pool's header page. The fork server takes those blocks itself with
+   objects it keeps, so a child's objects go into fresh pools, packed together. (Measured:
+   every child about 0.25 MiB less; an idle agent 7.19 → 6.95 MiB.)
+6. **Process names made possible** (:func:`goondan.proctitle.prepare`): a child replaces its
    environment before its code runs (``_child.run_entry``), after which the memory of its
    command line can no longer be found to write its name (``goondan agent NAME``) into.
-5. **No second ``__main__``.** ``multiprocessing`` makes each child re-run the parent's
+7. **No second ``__main__``.** ``multiprocessing`` makes each child re-run the parent's
    ``__main__`` script (``python -m`` modules excepted) so that functions defined there can be
    unpickled. The daemon's children run ``orchestrator._child.run_entry`` with a pipe end and
    a plan, and the parent's script is whatever started the daemon: the ``goondan`` console
@@ -51,6 +63,7 @@ from typing import Any
 from bundle.entry import remember_entry_module
 from goondan.proctitle import prepare as prepare_process_names
 from ipc.payload import find_every_rule
+from orchestrator._forkserver_memory import fill_free_blocks, tag_every_class
 
 RUNTIME_MODULES = (
     "multiprocessing.popen_forkserver",
@@ -82,6 +95,8 @@ def _import_runtime() -> None:
     find_every_rule()
 
 
+_TAKEN_BLOCKS: list[object] = []
+"""The objects ``fill_free_blocks`` placed: kept for the fork server's life."""
 _prepare = spawn.prepare
 
 
@@ -95,6 +110,8 @@ signal.signal(signal.SIGINT, signal.SIG_IGN)
 gc.disable()
 _import_runtime()
 prepare_process_names()
+tag_every_class()
+fill_free_blocks(_TAKEN_BLOCKS)
 gc.freeze()
 gc.enable()
 spawn.prepare = _prepare_without_main
