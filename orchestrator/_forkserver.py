@@ -31,13 +31,14 @@ writes to it.
    in a child: each such first use wrote into the class's page and copied it. One lookup on
    every class here writes them all once, before the fork. (Measured in alternating runs: an
    idle agent's USS 7.36-7.43 -> 7.18-7.19 MiB, about 60 page faults fewer per start.)
-5. **pymalloc's free blocks, taken** (``_forkserver_memory.fill_free_blocks``), last, after
-   everything above has left its holes. Importing leaves free blocks scattered through partly
-   used pools of every size class, and a child's first small objects went there: each one
-   written there copied a page of the fork server's objects, and its pool's header page. The
-   fork server takes those blocks with objects it keeps, so a child's objects go into fresh
-   pools, packed together. (Measured: every child 0.2-0.3 MiB less; an idle agent 7.19 ->
-   7.04 MiB, the do-nothing child 2.8 -> 2.5 MiB.)
+5. **Free blocks and free lists, taken** (``_forkserver_memory.fill_free_blocks``), last,
+   after everything above has left its holes. Importing leaves free blocks scattered through
+   pymalloc's partly used pools, and freed tuples, lists, dicts and floats on the
+   interpreter's free lists, and a child's first objects went there: each one copied a page of
+   the fork server's objects (and, for a block, its pool's header page). The fork server takes
+   them all with objects it keeps, so a child's objects go into fresh pools, packed together.
+   (Measured: every child 0.3-0.4 MiB less; an idle agent 7.19 -> 6.83-6.90 MiB, the
+   do-nothing child 2.8 -> 2.4 MiB, about 60 page faults fewer per agent start.)
 6. **Process names made possible** (:func:`goondan.proctitle.prepare`): a child replaces its
    environment before its code runs (``_child.run_entry``), after which the memory of its
    command line can no longer be found to write its name (``goondan agent NAME``) into.

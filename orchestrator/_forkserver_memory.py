@@ -32,10 +32,9 @@ def tag_every_class() -> None:
                 type.__getattribute__(obj, _ABSENT_ATTRIBUTE)
 
 
-def free_blocks() -> dict[int, int]:
-    """pymalloc's free blocks in partly used pools, per size class (bytes → blocks), as
-    ``sys._debugmallocstats`` reports them (on descriptor 2, which is borrowed meanwhile);
-    empty where the interpreter has no pymalloc or the report reads otherwise."""
+def malloc_report() -> str:
+    """What ``sys._debugmallocstats`` writes (on descriptor 2, borrowed meanwhile): pymalloc's
+    pools per size class and the interpreter's free lists."""
     with tempfile.TemporaryFile() as report:
         saved = os.dup(2)
         try:
@@ -45,9 +44,15 @@ def free_blocks() -> dict[int, int]:
             os.dup2(saved, 2)
             os.close(saved)
         report.seek(0)
-        text = report.read().decode(errors="replace")
+        return report.read().decode(errors="replace")
+
+
+def free_blocks(report: str | None = None) -> dict[int, int]:
+    """pymalloc's free blocks in partly used pools, per size class (bytes → blocks), from
+    ``report`` (:func:`malloc_report` by default); empty where the interpreter has no pymalloc
+    or the report reads otherwise."""
     blocks: dict[int, int] = {}
-    for line in text.splitlines():
+    for line in (malloc_report() if report is None else report).splitlines():
         # "class size num_pools blocks_in_use avail_blocks"
         fields = line.split()
         if len(fields) == 5 and all(field.isdigit() for field in fields):
@@ -55,13 +60,45 @@ def free_blocks() -> dict[int, int]:
     return blocks
 
 
+def free_list_objects(report: str | None = None) -> dict[str, int]:
+    """How many freed objects the interpreter keeps for reuse, per kind (``tuple3`` for
+    3-tuples, ``list``, ``dict``, ``float``), from ``report``."""
+    kinds: dict[str, int] = {}
+    for line in (malloc_report() if report is None else report).splitlines():
+        # "340 free 2-sized PyTupleObjects * 40 bytes each = 13,600", "71 free PyListObjects ..."
+        fields = line.split()
+        if len(fields) < 4 or fields[1] != "free" or not fields[0].isdigit():
+            continue
+        if fields[2].endswith("-sized") and fields[3] == "PyTupleObjects":
+            kinds[f"tuple{fields[2].removesuffix('-sized')}"] = int(fields[0])
+        elif fields[2] in ("PyListObjects", "PyDictObjects", "PyFloatObjects"):
+            kinds[fields[2].removeprefix("Py").removesuffix("Objects").lower()] = int(fields[0])
+    return kinds
+
+
+def _free_list_object(kind: str, index: int) -> object:
+    if kind.startswith("tuple"):
+        return tuple([None] * int(kind.removeprefix("tuple")))
+    if kind == "list":
+        return []
+    if kind == "dict":
+        return {}
+    return index + 0.5
+
+
 def fill_free_blocks(keep: list[object]) -> int:
-    """Take every free block :func:`free_blocks` reports with an object of its size class,
-    appended to ``keep`` (the blocks stay taken while it holds them); how many were taken.
-    A 16-byte block takes an ``object()``, a 32-byte one a ``float``, every larger one a
+    """Take every object the interpreter's free lists hold and every free block
+    :func:`free_blocks` reports, with objects appended to ``keep`` (taken while it holds
+    them); how many were taken. A free list gives up its objects to new ones of its kind; a
+    16-byte block takes an ``object()``, a 32-byte one a ``float``, every larger one a
     ``bytes`` of the class's size."""
+    report = malloc_report()
     taken = 0
-    for size, count in free_blocks().items():
+    for kind, count in free_list_objects(report).items():
+        for index in range(count):
+            keep.append(_free_list_object(kind, index))
+            taken += 1
+    for size, count in free_blocks(report).items():
         for index in range(count):
             if size <= 16:
                 keep.append(object())

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from orchestrator._forkserver_memory import fill_free_blocks, free_blocks
+from orchestrator._forkserver_memory import fill_free_blocks, free_blocks, free_list_objects
 
 SIZE = 64
 """A pymalloc size class; ``bytes`` of ``SIZE - 33`` bytes fill one block of it exactly."""
@@ -35,3 +35,16 @@ def test_filling_takes_the_blocks_freed_inside_pools_still_in_use() -> None:
     assert taken == len(kept) >= before
     assert after <= POOL_BLOCKS  # what is left is one fresh pool, not holes among objects
     assert all(sys.getsizeof(obj) <= 512 for obj in kept)
+
+
+def test_filling_takes_the_objects_the_free_lists_keep_for_reuse() -> None:
+    made = [{} for _ in range(60)]
+    del made  # freed dicts wait on the dict free list (it keeps up to 80)
+    before = free_list_objects()
+    kept: list[object] = []
+    fill_free_blocks(kept)
+    after = free_list_objects()
+    assert before["dict"] >= 50
+    assert after["dict"] <= 5
+    assert {"list", "float", "tuple1", "tuple2"} <= set(after)
+    assert sum(1 for obj in kept if type(obj) is dict) >= before["dict"]
