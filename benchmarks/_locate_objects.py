@@ -52,9 +52,9 @@ def _index() -> tuple[list[int], list[tuple[int, str, str | None]]]:
         seen[id(obj)] = obj
         stack.extend(gc.get_referents(obj))
     owners: dict[int, str] = {}
-    for module in list(sys.modules.values()):
-        if isinstance(module, types.ModuleType):
-            owners[id(module.__dict__)] = f"{module.__name__} (globals)"
+    for loaded in list(sys.modules.values()):
+        if isinstance(loaded, types.ModuleType):
+            owners[id(loaded.__dict__)] = f"{loaded.__name__} (globals)"
     for obj in seen.values():
         if isinstance(obj, type):
             for referent in gc.get_referents(obj):

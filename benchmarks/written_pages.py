@@ -35,13 +35,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._locate_objects import locate
-from benchmarks._page_origin import PAGE_BYTES, parent_pid
+from benchmarks._page_origin import PAGE_BYTES, _pages, parent_pid
 
 WORD = 8
 SETTLE_SECONDS = 0.5
 
 
-def _mappings(pid: int) -> list[tuple[int, int, str]]:
+Mapping = tuple[int, int, str]
+"""A mapping of ``/proc/<pid>/maps``: start, end, its file's name and permissions."""
+
+
+def _mappings(pid: int) -> list[Mapping]:
     out = []
     with open(f"/proc/{pid}/maps") as maps:
         for line in maps:
@@ -54,8 +58,6 @@ def _mappings(pid: int) -> list[tuple[int, int, str]]:
 
 def copied_pages(child: int, parent: int) -> list[int]:
     """Addresses of the pages ``child`` holds alone where ``parent`` has a page too."""
-    from benchmarks._page_origin import _pages
-
     parent_pages = _pages(parent)
     return sorted(a for a, alone in _pages(child).items() if alone and a in parent_pages)
 
@@ -81,7 +83,9 @@ def changed_words(child: int, parent: int, pages: list[int]) -> dict[int, list[i
 
 
 def _summarise(
-    words: dict[int, list[int]], located: dict[int, tuple[str, str | None, str]], mappings: Any
+    words: dict[int, list[int]],
+    located: dict[int, tuple[str, str | None, str]],
+    mappings: list[Mapping],
 ) -> dict[str, Any]:
     by_mapping: collections.Counter[str] = collections.Counter()
     for page in words:
@@ -149,8 +153,10 @@ async def _child_pid(which: str, transport: Any, directory: Path) -> tuple[int, 
     await asyncio.sleep(SETTLE_SECONDS)
     await supervisor.ensure_running(which)
     await asyncio.sleep(SETTLE_SECONDS)
-    pid = supervisor.handle(which).pid
-    assert pid is not None
+    handle = supervisor.handle(which)
+    assert handle is not None, which
+    pid = handle.pid
+    assert pid is not None, which
     return pid, orchestrator.shutdown
 
 
