@@ -34,8 +34,21 @@ def tag_every_class() -> None:
 
 def malloc_report() -> str:
     """What ``sys._debugmallocstats`` writes (on descriptor 2, borrowed meanwhile): pymalloc's
-    pools per size class and the interpreter's free lists."""
-    with tempfile.TemporaryFile() as report:
+    pools per size class and the interpreter's free lists; empty when no file can take it
+    (then nothing is filled, and the fork server starts as it did before)."""
+    try:
+        report = os.memfd_create("malloc-report") if hasattr(os, "memfd_create") else None
+        if report is None:
+            with tempfile.TemporaryFile() as temporary:
+                return _report_into(os.dup(temporary.fileno()))
+        return _report_into(report)
+    except OSError:
+        return ""
+
+
+def _report_into(fd: int) -> str:
+    """The report written into ``fd`` (closed after), read back."""
+    with os.fdopen(fd, "w+b") as report:
         saved = os.dup(2)
         try:
             os.dup2(report.fileno(), 2)
