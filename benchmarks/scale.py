@@ -14,7 +14,8 @@ of that size would.
 2. All ``--agents`` agents start at once (``Supervisor.ensure_running`` of each, concurrently,
    as when they all get their first request together): ``all_ready_s``.
 3. ``total_pss_mib``: the PSS of every process of the swarm (the daemon, its fork server, every
-   agent), after a second of idling.
+   agent), after a second of idling; ``agent_faults_median``: the minor page faults of an
+   agent by then (mostly the fork server's pages it copied by writing to them).
 4. ``status_ms``: the median wall time of ``python -m orchestrator status --json`` run as a
    subprocess against this daemon, exactly what an operator waits for (interpreter start,
    the HTTP request on ``api.sock``, printing every row), with the modules' bytecode cached
@@ -48,7 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._checks import expect
-from benchmarks._process_figures import cpu_ms, descendants, memory_mib
+from benchmarks._process_figures import cpu_ms, descendants, memory_mib, minor_faults
 from benchmarks._split_transport import SplitTransport
 from bundle.plan import AgentPlan
 from ipc import EventMessage, IpcMessage
@@ -238,6 +239,11 @@ async def _run(agents: int, count: int, status_runs: int) -> dict[str, Any]:
                 statistics.median(m["Uss"] for m in agent_memory), 2
             )
             out["processes"] = len(pids)
+            # Each page an agent copied from the fork server was one minor fault (and some
+            # were its own new pages): the count says how much of the preload it wrote to.
+            out["agent_faults_median"] = statistics.median(
+                minor_faults(h.pid) for h in supervisor.handles() if h.pid in memory
+            )
 
             many = await _delegate_round_trips(orchestrator, done, count)
             # Started is not enough: a few of them (spread over the swarm) run a Turn each.
@@ -327,6 +333,7 @@ def main() -> None:
         f"(daemon {result['daemon_pss_mib']}, fork server {result['fork_server_pss_mib']}, "
         f"agent median {result['agent_pss_mib_median']} PSS / {result['agent_uss_mib_median']} USS)"
     )
+    print(f"  minor page faults per agent      {result['agent_faults_median']:>9.0f} (median)")
     print(
         f"  `status` CLI (subprocess)        {result['status_ms']:>9.1f} ms "
         f"({result['status_rows']} rows; without bytecode {result['status_uncached_ms']} ms; "

@@ -25,10 +25,24 @@ writes to it.
    stay shared instead of being copied into every child by the collector's bookkeeping writes.
    The collector is off while importing, so no collection leaves freed holes among them for a
    child's allocations to dirty.
-4. **Process names made possible** (:func:`goondan.proctitle.prepare`): a child replaces its
+4. **Every class's method-cache tag, assigned** (``_forkserver_memory.tag_every_class``).
+   CPython gives a class its version tag (a number and a flag, written into the class object)
+   the first time an attribute is looked up on it, and most preloaded classes were first used
+   in a child: each such first use wrote into the class's page and copied it. One lookup on
+   every class here writes them all once, before the fork. (Measured in alternating runs: an
+   idle agent's USS 7.36-7.43 -> 7.18-7.19 MiB, about 60 page faults fewer per start.)
+5. **Free blocks and free lists, taken** (``_forkserver_memory.fill_free_blocks``), last,
+   after everything above has left its holes. Importing leaves free blocks scattered through
+   pymalloc's partly used pools, and freed tuples, lists, dicts and floats on the
+   interpreter's free lists, and a child's first objects went there: each one copied a page of
+   the fork server's objects (and, for a block, its pool's header page). The fork server takes
+   them all with objects it keeps, so a child's objects go into fresh pools, packed together.
+   (Measured: every child 0.3-0.4 MiB less; an idle agent 7.19 -> 6.83-6.90 MiB, the
+   do-nothing child 2.8 -> 2.4 MiB, about 60 page faults fewer per agent start.)
+6. **Process names made possible** (:func:`goondan.proctitle.prepare`): a child replaces its
    environment before its code runs (``_child.run_entry``), after which the memory of its
    command line can no longer be found to write its name (``goondan agent NAME``) into.
-5. **No second ``__main__``.** ``multiprocessing`` makes each child re-run the parent's
+7. **No second ``__main__``.** ``multiprocessing`` makes each child re-run the parent's
    ``__main__`` script (``python -m`` modules excepted) so that functions defined there can be
    unpickled. The daemon's children run ``orchestrator._child.run_entry`` with a pipe end and
    a plan, and the parent's script is whatever started the daemon: the ``goondan`` console
@@ -51,6 +65,7 @@ from typing import Any
 from bundle.entry import remember_entry_module
 from goondan.proctitle import prepare as prepare_process_names
 from ipc.payload import find_every_rule
+from orchestrator._forkserver_memory import fill_free_blocks, tag_every_class
 
 RUNTIME_MODULES = (
     "multiprocessing.popen_forkserver",
@@ -82,6 +97,8 @@ def _import_runtime() -> None:
     find_every_rule()
 
 
+_TAKEN_BLOCKS: list[object] = []
+"""The objects ``fill_free_blocks`` placed: kept for the fork server's life."""
 _prepare = spawn.prepare
 
 
@@ -95,6 +112,8 @@ signal.signal(signal.SIGINT, signal.SIG_IGN)
 gc.disable()
 _import_runtime()
 prepare_process_names()
+tag_every_class()
+fill_free_blocks(_TAKEN_BLOCKS)
 gc.freeze()
 gc.enable()
 spawn.prepare = _prepare_without_main

@@ -97,6 +97,7 @@ def test_ipc_quick_prints_every_figure_and_ratio() -> None:
         *("bare_child_unfrozen_collect_uss_mib", "bare_child_refcount_walk_uss_mib"),
         *("agent_uss_over_bare_child", "bare_child_share_of_agent_uss"),
         *("agent_copied_mib", "agent_new_mib", "bare_child_copied_mib", "bare_child_new_mib"),
+        *("floor_child_faults", "agent_ready_faults"),
     )
     # The do-nothing children run under the fork server's frozen preload, as an agent does.
     assert figures["preload_frozen_objects"] > 0
@@ -217,11 +218,22 @@ def test_scale_quick_prints_every_figure() -> None:
         figures,
         *("all_ready_s", "total_pss_mib", "daemon_pss_mib", "fork_server_pss_mib"),
         *("agent_pss_mib_median", "agent_uss_mib_median", "processes", "status_ms"),
+        *("agent_faults_median",),
         *("status_uncached_ms", "status_api_ms", "all_stopped_s"),
         *("delegate_rtt_us_2", "delegate_rtt_us_3", "delegate_rtt_ratio_3_vs_2"),
     )
     numbers(figures["start_cpu_ms_per_agent"], "daemon", "fork_server", "agent")
     assert figures["status_rows"] >= 5  # the three agents, pinger and echo
+
+
+@pytest.mark.timeout(QUICK_SECONDS + 10)
+def test_written_pages_quick_places_the_floor_childs_writes_in_preloaded_objects() -> None:
+    figures = run_quick("written_pages.py")
+    numbers(figures, "copied_pages", "pages_unchanged_since", "changed_words")
+    assert figures["copied_pages"] > 0
+    assert figures["pages_by_mapping"]
+    # Some changed words lie in objects the fork server preloaded: a reference count at least.
+    assert "refcnt" in figures["words_by_field"]
 
 
 SLOW_MODEL_KEYS = (
