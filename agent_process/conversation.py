@@ -110,6 +110,8 @@ class ConversationStore:
         self._base_appendable = False
         """Whether the next fold may append a segment to ``base.jsonl``: it exists, is of
         this version, and ends with a complete line of a complete segment."""
+        self._base_missing = False
+        """``base.jsonl`` did not exist when it was read: the first fold makes it in place."""
 
     @property
     def messages(self) -> list[Message]:
@@ -246,9 +248,12 @@ class ConversationStore:
         if not self._events and self.base_path.exists():
             return
         folded_seq = self._next_seq - 1
-        appended = self._base_appendable and all(e.type == "append" for e in self._events)
+        appends_only = all(e.type == "append" for e in self._events)
+        appended = self._base_appendable and appends_only
         if appended:
             self._append_segment(folded_seq)
+        elif appends_only and self._base_missing and self._create_base(folded_seq):
+            appended = True
         else:
             self._rewrite_base(folded_seq)
         try:
@@ -278,16 +283,28 @@ class ConversationStore:
             self._base_appendable = False
             raise
 
+    def _create_base(self, folded_seq: int) -> bool:
+        """Write the conversation's first base in place (see
+        :func:`goondan.state_files.conversation.create_base`); ``False`` when one exists."""
+        messages = [message.to_json() for message in self._messages]
+        if not files.create_base(self.base_path, folded_seq, messages, fsync=self._fsync):
+            return False
+        self._base_missing = False
+        self._base_appendable = True
+        return True
+
     def _rewrite_base(self, folded_seq: int) -> None:
         """Write the whole conversation as a new base, atomically (whatever ``fsync`` says:
         a replaced file follows the state directory's one rule)."""
         files.write_base(
             self.base_path, folded_seq, (message.to_json() for message in self._messages)
         )
+        self._base_missing = False
         self._base_appendable = True
 
     def _read_base(self) -> tuple[list[Message], int]:
         """The base's messages and ``foldedSeq``; notes whether a segment may be appended."""
         base = files.read_base(self.base_path, Message.from_json, log=_log)
         self._base_appendable = base.appendable
+        self._base_missing = base.missing
         return base.messages, base.folded_seq

@@ -111,6 +111,9 @@ class Instance:
     """The newest caller's message admitted (see :meth:`InstanceManager.admit`)."""
     pin: PinnedDir | None = None
     """``workdir`` opened once (see :mod:`agent_process.workdirs`); released when unloaded."""
+    recorded: tuple[str, int] = ("", 0)
+    """The status and model calls of its latest metadata record (written, or waiting to be):
+    a record that would say the same again is not made."""
 
 
 def _begun_here(instance: Instance, turn_input: TurnInput) -> bool:
@@ -164,6 +167,11 @@ class InstanceManager:
         ``ConversationStorageError`` (each with a ``code``) when it cannot be loaded; nothing
         is kept in memory then, so a later call tries again.
         """
+        return self._load(key, for_turn=False)
+
+    def _load(self, key: str, *, for_turn: bool) -> Instance:
+        """:meth:`get`; ``for_turn``: a Turn of it is queued next, so an instance loaded now
+        is recorded ``processing`` at once (one record, not ``idle`` then ``processing``)."""
         instance = self._instances.get(key)
         if instance is None:
             directory = claim_instance_directory(self.root, key)
@@ -195,7 +203,7 @@ class InstanceManager:
                 pin=pin,
             )
             self._instances[key] = instance
-            self._write_metadata(instance)
+            self._write_metadata(instance, busy=for_turn, new=not recorded)
         return instance
 
     def is_idle(self, key: str) -> bool:
@@ -339,7 +347,8 @@ class InstanceManager:
         has had no effect and could be delivered again elsewhere. The Turn waits its turn
         whatever the agent's policy: see :meth:`admit` for a caller's message.
         """
-        return self._enqueue(self.get(key), QueuedTurn(turn_input, self._future(), on_start))
+        instance = self._load(key, for_turn=True)
+        return self._enqueue(instance, QueuedTurn(turn_input, self._future(), on_start))
 
     def admit(
         self, key: str, turn_input: TurnInput, *, on_start: Callable[[], None] | None = None
@@ -349,7 +358,7 @@ class InstanceManager:
         ``reject`` raises :class:`InstanceBusy`, ``interrupt`` queues it and has every earlier
         admitted Turn stop at its next Step boundary, its caller answered with this Turn's
         answer (see :mod:`agent_process.instance_policy`)."""
-        instance = self.get(key)
+        instance = self._load(key, for_turn=True)
         busy = instance.current is not None or not instance.queue.empty()
         # A request whose Turn began here before its agent died was admitted then: it takes
         # no part in the policy now (it neither is refused nor interrupts, nor is interrupted).
@@ -455,6 +464,8 @@ class InstanceManager:
         finally:
             while not instance.queue.empty() and not instance.restarting:
                 instance.queue.get_nowait().future.cancel()
+            if not instance.busy:  # recorded processing when loaded, its Turn never ran
+                self._record(instance, busy=False)
 
     def _failed_turn(self, instance: Instance, turn_input: TurnInput, exc: Exception) -> TurnResult:
         """The answer for a Turn that raised (a write the disk refused, say).
@@ -487,14 +498,27 @@ class InstanceManager:
     def _set_busy(self, instance: Instance, busy: bool) -> None:
         instance.busy = busy
         self._busy_count += 1 if busy else -1
-        self._status.record(instance.directory, self._metadata(instance, busy))
+        self._record(instance, busy)
         if self._on_busy_change is not None and (
             (busy and self._busy_count == 1) or (not busy and self._busy_count == 0)
         ):
             self._on_busy_change(busy)
 
-    def _write_metadata(self, instance: Instance) -> None:
-        """Record the instance's metadata now, idle (when it is loaded or created)."""
+    def _record(self, instance: Instance, busy: bool) -> None:
+        """Have the instance's metadata written soon, unless its latest record (written or
+        waiting) says the same."""
+        state = ("processing" if busy else "idle", instance.usage.calls)
+        if state != instance.recorded:
+            instance.recorded = state
+            self._status.record(instance.directory, self._metadata(instance, busy))
+
+    def _write_metadata(self, instance: Instance, *, busy: bool, new: bool) -> None:
+        """Record the instance's metadata now (when it is loaded or created): made in place
+        when ``new`` (it has none yet), else replaced."""
+        metadata = self._metadata(instance, busy=busy)
+        instance.recorded = (str(metadata["status"]), instance.usage.calls)
+        if new and self._create_metadata(instance, metadata):
+            return
         try:
             instance.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -502,12 +526,19 @@ class InstanceManager:
                 "instance metadata not written", instance_key=instance.key, error=str(exc)
             )
             return
-        write_metadata(
-            instance.directory,
-            self._metadata(instance, busy=False),
-            self._log,
-            self.storage.records,
-        )
+        write_metadata(instance.directory, metadata, self._log, self.storage.records)
+
+    def _create_metadata(self, instance: Instance, metadata: dict[str, object]) -> bool:
+        """Make a new instance's ``metadata.json`` in place (its directory exists: the
+        conversation's load made it); ``False`` when it must be replaced instead (a file is
+        there after all) or could not be made (the replacement says why)."""
+        try:
+            data = metadata_file.create_metadata(instance.directory, metadata)
+            if data is not None and self.storage.records is not None:
+                self.storage.records.written(instance.directory / metadata_file.FILE_NAME, data)
+        except ConversationStorageError:
+            return False
+        return data is not None
 
     def _metadata(self, instance: Instance, busy: bool) -> dict[str, object]:
         metadata: dict[str, object] = {
@@ -531,4 +562,4 @@ class InstanceManager:
         in the Turn must not forget what was spent)."""
         instance = self._instances.get(key)
         if instance is not None:
-            self._status.record(instance.directory, self._metadata(instance, instance.busy))
+            self._record(instance, instance.busy)

@@ -82,7 +82,10 @@ class RuntimeEventReport(EventBody, frozen=True):
     def from_wire(cls, data: Any, what: str) -> RuntimeEventReport:
         """The report of a payload, its event typed; raises :class:`MalformedPayload` when
         ``event`` is not an object."""
-        return cls(read_runtime_event(_EventObject._convert(data, what).event))
+        event = data.get("event", {}) if type(data) is dict else None
+        if type(event) is not dict:  # the checking struct says what is wrong with it
+            event = _EventObject._convert(data, what).event
+        return cls(read_runtime_event(event))
 
 
 class _EventObject(Payload, frozen=True):

@@ -10,7 +10,9 @@ imports the format from here instead of re-reading the bytes by hand:
 * :mod:`~goondan.state_files.eventlog` — the runtime event log, ``runtime-events.jsonl``.
 
 A file that is replaced goes through :func:`goondan.files.write_atomic` (one durability rule);
-an append-only file says in its module why its appends follow a rule of their own.
+one made for the first time, whose readers take a partial file for none, may be made in place
+under the same rule (:mod:`~goondan.state_files.created`); an append-only file says in its
+module why its appends follow a rule of their own.
 """
 
 from __future__ import annotations

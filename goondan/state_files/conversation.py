@@ -43,6 +43,7 @@ from goondan import reserve
 from goondan.errors import newer_format
 from goondan.files import sync_directory, write_atomic
 from goondan.state_files import ConversationStorageError, ConversationUnreadable
+from goondan.state_files.created import create_in_place
 
 BASE_FILE = "base.jsonl"
 EVENTS_FILE = "events.jsonl"
@@ -70,6 +71,8 @@ class Base(Generic[T]):
     appendable: bool
     """Whether a segment may be appended: the file exists, is of this version, and ends with
     a complete line of a complete segment (else the next fold rewrites it)."""
+    missing: bool = False
+    """The file does not exist (a new conversation's, until its first fold)."""
 
 
 def read_lines(path: Path, log: Any = None) -> Iterator[JsonObject]:
@@ -189,6 +192,10 @@ class _BaseReader(Generic[T]):
         if self.segment is not None:
             self._warn("ignoring a fold segment cut short", found=len(self.segment))
             self.complete = False
+        if not self.messages and self.version == 0 and self.complete:
+            # Nothing read: only a conversation that never folded has no base at all.
+            missing = not os.path.lexists(self.path)
+            return Base(self.messages, self.folded_seq, False, missing)
         appendable = (
             self.complete and self.version == FORMAT_VERSION and ends_with_newline(self.path)
         )
@@ -240,6 +247,27 @@ def write_base(path: Path, folded_seq: int, messages: Iterable[JsonObject]) -> N
     try:
         reserve.retrying(path.parent, lambda: path.parent.mkdir(parents=True, exist_ok=True))
         write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise ConversationStorageError(path, exc) from exc
+
+
+def create_base(
+    path: Path, folded_seq: int, messages: Sequence[JsonObject], *, fsync: bool = True
+) -> bool:
+    """Write the first base of a conversation: a header that holds nothing, then ``messages``
+    as one fold segment up to ``folded_seq``. Returns ``False`` (nothing written) when a base
+    exists already; raises :class:`ConversationStorageError` with no file left behind.
+
+    There is no old base to keep whole, so the file is made in place (no temporary file,
+    no rename, which cost a new instance's first fold more than its fsyncs): a write cut
+    short leaves a header and a segment cut short, which a reader ignores as it ignores an
+    appended one (its events are still in ``events.jsonl``), and the next fold rewrites it.
+    With ``fsync``, the file and then its directory are forced to disk, as a rename would be.
+    """
+    header = json.dumps({"kind": "header", "version": FORMAT_VERSION, "foldedSeq": 0})
+    data = (header + "\n").encode("utf-8") + segment_bytes(folded_seq, messages)
+    try:
+        return reserve.retrying(path.parent, lambda: create_in_place(path, data, fsync=fsync))
     except OSError as exc:
         raise ConversationStorageError(path, exc) from exc
 

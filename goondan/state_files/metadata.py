@@ -20,7 +20,9 @@ from typing import Any
 from goondan.defaults import INSTANCE_METADATA_FORMAT
 from goondan.errors import newer_format
 from goondan.files import write_atomic
+from goondan.reserve import retrying
 from goondan.state_files import ConversationStorageError, ConversationUnreadable
+from goondan.state_files.created import create_in_place
 
 FILE_NAME = "metadata.json"
 
@@ -40,6 +42,26 @@ def write_metadata(directory: Path, metadata: dict[str, Any]) -> bytes:
     except OSError as exc:
         raise ConversationStorageError(path, exc) from exc
     return data
+
+
+def create_metadata(directory: Path, metadata: dict[str, Any]) -> bytes | None:
+    """Write a new instance's ``metadata.json`` in place and return the bytes written;
+    ``None`` (nothing written) when the file exists already, which :func:`write_metadata`
+    then replaces. Raises :class:`ConversationStorageError` naming the file, none left.
+
+    No temporary file is renamed over it: there is nothing to keep whole, and that rename
+    cost a new instance more than its fsyncs. A reader that meets the file before its write
+    ends, or after a kill cut it short, reads no record (see :func:`read_metadata`), as it
+    would read none a moment earlier; the next record replaces it whole. The file and its
+    directory are forced to disk as :func:`goondan.files.write_atomic` forces them.
+    """
+    data = encode_metadata(metadata)
+    path = directory / FILE_NAME
+    try:
+        created = retrying(directory, lambda: create_in_place(path, data))
+    except OSError as exc:
+        raise ConversationStorageError(path, exc) from exc
+    return data if created else None
 
 
 def read_metadata(directory: Path) -> dict[str, Any]:

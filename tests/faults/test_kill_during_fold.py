@@ -140,9 +140,10 @@ def test_a_kill_during_an_appending_fold_loses_and_repeats_nothing(
         check=False,
     )
     assert done.returncode == -signal.SIGKILL, done.stderr
-    # the kill happened where it was meant to: header + 3 old messages, then the segment
+    # the kill happened where it was meant to: header, the first segment of 3 old messages,
+    # then this one
     base = (directory / "base.jsonl").read_text()
-    segment_whole = base.endswith("\n") and len(base.splitlines()) == 1 + 3 + 1 + 4
+    segment_whole = base.endswith("\n") and len(base.splitlines()) == 1 + 1 + 3 + 1 + 4
     assert segment_whole == (point != "mid-segment")
     store = ConversationStore(directory)
     assert [(m.id, m.content) for m in store.load()] == APPEND_EXPECTED
@@ -150,3 +151,63 @@ def test_a_kill_during_an_appending_fold_loses_and_repeats_nothing(
     store.fold()
     again = ConversationStore(directory).load()
     assert [m.id for m in again] == [*(i for i, _ in APPEND_EXPECTED), "after"]
+
+
+FIRST_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    import agent_process.conversation as conversation
+    from agent_process.conversation import ConversationStore
+    from tools_base import Message
+
+    def die(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    directory, point = sys.argv[1], sys.argv[2]
+    store = ConversationStore(conversation.Path(directory))
+    store.load()
+    for i in range(3):                      # a new conversation's first Turn
+        store.append(Message(id=f"new{i}", role="user", content=f"new {i}"))
+    if point == "mid-create":
+        real_fdopen = os.fdopen
+        def opening(fd, *args, **kwargs):
+            file = real_fdopen(fd, *args, **kwargs)
+            real_write = file.write
+            def write(data):
+                real_write(data[: len(data) * 2 // 3])
+                file.flush()
+                die()
+            file.write = write
+            return file
+        os.fdopen = opening
+    elif point == "before-fsync":
+        os.fsync = die
+    store.fold()
+    die()                                   # "after-fold"
+    """
+)
+FIRST_EXPECTED = [(f"new{i}", f"new {i}") for i in range(3)]
+
+
+@pytest.mark.parametrize("point", ["mid-create", "before-fsync", "after-fold"])
+def test_a_kill_during_a_first_fold_loses_and_repeats_nothing(tmp_path: Path, point: str) -> None:
+    directory = tmp_path / "conversation"
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_CHILD, str(directory), point],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    # the kill happened where it was meant to: the base made in place, whole or cut short
+    base = (directory / "base.jsonl").read_text()
+    assert (len(base.splitlines()) == 1 + 1 + 3) == (point != "mid-create")
+    assert not any(directory.glob(".base.jsonl.*"))
+    store = ConversationStore(directory)
+    assert [(m.id, m.content) for m in store.load()] == FIRST_EXPECTED
+    assert store.pending_events == (3 if point == "mid-create" else 0)
+    store.append(Message(id="after", role="user", content="after the crash"))
+    store.fold()
+    again = ConversationStore(directory).load()
+    assert [m.id for m in again] == [*(i for i, _ in FIRST_EXPECTED), "after"]

@@ -120,8 +120,11 @@ async def test_a_full_disk_answers_at_once_and_the_agent_serves_again_after(
 ) -> None:
     assert (await ask(swarm, "first words")).output == "beta got: first words"
     filler = fill(small_disk)
+    # Longer than a page: a line that fits the room left in a file's last page is written,
+    # full disk or not (the first Turn's fold leaves events.jsonl's page partly used).
+    padding = " " + "x" * 8192
     for attempt in range(3):  # not just once: the agent must not be left half-alive
-        answer = await ask(swarm, f"while full {attempt}")
+        answer = await ask(swarm, f"while full {attempt}{padding}")
         assert answer.status == "error", answer
         assert answer.error.code == "E_STORAGE"
         assert "No space left on device" in answer.error.message

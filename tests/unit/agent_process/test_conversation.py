@@ -50,7 +50,6 @@ def test_events_are_on_disk_before_the_fold(tmp_path: Path) -> None:
     # a process killed now: a fresh store sees both messages from events.jsonl
     assert [m.id for m in ConversationStore(tmp_path).load()] == ["m1", "m2"]
     store.fold()
-    assert (tmp_path / "events.jsonl").read_text() == ""
     reloaded = ConversationStore(tmp_path)
     assert [m.id for m in reloaded.load()] == ["m1", "m2"]
     assert reloaded.pending_events == 0
@@ -87,9 +86,60 @@ def test_base_has_a_header_and_one_message_per_line(tmp_path: Path) -> None:
     store.load()
     store.append(msg(1))
     store.fold()
+    store.emit(MessageEvent.replace("m1", msg(2)))
+    store.fold()  # a replace rewrites the whole base
     lines = (tmp_path / "base.jsonl").read_text().splitlines()
-    assert json.loads(lines[0]) == {"kind": "header", "version": FORMAT_VERSION, "foldedSeq": 1}
-    assert json.loads(lines[1])["id"] == "m1"
+    assert json.loads(lines[0]) == {"kind": "header", "version": FORMAT_VERSION, "foldedSeq": 2}
+    assert [json.loads(line)["id"] for line in lines[1:]] == ["m2"]
+
+
+def test_the_first_fold_makes_the_base_in_place_as_a_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No temporary file renamed over it: there is no old base to keep whole.
+    def refused(*args: object) -> None:
+        raise AssertionError("the first fold renamed a file")
+
+    monkeypatch.setattr("goondan.files.os.replace", refused)
+    store = ConversationStore(tmp_path)
+    store.load()
+    store.append(msg(1))
+    store.append(msg(2))
+    store.fold()
+    assert base_lines(tmp_path) == [
+        {"kind": "header", "version": FORMAT_VERSION, "foldedSeq": 0},
+        {"kind": "fold", "foldedSeq": 2, "count": 2},
+        msg(1).to_json(),
+        msg(2).to_json(),
+    ]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["base.jsonl", "events.jsonl"]
+    reloaded = ConversationStore(tmp_path)
+    assert [m.id for m in reloaded.load()] == ["m1", "m2"]
+    assert reloaded.pending_events == 0
+
+
+def test_a_first_base_cut_short_is_ignored_and_its_events_applied_once(tmp_path: Path) -> None:
+    store = ConversationStore(tmp_path)
+    store.load()
+    store.append(msg(1))
+    store.append(msg(2))
+    store.fold()
+    whole = (tmp_path / "base.jsonl").read_bytes()
+    # a kill mid-write: the header, the segment's first line and one of its two messages
+    (tmp_path / "base.jsonl").write_bytes(b"\n".join(whole.split(b"\n")[:3]) + b"\n")
+    with capture_logs() as logs:
+        resumed = ConversationStore(tmp_path)
+        assert [m.id for m in resumed.load()] == ["m1", "m2"]
+    assert any(entry["event"] == "ignoring a fold segment cut short" for entry in logs)
+    resumed.append(msg(3))
+    resumed.fold()  # rewrites the base whole
+    assert [line.get("kind") or line["id"] for line in base_lines(tmp_path)] == [
+        "header",
+        "m1",
+        "m2",
+        "m3",
+    ]
+    assert [m.id for m in ConversationStore(tmp_path).load()] == ["m1", "m2", "m3"]
 
 
 def base_lines(directory: Path) -> list[dict[str, object]]:
@@ -109,15 +159,16 @@ def test_a_turn_of_appends_is_folded_by_appending_only_its_messages(tmp_path: Pa
     assert data.startswith(first)  # the earlier base was not rewritten
     assert [line.get("kind") or line["id"] for line in base_lines(tmp_path)] == [
         "header",
+        "fold",
         "m1",
         "fold",
         "m2",
         "m3",
     ]
-    assert base_lines(tmp_path)[2] == {"kind": "fold", "foldedSeq": 3, "count": 2}
+    assert base_lines(tmp_path)[3] == {"kind": "fold", "foldedSeq": 3, "count": 2}
     # events.jsonl keeps its lines (emptying it costs more than the fold), and the segment's
     # foldedSeq makes a reader skip them
-    assert len((tmp_path / "events.jsonl").read_text().splitlines()) == 2
+    assert len((tmp_path / "events.jsonl").read_text().splitlines()) == 3
     assert [m.id for m in ConversationStore(tmp_path).load()] == ["m1", "m2", "m3"]
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from agent_process.conversation import ConversationStore
 from agent_process.instances import InstanceManager, instance_dir_name
+from agent_process.storage import LocalFiles
 from agent_process.turn import TurnInput, TurnResult
 from goondan.usage import Usage
 
@@ -173,3 +174,56 @@ def test_metadata_carries_its_format_and_a_newer_one_is_refused(tmp_path: Path) 
     rows = {row.get("instanceKey"): row for row in list_instances(tmp_path)}
     assert rows["default"]["formatVersion"] == 1
     assert "metadata format 7; this runtime reads up to 1: upgrade goondan" in rows[None]["error"]
+
+
+class SeenRecords:
+    """A record mirror that keeps every metadata record the agent wrote, in order."""
+
+    def __init__(self) -> None:
+        self.metadata: list[dict[str, object]] = []
+
+    def written(self, path: Path, data: bytes) -> None:
+        if path.name == "metadata.json":
+            self.metadata.append(json.loads(data))
+
+    def removed(self, path: Path) -> None:
+        pass
+
+    def instance_removed(self, directory: Path) -> None:
+        pass
+
+
+class MirroredFiles(LocalFiles):
+    def __init__(self, seen: SeenRecords) -> None:
+        super().__init__()
+        self.records = seen
+
+
+async def test_a_new_instance_is_recorded_once_as_its_turn_starts(tmp_path: Path) -> None:
+    # Not "idle" at its load and then "processing" a moment later: one record, made in place.
+    seen = SeenRecords()
+    runner = RecordingRunner()
+    runner.gates["hold"] = asyncio.Event()
+    instances = manager(tmp_path, runner, storage=MirroredFiles(seen))
+    turn = instances.admit("fresh", TurnInput(text="hold"))
+    assert [record["status"] for record in seen.metadata] == ["processing"]
+    directory = instances.get("fresh").directory
+    assert json.loads((directory / "metadata.json").read_text())["status"] == "processing"
+    runner.gates["hold"].set()
+    await asyncio.wait_for(turn, timeout=5)
+    await asyncio.wait_for(instances.drain(), timeout=5)
+    assert [record["status"] for record in seen.metadata] == ["processing", "idle"]
+    assert sorted(path.name for path in directory.iterdir()) == [
+        "conversation",
+        "metadata.json",
+        "workspace",
+    ]
+
+
+async def test_an_instance_whose_only_turn_never_ran_is_recorded_idle(tmp_path: Path) -> None:
+    seen = SeenRecords()
+    instances = manager(tmp_path, RecordingRunner(), storage=MirroredFiles(seen))
+    instances.admit("fresh", TurnInput(text="never")).cancel()  # its caller gave up at once
+    await asyncio.wait_for(instances.drain(), timeout=5)
+    assert [record["status"] for record in seen.metadata] == ["processing", "idle"]
+    assert instances.is_idle("fresh")
