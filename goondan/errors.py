@@ -26,20 +26,48 @@ from __future__ import annotations
 import enum
 import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 # re-exported: the catalogues' users import everything about codes from here
-from goondan.catalogue import HELP_URL as HELP_URL
-from goondan.catalogue import Audience as Audience
-from goondan.catalogue import Catalogue as Catalogue
-from goondan.catalogue import ErrorCode as ErrorCode
 from goondan.error_codes import ConfigCode as ConfigCode
 from goondan.error_codes import DeliveryCode as DeliveryCode
 from goondan.error_codes import ToolCode as ToolCode
-from goondan.error_meanings import CONFIG as CONFIG
-from goondan.error_meanings import DELIVERY as DELIVERY
-from goondan.error_meanings import TOOL as TOOL
-from goondan.http_codes import HTTP as HTTP
-from goondan.http_codes import HttpCode as HttpCode
+
+if TYPE_CHECKING:
+    from goondan.catalogue import HELP_URL as HELP_URL
+    from goondan.catalogue import Audience as Audience
+    from goondan.catalogue import Catalogue as Catalogue
+    from goondan.catalogue import ErrorCode as ErrorCode
+    from goondan.error_meanings import CONFIG as CONFIG
+    from goondan.error_meanings import DELIVERY as DELIVERY
+    from goondan.error_meanings import TOOL as TOOL
+    from goondan.http_codes import HTTP as HTTP
+    from goondan.http_codes import HttpCode as HttpCode
+
+    CATALOGUES: tuple[Catalogue, ...]
+else:
+
+    def __getattr__(name: str) -> object:
+        """The catalogues (and what they are made of) when first asked for: the codes and the
+        exceptions cost a command that only reports an exit status (the CLI) little, the
+        catalogues' meanings a good part of its start."""
+        if name == "CATALOGUES":
+            value: object = _catalogues()
+        elif name in _CATALOGUE_HOMES:
+            __import__(_CATALOGUE_HOMES[name])  # as a statement would (-X importtime reports it)
+            value = getattr(sys.modules[_CATALOGUE_HOMES[name]], name)
+        else:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        globals()[name] = value
+        return value
+
+
+_CATALOGUE_HOMES = {
+    **dict.fromkeys(("HELP_URL", "Audience", "Catalogue", "ErrorCode"), "goondan.catalogue"),
+    **dict.fromkeys(("CONFIG", "DELIVERY", "TOOL"), "goondan.error_meanings"),
+    **dict.fromkeys(("HTTP", "HttpCode"), "goondan.http_codes"),
+}
+"""Where each name the module re-exports lazily lives."""
 
 
 class ExitCode(enum.IntEnum):
@@ -79,17 +107,23 @@ CLI_EXIT: Mapping[int, str] = {
 }
 """Exit statuses of ``goondan``."""
 
-CATALOGUES = (CONFIG, TOOL, DELIVERY, HTTP)
+
+def _catalogues() -> tuple[Catalogue, ...]:
+    """Every catalogue (``CATALOGUES``): configuration, tool, delivery, HTTP."""
+    from goondan.error_meanings import CONFIG, DELIVERY, TOOL
+    from goondan.http_codes import HTTP
+
+    return (CONFIG, TOOL, DELIVERY, HTTP)
 
 
 def known(code: str) -> bool:
     """Whether ``code`` is in a catalogue."""
-    return any(code in catalogue for catalogue in CATALOGUES)
+    return any(code in catalogue for catalogue in _catalogues())
 
 
 def describe(code: str) -> ErrorCode | None:
     """The catalogue entry of ``code``, whichever audience it belongs to."""
-    for catalogue in CATALOGUES:
+    for catalogue in _catalogues():
         if code in catalogue:
             return catalogue[code]
     return None
@@ -154,12 +188,8 @@ class DaemonError(GoondanError):
 
 def _main() -> None:
     """Print the tables of docs/reference/error-codes.md."""
-    for title, catalogue in (
-        ("Configuration errors", CONFIG),
-        ("Tool results", TOOL),
-        ("Requests to agents", DELIVERY),
-        ("HTTP API refusals", HTTP),
-    ):
+    titles = ("Configuration errors", "Tool results", "Requests to agents", "HTTP API refusals")
+    for title, catalogue in zip(titles, _catalogues(), strict=True):
         print(f"## {title}\n\n{catalogue.markdown()}\n")
     print("## Exit statuses of `goondan`\n\n| status | meaning |\n|---|---|")
     for status, meaning in CLI_EXIT.items():

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 from goondan.reserve import retrying
@@ -39,6 +38,8 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
+    import tempfile  # here: a reader of state files (the CLI) never imports it
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:

@@ -18,15 +18,12 @@ happening:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
-
-import structlog
 
 RESERVE_NAME = ".space-reserve"
 """The reserve file's name, in the state directory."""
@@ -42,7 +39,14 @@ _SEARCH_DEPTH = 12
 """How many directories up from a state file the reserve is looked for."""
 _MIB = 1024 * 1024
 _T = TypeVar("_T")
-_log = structlog.get_logger("goondan")
+
+
+def _log() -> Any:
+    """The logger, structlog imported only when there is something to say: a command that only
+    reads state files (``goondan status``) never pays for it, nor for asyncio."""
+    import structlog
+
+    return structlog.get_logger("goondan")
 
 
 def reserve_mib(environ: dict[str, str] | None = None) -> int:
@@ -80,7 +84,7 @@ def make(state_dir: Path, mib: int) -> bool:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(partial)
-        _log.warning("state reserve not made", path=str(path), error=exc.strerror or str(exc))
+        _log().warning("state reserve not made", path=str(path), error=exc.strerror or str(exc))
         return False
     return True
 
@@ -115,7 +119,7 @@ def release(near: Path) -> bool:
             continue
         except OSError:
             return False
-        _log.warning(
+        _log().warning(
             "state reserve released: the disk is full",
             state_dir=str(directory),
             left_mib=max(0, size - RELEASE_MIB * _MIB) // _MIB,
@@ -144,6 +148,8 @@ def out_of_space(exc: BaseException) -> bool:
 async def keep(state_dir: Path, mib: int | None = None, log: Any = None) -> None:
     """The daemon's task: make the reserve, and make it again whenever it was released and
     the disk has room once more (runs until cancelled)."""
+    import asyncio
+
     size = reserve_mib() if mib is None else mib
     if size <= 0:
         return

@@ -6,31 +6,50 @@ messages), its payloads typed in :mod:`ipc.delegation`, :mod:`ipc.events` and :m
 :mod:`ipc.channel` an asyncio channel over one end of a pipe.
 """
 
-from ipc.channel import Channel, ChannelClosed, ChannelStatistics, PeerGone
-from ipc.codec import MAX_FRAME_BYTES, FrameDecoder, FrameTooLarge, IpcProtocolError, encode
-from ipc.messages import (
-    AgentCrashed,
-    AgentNotFound,
-    AgentUnavailable,
-    BudgetExceeded,
-    Cancelled,
-    CircularCall,
-    DelegateMessage,
-    DelegateResultMessage,
-    EmptyInput,
-    EventMessage,
-    IpcError,
-    IpcMessage,
-    NodeAbsent,
-    PermitTimeout,
-    RequestTimeout,
-    ShutdownMessage,
-    ShuttingDown,
-    TooManyPending,
-    TurnFailed,
-    parse_message,
-)
-from ipc.protocol import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, ORCHESTRATOR, EventKind
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ipc.channel import Channel, ChannelClosed, ChannelStatistics, PeerGone
+    from ipc.codec import MAX_FRAME_BYTES, FrameDecoder, FrameTooLarge, IpcProtocolError, encode
+    from ipc.messages import (
+        AgentCrashed,
+        AgentNotFound,
+        AgentUnavailable,
+        BudgetExceeded,
+        Cancelled,
+        CircularCall,
+        DelegateMessage,
+        DelegateResultMessage,
+        EmptyInput,
+        EventMessage,
+        IpcError,
+        IpcMessage,
+        NodeAbsent,
+        PermitTimeout,
+        RequestTimeout,
+        ShutdownMessage,
+        ShuttingDown,
+        TooManyPending,
+        TurnFailed,
+        parse_message,
+    )
+    from ipc.protocol import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, ORCHESTRATOR, EventKind
+else:
+
+    def __getattr__(name: str) -> object:
+        """Each name from its module when first asked for, so that importing one module of
+        the package (the CLI reads an answer with :mod:`ipc.delegation`) does not import
+        them all: :mod:`ipc.channel` brings asyncio, multiprocessing and structlog."""
+        module = _HOMES.get(name)
+        if module is None:
+            raise AttributeError(f"module 'ipc' has no attribute {name!r}")
+        import sys
+
+        __import__(module)  # as a statement would (-X importtime reports it)
+        value = getattr(sys.modules[module], name)
+        globals()[name] = value
+        return value
+
 
 __all__ = [
     "DEFAULT_INSTANCE_KEY",
@@ -67,3 +86,59 @@ __all__ = [
     "encode",
     "parse_message",
 ]
+_HOMES = {
+    **dict.fromkeys(
+        (
+            "Channel",
+            "ChannelClosed",
+            "ChannelStatistics",
+            "PeerGone",
+        ),
+        "ipc.channel",
+    ),
+    **dict.fromkeys(
+        (
+            "MAX_FRAME_BYTES",
+            "FrameDecoder",
+            "FrameTooLarge",
+            "IpcProtocolError",
+            "encode",
+        ),
+        "ipc.codec",
+    ),
+    **dict.fromkeys(
+        (
+            "AgentCrashed",
+            "AgentNotFound",
+            "AgentUnavailable",
+            "BudgetExceeded",
+            "Cancelled",
+            "CircularCall",
+            "DelegateMessage",
+            "DelegateResultMessage",
+            "EmptyInput",
+            "EventMessage",
+            "IpcError",
+            "IpcMessage",
+            "NodeAbsent",
+            "PermitTimeout",
+            "RequestTimeout",
+            "ShutdownMessage",
+            "ShuttingDown",
+            "TooManyPending",
+            "TurnFailed",
+            "parse_message",
+        ),
+        "ipc.messages",
+    ),
+    **dict.fromkeys(
+        (
+            "DEFAULT_INSTANCE_KEY",
+            "EXTERNAL_CALLER",
+            "ORCHESTRATOR",
+            "EventKind",
+        ),
+        "ipc.protocol",
+    ),
+}
+"""The module each public name lives in."""

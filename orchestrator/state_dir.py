@@ -6,10 +6,8 @@ Imported by the CLI as well as the daemon, so it stays light: no third-party imp
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,6 +49,8 @@ def state_dir_under_root(root: Path, bundle_path: Path) -> Path:
     without reading the configuration)."""
     directory = bundle_directory(bundle_path)
     slug = re.sub(r"-+", "-", re.sub(r"[^a-z0-9._-]", "-", directory.name.lower())).strip("-")
+    import hashlib  # here, as shutil below: a command resolving its state needs neither
+
     digest = hashlib.sha256(os.fsencode(directory)).hexdigest()[:12]
     return root.expanduser().resolve() / "workspaces" / f"{(slug or 'bundle')[:16]}-{digest}"
 
@@ -118,6 +118,8 @@ def delete_instance_dir(state_dir: Path, agent: str, key: str) -> bool:
     """Remove the files of one instance; ``False`` when it does not exist."""
     for row in list_instances(state_dir, agent):
         if row.get("instanceKey") == key:
+            import shutil
+
             shutil.rmtree(row["directory"], ignore_errors=True)
             return True
     return False

@@ -12,13 +12,10 @@ waits for little more than the interpreter.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from goondan.errors import ExitCode
-from orchestrator.cli.common import Command, DaemonFailed, UsageError, fail, state_dir_of
 from orchestrator.cli.parser import build_parser, command_in
 
 
@@ -35,18 +32,24 @@ def version_text() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     if "_ARGCOMPLETE" in os.environ:  # the shell completes a word: answer and exit
-        from orchestrator.cli.completion import complete
+        from orchestrator.cli.common import state_dir_of
+        from orchestrator.cli.completion import command_completed, complete
 
-        complete(build_parser(), state_dir_of)
+        complete(build_parser(command_completed()), state_dir_of)
     # Building every command's arguments is a good part of a short command's time: build
-    # those of the command given (all of them for help, or anything unexpected).
+    # those of the command given (none for --help; all of them for anything unexpected).
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(command_in(words))
-    args = parser.parse_args(words)
+    args = parser.parse_args(words)  # --help prints and exits here, having imported nothing more
     if args.version:
+        import json
+
         version = version_text()
         print(json.dumps({"version": version}) if args.json else f"goondan-py {version}")
         return 0
+    from goondan.errors import ExitCode
+    from orchestrator.cli.common import DaemonFailed, UsageError, fail
+
     if args.command is None:
         parser.print_usage(sys.stderr)
         print("error: name a command (see --help)", file=sys.stderr)
@@ -58,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         # Through the environment, so the validators `run --watch` starts agree.
         os.environ[ALLOW_OUTSIDE_BUNDLE_ENV] = "1"
-    command: Command = args.run
+    command: Callable[[argparse.Namespace], int] = args.run
     try:
         code = command(args)
         sys.stdout.flush()  # a reader that left shows here, not at the interpreter's exit

@@ -23,25 +23,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-import msgspec
-
 from goondan.errors import ExitCode
-from ipc.runtime_events import AnyEvent, ApprovalEvent, EventType, given, read_event
 
 if TYPE_CHECKING:
     from ipc.delegation import DelegateAnswer
     from ipc.events import TextDelta
+    from ipc.runtime_events import AnyEvent
 
 EventSink = Callable[[str, dict[str, Any]], None]
 """Takes ``(kind, data)``: ``delta`` (a piece of text) or ``approval`` (a runtime event)."""
 ARGUMENTS_SHOWN = 200
 """Characters of a parked call's arguments shown before they are cut (``approvals`` too)."""
-STREAM_HELP = (
-    "print the answer's text as it is produced, the agents it asks included, each Step on a "
-    "line of its own; with --json, one JSON object per line ({event: delta|approval, ...}), "
-    "the last one what --json prints without --stream"
-)
-"""``--stream``, as ``send`` and ``run`` describe it."""
 
 
 def invoked_as() -> str:
@@ -80,6 +72,9 @@ class ApprovalNotices:
         self.out = out
 
     def __call__(self, event: AnyEvent) -> None:
+        # Here, not at the top: a request that meets no approval never imports the events.
+        from ipc.runtime_events import ApprovalEvent, EventType, given
+
         out = self.out or sys.stderr
         if not isinstance(event, ApprovalEvent):
             return
@@ -145,6 +140,8 @@ class AnswerPrinter:
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "approval":
+            from ipc.runtime_events import read_event
+
             self.notices(read_event(data))
         if not self.stream or kind not in ("delta", "approval"):
             return
@@ -153,16 +150,18 @@ class AnswerPrinter:
             return
         if kind != "delta":
             return
-        delta = msgspec.convert(data, _Delta)
-        if not isinstance(delta.text, str):
+        # The data of an `event: delta` (orchestrator.http.streams.delta_json): any value
+        # goes, a piece without text is passed over.
+        text = data.get("text")
+        if not isinstance(text, str):
             return
-        step = (delta.agent, delta.step_id)
+        step = (data.get("agent"), data.get("stepId"))
         if self.step is not None and step != self.step:
             self._write("\n")
             self.step_text = ""
         self.step = step
-        self.step_text += delta.text
-        self._write(delta.text)
+        self.step_text += text
+        self._write(text)
 
     def finish(self, agent: str, output: Any | None) -> None:
         """End the streamed text: ``output`` (the answer of ``agent``, ``None`` when it failed)
@@ -207,14 +206,13 @@ def send_and_wait(args: argparse.Namespace, state_dir: Callable[[], Path]) -> in
     except TargetError as exc:
         printer.finish(args.agent, None)
         return fail(args, exc.exit_code, str(exc))
-    read = _read_answer(answer)
+    read = read_answer(answer)
     output = "" if read is None or read.output is None else read.output
     printer.finish(args.agent, output if status < 400 and isinstance(answer, dict) else None)
     if args.json:
         print(json.dumps(answer))
     elif status == 502:  # the request ran and failed: the answer says why
-        error = read.error if read is not None else None
-        message, code = (error.message, error.code) if error is not None else (None, None)
+        message, code = (read.error_message, read.error_code) if read else (None, None)
         print(f"error: {message} ({code})", file=sys.stderr)
     elif status >= 400:
         print(f"error: {error_text(answer)}", file=sys.stderr)
@@ -224,27 +222,47 @@ def send_and_wait(args: argparse.Namespace, state_dir: Callable[[], Path]) -> in
     return 0 if status < 400 else 1
 
 
-class _Delta(msgspec.Struct, rename="camel"):
-    """The data of an ``event: delta`` (``orchestrator.http.streams.delta_json``), as the
-    printer reads it: any value goes, a piece without text is passed over."""
+class RequestAnswer:
+    """A request's answer as ``send`` reads it: the wire form of
+    :class:`ipc.delegation.DelegateAnswer`, read as that reads it (:func:`read_answer`), without
+    importing the IPC stack it belongs to (a good part of ``send``'s start)."""
 
-    agent: object = None
-    """The agent whose text this is."""
-    step_id: object = None
-    """The Step that produced it."""
-    text: object = None
-    """The piece of text."""
+    __slots__ = ("error_code", "error_message", "output", "status")
+
+    def __init__(
+        self, status: str, output: object, error_code: str | None, error_message: str | None
+    ) -> None:
+        self.status = status
+        """``ok`` or ``error``."""
+        self.output = output
+        """The answer text (for a failed Turn, the last text it produced, if any)."""
+        self.error_code = error_code
+        """Why there is no answer (``None`` with one)."""
+        self.error_message = error_message
+        """The same, in words."""
 
 
-def _read_answer(body: object) -> DelegateAnswer | None:
-    """The Turn's answer in a request's body (its wire form); ``None`` when it is not one."""
-    from ipc.delegation import DelegateAnswer
-    from ipc.messages import IpcError
-
-    try:
-        return DelegateAnswer.from_wire(body)
-    except IpcError:
+def read_answer(body: object) -> RequestAnswer | None:
+    """The Turn's answer in a request's body (its wire form); ``None`` when it is not one. As
+    ``DelegateAnswer.from_wire`` reads it: ``status`` ``ok`` or ``error``, ``turn`` an object
+    or null, ``error`` null or ``{code, message}`` (a code missing is ``IPC_ERROR``, a message
+    missing the code, anything else a malformed error); other fields passed over."""
+    if not isinstance(body, dict):
         return None
+    status, turn = body.get("status"), body.get("turn")
+    if status not in ("ok", "error") or not (turn is None or isinstance(turn, dict)):
+        return None
+    error = body.get("error")
+    if error is None:
+        return RequestAnswer(status, body.get("output"), None, None)
+    from goondan.errors import DeliveryCode
+
+    if not isinstance(error, dict):
+        code, message = str(DeliveryCode.IPC_ERROR), f"malformed error: {error!r}"
+    else:
+        code = str(error.get("code") or DeliveryCode.IPC_ERROR)
+        message = str(error.get("message") or code)
+    return RequestAnswer(status, body.get("output"), code, message)
 
 
 async def stream_answer(

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from goondan.errors import ExitCode
+from orchestrator.cli.commands import Command as Command
 
-Command = Callable[[argparse.Namespace], int]
-"""What runs a command: its parsed arguments in, its exit status out."""
 AnswerT = TypeVar("AnswerT")
 DEFAULT_CONFIG = "goondan.yaml"
 """The configuration a command reads when given none."""

@@ -32,6 +32,24 @@ def requested() -> bool:
     return "_ARGCOMPLETE" in os.environ
 
 
+def command_completed() -> str | None:
+    """The command whose arguments a completion needs, as :func:`~orchestrator.cli.commands.
+    command_in` tells from the words before the one being completed (``None``: every
+    command's, when the environment does not say them plainly)."""
+    from orchestrator.cli.commands import command_in
+
+    try:
+        point = int(os.environ.get("COMP_POINT", ""))
+        programs = int(os.environ.get("_ARGCOMPLETE", ""))  # 1: goondan, 3: python -m orchestrator
+    except ValueError:
+        return None
+    line = os.environ.get("COMP_LINE", "")[:point]
+    words = line.split()
+    if line and not line[-1].isspace():
+        words = words[:-1]  # the word being completed: a command's name, maybe
+    return command_in(words[programs:])
+
+
 def complete(parser: argparse.ArgumentParser, state_dir: Callable[[Any], Path]) -> NoReturn:
     """Write the completions of the word the shell asks about and exit (argcomplete's side of
     the protocol). ``state_dir(parsed_args)`` locates the state the names are read from."""

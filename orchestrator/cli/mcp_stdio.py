@@ -31,11 +31,6 @@ if TYPE_CHECKING:
 
     from orchestrator.http.client import DaemonApi
 
-HELP = (
-    "serve the running daemon's agents as MCP tools over stdio (for MCP clients that start "
-    "their servers: a config runs `python -m orchestrator mcp --state-dir DIR`); needs the "
-    "`mcp` extra"
-)
 CONNECT_SECONDS = 30.0
 """How long reaching the daemon may take."""
 READ_SECONDS = 300.0

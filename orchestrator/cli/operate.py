@@ -1,12 +1,11 @@
-"""The commands that operate the running daemon: ``status``, ``usage``, ``send``,
-``restart``, ``requests``, ``cancel`` and ``instances``."""
+"""The commands that operate the running daemon: ``status``, ``usage``, ``restart``,
+``requests``, ``cancel`` and ``instances`` (``send``: :mod:`.send`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any
 
 from msgspec import UnsetType
 
@@ -162,32 +161,6 @@ def _print_cluster(cluster: Cluster) -> None:
         )
     table.print()
     print()
-
-
-SEND_RETRIES = 3
-"""Times ``send --no-wait`` sends its request again when the daemon took it but its answer was
-lost (the idempotency key makes that safe)."""
-
-
-def cmd_send(args: argparse.Namespace) -> int:
-    """Deliver text to an agent of the running daemon and print its answer (``--no-wait``:
-    return once it is accepted)."""
-    from orchestrator.cli.answer_stream import send_and_wait
-    from orchestrator.http.client import path_segment
-    from orchestrator.http.retry import new_key
-
-    if args.idempotency_key is None:  # one per invocation: its own retries reuse it
-        args.idempotency_key = new_key()
-    if not args.no_wait or args.stream:
-        return send_and_wait(args, lambda: state_dir_of(args))
-    body: dict[str, Any] = {"input": args.text, "instanceKey": args.instance}
-    path = f"/v1/agents/{path_segment(args.agent)}/sends"
-    status, answer = ask_daemon(args, "POST", path, body, retries=SEND_RETRIES)
-    if args.json:
-        print(json.dumps(answer))
-    elif refused(status, answer):
-        return 1
-    return 0 if status < 400 else 1
 
 
 def cmd_restart(args: argparse.Namespace) -> int:

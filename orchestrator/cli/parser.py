@@ -1,6 +1,10 @@
 """The argument parser of every command (also what shell completion reads).
 
-Parsing imports nothing heavy: each command module imports what it needs when it runs.
+Parsing imports no command's module: each command is named here by where its function lives
+(:class:`~orchestrator.cli.commands.LazyCommand`), imported when it runs, and only the command given has its arguments
+built (their declarations may import what that command needs anyway). ``--help`` alone, or a
+completion of the command's name, builds none: the interpreter's start and ``argparse`` are
+all they cost.
 """
 
 from __future__ import annotations
@@ -8,41 +12,28 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
 
-from goondan.defaults import DEFAULT_INSTANCE_KEY
-from orchestrator.cli.approvals import cmd_approvals, cmd_approve, cmd_reject
-from orchestrator.cli.common import Command
-from orchestrator.cli.events import cmd_logs
-from orchestrator.cli.mcp_stdio import DESCRIPTION as MCP_DESCRIPTION
-from orchestrator.cli.mcp_stdio import HELP as MCP_HELP
-from orchestrator.cli.mcp_stdio import cmd_mcp
-from orchestrator.cli.operate import (
-    cmd_cancel,
-    cmd_instances,
-    cmd_requests,
-    cmd_restart,
-    cmd_send,
-    cmd_status,
-    cmd_usage,
-)
-from orchestrator.cli.project import cmd_completion, cmd_doctor, cmd_init, cmd_package, cmd_tool
-from orchestrator.cli.run import cmd_node, cmd_run
-from orchestrator.cli.studio import cmd_studio
-from orchestrator.cli.test_command import add_test_options, cmd_test
-from orchestrator.cli.validate import cmd_schema, cmd_validate
+from orchestrator.cli.commands import COMMANDS, NO_COMMAND, LazyCommand, Parser, command_in
+
+__all__ = ["COMMANDS", "NO_COMMAND", "build_parser", "command_in", "run_parser"]
 
 TEMPLATE_NAMES = ("offline", "openai", "anthropic", "multi-agent")
+"""``init`` templates (orchestrator/templates; kept here so parsing imports nothing)."""
 DEFAULT_REATTACH_SECONDS = 20.0
 """How long ``send`` waits for a daemon that went away mid-answer to come back."""
-"""``init`` templates (orchestrator/templates; kept here so parsing imports nothing)."""
 
-
-def _stream_help() -> str:
-    from orchestrator.cli.answer_stream import STREAM_HELP
-
-    return STREAM_HELP
+STREAM_HELP = (
+    "print the answer's text as it is produced, the agents it asks included, each Step on a "
+    "line of its own; with --json, one JSON object per line ({event: delta|approval, ...}), "
+    "the last one what --json prints without --stream"
+)
+"""``--stream``, as ``send`` and ``run`` describe it."""
+MCP_HELP = (
+    "serve the running daemon's agents as MCP tools over stdio (for MCP clients that start "
+    "their servers: a config runs `python -m orchestrator mcp --state-dir DIR`); needs the "
+    "`mcp` extra"
+)
+"""``mcp`` in the list of commands."""
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -62,9 +53,12 @@ def program_name() -> str:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser with every subcommand; with ``only``, the arguments of that
-    command alone (the others are listed, but parse nothing)."""
-    parser = argparse.ArgumentParser(
+    """The argument parser with every subcommand and its arguments; with ``only``, that
+    command alone (argparse dispatches to the command named only); with :data:`NO_COMMAND`,
+    every command listed (for ``--help`` and for an unknown command's error), none with its
+    arguments. Each parser argparse builds costs (its ``gettext`` calls look for translations
+    on disk): a command's start builds three."""
+    parser = Parser(
         prog=program_name(),
         description="Run and manage Goondan agent swarms.",
         epilog="Exit statuses: 0 ok, 1 internal or failed, 2 usage, 3 configuration unreadable, "
@@ -76,35 +70,61 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--version", action="store_true", help="print the version (as JSON with --json)"
     )
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
-    common = argparse.ArgumentParser(add_help=False)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    cmds = _Commands(commands, only)
+    for add in _GROUPS:
+        add(cmds)
+    return parser
+
+
+def _common_options() -> Parser:
+    """The output options every command shares (a parent of each command's parser)."""
+    common = Parser(add_help=False)
     group = common.add_argument_group("output")
     group.add_argument(
         "-v", "--verbose", action="count", default=0, help="more log lines (-vv: debug)"
     )
     group.add_argument("-q", "--quiet", action="store_true", help="errors only in the log")
     group.add_argument("--no-color", action="store_true", help="no colours on a terminal")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    cmds = _Commands(commands, common, only)
-    for add in _GROUPS:
-        add(cmds)
-    return parser
+    return common
 
 
-@dataclass(frozen=True)
 class _Commands:
-    """The subcommands being added; ``only``: the command whose arguments are wanted (``None``:
-    every command's)."""
+    """The subcommands being added; ``only``: the command wanted (see :func:`build_parser`).
+    A plain class: ``dataclasses`` would cost ``--help`` a third of its imports."""
 
-    commands: argparse._SubParsersAction[argparse.ArgumentParser]
-    common: argparse.ArgumentParser
-    """The output options every command shares."""
-    only: str | None
+    __slots__ = ("_common", "commands", "only")
 
-    def add(self, name: str, help: str, run: Command) -> argparse.ArgumentParser | None:
-        """Add command ``name``; its parser when its arguments are wanted, else ``None``."""
+    def __init__(self, commands: argparse._SubParsersAction[Parser], only: str | None) -> None:
+        self.commands = commands
+        self.only = only
+        self._common: Parser | None = None
+
+    @property
+    def common(self) -> Parser:
+        """The output options every command shares (built when a command is)."""
+        if self._common is None:
+            self._common = _common_options()
+        return self._common
+
+    def add(self, name: str, help: str, run: str) -> argparse.ArgumentParser | None:
+        """Add command ``name``, run by the function ``run`` names (``module:function``, the
+        module's name under ``orchestrator.cli``); its parser when its arguments are wanted,
+        else ``None``."""
+        if self.only == NO_COMMAND:  # listed, never parsed
+            self.commands.add_parser(name, help=help, add_help=False)
+            return None
+        if self.only not in (None, name):
+            return None
         sub = self.commands.add_parser(name, help=help, parents=[self.common])
-        sub.set_defaults(run=run)
-        return sub if self.only in (None, name) else None
+        sub.set_defaults(run=LazyCommand(f"orchestrator.cli.{run}"))
+        return sub
+
+
+def _default_instance() -> str:
+    from goondan.defaults import DEFAULT_INSTANCE_KEY
+
+    return DEFAULT_INSTANCE_KEY
 
 
 def _config_option(sub: argparse.ArgumentParser, what: str = "the configuration") -> None:
@@ -180,7 +200,9 @@ def _daemon_options(sub: argparse.ArgumentParser) -> None:
 
 def _add_validate(cmds: _Commands) -> None:
     """``validate``."""
-    validate = cmds.add("validate", "check a configuration and report every error", cmd_validate)
+    validate = cmds.add(
+        "validate", "check a configuration and report every error", "validate:cmd_validate"
+    )
     if validate is not None:
         _config_option(validate)
         validate.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -216,7 +238,7 @@ def _add_validate(cmds: _Commands) -> None:
 
 def _add_run(cmds: _Commands) -> None:
     """``run``."""
-    run = cmds.add("run", "run a swarm (one --input, or as a daemon)", cmd_run)
+    run = cmds.add("run", "run a swarm (one --input, or as a daemon)", "run:cmd_run")
     if run is not None:
         run.set_defaults(run_parser=run_parser)  # what run --detach forwards; run imports not us
         _config_option(run)
@@ -230,7 +252,7 @@ def _add_run(cmds: _Commands) -> None:
         )
         run.add_argument("--agent", help="send --input to this agent instead of the entry agent")
         run.add_argument(
-            "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
+            "--instance", default=_default_instance(), help="instance key (default: default)"
         )
         _state_options(run)
         run.add_argument("--swarm", help="which Swarm to run (default: `default`, or the only one)")
@@ -249,7 +271,7 @@ def _add_run(cmds: _Commands) -> None:
             "the daemon mode (exit 2 otherwise)",
         )
         run.add_argument("--json", action="store_true", help="print the answer as JSON")
-        run.add_argument("--stream", action="store_true", help=f"with --input: {_stream_help()}")
+        run.add_argument("--stream", action="store_true", help=f"with --input: {STREAM_HELP}")
         run.add_argument(
             "--watch",
             action="store_true",
@@ -283,7 +305,7 @@ def _add_run(cmds: _Commands) -> None:
 
 def _add_node(cmds: _Commands) -> None:
     """``node``."""
-    node = cmds.add("node", "run agents of a clustered swarm on this host", cmd_node)
+    node = cmds.add("node", "run agents of a clustered swarm on this host", "run:cmd_node")
     if node is not None:
         _config_option(node, "the same configuration as the leader's")
         _env_file_option(node)
@@ -305,12 +327,12 @@ def _add_node(cmds: _Commands) -> None:
 
 def _add_operate(cmds: _Commands) -> None:
     """The commands that operate the running daemon (``status`` ... ``instances``)."""
-    status = cmds.add("status", "show every agent of the running daemon", cmd_status)
+    status = cmds.add("status", "show every agent of the running daemon", "operate:cmd_status")
     if status is not None:
         _daemon_options(status)
 
     usage = cmds.add(
-        "usage", "tokens, cost and budgets left per agent, instance and trace", cmd_usage
+        "usage", "tokens, cost and budgets left per agent, instance and trace", "operate:cmd_usage"
     )
     if usage is not None:
         usage.add_argument("--trace", metavar="TRACE_ID", help="one trace (see `logs`)")
@@ -319,15 +341,15 @@ def _add_operate(cmds: _Commands) -> None:
         )
         _daemon_options(usage)
 
-    send = cmds.add("send", "deliver text to an agent of the running daemon", cmd_send)
+    send = cmds.add("send", "deliver text to an agent of the running daemon", "send:cmd_send")
     if send is not None:
         send.add_argument("agent", help="target agent")
         send.add_argument("text", help="the input")
         send.add_argument(
-            "--instance", default=DEFAULT_INSTANCE_KEY, help="instance key (default: default)"
+            "--instance", default=_default_instance(), help="instance key (default: default)"
         )
         send.add_argument("--no-wait", action="store_true", help="return once accepted")
-        send.add_argument("--stream", action="store_true", help=_stream_help())
+        send.add_argument("--stream", action="store_true", help=STREAM_HELP)
         send.add_argument(
             "--timeout",
             type=float,
@@ -351,7 +373,7 @@ def _add_operate(cmds: _Commands) -> None:
         )
         _daemon_options(send)
 
-    restart = cmds.add("restart", "gracefully restart an agent (or --all)", cmd_restart)
+    restart = cmds.add("restart", "gracefully restart an agent (or --all)", "operate:cmd_restart")
     if restart is not None:
         restart.add_argument("agent", nargs="?", help="agent to restart")
         restart.add_argument("--all", action="store_true", help="restart every agent")
@@ -363,12 +385,16 @@ def _add_operate(cmds: _Commands) -> None:
         _daemon_options(restart)
 
     requests = cmds.add(
-        "requests", "the requests waiting for an answer (their ids, for cancel)", cmd_requests
+        "requests",
+        "the requests waiting for an answer (their ids, for cancel)",
+        "operate:cmd_requests",
     )
     if requests is not None:
         _daemon_options(requests)
 
-    cancel = cmds.add("cancel", "cancel a running request (by request id or trace id)", cmd_cancel)
+    cancel = cmds.add(
+        "cancel", "cancel a running request (by request id or trace id)", "operate:cmd_cancel"
+    )
     if cancel is not None:
         cancel.add_argument("id", metavar="TRACE_OR_REQUEST_ID", help="see `requests` or `logs`")
         cancel.add_argument(
@@ -381,7 +407,7 @@ def _add_operate(cmds: _Commands) -> None:
             name,
             "list conversation instances; `instances delete AGENT KEY`, "
             "`instances restart [AGENT] KEY`",
-            cmd_instances,
+            "operate:cmd_instances",
         )
         if instances is not None:
             instances.add_argument(
@@ -395,21 +421,23 @@ def _add_operate(cmds: _Commands) -> None:
 def _add_approvals(cmds: _Commands) -> None:
     """``approvals``, ``approve`` and ``reject``."""
     approvals = cmds.add(
-        "approvals", "list tool calls waiting for an operator's approval", cmd_approvals
+        "approvals", "list tool calls waiting for an operator's approval", "approvals:cmd_approvals"
     )
     if approvals is not None:
         approvals.add_argument("--agent", help="only this agent's")
         approvals.add_argument("--all", action="store_true", help="decided ones too")
         _daemon_options(approvals)
 
-    approve = cmds.add("approve", "approve a parked tool call: it runs", cmd_approve)
+    approve = cmds.add("approve", "approve a parked tool call: it runs", "approvals:cmd_approve")
     if approve is not None:
         approve.add_argument("id", help="the approval id (apr_...)")
         approve.add_argument("--args", help="JSON object of arguments to run it with instead")
         approve.add_argument("--wait", action="store_true", help="print the Turn's answer too")
         _daemon_options(approve)
 
-    reject = cmds.add("reject", "reject a parked tool call: the model is told why", cmd_reject)
+    reject = cmds.add(
+        "reject", "reject a parked tool call: the model is told why", "approvals:cmd_reject"
+    )
     if reject is not None:
         reject.add_argument("id", help="the approval id (apr_...)")
         reject.add_argument("--reason", required=True, help="why (the model reads it)")
@@ -419,7 +447,9 @@ def _add_approvals(cmds: _Commands) -> None:
 
 def _add_logs(cmds: _Commands) -> None:
     """``logs``."""
-    logs = cmds.add("logs", "show the runtime event log (Turns, Steps, tools, processes)", cmd_logs)
+    logs = cmds.add(
+        "logs", "show the runtime event log (Turns, Steps, tools, processes)", "events:cmd_logs"
+    )
     if logs is not None:
         _config_option(logs, "locates the state")
         _state_options(logs)
@@ -443,7 +473,9 @@ def _add_logs(cmds: _Commands) -> None:
 
 def _add_studio(cmds: _Commands) -> None:
     """``studio``."""
-    studio = cmds.add("studio", "a local web app: agents, traces, conversations, logs", cmd_studio)
+    studio = cmds.add(
+        "studio", "a local web app: agents, traces, conversations, logs", "studio:cmd_studio"
+    )
     if studio is not None:
         from orchestrator.studio import DEFAULT_PORT
 
@@ -473,9 +505,9 @@ def _add_studio(cmds: _Commands) -> None:
 
 def _add_project(cmds: _Commands) -> None:
     """The commands of a project: ``schema``, ``init``, ``doctor``, ``package``, ``tool``, ``completion``."""
-    cmds.add("schema", "print the JSON Schema of goondan.yaml resources", cmd_schema)
+    cmds.add("schema", "print the JSON Schema of goondan.yaml resources", "validate:cmd_schema")
 
-    init = cmds.add("init", "start a swarm of your own from a template", cmd_init)
+    init = cmds.add("init", "start a swarm of your own from a template", "project:cmd_init")
     if init is not None:
         init.add_argument("path", nargs="?", default=".", help="where (default: here)")
         init.add_argument(
@@ -489,27 +521,33 @@ def _add_project(cmds: _Commands) -> None:
         init.add_argument("-f", "--force", action="store_true", help="overwrite existing files")
         init.add_argument("--json", action="store_true", help="print what was written as JSON")
 
-    doctor = cmds.add("doctor", "check this machine is ready to run the swarm", cmd_doctor)
+    doctor = cmds.add(
+        "doctor", "check this machine is ready to run the swarm", "project:cmd_doctor"
+    )
     if doctor is not None:
         _config_option(doctor)
         _env_file_option(doctor)
         _state_options(doctor)
         doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
 
-    package = cmds.add("package", "add, install, update or publish Goondan packages", cmd_package)
+    package = cmds.add(
+        "package", "add, install, update or publish Goondan packages", "project:cmd_package"
+    )
     if package is not None:
         from orchestrator.cli.packages import add_arguments
 
         add_arguments(package, cmds.common)
 
-    tool = cmds.add("tool", "derive a Tool's exports entry from a typed handler", cmd_tool)
+    tool = cmds.add(
+        "tool", "derive a Tool's exports entry from a typed handler", "project:cmd_tool"
+    )
     if tool is not None:
         from orchestrator.cli.tool import add_arguments as tool_arguments
 
         tool_arguments(tool, cmds.common)
 
     completion = cmds.add(
-        "completion", "print a shell completion script (bash, zsh, fish)", cmd_completion
+        "completion", "print a shell completion script (bash, zsh, fish)", "project:cmd_completion"
     )
     if completion is not None:
         completion.add_argument("shell", choices=("bash", "zsh", "fish"))
@@ -517,10 +555,12 @@ def _add_project(cmds: _Commands) -> None:
 
 def _add_mcp(cmds: _Commands) -> None:
     """``mcp``: the daemon's MCP server over stdio."""
-    mcp = cmds.add("mcp", MCP_HELP, cmd_mcp)
+    mcp = cmds.add("mcp", MCP_HELP, "mcp_stdio:cmd_mcp")
     if mcp is None:
         return
-    mcp.description = MCP_DESCRIPTION
+    from orchestrator.cli.mcp_stdio import DESCRIPTION
+
+    mcp.description = DESCRIPTION
     mcp.add_argument(
         "file",
         nargs="?",
@@ -536,10 +576,14 @@ def _add_mcp(cmds: _Commands) -> None:
 
 def _add_test(cmds: _Commands) -> None:
     """``test``."""
-    test = cmds.add("test", "run the bundle's TestSuites, model calls from cassettes", cmd_test)
+    test = cmds.add(
+        "test", "run the bundle's TestSuites, model calls from cassettes", "test_command:cmd_test"
+    )
     if test is not None:
         _config_option(test, "the bundle")
         _env_file_option(test)
+        from orchestrator.cli.test_command import add_test_options
+
         add_test_options(test)
 
 
@@ -556,42 +600,3 @@ _GROUPS = (
     _add_test,
 )
 """Who adds each command, in the order ``--help`` lists them."""
-
-
-def command_in(words: Sequence[str]) -> str | None:
-    """The command ``words`` name (the first word that is not ``--debug``), if it is one."""
-    for word in words:
-        if word != "--debug":
-            return word if word in COMMANDS else None
-    return None
-
-
-COMMANDS = frozenset(
-    {
-        "validate",
-        "run",
-        "node",
-        "status",
-        "usage",
-        "send",
-        "restart",
-        "requests",
-        "cancel",
-        "instances",
-        "instance",
-        "approvals",
-        "approve",
-        "reject",
-        "mcp",
-        "logs",
-        "studio",
-        "schema",
-        "init",
-        "doctor",
-        "package",
-        "tool",
-        "completion",
-        "test",
-    }
-)
-"""Every command name (a test checks it against the parser's)."""

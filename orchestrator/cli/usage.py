@@ -16,7 +16,6 @@ from typing import Any
 
 from msgspec import UnsetType
 
-from goondan.errors import HttpCode
 from orchestrator.operations.answers import Ceilings, PoolRow, TraceUsage, UsageReport
 from orchestrator.tables import Column, Table
 
@@ -69,6 +68,8 @@ def _from_disk(args: argparse.Namespace, state_dir: Path, bundle_path: Path) -> 
 
     report = offline_usage(state_dir, bundle_path, traces=args.traces, trace=args.trace)
     if report is None:
+        from goondan.errors import HttpCode  # here: `status` prints the pools with this module
+
         return 404, {
             "error": {
                 "code": HttpCode.NOT_FOUND,

@@ -3,9 +3,10 @@ over a TCP listener (``run --listen``) named by its :class:`ApiUrl`, with a bear
 
 A small synchronous client on the standard library, so ``status`` and friends start fast and
 need nothing beyond the core install. A call is one HTTP/1.1 exchange written and read on the
-socket directly (importing ``http.client`` and the ``email`` package it parses headers
-with was a third of the time ``status`` took to start); the event stream, which runs as long
-as the operator watches, goes through ``http.client``. Every call is bounded: no daemon
+socket directly, a request answered with server-sent events (``send``) included (importing
+``http.client`` and the ``email`` package it parses headers with was a third of the time
+``status`` took to start); the event stream, which runs as long as the operator watches, and
+a request picked up again after its connection dropped go through ``http.client``. Every call is bounded: no daemon
 raises :class:`NoDaemon` at once (over TCP: within :data:`TCP_CONNECT_SECONDS`); a daemon
 that takes the request and then dies or falls silent raises :class:`NoAnswer`.
 
@@ -23,9 +24,8 @@ import json
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import quote, urlsplit
 
 from goondan.errors import DeliveryCode
@@ -74,9 +74,10 @@ class EventsRefused(DaemonError, RuntimeError):
         self.body = body
 
 
-@dataclass(frozen=True, slots=True)
-class ApiUrl:
-    """A daemon's TCP listener: ``http://HOST:PORT`` (what ``run --listen HOST:PORT`` serves)."""
+class ApiUrl(NamedTuple):
+    """A daemon's TCP listener: ``http://HOST:PORT`` (what ``run --listen HOST:PORT`` serves).
+    A named tuple, not a dataclass: ``dataclasses`` (and ``inspect`` it imports) would cost
+    ``send`` a tenth of its start."""
 
     host: str
     port: int
@@ -195,6 +196,12 @@ def _request_bytes(
 
 def _read_answer(sock: socket.socket) -> tuple[int, bytes]:
     """Read one answer: its status and body (by its length, its chunks, or to the end)."""
+    status, headers, rest = _read_head(sock)
+    return status, b"".join(_body_pieces(sock, headers, rest))
+
+
+def _read_head(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """An answer's status and headers (names lower-cased), and what came of its body with them."""
     received = b""
     while b"\r\n\r\n" not in received:
         received += _recv(sock, "the answer ended in its headers")
@@ -207,18 +214,50 @@ def _read_answer(sock: socket.socket) -> tuple[int, bytes]:
         name.strip().lower(): value.strip()
         for name, _, value in (line.partition(":") for line in header_lines)
     }
+    return int(parts[1]), headers, body
+
+
+def _body_pieces(sock: socket.socket, headers: dict[str, str], data: bytes) -> Iterator[bytes]:
+    """An answer's body as it arrives (``data``: what came with its head), its chunks undone:
+    by its chunks, its length, or to the end of the connection."""
     if headers.get("transfer-encoding", "").lower() == "chunked":
-        while (whole := _unchunk(body)) is None:
-            body += _recv(sock, "a chunk was cut short")
-        return int(parts[1]), whole
-    if "content-length" in headers:
-        length = int(headers["content-length"])
-        while len(body) < length:
-            body += _recv(sock, "the answer ended before its body did")
-        return int(parts[1]), body[:length]
-    while chunk := sock.recv(65536):  # no length given: the body runs to the end
-        body += chunk
-    return int(parts[1]), body
+        while True:
+            while b"\r\n" not in data:
+                data += _recv(sock, "a chunk was cut short")
+            size_line, _, data = data.partition(b"\r\n")
+            size = int(size_line.split(b";")[0], 16)
+            if size == 0:
+                return
+            while len(data) < size + 2:
+                data += _recv(sock, "a chunk was cut short")
+            yield data[:size]
+            data = data[size + 2 :]
+    elif "content-length" in headers:
+        left = int(headers["content-length"])
+        while True:
+            yield data[:left]
+            left -= len(data)
+            if left <= 0:
+                return
+            data = _recv(sock, "the answer ended before its body did")
+    else:  # no length given: the body runs to the end
+        yield data
+        while chunk := sock.recv(65536):
+            yield chunk
+
+
+def _lines(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """The lines of a body arriving in ``pieces``, each with its ``\\n``, as each is whole."""
+    pending = b""
+    for piece in pieces:
+        pending += piece
+        start = 0
+        while (end := pending.find(b"\n", start)) >= 0:
+            yield pending[start : end + 1]
+            start = end + 1
+        pending = pending[start:]
+    if pending:
+        yield pending
 
 
 def _recv(sock: socket.socket, cut_short: str) -> bytes:
@@ -226,22 +265,6 @@ def _recv(sock: socket.socket, cut_short: str) -> bytes:
     if not chunk:
         raise _BadAnswer(cut_short)
     return chunk
-
-
-def _unchunk(data: bytes) -> bytes | None:
-    """The body of a chunked answer, or ``None`` while its last chunk has not arrived."""
-    pieces: list[bytes] = []
-    while True:
-        size_line, separator, rest = data.partition(b"\r\n")
-        if not separator:
-            return None
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            return b"".join(pieces)
-        if len(rest) < size + 2:
-            return None
-        pieces.append(rest[:size])
-        data = rest[size + 2 :]
 
 
 class DaemonApi:
@@ -417,39 +440,41 @@ class DaemonApi:
         body: dict[str, Any],
         on_event: Callable[[str, dict[str, Any]], None],
     ) -> tuple[int, Any]:
-        import http.client
+        # On the socket, as _call: `send` starts without http.client (and the email package).
+        from orchestrator.http.reattach import Progress
 
-        from orchestrator.http.reattach import Progress, reattach
-
-        connection = self.http_connection()
         progress = Progress()
+        sock = self._open(self.timeout)  # raises NoDaemon itself; past it, the daemon went away
+        host = self.url.authority if self.url is not None else "goondan"
         try:
-            # Connecting raises NoDaemon itself; past it, a failure means the daemon went away.
-            self.connect(connection)
-            headers = {**self.http_headers(), **self.headers, "Content-Type": "application/json"}
-            connection.request("POST", path, json.dumps(body).encode(), headers)
-            response = connection.getresponse()
-            progress.request_id = response.getheader("x-goondan-request-id") or ""
-            if not response.getheader("content-type", "").startswith("text/event-stream"):
-                data = response.read()
-                return response.status, json.loads(data) if data else None
-            answer = progress.follow(response, on_event)
+            payload = json.dumps(body).encode()
+            extra = self._headers("POST")
+            sock.sendall(_request_bytes("POST", path, payload, host, self.token, extra))
+            status, headers, rest = _read_head(sock)
+            progress.request_id = headers.get("x-goondan-request-id", "")
+            pieces = _body_pieces(sock, headers, rest)
+            if not headers.get("content-type", "").startswith("text/event-stream"):
+                data = b"".join(pieces)
+                return status, json.loads(data) if data else None
+            answer = progress.follow(_lines(pieces), on_event)
             if answer is not None:
                 return answer
             failure = NoAnswer("the daemon ended the answer's event stream before the answer")
         except TimeoutError as exc:
             failure = NoAnswer(f"the daemon fell silent for {self.timeout:g} s")
             failure.__cause__ = exc
-        except (OSError, ValueError, http.client.HTTPException) as exc:
+        except (_BadAnswer, OSError, ValueError) as exc:
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else "closed"
             failure = NoAnswer(f"the daemon went away before answering ({detail})")
             failure.__cause__ = exc
         finally:
-            connection.close()
+            sock.close()
         if not progress.request_id and self.idempotency_key is None:
             raise failure
         # The request was accepted (and recorded), or its key makes sending it again safe:
         # pick its answer up by its id, or by its key.
+        from orchestrator.http.reattach import reattach
+
         return reattach(self, progress, on_event, failure, (path, body))
 
     def http_connection(self, timeout: float | None = -1.0) -> http.client.HTTPConnection:

@@ -11,14 +11,15 @@ its id.
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.http.client_errors import NoAnswer, NoDaemon
+
+if TYPE_CHECKING:  # imported when a request is picked up again: `send` starts without it
+    import http.client
 
 RETRY_SECONDS = 0.25
 """The pause between two tries to reach a daemon that is not there (yet)."""
@@ -42,11 +43,12 @@ class DaemonApi(Protocol):
     def http_headers(self) -> dict[str, str]: ...
 
 
-def sse_with_ids(response: http.client.HTTPResponse) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """``(event name, id, JSON data)`` of each server-sent event of ``response`` as it arrives
-    (comments, such as keepalives, skipped; the id empty for an event without one)."""
+def sse_with_ids(lines: Iterable[bytes]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """``(event name, id, JSON data)`` of each server-sent event in ``lines`` (a response's
+    body, line by line) as it arrives (comments, such as keepalives, skipped; the id empty for
+    an event without one)."""
     kind, event_id, data = "message", "", list[str]()
-    for raw in response:
+    for raw in lines:
         line = raw.decode("utf-8").rstrip("\r\n")
         if line.startswith("event:"):
             kind = line.removeprefix("event:").strip()
@@ -61,21 +63,22 @@ def sse_with_ids(response: http.client.HTTPResponse) -> Iterator[tuple[str, str,
             kind, event_id, data = "message", "", []
 
 
-@dataclass(slots=True)
 class Progress:
     """How far a streamed request got: its id, and the id of the last event handed on."""
 
-    request_id: str = ""
-    last_event_id: str = ""
-    reached: bool = False
-    """The last try reached a daemon that answered."""
+    __slots__ = ("last_event_id", "reached", "request_id")
 
-    def follow(
-        self, response: http.client.HTTPResponse, on_event: OnEvent
-    ) -> tuple[int, Any] | None:
-        """Hand each event but the answer to ``on_event``; the answer as ``(status, body)``,
-        or ``None`` when the stream ended without one."""
-        for kind, event_id, item in sse_with_ids(response):
+    def __init__(self, request_id: str = "", last_event_id: str = "") -> None:
+        self.request_id = request_id
+        self.last_event_id = last_event_id
+        self.reached = False
+        """The last try reached a daemon that answered."""
+
+    def follow(self, lines: Iterable[bytes], on_event: OnEvent) -> tuple[int, Any] | None:
+        """Hand each event of ``lines`` (the body of the answer) but the answer to
+        ``on_event``; the answer as ``(status, body)``, or ``None`` when the stream ended
+        without one."""
+        for kind, event_id, item in sse_with_ids(lines):
             if event_id:
                 self.last_event_id = event_id
             if kind != "answer":
@@ -96,6 +99,8 @@ def reattach(
     its id; or, when the answer's head never came, by sending ``posted`` again with its
     ``Idempotency-Key``); raises :class:`NoAnswer` once no daemon answered for
     ``api.reattach_seconds``."""
+    import http.client
+
     deadline = time.monotonic() + api.reattach_seconds
     while True:
         progress.reached = False

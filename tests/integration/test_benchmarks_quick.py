@@ -1,6 +1,7 @@
 """The benchmarks' ``--quick`` modes: each runs with small counts, checks its own Turns and calls
 (exiting non-zero on a wrong answer), and prints its JSON with every key. No figure is checked: a
-benchmark gates nothing, and a busy machine must not fail these."""
+benchmark gates nothing, and a busy machine must not fail these (``cli.py`` alone gates, on a
+ratio with room for a busy machine: ``--help``'s imports against a bare interpreter's)."""
 
 from __future__ import annotations
 
@@ -284,3 +285,19 @@ def test_resumed_turn_quick_prints_the_kill_to_answer_time_beside_its_floor() ->
         *("turn_ms", "killed_turn_ms", "kill_to_answer_ms", "crash_ready_ms"),
         "kill_to_answer_over_crash_ready",
     )
+
+
+@pytest.mark.timeout(QUICK_SECONDS + 10)
+def test_cli_quick_prints_each_command_beside_its_floor_within_the_import_budget() -> None:
+    # The one quick mode that gates: it exits 1 (run_quick fails) past --help's import budget.
+    figures = run_quick("cli.py")
+    assert figures["agents"] == 3
+    numbers(
+        figures,
+        *("bare_ms", "help_ms", "status_ms", "send_ms", "completion_ms"),
+        *("status_http_ms", "send_http_ms", "help_import_ms", "bare_import_ms"),
+        "help_import_ratio",
+    )
+    numbers(figures["ratios"], "help", "status", "send", "completion")
+    assert figures["help_import_within_budget"] is True
+    assert len(figures["load_average_before"]) == 3

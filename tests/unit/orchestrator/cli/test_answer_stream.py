@@ -128,3 +128,46 @@ def test_a_decision_names_who_made_it_and_why() -> None:
         "apr_1 (bash__exec) approved by uid 1000 (alice) pid 42 on api.sock"
         ' with arguments {"command": "true"}',
     ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        "text",
+        {},
+        {"status": "ok"},
+        {"status": "ok", "output": "hi", "turn": {"turnId": "t"}, "requestId": "req_1"},
+        {"status": "ok", "output": {"structured": [1, 2]}},
+        {"status": "maybe"},
+        {"status": 1},
+        {"status": "ok", "turn": "not an object"},
+        {"error": {"code": "AGENT_NOT_FOUND", "message": "no such agent"}},
+        {"status": "error", "error": {"code": "AGENT_NOT_FOUND", "message": "no such agent"}},
+        {"status": "error", "error": {"code": "E_SOMETHING_NEW"}},
+        {"status": "error", "error": {"message": "no code"}},
+        {"status": "error", "error": {}},
+        {"status": "error", "error": "a string"},
+        {"status": "error", "error": None, "output": "partial"},
+    ],
+)
+def test_send_reads_an_answer_as_the_ipc_type_does(body: object) -> None:
+    """``send`` reads a request's answer without importing ``ipc.delegation``; it must read
+    every body as ``DelegateAnswer.from_wire`` does."""
+    from ipc.delegation import DelegateAnswer
+    from ipc.messages import IpcError
+    from orchestrator.cli.answer_stream import read_answer
+
+    try:
+        typed = DelegateAnswer.from_wire(body)
+        error = typed.error
+        wanted = (
+            typed.status,
+            typed.output,
+            *((error.code, error.message) if error else (None,) * 2),
+        )
+    except IpcError:
+        wanted = None
+    read = read_answer(body)
+    got = None if read is None else (read.status, read.output, read.error_code, read.error_message)
+    assert got == wanted

@@ -1,13 +1,14 @@
-"""The CLI builds the arguments of the command given only, and parses exactly as in full."""
+"""The CLI builds the command given only (none for --help), and parses exactly as in full."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 import pytest
 
-from orchestrator.cli.parser import COMMANDS, build_parser, command_in
+from orchestrator.cli.parser import COMMANDS, NO_COMMAND, build_parser, command_in
 
 
 def test_the_command_names_are_the_parsers() -> None:
@@ -22,6 +23,7 @@ def test_the_command_names_are_the_parsers() -> None:
     [
         ["status", "--json"],
         ["--debug", "status", "-c", "x.yaml", "--state-dir", "s"],
+        ["--json", "--deb", "status"],
         ["send", "beta", "hello there", "--instance", "u1", "--timeout", "5"],
         ["run", "goondan.yaml", "--input", "hi", "--watch"],
         ["run", "goondan.yaml", "--cluster", "nats://h:4222", "--heartbeat-seconds", "0.5"],
@@ -38,9 +40,31 @@ def test_a_command_parses_as_with_every_command_built(words: list[str]) -> None:
     assert vars(build_parser(only).parse_args(words)) == vars(build_parser().parse_args(words))
 
 
-@pytest.mark.parametrize("words", [[], ["--help"], ["nonsense"], ["--debug"]])
-def test_no_known_command_builds_them_all(words: list[str]) -> None:
-    assert command_in(words) is None
+@pytest.mark.parametrize(
+    "words", [[], ["--help"], ["nonsense"], ["--debug"], ["--he", "status"], ["-h", "send", "x"]]
+)
+def test_no_command_named_builds_none(words: list[str]) -> None:
+    assert command_in(words) == NO_COMMAND
+
+
+def test_past_a_double_dash_every_command_is_built() -> None:
+    assert command_in(["--", "status"]) is None
+
+
+@pytest.mark.parametrize("words", [["--help"], ["--version"], ["nonsense"], ["--he", "status"]])
+def test_without_a_command_every_command_is_listed_as_in_full(
+    words: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    outputs = []
+    for only in (command_in(words), None):
+        with pytest.raises(SystemExit) if words != ["--version"] else _nothing():
+            build_parser(only).parse_args(words)
+        outputs.append(capsys.readouterr())
+    assert outputs[0] == outputs[1]
+
+
+def _nothing() -> contextlib.nullcontext[None]:
+    return contextlib.nullcontext()
 
 
 @pytest.mark.parametrize(
