@@ -131,7 +131,11 @@ class McpDoor:
             message = "the daemon is shutting down"
             await error(503, DeliveryCode.SHUTTING_DOWN, message)(scope, receive, send)
             return
-        manager = await self.manager()
+        started = self._manager
+        if started is not None and started.done() and started.exception() is None:
+            manager = started.result()  # the common case: no shield, no await
+        else:
+            manager = await self.manager()
         await manager.handle_request(scope, receive, send)
 
     async def manager(self) -> StreamableHTTPSessionManager:
