@@ -62,12 +62,15 @@ class PausedRun:
 
 
 async def encoded(
-    events: AsyncIterator[BaseEvent | None], encoder: EventEncoder
+    batches: AsyncIterator[list[BaseEvent | None]], encoder: EventEncoder
 ) -> AsyncIterator[bytes]:
-    """``events`` as the response's bytes: each as the package's encoder writes it, a
-    keepalive (``None``) as an SSE comment."""
-    async for event in events:
-        yield b": keepalive\n\n" if event is None else encoder.encode(event).encode()
+    """``batches`` as the response's bytes, one chunk (one write) per batch: each event as
+    the package's encoder writes it, a keepalive (``None``) as an SSE comment."""
+    async for batch in batches:
+        yield b"".join(
+            b": keepalive\n\n" if event is None else encoder.encode(event).encode()
+            for event in batch
+        )
 
 
 class RunEvents:
@@ -94,39 +97,45 @@ class RunEvents:
         turn = self.turn
         return event.agent_name == turn.agent and event.instance == turn.instance_key
 
-    async def events(self) -> AsyncIterator[BaseEvent | None]:
-        """Every event of the run, ``None`` for a keepalive."""
+    async def events(self) -> AsyncIterator[list[BaseEvent | None]]:
+        """Every event of the run (``None`` for a keepalive), in batches: a batch is all the
+        events the stream's items hold at once, so a burst (a Step's end, the answer, the
+        run's end) is one write and wakes the client once, while nothing ready is held."""
         from ag_ui.core import PROTOCOL_VERSION, RunStartedEvent
 
-        yield RunStartedEvent(
-            thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION
-        )
         turn = self.turn
-
-        async def items() -> AsyncIterator[Item]:
-            yield await turn.first()
-            async for rest in turn.rest():
-                yield rest
-
-        async for item in items():
+        batch: list[BaseEvent | None] = [
+            RunStartedEvent(
+                thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION
+            )
+        ]
+        if not turn.ready():
+            yield batch  # the run has started: say so before waiting for its first item
+            batch = []
+        item: Item = await turn.first()
+        rest = turn.rest()
+        while True:
             if item is None:
-                yield None
+                batch.append(None)
             elif isinstance(item, Piece):
-                for event in self._text(item):
-                    yield event
+                batch += self._text(item)
             elif isinstance(item, Notice):
                 if isinstance(item.event, ApprovalRequestedEvent):
-                    for event in self._interrupt(item):
-                        yield event
-                    return
-                for event in self._notice(item):
-                    yield event
+                    batch += self._interrupt(item)
+                    break
+                batch += self._notice(item)
             else:
-                for event in self._end(item):
-                    yield event
-                return
-        for event in self._end(not_answered_here()):  # the daemon stops under the request
-            yield event
+                batch += self._end(item)
+                break
+            if not turn.ready():
+                yield batch
+                batch = []
+            try:
+                item = await anext(rest)
+            except StopAsyncIteration:  # the daemon stops under the request
+                batch += self._end(not_answered_here())
+                break
+        yield batch
 
     def _close_text(self) -> list[BaseEvent]:
         from ag_ui.core import TextMessageEndEvent
