@@ -6,11 +6,14 @@ extra)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING
 
+import msgspec
 import structlog
 
 from goondan.errors import DeliveryCode
@@ -65,12 +68,55 @@ async def encoded(
     batches: AsyncIterator[list[BaseEvent | None]], encoder: EventEncoder
 ) -> AsyncIterator[bytes]:
     """``batches`` as the response's bytes, one chunk (one write) per batch: each event as
-    the package's encoder writes it, a keepalive (``None``) as an SSE comment."""
+    the package's encoder writes it (:func:`event_bytes`), a keepalive (``None``) as an SSE
+    comment."""
     async for batch in batches:
         yield b"".join(
-            b": keepalive\n\n" if event is None else encoder.encode(event).encode()
-            for event in batch
+            b": keepalive\n\n" if event is None else event_bytes(event, encoder) for event in batch
         )
+
+
+def event_bytes(event: BaseEvent, encoder: EventEncoder) -> bytes:
+    """``event`` as ``encoder`` writes it: ``data: {JSON}`` of its wire fields in their
+    order, an optional field without a value left out.
+
+    An event whose values are all text, whole numbers or ``None`` (the text, Step and tool
+    call events, most of a run) is written here from its fields, the same bytes (compact JSON,
+    UTF-8, the same escapes) at a fraction of the cost of the package's serializer, which
+    runs a Python wrapper per model; any other event is the package's to write.
+    """
+    wire: dict[str, object] = {}
+    if not event.__pydantic_extra__:
+        for name, key, omittable in _wire_fields(type(event)):
+            value = getattr(event, name)
+            if value is None:
+                if omittable:
+                    continue
+            elif isinstance(value, Enum):
+                value = value.value
+            elif type(value) is not str and type(value) is not int:
+                break
+            wire[key] = value
+        else:
+            try:
+                return b"data: " + msgspec.json.encode(wire) + b"\n\n"
+            except UnicodeEncodeError:
+                pass  # the package's serializer says what is wrong
+    return encoder.encode(event).encode()
+
+
+@functools.cache
+def _wire_fields(model: type[BaseEvent]) -> tuple[tuple[str, str, bool], ...]:
+    """Each field of an event model: its attribute, its key on the wire, and whether it is
+    left out without a value (optional, defaulting to ``None``: the package's rule)."""
+    return tuple(
+        (
+            name,
+            field.serialization_alias or field.alias or name,
+            not field.is_required() and field.default is None,
+        )
+        for name, field in model.model_fields.items()
+    )
 
 
 class RunEvents:
