@@ -22,7 +22,10 @@ every path, the in-process ones included, takes its turn in each round, so load 
 machine falls on all of them alike, and each request starts with the swarms idle
 (:data:`PAUSE_SECONDS`). Each HTTP path reports ``added_ms``, its median less the
 in-process median (the cost of the front door), beside ``floor_ms``, the floor's median over
-the same transport; ``over_floor_ms`` is what is ours. Every answer is checked.
+the same transport; ``over_floor_ms`` is what is ours. Each path through the daemon also
+reports ``daemon_cpu_ms``, the daemon process's CPU time while its requests ran (clock ticks,
+summed over them all), which the machine's load does not inflate as it does the medians; each
+front door ``over_api_cpu_ms``, its CPU less ``POST .../requests``'s. Every answer is checked.
 
 Run: ``python benchmarks/http_api.py [--count N] [--json] [--quick]`` (``--quick``: 10
 requests per path, for CI). Prints figures; gates nothing.
@@ -249,10 +252,18 @@ def canned_answers(client: httpx2.Client) -> dict[str, Any]:
     return {"request": request, "chat": chat, "chunks": chunks}
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system, every thread) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def process(command: list[str], cwd: Path, ready_line: bool = False) -> Iterator[list[str]]:
-    """``command`` running in ``cwd`` until the block ends (then SIGTERM); with ``ready_line``,
-    once it printed ``ready``, the words after it."""
+def process(
+    command: list[str], cwd: Path, ready_line: bool = False
+) -> Iterator[tuple[int, list[str]]]:
+    """``command`` running in ``cwd`` until the block ends (then SIGTERM): its pid and, with
+    ``ready_line``, once it printed ``ready``, the words after it."""
     child = subprocess.Popen(
         command,
         cwd=cwd,
@@ -268,7 +279,7 @@ def process(command: list[str], cwd: Path, ready_line: bool = False) -> Iterator
             assert child.stdout is not None
             ready, *said = child.stdout.readline().split() or [""]
             expect(ready == "ready", "the floor did not start")
-        yield said
+        yield child.pid, said
     finally:
         child.send_signal(signal.SIGTERM)
         child.wait(60)
@@ -289,7 +300,7 @@ def measure(count: int) -> dict[str, Any]:
         ]
         local = InProcess(directory / "local")
         try:
-            with process(daemon, directory / "daemon"):
+            with process(daemon, directory / "daemon") as (daemon_pid, _):
                 ours = clients(port, state / "api.sock")
                 wait_ready(ours["unix_socket"])
                 answers = directory / "answers.json"
@@ -299,9 +310,10 @@ def measure(count: int) -> dict[str, Any]:
                     *(sys.executable, str(ROOT / "benchmarks" / "_http_floor.py")),
                     *(str(answers), str(floor_port), str(floor_sock)),
                 ]
-                with process(floor, directory, ready_line=True) as (floor_parser,):
+                with process(floor, directory, ready_line=True) as (_, (floor_parser,)):
                     floors = clients(floor_port, floor_sock)
-                    figures = run_paths(count, local, ours, floors, DaemonApi(state))
+                    api = DaemonApi(state)
+                    figures = run_paths(count, local, ours, floors, api, daemon_pid)
                     figures["parsers"] = {"api": http_parser(), "floor": floor_parser}
                     for client in (*ours.values(), *floors.values()):
                         client.close()
@@ -316,6 +328,7 @@ def run_paths(
     ours: dict[str, httpx2.Client],
     floors: dict[str, httpx2.Client],
     cli_api: DaemonApi,
+    daemon_pid: int,
 ) -> dict[str, Any]:
     def over_cli_client() -> float:
         started = time.perf_counter()
@@ -346,10 +359,13 @@ def run_paths(
         for _ in range(WARM_UP):
             call()
     samples: dict[str, list[float]] = {name: [] for name in paths}
+    daemon_cpu = dict.fromkeys(paths, 0.0)
     for _ in range(count):
         for name, call in paths.items():
             time.sleep(PAUSE_SECONDS)
+            before = cpu_seconds(daemon_pid)
             samples[name].append(call())
+            daemon_cpu[name] += cpu_seconds(daemon_pid) - before
     figures: dict[str, Any] = {name: summary(taken) for name, taken in samples.items()}
     control = figures["in_process"]["median_ms"]
     for name, row in figures.items():
@@ -358,8 +374,11 @@ def run_paths(
         row["ratio_to_in_process"] = row["median_ms"] / control
         baseline = figures["in_process_first_delta" if "stream" in name else "in_process"]
         row["added_ms"] = row["median_ms"] - baseline["median_ms"]
+        row["daemon_cpu_ms"] = daemon_cpu[name] / count * 1000
         if name.endswith("_tcp_loopback") and name.split("_tcp")[0] in DOORS:
             row["over_api_ms"] = row["median_ms"] - figures["http_tcp_loopback"]["median_ms"]
+            api_cpu = daemon_cpu["http_tcp_loopback"] / count * 1000
+            row["over_api_cpu_ms"] = row["daemon_cpu_ms"] - api_cpu
         if f"floor_{name}" in figures:
             row["floor_ms"] = figures[f"floor_{name}"]["median_ms"]
             row["over_floor_ms"] = row["added_ms"] - row["floor_ms"]
@@ -381,11 +400,13 @@ def main() -> None:
     parsers = figures.pop("parsers")
     print(f"request → answer ({TEXT!r}, handoff + file write), {options.count} requests")
     print(f"HTTP/1.1 parser: the API's {parsers['api']}, the floor's {parsers['floor']}")
-    header = ("path", "median ms", "p99 ms", "p99/med", "added ms", "floor ms", "ours ms", "vs API")
+    header = ("path", "median ms", "p99 ms", "p99/med", "added ms", "floor ms", "ours ms", "vs API",
+              "CPU ms", "CPU-API")  # fmt: skip
     print(f"{header[0]:<44}" + "".join(f"{cell:>10}" for cell in header[1:]))
     for name, row in figures.items():
         cells = [row["median_ms"], row["p99_ms"], row["p99_to_median"]]
-        cells += [row.get(key) for key in ("added_ms", "floor_ms", "over_floor_ms", "over_api_ms")]
+        keys = ("added_ms", "floor_ms", "over_floor_ms", "over_api_ms", "daemon_cpu_ms")
+        cells += [row.get(key) for key in (*keys, "over_api_cpu_ms")]
         print(f"{name:<44}" + "".join("" if c is None else f"{c:>10.2f}" for c in cells))
 
 

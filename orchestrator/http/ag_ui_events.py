@@ -6,11 +6,14 @@ extra)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING
 
+import msgspec
 import structlog
 
 from goondan.errors import DeliveryCode
@@ -62,12 +65,58 @@ class PausedRun:
 
 
 async def encoded(
-    events: AsyncIterator[BaseEvent | None], encoder: EventEncoder
+    batches: AsyncIterator[list[BaseEvent | None]], encoder: EventEncoder
 ) -> AsyncIterator[bytes]:
-    """``events`` as the response's bytes: each as the package's encoder writes it, a
-    keepalive (``None``) as an SSE comment."""
-    async for event in events:
-        yield b": keepalive\n\n" if event is None else encoder.encode(event).encode()
+    """``batches`` as the response's bytes, one chunk (one write) per batch: each event as
+    the package's encoder writes it (:func:`event_bytes`), a keepalive (``None``) as an SSE
+    comment."""
+    async for batch in batches:
+        yield b"".join(
+            b": keepalive\n\n" if event is None else event_bytes(event, encoder) for event in batch
+        )
+
+
+def event_bytes(event: BaseEvent, encoder: EventEncoder) -> bytes:
+    """``event`` as ``encoder`` writes it: ``data: {JSON}`` of its wire fields in their
+    order, an optional field without a value left out.
+
+    An event whose values are all text, whole numbers or ``None`` (the text, Step and tool
+    call events, most of a run) is written here from its fields, the same bytes (compact JSON,
+    UTF-8, the same escapes) at a fraction of the cost of the package's serializer, which
+    runs a Python wrapper per model; any other event is the package's to write.
+    """
+    wire: dict[str, object] = {}
+    if not event.__pydantic_extra__:
+        for name, key, omittable in _wire_fields(type(event)):
+            value = getattr(event, name)
+            if value is None:
+                if omittable:
+                    continue
+            elif isinstance(value, Enum):
+                value = value.value
+            elif type(value) is not str and type(value) is not int:
+                break
+            wire[key] = value
+        else:
+            try:
+                return b"data: " + msgspec.json.encode(wire) + b"\n\n"
+            except UnicodeEncodeError:
+                pass  # the package's serializer says what is wrong
+    return encoder.encode(event).encode()
+
+
+@functools.cache
+def _wire_fields(model: type[BaseEvent]) -> tuple[tuple[str, str, bool], ...]:
+    """Each field of an event model: its attribute, its key on the wire, and whether it is
+    left out without a value (optional, defaulting to ``None``: the package's rule)."""
+    return tuple(
+        (
+            name,
+            field.serialization_alias or field.alias or name,
+            not field.is_required() and field.default is None,
+        )
+        for name, field in model.model_fields.items()
+    )
 
 
 class RunEvents:
@@ -94,39 +143,45 @@ class RunEvents:
         turn = self.turn
         return event.agent_name == turn.agent and event.instance == turn.instance_key
 
-    async def events(self) -> AsyncIterator[BaseEvent | None]:
-        """Every event of the run, ``None`` for a keepalive."""
+    async def events(self) -> AsyncIterator[list[BaseEvent | None]]:
+        """Every event of the run (``None`` for a keepalive), in batches: a batch is all the
+        events the stream's items hold at once, so a burst (a Step's end, the answer, the
+        run's end) is one write and wakes the client once, while nothing ready is held."""
         from ag_ui.core import PROTOCOL_VERSION, RunStartedEvent
 
-        yield RunStartedEvent(
-            thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION
-        )
         turn = self.turn
-
-        async def items() -> AsyncIterator[Item]:
-            yield await turn.first()
-            async for rest in turn.rest():
-                yield rest
-
-        async for item in items():
+        batch: list[BaseEvent | None] = [
+            RunStartedEvent(
+                thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION
+            )
+        ]
+        if not turn.ready():
+            yield batch  # the run has started: say so before waiting for its first item
+            batch = []
+        item: Item = await turn.first()
+        rest = turn.rest()
+        while True:
             if item is None:
-                yield None
+                batch.append(None)
             elif isinstance(item, Piece):
-                for event in self._text(item):
-                    yield event
+                batch += self._text(item)
             elif isinstance(item, Notice):
                 if isinstance(item.event, ApprovalRequestedEvent):
-                    for event in self._interrupt(item):
-                        yield event
-                    return
-                for event in self._notice(item):
-                    yield event
+                    batch += self._interrupt(item)
+                    break
+                batch += self._notice(item)
             else:
-                for event in self._end(item):
-                    yield event
-                return
-        for event in self._end(not_answered_here()):  # the daemon stops under the request
-            yield event
+                batch += self._end(item)
+                break
+            if not turn.ready():
+                yield batch
+                batch = []
+            try:
+                item = await anext(rest)
+            except StopAsyncIteration:  # the daemon stops under the request
+                batch += self._end(not_answered_here())
+                break
+        yield batch
 
     def _close_text(self) -> list[BaseEvent]:
         from ag_ui.core import TextMessageEndEvent

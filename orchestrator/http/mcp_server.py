@@ -29,7 +29,7 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from goondan.errors import DeliveryCode, HttpCode
 from orchestrator.http.body import MAX_BODY_BYTES
@@ -131,7 +131,13 @@ class McpDoor:
             message = "the daemon is shutting down"
             await error(503, DeliveryCode.SHUTTING_DOWN, message)(scope, receive, send)
             return
-        manager = await self.manager()
+        started = self._manager
+        if started is not None and started.done() and started.exception() is None:
+            manager = started.result()  # the common case: no shield, no await
+        else:
+            manager = await self.manager()
+        if scope.get("method") == "POST":
+            send = head_with_first_event(send)
         await manager.handle_request(scope, receive, send)
 
     async def manager(self) -> StreamableHTTPSessionManager:
@@ -179,6 +185,37 @@ class McpDoor:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+def head_with_first_event(send: Send) -> Send:
+    """``send``, the head of an event stream held until its first chunk, so both leave in
+    one write.
+
+    The SDK answers each call's POST with a stream whose head it sends before the call has
+    run; sent alone, the head is a write of its own and wakes the client for nothing: the
+    client reads the call's events (its answer, a progress notification, an elicitation)
+    from the body, which the head now comes with. A GET's stream, which may stay silent for
+    long, is not held (the caller wraps only a POST's ``send``)."""
+    held: Message | None = None
+
+    async def sending(message: Message) -> None:
+        nonlocal held
+        if message["type"] == "http.response.start" and _streams_events(message):
+            held = message
+            return
+        if held is not None:
+            head, held = held, None
+            await send(head)
+        await send(message)
+
+    return sending
+
+
+def _streams_events(start: Message) -> bool:
+    return any(
+        key.lower() == b"content-type" and bytes(value).startswith(b"text/event-stream")
+        for key, value in start.get("headers") or ()
+    )
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

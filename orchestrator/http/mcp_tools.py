@@ -37,6 +37,7 @@ import structlog
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from msgspec import UnsetType
 from starlette.requests import Request
@@ -200,14 +201,17 @@ class AgentTools:
             return error_result(HttpCode.BAD_REQUEST, exc.message, field=exc.field)
         if self.daemon.stopping:
             return error_result(DeliveryCode.SHUTTING_DOWN, "the daemon is shutting down")
+        # Text and Steps are only ever reported as progress: without the client's progress
+        # token nobody reads them, so the Turn does not stream them to this call at all.
+        progress = progress_token_from_params(ctx.params) is not None
         asked = Intake(
             "mcp",
             agent,
             arguments.input,
             arguments.instance_key,
-            deltas=True,
+            deltas=progress,
             approvals=True,
-            activity=True,
+            activity=progress,
         )
         body = {"input": arguments.input, "instanceKey": arguments.instance_key}
         intake = dataclasses.replace(
@@ -220,7 +224,7 @@ class AgentTools:
         except Refusal as refusal:
             detail = json.loads(bytes(refusal.response.body))["error"]
             return error_result(detail["code"], detail["message"])
-        call = _Call(self, ctx, admission.request_id)
+        call = _Call(self, ctx, admission.request_id, progress)
         answer = await call.follow()
         return answer_result(answer, admission.request_id)
 
@@ -254,11 +258,17 @@ class _Call:
     """One ``tools/call`` following its request: progress, approvals, then the answer."""
 
     def __init__(
-        self, tools: AgentTools, ctx: ServerRequestContext[Any, Any], request_id: str
+        self,
+        tools: AgentTools,
+        ctx: ServerRequestContext[Any, Any],
+        request_id: str,
+        progress: bool = True,
     ) -> None:
         self.tools = tools
         self.ctx = ctx
         self.request_id = request_id
+        self.reports = progress
+        """Whether the client asked for progress (a progress token): its text and Steps."""
         self.progress = 0
         self.asking: dict[str, anyio.CancelScope] = {}
         """Elicitations open, by approval id (closed when it is decided elsewhere)."""
@@ -270,8 +280,9 @@ class _Call:
 
     async def follow(self) -> DelegateAnswer:
         """The request's answer, reporting its work while it runs."""
+        reports = self.reports
         turn = TurnStream(
-            self.tools.desk, self.request_id, deltas=True, approvals=True, activity=True
+            self.tools.desk, self.request_id, deltas=reports, approvals=True, activity=reports
         )
         try:
             await self.report(f"accepted as request {self.request_id}")

@@ -185,6 +185,10 @@ class TurnStream:
             self.pieces.append(Notice(event, seq))
             self._wake.set()
 
+    def ready(self) -> bool:
+        """Whether the next item is here already (the next wait for one would not wait)."""
+        return bool(self.pieces) or self.answer is not None or self.ended
+
     async def first(self) -> Item:
         """The first item, before the response starts (so an early failure can be a 502; a
         request the daemon stops under first is answered ``SHUTTING_DOWN``)."""

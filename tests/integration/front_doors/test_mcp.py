@@ -128,6 +128,25 @@ async def test_progress_is_reported_while_the_turn_runs(served: Served) -> None:
     assert "".join(m for m in messages if m.endswith((" ", "words"))).endswith("words")
 
 
+async def test_only_a_call_with_a_progress_token_has_the_turns_text_streamed(
+    served: Served,
+) -> None:
+    async def progressed(progress: float, total: float | None, message: str | None) -> None:
+        pass
+
+    async with session(served) as client, asyncio.timeout(60):
+        quiet = await client.call_tool("scribe", {"input": "no progress"})
+        told = await client.call_tool("scribe", {"input": "progress"}, progress_callback=progressed)
+    streamed = {}
+    for result in (quiet, told):
+        body = result.structured_content
+        assert isinstance(body, dict)
+        record = served.orchestrator.requests.record(body["requestId"])
+        assert record is not None
+        streamed[text_of(result)] = record.stream
+    assert streamed == {"scribe got: no progress": False, "scribe got: progress": True}
+
+
 async def test_an_approval_is_asked_by_elicitation(served: Served) -> None:
     asked: list[str] = []
 

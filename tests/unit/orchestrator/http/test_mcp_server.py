@@ -1,5 +1,6 @@
 """The MCP door's seams served in-process: what a call's arguments may be, and what ``/mcp``
-answers before the SDK is reached (the extra missing, a body too big)."""
+answers before the SDK is reached (the extra missing, a body too big), and how a streamed
+answer's head is sent."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import sys
 
 import httpx2
 import pytest
+from starlette.types import Message
 
 from orchestrator.callers import Peer, with_peer
 from orchestrator.http.app import build_app
 from orchestrator.http.body import MAX_BODY_BYTES, BadBody
+from orchestrator.http.mcp_server import head_with_first_event
 from orchestrator.http.mcp_tools import IDEMPOTENCY_META_KEY as KEY
 from orchestrator.http.mcp_tools import Arguments, idempotency_key_of
 from tests.support.fake_swarm import FakeSwarm
@@ -82,3 +85,33 @@ async def test_a_body_over_the_limit_is_refused_before_the_sdk_reads_it() -> Non
         answer = await http.post("/mcp", content=big, headers=JSON)
     assert answer.status_code == 413
     assert answer.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
+
+
+def start(content_type: bytes) -> Message:
+    return {"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]}  # fmt: skip
+
+
+async def test_a_streamed_answers_head_leaves_with_its_first_event() -> None:
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    held = head_with_first_event(send)
+    await held(start(b"text/event-stream"))
+    assert sent == []  # not a write of its own
+    first = {"type": "http.response.body", "body": b"data: {}\n\n", "more_body": True}
+    await held(first)
+    await held({"type": "http.response.body", "body": b"", "more_body": False})
+    assert [m["type"] for m in sent] == ["http.response.start", *["http.response.body"] * 2]
+    assert sent[1] is first
+
+
+async def test_a_json_answers_head_is_sent_as_it_comes() -> None:
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await head_with_first_event(send)(start(b"application/json"))
+    assert sent == [start(b"application/json")]
