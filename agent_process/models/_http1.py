@@ -89,6 +89,9 @@ class Answer:
     status: int
     headers: dict[str, str]
     """Names lower-cased; a repeated header keeps its last value."""
+    keep_alive: bool
+    """Whether the connection may serve another request (HTTP/1.1 unless it says ``close``,
+    HTTP/1.0 only when it says ``keep-alive``)."""
 
 
 class _Connection:
@@ -219,15 +222,18 @@ async def _exchange(connection: _Connection, request: bytes, seconds: float | No
         raise ConnectionFailed(str(exc) or type(exc).__name__) from exc
     lines = raw.decode("latin-1").split("\r\n")
     try:
-        status = int(lines[0].split(" ", 2)[1])
-    except (IndexError, ValueError):
+        version, status_text = lines[0].split(" ", 2)[:2]
+        status = int(status_text)
+    except ValueError:
         raise ConnectionFailed(f"not an HTTP response: {lines[0][:80]!r}") from None
     headers: dict[str, str] = {}
     for line in lines[1:]:
         name, sep, value = line.partition(":")
         if sep:
             headers[name.strip().lower()] = value.strip()
-    return Answer(status, headers)
+    said = headers.get("connection", "").lower()
+    keep_alive = said == "keep-alive" if version == "HTTP/1.0" else said != "close"
+    return Answer(status, headers, keep_alive)
 
 
 class _Body:
@@ -240,7 +246,7 @@ class _Body:
         self.answer = answer
         self.timeout = timeout
         self.done = False
-        self.keep_alive = answer.headers.get("connection", "").lower() != "close"
+        self.keep_alive = answer.keep_alive
 
     async def pieces(self) -> AsyncGenerator[bytes, None]:
         headers = self.answer.headers
