@@ -16,7 +16,7 @@ environment proxy, a base URL that is not ``http(s)``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -144,7 +144,7 @@ class LeanRoute:
         """One streamed call: each chunk handed to ``sink`` with ``on_text`` as it arrives."""
         data = _ENCODE.encode({**body, "stream": True, "stream_options": {"include_usage": True}})
 
-        async def consume(pieces: AsyncIterator[bytes]) -> bytes:
+        async def consume(pieces: AsyncIterator[bytes]) -> None:
             finished = False
             async for event in _sse_data(pieces):
                 if finished:
@@ -159,7 +159,6 @@ class LeanRoute:
                 if chunk.error:
                     raise invalid_response(self._name, _stream_error(chunk.error))
                 sink(chunk, on_text)
-            return b""
 
         await self._call(data, consume)
 
@@ -169,10 +168,10 @@ class LeanRoute:
     async def _call(
         self,
         data: bytes,
-        consume: Callable[[AsyncIterator[bytes]], object] | None,
+        consume: Callable[[AsyncIterator[bytes]], Awaitable[None]] | None,
     ) -> bytes:
         """Send ``data`` until an answer comes or the SDK's retries are spent; the answer's
-        body, or (a stream) what ``consume`` made of it. A stream is never retried once its
+        body, or (a stream) ``b""`` once ``consume`` has read it. A stream is never retried once its
         first byte was read: text already handed on must not come twice."""
         timeout = self._read_timeout
         for retries_taken in range(self.max_retries + 1):
@@ -192,7 +191,7 @@ class LeanRoute:
                         if consume is None:
                             return b"".join([piece async for piece in pieces])
                         streaming = True
-                        await consume(pieces)  # type: ignore[misc]
+                        await consume(pieces)
                         return b""
                     failed = b"".join([piece async for piece in pieces])
             except ConnectionFailed as exc:
