@@ -33,6 +33,9 @@ READ_LIMIT = 1 << 20
 """The longest head line or chunk-size line a response may have."""
 MAX_IDLE_PER_ORIGIN = 256
 """Idle keep-alive connections kept per origin (more are closed when handed back)."""
+KEEPALIVE_EXPIRY_SECONDS = 5.0
+"""An idle connection older than this is closed rather than reused (httpx's default): a
+connection a middlebox dropped without a word would otherwise take a read timeout to notice."""
 
 
 class ConnectionFailed(Exception):
@@ -95,12 +98,12 @@ class Answer:
 
 
 class _Connection:
-    __slots__ = ("reader", "reused", "writer")
+    __slots__ = ("idle_since", "reader", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
-        self.reused = False
+        self.idle_since = 0.0
 
     def close(self) -> None:
         self.writer.close()
@@ -123,6 +126,8 @@ class Pool:
 
     def __init__(self, origin: Origin) -> None:
         self.origin = origin
+        self.keepalive_expiry = KEEPALIVE_EXPIRY_SECONDS
+        """Seconds an idle connection may wait to be reused."""
         self._idle: list[_Connection] = []
 
     async def _connect(self, seconds: float | None) -> _Connection:
@@ -140,16 +145,22 @@ class Pool:
         return _Connection(reader, writer)
 
     def _take_idle(self) -> _Connection | None:
+        oldest = asyncio.get_running_loop().time() - self.keepalive_expiry
         while self._idle:
-            connection = self._idle.pop()
+            connection = self._idle.pop()  # the most recently used first
+            if connection.idle_since < oldest:
+                for stale in [connection, *self._idle]:  # the rest are older still
+                    stale.close()
+                self._idle.clear()
+                return None
             if not connection.reader.at_eof() and not connection.writer.is_closing():
-                connection.reused = True
                 return connection
             connection.close()
         return None
 
     def _give_back(self, connection: _Connection) -> None:
         if len(self._idle) < MAX_IDLE_PER_ORIGIN:
+            connection.idle_since = asyncio.get_running_loop().time()
             self._idle.append(connection)
         else:
             connection.close()

@@ -133,6 +133,14 @@ async def test_an_idle_connection_the_server_closed_is_replaced(
     assert raw.connections == 3
 
 
+async def test_an_idle_connection_past_its_expiry_is_not_reused(start: Starter) -> None:
+    raw = await start(lambda request: sized(b"{}"))
+    pool_of(Origin.of(f"http://127.0.0.1:{raw.port}/v1")).keepalive_expiry = 0.0
+    for _ in range(3):
+        assert await post(raw) == (200, b"{}")
+    assert raw.connections == 3
+
+
 async def test_a_read_that_outlasts_the_timeout(
     start: Starter,
 ) -> None:
