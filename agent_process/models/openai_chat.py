@@ -1,8 +1,11 @@
-"""``provider: openai``: Chat Completions with tools, on the official ``openai`` SDK.
+"""``provider: openai``: Chat Completions with tools, configured as the official ``openai`` SDK.
 
 ``baseUrl`` points it at any OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp).
-Retries on 429/5xx/connection errors are the SDK's own (``maxRetries``, default 2); a failure
-that survives them becomes a :class:`ModelCallError` with a code, and the Turn ends with it.
+The call itself goes on the lean route of :mod:`agent_process.models._openai_wire` (a tenth of
+the SDK's CPU per call) with the SDK client's headers, base URL and timeouts; behind an
+environment proxy the SDK client makes it. Retries on 429/5xx/connection errors are the SDK's
+(``maxRetries``, default 2); a failure that survives them becomes a :class:`ModelCallError`
+with a code, and the Turn ends with it.
 
 With ``on_text`` in the request the call streams (``stream=True``, usage asked for with
 ``stream_options.include_usage``); text and tool calls are put together from the chunks into
