@@ -21,6 +21,11 @@ instead of being refused: the server must never be what is measured. ``GET /stat
 what ``benchmarks/_chat_server.py`` counts (``requests``, ``maxInFlight``).
 
 Run: ``python benchmarks/_slow_provider.py --delay S``; prints its port, serves until killed.
+
+The bare client (:func:`bare_client`, ``--bare-client URL``) is the floor of a model call's
+CPU: the same conversations the agents hold with this provider, made on the event loop's own
+streams with ``json`` and nothing else, its CPU read with ``time.process_time``. It prints one
+JSON object and exits.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import uvloop
 
@@ -131,11 +137,105 @@ class SlowConnection(HttpConnection):
         self.stats.ended()
 
 
+BARE_ROUNDS = 5
+"""Rounds of the bare client's conversations (see :func:`bare_client`)."""
+BARE_TOOLS = [{"type": "function", "function": {"name": "wait__wait", "parameters": {}}}]
+
+
+async def bare_call(
+    streams: tuple[asyncio.StreamReader, asyncio.StreamWriter], host: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    """One Chat Completions call on a kept-alive connection: the assistant message, its text
+    and tool calls put together from the events when streamed."""
+    reader, writer = streams
+    data = json.dumps(body).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+    )
+    writer.write(f"{head}content-length: {len(data)}\r\n\r\n".encode() + data)
+    lines = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+    length = next(int(line[15:]) for line in lines if line.lower().startswith(b"content-length:"))
+    answer = await reader.readexactly(length)
+    if not body.get("stream"):
+        message: dict[str, Any] = json.loads(answer)["choices"][0]["message"]
+        return message
+    text: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    for line in answer.split(b"\n"):
+        if line.startswith(b"data: {"):
+            for choice in json.loads(line[6:])["choices"]:
+                text.append(choice["delta"].get("content") or "")
+                for part in choice["delta"].get("tool_calls") or ():
+                    call = calls.setdefault(part["index"], {"id": "", "name": "", "arguments": ""})
+                    function = part.get("function") or {}
+                    call["id"] = part.get("id") or call["id"]
+                    call["name"] += function.get("name") or ""
+                    call["arguments"] += function.get("arguments") or ""
+    tool_calls = [
+        {
+            "id": c["id"],
+            "type": "function",
+            "function": {"name": c["name"], "arguments": c["arguments"]},
+        }
+        for c in calls.values()
+    ]
+    return {"content": STAMP.sub("", "".join(text)), "tool_calls": tool_calls}
+
+
+async def bare_client(
+    url: str, requests: int, calls: int, stream: bool, rounds: int = BARE_ROUNDS
+) -> dict[str, Any]:
+    """``requests`` conversations at once, each ``calls`` model calls (a call that asks for
+    ``wait__wait``, then the call after its result, again for each pair), every answer
+    checked; the CPU seconds they took, connecting aside: the least of ``rounds`` rounds (a
+    floor this small moves with every other process on the machine; its least does not)."""
+    parts = urlsplit(url)
+    host = parts.netloc
+    connections = [
+        await asyncio.open_connection(parts.hostname, parts.port) for _ in range(requests)
+    ]
+    extra = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
+
+    async def conversation(n: int) -> None:
+        text = f"conversation {n}"
+        messages = [
+            {"role": "system", "content": "You wait, then answer."},
+            {"role": "user", "content": text},
+        ]
+        for _ in range(calls // 2):
+            body = {"model": "slow", "messages": messages, "tools": BARE_TOOLS, **extra}
+            asked = await bare_call(connections[n], host, body)
+            [call] = asked["tool_calls"]
+            result = {"role": "tool", "tool_call_id": call["id"], "content": '{"waitedMs": 0}'}
+            called = {"role": "assistant", "content": None, "tool_calls": [call]}
+            body = {**body, "messages": [*messages, called, result]}
+            answered = await bare_call(connections[n], host, body)
+            if answered["content"] != f"done: {text}":
+                raise RuntimeError(f"bare client: wrong answer {answered['content']!r}")
+
+    cpu = []
+    for _ in range(rounds):
+        started = time.process_time()
+        await asyncio.gather(*(conversation(n) for n in range(requests)))
+        cpu.append(time.process_time() - started)
+    for _, writer in connections:
+        writer.close()
+    return {"calls": requests * calls, "cpu_s": min(cpu)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--delay", type=float, default=1.0, help="seconds before each answer")
     parser.add_argument("--backlog", type=int, default=4096, help="the listen backlog")
+    parser.add_argument("--bare-client", metavar="URL", help="be the bare client of URL instead")
+    parser.add_argument("--requests", type=int, default=1, help="the bare client's conversations")
+    parser.add_argument("--calls", type=int, default=2, help="model calls per conversation")
+    parser.add_argument("--stream", action="store_true", help="the bare client streams")
     options = parser.parse_args()
+    if options.bare_client:
+        bare = bare_client(options.bare_client, options.requests, options.calls, options.stream)
+        print(json.dumps(uvloop.run(bare)), flush=True)
+        return
 
     async def serve() -> None:
         stats = Stats()

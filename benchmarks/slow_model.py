@@ -33,10 +33,16 @@ same number of times at once in one process, on one ``AsyncOpenAI`` client as th
 (``benchmarks/_agents_sdk_peer.py``; needs the ``bench`` extra, else it is skipped and says
 why; it runs the Turn without delegation only).
 
+And a bare provider call's CPU: the bare client of ``benchmarks/_slow_provider.py`` makes the
+same model calls at once (as many conversations, as many calls each, streamed or not) to the
+same provider in a process of its own, with nothing but the loop's streams and ``json``; the
+daemon tree's CPU per request is given as a multiple of that floor's (``cpu_over_bare_client``),
+which a loaded machine moves far less than either figure.
+
 Run: ``python benchmarks/slow_model.py [--requests M] [--agents N] [--delay S] [--stream]
 [--delegate] [--json] [--quick]``. ``--quick``: 20 requests over 2 agents, delay 0.05 s. Exits
-non-zero when a request got a wrong answer, or in ``--quick`` mode when any request failed.
-Prints figures; gates nothing.
+non-zero when a request got a wrong answer, or in ``--quick`` mode when any request failed or
+the CPU per request is more than :data:`QUICK_CPU_OVER_BARE_BUDGET` times the bare client's.
 """
 
 from __future__ import annotations
@@ -79,6 +85,10 @@ SAMPLE_SECONDS = 0.2
 """How often the daemon's memory is read during the burst."""
 START_SECONDS = 120
 """The most the provider, the daemon or its agents may take to be ready."""
+QUICK_CPU_OVER_BARE_BUDGET = 200.0
+"""``--quick`` fails when the daemon tree's CPU per request is more than this many times the
+bare client's: about three times the 50-75× measured in ``--quick`` on a loaded machine, so
+that only a real regression fails it, never the load (docs/performance.md)."""
 
 MODEL = """\
 apiVersion: goondan.ai/v1
@@ -567,14 +577,36 @@ def agents_sdk(provider: Provider, options: argparse.Namespace) -> dict[str, Any
     return figures
 
 
+def bare_client(provider: Provider, options: argparse.Namespace) -> dict[str, Any]:
+    """The bare client's CPU for the daemon's model calls (see the module doc)."""
+    calls = 4 if options.delegate else 2
+    command = [sys.executable, str(PROVIDER), "--bare-client", provider.url]
+    command += ["--requests", str(options.requests), "--calls", str(calls)]
+    command += ["--stream"] if options.stream else []
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=options.timeout + 120, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the bare client failed: {done.stderr[-2000:]}")
+    cpu = float(json.loads(done.stdout.strip().splitlines()[-1])["cpu_s"])
+    return {
+        "calls": options.requests * calls,
+        "cpu_ms_per_call": round(cpu * 1000 / (options.requests * calls), 4),
+        "cpu_s_per_request": round(cpu / options.requests, 6),
+    }
+
+
 def measure(options: argparse.Namespace) -> dict[str, Any]:
     provider = Provider(options.delay)
     try:
         alone = asyncio.run(provider_alone(provider.url, options.requests, options.delay))
         ours = asyncio.run(through_daemon(provider, options))
+        bare = bare_client(provider, options)
         peer = agents_sdk(provider, options)
     finally:
         provider.close()
+    floor = bare["cpu_s_per_request"]
+    ours["cpu_over_bare_client"] = round(ours["cpu_s_per_request"] / floor, 1) if floor else None
     return {
         "delay_s": options.delay,
         "stream": options.stream,
@@ -582,6 +614,7 @@ def measure(options: argparse.Namespace) -> dict[str, Any]:
         "load_average": [round(load, 2) for load in os.getloadavg()],
         "cores": os.cpu_count(),
         "provider_alone": alone,
+        "bare_client": bare,
         "goondan": ours,
         "openai_agents": peer,
     }
@@ -617,6 +650,11 @@ def print_table(figures: dict[str, Any]) -> None:
         f"CPU per request; PSS {ours['idle_pss_mib']} MiB idle → {ours['peak_pss_mib']} MiB at "
         f"peak, {ours['turns_in_flight_max']} Turns in flight at most: "
         f"{ours['pss_per_turn_in_flight_kib']} KiB per Turn in flight"
+    )
+    bare = figures["bare_client"]
+    print(
+        f"bare provider calls ({bare['calls']}, one process): {bare['cpu_ms_per_call']} ms CPU "
+        f"per call; the daemon tree's CPU per request is {ours['cpu_over_bare_client']}× theirs"
     )
     for role, delays in ours.get("chunk_delay_ms", {}).items():
         print(
@@ -656,6 +694,12 @@ def main() -> None:
     failed = figures["goondan"]["errors"]
     if failed.get("wrong answer") or (options.quick and failed):
         sys.exit(f"slow_model: requests failed: {failed}")
+    over = figures["goondan"]["cpu_over_bare_client"]
+    if options.quick and over is not None and over > QUICK_CPU_OVER_BARE_BUDGET:
+        sys.exit(
+            f"slow_model: CPU per request is {over}× the bare client's "
+            f"(budget {QUICK_CPU_OVER_BARE_BUDGET}×)"
+        )
 
 
 if __name__ == "__main__":

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import email.utils
 import importlib
+import json
+import math
 import os
+import random
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -95,17 +98,131 @@ _INVALID_RESPONSE = ("", DeliveryCode.E_MODEL_API, "invalid API response: {text}
 
 def _call_error(sdk: ModuleType, exc: Exception, name: str, key_source: str) -> ModelCallError:
     """The :class:`ModelCallError` of ``exc``, which the SDK of ``name`` raised."""
-    _, code, template = next(
+    row = next(
         (row for row in _SDK_ERRORS if isinstance(exc, getattr(sdk, row[0]))), _INVALID_RESPONSE
     )
-    message = template.format(
+    return _error_of(
+        row,
+        name,
         source=key_source,
         status=getattr(exc, "status_code", None),
-        message=_short(str(getattr(exc, "message", ""))),
-        text=_short(str(exc)),
+        message=str(getattr(exc, "message", "")),
+        text=str(exc),
+        response=getattr(exc, "response", None),
     )
-    waits = retry_after(getattr(exc, "response", None)) if code == RATE_LIMITED else None
-    return ModelCallError(f"{name}: {message}", code=code, retry_after=waits)
+
+
+def _error_of(
+    row: tuple[str, str, str],
+    name: str,
+    *,
+    source: str = "",
+    status: int | None = None,
+    message: str = "",
+    text: str = "",
+    response: Any = None,
+) -> ModelCallError:
+    _, code, template = row
+    said = template.format(source=source, status=status, message=_short(message), text=_short(text))
+    waits = retry_after(response) if code == RATE_LIMITED else None
+    return ModelCallError(f"{name}: {said}", code=code, retry_after=waits)
+
+
+def status_error(
+    name: str, key_source: str, status: int, body: bytes, headers: Mapping[str, str]
+) -> ModelCallError:
+    """The error of an HTTP error answer, as :func:`sdk_errors` words the SDK's: the message
+    is ``Error code: STATUS``, then `` - MESSAGE`` when the body's JSON says one."""
+    message = f"Error code: {status}"
+    try:
+        data = json.loads(body.decode(errors="replace").strip())
+    except ValueError:
+        pass
+    else:
+        error = data.get("error", data) if isinstance(data, dict) else None
+        said = error.get("message") if isinstance(error, dict) else None
+        if isinstance(said, str) and said:
+            message += f" - {said}"
+    kind = {401: "AuthenticationError", 429: "RateLimitError"}.get(status, "APIStatusError")
+    row = next(row for row in _SDK_ERRORS if row[0] == kind)
+    return _error_of(
+        row, name, source=key_source, status=status, message=message, response=_Head(headers)
+    )
+
+
+def connection_error(name: str, timed_out: bool) -> ModelCallError:
+    """The error of a call whose connection failed or timed out (the SDK's words)."""
+    text = "Request timed out." if timed_out else "Connection error."
+    return _error_of(_SDK_ERRORS[-1], name, text=text)
+
+
+def invalid_response(name: str, text: str) -> ModelCallError:
+    """The error of an answer that is not what the API answers."""
+    return _error_of(_INVALID_RESPONSE, name, text=text)
+
+
+class _Head:
+    """Headers where :func:`retry_after` looks for them."""
+
+    __slots__ = ("headers",)
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self.headers = headers
+
+
+MAX_SDK_RETRY_AFTER = 120.0
+"""The SDKs honour a server's ``retry-after`` up to two minutes (and do not retry beyond)."""
+INITIAL_RETRY_DELAY, MAX_RETRY_DELAY = 0.5, 8.0
+"""The SDKs' exponential backoff: 0.5 s doubling per retry, at most 8 s, less 0-25% jitter."""
+
+
+def should_retry(status: int, headers: Mapping[str, str]) -> bool:
+    """Whether the SDKs retry an answer of ``status``: ``x-should-retry`` decides when the
+    server sends it; else 408, 409, 429 and 5xx are retried, unless ``retry-after`` asks for
+    more than two minutes."""
+    waits = _server_delay(headers)
+    if waits is not None and math.isfinite(waits) and waits > MAX_SDK_RETRY_AFTER:
+        return False
+    said = headers.get("x-should-retry")
+    if said in ("true", "false"):
+        return said == "true"
+    return status in (408, 409, 429) or status >= 500
+
+
+def retry_delay(retries_taken: int, headers: Mapping[str, str] | None) -> float:
+    """Seconds before retry number ``retries_taken + 1``, as the SDKs wait."""
+    waits = _server_delay(headers) if headers is not None else None
+    if waits is not None and math.isfinite(waits) and 0 < waits <= MAX_SDK_RETRY_AFTER:
+        return waits
+    backoff = min(INITIAL_RETRY_DELAY * 2.0 ** min(retries_taken, 1000), MAX_RETRY_DELAY)
+    return max(backoff * (1 - 0.25 * random.random()), 0.0)
+
+
+def _server_delay(headers: Mapping[str, str]) -> float | None:
+    """``retry-after-ms`` or ``retry-after`` (seconds, or an HTTP date) in seconds."""
+    for header, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
+        value = headers.get(header)
+        if value is None:
+            continue
+        try:
+            delay = float(value)
+        except ValueError:
+            continue
+        if math.isinf(delay) and value.strip().lower() not in (
+            "inf",
+            "+inf",
+            "infinity",
+            "+infinity",
+        ):
+            return MAX_SDK_RETRY_AFTER + 1
+        return delay / divisor
+    try:
+        parsed = email.utils.parsedate_tz(headers.get("retry-after"))
+        if parsed is None:
+            return None
+        return float(email.utils.mktime_tz(parsed) - time.time())
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
 
 
 MAX_RETRY_AFTER_SECONDS = 600.0

@@ -1,8 +1,11 @@
-"""``provider: openai``: Chat Completions with tools, on the official ``openai`` SDK.
+"""``provider: openai``: Chat Completions with tools, configured as the official ``openai`` SDK.
 
 ``baseUrl`` points it at any OpenAI-compatible server (Ollama, vLLM, LM Studio, llama.cpp).
-Retries on 429/5xx/connection errors are the SDK's own (``maxRetries``, default 2); a failure
-that survives them becomes a :class:`ModelCallError` with a code, and the Turn ends with it.
+The call itself goes on the lean route of :mod:`agent_process.models._openai_wire` (a tenth of
+the SDK's CPU per call) with the SDK client's headers, base URL and timeouts; behind an
+environment proxy the SDK client makes it. Retries on 429/5xx/connection errors are the SDK's
+(``maxRetries``, default 2); a failure that survives them becomes a :class:`ModelCallError`
+with a code, and the Turn ends with it.
 
 With ``on_text`` in the request the call streams (``stream=True``, usage asked for with
 ``stream_options.include_usage``); text and tool calls are put together from the chunks into
@@ -20,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from agent_process.models import _openai_wire as wire
 from agent_process.models._sdk import (
     client_options,
     import_sdk,
@@ -50,17 +54,28 @@ class OpenAIChatModel:
         self._missing_key = key is None and plan.base_url is None
         # A local OpenAI-compatible server usually ignores the key, but the SDK wants one.
         self.client = openai.AsyncOpenAI(**client_options(plan, key or "unused"))
+        self._lean = wire.LeanRoute.of(self.client, f"Model/{plan.name}", self.key_source)
+        """The call without the SDK's machinery (``None``: through a proxy, on the SDK)."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One Chat Completions call."""
         if self._missing_key:
             raise missing_key_error(self.plan, self.key_source)
-        kwargs = _call_options(self.plan.model, request)
         started = time.perf_counter()
-        if request.on_text is not None:
-            return await self._streamed(kwargs, request.on_text, started)
-        async with sdk_errors(self._sdk, self.plan, self.key_source):
-            completion = await self.client.chat.completions.create(**kwargs)
+        completion: Any
+        if self._lean is not None:
+            body = wire_body(self.plan.model, request)
+            if request.on_text is not None:
+                reply = _StreamedReply(self.plan.model)
+                await self._lean.stream(body, reply.add, request.on_text)
+                return self._assembled(reply, started)
+            completion = await self._lean.complete(body)
+        else:
+            kwargs = _call_options(self.plan.model, request)
+            if request.on_text is not None:
+                return await self._streamed(kwargs, request.on_text, started)
+            async with sdk_errors(self._sdk, self.plan, self.key_source):
+                completion = await self.client.chat.completions.create(**kwargs)
         if not completion.choices:
             raise ModelCallError(
                 f"Model/{self.plan.name}: the response has no choices",
@@ -90,6 +105,9 @@ class OpenAIChatModel:
             )
             async for chunk in stream:
                 reply.add(chunk, on_text)
+        return self._assembled(reply, started)
+
+    def _assembled(self, reply: _StreamedReply, started: float) -> ModelResponse:
         if not reply.seen_choice:
             raise ModelCallError(
                 f"Model/{self.plan.name}: the response has no choices",
@@ -124,6 +142,32 @@ class OpenAIChatModel:
         )
 
 
+def wire_body(model: str, request: ModelRequest) -> dict[str, Any]:
+    """The Chat Completions request body of ``request`` (without ``stream``)."""
+    body: dict[str, Any] = {"model": model, "messages": to_openai_messages(request.messages)}
+    if request.tools:
+        body["tools"] = _wire_tools(request)
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        body["max_tokens"] = request.max_tokens
+    return body
+
+
+def _wire_tools(request: ModelRequest) -> list[JsonObject]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": item.name,
+                "description": item.description or "",
+                "parameters": item.parameters,
+            },
+        }
+        for item in request.tools
+    ]
+
+
 def _call_options(model: str, request: ModelRequest) -> dict[str, Any]:
     """The ``chat.completions.create`` arguments of ``request``.
 
@@ -137,17 +181,7 @@ def _call_options(model: str, request: ModelRequest) -> dict[str, Any]:
     wire: dict[str, Any] = {"messages": to_openai_messages(request.messages)}
     kwargs: dict[str, Any] = {"model": model, "messages": (), "extra_body": wire}
     if request.tools:
-        wire["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": item.name,
-                    "description": item.description or "",
-                    "parameters": item.parameters,
-                },
-            }
-            for item in request.tools
-        ]
+        wire["tools"] = _wire_tools(request)
     if request.temperature is not None:
         kwargs["temperature"] = request.temperature
     if request.max_tokens is not None:

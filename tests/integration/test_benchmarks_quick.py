@@ -240,7 +240,9 @@ def test_written_pages_quick_places_the_floor_childs_writes_in_preloaded_objects
 SLOW_MODEL_KEYS = (
     *("answered", "wall_s", "ideal_s", "overhead_p50_ms", "overhead_p99_ms"),
     *("cpu_s_per_request", "processes", "idle_pss_mib", "peak_pss_mib", "turns_in_flight_max"),
+    "cpu_over_bare_client",
 )
+BARE_CLIENT_KEYS = ("calls", "cpu_ms_per_call", "cpu_s_per_request")
 
 
 @pytest.mark.timeout(QUICK_SECONDS + 10)
@@ -255,6 +257,8 @@ def test_slow_model_quick_answers_every_request_beside_the_provider_and_the_agen
     numbers(ours, *SLOW_MODEL_KEYS)
     assert "pss_per_turn_in_flight_kib" in ours
     assert "chunk_delay_ms" not in ours
+    numbers(figures["bare_client"], *BARE_CLIENT_KEYS)
+    assert figures["bare_client"]["calls"] == 40  # the daemon's model calls: two per request
     alone = figures["provider_alone"]
     numbers(alone, "answered", "wall_s", "requests_per_s", "overhead_p50_ms", "overhead_p99_ms")
     peer = figures["openai_agents"]
@@ -271,6 +275,8 @@ def test_slow_model_quick_streams_through_a_coordinator_and_times_each_agents_ch
     assert ours["ideal_s"] == pytest.approx(0.2)  # four model calls per request
     numbers(ours, *SLOW_MODEL_KEYS)
     assert set(ours["chunk_delay_ms"]) == {"asked", "delegated"}
+    numbers(figures["bare_client"], *BARE_CLIENT_KEYS)
+    assert figures["bare_client"]["calls"] == 80  # four model calls per request
     for delays in ours["chunk_delay_ms"].values():
         numbers(delays, "p50", "p99")
     assert "skipped" in figures["openai_agents"]
