@@ -272,3 +272,16 @@ def test_resumed_turn_quick_prints_the_kill_to_answer_time_beside_its_floor() ->
         *("turn_ms", "killed_turn_ms", "kill_to_answer_ms", "crash_ready_ms"),
         "kill_to_answer_over_crash_ready",
     )
+
+
+@pytest.mark.timeout(QUICK_SECONDS + 10)
+def test_first_answer_quick_lists_the_core_install_and_times_its_first_answer() -> None:
+    figures = run_quick("first_answer.py")
+    assert figures["mode"] == "quick"
+    assert figures["readme_line"].startswith("pip install ")
+    assert len(figures["core_requirements"]) >= 1
+    assert figures["core_package_count"] == len(figures["core_packages"])
+    assert {"pydantic", "starlette", "uvicorn"} <= set(figures["core_packages"])
+    assert not {"rich", "genai-prices", "httpx"} & set(figures["core_packages"])
+    numbers(figures, "answer_s", "run_s", "answer_again_s")
+    assert len(figures["load_average"]) == 3
