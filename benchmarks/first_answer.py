@@ -284,6 +284,8 @@ def pip_phases(log: Path) -> dict[str, Any]:
         return None
 
     marks["first"], marks["last"] = first, last
+    # Without build dependencies to install (the editable wheel), the hooks start at once.
+    marks.setdefault("build_env_done", first)
     return {
         "build_env_s": span("build_env_started", "build_env_done"),
         "backend_hooks_s": span("build_env_done", "metadata_done"),
