@@ -16,13 +16,21 @@ How a Model is found in the catalogue:
   provider), under the Model's ``provider``.
 
 A Model served for free (a local server) under a catalogued name declares ``pricing`` of 0.
+
+The catalogue comes with the provider extras (``openai``, ``anthropic``, ``google``; alone:
+``prices``), the only ones whose Models have a price: the core install, which runs the
+``scripted`` provider, does without it. A Model without ``pricing`` looked up where it is not
+installed has no price, and a warning names the extra that installs it.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
+
+import structlog
 
 if TYPE_CHECKING:
     from bundle.spec_agent import ModelPricing
@@ -32,6 +40,10 @@ PriceSource = Literal["model", "genai-prices"]
 
 CATALOGUE: PriceSource = "genai-prices"
 UNCATALOGUED_PROVIDERS = frozenset({"scripted"})
+CATALOGUE_EXTRA = "pip install 'goondan-py[prices]'"
+"""What installs the catalogue (every provider extra does too)."""
+
+log = structlog.get_logger("goondan.prices")
 
 
 class PricedModel(Protocol):
@@ -99,6 +111,14 @@ def catalogue_price(
     """
     if provider.lower() in UNCATALOGUED_PROVIDERS:
         return None
+    if not catalogue_installed():
+        log.warning(
+            "model has no price: the genai-prices catalogue is not installed",
+            provider=provider,
+            model=model,
+            fix=f"{CATALOGUE_EXTRA}, or give the Model spec.pricing",
+        )
+        return None
     from genai_prices.data_snapshot import get_snapshot
 
     snapshot = get_snapshot()
@@ -115,3 +135,11 @@ def catalogue_price(
     except LookupError:
         return None
     return CataloguePrice(listed_by.id, model)
+
+
+def catalogue_installed() -> bool:
+    """Whether the genai-prices catalogue can be imported (looked up, not imported)."""
+    try:
+        return importlib.util.find_spec("genai_prices") is not None
+    except (ImportError, ValueError):
+        return False

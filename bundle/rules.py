@@ -12,7 +12,7 @@ from bundle.connector_config import connection_config_issues
 from bundle.entry import EntryLoadError, load_entry_module, resolve_handlers
 from bundle.errors import ConfigIssue
 from bundle.loader import FailedKey, Resource, tool_name_too_long
-from bundle.prices import model_price
+from bundle.prices import CATALOGUE_EXTRA, catalogue_installed, model_price
 from bundle.rule_base import FieldPath, RuleChecker, item_path
 from bundle.rules_remote import (
     check_remote_agent,
@@ -199,7 +199,12 @@ class _Checker(RuleChecker):
                     f"{'has' if len(unpriced) == 1 else 'have'} none",
                     ("spec", "budgets", scope, "cost"),
                     suggestion="add spec.pricing {inputPerMillionTokens, outputPerMillionTokens}"
-                    " to the Model (genai-prices lists no price for it), or cap tokens instead",
+                    " to the Model (genai-prices lists no price for it), or cap tokens instead"
+                    + (
+                        ""
+                        if catalogue_installed()
+                        else f" (the genai-prices catalogue is not installed: {CATALOGUE_EXTRA})"
+                    ),
                 )
 
     def _unpriced(self, agents: list[Resource]) -> list[str]:

@@ -63,6 +63,7 @@ from multiprocessing import spawn
 from typing import Any
 
 from bundle.entry import remember_entry_module
+from bundle.prices import catalogue_installed
 from goondan.proctitle import prepare as prepare_process_names
 from ipc.payload import find_every_rule
 from orchestrator._forkserver_memory import fill_free_blocks, tag_every_class
@@ -73,15 +74,18 @@ RUNTIME_MODULES = (
     "agent_process.main",
     "connector_process.main",
     "uvloop",
-    # The genai-prices catalogue (its lookup and its data): an agent whose Model declares no
-    # ``pricing`` loads it at its first call, which then waited on the import (tens to hundreds
-    # of milliseconds) and copied about 11 MiB into that agent alone. Here it costs the fork
-    # server about 6 MiB, once, shared by every child.
+)
+"""Imported in the fork server, with every module of :data:`RUNTIME_PACKAGES`."""
+CATALOGUE_MODULES = (
     "genai_prices",
     "genai_prices.data",
     "genai_prices.data_snapshot",
 )
-"""Imported in the fork server, with every module of :data:`RUNTIME_PACKAGES`."""
+"""The genai-prices catalogue (its lookup and its data), imported in the fork server when it is
+installed (the provider extras bring it): an agent whose Model declares no ``pricing`` loads it
+at its first call, which then waited on the import (tens to hundreds of milliseconds) and
+copied about 11 MiB into that agent alone. Here it costs the fork server about 6 MiB, once,
+shared by every child."""
 RUNTIME_PACKAGES = ("tools_base.tools",)
 """Packages whose modules every child may load (the ``@goondan/base`` tools)."""
 _MAIN_KEYS = ("init_main_from_name", "init_main_from_path")
@@ -90,6 +94,9 @@ _MAIN_KEYS = ("init_main_from_name", "init_main_from_path")
 def _import_runtime() -> None:
     for name in RUNTIME_MODULES:
         importlib.import_module(name)
+    if catalogue_installed():
+        for name in CATALOGUE_MODULES:
+            importlib.import_module(name)
     for package_name in RUNTIME_PACKAGES:
         package = importlib.import_module(package_name)
         for module in pkgutil.iter_modules(package.__path__):

@@ -295,7 +295,7 @@ def test_resumed_turn_quick_prints_the_kill_to_answer_time_beside_its_floor() ->
 
 @pytest.mark.timeout(QUICK_SECONDS + 10)
 def test_cli_quick_prints_each_command_beside_its_floor_within_the_import_budget() -> None:
-    # The one quick mode that gates: it exits 1 (run_quick fails) past --help's import budget.
+    # A quick mode that gates: it exits 1 (run_quick fails) past --help's import budget.
     figures = run_quick("cli.py")
     assert figures["agents"] == 3
     numbers(
@@ -307,3 +307,16 @@ def test_cli_quick_prints_each_command_beside_its_floor_within_the_import_budget
     numbers(figures["ratios"], "help", "status", "send", "completion")
     assert figures["help_import_within_budget"] is True
     assert len(figures["load_average_before"]) == 3
+
+
+@pytest.mark.timeout(QUICK_SECONDS + 10)
+def test_first_answer_quick_lists_the_core_install_and_times_its_first_answer() -> None:
+    figures = run_quick("first_answer.py")
+    assert figures["mode"] == "quick"
+    assert figures["readme_line"].startswith("pip install ")
+    assert len(figures["core_requirements"]) >= 1
+    assert figures["core_package_count"] == len(figures["core_packages"])
+    assert {"pydantic", "starlette", "uvicorn"} <= set(figures["core_packages"])
+    assert not {"rich", "genai-prices", "httpx"} & set(figures["core_packages"])
+    numbers(figures, "answer_s", "run_s", "answer_again_s")
+    assert len(figures["load_average"]) == 3

@@ -7,6 +7,7 @@ changes both sides alike.
 from __future__ import annotations
 
 import socket
+import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 import structlog
+import structlog.testing
 from genai_prices import Usage as CatalogueUsage
 from genai_prices import calc_price
 
@@ -184,3 +186,37 @@ def test_a_cost_ceiling_accepts_a_model_the_catalogue_prices(tmp_path: Path) -> 
     with pytest.raises(BundleError) as refused:
         load_bundle(path)
     assert "a cost ceiling needs token prices, and Model/m has none" in str(refused.value)
+
+
+@pytest.fixture
+def no_catalogue(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """genai-prices as a core install has it: not installed (an import of it fails)."""
+    catalogue_price.cache_clear()
+    monkeypatch.setitem(sys.modules, "genai_prices", None)
+    monkeypatch.setitem(sys.modules, "genai_prices.data_snapshot", None)
+    yield
+    catalogue_price.cache_clear()
+
+
+@pytest.mark.usefixtures("no_catalogue")
+def test_without_the_catalogue_a_model_has_no_price_and_a_warning_names_the_extra() -> None:
+    with structlog.testing.capture_logs() as logs:
+        assert catalogue_price("openai", "gpt-4o") is None
+        assert model_price(model_plan("gpt-4o")) is None
+    warnings = [entry for entry in logs if entry["log_level"] == "warning"]
+    assert warnings
+    for warning in warnings:
+        assert "pip install 'goondan-py[prices]'" in warning["fix"]
+        assert (warning["provider"], warning["model"]) == ("openai", "gpt-4o")
+    declared = ModelPricing(input_per_million_tokens=1.0, output_per_million_tokens=2.0)
+    assert isinstance(model_price(model_plan("gpt-4o", pricing=declared)), DeclaredPrice)
+
+
+@pytest.mark.usefixtures("no_catalogue")
+def test_without_the_catalogue_a_cost_ceiling_names_the_extra(tmp_path: Path) -> None:
+    path = tmp_path / "goondan.yaml"
+    path.write_text(BUNDLE.format(model="gpt-4o"))  # priced when the catalogue is installed
+    with pytest.raises(BundleError) as refused:
+        load_bundle(path)
+    assert "a cost ceiling needs token prices, and Model/m has none" in str(refused.value)
+    assert "pip install 'goondan-py[prices]'" in str(refused.value)
