@@ -31,6 +31,10 @@ from urllib.parse import urlsplit
 
 READ_LIMIT = 1 << 20
 """The longest head line or chunk-size line a response may have."""
+MAX_BODY_BYTES = 64 << 20
+"""The most an answer's body may hold, framed or decompressed: a provider answering without end
+(a chunk size of terabytes, a body that never closes, a gzip bomb) fails the call instead of
+filling the agent's memory. A model's answer, streamed or not, is a few MiB at the very most."""
 MAX_IDLE_PER_ORIGIN = 256
 """Idle keep-alive connections kept per origin (more are closed when handed back)."""
 KEEPALIVE_EXPIRY_SECONDS = 5.0
@@ -267,15 +271,26 @@ class _Body:
             inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib, by its header
         elif encoding != "identity":
             raise ConnectionFailed(f"unsupported content-encoding {encoding!r}")
-        async for piece in self._framed():
-            yield inflate.decompress(piece) if inflate is not None else piece
+        left = MAX_BODY_BYTES
+        async for piece in self._framed(MAX_BODY_BYTES):
+            if inflate is not None:
+                # At most one byte past the cap: an answer inflating beyond it fails here,
+                # before the rest of a bomb is ever expanded.
+                piece = inflate.decompress(piece, left + 1)
+            left -= len(piece)
+            if left < 0:
+                raise _too_large()
+            yield piece
         if inflate is not None:
             rest = inflate.flush()
+            if len(rest) > left:
+                raise _too_large()
             if rest:
                 yield rest
         self.done = True
 
-    async def _framed(self) -> AsyncIterator[bytes]:
+    async def _framed(self, cap: int) -> AsyncIterator[bytes]:
+        """The body's bytes as framed on the wire; no more than ``cap`` of them."""
         reader = self.connection.reader
         headers = self.answer.headers
         if "chunked" in headers.get("transfer-encoding", "").lower():
@@ -285,6 +300,9 @@ class _Body:
                     size = int(size_line.split(b";", 1)[0].strip(), 16)
                 except ValueError:
                     raise ConnectionFailed(f"bad chunk size {size_line[:40]!r}") from None
+                cap -= size
+                if cap < 0:
+                    raise _too_large()  # before reading a chunk that could never fit
                 if size == 0:
                     while await self._timed(reader.readuntil(b"\r\n")) != b"\r\n":
                         pass  # trailers
@@ -296,6 +314,8 @@ class _Body:
                 left = int(headers["content-length"])
             except ValueError:
                 raise ConnectionFailed("bad content-length") from None
+            if left > cap:
+                raise _too_large()
             while left > 0:
                 piece = await self._timed(reader.read(min(left, 1 << 16)))
                 if not piece:
@@ -305,6 +325,9 @@ class _Body:
         else:  # the body ends with the connection
             self.keep_alive = False
             while piece := await self._timed(reader.read(1 << 16)):
+                cap -= len(piece)
+                if cap < 0:
+                    raise _too_large()
                 yield piece
 
     async def _timed(self, read: Awaitable[bytes]) -> bytes:
@@ -317,6 +340,10 @@ class _Body:
             raise TimedOut("read") from None
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
             raise ConnectionFailed(str(exc) or type(exc).__name__) from exc
+
+
+def _too_large() -> ConnectionFailed:
+    return ConnectionFailed(f"the answer is larger than {MAX_BODY_BYTES >> 20} MiB")
 
 
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Origin, Pool]] = (

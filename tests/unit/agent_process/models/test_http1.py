@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
+from agent_process.models import _http1
 from agent_process.models._http1 import ConnectionFailed, Origin, TimedOut, pool_of, proxied
 
 Respond = Callable[[bytes], bytes | None]
@@ -158,6 +159,28 @@ async def test_a_body_cut_short_and_a_refused_connection_fail(
     raw.port = 1  # nothing listens on port 1
     with pytest.raises(ConnectionFailed):
         await post(raw)
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["a chunk of a terabyte", "a length of a terabyte", "a gzip bomb", "no end"],
+)
+async def test_an_answer_past_the_cap_fails_before_it_is_read(
+    start: Starter, hostile: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_http1, "MAX_BODY_BYTES", 1 << 20)
+    if hostile == "a chunk of a terabyte":
+        answer = response(b"ffffffffff\r\n{", "transfer-encoding: chunked")
+    elif hostile == "a length of a terabyte":
+        answer = response(b"{", "content-length: 1099511627776")
+    elif hostile == "a gzip bomb":  # 4 KiB on the wire, 16 MiB inflated
+        answer = sized(gzip.compress(bytes(16 << 20)), "content-encoding: gzip")
+    else:
+        answer = response(b"x" * (2 << 20), "connection: close")
+    raw = await start(lambda request: answer, close_after=hostile == "no end")
+    # Each fails at once, not after its read timeout (which would raise TimedOut, not this).
+    with pytest.raises(ConnectionFailed, match="larger than 1 MiB"):
+        await post(raw, read_seconds=30.0)
 
 
 def test_an_environment_proxy_is_noticed_with_no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
