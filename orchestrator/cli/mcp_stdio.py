@@ -47,6 +47,19 @@ DESCRIPTION = (
 """What ``goondan mcp --help`` says it does."""
 
 
+def add_mcp_arguments(sub: argparse.ArgumentParser) -> None:
+    """The description of ``mcp`` and its bundle argument (the parser adds the state and
+    daemon options after them)."""
+    sub.description = DESCRIPTION
+    sub.add_argument(
+        "file",
+        nargs="?",
+        metavar="BUNDLE",
+        help="goondan.yaml or a bundle directory: locates the state (default: goondan.yaml here)",
+    )
+    sub.add_argument("-c", "--config", metavar="FILE", help="the same, as an option")
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve MCP on stdio until the client closes stdin; forward everything to the daemon."""
     from orchestrator.cli.api_target import TargetError, daemon_api

@@ -556,22 +556,13 @@ def _add_project(cmds: _Commands) -> None:
 def _add_mcp(cmds: _Commands) -> None:
     """``mcp``: the daemon's MCP server over stdio."""
     mcp = cmds.add("mcp", MCP_HELP, "mcp_stdio:cmd_mcp")
-    if mcp is None:
-        return
-    from orchestrator.cli.mcp_stdio import DESCRIPTION
+    if mcp is not None:
+        from orchestrator.cli.api_target import add_options
+        from orchestrator.cli.mcp_stdio import add_mcp_arguments
 
-    mcp.description = DESCRIPTION
-    mcp.add_argument(
-        "file",
-        nargs="?",
-        metavar="BUNDLE",
-        help="goondan.yaml or a bundle directory: locates the state (default: goondan.yaml here)",
-    )
-    mcp.add_argument("-c", "--config", metavar="FILE", help="the same, as an option")
-    _state_options(mcp)
-    from orchestrator.cli.api_target import add_options
-
-    add_options(mcp)
+        add_mcp_arguments(mcp)
+        _state_options(mcp)
+        add_options(mcp)
 
 
 def _add_test(cmds: _Commands) -> None:
