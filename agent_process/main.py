@@ -325,6 +325,9 @@ class AgentProcess:
             await self.executor.aclose()
         if self.extensions is not None:
             await self.extensions.aclose()
+        lean_client = sys.modules.get("agent_process.models._http1")
+        if lean_client is not None:  # loaded only by an agent that called a provider with it
+            lean_client.close_pools()
         killed = kill_scope(os.environ.get(SCOPE_ENV))
         if killed:
             self.log.info("tool programs ended with the agent", pids=killed)

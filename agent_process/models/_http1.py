@@ -359,3 +359,14 @@ def pool_of(origin: Origin) -> Pool:
     if pool is None:
         pool = pools[origin] = Pool(origin)
     return pool
+
+
+def close_pools() -> None:
+    """Close every idle connection of the running loop's pools and forget the pools: before
+    the loop ends, so no connection outlives it (a transport the loop never closed would be
+    closed by the collector, after the loop, with a warning)."""
+    loop = asyncio.get_running_loop()
+    for pool in _POOLS.pop(loop, {}).values():
+        for connection in pool._idle:
+            connection.close()
+        pool._idle.clear()

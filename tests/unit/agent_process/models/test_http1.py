@@ -67,6 +67,7 @@ async def start() -> AsyncIterator[Starter]:
         return raw
 
     yield started
+    _http1.close_pools()
     for server in servers:
         server.close()
 
@@ -181,6 +182,16 @@ async def test_an_answer_past_the_cap_fails_before_it_is_read(
     # Each fails at once, not after its read timeout (which would raise TimedOut, not this).
     with pytest.raises(ConnectionFailed, match="larger than 1 MiB"):
         await post(raw, read_seconds=30.0)
+
+
+async def test_closing_the_pools_closes_their_idle_connections(start: Starter) -> None:
+    raw = await start(lambda request: sized(b"{}"))
+    assert await post(raw) == (200, b"{}")
+    [idle] = pool_of(Origin.of(f"http://127.0.0.1:{raw.port}/v1"))._idle
+    _http1.close_pools()  # as an agent process does before its loop ends
+    assert idle.writer.is_closing()
+    assert await post(raw) == (200, b"{}")  # a new pool, a new connection
+    assert raw.connections == 2
 
 
 def test_an_environment_proxy_is_noticed_with_no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
