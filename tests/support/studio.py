@@ -26,7 +26,7 @@ import pytest
 from tests.support.daemon import Daemon, run_cli
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, Page
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "goondan.yaml.example"
@@ -85,6 +85,18 @@ def chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def watched_page(browser: Browser, width: int = 1280, height: int = 800) -> Iterator[Page]:
+    """A page in a context of its own; the test fails if the page's script raised meanwhile."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    context.close()
+    assert not errors, f"the page raised: {errors}"
 
 
 class StudioProcess:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.support.daemon import Daemon, run_cli, wait_gone
-from tests.support.studio import StudioProcess, agent_rows, chromium, example_daemon
+from tests.support.studio import StudioProcess, agent_rows, chromium, example_daemon, watched_page
 from tests.support.studio_sessions import approval, park
 
 if TYPE_CHECKING:
@@ -42,13 +42,8 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    yield opened
-    context.close()
-    assert not errors, f"the page raised: {errors}"
+    with watched_page(browser, height=900) as opened:
+        yield opened
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from tests.support.studio import (
     read_event_log,
     reject_next_approval,
     send,
+    watched_page,
 )
 
 if TYPE_CHECKING:
@@ -64,13 +65,8 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    yield opened
-    context.close()
-    assert not errors, f"the page raised: {errors}"
+    with watched_page(browser) as opened:
+        yield opened
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.studio import StudioProcess, chromium, example_daemon, send
+from tests.support.studio import StudioProcess, chromium, example_daemon, send, watched_page
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -31,13 +31,8 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 600})
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    yield opened
-    context.close()
-    assert not errors, f"the page raised: {errors}"
+    with watched_page(browser, height=600) as opened:
+        yield opened
 
 
 def test_a_long_conversation_opens_at_its_latest_message_and_jumps_back_to_it(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.support.studio import StudioProcess, chromium
+from tests.support.studio import StudioProcess, chromium, watched_page
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -29,13 +29,8 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda error: errors.append(str(error)))
-    yield opened
-    context.close()
-    assert not errors, f"the page raised: {errors}"
+    with watched_page(browser) as opened:
+        yield opened
 
 
 def events() -> list[dict[str, Any]]:

@@ -5,8 +5,6 @@ events ready at once go out together, as one chunk of the response."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 from ag_ui.core import (
@@ -33,7 +31,7 @@ from orchestrator.http.ag_ui import read_input
 from orchestrator.http.ag_ui_events import RunEvents, event_bytes
 from orchestrator.http.streams import TurnStream
 from orchestrator.requests import Intake, RequestDesk, RequestStore
-from orchestrator.router import DeltaSink
+from tests.support.held_turn import HeldDaemon, HeldRouter
 
 EVERY_ESCAPE = "".join(map(chr, range(0x80))) + "é中😀\u2028\u2029\ufeff</script>"
 """Every ASCII character (the control characters each escaped its own way), and beyond."""
@@ -70,31 +68,6 @@ def test_text_the_package_cannot_write_is_refused_as_the_package_refuses_it() ->
     with pytest.raises(ValueError, match="surrogates not allowed") as theirs:
         EventEncoder().encode(lone)
     assert type(ours.value) is type(theirs.value)
-
-
-@dataclass
-class HeldRouter:
-    """Takes one request and keeps its sink; answers when told to."""
-
-    sink: DeltaSink | None = None
-    answer: asyncio.Future[DelegateAnswer] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    asked: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def request(self, text: str, **options: Any) -> DelegateAnswer:
-        self.sink = options["on_delta"]
-        self.asked.set()
-        return await self.answer
-
-
-@dataclass
-class HeldDaemon:
-    router: HeldRouter
-    stopping: bool = False
-
-    async def request(self, text: str, **options: Any) -> DelegateAnswer:
-        return await self.router.request(text, **options)
 
 
 async def test_the_events_ready_at_once_are_one_chunk() -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
@@ -15,37 +13,12 @@ from ipc.events import TextDelta
 from orchestrator.http import streams
 from orchestrator.http.streams import Piece, TurnStream, native_events
 from orchestrator.requests import Intake, RequestDesk, RequestStore
-from orchestrator.router import DeltaSink
+from tests.support.held_turn import HeldDaemon, HeldRouter
 
 
-@dataclass
-class FakeRouter:
-    """Takes one request and keeps its sink; answers when told to."""
-
-    sink: DeltaSink | None = None
-    answer: asyncio.Future[DelegateAnswer] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    asked: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def request(self, text: str, **options: Any) -> DelegateAnswer:
-        self.sink = options["on_delta"]
-        self.asked.set()
-        return await self.answer
-
-
-@dataclass
-class FakeDaemon:
-    router: FakeRouter
-    stopping: bool = False
-
-    async def request(self, text: str, **options: Any) -> DelegateAnswer:
-        return await self.router.request(text, **options)
-
-
-async def stream(relay: bool = False) -> tuple[TurnStream, FakeRouter]:
-    router = FakeRouter()
-    desk = RequestDesk(FakeDaemon(router), RequestStore(None))  # type: ignore[arg-type]
+async def stream(relay: bool = False) -> tuple[TurnStream, HeldRouter]:
+    router = HeldRouter()
+    desk = RequestDesk(HeldDaemon(router), RequestStore(None))  # type: ignore[arg-type]
     intake = Intake(kind="request", agent="alpha", text="hi", instance_key="default", relay=relay)
     admission = await desk.admit(dataclasses.replace(intake, deltas=True))
     turn = TurnStream(desk, admission.request_id)
