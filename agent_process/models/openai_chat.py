@@ -178,15 +178,10 @@ def _call_options(model: str, request: ModelRequest) -> dict[str, Any]:
     more than the rest of the call. ``messages`` must still be given, so it is given empty;
     the wire body is the same.
     """
-    wire: dict[str, Any] = {"messages": to_openai_messages(request.messages)}
-    kwargs: dict[str, Any] = {"model": model, "messages": (), "extra_body": wire}
-    if request.tools:
-        wire["tools"] = _wire_tools(request)
-    if request.temperature is not None:
-        kwargs["temperature"] = request.temperature
-    if request.max_tokens is not None:
-        kwargs["max_tokens"] = request.max_tokens
-    return kwargs
+    body = wire_body(model, request)
+    wire = {key: body.pop(key) for key in ("messages", "tools") if key in body}
+    # What is left (model, temperature, max_tokens) goes as the SDK's own arguments.
+    return {**body, "messages": (), "extra_body": wire}
 
 
 class _StreamedReply:
