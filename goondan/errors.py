@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from goondan.error_codes import ConfigCode as ConfigCode
 from goondan.error_codes import DeliveryCode as DeliveryCode
 from goondan.error_codes import ToolCode as ToolCode
+from goondan.lazy_names import lazy_getattr
 
 if TYPE_CHECKING:
     from goondan.catalogue import HELP_URL as HELP_URL
@@ -51,14 +52,9 @@ else:
         """The catalogues (and what they are made of) when first asked for: the codes and the
         exceptions cost a command that only reports an exit status (the CLI) little, the
         catalogues' meanings a good part of its start."""
-        if name == "CATALOGUES":
-            value: object = _catalogues()
-        elif name in _CATALOGUE_HOMES:
-            __import__(_CATALOGUE_HOMES[name])  # as a statement would (-X importtime reports it)
-            value = getattr(sys.modules[_CATALOGUE_HOMES[name]], name)
-        else:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        globals()[name] = value
+        if name != "CATALOGUES":
+            return _reexported(name)
+        value = globals()[name] = _catalogues()
         return value
 
 
@@ -68,6 +64,8 @@ _CATALOGUE_HOMES = {
     **dict.fromkeys(("HTTP", "HttpCode"), "goondan.http_codes"),
 }
 """Where each name the module re-exports lazily lives."""
+if not TYPE_CHECKING:
+    _reexported = lazy_getattr(__name__, _CATALOGUE_HOMES)
 
 
 class ExitCode(enum.IntEnum):

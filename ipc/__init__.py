@@ -8,6 +8,8 @@ messages), its payloads typed in :mod:`ipc.delegation`, :mod:`ipc.events` and :m
 
 from typing import TYPE_CHECKING
 
+from goondan.lazy_names import lazy_getattr
+
 if TYPE_CHECKING:
     from ipc.channel import Channel, ChannelClosed, ChannelStatistics, PeerGone
     from ipc.codec import MAX_FRAME_BYTES, FrameDecoder, FrameTooLarge, IpcProtocolError, encode
@@ -34,21 +36,6 @@ if TYPE_CHECKING:
         parse_message,
     )
     from ipc.protocol import DEFAULT_INSTANCE_KEY, EXTERNAL_CALLER, ORCHESTRATOR, EventKind
-else:
-
-    def __getattr__(name: str) -> object:
-        """Each name from its module when first asked for, so that importing one module of
-        the package (the CLI reads an answer with :mod:`ipc.delegation`) does not import
-        them all: :mod:`ipc.channel` brings asyncio, multiprocessing and structlog."""
-        module = _HOMES.get(name)
-        if module is None:
-            raise AttributeError(f"module 'ipc' has no attribute {name!r}")
-        import sys
-
-        __import__(module)  # as a statement would (-X importtime reports it)
-        value = getattr(sys.modules[module], name)
-        globals()[name] = value
-        return value
 
 
 __all__ = [
@@ -141,4 +128,9 @@ _HOMES = {
         "ipc.protocol",
     ),
 }
-"""The module each public name lives in."""
+"""The module each public name lives in, imported when the name is first asked for: importing
+one module of the package (the CLI reads an answer with :mod:`ipc.delegation`) does not import
+them all, as :mod:`ipc.channel` brings asyncio, multiprocessing and structlog."""
+
+if not TYPE_CHECKING:
+    __getattr__ = lazy_getattr(__name__, _HOMES)

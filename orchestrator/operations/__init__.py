@@ -7,6 +7,8 @@ The public names are re-exported here: ``from orchestrator.operations import Swa
 
 from typing import TYPE_CHECKING
 
+from goondan.lazy_names import lazy_getattr
+
 if TYPE_CHECKING:
     from orchestrator.operations.protocol import (
         AgentView,
@@ -18,19 +20,6 @@ if TYPE_CHECKING:
         SwarmOperations,
         SwarmProcesses,
     )
-else:
-
-    def __getattr__(name: str) -> object:
-        """A public name of :mod:`.protocol` when first asked for: importing :mod:`.answers`
-        alone (the CLI reads the daemon's answers with it) does not import the protocol, and
-        with it the runtime events and the IPC stack."""
-        if name not in __all__:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        from orchestrator.operations import protocol
-
-        value = getattr(protocol, name)
-        globals()[name] = value
-        return value
 
 
 __all__ = [
@@ -43,3 +32,8 @@ __all__ = [
     "SwarmOperations",
     "SwarmProcesses",
 ]
+
+if not TYPE_CHECKING:
+    # Importing :mod:`.answers` alone (the CLI reads the daemon's answers with it) does not
+    # import the protocol, and with it the runtime events and the IPC stack.
+    __getattr__ = lazy_getattr(__name__, dict.fromkeys(__all__, f"{__name__}.protocol"))
