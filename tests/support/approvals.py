@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.daemon import Orchestrator
-from tests.support.swarm import FIXTURES
+from tests.support.swarm import FIXTURES, started
 
 SWARM = """\
 apiVersion: goondan.ai/v1
@@ -129,14 +129,10 @@ async def approval_swarm(
     """The approval swarm running in this event loop (state under ``directory/state``);
     ``options`` go to the :class:`Orchestrator` (``api_listen``, ``api_token``)."""
     path = write_approval_swarm(directory, hasty_timeout, rogue)
-    orchestrator = Orchestrator.from_bundle(path, state_dir=directory / "state", **options)
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    try:
+    async with started(
+        Orchestrator.from_bundle(path, state_dir=directory / "state", **options)
+    ) as orchestrator:
         yield orchestrator
-    finally:
-        async with asyncio.timeout(60):
-            await orchestrator.shutdown()
 
 
 class EventWaiter:

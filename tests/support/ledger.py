@@ -8,7 +8,6 @@ Turn runs them again: ``poison`` kills its agent on every attempt), the others a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 from collections.abc import AsyncIterator
@@ -18,7 +17,7 @@ from typing import Any
 
 from orchestrator.daemon import Orchestrator
 from tests.support.model_server import call_reply, text_reply
-from tests.support.swarm import FIXTURES
+from tests.support.swarm import FIXTURES, started
 from tests.support.wire_server import Reply
 
 KEY = {"type": "object", "properties": {"key": {"type": "string"}}}
@@ -124,14 +123,10 @@ def runtime_events(orchestrator: Orchestrator, kind: str) -> list[dict[str, Any]
 async def ledger_swarm(directory: Path, **options: int) -> AsyncIterator[Orchestrator]:
     """The ledger swarm running in this event loop (state under ``directory/state``)."""
     path = write_ledger_swarm(directory, **options)
-    orchestrator = Orchestrator.from_bundle(path, state_dir=directory / "state")
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    try:
+    async with started(
+        Orchestrator.from_bundle(path, state_dir=directory / "state")
+    ) as orchestrator:
         yield orchestrator
-    finally:
-        async with asyncio.timeout(60):
-            await orchestrator.shutdown()
 
 
 MODEL_SWARM = """\

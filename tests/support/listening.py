@@ -4,7 +4,6 @@ loop with a token (:func:`serving`), as the front doors' tests drive it."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +13,7 @@ import httpx2
 from orchestrator.daemon import Orchestrator
 from tests.support.daemon import Daemon
 from tests.support.studio import EXAMPLE
+from tests.support.swarm import started
 
 
 def listening(directory: Path, bundle: str | None = None) -> tuple[Daemon, str]:
@@ -65,16 +65,12 @@ def workspace_files(directory: Path, name: str) -> list[Path]:
 async def serving(bundle: Path, token: str | None) -> AsyncIterator[Orchestrator]:
     """The swarm of ``bundle`` running in this event loop (its state beside it), its API on a
     free loopback port wanting ``token``; shut down when the block ends."""
-    orchestrator = Orchestrator.from_bundle(
-        bundle, state_dir=bundle.parent / "state", api_listen="127.0.0.1:0", api_token=token
-    )
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    try:
+    async with started(
+        Orchestrator.from_bundle(
+            bundle, state_dir=bundle.parent / "state", api_listen="127.0.0.1:0", api_token=token
+        )
+    ) as orchestrator:
         yield orchestrator
-    finally:
-        async with asyncio.timeout(60):
-            await orchestrator.shutdown()
 
 
 def tcp_url(orchestrator: Orchestrator) -> str:

@@ -3,14 +3,13 @@ answers between agents seen through real processes."""
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from orchestrator.daemon import Orchestrator
-from tests.support.swarm import FIXTURES
+from tests.support.swarm import FIXTURES, started
 
 PAIR = """\
 apiVersion: goondan.ai/v1
@@ -110,13 +109,7 @@ def write_pair(directory: Path, policy: str = "") -> Path:
 @asynccontextmanager
 async def running_pair(directory: Path, policy: str = "") -> AsyncIterator[Orchestrator]:
     """The pair running in this event loop (state under ``directory/state``)."""
-    orchestrator = Orchestrator.from_bundle(
-        write_pair(directory, policy), state_dir=directory / "state"
-    )
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    try:
+    async with started(
+        Orchestrator.from_bundle(write_pair(directory, policy), state_dir=directory / "state")
+    ) as orchestrator:
         yield orchestrator
-    finally:
-        async with asyncio.timeout(60):
-            await orchestrator.shutdown()

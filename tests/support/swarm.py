@@ -223,13 +223,9 @@ def write_swarm(directory: Path, grace: float = 5, extra: str = "", turn_attempt
 
 
 @asynccontextmanager
-async def running_swarm(
-    directory: Path, grace: float = 5, extra: str = "", turn_attempts: int = 1
-) -> AsyncIterator[Orchestrator]:
-    """The test swarm running in this event loop (state under ``directory/state``)."""
-    orchestrator = Orchestrator.from_bundle(
-        write_swarm(directory, grace, extra, turn_attempts), state_dir=directory / "state"
-    )
+async def started(orchestrator: Orchestrator) -> AsyncIterator[Orchestrator]:
+    """``orchestrator`` started in this event loop for the block and shut down after it, each
+    within a bound (a start 30 s, a shutdown 60 s), so no test waits on a stuck swarm forever."""
     async with asyncio.timeout(30):
         await orchestrator.start()
     try:
@@ -237,3 +233,16 @@ async def running_swarm(
     finally:
         async with asyncio.timeout(60):
             await orchestrator.shutdown()
+
+
+@asynccontextmanager
+async def running_swarm(
+    directory: Path, grace: float = 5, extra: str = "", turn_attempts: int = 1
+) -> AsyncIterator[Orchestrator]:
+    """The test swarm running in this event loop (state under ``directory/state``)."""
+    async with started(
+        Orchestrator.from_bundle(
+            write_swarm(directory, grace, extra, turn_attempts), state_dir=directory / "state"
+        )
+    ) as orchestrator:
+        yield orchestrator

@@ -16,22 +16,17 @@ from agent_process.conversation import ConversationStore
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
 from tests.support.concurrency_swarm import write_concurrency_swarm
+from tests.support.swarm import started
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
 async def swarm(tmp_path: Path) -> AsyncIterator[Orchestrator]:
-    orchestrator = Orchestrator.from_bundle(
-        write_concurrency_swarm(tmp_path), state_dir=tmp_path / "state"
-    )
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    try:
+    async with started(
+        Orchestrator.from_bundle(write_concurrency_swarm(tmp_path), state_dir=tmp_path / "state")
+    ) as orchestrator:
         yield orchestrator
-    finally:
-        async with asyncio.timeout(60):
-            await orchestrator.shutdown()
 
 
 @pytest.fixture

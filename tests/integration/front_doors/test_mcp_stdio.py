@@ -20,22 +20,19 @@ from mcp.shared.exceptions import MCPError
 from orchestrator.daemon import Orchestrator
 from tests.support.daemon import run_cli
 from tests.support.mcp_swarm import write_mcp_swarm
+from tests.support.swarm import started
 
 TOKEN = "stdio-token"
 
 
 @asynccontextmanager
 async def daemon(directory: Path, **options: Any) -> AsyncIterator[Orchestrator]:
-    orchestrator = Orchestrator.from_bundle(
-        write_mcp_swarm(directory), state_dir=directory / "state", **options
-    )
-    async with asyncio.timeout(30):
-        await orchestrator.start()
-    try:
+    async with started(
+        Orchestrator.from_bundle(
+            write_mcp_swarm(directory), state_dir=directory / "state", **options
+        )
+    ) as orchestrator:
         yield orchestrator
-    finally:
-        async with asyncio.timeout(60):
-            await orchestrator.shutdown()
 
 
 @asynccontextmanager
