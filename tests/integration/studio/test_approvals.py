@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.support.daemon import Daemon, run_cli, wait_gone
-from tests.support.studio import StudioProcess, agent_rows, chromium, example_daemon, watched_page
+from tests.support.studio import StudioProcess, agent_rows, example_daemon, watched_page
 from tests.support.studio_sessions import approval, park
 
 if TYPE_CHECKING:
@@ -32,12 +32,6 @@ pytestmark = pytest.mark.timeout(240)
 
 WAIT_MS = 20_000
 """Longest any expectation waits for the page (the machine may be busy)."""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,7 @@ import pytest
 
 from tests.support.daemon import Daemon, run_cli
 from tests.support.ledger import effects, write_ledger_swarm
-from tests.support.studio import StudioProcess, chromium
+from tests.support.studio import StudioProcess
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -27,12 +26,6 @@ pytestmark = pytest.mark.timeout(240)
 
 WAIT_MS = 20_000
 """Longest any expectation waits for the page (the machine may be busy)."""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 def ask(directory: Path, text: str) -> dict[str, Any]:

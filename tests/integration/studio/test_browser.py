@@ -26,7 +26,6 @@ from tests.support.daemon import Daemon, run_cli, wait_gone
 from tests.support.studio import (
     StudioProcess,
     agent_rows,
-    chromium,
     example_daemon,
     priced_daemon,
     read_event_log,
@@ -55,12 +54,6 @@ class LiveSwarm:
     first_trace: str
     long_trace: str
     rejected_trace: str
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.studio import StudioProcess, chromium, example_daemon, send, watched_page
+from tests.support.studio import StudioProcess, example_daemon, send, watched_page
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -21,12 +21,6 @@ WAIT_MS = 20_000
 """Longest any expectation waits for the page (the machine may be busy)."""
 TURNS = 8
 """Requests the worker answers before the page opens: four messages each, pages of them."""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.support.studio import StudioProcess, chromium, watched_page
+from tests.support.studio import StudioProcess, watched_page
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -19,12 +19,6 @@ pytestmark = pytest.mark.timeout(240)
 
 WAIT_MS = 20_000
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture
