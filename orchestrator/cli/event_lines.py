@@ -9,10 +9,10 @@ cut at its width; ``--json`` prints every event whole.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 
 from ipc.runtime_events import AnyEvent
+from orchestrator.tables import cut, printable, terminal_width
 
 VALUE_CHARS = 60
 """A field's value is cut after this many characters (``…`` says so)."""
@@ -24,15 +24,10 @@ _SAID_ELSEWHERE = frozenset(
 """Fields the line says in its own columns (or the trace says)."""
 
 
-def cut(text: str, limit: int) -> str:
-    """``text``, or its first ``limit`` - 1 characters and ``…``."""
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
-
-
 def line_width() -> int:
     """How long a line may be: the terminal's width, or :data:`PIPED_LINE_CHARS`."""
     if sys.stdout.isatty():
-        return max(40, shutil.get_terminal_size().columns)
+        return max(40, terminal_width(sys.stdout))
     return PIPED_LINE_CHARS
 
 
@@ -52,6 +47,8 @@ def event_line(event: AnyEvent, width: int) -> str:
             for key, value in data.items()
             if key not in _SAID_ELSEWHERE
         )
-    # One line per event whatever a value holds: a newline would start a line of its own.
+    # One line per event whatever a value holds: a newline would start a line of its own, and
+    # a control character (a model's arguments are anyone's) must not drive the terminal.
     what = " ".join(what.split())
-    return cut(f"{event.timestamp} {who:<20} {event.type:<16}{trace} {what}".rstrip(), width)
+    line = f"{event.timestamp} {who:<20} {event.type:<16}{trace} {what}".rstrip()
+    return cut(printable(line), width)

@@ -57,3 +57,23 @@ def test_long_values_are_cut_and_the_line_fits_its_width() -> None:
     narrow = event_line(called, 80)
     assert len(narrow) == 80
     assert narrow.endswith("…")
+
+
+def test_a_value_cannot_drive_the_terminal() -> None:
+    # A rejection's reason is said in the sentence as it was written, not JSON-escaped.
+    rejected = read_event(
+        {
+            "type": "approval.decided",
+            "timestamp": STAMP,
+            "agentName": "worker",
+            "approvalId": "apr_1f2e3d4c5b6a7980",
+            "toolName": "bash__exec",
+            "status": "rejected",
+            "reason": "no\x1b]0;owned\x07\x1b[2J",
+            "decidedBy": {"via": "unix", "uid": 1000, "user": "alice", "pid": 4242},
+        }
+    )
+    line = event_line(rejected, 10_000)
+    assert "\x1b" not in line
+    assert "\x07" not in line
+    assert "]0;owned" in line  # the text is still there to read, only harmless
