@@ -37,7 +37,11 @@ async def _studio(args: argparse.Namespace) -> int:
     from orchestrator.studio.server import serve_studio
 
     def announce(url: str) -> None:
-        print(f"studio: {url}", flush=True)
+        # One write for the whole line: print() writes the text and its newline apart, and
+        # unbuffered (PYTHONUNBUFFERED) a log line on stderr could land between them, glued
+        # to the link a reader (or a script) takes from this line.
+        sys.stdout.write(f"studio: {url}\n")
+        sys.stdout.flush()
 
     try:
         return await serve_studio(
