@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from goondan.reserve import DEFAULT_RESERVE_MIB
 from goondan.state_files.conversation import read_messages
 from tests.support.daemon import run_cli
 from tests.support.sandbox_attack import BACKENDS, AttackSwarm, attack_daemon
@@ -88,9 +89,11 @@ class Swarm(AttackSwarm):
 
 
 @contextlib.contextmanager
-def _running(directory: Path, backend: str, quota: str) -> Iterator[Swarm]:
+def _running(
+    directory: Path, backend: str, quota: str, env: dict[str, str] | None = None
+) -> Iterator[Swarm]:
     config = SWARM % {"backend": backend, "quota": quota, "tmp": TMP_MIB}
-    with attack_daemon(directory, config) as daemon:
+    with attack_daemon(directory, config, env=env) as daemon:
         yield Swarm(directory, daemon, backend)
 
 
@@ -169,9 +172,12 @@ def test_a_full_disk_still_takes_the_other_agents_turns(backend: str) -> None:
     with _small_disk() as disk:
         directory = disk / "swarm"
         directory.mkdir()
-        with _running(directory, backend, "null") as swarm:
+        # The default reserve, not the suite's smaller one (tests/conftest.py).
+        reserve = {"GOONDAN_STATE_RESERVE_MIB": str(DEFAULT_RESERVE_MIB)}
+        full = DEFAULT_RESERVE_MIB * 1024 * 1024
+        with _running(directory, backend, "null", reserve) as swarm:
             swarm.daemon.wait_for("state reserve held", deadline=30)
-            assert (swarm.state / ".space-reserve").stat().st_size == 64 * 1024 * 1024
+            assert (swarm.state / ".space-reserve").stat().st_size == full
             swarm.victim_answers("hello before")
             # Mallory's program, without a quota, goes for the whole disk: ended at the floor.
             answer = swarm.send("mallory", "run head -c 1G /dev/zero > fill.bin; sleep 30")
@@ -180,7 +186,7 @@ def test_a_full_disk_still_takes_the_other_agents_turns(backend: str) -> None:
             _fill(disk / "filler.bin")
             assert os.statvfs(disk).f_bavail == 0
             swarm.victim_answers("hello on a full disk")
-            assert (swarm.state / ".space-reserve").stat().st_size < 64 * 1024 * 1024
+            assert (swarm.state / ".space-reserve").stat().st_size < full
             # Mallory's next call is refused before it starts: the disk is full.
             assert swarm.send("mallory", "run echo hi") == "refused E_WORKSPACE_QUOTA"
             swarm.victim_answers("hello again")
