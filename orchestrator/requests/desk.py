@@ -265,6 +265,7 @@ class RequestDesk:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self.store.close()
 
     # -- inside --------------------------------------------------------------------------------
 

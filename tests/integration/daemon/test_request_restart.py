@@ -43,8 +43,10 @@ def test_a_request_accepted_before_a_daemon_sigkill_is_answered_after_restart(
             assert running.json() == {"requestId": request_id, "state": "running"}
     finally:
         first.stop()  # SIGKILL, the whole group: the daemon and its agents
-    record = json.loads((tmp_path / ".goondan" / "requests" / f"{request_id}.json").read_text())
-    assert record["state"] == "running"
+    journal = (tmp_path / ".goondan" / "requests").glob("journal-*.jsonl")
+    lines = [json.loads(line) for path in journal for line in path.read_text().splitlines()]
+    [record] = [line for line in lines if line["requestId"] == request_id]
+    assert record["state"] == "running"  # the one line a killed daemon left: accepted
     gate.touch()  # the Turn, routed again, may now finish
     second = Daemon(tmp_path, turn_attempts=RESUMES)
     try:

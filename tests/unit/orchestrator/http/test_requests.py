@@ -44,7 +44,8 @@ class GatedSwarm(FakeSwarm):
     ) -> DelegateAnswer:
         request_id = options.get("request_id", "")
         if self.directory is not None:
-            self.seen_on_disk.append((self.directory / f"{request_id}.json").is_file())
+            journal = b"".join(p.read_bytes() for p in self.directory.glob("journal-*.jsonl"))
+            self.seen_on_disk.append(f'"requestId":"{request_id}"'.encode() in journal)
         self.asked.append({"text": text, "requestId": request_id})
         if on_delta is not None:
             for n, piece in enumerate(self.deltas):
@@ -304,8 +305,10 @@ async def test_a_flood_of_keys_is_bounded_and_refused_once_all_run(tmp_path: Pat
             "/v1/agents/alpha/sends", json=BODY, headers={"Idempotency-Key": "flood-9"}
         )
         assert more.status_code == 202
-    assert len(list((tmp_path / "requests").glob("req_*.json"))) == 3
     await desk.close()
+    on_disk = RequestStore(tmp_path / "requests", capacity=3)
+    on_disk.load()
+    assert len(on_disk) == 3
 
 
 async def test_cancel_takes_an_accepted_requests_id(setup: Any) -> None:
