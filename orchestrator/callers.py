@@ -21,6 +21,7 @@ import hmac
 import pwd
 import socket
 import struct
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -128,13 +129,30 @@ def connection_app(app: ASGIApp, transport: asyncio.BaseTransport) -> ASGIApp:
     return with_peer(app, peer_of(transport))
 
 
+USER_NAME_SECONDS = 60.0
+"""How long a uid's login name is reused before the password database is asked again."""
+_user_names: dict[int, tuple[str | None, float]] = {}
+
+
 def user_name(uid: int | None) -> str | None:
-    """The login name of ``uid``, when the password database knows it."""
+    """The login name of ``uid``, when the password database knows it.
+
+    Asked once a minute per uid at most: the database is a file read and parsed on each
+    question, which was a tenth of the daemon's own work on a request over its Unix socket;
+    a renamed user is seen within :data:`USER_NAME_SECONDS`."""
     if uid is None:
         return None
+    now = time.monotonic()
+    known = _user_names.get(uid)
+    if known is not None and known[1] > now:
+        return known[0]
+    name: str | None = None
     with contextlib.suppress(KeyError):
-        return pwd.getpwuid(uid).pw_name
-    return None
+        name = pwd.getpwuid(uid).pw_name
+    if len(_user_names) > 1024:  # a uid per caller: bounded however many callers come
+        _user_names.clear()
+    _user_names[uid] = (name, now + USER_NAME_SECONDS)
+    return name
 
 
 @dataclass(frozen=True, slots=True)

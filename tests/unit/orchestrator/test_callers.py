@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import types
+from typing import Any
+
+import pytest
 from msgspec import UNSET
 
+from orchestrator import callers
 from orchestrator.approvals import approval_line, describe_decider
 from orchestrator.callers import ApiToken, Caller
 from tests.support.fake_swarm import approval
@@ -54,3 +59,26 @@ def test_the_approvals_line_names_who_decided() -> None:
     )
     row.decided_by = UNSET  # decided before decisions named their maker
     assert approval_line(row).endswith('{"command": "ls"}  approved at 2026-01-31T12:00:00.000Z')
+
+
+def test_a_uids_name_is_asked_of_the_password_database_once_a_minute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[int] = []
+    names = {4242: "ada"}
+
+    def getpwuid(uid: int) -> Any:
+        asked.append(uid)
+        return types.SimpleNamespace(pw_name=names[uid])
+
+    clock = [1000.0]
+    monkeypatch.setattr(callers.pwd, "getpwuid", getpwuid)
+    monkeypatch.setattr(callers.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(callers, "_user_names", {})
+    assert [callers.user_name(4242) for _ in range(3)] == ["ada"] * 3
+    assert asked == [4242]
+    names[4242] = "grace"  # renamed: seen once the minute is over
+    clock[0] += callers.USER_NAME_SECONDS + 1
+    assert callers.user_name(4242) == "grace"
+    assert asked == [4242, 4242]
+    assert callers.user_name(None) is None
