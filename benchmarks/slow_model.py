@@ -205,6 +205,7 @@ class Daemon:
 
     def __init__(self, directory: Path) -> None:
         self.url = f"http://127.0.0.1:{free_port()}"
+        self.log = directory / "daemon.log"
         self.process = subprocess.Popen(
             [
                 *(sys.executable, "-m", "orchestrator", "run", "goondan.yaml"),
@@ -213,7 +214,7 @@ class Daemon:
             cwd=directory,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self.log.open("wb"),
             env={**os.environ, "PYTHONPATH": str(ROOT), "GOONDAN_LOG_LEVEL": "warning"},
         )
 
@@ -225,7 +226,8 @@ class Daemon:
                 if (await client.get(f"{self.url}/readyz")).status_code == 200:
                     return
             if self.process.poll() is not None:
-                raise RuntimeError(f"the daemon exited with {self.process.returncode}")
+                said = self.log.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"the daemon exited with {self.process.returncode}: {said}")
             if time.monotonic() > deadline:
                 raise RuntimeError("the daemon did not become ready")
             await asyncio.sleep(0.05)

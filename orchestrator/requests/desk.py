@@ -324,7 +324,7 @@ class RequestDesk:
         if running.final:
             try:
                 done = self.store.finished(record, answer.to_wire())
-                await asyncio.to_thread(self.store.persist, done)
+                self.store.persist(done)  # an answer is appended, not synced: microseconds
                 self.store.reserve(done)
             except OSError as exc:
                 self.log.error(

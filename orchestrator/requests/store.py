@@ -260,20 +260,30 @@ class RequestStore:
         self._index(record)
 
     def persist(self, record: RequestRecord) -> None:
-        """Append ``record`` to the journal; raises ``OSError`` (nothing appended). May run in
-        a worker thread. A new (running) record is synced to disk before this returns; an
-        answer is not (a sync per answer would double what a request costs): a daemon killed
-        after it leaves it in the kernel's cache, and after a power loss the request is found
-        running and routed again, where the agent answers its recorded Turn again."""
+        """Append ``record`` to the journal; raises ``OSError`` (nothing appended).
+
+        A new (running) record is synced to disk before this returns, so it blocks on the disk:
+        run it in a worker thread. An answer is not synced (a sync per answer would double what
+        a request costs), and this returns within microseconds, on the loop as well: a daemon
+        killed after it leaves the line in the kernel's cache, and after a power loss the
+        request is found running and routed again, where the agent answers its recorded Turn
+        again. The sync runs outside the lock, on a duplicate of the segment's descriptor, so
+        an answer appended meanwhile does not wait for it, and a segment started meanwhile
+        cannot close it.
+        """
         data = self._encoder.encode(record)
         if self.directory is None:
             self._memory[record.request_id] = data
             return
         with self._lock:
             line = self._append(data + b"\n")
-            if record.state == "running":
-                os.fdatasync(self._active_fd)
             self._place(record.request_id, line)
+            synced = os.dup(self._active_fd) if record.state == "running" else -1
+        if synced >= 0:
+            try:
+                os.fdatasync(synced)
+            finally:
+                os.close(synced)
 
     def forget(self, request_id: str) -> None:
         """Drop a record whose writing failed (nothing was accepted)."""
