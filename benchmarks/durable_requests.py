@@ -47,6 +47,17 @@ from orchestrator.callers import Peer, with_peer  # noqa: E402
 from orchestrator.http.app import build_app  # noqa: E402
 from orchestrator.requests import RequestDesk, RequestStore  # noqa: E402
 
+
+def recorded(directory: Path) -> int:
+    """How many requests the journal in ``directory`` holds (each its last line)."""
+    ids = {
+        json.loads(line)["requestId"]
+        for segment in directory.glob("journal-*.jsonl")
+        for line in segment.read_text().splitlines()
+    }
+    return len(ids)
+
+
 PATHS = ("in_process", "memory", "durable", "durable_key", "durable_key_stream")
 
 
@@ -135,7 +146,7 @@ def measure(count: int) -> dict[str, Any]:
                     if round_number >= WARM_UP:
                         times[path].append(seconds)
                         cpus[path].append(cpu)
-            records = len(list((Path(scratch) / ".goondan" / "requests").glob("req_*.json")))
+            records = recorded(Path(scratch) / ".goondan" / "requests")
         finally:
             paths.close()
             swarm.close()
