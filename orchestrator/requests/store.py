@@ -215,10 +215,9 @@ class RequestStore:
         self._delete_dead_segments()
         if len(self._entries) > self.capacity:  # a record dropped for room may be on disk still
             self._evict(len(self._entries) - self.capacity)
-        for request_id, entry in self._entries.items():
-            unanswered = self._read(request_id) if entry.state == "running" else None
-            if unanswered is not None:
-                running.append(unanswered)
+        # The records just decoded, not read again: a running one is never evicted.
+        read = [record for record, _ in latest.values()] + legacy
+        running = [r for r in read if r.state == "running" and r.request_id in self._entries]
         running.sort(key=lambda r: r.accepted_at)
         return running
 
@@ -366,12 +365,7 @@ class RequestStore:
             if line is None:
                 return None
             try:
-                fd = os.open(self._segment_path(line.segment), os.O_RDONLY | os.O_CLOEXEC)
-                try:
-                    data = os.pread(fd, line.length, line.offset)
-                finally:
-                    os.close(fd)
-                return self._decoder.decode(data)
+                return self._decoder.decode(self._line_bytes(line))
             except (OSError, msgspec.DecodeError):
                 return None
 
@@ -380,6 +374,13 @@ class RequestStore:
     def _segment_path(self, number: int) -> Path:
         assert self.directory is not None
         return self.directory / f"journal-{number:08d}.jsonl"
+
+    def _line_bytes(self, line: _Line) -> bytes:
+        fd = os.open(self._segment_path(line.segment), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return os.pread(fd, line.length, line.offset)
+        finally:
+            os.close(fd)
 
     def _segment_paths(self) -> list[tuple[int, Path]]:
         assert self.directory is not None
@@ -509,12 +510,7 @@ class RequestStore:
             return
         moved = [(rid, line) for rid, line in self._lines.items() if line.segment in sparse]
         for request_id, line in moved:
-            fd = os.open(self._segment_path(line.segment), os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                data = os.pread(fd, line.length, line.offset)
-            finally:
-                os.close(fd)
-            self._place(request_id, self._append(data))
+            self._place(request_id, self._append(self._line_bytes(line)))
         self._sync_active_locked()
         for number in sparse:
             self._delete_segment(number)
