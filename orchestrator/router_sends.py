@@ -47,6 +47,9 @@ class InFlightSend:
     """As the target receives it (``source`` filled in; kept for a redelivery)."""
     started: bool = False
     attempts: int = 0
+    """Deliveries that reached a running target's worker."""
+    delivery: int = 0
+    """The newest delivery started: an older one still waiting for its target gives way."""
     on_settled: Callable[[IpcError | None], None] | None = None
     """Told once when the send is done with: ``None`` when its Turn ended, else why it was
     not (fully) handled. For senders outside the swarm (connections)."""
@@ -136,21 +139,31 @@ class SendRouting:
             self._start_task(self._deliver_send(send), f"send:{event_id}")
 
     async def _deliver_send(self, send: InFlightSend) -> None:
-        send.attempts += 1
+        send.delivery += 1
+        delivery = send.delivery
         if send.target in self.remote:
+            send.attempts += 1
             await self._send_remote(send)
             return
         worker = await self._running_worker(send.target)
+        if self.sends.get(send.event_id) is not send or send.delivery != delivery:
+            return  # settled meanwhile, or its target's exit handed it to a newer delivery
         if isinstance(worker, IpcError):
             self._send_lost(send, worker)
-            return
-        if send.event_id not in self.sends:
             return
         crashpoints.point("send.delivering")
         try:
             worker.send(build.event(send.sender, send.target, Send(send.handoff)))
         except Exception as exc:
-            self._send_lost(send, not_delivered(send.target, "send", exc))
+            error = not_delivered(send.target, "send", exc)
+            if isinstance(error, AgentCrashed):
+                # The worker died and its exit is not seen yet; the send never reached it.
+                # That exit delivers it again (see Router.on_agent_exit).
+                self.log.info("send waits for its target's exit", target=send.target)
+                return
+            self._send_lost(send, error)
+            return
+        send.attempts += 1
 
     def _tracked_send(self, target: str, event_id: str) -> InFlightSend | None:
         send = self.sends.get(event_id)

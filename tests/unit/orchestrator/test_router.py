@@ -422,6 +422,40 @@ async def test_a_send_lost_before_its_turn_started_is_delivered_once_more(swarm:
     assert [error.code for _, error in swarm.lost] == ["AGENT_CRASHED"]
 
 
+async def test_a_send_to_a_target_that_just_died_waits_for_its_exit_and_is_delivered(
+    swarm: Swarm,
+) -> None:
+    alpha, first = await swarm.worker("alpha"), await swarm.worker("beta")
+    alpha.report(send("beta"))
+    first.crash()  # dead before the delivery, its exit not seen yet: the pipe refuses it
+    second = await swarm.transport.started("beta", count=2)
+    await second.received(1)
+    assert len(second.events(Send)) == 1
+    assert first.events(Send) == []
+    assert swarm.lost == []
+    second.crash()  # its only delivery died unstarted: one more
+    third = await swarm.transport.started("beta", count=3)
+    await third.received(1)
+    assert len(third.events(Send)) == 1
+    assert swarm.lost == []
+
+
+async def test_a_delivery_waiting_for_a_start_that_died_gives_way_to_the_next(
+    swarm: Swarm,
+) -> None:
+    alpha = await swarm.worker("alpha")
+    swarm.transport.ready_on_start = False
+    alpha.report(send("beta"))
+    first = await swarm.transport.started("beta")
+    first.crash()  # dies while starting, with the delivery waiting for it to be ready
+    second = await swarm.transport.started("beta", count=2)
+    second.ready()
+    await second.received(1)
+    assert len(second.events(Send)) == 1
+    assert swarm.lost == []
+    assert "e1" in swarm.router.sends
+
+
 async def test_a_send_whose_turn_started_is_carried_over_its_targets_restart(
     swarm: Swarm,
 ) -> None:
