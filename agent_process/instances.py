@@ -514,10 +514,17 @@ class InstanceManager:
 
     def _write_metadata(self, instance: Instance, *, busy: bool, new: bool) -> None:
         """Record the instance's metadata now (when it is loaded or created): made in place
-        when ``new`` (it has none yet), else replaced."""
+        when ``new`` (it has none yet), else replaced.
+
+        A new instance loaded ``busy`` (for the Turn queued next) is made without forcing it
+        to disk: the ``idle`` record at that Turn's end replaces it through
+        :func:`goondan.files.write_atomic`, which forces the file and the instance directory
+        (its ``conversation/`` entry too). Until then a power cut can lose the new instance
+        whole, as it loses the Turn it was made for, which the caller's request brings again;
+        two fsyncs on the loop per new conversation are saved."""
         metadata = self._metadata(instance, busy=busy)
         instance.recorded = (str(metadata["status"]), instance.usage.calls)
-        if new and self._create_metadata(instance, metadata):
+        if new and self._create_metadata(instance, metadata, durable=not busy):
             return
         try:
             instance.directory.mkdir(parents=True, exist_ok=True)
@@ -528,12 +535,14 @@ class InstanceManager:
             return
         write_metadata(instance.directory, metadata, self._log, self.storage.records)
 
-    def _create_metadata(self, instance: Instance, metadata: dict[str, object]) -> bool:
+    def _create_metadata(
+        self, instance: Instance, metadata: dict[str, object], *, durable: bool
+    ) -> bool:
         """Make a new instance's ``metadata.json`` in place (its directory exists: the
         conversation's load made it); ``False`` when it must be replaced instead (a file is
         there after all) or could not be made (the replacement says why)."""
         try:
-            data = metadata_file.create_metadata(instance.directory, metadata)
+            data = metadata_file.create_metadata(instance.directory, metadata, durable=durable)
             if data is not None and self.storage.records is not None:
                 self.storage.records.written(instance.directory / metadata_file.FILE_NAME, data)
         except ConversationStorageError:

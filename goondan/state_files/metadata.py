@@ -44,10 +44,14 @@ def write_metadata(directory: Path, metadata: dict[str, Any]) -> bytes:
     return data
 
 
-def create_metadata(directory: Path, metadata: dict[str, Any]) -> bytes | None:
+def create_metadata(
+    directory: Path, metadata: dict[str, Any], *, durable: bool = True
+) -> bytes | None:
     """Write a new instance's ``metadata.json`` in place and return the bytes written;
     ``None`` (nothing written) when the file exists already, which :func:`write_metadata`
     then replaces. Raises :class:`ConversationStorageError` naming the file, none left.
+    ``durable=False`` leaves the file to the kernel's writeback: for a caller whose next
+    :func:`write_metadata` follows soon and forces the file and the directory to disk.
 
     No temporary file is renamed over it: there is nothing to keep whole, and that rename
     cost a new instance more than its fsyncs. A reader that meets the file before its write
@@ -58,7 +62,7 @@ def create_metadata(directory: Path, metadata: dict[str, Any]) -> bytes | None:
     data = encode_metadata(metadata)
     path = directory / FILE_NAME
     try:
-        created = retrying(directory, lambda: create_in_place(path, data))
+        created = retrying(directory, lambda: create_in_place(path, data, fsync=durable))
     except OSError as exc:
         raise ConversationStorageError(path, exc) from exc
     return data if created else None

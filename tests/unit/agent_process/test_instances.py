@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +228,48 @@ async def test_an_instance_whose_only_turn_never_ran_is_recorded_idle(tmp_path: 
     await asyncio.wait_for(instances.drain(), timeout=5)
     assert [record["status"] for record in seen.metadata] == ["processing", "idle"]
     assert instances.is_idle("fresh")
+
+
+async def test_a_new_instance_reaches_the_disk_with_its_first_turns_end_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Made for a Turn, its record is left to writeback (a power cut loses it with the Turn the
+    # request brings again); the Turn's end record forces the file and the instance directory,
+    # whose entries hold metadata.json and conversation/.
+    synced: list[Path] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    runner = RecordingRunner()
+    runner.gates["hold"] = asyncio.Event()
+    instances = manager(tmp_path, runner)
+    turn = instances.admit("fresh", TurnInput(text="hold"))
+    directory = instances.get("fresh").directory
+    assert (directory / "metadata.json").exists()
+    assert synced == []
+    runner.gates["hold"].set()
+    await asyncio.wait_for(turn, timeout=5)
+    await asyncio.wait_for(instances.drain(), timeout=5)
+    assert synced[-1] == directory
+    assert json.loads((directory / "metadata.json").read_text())["status"] == "idle"
+    assert any(path.parent == directory and ".metadata.json." in path.name for path in synced)
+
+
+def test_an_instance_made_outside_a_turn_is_forced_to_disk_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[Path] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    instances = manager(tmp_path, RecordingRunner())
+    directory = instances.get("read-only").directory
+    assert synced == [directory / "metadata.json", directory]
