@@ -6,15 +6,20 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+_second: tuple[int, str] = (-1, "")
+"""The last whole second formatted, and its text: a Turn stamps many records in one second,
+and ``strftime`` is most of a stamp's cost."""
+
 
 def utc_timestamp(seconds: float | None = None) -> str:
     """ISO 8601 UTC with milliseconds and a ``Z``: ``2026-01-31T12:00:00.000Z``."""
+    global _second
     now = time.time() if seconds is None else seconds
     whole = int(now)
-    return (
-        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-        + f".{int((now - whole) * 1000):03d}Z"
-    )
+    second = _second  # one read: another thread may replace it meanwhile
+    if second[0] != whole:
+        second = _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+    return f"{second[1]}.{int((now - whole) * 1000):03d}Z"
 
 
 def parse_timestamp(text: str, *, naive_is_utc: bool = False) -> datetime:

@@ -20,6 +20,18 @@ def test_the_format_is_iso_utc_with_milliseconds() -> None:
     assert FORMAT.match(utc_timestamp())
 
 
+def test_stamps_of_seconds_in_any_order_name_their_own_second() -> None:
+    # The formatted second is kept between calls: going back and forth must not reuse it.
+    moments = [1767225599.25, 1767225600.5, 1767225599.75, 86400.0, 1767225600.0625]
+    assert [utc_timestamp(moment) for moment in moments] == [
+        "2025-12-31T23:59:59.250Z",
+        "2026-01-01T00:00:00.500Z",
+        "2025-12-31T23:59:59.750Z",
+        "1970-01-02T00:00:00.000Z",
+        "2026-01-01T00:00:00.062Z",
+    ]
+
+
 def test_runtime_and_lifecycle_events_use_it(tmp_path: Path) -> None:
     seen: list[RuntimeEvent] = []
     EventRecorder(seen.append, agent_name="a", instance_key="k", trace_id="t").emit(
