@@ -173,17 +173,24 @@ def open_beneath(dir_fd: int, path: str, flags: int, mode: int = 0o666) -> int:
 def open_dir_beneath(dir_fd: int, parts: Sequence[str], *, create: bool = False) -> int:
     """Descriptor of the directory ``parts`` beneath ``dir_fd`` (readable, close-on-exec);
     ``create`` makes missing directories like ``mkdir -p``, each one beneath the last."""
-    if not create:
+    if create:
+        for part in parts:
+            if part in ("", ".", "..") or "/" in part:
+                raise OSError(errno.EXDEV, "not a single component", part)
+    try:
         return open_beneath(dir_fd, "/".join(parts), os.O_RDONLY | os.O_DIRECTORY)
-
-    def step(fd: int, part: str) -> int:
-        if part in ("", ".", "..") or "/" in part:
-            raise OSError(errno.EXDEV, "not a single component", part)
+    except FileNotFoundError:
+        if not create or not parts:
+            raise
+    # Something is missing: its parent (made the same way), then it, made beneath the parent.
+    # Most of a path is there already, so this costs a walk only where one is needed.
+    parent = open_dir_beneath(dir_fd, parts[:-1], create=True)
+    try:
         with contextlib.suppress(FileExistsError):
-            os.mkdir(part, dir_fd=fd)
-        return open_beneath(fd, part, os.O_RDONLY | os.O_DIRECTORY)
-
-    return descend(os.dup(dir_fd), parts, step)
+            os.mkdir(parts[-1], dir_fd=parent)
+        return open_beneath(parent, parts[-1], os.O_RDONLY | os.O_DIRECTORY)
+    finally:
+        os.close(parent)
 
 
 def descend(fd: int, parts: Iterable[str], step: Callable[[int, str], int]) -> int:
