@@ -28,8 +28,13 @@ FILE_NAME = "metadata.json"
 
 
 def encode_metadata(metadata: dict[str, Any]) -> bytes:
-    """The bytes of ``metadata`` as the file holds them."""
-    return json.dumps(metadata, indent=2).encode("utf-8")
+    """The bytes of ``metadata`` as the file holds them: indented UTF-8 JSON, for the person
+    who opens it (msgspec indents in C; ``json``'s indenting encoder is pure Python and was a
+    new conversation's dearest line). Imported here: the CLI reads these files and must
+    start without msgspec."""
+    import msgspec
+
+    return msgspec.json.format(msgspec.json.encode(metadata), indent=2)
 
 
 def write_metadata(directory: Path, metadata: dict[str, Any]) -> bytes:
