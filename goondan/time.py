@@ -11,15 +11,27 @@ _second: tuple[int, str] = (-1, "")
 and ``strftime`` is most of a stamp's cost."""
 
 
-def utc_timestamp(seconds: float | None = None) -> str:
-    """ISO 8601 UTC with milliseconds and a ``Z``: ``2026-01-31T12:00:00.000Z``."""
+def _second_text(whole: int) -> str:
     global _second
-    now = time.time() if seconds is None else seconds
-    whole = int(now)
     second = _second  # one read: another thread may replace it meanwhile
     if second[0] != whole:
         second = _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
-    return f"{second[1]}.{int((now - whole) * 1000):03d}Z"
+    return second[1]
+
+
+def utc_timestamp(seconds: float | None = None) -> str:
+    """ISO 8601 UTC with milliseconds and a ``Z``: ``2026-01-31T12:00:00.000Z``."""
+    now = time.time() if seconds is None else seconds
+    whole = int(now)
+    return f"{_second_text(whole)}.{int((now - whole) * 1000):03d}Z"
+
+
+def utc_timestamp_us(seconds: float | None = None) -> str:
+    """:func:`utc_timestamp` with microseconds, fixed width (stamps sort as text): the prefix
+    of a stored process log line, ``2026-01-31T12:00:00.000000Z``."""
+    now = time.time() if seconds is None else seconds
+    whole = int(now)
+    return f"{_second_text(whole)}.{int((now - whole) * 1_000_000):06d}Z"
 
 
 def parse_timestamp(text: str, *, naive_is_utc: bool = False) -> datetime:

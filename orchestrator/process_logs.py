@@ -30,10 +30,10 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from goondan.files import shift_rotated
+from goondan.time import utc_timestamp_us
 from orchestrator.eventlog import EVENTS_KEPT, EVENTS_MAX_BYTES
 
 LOGS_DIR = "logs"
@@ -55,7 +55,7 @@ def file_name(process: str, stream: str) -> str:
 
 def stamp() -> str:
     """Now, as the prefix of a stored line (fixed width, so stamps sort as text)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_timestamp_us()
 
 
 class RotatingFile:

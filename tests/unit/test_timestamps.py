@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from agent_process.events import EventRecorder
-from goondan.time import utc_timestamp
+from goondan.time import utc_timestamp, utc_timestamp_us
 from ipc.runtime_events import ProcessSpawnedEvent, RuntimeEvent, TurnStartedEvent
 from orchestrator.eventlog import EventLog, read_events
 
@@ -45,3 +45,11 @@ def test_runtime_and_lifecycle_events_use_it(tmp_path: Path) -> None:
     assert len(stamps) == 2
     assert all(FORMAT.match(stamp) for stamp in stamps), stamps
     json.dumps(stamps)
+
+
+def test_a_process_log_stamp_has_microseconds_and_a_fixed_width() -> None:
+    assert utc_timestamp_us(1767225599.25) == "2025-12-31T23:59:59.250000Z"
+    assert utc_timestamp_us(0.5) == "1970-01-01T00:00:00.500000Z"
+    stamps = [utc_timestamp_us(moment) for moment in (86399.75, 86400.0, 86400.125)]
+    assert stamps == sorted(stamps)
+    assert len({len(text) for text in stamps}) == 1
