@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -79,6 +79,7 @@ class SwarmMetrics:
         self.swarm = swarm
         self._tool_names: dict[str, tuple[AgentPlan, frozenset[str]]] = {}
         self._http_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+        self._series: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.registry = CollectorRegistry()
         registry = self.registry
 
@@ -155,10 +156,10 @@ class SwarmMetrics:
         agent = self._agent(event.agent_name)
         if isinstance(event, TurnCompletedEvent | TurnFailedEvent):
             ok = isinstance(event, TurnCompletedEvent)
-            self.turns.labels(agent, "ok" if ok else "error").inc()
+            self._labelled(self.turns, agent, "ok" if ok else "error").inc()
             duration = given(event.duration)
             if duration is not None:
-                self.turn_seconds.labels(agent).observe(duration / 1000)
+                self._labelled(self.turn_seconds, agent).observe(duration / 1000)
             usage = given(event.token_usage)
             if usage is not None:
                 for value, label in (
@@ -166,23 +167,35 @@ class SwarmMetrics:
                     (usage.output_tokens, "completion"),
                 ):
                     if value > 0:
-                        self.tokens.labels(agent, label).inc(value)
+                        self._labelled(self.tokens, agent, label).inc(value)
         elif isinstance(event, StepCompletedEvent | StepFailedEvent):
             ok = isinstance(event, StepCompletedEvent)
-            self.steps.labels(agent, "ok" if ok else "error").inc()
+            self._labelled(self.steps, agent, "ok" if ok else "error").inc()
         elif isinstance(event, ToolCompletedEvent | ToolFailedEvent):
             completed = isinstance(event, ToolCompletedEvent)
             status = (given(event.status) or "ok") if completed else "raised"
             tool = self._tool(agent, given(event.tool_name))
-            self.tool_calls.labels(agent, tool, _known(status, _TOOL_STATUSES)).inc()
+            self._labelled(self.tool_calls, agent, tool, _known(status, _TOOL_STATUSES)).inc()
         elif isinstance(event, BudgetExceededEvent):
-            self.budgets_exceeded.labels(_known(given(event.budget), _BUDGETS), agent).inc()
+            self._labelled(
+                self.budgets_exceeded, _known(given(event.budget), _BUDGETS), agent
+            ).inc()
         elif isinstance(event, ProcessEvent) or event_family(event.type) == PROCESS_FAMILY:
             name = _known(lifecycle_kind(event.type), _LIFECYCLE)
-            self.process_events.labels(agent, name).inc()
+            self._labelled(self.process_events, agent, name).inc()
             expected = isinstance(event, ProcessEvent) and event.expected is True
             if event.type == EventType.PROCESS_EXITED and not expected:
-                self.crashes.labels(agent).inc()
+                self._labelled(self.crashes, agent).inc()
+
+    def _labelled(self, family: Counter | Histogram, *values: str) -> Any:
+        """``family.labels(*values)``, looked up once per label set: every runtime event
+        counts in one, and the family's lookup and lock cost more than the count. The label
+        values come from bounded sets (the swarm's agents and tools, fixed statuses)."""
+        key = (id(family), values)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = family.labels(*values)
+        return series
 
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""
