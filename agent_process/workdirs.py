@@ -29,9 +29,12 @@ class WorkdirNotPinned(DeliveryError):
 def trusted_root(workdir: Path, state_dir: Path) -> str:
     """Where ``workdir`` is checked from: the state directory as configured (or resolved) when
     it lies in it, else ``/``."""
-    for root in (Path(os.path.abspath(state_dir)), Path(os.path.realpath(state_dir))):
-        if workdir.is_relative_to(root):
-            return str(root)
+    path = os.path.abspath(workdir)
+    for resolve in (os.path.abspath, os.path.realpath):  # resolved only when need be
+        root = resolve(state_dir)
+        prefix = root if root.endswith(os.sep) else root + os.sep
+        if path == root or path.startswith(prefix):
+            return root
     return os.sep
 
 

@@ -228,9 +228,9 @@ class PinnedDir:
         below ``root``. Raises :class:`WorkdirRefused` for a path not below ``root`` or with a
         symlink (or a file) on its way below it, ``OSError`` for what else the OS says."""
         fd = _open_from_root(os.fspath(path), root, create=create)
+        rel = _below(os.path.normpath(os.fspath(path)), root) or ""
         real_root = os.path.realpath(root)
-        rel = os.path.relpath(os.path.normpath(os.fspath(path)), root)
-        return cls(os.path.normpath(os.path.join(real_root, rel)), root, fd)
+        return cls(os.path.join(real_root, rel) if rel else real_root, root, fd)
 
     @property
     def closed(self) -> bool:
@@ -286,16 +286,27 @@ def _identity(info: os.stat_result) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
+def _below(path: str, root: str) -> str | None:
+    """``path`` (absolute, normalised) relative to ``root``: ``""`` for ``root`` itself,
+    ``None`` when it is not at or below it. By the names alone, as ``os.path.relpath`` decides,
+    without its cost on every pin."""
+    root = os.path.normpath(root if os.path.isabs(root) else os.path.abspath(root))
+    if path == root:
+        return ""
+    prefix = root if root.endswith(os.sep) else root + os.sep
+    return path[len(prefix) :] if path.startswith(prefix) else None
+
+
 def _open_from_root(path: str, root: str, *, create: bool) -> int:
     """The readable descriptor of ``path`` opened from ``root`` with nothing followed below
     it (see :meth:`PinnedDir.open`)."""
     path = os.path.normpath(path)
     if not os.path.isabs(path):
         raise WorkdirRefused(f"the workdir {path!r} is not an absolute path")
-    rel = os.path.relpath(path, root)
-    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+    rel = _below(path, root)
+    if rel is None:
         raise WorkdirRefused(f"the workdir {path} is not below {root}")
-    parts = () if rel == os.curdir else tuple(rel.split(os.sep))
+    parts = tuple(rel.split(os.sep)) if rel else ()
     root_fd = os.open(root, _ROOT_FLAGS)
     try:
         if not parts:

@@ -140,6 +140,21 @@ def test_a_pin_refuses_a_symlink_below_its_root(resolver: str, tree: Path) -> No
         PinnedDir.open(tree.parent / "outside", root=str(tree))  # not below the root
 
 
+def test_a_sibling_spelled_like_the_root_is_not_below_it(tmp_path: Path, tree: Path) -> None:
+    sibling = tree.parent / (tree.name + "-twin")
+    sibling.mkdir()
+    with pytest.raises(WorkdirRefused):
+        PinnedDir.open(sibling, root=str(tree))
+    with pytest.raises(WorkdirRefused):
+        PinnedDir.open(tree / ".." / sibling.name, root=str(tree))
+    pin = PinnedDir.open(tree / "a" / ".." / "a" / "b", root=str(tree) + "/")
+    assert pin.path == str(tree / "a" / "b")
+    pin.close()
+    whole = PinnedDir.open(tree, root=str(tree))
+    assert whole.path == str(tree)
+    whole.close()
+
+
 def test_the_root_itself_may_be_reached_through_a_symlink(tmp_path: Path, tree: Path) -> None:
     """The root is trusted as configured (a state directory under a linked /var, say)."""
     (tmp_path / "link").symlink_to(tree)
