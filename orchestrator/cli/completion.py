@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Iterable
-from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -69,6 +68,8 @@ def script(shell: str) -> str:
     own = shellcode([COMMAND], shell=shell)
     if shell == "fish":
         return own + _FISH_MODULE
+    from importlib import resources  # here: 12 ms a completion call would pay for nothing
+
     hook = resources.files("argcomplete").joinpath("bash_completion.d", "_python-argcomplete")
     return (
         own

@@ -247,6 +247,8 @@ def test_a_completion_builds_the_command_it_completes_only(daemon: Path, tmp_pat
     modules = imported(done.stderr)
     assert "argcomplete" in modules
     assert not (DAEMON_STACK | COMMAND_MODULES | TYPED) & modules
+    # The shell script's resources are the `completion` command's, not every completion's.
+    assert not {"importlib.resources", "tempfile"} & modules
 
 
 @pytest.mark.timeout(180)
