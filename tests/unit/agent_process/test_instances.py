@@ -230,20 +230,26 @@ async def test_an_instance_whose_only_turn_never_ran_is_recorded_idle(tmp_path: 
     assert instances.is_idle("fresh")
 
 
+@pytest.fixture
+def synced(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The paths ``os.fsync`` is given, in order, from now on."""
+    paths: list[Path] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        paths.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return paths
+
+
 async def test_a_new_instance_reaches_the_disk_with_its_first_turns_end_record(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, synced: list[Path]
 ) -> None:
     # Made for a Turn, its record is left to writeback (a power cut loses it with the Turn the
     # request brings again); the Turn's end record forces the file and the instance directory,
     # whose entries hold metadata.json and conversation/.
-    synced: list[Path] = []
-    real_fsync = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
     runner = RecordingRunner()
     runner.gates["hold"] = asyncio.Event()
     instances = manager(tmp_path, runner)
@@ -260,16 +266,8 @@ async def test_a_new_instance_reaches_the_disk_with_its_first_turns_end_record(
 
 
 def test_an_instance_made_outside_a_turn_is_forced_to_disk_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, synced: list[Path]
 ) -> None:
-    synced: list[Path] = []
-    real_fsync = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
     instances = manager(tmp_path, RecordingRunner())
     directory = instances.get("read-only").directory
     assert synced == [directory / "metadata.json", directory]
