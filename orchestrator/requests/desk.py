@@ -27,6 +27,7 @@ from ipc.protocol import new_trace_id
 from ipc.runtime_events import DeliveryLostEvent
 from orchestrator.operations.protocol import SwarmOperations
 from orchestrator.requests.feed import RequestFeed
+from orchestrator.requests.group_sync import GroupSync
 from orchestrator.requests.store import (
     KeyReused,
     Kind,
@@ -120,6 +121,8 @@ class RequestDesk:
     log: structlog.typing.FilteringBoundLogger = field(
         default_factory=lambda: structlog.get_logger("goondan.requests")
     )
+    _syncs: GroupSync = field(default_factory=GroupSync)
+    """Forces accepted records to disk, one sync for all the requests waiting at once."""
 
     def __post_init__(self) -> None:
         if self.store.directory is None:  # nothing on disk to read first
@@ -175,7 +178,7 @@ class RequestDesk:
         running = self._hold(record)
         try:
             self.store.reserve(record)
-            await asyncio.to_thread(self.store.persist, record)
+            await self._record(record)
         except BaseException:
             self._release(running)
             self.store.forget(record.request_id)
@@ -189,7 +192,7 @@ class RequestDesk:
         if record.request_id in self.running or self.store.get(record.request_id) is not None:
             return Admission(self.record(record.request_id) or record, fresh=False)
         self.store.reserve(record)
-        await asyncio.to_thread(self.store.persist, record)
+        await self._record(record)
         if record.state == "running":
             self.resume([record])
         return Admission(record, fresh=False)
@@ -265,9 +268,16 @@ class RequestDesk:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await asyncio.to_thread(self._syncs.close)
         self.store.close()
 
     # -- inside --------------------------------------------------------------------------------
+
+    async def _record(self, record: RequestRecord) -> None:
+        """Append ``record`` and, a running one, wait until it is on the disk."""
+        synced = self.store.append(record)
+        if synced is not None:
+            await self._syncs.sync(*synced)
 
     def _find_key(self, key_digest: str) -> RequestRecord | None:
         request_id = self._keys.get(key_digest) or self.store.by_key(key_digest)

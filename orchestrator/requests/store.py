@@ -270,19 +270,28 @@ class RequestStore:
         an answer appended meanwhile does not wait for it, and a segment started meanwhile
         cannot close it.
         """
+        synced = self.append(record)
+        if synced is not None:
+            try:
+                os.fdatasync(synced[0])
+            finally:
+                os.close(synced[0])
+
+    def append(self, record: RequestRecord) -> tuple[int, int] | None:
+        """Append ``record`` to the journal without syncing it (microseconds: on the loop);
+        raises ``OSError`` (nothing appended). For a running record, returns what to sync
+        before it counts as accepted (as :meth:`persist` does): a duplicate of its segment's
+        descriptor, the caller's to close, and the segment's number."""
         data = self._encoder.encode(record)
         if self.directory is None:
             self._memory[record.request_id] = data
-            return
+            return None
         with self._lock:
             line = self._append(data + b"\n")
             self._place(record.request_id, line)
-            synced = os.dup(self._active_fd) if record.state == "running" else -1
-        if synced >= 0:
-            try:
-                os.fdatasync(synced)
-            finally:
-                os.close(synced)
+            if record.state != "running":
+                return None
+            return os.dup(self._active_fd), line.segment
 
     def forget(self, request_id: str) -> None:
         """Drop a record whose writing failed (nothing was accepted)."""
