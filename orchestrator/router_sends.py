@@ -28,6 +28,7 @@ from ipc import (
     build,
 )
 from ipc import protocol as wire
+from ipc.channel import PeerGone
 from ipc.codec import FrameTooLarge, Unencodable
 from ipc.delegation import Handoff
 from ipc.events import Send, SendDone, SendFailed, SendRefused, SendStarted
@@ -154,14 +155,13 @@ class SendRouting:
         crashpoints.point("send.delivering")
         try:
             worker.send(build.event(send.sender, send.target, Send(send.handoff)))
+        except (PeerGone, ConnectionError):
+            # The worker died and its exit is not seen yet; the send never reached it. That
+            # exit delivers it again (see Router.on_agent_exit).
+            self.log.info("send waits for its target's exit", target=send.target)
+            return
         except Exception as exc:
-            error = not_delivered(send.target, "send", exc)
-            if isinstance(error, AgentCrashed):
-                # The worker died and its exit is not seen yet; the send never reached it.
-                # That exit delivers it again (see Router.on_agent_exit).
-                self.log.info("send waits for its target's exit", target=send.target)
-                return
-            self._send_lost(send, error)
+            self._send_lost(send, not_delivered(send.target, "send", exc))
             return
         send.attempts += 1
 
