@@ -17,7 +17,7 @@ from pathlib import Path
 
 from agent_process.conversation import ConversationStorageError
 from goondan.errors import DeliveryCode, DeliveryError
-from tools_base._pinned import PinnedDir, WorkdirRefused
+from tools_base._pinned import PinnedDir, WorkdirRefused, path_below
 
 
 class WorkdirNotPinned(DeliveryError):
@@ -32,8 +32,7 @@ def trusted_root(workdir: Path, state_dir: Path) -> str:
     path = os.path.abspath(workdir)
     for resolve in (os.path.abspath, os.path.realpath):  # resolved only when need be
         root = resolve(state_dir)
-        prefix = root if root.endswith(os.sep) else root + os.sep
-        if path == root or path.startswith(prefix):
+        if path_below(path, root) is not None:
             return root
     return os.sep
 

@@ -227,8 +227,7 @@ class PinnedDir:
         """Open ``path`` (absolute, at or below ``root``); ``create`` makes what is missing
         below ``root``. Raises :class:`WorkdirRefused` for a path not below ``root`` or with a
         symlink (or a file) on its way below it, ``OSError`` for what else the OS says."""
-        fd = _open_from_root(os.fspath(path), root, create=create)
-        rel = _below(os.path.normpath(os.fspath(path)), root) or ""
+        fd, rel = _open_from_root(os.fspath(path), root, create=create)
         real_root = os.path.realpath(root)
         return cls(os.path.join(real_root, rel) if rel else real_root, root, fd)
 
@@ -247,7 +246,7 @@ class PinnedDir:
 
     def _verify(self, fd: int) -> None:
         try:
-            again = _open_from_root(self.path, os.path.realpath(self.root), create=False)
+            again, _ = _open_from_root(self.path, os.path.realpath(self.root), create=False)
         except FileNotFoundError:
             raise WorkdirRefused(
                 f"the workdir {self.path} is gone (moved or deleted since the instance loaded)"
@@ -286,7 +285,7 @@ def _identity(info: os.stat_result) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
-def _below(path: str, root: str) -> str | None:
+def path_below(path: str, root: str) -> str | None:
     """``path`` (absolute, normalised) relative to ``root``: ``""`` for ``root`` itself,
     ``None`` when it is not at or below it. By the names alone, as ``os.path.relpath`` decides,
     without its cost on every pin."""
@@ -297,22 +296,22 @@ def _below(path: str, root: str) -> str | None:
     return path[len(prefix) :] if path.startswith(prefix) else None
 
 
-def _open_from_root(path: str, root: str, *, create: bool) -> int:
+def _open_from_root(path: str, root: str, *, create: bool) -> tuple[int, str]:
     """The readable descriptor of ``path`` opened from ``root`` with nothing followed below
-    it (see :meth:`PinnedDir.open`)."""
+    it (see :meth:`PinnedDir.open`), and ``path`` relative to ``root`` (``""``: the root)."""
     path = os.path.normpath(path)
     if not os.path.isabs(path):
         raise WorkdirRefused(f"the workdir {path!r} is not an absolute path")
-    rel = _below(path, root)
+    rel = path_below(path, root)
     if rel is None:
         raise WorkdirRefused(f"the workdir {path} is not below {root}")
     parts = tuple(rel.split(os.sep)) if rel else ()
     root_fd = os.open(root, _ROOT_FLAGS)
     try:
         if not parts:
-            return os.open(root, PIN_FLAGS & ~os.O_NOFOLLOW)
+            return os.open(root, PIN_FLAGS & ~os.O_NOFOLLOW), rel
         try:
-            return open_dir_beneath(root_fd, parts, create=create)
+            return open_dir_beneath(root_fd, parts, create=create), rel
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EXDEV):
                 raise WorkdirRefused(
