@@ -78,7 +78,6 @@ class SwarmMetrics:
     def __init__(self, swarm: SwarmOperations, *, telemetry: TraceExport | None = None) -> None:
         self.swarm = swarm
         self._tool_names: dict[str, tuple[AgentPlan, frozenset[str]]] = {}
-        self._http_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self._series: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.registry = CollectorRegistry()
         registry = self.registry
@@ -136,20 +135,10 @@ class SwarmMetrics:
 
     def observe_http(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one HTTP request: ``route`` is its template (``unmatched`` for none)."""
-        key = (route, method if method in HTTP_METHODS else OTHER, status)
-        series = self._http_series.get(key)
-        if series is None:
-            # Found once per route, method and status (each from a fixed set, any method a
-            # client invents being "other"): looking the labelled series up, and locking the
-            # family, on every request is what costs.
-            series = (
-                self.http_requests.labels(route, key[1], str(status)),
-                self.http_seconds.labels(route),
-            )
-            self._http_series[key] = series
-        count, latency = series
-        count.inc()
-        latency.observe(seconds)
+        # Each label from a fixed set (any method a client invents is "other").
+        method = method if method in HTTP_METHODS else OTHER
+        self._labelled(self.http_requests, route, method, str(status)).inc()
+        self._labelled(self.http_seconds, route).observe(seconds)
 
     def observe(self, event: AnyEvent) -> None:
         """Count one runtime or lifecycle event."""
@@ -188,9 +177,10 @@ class SwarmMetrics:
                 self._labelled(self.crashes, agent).inc()
 
     def _labelled(self, family: Counter | Histogram, *values: str) -> Any:
-        """``family.labels(*values)``, looked up once per label set: every runtime event
-        counts in one, and the family's lookup and lock cost more than the count. The label
-        values come from bounded sets (the swarm's agents and tools, fixed statuses)."""
+        """``family.labels(*values)``, looked up once per label set: every request and runtime
+        event counts in one, and the family's lookup and lock cost more than the count. The
+        label values come from bounded sets (routes, the swarm's agents and tools, fixed
+        statuses)."""
         key = (id(family), values)
         series = self._series.get(key)
         if series is None:
