@@ -53,11 +53,6 @@ def file_name(process: str, stream: str) -> str:
     return f"{_UNSAFE.sub('_', process).lstrip('.')}.{stream}.log"
 
 
-def stamp() -> str:
-    """Now, as the prefix of a stored line (fixed width, so stamps sort as text)."""
-    return utc_timestamp_us()
-
-
 class RotatingFile:
     """One stream's file: stamped lines appended, rotated by size as the event log is."""
 
@@ -81,7 +76,7 @@ class RotatingFile:
 
     def write_line(self, line: bytes) -> None:
         """Append ``line`` (its newline included, or one is added) after the time now."""
-        data = stamp().encode() + b" " + (line if line.endswith(b"\n") else line + b"\n")
+        data = utc_timestamp_us().encode() + b" " + (line if line.endswith(b"\n") else line + b"\n")
         with self._lock:
             if self._fd is None:
                 return
