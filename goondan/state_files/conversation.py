@@ -6,10 +6,12 @@ Per instance, in its ``conversation/`` directory::
                    then one message per line (the folded conversation), then any number of
                    appended segments: {"kind": "fold", "foldedSeq": M, "count": k} and k messages
     events.jsonl   one message event per line, appended as it happens during a Turn:
-                   {"v": 2, "seq": n, "type": "append", "message": {...}}
-                   {"v": 2, "seq": n, "type": "replace", "targetId": "...", "message": {...}}
-                   {"v": 2, "seq": n, "type": "remove", "targetId": "..."}
-                   {"v": 2, "seq": n, "type": "truncate"}
+                   {"v":2,"seq":n,"type":"append","message":{...}}
+                   {"v":2,"seq":n,"type":"replace","targetId":"...","message":{...}}
+                   {"v":2,"seq":n,"type":"remove","targetId":"..."}
+                   {"v":2,"seq":n,"type":"truncate"}
+
+Messages and events are compact UTF-8 JSON, one a line.
 
 The messages are ``base + fold(events)``, where events up to the base's ``foldedSeq`` (of its
 header, or of its last whole segment) are already in the base. A segment announces how many
@@ -32,6 +34,7 @@ relies on them (a call parked for approval).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -219,34 +222,50 @@ def read_events(
             yield data
 
 
+@functools.cache
+def _line_encoder() -> Callable[[object], bytes]:
+    """Compact UTF-8 JSON in C: every message of a Turn is encoded once or twice (its event,
+    its fold), and ``json.dumps`` took a tenth of an agent's time on a new conversation.
+    Imported here, as for metadata: the CLI reads these files and must start without it."""
+    import msgspec
+
+    return msgspec.json.Encoder().encode
+
+
+def json_line(value: object) -> bytes:
+    """``value`` as one compact UTF-8 JSON line, without its newline. Non-ASCII stays as
+    it is, a float that is not a number is ``null``; a value JSON cannot hold raises
+    :class:`TypeError` (``UnicodeEncodeError`` for a lone surrogate), as ``json`` would."""
+    return _line_encoder()(value)
+
+
+def _marker(line: JsonObject) -> bytes:
+    """A header or segment line, spaced as every base has written them."""
+    return json.dumps(line).encode()
+
+
 def event_bytes(record: JsonObject) -> bytes:
     """The ``events.jsonl`` line of ``record`` (``{seq, type, ...}``), stamped with the
     version."""
-    line = json.dumps({"v": FORMAT_VERSION, **record}, ensure_ascii=False, separators=(",", ":"))
-    return (line + "\n").encode("utf-8")
-
-
-def message_line(message: JsonObject) -> str:
-    """One message of the base, as stored (no newline)."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    return json_line({"v": FORMAT_VERSION, **record}) + b"\n"
 
 
 def segment_bytes(folded_seq: int, messages: Sequence[JsonObject]) -> bytes:
     """A fold segment: its first line, then ``messages``."""
-    lines = [json.dumps({"kind": "fold", "foldedSeq": folded_seq, "count": len(messages)})]
-    lines.extend(message_line(message) for message in messages)
-    return ("\n".join(lines) + "\n").encode("utf-8")
+    lines = [_marker({"kind": "fold", "foldedSeq": folded_seq, "count": len(messages)})]
+    lines.extend(json_line(message) for message in messages)
+    return b"\n".join(lines) + b"\n"
 
 
 def write_base(path: Path, folded_seq: int, messages: Iterable[JsonObject]) -> None:
     """Replace the base with ``messages`` holding events up to ``folded_seq``, atomically;
     raises :class:`ConversationStorageError` with the old base left whole."""
     header = {"kind": "header", "version": FORMAT_VERSION, "foldedSeq": folded_seq}
-    lines = [json.dumps(header)]
-    lines.extend(message_line(message) for message in messages)
+    lines = [_marker(header)]
+    lines.extend(json_line(message) for message in messages)
     try:
         reserve.retrying(path.parent, lambda: path.parent.mkdir(parents=True, exist_ok=True))
-        write_atomic(path, ("\n".join(lines) + "\n").encode("utf-8"))
+        write_atomic(path, b"\n".join(lines) + b"\n")
     except OSError as exc:
         raise ConversationStorageError(path, exc) from exc
 
@@ -264,8 +283,8 @@ def create_base(
     appended one (its events are still in ``events.jsonl``), and the next fold rewrites it.
     With ``fsync``, the file and then its directory are forced to disk, as a rename would be.
     """
-    header = json.dumps({"kind": "header", "version": FORMAT_VERSION, "foldedSeq": 0})
-    data = (header + "\n").encode("utf-8") + segment_bytes(folded_seq, messages)
+    header = _marker({"kind": "header", "version": FORMAT_VERSION, "foldedSeq": 0})
+    data = header + b"\n" + segment_bytes(folded_seq, messages)
     try:
         return reserve.retrying(path.parent, lambda: create_in_place(path, data, fsync=fsync))
     except OSError as exc:

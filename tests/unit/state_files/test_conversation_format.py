@@ -38,6 +38,29 @@ def test_a_rewritten_base_reads_back_with_its_folded_seq(tmp_path: Path) -> None
     ]
 
 
+def test_an_event_line_is_compact_utf8_json_that_reads_back(tmp_path: Path) -> None:
+    record = {"seq": 1, "type": "append", "message": {"content": "héllo ☃", "n": 2**70}}
+    line = files.event_bytes(record)
+    big = 2**70
+    assert (
+        line
+        == f'{{"v":2,"seq":1,"type":"append","message":{{"content":"héllo ☃","n":{big}}}}}\n'.encode()
+    )
+    # a float that is no number is stored as null: the line stays JSON any reader takes
+    nan = files.event_bytes({"seq": 2, "type": "append", "message": {"x": float("nan")}})
+    assert json.loads(nan)["message"] == {"x": None}
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [(object(), TypeError), ("\ud800", UnicodeEncodeError)]
+)
+def test_a_value_json_cannot_hold_is_refused_as_json_refuses_it(
+    value: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        files.event_bytes({"seq": 1, "type": "append", "message": {"x": value}})
+
+
 def test_appended_segments_count_only_when_whole(tmp_path: Path) -> None:
     path = tmp_path / files.BASE_FILE
     files.write_base(path, 1, [{"id": "a"}])
