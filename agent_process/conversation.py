@@ -123,8 +123,11 @@ class ConversationStore:
         """Events not yet folded into the base (non-zero after a crash mid-Turn)."""
         return len(self._events)
 
-    def load(self) -> list[Message]:
+    def load(self, *, new: bool = False) -> list[Message]:
         """Read ``base + events`` from disk; a torn or malformed line is skipped with a warning.
+
+        ``new``: the instance's directory did not exist a moment ago, so its files are not
+        looked for (five lookups that cannot find anything, on every new conversation).
 
         Raises :class:`ConversationUnreadable` when a file cannot be read at all (a directory
         in its place, no permission, a newer format) and :class:`ConversationStorageError`
@@ -135,6 +138,11 @@ class ConversationStore:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConversationStorageError(self.directory, exc) from exc
+        if new:
+            self._base, self._folded_seq, self._events, self._next_seq = [], 0, [], 1
+            self._messages, self._unanswered, self._events_bytes = [], set(), 0
+            self._base_appendable, self._base_missing = False, True
+            return []
         self._base, self._folded_seq = self._read_base()
         self._events = []
         last_seq = self._folded_seq

@@ -36,9 +36,10 @@ def instance_dir_name(instance_key: str) -> str:
     slug, a ``+`` and a digest of the exact key: ``+`` never occurs in a key that names itself,
     so no key can take over another key's directory by being spelled like its name.
     """
-    if _legacy_slug(instance_key) == instance_key:
+    slug = _legacy_slug(instance_key)
+    if slug == instance_key:
         return instance_key
-    slug = _legacy_slug(instance_key)[:80] or "instance"
+    slug = slug[:80] or "instance"
     return f"{slug}+{hashlib.sha256(instance_key.encode()).hexdigest()[:24]}"
 
 
@@ -80,8 +81,9 @@ def recorded_workdir(root: Path, instance_key: str) -> Path | None:
     return Path(custom) if isinstance(custom, str) else directory / "workspace"
 
 
-def claim_instance_directory(root: Path, instance_key: str) -> Path:
-    """The directory of ``instance_key`` under ``root``, checked to be that key's own.
+def claim_instance_directory(root: Path, instance_key: str) -> tuple[Path, bool]:
+    """The directory of ``instance_key`` under ``root``, checked to be that key's own, and
+    whether it exists (``False``: the instance is new, nothing of it is on disk).
 
     Moves a directory written under the older naming scheme to its new name when its metadata
     names this very key. Raises :class:`InstanceKeyConflict` when the directory records another
@@ -90,15 +92,15 @@ def claim_instance_directory(root: Path, instance_key: str) -> Path:
     directory = root / instance_dir_name(instance_key)
     if not directory.exists():
         legacy = root / _legacy_dir_name(instance_key)
-        if legacy != directory and recorded_key(legacy) == instance_key:
-            legacy.rename(directory)
-    if directory.exists():
-        owner = recorded_key(directory)
-        if owner is not None and owner != instance_key:
-            raise InstanceKeyConflict(
-                f"the directory {directory} belongs to instance {owner!r}, not {instance_key!r}"
-            )
-    return directory
+        if legacy == directory or recorded_key(legacy) != instance_key:
+            return directory, False
+        legacy.rename(directory)
+    owner = recorded_key(directory)
+    if owner is not None and owner != instance_key:
+        raise InstanceKeyConflict(
+            f"the directory {directory} belongs to instance {owner!r}, not {instance_key!r}"
+        )
+    return directory, True
 
 
 STATUS_RECORD_SECONDS = 0.2

@@ -174,16 +174,16 @@ class InstanceManager:
         is recorded ``processing`` at once (one record, not ``idle`` then ``processing``)."""
         instance = self._instances.get(key)
         if instance is None:
-            directory = claim_instance_directory(self.root, key)
+            directory, existed = claim_instance_directory(self.root, key)
             store = self.storage.conversation(directory)
-            store.load()
+            store.load(new=not existed)
             if store.pending_events:
                 self._log.warning(
                     "resuming conversation with unfolded events",
                     instance_key=key,
                     events=store.pending_events,
                 )
-            recorded = read_instance_metadata(directory)
+            recorded = read_instance_metadata(directory) if existed else {}
             custom = recorded.get("workdir")
             workdir = Path(custom) if isinstance(custom, str) else directory / "workspace"
             spawned_by = recorded.get("spawnedBy")
@@ -223,7 +223,7 @@ class InstanceManager:
         the existing one unchanged; the flag says whether it was created now."""
         if self.exists(key):
             return self.get(key), False
-        directory = claim_instance_directory(self.root, key)
+        directory, _ = claim_instance_directory(self.root, key)
         metadata: dict[str, object] = {
             "formatVersion": INSTANCE_METADATA_FORMAT,
             "instanceKey": key,
@@ -264,8 +264,7 @@ class InstanceManager:
         if not self.forget(key):
             return None
         self._status.flush()  # a record still being written must not recreate what goes
-        directory = claim_instance_directory(self.root, key)
-        existed = directory.exists()
+        directory, existed = claim_instance_directory(self.root, key)
         shutil.rmtree(directory, ignore_errors=True)
         if self.storage.records is not None:
             self.storage.records.instance_removed(directory)

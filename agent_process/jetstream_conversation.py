@@ -98,10 +98,11 @@ class JetStreamConversation(ConversationStore):
         self._event_objects: list[str] = []
         """Object names of the events since the snapshot too large for a message."""
 
-    def load(self) -> list[Message]:
-        """Read the snapshot and the events after it. Raises :class:`ConversationUnreadable`
-        for a base of a newer format, :class:`ClusterStorageError` when JetStream cannot
-        answer."""
+    def load(self, *, new: bool = False) -> list[Message]:
+        """Read the snapshot and the events after it (``new`` says nothing here: a
+        conversation in JetStream outlives the node's directory). Raises
+        :class:`ConversationUnreadable` for a base of a newer format,
+        :class:`ClusterStorageError` when JetStream cannot answer."""
         self._writer = secrets.token_hex(4)  # a fresh writer: its ids never meet old ones
         self._event_objects = []
         head, revision, snapshot, events = self._storage.run(self._read, self._where)

@@ -15,6 +15,7 @@ from agent_process.instances import InstanceManager, instance_dir_name
 from agent_process.storage import LocalFiles
 from agent_process.turn import TurnInput, TurnResult
 from goondan.usage import Usage
+from tools_base import Message
 
 
 class RecordingRunner:
@@ -107,6 +108,39 @@ async def test_each_instance_has_its_own_directory_and_workdir(tmp_path: Path) -
         "user/42",
         "idle",
     )
+
+
+def test_a_new_instance_looks_for_no_file_and_an_existing_one_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from goondan.state_files import conversation as files
+    from goondan.state_files import metadata as metadata_file
+
+    opened: list[str] = []
+    read_base, read_metadata = files.read_base, metadata_file.read_metadata
+
+    def base_seen(path: Path, *args: Any, **kwargs: Any) -> Any:
+        opened.append(path.name)
+        return read_base(path, *args, **kwargs)
+
+    def metadata_seen(directory: Path) -> dict[str, object]:
+        opened.append(directory.name)
+        return read_metadata(directory)
+
+    monkeypatch.setattr(files, "read_base", base_seen)
+    monkeypatch.setattr(metadata_file, "read_metadata", metadata_seen)
+    first = manager(tmp_path, RecordingRunner())
+    instance = first.get("fresh")
+    assert instance.store.messages == []
+    # only the older naming's directory is looked for (a key may have files under it)
+    assert files.BASE_FILE not in opened
+    assert instance_dir_name("fresh") not in opened
+    instance.store.append(Message(id="m1", role="user", content="hi"))
+
+    again = manager(tmp_path, RecordingRunner()).get("fresh")
+    assert [m.id for m in again.store.messages] == ["m1"]  # its events, read back
+    assert files.BASE_FILE in opened
+    assert instance_dir_name("fresh") in opened
 
 
 def test_directory_names_are_safe_and_distinct() -> None:
