@@ -2,13 +2,13 @@
 
 By default, the daemon serving the state directory (``-c FILE`` / ``--state-dir``), over its
 ``api.sock``: the socket's file mode and the caller's credentials are the check, and no token is
-needed. With ``--api-url http://HOST:PORT`` (or :data:`API_URL_ENV` in the environment), the
+needed. With ``--api-url http://HOST:PORT`` (or ``GOONDAN_API_URL`` in the environment), the
 daemon listening there (``run --listen``), over TCP, carrying the bearer token held by the
 variable ``--api-token-env`` names (never the token itself: a command line is visible to every
-user of the machine).
+user of the machine). Those options are :mod:`orchestrator.cli.api_options`'.
 
 Every failure says which of these it was about: a bad URL names ``--api-url`` or
-:data:`API_URL_ENV` (exit 2), a token variable not set names the variable, and a daemon that
+``GOONDAN_API_URL`` (exit 2), a token variable not set names the variable, and a daemon that
 refuses the token (401) says whether one was sent (exit 6); nobody answering is exit 5, as on
 ``api.sock``.
 
@@ -28,6 +28,7 @@ from typing import Any, Literal
 from urllib.parse import urlencode
 
 from goondan.errors import ExitCode
+from orchestrator.cli.api_options import API_URL_ENV
 from orchestrator.http.client import (
     ApiUrl,
     DaemonApi,
@@ -36,9 +37,6 @@ from orchestrator.http.client import (
     NoDaemon,
     error_text,
 )
-
-API_URL_ENV = "GOONDAN_API_URL"
-"""The daemon's URL when ``--api-url`` is not given."""
 
 Failure = Literal["usage", "credential", "no-daemon", "no-answer", "refused"]
 _EXIT: dict[Failure, ExitCode] = {
@@ -57,39 +55,6 @@ class TargetError(Exception):
         super().__init__(message)
         self.failure: Failure = failure
         self.exit_code = int(_EXIT[failure])
-
-
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """``--api-url`` and ``--api-token-env``, on every command that talks to the daemon."""
-    group = parser.add_argument_group("a daemon over TCP")
-    group.add_argument(
-        "--api-url",
-        metavar="URL",
-        action=_JoinedUrls,
-        help="talk to the daemon listening at http://HOST:PORT (run --listen) instead of the "
-        f"state directory's api.sock (default: ${API_URL_ENV}); a cluster's leaders: repeat "
-        "it or separate them with commas, asked in order until one answers",
-    )
-    group.add_argument(
-        "--api-token-env",
-        metavar="NAME",
-        help="environment variable holding the bearer token that daemon wants (with --api-url; "
-        "api.sock needs none)",
-    )
-
-
-class _JoinedUrls(argparse.Action):
-    """``--api-url`` given again adds to the list (kept as one comma-separated string)."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        before = getattr(namespace, self.dest, None)
-        setattr(namespace, self.dest, f"{before},{values}" if before else values)
 
 
 def remote_urls(args: argparse.Namespace) -> list[ApiUrl]:

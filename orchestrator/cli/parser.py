@@ -188,7 +188,7 @@ def _cluster_options(sub: argparse.ArgumentParser, required: bool) -> None:
 
 
 def _daemon_options(sub: argparse.ArgumentParser) -> None:
-    from orchestrator.cli.api_target import add_options
+    from orchestrator.cli.api_options import add_options
 
     sub.add_argument(
         "-c", "--config", metavar="FILE", help="goondan.yaml (locates the state; default here)"
@@ -466,7 +466,7 @@ def _add_logs(cmds: _Commands) -> None:
         from orchestrator.cli.logs import add_arguments as process_options
 
         process_options(logs)
-        from orchestrator.cli.api_target import add_options
+        from orchestrator.cli.api_options import add_options
 
         add_options(logs)
 
@@ -557,7 +557,7 @@ def _add_mcp(cmds: _Commands) -> None:
     """``mcp``: the daemon's MCP server over stdio."""
     mcp = cmds.add("mcp", MCP_HELP, "mcp_stdio:cmd_mcp")
     if mcp is not None:
-        from orchestrator.cli.api_target import add_options
+        from orchestrator.cli.api_options import add_options
         from orchestrator.cli.mcp_stdio import add_mcp_arguments
 
         add_mcp_arguments(mcp)

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from goondan.errors import ExitCode
+from orchestrator.cli.api_options import API_URL_ENV, add_options
 from orchestrator.cli.api_target import (
-    API_URL_ENV,
     TargetError,
-    add_options,
     ask,
     daemon_api,
     remote_url,

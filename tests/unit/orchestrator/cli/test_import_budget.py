@@ -249,6 +249,9 @@ def test_a_completion_builds_the_command_it_completes_only(daemon: Path, tmp_pat
     assert not (DAEMON_STACK | COMMAND_MODULES | TYPED) & modules
     # The shell script's resources are the `completion` command's, not every completion's.
     assert not {"importlib.resources", "tempfile"} & modules
+    # Completing a command that asks the daemon reads the state directory, never the daemon:
+    # its options are added without the client that would ask.
+    assert not {"orchestrator.http.client", "orchestrator.cli.api_target", "socket"} & modules
 
 
 @pytest.mark.timeout(180)
