@@ -53,14 +53,14 @@ def codes_named() -> dict[str, list[str]]:
     """Every ``ToolCode.NAME`` (and the other enums') of the packages, with where."""
     found: dict[str, list[str]] = {}
     for path, tree in modules():
+        relative = path.relative_to(ROOT)  # once a file: it is slow per node on Python 3.12
         for node in ast.walk(tree):
-            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
             if (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Name)
                 and node.value.id in ENUMS
             ):
-                found.setdefault(node.attr, []).append(where)
+                found.setdefault(node.attr, []).append(f"{relative}:{node.lineno}")
     return found
 
 

@@ -728,11 +728,19 @@ async def test_a_call_that_gets_no_thread_in_time_is_busy_not_timed_out(tmp_path
     pool = ThreadPoolExecutor(max_workers=1)
     harness = Harness(tmp_path)
     harness.executor = ToolExecutor(harness.registry, harness.pipeline, thread_pool=pool)
-    release = threading.Event()
+    release, holds = threading.Event(), threading.Event()
     ran: list[bool] = []
-    harness.add("slow__hold", lambda ctx, args: release.wait(10), timeout_seconds=30)
+
+    def hold(ctx: object, args: object) -> bool:
+        holds.set()
+        return release.wait(10)
+
+    harness.add("slow__hold", hold, timeout_seconds=30)
     harness.add("quick__run", lambda ctx, args: ran.append(True), timeout_seconds=0.2)
     holding = asyncio.ensure_future(harness.call("slow__hold"))
+    # The pool's one thread is taken before the quick call asks: awaited, not assumed from
+    # the order the loop runs tasks in (``wait_for`` runs its coroutine at once on 3.12).
+    assert await asyncio.to_thread(holds.wait, 5)
     result = await asyncio.wait_for(harness.call("quick__run", call_id="call-2"), 5)
     assert result.error is not None
     assert result.error.code == "E_TOOL_BUSY"
