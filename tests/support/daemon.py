@@ -76,10 +76,10 @@ class Daemon:
         self._buffer = b""
 
     def wait_for(
-        self, event: str, deadline: float = 30, *, process: str = "orchestrator"
+        self, event: str, deadline: float = 30, *, process: str | None = "orchestrator"
     ) -> dict[str, object]:
-        """Read log lines until ``process`` (the Orchestrator, or e.g. ``agent:worker``) logs
-        ``event`` (raw reads: no hidden buffer)."""
+        """Read log lines until ``process`` (the Orchestrator, or e.g. ``agent:worker``; any
+        with ``None``) logs ``event`` (raw reads: no hidden buffer)."""
         assert self.process.stderr is not None
         fd = self.process.stderr.fileno()
         end = time.monotonic() + deadline
@@ -88,7 +88,7 @@ class Daemon:
                 line, _, self._buffer = self._buffer.partition(b"\n")
                 record = json.loads(line)
                 self.events.append(record)
-                if record.get("event") == event and record.get("process") == process:
+                if record.get("event") == event and process in (None, record.get("process")):
                     return record
             remaining = end - time.monotonic()
             ready, _, _ = select.select([fd], [], [], max(0.0, remaining))

@@ -186,6 +186,9 @@ def test_a_full_disk_still_takes_the_other_agents_turns(backend: str) -> None:
             _fill(disk / "filler.bin")
             assert os.statvfs(disk).f_bavail == 0
             swarm.victim_answers("hello on a full disk")
+            # The Turn's writes met the full disk and gave part of the reserve back: maybe
+            # after its answer (an instance's status is recorded by a thread of the agent's).
+            swarm.daemon.wait_for("state reserve released: the disk is full", process=None)
             assert (swarm.state / ".space-reserve").stat().st_size < full
             # Mallory's next call is refused before it starts: the disk is full.
             assert swarm.send("mallory", "run echo hi") == "refused E_WORKSPACE_QUOTA"
