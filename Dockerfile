@@ -2,7 +2,7 @@
 #   docker run --rm -e GOONDAN_API_TOKEN=choose-one -p 127.0.0.1:8080:8080 -v goondan-state:/state goondan
 # serves the offline example swarm; mount your own bundle over /swarm (and pass its keys with
 # -e or --env-file) to serve yours.
-FROM python:3.11-slim
+FROM python:3.12-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
