@@ -232,7 +232,7 @@ def _line_encoder() -> Callable[[object], bytes]:
     return msgspec.json.Encoder().encode
 
 
-def json_line(value: object) -> bytes:
+def _json_line(value: object) -> bytes:
     """``value`` as one compact UTF-8 JSON line, without its newline. Non-ASCII stays as
     it is, a float that is not a number is ``null``; a value JSON cannot hold raises
     :class:`TypeError` (``UnicodeEncodeError`` for a lone surrogate), as ``json`` would."""
@@ -247,13 +247,13 @@ def _marker(line: JsonObject) -> bytes:
 def event_bytes(record: JsonObject) -> bytes:
     """The ``events.jsonl`` line of ``record`` (``{seq, type, ...}``), stamped with the
     version."""
-    return json_line({"v": FORMAT_VERSION, **record}) + b"\n"
+    return _json_line({"v": FORMAT_VERSION, **record}) + b"\n"
 
 
 def segment_bytes(folded_seq: int, messages: Sequence[JsonObject]) -> bytes:
     """A fold segment: its first line, then ``messages``."""
     lines = [_marker({"kind": "fold", "foldedSeq": folded_seq, "count": len(messages)})]
-    lines.extend(json_line(message) for message in messages)
+    lines.extend(_json_line(message) for message in messages)
     return b"\n".join(lines) + b"\n"
 
 
@@ -262,7 +262,7 @@ def write_base(path: Path, folded_seq: int, messages: Iterable[JsonObject]) -> N
     raises :class:`ConversationStorageError` with the old base left whole."""
     header = {"kind": "header", "version": FORMAT_VERSION, "foldedSeq": folded_seq}
     lines = [_marker(header)]
-    lines.extend(json_line(message) for message in messages)
+    lines.extend(_json_line(message) for message in messages)
     try:
         reserve.retrying(path.parent, lambda: path.parent.mkdir(parents=True, exist_ok=True))
         write_atomic(path, b"\n".join(lines) + b"\n")
