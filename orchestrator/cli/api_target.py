@@ -5,7 +5,7 @@ By default, the daemon serving the state directory (``-c FILE`` / ``--state-dir`
 needed. With ``--api-url http://HOST:PORT`` (or ``GOONDAN_API_URL`` in the environment), the
 daemon listening there (``run --listen``), over TCP, carrying the bearer token held by the
 variable ``--api-token-env`` names (never the token itself: a command line is visible to every
-user of the machine). Those options are :mod:`orchestrator.cli.api_options`'.
+user of the machine). Both options are added by :mod:`orchestrator.cli.api_options`.
 
 Every failure says which of these it was about: a bad URL names ``--api-url`` or
 ``GOONDAN_API_URL`` (exit 2), a token variable not set names the variable, and a daemon that
