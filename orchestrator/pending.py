@@ -48,6 +48,9 @@ class Pending:
     """Its payload, read once at admission."""
     attempt: int = 1
     """Deliveries to the target so far: one more each time the target died under it."""
+    start_deaths: int = 0
+    """Times its target was found dead while starting, as the request waited to be delivered
+    again: past as many as the deliveries it may have, it is answered ``AGENT_CRASHED``."""
     carrier: asyncio.Task[None] | None = None
     """Set while it waits for its dead target's restart, to be delivered again (it ends by
     itself once the request is answered: cancelling it could cut a process start short)."""

@@ -379,6 +379,8 @@ class Router(SendRouting, TurnCarrying, RemoteRouting):
     async def _start_and_forward(self, pending: Pending, message: DelegateMessage) -> None:
         worker = await self._worker_for(pending)
         if isinstance(worker, IpcError):
+            if pending.carrier is not None and not pending.carrier.done():
+                return  # it died while starting: its exit carries the request to its restart
             self._fail(pending, worker)  # a no-op if it was answered meanwhile
         elif pending.correlation_id in self.pending:  # not timed out while the target started
             self._forward(pending, message, worker)

@@ -159,6 +159,10 @@ class TurnCarrying:
             return None
         stopping = self.closing or self.supervisor.stopping
         delay = None if stopping else _retry_delay(worker)
+        if isinstance(worker, AgentCrashed):  # it died while starting, the request not with it
+            pending.start_deaths += 1
+            if pending.start_deaths > self.max_turn_attempts(pending.target) + EXTRA_DELIVERIES:
+                delay = None  # it dies at every start: say so, rather than wait for the timeout
         if delay is None:
             self._fail(pending, ShuttingDown("the swarm is shutting down") if stopping else worker)
         return delay

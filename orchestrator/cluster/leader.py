@@ -47,7 +47,12 @@ from orchestrator.cluster.membership import (
     Presence,
     open_bucket,
 )
-from orchestrator.cluster.placing import choose_node, different_bundle, labels_of
+from orchestrator.cluster.placing import (
+    NodeSilent,
+    choose_node,
+    different_bundle,
+    labels_of,
+)
 from orchestrator.cluster.relay import Outbox
 from orchestrator.cluster.remote import RemoteWorker
 from orchestrator.cluster.settings import (
@@ -444,31 +449,39 @@ class ClusterTransport:
         rule = self.placement.get(name)
         if rule is None:
             return await self.local.start(name, plan, on_message)
-        member = choose_node(
-            name,
-            rule,
-            self.nodes.members if self.nodes is not None else {},
-            self._ready_nodes,
-            self.fingerprint,
-            self._load,
-        )
-        if member is None:
-            self.log.warning(
-                "no node can run the agent; it runs on the leader",
-                agent=name,
-                placement=rule.describe(),
+        silent: set[str] = set()
+        while True:  # each turn rules a node out: it ends
+            member = choose_node(
+                name,
+                rule,
+                self.nodes.members if self.nodes is not None else {},
+                self._ready_nodes,
+                self.fingerprint,
+                self._load,
+                silent=silent,
             )
-            here = self._on_leader[name] = await self.local.start(name, plan, on_message)
-            return here
-        node = member.name
-        worker = RemoteWorker(
-            name,
-            node,
-            os.urandom(8).hex(),
-            self,
-            on_message,
-            node_incarnation=member.incarnation,
-        )
+            if member is None:
+                self.log.warning(
+                    "no node can run the agent; it runs on the leader",
+                    agent=name,
+                    placement=rule.describe(),
+                )
+                self._on_leader[name] = await self.local.start(name, plan, on_message)
+                return self._on_leader[name]
+            try:
+                return await self._start_on(member, name, on_message)
+            except NodeSilent:
+                # Gone a moment ago, its key not lapsed yet: another place may start it now.
+                self.log.info(
+                    "node not listening; placing the agent again", agent=name, node=member.name
+                )
+                silent.add(member.name)
+
+    async def _start_on(
+        self, member: Member, name: str, on_message: Callable[[IpcMessage], None]
+    ) -> RemoteWorker:
+        worker = RemoteWorker(name, member.name, os.urandom(8).hex(), self, on_message)
+        worker.node_incarnation = member.incarnation
         # Listening before the node is asked, so no frame of the new process is missed.
         worker._subscription = await self.nc.subscribe(
             self.settings.worker_subject(worker.worker_id, "out"), cb=worker._received
@@ -511,7 +524,7 @@ class ClusterTransport:
                 abort.result()
             msg = asking.result()
         except NoRespondersError:
-            raise AgentUnavailable(
+            raise NodeSilent(
                 f"node {node!r} is not listening (stopped?)", details={"node": node}
             ) from None
         except TimeoutError:

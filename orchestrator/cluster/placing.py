@@ -30,6 +30,11 @@ def different_bundle(member: Member, fingerprint: str) -> AgentUnavailable:
     )
 
 
+class NodeSilent(NodeAbsent):
+    """A node that is still a member did not take the start request (nobody listens on its
+    subject): it died a moment ago, its key not lapsed yet, and may be back soon."""
+
+
 # One parameter per thing the choice reads of the leader's state: it holds none of its own.
 def choose_node(
     agent: str,
@@ -38,10 +43,11 @@ def choose_node(
     ready: Collection[str],
     fingerprint: str,
     load: Callable[[str], int],
+    silent: Collection[str] = (),
 ) -> Member | None:
     """The node to start ``agent`` on: of ``members`` that ``rule`` admits, ``ready`` and
     running ``fingerprint``, the first named, else the one running fewest of our agents
-    (``load``).
+    (``load``). A node in ``silent`` did not take a start a moment ago: it is passed over.
     ``None``: none is, and the agent may run on the leader. Raises ``AgentUnavailable``
     naming why each node cannot."""
     refusals: list[AgentUnavailable] = []
@@ -49,7 +55,14 @@ def choose_node(
     for member in members.values():
         if not rule.admits(member.name, labels_of(member)):
             continue
-        if member.name not in ready:
+        if member.name in silent:
+            refusals.append(
+                NodeSilent(
+                    f"node {member.name!r} is not listening (stopped?)",
+                    details={"node": member.name},
+                )
+            )
+        elif member.name not in ready:
             refusals.append(
                 NodeAbsent(
                     f"agent {agent!r} runs on node {member.name!r}, which is still starting",

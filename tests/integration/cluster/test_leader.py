@@ -18,7 +18,7 @@ import pytest
 from bundle import load_bundle
 from bundle.plan import AgentPlan
 from bundle.spec_swarm import AgentPlacement
-from ipc import AgentUnavailable
+from ipc import AgentUnavailable, NodeAbsent
 from orchestrator.cluster.leader import ClusterTransport
 from orchestrator.cluster.membership import Lease, node_key
 from orchestrator.cluster.settings import START_TIMEOUT_SECONDS, ClusterSettings, decode_json
@@ -77,6 +77,7 @@ class ScriptedNode:
         self.client: Any = None
         self.lease: Lease | None = None
         self.beating: asyncio.Task[None] | None = None
+        self.listening: Any = None
 
     async def join(self) -> None:
         settings = self.leader.settings
@@ -91,7 +92,9 @@ class ScriptedNode:
         async def started(msg: Any) -> None:
             await self.on_start(msg, self)
 
-        await self.client.subscribe(settings.node_subject("node-x", "start"), cb=started)
+        self.listening = await self.client.subscribe(
+            settings.node_subject("node-x", "start"), cb=started
+        )
         await self.client.flush()
         assert await self.lease.acquire() is None
         self.beating = asyncio.ensure_future(self._beat())
@@ -106,6 +109,11 @@ class ScriptedNode:
     async def announce(self, fingerprint: str) -> None:
         assert self.lease is not None
         await self.lease.renew({**self.lease.value, "fingerprint": fingerprint})
+
+    async def deafen(self) -> None:
+        """Stop taking starts and keep the key: a node whose process died a moment ago."""
+        await self.listening.unsubscribe()
+        await self.client.flush()
 
     def silence(self) -> None:
         if self.beating is not None:
@@ -167,5 +175,49 @@ async def test_a_start_in_flight_to_a_node_that_goes_silent_fails_when_it_is_los
             )
         assert "node 'node-x' was lost" in refused.value.message
         assert not leader.transport.workers
+    finally:
+        await node.close()
+
+
+async def never(msg: Any, node: ScriptedNode) -> None:
+    raise AssertionError("a node that stopped listening was asked to start")
+
+
+async def test_a_member_that_stopped_listening_is_a_wait_for_its_return(leader: Leader) -> None:
+    node = ScriptedNode(leader, never)
+    try:
+        await node.join()
+        await node.deafen()
+        with pytest.raises(NodeAbsent) as refused:  # the router waits a little for it
+            await asyncio.wait_for(
+                leader.transport.start("back", leader.plan, lambda message: None),
+                START_TIMEOUT_SECONDS - 5,
+            )
+        assert "'node-x' is not listening" in refused.value.message
+        assert not leader.transport.workers
+    finally:
+        await node.close()
+
+
+async def test_a_member_that_stopped_listening_leaves_the_agent_to_the_leader_where_it_may(
+    leader: Leader,
+) -> None:
+    leader.transport.placement["back"] = AgentPlacement(node="node-x", allow_leader=True)
+    node = ScriptedNode(leader, never)
+    try:
+        await node.join()
+        await node.deafen()
+        worker = await asyncio.wait_for(
+            leader.transport.start("back", leader.plan, lambda message: None),
+            START_TIMEOUT_SECONDS - 5,
+        )
+        try:
+            assert worker.node is None  # the leader's own host
+            assert worker.pid is not None
+            assert not leader.transport.workers
+        finally:
+            worker.kill()
+            await asyncio.wait_for(worker.exited, 30)
+            worker.close()
     finally:
         await node.close()

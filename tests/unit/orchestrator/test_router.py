@@ -20,6 +20,8 @@ from goondan.defaults import (
     AGENT_QUESTION_TIMEOUT_SECONDS,
     MAX_PENDING_PER_CALLER,
     MAX_REQUEST_TIMEOUT_MS,
+    MAX_TURN_ATTEMPTS,
+    SEND_DELIVERY_ATTEMPTS,
 )
 from ipc import DelegateMessage, DelegateResultMessage, EventMessage, IpcError, build
 from ipc.codec import FrameDecoder, encode
@@ -716,3 +718,45 @@ async def test_a_request_whose_node_stays_away_is_refused_naming_it(swarm: Swarm
     answer = await answer_of(asked)
     assert code_of(answer) == "AGENT_UNAVAILABLE"
     assert "not in the cluster" in answer.error.message  # type: ignore[union-attr]
+
+
+async def test_a_request_whose_target_dies_while_starting_is_delivered_once_it_is_back(
+    swarm: Swarm,
+) -> None:
+    swarm.transport.ready_on_start = False
+    asked = asyncio.ensure_future(swarm.router.request("beta", "hi"))
+    first = await swarm.transport.started("beta")
+    first.exit(69)  # its cluster node lost under the start, say: the request never reached it
+    await settle(swarm, 0.4)
+    again = await swarm.transport.started("beta", 2)
+    again.ready()
+    await settle(swarm, 0.4)
+    [message] = again.delegates()
+    again.answer(message, "hello")
+    answer = await answer_of(asked)
+    assert (answer.status, answer.output) == ("ok", "hello")
+    assert not first.delegates()
+
+
+async def test_a_target_that_dies_at_every_start_is_answered_crashed_not_waited_on(
+    swarm: Swarm,
+) -> None:
+    swarm.transport.ready_on_start = False
+    asked = asyncio.ensure_future(
+        swarm.router.request("beta", "hi", timeout_ms=MAX_REQUEST_TIMEOUT_MS)
+    )
+    allowed = MAX_TURN_ATTEMPTS + SEND_DELIVERY_ATTEMPTS
+    for start in range(1, allowed + 3):
+        worker = await swarm.transport.started("beta", start)
+        worker.exit(1)
+        for _ in range(100):  # through the crash-loop backoff the later deaths bring
+            await settle(swarm, 1.0)
+            if asked.done() or len(swarm.transport.of("beta")) > start:
+                break
+        if asked.done():
+            break
+    answer = await answer_of(asked)
+    assert code_of(answer) == "AGENT_CRASHED"
+    assert "exited while starting" in answer.error.message  # type: ignore[union-attr]
+    # Carried over the first death, then as many deaths at a start as it has deliveries.
+    assert len(swarm.transport.of("beta")) == allowed + 2
