@@ -24,7 +24,9 @@ from orchestrator.cluster.membership import Lease, node_key
 from orchestrator.cluster.settings import START_TIMEOUT_SECONDS, ClusterSettings, decode_json
 from tests.support.cluster import EXAMPLE, NatsServer
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(180)
+"""Setup, call and teardown together: a NATS server and two clients, started and closed on a
+machine that may be loaded (each wait inside is bounded on its own)."""
 HEARTBEAT = 0.2
 LEADER_FINGERPRINT = "a" * 64
 OTHER_FINGERPRINT = "b" * 64
