@@ -29,9 +29,11 @@ def test_the_first_named_node_is_chosen_and_a_silent_one_passed_over() -> None:
     rule = AgentPlacement(nodes=["node-a", "node-b"])
     nodes = members("node-a", "node-b")
     first = choose(rule, nodes)
-    assert first is not None and first.name == "node-a"
+    assert first is not None
+    assert first.name == "node-a"
     other = choose(rule, nodes, {"node-a"})
-    assert other is not None and other.name == "node-b"
+    assert other is not None
+    assert other.name == "node-b"
 
 
 def test_every_node_silent_runs_the_agent_on_the_leader_where_it_may() -> None:
