@@ -360,9 +360,9 @@ class ClusterTransport:
             reason=reason,
             agents=sorted(w.name for w in lost),
         )
-        self._abort_starts(
+        self._abort_starts(  # a delay: the start is placed again, or waits for a node
             member.name,
-            AgentUnavailable(
+            NodeSilent(
                 f"node {member.name!r} was lost ({reason}) before it started the agent",
                 details={"node": member.name},
             ),
