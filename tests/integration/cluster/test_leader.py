@@ -22,6 +22,7 @@ from ipc import AgentUnavailable, NodeAbsent
 from orchestrator.cluster.leader import ClusterTransport
 from orchestrator.cluster.membership import Lease, node_key
 from orchestrator.cluster.settings import START_TIMEOUT_SECONDS, ClusterSettings, decode_json
+from orchestrator.transport import Worker
 from tests.support.cluster import EXAMPLE, NatsServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -139,6 +140,15 @@ class ScriptedNode:
             await self.client.close()
 
 
+async def start_back(leader: Leader) -> Worker:
+    """Start agent ``back``, bounded below the start's own timeout: where the node cannot take
+    it, the leader must know without waiting for that."""
+    return await asyncio.wait_for(
+        leader.transport.start("back", leader.plan, lambda message: None),
+        START_TIMEOUT_SECONDS - 5,
+    )
+
+
 async def test_a_start_in_flight_to_a_node_found_to_run_another_bundle_fails_at_once(
     leader: Leader,
 ) -> None:
@@ -155,11 +165,7 @@ async def test_a_start_in_flight_to_a_node_found_to_run_another_bundle_fails_at_
     try:
         await node.join()
         with pytest.raises(AgentUnavailable) as refused:
-            # Bounded below the start's own timeout: the leader must not wait for it.
-            await asyncio.wait_for(
-                leader.transport.start("back", leader.plan, lambda message: None),
-                START_TIMEOUT_SECONDS - 5,
-            )
+            await start_back(leader)
         assert asked.is_set()
         message = refused.value.message
         assert "different bundle" in message
@@ -171,30 +177,28 @@ async def test_a_start_in_flight_to_a_node_found_to_run_another_bundle_fails_at_
         await node.close()
 
 
-async def test_a_start_in_flight_to_a_node_that_goes_silent_fails_when_it_is_lost(
-    leader: Leader,
-) -> None:
-    async def freeze(msg: Any, node: ScriptedNode) -> None:
-        # Takes the start, then neither answers nor renews its key: a host frozen or cut off
-        # whose connection the server has not dropped yet.
-        node.silence()
-
-    node = ScriptedNode(leader, freeze)
-    try:
-        await node.join()
-        with pytest.raises(NodeAbsent) as refused:  # a wait: its only node may be back
-            await asyncio.wait_for(
-                leader.transport.start("back", leader.plan, lambda message: None),
-                START_TIMEOUT_SECONDS - 5,
-            )
-        assert "node 'node-x', which is not in the cluster" in refused.value.message
-        assert not leader.transport.workers
-    finally:
-        await node.close()
+async def freeze(msg: Any, node: ScriptedNode) -> None:
+    """Take the start, then neither answer nor renew the key: a host frozen or cut off whose
+    connection the server has not dropped yet."""
+    node.silence()
 
 
 async def never(msg: Any, node: ScriptedNode) -> None:
     raise AssertionError("a node that stopped listening was asked to start")
+
+
+async def test_a_start_in_flight_to_a_node_that_goes_silent_waits_once_it_is_lost(
+    leader: Leader,
+) -> None:
+    node = ScriptedNode(leader, freeze)
+    try:
+        await node.join()
+        with pytest.raises(NodeAbsent) as refused:  # a wait: its only node may be back
+            await start_back(leader)
+        assert "node 'node-x', which is not in the cluster" in refused.value.message
+        assert not leader.transport.workers
+    finally:
+        await node.close()
 
 
 async def test_a_member_that_stopped_listening_is_a_wait_for_its_return(leader: Leader) -> None:
@@ -203,57 +207,27 @@ async def test_a_member_that_stopped_listening_is_a_wait_for_its_return(leader: 
         await node.join()
         await node.deafen()
         with pytest.raises(NodeAbsent) as refused:  # the router waits a little for it
-            await asyncio.wait_for(
-                leader.transport.start("back", leader.plan, lambda message: None),
-                START_TIMEOUT_SECONDS - 5,
-            )
+            await start_back(leader)
         assert "'node-x' is not listening" in refused.value.message
         assert not leader.transport.workers
     finally:
         await node.close()
 
 
-async def test_a_member_that_stopped_listening_leaves_the_agent_to_the_leader_where_it_may(
-    leader: Leader,
+@pytest.mark.parametrize("deaf", [True, False], ids=["not-listening", "lost-under-the-start"])
+async def test_a_start_its_node_cannot_take_goes_to_the_leader_where_it_may(
+    leader: Leader, deaf: bool
 ) -> None:
     leader.transport.placement["back"] = AgentPlacement(node="node-x", allow_leader=True)
-    node = ScriptedNode(leader, never)
+    node = ScriptedNode(leader, never if deaf else freeze)
     try:
         await node.join()
-        await node.deafen()
-        worker = await asyncio.wait_for(
-            leader.transport.start("back", leader.plan, lambda message: None),
-            START_TIMEOUT_SECONDS - 5,
-        )
+        if deaf:
+            await node.deafen()
+        worker = await start_back(leader)
         try:
             assert worker.node is None  # the leader's own host
             assert worker.pid is not None
-            assert not leader.transport.workers
-        finally:
-            worker.kill()
-            await asyncio.wait_for(worker.exited, 30)
-            worker.close()
-    finally:
-        await node.close()
-
-
-async def test_a_start_in_flight_to_a_node_lost_is_placed_again_where_it_may(
-    leader: Leader,
-) -> None:
-    leader.transport.placement["back"] = AgentPlacement(node="node-x", allow_leader=True)
-
-    async def freeze(msg: Any, node: ScriptedNode) -> None:
-        node.silence()
-
-    node = ScriptedNode(leader, freeze)
-    try:
-        await node.join()
-        worker = await asyncio.wait_for(
-            leader.transport.start("back", leader.plan, lambda message: None),
-            START_TIMEOUT_SECONDS - 5,
-        )
-        try:
-            assert worker.node is None  # the leader's own host, once node-x was lost
             assert not leader.transport.workers
         finally:
             worker.kill()
