@@ -337,8 +337,9 @@ _DELIVERY_MEANINGS: dict[DeliveryCode, tuple[str, str | None]] = {
         "Answer the caller yourself instead of calling back up the chain.",
     ),
     DeliveryCode.AGENT_CRASHED: (
-        "the target process died under the Turn policy.crash.maxTurnAttempts times (a Turn "
-        "whose agent dies fewer times resumes once it is back)",
+        "the target process died under the Turn policy.crash.maxTurnAttempts times, or at "
+        "every start made for the request (a Turn whose agent dies fewer times resumes once "
+        "it is back)",
         "The Turn itself kills its agent: report the failure rather than retrying it.",
     ),
     DeliveryCode.AGENT_UNAVAILABLE: (
