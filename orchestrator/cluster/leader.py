@@ -52,6 +52,7 @@ from orchestrator.cluster.placing import (
     choose_node,
     different_bundle,
     labels_of,
+    not_listening,
 )
 from orchestrator.cluster.relay import Outbox
 from orchestrator.cluster.remote import RemoteWorker
@@ -524,9 +525,7 @@ class ClusterTransport:
                 abort.result()
             msg = asking.result()
         except NoRespondersError:
-            raise NodeSilent(
-                f"node {node!r} is not listening (stopped?)", details={"node": node}
-            ) from None
+            raise not_listening(node) from None
         except TimeoutError:
             raise AgentUnavailable(
                 f"node {node!r} did not start agent {worker.name!r} within "

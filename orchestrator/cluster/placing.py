@@ -35,6 +35,11 @@ class NodeSilent(NodeAbsent):
     subject): it died a moment ago, its key not lapsed yet, and may be back soon."""
 
 
+def not_listening(node: str) -> NodeSilent:
+    """Why ``node``, a member nobody listens for, cannot start an agent now."""
+    return NodeSilent(f"node {node!r} is not listening (stopped?)", details={"node": node})
+
+
 # One parameter per thing the choice reads of the leader's state: it holds none of its own.
 def choose_node(
     agent: str,
@@ -56,12 +61,7 @@ def choose_node(
         if not rule.admits(member.name, labels_of(member)):
             continue
         if member.name in silent:
-            refusals.append(
-                NodeSilent(
-                    f"node {member.name!r} is not listening (stopped?)",
-                    details={"node": member.name},
-                )
-            )
+            refusals.append(not_listening(member.name))
         elif member.name not in ready:
             refusals.append(
                 NodeAbsent(
