@@ -471,10 +471,12 @@ class ClusterTransport:
                 return self._on_leader[name]
             try:
                 return await self._start_on(member, name, on_message)
-            except NodeSilent:
-                # Gone a moment ago, its key not lapsed yet: another place may start it now.
+            except NodeSilent as exc:
                 self.log.info(
-                    "node not listening; placing the agent again", agent=name, node=member.name
+                    "node gone a moment ago did not take the start; placing the agent again",
+                    agent=name,
+                    node=member.name,
+                    reason=exc.message,
                 )
                 silent.add(member.name)
 
