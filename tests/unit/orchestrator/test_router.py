@@ -21,7 +21,6 @@ from goondan.defaults import (
     MAX_PENDING_PER_CALLER,
     MAX_REQUEST_TIMEOUT_MS,
     MAX_TURN_ATTEMPTS,
-    SEND_DELIVERY_ATTEMPTS,
 )
 from ipc import DelegateMessage, DelegateResultMessage, EventMessage, IpcError, build
 from ipc.codec import FrameDecoder, encode
@@ -39,7 +38,7 @@ from ipc.questions import (
 )
 from orchestrator.dispatch import Dispatcher
 from orchestrator.router import InFlightSend, Router
-from orchestrator.router_carry import NODE_ABSENT_WAIT_SECONDS
+from orchestrator.router_carry import EXTRA_DELIVERIES, NODE_ABSENT_WAIT_SECONDS
 from orchestrator.status import ProcessStatus
 from orchestrator.supervisor import Supervisor
 from orchestrator.testing import FakeClock, FakeTransport, FakeWorker, fake_plans
@@ -745,7 +744,7 @@ async def test_a_target_that_dies_at_every_start_is_answered_crashed_not_waited_
     asked = asyncio.ensure_future(
         swarm.router.request("beta", "hi", timeout_ms=MAX_REQUEST_TIMEOUT_MS)
     )
-    allowed = MAX_TURN_ATTEMPTS + SEND_DELIVERY_ATTEMPTS
+    allowed = MAX_TURN_ATTEMPTS + EXTRA_DELIVERIES
     for start in range(1, allowed + 3):
         worker = await swarm.transport.started("beta", start)
         worker.exit(1)
