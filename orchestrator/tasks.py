@@ -14,6 +14,24 @@ from typing import Any
 
 import structlog
 
+CANCEL_AGAIN_SECONDS = 0.5
+"""How long :func:`cancel_and_wait` lets a cancelled task run on before cancelling it again."""
+
+
+async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` and wait until it has ended, whatever it raised.
+
+    The cancellation is repeated while the task runs on, as anyio's cancel scopes deliver
+    theirs again until the task leaves: on Python 3.11, ``asyncio.wait_for`` (which nats-py's
+    requests await) drops a cancellation that arrives together with the result it awaited, and
+    a loop that lost its one cancellation would run, and be awaited, forever.
+    """
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=CANCEL_AGAIN_SECONDS)
+    if not task.cancelled():
+        task.exception()  # retrieved: the owner stops it and has no use for its failure
+
 
 class TaskOwner:
     """Starts background tasks, logs their failures, cancels and awaits them on :meth:`aclose`."""

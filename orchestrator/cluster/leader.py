@@ -64,7 +64,7 @@ from orchestrator.cluster.settings import (
 )
 from orchestrator.cluster.stored_instances import StoredInstances
 from orchestrator.status import ExitInfo
-from orchestrator.tasks import TaskOwner
+from orchestrator.tasks import TaskOwner, cancel_and_wait
 from orchestrator.transport import MultiprocessingTransport, Worker
 
 
@@ -579,9 +579,7 @@ class ClusterTransport:
     async def close(self) -> None:
         """Give up the leadership (nodes stop whatever still runs), then disconnect."""
         if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(BaseException):
-                await self._heartbeat
+            await cancel_and_wait(self._heartbeat)
         if self.nodes is not None:
             await self.nodes.stop()
         await self.stored.stop()

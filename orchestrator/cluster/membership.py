@@ -32,6 +32,7 @@ from orchestrator.cluster.settings import (
     decode_json,
     encode_json,
 )
+from orchestrator.tasks import cancel_and_wait
 
 LEADER_KEY = "leader"
 NODE_KEYS = "nodes.*"
@@ -278,11 +279,7 @@ class Presence:
 
     async def stop(self) -> None:
         """Stop watching."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await asyncio.gather(*(cancel_and_wait(task) for task in self._tasks))
         if self._watcher is not None:
             with contextlib.suppress(Exception):
                 await self._watcher.stop()

@@ -61,7 +61,7 @@ from orchestrator.cluster.settings import (
 )
 from orchestrator.cluster.stopping import unless_stopped
 from orchestrator.state_dir import default_state_dir
-from orchestrator.tasks import TaskOwner
+from orchestrator.tasks import TaskOwner, cancel_and_wait
 from orchestrator.transport import PIPE_CLOSED_GRACE_SECONDS, MultiprocessingTransport
 
 WAIT_FOR_LEADER_LOG_SECONDS = 30.0
@@ -576,8 +576,8 @@ class Node:
         await asyncio.gather(*(stopped(a) for a in agents))
         if self._leader_watch is not None:
             await self._leader_watch.stop()
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
+        if self._heartbeat is not None:  # ended before the key is released: none renews it
+            await cancel_and_wait(self._heartbeat)
         await self._tasks.settle(KILL_WAIT_SECONDS)  # exits being reported, keys released
         await self._tasks.aclose()
         if self._lease is not None:

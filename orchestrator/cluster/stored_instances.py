@@ -15,7 +15,6 @@ nothing to count, and the leader looks for it again every :data:`RETRY_SECONDS`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import re
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import structlog
 
 from orchestrator.cluster.settings import cluster_token
+from orchestrator.tasks import cancel_and_wait
 
 BASE_KEYS = "*.*.base"
 """The keys of the conversations' bases, one per instance of each agent."""
@@ -103,6 +103,4 @@ class StoredInstances:
     async def stop(self) -> None:
         """End the watch."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
+            await cancel_and_wait(self._task)
