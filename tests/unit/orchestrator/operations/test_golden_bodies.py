@@ -146,8 +146,8 @@ async def real(tmp_path: Path) -> AsyncIterator[httpx2.AsyncClient]:
     book = daemon.broker.usage
     book.add("alpha", "trace-1", 100, 40, 0.5, "2026-01-02T03:04:05.000Z")
     book.add("beta", "trace-1", 7, 3, 0.0, "2026-01-02T03:04:06.000Z")
-    book.add("alpha", "trace-2", 1, 2, 2e-06, "2026-01-02T03:04:07.000Z")  # "2e-06", not "2e-6"
-    book.add("beta", "trace-3", 0, 0, 1e20, "2026-01-02T03:04:08.000Z")  # "1e+20"
+    book.add("alpha", "trace-2", 1, 2, 2e-06, "2026-01-02T03:04:07.000Z")  # "2e-6"
+    book.add("beta", "trace-3", 0, 0, 1e20, "2026-01-02T03:04:08.000Z")  # "1e20"
     app = with_peer(build_app(daemon.operations), OPERATOR)
     transport = httpx2.ASGITransport(app=app)
     async with httpx2.AsyncClient(transport=transport, base_url="http://goondan") as http:
