@@ -4,6 +4,7 @@ starter reaches the program, and no value of the program's environment is on a c
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import subprocess
@@ -16,8 +17,9 @@ from tools_base.sandbox import SandboxMode, SandboxPolicy
 
 pytestmark = pytest.mark.timeout(60)
 
-LEAKED_FD = 57
-"""Where the starter's stray descriptor sits (uvloop passes such ones on)."""
+STRAY_FD_FLOOR = 57
+"""Where the starter's stray descriptor sits, or the first free number past it (uvloop passes
+such ones on); never one the test process holds, which ``dup2`` would close under it."""
 
 
 @pytest.mark.parametrize("mode", [SandboxMode.BWRAP, SandboxMode.NAMESPACES], ids=str)
@@ -38,7 +40,7 @@ def test_the_launcher_passes_neither_descriptors_nor_values_on(
     )
     assert value not in " ".join(launch.launcher_argv)
     read_end, write_end = os.pipe()
-    os.dup2(write_end, LEAKED_FD)
+    stray = fcntl.fcntl(write_end, fcntl.F_DUPFD, STRAY_FD_FLOOR)
     try:
         done = subprocess.run(
             launch.launcher_argv,
@@ -47,11 +49,11 @@ def test_the_launcher_passes_neither_descriptors_nor_values_on(
             capture_output=True,
             text=True,
             timeout=30,
-            pass_fds=(LEAKED_FD,),
+            pass_fds=(stray,),
         )
     finally:
         launch.close()
-        for fd in (read_end, write_end, LEAKED_FD):
+        for fd in (read_end, write_end, stray):
             os.close(fd)
     assert done.returncode == 0, done.stderr
     token, *fds = done.stdout.split()
