@@ -41,7 +41,7 @@ from orchestrator.http.streams import (
     sse_event,
 )
 from orchestrator.operations.answers import Accepted, RequestState
-from orchestrator.operations.encoding import encode_wire
+from orchestrator.operations.encoding import encode
 from orchestrator.requests import Admission, Intake, KeyReused, RequestDesk, StoreFull
 from orchestrator.requests.store import Kind, digest
 
@@ -125,7 +125,7 @@ async def admit(desk: RequestDesk, intake: Intake) -> Admission:
 def answered(answer: DelegateAnswer, admission: Admission) -> Response:
     """The JSON answer of a Turn: 200, or the status its failure maps to
     (:func:`~orchestrator.http.responses.answer_status`)."""
-    body = encode_wire(answer_json(answer, admission.request_id))
+    body = encode(answer_json(answer, admission.request_id))
     response = Response(body, answer_status(answer), media_type="application/json")
     response.headers.update(id_headers(admission))
     return response

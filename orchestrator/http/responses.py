@@ -8,7 +8,7 @@ from starlette.responses import Response
 from goondan.errors import DeliveryCode
 from ipc.delegation import DelegateAnswer
 from orchestrator.operations.answers import Answer, ErrorBody, ErrorDetail
-from orchestrator.operations.encoding import encode, encode_wire
+from orchestrator.operations.encoding import encode
 
 
 class AnswerResponse(Response):
@@ -18,10 +18,8 @@ class AnswerResponse(Response):
     media_type = "application/json"
 
     def __init__(self, answer: Answer | DelegateAnswer, status_code: int = 200) -> None:
-        body = (
-            encode_wire(answer.to_wire()) if isinstance(answer, DelegateAnswer) else encode(answer)
-        )
-        super().__init__(body, status_code=status_code)
+        wire = answer.to_wire() if isinstance(answer, DelegateAnswer) else answer
+        super().__init__(encode(wire), status_code=status_code)
 
 
 def error(status: int, code: str, message: str) -> AnswerResponse:

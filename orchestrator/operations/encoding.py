@@ -30,15 +30,10 @@ def plain(answer: Answer | Sequence[Answer]) -> object:
     return msgspec.to_builtins(answer)
 
 
-def encode(answer: Answer) -> bytes:
-    """The body of ``answer``."""
+def encode(answer: Answer | object) -> bytes:
+    """The body of ``answer``: a struct of :mod:`.answers`, or JSON-ready data (a payload's
+    wire form), written alike."""
     return _ENCODER.encode(answer)
-
-
-def encode_wire(data: object) -> bytes:
-    """The body of JSON-ready ``data`` (a payload's wire form), written as :func:`encode`
-    writes an answer."""
-    return _ENCODER.encode(data)
 
 
 def decode(body: bytes | str, kind: type[T]) -> T:
