@@ -49,17 +49,25 @@ class Table:
         if _is_terminal(stream):
             self._print_for_terminal(stream)
             return
-        for cells in [tuple(c.header for c in self.columns), *self.rows]:
-            print(self.plain_line(cells), file=stream)
+        template = self._plain_template()
+        lines = [template.format(*(c.header for c in self.columns))]
+        lines.extend(template.format(*cells) for cells in self.rows)
+        lines.append("")
+        stream.write("\n".join(lines))  # one write: a 500-row status is one call, not 500
 
     def plain_line(self, cells: tuple[str, ...]) -> str:
         """``cells`` as one line of plain, fixed-width columns."""
-        parts = []
-        for index, (column, cell) in enumerate(zip(self.columns, cells, strict=True)):
-            gap = column.gap if index else ""
-            shown = format(cell, f"{column.align}{column.width}") if column.width else cell
-            parts.append(gap + shown)
-        return "".join(parts)
+        if len(cells) != len(self.columns):
+            raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
+        return self._plain_template().format(*cells)
+
+    def _plain_template(self) -> str:
+        fields = []
+        for index, column in enumerate(self.columns):
+            gap = column.gap.replace("{", "{{").replace("}", "}}") if index else ""
+            spec = f":{column.align}{column.width}" if column.width else ""
+            fields.append(f"{gap}{{{spec}}}")
+        return "".join(fields)
 
     def _print_for_terminal(self, stream: IO[str]) -> None:
         width = terminal_width(stream)

@@ -86,6 +86,17 @@ def test_piped_output_is_unchanged_plain_columns() -> None:
     assert out.getvalue().splitlines() == [f"{'AGENT':<8} NOTE", f"{'worker':<8} {'x' * 200}"]
 
 
+def test_piped_cells_and_gaps_with_braces_are_printed_as_they_are() -> None:
+    # Plain lines are laid out by one format template: a brace in a cell (a tool's JSON
+    # arguments) or in a column's gap must never be read as a field of it.
+    table = Table((Column("ID", 4, align=">"), Column("ARGS", gap=" {0} ")))
+    table.add_row("7", '{"path": "{x}"}')
+    out = io.StringIO()
+    table.print(out)
+    assert out.getvalue() == '  ID {0} ARGS\n   7 {0} {"path": "{x}"}\n'
+    assert table.plain_line(("1", "{}")) == "   1 {0} {}"
+
+
 def test_wide_characters_take_two_columns_and_are_cut_whole() -> None:
     assert display_width("漢字") == 4
     assert cut("漢字漢字", 5) == "漢字…"
