@@ -34,6 +34,7 @@ from agent_process.tools.registry import ToolRegistry  # noqa: E402
 from agent_process.turn import TurnInput, TurnRunner  # noqa: E402
 from benchmarks._checks import expect  # noqa: E402
 from bundle.scripted import ScriptSpec  # noqa: E402
+from ipc.logs import configure_logging  # noqa: E402
 from tools_base import JsonObject, ToolContext  # noqa: E402
 
 CALLS = 4
@@ -109,6 +110,7 @@ def main() -> None:
     options = parser.parse_args()
     if options.quick:
         options.turns = 5
+    configure_logging(level="warning")  # each Turn's log on stderr: stdout is the figures
     figures = asyncio.run(measure(options.turns))
     if options.json:
         print(json.dumps(figures))

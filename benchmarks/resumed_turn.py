@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._checks import WrongAnswer, expect
+from ipc.logs import configure_logging
 from orchestrator.daemon import Orchestrator
 from orchestrator.status import ProcessStatus
 from tests.support.ledger import effects, ledger_swarm
@@ -111,6 +112,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="3 samples (CI runs this)")
     args = parser.parse_args()
     samples = 3 if args.quick else args.samples
+    configure_logging(level="warning")  # the daemon's log on stderr: stdout is the figures
     with tempfile.TemporaryDirectory() as temp:
         try:
             figures = asyncio.run(_figures(samples, Path(temp)))

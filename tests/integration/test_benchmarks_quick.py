@@ -31,7 +31,9 @@ def run_quick(script: str, *flags: str) -> dict[str, Any]:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    # --json promises one JSON object on stdout and nothing else (a log line there breaks a
+    # script reading it), so the whole of stdout is parsed.
+    figures: dict[str, Any] = json.loads(done.stdout)
     return figures
 
 
