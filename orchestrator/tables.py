@@ -50,10 +50,11 @@ class Table:
             self._print_for_terminal(stream)
             return
         template = self._plain_template()
-        lines = [template.format(*(c.header for c in self.columns))]
-        lines.extend(template.format(*cells) for cells in self.rows)
-        lines.append("")
-        stream.write("\n".join(lines))  # one write: a 500-row status is one call, not 500
+        # A line at a time, as the stream buffers them: a reader that leaves early (`| head`)
+        # meets the next flush, and the command stops as `git log | head` does.
+        print(template.format(*(c.header for c in self.columns)), file=stream)
+        for cells in self.rows:
+            print(template.format(*cells), file=stream)
 
     def plain_line(self, cells: tuple[str, ...]) -> str:
         """``cells`` as one line of plain, fixed-width columns."""
