@@ -56,13 +56,8 @@ class Table:
         for cells in self.rows:
             print(template.format(*cells), file=stream)
 
-    def plain_line(self, cells: tuple[str, ...]) -> str:
-        """``cells`` as one line of plain, fixed-width columns."""
-        if len(cells) != len(self.columns):
-            raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
-        return self._plain_template().format(*cells)
-
     def _plain_template(self) -> str:
+        """One line of plain, fixed-width columns as a format template (a field per cell)."""
         fields = []
         for index, column in enumerate(self.columns):
             gap = column.gap.replace("{", "{{").replace("}", "}}") if index else ""

@@ -94,7 +94,6 @@ def test_piped_cells_and_gaps_with_braces_are_printed_as_they_are() -> None:
     out = io.StringIO()
     table.print(out)
     assert out.getvalue() == '  ID {0} ARGS\n   7 {0} {"path": "{x}"}\n'
-    assert table.plain_line(("1", "{}")) == "   1 {0} {}"
 
 
 def test_wide_characters_take_two_columns_and_are_cut_whole() -> None:
