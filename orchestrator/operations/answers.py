@@ -102,11 +102,13 @@ class LastExit(Answer):
     """How it ended, in words."""
 
 
-class AgentRow(Answer):
-    """One agent in ``GET /v1/agents``: its process, conversations, requests and usage."""
+class ProcessRow(Answer, kw_only=True):
+    """A supervised process, as an agent's row and a Connection's row both report it.
 
-    agent: str
-    """The agent's name."""
+    Keyword-only, so these fields come after a subclass's positional ones in the body and before
+    its keyword-only ones: an agent's row starts with ``agent``, a Connection's ends with its name.
+    """
+
     pid: int | None
     """Its process (``None`` when it does not run)."""
     status: str
@@ -120,13 +122,25 @@ class AgentRow(Answer):
     uptime_seconds: Number | None
     """Seconds since its process started (``None`` when it does not run)."""
     node: str | None
-    """The cluster node it runs on (``None``: this host)."""
+    """The cluster node it runs on (``None``: this host; always so for a Connection's)."""
     last_exit: LastExit | None
     """How its process last ended."""
     boot_error: str | None
     """Why it last failed to start."""
     next_start_in_seconds: Number | None
     """Seconds until it is started again (in a crash-loop back-off)."""
+
+
+class _NamedAgent(ProcessRow):
+    """An agent's process, its name first."""
+
+    agent: str
+    """The agent's name."""
+
+
+class AgentRow(_NamedAgent, kw_only=True):
+    """One agent in ``GET /v1/agents``: its process, conversations, requests and usage."""
+
     instances: list[str]
     """Its conversation instances on disk (directory names)."""
     pending_delegates: int
@@ -156,29 +170,9 @@ class ConnectionHealthRow(Answer):
     """When it last delivered an event."""
 
 
-class ConnectionRow(Answer):
+class ConnectionRow(ProcessRow, kw_only=True):
     """One Connection in ``GET /v1/agents``: its connector process and its health."""
 
-    pid: int | None
-    """Its connector process (``None`` when it does not run)."""
-    status: str
-    """Its process status (``ProcessStatus``)."""
-    restarts: int
-    """Times it was restarted."""
-    crashes: int
-    """Times it crashed."""
-    consecutive_crashes: int
-    """Crashes since it last ran well."""
-    uptime_seconds: Number | None
-    """Seconds since its process started."""
-    node: str | None
-    """Always ``None``: connectors run on the leader."""
-    last_exit: LastExit | None
-    """How its process last ended."""
-    boot_error: str | None
-    """Why it last failed to start."""
-    next_start_in_seconds: Number | None
-    """Seconds until it is started again (in a crash-loop back-off)."""
     connection: str
     """The Connection's name."""
     connector: str

@@ -94,14 +94,18 @@ def _describe(definition: dict[str, object], fields: dict[str, str]) -> None:
 @functools.cache
 def _docstrings(module: ModuleType) -> dict[str, dict[str, str]]:
     """Struct name → wire name of each field → its docstring, read from the source of
-    ``module`` (msgspec does not keep them)."""
+    ``module`` (msgspec does not keep them); a field a struct inherits has its base's."""
     tree = ast.parse(inspect.getsource(module))
-    found: dict[str, dict[str, str]] = {}
+    own: dict[type, list[tuple[str, str]]] = {}
     for node in tree.body:
         kind = getattr(module, node.name, None) if isinstance(node, ast.ClassDef) else None
         if isinstance(node, ast.ClassDef) and isinstance(kind, type):
-            wire = {f.name: f.encode_name for f in msgspec.structs.fields(kind)}
-            found[node.name] = {wire.get(name, name): text for name, text in _field_docs(node)}
+            own[kind] = _field_docs(node)
+    found: dict[str, dict[str, str]] = {}
+    for kind in own:
+        wire = {f.name: f.encode_name for f in msgspec.structs.fields(kind)}
+        inherited = [doc for base in reversed(kind.__mro__) for doc in own.get(base, [])]
+        found[kind.__name__] = {wire.get(name, name): text for name, text in inherited}
     return found
 
 
