@@ -8,6 +8,7 @@ import dataclasses
 import json
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
+from typing import NoReturn
 
 from a2a.helpers.proto_helpers import get_data_parts
 from a2a.server.context import ServerCallContext
@@ -17,19 +18,14 @@ from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
-    DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
-    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
-    ListTaskPushNotificationConfigsRequest,
-    ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
     Message,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
-    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.errors import (
@@ -328,29 +324,14 @@ class SwarmRequestHandler(RequestHandler):
 
     # -- not offered ---------------------------------------------------------------------------
 
-    async def on_create_task_push_notification_config(
-        self, params: TaskPushNotificationConfig, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
+    async def _no_push_notifications(self, params: object, context: ServerCallContext) -> NoReturn:
         """Push notifications are not offered."""
         raise PushNotificationNotSupportedError
 
-    async def on_get_task_push_notification_config(
-        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> TaskPushNotificationConfig:
-        """Push notifications are not offered."""
-        raise PushNotificationNotSupportedError
-
-    async def on_list_task_push_notification_configs(
-        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
-    ) -> ListTaskPushNotificationConfigsResponse:
-        """Push notifications are not offered."""
-        raise PushNotificationNotSupportedError
-
-    async def on_delete_task_push_notification_config(
-        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
-    ) -> None:
-        """Push notifications are not offered."""
-        raise PushNotificationNotSupportedError
+    on_create_task_push_notification_config = _no_push_notifications
+    on_get_task_push_notification_config = _no_push_notifications
+    on_list_task_push_notification_configs = _no_push_notifications
+    on_delete_task_push_notification_config = _no_push_notifications
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext

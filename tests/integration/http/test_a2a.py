@@ -297,6 +297,37 @@ async def test_the_0_3_method_names_are_answered_too(swarm: Orchestrator) -> Non
     assert methods == ["message/send", "tasks/get"]
 
 
+async def test_what_is_not_offered_is_refused_with_its_a2a_error(
+    swarm: Orchestrator, http: httpx.AsyncClient
+) -> None:
+    url = f"{base_url(swarm)}/a2a/scribe"
+    client, _ = await a2a_client(http, url)
+    task = await only_task(client, user_says("hello"))
+    refused = {
+        "CreateTaskPushNotificationConfig": {"taskId": task.id, "url": "https://x.example/hook"},
+        "GetTaskPushNotificationConfig": {"taskId": task.id, "id": "c1"},
+        "ListTaskPushNotificationConfigs": {"taskId": task.id},
+        "DeleteTaskPushNotificationConfig": {"taskId": task.id, "id": "c1"},
+        "ListTasks": {},
+        "GetExtendedAgentCard": {},
+    }
+    codes = {}
+    for number, (method, params) in enumerate(refused.items()):
+        body = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+        response = await rpc(http, url, json.dumps(body).encode())
+        assert response.status_code == 200, response.text
+        codes[method] = response.json()["error"]["code"]
+    push_not_supported, unsupported = -32003, -32004  # A2A's error codes
+    assert codes == {
+        "CreateTaskPushNotificationConfig": push_not_supported,
+        "GetTaskPushNotificationConfig": push_not_supported,
+        "ListTaskPushNotificationConfigs": push_not_supported,
+        "DeleteTaskPushNotificationConfig": push_not_supported,
+        "ListTasks": unsupported,
+        "GetExtendedAgentCard": unsupported,
+    }
+
+
 # -- hostile ---------------------------------------------------------------------------------
 
 
