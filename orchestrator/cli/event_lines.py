@@ -40,7 +40,7 @@ def event_line(event: AnyEvent, width: int) -> str:
     if event.instance:
         who += f"@{event.instance}"
     trace = f" trace={event.trace[:8]}" if event.trace else ""
-    what = event_sentence(event, data)
+    what = event_sentence(event)
     if what is None:
         what = " ".join(
             f"{key}={cut(json.dumps(value, ensure_ascii=False), VALUE_CHARS)}"

@@ -138,7 +138,7 @@ def wrap(event: AnyEvent) -> dict[str, Any]:
     """The form the studio's API hands out: ``{key, level, event, sentence}`` (``sentence``:
     :func:`~orchestrator.studio.phrases.event_sentence`, or ``None``)."""
     data = event.to_builtins()
-    sentence = event_sentence(event, data)
+    sentence = event_sentence(event)
     return {"key": _key_of(data), "level": event_level(event), "event": data, "sentence": sentence}
 
 

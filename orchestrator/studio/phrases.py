@@ -8,11 +8,16 @@ parked for an operator (who decided, what, why). Light: the CLI imports it for `
 
 from __future__ import annotations
 
-from typing import Any
+from msgspec import UNSET
 
-from ipc.runtime_events import AnyEvent, EventType
+from ipc.runtime_events import AnyEvent, ApprovalEvent, EventType
 
 __all__ = ["event_sentence"]
+
+
+def _given(value: object) -> bool:
+    """The field was recorded with a value (neither left out nor ``null``)."""
+    return value is not None and value is not UNSET
 
 
 def _decider(decided_by: object) -> str:
@@ -22,42 +27,32 @@ def _decider(decided_by: object) -> str:
     return describe_decider(decided_by) if isinstance(decided_by, dict) else "unknown"
 
 
-def _call(data: dict[str, Any]) -> str:
-    """``apr_… (bash__exec)``: the approval and the tool it holds back."""
-    tool = data.get("toolName")
-    return f"{data.get('approvalId', '?')}" + (f" ({tool})" if tool else "")
-
-
-def _approval(kind: str, data: dict[str, Any]) -> str | None:
-    call = _call(data)
-    reason = data.get("reason")
+def _approval(event: ApprovalEvent) -> str | None:
+    kind, reason, tool = event.type, event.reason, event.tool_name
+    call = (event.approval_id or "?") + (f" ({tool})" if tool else "")
     if kind == EventType.APPROVAL_REQUESTED:
-        expires = data.get("expiresAt")
+        expires = event.expires_at
         return f"{call} waits for an operator" + (f" until {expires}" if expires else "")
     if kind == EventType.APPROVAL_RESUMED:
         return f"{call} waits for an operator again, taken up after a restart"
     if kind == EventType.APPROVAL_DECIDED:
-        text = f"{call} {data.get('status', 'decided')}"
-        if data.get("decidedBy") is not None:
-            text += f" by {_decider(data['decidedBy'])}"
-        if data.get("editedArgs") is not None:
+        text = f"{call} {event.status or 'decided'}"
+        if _given(event.decided_by):
+            text += f" by {_decider(event.decided_by)}"
+        if _given(event.edited_args):
             text += ", its arguments edited"
         return text + (f": {reason}" if reason else "")
     if kind == EventType.APPROVAL_EXPIRED:
         return f"{call} expired: nobody decided in time"
     if kind == EventType.APPROVAL_CANCELLED:
-        why = reason or data.get("errorMessage") or "its request was cancelled"
+        why = reason or event.error_message or "its request was cancelled"
         return f"{call} no longer waits: {why}"
     if kind == EventType.APPROVAL_REFUSED:
-        who = _decider(data.get("decidedBy"))
+        who = _decider(event.decided_by)
         return f"a decision on {call} refused ({who}): {reason or 'not allowed'}"
     return None
 
 
-def event_sentence(event: AnyEvent, data: dict[str, Any] | None = None) -> str | None:
-    """What ``event`` says, in a sentence (``None``: its fields say it best). ``data`` is its
-    JSON object when the caller has it already."""
-    kind = event.type
-    if not kind.startswith("approval."):
-        return None
-    return _approval(kind, event.to_builtins() if data is None else data)
+def event_sentence(event: AnyEvent) -> str | None:
+    """What ``event`` says, in a sentence (``None``: its fields say it best)."""
+    return _approval(event) if isinstance(event, ApprovalEvent) else None
