@@ -347,7 +347,7 @@ def decision_of(entry: ResumeEntry, where: str) -> tuple[Verdict, dict[str, Any]
     raises :class:`BadBody` naming the entry's payload when it is not one."""
     if entry.status == "cancelled":
         return "reject", {"reason": CANCELLED_REASON}
-    payload = entry.payload
+    payload = entry.payload  # the AG-UI client's JSON, any value: checked here field by field
     if not isinstance(payload, dict) or not isinstance(payload.get("approved"), bool):
         raise BadBody(f"{where}.payload", "payload must be an object with approved: true or false")
     unknown = sorted(set(payload) - {"approved", "arguments", "reason"})

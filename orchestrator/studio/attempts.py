@@ -18,7 +18,9 @@ from goondan.errors import ToolCode
 from orchestrator.telemetry.spans import Span
 
 Row = dict[str, Any]
-"""A span as the studio's API hands it out (:meth:`Span.to_json`)."""
+"""A span as the studio's API hands it out (:meth:`Span.to_json`): its own keys always there,
+the fields its events gave it (``attempt``, ``resumedSpanId``, ``toolCallId``...) only when they
+did, hence read with ``get``."""
 
 
 def group_attempts(rows: list[Row]) -> list[Row]:
@@ -106,7 +108,7 @@ def _first(span_id: str, before: dict[str, str]) -> str:
 
 def _attempt_order(row: Row) -> tuple[int, float]:
     number = row.get("attempt")
-    start = row.get("startMs")
+    start = row["startMs"]
     return (number if isinstance(number, int) else 1, start if start is not None else 0.0)
 
 
@@ -164,4 +166,4 @@ def _annotate(attempt: Row, chain: list[Row], number: int, subtrees: dict[str, l
 
 def _has_tool_calls(step: Row, rows: list[Row]) -> bool:
     """Whether ``step``'s model answer came (it asked for tool calls, which ran under it)."""
-    return any(row.get("parentSpanId") == step["spanId"] for row in rows)
+    return any(row["parentSpanId"] == step["spanId"] for row in rows)

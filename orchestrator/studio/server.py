@@ -232,7 +232,7 @@ def _note_parked(row: dict[str, Any], parked: int) -> None:
     agent whose work waits on them is ``awaitingApproval``, not ``processing``: nothing moves
     until someone decides."""
     row["pendingApprovals"] = parked
-    if parked and row.get("status") in AWAITING_FROM:
+    if parked and row["status"] in AWAITING_FROM:
         row["status"] = "awaitingApproval"
 
 
