@@ -106,7 +106,8 @@ class ProcessRow(Answer, kw_only=True):
     """A supervised process, as an agent's row and a Connection's row both report it.
 
     Keyword-only, so these fields come after a subclass's positional ones in the body and before
-    its keyword-only ones: an agent's row starts with ``agent``, a Connection's ends with its name.
+    its keyword-only ones: an agent's row starts with ``agent``, and a Connection's ends with
+    ``connection``, ``connector`` and ``health``, as the bodies always had them.
     """
 
     pid: int | None
