@@ -58,6 +58,10 @@ from orchestrator.limits.usage import TraceUsage, UsageBook
 WAIT_REASONS = ("paused", "maxConcurrent", "requestsPerMinute", "tokensPerMinute")
 """Why a permit request waits, in the order they are judged."""
 SECONDS_PER_MINUTE = 60.0
+PAUSE_GRAIN_SECONDS = 0.005
+"""Added to a provider's ``Retry-After``: the event loop's clock counts whole milliseconds (and a
+pause is timed twice on it, when it starts and when it ends), so without it the pool could
+resume a few milliseconds before the provider's time is up."""
 
 Reply = Callable[[str, str, EventBody], None]
 """``(agent, correlation id, answer)``: send an agent the answer to its permit request."""
@@ -319,7 +323,7 @@ class ModelBroker:
             self._give_back(pool, body.permit_id, body.input_tokens + body.output_tokens, now)
         if body.retry_after_ms is not None and body.retry_after_ms > 0:
             seconds = body.retry_after_ms / 1000
-            if pool.pause(seconds, now):
+            if pool.pause(seconds + PAUSE_GRAIN_SECONDS, now):
                 self.log.warning(
                     "provider rate limit: pool paused",
                     pool=pool.name,
