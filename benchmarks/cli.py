@@ -46,6 +46,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,31 +109,35 @@ def write_bundle(directory: Path, first: str) -> Path:
     return path
 
 
-def daemon_imports(stderr: bytes) -> list[str]:
-    """The modules of :data:`DAEMON_STACK` that ``-X importtime`` says were imported."""
-    found = set()
-    for line in stderr.decode(errors="replace").splitlines():
-        fields = line.split("|")
-        if not line.startswith("import time:") or not fields[1].strip().isdigit():
-            continue  # not a module's line, or the header
-        name = fields[2].strip()
-        if any(name == top or name.startswith(f"{top}.") for top in DAEMON_STACK):
-            found.add(name)
-    return sorted(found)
-
-
-def import_ms(stderr: bytes) -> float:
-    """The summed cumulative time (ms) of the top-level imports ``-X importtime`` reports."""
-    total = 0
+def importtime_rows(stderr: bytes) -> Iterator[tuple[int, str]]:
+    """``(cumulative µs, name)`` of each module ``-X importtime`` reports, the name with the
+    spaces before it that give its depth (one space: imported at the top level)."""
     for line in stderr.decode(errors="replace").splitlines():
         if not line.startswith("import time:"):
             continue
         _, cumulative, name = line.split("|", 2)
-        if not cumulative.strip().isdigit():
-            continue  # the header
-        if name.startswith(" ") and not name.startswith("  "):  # top level: one space
-            total += int(cumulative)
-    return total / 1000
+        if cumulative.strip().isdigit():  # not the header
+            yield int(cumulative), name
+
+
+def daemon_imports(stderr: bytes) -> list[str]:
+    """The modules of :data:`DAEMON_STACK` that ``-X importtime`` says were imported."""
+    names = {name.strip() for _, name in importtime_rows(stderr)}
+    return sorted(
+        name
+        for name in names
+        if any(name == top or name.startswith(f"{top}.") for top in DAEMON_STACK)
+    )
+
+
+def import_ms(stderr: bytes) -> float:
+    """The summed cumulative time (ms) of the top-level imports ``-X importtime`` reports."""
+    top_level = (
+        cumulative
+        for cumulative, name in importtime_rows(stderr)
+        if name.startswith(" ") and not name.startswith("  ")
+    )
+    return sum(top_level) / 1000
 
 
 class Runner:
